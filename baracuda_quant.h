@@ -1,0 +1,2095 @@
+/* baracuda_quant.h - affine INT8 quantization for NVIDIA GPUs, in one header.
+
+   MANUAL_PLACEHOLDER
+*/
+#ifndef BARACUDA_QUANT_H
+#define BARACUDA_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BQ_VERSION_MAJOR 0
+#define BQ_VERSION_MINOR 1
+#define BQ_VERSION_PATCH 0
+#define BQ_VERSION_STRING "0.1.0"
+#define BQ_MAX_RANK 8
+
+#ifdef BARACUDA_QUANT_STATIC
+#define BQ_API static
+#else
+#define BQ_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes (X-macro: name, description) ---------------------------- */
+#define BQ__STATUS_LIST(X)                                                          \
+  X(BQ_SUCCESS, "success")                                                          \
+  X(BQ_ERROR_INVALID_ARGUMENT, "a descriptor or argument field is invalid")         \
+  X(BQ_ERROR_NOT_SUPPORTED, "the combination is not supported")                     \
+  X(BQ_ERROR_NO_DRIVER, "the NVIDIA driver (libcuda.so.1) was not found")           \
+  X(BQ_ERROR_DRIVER_TOO_OLD, "the NVIDIA driver is too old")                        \
+  X(BQ_ERROR_NO_DEVICE, "no usable CUDA device")                                    \
+  X(BQ_ERROR_NO_NVRTC, "NVRTC (libnvrtc.so.13 or .12) was not found")               \
+  X(BQ_ERROR_COMPILE_FAILED, "NVRTC failed to compile a kernel")                    \
+  X(BQ_ERROR_CUDA, "a CUDA driver call failed")                                     \
+  X(BQ_ERROR_OUT_OF_MEMORY, "out of host or device memory")                         \
+  X(BQ_ERROR_INSUFFICIENT_WORKSPACE, "the workspace passed to run is too small")
+
+typedef enum bq_status {
+#define BQ__STATUS_ENUM(name, text) name,
+  BQ__STATUS_LIST(BQ__STATUS_ENUM)
+#undef BQ__STATUS_ENUM
+  BQ__STATUS_COUNT
+} bq_status;
+
+/* ---- descriptors ----------------------------------------------------------- */
+typedef enum bq_dtype {
+  BQ_DTYPE_DEFAULT = 0,
+  BQ_F32, BQ_F64, BQ_F16, BQ_BF16, /* float types T */
+  BQ_S8, BQ_U8,                    /* integer storage types I */
+  BQ_S32
+} bq_dtype;
+
+typedef enum bq_op {
+  BQ_OP_NONE = 0,
+  BQ_QUANTIZE,      /* T -> I */
+  BQ_DEQUANTIZE,    /* I -> T */
+  BQ_FAKE_QUANTIZE  /* T -> T, bit-identical to quantize then dequantize */
+} bq_op;
+
+typedef enum bq_direction { BQ_FORWARD = 0, BQ_BACKWARD } bq_direction;
+
+typedef enum bq_granularity {
+  BQ_PER_TENSOR = 0, /* one scale, one zero point: host scalars (args.scale, args.zero_point) */
+  BQ_PER_CHANNEL,    /* dense tensor of rank 1..8; scales[shape[axis]] */
+  BQ_PER_TOKEN,      /* [rows, cols] with row strides; scales[rows] */
+  BQ_PER_GROUP       /* [rows, cols], cols % group_size == 0; scales[rows][cols / group_size] */
+} bq_granularity;
+
+/* Zero means default in every field (sokol style), so new fields never break callers. */
+typedef struct bq_desc {
+  bq_op op;                    /* required */
+  bq_direction direction;      /* default BQ_FORWARD */
+  bq_granularity granularity;  /* default BQ_PER_TENSOR */
+  bq_dtype float_type;         /* required: BQ_F32, BQ_F64, BQ_F16 or BQ_BF16 */
+  bq_dtype int_type;           /* default BQ_S8; or BQ_U8 */
+  int qmin, qmax;              /* both 0: the full range of int_type */
+  bq_dtype scale_type;         /* device scale arrays: float_type (default) or BQ_F32 */
+  int device;                  /* device ordinal used when no CUDA context is current */
+} bq_desc;
+
+/* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
+typedef struct bq_args {
+  /* Forward: x is read, y is written. Backward: dy (shaped like the forward output) and x
+     (the saved forward input, for the mask) are read, dx (shaped like x) is written. */
+  const void *x;
+  void *y;
+  const void *dy;
+  void *dx;
+  /* per tensor */
+  int64_t numel;
+  /* per channel: a dense row-major tensor */
+  int rank;
+  int64_t shape[BQ_MAX_RANK];
+  int axis;
+  /* per token and per group: [rows, cols]; strides in elements between row starts,
+     0 means cols. x_row_stride applies to x and dx, y_row_stride to y and dy. */
+  int64_t rows, cols;
+  int64_t x_row_stride, y_row_stride;
+  int64_t group_size;          /* per group */
+  int64_t group_row_stride;    /* per group: elements between rows of scales and zero
+                                  points; 0 means cols / group_size */
+  /* quantization parameters */
+  double scale;                /* per tensor: finite and > 0, converted once to C */
+  int32_t zero_point;          /* per tensor */
+  const void *scales;          /* other granularities: device array of scale_type */
+  const int32_t *zero_points;  /* other granularities: device int32 array, NULL = all 0 */
+} bq_args;
+
+typedef struct bq_plan bq_plan;
+
+/* ---- plans ----------------------------------------------------------------- */
+BQ_API bq_status bq_plan_select(const bq_desc *desc, bq_plan **plan);
+BQ_API bq_status bq_plan_can_implement(const bq_plan *plan, const bq_args *args);
+BQ_API size_t bq_plan_workspace_size(const bq_plan *plan, const bq_args *args);
+BQ_API bq_status bq_plan_run(const bq_plan *plan, const bq_args *args, void *workspace,
+                             size_t workspace_bytes, void *stream);
+BQ_API void bq_plan_destroy(bq_plan *plan);
+BQ_API const char *bq_plan_sku(const bq_plan *plan);
+BQ_API const char *bq_plan_precision_guarantee(const bq_plan *plan);
+
+/* ---- errors, version, logging ----------------------------------------------- */
+BQ_API const char *bq_last_error(void);          /* this thread's last error message */
+BQ_API const char *bq_status_name(bq_status s);  /* "BQ_ERROR_INVALID_ARGUMENT" */
+BQ_API const char *bq_status_description(bq_status s);
+BQ_API unsigned bq_version(void);                /* (major << 16) | (minor << 8) | patch */
+BQ_API const char *bq_version_string(void);
+typedef void (*bq_warning_fn)(const char *message, void *user);
+BQ_API void bq_set_warning_handler(bq_warning_fn fn, void *user); /* NULL: stderr */
+
+/* ---- the kernel cache ----------------------------------------------------------- */
+typedef struct bq_cache_stats {
+  uint64_t memory_hits;    /* select served from memory */
+  uint64_t disk_hits;      /* served from a valid disk entry */
+  uint64_t misses;         /* neither: compiled */
+  uint64_t compiles;       /* NVRTC compiles run */
+  uint64_t corrupt;        /* disk entries rejected (bad header, key, length or checksum) */
+  uint64_t write_failures; /* disk entries that could not be written */
+} bq_cache_stats;
+BQ_API void bq_cache_get_stats(bq_cache_stats *stats);
+BQ_API void bq_cache_clear_memory(void);   /* forget in-memory entries (live plans keep theirs) */
+BQ_API const char *bq_cache_directory(void); /* NULL when the disk cache is off */
+/* The SKU a desc gets on an arch (sm = 10 * major + minor), written into buf. */
+BQ_API bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size);
+/* Compile desc's kernel for an arch with NVRTC alone (no GPU needed) into the disk cache. */
+BQ_API bq_status bq_cache_warm(const bq_desc *desc, int sm);
+
+/* ---- device memory helpers, for programs that do not use the CUDA runtime -------- */
+BQ_API bq_status bq_malloc(void **ptr, size_t bytes);
+BQ_API bq_status bq_free(void *ptr);
+BQ_API bq_status bq_memcpy_to_device(void *dst, const void *src, size_t bytes);
+BQ_API bq_status bq_memcpy_to_host(void *dst, const void *src, size_t bytes);
+BQ_API bq_status bq_memset(void *dst, unsigned char value, size_t bytes);
+BQ_API bq_status bq_synchronize(void *stream);
+BQ_API bq_status bq_device_name(char *buf, size_t buf_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BARACUDA_QUANT_H */
+
+#ifdef BARACUDA_QUANT_IMPLEMENTATION
+#ifndef BARACUDA_QUANT_IMPLEMENTATION_DONE
+#define BARACUDA_QUANT_IMPLEMENTATION_DONE
+/* ============================================================================
+   IMPLEMENTATION
+   ========================================================================== */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Only what strict C11 plus POSIX.1 headers declare is used, so the implementation
+   compiles wherever it is included, whatever feature macros the program set. */
+#define BQ__PATH_MAX 4096
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+
+#ifndef BQ_MALLOC
+#define BQ_MALLOC(n) malloc(n)
+#define BQ_REALLOC(p, n) realloc(p, n)
+#define BQ_FREE(p) free(p)
+#endif
+
+#ifdef BARACUDA_QUANT_STATIC
+#define BQ__DEF static
+#else
+#define BQ__DEF
+#endif
+#define BQ__FN static
+
+#if defined(__GNUC__)
+#define BQ__UNUSED __attribute__((unused))
+#define BQ__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define BQ__UNUSED
+#define BQ__PRINTF(a, b)
+#endif
+
+/* ---- minimal CUDA driver and NVRTC types (no CUDA headers needed) ----------- */
+typedef int bq__CUresult;
+typedef int bq__CUdevice;
+typedef void *bq__CUcontext;
+typedef void *bq__CUmodule;
+typedef void *bq__CUfunction;
+typedef void *bq__CUstream;
+typedef void *bq__CUevent;
+typedef void *bq__CUgraph;
+typedef void *bq__CUgraphExec;
+typedef unsigned long long bq__CUdeviceptr;
+typedef int bq__nvrtcResult;
+typedef void *bq__nvrtcProgram;
+
+#define BQ__CU_DRIVER_ABI 12000 /* the driver ABI version entry points are resolved at */
+enum {
+  BQ__CU_ATTR_MAX_THREADS_PER_BLOCK = 1,
+  BQ__CU_ATTR_MULTIPROCESSOR_COUNT = 16,
+  BQ__CU_ATTR_CC_MAJOR = 75,
+  BQ__CU_ATTR_CC_MINOR = 76,
+  BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
+  BQ__CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  BQ__CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+  BQ__CU_EVENT_DEFAULT = 0,
+  BQ__CU_ERROR_DEINITIALIZED = 4,
+  BQ__CU_ERROR_NO_DEVICE = 100,
+  BQ__CU_ERROR_OUT_OF_MEMORY = 2
+};
+
+/* Every driver entry point the library and its tools use, resolved once with
+   cuGetProcAddress at BQ__CU_DRIVER_ABI. X(name, return, params). */
+#define BQ__DRIVER_FUNCS(X)                                                                    \
+  X(cuInit, (unsigned flags))                                                                  \
+  X(cuDriverGetVersion, (int *v))                                                              \
+  X(cuGetErrorString, (bq__CUresult e, const char **s))                                        \
+  X(cuDeviceGet, (bq__CUdevice * d, int ordinal))                                              \
+  X(cuDeviceGetCount, (int *n))                                                                \
+  X(cuDeviceGetName, (char *name, int len, bq__CUdevice d))                                    \
+  X(cuDeviceGetAttribute, (int *v, int attr, bq__CUdevice d))                                  \
+  X(cuDevicePrimaryCtxRetain, (bq__CUcontext * c, bq__CUdevice d))                             \
+  X(cuCtxGetCurrent, (bq__CUcontext * c))                                                      \
+  X(cuCtxSetCurrent, (bq__CUcontext c))                                                        \
+  X(cuCtxGetDevice, (bq__CUdevice * d))                                                        \
+  X(cuCtxSynchronize, (void))                                                                  \
+  X(cuModuleLoadData, (bq__CUmodule * m, const void *image))                                   \
+  X(cuModuleUnload, (bq__CUmodule m))                                                          \
+  X(cuModuleGetFunction, (bq__CUfunction * f, bq__CUmodule m, const char *name))               \
+  X(cuFuncSetAttribute, (bq__CUfunction f, int attr, int value))                               \
+  X(cuLaunchKernel, (bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,     \
+                     unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,   \
+                     void **extra))                                                            \
+  X(cuMemAlloc, (bq__CUdeviceptr * p, size_t n))                                               \
+  X(cuMemFree, (bq__CUdeviceptr p))                                                            \
+  X(cuMemcpyHtoD, (bq__CUdeviceptr dst, const void *src, size_t n))                            \
+  X(cuMemcpyDtoH, (void *dst, bq__CUdeviceptr src, size_t n))                                  \
+  X(cuMemcpyDtoDAsync, (bq__CUdeviceptr dst, bq__CUdeviceptr src, size_t n, bq__CUstream s))   \
+  X(cuMemsetD8, (bq__CUdeviceptr dst, unsigned char v, size_t n))                              \
+  X(cuMemsetD8Async, (bq__CUdeviceptr dst, unsigned char v, size_t n, bq__CUstream s))         \
+  X(cuStreamCreate, (bq__CUstream * s, unsigned flags))                                        \
+  X(cuStreamDestroy, (bq__CUstream s))                                                         \
+  X(cuStreamSynchronize, (bq__CUstream s))                                                     \
+  X(cuStreamBeginCapture, (bq__CUstream s, int mode))                                          \
+  X(cuStreamEndCapture, (bq__CUstream s, bq__CUgraph * g))                                     \
+  X(cuGraphInstantiate, (bq__CUgraphExec * e, bq__CUgraph g, unsigned long long flags))        \
+  X(cuGraphLaunch, (bq__CUgraphExec e, bq__CUstream s))                                        \
+  X(cuGraphExecDestroy, (bq__CUgraphExec e))                                                   \
+  X(cuGraphDestroy, (bq__CUgraph g))                                                           \
+  X(cuEventCreate, (bq__CUevent * e, unsigned flags))                                          \
+  X(cuEventDestroy, (bq__CUevent e))                                                           \
+  X(cuEventRecord, (bq__CUevent e, bq__CUstream s))                                            \
+  X(cuEventSynchronize, (bq__CUevent e))                                                       \
+  X(cuEventElapsedTime, (float *ms, bq__CUevent a, bq__CUevent b))
+
+typedef struct bq__driver_api {
+#define BQ__DRV_MEMBER(name, params) bq__CUresult (*name) params;
+  BQ__DRIVER_FUNCS(BQ__DRV_MEMBER)
+#undef BQ__DRV_MEMBER
+  int version; /* cuDriverGetVersion */
+} bq__driver_api;
+
+#define BQ__NVRTC_FUNCS(X)                                                                     \
+  X(nvrtcVersion, (int *major, int *minor))                                                    \
+  X(nvrtcGetNumSupportedArchs, (int *n))                                                       \
+  X(nvrtcGetSupportedArchs, (int *archs))                                                      \
+  X(nvrtcCreateProgram, (bq__nvrtcProgram * p, const char *src, const char *name, int nh,      \
+                         const char *const *headers, const char *const *include_names))        \
+  X(nvrtcDestroyProgram, (bq__nvrtcProgram * p))                                               \
+  X(nvrtcCompileProgram, (bq__nvrtcProgram p, int nopt, const char *const *opts))              \
+  X(nvrtcGetProgramLogSize, (bq__nvrtcProgram p, size_t *n))                                   \
+  X(nvrtcGetProgramLog, (bq__nvrtcProgram p, char *log))                                       \
+  X(nvrtcGetCUBINSize, (bq__nvrtcProgram p, size_t *n))                                        \
+  X(nvrtcGetCUBIN, (bq__nvrtcProgram p, char *cubin))                                          \
+  X(nvrtcGetPTXSize, (bq__nvrtcProgram p, size_t *n))                                          \
+  X(nvrtcGetPTX, (bq__nvrtcProgram p, char *ptx))
+
+typedef struct bq__nvrtc_api {
+#define BQ__NVRTC_MEMBER(name, params) bq__nvrtcResult (*name) params;
+  BQ__NVRTC_FUNCS(BQ__NVRTC_MEMBER)
+#undef BQ__NVRTC_MEMBER
+  int major, minor;
+  int archs[64];
+  int num_archs;
+  char identity[512]; /* version plus the library file's path, size and mtime */
+} bq__nvrtc_api;
+
+/* ---- errors and warnings ---------------------------------------------------- */
+static __thread char bq__err_buf[1024];
+static pthread_mutex_t bq__warn_lock = PTHREAD_MUTEX_INITIALIZER;
+static bq_warning_fn bq__warn_fn;
+static void *bq__warn_user;
+
+BQ__FN bq_status bq__fail(bq_status st, const char *fmt, ...) BQ__PRINTF(2, 3);
+BQ__FN bq_status bq__fail(bq_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(bq__err_buf, sizeof bq__err_buf, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+BQ__FN void bq__warn(const char *fmt, ...) BQ__PRINTF(1, 2);
+BQ__FN void bq__warn(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&bq__warn_lock);
+  if (bq__warn_fn)
+    bq__warn_fn(msg, bq__warn_user);
+  else if (!getenv("BARACUDA_QUANT_QUIET"))
+    fprintf(stderr, "baracuda_quant: warning: %s\n", msg);
+  pthread_mutex_unlock(&bq__warn_lock);
+}
+
+BQ__DEF void bq_set_warning_handler(bq_warning_fn fn, void *user) {
+  pthread_mutex_lock(&bq__warn_lock);
+  bq__warn_fn = fn;
+  bq__warn_user = user;
+  pthread_mutex_unlock(&bq__warn_lock);
+}
+
+BQ__DEF const char *bq_last_error(void) { return bq__err_buf; }
+
+BQ__DEF const char *bq_status_name(bq_status s) {
+  switch (s) {
+#define BQ__STATUS_NAME(name, text) case name: return #name;
+    BQ__STATUS_LIST(BQ__STATUS_NAME)
+#undef BQ__STATUS_NAME
+  default: return "BQ_STATUS_UNKNOWN";
+  }
+}
+
+BQ__DEF const char *bq_status_description(bq_status s) {
+  switch (s) {
+#define BQ__STATUS_TEXT(name, text) case name: return text;
+    BQ__STATUS_LIST(BQ__STATUS_TEXT)
+#undef BQ__STATUS_TEXT
+  default: return "unknown status";
+  }
+}
+
+BQ__DEF unsigned bq_version(void) {
+  return (BQ_VERSION_MAJOR << 16) | (BQ_VERSION_MINOR << 8) | BQ_VERSION_PATCH;
+}
+BQ__DEF const char *bq_version_string(void) { return BQ_VERSION_STRING; }
+
+/* ---- small helpers ------------------------------------------------------------- */
+/* 64-bit FNV-1a: file names and payload checksums (any single changed byte changes it). */
+BQ__FN uint64_t bq__fnv1a(const void *data, size_t n, uint64_t h) {
+  const unsigned char *p = (const unsigned char *)data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+#define BQ__FNV_SEED 0xcbf29ce484222325ULL
+
+typedef struct bq__str { char *p; size_t n, cap; int oom; } bq__str;
+BQ__FN void bq__str_put(bq__str *s, const char *t, size_t n) {
+  if (s->oom) return;
+  if (s->n + n + 1 > s->cap) {
+    size_t cap = s->cap ? s->cap : 4096;
+    while (cap < s->n + n + 1) cap *= 2;
+    char *p = (char *)BQ_REALLOC(s->p, cap);
+    if (!p) { s->oom = 1; return; }
+    s->p = p;
+    s->cap = cap;
+  }
+  memcpy(s->p + s->n, t, n);
+  s->n += n;
+  s->p[s->n] = 0;
+}
+BQ__FN void bq__str_cat(bq__str *s, const char *t) { bq__str_put(s, t, strlen(t)); }
+BQ__FN void bq__str_fmt(bq__str *s, const char *fmt, ...) BQ__PRINTF(2, 3);
+BQ__FN void bq__str_fmt(bq__str *s, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0) bq__str_put(s, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* strlcpy: copies what fits, always terminates */
+BQ__FN void bq__copy(char *dst, size_t n, const char *src) {
+  size_t k = strlen(src);
+  if (k >= n) k = n - 1;
+  memcpy(dst, src, k);
+  dst[k] = 0;
+}
+
+BQ__FN int bq__env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+/* ---- run-time loading: the driver ------------------------------------------------- */
+static pthread_once_t bq__drv_once = PTHREAD_ONCE_INIT;
+static bq__driver_api bq__drv;
+static bq_status bq__drv_status;
+static char bq__drv_msg[768];
+
+typedef bq__CUresult (*bq__getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
+
+BQ__FN void bq__driver_load(void) {
+  const char *name = "libcuda.so.1";
+  void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    bq__drv_status = BQ_ERROR_NO_DRIVER;
+    snprintf(bq__drv_msg, sizeof bq__drv_msg,
+             "no NVIDIA driver: dlopen(\"%s\") through the dynamic loader's search path "
+             "(LD_LIBRARY_PATH, ld.so.cache, /lib, /usr/lib) failed: %s", name, dlerror());
+    return;
+  }
+  bq__getproc_v2_fn getproc = (bq__getproc_v2_fn)dlsym(lib, "cuGetProcAddress_v2");
+  if (!getproc) {
+    bq__drv_status = BQ_ERROR_DRIVER_TOO_OLD;
+    snprintf(bq__drv_msg, sizeof bq__drv_msg,
+             "the NVIDIA driver in %s has no cuGetProcAddress_v2: CUDA 12.0 or newer "
+             "driver required", name);
+    return;
+  }
+#define BQ__DRV_RESOLVE(fname, params)                                                      \
+  {                                                                                         \
+    void *pfn = NULL;                                                                       \
+    int found = -1;                                                                         \
+    bq__CUresult r = getproc(#fname, &pfn, BQ__CU_DRIVER_ABI, 0, &found);                   \
+    if (r != 0 || !pfn || found != 0) {                                                     \
+      bq__drv_status = BQ_ERROR_DRIVER_TOO_OLD;                                             \
+      snprintf(bq__drv_msg, sizeof bq__drv_msg,                                             \
+               "the NVIDIA driver in %s does not provide %s at ABI %d (CUresult %d, "       \
+               "symbol status %d)", name, #fname, BQ__CU_DRIVER_ABI, r, found);             \
+      return;                                                                               \
+    }                                                                                       \
+    memcpy(&bq__drv.fname, &pfn, sizeof pfn);                                               \
+  }
+  BQ__DRIVER_FUNCS(BQ__DRV_RESOLVE)
+#undef BQ__DRV_RESOLVE
+  bq__CUresult r = bq__drv.cuInit(0);
+  if (r != 0) {
+    bq__drv_status = r == BQ__CU_ERROR_NO_DEVICE ? BQ_ERROR_NO_DEVICE : BQ_ERROR_CUDA;
+    const char *s = NULL;
+    bq__drv.cuGetErrorString(r, &s);
+    snprintf(bq__drv_msg, sizeof bq__drv_msg, "cuInit failed in %s: CUresult %d (%s)", name,
+             r, s ? s : "?");
+    return;
+  }
+  bq__drv.cuDriverGetVersion(&bq__drv.version);
+  if (bq__drv.version < BQ__CU_DRIVER_ABI) {
+    bq__drv_status = BQ_ERROR_DRIVER_TOO_OLD;
+    snprintf(bq__drv_msg, sizeof bq__drv_msg,
+             "the NVIDIA driver in %s supports CUDA %d.%d; CUDA 12.0 or newer is required",
+             name, bq__drv.version / 1000, bq__drv.version % 1000 / 10);
+    return;
+  }
+  bq__drv_status = BQ_SUCCESS;
+}
+
+/* The driver table, or NULL with the error set (no driver, too old, no device). */
+BQ__FN BQ__UNUSED const bq__driver_api *bq__driver_get(void) {
+  pthread_once(&bq__drv_once, bq__driver_load);
+  if (bq__drv_status != BQ_SUCCESS) {
+    bq__fail(bq__drv_status, "%s", bq__drv_msg);
+    return NULL;
+  }
+  return &bq__drv;
+}
+
+BQ__FN bq_status bq__cu_fail(bq__CUresult r, const char *what) {
+  const char *s = NULL;
+  if (bq__drv.cuGetErrorString) bq__drv.cuGetErrorString(r, &s);
+  return bq__fail(r == BQ__CU_ERROR_OUT_OF_MEMORY ? BQ_ERROR_OUT_OF_MEMORY : BQ_ERROR_CUDA,
+                  "%s failed: CUresult %d (%s)", what, r, s ? s : "unknown");
+}
+
+/* Make sure a context is current: the caller's if there is one, else the primary
+   context of `device` (the one the CUDA runtime uses, so the two interoperate). */
+BQ__FN bq_status bq__context(int device, bq__CUcontext *out) {
+  const bq__driver_api *d = bq__driver_get();
+  if (!d) return bq__drv_status;
+  bq__CUcontext c = NULL;
+  bq__CUresult r = d->cuCtxGetCurrent(&c);
+  if (r != 0) return bq__cu_fail(r, "cuCtxGetCurrent");
+  if (!c) {
+    int n = 0;
+    d->cuDeviceGetCount(&n);
+    if (device < 0 || device >= n)
+      return bq__fail(BQ_ERROR_NO_DEVICE, "device %d does not exist (%d CUDA devices)",
+                      device, n);
+    bq__CUdevice dev;
+    if ((r = d->cuDeviceGet(&dev, device)) != 0) return bq__cu_fail(r, "cuDeviceGet");
+    if ((r = d->cuDevicePrimaryCtxRetain(&c, dev)) != 0)
+      return bq__cu_fail(r, "cuDevicePrimaryCtxRetain");
+    if ((r = d->cuCtxSetCurrent(c)) != 0) return bq__cu_fail(r, "cuCtxSetCurrent");
+  }
+  if (out) *out = c;
+  return BQ_SUCCESS;
+}
+
+/* ---- run-time loading: NVRTC ------------------------------------------------------- */
+static pthread_once_t bq__nvrtc_once = PTHREAD_ONCE_INIT;
+static bq__nvrtc_api bq__nv;
+static bq_status bq__nv_status;
+static char bq__nv_msg[1024];
+
+BQ__FN void bq__nvrtc_load(void) {
+  const char *env = getenv("BARACUDA_QUANT_NVRTC");
+  const char *names[3] = {"libnvrtc.so.13", "libnvrtc.so.12", NULL};
+  void *lib = NULL;
+  const char *tried = env && *env ? env : "libnvrtc.so.13, libnvrtc.so.12";
+  if (env && *env) {
+    lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+  } else {
+    for (int i = 0; names[i] && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!lib) {
+    bq__nv_status = BQ_ERROR_NO_NVRTC;
+    snprintf(bq__nv_msg, sizeof bq__nv_msg,
+             "NVRTC not found: tried %s through the dynamic loader's search path "
+             "(set BARACUDA_QUANT_NVRTC to the library's path): %s", tried, dlerror());
+    return;
+  }
+#define BQ__NV_RESOLVE(fname, params)                                                      \
+  {                                                                                        \
+    void *pfn = dlsym(lib, #fname);                                                        \
+    if (!pfn) {                                                                            \
+      bq__nv_status = BQ_ERROR_NO_NVRTC;                                                   \
+      snprintf(bq__nv_msg, sizeof bq__nv_msg, "NVRTC (%s) lacks %s", tried, #fname);       \
+      return;                                                                              \
+    }                                                                                      \
+    memcpy(&bq__nv.fname, &pfn, sizeof pfn);                                               \
+  }
+  BQ__NVRTC_FUNCS(BQ__NV_RESOLVE)
+#undef BQ__NV_RESOLVE
+  bq__nv.nvrtcVersion(&bq__nv.major, &bq__nv.minor);
+  int n = 0;
+  bq__nv.nvrtcGetNumSupportedArchs(&n);
+  if (n < 1 || n > 64) {
+    bq__nv_status = BQ_ERROR_NO_NVRTC;
+    snprintf(bq__nv_msg, sizeof bq__nv_msg, "NVRTC %d.%d reports %d supported archs",
+             bq__nv.major, bq__nv.minor, n);
+    return;
+  }
+  bq__nv.nvrtcGetSupportedArchs(bq__nv.archs);
+  bq__nv.num_archs = n;
+  /* nvrtcVersion has no build number: the library file's identity stands in for it. */
+  /* dladdr is a GNU extension: fetched at run time so no feature macro is needed */
+  struct { const char *fname; void *fbase; const char *sname; void *saddr; } info;
+  struct stat st;
+  memset(&info, 0, sizeof info);
+  memset(&st, 0, sizeof st);
+  void *sym, *self = dlopen(NULL, RTLD_LAZY), *dladdr_sym = self ? dlsym(self, "dladdr") : NULL;
+  int (*dladdr_fn)(const void *, void *) = NULL;
+  memcpy(&sym, &bq__nv.nvrtcVersion, sizeof sym);
+  if (dladdr_sym) memcpy(&dladdr_fn, &dladdr_sym, sizeof dladdr_fn);
+  if (dladdr_fn && dladdr_fn(sym, &info) && info.fname) stat(info.fname, &st);
+  snprintf(bq__nv.identity, sizeof bq__nv.identity, "nvrtc %d.%d file %s size %lld mtime %lld",
+           bq__nv.major, bq__nv.minor, info.fname ? info.fname : "?",
+           (long long)st.st_size, (long long)st.st_mtime);
+  bq__nv_status = BQ_SUCCESS;
+}
+
+BQ__FN const bq__nvrtc_api *bq__nvrtc_get(void) {
+  pthread_once(&bq__nvrtc_once, bq__nvrtc_load);
+  if (bq__nv_status != BQ_SUCCESS) {
+    bq__fail(bq__nv_status, "%s", bq__nv_msg);
+    return NULL;
+  }
+  return &bq__nv;
+}
+
+/* BEGIN EMBEDDED KERNELS: generated by tools/embed_kernels.py from kernels_src/, do not edit */
+static const char bq__src_affine_cu[] =
+  "// affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for\n"
+  "// every granularity: per tensor, per channel, per token and per group.\n"
+  "// Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake\n"
+  "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group.\n"
+  "//\n"
+  "// One kernel shape serves all of them: the data is [rows, cols] with a row stride per\n"
+  "// stream (per tensor and per channel are a single dense row). A team of TPR threads\n"
+  "// (a power of two, 32..256, chosen by the host from cols) takes one segment of one row\n"
+  "// at a time; each thread moves one chunk of VEC elements with 16-byte loads and stores.\n"
+  "// Every row gets a scalar prologue up to the first 16-byte boundary of its input and a\n"
+  "// scalar tail; a row whose streams cannot be aligned together goes element by element.\n"
+  "\n"
+  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "typedef bq_t bq_in0;\n"
+  "typedef bq_i bq_out;\n"
+  "#define BQ_HAS_IN1 0\n"
+  "#elif BQ_OP == 2 && !BQ_BWD\n"
+  "typedef bq_i bq_in0;\n"
+  "typedef bq_t bq_out;\n"
+  "#define BQ_HAS_IN1 0\n"
+  "#elif !BQ_BWD\n"
+  "typedef bq_t bq_in0;\n"
+  "typedef bq_t bq_out;\n"
+  "#define BQ_HAS_IN1 0\n"
+  "#else\n"
+  "typedef bq_t bq_in0; // dy\n"
+  "typedef bq_t bq_out; // dx\n"
+  "#define BQ_HAS_IN1 (BQ_OP != 2) // x, for the mask\n"
+  "#endif\n"
+  "typedef bq_t bq_in1;\n"
+  "\n"
+  "#define BQ_MIN2(a, b) ((a) < (b) ? (a) : (b))\n"
+  "#if BQ_HAS_IN1\n"
+  "#define BQ_MINSIZE BQ_MIN2(BQ_MIN2(sizeof(bq_in0), sizeof(bq_in1)), sizeof(bq_out))\n"
+  "#else\n"
+  "#define BQ_MINSIZE BQ_MIN2(sizeof(bq_in0), sizeof(bq_out))\n"
+  "#endif\n"
+  "#define BQ_VEC ((int)(16 / BQ_MINSIZE)) // elements per chunk: >= 16 bytes of each stream\n"
+  "\n"
+  "struct bq_affine_params {\n"
+  "  bq_u64 in0, in1, out;                 // device pointers\n"
+  "  bq_i64 rows, cols;                    // [rows, cols]\n"
+  "  bq_i64 in0_stride, in1_stride, out_stride;\n"
+  "  bq_i64 segs;                          // segments per row\n"
+  "  bq_i64 group;                         // channel: inner size; group: G\n"
+  "  bq_i64 gmod;                          // channel: number of channels\n"
+  "  bq_i64 grs;                           // group: row stride of scales / zero points\n"
+  "  bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)\n"
+  "  double scale;                         // per tensor: the scale, already a C value\n"
+  "  bq_fastdiv fd_group, fd_gmod;         // 32-bit dividers, valid when fast32 != 0\n"
+  "  int zp;                               // per tensor\n"
+  "  int fast32;                           // indices fit in 32 bits\n"
+  "  int tpr;                              // threads per team (row segment)\n"
+  "  int pad_;\n"
+  "};\n"
+  "\n"
+  "template <int N> struct __align__(16) bq_chunk_in0 { bq_in0 e[N]; };\n"
+  "template <int N> struct __align__(16) bq_chunk_in1 { bq_in1 e[N]; };\n"
+  "template <int N> struct __align__(16) bq_chunk_out { bq_out e[N]; };\n"
+  "\n"
+  "template <typename C> static __device__ __forceinline__ void bq_load16(C &dst, const void *src) {\n"
+  "  const uint4 *s = (const uint4 *)src;\n"
+  "  uint4 *d = (uint4 *)&dst;\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < (int)(sizeof(C) / 16); i++) d[i] = __ldcs(s + i);\n"
+  "}\n"
+  "template <typename C> static __device__ __forceinline__ void bq_store16(void *dst, const C &src) {\n"
+  "  uint4 *d = (uint4 *)dst;\n"
+  "  const uint4 *s = (const uint4 *)&src;\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < (int)(sizeof(C) / 16); i++) __stcs(d + i, s[i]);\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, int zp) {\n"
+  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "  return (bq_out)bq_quantize(bq_to_c(a), s, zp);\n"
+  "#elif BQ_OP == 2 && !BQ_BWD\n"
+  "  return bq_from_c(bq_dequantize((int)a, s, zp));\n"
+  "#elif BQ_OP == 3 && !BQ_BWD\n"
+  "  return bq_from_c(bq_dequantize(bq_quantize(bq_to_c(a), s, zp), s, zp));\n"
+  "#elif BQ_OP == 1\n"
+  "  return bq_in_range(bq_to_c(b), s, zp) ? bq_from_c(bq_div(bq_to_c(a), s)) : (bq_out)0;\n"
+  "#elif BQ_OP == 2\n"
+  "  return bq_from_c(bq_mul(bq_to_c(a), s));\n"
+  "#else\n"
+  "  return bq_in_range(bq_to_c(b), s, zp) ? a : (bq_out)0;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// Where an element's scale and zero point come from: per tensor, the parameters; per\n"
+  "// token, the row; per channel and per group, an index that walks along the row. `at`\n"
+  "// positions the walker on element k of row r (one division per chunk, none per element),\n"
+  "// `next` steps it by one element.\n"
+  "struct bq_qparams {\n"
+  "  bq_i64 base, g, rem;\n"
+  "  bq_c s;\n"
+  "  int zp;\n"
+  "};\n"
+  "static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "  bq_i64 i = q.base + q.g;\n"
+  "  q.s = bq_scale_to_c(((const bq_s *)p.scales)[i]);\n"
+  "  q.zp = p.zps ? ((const int *)p.zps)[i] : 0;\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,\n"
+  "                                                bq_i64 k) {\n"
+  "#if BQ_GRAN == 0\n"
+  "  q.s = (bq_c)p.scale;\n"
+  "  q.zp = p.zp;\n"
+  "#elif BQ_GRAN == 2\n"
+  "  q.s = bq_scale_to_c(((const bq_s *)p.scales)[r]);\n"
+  "  q.zp = p.zps ? ((const int *)p.zps)[r] : 0;\n"
+  "#else\n"
+  "  bq_i64 g;\n"
+  "  if (p.fast32) {\n"
+  "    g = bq_div_u32((bq_u32)k, p.fd_group);\n"
+  "  } else {\n"
+  "    g = k / p.group;\n"
+  "  }\n"
+  "  q.rem = k - g * p.group;\n"
+  "#if BQ_GRAN == 1\n"
+  "  bq_i64 m;\n"
+  "  if (p.fast32) {\n"
+  "    m = bq_div_u32((bq_u32)g, p.fd_gmod);\n"
+  "  } else {\n"
+  "    m = g / p.gmod;\n"
+  "  }\n"
+  "  g -= m * p.gmod;\n"
+  "  q.base = 0;\n"
+  "#else\n"
+  "  q.base = r * p.grs;\n"
+  "#endif\n"
+  "  q.g = g;\n"
+  "  bq_qp_load(q, p);\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "  if (++q.rem == p.group) {\n"
+  "    q.rem = 0;\n"
+  "    ++q.g;\n"
+  "#if BQ_GRAN == 1\n"
+  "    if (q.g == p.gmod) q.g = 0;\n"
+  "#endif\n"
+  "    bq_qp_load(q, p);\n"
+  "  }\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_one(const bq_affine_params &p, bq_i64 r, bq_i64 k,\n"
+  "                                              const bq_in0 *in0, const bq_in1 *in1, bq_out *out) {\n"
+  "  bq_qparams q;\n"
+  "  bq_qp_at(q, p, r, k);\n"
+  "#if BQ_HAS_IN1\n"
+  "  out[k] = bq_apply(in0[k], in1[k], q.s, q.zp);\n"
+  "#else\n"
+  "  out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.zp);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_params p) {\n"
+  "  const int tpr = p.tpr;\n"
+  "  const int teams = blockDim.x / tpr;\n"
+  "  const int lane = threadIdx.x & (tpr - 1);\n"
+  "  const bq_i64 work = p.rows * p.segs;\n"
+  "  for (bq_i64 w = (bq_i64)blockIdx.x * teams + threadIdx.x / tpr; w < work;\n"
+  "       w += (bq_i64)gridDim.x * teams) {\n"
+  "    bq_i64 r, sg;\n"
+  "    if (p.segs == 1) {\n"
+  "      r = w;\n"
+  "      sg = 0;\n"
+  "    } else if (p.rows == 1) {\n"
+  "      r = 0;\n"
+  "      sg = w;\n"
+  "    } else {\n"
+  "      r = w / p.segs;\n"
+  "      sg = w - r * p.segs;\n"
+  "    }\n"
+  "    const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;\n"
+  "    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;\n"
+  "    bq_out *out = (bq_out *)p.out + r * p.out_stride;\n"
+  "    const bq_i64 cols = p.cols;\n"
+  "\n"
+  "    // Prologue length: elements until in0 reaches a 16-byte boundary. The row can use\n"
+  "    // vectors only if every stream is 16-byte aligned at that same element.\n"
+  "    bq_i64 pro = (bq_i64)(((16 - ((bq_u64)in0 & 15)) & 15) / sizeof(bq_in0));\n"
+  "    if (pro > cols) pro = cols;\n"
+  "    bool vec_ok = (((bq_u64)(out + pro)) & 15) == 0;\n"
+  "#if BQ_HAS_IN1\n"
+  "    vec_ok = vec_ok && (((bq_u64)(in1 + pro)) & 15) == 0;\n"
+  "#endif\n"
+  "    if (vec_ok) {\n"
+  "      const bq_i64 nch = (cols - pro) / BQ_VEC;\n"
+  "      const bq_i64 c = sg * tpr + lane;\n"
+  "      if (c < nch) {\n"
+  "        const bq_i64 k0 = pro + c * BQ_VEC;\n"
+  "        bq_chunk_in0<BQ_VEC> a;\n"
+  "        bq_chunk_out<BQ_VEC> y;\n"
+  "        bq_load16(a, in0 + k0);\n"
+  "#if BQ_HAS_IN1\n"
+  "        bq_chunk_in1<BQ_VEC> b;\n"
+  "        bq_load16(b, in1 + k0);\n"
+  "#endif\n"
+  "        bq_qparams q;\n"
+  "        bq_qp_at(q, p, r, k0);\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_VEC; j++) {\n"
+  "#if BQ_HAS_IN1\n"
+  "          y.e[j] = bq_apply(a.e[j], b.e[j], q.s, q.zp);\n"
+  "#else\n"
+  "          y.e[j] = bq_apply(a.e[j], (bq_in1)0, q.s, q.zp);\n"
+  "#endif\n"
+  "          if (j + 1 < BQ_VEC) bq_qp_next(q, p);\n"
+  "        }\n"
+  "        bq_store16(out + k0, y);\n"
+  "      }\n"
+  "      if (sg == 0) {\n"
+  "        // prologue and tail: fewer than 2 * BQ_VEC <= 32 elements, one per lane\n"
+  "        const bq_i64 tail0 = pro + nch * BQ_VEC;\n"
+  "        if (lane < pro) bq_one(p, r, lane, in0, in1, out);\n"
+  "        else if (lane - pro < cols - tail0) bq_one(p, r, tail0 + (lane - pro), in0, in1, out);\n"
+  "      }\n"
+  "    } else {\n"
+  "      const bq_i64 k_end = (sg + 1) * tpr * BQ_VEC < cols ? (sg + 1) * tpr * BQ_VEC : cols;\n"
+  "      for (bq_i64 k = sg * tpr * BQ_VEC + lane; k < k_end; k += tpr) bq_one(p, r, k, in0, in1, out);\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+;
+static const char bq__src_common_cuh[] =
+  "// common.cuh - types, conversions and the affine rounding rules shared by every kernel.\n"
+  "// Self-contained on purpose: NVRTC sees no CUDA headers on a user's machine. The host\n"
+  "// prepends a prelude of #defines that specializes this file (see baracuda_quant.h,\n"
+  "// \"kernel specialization\"):\n"
+  "//   BQ_FT   float type T: 0 f32, 1 f64, 2 f16, 3 bf16\n"
+  "//   BQ_IT   int type I: 0 s8, 1 u8\n"
+  "//   BQ_QMIN, BQ_QMAX   the q-range\n"
+  "//   BQ_ST   scale array element type: 0 = T, 1 = f32\n"
+  "// Numerics: ../NUMERICS.md of the project (README \"Numerics\"). Every rounding is explicit\n"
+  "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
+  "\n"
+  "typedef unsigned char bq_u8;\n"
+  "typedef unsigned short bq_u16;\n"
+  "typedef unsigned int bq_u32;\n"
+  "typedef long long bq_i64;\n"
+  "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "#if BQ_FT == 1\n"
+  "typedef double bq_c; // compute type C\n"
+  "#else\n"
+  "typedef float bq_c;\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_FT == 0\n"
+  "typedef float bq_t;\n"
+  "#elif BQ_FT == 1\n"
+  "typedef double bq_t;\n"
+  "#else\n"
+  "typedef bq_u16 bq_t; // f16 / bf16 bits\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_IT == 0\n"
+  "typedef signed char bq_i;\n"
+  "#else\n"
+  "typedef unsigned char bq_i;\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_ST == 1\n"
+  "typedef float bq_s; // scale array element\n"
+  "#else\n"
+  "typedef bq_t bq_s;\n"
+  "#endif\n"
+  "\n"
+  "static __device__ __forceinline__ float bq_f16_to_f32(bq_u16 h) {\n"
+  "  float f;\n"
+  "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+  "  return f;\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_u16 bq_f32_to_f16(float f) {\n"
+  "  bq_u16 h;\n"
+  "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+  "  return h;\n"
+  "}\n"
+  "static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {\n"
+  "  return __uint_as_float(((bq_u32)h) << 16);\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_u16 bq_f32_to_bf16(float f) {\n"
+  "  bq_u16 h;\n"
+  "  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+  "  return h;\n"
+  "}\n"
+  "\n"
+  "// T <-> C. T -> C is exact; C -> T rounds to nearest even.\n"
+  "static __device__ __forceinline__ bq_c bq_to_c(bq_t v) {\n"
+  "#if BQ_FT == 2\n"
+  "  return bq_f16_to_f32(v);\n"
+  "#elif BQ_FT == 3\n"
+  "  return bq_bf16_to_f32(v);\n"
+  "#else\n"
+  "  return v;\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_t bq_from_c(bq_c v) {\n"
+  "#if BQ_FT == 2\n"
+  "  return bq_f32_to_f16(v);\n"
+  "#elif BQ_FT == 3\n"
+  "  return bq_f32_to_bf16(v);\n"
+  "#else\n"
+  "  return v;\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_scale_to_c(bq_s v) {\n"
+  "#if BQ_ST == 1\n"
+  "  return v;\n"
+  "#else\n"
+  "  return bq_to_c(v);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "#if BQ_FT == 1\n"
+  "static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __ddiv_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __dmul_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __dadd_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __double2ll_rn(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2double_rn(v); }\n"
+  "#define BQ_CLAMP_BIG 0x1p40\n"
+  "#else\n"
+  "static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __fdiv_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __fmul_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __fadd_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __float2ll_rn(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2float_rn(v); }\n"
+  "#define BQ_CLAMP_BIG 0x1p40f\n"
+  "#endif\n"
+  "\n"
+  "// rne(v) as an integer with NaN -> 0, clamped to +-2^40 so that adding any int32 zero\n"
+  "// point can neither wrap nor change which side of the q-range the result falls on.\n"
+  "static __device__ __forceinline__ bq_i64 bq_round(bq_c v) {\n"
+  "  v = (v == v) ? v : (bq_c)0;\n"
+  "  v = v < -BQ_CLAMP_BIG ? -BQ_CLAMP_BIG : (v > BQ_CLAMP_BIG ? BQ_CLAMP_BIG : v);\n"
+  "  return bq_rne_ll(v);\n"
+  "}\n"
+  "\n"
+  "// quantize: q = sat(rne(x / s) + zp, qmin, qmax)\n"
+  "static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, int zp) {\n"
+  "  bq_i64 r = bq_round(bq_div(x, s)) + zp;\n"
+  "  r = r < BQ_QMIN ? BQ_QMIN : (r > BQ_QMAX ? BQ_QMAX : r);\n"
+  "  return (int)r;\n"
+  "}\n"
+  "// dequantize: (q - zp) exact in integer, one rounding to C, one product in C.\n"
+  "static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, int zp) {\n"
+  "  return bq_mul(bq_from_ll((bq_i64)q - zp), s);\n"
+  "}\n"
+  "// STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.\n"
+  "static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, int zp) {\n"
+  "  bq_c v = bq_div(x, s);\n"
+  "  bq_i64 r = bq_round(v) + zp;\n"
+  "  return (v == v) && r >= BQ_QMIN && r <= BQ_QMAX;\n"
+  "}\n"
+  "\n"
+  "// 32-bit division by a run-time constant: one multiply-high and a shift (valid for any\n"
+  "// n < 2^32). The host computes (magic, shift) for the divisor.\n"
+  "struct bq_fastdiv {\n"
+  "  bq_u32 d, magic, shift;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_u32 bq_div_u32(bq_u32 n, bq_fastdiv f) {\n"
+  "  bq_u32 t = __umulhi(n, f.magic);\n"
+  "  return (bq_u32)(((bq_u64)t + n) >> f.shift);\n"
+  "}\n"
+;
+/* END EMBEDDED KERNELS */
+
+/* ---- devices and targets ---------------------------------------------------------- */
+typedef struct bq__device_info {
+  int known, sm, num_sms;
+} bq__device_info;
+#define BQ__MAX_DEVICES 64
+static bq__device_info bq__devices[BQ__MAX_DEVICES];
+static pthread_mutex_t bq__dev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The current context and its device's compute capability, queried once per device. */
+BQ__FN bq_status bq__current_device(int fallback_device, bq__CUcontext *ctx, bq__device_info *out) {
+  bq_status st = bq__context(fallback_device, ctx);
+  if (st) return st;
+  const bq__driver_api *d = &bq__drv;
+  bq__CUdevice dev;
+  bq__CUresult r = d->cuCtxGetDevice(&dev);
+  if (r) return bq__cu_fail(r, "cuCtxGetDevice");
+  if (dev < 0 || dev >= BQ__MAX_DEVICES) return bq__fail(BQ_ERROR_NO_DEVICE, "device %d out of range", dev);
+  pthread_mutex_lock(&bq__dev_lock);
+  bq__device_info info = bq__devices[dev];
+  pthread_mutex_unlock(&bq__dev_lock);
+  if (!info.known) {
+    int major = 0, minor = 0, sms = 0;
+    if ((r = d->cuDeviceGetAttribute(&major, BQ__CU_ATTR_CC_MAJOR, dev)) ||
+        (r = d->cuDeviceGetAttribute(&minor, BQ__CU_ATTR_CC_MINOR, dev)) ||
+        (r = d->cuDeviceGetAttribute(&sms, BQ__CU_ATTR_MULTIPROCESSOR_COUNT, dev)))
+      return bq__cu_fail(r, "cuDeviceGetAttribute");
+    info.known = 1;
+    info.sm = major * 10 + minor;
+    info.num_sms = sms;
+    pthread_mutex_lock(&bq__dev_lock);
+    bq__devices[dev] = info;
+    pthread_mutex_unlock(&bq__dev_lock);
+  }
+  *out = info;
+  return BQ_SUCCESS;
+}
+
+/* What NVRTC is asked for: a cubin for the device's own arch, or PTX for the newest
+   virtual arch NVRTC supports when the device is newer (or BARACUDA_QUANT_FORCE_PTX). */
+typedef struct bq__target {
+  int arch;  /* 90 */
+  int ptx;   /* 1: PTX for compute_<arch>, finished by the driver */
+  int arch_a; /* 1: the arch-specific variant (sm_90a) */
+} bq__target;
+
+BQ__FN void bq__target_name(const bq__target *t, char *buf, size_t n) {
+  snprintf(buf, n, "%s_%d%s", t->ptx ? "compute" : "sm", t->arch, t->arch_a ? "a" : "");
+}
+
+/* ---- NVRTC identity, memoized on disk so that a disk-cache hit never loads NVRTC ------ */
+/* Loading libnvrtc costs milliseconds (its static initializers), far more than a cache
+   hit may. The memo file records, for one way of finding NVRTC (BARACUDA_QUANT_NVRTC,
+   LD_LIBRARY_PATH and the identity of /etc/ld.so.cache), the identity and supported
+   archs of the library found, and is trusted only while that file's size and mtime hold. */
+typedef struct bq__nvrtc_id {
+  char identity[512];
+  int archs[64];
+  int num_archs;
+} bq__nvrtc_id;
+
+static pthread_mutex_t bq__id_lock = PTHREAD_MUTEX_INITIALIZER;
+static bq__nvrtc_id bq__id;
+static int bq__id_known;
+static uint64_t bq__id_lookup_key;
+
+BQ__FN uint64_t bq__nvrtc_lookup_key(void) {
+  struct stat st;
+  char buf[128];
+  uint64_t h = BQ__FNV_SEED;
+  const char *e = getenv("BARACUDA_QUANT_NVRTC");
+  h = bq__fnv1a("N", 1, h);
+  if (e) h = bq__fnv1a(e, strlen(e), h);
+  e = getenv("LD_LIBRARY_PATH");
+  h = bq__fnv1a("L", 1, h);
+  if (e) h = bq__fnv1a(e, strlen(e), h);
+  memset(&st, 0, sizeof st);
+  stat("/etc/ld.so.cache", &st);
+  snprintf(buf, sizeof buf, "C%lld.%lld.%lld", (long long)st.st_size, (long long)st.st_mtime,
+           (long long)st.st_ino);
+  return bq__fnv1a(buf, strlen(buf), h);
+}
+
+/* identity strings end with "file PATH size N mtime M": check that file still matches */
+BQ__FN int bq__nvrtc_id_fresh(const char *identity) {
+  const char *f = strstr(identity, " file ");
+  const char *s = strstr(identity, " size ");
+  if (!f || !s || s < f) return 0;
+  char path[BQ__PATH_MAX];
+  size_t n = (size_t)(s - (f + 6));
+  if (n >= sizeof path) return 0;
+  memcpy(path, f + 6, n);
+  path[n] = 0;
+  long long size = -1, mtime = -1;
+  if (sscanf(s, " size %lld mtime %lld", &size, &mtime) != 2) return 0;
+  struct stat st;
+  return stat(path, &st) == 0 && (long long)st.st_size == size && (long long)st.st_mtime == mtime;
+}
+
+BQ__FN const char *bq__cache_dir_now(char *buf, size_t n); /* below */
+BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void *a, size_t na,
+                            const void *b, size_t nb, const void *c, size_t nc);
+
+BQ__FN bq_status bq__nvrtc_identity(bq__nvrtc_id *out) {
+  uint64_t key = bq__nvrtc_lookup_key();
+  pthread_mutex_lock(&bq__id_lock);
+  if (bq__id_known && bq__id_lookup_key == key) {
+    *out = bq__id;
+    pthread_mutex_unlock(&bq__id_lock);
+    return BQ_SUCCESS;
+  }
+  pthread_mutex_unlock(&bq__id_lock);
+  bq__nvrtc_id id;
+  memset(&id, 0, sizeof id);
+  int have = 0;
+  char dir[BQ__PATH_MAX], path[BQ__PATH_MAX + 64];
+  if (bq__cache_dir_now(dir, sizeof dir)) {
+    snprintf(path, sizeof path, "%s/nvrtc-%016llx.id", dir, (unsigned long long)key);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      char line[600];
+      if (fgets(line, sizeof line, f) && !strncmp(line, "identity ", 9)) {
+        line[strcspn(line, "\n")] = 0;
+        bq__copy(id.identity, sizeof id.identity, line + 9);
+        if (fgets(line, sizeof line, f) && !strncmp(line, "archs", 5)) {
+          char *p = line + 5;
+          int v, used;
+          while (id.num_archs < 64 && sscanf(p, " %d%n", &v, &used) == 1) {
+            id.archs[id.num_archs++] = v;
+            p += used;
+          }
+        }
+        have = id.num_archs > 0 && bq__nvrtc_id_fresh(id.identity);
+      }
+      fclose(f);
+    }
+  }
+  if (!have) {
+    const bq__nvrtc_api *nv = bq__nvrtc_get();
+    if (!nv) return bq__nv_status;
+    memset(&id, 0, sizeof id);
+    memcpy(id.identity, nv->identity, sizeof id.identity);
+    memcpy(id.archs, nv->archs, sizeof id.archs);
+    id.num_archs = nv->num_archs;
+    if (bq__cache_dir_now(dir, sizeof dir)) {
+      bq__str s;
+      memset(&s, 0, sizeof s);
+      bq__str_fmt(&s, "identity %s\narchs", id.identity);
+      for (int i = 0; i < id.num_archs; i++) bq__str_fmt(&s, " %d", id.archs[i]);
+      bq__str_cat(&s, "\n");
+      if (!s.oom) bq__write_atomic(dir, path, s.p, s.n, NULL, 0, NULL, 0);
+      BQ_FREE(s.p);
+    }
+  }
+  pthread_mutex_lock(&bq__id_lock);
+  bq__id = id;
+  bq__id_known = 1;
+  bq__id_lookup_key = key;
+  pthread_mutex_unlock(&bq__id_lock);
+  *out = id;
+  return BQ_SUCCESS;
+}
+
+BQ__FN bq_status bq__choose_target(int sm, int want_arch_a, bq__target *t) {
+  bq__nvrtc_id id;
+  bq_status st = bq__nvrtc_identity(&id);
+  if (st) return st;
+  int exact = 0, best = -1;
+  for (int i = 0; i < id.num_archs; i++) {
+    if (id.archs[i] == sm) exact = 1;
+    if (id.archs[i] <= sm && id.archs[i] > best) best = id.archs[i];
+  }
+  if (best < 0)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED,
+                    "device sm_%d is older than every arch NVRTC supports (oldest sm_%d)", sm,
+                    id.archs[0]);
+  memset(t, 0, sizeof *t);
+  if (exact && !bq__env_flag("BARACUDA_QUANT_FORCE_PTX")) {
+    t->arch = sm;
+    t->arch_a = want_arch_a && sm == 90;
+  } else {
+    t->arch = best;
+    t->ptx = 1;
+  }
+  return BQ_SUCCESS;
+}
+
+/* ---- the disk cache ----------------------------------------------------------------- */
+/* One file per kernel: <dir>/<sku>-<hash of the full key>.bqk
+     offset 0  char[8]  magic "BQKCACHE"
+            8  u32      format version (BQ__CACHE_FORMAT)
+           12  u32      key length K
+           16  u64      payload length P
+           24  u64      FNV-1a 64 of the payload
+           32  K bytes  the full key: format, library version, SKU, target, NVRTC identity,
+                        options and the whole specialized source
+         32+K  P bytes  the cubin (or NUL-terminated PTX)
+   The file must be exactly 32 + K + P bytes, its key must equal the expected key byte for
+   byte and the payload must match its checksum before anything reaches the driver. */
+#define BQ__CACHE_FORMAT 1u
+#define BQ__CACHE_MAGIC "BQKCACHE"
+#define BQ__CACHE_HEADER 32
+#define BQ__CACHE_MAX_PAYLOAD (256u << 20)
+
+static struct {
+  uint64_t memory_hits, disk_hits, misses, compiles, corrupt, write_failures;
+} bq__stats;
+#define BQ__COUNT(field) __atomic_add_fetch(&bq__stats.field, 1, __ATOMIC_RELAXED)
+
+BQ__DEF void bq_cache_get_stats(bq_cache_stats *s) {
+  if (!s) return;
+  s->memory_hits = __atomic_load_n(&bq__stats.memory_hits, __ATOMIC_RELAXED);
+  s->disk_hits = __atomic_load_n(&bq__stats.disk_hits, __ATOMIC_RELAXED);
+  s->misses = __atomic_load_n(&bq__stats.misses, __ATOMIC_RELAXED);
+  s->compiles = __atomic_load_n(&bq__stats.compiles, __ATOMIC_RELAXED);
+  s->corrupt = __atomic_load_n(&bq__stats.corrupt, __ATOMIC_RELAXED);
+  s->write_failures = __atomic_load_n(&bq__stats.write_failures, __ATOMIC_RELAXED);
+}
+
+/* BARACUDA_QUANT_CACHE_DIR moves the cache, BARACUDA_QUANT_DISABLE_CACHE=1 turns it off.
+   Read on every miss, so a program (or a test) may change them at any time. */
+BQ__FN const char *bq__cache_dir_now(char *buf, size_t n) {
+  if (bq__env_flag("BARACUDA_QUANT_DISABLE_CACHE")) return NULL;
+  const char *d = getenv("BARACUDA_QUANT_CACHE_DIR");
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  const char *base, *leaf;
+  if (d && *d) base = d, leaf = "";
+  else if (xdg && *xdg == '/') base = xdg, leaf = "/baracuda_quant";
+  else if (home && *home) base = home, leaf = "/.cache/baracuda_quant";
+  else return NULL;
+  if (strlen(base) + strlen(leaf) + 1 > n) return NULL;
+  memcpy(buf, base, strlen(base) + 1);
+  strcat(buf, leaf);
+  return buf;
+}
+
+static __thread char bq__dir_tls[BQ__PATH_MAX];
+BQ__DEF const char *bq_cache_directory(void) {
+  return bq__cache_dir_now(bq__dir_tls, sizeof bq__dir_tls);
+}
+
+BQ__FN int bq__mkdirs(const char *dir) {
+  char tmp[BQ__PATH_MAX];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof tmp) return -1;
+  memcpy(tmp, dir, n + 1);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+static pthread_mutex_t bq__warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static char bq__warned_dir[BQ__PATH_MAX];
+static int bq__warned_corrupt;
+
+/* Write a+b+c to final_path through a unique temporary file in the same directory:
+   written, closed, then renamed, so readers see a whole file or none. 0 on success. */
+BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void *a, size_t na,
+                            const void *b, size_t nb, const void *c, size_t nc) {
+  static unsigned counter;
+  char tmp[BQ__PATH_MAX + 96];
+  int ok = bq__mkdirs(dir) == 0;
+  int fd = -1;
+  if (ok) {
+    unsigned k = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    int stack_marker;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u.%lx.%lx", final_path, (long)getpid(), k,
+             (unsigned long)(uintptr_t)&stack_marker, (unsigned long)time(NULL));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    ok = fd >= 0;
+  }
+  const void *parts[3] = {a, b, c};
+  size_t sizes[3] = {na, nb, nc};
+  for (int i = 0; ok && i < 3; i++) {
+    const char *p = (const char *)parts[i];
+    size_t left = sizes[i];
+    while (ok && left) {
+      ssize_t w = write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      ok = w > 0;
+      if (ok) { p += w; left -= (size_t)w; }
+    }
+  }
+  if (fd >= 0 && close(fd) != 0) ok = 0;
+  if (ok && rename(tmp, final_path) != 0) ok = 0;
+  if (!ok) {
+    if (fd >= 0) unlink(tmp);
+    pthread_mutex_lock(&bq__warned_lock);
+    int first = strcmp(bq__warned_dir, dir) != 0;
+    if (first) bq__copy(bq__warned_dir, sizeof bq__warned_dir, dir);
+    pthread_mutex_unlock(&bq__warned_lock);
+    if (first)
+      bq__warn("kernel cache directory %s is not writable (%s): kernels are cached in memory only",
+               dir, strerror(errno));
+  }
+  return ok ? 0 : -1;
+}
+
+BQ__FN void bq__put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+BQ__FN void bq__put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+BQ__FN uint32_t bq__get_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+BQ__FN uint64_t bq__get_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+BQ__FN void bq__cache_header(unsigned char h[BQ__CACHE_HEADER], size_t key_len, const void *payload,
+                             size_t n) {
+  memcpy(h, BQ__CACHE_MAGIC, 8);
+  bq__put_u32(h + 8, BQ__CACHE_FORMAT);
+  bq__put_u32(h + 12, (uint32_t)key_len);
+  bq__put_u64(h + 16, (uint64_t)n);
+  bq__put_u64(h + 24, bq__fnv1a(payload, n, BQ__FNV_SEED));
+}
+
+BQ__FN void bq__corrupt(const char *path, const char *why) {
+  BQ__COUNT(corrupt);
+  pthread_mutex_lock(&bq__warned_lock);
+  int first = !bq__warned_corrupt;
+  bq__warned_corrupt = 1;
+  pthread_mutex_unlock(&bq__warned_lock);
+  if (first) bq__warn("ignoring corrupt kernel cache entry %s (%s): recompiling", path, why);
+}
+
+/* Read and validate an entry. Returns the payload (caller frees) or NULL for a miss. */
+BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, size_t *out_len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  unsigned char h[BQ__CACHE_HEADER];
+  void *payload = NULL;
+  char *kbuf = NULL;
+  const char *why = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
+  else if (st.st_size < BQ__CACHE_HEADER || read(fd, h, sizeof h) != (ssize_t)sizeof h) why = "truncated header";
+  else if (memcmp(h, BQ__CACHE_MAGIC, 8) != 0) why = "bad magic";
+  else if (bq__get_u32(h + 8) != BQ__CACHE_FORMAT) why = "other format version";
+  else if (bq__get_u32(h + 12) != key_len) why = "key length differs";
+  else if (bq__get_u64(h + 16) == 0 || bq__get_u64(h + 16) > BQ__CACHE_MAX_PAYLOAD) why = "absurd payload length";
+  else if ((uint64_t)st.st_size != BQ__CACHE_HEADER + key_len + bq__get_u64(h + 16)) why = "file length differs from header";
+  if (!why) {
+    size_t n = (size_t)bq__get_u64(h + 16);
+    kbuf = (char *)BQ_MALLOC(key_len ? key_len : 1);
+    payload = BQ_MALLOC(n + 1);
+    if (!kbuf || !payload) why = "out of memory";
+    else if (read(fd, kbuf, key_len) != (ssize_t)key_len) why = "truncated key";
+    else if (memcmp(kbuf, key, key_len) != 0) why = "key differs";
+    else if (read(fd, payload, n) != (ssize_t)n) why = "truncated payload";
+    else if (bq__fnv1a(payload, n, BQ__FNV_SEED) != bq__get_u64(h + 24)) why = "payload checksum mismatch";
+    else {
+      ((char *)payload)[n] = 0;
+      *out_len = n;
+    }
+  }
+  close(fd);
+  BQ_FREE(kbuf);
+  if (why) {
+    BQ_FREE(payload);
+    bq__corrupt(path, why);
+    return NULL;
+  }
+  return payload;
+}
+
+/* ---- compiling --------------------------------------------------------------------- */
+typedef struct bq__kernel_src {
+  char sku[256];      /* canonical identity */
+  char file[256];     /* file-name-safe SKU */
+  bq__target target;
+  bq__str source;     /* the full specialized source */
+  const char *kernel; /* entry point */
+} bq__kernel_src;
+
+BQ__FN void bq__options(const bq__target *t, char arch_opt[64], const char *opts[4], int *n) {
+  char tn[32];
+  bq__target_name(t, tn, sizeof tn);
+  snprintf(arch_opt, 64, "--gpu-architecture=%s", tn);
+  opts[0] = arch_opt;
+  opts[1] = "--fmad=false";
+  opts[2] = "--std=c++17";
+  *n = 3;
+}
+
+BQ__FN bq_status bq__compile(const bq__kernel_src *k, void **out, size_t *out_len) {
+  const bq__nvrtc_api *nv = bq__nvrtc_get();
+  if (!nv) return bq__nv_status;
+  char arch_opt[64];
+  const char *opts[4];
+  int nopt;
+  bq__options(&k->target, arch_opt, opts, &nopt);
+  bq__nvrtcProgram prog = NULL;
+  bq__nvrtcResult r = nv->nvrtcCreateProgram(&prog, k->source.p, k->file, 0, NULL, NULL);
+  if (r) return bq__fail(BQ_ERROR_COMPILE_FAILED, "%s: nvrtcCreateProgram failed (%d)", k->sku, r);
+  BQ__COUNT(compiles);
+  r = nv->nvrtcCompileProgram(prog, nopt, opts);
+  if (r) {
+    size_t n = 0;
+    nv->nvrtcGetProgramLogSize(prog, &n);
+    char *log = (char *)BQ_MALLOC(n + 1);
+    if (log) { log[0] = 0; nv->nvrtcGetProgramLog(prog, log); log[n] = 0; }
+    bq__fail(BQ_ERROR_COMPILE_FAILED, "%s: NVRTC compile failed (%d): %.700s", k->sku, r,
+             log ? log : "(no log)");
+    BQ_FREE(log);
+    nv->nvrtcDestroyProgram(&prog);
+    return BQ_ERROR_COMPILE_FAILED;
+  }
+  size_t n = 0;
+  if (k->target.ptx) r = nv->nvrtcGetPTXSize(prog, &n);
+  else r = nv->nvrtcGetCUBINSize(prog, &n);
+  char *buf = r ? NULL : (char *)BQ_MALLOC(n + 1);
+  if (buf) r = k->target.ptx ? nv->nvrtcGetPTX(prog, buf) : nv->nvrtcGetCUBIN(prog, buf);
+  nv->nvrtcDestroyProgram(&prog);
+  if (!buf || r) {
+    BQ_FREE(buf);
+    return bq__fail(BQ_ERROR_COMPILE_FAILED, "%s: could not fetch NVRTC output (%d)", k->sku, r);
+  }
+  buf[n] = 0;
+  *out = buf;
+  *out_len = k->target.ptx ? strlen(buf) + 1 : n; /* PTX keeps its NUL */
+  return BQ_SUCCESS;
+}
+
+/* The full key: everything that changes the compiled bytes. */
+BQ__FN bq_status bq__full_key(const bq__kernel_src *k, bq__str *key) {
+  bq__nvrtc_id id;
+  bq_status st = bq__nvrtc_identity(&id);
+  if (st) return st;
+  char arch_opt[64], tn[32];
+  const char *opts[4];
+  int nopt;
+  bq__options(&k->target, arch_opt, opts, &nopt);
+  bq__target_name(&k->target, tn, sizeof tn);
+  bq__str_fmt(key, "baracuda_quant kernel cache format %u\nlibrary %s\nsku %s\ntarget %s %s\n%s\noptions",
+              BQ__CACHE_FORMAT, BQ_VERSION_STRING, k->sku, tn, k->target.ptx ? "ptx" : "cubin",
+              id.identity);
+  for (int i = 0; i < nopt; i++) bq__str_fmt(key, " %s", opts[i]);
+  bq__str_fmt(key, "\nsource %zu bytes\n", k->source.n);
+  bq__str_put(key, k->source.p, k->source.n);
+  return key->oom ? bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory building a cache key") : BQ_SUCCESS;
+}
+
+BQ__FN void bq__entry_path(const bq__kernel_src *k, const bq__str *key, const char *dir, char *path,
+                           size_t n) {
+  snprintf(path, n, "%s/%s-%016llx.bqk", dir, k->file,
+           (unsigned long long)bq__fnv1a(key->p, key->n, BQ__FNV_SEED));
+}
+
+/* Disk hit, or compile and store. *from_disk says which. The payload is malloc'd. */
+BQ__FN bq_status bq__obtain_binary(const bq__kernel_src *k, int use_disk, void **out, size_t *len,
+                                   int *from_disk) {
+  bq__str key;
+  memset(&key, 0, sizeof key);
+  bq_status st = bq__full_key(k, &key);
+  if (st) { BQ_FREE(key.p); return st; }
+  char dir[BQ__PATH_MAX], path[BQ__PATH_MAX + 300];
+  const char *d = use_disk ? bq__cache_dir_now(dir, sizeof dir) : NULL;
+  *from_disk = 0;
+  if (d) {
+    bq__entry_path(k, &key, d, path, sizeof path);
+    *out = bq__disk_read(path, key.p, key.n, len);
+    if (*out) {
+      *from_disk = 1;
+      BQ_FREE(key.p);
+      return BQ_SUCCESS;
+    }
+  }
+  st = bq__compile(k, out, len);
+  if (!st && d) {
+    unsigned char h[BQ__CACHE_HEADER];
+    bq__cache_header(h, key.n, *out, *len);
+    if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, *out, *len) != 0) BQ__COUNT(write_failures);
+  }
+  BQ_FREE(key.p);
+  return st;
+}
+
+/* ---- the in-memory cache: one loaded module per (SKU, context) ---------------------- */
+/* A hit takes the lock for a lookup only. A miss inserts a "building" entry and builds
+   it with the lock released, so hits on other keys never wait on a compile; another
+   thread missing on the same key waits for that one build instead of compiling again. */
+typedef struct bq__entry {
+  struct bq__entry *next;
+  uint64_t hash;
+  char sku[256];
+  bq__CUcontext ctx;
+  int state; /* 0 building, 1 ready, 2 failed */
+  int refs;  /* one for the map, one per plan or waiter */
+  int in_map;
+  bq_status status;
+  char msg[512];
+  bq__CUmodule module;
+  bq__CUfunction fn;
+} bq__entry;
+
+static pthread_mutex_t bq__mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bq__mem_cond = PTHREAD_COND_INITIALIZER;
+static bq__entry *bq__mem_head;
+
+BQ__FN void bq__unlink_entry(bq__entry *e) { /* lock held */
+  for (bq__entry **p = &bq__mem_head; *p; p = &(*p)->next)
+    if (*p == e) { *p = e->next; break; }
+  e->in_map = 0;
+}
+
+BQ__FN void bq__entry_free(bq__entry *e) { /* refs reached 0; lock not held */
+  if (e->module) {
+    bq__CUcontext cur = NULL;
+    bq__drv.cuCtxGetCurrent(&cur);
+    if (cur != e->ctx) bq__drv.cuCtxSetCurrent(e->ctx);
+    bq__drv.cuModuleUnload(e->module);
+    if (cur != e->ctx) bq__drv.cuCtxSetCurrent(cur);
+  }
+  BQ_FREE(e);
+}
+
+BQ__FN void bq__entry_release(bq__entry *e) {
+  pthread_mutex_lock(&bq__mem_lock);
+  int last = --e->refs == 0;
+  pthread_mutex_unlock(&bq__mem_lock);
+  if (last) bq__entry_free(e);
+}
+
+BQ__DEF void bq_cache_clear_memory(void) {
+  bq__entry *dead = NULL;
+  pthread_mutex_lock(&bq__mem_lock);
+  bq__entry **p = &bq__mem_head;
+  while (*p) {
+    bq__entry *e = *p;
+    if (e->state == 0) { p = &e->next; continue; } /* being built: its builder owns it */
+    *p = e->next;
+    e->in_map = 0;
+    if (--e->refs == 0) { e->next = dead; dead = e; }
+  }
+  pthread_mutex_unlock(&bq__mem_lock);
+  while (dead) { bq__entry *n = dead->next; bq__entry_free(dead); dead = n; }
+}
+
+BQ__FN bq_status bq__load_module(const bq__kernel_src *k, bq__entry *e) {
+  /* A checksummed disk entry that the driver still refuses is treated as corrupt:
+     the second attempt compiles afresh and overwrites it. */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    void *bin = NULL;
+    size_t len = 0;
+    int from_disk = 0;
+    bq_status st = bq__obtain_binary(k, attempt == 0, &bin, &len, &from_disk);
+    if (st) return st;
+    bq__CUresult r = bq__drv.cuModuleLoadData(&e->module, bin);
+    BQ_FREE(bin);
+    if (r == 0) r = bq__drv.cuModuleGetFunction(&e->fn, e->module, k->kernel);
+    if (r == 0) {
+      if (from_disk) BQ__COUNT(disk_hits);
+      else BQ__COUNT(misses);
+      return BQ_SUCCESS;
+    }
+    if (e->module) { bq__drv.cuModuleUnload(e->module); e->module = NULL; }
+    if (!from_disk) return bq__cu_fail(r, "cuModuleLoadData");
+    bq__corrupt(k->sku, "rejected by the driver");
+  }
+  return bq__fail(BQ_ERROR_CUDA, "%s: module load failed", k->sku);
+}
+
+/* A loaded function for the kernel whose SKU is k->sku, in context ctx. `build` fills in
+   the source (only on a miss: a memory hit needs the SKU alone). */
+typedef bq_status (*bq__build_fn)(const void *ctx_data, bq__kernel_src *k);
+
+BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_fn build,
+                               const void *build_data, bq__entry **out) {
+  uint64_t h = bq__fnv1a(k->sku, strlen(k->sku), BQ__FNV_SEED);
+  pthread_mutex_lock(&bq__mem_lock);
+  for (;;) {
+    bq__entry *e = bq__mem_head;
+    while (e && !(e->hash == h && e->ctx == ctx && !strcmp(e->sku, k->sku))) e = e->next;
+    if (!e) break;
+    e->refs++;
+    while (e->state == 0) pthread_cond_wait(&bq__mem_cond, &bq__mem_lock);
+    if (e->state == 1) {
+      pthread_mutex_unlock(&bq__mem_lock);
+      BQ__COUNT(memory_hits);
+      *out = e;
+      return BQ_SUCCESS;
+    }
+    /* its build failed: report that build's error to this waiter, and let a later
+       select try again */
+    if (e->in_map) bq__unlink_entry(e), e->refs--;
+    bq_status st = e->status;
+    char msg[512];
+    memcpy(msg, e->msg, sizeof msg);
+    int last = --e->refs == 0;
+    pthread_mutex_unlock(&bq__mem_lock);
+    if (last) bq__entry_free(e);
+    return bq__fail(st, "%s", msg);
+  }
+  bq__entry *e = (bq__entry *)calloc(1, sizeof *e);
+  if (!e) { pthread_mutex_unlock(&bq__mem_lock); return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory"); }
+  e->hash = h;
+  bq__copy(e->sku, sizeof e->sku, k->sku);
+  e->ctx = ctx;
+  e->refs = 2; /* the map and this caller */
+  e->in_map = 1;
+  e->next = bq__mem_head;
+  bq__mem_head = e;
+  pthread_mutex_unlock(&bq__mem_lock);
+
+  bq_status st = build(build_data, k);
+  if (!st) st = bq__load_module(k, e);
+
+  pthread_mutex_lock(&bq__mem_lock);
+  e->status = st;
+  e->state = st ? 2 : 1;
+  if (st) {
+    bq__copy(e->msg, sizeof e->msg, bq__err_buf);
+    if (e->in_map) { bq__unlink_entry(e); e->refs--; }
+  }
+  pthread_cond_broadcast(&bq__mem_cond);
+  int last = st && --e->refs == 0;
+  pthread_mutex_unlock(&bq__mem_lock);
+  if (st) {
+    if (last) bq__entry_free(e);
+    return st;
+  }
+  *out = e;
+  return BQ_SUCCESS;
+}
+
+/* ---- descriptors: names, normalization ------------------------------------------------ */
+BQ__FN const char *bq__dtype_name(bq_dtype t) {
+  switch (t) {
+  case BQ_F32: return "f32";
+  case BQ_F64: return "f64";
+  case BQ_F16: return "f16";
+  case BQ_BF16: return "bf16";
+  case BQ_S8: return "s8";
+  case BQ_U8: return "u8";
+  case BQ_S32: return "s32";
+  default: return "default";
+  }
+}
+BQ__FN int bq__dtype_size(bq_dtype t) {
+  switch (t) {
+  case BQ_F64: return 8;
+  case BQ_F32: case BQ_S32: return 4;
+  case BQ_F16: case BQ_BF16: return 2;
+  case BQ_S8: case BQ_U8: return 1;
+  default: return 0;
+  }
+}
+BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
+BQ__FN int bq__ft_code(bq_dtype t) { return t == BQ_F64 ? 1 : t == BQ_F16 ? 2 : t == BQ_BF16 ? 3 : 0; }
+BQ__FN const char *bq__op_name(bq_op op) {
+  switch (op) {
+  case BQ_QUANTIZE: return "quantize";
+  case BQ_DEQUANTIZE: return "dequantize";
+  case BQ_FAKE_QUANTIZE: return "fake_quantize";
+  default: return "unknown_op";
+  }
+}
+BQ__FN const char *bq__gran_name(bq_granularity g) {
+  switch (g) {
+  case BQ_PER_TENSOR: return "per_tensor";
+  case BQ_PER_CHANNEL: return "per_channel";
+  case BQ_PER_TOKEN: return "per_token";
+  case BQ_PER_GROUP: return "per_group";
+  default: return "per_unknown";
+  }
+}
+
+/* "fake_quantize_per_channel_backward": the name errors are reported under */
+BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
+  snprintf(buf, n, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
+           d->direction == BQ_BACKWARD ? "_backward" : "");
+}
+
+/* Validate a descriptor and fill in its defaults. */
+BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
+  *d = *in;
+  if (d->op < BQ_QUANTIZE || d->op > BQ_FAKE_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
+  if (d->granularity < BQ_PER_TENSOR || d->granularity > BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
+                    bq__op_name(d->op), (int)d->granularity);
+  bq__plan_name(d, name, name_size);
+  if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
+                    (int)d->direction);
+  if (!bq__is_float(d->float_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16", name,
+                    (int)d->float_type, bq__dtype_name(d->float_type));
+  if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_S8;
+  if (d->int_type != BQ_S8 && d->int_type != BQ_U8)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 or BQ_U8",
+                    name, (int)d->int_type, bq__dtype_name(d->int_type));
+  int lo = d->int_type == BQ_S8 ? -128 : 0, hi = d->int_type == BQ_S8 ? 127 : 255;
+  if (d->qmin == 0 && d->qmax == 0) { d->qmin = lo; d->qmax = hi; }
+  if (d->qmin < lo || d->qmin > hi)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) is outside %s [%d, %d]", name,
+                    d->qmin, bq__dtype_name(d->int_type), lo, hi);
+  if (d->qmax < lo || d->qmax > hi)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) is outside %s [%d, %d]", name,
+                    d->qmax, bq__dtype_name(d->int_type), lo, hi);
+  if (d->qmax < d->qmin)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) < desc.qmin (%d)", name, d->qmax,
+                    d->qmin);
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = d->float_type;
+  if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.scale_type (%s) must be the float type (%s) or BQ_F32", name,
+                    bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
+  if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  return BQ_SUCCESS;
+}
+
+/* ---- the affine family's kernel: specialization --------------------------------------- */
+BQ__FN int bq__affine_vec(const bq_desc *d) {
+  int t = bq__dtype_size(d->float_type), in0, in1 = 0, out;
+  if (d->direction == BQ_BACKWARD) { in0 = t; out = t; in1 = d->op == BQ_DEQUANTIZE ? 0 : t; }
+  else if (d->op == BQ_QUANTIZE) { in0 = t; out = 1; }
+  else if (d->op == BQ_DEQUANTIZE) { in0 = 1; out = t; }
+  else { in0 = t; out = t; }
+  int m = in0 < out ? in0 : out;
+  if (in1 && in1 < m) m = in1;
+  return 16 / m;
+}
+
+BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
+  char tn[32];
+  bq__target_name(t, tn, sizeof tn);
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.vec%d.%s", bq__op_name(d->op),
+           d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
+           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), d->qmin, d->qmax,
+           bq__dtype_name(d->scale_type), bq__affine_vec(d), tn);
+  size_t i = 0; /* the file name: the SKU with [ ] , made safe */
+  for (; k->sku[i] && i + 1 < sizeof k->file; i++)
+    k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
+  k->file[i] = 0;
+  k->target = *t;
+  k->kernel = "bq_affine";
+}
+
+BQ__FN bq_status bq__affine_build(const void *data, bq__kernel_src *k) {
+  const bq_desc *d = (const bq_desc *)data;
+  bq__str *s = &k->source;
+  bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+              "#define BQ_ST %d\n#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n",
+              k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin, d->qmax,
+              d->scale_type == BQ_F32 && d->float_type != BQ_F32, (int)d->op,
+              d->direction == BQ_BACKWARD, (int)d->granularity);
+  bq__str_cat(s, "#line 1 \"common.cuh\"\n");
+  bq__str_cat(s, bq__src_common_cuh);
+  bq__str_cat(s, "#line 1 \"affine.cu\"\n");
+  bq__str_cat(s, bq__src_affine_cu);
+  return s->oom ? bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory building kernel source") : BQ_SUCCESS;
+}
+
+/* ---- the affine family: arguments and launch ---------------------------------------- */
+/* Mirrors struct bq_affine_params in kernels_src/affine.cu, field for field. */
+typedef struct bq__fastdiv { uint32_t d, magic, shift; } bq__fastdiv;
+typedef struct bq__affine_params {
+  uint64_t in0, in1, out;
+  int64_t rows, cols, in0_stride, in1_stride, out_stride, segs, group, gmod, grs;
+  uint64_t scales, zps;
+  double scale;
+  bq__fastdiv fd_group, fd_gmod;
+  int32_t zp, fast32, tpr, pad_;
+} bq__affine_params;
+
+/* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
+   (Granlund-Montgomery with a 33-bit multiplier). */
+BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
+  bq__fastdiv f;
+  uint32_t l = 0;
+  while (l < 31 && (1u << l) < d) l++;
+  uint64_t m = (((uint64_t)1 << (32 + l)) + d - 1) / d; /* ceil(2^(32+l) / d) */
+  f.d = d;
+  f.magic = (uint32_t)(m - ((uint64_t)1 << 32));
+  f.shift = l;
+  return f;
+}
+
+struct bq_plan {
+  bq_desc desc; /* normalized */
+  char name[96];
+  char sku[256];
+  bq__entry *entry;
+  bq__CUcontext ctx;
+  int num_sms;
+  int vec;
+};
+
+#define BQ__MAX_ELEMS ((int64_t)1 << 56)
+
+BQ__FN bq_status bq__check_ptr(const bq_plan *p, const char *field, const void *ptr, int elem) {
+  if (!ptr) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", p->name, field);
+  if ((uintptr_t)ptr % (uintptr_t)elem)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: %s (%p) is not aligned to its element size (%d bytes)",
+                    p->name, field, ptr, elem);
+  return BQ_SUCCESS;
+}
+
+/* The affine family's view of one call: [rows, cols] with strides, after validation. */
+typedef struct bq__affine_view {
+  int64_t rows, cols, xs, ys, numel;
+  int64_t group, gmod, grs;
+} bq__affine_view;
+
+BQ__FN bq_status bq__affine_view_of(const bq_plan *p, const bq_args *a, bq__affine_view *v) {
+  const bq_desc *d = &p->desc;
+  const char *n = p->name;
+  memset(v, 0, sizeof *v);
+  if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
+  switch (d->granularity) {
+  case BQ_PER_TENSOR:
+    if (a->numel < 0 || a->numel > BQ__MAX_ELEMS)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.numel (%lld) is negative or too large", n,
+                      (long long)a->numel);
+    if (!(isfinite(a->scale) && a->scale > 0))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0", n, a->scale);
+    if (d->float_type != BQ_F64 && !((float)a->scale > 0 && isfinite((float)a->scale)))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) is not a finite positive f32", n,
+                      a->scale);
+    v->rows = 1; v->cols = v->xs = v->ys = v->numel = a->numel;
+    break;
+  case BQ_PER_CHANNEL: {
+    if (a->rank < 1 || a->rank > BQ_MAX_RANK)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rank (%d) must be in [1, %d]", n, a->rank, BQ_MAX_RANK);
+    int axis = a->axis < 0 ? a->axis + a->rank : a->axis;
+    if (axis < 0 || axis >= a->rank)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.axis (%d) is out of range for rank %d", n, a->axis, a->rank);
+    int64_t total = 1, inner = 1;
+    for (int i = 0; i < a->rank; i++) {
+      if (a->shape[i] < 0)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.shape[%d] (%lld) is negative", n, i, (long long)a->shape[i]);
+      if (a->shape[i] && total > BQ__MAX_ELEMS / a->shape[i])
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.shape[%d] (%lld) makes the tensor too large", n, i,
+                        (long long)a->shape[i]);
+      total *= a->shape[i];
+      if (i > axis) inner *= a->shape[i];
+    }
+    v->rows = 1; v->cols = v->xs = v->ys = v->numel = total;
+    v->group = inner ? inner : 1;
+    v->gmod = a->shape[axis] ? a->shape[axis] : 1;
+    break;
+  }
+  case BQ_PER_TOKEN:
+  case BQ_PER_GROUP: {
+    if (a->rows < 0 || a->rows > BQ__MAX_ELEMS)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) is negative or too large", n, (long long)a->rows);
+    if (a->cols < 0 || a->cols > BQ__MAX_ELEMS)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (%lld) is negative or too large", n, (long long)a->cols);
+    v->rows = a->rows; v->cols = a->cols;
+    v->xs = a->x_row_stride ? a->x_row_stride : a->cols;
+    v->ys = a->y_row_stride ? a->y_row_stride : a->cols;
+    if (v->xs < a->cols)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.x_row_stride (%lld) is smaller than args.cols (%lld)", n,
+                      (long long)a->x_row_stride, (long long)a->cols);
+    if (v->ys < a->cols)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is smaller than args.cols (%lld)", n,
+                      (long long)a->y_row_stride, (long long)a->cols);
+    if (v->rows && (v->xs > BQ__MAX_ELEMS / v->rows || v->ys > BQ__MAX_ELEMS / v->rows))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times the row stride is too large", n,
+                      (long long)a->rows);
+    v->numel = v->rows * v->cols;
+    if (d->granularity == BQ_PER_GROUP) {
+      if (a->group_size < 1)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be >= 1", n, (long long)a->group_size);
+      if (a->cols % a->group_size)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) does not divide args.cols (%lld)", n,
+                        (long long)a->group_size, (long long)a->cols);
+      int64_t ng = a->cols / a->group_size;
+      v->grs = a->group_row_stride ? a->group_row_stride : ng;
+      if (v->grs < ng)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than cols / group_size (%lld)",
+                        n, (long long)a->group_row_stride, (long long)ng);
+      if (v->rows && v->grs > BQ__MAX_ELEMS / v->rows)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)v->grs);
+      v->group = a->group_size;
+    }
+    break;
+  }
+  }
+  if (v->numel == 0) return BQ_SUCCESS;
+  int t = bq__dtype_size(d->float_type), i = 1, st;
+  int fwd = d->direction == BQ_FORWARD;
+  if (fwd) {
+    if ((st = bq__check_ptr(p, "args.x", a->x, d->op == BQ_DEQUANTIZE ? i : t))) return (bq_status)st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, d->op == BQ_QUANTIZE ? i : t))) return (bq_status)st;
+  } else {
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, t))) return (bq_status)st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, t))) return (bq_status)st;
+    if (d->op != BQ_DEQUANTIZE && (st = bq__check_ptr(p, "args.x", a->x, t))) return (bq_status)st;
+  }
+  if (d->granularity != BQ_PER_TENSOR) {
+    if ((st = bq__check_ptr(p, "args.scales", a->scales, bq__dtype_size(d->scale_type)))) return (bq_status)st;
+    if (a->zero_points && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return (bq_status)st;
+  }
+  return BQ_SUCCESS;
+}
+
+BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *stream) {
+  bq__affine_view v;
+  bq_status st = bq__affine_view_of(p, a, &v);
+  if (st || v.numel == 0) return st;
+  const bq_desc *d = &p->desc;
+  bq__affine_params k;
+  memset(&k, 0, sizeof k);
+  int fwd = d->direction == BQ_FORWARD;
+  k.in0 = (uint64_t)(uintptr_t)(fwd ? a->x : a->dy);
+  k.in1 = (uint64_t)(uintptr_t)(fwd ? NULL : a->x);
+  k.out = (uint64_t)(uintptr_t)(fwd ? a->y : a->dx);
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.in0_stride = fwd ? v.xs : v.ys; /* dy is shaped like y */
+  k.in1_stride = v.xs;
+  k.out_stride = fwd ? v.ys : v.xs; /* dx is shaped like x */
+  k.group = v.group ? v.group : 1;
+  k.gmod = v.gmod ? v.gmod : 1;
+  k.grs = v.grs;
+  k.scales = (uint64_t)(uintptr_t)a->scales;
+  k.zps = (uint64_t)(uintptr_t)a->zero_points;
+  k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+  k.zp = a->zero_point;
+  /* 32-bit index arithmetic when every index along a row fits */
+  k.fast32 = v.cols <= ((int64_t)1 << 31) && k.group <= ((int64_t)1 << 31) && k.gmod <= ((int64_t)1 << 31);
+  if (k.fast32) {
+    k.fd_group = bq__make_fastdiv((uint32_t)k.group);
+    k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
+  }
+  /* team size: enough threads for one chunk each across the row, 32..256 */
+  int64_t chunks = (v.cols + p->vec - 1) / p->vec;
+  int tpr = 32;
+  while (tpr < 256 && tpr < chunks) tpr *= 2;
+  k.tpr = tpr;
+  k.segs = (v.cols + (int64_t)tpr * p->vec - 1) / ((int64_t)tpr * p->vec);
+  int64_t work = v.rows * k.segs, teams = 256 / tpr;
+  int64_t blocks = (work + teams - 1) / teams;
+  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+  void *params[1] = {&k};
+  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0,
+                                          (bq__CUstream)stream, params, NULL);
+  if (r) return bq__cu_fail(r, "cuLaunchKernel");
+  return BQ_SUCCESS;
+}
+
+/* ---- plans --------------------------------------------------------------------------- */
+BQ__DEF bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size) {
+  bq_desc d;
+  char name[96];
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  if (st) return st;
+  if (!buf || buf_size == 0) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_sku: buf is NULL");
+  bq__target t;
+  memset(&t, 0, sizeof t);
+  t.arch = sm;
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__affine_sku(&d, &t, &k);
+  if (strlen(k.sku) >= buf_size) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_sku: buf_size (%zu) is too small", buf_size);
+  memcpy(buf, k.sku, strlen(k.sku) + 1);
+  return BQ_SUCCESS;
+}
+
+/* The kernel source and full disk key a desc gets on an arch, for tools and tests. */
+BQ__FN BQ__UNUSED bq_status bq__kernel_for(const bq_desc *desc, const bq__target *t, bq__kernel_src *k) {
+  bq_desc d;
+  char name[96];
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  if (st) return st;
+  memset(k, 0, sizeof *k);
+  bq__affine_sku(&d, t, k);
+  return bq__affine_build(&d, k);
+}
+
+BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
+  bq__target t;
+  memset(&t, 0, sizeof t);
+  t.arch = sm;
+  bq__kernel_src k;
+  bq_status st = bq__kernel_for(desc, &t, &k);
+  if (!st) {
+    void *bin = NULL;
+    size_t len = 0;
+    int from_disk = 0;
+    st = bq__obtain_binary(&k, 1, &bin, &len, &from_disk);
+    if (!st) { if (from_disk) BQ__COUNT(disk_hits); else BQ__COUNT(misses); }
+    BQ_FREE(bin);
+  }
+  BQ_FREE(k.source.p);
+  return st;
+}
+
+BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
+  if (!out) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: plan is NULL");
+  *out = NULL;
+  bq_plan *p = (bq_plan *)BQ_MALLOC(sizeof *p);
+  if (!p) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_plan_select: out of memory");
+  memset(p, 0, sizeof *p);
+  bq_status st = bq__normalize(desc, &p->desc, p->name, sizeof p->name);
+  bq__device_info dev = {0, 0, 0};
+  if (!st) st = bq__current_device(p->desc.device, &p->ctx, &dev);
+  bq__target t;
+  if (!st) st = bq__choose_target(dev.sm, 0, &t);
+  if (st) { BQ_FREE(p); return st; }
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__affine_sku(&p->desc, &t, &k);
+  st = bq__get_entry(&k, p->ctx, bq__affine_build, &p->desc, &p->entry);
+  BQ_FREE(k.source.p);
+  if (st) {
+    char msg[sizeof bq__err_buf];
+    memcpy(msg, bq__err_buf, sizeof msg);
+    bq__fail(st, "%s: %s", p->name, msg);
+    BQ_FREE(p);
+    return st;
+  }
+  memcpy(p->sku, k.sku, sizeof p->sku);
+  p->num_sms = dev.num_sms;
+  p->vec = bq__affine_vec(&p->desc);
+  *out = p;
+  return BQ_SUCCESS;
+}
+
+BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
+  if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_can_implement: plan is NULL");
+  bq__affine_view v;
+  return bq__affine_view_of(p, a, &v);
+}
+
+BQ__DEF size_t bq_plan_workspace_size(const bq_plan *p, const bq_args *a) {
+  (void)p;
+  (void)a;
+  return 0; /* the affine ops need none */
+}
+
+BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspace, size_t workspace_bytes,
+                              void *stream) {
+  (void)workspace;
+  (void)workspace_bytes;
+  if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_run: plan is NULL");
+  return bq__affine_run(p, a, stream);
+}
+
+BQ__DEF void bq_plan_destroy(bq_plan *p) {
+  if (!p) return;
+  if (p->entry) bq__entry_release(p->entry);
+  BQ_FREE(p);
+}
+
+BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
+
+BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
+  if (!p) return "";
+  if (p->desc.float_type == BQ_F64)
+    return "exact: f64 arithmetic throughout (IEEE division and product, round half to even); "
+           "bit-identical to the CPU reference of NUMERICS.md";
+  return "exact: f32 arithmetic (IEEE division and product, round half to even, no FMA "
+         "contraction), RNE to the storage type; bit-identical to the CPU reference of NUMERICS.md";
+}
+
+/* ---- device memory helpers ----------------------------------------------------------- */
+BQ__DEF bq_status bq_malloc(void **ptr, size_t bytes) {
+  if (!ptr) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_malloc: ptr is NULL");
+  *ptr = NULL;
+  bq_status st = bq__context(0, NULL);
+  if (st) return st;
+  bq__CUdeviceptr p = 0;
+  bq__CUresult r = bq__drv.cuMemAlloc(&p, bytes ? bytes : 1);
+  if (r) return bq__cu_fail(r, "cuMemAlloc");
+  *ptr = (void *)(uintptr_t)p;
+  return BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_free(void *ptr) {
+  if (!ptr) return BQ_SUCCESS;
+  bq_status st = bq__context(0, NULL);
+  if (st) return st;
+  bq__CUresult r = bq__drv.cuMemFree((bq__CUdeviceptr)(uintptr_t)ptr);
+  return r ? bq__cu_fail(r, "cuMemFree") : BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_memcpy_to_device(void *dst, const void *src, size_t bytes) {
+  bq_status st = bq__context(0, NULL);
+  if (st || !bytes) return st;
+  bq__CUresult r = bq__drv.cuMemcpyHtoD((bq__CUdeviceptr)(uintptr_t)dst, src, bytes);
+  return r ? bq__cu_fail(r, "cuMemcpyHtoD") : BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_memcpy_to_host(void *dst, const void *src, size_t bytes) {
+  bq_status st = bq__context(0, NULL);
+  if (st || !bytes) return st;
+  bq__CUresult r = bq__drv.cuMemcpyDtoH(dst, (bq__CUdeviceptr)(uintptr_t)src, bytes);
+  return r ? bq__cu_fail(r, "cuMemcpyDtoH") : BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_memset(void *dst, unsigned char value, size_t bytes) {
+  bq_status st = bq__context(0, NULL);
+  if (st || !bytes) return st;
+  bq__CUresult r = bq__drv.cuMemsetD8((bq__CUdeviceptr)(uintptr_t)dst, value, bytes);
+  return r ? bq__cu_fail(r, "cuMemsetD8") : BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_synchronize(void *stream) {
+  bq_status st = bq__context(0, NULL);
+  if (st) return st;
+  bq__CUresult r = bq__drv.cuStreamSynchronize((bq__CUstream)stream);
+  return r ? bq__cu_fail(r, "cuStreamSynchronize") : BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_device_name(char *buf, size_t n) {
+  bq__CUcontext c;
+  bq_status st = bq__context(0, &c);
+  if (st) return st;
+  bq__CUdevice dev;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&dev);
+  if (!r) r = bq__drv.cuDeviceGetName(buf, (int)n, dev);
+  return r ? bq__cu_fail(r, "cuDeviceGetName") : BQ_SUCCESS;
+}
+#endif
+#endif
