@@ -435,13 +435,15 @@ static char bq__drv_msg[768];
 typedef bq__CUresult (*bq__getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 
 BQ__FN void bq__driver_load(void) {
-  const char *name = "libcuda.so.1";
+  const char *env = getenv("BARACUDA_QUANT_DRIVER");
+  const char *name = env && *env ? env : "libcuda.so.1";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     bq__drv_status = BQ_ERROR_NO_DRIVER;
     snprintf(bq__drv_msg, sizeof bq__drv_msg,
              "no NVIDIA driver: dlopen(\"%s\") through the dynamic loader's search path "
-             "(LD_LIBRARY_PATH, ld.so.cache, /lib, /usr/lib) failed: %s", name, dlerror());
+             "(LD_LIBRARY_PATH, ld.so.cache, /lib, /usr/lib; BARACUDA_QUANT_DRIVER overrides) "
+             "failed: %s", name, dlerror());
     return;
   }
   bq__getproc_v2_fn getproc = (bq__getproc_v2_fn)dlsym(lib, "cuGetProcAddress_v2");
@@ -721,7 +723,7 @@ static const char bq__src_affine_cu[] =
   "  if (p.fast32) {\n"
   "    g = bq_div_u32((bq_u32)k, p.fd_group);\n"
   "  } else {\n"
-  "    g = k / p.group;\n"
+  "    g = bq_div64(k, p.group);\n"
   "  }\n"
   "  q.rem = k - g * p.group;\n"
   "#if BQ_GRAN == 1\n"
@@ -729,7 +731,7 @@ static const char bq__src_affine_cu[] =
   "  if (p.fast32) {\n"
   "    m = bq_div_u32((bq_u32)g, p.fd_gmod);\n"
   "  } else {\n"
-  "    m = g / p.gmod;\n"
+  "    m = bq_div64(g, p.gmod);\n"
   "  }\n"
   "  g -= m * p.gmod;\n"
   "  q.base = 0;\n"
@@ -753,7 +755,9 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
-  "static __device__ __forceinline__ void bq_one(const bq_affine_params &p, bq_i64 r, bq_i64 k,\n"
+  "// One element, for prologues, tails and rows that cannot use vectors: out of line, so\n"
+  "// its code exists once.\n"
+  "static __device__ __noinline__ void bq_one(const bq_affine_params &p, bq_i64 r, bq_i64 k,\n"
   "                                              const bq_in0 *in0, const bq_in1 *in1, bq_out *out) {\n"
   "  bq_qparams q;\n"
   "  bq_qp_at(q, p, r, k);\n"
@@ -772,16 +776,18 @@ static const char bq__src_affine_cu[] =
   "  for (bq_i64 w = (bq_i64)blockIdx.x * teams + threadIdx.x / tpr; w < work;\n"
   "       w += (bq_i64)gridDim.x * teams) {\n"
   "    bq_i64 r, sg;\n"
+  "#if BQ_GRAN <= 1\n"
+  "    r = 0; // per tensor and per channel: one dense row\n"
+  "    sg = w;\n"
+  "#else\n"
   "    if (p.segs == 1) {\n"
   "      r = w;\n"
   "      sg = 0;\n"
-  "    } else if (p.rows == 1) {\n"
-  "      r = 0;\n"
-  "      sg = w;\n"
   "    } else {\n"
-  "      r = w / p.segs;\n"
+  "      r = bq_div64(w, p.segs);\n"
   "      sg = w - r * p.segs;\n"
   "    }\n"
+  "#endif\n"
   "    const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;\n"
   "    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;\n"
   "    bq_out *out = (bq_out *)p.out + r * p.out_stride;\n"
@@ -966,6 +972,10 @@ static const char bq__src_common_cuh[] =
   "\n"
   "// 32-bit division by a run-time constant: one multiply-high and a shift (valid for any\n"
   "// n < 2^32). The host computes (magic, shift) for the divisor.\n"
+  "// 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of\n"
+  "// its code keeps the compile fast.\n"
+  "static __device__ __noinline__ bq_i64 bq_div64(bq_i64 a, bq_i64 b) { return a / b; }\n"
+  "\n"
   "struct bq_fastdiv {\n"
   "  bq_u32 d, magic, shift;\n"
   "};\n"
@@ -1971,13 +1981,22 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   return st;
 }
 
+/* Everything about a plan that needs no device: the normalized desc, its name, the
+   kernel's shape. (The tests build plans this way to check argument validation on
+   machines without a GPU; such a plan has no kernel and must never reach a launch.) */
+BQ__FN bq_status bq__plan_init(const bq_desc *desc, bq_plan *p) {
+  memset(p, 0, sizeof *p);
+  bq_status st = bq__normalize(desc, &p->desc, p->name, sizeof p->name);
+  if (!st) p->vec = bq__affine_vec(&p->desc);
+  return st;
+}
+
 BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   if (!out) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: plan is NULL");
   *out = NULL;
   bq_plan *p = (bq_plan *)BQ_MALLOC(sizeof *p);
   if (!p) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_plan_select: out of memory");
-  memset(p, 0, sizeof *p);
-  bq_status st = bq__normalize(desc, &p->desc, p->name, sizeof p->name);
+  bq_status st = bq__plan_init(desc, p);
   bq__device_info dev = {0, 0, 0};
   if (!st) st = bq__current_device(p->desc.device, &p->ctx, &dev);
   bq__target t;
@@ -1997,7 +2016,6 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   }
   memcpy(p->sku, k.sku, sizeof p->sku);
   p->num_sms = dev.num_sms;
-  p->vec = bq__affine_vec(&p->desc);
   *out = p;
   return BQ_SUCCESS;
 }

@@ -116,7 +116,7 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   if (p.fast32) {
     g = bq_div_u32((bq_u32)k, p.fd_group);
   } else {
-    g = k / p.group;
+    g = bq_div64(k, p.group);
   }
   q.rem = k - g * p.group;
 #if BQ_GRAN == 1
@@ -124,7 +124,7 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   if (p.fast32) {
     m = bq_div_u32((bq_u32)g, p.fd_gmod);
   } else {
-    m = g / p.gmod;
+    m = bq_div64(g, p.gmod);
   }
   g -= m * p.gmod;
   q.base = 0;
@@ -148,7 +148,9 @@ static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine
 #endif
 }
 
-static __device__ __forceinline__ void bq_one(const bq_affine_params &p, bq_i64 r, bq_i64 k,
+// One element, for prologues, tails and rows that cannot use vectors: out of line, so
+// its code exists once.
+static __device__ __noinline__ void bq_one(const bq_affine_params &p, bq_i64 r, bq_i64 k,
                                               const bq_in0 *in0, const bq_in1 *in1, bq_out *out) {
   bq_qparams q;
   bq_qp_at(q, p, r, k);
@@ -167,16 +169,18 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
   for (bq_i64 w = (bq_i64)blockIdx.x * teams + threadIdx.x / tpr; w < work;
        w += (bq_i64)gridDim.x * teams) {
     bq_i64 r, sg;
+#if BQ_GRAN <= 1
+    r = 0; // per tensor and per channel: one dense row
+    sg = w;
+#else
     if (p.segs == 1) {
       r = w;
       sg = 0;
-    } else if (p.rows == 1) {
-      r = 0;
-      sg = w;
     } else {
-      r = w / p.segs;
+      r = bq_div64(w, p.segs);
       sg = w - r * p.segs;
     }
+#endif
     const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;
     const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;
     bq_out *out = (bq_out *)p.out + r * p.out_stride;

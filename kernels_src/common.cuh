@@ -130,6 +130,10 @@ static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, int zp) {
 
 // 32-bit division by a run-time constant: one multiply-high and a shift (valid for any
 // n < 2^32). The host computes (magic, shift) for the divisor.
+// 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of
+// its code keeps the compile fast.
+static __device__ __noinline__ bq_i64 bq_div64(bq_i64 a, bq_i64 b) { return a / b; }
+
 struct bq_fastdiv {
   bq_u32 d, magic, shift;
 };

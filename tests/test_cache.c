@@ -1,0 +1,463 @@
+/* test_cache.c - the kernel cache and the run-time loader, on a machine with no GPU.
+   Criterion runs every test in its own process, so each starts with empty in-process
+   state (no driver or NVRTC loaded, no counters). NVRTC must be present: CI installs it,
+   and a compile test that cannot compile fails rather than skips. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <libgen.h>
+#include <sys/wait.h>
+
+static char dir_[256];
+
+static void fresh_dir(void) {
+  snprintf(dir_, sizeof dir_, "/tmp/bq_cache_test_XXXXXX");
+  cr_assert_not_null(mkdtemp(dir_));
+  setenv("BARACUDA_QUANT_CACHE_DIR", dir_, 1);
+  unsetenv("BARACUDA_QUANT_DISABLE_CACHE");
+}
+
+static bq_desc desc_(void) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_QUANTIZE;
+  d.float_type = BQ_F32;
+  return d;
+}
+
+static bq_cache_stats stats_(void) {
+  bq_cache_stats s;
+  bq_cache_get_stats(&s);
+  return s;
+}
+
+static void warm_ok(const bq_desc *d) {
+  bq_status st = bq_cache_warm(d, 90);
+  cr_assert_eq(st, BQ_SUCCESS, "bq_cache_warm: %s: %s", bq_status_name(st), bq_last_error());
+}
+
+/* the path of the one kernel entry (.bqk) in dir_, or fails */
+static void entry_path(char *out, size_t n) {
+  DIR *d = opendir(dir_);
+  cr_assert_not_null(d);
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len > 4 && !strcmp(e->d_name + len - 4, ".bqk")) {
+      snprintf(out, n, "%s/%s", dir_, e->d_name);
+      found++;
+    }
+  }
+  closedir(d);
+  cr_assert_eq(found, 1, "expected one cache entry in %s, found %d", dir_, found);
+}
+
+static int count_files(const char *suffix_or_part) {
+  DIR *d = opendir(dir_);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (strstr(e->d_name, suffix_or_part)) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+static unsigned char *read_all(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *buf = malloc((size_t)len + 1);
+  cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  *n = (size_t)len;
+  return buf;
+}
+
+static void write_all(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(p, 1, n, f), n);
+  fclose(f);
+}
+
+TestSuite(cache, .timeout = 300);
+
+Test(cache, round_trip_then_disk_hit) {
+  fresh_dir();
+  bq_desc d = desc_();
+  warm_ok(&d);
+  bq_cache_stats s = stats_();
+  cr_assert_eq(s.misses, 1);
+  cr_assert_eq(s.compiles, 1);
+  cr_assert_eq(s.disk_hits, 0);
+  char path[512];
+  entry_path(path, sizeof path);
+  cr_assert(strstr(path, "quantize.fwd.per_tensor.f32.s8"), "file named after the SKU: %s", path);
+  warm_ok(&d);
+  s = stats_();
+  cr_assert_eq(s.disk_hits, 1);
+  cr_assert_eq(s.compiles, 1, "a disk hit must not compile");
+  cr_assert_eq(count_files(".tmp."), 0, "no temporary file left behind");
+}
+
+Test(cache, golden_file_pins_the_format) {
+  /* The on-disk layout for format BQ__CACHE_FORMAT is pinned by a committed file. If the
+     layout changes, bump BQ__CACHE_FORMAT and commit the new golden file. */
+  char golden[512];
+  const char *src = getenv("BQ_TEST_SOURCE_DIR");
+  snprintf(golden, sizeof golden, "%s/tests/golden/cache_format_%u.bqk", src ? src : ".",
+           BQ__CACHE_FORMAT);
+  const char *key = "golden key: format, library, sku, target, nvrtc, options, source";
+  const char *payload = "golden payload: stands for a cubin";
+  unsigned char h[BQ__CACHE_HEADER];
+  bq__cache_header(h, strlen(key), payload, strlen(payload));
+  size_t n = sizeof h + strlen(key) + strlen(payload);
+  unsigned char *expect = malloc(n);
+  memcpy(expect, h, sizeof h);
+  memcpy(expect + sizeof h, key, strlen(key));
+  memcpy(expect + sizeof h + strlen(key), payload, strlen(payload));
+  if (getenv("BQ_WRITE_GOLDEN")) write_all(golden, expect, n);
+  size_t got_n = 0;
+  unsigned char *got = read_all(golden, &got_n);
+  cr_assert_eq(got_n, n, "golden file %s has %zu bytes, the format writes %zu: bump BQ__CACHE_FORMAT",
+               golden, got_n, n);
+  cr_assert_eq(memcmp(got, expect, n), 0, "cache format changed without a version bump (%s)", golden);
+  size_t plen = 0;
+  void *back = bq__disk_read(golden, key, strlen(key), &plen);
+  cr_assert_not_null(back, "the reader rejects the golden file");
+  cr_assert_eq(plen, strlen(payload));
+  cr_assert_eq(memcmp(back, payload, plen), 0);
+  free(back);
+  free(got);
+  free(expect);
+}
+
+/* Corrupt the entry with `how`, then check: the next warm counts it corrupt, recompiles,
+   succeeds and rewrites a valid entry with the same cubin; the one after is a disk hit. */
+static void corrupt_and_recover(void (*how)(const char *path, unsigned char *buf, size_t n)) {
+  fresh_dir();
+  bq_desc d = desc_();
+  warm_ok(&d);
+  char path[512];
+  entry_path(path, sizeof path);
+  size_t n = 0;
+  unsigned char *orig = read_all(path, &n);
+  unsigned char *buf = malloc(n);
+  memcpy(buf, orig, n);
+  how(path, buf, n);
+  bq_cache_stats before = stats_();
+  warm_ok(&d);
+  bq_cache_stats after = stats_();
+  cr_assert_eq(after.corrupt, before.corrupt + 1, "corruption not detected");
+  cr_assert_eq(after.compiles, before.compiles + 1, "corrupt entry not recompiled");
+  cr_assert_eq(after.disk_hits, before.disk_hits, "corrupt entry served as a hit");
+  size_t n2 = 0;
+  unsigned char *again = read_all(path, &n2);
+  cr_assert_eq(n2, n, "rewritten entry differs in size");
+  cr_assert_eq(memcmp(again, orig, n), 0, "rewritten entry differs from the first compile");
+  warm_ok(&d);
+  cr_assert_eq(stats_().disk_hits, after.disk_hits + 1, "rewritten entry is not a hit");
+  free(orig);
+  free(buf);
+  free(again);
+}
+
+static void truncate_half(const char *p, unsigned char *b, size_t n) { write_all(p, b, n / 2); }
+static void truncate_in_header(const char *p, unsigned char *b, size_t n) { (void)n; write_all(p, b, 10); }
+static void flip_payload_byte(const char *p, unsigned char *b, size_t n) {
+  b[n - 100] ^= 0x01;
+  write_all(p, b, n);
+}
+static void zero_header(const char *p, unsigned char *b, size_t n) {
+  memset(b, 0, BQ__CACHE_HEADER);
+  write_all(p, b, n);
+}
+static void absurd_length(const char *p, unsigned char *b, size_t n) {
+  bq__put_u64(b + 16, (uint64_t)1 << 60);
+  write_all(p, b, n);
+}
+static void wrong_key(const char *p, unsigned char *b, size_t n) {
+  b[BQ__CACHE_HEADER + 40] ^= 0x20; /* same length, different key */
+  write_all(p, b, n);
+}
+static void garbage(const char *p, unsigned char *b, size_t n) {
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 2654435761u >> 13);
+  write_all(p, b, n);
+}
+static void empty_file(const char *p, unsigned char *b, size_t n) { (void)n; write_all(p, b, 0); }
+static void appended_bytes(const char *p, unsigned char *b, size_t n) {
+  FILE *f = fopen(p, "wb");
+  fwrite(b, 1, n, f);
+  fputs("trailing", f);
+  fclose(f);
+}
+static void other_version(const char *p, unsigned char *b, size_t n) {
+  bq__put_u32(b + 8, BQ__CACHE_FORMAT + 1);
+  write_all(p, b, n);
+}
+
+Test(cache, truncated_file) { corrupt_and_recover(truncate_half); }
+Test(cache, truncated_header) { corrupt_and_recover(truncate_in_header); }
+Test(cache, flipped_payload_byte) { corrupt_and_recover(flip_payload_byte); }
+Test(cache, zeroed_header) { corrupt_and_recover(zero_header); }
+Test(cache, absurd_length_field) { corrupt_and_recover(absurd_length); }
+Test(cache, wrong_key) { corrupt_and_recover(wrong_key); }
+Test(cache, garbage_file) { corrupt_and_recover(garbage); }
+Test(cache, empty_file) { corrupt_and_recover(empty_file); }
+Test(cache, trailing_bytes) { corrupt_and_recover(appended_bytes); }
+Test(cache, other_format_version) { corrupt_and_recover(other_version); }
+
+static int warnings_;
+static char last_warning_[1024];
+static void count_warning(const char *msg, void *user) {
+  (void)user;
+  warnings_++;
+  snprintf(last_warning_, sizeof last_warning_, "%s", msg);
+}
+
+Test(cache, corrupt_entries_warn_once) {
+  bq_set_warning_handler(count_warning, NULL);
+  corrupt_and_recover(flip_payload_byte);
+  cr_assert_eq(warnings_, 1);
+  cr_assert(strstr(last_warning_, "corrupt"), "warning: %s", last_warning_);
+  corrupt_and_recover(garbage);
+  cr_assert_eq(warnings_, 1, "a second corrupt entry warned again");
+}
+
+Test(cache, unwritable_directory_is_memory_only_with_one_warning) {
+  fresh_dir();
+  char blocker[300], sub[400];
+  snprintf(blocker, sizeof blocker, "%s/a_file", dir_);
+  write_all(blocker, "x", 1);
+  snprintf(sub, sizeof sub, "%s/cache", blocker); /* a directory under a regular file */
+  setenv("BARACUDA_QUANT_CACHE_DIR", sub, 1);
+  bq_set_warning_handler(count_warning, NULL);
+  bq_desc d = desc_();
+  warm_ok(&d);
+  d.op = BQ_DEQUANTIZE;
+  warm_ok(&d);
+  bq_cache_stats s = stats_();
+  cr_assert_eq(s.write_failures, 2);
+  cr_assert_eq(s.compiles, 2);
+  cr_assert_eq(warnings_, 1, "expected exactly one warning, got %d", warnings_);
+  cr_assert(strstr(last_warning_, "not writable") && strstr(last_warning_, sub), "%s", last_warning_);
+}
+
+Test(cache, disabled_cache_writes_nothing) {
+  fresh_dir();
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
+  cr_assert_null(bq_cache_directory());
+  bq_desc d = desc_();
+  warm_ok(&d);
+  warm_ok(&d);
+  cr_assert_eq(stats_().compiles, 2);
+  cr_assert_eq(count_files(".bqk"), 0);
+  cr_assert_eq(count_files(".id"), 0);
+}
+
+Test(cache, default_directory) {
+  unsetenv("BARACUDA_QUANT_CACHE_DIR");
+  unsetenv("BARACUDA_QUANT_DISABLE_CACHE");
+  setenv("XDG_CACHE_HOME", "/tmp/bq_xdg", 1);
+  cr_assert_str_eq(bq_cache_directory(), "/tmp/bq_xdg/baracuda_quant");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/tmp/bq_home", 1);
+  cr_assert_str_eq(bq_cache_directory(), "/tmp/bq_home/.cache/baracuda_quant");
+  setenv("BARACUDA_QUANT_CACHE_DIR", "/tmp/elsewhere", 1);
+  cr_assert_str_eq(bq_cache_directory(), "/tmp/elsewhere");
+  /* the default needs no set-up: the directory is created on first use */
+  char home[64];
+  snprintf(home, sizeof home, "/tmp/bq_home_XXXXXX");
+  cr_assert_not_null(mkdtemp(home));
+  unsetenv("BARACUDA_QUANT_CACHE_DIR");
+  setenv("HOME", home, 1);
+  bq_desc d = desc_();
+  warm_ok(&d);
+  snprintf(dir_, sizeof dir_, "%s/.cache/baracuda_quant", home);
+  cr_assert_eq(count_files(".bqk"), 1);
+}
+
+Test(cache, key_covers_everything_that_changes_the_bytes) {
+  fresh_dir();
+  bq__target t90 = {90, 0, 0}, t80 = {80, 0, 0}, p90 = {90, 1, 0};
+  bq_desc d = desc_();
+  bq__kernel_src a, b, c;
+  cr_assert_eq(bq__kernel_for(&d, &t90, &a), BQ_SUCCESS);
+  cr_assert_eq(bq__kernel_for(&d, &t80, &b), BQ_SUCCESS);
+  cr_assert_eq(bq__kernel_for(&d, &p90, &c), BQ_SUCCESS);
+  bq__str ka, kb, kc;
+  memset(&ka, 0, sizeof ka);
+  memset(&kb, 0, sizeof kb);
+  memset(&kc, 0, sizeof kc);
+  cr_assert_eq(bq__full_key(&a, &ka), BQ_SUCCESS);
+  cr_assert_eq(bq__full_key(&b, &kb), BQ_SUCCESS);
+  cr_assert_eq(bq__full_key(&c, &kc), BQ_SUCCESS);
+  cr_assert(strstr(ka.p, a.source.p), "the key holds the whole specialized source");
+  cr_assert(strstr(ka.p, "nvrtc 1"), "the key names the NVRTC version: %.300s", ka.p);
+  cr_assert(strstr(ka.p, "--fmad=false"), "the key holds the options");
+  cr_assert(strstr(ka.p, "sm_90 cubin") && strstr(kb.p, "sm_80 cubin") && strstr(kc.p, "compute_90 ptx"));
+  char fmt[64];
+  snprintf(fmt, sizeof fmt, "cache format %u", BQ__CACHE_FORMAT);
+  cr_assert(strstr(ka.p, fmt));
+  free(ka.p), free(kb.p), free(kc.p), free(a.source.p), free(b.source.p), free(c.source.p);
+}
+
+Test(cache, nvrtc_identity_memo_is_revalidated) {
+  fresh_dir();
+  bq_desc d = desc_();
+  warm_ok(&d); /* writes the memo */
+  cr_assert_eq(count_files("nvrtc-"), 1);
+  char memo[512];
+  DIR *dd = opendir(dir_);
+  struct dirent *e;
+  while ((e = readdir(dd)))
+    if (!strncmp(e->d_name, "nvrtc-", 6)) snprintf(memo, sizeof memo, "%s/%s", dir_, e->d_name);
+  closedir(dd);
+  bq__nvrtc_id id;
+  cr_assert_eq(bq__nvrtc_identity(&id), BQ_SUCCESS);
+  cr_assert(strstr(id.identity, "libnvrtc"), "%s", id.identity);
+  /* a memo whose library no longer matches (size changed) is not trusted */
+  write_all(memo, "identity nvrtc 13.0 file /nonexistent/libnvrtc.so size 1 mtime 1\narchs 90\n", 73);
+  cr_assert_eq(bq__nvrtc_id_fresh("nvrtc 13.0 file /nonexistent/libnvrtc.so size 1 mtime 1"), 0);
+  cr_assert_eq(bq__nvrtc_id_fresh(id.identity), 1);
+}
+
+Test(cache, two_processes_race_on_a_cold_cache) {
+  fresh_dir();
+  bq_desc d = desc_();
+  d.op = BQ_FAKE_QUANTIZE;
+  enum { N = 4 };
+  pid_t kids[N];
+  for (int i = 0; i < N; i++) {
+    kids[i] = fork();
+    cr_assert_neq(kids[i], -1);
+    if (kids[i] == 0) _exit(bq_cache_warm(&d, 90) == BQ_SUCCESS ? 0 : 1);
+  }
+  for (int i = 0; i < N; i++) {
+    int status = 0;
+    waitpid(kids[i], &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "racer %d failed", i);
+  }
+  cr_assert_eq(count_files(".bqk"), 1, "one entry, however many writers");
+  cr_assert_eq(count_files(".tmp."), 0, "no temporary file left behind");
+  warm_ok(&d);
+  bq_cache_stats s = stats_();
+  cr_assert_eq(s.disk_hits, 1, "the raced entry is valid");
+  cr_assert_eq(s.compiles, 0);
+}
+
+/* ---- targets ------------------------------------------------------------------------ */
+Test(target, own_arch_gets_a_cubin) {
+  bq__target t;
+  cr_assert_eq(bq__choose_target(90, 0, &t), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(!t.ptx && t.arch == 90);
+}
+
+Test(target, newer_device_than_nvrtc_gets_ptx_for_the_newest_arch) {
+  bq__target t;
+  cr_assert_eq(bq__choose_target(990, 0, &t), BQ_SUCCESS, "%s", bq_last_error());
+  bq__nvrtc_id id;
+  cr_assert_eq(bq__nvrtc_identity(&id), BQ_SUCCESS);
+  int newest = 0;
+  for (int i = 0; i < id.num_archs; i++) newest = id.archs[i] > newest ? id.archs[i] : newest;
+  cr_assert(t.ptx && t.arch == newest, "ptx %d arch %d newest %d", t.ptx, t.arch, newest);
+}
+
+Test(target, force_ptx_environment_variable) {
+  setenv("BARACUDA_QUANT_FORCE_PTX", "1", 1);
+  bq__target t;
+  cr_assert_eq(bq__choose_target(90, 0, &t), BQ_SUCCESS);
+  cr_assert(t.ptx && t.arch == 90);
+  /* and the PTX compiles */
+  fresh_dir();
+  bq_desc d = desc_();
+  bq__kernel_src k;
+  cr_assert_eq(bq__kernel_for(&d, &t, &k), BQ_SUCCESS);
+  void *bin = NULL;
+  size_t len = 0;
+  int from_disk = 0;
+  cr_assert_eq(bq__obtain_binary(&k, 1, &bin, &len, &from_disk), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(strstr((const char *)bin, ".target sm_90"), "PTX for compute_90");
+  cr_assert_eq(((const char *)bin)[len - 1], 0, "PTX is stored with its NUL");
+  free(bin);
+  free(k.source.p);
+}
+
+Test(target, device_older_than_nvrtc_supports) {
+  bq__target t;
+  cr_assert_eq(bq__choose_target(30, 0, &t), BQ_ERROR_NOT_SUPPORTED);
+  cr_assert(strstr(bq_last_error(), "sm_30"), "%s", bq_last_error());
+}
+
+/* ---- the loader's failure modes --------------------------------------------------------- */
+static const char *fake_driver(void) {
+  static char path[1024];
+  const char *env = getenv("BQ_FAKE_DRIVER");
+  if (env) return env;
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  cr_assert(n > 0);
+  exe[n] = 0;
+  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
+  return path;
+}
+
+static void expect_select(bq_status want, const char *needle) {
+  bq_desc d = desc_();
+  bq_plan *p = (bq_plan *)0x1;
+  bq_status st = bq_plan_select(&d, &p);
+  cr_assert_eq(st, want, "got %s: %s", bq_status_name(st), bq_last_error());
+  cr_assert_null(p);
+  cr_assert(strstr(bq_last_error(), needle), "message \"%s\" lacks \"%s\"", bq_last_error(), needle);
+  void *mem = (void *)0x1;
+  cr_assert_eq(bq_malloc(&mem, 16), want);
+}
+
+Test(loader, no_driver) {
+  setenv("BARACUDA_QUANT_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  expect_select(BQ_ERROR_NO_DRIVER, "/nonexistent/libcuda.so.1");
+}
+Test(loader, driver_too_old) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
+  setenv("FAKE_CUDA_MODE", "old", 1);
+  expect_select(BQ_ERROR_DRIVER_TOO_OLD, "CUDA 11.8");
+}
+Test(loader, driver_without_get_proc_address) {
+  setenv("BARACUDA_QUANT_DRIVER", "libm.so.6", 1); /* a library, but no driver */
+  expect_select(BQ_ERROR_DRIVER_TOO_OLD, "cuGetProcAddress_v2");
+}
+Test(loader, entry_point_missing) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
+  setenv("FAKE_CUDA_MODE", "missing", 1);
+  expect_select(BQ_ERROR_DRIVER_TOO_OLD, "cuModuleLoadData");
+}
+Test(loader, entry_point_null) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
+  setenv("FAKE_CUDA_MODE", "nullptr", 1);
+  expect_select(BQ_ERROR_DRIVER_TOO_OLD, "cuLaunchKernel");
+}
+Test(loader, no_device) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
+  setenv("FAKE_CUDA_MODE", "nodevice", 1);
+  expect_select(BQ_ERROR_NO_DEVICE, "cuInit");
+}
+Test(loader, no_nvrtc) {
+  setenv("BARACUDA_QUANT_NVRTC", "/nonexistent/libnvrtc.so.13", 1);
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
+  bq_desc d = desc_();
+  cr_assert_eq(bq_cache_warm(&d, 90), BQ_ERROR_NO_NVRTC);
+  cr_assert(strstr(bq_last_error(), "/nonexistent/libnvrtc.so.13"), "%s", bq_last_error());
+  cr_assert(strstr(bq_last_error(), "BARACUDA_QUANT_NVRTC"), "%s", bq_last_error());
+}
+Test(loader, nvrtc_from_environment_path) {
+  setenv("BARACUDA_QUANT_NVRTC", "libnvrtc.so.13", 1);
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
+  bq_desc d = desc_();
+  cr_assert_eq(bq_cache_warm(&d, 90), BQ_SUCCESS, "%s", bq_last_error());
+}
