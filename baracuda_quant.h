@@ -57,7 +57,8 @@ typedef enum bq_op {
   BQ_OP_NONE = 0,
   BQ_QUANTIZE,      /* T -> I */
   BQ_DEQUANTIZE,    /* I -> T */
-  BQ_FAKE_QUANTIZE  /* T -> T, bit-identical to quantize then dequantize */
+  BQ_FAKE_QUANTIZE, /* T -> T, bit-identical to quantize then dequantize */
+  BQ_DYNAMIC_QUANTIZE /* T -> I, scales (and zero points) computed from the data on the GPU */
 } bq_op;
 
 typedef enum bq_direction { BQ_FORWARD = 0, BQ_BACKWARD } bq_direction;
@@ -79,6 +80,7 @@ typedef struct bq_desc {
   int qmin, qmax;              /* both 0: the full range of int_type */
   bq_dtype scale_type;         /* device scale arrays: float_type (default) or BQ_F32 */
   int device;                  /* device ordinal used when no CUDA context is current */
+  int asymmetric;              /* dynamic quantize: 0 symmetric (max |x|), 1 min/max + zero point */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -107,6 +109,10 @@ typedef struct bq_args {
   int32_t zero_point;          /* per tensor */
   const void *scales;          /* other granularities: device array of scale_type */
   const int32_t *zero_points;  /* other granularities: device int32 array, NULL = all 0 */
+  /* dynamic quantize writes these: one scale (scale_type) and, when asymmetric, one int32
+     zero point per tensor, row or group (per group laid out like scales above) */
+  void *out_scales;
+  int32_t *out_zero_points;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -196,13 +202,6 @@ BQ_API bq_status bq_device_name(char *buf, size_t buf_size);
 #define BQ_FREE(p) free(p)
 #endif
 
-#ifdef BARACUDA_QUANT_STATIC
-#define BQ__DEF static
-#else
-#define BQ__DEF
-#endif
-#define BQ__FN static
-
 #if defined(__GNUC__)
 #define BQ__UNUSED __attribute__((unused))
 #define BQ__PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -210,6 +209,13 @@ BQ_API bq_status bq_device_name(char *buf, size_t buf_size);
 #define BQ__UNUSED
 #define BQ__PRINTF(a, b)
 #endif
+
+#ifdef BARACUDA_QUANT_STATIC
+#define BQ__DEF static BQ__UNUSED /* a program need not call every function */
+#else
+#define BQ__DEF
+#endif
+#define BQ__FN static
 
 /* ---- minimal CUDA driver and NVRTC types (no CUDA headers needed) ----------- */
 typedef int bq__CUresult;
@@ -610,12 +616,13 @@ static const char bq__src_affine_cu[] =
   "// Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake\n"
   "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group.\n"
   "//\n"
-  "// One kernel shape serves all of them: the data is [rows, cols] with a row stride per\n"
-  "// stream (per tensor and per channel are a single dense row). A team of TPR threads\n"
-  "// (a power of two, 32..256, chosen by the host from cols) takes one segment of one row\n"
-  "// at a time; each thread moves one chunk of VEC elements with 16-byte loads and stores.\n"
-  "// Every row gets a scalar prologue up to the first 16-byte boundary of its input and a\n"
-  "// scalar tail; a row whose streams cannot be aligned together goes element by element.\n"
+  "// The data is [rows, cols] with a row stride per stream (per tensor and per channel are\n"
+  "// one dense row). The stream with the widest element (the lead) is read or written in\n"
+  "// 16-byte accesses of BQ_P elements after a scalar prologue that aligns it; the other\n"
+  "// streams move the same BQ_P elements with the widest access their alignment allows.\n"
+  "// Consecutive lanes take consecutive accesses, so every warp instruction touches one\n"
+  "// contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row\n"
+  "// at a time and issues all its loads before it computes.\n"
   "\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
   "typedef bq_t bq_in0;\n"
@@ -636,78 +643,60 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "typedef bq_t bq_in1;\n"
   "\n"
-  "#define BQ_MIN2(a, b) ((a) < (b) ? (a) : (b))\n"
-  "#if BQ_HAS_IN1\n"
-  "#define BQ_MINSIZE BQ_MIN2(BQ_MIN2(sizeof(bq_in0), sizeof(bq_in1)), sizeof(bq_out))\n"
-  "#else\n"
-  "#define BQ_MINSIZE BQ_MIN2(sizeof(bq_in0), sizeof(bq_out))\n"
-  "#endif\n"
-  "#define BQ_VEC ((int)(16 / BQ_MINSIZE)) // elements per chunk: >= 16 bytes of each stream\n"
+  "#define BQ_MAX2(a, b) ((a) > (b) ? (a) : (b))\n"
+  "#define BQ_LEAD_SIZE BQ_MAX2(sizeof(bq_in0), sizeof(bq_out))\n"
+  "#define BQ_P ((int)(16 / BQ_LEAD_SIZE)) // elements per access\n"
+  "#define BQ_U 2                          // accesses per lane per tile\n"
+  "#define BQ_TILE (32 * BQ_U)             // accesses per warp tile\n"
+  "#define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream\n"
   "\n"
   "struct bq_affine_params {\n"
   "  bq_u64 in0, in1, out;                 // device pointers\n"
   "  bq_i64 rows, cols;                    // [rows, cols]\n"
   "  bq_i64 in0_stride, in1_stride, out_stride;\n"
-  "  bq_i64 segs;                          // segments per row\n"
+  "  bq_i64 tiles;                         // warp tiles per row\n"
   "  bq_i64 group;                         // channel: inner size; group: G\n"
   "  bq_i64 gmod;                          // channel: number of channels\n"
   "  bq_i64 grs;                           // group: row stride of scales / zero points\n"
   "  bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)\n"
   "  double scale;                         // per tensor: the scale, already a C value\n"
-  "  bq_fastdiv fd_group, fd_gmod;         // 32-bit dividers, valid when fast32 != 0\n"
+  "  bq_fastdiv fd_group, fd_gmod, fd_tiles; // 32-bit dividers, valid when fast32 != 0\n"
   "  int zp;                               // per tensor\n"
   "  int fast32;                           // indices fit in 32 bits\n"
-  "  int tpr;                              // threads per team (row segment)\n"
-  "  int pad_;\n"
   "};\n"
   "\n"
-  "template <int N> struct __align__(16) bq_chunk_in0 { bq_in0 e[N]; };\n"
-  "template <int N> struct __align__(16) bq_chunk_in1 { bq_in1 e[N]; };\n"
-  "template <int N> struct __align__(16) bq_chunk_out { bq_out e[N]; };\n"
-  "\n"
-  "template <typename C> static __device__ __forceinline__ void bq_load16(C &dst, const void *src) {\n"
-  "  const uint4 *s = (const uint4 *)src;\n"
-  "  uint4 *d = (uint4 *)&dst;\n"
-  "#pragma unroll\n"
-  "  for (int i = 0; i < (int)(sizeof(C) / 16); i++) d[i] = __ldcs(s + i);\n"
-  "}\n"
-  "template <typename C> static __device__ __forceinline__ void bq_store16(void *dst, const C &src) {\n"
-  "  uint4 *d = (uint4 *)dst;\n"
-  "  const uint4 *s = (const uint4 *)&src;\n"
-  "#pragma unroll\n"
-  "  for (int i = 0; i < (int)(sizeof(C) / 16); i++) __stcs(d + i, s[i]);\n"
-  "}\n"
-  "\n"
-  "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, int zp) {\n"
+  "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, int zp, bq_zrange z) {\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
-  "  return (bq_out)bq_quantize(bq_to_c(a), s, zp);\n"
+  "  return (bq_out)bq_quantize(bq_to_c(a), s, z);\n"
   "#elif BQ_OP == 2 && !BQ_BWD\n"
   "  return bq_from_c(bq_dequantize((int)a, s, zp));\n"
   "#elif BQ_OP == 3 && !BQ_BWD\n"
-  "  return bq_from_c(bq_dequantize(bq_quantize(bq_to_c(a), s, zp), s, zp));\n"
+  "  return bq_from_c(bq_dequantize(bq_quantize(bq_to_c(a), s, z), s, zp));\n"
   "#elif BQ_OP == 1\n"
-  "  return bq_in_range(bq_to_c(b), s, zp) ? bq_from_c(bq_div(bq_to_c(a), s)) : (bq_out)0;\n"
+  "  return bq_in_range(bq_to_c(b), s, z) ? bq_from_c(bq_div(bq_to_c(a), s)) : (bq_out)0;\n"
   "#elif BQ_OP == 2\n"
   "  return bq_from_c(bq_mul(bq_to_c(a), s));\n"
   "#else\n"
-  "  return bq_in_range(bq_to_c(b), s, zp) ? a : (bq_out)0;\n"
+  "  return bq_in_range(bq_to_c(b), s, z) ? a : (bq_out)0;\n"
   "#endif\n"
   "}\n"
   "\n"
   "// Where an element's scale and zero point come from: per tensor, the parameters; per\n"
   "// token, the row; per channel and per group, an index that walks along the row. `at`\n"
-  "// positions the walker on element k of row r (one division per chunk, none per element),\n"
-  "// `next` steps it by one element.\n"
+  "// positions the walker on element k of row r (one division per access, none per\n"
+  "// element), `next` steps it by one element.\n"
   "struct bq_qparams {\n"
   "  bq_i64 base, g, rem;\n"
   "  bq_c s;\n"
   "  int zp;\n"
+  "  bq_zrange z;\n"
   "};\n"
   "static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {\n"
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
   "  bq_i64 i = q.base + q.g;\n"
-  "  q.s = bq_scale_to_c(((const bq_s *)p.scales)[i]);\n"
-  "  q.zp = p.zps ? ((const int *)p.zps)[i] : 0;\n"
+  "  q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + i));\n"
+  "  q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;\n"
+  "  q.z = bq_zrange_of(q.zp);\n"
   "#endif\n"
   "}\n"
   "static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,\n"
@@ -715,24 +704,16 @@ static const char bq__src_affine_cu[] =
   "#if BQ_GRAN == 0\n"
   "  q.s = (bq_c)p.scale;\n"
   "  q.zp = p.zp;\n"
+  "  q.z = bq_zrange_of(q.zp);\n"
   "#elif BQ_GRAN == 2\n"
-  "  q.s = bq_scale_to_c(((const bq_s *)p.scales)[r]);\n"
-  "  q.zp = p.zps ? ((const int *)p.zps)[r] : 0;\n"
+  "  q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + r));\n"
+  "  q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;\n"
+  "  q.z = bq_zrange_of(q.zp);\n"
   "#else\n"
-  "  bq_i64 g;\n"
-  "  if (p.fast32) {\n"
-  "    g = bq_div_u32((bq_u32)k, p.fd_group);\n"
-  "  } else {\n"
-  "    g = bq_div64(k, p.group);\n"
-  "  }\n"
+  "  bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
   "  q.rem = k - g * p.group;\n"
   "#if BQ_GRAN == 1\n"
-  "  bq_i64 m;\n"
-  "  if (p.fast32) {\n"
-  "    m = bq_div_u32((bq_u32)g, p.fd_gmod);\n"
-  "  } else {\n"
-  "    m = bq_div64(g, p.gmod);\n"
-  "  }\n"
+  "  const bq_i64 m = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)g, p.fd_gmod) : bq_div64(g, p.gmod);\n"
   "  g -= m * p.gmod;\n"
   "  q.base = 0;\n"
   "#else\n"
@@ -755,86 +736,105 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
-  "// One element, for prologues, tails and rows that cannot use vectors: out of line, so\n"
-  "// its code exists once.\n"
-  "static __device__ __noinline__ void bq_one(const bq_affine_params &p, bq_i64 r, bq_i64 k,\n"
-  "                                              const bq_in0 *in0, const bq_in1 *in1, bq_out *out) {\n"
-  "  bq_qparams q;\n"
-  "  bq_qp_at(q, p, r, k);\n"
+  "// One element, for prologues and tails: out of line, so its code exists once. (Its\n"
+  "// arguments are plain values: a reference to the parameter block would copy it to\n"
+  "// local memory in every thread.)\n"
+  "static __device__ __noinline__ void bq_one(bq_i64 k, bq_c s, int zp, const bq_in0 *in0,\n"
+  "                                           const bq_in1 *in1, bq_out *out) {\n"
+  "  const bq_zrange z = bq_zrange_of(zp);\n"
   "#if BQ_HAS_IN1\n"
-  "  out[k] = bq_apply(in0[k], in1[k], q.s, q.zp);\n"
+  "  out[k] = bq_apply(in0[k], in1[k], s, zp, z);\n"
   "#else\n"
-  "  out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.zp);\n"
+  "  out[k] = bq_apply(in0[k], (bq_in1)0, s, zp, z);\n"
   "#endif\n"
   "}\n"
   "\n"
+  "template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {\n"
+  "  E e[BQ_P];\n"
+  "};\n"
+  "\n"
   "extern \"C\" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_params p) {\n"
-  "  const int tpr = p.tpr;\n"
-  "  const int teams = blockDim.x / tpr;\n"
-  "  const int lane = threadIdx.x & (tpr - 1);\n"
-  "  const bq_i64 work = p.rows * p.segs;\n"
-  "  for (bq_i64 w = (bq_i64)blockIdx.x * teams + threadIdx.x / tpr; w < work;\n"
-  "       w += (bq_i64)gridDim.x * teams) {\n"
-  "    bq_i64 r, sg;\n"
+  "  const int lane = threadIdx.x & 31;\n"
+  "  const bq_i64 work = p.rows * p.tiles;\n"
+  "  for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;\n"
+  "       w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {\n"
+  "    bq_i64 r, t;\n"
   "#if BQ_GRAN <= 1\n"
   "    r = 0; // per tensor and per channel: one dense row\n"
-  "    sg = w;\n"
+  "    t = w;\n"
   "#else\n"
-  "    if (p.segs == 1) {\n"
+  "    if (p.tiles == 1) {\n"
   "      r = w;\n"
-  "      sg = 0;\n"
+  "      t = 0;\n"
   "    } else {\n"
-  "      r = bq_div64(w, p.segs);\n"
-  "      sg = w - r * p.segs;\n"
+  "      r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_tiles) : bq_div64(w, p.tiles);\n"
+  "      t = w - r * p.tiles;\n"
   "    }\n"
   "#endif\n"
   "    const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;\n"
   "    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;\n"
   "    bq_out *out = (bq_out *)p.out + r * p.out_stride;\n"
   "    const bq_i64 cols = p.cols;\n"
-  "\n"
-  "    // Prologue length: elements until in0 reaches a 16-byte boundary. The row can use\n"
-  "    // vectors only if every stream is 16-byte aligned at that same element.\n"
-  "    bq_i64 pro = (bq_i64)(((16 - ((bq_u64)in0 & 15)) & 15) / sizeof(bq_in0));\n"
-  "    if (pro > cols) pro = cols;\n"
-  "    bool vec_ok = (((bq_u64)(out + pro)) & 15) == 0;\n"
-  "#if BQ_HAS_IN1\n"
-  "    vec_ok = vec_ok && (((bq_u64)(in1 + pro)) & 15) == 0;\n"
-  "#endif\n"
-  "    if (vec_ok) {\n"
-  "      const bq_i64 nch = (cols - pro) / BQ_VEC;\n"
-  "      const bq_i64 c = sg * tpr + lane;\n"
-  "      if (c < nch) {\n"
-  "        const bq_i64 k0 = pro + c * BQ_VEC;\n"
-  "        bq_chunk_in0<BQ_VEC> a;\n"
-  "        bq_chunk_out<BQ_VEC> y;\n"
-  "        bq_load16(a, in0 + k0);\n"
-  "#if BQ_HAS_IN1\n"
-  "        bq_chunk_in1<BQ_VEC> b;\n"
-  "        bq_load16(b, in1 + k0);\n"
-  "#endif\n"
-  "        bq_qparams q;\n"
-  "        bq_qp_at(q, p, r, k0);\n"
-  "#pragma unroll\n"
-  "        for (int j = 0; j < BQ_VEC; j++) {\n"
-  "#if BQ_HAS_IN1\n"
-  "          y.e[j] = bq_apply(a.e[j], b.e[j], q.s, q.zp);\n"
+  "#if BQ_OUT_LEADS\n"
+  "    const bq_i64 pro = bq_prologue(out, cols);\n"
+  "    const int w_in0 = bq_width(in0 + pro), w_out = 16;\n"
   "#else\n"
-  "          y.e[j] = bq_apply(a.e[j], (bq_in1)0, q.s, q.zp);\n"
+  "    const bq_i64 pro = bq_prologue(in0, cols);\n"
+  "    const int w_in0 = 16, w_out = bq_width(out + pro);\n"
   "#endif\n"
-  "          if (j + 1 < BQ_VEC) bq_qp_next(q, p);\n"
+  "#if BQ_HAS_IN1\n"
+  "    const int w_in1 = bq_width(in1 + pro);\n"
+  "#endif\n"
+  "    const bq_i64 nacc = (cols - pro) / BQ_P;\n"
+  "    const bq_i64 a0 = t * BQ_TILE + lane;\n"
+  "\n"
+  "    bq_piece<bq_in0> a[BQ_U];\n"
+  "#if BQ_HAS_IN1\n"
+  "    bq_piece<bq_in1> b[BQ_U];\n"
+  "#endif\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_U; u++) {\n"
+  "      const bq_i64 acc = a0 + u * 32;\n"
+  "      if (acc < nacc) {\n"
+  "        bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);\n"
+  "#if BQ_HAS_IN1\n"
+  "        bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);\n"
+  "#endif\n"
+  "      }\n"
+  "    }\n"
+  "    // every scale and zero point this tile starts with, loaded before any store\n"
+  "    bq_qparams qs[BQ_U];\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_U; u++)\n"
+  "      if (BQ_GRAN == 2 ? u == 0 : a0 + u * 32 < nacc) bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_U; u++) {\n"
+  "      const bq_i64 acc = a0 + u * 32;\n"
+  "      if (acc < nacc) {\n"
+  "        const bq_i64 k0 = pro + acc * BQ_P;\n"
+  "        bq_piece<bq_out> y;\n"
+  "        bq_qparams q = qs[BQ_GRAN == 2 ? 0 : u];\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_P; j++) {\n"
+  "#if BQ_HAS_IN1\n"
+  "          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.zp, q.z);\n"
+  "#else\n"
+  "          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.zp, q.z);\n"
+  "#endif\n"
+  "          if (j + 1 < BQ_P) bq_qp_next(q, p);\n"
   "        }\n"
-  "        bq_store16(out + k0, y);\n"
+  "        bq_store(out + k0, y, w_out);\n"
   "      }\n"
-  "      if (sg == 0) {\n"
-  "        // prologue and tail: fewer than 2 * BQ_VEC <= 32 elements, one per lane\n"
-  "        const bq_i64 tail0 = pro + nch * BQ_VEC;\n"
-  "        if (lane < pro) bq_one(p, r, lane, in0, in1, out);\n"
-  "        else if (lane - pro < cols - tail0) bq_one(p, r, tail0 + (lane - pro), in0, in1, out);\n"
+  "    }\n"
+  "    if (t == 0) {\n"
+  "      // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane\n"
+  "      const bq_i64 tail0 = pro + nacc * BQ_P;\n"
+  "      const bq_i64 k = lane < pro ? lane : tail0 + (lane - pro);\n"
+  "      if (k < cols) {\n"
+  "        bq_qparams q;\n"
+  "        bq_qp_at(q, p, r, k);\n"
+  "        bq_one(k, q.s, q.zp, in0, in1, out);\n"
   "      }\n"
-  "    } else {\n"
-  "      const bq_i64 k_end = (sg + 1) * tpr * BQ_VEC < cols ? (sg + 1) * tpr * BQ_VEC : cols;\n"
-  "      for (bq_i64 k = sg * tpr * BQ_VEC + lane; k < k_end; k += tpr) bq_one(p, r, k, in0, in1, out);\n"
   "    }\n"
   "  }\n"
   "}\n"
@@ -933,15 +933,27 @@ static const char bq__src_common_cuh[] =
   "static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __ddiv_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __dmul_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __dadd_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_sub(bq_c a, bq_c b) { return __dsub_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __double2ll_rn(v); }\n"
+  "static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __double2int_rn(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rint(v); }\n"
   "static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2double_rn(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_min(bq_c a, bq_c b) { return fmin(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_max(bq_c a, bq_c b) { return fmax(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_abs(bq_c a) { return fabs(a); }\n"
   "#define BQ_CLAMP_BIG 0x1p40\n"
   "#else\n"
   "static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __fdiv_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __fmul_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __fadd_rn(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_sub(bq_c a, bq_c b) { return __fsub_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __float2ll_rn(v); }\n"
+  "static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __float2int_rn(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rintf(v); }\n"
   "static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2float_rn(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_min(bq_c a, bq_c b) { return fminf(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_max(bq_c a, bq_c b) { return fmaxf(a, b); }\n"
+  "static __device__ __forceinline__ bq_c bq_abs(bq_c a) { return fabsf(a); }\n"
   "#define BQ_CLAMP_BIG 0x1p40f\n"
   "#endif\n"
   "\n"
@@ -953,25 +965,47 @@ static const char bq__src_common_cuh[] =
   "  return bq_rne_ll(v);\n"
   "}\n"
   "\n"
-  "// quantize: q = sat(rne(x / s) + zp, qmin, qmax)\n"
-  "static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, int zp) {\n"
-  "  bq_i64 r = bq_round(bq_div(x, s)) + zp;\n"
-  "  r = r < BQ_QMIN ? BQ_QMIN : (r > BQ_QMAX ? BQ_QMAX : r);\n"
-  "  return (int)r;\n"
+  "// The q-range seen from the rounded quotient R = rne(x / s): q = sat(R + zp, qmin, qmax)\n"
+  "// is qmin for R < qmin - zp, qmax for R > qmax - zp, else R + zp. With lo = qmin - zp\n"
+  "// rounded up to C and hi = qmax - zp rounded down (exact for f64 and for |zp| < 2^24),\n"
+  "// the comparisons give the same answers on the integer-valued R, and inside [lo, hi]\n"
+  "// R + zp = base + (R - lo) with R - lo exact (Sterbenz) and base = qmin + (lo - (qmin - zp)).\n"
+  "// So one int32 zero point of any size costs no 64-bit arithmetic per element.\n"
+  "struct bq_zrange {\n"
+  "  bq_c lo, hi;\n"
+  "  int base;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_zrange bq_zrange_of(int zp) {\n"
+  "  bq_zrange z;\n"
+  "  const bq_i64 a = (bq_i64)BQ_QMIN - zp, b = (bq_i64)BQ_QMAX - zp;\n"
+  "#if BQ_FT == 1\n"
+  "  z.lo = (double)a;\n"
+  "  z.hi = (double)b;\n"
+  "  z.base = BQ_QMIN;\n"
+  "#else\n"
+  "  z.lo = __ll2float_ru(a);\n"
+  "  z.hi = __ll2float_rd(b);\n"
+  "  z.base = BQ_QMIN + (int)((bq_i64)z.lo - a);\n"
+  "#endif\n"
+  "  return z;\n"
+  "}\n"
+  "\n"
+  "// quantize: q = sat(rne(x / s) + zp, qmin, qmax); NaN rounds to 0\n"
+  "static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, bq_zrange z) {\n"
+  "  bq_c v = bq_div(x, s);\n"
+  "  const bq_c r = bq_rint(v == v ? v : (bq_c)0);\n"
+  "  return r < z.lo ? BQ_QMIN : (r > z.hi ? BQ_QMAX : z.base + (int)(r - z.lo));\n"
   "}\n"
   "// dequantize: (q - zp) exact in integer, one rounding to C, one product in C.\n"
   "static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, int zp) {\n"
   "  return bq_mul(bq_from_ll((bq_i64)q - zp), s);\n"
   "}\n"
   "// STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.\n"
-  "static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, int zp) {\n"
-  "  bq_c v = bq_div(x, s);\n"
-  "  bq_i64 r = bq_round(v) + zp;\n"
-  "  return (v == v) && r >= BQ_QMIN && r <= BQ_QMAX;\n"
+  "static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, bq_zrange z) {\n"
+  "  const bq_c r = bq_rint(bq_div(x, s)); // NaN compares false\n"
+  "  return r >= z.lo && r <= z.hi;\n"
   "}\n"
   "\n"
-  "// 32-bit division by a run-time constant: one multiply-high and a shift (valid for any\n"
-  "// n < 2^32). The host computes (magic, shift) for the divisor.\n"
   "// 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of\n"
   "// its code keeps the compile fast.\n"
   "static __device__ __noinline__ bq_i64 bq_div64(bq_i64 a, bq_i64 b) { return a / b; }\n"
@@ -983,6 +1017,382 @@ static const char bq__src_common_cuh[] =
   "  bq_u32 t = __umulhi(n, f.magic);\n"
   "  return (bq_u32)(((bq_u64)t + n) >> f.shift);\n"
   "}\n"
+  "\n"
+  "// ---- vector access -------------------------------------------------------------------\n"
+  "// A chunk is a few elements of one stream held in registers (a power of two bytes). It\n"
+  "// moves with the widest access (16, 8, 4, 2 or 1 bytes) that both its size and the\n"
+  "// stream's alignment allow, so any pointer, stride and length stays on the vector path.\n"
+  "template <typename E, int N> struct alignas(sizeof(E) * N) bq_chunk {\n"
+  "  E e[N];\n"
+  "};\n"
+  "\n"
+  "static __device__ __forceinline__ int bq_width(const void *p) {\n"
+  "  bq_u32 a = (bq_u32)(bq_u64)p & 15u;\n"
+  "  return a == 0 ? 16 : (int)(a & (0u - a));\n"
+  "}\n"
+  "\n"
+  "template <typename C> static __device__ __forceinline__ void bq_load(C &dst, const void *src, int w) {\n"
+  "  w = w < (int)sizeof(C) ? w : (int)sizeof(C);\n"
+  "#define BQ_LOAD_AS(W)                                                                      \\\n"
+  "  {                                                                                        \\\n"
+  "    const W *s = (const W *)src;                                                           \\\n"
+  "    W *d = (W *)&dst;                                                                      \\\n"
+  "    _Pragma(\"unroll\") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \\\n"
+  "  }\n"
+  "  if (w == 16) {\n"
+  "    const uint4 *s = (const uint4 *)src;\n"
+  "    uint4 *d = (uint4 *)&dst;\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < (int)(sizeof(C) / 16); i++) d[i] = __ldcs(s + i);\n"
+  "  } else if (w == 8) BQ_LOAD_AS(uint2)\n"
+  "  else if (w == 4) BQ_LOAD_AS(bq_u32)\n"
+  "  else if (w == 2) BQ_LOAD_AS(bq_u16)\n"
+  "  else BQ_LOAD_AS(bq_u8)\n"
+  "#undef BQ_LOAD_AS\n"
+  "}\n"
+  "\n"
+  "template <typename C> static __device__ __forceinline__ void bq_store(void *dst, const C &src, int w) {\n"
+  "  w = w < (int)sizeof(C) ? w : (int)sizeof(C);\n"
+  "#define BQ_STORE_AS(W)                                                                     \\\n"
+  "  {                                                                                        \\\n"
+  "    W *d = (W *)dst;                                                                       \\\n"
+  "    const W *s = (const W *)&src;                                                          \\\n"
+  "    _Pragma(\"unroll\") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \\\n"
+  "  }\n"
+  "  if (w == 16) {\n"
+  "    uint4 *d = (uint4 *)dst;\n"
+  "    const uint4 *s = (const uint4 *)&src;\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < (int)(sizeof(C) / 16); i++) __stcs(d + i, s[i]);\n"
+  "  } else if (w == 8) BQ_STORE_AS(uint2)\n"
+  "  else if (w == 4) BQ_STORE_AS(bq_u32)\n"
+  "  else if (w == 2) BQ_STORE_AS(bq_u16)\n"
+  "  else BQ_STORE_AS(bq_u8)\n"
+  "#undef BQ_STORE_AS\n"
+  "}\n"
+  "\n"
+  "// Elements before the first 16-byte boundary of p (at most n).\n"
+  "template <typename E> static __device__ __forceinline__ bq_i64 bq_prologue(const E *p, bq_i64 n) {\n"
+  "  bq_i64 k = (bq_i64)(((16u - ((bq_u32)(bq_u64)p & 15u)) & 15u) / sizeof(E));\n"
+  "  return k < n ? k : n;\n"
+  "}\n"
+  "\n"
+  "// C -> scale element type, rounding to nearest even.\n"
+  "static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {\n"
+  "#if BQ_ST == 1 && BQ_FT == 1\n"
+  "  return __double2float_rn(v);\n"
+  "#elif BQ_ST == 1\n"
+  "  return v;\n"
+  "#else\n"
+  "  return bq_from_c(v);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// ---- teams ----------------------------------------------------------------------------\n"
+  "// A team is tpr consecutive threads of a block (a power of two, 32..256) working on one\n"
+  "// row. Teams of one block synchronize on their own named barrier (1 + team index), so\n"
+  "// teams may run different numbers of rows without deadlock.\n"
+  "static __device__ __forceinline__ void bq_team_sync(int team, int tpr) {\n"
+  "  if (tpr > 32) asm volatile(\"bar.sync %0, %1;\" ::\"r\"(team + 1), \"r\"(tpr) : \"memory\");\n"
+  "  else __syncwarp();\n"
+  "}\n"
+;
+static const char bq__src_dynamic_cu[] =
+  "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
+  "// from the data, then the data quantized with exactly the stored scale.\n"
+  "// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric\n"
+  "// (min/max with a zero point); BQ_DSCOPE 0 per tensor, 2 per token, 3 per group.\n"
+  "//\n"
+  "// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns\n"
+  "// it), consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P\n"
+  "// elements with the widest access its alignment allows.\n"
+  "// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread) it is\n"
+  "// read once into registers, reduced, then quantized from registers: one read of DRAM.\n"
+  "// Longer rows are read twice. Per group: when a group is a power-of-two number of\n"
+  "// accesses (up to 32) and rows start 16-byte aligned, the lanes holding a group reduce\n"
+  "// it with shuffles: one read. Other group shapes run each group as a row of its own.\n"
+  "// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;\n"
+  "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
+  "\n"
+  "#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access\n"
+  "#define BQ_CPT 4  // accesses per thread kept on chip: 64 bytes, 16 registers\n"
+  "#define BQ_DU 4   // accesses in flight per thread in the streaming loops\n"
+  "#define BQ_BLOCK 1024\n"
+  "\n"
+  "struct bq_dynamic_params {\n"
+  "  bq_u64 x, y, scales, zps, partial;\n"
+  "  bq_i64 rows, cols, xs, ys;\n"
+  "  bq_i64 group, ngroups, grs; // per group\n"
+  "  int tpr, fast_groups, nblocks, pad_;\n"
+  "};\n"
+  "\n"
+  "typedef bq_chunk<bq_t, BQ_VEC> bq_xchunk;\n"
+  "typedef bq_chunk<bq_i, BQ_VEC> bq_qchunk;\n"
+  "\n"
+  "// The reduction: symmetric keeps a = max |x|; asymmetric keeps a = min(0, min x) and\n"
+  "// b = max(0, max x). fmin/fmax drop NaN operands, so NaN elements are ignored.\n"
+  "struct bq_red {\n"
+  "  bq_c a, b;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_red bq_red_init() {\n"
+  "  bq_red r;\n"
+  "  r.a = 0;\n"
+  "  r.b = 0;\n"
+  "  return r;\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_red_add(bq_red &r, bq_c x) {\n"
+  "#if BQ_ASYM\n"
+  "  r.a = bq_min(r.a, x);\n"
+  "  r.b = bq_max(r.b, x);\n"
+  "#else\n"
+  "  r.a = bq_max(r.a, bq_abs(x));\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_red bq_red_merge(bq_red u, bq_red v) {\n"
+  "#if BQ_ASYM\n"
+  "  u.a = bq_min(u.a, v.a);\n"
+  "  u.b = bq_max(u.b, v.b);\n"
+  "#else\n"
+  "  u.a = bq_max(u.a, v.a);\n"
+  "#endif\n"
+  "  return u;\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {\n"
+  "  bq_red o;\n"
+  "  o.a = __shfl_xor_sync(0xffffffffu, r.a, off);\n"
+  "  o.b = __shfl_xor_sync(0xffffffffu, r.b, off);\n"
+  "  return o;\n"
+  "}\n"
+  "// reduce over aligned groups of `width` lanes (a power of two <= 32)\n"
+  "static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {\n"
+  "  for (int off = width >> 1; off > 0; off >>= 1) r = bq_red_merge(r, bq_red_shfl(r, off));\n"
+  "  return r;\n"
+  "}\n"
+  "\n"
+  "// The scale (as stored) and zero point from a reduction: NUMERICS.md, \"Dynamic\".\n"
+  "struct bq_qp {\n"
+  "  bq_s stored;\n"
+  "  bq_c s;\n"
+  "  int zp;\n"
+  "  bq_zrange z;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {\n"
+  "  bq_qp q;\n"
+  "#if BQ_ASYM\n"
+  "  bq_c s = r.a == r.b ? (bq_c)1 : bq_div(bq_sub(r.b, r.a), (bq_c)(BQ_QMAX - BQ_QMIN));\n"
+  "  q.stored = bq_scale_from_c(s);\n"
+  "  q.s = bq_scale_to_c(q.stored);\n"
+  "  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, q.s));\n"
+  "  q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));\n"
+  "#else\n"
+  "  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);\n"
+  "  q.stored = bq_scale_from_c(s);\n"
+  "  q.s = bq_scale_to_c(q.stored);\n"
+  "  q.zp = 0;\n"
+  "#endif\n"
+  "  q.z = bq_zrange_of(q.zp);\n"
+  "  return q;\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {\n"
+  "  ((bq_s *)p.scales)[i] = q.stored;\n"
+  "#if BQ_ASYM\n"
+  "  ((int *)p.zps)[i] = q.zp;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(a.e[j]), q.s, q.z);\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));\n"
+  "}\n"
+  "\n"
+  "// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp.\n"
+  "// Teams are 32 lanes (shuffles only) or 128..1024 (at most 8 per block, so each has a\n"
+  "// named barrier of its own).\n"
+  "static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int team, int tpr, bq_red *red_smem) {\n"
+  "  r = bq_red_lanes(r, 32);\n"
+  "  if (tpr > 32) {\n"
+  "    const int warp = threadIdx.x >> 5, first = (team * tpr) >> 5, nw = tpr >> 5;\n"
+  "    if ((threadIdx.x & 31) == 0) red_smem[warp] = r;\n"
+  "    bq_team_sync(team, tpr);\n"
+  "    r = red_smem[first];\n"
+  "    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[first + i]);\n"
+  "    bq_team_sync(team, tpr); // the slots are reused by the team's next row\n"
+  "  }\n"
+  "  return r;\n"
+  "}\n"
+  "\n"
+  "// One segment (a row, or a group run as a row) of n elements: reduce, store the scale,\n"
+  "// quantize. The team holds batches of up to BQ_CPT accesses per lane in registers; a\n"
+  "// segment of one batch is read once, a longer one is read again for the quantize pass.\n"
+  "static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[BQ_CPT], const bq_t *x, bq_i64 c0,\n"
+  "                                                     bq_i64 nch, int tpr) {\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < BQ_CPT; i++) {\n"
+  "    const bq_i64 c = c0 + (bq_i64)i * tpr;\n"
+  "    if (c < nch) bq_load(a[i], x + c * BQ_VEC, 16);\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
+  "                                                  bq_i64 n, bq_i64 pidx, int lane, int team, int tpr,\n"
+  "                                                  bq_red *red_smem) {\n"
+  "  const bq_i64 pro = bq_prologue(x, n);\n"
+  "  const int w_out = bq_width(y + pro);\n"
+  "  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;\n"
+  "  const bq_i64 batch = (bq_i64)tpr * BQ_CPT;\n"
+  "  const bq_t *xb = x + pro;\n"
+  "  bq_i *yb = y + pro;\n"
+  "  bq_red r = bq_red_init();\n"
+  "  bq_xchunk a[BQ_CPT];\n"
+  "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
+  "    bq_load_batch(a, xb, b + lane, nch, tpr);\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_CPT; i++)\n"
+  "      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);\n"
+  "  }\n"
+  "  // prologue and tail elements, at most one of each per lane\n"
+  "  const bq_i64 kp = lane, kt = tail0 + lane;\n"
+  "  const bool has_p = kp < pro, has_t = kt < n;\n"
+  "  const bq_c ep = has_p ? bq_to_c(x[kp]) : (bq_c)0, et = has_t ? bq_to_c(x[kt]) : (bq_c)0;\n"
+  "  if (has_p) bq_red_add(r, ep);\n"
+  "  if (has_t) bq_red_add(r, et);\n"
+  "  r = bq_red_team(r, team, tpr, red_smem);\n"
+  "  const bq_qp q = bq_params_of(r);\n"
+  "  if (lane == 0) bq_write_params(p, pidx, q);\n"
+  "  if (has_p) y[kp] = (bq_i)bq_quantize(ep, q.s, q.z);\n"
+  "  if (has_t) y[kt] = (bq_i)bq_quantize(et, q.s, q.z);\n"
+  "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
+  "    if (nch > batch) bq_load_batch(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_CPT; i++) {\n"
+  "      const bq_i64 c = b + lane + (bq_i64)i * tpr;\n"
+  "      if (c < nch) {\n"
+  "        bq_qchunk o;\n"
+  "        bq_quantize_chunk(a[i], o, q);\n"
+  "        bq_store(yb + c * BQ_VEC, o, w_out);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#if BQ_DSCOPE == 3\n"
+  "// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two <= 32) held\n"
+  "// by gc consecutive lanes; the row starts 16-byte aligned, so accesses never straddle\n"
+  "// groups. Each lane has BQ_DU accesses in flight.\n"
+  "static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
+  "                                                      bq_i64 r, int lane, int tpr) {\n"
+  "  const int gc = (int)(p.group / BQ_VEC);\n"
+  "  const int w_out = bq_width(y);\n"
+  "  const bq_i64 nch = p.cols / BQ_VEC;\n"
+  "  for (bq_i64 c0 = 0; c0 < nch; c0 += (bq_i64)tpr * BQ_DU) { // uniform trip count: shuffles need all lanes\n"
+  "    bq_xchunk a[BQ_DU];\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_DU; u++) {\n"
+  "      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;\n"
+  "      if (c < nch) bq_load(a[u], x + c * BQ_VEC, 16);\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_DU; u++) {\n"
+  "      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;\n"
+  "      bq_red red = bq_red_init();\n"
+  "      if (c < nch) bq_reduce_chunk(a[u], red);\n"
+  "      red = bq_red_lanes(red, gc);\n"
+  "      if (c < nch) {\n"
+  "        const bq_qp q = bq_params_of(red);\n"
+  "        if ((c & (gc - 1)) == 0) bq_write_params(p, r * p.grs + c / gc, q);\n"
+  "        bq_qchunk o;\n"
+  "        bq_quantize_chunk(a[u], o, q);\n"
+  "        bq_store(y + c * BQ_VEC, o, w_out);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_DSCOPE != 0\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;\n"
+  "  const int lane = threadIdx.x & (tpr - 1);\n"
+  "#if BQ_DSCOPE == 2\n"
+  "  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
+  "    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, team, tpr,\n"
+  "               red_smem);\n"
+  "#else\n"
+  "  if (p.fast_groups) {\n"
+  "    for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
+  "      bq_groups_fast(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, r, lane, tpr);\n"
+  "  } else {\n"
+  "    const bq_i64 segs = p.rows * p.ngroups;\n"
+  "    for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {\n"
+  "      const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;\n"
+  "      bq_segment(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,\n"
+  "                 p.group, r * p.grs + g, lane, team, tpr, red_smem);\n"
+  "    }\n"
+  "  }\n"
+  "#endif\n"
+  "}\n"
+  "#else\n"
+  "// Per tensor, pass 1: one partial reduction per block into the workspace.\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "  const bq_t *x = (const bq_t *)p.x;\n"
+  "  const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;\n"
+  "  bq_red r = bq_red_init();\n"
+  "  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, nth = (bq_i64)gridDim.x * blockDim.x;\n"
+  "  for (bq_i64 c0 = tid; c0 < nch; c0 += nth * BQ_DU) {\n"
+  "    bq_xchunk a[BQ_DU];\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_DU; u++)\n"
+  "      if (c0 + u * nth < nch) bq_load(a[u], x + pro + (c0 + u * nth) * BQ_VEC, 16);\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_DU; u++)\n"
+  "      if (c0 + u * nth < nch) bq_reduce_chunk(a[u], r);\n"
+  "  }\n"
+  "  if (tid < pro) bq_red_add(r, bq_to_c(x[tid]));\n"
+  "  if (pro + nch * BQ_VEC + tid < n) bq_red_add(r, bq_to_c(x[pro + nch * BQ_VEC + tid]));\n"
+  "  r = bq_red_team(r, 0, blockDim.x, red_smem);\n"
+  "  if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;\n"
+  "}\n"
+  "\n"
+  "// Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores\n"
+  "// the scale, and all quantize.\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "  bq_red r = bq_red_init();\n"
+  "  for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);\n"
+  "  r = bq_red_team(r, 0, blockDim.x, red_smem);\n"
+  "  const bq_qp q = bq_params_of(r);\n"
+  "  if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);\n"
+  "  const bq_t *x = (const bq_t *)p.x;\n"
+  "  bq_i *y = (bq_i *)p.y;\n"
+  "  const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;\n"
+  "  const int w_out = bq_width(y + pro);\n"
+  "  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, nth = (bq_i64)gridDim.x * blockDim.x;\n"
+  "  for (bq_i64 c0 = tid; c0 < nch; c0 += nth * BQ_DU) {\n"
+  "    bq_xchunk a[BQ_DU];\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_DU; u++)\n"
+  "      if (c0 + u * nth < nch) bq_load(a[u], x + pro + (c0 + u * nth) * BQ_VEC, 16);\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_DU; u++) {\n"
+  "      if (c0 + u * nth < nch) {\n"
+  "        bq_qchunk o;\n"
+  "        bq_quantize_chunk(a[u], o, q);\n"
+  "        bq_store(y + pro + (c0 + u * nth) * BQ_VEC, o, w_out);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "  if (tid < pro) y[tid] = (bq_i)bq_quantize(bq_to_c(x[tid]), q.s, q.z);\n"
+  "  const bq_i64 kt = pro + nch * BQ_VEC + tid;\n"
+  "  if (kt < n) y[kt] = (bq_i)bq_quantize(bq_to_c(x[kt]), q.s, q.z);\n"
+  "}\n"
+  "#endif\n"
 ;
 /* END EMBEDDED KERNELS */
 
@@ -1353,15 +1763,18 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
+#define BQ__MAX_KERNELS 3
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
   bq__target target;
   bq__str source;     /* the full specialized source */
-  const char *kernel; /* entry point */
+  const char *kernels[BQ__MAX_KERNELS]; /* entry points, NULL-terminated */
 } bq__kernel_src;
 
-BQ__FN void bq__options(const bq__target *t, char arch_opt[64], const char *opts[4], int *n) {
+/* NVRTC options. BARACUDA_QUANT_NVRTC_OPTIONS adds one more, for experiments (it is part of
+   the cache key; results under it carry no numerics guarantee). */
+BQ__FN void bq__options(const bq__target *t, char arch_opt[64], const char *opts[5], int *n) {
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
   snprintf(arch_opt, 64, "--gpu-architecture=%s", tn);
@@ -1369,13 +1782,15 @@ BQ__FN void bq__options(const bq__target *t, char arch_opt[64], const char *opts
   opts[1] = "--fmad=false";
   opts[2] = "--std=c++17";
   *n = 3;
+  const char *extra = getenv("BARACUDA_QUANT_NVRTC_OPTIONS");
+  if (extra && *extra) opts[(*n)++] = extra;
 }
 
 BQ__FN bq_status bq__compile(const bq__kernel_src *k, void **out, size_t *out_len) {
   const bq__nvrtc_api *nv = bq__nvrtc_get();
   if (!nv) return bq__nv_status;
   char arch_opt[64];
-  const char *opts[4];
+  const char *opts[5];
   int nopt;
   bq__options(&k->target, arch_opt, opts, &nopt);
   bq__nvrtcProgram prog = NULL;
@@ -1416,7 +1831,7 @@ BQ__FN bq_status bq__full_key(const bq__kernel_src *k, bq__str *key) {
   bq_status st = bq__nvrtc_identity(&id);
   if (st) return st;
   char arch_opt[64], tn[32];
-  const char *opts[4];
+  const char *opts[5];
   int nopt;
   bq__options(&k->target, arch_opt, opts, &nopt);
   bq__target_name(&k->target, tn, sizeof tn);
@@ -1479,7 +1894,7 @@ typedef struct bq__entry {
   bq_status status;
   char msg[512];
   bq__CUmodule module;
-  bq__CUfunction fn;
+  bq__CUfunction fn[BQ__MAX_KERNELS];
 } bq__entry;
 
 static pthread_mutex_t bq__mem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1536,7 +1951,8 @@ BQ__FN bq_status bq__load_module(const bq__kernel_src *k, bq__entry *e) {
     if (st) return st;
     bq__CUresult r = bq__drv.cuModuleLoadData(&e->module, bin);
     BQ_FREE(bin);
-    if (r == 0) r = bq__drv.cuModuleGetFunction(&e->fn, e->module, k->kernel);
+    for (int i = 0; r == 0 && i < BQ__MAX_KERNELS && k->kernels[i]; i++)
+      r = bq__drv.cuModuleGetFunction(&e->fn[i], e->module, k->kernels[i]);
     if (r == 0) {
       if (from_disk) BQ__COUNT(disk_hits);
       else BQ__COUNT(misses);
@@ -1622,7 +2038,8 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
   case BQ_S8: return "s8";
   case BQ_U8: return "u8";
   case BQ_S32: return "s32";
-  default: return "default";
+  case BQ_DTYPE_DEFAULT: return "default";
+  default: return "invalid";
   }
 }
 BQ__FN int bq__dtype_size(bq_dtype t) {
@@ -1641,6 +2058,7 @@ BQ__FN const char *bq__op_name(bq_op op) {
   case BQ_QUANTIZE: return "quantize";
   case BQ_DEQUANTIZE: return "dequantize";
   case BQ_FAKE_QUANTIZE: return "fake_quantize";
+  case BQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
   default: return "unknown_op";
   }
 }
@@ -1656,7 +2074,8 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
 
 /* "fake_quantize_per_channel_backward": the name errors are reported under */
 BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
-  snprintf(buf, n, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
+  snprintf(buf, n, "%s_%s%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
+           d->op == BQ_DYNAMIC_QUANTIZE && d->asymmetric ? "_asymmetric" : "",
            d->direction == BQ_BACKWARD ? "_backward" : "");
 }
 
@@ -1664,7 +2083,7 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
 BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
   *d = *in;
-  if (d->op < BQ_QUANTIZE || d->op > BQ_FAKE_QUANTIZE)
+  if (d->op < BQ_QUANTIZE || d->op > BQ_DYNAMIC_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
   if (d->granularity < BQ_PER_TENSOR || d->granularity > BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
@@ -1695,85 +2114,58 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = d->float_type;
   if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                    "%s: desc.scale_type (%s) must be the float type (%s) or BQ_F32", name,
-                    bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
-  if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+                    "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", name,
+                    (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  if (d->op == BQ_DYNAMIC_QUANTIZE) {
+    if (d->direction != BQ_FORWARD)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                      "%s: desc.direction (backward) is not defined for dynamic quantize", name);
+    if (d->granularity == BQ_PER_CHANNEL)
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED,
+                      "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
+                      "use per_token, per_group or per_tensor", name);
+    if (d->asymmetric != 0 && d->asymmetric != 1)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name,
+                      d->asymmetric);
+    if (!d->asymmetric && d->qmax <= 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                      "%s: desc.qmax (%d) must be > 0 for symmetric dynamic quantize", name, d->qmax);
+    if (d->asymmetric && d->qmax == d->qmin)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                      "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric dynamic quantize",
+                      name, d->qmax, d->qmin);
+  } else {
+    if (d->asymmetric)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                      "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
+    /* per tensor: the host scalar is in the compute type */
+    if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+  }
   return BQ_SUCCESS;
 }
 
-/* ---- the affine family's kernel: specialization --------------------------------------- */
-BQ__FN int bq__affine_vec(const bq_desc *d) {
-  int t = bq__dtype_size(d->float_type), in0, in1 = 0, out;
-  if (d->direction == BQ_BACKWARD) { in0 = t; out = t; in1 = d->op == BQ_DEQUANTIZE ? 0 : t; }
-  else if (d->op == BQ_QUANTIZE) { in0 = t; out = 1; }
-  else if (d->op == BQ_DEQUANTIZE) { in0 = 1; out = t; }
-  else { in0 = t; out = t; }
-  int m = in0 < out ? in0 : out;
-  if (in1 && in1 < m) m = in1;
-  return 16 / m;
-}
-
-BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
-  char tn[32];
-  bq__target_name(t, tn, sizeof tn);
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.vec%d.%s", bq__op_name(d->op),
-           d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
-           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), d->qmin, d->qmax,
-           bq__dtype_name(d->scale_type), bq__affine_vec(d), tn);
-  size_t i = 0; /* the file name: the SKU with [ ] , made safe */
-  for (; k->sku[i] && i + 1 < sizeof k->file; i++)
-    k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
-  k->file[i] = 0;
-  k->target = *t;
-  k->kernel = "bq_affine";
-}
-
-BQ__FN bq_status bq__affine_build(const void *data, bq__kernel_src *k) {
-  const bq_desc *d = (const bq_desc *)data;
-  bq__str *s = &k->source;
-  bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-              "#define BQ_ST %d\n#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n",
-              k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin, d->qmax,
-              d->scale_type == BQ_F32 && d->float_type != BQ_F32, (int)d->op,
-              d->direction == BQ_BACKWARD, (int)d->granularity);
-  bq__str_cat(s, "#line 1 \"common.cuh\"\n");
-  bq__str_cat(s, bq__src_common_cuh);
-  bq__str_cat(s, "#line 1 \"affine.cu\"\n");
-  bq__str_cat(s, bq__src_affine_cu);
-  return s->oom ? bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory building kernel source") : BQ_SUCCESS;
-}
-
-/* ---- the affine family: arguments and launch ---------------------------------------- */
-/* Mirrors struct bq_affine_params in kernels_src/affine.cu, field for field. */
-typedef struct bq__fastdiv { uint32_t d, magic, shift; } bq__fastdiv;
-typedef struct bq__affine_params {
-  uint64_t in0, in1, out;
-  int64_t rows, cols, in0_stride, in1_stride, out_stride, segs, group, gmod, grs;
-  uint64_t scales, zps;
-  double scale;
-  bq__fastdiv fd_group, fd_gmod;
-  int32_t zp, fast32, tpr, pad_;
-} bq__affine_params;
-
-/* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
-   (Granlund-Montgomery with a 33-bit multiplier). */
-BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
-  bq__fastdiv f;
-  uint32_t l = 0;
-  while (l < 31 && (1u << l) < d) l++;
-  uint64_t m = (((uint64_t)1 << (32 + l)) + d - 1) / d; /* ceil(2^(32+l) / d) */
-  f.d = d;
-  f.magic = (uint32_t)(m - ((uint64_t)1 << 32));
-  f.shift = l;
-  return f;
-}
+/* ---- plans and families ------------------------------------------------------------- */
+/* A family is one kernel source and its host side: the affine ops, dynamic quantize. */
+struct bq_plan;
+typedef struct bq__family {
+  const char *src_name;       /* kernels_src/ file */
+  const char *const *src;     /* its embedded text */
+  void (*prelude)(const bq_desc *d, bq__str *s);
+  int (*vec)(const bq_desc *d);
+  bq_status (*check)(const struct bq_plan *p, const bq_args *a);
+  size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
+  bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
+  const char *kernels[BQ__MAX_KERNELS];
+  const char *kernels_per_tensor[BQ__MAX_KERNELS]; /* when per tensor differs */
+} bq__family;
 
 struct bq_plan {
   bq_desc desc; /* normalized */
   char name[96];
   char sku[256];
+  const bq__family *fam;
   bq__entry *entry;
   bq__CUcontext ctx;
   int num_sms;
@@ -1790,13 +2182,13 @@ BQ__FN bq_status bq__check_ptr(const bq_plan *p, const char *field, const void *
   return BQ_SUCCESS;
 }
 
-/* The affine family's view of one call: [rows, cols] with strides, after validation. */
-typedef struct bq__affine_view {
+/* One call's problem as [rows, cols] with row strides, after the shape rules. */
+typedef struct bq__view {
   int64_t rows, cols, xs, ys, numel;
-  int64_t group, gmod, grs;
-} bq__affine_view;
+  int64_t group, gmod, grs, ngroups;
+} bq__view;
 
-BQ__FN bq_status bq__affine_view_of(const bq_plan *p, const bq_args *a, bq__affine_view *v) {
+BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
   const bq_desc *d = &p->desc;
   const char *n = p->name;
   memset(v, 0, sizeof *v);
@@ -1806,11 +2198,6 @@ BQ__FN bq_status bq__affine_view_of(const bq_plan *p, const bq_args *a, bq__affi
     if (a->numel < 0 || a->numel > BQ__MAX_ELEMS)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.numel (%lld) is negative or too large", n,
                       (long long)a->numel);
-    if (!(isfinite(a->scale) && a->scale > 0))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0", n, a->scale);
-    if (d->float_type != BQ_F64 && !((float)a->scale > 0 && isfinite((float)a->scale)))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) is not a finite positive f32", n,
-                      a->scale);
     v->rows = 1; v->cols = v->xs = v->ys = v->numel = a->numel;
     break;
   case BQ_PER_CHANNEL: {
@@ -1827,8 +2214,8 @@ BQ__FN bq_status bq__affine_view_of(const bq_plan *p, const bq_args *a, bq__affi
         return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.shape[%d] (%lld) makes the tensor too large", n, i,
                         (long long)a->shape[i]);
       total *= a->shape[i];
-      if (i > axis) inner *= a->shape[i];
     }
+    for (int i = axis + 1; i < a->rank && total; i++) inner *= a->shape[i]; /* <= total */
     v->rows = 1; v->cols = v->xs = v->ys = v->numel = total;
     v->group = inner ? inner : 1;
     v->gmod = a->shape[axis] ? a->shape[axis] : 1;
@@ -1867,31 +2254,102 @@ BQ__FN bq_status bq__affine_view_of(const bq_plan *p, const bq_args *a, bq__affi
       if (v->rows && v->grs > BQ__MAX_ELEMS / v->rows)
         return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)v->grs);
       v->group = a->group_size;
+      v->ngroups = ng;
     }
     break;
   }
   }
-  if (v->numel == 0) return BQ_SUCCESS;
-  int t = bq__dtype_size(d->float_type), i = 1, st;
-  int fwd = d->direction == BQ_FORWARD;
-  if (fwd) {
-    if ((st = bq__check_ptr(p, "args.x", a->x, d->op == BQ_DEQUANTIZE ? i : t))) return (bq_status)st;
-    if ((st = bq__check_ptr(p, "args.y", a->y, d->op == BQ_QUANTIZE ? i : t))) return (bq_status)st;
+  return BQ_SUCCESS;
+}
+
+BQ__FN int64_t bq__grid(int64_t work, int teams) {
+  int64_t blocks = (work + teams - 1) / teams;
+  return blocks > 0x7fffffff ? 0x7fffffff : blocks;
+}
+
+BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int threads, void *params,
+                            void *stream) {
+  void *args[1] = {params};
+  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, 1, 1, (unsigned)threads,
+                                          1, 1, 0, (bq__CUstream)stream, args, NULL);
+  return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
+}
+
+/* ---- the affine family: quantize, dequantize, fake quantize ------------------------------ */
+/* Mirrors struct bq_affine_params in kernels_src/affine.cu, field for field. */
+typedef struct bq__fastdiv { uint32_t d, magic, shift; } bq__fastdiv;
+typedef struct bq__affine_params {
+  uint64_t in0, in1, out;
+  int64_t rows, cols, in0_stride, in1_stride, out_stride, tiles, group, gmod, grs;
+  uint64_t scales, zps;
+  double scale;
+  bq__fastdiv fd_group, fd_gmod, fd_tiles;
+  int32_t zp, fast32;
+} bq__affine_params;
+
+/* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
+   (Granlund-Montgomery with a 33-bit multiplier). */
+BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
+  bq__fastdiv f;
+  uint32_t l = 0;
+  while (l < 31 && (1u << l) < d) l++;
+  uint64_t m = (((uint64_t)1 << (32 + l)) + d - 1) / d; /* ceil(2^(32+l) / d) */
+  f.d = d;
+  f.magic = (uint32_t)(m - ((uint64_t)1 << 32));
+  f.shift = l;
+  return f;
+}
+
+/* elements per 16-byte access of the widest stream, always the float one: affine.cu's BQ_P */
+BQ__FN int bq__affine_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+#define BQ__AFFINE_TILE 128 /* accesses per warp tile: affine.cu's BQ_TILE */
+
+BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n", (int)d->op,
+              d->direction == BQ_BACKWARD, (int)d->granularity);
+}
+
+BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  bq_status st = bq__view_of(p, a, &v);
+  if (st) return st;
+  const bq_desc *d = &p->desc;
+  if (d->granularity == BQ_PER_TENSOR) {
+    if (!(isfinite(a->scale) && a->scale > 0))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0", p->name, a->scale);
+    if (d->float_type != BQ_F64 && !((float)a->scale > 0 && isfinite((float)a->scale)))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) is not a finite positive f32", p->name,
+                      a->scale);
+  }
+  if (v.numel == 0) return BQ_SUCCESS;
+  int t = bq__dtype_size(d->float_type);
+  if (d->direction == BQ_FORWARD) {
+    if ((st = bq__check_ptr(p, "args.x", a->x, d->op == BQ_DEQUANTIZE ? 1 : t))) return st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, d->op == BQ_QUANTIZE ? 1 : t))) return st;
   } else {
-    if ((st = bq__check_ptr(p, "args.dy", a->dy, t))) return (bq_status)st;
-    if ((st = bq__check_ptr(p, "args.dx", a->dx, t))) return (bq_status)st;
-    if (d->op != BQ_DEQUANTIZE && (st = bq__check_ptr(p, "args.x", a->x, t))) return (bq_status)st;
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, t))) return st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, t))) return st;
+    if (d->op != BQ_DEQUANTIZE && (st = bq__check_ptr(p, "args.x", a->x, t))) return st;
   }
   if (d->granularity != BQ_PER_TENSOR) {
-    if ((st = bq__check_ptr(p, "args.scales", a->scales, bq__dtype_size(d->scale_type)))) return (bq_status)st;
-    if (a->zero_points && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return (bq_status)st;
+    if ((st = bq__check_ptr(p, "args.scales", a->scales, bq__dtype_size(d->scale_type)))) return st;
+    if (a->zero_points && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return st;
   }
   return BQ_SUCCESS;
 }
 
-BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *stream) {
-  bq__affine_view v;
-  bq_status st = bq__affine_view_of(p, a, &v);
+BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
+  (void)p;
+  (void)a;
+  return 0;
+}
+
+BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  (void)ws;
+  (void)ws_bytes;
+  bq__view v;
+  bq_status st = bq__affine_check(p, a);
+  if (!st) st = bq__view_of(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   bq__affine_params k;
@@ -1912,26 +2370,168 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *stream
   k.zps = (uint64_t)(uintptr_t)a->zero_points;
   k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
   k.zp = a->zero_point;
-  /* 32-bit index arithmetic when every index along a row fits */
-  k.fast32 = v.cols <= ((int64_t)1 << 31) && k.group <= ((int64_t)1 << 31) && k.gmod <= ((int64_t)1 << 31);
+  int64_t accesses = (v.cols + p->vec - 1) / p->vec;
+  k.tiles = accesses > BQ__AFFINE_TILE ? (accesses + BQ__AFFINE_TILE - 1) / BQ__AFFINE_TILE : 1;
+  /* 32-bit index arithmetic when every index fits */
+  int64_t lim = (int64_t)1 << 31;
+  k.fast32 = v.cols <= lim && k.group <= lim && k.gmod <= lim && v.rows * k.tiles <= lim;
   if (k.fast32) {
     k.fd_group = bq__make_fastdiv((uint32_t)k.group);
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
+    k.fd_tiles = bq__make_fastdiv((uint32_t)k.tiles);
   }
-  /* team size: enough threads for one chunk each across the row, 32..256 */
-  int64_t chunks = (v.cols + p->vec - 1) / p->vec;
-  int tpr = 32;
-  while (tpr < 256 && tpr < chunks) tpr *= 2;
-  k.tpr = tpr;
-  k.segs = (v.cols + (int64_t)tpr * p->vec - 1) / ((int64_t)tpr * p->vec);
-  int64_t work = v.rows * k.segs, teams = 256 / tpr;
-  int64_t blocks = (work + teams - 1) / teams;
-  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
-  void *params[1] = {&k};
-  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0,
-                                          (bq__CUstream)stream, params, NULL);
-  if (r) return bq__cu_fail(r, "cuLaunchKernel");
+  return bq__launch(p, 0, bq__grid(v.rows * k.tiles, 8), 256, &k, stream); /* a warp per tile */
+}
+
+static const char *const bq__src_affine = bq__src_affine_cu;
+static const bq__family bq__affine_family = {
+  "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
+  bq__no_workspace, bq__affine_run, {"bq_affine", NULL, NULL}, {"bq_affine", NULL, NULL}};
+
+/* ---- the dynamic family: scales computed on the device ------------------------------------ */
+/* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
+typedef struct bq__dynamic_params {
+  uint64_t x, y, scales, zps, partial;
+  int64_t rows, cols, xs, ys, group, ngroups, grs;
+  int32_t tpr, fast_groups, nblocks, pad_;
+} bq__dynamic_params;
+
+/* elements per 16-byte input access: dynamic.cu's BQ_VEC */
+BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+#define BQ__DYN_CPT 8 /* accesses per thread kept on chip: dynamic.cu's BQ_CPT */
+
+BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", d->asymmetric, (int)d->granularity);
+}
+
+BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  bq_status st = bq__view_of(p, a, &v);
+  if (st || v.numel == 0) return st;
+  const bq_desc *d = &p->desc;
+  if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
+  if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
+  if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
+  if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
   return BQ_SUCCESS;
+}
+
+/* per tensor: one partial (two C values) per block of the reduction pass */
+#define BQ__DYN_BLOCK 1024 /* dynamic.cu's BQ_BLOCK */
+#define BQ__DYN_PER_THREAD 4 /* dynamic.cu's BQ_CPT and BQ_DU */
+BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) { return (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 2; }
+BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
+  if (p->desc.granularity != BQ_PER_TENSOR || !a || a->numel <= 0) return 0;
+  return (size_t)bq__dynamic_blocks(p) * 16;
+}
+
+/* team size for a segment of `chunks` accesses, each thread taking up to `per_thread`:
+   32 (shuffles only) or 128..1024 (at most 8 teams a block, each with its own named
+   barrier). Several accesses per thread keep enough bytes in flight at the occupancy
+   the kernel's registers allow. */
+BQ__FN int bq__dynamic_team(int64_t chunks, int per_thread) {
+  int tpr = 32;
+  while (tpr < BQ__DYN_BLOCK && (int64_t)tpr * per_thread < chunks) tpr *= 2;
+  return tpr == 64 ? 128 : tpr;
+}
+
+BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__view v;
+  bq_status st = bq__dynamic_check(p, a);
+  if (!st) st = bq__view_of(p, a, &v);
+  if (st || v.numel == 0) return st;
+  const bq_desc *d = &p->desc;
+  int t = bq__dtype_size(d->float_type);
+  bq__dynamic_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.scales = (uint64_t)(uintptr_t)a->out_scales;
+  k.zps = (uint64_t)(uintptr_t)a->out_zero_points;
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.xs = v.xs;
+  k.ys = v.ys;
+  k.group = v.group;
+  k.ngroups = v.ngroups;
+  k.grs = v.grs;
+  if (d->granularity == BQ_PER_TENSOR) {
+    size_t need = bq__dynamic_workspace(p, a);
+    if (!ws || ws_bytes < need)
+      return bq__fail(BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s: workspace (%zu bytes at %p) is smaller than "
+                      "bq_plan_workspace_size (%zu bytes)", p->name, ws_bytes, ws, need);
+    if ((uintptr_t)ws % 16)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: workspace (%p) is not 16-byte aligned", p->name, ws);
+    int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
+    int64_t blocks = (chunks + BQ__DYN_BLOCK - 1) / BQ__DYN_BLOCK;
+    k.nblocks = (int32_t)(blocks < max_blocks ? blocks : max_blocks);
+    k.partial = (uint64_t)(uintptr_t)ws;
+    k.tpr = BQ__DYN_BLOCK;
+    st = bq__launch(p, 0, k.nblocks, BQ__DYN_BLOCK, &k, stream);
+    if (!st) st = bq__launch(p, 1, k.nblocks, BQ__DYN_BLOCK, &k, stream);
+    return st;
+  }
+  int64_t chunks, segs;
+  if (d->granularity == BQ_PER_TOKEN) {
+    chunks = (v.cols + p->vec - 1) / p->vec;
+    segs = v.rows;
+  } else {
+    /* groups of a power-of-two number of whole accesses (<= 32), rows 16-byte aligned:
+       reduced by shuffles across the lanes holding them; otherwise each group runs as a row */
+    int64_t gc = v.group / p->vec;
+    k.fast_groups = v.group % p->vec == 0 && gc <= 32 && (gc & (gc - 1)) == 0 &&
+                    (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
+    chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
+    segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
+  }
+  k.tpr = bq__dynamic_team(chunks, BQ__DYN_PER_THREAD);
+  return bq__launch(p, 0, bq__grid(segs, BQ__DYN_BLOCK / k.tpr), BQ__DYN_BLOCK, &k, stream);
+}
+
+static const char *const bq__src_dynamic = bq__src_dynamic_cu;
+static const bq__family bq__dynamic_family = {
+  "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
+  bq__dynamic_workspace, bq__dynamic_run, {"bq_dynamic", NULL, NULL},
+  {"bq_dynamic_reduce", "bq_dynamic_apply", NULL}};
+
+BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
+  return d->op == BQ_DYNAMIC_QUANTIZE ? &bq__dynamic_family : &bq__affine_family;
+}
+
+/* ---- kernel specialization ------------------------------------------------------------------ */
+/* The SKU names one compiled kernel: op, direction, granularity, float and int types,
+   q-range, scale type, variant (elements per chunk; symmetric or asymmetric) and target. */
+BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
+  const bq__family *f = bq__family_of(d);
+  char tn[32];
+  bq__target_name(t, tn, sizeof tn);
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.vec%d%s.%s", bq__op_name(d->op),
+           d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
+           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), d->qmin, d->qmax,
+           bq__dtype_name(d->scale_type), f->vec(d),
+           d->op != BQ_DYNAMIC_QUANTIZE ? "" : d->asymmetric ? ".asym" : ".sym", tn);
+  size_t i = 0; /* the file name: the SKU with [ ] , made safe */
+  for (; k->sku[i] && i + 1 < sizeof k->file; i++)
+    k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
+  k->file[i] = 0;
+  k->target = *t;
+  const char *const *names = d->granularity == BQ_PER_TENSOR ? f->kernels_per_tensor : f->kernels;
+  for (int j = 0; j < BQ__MAX_KERNELS; j++) k->kernels[j] = names[j];
+}
+
+BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
+  const bq_desc *d = (const bq_desc *)data;
+  const bq__family *f = bq__family_of(d);
+  bq__str *s = &k->source;
+  bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+              "#define BQ_ST %d\n", k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin,
+              d->qmax, d->scale_type == BQ_F32 && d->float_type != BQ_F32);
+  f->prelude(d, s);
+  bq__str_cat(s, "#line 1 \"common.cuh\"\n");
+  bq__str_cat(s, bq__src_common_cuh);
+  bq__str_fmt(s, "#line 1 \"%s\"\n", f->src_name);
+  bq__str_cat(s, *f->src);
+  return s->oom ? bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory building kernel source") : BQ_SUCCESS;
 }
 
 /* ---- plans --------------------------------------------------------------------------- */
@@ -1946,7 +2546,7 @@ BQ__DEF bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size
   t.arch = sm;
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
-  bq__affine_sku(&d, &t, &k);
+  bq__sku_of(&d, &t, &k);
   if (strlen(k.sku) >= buf_size) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_sku: buf_size (%zu) is too small", buf_size);
   memcpy(buf, k.sku, strlen(k.sku) + 1);
   return BQ_SUCCESS;
@@ -1957,10 +2557,10 @@ BQ__FN BQ__UNUSED bq_status bq__kernel_for(const bq_desc *desc, const bq__target
   bq_desc d;
   char name[96];
   bq_status st = bq__normalize(desc, &d, name, sizeof name);
-  if (st) return st;
   memset(k, 0, sizeof *k);
-  bq__affine_sku(&d, t, k);
-  return bq__affine_build(&d, k);
+  if (st) return st;
+  bq__sku_of(&d, t, k);
+  return bq__build_source(&d, k);
 }
 
 BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
@@ -1987,8 +2587,10 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
 BQ__FN bq_status bq__plan_init(const bq_desc *desc, bq_plan *p) {
   memset(p, 0, sizeof *p);
   bq_status st = bq__normalize(desc, &p->desc, p->name, sizeof p->name);
-  if (!st) p->vec = bq__affine_vec(&p->desc);
-  return st;
+  if (st) return st;
+  p->fam = bq__family_of(&p->desc);
+  p->vec = p->fam->vec(&p->desc);
+  return BQ_SUCCESS;
 }
 
 BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
@@ -2004,8 +2606,8 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   if (st) { BQ_FREE(p); return st; }
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
-  bq__affine_sku(&p->desc, &t, &k);
-  st = bq__get_entry(&k, p->ctx, bq__affine_build, &p->desc, &p->entry);
+  bq__sku_of(&p->desc, &t, &k);
+  st = bq__get_entry(&k, p->ctx, bq__build_source, &p->desc, &p->entry);
   BQ_FREE(k.source.p);
   if (st) {
     char msg[sizeof bq__err_buf];
@@ -2022,22 +2624,17 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 
 BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_can_implement: plan is NULL");
-  bq__affine_view v;
-  return bq__affine_view_of(p, a, &v);
+  return p->fam->check(p, a);
 }
 
 BQ__DEF size_t bq_plan_workspace_size(const bq_plan *p, const bq_args *a) {
-  (void)p;
-  (void)a;
-  return 0; /* the affine ops need none */
+  return p ? p->fam->workspace(p, a) : 0;
 }
 
 BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspace, size_t workspace_bytes,
                               void *stream) {
-  (void)workspace;
-  (void)workspace_bytes;
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_run: plan is NULL");
-  return bq__affine_run(p, a, stream);
+  return p->fam->run(p, a, workspace, workspace_bytes, stream);
 }
 
 BQ__DEF void bq_plan_destroy(bq_plan *p) {

@@ -91,15 +91,27 @@ static __device__ __forceinline__ bq_c bq_scale_to_c(bq_s v) {
 static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __ddiv_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __dmul_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __dadd_rn(a, b); }
+static __device__ __forceinline__ bq_c bq_sub(bq_c a, bq_c b) { return __dsub_rn(a, b); }
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __double2ll_rn(v); }
+static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __double2int_rn(v); }
+static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rint(v); }
 static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2double_rn(v); }
+static __device__ __forceinline__ bq_c bq_min(bq_c a, bq_c b) { return fmin(a, b); }
+static __device__ __forceinline__ bq_c bq_max(bq_c a, bq_c b) { return fmax(a, b); }
+static __device__ __forceinline__ bq_c bq_abs(bq_c a) { return fabs(a); }
 #define BQ_CLAMP_BIG 0x1p40
 #else
 static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __fdiv_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __fmul_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __fadd_rn(a, b); }
+static __device__ __forceinline__ bq_c bq_sub(bq_c a, bq_c b) { return __fsub_rn(a, b); }
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __float2ll_rn(v); }
+static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __float2int_rn(v); }
+static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rintf(v); }
 static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2float_rn(v); }
+static __device__ __forceinline__ bq_c bq_min(bq_c a, bq_c b) { return fminf(a, b); }
+static __device__ __forceinline__ bq_c bq_max(bq_c a, bq_c b) { return fmaxf(a, b); }
+static __device__ __forceinline__ bq_c bq_abs(bq_c a) { return fabsf(a); }
 #define BQ_CLAMP_BIG 0x1p40f
 #endif
 
@@ -111,25 +123,47 @@ static __device__ __forceinline__ bq_i64 bq_round(bq_c v) {
   return bq_rne_ll(v);
 }
 
-// quantize: q = sat(rne(x / s) + zp, qmin, qmax)
-static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, int zp) {
-  bq_i64 r = bq_round(bq_div(x, s)) + zp;
-  r = r < BQ_QMIN ? BQ_QMIN : (r > BQ_QMAX ? BQ_QMAX : r);
-  return (int)r;
+// The q-range seen from the rounded quotient R = rne(x / s): q = sat(R + zp, qmin, qmax)
+// is qmin for R < qmin - zp, qmax for R > qmax - zp, else R + zp. With lo = qmin - zp
+// rounded up to C and hi = qmax - zp rounded down (exact for f64 and for |zp| < 2^24),
+// the comparisons give the same answers on the integer-valued R, and inside [lo, hi]
+// R + zp = base + (R - lo) with R - lo exact (Sterbenz) and base = qmin + (lo - (qmin - zp)).
+// So one int32 zero point of any size costs no 64-bit arithmetic per element.
+struct bq_zrange {
+  bq_c lo, hi;
+  int base;
+};
+static __device__ __forceinline__ bq_zrange bq_zrange_of(int zp) {
+  bq_zrange z;
+  const bq_i64 a = (bq_i64)BQ_QMIN - zp, b = (bq_i64)BQ_QMAX - zp;
+#if BQ_FT == 1
+  z.lo = (double)a;
+  z.hi = (double)b;
+  z.base = BQ_QMIN;
+#else
+  z.lo = __ll2float_ru(a);
+  z.hi = __ll2float_rd(b);
+  z.base = BQ_QMIN + (int)((bq_i64)z.lo - a);
+#endif
+  return z;
+}
+
+// quantize: q = sat(rne(x / s) + zp, qmin, qmax); NaN rounds to 0
+static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, bq_zrange z) {
+  bq_c v = bq_div(x, s);
+  const bq_c r = bq_rint(v == v ? v : (bq_c)0);
+  return r < z.lo ? BQ_QMIN : (r > z.hi ? BQ_QMAX : z.base + (int)(r - z.lo));
 }
 // dequantize: (q - zp) exact in integer, one rounding to C, one product in C.
 static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, int zp) {
   return bq_mul(bq_from_ll((bq_i64)q - zp), s);
 }
 // STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.
-static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, int zp) {
-  bq_c v = bq_div(x, s);
-  bq_i64 r = bq_round(v) + zp;
-  return (v == v) && r >= BQ_QMIN && r <= BQ_QMAX;
+static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, bq_zrange z) {
+  const bq_c r = bq_rint(bq_div(x, s)); // NaN compares false
+  return r >= z.lo && r <= z.hi;
 }
 
-// 32-bit division by a run-time constant: one multiply-high and a shift (valid for any
-// n < 2^32). The host computes (magic, shift) for the divisor.
 // 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of
 // its code keeps the compile fast.
 static __device__ __noinline__ bq_i64 bq_div64(bq_i64 a, bq_i64 b) { return a / b; }
@@ -140,4 +174,83 @@ struct bq_fastdiv {
 static __device__ __forceinline__ bq_u32 bq_div_u32(bq_u32 n, bq_fastdiv f) {
   bq_u32 t = __umulhi(n, f.magic);
   return (bq_u32)(((bq_u64)t + n) >> f.shift);
+}
+
+// ---- vector access -------------------------------------------------------------------
+// A chunk is a few elements of one stream held in registers (a power of two bytes). It
+// moves with the widest access (16, 8, 4, 2 or 1 bytes) that both its size and the
+// stream's alignment allow, so any pointer, stride and length stays on the vector path.
+template <typename E, int N> struct alignas(sizeof(E) * N) bq_chunk {
+  E e[N];
+};
+
+static __device__ __forceinline__ int bq_width(const void *p) {
+  bq_u32 a = (bq_u32)(bq_u64)p & 15u;
+  return a == 0 ? 16 : (int)(a & (0u - a));
+}
+
+template <typename C> static __device__ __forceinline__ void bq_load(C &dst, const void *src, int w) {
+  w = w < (int)sizeof(C) ? w : (int)sizeof(C);
+#define BQ_LOAD_AS(W)                                                                      \
+  {                                                                                        \
+    const W *s = (const W *)src;                                                           \
+    W *d = (W *)&dst;                                                                      \
+    _Pragma("unroll") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \
+  }
+  if (w == 16) {
+    const uint4 *s = (const uint4 *)src;
+    uint4 *d = (uint4 *)&dst;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(C) / 16); i++) d[i] = __ldcs(s + i);
+  } else if (w == 8) BQ_LOAD_AS(uint2)
+  else if (w == 4) BQ_LOAD_AS(bq_u32)
+  else if (w == 2) BQ_LOAD_AS(bq_u16)
+  else BQ_LOAD_AS(bq_u8)
+#undef BQ_LOAD_AS
+}
+
+template <typename C> static __device__ __forceinline__ void bq_store(void *dst, const C &src, int w) {
+  w = w < (int)sizeof(C) ? w : (int)sizeof(C);
+#define BQ_STORE_AS(W)                                                                     \
+  {                                                                                        \
+    W *d = (W *)dst;                                                                       \
+    const W *s = (const W *)&src;                                                          \
+    _Pragma("unroll") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \
+  }
+  if (w == 16) {
+    uint4 *d = (uint4 *)dst;
+    const uint4 *s = (const uint4 *)&src;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(C) / 16); i++) __stcs(d + i, s[i]);
+  } else if (w == 8) BQ_STORE_AS(uint2)
+  else if (w == 4) BQ_STORE_AS(bq_u32)
+  else if (w == 2) BQ_STORE_AS(bq_u16)
+  else BQ_STORE_AS(bq_u8)
+#undef BQ_STORE_AS
+}
+
+// Elements before the first 16-byte boundary of p (at most n).
+template <typename E> static __device__ __forceinline__ bq_i64 bq_prologue(const E *p, bq_i64 n) {
+  bq_i64 k = (bq_i64)(((16u - ((bq_u32)(bq_u64)p & 15u)) & 15u) / sizeof(E));
+  return k < n ? k : n;
+}
+
+// C -> scale element type, rounding to nearest even.
+static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {
+#if BQ_ST == 1 && BQ_FT == 1
+  return __double2float_rn(v);
+#elif BQ_ST == 1
+  return v;
+#else
+  return bq_from_c(v);
+#endif
+}
+
+// ---- teams ----------------------------------------------------------------------------
+// A team is tpr consecutive threads of a block (a power of two, 32..256) working on one
+// row. Teams of one block synchronize on their own named barrier (1 + team index), so
+// teams may run different numbers of rows without deadlock.
+static __device__ __forceinline__ void bq_team_sync(int team, int tpr) {
+  if (tpr > 32) asm volatile("bar.sync %0, %1;" ::"r"(team + 1), "r"(tpr) : "memory");
+  else __syncwarp();
 }

@@ -1,0 +1,295 @@
+// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device
+// from the data, then the data quantized with exactly the stored scale.
+// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric
+// (min/max with a zero point); BQ_DSCOPE 0 per tensor, 2 per token, 3 per group.
+//
+// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns
+// it), consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P
+// elements with the widest access its alignment allows.
+// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread) it is
+// read once into registers, reduced, then quantized from registers: one read of DRAM.
+// Longer rows are read twice. Per group: when a group is a power-of-two number of
+// accesses (up to 32) and rows start 16-byte aligned, the lanes holding a group reduce
+// it with shuffles: one read. Other group shapes run each group as a row of its own.
+// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;
+// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
+
+#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access
+#define BQ_CPT 4  // accesses per thread kept on chip: 64 bytes, 16 registers
+#define BQ_DU 4   // accesses in flight per thread in the streaming loops
+#define BQ_BLOCK 1024
+
+struct bq_dynamic_params {
+  bq_u64 x, y, scales, zps, partial;
+  bq_i64 rows, cols, xs, ys;
+  bq_i64 group, ngroups, grs; // per group
+  int tpr, fast_groups, nblocks, pad_;
+};
+
+typedef bq_chunk<bq_t, BQ_VEC> bq_xchunk;
+typedef bq_chunk<bq_i, BQ_VEC> bq_qchunk;
+
+// The reduction: symmetric keeps a = max |x|; asymmetric keeps a = min(0, min x) and
+// b = max(0, max x). fmin/fmax drop NaN operands, so NaN elements are ignored.
+struct bq_red {
+  bq_c a, b;
+};
+static __device__ __forceinline__ bq_red bq_red_init() {
+  bq_red r;
+  r.a = 0;
+  r.b = 0;
+  return r;
+}
+static __device__ __forceinline__ void bq_red_add(bq_red &r, bq_c x) {
+#if BQ_ASYM
+  r.a = bq_min(r.a, x);
+  r.b = bq_max(r.b, x);
+#else
+  r.a = bq_max(r.a, bq_abs(x));
+#endif
+}
+static __device__ __forceinline__ bq_red bq_red_merge(bq_red u, bq_red v) {
+#if BQ_ASYM
+  u.a = bq_min(u.a, v.a);
+  u.b = bq_max(u.b, v.b);
+#else
+  u.a = bq_max(u.a, v.a);
+#endif
+  return u;
+}
+static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
+  bq_red o;
+  o.a = __shfl_xor_sync(0xffffffffu, r.a, off);
+  o.b = __shfl_xor_sync(0xffffffffu, r.b, off);
+  return o;
+}
+// reduce over aligned groups of `width` lanes (a power of two <= 32)
+static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
+  for (int off = width >> 1; off > 0; off >>= 1) r = bq_red_merge(r, bq_red_shfl(r, off));
+  return r;
+}
+
+// The scale (as stored) and zero point from a reduction: NUMERICS.md, "Dynamic".
+struct bq_qp {
+  bq_s stored;
+  bq_c s;
+  int zp;
+  bq_zrange z;
+};
+static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
+  bq_qp q;
+#if BQ_ASYM
+  bq_c s = r.a == r.b ? (bq_c)1 : bq_div(bq_sub(r.b, r.a), (bq_c)(BQ_QMAX - BQ_QMIN));
+  q.stored = bq_scale_from_c(s);
+  q.s = bq_scale_to_c(q.stored);
+  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, q.s));
+  q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));
+#else
+  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);
+  q.stored = bq_scale_from_c(s);
+  q.s = bq_scale_to_c(q.stored);
+  q.zp = 0;
+#endif
+  q.z = bq_zrange_of(q.zp);
+  return q;
+}
+
+static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {
+  ((bq_s *)p.scales)[i] = q.stored;
+#if BQ_ASYM
+  ((int *)p.zps)[i] = q.zp;
+#endif
+}
+
+static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(a.e[j]), q.s, q.z);
+}
+static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));
+}
+
+// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp.
+// Teams are 32 lanes (shuffles only) or 128..1024 (at most 8 per block, so each has a
+// named barrier of its own).
+static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int team, int tpr, bq_red *red_smem) {
+  r = bq_red_lanes(r, 32);
+  if (tpr > 32) {
+    const int warp = threadIdx.x >> 5, first = (team * tpr) >> 5, nw = tpr >> 5;
+    if ((threadIdx.x & 31) == 0) red_smem[warp] = r;
+    bq_team_sync(team, tpr);
+    r = red_smem[first];
+    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[first + i]);
+    bq_team_sync(team, tpr); // the slots are reused by the team's next row
+  }
+  return r;
+}
+
+// One segment (a row, or a group run as a row) of n elements: reduce, store the scale,
+// quantize. The team holds batches of up to BQ_CPT accesses per lane in registers; a
+// segment of one batch is read once, a longer one is read again for the quantize pass.
+static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[BQ_CPT], const bq_t *x, bq_i64 c0,
+                                                     bq_i64 nch, int tpr) {
+#pragma unroll
+  for (int i = 0; i < BQ_CPT; i++) {
+    const bq_i64 c = c0 + (bq_i64)i * tpr;
+    if (c < nch) bq_load(a[i], x + c * BQ_VEC, 16);
+  }
+}
+
+static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
+                                                  bq_i64 n, bq_i64 pidx, int lane, int team, int tpr,
+                                                  bq_red *red_smem) {
+  const bq_i64 pro = bq_prologue(x, n);
+  const int w_out = bq_width(y + pro);
+  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
+  const bq_i64 batch = (bq_i64)tpr * BQ_CPT;
+  const bq_t *xb = x + pro;
+  bq_i *yb = y + pro;
+  bq_red r = bq_red_init();
+  bq_xchunk a[BQ_CPT];
+  for (bq_i64 b = 0; b < nch; b += batch) {
+    bq_load_batch(a, xb, b + lane, nch, tpr);
+#pragma unroll
+    for (int i = 0; i < BQ_CPT; i++)
+      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);
+  }
+  // prologue and tail elements, at most one of each per lane
+  const bq_i64 kp = lane, kt = tail0 + lane;
+  const bool has_p = kp < pro, has_t = kt < n;
+  const bq_c ep = has_p ? bq_to_c(x[kp]) : (bq_c)0, et = has_t ? bq_to_c(x[kt]) : (bq_c)0;
+  if (has_p) bq_red_add(r, ep);
+  if (has_t) bq_red_add(r, et);
+  r = bq_red_team(r, team, tpr, red_smem);
+  const bq_qp q = bq_params_of(r);
+  if (lane == 0) bq_write_params(p, pidx, q);
+  if (has_p) y[kp] = (bq_i)bq_quantize(ep, q.s, q.z);
+  if (has_t) y[kt] = (bq_i)bq_quantize(et, q.s, q.z);
+  for (bq_i64 b = 0; b < nch; b += batch) {
+    if (nch > batch) bq_load_batch(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a
+#pragma unroll
+    for (int i = 0; i < BQ_CPT; i++) {
+      const bq_i64 c = b + lane + (bq_i64)i * tpr;
+      if (c < nch) {
+        bq_qchunk o;
+        bq_quantize_chunk(a[i], o, q);
+        bq_store(yb + c * BQ_VEC, o, w_out);
+      }
+    }
+  }
+}
+
+#if BQ_DSCOPE == 3
+// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two <= 32) held
+// by gc consecutive lanes; the row starts 16-byte aligned, so accesses never straddle
+// groups. Each lane has BQ_DU accesses in flight.
+static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
+                                                      bq_i64 r, int lane, int tpr) {
+  const int gc = (int)(p.group / BQ_VEC);
+  const int w_out = bq_width(y);
+  const bq_i64 nch = p.cols / BQ_VEC;
+  for (bq_i64 c0 = 0; c0 < nch; c0 += (bq_i64)tpr * BQ_DU) { // uniform trip count: shuffles need all lanes
+    bq_xchunk a[BQ_DU];
+#pragma unroll
+    for (int u = 0; u < BQ_DU; u++) {
+      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;
+      if (c < nch) bq_load(a[u], x + c * BQ_VEC, 16);
+    }
+#pragma unroll
+    for (int u = 0; u < BQ_DU; u++) {
+      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;
+      bq_red red = bq_red_init();
+      if (c < nch) bq_reduce_chunk(a[u], red);
+      red = bq_red_lanes(red, gc);
+      if (c < nch) {
+        const bq_qp q = bq_params_of(red);
+        if ((c & (gc - 1)) == 0) bq_write_params(p, r * p.grs + c / gc, q);
+        bq_qchunk o;
+        bq_quantize_chunk(a[u], o, q);
+        bq_store(y + c * BQ_VEC, o, w_out);
+      }
+    }
+  }
+}
+#endif
+
+#if BQ_DSCOPE != 0
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_BLOCK / 32];
+  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
+  const int lane = threadIdx.x & (tpr - 1);
+#if BQ_DSCOPE == 2
+  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
+    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, team, tpr,
+               red_smem);
+#else
+  if (p.fast_groups) {
+    for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
+      bq_groups_fast(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, r, lane, tpr);
+  } else {
+    const bq_i64 segs = p.rows * p.ngroups;
+    for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {
+      const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;
+      bq_segment(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
+                 p.group, r * p.grs + g, lane, team, tpr, red_smem);
+    }
+  }
+#endif
+}
+#else
+// Per tensor, pass 1: one partial reduction per block into the workspace.
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_BLOCK / 32];
+  const bq_t *x = (const bq_t *)p.x;
+  const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;
+  bq_red r = bq_red_init();
+  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, nth = (bq_i64)gridDim.x * blockDim.x;
+  for (bq_i64 c0 = tid; c0 < nch; c0 += nth * BQ_DU) {
+    bq_xchunk a[BQ_DU];
+#pragma unroll
+    for (int u = 0; u < BQ_DU; u++)
+      if (c0 + u * nth < nch) bq_load(a[u], x + pro + (c0 + u * nth) * BQ_VEC, 16);
+#pragma unroll
+    for (int u = 0; u < BQ_DU; u++)
+      if (c0 + u * nth < nch) bq_reduce_chunk(a[u], r);
+  }
+  if (tid < pro) bq_red_add(r, bq_to_c(x[tid]));
+  if (pro + nch * BQ_VEC + tid < n) bq_red_add(r, bq_to_c(x[pro + nch * BQ_VEC + tid]));
+  r = bq_red_team(r, 0, blockDim.x, red_smem);
+  if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;
+}
+
+// Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores
+// the scale, and all quantize.
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_BLOCK / 32];
+  bq_red r = bq_red_init();
+  for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);
+  r = bq_red_team(r, 0, blockDim.x, red_smem);
+  const bq_qp q = bq_params_of(r);
+  if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);
+  const bq_t *x = (const bq_t *)p.x;
+  bq_i *y = (bq_i *)p.y;
+  const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;
+  const int w_out = bq_width(y + pro);
+  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, nth = (bq_i64)gridDim.x * blockDim.x;
+  for (bq_i64 c0 = tid; c0 < nch; c0 += nth * BQ_DU) {
+    bq_xchunk a[BQ_DU];
+#pragma unroll
+    for (int u = 0; u < BQ_DU; u++)
+      if (c0 + u * nth < nch) bq_load(a[u], x + pro + (c0 + u * nth) * BQ_VEC, 16);
+#pragma unroll
+    for (int u = 0; u < BQ_DU; u++) {
+      if (c0 + u * nth < nch) {
+        bq_qchunk o;
+        bq_quantize_chunk(a[u], o, q);
+        bq_store(y + pro + (c0 + u * nth) * BQ_VEC, o, w_out);
+      }
+    }
+  }
+  if (tid < pro) y[tid] = (bq_i)bq_quantize(bq_to_c(x[tid]), q.s, q.z);
+  const bq_i64 kt = pro + nch * BQ_VEC + tid;
+  if (kt < n) y[kt] = (bq_i)bq_quantize(bq_to_c(x[kt]), q.s, q.z);
+}
+#endif

@@ -1,0 +1,251 @@
+/* tests/reference_dynamic.h - the CPU reference of dynamic quantization
+   (NUMERICS.md, "Dynamic quantization"), on top of tests/reference.h (f16/bf16
+   conversions, rne with NaN -> 0 and the 2^40 clamp, quantize in C).
+
+   Header-only, static functions, C11 + libm, written for exactness. C = double when
+   T = f64, else float; every operation is one IEEE operation in C, rounded through a
+   volatile (build with -ffp-contract=off). For one segment (a row, a group, the whole
+   tensor) of n elements:
+
+   symmetric:  amax = max |x| over the non-NaN elements (inf counts), starting from 0
+               s    = amax == 0 ? 1 : amax / qmax                       (one division in C)
+   asymmetric: lo = min(0, min x), hi = max(0, max x) over the non-NaN elements
+               s  = hi == lo ? 1 : (hi - lo) / (qmax - qmin)            (subtraction, then division, in C)
+   both:       stored = RNE(s) to the scale type (T or f32; overflow -> inf, underflow -> 0)
+               sc     = C(stored)                                       (exact)
+               zp     = asymmetric ? sat(qmin - rne(lo / sc), qmin, qmax) : 0
+                        (rne of NaN is 0, |rne| clamped to 2^40: no overflow)
+               q[i]   = sat(rne(C(x[i]) / sc) + zp, qmin, qmax)         (reference.h's quantize)
+
+   NaN elements are skipped by explicit comparisons (not fmin/fmax, whose treatment of
+   signaling NaNs differs between C libraries). The sign of a zero lo or amax never
+   matters: hi == lo compares equal, hi - (-0) == hi - (+0), and rne(-0) == rne(+0).
+
+   Outputs: the scale (scale_type) and, only when asymmetric, the int32 zero point of
+   segment p go to index p of out_scales / out_zero_points; symmetric writes no zero
+   point. Zero-size problems write nothing. */
+#ifndef BQ_TESTS_REFERENCE_DYNAMIC_H
+#define BQ_TESTS_REFERENCE_DYNAMIC_H
+
+#include "reference.h"
+
+/* The quantization parameters of one segment, as the kernel must compute them. */
+typedef struct refd_qp {
+  float sf;       /* C(stored scale), C = float */
+  double sd;      /* C(stored scale), C = double (T = f64) */
+  int32_t zp;     /* 0 when symmetric */
+  /* the reduction, for messages */
+  double amax, lo, hi;
+} refd_qp;
+
+/* ---- the reduction ---------------------------------------------------------------- */
+
+/* C = float: T in f32, f16, bf16 (loads are exact). */
+REF_API void refd_reduce_f(bq_dtype T, const void *x, int64_t n, float *amax, float *lo, float *hi)
+{
+  float a = 0.0f, l = 0.0f, h = 0.0f;
+  int64_t i;
+  for (i = 0; i < n; i++) {
+    float v = ref_load_f(T, x, i), m;
+    if (v != v) continue; /* NaN: ignored */
+    m = v < 0.0f ? -v : v;
+    if (m > a) a = m;
+    if (v < l) l = v;
+    if (v > h) h = v;
+  }
+  *amax = a;
+  *lo = l;
+  *hi = h;
+}
+
+/* C = double: T = f64. */
+REF_API void refd_reduce_d(const void *x, int64_t n, double *amax, double *lo, double *hi)
+{
+  double a = 0.0, l = 0.0, h = 0.0;
+  int64_t i;
+  for (i = 0; i < n; i++) {
+    double v = ref_load_d(BQ_F64, x, i), m;
+    if (v != v) continue;
+    m = v < 0.0 ? -v : v;
+    if (m > a) a = m;
+    if (v < l) l = v;
+    if (v > h) h = v;
+  }
+  *amax = a;
+  *lo = l;
+  *hi = h;
+}
+
+/* ---- scale and zero point ------------------------------------------------------------ */
+
+/* Rounds a C = float scale to the scale type, writes it to scales[p], returns C(stored). */
+REF_API float refd_store_scale_f(bq_dtype st, void *scales, int64_t p, float s)
+{
+  ref_store_f(st, scales, p, s);          /* f32: as is; f16 / bf16: RNE */
+  return ref_load_f(st, scales, p);       /* exact */
+}
+
+/* C = double: the scale type is f64 or f32 (RNE by the C conversion, overflow -> inf). */
+REF_API double refd_store_scale_d(bq_dtype st, void *scales, int64_t p, double s)
+{
+  if (st == BQ_F32) {
+    volatile float f = (float)s;
+    float ff = f;
+    memcpy((unsigned char *)scales + 4 * p, &ff, 4);
+    return (double)ff;
+  }
+  ref_store_d(scales, p, s);
+  return s;
+}
+
+/* zp = sat(qmin - rne(lo / sc), qmin, qmax), with rne(NaN) = 0 and |rne| <= 2^40. */
+REF_API int32_t refd_zero_point_f(float lo, float sc, int qmin, int qmax)
+{
+  volatile float v = lo / sc;
+  int nan;
+  int64_t r = ref_rne_zp_f(v, 0, &nan);
+  return ref_sat((int64_t)qmin - r, qmin, qmax);
+}
+
+REF_API int32_t refd_zero_point_d(double lo, double sc, int qmin, int qmax)
+{
+  volatile double v = lo / sc;
+  int nan;
+  int64_t r = ref_rne_zp_d(v, 0, &nan);
+  return ref_sat((int64_t)qmin - r, qmin, qmax);
+}
+
+/* The parameters of a segment; writes scales[p] (and zps[p] when asymmetric and zps is
+   not NULL). `d` must be normalized (ref_desc_normalize). */
+REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *scales, int32_t *zps, int64_t p)
+{
+  refd_qp q;
+  const int qmin = d->qmin, qmax = d->qmax, asym = d->asymmetric != 0;
+  memset(&q, 0, sizeof q);
+  if (d->float_type == BQ_F64) {
+    double amax, lo, hi, s;
+    refd_reduce_d(x, n, &amax, &lo, &hi);
+    if (asym) {
+      if (hi == lo) {
+        s = 1.0;
+      } else {
+        volatile double span = hi - lo;
+        volatile double v = span / (double)(qmax - qmin);
+        s = v;
+      }
+    } else {
+      if (amax == 0.0) {
+        s = 1.0;
+      } else {
+        volatile double v = amax / (double)qmax;
+        s = v;
+      }
+    }
+    q.sd = refd_store_scale_d(d->scale_type, scales, p, s);
+    q.sf = (float)q.sd; /* unused for f64 */
+    q.zp = asym ? refd_zero_point_d(lo, q.sd, qmin, qmax) : 0;
+    q.amax = amax;
+    q.lo = lo;
+    q.hi = hi;
+  } else {
+    float amax, lo, hi, s;
+    refd_reduce_f(d->float_type, x, n, &amax, &lo, &hi);
+    if (asym) {
+      if (hi == lo) {
+        s = 1.0f;
+      } else {
+        volatile float span = hi - lo;
+        volatile float v = span / (float)(qmax - qmin);
+        s = v;
+      }
+    } else {
+      if (amax == 0.0f) {
+        s = 1.0f;
+      } else {
+        volatile float v = amax / (float)qmax;
+        s = v;
+      }
+    }
+    q.sf = refd_store_scale_f(d->scale_type, scales, p, s);
+    q.sd = (double)q.sf;
+    q.zp = asym ? refd_zero_point_f(lo, q.sf, qmin, qmax) : 0;
+    q.amax = amax;
+    q.lo = lo;
+    q.hi = hi;
+  }
+  if (asym && zps) zps[p] = q.zp;
+  return q;
+}
+
+/* One segment: parameters to index p, then y[i] = quantize(x[i]) for i < n. */
+REF_API refd_qp refd_segment(const bq_desc *d, const void *x, void *y, int64_t n, void *scales,
+                             int32_t *zps, int64_t p)
+{
+  refd_qp q = refd_params(d, x, n, scales, zps, p);
+  int64_t i;
+  for (i = 0; i < n; i++) {
+    int32_t v = d->float_type == BQ_F64
+                    ? ref_quantize_d(ref_load_d(BQ_F64, x, i), q.sd, q.zp, d->qmin, d->qmax)
+                    : ref_quantize_f(ref_load_f(d->float_type, x, i), q.sf, q.zp, d->qmin, d->qmax);
+    ref_store_int(d->int_type, y, i, v);
+  }
+  return q;
+}
+
+/* ---- the whole op ------------------------------------------------------------------- */
+
+/* Normalizes a dynamic-quantize descriptor: int type, q-range, scale type defaults.
+   (Per tensor keeps scale_type: the one dynamic scale is stored in it.) */
+REF_API bq_desc refd_desc_normalize(const bq_desc *in)
+{
+  bq_desc d = *in;
+  if (!d.int_type) d.int_type = BQ_S8;
+  if (!d.scale_type) d.scale_type = d.float_type;
+  ref_qrange(in, &d.qmin, &d.qmax);
+  return d;
+}
+
+/* Runs dynamic quantization on HOST buffers: reads a->x, writes a->y (only the problem's
+   elements: row gaps keep their contents), a->out_scales and, when asymmetric,
+   a->out_zero_points (may be NULL when symmetric: never touched). Index of a segment's
+   parameters: per tensor 0, per token the row, per group row * group_row_stride + col / G.
+   Returns 0, or -1 when the problem is not valid. */
+REF_API int refd_run(const bq_desc *desc, const bq_args *a)
+{
+  bq_desc d = refd_desc_normalize(desc);
+  size_t es = ref_dtype_size(d.float_type);
+  const unsigned char *x = (const unsigned char *)a->x;
+  unsigned char *y = (unsigned char *)a->y;
+  int64_t r, g;
+  if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8)) return -1;
+  if (d.scale_type != d.float_type && d.scale_type != BQ_F32) return -1;
+  if (!d.asymmetric && d.qmax <= 0) return -1;
+  switch (d.granularity) {
+  case BQ_PER_TENSOR:
+    if (a->numel < 0) return -1;
+    if (a->numel == 0) return 0;
+    refd_segment(&d, x, y, a->numel, a->out_scales, a->out_zero_points, 0);
+    return 0;
+  case BQ_PER_TOKEN:
+  case BQ_PER_GROUP: {
+    int64_t xs = a->x_row_stride ? a->x_row_stride : a->cols;
+    int64_t ys = a->y_row_stride ? a->y_row_stride : a->cols;
+    int64_t G = d.granularity == BQ_PER_GROUP ? a->group_size : a->cols, ng, grs;
+    if (a->rows < 0 || a->cols < 0 || xs < a->cols || ys < a->cols) return -1;
+    if (d.granularity == BQ_PER_GROUP && (G < 1 || a->cols % G)) return -1;
+    if (a->rows == 0 || a->cols == 0) return 0;
+    ng = a->cols / G;
+    grs = d.granularity == BQ_PER_GROUP ? (a->group_row_stride ? a->group_row_stride : ng) : 1;
+    if (grs < ng) return -1;
+    for (r = 0; r < a->rows; r++)
+      for (g = 0; g < ng; g++)
+        refd_segment(&d, x + (size_t)(r * xs + g * G) * es, y + (size_t)(r * ys + g * G), G, a->out_scales,
+                     a->out_zero_points, r * grs + g);
+    return 0;
+  }
+  default:
+    return -1;
+  }
+}
+
+#endif /* BQ_TESTS_REFERENCE_DYNAMIC_H */

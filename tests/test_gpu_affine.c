@@ -1,0 +1,846 @@
+/* tests/test_gpu_affine.c - the affine ops on the GPU against the CPU reference
+   (tests/reference.h), bit for bit: quantize, dequantize and fake quantize, forward and
+   backward, f32/f64/f16/bf16 x s8/u8 x three q ranges x every granularity.
+
+   Every run poisons its whole output allocation first (guard bytes before and after the
+   output, gaps between strided rows) and compares every byte of it afterwards; inputs
+   are checked to be unchanged. Inputs are drawn fresh (seed printed on failure; set
+   BQ_TEST_SEED=<n> to replay one) with edge values spliced in: exact ties, range edges,
+   NaN, +-inf, huge values, signed zeros, subnormals, zero/NaN/inf/negative scale
+   elements, odd and extreme zero points.
+
+   Without a usable CUDA driver/device every test is skipped. */
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference.h"
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ==== set-up, seed, random numbers ==================================================== */
+
+static uint64_t g_seed, g_rng;
+
+static void seed_init(void)
+{
+  const char *e = getenv("BQ_TEST_SEED");
+  if (e && *e) {
+    g_seed = strtoull(e, NULL, 0);
+  } else {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    g_seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^
+             ((uint64_t)(uintptr_t)&ts << 7); /* tests run in parallel processes */
+  }
+  g_rng = g_seed;
+}
+
+static uint64_t rnd(void) /* splitmix64 */
+{
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+static int64_t rnd_range(int64_t lo, int64_t hi) /* inclusive */
+{
+  return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+/* Every test starts here: skip without a GPU (not pass), then draw the seed. */
+#define GPU_BEGIN()                                                                    \
+  do {                                                                                 \
+    if (!bq__driver_get()) cr_skip_test("no CUDA driver: %s", bq_last_error());        \
+    seed_init();                                                                       \
+  } while (0)
+
+#define BQ_OK(call, ...)                                                               \
+  do {                                                                                 \
+    bq_status st_ = (call);                                                            \
+    cr_assert_eq(st_, BQ_SUCCESS, "%s -> %s: %s | " __VA_ARGS__, #call,               \
+                 bq_status_name(st_), bq_last_error());                                \
+  } while (0)
+
+/* ==== a small plan cache: select once per descriptor per test process =================== */
+
+#define PLAN_CACHE_MAX 96
+static struct { bq_desc d; bq_plan *p; } g_plans[PLAN_CACHE_MAX];
+static int g_nplans;
+
+static bq_plan *plan_get(const bq_desc *d, const char *what)
+{
+  int i;
+  bq_plan *p = NULL;
+  bq_status st;
+  for (i = 0; i < g_nplans; i++)
+    if (!memcmp(&g_plans[i].d, d, sizeof *d)) return g_plans[i].p;
+  if (g_nplans == PLAN_CACHE_MAX) {
+    for (i = 0; i < g_nplans; i++) bq_plan_destroy(g_plans[i].p);
+    g_nplans = 0;
+  }
+  st = bq_plan_select(d, &p);
+  cr_assert_eq(st, BQ_SUCCESS, "%s: bq_plan_select -> %s: %s", what, bq_status_name(st), bq_last_error());
+  cr_assert(p != NULL);
+  g_plans[g_nplans].d = *d;
+  g_plans[g_nplans].p = p;
+  g_nplans++;
+  return p;
+}
+
+/* ==== value generators ================================================================== */
+
+static const char *op_name(bq_op op)
+{
+  return op == BQ_QUANTIZE ? "quantize" : op == BQ_DEQUANTIZE ? "dequantize" : "fake_quantize";
+}
+static const char *gran_name(bq_granularity g)
+{
+  return g == BQ_PER_TENSOR ? "per_tensor" : g == BQ_PER_CHANNEL ? "per_channel"
+         : g == BQ_PER_TOKEN ? "per_token" : "per_group";
+}
+
+static void store_t(bq_dtype t, void *buf, int64_t i, double v)
+{
+  if (t == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(t, buf, i, (float)v);
+}
+
+static void store_bits(bq_dtype t, void *buf, int64_t i, uint64_t bits)
+{
+  unsigned char *p = (unsigned char *)buf;
+  if (t == BQ_F64) memcpy(p + 8 * i, &bits, 8);
+  else if (t == BQ_F32) { uint32_t b = (uint32_t)bits; memcpy(p + 4 * i, &b, 4); }
+  else { uint16_t b = (uint16_t)bits; memcpy(p + 2 * i, &b, 2); }
+}
+
+#define N_SPECIALS 19
+/* Edge values of the float type t, as bit patterns where that matters. */
+static void put_special(bq_dtype t, void *buf, int64_t i, int which)
+{
+  /* NaN, -NaN with payload, sNaN, +inf, -inf, +max, -max, min subnormal, max subnormal,
+     min normal: per type */
+  static const uint64_t f64b[] = {0x7ff8000000000000ull, 0xfff8000000001234ull, 0x7ff0000000000001ull,
+                                  0x7ff0000000000000ull, 0xfff0000000000000ull, 0x7fefffffffffffffull,
+                                  0xffefffffffffffffull, 0x0000000000000001ull, 0x000fffffffffffffull,
+                                  0x0010000000000000ull};
+  static const uint64_t f32b[] = {0x7fc00000u, 0xffc01234u, 0x7f800001u, 0x7f800000u, 0xff800000u,
+                                  0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x007fffffu, 0x00800000u};
+  static const uint64_t f16b[] = {0x7e00, 0xfe12, 0x7c01, 0x7c00, 0xfc00, 0x7bff,
+                                  0xfbff, 0x0001, 0x03ff, 0x0400};
+  static const uint64_t b16b[] = {0x7fc0, 0xffc1, 0x7f81, 0x7f80, 0xff80, 0x7f7f,
+                                  0xff7f, 0x0001, 0x007f, 0x0080};
+  const uint64_t *tab = t == BQ_F64 ? f64b : t == BQ_F32 ? f32b : t == BQ_F16 ? f16b : b16b;
+  if (which < 10) {
+    store_bits(t, buf, i, tab[which]);
+    if (which == 7 && (rnd() & 1)) store_bits(t, buf, i, tab[which] | (t == BQ_F64 ? 1ull << 63 : t == BQ_F32 ? 0x80000000u : 0x8000u));
+    return;
+  }
+  switch (which) {
+  case 10: store_t(t, buf, i, 1e30); break;
+  case 11: store_t(t, buf, i, -1e30); break;
+  case 12: store_t(t, buf, i, 65504.0); break;
+  case 13: store_t(t, buf, i, -65504.0); break;
+  case 14: store_t(t, buf, i, FLT_MAX); break;
+  case 15: store_t(t, buf, i, 0.0); break;
+  case 16: store_t(t, buf, i, -0.0); break;
+  case 17: store_t(t, buf, i, (rnd() & 1) ? 1e300 : -1e-300); break; /* f64 only; others round */
+  default: store_bits(t, buf, i, rnd()); break;                       /* any bit pattern */
+  }
+}
+
+/* Per-tensor (host) scale: finite > 0, power of two or a full-mantissa double. */
+static double pick_scale(void)
+{
+  if (rnd() % 5 < 2) return ldexp(1.0, (int)rnd_range(-10, 2));
+  return ldexp(1.0 + rnd_unit(), (int)rnd_range(-10, 1));
+}
+
+/* Device-array scale element: sometimes 0, NaN, -0, inf or negative. */
+static double pick_dev_scale(int specials)
+{
+  if (specials && rnd() % 100 < 6) {
+    switch (rnd() % 5) {
+    case 0: return 0.0;
+    case 1: return NAN;
+    case 2: return -0.0;
+    case 3: return INFINITY;
+    default: return -pick_scale();
+    }
+  }
+  return pick_scale();
+}
+
+/* Zero point: mostly odd inside the q range, sometimes outside it, rarely extreme. */
+static int32_t pick_zp(int qmin, int qmax, int specials)
+{
+  int r = (int)(rnd() % 100);
+  if (r < 60) {
+    int64_t v = rnd_range(qmin, qmax);
+    if (!(v & 1) && qmin != qmax) v += v < qmax ? 1 : -1;
+    return (int32_t)v;
+  }
+  if (r < 80) return (int32_t)rnd_range(qmin - 20, qmax + 20);
+  if (r < 90 || !specials) return 0;
+  switch (rnd() % 4) {
+  case 0: return INT32_MAX;
+  case 1: return INT32_MIN;
+  case 2: return (1 << 30) + 1;
+  default: return -(1 << 30) - 1;
+  }
+}
+
+/* x (a float) for an element quantized with C scale s and zero point zp. */
+static void gen_x(bq_dtype t, void *buf, int64_t i, double s, int32_t zp, int qmin, int qmax, int specials)
+{
+  double sg = (isfinite(s) && s != 0) ? fabs(s) : 1.0;
+  double lo = (double)qmin - zp - 16, hi = (double)qmax - zp + 16, k;
+  int r = (int)(rnd() % 100);
+  if (specials && r >= 86) {
+    put_special(t, buf, i, (int)(rnd() % N_SPECIALS));
+    return;
+  }
+  if (r < 50) {
+    store_t(t, buf, i, (lo + (hi - lo) * rnd_unit()) * sg);
+  } else if (r < 65) { /* exact tie when s is a power of two */
+    k = floor(lo + (hi - lo) * rnd_unit());
+    store_t(t, buf, i, (k + 0.5) * sg);
+  } else if (r < 72) {
+    k = floor(lo + (hi - lo) * rnd_unit());
+    store_t(t, buf, i, k * sg);
+  } else if (r < 82) { /* the edges of the q range: the mask's and the clamp's boundaries */
+    static const double d[] = {0.5, -0.5, 0.0, 1.0, -1.0, 0.49, 1.5};
+    double base = (rnd() & 1) ? (double)qmax - zp : (double)qmin - zp;
+    store_t(t, buf, i, (base + d[rnd() % 7]) * sg);
+  } else { /* small: around zero */
+    store_t(t, buf, i, (rnd_unit() * 4.0 - 2.0) * sg);
+  }
+}
+
+static void gen_q(bq_dtype it, void *buf, int64_t i, int qmin, int qmax, int32_t zp)
+{
+  unsigned char *p = (unsigned char *)buf;
+  int r = (int)(rnd() % 100), v;
+  if (r < 85) { p[i] = (unsigned char)rnd(); return; } /* any stored value, in range or not */
+  switch (rnd() % 6) {
+  case 0: v = qmin; break;
+  case 1: v = qmax; break;
+  case 2: v = zp; break;
+  case 3: v = it == BQ_U8 ? 255 : 127; break;
+  case 4: v = it == BQ_U8 ? 0 : -128; break;
+  default: v = 0; break;
+  }
+  p[i] = (unsigned char)v;
+}
+
+static void gen_dy(bq_dtype t, void *buf, int64_t i, int specials)
+{
+  int r = (int)(rnd() % 100);
+  if (specials && r < 10) put_special(t, buf, i, (int)(rnd() % N_SPECIALS));
+  else if (r < 16) store_t(t, buf, i, (double)rnd_range(-8, 8));
+  else store_t(t, buf, i, (rnd_unit() * 2.0 - 1.0) * ldexp(1.0, (int)rnd_range(-6, 6)));
+}
+
+static void store_scale(bq_dtype st, void *buf, int64_t i, double v)
+{
+  if (st == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(st, buf, i, (float)v);
+}
+
+/* ==== one run: buffers with guards, generation, launch, check ============================ */
+
+#define GUARD 256 /* bytes of poison before and after every output, garbage around inputs */
+
+typedef struct gcase {
+  bq_desc d;     /* as given to bq_plan_select */
+  bq_args a;     /* sizes and strides; pointers and quantization parameters are filled in */
+  int off[4];    /* element offsets of x, y, dy, dx from a 256-byte boundary */
+  int soff;      /* element offset of scales and zero points */
+  int zp_null;   /* zero_points = NULL (all zero) */
+  int specials;  /* splice edge values */
+  unsigned char poison;
+} gcase;
+
+typedef struct dbuf {
+  unsigned char *h;   /* host image of the whole allocation */
+  unsigned char *dev; /* device allocation (256-byte aligned) */
+  size_t total, pre;  /* bytes; the data starts at pre */
+} dbuf;
+
+typedef struct prep {
+  gcase c;
+  bq_desc dn; /* normalized */
+  ref_layout L;
+  bq_dtype xt, ot, st;
+  int bwd, has_x, has_y_host;
+  dbuf x, dy, out, sc, zp;
+  unsigned char *expected, *got;
+  bq_args ha, da; /* host and device arguments */
+  char what[640];
+} prep;
+
+static void dbuf_make(dbuf *b, size_t es, int64_t count, int off)
+{
+  void *p = NULL;
+  b->pre = GUARD + (size_t)off * es;
+  b->total = b->pre + (size_t)count * es + GUARD;
+  b->h = (unsigned char *)malloc(b->total);
+  cr_assert(b->h != NULL, "host malloc(%zu)", b->total);
+  BQ_OK(bq_malloc(&p, b->total), "bq_malloc(%zu)", b->total);
+  cr_assert_eq((uintptr_t)p % 256, 0, "bq_malloc returned %p: not 256-byte aligned", p);
+  b->dev = (unsigned char *)p;
+}
+
+static void dbuf_free(dbuf *b)
+{
+  if (b->dev) bq_free(b->dev);
+  free(b->h);
+  memset(b, 0, sizeof *b);
+}
+
+static void fill_garbage(unsigned char *p, size_t n)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { uint64_t r = rnd(); memcpy(p + i, &r, 8); }
+  for (; i < n; i++) p[i] = (unsigned char)rnd();
+}
+
+static void prep_describe(prep *P)
+{
+  const bq_desc *d = &P->dn;
+  const bq_args *a = &P->c.a;
+  int n = snprintf(P->what, sizeof P->what, "%s %s %s T=%s I=%s q[%d,%d] scale_type=%s | ",
+                   op_name(d->op), d->direction == BQ_BACKWARD ? "backward" : "forward",
+                   gran_name(d->granularity), ref_dtype_name(d->float_type), ref_dtype_name(d->int_type),
+                   d->qmin, d->qmax, ref_dtype_name(d->scale_type));
+  size_t k = n > 0 ? (size_t)n : 0;
+  switch (d->granularity) {
+  case BQ_PER_TENSOR:
+    k += (size_t)snprintf(P->what + k, sizeof P->what - k, "numel=%lld scale=%a zp=%d", (long long)a->numel,
+                          P->ha.scale, (int)P->ha.zero_point);
+    break;
+  case BQ_PER_CHANNEL: {
+    int i;
+    k += (size_t)snprintf(P->what + k, sizeof P->what - k, "shape=[");
+    for (i = 0; i < a->rank && k < sizeof P->what; i++)
+      k += (size_t)snprintf(P->what + k, sizeof P->what - k, "%s%lld", i ? "," : "", (long long)a->shape[i]);
+    k += (size_t)snprintf(P->what + k, sizeof P->what - k, "] axis=%d", a->axis);
+    break;
+  }
+  default:
+    k += (size_t)snprintf(P->what + k, sizeof P->what - k, "rows=%lld cols=%lld x_row_stride=%lld y_row_stride=%lld",
+                          (long long)a->rows, (long long)a->cols, (long long)a->x_row_stride,
+                          (long long)a->y_row_stride);
+    if (d->granularity == BQ_PER_GROUP && k < sizeof P->what)
+      k += (size_t)snprintf(P->what + k, sizeof P->what - k, " group_size=%lld group_row_stride=%lld",
+                            (long long)a->group_size, (long long)a->group_row_stride);
+    break;
+  }
+  if (k < sizeof P->what)
+    snprintf(P->what + k, sizeof P->what - k,
+             " | offsets x=%d y=%d dy=%d dx=%d params=%d | zero_points=%s | poison=0x%02x | "
+             "BQ_TEST_SEED=0x%llx",
+             P->c.off[0], P->c.off[1], P->c.off[2], P->c.off[3], P->c.soff,
+             P->c.zp_null ? "NULL" : "array", P->c.poison, (unsigned long long)g_seed);
+}
+
+/* Allocates everything for one case (host images and device buffers). */
+static void prep_init(prep *P, const gcase *c)
+{
+  memset(P, 0, sizeof *P);
+  P->c = *c;
+  P->dn = ref_desc_normalize(&c->d);
+  if (P->dn.granularity == BQ_PER_TENSOR) P->dn.scale_type = P->dn.float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+  cr_assert_eq(ref_layout_init(&P->L, &P->dn, &c->a), 0, "bad test case (layout)");
+  P->bwd = P->dn.direction == BQ_BACKWARD;
+  P->xt = ref_x_type(&P->dn);
+  P->ot = ref_out_type(&P->dn);
+  P->st = P->dn.scale_type;
+  P->has_x = !(P->bwd && P->dn.op == BQ_DEQUANTIZE); /* dequantize backward does not read x */
+  if (P->has_x) dbuf_make(&P->x, ref_dtype_size(P->xt), P->L.x_extent, c->off[0]);
+  if (P->bwd) dbuf_make(&P->dy, ref_dtype_size(P->dn.float_type), P->L.y_extent, c->off[2]);
+  dbuf_make(&P->out, ref_dtype_size(P->ot), P->bwd ? P->L.x_extent : P->L.y_extent, P->bwd ? c->off[3] : c->off[1]);
+  if (P->dn.granularity != BQ_PER_TENSOR) {
+    dbuf_make(&P->sc, ref_dtype_size(P->st), P->L.n_params, c->soff);
+    if (!c->zp_null) dbuf_make(&P->zp, 4, P->L.n_params, c->soff);
+  }
+  P->expected = (unsigned char *)malloc(P->out.total);
+  P->got = (unsigned char *)malloc(P->out.total);
+  cr_assert(P->expected && P->got);
+
+  P->ha = c->a;
+  P->da = c->a;
+  P->ha.x = P->has_x ? P->x.h + P->x.pre : NULL;
+  P->da.x = P->has_x ? P->x.dev + P->x.pre : NULL;
+  P->ha.dy = P->bwd ? P->dy.h + P->dy.pre : NULL;
+  P->da.dy = P->bwd ? P->dy.dev + P->dy.pre : NULL;
+  P->ha.y = P->bwd ? NULL : P->expected + P->out.pre;
+  P->da.y = P->bwd ? NULL : P->out.dev + P->out.pre;
+  P->ha.dx = P->bwd ? P->expected + P->out.pre : NULL;
+  P->da.dx = P->bwd ? P->out.dev + P->out.pre : NULL;
+  if (P->dn.granularity != BQ_PER_TENSOR) {
+    P->ha.scales = P->sc.h + P->sc.pre;
+    P->da.scales = P->sc.dev + P->sc.pre;
+    P->ha.zero_points = c->zp_null ? NULL : (const int32_t *)(const void *)(P->zp.h + P->zp.pre);
+    P->da.zero_points = c->zp_null ? NULL : (const int32_t *)(const void *)(P->zp.dev + P->zp.pre);
+  }
+}
+
+/* Draws fresh inputs into the host images. keep_scalars: keep the per-tensor scale and
+   zero point (a captured graph holds them by value). */
+static void prep_generate(prep *P, int keep_scalars)
+{
+  const bq_desc *d = &P->dn;
+  const ref_layout *L = &P->L;
+  int qmin = d->qmin, qmax = d->qmax, sp = P->c.specials;
+  int64_t e, xi, yi, pi;
+  if (P->has_x) fill_garbage(P->x.h, P->x.total);
+  if (P->bwd) fill_garbage(P->dy.h, P->dy.total);
+  if (d->granularity == BQ_PER_TENSOR) {
+    if (!keep_scalars) {
+      P->ha.scale = P->da.scale = pick_scale();
+      P->ha.zero_point = P->da.zero_point = pick_zp(qmin, qmax, sp && rnd() % 4 == 0);
+    }
+  } else {
+    void *s = P->sc.h + P->sc.pre;
+    fill_garbage(P->sc.h, P->sc.total);
+    for (pi = 0; pi < L->n_params; pi++) store_scale(P->st, s, pi, pick_dev_scale(sp));
+    if (sp && L->n_params >= 8) { /* at least one zero and one NaN scale */
+      store_scale(P->st, s, rnd_range(0, L->n_params - 1), 0.0);
+      store_scale(P->st, s, rnd_range(0, L->n_params - 1), NAN);
+    }
+    if (!P->c.zp_null) {
+      int32_t *z = (int32_t *)(void *)(P->zp.h + P->zp.pre);
+      fill_garbage(P->zp.h, P->zp.total);
+      for (pi = 0; pi < L->n_params; pi++) z[pi] = pick_zp(qmin, qmax, sp);
+    }
+  }
+  for (e = 0; e < L->count; e++) {
+    double s;
+    int32_t zp;
+    ref_layout_index(L, e, &xi, &yi, &pi);
+    s = ref_scale_d(d, &P->ha, pi);
+    if (d->float_type != BQ_F64 && d->granularity == BQ_PER_TENSOR) s = (double)(float)s;
+    zp = ref_zero_point(d, &P->ha, pi);
+    if (P->has_x) {
+      if (P->xt == BQ_S8 || P->xt == BQ_U8) gen_q(P->xt, (void *)P->ha.x, xi, qmin, qmax, zp);
+      else gen_x(P->xt, (void *)P->ha.x, xi, s, zp, qmin, qmax, sp);
+    }
+    if (P->bwd) gen_dy(d->float_type, (void *)P->ha.dy, yi, sp);
+  }
+  prep_describe(P);
+}
+
+/* Uploads the input images and poisons the whole output allocation. */
+static void prep_upload(prep *P)
+{
+  if (P->has_x) BQ_OK(bq_memcpy_to_device(P->x.dev, P->x.h, P->x.total), "%s", P->what);
+  if (P->bwd) BQ_OK(bq_memcpy_to_device(P->dy.dev, P->dy.h, P->dy.total), "%s", P->what);
+  if (P->sc.dev) BQ_OK(bq_memcpy_to_device(P->sc.dev, P->sc.h, P->sc.total), "%s", P->what);
+  if (P->zp.dev) BQ_OK(bq_memcpy_to_device(P->zp.dev, P->zp.h, P->zp.total), "%s", P->what);
+  BQ_OK(bq_memset(P->out.dev, P->c.poison, P->out.total), "%s", P->what);
+}
+
+static void check_unchanged(const dbuf *b, const char *name, const char *what)
+{
+  unsigned char *tmp;
+  size_t i;
+  if (!b->dev) return;
+  tmp = (unsigned char *)malloc(b->total);
+  cr_assert(tmp != NULL);
+  BQ_OK(bq_memcpy_to_host(tmp, b->dev, b->total), "%s", what);
+  for (i = 0; i < b->total && tmp[i] == b->h[i]; i++) {}
+  free(tmp);
+  cr_assert(i == b->total, "%s\n  input %s was modified at byte %zu of its allocation (data starts at %zu)",
+            what, name, i, b->pre);
+}
+
+/* Downloads the output allocation and compares all of it with the reference. */
+static void prep_check(prep *P)
+{
+  size_t oes = ref_dtype_size(P->ot), bad;
+  char msg[4096];
+  memset(P->expected, P->c.poison, P->out.total);
+  cr_assert_eq(ref_run(&P->c.d, &P->ha), 0, "reference rejected the case: %s", P->what);
+  BQ_OK(bq_memcpy_to_host(P->got, P->out.dev, P->out.total), "%s", P->what);
+  bad = ref_compare_output(&P->c.d, &P->ha, P->expected, P->got, (int64_t)(P->out.total / oes),
+                           (int64_t)(P->out.pre / oes), msg, sizeof msg);
+  cr_assert(bad == 0, "%s\n  %zu of %zu output elements differ (guards included):\n%s", P->what, bad,
+            P->out.total / oes, msg);
+  check_unchanged(&P->x, "x", P->what);
+  check_unchanged(&P->dy, "dy", P->what);
+  check_unchanged(&P->sc, "scales", P->what);
+  check_unchanged(&P->zp, "zero_points", P->what);
+}
+
+static void prep_free(prep *P)
+{
+  dbuf_free(&P->x);
+  dbuf_free(&P->dy);
+  dbuf_free(&P->out);
+  dbuf_free(&P->sc);
+  dbuf_free(&P->zp);
+  free(P->expected);
+  free(P->got);
+}
+
+/* One case end to end on the legacy default stream. */
+static void run_case(const gcase *c)
+{
+  prep P;
+  bq_plan *plan;
+  size_t ws;
+  void *wsp = NULL;
+  prep_init(&P, c);
+  prep_generate(&P, 0);
+  prep_upload(&P);
+  plan = plan_get(&c->d, P.what);
+  BQ_OK(bq_plan_can_implement(plan, &P.da), "%s", P.what);
+  ws = bq_plan_workspace_size(plan, &P.da);
+  if (ws) BQ_OK(bq_malloc(&wsp, ws), "%s", P.what);
+  BQ_OK(bq_plan_run(plan, &P.da, wsp, ws, NULL), "%s", P.what);
+  BQ_OK(bq_synchronize(NULL), "%s", P.what);
+  if (wsp) bq_free(wsp);
+  prep_check(&P);
+  prep_free(&P);
+}
+
+/* ==== the matrix ============================================================================ */
+
+static const bq_dtype k_float_types[4] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+static const bq_dtype k_int_types[2] = {BQ_S8, BQ_U8};
+/* full range (0, 0), a narrow one, a one-sided one */
+static const int k_qranges[2][3][2] = {{{0, 0}, {-7, 7}, {0, 127}}, {{0, 0}, {3, 200}, {0, 15}}};
+
+typedef struct { int rank; int64_t shape[BQ_MAX_RANK]; int axis; } chan_case;
+typedef struct { int64_t rows, cols, xs, ys; } tok_case;
+typedef struct { int64_t rows, cols, g, grs, xs, ys; } grp_case;
+
+static const int64_t k_tensor_sizes[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 33, 127, 255, 1000, 4097, 65537};
+
+static const chan_case k_chan_cases[] = {
+  {1, {0}, 0}, {1, {1}, 0}, {1, {17}, 0}, {1, {1000}, -1},
+  {2, {5, 7}, 0}, {2, {7, 5}, 1}, {2, {3, 4097}, -1}, {2, {4097, 3}, -2}, {2, {1, 33}, 0},
+  {3, {3, 5, 7}, 1}, {3, {2, 3, 17}, -1}, {3, {17, 2, 3}, 0}, {3, {3, 0, 5}, 1}, {3, {4, 33, 9}, -2},
+  {4, {2, 3, 4, 5}, 2}, {4, {3, 1, 5, 7}, -3}, {4, {2, 3, 4, 5}, 3}, {4, {5, 4, 3, 2}, 0},
+  {8, {2, 1, 3, 2, 1, 2, 3, 2}, 5}, {8, {2, 3, 1, 2, 3, 1, 2, 5}, -4},
+};
+
+static const tok_case k_tok_cases[] = {
+  {0, 7, 0, 0}, {3, 0, 0, 0}, {0, 0, 0, 0}, {0, 5, 9, 11},
+  {1, 1, 0, 0}, {7, 1, 3, 5}, {5, 1, 0, 0}, {3, 17, 0, 0}, {5, 17, 19, 23},
+  {4, 4095, 0, 0}, {3, 4095, 4097, 4101}, {2, 64, 64, 65}, {33, 256, 0, 0},
+  {9, 1000, 1003, 1000}, {2, 3, 1001, 7},
+};
+
+static const grp_case k_grp_cases[] = {
+  {0, 96, 32, 0, 0, 0}, {3, 0, 32, 0, 0, 0}, {0, 0, 3, 0, 0, 0},
+  {1, 1, 1, 0, 0, 0}, {1, 3, 3, 0, 0, 0}, {4, 96, 32, 0, 0, 0}, {3, 9, 3, 5, 11, 13},
+  {2, 128, 1, 130, 0, 0}, {5, 256, 128, 3, 257, 259}, {3, 384, 128, 7, 390, 401},
+  {2, 4095, 3, 1366, 4097, 4099}, {6, 32, 32, 2, 0, 33}, {7, 1, 1, 3, 5, 2},
+  {17, 96, 3, 0, 0, 0}, {4, 4096, 128, 0, 0, 0},
+};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Offsets: mode 0 all aligned, 1 the same nonzero element offset everywhere (streams
+   that can be aligned together), 2 independent (input and output out of phase). */
+static void set_offsets(gcase *c, int mode)
+{
+  int i, k = (int)rnd_range(1, 15);
+  for (i = 0; i < 4; i++) c->off[i] = mode == 0 ? 0 : mode == 1 ? k : (int)rnd_range(0, 15);
+  if (mode == 2 && c->off[0] == c->off[1] && c->off[0] == c->off[3]) c->off[1] = (c->off[1] + 5) % 16;
+  c->soff = mode == 0 ? 0 : (int)rnd_range(0, 3);
+}
+
+static void set_shape(gcase *c, bq_granularity g, int idx)
+{
+  memset(&c->a, 0, sizeof c->a);
+  switch (g) {
+  case BQ_PER_TENSOR: c->a.numel = k_tensor_sizes[idx]; break;
+  case BQ_PER_CHANNEL:
+    c->a.rank = k_chan_cases[idx].rank;
+    memcpy(c->a.shape, k_chan_cases[idx].shape, sizeof c->a.shape);
+    c->a.axis = k_chan_cases[idx].axis;
+    break;
+  case BQ_PER_TOKEN:
+    c->a.rows = k_tok_cases[idx].rows; c->a.cols = k_tok_cases[idx].cols;
+    c->a.x_row_stride = k_tok_cases[idx].xs; c->a.y_row_stride = k_tok_cases[idx].ys;
+    break;
+  case BQ_PER_GROUP:
+    c->a.rows = k_grp_cases[idx].rows; c->a.cols = k_grp_cases[idx].cols;
+    c->a.group_size = k_grp_cases[idx].g; c->a.group_row_stride = k_grp_cases[idx].grs;
+    c->a.x_row_stride = k_grp_cases[idx].xs; c->a.y_row_stride = k_grp_cases[idx].ys;
+    break;
+  }
+}
+
+static int n_cases(bq_granularity g)
+{
+  return g == BQ_PER_TENSOR ? COUNT(k_tensor_sizes) : g == BQ_PER_CHANNEL ? COUNT(k_chan_cases)
+         : g == BQ_PER_TOKEN ? COUNT(k_tok_cases) : COUNT(k_grp_cases);
+}
+
+/* The large problems: which = 0: ~4M elements, 1: ~1M (odd) elements. */
+static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
+{
+  memset(&c->a, 0, sizeof c->a);
+  switch (g) {
+  case BQ_PER_TENSOR: c->a.numel = which ? 1000003 : ((int64_t)1 << 22) + 19; break;
+  case BQ_PER_CHANNEL:
+    if (!which) { c->a.rank = 2; c->a.shape[0] = 1024; c->a.shape[1] = 4099; c->a.axis = (ti & 1) ? -1 : 0; }
+    else { c->a.rank = 3; c->a.shape[0] = 7; c->a.shape[1] = 1009; c->a.shape[2] = 143; c->a.axis = 1; }
+    break;
+  case BQ_PER_TOKEN:
+    if (which) { c->a.rows = 977; c->a.cols = 1023; c->a.x_row_stride = 1024; c->a.y_row_stride = 1031; }
+    else if (ti & 1) { c->a.rows = 1023; c->a.cols = 4101; c->a.x_row_stride = 4103; c->a.y_row_stride = 4111; }
+    else { c->a.rows = 1024; c->a.cols = 4096; }
+    break;
+  case BQ_PER_GROUP:
+    if (which) {
+      c->a.rows = 1001; c->a.cols = 999; c->a.group_size = 3; c->a.group_row_stride = 400;
+      c->a.x_row_stride = 1000; c->a.y_row_stride = 1001;
+    } else if (ti & 1) {
+      c->a.rows = 1000; c->a.cols = 4224; c->a.group_size = 32; c->a.group_row_stride = 140;
+      c->a.x_row_stride = 4227; c->a.y_row_stride = 4233;
+    } else {
+      c->a.rows = 1024; c->a.cols = 4096; c->a.group_size = 128;
+    }
+    break;
+  }
+}
+
+/* Every float type x int type x q range (x scale type) for one granularity, op and
+   direction: the small cases with fresh parameters and offsets, plus one large problem
+   per float type. */
+static void run_matrix(bq_granularity g, bq_op op, bq_direction dir)
+{
+  int ti, ii, qi, sti, k;
+  GPU_BEGIN();
+  for (ti = 0; ti < 4; ti++) {
+    for (ii = 0; ii < 2; ii++) {
+      for (qi = 0; qi < 3; qi++) {
+        int nst = (g == BQ_PER_TENSOR || k_float_types[ti] == BQ_F32) ? 1 : 2;
+        for (sti = 0; sti < nst; sti++) {
+          gcase c;
+          memset(&c, 0, sizeof c);
+          c.d.op = op;
+          c.d.direction = dir;
+          c.d.granularity = g;
+          c.d.float_type = k_float_types[ti];
+          c.d.int_type = (ii == 0 && (ti + qi) % 2) ? BQ_DTYPE_DEFAULT : k_int_types[ii]; /* 0 means s8 */
+          c.d.qmin = k_qranges[ii][qi][0];
+          c.d.qmax = k_qranges[ii][qi][1];
+          /* scale type: the float type (as 0 = default or spelled out) or f32 */
+          if (g != BQ_PER_TENSOR)
+            c.d.scale_type = sti ? BQ_F32 : ((ti + ii + qi) % 2 ? k_float_types[ti] : BQ_DTYPE_DEFAULT);
+          for (k = 0; k < n_cases(g); k++) {
+            set_shape(&c, g, k);
+            set_offsets(&c, k % 3);
+            c.zp_null = rnd() % 4 == 0;
+            c.specials = k % 5 != 1; /* a few cases without edge values: plain data */
+            c.poison = (rnd() & 1) ? 0xa5 : 0x5a;
+            run_case(&c);
+          }
+          /* one large problem per float type, for one (int type, q range, scale type):
+             ~4M elements for two of the float types, ~1M (odd) for the other two,
+             alternating with the op and direction */
+          if (ii == (ti & 1) && qi == (ti == 2 ? 2 : ti == 1 ? 1 : 0) && sti == (ti & 1 ? nst - 1 : 0)) {
+            k = (ti + (int)op + (int)dir) & 1;
+            set_big_shape(&c, g, k, ti);
+            set_offsets(&c, (ti + (int)op) % 3);
+            c.zp_null = ti == 3;
+            c.specials = 1;
+            c.poison = 0xa5;
+            run_case(&c);
+          }
+        }
+      }
+    }
+  }
+}
+
+#define AFFINE_SUITE(suite, gran)                                                        \
+  Test(suite, quantize_forward) { run_matrix(gran, BQ_QUANTIZE, BQ_FORWARD); }           \
+  Test(suite, quantize_backward) { run_matrix(gran, BQ_QUANTIZE, BQ_BACKWARD); }         \
+  Test(suite, dequantize_forward) { run_matrix(gran, BQ_DEQUANTIZE, BQ_FORWARD); }       \
+  Test(suite, dequantize_backward) { run_matrix(gran, BQ_DEQUANTIZE, BQ_BACKWARD); }     \
+  Test(suite, fake_quantize_forward) { run_matrix(gran, BQ_FAKE_QUANTIZE, BQ_FORWARD); } \
+  Test(suite, fake_quantize_backward) { run_matrix(gran, BQ_FAKE_QUANTIZE, BQ_BACKWARD); }
+
+AFFINE_SUITE(per_tensor, BQ_PER_TENSOR)
+AFFINE_SUITE(per_channel, BQ_PER_CHANNEL)
+AFFINE_SUITE(per_token, BQ_PER_TOKEN)
+AFFINE_SUITE(per_group, BQ_PER_GROUP)
+
+/* ==== CUDA graphs ============================================================================ */
+
+/* A graph captured around bq_plan_run on a fresh plan replays correctly, reading the
+   device buffers' current contents (inputs, scales and zero points changed after the
+   capture), and the capture itself runs nothing. */
+Test(graph, capture_and_replay)
+{
+  const bq__driver_api *drv;
+  int ci, rep;
+  GPU_BEGIN();
+  drv = bq__driver_get();
+  for (ci = 0; ci < 3; ci++) {
+    gcase c;
+    prep P;
+    bq_plan *plan = NULL;
+    bq__CUstream s = NULL;
+    bq__CUgraph gr = NULL;
+    bq__CUgraphExec ex = NULL;
+    bq_status st;
+    int r;
+    size_t i;
+    memset(&c, 0, sizeof c);
+    if (ci == 0) {
+      c.d.op = BQ_QUANTIZE;
+      c.d.float_type = BQ_F32;
+      c.a.numel = 100003;
+    } else if (ci == 1) {
+      c.d.op = BQ_FAKE_QUANTIZE;
+      c.d.direction = BQ_BACKWARD;
+      c.d.granularity = BQ_PER_TOKEN;
+      c.d.float_type = BQ_BF16;
+      c.d.int_type = BQ_U8;
+      c.d.qmin = 3;
+      c.d.qmax = 200;
+      c.a.rows = 37; c.a.cols = 1000; c.a.x_row_stride = 1003; c.a.y_row_stride = 1001;
+    } else {
+      c.d.op = BQ_DEQUANTIZE;
+      c.d.granularity = BQ_PER_GROUP;
+      c.d.float_type = BQ_F16;
+      c.d.scale_type = BQ_F32;
+      c.a.rows = 64; c.a.cols = 4096; c.a.group_size = 128;
+    }
+    set_offsets(&c, ci);
+    c.specials = 1;
+    c.poison = 0xa5;
+    prep_init(&P, &c);
+    prep_generate(&P, 0);
+    prep_upload(&P);
+    st = bq_plan_select(&c.d, &plan); /* fresh: its first run is the captured one */
+    cr_assert_eq(st, BQ_SUCCESS, "%s: select: %s", P.what, bq_last_error());
+    cr_assert_eq(drv->cuStreamCreate(&s, 0), 0);
+    cr_assert_eq(drv->cuStreamBeginCapture(s, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
+    st = bq_plan_run(plan, &P.da, NULL, 0, s);
+    r = drv->cuStreamEndCapture(s, &gr);
+    cr_assert_eq(st, BQ_SUCCESS, "%s: run under capture: %s", P.what, bq_last_error());
+    cr_assert_eq(r, 0, "%s: cuStreamEndCapture -> %d", P.what, r);
+    cr_assert_eq(drv->cuGraphInstantiate(&ex, gr, 0), 0, "%s", P.what);
+    /* capturing executed nothing: the output is still all poison */
+    BQ_OK(bq_memcpy_to_host(P.got, P.out.dev, P.out.total), "%s", P.what);
+    for (i = 0; i < P.out.total && P.got[i] == c.poison; i++) {}
+    cr_assert_eq(i, P.out.total, "%s: the capture wrote byte %zu of the output", P.what, i);
+    for (rep = 0; rep < 2; rep++) {
+      prep_generate(&P, 1); /* new data behind the same pointers */
+      prep_upload(&P);
+      cr_assert_eq(drv->cuGraphLaunch(ex, s), 0, "%s", P.what);
+      cr_assert_eq(drv->cuStreamSynchronize(s), 0, "%s", P.what);
+      prep_check(&P);
+    }
+    drv->cuGraphExecDestroy(ex);
+    drv->cuGraphDestroy(gr);
+    drv->cuStreamDestroy(s);
+    bq_plan_destroy(plan);
+    prep_free(&P);
+  }
+}
+
+/* ==== zero-size problems ======================================================================== */
+
+typedef int (*graph_get_nodes_fn)(void *graph, void **nodes, size_t *num_nodes);
+
+static graph_get_nodes_fn get_graph_get_nodes(void)
+{
+  graph_get_nodes_fn fn = NULL;
+  void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD), *sym;
+  if (!lib) lib = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (!lib) return NULL;
+  sym = dlsym(lib, "cuGraphGetNodes");
+  if (sym) memcpy(&fn, &sym, sizeof fn);
+  return fn;
+}
+
+/* A zero-size run succeeds, writes nothing, and launches nothing: captured into a graph
+   it adds no node. */
+Test(zero_size, succeeds_without_launch)
+{
+  static const bq_granularity grans[4] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  static const bq_op ops[3] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE};
+  const bq__driver_api *drv;
+  graph_get_nodes_fn get_nodes;
+  int gi, oi, dir, v;
+  GPU_BEGIN();
+  drv = bq__driver_get();
+  get_nodes = get_graph_get_nodes();
+  if (!get_nodes) cr_log_warn("cuGraphGetNodes not found: node counts not checked");
+  for (gi = 0; gi < 4; gi++)
+    for (oi = 0; oi < 3; oi++)
+      for (dir = 0; dir < 2; dir++)
+        for (v = 0; v < 3; v++) {
+          gcase c;
+          prep P;
+          bq_plan *plan;
+          bq__CUstream s = NULL;
+          bq__CUgraph gr = NULL;
+          bq_status st;
+          int r;
+          memset(&c, 0, sizeof c);
+          c.d.op = ops[oi];
+          c.d.direction = dir ? BQ_BACKWARD : BQ_FORWARD;
+          c.d.granularity = grans[gi];
+          c.d.float_type = k_float_types[(gi + oi + v) % 4];
+          c.d.int_type = k_int_types[(oi + v) % 2];
+          switch (grans[gi]) {
+          case BQ_PER_TENSOR: c.a.numel = 0; break;
+          case BQ_PER_CHANNEL:
+            c.a.rank = 3; c.a.shape[0] = v == 0 ? 0 : 4; c.a.shape[1] = v == 1 ? 0 : 5;
+            c.a.shape[2] = v == 2 ? 0 : 6; c.a.axis = v - 1;
+            break;
+          case BQ_PER_TOKEN:
+            c.a.rows = v == 1 ? 5 : 0; c.a.cols = v == 0 ? 7 : 0; c.a.x_row_stride = v == 2 ? 9 : 0;
+            break;
+          case BQ_PER_GROUP:
+            c.a.rows = v == 1 ? 5 : 0; c.a.cols = v == 1 ? 0 : 96; c.a.group_size = 32;
+            c.a.group_row_stride = v == 2 ? 7 : 0;
+            break;
+          }
+          set_offsets(&c, v);
+          c.specials = 1;
+          c.poison = 0xa5;
+          prep_init(&P, &c);
+          prep_generate(&P, 0);
+          prep_upload(&P);
+          plan = plan_get(&c.d, P.what);
+          /* on the legacy stream */
+          BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+          BQ_OK(bq_synchronize(NULL), "%s", P.what);
+          prep_check(&P);
+          /* under capture: no node */
+          cr_assert_eq(drv->cuStreamCreate(&s, 0), 0);
+          cr_assert_eq(drv->cuStreamBeginCapture(s, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
+          st = bq_plan_run(plan, &P.da, NULL, 0, s);
+          r = drv->cuStreamEndCapture(s, &gr);
+          cr_assert_eq(st, BQ_SUCCESS, "%s: %s", P.what, bq_last_error());
+          cr_assert_eq(r, 0, "%s: cuStreamEndCapture -> %d", P.what, r);
+          if (get_nodes) {
+            size_t n = 12345;
+            cr_assert_eq(get_nodes(gr, NULL, &n), 0);
+            cr_assert_eq(n, 0, "%s: a zero-size run put %zu node(s) into the graph", P.what, n);
+          }
+          drv->cuGraphDestroy(gr);
+          drv->cuStreamDestroy(s);
+          prep_check(&P);
+          prep_free(&P);
+        }
+}

@@ -1,0 +1,454 @@
+/* test_sku.c - SKUs name kernels one to one, and NVRTC compiles every one of them.
+
+   (a) Every valid combination of op (quantize, dequantize, fake quantize, dynamic
+       quantize), direction, granularity, float type, int type, q-range, scale type,
+       symmetric/asymmetric (dynamic quantize) and target is specialized with
+       bq__kernel_for (no GPU, no NVRTC):
+       equal SKUs mean byte-identical source and the same target; different normalized
+       descriptors or targets mean different SKUs; SKUs are readable and their file names
+       safe; bq_sku agrees with bq__kernel_for.
+   (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off).
+       NVRTC must be present: CI installs it, and a compile test that cannot compile
+       fails rather than skips.
+   Criterion runs every test in its own process, so each starts with fresh counters. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+static const bq_direction DIRS[] = {BQ_FORWARD, BQ_BACKWARD};
+static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+static const bq_dtype ITS[] = {BQ_S8, BQ_U8};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* q-ranges per int type. The first two are the same range (both zero means the full
+   range), so they must share SKUs; the rest are distinct. */
+typedef struct qrange { int qmin, qmax; } qrange;
+static const qrange Q_S8[] = {{0, 0}, {-128, 127}, {-7, 7}, {5, 5}, {-128, 0}};
+static const qrange Q_U8[] = {{0, 0}, {0, 255}, {3, 200}, {5, 5}, {0, 1}};
+#define NQ 5
+#define NQ_DISTINCT 4
+
+/* scale types: default, f32, and the float type spelled out (the same as default) */
+#define NST 3
+
+static const bq__target TARGETS[] = {
+    {80, 0, 0}, /* sm_80 cubin */
+    {90, 0, 0}, /* sm_90 cubin */
+    {90, 1, 0}, /* compute_90 PTX */
+    {90, 0, 1}, /* sm_90a cubin */
+};
+
+typedef struct entry {
+  bq_desc in;   /* as given */
+  bq_desc norm; /* after bq__normalize */
+  char canon[128]; /* the kernel it names, by the documented defaults (independent of bq__normalize) */
+  bq__target target;
+  char sku[256];
+  char file[256];
+  size_t source_len;
+} entry;
+
+static entry *entries;
+static size_t n_entries;
+
+static int same_desc(const bq_desc *a, const bq_desc *b) {
+  return a->op == b->op && a->direction == b->direction && a->granularity == b->granularity &&
+         a->float_type == b->float_type && a->int_type == b->int_type && a->qmin == b->qmin &&
+         a->qmax == b->qmax && a->scale_type == b->scale_type && a->device == b->device &&
+         a->asymmetric == b->asymmetric;
+}
+static int same_target(const bq__target *a, const bq__target *b) {
+  return a->arch == b->arch && a->ptx == b->ptx && a->arch_a == b->arch_a;
+}
+static void describe(const entry *e, char *buf, size_t n) {
+  snprintf(buf, n, "{op %d dir %d gran %d ft %d it %d q [%d,%d] st %d asym %d | target %d ptx %d a %d}",
+           (int)e->in.op, (int)e->in.direction, (int)e->in.granularity, (int)e->in.float_type, (int)e->in.int_type,
+           e->in.qmin, e->in.qmax, (int)e->in.scale_type, e->in.asymmetric, e->target.arch, e->target.ptx,
+           e->target.arch_a);
+}
+
+/* The full specialized source of e (the caller frees k->source.p). */
+static void build(const entry *e, bq__kernel_src *k) {
+  bq_status st = bq__kernel_for(&e->in, &e->target, k);
+  char d[256];
+  describe(e, d, sizeof d);
+  cr_assert_eq(st, BQ_SUCCESS, "bq__kernel_for %s: %s (%s)", d, bq_status_name(st), bq_last_error());
+  cr_assert_not_null(k->source.p, "%s: no source", d);
+}
+
+/* The documented meaning of a desc, worked out here from the header's comments and
+   NUMERICS.md rather than by bq__normalize: int_type 0 is s8; qmin = qmax = 0 is the full
+   range; scale_type 0 is the float type, and per tensor the affine ops take a host
+   scalar in C (f64 for f64, else f32); asymmetric only exists for dynamic quantize. */
+static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {
+  bq_dtype it = d->int_type ? d->int_type : BQ_S8;
+  int qmin = d->qmin, qmax = d->qmax;
+  if (!qmin && !qmax) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
+  bq_dtype st = d->scale_type ? d->scale_type : d->float_type;
+  if (d->op != BQ_DYNAMIC_QUANTIZE && d->granularity == BQ_PER_TENSOR) st = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+  snprintf(buf, n, "%d %d %d %d %d %d %d %d %d | %d %d %d", (int)d->op, (int)d->direction, (int)d->granularity,
+           (int)d->float_type, (int)it, qmin, qmax, (int)st, d->op == BQ_DYNAMIC_QUANTIZE ? d->asymmetric : 0,
+           t->arch, t->ptx, t->arch_a);
+}
+
+/* Is the combination a valid descriptor? (dynamic quantize: forward, not per channel;
+   symmetric needs qmax > 0; an asymmetric range of one level is left out, see
+   test_validation.c) */
+static int valid(const bq_desc *d) {
+  if (d->op != BQ_DYNAMIC_QUANTIZE) return d->asymmetric == 0;
+  if (d->direction != BQ_FORWARD || d->granularity == BQ_PER_CHANNEL) return 0;
+  int full = !d->qmin && !d->qmax;
+  if (!d->asymmetric) return full || d->qmax > 0;
+  return full || d->qmin != d->qmax;
+}
+
+static void enumerate(void) {
+  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS) * NELEM(FTS) * NELEM(ITS) * NQ * NST * 2 * NELEM(TARGETS);
+  entries = calloc(cap, sizeof *entries);
+  cr_assert_not_null(entries);
+  n_entries = 0;
+  size_t dyn = 0;
+  for (size_t o = 0; o < NELEM(OPS); o++)
+    for (size_t r = 0; r < NELEM(DIRS); r++)
+      for (size_t g = 0; g < NELEM(GRANS); g++)
+        for (size_t f = 0; f < NELEM(FTS); f++)
+          for (size_t i = 0; i < NELEM(ITS); i++)
+            for (size_t q = 0; q < NQ; q++)
+              for (size_t s = 0; s < NST; s++)
+                for (int asym = 0; asym < 2; asym++)
+                  for (size_t t = 0; t < NELEM(TARGETS); t++) {
+                    entry *e = &entries[n_entries];
+                    memset(&e->in, 0, sizeof e->in);
+                    e->in.op = OPS[o];
+                    e->in.direction = DIRS[r];
+                    e->in.granularity = GRANS[g];
+                    e->in.float_type = FTS[f];
+                    e->in.int_type = ITS[i];
+                    const qrange *qr = ITS[i] == BQ_S8 ? &Q_S8[q] : &Q_U8[q];
+                    e->in.qmin = qr->qmin;
+                    e->in.qmax = qr->qmax;
+                    e->in.scale_type = s == 0 ? BQ_DTYPE_DEFAULT : s == 1 ? BQ_F32 : FTS[f];
+                    e->in.asymmetric = asym;
+                    if (!valid(&e->in)) continue;
+                    n_entries++;
+                    dyn += OPS[o] == BQ_DYNAMIC_QUANTIZE;
+                    e->target = TARGETS[t];
+                    canonical(&e->in, &e->target, e->canon, sizeof e->canon);
+                    char name[96];
+                    bq_status st = bq__normalize(&e->in, &e->norm, name, sizeof name);
+                    cr_assert_eq(st, BQ_SUCCESS, "normalize: %s", bq_last_error());
+                    bq__kernel_src k;
+                    build(e, &k);
+                    cr_assert(same_target(&k.target, &e->target), "k.target differs from the target asked for");
+                    memcpy(e->sku, k.sku, sizeof e->sku);
+                    memcpy(e->file, k.file, sizeof e->file);
+                    e->source_len = k.source.n;
+                    cr_assert_eq(strlen(k.source.p), k.source.n, "source has an embedded NUL");
+                    free(k.source.p);
+                  }
+  cr_assert(n_entries > 10000 && dyn > 1000, "%zu combinations, %zu dynamic", n_entries, dyn);
+}
+
+static int by_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int by_canon(const void *a, const void *b) {
+  return strcmp((*(const entry *const *)a)->canon, (*(const entry *const *)b)->canon);
+}
+static int by_sku(const void *a, const void *b) {
+  const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+  return strcmp(x->sku, y->sku);
+}
+/* by normalized desc and target */
+static int by_key(const void *a, const void *b) {
+  const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+  const int kx[] = {(int)x->norm.op, (int)x->norm.direction, (int)x->norm.granularity, (int)x->norm.float_type,
+                    (int)x->norm.int_type, x->norm.qmin, x->norm.qmax, (int)x->norm.scale_type, x->norm.device,
+                    x->norm.asymmetric, x->target.arch, x->target.ptx, x->target.arch_a};
+  const int ky[] = {(int)y->norm.op, (int)y->norm.direction, (int)y->norm.granularity, (int)y->norm.float_type,
+                    (int)y->norm.int_type, y->norm.qmin, y->norm.qmax, (int)y->norm.scale_type, y->norm.device,
+                    y->norm.asymmetric, y->target.arch, y->target.ptx, y->target.arch_a};
+  for (size_t i = 0; i < NELEM(kx); i++)
+    if (kx[i] != ky[i]) return kx[i] < ky[i] ? -1 : 1;
+  return 0;
+}
+
+static entry **sorted(int (*cmp)(const void *, const void *)) {
+  entry **v = malloc(n_entries * sizeof *v);
+  cr_assert_not_null(v);
+  for (size_t i = 0; i < n_entries; i++) v[i] = &entries[i];
+  qsort(v, n_entries, sizeof *v, cmp);
+  return v;
+}
+
+/* ---- (a) uniqueness ----------------------------------------------------------------------- */
+Test(sku, equal_skus_mean_identical_source_and_target) {
+  enumerate();
+  entry **v = sorted(by_sku);
+  size_t groups = 0, shared = 0;
+  for (size_t i = 0; i < n_entries;) {
+    size_t j = i + 1;
+    while (j < n_entries && !strcmp(v[j]->sku, v[i]->sku)) j++;
+    groups++;
+    if (j - i > 1) {
+      bq__kernel_src first;
+      build(v[i], &first);
+      for (size_t m = i + 1; m < j; m++) {
+        char da[256], db[256];
+        describe(v[i], da, sizeof da);
+        describe(v[m], db, sizeof db);
+        /* a shared SKU is only allowed between spellings of one kernel */
+        cr_assert(same_target(&v[i]->target, &v[m]->target), "SKU %s names two targets: %s and %s", v[i]->sku, da, db);
+        cr_assert(same_desc(&v[i]->norm, &v[m]->norm), "SKU %s names two normalized descriptors: %s and %s",
+                  v[i]->sku, da, db);
+        cr_assert_str_eq(v[i]->canon, v[m]->canon, "SKU %s names two kernels: %s and %s", v[i]->sku, da, db);
+        cr_assert_str_eq(v[i]->file, v[m]->file);
+        bq__kernel_src k;
+        build(v[m], &k);
+        cr_assert(k.source.n == first.source.n && memcmp(k.source.p, first.source.p, k.source.n) == 0,
+                  "SKU %s: %s and %s have different sources (%zu and %zu bytes)", v[i]->sku, da, db, first.source.n,
+                  k.source.n);
+        free(k.source.p);
+        shared++;
+      }
+      free(first.source.p);
+    }
+    i = j;
+  }
+  /* as many SKUs as kernels the contract tells apart */
+  char **canon = malloc(n_entries * sizeof *canon);
+  cr_assert_not_null(canon);
+  for (size_t i = 0; i < n_entries; i++) canon[i] = entries[i].canon;
+  qsort(canon, n_entries, sizeof *canon, by_str);
+  size_t want = 0;
+  for (size_t i = 0; i < n_entries; i++) want += i == 0 || strcmp(canon[i], canon[i - 1]) != 0;
+  free(canon);
+  cr_assert_eq(groups, want, "%zu distinct SKUs among %zu combinations, but %zu distinct kernels", groups,
+               n_entries, want);
+  cr_assert(shared > 0);
+  cr_log_info("%zu combinations, %zu distinct SKUs, %zu byte-compared duplicates", n_entries, groups, shared);
+  free(v);
+  free(entries);
+}
+
+/* The converse: one normalized desc and target always gets one SKU (how it was spelled
+   does not matter: that is what makes the in-memory and disk caches hit). */
+Test(sku, different_descs_or_targets_mean_different_skus) {
+  enumerate();
+  entry **v = sorted(by_key);
+  size_t keys = 0;
+  for (size_t i = 0; i < n_entries;) {
+    size_t j = i + 1;
+    while (j < n_entries && by_key(&v[j], &v[i]) == 0) j++;
+    for (size_t m = i + 1; m < j; m++) {
+      char da[256], db[256];
+      describe(v[i], da, sizeof da);
+      describe(v[m], db, sizeof db);
+      cr_assert_str_eq(v[i]->sku, v[m]->sku, "one kernel, two SKUs: %s -> %s, %s -> %s", da, v[i]->sku, db, v[m]->sku);
+    }
+    keys++;
+    i = j;
+  }
+  /* and distinct keys get distinct SKUs (and file names): sort by SKU, compare neighbours */
+  entry **w = sorted(by_sku);
+  size_t skus = 1;
+  for (size_t i = 1; i < n_entries; i++) {
+    if (!strcmp(w[i]->sku, w[i - 1]->sku)) {
+      char da[256], db[256];
+      describe(w[i - 1], da, sizeof da);
+      describe(w[i], db, sizeof db);
+      cr_assert_eq(by_key(&w[i], &w[i - 1]), 0, "SKU collision: %s and %s both get %s", da, db, w[i]->sku);
+    } else {
+      skus++;
+    }
+  }
+  cr_assert_eq(skus, keys, "%zu SKUs for %zu distinct (normalized desc, target) pairs", skus, keys);
+
+  /* the same with the documented meaning of each desc instead of bq__normalize's */
+  for (size_t i = 0; i < n_entries; i++) w[i] = &entries[i];
+  qsort(w, n_entries, sizeof *w, by_canon);
+  size_t kernels = 1;
+  for (size_t i = 1; i < n_entries; i++) {
+    char da[256], db[256];
+    describe(w[i - 1], da, sizeof da);
+    describe(w[i], db, sizeof db);
+    if (!strcmp(w[i]->canon, w[i - 1]->canon))
+      cr_assert_str_eq(w[i]->sku, w[i - 1]->sku, "one kernel, two SKUs: %s -> %s, %s -> %s", da, w[i - 1]->sku, db,
+                       w[i]->sku);
+    else
+      kernels++;
+  }
+  cr_assert_eq(kernels, skus, "%zu SKUs for %zu kernels", skus, kernels);
+
+  /* file names: as unique as the SKUs */
+  for (size_t i = 0; i < n_entries; i++) w[i] = &entries[i];
+  qsort(w, n_entries, sizeof *w, by_sku);
+  char **files = malloc(skus * sizeof *files);
+  cr_assert_not_null(files);
+  size_t nf = 0;
+  for (size_t i = 0; i < n_entries; i++)
+    if (i == 0 || strcmp(w[i]->sku, w[i - 1]->sku)) files[nf++] = w[i]->file;
+  cr_assert_eq(nf, skus);
+  for (size_t i = 0; i < nf; i++)
+    for (size_t j = i + 1; j < nf; j++)
+      cr_assert_str_neq(files[i], files[j], "two SKUs share the file name %s", files[i]);
+  free(files);
+  free(w);
+  free(v);
+  free(entries);
+}
+
+Test(sku, readable_and_file_name_safe) {
+  enumerate();
+  for (size_t i = 0; i < n_entries; i++) {
+    const entry *e = &entries[i];
+    size_t n = strlen(e->sku);
+    cr_assert(n > 0 && n < sizeof e->sku - 1, "SKU length %zu", n);
+    for (size_t c = 0; c < n; c++)
+      cr_assert(e->sku[c] > 0x20 && e->sku[c] < 0x7f, "SKU \"%s\" has byte 0x%02x at %zu", e->sku,
+                (unsigned char)e->sku[c], c);
+    size_t nf = strlen(e->file);
+    cr_assert_eq(nf, n, "file name \"%s\" is not the SKU \"%s\" made safe", e->file, e->sku);
+    for (size_t c = 0; c < nf; c++) {
+      char ch = e->file[c];
+      cr_assert(ch > 0x20 && ch < 0x7f, "file \"%s\" has byte 0x%02x", e->file, (unsigned char)ch);
+      cr_assert(!strchr("/[],", ch), "file \"%s\" has '%c'", e->file, ch);
+    }
+    cr_assert(strcmp(e->file, ".") && strcmp(e->file, ".."));
+    /* readable: the SKU spells out what it names */
+    char tn[32];
+    snprintf(tn, sizeof tn, "%s_%d%s", e->target.ptx ? "compute" : "sm", e->target.arch, e->target.arch_a ? "a" : "");
+    size_t tl = strlen(tn);
+    cr_assert(n > tl && !strcmp(e->sku + n - tl, tn) && e->sku[n - tl - 1] == '.', "SKU \"%s\" does not end in .%s",
+              e->sku, tn);
+    char q[32];
+    snprintf(q, sizeof q, "q[%d,%d]", e->norm.qmin, e->norm.qmax);
+    cr_assert(strstr(e->sku, q), "SKU \"%s\" lacks %s", e->sku, q);
+    cr_assert(strstr(e->sku, e->norm.direction == BQ_BACKWARD ? ".bwd." : ".fwd."), "%s", e->sku);
+  }
+  free(entries);
+}
+
+Test(sku, bq_sku_matches_kernel_for_on_cubin_targets) {
+  enumerate();
+  size_t checked = 0;
+  for (size_t i = 0; i < n_entries; i++) {
+    const entry *e = &entries[i];
+    if (e->target.ptx || e->target.arch_a) continue;
+    char buf[256];
+    memset(buf, 'x', sizeof buf);
+    bq_status st = bq_sku(&e->in, e->target.arch, buf, sizeof buf);
+    cr_assert_eq(st, BQ_SUCCESS, "bq_sku: %s", bq_last_error());
+    cr_assert_str_eq(buf, e->sku);
+    checked++;
+  }
+  cr_assert_eq(checked, n_entries / 2); /* two of the four targets */
+  free(entries);
+}
+
+/* ---- (b) NVRTC compiles every SKU ------------------------------------------------------------ */
+static bq_desc mk(bq_op op, bq_direction dir, bq_granularity g, bq_dtype ft, bq_dtype it, int qmin, int qmax,
+                  int asym) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = op;
+  d.direction = dir;
+  d.granularity = g;
+  d.float_type = ft;
+  d.int_type = it;
+  d.qmin = qmin;
+  d.qmax = qmax;
+  d.asymmetric = asym;
+  return d;
+}
+
+/* One affine op: every direction x granularity x float type x int type with the full
+   q-range, plus a narrow range for s8 per tensor f32 in each direction (and, on sm_90, a
+   single-point range per channel). */
+static size_t affine_set(bq_op op, int sm, bq_desc *out) {
+  size_t n = 0;
+  for (size_t r = 0; r < NELEM(DIRS); r++) {
+    for (size_t g = 0; g < NELEM(GRANS); g++)
+      for (size_t f = 0; f < NELEM(FTS); f++)
+        for (size_t i = 0; i < NELEM(ITS); i++) out[n++] = mk(op, DIRS[r], GRANS[g], FTS[f], ITS[i], 0, 0, 0);
+    out[n++] = mk(op, DIRS[r], BQ_PER_TENSOR, BQ_F32, BQ_S8, -7, 7, 0);
+  }
+  if (sm == 90) out[n++] = mk(op, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16, BQ_S8, 5, 5, 0);
+  return n;
+}
+
+/* Dynamic quantize: every granularity it has x float type x int type x symmetric or
+   asymmetric with the full q-range, plus a narrow range for s8 per token f32. */
+static size_t dynamic_set(bq_op op, int sm, bq_desc *out) {
+  (void)op;
+  (void)sm;
+  size_t n = 0;
+  for (size_t g = 0; g < NELEM(GRANS); g++) {
+    if (GRANS[g] == BQ_PER_CHANNEL) continue;
+    for (size_t f = 0; f < NELEM(FTS); f++)
+      for (size_t i = 0; i < NELEM(ITS); i++)
+        for (int asym = 0; asym < 2; asym++)
+          out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, GRANS[g], FTS[f], ITS[i], 0, 0, asym);
+  }
+  for (int asym = 0; asym < 2; asym++)
+    out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32, BQ_S8, -7, 7, asym);
+  return n;
+}
+
+static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *)) {
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
+  setenv("BARACUDA_QUANT_QUIET", "1", 1);
+  cr_assert_null(bq_cache_directory(), "the disk cache is still on");
+  static bq_desc set[512];
+  size_t n = set_of(op, sm, set);
+  cr_assert(n > 0 && n <= NELEM(set));
+
+  /* every SKU in the set is distinct, so each warm is one compile */
+  static char skus[512][256];
+  for (size_t i = 0; i < n; i++) {
+    cr_assert_eq(bq_sku(&set[i], sm, skus[i], sizeof skus[i]), BQ_SUCCESS, "%s", bq_last_error());
+    for (size_t j = 0; j < i; j++) cr_assert_str_neq(skus[i], skus[j]);
+  }
+
+  bq_cache_stats before, after;
+  bq_cache_get_stats(&before);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    bq_status st = bq_cache_warm(&set[i], sm);
+    if (st == BQ_ERROR_NO_NVRTC)
+      cr_assert_fail("NVRTC could not be loaded (%s): this test needs it (CI installs it; set "
+                     "BARACUDA_QUANT_NVRTC to its path) and does not skip", bq_last_error());
+    if (st != BQ_SUCCESS) {
+      cr_log_error("sm_%d %s: %s: %s", sm, skus[i], bq_status_name(st), bq_last_error());
+      failed++;
+    }
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  bq_cache_get_stats(&after);
+  cr_assert_eq(failed, 0, "%zu of %zu SKUs failed to compile for sm_%d (see the log above)", failed, n, sm);
+  cr_assert_eq(after.compiles - before.compiles, n, "sm_%d: %llu compiles for %zu SKUs", sm,
+               (unsigned long long)(after.compiles - before.compiles), n);
+  cr_assert_eq(after.misses - before.misses, n);
+  cr_assert_eq(after.disk_hits, before.disk_hits, "the disk cache was used while disabled");
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  cr_log_info("sm_%d: %zu SKUs compiled in %.1f s (%.0f ms each)", sm, n, s, 1e3 * s / (double)n);
+}
+
+/* One test per op and arch, so that Criterion's parallel workers (separate processes)
+   overlap them: NVRTC serializes compiles inside one process. */
+Test(compile, quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, affine_set); }
+Test(compile, quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, affine_set); }
+Test(compile, dequantize_on_sm_80, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 80, affine_set); }
+Test(compile, dequantize_on_sm_90, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 90, affine_set); }
+Test(compile, fake_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 80, affine_set); }
+Test(compile, fake_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 90, affine_set); }
+Test(compile, dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, dynamic_set); }
+Test(compile, dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, dynamic_set); }

@@ -1,0 +1,1595 @@
+/* test_validation.c - descriptor and argument validation, on a machine with no GPU.
+
+   Descriptor rules go through the public bq_plan_select (it validates the descriptor
+   before it needs a GPU: an invalid desc gets BQ_ERROR_INVALID_ARGUMENT, a valid one gets
+   as far as the driver, which every test here points at a path that does not exist, so
+   BQ_ERROR_NO_DRIVER on any machine) and bq_sku. Argument rules go through a plan built
+   by the private bq__plan_init: it has no kernel, so bq_plan_run on it would crash if it
+   ever launched. Every invalid-argument case is checked through both
+   bq_plan_can_implement and bq_plan_run, which must return the same status and message:
+   a run that returns an error on this plan has launched nothing.
+
+   Every message must name the plan ("quantize_per_token_backward: "), the field and the
+   offending value, written "field (value)". The combinations cover every op: quantize,
+   dequantize and fake quantize in both directions, and dynamic quantize (forward, per
+   tensor, token or group, symmetric or asymmetric). Criterion runs every test in its own
+   process, so each starts with empty in-process state. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+
+#include <criterion/criterion.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- combinations ------------------------------------------------------------------- */
+static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+static const bq_direction DIRS[] = {BQ_FORWARD, BQ_BACKWARD};
+static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+#define G_TENSOR (1 << BQ_PER_TENSOR)
+#define G_CHANNEL (1 << BQ_PER_CHANNEL)
+#define G_TOKEN (1 << BQ_PER_TOKEN)
+#define G_GROUP (1 << BQ_PER_GROUP)
+#define G_ALL (G_TENSOR | G_CHANNEL | G_TOKEN | G_GROUP)
+#define G_ROWS (G_TOKEN | G_GROUP)
+
+/* which families a loop visits */
+#define F_AFFINE 1  /* quantize, dequantize, fake quantize */
+#define F_DYNAMIC 2 /* dynamic quantize */
+#define F_BOTH 3
+
+static const char *op_str(bq_op op) {
+  return op == BQ_QUANTIZE ? "quantize" : op == BQ_DEQUANTIZE ? "dequantize"
+       : op == BQ_FAKE_QUANTIZE ? "fake_quantize" : "dynamic_quantize";
+}
+static const char *gran_str(bq_granularity g) {
+  return g == BQ_PER_TENSOR ? "per_tensor" : g == BQ_PER_CHANNEL ? "per_channel"
+       : g == BQ_PER_TOKEN ? "per_token" : "per_group";
+}
+static const char *ft_str(bq_dtype t) {
+  return t == BQ_F32 ? "f32" : t == BQ_F64 ? "f64" : t == BQ_F16 ? "f16" : t == BQ_BF16 ? "bf16"
+       : t == BQ_S8 ? "s8" : t == BQ_U8 ? "u8" : t == BQ_S32 ? "s32" : "?";
+}
+static int ft_size(bq_dtype t) { return t == BQ_F64 ? 8 : t == BQ_F32 ? 4 : 2; }
+static int is_dyn(const bq_desc *d) { return d->op == BQ_DYNAMIC_QUANTIZE; }
+
+/* One plan: its descriptor, the name its errors must carry, and a label for failures. */
+typedef struct combo {
+  bq_desc d;
+  char name[96];
+  char ctx[128];
+} combo;
+
+static bq_desc mkdesc(bq_op op, bq_direction dir, bq_granularity g, bq_dtype ft) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = op;
+  d.direction = dir;
+  d.granularity = g;
+  d.float_type = ft;
+  return d;
+}
+
+/* "dynamic_quantize_per_group_asymmetric", "fake_quantize_per_channel_backward" */
+static void plan_name(const bq_desc *d, char *buf, size_t n) {
+  snprintf(buf, n, "%s_%s%s%s", op_str(d->op), gran_str(d->granularity),
+           is_dyn(d) && d->asymmetric ? "_asymmetric" : "", d->direction == BQ_BACKWARD ? "_backward" : "");
+}
+
+static void set_names(combo *c) {
+  plan_name(&c->d, c->name, sizeof c->name);
+  snprintf(c->ctx, sizeof c->ctx, "[%s %s]", c->name, ft_str(c->d.float_type));
+}
+
+/* every valid op x direction x granularity (in gran_mask) x float type (x symmetric or
+   asymmetric for dynamic quantize, which is forward only and has no per-channel form) */
+static size_t combos_of(combo *out, int gran_mask, int families) {
+  size_t n = 0;
+  for (size_t g = 0; g < NELEM(GRANS); g++) {
+    if (!(gran_mask & (1 << GRANS[g]))) continue;
+    for (size_t o = 0; o < NELEM(OPS); o++)
+      for (size_t r = 0; r < NELEM(DIRS); r++)
+        for (size_t f = 0; f < NELEM(FTS); f++)
+          for (int asym = 0; asym < 2; asym++) {
+            int dyn = OPS[o] == BQ_DYNAMIC_QUANTIZE;
+            if (!(families & (dyn ? F_DYNAMIC : F_AFFINE))) continue;
+            if (!dyn && asym) continue;
+            if (dyn && (DIRS[r] != BQ_FORWARD || GRANS[g] == BQ_PER_CHANNEL)) continue;
+            out[n].d = mkdesc(OPS[o], DIRS[r], GRANS[g], FTS[f]);
+            out[n].d.asymmetric = asym;
+            set_names(&out[n]);
+            n++;
+          }
+  }
+  return n;
+}
+static size_t combos(combo *out, int gran_mask) { return combos_of(out, gran_mask, F_BOTH); }
+#define MAX_COMBOS 128
+
+/* ---- messages ------------------------------------------------------------------------ */
+static void clear_error(void) { bq__err_buf[0] = 0; }
+
+/* The last error starts with prefix (unless NULL) and contains needle. */
+static void check_msg(const char *prefix, const char *needle, const char *ctx, const char *who) {
+  const char *m = bq_last_error();
+  cr_assert(m && *m, "%s %s: no error message", ctx, who);
+  if (prefix)
+    cr_assert(strncmp(m, prefix, strlen(prefix)) == 0,
+              "%s %s: message \"%s\" does not start with \"%s\"", ctx, who, m, prefix);
+  cr_assert(strstr(m, needle) != NULL, "%s %s: message \"%s\" lacks \"%s\"", ctx, who, m, needle);
+}
+
+/* ---- descriptor checks ---------------------------------------------------------------- */
+/* Every test points the loader at a driver that does not exist, so a valid descriptor
+   gets BQ_ERROR_NO_DRIVER from bq_plan_select on any machine, GPU or not. */
+static void no_driver(void) {
+  setenv("BARACUDA_QUANT_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  setenv("BARACUDA_QUANT_QUIET", "1", 1);
+}
+TestSuite(desc, .init = no_driver);
+TestSuite(args, .init = no_driver);
+TestSuite(zero_size, .init = no_driver);
+TestSuite(status, .init = no_driver);
+
+/* desc is rejected with `want` by bq_plan_select (which hands back no plan), bq_sku and
+   bq__plan_init, each with a message that starts with prefix and contains needle. */
+static void expect_desc_status(const bq_desc *desc, bq_status want, const char *prefix, const char *needle,
+                               const char *ctx) {
+  bq_plan *p = (bq_plan *)(uintptr_t)0x1;
+  clear_error();
+  bq_status st = bq_plan_select(desc, &p);
+  cr_assert_eq(st, want, "%s bq_plan_select: got %s (%s), want %s", ctx, bq_status_name(st), bq_last_error(),
+               bq_status_name(want));
+  cr_assert_null(p, "%s bq_plan_select: failed but left *plan non-NULL", ctx);
+  check_msg(prefix, needle, ctx, "bq_plan_select");
+
+  char buf[256] = "untouched";
+  clear_error();
+  st = bq_sku(desc, 80, buf, sizeof buf);
+  cr_assert_eq(st, want, "%s bq_sku: got %s (%s)", ctx, bq_status_name(st), bq_last_error());
+  check_msg(prefix, needle, ctx, "bq_sku");
+
+  bq_plan plan;
+  clear_error();
+  st = bq__plan_init(desc, &plan);
+  cr_assert_eq(st, want, "%s bq__plan_init: got %s", ctx, bq_status_name(st));
+  check_msg(prefix, needle, ctx, "bq__plan_init");
+}
+static void expect_desc_invalid(const bq_desc *desc, const char *prefix, const char *needle, const char *ctx) {
+  expect_desc_status(desc, BQ_ERROR_INVALID_ARGUMENT, prefix, needle, ctx);
+}
+
+/* desc passes validation: bq_plan_select gets as far as the (missing) driver, bq_sku and
+   bq__plan_init succeed. */
+static void expect_desc_valid(const bq_desc *desc, const char *ctx) {
+  bq_plan *p = (bq_plan *)(uintptr_t)0x1;
+  clear_error();
+  bq_status st = bq_plan_select(desc, &p);
+  cr_assert_eq(st, BQ_ERROR_NO_DRIVER, "%s bq_plan_select: got %s (%s), want BQ_ERROR_NO_DRIVER", ctx,
+               bq_status_name(st), bq_last_error());
+  cr_assert_null(p, "%s", ctx);
+  cr_assert(strstr(bq_last_error(), "/nonexistent/libcuda.so.1"), "%s: %s", ctx, bq_last_error());
+  char buf[256];
+  st = bq_sku(desc, 80, buf, sizeof buf);
+  cr_assert_eq(st, BQ_SUCCESS, "%s bq_sku: %s (%s)", ctx, bq_status_name(st), bq_last_error());
+  bq_plan plan;
+  st = bq__plan_init(desc, &plan);
+  cr_assert_eq(st, BQ_SUCCESS, "%s bq__plan_init: %s (%s)", ctx, bq_status_name(st), bq_last_error());
+}
+
+static void prefix_of(const combo *c, char *buf, size_t n) { snprintf(buf, n, "%s: ", c->name); }
+
+Test(desc, null_desc) {
+  bq_plan *p = (bq_plan *)(uintptr_t)0x1;
+  cr_assert_eq(bq_plan_select(NULL, &p), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_null(p);
+  cr_assert(strstr(bq_last_error(), "desc is NULL"), "%s", bq_last_error());
+  char buf[64];
+  clear_error();
+  cr_assert_eq(bq_sku(NULL, 80, buf, sizeof buf), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "desc is NULL"), "%s", bq_last_error());
+  clear_error();
+  cr_assert_eq(bq_cache_warm(NULL, 80), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "desc is NULL"), "%s", bq_last_error());
+}
+
+Test(desc, null_plan_out) {
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  cr_assert_eq(bq_plan_select(&d, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "bq_plan_select: plan is NULL"), "%s", bq_last_error());
+}
+
+Test(desc, op_not_a_bq_op) {
+  const int bad[] = {BQ_OP_NONE, BQ_DYNAMIC_QUANTIZE + 1, 100, -1};
+  for (size_t g = 0; g < NELEM(GRANS); g++)
+    for (size_t r = 0; r < NELEM(DIRS); r++)
+      for (size_t b = 0; b < NELEM(bad); b++) {
+        bq_desc d = mkdesc((bq_op)bad[b], DIRS[r], GRANS[g], BQ_F32);
+        char needle[64], ctx[96];
+        snprintf(needle, sizeof needle, "desc.op (%d)", bad[b]);
+        snprintf(ctx, sizeof ctx, "[op %d %s dir %d]", bad[b], gran_str(GRANS[g]), (int)DIRS[r]);
+        /* no plan name exists without an op: the message names the field and value */
+        expect_desc_invalid(&d, NULL, needle, ctx);
+      }
+}
+
+Test(desc, granularity_not_a_bq_granularity) {
+  const int bad[] = {4, 5, 1000, -1};
+  for (size_t o = 0; o < NELEM(OPS); o++)
+    for (size_t r = 0; r < NELEM(DIRS); r++)
+      for (size_t b = 0; b < NELEM(bad); b++) {
+        bq_desc d = mkdesc(OPS[o], DIRS[r], (bq_granularity)bad[b], BQ_F32);
+        char prefix[64], needle[64], ctx[96];
+        snprintf(prefix, sizeof prefix, "%s: ", op_str(OPS[o])); /* the op is all that is known */
+        snprintf(needle, sizeof needle, "desc.granularity (%d)", bad[b]);
+        snprintf(ctx, sizeof ctx, "[%s granularity %d]", op_str(OPS[o]), bad[b]);
+        expect_desc_invalid(&d, prefix, needle, ctx);
+      }
+}
+
+Test(desc, direction_not_a_bq_direction) {
+  const int bad[] = {2, 3, -1};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.direction != BQ_FORWARD) continue;
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.direction = (bq_direction)bad[b];
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.direction (%d)", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+  }
+}
+
+Test(desc, float_type_must_be_a_float_type) {
+  const int bad[] = {BQ_DTYPE_DEFAULT, BQ_S8, BQ_U8, BQ_S32, 99, -1};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.float_type != BQ_F32) continue;
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.float_type = (bq_dtype)bad[b];
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.float_type (%d", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+  }
+}
+
+Test(desc, int_type_must_be_s8_or_u8) {
+  const int bad[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16, BQ_S32, 99, -1};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = (bq_dtype)bad[b];
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.int_type (%d", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+typedef struct qcase { bq_dtype it; int qmin, qmax; } qcase;
+
+Test(desc, qmin_outside_the_int_type) {
+  const qcase bad[] = {{BQ_S8, -129, 127}, {BQ_S8, 128, 127}, {BQ_S8, INT_MIN, 0}, {BQ_S8, -129, 0},
+                       {BQ_DTYPE_DEFAULT, -129, 5}, {BQ_U8, -1, 255}, {BQ_U8, 256, 255},
+                       {BQ_U8, -1, 0}, {BQ_U8, INT_MAX, 255}};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = bad[b].it;
+      d.qmin = bad[b].qmin;
+      d.qmax = bad[b].qmax;
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.qmin (%d) is outside %s", bad[b].qmin,
+               bad[b].it == BQ_U8 ? "u8 [0, 255]" : "s8 [-128, 127]");
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+Test(desc, qmax_outside_the_int_type) {
+  const qcase bad[] = {{BQ_S8, -128, 128}, {BQ_S8, 0, -129}, {BQ_S8, 0, INT_MAX}, {BQ_DTYPE_DEFAULT, 0, 200},
+                       {BQ_U8, 0, 256}, {BQ_U8, 0, -1}, {BQ_U8, 10, INT_MIN}};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = bad[b].it;
+      d.qmin = bad[b].qmin;
+      d.qmax = bad[b].qmax;
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.qmax (%d) is outside %s", bad[b].qmax,
+               bad[b].it == BQ_U8 ? "u8 [0, 255]" : "s8 [-128, 127]");
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+Test(desc, qmax_below_qmin) {
+  const qcase bad[] = {{BQ_S8, 5, -5}, {BQ_S8, 1, 0}, {BQ_S8, 0, -1}, {BQ_S8, 127, -128},
+                       {BQ_U8, 10, 9}, {BQ_U8, 255, 0}, {BQ_U8, 1, 0}};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = bad[b].it;
+      d.qmin = bad[b].qmin;
+      d.qmax = bad[b].qmax;
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.qmax (%d) < desc.qmin (%d)", bad[b].qmax, bad[b].qmin);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+Test(desc, q_range_edges_are_valid) {
+  const qcase ok[] = {{BQ_S8, -128, 127}, {BQ_S8, -128, -128}, {BQ_S8, 127, 127}, {BQ_S8, -5, 0},
+                      {BQ_S8, 0, 5}, {BQ_S8, 5, 5}, {BQ_U8, 0, 255}, {BQ_U8, 255, 255},
+                      {BQ_U8, 0, 1}, {BQ_U8, 3, 200}, {BQ_U8, 0, 0}, {BQ_S8, 0, 0}};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(ok); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = ok[b].it;
+      d.qmin = ok[b].qmin;
+      d.qmax = ok[b].qmax;
+      if (is_dyn(&d) && !d.asymmetric && d.qmax <= 0 && !(d.qmin == 0 && d.qmax == 0))
+        continue; /* symmetric dynamic quantize needs qmax > 0: tested below */
+      if (is_dyn(&d) && d.asymmetric && d.qmin == d.qmax && d.qmin != 0)
+        continue; /* asymmetric dynamic quantize with one level: tested below */
+      expect_desc_valid(&d, c[i].ctx);
+    }
+}
+
+Test(desc, scale_type_must_be_the_float_type_or_f32) {
+  const bq_dtype all[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16, BQ_S8, BQ_U8, BQ_S32};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(all); b++) {
+      bq_desc d = c[i].d;
+      d.scale_type = all[b];
+      if (all[b] == d.float_type || all[b] == BQ_F32) {
+        expect_desc_valid(&d, c[i].ctx);
+        continue;
+      }
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.scale_type (%d, %s)", (int)all[b], ft_str(all[b]));
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+/* A scale_type outside bq_dtype must be named by its value, like float_type and int_type
+   are. (The library prints bq__dtype_name's "default" for it: the one spelling that
+   names a valid value.) */
+Test(desc, scale_type_outside_the_enum_names_its_value) {
+  const int bad[] = {99, -1};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.scale_type = (bq_dtype)bad[b];
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.scale_type (%d", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+Test(desc, device_negative) {
+  const int bad[] = {-1, -7, INT_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.device = bad[b];
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.device (%d)", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+    bq_desc d = c[i].d;
+    d.device = 3; /* any ordinal >= 0 passes validation; the driver judges it */
+    expect_desc_valid(&d, c[i].ctx);
+  }
+}
+
+/* Every valid combination reaches the driver: BQ_ERROR_NO_DRIVER, not INVALID_ARGUMENT. */
+Test(desc, every_valid_combination_reaches_the_driver) {
+  const bq_dtype its[] = {BQ_DTYPE_DEFAULT, BQ_S8, BQ_U8};
+  const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t a = 0; a < NELEM(its); a++)
+      for (size_t s = 0; s < NELEM(sts); s++) {
+        bq_desc d = c[i].d;
+        d.int_type = its[a];
+        d.scale_type = sts[s];
+        expect_desc_valid(&d, c[i].ctx);
+      }
+}
+
+/* Zero means default: direction forward, granularity per tensor, int_type s8,
+   qmin = qmax = 0 the full range, scale_type the float type (per tensor: the compute
+   type C, since the scale is a host scalar converted once to C). */
+Test(desc, defaults_normalize_as_documented) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    bq_desc in = c[i].d, out;
+    char name[96];
+    cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+    cr_assert_str_eq(name, c[i].name);
+    cr_assert_eq(out.op, in.op);
+    cr_assert_eq(out.direction, in.direction);
+    cr_assert_eq(out.granularity, in.granularity);
+    cr_assert_eq(out.float_type, in.float_type);
+    cr_assert_eq(out.int_type, BQ_S8, "%s: int_type default", c[i].ctx);
+    cr_assert_eq(out.qmin, -128, "%s", c[i].ctx);
+    cr_assert_eq(out.qmax, 127, "%s", c[i].ctx);
+    /* per tensor, the affine ops take a host scalar (C); dynamic quantize writes a device
+       scale in scale_type at every granularity */
+    int host_scale = in.granularity == BQ_PER_TENSOR && !is_dyn(&in);
+    bq_dtype want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32) : in.float_type;
+    cr_assert_eq(out.asymmetric, in.asymmetric);
+    cr_assert_eq(out.scale_type, want_st, "%s: scale_type %d, want %d", c[i].ctx, (int)out.scale_type,
+                 (int)want_st);
+    cr_assert_eq(out.device, 0);
+
+    /* u8: the full range is [0, 255] */
+    in.int_type = BQ_U8;
+    cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS);
+    cr_assert_eq(out.int_type, BQ_U8);
+    cr_assert_eq(out.qmin, 0, "%s", c[i].ctx);
+    cr_assert_eq(out.qmax, 255, "%s", c[i].ctx);
+
+    /* only both zero means "default": [-5, 0] and [0, 5] stay as given */
+    in.int_type = BQ_DTYPE_DEFAULT;
+    in.qmin = -5;
+    if (!is_dyn(&in) || in.asymmetric) { /* symmetric dynamic needs qmax > 0 */
+      cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS);
+      cr_assert_eq(out.qmin, -5);
+      cr_assert_eq(out.qmax, 0);
+    }
+    in.qmin = 0;
+    in.qmax = 5;
+    cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS);
+    cr_assert_eq(out.qmin, 0);
+    cr_assert_eq(out.qmax, 5);
+
+    /* explicit scale_type F32 is kept (per tensor: still the compute type) */
+    in = c[i].d;
+    in.scale_type = BQ_F32;
+    cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS);
+    want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32) : BQ_F32;
+    cr_assert_eq(out.scale_type, want_st, "%s", c[i].ctx);
+  }
+
+  /* a desc with nothing but op and float_type is a forward per-tensor s8 full-range plan */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_QUANTIZE;
+  d.float_type = BQ_F16;
+  char sku[256], sku2[256];
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "quantize.fwd.per_tensor.f16.s8.q[-128,127].scale_f32."), "%s", sku);
+  /* and it is the very SKU of the same plan spelled out */
+  d.direction = BQ_FORWARD;
+  d.granularity = BQ_PER_TENSOR;
+  d.int_type = BQ_S8;
+  d.qmin = -128;
+  d.qmax = 127;
+  d.scale_type = BQ_F16;
+  cr_assert_eq(bq_sku(&d, 90, sku2, sizeof sku2), BQ_SUCCESS);
+  cr_assert_str_eq(sku, sku2);
+  /* the same with u8 and a per-group f16 plan: scale_type defaults to f16 */
+  memset(&d, 0, sizeof d);
+  d.op = BQ_DEQUANTIZE;
+  d.granularity = BQ_PER_GROUP;
+  d.float_type = BQ_BF16;
+  d.int_type = BQ_U8;
+  cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "dequantize.fwd.per_group.bf16.u8.q[0,255].scale_bf16."), "%s", sku);
+}
+
+/* ---- dynamic quantize's own rules ---- */
+Test(desc, asymmetric_applies_to_dynamic_quantize_only) {
+  const int bad[] = {1, 2, -1};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_AFFINE);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.asymmetric = bad[b];
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.asymmetric (%d)", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+Test(desc, dynamic_quantize_asymmetric_is_0_or_1) {
+  const int bad[] = {2, 7, -1};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_DYNAMIC);
+  cr_assert_eq(n, 24);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.asymmetric = bad[b];
+      char name[96], prefix[128], needle[64];
+      plan_name(&d, name, sizeof name);
+      snprintf(prefix, sizeof prefix, "%s: ", name);
+      snprintf(needle, sizeof needle, "desc.asymmetric (%d) must be 0 or 1", bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+}
+
+Test(desc, dynamic_quantize_is_forward_only) {
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_DYNAMIC);
+  for (size_t i = 0; i < n; i++) {
+    bq_desc d = c[i].d;
+    d.direction = BQ_BACKWARD;
+    char name[96], prefix[128];
+    plan_name(&d, name, sizeof name);
+    snprintf(prefix, sizeof prefix, "%s: ", name);
+    expect_desc_invalid(&d, prefix, "desc.direction (backward)", c[i].ctx);
+  }
+}
+
+/* per channel is a weight layout: not offered (NOT_SUPPORTED, not a malformed desc) */
+Test(desc, dynamic_quantize_per_channel_not_supported) {
+  for (size_t f = 0; f < NELEM(FTS); f++)
+    for (int asym = 0; asym < 2; asym++) {
+      bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, FTS[f]);
+      d.asymmetric = asym;
+      char name[96], prefix[128];
+      plan_name(&d, name, sizeof name);
+      snprintf(prefix, sizeof prefix, "%s: ", name);
+      expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, prefix, "desc.granularity (per_channel)", name);
+    }
+}
+
+/* s = amax / qmax: symmetric needs qmax > 0 */
+Test(desc, dynamic_quantize_symmetric_needs_positive_qmax) {
+  const qcase bad[] = {{BQ_S8, -5, 0}, {BQ_S8, -128, -1}, {BQ_S8, -128, -128}, {BQ_S8, -1, -1}};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_DYNAMIC);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric) continue;
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = bad[b].it;
+      d.qmin = bad[b].qmin;
+      d.qmax = bad[b].qmax;
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.qmax (%d) must be > 0", bad[b].qmax);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      d.asymmetric = 1; /* the asymmetric form takes the same range if it has two levels */
+      if (d.qmin < d.qmax) expect_desc_valid(&d, c[i].ctx);
+    }
+    bq_desc d = c[i].d;
+    d.qmin = -5;
+    d.qmax = 1;
+    expect_desc_valid(&d, c[i].ctx);
+  }
+}
+
+/* s = (hi - lo) / (qmax - qmin): asymmetric needs qmax > qmin, as symmetric needs qmax > 0.
+   A one-level range divides by zero: every scale it writes is +inf, and dequantizing its
+   output gives (q - zp) * inf = 0 * inf = NaN. It must be rejected at select. */
+Test(desc, dynamic_quantize_asymmetric_needs_two_levels) {
+  const qcase bad[] = {{BQ_S8, 5, 5}, {BQ_S8, -128, -128}, {BQ_S8, 127, 127}, {BQ_U8, 255, 255}, {BQ_U8, 7, 7}};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_DYNAMIC);
+  for (size_t i = 0; i < n; i++) {
+    if (!c[i].d.asymmetric) continue;
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.int_type = bad[b].it;
+      d.qmin = bad[b].qmin;
+      d.qmax = bad[b].qmax;
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      snprintf(needle, sizeof needle, "desc.qmax (%d)", bad[b].qmax);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+  }
+}
+
+Test(desc, bq_sku_buffer) {
+  bq_desc d = mkdesc(BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16);
+  char buf[256];
+  cr_assert_eq(bq_sku(&d, 90, buf, sizeof buf), BQ_SUCCESS);
+  size_t len = strlen(buf);
+  cr_assert(len > 10);
+  clear_error();
+  cr_assert_eq(bq_sku(&d, 90, NULL, sizeof buf), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "bq_sku: buf"), "%s", bq_last_error());
+  clear_error();
+  cr_assert_eq(bq_sku(&d, 90, buf, 0), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "bq_sku: buf"), "%s", bq_last_error());
+  char small[256];
+  char needle[64];
+  snprintf(needle, sizeof needle, "buf_size (%zu)", len);
+  clear_error();
+  cr_assert_eq(bq_sku(&d, 90, small, len), BQ_ERROR_INVALID_ARGUMENT); /* no room for the NUL */
+  cr_assert(strstr(bq_last_error(), needle), "%s lacks %s", bq_last_error(), needle);
+  memset(small, 'x', sizeof small);
+  cr_assert_eq(bq_sku(&d, 90, small, len + 1), BQ_SUCCESS);
+  cr_assert_str_eq(small, buf);
+}
+
+/* ---- argument checks -------------------------------------------------------------------- */
+/* Device pointers are never dereferenced on the host: fake, well-aligned addresses. */
+#define PX ((uintptr_t)0x100000)
+#define PY ((uintptr_t)0x200000)
+#define PDY ((uintptr_t)0x300000)
+#define PDX ((uintptr_t)0x400000)
+#define PS ((uintptr_t)0x500000)
+#define PZ ((uintptr_t)0x600000)
+#define POS ((uintptr_t)0x700000)
+#define POZ ((uintptr_t)0x800000)
+
+/* A valid, non-empty call for the combination's granularity (every pointer set). */
+static bq_args base_args(bq_granularity g) {
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = (const void *)PX;
+  a.y = (void *)PY;
+  a.dy = (const void *)PDY;
+  a.dx = (void *)PDX;
+  a.scales = (const void *)PS;
+  a.zero_points = (const int32_t *)PZ;
+  a.out_scales = (void *)POS;
+  a.out_zero_points = (int32_t *)POZ;
+  switch (g) {
+  case BQ_PER_TENSOR: a.numel = 1000; a.scale = 0.25; a.zero_point = 3; break;
+  case BQ_PER_CHANNEL: a.rank = 3; a.shape[0] = 2; a.shape[1] = 3; a.shape[2] = 5; a.axis = 1; break;
+  case BQ_PER_TOKEN: a.rows = 4; a.cols = 64; break;
+  case BQ_PER_GROUP: a.rows = 4; a.cols = 64; a.group_size = 16; break;
+  }
+  return a;
+}
+
+/* can_implement and run both reject a with a message "<plan name>: ..." containing needle,
+   and the same message: run validated and launched nothing (the plan has no kernel). */
+static void expect_args_invalid(const combo *c, const bq_args *a, const char *needle) {
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
+  cr_assert_null(plan.entry);
+  char prefix[128], msg[1024];
+  prefix_of(c, prefix, sizeof prefix);
+  clear_error();
+  bq_status st = bq_plan_can_implement(&plan, a);
+  cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s can_implement: got %s (%s), want BQ_ERROR_INVALID_ARGUMENT [%s]",
+               c->ctx, bq_status_name(st), bq_last_error(), needle);
+  check_msg(prefix, needle, c->ctx, "bq_plan_can_implement");
+  snprintf(msg, sizeof msg, "%s", bq_last_error());
+  clear_error();
+  st = bq_plan_run(&plan, a, NULL, 0, NULL);
+  cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s run: got %s (%s)", c->ctx, bq_status_name(st), bq_last_error());
+  cr_assert_str_eq(bq_last_error(), msg, "%s: run says \"%s\", can_implement said \"%s\"", c->ctx,
+                   bq_last_error(), msg);
+}
+
+/* can_implement accepts a. With run_too (only for zero-size calls, which launch nothing),
+   run accepts it as well. */
+static void expect_args_ok(const combo *c, const bq_args *a, int run_too, const char *what) {
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
+  bq_status st = bq_plan_can_implement(&plan, a);
+  cr_assert_eq(st, BQ_SUCCESS, "%s %s: can_implement: %s (%s)", c->ctx, what, bq_status_name(st), bq_last_error());
+  if (run_too) {
+    st = bq_plan_run(&plan, a, NULL, 0, NULL);
+    cr_assert_eq(st, BQ_SUCCESS, "%s %s: run: %s (%s)", c->ctx, what, bq_status_name(st), bq_last_error());
+  }
+}
+
+Test(args, null_plan) {
+  bq_args a = base_args(BQ_PER_TENSOR);
+  cr_assert_eq(bq_plan_can_implement(NULL, &a), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "bq_plan_can_implement: plan is NULL"), "%s", bq_last_error());
+  cr_assert_eq(bq_plan_run(NULL, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "bq_plan_run: plan is NULL"), "%s", bq_last_error());
+}
+
+Test(args, null_args) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) expect_args_invalid(&c[i], NULL, "args is NULL");
+}
+
+Test(args, the_base_arguments_are_valid) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(c[i].d.granularity);
+    expect_args_ok(&c[i], &a, 0, "base");
+  }
+}
+
+/* ---- per tensor ---- */
+Test(args, per_tensor_numel_negative) {
+  const int64_t bad[] = {-1, -1000, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_TENSOR);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_TENSOR);
+      a.numel = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.numel (%lld)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+Test(args, per_tensor_numel_too_large) {
+  const int64_t bad[] = {((int64_t)1 << 56) + 1, (int64_t)1 << 62, INT64_MAX};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_TENSOR);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_TENSOR);
+      a.numel = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.numel (%lld)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+    bq_args a = base_args(BQ_PER_TENSOR);
+    a.numel = (int64_t)1 << 56; /* the limit itself is fine */
+    expect_args_ok(&c[i], &a, 0, "numel 2^56");
+  }
+}
+
+static void expect_scale_rejected(const combo *c, double s) {
+  bq_args a = base_args(BQ_PER_TENSOR);
+  a.scale = s;
+  char needle[64];
+  snprintf(needle, sizeof needle, "args.scale (%g)", s);
+  expect_args_invalid(c, &a, needle);
+}
+static void expect_scale_accepted(const combo *c, double s) {
+  bq_args a = base_args(BQ_PER_TENSOR);
+  a.scale = s;
+  char what[64];
+  snprintf(what, sizeof what, "scale %g", s);
+  expect_args_ok(c, &a, 0, what);
+}
+
+Test(args, per_tensor_scale_zero_or_negative) {
+  const double bad[] = {0.0, -0.0, -1.0, -1e-30, -DBL_MAX, -INFINITY};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_TENSOR, F_AFFINE);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) expect_scale_rejected(&c[i], bad[b]);
+}
+
+Test(args, per_tensor_scale_nan_or_inf) {
+  const double bad[] = {NAN, -NAN, INFINITY};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_TENSOR, F_AFFINE);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) expect_scale_rejected(&c[i], bad[b]);
+}
+
+/* The scale is converted once to C: f32 for f32/f16/bf16 plans. A double that overflows
+   (or underflows to 0 in) f32 is rejected there and accepted by an f64 plan. */
+Test(args, per_tensor_scale_not_representable_in_f32) {
+  const double f32_bad[] = {1e300, 1e39, DBL_MAX, 1e-50, 1e-300, DBL_TRUE_MIN};
+  const double good[] = {FLT_MAX, FLT_MIN, FLT_TRUE_MIN, 1.0, 0.5, 3e-10};
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_TENSOR, F_AFFINE);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t b = 0; b < NELEM(f32_bad); b++) {
+      if (c[i].d.float_type == BQ_F64) expect_scale_accepted(&c[i], f32_bad[b]);
+      else expect_scale_rejected(&c[i], f32_bad[b]);
+    }
+    for (size_t b = 0; b < NELEM(good); b++) expect_scale_accepted(&c[i], good[b]);
+  }
+}
+
+/* Other granularities take their scales from a device array, and dynamic quantize computes
+   them: args.scale is ignored. */
+Test(args, host_scale_ignored_unless_per_tensor_affine) {
+  const double ignored[] = {0.0, -1.0, NAN, INFINITY, 1e300};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(ignored); b++) {
+      if (c[i].d.granularity == BQ_PER_TENSOR && !is_dyn(&c[i].d)) continue;
+      bq_args a = base_args(c[i].d.granularity);
+      a.scale = ignored[b];
+      expect_args_ok(&c[i], &a, 0, "ignored args.scale");
+    }
+}
+
+/* ---- per channel ---- */
+Test(args, per_channel_rank_out_of_range) {
+  const int bad[] = {0, 9, -1, 100, INT_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_CHANNEL);
+      a.rank = bad[b];
+      a.axis = 0;
+      for (int k = 0; k < BQ_MAX_RANK; k++) a.shape[k] = 2;
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.rank (%d)", bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+    for (int r = 1; r <= BQ_MAX_RANK; r++) {
+      bq_args a = base_args(BQ_PER_CHANNEL);
+      a.rank = r;
+      a.axis = r - 1;
+      for (int k = 0; k < BQ_MAX_RANK; k++) a.shape[k] = 2;
+      expect_args_ok(&c[i], &a, 0, "rank 1..8");
+    }
+  }
+}
+
+Test(args, per_channel_axis_out_of_range) {
+  const int bad[] = {3, 4, 8, INT_MAX, -4, -5, INT_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_CHANNEL); /* rank 3 */
+      a.axis = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.axis (%d) is out of range for rank 3", bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+/* axis -k means rank - k, as in PyTorch: accepted, and the same view as the positive axis */
+Test(args, per_channel_negative_axis) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++) {
+    bq_plan plan;
+    cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
+    for (int ax = -3; ax < 0; ax++) {
+      bq_args a = base_args(BQ_PER_CHANNEL);
+      a.shape[0] = 2; a.shape[1] = 3; a.shape[2] = 5;
+      a.axis = ax;
+      expect_args_ok(&c[i], &a, 0, "negative axis");
+      bq__view vn, vp;
+      cr_assert_eq(bq__view_of(&plan, &a, &vn), BQ_SUCCESS);
+      a.axis = ax + 3;
+      cr_assert_eq(bq__view_of(&plan, &a, &vp), BQ_SUCCESS);
+      cr_assert_eq(memcmp(&vn, &vp, sizeof vn), 0, "%s: axis %d and %d give different views", c[i].ctx, ax, ax + 3);
+      /* group = elements after the axis, gmod = the axis's length */
+      const int64_t inner[] = {15, 5, 1}, len[] = {2, 3, 5};
+      cr_assert_eq(vn.group, inner[ax + 3], "%s axis %d: group %lld", c[i].ctx, ax, (long long)vn.group);
+      cr_assert_eq(vn.gmod, len[ax + 3], "%s axis %d: gmod %lld", c[i].ctx, ax, (long long)vn.gmod);
+      cr_assert_eq(vn.numel, 30);
+    }
+  }
+}
+
+Test(args, per_channel_shape_negative) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < 4; k++) {
+      bq_args a = base_args(BQ_PER_CHANNEL);
+      a.rank = 4;
+      a.axis = 2;
+      for (int j = 0; j < 4; j++) a.shape[j] = 3;
+      a.shape[k] = k == 1 ? INT64_MIN : -2;
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.shape[%d] (%lld) is negative", k, (long long)a.shape[k]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+/* entries past rank are not part of the tensor */
+Test(args, per_channel_shape_past_rank_ignored) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_CHANNEL);
+    for (int k = a.rank; k < BQ_MAX_RANK; k++) a.shape[k] = -1;
+    expect_args_ok(&c[i], &a, 0, "junk past rank");
+  }
+}
+
+Test(args, per_channel_shape_too_large) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_CHANNEL);
+    a.rank = 2;
+    a.axis = 0;
+    a.shape[0] = (int64_t)1 << 30;
+    a.shape[1] = (int64_t)1 << 30;
+    expect_args_invalid(&c[i], &a, "args.shape[1] (1073741824) makes the tensor too large");
+    a.shape[0] = INT64_MAX;
+    a.shape[1] = 1;
+    expect_args_invalid(&c[i], &a, "args.shape[0] (9223372036854775807) makes the tensor too large");
+    /* the product is checked, not each entry: 2^20 * 2^20 * 2^20 */
+    a.rank = 3;
+    a.shape[0] = a.shape[1] = a.shape[2] = (int64_t)1 << 20;
+    expect_args_invalid(&c[i], &a, "args.shape[2] (1048576) makes the tensor too large");
+    /* 2^28 * 2^28 = 2^56 is the limit itself */
+    a.rank = 2;
+    a.shape[0] = a.shape[1] = (int64_t)1 << 28;
+    expect_args_ok(&c[i], &a, 0, "2^56 elements");
+  }
+}
+
+/* ---- per token and per group: rows, cols, row strides ---- */
+Test(args, rows_negative_or_too_large) {
+  const int64_t bad[] = {-1, INT64_MIN, ((int64_t)1 << 56) + 1, INT64_MAX};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(c[i].d.granularity);
+      a.rows = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.rows (%lld)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+Test(args, cols_negative_or_too_large) {
+  const int64_t bad[] = {-1, -64, INT64_MIN, ((int64_t)1 << 56) + 16, INT64_MAX};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(c[i].d.granularity);
+      a.cols = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.cols (%lld)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+Test(args, x_row_stride_smaller_than_cols) {
+  const int64_t bad[] = {63, 1, -1, -64, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(c[i].d.granularity); /* cols 64 */
+      a.x_row_stride = bad[b];
+      char needle[96];
+      snprintf(needle, sizeof needle, "args.x_row_stride (%lld) is smaller than args.cols (64)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+Test(args, y_row_stride_smaller_than_cols) {
+  const int64_t bad[] = {63, 1, -1, -64, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(c[i].d.granularity);
+      a.y_row_stride = bad[b];
+      char needle[96];
+      snprintf(needle, sizeof needle, "args.y_row_stride (%lld) is smaller than args.cols (64)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+/* a negative stride is rejected even where cols is 0 (nothing to move) */
+Test(args, negative_row_stride_with_zero_cols) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(c[i].d.granularity);
+    a.cols = 0;
+    a.x_row_stride = -1;
+    expect_args_invalid(&c[i], &a, "args.x_row_stride (-1) is smaller than args.cols (0)");
+    a.x_row_stride = 0;
+    a.y_row_stride = -3;
+    expect_args_invalid(&c[i], &a, "args.y_row_stride (-3) is smaller than args.cols (0)");
+  }
+}
+
+Test(args, row_strides_zero_equal_or_larger_accepted) {
+  const int64_t ok[] = {0, 64, 65, 80, 1000};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++)
+    for (size_t x = 0; x < NELEM(ok); x++)
+      for (size_t y = 0; y < NELEM(ok); y++) {
+        bq_args a = base_args(c[i].d.granularity);
+        a.x_row_stride = ok[x];
+        a.y_row_stride = ok[y];
+        expect_args_ok(&c[i], &a, 0, "row strides");
+      }
+}
+
+Test(args, rows_times_row_stride_overflows) {
+  const int64_t big = (int64_t)1 << 30;
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(c[i].d.granularity);
+    a.rows = big;
+    a.x_row_stride = big; /* 2^60 elements */
+    expect_args_invalid(&c[i], &a, "args.rows (1073741824) times the row stride is too large");
+    a.x_row_stride = 0;
+    a.y_row_stride = big;
+    expect_args_invalid(&c[i], &a, "args.rows (1073741824) times the row stride is too large");
+    /* the default stride (cols) counts too */
+    a.y_row_stride = 0;
+    a.rows = (int64_t)1 << 20;
+    a.cols = (int64_t)1 << 40;
+    expect_args_invalid(&c[i], &a, "args.rows (1048576) times the row stride is too large");
+    /* stride at INT64_MAX: no wrap-around into a small product */
+    a.rows = 2;
+    a.cols = 64;
+    a.x_row_stride = INT64_MAX;
+    expect_args_invalid(&c[i], &a, "args.rows (2) times the row stride is too large");
+    /* 2^28 rows of 2^28: the limit itself */
+    a.rows = (int64_t)1 << 28;
+    a.cols = 64;
+    a.x_row_stride = (int64_t)1 << 28;
+    a.y_row_stride = 0;
+    expect_args_ok(&c[i], &a, 0, "rows * stride == 2^56");
+  }
+}
+
+/* ---- per group ---- */
+Test(args, group_size_below_one) {
+  const int64_t bad[] = {0, -1, -16, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_GROUP);
+      a.group_size = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.group_size (%lld) must be >= 1", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+      a.rows = 0; /* even with nothing to do */
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+Test(args, group_size_does_not_divide_cols) {
+  const int64_t bad[] = {3, 7, 48, 65, 128, INT64_MAX};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_GROUP); /* cols 64 */
+      a.group_size = bad[b];
+      char needle[96];
+      snprintf(needle, sizeof needle, "args.group_size (%lld) does not divide args.cols (64)", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+    const int64_t ok[] = {1, 2, 32, 64};
+    for (size_t b = 0; b < NELEM(ok); b++) {
+      bq_args a = base_args(BQ_PER_GROUP);
+      a.group_size = ok[b];
+      expect_args_ok(&c[i], &a, 0, "group_size divides cols");
+    }
+  }
+}
+
+/* per token has no groups: group_size and group_row_stride are not looked at */
+Test(args, per_token_ignores_group_fields) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_TOKEN);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_TOKEN);
+    a.group_size = -5;
+    a.group_row_stride = -7;
+    expect_args_ok(&c[i], &a, 0, "ignored group fields");
+  }
+}
+
+Test(args, group_row_stride_smaller_than_groups_per_row) {
+  const int64_t bad[] = {3, 1, -1, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_GROUP); /* 64 / 16 = 4 groups per row */
+      a.group_row_stride = bad[b];
+      char needle[128];
+      snprintf(needle, sizeof needle, "args.group_row_stride (%lld) is smaller than cols / group_size (4)",
+               (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+Test(args, group_row_stride_too_large) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_GROUP);
+    a.rows = (int64_t)1 << 20;
+    a.group_row_stride = (int64_t)1 << 40;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (1099511627776) is too large");
+    a.rows = 2;
+    a.group_row_stride = INT64_MAX;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (9223372036854775807) is too large");
+    a.rows = (int64_t)1 << 20;
+    a.group_row_stride = (int64_t)1 << 36; /* 2^56 */
+    expect_args_ok(&c[i], &a, 0, "rows * group_row_stride == 2^56");
+  }
+}
+
+Test(args, group_row_stride_zero_equal_or_larger_accepted) {
+  const int64_t ok[] = {0, 4, 5, 1000};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(ok); b++) {
+      bq_args a = base_args(BQ_PER_GROUP);
+      a.group_row_stride = ok[b];
+      expect_args_ok(&c[i], &a, 0, "group_row_stride");
+      bq_plan plan;
+      bq__view v;
+      cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
+      cr_assert_eq(bq__view_of(&plan, &a, &v), BQ_SUCCESS);
+      cr_assert_eq(v.grs, ok[b] ? ok[b] : 4, "%s: grs %lld", c[i].ctx, (long long)v.grs);
+      cr_assert_eq(v.group, 16);
+    }
+}
+
+/* ---- pointers ---- */
+typedef struct ptr_field {
+  const char *name;
+  int elem;     /* its element size in bytes */
+  int required; /* must be non-NULL */
+} ptr_field;
+enum { F_X, F_Y, F_DY, F_DX, F_SCALES, F_ZPS, F_OSCALES, F_OZPS, F_COUNT };
+
+/* What the plan reads and writes, by the header's documentation. */
+static void fields_of(const bq_desc *d, ptr_field f[F_COUNT]) {
+  int t = ft_size(d->float_type), fwd = d->direction == BQ_FORWARD;
+  memset(f, 0, sizeof(ptr_field) * F_COUNT);
+  f[F_X].name = "args.x";
+  f[F_Y].name = "args.y";
+  f[F_DY].name = "args.dy";
+  f[F_DX].name = "args.dx";
+  f[F_SCALES].name = "args.scales";
+  f[F_ZPS].name = "args.zero_points";
+  f[F_OSCALES].name = "args.out_scales";
+  f[F_OZPS].name = "args.out_zero_points";
+  if (is_dyn(d)) { /* reads x, writes y and the scales (and zero points) it computes */
+    bq_dtype st = d->scale_type ? d->scale_type : d->float_type;
+    f[F_X].required = f[F_Y].required = f[F_OSCALES].required = 1;
+    f[F_X].elem = t;
+    f[F_Y].elem = 1;
+    f[F_OSCALES].elem = ft_size(st);
+    f[F_OZPS].required = d->asymmetric;
+    f[F_OZPS].elem = d->asymmetric ? 4 : 0;
+    return;
+  }
+  if (fwd) {
+    f[F_X].required = 1;
+    f[F_X].elem = d->op == BQ_DEQUANTIZE ? 1 : t;
+    f[F_Y].required = 1;
+    f[F_Y].elem = d->op == BQ_QUANTIZE ? 1 : t;
+  } else {
+    f[F_DY].required = 1;
+    f[F_DY].elem = t;
+    f[F_DX].required = 1;
+    f[F_DX].elem = t;
+    if (d->op != BQ_DEQUANTIZE) { /* the mask is recomputed from the saved input */
+      f[F_X].required = 1;
+      f[F_X].elem = t;
+    }
+  }
+  if (d->granularity != BQ_PER_TENSOR) {
+    bq_dtype st = d->scale_type ? d->scale_type : d->float_type;
+    f[F_SCALES].required = 1;
+    f[F_SCALES].elem = ft_size(st);
+    f[F_ZPS].elem = 4; /* optional: NULL means all zero points are 0 */
+  }
+}
+
+static void set_field(bq_args *a, int k, uintptr_t v) {
+  switch (k) {
+  case F_X: a->x = (const void *)v; break;
+  case F_Y: a->y = (void *)v; break;
+  case F_DY: a->dy = (const void *)v; break;
+  case F_DX: a->dx = (void *)v; break;
+  case F_SCALES: a->scales = (const void *)v; break;
+  case F_ZPS: a->zero_points = (const int32_t *)v; break;
+  case F_OSCALES: a->out_scales = (void *)v; break;
+  case F_OZPS: a->out_zero_points = (int32_t *)v; break;
+  }
+}
+static const uintptr_t BASE[F_COUNT] = {PX, PY, PDY, PDX, PS, PZ, POS, POZ};
+
+/* every combination with both scale types (it changes the scales' element size) */
+static size_t pointer_combos(combo *out) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL), m = 0;
+  for (size_t i = 0; i < n; i++) {
+    out[m++] = c[i];
+    if ((c[i].d.granularity != BQ_PER_TENSOR || is_dyn(&c[i].d)) && c[i].d.float_type != BQ_F32) {
+      out[m] = c[i];
+      out[m].d.scale_type = BQ_F32;
+      snprintf(out[m].ctx, sizeof out[m].ctx, "[%s %s scale f32]", c[i].name, ft_str(c[i].d.float_type));
+      m++;
+    }
+  }
+  return m;
+}
+
+Test(args, required_pointer_null) {
+  static combo c[2 * MAX_COMBOS];
+  size_t n = pointer_combos(c);
+  int checked = 0;
+  for (size_t i = 0; i < n; i++) {
+    ptr_field f[F_COUNT];
+    fields_of(&c[i].d, f);
+    for (int k = 0; k < F_COUNT; k++) {
+      bq_args a = base_args(c[i].d.granularity);
+      set_field(&a, k, 0);
+      if (f[k].required) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "%s is NULL", f[k].name);
+        expect_args_invalid(&c[i], &a, needle);
+        checked++;
+      } else {
+        expect_args_ok(&c[i], &a, 0, f[k].name); /* not read: may be NULL */
+      }
+    }
+  }
+  cr_assert(checked > 300, "only %d cases", checked);
+}
+
+/* only what the op reads or writes is needed: everything else may be NULL at once */
+Test(args, unused_pointers_may_all_be_null) {
+  static combo c[2 * MAX_COMBOS];
+  size_t n = pointer_combos(c);
+  for (size_t i = 0; i < n; i++) {
+    ptr_field f[F_COUNT];
+    fields_of(&c[i].d, f);
+    bq_args a = base_args(c[i].d.granularity);
+    for (int k = 0; k < F_COUNT; k++)
+      if (!f[k].required) set_field(&a, k, 0);
+    expect_args_ok(&c[i], &a, 0, "unused pointers NULL");
+  }
+}
+
+Test(args, pointer_not_aligned_to_its_element) {
+  static combo c[2 * MAX_COMBOS];
+  size_t n = pointer_combos(c);
+  int checked = 0;
+  for (size_t i = 0; i < n; i++) {
+    ptr_field f[F_COUNT];
+    fields_of(&c[i].d, f);
+    for (int k = 0; k < F_COUNT; k++) {
+      if (f[k].elem <= 1) continue;
+      for (int off = 1; off < f[k].elem; off++) {
+        bq_args a = base_args(c[i].d.granularity);
+        uintptr_t p = BASE[k] + 0x40 + (uintptr_t)off;
+        set_field(&a, k, p);
+        char needle[96];
+        snprintf(needle, sizeof needle, "%s (%p) is not aligned", f[k].name, (const void *)p);
+        expect_args_invalid(&c[i], &a, needle);
+        checked++;
+      }
+    }
+  }
+  cr_assert(checked > 500, "only %d cases", checked);
+}
+
+/* Any element-aligned address works (the kernels have a scalar prologue and tail):
+   16-byte alignment is a fast path, not a requirement. s8/u8 data may sit anywhere. */
+Test(args, element_aligned_pointers_accepted) {
+  static combo c[2 * MAX_COMBOS];
+  size_t n = pointer_combos(c);
+  for (size_t i = 0; i < n; i++) {
+    ptr_field f[F_COUNT];
+    fields_of(&c[i].d, f);
+    for (int k = 0; k < F_COUNT; k++) {
+      if (!f[k].elem) continue;
+      for (int off = f[k].elem; off < 16; off += f[k].elem) {
+        bq_args a = base_args(c[i].d.granularity);
+        set_field(&a, k, BASE[k] + (uintptr_t)off);
+        expect_args_ok(&c[i], &a, 0, f[k].name);
+      }
+    }
+    /* all of them misaligned to 16 at once */
+    bq_args a = base_args(c[i].d.granularity);
+    for (int k = 0; k < F_COUNT; k++)
+      if (f[k].elem) set_field(&a, k, BASE[k] + (uintptr_t)(f[k].elem < 16 ? f[k].elem : 0) * 3);
+    expect_args_ok(&c[i], &a, 0, "all 16-byte-misaligned");
+  }
+}
+
+/* ---- zero-size problems: success from can_implement and run, nothing launched (the plan
+   has no kernel), nothing read (every pointer is NULL) ---- */
+static bq_args null_ptrs(bq_args a) {
+  a.x = NULL;
+  a.y = NULL;
+  a.dy = NULL;
+  a.dx = NULL;
+  a.scales = NULL;
+  a.zero_points = NULL;
+  a.out_scales = NULL;
+  a.out_zero_points = NULL;
+  return a;
+}
+
+/* ---- workspace ---- */
+Test(args, affine_ops_need_no_workspace) {
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_AFFINE);
+  for (size_t i = 0; i < n; i++) {
+    bq_plan plan;
+    cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
+    bq_args a = base_args(c[i].d.granularity);
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0, "%s", c[i].ctx);
+  }
+  bq_args a = base_args(BQ_PER_TENSOR);
+  cr_assert_eq(bq_plan_workspace_size(NULL, &a), 0);
+}
+
+/* Per tensor, dynamic quantize reduces in two passes through a workspace: run checks it
+   before it launches anything. Per token and per group need none. */
+Test(args, dynamic_quantize_workspace) {
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_ALL, F_DYNAMIC);
+  for (size_t i = 0; i < n; i++) {
+    bq_plan plan;
+    cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
+    bq_args a = base_args(c[i].d.granularity);
+    size_t need = bq_plan_workspace_size(&plan, &a);
+    if (c[i].d.granularity != BQ_PER_TENSOR) {
+      cr_assert_eq(need, 0, "%s: %zu", c[i].ctx, need);
+      continue;
+    }
+    cr_assert(need > 0, "%s: no workspace for a two-pass reduction", c[i].ctx);
+    cr_assert_eq(bq_plan_can_implement(&plan, &a), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+    char needle[96];
+    snprintf(needle, sizeof needle, "(%zu bytes)", need);
+    /* none, or one byte short: INSUFFICIENT_WORKSPACE, nothing launched */
+    const size_t sizes[] = {0, need - 1};
+    void *const spaces[] = {NULL, (void *)(uintptr_t)0x900000};
+    for (int k = 0; k < 2; k++) {
+      clear_error();
+      bq_status st = bq_plan_run(&plan, &a, spaces[k], sizes[k], NULL);
+      cr_assert_eq(st, BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s: %s (%s)", c[i].ctx, bq_status_name(st), bq_last_error());
+      check_msg(c[i].name, needle, c[i].ctx, "bq_plan_run");
+      cr_assert(strstr(bq_last_error(), "workspace"), "%s", bq_last_error());
+    }
+    /* large enough but not 16-byte aligned */
+    void *odd = (void *)(uintptr_t)0x900008;
+    snprintf(needle, sizeof needle, "workspace (%p) is not 16-byte aligned", odd);
+    clear_error();
+    bq_status st = bq_plan_run(&plan, &a, odd, need, NULL);
+    cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s: %s (%s)", c[i].ctx, bq_status_name(st), bq_last_error());
+    check_msg(c[i].name, needle, c[i].ctx, "bq_plan_run");
+    /* nothing to do: no workspace needed */
+    a.numel = 0;
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0);
+    a = null_ptrs(a);
+    cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+  }
+}
+
+Test(zero_size, per_tensor_numel_zero) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_TENSOR);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = null_ptrs(base_args(BQ_PER_TENSOR));
+    a.numel = 0;
+    expect_args_ok(&c[i], &a, 1, "numel 0");
+  }
+}
+
+Test(zero_size, per_channel_zero_in_shape) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++)
+    for (int rank = 1; rank <= 4; rank++)
+      for (int z = 0; z < rank; z++)
+        for (int axis = 0; axis < rank; axis++) {
+          bq_args a = null_ptrs(base_args(BQ_PER_CHANNEL));
+          a.rank = rank;
+          a.axis = axis;
+          for (int k = 0; k < rank; k++) a.shape[k] = k + 2;
+          a.shape[z] = 0; /* on the axis or off it */
+          expect_args_ok(&c[i], &a, 1, "zero in shape");
+          a.axis = axis - rank; /* negative axis too */
+          expect_args_ok(&c[i], &a, 1, "zero in shape, negative axis");
+        }
+}
+
+/* A zero anywhere makes the tensor empty, however large the other entries are. */
+Test(zero_size, per_channel_zero_with_huge_entries) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  for (size_t i = 0; i < n; i++)
+    for (int axis = 0; axis < 3; axis++) {
+      bq_args a = null_ptrs(base_args(BQ_PER_CHANNEL));
+      a.rank = 3;
+      a.axis = axis;
+      a.shape[0] = 0;
+      a.shape[1] = (int64_t)1 << 40;
+      a.shape[2] = (int64_t)1 << 40;
+      expect_args_ok(&c[i], &a, 1, "zero then huge");
+    }
+}
+
+Test(zero_size, rows_zero) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = null_ptrs(base_args(c[i].d.granularity));
+    a.rows = 0;
+    expect_args_ok(&c[i], &a, 1, "rows 0");
+    a.x_row_stride = 100; /* valid strides with no rows */
+    a.y_row_stride = 64;
+    expect_args_ok(&c[i], &a, 1, "rows 0, strides");
+    a.cols = (int64_t)1 << 56; /* no rows: no product to overflow */
+    a.x_row_stride = a.y_row_stride = 0;
+    if (c[i].d.granularity == BQ_PER_GROUP) a.group_size = 1;
+    expect_args_ok(&c[i], &a, 1, "rows 0, huge cols");
+  }
+}
+
+Test(zero_size, cols_zero) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = null_ptrs(base_args(c[i].d.granularity));
+    a.cols = 0;
+    expect_args_ok(&c[i], &a, 1, "cols 0");
+    a.rows = 1000;
+    a.x_row_stride = 8;
+    expect_args_ok(&c[i], &a, 1, "cols 0, stride 8");
+  }
+}
+
+Test(zero_size, rows_and_cols_zero) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ROWS);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = null_ptrs(base_args(c[i].d.granularity));
+    a.rows = 0;
+    a.cols = 0;
+    expect_args_ok(&c[i], &a, 1, "0 x 0");
+  }
+}
+
+/* zero size does not excuse invalid arguments */
+Test(zero_size, still_validated) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = null_ptrs(base_args(c[i].d.granularity));
+    switch (c[i].d.granularity) {
+    case BQ_PER_TENSOR:
+      if (is_dyn(&c[i].d)) continue; /* nothing else to get wrong */
+      a.numel = 0;
+      a.scale = -1.0;
+      expect_args_invalid(&c[i], &a, "args.scale (-1)");
+      break;
+    case BQ_PER_CHANNEL:
+      a.shape[0] = 0;
+      a.axis = 3;
+      expect_args_invalid(&c[i], &a, "args.axis (3)");
+      break;
+    default:
+      a.rows = 0;
+      a.x_row_stride = 10; /* < cols 64 */
+      expect_args_invalid(&c[i], &a, "args.x_row_stride (10)");
+      break;
+    }
+  }
+}
+
+/* ---- status names and version ------------------------------------------------------------ */
+Test(status, every_status_has_a_name_and_description) {
+  static const char *const names[] = {
+      "BQ_SUCCESS", "BQ_ERROR_INVALID_ARGUMENT", "BQ_ERROR_NOT_SUPPORTED", "BQ_ERROR_NO_DRIVER",
+      "BQ_ERROR_DRIVER_TOO_OLD", "BQ_ERROR_NO_DEVICE", "BQ_ERROR_NO_NVRTC", "BQ_ERROR_COMPILE_FAILED",
+      "BQ_ERROR_CUDA", "BQ_ERROR_OUT_OF_MEMORY", "BQ_ERROR_INSUFFICIENT_WORKSPACE"};
+  static const bq_status values[] = {
+      BQ_SUCCESS, BQ_ERROR_INVALID_ARGUMENT, BQ_ERROR_NOT_SUPPORTED, BQ_ERROR_NO_DRIVER,
+      BQ_ERROR_DRIVER_TOO_OLD, BQ_ERROR_NO_DEVICE, BQ_ERROR_NO_NVRTC, BQ_ERROR_COMPILE_FAILED,
+      BQ_ERROR_CUDA, BQ_ERROR_OUT_OF_MEMORY, BQ_ERROR_INSUFFICIENT_WORKSPACE};
+  cr_assert_eq(BQ__STATUS_COUNT, (int)NELEM(names), "a status was added: list it here");
+  cr_assert_eq(BQ_SUCCESS, 0);
+  for (size_t i = 0; i < NELEM(names); i++) {
+    cr_assert_str_eq(bq_status_name(values[i]), names[i]);
+    cr_assert_eq((int)values[i], (int)i);
+  }
+  for (int s = 0; s < BQ__STATUS_COUNT; s++) {
+    const char *nm = bq_status_name((bq_status)s), *ds = bq_status_description((bq_status)s);
+    cr_assert_not_null(nm);
+    cr_assert_not_null(ds);
+    cr_assert(strncmp(nm, "BQ_", 3) == 0, "%d: %s", s, nm);
+    cr_assert_str_neq(nm, "BQ_STATUS_UNKNOWN");
+    cr_assert(strlen(ds) > 5, "%s: description \"%s\"", nm, ds);
+    cr_assert_str_neq(ds, "unknown status", "%s", nm);
+    for (int t = 0; t < s; t++) {
+      cr_assert_str_neq(nm, bq_status_name((bq_status)t));
+      cr_assert_str_neq(ds, bq_status_description((bq_status)t), "%s and %s share a description", nm,
+                        bq_status_name((bq_status)t));
+    }
+  }
+  cr_assert_str_eq(bq_status_description(BQ_SUCCESS), "success");
+  cr_assert(strstr(bq_status_description(BQ_ERROR_NO_DRIVER), "libcuda"));
+  cr_assert(strstr(bq_status_description(BQ_ERROR_NO_NVRTC), "NVRTC"));
+  /* outside the enum: a placeholder, never NULL */
+  const int outside[] = {BQ__STATUS_COUNT, BQ__STATUS_COUNT + 1, 1000, -1};
+  for (size_t i = 0; i < NELEM(outside); i++) {
+    cr_assert_str_eq(bq_status_name((bq_status)outside[i]), "BQ_STATUS_UNKNOWN");
+    cr_assert_str_eq(bq_status_description((bq_status)outside[i]), "unknown status");
+  }
+}
+
+Test(status, version) {
+  unsigned v = bq_version();
+  cr_assert_eq(v, ((unsigned)BQ_VERSION_MAJOR << 16) | ((unsigned)BQ_VERSION_MINOR << 8) | BQ_VERSION_PATCH);
+  cr_assert_eq(v >> 16, (unsigned)BQ_VERSION_MAJOR);
+  cr_assert_eq((v >> 8) & 0xff, (unsigned)BQ_VERSION_MINOR);
+  cr_assert_eq(v & 0xff, (unsigned)BQ_VERSION_PATCH);
+  cr_assert_str_eq(bq_version_string(), BQ_VERSION_STRING);
+  char buf[64];
+  snprintf(buf, sizeof buf, "%d.%d.%d", BQ_VERSION_MAJOR, BQ_VERSION_MINOR, BQ_VERSION_PATCH);
+  cr_assert_str_eq(bq_version_string(), buf);
+}
+
+/* an error message is kept per thread: a failed call here leaves other threads' intact */
+static void *other_thread(void *arg) {
+  (void)arg;
+  bq_plan *p;
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
+  d.qmin = 9;
+  d.qmax = 1;
+  bq_plan_select(&d, &p);
+  return strstr(bq_last_error(), "desc.qmax (1) < desc.qmin (9)") ? (void *)1 : NULL;
+}
+Test(status, last_error_is_per_thread) {
+  bq_desc d = mkdesc(BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16);
+  d.device = -2;
+  bq_plan *p;
+  cr_assert_eq(bq_plan_select(&d, &p), BQ_ERROR_INVALID_ARGUMENT);
+  char mine[1024];
+  snprintf(mine, sizeof mine, "%s", bq_last_error());
+  pthread_t t;
+  void *ok = NULL;
+  cr_assert_eq(pthread_create(&t, NULL, other_thread, NULL), 0);
+  pthread_join(t, &ok);
+  cr_assert(ok, "the other thread did not see its own error");
+  cr_assert_str_eq(bq_last_error(), mine);
+  cr_assert(strstr(mine, "dequantize_per_group_backward: desc.device (-2)"), "%s", mine);
+}

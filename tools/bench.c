@@ -1,0 +1,1197 @@
+/* bench.c - throughput and JIT benchmark for baracuda_quant.
+
+   Build:  gcc -std=c11 -O2 -Wall -Wextra -Werror tools/bench.c -o bench -ldl -lpthread -lm
+   Run:    ./bench [--quick] [--filter SUBSTRING] [--json PATH] [--reps N] [--warmup N]
+
+   What it measures (see tools/bench_README.md for the method):
+   - a device-to-device copy (cuMemcpyDtoDAsync) at every data size class it uses, as the
+     reference: bandwidth = 2 * bytes / time;
+   - every case of k_cases (expanded over ops x directions x float types): median device
+     time over --reps runs (driver events), effective bandwidth = (bytes read once + bytes
+     written once) / time, and its ratio to the copy of the same size class;
+   - JIT figures: cold compile per SKU, select served from the disk cache in a fresh
+     process, select served from memory, host cost of bq_plan_run.
+   Exit status: 0 all good, 1 some driver or library call failed (each is printed),
+   2 no CUDA driver or device, 64 bad command line. */
+#define _GNU_SOURCE 1
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIB ((size_t)1 << 20)
+#define SIZE_256MIB (-1) /* shape[0] of a per-tensor case: 256 MiB of the float type */
+#define ROTATE_BYTES (256 * MIB) /* rotated buffer sets span at least this (L2 is 50 MB) */
+#define SCRATCH_BYTES (64 * MIB) /* memset before each timed batch: keeps the GPU busy */
+#define SET_ALIGN 256
+
+/* ---- options and global state ---------------------------------------------------- */
+static struct {
+  const bq__driver_api *d;
+  bq__CUstream stream;
+  bq__CUevent *ev; /* 2 * reps events, reused by every measurement */
+  void *scratch;
+  int quick, reps, warmup;
+  int jit_cold_n, jit_children, jit_memory_n, jit_run_n;
+  const char *filter;
+  const char *json_path;
+  char cache_dir[64];
+  char device[256];
+  int failures;
+  uint64_t seed;
+} G;
+
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("bench: FAILED: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  G.failures++;
+  return -1;
+}
+
+/* Every driver call goes through DRV, every library call through BQ: both print the
+   call's text and return -1 on failure. */
+static int drv_check(int rc, const char *what, int line) {
+  if (rc == 0) return 0;
+  return fail("driver call %s returned CUresult %d (bench.c:%d)", what, rc, line);
+}
+#define DRV(call) drv_check((call), #call, __LINE__)
+
+static int bq_check(bq_status s, const char *what, int line) {
+  if (s == BQ_SUCCESS) return 0;
+  const char *msg = bq_last_error();
+  return fail("%s returned %s: %s (bench.c:%d)", what, bq_status_name(s), msg ? msg : "",
+              line);
+}
+#define BQ(call) bq_check((call), #call, __LINE__)
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+/* Sorts v in place. */
+static double median(double *v, int n) {
+  if (n <= 0) return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+static double mean(const double *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  return n > 0 ? s / n : NAN;
+}
+
+/* Copies src into dst[n], truncating (snprintf("%s") trips -Wformat-truncation). */
+static void copy_str(char *dst, size_t n, const char *src) {
+  size_t i = 0;
+  for (; src && src[i] && i + 1 < n; i++) dst[i] = src[i];
+  if (n) dst[i] = 0;
+}
+
+static int matches(const char *name) { return !G.filter || strstr(name, G.filter) != NULL; }
+
+/* ---- types ------------------------------------------------------------------------- */
+static size_t dtype_size(bq_dtype t) {
+  switch (t) {
+  case BQ_F64: return 8;
+  case BQ_F32: case BQ_S32: return 4;
+  case BQ_F16: case BQ_BF16: return 2;
+  case BQ_S8: case BQ_U8: return 1;
+  default: return 0;
+  }
+}
+static const char *dtype_name(bq_dtype t) {
+  switch (t) {
+  case BQ_F32: return "f32";
+  case BQ_F64: return "f64";
+  case BQ_F16: return "f16";
+  case BQ_BF16: return "bf16";
+  case BQ_S8: return "s8";
+  case BQ_U8: return "u8";
+  case BQ_S32: return "s32";
+  default: return "?";
+  }
+}
+static const char *op_name(bq_op op) {
+  switch (op) {
+  case BQ_QUANTIZE: return "quantize";
+  case BQ_DEQUANTIZE: return "dequantize";
+  case BQ_FAKE_QUANTIZE: return "fake_quantize";
+  case BQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
+  default: return "?";
+  }
+}
+static const char *gran_name(bq_granularity g) {
+  switch (g) {
+  case BQ_PER_TENSOR: return "per_tensor";
+  case BQ_PER_CHANNEL: return "per_channel";
+  case BQ_PER_TOKEN: return "per_token";
+  case BQ_PER_GROUP: return "per_group";
+  default: return "?";
+  }
+}
+
+/* ---- random data ------------------------------------------------------------------ */
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+/* Round to nearest even; tiny values flush to signed zero (our data never gets there
+   except by chance, and the exact value does not matter for timing). */
+static uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+  int32_t e = (int32_t)((x >> 23) & 0xffu) - 127 + 15;
+  if (e <= 0) return (uint16_t)sign;
+  if (e >= 31) return (uint16_t)(sign | 0x7bffu);
+  uint32_t h = sign | ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+  return (uint16_t)h;
+}
+static uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* Fills bytes of device memory at dst with fresh random elements of type t: floats
+   uniform in [lo, hi), s32 uniform integers in [lo, hi], s8/u8 random bytes. */
+static int fill_random(void *dst, size_t bytes, bq_dtype t, double lo, double hi) {
+  enum { CHUNK = 16 << 20 };
+  static unsigned char *host;
+  if (!host && !(host = malloc(CHUNK))) return fail("out of host memory");
+  uint64_t s = ++G.seed * 0x2545F4914F6CDD1Dull;
+  size_t es = dtype_size(t);
+  for (size_t off = 0; off < bytes; off += CHUNK) {
+    size_t n = bytes - off < CHUNK ? bytes - off : CHUNK, ne = n / es;
+    switch (t) {
+    case BQ_S8: case BQ_U8:
+      for (size_t i = 0; i < n; i += 8) {
+        uint64_t r = splitmix64(&s);
+        memcpy(host + i, &r, n - i < 8 ? n - i : 8);
+      }
+      break;
+    case BQ_S32: {
+      int32_t *p = (int32_t *)host;
+      uint64_t span = (uint64_t)(hi - lo) + 1;
+      for (size_t i = 0; i < ne; i++) p[i] = (int32_t)(lo + (double)(splitmix64(&s) % span));
+      break;
+    }
+    case BQ_F64: {
+      double *p = (double *)host;
+      for (size_t i = 0; i < ne; i++)
+        p[i] = lo + (hi - lo) * (double)(splitmix64(&s) >> 11) * 0x1p-53;
+      break;
+    }
+    default: { /* f32, f16, bf16: two 24-bit uniforms per draw */
+      float flo = (float)lo, fw = (float)(hi - lo);
+      for (size_t i = 0; i < ne; i += 2) {
+        uint64_t r = splitmix64(&s);
+        float v[2] = {flo + fw * (float)(r >> 40) * 0x1p-24f,
+                      flo + fw * (float)(r & 0xffffffu) * 0x1p-24f};
+        for (size_t k = 0; k < 2 && i + k < ne; k++) {
+          if (t == BQ_F32) ((float *)host)[i + k] = v[k];
+          else if (t == BQ_F16) ((uint16_t *)host)[i + k] = f32_to_f16(v[k]);
+          else ((uint16_t *)host)[i + k] = f32_to_bf16(v[k]);
+        }
+      }
+    }
+    }
+    if (BQ(bq_memcpy_to_device((char *)dst + off, host, n))) return -1;
+  }
+  return 0;
+}
+
+/* ---- device timing ------------------------------------------------------------------ */
+typedef int (*launch_fn)(void *ctx, long set); /* enqueues one run on G.stream */
+typedef struct timing { double median_us, min_us; } timing;
+
+/* Number of buffer sets to rotate over: enough that the timed runs never reuse a set
+   (together with the scratch memset, which evicts L2, every timed run starts cold), but
+   no more than it takes to span ROTATE_BYTES (then a set is long evicted when reused). */
+static long pick_nsets(size_t set_bytes) {
+  long need = G.warmup + G.reps;
+  long span = set_bytes ? (long)((ROTATE_BYTES + set_bytes - 1) / set_bytes) : 1;
+  long n = span < need ? span : need;
+  return n < 1 ? 1 : n;
+}
+
+static int time_runs(launch_fn fn, void *ctx, long nsets, timing *out) {
+  const bq__driver_api *d = G.d;
+  long set = 0;
+  for (int i = 0; i < G.warmup; i++)
+    if (fn(ctx, set++ % nsets)) return -1;
+  /* Queue some GPU work first (64 MiB memsets, about 25 us each on an H100) so the host
+     runs ahead of the device: a start event must not be stamped while the GPU waits for
+     the host to submit the kernel. The memsets also flush L2. */
+  for (int i = 0; i < G.reps; i++)
+    if (DRV(d->cuMemsetD8Async((bq__CUdeviceptr)(uintptr_t)G.scratch, 0x5a, SCRATCH_BYTES,
+                               G.stream)))
+      return -1;
+  for (int i = 0; i < G.reps; i++) {
+    if (DRV(d->cuEventRecord(G.ev[2 * i], G.stream))) return -1;
+    if (fn(ctx, set++ % nsets)) return -1;
+    if (DRV(d->cuEventRecord(G.ev[2 * i + 1], G.stream))) return -1;
+  }
+  if (DRV(d->cuEventSynchronize(G.ev[2 * G.reps - 1]))) return -1;
+  double *t = malloc(sizeof *t * (size_t)G.reps);
+  if (!t) return fail("out of host memory");
+  for (int i = 0; i < G.reps; i++) {
+    float ms = 0;
+    if (DRV(d->cuEventElapsedTime(&ms, G.ev[2 * i], G.ev[2 * i + 1]))) {
+      free(t);
+      return -1;
+    }
+    t[i] = 1e3 * ms;
+  }
+  out->median_us = median(t, G.reps);
+  out->min_us = t[0];
+  free(t);
+  return 0;
+}
+
+/* ---- the copy reference -------------------------------------------------------------- */
+typedef struct copy_result {
+  size_t bytes;
+  timing t;
+  double gbps;
+  int ok;
+} copy_result;
+static copy_result *g_copies;
+static int g_ncopies;
+
+typedef struct copy_ctx { char *src, *dst; size_t bytes, stride; } copy_ctx;
+static int launch_copy(void *p, long set) {
+  copy_ctx *c = p;
+  size_t off = (size_t)set * c->stride;
+  return DRV(G.d->cuMemcpyDtoDAsync((bq__CUdeviceptr)(uintptr_t)(c->dst + off),
+                                    (bq__CUdeviceptr)(uintptr_t)(c->src + off), c->bytes,
+                                    G.stream));
+}
+
+static void print_copy(const copy_result *c) {
+  static int header;
+  if (!header++) printf("\n== copy reference: cuMemcpyDtoDAsync, GB/s = 2 * bytes / time ==\n");
+  if (c->ok)
+    printf("copy  %14zu B  %11.2f us  %9.1f GB/s\n", c->bytes, c->t.median_us, c->gbps);
+  else
+    printf("copy  %14zu B  FAILED\n", c->bytes);
+  fflush(stdout);
+}
+
+/* The copy of `bytes`, measured on first use (then printed) and remembered. */
+static const copy_result *get_copy(size_t bytes) {
+  for (int i = 0; i < g_ncopies; i++)
+    if (g_copies[i].bytes == bytes) return &g_copies[i];
+  copy_result *grown = realloc(g_copies, sizeof *g_copies * (size_t)(g_ncopies + 1));
+  if (!grown) {
+    fail("out of host memory");
+    return NULL;
+  }
+  g_copies = grown;
+  copy_result *r = &g_copies[g_ncopies++];
+  memset(r, 0, sizeof *r);
+  r->bytes = bytes;
+  copy_ctx c = {0};
+  c.bytes = bytes;
+  c.stride = (bytes + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+  long nsets = pick_nsets(2 * c.stride);
+  void *src = NULL, *dst = NULL;
+  if (!BQ(bq_malloc(&src, c.stride * (size_t)nsets)) &&
+      !BQ(bq_malloc(&dst, c.stride * (size_t)nsets)) &&
+      !fill_random(src, c.stride * (size_t)nsets, BQ_U8, 0, 0)) {
+    c.src = src;
+    c.dst = dst;
+    if (!time_runs(launch_copy, &c, nsets, &r->t)) {
+      r->gbps = 2.0 * (double)bytes / (r->t.median_us * 1e3);
+      r->ok = 1;
+    }
+  }
+  if (src) BQ(bq_free(src));
+  if (dst) BQ(bq_free(dst));
+  print_copy(r);
+  return r;
+}
+
+/* ---- cases ------------------------------------------------------------------------------ */
+typedef struct row_result {
+  char name[192];
+  char sku[160];
+  double bytes;      /* read once + written once */
+  size_t copy_bytes; /* the size class: the copy this row is compared with */
+  timing t;
+  double gbps, copy_gbps, copy_us, ratio;
+  double tops; /* for rows that count operations (GEMM); 0 otherwise */
+  int ok;
+} row_result;
+
+typedef struct bench_case bench_case;
+typedef int (*case_runner)(const bench_case *c, row_result *r);
+
+#define OPM(op) (1u << (op))
+#define DIRM(dir) (1u << (dir))
+#define TYM(t) (1u << (t))
+#define OPS_ALL (OPM(BQ_QUANTIZE) | OPM(BQ_DEQUANTIZE) | OPM(BQ_FAKE_QUANTIZE))
+#define OPS_QDQ (OPM(BQ_QUANTIZE) | OPM(BQ_DEQUANTIZE))
+#define DIRS_ALL (DIRM(BQ_FORWARD) | DIRM(BQ_BACKWARD))
+#define FWD DIRM(BQ_FORWARD)
+#define TYPES_ALL (TYM(BQ_F32) | TYM(BQ_F64) | TYM(BQ_F16) | TYM(BQ_BF16))
+#define TYPES_F32_BF16 (TYM(BQ_F32) | TYM(BQ_BF16))
+
+/* One line of k_cases expands to a row per op x direction x float type in its masks. */
+struct bench_case {
+  bq_granularity gran;
+  int rank;
+  int64_t shape[BQ_MAX_RANK]; /* per tensor: {numel} or {SIZE_256MIB}; per token/group: {rows, cols} */
+  int axis;                   /* per channel */
+  int64_t x_pad, y_pad;       /* per token/group: row stride = cols + pad (x and dx; y and dy) */
+  int64_t group_size;         /* per group */
+  unsigned ops, dirs, types;  /* masks: OPM(bq_op), DIRM(bq_direction), TYM(bq_dtype) */
+  bq_dtype int_type;          /* 0: s8 */
+  bq_dtype scale_type;        /* 0: the float type */
+  int qmin, qmax;             /* both 0: the full range */
+  int quick;                  /* also run under --quick */
+  int asymmetric;             /* dynamic quantize: min/max with a zero point */
+  case_runner runner;         /* NULL: run_quant_case */
+  /* set by the expansion */
+  bq_op op;
+  bq_direction dir;
+  bq_dtype float_type;
+};
+
+/* The benchmark's cases. Add a line here to add rows; a new kind of workload (dynamic
+   quantization, int8 GEMM) gets its own runner and sets .runner. */
+static const bench_case k_cases[] = {
+    /* per tensor, every op, both directions, every float type */
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {4096}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {65536}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {1 << 20}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL},
+    /* per channel */
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPS_ALL, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 1, .ops = OPS_ALL, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 3, .shape = {64, 4096, 128}, .axis = 1, .ops = OPS_ALL, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* per token: aligned, odd row length, long rows, rows with a stride */
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4095}, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .x_pad = 64, .y_pad = 64, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* per group */
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* dynamic quantization: per token (aligned, long and odd rows, small batches), per
+       group, per tensor at 256 MiB */
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .asymmetric = 1, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4095}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .x_pad = 64, .y_pad = 64, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {1, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {16, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {64, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {256, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+};
+
+static int64_t case_numel(const bench_case *c) {
+  if (c->gran == BQ_PER_TENSOR && c->shape[0] == SIZE_256MIB)
+    return (int64_t)(256 * MIB / dtype_size(c->float_type));
+  int64_t n = 1;
+  for (int i = 0; i < c->rank; i++) n *= c->shape[i];
+  return n;
+}
+static bq_dtype case_int_type(const bench_case *c) { return c->int_type ? c->int_type : BQ_S8; }
+static bq_dtype case_scale_type(const bench_case *c) {
+  return c->scale_type ? c->scale_type : c->float_type;
+}
+/* Size class: the bytes of the logical float tensor. */
+static size_t case_copy_bytes(const bench_case *c) {
+  return (size_t)case_numel(c) * dtype_size(c->float_type);
+}
+
+static void case_name(const bench_case *c, char *buf, size_t n) {
+  char shape[96];
+  int k = snprintf(shape, sizeof shape, "[");
+  for (int i = 0; i < c->rank && k < (int)sizeof shape; i++)
+    k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", i ? "," : "",
+                  (long long)(i == 0 ? (c->gran == BQ_PER_TENSOR ? case_numel(c) : c->shape[0])
+                                     : c->shape[i]));
+  if (k < (int)sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
+  char extra[96] = "";
+  if (c->gran == BQ_PER_CHANNEL) snprintf(extra, sizeof extra, "/axis=%d", c->axis);
+  if (c->x_pad || c->y_pad)
+    snprintf(extra, sizeof extra, "/stride=cols+%lld,cols+%lld", (long long)c->x_pad,
+             (long long)c->y_pad);
+  if (c->gran == BQ_PER_GROUP) snprintf(extra, sizeof extra, "/g=%lld", (long long)c->group_size);
+  char q[32] = "";
+  if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
+  if (c->asymmetric) snprintf(q, sizeof q, "/asym");
+  snprintf(buf, n, "%s/%s/%s/%s/%s/%s%s%s", gran_name(c->gran), op_name(c->op),
+           c->dir == BQ_BACKWARD ? "bwd" : "fwd", dtype_name(c->float_type),
+           dtype_name(case_int_type(c)), shape, extra, q);
+}
+
+/* ---- the quantization runner ------------------------------------------------------------ */
+enum { R_X, R_Y, R_DY, R_DX, R_SCALES, R_ZP, R_COUNT };
+typedef struct role {
+  bq_dtype type; /* 0: unused */
+  size_t elems;  /* per set */
+  int input;     /* filled with random data; else an output, poisoned */
+  double lo, hi; /* value range of the random data */
+  int counted;   /* counts in bytes moved */
+  size_t stride; /* bytes per set, aligned */
+  char *base;
+} role;
+
+typedef struct quant_ctx {
+  const bq_plan *plan;
+  bq_args args; /* set 0 */
+  role roles[R_COUNT];
+  void *workspace;
+  size_t workspace_bytes;
+  int pass_x; /* dequantize backward: pass x only if the plan asks for it */
+  int dynamic; /* scales and zero points are outputs */
+} quant_ctx;
+
+static void quant_args(const quant_ctx *q, long set, bq_args *a) {
+  *a = q->args;
+  const role *r = q->roles;
+#define AT(i) (r[i].base ? (void *)(r[i].base + (size_t)set * r[i].stride) : NULL)
+  a->x = q->pass_x ? AT(R_X) : NULL;
+  a->y = AT(R_Y);
+  a->dy = AT(R_DY);
+  a->dx = AT(R_DX);
+  if (q->dynamic) {
+    a->out_scales = AT(R_SCALES);
+    a->out_zero_points = AT(R_ZP);
+  } else {
+    if (r[R_SCALES].base) a->scales = AT(R_SCALES);
+    if (r[R_ZP].base) a->zero_points = AT(R_ZP);
+  }
+#undef AT
+}
+
+static int launch_quant(void *p, long set) {
+  quant_ctx *q = p;
+  bq_args a;
+  quant_args(q, set, &a);
+  return BQ(bq_plan_run(q->plan, &a, q->workspace, q->workspace_bytes, (void *)G.stream));
+}
+
+static int run_quant_case(const bench_case *c, row_result *r) {
+  int rc = -1;
+  bq_dtype T = c->float_type, I = case_int_type(c), S = case_scale_type(c);
+  bq_desc desc = {0};
+  desc.op = c->op;
+  desc.direction = c->dir;
+  desc.granularity = c->gran;
+  desc.float_type = T;
+  desc.int_type = I;
+  desc.qmin = c->qmin;
+  desc.qmax = c->qmax;
+  desc.asymmetric = c->asymmetric;
+  if (c->gran != BQ_PER_TENSOR || c->op == BQ_DYNAMIC_QUANTIZE) desc.scale_type = S;
+  int qlo = c->qmin || c->qmax ? c->qmin : (I == BQ_U8 ? 0 : -128);
+  int qhi = c->qmin || c->qmax ? c->qmax : (I == BQ_U8 ? 255 : 127);
+
+  quant_ctx q;
+  memset(&q, 0, sizeof q);
+  bq_plan *plan = NULL;
+  if (BQ(bq_plan_select(&desc, &plan))) return -1; /* the JIT compile stays out of the timing */
+  q.plan = plan;
+  const char *sku = bq_plan_sku(plan);
+  copy_str(r->sku, sizeof r->sku, sku);
+
+  /* Shapes and the buffers each op reads and writes. */
+  int64_t numel = case_numel(c), rows = 1, cols = numel, xs = 0, ys = 0, nscales = 0;
+  bq_args *a = &q.args;
+  q.dynamic = c->op == BQ_DYNAMIC_QUANTIZE;
+  if (c->gran == BQ_PER_TENSOR) {
+    a->numel = numel;
+    if (q.dynamic) nscales = 1;
+    uint64_t s = ++G.seed;
+    a->scale = 0.01 + 0.04 * (double)(splitmix64(&s) >> 11) * 0x1p-53;
+    a->zero_point = qlo + (int32_t)(splitmix64(&s) % (uint64_t)(qhi - qlo + 1));
+  } else if (c->gran == BQ_PER_CHANNEL) {
+    a->rank = c->rank;
+    for (int i = 0; i < c->rank; i++) a->shape[i] = c->shape[i];
+    a->axis = c->axis;
+    nscales = c->shape[c->axis];
+  } else {
+    rows = c->shape[0];
+    cols = c->shape[1];
+    a->rows = rows;
+    a->cols = cols;
+    if (c->x_pad) a->x_row_stride = cols + c->x_pad;
+    if (c->y_pad) a->y_row_stride = cols + c->y_pad;
+    if (c->gran == BQ_PER_GROUP) {
+      a->group_size = c->group_size;
+      nscales = rows * (cols / c->group_size);
+    } else {
+      nscales = rows;
+    }
+  }
+  xs = cols + c->x_pad; /* elements per row as stored */
+  ys = cols + c->y_pad;
+  size_t x_elems = (size_t)(rows * xs), y_elems = (size_t)(rows * ys);
+  role *ro = q.roles;
+  int fwd = c->dir == BQ_FORWARD;
+  bq_dtype x_type = c->op == BQ_DEQUANTIZE ? I : T;
+  if (fwd) {
+    ro[R_X] = (role){.type = x_type, .elems = x_elems, .input = 1, .lo = -3, .hi = 3, .counted = 1};
+    ro[R_Y] = (role){.type = c->op == BQ_QUANTIZE || q.dynamic ? I : T, .elems = y_elems, .counted = 1};
+  } else {
+    ro[R_DY] = (role){.type = T, .elems = y_elems, .input = 1, .lo = -1, .hi = 1, .counted = 1};
+    ro[R_DX] = (role){.type = T, .elems = x_elems, .counted = 1};
+    /* quantize and fake quantize read x for the clamp mask; dequantize has none */
+    ro[R_X] = (role){.type = x_type, .elems = x_elems, .input = 1, .lo = -3, .hi = 3,
+                     .counted = c->op != BQ_DEQUANTIZE};
+  }
+  q.pass_x = ro[R_X].counted || fwd;
+  if (nscales && q.dynamic) { /* written by the op */
+    ro[R_SCALES] = (role){.type = S, .elems = (size_t)nscales, .counted = 1};
+    if (c->asymmetric) ro[R_ZP] = (role){.type = BQ_S32, .elems = (size_t)nscales, .counted = 1};
+  } else if (nscales) {
+    ro[R_SCALES] = (role){.type = S, .elems = (size_t)nscales, .input = 1, .lo = 0.01, .hi = 0.05, .counted = 1};
+    ro[R_ZP] = (role){.type = BQ_S32, .elems = (size_t)nscales, .input = 1, .lo = qlo, .hi = qhi, .counted = 1};
+  }
+
+  size_t set_bytes = 0;
+  double moved = 0;
+  for (int i = 0; i < R_COUNT; i++) {
+    if (!ro[i].type) continue;
+    size_t b = ro[i].elems * dtype_size(ro[i].type);
+    ro[i].stride = (b + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+    set_bytes += ro[i].stride;
+    /* only the logical elements move: the padding of strided rows is not read */
+    if (ro[i].counted)
+      moved += (double)dtype_size(ro[i].type) *
+               (double)(i == R_SCALES || i == R_ZP ? (int64_t)ro[i].elems : rows * cols);
+  }
+  r->bytes = moved;
+  long nsets = pick_nsets(set_bytes);
+  for (int i = 0; i < R_COUNT; i++) {
+    if (!ro[i].type) continue;
+    size_t b = ro[i].stride * (size_t)nsets;
+    void *p = NULL;
+    if (BQ(bq_malloc(&p, b))) goto done;
+    ro[i].base = p;
+    if (ro[i].input ? fill_random(p, b, ro[i].type, ro[i].lo, ro[i].hi)
+                    : BQ(bq_memset(p, 0xff, b)))
+      goto done;
+  }
+  if (BQ(bq_synchronize(NULL))) goto done;
+
+  bq_args a0;
+  quant_args(&q, 0, &a0);
+  bq_status s = bq_plan_can_implement(plan, &a0);
+  if (s != BQ_SUCCESS && !q.pass_x && ro[R_X].base) { /* the plan wants x after all */
+    q.pass_x = 1;
+    quant_args(&q, 0, &a0);
+    s = bq_plan_can_implement(plan, &a0);
+  }
+  if (bq_check(s, "bq_plan_can_implement", __LINE__)) goto done;
+  q.workspace_bytes = bq_plan_workspace_size(plan, &a0);
+  if (q.workspace_bytes && BQ(bq_malloc(&q.workspace, q.workspace_bytes))) goto done;
+
+  if (time_runs(launch_quant, &q, nsets, &r->t)) goto done;
+  r->gbps = r->bytes / (r->t.median_us * 1e3);
+  rc = 0;
+
+done:
+  if (BQ(bq_synchronize((void *)G.stream))) rc = -1;
+  for (int i = 0; i < R_COUNT; i++)
+    if (ro[i].base) BQ(bq_free(ro[i].base));
+  if (q.workspace) BQ(bq_free(q.workspace));
+  bq_plan_destroy(plan);
+  return rc;
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+static row_result *g_rows;
+static int g_nrows;
+
+static bench_case *expand_cases(int *count) {
+  bench_case *out = NULL;
+  int n = 0, cap = 0;
+  for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+    const bench_case *t = &k_cases[i];
+    if (G.quick && !t->quick) continue;
+    for (int op = BQ_QUANTIZE; op <= BQ_DYNAMIC_QUANTIZE; op++) {
+      if (!(t->ops & OPM(op))) continue;
+      for (int dir = BQ_FORWARD; dir <= BQ_BACKWARD; dir++) {
+        if (!(t->dirs & DIRM(dir))) continue;
+        for (int ty = BQ_F32; ty <= BQ_BF16; ty++) {
+          if (!(t->types & TYM(ty))) continue;
+          if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            bench_case *g = realloc(out, sizeof *out * (size_t)cap);
+            if (!g) {
+              free(out);
+              *count = 0;
+              return NULL;
+            }
+            out = g;
+          }
+          out[n] = *t;
+          out[n].op = (bq_op)op;
+          out[n].dir = (bq_direction)dir;
+          out[n].float_type = (bq_dtype)ty;
+          n++;
+        }
+      }
+    }
+  }
+  *count = n;
+  return out;
+}
+
+static void print_row(const row_result *r) {
+  if (r->ok)
+    printf("%-72s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps,
+           r->ratio);
+  else
+    printf("%-72s FAILED\n", r->name);
+  fflush(stdout);
+}
+
+static void run_cases(void) {
+  int n = 0;
+  bench_case *cases = expand_cases(&n);
+  char name[192];
+  char *want = calloc((size_t)(n ? n : 1), 1);
+  if (!want) {
+    fail("out of host memory");
+    free(cases);
+    return;
+  }
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    case_name(&cases[i], name, sizeof name);
+    want[i] = (char)matches(name);
+    any |= want[i];
+  }
+
+  /* The copies first: 256 MiB always (when anything runs), then each size class in use. */
+  char cname[64];
+  snprintf(cname, sizeof cname, "copy/%zu", 256 * MIB);
+  if (any || matches(cname)) get_copy(256 * MIB);
+  for (int i = 0; i < n; i++) {
+    snprintf(cname, sizeof cname, "copy/%zu", case_copy_bytes(&cases[i]));
+    if (want[i] || matches(cname)) get_copy(case_copy_bytes(&cases[i]));
+  }
+
+  if (any) {
+    printf("\n== ops: median of %d runs after %d warm-up; GB/s = (bytes read once + bytes "
+           "written once) / time; ratio = GB/s / copy GB/s at the float tensor's size ==\n",
+           G.reps, G.warmup);
+    printf("%-72s %11s %9s %9s %6s\n", "case (granularity/op/dir/float/int/shape)", "time_us",
+           "GB/s", "copy_GB/s", "ratio");
+  }
+  for (int i = 0; i < n; i++) {
+    if (!want[i]) continue;
+    row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
+    if (!grown) {
+      fail("out of host memory");
+      break;
+    }
+    g_rows = grown;
+    row_result *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    case_name(&cases[i], r->name, sizeof r->name);
+    r->copy_bytes = case_copy_bytes(&cases[i]);
+    const copy_result *cp = get_copy(r->copy_bytes);
+    case_runner run = cases[i].runner ? cases[i].runner : run_quant_case;
+    if (run(&cases[i], r) == 0) {
+      r->ok = 1;
+      if (cp && cp->ok) {
+        r->copy_gbps = cp->gbps;
+        r->copy_us = cp->t.median_us;
+        r->ratio = r->gbps / cp->gbps;
+      } else {
+        r->copy_gbps = r->copy_us = r->ratio = NAN;
+      }
+    }
+    print_row(r);
+  }
+  free(want);
+  free(cases);
+}
+
+/* ---- JIT figures ------------------------------------------------------------------------ */
+/* Distinct SKUs that differ only in their q range: each one is a cold compile. */
+static bq_desc jit_desc(int k) {
+  bq_desc d = {0};
+  d.op = BQ_QUANTIZE;
+  d.float_type = BQ_F32;
+  d.int_type = BQ_S8;
+  d.qmin = -k;
+  d.qmax = k;
+  return d;
+}
+#define JIT_WARM_K 100
+
+typedef struct stat5 { double median, mean, min, max; int n; } stat5;
+static stat5 summarize(double *v, int n) {
+  stat5 s = {NAN, NAN, NAN, NAN, n};
+  if (n <= 0) return s;
+  s.mean = mean(v, n);
+  s.median = median(v, n); /* sorts */
+  s.min = v[0];
+  s.max = v[n - 1];
+  return s;
+}
+
+static struct {
+  int ran;
+  char cache_dir[512];
+  double first_select_ms;
+  stat5 cold_ms;
+  unsigned long long cold_compiles;
+  stat5 disk_first_ms, disk_second_ms;
+  unsigned long long disk_hits, disk_compiles;
+  int children_ok;
+  stat5 mem_us;
+  unsigned long long mem_hits;
+  double run_us, run_sync_us;
+  int run_n;
+} J;
+
+/* The child: one fresh process, the driver already up, two selects of SKUs that are on
+   disk. Prints one line for the parent. */
+static int child_disk_select(const char *dir) {
+  setenv("BARACUDA_QUANT_CACHE_DIR", dir, 1);
+  if (!bq__driver_get()) {
+    fprintf(stderr, "bench child: no CUDA driver or device\n");
+    return 2;
+  }
+  void *p = NULL; /* context creation stays out of the timing */
+  if (BQ(bq_malloc(&p, 1)) || BQ(bq_free(p))) return 1;
+  bq_desc a = jit_desc(1), b = jit_desc(2);
+  bq_plan *pa = NULL, *pb = NULL;
+  double t0 = now_us();
+  if (BQ(bq_plan_select(&a, &pa))) return 1;
+  double t1 = now_us();
+  if (BQ(bq_plan_select(&b, &pb))) return 1;
+  double t2 = now_us();
+  bq_cache_stats st;
+  bq_cache_get_stats(&st);
+  bq_plan_destroy(pa);
+  bq_plan_destroy(pb);
+  printf("disk_select first_us=%.3f second_us=%.3f disk_hits=%llu compiles=%llu\n", t1 - t0,
+         t2 - t1, (unsigned long long)st.disk_hits, (unsigned long long)st.compiles);
+  return 0;
+}
+
+static int spawn_child(const char *dir, double *first_us, double *second_us,
+                       unsigned long long *hits, unsigned long long *compiles) {
+  int fds[2];
+  if (pipe(fds)) return fail("pipe: %s", strerror(errno));
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return fail("fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    if (dup2(fds[1], STDOUT_FILENO) < 0) _exit(127);
+    close(fds[1]);
+    char arg0[] = "bench", arg1[] = "--child-disk-select";
+    char *argv[] = {arg0, arg1, (char *)dir, NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[512];
+  size_t len = 0;
+  for (;;) {
+    ssize_t k = read(fds[0], buf + len, sizeof buf - 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    len += (size_t)k;
+    if (len == sizeof buf - 1) break;
+  }
+  buf[len] = 0;
+  close(fds[0]);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return fail("disk-select child exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  if (sscanf(buf, "disk_select first_us=%lf second_us=%lf disk_hits=%llu compiles=%llu",
+             first_us, second_us, hits, compiles) != 4)
+    return fail("disk-select child printed '%s'", buf);
+  return 0;
+}
+
+static void run_jit(void) {
+  J.ran = 1;
+  const char *cd = bq_cache_directory();
+  copy_str(J.cache_dir, sizeof J.cache_dir, cd ? cd : "(disk cache off)");
+  printf("\n== JIT (cache directory %s) ==\n", J.cache_dir);
+  if (!cd || strcmp(cd, G.cache_dir) != 0)
+    fprintf(stderr, "bench: warning: the library does not use the fresh cache directory %s\n",
+            G.cache_dir);
+
+  /* (a) cold compiles: the first select pays NVRTC's start-up, then N distinct SKUs. */
+  bq_cache_stats s0, s1;
+  bq_desc w = jit_desc(JIT_WARM_K);
+  bq_plan *p = NULL;
+  double t0 = now_us();
+  if (BQ(bq_plan_select(&w, &p))) return;
+  J.first_select_ms = (now_us() - t0) * 1e-3;
+  bq_plan_destroy(p);
+  int n = G.jit_cold_n;
+  double *v = malloc(sizeof *v * (size_t)(n > G.jit_memory_n ? n : G.jit_memory_n));
+  double *v2 = malloc(sizeof *v2 * (size_t)G.jit_children);
+  if (!v || !v2) {
+    free(v);
+    free(v2);
+    fail("out of host memory");
+    return;
+  }
+  bq_cache_get_stats(&s0);
+  int ok = 1;
+  for (int k = 1; k <= n && ok; k++) {
+    bq_desc d = jit_desc(k);
+    p = NULL;
+    t0 = now_us();
+    ok = !BQ(bq_plan_select(&d, &p));
+    v[k - 1] = (now_us() - t0) * 1e-3;
+    if (ok) bq_plan_destroy(p);
+  }
+  bq_cache_get_stats(&s1);
+  J.cold_compiles = (unsigned long long)(s1.compiles - s0.compiles);
+  if (ok) J.cold_ms = summarize(v, n);
+  printf("first select (NVRTC start-up + compile + load): %.2f ms\n", J.first_select_ms);
+  printf("cold select (compile + module load), %d SKUs:  median %.2f ms, mean %.2f, min %.2f, "
+         "max %.2f (%llu compiles)\n",
+         n, J.cold_ms.median, J.cold_ms.mean, J.cold_ms.min, J.cold_ms.max, J.cold_compiles);
+  if (ok && J.cold_compiles != (unsigned long long)n)
+    fprintf(stderr, "bench: warning: %d cold selects ran %llu compiles\n", n, J.cold_compiles);
+
+  /* (b) disk hits in fresh processes */
+  if (ok) {
+    int m = 0;
+    for (int i = 0; i < G.jit_children; i++) {
+      double f = 0, s = 0;
+      unsigned long long h = 0, c = 0;
+      if (spawn_child(G.cache_dir, &f, &s, &h, &c)) continue;
+      v[m] = f * 1e-3;
+      v2[m] = s * 1e-3;
+      m++;
+      J.disk_hits += h;
+      J.disk_compiles += c;
+    }
+    J.children_ok = m;
+    J.disk_first_ms = summarize(v, m);
+    J.disk_second_ms = summarize(v2, m);
+    printf("disk select, fresh process (%d runs): first select median %.3f ms (min %.3f, max "
+           "%.3f), second select median %.3f ms; disk hits %llu, compiles %llu\n",
+           m, J.disk_first_ms.median, J.disk_first_ms.min, J.disk_first_ms.max,
+           J.disk_second_ms.median, J.disk_hits, J.disk_compiles);
+    if (m && J.disk_compiles)
+      fprintf(stderr, "bench: warning: the disk-select children compiled %llu kernels\n",
+              J.disk_compiles);
+  }
+
+  /* (c) select served from memory */
+  if (ok) {
+    bq_desc d = jit_desc(1);
+    bq_cache_get_stats(&s0);
+    for (int i = 0; i < G.jit_memory_n && ok; i++) {
+      p = NULL;
+      t0 = now_us();
+      ok = !BQ(bq_plan_select(&d, &p));
+      v[i] = now_us() - t0;
+      if (ok) bq_plan_destroy(p);
+    }
+    bq_cache_get_stats(&s1);
+    J.mem_hits = (unsigned long long)(s1.memory_hits - s0.memory_hits);
+    if (ok) J.mem_us = summarize(v, G.jit_memory_n);
+    printf("memory select (%d calls): median %.3f us, mean %.3f us, max %.1f us (%llu memory "
+           "hits)\n",
+           G.jit_memory_n, J.mem_us.median, J.mem_us.mean, J.mem_us.max, J.mem_hits);
+  }
+  free(v);
+  free(v2);
+
+  /* (d) host cost of bq_plan_run on a tiny problem */
+  bq_desc d = {0};
+  d.op = BQ_QUANTIZE;
+  d.float_type = BQ_F32;
+  void *x = NULL, *y = NULL;
+  p = NULL;
+  if (BQ(bq_plan_select(&d, &p))) return;
+  if (!BQ(bq_malloc(&x, 256 * 4)) && !BQ(bq_malloc(&y, 256)) &&
+      !fill_random(x, 256 * 4, BQ_F32, -3, 3) && !BQ(bq_synchronize(NULL))) {
+    bq_args a = {0};
+    a.x = x;
+    a.y = y;
+    a.numel = 256;
+    a.scale = 0.02;
+    a.zero_point = 3;
+    int bad = 0;
+    for (int i = 0; i < 100 && !bad; i++)
+      bad = BQ(bq_plan_run(p, &a, NULL, 0, (void *)G.stream));
+    if (!bad) bad = BQ(bq_synchronize((void *)G.stream));
+    t0 = now_us();
+    for (int i = 0; i < G.jit_run_n && !bad; i++)
+      bad = BQ(bq_plan_run(p, &a, NULL, 0, (void *)G.stream));
+    double t1 = now_us();
+    if (!bad) bad = BQ(bq_synchronize((void *)G.stream));
+    double t2 = now_us();
+    if (!bad) {
+      J.run_n = G.jit_run_n;
+      J.run_us = (t1 - t0) / G.jit_run_n;
+      J.run_sync_us = (t2 - t0) / G.jit_run_n;
+      printf("bq_plan_run host time, numel 256 (%d calls): %.3f us per call (%.3f us with the "
+             "final synchronize)\n",
+             J.run_n, J.run_us, J.run_sync_us);
+    }
+  }
+  if (x) BQ(bq_free(x));
+  if (y) BQ(bq_free(y));
+  bq_plan_destroy(p);
+  fflush(stdout);
+}
+
+/* ---- JSON ----------------------------------------------------------------------------------- */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+static void json_num(FILE *f, double x) {
+  if (isfinite(x)) fprintf(f, "%.6g", x);
+  else fputs("null", f);
+}
+static void json_stat(FILE *f, const char *key, stat5 s) {
+  fprintf(f, "\"%s\": {\"n\": %d, \"median\": ", key, s.n);
+  json_num(f, s.median);
+  fputs(", \"mean\": ", f);
+  json_num(f, s.mean);
+  fputs(", \"min\": ", f);
+  json_num(f, s.min);
+  fputs(", \"max\": ", f);
+  json_num(f, s.max);
+  fputs("}", f);
+}
+
+static int write_json(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return fail("cannot write %s: %s", path, strerror(errno));
+  fputs("{\n  \"tool\": \"baracuda_quant bench\",\n  \"library_version\": ", f);
+  json_str(f, bq_version_string());
+  fputs(",\n  \"device\": ", f);
+  json_str(f, G.device);
+  fprintf(f, ",\n  \"quick\": %s,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"filter\": ",
+          G.quick ? "true" : "false", G.reps, G.warmup);
+  if (G.filter) json_str(f, G.filter);
+  else fputs("null", f);
+  fputs(",\n  \"copy\": [", f);
+  for (int i = 0; i < g_ncopies; i++) {
+    const copy_result *c = &g_copies[i];
+    fprintf(f, "%s\n    {\"bytes\": %zu, \"ok\": %s, \"median_us\": ", i ? "," : "", c->bytes,
+            c->ok ? "true" : "false");
+    json_num(f, c->ok ? c->t.median_us : NAN);
+    fputs(", \"min_us\": ", f);
+    json_num(f, c->ok ? c->t.min_us : NAN);
+    fputs(", \"gbps\": ", f);
+    json_num(f, c->ok ? c->gbps : NAN);
+    fputs("}", f);
+  }
+  fputs("\n  ],\n  \"rows\": [", f);
+  for (int i = 0; i < g_nrows; i++) {
+    const row_result *r = &g_rows[i];
+    fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+    json_str(f, r->name);
+    fputs(", \"sku\": ", f);
+    json_str(f, r->sku);
+    fprintf(f, ", \"ok\": %s, \"bytes\": ", r->ok ? "true" : "false");
+    json_num(f, r->bytes);
+    fprintf(f, ", \"copy_bytes\": %zu, \"median_us\": ", r->copy_bytes);
+    json_num(f, r->ok ? r->t.median_us : NAN);
+    fputs(", \"min_us\": ", f);
+    json_num(f, r->ok ? r->t.min_us : NAN);
+    fputs(", \"gbps\": ", f);
+    json_num(f, r->ok ? r->gbps : NAN);
+    fputs(", \"copy_gbps\": ", f);
+    json_num(f, r->ok ? r->copy_gbps : NAN);
+    fputs(", \"copy_us\": ", f);
+    json_num(f, r->ok ? r->copy_us : NAN);
+    fputs(", \"ratio\": ", f);
+    json_num(f, r->ok ? r->ratio : NAN);
+    if (r->tops > 0) {
+      fputs(", \"tops\": ", f);
+      json_num(f, r->tops);
+    }
+    fputs("}", f);
+  }
+  fputs("\n  ],\n  \"jit\": ", f);
+  if (J.ran) {
+    fputs("{\n    \"cache_dir\": ", f);
+    json_str(f, J.cache_dir);
+    fputs(",\n    \"first_select_ms\": ", f);
+    json_num(f, J.first_select_ms);
+    fputs(",\n    ", f);
+    json_stat(f, "cold_select_ms", J.cold_ms);
+    fprintf(f, ",\n    \"cold_compiles\": %llu,\n    ", J.cold_compiles);
+    json_stat(f, "disk_first_select_ms", J.disk_first_ms);
+    fputs(",\n    ", f);
+    json_stat(f, "disk_second_select_ms", J.disk_second_ms);
+    fprintf(f, ",\n    \"disk_hits\": %llu,\n    \"disk_child_compiles\": %llu,\n    ",
+            J.disk_hits, J.disk_compiles);
+    json_stat(f, "memory_select_us", J.mem_us);
+    fprintf(f, ",\n    \"memory_hits\": %llu,\n    \"run_calls\": %d,\n    \"run_host_us\": ",
+            J.mem_hits, J.run_n);
+    json_num(f, J.run_n ? J.run_us : NAN);
+    fputs(",\n    \"run_host_us_with_sync\": ", f);
+    json_num(f, J.run_n ? J.run_sync_us : NAN);
+    fputs("\n  }", f);
+  } else {
+    fputs("null", f);
+  }
+  fprintf(f, ",\n  \"failures\": %d\n}\n", G.failures);
+  if (fclose(f)) return fail("cannot write %s: %s", path, strerror(errno));
+  return 0;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench [--quick] [--filter SUBSTRING] [--json PATH] [--reps N] [--warmup N]\n"
+          "  --quick      fewer repetitions; 256 MiB and one small size only\n"
+          "  --filter S   only rows whose name contains S (names: per_tensor/quantize/fwd/f32/\n"
+          "               s8/[67108864], copy/268435456, jit/cold_compile, jit/disk_select,\n"
+          "               jit/memory_select, jit/run_overhead)\n"
+          "  --json PATH  where the JSON goes (default bench.json)\n"
+          "  --reps N     timed runs per row (default 100, --quick 20)\n"
+          "  --warmup N   untimed runs before them (default 10, --quick 3)\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--child-disk-select")) return child_disk_select(argv[2]);
+
+  G.json_path = "bench.json";
+  int reps = -1, warmup = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--quick")) G.quick = 1;
+    else if (!strcmp(a, "--filter") && i + 1 < argc) G.filter = argv[++i];
+    else if (!strcmp(a, "--json") && i + 1 < argc) G.json_path = argv[++i];
+    else if (!strcmp(a, "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(a, "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a);
+      usage(stderr);
+      return 64;
+    }
+  }
+  G.reps = reps > 0 ? reps : (G.quick ? 20 : 100);
+  G.warmup = warmup >= 0 ? warmup : (G.quick ? 3 : 10);
+  G.jit_cold_n = G.quick ? 10 : 16;
+  G.jit_children = G.quick ? 3 : 10;
+  G.jit_memory_n = 10000;
+  G.jit_run_n = 10000;
+
+  /* A fresh, empty kernel cache, set before the library reads the variable: every
+     compile in this run is cold and the user's cache is left alone. */
+  snprintf(G.cache_dir, sizeof G.cache_dir, "/tmp/bq_bench_cache_XXXXXX");
+  if (!mkdtemp(G.cache_dir)) {
+    fprintf(stderr, "bench: mkdtemp: %s\n", strerror(errno));
+    return 1;
+  }
+  setenv("BARACUDA_QUANT_CACHE_DIR", G.cache_dir, 1);
+
+  G.d = bq__driver_get();
+  if (!G.d) {
+    const char *e = bq_last_error();
+    char msg[256];
+    copy_str(msg, sizeof msg, e);
+    msg[strcspn(msg, "\r\n")] = 0;
+    fprintf(stderr, "bench: no CUDA driver or GPU available, nothing measured%s%s\n",
+            msg[0] ? ": " : "", msg);
+    rmdir(G.cache_dir);
+    return 2;
+  }
+  const bq__driver_api *d = G.d;
+  void *one = NULL; /* makes the library's context current on this thread */
+  if (BQ(bq_malloc(&one, 1)) || BQ(bq_free(one))) goto out;
+  if (BQ(bq_device_name(G.device, sizeof G.device))) goto out;
+  printf("baracuda_quant %s bench on %s%s\n", bq_version_string(), G.device,
+         G.quick ? " (--quick)" : "");
+  if (DRV(d->cuStreamCreate(&G.stream, 0))) goto out;
+  G.ev = calloc((size_t)(2 * G.reps), sizeof *G.ev);
+  if (!G.ev) {
+    fail("out of host memory");
+    goto out;
+  }
+  for (int i = 0; i < 2 * G.reps; i++)
+    if (DRV(d->cuEventCreate(&G.ev[i], 0))) goto out;
+  if (BQ(bq_malloc(&G.scratch, SCRATCH_BYTES))) goto out;
+
+  if (matches("jit/cold_compile") || matches("jit/disk_select") ||
+      matches("jit/memory_select") || matches("jit/run_overhead"))
+    run_jit();
+  run_cases();
+
+  printf("\n");
+  if (write_json(G.json_path) == 0) printf("JSON written to %s\n", G.json_path);
+
+out:
+  if (G.scratch) BQ(bq_free(G.scratch));
+  if (G.ev)
+    for (int i = 0; i < 2 * G.reps; i++)
+      if (G.ev[i]) DRV(d->cuEventDestroy(G.ev[i]));
+  free(G.ev);
+  if (G.stream) DRV(d->cuStreamDestroy(G.stream));
+  free(g_rows);
+  free(g_copies);
+  nftw(G.cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (G.failures) fprintf(stderr, "bench: %d call(s) failed\n", G.failures);
+  return G.failures ? 1 : 0;
+}
