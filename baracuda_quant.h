@@ -280,10 +280,11 @@ enum {
   X(cuStreamSynchronize, (bq__CUstream s))                                                     \
   X(cuStreamBeginCapture, (bq__CUstream s, int mode))                                          \
   X(cuStreamEndCapture, (bq__CUstream s, bq__CUgraph * g))                                     \
-  X(cuGraphInstantiate, (bq__CUgraphExec * e, bq__CUgraph g, unsigned long long flags))        \
+  X(cuGraphInstantiateWithFlags, (bq__CUgraphExec * e, bq__CUgraph g, unsigned long long flags)) \
   X(cuGraphLaunch, (bq__CUgraphExec e, bq__CUstream s))                                        \
   X(cuGraphExecDestroy, (bq__CUgraphExec e))                                                   \
   X(cuGraphDestroy, (bq__CUgraph g))                                                           \
+  X(cuGraphGetNodes, (bq__CUgraph g, void **nodes, size_t *n))                                 \
   X(cuEventCreate, (bq__CUevent * e, unsigned flags))                                          \
   X(cuEventDestroy, (bq__CUevent e))                                                           \
   X(cuEventRecord, (bq__CUevent e, bq__CUstream s))                                            \
@@ -646,7 +647,7 @@ static const char bq__src_affine_cu[] =
   "#define BQ_MAX2(a, b) ((a) > (b) ? (a) : (b))\n"
   "#define BQ_LEAD_SIZE BQ_MAX2(sizeof(bq_in0), sizeof(bq_out))\n"
   "#define BQ_P ((int)(16 / BQ_LEAD_SIZE)) // elements per access\n"
-  "#define BQ_U 2                          // accesses per lane per tile\n"
+  "// BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)\n"
   "#define BQ_TILE (32 * BQ_U)             // accesses per warp tile\n"
   "#define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream\n"
   "\n"
@@ -665,13 +666,13 @@ static const char bq__src_affine_cu[] =
   "  int fast32;                           // indices fit in 32 bits\n"
   "};\n"
   "\n"
-  "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, int zp, bq_zrange z) {\n"
+  "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, const bq_zp &z) {\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
   "  return (bq_out)bq_quantize(bq_to_c(a), s, z);\n"
   "#elif BQ_OP == 2 && !BQ_BWD\n"
-  "  return bq_from_c(bq_dequantize((int)a, s, zp));\n"
+  "  return bq_from_c(bq_dequantize((int)a, s, z));\n"
   "#elif BQ_OP == 3 && !BQ_BWD\n"
-  "  return bq_from_c(bq_dequantize(bq_quantize(bq_to_c(a), s, z), s, zp));\n"
+  "  return bq_from_c(bq_fake_quantize(bq_to_c(a), s, z));\n"
   "#elif BQ_OP == 1\n"
   "  return bq_in_range(bq_to_c(b), s, z) ? bq_from_c(bq_div(bq_to_c(a), s)) : (bq_out)0;\n"
   "#elif BQ_OP == 2\n"
@@ -689,14 +690,14 @@ static const char bq__src_affine_cu[] =
   "  bq_i64 base, g, rem;\n"
   "  bq_c s;\n"
   "  int zp;\n"
-  "  bq_zrange z;\n"
+  "  bq_zp z;\n"
   "};\n"
   "static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {\n"
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
   "  bq_i64 i = q.base + q.g;\n"
   "  q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + i));\n"
   "  q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;\n"
-  "  q.z = bq_zrange_of(q.zp);\n"
+  "  q.z = bq_zp_of(q.zp);\n"
   "#endif\n"
   "}\n"
   "static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,\n"
@@ -704,11 +705,11 @@ static const char bq__src_affine_cu[] =
   "#if BQ_GRAN == 0\n"
   "  q.s = (bq_c)p.scale;\n"
   "  q.zp = p.zp;\n"
-  "  q.z = bq_zrange_of(q.zp);\n"
+  "  q.z = bq_zp_of(q.zp);\n"
   "#elif BQ_GRAN == 2\n"
   "  q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + r));\n"
   "  q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;\n"
-  "  q.z = bq_zrange_of(q.zp);\n"
+  "  q.z = bq_zp_of(q.zp);\n"
   "#else\n"
   "  bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
   "  q.rem = k - g * p.group;\n"
@@ -741,11 +742,11 @@ static const char bq__src_affine_cu[] =
   "// local memory in every thread.)\n"
   "static __device__ __noinline__ void bq_one(bq_i64 k, bq_c s, int zp, const bq_in0 *in0,\n"
   "                                           const bq_in1 *in1, bq_out *out) {\n"
-  "  const bq_zrange z = bq_zrange_of(zp);\n"
+  "  const bq_zp z = bq_zp_of(zp);\n"
   "#if BQ_HAS_IN1\n"
-  "  out[k] = bq_apply(in0[k], in1[k], s, zp, z);\n"
+  "  out[k] = bq_apply(in0[k], in1[k], s, z);\n"
   "#else\n"
-  "  out[k] = bq_apply(in0[k], (bq_in1)0, s, zp, z);\n"
+  "  out[k] = bq_apply(in0[k], (bq_in1)0, s, z);\n"
   "#endif\n"
   "}\n"
   "\n"
@@ -817,9 +818,9 @@ static const char bq__src_affine_cu[] =
   "#pragma unroll\n"
   "        for (int j = 0; j < BQ_P; j++) {\n"
   "#if BQ_HAS_IN1\n"
-  "          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.zp, q.z);\n"
+  "          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z);\n"
   "#else\n"
-  "          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.zp, q.z);\n"
+  "          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z);\n"
   "#endif\n"
   "          if (j + 1 < BQ_P) bq_qp_next(q, p);\n"
   "        }\n"
@@ -965,43 +966,62 @@ static const char bq__src_common_cuh[] =
   "  return bq_rne_ll(v);\n"
   "}\n"
   "\n"
-  "// The q-range seen from the rounded quotient R = rne(x / s): q = sat(R + zp, qmin, qmax)\n"
-  "// is qmin for R < qmin - zp, qmax for R > qmax - zp, else R + zp. With lo = qmin - zp\n"
-  "// rounded up to C and hi = qmax - zp rounded down (exact for f64 and for |zp| < 2^24),\n"
-  "// the comparisons give the same answers on the integer-valued R, and inside [lo, hi]\n"
-  "// R + zp = base + (R - lo) with R - lo exact (Sterbenz) and base = qmin + (lo - (qmin - zp)).\n"
-  "// So one int32 zero point of any size costs no 64-bit arithmetic per element.\n"
-  "struct bq_zrange {\n"
-  "  bq_c lo, hi;\n"
-  "  int base;\n"
+  "// One zero point, prepared once per tensor, row or group so that no element needs 64-bit\n"
+  "// arithmetic whatever the int32 zero point:\n"
+  "// - quantize: q = sat(R + zp, qmin, qmax) with R = rne(x / s) is qmin for R < a = qmin - zp,\n"
+  "//   qmax for R > b = qmax - zp, else R + zp. With lo = a rounded up to C and hi = b rounded\n"
+  "//   down (exact for f64 and for |zp| < 2^24) the comparisons on the integer-valued R give\n"
+  "//   the same answers, and inside [lo, hi] R + zp = base + (R - lo), R - lo exact (Sterbenz),\n"
+  "//   base = qmin + (lo - a).\n"
+  "// - dequantize: q - zp = (q - zp_lo) - zp_hi with zp_hi = C(zp) and zp_lo = zp - zp_hi, a\n"
+  "//   small integer: one exact conversion, then a single rounding in C.\n"
+  "// - fake quantize: q - zp is R itself inside the range, else a or b rounded once to C.\n"
+  "struct bq_zp {\n"
+  "  bq_c lo, hi, a, b, zp_hi;\n"
+  "  int base, zp_lo;\n"
   "};\n"
-  "static __device__ __forceinline__ bq_zrange bq_zrange_of(int zp) {\n"
-  "  bq_zrange z;\n"
+  "static __device__ __forceinline__ bq_zp bq_zp_of(int zp) {\n"
+  "  bq_zp z;\n"
   "  const bq_i64 a = (bq_i64)BQ_QMIN - zp, b = (bq_i64)BQ_QMAX - zp;\n"
   "#if BQ_FT == 1\n"
-  "  z.lo = (double)a;\n"
-  "  z.hi = (double)b;\n"
+  "  z.lo = z.a = (double)a;\n"
+  "  z.hi = z.b = (double)b;\n"
   "  z.base = BQ_QMIN;\n"
+  "  z.zp_hi = (double)zp;\n"
+  "  z.zp_lo = 0;\n"
   "#else\n"
   "  z.lo = __ll2float_ru(a);\n"
   "  z.hi = __ll2float_rd(b);\n"
+  "  z.a = __ll2float_rn(a);\n"
+  "  z.b = __ll2float_rn(b);\n"
   "  z.base = BQ_QMIN + (int)((bq_i64)z.lo - a);\n"
+  "  z.zp_hi = __int2float_rn(zp);\n"
+  "  z.zp_lo = (int)((bq_i64)zp - (bq_i64)z.zp_hi);\n"
   "#endif\n"
   "  return z;\n"
   "}\n"
   "\n"
-  "// quantize: q = sat(rne(x / s) + zp, qmin, qmax); NaN rounds to 0\n"
-  "static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, bq_zrange z) {\n"
-  "  bq_c v = bq_div(x, s);\n"
-  "  const bq_c r = bq_rint(v == v ? v : (bq_c)0);\n"
+  "// rne(x / s) with NaN -> 0\n"
+  "static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, bq_c s) {\n"
+  "  const bq_c v = bq_div(x, s);\n"
+  "  return bq_rint(v == v ? v : (bq_c)0);\n"
+  "}\n"
+  "// quantize: q = sat(rne(x / s) + zp, qmin, qmax)\n"
+  "static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, const bq_zp &z) {\n"
+  "  const bq_c r = bq_rounded_quotient(x, s);\n"
   "  return r < z.lo ? BQ_QMIN : (r > z.hi ? BQ_QMAX : z.base + (int)(r - z.lo));\n"
   "}\n"
   "// dequantize: (q - zp) exact in integer, one rounding to C, one product in C.\n"
-  "static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, int zp) {\n"
-  "  return bq_mul(bq_from_ll((bq_i64)q - zp), s);\n"
+  "static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp &z) {\n"
+  "  return bq_mul(bq_sub((bq_c)(q - z.zp_lo), z.zp_hi), s);\n"
+  "}\n"
+  "// fake quantize: dequantize(quantize(x)), bit for bit\n"
+  "static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, bq_c s, const bq_zp &z) {\n"
+  "  const bq_c r = bq_add(bq_rounded_quotient(x, s), (bq_c)0); // + 0 turns -0 into the integer 0\n"
+  "  return bq_mul(r < z.lo ? z.a : (r > z.hi ? z.b : r), s);\n"
   "}\n"
   "// STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.\n"
-  "static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, bq_zrange z) {\n"
+  "static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, const bq_zp &z) {\n"
   "  const bq_c r = bq_rint(bq_div(x, s)); // NaN compares false\n"
   "  return r >= z.lo && r <= z.hi;\n"
   "}\n"
@@ -1089,11 +1109,11 @@ static const char bq__src_common_cuh[] =
   "}\n"
   "\n"
   "// ---- teams ----------------------------------------------------------------------------\n"
-  "// A team is tpr consecutive threads of a block (a power of two, 32..256) working on one\n"
-  "// row. Teams of one block synchronize on their own named barrier (1 + team index), so\n"
-  "// teams may run different numbers of rows without deadlock.\n"
-  "static __device__ __forceinline__ void bq_team_sync(int team, int tpr) {\n"
-  "  if (tpr > 32) asm volatile(\"bar.sync %0, %1;\" ::\"r\"(team + 1), \"r\"(tpr) : \"memory\");\n"
+  "// A team is tpr threads working on one row: a warp (tpr == 32; a block holds several,\n"
+  "// independent of each other) or a whole block (tpr >= 64). So a team synchronizes with\n"
+  "// __syncwarp or __syncthreads, and blocks of different rows never wait for each other.\n"
+  "static __device__ __forceinline__ void bq_team_sync(int tpr) {\n"
+  "  if (tpr > 32) __syncthreads();\n"
   "  else __syncwarp();\n"
   "}\n"
 ;
@@ -1174,7 +1194,7 @@ static const char bq__src_dynamic_cu[] =
   "  bq_s stored;\n"
   "  bq_c s;\n"
   "  int zp;\n"
-  "  bq_zrange z;\n"
+  "  bq_zp z;\n"
   "};\n"
   "static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {\n"
   "  bq_qp q;\n"
@@ -1190,7 +1210,7 @@ static const char bq__src_dynamic_cu[] =
   "  q.s = bq_scale_to_c(q.stored);\n"
   "  q.zp = 0;\n"
   "#endif\n"
-  "  q.z = bq_zrange_of(q.zp);\n"
+  "  q.z = bq_zp_of(q.zp);\n"
   "  return q;\n"
   "}\n"
   "\n"
@@ -1210,18 +1230,17 @@ static const char bq__src_dynamic_cu[] =
   "  for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));\n"
   "}\n"
   "\n"
-  "// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp.\n"
-  "// Teams are 32 lanes (shuffles only) or 128..1024 (at most 8 per block, so each has a\n"
-  "// named barrier of its own).\n"
-  "static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int team, int tpr, bq_red *red_smem) {\n"
+  "// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp of\n"
+  "// a block-wide team.\n"
+  "static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *red_smem) {\n"
   "  r = bq_red_lanes(r, 32);\n"
   "  if (tpr > 32) {\n"
-  "    const int warp = threadIdx.x >> 5, first = (team * tpr) >> 5, nw = tpr >> 5;\n"
+  "    const int warp = threadIdx.x >> 5, nw = tpr >> 5;\n"
   "    if ((threadIdx.x & 31) == 0) red_smem[warp] = r;\n"
-  "    bq_team_sync(team, tpr);\n"
-  "    r = red_smem[first];\n"
-  "    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[first + i]);\n"
-  "    bq_team_sync(team, tpr); // the slots are reused by the team's next row\n"
+  "    bq_team_sync(tpr);\n"
+  "    r = red_smem[0];\n"
+  "    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[i]);\n"
+  "    bq_team_sync(tpr); // the slots are reused by the team's next row\n"
   "  }\n"
   "  return r;\n"
   "}\n"
@@ -1239,8 +1258,7 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "\n"
   "static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
-  "                                                  bq_i64 n, bq_i64 pidx, int lane, int team, int tpr,\n"
-  "                                                  bq_red *red_smem) {\n"
+  "                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {\n"
   "  const bq_i64 pro = bq_prologue(x, n);\n"
   "  const int w_out = bq_width(y + pro);\n"
   "  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;\n"
@@ -1261,7 +1279,7 @@ static const char bq__src_dynamic_cu[] =
   "  const bq_c ep = has_p ? bq_to_c(x[kp]) : (bq_c)0, et = has_t ? bq_to_c(x[kt]) : (bq_c)0;\n"
   "  if (has_p) bq_red_add(r, ep);\n"
   "  if (has_t) bq_red_add(r, et);\n"
-  "  r = bq_red_team(r, team, tpr, red_smem);\n"
+  "  r = bq_red_team(r, tpr, red_smem);\n"
   "  const bq_qp q = bq_params_of(r);\n"
   "  if (lane == 0) bq_write_params(p, pidx, q);\n"
   "  if (has_p) y[kp] = (bq_i)bq_quantize(ep, q.s, q.z);\n"
@@ -1321,8 +1339,7 @@ static const char bq__src_dynamic_cu[] =
   "  const int lane = threadIdx.x & (tpr - 1);\n"
   "#if BQ_DSCOPE == 2\n"
   "  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
-  "    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, team, tpr,\n"
-  "               red_smem);\n"
+  "    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);\n"
   "#else\n"
   "  if (p.fast_groups) {\n"
   "    for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
@@ -1332,7 +1349,7 @@ static const char bq__src_dynamic_cu[] =
   "    for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {\n"
   "      const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;\n"
   "      bq_segment(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,\n"
-  "                 p.group, r * p.grs + g, lane, team, tpr, red_smem);\n"
+  "                 p.group, r * p.grs + g, lane, tpr, red_smem);\n"
   "    }\n"
   "  }\n"
   "#endif\n"
@@ -1356,7 +1373,7 @@ static const char bq__src_dynamic_cu[] =
   "  }\n"
   "  if (tid < pro) bq_red_add(r, bq_to_c(x[tid]));\n"
   "  if (pro + nch * BQ_VEC + tid < n) bq_red_add(r, bq_to_c(x[pro + nch * BQ_VEC + tid]));\n"
-  "  r = bq_red_team(r, 0, blockDim.x, red_smem);\n"
+  "  r = bq_red_team(r, blockDim.x, red_smem);\n"
   "  if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;\n"
   "}\n"
   "\n"
@@ -1366,7 +1383,7 @@ static const char bq__src_dynamic_cu[] =
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "  bq_red r = bq_red_init();\n"
   "  for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);\n"
-  "  r = bq_red_team(r, 0, blockDim.x, red_smem);\n"
+  "  r = bq_red_team(r, blockDim.x, red_smem);\n"
   "  const bq_qp q = bq_params_of(r);\n"
   "  if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);\n"
   "  const bq_t *x = (const bq_t *)p.x;\n"
@@ -2302,11 +2319,13 @@ BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
 
 /* elements per 16-byte access of the widest stream, always the float one: affine.cu's BQ_P */
 BQ__FN int bq__affine_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
-#define BQ__AFFINE_TILE 128 /* accesses per warp tile: affine.cu's BQ_TILE */
+/* accesses per lane per tile (affine.cu's BQ_U): 8 to 16 elements a lane, enough bytes in
+   flight without unrolling more code than a fast compile allows */
+BQ__FN int bq__affine_u(const bq_desc *d) { return d->float_type == BQ_F64 ? 4 : 2; }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n", (int)d->op,
-              d->direction == BQ_BACKWARD, (int)d->granularity);
+  bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n", (int)d->op,
+              d->direction == BQ_BACKWARD, (int)d->granularity, bq__affine_u(d));
 }
 
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
@@ -2370,8 +2389,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.zps = (uint64_t)(uintptr_t)a->zero_points;
   k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
   k.zp = a->zero_point;
-  int64_t accesses = (v.cols + p->vec - 1) / p->vec;
-  k.tiles = accesses > BQ__AFFINE_TILE ? (accesses + BQ__AFFINE_TILE - 1) / BQ__AFFINE_TILE : 1;
+  int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
+  k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
   /* 32-bit index arithmetic when every index fits */
   int64_t lim = (int64_t)1 << 31;
   k.fast32 = v.cols <= lim && k.group <= lim && k.gmod <= lim && v.rows * k.tiles <= lim;
@@ -2426,13 +2445,12 @@ BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
 }
 
 /* team size for a segment of `chunks` accesses, each thread taking up to `per_thread`:
-   32 (shuffles only) or 128..1024 (at most 8 teams a block, each with its own named
-   barrier). Several accesses per thread keep enough bytes in flight at the occupancy
-   the kernel's registers allow. */
+   a warp, or a block of 64..1024 threads (dynamic.cu's teams). Several accesses per thread
+   keep enough bytes in flight at the occupancy the kernel's registers allow. */
 BQ__FN int bq__dynamic_team(int64_t chunks, int per_thread) {
   int tpr = 32;
   while (tpr < BQ__DYN_BLOCK && (int64_t)tpr * per_thread < chunks) tpr *= 2;
-  return tpr == 64 ? 128 : tpr;
+  return tpr;
 }
 
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
@@ -2485,7 +2503,8 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
   }
   k.tpr = bq__dynamic_team(chunks, BQ__DYN_PER_THREAD);
-  return bq__launch(p, 0, bq__grid(segs, BQ__DYN_BLOCK / k.tpr), BQ__DYN_BLOCK, &k, stream);
+  int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
+  return bq__launch(p, 0, bq__grid(segs, threads / k.tpr), threads, &k, stream);
 }
 
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
@@ -2505,11 +2524,13 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.vec%d%s.%s", bq__op_name(d->op),
+  char variant[32];
+  if (d->op == BQ_DYNAMIC_QUANTIZE) snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d), d->asymmetric ? "asym" : "sym");
+  else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.%s.%s", bq__op_name(d->op),
            d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
            bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), d->qmin, d->qmax,
-           bq__dtype_name(d->scale_type), f->vec(d),
-           d->op != BQ_DYNAMIC_QUANTIZE ? "" : d->asymmetric ? ".asym" : ".sym", tn);
+           bq__dtype_name(d->scale_type), variant, tn);
   size_t i = 0; /* the file name: the SKU with [ ] , made safe */
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
     k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];

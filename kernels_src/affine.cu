@@ -33,7 +33,7 @@ typedef bq_t bq_in1;
 #define BQ_MAX2(a, b) ((a) > (b) ? (a) : (b))
 #define BQ_LEAD_SIZE BQ_MAX2(sizeof(bq_in0), sizeof(bq_out))
 #define BQ_P ((int)(16 / BQ_LEAD_SIZE)) // elements per access
-#define BQ_U 2                          // accesses per lane per tile
+// BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)
 #define BQ_TILE (32 * BQ_U)             // accesses per warp tile
 #define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream
 
@@ -52,13 +52,13 @@ struct bq_affine_params {
   int fast32;                           // indices fit in 32 bits
 };
 
-static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, int zp, bq_zrange z) {
+static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, const bq_zp &z) {
 #if BQ_OP == 1 && !BQ_BWD
   return (bq_out)bq_quantize(bq_to_c(a), s, z);
 #elif BQ_OP == 2 && !BQ_BWD
-  return bq_from_c(bq_dequantize((int)a, s, zp));
+  return bq_from_c(bq_dequantize((int)a, s, z));
 #elif BQ_OP == 3 && !BQ_BWD
-  return bq_from_c(bq_dequantize(bq_quantize(bq_to_c(a), s, z), s, zp));
+  return bq_from_c(bq_fake_quantize(bq_to_c(a), s, z));
 #elif BQ_OP == 1
   return bq_in_range(bq_to_c(b), s, z) ? bq_from_c(bq_div(bq_to_c(a), s)) : (bq_out)0;
 #elif BQ_OP == 2
@@ -76,14 +76,14 @@ struct bq_qparams {
   bq_i64 base, g, rem;
   bq_c s;
   int zp;
-  bq_zrange z;
+  bq_zp z;
 };
 static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {
 #if BQ_GRAN == 1 || BQ_GRAN == 3
   bq_i64 i = q.base + q.g;
   q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + i));
   q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;
-  q.z = bq_zrange_of(q.zp);
+  q.z = bq_zp_of(q.zp);
 #endif
 }
 static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,
@@ -91,11 +91,11 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
 #if BQ_GRAN == 0
   q.s = (bq_c)p.scale;
   q.zp = p.zp;
-  q.z = bq_zrange_of(q.zp);
+  q.z = bq_zp_of(q.zp);
 #elif BQ_GRAN == 2
   q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + r));
   q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;
-  q.z = bq_zrange_of(q.zp);
+  q.z = bq_zp_of(q.zp);
 #else
   bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
   q.rem = k - g * p.group;
@@ -128,11 +128,11 @@ static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine
 // local memory in every thread.)
 static __device__ __noinline__ void bq_one(bq_i64 k, bq_c s, int zp, const bq_in0 *in0,
                                            const bq_in1 *in1, bq_out *out) {
-  const bq_zrange z = bq_zrange_of(zp);
+  const bq_zp z = bq_zp_of(zp);
 #if BQ_HAS_IN1
-  out[k] = bq_apply(in0[k], in1[k], s, zp, z);
+  out[k] = bq_apply(in0[k], in1[k], s, z);
 #else
-  out[k] = bq_apply(in0[k], (bq_in1)0, s, zp, z);
+  out[k] = bq_apply(in0[k], (bq_in1)0, s, z);
 #endif
 }
 
@@ -204,9 +204,9 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
 #pragma unroll
         for (int j = 0; j < BQ_P; j++) {
 #if BQ_HAS_IN1
-          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.zp, q.z);
+          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z);
 #else
-          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.zp, q.z);
+          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z);
 #endif
           if (j + 1 < BQ_P) bq_qp_next(q, p);
         }

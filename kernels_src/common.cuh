@@ -123,43 +123,62 @@ static __device__ __forceinline__ bq_i64 bq_round(bq_c v) {
   return bq_rne_ll(v);
 }
 
-// The q-range seen from the rounded quotient R = rne(x / s): q = sat(R + zp, qmin, qmax)
-// is qmin for R < qmin - zp, qmax for R > qmax - zp, else R + zp. With lo = qmin - zp
-// rounded up to C and hi = qmax - zp rounded down (exact for f64 and for |zp| < 2^24),
-// the comparisons give the same answers on the integer-valued R, and inside [lo, hi]
-// R + zp = base + (R - lo) with R - lo exact (Sterbenz) and base = qmin + (lo - (qmin - zp)).
-// So one int32 zero point of any size costs no 64-bit arithmetic per element.
-struct bq_zrange {
-  bq_c lo, hi;
-  int base;
+// One zero point, prepared once per tensor, row or group so that no element needs 64-bit
+// arithmetic whatever the int32 zero point:
+// - quantize: q = sat(R + zp, qmin, qmax) with R = rne(x / s) is qmin for R < a = qmin - zp,
+//   qmax for R > b = qmax - zp, else R + zp. With lo = a rounded up to C and hi = b rounded
+//   down (exact for f64 and for |zp| < 2^24) the comparisons on the integer-valued R give
+//   the same answers, and inside [lo, hi] R + zp = base + (R - lo), R - lo exact (Sterbenz),
+//   base = qmin + (lo - a).
+// - dequantize: q - zp = (q - zp_lo) - zp_hi with zp_hi = C(zp) and zp_lo = zp - zp_hi, a
+//   small integer: one exact conversion, then a single rounding in C.
+// - fake quantize: q - zp is R itself inside the range, else a or b rounded once to C.
+struct bq_zp {
+  bq_c lo, hi, a, b, zp_hi;
+  int base, zp_lo;
 };
-static __device__ __forceinline__ bq_zrange bq_zrange_of(int zp) {
-  bq_zrange z;
+static __device__ __forceinline__ bq_zp bq_zp_of(int zp) {
+  bq_zp z;
   const bq_i64 a = (bq_i64)BQ_QMIN - zp, b = (bq_i64)BQ_QMAX - zp;
 #if BQ_FT == 1
-  z.lo = (double)a;
-  z.hi = (double)b;
+  z.lo = z.a = (double)a;
+  z.hi = z.b = (double)b;
   z.base = BQ_QMIN;
+  z.zp_hi = (double)zp;
+  z.zp_lo = 0;
 #else
   z.lo = __ll2float_ru(a);
   z.hi = __ll2float_rd(b);
+  z.a = __ll2float_rn(a);
+  z.b = __ll2float_rn(b);
   z.base = BQ_QMIN + (int)((bq_i64)z.lo - a);
+  z.zp_hi = __int2float_rn(zp);
+  z.zp_lo = (int)((bq_i64)zp - (bq_i64)z.zp_hi);
 #endif
   return z;
 }
 
-// quantize: q = sat(rne(x / s) + zp, qmin, qmax); NaN rounds to 0
-static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, bq_zrange z) {
-  bq_c v = bq_div(x, s);
-  const bq_c r = bq_rint(v == v ? v : (bq_c)0);
+// rne(x / s) with NaN -> 0
+static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, bq_c s) {
+  const bq_c v = bq_div(x, s);
+  return bq_rint(v == v ? v : (bq_c)0);
+}
+// quantize: q = sat(rne(x / s) + zp, qmin, qmax)
+static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, const bq_zp &z) {
+  const bq_c r = bq_rounded_quotient(x, s);
   return r < z.lo ? BQ_QMIN : (r > z.hi ? BQ_QMAX : z.base + (int)(r - z.lo));
 }
 // dequantize: (q - zp) exact in integer, one rounding to C, one product in C.
-static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, int zp) {
-  return bq_mul(bq_from_ll((bq_i64)q - zp), s);
+static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp &z) {
+  return bq_mul(bq_sub((bq_c)(q - z.zp_lo), z.zp_hi), s);
+}
+// fake quantize: dequantize(quantize(x)), bit for bit
+static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, bq_c s, const bq_zp &z) {
+  const bq_c r = bq_add(bq_rounded_quotient(x, s), (bq_c)0); // + 0 turns -0 into the integer 0
+  return bq_mul(r < z.lo ? z.a : (r > z.hi ? z.b : r), s);
 }
 // STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.
-static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, bq_zrange z) {
+static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, const bq_zp &z) {
   const bq_c r = bq_rint(bq_div(x, s)); // NaN compares false
   return r >= z.lo && r <= z.hi;
 }
@@ -247,10 +266,10 @@ static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {
 }
 
 // ---- teams ----------------------------------------------------------------------------
-// A team is tpr consecutive threads of a block (a power of two, 32..256) working on one
-// row. Teams of one block synchronize on their own named barrier (1 + team index), so
-// teams may run different numbers of rows without deadlock.
-static __device__ __forceinline__ void bq_team_sync(int team, int tpr) {
-  if (tpr > 32) asm volatile("bar.sync %0, %1;" ::"r"(team + 1), "r"(tpr) : "memory");
+// A team is tpr threads working on one row: a warp (tpr == 32; a block holds several,
+// independent of each other) or a whole block (tpr >= 64). So a team synchronizes with
+// __syncwarp or __syncthreads, and blocks of different rows never wait for each other.
+static __device__ __forceinline__ void bq_team_sync(int tpr) {
+  if (tpr > 32) __syncthreads();
   else __syncwarp();
 }

@@ -74,7 +74,7 @@ struct bq_qp {
   bq_s stored;
   bq_c s;
   int zp;
-  bq_zrange z;
+  bq_zp z;
 };
 static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
   bq_qp q;
@@ -90,7 +90,7 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
   q.s = bq_scale_to_c(q.stored);
   q.zp = 0;
 #endif
-  q.z = bq_zrange_of(q.zp);
+  q.z = bq_zp_of(q.zp);
   return q;
 }
 
@@ -110,18 +110,17 @@ static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_re
   for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));
 }
 
-// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp.
-// Teams are 32 lanes (shuffles only) or 128..1024 (at most 8 per block, so each has a
-// named barrier of its own).
-static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int team, int tpr, bq_red *red_smem) {
+// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp of
+// a block-wide team.
+static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *red_smem) {
   r = bq_red_lanes(r, 32);
   if (tpr > 32) {
-    const int warp = threadIdx.x >> 5, first = (team * tpr) >> 5, nw = tpr >> 5;
+    const int warp = threadIdx.x >> 5, nw = tpr >> 5;
     if ((threadIdx.x & 31) == 0) red_smem[warp] = r;
-    bq_team_sync(team, tpr);
-    r = red_smem[first];
-    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[first + i]);
-    bq_team_sync(team, tpr); // the slots are reused by the team's next row
+    bq_team_sync(tpr);
+    r = red_smem[0];
+    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[i]);
+    bq_team_sync(tpr); // the slots are reused by the team's next row
   }
   return r;
 }
@@ -139,8 +138,7 @@ static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[BQ_CPT], con
 }
 
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
-                                                  bq_i64 n, bq_i64 pidx, int lane, int team, int tpr,
-                                                  bq_red *red_smem) {
+                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {
   const bq_i64 pro = bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
@@ -161,7 +159,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   const bq_c ep = has_p ? bq_to_c(x[kp]) : (bq_c)0, et = has_t ? bq_to_c(x[kt]) : (bq_c)0;
   if (has_p) bq_red_add(r, ep);
   if (has_t) bq_red_add(r, et);
-  r = bq_red_team(r, team, tpr, red_smem);
+  r = bq_red_team(r, tpr, red_smem);
   const bq_qp q = bq_params_of(r);
   if (lane == 0) bq_write_params(p, pidx, q);
   if (has_p) y[kp] = (bq_i)bq_quantize(ep, q.s, q.z);
@@ -221,8 +219,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
   const int lane = threadIdx.x & (tpr - 1);
 #if BQ_DSCOPE == 2
   for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, team, tpr,
-               red_smem);
+    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);
 #else
   if (p.fast_groups) {
     for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
@@ -232,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
     for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {
       const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;
       bq_segment(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
-                 p.group, r * p.grs + g, lane, team, tpr, red_smem);
+                 p.group, r * p.grs + g, lane, tpr, red_smem);
     }
   }
 #endif
@@ -256,7 +253,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const b
   }
   if (tid < pro) bq_red_add(r, bq_to_c(x[tid]));
   if (pro + nch * BQ_VEC + tid < n) bq_red_add(r, bq_to_c(x[pro + nch * BQ_VEC + tid]));
-  r = bq_red_team(r, 0, blockDim.x, red_smem);
+  r = bq_red_team(r, blockDim.x, red_smem);
   if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;
 }
 
@@ -266,7 +263,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
   bq_red r = bq_red_init();
   for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);
-  r = bq_red_team(r, 0, blockDim.x, red_smem);
+  r = bq_red_team(r, blockDim.x, red_smem);
   const bq_qp q = bq_params_of(r);
   if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);
   const bq_t *x = (const bq_t *)p.x;
