@@ -1,6 +1,108 @@
 /* baracuda_quant.h - affine INT8 quantization for NVIDIA GPUs, in one header.
+   Version 0.1.0. No prebuilt GPU code: kernels are specialized CUDA source embedded below,
+   compiled at run time with NVRTC for the GPU in use, cached on disk, launched through the
+   CUDA driver API on your stream.
 
-   MANUAL_PLACEHOLDER
+   USE
+     In exactly one C or C++ file:
+       #define BARACUDA_QUANT_IMPLEMENTATION
+       #include "baracuda_quant.h"
+     elsewhere just #include it. Link with -ldl -lpthread -lm: libcuda.so.1 and NVRTC
+     (libnvrtc.so.13, else .12) are opened at first use, so a machine without a GPU gets
+     an error from the first call that needs one, never a loader failure.
+     BARACUDA_QUANT_STATIC makes every function static; BQ_MALLOC/BQ_REALLOC/BQ_FREE
+     replace the allocator.
+
+   QUICK START (quantize n floats to int8 on the GPU; x and q are device pointers)
+       bq_desc d = {.op = BQ_QUANTIZE, .float_type = BQ_F32, .int_type = BQ_S8};
+       bq_plan *plan;
+       if (bq_plan_select(&d, &plan) != BQ_SUCCESS) { puts(bq_last_error()); return 1; }
+       bq_args a = {.x = x, .y = q, .numel = n, .scale = 0.02, .zero_point = 0};
+       bq_plan_run(plan, &a, NULL, 0, stream);          // async on `stream` (NULL: legacy)
+       bq_plan_destroy(plan);
+     A program that does not use the CUDA runtime can get memory from bq_malloc,
+     bq_memcpy_to_device, bq_memcpy_to_host, bq_free and wait with bq_synchronize.
+
+   PLANS (the cuBLASLt / CUTLASS lifecycle)
+     bq_plan_select(desc, &plan)   validates the descriptor and compiles the kernel (or
+                                   takes it from the memory or disk cache) for the current
+                                   CUDA context, else the primary context of desc.device
+     bq_plan_can_implement(plan, args)   validates one call's arguments
+     bq_plan_workspace_size(plan, args)  device bytes run needs (0 for most ops)
+     bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches; never
+                                   allocates, never synchronizes, works under CUDA graph
+                                   capture; a zero-size problem succeeds and launches nothing
+     bq_plan_destroy(plan);  bq_plan_sku(plan);  bq_plan_precision_guarantee(plan)
+     Plans are immutable: one plan may run from many threads and streams at once.
+     Descriptors are zero-is-default: qmin == qmax == 0 means the int type's full range,
+     int_type 0 means s8, scale_type 0 means the float type.
+
+   OPS                          reads                         writes
+     BQ_QUANTIZE   forward      x (T)                         y (I)
+                   backward     dy (T), x (T)                 dx (T)
+     BQ_DEQUANTIZE forward      x (I)                         y (T)
+                   backward     dy (T)                        dx (T)
+     BQ_FAKE_QUANTIZE fwd       x (T)                         y (T)
+                   backward     dy (T), x (T)                 dx (T)
+     BQ_DYNAMIC_QUANTIZE        x (T)                         y (I), out_scales,
+                                                              out_zero_points (asymmetric)
+     T: BQ_F32, BQ_F64, BQ_F16, BQ_BF16.  I: BQ_S8, BQ_U8 with any [qmin, qmax] inside.
+     Granularity (which scale and zero point an element uses):
+       BQ_PER_TENSOR   numel elements; args.scale (host double, converted once to C) and
+                       args.zero_point. Dynamic: one scale in out_scales[0]; needs a
+                       workspace of bq_plan_workspace_size bytes.
+       BQ_PER_CHANNEL  a dense tensor of args.rank (1..8) dims args.shape, channel index
+                       along args.axis (negative counts from the end); scales[shape[axis]].
+       BQ_PER_TOKEN    [rows, cols] with x_row_stride / y_row_stride (elements, 0 = cols;
+                       x and dx use x's, y and dy use y's); scales[rows].
+       BQ_PER_GROUP    [rows, cols], cols % group_size == 0; scale of element (r, c) at
+                       r * group_row_stride + c / group_size (0 = cols / group_size).
+     Scale arrays are device arrays of scale_type (T or BQ_F32); zero points are device
+     int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
+     any other alignment, stride and length works (aligned shapes are just faster).
+     Outputs must not overlap inputs.
+
+   NUMERICS (the project's contract; README "Numerics" has the whole text)
+     C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even;
+     division is IEEE division (no reciprocal, no FMA contraction, no fast math).
+       quantize      q = sat(rne(C(x) / C(s)) + zp, qmin, qmax)   NaN -> zp, +-inf -> qmax/qmin
+       dequantize    y = T(C(q - zp) * C(s))                       q - zp exact, no clamp
+       fake quantize y = dequantize(quantize(x)), bit for bit
+       backward      m = (qmin <= rne(x / s) + zp <= qmax), 0 when x / s is NaN;
+                     quantize dx = m ? T(dy / s) : 0; dequantize dx = T(dy * s);
+                     fake quantize dx = m ? dy : 0
+       dynamic       symmetric s = max|x| / qmax (1 if 0), asymmetric
+                     s = (max(0, max x) - min(0, min x)) / (qmax - qmin) (1 if 0),
+                     zp = sat(qmin - rne(lo / s)); NaN elements ignored; the data is
+                     quantized with the scale exactly as stored.
+     Any int32 zero point works (no intermediate wraps). GPU results equal the CPU
+     reference in tests/reference.h bit for bit (NaN payloads aside).
+
+   ERRORS
+     Every function returns a bq_status; bq_last_error() is this thread's message, naming
+     the plan, the field and its value ("quantize_per_token: args.x_row_stride (7) is
+     smaller than args.cols (8)"). Nothing invalid is launched. Distinct statuses for no
+     driver, a driver older than CUDA 12, no device, no NVRTC.
+
+   THE KERNEL CACHE
+     In memory per (SKU, context); on disk in $BARACUDA_QUANT_CACHE_DIR, else
+     $XDG_CACHE_HOME/baracuda_quant, else ~/.cache/baracuda_quant. One file per kernel,
+     named by its SKU, validated (magic, version, lengths, full key, checksum) before the
+     driver sees it; anything wrong is a miss that recompiles and rewrites, with one
+     warning. An unwritable directory means memory only, with one warning.
+     bq_cache_get_stats, bq_cache_clear_memory, bq_cache_directory, bq_sku, and
+     bq_cache_warm (compile for an arch without a GPU, e.g. while building a container).
+
+   ENVIRONMENT
+     BARACUDA_QUANT_CACHE_DIR      the disk cache's directory
+     BARACUDA_QUANT_DISABLE_CACHE  1: no disk cache
+     BARACUDA_QUANT_NVRTC          path of the NVRTC library to load
+     BARACUDA_QUANT_DRIVER         path of the CUDA driver library (default libcuda.so.1)
+     BARACUDA_QUANT_FORCE_PTX      1: compile PTX for the driver to finish, not a cubin
+     BARACUDA_QUANT_NVRTC_OPTIONS  one extra NVRTC option, for experiments (part of the
+                                   cache key; no numerics guarantee under it)
+     BARACUDA_QUANT_QUIET          1: no warnings on stderr (bq_set_warning_handler
+                                   redirects them instead)
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
