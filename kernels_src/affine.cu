@@ -142,6 +142,10 @@ template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {
 
 extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_params p) {
   const int lane = threadIdx.x & 31;
+#if BQ_GRAN == 0
+  bq_qparams qt; // per tensor: prepared once per thread, not per tile
+  bq_qp_at(qt, p, 0, 0);
+#endif
   const bq_i64 work = p.rows * p.tiles;
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
        w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
@@ -191,9 +195,14 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
     }
     // every scale and zero point this tile starts with, loaded before any store
     bq_qparams qs[BQ_U];
+#if BQ_GRAN == 0
+#pragma unroll
+    for (int u = 0; u < BQ_U; u++) qs[u] = qt;
+#else
 #pragma unroll
     for (int u = 0; u < BQ_U; u++)
       if (BQ_GRAN == 2 ? u == 0 : a0 + u * 32 < nacc) bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
+#endif
 #pragma unroll
     for (int u = 0; u < BQ_U; u++) {
       const bq_i64 acc = a0 + u * 32;

@@ -147,13 +147,21 @@ static __device__ __forceinline__ bq_zp bq_zp_of(int zp) {
   z.zp_hi = (double)zp;
   z.zp_lo = 0;
 #else
-  z.lo = __ll2float_ru(a);
-  z.hi = __ll2float_rd(b);
-  z.a = __ll2float_rn(a);
-  z.b = __ll2float_rn(b);
-  z.base = BQ_QMIN + (int)((bq_i64)z.lo - a);
-  z.zp_hi = __int2float_rn(zp);
-  z.zp_lo = (int)((bq_i64)zp - (bq_i64)z.zp_hi);
+  if (zp > -(1 << 24) && zp < (1 << 24)) { // everything exact in 32 bits: the usual case
+    z.lo = z.a = (float)(BQ_QMIN - zp);
+    z.hi = z.b = (float)(BQ_QMAX - zp);
+    z.base = BQ_QMIN;
+    z.zp_hi = (float)zp;
+    z.zp_lo = 0;
+  } else {
+    z.lo = __ll2float_ru(a);
+    z.hi = __ll2float_rd(b);
+    z.a = __ll2float_rn(a);
+    z.b = __ll2float_rn(b);
+    z.base = BQ_QMIN + (int)((bq_i64)z.lo - a);
+    z.zp_hi = __int2float_rn(zp);
+    z.zp_lo = (int)((bq_i64)zp - (bq_i64)z.zp_hi);
+  }
 #endif
   return z;
 }
