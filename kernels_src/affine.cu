@@ -52,17 +52,17 @@ struct bq_affine_params {
   int fast32;                           // indices fit in 32 bits
 };
 
-static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, const bq_zp &z) {
+static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z) {
 #if BQ_OP == 1 && !BQ_BWD
   return (bq_out)bq_quantize(bq_to_c(a), s, z);
 #elif BQ_OP == 2 && !BQ_BWD
-  return bq_from_c(bq_dequantize((int)a, s, z));
+  return bq_from_c(bq_dequantize((int)a, s.s, z));
 #elif BQ_OP == 3 && !BQ_BWD
   return bq_from_c(bq_fake_quantize(bq_to_c(a), s, z));
 #elif BQ_OP == 1
-  return bq_in_range(bq_to_c(b), s, z) ? bq_from_c(bq_div(bq_to_c(a), s)) : (bq_out)0;
+  return bq_in_range(bq_to_c(b), s, z) ? bq_from_c(bq_div(bq_to_c(a), s.s)) : (bq_out)0;
 #elif BQ_OP == 2
-  return bq_from_c(bq_mul(bq_to_c(a), s));
+  return bq_from_c(bq_mul(bq_to_c(a), s.s));
 #else
   return bq_in_range(bq_to_c(b), s, z) ? a : (bq_out)0;
 #endif
@@ -74,14 +74,14 @@ static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, bq_c s, co
 // element), `next` steps it by one element.
 struct bq_qparams {
   bq_i64 base, g, rem;
-  bq_c s;
+  bq_scale s;
   int zp;
   bq_zp z;
 };
 static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {
 #if BQ_GRAN == 1 || BQ_GRAN == 3
   bq_i64 i = q.base + q.g;
-  q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + i));
+  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));
   q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;
   q.z = bq_zp_of(q.zp);
 #endif
@@ -89,11 +89,11 @@ static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine
 static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,
                                                 bq_i64 k) {
 #if BQ_GRAN == 0
-  q.s = (bq_c)p.scale;
+  q.s = bq_scale_of((bq_c)p.scale);
   q.zp = p.zp;
   q.z = bq_zp_of(q.zp);
 #elif BQ_GRAN == 2
-  q.s = bq_scale_to_c(__ldg((const bq_s *)p.scales + r));
+  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + r)));
   q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;
   q.z = bq_zp_of(q.zp);
 #else
@@ -126,9 +126,10 @@ static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine
 // One element, for prologues and tails: out of line, so its code exists once. (Its
 // arguments are plain values: a reference to the parameter block would copy it to
 // local memory in every thread.)
-static __device__ __noinline__ void bq_one(bq_i64 k, bq_c s, int zp, const bq_in0 *in0,
+static __device__ __noinline__ void bq_one(bq_i64 k, bq_c sc, int zp, const bq_in0 *in0,
                                            const bq_in1 *in1, bq_out *out) {
   const bq_zp z = bq_zp_of(zp);
+  const bq_scale s = bq_scale_of(sc);
 #if BQ_HAS_IN1
   out[k] = bq_apply(in0[k], in1[k], s, z);
 #else
@@ -229,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
       if (k < cols) {
         bq_qparams q;
         bq_qp_at(q, p, r, k);
-        bq_one(k, q.s, q.zp, in0, in1, out);
+        bq_one(k, q.s.s, q.zp, in0, in1, out);
       }
     }
   }

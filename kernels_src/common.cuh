@@ -92,6 +92,14 @@ static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __ddiv_rn
 static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __dmul_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __dadd_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_sub(bq_c a, bq_c b) { return __dsub_rn(a, b); }
+static __device__ __forceinline__ bq_c bq_fma(bq_c a, bq_c b, bq_c c) { return __fma_rn(a, b, c); }
+static __device__ __forceinline__ bq_c bq_rcp(bq_c a) { return __drcp_rn(a); }
+// scales outside [BQ_RCP_LO, BQ_RCP_HI] are brought inside by BQ_RCP_UP or BQ_RCP_DOWN
+#define BQ_RCP_LO 0x1p-500
+#define BQ_RCP_HI 0x1p500
+#define BQ_RCP_UP 0x1p600
+#define BQ_RCP_DOWN 0x1p-600
+#define BQ_C_MAX 0x1.fffffffffffffp1023
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __double2ll_rn(v); }
 static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __double2int_rn(v); }
 static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rint(v); }
@@ -105,6 +113,13 @@ static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __fdiv_rn
 static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __fmul_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __fadd_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_sub(bq_c a, bq_c b) { return __fsub_rn(a, b); }
+static __device__ __forceinline__ bq_c bq_fma(bq_c a, bq_c b, bq_c c) { return __fmaf_rn(a, b, c); }
+static __device__ __forceinline__ bq_c bq_rcp(bq_c a) { return __frcp_rn(a); }
+#define BQ_RCP_LO 0x1p-90f
+#define BQ_RCP_HI 0x1p90f
+#define BQ_RCP_UP 0x1p64f
+#define BQ_RCP_DOWN 0x1p-64f
+#define BQ_C_MAX 0x1.fffffep127f
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __float2ll_rn(v); }
 static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __float2int_rn(v); }
 static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rintf(v); }
@@ -166,13 +181,43 @@ static __device__ __forceinline__ bq_zp bq_zp_of(int zp) {
   return z;
 }
 
+// A scale, prepared once per tensor, row or group. Quantizing needs rne(x / s), not x / s
+// itself, so the division becomes two products and two FMAs: with s' = s m and x' = x m
+// (m a power of two that brings |s'| into [BQ_RCP_LO, BQ_RCP_HI], exact) and
+// rcp = RN(1 / s'), Markstein's correction q1 = q0 + (x' - q0 s') rcp, q0 = x' rcp, is
+// RN(x / s) whenever it can round to a nonzero integer; smaller quotients round to 0
+// either way, and past 2^100 (or for s = 0, inf, NaN) q0 itself is used, which only has to
+// saturate or be NaN like x / s. Checked against IEEE division on 2.5e9 quotients: random
+// bit patterns, special scales, and values within a few ulps of half-integers.
+struct bq_scale {
+  bq_c s;          // the scale
+  bq_c ss, rcp, m; // the scaled scale, its reciprocal, the power of two
+  bool corr;       // apply the correction (s finite and nonzero)
+};
+static __device__ __forceinline__ bq_scale bq_scale_of(bq_c s) {
+  bq_scale q;
+  const bq_c a = bq_abs(s);
+  q.s = s;
+  q.m = a < BQ_RCP_LO ? BQ_RCP_UP : (a > BQ_RCP_HI && a <= BQ_C_MAX ? BQ_RCP_DOWN : (bq_c)1);
+  q.ss = bq_mul(s, q.m);
+  q.rcp = bq_rcp(q.ss);
+  q.corr = a > (bq_c)0 && a <= BQ_C_MAX;
+  return q;
+}
+// x / s as far as rne needs it: exact where it matters, NaN where x / s is NaN
+static __device__ __forceinline__ bq_c bq_quotient(bq_c x, const bq_scale &q) {
+  const bq_c xs = bq_mul(x, q.m);
+  const bq_c q0 = bq_mul(xs, q.rcp);
+  const bq_c q1 = bq_fma(bq_fma(-q0, q.ss, xs), q.rcp, q0);
+  return q.corr && bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0;
+}
 // rne(x / s) with NaN -> 0
-static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, bq_c s) {
-  const bq_c v = bq_div(x, s);
+static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scale &q) {
+  const bq_c v = bq_quotient(x, q);
   return bq_rint(v == v ? v : (bq_c)0);
 }
 // quantize: q = sat(rne(x / s) + zp, qmin, qmax)
-static __device__ __forceinline__ int bq_quantize(bq_c x, bq_c s, const bq_zp &z) {
+static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   const bq_c r = bq_rounded_quotient(x, s);
   return r < z.lo ? BQ_QMIN : (r > z.hi ? BQ_QMAX : z.base + (int)(r - z.lo));
 }
@@ -181,13 +226,13 @@ static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp 
   return bq_mul(bq_sub((bq_c)(q - z.zp_lo), z.zp_hi), s);
 }
 // fake quantize: dequantize(quantize(x)), bit for bit
-static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, bq_c s, const bq_zp &z) {
+static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   const bq_c r = bq_add(bq_rounded_quotient(x, s), (bq_c)0); // + 0 turns -0 into the integer 0
-  return bq_mul(r < z.lo ? z.a : (r > z.hi ? z.b : r), s);
+  return bq_mul(r < z.lo ? z.a : (r > z.hi ? z.b : r), s.s);
 }
 // STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.
-static __device__ __forceinline__ bool bq_in_range(bq_c x, bq_c s, const bq_zp &z) {
-  const bq_c r = bq_rint(bq_div(x, s)); // NaN compares false
+static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &z) {
+  const bq_c r = bq_rint(bq_quotient(x, s)); // NaN compares false
   return r >= z.lo && r <= z.hi;
 }
 

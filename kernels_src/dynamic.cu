@@ -72,7 +72,7 @@ static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
 // The scale (as stored) and zero point from a reduction: NUMERICS.md, "Dynamic".
 struct bq_qp {
   bq_s stored;
-  bq_c s;
+  bq_scale s;
   int zp;
   bq_zp z;
 };
@@ -81,15 +81,16 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
 #if BQ_ASYM
   bq_c s = r.a == r.b ? (bq_c)1 : bq_div(bq_sub(r.b, r.a), (bq_c)(BQ_QMAX - BQ_QMIN));
   q.stored = bq_scale_from_c(s);
-  q.s = bq_scale_to_c(q.stored);
-  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, q.s));
+  const bq_c sc = bq_scale_to_c(q.stored);
+  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));
   q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));
 #else
   bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);
   q.stored = bq_scale_from_c(s);
-  q.s = bq_scale_to_c(q.stored);
+  const bq_c sc = bq_scale_to_c(q.stored);
   q.zp = 0;
 #endif
+  q.s = bq_scale_of(sc);
   q.z = bq_zp_of(q.zp);
   return q;
 }
