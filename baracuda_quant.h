@@ -63,8 +63,11 @@
      Outputs must not overlap inputs.
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
-     C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even;
-     division is IEEE division (no reciprocal, no FMA contraction, no fast math).
+     C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
+     with IEEE division (no reciprocal-multiply results, no FMA contraction, no fast math).
+     Where only rne(x / s) is needed the kernels get the IEEE quotient's integer from a
+     correctly rounded reciprocal plus an exact FMA correction (Markstein); values that are
+     results (dequantize, backward) use IEEE division and products directly.
        quantize      q = sat(rne(C(x) / C(s)) + zp, qmin, qmax)   NaN -> zp, +-inf -> qmax/qmin
        dequantize    y = T(C(q - zp) * C(s))                       q - zp exact, no clamp
        fake quantize y = dequantize(quantize(x)), bit for bit
