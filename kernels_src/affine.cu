@@ -211,15 +211,27 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
         const bq_i64 k0 = pro + acc * BQ_P;
         bq_piece<bq_out> y;
         bq_qparams q = qs[BQ_GRAN == 2 ? 0 : u];
-#pragma unroll
-        for (int j = 0; j < BQ_P; j++) {
 #if BQ_HAS_IN1
-          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z);
+#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], b[u].e[j], (q).s, (q).z)
 #else
-          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z);
+#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, (q).s, (q).z)
 #endif
-          if (j + 1 < BQ_P) bq_qp_next(q, p);
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+        if (q.rem + BQ_P <= p.group) { // the access lies in one group: one scale for all
+#pragma unroll
+          for (int j = 0; j < BQ_P; j++) BQ_APPLY_J(q);
+        } else {
+#pragma unroll
+          for (int j = 0; j < BQ_P; j++) {
+            BQ_APPLY_J(q);
+            if (j + 1 < BQ_P) bq_qp_next(q, p);
+          }
         }
+#else
+#pragma unroll
+        for (int j = 0; j < BQ_P; j++) BQ_APPLY_J(q);
+#endif
+#undef BQ_APPLY_J
         bq_store(out + k0, y, w_out);
       }
     }

@@ -102,6 +102,7 @@ static __device__ __forceinline__ bq_c bq_rcp(bq_c a) { return __drcp_rn(a); }
 #define BQ_C_MAX 0x1.fffffffffffffp1023
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __double2ll_rn(v); }
 static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __double2int_rn(v); }
+static __device__ __forceinline__ int bq_to_int_rz(bq_c v) { return __double2int_rz(v); }
 static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rint(v); }
 static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2double_rn(v); }
 static __device__ __forceinline__ bq_c bq_min(bq_c a, bq_c b) { return fmin(a, b); }
@@ -122,6 +123,7 @@ static __device__ __forceinline__ bq_c bq_rcp(bq_c a) { return __frcp_rn(a); }
 #define BQ_C_MAX 0x1.fffffep127f
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __float2ll_rn(v); }
 static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __float2int_rn(v); }
+static __device__ __forceinline__ int bq_to_int_rz(bq_c v) { return __float2int_rz(v); }
 static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rintf(v); }
 static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2float_rn(v); }
 static __device__ __forceinline__ bq_c bq_min(bq_c a, bq_c b) { return fminf(a, b); }
@@ -209,7 +211,7 @@ static __device__ __forceinline__ bq_c bq_quotient(bq_c x, const bq_scale &q) {
   const bq_c xs = bq_mul(x, q.m);
   const bq_c q0 = bq_mul(xs, q.rcp);
   const bq_c q1 = bq_fma(bq_fma(-q0, q.ss, xs), q.rcp, q0);
-  return q.corr && bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0;
+  return (q.corr & (bq_abs(q0) < (bq_c)0x1p100f)) ? q1 : q0; // & not &&: no branch
 }
 // rne(x / s) with NaN -> 0
 static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scale &q) {
@@ -217,9 +219,13 @@ static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scal
   return bq_rint(v == v ? v : (bq_c)0);
 }
 // quantize: q = sat(rne(x / s) + zp, qmin, qmax)
+// (The in-range value is computed for every element and then selected: the conversion
+// is the saturating intrinsic, defined for any input, so no branch is needed.)
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   const bq_c r = bq_rounded_quotient(x, s);
-  return r < z.lo ? BQ_QMIN : (r > z.hi ? BQ_QMAX : z.base + (int)(r - z.lo));
+  const int inside = z.base + bq_to_int_rz(bq_sub(r, z.lo));
+  const int below = r < z.lo ? BQ_QMIN : inside;
+  return r > z.hi ? BQ_QMAX : below;
 }
 // dequantize: (q - zp) exact in integer, one rounding to C, one product in C.
 static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp &z) {
@@ -228,7 +234,8 @@ static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp 
 // fake quantize: dequantize(quantize(x)), bit for bit
 static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   const bq_c r = bq_add(bq_rounded_quotient(x, s), (bq_c)0); // + 0 turns -0 into the integer 0
-  return bq_mul(r < z.lo ? z.a : (r > z.hi ? z.b : r), s.s);
+  const bq_c below = r < z.lo ? z.a : r;
+  return bq_mul(r > z.hi ? z.b : below, s.s);
 }
 // STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.
 static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &z) {
