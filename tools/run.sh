@@ -27,11 +27,38 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if ! ldconfig -p | grep -q 'libnvrtc\.so\.1[23]' && [ -z "${BARACUDA_QUANT_NVRTC:-}" ]; then
-  echo "NVRTC (libnvrtc.so.13 or .12) is not on the loader path: install the CUDA toolkit," \
-       "or set BARACUDA_QUANT_NVRTC to the library's path" >&2
-  exit 1
+# NVRTC: the loader path first, then the usual toolkit folders (a library found there is
+# handed to the tests through BARACUDA_QUANT_NVRTC), then NVIDIA's PyPI wheel as a last
+# resort. No pipe into `grep -q` here: under pipefail its early exit is a failure.
+find_nvrtc() {
+  local cache f d
+  [ -n "${BARACUDA_QUANT_NVRTC:-}" ] && [ -f "$BARACUDA_QUANT_NVRTC" ] && return 0
+  cache=$( (ldconfig -p || /sbin/ldconfig -p) 2>/dev/null || true)
+  case "$cache" in *libnvrtc.so.13*|*libnvrtc.so.12*) return 0 ;; esac
+  d=""; command -v nvcc >/dev/null && d=$(dirname "$(dirname "$(command -v nvcc)")")
+  for f in ${CUDA_HOME:+$CUDA_HOME/lib64/libnvrtc.so.1[23]} ${d:+$d/lib64/libnvrtc.so.1[23]} \
+           /usr/local/cuda/lib64/libnvrtc.so.1[23] /usr/local/cuda-*/lib64/libnvrtc.so.1[23] \
+           /usr/local/cuda*/targets/*/lib/libnvrtc.so.1[23] /usr/lib/*-linux-gnu/libnvrtc.so.1[23] \
+           "$PWD"/.deps/nvrtc/nvidia/cu*/lib/libnvrtc.so.1[23] \
+           "$PWD"/.deps/nvrtc/nvidia/cuda_nvrtc/lib/libnvrtc.so.1[23]; do
+    if [ -f "$f" ]; then
+      # NVRTC loads its builtins library by name from the same folder.
+      export BARACUDA_QUANT_NVRTC="$f" LD_LIBRARY_PATH="$(dirname "$f")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      return 0
+    fi
+  done
+  return 1
+}
+if ! find_nvrtc; then
+  echo "NVRTC is not on the loader path nor in a CUDA toolkit folder: installing NVIDIA's wheel into .deps/nvrtc"
+  python3 -m pip install -q --target .deps/nvrtc nvidia-cuda-nvrtc-cu12 >/dev/null || true
+  if ! find_nvrtc; then
+    echo "NVRTC (libnvrtc.so.13 or .12) was not found: install the CUDA toolkit," \
+         "or set BARACUDA_QUANT_NVRTC to the library's path" >&2
+    exit 1
+  fi
 fi
+[ -n "${BARACUDA_QUANT_NVRTC:-}" ] && echo "NVRTC: $BARACUDA_QUANT_NVRTC"
 
 [ -f build/build.ninja ] || meson setup build >/dev/null
 meson compile -C build >/dev/null
