@@ -62,6 +62,28 @@
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
 
+   W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
+     BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
+                            workspace (bq_plan_workspace_size), then the int8 GEMM
+     BQ_SMOOTHQUANT_LINEAR  x already int8 (int_type); granularity BQ_PER_TENSOR
+                            (args.scale, args.zero_point: host scalars) or BQ_PER_TOKEN
+                            (args.scales[M] of scale_type, args.zero_points[M])
+     BQ_LINEAR_WEIGHT_SUMS  args.w [n, cols] -> args.y int32 [n]: run once per weight
+                            and pass the result as args.w_sums to asymmetric plans
+     args: rows = M, cols = K, n = N, x (row stride x_row_stride), y (y_row_stride), w,
+     w_scales[N] (scale_type), bias[N] (out_type, or NULL), w_sums (asymmetric only).
+     desc: float_type; out_type (default float_type; the bias's type too); int_type and
+     [qmin, qmax] of the activations; asymmetric = 1 for activation zero points; scale_type
+     BQ_F32, BQ_F16 or BQ_BF16 (BQ_F64 with an f64 output; default float_type, or f32).
+     acc = sum_k a[m,k] w[n,k] exact in int32 on tensor cores (mma.sync m16n8k32), minus
+     azp[m] * wsum[n] when asymmetric; y = Tout((C(acc) * C(sa[m])) * C(sw[n]) + C(bias[n]))
+     in the epilogue, C = f64 for an f64 output, else f32. Validation bounds K so the
+     accumulator cannot overflow (K * max|a| * 128 < 2^31; and K * (qmax - qmin) * 128 <
+     2^31 when asymmetric; activations outside [qmin, qmax] are the caller's error).
+     K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 16,
+     128x128 or 128x256 tiles with a 3-stage cp.async pipeline above. The first select of
+     a GEMM SKU compiles for several seconds (then it is cached like every kernel).
+
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
      with IEEE division (no reciprocal-multiply results, no FMA contraction, no fast math).
@@ -163,7 +185,10 @@ typedef enum bq_op {
   BQ_QUANTIZE,      /* T -> I */
   BQ_DEQUANTIZE,    /* I -> T */
   BQ_FAKE_QUANTIZE, /* T -> T, bit-identical to quantize then dequantize */
-  BQ_DYNAMIC_QUANTIZE /* T -> I, scales (and zero points) computed from the data on the GPU */
+  BQ_DYNAMIC_QUANTIZE, /* T -> I, scales (and zero points) computed from the data on the GPU */
+  BQ_QUANTIZED_LINEAR,  /* y = x W^T (+ bias): x float, quantized per token on the GPU, W int8 */
+  BQ_SMOOTHQUANT_LINEAR, /* y = x W^T (+ bias): x already int8, per-tensor or per-token scales */
+  BQ_LINEAR_WEIGHT_SUMS /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
 } bq_op;
 
 typedef enum bq_direction { BQ_FORWARD = 0, BQ_BACKWARD } bq_direction;
@@ -185,7 +210,9 @@ typedef struct bq_desc {
   int qmin, qmax;              /* both 0: the full range of int_type */
   bq_dtype scale_type;         /* device scale arrays: float_type (default) or BQ_F32 */
   int device;                  /* device ordinal used when no CUDA context is current */
-  int asymmetric;              /* dynamic quantize: 0 symmetric (max |x|), 1 min/max + zero point */
+  int asymmetric;              /* dynamic quantize: 0 symmetric (max |x|), 1 min/max + zero point;
+                                  linear: 1 = activations carry zero points */
+  bq_dtype out_type;           /* linear: the output (and bias) type; default float_type */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -218,6 +245,13 @@ typedef struct bq_args {
      zero point per tensor, row or group (per group laid out like scales above) */
   void *out_scales;
   int32_t *out_zero_points;
+  /* linear layers: x is [rows = M, cols = K] (row stride x_row_stride), y is [M, n = N]
+     (row stride y_row_stride), w is [N, K] int8 with K contiguous (nn.Linear.weight) */
+  int64_t n;
+  const void *w;               /* s8 [N, K] */
+  const void *w_scales;        /* [N] of scale_type: one scale per output channel */
+  const void *bias;            /* [N] of out_type, or NULL */
+  const int32_t *w_sums;       /* [N] from BQ_LINEAR_WEIGHT_SUMS: needed when asymmetric */
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -1011,6 +1045,9 @@ static const char bq__src_common_cuh[] =
   "typedef bq_t bq_s;\n"
   "#endif\n"
   "\n"
+  "// The PTX conversions. (A host emulator that runs these sources on the CPU for tests\n"
+  "// defines BQ_EMULATED and supplies its own; NVRTC never sees it.)\n"
+  "#ifndef BQ_EMULATED\n"
   "static __device__ __forceinline__ float bq_f16_to_f32(bq_u16 h) {\n"
   "  float f;\n"
   "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
@@ -1021,13 +1058,14 @@ static const char bq__src_common_cuh[] =
   "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
   "  return h;\n"
   "}\n"
-  "static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {\n"
-  "  return __uint_as_float(((bq_u32)h) << 16);\n"
-  "}\n"
   "static __device__ __forceinline__ bq_u16 bq_f32_to_bf16(float f) {\n"
   "  bq_u16 h;\n"
   "  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
   "  return h;\n"
+  "}\n"
+  "#endif\n"
+  "static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {\n"
+  "  return __uint_as_float(((bq_u32)h) << 16);\n"
   "}\n"
   "\n"
   "// T <-> C. T -> C is exact; C -> T rounds to nearest even.\n"
@@ -1596,6 +1634,365 @@ static const char bq__src_dynamic_cu[] =
   "  if (tid < pro) y[tid] = (bq_i)bq_quantize(bq_to_c(x[tid]), q.s, q.z);\n"
   "  const bq_i64 kt = pro + nch * BQ_VEC + tid;\n"
   "  if (kt < n) y[kt] = (bq_i)bq_quantize(bq_to_c(x[kt]), q.s, q.z);\n"
+  "}\n"
+  "#endif\n"
+;
+static const char bq__src_linear_cu[] =
+  "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
+  "// epilogue, and the weight row sums that asymmetric activations need.\n"
+  "//\n"
+  "//   acc[m, n]  = sum_k a[m, k] * w[n, k]               exact int32 (mma.sync m16n8k32)\n"
+  "//   acc'[m, n] = acc[m, n] - azp[m] * wsum[n]           asymmetric activations only\n"
+  "//   y[m, n]    = Tout(C(acc') * C(sa[m]) * C(sw[n]) + C(bias[n]))\n"
+  "//\n"
+  "// a is [M, K] int8 (s8 or u8) with row stride lda; w is [N, K] s8, K contiguous (the\n"
+  "// layout of nn.Linear.weight); y is [M, N] with row stride ldy. Every float operation is\n"
+  "// an explicit round-to-nearest-even operation, so the result equals the CPU reference bit\n"
+  "// for bit. The int32 arithmetic of acc' wraps (unsigned), which is exact whenever the\n"
+  "// true value fits, as validation guarantees.\n"
+  "//\n"
+  "// Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):\n"
+  "//   BQ_LIN_OP  0: the GEMM entry points; 1: bq_weight_sums\n"
+  "//   BQ_WST     weight-scale (and per-token activation-scale) type: 0 f32, 1 f64, 2 f16, 3 bf16\n"
+  "//   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)\n"
+  "\n"
+  "struct bq_linear_params {\n"
+  "  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;\n"
+  "  bq_i64 m, n, k, lda, ldy;\n"
+  "  double a_scale; // per-tensor activation scale, already rounded to C\n"
+  "  int a_zp;       // per-tensor activation zero point\n"
+  "  int flags;      // BQ_LF_*\n"
+  "  int tiles_m, tiles_n;\n"
+  "};\n"
+  "#define BQ_LF_SA_ROW 1  // per-token activation scales a_scales[m]; else a_scale\n"
+  "#define BQ_LF_ZP 2      // asymmetric activations: subtract zp * wsum[n]\n"
+  "#define BQ_LF_ZP_ROW 4  // per-token zero points a_zps[m]; else a_zp\n"
+  "#define BQ_LF_BIAS 8    // add bias[n]\n"
+  "#define BQ_LF_A16 16    // a and lda allow 16-byte accesses\n"
+  "#define BQ_LF_W16 32    // w and k allow 16-byte accesses\n"
+  "#define BQ_LF_Y2 64     // y and ldy allow two-element stores\n"
+  "#define BQ_LF_K0 128    // K == 0: y = bias (or 0)\n"
+  "\n"
+  "// ---- scalars ---------------------------------------------------------------------------\n"
+  "template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {\n"
+  "  if (CODE == 0) return (bq_c)((const float *)base)[i];\n"
+  "  if (CODE == 1) return (bq_c)((const double *)base)[i]; // only when C is f64\n"
+  "  if (CODE == 2) return (bq_c)bq_f16_to_f32(((const bq_u16 *)base)[i]);\n"
+  "  return (bq_c)bq_bf16_to_f32(((const bq_u16 *)base)[i]);\n"
+  "}\n"
+  "\n"
+  "#if BQ_FT == 1\n"
+  "static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2double_rn(v); }\n"
+  "#else\n"
+  "static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2float_rn(v); }\n"
+  "#endif\n"
+  "\n"
+  "struct bq_row_q { bq_c sa; int zp; };\n"
+  "struct bq_col_q { bq_c sw, bias; int wsum; };\n"
+  "\n"
+  "static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {\n"
+  "  bq_row_q r;\n"
+  "  if (p.flags & BQ_LF_SA_ROW) r.sa = BQ_ASF32 ? (bq_c)((const float *)p.a_scales)[m] : bq_any_to_c<BQ_WST>(p.a_scales, m);\n"
+  "  else r.sa = (bq_c)p.a_scale;\n"
+  "  r.zp = !(p.flags & BQ_LF_ZP) ? 0 : (p.flags & BQ_LF_ZP_ROW) ? ((const int *)p.a_zps)[m] : p.a_zp;\n"
+  "  return r;\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {\n"
+  "  bq_col_q c;\n"
+  "  c.sw = bq_any_to_c<BQ_WST>(p.w_scales, n);\n"
+  "  c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;\n"
+  "  c.wsum = (p.flags & BQ_LF_ZP) ? ((const int *)p.w_sums)[n] : 0;\n"
+  "  return c;\n"
+  "}\n"
+  "\n"
+  "// The epilogue of one output: ((acc' * sa) * sw) + bias, each step rounded in C.\n"
+  "static __device__ __forceinline__ bq_t bq_epilogue(int acc, const bq_row_q &r, const bq_col_q &c, int flags) {\n"
+  "  if (flags & BQ_LF_K0) return bq_from_c((flags & BQ_LF_BIAS) ? c.bias : (bq_c)0);\n"
+  "  int a2 = (int)((bq_u32)acc - (bq_u32)r.zp * (bq_u32)c.wsum);\n"
+  "  bq_c v = bq_mul(bq_mul(bq_int_to_c(a2), r.sa), c.sw);\n"
+  "  if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);\n"
+  "  return bq_from_c(v);\n"
+  "}\n"
+  "\n"
+  "// Two neighbouring outputs of row m (columns n and n + 1; n + 1 may be past N).\n"
+  "static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, bq_i64 m, bq_i64 n, bq_t v0, bq_t v1) {\n"
+  "  bq_t *y = (bq_t *)p.y + m * p.ldy + n;\n"
+  "  if ((p.flags & BQ_LF_Y2) && n + 1 < p.n) {\n"
+  "    bq_chunk<bq_t, 2> c;\n"
+  "    c.e[0] = v0;\n"
+  "    c.e[1] = v1;\n"
+  "    *(bq_chunk<bq_t, 2> *)y = c;\n"
+  "  } else {\n"
+  "    if (n < p.n) y[0] = v0;\n"
+  "    if (n + 1 < p.n) y[1] = v1;\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// ---- tensor-core, shared-memory and copy primitives ----------------------------------------------\n"
+  "// The only inline PTX of this file. (tests/emulator supplies host versions of these under\n"
+  "// BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)\n"
+  "#ifndef BQ_EMULATED\n"
+  "#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]\n"
+  "#if BQ_IT == 1\n"
+  "#define BQ_MMA_TYPES \".s32.u8.s8.s32\"\n"
+  "#else\n"
+  "#define BQ_MMA_TYPES \".s32.s8.s8.s32\"\n"
+  "#endif\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_mma(int (&d)[4], bq_u32 a0, bq_u32 a1, bq_u32 a2, bq_u32 a3, bq_u32 b0, bq_u32 b1) {\n"
+  "  asm volatile(\"mma.sync.aligned.m16n8k32.row.col\" BQ_MMA_TYPES \" {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+  "               : \"+r\"(d[0]), \"+r\"(d[1]), \"+r\"(d[2]), \"+r\"(d[3])\n"
+  "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_ldmatrix4(bq_u32 (&r)[4], bq_u32 addr) {\n"
+  "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
+  "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3])\n"
+  "               : \"r\"(addr));\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {\n"
+  "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes) : \"memory\");\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_cp_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\"); }\n"
+  "template <int N> static __device__ __forceinline__ void bq_cp_wait() {\n"
+  "  asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N) : \"memory\");\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }\n"
+  "static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {\n"
+  "  asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\\n\" ::\"r\"(dst), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\");\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "// 16 bytes of row `row` of an int8 matrix from column k, zero past k_end or for a row\n"
+  "// that does not exist: a 16-byte load when `vec`, else byte by byte.\n"
+  "// `stream`: read once (weights), so evict first; activations stay cached for other CTAs.\n"
+  "static __device__ __forceinline__ uint4 bq_load16(const bq_u8 *base, bool row_ok, bq_i64 row, bq_i64 ld, bq_i64 k,\n"
+  "                                                  bq_i64 k_end, bool vec, bool stream = false) {\n"
+  "  uint4 v = make_uint4(0, 0, 0, 0);\n"
+  "  if (!row_ok || k >= k_end) return v;\n"
+  "  const bq_u8 *s = base + row * ld + k;\n"
+  "  if (vec && k + 16 <= k_end) return stream ? __ldcs((const uint4 *)s) : __ldg((const uint4 *)s);\n"
+  "  bq_u32 w[4] = {0, 0, 0, 0};\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < 16; j++)\n"
+  "    if (k + j < k_end) w[j >> 2] |= (bq_u32)s[j] << ((j & 3) * 8);\n"
+  "  return make_uint4(w[0], w[1], w[2], w[3]);\n"
+  "}\n"
+  "\n"
+  "// One 16-byte chunk of a tile into shared memory: cp.async (zero-filling whatever lies\n"
+  "// past K or outside the matrix) when 16-byte aligned, else through registers.\n"
+  "static __device__ __forceinline__ void bq_tile_chunk(bq_u32 dst, const bq_u8 *base, bool row_ok, bq_i64 row,\n"
+  "                                                     bq_i64 ld, bq_i64 k, bq_i64 k_end, bool vec) {\n"
+  "  if (vec) {\n"
+  "    bq_i64 rem = row_ok ? k_end - k : 0;\n"
+  "    int bytes = rem >= 16 ? 16 : rem > 0 ? (int)rem : 0;\n"
+  "    bq_cp_async16(dst, bytes ? (const void *)(base + row * ld + k) : (const void *)base, bytes);\n"
+  "  } else {\n"
+  "    bq_st_shared16(dst, bq_load16(base, row_ok, row, ld, k, k_end, false));\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#if BQ_LIN_OP == 0\n"
+  "// ---- the tiled GEMM -----------------------------------------------------------------------------\n"
+  "// A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it. K moves through\n"
+  "// shared memory in slices of 128 (a row of a slice is 8 chunks of 16 bytes, chunk c of\n"
+  "// row r stored at position c ^ (r & 7), so that ldmatrix and the copies are free of bank\n"
+  "// conflicts), STAGES slices in flight through cp.async.\n"
+  "#define BQ_BK 128\n"
+  "template <int BM, int BN, int WM, int WN, int STAGES>\n"
+  "static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {\n"
+  "  constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;\n"
+  "  constexpr int MT = WM / 16, NT = WN / 8, STAGE = (BM + BN) * BQ_BK;\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
+  "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
+  "  // tiles in groups of 8 tile-rows that walk the tile-columns together (L2 reuse)\n"
+  "  const int bid = blockIdx.x, per_group = 8 * p.tiles_n, first_m = (bid / per_group) * 8;\n"
+  "  const int gsize = min(p.tiles_m - first_m, 8), in_group = bid % per_group;\n"
+  "  const bq_i64 m0 = (bq_i64)(first_m + in_group % gsize) * BM, n0 = (bq_i64)(in_group / gsize) * BN;\n"
+  "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
+  "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
+  "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
+  "  const bq_u32 sbase = bq_smem_addr(smem);\n"
+  "\n"
+  "  auto load = [&](int stage, int kt) {\n"
+  "    const bq_i64 k0 = (bq_i64)kt * BQ_BK;\n"
+  "    const bq_u32 sa = sbase + stage * STAGE, sb = sa + BM * BQ_BK;\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BM * 8 / THREADS; i++) {\n"
+  "      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;\n"
+  "      bq_tile_chunk(sa + r * BQ_BK + ((cc ^ (r & 7)) << 4), A, m0 + r < p.m, m0 + r, p.lda, k0 + cc * 16, p.k, avec);\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BN * 8 / THREADS; i++) {\n"
+  "      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;\n"
+  "      bq_tile_chunk(sb + r * BQ_BK + ((cc ^ (r & 7)) << 4), W, n0 + r < p.n, n0 + r, p.k, k0 + cc * 16, p.k, wvec);\n"
+  "    }\n"
+  "  };\n"
+  "\n"
+  "  int acc[MT][NT][4];\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;\n"
+  "\n"
+  "#pragma unroll\n"
+  "  for (int s = 0; s < STAGES - 1; s++) {\n"
+  "    if (s < ktiles) load(s, s);\n"
+  "    bq_cp_commit();\n"
+  "  }\n"
+  "  for (int kt = 0; kt < ktiles; kt++) {\n"
+  "    bq_cp_wait<STAGES - 2>();\n"
+  "    __syncthreads(); // slice kt has landed, and every warp is done with slice kt - 1\n"
+  "    if (kt + STAGES - 1 < ktiles) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);\n"
+  "    bq_cp_commit();\n"
+  "    const bq_u32 sa = sbase + (kt % STAGES) * STAGE, sb = sa + BM * BQ_BK;\n"
+  "#pragma unroll\n"
+  "    for (int ks = 0; ks < BQ_BK / 32; ks++) {\n"
+  "      bq_u32 af[MT][4], bf[NT][2];\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MT; i++) {\n"
+  "        int r = wm * WM + i * 16 + (lane & 15), c = ks * 2 + (lane >> 4);\n"
+  "        bq_ldmatrix4(af[i], sa + r * BQ_BK + ((c ^ (r & 7)) << 4));\n"
+  "      }\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < NT; j += 2) {\n"
+  "        int r = wn * WN + j * 8 + (lane & 7) + ((lane >> 4) << 3), c = ks * 2 + ((lane >> 3) & 1);\n"
+  "        bq_u32 t[4];\n"
+  "        bq_ldmatrix4(t, sb + r * BQ_BK + ((c ^ (r & 7)) << 4));\n"
+  "        bf[j][0] = t[0];\n"
+  "        bf[j][1] = t[1];\n"
+  "        bf[j + 1][0] = t[2];\n"
+  "        bf[j + 1][1] = t[3];\n"
+  "      }\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < NT; j++) bq_mma(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);\n"
+  "    }\n"
+  "  }\n"
+  "  bq_cp_wait<0>();\n"
+  "\n"
+  "  // epilogue: straight from the accumulators to y\n"
+  "  bq_row_q rq[MT][2];\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "    for (int h = 0; h < 2; h++) {\n"
+  "      bq_i64 m = m0 + wm * WM + i * 16 + (lane >> 2) + h * 8;\n"
+  "      rq[i][h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < NT; j++) {\n"
+  "    bq_i64 n = n0 + wn * WN + j * 8 + (lane & 3) * 2;\n"
+  "    if (n >= p.n) continue;\n"
+  "    bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "      for (int h = 0; h < 2; h++) {\n"
+  "        bq_i64 m = m0 + wm * WM + i * 16 + (lane >> 2) + h * 8;\n"
+  "        if (m < p.m)\n"
+  "          bq_store_pair(p, m, n, bq_epilogue(acc[i][j][2 * h], rq[i][h], c0, p.flags),\n"
+  "                        bq_epilogue(acc[i][j][2 * h + 1], rq[i][h], c1, p.flags));\n"
+  "      }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// large: 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory)\n"
+  "extern \"C\" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);\n"
+  "}\n"
+  "// medium: 128 x 128 tiles, 4 warps of 64 x 64, 3 slices (96 KiB: two CTAs per SM)\n"
+  "extern \"C\" __global__ void __launch_bounds__(128, 2) bq_gemm_medium(const bq_linear_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);\n"
+  "}\n"
+  "\n"
+  "// ---- M <= 16: weight streaming ----------------------------------------------------------------------\n"
+  "// A CTA owns 16 outputs columns (two n8 tiles); its 8 warps split K in 64-byte slices and\n"
+  "// meet in shared memory. Each lane loads 16 contiguous bytes of a weight row and of an\n"
+  "// activation row straight into mma fragments: the dot product is a sum over k, so the\n"
+  "// same permutation of k in both operands (lane quad q holds k = 16q .. 16q + 15, split\n"
+  "// over two m16n8k32 steps) leaves it unchanged.\n"
+  "#define BQ_GEMV_UNROLL 4\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {\n"
+  "  __shared__ int red[8][2][4][32];\n"
+  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
+  "  const bq_i64 n0 = (bq_i64)blockIdx.x * 16;\n"
+  "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
+  "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
+  "  const bool r0 = g < p.m, r1 = g + 8 < p.m, w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;\n"
+  "  int acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};\n"
+  "  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp\n"
+  "  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * BQ_GEMV_UNROLL) {\n"
+  "    uint4 x0[BQ_GEMV_UNROLL], x1[BQ_GEMV_UNROLL], w0[BQ_GEMV_UNROLL], w1[BQ_GEMV_UNROLL];\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {\n"
+  "      bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros\n"
+  "      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);\n"
+  "      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);\n"
+  "      x0[u] = bq_load16(A, r0, g, p.lda, k, p.k, avec);\n"
+  "      x1[u] = bq_load16(A, r1, g + 8, p.lda, k, p.k, avec);\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {\n"
+  "      bq_mma(acc[0], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w0[u].x, w0[u].y);\n"
+  "      bq_mma(acc[0], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w0[u].z, w0[u].w);\n"
+  "      bq_mma(acc[1], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w1[u].x, w1[u].y);\n"
+  "      bq_mma(acc[1], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w1[u].z, w1[u].w);\n"
+  "    }\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int t = 0; t < 2; t++)\n"
+  "#pragma unroll\n"
+  "    for (int e = 0; e < 4; e++) red[warp][t][e][lane] = acc[t][e];\n"
+  "  __syncthreads();\n"
+  "  if (warp >= 2) return;\n"
+  "  // warp t finishes n8 tile t: rows g and g + 8, columns 2q and 2q + 1\n"
+  "  const int t = warp;\n"
+  "  int s[4];\n"
+  "#pragma unroll\n"
+  "  for (int e = 0; e < 4; e++) {\n"
+  "    bq_u32 v = 0;\n"
+  "#pragma unroll\n"
+  "    for (int w = 0; w < 8; w++) v += (bq_u32)red[w][t][e][lane];\n"
+  "    s[e] = (int)v;\n"
+  "  }\n"
+  "  const bq_i64 n = n0 + t * 8 + q * 2;\n"
+  "  if (n >= p.n) return;\n"
+  "  bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
+  "#pragma unroll\n"
+  "  for (int h = 0; h < 2; h++) {\n"
+  "    bq_i64 m = g + h * 8;\n"
+  "    if (m < p.m) {\n"
+  "      bq_row_q r = bq_row_of(p, m);\n"
+  "      bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#else\n"
+  "// ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------\n"
+  "// A warp per row; 16-byte loads summed with dp4a against ones.\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_weight_sums(const bq_linear_params p) {\n"
+  "  const int lane = threadIdx.x & 31;\n"
+  "  const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);\n"
+  "  if (n >= p.n) return;\n"
+  "  const bool wvec = p.flags & BQ_LF_W16;\n"
+  "  int s = 0;\n"
+  "  for (bq_i64 k = (bq_i64)lane * 16; k < p.k; k += 32 * 16) {\n"
+  "    uint4 v = bq_load16((const bq_u8 *)p.w, true, n, p.k, k, p.k, wvec);\n"
+  "    s = __dp4a((int)v.x, 0x01010101, s);\n"
+  "    s = __dp4a((int)v.y, 0x01010101, s);\n"
+  "    s = __dp4a((int)v.z, 0x01010101, s);\n"
+  "    s = __dp4a((int)v.w, 0x01010101, s);\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);\n"
+  "  if (lane == 0) ((int *)p.w_sums)[n] = s;\n"
   "}\n"
   "#endif\n"
 ;
@@ -2264,6 +2661,9 @@ BQ__FN const char *bq__op_name(bq_op op) {
   case BQ_DEQUANTIZE: return "dequantize";
   case BQ_FAKE_QUANTIZE: return "fake_quantize";
   case BQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
+  case BQ_QUANTIZED_LINEAR: return "quantized_linear";
+  case BQ_SMOOTHQUANT_LINEAR: return "smoothquant_linear";
+  case BQ_LINEAR_WEIGHT_SUMS: return "linear_weight_sums";
   default: return "unknown_op";
   }
 }
@@ -2277,8 +2677,18 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
   }
 }
 
+BQ__FN int bq__is_linear(bq_op op) {
+  return op == BQ_QUANTIZED_LINEAR || op == BQ_SMOOTHQUANT_LINEAR || op == BQ_LINEAR_WEIGHT_SUMS;
+}
+
 /* "fake_quantize_per_channel_backward": the name errors are reported under */
 BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
+  if (bq__is_linear(d->op)) {
+    snprintf(buf, n, "%s%s%s", bq__op_name(d->op),
+             d->op == BQ_SMOOTHQUANT_LINEAR ? (d->granularity == BQ_PER_TOKEN ? "_per_token" : "_per_tensor") : "",
+             d->op != BQ_LINEAR_WEIGHT_SUMS && d->asymmetric ? "_asymmetric" : "");
+    return;
+  }
   snprintf(buf, n, "%s_%s%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
            d->op == BQ_DYNAMIC_QUANTIZE && d->asymmetric ? "_asymmetric" : "",
            d->direction == BQ_BACKWARD ? "_backward" : "");
@@ -2288,11 +2698,31 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
 BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
   *d = *in;
-  if (d->op < BQ_QUANTIZE || d->op > BQ_DYNAMIC_QUANTIZE)
+  if (d->op < BQ_QUANTIZE || d->op > BQ_LINEAR_WEIGHT_SUMS)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
   if (d->granularity < BQ_PER_TENSOR || d->granularity > BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
                     bq__op_name(d->op), (int)d->granularity);
+  if (d->op == BQ_QUANTIZED_LINEAR && d->granularity == BQ_PER_TENSOR) d->granularity = BQ_PER_TOKEN;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) { /* reads s8 weights, writes int32: no float type */
+    bq__copy(name, name_size, "linear_weight_sums");
+    if (d->direction != BQ_FORWARD)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
+    if (d->device < 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+    bq_desc z;
+    memset(&z, 0, sizeof z);
+    z.op = d->op;
+    z.device = d->device;
+    z.float_type = BQ_F32;
+    z.int_type = BQ_S8;
+    z.qmin = -128;
+    z.qmax = 127;
+    z.scale_type = BQ_F32;
+    z.out_type = BQ_S32;
+    *d = z;
+    return BQ_SUCCESS;
+  }
   bq__plan_name(d, name, name_size);
   if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
@@ -2316,13 +2746,44 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (d->qmax < d->qmin)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) < desc.qmin (%d)", name, d->qmax,
                     d->qmin);
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  if (bq__is_linear(d->op)) {
+    if (d->direction != BQ_FORWARD)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for linear layers", name);
+    if (d->op == BQ_QUANTIZED_LINEAR && d->granularity != BQ_PER_TOKEN)
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) is not offered: activations are "
+                      "quantized per token", name, bq__gran_name(d->granularity));
+    if (d->op == BQ_SMOOTHQUANT_LINEAR && d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) must be per_tensor or per_token", name,
+                      bq__gran_name(d->granularity));
+    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+    if (!bq__is_float(d->out_type))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                      name, (int)d->out_type, bq__dtype_name(d->out_type));
+    /* scales convert exactly to C: f64 scales only when C is f64 */
+    if (d->scale_type == BQ_DTYPE_DEFAULT)
+      d->scale_type = d->float_type != BQ_F64 || d->out_type == BQ_F64 ? d->float_type : BQ_F32;
+    if (!bq__is_float(d->scale_type) || (d->scale_type == BQ_F64 && d->out_type != BQ_F64))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 "
+                      "(or BQ_F64 with an f64 out_type)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
+    if (d->asymmetric != 0 && d->asymmetric != 1)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
+    if (d->op == BQ_QUANTIZED_LINEAR && !d->asymmetric && d->qmax <= 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric activations", name, d->qmax);
+    if (d->op == BQ_QUANTIZED_LINEAR && d->asymmetric && d->qmax == d->qmin)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric activations",
+                      name, d->qmax, d->qmin);
+    return BQ_SUCCESS;
+  }
+  if (d->out_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
+                    (int)d->out_type, bq__dtype_name(d->out_type));
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = d->float_type;
   if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                     "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", name,
                     (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
-  if (d->device < 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   if (d->op == BQ_DYNAMIC_QUANTIZE) {
     if (d->direction != BQ_FORWARD)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
@@ -2369,7 +2830,8 @@ typedef struct bq__family {
 struct bq_plan {
   bq_desc desc; /* normalized */
   char name[96];
-  char sku[256];
+  char sku[512];
+  struct bq_plan *sub; /* QuantizedLinear: its per-token dynamic quantize plan */
   const bq__family *fam;
   bq__entry *entry;
   bq__CUcontext ctx;
@@ -2701,7 +3163,250 @@ static const bq__family bq__dynamic_family = {
   bq__dynamic_workspace, bq__dynamic_run, {"bq_dynamic", NULL, NULL},
   {"bq_dynamic_reduce", "bq_dynamic_apply", NULL}};
 
+/* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
+/* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
+typedef struct bq__linear_params {
+  uint64_t a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
+  int64_t m, n, k, lda, ldy;
+  double a_scale;
+  int32_t a_zp, flags, tiles_m, tiles_n;
+} bq__linear_params;
+enum { /* linear.cu's BQ_LF_* */
+  BQ__LF_SA_ROW = 1, BQ__LF_ZP = 2, BQ__LF_ZP_ROW = 4, BQ__LF_BIAS = 8, BQ__LF_A16 = 16, BQ__LF_W16 = 32,
+  BQ__LF_Y2 = 64, BQ__LF_K0 = 128
+};
+/* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
+enum { BQ__GEMM_LARGE = 0, BQ__GEMM_MEDIUM = 1, BQ__GEMV = 2 };
+#define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128)
+#define BQ__GEMM_SMEM_MEDIUM (3 * (128 + 128) * 128)
+#define BQ__GEMV_MAX_M 16
+
+BQ__FN int bq__linear_vec(const bq_desc *d) { (void)d; return 16; }
+/* per-token activation scales are f32 (QuantizedLinear's own) while weight scales are not */
+BQ__FN int bq__linear_asf32(const bq_desc *d) { return d->op == BQ_QUANTIZED_LINEAR && d->scale_type != BQ_F32; }
+BQ__FN int bq__linear_code(bq_dtype t) { return t == BQ_F64 ? 1 : t == BQ_F16 ? 2 : t == BQ_BF16 ? 3 : 0; }
+
+BQ__FN void bq__linear_prelude(const bq_desc *d, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_LIN_OP %d\n#define BQ_WST %d\n#define BQ_ASF32 %d\n", d->op == BQ_LINEAR_WEIGHT_SUMS,
+              bq__linear_code(d->scale_type), bq__linear_asf32(d));
+}
+
+/* The largest K whose int32 accumulator cannot overflow: K * max|a| * 128 < 2^31 for
+   activations in [qmin, qmax] and s8 weights, and, with zero points (which lie in
+   [qmin, qmax]), K * (qmax - qmin) * 128 < 2^31 for acc - azp * wsum. */
+BQ__FN int64_t bq__linear_max_k(const bq_desc *d) {
+  int64_t amax = d->qmin < 0 ? -(int64_t)d->qmin : d->qmin;
+  if (d->qmax > amax) amax = d->qmax;
+  if (amax < 1) amax = 1;
+  int64_t lim = 0x7fffffff / (amax * 128);
+  if (d->asymmetric && d->qmax > d->qmin) {
+    int64_t l2 = 0x7fffffff / ((int64_t)(d->qmax - d->qmin) * 128);
+    if (l2 < lim) lim = l2;
+  }
+  return lim;
+}
+
+typedef struct bq__linear_view { int64_t m, n, k, lda, ldy; } bq__linear_view;
+
+BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__linear_view *v) {
+  const char *nm = p->name;
+  memset(v, 0, sizeof *v);
+  if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", nm);
+  int wsum = p->desc.op == BQ_LINEAR_WEIGHT_SUMS;
+  if (!wsum && (a->rows < 0 || a->rows > 0x7fffffffLL * 128))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) is negative or too large", nm, (long long)a->rows);
+  if (a->n < 0 || a->n > 0x7fffffffLL * 16)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.n (N = %lld) is negative or too large", nm, (long long)a->n);
+  if (a->cols < 0 || a->cols > BQ__MAX_ELEMS)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) is negative or too large", nm, (long long)a->cols);
+  v->m = wsum ? 0 : a->rows;
+  v->n = a->n;
+  v->k = a->cols;
+  if (wsum) return BQ_SUCCESS;
+  int64_t max_k = bq__linear_max_k(&p->desc);
+  if (v->k > max_k)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
+                    "accumulator cannot overflow for activations in [%d, %d] and s8 weights", nm, (long long)v->k,
+                    (long long)max_k, p->desc.qmin, p->desc.qmax);
+  v->lda = a->x_row_stride ? a->x_row_stride : v->k;
+  v->ldy = a->y_row_stride ? a->y_row_stride : v->n;
+  if (v->lda < v->k)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.x_row_stride (%lld) is smaller than args.cols (K = %lld)", nm,
+                    (long long)a->x_row_stride, (long long)v->k);
+  if (v->ldy < v->n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is smaller than args.n (N = %lld)", nm,
+                    (long long)a->y_row_stride, (long long)v->n);
+  if (v->m && (v->lda > BQ__MAX_ELEMS / v->m || v->ldy > BQ__MAX_ELEMS / v->m))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times a row stride is too large", nm,
+                    (long long)v->m);
+  if (v->n && v->k > BQ__MAX_ELEMS / v->n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: the weight (N = %lld, K = %lld) is too large", nm, (long long)v->n,
+                    (long long)v->k);
+  return BQ_SUCCESS;
+}
+
+BQ__FN bq_status bq__linear_check(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  bq_status st = bq__linear_view_of(p, a, &v);
+  if (st) return st;
+  const bq_desc *d = &p->desc;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    if (v.n == 0) return BQ_SUCCESS;
+    if (v.k && (st = bq__check_ptr(p, "args.w", a->w, 1))) return st;
+    return bq__check_ptr(p, "args.y", a->y, 4);
+  }
+  int sq = d->op == BQ_SMOOTHQUANT_LINEAR, per_tensor = sq && d->granularity == BQ_PER_TENSOR;
+  if (!d->asymmetric && sq && (per_tensor ? a->zero_point != 0 : a->zero_points != NULL))
+    return per_tensor ? bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: the plan is symmetric "
+                                 "(desc.asymmetric = 0)", p->name, (int)a->zero_point)
+                      : bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: the plan is "
+                                 "symmetric (desc.asymmetric = 0)", p->name, (const void *)a->zero_points);
+  if (per_tensor) {
+    double c = d->out_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+    if (!(isfinite(c) && c > 0))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0 in the compute type",
+                      p->name, a->scale);
+  }
+  if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
+  int ts = bq__dtype_size(d->out_type), ss = bq__dtype_size(d->scale_type);
+  if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
+  if ((st = bq__check_ptr(p, "args.w_scales", a->w_scales, ss))) return st;
+  if (a->bias && (st = bq__check_ptr(p, "args.bias", a->bias, ts))) return st;
+  if (v.k == 0) return BQ_SUCCESS; /* y = bias (or 0): nothing else is read */
+  if ((st = bq__check_ptr(p, "args.x", a->x, sq ? 1 : bq__dtype_size(d->float_type)))) return st;
+  if ((st = bq__check_ptr(p, "args.w", a->w, 1))) return st;
+  if (sq && !per_tensor && (st = bq__check_ptr(p, "args.scales", a->scales, ss))) return st;
+  if (d->asymmetric) {
+    if (sq && !per_tensor && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return st;
+    if ((st = bq__check_ptr(p, "args.w_sums", a->w_sums, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+
+/* QuantizedLinear's workspace: the int8 activations (rows padded to 16 bytes), their f32
+   scales and int32 zero points, each part 256-byte aligned. */
+BQ__FN int64_t bq__al256(int64_t x) { return (x + 255) & ~(int64_t)255; }
+BQ__FN int64_t bq__linear_lda_ws(int64_t k) { return (k + 15) & ~(int64_t)15; }
+BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  if (p->desc.op != BQ_QUANTIZED_LINEAR || !a || a->rows <= 0 || a->n <= 0 || a->cols <= 0) return 0;
+  if (bq__linear_view_of(p, a, &v)) return 0;
+  return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
+}
+
+BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int threads, unsigned smem, void *params,
+                               void *stream) {
+  void *args[1] = {params};
+  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, smem,
+                                          (bq__CUstream)stream, args, NULL);
+  return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
+}
+
+/* Tiles by M: weight streaming for M <= 16; else the tile whose last wave wastes least,
+   the larger tile on a tie (it moves fewer bytes per multiply). */
+static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* to use where it applies */
+BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
+  if (bq__linear_force_config >= 0 && (bq__linear_force_config != BQ__GEMV || m <= BQ__GEMV_MAX_M))
+    return bq__linear_force_config;
+  if (m <= BQ__GEMV_MAX_M) return BQ__GEMV;
+  int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
+  int64_t tl = ((m + 127) / 128) * ((n + 255) / 256), tm = ((m + 127) / 128) * ((n + 127) / 128);
+  int64_t cost_l = (tl + sms - 1) / sms * 2, cost_m = (tm + 2 * sms - 1) / (2 * sms) * 2;
+  return cost_l <= cost_m ? BQ__GEMM_LARGE : BQ__GEMM_MEDIUM;
+}
+
+BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__linear_view v;
+  bq_status st = bq__linear_check(p, a);
+  if (!st) st = bq__linear_view_of(p, a, &v);
+  if (st) return st;
+  const bq_desc *d = &p->desc;
+  bq__linear_params k;
+  memset(&k, 0, sizeof k);
+  k.n = v.n;
+  k.k = v.k;
+  k.w = (uint64_t)(uintptr_t)a->w;
+  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ__LF_W16;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    if (v.n == 0) return BQ_SUCCESS;
+    k.w_sums = (uint64_t)(uintptr_t)a->y;
+    return bq__launch_ex(p, 0, (v.n + 7) / 8, 256, 0, &k, stream);
+  }
+  if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
+  k.m = v.m;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.ldy = v.ldy;
+  k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
+  k.bias = (uint64_t)(uintptr_t)a->bias;
+  k.w_sums = (uint64_t)(uintptr_t)a->w_sums;
+  int ts = bq__dtype_size(d->out_type);
+  if (a->bias) k.flags |= BQ__LF_BIAS;
+  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ__LF_Y2;
+  if (v.k == 0) k.flags |= BQ__LF_K0;
+  if (d->asymmetric) k.flags |= BQ__LF_ZP;
+  if (d->op == BQ_QUANTIZED_LINEAR) {
+    k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+    if (v.k) {
+      size_t need = bq__linear_workspace(p, a);
+      if (!ws || ws_bytes < need)
+        return bq__fail(BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s: workspace (%zu bytes at %p) is smaller than "
+                        "bq_plan_workspace_size (%zu bytes)", p->name, ws_bytes, ws, need);
+      if ((uintptr_t)ws % 16)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: workspace (%p) is not 16-byte aligned", p->name, ws);
+      int64_t lda = bq__linear_lda_ws(v.k);
+      char *base = (char *)ws;
+      bq_args q;
+      memset(&q, 0, sizeof q);
+      q.x = a->x;
+      q.rows = v.m;
+      q.cols = v.k;
+      q.x_row_stride = v.lda;
+      q.y = base;
+      q.y_row_stride = lda;
+      q.out_scales = base + bq__al256(v.m * lda);
+      q.out_zero_points = d->asymmetric ? (int32_t *)(base + bq__al256(v.m * lda) + bq__al256(v.m * 4)) : NULL;
+      st = bq_plan_run(p->sub, &q, NULL, 0, stream);
+      if (st) return st;
+      k.a = (uint64_t)(uintptr_t)q.y;
+      k.lda = lda;
+      k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
+      k.a_zps = (uint64_t)(uintptr_t)q.out_zero_points;
+      k.flags |= BQ__LF_A16;
+    }
+  } else {
+    k.a = (uint64_t)(uintptr_t)a->x;
+    k.lda = v.lda;
+    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ__LF_A16;
+    if (d->granularity == BQ_PER_TOKEN) {
+      k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+      k.a_scales = (uint64_t)(uintptr_t)a->scales;
+      k.a_zps = (uint64_t)(uintptr_t)a->zero_points;
+    } else {
+      k.a_scale = d->out_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+      k.a_zp = a->zero_point;
+    }
+  }
+  int cfg = bq__linear_config(p, v.m, v.n);
+  if (cfg == BQ__GEMV) return bq__launch_ex(p, BQ__GEMV, (v.n + 15) / 16, 256, 0, &k, stream);
+  int bn = cfg == BQ__GEMM_LARGE ? 256 : 128;
+  k.tiles_m = (int32_t)((v.m + 127) / 128);
+  k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
+  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, cfg == BQ__GEMM_LARGE ? 256 : 128,
+                       cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_MEDIUM, &k, stream);
+}
+
+static const char *const bq__src_linear = bq__src_linear_cu;
+static const bq__family bq__linear_family = {
+  "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
+  bq__linear_workspace, bq__linear_run, {"bq_gemm_large", "bq_gemm_medium", "bq_gemv"},
+  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv"}};
+static const bq__family bq__weight_sums_family = {
+  "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
+  bq__no_workspace, bq__linear_run, {"bq_weight_sums", NULL, NULL}, {"bq_weight_sums", NULL, NULL}};
+
 BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) return &bq__weight_sums_family;
+  if (bq__is_linear(d->op)) return &bq__linear_family;
   return d->op == BQ_DYNAMIC_QUANTIZE ? &bq__dynamic_family : &bq__affine_family;
 }
 
@@ -2712,6 +3417,23 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
+  const char *const *names = d->granularity == BQ_PER_TENSOR ? f->kernels_per_tensor : f->kernels;
+  for (int j = 0; j < BQ__MAX_KERNELS; j++) k->kernels[j] = names[j];
+  k->target = *t;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    snprintf(k->sku, sizeof k->sku, "linear_weight_sums.s8.dp4a.%s", tn);
+  } else if (bq__is_linear(d->op)) {
+    /* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
+    snprintf(k->sku, sizeof k->sku, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32.%s",
+             bq__dtype_name(d->int_type), bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
+             bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), tn);
+  }
+  if (bq__is_linear(d->op)) {
+    size_t i = 0;
+    for (; k->sku[i] && i + 1 < sizeof k->file; i++) k->file[i] = k->sku[i];
+    k->file[i] = 0;
+    return;
+  }
   char variant[32];
   if (d->op == BQ_DYNAMIC_QUANTIZE) snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d), d->asymmetric ? "asym" : "sym");
   else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
@@ -2723,18 +3445,19 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
     k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
   k->file[i] = 0;
-  k->target = *t;
-  const char *const *names = d->granularity == BQ_PER_TENSOR ? f->kernels_per_tensor : f->kernels;
-  for (int j = 0; j < BQ__MAX_KERNELS; j++) k->kernels[j] = names[j];
 }
 
 BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
   const bq_desc *d = (const bq_desc *)data;
   const bq__family *f = bq__family_of(d);
   bq__str *s = &k->source;
-  bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-              "#define BQ_ST %d\n", k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin,
-              d->qmax, d->scale_type == BQ_F32 && d->float_type != BQ_F32);
+  if (bq__is_linear(d->op)) /* T is the output type; the q-range is the host's business (the K bound) */
+    bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+                "#define BQ_ST 0\n", k->sku, bq__ft_code(d->out_type), d->int_type == BQ_U8);
+  else
+    bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+                "#define BQ_ST %d\n", k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin,
+                d->qmax, d->scale_type == BQ_F32 && d->float_type != BQ_F32);
   f->prelude(d, s);
   bq__str_cat(s, "#line 1 \"common.cuh\"\n");
   bq__str_cat(s, bq__src_common_cuh);
@@ -2825,8 +3548,38 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
     BQ_FREE(p);
     return st;
   }
-  memcpy(p->sku, k.sku, sizeof p->sku);
+  bq__copy(p->sku, sizeof p->sku, k.sku);
   p->num_sms = dev.num_sms;
+  if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
+    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8: the tiles' pipelines exceed 48 KiB */
+    bq__CUresult r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_LARGE], 8, BQ__GEMM_SMEM_LARGE);
+    if (!r) r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_MEDIUM], 8, BQ__GEMM_SMEM_MEDIUM);
+    if (r) st = bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM tiles)");
+    if (!st && p->desc.op == BQ_QUANTIZED_LINEAR) {
+      bq_desc q;
+      memset(&q, 0, sizeof q);
+      q.op = BQ_DYNAMIC_QUANTIZE;
+      q.granularity = BQ_PER_TOKEN;
+      q.float_type = p->desc.float_type;
+      q.int_type = p->desc.int_type;
+      q.qmin = p->desc.qmin;
+      q.qmax = p->desc.qmax;
+      q.scale_type = BQ_F32;
+      q.device = p->desc.device;
+      q.asymmetric = p->desc.asymmetric;
+      st = bq_plan_select(&q, &p->sub);
+      if (!st) {
+        size_t n = strlen(p->sku);
+        snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
+      }
+    }
+    if (st) {
+      char msg[sizeof bq__err_buf];
+      memcpy(msg, bq__err_buf, sizeof msg);
+      bq_plan_destroy(p);
+      return bq__fail(st, "%s: %s", bq__op_name(desc->op), msg);
+    }
+  }
   *out = p;
   return BQ_SUCCESS;
 }
@@ -2849,6 +3602,7 @@ BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspac
 BQ__DEF void bq_plan_destroy(bq_plan *p) {
   if (!p) return;
   if (p->entry) bq__entry_release(p->entry);
+  bq_plan_destroy(p->sub);
   BQ_FREE(p);
 }
 
@@ -2856,6 +3610,14 @@ BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
 
 BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (!p) return "";
+  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights";
+  if (bq__is_linear(p->desc.op))
+    return p->desc.out_type == BQ_F64
+               ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
+                 "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of NUMERICS.md"
+               : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
+                 "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
+                 "NUMERICS.md";
   if (p->desc.float_type == BQ_F64)
     return "exact: f64 arithmetic throughout (IEEE division and product, round half to even); "
            "bit-identical to the CPU reference of NUMERICS.md";

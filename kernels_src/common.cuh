@@ -41,6 +41,9 @@ typedef float bq_s; // scale array element
 typedef bq_t bq_s;
 #endif
 
+// The PTX conversions. (A host emulator that runs these sources on the CPU for tests
+// defines BQ_EMULATED and supplies its own; NVRTC never sees it.)
+#ifndef BQ_EMULATED
 static __device__ __forceinline__ float bq_f16_to_f32(bq_u16 h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -51,13 +54,14 @@ static __device__ __forceinline__ bq_u16 bq_f32_to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
-static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {
-  return __uint_as_float(((bq_u32)h) << 16);
-}
 static __device__ __forceinline__ bq_u16 bq_f32_to_bf16(float f) {
   bq_u16 h;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
+}
+#endif
+static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {
+  return __uint_as_float(((bq_u32)h) << 16);
 }
 
 // T <-> C. T -> C is exact; C -> T rounds to nearest even.

@@ -452,3 +452,175 @@ Test(compile, fake_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_FAKE_QUAN
 Test(compile, fake_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 90, affine_set); }
 Test(compile, dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, dynamic_set); }
 Test(compile, dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, dynamic_set); }
+
+/* ---- linear layers ----------------------------------------------------------------------------- */
+/* QuantizedLinear, SmoothQuantLinear (per tensor, per token) and the weight-sums helper,
+   over float, output, scale and int types, q-ranges, symmetry and targets. The kernel a
+   desc names, by the documented rules: the GEMM is specialized for the activation int
+   type, the output type (default: the float type), the scale type (default: the float
+   type, or f32 when that would be f64 with a non-f64 output) and whether per-token
+   activation scales are f32 while weight scales are not (QuantizedLinear's own scales);
+   the q-range, the symmetry and the granularity are run-time matters. */
+typedef struct lentry {
+  bq_desc in;
+  bq__target target;
+  char canon[128], sku[256], file[256];
+} lentry;
+
+static lentry *lin_entries;
+static size_t n_lin;
+
+static void lin_canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    snprintf(buf, n, "weight_sums | %d %d %d", t->arch, t->ptx, t->arch_a);
+    return;
+  }
+  bq_dtype it = d->int_type ? d->int_type : BQ_S8;
+  bq_dtype out = d->out_type ? d->out_type : d->float_type;
+  bq_dtype st = d->scale_type ? d->scale_type : (d->float_type != BQ_F64 || out == BQ_F64 ? d->float_type : BQ_F32);
+  snprintf(buf, n, "gemm %d %d %d %d | %d %d %d", (int)it, (int)out, (int)st,
+           d->op == BQ_QUANTIZED_LINEAR && st != BQ_F32, t->arch, t->ptx, t->arch_a);
+}
+
+static void lin_enumerate(void) {
+  static const bq_op ops[] = {BQ_QUANTIZED_LINEAR, BQ_SMOOTHQUANT_LINEAR, BQ_LINEAR_WEIGHT_SUMS};
+  static const bq_dtype outs[] = {BQ_DTYPE_DEFAULT, BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_TOKEN};
+  size_t cap = NELEM(ops) * NELEM(grans) * NELEM(FTS) * NELEM(outs) * NELEM(outs) * NELEM(ITS) * 2 * 2 * NELEM(TARGETS);
+  lin_entries = calloc(cap, sizeof *lin_entries);
+  cr_assert_not_null(lin_entries);
+  n_lin = 0;
+  for (size_t o = 0; o < NELEM(ops); o++)
+    for (size_t g = 0; g < NELEM(grans); g++)
+      for (size_t f = 0; f < NELEM(FTS); f++)
+        for (size_t u = 0; u < NELEM(outs); u++)
+          for (size_t s = 0; s < NELEM(outs); s++)
+            for (size_t i = 0; i < NELEM(ITS); i++)
+              for (int q = 0; q < 2; q++)
+                for (int asym = 0; asym < 2; asym++)
+                  for (size_t t = 0; t < NELEM(TARGETS); t++) {
+                    lentry *e = &lin_entries[n_lin];
+                    memset(&e->in, 0, sizeof e->in);
+                    e->in.op = ops[o];
+                    e->in.granularity = grans[g];
+                    e->in.float_type = FTS[f];
+                    e->in.out_type = outs[u];
+                    e->in.scale_type = outs[s];
+                    e->in.int_type = ITS[i];
+                    if (q) {
+                      e->in.qmin = ITS[i] == BQ_S8 ? -7 : 3;
+                      e->in.qmax = ITS[i] == BQ_S8 ? 7 : 200;
+                    }
+                    e->in.asymmetric = asym;
+                    e->target = TARGETS[t];
+                    bq_desc norm;
+                    char name[96];
+                    if (bq__normalize(&e->in, &norm, name, sizeof name) != BQ_SUCCESS) continue;
+                    n_lin++;
+                    lin_canonical(&e->in, &e->target, e->canon, sizeof e->canon);
+                    bq__kernel_src k;
+                    cr_assert_eq(bq__kernel_for(&e->in, &e->target, &k), BQ_SUCCESS, "%s", bq_last_error());
+                    cr_assert(same_target(&k.target, &e->target));
+                    memcpy(e->sku, k.sku, sizeof e->sku);
+                    memcpy(e->file, k.file, sizeof e->file);
+                    free(k.source.p);
+                  }
+  cr_assert(n_lin > 2000, "%zu linear combinations", n_lin);
+}
+
+static int lin_by_sku(const void *a, const void *b) {
+  return strcmp((*(const lentry *const *)a)->sku, (*(const lentry *const *)b)->sku);
+}
+static int lin_by_canon(const void *a, const void *b) {
+  return strcmp((*(const lentry *const *)a)->canon, (*(const lentry *const *)b)->canon);
+}
+
+Test(sku, linear_skus_name_kernels_one_to_one) {
+  lin_enumerate();
+  lentry **v = malloc(n_lin * sizeof *v);
+  cr_assert_not_null(v);
+  for (size_t i = 0; i < n_lin; i++) v[i] = &lin_entries[i];
+  /* equal SKUs: one kernel, byte-identical source */
+  qsort(v, n_lin, sizeof *v, lin_by_sku);
+  size_t skus = 0, compared = 0;
+  for (size_t i = 0; i < n_lin;) {
+    size_t j = i + 1;
+    while (j < n_lin && !strcmp(v[j]->sku, v[i]->sku)) j++;
+    skus++;
+    bq__kernel_src first;
+    cr_assert_eq(bq__kernel_for(&v[i]->in, &v[i]->target, &first), BQ_SUCCESS);
+    for (size_t m = i + 1; m < j; m++) {
+      cr_assert_str_eq(v[i]->canon, v[m]->canon, "SKU %s names two kernels: %s and %s", v[i]->sku, v[i]->canon,
+                       v[m]->canon);
+      if (m - i <= 4) { /* byte-compare a few spellings of each */
+        bq__kernel_src k;
+        cr_assert_eq(bq__kernel_for(&v[m]->in, &v[m]->target, &k), BQ_SUCCESS);
+        cr_assert(k.source.n == first.source.n && !memcmp(k.source.p, first.source.p, k.source.n),
+                  "SKU %s: two sources", v[i]->sku);
+        free(k.source.p);
+        compared++;
+      }
+    }
+    free(first.source.p);
+    i = j;
+  }
+  /* as many SKUs as kernels */
+  qsort(v, n_lin, sizeof *v, lin_by_canon);
+  size_t kernels = 0;
+  for (size_t i = 0; i < n_lin; i++) {
+    if (i && !strcmp(v[i]->canon, v[i - 1]->canon))
+      cr_assert_str_eq(v[i]->sku, v[i - 1]->sku, "one kernel (%s), two SKUs: %s and %s", v[i]->canon, v[i - 1]->sku,
+                       v[i]->sku);
+    else
+      kernels++;
+  }
+  cr_assert_eq(skus, kernels, "%zu SKUs for %zu kernels", skus, kernels);
+  /* readable, file-name safe, ending in the target */
+  for (size_t i = 0; i < n_lin; i++) {
+    const lentry *e = &lin_entries[i];
+    char tn[32];
+    snprintf(tn, sizeof tn, ".%s_%d%s", e->target.ptx ? "compute" : "sm", e->target.arch, e->target.arch_a ? "a" : "");
+    size_t n = strlen(e->sku), tl = strlen(tn);
+    cr_assert(n > tl && !strcmp(e->sku + n - tl, tn), "SKU %s does not end in %s", e->sku, tn);
+    cr_assert_str_eq(e->sku, e->file);
+    for (size_t c = 0; c < n; c++) cr_assert(e->sku[c] > 0x20 && e->sku[c] < 0x7f && !strchr("/[],", e->sku[c]));
+  }
+  cr_log_info("%zu linear combinations, %zu SKUs, %zu byte-compared duplicates", n_lin, skus, compared);
+  free(v);
+  free(lin_entries);
+}
+
+/* Every GEMM SKU and the weight-sums SKU of one activation int type, compiled. */
+static size_t linear_set(bq_op op, int sm, bq_desc *out) {
+  (void)sm;
+  static const bq_dtype sts[] = {BQ_F32, BQ_F16, BQ_BF16, BQ_F64};
+  bq_dtype it = op == BQ_QUANTIZED_LINEAR ? BQ_S8 : BQ_U8; /* which half of the set */
+  size_t n = 0;
+  for (size_t o = 0; o < NELEM(FTS); o++)
+    for (size_t s = 0; s < NELEM(sts); s++)
+      for (int ql = 0; ql < 2; ql++) {
+        if (sts[s] == BQ_F64 && FTS[o] != BQ_F64) continue;
+        if (ql && sts[s] == BQ_F32) continue; /* the same GEMM as SmoothQuant's */
+        bq_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = ql ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
+        d.granularity = BQ_PER_TOKEN;
+        d.float_type = FTS[o];
+        d.out_type = FTS[o];
+        d.scale_type = sts[s];
+        d.int_type = it;
+        out[n++] = d;
+      }
+  if (it == BQ_S8) {
+    bq_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = BQ_LINEAR_WEIGHT_SUMS;
+    out[n++] = d;
+  }
+  return n;
+}
+/* bq_op picks the half: QuantizedLinear = s8 activations, SmoothQuant = u8 */
+Test(compile, linear_s8_on_sm_80, .timeout = 900) { compile_all(BQ_QUANTIZED_LINEAR, 80, linear_set); }
+Test(compile, linear_s8_on_sm_90, .timeout = 900) { compile_all(BQ_QUANTIZED_LINEAR, 90, linear_set); }
+Test(compile, linear_u8_on_sm_80, .timeout = 900) { compile_all(BQ_SMOOTHQUANT_LINEAR, 80, linear_set); }
+Test(compile, linear_u8_on_sm_90, .timeout = 900) { compile_all(BQ_SMOOTHQUANT_LINEAR, 90, linear_set); }

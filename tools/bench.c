@@ -742,6 +742,155 @@ static void run_cases(void) {
   free(cases);
 }
 
+/* ---- W8A8 linear layers ------------------------------------------------------------------ */
+/* Rows: GEMM (SmoothQuantLinear: int8 activations, per-token scales, f16 output with
+   weight scales and bias) at the issue's shapes, in TOPS = 2 M N K / time; decode
+   (M <= 16) as weight bytes / time against the copy of the weight's size; QuantizedLinear
+   end to end (bf16 activations quantized on the device + GEMM) next to the GEMM alone. */
+typedef struct linear_case {
+  bq_op op;
+  bq_granularity gran;
+  int64_t m, n, k;
+  bq_dtype out;
+  int quick;
+} linear_case;
+static const linear_case k_linear[] = {
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TENSOR, 4096, 4096, 4096, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 8192, 8192, 8192, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 2048, 4096, 14336, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 512, 11008, 4096, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_BF16, 0},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_F32, 0},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 1, 4096, 4096, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 8, 4096, 4096, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 16, 4096, 4096, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 1, 8192, 8192, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 8, 8192, 8192, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 16, 8192, 8192, BQ_F16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 64, 4096, 4096, BQ_F16, 0},
+    {BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN, 2048, 4096, 4096, BQ_BF16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 2048, 4096, 4096, BQ_BF16, 1},
+    {BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_BF16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_BF16, 1},
+    {BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN, 2048, 4096, 14336, BQ_BF16, 1},
+    {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 2048, 4096, 14336, BQ_BF16, 1},
+    {BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN, 1, 4096, 4096, BQ_BF16, 1},
+};
+
+typedef struct linear_ctx {
+  bq_plan *plan;
+  bq_args a;
+  char *x, *w;
+  size_t x_stride, w_stride;
+  void *ws;
+  size_t ws_bytes;
+} linear_ctx;
+static int launch_linear(void *p, long set) {
+  linear_ctx *c = p;
+  bq_args a = c->a;
+  a.x = c->x + (size_t)set * c->x_stride;
+  a.w = c->w + (size_t)set * c->w_stride;
+  return BQ(bq_plan_run(c->plan, &a, c->ws, c->ws_bytes, G.stream));
+}
+
+static void linear_name(const linear_case *c, char *buf, size_t n) {
+  snprintf(buf, n, "linear/%s%s/%s/out_%s/[%lld,%lld,%lld]",
+           c->op == BQ_QUANTIZED_LINEAR ? "quantized_linear" : "smoothquant",
+           c->op == BQ_QUANTIZED_LINEAR ? "" : c->gran == BQ_PER_TOKEN ? "_per_token" : "_per_tensor",
+           c->op == BQ_QUANTIZED_LINEAR ? "bf16_in" : "s8_in", dtype_name(c->out), (long long)c->m,
+           (long long)c->n, (long long)c->k);
+}
+
+static int run_linear_case(const linear_case *c, row_result *r) {
+  bq_desc d = {0};
+  d.op = c->op;
+  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_PER_TENSOR;
+  d.float_type = c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : c->out;
+  d.out_type = c->out;
+  d.scale_type = BQ_F32;
+  linear_ctx x = {0};
+  int rc = -1;
+  size_t xs = c->op == BQ_QUANTIZED_LINEAR ? 2 : 1, os = dtype_size(c->out);
+  void *scales = NULL, *bias = NULL, *a_scales = NULL, *y = NULL;
+  if (BQ(bq_plan_select(&d, &x.plan))) return -1;
+  copy_str(r->sku, sizeof r->sku, bq_plan_sku(x.plan));
+  x.x_stride = ((size_t)(c->m * c->k) * xs + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+  x.w_stride = ((size_t)(c->n * c->k) + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+  long nsets = pick_nsets(x.x_stride + x.w_stride);
+  if (BQ(bq_malloc((void **)&x.x, x.x_stride * (size_t)nsets)) || BQ(bq_malloc((void **)&x.w, x.w_stride * (size_t)nsets)) ||
+      BQ(bq_malloc(&scales, (size_t)c->n * 4)) || BQ(bq_malloc(&bias, (size_t)c->n * os)) ||
+      BQ(bq_malloc(&a_scales, (size_t)c->m * 4)) || BQ(bq_malloc(&y, (size_t)(c->m * c->n) * os)))
+    goto done;
+  if (fill_random(x.x, x.x_stride * (size_t)nsets, c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : BQ_S8, -4, 4) ||
+      fill_random(x.w, x.w_stride * (size_t)nsets, BQ_S8, 0, 0) || fill_random(scales, (size_t)c->n * 4, BQ_F32, 1e-3, 2e-3) ||
+      fill_random(bias, (size_t)c->n * os, c->out, -1, 1) || fill_random(a_scales, (size_t)c->m * 4, BQ_F32, 1e-3, 2e-3))
+    goto done;
+  x.a.rows = c->m;
+  x.a.cols = c->k;
+  x.a.n = c->n;
+  x.a.y = y;
+  x.a.w_scales = scales;
+  x.a.bias = bias;
+  x.a.scales = a_scales;
+  x.a.scale = 1.5e-3;
+  x.ws_bytes = bq_plan_workspace_size(x.plan, &x.a);
+  if (x.ws_bytes && BQ(bq_malloc(&x.ws, x.ws_bytes))) goto done;
+  if (time_runs(launch_linear, &x, nsets, &r->t)) goto done;
+  r->bytes = (double)(c->m * c->k) * (double)xs + (double)(c->n * c->k) + (double)(c->m * c->n) * (double)os;
+  r->tops = 2.0 * (double)c->m * (double)c->n * (double)c->k / (r->t.median_us * 1e6);
+  r->gbps = (double)(c->n * c->k) / (r->t.median_us * 1e3); /* weight bytes / time */
+  rc = 0;
+done:
+  if (x.x) BQ(bq_free(x.x));
+  if (x.w) BQ(bq_free(x.w));
+  if (scales) BQ(bq_free(scales));
+  if (bias) BQ(bq_free(bias));
+  if (a_scales) BQ(bq_free(a_scales));
+  if (y) BQ(bq_free(y));
+  if (x.ws) BQ(bq_free(x.ws));
+  bq_plan_destroy(x.plan);
+  return rc;
+}
+
+static void run_linear(void) {
+  int header = 0;
+  for (size_t i = 0; i < sizeof k_linear / sizeof k_linear[0]; i++) {
+    const linear_case *c = &k_linear[i];
+    char name[192];
+    linear_name(c, name, sizeof name);
+    if ((G.quick && !c->quick) || !matches(name)) continue;
+    size_t wbytes = (size_t)(c->n * c->k);
+    const copy_result *cp = get_copy(wbytes);
+    if (!header++) {
+      printf("\n== W8A8 linear: median of %d runs; TOPS = 2 M N K / time; weight GB/s = N K / time; "
+             "ratio = weight GB/s / copy GB/s at the weight's size ==\n", G.reps);
+      printf("%-64s %11s %8s %9s %9s %6s\n", "case", "time_us", "TOPS", "wGB/s", "copy_GB/s", "ratio");
+    }
+    row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
+    if (!grown) {
+      fail("out of host memory");
+      return;
+    }
+    g_rows = grown;
+    row_result *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    copy_str(r->name, sizeof r->name, name);
+    r->copy_bytes = wbytes;
+    if (run_linear_case(c, r) == 0) {
+      r->ok = 1;
+      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
+      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
+      r->ratio = r->gbps / r->copy_gbps;
+      printf("%-64s %11.2f %8.1f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->tops, r->gbps, r->copy_gbps,
+             r->ratio);
+    } else {
+      printf("%-64s FAILED\n", r->name);
+    }
+    fflush(stdout);
+  }
+}
+
 /* ---- JIT figures ------------------------------------------------------------------------ */
 /* Distinct SKUs that differ only in their q range: each one is a cold compile. */
 static bq_desc jit_desc(int k) {
@@ -1178,6 +1327,7 @@ int main(int argc, char **argv) {
       matches("jit/memory_select") || matches("jit/run_overhead"))
     run_jit();
   run_cases();
+  run_linear();
 
   printf("\n");
   if (write_json(G.json_path) == 0) printf("JSON written to %s\n", G.json_path);

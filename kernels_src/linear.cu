@@ -1,0 +1,357 @@
+// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing
+// epilogue, and the weight row sums that asymmetric activations need.
+//
+//   acc[m, n]  = sum_k a[m, k] * w[n, k]               exact int32 (mma.sync m16n8k32)
+//   acc'[m, n] = acc[m, n] - azp[m] * wsum[n]           asymmetric activations only
+//   y[m, n]    = Tout(C(acc') * C(sa[m]) * C(sw[n]) + C(bias[n]))
+//
+// a is [M, K] int8 (s8 or u8) with row stride lda; w is [N, K] s8, K contiguous (the
+// layout of nn.Linear.weight); y is [M, N] with row stride ldy. Every float operation is
+// an explicit round-to-nearest-even operation, so the result equals the CPU reference bit
+// for bit. The int32 arithmetic of acc' wraps (unsigned), which is exact whenever the
+// true value fits, as validation guarantees.
+//
+// Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):
+//   BQ_LIN_OP  0: the GEMM entry points; 1: bq_weight_sums
+//   BQ_WST     weight-scale (and per-token activation-scale) type: 0 f32, 1 f64, 2 f16, 3 bf16
+//   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)
+
+struct bq_linear_params {
+  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
+  bq_i64 m, n, k, lda, ldy;
+  double a_scale; // per-tensor activation scale, already rounded to C
+  int a_zp;       // per-tensor activation zero point
+  int flags;      // BQ_LF_*
+  int tiles_m, tiles_n;
+};
+#define BQ_LF_SA_ROW 1  // per-token activation scales a_scales[m]; else a_scale
+#define BQ_LF_ZP 2      // asymmetric activations: subtract zp * wsum[n]
+#define BQ_LF_ZP_ROW 4  // per-token zero points a_zps[m]; else a_zp
+#define BQ_LF_BIAS 8    // add bias[n]
+#define BQ_LF_A16 16    // a and lda allow 16-byte accesses
+#define BQ_LF_W16 32    // w and k allow 16-byte accesses
+#define BQ_LF_Y2 64     // y and ldy allow two-element stores
+#define BQ_LF_K0 128    // K == 0: y = bias (or 0)
+
+// ---- scalars ---------------------------------------------------------------------------
+template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {
+  if (CODE == 0) return (bq_c)((const float *)base)[i];
+  if (CODE == 1) return (bq_c)((const double *)base)[i]; // only when C is f64
+  if (CODE == 2) return (bq_c)bq_f16_to_f32(((const bq_u16 *)base)[i]);
+  return (bq_c)bq_bf16_to_f32(((const bq_u16 *)base)[i]);
+}
+
+#if BQ_FT == 1
+static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2double_rn(v); }
+#else
+static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2float_rn(v); }
+#endif
+
+struct bq_row_q { bq_c sa; int zp; };
+struct bq_col_q { bq_c sw, bias; int wsum; };
+
+static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
+  bq_row_q r;
+  if (p.flags & BQ_LF_SA_ROW) r.sa = BQ_ASF32 ? (bq_c)((const float *)p.a_scales)[m] : bq_any_to_c<BQ_WST>(p.a_scales, m);
+  else r.sa = (bq_c)p.a_scale;
+  r.zp = !(p.flags & BQ_LF_ZP) ? 0 : (p.flags & BQ_LF_ZP_ROW) ? ((const int *)p.a_zps)[m] : p.a_zp;
+  return r;
+}
+
+static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {
+  bq_col_q c;
+  c.sw = bq_any_to_c<BQ_WST>(p.w_scales, n);
+  c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;
+  c.wsum = (p.flags & BQ_LF_ZP) ? ((const int *)p.w_sums)[n] : 0;
+  return c;
+}
+
+// The epilogue of one output: ((acc' * sa) * sw) + bias, each step rounded in C.
+static __device__ __forceinline__ bq_t bq_epilogue(int acc, const bq_row_q &r, const bq_col_q &c, int flags) {
+  if (flags & BQ_LF_K0) return bq_from_c((flags & BQ_LF_BIAS) ? c.bias : (bq_c)0);
+  int a2 = (int)((bq_u32)acc - (bq_u32)r.zp * (bq_u32)c.wsum);
+  bq_c v = bq_mul(bq_mul(bq_int_to_c(a2), r.sa), c.sw);
+  if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);
+  return bq_from_c(v);
+}
+
+// Two neighbouring outputs of row m (columns n and n + 1; n + 1 may be past N).
+static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, bq_i64 m, bq_i64 n, bq_t v0, bq_t v1) {
+  bq_t *y = (bq_t *)p.y + m * p.ldy + n;
+  if ((p.flags & BQ_LF_Y2) && n + 1 < p.n) {
+    bq_chunk<bq_t, 2> c;
+    c.e[0] = v0;
+    c.e[1] = v1;
+    *(bq_chunk<bq_t, 2> *)y = c;
+  } else {
+    if (n < p.n) y[0] = v0;
+    if (n + 1 < p.n) y[1] = v1;
+  }
+}
+
+// ---- tensor-core, shared-memory and copy primitives ----------------------------------------------
+// The only inline PTX of this file. (tests/emulator supplies host versions of these under
+// BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)
+#ifndef BQ_EMULATED
+#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#if BQ_IT == 1
+#define BQ_MMA_TYPES ".s32.u8.s8.s32"
+#else
+#define BQ_MMA_TYPES ".s32.s8.s8.s32"
+#endif
+
+static __device__ __forceinline__ void bq_mma(int (&d)[4], bq_u32 a0, bq_u32 a1, bq_u32 a2, bq_u32 a3, bq_u32 b0, bq_u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col" BQ_MMA_TYPES " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void bq_ldmatrix4(bq_u32 (&r)[4], bq_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void bq_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+#endif
+
+// 16 bytes of row `row` of an int8 matrix from column k, zero past k_end or for a row
+// that does not exist: a 16-byte load when `vec`, else byte by byte.
+// `stream`: read once (weights), so evict first; activations stay cached for other CTAs.
+static __device__ __forceinline__ uint4 bq_load16(const bq_u8 *base, bool row_ok, bq_i64 row, bq_i64 ld, bq_i64 k,
+                                                  bq_i64 k_end, bool vec, bool stream = false) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (!row_ok || k >= k_end) return v;
+  const bq_u8 *s = base + row * ld + k;
+  if (vec && k + 16 <= k_end) return stream ? __ldcs((const uint4 *)s) : __ldg((const uint4 *)s);
+  bq_u32 w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int j = 0; j < 16; j++)
+    if (k + j < k_end) w[j >> 2] |= (bq_u32)s[j] << ((j & 3) * 8);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// One 16-byte chunk of a tile into shared memory: cp.async (zero-filling whatever lies
+// past K or outside the matrix) when 16-byte aligned, else through registers.
+static __device__ __forceinline__ void bq_tile_chunk(bq_u32 dst, const bq_u8 *base, bool row_ok, bq_i64 row,
+                                                     bq_i64 ld, bq_i64 k, bq_i64 k_end, bool vec) {
+  if (vec) {
+    bq_i64 rem = row_ok ? k_end - k : 0;
+    int bytes = rem >= 16 ? 16 : rem > 0 ? (int)rem : 0;
+    bq_cp_async16(dst, bytes ? (const void *)(base + row * ld + k) : (const void *)base, bytes);
+  } else {
+    bq_st_shared16(dst, bq_load16(base, row_ok, row, ld, k, k_end, false));
+  }
+}
+
+#if BQ_LIN_OP == 0
+// ---- the tiled GEMM -----------------------------------------------------------------------------
+// A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it. K moves through
+// shared memory in slices of 128 (a row of a slice is 8 chunks of 16 bytes, chunk c of
+// row r stored at position c ^ (r & 7), so that ldmatrix and the copies are free of bank
+// conflicts), STAGES slices in flight through cp.async.
+#define BQ_BK 128
+template <int BM, int BN, int WM, int WN, int STAGES>
+static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {
+  constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
+  constexpr int MT = WM / 16, NT = WN / 8, STAGE = (BM + BN) * BQ_BK;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  // tiles in groups of 8 tile-rows that walk the tile-columns together (L2 reuse)
+  const int bid = blockIdx.x, per_group = 8 * p.tiles_n, first_m = (bid / per_group) * 8;
+  const int gsize = min(p.tiles_m - first_m, 8), in_group = bid % per_group;
+  const bq_i64 m0 = (bq_i64)(first_m + in_group % gsize) * BM, n0 = (bq_i64)(in_group / gsize) * BN;
+  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
+  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
+  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
+  const bq_u32 sbase = bq_smem_addr(smem);
+
+  auto load = [&](int stage, int kt) {
+    const bq_i64 k0 = (bq_i64)kt * BQ_BK;
+    const bq_u32 sa = sbase + stage * STAGE, sb = sa + BM * BQ_BK;
+#pragma unroll
+    for (int i = 0; i < BM * 8 / THREADS; i++) {
+      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;
+      bq_tile_chunk(sa + r * BQ_BK + ((cc ^ (r & 7)) << 4), A, m0 + r < p.m, m0 + r, p.lda, k0 + cc * 16, p.k, avec);
+    }
+#pragma unroll
+    for (int i = 0; i < BN * 8 / THREADS; i++) {
+      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;
+      bq_tile_chunk(sb + r * BQ_BK + ((cc ^ (r & 7)) << 4), W, n0 + r < p.n, n0 + r, p.k, k0 + cc * 16, p.k, wvec);
+    }
+  };
+
+  int acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < ktiles) load(s, s);
+    bq_cp_commit();
+  }
+  for (int kt = 0; kt < ktiles; kt++) {
+    bq_cp_wait<STAGES - 2>();
+    __syncthreads(); // slice kt has landed, and every warp is done with slice kt - 1
+    if (kt + STAGES - 1 < ktiles) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+    bq_cp_commit();
+    const bq_u32 sa = sbase + (kt % STAGES) * STAGE, sb = sa + BM * BQ_BK;
+#pragma unroll
+    for (int ks = 0; ks < BQ_BK / 32; ks++) {
+      bq_u32 af[MT][4], bf[NT][2];
+#pragma unroll
+      for (int i = 0; i < MT; i++) {
+        int r = wm * WM + i * 16 + (lane & 15), c = ks * 2 + (lane >> 4);
+        bq_ldmatrix4(af[i], sa + r * BQ_BK + ((c ^ (r & 7)) << 4));
+      }
+#pragma unroll
+      for (int j = 0; j < NT; j += 2) {
+        int r = wn * WN + j * 8 + (lane & 7) + ((lane >> 4) << 3), c = ks * 2 + ((lane >> 3) & 1);
+        bq_u32 t[4];
+        bq_ldmatrix4(t, sb + r * BQ_BK + ((c ^ (r & 7)) << 4));
+        bf[j][0] = t[0];
+        bf[j][1] = t[1];
+        bf[j + 1][0] = t[2];
+        bf[j + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) bq_mma(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
+    }
+  }
+  bq_cp_wait<0>();
+
+  // epilogue: straight from the accumulators to y
+  bq_row_q rq[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      bq_i64 m = m0 + wm * WM + i * 16 + (lane >> 2) + h * 8;
+      rq[i][h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
+    }
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    bq_i64 n = n0 + wn * WN + j * 8 + (lane & 3) * 2;
+    if (n >= p.n) continue;
+    bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        bq_i64 m = m0 + wm * WM + i * 16 + (lane >> 2) + h * 8;
+        if (m < p.m)
+          bq_store_pair(p, m, n, bq_epilogue(acc[i][j][2 * h], rq[i][h], c0, p.flags),
+                        bq_epilogue(acc[i][j][2 * h + 1], rq[i][h], c1, p.flags));
+      }
+  }
+}
+
+// large: 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory)
+extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);
+}
+// medium: 128 x 128 tiles, 4 warps of 64 x 64, 3 slices (96 KiB: two CTAs per SM)
+extern "C" __global__ void __launch_bounds__(128, 2) bq_gemm_medium(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);
+}
+
+// ---- M <= 16: weight streaming ----------------------------------------------------------------------
+// A CTA owns 16 outputs columns (two n8 tiles); its 8 warps split K in 64-byte slices and
+// meet in shared memory. Each lane loads 16 contiguous bytes of a weight row and of an
+// activation row straight into mma fragments: the dot product is a sum over k, so the
+// same permutation of k in both operands (lane quad q holds k = 16q .. 16q + 15, split
+// over two m16n8k32 steps) leaves it unchanged.
+#define BQ_GEMV_UNROLL 4
+extern "C" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {
+  __shared__ int red[8][2][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const bq_i64 n0 = (bq_i64)blockIdx.x * 16;
+  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
+  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
+  const bool r0 = g < p.m, r1 = g + 8 < p.m, w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;
+  int acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp
+  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * BQ_GEMV_UNROLL) {
+    uint4 x0[BQ_GEMV_UNROLL], x1[BQ_GEMV_UNROLL], w0[BQ_GEMV_UNROLL], w1[BQ_GEMV_UNROLL];
+#pragma unroll
+    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {
+      bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros
+      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);
+      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);
+      x0[u] = bq_load16(A, r0, g, p.lda, k, p.k, avec);
+      x1[u] = bq_load16(A, r1, g + 8, p.lda, k, p.k, avec);
+    }
+#pragma unroll
+    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {
+      bq_mma(acc[0], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w0[u].x, w0[u].y);
+      bq_mma(acc[0], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w0[u].z, w0[u].w);
+      bq_mma(acc[1], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w1[u].x, w1[u].y);
+      bq_mma(acc[1], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w1[u].z, w1[u].w);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < 2; t++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) red[warp][t][e][lane] = acc[t][e];
+  __syncthreads();
+  if (warp >= 2) return;
+  // warp t finishes n8 tile t: rows g and g + 8, columns 2q and 2q + 1
+  const int t = warp;
+  int s[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    bq_u32 v = 0;
+#pragma unroll
+    for (int w = 0; w < 8; w++) v += (bq_u32)red[w][t][e][lane];
+    s[e] = (int)v;
+  }
+  const bq_i64 n = n0 + t * 8 + q * 2;
+  if (n >= p.n) return;
+  bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    bq_i64 m = g + h * 8;
+    if (m < p.m) {
+      bq_row_q r = bq_row_of(p, m);
+      bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));
+    }
+  }
+}
+
+#else
+// ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------
+// A warp per row; 16-byte loads summed with dp4a against ones.
+extern "C" __global__ void __launch_bounds__(256) bq_weight_sums(const bq_linear_params p) {
+  const int lane = threadIdx.x & 31;
+  const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);
+  if (n >= p.n) return;
+  const bool wvec = p.flags & BQ_LF_W16;
+  int s = 0;
+  for (bq_i64 k = (bq_i64)lane * 16; k < p.k; k += 32 * 16) {
+    uint4 v = bq_load16((const bq_u8 *)p.w, true, n, p.k, k, p.k, wvec);
+    s = __dp4a((int)v.x, 0x01010101, s);
+    s = __dp4a((int)v.y, 0x01010101, s);
+    s = __dp4a((int)v.z, 0x01010101, s);
+    s = __dp4a((int)v.w, 0x01010101, s);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) ((int *)p.w_sums)[n] = s;
+}
+#endif

@@ -1,0 +1,312 @@
+/* tests/emulator/cuda_emulator.h - runs kernels_src/ code on the CPU, for host tests.
+
+   Not a GPU and not a timing model: a functional model of the few CUDA features the
+   linear kernels use, so that CI (which has no GPU) executes the very source NVRTC
+   compiles, index arithmetic, tiling, tails and epilogue included:
+   - a CTA's threads are user-level fibers (ucontext), run one at a time until they
+     block at a barrier; __syncthreads and warp collectives are real barriers;
+   - mma.sync m16n8k32 (s8/u8 x s8 -> s32), ldmatrix .x4, __shfl_xor_sync and __dp4a
+     follow the register layouts of the PTX ISA;
+   - cp.async copies are queued per thread and land only at cp.async.wait_group (zero
+     filling past src-size), so a kernel that reads a stage before waiting for it reads
+     stale bytes and fails its test;
+   - shared memory is one buffer per CTA; "device" pointers are host pointers.
+   The PTX conversions of common.cuh use the CPU reference's (tests/reference.h).
+   Include it, define the kernel's prelude macros, then include common.cuh and the
+   kernel file with BQ_EMULATED defined. */
+#ifndef BQ_CUDA_EMULATOR_H
+#define BQ_CUDA_EMULATOR_H
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <vector>
+
+#define BQ_EMULATED 1
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __shared__ static
+#define __restrict__
+
+struct uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+struct uint2 { unsigned x, y; };
+struct emu_dim3 { unsigned x, y, z; };
+
+/* ---- the fiber runtime ------------------------------------------------------------------ */
+struct emu_copy { unsigned dst; const unsigned char *src; int bytes; };
+struct emu_thread {
+  ucontext_t ctx;
+  emu_dim3 tid;
+  int done;
+  std::vector<emu_copy> open;                 /* cp.async since the last commit */
+  std::vector<std::vector<emu_copy>> groups;  /* committed, oldest first */
+  unsigned char *stack;
+};
+
+#define EMU_MAX_THREADS 1024
+#define EMU_SMEM_BYTES (228 * 1024)
+static struct {
+  emu_thread th[EMU_MAX_THREADS];
+  int nthreads, live, warp_live[32];
+  emu_thread *cur;
+  ucontext_t sched;
+  unsigned bar_gen, warp_gen[32];
+  unsigned long long progress; /* barrier arrivals and exits: a pass without any is a deadlock */
+  int bar_count, warp_count[32];
+  emu_dim3 block_idx, block_dim, grid_dim;
+  alignas(128) unsigned char smem[EMU_SMEM_BYTES];
+  unsigned char slot[32][32][64]; /* per warp, per lane: a collective's inputs */
+  void (*kernel)(const void *);
+  const void *params;
+} emu;
+
+#define threadIdx (emu.cur->tid)
+#define blockIdx (emu.block_idx)
+#define blockDim (emu.block_dim)
+#define gridDim (emu.grid_dim)
+
+static inline void emu_yield() { swapcontext(&emu.cur->ctx, &emu.sched); }
+static inline int emu_index() { return (int)(emu.cur - emu.th); }
+
+static void emu_release_barriers() {
+  if (emu.bar_count > 0 && emu.bar_count == emu.live) { emu.bar_count = 0; emu.bar_gen++; }
+  for (int w = 0; w < 32; w++)
+    if (emu.warp_count[w] > 0 && emu.warp_count[w] == emu.warp_live[w]) { emu.warp_count[w] = 0; emu.warp_gen[w]++; }
+}
+
+static inline void __syncthreads() {
+  unsigned g = emu.bar_gen;
+  emu.bar_count++;
+  emu.progress++;
+  emu_release_barriers();
+  while (emu.bar_gen == g) emu_yield();
+}
+static inline void emu_warp_sync() {
+  int w = emu_index() >> 5;
+  unsigned g = emu.warp_gen[w];
+  emu.warp_count[w]++;
+  emu.progress++;
+  emu_release_barriers();
+  while (emu.warp_gen[w] == g) emu_yield();
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; emu_warp_sync(); }
+static inline unsigned char *emu_slot(int lane) { return emu.slot[emu_index() >> 5][lane]; }
+static inline int emu_lane() { return emu_index() & 31; }
+
+static void emu_entry() {
+  emu.kernel(emu.params);
+  emu.cur->done = 1;
+  emu.progress++;
+  emu.live--;
+  emu.warp_live[emu_index() >> 5]--;
+  emu_release_barriers();
+  swapcontext(&emu.cur->ctx, &emu.sched);
+}
+
+/* Runs kernel(params) over the grid, one CTA after another. */
+static void emu_launch(void (*kernel)(const void *), const void *params, unsigned grid, unsigned block) {
+  enum { STACK = 256 * 1024 };
+  if (block > EMU_MAX_THREADS || block % 32) { fprintf(stderr, "emu: bad block size %u\n", block); abort(); }
+  emu.kernel = kernel;
+  emu.params = params;
+  emu.grid_dim = emu_dim3{grid, 1, 1};
+  emu.block_dim = emu_dim3{block, 1, 1};
+  for (unsigned b = 0; b < grid; b++) {
+    emu.block_idx = emu_dim3{b, 0, 0};
+    memset(emu.smem, 0xEE, sizeof emu.smem); /* stale garbage, never zeros */
+    emu.nthreads = emu.live = (int)block;
+    emu.bar_count = 0;
+    for (int w = 0; w < 32; w++) { emu.warp_live[w] = w < (int)block / 32 ? 32 : 0; emu.warp_count[w] = 0; }
+    for (unsigned t = 0; t < block; t++) {
+      emu_thread *th = &emu.th[t];
+      th->tid = emu_dim3{t, 0, 0};
+      th->done = 0;
+      th->open.clear();
+      th->groups.clear();
+      if (!th->stack) th->stack = (unsigned char *)malloc(STACK);
+      getcontext(&th->ctx);
+      th->ctx.uc_stack.ss_sp = th->stack;
+      th->ctx.uc_stack.ss_size = STACK;
+      th->ctx.uc_link = &emu.sched;
+      makecontext(&th->ctx, emu_entry, 0);
+    }
+    for (int live = 1; live;) {
+      unsigned long long before = emu.progress;
+      live = 0;
+      for (unsigned t = 0; t < block; t++) {
+        emu_thread *th = &emu.th[t];
+        if (th->done) continue;
+        emu.cur = th;
+        swapcontext(&emu.sched, &th->ctx);
+        live |= !th->done;
+      }
+      if (live && emu.progress == before) {
+        /* every live thread waits at a barrier that cannot complete: a __syncthreads or a
+           warp collective (mma, ldmatrix, shuffle) that not all of its threads reach */
+        fprintf(stderr, "emu: deadlock in block %u: a barrier or warp collective is divergent\n", b);
+        abort();
+      }
+    }
+  }
+}
+
+/* ---- intrinsics ------------------------------------------------------------------------------ */
+template <typename T> static inline T __ldcs(const T *p) { return *p; }
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+template <typename T> static inline void __stcs(T *p, T v) { *p = v; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __int2float_rn(int v) { return (float)v; }
+static inline double __int2double_rn(int v) { return (double)v; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline float __frcp_rn(float a) { return 1.0f / a; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __drcp_rn(double a) { return 1.0 / a; }
+static inline long long __float2ll_rn(float v) { return llrintf(v); }
+static inline int __float2int_rn(float v) { return (int)lrintf(v); }
+static inline int __float2int_rz(float v) { return (int)v; }
+static inline long long __double2ll_rn(double v) { return llrint(v); }
+static inline int __double2int_rn(double v) { return (int)lrint(v); }
+static inline int __double2int_rz(double v) { return (int)v; }
+static inline float __ll2float_rn(long long v) { return (float)v; }
+static inline double __ll2double_rn(long long v) { return (double)v; }
+static inline float __double2float_rn(double v) { return (float)v; }
+static inline float __ll2float_ru(long long v) {
+  float f = (float)v;
+  return (long double)f < (long double)v ? nextafterf(f, INFINITY) : f;
+}
+static inline float __ll2float_rd(long long v) {
+  float f = (float)v;
+  return (long double)f > (long double)v ? nextafterf(f, -INFINITY) : f;
+}
+static inline double __ll2double_ru(long long v) {
+  double f = (double)v;
+  return (long double)f < (long double)v ? nextafter(f, INFINITY) : f;
+}
+static inline double __ll2double_rd(long long v) {
+  double f = (double)v;
+  return (long double)f > (long double)v ? nextafter(f, -INFINITY) : f;
+}
+/* common.cuh's PTX conversions: the CPU reference's (round to nearest even) */
+static inline float bq_f16_to_f32(unsigned short h) { return ref_f16_to_f32(h); }
+static inline unsigned short bq_f32_to_f16(float f) { return ref_f32_to_f16(f); }
+static inline unsigned short bq_f32_to_bf16(float f) { return ref_f32_to_bf16(f); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+
+static inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+  return c;
+}
+static inline int __shfl_xor_sync(unsigned mask, int v, int lanemask) {
+  (void)mask;
+  memcpy(emu_slot(emu_lane()), &v, 4);
+  emu_warp_sync();
+  int r;
+  memcpy(&r, emu_slot(emu_lane() ^ lanemask), 4);
+  emu_warp_sync();
+  return r;
+}
+static inline float __shfl_xor_sync(unsigned mask, float v, int lanemask) {
+  return __uint_as_float((unsigned)__shfl_xor_sync(mask, (int)__float_as_uint(v), lanemask));
+}
+
+/* ---- shared memory and the PTX wrappers of linear.cu ---------------------------------------------- */
+#define BQ_DYNAMIC_SMEM(name) unsigned char *name = emu.smem
+static inline unsigned bq_smem_addr(const void *p) { return (unsigned)((const unsigned char *)p - emu.smem); }
+static inline unsigned char *emu_smem_at(unsigned a, int bytes) {
+  if ((size_t)a + (size_t)bytes > EMU_SMEM_BYTES) { fprintf(stderr, "emu: shared access out of range\n"); abort(); }
+  return emu.smem + a;
+}
+
+static inline void bq_st_shared16(unsigned dst, uint4 v) { memcpy(emu_smem_at(dst, 16), &v, 16); }
+
+static inline void bq_cp_async16(unsigned dst, const void *src, int bytes) {
+  if (dst % 16) { fprintf(stderr, "emu: cp.async to a misaligned shared address\n"); abort(); }
+  if (bytes && ((uintptr_t)src % 16)) { fprintf(stderr, "emu: cp.async from a misaligned global address\n"); abort(); }
+  emu.cur->open.push_back(emu_copy{dst, (const unsigned char *)src, bytes});
+}
+static inline void bq_cp_commit() {
+  emu.cur->groups.push_back(emu.cur->open);
+  emu.cur->open.clear();
+}
+template <int N> static inline void bq_cp_wait() {
+  auto &g = emu.cur->groups;
+  while ((int)g.size() > N) {
+    for (const emu_copy &c : g.front()) {
+      unsigned char *d = emu_smem_at(c.dst, 16);
+      memset(d, 0, 16);
+      if (c.bytes) memcpy(d, c.src, (size_t)c.bytes);
+    }
+    g.erase(g.begin());
+  }
+}
+
+/* ldmatrix .x4: lanes 8j..8j+7 give the row addresses of matrix j; lane t gets, of each
+   matrix, the 32-bit word at row t / 4, bytes 4 (t % 4) .. 4 (t % 4) + 3. */
+static inline void bq_ldmatrix4(unsigned (&r)[4], unsigned addr) {
+  if (addr % 16) { fprintf(stderr, "emu: ldmatrix row address not 16-byte aligned\n"); abort(); }
+  memcpy(emu_slot(emu_lane()), &addr, 4);
+  emu_warp_sync();
+  int t = emu_lane();
+  for (int j = 0; j < 4; j++) {
+    unsigned row;
+    memcpy(&row, emu_slot(8 * j + t / 4), 4);
+    memcpy(&r[j], emu_smem_at(row + 4 * (t % 4), 4), 4);
+  }
+  emu_warp_sync();
+}
+
+/* mma.sync m16n8k32 .row.col, s32 += A (s8, or u8 when BQ_IT == 1) x B (s8). Lane l,
+   g = l / 4, q = l % 4: a0 = A[g][4q..], a1 = A[g+8][4q..], a2 = A[g][16+4q..],
+   a3 = A[g+8][16+4q..]; b0 = B[4q..][g], b1 = B[16+4q..][g]; d0, d1 = D[g][2q, 2q+1],
+   d2, d3 = D[g+8][2q, 2q+1]. The sum wraps modulo 2^32 as the hardware's does. */
+static inline int emu_a(int r, int k) {
+  int lane = (r % 8) * 4 + (k % 16) / 4, reg = (r >= 8) + 2 * (k >= 16);
+  unsigned w;
+  memcpy(&w, emu_slot(lane) + 4 * reg, 4);
+  unsigned b = (w >> (8 * (k % 4))) & 0xff;
+#if BQ_IT == 1
+  return (int)b;
+#else
+  return (int)(signed char)b;
+#endif
+}
+static inline int emu_b(int k, int n) {
+  int lane = n * 4 + (k % 16) / 4, reg = 4 + (k >= 16);
+  unsigned w;
+  memcpy(&w, emu_slot(lane) + 4 * reg, 4);
+  return (int)(signed char)((w >> (8 * (k % 4))) & 0xff);
+}
+static inline void bq_mma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  unsigned in[6] = {a0, a1, a2, a3, b0, b1};
+  memcpy(emu_slot(emu_lane()), in, sizeof in);
+  emu_warp_sync();
+  int l = emu_lane(), g = l / 4, q = l % 4;
+  for (int e = 0; e < 4; e++) {
+    int r = g + 8 * (e >> 1), n = 2 * q + (e & 1);
+    unsigned s = (unsigned)d[e];
+    for (int k = 0; k < 32; k++) s += (unsigned)(emu_a(r, k) * emu_b(k, n));
+    d[e] = (int)s;
+  }
+  emu_warp_sync();
+}
+
+#endif

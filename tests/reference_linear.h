@@ -1,0 +1,84 @@
+/* tests/reference_linear.h - the CPU reference of the W8A8 linear layers (NUMERICS.md,
+   "W8A8 linear"), on host buffers:
+
+     acc[m, n]  = sum_k a[m, k] * w[n, k]                 exact (int64 here, checked to fit)
+     acc'[m, n] = acc - azp[m] * wsum[n]                  asymmetric activations
+     y[m, n]    = Tout(((C(acc') * C(sa[m])) * C(sw[n])) + C(bias[n]))
+
+   C is f64 when Tout is f64, else f32; each step rounds to nearest even (compile with
+   -ffp-contract=off). K == 0 writes the bias (or +0). QuantizedLinear's activations come
+   from the dynamic per-token reference (reference_dynamic.h) with f32 scales. */
+#ifndef BQ_TESTS_REFERENCE_LINEAR_H
+#define BQ_TESTS_REFERENCE_LINEAR_H
+#include "reference_dynamic.h"
+
+typedef struct refl_problem {
+  int64_t m, n, k, lda, ldy;
+  bq_dtype a_type;        /* BQ_S8 or BQ_U8 */
+  const void *a;          /* [m, lda] */
+  const int8_t *w;        /* [n, k] */
+  bq_dtype scale_type;    /* of w_scales and (unless sa_f32) sa */
+  const void *w_scales;   /* [n] */
+  int sa_row;             /* 1: sa[m] of scale_type (or f32 when sa_f32); 0: sa_scalar */
+  int sa_f32;
+  const void *sa;
+  double sa_scalar;
+  int zp_mode;            /* 0 none, 1 zp_scalar, 2 zps[m] */
+  const int32_t *zps;
+  int32_t zp_scalar;
+  const int32_t *wsum;    /* [n], used with zero points */
+  bq_dtype out_type;
+  const void *bias;       /* [n] of out_type, or NULL */
+  void *y;                /* [m, ldy]: only the problem's elements are written */
+} refl_problem;
+
+/* Returns 0, or -1 when some true acc' does not fit int32 (a test set-up error). */
+REF_API int refl_gemm(const refl_problem *P)
+{
+  int64_t m, n, k;
+  int f64 = P->out_type == BQ_F64;
+  for (n = 0; n < P->n; n++) {
+    double swd = ref_load_d(P->scale_type, P->w_scales, n);
+    float swf = f64 ? 0 : ref_load_f(P->scale_type, P->w_scales, n);
+    for (m = 0; m < P->m; m++) {
+      int64_t acc = 0, ref;
+      int32_t acc2, zp = P->zp_mode == 2 ? P->zps[m] : P->zp_mode == 1 ? P->zp_scalar : 0;
+      int64_t yi = m * P->ldy + n;
+      for (k = 0; k < P->k; k++)
+        acc += (int64_t)ref_load_int(P->a_type, P->a, m * P->lda + k) * P->w[n * P->k + k];
+      ref = acc - (P->zp_mode ? (int64_t)zp * P->wsum[n] : 0);
+      if (ref > INT32_MAX || ref < INT32_MIN) return -1;
+      acc2 = (int32_t)ref;
+      if (P->k == 0) { /* the bias, exactly, or +0 */
+        if (P->bias) ref_copy_elem(P->out_type, P->y, yi, P->bias, n);
+        else ref_store_zero(P->out_type, P->y, yi);
+        continue;
+      }
+      if (f64) {
+        double sa = P->sa_row ? ref_load_d(P->sa_f32 ? BQ_F32 : P->scale_type, P->sa, m) : P->sa_scalar;
+        double v = ((double)acc2 * sa) * swd;
+        if (P->bias) v = v + ref_load_d(BQ_F64, P->bias, n);
+        ref_store_d(P->y, yi, v);
+      } else {
+        float sa = P->sa_row ? ref_load_f(P->sa_f32 ? BQ_F32 : P->scale_type, P->sa, m) : (float)P->sa_scalar;
+        float v = ((float)acc2 * sa) * swf;
+        if (P->bias) v = v + ref_load_f(P->out_type, P->bias, n);
+        ref_store_f(P->out_type, P->y, yi, v);
+      }
+    }
+  }
+  return 0;
+}
+
+/* wsum[n] = sum_k w[n, k] */
+REF_API void refl_weight_sums(const int8_t *w, int64_t n, int64_t k, int32_t *out)
+{
+  int64_t i, j;
+  for (i = 0; i < n; i++) {
+    int32_t s = 0;
+    for (j = 0; j < k; j++) s += w[i * k + j];
+    out[i] = s;
+  }
+}
+
+#endif

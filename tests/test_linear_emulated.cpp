@@ -1,0 +1,339 @@
+/* tests/test_linear_emulated.cpp - the W8A8 linear kernels of kernels_src/linear.cu, run
+   on the CPU by tests/emulator/cuda_emulator.h, through the header's own run path
+   (validation, tile choice, parameter packing, launch geometry), against the CPU
+   reference bit for bit. A host test: CI has no GPU. It checks the kernels' logic
+   (fragment and tile indexing, swizzle, tails, the copy pipeline's waits, split K, the
+   epilogue); what only a GPU shows (races, speed, the real instructions) is for
+   test_gpu_linear.
+
+   Built once per specialization (meson passes the prelude: BQ_FT = output type, BQ_IT,
+   BQ_WST, BQ_ASF32), as SmoothQuantLinear plans of that SKU with every tile
+   configuration forced in turn, plus the weight-sums kernel. Outputs are poisoned and
+   compared whole, guards and row gaps included. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference_linear.h"
+
+#include "emulator/cuda_emulator.h"
+
+#define BQ_QMIN (0)
+#define BQ_QMAX (0)
+#define BQ_ST 0
+namespace emu_gemm {
+#define BQ_LIN_OP 0
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/linear.cu"
+#undef BQ_LIN_OP
+} // namespace emu_gemm
+namespace emu_sums {
+#define BQ_LIN_OP 1
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/linear.cu"
+#undef BQ_LIN_OP
+} // namespace emu_sums
+
+#include <criterion/criterion.h>
+
+#include <stddef.h>
+#include <time.h>
+
+/* the host's parameter block is the kernel's, field for field */
+static_assert(sizeof(bq__linear_params) == sizeof(emu_gemm::bq_linear_params), "params size");
+#define SAME_OFFSET(f) static_assert(offsetof(bq__linear_params, f) == offsetof(emu_gemm::bq_linear_params, f), #f)
+SAME_OFFSET(a); SAME_OFFSET(w); SAME_OFFSET(y); SAME_OFFSET(a_scales); SAME_OFFSET(a_zps); SAME_OFFSET(w_scales);
+SAME_OFFSET(w_sums); SAME_OFFSET(bias); SAME_OFFSET(m); SAME_OFFSET(n); SAME_OFFSET(k); SAME_OFFSET(lda);
+SAME_OFFSET(ldy); SAME_OFFSET(a_scale); SAME_OFFSET(a_zp); SAME_OFFSET(flags); SAME_OFFSET(tiles_m);
+SAME_OFFSET(tiles_n);
+
+/* ---- the launch hook: cuLaunchKernel runs the emulator ---------------------------------------- */
+typedef void (*emu_kernel)(const void *);
+static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::bq_linear_params *)p); }
+static void k_medium(const void *p) { emu_gemm::bq_gemm_medium(*(const emu_gemm::bq_linear_params *)p); }
+static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
+static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::bq_linear_params *)p); }
+static const unsigned SMEM_OF[3] = {BQ__GEMM_SMEM_LARGE, BQ__GEMM_SMEM_MEDIUM, 0};
+static int g_launches;
+
+static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
+                                       void **extra) {
+  (void)s;
+  cr_assert(gy == 1 && gz == 1 && by == 1 && bz == 1 && extra == NULL);
+  emu_kernel k = (emu_kernel)f;
+  if (k == k_large) cr_assert_eq(smem, SMEM_OF[0]);
+  if (k == k_medium) cr_assert_eq(smem, SMEM_OF[1]);
+  cr_assert(smem <= EMU_SMEM_BYTES);
+  g_launches++;
+  emu_launch(k, params[0], gx, bx);
+  return 0;
+}
+
+static uint64_t g_rng = 0x1234567;
+static uint64_t rnd(void) {
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+static void init(void) {
+  const char *e = getenv("BQ_TEST_SEED");
+  g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
+  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+}
+TestSuite(emulated, .init = init);
+
+/* the specialization this binary was built for */
+static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
+static const bq_dtype OUT = type_of(BQ_FT), ST = type_of(BQ_WST), AT = BQ_IT ? BQ_U8 : BQ_S8;
+
+static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
+  if (t == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(t, buf, i, (float)v);
+}
+
+typedef struct ecase {
+  bq_granularity gran;
+  int asym, bias, extreme, force;
+  int64_t m, n, k, lda_pad, ldy_pad;
+  int x_off, w_off, y_off;
+} ecase;
+
+static void run(const ecase *c) {
+  char what[256];
+  snprintf(what, sizeof what, "seed=0x%llx out=%s st=%s a=%s %s asym=%d bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld "
+           "offs %d/%d/%d force=%d extreme=%d", (unsigned long long)g_rng, ref_dtype_name(OUT), ref_dtype_name(ST),
+           ref_dtype_name(AT), c->gran == BQ_PER_TOKEN ? "per_token" : "per_tensor", c->asym, c->bias, (long long)c->m,
+           (long long)c->n, (long long)c->k, (long long)c->lda_pad, (long long)c->ldy_pad, c->x_off, c->w_off, c->y_off,
+           c->force, c->extreme);
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_SMOOTHQUANT_LINEAR;
+  d.granularity = c->gran;
+  d.float_type = OUT;
+  d.out_type = OUT;
+  d.scale_type = ST;
+  d.int_type = AT;
+  d.asymmetric = c->asym;
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  /* this binary's kernels must be the ones the plan's SKU names */
+  bq__kernel_src ks;
+  bq__target tg = {90, 0, 0};
+  cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
+  char want[64];
+  snprintf(want, sizeof want, "#define BQ_WST %d\n#define BQ_ASF32 %d\n", BQ_WST, BQ_ASF32);
+  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  free(ks.source.p);
+  bq__entry entry;
+  memset(&entry, 0, sizeof entry);
+  entry.fn[0] = (bq__CUfunction)k_large;
+  entry.fn[1] = (bq__CUfunction)k_medium;
+  entry.fn[2] = (bq__CUfunction)k_gemv;
+  plan.entry = &entry;
+  plan.num_sms = 132;
+  bq__linear_force_config = c->force;
+
+  const int qmin = AT == BQ_S8 ? -128 : 0, qmax = AT == BQ_S8 ? 127 : 255;
+  const int64_t M = c->m, N = c->n, K = c->k, lda = K + c->lda_pad, ldy = N + c->ldy_pad;
+  const size_t ys = ref_dtype_size(OUT), ss = ref_dtype_size(ST);
+  const int64_t guard = 19, ytot = guard + M * ldy + guard;
+  std::vector<unsigned char> xb((size_t)(M * lda) + 64), wb((size_t)(N * K) + 64), wsc((size_t)N * ss + 8),
+      bias((size_t)N * ys + 8), sa((size_t)M * ss + 8), yb((size_t)ytot * ys + 64), exp((size_t)ytot * ys);
+  std::vector<int32_t> zps((size_t)M + 1), wsum((size_t)N + 1);
+  /* 16-byte aligned storage plus the case's offsets */
+  unsigned char *x = (unsigned char *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + c->x_off;
+  int8_t *w = (int8_t *)(((uintptr_t)wb.data() + 15) & ~(uintptr_t)15) + c->w_off;
+  unsigned char *y0 = (unsigned char *)(((uintptr_t)yb.data() + 15) & ~(uintptr_t)15) + (size_t)c->y_off * ys;
+  for (int64_t i = 0; i < M * lda; i++)
+    ref_store_int(AT, x, i, c->extreme ? (AT == BQ_S8 ? qmin : qmax) : (int32_t)rnd_range(qmin, qmax));
+  for (int64_t i = 0; i < N * K; i++) w[i] = c->extreme ? (int8_t)-128 : (int8_t)rnd_range(-128, 127);
+  for (int64_t i = 0; i < N; i++) store_any(ST, wsc.data(), i, ldexp(1.0 + rnd_unit(), (int)rnd_range(-10, -4)));
+  for (int64_t i = 0; i < N; i++) store_any(OUT, bias.data(), i, (rnd_unit() - 0.5) * 8);
+  for (int64_t i = 0; i < M; i++) {
+    store_any(ST, sa.data(), i, ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, -4)));
+    zps[(size_t)i] = c->asym ? (int32_t)rnd_range(qmin, qmax) : 0;
+  }
+  refl_weight_sums(w, N, K, wsum.data());
+  double sa_scalar = ldexp(1.0 + rnd_unit(), -9);
+  int32_t zp_scalar = c->asym ? (int32_t)rnd_range(qmin, qmax) : 0;
+
+  /* the weight sums through the emulated helper kernel */
+  if (c->asym) {
+    bq_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.op = BQ_LINEAR_WEIGHT_SUMS;
+    bq_plan sp;
+    cr_assert_eq(bq__plan_init(&sd, &sp), BQ_SUCCESS);
+    bq__entry se;
+    memset(&se, 0, sizeof se);
+    se.fn[0] = (bq__CUfunction)k_sums;
+    sp.entry = &se;
+    std::vector<int32_t> got((size_t)N + 1, (int32_t)0xA5A5A5A5);
+    bq_args sa_args;
+    memset(&sa_args, 0, sizeof sa_args);
+    sa_args.w = w;
+    sa_args.n = N;
+    sa_args.cols = K;
+    sa_args.y = got.data();
+    cr_assert_eq(bq_plan_run(&sp, &sa_args, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+    for (int64_t i = 0; i < N; i++) cr_assert_eq(got[(size_t)i], wsum[(size_t)i], "weight sum %lld | %s", (long long)i, what);
+    cr_assert_eq(got[(size_t)N], (int32_t)0xA5A5A5A5, "weight sums wrote past N | %s", what);
+  }
+
+  memset(yb.data(), 0xA5, yb.size());
+  memset(exp.data(), 0xA5, exp.size());
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y0 + (size_t)guard * ys;
+  a.rows = M;
+  a.cols = K;
+  a.n = N;
+  a.x_row_stride = lda;
+  a.y_row_stride = ldy;
+  a.w = w;
+  a.w_scales = wsc.data();
+  a.bias = c->bias ? bias.data() : NULL;
+  a.w_sums = c->asym ? wsum.data() : NULL;
+  if (c->gran == BQ_PER_TOKEN) {
+    a.scales = sa.data();
+    a.zero_points = c->asym ? zps.data() : NULL;
+  } else {
+    a.scale = sa_scalar;
+    a.zero_point = zp_scalar;
+  }
+  g_launches = 0;
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  cr_assert_eq(g_launches, M && N ? 1 : 0, "%s", what);
+
+  refl_problem P;
+  memset(&P, 0, sizeof P);
+  P.m = M;
+  P.n = N;
+  P.k = K;
+  P.lda = lda;
+  P.ldy = ldy;
+  P.a_type = AT;
+  P.a = x;
+  P.w = w;
+  P.scale_type = ST;
+  P.w_scales = wsc.data();
+  P.sa_row = c->gran == BQ_PER_TOKEN;
+  P.sa = sa.data();
+  P.sa_scalar = OUT == BQ_F64 ? sa_scalar : (double)(float)sa_scalar;
+  P.zp_mode = !c->asym ? 0 : c->gran == BQ_PER_TOKEN ? 2 : 1;
+  P.zps = zps.data();
+  P.zp_scalar = zp_scalar;
+  P.wsum = wsum.data();
+  P.out_type = OUT;
+  P.bias = c->bias ? bias.data() : NULL;
+  P.y = exp.data() + (size_t)guard * ys;
+  cr_assert_eq(refl_gemm(&P), 0, "%s", what);
+  char msg[2048];
+  size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "%zu of %lld elements differ (from the front guard of %lld):\n%s| %s", bad, (long long)ytot,
+               (long long)guard, msg, what);
+  bq__linear_force_config = -1;
+}
+
+static ecase base(void) {
+  ecase c;
+  memset(&c, 0, sizeof c);
+  c.gran = BQ_PER_TOKEN;
+  c.force = -1;
+  return c;
+}
+
+/* each tile configuration: two tiles in M and N where the tile allows, K with and without
+   a tail, the copy path (aligned) and the register path (odd K: misaligned weight rows) */
+Test(emulated, tile_configurations, .timeout = 600) {
+  static const int cfgs[3] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV};
+  static const int64_t ks[3] = {384, 300, 77};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      ecase c = base();
+      c.force = cfgs[i];
+      c.m = cfgs[i] == BQ__GEMV ? 16 - j : 129 + j;
+      c.n = cfgs[i] == BQ__GEMM_LARGE ? 257 + j : cfgs[i] == BQ__GEMM_MEDIUM ? 129 + 2 * j : 33 + j;
+      c.k = ks[j];
+      c.bias = j != 1;
+      c.asym = j == 2;
+      c.gran = j == 1 ? BQ_PER_TENSOR : BQ_PER_TOKEN;
+      run(&c);
+    }
+}
+
+Test(emulated, small_m_values) {
+  static const int64_t ms[] = {1, 2, 7, 8, 9, 15, 16};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    ecase c = base();
+    c.m = ms[i];
+    c.n = 17 + (int64_t)i;
+    c.k = 64 * (int64_t)(i + 1) + (int64_t)(i % 3) * 16;
+    c.bias = (int)(i & 1);
+    c.asym = (int)((i >> 1) & 1);
+    run(&c);
+  }
+}
+
+Test(emulated, k_tails_and_zero) {
+  static const int64_t ks[] = {0, 1, 15, 16, 17, 31, 32, 33, 127, 128, 129, 255, 257};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    for (int f = 0; f < 2; f++) {
+      ecase c = base();
+      c.force = f ? BQ__GEMM_MEDIUM : -1;
+      c.m = f ? 20 : 5;
+      c.n = 11;
+      c.k = ks[i];
+      c.bias = (int)(i & 1);
+      c.asym = (int)(i % 3 == 0);
+      run(&c);
+    }
+}
+
+Test(emulated, strides_and_misalignment) {
+  for (int i = 0; i < 8; i++) {
+    ecase c = base();
+    c.force = i % 3 == 0 ? BQ__GEMV : i % 3 == 1 ? BQ__GEMM_MEDIUM : -1;
+    c.m = c.force == BQ__GEMV ? 9 : 40;
+    c.n = 23 + i;
+    c.k = i & 1 ? 96 : 131;
+    c.lda_pad = i & 2 ? 16 : 5;
+    c.ldy_pad = 1 + i;
+    c.x_off = i & 4 ? 3 : 0;
+    c.w_off = i & 1 ? 0 : 7;
+    c.y_off = i & 2;
+    c.bias = 1;
+    c.asym = i & 1;
+    c.gran = i & 4 ? BQ_PER_TENSOR : BQ_PER_TOKEN;
+    run(&c);
+  }
+}
+
+Test(emulated, extreme_values) {
+  for (int f = 0; f < 2; f++) {
+    ecase c = base();
+    c.extreme = 1;
+    c.force = f ? BQ__GEMM_MEDIUM : BQ__GEMV;
+    c.m = f ? 17 : 3;
+    c.n = 9;
+    c.k = 4096 + 16;
+    c.asym = f;
+    run(&c);
+  }
+}
+
+Test(emulated, zero_sizes) {
+  ecase c = base();
+  c.m = 0;
+  c.n = 5;
+  c.k = 10;
+  run(&c);
+  c.m = 4;
+  c.n = 0;
+  run(&c);
+}
