@@ -3386,6 +3386,8 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
       k.a_zp = a->zero_point;
     }
   }
+  /* K == 0: y = bias; no activation scale, zero point or weight sum exists to be read */
+  if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
   if (cfg == BQ__GEMV) return bq__launch_ex(p, BQ__GEMV, (v.n + 15) / 16, 256, 0, &k, stream);
   int bn = cfg == BQ__GEMM_LARGE ? 256 : 128;

@@ -265,6 +265,13 @@ static void run_case(const lin_case *c0)
       a.zero_point = zp_scalar;
     }
   }
+  if (K == 0) { /* y = bias: nothing else may be read, so pass nothing else */
+    a.x = NULL;
+    a.w = NULL;
+    a.scales = NULL;
+    a.zero_points = NULL;
+    a.w_sums = NULL;
+  }
   BQ_OK(bq_plan_can_implement(plan, &a), what);
   size_t ws_bytes = bq_plan_workspace_size(plan, &a);
   void *ws = ws_bytes ? dev_alloc(ws_bytes) : NULL;

@@ -6,9 +6,10 @@
    epilogue); what only a GPU shows (races, speed, the real instructions) is for
    test_gpu_linear.
 
-   Built once per specialization (meson passes the prelude: BQ_FT = output type, BQ_IT,
-   BQ_WST, BQ_ASF32), as SmoothQuantLinear plans of that SKU with every tile
-   configuration forced in turn, plus the weight-sums kernel. Outputs are poisoned and
+   Built once per specialization (meson passes EMU_* macros, below), as SmoothQuantLinear
+   or QuantizedLinear plans of that SKU (QuantizedLinear's activations go through
+   dynamic.cu, emulated too) with every tile configuration forced in turn, plus the
+   weight-sums kernel. Outputs are poisoned and
    compared whole, guards and row gaps included. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
@@ -17,21 +18,55 @@
 
 #include "emulator/cuda_emulator.h"
 
+/* The specialization (meson): EMU_OUT output type code (0 f32, 1 f64, 2 f16, 3 bf16),
+   EMU_AT activations u8, EMU_WST weight-scale type code; EMU_QL 1 for QuantizedLinear
+   plans, whose activations (type code EMU_T) are quantized by dynamic.cu per token,
+   EMU_ASYM with zero points. The preludes are the ones bq__build_source writes. */
+#ifndef EMU_QL
+#define EMU_QL 0
+#define EMU_T EMU_OUT
+#define EMU_ASYM 0
+#endif
+namespace emu_gemm {
+#define BQ_FT EMU_OUT
+#define BQ_IT EMU_AT
 #define BQ_QMIN (0)
 #define BQ_QMAX (0)
 #define BQ_ST 0
-namespace emu_gemm {
 #define BQ_LIN_OP 0
+#define BQ_WST EMU_WST
+#define BQ_ASF32 (EMU_QL && EMU_WST != 0)
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
-#undef BQ_LIN_OP
+#include "emulator/kernel_undefs.h"
 } // namespace emu_gemm
 namespace emu_sums {
+#define BQ_FT 0
+#define BQ_IT 0
+#define BQ_QMIN (0)
+#define BQ_QMAX (0)
+#define BQ_ST 0
 #define BQ_LIN_OP 1
+#define BQ_WST 0
+#define BQ_ASF32 0
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
-#undef BQ_LIN_OP
+#include "emulator/kernel_undefs.h"
 } // namespace emu_sums
+#if EMU_QL
+namespace emu_dyn {
+#define BQ_FT EMU_T
+#define BQ_IT EMU_AT
+#define BQ_QMIN (EMU_AT ? 0 : -128)
+#define BQ_QMAX (EMU_AT ? 255 : 127)
+#define BQ_ST (EMU_T != 0)
+#define BQ_ASYM EMU_ASYM
+#define BQ_DSCOPE 2
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/dynamic.cu"
+#include "emulator/kernel_undefs.h"
+} // namespace emu_dyn
+#endif
 
 #include <criterion/criterion.h>
 
@@ -52,6 +87,10 @@ static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::b
 static void k_medium(const void *p) { emu_gemm::bq_gemm_medium(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
 static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::bq_linear_params *)p); }
+#if EMU_QL
+static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
+static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "dynamic params size");
+#endif
 static const unsigned SMEM_OF[3] = {BQ__GEMM_SMEM_LARGE, BQ__GEMM_SMEM_MEDIUM, 0};
 static int g_launches;
 
@@ -83,12 +122,13 @@ static void init(void) {
   const char *e = getenv("BQ_TEST_SEED");
   g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
   bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+  emu_a_unsigned = EMU_AT;
 }
 TestSuite(emulated, .init = init);
 
 /* the specialization this binary was built for */
 static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
-static const bq_dtype OUT = type_of(BQ_FT), ST = type_of(BQ_WST), AT = BQ_IT ? BQ_U8 : BQ_S8;
+static const bq_dtype OUT = type_of(EMU_OUT), ST = type_of(EMU_WST), AT = EMU_AT ? BQ_U8 : BQ_S8, T = type_of(EMU_T);
 
 static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
   if (t == BQ_F64) ref_store_d(buf, i, v);
@@ -102,7 +142,10 @@ typedef struct ecase {
   int x_off, w_off, y_off;
 } ecase;
 
-static void run(const ecase *c) {
+static void run(const ecase *c0) {
+  ecase cc = *c0;
+  if (EMU_QL) cc.asym = EMU_ASYM; /* the dynamic kernel is built for one */
+  const ecase *c = &cc;
   char what[256];
   snprintf(what, sizeof what, "seed=0x%llx out=%s st=%s a=%s %s asym=%d bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld "
            "offs %d/%d/%d force=%d extreme=%d", (unsigned long long)g_rng, ref_dtype_name(OUT), ref_dtype_name(ST),
@@ -111,9 +154,9 @@ static void run(const ecase *c) {
            c->force, c->extreme);
   bq_desc d;
   memset(&d, 0, sizeof d);
-  d.op = BQ_SMOOTHQUANT_LINEAR;
-  d.granularity = c->gran;
-  d.float_type = OUT;
+  d.op = EMU_QL ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
+  d.granularity = EMU_QL ? BQ_PER_TOKEN : c->gran;
+  d.float_type = T;
   d.out_type = OUT;
   d.scale_type = ST;
   d.int_type = AT;
@@ -125,7 +168,9 @@ static void run(const ecase *c) {
   bq__target tg = {90, 0, 0};
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   char want[64];
-  snprintf(want, sizeof want, "#define BQ_WST %d\n#define BQ_ASF32 %d\n", BQ_WST, BQ_ASF32);
+  snprintf(want, sizeof want, "#define BQ_FT %d\n#define BQ_IT %d\n", EMU_OUT, EMU_AT);
+  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  snprintf(want, sizeof want, "#define BQ_WST %d\n#define BQ_ASF32 %d\n", EMU_WST, EMU_QL && EMU_WST != 0);
   cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
@@ -136,6 +181,29 @@ static void run(const ecase *c) {
   plan.entry = &entry;
   plan.num_sms = 132;
   bq__linear_force_config = c->force;
+#if EMU_QL
+  /* the activations' per-token dynamic quantize plan, on dynamic.cu */
+  bq_desc qd;
+  memset(&qd, 0, sizeof qd);
+  qd.op = BQ_DYNAMIC_QUANTIZE;
+  qd.granularity = BQ_PER_TOKEN;
+  qd.float_type = T;
+  qd.int_type = AT;
+  qd.scale_type = BQ_F32;
+  qd.asymmetric = c->asym;
+  bq_plan sub;
+  cr_assert_eq(bq__plan_init(&qd, &sub), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(bq__kernel_for(&qd, &tg, &ks), BQ_SUCCESS);
+  snprintf(want, sizeof want, "#define BQ_ASYM %d\n#define BQ_DSCOPE 2\n", EMU_ASYM);
+  cr_assert(strstr(ks.source.p, want), "the dynamic SKU's prelude differs from this build's: %s", what);
+  free(ks.source.p);
+  bq__entry sub_entry;
+  memset(&sub_entry, 0, sizeof sub_entry);
+  sub_entry.fn[0] = (bq__CUfunction)k_dyn;
+  sub.entry = &sub_entry;
+  sub.num_sms = 132;
+  plan.sub = &sub;
+#endif
 
   const int qmin = AT == BQ_S8 ? -128 : 0, qmax = AT == BQ_S8 ? 127 : 255;
   const int64_t M = c->m, N = c->n, K = c->k, lda = K + c->lda_pad, ldy = N + c->ldy_pad;
@@ -148,8 +216,20 @@ static void run(const ecase *c) {
   unsigned char *x = (unsigned char *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + c->x_off;
   int8_t *w = (int8_t *)(((uintptr_t)wb.data() + 15) & ~(uintptr_t)15) + c->w_off;
   unsigned char *y0 = (unsigned char *)(((uintptr_t)yb.data() + 15) & ~(uintptr_t)15) + (size_t)c->y_off * ys;
-  for (int64_t i = 0; i < M * lda; i++)
-    ref_store_int(AT, x, i, c->extreme ? (AT == BQ_S8 ? qmin : qmax) : (int32_t)rnd_range(qmin, qmax));
+  const size_t xs = EMU_QL ? ref_dtype_size(T) : 1;
+  if (EMU_QL) xb.resize((size_t)(M * lda) * xs + 64);
+  x = (unsigned char *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + (size_t)c->x_off * xs;
+  for (int64_t r = 0; r < M; r++) {
+    double mag = ldexp(1.0, (int)rnd_range(-6, 6));
+    int kind = (int)(rnd() % 6); /* 0: zeros, 1: positive, else signed */
+    for (int64_t j = 0; j < lda; j++) {
+      int64_t i = r * lda + j;
+      if (EMU_QL)
+        store_any(T, x, i, kind == 0 ? 0.0 : kind == 1 ? rnd_unit() * mag : (rnd_unit() - 0.5) * mag);
+      else
+        ref_store_int(AT, x, i, c->extreme ? (AT == BQ_S8 ? qmin : qmax) : (int32_t)rnd_range(qmin, qmax));
+    }
+  }
   for (int64_t i = 0; i < N * K; i++) w[i] = c->extreme ? (int8_t)-128 : (int8_t)rnd_range(-128, 127);
   for (int64_t i = 0; i < N; i++) store_any(ST, wsc.data(), i, ldexp(1.0 + rnd_unit(), (int)rnd_range(-10, -4)));
   for (int64_t i = 0; i < N; i++) store_any(OUT, bias.data(), i, (rnd_unit() - 0.5) * 8);
@@ -206,9 +286,19 @@ static void run(const ecase *c) {
     a.scale = sa_scalar;
     a.zero_point = zp_scalar;
   }
+  if (K == 0) { /* y = bias: nothing else may be read, so pass nothing else */
+    a.x = NULL;
+    a.w = NULL;
+    a.scales = NULL;
+    a.zero_points = NULL;
+    a.w_sums = NULL;
+  }
   g_launches = 0;
-  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
-  cr_assert_eq(g_launches, M && N ? 1 : 0, "%s", what);
+  size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
+  std::vector<unsigned char> wsb(ws_bytes + 16, 0x5A);
+  void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
+  cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  cr_assert_eq(g_launches, M && N ? 1 + (EMU_QL && K > 0) : 0, "%s", what);
 
   refl_problem P;
   memset(&P, 0, sizeof P);
@@ -228,6 +318,37 @@ static void run(const ecase *c) {
   P.zp_mode = !c->asym ? 0 : c->gran == BQ_PER_TOKEN ? 2 : 1;
   P.zps = zps.data();
   P.zp_scalar = zp_scalar;
+  std::vector<unsigned char> aq((size_t)(M * K) + 1);
+  std::vector<float> qs((size_t)M + 1);
+  std::vector<int32_t> qz((size_t)M + 1);
+  if (EMU_QL) { /* the activations through the dynamic reference, then the GEMM's */
+    bq_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.op = BQ_DYNAMIC_QUANTIZE;
+    dd.granularity = BQ_PER_TOKEN;
+    dd.float_type = T;
+    dd.int_type = AT;
+    dd.scale_type = BQ_F32;
+    dd.asymmetric = c->asym;
+    bq_args q;
+    memset(&q, 0, sizeof q);
+    q.x = x;
+    q.y = aq.data();
+    q.rows = M;
+    q.cols = K;
+    q.x_row_stride = lda;
+    q.y_row_stride = K;
+    q.out_scales = qs.data();
+    q.out_zero_points = c->asym ? qz.data() : NULL;
+    if (K > 0) cr_assert_eq(refd_run(&dd, &q), 0, "%s", what);
+    P.a = aq.data();
+    P.lda = K;
+    P.sa_row = 1;
+    P.sa_f32 = 1;
+    P.sa = qs.data();
+    P.zp_mode = c->asym ? 2 : 0;
+    P.zps = qz.data();
+  }
   P.wsum = wsum.data();
   P.out_type = OUT;
   P.bias = c->bias ? bias.data() : NULL;

@@ -12,8 +12,9 @@
      stale bytes and fails its test;
    - shared memory is one buffer per CTA; "device" pointers are host pointers.
    The PTX conversions of common.cuh use the CPU reference's (tests/reference.h).
-   Include it, define the kernel's prelude macros, then include common.cuh and the
-   kernel file with BQ_EMULATED defined. */
+   Include it, then, in a namespace per specialization, define the kernel's prelude
+   macros and include common.cuh and the kernel file; emulator/kernel_undefs.h clears the
+   kernels' macros before the next specialization. */
 #ifndef BQ_CUDA_EMULATOR_H
 #define BQ_CUDA_EMULATOR_H
 #include <math.h>
@@ -113,7 +114,7 @@ static void emu_entry() {
 
 /* Runs kernel(params) over the grid, one CTA after another. */
 static void emu_launch(void (*kernel)(const void *), const void *params, unsigned grid, unsigned block) {
-  enum { STACK = 256 * 1024 };
+  enum { STACK = 128 * 1024 };
   if (block > EMU_MAX_THREADS || block % 32) { fprintf(stderr, "emu: bad block size %u\n", block); abort(); }
   emu.kernel = kernel;
   emu.params = params;
@@ -227,6 +228,15 @@ static inline int __shfl_xor_sync(unsigned mask, int v, int lanemask) {
 static inline float __shfl_xor_sync(unsigned mask, float v, int lanemask) {
   return __uint_as_float((unsigned)__shfl_xor_sync(mask, (int)__float_as_uint(v), lanemask));
 }
+static inline double __shfl_xor_sync(unsigned mask, double v, int lanemask) {
+  (void)mask;
+  memcpy(emu_slot(emu_lane()), &v, 8);
+  emu_warp_sync();
+  double r;
+  memcpy(&r, emu_slot(emu_lane() ^ lanemask), 8);
+  emu_warp_sync();
+  return r;
+}
 
 /* ---- shared memory and the PTX wrappers of linear.cu ---------------------------------------------- */
 #define BQ_DYNAMIC_SMEM(name) unsigned char *name = emu.smem
@@ -278,16 +288,13 @@ static inline void bq_ldmatrix4(unsigned (&r)[4], unsigned addr) {
    g = l / 4, q = l % 4: a0 = A[g][4q..], a1 = A[g+8][4q..], a2 = A[g][16+4q..],
    a3 = A[g+8][16+4q..]; b0 = B[4q..][g], b1 = B[16+4q..][g]; d0, d1 = D[g][2q, 2q+1],
    d2, d3 = D[g+8][2q, 2q+1]. The sum wraps modulo 2^32 as the hardware's does. */
+static int emu_a_unsigned; /* the test sets it: A is u8 (linear.cu's BQ_IT == 1) */
 static inline int emu_a(int r, int k) {
   int lane = (r % 8) * 4 + (k % 16) / 4, reg = (r >= 8) + 2 * (k >= 16);
   unsigned w;
   memcpy(&w, emu_slot(lane) + 4 * reg, 4);
   unsigned b = (w >> (8 * (k % 4))) & 0xff;
-#if BQ_IT == 1
-  return (int)b;
-#else
-  return (int)(signed char)b;
-#endif
+  return emu_a_unsigned ? (int)b : (int)(signed char)b;
 }
 static inline int emu_b(int k, int n) {
   int lane = n * 4 + (k % 16) / 4, reg = 4 + (k >= 16);
