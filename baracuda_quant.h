@@ -3213,9 +3213,9 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   memset(v, 0, sizeof *v);
   if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", nm);
   int wsum = p->desc.op == BQ_LINEAR_WEIGHT_SUMS;
-  if (!wsum && (a->rows < 0 || a->rows > 0x7fffffffLL * 128))
+  if (!wsum && (a->rows < 0 || a->rows > 0x7fffffffLL))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) is negative or too large", nm, (long long)a->rows);
-  if (a->n < 0 || a->n > 0x7fffffffLL * 16)
+  if (a->n < 0 || a->n > 0x7fffffffLL)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.n (N = %lld) is negative or too large", nm, (long long)a->n);
   if (a->cols < 0 || a->cols > BQ__MAX_ELEMS)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) is negative or too large", nm, (long long)a->cols);
@@ -3239,6 +3239,9 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   if (v->m && (v->lda > BQ__MAX_ELEMS / v->m || v->ldy > BQ__MAX_ELEMS / v->m))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times a row stride is too large", nm,
                     (long long)v->m);
+  if (((v->m + 127) / 128) * ((v->n + 127) / 128) > 0x7fffffffLL) /* one CTA per tile, a 1-D grid */
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times args.n (N = %lld) is too large", nm,
+                    (long long)v->m, (long long)v->n);
   if (v->n && v->k > BQ__MAX_ELEMS / v->n)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: the weight (N = %lld, K = %lld) is too large", nm, (long long)v->n,
                     (long long)v->k);

@@ -324,7 +324,16 @@ Test(linear_args, shapes) {
     expect_ok(&d, &a, "strides");
     a = base(&d);
     a.rows = (int64_t)1 << 40;
-    expect_invalid(&d, &a, "args.rows (M = ");
+    expect_invalid(&d, &a, "args.rows (M = 1099511627776)");
+    a = base(&d);
+    a.n = (int64_t)1 << 31;
+    expect_invalid(&d, &a, "args.n (N = 2147483648)");
+    a = base(&d);
+    a.rows = (int64_t)1 << 23; /* 2^32 tiles of 128 x 128 */
+    a.n = (int64_t)1 << 23;
+    a.cols = 16;
+    a.x_row_stride = a.y_row_stride = 0;
+    expect_invalid(&d, &a, "times args.n (N = 8388608) is too large");
   }
 }
 
