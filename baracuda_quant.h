@@ -80,8 +80,9 @@
      in the epilogue, C = f64 for an f64 output, else f32. Validation bounds K so the
      accumulator cannot overflow (K * max|a| * 128 < 2^31; and K * (qmax - qmin) * 128 <
      2^31 when asymmetric; activations outside [qmin, qmax] are the caller's error).
-     K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 16,
-     128x128 or 128x256 tiles with a 3-stage cp.async pipeline above. The first select of
+     K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
+     (16, 32 or 64 rows a pass), 128x128 or 128x256 tiles with a 3-stage cp.async pipeline
+     above. The first select of
      a GEMM SKU compiles for several seconds (then it is cached like every kernel).
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
@@ -1911,54 +1912,68 @@ static const char bq__src_linear_cu[] =
   "  bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);\n"
   "}\n"
   "\n"
-  "// ---- M <= 16: weight streaming ----------------------------------------------------------------------\n"
-  "// A CTA owns 16 outputs columns (two n8 tiles); its 8 warps split K in 64-byte slices and\n"
-  "// meet in shared memory. Each lane loads 16 contiguous bytes of a weight row and of an\n"
-  "// activation row straight into mma fragments: the dot product is a sum over k, so the\n"
-  "// same permutation of k in both operands (lane quad q holds k = 16q .. 16q + 15, split\n"
-  "// over two m16n8k32 steps) leaves it unchanged.\n"
-  "#define BQ_GEMV_UNROLL 4\n"
-  "extern \"C\" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {\n"
-  "  __shared__ int red[8][2][4][32];\n"
+  "// ---- M <= 64: weight streaming ----------------------------------------------------------------------\n"
+  "// A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows; its 8 warps split K\n"
+  "// in 64-byte slices and meet in shared memory. Each lane loads 16 contiguous bytes of a\n"
+  "// weight row and of an activation row straight into mma fragments: the dot product is a\n"
+  "// sum over k, so the same permutation of k in both operands (lane quad q holds\n"
+  "// k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The weight is\n"
+  "// read once, from memory; the activations (M x K bytes) by every CTA, from L2.\n"
+  "template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, int *red) {\n"
   "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
   "  const bq_i64 n0 = (bq_i64)blockIdx.x * 16;\n"
   "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
   "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
-  "  const bool r0 = g < p.m, r1 = g + 8 < p.m, w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;\n"
-  "  int acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};\n"
-  "  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp\n"
-  "  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * BQ_GEMV_UNROLL) {\n"
-  "    uint4 x0[BQ_GEMV_UNROLL], x1[BQ_GEMV_UNROLL], w0[BQ_GEMV_UNROLL], w1[BQ_GEMV_UNROLL];\n"
-  "#pragma unroll\n"
-  "    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {\n"
-  "      bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros\n"
-  "      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);\n"
-  "      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);\n"
-  "      x0[u] = bq_load16(A, r0, g, p.lda, k, p.k, avec);\n"
-  "      x1[u] = bq_load16(A, r1, g + 8, p.lda, k, p.k, avec);\n"
-  "    }\n"
-  "#pragma unroll\n"
-  "    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {\n"
-  "      bq_mma(acc[0], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w0[u].x, w0[u].y);\n"
-  "      bq_mma(acc[0], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w0[u].z, w0[u].w);\n"
-  "      bq_mma(acc[1], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w1[u].x, w1[u].y);\n"
-  "      bq_mma(acc[1], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w1[u].z, w1[u].w);\n"
-  "    }\n"
-  "  }\n"
+  "  const bool w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;\n"
+  "  int acc[2][MT][4];\n"
   "#pragma unroll\n"
   "  for (int t = 0; t < 2; t++)\n"
   "#pragma unroll\n"
-  "    for (int e = 0; e < 4; e++) red[warp][t][e][lane] = acc[t][e];\n"
+  "    for (int i = 0; i < MT; i++) acc[t][i][0] = acc[t][i][1] = acc[t][i][2] = acc[t][i][3] = 0;\n"
+  "  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp\n"
+  "  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * UNROLL) {\n"
+  "    uint4 x[UNROLL][MT][2], w0[UNROLL], w1[UNROLL];\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < UNROLL; u++) {\n"
+  "      const bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros\n"
+  "      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);\n"
+  "      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "        for (int h = 0; h < 2; h++) {\n"
+  "          const int r = 16 * i + 8 * h + g;\n"
+  "          x[u][i][h] = bq_load16(A, r < p.m, r, p.lda, k, p.k, avec);\n"
+  "        }\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < UNROLL; u++)\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MT; i++) {\n"
+  "        const uint4 a0 = x[u][i][0], a1 = x[u][i][1];\n"
+  "        bq_mma(acc[0][i], a0.x, a1.x, a0.y, a1.y, w0[u].x, w0[u].y);\n"
+  "        bq_mma(acc[0][i], a0.z, a1.z, a0.w, a1.w, w0[u].z, w0[u].w);\n"
+  "        bq_mma(acc[1][i], a0.x, a1.x, a0.y, a1.y, w1[u].x, w1[u].y);\n"
+  "        bq_mma(acc[1][i], a0.z, a1.z, a0.w, a1.w, w1[u].z, w1[u].w);\n"
+  "      }\n"
+  "  }\n"
+  "  // red[warp][t][i][e][lane]\n"
+  "#pragma unroll\n"
+  "  for (int t = 0; t < 2; t++)\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "      for (int e = 0; e < 4; e++) red[(((warp * 2 + t) * MT + i) * 4 + e) * 32 + lane] = acc[t][i][e];\n"
   "  __syncthreads();\n"
-  "  if (warp >= 2) return;\n"
-  "  // warp t finishes n8 tile t: rows g and g + 8, columns 2q and 2q + 1\n"
-  "  const int t = warp;\n"
+  "  // warp t * MT + i finishes n8 tile t of m16 tile i: rows 16i + g (+ 8), columns 2q, 2q + 1\n"
+  "  if (warp >= 2 * MT) return;\n"
+  "  const int t = warp / MT, i = warp % MT;\n"
   "  int s[4];\n"
   "#pragma unroll\n"
   "  for (int e = 0; e < 4; e++) {\n"
   "    bq_u32 v = 0;\n"
   "#pragma unroll\n"
-  "    for (int w = 0; w < 8; w++) v += (bq_u32)red[w][t][e][lane];\n"
+  "    for (int w = 0; w < 8; w++) v += (bq_u32)red[(((w * 2 + t) * MT + i) * 4 + e) * 32 + lane];\n"
   "    s[e] = (int)v;\n"
   "  }\n"
   "  const bq_i64 n = n0 + t * 8 + q * 2;\n"
@@ -1966,12 +1981,26 @@ static const char bq__src_linear_cu[] =
   "  bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
   "#pragma unroll\n"
   "  for (int h = 0; h < 2; h++) {\n"
-  "    bq_i64 m = g + h * 8;\n"
+  "    const bq_i64 m = 16 * i + g + h * 8;\n"
   "    if (m < p.m) {\n"
   "      bq_row_q r = bq_row_of(p, m);\n"
   "      bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));\n"
   "    }\n"
   "  }\n"
+  "}\n"
+  "\n"
+  "// M <= 16, 32, 64: one, two or four m16 tiles (fewer slices in flight as the tiles grow)\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {\n"
+  "  __shared__ int red[8 * 2 * 1 * 4 * 32];\n"
+  "  bq_gemv_body<1, 4>(p, red);\n"
+  "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_params p) {\n"
+  "  __shared__ int red[8 * 2 * 2 * 4 * 32];\n"
+  "  bq_gemv_body<2, 2>(p, red);\n"
+  "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_gemv64(const bq_linear_params p) {\n"
+  "  __shared__ int red[8 * 2 * 4 * 4 * 32];\n"
+  "  bq_gemv_body<4, 1>(p, red);\n"
   "}\n"
   "\n"
   "#else\n"
@@ -2365,13 +2394,13 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 3
+#define BQ__MAX_KERNELS 5
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
   bq__target target;
   bq__str source;     /* the full specialized source */
-  const char *kernels[BQ__MAX_KERNELS]; /* entry points, NULL-terminated */
+  const char *kernels[BQ__MAX_KERNELS]; /* entry points; NULL after the last */
 } bq__kernel_src;
 
 /* NVRTC options. BARACUDA_QUANT_NVRTC_OPTIONS adds one more, for experiments (it is part of
@@ -3176,10 +3205,11 @@ enum { /* linear.cu's BQ_LF_* */
   BQ__LF_Y2 = 64, BQ__LF_K0 = 128
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
-enum { BQ__GEMM_LARGE = 0, BQ__GEMM_MEDIUM = 1, BQ__GEMV = 2 };
+enum { BQ__GEMM_LARGE = 0, BQ__GEMM_MEDIUM = 1, BQ__GEMV = 2, BQ__GEMV32 = 3, BQ__GEMV64 = 4 };
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128)
 #define BQ__GEMM_SMEM_MEDIUM (3 * (128 + 128) * 128)
-#define BQ__GEMV_MAX_M 16
+/* weight streaming, by the rows it takes: 16, 32 or 64 */
+BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg == BQ__GEMV ? 16 : cfg == BQ__GEMV32 ? 32 : cfg == BQ__GEMV64 ? 64 : 0; }
 
 BQ__FN int bq__linear_vec(const bq_desc *d) { (void)d; return 16; }
 /* per-token activation scales are f32 (QuantizedLinear's own) while weight scales are not */
@@ -3305,13 +3335,16 @@ BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int 
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
 }
 
-/* Tiles by M: weight streaming for M <= 16; else the tile whose last wave wastes least,
-   the larger tile on a tie (it moves fewer bytes per multiply). */
-static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* to use where it applies */
+/* Tiles by M: weight streaming for M <= 64 (16, 32 or 64 rows a pass: at these sizes the
+   weight's bytes set the time, and tiles would leave most SMs idle); else the tile whose
+   last wave wastes least, the larger tile on a tie (it moves fewer bytes per multiply). */
+static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
-  if (bq__linear_force_config >= 0 && (bq__linear_force_config != BQ__GEMV || m <= BQ__GEMV_MAX_M))
-    return bq__linear_force_config;
-  if (m <= BQ__GEMV_MAX_M) return BQ__GEMV;
+  int f = bq__linear_force_config;
+  if (f >= 0 && (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f))) return f;
+  if (m <= 16) return BQ__GEMV;
+  if (m <= 32) return BQ__GEMV32;
+  if (m <= 64) return BQ__GEMV64;
   int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256), tm = ((m + 127) / 128) * ((n + 127) / 128);
   int64_t cost_l = (tl + sms - 1) / sms * 2, cost_m = (tm + 2 * sms - 1) / (2 * sms) * 2;
@@ -3392,7 +3425,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* K == 0: y = bias; no activation scale, zero point or weight sum exists to be read */
   if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
-  if (cfg == BQ__GEMV) return bq__launch_ex(p, BQ__GEMV, (v.n + 15) / 16, 256, 0, &k, stream);
+  if (bq__gemv_rows(cfg)) return bq__launch_ex(p, cfg, (v.n + 15) / 16, 256, 0, &k, stream);
   int bn = cfg == BQ__GEMM_LARGE ? 256 : 128;
   k.tiles_m = (int32_t)((v.m + 127) / 128);
   k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
@@ -3403,8 +3436,8 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
 static const char *const bq__src_linear = bq__src_linear_cu;
 static const bq__family bq__linear_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
-  bq__linear_workspace, bq__linear_run, {"bq_gemm_large", "bq_gemm_medium", "bq_gemv"},
-  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv"}};
+  bq__linear_workspace, bq__linear_run, {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64"},
+  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64"}};
 static const bq__family bq__weight_sums_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
   bq__no_workspace, bq__linear_run, {"bq_weight_sums", NULL, NULL}, {"bq_weight_sums", NULL, NULL}};

@@ -271,54 +271,68 @@ extern "C" __global__ void __launch_bounds__(128, 2) bq_gemm_medium(const bq_lin
   bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);
 }
 
-// ---- M <= 16: weight streaming ----------------------------------------------------------------------
-// A CTA owns 16 outputs columns (two n8 tiles); its 8 warps split K in 64-byte slices and
-// meet in shared memory. Each lane loads 16 contiguous bytes of a weight row and of an
-// activation row straight into mma fragments: the dot product is a sum over k, so the
-// same permutation of k in both operands (lane quad q holds k = 16q .. 16q + 15, split
-// over two m16n8k32 steps) leaves it unchanged.
-#define BQ_GEMV_UNROLL 4
-extern "C" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {
-  __shared__ int red[8][2][4][32];
+// ---- M <= 64: weight streaming ----------------------------------------------------------------------
+// A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows; its 8 warps split K
+// in 64-byte slices and meet in shared memory. Each lane loads 16 contiguous bytes of a
+// weight row and of an activation row straight into mma fragments: the dot product is a
+// sum over k, so the same permutation of k in both operands (lane quad q holds
+// k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The weight is
+// read once, from memory; the activations (M x K bytes) by every CTA, from L2.
+template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, int *red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   const bq_i64 n0 = (bq_i64)blockIdx.x * 16;
   const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
   const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
-  const bool r0 = g < p.m, r1 = g + 8 < p.m, w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;
-  int acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp
-  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * BQ_GEMV_UNROLL) {
-    uint4 x0[BQ_GEMV_UNROLL], x1[BQ_GEMV_UNROLL], w0[BQ_GEMV_UNROLL], w1[BQ_GEMV_UNROLL];
-#pragma unroll
-    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {
-      bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros
-      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);
-      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);
-      x0[u] = bq_load16(A, r0, g, p.lda, k, p.k, avec);
-      x1[u] = bq_load16(A, r1, g + 8, p.lda, k, p.k, avec);
-    }
-#pragma unroll
-    for (int u = 0; u < BQ_GEMV_UNROLL; u++) {
-      bq_mma(acc[0], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w0[u].x, w0[u].y);
-      bq_mma(acc[0], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w0[u].z, w0[u].w);
-      bq_mma(acc[1], x0[u].x, x1[u].x, x0[u].y, x1[u].y, w1[u].x, w1[u].y);
-      bq_mma(acc[1], x0[u].z, x1[u].z, x0[u].w, x1[u].w, w1[u].z, w1[u].w);
-    }
-  }
+  const bool w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;
+  int acc[2][MT][4];
 #pragma unroll
   for (int t = 0; t < 2; t++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) red[warp][t][e][lane] = acc[t][e];
+    for (int i = 0; i < MT; i++) acc[t][i][0] = acc[t][i][1] = acc[t][i][2] = acc[t][i][3] = 0;
+  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp
+  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * UNROLL) {
+    uint4 x[UNROLL][MT][2], w0[UNROLL], w1[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros
+      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);
+      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);
+#pragma unroll
+      for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int r = 16 * i + 8 * h + g;
+          x[u][i][h] = bq_load16(A, r < p.m, r, p.lda, k, p.k, avec);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+      for (int i = 0; i < MT; i++) {
+        const uint4 a0 = x[u][i][0], a1 = x[u][i][1];
+        bq_mma(acc[0][i], a0.x, a1.x, a0.y, a1.y, w0[u].x, w0[u].y);
+        bq_mma(acc[0][i], a0.z, a1.z, a0.w, a1.w, w0[u].z, w0[u].w);
+        bq_mma(acc[1][i], a0.x, a1.x, a0.y, a1.y, w1[u].x, w1[u].y);
+        bq_mma(acc[1][i], a0.z, a1.z, a0.w, a1.w, w1[u].z, w1[u].w);
+      }
+  }
+  // red[warp][t][i][e][lane]
+#pragma unroll
+  for (int t = 0; t < 2; t++)
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[(((warp * 2 + t) * MT + i) * 4 + e) * 32 + lane] = acc[t][i][e];
   __syncthreads();
-  if (warp >= 2) return;
-  // warp t finishes n8 tile t: rows g and g + 8, columns 2q and 2q + 1
-  const int t = warp;
+  // warp t * MT + i finishes n8 tile t of m16 tile i: rows 16i + g (+ 8), columns 2q, 2q + 1
+  if (warp >= 2 * MT) return;
+  const int t = warp / MT, i = warp % MT;
   int s[4];
 #pragma unroll
   for (int e = 0; e < 4; e++) {
     bq_u32 v = 0;
 #pragma unroll
-    for (int w = 0; w < 8; w++) v += (bq_u32)red[w][t][e][lane];
+    for (int w = 0; w < 8; w++) v += (bq_u32)red[(((w * 2 + t) * MT + i) * 4 + e) * 32 + lane];
     s[e] = (int)v;
   }
   const bq_i64 n = n0 + t * 8 + q * 2;
@@ -326,12 +340,26 @@ extern "C" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params
   bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    bq_i64 m = g + h * 8;
+    const bq_i64 m = 16 * i + g + h * 8;
     if (m < p.m) {
       bq_row_q r = bq_row_of(p, m);
       bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));
     }
   }
+}
+
+// M <= 16, 32, 64: one, two or four m16 tiles (fewer slices in flight as the tiles grow)
+extern "C" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {
+  __shared__ int red[8 * 2 * 1 * 4 * 32];
+  bq_gemv_body<1, 4>(p, red);
+}
+extern "C" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_params p) {
+  __shared__ int red[8 * 2 * 2 * 4 * 32];
+  bq_gemv_body<2, 2>(p, red);
+}
+extern "C" __global__ void __launch_bounds__(256) bq_gemv64(const bq_linear_params p) {
+  __shared__ int red[8 * 2 * 4 * 4 * 32];
+  bq_gemv_body<4, 1>(p, red);
 }
 
 #else

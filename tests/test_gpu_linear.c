@@ -4,9 +4,9 @@
    Coverage: QuantizedLinear (f32/f64/f16/bf16 activations quantized per token on the
    device) and SmoothQuantLinear (int8 activations, per-tensor or per-token scales) x
    output types f32/f64/f16/bf16 x bias / no bias x symmetric / asymmetric (s8 and u8
-   activations) x weight-scale types; M = 1, 7, 16, 17, 128, 1000 with odd N and K that are
-   not multiples of any tile; each tile configuration forced in turn (weight streaming,
-   128x128, 128x256); K = 0; K at the int32 overflow bound with extreme values; strided
+   activations) x weight-scale types; M = 1, 7, 16, 17, 33, 64, 128, 1000 with odd N and K
+   that are not multiples of any tile; each tile configuration forced in turn (weight
+   streaming of 16, 32 and 64 rows, 128x128, 128x256); K = 0; K at the int32 overflow bound with extreme values; strided
    activations and outputs; misaligned activations, weights and outputs; the weight-sums
    helper.
 
@@ -360,7 +360,7 @@ static void run_case(const lin_case *c0)
 /* ==== the matrices ======================================================================= */
 
 static const bq_dtype FLOATS[4] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
-static const int64_t MS[6] = {1, 7, 16, 17, 128, 1000};
+static const int64_t MS[8] = {1, 7, 16, 17, 33, 64, 128, 1000};
 
 static int64_t odd_dim(int64_t lo, int64_t hi) { return rnd_range(lo, hi) | 1; }
 
@@ -379,7 +379,7 @@ static void run_matrix(bq_op op, bq_granularity gran)
         c.I = s && (n & 2) ? BQ_U8 : BQ_S8;
         c.st = (n % 3 == 0) ? BQ_F32 : (n % 3 == 1) ? BQ_BF16 : BQ_F16;
         if (c.out == BQ_F64 && n % 3 == 2) c.st = BQ_F64;
-        c.M = MS[n % 6];
+        c.M = MS[n % 8];
         c.N = odd_dim(1, c.M > 200 ? 150 : 300);
         c.K = odd_dim(1, c.M > 200 ? 300 : 700);
         run_case(&c);
@@ -394,7 +394,7 @@ Test(linear, every_m)
 {
   gpu_begin();
   for (int op = 0; op < 2; op++)
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
       for (int s = 0; s < 2; s++) {
         lin_case c = base_case(op ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR, BQ_F16);
         c.gran = BQ_PER_TOKEN;
@@ -411,8 +411,8 @@ Test(linear, every_m)
 Test(linear, tile_configurations)
 {
   gpu_begin();
-  static const int cfgs[3] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV};
-  for (int i = 0; i < 3; i++)
+  static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV, BQ__GEMV32, BQ__GEMV64};
+  for (int i = 0; i < 5; i++)
     for (int odd = 0; odd < 2; odd++)
       for (int s = 0; s < 2; s++) {
         lin_case c = base_case(s ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR, s ? BQ_BF16 : BQ_F32);
@@ -420,7 +420,7 @@ Test(linear, tile_configurations)
         c.force = cfgs[i];
         c.bias = 1;
         c.asym = odd;
-        c.M = cfgs[i] == BQ__GEMV ? 16 - odd * 3 : 300 + odd * 19;
+        c.M = bq__gemv_rows(cfgs[i]) ? bq__gemv_rows(cfgs[i]) - odd * 3 : 300 + odd * 19;
         c.N = 520 + odd * 13;
         c.K = odd ? 1001 : 1024 + 128 * 3;
         run_case(&c);
@@ -485,7 +485,7 @@ Test(linear, strided_and_misaligned)
     c.T = FLOATS[(n / 4) % 4];
     c.bias = n & 4 ? 1 : 0;
     c.asym = n & 8 ? 1 : 0;
-    c.M = MS[n % 6];
+    c.M = MS[n % 8];
     c.N = odd_dim(9, 200);
     c.K = n & 4 ? odd_dim(17, 400) : 64 * rnd_range(1, 6);
     c.lda_pad = rnd_range(0, 40);

@@ -86,6 +86,8 @@ typedef void (*emu_kernel)(const void *);
 static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::bq_linear_params *)p); }
 static void k_medium(const void *p) { emu_gemm::bq_gemm_medium(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
+static void k_gemv32(const void *p) { emu_gemm::bq_gemv32(*(const emu_gemm::bq_linear_params *)p); }
+static void k_gemv64(const void *p) { emu_gemm::bq_gemv64(*(const emu_gemm::bq_linear_params *)p); }
 static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::bq_linear_params *)p); }
 #if EMU_QL
 static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
@@ -178,6 +180,8 @@ static void run(const ecase *c0) {
   entry.fn[0] = (bq__CUfunction)k_large;
   entry.fn[1] = (bq__CUfunction)k_medium;
   entry.fn[2] = (bq__CUfunction)k_gemv;
+  entry.fn[3] = (bq__CUfunction)k_gemv32;
+  entry.fn[4] = (bq__CUfunction)k_gemv64;
   plan.entry = &entry;
   plan.num_sms = 132;
   bq__linear_force_config = c->force;
@@ -372,13 +376,13 @@ static ecase base(void) {
 /* each tile configuration: two tiles in M and N where the tile allows, K with and without
    a tail, the copy path (aligned) and the register path (odd K: misaligned weight rows) */
 Test(emulated, tile_configurations, .timeout = 600) {
-  static const int cfgs[3] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV};
+  static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV, BQ__GEMV32, BQ__GEMV64};
   static const int64_t ks[3] = {384, 300, 77};
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 5; i++)
     for (int j = 0; j < 3; j++) {
       ecase c = base();
       c.force = cfgs[i];
-      c.m = cfgs[i] == BQ__GEMV ? 16 - j : 129 + j;
+      c.m = bq__gemv_rows(cfgs[i]) ? bq__gemv_rows(cfgs[i]) - 5 * j : 129 + j;
       c.n = cfgs[i] == BQ__GEMM_LARGE ? 257 + j : cfgs[i] == BQ__GEMM_MEDIUM ? 129 + 2 * j : 33 + j;
       c.k = ks[j];
       c.bias = j != 1;
@@ -389,7 +393,7 @@ Test(emulated, tile_configurations, .timeout = 600) {
 }
 
 Test(emulated, small_m_values) {
-  static const int64_t ms[] = {1, 2, 7, 8, 9, 15, 16};
+  static const int64_t ms[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 32, 33, 40, 63, 64, 65};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
     ecase c = base();
     c.m = ms[i];
@@ -420,7 +424,7 @@ Test(emulated, strides_and_misalignment) {
   for (int i = 0; i < 8; i++) {
     ecase c = base();
     c.force = i % 3 == 0 ? BQ__GEMV : i % 3 == 1 ? BQ__GEMM_MEDIUM : -1;
-    c.m = c.force == BQ__GEMV ? 9 : 40;
+    c.m = c.force == BQ__GEMV ? 9 : i & 1 ? 40 : 70;
     c.n = 23 + i;
     c.k = i & 1 ? 96 : 131;
     c.lda_pad = i & 2 ? 16 : 5;
