@@ -1918,10 +1918,11 @@ static const char bq__src_linear_cu[] =
   "// weight row and of an activation row straight into mma fragments: the dot product is a\n"
   "// sum over k, so the same permutation of k in both operands (lane quad q holds\n"
   "// k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The weight is\n"
-  "// read once, from memory; the activations (M x K bytes) by every CTA, from L2.\n"
+  "// read once, from memory; the activations (M x K bytes) by every CTA, from L2. A grid\n"
+  "// row (blockIdx.y) takes the next 16 * MT rows, its weight reads then mostly hit L2.\n"
   "template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, int *red) {\n"
   "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;\n"
-  "  const bq_i64 n0 = (bq_i64)blockIdx.x * 16;\n"
+  "  const bq_i64 n0 = (bq_i64)blockIdx.x * 16, m0 = (bq_i64)blockIdx.y * 16 * MT;\n"
   "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
   "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
   "  const bool w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;\n"
@@ -1942,7 +1943,7 @@ static const char bq__src_linear_cu[] =
   "      for (int i = 0; i < MT; i++)\n"
   "#pragma unroll\n"
   "        for (int h = 0; h < 2; h++) {\n"
-  "          const int r = 16 * i + 8 * h + g;\n"
+  "          const bq_i64 r = m0 + 16 * i + 8 * h + g;\n"
   "          x[u][i][h] = bq_load16(A, r < p.m, r, p.lda, k, p.k, avec);\n"
   "        }\n"
   "    }\n"
@@ -1981,7 +1982,7 @@ static const char bq__src_linear_cu[] =
   "  bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
   "#pragma unroll\n"
   "  for (int h = 0; h < 2; h++) {\n"
-  "    const bq_i64 m = 16 * i + g + h * 8;\n"
+  "    const bq_i64 m = m0 + 16 * i + g + h * 8;\n"
   "    if (m < p.m) {\n"
   "      bq_row_q r = bq_row_of(p, m);\n"
   "      bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));\n"
@@ -3327,26 +3328,30 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
   return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
 }
 
-BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int threads, unsigned smem, void *params,
-                               void *stream) {
+BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads,
+                               unsigned smem, void *params, void *stream) {
   void *args[1] = {params};
-  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, smem,
+  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
+                                          (unsigned)threads, 1, 1, smem,
                                           (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
 }
 
 /* Tiles by M: weight streaming for M <= 64 (16, 32 or 64 rows a pass: at these sizes the
-   weight's bytes set the time, and tiles would leave most SMs idle); else the tile whose
-   last wave wastes least, the larger tile on a tie (it moves fewer bytes per multiply). */
+   weight's bytes set the time, and tiles would leave most SMs idle), and up to M = 256
+   while the large tiles would not fill the SMs once (passes of 64 rows, the weight coming
+   back from L2); else the tile whose last wave wastes least, the larger tile on a tie (it
+   moves fewer bytes per multiply). To be tuned with the benchmark. */
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
-  if (f >= 0 && (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f))) return f;
+  if (f >= 0 && (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535))) return f;
   if (m <= 16) return BQ__GEMV;
   if (m <= 32) return BQ__GEMV32;
   if (m <= 64) return BQ__GEMV64;
   int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256), tm = ((m + 127) / 128) * ((n + 127) / 128);
+  if (m <= 256 && tl < sms) return BQ__GEMV64;
   int64_t cost_l = (tl + sms - 1) / sms * 2, cost_m = (tm + 2 * sms - 1) / (2 * sms) * 2;
   return cost_l <= cost_m ? BQ__GEMM_LARGE : BQ__GEMM_MEDIUM;
 }
@@ -3366,7 +3371,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     if (v.n == 0) return BQ_SUCCESS;
     k.w_sums = (uint64_t)(uintptr_t)a->y;
-    return bq__launch_ex(p, 0, (v.n + 7) / 8, 256, 0, &k, stream);
+    return bq__launch_ex(p, 0, (v.n + 7) / 8, 1, 256, 0, &k, stream);
   }
   if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
   k.m = v.m;
@@ -3425,11 +3430,14 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* K == 0: y = bias; no activation scale, zero point or weight sum exists to be read */
   if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
-  if (bq__gemv_rows(cfg)) return bq__launch_ex(p, cfg, (v.n + 15) / 16, 256, 0, &k, stream);
+  if (bq__gemv_rows(cfg)) {
+    int64_t rows = bq__gemv_rows(cfg);
+    return bq__launch_ex(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256, 0, &k, stream);
+  }
   int bn = cfg == BQ__GEMM_LARGE ? 256 : 128;
   k.tiles_m = (int32_t)((v.m + 127) / 128);
   k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
-  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, cfg == BQ__GEMM_LARGE ? 256 : 128,
+  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, cfg == BQ__GEMM_LARGE ? 256 : 128,
                        cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_MEDIUM, &k, stream);
 }
 

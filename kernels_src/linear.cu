@@ -277,10 +277,11 @@ extern "C" __global__ void __launch_bounds__(128, 2) bq_gemm_medium(const bq_lin
 // weight row and of an activation row straight into mma fragments: the dot product is a
 // sum over k, so the same permutation of k in both operands (lane quad q holds
 // k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The weight is
-// read once, from memory; the activations (M x K bytes) by every CTA, from L2.
+// read once, from memory; the activations (M x K bytes) by every CTA, from L2. A grid
+// row (blockIdx.y) takes the next 16 * MT rows, its weight reads then mostly hit L2.
 template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, int *red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-  const bq_i64 n0 = (bq_i64)blockIdx.x * 16;
+  const bq_i64 n0 = (bq_i64)blockIdx.x * 16, m0 = (bq_i64)blockIdx.y * 16 * MT;
   const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
   const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
   const bool w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;
@@ -301,7 +302,7 @@ template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_bod
       for (int i = 0; i < MT; i++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          const int r = 16 * i + 8 * h + g;
+          const bq_i64 r = m0 + 16 * i + 8 * h + g;
           x[u][i][h] = bq_load16(A, r < p.m, r, p.lda, k, p.k, avec);
         }
     }
@@ -340,7 +341,7 @@ template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_bod
   bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    const bq_i64 m = 16 * i + g + h * 8;
+    const bq_i64 m = m0 + 16 * i + g + h * 8;
     if (m < p.m) {
       bq_row_q r = bq_row_of(p, m);
       bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));

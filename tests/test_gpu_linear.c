@@ -427,6 +427,25 @@ Test(linear, tile_configurations)
       }
 }
 
+/* weight streaming in passes of 64 rows, and the automatic choice around its limits */
+Test(linear, streaming_passes)
+{
+  gpu_begin();
+  static const int64_t ms[] = {65, 100, 129, 200, 256, 257};
+  for (int i = 0; i < 6; i++)
+    for (int f = 0; f < 2; f++) {
+      lin_case c = base_case(i & 1 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR, i & 2 ? BQ_F32 : BQ_F16);
+      c.gran = BQ_PER_TOKEN;
+      c.force = f ? BQ__GEMV64 : -1;
+      c.bias = 1;
+      c.asym = i & 1;
+      c.M = ms[i];
+      c.N = 333;
+      c.K = 4096 + 48;
+      run_case(&c);
+    }
+}
+
 Test(linear, k_zero)
 {
   gpu_begin();

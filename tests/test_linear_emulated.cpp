@@ -100,13 +100,14 @@ static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned g
                                        unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
                                        void **extra) {
   (void)s;
-  cr_assert(gy == 1 && gz == 1 && by == 1 && bz == 1 && extra == NULL);
+  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL);
+  cr_assert(gy == 1 || (emu_kernel)f == k_gemv64, "only weight streaming takes a 2-D grid");
   emu_kernel k = (emu_kernel)f;
   if (k == k_large) cr_assert_eq(smem, SMEM_OF[0]);
   if (k == k_medium) cr_assert_eq(smem, SMEM_OF[1]);
   cr_assert(smem <= EMU_SMEM_BYTES);
   g_launches++;
-  emu_launch(k, params[0], gx, bx);
+  emu_launch(k, params[0], gx, gy, bx);
   return 0;
 }
 
@@ -401,6 +402,23 @@ Test(emulated, small_m_values) {
     c.k = 64 * (int64_t)(i + 1) + (int64_t)(i % 3) * 16;
     c.bias = (int)(i & 1);
     c.asym = (int)((i >> 1) & 1);
+    run(&c);
+  }
+}
+
+/* weight streaming in several passes of 64 rows (M up to 256 when the tiles would not
+   fill the GPU), and the automatic choice around the boundaries */
+Test(emulated, streaming_passes) {
+  static const int64_t ms[] = {65, 100, 128, 129, 200, 256, 257};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    ecase c = base();
+    c.m = ms[i];
+    c.n = 40 + (int64_t)i;
+    c.k = i & 1 ? 192 : 173;
+    c.bias = 1;
+    c.asym = (int)(i & 1);
+    run(&c);
+    c.force = BQ__GEMV64;
     run(&c);
   }
 }

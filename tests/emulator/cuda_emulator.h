@@ -112,16 +112,17 @@ static void emu_entry() {
   swapcontext(&emu.cur->ctx, &emu.sched);
 }
 
-/* Runs kernel(params) over the grid, one CTA after another. */
-static void emu_launch(void (*kernel)(const void *), const void *params, unsigned grid, unsigned block) {
+/* Runs kernel(params) over the grid (gx x gy blocks of `block` threads), one block after
+   another. */
+static void emu_launch(void (*kernel)(const void *), const void *params, unsigned gx, unsigned gy, unsigned block) {
   enum { STACK = 128 * 1024 };
   if (block > EMU_MAX_THREADS || block % 32) { fprintf(stderr, "emu: bad block size %u\n", block); abort(); }
   emu.kernel = kernel;
   emu.params = params;
-  emu.grid_dim = emu_dim3{grid, 1, 1};
+  emu.grid_dim = emu_dim3{gx, gy, 1};
   emu.block_dim = emu_dim3{block, 1, 1};
-  for (unsigned b = 0; b < grid; b++) {
-    emu.block_idx = emu_dim3{b, 0, 0};
+  for (unsigned b = 0; b < gx * gy; b++) {
+    emu.block_idx = emu_dim3{b % gx, b / gx, 0};
     memset(emu.smem, 0xEE, sizeof emu.smem); /* stale garbage, never zeros */
     emu.nthreads = emu.live = (int)block;
     emu.bar_count = 0;
