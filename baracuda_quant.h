@@ -81,8 +81,9 @@
      accumulator cannot overflow (K * max|a| * 128 < 2^31; and K * (qmax - qmin) * 128 <
      2^31 when asymmetric; activations outside [qmin, qmax] are the caller's error).
      K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
-     (16, 32 or 64 rows a pass), 128x128 or 128x256 tiles with a 3-stage cp.async pipeline
-     above. The first select of
+     (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
+     not fill the GPU once), else 128x128 or 128x256 tiles with a 3-stage cp.async
+     pipeline. The first select of
      a GEMM SKU compiles for several seconds (then it is cached like every kernel).
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
