@@ -24,43 +24,11 @@
 #include <string.h>
 #include <time.h>
 
-/* ==== set-up, seed, random numbers ==================================================== */
-
-static uint64_t g_seed, g_rng;
-
-static void seed_init(void)
-{
-  const char *e = getenv("BQ_TEST_SEED");
-  if (e && *e) {
-    g_seed = strtoull(e, NULL, 0);
-  } else {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    g_seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^
-             ((uint64_t)(uintptr_t)&ts << 7); /* tests run in parallel processes */
-  }
-  g_rng = g_seed;
-}
-
-static uint64_t rnd(void) /* splitmix64 */
-{
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-static int64_t rnd_range(int64_t lo, int64_t hi) /* inclusive */
-{
-  return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
-}
+#define PLAN_CACHE_MAX 96
+#include "gpu_util.h"
 
 /* Every test starts here: skip without a GPU (not pass), then draw the seed. */
-#define GPU_BEGIN()                                                                    \
-  do {                                                                                 \
-    if (!bq__driver_get()) cr_skip_test("no CUDA driver: %s", bq_last_error());        \
-    seed_init();                                                                       \
-  } while (0)
+#define GPU_BEGIN() gpu_begin()
 
 #define BQ_OK(call, ...)                                                               \
   do {                                                                                 \
@@ -68,32 +36,6 @@ static int64_t rnd_range(int64_t lo, int64_t hi) /* inclusive */
     cr_assert_eq(st_, BQ_SUCCESS, "%s -> %s: %s | " __VA_ARGS__, #call,               \
                  bq_status_name(st_), bq_last_error());                                \
   } while (0)
-
-/* ==== a small plan cache: select once per descriptor per test process =================== */
-
-#define PLAN_CACHE_MAX 96
-static struct { bq_desc d; bq_plan *p; } g_plans[PLAN_CACHE_MAX];
-static int g_nplans;
-
-static bq_plan *plan_get(const bq_desc *d, const char *what)
-{
-  int i;
-  bq_plan *p = NULL;
-  bq_status st;
-  for (i = 0; i < g_nplans; i++)
-    if (!memcmp(&g_plans[i].d, d, sizeof *d)) return g_plans[i].p;
-  if (g_nplans == PLAN_CACHE_MAX) {
-    for (i = 0; i < g_nplans; i++) bq_plan_destroy(g_plans[i].p);
-    g_nplans = 0;
-  }
-  st = bq_plan_select(d, &p);
-  cr_assert_eq(st, BQ_SUCCESS, "%s: bq_plan_select -> %s: %s", what, bq_status_name(st), bq_last_error());
-  cr_assert(p != NULL);
-  g_plans[g_nplans].d = *d;
-  g_plans[g_nplans].p = p;
-  g_nplans++;
-  return p;
-}
 
 /* ==== value generators ================================================================== */
 

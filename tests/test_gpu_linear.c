@@ -29,34 +29,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t g_seed, g_rng;
+#include "gpu_util.h"
 
-static void seed_init(void)
+static void linear_begin(void)
 {
-  const char *e = getenv("BQ_TEST_SEED");
-  if (e && *e) {
-    g_seed = strtoull(e, NULL, 0);
-  } else {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    g_seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
-  }
-  g_rng = g_seed;
-}
-static uint64_t rnd(void) /* splitmix64 */
-{
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-
-static void gpu_begin(void)
-{
-  if (!bq__driver_get()) cr_skip_test("no usable CUDA driver/device: %s", bq_last_error());
-  seed_init();
+  gpu_begin();
   bq__linear_force_config = -1;
 }
 
@@ -66,29 +43,6 @@ static void gpu_begin(void)
     cr_assert_eq(st_, BQ_SUCCESS, "%s -> %s: %s | %s", #call, bq_status_name(st_),          \
                  bq_last_error(), (what));                                                   \
   } while (0)
-
-#define PLAN_CACHE_MAX 64
-static struct { bq_desc d; bq_plan *p; } g_plans[PLAN_CACHE_MAX];
-static int g_nplans;
-
-static bq_plan *plan_get(const bq_desc *d, const char *what)
-{
-  int i;
-  bq_plan *p = NULL;
-  bq_status st;
-  for (i = 0; i < g_nplans; i++)
-    if (!memcmp(&g_plans[i].d, d, sizeof *d)) return g_plans[i].p;
-  if (g_nplans == PLAN_CACHE_MAX) {
-    for (i = 0; i < g_nplans; i++) bq_plan_destroy(g_plans[i].p);
-    g_nplans = 0;
-  }
-  st = bq_plan_select(d, &p);
-  cr_assert_eq(st, BQ_SUCCESS, "bq_plan_select -> %s: %s | %s", bq_status_name(st), bq_last_error(), what);
-  g_plans[g_nplans].d = *d;
-  g_plans[g_nplans].p = p;
-  g_nplans++;
-  return p;
-}
 
 static void *dev_alloc(size_t bytes)
 {
@@ -386,13 +340,13 @@ static void run_matrix(bq_op op, bq_granularity gran)
       }
 }
 
-Test(linear, quantized_matrix) { gpu_begin(); run_matrix(BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN); }
-Test(linear, smoothquant_per_tensor_matrix) { gpu_begin(); run_matrix(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TENSOR); }
-Test(linear, smoothquant_per_token_matrix) { gpu_begin(); run_matrix(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN); }
+Test(linear, quantized_matrix) { linear_begin(); run_matrix(BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN); }
+Test(linear, smoothquant_per_tensor_matrix) { linear_begin(); run_matrix(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TENSOR); }
+Test(linear, smoothquant_per_token_matrix) { linear_begin(); run_matrix(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN); }
 
 Test(linear, every_m)
 {
-  gpu_begin();
+  linear_begin();
   for (int op = 0; op < 2; op++)
     for (int i = 0; i < 8; i++)
       for (int s = 0; s < 2; s++) {
@@ -410,7 +364,7 @@ Test(linear, every_m)
 /* each tile configuration, with aligned K (the copy engine path) and odd K, edges in M and N */
 Test(linear, tile_configurations)
 {
-  gpu_begin();
+  linear_begin();
   static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV, BQ__GEMV32, BQ__GEMV64};
   for (int i = 0; i < 5; i++)
     for (int odd = 0; odd < 2; odd++)
@@ -430,7 +384,7 @@ Test(linear, tile_configurations)
 /* weight streaming in passes of 64 rows, and the automatic choice around its limits */
 Test(linear, streaming_passes)
 {
-  gpu_begin();
+  linear_begin();
   static const int64_t ms[] = {65, 100, 129, 200, 256, 257};
   for (int i = 0; i < 6; i++)
     for (int f = 0; f < 2; f++) {
@@ -448,7 +402,7 @@ Test(linear, streaming_passes)
 
 Test(linear, k_zero)
 {
-  gpu_begin();
+  linear_begin();
   for (int op = 0; op < 2; op++)
     for (int b = 0; b < 2; b++)
       for (int i = 0; i < 4; i++) {
@@ -465,7 +419,7 @@ Test(linear, k_zero)
 /* K at the validation bound: the largest |acc| that must still be exact */
 Test(linear, k_at_overflow_bound)
 {
-  gpu_begin();
+  linear_begin();
   /* s8 symmetric, full range: K * 128 * 128 < 2^31 */
   lin_case c = base_case(BQ_SMOOTHQUANT_LINEAR, BQ_F32);
   c.extreme = 1;
@@ -497,7 +451,7 @@ Test(linear, k_at_overflow_bound)
 
 Test(linear, strided_and_misaligned)
 {
-  gpu_begin();
+  linear_begin();
   for (int n = 0; n < 16; n++) {
     lin_case c = base_case(n & 1 ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR, FLOATS[n % 4]);
     c.gran = n & 2 ? BQ_PER_TOKEN : (c.op == BQ_SMOOTHQUANT_LINEAR ? BQ_PER_TENSOR : BQ_PER_TOKEN);
@@ -518,7 +472,7 @@ Test(linear, strided_and_misaligned)
 
 Test(linear, narrow_ranges)
 {
-  gpu_begin();
+  linear_begin();
   for (int n = 0; n < 4; n++) {
     lin_case c = base_case(n & 1 ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR, BQ_BF16);
     c.gran = BQ_PER_TOKEN;
@@ -536,7 +490,7 @@ Test(linear, narrow_ranges)
 
 Test(linear, weight_sums_shapes)
 {
-  gpu_begin();
+  linear_begin();
   static const int64_t ks[] = {0, 1, 15, 16, 17, 511, 512, 4097};
   for (int i = 0; i < 8; i++) {
     lin_case c = base_case(BQ_SMOOTHQUANT_LINEAR, BQ_F32);
@@ -551,7 +505,7 @@ Test(linear, weight_sums_shapes)
 
 Test(linear, large_square)
 {
-  gpu_begin();
+  linear_begin();
   lin_case c = base_case(BQ_SMOOTHQUANT_LINEAR, BQ_F16);
   c.gran = BQ_PER_TOKEN;
   c.bias = 1;
@@ -563,7 +517,7 @@ Test(linear, large_square)
 
 Test(linear, zero_size)
 {
-  gpu_begin();
+  linear_begin();
   for (int op = 0; op < 2; op++) {
     lin_case c = base_case(op ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR, BQ_F32);
     c.M = 0;
