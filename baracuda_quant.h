@@ -84,7 +84,9 @@
      (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
      not fill the GPU once), else 128x128 or 128x256 tiles with a 3-stage cp.async
      pipeline. The first select of
-     a GEMM SKU compiles for several seconds (then it is cached like every kernel).
+     a GEMM SKU compiles for several seconds (then it is cached like every kernel). A
+     QuantizedLinear plan holds two kernels: bq_plan_sku names both ("<gemm> + <dynamic>"),
+     bq_sku the GEMM, and bq_cache_warm compiles both.
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
@@ -3542,7 +3544,29 @@ BQ__FN BQ__UNUSED bq_status bq__kernel_for(const bq_desc *desc, const bq__target
   return bq__build_source(&d, k);
 }
 
+/* QuantizedLinear's activations: dynamic quantize per token with f32 scales */
+BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->granularity = BQ_PER_TOKEN;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = BQ_F32;
+  q->device = d->device;
+  q->asymmetric = d->asymmetric;
+}
+
 BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
+  if (desc && desc->op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too */
+    bq_desc d, q;
+    char name[96];
+    bq_status st = bq__normalize(desc, &d, name, sizeof name);
+    if (st) return st;
+    bq__linear_activation_desc(&d, &q);
+    if ((st = bq_cache_warm(&q, sm))) return st;
+  }
   bq__target t;
   memset(&t, 0, sizeof t);
   t.arch = sm;
@@ -3604,16 +3628,7 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
     if (r) st = bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM tiles)");
     if (!st && p->desc.op == BQ_QUANTIZED_LINEAR) {
       bq_desc q;
-      memset(&q, 0, sizeof q);
-      q.op = BQ_DYNAMIC_QUANTIZE;
-      q.granularity = BQ_PER_TOKEN;
-      q.float_type = p->desc.float_type;
-      q.int_type = p->desc.int_type;
-      q.qmin = p->desc.qmin;
-      q.qmax = p->desc.qmax;
-      q.scale_type = BQ_F32;
-      q.device = p->desc.device;
-      q.asymmetric = p->desc.asymmetric;
+      bq__linear_activation_desc(&p->desc, &q);
       st = bq_plan_select(&q, &p->sub);
       if (!st) {
         size_t n = strlen(p->sku);

@@ -434,9 +434,12 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   clock_gettime(CLOCK_MONOTONIC, &t1);
   bq_cache_get_stats(&after);
   cr_assert_eq(failed, 0, "%zu of %zu SKUs failed to compile for sm_%d (see the log above)", failed, n, sm);
-  cr_assert_eq(after.compiles - before.compiles, n, "sm_%d: %llu compiles for %zu SKUs", sm,
-               (unsigned long long)(after.compiles - before.compiles), n);
-  cr_assert_eq(after.misses - before.misses, n);
+  /* warming a QuantizedLinear SKU also warms its activations' dynamic-quantize kernel */
+  size_t extra = 0;
+  for (size_t i = 0; i < n; i++) extra += set[i].op == BQ_QUANTIZED_LINEAR;
+  cr_assert_eq(after.compiles - before.compiles, n + extra, "sm_%d: %llu compiles for %zu SKUs (+%zu)", sm,
+               (unsigned long long)(after.compiles - before.compiles), n, extra);
+  cr_assert_eq(after.misses - before.misses, n + extra);
   cr_assert_eq(after.disk_hits, before.disk_hits, "the disk cache was used while disabled");
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   cr_log_info("sm_%d: %zu SKUs compiled in %.1f s (%.0f ms each)", sm, n, s, 1e3 * s / (double)n);
