@@ -83,10 +83,9 @@
      K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
      (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
      not fill the GPU once), else 128x128 or 128x256 tiles with a 3-stage cp.async
-     pipeline. The first select of
-     a GEMM SKU compiles for several seconds (then it is cached like every kernel). A
-     QuantizedLinear plan holds two kernels: bq_plan_sku names both ("<gemm> + <dynamic>"),
-     bq_sku the GEMM, and bq_cache_warm compiles both.
+     pipeline. The first select of a GEMM SKU compiles for several seconds (then it is
+     cached like every kernel). A QuantizedLinear plan holds two kernels: bq_plan_sku
+     names both ("<gemm> + <dynamic>"), bq_sku the GEMM, and bq_cache_warm compiles both.
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
