@@ -429,7 +429,9 @@ Test(linear, k_at_overflow_bound)
   run_case(&c);
   c.M = 17; /* the tiled path too */
   c.N = 9;
+  c.force = BQ__GEMM_LARGE;
   run_case(&c);
+  c.force = -1;
   /* u8 asymmetric: K * 255 * 128 < 2^31 */
   c = base_case(BQ_SMOOTHQUANT_LINEAR, BQ_F64);
   c.I = BQ_U8;
