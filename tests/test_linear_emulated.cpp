@@ -470,6 +470,19 @@ Test(emulated, extreme_values) {
   }
 }
 
+/* K at the validation bound, largest |acc| (weight streaming: the tiles would take minutes) */
+Test(emulated, k_at_overflow_bound) {
+  for (int asym = 0; asym < 2; asym++) {
+    ecase c = base();
+    c.extreme = 1;
+    c.asym = asym;
+    c.m = 3;
+    c.n = 5;
+    c.k = AT == BQ_S8 && !(EMU_QL ? EMU_ASYM : asym) ? 131071 : 65793;
+    run(&c);
+  }
+}
+
 Test(emulated, zero_sizes) {
   ecase c = base();
   c.m = 0;
