@@ -1739,8 +1739,10 @@ static const char bq__src_linear_cu[] =
   "#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]\n"
   "#if BQ_IT == 1\n"
   "#define BQ_MMA_TYPES \".s32.u8.s8.s32\"\n"
+  "#define BQ_MMA_TYPES_WG \".s32.u8.s8\"\n"
   "#else\n"
   "#define BQ_MMA_TYPES \".s32.s8.s8.s32\"\n"
+  "#define BQ_MMA_TYPES_WG \".s32.s8.s8\"\n"
   "#endif\n"
   "\n"
   "static __device__ __forceinline__ void bq_mma(int (&d)[4], bq_u32 a0, bq_u32 a1, bq_u32 a2, bq_u32 a3, bq_u32 b0, bq_u32 b1) {\n"
@@ -1763,6 +1765,23 @@ static const char bq__src_linear_cu[] =
   "  asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N) : \"memory\");\n"
   "}\n"
   "static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }\n"
+  "#if BQ_WGMMA\n"
+  "// sm_90a warpgroup MMA: D[64 x 256] (+)= A[64 x 32] B[256 x 32]^T, both K-major in shared\n"
+  "// memory behind descriptors; thread t of warp w of the warpgroup holds in d[i] row\n"
+  "// 16 w + t / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (t % 4) + i % 2.\n"
+  "static __device__ __forceinline__ void bq_wgmma(int (&d)[128], bq_u64 da, bq_u64 db) {\n"
+  "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n256k32\" BQ_MMA_TYPES_WG \" {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1;\\n\"\n"
+  "               : \"+r\"(d[0]), \"+r\"(d[1]), \"+r\"(d[2]), \"+r\"(d[3]), \"+r\"(d[4]), \"+r\"(d[5]), \"+r\"(d[6]), \"+r\"(d[7]), \"+r\"(d[8]), \"+r\"(d[9]), \"+r\"(d[10]), \"+r\"(d[11]), \"+r\"(d[12]), \"+r\"(d[13]), \"+r\"(d[14]), \"+r\"(d[15]), \"+r\"(d[16]), \"+r\"(d[17]), \"+r\"(d[18]), \"+r\"(d[19]), \"+r\"(d[20]), \"+r\"(d[21]), \"+r\"(d[22]), \"+r\"(d[23]), \"+r\"(d[24]), \"+r\"(d[25]), \"+r\"(d[26]), \"+r\"(d[27]), \"+r\"(d[28]), \"+r\"(d[29]), \"+r\"(d[30]), \"+r\"(d[31]), \"+r\"(d[32]), \"+r\"(d[33]), \"+r\"(d[34]), \"+r\"(d[35]), \"+r\"(d[36]), \"+r\"(d[37]), \"+r\"(d[38]), \"+r\"(d[39]), \"+r\"(d[40]), \"+r\"(d[41]), \"+r\"(d[42]), \"+r\"(d[43]), \"+r\"(d[44]), \"+r\"(d[45]), \"+r\"(d[46]), \"+r\"(d[47]), \"+r\"(d[48]), \"+r\"(d[49]), \"+r\"(d[50]), \"+r\"(d[51]), \"+r\"(d[52]), \"+r\"(d[53]), \"+r\"(d[54]), \"+r\"(d[55]), \"+r\"(d[56]), \"+r\"(d[57]), \"+r\"(d[58]), \"+r\"(d[59]), \"+r\"(d[60]), \"+r\"(d[61]), \"+r\"(d[62]), \"+r\"(d[63]), \"+r\"(d[64]), \"+r\"(d[65]), \"+r\"(d[66]), \"+r\"(d[67]), \"+r\"(d[68]), \"+r\"(d[69]), \"+r\"(d[70]), \"+r\"(d[71]), \"+r\"(d[72]), \"+r\"(d[73]), \"+r\"(d[74]), \"+r\"(d[75]), \"+r\"(d[76]), \"+r\"(d[77]), \"+r\"(d[78]), \"+r\"(d[79]), \"+r\"(d[80]), \"+r\"(d[81]), \"+r\"(d[82]), \"+r\"(d[83]), \"+r\"(d[84]), \"+r\"(d[85]), \"+r\"(d[86]), \"+r\"(d[87]), \"+r\"(d[88]), \"+r\"(d[89]), \"+r\"(d[90]), \"+r\"(d[91]), \"+r\"(d[92]), \"+r\"(d[93]), \"+r\"(d[94]), \"+r\"(d[95]), \"+r\"(d[96]), \"+r\"(d[97]), \"+r\"(d[98]), \"+r\"(d[99]), \"+r\"(d[100]), \"+r\"(d[101]), \"+r\"(d[102]), \"+r\"(d[103]), \"+r\"(d[104]), \"+r\"(d[105]), \"+r\"(d[106]), \"+r\"(d[107]), \"+r\"(d[108]), \"+r\"(d[109]), \"+r\"(d[110]), \"+r\"(d[111]), \"+r\"(d[112]), \"+r\"(d[113]), \"+r\"(d[114]), \"+r\"(d[115]), \"+r\"(d[116]), \"+r\"(d[117]), \"+r\"(d[118]), \"+r\"(d[119]), \"+r\"(d[120]), \"+r\"(d[121]), \"+r\"(d[122]), \"+r\"(d[123]), \"+r\"(d[124]), \"+r\"(d[125]), \"+r\"(d[126]), \"+r\"(d[127])\n"
+  "               : \"l\"(da), \"l\"(db));\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
+  "static __device__ __forceinline__ void bq_wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n"
+  "template <int N> static __device__ __forceinline__ void bq_wg_wait() {\n"
+  "  asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\");\n"
+  "}\n"
+  "// cp.async writes through the generic proxy; wgmma reads through the async one\n"
+  "static __device__ __forceinline__ void bq_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n"
+  "#endif\n"
   "static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {\n"
   "  asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\\n\" ::\"r\"(dst), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\");\n"
   "}\n"
@@ -1798,40 +1817,56 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "\n"
   "#if BQ_LIN_OP == 0\n"
-  "// ---- the tiled GEMM -----------------------------------------------------------------------------\n"
-  "// A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it. K moves through\n"
-  "// shared memory in slices of 128 (a row of a slice is 8 chunks of 16 bytes, chunk c of\n"
-  "// row r stored at position c ^ (r & 7), so that ldmatrix and the copies are free of bank\n"
-  "// conflicts), STAGES slices in flight through cp.async.\n"
+  "// ---- tiles in shared memory ---------------------------------------------------------------------\n"
+  "// K moves through shared memory in slices of 128 bytes: a row of a slice is 8 chunks of 16\n"
+  "// bytes, chunk c of row r stored at position c ^ (r & 7). ldmatrix and the copies are then\n"
+  "// free of bank conflicts, and with slices 1024-byte aligned this is also the 128-byte\n"
+  "// swizzle that wgmma's shared-memory descriptors read.\n"
   "#define BQ_BK 128\n"
+  "template <int BM, int BN, int THREADS>\n"
+  "static __device__ __forceinline__ void bq_load_tiles(const bq_linear_params &p, bq_u32 sa, bq_i64 m0, bq_i64 n0, int kt,\n"
+  "                                                     int tid, const bq_u8 *A, const bq_u8 *W, bool avec, bool wvec) {\n"
+  "  const bq_i64 k0 = (bq_i64)kt * BQ_BK;\n"
+  "  const bq_u32 sb = sa + BM * BQ_BK;\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < BM * 8 / THREADS; i++) {\n"
+  "    int c = tid + i * THREADS, r = c >> 3, cc = c & 7;\n"
+  "    bq_tile_chunk(sa + r * BQ_BK + ((cc ^ (r & 7)) << 4), A, m0 + r < p.m, m0 + r, p.lda, k0 + cc * 16, p.k, avec);\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < BN * 8 / THREADS; i++) {\n"
+  "    int c = tid + i * THREADS, r = c >> 3, cc = c & 7;\n"
+  "    bq_tile_chunk(sb + r * BQ_BK + ((cc ^ (r & 7)) << 4), W, n0 + r < p.n, n0 + r, p.k, k0 + cc * 16, p.k, wvec);\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns\n"
+  "// together (L2 reuse).\n"
+  "static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {\n"
+  "  const int bid = blockIdx.x, per_group = 8 * p.tiles_n, first_m = (bid / per_group) * 8;\n"
+  "  const int gsize = min(p.tiles_m - first_m, 8), in_group = bid % per_group;\n"
+  "  m0 = (bq_i64)(first_m + in_group % gsize) * bm;\n"
+  "  n0 = (bq_i64)(in_group / gsize) * bn;\n"
+  "}\n"
+  "\n"
+  "// ---- the tiled GEMM (mma.sync) ----------------------------------------------------------------\n"
+  "// A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it, STAGES slices of K\n"
+  "// in flight through cp.async.\n"
   "template <int BM, int BN, int WM, int WN, int STAGES>\n"
   "static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {\n"
   "  constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;\n"
   "  constexpr int MT = WM / 16, NT = WN / 8, STAGE = (BM + BN) * BQ_BK;\n"
   "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
   "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
-  "  // tiles in groups of 8 tile-rows that walk the tile-columns together (L2 reuse)\n"
-  "  const int bid = blockIdx.x, per_group = 8 * p.tiles_n, first_m = (bid / per_group) * 8;\n"
-  "  const int gsize = min(p.tiles_m - first_m, 8), in_group = bid % per_group;\n"
-  "  const bq_i64 m0 = (bq_i64)(first_m + in_group % gsize) * BM, n0 = (bq_i64)(in_group / gsize) * BN;\n"
+  "  bq_i64 m0, n0;\n"
+  "  bq_tile_of(p, BM, BN, m0, n0);\n"
   "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
   "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
   "  const bq_u32 sbase = bq_smem_addr(smem);\n"
   "\n"
   "  auto load = [&](int stage, int kt) {\n"
-  "    const bq_i64 k0 = (bq_i64)kt * BQ_BK;\n"
-  "    const bq_u32 sa = sbase + stage * STAGE, sb = sa + BM * BQ_BK;\n"
-  "#pragma unroll\n"
-  "    for (int i = 0; i < BM * 8 / THREADS; i++) {\n"
-  "      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;\n"
-  "      bq_tile_chunk(sa + r * BQ_BK + ((cc ^ (r & 7)) << 4), A, m0 + r < p.m, m0 + r, p.lda, k0 + cc * 16, p.k, avec);\n"
-  "    }\n"
-  "#pragma unroll\n"
-  "    for (int i = 0; i < BN * 8 / THREADS; i++) {\n"
-  "      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;\n"
-  "      bq_tile_chunk(sb + r * BQ_BK + ((cc ^ (r & 7)) << 4), W, n0 + r < p.n, n0 + r, p.k, k0 + cc * 16, p.k, wvec);\n"
-  "    }\n"
+  "    bq_load_tiles<BM, BN, THREADS>(p, sbase + stage * STAGE, m0, n0, kt, tid, A, W, avec, wvec);\n"
   "  };\n"
   "\n"
   "  int acc[MT][NT][4];\n"
@@ -1903,6 +1938,7 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "}\n"
   "\n"
+  "#if !BQ_WGMMA\n"
   "// large: 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory)\n"
   "extern \"C\" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
@@ -1913,6 +1949,86 @@ static const char bq__src_linear_cu[] =
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);\n"
   "}\n"
+  "#else\n"
+  "// an sm_90a module tiles with wgmma only (the host never launches these there)\n"
+  "extern \"C\" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }\n"
+  "extern \"C\" __global__ void bq_gemm_medium(const bq_linear_params p) { __trap(); }\n"
+  "#endif\n"
+  "\n"
+  "// ---- sm_90a: warpgroup MMA (wgmma) --------------------------------------------------------------------\n"
+  "// 128 x 256 tiles, two warpgroups of 64 x 256 (128 int32 accumulators a thread), four slices\n"
+  "// of K in shared memory: the copy of slice kt + 2 overlaps the wgmma of slices kt and\n"
+  "// kt - 1 (one wgmma group stays in flight, so the slice it reads is never the one being\n"
+  "// refilled). Only modules for sm_90a have it (BQ_WGMMA); elsewhere the entry point traps.\n"
+  "#define BQ_WG_STAGES 4\n"
+  "#if BQ_WGMMA\n"
+  "// A K-major operand in the 128-byte swizzle, rows of 128 bytes in groups of 8 that lie\n"
+  "// 1024 bytes apart (the leading byte offset is unused in this mode): start address >> 4,\n"
+  "// stride byte offset >> 4 at bit 32, swizzle mode 1 (128 bytes) at bit 62.\n"
+  "static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {\n"
+  "  return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);\n"
+  "}\n"
+  "\n"
+  "extern \"C\" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_linear_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
+  "  bq_i64 m0, n0;\n"
+  "  bq_tile_of(p, BM, BN, m0, n0);\n"
+  "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
+  "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
+  "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
+  "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
+  "\n"
+  "  int acc[128];\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < 128; i++) acc[i] = 0;\n"
+  "#pragma unroll\n"
+  "  for (int s = 0; s < 2; s++) {\n"
+  "    if (s < ktiles) bq_load_tiles<BM, BN, 256>(p, sbase + s * STAGE, m0, n0, s, tid, A, W, avec, wvec);\n"
+  "    bq_cp_commit();\n"
+  "  }\n"
+  "  for (int kt = 0; kt < ktiles; kt++) {\n"
+  "    bq_cp_wait<1>();        // slice kt has landed (kt + 1 may still be in flight)\n"
+  "    bq_fence_proxy_async(); // ... and is visible to the tensor cores\n"
+  "    __syncthreads();        // every thread's part of it; every wgmma of slice kt - 2 is done\n"
+  "    if (kt + 2 < ktiles)\n"
+  "      bq_load_tiles<BM, BN, 256>(p, sbase + ((kt + 2) % BQ_WG_STAGES) * STAGE, m0, n0, kt + 2, tid, A, W, avec, wvec);\n"
+  "    bq_cp_commit();\n"
+  "    const bq_u32 sa = sbase + (kt % BQ_WG_STAGES) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % BQ_WG_STAGES) * STAGE + BM * BQ_BK;\n"
+  "    bq_wg_fence();\n"
+  "#pragma unroll\n"
+  "    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma(acc, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32));\n"
+  "    bq_wg_commit();\n"
+  "    bq_wg_wait<1>();\n"
+  "  }\n"
+  "  bq_wg_wait<0>();\n"
+  "  bq_cp_wait<0>();\n"
+  "\n"
+  "  // epilogue: thread (w, lane) of warpgroup wg holds rows 64 wg + 16 w + lane / 4 (+ 8)\n"
+  "  bq_row_q rq[2];\n"
+  "#pragma unroll\n"
+  "  for (int h = 0; h < 2; h++) {\n"
+  "    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;\n"
+  "    rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BN / 8; j++) {\n"
+  "    const bq_i64 n = n0 + 8 * j + (lane & 3) * 2;\n"
+  "    if (n >= p.n) continue;\n"
+  "    const bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
+  "#pragma unroll\n"
+  "    for (int h = 0; h < 2; h++) {\n"
+  "      const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;\n"
+  "      if (m < p.m)\n"
+  "        bq_store_pair(p, m, n, bq_epilogue(acc[4 * j + 2 * h], rq[h], c0, p.flags),\n"
+  "                      bq_epilogue(acc[4 * j + 2 * h + 1], rq[h], c1, p.flags));\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#else\n"
+  "extern \"C\" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
   "\n"
   "// ---- M <= 64: weight streaming ----------------------------------------------------------------------\n"
   "// A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows; its 8 warps split K\n"
@@ -2397,7 +2513,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 5
+#define BQ__MAX_KERNELS 6
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -2869,6 +2985,7 @@ struct bq_plan {
   bq__CUcontext ctx;
   int num_sms;
   int vec;
+  int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -3208,9 +3325,10 @@ enum { /* linear.cu's BQ_LF_* */
   BQ__LF_Y2 = 64, BQ__LF_K0 = 128
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
-enum { BQ__GEMM_LARGE = 0, BQ__GEMM_MEDIUM = 1, BQ__GEMV = 2, BQ__GEMV32 = 3, BQ__GEMV64 = 4 };
+enum { BQ__GEMM_LARGE = 0, BQ__GEMM_MEDIUM = 1, BQ__GEMV = 2, BQ__GEMV32 = 3, BQ__GEMV64 = 4, BQ__GEMM_WGMMA = 5 };
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128)
 #define BQ__GEMM_SMEM_MEDIUM (3 * (128 + 128) * 128)
+#define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024) /* + alignment to 1024 bytes */
 /* weight streaming, by the rows it takes: 16, 32 or 64 */
 BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg == BQ__GEMV ? 16 : cfg == BQ__GEMV32 ? 32 : cfg == BQ__GEMV64 ? 64 : 0; }
 
@@ -3347,13 +3465,17 @@ BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int6
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
-  if (f >= 0 && (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535))) return f;
+  if (p->wgmma && (f == BQ__GEMM_LARGE || f == BQ__GEMM_MEDIUM)) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
+  if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
+      (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
+    return f;
   if (m <= 16) return BQ__GEMV;
   if (m <= 32) return BQ__GEMV32;
   if (m <= 64) return BQ__GEMV64;
   int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256), tm = ((m + 127) / 128) * ((n + 127) / 128);
   if (m <= 256 && tl < sms) return BQ__GEMV64;
+  if (p->wgmma) return BQ__GEMM_WGMMA;
   int64_t cost_l = (tl + sms - 1) / sms * 2, cost_m = (tm + 2 * sms - 1) / (2 * sms) * 2;
   return cost_l <= cost_m ? BQ__GEMM_LARGE : BQ__GEMM_MEDIUM;
 }
@@ -3436,18 +3558,22 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
     int64_t rows = bq__gemv_rows(cfg);
     return bq__launch_ex(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256, 0, &k, stream);
   }
-  int bn = cfg == BQ__GEMM_LARGE ? 256 : 128;
+  int bn = cfg == BQ__GEMM_MEDIUM ? 128 : 256;
   k.tiles_m = (int32_t)((v.m + 127) / 128);
   k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
-  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, cfg == BQ__GEMM_LARGE ? 256 : 128,
-                       cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_MEDIUM, &k, stream);
+  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, cfg == BQ__GEMM_MEDIUM ? 128 : 256,
+                       cfg == BQ__GEMM_LARGE    ? BQ__GEMM_SMEM_LARGE
+                       : cfg == BQ__GEMM_MEDIUM ? BQ__GEMM_SMEM_MEDIUM
+                                                : BQ__GEMM_SMEM_WGMMA,
+                       &k, stream);
 }
 
 static const char *const bq__src_linear = bq__src_linear_cu;
 static const bq__family bq__linear_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
-  bq__linear_workspace, bq__linear_run, {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64"},
-  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64"}};
+  bq__linear_workspace, bq__linear_run,
+  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"},
+  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}};
 static const bq__family bq__weight_sums_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
   bq__no_workspace, bq__linear_run, {"bq_weight_sums", NULL, NULL}, {"bq_weight_sums", NULL, NULL}};
@@ -3472,9 +3598,9 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
     snprintf(k->sku, sizeof k->sku, "linear_weight_sums.s8.dp4a.%s", tn);
   } else if (bq__is_linear(d->op)) {
     /* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
-    snprintf(k->sku, sizeof k->sku, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32.%s",
+    snprintf(k->sku, sizeof k->sku, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32%s.%s",
              bq__dtype_name(d->int_type), bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
-             bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), tn);
+             bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "", tn);
   }
   if (bq__is_linear(d->op)) {
     size_t i = 0;
@@ -3501,7 +3627,8 @@ BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
   bq__str *s = &k->source;
   if (bq__is_linear(d->op)) /* T is the output type; the q-range is the host's business (the K bound) */
     bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
-                "#define BQ_ST 0\n", k->sku, bq__ft_code(d->out_type), d->int_type == BQ_U8);
+                "#define BQ_ST 0\n#define BQ_WGMMA %d\n", k->sku, bq__ft_code(d->out_type), d->int_type == BQ_U8,
+                k->target.arch_a);
   else
     bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
                 "#define BQ_ST %d\n", k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin,
@@ -3604,7 +3731,9 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   bq__device_info dev = {0, 0, 0};
   if (!st) st = bq__current_device(p->desc.device, &p->ctx, &dev);
   bq__target t;
-  if (!st) st = bq__choose_target(dev.sm, 0, &t);
+  /* the linear layers' warpgroup-MMA tiles need an sm_90a module: opt in while they are new */
+  int want_a = !st && bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS && bq__env_flag("BARACUDA_QUANT_WGMMA");
+  if (!st) st = bq__choose_target(dev.sm, want_a, &t);
   if (st) { BQ_FREE(p); return st; }
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
@@ -3622,8 +3751,10 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   p->num_sms = dev.num_sms;
   if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
     /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8: the tiles' pipelines exceed 48 KiB */
-    bq__CUresult r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_LARGE], 8, BQ__GEMM_SMEM_LARGE);
-    if (!r) r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_MEDIUM], 8, BQ__GEMM_SMEM_MEDIUM);
+    p->wgmma = t.arch_a;
+    bq__CUresult r = p->wgmma ? bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_WGMMA], 8, BQ__GEMM_SMEM_WGMMA)
+                              : bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_LARGE], 8, BQ__GEMM_SMEM_LARGE);
+    if (!r && !p->wgmma) r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_MEDIUM], 8, BQ__GEMM_SMEM_MEDIUM);
     if (r) st = bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM tiles)");
     if (!st && p->desc.op == BQ_QUANTIZED_LINEAR) {
       bq_desc q;

@@ -96,8 +96,10 @@ static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, 
 #define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #if BQ_IT == 1
 #define BQ_MMA_TYPES ".s32.u8.s8.s32"
+#define BQ_MMA_TYPES_WG ".s32.u8.s8"
 #else
 #define BQ_MMA_TYPES ".s32.s8.s8.s32"
+#define BQ_MMA_TYPES_WG ".s32.s8.s8"
 #endif
 
 static __device__ __forceinline__ void bq_mma(int (&d)[4], bq_u32 a0, bq_u32 a1, bq_u32 a2, bq_u32 a3, bq_u32 b0, bq_u32 b1) {
@@ -120,6 +122,23 @@ template <int N> static __device__ __forceinline__ void bq_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
+#if BQ_WGMMA
+// sm_90a warpgroup MMA: D[64 x 256] (+)= A[64 x 32] B[256 x 32]^T, both K-major in shared
+// memory behind descriptors; thread t of warp w of the warpgroup holds in d[i] row
+// 16 w + t / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (t % 4) + i % 2.
+static __device__ __forceinline__ void bq_wgmma(int (&d)[128], bq_u64 da, bq_u64 db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n256k32" BQ_MMA_TYPES_WG " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1;\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+               : "l"(da), "l"(db));
+}
+static __device__ __forceinline__ void bq_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void bq_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void bq_wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// cp.async writes through the generic proxy; wgmma reads through the async one
+static __device__ __forceinline__ void bq_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#endif
 static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
@@ -155,40 +174,56 @@ static __device__ __forceinline__ void bq_tile_chunk(bq_u32 dst, const bq_u8 *ba
 }
 
 #if BQ_LIN_OP == 0
-// ---- the tiled GEMM -----------------------------------------------------------------------------
-// A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it. K moves through
-// shared memory in slices of 128 (a row of a slice is 8 chunks of 16 bytes, chunk c of
-// row r stored at position c ^ (r & 7), so that ldmatrix and the copies are free of bank
-// conflicts), STAGES slices in flight through cp.async.
+// ---- tiles in shared memory ---------------------------------------------------------------------
+// K moves through shared memory in slices of 128 bytes: a row of a slice is 8 chunks of 16
+// bytes, chunk c of row r stored at position c ^ (r & 7). ldmatrix and the copies are then
+// free of bank conflicts, and with slices 1024-byte aligned this is also the 128-byte
+// swizzle that wgmma's shared-memory descriptors read.
 #define BQ_BK 128
+template <int BM, int BN, int THREADS>
+static __device__ __forceinline__ void bq_load_tiles(const bq_linear_params &p, bq_u32 sa, bq_i64 m0, bq_i64 n0, int kt,
+                                                     int tid, const bq_u8 *A, const bq_u8 *W, bool avec, bool wvec) {
+  const bq_i64 k0 = (bq_i64)kt * BQ_BK;
+  const bq_u32 sb = sa + BM * BQ_BK;
+#pragma unroll
+  for (int i = 0; i < BM * 8 / THREADS; i++) {
+    int c = tid + i * THREADS, r = c >> 3, cc = c & 7;
+    bq_tile_chunk(sa + r * BQ_BK + ((cc ^ (r & 7)) << 4), A, m0 + r < p.m, m0 + r, p.lda, k0 + cc * 16, p.k, avec);
+  }
+#pragma unroll
+  for (int i = 0; i < BN * 8 / THREADS; i++) {
+    int c = tid + i * THREADS, r = c >> 3, cc = c & 7;
+    bq_tile_chunk(sb + r * BQ_BK + ((cc ^ (r & 7)) << 4), W, n0 + r < p.n, n0 + r, p.k, k0 + cc * 16, p.k, wvec);
+  }
+}
+
+// The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns
+// together (L2 reuse).
+static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {
+  const int bid = blockIdx.x, per_group = 8 * p.tiles_n, first_m = (bid / per_group) * 8;
+  const int gsize = min(p.tiles_m - first_m, 8), in_group = bid % per_group;
+  m0 = (bq_i64)(first_m + in_group % gsize) * bm;
+  n0 = (bq_i64)(in_group / gsize) * bn;
+}
+
+// ---- the tiled GEMM (mma.sync) ----------------------------------------------------------------
+// A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it, STAGES slices of K
+// in flight through cp.async.
 template <int BM, int BN, int WM, int WN, int STAGES>
 static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
   constexpr int MT = WM / 16, NT = WN / 8, STAGE = (BM + BN) * BQ_BK;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  // tiles in groups of 8 tile-rows that walk the tile-columns together (L2 reuse)
-  const int bid = blockIdx.x, per_group = 8 * p.tiles_n, first_m = (bid / per_group) * 8;
-  const int gsize = min(p.tiles_m - first_m, 8), in_group = bid % per_group;
-  const bq_i64 m0 = (bq_i64)(first_m + in_group % gsize) * BM, n0 = (bq_i64)(in_group / gsize) * BN;
+  bq_i64 m0, n0;
+  bq_tile_of(p, BM, BN, m0, n0);
   const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
   const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
   const bq_u32 sbase = bq_smem_addr(smem);
 
   auto load = [&](int stage, int kt) {
-    const bq_i64 k0 = (bq_i64)kt * BQ_BK;
-    const bq_u32 sa = sbase + stage * STAGE, sb = sa + BM * BQ_BK;
-#pragma unroll
-    for (int i = 0; i < BM * 8 / THREADS; i++) {
-      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;
-      bq_tile_chunk(sa + r * BQ_BK + ((cc ^ (r & 7)) << 4), A, m0 + r < p.m, m0 + r, p.lda, k0 + cc * 16, p.k, avec);
-    }
-#pragma unroll
-    for (int i = 0; i < BN * 8 / THREADS; i++) {
-      int c = tid + i * THREADS, r = c >> 3, cc = c & 7;
-      bq_tile_chunk(sb + r * BQ_BK + ((cc ^ (r & 7)) << 4), W, n0 + r < p.n, n0 + r, p.k, k0 + cc * 16, p.k, wvec);
-    }
+    bq_load_tiles<BM, BN, THREADS>(p, sbase + stage * STAGE, m0, n0, kt, tid, A, W, avec, wvec);
   };
 
   int acc[MT][NT][4];
@@ -260,6 +295,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   }
 }
 
+#if !BQ_WGMMA
 // large: 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory)
 extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
@@ -270,6 +306,86 @@ extern "C" __global__ void __launch_bounds__(128, 2) bq_gemm_medium(const bq_lin
   BQ_DYNAMIC_SMEM(smem);
   bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);
 }
+#else
+// an sm_90a module tiles with wgmma only (the host never launches these there)
+extern "C" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }
+extern "C" __global__ void bq_gemm_medium(const bq_linear_params p) { __trap(); }
+#endif
+
+// ---- sm_90a: warpgroup MMA (wgmma) --------------------------------------------------------------------
+// 128 x 256 tiles, two warpgroups of 64 x 256 (128 int32 accumulators a thread), four slices
+// of K in shared memory: the copy of slice kt + 2 overlaps the wgmma of slices kt and
+// kt - 1 (one wgmma group stays in flight, so the slice it reads is never the one being
+// refilled). Only modules for sm_90a have it (BQ_WGMMA); elsewhere the entry point traps.
+#define BQ_WG_STAGES 4
+#if BQ_WGMMA
+// A K-major operand in the 128-byte swizzle, rows of 128 bytes in groups of 8 that lie
+// 1024 bytes apart (the leading byte offset is unused in this mode): start address >> 4,
+// stride byte offset >> 4 at bit 32, swizzle mode 1 (128 bytes) at bit 62.
+static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {
+  return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;
+  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
+  bq_i64 m0, n0;
+  bq_tile_of(p, BM, BN, m0, n0);
+  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
+  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
+  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
+  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
+
+  int acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; i++) acc[i] = 0;
+#pragma unroll
+  for (int s = 0; s < 2; s++) {
+    if (s < ktiles) bq_load_tiles<BM, BN, 256>(p, sbase + s * STAGE, m0, n0, s, tid, A, W, avec, wvec);
+    bq_cp_commit();
+  }
+  for (int kt = 0; kt < ktiles; kt++) {
+    bq_cp_wait<1>();        // slice kt has landed (kt + 1 may still be in flight)
+    bq_fence_proxy_async(); // ... and is visible to the tensor cores
+    __syncthreads();        // every thread's part of it; every wgmma of slice kt - 2 is done
+    if (kt + 2 < ktiles)
+      bq_load_tiles<BM, BN, 256>(p, sbase + ((kt + 2) % BQ_WG_STAGES) * STAGE, m0, n0, kt + 2, tid, A, W, avec, wvec);
+    bq_cp_commit();
+    const bq_u32 sa = sbase + (kt % BQ_WG_STAGES) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % BQ_WG_STAGES) * STAGE + BM * BQ_BK;
+    bq_wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma(acc, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32));
+    bq_wg_commit();
+    bq_wg_wait<1>();
+  }
+  bq_wg_wait<0>();
+  bq_cp_wait<0>();
+
+  // epilogue: thread (w, lane) of warpgroup wg holds rows 64 wg + 16 w + lane / 4 (+ 8)
+  bq_row_q rq[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;
+    rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+    const bq_i64 n = n0 + 8 * j + (lane & 3) * 2;
+    if (n >= p.n) continue;
+    const bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;
+      if (m < p.m)
+        bq_store_pair(p, m, n, bq_epilogue(acc[4 * j + 2 * h], rq[h], c0, p.flags),
+                      bq_epilogue(acc[4 * j + 2 * h + 1], rq[h], c1, p.flags));
+    }
+  }
+}
+#else
+extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
 
 // ---- M <= 64: weight streaming ----------------------------------------------------------------------
 // A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows; its 8 warps split K

@@ -531,3 +531,48 @@ Test(linear, zero_size)
     run_case(&c);
   }
 }
+
+/* The sm_90a warpgroup-MMA tiles (opt-in: BARACUDA_QUANT_WGMMA=1), on an sm_90 device:
+   every output type, both activation types, symmetric and asymmetric, K with a tail and K
+   longer than the pipeline, tiles at the edges of M and N, strided and misaligned
+   operands (the copies' register path). Skips where the device is not sm_90. */
+Test(linear, wgmma_tiles)
+{
+  linear_begin();
+  setenv("BARACUDA_QUANT_WGMMA", "1", 1);
+  bq_desc probe;
+  memset(&probe, 0, sizeof probe);
+  probe.op = BQ_SMOOTHQUANT_LINEAR;
+  probe.float_type = BQ_F16;
+  bq_plan *pp = plan_get(&probe, "wgmma probe");
+  if (!pp->wgmma) cr_skip_test("the device is not sm_90: no wgmma tiles (SKU %s)", bq_plan_sku(pp));
+  cr_assert(strstr(bq_plan_sku(pp), "+wgmma_m64n256k32.sm_90a"), "%s", bq_plan_sku(pp));
+  for (int n = 0; n < 16; n++) {
+    lin_case c = base_case(n & 1 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR, FLOATS[n % 4]);
+    c.gran = n & 2 ? BQ_PER_TOKEN : (c.op == BQ_SMOOTHQUANT_LINEAR ? BQ_PER_TENSOR : BQ_PER_TOKEN);
+    c.T = FLOATS[(n / 4) % 4];
+    c.I = n & 4 ? BQ_U8 : BQ_S8;
+    c.asym = (n >> 3) & 1;
+    c.bias = n % 3 != 0;
+    c.force = BQ__GEMM_WGMMA;
+    c.M = n < 8 ? 128 * (int64_t)rnd_range(1, 3) : odd_dim(65, 400);
+    c.N = n < 8 ? 256 * (int64_t)rnd_range(1, 2) : odd_dim(17, 600);
+    c.K = n < 4 ? 128 * (int64_t)rnd_range(1, 12) : odd_dim(1, 2000);
+    if (n >= 12) {
+      c.lda_pad = rnd_range(0, 40);
+      c.ldy_pad = rnd_range(1, 20);
+      c.x_off = (int)rnd_range(0, 3);
+      c.y_off = (int)rnd_range(0, 3);
+      c.w_off = (int)rnd_range(0, 15);
+    }
+    run_case(&c);
+  }
+  /* and the automatic choice: M beyond weight streaming takes the wgmma tiles */
+  lin_case c = base_case(BQ_SMOOTHQUANT_LINEAR, BQ_BF16);
+  c.gran = BQ_PER_TOKEN;
+  c.bias = 1;
+  c.M = 1000;
+  c.N = 1000;
+  c.K = 1000;
+  run_case(&c);
+}

@@ -27,6 +27,9 @@
 #define EMU_T EMU_OUT
 #define EMU_ASYM 0
 #endif
+#ifndef EMU_WGMMA /* 1: an sm_90a module, with the warpgroup-MMA tiles */
+#define EMU_WGMMA 0
+#endif
 namespace emu_gemm {
 #define BQ_FT EMU_OUT
 #define BQ_IT EMU_AT
@@ -36,6 +39,7 @@ namespace emu_gemm {
 #define BQ_LIN_OP 0
 #define BQ_WST EMU_WST
 #define BQ_ASF32 (EMU_QL && EMU_WST != 0)
+#define BQ_WGMMA EMU_WGMMA
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
 #include "emulator/kernel_undefs.h"
@@ -49,6 +53,7 @@ namespace emu_sums {
 #define BQ_LIN_OP 1
 #define BQ_WST 0
 #define BQ_ASF32 0
+#define BQ_WGMMA 0
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
 #include "emulator/kernel_undefs.h"
@@ -88,6 +93,7 @@ static void k_medium(const void *p) { emu_gemm::bq_gemm_medium(*(const emu_gemm:
 static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv32(const void *p) { emu_gemm::bq_gemv32(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv64(const void *p) { emu_gemm::bq_gemv64(*(const emu_gemm::bq_linear_params *)p); }
+static void k_wgmma(const void *p) { emu_gemm::bq_gemm_wgmma(*(const emu_gemm::bq_linear_params *)p); }
 static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::bq_linear_params *)p); }
 #if EMU_QL
 static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
@@ -105,6 +111,7 @@ static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned g
   emu_kernel k = (emu_kernel)f;
   if (k == k_large) cr_assert_eq(smem, SMEM_OF[0]);
   if (k == k_medium) cr_assert_eq(smem, SMEM_OF[1]);
+  if (k == k_wgmma) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_WGMMA);
   cr_assert(smem <= EMU_SMEM_BYTES);
   g_launches++;
   emu_launch(k, params[0], gx, gy, bx);
@@ -168,9 +175,11 @@ static void run(const ecase *c0) {
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   /* this binary's kernels must be the ones the plan's SKU names */
   bq__kernel_src ks;
-  bq__target tg = {90, 0, 0};
+  bq__target tg = {90, 0, EMU_WGMMA};
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   char want[64];
+  snprintf(want, sizeof want, "#define BQ_ST 0\n#define BQ_WGMMA %d\n", EMU_WGMMA);
+  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
   snprintf(want, sizeof want, "#define BQ_FT %d\n#define BQ_IT %d\n", EMU_OUT, EMU_AT);
   cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
   snprintf(want, sizeof want, "#define BQ_WST %d\n#define BQ_ASF32 %d\n", EMU_WST, EMU_QL && EMU_WST != 0);
@@ -183,8 +192,10 @@ static void run(const ecase *c0) {
   entry.fn[2] = (bq__CUfunction)k_gemv;
   entry.fn[3] = (bq__CUfunction)k_gemv32;
   entry.fn[4] = (bq__CUfunction)k_gemv64;
+  entry.fn[5] = (bq__CUfunction)k_wgmma;
   plan.entry = &entry;
   plan.num_sms = 132;
+  plan.wgmma = EMU_WGMMA;
   bq__linear_force_config = c->force;
 #if EMU_QL
   /* the activations' per-token dynamic quantize plan, on dynamic.cu */
@@ -298,12 +309,6 @@ static void run(const ecase *c0) {
     a.zero_points = NULL;
     a.w_sums = NULL;
   }
-  g_launches = 0;
-  size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
-  std::vector<unsigned char> wsb(ws_bytes + 16, 0x5A);
-  void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
-  cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
-  cr_assert_eq(g_launches, M && N ? 1 + (EMU_QL && K > 0) : 0, "%s", what);
 
   refl_problem P;
   memset(&P, 0, sizeof P);
@@ -359,10 +364,24 @@ static void run(const ecase *c0) {
   P.bias = c->bias ? bias.data() : NULL;
   P.y = exp.data() + (size_t)guard * ys;
   cr_assert_eq(refl_gemm(&P), 0, "%s", what);
-  char msg[2048];
-  size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
-  cr_assert_eq(bad, 0, "%zu of %lld elements differ (from the front guard of %lld):\n%s| %s", bad, (long long)ytot,
-               (long long)guard, msg, what);
+  /* twice: asynchronous copies landing as late as allowed (at their wait: catches reads
+     before the wait) and as early as possible (at issue: catches a slice refilled while a
+     wgmma may still read it) */
+  for (int eager = 0; eager < 2; eager++) {
+    emu.eager_copies = eager;
+    memset(yb.data(), 0xA5, yb.size());
+    g_launches = 0;
+    size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
+    std::vector<unsigned char> wsb(ws_bytes + 16, 0x5A);
+    void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
+    cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+    cr_assert_eq(g_launches, M && N ? 1 + (EMU_QL && K > 0) : 0, "%s", what);
+    char msg[2048];
+    size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
+    cr_assert_eq(bad, 0, "%zu of %lld elements differ (from the front guard of %lld; copies landing %s):\n%s| %s",
+                 bad, (long long)ytot, (long long)guard, eager ? "at issue" : "at their wait", msg, what);
+  }
+  emu.eager_copies = 0;
   bq__linear_force_config = -1;
 }
 
@@ -377,17 +396,17 @@ static ecase base(void) {
 /* each tile configuration: two tiles in M and N where the tile allows, K with and without
    a tail, the copy path (aligned) and the register path (odd K: misaligned weight rows) */
 Test(emulated, tile_configurations, .timeout = 600) {
-  static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV, BQ__GEMV32, BQ__GEMV64};
-  static const int64_t ks[3] = {384, 300, 77};
-  for (int i = 0; i < 5; i++)
-    for (int j = 0; j < 3; j++) {
+  static const int cfgs[6] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV, BQ__GEMV32, BQ__GEMV64, BQ__GEMM_WGMMA};
+  static const int64_t ks[4] = {384, 300, 77, 1040}; /* the last: more slices than stages */
+  for (int i = 0; i < 5 + EMU_WGMMA; i++)
+    for (int j = 0; j < 4; j++) {
       ecase c = base();
       c.force = cfgs[i];
       c.m = bq__gemv_rows(cfgs[i]) ? bq__gemv_rows(cfgs[i]) - 5 * j : 129 + j;
-      c.n = cfgs[i] == BQ__GEMM_LARGE ? 257 + j : cfgs[i] == BQ__GEMM_MEDIUM ? 129 + 2 * j : 33 + j;
+      c.n = cfgs[i] == BQ__GEMM_LARGE || cfgs[i] == BQ__GEMM_WGMMA ? 257 + j : cfgs[i] == BQ__GEMM_MEDIUM ? 129 + 2 * j : 33 + j;
       c.k = ks[j];
       c.bias = j != 1;
-      c.asym = j == 2;
+      c.asym = j >= 2;
       c.gran = j == 1 ? BQ_PER_TENSOR : BQ_PER_TOKEN;
       run(&c);
     }

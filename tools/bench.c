@@ -746,7 +746,9 @@ static void run_cases(void) {
 /* Rows: GEMM (SmoothQuantLinear: int8 activations, per-token scales, f16 output with
    weight scales and bias) at the issue's shapes, in TOPS = 2 M N K / time; decode
    (M <= 16) as weight bytes / time against the copy of the weight's size; QuantizedLinear
-   end to end (bf16 activations quantized on the device + GEMM) next to the GEMM alone. */
+   end to end (bf16 activations quantized on the device + GEMM) next to the GEMM alone.
+   With BARACUDA_QUANT_WGMMA=1 on an sm_90 device the plans are sm_90a modules whose tiles
+   are wgmma's, and the row names end in /wgmma. */
 typedef struct linear_case {
   bq_op op;
   bq_granularity gran;
@@ -877,7 +879,12 @@ static void run_linear(void) {
     memset(r, 0, sizeof *r);
     copy_str(r->name, sizeof r->name, name);
     r->copy_bytes = wbytes;
-    if (run_linear_case(c, r) == 0) {
+    int rc = run_linear_case(c, r);
+    if (strstr(r->sku, "+wgmma")) { /* BARACUDA_QUANT_WGMMA=1 on an sm_90 device */
+      size_t l = strlen(r->name);
+      snprintf(r->name + l, sizeof r->name - l, "/wgmma");
+    }
+    if (rc == 0) {
       r->ok = 1;
       r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
       r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;

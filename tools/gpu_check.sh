@@ -15,6 +15,8 @@ if [ "$what" = linear ]; then
   TMO=280 san racecheck gpu_linear
   build/tools/bench --filter linear/ --json $OUT/bench-linear.json > $OUT/bench-linear.txt 2>&1; echo "bench rc=$?"
   grep -A40 "W8A8 linear" $OUT/bench-linear.txt
+  BARACUDA_QUANT_WGMMA=1 build/tools/bench --filter linear/ --json $OUT/bench-linear-wgmma.json > $OUT/bench-linear-wgmma.txt 2>&1
+  echo "bench wgmma rc=$?"; grep -A40 "W8A8 linear" $OUT/bench-linear-wgmma.txt
   exit 0
 fi
 build/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt

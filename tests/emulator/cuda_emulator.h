@@ -9,7 +9,10 @@
      follow the register layouts of the PTX ISA;
    - cp.async copies are queued per thread and land only at cp.async.wait_group (zero
      filling past src-size), so a kernel that reads a stage before waiting for it reads
-     stale bytes and fails its test;
+     stale bytes and fails its test; with emu.eager_copies they land at issue instead,
+     which exposes a stage refilled while an asynchronous reader (wgmma) still reads it;
+   - wgmma (sm_90a) reads its operands through shared-memory descriptors with the 128-byte
+     swizzle, and runs at wgmma.wait_group;
    - shared memory is one buffer per CTA; "device" pointers are host pointers.
    The PTX conversions of common.cuh use the CPU reference's (tests/reference.h).
    Include it, then, in a namespace per specialization, define the kernel's prelude
@@ -43,12 +46,15 @@ struct emu_dim3 { unsigned x, y, z; };
 
 /* ---- the fiber runtime ------------------------------------------------------------------ */
 struct emu_copy { unsigned dst; const unsigned char *src; int bytes; };
+struct emu_wgmma { int *d; unsigned long long da, db; };
 struct emu_thread {
   ucontext_t ctx;
   emu_dim3 tid;
   int done;
   std::vector<emu_copy> open;                 /* cp.async since the last commit */
   std::vector<std::vector<emu_copy>> groups;  /* committed, oldest first */
+  std::vector<emu_wgmma> wg_open;             /* wgmma since the last commit */
+  std::vector<std::vector<emu_wgmma>> wg_groups;
   unsigned char *stack;
 };
 
@@ -61,6 +67,7 @@ static struct {
   ucontext_t sched;
   unsigned bar_gen, warp_gen[32];
   unsigned long long progress; /* barrier arrivals and exits: a pass without any is a deadlock */
+  int eager_copies;            /* 1: cp.async lands at issue instead of at its wait */
   int bar_count, warp_count[32];
   emu_dim3 block_idx, block_dim, grid_dim;
   alignas(128) unsigned char smem[EMU_SMEM_BYTES];
@@ -133,6 +140,8 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
       th->done = 0;
       th->open.clear();
       th->groups.clear();
+      th->wg_open.clear();
+      th->wg_groups.clear();
       if (!th->stack) th->stack = (unsigned char *)malloc(STACK);
       getcontext(&th->ctx);
       th->ctx.uc_stack.ss_sp = th->stack;
@@ -209,6 +218,7 @@ static inline double __ll2double_rd(long long v) {
 static inline float bq_f16_to_f32(unsigned short h) { return ref_f16_to_f32(h); }
 static inline unsigned short bq_f32_to_f16(float f) { return ref_f32_to_f16(f); }
 static inline unsigned short bq_f32_to_bf16(float f) { return ref_f32_to_bf16(f); }
+static inline void __trap() { fprintf(stderr, "emu: __trap\n"); abort(); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
@@ -252,6 +262,12 @@ static inline void bq_st_shared16(unsigned dst, uint4 v) { memcpy(emu_smem_at(ds
 static inline void bq_cp_async16(unsigned dst, const void *src, int bytes) {
   if (dst % 16) { fprintf(stderr, "emu: cp.async to a misaligned shared address\n"); abort(); }
   if (bytes && ((uintptr_t)src % 16)) { fprintf(stderr, "emu: cp.async from a misaligned global address\n"); abort(); }
+  if (emu.eager_copies) {
+    unsigned char *d = emu_smem_at(dst, 16);
+    memset(d, 0, 16);
+    if (bytes) memcpy(d, src, (size_t)bytes);
+    return;
+  }
   emu.cur->open.push_back(emu_copy{dst, (const unsigned char *)src, bytes});
 }
 static inline void bq_cp_commit() {
@@ -316,5 +332,48 @@ static inline void bq_mma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, un
   }
   emu_warp_sync();
 }
+
+/* ---- wgmma (sm_90a): D[64 x 256] += A[64 x 32] B[256 x 32]^T from shared memory --------------
+   Descriptors: start address >> 4 in bits 0-13, leading byte offset (unused by the 128-byte
+   swizzle) at 16, stride byte offset >> 4 at 32 (8-row groups), swizzle mode at 62 (1:
+   128 bytes). Element (r, k) of a K-major operand lies at lin = start + (r / 8) SBO +
+   (r % 8) 128 + k, with the 16-byte chunk bits 4-6 of lin XORed with its bits 7-9. The
+   products run at wgmma.wait_group, reading shared memory then: a kernel that refills a
+   slice while a wgmma still reads it gets wrong sums. Thread t of warp w (in its
+   warpgroup) holds d[i] = D[16 w + t / 4 + 8 ((i / 2) % 2)][8 (i / 4) + 2 (t % 4) + i % 2]. */
+static inline int emu_desc_byte(unsigned long long desc, int r, int k, int is_a) {
+  unsigned start = (unsigned)(desc & 0x3FFF) << 4, sbo = (unsigned)((desc >> 32) & 0x3FFF) << 4;
+  int mode = (int)(desc >> 62);
+  if (mode != 1) { fprintf(stderr, "emu: wgmma descriptor swizzle mode %d is not modelled\n", mode); abort(); }
+  unsigned lin = start + (unsigned)(r / 8) * sbo + (unsigned)(r % 8) * 128 + (unsigned)k;
+  unsigned phys = lin ^ (((lin >> 7) & 7) << 4);
+  unsigned char b = *emu_smem_at(phys, 1);
+  return is_a && emu_a_unsigned ? (int)b : (int)(signed char)b;
+}
+static inline void emu_wgmma_run(const emu_wgmma &op) {
+  int t = emu_index() & 127, w = t / 32, l = t % 32;
+  for (int i = 0; i < 128; i++) {
+    int r = 16 * w + l / 4 + 8 * ((i / 2) % 2), n = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+    unsigned s = (unsigned)op.d[i];
+    for (int k = 0; k < 32; k++) s += (unsigned)(emu_desc_byte(op.da, r, k, 1) * emu_desc_byte(op.db, n, k, 0));
+    op.d[i] = (int)s;
+  }
+}
+static inline void bq_wgmma(int (&d)[128], unsigned long long da, unsigned long long db) {
+  emu.cur->wg_open.push_back(emu_wgmma{d, da, db});
+}
+static inline void bq_wg_fence() {}
+static inline void bq_wg_commit() {
+  emu.cur->wg_groups.push_back(emu.cur->wg_open);
+  emu.cur->wg_open.clear();
+}
+template <int N> static inline void bq_wg_wait() {
+  auto &g = emu.cur->wg_groups;
+  while ((int)g.size() > N) {
+    for (const emu_wgmma &op : g.front()) emu_wgmma_run(op);
+    g.erase(g.begin());
+  }
+}
+static inline void bq_fence_proxy_async() {}
 
 #endif

@@ -34,3 +34,5 @@
 #undef BQ_RCP_UP
 #undef BQ_TILE
 #undef BQ_VEC
+#undef BQ_WG_STAGES
+#undef BQ_WGMMA
