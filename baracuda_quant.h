@@ -83,7 +83,8 @@
      K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
      (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
      not fill the GPU once), else 128x128 or 128x256 tiles with a 3-stage cp.async
-     pipeline. The first select of a GEMM SKU compiles for several seconds (then it is
+     pipeline (BARACUDA_QUANT_WGMMA=1 on an sm_90 device: an sm_90a module whose tiles are
+     wgmma m64n256k32 with a 4-stage pipeline; new, not yet the default). The first select of a GEMM SKU compiles for several seconds (then it is
      cached like every kernel). A QuantizedLinear plan holds two kernels: bq_plan_sku
      names both ("<gemm> + <dynamic>"), bq_sku the GEMM, and bq_cache_warm compiles both.
 
@@ -131,6 +132,8 @@
                                    cache key; no numerics guarantee under it)
      BARACUDA_QUANT_QUIET          1: no warnings on stderr (bq_set_warning_handler
                                    redirects them instead)
+     BARACUDA_QUANT_WGMMA          1: linear plans selected on sm_90 devices use the sm_90a
+                                   warpgroup-MMA tiles (opt-in while they are new)
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
