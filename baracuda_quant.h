@@ -82,8 +82,7 @@
      2^31 when asymmetric; activations outside [qmin, qmax] are the caller's error).
      K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
      (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
-     not fill the GPU once), else 128x128 or 128x256 tiles with a 3-stage cp.async
-     pipeline (BARACUDA_QUANT_WGMMA=1 on an sm_90 device: an sm_90a module whose tiles are
+     not fill the GPU once), else 128x256 tiles with a 3-stage cp.async pipeline (BARACUDA_QUANT_WGMMA=1 on an sm_90 device: an sm_90a module whose tiles are
      wgmma m64n256k32 with a 4-stage pipeline; new, not yet the default). The first select of a GEMM SKU compiles for several seconds (then it is
      cached like every kernel). A QuantizedLinear plan holds two kernels: bq_plan_sku
      names both ("<gemm> + <dynamic>"), bq_sku the GEMM, and bq_cache_warm compiles both.
@@ -1942,20 +1941,16 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "\n"
   "#if !BQ_WGMMA\n"
-  "// large: 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory)\n"
+  "// 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory). (A\n"
+  "// 128 x 128 variant with two CTAs an SM is one template argument away; it is left out\n"
+  "// until the benchmark shows a shape that needs it: every tile costs compile time.)\n"
   "extern \"C\" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);\n"
   "}\n"
-  "// medium: 128 x 128 tiles, 4 warps of 64 x 64, 3 slices (96 KiB: two CTAs per SM)\n"
-  "extern \"C\" __global__ void __launch_bounds__(128, 2) bq_gemm_medium(const bq_linear_params p) {\n"
-  "  BQ_DYNAMIC_SMEM(smem);\n"
-  "  bq_gemm_tiled<128, 128, 64, 64, 3>(p, smem);\n"
-  "}\n"
   "#else\n"
-  "// an sm_90a module tiles with wgmma only (the host never launches these there)\n"
+  "// an sm_90a module tiles with wgmma only (the host never launches this there)\n"
   "extern \"C\" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }\n"
-  "extern \"C\" __global__ void bq_gemm_medium(const bq_linear_params p) { __trap(); }\n"
   "#endif\n"
   "\n"
   "// ---- sm_90a: warpgroup MMA (wgmma) --------------------------------------------------------------------\n"
@@ -2516,7 +2511,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 6
+#define BQ__MAX_KERNELS 5
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -3328,9 +3323,8 @@ enum { /* linear.cu's BQ_LF_* */
   BQ__LF_Y2 = 64, BQ__LF_K0 = 128
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
-enum { BQ__GEMM_LARGE = 0, BQ__GEMM_MEDIUM = 1, BQ__GEMV = 2, BQ__GEMV32 = 3, BQ__GEMV64 = 4, BQ__GEMM_WGMMA = 5 };
+enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128)
-#define BQ__GEMM_SMEM_MEDIUM (3 * (128 + 128) * 128)
 #define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024) /* + alignment to 1024 bytes */
 /* weight streaming, by the rows it takes: 16, 32 or 64 */
 BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg == BQ__GEMV ? 16 : cfg == BQ__GEMV32 ? 32 : cfg == BQ__GEMV64 ? 64 : 0; }
@@ -3463,12 +3457,12 @@ BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int6
 /* Tiles by M: weight streaming for M <= 64 (16, 32 or 64 rows a pass: at these sizes the
    weight's bytes set the time, and tiles would leave most SMs idle), and up to M = 256
    while the large tiles would not fill the SMs once (passes of 64 rows, the weight coming
-   back from L2); else the tile whose last wave wastes least, the larger tile on a tie (it
-   moves fewer bytes per multiply). To be tuned with the benchmark. */
+   back from L2); else 128 x 256 tiles (mma.sync, or wgmma in an sm_90a module). To be
+   tuned with the benchmark. */
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
-  if (p->wgmma && (f == BQ__GEMM_LARGE || f == BQ__GEMM_MEDIUM)) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
+  if (p->wgmma && f == BQ__GEMM_LARGE) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
   if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
       (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
     return f;
@@ -3476,11 +3470,9 @@ BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   if (m <= 32) return BQ__GEMV32;
   if (m <= 64) return BQ__GEMV64;
   int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
-  int64_t tl = ((m + 127) / 128) * ((n + 255) / 256), tm = ((m + 127) / 128) * ((n + 127) / 128);
+  int64_t tl = ((m + 127) / 128) * ((n + 255) / 256);
   if (m <= 256 && tl < sms) return BQ__GEMV64;
-  if (p->wgmma) return BQ__GEMM_WGMMA;
-  int64_t cost_l = (tl + sms - 1) / sms * 2, cost_m = (tm + 2 * sms - 1) / (2 * sms) * 2;
-  return cost_l <= cost_m ? BQ__GEMM_LARGE : BQ__GEMM_MEDIUM;
+  return p->wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
 }
 
 BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
@@ -3561,22 +3553,18 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
     int64_t rows = bq__gemv_rows(cfg);
     return bq__launch_ex(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256, 0, &k, stream);
   }
-  int bn = cfg == BQ__GEMM_MEDIUM ? 128 : 256;
-  k.tiles_m = (int32_t)((v.m + 127) / 128);
-  k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
-  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, cfg == BQ__GEMM_MEDIUM ? 128 : 256,
-                       cfg == BQ__GEMM_LARGE    ? BQ__GEMM_SMEM_LARGE
-                       : cfg == BQ__GEMM_MEDIUM ? BQ__GEMM_SMEM_MEDIUM
-                                                : BQ__GEMM_SMEM_WGMMA,
-                       &k, stream);
+  k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 256 tiles, both kinds */
+  k.tiles_n = (int32_t)((v.n + 255) / 256);
+  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, 256,
+                       cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_WGMMA, &k, stream);
 }
 
 static const char *const bq__src_linear = bq__src_linear_cu;
 static const bq__family bq__linear_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
   bq__linear_workspace, bq__linear_run,
-  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"},
-  {"bq_gemm_large", "bq_gemm_medium", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}};
+  {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"},
+  {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}};
 static const bq__family bq__weight_sums_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
   bq__no_workspace, bq__linear_run, {"bq_weight_sums", NULL, NULL}, {"bq_weight_sums", NULL, NULL}};
@@ -3757,7 +3745,6 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
     p->wgmma = t.arch_a;
     bq__CUresult r = p->wgmma ? bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_WGMMA], 8, BQ__GEMM_SMEM_WGMMA)
                               : bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_LARGE], 8, BQ__GEMM_SMEM_LARGE);
-    if (!r && !p->wgmma) r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_MEDIUM], 8, BQ__GEMM_SMEM_MEDIUM);
     if (r) st = bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM tiles)");
     if (!st && p->desc.op == BQ_QUANTIZED_LINEAR) {
       bq_desc q;

@@ -89,7 +89,6 @@ SAME_OFFSET(tiles_n);
 /* ---- the launch hook: cuLaunchKernel runs the emulator ---------------------------------------- */
 typedef void (*emu_kernel)(const void *);
 static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::bq_linear_params *)p); }
-static void k_medium(const void *p) { emu_gemm::bq_gemm_medium(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv32(const void *p) { emu_gemm::bq_gemv32(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv64(const void *p) { emu_gemm::bq_gemv64(*(const emu_gemm::bq_linear_params *)p); }
@@ -99,7 +98,6 @@ static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::b
 static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
 static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "dynamic params size");
 #endif
-static const unsigned SMEM_OF[3] = {BQ__GEMM_SMEM_LARGE, BQ__GEMM_SMEM_MEDIUM, 0};
 static int g_launches;
 
 static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -109,8 +107,7 @@ static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned g
   cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL);
   cr_assert(gy == 1 || (emu_kernel)f == k_gemv64, "only weight streaming takes a 2-D grid");
   emu_kernel k = (emu_kernel)f;
-  if (k == k_large) cr_assert_eq(smem, SMEM_OF[0]);
-  if (k == k_medium) cr_assert_eq(smem, SMEM_OF[1]);
+  if (k == k_large) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_LARGE);
   if (k == k_wgmma) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_WGMMA);
   cr_assert(smem <= EMU_SMEM_BYTES);
   g_launches++;
@@ -187,12 +184,11 @@ static void run(const ecase *c0) {
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  entry.fn[0] = (bq__CUfunction)k_large;
-  entry.fn[1] = (bq__CUfunction)k_medium;
-  entry.fn[2] = (bq__CUfunction)k_gemv;
-  entry.fn[3] = (bq__CUfunction)k_gemv32;
-  entry.fn[4] = (bq__CUfunction)k_gemv64;
-  entry.fn[5] = (bq__CUfunction)k_wgmma;
+  entry.fn[BQ__GEMM_LARGE] = (bq__CUfunction)k_large;
+  entry.fn[BQ__GEMV] = (bq__CUfunction)k_gemv;
+  entry.fn[BQ__GEMV32] = (bq__CUfunction)k_gemv32;
+  entry.fn[BQ__GEMV64] = (bq__CUfunction)k_gemv64;
+  entry.fn[BQ__GEMM_WGMMA] = (bq__CUfunction)k_wgmma;
   plan.entry = &entry;
   plan.num_sms = 132;
   plan.wgmma = EMU_WGMMA;
@@ -396,14 +392,14 @@ static ecase base(void) {
 /* each tile configuration: two tiles in M and N where the tile allows, K with and without
    a tail, the copy path (aligned) and the register path (odd K: misaligned weight rows) */
 Test(emulated, tile_configurations, .timeout = 600) {
-  static const int cfgs[6] = {BQ__GEMM_LARGE, BQ__GEMM_MEDIUM, BQ__GEMV, BQ__GEMV32, BQ__GEMV64, BQ__GEMM_WGMMA};
+  static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMV, BQ__GEMV32, BQ__GEMV64, BQ__GEMM_WGMMA};
   static const int64_t ks[4] = {384, 300, 77, 1040}; /* the last: more slices than stages */
-  for (int i = 0; i < 5 + EMU_WGMMA; i++)
+  for (int i = 0; i < 4 + EMU_WGMMA; i++)
     for (int j = 0; j < 4; j++) {
       ecase c = base();
       c.force = cfgs[i];
       c.m = bq__gemv_rows(cfgs[i]) ? bq__gemv_rows(cfgs[i]) - 5 * j : 129 + j;
-      c.n = cfgs[i] == BQ__GEMM_LARGE || cfgs[i] == BQ__GEMM_WGMMA ? 257 + j : cfgs[i] == BQ__GEMM_MEDIUM ? 129 + 2 * j : 33 + j;
+      c.n = cfgs[i] == BQ__GEMM_LARGE || cfgs[i] == BQ__GEMM_WGMMA ? 257 + 2 * j : 33 + j;
       c.k = ks[j];
       c.bias = j != 1;
       c.asym = j >= 2;
@@ -447,7 +443,7 @@ Test(emulated, k_tails_and_zero) {
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     for (int f = 0; f < 2; f++) {
       ecase c = base();
-      c.force = f ? BQ__GEMM_MEDIUM : -1;
+      c.force = f ? BQ__GEMM_LARGE : -1;
       c.m = f ? 20 : 5;
       c.n = 11;
       c.k = ks[i];
@@ -460,7 +456,7 @@ Test(emulated, k_tails_and_zero) {
 Test(emulated, strides_and_misalignment) {
   for (int i = 0; i < 8; i++) {
     ecase c = base();
-    c.force = i % 3 == 0 ? BQ__GEMV : i % 3 == 1 ? BQ__GEMM_MEDIUM : -1;
+    c.force = i % 3 == 0 ? BQ__GEMV : i % 3 == 1 ? BQ__GEMM_LARGE : -1;
     c.m = c.force == BQ__GEMV ? 9 : i & 1 ? 40 : 70;
     c.n = 23 + i;
     c.k = i & 1 ? 96 : 131;
@@ -480,7 +476,7 @@ Test(emulated, extreme_values) {
   for (int f = 0; f < 2; f++) {
     ecase c = base();
     c.extreme = 1;
-    c.force = f ? BQ__GEMM_MEDIUM : BQ__GEMV;
+    c.force = f ? BQ__GEMM_LARGE : BQ__GEMV;
     c.m = f ? 17 : 3;
     c.n = 9;
     c.k = 4096 + 16;
