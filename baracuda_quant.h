@@ -82,10 +82,12 @@
      2^31 when asymmetric; activations outside [qmin, qmax] are the caller's error).
      K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
      (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
-     not fill the GPU once), else 128x256 tiles with a 3-stage cp.async pipeline (BARACUDA_QUANT_WGMMA=1 on an sm_90 device: an sm_90a module whose tiles are
-     wgmma m64n256k32 with a 4-stage pipeline; new, not yet the default). The first select of a GEMM SKU compiles for several seconds (then it is
-     cached like every kernel). A QuantizedLinear plan holds two kernels: bq_plan_sku
-     names both ("<gemm> + <dynamic>"), bq_sku the GEMM, and bq_cache_warm compiles both.
+     not fill the GPU once), else 128x256 tiles with a 3-stage cp.async pipeline.
+     BARACUDA_QUANT_WGMMA=1 on an sm_90 device selects an sm_90a module whose tiles are
+     wgmma m64n256k32 with a 4-stage pipeline (new, not yet the default). The first select
+     of a GEMM SKU compiles for a few seconds (then it is cached like every kernel). A
+     QuantizedLinear plan holds two kernels: bq_plan_sku names both ("<gemm> +
+     <dynamic>"), bq_sku the GEMM, and bq_cache_warm compiles both (not the sm_90a form).
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
