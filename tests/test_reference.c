@@ -10,6 +10,7 @@
 
 #include "../baracuda_quant.h"
 #include "reference.h"
+#include "reference_linear.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -829,4 +830,100 @@ Test(compare, output_report_names_guards_gaps_and_inputs)
   cr_assert(strstr(msg, "guard") && strstr(msg, "gap") && strstr(msg, "row 1 col 1") &&
                 strstr(msg, "x=0x40800000"),
             "%s", msg);
+}
+
+/* ---- the linear reference, on hand-worked cases -------------------------------------------- */
+static refl_problem lin_problem(const int8_t *a, const int8_t *w, int64_t m, int64_t n, int64_t k, const float *sw,
+                                const void *bias, bq_dtype out, void *y)
+{
+  refl_problem P;
+  memset(&P, 0, sizeof P);
+  P.m = m;
+  P.n = n;
+  P.k = k;
+  P.lda = k;
+  P.ldy = n;
+  P.a_type = BQ_S8;
+  P.a = a;
+  P.w = w;
+  P.scale_type = BQ_F32;
+  P.w_scales = sw;
+  P.out_type = out;
+  P.bias = bias;
+  P.y = y;
+  return P;
+}
+
+Test(reference_linear, worked_example)
+{
+  /* a = [3, -2], w = [5, 7]: acc = 15 - 14 = 1; y = 1 * 0.5 * 0.25 + 1 = 1.125 */
+  const int8_t a[2] = {3, -2}, w[2] = {5, 7};
+  const float sw[1] = {0.25f}, bias[1] = {1.0f};
+  float y[1] = {0};
+  refl_problem P = lin_problem(a, w, 1, 1, 2, sw, bias, BQ_F32, y);
+  P.sa_scalar = 0.5;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert_eq(y[0], 1.125f);
+  /* zero point 1: wsum = 12, acc' = 1 - 12 = -11; y = -11 * 0.125 + 1 = -0.375 */
+  int32_t wsum[1];
+  refl_weight_sums(w, 1, 2, wsum);
+  cr_assert_eq(wsum[0], 12);
+  P.zp_mode = 1;
+  P.zp_scalar = 1;
+  P.wsum = wsum;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert_eq(y[0], -0.375f);
+  /* no bias: exactly the product */
+  P.bias = NULL;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert_eq(y[0], -1.375f);
+}
+
+Test(reference_linear, rounding_order_and_output_type)
+{
+  /* a large accumulator, still exact in f32: 1040 * 127 * 127 = 16774160 < 2^24 */
+  int8_t a[1040], w[1040];
+  int64_t k = 1040, i;
+  for (i = 0; i < k; i++) { a[i] = 127; w[i] = 127; } /* 1040 * 16129 = 16774160 */
+  const float sw[1] = {1.0f};
+  float y[1];
+  refl_problem P = lin_problem(a, w, 1, 1, k, sw, NULL, BQ_F32, y);
+  P.sa_scalar = 1.0;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert_eq(y[0], 16774160.0f); /* exact: < 2^24 */
+  /* f16 output: 1 + 2^-11 is a tie between 1 and 1 + 2^-10: to even, 1 */
+  const int8_t one[1] = {1};
+  const float s1[1] = {1.0f + 0x1p-11f};
+  uint16_t h[1];
+  P = lin_problem(one, one, 1, 1, 1, s1, NULL, BQ_F16, h);
+  P.sa_scalar = 1.0;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert_eq(h[0], 0x3c00);
+  /* ((acc * sa) * sw), not acc * (sa * sw): sa = sw = 1 + 2^-12, acc = 3 */
+  const int8_t three[1] = {3};
+  const float s2[1] = {1.0f + 0x1p-12f};
+  float y2[1];
+  P = lin_problem(three, one, 1, 1, 1, s2, NULL, BQ_F32, y2);
+  P.sa_scalar = 1.0 + 0x1p-12;
+  cr_assert_eq(refl_gemm(&P), 0);
+  float want = (3.0f * (1.0f + 0x1p-12f)) * (1.0f + 0x1p-12f);
+  float other = 3.0f * ((1.0f + 0x1p-12f) * (1.0f + 0x1p-12f));
+  cr_assert_eq(y2[0], want);
+  cr_assert(want != other, "the example does not tell the orders apart");
+}
+
+Test(reference_linear, k_zero_writes_the_bias_exactly)
+{
+  const float sw[2] = {1.0f, 1.0f};
+  const float bias[2] = {-0.0f, 3.5f};
+  float y[4] = {9, 9, 9, 9};
+  refl_problem P = lin_problem(NULL, NULL, 2, 2, 0, sw, bias, BQ_F32, y);
+  P.sa_scalar = 1.0;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert(signbit(y[0]) && y[0] == 0.0f, "-0 bias must stay -0");
+  cr_assert_eq(y[1], 3.5f);
+  cr_assert_eq(y[3], 3.5f);
+  P.bias = NULL;
+  cr_assert_eq(refl_gemm(&P), 0);
+  cr_assert(!signbit(y[0]) && y[0] == 0.0f && y[3] == 0.0f);
 }
