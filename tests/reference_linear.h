@@ -70,6 +70,44 @@ REF_API int refl_gemm(const refl_problem *P)
   return 0;
 }
 
+/* QuantizedLinear's activations on the CPU: x [P->m, P->k] of type T (row stride lda)
+   quantized per token by the dynamic reference with f32 scales, into aq [m, k], qs [m]
+   and, when asymmetric, qz [m]; P then reads them. qmin == qmax == 0: the full range. */
+REF_API int refl_quantize_activations(refl_problem *P, bq_dtype T, bq_dtype I, int qmin, int qmax, int asym,
+                                      const void *x, int64_t lda, unsigned char *aq, float *qs, int32_t *qz)
+{
+  bq_desc d;
+  bq_args q;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_DYNAMIC_QUANTIZE;
+  d.granularity = BQ_PER_TOKEN;
+  d.float_type = T;
+  d.int_type = I;
+  d.qmin = qmin;
+  d.qmax = qmax;
+  d.scale_type = BQ_F32;
+  d.asymmetric = asym;
+  memset(&q, 0, sizeof q);
+  q.x = x;
+  q.y = aq;
+  q.rows = P->m;
+  q.cols = P->k;
+  q.x_row_stride = lda;
+  q.y_row_stride = P->k;
+  q.out_scales = qs;
+  q.out_zero_points = asym ? qz : NULL;
+  if (P->k > 0 && refd_run(&d, &q) != 0) return -1;
+  P->a = aq;
+  P->a_type = I;
+  P->lda = P->k;
+  P->sa_row = 1;
+  P->sa_f32 = 1;
+  P->sa = qs;
+  P->zp_mode = asym ? 2 : 0;
+  P->zps = qz;
+  return 0;
+}
+
 /* wsum[n] = sum_k w[n, k] */
 REF_API void refl_weight_sums(const int8_t *w, int64_t n, int64_t k, int32_t *out)
 {

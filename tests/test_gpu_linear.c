@@ -256,37 +256,11 @@ static void run_case(const lin_case *c0)
   float *qs = NULL;
   int32_t *qz = NULL;
   if (ql) {
-    bq_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.op = BQ_DYNAMIC_QUANTIZE;
-    dd.granularity = BQ_PER_TOKEN;
-    dd.float_type = c.T;
-    dd.int_type = c.I;
-    dd.qmin = d.qmin;
-    dd.qmax = d.qmax;
-    dd.scale_type = BQ_F32;
-    dd.asymmetric = c.asym;
     aq = calloc((size_t)(M * K > 0 ? M * K : 1), 1);
     qs = calloc((size_t)(M ? M : 1), 4);
     qz = calloc((size_t)(M ? M : 1), 4);
-    bq_args q;
-    memset(&q, 0, sizeof q);
-    q.x = x;
-    q.y = aq;
-    q.rows = M;
-    q.cols = K;
-    q.x_row_stride = lda;
-    q.y_row_stride = K;
-    q.out_scales = qs;
-    q.out_zero_points = c.asym ? qz : NULL;
-    if (K > 0) cr_assert_eq(refd_run(&dd, &q), 0, "dynamic reference | %s", what);
-    P.a = aq;
-    P.lda = K;
-    P.sa_row = 1;
-    P.sa_f32 = 1;
-    P.sa = qs;
-    P.zp_mode = c.asym ? 2 : 0;
-    P.zps = qz;
+    cr_assert_eq(refl_quantize_activations(&P, c.T, c.I, d.qmin, d.qmax, c.asym, x, lda, aq, qs, qz), 0,
+                 "dynamic reference | %s", what);
   } else {
     P.a = x;
     P.lda = lda;

@@ -327,34 +327,9 @@ static void run(const ecase *c0) {
   std::vector<unsigned char> aq((size_t)(M * K) + 1);
   std::vector<float> qs((size_t)M + 1);
   std::vector<int32_t> qz((size_t)M + 1);
-  if (EMU_QL) { /* the activations through the dynamic reference, then the GEMM's */
-    bq_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.op = BQ_DYNAMIC_QUANTIZE;
-    dd.granularity = BQ_PER_TOKEN;
-    dd.float_type = T;
-    dd.int_type = AT;
-    dd.scale_type = BQ_F32;
-    dd.asymmetric = c->asym;
-    bq_args q;
-    memset(&q, 0, sizeof q);
-    q.x = x;
-    q.y = aq.data();
-    q.rows = M;
-    q.cols = K;
-    q.x_row_stride = lda;
-    q.y_row_stride = K;
-    q.out_scales = qs.data();
-    q.out_zero_points = c->asym ? qz.data() : NULL;
-    if (K > 0) cr_assert_eq(refd_run(&dd, &q), 0, "%s", what);
-    P.a = aq.data();
-    P.lda = K;
-    P.sa_row = 1;
-    P.sa_f32 = 1;
-    P.sa = qs.data();
-    P.zp_mode = c->asym ? 2 : 0;
-    P.zps = qz.data();
-  }
+  if (EMU_QL) /* the activations through the dynamic reference, then the GEMM's */
+    cr_assert_eq(refl_quantize_activations(&P, T, AT, 0, 0, c->asym, x, lda, aq.data(), qs.data(), qz.data()), 0, "%s",
+                 what);
   P.wsum = wsum.data();
   P.out_type = OUT;
   P.bias = c->bias ? bias.data() : NULL;
