@@ -1,0 +1,243 @@
+/* tests/test_affine_emulated.cpp - kernels_src/affine.cu (quantize, dequantize, fake
+   quantize) run on the CPU by tests/emulator/cuda_emulator.h through the header's own run
+   path, against the CPU reference (tests/reference.h) bit for bit. A host test, so that
+   CI checks the affine kernel's logic (prologue, vector body, tail, parameter lookup per
+   granularity, 32- and 64-bit indexing) on every change; test_gpu_affine is the real
+   thing. Built once per specialization (meson passes EMU_OP, EMU_BWD, EMU_GRAN, EMU_T,
+   EMU_I, EMU_QMIN, EMU_QMAX, EMU_ST: the prelude bq__build_source writes). Outputs are
+   poisoned and compared whole: guards, row gaps and padded parameter rows included. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference.h"
+
+#include "emulator/cuda_emulator.h"
+
+namespace emu_aff {
+#define BQ_FT EMU_T
+#define BQ_IT EMU_I
+#define BQ_QMIN (EMU_QMIN)
+#define BQ_QMAX (EMU_QMAX)
+#define BQ_ST EMU_ST
+#define BQ_OP EMU_OP
+#define BQ_BWD EMU_BWD
+#define BQ_GRAN EMU_GRAN
+#define BQ_U (EMU_T == 1 ? 4 : 2)
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/affine.cu"
+#include "emulator/kernel_undefs.h"
+} // namespace emu_aff
+
+#include <criterion/criterion.h>
+
+#include <time.h>
+
+#include <vector>
+
+static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
+
+static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
+static int g_launches;
+static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
+                                       void **extra) {
+  (void)s;
+  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL && smem == 0);
+  g_launches++;
+  emu_launch((void (*)(const void *))f, params[0], gx, gy, bx);
+  return 0;
+}
+
+static uint64_t g_rng;
+static uint64_t rnd(void) {
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+static void init(void) {
+  const char *e = getenv("BQ_TEST_SEED");
+  g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+}
+TestSuite(emulated_affine, .init = init);
+static int g_cases;
+
+static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
+static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
+
+static bq_desc the_desc(void) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = (bq_op)EMU_OP;
+  d.direction = EMU_BWD ? BQ_BACKWARD : BQ_FORWARD;
+  d.granularity = (bq_granularity)EMU_GRAN;
+  d.float_type = T;
+  d.int_type = I;
+  d.qmin = EMU_QMIN;
+  d.qmax = EMU_QMAX;
+  d.scale_type = EMU_ST ? BQ_F32 : BQ_DTYPE_DEFAULT;
+  return d;
+}
+
+/* a float value: mostly moderate, sometimes a tie of x / s, a special or a huge one */
+static double value(double s) {
+  switch (rnd() % 16) {
+  case 0: return NAN;
+  case 1: return (rnd() & 1) ? INFINITY : -INFINITY;
+  case 2: return 0.0 * ((rnd() & 1) ? 1 : -1);
+  case 3: return (double)(rnd_range(-300, 300)) * s + 0.5 * s; /* a tie when s is a power of two */
+  case 4: return (rnd_unit() - 0.5) * 1e30;
+  default: return (rnd_unit() - 0.5) * 600.0 * s;
+  }
+}
+
+static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
+  if (t == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(t, buf, i, (float)v);
+}
+
+/* one case: the shape in `a` (host buffers are made here), offsets in elements */
+static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
+  char what[256];
+  snprintf(what, sizeof what, "seed=0x%llx op %d bwd %d gran %d T %s I %s q [%d,%d] st %d | %s offs %d/%d",
+           (unsigned long long)g_rng, EMU_OP, EMU_BWD, EMU_GRAN, ref_dtype_name(T), ref_dtype_name(I), EMU_QMIN,
+           EMU_QMAX, EMU_ST, shape, off_x, off_y);
+  bq_desc d = the_desc();
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__target tg = {90, 0, 0};
+  bq__kernel_src ks;
+  cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
+  char want[128];
+  snprintf(want, sizeof want, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n", EMU_OP,
+           EMU_BWD, EMU_GRAN, EMU_T == 1 ? 4 : 2);
+  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  free(ks.source.p);
+  bq__entry entry;
+  memset(&entry, 0, sizeof entry);
+  entry.fn[0] = (bq__CUfunction)k_affine;
+  plan.entry = &entry;
+  plan.num_sms = 132;
+
+  bq_desc n = ref_desc_normalize(&d);
+  const bq_dtype xt = ref_x_type(&n), yt = ref_y_type(&n), ot = ref_out_type(&n);
+  const bq_dtype st = n.scale_type;
+  const int bwd = EMU_BWD;
+  const int64_t guard = 21;
+  /* x (or x for the mask), y / dy, out (y or dx) */
+  std::vector<unsigned char> xb((size_t)(xtot + 2 * guard + 16) * 8), yb((size_t)(ytot + 2 * guard + 16) * 8),
+      ob((size_t)(std::max(xtot, ytot) + 2 * guard + 16) * 8), eb(ob.size());
+  std::vector<unsigned char> sb((size_t)(nparams + 1) * 8);
+  std::vector<int32_t> zb((size_t)nparams + 1);
+  double s_pt = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 1) ? 1.0 : 1.0 + rnd_unit());
+  for (int64_t i = 0; i < nparams; i++) {
+    double s = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 3) ? 1.0 : 1.0 + rnd_unit());
+    if (rnd() % 29 == 0) s = 0.0;
+    if (rnd() % 31 == 0) s = -s;
+    store_any(st, sb.data(), i, s);
+    zb[(size_t)i] = rnd() % 5 == 0 ? (int32_t)rnd_range(-100000, 100000) : (int32_t)rnd_range(n.qmin, n.qmax);
+  }
+  unsigned char *x = xb.data() + 8 * 8 + (size_t)(guard + off_x) * ref_dtype_size(xt);
+  for (int64_t i = 0; i < xtot; i++) {
+    if (xt == BQ_S8 || xt == BQ_U8) ref_store_int(xt, x, i, (int32_t)rnd_range(xt == BQ_S8 ? -128 : 0, xt == BQ_S8 ? 127 : 255));
+    else store_any(xt, x, i, value(s_pt));
+  }
+  /* backward: dy lives in the y layout */
+  unsigned char *dy = yb.data() + 8 * 8 + (size_t)(guard + off_y) * ref_dtype_size(T);
+  if (bwd)
+    for (int64_t i = 0; i < ytot; i++) store_any(T, dy, i, (rnd_unit() - 0.5) * 8);
+  /* the output, in the y layout forward and the x layout backward */
+  const int64_t otot = bwd ? xtot : ytot;
+  const int off_o = bwd ? off_x : off_y;
+  unsigned char *o0 = ob.data() + 8 * 8, *e0 = eb.data() + 8 * 8;
+  const size_t os = ref_dtype_size(ot);
+  memset(ob.data(), 0xA5, ob.size());
+  memset(eb.data(), 0xA5, eb.size());
+  unsigned char *out = o0 + (size_t)(guard + off_o) * os, *exp = e0 + (size_t)(guard + off_o) * os;
+
+  a.x = (d.op == BQ_DEQUANTIZE && bwd) ? NULL : x;
+  if (bwd) {
+    a.dy = dy;
+    a.dx = out;
+  } else {
+    a.y = out;
+  }
+  a.scale = s_pt;
+  a.zero_point = (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
+  if (EMU_GRAN != 0) {
+    a.scales = sb.data();
+    a.zero_points = rnd() % 4 ? zb.data() : NULL;
+  }
+  g_launches = 0;
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  cr_assert_eq(g_launches, otot > 0 ? 1 : 0, "%s", what);
+  g_cases += otot > 0;
+  /* the reference writes into its own copy */
+  bq_args r = a;
+  if (bwd) r.dx = exp;
+  else r.y = exp;
+  if (EMU_GRAN == 0) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
+  cr_assert_eq(ref_run(&d, &r), 0, "%s", what);
+  char msg[2048];
+  int64_t total = guard + off_o + otot + guard;
+  size_t bad = ref_compare(ot, e0, o0, total, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "%zu of %lld elements differ (index from the buffer's front, output at %lld):\n%s| %s", bad,
+               (long long)total, (long long)(guard + off_o), msg, what);
+  (void)yt;
+}
+
+Test(emulated_affine, shapes, .timeout = 600) {
+  for (int rep = 0; rep < 64; rep++) {
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    char shape[128];
+    int64_t xtot, ytot, np;
+    int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
+#if EMU_GRAN == 0
+    static const int64_t ns[] = {0, 1, 2, 7, 15, 16, 17, 31, 63, 64, 65, 255, 257, 1000, 4099, 9001};
+    a.numel = rep < 16 ? ns[rep] : rnd_range(1, rep < 60 ? 20000 : 300000);
+    xtot = ytot = a.numel;
+    np = 1;
+    snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
+#elif EMU_GRAN == 1
+    a.rank = (int)rnd_range(1, 4);
+    int64_t tot = 1;
+    for (int i = 0; i < a.rank; i++) {
+      a.shape[i] = rnd_range(1, a.rank == 1 ? 3000 : a.rank == 2 ? 90 : 17);
+      tot *= a.shape[i];
+    }
+    a.axis = (int)rnd_range(-a.rank, a.rank - 1);
+    xtot = ytot = tot;
+    np = a.shape[a.axis < 0 ? a.axis + a.rank : a.axis];
+    snprintf(shape, sizeof shape, "rank %d [%lld,%lld,%lld,%lld] axis %d", a.rank, (long long)a.shape[0],
+             (long long)a.shape[1], (long long)a.shape[2], (long long)a.shape[3], a.axis);
+#else
+    a.rows = rnd_range(1, 40);
+    int64_t g = 1;
+#if EMU_GRAN == 3
+    static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
+    g = gs[rnd() % 10];
+    a.cols = g * rnd_range(1, 12);
+    a.group_size = g;
+    a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
+    np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / g);
+#else
+    a.cols = rnd_range(1, 700);
+    np = a.rows;
+#endif
+    a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+    a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+    xtot = a.rows * (a.x_row_stride ? a.x_row_stride : a.cols);
+    ytot = a.rows * (a.y_row_stride ? a.y_row_stride : a.cols);
+    snprintf(shape, sizeof shape, "[%lld,%lld] strides %lld/%lld g %lld grs %lld", (long long)a.rows,
+             (long long)a.cols, (long long)a.x_row_stride, (long long)a.y_row_stride, (long long)g,
+             (long long)a.group_row_stride);
+#endif
+    run(a, xtot, ytot, np, offx, offy, shape);
+  }
+  cr_assert(g_cases >= 60, "only %d cases had work", g_cases);
+}
