@@ -1,0 +1,207 @@
+/* tests/test_dynamic_emulated.cpp - kernels_src/dynamic.cu (dynamic quantization per
+   token, per group and per tensor) run on the CPU by tests/emulator/cuda_emulator.h
+   through the header's own run path, against the CPU reference
+   (tests/reference_dynamic.h) bit for bit: data, scales and zero points. A host test, so
+   that CI checks the kernel's logic (teams, on-chip rows and the two-pass fallback, the
+   shuffle path for groups, the per-tensor partials) on every change; test_gpu_dynamic is
+   the real thing. Built once per specialization (meson: EMU_SCOPE, EMU_T, EMU_I, EMU_ASYM,
+   EMU_QMIN, EMU_QMAX, EMU_SF32). Outputs are poisoned and compared whole. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference_dynamic.h"
+
+#include "emulator/cuda_emulator.h"
+
+namespace emu_dyn {
+#define BQ_FT EMU_T
+#define BQ_IT EMU_I
+#define BQ_QMIN (EMU_QMIN)
+#define BQ_QMAX (EMU_QMAX)
+#define BQ_ST (EMU_SF32 && EMU_T != 0)
+#define BQ_ASYM EMU_ASYM
+#define BQ_DSCOPE EMU_SCOPE
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/dynamic.cu"
+#include "emulator/kernel_undefs.h"
+} // namespace emu_dyn
+
+#include <criterion/criterion.h>
+
+#include <time.h>
+
+#include <vector>
+
+static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "params size");
+
+#if EMU_SCOPE == 0
+static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dynamic_params *)p); }
+#else
+static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k1(const void *p) { (void)p; abort(); }
+#endif
+static int g_launches;
+static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
+                                       void **extra) {
+  (void)s;
+  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL && smem == 0);
+  g_launches++;
+  emu_launch((void (*)(const void *))f, params[0], gx, gy, bx);
+  return 0;
+}
+
+static uint64_t g_rng;
+static uint64_t rnd(void) {
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+static void init(void) {
+  const char *e = getenv("BQ_TEST_SEED");
+  g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+}
+TestSuite(emulated_dynamic, .init = init);
+
+static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
+static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
+
+static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
+  if (t == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(t, buf, i, (float)v);
+}
+
+/* a segment's worth of values: a kind per segment (random, positive, zeros, constant, an
+   outlier, NaN and inf sprinkled) */
+static double value(int kind, double mag) {
+  switch (kind) {
+  case 0: return 0.0;
+  case 1: return rnd_unit() * mag;
+  case 2: return mag / 3;
+  case 3: return rnd() % 97 == 0 ? 1e30 : (rnd_unit() - 0.5) * mag;
+  case 4: return rnd() % 13 == 0 ? NAN : rnd() % 17 == 0 ? INFINITY : (rnd_unit() - 0.5) * mag;
+  default: return (rnd_unit() - 0.5) * mag;
+  }
+}
+
+static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
+  char what[256];
+  snprintf(what, sizeof what, "seed=0x%llx scope %d T %s I %s asym %d q [%d,%d] sf32 %d | %s offs %d/%d",
+           (unsigned long long)g_rng, EMU_SCOPE, ref_dtype_name(T), ref_dtype_name(I), EMU_ASYM, EMU_QMIN, EMU_QMAX,
+           EMU_SF32, shape, off_x, off_y);
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_DYNAMIC_QUANTIZE;
+  d.granularity = (bq_granularity)EMU_SCOPE;
+  d.float_type = T;
+  d.int_type = I;
+  d.qmin = EMU_QMIN;
+  d.qmax = EMU_QMAX;
+  d.scale_type = EMU_SF32 ? BQ_F32 : BQ_DTYPE_DEFAULT;
+  d.asymmetric = EMU_ASYM;
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__target tg = {90, 0, 0};
+  bq__kernel_src ks;
+  cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
+  char want[96];
+  snprintf(want, sizeof want, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", EMU_ASYM, EMU_SCOPE);
+  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  free(ks.source.p);
+  bq__entry entry;
+  memset(&entry, 0, sizeof entry);
+  entry.fn[0] = (bq__CUfunction)k0;
+  entry.fn[1] = (bq__CUfunction)k1;
+  plan.entry = &entry;
+  plan.num_sms = 132;
+
+  const bq_dtype st = EMU_SF32 ? BQ_F32 : T;
+  const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(st);
+  const int64_t guard = 19;
+  std::vector<unsigned char> xb((size_t)(xtot + 2 * guard + 16) * ts + 64);
+  std::vector<unsigned char> yb((size_t)(ytot + 2 * guard + 16) + 64), eyb(yb.size());
+  std::vector<unsigned char> sb((size_t)(nparams + 2 * guard) * ss + 64), esb(sb.size());
+  std::vector<int32_t> zb((size_t)(nparams + 2 * guard)), ezb(zb.size());
+  unsigned char *x = xb.data() + 64 + (size_t)off_x * ts;
+  int kind = (int)(rnd() % 6);
+  double mag = ldexp(1.0, (int)rnd_range(-10, 10));
+  for (int64_t i = 0; i < xtot; i++) {
+    if (rnd() % 64 == 0) { kind = (int)(rnd() % 6); mag = ldexp(1.0, (int)rnd_range(-10, 10)); }
+    store_any(T, x, i, value(kind, mag));
+  }
+  memset(yb.data(), 0xA5, yb.size());
+  memset(eyb.data(), 0xA5, eyb.size());
+  memset(sb.data(), 0xA5, sb.size());
+  memset(esb.data(), 0xA5, esb.size());
+  memset(zb.data(), 0xA5, zb.size() * 4);
+  memset(ezb.data(), 0xA5, ezb.size() * 4);
+  unsigned char *y = yb.data() + 64 + (size_t)(guard + off_y), *ey = eyb.data() + 64 + (size_t)(guard + off_y);
+  a.x = x;
+  a.y = y;
+  a.out_scales = sb.data() + 64 + (size_t)guard * ss;
+  a.out_zero_points = EMU_ASYM ? zb.data() + guard : NULL;
+  size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
+  std::vector<unsigned char> wsb(ws_bytes + 16);
+  void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
+  g_launches = 0;
+  cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  bq_args r = a;
+  r.y = ey;
+  r.out_scales = esb.data() + 64 + (size_t)guard * ss;
+  r.out_zero_points = EMU_ASYM ? ezb.data() + guard : NULL;
+  cr_assert_eq(refd_run(&d, &r), 0, "%s", what);
+  char msg[2048];
+  size_t bad = ref_compare(I, eyb.data(), yb.data(), (int64_t)yb.size(), msg, sizeof msg);
+  cr_assert_eq(bad, 0, "data: %zu bytes differ:\n%s| %s", bad, msg, what);
+  bad = ref_compare(st, esb.data() + 64, sb.data() + 64, nparams + 2 * guard, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "scales: %zu differ (index from the front guard of %lld):\n%s| %s", bad, (long long)guard, msg,
+               what);
+  cr_assert(!memcmp(zb.data(), ezb.data(), zb.size() * 4), "zero points differ | %s", what);
+}
+
+Test(emulated_dynamic, shapes, .timeout = 600) {
+  for (int rep = 0; rep < 40; rep++) {
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    char shape[128];
+    int64_t xtot, ytot, np;
+    int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
+#if EMU_SCOPE == 0
+    static const int64_t ns[] = {1, 2, 7, 16, 17, 257, 4099, 70001};
+    a.numel = rep < 8 ? ns[rep] : rnd_range(1, rep < 36 ? 30000 : 400000);
+    xtot = ytot = a.numel;
+    np = 1;
+    snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
+#else
+    a.rows = rnd_range(1, rep < 30 ? 20 : 3);
+    int64_t g = 1;
+#if EMU_SCOPE == 3
+    static const int64_t gs[] = {1, 2, 8, 16, 32, 64, 128, 256, 7, 100, 4096};
+    g = gs[rnd() % 11];
+    a.cols = g * rnd_range(1, g >= 256 ? 3 : 10);
+    a.group_size = g;
+    a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
+    np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / g);
+    offx = rnd() & 1 ? 0 : offx; /* aligned rows take the shuffle path */
+#else
+    /* short rows, rows a team keeps on chip, and rows longer than that (two reads) */
+    a.cols = rep < 30 ? rnd_range(1, 3000) : rnd_range(20000, 40000);
+    np = a.rows;
+#endif
+    a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9) * (rnd() & 1 ? 8 : 1);
+    a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+    xtot = a.rows * (a.x_row_stride ? a.x_row_stride : a.cols);
+    ytot = a.rows * (a.y_row_stride ? a.y_row_stride : a.cols);
+    snprintf(shape, sizeof shape, "[%lld,%lld] strides %lld/%lld g %lld grs %lld", (long long)a.rows,
+             (long long)a.cols, (long long)a.x_row_stride, (long long)a.y_row_stride, (long long)g,
+             (long long)a.group_row_stride);
+#endif
+    run(a, xtot, ytot, np, offx, offy, shape);
+  }
+}
