@@ -30,6 +30,8 @@ namespace emu_aff {
 
 #include <criterion/criterion.h>
 
+#include "emulator/emu_test.h"
+
 #include <time.h>
 
 #include <vector>
@@ -37,36 +39,10 @@ namespace emu_aff {
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
-static int g_launches;
-static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
-                                       void **extra) {
-  (void)s;
-  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL && smem == 0);
-  g_launches++;
-  emu_launch((void (*)(const void *))f, params[0], gx, gy, bx);
-  return 0;
-}
-
-static uint64_t g_rng;
-static uint64_t rnd(void) {
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-
-static void init(void) {
-  const char *e = getenv("BQ_TEST_SEED");
-  g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
-}
+static void init(void) { emu_test_init(); }
 TestSuite(emulated_affine, .init = init);
 static int g_cases;
 
-static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
 static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
 
 static bq_desc the_desc(void) {
@@ -95,16 +71,12 @@ static double value(double s) {
   }
 }
 
-static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
-  if (t == BQ_F64) ref_store_d(buf, i, v);
-  else ref_store_f(t, buf, i, (float)v);
-}
 
 /* one case: the shape in `a` (host buffers are made here), offsets in elements */
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[256];
   snprintf(what, sizeof what, "seed=0x%llx op %d bwd %d gran %d T %s I %s q [%d,%d] st %d | %s offs %d/%d",
-           (unsigned long long)g_rng, EMU_OP, EMU_BWD, EMU_GRAN, ref_dtype_name(T), ref_dtype_name(I), EMU_QMIN,
+           (unsigned long long)g_seed, EMU_OP, EMU_BWD, EMU_GRAN, ref_dtype_name(T), ref_dtype_name(I), EMU_QMIN,
            EMU_QMAX, EMU_ST, shape, off_x, off_y);
   bq_desc d = the_desc();
   bq_plan plan;

@@ -28,6 +28,8 @@ namespace emu_dyn {
 
 #include <criterion/criterion.h>
 
+#include "emulator/emu_test.h"
+
 #include <time.h>
 
 #include <vector>
@@ -41,41 +43,11 @@ static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dy
 static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
 static void k1(const void *p) { (void)p; abort(); }
 #endif
-static int g_launches;
-static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
-                                       void **extra) {
-  (void)s;
-  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL && smem == 0);
-  g_launches++;
-  emu_launch((void (*)(const void *))f, params[0], gx, gy, bx);
-  return 0;
-}
-
-static uint64_t g_rng;
-static uint64_t rnd(void) {
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
-
-static void init(void) {
-  const char *e = getenv("BQ_TEST_SEED");
-  g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
-}
+static void init(void) { emu_test_init(); }
 TestSuite(emulated_dynamic, .init = init);
 
-static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
 static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
 
-static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
-  if (t == BQ_F64) ref_store_d(buf, i, v);
-  else ref_store_f(t, buf, i, (float)v);
-}
 
 /* a segment's worth of values: a kind per segment (random, positive, zeros, constant, an
    outlier, NaN and inf sprinkled) */
@@ -93,7 +65,7 @@ static double value(int kind, double mag) {
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[256];
   snprintf(what, sizeof what, "seed=0x%llx scope %d T %s I %s asym %d q [%d,%d] sf32 %d | %s offs %d/%d",
-           (unsigned long long)g_rng, EMU_SCOPE, ref_dtype_name(T), ref_dtype_name(I), EMU_ASYM, EMU_QMIN, EMU_QMAX,
+           (unsigned long long)g_seed, EMU_SCOPE, ref_dtype_name(T), ref_dtype_name(I), EMU_ASYM, EMU_QMIN, EMU_QMAX,
            EMU_SF32, shape, off_x, off_y);
   bq_desc d;
   memset(&d, 0, sizeof d);

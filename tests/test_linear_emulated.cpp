@@ -75,6 +75,8 @@ namespace emu_dyn {
 
 #include <criterion/criterion.h>
 
+#include "emulator/emu_test.h"
+
 #include <stddef.h>
 #include <time.h>
 
@@ -87,7 +89,6 @@ SAME_OFFSET(ldy); SAME_OFFSET(a_scale); SAME_OFFSET(a_zp); SAME_OFFSET(flags); S
 SAME_OFFSET(tiles_n);
 
 /* ---- the launch hook: cuLaunchKernel runs the emulator ---------------------------------------- */
-typedef void (*emu_kernel)(const void *);
 static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv32(const void *p) { emu_gemm::bq_gemv32(*(const emu_gemm::bq_linear_params *)p); }
@@ -98,49 +99,24 @@ static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::b
 static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
 static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "dynamic params size");
 #endif
-static int g_launches;
-
-static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
-                                       void **extra) {
-  (void)s;
-  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL);
-  cr_assert(gy == 1 || (emu_kernel)f == k_gemv64, "only weight streaming takes a 2-D grid");
-  emu_kernel k = (emu_kernel)f;
+static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+  (void)gx;
+  (void)bx;
+  cr_assert(gy == 1 || k == k_gemv64, "only weight streaming takes a 2-D grid");
   if (k == k_large) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_LARGE);
   if (k == k_wgmma) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_WGMMA);
-  cr_assert(smem <= EMU_SMEM_BYTES);
-  g_launches++;
-  emu_launch(k, params[0], gx, gy, bx);
-  return 0;
 }
-
-static uint64_t g_rng = 0x1234567;
-static uint64_t rnd(void) {
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
 
 static void init(void) {
-  const char *e = getenv("BQ_TEST_SEED");
-  g_rng = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
-  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+  emu_test_init();
+  emu_launch_check = check_launch;
   emu_a_unsigned = EMU_AT;
 }
 TestSuite(emulated, .init = init);
 
 /* the specialization this binary was built for */
-static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
 static const bq_dtype OUT = type_of(EMU_OUT), ST = type_of(EMU_WST), AT = EMU_AT ? BQ_U8 : BQ_S8, T = type_of(EMU_T);
 
-static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
-  if (t == BQ_F64) ref_store_d(buf, i, v);
-  else ref_store_f(t, buf, i, (float)v);
-}
 
 typedef struct ecase {
   bq_granularity gran;
@@ -155,7 +131,7 @@ static void run(const ecase *c0) {
   const ecase *c = &cc;
   char what[256];
   snprintf(what, sizeof what, "seed=0x%llx out=%s st=%s a=%s %s asym=%d bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld "
-           "offs %d/%d/%d force=%d extreme=%d", (unsigned long long)g_rng, ref_dtype_name(OUT), ref_dtype_name(ST),
+           "offs %d/%d/%d force=%d extreme=%d", (unsigned long long)g_seed, ref_dtype_name(OUT), ref_dtype_name(ST),
            ref_dtype_name(AT), c->gran == BQ_PER_TOKEN ? "per_token" : "per_tensor", c->asym, c->bias, (long long)c->m,
            (long long)c->n, (long long)c->k, (long long)c->lda_pad, (long long)c->ldy_pad, c->x_off, c->w_off, c->y_off,
            c->force, c->extreme);

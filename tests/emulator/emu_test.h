@@ -1,0 +1,50 @@
+/* tests/emulator/emu_test.h - what the emulated suites share: a fresh seed per run
+   (BQ_TEST_SEED=<n> replays one; every failure message prints g_seed), splitmix64 random
+   numbers, float type codes, and the driver hook that makes the header's cuLaunchKernel
+   run the emulator. Include after criterion.h and cuda_emulator.h; call emu_test_init()
+   in the suite's init. A suite may set emu_launch_check to look at each launch. */
+#ifndef BQ_EMU_TEST_H
+#define BQ_EMU_TEST_H
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t g_seed, g_rng;
+static uint64_t rnd(void) {
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+/* type codes of the preludes (BQ_FT and friends): 0 f32, 1 f64, 2 f16, 3 bf16 */
+static bq_dtype type_of(int code) { return code == 1 ? BQ_F64 : code == 2 ? BQ_F16 : code == 3 ? BQ_BF16 : BQ_F32; }
+static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
+  if (t == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(t, buf, i, (float)v);
+}
+
+typedef void (*emu_kernel)(const void *);
+static int g_launches;
+static void (*emu_launch_check)(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem);
+static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                       unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,
+                                       void **extra) {
+  (void)s;
+  cr_assert(gz == 1 && by == 1 && bz == 1 && extra == NULL);
+  cr_assert(smem <= EMU_SMEM_BYTES);
+  if (emu_launch_check) emu_launch_check((emu_kernel)f, gx, gy, bx, smem);
+  g_launches++;
+  emu_launch((emu_kernel)f, params[0], gx, gy, bx);
+  return 0;
+}
+
+static void emu_test_init(void) {
+  const char *e = getenv("BQ_TEST_SEED");
+  g_seed = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+  g_rng = g_seed;
+  bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+}
+
+#endif
