@@ -111,47 +111,6 @@ static void copy_str(char *dst, size_t n, const char *src) {
 
 static int matches(const char *name) { return !G.filter || strstr(name, G.filter) != NULL; }
 
-/* ---- types ------------------------------------------------------------------------- */
-static size_t dtype_size(bq_dtype t) {
-  switch (t) {
-  case BQ_F64: return 8;
-  case BQ_F32: case BQ_S32: return 4;
-  case BQ_F16: case BQ_BF16: return 2;
-  case BQ_S8: case BQ_U8: return 1;
-  default: return 0;
-  }
-}
-static const char *dtype_name(bq_dtype t) {
-  switch (t) {
-  case BQ_F32: return "f32";
-  case BQ_F64: return "f64";
-  case BQ_F16: return "f16";
-  case BQ_BF16: return "bf16";
-  case BQ_S8: return "s8";
-  case BQ_U8: return "u8";
-  case BQ_S32: return "s32";
-  default: return "?";
-  }
-}
-static const char *op_name(bq_op op) {
-  switch (op) {
-  case BQ_QUANTIZE: return "quantize";
-  case BQ_DEQUANTIZE: return "dequantize";
-  case BQ_FAKE_QUANTIZE: return "fake_quantize";
-  case BQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
-  default: return "?";
-  }
-}
-static const char *gran_name(bq_granularity g) {
-  switch (g) {
-  case BQ_PER_TENSOR: return "per_tensor";
-  case BQ_PER_CHANNEL: return "per_channel";
-  case BQ_PER_TOKEN: return "per_token";
-  case BQ_PER_GROUP: return "per_group";
-  default: return "?";
-  }
-}
-
 /* ---- random data ------------------------------------------------------------------ */
 static uint64_t splitmix64(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -185,7 +144,7 @@ static int fill_random(void *dst, size_t bytes, bq_dtype t, double lo, double hi
   static unsigned char *host;
   if (!host && !(host = malloc(CHUNK))) return fail("out of host memory");
   uint64_t s = ++G.seed * 0x2545F4914F6CDD1Dull;
-  size_t es = dtype_size(t);
+  size_t es = (size_t)bq__dtype_size(t);
   for (size_t off = 0; off < bytes; off += CHUNK) {
     size_t n = bytes - off < CHUNK ? bytes - off : CHUNK, ne = n / es;
     switch (t) {
@@ -419,7 +378,7 @@ static const bench_case k_cases[] = {
 
 static int64_t case_numel(const bench_case *c) {
   if (c->gran == BQ_PER_TENSOR && c->shape[0] == SIZE_256MIB)
-    return (int64_t)(256 * MIB / dtype_size(c->float_type));
+    return (int64_t)(256 * MIB / (size_t)bq__dtype_size(c->float_type));
   int64_t n = 1;
   for (int i = 0; i < c->rank; i++) n *= c->shape[i];
   return n;
@@ -430,7 +389,7 @@ static bq_dtype case_scale_type(const bench_case *c) {
 }
 /* Size class: the bytes of the logical float tensor. */
 static size_t case_copy_bytes(const bench_case *c) {
-  return (size_t)case_numel(c) * dtype_size(c->float_type);
+  return (size_t)case_numel(c) * (size_t)bq__dtype_size(c->float_type);
 }
 
 static void case_name(const bench_case *c, char *buf, size_t n) {
@@ -450,9 +409,9 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   char q[32] = "";
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
-  snprintf(buf, n, "%s/%s/%s/%s/%s/%s%s%s", gran_name(c->gran), op_name(c->op),
-           c->dir == BQ_BACKWARD ? "bwd" : "fwd", dtype_name(c->float_type),
-           dtype_name(case_int_type(c)), shape, extra, q);
+  snprintf(buf, n, "%s/%s/%s/%s/%s/%s%s%s", bq__gran_name(c->gran), bq__op_name(c->op),
+           c->dir == BQ_BACKWARD ? "bwd" : "fwd", bq__dtype_name(c->float_type),
+           bq__dtype_name(case_int_type(c)), shape, extra, q);
 }
 
 /* ---- the quantization runner ------------------------------------------------------------ */
@@ -584,12 +543,12 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   double moved = 0;
   for (int i = 0; i < R_COUNT; i++) {
     if (!ro[i].type) continue;
-    size_t b = ro[i].elems * dtype_size(ro[i].type);
+    size_t b = ro[i].elems * (size_t)bq__dtype_size(ro[i].type);
     ro[i].stride = (b + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
     set_bytes += ro[i].stride;
     /* only the logical elements move: the padding of strided rows is not read */
     if (ro[i].counted)
-      moved += (double)dtype_size(ro[i].type) *
+      moved += (double)bq__dtype_size(ro[i].type) *
                (double)(i == R_SCALES || i == R_ZP ? (int64_t)ro[i].elems : rows * cols);
   }
   r->bytes = moved;
@@ -800,7 +759,7 @@ static void linear_name(const linear_case *c, char *buf, size_t n) {
   snprintf(buf, n, "linear/%s%s/%s/out_%s/[%lld,%lld,%lld]",
            c->op == BQ_QUANTIZED_LINEAR ? "quantized_linear" : "smoothquant",
            c->op == BQ_QUANTIZED_LINEAR ? "" : c->gran == BQ_PER_TOKEN ? "_per_token" : "_per_tensor",
-           c->op == BQ_QUANTIZED_LINEAR ? "bf16_in" : "s8_in", dtype_name(c->out), (long long)c->m,
+           c->op == BQ_QUANTIZED_LINEAR ? "bf16_in" : "s8_in", bq__dtype_name(c->out), (long long)c->m,
            (long long)c->n, (long long)c->k);
 }
 
@@ -813,7 +772,7 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   d.scale_type = BQ_F32;
   linear_ctx x = {0};
   int rc = -1;
-  size_t xs = c->op == BQ_QUANTIZED_LINEAR ? 2 : 1, os = dtype_size(c->out);
+  size_t xs = c->op == BQ_QUANTIZED_LINEAR ? 2 : 1, os = (size_t)bq__dtype_size(c->out);
   void *scales = NULL, *bias = NULL, *a_scales = NULL, *y = NULL;
   if (BQ(bq_plan_select(&d, &x.plan))) return -1;
   copy_str(r->sku, sizeof r->sku, bq_plan_sku(x.plan));
