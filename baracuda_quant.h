@@ -3083,12 +3083,24 @@ BQ__FN int64_t bq__grid(int64_t work, int teams) {
   return blocks > 0x7fffffff ? 0x7fffffff : blocks;
 }
 
-BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int threads, void *params,
-                            void *stream) {
+/* Kernel `which` of the plan's module over a [blocks, blocks_y] grid, with `smem` bytes of
+   dynamic shared memory; params is the kernel's one parameter block. */
+BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads, unsigned smem,
+                            void *params, void *stream) {
   void *args[1] = {params};
-  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, 1, 1, (unsigned)threads,
-                                          1, 1, 0, (bq__CUstream)stream, args, NULL);
+  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
+                                          (unsigned)threads, 1, 1, smem, (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
+}
+
+/* The workspace a run was given against the `need` bytes bq_plan_workspace_size reports. */
+BQ__FN bq_status bq__check_workspace(const bq_plan *p, const void *ws, size_t ws_bytes, size_t need) {
+  if (!ws || ws_bytes < need)
+    return bq__fail(BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s: workspace (%zu bytes at %p) is smaller than "
+                    "bq_plan_workspace_size (%zu bytes)", p->name, ws_bytes, ws, need);
+  if ((uintptr_t)ws % 16)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: workspace (%p) is not 16-byte aligned", p->name, ws);
+  return BQ_SUCCESS;
 }
 
 /* ---- the affine family: quantize, dequantize, fake quantize ------------------------------ */
@@ -3198,7 +3210,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_tiles = bq__make_fastdiv((uint32_t)k.tiles);
   }
-  return bq__launch(p, 0, bq__grid(v.rows * k.tiles, 8), 256, &k, stream); /* a warp per tile */
+  return bq__launch(p, 0, bq__grid(v.rows * k.tiles, 8), 1, 256, 0, &k, stream); /* a warp per tile */
 }
 
 static const char *const bq__src_affine = bq__src_affine_cu;
@@ -3273,19 +3285,14 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   k.ngroups = v.ngroups;
   k.grs = v.grs;
   if (d->granularity == BQ_PER_TENSOR) {
-    size_t need = bq__dynamic_workspace(p, a);
-    if (!ws || ws_bytes < need)
-      return bq__fail(BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s: workspace (%zu bytes at %p) is smaller than "
-                      "bq_plan_workspace_size (%zu bytes)", p->name, ws_bytes, ws, need);
-    if ((uintptr_t)ws % 16)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: workspace (%p) is not 16-byte aligned", p->name, ws);
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
     int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
     int64_t blocks = (chunks + BQ__DYN_BLOCK - 1) / BQ__DYN_BLOCK;
     k.nblocks = (int32_t)(blocks < max_blocks ? blocks : max_blocks);
     k.partial = (uint64_t)(uintptr_t)ws;
     k.tpr = BQ__DYN_BLOCK;
-    st = bq__launch(p, 0, k.nblocks, BQ__DYN_BLOCK, &k, stream);
-    if (!st) st = bq__launch(p, 1, k.nblocks, BQ__DYN_BLOCK, &k, stream);
+    st = bq__launch(p, 0, k.nblocks, 1, BQ__DYN_BLOCK, 0, &k, stream);
+    if (!st) st = bq__launch(p, 1, k.nblocks, 1, BQ__DYN_BLOCK, 0, &k, stream);
     return st;
   }
   int64_t chunks, segs;
@@ -3303,7 +3310,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   }
   k.tpr = bq__dynamic_team(chunks, BQ__DYN_PER_THREAD);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
-  return bq__launch(p, 0, bq__grid(segs, threads / k.tpr), threads, &k, stream);
+  return bq__launch(p, 0, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
@@ -3398,10 +3405,12 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   return BQ_SUCCESS;
 }
 
-BQ__FN bq_status bq__linear_check(const bq_plan *p, const bq_args *a) {
+/* Every rule of one call; the problem's view on success (run uses it, so it validates once). */
+BQ__FN bq_status bq__linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp) {
   bq__linear_view v;
   bq_status st = bq__linear_view_of(p, a, &v);
   if (st) return st;
+  *vp = v;
   const bq_desc *d = &p->desc;
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     if (v.n == 0) return BQ_SUCCESS;
@@ -3435,6 +3444,10 @@ BQ__FN bq_status bq__linear_check(const bq_plan *p, const bq_args *a) {
   }
   return BQ_SUCCESS;
 }
+BQ__FN bq_status bq__linear_check(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  return bq__linear_validate(p, a, &v);
+}
 
 /* QuantizedLinear's workspace: the int8 activations (rows padded to 16 bytes), their f32
    scales and int32 zero points, each part 256-byte aligned. */
@@ -3445,15 +3458,6 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
   if (p->desc.op != BQ_QUANTIZED_LINEAR || !a || a->rows <= 0 || a->n <= 0 || a->cols <= 0) return 0;
   if (bq__linear_view_of(p, a, &v)) return 0;
   return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
-}
-
-BQ__FN bq_status bq__launch_ex(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads,
-                               unsigned smem, void *params, void *stream) {
-  void *args[1] = {params};
-  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
-                                          (unsigned)threads, 1, 1, smem,
-                                          (bq__CUstream)stream, args, NULL);
-  return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
 }
 
 /* Tiles by M: weight streaming for M <= 64 (16, 32 or 64 rows a pass: at these sizes the
@@ -3479,8 +3483,7 @@ BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
 
 BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__linear_view v;
-  bq_status st = bq__linear_check(p, a);
-  if (!st) st = bq__linear_view_of(p, a, &v);
+  bq_status st = bq__linear_validate(p, a, &v);
   if (st) return st;
   const bq_desc *d = &p->desc;
   bq__linear_params k;
@@ -3492,7 +3495,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     if (v.n == 0) return BQ_SUCCESS;
     k.w_sums = (uint64_t)(uintptr_t)a->y;
-    return bq__launch_ex(p, 0, (v.n + 7) / 8, 1, 256, 0, &k, stream);
+    return bq__launch(p, 0, (v.n + 7) / 8, 1, 256, 0, &k, stream);
   }
   if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
   k.m = v.m;
@@ -3509,12 +3512,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (d->op == BQ_QUANTIZED_LINEAR) {
     k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
     if (v.k) {
-      size_t need = bq__linear_workspace(p, a);
-      if (!ws || ws_bytes < need)
-        return bq__fail(BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s: workspace (%zu bytes at %p) is smaller than "
-                        "bq_plan_workspace_size (%zu bytes)", p->name, ws_bytes, ws, need);
-      if ((uintptr_t)ws % 16)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: workspace (%p) is not 16-byte aligned", p->name, ws);
+      if ((st = bq__check_workspace(p, ws, ws_bytes, bq__linear_workspace(p, a)))) return st;
       int64_t lda = bq__linear_lda_ws(v.k);
       char *base = (char *)ws;
       bq_args q;
@@ -3553,11 +3551,11 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   int cfg = bq__linear_config(p, v.m, v.n);
   if (bq__gemv_rows(cfg)) {
     int64_t rows = bq__gemv_rows(cfg);
-    return bq__launch_ex(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256, 0, &k, stream);
+    return bq__launch(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256, 0, &k, stream);
   }
   k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 256 tiles, both kinds */
   k.tiles_n = (int32_t)((v.n + 255) / 256);
-  return bq__launch_ex(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, 256,
+  return bq__launch(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, 256,
                        cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_WGMMA, &k, stream);
 }
 
