@@ -1662,6 +1662,7 @@ static const char bq__src_linear_cu[] =
   "//   BQ_LIN_OP  0: the GEMM entry points; 1: bq_weight_sums\n"
   "//   BQ_WST     weight-scale (and per-token activation-scale) type: 0 f32, 1 f64, 2 f16, 3 bf16\n"
   "//   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)\n"
+  "//   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)\n"
   "\n"
   "struct bq_linear_params {\n"
   "  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;\n"

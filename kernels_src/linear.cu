@@ -15,6 +15,7 @@
 //   BQ_LIN_OP  0: the GEMM entry points; 1: bq_weight_sums
 //   BQ_WST     weight-scale (and per-token activation-scale) type: 0 f32, 1 f64, 2 f16, 3 bf16
 //   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)
+//   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)
 
 struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
