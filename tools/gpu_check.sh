@@ -1,28 +1,30 @@
 #!/bin/bash
 # tools/gpu_check.sh [all|linear] - on a GPU host, from the repository root, with build/ and
-# .deps/ staged (tools/run.sh gpu-bundle): the demo, the suites, compute-sanitizer memcheck
-# and racecheck. `linear` runs the linear layers' suites, sanitizers and benchmark rows only.
+# .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a GPU run needs to
+# .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
+# memcheck and racecheck. `linear` runs the linear layers' suites, sanitizers and benchmark rows only.
 # Logs go to $OUT (default gpu-logs/).
 what=${1:-all}
+B=build; [ -x build/tests/test_gpu_linear ] || B=.deps/build
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.deps/lib PATH=$PATH:/usr/local/cuda/bin BARACUDA_QUANT_QUIET=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-suite() { t=$1; /usr/bin/time -f "%e s" build/tests/test_$t -j8 > $OUT/$t.txt 2>&1; echo "$t rc=$? $(tail -1 $OUT/$t.txt)"; grep -E "^\[FAIL|Synthesis" $OUT/$t.txt | tail -2; }
-san() { tool=$1; t=$2; shift 2; timeout ${TMO:-200} compute-sanitizer --tool $tool --print-limit 20 build/tests/test_$t -j8 "$@" > $OUT/${tool}_$t.txt 2>&1; echo "$tool $t rc=$?"; grep -E "Synthesis|SUMMARY" $OUT/${tool}_$t.txt | tail -2; }
+suite() { t=$1; /usr/bin/time -f "%e s" $B/tests/test_$t -j8 > $OUT/$t.txt 2>&1; echo "$t rc=$? $(tail -1 $OUT/$t.txt)"; grep -E "^\[FAIL|Synthesis" $OUT/$t.txt | tail -2; }
+san() { tool=$1; t=$2; shift 2; timeout ${TMO:-200} compute-sanitizer --tool $tool --print-limit 20 $B/tests/test_$t -j8 "$@" > $OUT/${tool}_$t.txt 2>&1; echo "$tool $t rc=$?"; grep -E "Synthesis|SUMMARY" $OUT/${tool}_$t.txt | tail -2; }
 # racecheck is slow: the linear suite's tests that cover every kernel and pipeline, one by one
-race_linear() { for f in tile_configurations streaming_passes wgmma_tiles strided_and_misaligned; do
+race_linear() { for f in tile_configurations streaming_passes wgmma_tiles mma_sync_tiles strided_and_misaligned; do
   TMO=120 san racecheck gpu_linear --filter "linear/$f"; mv $OUT/racecheck_gpu_linear.txt $OUT/racecheck_gpu_linear_$f.txt; done; }
 if [ "$what" = linear ]; then
   suite gpu_linear
   TMO=280 san memcheck gpu_linear
   race_linear
-  build/tools/bench --filter linear/ --json $OUT/bench-linear.json > $OUT/bench-linear.txt 2>&1; echo "bench rc=$?"
+  $B/tools/bench --filter linear/ --json $OUT/bench-linear.json > $OUT/bench-linear.txt 2>&1; echo "bench rc=$?"
   grep -A40 "W8A8 linear" $OUT/bench-linear.txt
-  BARACUDA_QUANT_WGMMA=1 build/tools/bench --filter linear/ --json $OUT/bench-linear-wgmma.json > $OUT/bench-linear-wgmma.txt 2>&1
-  echo "bench wgmma rc=$?"; grep -A40 "W8A8 linear" $OUT/bench-linear-wgmma.txt
+  BARACUDA_QUANT_WGMMA=0 $B/tools/bench --filter linear/ --json $OUT/bench-linear-mma-sync.json > $OUT/bench-linear-mma-sync.txt 2>&1
+  echo "bench mma.sync rc=$?"; grep -A40 "W8A8 linear" $OUT/bench-linear-mma-sync.txt
   exit 0
 fi
-build/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
+$B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
 for t in gpu_cache gpu_affine gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
 TMO=280 san memcheck gpu_affine
 san memcheck gpu_dynamic

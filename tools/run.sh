@@ -67,7 +67,13 @@ case "$what" in
 demo)
   exec build/examples/demo ;;
 gpu-bundle)
-  ../shared/tools/stage-criterion-runtime.sh .deps ;;
+  # Criterion's runtime, and a lean copy of the binaries a GPU run needs (the emulated
+  # suites and the object files stay behind), so that `.deps` alone is carried.
+  ../shared/tools/stage-criterion-runtime.sh .deps
+  rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
+  cp build/tests/test_gpu_{affine,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache .deps/build/tests/
+  cp build/tools/bench .deps/build/tools/ && cp build/examples/demo .deps/build/examples/
+  du -sh .deps ;;
 test)
   # Tests use a private kernel cache so they never touch the user's.
   export BARACUDA_QUANT_CACHE_DIR=${BARACUDA_QUANT_CACHE_DIR:-$PWD/build/test-kernel-cache}
