@@ -82,12 +82,13 @@
      2^31 when asymmetric; activations outside [qmin, qmax] are the caller's error).
      K == 0 writes the bias (or +0). Tiles by M: weight streaming with split K for M <= 64
      (16, 32 or 64 rows a pass; up to M = 256 in passes of 64 while the large tiles would
-     not fill the GPU once), else 128x256 tiles with a 3-stage cp.async pipeline.
-     BARACUDA_QUANT_WGMMA=1 on an sm_90 device selects an sm_90a module whose tiles are
-     wgmma m64n256k32 with a 4-stage pipeline (new, not yet the default). The first select
-     of a GEMM SKU compiles for a few seconds (then it is cached like every kernel). A
-     QuantizedLinear plan holds two kernels: bq_plan_sku names both ("<gemm> +
-     <dynamic>"), bq_sku the GEMM, and bq_cache_warm compiles both (not the sm_90a form).
+     not fill the GPU once), else 128x256 tiles. On an sm_90 device (compute capability 9.0) the plan's
+     module is built for sm_90a and those tiles are warpgroup MMA (wgmma m64n256k32, two
+     warpgroups, a 4-stage cp.async pipeline); elsewhere, or with BARACUDA_QUANT_WGMMA=0,
+     they are mma.sync with a 3-stage pipeline. The first select of a GEMM SKU compiles
+     for a few seconds (then it is cached like every kernel). A QuantizedLinear plan
+     holds two kernels: bq_plan_sku names both ("<gemm> + <dynamic>"), bq_sku the GEMM,
+     and bq_cache_warm compiles both, in the form bq_plan_select would use.
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
@@ -133,8 +134,9 @@
                                    cache key; no numerics guarantee under it)
      BARACUDA_QUANT_QUIET          1: no warnings on stderr (bq_set_warning_handler
                                    redirects them instead)
-     BARACUDA_QUANT_WGMMA          1: linear plans selected on sm_90 devices use the sm_90a
-                                   warpgroup-MMA tiles (opt-in while they are new)
+     BARACUDA_QUANT_WGMMA          0: linear plans selected on sm_90 devices use the
+                                   mma.sync tiles of an sm_90 module instead of the
+                                   sm_90a warpgroup-MMA tiles (the default there)
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -1845,6 +1847,54 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "}\n"
   "\n"
+  "// A thread's share of the copies, worked out once a tile: it copies chunk tid % 8 of rows\n"
+  "// tid / 8 + (THREADS / 8) i of both operands. With THREADS / 8 a multiple of 8 every one\n"
+  "// of them lands at the same swizzled offset within its row, so from slice to slice only k\n"
+  "// moves. A slice that lies wholly inside A, W and K, with 16-byte alignment, then costs\n"
+  "// one cp.async a chunk and no bounds arithmetic; the rest (edge tiles, the K tail,\n"
+  "// unaligned operands) take bq_load_tiles.\n"
+  "template <int BM, int BN, int THREADS> struct bq_tile_copier {\n"
+  "  const bq_u8 *a, *w;    // this thread's first chunk of A and of W at k = 0\n"
+  "  bq_i64 a_step, w_step; // THREADS / 8 rows further on\n"
+  "  bq_u32 off;            // its offset within a slice\n"
+  "  int fast_slices;       // slices [0, fast_slices) take the fast path\n"
+  "\n"
+  "  __device__ __forceinline__ bq_tile_copier(const bq_linear_params &p, bq_i64 m0, bq_i64 n0, int tid) {\n"
+  "    static_assert(THREADS % 64 == 0 && (BM * 8) % THREADS == 0 && (BN * 8) % THREADS == 0, \"tile copier shape\");\n"
+  "    const int r = tid >> 3, cc = tid & 7;\n"
+  "    const bool inside = (p.flags & BQ_LF_A16) && (p.flags & BQ_LF_W16) && m0 + BM <= p.m && n0 + BN <= p.n;\n"
+  "    fast_slices = inside ? (int)(p.k / BQ_BK) : 0;\n"
+  "    a = (const bq_u8 *)p.a + (inside ? (m0 + r) * p.lda + cc * 16 : 0);\n"
+  "    w = (const bq_u8 *)p.w + (inside ? (n0 + r) * p.k + cc * 16 : 0);\n"
+  "    a_step = (bq_i64)(THREADS / 8) * p.lda;\n"
+  "    w_step = (bq_i64)(THREADS / 8) * p.k;\n"
+  "    off = r * BQ_BK + ((cc ^ (r & 7)) << 4);\n"
+  "  }\n"
+  "\n"
+  "  __device__ __forceinline__ void load(const bq_linear_params &p, bq_u32 sa, bq_i64 m0, bq_i64 n0, int kt, int tid) const {\n"
+  "    if (kt >= fast_slices) {\n"
+  "      bq_load_tiles<BM, BN, THREADS>(p, sa, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w,\n"
+  "                                     p.flags & BQ_LF_A16, p.flags & BQ_LF_W16);\n"
+  "      return;\n"
+  "    }\n"
+  "    const bq_i64 k0 = (bq_i64)kt * BQ_BK;\n"
+  "    const bq_u8 *pa = a + k0, *pw = w + k0;\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BM * 8 / THREADS; i++) bq_cp_async16(sa + off + i * (THREADS / 8) * BQ_BK, pa + i * a_step, 16);\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BN * 8 / THREADS; i++)\n"
+  "      bq_cp_async16(sa + BM * BQ_BK + off + i * (THREADS / 8) * BQ_BK, pw + i * w_step, 16);\n"
+  "  }\n"
+  "};\n"
+  "\n"
+  "// The tile's column parameters (weight scale, bias, weight sum), staged in shared memory\n"
+  "// while the main loop runs, so the epilogue reads them at shared-memory latency: thread\n"
+  "// t < BN stages column n0 + t. Visible after the next __syncthreads.\n"
+  "#define BQ_COLS_SMEM (256 * 24) // room for 256 columns of bq_col_q with C = f64\n"
+  "template <int BN> static __device__ __forceinline__ void bq_stage_cols(const bq_linear_params &p, bq_col_q *cols, bq_i64 n0, int tid) {\n"
+  "  if (tid < BN && n0 + tid < p.n) cols[tid] = bq_col_of(p, n0 + tid);\n"
+  "}\n"
+  "\n"
   "// The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns\n"
   "// together (L2 reuse).\n"
   "static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {\n"
@@ -1865,14 +1915,12 @@ static const char bq__src_linear_cu[] =
   "  const int wm = warp / WARPS_N, wn = warp % WARPS_N;\n"
   "  bq_i64 m0, n0;\n"
   "  bq_tile_of(p, BM, BN, m0, n0);\n"
-  "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
-  "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
   "  const bq_u32 sbase = bq_smem_addr(smem);\n"
-  "\n"
-  "  auto load = [&](int stage, int kt) {\n"
-  "    bq_load_tiles<BM, BN, THREADS>(p, sbase + stage * STAGE, m0, n0, kt, tid, A, W, avec, wvec);\n"
-  "  };\n"
+  "  const bq_tile_copier<BM, BN, THREADS> copier(p, m0, n0, tid);\n"
+  "  auto load = [&](int stage, int kt) { copier.load(p, sbase + stage * STAGE, m0, n0, kt, tid); };\n"
+  "  bq_col_q *cols = (bq_col_q *)(smem + STAGES * STAGE);\n"
+  "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
   "\n"
   "  int acc[MT][NT][4];\n"
   "#pragma unroll\n"
@@ -1916,6 +1964,7 @@ static const char bq__src_linear_cu[] =
   "    }\n"
   "  }\n"
   "  bq_cp_wait<0>();\n"
+  "  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)\n"
   "\n"
   "  // epilogue: straight from the accumulators to y\n"
   "  bq_row_q rq[MT][2];\n"
@@ -1928,9 +1977,10 @@ static const char bq__src_linear_cu[] =
   "    }\n"
   "#pragma unroll\n"
   "  for (int j = 0; j < NT; j++) {\n"
-  "    bq_i64 n = n0 + wn * WN + j * 8 + (lane & 3) * 2;\n"
+  "    const int jn = wn * WN + j * 8 + (lane & 3) * 2;\n"
+  "    const bq_i64 n = n0 + jn;\n"
   "    if (n >= p.n) continue;\n"
-  "    bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
+  "    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < MT; i++)\n"
   "#pragma unroll\n"
@@ -1976,17 +2026,18 @@ static const char bq__src_linear_cu[] =
   "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
   "  bq_i64 m0, n0;\n"
   "  bq_tile_of(p, BM, BN, m0, n0);\n"
-  "  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;\n"
-  "  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;\n"
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
   "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
+  "  const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);\n"
+  "  bq_col_q *cols = (bq_col_q *)(smem + (sbase - bq_smem_addr(smem)) + BQ_WG_STAGES * STAGE);\n"
+  "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
   "\n"
   "  int acc[128];\n"
   "#pragma unroll\n"
   "  for (int i = 0; i < 128; i++) acc[i] = 0;\n"
   "#pragma unroll\n"
   "  for (int s = 0; s < 2; s++) {\n"
-  "    if (s < ktiles) bq_load_tiles<BM, BN, 256>(p, sbase + s * STAGE, m0, n0, s, tid, A, W, avec, wvec);\n"
+  "    if (s < ktiles) copier.load(p, sbase + s * STAGE, m0, n0, s, tid);\n"
   "    bq_cp_commit();\n"
   "  }\n"
   "  for (int kt = 0; kt < ktiles; kt++) {\n"
@@ -1994,7 +2045,7 @@ static const char bq__src_linear_cu[] =
   "    bq_fence_proxy_async(); // ... and is visible to the tensor cores\n"
   "    __syncthreads();        // every thread's part of it; every wgmma of slice kt - 2 is done\n"
   "    if (kt + 2 < ktiles)\n"
-  "      bq_load_tiles<BM, BN, 256>(p, sbase + ((kt + 2) % BQ_WG_STAGES) * STAGE, m0, n0, kt + 2, tid, A, W, avec, wvec);\n"
+  "      copier.load(p, sbase + ((kt + 2) % BQ_WG_STAGES) * STAGE, m0, n0, kt + 2, tid);\n"
   "    bq_cp_commit();\n"
   "    const bq_u32 sa = sbase + (kt % BQ_WG_STAGES) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % BQ_WG_STAGES) * STAGE + BM * BQ_BK;\n"
   "    bq_wg_fence();\n"
@@ -2005,6 +2056,7 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "  bq_wg_wait<0>();\n"
   "  bq_cp_wait<0>();\n"
+  "  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)\n"
   "\n"
   "  // epilogue: thread (w, lane) of warpgroup wg holds rows 64 wg + 16 w + lane / 4 (+ 8)\n"
   "  bq_row_q rq[2];\n"
@@ -2015,9 +2067,10 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "#pragma unroll\n"
   "  for (int j = 0; j < BN / 8; j++) {\n"
-  "    const bq_i64 n = n0 + 8 * j + (lane & 3) * 2;\n"
+  "    const int jn = 8 * j + (lane & 3) * 2;\n"
+  "    const bq_i64 n = n0 + jn;\n"
   "    if (n >= p.n) continue;\n"
-  "    const bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
+  "    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;\n"
   "#pragma unroll\n"
   "    for (int h = 0; h < 2; h++) {\n"
   "      const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;\n"
@@ -3334,8 +3387,9 @@ enum { /* linear.cu's BQ_LF_* */
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
 enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
-#define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128)
-#define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024) /* + alignment to 1024 bytes */
+/* the tiles' pipeline stages, then 256 columns of epilogue parameters (BQ_COLS_SMEM) */
+#define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128 + 256 * 24)
+#define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024 + 256 * 24) /* + alignment to 1024 bytes */
 /* weight streaming, by the rows it takes: 16, 32 or 64 */
 BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg == BQ__GEMV ? 16 : cfg == BQ__GEMV32 ? 32 : cfg == BQ__GEMV64 ? 64 : 0; }
 
@@ -3676,6 +3730,13 @@ BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
   q->asymmetric = d->asymmetric;
 }
 
+/* The linear GEMMs' warpgroup-MMA tiles need an sm_90a module: wanted on sm_90 unless
+   BARACUDA_QUANT_WGMMA=0. */
+BQ__FN int bq__wgmma_wanted(const bq_desc *d) {
+  const char *v = getenv("BARACUDA_QUANT_WGMMA");
+  return bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS && !(v && strcmp(v, "0") == 0);
+}
+
 BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   if (desc && desc->op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too */
     bq_desc d, q;
@@ -3688,6 +3749,7 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   bq__target t;
   memset(&t, 0, sizeof t);
   t.arch = sm;
+  t.arch_a = desc && sm == 90 && bq__wgmma_wanted(desc);
   bq__kernel_src k;
   bq_status st = bq__kernel_for(desc, &t, &k);
   if (!st) {
@@ -3723,8 +3785,7 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   bq__device_info dev = {0, 0, 0};
   if (!st) st = bq__current_device(p->desc.device, &p->ctx, &dev);
   bq__target t;
-  /* the linear layers' warpgroup-MMA tiles need an sm_90a module: opt in while they are new */
-  int want_a = !st && bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS && bq__env_flag("BARACUDA_QUANT_WGMMA");
+  int want_a = !st && bq__wgmma_wanted(&p->desc);
   if (!st) st = bq__choose_target(dev.sm, want_a, &t);
   if (st) { BQ_FREE(p); return st; }
   bq__kernel_src k;

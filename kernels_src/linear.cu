@@ -198,6 +198,54 @@ static __device__ __forceinline__ void bq_load_tiles(const bq_linear_params &p, 
   }
 }
 
+// A thread's share of the copies, worked out once a tile: it copies chunk tid % 8 of rows
+// tid / 8 + (THREADS / 8) i of both operands. With THREADS / 8 a multiple of 8 every one
+// of them lands at the same swizzled offset within its row, so from slice to slice only k
+// moves. A slice that lies wholly inside A, W and K, with 16-byte alignment, then costs
+// one cp.async a chunk and no bounds arithmetic; the rest (edge tiles, the K tail,
+// unaligned operands) take bq_load_tiles.
+template <int BM, int BN, int THREADS> struct bq_tile_copier {
+  const bq_u8 *a, *w;    // this thread's first chunk of A and of W at k = 0
+  bq_i64 a_step, w_step; // THREADS / 8 rows further on
+  bq_u32 off;            // its offset within a slice
+  int fast_slices;       // slices [0, fast_slices) take the fast path
+
+  __device__ __forceinline__ bq_tile_copier(const bq_linear_params &p, bq_i64 m0, bq_i64 n0, int tid) {
+    static_assert(THREADS % 64 == 0 && (BM * 8) % THREADS == 0 && (BN * 8) % THREADS == 0, "tile copier shape");
+    const int r = tid >> 3, cc = tid & 7;
+    const bool inside = (p.flags & BQ_LF_A16) && (p.flags & BQ_LF_W16) && m0 + BM <= p.m && n0 + BN <= p.n;
+    fast_slices = inside ? (int)(p.k / BQ_BK) : 0;
+    a = (const bq_u8 *)p.a + (inside ? (m0 + r) * p.lda + cc * 16 : 0);
+    w = (const bq_u8 *)p.w + (inside ? (n0 + r) * p.k + cc * 16 : 0);
+    a_step = (bq_i64)(THREADS / 8) * p.lda;
+    w_step = (bq_i64)(THREADS / 8) * p.k;
+    off = r * BQ_BK + ((cc ^ (r & 7)) << 4);
+  }
+
+  __device__ __forceinline__ void load(const bq_linear_params &p, bq_u32 sa, bq_i64 m0, bq_i64 n0, int kt, int tid) const {
+    if (kt >= fast_slices) {
+      bq_load_tiles<BM, BN, THREADS>(p, sa, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w,
+                                     p.flags & BQ_LF_A16, p.flags & BQ_LF_W16);
+      return;
+    }
+    const bq_i64 k0 = (bq_i64)kt * BQ_BK;
+    const bq_u8 *pa = a + k0, *pw = w + k0;
+#pragma unroll
+    for (int i = 0; i < BM * 8 / THREADS; i++) bq_cp_async16(sa + off + i * (THREADS / 8) * BQ_BK, pa + i * a_step, 16);
+#pragma unroll
+    for (int i = 0; i < BN * 8 / THREADS; i++)
+      bq_cp_async16(sa + BM * BQ_BK + off + i * (THREADS / 8) * BQ_BK, pw + i * w_step, 16);
+  }
+};
+
+// The tile's column parameters (weight scale, bias, weight sum), staged in shared memory
+// while the main loop runs, so the epilogue reads them at shared-memory latency: thread
+// t < BN stages column n0 + t. Visible after the next __syncthreads.
+#define BQ_COLS_SMEM (256 * 24) // room for 256 columns of bq_col_q with C = f64
+template <int BN> static __device__ __forceinline__ void bq_stage_cols(const bq_linear_params &p, bq_col_q *cols, bq_i64 n0, int tid) {
+  if (tid < BN && n0 + tid < p.n) cols[tid] = bq_col_of(p, n0 + tid);
+}
+
 // The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns
 // together (L2 reuse).
 static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {
@@ -218,14 +266,12 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   bq_i64 m0, n0;
   bq_tile_of(p, BM, BN, m0, n0);
-  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
-  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
   const bq_u32 sbase = bq_smem_addr(smem);
-
-  auto load = [&](int stage, int kt) {
-    bq_load_tiles<BM, BN, THREADS>(p, sbase + stage * STAGE, m0, n0, kt, tid, A, W, avec, wvec);
-  };
+  const bq_tile_copier<BM, BN, THREADS> copier(p, m0, n0, tid);
+  auto load = [&](int stage, int kt) { copier.load(p, sbase + stage * STAGE, m0, n0, kt, tid); };
+  bq_col_q *cols = (bq_col_q *)(smem + STAGES * STAGE);
+  bq_stage_cols<BN>(p, cols, n0, tid);
 
   int acc[MT][NT][4];
 #pragma unroll
@@ -269,6 +315,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
     }
   }
   bq_cp_wait<0>();
+  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)
 
   // epilogue: straight from the accumulators to y
   bq_row_q rq[MT][2];
@@ -281,9 +328,10 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
     }
 #pragma unroll
   for (int j = 0; j < NT; j++) {
-    bq_i64 n = n0 + wn * WN + j * 8 + (lane & 3) * 2;
+    const int jn = wn * WN + j * 8 + (lane & 3) * 2;
+    const bq_i64 n = n0 + jn;
     if (n >= p.n) continue;
-    bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
+    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
@@ -329,17 +377,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
   bq_i64 m0, n0;
   bq_tile_of(p, BM, BN, m0, n0);
-  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
-  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
   const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
+  const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);
+  bq_col_q *cols = (bq_col_q *)(smem + (sbase - bq_smem_addr(smem)) + BQ_WG_STAGES * STAGE);
+  bq_stage_cols<BN>(p, cols, n0, tid);
 
   int acc[128];
 #pragma unroll
   for (int i = 0; i < 128; i++) acc[i] = 0;
 #pragma unroll
   for (int s = 0; s < 2; s++) {
-    if (s < ktiles) bq_load_tiles<BM, BN, 256>(p, sbase + s * STAGE, m0, n0, s, tid, A, W, avec, wvec);
+    if (s < ktiles) copier.load(p, sbase + s * STAGE, m0, n0, s, tid);
     bq_cp_commit();
   }
   for (int kt = 0; kt < ktiles; kt++) {
@@ -347,7 +396,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
     bq_fence_proxy_async(); // ... and is visible to the tensor cores
     __syncthreads();        // every thread's part of it; every wgmma of slice kt - 2 is done
     if (kt + 2 < ktiles)
-      bq_load_tiles<BM, BN, 256>(p, sbase + ((kt + 2) % BQ_WG_STAGES) * STAGE, m0, n0, kt + 2, tid, A, W, avec, wvec);
+      copier.load(p, sbase + ((kt + 2) % BQ_WG_STAGES) * STAGE, m0, n0, kt + 2, tid);
     bq_cp_commit();
     const bq_u32 sa = sbase + (kt % BQ_WG_STAGES) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % BQ_WG_STAGES) * STAGE + BM * BQ_BK;
     bq_wg_fence();
@@ -358,6 +407,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
   }
   bq_wg_wait<0>();
   bq_cp_wait<0>();
+  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)
 
   // epilogue: thread (w, lane) of warpgroup wg holds rows 64 wg + 16 w + lane / 4 (+ 8)
   bq_row_q rq[2];
@@ -368,9 +418,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
   }
 #pragma unroll
   for (int j = 0; j < BN / 8; j++) {
-    const bq_i64 n = n0 + 8 * j + (lane & 3) * 2;
+    const int jn = 8 * j + (lane & 3) * 2;
+    const bq_i64 n = n0 + jn;
     if (n >= p.n) continue;
-    const bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
+    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;

@@ -165,7 +165,7 @@ static void run_case(const lin_case *c0)
   unsigned char *dwsc = dev_alloc((size_t)N * ss + 16), *dbias = dev_alloc((size_t)N * ys + 16);
   unsigned char *dsa = dev_alloc((size_t)M * ss + 16), *dy = dev_alloc((size_t)y_total * ys + 64);
   int32_t *dzps = dev_alloc((size_t)M * 4 + 16), *dwsum = dev_alloc((size_t)N * 4 + 16);
-  unsigned char *px = dx + (size_t)c.x_off * xs, *pw = dw + c.w_off, *py = dy + (size_t)c.y_off * ys;
+  unsigned char *px = dx + (size_t)c.x_off * xs, *pw = dw + c.w_off, *py = dy + (size_t)(y_guard + c.y_off) * ys;
   BQ_OK(bq_memcpy_to_device(px, x, (size_t)x_elems * xs), what);
   BQ_OK(bq_memcpy_to_device(pw, w, (size_t)(N * K)), what);
   BQ_OK(bq_memcpy_to_device(dwsc, wsc, (size_t)N * ss), what);
@@ -506,21 +506,12 @@ Test(linear, zero_size)
   }
 }
 
-/* The sm_90a warpgroup-MMA tiles (opt-in: BARACUDA_QUANT_WGMMA=1), on an sm_90 device:
-   every output type, both activation types, symmetric and asymmetric, K with a tail and K
-   longer than the pipeline, tiles at the edges of M and N, strided and misaligned
-   operands (the copies' register path). Skips where the device is not sm_90. */
-Test(linear, wgmma_tiles)
+/* The 128 x 256 tiles of one kind (force: BQ__GEMM_WGMMA or BQ__GEMM_LARGE): every output
+   type, both activation types, symmetric and asymmetric, K with a tail and K longer than
+   the pipeline, tiles at the edges of M and N, strided and misaligned operands (the
+   copies' register path). */
+static void tile_cases(int force)
 {
-  linear_begin();
-  setenv("BARACUDA_QUANT_WGMMA", "1", 1);
-  bq_desc probe;
-  memset(&probe, 0, sizeof probe);
-  probe.op = BQ_SMOOTHQUANT_LINEAR;
-  probe.float_type = BQ_F16;
-  bq_plan *pp = plan_get(&probe, "wgmma probe");
-  if (!pp->wgmma) cr_skip_test("the device is not sm_90: no wgmma tiles (SKU %s)", bq_plan_sku(pp));
-  cr_assert(strstr(bq_plan_sku(pp), "+wgmma_m64n256k32.sm_90a"), "%s", bq_plan_sku(pp));
   for (int n = 0; n < 16; n++) {
     lin_case c = base_case(n & 1 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR, FLOATS[n % 4]);
     c.gran = n & 2 ? BQ_PER_TOKEN : (c.op == BQ_SMOOTHQUANT_LINEAR ? BQ_PER_TENSOR : BQ_PER_TOKEN);
@@ -528,7 +519,7 @@ Test(linear, wgmma_tiles)
     c.I = n & 4 ? BQ_U8 : BQ_S8;
     c.asym = (n >> 3) & 1;
     c.bias = n % 3 != 0;
-    c.force = BQ__GEMM_WGMMA;
+    c.force = force;
     c.M = n < 8 ? 128 * (int64_t)rnd_range(1, 3) : odd_dim(65, 400);
     c.N = n < 8 ? 256 * (int64_t)rnd_range(1, 2) : odd_dim(17, 600);
     c.K = n < 4 ? 128 * (int64_t)rnd_range(1, 12) : odd_dim(1, 2000);
@@ -541,6 +532,37 @@ Test(linear, wgmma_tiles)
     }
     run_case(&c);
   }
+}
+
+/* The mma.sync tiles of an sm_90 (or other) module: BARACUDA_QUANT_WGMMA=0 asks for them
+   on an sm_90 device, where the wgmma tiles are the default. */
+Test(linear, mma_sync_tiles)
+{
+  linear_begin();
+  setenv("BARACUDA_QUANT_WGMMA", "0", 1);
+  bq_desc probe;
+  memset(&probe, 0, sizeof probe);
+  probe.op = BQ_SMOOTHQUANT_LINEAR;
+  probe.float_type = BQ_F16;
+  bq_plan *pp = plan_get(&probe, "mma.sync probe");
+  cr_assert(!pp->wgmma && !strstr(bq_plan_sku(pp), "wgmma") && !strstr(bq_plan_sku(pp), "sm_90a"), "%s",
+            bq_plan_sku(pp));
+  tile_cases(BQ__GEMM_LARGE);
+}
+
+/* The sm_90a warpgroup-MMA tiles, the default on an sm_90 device (skips elsewhere). */
+Test(linear, wgmma_tiles)
+{
+  linear_begin();
+  unsetenv("BARACUDA_QUANT_WGMMA");
+  bq_desc probe;
+  memset(&probe, 0, sizeof probe);
+  probe.op = BQ_SMOOTHQUANT_LINEAR;
+  probe.float_type = BQ_F16;
+  bq_plan *pp = plan_get(&probe, "wgmma probe");
+  if (!pp->wgmma) cr_skip_test("the device is not sm_90: no wgmma tiles (SKU %s)", bq_plan_sku(pp));
+  cr_assert(strstr(bq_plan_sku(pp), "+wgmma_m64n256k32.sm_90a"), "%s", bq_plan_sku(pp));
+  tile_cases(BQ__GEMM_WGMMA);
   /* and the automatic choice: M beyond weight streaming takes the wgmma tiles */
   lin_case c = base_case(BQ_SMOOTHQUANT_LINEAR, BQ_BF16);
   c.gran = BQ_PER_TOKEN;

@@ -706,8 +706,8 @@ static void run_cases(void) {
    weight scales and bias) at the issue's shapes, in TOPS = 2 M N K / time; decode
    (M <= 16) as weight bytes / time against the copy of the weight's size; QuantizedLinear
    end to end (bf16 activations quantized on the device + GEMM) next to the GEMM alone.
-   With BARACUDA_QUANT_WGMMA=1 on an sm_90 device the plans are sm_90a modules whose tiles
-   are wgmma's, and the row names end in /wgmma. */
+   On an sm_90 device the plans are sm_90a modules whose tiles are wgmma's, and the row
+   names end in /wgmma; BARACUDA_QUANT_WGMMA=0 measures the mma.sync tiles instead. */
 typedef struct linear_case {
   bq_op op;
   bq_granularity gran;
@@ -839,7 +839,7 @@ static void run_linear(void) {
     copy_str(r->name, sizeof r->name, name);
     r->copy_bytes = wbytes;
     int rc = run_linear_case(c, r);
-    if (strstr(r->sku, "+wgmma")) { /* BARACUDA_QUANT_WGMMA=1 on an sm_90 device */
+    if (strstr(r->sku, "+wgmma")) { /* an sm_90 device, unless BARACUDA_QUANT_WGMMA=0 */
       size_t l = strlen(r->name);
       snprintf(r->name + l, sizeof r->name - l, "/wgmma");
     }

@@ -19,6 +19,7 @@
 #undef BQ_BK
 #undef BQ_BLOCK
 #undef BQ_CLAMP_BIG
+#undef BQ_COLS_SMEM
 #undef BQ_CPT
 #undef BQ_C_MAX
 #undef BQ_DU
