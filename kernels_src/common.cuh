@@ -105,7 +105,8 @@ static __device__ __forceinline__ bq_c bq_rcp(bq_c a) { return __drcp_rn(a); }
 #define BQ_RCP_DOWN 0x1p-600
 #define BQ_C_MAX 0x1.fffffffffffffp1023
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __double2ll_rn(v); }
-static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __double2int_rn(v); }
+// saturating; NaN -> 0 (the conversion itself gives INT_MIN for a NaN double on sm_90)
+static __device__ __forceinline__ int bq_rne_int(bq_c v) { return v == v ? __double2int_rn(v) : 0; }
 static __device__ __forceinline__ int bq_to_int_rz(bq_c v) { return __double2int_rz(v); }
 static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rint(v); }
 static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2double_rn(v); }
@@ -126,7 +127,7 @@ static __device__ __forceinline__ bq_c bq_rcp(bq_c a) { return __frcp_rn(a); }
 #define BQ_RCP_DOWN 0x1p-64f
 #define BQ_C_MAX 0x1.fffffep127f
 static __device__ __forceinline__ bq_i64 bq_rne_ll(bq_c v) { return __float2ll_rn(v); }
-static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __float2int_rn(v); }
+static __device__ __forceinline__ int bq_rne_int(bq_c v) { return __float2int_rn(v); } // saturating, NaN -> 0
 static __device__ __forceinline__ int bq_to_int_rz(bq_c v) { return __float2int_rz(v); }
 static __device__ __forceinline__ bq_c bq_rint(bq_c v) { return rintf(v); }
 static __device__ __forceinline__ bq_c bq_from_ll(bq_i64 v) { return __ll2float_rn(v); }
@@ -154,13 +155,22 @@ static __device__ __forceinline__ bq_i64 bq_round(bq_c v) {
 // - dequantize: q - zp = (q - zp_lo) - zp_hi with zp_hi = C(zp) and zp_lo = zp - zp_hi, a
 //   small integer: one exact conversion, then a single rounding in C.
 // - fake quantize: q - zp is R itself inside the range, else a or b rounded once to C.
+// - quantize, the usual case (ia = a and ib = b both fit in int32, i.e. zp is not within
+//   the q-range's width of an int32 limit): q = min(max(R, ia), ib) + zp in int32, with R
+//   from the saturating conversion (NaN -> 0), which cannot move R across ia or ib.
 struct bq_zp {
   bq_c lo, hi, a, b, zp_hi;
   int base, zp_lo;
+  int ia, ib, zp;
+  bool iok;
 };
 static __device__ __forceinline__ bq_zp bq_zp_of(int zp) {
   bq_zp z;
   const bq_i64 a = (bq_i64)BQ_QMIN - zp, b = (bq_i64)BQ_QMAX - zp;
+  z.iok = a >= -(bq_i64)0x80000000LL && b <= (bq_i64)0x7fffffffLL;
+  z.ia = (int)a;
+  z.ib = (int)b;
+  z.zp = zp;
 #if BQ_FT == 1
   z.lo = z.a = (double)a;
   z.hi = z.b = (double)b;
@@ -225,7 +235,14 @@ static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scal
 // quantize: q = sat(rne(x / s) + zp, qmin, qmax)
 // (The in-range value is computed for every element and then selected: the conversion
 // is the saturating intrinsic, defined for any input, so no branch is needed.)
+// The integer form, exact when z.iok: always so for a zero point inside the q-range, like
+// every zero point dynamic quantization computes.
+static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s, const bq_zp &z) {
+  const int r = bq_rne_int(bq_quotient(x, s)); // saturating, NaN -> 0
+  return min(max(r, z.ia), z.ib) + z.zp;
+}
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
+  if (z.iok) return bq_quantize_int(x, s, z); // uniform across a tensor, row or group
   const bq_c r = bq_rounded_quotient(x, s);
   const int inside = z.base + bq_to_int_rz(bq_sub(r, z.lo));
   const int below = r < z.lo ? BQ_QMIN : inside;

@@ -102,9 +102,10 @@ static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &
 #endif
 }
 
+// (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
 #pragma unroll
-  for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(a.e[j]), q.s, q.z);
+  for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_int(bq_to_c(a.e[j]), q.s, q.z);
 }
 static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {
 #pragma unroll
@@ -163,8 +164,8 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   r = bq_red_team(r, tpr, red_smem);
   const bq_qp q = bq_params_of(r);
   if (lane == 0) bq_write_params(p, pidx, q);
-  if (has_p) y[kp] = (bq_i)bq_quantize(ep, q.s, q.z);
-  if (has_t) y[kt] = (bq_i)bq_quantize(et, q.s, q.z);
+  if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
+  if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
   for (bq_i64 b = 0; b < nch; b += batch) {
     if (nch > batch) bq_load_batch(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a
 #pragma unroll
@@ -286,8 +287,8 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq
       }
     }
   }
-  if (tid < pro) y[tid] = (bq_i)bq_quantize(bq_to_c(x[tid]), q.s, q.z);
+  if (tid < pro) y[tid] = (bq_i)bq_quantize_int(bq_to_c(x[tid]), q.s, q.z);
   const bq_i64 kt = pro + nch * BQ_VEC + tid;
-  if (kt < n) y[kt] = (bq_i)bq_quantize(bq_to_c(x[kt]), q.s, q.z);
+  if (kt < n) y[kt] = (bq_i)bq_quantize_int(bq_to_c(x[kt]), q.s, q.z);
 }
 #endif

@@ -71,7 +71,8 @@ gpu-bundle)
   # suites and the object files stay behind), so that `.deps` alone is carried.
   ../shared/tools/stage-criterion-runtime.sh .deps
   rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
-  cp build/tests/test_gpu_{affine,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache .deps/build/tests/
+  cp build/tests/test_gpu_{affine,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache \
+    build/tests/libbq_fake_driver.so .deps/build/tests/
   cp build/tools/bench .deps/build/tools/ && cp build/examples/demo .deps/build/examples/
   du -sh .deps ;;
 test)

@@ -20,6 +20,7 @@
    kernels' macros before the next specialization. */
 #ifndef BQ_CUDA_EMULATOR_H
 #define BQ_CUDA_EMULATOR_H
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -189,12 +190,26 @@ static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __ddiv_rn(double a, double b) { return a / b; }
 static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static inline double __drcp_rn(double a) { return 1.0 / a; }
-static inline long long __float2ll_rn(float v) { return llrintf(v); }
-static inline int __float2int_rn(float v) { return (int)lrintf(v); }
-static inline int __float2int_rz(float v) { return (int)v; }
-static inline long long __double2ll_rn(double v) { return llrint(v); }
-static inline int __double2int_rn(double v) { return (int)lrint(v); }
-static inline int __double2int_rz(double v) { return (int)v; }
+/* float to integer as the H100 converts: saturating (C leaves it undefined); a NaN float
+   gives 0, a NaN double INT_MIN (seen on the GPU; an emulator that said 0 hid a bug) */
+static inline long long emu_sat_ll(double r) {
+  if (r != r) return 0;
+  if (r >= 0x1p63) return LLONG_MAX;
+  if (r < -0x1p63) return LLONG_MIN;
+  return (long long)r;
+}
+static inline int emu_sat_int(double r) {
+  if (r != r) return 0;
+  if (r >= 0x1p31) return INT_MAX;
+  if (r < -0x1p31) return INT_MIN;
+  return (int)r;
+}
+static inline long long __float2ll_rn(float v) { return emu_sat_ll(rint((double)v)); }
+static inline int __float2int_rn(float v) { return emu_sat_int(rint((double)v)); }
+static inline int __float2int_rz(float v) { return emu_sat_int(trunc((double)v)); }
+static inline long long __double2ll_rn(double v) { return v != v ? LLONG_MIN : emu_sat_ll(rint(v)); }
+static inline int __double2int_rn(double v) { return v != v ? INT_MIN : emu_sat_int(rint(v)); }
+static inline int __double2int_rz(double v) { return v != v ? INT_MIN : emu_sat_int(trunc(v)); }
 static inline float __ll2float_rn(long long v) { return (float)v; }
 static inline double __ll2double_rn(long long v) { return (double)v; }
 static inline float __double2float_rn(double v) { return (float)v; }
