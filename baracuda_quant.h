@@ -75,7 +75,7 @@
      desc: float_type; out_type (default float_type; the bias's type too); int_type and
      [qmin, qmax] of the activations; asymmetric = 1 for activation zero points; scale_type
      BQ_F32, BQ_F16 or BQ_BF16 (BQ_F64 with an f64 output; default float_type, or f32).
-     acc = sum_k a[m,k] w[n,k] exact in int32 on tensor cores (mma.sync m16n8k32), minus
+     acc = sum_k a[m,k] w[n,k] exact in int32 on tensor cores (mma.sync or wgmma), minus
      azp[m] * wsum[n] when asymmetric; y = Tout((C(acc) * C(sa[m])) * C(sw[n]) + C(bias[n]))
      in the epilogue, C = f64 for an f64 output, else f32. Validation bounds K so the
      accumulator cannot overflow (K * max|a| * 128 < 2^31; and K * (qmax - qmin) * 128 <

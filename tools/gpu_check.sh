@@ -1,8 +1,11 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|linear] - on a GPU host, from the repository root, with build/ and
-# .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a GPU run needs to
-# .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
-# memcheck and racecheck. `linear` runs the linear layers' suites, sanitizers and benchmark rows only.
+# tools/gpu_check.sh [all|suites|sanitizers|linear] - on a GPU host, from the repository
+# root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
+# GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
+# memcheck and racecheck. The parts, each within the device tool's 10 minutes a command:
+# `suites` the demo and every suite; `sanitizers` the sanitizers over the per-tensor,
+# affine, dynamic and cache suites; `linear` the linear layers' suite, sanitizers and
+# benchmark rows. `all` is all three.
 # Logs go to $OUT (default gpu-logs/).
 what=${1:-all}
 B=build; [ -x build/tests/test_gpu_linear ] || B=.deps/build
@@ -14,7 +17,7 @@ san() { tool=$1; t=$2; shift 2; timeout ${TMO:-200} compute-sanitizer --tool $to
 # racecheck is slow: the linear suite's tests that cover every kernel and pipeline, one by one
 race_linear() { for f in tile_configurations streaming_passes wgmma_tiles mma_sync_tiles strided_and_misaligned; do
   TMO=120 san racecheck gpu_linear --filter "linear/$f"; mv $OUT/racecheck_gpu_linear.txt $OUT/racecheck_gpu_linear_$f.txt; done; }
-if [ "$what" = linear ]; then
+linear() {
   suite gpu_linear
   TMO=280 san memcheck gpu_linear
   race_linear
@@ -22,13 +25,15 @@ if [ "$what" = linear ]; then
   grep -A40 "W8A8 linear" $OUT/bench-linear.txt
   BARACUDA_QUANT_WGMMA=0 $B/tools/bench --filter linear/ --json $OUT/bench-linear-mma-sync.json > $OUT/bench-linear-mma-sync.txt 2>&1
   echo "bench mma.sync rc=$?"; grep -A40 "W8A8 linear" $OUT/bench-linear-mma-sync.txt
-  exit 0
+}
+if [ "$what" = all ] || [ "$what" = suites ]; then
+  $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
+  for t in gpu_cache gpu_affine gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
 fi
-$B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
-for t in gpu_cache gpu_affine gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
-TMO=280 san memcheck gpu_affine
-san memcheck gpu_dynamic
-san racecheck gpu_dynamic
-san memcheck gpu_cache
-TMO=280 san memcheck gpu_linear
-race_linear
+if [ "$what" = all ] || [ "$what" = sanitizers ]; then
+  TMO=280 san memcheck gpu_affine
+  san memcheck gpu_dynamic
+  TMO=400 san racecheck gpu_dynamic
+  san memcheck gpu_cache
+fi
+if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
