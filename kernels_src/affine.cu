@@ -52,7 +52,13 @@ struct bq_affine_params {
   int fast32;                           // indices fit in 32 bits
 };
 
-static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z) {
+// Quantize backward in f64 divides through the prepared reciprocal (bq_div_by); an element
+// outside that division's range raises *fix, and the tile redoes it with bq_one. (fix is
+// nullptr in bq_one: IEEE division.)
+#define BQ_DIV_FIX (BQ_OP == 1 && BQ_BWD && BQ_FT == 1)
+
+static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,
+                                                  bool *fix) {
 #if BQ_OP == 1 && !BQ_BWD
   return (bq_out)bq_quantize(bq_to_c(a), s, z);
 #elif BQ_OP == 2 && !BQ_BWD
@@ -60,7 +66,14 @@ static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_s
 #elif BQ_OP == 3 && !BQ_BWD
   return bq_from_c(bq_fake_quantize(bq_to_c(a), s, z));
 #elif BQ_OP == 1
-  return bq_in_range(bq_to_c(b), s, z) ? bq_from_c(bq_div(bq_to_c(a), s.s)) : (bq_out)0;
+  if (!bq_in_range(bq_to_c(b), s, z)) return (bq_out)0;
+  if (fix) {
+    bool ok;
+    const bq_c v = bq_div_by(bq_to_c(a), s, ok);
+    *fix |= !ok;
+    return bq_from_c(v);
+  }
+  return bq_from_c(bq_div(bq_to_c(a), s.s));
 #elif BQ_OP == 2
   return bq_from_c(bq_mul(bq_to_c(a), s.s));
 #else
@@ -131,9 +144,9 @@ static __device__ __noinline__ void bq_one(bq_i64 k, bq_c sc, int zp, const bq_i
   const bq_zp z = bq_zp_of(zp);
   const bq_scale s = bq_scale_of(sc);
 #if BQ_HAS_IN1
-  out[k] = bq_apply(in0[k], in1[k], s, z);
+  out[k] = bq_apply(in0[k], in1[k], s, z, nullptr);
 #else
-  out[k] = bq_apply(in0[k], (bq_in1)0, s, z);
+  out[k] = bq_apply(in0[k], (bq_in1)0, s, z, nullptr);
 #endif
 }
 
@@ -204,6 +217,7 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
     for (int u = 0; u < BQ_U; u++)
       if (BQ_GRAN == 2 ? u == 0 : a0 + u * 32 < nacc) bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
 #endif
+    bool fix = false;
 #pragma unroll
     for (int u = 0; u < BQ_U; u++) {
       const bq_i64 acc = a0 + u * 32;
@@ -212,9 +226,9 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
         bq_piece<bq_out> y;
         bq_qparams q = qs[BQ_GRAN == 2 ? 0 : u];
 #if BQ_HAS_IN1
-#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], b[u].e[j], (q).s, (q).z)
+#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], b[u].e[j], (q).s, (q).z, &fix)
 #else
-#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, (q).s, (q).z)
+#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, (q).s, (q).z, &fix)
 #endif
 #if BQ_GRAN == 1 || BQ_GRAN == 3
         if (q.rem + BQ_P <= p.group) { // the access lies in one group: one scale for all
@@ -235,6 +249,20 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
         bq_store(out + k0, y, w_out);
       }
     }
+#if BQ_DIV_FIX
+    if (fix) // rare: this lane's elements again, each through IEEE division
+#pragma unroll 1
+      for (int u = 0; u < BQ_U; u++)
+#pragma unroll 1
+        for (int j = 0; j < BQ_P; j++) {
+          const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;
+          if (a0 + u * 32 < nacc) {
+            bq_qparams q;
+            bq_qp_at(q, p, r, k);
+            bq_one(k, q.s.s, q.zp, in0, in1, out);
+          }
+        }
+#endif
     if (t == 0) {
       // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane
       const bq_i64 tail0 = pro + nacc * BQ_P;

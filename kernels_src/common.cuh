@@ -227,6 +227,23 @@ static __device__ __forceinline__ bq_c bq_quotient(bq_c x, const bq_scale &q) {
   const bq_c q1 = bq_fma(bq_fma(-q0, q.ss, xs), q.rcp, q0);
   return (q.corr & (bq_abs(q0) < (bq_c)0x1p100f)) ? q1 : q0; // & not &&: no branch
 }
+// x / s itself, correctly rounded (the quantize backward pass), where `ok` comes back true;
+// the caller divides the other elements with bq_div. f32 divides outright. f64 uses the
+// prepared reciprocal: with rcp = RN(1 / s) (m == 1), q0 = RN(x rcp) and the exact residual
+// x - q0 s, q0 + (x - q0 s) rcp rounded once is RN(x / s) (Markstein) wherever nothing can
+// underflow or overflow: |q0| in (2^-900, 2^900) and |x| >= 2^-960 (checked against IEEE
+// division on 1.9e8 quotients, hard cases included). x = +-0 gives q0, exact with its sign.
+static __device__ __forceinline__ bq_c bq_div_by(bq_c x, const bq_scale &q, bool &ok) {
+#if BQ_FT == 1
+  const double q0 = __dmul_rn(x, q.rcp), aq = fabs(q0);
+  const bool fast = q.m == 1.0 && q.corr;
+  ok = fast && (x == 0.0 || (aq > 0x1p-900 && aq < 0x1p900 && fabs(x) >= 0x1p-960));
+  return x == 0.0 ? q0 : __fma_rn(__fma_rn(-q0, q.s, x), q.rcp, q0);
+#else
+  ok = true;
+  return bq_div(x, q.s);
+#endif
+}
 // rne(x / s) with NaN -> 0
 static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scale &q) {
   const bq_c v = bq_quotient(x, q);

@@ -71,6 +71,17 @@ static double value(double s) {
   }
 }
 
+/* a gradient: mostly moderate, sometimes zero, subnormal, huge or special (dy / s leaves
+   the fast division path on those) */
+static double grad_value(void) {
+  switch (rnd() % 16) {
+  case 0: return 0.0 * ((rnd() & 1) ? 1 : -1);
+  case 1: return ldexp(rnd_unit() + 0.5, -(int)rnd_range(960, 1070)) * ((rnd() & 1) ? 1 : -1);
+  case 2: return (rnd_unit() - 0.5) * 1e300;
+  case 3: return (rnd() & 1) ? NAN : INFINITY;
+  default: return (rnd_unit() - 0.5) * 8;
+  }
+}
 
 /* one case: the shape in `a` (host buffers are made here), offsets in elements */
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
@@ -106,10 +117,14 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   std::vector<unsigned char> sb((size_t)(nparams + 1) * 8);
   std::vector<int32_t> zb((size_t)nparams + 1);
   double s_pt = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 1) ? 1.0 : 1.0 + rnd_unit());
+  if (rnd() % 8 == 0) /* a scale whose reciprocal needs the power-of-two bracket */
+    s_pt = ldexp(1.0 + rnd_unit(), (EMU_T == 1 ? 600 : 100) * ((rnd() & 1) ? 1 : -1));
   for (int64_t i = 0; i < nparams; i++) {
     double s = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 3) ? 1.0 : 1.0 + rnd_unit());
     if (rnd() % 29 == 0) s = 0.0;
     if (rnd() % 31 == 0) s = -s;
+    if (rnd() % 37 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 600 : -600); /* f64: outside [2^-500, 2^500] */
+    if (rnd() % 41 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 100 : -100); /* f32: outside [2^-90, 2^90] */
     store_any(st, sb.data(), i, s);
     zb[(size_t)i] = rnd() % 5 == 0 ? (int32_t)rnd_range(-100000, 100000) : (int32_t)rnd_range(n.qmin, n.qmax);
   }
@@ -121,7 +136,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   /* backward: dy lives in the y layout */
   unsigned char *dy = yb.data() + 8 * 8 + (size_t)(guard + off_y) * ref_dtype_size(T);
   if (bwd)
-    for (int64_t i = 0; i < ytot; i++) store_any(T, dy, i, (rnd_unit() - 0.5) * 8);
+    for (int64_t i = 0; i < ytot; i++) store_any(T, dy, i, grad_value());
   /* the output, in the y layout forward and the x layout backward */
   const int64_t otot = bwd ? xtot : ytot;
   const int off_o = bwd ? off_x : off_y;
