@@ -766,8 +766,9 @@ static const char bq__src_affine_cu[] =
   "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group.\n"
   "//\n"
   "// The data is [rows, cols] with a row stride per stream (per tensor and per channel are\n"
-  "// one dense row). The stream with the widest element (the lead) is read or written in\n"
-  "// 16-byte accesses of BQ_P elements after a scalar prologue that aligns it; the other\n"
+  "// one dense row; per channel with the channel axis innermost has its own kernel, at the\n"
+  "// end). The stream with the widest element (the lead) is read or written in 16-byte\n"
+  "// accesses of BQ_P elements after a scalar prologue that aligns it; the other\n"
   "// streams move the same BQ_P elements with the widest access their alignment allows.\n"
   "// Consecutive lanes take consecutive accesses, so every warp instruction touches one\n"
   "// contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row\n"
@@ -815,13 +816,15 @@ static const char bq__src_affine_cu[] =
   "};\n"
   "\n"
   "// Quantize backward in f64 divides through the prepared reciprocal (bq_div_by); an element\n"
-  "// outside that division's range raises *fix, and the tile redoes it with bq_one. (fix is\n"
-  "// nullptr in bq_one: IEEE division.)\n"
-  "#define BQ_DIV_FIX (BQ_OP == 1 && BQ_BWD && BQ_FT == 1)\n"
+  "// outside that division's range raises *fix, and the tile redoes its access with bq_one.\n"
+  "// (fix is nullptr in bq_one: IEEE division.)\n"
   "\n"
   "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,\n"
   "                                                  bool *fix) {\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "  if (fix) return (bq_out)bq_quantize_int(bq_to_c(a), s, z); // the tile checked z.iok\n"
+  "#endif\n"
   "  return (bq_out)bq_quantize(bq_to_c(a), s, z);\n"
   "#elif BQ_OP == 2 && !BQ_BWD\n"
   "  return bq_from_c(bq_dequantize((int)a, s.s, z));\n"
@@ -979,52 +982,59 @@ static const char bq__src_affine_cu[] =
   "    for (int u = 0; u < BQ_U; u++)\n"
   "      if (BQ_GRAN == 2 ? u == 0 : a0 + u * 32 < nacc) bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);\n"
   "#endif\n"
-  "    bool fix = false;\n"
+  "    unsigned redo = 0; // bit u: access u is redone element by element below\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_U; u++) {\n"
+  "      bool slow = qs[u].rem + BQ_P > p.group; // the access straddles a group or channel boundary\n"
+  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "      slow |= !qs[u].z.iok; // a zero point within the q-range's width of an int32 limit\n"
+  "#endif\n"
+  "      if (slow && a0 + u * 32 < nacc) redo |= 1u << u;\n"
+  "    }\n"
+  "#endif\n"
   "#pragma unroll\n"
   "    for (int u = 0; u < BQ_U; u++) {\n"
   "      const bq_i64 acc = a0 + u * 32;\n"
-  "      if (acc < nacc) {\n"
+  "      if (acc < nacc && !(redo >> u & 1)) {\n"
   "        const bq_i64 k0 = pro + acc * BQ_P;\n"
   "        bq_piece<bq_out> y;\n"
-  "        bq_qparams q = qs[BQ_GRAN == 2 ? 0 : u];\n"
+  "        const bq_qparams &q = qs[BQ_GRAN == 2 ? 0 : u];\n"
+  "        bool fix = false;\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_P; j++)\n"
   "#if BQ_HAS_IN1\n"
-  "#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], b[u].e[j], (q).s, (q).z, &fix)\n"
+  "          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z, &fix);\n"
   "#else\n"
-  "#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, (q).s, (q).z, &fix)\n"
+  "          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z, &fix);\n"
   "#endif\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
-  "        if (q.rem + BQ_P <= p.group) { // the access lies in one group: one scale for all\n"
-  "#pragma unroll\n"
-  "          for (int j = 0; j < BQ_P; j++) BQ_APPLY_J(q);\n"
-  "        } else {\n"
-  "#pragma unroll\n"
-  "          for (int j = 0; j < BQ_P; j++) {\n"
-  "            BQ_APPLY_J(q);\n"
-  "            if (j + 1 < BQ_P) bq_qp_next(q, p);\n"
-  "          }\n"
-  "        }\n"
-  "#else\n"
-  "#pragma unroll\n"
-  "        for (int j = 0; j < BQ_P; j++) BQ_APPLY_J(q);\n"
-  "#endif\n"
-  "#undef BQ_APPLY_J\n"
   "        bq_store(out + k0, y, w_out);\n"
+  "        if (fix) redo |= 1u << u;\n"
   "      }\n"
   "    }\n"
-  "#if BQ_DIV_FIX\n"
-  "    if (fix) // rare: this lane's elements again, each through IEEE division\n"
+  "    // Rare, and out of the vector loop so that it costs no registers there: accesses that\n"
+  "    // straddle a parameter boundary (each element takes its own scale), per-channel or\n"
+  "    // per-group quantize with a zero point that leaves no int32 room, and, in f64 quantize\n"
+  "    // backward, accesses with a quotient outside the fast division's range.\n"
+  "    if (redo) {\n"
   "#pragma unroll 1\n"
-  "      for (int u = 0; u < BQ_U; u++)\n"
+  "      for (int u = 0; u < BQ_U; u++) {\n"
+  "        if (!(redo >> u & 1)) continue;\n"
+  "        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;\n"
+  "        bq_qparams q;\n"
+  "        bq_qp_at(q, p, r, k0);\n"
   "#pragma unroll 1\n"
   "        for (int j = 0; j < BQ_P; j++) {\n"
-  "          const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;\n"
-  "          if (a0 + u * 32 < nacc) {\n"
-  "            bq_qparams q;\n"
-  "            bq_qp_at(q, p, r, k);\n"
-  "            bq_one(k, q.s.s, q.zp, in0, in1, out);\n"
-  "          }\n"
-  "        }\n"
+  "          const bq_i64 k = k0 + j;\n"
+  "#if BQ_HAS_IN1\n"
+  "          out[k] = bq_apply(in0[k], in1[k], q.s, q.z, nullptr);\n"
+  "#else\n"
+  "          out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.z, nullptr);\n"
   "#endif\n"
+  "          if (j + 1 < BQ_P) bq_qp_next(q, p);\n"
+  "        }\n"
+  "      }\n"
+  "    }\n"
   "    if (t == 0) {\n"
   "      // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane\n"
   "      const bq_i64 tail0 = pro + nacc * BQ_P;\n"
@@ -1037,6 +1047,74 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
+  "\n"
+  "#if BQ_GRAN == 1\n"
+  "// Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)\n"
+  "// with a scale and zero point per column. The host takes this kernel when C % BQ_CP == 0 and\n"
+  "// every stream is aligned to its chunk. Each lane owns BQ_CP columns, prepares their scales\n"
+  "// and zero points once, and walks down the rows with BQ_R rows in flight, so no element pays\n"
+  "// for a parameter. Grid: x, strips of 32 chunks (a warp); y and the block's 8 warps, rows.\n"
+  "#define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses\n"
+  "#define BQ_R 4                      // rows in flight per lane\n"
+  "\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_affine_cols(const bq_affine_params p) {\n"
+  "  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * 32 + (threadIdx.x & 31)) * BQ_CP;\n"
+  "  if (c0 >= C) return;\n"
+  "  bq_scale s[BQ_CP];\n"
+  "  bq_zp z[BQ_CP];\n"
+  "  bool slow = false; // a column whose zero point leaves no int32 room (quantize)\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_CP; j++) {\n"
+  "    s[j] = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + c0 + j)));\n"
+  "    z[j] = bq_zp_of(p.zps ? __ldg((const int *)p.zps + c0 + j) : 0);\n"
+  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "    slow |= !z[j].iok;\n"
+  "#endif\n"
+  "  }\n"
+  "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
+  "  const bq_in1 *in1 = (const bq_in1 *)p.in1;\n"
+  "  bq_out *out = (bq_out *)p.out;\n"
+  "  const bq_i64 step = (bq_i64)gridDim.y * 8;\n"
+  "  for (bq_i64 r = (bq_i64)blockIdx.y * 8 + (threadIdx.x >> 5); r < p.rows; r += step * BQ_R) {\n"
+  "    bq_chunk<bq_in0, BQ_CP> a[BQ_R];\n"
+  "#if BQ_HAS_IN1\n"
+  "    bq_chunk<bq_in1, BQ_CP> b[BQ_R];\n"
+  "#endif\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_R; i++) {\n"
+  "      const bq_i64 k = (r + i * step) * C + c0;\n"
+  "      if (r + i * step < p.rows) {\n"
+  "        bq_load(a[i], in0 + k, 16);\n"
+  "#if BQ_HAS_IN1\n"
+  "        bq_load(b[i], in1 + k, 16);\n"
+  "#endif\n"
+  "      }\n"
+  "    }\n"
+  "    bool fix = slow;\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_R; i++) {\n"
+  "      if (r + i * step < p.rows) {\n"
+  "        bq_chunk<bq_out, BQ_CP> y;\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_CP; j++)\n"
+  "#if BQ_HAS_IN1\n"
+  "          y.e[j] = bq_apply(a[i].e[j], b[i].e[j], s[j], z[j], &fix);\n"
+  "#else\n"
+  "          y.e[j] = bq_apply(a[i].e[j], (bq_in1)0, s[j], z[j], &fix);\n"
+  "#endif\n"
+  "        bq_store(out + (r + i * step) * C + c0, y, 16);\n"
+  "      }\n"
+  "    }\n"
+  "    if (fix) { // rare: these rows again, element by element with the general formulas\n"
+  "#pragma unroll 1\n"
+  "      for (int i = 0; i < BQ_R; i++)\n"
+  "#pragma unroll 1\n"
+  "        for (int j = 0; j < BQ_CP; j++)\n"
+  "          if (r + i * step < p.rows) bq_one((r + i * step) * C + c0 + j, s[j].s, z[j].zp, in0, in1, out);\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
 ;
 static const char bq__src_common_cuh[] =
   "// common.cuh - types, conversions and the affine rounding rules shared by every kernel.\n"
@@ -3088,8 +3166,7 @@ typedef struct bq__family {
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
-  const char *kernels[BQ__MAX_KERNELS];
-  const char *kernels_per_tensor[BQ__MAX_KERNELS]; /* when per tensor differs */
+  const char *kernels[4][BQ__MAX_KERNELS]; /* entry points, by granularity (bq_granularity order) */
 } bq__family;
 
 struct bq_plan {
@@ -3291,6 +3368,20 @@ BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
   return 0;
 }
 
+/* Per channel takes bq_affine_cols when the channel axis is innermost (inner size 1), C is a
+   multiple of the cp columns a lane owns with at least 8 lanes' worth of them, and every
+   stream is aligned to a chunk of cp elements. */
+BQ__FN int bq__affine_cols_ok(const bq_plan *p, const bq_args *a, const bq__view *v) {
+  const bq_desc *d = &p->desc;
+  int64_t cp = p->vec < 4 ? p->vec : 4;
+  if (v->group != 1 || v->gmod % cp || v->gmod / cp < 8) return 0;
+  int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
+  const void *x = fwd ? a->x : a->dy, *y = fwd ? a->y : a->dx;
+  int xs = fwd && d->op == BQ_DEQUANTIZE ? 1 : t, ys = fwd && d->op == BQ_QUANTIZE ? 1 : t;
+  if ((uintptr_t)x % (uintptr_t)(cp * xs) || (uintptr_t)y % (uintptr_t)(cp * ys)) return 0;
+  return fwd || d->op == BQ_DEQUANTIZE || (uintptr_t)a->x % (uintptr_t)(cp * t) == 0;
+}
+
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -3327,13 +3418,25 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_tiles = bq__make_fastdiv((uint32_t)k.tiles);
   }
+  if (d->granularity == BQ_PER_CHANNEL && bq__affine_cols_ok(p, a, &v)) {
+    /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
+    int64_t cp = p->vec < 4 ? p->vec : 4, chunks = v.gmod / cp, rows = v.numel / v.gmod;
+    int64_t gx = (chunks + 31) / 32, want = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 32;
+    int64_t gy = (want + gx * 8 - 1) / (gx * 8), gymax = (rows + 7) / 8;
+    if (gy > gymax) gy = gymax;
+    if (gy > 65535) gy = 65535;
+    k.rows = rows;
+    k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
+    return bq__launch(p, 1, gx, gy, 256, 0, &k, stream);
+  }
   return bq__launch(p, 0, bq__grid(v.rows * k.tiles, 8), 1, 256, 0, &k, stream); /* a warp per tile */
 }
 
 static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
-  bq__no_workspace, bq__affine_run, {"bq_affine", NULL, NULL}, {"bq_affine", NULL, NULL}};
+  bq__no_workspace, bq__affine_run,
+  {{"bq_affine"}, {"bq_affine", "bq_affine_cols"}, {"bq_affine"}, {"bq_affine"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
@@ -3433,8 +3536,8 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
-  bq__dynamic_workspace, bq__dynamic_run, {"bq_dynamic", NULL, NULL},
-  {"bq_dynamic_reduce", "bq_dynamic_apply", NULL}};
+  bq__dynamic_workspace, bq__dynamic_run,
+  {{"bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic"}, {"bq_dynamic"}}};
 
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
 /* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
@@ -3450,6 +3553,7 @@ enum { /* linear.cu's BQ_LF_* */
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
 enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
+#define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
 /* the tiles' pipeline stages, then 256 columns of epilogue parameters (BQ_COLS_SMEM) */
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128 + 256 * 24)
 #define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024 + 256 * 24) /* + alignment to 1024 bytes */
@@ -3681,11 +3785,11 @@ static const char *const bq__src_linear = bq__src_linear_cu;
 static const bq__family bq__linear_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
   bq__linear_workspace, bq__linear_run,
-  {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"},
-  {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}};
+  {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES}};
 static const bq__family bq__weight_sums_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
-  bq__no_workspace, bq__linear_run, {"bq_weight_sums", NULL, NULL}, {"bq_weight_sums", NULL, NULL}};
+  bq__no_workspace, bq__linear_run,
+  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}}};
 
 BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) return &bq__weight_sums_family;
@@ -3700,7 +3804,7 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
-  const char *const *names = d->granularity == BQ_PER_TENSOR ? f->kernels_per_tensor : f->kernels;
+  const char *const *names = f->kernels[d->granularity];
   for (int j = 0; j < BQ__MAX_KERNELS; j++) k->kernels[j] = names[j];
   k->target = *t;
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {

@@ -4,8 +4,9 @@
 // quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group.
 //
 // The data is [rows, cols] with a row stride per stream (per tensor and per channel are
-// one dense row). The stream with the widest element (the lead) is read or written in
-// 16-byte accesses of BQ_P elements after a scalar prologue that aligns it; the other
+// one dense row; per channel with the channel axis innermost has its own kernel, at the
+// end). The stream with the widest element (the lead) is read or written in 16-byte
+// accesses of BQ_P elements after a scalar prologue that aligns it; the other
 // streams move the same BQ_P elements with the widest access their alignment allows.
 // Consecutive lanes take consecutive accesses, so every warp instruction touches one
 // contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row
@@ -53,13 +54,15 @@ struct bq_affine_params {
 };
 
 // Quantize backward in f64 divides through the prepared reciprocal (bq_div_by); an element
-// outside that division's range raises *fix, and the tile redoes it with bq_one. (fix is
-// nullptr in bq_one: IEEE division.)
-#define BQ_DIV_FIX (BQ_OP == 1 && BQ_BWD && BQ_FT == 1)
+// outside that division's range raises *fix, and the tile redoes its access with bq_one.
+// (fix is nullptr in bq_one: IEEE division.)
 
 static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,
                                                   bool *fix) {
 #if BQ_OP == 1 && !BQ_BWD
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+  if (fix) return (bq_out)bq_quantize_int(bq_to_c(a), s, z); // the tile checked z.iok
+#endif
   return (bq_out)bq_quantize(bq_to_c(a), s, z);
 #elif BQ_OP == 2 && !BQ_BWD
   return bq_from_c(bq_dequantize((int)a, s.s, z));
@@ -217,52 +220,59 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
     for (int u = 0; u < BQ_U; u++)
       if (BQ_GRAN == 2 ? u == 0 : a0 + u * 32 < nacc) bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
 #endif
-    bool fix = false;
+    unsigned redo = 0; // bit u: access u is redone element by element below
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+#pragma unroll
+    for (int u = 0; u < BQ_U; u++) {
+      bool slow = qs[u].rem + BQ_P > p.group; // the access straddles a group or channel boundary
+#if BQ_OP == 1 && !BQ_BWD
+      slow |= !qs[u].z.iok; // a zero point within the q-range's width of an int32 limit
+#endif
+      if (slow && a0 + u * 32 < nacc) redo |= 1u << u;
+    }
+#endif
 #pragma unroll
     for (int u = 0; u < BQ_U; u++) {
       const bq_i64 acc = a0 + u * 32;
-      if (acc < nacc) {
+      if (acc < nacc && !(redo >> u & 1)) {
         const bq_i64 k0 = pro + acc * BQ_P;
         bq_piece<bq_out> y;
-        bq_qparams q = qs[BQ_GRAN == 2 ? 0 : u];
+        const bq_qparams &q = qs[BQ_GRAN == 2 ? 0 : u];
+        bool fix = false;
+#pragma unroll
+        for (int j = 0; j < BQ_P; j++)
 #if BQ_HAS_IN1
-#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], b[u].e[j], (q).s, (q).z, &fix)
+          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z, &fix);
 #else
-#define BQ_APPLY_J(q) y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, (q).s, (q).z, &fix)
+          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z, &fix);
 #endif
-#if BQ_GRAN == 1 || BQ_GRAN == 3
-        if (q.rem + BQ_P <= p.group) { // the access lies in one group: one scale for all
-#pragma unroll
-          for (int j = 0; j < BQ_P; j++) BQ_APPLY_J(q);
-        } else {
-#pragma unroll
-          for (int j = 0; j < BQ_P; j++) {
-            BQ_APPLY_J(q);
-            if (j + 1 < BQ_P) bq_qp_next(q, p);
-          }
-        }
-#else
-#pragma unroll
-        for (int j = 0; j < BQ_P; j++) BQ_APPLY_J(q);
-#endif
-#undef BQ_APPLY_J
         bq_store(out + k0, y, w_out);
+        if (fix) redo |= 1u << u;
       }
     }
-#if BQ_DIV_FIX
-    if (fix) // rare: this lane's elements again, each through IEEE division
+    // Rare, and out of the vector loop so that it costs no registers there: accesses that
+    // straddle a parameter boundary (each element takes its own scale), per-channel or
+    // per-group quantize with a zero point that leaves no int32 room, and, in f64 quantize
+    // backward, accesses with a quotient outside the fast division's range.
+    if (redo) {
 #pragma unroll 1
-      for (int u = 0; u < BQ_U; u++)
+      for (int u = 0; u < BQ_U; u++) {
+        if (!(redo >> u & 1)) continue;
+        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
+        bq_qparams q;
+        bq_qp_at(q, p, r, k0);
 #pragma unroll 1
         for (int j = 0; j < BQ_P; j++) {
-          const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;
-          if (a0 + u * 32 < nacc) {
-            bq_qparams q;
-            bq_qp_at(q, p, r, k);
-            bq_one(k, q.s.s, q.zp, in0, in1, out);
-          }
-        }
+          const bq_i64 k = k0 + j;
+#if BQ_HAS_IN1
+          out[k] = bq_apply(in0[k], in1[k], q.s, q.z, nullptr);
+#else
+          out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.z, nullptr);
 #endif
+          if (j + 1 < BQ_P) bq_qp_next(q, p);
+        }
+      }
+    }
     if (t == 0) {
       // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane
       const bq_i64 tail0 = pro + nacc * BQ_P;
@@ -275,3 +285,71 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
     }
   }
 }
+
+#if BQ_GRAN == 1
+// Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)
+// with a scale and zero point per column. The host takes this kernel when C % BQ_CP == 0 and
+// every stream is aligned to its chunk. Each lane owns BQ_CP columns, prepares their scales
+// and zero points once, and walks down the rows with BQ_R rows in flight, so no element pays
+// for a parameter. Grid: x, strips of 32 chunks (a warp); y and the block's 8 warps, rows.
+#define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses
+#define BQ_R 4                      // rows in flight per lane
+
+extern "C" __global__ void __launch_bounds__(256) bq_affine_cols(const bq_affine_params p) {
+  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * 32 + (threadIdx.x & 31)) * BQ_CP;
+  if (c0 >= C) return;
+  bq_scale s[BQ_CP];
+  bq_zp z[BQ_CP];
+  bool slow = false; // a column whose zero point leaves no int32 room (quantize)
+#pragma unroll
+  for (int j = 0; j < BQ_CP; j++) {
+    s[j] = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + c0 + j)));
+    z[j] = bq_zp_of(p.zps ? __ldg((const int *)p.zps + c0 + j) : 0);
+#if BQ_OP == 1 && !BQ_BWD
+    slow |= !z[j].iok;
+#endif
+  }
+  const bq_in0 *in0 = (const bq_in0 *)p.in0;
+  const bq_in1 *in1 = (const bq_in1 *)p.in1;
+  bq_out *out = (bq_out *)p.out;
+  const bq_i64 step = (bq_i64)gridDim.y * 8;
+  for (bq_i64 r = (bq_i64)blockIdx.y * 8 + (threadIdx.x >> 5); r < p.rows; r += step * BQ_R) {
+    bq_chunk<bq_in0, BQ_CP> a[BQ_R];
+#if BQ_HAS_IN1
+    bq_chunk<bq_in1, BQ_CP> b[BQ_R];
+#endif
+#pragma unroll
+    for (int i = 0; i < BQ_R; i++) {
+      const bq_i64 k = (r + i * step) * C + c0;
+      if (r + i * step < p.rows) {
+        bq_load(a[i], in0 + k, 16);
+#if BQ_HAS_IN1
+        bq_load(b[i], in1 + k, 16);
+#endif
+      }
+    }
+    bool fix = slow;
+#pragma unroll
+    for (int i = 0; i < BQ_R; i++) {
+      if (r + i * step < p.rows) {
+        bq_chunk<bq_out, BQ_CP> y;
+#pragma unroll
+        for (int j = 0; j < BQ_CP; j++)
+#if BQ_HAS_IN1
+          y.e[j] = bq_apply(a[i].e[j], b[i].e[j], s[j], z[j], &fix);
+#else
+          y.e[j] = bq_apply(a[i].e[j], (bq_in1)0, s[j], z[j], &fix);
+#endif
+        bq_store(out + (r + i * step) * C + c0, y, 16);
+      }
+    }
+    if (fix) { // rare: these rows again, element by element with the general formulas
+#pragma unroll 1
+      for (int i = 0; i < BQ_R; i++)
+#pragma unroll 1
+        for (int j = 0; j < BQ_CP; j++)
+          if (r + i * step < p.rows) bq_one((r + i * step) * C + c0 + j, s[j].s, z[j].zp, in0, in1, out);
+    }
+  }
+}
+#endif

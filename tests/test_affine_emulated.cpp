@@ -39,7 +39,20 @@ namespace emu_aff {
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
+#if EMU_GRAN == 1
+static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
+static int g_cols; /* launches of the channel-innermost kernel */
+static void count_cols(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+  (void)gx, (void)gy, (void)bx, (void)smem;
+  g_cols += k == k_affine_cols;
+}
+static void init(void) {
+  emu_test_init();
+  emu_launch_check = count_cols;
+}
+#else
 static void init(void) { emu_test_init(); }
+#endif
 TestSuite(emulated_affine, .init = init);
 static int g_cases;
 
@@ -103,6 +116,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
   entry.fn[0] = (bq__CUfunction)k_affine;
+#if EMU_GRAN == 1
+  entry.fn[1] = (bq__CUfunction)k_affine_cols;
+#endif
   plan.entry = &entry;
   plan.num_sms = 132;
 
@@ -127,6 +143,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     if (rnd() % 41 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 100 : -100); /* f32: outside [2^-90, 2^90] */
     store_any(st, sb.data(), i, s);
     zb[(size_t)i] = rnd() % 5 == 0 ? (int32_t)rnd_range(-100000, 100000) : (int32_t)rnd_range(n.qmin, n.qmax);
+    if (rnd() % 23 == 0) /* within the q-range's width of an int32 limit: quantize's general path */
+      zb[(size_t)i] = (rnd() & 1) ? (int32_t)(INT32_MAX - rnd_range(0, 300)) : (int32_t)(INT32_MIN + rnd_range(0, 300));
   }
   unsigned char *x = xb.data() + 8 * 8 + (size_t)(guard + off_x) * ref_dtype_size(xt);
   for (int64_t i = 0; i < xtot; i++) {
@@ -198,6 +216,13 @@ Test(emulated_affine, shapes, .timeout = 600) {
       tot *= a.shape[i];
     }
     a.axis = (int)rnd_range(-a.rank, a.rank - 1);
+    if (rep % 3 == 0) { /* the channel axis innermost, C a multiple of 4 (bq_affine_cols), aligned */
+      tot /= a.shape[a.rank - 1];
+      a.shape[a.rank - 1] = 4 * rnd_range(a.rank == 1 ? 8 : 7, 70);
+      tot *= a.shape[a.rank - 1];
+      a.axis = (rnd() & 1) ? -1 : a.rank - 1;
+      offx = offy = 8 - (int)(21 % 8); /* the guard is 21 elements: 16-byte aligned for any type */
+    }
     xtot = ytot = tot;
     np = a.shape[a.axis < 0 ? a.axis + a.rank : a.axis];
     snprintf(shape, sizeof shape, "rank %d [%lld,%lld,%lld,%lld] axis %d", a.rank, (long long)a.shape[0],
@@ -227,4 +252,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
     run(a, xtot, ytot, np, offx, offy, shape);
   }
   cr_assert(g_cases >= 60, "only %d cases had work", g_cases);
+#if EMU_GRAN == 1
+  cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
+#endif
 }

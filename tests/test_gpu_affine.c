@@ -473,6 +473,9 @@ static const chan_case k_chan_cases[] = {
   {3, {3, 5, 7}, 1}, {3, {2, 3, 17}, -1}, {3, {17, 2, 3}, 0}, {3, {3, 0, 5}, 1}, {3, {4, 33, 9}, -2},
   {4, {2, 3, 4, 5}, 2}, {4, {3, 1, 5, 7}, -3}, {4, {2, 3, 4, 5}, 3}, {4, {5, 4, 3, 2}, 0},
   {8, {2, 1, 3, 2, 1, 2, 3, 2}, 5}, {8, {2, 3, 1, 2, 3, 1, 2, 5}, -4},
+  /* the channel axis innermost with C % 4 == 0: bq_affine_cols where the offsets align
+     (indices 21 and 24 take offset mode 0) */
+  {2, {33, 96}, 1}, {3, {3, 5, 128}, -1}, {2, {7, 36}, 1}, {2, {1, 4096}, -1}, {2, {19, 260}, -1},
 };
 
 static const tok_case k_tok_cases[] = {
@@ -537,7 +540,7 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
   switch (g) {
   case BQ_PER_TENSOR: c->a.numel = which ? 1000003 : ((int64_t)1 << 22) + 19; break;
   case BQ_PER_CHANNEL:
-    if (!which) { c->a.rank = 2; c->a.shape[0] = 1024; c->a.shape[1] = 4099; c->a.axis = (ti & 1) ? -1 : 0; }
+    if (!which) { c->a.rank = 2; c->a.shape[0] = 1024; c->a.shape[1] = (ti & 2) ? 4100 : 4099; c->a.axis = (ti & 1) ? -1 : 0; }
     else { c->a.rank = 3; c->a.shape[0] = 7; c->a.shape[1] = 1009; c->a.shape[2] = 143; c->a.axis = 1; }
     break;
   case BQ_PER_TOKEN:
