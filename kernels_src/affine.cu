@@ -10,7 +10,8 @@
 // streams move the same BQ_P elements with the widest access their alignment allows.
 // Consecutive lanes take consecutive accesses, so every warp instruction touches one
 // contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row
-// at a time and issues all its loads before it computes.
+// at a time and issues all its loads before it computes; a work item is p.tpw consecutive
+// tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;
@@ -42,13 +43,13 @@ struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
   bq_i64 rows, cols;                    // [rows, cols]
   bq_i64 in0_stride, in1_stride, out_stride;
-  bq_i64 tiles;                         // warp tiles per row
+  bq_i64 tiles, tpw, chunks;            // warp tiles per row; per work item; items per row
   bq_i64 group;                         // channel: inner size; group: G
   bq_i64 gmod;                          // channel: number of channels
   bq_i64 grs;                           // group: row stride of scales / zero points
   bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)
   double scale;                         // per tensor: the scale, already a C value
-  bq_fastdiv fd_group, fd_gmod, fd_tiles; // 32-bit dividers, valid when fast32 != 0
+  bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0
   int zp;                               // per tensor
   int fast32;                           // indices fit in 32 bits
 };
@@ -163,21 +164,26 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
   bq_qparams qt; // per tensor: prepared once per thread, not per tile
   bq_qp_at(qt, p, 0, 0);
 #endif
-  const bq_i64 work = p.rows * p.tiles;
+  // A warp's work item: tiles [t0, t1) of row r (p.tpw tiles; p.chunks items per row)
+  const bq_i64 work = p.rows * p.chunks;
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
        w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
-    bq_i64 r, t;
 #if BQ_GRAN <= 1
-    r = 0; // per tensor and per channel: one dense row
-    t = w;
+    const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)
 #else
-    if (p.tiles == 1) {
+    bq_i64 r, c;
+    if (p.chunks == 1) {
       r = w;
-      t = 0;
+      c = 0;
     } else {
-      r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_tiles) : bq_div64(w, p.tiles);
-      t = w - r * p.tiles;
+      r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);
+      c = w - r * p.chunks;
     }
+#if BQ_OP == 2
+    const bq_i64 t0 = c, t1 = c + 1; // dequantize: a tile per item (p.tpw == 1), more warps in flight
+#else
+    const bq_i64 t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;
+#endif
 #endif
     const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;
     const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;
@@ -194,86 +200,89 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
     const int w_in1 = bq_width(in1 + pro);
 #endif
     const bq_i64 nacc = (cols - pro) / BQ_P;
-    const bq_i64 a0 = t * BQ_TILE + lane;
-
-    bq_piece<bq_in0> a[BQ_U];
-#if BQ_HAS_IN1
-    bq_piece<bq_in1> b[BQ_U];
+#if BQ_GRAN == 2
+    bq_qparams qt; // per token: once per work item
+    bq_qp_at(qt, p, r, 0);
 #endif
-#pragma unroll
-    for (int u = 0; u < BQ_U; u++) {
-      const bq_i64 acc = a0 + u * 32;
-      if (acc < nacc) {
-        bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);
-#if BQ_HAS_IN1
-        bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);
-#endif
-      }
-    }
-    // every scale and zero point this tile starts with, loaded before any store
-    bq_qparams qs[BQ_U];
-#if BQ_GRAN == 0
-#pragma unroll
-    for (int u = 0; u < BQ_U; u++) qs[u] = qt;
-#else
-#pragma unroll
-    for (int u = 0; u < BQ_U; u++)
-      if (BQ_GRAN == 2 ? u == 0 : a0 + u * 32 < nacc) bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
-#endif
-    unsigned redo = 0; // bit u: access u is redone element by element below
-#if BQ_GRAN == 1 || BQ_GRAN == 3
-#pragma unroll
-    for (int u = 0; u < BQ_U; u++) {
-      bool slow = qs[u].rem + BQ_P > p.group; // the access straddles a group or channel boundary
-#if BQ_OP == 1 && !BQ_BWD
-      slow |= !qs[u].z.iok; // a zero point within the q-range's width of an int32 limit
-#endif
-      if (slow && a0 + u * 32 < nacc) redo |= 1u << u;
-    }
-#endif
-#pragma unroll
-    for (int u = 0; u < BQ_U; u++) {
-      const bq_i64 acc = a0 + u * 32;
-      if (acc < nacc && !(redo >> u & 1)) {
-        const bq_i64 k0 = pro + acc * BQ_P;
-        bq_piece<bq_out> y;
-        const bq_qparams &q = qs[BQ_GRAN == 2 ? 0 : u];
-        bool fix = false;
-#pragma unroll
-        for (int j = 0; j < BQ_P; j++)
-#if BQ_HAS_IN1
-          y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z, &fix);
-#else
-          y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z, &fix);
-#endif
-        bq_store(out + k0, y, w_out);
-        if (fix) redo |= 1u << u;
-      }
-    }
-    // Rare, and out of the vector loop so that it costs no registers there: accesses that
-    // straddle a parameter boundary (each element takes its own scale), per-channel or
-    // per-group quantize with a zero point that leaves no int32 room, and, in f64 quantize
-    // backward, accesses with a quotient outside the fast division's range.
-    if (redo) {
 #pragma unroll 1
+    for (bq_i64 t = t0; t < t1; t++) {
+      const bq_i64 a0 = t * BQ_TILE + lane;
+      bq_piece<bq_in0> a[BQ_U];
+#if BQ_HAS_IN1
+      bq_piece<bq_in1> b[BQ_U];
+#endif
+#pragma unroll
       for (int u = 0; u < BQ_U; u++) {
-        if (!(redo >> u & 1)) continue;
-        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
-        bq_qparams q;
-        bq_qp_at(q, p, r, k0);
-#pragma unroll 1
-        for (int j = 0; j < BQ_P; j++) {
-          const bq_i64 k = k0 + j;
+        const bq_i64 acc = a0 + u * 32;
+        if (acc < nacc) {
+          bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);
 #if BQ_HAS_IN1
-          out[k] = bq_apply(in0[k], in1[k], q.s, q.z, nullptr);
-#else
-          out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.z, nullptr);
+          bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);
 #endif
-          if (j + 1 < BQ_P) bq_qp_next(q, p);
+        }
+      }
+      unsigned redo = 0; // bit u: access u is redone element by element below
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+      // every scale and zero point this tile starts with, loaded before any store
+      bq_qparams qs[BQ_U];
+#pragma unroll
+      for (int u = 0; u < BQ_U; u++) {
+        if (a0 + u * 32 >= nacc) continue;
+        bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
+        bool slow = qs[u].rem + BQ_P > p.group; // the access straddles a group or channel boundary
+#if BQ_OP == 1 && !BQ_BWD
+        slow |= !qs[u].z.iok; // a zero point within the q-range's width of an int32 limit
+#endif
+        if (slow) redo |= 1u << u;
+      }
+#endif
+#pragma unroll
+      for (int u = 0; u < BQ_U; u++) {
+        const bq_i64 acc = a0 + u * 32;
+        if (acc < nacc && !(redo >> u & 1)) {
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+          const bq_qparams &q = qs[u];
+#else
+          const bq_qparams &q = qt;
+#endif
+          bq_piece<bq_out> y;
+          bool fix = false;
+#pragma unroll
+          for (int j = 0; j < BQ_P; j++)
+#if BQ_HAS_IN1
+            y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z, &fix);
+#else
+            y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z, &fix);
+#endif
+          bq_store(out + pro + acc * BQ_P, y, w_out);
+          if (fix) redo |= 1u << u;
+        }
+      }
+      // Rare, and out of the vector loop so that it costs no registers there: accesses that
+      // straddle a parameter boundary (each element takes its own scale), per-channel or
+      // per-group quantize with a zero point that leaves no int32 room, and, in f64 quantize
+      // backward, accesses with a quotient outside the fast division's range.
+      if (redo) {
+#pragma unroll 1
+        for (int u = 0; u < BQ_U; u++) {
+          if (!(redo >> u & 1)) continue;
+          const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
+          bq_qparams q;
+          bq_qp_at(q, p, r, k0);
+#pragma unroll 1
+          for (int j = 0; j < BQ_P; j++) {
+            const bq_i64 k = k0 + j;
+#if BQ_HAS_IN1
+            out[k] = bq_apply(in0[k], in1[k], q.s, q.z, nullptr);
+#else
+            out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.z, nullptr);
+#endif
+            if (j + 1 < BQ_P) bq_qp_next(q, p);
+          }
         }
       }
     }
-    if (t == 0) {
+    if (t0 == 0) {
       // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane
       const bq_i64 tail0 = pro + nacc * BQ_P;
       const bq_i64 k = lane < pro ? lane : tail0 + (lane - pro);
