@@ -201,8 +201,7 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
 #endif
     const bq_i64 nacc = (cols - pro) / BQ_P;
 #if BQ_GRAN == 2
-    bq_qparams qt; // per token: once per work item
-    bq_qp_at(qt, p, r, 0);
+    bq_qparams qt; // per token: once per work item, loaded after its first tile's data
 #endif
 #pragma unroll 1
     for (bq_i64 t = t0; t < t1; t++) {
@@ -222,6 +221,9 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
         }
       }
       unsigned redo = 0; // bit u: access u is redone element by element below
+#if BQ_GRAN == 2
+      if (t == t0) bq_qp_at(qt, p, r, 0);
+#endif
 #if BQ_GRAN == 1 || BQ_GRAN == 3
       // every scale and zero point this tile starts with, loaded before any store
       bq_qparams qs[BQ_U];
@@ -302,9 +304,10 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
 // and zero points once, and walks down the rows with BQ_R rows in flight, so no element pays
 // for a parameter. Grid: x, strips of 32 chunks (a warp); y and the block's 8 warps, rows.
 #define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses
-#define BQ_R 4                      // rows in flight per lane
+#define BQ_R ((int)(64 / (BQ_CP * BQ_LEAD_SIZE))) // rows in flight per lane: 64 bytes of the lead stream
 
-extern "C" __global__ void __launch_bounds__(256) bq_affine_cols(const bq_affine_params p) {
+// (3 blocks an SM: the host sizes the grid to one wave of them)
+extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_affine_params p) {
   const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * 32 + (threadIdx.x & 31)) * BQ_CP;
   if (c0 >= C) return;
   bq_scale s[BQ_CP];

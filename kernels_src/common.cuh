@@ -258,6 +258,15 @@ static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s,
   const int r = bq_rne_int(bq_quotient(x, s)); // saturating, NaN -> 0
   return min(max(r, z.ia), z.ib) + z.zp;
 }
+// The same where the caller knows more: s.m == 1, s.corr, and |x / s| < 2^100 or x NaN
+// (dynamic quantization, whose scale bounds every finite element of its segment). Then
+// q0 needs neither the bracket's product nor the guard's compare and select: bit for bit
+// bq_quantize_int's result with three operations fewer per element.
+static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale &s, const bq_zp &z) {
+  const bq_c q0 = bq_mul(x, s.rcp);
+  const int r = bq_rne_int(bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0)); // NaN -> 0
+  return min(max(r, z.ia), z.ib) + z.zp;
+}
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   if (z.iok) return bq_quantize_int(x, s, z); // uniform across a tensor, row or group
   const bq_c r = bq_rounded_quotient(x, s);

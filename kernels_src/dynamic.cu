@@ -75,6 +75,7 @@ struct bq_qp {
   bq_scale s;
   int zp;
   bq_zp z;
+  bool bounded; // the scale is normal (m == 1, finite, nonzero): bq_quantize_bounded applies
 };
 static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
   bq_qp q;
@@ -92,6 +93,10 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
 #endif
   q.s = bq_scale_of(sc);
   q.z = bq_zp_of(q.zp);
+  // Every finite element x of the segment has |x| <= max(|a|, |b|), so |x / s| stays within
+  // a few units of the q-range's width (the stored scale is s rounded once); an infinite
+  // element makes the scale infinite or NaN, which fails corr.
+  q.bounded = q.s.m == (bq_c)1 && q.s.corr;
   return q;
 }
 
@@ -104,8 +109,13 @@ static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &
 
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
+  if (q.bounded) { // uniform across the segment
 #pragma unroll
-  for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_int(bq_to_c(a.e[j]), q.s, q.z);
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(bq_to_c(a.e[j]), q.s, q.z);
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_int(bq_to_c(a.e[j]), q.s, q.z);
+  }
 }
 static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {
 #pragma unroll

@@ -104,7 +104,12 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   int kind = (int)(rnd() % 6);
   double mag = ldexp(1.0, (int)rnd_range(-10, 10));
   for (int64_t i = 0; i < xtot; i++) {
-    if (rnd() % 64 == 0) { kind = (int)(rnd() % 6); mag = ldexp(1.0, (int)rnd_range(-10, 10)); }
+    if (rnd() % 64 == 0) {
+      kind = (int)(rnd() % 6);
+      mag = ldexp(1.0, (int)rnd_range(-10, 10));
+      /* now and then a magnitude whose scale needs the reciprocal's power-of-two bracket */
+      if (rnd() % 5 == 0) mag = ldexp(1.0, EMU_T == 1 ? -(int)rnd_range(500, 600) : -(int)rnd_range(85, 110));
+    }
     store_any(T, x, i, value(kind, mag));
   }
   memset(yb.data(), 0xA5, yb.size());
