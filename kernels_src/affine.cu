@@ -304,7 +304,9 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
 // and zero points once, and walks down the rows with BQ_R rows in flight, so no element pays
 // for a parameter. Grid: x, strips of 32 chunks (a warp); y and the block's 8 warps, rows.
 #define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses
-#define BQ_R ((int)(64 / (BQ_CP * BQ_LEAD_SIZE))) // rows in flight per lane: 64 bytes of the lead stream
+// rows in flight per lane: 64 bytes of the lead stream (32 for fake quantize, whose columns
+// keep more parameters in registers)
+#define BQ_R ((int)((BQ_OP == 3 ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))
 
 // (3 blocks an SM: the host sizes the grid to one wave of them)
 extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_affine_params p) {
@@ -358,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_aff
     if (fix) { // rare: these rows again, element by element with the general formulas
 #pragma unroll 1
       for (int i = 0; i < BQ_R; i++)
-#pragma unroll 1
+#pragma unroll // (s[j] and z[j] must stay registers: no dynamic index)
         for (int j = 0; j < BQ_CP; j++)
           if (r + i * step < p.rows) bq_one((r + i * step) * C + c0 + j, s[j].s, z[j].zp, in0, in1, out);
     }
