@@ -885,7 +885,7 @@ static struct {
   int ran;
   char cache_dir[512];
   double first_select_ms;
-  stat5 cold_ms;
+  stat5 cold_ms, nvrtc_ms;
   unsigned long long cold_compiles;
   stat5 disk_first_ms, disk_second_ms;
   unsigned long long disk_hits, disk_compiles;
@@ -1011,6 +1011,25 @@ static void run_jit(void) {
          n, J.cold_ms.median, J.cold_ms.mean, J.cold_ms.min, J.cold_ms.max, J.cold_compiles);
   if (ok && J.cold_compiles != (unsigned long long)n)
     fprintf(stderr, "bench: warning: %d cold selects ran %llu compiles\n", n, J.cold_compiles);
+
+  /* (a') the compile alone: NVRTC into the disk cache (bq_cache_warm), no module load, on
+     N more distinct SKUs */
+  bq__CUcontext ctx = NULL;
+  bq__device_info info;
+  memset(&info, 0, sizeof info);
+  J.nvrtc_ms = summarize(v, 0);
+  if (ok && !bq__current_device(0, &ctx, &info) && info.sm > 0) {
+    int m = 0;
+    for (int k = n + 1; k <= 2 * n; k++) {
+      bq_desc d = jit_desc(k);
+      t0 = now_us();
+      if (BQ(bq_cache_warm(&d, info.sm))) break;
+      v[m++] = (now_us() - t0) * 1e-3;
+    }
+    J.nvrtc_ms = summarize(v, m);
+    printf("cold compile alone (NVRTC, bq_cache_warm), %d SKUs: median %.2f ms, mean %.2f, min %.2f, "
+           "max %.2f\n", m, J.nvrtc_ms.median, J.nvrtc_ms.mean, J.nvrtc_ms.min, J.nvrtc_ms.max);
+  }
 
   /* (b) disk hits in fresh processes */
   if (ok) {
@@ -1183,6 +1202,8 @@ static int write_json(const char *path) {
     json_num(f, J.first_select_ms);
     fputs(",\n    ", f);
     json_stat(f, "cold_select_ms", J.cold_ms);
+    fprintf(f, ",\n    ");
+    json_stat(f, "cold_compile_nvrtc_ms", J.nvrtc_ms);
     fprintf(f, ",\n    \"cold_compiles\": %llu,\n    ", J.cold_compiles);
     json_stat(f, "disk_first_select_ms", J.disk_first_ms);
     fputs(",\n    ", f);
