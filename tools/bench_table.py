@@ -27,6 +27,9 @@ if j:
     print("| first select in a process (NVRTC start-up + compile + load) | %.1f ms |" % j["first_select_ms"])
     c = j["cold_select_ms"]
     print("| cold select, %d SKUs (compile + load): median / min / max | %.1f / %.1f / %.1f ms |" % (c["n"], c["median"], c["min"], c["max"]))
+    c = j.get("cold_compile_nvrtc_ms")
+    if c and c.get("n"):
+        print("| cold compile alone (NVRTC), %d more SKUs: median / min / max | %.1f / %.1f / %.1f ms |" % (c["n"], c["median"], c["min"], c["max"]))
     print("| select from the disk cache, fresh process (median) | %.3f ms |" % j["disk_first_select_ms"]["median"])
     print("| select from memory (median) | %.2f us |" % j["memory_select_us"]["median"])
     print("| bq_plan_run host overhead | %.2f us |" % j["run_host_us"])
