@@ -229,16 +229,19 @@ static __device__ __forceinline__ bq_c bq_quotient(bq_c x, const bq_scale &q) {
 }
 // x / s itself, correctly rounded (the quantize backward pass), where `ok` comes back true;
 // the caller divides the other elements with bq_div. f32 divides outright. f64 uses the
-// prepared reciprocal: with rcp = RN(1 / s) (m == 1), q0 = RN(x rcp) and the exact residual
-// x - q0 s, q0 + (x - q0 s) rcp rounded once is RN(x / s) (Markstein) wherever nothing can
-// underflow or overflow: |q0| in (2^-900, 2^900) and |x| >= 2^-960 (checked against IEEE
-// division on 1.9e8 quotients, hard cases included). x = +-0 gives q0, exact with its sign.
+// prepared reciprocal: with rcp = RN(1 / s) (m == 1: |s| in [2^-500, 2^500]), q0 = RN(x rcp)
+// and the exact residual x - q0 s, q0 + (x - q0 s) rcp rounded once is RN(x / s)
+// (Markstein) wherever nothing can underflow or overflow, which |x| in [2^-400, 2^401)
+// ensures (checked against IEEE division on 2.7e8 such quotients, hard cases included). The
+// test reads x's exponent with integer operations; x = +-0 gives q0, exact with its sign.
 static __device__ __forceinline__ bq_c bq_div_by(bq_c x, const bq_scale &q, bool &ok) {
 #if BQ_FT == 1
-  const double q0 = __dmul_rn(x, q.rcp), aq = fabs(q0);
-  const bool fast = q.m == 1.0 && q.corr;
-  ok = fast && (x == 0.0 || (aq > 0x1p-900 && aq < 0x1p900 && fabs(x) >= 0x1p-960));
-  return x == 0.0 ? q0 : __fma_rn(__fma_rn(-q0, q.s, x), q.rcp, q0);
+  const double q0 = __dmul_rn(x, q.rcp);
+  const int hi = __double2hiint(x);
+  const bool zero = ((hi & 0x7fffffff) | __double2loint(x)) == 0;
+  const bool mid = (unsigned)(((hi >> 20) & 0x7ff) - (1023 - 400)) < 801u;
+  ok = q.m == 1.0 && q.corr && (zero || mid);
+  return zero ? q0 : __fma_rn(__fma_rn(-q0, q.s, x), q.rcp, q0);
 #else
   ok = true;
   return bq_div(x, q.s);

@@ -185,6 +185,16 @@ static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static inline float __frcp_rn(float a) { return 1.0f / a; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline int __double2hiint(double d) {
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  return (int)(uint32_t)(b >> 32);
+}
+static inline int __double2loint(double d) {
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  return (int)(uint32_t)b;
+}
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __ddiv_rn(double a, double b) { return a / b; }
