@@ -54,9 +54,11 @@ struct bq_affine_params {
   int fast32;                           // indices fit in 32 bits
 };
 
-// Quantize backward in f64 divides through the prepared reciprocal (bq_div_by); an element
-// outside that division's range raises *fix, and the tile redoes its access with bq_one.
-// (fix is nullptr in bq_one: IEEE division.)
+// One element. `fix` is non-null in the vector loops: there an op may take a fast form and
+// raise *fix where that form does not apply (f64 quantize backward divides through the
+// prepared reciprocal, bq_div_by; per channel and per group, quantize takes the integer
+// form, the tile having checked z.iok). The caller then redoes the access element by
+// element with fix == nullptr: the general formulas.
 
 static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,
                                                   bool *fix) {
