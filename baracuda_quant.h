@@ -3407,17 +3407,19 @@ BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
 }
 
 /* Per channel takes bq_affine_cols when the channel axis is innermost (inner size 1), C is a
-   multiple of the cp columns a lane owns with at least 8 lanes' worth of them, and every
-   stream is aligned to a chunk of cp elements. */
-BQ__FN int bq__affine_cols_ok(const bq_plan *p, const bq_args *a, const bq__view *v) {
+   multiple of the cp columns a lane owns (affine.cu's BQ_CP) with at least 8 lanes' worth of
+   them, and every stream the kernel reads or writes is aligned to a chunk of cp elements.
+   Returns cp, or 0 where the kernel does not apply. */
+BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t cp = p->vec < 4 ? p->vec : 4;
-  if (v->group != 1 || v->gmod % cp || v->gmod / cp < 8) return 0;
+  if (d->granularity != BQ_PER_CHANNEL || v->group != 1 || v->gmod % cp || v->gmod / cp < 8) return 0;
   int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
-  const void *x = fwd ? a->x : a->dy, *y = fwd ? a->y : a->dx;
-  int xs = fwd && d->op == BQ_DEQUANTIZE ? 1 : t, ys = fwd && d->op == BQ_QUANTIZE ? 1 : t;
-  if ((uintptr_t)x % (uintptr_t)(cp * xs) || (uintptr_t)y % (uintptr_t)(cp * ys)) return 0;
-  return fwd || d->op == BQ_DEQUANTIZE || (uintptr_t)a->x % (uintptr_t)(cp * t) == 0;
+  uint64_t in0 = (uint64_t)cp * (fwd && d->op == BQ_DEQUANTIZE ? 1 : t);
+  uint64_t out = (uint64_t)cp * (fwd && d->op == BQ_QUANTIZE ? 1 : t);
+  int has_in1 = !fwd && d->op != BQ_DEQUANTIZE; /* x, for the backward mask */
+  if (k->in0 % in0 || k->out % out || (has_in1 && k->in1 % ((uint64_t)cp * t))) return 0;
+  return cp;
 }
 
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
@@ -3446,6 +3448,20 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.zps = (uint64_t)(uintptr_t)a->zero_points;
   k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
   k.zp = a->zero_point;
+  int64_t cp = bq__affine_cols_cp(p, &k, &v);
+  if (cp) {
+    /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
+    int64_t chunks = v.gmod / cp, rows = v.numel / v.gmod;
+    /* one wave: 3 blocks an SM (the kernel's launch bounds), x strips of 32 chunks */
+    int64_t gx = (chunks + 31) / 32, want = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 3;
+    int64_t gy = want / gx, gymax = (rows + 7) / 8;
+    if (gy < 1) gy = 1;
+    if (gy > gymax) gy = gymax;
+    if (gy > 65535) gy = 65535;
+    k.rows = rows;
+    k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
+    return bq__launch(p, 1, gx, gy, 256, 0, &k, stream);
+  }
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
   /* rows: a work item takes several tiles of a row while the grid keeps 64 warps an SM,
@@ -3465,19 +3481,6 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_group = bq__make_fastdiv((uint32_t)k.group);
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_chunks = bq__make_fastdiv((uint32_t)k.chunks);
-  }
-  if (d->granularity == BQ_PER_CHANNEL && bq__affine_cols_ok(p, a, &v)) {
-    /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
-    int64_t cp = p->vec < 4 ? p->vec : 4, chunks = v.gmod / cp, rows = v.numel / v.gmod;
-    /* one wave: 3 blocks an SM (the kernel's launch bounds), x strips of 32 chunks */
-    int64_t gx = (chunks + 31) / 32, want = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 3;
-    int64_t gy = want / gx, gymax = (rows + 7) / 8;
-    if (gy < 1) gy = 1;
-    if (gy > gymax) gy = gymax;
-    if (gy > 65535) gy = 65535;
-    k.rows = rows;
-    k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
-    return bq__launch(p, 1, gx, gy, 256, 0, &k, stream);
   }
   return bq__launch(p, 0, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per work item */
 }
