@@ -231,10 +231,9 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #else
     a.rows = rep >= 52 ? rnd_range(100, 400) : rnd_range(1, 40);
     g_num_sms = rep % 2 ? 1 : 132;
-    int64_t g = 1;
 #if EMU_GRAN == 3
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
-    g = gs[rnd() % 10];
+    const int64_t g = gs[rnd() % 10];
     a.cols = g * rnd_range(1, 12);
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
@@ -245,11 +244,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
-    xtot = a.rows * (a.x_row_stride ? a.x_row_stride : a.cols);
-    ytot = a.rows * (a.y_row_stride ? a.y_row_stride : a.cols);
-    snprintf(shape, sizeof shape, "[%lld,%lld] strides %lld/%lld g %lld grs %lld", (long long)a.rows,
-             (long long)a.cols, (long long)a.x_row_stride, (long long)a.y_row_stride, (long long)g,
-             (long long)a.group_row_stride);
+    emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
     run(a, xtot, ytot, np, offx, offy, shape);
   }

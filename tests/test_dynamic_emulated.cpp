@@ -157,10 +157,9 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
 #else
     a.rows = rnd_range(1, rep < 30 ? 20 : 3);
-    int64_t g = 1;
 #if EMU_SCOPE == 3
     static const int64_t gs[] = {1, 2, 8, 16, 32, 64, 128, 256, 7, 100, 4096};
-    g = gs[rnd() % 11];
+    const int64_t g = gs[rnd() % 11];
     a.cols = g * rnd_range(1, g >= 256 ? 3 : 10);
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
@@ -173,11 +172,7 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9) * (rnd() & 1 ? 8 : 1);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
-    xtot = a.rows * (a.x_row_stride ? a.x_row_stride : a.cols);
-    ytot = a.rows * (a.y_row_stride ? a.y_row_stride : a.cols);
-    snprintf(shape, sizeof shape, "[%lld,%lld] strides %lld/%lld g %lld grs %lld", (long long)a.rows,
-             (long long)a.cols, (long long)a.x_row_stride, (long long)a.y_row_stride, (long long)g,
-             (long long)a.group_row_stride);
+    emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
     run(a, xtot, ytot, np, offx, offy, shape);
   }

@@ -25,6 +25,16 @@ static void store_any(bq_dtype t, void *buf, int64_t i, double v) {
   else ref_store_f(t, buf, i, (float)v);
 }
 
+/* A [rows, cols] case (per token or per group) once its row strides are set: the elements
+   the x and y layouts span, and the case's name for failure messages. */
+static void emu_rows_case(const bq_args *a, int64_t *xtot, int64_t *ytot, char *shape, size_t n) {
+  *xtot = a->rows * (a->x_row_stride ? a->x_row_stride : a->cols);
+  *ytot = a->rows * (a->y_row_stride ? a->y_row_stride : a->cols);
+  snprintf(shape, n, "[%lld,%lld] strides %lld/%lld g %lld grs %lld", (long long)a->rows, (long long)a->cols,
+           (long long)a->x_row_stride, (long long)a->y_row_stride, (long long)a->group_size,
+           (long long)a->group_row_stride);
+}
+
 typedef void (*emu_kernel)(const void *);
 static int g_launches;
 static void (*emu_launch_check)(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem);
