@@ -800,6 +800,12 @@ static const char bq__src_affine_cu[] =
   "// BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)\n"
   "#define BQ_TILE (32 * BQ_U)             // accesses per warp tile\n"
   "#define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream\n"
+  "// Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare\n"
+  "// each parameter block's scale once, in shared memory (bq_slots); the other ops look each\n"
+  "// access's scale and zero point up, which measured faster for them on the H100 (dequantize\n"
+  "// has no reciprocal to prepare; the backward kernels of f32, f16 and bf16 ran out of\n"
+  "// registers with slots). The host's bq__affine_slots says the same.\n"
+  "#define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))\n"
   "\n"
   "struct bq_affine_params {\n"
   "  bq_u64 in0, in1, out;                 // device pointers\n"
@@ -922,8 +928,55 @@ static const char bq__src_affine_cu[] =
   "  E e[BQ_P];\n"
   "};\n"
   "\n"
-  "extern \"C\" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_params p) {\n"
+  "#if BQ_HAS_IN1\n"
+  "#define BQ_B(u) b[u]\n"
+  "#else\n"
+  "#define BQ_B(u) bq_piece<bq_in1>()\n"
+  "#endif\n"
+  "\n"
+  "// One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element\n"
+  "// needs the general formulas.\n"
+  "static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,\n"
+  "                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out> &y,\n"
+  "                                                      bool *fix) {\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);\n"
+  "}\n"
+  "\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "// The parameter block of element k of a row: its group (per group), or its run of p.group\n"
+  "// elements of one channel (per channel; the channel is the block modulo p.gmod).\n"
+  "static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {\n"
+  "  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
+  "}\n"
+  "// A block's scale and zero point, prepared: what a warp shares through shared memory.\n"
+  "struct bq_prep {\n"
+  "  bq_scale s;\n"
+  "  bq_zp z;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {\n"
+  "#if BQ_GRAN == 1\n"
+  "  const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;\n"
+  "#else\n"
+  "  const bq_i64 i = r * p.grs + b;\n"
+  "#endif\n"
+  "  bq_prep q;\n"
+  "  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));\n"
+  "  q.z = bq_zp_of(p.zps ? __ldg((const int *)p.zps + i) : 0);\n"
+  "  return q;\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "// The row kernel's body. TWO (slots only): accesses that straddle two parameter blocks are\n"
+  "// computed in registers with both blocks' parameters; otherwise they are redone element by\n"
+  "// element. The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block\n"
+  "// length that is not a multiple of BQ_P, or rows that start unaligned), since its extra\n"
+  "// registers cost the aligned shapes a quarter of their warps.\n"
+  "template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const bq_affine_params &p) {\n"
   "  const int lane = threadIdx.x & 31;\n"
+  "#if BQ_SLOTS\n"
+  "  __shared__ bq_prep bq_slots[8][32]; // a warp's prepared parameter blocks\n"
+  "#endif\n"
   "#if BQ_GRAN == 0\n"
   "  bq_qparams qt; // per tensor: prepared once per thread, not per tile\n"
   "  bq_qp_at(qt, p, 0, 0);\n"
@@ -988,18 +1041,78 @@ static const char bq__src_affine_cu[] =
   "#if BQ_GRAN == 2\n"
   "      if (t == t0) bq_qp_at(qt, p, r, 0);\n"
   "#endif\n"
+  "#if BQ_SLOTS\n"
+  "      // The parameter blocks this tile touches (groups; per channel, runs of p.group\n"
+  "      // elements of one channel) are consecutive, blk0 onwards. Their scales and zero\n"
+  "      // points are prepared once each, a block a lane, into the warp's 32 slots in shared\n"
+  "      // memory, a round at a time; each access then reads its block's slot, and an access\n"
+  "      // that straddles two blocks also the next one. Rounds step by 31 blocks, so that the\n"
+  "      // block after a straddling access is in the same round.\n"
+  "      int slot[BQ_U], cut[BQ_U]; // the access's first block; its elements before the next block\n"
+  "      bq_i64 nblk = 0, blk0 = 0;\n"
+  "      if (p.group >= BQ_P) { // else every access spans several blocks: element by element\n"
+  "        const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;\n"
+  "        blk0 = bq_blk(p, e0);\n"
+  "        nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;\n"
+  "      } else {\n"
+  "#pragma unroll\n"
+  "        for (int u = 0; u < BQ_U; u++)\n"
+  "          if (a0 + u * 32 < nacc) redo |= 1u << u;\n"
+  "      }\n"
+  "#pragma unroll\n"
+  "      for (int u = 0; u < BQ_U; u++) {\n"
+  "        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P, b = bq_blk(p, k0);\n"
+  "        slot[u] = (int)(b - blk0);\n"
+  "        cut[u] = (int)(p.group - (k0 - b * p.group)); // < BQ_P: the access straddles\n"
+  "      }\n"
+  "      bq_prep *slots = bq_slots[threadIdx.x >> 5];\n"
+  "      for (bq_i64 s0 = 0; s0 < nblk; s0 += 31) { // uniform across the warp\n"
+  "        if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);\n"
+  "        __syncwarp();\n"
+  "        const int last = s0 + 32 >= nblk; // no access of this round's last block straddles\n"
+  "#pragma unroll\n"
+  "        for (int u = 0; u < BQ_U; u++) {\n"
+  "          const bq_i64 acc = a0 + u * 32;\n"
+  "          const int d = slot[u] - (int)s0;\n"
+  "          if (acc < nacc && !(redo >> u & 1) && d >= 0 && (d < 31 || (d == 31 && last))) {\n"
+  "            const bq_prep &qa = slots[d];\n"
+  "            const bool two = cut[u] < BQ_P;\n"
+  "            if (!TWO && two) {\n"
+  "              redo |= 1u << u;\n"
+  "              continue;\n"
+  "            }\n"
+  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "            if (!qa.z.iok || (two && !slots[d + 1].z.iok)) { // a zero point within the\n"
+  "              redo |= 1u << u;                               // q-range's width of an int32 limit\n"
+  "              continue;\n"
+  "            }\n"
+  "#endif\n"
+  "            bq_piece<bq_out> y;\n"
+  "            bool fix = false;\n"
+  "            bq_apply_piece(a[u], BQ_B(u), qa.s, qa.z, y, &fix);\n"
+  "            if (TWO && two) { // the elements from cut[u] on take the next block's parameters\n"
+  "              const bq_prep &qb = slots[d + 1];\n"
+  "              bq_piece<bq_out> y2;\n"
+  "              bq_apply_piece(a[u], BQ_B(u), qb.s, qb.z, y2, &fix);\n"
+  "#pragma unroll\n"
+  "              for (int j = 1; j < BQ_P; j++)\n"
+  "                if (j >= cut[u]) y.e[j] = y2.e[j];\n"
+  "            }\n"
+  "            bq_store(out + pro + acc * BQ_P, y, w_out);\n"
+  "            if (fix) redo |= 1u << u;\n"
+  "          }\n"
+  "        }\n"
+  "        __syncwarp(); // every lane has read the slots before the next round writes them\n"
+  "      }\n"
+  "#else\n"
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
-  "      // every scale and zero point this tile starts with, loaded before any store\n"
+  "      // dequantize: each access looks its scale and zero point up (no reciprocal to prepare)\n"
   "      bq_qparams qs[BQ_U];\n"
   "#pragma unroll\n"
   "      for (int u = 0; u < BQ_U; u++) {\n"
   "        if (a0 + u * 32 >= nacc) continue;\n"
   "        bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);\n"
-  "        bool slow = qs[u].rem + BQ_P > p.group; // the access straddles a group or channel boundary\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
-  "        slow |= !qs[u].z.iok; // a zero point within the q-range's width of an int32 limit\n"
-  "#endif\n"
-  "        if (slow) redo |= 1u << u;\n"
+  "        if (qs[u].rem + BQ_P > p.group) redo |= 1u << u; // the access straddles a block boundary\n"
   "      }\n"
   "#endif\n"
   "#pragma unroll\n"
@@ -1013,36 +1126,35 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "          bq_piece<bq_out> y;\n"
   "          bool fix = false;\n"
-  "#pragma unroll\n"
-  "          for (int j = 0; j < BQ_P; j++)\n"
-  "#if BQ_HAS_IN1\n"
-  "            y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z, &fix);\n"
-  "#else\n"
-  "            y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z, &fix);\n"
-  "#endif\n"
+  "          bq_apply_piece(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
   "          bq_store(out + pro + acc * BQ_P, y, w_out);\n"
   "          if (fix) redo |= 1u << u;\n"
   "        }\n"
   "      }\n"
-  "      // Rare, and out of the vector loop so that it costs no registers there: accesses that\n"
-  "      // straddle a parameter boundary (each element takes its own scale), per-channel or\n"
-  "      // per-group quantize with a zero point that leaves no int32 room, and, in f64 quantize\n"
-  "      // backward, accesses with a quotient outside the fast division's range.\n"
+  "#endif\n"
+  "      // Rare, and out of the vector loop so that it costs no registers there: accesses over\n"
+  "      // blocks shorter than an access (each element takes its own scale), dequantize's\n"
+  "      // accesses that straddle a block boundary, per-channel or per-group quantize with a\n"
+  "      // zero point that leaves no int32 room, and, in f64 quantize backward, accesses with a\n"
+  "      // quotient outside the fast division's range. An access's elements are loaded\n"
+  "      // together, so that it waits for memory once.\n"
   "      if (redo) {\n"
   "#pragma unroll 1\n"
   "        for (int u = 0; u < BQ_U; u++) {\n"
   "          if (!(redo >> u & 1)) continue;\n"
   "          const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;\n"
+  "          bq_in0 x0[BQ_P];\n"
+  "          bq_in1 x1[BQ_P];\n"
+  "#pragma unroll\n"
+  "          for (int j = 0; j < BQ_P; j++) {\n"
+  "            x0[j] = in0[k0 + j];\n"
+  "            x1[j] = BQ_HAS_IN1 ? in1[k0 + j] : (bq_in1)0;\n"
+  "          }\n"
   "          bq_qparams q;\n"
   "          bq_qp_at(q, p, r, k0);\n"
-  "#pragma unroll 1\n"
+  "#pragma unroll\n"
   "          for (int j = 0; j < BQ_P; j++) {\n"
-  "            const bq_i64 k = k0 + j;\n"
-  "#if BQ_HAS_IN1\n"
-  "            out[k] = bq_apply(in0[k], in1[k], q.s, q.z, nullptr);\n"
-  "#else\n"
-  "            out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.z, nullptr);\n"
-  "#endif\n"
+  "            out[k0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);\n"
   "            if (j + 1 < BQ_P) bq_qp_next(q, p);\n"
   "          }\n"
   "        }\n"
@@ -1060,6 +1172,25 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
+  "\n"
+  "// Forward slot kernels (per channel and per group, quantize and fake quantize) are held to\n"
+  "// 80 registers, 3 blocks an SM: left alone, ptxas gives some of them up to 101, and 2 blocks.\n"
+  "// (Backward ones would spill 50 to 400 bytes a thread under that bound.)\n"
+  "#ifndef BQ_MINB\n"
+  "#define BQ_MINB (BQ_SLOTS && !BQ_BWD ? 3 : 1)\n"
+  "#endif\n"
+  "extern \"C\" __global__ void __launch_bounds__(256, BQ_MINB) bq_affine(const bq_affine_params p) {\n"
+  "  bq_affine_body<false>(p);\n"
+  "}\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "extern \"C\" __global__ void __launch_bounds__(256, BQ_MINB) bq_affine_odd(const bq_affine_params p) {\n"
+  "#if BQ_SLOTS\n"
+  "  bq_affine_body<true>(p);\n"
+  "#else\n"
+  "  __trap(); // dequantize has no slots: the host launches bq_affine\n"
+  "#endif\n"
+  "}\n"
+  "#endif\n"
   "\n"
   "#if BQ_GRAN == 1\n"
   "// Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)\n"
@@ -1537,9 +1668,15 @@ static const char bq__src_dynamic_cu[] =
   "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
   "\n"
   "#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access\n"
-  "#define BQ_CPT 4  // accesses per thread kept on chip: 64 bytes, 16 registers\n"
-  "#define BQ_DU 4   // accesses in flight per thread in the streaming loops\n"
-  "#define BQ_BLOCK 1024\n"
+  "// Accesses per thread kept on chip: 4 (64 bytes, 16 registers) in bq_dynamic, whose teams\n"
+  "// have up to BQ_BLOCK threads; 8 in bq_dynamic_long (per token), whose teams have up to\n"
+  "// BQ_LONG_TEAM, for rows past 256 threads' 4 accesses: fewer, fuller threads a row keep more\n"
+  "// rows on an SM, so that one row's reduction and stores overlap the others' loads.\n"
+  "#define BQ_CPT 4\n"
+  "#define BQ_LONG_CPT 8\n"
+  "#define BQ_DU 4          // accesses in flight per thread in the streaming loops\n"
+  "#define BQ_BLOCK 1024    // the largest team of bq_dynamic, and the per-tensor kernels' block\n"
+  "#define BQ_LONG_TEAM 512 // the largest team of bq_dynamic_long\n"
   "\n"
   "struct bq_dynamic_params {\n"
   "  bq_u64 x, y, scales, zps, partial;\n"
@@ -1582,7 +1719,11 @@ static const char bq__src_dynamic_cu[] =
   "static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {\n"
   "  bq_red o;\n"
   "  o.a = __shfl_xor_sync(0xffffffffu, r.a, off);\n"
+  "#if BQ_ASYM\n"
   "  o.b = __shfl_xor_sync(0xffffffffu, r.b, off);\n"
+  "#else\n"
+  "  o.b = 0; // unused\n"
+  "#endif\n"
   "  return o;\n"
   "}\n"
   "// reduce over aligned groups of `width` lanes (a power of two <= 32)\n"
@@ -1662,35 +1803,39 @@ static const char bq__src_dynamic_cu[] =
   "// One segment (a row, or a group run as a row) of n elements: reduce, store the scale,\n"
   "// quantize. The team holds batches of up to BQ_CPT accesses per lane in registers; a\n"
   "// segment of one batch is read once, a longer one is read again for the quantize pass.\n"
-  "static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[BQ_CPT], const bq_t *x, bq_i64 c0,\n"
-  "                                                     bq_i64 nch, int tpr) {\n"
+  "template <int CPT>\n"
+  "static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[CPT], const bq_t *x, bq_i64 c0, bq_i64 nch,\n"
+  "                                                     int tpr) {\n"
   "#pragma unroll\n"
-  "  for (int i = 0; i < BQ_CPT; i++) {\n"
+  "  for (int i = 0; i < CPT; i++) {\n"
   "    const bq_i64 c = c0 + (bq_i64)i * tpr;\n"
   "    if (c < nch) bq_load(a[i], x + c * BQ_VEC, 16);\n"
   "  }\n"
   "}\n"
   "\n"
+  "template <int CPT>\n"
   "static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
   "                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {\n"
   "  const bq_i64 pro = bq_prologue(x, n);\n"
   "  const int w_out = bq_width(y + pro);\n"
   "  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;\n"
-  "  const bq_i64 batch = (bq_i64)tpr * BQ_CPT;\n"
+  "  const bq_i64 batch = (bq_i64)tpr * CPT;\n"
   "  const bq_t *xb = x + pro;\n"
   "  bq_i *yb = y + pro;\n"
   "  bq_red r = bq_red_init();\n"
-  "  bq_xchunk a[BQ_CPT];\n"
-  "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
-  "    bq_load_batch(a, xb, b + lane, nch, tpr);\n"
-  "#pragma unroll\n"
-  "    for (int i = 0; i < BQ_CPT; i++)\n"
-  "      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);\n"
-  "  }\n"
-  "  // prologue and tail elements, at most one of each per lane\n"
+  "  // prologue and tail elements, at most one of each per lane, loaded with the first batch\n"
+  "  // (not after the reduction: that would cost the row a second round trip to memory)\n"
   "  const bq_i64 kp = lane, kt = tail0 + lane;\n"
   "  const bool has_p = kp < pro, has_t = kt < n;\n"
-  "  const bq_c ep = has_p ? bq_to_c(x[kp]) : (bq_c)0, et = has_t ? bq_to_c(x[kt]) : (bq_c)0;\n"
+  "  const bq_t xp = has_p ? x[kp] : (bq_t)0, xt = has_t ? x[kt] : (bq_t)0;\n"
+  "  bq_xchunk a[CPT];\n"
+  "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
+  "    bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < CPT; i++)\n"
+  "      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);\n"
+  "  }\n"
+  "  const bq_c ep = bq_to_c(xp), et = bq_to_c(xt);\n"
   "  if (has_p) bq_red_add(r, ep);\n"
   "  if (has_t) bq_red_add(r, et);\n"
   "  r = bq_red_team(r, tpr, red_smem);\n"
@@ -1699,9 +1844,9 @@ static const char bq__src_dynamic_cu[] =
   "  if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);\n"
   "  if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);\n"
   "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
-  "    if (nch > batch) bq_load_batch(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a\n"
+  "    if (nch > batch) bq_load_batch<CPT>(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a\n"
   "#pragma unroll\n"
-  "    for (int i = 0; i < BQ_CPT; i++) {\n"
+  "    for (int i = 0; i < CPT; i++) {\n"
   "      const bq_i64 c = b + lane + (bq_i64)i * tpr;\n"
   "      if (c < nch) {\n"
   "        bq_qchunk o;\n"
@@ -1747,13 +1892,14 @@ static const char bq__src_dynamic_cu[] =
   "#endif\n"
   "\n"
   "#if BQ_DSCOPE != 0\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
-  "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "// Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp\n"
+  "// teams, eight.\n"
+  "template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {\n"
   "  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;\n"
   "  const int lane = threadIdx.x & (tpr - 1);\n"
   "#if BQ_DSCOPE == 2\n"
   "  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
-  "    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);\n"
+  "    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);\n"
   "#else\n"
   "  if (p.fast_groups) {\n"
   "    for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
@@ -1762,12 +1908,22 @@ static const char bq__src_dynamic_cu[] =
   "    const bq_i64 segs = p.rows * p.ngroups;\n"
   "    for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {\n"
   "      const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;\n"
-  "      bq_segment(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,\n"
-  "                 p.group, r * p.grs + g, lane, tpr, red_smem);\n"
+  "      bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,\n"
+  "                      p.group, r * p.grs + g, lane, tpr, red_smem);\n"
   "    }\n"
   "  }\n"
   "#endif\n"
   "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "  bq_dynamic_body<BQ_CPT>(p, red_smem);\n"
+  "}\n"
+  "#if BQ_DSCOPE == 2\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];\n"
+  "  bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);\n"
+  "}\n"
+  "#endif\n"
   "#else\n"
   "// Per tensor, pass 1: one partial reduction per block into the workspace.\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {\n"
@@ -3362,9 +3518,24 @@ BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
 
 /* elements per 16-byte access of the widest stream, always the float one: affine.cu's BQ_P */
 BQ__FN int bq__affine_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
-/* accesses per lane per tile (affine.cu's BQ_U): 8 to 16 elements a lane, enough bytes in
-   flight without unrolling more code than a fast compile allows */
-BQ__FN int bq__affine_u(const bq_desc *d) { return d->float_type == BQ_F64 ? 4 : 2; }
+/* Per channel and per group, the kernels that prepare each parameter block once in shared
+   memory (affine.cu's BQ_SLOTS): quantize and fake quantize forward, and f64 backward. */
+BQ__FN int bq__affine_slots(const bq_desc *d) {
+  return (d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) && d->op != BQ_DEQUANTIZE &&
+         (d->direction == BQ_FORWARD || d->float_type == BQ_F64);
+}
+/* accesses per lane per tile (affine.cu's BQ_U), as measured on the H100 at 256 MiB: f64
+   4; per tensor 2 (its kernel is the leanest); per channel and per group, 4 with slots and
+   2 without (each access's parameters take registers); per token 4 (64 bytes of the lead
+   stream in flight a lane), but 2 where a 16-bit type is read twice (quantize and fake
+   quantize backward read dy and x: 4 would cost a quarter of the warps an SM holds) */
+BQ__FN int bq__affine_u(const bq_desc *d) {
+  if (d->float_type == BQ_F64) return 4;
+  if (d->granularity == BQ_PER_TENSOR) return 2;
+  if (d->granularity != BQ_PER_TOKEN) return bq__affine_slots(d) ? 4 : 2;
+  int two_inputs = d->direction == BQ_BACKWARD && d->op != BQ_DEQUANTIZE;
+  return two_inputs && bq__dtype_size(d->float_type) == 2 ? 2 : 4;
+}
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n", (int)d->op,
@@ -3482,14 +3653,23 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_chunks = bq__make_fastdiv((uint32_t)k.chunks);
   }
-  return bq__launch(p, 0, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per work item */
+  /* The slot kernels: bq_affine_odd where an access can straddle two parameter blocks (their
+     length is not a multiple of an access, or a row starts off the 16-byte grid of the
+     stream that leads the accesses, x or dy) */
+  int which = 0;
+  if (bq__affine_slots(d)) {
+    int64_t t = bq__dtype_size(d->float_type);
+    int odd = k.group % p->vec != 0 || k.in0 % 16 != 0 || (v.rows > 1 && (k.in0_stride * t) % 16 != 0);
+    if (odd) which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
+  }
+  return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per work item */
 }
 
 static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
   bq__no_workspace, bq__affine_run,
-  {{"bq_affine"}, {"bq_affine", "bq_affine_cols"}, {"bq_affine"}, {"bq_affine"}}};
+  {{"bq_affine"}, {"bq_affine", "bq_affine_cols", "bq_affine_odd"}, {"bq_affine"}, {"bq_affine", "bq_affine_odd"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
@@ -3501,7 +3681,6 @@ typedef struct bq__dynamic_params {
 
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
-#define BQ__DYN_CPT 8 /* accesses per thread kept on chip: dynamic.cu's BQ_CPT */
 
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", d->asymmetric, (int)d->granularity);
@@ -3520,20 +3699,22 @@ BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
 }
 
 /* per tensor: one partial (two C values) per block of the reduction pass */
-#define BQ__DYN_BLOCK 1024 /* dynamic.cu's BQ_BLOCK */
-#define BQ__DYN_PER_THREAD 4 /* dynamic.cu's BQ_CPT and BQ_DU */
+#define BQ__DYN_BLOCK 1024 /* dynamic.cu's BQ_BLOCK: bq_dynamic's largest team, the per-tensor blocks */
+#define BQ__DYN_LONG_TEAM 512 /* dynamic.cu's BQ_LONG_TEAM and BQ_LONG_CPT: bq_dynamic_long's teams */
+#define BQ__DYN_LONG_CPT 8
 BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) { return (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 2; }
 BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
   if (p->desc.granularity != BQ_PER_TENSOR || !a || a->numel <= 0) return 0;
   return (size_t)bq__dynamic_blocks(p) * 16;
 }
 
-/* team size for a segment of `chunks` accesses, each thread taking up to `per_thread`:
-   a warp, or a block of 64..1024 threads (dynamic.cu's teams). Several accesses per thread
-   keep enough bytes in flight at the occupancy the kernel's registers allow. */
-BQ__FN int bq__dynamic_team(int64_t chunks, int per_thread) {
+/* team size for a segment of `chunks` accesses, each thread holding up to `cpt` of them:
+   a warp, or a block of 64 threads up to `max` (dynamic.cu's teams). A segment that fits is
+   read once; several accesses per thread keep enough bytes in flight at the occupancy the
+   kernel's registers allow. */
+BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
   int tpr = 32;
-  while (tpr < BQ__DYN_BLOCK && (int64_t)tpr * per_thread < chunks) tpr *= 2;
+  while (tpr < max && (int64_t)tpr * cpt < chunks) tpr *= 2;
   return tpr;
 }
 
@@ -3581,16 +3762,21 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
   }
-  k.tpr = bq__dynamic_team(chunks, BQ__DYN_PER_THREAD);
+  /* Per token, rows longer than 256 threads' 4 accesses take bq_dynamic_long: up to 8
+     accesses a thread in teams of up to 512 (at 14336 bf16 a row, 0.78 -> 0.96 of copy
+     bandwidth on the H100: 512-thread teams of 4 left two rows an SM, whose barriers stalled
+     the loads). Shorter rows, and groups, keep 4 a thread, which measured faster there. */
+  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * 4;
+  k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM) : bq__dynamic_team(chunks, 4, BQ__DYN_BLOCK);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
-  return bq__launch(p, 0, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
+  return bq__launch(p, lng, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run,
-  {{"bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic"}, {"bq_dynamic"}}};
+  {{"bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
 
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
 /* Mirrors struct bq_linear_params in kernels_src/linear.cu. */

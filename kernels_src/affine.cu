@@ -38,6 +38,12 @@ typedef bq_t bq_in1;
 // BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)
 #define BQ_TILE (32 * BQ_U)             // accesses per warp tile
 #define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream
+// Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare
+// each parameter block's scale once, in shared memory (bq_slots); the other ops look each
+// access's scale and zero point up, which measured faster for them on the H100 (dequantize
+// has no reciprocal to prepare; the backward kernels of f32, f16 and bf16 ran out of
+// registers with slots). The host's bq__affine_slots says the same.
+#define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))
 
 struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
@@ -160,8 +166,55 @@ template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {
   E e[BQ_P];
 };
 
-extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_params p) {
+#if BQ_HAS_IN1
+#define BQ_B(u) b[u]
+#else
+#define BQ_B(u) bq_piece<bq_in1>()
+#endif
+
+// One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element
+// needs the general formulas.
+static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,
+                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out> &y,
+                                                      bool *fix) {
+#pragma unroll
+  for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
+}
+
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+// The parameter block of element k of a row: its group (per group), or its run of p.group
+// elements of one channel (per channel; the channel is the block modulo p.gmod).
+static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {
+  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
+}
+// A block's scale and zero point, prepared: what a warp shares through shared memory.
+struct bq_prep {
+  bq_scale s;
+  bq_zp z;
+};
+static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {
+#if BQ_GRAN == 1
+  const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;
+#else
+  const bq_i64 i = r * p.grs + b;
+#endif
+  bq_prep q;
+  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));
+  q.z = bq_zp_of(p.zps ? __ldg((const int *)p.zps + i) : 0);
+  return q;
+}
+#endif
+
+// The row kernel's body. TWO (slots only): accesses that straddle two parameter blocks are
+// computed in registers with both blocks' parameters; otherwise they are redone element by
+// element. The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block
+// length that is not a multiple of BQ_P, or rows that start unaligned), since its extra
+// registers cost the aligned shapes a quarter of their warps.
+template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const bq_affine_params &p) {
   const int lane = threadIdx.x & 31;
+#if BQ_SLOTS
+  __shared__ bq_prep bq_slots[8][32]; // a warp's prepared parameter blocks
+#endif
 #if BQ_GRAN == 0
   bq_qparams qt; // per tensor: prepared once per thread, not per tile
   bq_qp_at(qt, p, 0, 0);
@@ -226,18 +279,78 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
 #if BQ_GRAN == 2
       if (t == t0) bq_qp_at(qt, p, r, 0);
 #endif
+#if BQ_SLOTS
+      // The parameter blocks this tile touches (groups; per channel, runs of p.group
+      // elements of one channel) are consecutive, blk0 onwards. Their scales and zero
+      // points are prepared once each, a block a lane, into the warp's 32 slots in shared
+      // memory, a round at a time; each access then reads its block's slot, and an access
+      // that straddles two blocks also the next one. Rounds step by 31 blocks, so that the
+      // block after a straddling access is in the same round.
+      int slot[BQ_U], cut[BQ_U]; // the access's first block; its elements before the next block
+      bq_i64 nblk = 0, blk0 = 0;
+      if (p.group >= BQ_P) { // else every access spans several blocks: element by element
+        const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;
+        blk0 = bq_blk(p, e0);
+        nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;
+      } else {
+#pragma unroll
+        for (int u = 0; u < BQ_U; u++)
+          if (a0 + u * 32 < nacc) redo |= 1u << u;
+      }
+#pragma unroll
+      for (int u = 0; u < BQ_U; u++) {
+        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P, b = bq_blk(p, k0);
+        slot[u] = (int)(b - blk0);
+        cut[u] = (int)(p.group - (k0 - b * p.group)); // < BQ_P: the access straddles
+      }
+      bq_prep *slots = bq_slots[threadIdx.x >> 5];
+      for (bq_i64 s0 = 0; s0 < nblk; s0 += 31) { // uniform across the warp
+        if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);
+        __syncwarp();
+        const int last = s0 + 32 >= nblk; // no access of this round's last block straddles
+#pragma unroll
+        for (int u = 0; u < BQ_U; u++) {
+          const bq_i64 acc = a0 + u * 32;
+          const int d = slot[u] - (int)s0;
+          if (acc < nacc && !(redo >> u & 1) && d >= 0 && (d < 31 || (d == 31 && last))) {
+            const bq_prep &qa = slots[d];
+            const bool two = cut[u] < BQ_P;
+            if (!TWO && two) {
+              redo |= 1u << u;
+              continue;
+            }
+#if BQ_OP == 1 && !BQ_BWD
+            if (!qa.z.iok || (two && !slots[d + 1].z.iok)) { // a zero point within the
+              redo |= 1u << u;                               // q-range's width of an int32 limit
+              continue;
+            }
+#endif
+            bq_piece<bq_out> y;
+            bool fix = false;
+            bq_apply_piece(a[u], BQ_B(u), qa.s, qa.z, y, &fix);
+            if (TWO && two) { // the elements from cut[u] on take the next block's parameters
+              const bq_prep &qb = slots[d + 1];
+              bq_piece<bq_out> y2;
+              bq_apply_piece(a[u], BQ_B(u), qb.s, qb.z, y2, &fix);
+#pragma unroll
+              for (int j = 1; j < BQ_P; j++)
+                if (j >= cut[u]) y.e[j] = y2.e[j];
+            }
+            bq_store(out + pro + acc * BQ_P, y, w_out);
+            if (fix) redo |= 1u << u;
+          }
+        }
+        __syncwarp(); // every lane has read the slots before the next round writes them
+      }
+#else
 #if BQ_GRAN == 1 || BQ_GRAN == 3
-      // every scale and zero point this tile starts with, loaded before any store
+      // dequantize: each access looks its scale and zero point up (no reciprocal to prepare)
       bq_qparams qs[BQ_U];
 #pragma unroll
       for (int u = 0; u < BQ_U; u++) {
         if (a0 + u * 32 >= nacc) continue;
         bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
-        bool slow = qs[u].rem + BQ_P > p.group; // the access straddles a group or channel boundary
-#if BQ_OP == 1 && !BQ_BWD
-        slow |= !qs[u].z.iok; // a zero point within the q-range's width of an int32 limit
-#endif
-        if (slow) redo |= 1u << u;
+        if (qs[u].rem + BQ_P > p.group) redo |= 1u << u; // the access straddles a block boundary
       }
 #endif
 #pragma unroll
@@ -251,36 +364,35 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
 #endif
           bq_piece<bq_out> y;
           bool fix = false;
-#pragma unroll
-          for (int j = 0; j < BQ_P; j++)
-#if BQ_HAS_IN1
-            y.e[j] = bq_apply(a[u].e[j], b[u].e[j], q.s, q.z, &fix);
-#else
-            y.e[j] = bq_apply(a[u].e[j], (bq_in1)0, q.s, q.z, &fix);
-#endif
+          bq_apply_piece(a[u], BQ_B(u), q.s, q.z, y, &fix);
           bq_store(out + pro + acc * BQ_P, y, w_out);
           if (fix) redo |= 1u << u;
         }
       }
-      // Rare, and out of the vector loop so that it costs no registers there: accesses that
-      // straddle a parameter boundary (each element takes its own scale), per-channel or
-      // per-group quantize with a zero point that leaves no int32 room, and, in f64 quantize
-      // backward, accesses with a quotient outside the fast division's range.
+#endif
+      // Rare, and out of the vector loop so that it costs no registers there: accesses over
+      // blocks shorter than an access (each element takes its own scale), dequantize's
+      // accesses that straddle a block boundary, per-channel or per-group quantize with a
+      // zero point that leaves no int32 room, and, in f64 quantize backward, accesses with a
+      // quotient outside the fast division's range. An access's elements are loaded
+      // together, so that it waits for memory once.
       if (redo) {
 #pragma unroll 1
         for (int u = 0; u < BQ_U; u++) {
           if (!(redo >> u & 1)) continue;
           const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
+          bq_in0 x0[BQ_P];
+          bq_in1 x1[BQ_P];
+#pragma unroll
+          for (int j = 0; j < BQ_P; j++) {
+            x0[j] = in0[k0 + j];
+            x1[j] = BQ_HAS_IN1 ? in1[k0 + j] : (bq_in1)0;
+          }
           bq_qparams q;
           bq_qp_at(q, p, r, k0);
-#pragma unroll 1
+#pragma unroll
           for (int j = 0; j < BQ_P; j++) {
-            const bq_i64 k = k0 + j;
-#if BQ_HAS_IN1
-            out[k] = bq_apply(in0[k], in1[k], q.s, q.z, nullptr);
-#else
-            out[k] = bq_apply(in0[k], (bq_in1)0, q.s, q.z, nullptr);
-#endif
+            out[k0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);
             if (j + 1 < BQ_P) bq_qp_next(q, p);
           }
         }
@@ -298,6 +410,25 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine(const bq_affine_para
     }
   }
 }
+
+// Forward slot kernels (per channel and per group, quantize and fake quantize) are held to
+// 80 registers, 3 blocks an SM: left alone, ptxas gives some of them up to 101, and 2 blocks.
+// (Backward ones would spill 50 to 400 bytes a thread under that bound.)
+#ifndef BQ_MINB
+#define BQ_MINB (BQ_SLOTS && !BQ_BWD ? 3 : 1)
+#endif
+extern "C" __global__ void __launch_bounds__(256, BQ_MINB) bq_affine(const bq_affine_params p) {
+  bq_affine_body<false>(p);
+}
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+extern "C" __global__ void __launch_bounds__(256, BQ_MINB) bq_affine_odd(const bq_affine_params p) {
+#if BQ_SLOTS
+  bq_affine_body<true>(p);
+#else
+  __trap(); // dequantize has no slots: the host launches bq_affine
+#endif
+}
+#endif
 
 #if BQ_GRAN == 1
 // Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)

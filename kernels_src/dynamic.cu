@@ -15,9 +15,15 @@
 // bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
 
 #define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access
-#define BQ_CPT 4  // accesses per thread kept on chip: 64 bytes, 16 registers
-#define BQ_DU 4   // accesses in flight per thread in the streaming loops
-#define BQ_BLOCK 1024
+// Accesses per thread kept on chip: 4 (64 bytes, 16 registers) in bq_dynamic, whose teams
+// have up to BQ_BLOCK threads; 8 in bq_dynamic_long (per token), whose teams have up to
+// BQ_LONG_TEAM, for rows past 256 threads' 4 accesses: fewer, fuller threads a row keep more
+// rows on an SM, so that one row's reduction and stores overlap the others' loads.
+#define BQ_CPT 4
+#define BQ_LONG_CPT 8
+#define BQ_DU 4          // accesses in flight per thread in the streaming loops
+#define BQ_BLOCK 1024    // the largest team of bq_dynamic, and the per-tensor kernels' block
+#define BQ_LONG_TEAM 512 // the largest team of bq_dynamic_long
 
 struct bq_dynamic_params {
   bq_u64 x, y, scales, zps, partial;
@@ -60,7 +66,11 @@ static __device__ __forceinline__ bq_red bq_red_merge(bq_red u, bq_red v) {
 static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
   bq_red o;
   o.a = __shfl_xor_sync(0xffffffffu, r.a, off);
+#if BQ_ASYM
   o.b = __shfl_xor_sync(0xffffffffu, r.b, off);
+#else
+  o.b = 0; // unused
+#endif
   return o;
 }
 // reduce over aligned groups of `width` lanes (a power of two <= 32)
@@ -140,35 +150,39 @@ static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *
 // One segment (a row, or a group run as a row) of n elements: reduce, store the scale,
 // quantize. The team holds batches of up to BQ_CPT accesses per lane in registers; a
 // segment of one batch is read once, a longer one is read again for the quantize pass.
-static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[BQ_CPT], const bq_t *x, bq_i64 c0,
-                                                     bq_i64 nch, int tpr) {
+template <int CPT>
+static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[CPT], const bq_t *x, bq_i64 c0, bq_i64 nch,
+                                                     int tpr) {
 #pragma unroll
-  for (int i = 0; i < BQ_CPT; i++) {
+  for (int i = 0; i < CPT; i++) {
     const bq_i64 c = c0 + (bq_i64)i * tpr;
     if (c < nch) bq_load(a[i], x + c * BQ_VEC, 16);
   }
 }
 
+template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                   bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {
   const bq_i64 pro = bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
-  const bq_i64 batch = (bq_i64)tpr * BQ_CPT;
+  const bq_i64 batch = (bq_i64)tpr * CPT;
   const bq_t *xb = x + pro;
   bq_i *yb = y + pro;
   bq_red r = bq_red_init();
-  bq_xchunk a[BQ_CPT];
-  for (bq_i64 b = 0; b < nch; b += batch) {
-    bq_load_batch(a, xb, b + lane, nch, tpr);
-#pragma unroll
-    for (int i = 0; i < BQ_CPT; i++)
-      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);
-  }
-  // prologue and tail elements, at most one of each per lane
+  // prologue and tail elements, at most one of each per lane, loaded with the first batch
+  // (not after the reduction: that would cost the row a second round trip to memory)
   const bq_i64 kp = lane, kt = tail0 + lane;
   const bool has_p = kp < pro, has_t = kt < n;
-  const bq_c ep = has_p ? bq_to_c(x[kp]) : (bq_c)0, et = has_t ? bq_to_c(x[kt]) : (bq_c)0;
+  const bq_t xp = has_p ? x[kp] : (bq_t)0, xt = has_t ? x[kt] : (bq_t)0;
+  bq_xchunk a[CPT];
+  for (bq_i64 b = 0; b < nch; b += batch) {
+    bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);
+#pragma unroll
+    for (int i = 0; i < CPT; i++)
+      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);
+  }
+  const bq_c ep = bq_to_c(xp), et = bq_to_c(xt);
   if (has_p) bq_red_add(r, ep);
   if (has_t) bq_red_add(r, et);
   r = bq_red_team(r, tpr, red_smem);
@@ -177,9 +191,9 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
   for (bq_i64 b = 0; b < nch; b += batch) {
-    if (nch > batch) bq_load_batch(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a
+    if (nch > batch) bq_load_batch<CPT>(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a
 #pragma unroll
-    for (int i = 0; i < BQ_CPT; i++) {
+    for (int i = 0; i < CPT; i++) {
       const bq_i64 c = b + lane + (bq_i64)i * tpr;
       if (c < nch) {
         bq_qchunk o;
@@ -225,13 +239,14 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 #endif
 
 #if BQ_DSCOPE != 0
-extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
-  __shared__ bq_red red_smem[BQ_BLOCK / 32];
+// Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp
+// teams, eight.
+template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {
   const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
   const int lane = threadIdx.x & (tpr - 1);
 #if BQ_DSCOPE == 2
   for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-    bq_segment(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);
+    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);
 #else
   if (p.fast_groups) {
     for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
@@ -240,12 +255,22 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
     const bq_i64 segs = p.rows * p.ngroups;
     for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {
       const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;
-      bq_segment(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
-                 p.group, r * p.grs + g, lane, tpr, red_smem);
+      bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
+                      p.group, r * p.grs + g, lane, tpr, red_smem);
     }
   }
 #endif
 }
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_BLOCK / 32];
+  bq_dynamic_body<BQ_CPT>(p, red_smem);
+}
+#if BQ_DSCOPE == 2
+extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];
+  bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);
+}
+#endif
 #else
 // Per tensor, pass 1: one partial reduction per block into the workspace.
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {

@@ -13,6 +13,10 @@
 
 #include "emulator/cuda_emulator.h"
 
+/* the slot kernels and the accesses per lane per tile: what bq__affine_slots and
+   bq__affine_u give this specialization */
+#define EMU_SLOTS ((EMU_GRAN == 1 || EMU_GRAN == 3) && EMU_OP != 2 && (!EMU_BWD || EMU_T == 1))
+#define EMU_U (EMU_T == 1 ? 4 : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
 namespace emu_aff {
 #define BQ_FT EMU_T
 #define BQ_IT EMU_I
@@ -22,7 +26,7 @@ namespace emu_aff {
 #define BQ_OP EMU_OP
 #define BQ_BWD EMU_BWD
 #define BQ_GRAN EMU_GRAN
-#define BQ_U (EMU_T == 1 ? 4 : 2)
+#define BQ_U EMU_U
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/affine.cu"
 #include "emulator/kernel_undefs.h"
@@ -39,20 +43,27 @@ namespace emu_aff {
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
+#if EMU_GRAN == 1 || EMU_GRAN == 3
+static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff::bq_affine_params *)p); }
+#endif
 #if EMU_GRAN == 1
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
-static int g_cols; /* launches of the channel-innermost kernel */
-static void count_cols(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+#endif
+static int g_cols, g_odd, g_even; /* launches of the channel-innermost kernel, of bq_affine_odd and bq_affine */
+static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
+#if EMU_GRAN == 1
   g_cols += k == k_affine_cols;
+#endif
+#if EMU_GRAN == 1 || EMU_GRAN == 3
+  g_odd += k == k_affine_odd;
+#endif
+  g_even += k == k_affine;
 }
 static void init(void) {
   emu_test_init();
-  emu_launch_check = count_cols;
+  emu_launch_check = count_kernels;
 }
-#else
-static void init(void) { emu_test_init(); }
-#endif
 TestSuite(emulated_affine, .init = init);
 static int g_cases;
 static int g_num_sms = 132; /* 1 makes rows of several tiles into one work item (affine.cu's tpw) */
@@ -111,12 +122,19 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   char want[128];
   snprintf(want, sizeof want, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n", EMU_OP,
-           EMU_BWD, EMU_GRAN, EMU_T == 1 ? 4 : 2);
+           EMU_BWD, EMU_GRAN, EMU_U);
   cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
   entry.fn[0] = (bq__CUfunction)k_affine;
+#if EMU_GRAN == 1 || EMU_GRAN == 3
+  /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
+     by element): half the cases swap them, so each runs on aligned and unaligned shapes. */
+  const int swap = EMU_SLOTS && (rnd() & 1), odd = EMU_GRAN == 1 ? 2 : 1; /* the others have one */
+  entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
+  entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
+#endif
 #if EMU_GRAN == 1
   entry.fn[1] = (bq__CUfunction)k_affine_cols;
 #endif
@@ -234,7 +252,9 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #if EMU_GRAN == 3
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
     const int64_t g = gs[rnd() % 10];
-    a.cols = g * rnd_range(1, 12);
+    const int wide = rep % 8 == 3; /* rows of many groups: a tile's parameter blocks take several rounds */
+    a.cols = g * rnd_range(1, wide ? 400 / g + 300 : 12);
+    if (wide) a.rows = rnd_range(1, 3);
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
     np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / g);
@@ -251,5 +271,8 @@ Test(emulated_affine, shapes, .timeout = 600) {
   cr_assert(g_cases >= 60, "only %d cases had work", g_cases);
 #if EMU_GRAN == 1
   cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
+#endif
+#if EMU_SLOTS /* the slot kernels, in both forms */
+  cr_assert(g_odd >= 8 && g_even >= 8, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
 #endif
 }

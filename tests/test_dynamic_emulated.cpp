@@ -41,7 +41,11 @@ static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const emu_dyn::bq_d
 static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dynamic_params *)p); }
 #else
 static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
+#if EMU_SCOPE == 2
+static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dynamic_params *)p); }
+#else
 static void k1(const void *p) { (void)p; abort(); }
+#endif
 #endif
 static void init(void) { emu_test_init(); }
 TestSuite(emulated_dynamic, .init = init);
@@ -166,8 +170,9 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / g);
     offx = rnd() & 1 ? 0 : offx; /* aligned rows take the shuffle path */
 #else
-    /* short rows, rows a team keeps on chip, and rows longer than that (two reads) */
-    a.cols = rep < 30 ? rnd_range(1, 3000) : rnd_range(20000, 40000);
+    /* short rows; past 1024 accesses, rows for bq_dynamic_long, which keeps up to 4096 on
+       chip and reads longer ones twice */
+    a.cols = rep < 30 ? rnd_range(1, 3000) : rnd_range(4100, 40000);
     np = a.rows;
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9) * (rnd() & 1 ? 8 : 1);

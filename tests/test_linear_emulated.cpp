@@ -97,6 +97,7 @@ static void k_wgmma(const void *p) { emu_gemm::bq_gemm_wgmma(*(const emu_gemm::b
 static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::bq_linear_params *)p); }
 #if EMU_QL
 static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k_dyn_long(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dynamic_params *)p); }
 static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "dynamic params size");
 #endif
 static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
@@ -188,6 +189,7 @@ static void run(const ecase *c0) {
   bq__entry sub_entry;
   memset(&sub_entry, 0, sizeof sub_entry);
   sub_entry.fn[0] = (bq__CUfunction)k_dyn;
+  sub_entry.fn[1] = (bq__CUfunction)k_dyn_long;
   sub.entry = &sub_entry;
   sub.num_sms = 132;
   plan.sub = &sub;

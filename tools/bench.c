@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
-#define SIZE_256MIB (-1) /* shape[0] of a per-tensor case: 256 MiB of the float type */
+#define SIZE_256MIB (-1) /* shape[0]: as many as make the float tensor 256 MiB */
 #define ROTATE_BYTES (256 * MIB) /* rotated buffer sets span at least this (L2 is 50 MB) */
 #define SCRATCH_BYTES (64 * MIB) /* memset before each timed batch: keeps the GPU busy */
 #define SET_ALIGN 256
@@ -325,7 +325,8 @@ typedef int (*case_runner)(const bench_case *c, row_result *r);
 struct bench_case {
   bq_granularity gran;
   int rank;
-  int64_t shape[BQ_MAX_RANK]; /* per tensor: {numel} or {SIZE_256MIB}; per token/group: {rows, cols} */
+  int64_t shape[BQ_MAX_RANK]; /* per tensor: {numel}; per token/group: {rows, cols}; shape[0] may
+                                 be SIZE_256MIB */
   int axis;                   /* per channel */
   int64_t x_pad, y_pad;       /* per token/group: row stride = cols + pad (x and dx; y and dy) */
   int64_t group_size;         /* per group */
@@ -350,17 +351,21 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {4096}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL},
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {65536}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {1 << 20}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL},
-    /* per channel */
-    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPS_ALL, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 1, .ops = OPS_ALL, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    {.gran = BQ_PER_CHANNEL, .rank = 3, .shape = {64, 4096, 128}, .axis = 1, .ops = OPS_ALL, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    /* per token: aligned, odd row length, long rows, rows with a stride */
-    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4095}, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .x_pad = 64, .y_pad = 64, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
-    /* per group */
-    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPS_QDQ, .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* per channel, per token and per group at 256 MiB, every op, both directions, every
+       float type: the channel axis outermost, innermost and in the middle; rows aligned,
+       odd, long and strided; groups of 128 and of 105 (odd rows) */
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {SIZE_256MIB, 4096}, .axis = 0, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {SIZE_256MIB, 4096}, .axis = 1, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 3, .shape = {SIZE_256MIB, 4096, 128}, .axis = 1, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4095}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 14336}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .x_pad = 64, .y_pad = 64, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 14336}, .group_size = 128, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4095}, .group_size = 105, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
+    /* per-channel fake quantize of f32 [8192, 4096], against torch.fake_quantize_per_channel_affine */
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_FAKE_QUANTIZE), .dirs = FWD, .types = TYM(BQ_F32), .quick = 1},
     /* dynamic quantization: per token (aligned, long and odd rows, small batches), per
        group, per tensor at 256 MiB */
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_ALL, .quick = 1},
@@ -373,14 +378,23 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {64, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {256, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* the activations of the QuantizedLinear rows (f32 scales, as that plan makes them) */
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {2048, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {4096, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {2048, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
 };
 
+/* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
+static int64_t case_dim(const bench_case *c, int i) {
+  if (i > 0 || c->shape[0] != SIZE_256MIB) return c->shape[i];
+  int64_t inner = 1;
+  for (int j = 1; j < c->rank; j++) inner *= c->shape[j];
+  return (int64_t)(256 * MIB / (size_t)bq__dtype_size(c->float_type)) / inner;
+}
 static int64_t case_numel(const bench_case *c) {
-  if (c->gran == BQ_PER_TENSOR && c->shape[0] == SIZE_256MIB)
-    return (int64_t)(256 * MIB / (size_t)bq__dtype_size(c->float_type));
   int64_t n = 1;
-  for (int i = 0; i < c->rank; i++) n *= c->shape[i];
+  for (int i = 0; i < c->rank; i++) n *= case_dim(c, i);
   return n;
 }
 static bq_dtype case_int_type(const bench_case *c) { return c->int_type ? c->int_type : BQ_S8; }
@@ -397,8 +411,7 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   int k = snprintf(shape, sizeof shape, "[");
   for (int i = 0; i < c->rank && k < (int)sizeof shape; i++)
     k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", i ? "," : "",
-                  (long long)(i == 0 ? (c->gran == BQ_PER_TENSOR ? case_numel(c) : c->shape[0])
-                                     : c->shape[i]));
+                  (long long)case_dim(c, i));
   if (k < (int)sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
   char extra[96] = "";
   if (c->gran == BQ_PER_CHANNEL) snprintf(extra, sizeof extra, "/axis=%d", c->axis);
@@ -497,12 +510,12 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     a->zero_point = qlo + (int32_t)(splitmix64(&s) % (uint64_t)(qhi - qlo + 1));
   } else if (c->gran == BQ_PER_CHANNEL) {
     a->rank = c->rank;
-    for (int i = 0; i < c->rank; i++) a->shape[i] = c->shape[i];
+    for (int i = 0; i < c->rank; i++) a->shape[i] = case_dim(c, i);
     a->axis = c->axis;
-    nscales = c->shape[c->axis];
+    nscales = case_dim(c, c->axis);
   } else {
-    rows = c->shape[0];
-    cols = c->shape[1];
+    rows = case_dim(c, 0);
+    cols = case_dim(c, 1);
     a->rows = rows;
     a->cols = cols;
     if (c->x_pad) a->x_row_stride = cols + c->x_pad;

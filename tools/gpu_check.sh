@@ -1,11 +1,12 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|linear] - on a GPU host, from the repository
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear] - on a GPU host, from the repository
 # root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each within the device tool's 10 minutes a command:
-# `suites` the demo and every suite; `sanitizers` the sanitizers over the per-tensor,
-# affine, dynamic and cache suites; `linear` the linear layers' suite, sanitizers and
-# benchmark rows. `all` is all three.
+# `suites` the demo and every suite; `sanitizers` memcheck over the affine, dynamic and
+# cache suites; `races` racecheck over the dynamic suite and the affine kernels that use
+# shared memory; `linear` the linear layers' suite, sanitizers and benchmark rows. `all` is
+# all four.
 # Logs go to $OUT (default gpu-logs/).
 what=${1:-all}
 B=build; [ -x build/tests/test_gpu_linear ] || B=.deps/build
@@ -30,10 +31,16 @@ if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
   for t in gpu_cache gpu_affine gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
 fi
+# racecheck of the affine kernels that share shared memory: per channel and per group
+race_affine() { for f in per_channel per_group; do
+  TMO=300 san racecheck gpu_affine --filter "$f/*"; mv $OUT/racecheck_gpu_affine.txt $OUT/racecheck_gpu_affine_$f.txt; done; }
 if [ "$what" = all ] || [ "$what" = sanitizers ]; then
   TMO=280 san memcheck gpu_affine
   san memcheck gpu_dynamic
-  TMO=400 san racecheck gpu_dynamic
   san memcheck gpu_cache
+fi
+if [ "$what" = all ] || [ "$what" = races ]; then
+  TMO=400 san racecheck gpu_dynamic
+  race_affine
 fi
 if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
