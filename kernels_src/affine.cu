@@ -44,6 +44,7 @@ typedef bq_t bq_in1;
 // has no reciprocal to prepare; the backward kernels of f32, f16 and bf16 ran out of
 // registers with slots). The host's bq__affine_slots says the same.
 #define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))
+#define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
 
 struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
@@ -374,26 +375,30 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
       // blocks shorter than an access (each element takes its own scale), dequantize's
       // accesses that straddle a block boundary, per-channel or per-group quantize with a
       // zero point that leaves no int32 room, and, in f64 quantize backward, accesses with a
-      // quotient outside the fast division's range. An access's elements are loaded
-      // together, so that it waits for memory once.
+      // quotient outside the fast division's range. The slot kernels load an access's
+      // elements together (BQ_RL), so that it waits for memory once; the others one by one,
+      // which keeps the registers of their vector loop (and their occupancy) as they are.
       if (redo) {
 #pragma unroll 1
         for (int u = 0; u < BQ_U; u++) {
           if (!(redo >> u & 1)) continue;
           const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
-          bq_in0 x0[BQ_P];
-          bq_in1 x1[BQ_P];
-#pragma unroll
-          for (int j = 0; j < BQ_P; j++) {
-            x0[j] = in0[k0 + j];
-            x1[j] = BQ_HAS_IN1 ? in1[k0 + j] : (bq_in1)0;
-          }
           bq_qparams q;
           bq_qp_at(q, p, r, k0);
+#pragma unroll 1
+          for (int j0 = 0; j0 < BQ_P; j0 += BQ_RL) {
+            bq_in0 x0[BQ_RL];
+            bq_in1 x1[BQ_RL];
 #pragma unroll
-          for (int j = 0; j < BQ_P; j++) {
-            out[k0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);
-            if (j + 1 < BQ_P) bq_qp_next(q, p);
+            for (int j = 0; j < BQ_RL; j++) {
+              x0[j] = in0[k0 + j0 + j];
+              x1[j] = BQ_HAS_IN1 ? in1[k0 + j0 + j] : (bq_in1)0;
+            }
+#pragma unroll
+            for (int j = 0; j < BQ_RL; j++) {
+              out[k0 + j0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);
+              if (j0 + j + 1 < BQ_P) bq_qp_next(q, p);
+            }
           }
         }
       }
@@ -413,15 +418,17 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 
 // Forward slot kernels (per channel and per group, quantize and fake quantize) are held to
 // 80 registers, 3 blocks an SM: left alone, ptxas gives some of them up to 101, and 2 blocks.
-// (Backward ones would spill 50 to 400 bytes a thread under that bound.)
-#ifndef BQ_MINB
-#define BQ_MINB (BQ_SLOTS && !BQ_BWD ? 3 : 1)
+// (Backward ones would spill 50 to 400 bytes a thread under that bound. And the others name
+// no minimum: an explicit 1 lets ptxas spend more registers, 43 -> 64 for quantize per
+// tensor.)
+#if BQ_SLOTS && !BQ_BWD
+#define BQ_BOUNDS __launch_bounds__(256, 3)
+#else
+#define BQ_BOUNDS __launch_bounds__(256)
 #endif
-extern "C" __global__ void __launch_bounds__(256, BQ_MINB) bq_affine(const bq_affine_params p) {
-  bq_affine_body<false>(p);
-}
+extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
 #if BQ_GRAN == 1 || BQ_GRAN == 3
-extern "C" __global__ void __launch_bounds__(256, BQ_MINB) bq_affine_odd(const bq_affine_params p) {
+extern "C" __global__ void BQ_BOUNDS bq_affine_odd(const bq_affine_params p) {
 #if BQ_SLOTS
   bq_affine_body<true>(p);
 #else
