@@ -3769,11 +3769,12 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
   }
-  /* Per token, rows longer than 256 threads' 4 accesses take bq_dynamic_long: up to 8
-     accesses a thread in teams of up to 512 (at 14336 bf16 a row, 0.78 -> 0.96 of copy
-     bandwidth on the H100: 512-thread teams of 4 left two rows an SM, whose barriers stalled
-     the loads). Shorter rows, and groups, keep 4 a thread, which measured faster there. */
-  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * 4;
+  /* Per token, f16 and bf16 rows longer than 256 threads' 4 accesses take bq_dynamic_long:
+     up to 8 accesses a thread in teams of up to 512 (at 14336 bf16 a row, 0.78 -> 0.96 of
+     copy bandwidth on the H100: 512-thread teams of 4 left two rows an SM, whose barriers
+     stalled the loads). Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which
+     measured faster there (f64 [8192, 4096]: 0.75 with 4, 0.62 with 8). */
+  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * 4 && bq__dtype_size(d->float_type) == 2;
   k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM) : bq__dynamic_team(chunks, 4, BQ__DYN_BLOCK);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
   return bq__launch(p, lng, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
