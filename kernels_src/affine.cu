@@ -12,6 +12,10 @@
 // contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row
 // at a time and issues all its loads before it computes; a work item is p.tpw consecutive
 // tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.
+// Per channel and per group, the scale and zero point change along the row: the slot
+// kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in shared memory,
+// and bq_affine_odd also takes the accesses that straddle two blocks in registers; the
+// other ops look each access's parameters up.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;

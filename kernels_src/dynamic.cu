@@ -6,9 +6,9 @@
 // Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns
 // it), consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P
 // elements with the widest access its alignment allows.
-// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread) it is
-// read once into registers, reduced, then quantized from registers: one read of DRAM.
-// Longer rows are read twice. Per group: when a group is a power-of-two number of
+// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or
+// BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized
+// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group is a power-of-two number of
 // accesses (up to 32) and rows start 16-byte aligned, the lanes holding a group reduce
 // it with shuffles: one read. Other group shapes run each group as a row of its own.
 // Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;
