@@ -1672,9 +1672,10 @@ static const char bq__src_dynamic_cu[] =
   "// elements with the widest access its alignment allows.\n"
   "// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or\n"
   "// BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized\n"
-  "// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group is a power-of-two number of\n"
-  "// accesses (up to 32) and rows start 16-byte aligned, the lanes holding a group reduce\n"
-  "// it with shuffles: one read. Other group shapes run each group as a row of its own.\n"
+  "// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group\n"
+  "// is a power-of-two number of accesses (up to 32) and rows start 16-byte aligned, the\n"
+  "// lanes holding a group reduce it with shuffles: one read. Other group shapes run each\n"
+  "// group as a row of its own.\n"
   "// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;\n"
   "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
   "\n"
@@ -3711,6 +3712,7 @@ BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
 
 /* per tensor: one partial (two C values) per block of the reduction pass */
 #define BQ__DYN_BLOCK 1024 /* dynamic.cu's BQ_BLOCK: bq_dynamic's largest team, the per-tensor blocks */
+#define BQ__DYN_CPT 4 /* dynamic.cu's BQ_CPT: bq_dynamic's accesses a thread */
 #define BQ__DYN_LONG_TEAM 512 /* dynamic.cu's BQ_LONG_TEAM and BQ_LONG_CPT: bq_dynamic_long's teams */
 #define BQ__DYN_LONG_CPT 8
 BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) { return (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 2; }
@@ -3778,8 +3780,9 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
      copy bandwidth on the H100: 512-thread teams of 4 left two rows an SM, whose barriers
      stalled the loads). Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which
      measured faster there (f64 [8192, 4096]: 0.75 with 4, 0.62 with 8). */
-  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * 4 && bq__dtype_size(d->float_type) == 2;
-  k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM) : bq__dynamic_team(chunks, 4, BQ__DYN_BLOCK);
+  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * BQ__DYN_CPT && bq__dtype_size(d->float_type) == 2;
+  k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM)
+              : bq__dynamic_team(chunks, BQ__DYN_CPT, BQ__DYN_BLOCK);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
   return bq__launch(p, lng, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }

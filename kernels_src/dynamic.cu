@@ -8,9 +8,10 @@
 // elements with the widest access its alignment allows.
 // Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or
 // BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized
-// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group is a power-of-two number of
-// accesses (up to 32) and rows start 16-byte aligned, the lanes holding a group reduce
-// it with shuffles: one read. Other group shapes run each group as a row of its own.
+// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group
+// is a power-of-two number of accesses (up to 32) and rows start 16-byte aligned, the
+// lanes holding a group reduce it with shuffles: one read. Other group shapes run each
+// group as a row of its own.
 // Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;
 // bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
 
