@@ -1673,7 +1673,7 @@ static const char bq__src_dynamic_cu[] =
   "// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or\n"
   "// BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized\n"
   "// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group\n"
-  "// is a power-of-two number of accesses (up to 32) and rows start 16-byte aligned, the\n"
+  "// is a power-of-two number of accesses (up to 128) and rows start 16-byte aligned, the\n"
   "// lanes holding a group reduce it with shuffles: one read. Other group shapes run each\n"
   "// group as a row of its own.\n"
   "// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;\n"
@@ -1870,33 +1870,41 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "\n"
   "#if BQ_DSCOPE == 3\n"
-  "// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two <= 32) held\n"
-  "// by gc consecutive lanes; the row starts 16-byte aligned, so accesses never straddle\n"
-  "// groups. Each lane has BQ_DU accesses in flight.\n"
+  "// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two up to\n"
+  "// 32 BQ_DU) and the row starts 16-byte aligned, so accesses never straddle groups. A\n"
+  "// group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each\n"
+  "// (access u of lane j is the group's u gl + j: a load instruction reads gl contiguous\n"
+  "// accesses of each group). The lanes reduce with log2(gl) shuffles, and one set of scale\n"
+  "// instructions serves 32 / gl groups a warp: at G = 128 bf16, 8 groups (1024 elements).\n"
   "static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
   "                                                      bq_i64 r, int lane, int tpr) {\n"
-  "  const int gc = (int)(p.group / BQ_VEC);\n"
+  "  const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU, gl = gc / ga;\n"
   "  const int w_out = bq_width(y);\n"
-  "  const bq_i64 nch = p.cols / BQ_VEC;\n"
-  "  for (bq_i64 c0 = 0; c0 < nch; c0 += (bq_i64)tpr * BQ_DU) { // uniform trip count: shuffles need all lanes\n"
+  "  const int sub = lane & (gl - 1);\n"
+  "  const bq_i64 per = tpr / gl; // groups a team takes at once\n"
+  "  for (bq_i64 g0 = 0; g0 < p.ngroups; g0 += per) { // uniform trip count: shuffles need all lanes\n"
+  "    const bq_i64 g = g0 + lane / gl;\n"
+  "    const bool ok = g < p.ngroups;\n"
+  "    const bq_i64 c0 = g * gc + sub;\n"
   "    bq_xchunk a[BQ_DU];\n"
   "#pragma unroll\n"
-  "    for (int u = 0; u < BQ_DU; u++) {\n"
-  "      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;\n"
-  "      if (c < nch) bq_load(a[u], x + c * BQ_VEC, 16);\n"
-  "    }\n"
+  "    for (int u = 0; u < BQ_DU; u++)\n"
+  "      if (ok && u < ga) bq_load(a[u], x + (c0 + (bq_i64)u * gl) * BQ_VEC, 16);\n"
+  "    bq_red red = bq_red_init();\n"
   "#pragma unroll\n"
-  "    for (int u = 0; u < BQ_DU; u++) {\n"
-  "      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;\n"
-  "      bq_red red = bq_red_init();\n"
-  "      if (c < nch) bq_reduce_chunk(a[u], red);\n"
-  "      red = bq_red_lanes(red, gc);\n"
-  "      if (c < nch) {\n"
-  "        const bq_qp q = bq_params_of(red);\n"
-  "        if ((c & (gc - 1)) == 0) bq_write_params(p, r * p.grs + c / gc, q);\n"
-  "        bq_qchunk o;\n"
-  "        bq_quantize_chunk(a[u], o, q);\n"
-  "        bq_store(y + c * BQ_VEC, o, w_out);\n"
+  "    for (int u = 0; u < BQ_DU; u++)\n"
+  "      if (ok && u < ga) bq_reduce_chunk(a[u], red);\n"
+  "    red = bq_red_lanes(red, gl);\n"
+  "    if (ok) {\n"
+  "      const bq_qp q = bq_params_of(red);\n"
+  "      if (sub == 0) bq_write_params(p, r * p.grs + g, q);\n"
+  "#pragma unroll\n"
+  "      for (int u = 0; u < BQ_DU; u++) {\n"
+  "        if (u < ga) {\n"
+  "          bq_qchunk o;\n"
+  "          bq_quantize_chunk(a[u], o, q);\n"
+  "          bq_store(y + (c0 + (bq_i64)u * gl) * BQ_VEC, o, w_out);\n"
+  "        }\n"
   "      }\n"
   "    }\n"
   "  }\n"
@@ -3767,10 +3775,11 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     chunks = (v.cols + p->vec - 1) / p->vec;
     segs = v.rows;
   } else {
-    /* groups of a power-of-two number of whole accesses (<= 32), rows 16-byte aligned:
-       reduced by shuffles across the lanes holding them; otherwise each group runs as a row */
+    /* groups of a power-of-two number of whole accesses (<= 128: 32 lanes of 4), rows
+       16-byte aligned: reduced by shuffles across the lanes holding them; otherwise each
+       group runs as a row */
     int64_t gc = v.group / p->vec;
-    k.fast_groups = v.group % p->vec == 0 && gc <= 32 && (gc & (gc - 1)) == 0 &&
+    k.fast_groups = v.group % p->vec == 0 && gc <= 32 * BQ__DYN_CPT && (gc & (gc - 1)) == 0 &&
                     (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
     chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;

@@ -9,7 +9,7 @@
 // Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or
 // BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized
 // from registers: one read of DRAM. Longer rows are read twice. Per group: when a group
-// is a power-of-two number of accesses (up to 32) and rows start 16-byte aligned, the
+// is a power-of-two number of accesses (up to 128) and rows start 16-byte aligned, the
 // lanes holding a group reduce it with shuffles: one read. Other group shapes run each
 // group as a row of its own.
 // Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;
@@ -206,33 +206,41 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 }
 
 #if BQ_DSCOPE == 3
-// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two <= 32) held
-// by gc consecutive lanes; the row starts 16-byte aligned, so accesses never straddle
-// groups. Each lane has BQ_DU accesses in flight.
+// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two up to
+// 32 BQ_DU) and the row starts 16-byte aligned, so accesses never straddle groups. A
+// group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each
+// (access u of lane j is the group's u gl + j: a load instruction reads gl contiguous
+// accesses of each group). The lanes reduce with log2(gl) shuffles, and one set of scale
+// instructions serves 32 / gl groups a warp: at G = 128 bf16, 8 groups (1024 elements).
 static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                       bq_i64 r, int lane, int tpr) {
-  const int gc = (int)(p.group / BQ_VEC);
+  const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU, gl = gc / ga;
   const int w_out = bq_width(y);
-  const bq_i64 nch = p.cols / BQ_VEC;
-  for (bq_i64 c0 = 0; c0 < nch; c0 += (bq_i64)tpr * BQ_DU) { // uniform trip count: shuffles need all lanes
+  const int sub = lane & (gl - 1);
+  const bq_i64 per = tpr / gl; // groups a team takes at once
+  for (bq_i64 g0 = 0; g0 < p.ngroups; g0 += per) { // uniform trip count: shuffles need all lanes
+    const bq_i64 g = g0 + lane / gl;
+    const bool ok = g < p.ngroups;
+    const bq_i64 c0 = g * gc + sub;
     bq_xchunk a[BQ_DU];
 #pragma unroll
-    for (int u = 0; u < BQ_DU; u++) {
-      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;
-      if (c < nch) bq_load(a[u], x + c * BQ_VEC, 16);
-    }
+    for (int u = 0; u < BQ_DU; u++)
+      if (ok && u < ga) bq_load(a[u], x + (c0 + (bq_i64)u * gl) * BQ_VEC, 16);
+    bq_red red = bq_red_init();
 #pragma unroll
-    for (int u = 0; u < BQ_DU; u++) {
-      const bq_i64 c = c0 + (bq_i64)u * tpr + lane;
-      bq_red red = bq_red_init();
-      if (c < nch) bq_reduce_chunk(a[u], red);
-      red = bq_red_lanes(red, gc);
-      if (c < nch) {
-        const bq_qp q = bq_params_of(red);
-        if ((c & (gc - 1)) == 0) bq_write_params(p, r * p.grs + c / gc, q);
-        bq_qchunk o;
-        bq_quantize_chunk(a[u], o, q);
-        bq_store(y + c * BQ_VEC, o, w_out);
+    for (int u = 0; u < BQ_DU; u++)
+      if (ok && u < ga) bq_reduce_chunk(a[u], red);
+    red = bq_red_lanes(red, gl);
+    if (ok) {
+      const bq_qp q = bq_params_of(red);
+      if (sub == 0) bq_write_params(p, r * p.grs + g, q);
+#pragma unroll
+      for (int u = 0; u < BQ_DU; u++) {
+        if (u < ga) {
+          bq_qchunk o;
+          bq_quantize_chunk(a[u], o, q);
+          bq_store(y + (c0 + (bq_i64)u * gl) * BQ_VEC, o, w_out);
+        }
       }
     }
   }

@@ -162,8 +162,8 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
 #else
     a.rows = rnd_range(1, rep < 30 ? 20 : 3);
 #if EMU_SCOPE == 3
-    static const int64_t gs[] = {1, 2, 8, 16, 32, 64, 128, 256, 7, 100, 4096};
-    const int64_t g = gs[rnd() % 11];
+    static const int64_t gs[] = {1, 2, 8, 16, 32, 64, 128, 256, 512, 1024, 7, 100, 4096};
+    const int64_t g = gs[rnd() % 13];
     a.cols = g * rnd_range(1, g >= 256 ? 3 : 10);
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);

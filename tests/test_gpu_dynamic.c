@@ -695,10 +695,10 @@ static void matrix_group(const bq_desc *d)
 {
   static const int64_t slow_g[] = {1, 3, 5, 16, 32, 48, 128, 4096};
   int vec = vec_of(d->float_type);
-  /* the shuffle path: G a power-of-two number (<= 32) of whole 16-byte accesses, x and
+  /* the shuffle path: G a power-of-two number (<= 128) of whole 16-byte accesses, x and
      every row 16-byte aligned (y need not be) */
   {
-    int64_t G = (int64_t)vec << rnd_range(0, 5), ng = rnd_range(1, 6);
+    int64_t G = (int64_t)vec << rnd_range(0, 7), ng = rnd_range(1, 6);
     int64_t xpad = (rnd() & 1) ? (int64_t)vec * rnd_range(1, 3) : 0;
     dcase c = group_case(d, NKINDS + rnd_range(0, 4), G, ng, ng + rnd_range(0, 3), xpad, rnd_range(0, 9), 0,
                          (int)rnd_range(0, 15));
