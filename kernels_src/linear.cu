@@ -436,52 +436,121 @@ extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); }
 #endif
 
 // ---- M <= 64: weight streaming ----------------------------------------------------------------------
-// A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows; its 8 warps split K
-// in 64-byte slices and meet in shared memory. Each lane loads 16 contiguous bytes of a
-// weight row and of an activation row straight into mma fragments: the dot product is a
-// sum over k, so the same permutation of k in both operands (lane quad q holds
-// k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The weight is
-// read once, from memory; the activations (M x K bytes) by every CTA, from L2. A grid
-// row (blockIdx.y) takes the next 16 * MT rows, its weight reads then mostly hit L2.
-template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, int *red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+// A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows. The weight is read
+// once, from memory, and sets the time; the activations (M x K bytes) are read by every CTA,
+// from L2. K moves through shared memory in stages of 512 bytes: a stage holds the 16
+// weight rows, then the xr = min(16 MT, M) activation rows that can exist, each row 512
+// bytes at a stride of BQ_GV_LD. The copies (cp.async) take each row's 512 bytes with one
+// warp instruction, so that the CTA reads its 16 weight rows (one contiguous block of
+// memory) in long runs. Then the 8 warps split the stage in 64-byte slices: lane
+// (g = lane / 4, q = lane % 4) reads 16 contiguous bytes of weight rows g and 8 + g and of
+// activation rows g and 8 + g of each m16 tile, straight into mma fragments: the dot
+// product is a sum over k, so the same permutation of k in both operands (lane quad q
+// holds k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The row
+// stride of 512 + 64 bytes keeps those reads free of bank conflicts. The warps meet in
+// shared memory at the end. A grid row (blockIdx.y) takes the next 16 * MT rows; its
+// weight reads then mostly hit L2. The epilogue's parameters are loaded first.
+// Stages in flight: as many (2 to 4) as fit in about 56 KiB, so that four CTAs share an SM
+// and the grid of a large weight (512 CTAs for N = 8192) runs in one wave: a partial
+// second wave costs more than a shallower pipeline. The host sizes shared memory the same
+// way (bq__gemv_smem).
+#define BQ_GV_LD 576
+#define BQ_GV_STAGES(XR) max(2, min(4, 57344 / ((16 + (XR)) * BQ_GV_LD)))
+#define BQ_GV_SMEM(XR) (BQ_GV_STAGES(XR) * (16 + (XR)) * BQ_GV_LD) // XR = min(16 MT, M)
+template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, unsigned char *smem) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
   const bq_i64 n0 = (bq_i64)blockIdx.x * 16, m0 = (bq_i64)blockIdx.y * 16 * MT;
   const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
   const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
-  const bool w0ok = n0 + g < p.n, w1ok = n0 + 8 + g < p.n;
+  const int xr = (int)min((bq_i64)16 * MT, p.m), rows = 16 + xr, STAGE = rows * BQ_GV_LD, S = BQ_GV_STAGES(xr);
+  const int ktiles = (int)((p.k + 511) / 512);
+  const bq_u32 sbase = bq_smem_addr(smem);
+  // This thread copies bytes 16 lane .. of rows warp + 8 j of each stage (weight rows for
+  // j < 2, then activation rows). Tiles wholly inside K, with 16-byte aligned operands,
+  // take one cp.async a row and no bounds arithmetic; the K tail and unaligned operands
+  // take bq_tile_chunk, in a loop kept rolled (its byte loads would cost registers).
+  constexpr int J = 2 + 2 * MT;
+  const bq_u8 *wsrc = W + (n0 + warp) * p.k + lane * 16, *asrc = A + (m0 + warp) * p.lda + lane * 16;
+  int ok = 0; // bit j: row warp + 8 j exists
+#pragma unroll
+  for (int j = 0; j < J; j++) {
+    const int r = warp + 8 * j;
+    if (r < 16 ? n0 + r < p.n : r < rows && m0 + r - 16 < p.m) ok |= 1 << j;
+  }
+  const int fast = wvec && avec ? (int)(p.k / 512) : 0;
+  auto load = [&](int stage, int kt) {
+    const bq_u32 d = sbase + stage * STAGE + warp * BQ_GV_LD + lane * 16;
+    if (kt < fast) {
+#pragma unroll
+      for (int j = 0; j < J; j++) {
+        const bool has = ok >> j & 1;
+        const bq_u8 *src = j < 2 ? wsrc + (8 * j * p.k + (bq_i64)kt * 512) : asrc + (8 * (j - 2) * p.lda + (bq_i64)kt * 512);
+        if (warp + 8 * j < rows) bq_cp_async16(d + j * 8 * BQ_GV_LD, has ? (const void *)src : (const void *)W, has ? 16 : 0);
+      }
+      return;
+    }
+    const bq_i64 k = (bq_i64)kt * 512 + lane * 16;
+#pragma unroll 1
+    for (int j = 0; j < J; j++) {
+      const int r = warp + 8 * j;
+      if (r < 16) bq_tile_chunk(d + j * 8 * BQ_GV_LD, W, n0 + r < p.n, n0 + r, p.k, k, p.k, wvec);
+      else if (r < rows) bq_tile_chunk(d + j * 8 * BQ_GV_LD, A, m0 + r - 16 < p.m, m0 + r - 16, p.lda, k, p.k, avec);
+    }
+  };
+
+  // the epilogue's parameters, early: warp t * MT + i finishes n8 tile t of m16 tile i
+  const int et = warp / MT, ei = warp % MT;
+  const bq_i64 en = n0 + et * 8 + q * 2;
+  const bool finisher = warp < 2 * MT && en < p.n;
+  bq_col_q c0, c1;
+  bq_row_q rq[2];
+  if (finisher) {
+    c0 = bq_col_of(p, en);
+    c1 = en + 1 < p.n ? bq_col_of(p, en + 1) : c0;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const bq_i64 m = m0 + 16 * ei + g + h * 8;
+      rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
+    }
+  }
+
   int acc[2][MT][4];
 #pragma unroll
   for (int t = 0; t < 2; t++)
 #pragma unroll
     for (int i = 0; i < MT; i++) acc[t][i][0] = acc[t][i][1] = acc[t][i][2] = acc[t][i][3] = 0;
-  // the trip count is the warp's, not the lane's: mma.sync needs every lane of the warp
-  for (bq_i64 kw = (bq_i64)warp * 64; kw < p.k; kw += 8 * 64 * UNROLL) {
-    uint4 x[UNROLL][MT][2], w0[UNROLL], w1[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
-      const bq_i64 k = kw + q * 16 + (bq_i64)u * 8 * 64; // past K: zeros
-      w0[u] = bq_load16(W, w0ok, n0 + g, p.k, k, p.k, wvec, true);
-      w1[u] = bq_load16(W, w1ok, n0 + 8 + g, p.k, k, p.k, wvec, true);
-#pragma unroll
-      for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const bq_i64 r = m0 + 16 * i + 8 * h + g;
-          x[u][i][h] = bq_load16(A, r < p.m, r, p.lda, k, p.k, avec);
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; u++)
-#pragma unroll
-      for (int i = 0; i < MT; i++) {
-        const uint4 a0 = x[u][i][0], a1 = x[u][i][1];
-        bq_mma(acc[0][i], a0.x, a1.x, a0.y, a1.y, w0[u].x, w0[u].y);
-        bq_mma(acc[0][i], a0.z, a1.z, a0.w, a1.w, w0[u].z, w0[u].w);
-        bq_mma(acc[1][i], a0.x, a1.x, a0.y, a1.y, w1[u].x, w1[u].y);
-        bq_mma(acc[1][i], a0.z, a1.z, a0.w, a1.w, w1[u].z, w1[u].w);
-      }
+  for (int s = 0; s < S - 1; s++) {
+    if (s < ktiles) load(s, s);
+    bq_cp_commit();
   }
-  // red[warp][t][i][e][lane]
+  for (int kt = 0, cur = 0, nxt = S - 1; kt < ktiles; kt++) { // cur = kt % S, nxt = (kt + S - 1) % S
+    if (S == 2) bq_cp_wait<0>();
+    else if (S == 3) bq_cp_wait<1>();
+    else bq_cp_wait<2>();
+    __syncthreads(); // tile kt has landed, and every warp is done with tile kt - 1
+    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1);
+    bq_cp_commit();
+    const unsigned char *st = smem + cur * STAGE + warp * 64 + q * 16;
+    cur = cur + 1 == S ? 0 : cur + 1;
+    nxt = nxt + 1 == S ? 0 : nxt + 1;
+    const uint4 w0 = *(const uint4 *)(st + g * BQ_GV_LD), w1 = *(const uint4 *)(st + (8 + g) * BQ_GV_LD);
+    const uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int t = 0; t < MT; t++) { // activation rows past xr are not in shared memory: zeros
+      const int r0 = 16 * t + g, r1 = 16 * t + 8 + g;
+      const uint4 a0 = r0 < xr ? *(const uint4 *)(st + (16 + r0) * BQ_GV_LD) : z;
+      const uint4 a1 = r1 < xr ? *(const uint4 *)(st + (16 + r1) * BQ_GV_LD) : z;
+      bq_mma(acc[0][t], a0.x, a1.x, a0.y, a1.y, w0.x, w0.y);
+      bq_mma(acc[0][t], a0.z, a1.z, a0.w, a1.w, w0.z, w0.w);
+      bq_mma(acc[1][t], a0.x, a1.x, a0.y, a1.y, w1.x, w1.y);
+      bq_mma(acc[1][t], a0.z, a1.z, a0.w, a1.w, w1.z, w1.w);
+    }
+  }
+  bq_cp_wait<0>(); // (only empty groups are left)
+  __syncthreads(); // every warp is done with the stages: they take the partial sums
+
+  // partial sums: red[w][t][i][e][lane]
+  int *red = (int *)smem;
 #pragma unroll
   for (int t = 0; t < 2; t++)
 #pragma unroll
@@ -489,42 +558,37 @@ template <int MT, int UNROLL> static __device__ __forceinline__ void bq_gemv_bod
 #pragma unroll
       for (int e = 0; e < 4; e++) red[(((warp * 2 + t) * MT + i) * 4 + e) * 32 + lane] = acc[t][i][e];
   __syncthreads();
-  // warp t * MT + i finishes n8 tile t of m16 tile i: rows 16i + g (+ 8), columns 2q, 2q + 1
-  if (warp >= 2 * MT) return;
-  const int t = warp / MT, i = warp % MT;
+  if (!finisher) return;
   int s[4];
 #pragma unroll
   for (int e = 0; e < 4; e++) {
     bq_u32 v = 0;
 #pragma unroll
-    for (int w = 0; w < 8; w++) v += (bq_u32)red[(((w * 2 + t) * MT + i) * 4 + e) * 32 + lane];
+    for (int w = 0; w < 8; w++) v += (bq_u32)red[(((w * 2 + et) * MT + ei) * 4 + e) * 32 + lane];
     s[e] = (int)v;
   }
-  const bq_i64 n = n0 + t * 8 + q * 2;
-  if (n >= p.n) return;
-  bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    const bq_i64 m = m0 + 16 * i + g + h * 8;
-    if (m < p.m) {
-      bq_row_q r = bq_row_of(p, m);
-      bq_store_pair(p, m, n, bq_epilogue(s[2 * h], r, c0, p.flags), bq_epilogue(s[2 * h + 1], r, c1, p.flags));
-    }
+    const bq_i64 m = m0 + 16 * ei + g + h * 8;
+    if (m < p.m)
+      bq_store_pair(p, m, en, bq_epilogue(s[2 * h], rq[h], c0, p.flags), bq_epilogue(s[2 * h + 1], rq[h], c1, p.flags));
   }
 }
 
-// M <= 16, 32, 64: one, two or four m16 tiles (fewer slices in flight as the tiles grow)
-extern "C" __global__ void __launch_bounds__(256) bq_gemv(const bq_linear_params p) {
-  __shared__ int red[8 * 2 * 1 * 4 * 32];
-  bq_gemv_body<1, 4>(p, red);
+// M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic
+// shared memory
+// (bq_gemv: at most 64 registers, so that four CTAs fit an SM, as its shared memory does)
+extern "C" __global__ void __launch_bounds__(256, 4) bq_gemv(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  bq_gemv_body<1>(p, smem);
 }
 extern "C" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_params p) {
-  __shared__ int red[8 * 2 * 2 * 4 * 32];
-  bq_gemv_body<2, 2>(p, red);
+  BQ_DYNAMIC_SMEM(smem);
+  bq_gemv_body<2>(p, smem);
 }
 extern "C" __global__ void __launch_bounds__(256) bq_gemv64(const bq_linear_params p) {
-  __shared__ int red[8 * 2 * 4 * 4 * 32];
-  bq_gemv_body<4, 1>(p, red);
+  BQ_DYNAMIC_SMEM(smem);
+  bq_gemv_body<4>(p, smem);
 }
 
 #else

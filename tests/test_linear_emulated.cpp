@@ -42,6 +42,7 @@ namespace emu_gemm {
 #define BQ_WGMMA EMU_WGMMA
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
+static int gv_smem(int mt, int64_t m) { return BQ_GV_SMEM(m < 16 * mt ? (int)m : 16 * mt); }
 #include "emulator/kernel_undefs.h"
 } // namespace emu_gemm
 namespace emu_sums {
@@ -100,12 +101,17 @@ static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynam
 static void k_dyn_long(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dynamic_params *)p); }
 static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "dynamic params size");
 #endif
+static int64_t g_launch_m; /* the M of the case being run */
 static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx;
   (void)bx;
   cr_assert(gy == 1 || k == k_gemv64, "only weight streaming takes a 2-D grid");
   if (k == k_large) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_LARGE);
   if (k == k_wgmma) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_WGMMA);
+  /* weight streaming: the ring its kernel needs */
+  if (k == k_gemv) cr_assert_eq(smem, (unsigned)emu_gemm::gv_smem(1, g_launch_m));
+  if (k == k_gemv32) cr_assert_eq(smem, (unsigned)emu_gemm::gv_smem(2, g_launch_m));
+  if (k == k_gemv64) cr_assert_eq(smem, (unsigned)emu_gemm::gv_smem(4, g_launch_m));
 }
 
 static void init(void) {
@@ -130,6 +136,7 @@ static void run(const ecase *c0) {
   ecase cc = *c0;
   if (EMU_QL) cc.asym = EMU_ASYM; /* the dynamic kernel is built for one */
   const ecase *c = &cc;
+  g_launch_m = c->m;
   char what[256];
   snprintf(what, sizeof what, "seed=0x%llx out=%s st=%s a=%s %s asym=%d bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld "
            "offs %d/%d/%d force=%d extreme=%d", (unsigned long long)g_seed, ref_dtype_name(OUT), ref_dtype_name(ST),
@@ -346,14 +353,16 @@ static ecase base(void) {
    a tail, the copy path (aligned) and the register path (odd K: misaligned weight rows) */
 Test(emulated, tile_configurations, .timeout = 600) {
   static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMV, BQ__GEMV32, BQ__GEMV64, BQ__GEMM_WGMMA};
-  static const int64_t ks[4] = {384, 300, 77, 1040}; /* the last: more slices than stages */
+  /* the last: more slices than stages (weight streaming: K > 8 warps x 8 stages x 64) */
+  static const int64_t ks[4] = {384, 300, 77, 1040};
   for (int i = 0; i < 4 + EMU_WGMMA; i++)
     for (int j = 0; j < 4; j++) {
       ecase c = base();
       c.force = cfgs[i];
       c.m = bq__gemv_rows(cfgs[i]) ? bq__gemv_rows(cfgs[i]) - 5 * j : 129 + j;
       c.n = cfgs[i] == BQ__GEMM_LARGE || cfgs[i] == BQ__GEMM_WGMMA ? 257 + 2 * j : 33 + j;
-      c.k = ks[j];
+      /* weight streaming: K in several 512-byte tiles more than its 2 to 4 stages, aligned */
+      c.k = (j == 0 || j == 3) && bq__gemv_rows(cfgs[i]) ? 4096 + 1040 - 528 * (j == 0) : ks[j];
       c.bias = j != 1;
       c.asym = j >= 2;
       c.gran = j == 1 ? BQ_PER_TENSOR : BQ_PER_TOKEN;

@@ -23,7 +23,8 @@
 #undef BQ_CPT
 #undef BQ_C_MAX
 #undef BQ_DU
-#undef BQ_GEMV_UNROLL
+#undef BQ_GV_SMEM
+#undef BQ_GV_STAGES
 #undef BQ_HAS_IN1
 #undef BQ_LEAD_SIZE
 #undef BQ_MAX2
