@@ -2037,6 +2037,7 @@ static const char bq__src_linear_cu[] =
   "#define BQ_LF_W16 32    // w and k allow 16-byte accesses\n"
   "#define BQ_LF_Y2 64     // y and ldy allow two-element stores\n"
   "#define BQ_LF_K0 128    // K == 0: y = bias (or 0)\n"
+  "#define BQ_LF_Y8 256    // y and ldy allow eight-element stores\n"
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
   "template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {\n"
@@ -2249,6 +2250,11 @@ static const char bq__src_linear_cu[] =
   "template <int BN> static __device__ __forceinline__ void bq_stage_cols(const bq_linear_params &p, bq_col_q *cols, bq_i64 n0, int tid) {\n"
   "  if (tid < BN && n0 + tid < p.n) cols[tid] = bq_col_of(p, n0 + tid);\n"
   "}\n"
+  "// ... and (the wgmma tiles) its 128 rows' parameters, after the columns: thread t < 128 stages row m0 + t\n"
+  "#define BQ_ROWS_SMEM (128 * 16) // room for 128 rows of bq_row_q with C = f64\n"
+  "static __device__ __forceinline__ void bq_stage_rows(const bq_linear_params &p, bq_row_q *rows, bq_i64 m0, int tid) {\n"
+  "  if (tid < 128) rows[tid] = m0 + tid < p.m ? bq_row_of(p, m0 + tid) : bq_row_q{(bq_c)0, 0};\n"
+  "}\n"
   "\n"
   "// The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns\n"
   "// together (L2 reuse).\n"
@@ -2384,8 +2390,11 @@ static const char bq__src_linear_cu[] =
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
   "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
   "  const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);\n"
-  "  bq_col_q *cols = (bq_col_q *)(smem + (sbase - bq_smem_addr(smem)) + BQ_WG_STAGES * STAGE);\n"
+  "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
+  "  bq_col_q *cols = (bq_col_q *)(stages + BQ_WG_STAGES * STAGE);\n"
+  "  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);\n"
   "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
+  "  bq_stage_rows(p, rows, m0, tid);\n"
   "\n"
   "  int acc[128];\n"
   "#pragma unroll\n"
@@ -2411,29 +2420,51 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "  bq_wg_wait<0>();\n"
   "  bq_cp_wait<0>();\n"
-  "  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)\n"
+  "  __syncthreads(); // every wgmma and copy is done; the staged columns and rows are visible\n"
   "\n"
-  "  // epilogue: thread (w, lane) of warpgroup wg holds rows 64 wg + 16 w + lane / 4 (+ 8)\n"
-  "  bq_row_q rq[2];\n"
+  "  // The epilogue, through shared memory: the accumulators go to a 128 x 256 int32 tile in the\n"
+  "  // stages (row pitch BQ_EP_LD: these stores take the fewest wavefronts), then each warp takes\n"
+  "  // whole rows, a lane 8 neighbouring columns, so that y is written in 16-byte pieces and the\n"
+  "  // epilogue is one short loop. (Unrolled over a thread's 128 accumulators it was about 150 KiB\n"
+  "  // of instructions, which ran cold whenever the kernel followed another module's: about 17\n"
+  "  // us more at 2048 x 4096 x 4096.) Thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e]\n"
+  "  // row 64 wg + 16 w + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e.\n"
+  "#define BQ_EP_LD (BN + 8)\n"
+  "  int *tile = (int *)stages;\n"
   "#pragma unroll\n"
-  "  for (int h = 0; h < 2; h++) {\n"
-  "    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;\n"
-  "    rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};\n"
-  "  }\n"
-  "#pragma unroll\n"
-  "  for (int j = 0; j < BN / 8; j++) {\n"
-  "    const int jn = 8 * j + (lane & 3) * 2;\n"
-  "    const bq_i64 n = n0 + jn;\n"
-  "    if (n >= p.n) continue;\n"
-  "    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;\n"
+  "  for (int j = 0; j < BN / 8; j++)\n"
   "#pragma unroll\n"
   "    for (int h = 0; h < 2; h++) {\n"
-  "      const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;\n"
-  "      if (m < p.m)\n"
-  "        bq_store_pair(p, m, n, bq_epilogue(acc[4 * j + 2 * h], rq[h], c0, p.flags),\n"
-  "                      bq_epilogue(acc[4 * j + 2 * h + 1], rq[h], c1, p.flags));\n"
+  "      const int r = 64 * wg + 16 * w + (lane >> 2) + 8 * h, c = 8 * j + 2 * (lane & 3);\n"
+  "      uint2 u;\n"
+  "      u.x = (bq_u32)acc[4 * j + 2 * h];\n"
+  "      u.y = (bq_u32)acc[4 * j + 2 * h + 1];\n"
+  "      *(uint2 *)(tile + r * BQ_EP_LD + c) = u;\n"
+  "    }\n"
+  "  __syncthreads();\n"
+  "  const int c0 = 8 * lane, warp = tid >> 5;\n"
+  "  const bq_i64 n = n0 + c0;\n"
+  "  if (n >= p.n) return;\n"
+  "  bq_col_q cq[8];\n"
+  "#pragma unroll\n"
+  "  for (int c = 0; c < 8; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];\n"
+  "  const bool y8 = (p.flags & BQ_LF_Y8) && n + 8 <= p.n;\n"
+  "#pragma unroll 1\n"
+  "  for (int r = warp; r < BM && m0 + r < p.m; r += 8) {\n"
+  "    const bq_row_q rq = rows[r];\n"
+  "    const uint4 a = *(const uint4 *)(tile + r * BQ_EP_LD + c0), b = *(const uint4 *)(tile + r * BQ_EP_LD + c0 + 4);\n"
+  "    const int v[8] = {(int)a.x, (int)a.y, (int)a.z, (int)a.w, (int)b.x, (int)b.y, (int)b.z, (int)b.w};\n"
+  "    bq_chunk<bq_t, 8> out;\n"
+  "#pragma unroll\n"
+  "    for (int c = 0; c < 8; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);\n"
+  "    if (y8) {\n"
+  "      *(bq_chunk<bq_t, 8> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;\n"
+  "    } else {\n"
+  "#pragma unroll\n"
+  "      for (int c = 0; c < 8; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);\n"
   "    }\n"
   "  }\n"
+  "#undef BQ_EP_LD\n"
   "}\n"
   "#else\n"
   "extern \"C\" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
@@ -3876,14 +3907,14 @@ typedef struct bq__linear_params {
 } bq__linear_params;
 enum { /* linear.cu's BQ_LF_* */
   BQ__LF_SA_ROW = 1, BQ__LF_ZP = 2, BQ__LF_ZP_ROW = 4, BQ__LF_BIAS = 8, BQ__LF_A16 = 16, BQ__LF_W16 = 32,
-  BQ__LF_Y2 = 64, BQ__LF_K0 = 128
+  BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
 enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
 #define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
 /* the tiles' pipeline stages, then 256 columns of epilogue parameters (BQ_COLS_SMEM) */
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128 + 256 * 24)
-#define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024 + 256 * 24) /* + alignment to 1024 bytes */
+#define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024 + 256 * 24 + 128 * 16) /* + alignment to 1024 bytes; + rows */
 /* weight streaming, by the rows it takes (16, 32 or 64), and the dynamic shared memory of its
    cp.async stages for M rows: 2 to 4 stages of 16 weight rows and min(rows, M) activation
    rows, 576 bytes each, as many as fit in 56 KiB (BQ_GV_SMEM in linear.cu) */
@@ -4069,6 +4100,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   int ts = bq__dtype_size(d->out_type);
   if (a->bias) k.flags |= BQ__LF_BIAS;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ__LF_Y2;
+  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ__LF_Y8;
   if (v.k == 0) k.flags |= BQ__LF_K0;
   if (d->asymmetric) k.flags |= BQ__LF_ZP;
   if (d->op == BQ_QUANTIZED_LINEAR) {

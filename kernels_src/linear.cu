@@ -33,6 +33,7 @@ struct bq_linear_params {
 #define BQ_LF_W16 32    // w and k allow 16-byte accesses
 #define BQ_LF_Y2 64     // y and ldy allow two-element stores
 #define BQ_LF_K0 128    // K == 0: y = bias (or 0)
+#define BQ_LF_Y8 256    // y and ldy allow eight-element stores
 
 // ---- scalars ---------------------------------------------------------------------------
 template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {
@@ -245,6 +246,11 @@ template <int BM, int BN, int THREADS> struct bq_tile_copier {
 template <int BN> static __device__ __forceinline__ void bq_stage_cols(const bq_linear_params &p, bq_col_q *cols, bq_i64 n0, int tid) {
   if (tid < BN && n0 + tid < p.n) cols[tid] = bq_col_of(p, n0 + tid);
 }
+// ... and (the wgmma tiles) its 128 rows' parameters, after the columns: thread t < 128 stages row m0 + t
+#define BQ_ROWS_SMEM (128 * 16) // room for 128 rows of bq_row_q with C = f64
+static __device__ __forceinline__ void bq_stage_rows(const bq_linear_params &p, bq_row_q *rows, bq_i64 m0, int tid) {
+  if (tid < 128) rows[tid] = m0 + tid < p.m ? bq_row_of(p, m0 + tid) : bq_row_q{(bq_c)0, 0};
+}
 
 // The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns
 // together (L2 reuse).
@@ -380,8 +386,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
   const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
   const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);
-  bq_col_q *cols = (bq_col_q *)(smem + (sbase - bq_smem_addr(smem)) + BQ_WG_STAGES * STAGE);
+  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
+  bq_col_q *cols = (bq_col_q *)(stages + BQ_WG_STAGES * STAGE);
+  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
   bq_stage_cols<BN>(p, cols, n0, tid);
+  bq_stage_rows(p, rows, m0, tid);
 
   int acc[128];
 #pragma unroll
@@ -407,29 +416,51 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
   }
   bq_wg_wait<0>();
   bq_cp_wait<0>();
-  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)
+  __syncthreads(); // every wgmma and copy is done; the staged columns and rows are visible
 
-  // epilogue: thread (w, lane) of warpgroup wg holds rows 64 wg + 16 w + lane / 4 (+ 8)
-  bq_row_q rq[2];
+  // The epilogue, through shared memory: the accumulators go to a 128 x 256 int32 tile in the
+  // stages (row pitch BQ_EP_LD: these stores take the fewest wavefronts), then each warp takes
+  // whole rows, a lane 8 neighbouring columns, so that y is written in 16-byte pieces and the
+  // epilogue is one short loop. (Unrolled over a thread's 128 accumulators it was about 150 KiB
+  // of instructions, which ran cold whenever the kernel followed another module's: about 17
+  // us more at 2048 x 4096 x 4096.) Thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e]
+  // row 64 wg + 16 w + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e.
+#define BQ_EP_LD (BN + 8)
+  int *tile = (int *)stages;
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;
-    rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
-  }
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++) {
-    const int jn = 8 * j + (lane & 3) * 2;
-    const bq_i64 n = n0 + jn;
-    if (n >= p.n) continue;
-    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;
+  for (int j = 0; j < BN / 8; j++)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2) + 8 * h;
-      if (m < p.m)
-        bq_store_pair(p, m, n, bq_epilogue(acc[4 * j + 2 * h], rq[h], c0, p.flags),
-                      bq_epilogue(acc[4 * j + 2 * h + 1], rq[h], c1, p.flags));
+      const int r = 64 * wg + 16 * w + (lane >> 2) + 8 * h, c = 8 * j + 2 * (lane & 3);
+      uint2 u;
+      u.x = (bq_u32)acc[4 * j + 2 * h];
+      u.y = (bq_u32)acc[4 * j + 2 * h + 1];
+      *(uint2 *)(tile + r * BQ_EP_LD + c) = u;
+    }
+  __syncthreads();
+  const int c0 = 8 * lane, warp = tid >> 5;
+  const bq_i64 n = n0 + c0;
+  if (n >= p.n) return;
+  bq_col_q cq[8];
+#pragma unroll
+  for (int c = 0; c < 8; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];
+  const bool y8 = (p.flags & BQ_LF_Y8) && n + 8 <= p.n;
+#pragma unroll 1
+  for (int r = warp; r < BM && m0 + r < p.m; r += 8) {
+    const bq_row_q rq = rows[r];
+    const uint4 a = *(const uint4 *)(tile + r * BQ_EP_LD + c0), b = *(const uint4 *)(tile + r * BQ_EP_LD + c0 + 4);
+    const int v[8] = {(int)a.x, (int)a.y, (int)a.z, (int)a.w, (int)b.x, (int)b.y, (int)b.z, (int)b.w};
+    bq_chunk<bq_t, 8> out;
+#pragma unroll
+    for (int c = 0; c < 8; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);
+    if (y8) {
+      *(bq_chunk<bq_t, 8> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;
+    } else {
+#pragma unroll
+      for (int c = 0; c < 8; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);
     }
   }
+#undef BQ_EP_LD
 }
 #else
 extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module

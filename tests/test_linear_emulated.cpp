@@ -205,14 +205,14 @@ static void run(const ecase *c0) {
   const int qmin = AT == BQ_S8 ? -128 : 0, qmax = AT == BQ_S8 ? 127 : 255;
   const int64_t M = c->m, N = c->n, K = c->k, lda = K + c->lda_pad, ldy = N + c->ldy_pad;
   const size_t ys = ref_dtype_size(OUT), ss = ref_dtype_size(ST);
-  const int64_t guard = 19, ytot = guard + M * ldy + guard;
+  const int64_t guard = 24, ytot = guard + M * ldy + guard; /* y stays 8-element aligned: y8 stores */
   std::vector<unsigned char> xb((size_t)(M * lda) + 64), wb((size_t)(N * K) + 64), wsc((size_t)N * ss + 8),
       bias((size_t)N * ys + 8), sa((size_t)M * ss + 8), yb((size_t)ytot * ys + 64), exp((size_t)ytot * ys);
   std::vector<int32_t> zps((size_t)M + 1), wsum((size_t)N + 1);
-  /* 16-byte aligned storage plus the case's offsets */
+  /* 16-byte (y: 64-byte) aligned storage plus the case's offsets */
   unsigned char *x = (unsigned char *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + c->x_off;
   int8_t *w = (int8_t *)(((uintptr_t)wb.data() + 15) & ~(uintptr_t)15) + c->w_off;
-  unsigned char *y0 = (unsigned char *)(((uintptr_t)yb.data() + 15) & ~(uintptr_t)15) + (size_t)c->y_off * ys;
+  unsigned char *y0 = (unsigned char *)(((uintptr_t)yb.data() + 63) & ~(uintptr_t)63) + (size_t)c->y_off * ys;
   const size_t xs = EMU_QL ? ref_dtype_size(T) : 1;
   if (EMU_QL) xb.resize((size_t)(M * lda) * xs + 64);
   x = (unsigned char *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + (size_t)c->x_off * xs;
@@ -360,7 +360,8 @@ Test(emulated, tile_configurations, .timeout = 600) {
       ecase c = base();
       c.force = cfgs[i];
       c.m = bq__gemv_rows(cfgs[i]) ? bq__gemv_rows(cfgs[i]) - 5 * j : 129 + j;
-      c.n = cfgs[i] == BQ__GEMM_LARGE || cfgs[i] == BQ__GEMM_WGMMA ? 257 + 2 * j : 33 + j;
+      /* tiles: N = 264 (j = 0) takes the 8-element stores, N odd the pairs and singles */
+      c.n = cfgs[i] == BQ__GEMM_LARGE || cfgs[i] == BQ__GEMM_WGMMA ? (j ? 257 + 2 * j : 264) : 33 + j;
       /* weight streaming: K in several 512-byte tiles more than its 2 to 4 stages, aligned */
       c.k = (j == 0 || j == 3) && bq__gemv_rows(cfgs[i]) ? 4096 + 1040 - 528 * (j == 0) : ks[j];
       c.bias = j != 1;
