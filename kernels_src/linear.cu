@@ -252,6 +252,51 @@ static __device__ __forceinline__ void bq_stage_rows(const bq_linear_params &p, 
   if (tid < 128) rows[tid] = m0 + tid < p.m ? bq_row_of(p, m0 + tid) : bq_row_q{(bq_c)0, 0};
 }
 
+// The tiles' epilogue, through shared memory: the kernel has put its accumulators in `tile`
+// (BM x BN int32 at a row pitch of BQ_EP_LD, in the pipeline's stages, which are free by
+// then), with the columns' and rows' parameters staged. Each warp takes whole rows, a lane 8
+// neighbouring columns, so that y is written in 16-byte pieces (8 elements when y allows)
+// and the epilogue is one short loop. (Unrolled over a thread's accumulators, as it was,
+// it came to about 150 KiB of instructions, run once per tile and so always from a cold
+// instruction cache: a GEMM that followed another module's kernel took 25 % longer.)
+#define BQ_EP_LD(BN) ((BN) + 8) // the stores of mma fragments take the fewest wavefronts
+template <int BM, int BN>
+static __device__ __forceinline__ void bq_tile_epilogue(const bq_linear_params &p, const int *tile, const bq_col_q *cols,
+                                                        const bq_row_q *rows, bq_i64 m0, bq_i64 n0) {
+  static_assert(BN == 256, "a lane's 8 columns: 32 lanes cover the tile's width");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, c0 = 8 * lane;
+  const bq_i64 n = n0 + c0;
+  if (n >= p.n) return;
+  bq_col_q cq[8];
+#pragma unroll
+  for (int c = 0; c < 8; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];
+  const bool y8 = (p.flags & BQ_LF_Y8) && n + 8 <= p.n;
+#pragma unroll 1
+  for (int r = warp; r < BM && m0 + r < p.m; r += nwarps) {
+    const bq_row_q rq = rows[r];
+    const int *t = tile + r * BQ_EP_LD(BN) + c0;
+    const uint4 a = *(const uint4 *)t, b = *(const uint4 *)(t + 4);
+    const int v[8] = {(int)a.x, (int)a.y, (int)a.z, (int)a.w, (int)b.x, (int)b.y, (int)b.z, (int)b.w};
+    bq_chunk<bq_t, 8> out;
+#pragma unroll
+    for (int c = 0; c < 8; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);
+    if (y8) {
+      *(bq_chunk<bq_t, 8> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;
+    } else {
+#pragma unroll
+      for (int c = 0; c < 8; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);
+    }
+  }
+}
+
+// One accumulator pair of an mma fragment (row r, columns c and c + 1) into the tile.
+static __device__ __forceinline__ void bq_tile_put(int *tile, int ld, int r, int c, int v0, int v1) {
+  uint2 u;
+  u.x = (bq_u32)v0;
+  u.y = (bq_u32)v1;
+  *(uint2 *)(tile + r * ld + c) = u;
+}
+
 // The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns
 // together (L2 reuse).
 static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {
@@ -277,7 +322,9 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   const bq_tile_copier<BM, BN, THREADS> copier(p, m0, n0, tid);
   auto load = [&](int stage, int kt) { copier.load(p, sbase + stage * STAGE, m0, n0, kt, tid); };
   bq_col_q *cols = (bq_col_q *)(smem + STAGES * STAGE);
+  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
   bq_stage_cols<BN>(p, cols, n0, tid);
+  bq_stage_rows(p, rows, m0, tid);
 
   int acc[MT][NT][4];
 #pragma unroll
@@ -321,33 +368,22 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
     }
   }
   bq_cp_wait<0>();
-  __syncthreads(); // the staged columns (when K is 0 the loop had no barrier)
+  __syncthreads(); // every warp is done with the stages; the staged columns and rows are visible
 
-  // epilogue: straight from the accumulators to y
-  bq_row_q rq[MT][2];
+  // the epilogue: acc[i][j][2 h + e] is row wm WM + 16 i + lane / 4 + 8 h, column
+  // wn WN + 8 j + 2 (lane % 4) + e
+  static_assert(BM * BQ_EP_LD(BN) * 4 <= STAGES * STAGE, "the epilogue's tile fits in the stages");
+  int *tile = (int *)smem;
 #pragma unroll
   for (int i = 0; i < MT; i++)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      bq_i64 m = m0 + wm * WM + i * 16 + (lane >> 2) + h * 8;
-      rq[i][h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
-    }
+    for (int j = 0; j < NT; j++)
 #pragma unroll
-  for (int j = 0; j < NT; j++) {
-    const int jn = wn * WN + j * 8 + (lane & 3) * 2;
-    const bq_i64 n = n0 + jn;
-    if (n >= p.n) continue;
-    const bq_col_q c0 = cols[jn], c1 = n + 1 < p.n ? cols[jn + 1] : c0;
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        bq_i64 m = m0 + wm * WM + i * 16 + (lane >> 2) + h * 8;
-        if (m < p.m)
-          bq_store_pair(p, m, n, bq_epilogue(acc[i][j][2 * h], rq[i][h], c0, p.flags),
-                        bq_epilogue(acc[i][j][2 * h + 1], rq[i][h], c1, p.flags));
-      }
-  }
+      for (int h = 0; h < 2; h++)
+        bq_tile_put(tile, BQ_EP_LD(BN), wm * WM + i * 16 + (lane >> 2) + 8 * h, wn * WN + j * 8 + (lane & 3) * 2,
+                    acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+  __syncthreads();
+  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
 
 #if !BQ_WGMMA
@@ -418,49 +454,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_line
   bq_cp_wait<0>();
   __syncthreads(); // every wgmma and copy is done; the staged columns and rows are visible
 
-  // The epilogue, through shared memory: the accumulators go to a 128 x 256 int32 tile in the
-  // stages (row pitch BQ_EP_LD: these stores take the fewest wavefronts), then each warp takes
-  // whole rows, a lane 8 neighbouring columns, so that y is written in 16-byte pieces and the
-  // epilogue is one short loop. (Unrolled over a thread's 128 accumulators it was about 150 KiB
-  // of instructions, which ran cold whenever the kernel followed another module's: about 17
-  // us more at 2048 x 4096 x 4096.) Thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e]
-  // row 64 wg + 16 w + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e.
-#define BQ_EP_LD (BN + 8)
+  // the epilogue: thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e] row
+  // 64 wg + 16 w + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e
   int *tile = (int *)stages;
 #pragma unroll
   for (int j = 0; j < BN / 8; j++)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = 64 * wg + 16 * w + (lane >> 2) + 8 * h, c = 8 * j + 2 * (lane & 3);
-      uint2 u;
-      u.x = (bq_u32)acc[4 * j + 2 * h];
-      u.y = (bq_u32)acc[4 * j + 2 * h + 1];
-      *(uint2 *)(tile + r * BQ_EP_LD + c) = u;
-    }
+    for (int h = 0; h < 2; h++)
+      bq_tile_put(tile, BQ_EP_LD(BN), 64 * wg + 16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3), acc[4 * j + 2 * h],
+                  acc[4 * j + 2 * h + 1]);
   __syncthreads();
-  const int c0 = 8 * lane, warp = tid >> 5;
-  const bq_i64 n = n0 + c0;
-  if (n >= p.n) return;
-  bq_col_q cq[8];
-#pragma unroll
-  for (int c = 0; c < 8; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];
-  const bool y8 = (p.flags & BQ_LF_Y8) && n + 8 <= p.n;
-#pragma unroll 1
-  for (int r = warp; r < BM && m0 + r < p.m; r += 8) {
-    const bq_row_q rq = rows[r];
-    const uint4 a = *(const uint4 *)(tile + r * BQ_EP_LD + c0), b = *(const uint4 *)(tile + r * BQ_EP_LD + c0 + 4);
-    const int v[8] = {(int)a.x, (int)a.y, (int)a.z, (int)a.w, (int)b.x, (int)b.y, (int)b.z, (int)b.w};
-    bq_chunk<bq_t, 8> out;
-#pragma unroll
-    for (int c = 0; c < 8; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);
-    if (y8) {
-      *(bq_chunk<bq_t, 8> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;
-    } else {
-#pragma unroll
-      for (int c = 0; c < 8; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);
-    }
-  }
-#undef BQ_EP_LD
+  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
 #else
 extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module

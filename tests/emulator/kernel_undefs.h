@@ -24,6 +24,9 @@
 #undef BQ_C_MAX
 #undef BQ_DU
 #undef BQ_GV_SMEM
+#undef BQ_GV_LD
+#undef BQ_EP_LD
+#undef BQ_ROWS_SMEM
 #undef BQ_GV_STAGES
 #undef BQ_HAS_IN1
 #undef BQ_LEAD_SIZE
