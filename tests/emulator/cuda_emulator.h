@@ -13,7 +13,9 @@
      which exposes a stage refilled while an asynchronous reader (wgmma) still reads it;
    - wgmma (sm_90a) reads its operands through shared-memory descriptors with the 128-byte
      swizzle, and runs at wgmma.wait_group;
-   - shared memory is one buffer per CTA; "device" pointers are host pointers.
+   - shared memory is one buffer per CTA, filled with garbage at the start and bounded by
+     the launch's dynamic size: a primitive's access past it aborts, and so does a block
+     that leaves a byte past it changed; "device" pointers are host pointers.
    The PTX conversions of common.cuh use the CPU reference's (tests/reference.h).
    Include it, then, in a namespace per specialization, define the kernel's prelude
    macros and include common.cuh and the kernel file; emulator/kernel_undefs.h clears the
@@ -71,7 +73,8 @@ static struct {
   int eager_copies;            /* 1: cp.async lands at issue instead of at its wait */
   int bar_count, warp_count[32];
   emu_dim3 block_idx, block_dim, grid_dim;
-  alignas(128) unsigned char smem[EMU_SMEM_BYTES];
+  alignas(128) unsigned char smem[EMU_SMEM_BYTES]; /* the dynamic shared memory */
+  unsigned smem_bytes;                              /* how much of it the launch asked for */
   unsigned char slot[32][32][64]; /* per warp, per lane: a collective's inputs */
   void (*kernel)(const void *);
   const void *params;
@@ -120,15 +123,19 @@ static void emu_entry() {
   swapcontext(&emu.cur->ctx, &emu.sched);
 }
 
-/* Runs kernel(params) over the grid (gx x gy blocks of `block` threads), one block after
-   another. */
-static void emu_launch(void (*kernel)(const void *), const void *params, unsigned gx, unsigned gy, unsigned block) {
+/* Runs kernel(params) over the grid (gx x gy blocks of `block` threads, `smem` bytes of
+   dynamic shared memory), one block after another. Shared memory past `smem` must stay
+   untouched: the primitives check their addresses, and plain stores are caught by the
+   garbage that must still be there when the block ends. */
+static void emu_launch(void (*kernel)(const void *), const void *params, unsigned gx, unsigned gy, unsigned block,
+                       unsigned smem) {
   enum { STACK = 128 * 1024 };
   if (block > EMU_MAX_THREADS || block % 32) { fprintf(stderr, "emu: bad block size %u\n", block); abort(); }
   emu.kernel = kernel;
   emu.params = params;
   emu.grid_dim = emu_dim3{gx, gy, 1};
   emu.block_dim = emu_dim3{block, 1, 1};
+  emu.smem_bytes = smem;
   for (unsigned b = 0; b < gx * gy; b++) {
     emu.block_idx = emu_dim3{b % gx, b / gx, 0};
     memset(emu.smem, 0xEE, sizeof emu.smem); /* stale garbage, never zeros */
@@ -167,6 +174,11 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
         abort();
       }
     }
+    for (size_t i = smem; i < sizeof emu.smem; i++)
+      if (emu.smem[i] != 0xEE) {
+        fprintf(stderr, "emu: block %u wrote shared memory byte %zu, past the %u bytes of its launch\n", b, i, smem);
+        abort();
+      }
   }
 }
 
@@ -278,7 +290,10 @@ static inline double __shfl_xor_sync(unsigned mask, double v, int lanemask) {
 #define BQ_DYNAMIC_SMEM(name) unsigned char *name = emu.smem
 static inline unsigned bq_smem_addr(const void *p) { return (unsigned)((const unsigned char *)p - emu.smem); }
 static inline unsigned char *emu_smem_at(unsigned a, int bytes) {
-  if ((size_t)a + (size_t)bytes > EMU_SMEM_BYTES) { fprintf(stderr, "emu: shared access out of range\n"); abort(); }
+  if ((size_t)a + (size_t)bytes > emu.smem_bytes) {
+    fprintf(stderr, "emu: shared access [%u, %u) past the %u bytes of the launch\n", a, a + bytes, emu.smem_bytes);
+    abort();
+  }
   return emu.smem + a;
 }
 

@@ -46,7 +46,7 @@ static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned g
   cr_assert(smem <= EMU_SMEM_BYTES);
   if (emu_launch_check) emu_launch_check((emu_kernel)f, gx, gy, bx, smem);
   g_launches++;
-  emu_launch((emu_kernel)f, params[0], gx, gy, bx);
+  emu_launch((emu_kernel)f, params[0], gx, gy, bx, smem);
   return 0;
 }
 
