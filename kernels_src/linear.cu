@@ -148,13 +148,12 @@ static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {
 
 // 16 bytes of row `row` of an int8 matrix from column k, zero past k_end or for a row
 // that does not exist: a 16-byte load when `vec`, else byte by byte.
-// `stream`: read once (weights), so evict first; activations stay cached for other CTAs.
 static __device__ __forceinline__ uint4 bq_load16(const bq_u8 *base, bool row_ok, bq_i64 row, bq_i64 ld, bq_i64 k,
-                                                  bq_i64 k_end, bool vec, bool stream = false) {
+                                                  bq_i64 k_end, bool vec) {
   uint4 v = make_uint4(0, 0, 0, 0);
   if (!row_ok || k >= k_end) return v;
   const bq_u8 *s = base + row * ld + k;
-  if (vec && k + 16 <= k_end) return stream ? __ldcs((const uint4 *)s) : __ldg((const uint4 *)s);
+  if (vec && k + 16 <= k_end) return __ldg((const uint4 *)s);
   bq_u32 w[4] = {0, 0, 0, 0};
 #pragma unroll
   for (int j = 0; j < 16; j++)
@@ -246,7 +245,7 @@ template <int BM, int BN, int THREADS> struct bq_tile_copier {
 template <int BN> static __device__ __forceinline__ void bq_stage_cols(const bq_linear_params &p, bq_col_q *cols, bq_i64 n0, int tid) {
   if (tid < BN && n0 + tid < p.n) cols[tid] = bq_col_of(p, n0 + tid);
 }
-// ... and (the wgmma tiles) its 128 rows' parameters, after the columns: thread t < 128 stages row m0 + t
+// ... and its 128 rows' parameters, after the columns: thread t < 128 stages row m0 + t
 #define BQ_ROWS_SMEM (128 * 16) // room for 128 rows of bq_row_q with C = f64
 static __device__ __forceinline__ void bq_stage_rows(const bq_linear_params &p, bq_row_q *rows, bq_i64 m0, int tid) {
   if (tid < 128) rows[tid] = m0 + tid < p.m ? bq_row_of(p, m0 + tid) : bq_row_q{(bq_c)0, 0};
@@ -584,7 +583,7 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
   bq_cp_wait<0>(); // (only empty groups are left)
   __syncthreads(); // every warp is done with the stages: they take the partial sums
 
-  // partial sums: red[w][t][i][e][lane]
+  // partial sums: red[w][t][i][e][lane], 8 MT KiB (at least two stages of 17 rows hold it)
   int *red = (int *)smem;
 #pragma unroll
   for (int t = 0; t < 2; t++)

@@ -108,7 +108,7 @@ static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, un
   cr_assert(gy == 1 || k == k_gemv64, "only weight streaming takes a 2-D grid");
   if (k == k_large) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_LARGE);
   if (k == k_wgmma) cr_assert_eq(smem, (unsigned)BQ__GEMM_SMEM_WGMMA);
-  /* weight streaming: the ring its kernel needs */
+  /* weight streaming: the shared memory its kernel needs for this M */
   if (k == k_gemv) cr_assert_eq(smem, (unsigned)emu_gemm::gv_smem(1, g_launch_m));
   if (k == k_gemv32) cr_assert_eq(smem, (unsigned)emu_gemm::gv_smem(2, g_launch_m));
   if (k == k_gemv64) cr_assert_eq(smem, (unsigned)emu_gemm::gv_smem(4, g_launch_m));
@@ -353,7 +353,7 @@ static ecase base(void) {
    a tail, the copy path (aligned) and the register path (odd K: misaligned weight rows) */
 Test(emulated, tile_configurations, .timeout = 600) {
   static const int cfgs[5] = {BQ__GEMM_LARGE, BQ__GEMV, BQ__GEMV32, BQ__GEMV64, BQ__GEMM_WGMMA};
-  /* the last: more slices than stages (weight streaming: K > 8 warps x 8 stages x 64) */
+  /* the last: more K slices than stages (tiles: 128 bytes, 3 or 4 stages) */
   static const int64_t ks[4] = {384, 300, 77, 1040};
   for (int i = 0; i < 4 + EMU_WGMMA; i++)
     for (int j = 0; j < 4; j++) {
