@@ -59,6 +59,18 @@ static __device__ __forceinline__ bq_u16 bq_f32_to_bf16(float f) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+// rne(v) saturated to [-128, 127] or [0, 255], NaN -> 0: one conversion (a float to
+// integer cvt clamps to its destination type; the narrow result is extended to 32 bits)
+static __device__ __forceinline__ int bq_cvt_sat_s8(float v) {
+  int r;
+  asm("cvt.rni.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+static __device__ __forceinline__ int bq_cvt_sat_u8(float v) {
+  int r;
+  asm("cvt.rni.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
 #endif
 static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {
   return __uint_as_float(((bq_u32)h) << 16);
@@ -270,6 +282,32 @@ static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale
   const int r = bq_rne_int(bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0)); // NaN -> 0
   return min(max(r, z.ia), z.ib) + z.zp;
 }
+#if BQ_FT != 1
+// And with zero point 0 (symmetric dynamic quantization) in f32: the conversion to the int
+// type rounds half to even, saturates to the type's range and maps NaN to 0 by itself, so
+// only q-range bounds inside that range need a clamp: four operations an element.
+static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) {
+  const float q0 = __fmul_rn(x, s.rcp), v = __fmaf_rn(__fmaf_rn(-q0, s.ss, x), s.rcp, q0);
+#if BQ_IT == 0
+  int r = bq_cvt_sat_s8(v);
+#if BQ_QMIN > -128
+  r = max(r, BQ_QMIN);
+#endif
+#if BQ_QMAX < 127
+  r = min(r, BQ_QMAX);
+#endif
+#else
+  int r = bq_cvt_sat_u8(v);
+#if BQ_QMIN > 0
+  r = max(r, BQ_QMIN);
+#endif
+#if BQ_QMAX < 255
+  r = min(r, BQ_QMAX);
+#endif
+#endif
+  return r;
+}
+#endif
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   if (z.iok) return bq_quantize_int(x, s, z); // uniform across a tensor, row or group
   const bq_c r = bq_rounded_quotient(x, s);

@@ -934,6 +934,30 @@ Test(dynamic_edges, token_row_counts)
   }
 }
 
+/* Per token, many rows of 129 to 512 accesses (more than 8 rows an SM, so blocks take
+   rows one after another), with every kind of row, odd lengths, padded strides,
+   misaligned pointers (the prologue that aligns both x and y, or x alone), and q-ranges
+   whose bounds clamp inside the int type's range (the saturating conversion's path). */
+Test(dynamic_edges, many_rows)
+{
+  int ti, m;
+  gpu_begin();
+  for (ti = 0; ti < 4; ti++)
+    for (m = 0; m < 4; m++) {
+      const bq_dtype T = g_types[ti];
+      const int64_t vec = vec_of(T);
+      const bq_desc d = m < 2 ? focus_desc(BQ_PER_TOKEN, T, m)
+                        : m == 2 ? make_desc(BQ_PER_TOKEN, T, BQ_S8, 0, T, -50, 100)
+                                 : make_desc(BQ_PER_TOKEN, T, BQ_U8, 0, BQ_F32, 1, 100);
+      const int64_t cols = m == 0 ? 512 * vec : m == 1 ? 129 * vec : rnd_range(128 * vec + 1, 512 * vec);
+      const int odd = m >= 2;
+      dcase c = token_case(&d, rnd_range(1500, 2200), cols, odd ? cols + odd_pad() : 0,
+                           odd ? cols + rnd_range(0, 40) : 0, odd ? (int)rnd_range(0, 15) : 0,
+                           odd ? (int)rnd_range(0, 15) : 0);
+      run_case(&c);
+    }
+}
+
 /* Per tensor: numel 1, 17 and 4M+3; the large ones run twice (determinism). */
 Test(dynamic_edges, tensor_sizes_and_determinism)
 {
