@@ -166,14 +166,14 @@ static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[CPT], const 
 }
 
 // Elements before a segment's vector loop, one a lane at most: x must reach a 16-byte
-// boundary. Where the same count also brings y to a boundary of min(128, tpr) bytes, take
-// that count instead (rows of 4095 bf16 from 256-byte aligned bases: x and y both land on
-// whole cache lines), so that the loop's warp-wide loads and stores cover whole lines.
-// bq_dynamic only: in bq_dynamic_long it cost 14 registers (64 -> 78), which its teams of
-// up to 512 threads cannot spare.
-static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const bq_i *y, bq_i64 n, int tpr) {
-  const bq_u32 a = tpr < 128 ? (bq_u32)tpr : 128u, ya = (bq_u32)(bq_u64)y, xa = (bq_u32)(bq_u64)x;
-  const bq_u32 py = (0u - ya) & (a - 1); // y has one byte an element
+// boundary. Where the same count also brings y to a 32-byte boundary (a sector; rows of
+// 4095 bf16 from aligned bases, say), take that count instead, so that the loop's stores
+// fill whole sectors (README, "Performance": the 4095 rows). bq_dynamic only: in
+// bq_dynamic_long a wider form of it cost 14 registers (64 -> 78), which its teams of up to
+// 512 threads cannot spare.
+static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const bq_i *y, bq_i64 n) {
+  const bq_u32 ya = (bq_u32)(bq_u64)y, xa = (bq_u32)(bq_u64)x;
+  const bq_u32 py = (0u - ya) & 31u; // y has one byte an element; a team has 32 lanes or more
   const bq_u32 px = ((0u - xa) & 15u) / (bq_u32)sizeof(bq_t);
   const int k = (int)(((xa + py * (bq_u32)sizeof(bq_t)) & 15u) == 0 ? py : px);
   return (bq_i64)k < n ? k : (int)n;
@@ -182,7 +182,7 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                   bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {
-  const int pro = CPT == BQ_CPT ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
+  const int pro = CPT == BQ_CPT ? bq_segment_prologue(x, y, n) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
   const bq_i64 batch = (bq_i64)tpr * CPT;
