@@ -1732,7 +1732,7 @@ static const char bq__src_dynamic_cu[] =
   "  bq_u64 x, y, scales, zps, partial;\n"
   "  bq_i64 rows, cols, xs, ys;\n"
   "  bq_i64 group, ngroups, grs; // per group\n"
-  "  int tpr, fast_groups, nblocks, pad_;\n"
+  "  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector\n"
   "};\n"
   "\n"
   "typedef bq_chunk<bq_t, BQ_VEC> bq_xchunk;\n"
@@ -1868,14 +1868,15 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "\n"
   "// Elements before a segment's vector loop, one a lane at most: x must reach a 16-byte\n"
-  "// boundary. Where y does not start on a 32-byte sector and the count that brings it to a\n"
-  "// line boundary (128 bytes, or the team's width if smaller) also keeps x 16-byte aligned,\n"
-  "// take that count instead (rows of 4095 bf16 from aligned bases, say), so that the loop's\n"
-  "// warp-wide stores write whole lines (H100, [8192, 4095] bf16: 45.1 -> 42.8 us; aligning y\n"
-  "// to a sector only: 44.6 us). Rows whose y is sector-aligned keep x's count (the strided\n"
-  "// rows of 4096 + 64 bf16 would otherwise run 64 elements a row one by one: 0.92 -> 0.89\n"
-  "// of copy). bq_dynamic only: in bq_dynamic_long this cost 14 registers (64 -> 78), which\n"
-  "// its teams of up to 512 threads cannot spare.\n"
+  "// boundary. Where y starts off a 32-byte sector and the count that brings y to a line\n"
+  "// (128 bytes, or the team's width if smaller) keeps x 16-byte aligned, take that count\n"
+  "// instead (rows of 4095 bf16 from aligned bases, say), so that the warps' stores write\n"
+  "// whole lines (H100, [8192, 4095] bf16: 45.1 -> 42.1 us; to a sector only: 44.6 us).\n"
+  "// Sector-aligned rows keep x's count (strided rows of 4096 + 64 bf16 would otherwise take\n"
+  "// 64 elements a row one by one: 0.92 -> 0.89 of copy), and where the host sees that every\n"
+  "// segment's y is sector-aligned (p.align_y == 0) the test is skipped (it cost per token\n"
+  "// f64 and asymmetric bf16 2 to 3 %). bq_dynamic only: in bq_dynamic_long it cost 14\n"
+  "// registers (64 -> 78), which its teams of up to 512 threads cannot spare.\n"
   "static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const bq_i *y, bq_i64 n, int tpr) {\n"
   "  const bq_u32 ya = (bq_u32)(bq_u64)y, xa = (bq_u32)(bq_u64)x, a = tpr < 128 ? (bq_u32)tpr : 128u;\n"
   "  const bq_u32 py = (0u - ya) & (a - 1); // y has one byte an element\n"
@@ -1887,7 +1888,7 @@ static const char bq__src_dynamic_cu[] =
   "template <int CPT>\n"
   "static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
   "                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {\n"
-  "  const int pro = CPT == BQ_CPT ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);\n"
+  "  const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);\n"
   "  const int w_out = bq_width(y + pro);\n"
   "  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;\n"
   "  const bq_i64 batch = (bq_i64)tpr * CPT;\n"
@@ -3853,7 +3854,7 @@ static const bq__family bq__affine_family = {
 typedef struct bq__dynamic_params {
   uint64_t x, y, scales, zps, partial;
   int64_t rows, cols, xs, ys, group, ngroups, grs;
-  int32_t tpr, fast_groups, nblocks, pad_;
+  int32_t tpr, fast_groups, nblocks, align_y;
 } bq__dynamic_params;
 
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
@@ -3946,6 +3947,8 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
      copy bandwidth on the H100: 512-thread teams of 4 left two rows an SM, whose barriers
      stalled the loads). Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which
      measured faster there (f64 [8192, 4096]: 0.75 with 4, 0.62 with 8). */
+  /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
+  k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
   int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * BQ__DYN_CPT && bq__dtype_size(d->float_type) == 2;
   k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM)
               : bq__dynamic_team(chunks, BQ__DYN_CPT, BQ__DYN_BLOCK);

@@ -30,7 +30,7 @@ struct bq_dynamic_params {
   bq_u64 x, y, scales, zps, partial;
   bq_i64 rows, cols, xs, ys;
   bq_i64 group, ngroups, grs; // per group
-  int tpr, fast_groups, nblocks, pad_;
+  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector
 };
 
 typedef bq_chunk<bq_t, BQ_VEC> bq_xchunk;
@@ -166,14 +166,15 @@ static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[CPT], const 
 }
 
 // Elements before a segment's vector loop, one a lane at most: x must reach a 16-byte
-// boundary. Where y does not start on a 32-byte sector and the count that brings it to a
-// line boundary (128 bytes, or the team's width if smaller) also keeps x 16-byte aligned,
-// take that count instead (rows of 4095 bf16 from aligned bases, say), so that the loop's
-// warp-wide stores write whole lines (H100, [8192, 4095] bf16: 45.1 -> 42.8 us; aligning y
-// to a sector only: 44.6 us). Rows whose y is sector-aligned keep x's count (the strided
-// rows of 4096 + 64 bf16 would otherwise run 64 elements a row one by one: 0.92 -> 0.89
-// of copy). bq_dynamic only: in bq_dynamic_long this cost 14 registers (64 -> 78), which
-// its teams of up to 512 threads cannot spare.
+// boundary. Where y starts off a 32-byte sector and the count that brings y to a line
+// (128 bytes, or the team's width if smaller) keeps x 16-byte aligned, take that count
+// instead (rows of 4095 bf16 from aligned bases, say), so that the warps' stores write
+// whole lines (H100, [8192, 4095] bf16: 45.1 -> 42.1 us; to a sector only: 44.6 us).
+// Sector-aligned rows keep x's count (strided rows of 4096 + 64 bf16 would otherwise take
+// 64 elements a row one by one: 0.92 -> 0.89 of copy), and where the host sees that every
+// segment's y is sector-aligned (p.align_y == 0) the test is skipped (it cost per token
+// f64 and asymmetric bf16 2 to 3 %). bq_dynamic only: in bq_dynamic_long it cost 14
+// registers (64 -> 78), which its teams of up to 512 threads cannot spare.
 static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const bq_i *y, bq_i64 n, int tpr) {
   const bq_u32 ya = (bq_u32)(bq_u64)y, xa = (bq_u32)(bq_u64)x, a = tpr < 128 ? (bq_u32)tpr : 128u;
   const bq_u32 py = (0u - ya) & (a - 1); // y has one byte an element
@@ -185,7 +186,7 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                   bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {
-  const int pro = CPT == BQ_CPT ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
+  const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
   const bq_i64 batch = (bq_i64)tpr * CPT;
