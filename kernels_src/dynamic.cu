@@ -136,27 +136,10 @@ static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_re
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));
 }
-// The same as a tree over the chunk's elements (depth log2(BQ_VEC) instead of BQ_VEC): a
-// lone row waits on its reduction's dependent chain.
-static __device__ __forceinline__ void bq_reduce_chunk_tree(const bq_xchunk &a, bq_red &r) {
-  bq_red t[BQ_VEC];
-#pragma unroll
-  for (int j = 0; j < BQ_VEC; j++) {
-    t[j] = bq_red_init();
-    bq_red_add(t[j], bq_to_c(a.e[j]));
-  }
-#pragma unroll
-  for (int w = BQ_VEC / 2; w > 0; w /= 2)
-#pragma unroll
-    for (int j = 0; j < w; j++) t[j] = bq_red_merge(t[j], t[j + w]);
-  r = bq_red_merge(r, t[0]);
-}
 
 // Team-wide reduction; every lane gets the result. red_smem holds one slot per warp of
-// a block-wide team; `again` (uniform in the team) says whether the team reduces again,
-// and so must wait until every warp has read the slots (a lone row's latency then skips
-// one barrier; bq_dynamic_long always waits: the test cost it 14 registers).
-static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *red_smem, bool again) {
+// a block-wide team.
+static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *red_smem) {
   r = bq_red_lanes(r, 32);
   if (tpr > 32) {
     const int warp = threadIdx.x >> 5, nw = tpr >> 5;
@@ -164,7 +147,7 @@ static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *
     bq_team_sync(tpr);
     r = red_smem[0];
     for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[i]);
-    if (again) bq_team_sync(tpr); // the slots are reused by the team's next row
+    bq_team_sync(tpr); // the slots are reused by the team's next row
   }
   return r;
 }
@@ -202,8 +185,7 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
-                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem,
-                                                  bool again) {
+                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {
   const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
@@ -221,15 +203,12 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
     bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);
 #pragma unroll
     for (int i = 0; i < CPT; i++)
-      if (b + lane + (bq_i64)i * tpr < nch) {
-        if (CPT == BQ_CPT) bq_reduce_chunk_tree(a[i], r); // bq_dynamic_long has no registers to spare
-        else bq_reduce_chunk(a[i], r);
-      }
+      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);
   }
   const bq_c ep = bq_to_c(xp), et = bq_to_c(xt);
   if (has_p) bq_red_add(r, ep);
   if (has_t) bq_red_add(r, et);
-  r = bq_red_team(r, tpr, red_smem, again);
+  r = bq_red_team(r, tpr, red_smem);
   const bq_qp q = bq_params_of(r);
   if (lane == 0) bq_write_params(p, pidx, q);
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
@@ -294,13 +273,11 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp
 // teams, eight.
 template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {
-  // tpr is a power of two: shifts, not a division ahead of the first load
-  const int tpr = p.tpr, sh = __ffs(tpr) - 1, teams = (int)blockDim.x >> sh, team = (int)threadIdx.x >> sh;
+  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
   const int lane = threadIdx.x & (tpr - 1);
 #if BQ_DSCOPE == 2
   for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem,
-                    CPT != BQ_CPT || r + (bq_i64)gridDim.x * teams < p.rows);
+    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);
 #else
   if (p.fast_groups) {
     for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
@@ -310,7 +287,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
     for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {
       const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;
       bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
-                      p.group, r * p.grs + g, lane, tpr, red_smem, w + (bq_i64)gridDim.x * teams < segs);
+                      p.group, r * p.grs + g, lane, tpr, red_smem);
     }
   }
 #endif
@@ -344,7 +321,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const b
   }
   if (tid < pro) bq_red_add(r, bq_to_c(x[tid]));
   if (pro + nch * BQ_VEC + tid < n) bq_red_add(r, bq_to_c(x[pro + nch * BQ_VEC + tid]));
-  r = bq_red_team(r, blockDim.x, red_smem, false);
+  r = bq_red_team(r, blockDim.x, red_smem);
   if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;
 }
 
@@ -354,7 +331,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
   bq_red r = bq_red_init();
   for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);
-  r = bq_red_team(r, blockDim.x, red_smem, false);
+  r = bq_red_team(r, blockDim.x, red_smem);
   const bq_qp q = bq_params_of(r);
   if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);
   const bq_t *x = (const bq_t *)p.x;

@@ -265,7 +265,6 @@ static inline int bq_cvt_sat_s8(float v) { return emu_cvt_sat(v, -128, 127); }
 static inline int bq_cvt_sat_u8(float v) { return emu_cvt_sat(v, 0, 255); }
 static inline void __trap() { fprintf(stderr, "emu: __trap\n"); abort(); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-static inline int __ffs(int x) { return __builtin_ffs(x); }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 
