@@ -31,8 +31,12 @@ typedef bq_u16 bq_t; // f16 / bf16 bits
 
 #if BQ_IT == 0
 typedef signed char bq_i;
+#define BQ_I_MIN (-128)
+#define BQ_I_MAX 127
 #else
 typedef unsigned char bq_i;
+#define BQ_I_MIN 0
+#define BQ_I_MAX 255
 #endif
 
 #if BQ_ST == 1
@@ -59,16 +63,16 @@ static __device__ __forceinline__ bq_u16 bq_f32_to_bf16(float f) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
-// rne(v) saturated to [-128, 127] or [0, 255], NaN -> 0: one conversion (a float to
-// integer cvt clamps to its destination type; the narrow result is extended to 32 bits)
-static __device__ __forceinline__ int bq_cvt_sat_s8(float v) {
+// rne(v) saturated to the int type's range [BQ_I_MIN, BQ_I_MAX], NaN -> 0: one conversion
+// (a float to integer cvt clamps to its destination type; the narrow result is extended
+// to 32 bits)
+static __device__ __forceinline__ int bq_cvt_sat(float v) {
   int r;
+#if BQ_IT == 0
   asm("cvt.rni.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return r;
-}
-static __device__ __forceinline__ int bq_cvt_sat_u8(float v) {
-  int r;
+#else
   asm("cvt.rni.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+#endif
   return r;
 }
 #endif
@@ -287,23 +291,13 @@ static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale
 // type rounds half to even, saturates to the type's range and maps NaN to 0 by itself, so
 // only q-range bounds inside that range need a clamp: four operations an element.
 static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) {
-  const float q0 = __fmul_rn(x, s.rcp), v = __fmaf_rn(__fmaf_rn(-q0, s.ss, x), s.rcp, q0);
-#if BQ_IT == 0
-  int r = bq_cvt_sat_s8(v);
-#if BQ_QMIN > -128
+  const float q0 = __fmul_rn(x, s.rcp);
+  int r = bq_cvt_sat(__fmaf_rn(__fmaf_rn(-q0, s.ss, x), s.rcp, q0));
+#if BQ_QMIN > BQ_I_MIN
   r = max(r, BQ_QMIN);
 #endif
-#if BQ_QMAX < 127
+#if BQ_QMAX < BQ_I_MAX
   r = min(r, BQ_QMAX);
-#endif
-#else
-  int r = bq_cvt_sat_u8(v);
-#if BQ_QMIN > 0
-  r = max(r, BQ_QMIN);
-#endif
-#if BQ_QMAX < 255
-  r = min(r, BQ_QMAX);
-#endif
 #endif
   return r;
 }

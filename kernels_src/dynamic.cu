@@ -4,7 +4,8 @@
 // (min/max with a zero point); BQ_DSCOPE 0 per tensor, 2 per token, 3 per group.
 //
 // Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns
-// it), consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P
+// it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),
+// consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P
 // elements with the widest access its alignment allows.
 // Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or
 // BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized
@@ -178,7 +179,8 @@ static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[CPT], const 
 static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const bq_i *y, bq_i64 n, int tpr) {
   const bq_u32 ya = (bq_u32)(bq_u64)y, xa = (bq_u32)(bq_u64)x, a = tpr < 128 ? (bq_u32)tpr : 128u;
   const bq_u32 py = (0u - ya) & (a - 1); // y has one byte an element
-  const bq_u32 px = ((0u - xa) & 15u) / (bq_u32)sizeof(bq_t);
+  const bq_u32 px = ((0u - xa) & 15u) / (bq_u32)sizeof(bq_t); // bq_prologue's count, in 32 bits (its
+                                                               // 64-bit form changed the whole kernel's code)
   const int k = (int)((ya & 31u) != 0 && ((xa + py * (bq_u32)sizeof(bq_t)) & 15u) == 0 ? py : px);
   return (bq_i64)k < n ? k : (int)n;
 }

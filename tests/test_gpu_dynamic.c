@@ -934,10 +934,10 @@ Test(dynamic_edges, token_row_counts)
   }
 }
 
-/* Per token, many rows of 129 to 512 accesses (more than 8 rows an SM, so blocks take
-   rows one after another), with every kind of row, odd lengths, padded strides,
-   misaligned pointers (the prologue that aligns both x and y, or x alone), and q-ranges
-   whose bounds clamp inside the int type's range (the saturating conversion's path). */
+/* Per token, 1500 to 2200 rows of 129 to 512 accesses, with every kind of row, odd
+   lengths, padded strides, misaligned pointers (the prologue that aligns both x and y,
+   or x alone), and q-ranges whose bounds clamp inside the int type's range (the
+   saturating conversion's path). */
 Test(dynamic_edges, many_rows)
 {
   int ti, m;

@@ -255,14 +255,14 @@ static inline double __ll2double_rd(long long v) {
 static inline float bq_f16_to_f32(unsigned short h) { return ref_f16_to_f32(h); }
 static inline unsigned short bq_f32_to_f16(float f) { return ref_f32_to_f16(f); }
 static inline unsigned short bq_f32_to_bf16(float f) { return ref_f32_to_bf16(f); }
-/* cvt.rni.s8.f32 / cvt.rni.u8.f32: round half to even, clamp to the type, NaN -> 0 */
+/* cvt.rni.s8.f32 / cvt.rni.u8.f32: round half to even, clamp to the int type (BQ_I_MIN and
+   BQ_I_MAX, from common.cuh where this is called), NaN -> 0 */
+#define bq_cvt_sat(v) emu_cvt_sat((v), BQ_I_MIN, BQ_I_MAX)
 static inline int emu_cvt_sat(float v, int lo, int hi) {
   if (v != v) return 0;
   float r = rintf(v);
   return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
 }
-static inline int bq_cvt_sat_s8(float v) { return emu_cvt_sat(v, -128, 127); }
-static inline int bq_cvt_sat_u8(float v) { return emu_cvt_sat(v, 0, 255); }
 static inline void __trap() { fprintf(stderr, "emu: __trap\n"); abort(); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline int min(int a, int b) { return a < b ? a : b; }

@@ -3,6 +3,8 @@
    kernel macro whose value depends on the prelude belongs here too: the compiler says so. */
 #undef BQ_FT
 #undef BQ_IT
+#undef BQ_I_MIN
+#undef BQ_I_MAX
 #undef BQ_QMIN
 #undef BQ_QMAX
 #undef BQ_ST
