@@ -178,10 +178,31 @@ template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {
 #endif
 
 // One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element
-// needs the general formulas.
+// needs the general formulas. NEAR: quantize forward may take bq_quantize_near where the
+// scale and zero point allow (the usual case). On the H100 that form gained per tensor and
+// per token (bf16 [9362, 14336]: 0.80 -> 0.92 of copy) and the 16-bit slot kernels, but
+// cost the f32 slot kernels (per channel, axis outermost: 0.84 -> 0.80) and the odd-shape
+// one (bf16 G = 105: 0.59 -> 0.48, its spills 28 -> 172 bytes), which keep bq_apply.
+template <bool NEAR>
 static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,
                                                       const bq_scale &s, const bq_zp &z, bq_piece<bq_out> &y,
                                                       bool *fix) {
+#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
+  if (NEAR && s.plain && z.near) {
+    bq_quantize_near<true>(a.e, s, z.zp, y.e);
+    return;
+  }
+#elif BQ_OP == 1 && BQ_FT != 1
+  if (NEAR && s.plain) { // quantize backward: the mask and the division from the prepared scale
+    bool ok = true;
+#pragma unroll
+    for (int j = 0; j < BQ_P; j++) {
+      const bq_c v = bq_div_near(bq_to_c(a.e[j]), s, ok);
+      y.e[j] = bq_in_range_near(bq_to_c(b.e[j]), s, z) ? bq_from_c(v) : (bq_out)0;
+    }
+    if (ok) return; // else the general formulas below
+  }
+#endif
 #pragma unroll
   for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
 }
@@ -332,11 +353,11 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #endif
             bq_piece<bq_out> y;
             bool fix = false;
-            bq_apply_piece(a[u], BQ_B(u), qa.s, qa.z, y, &fix);
+            bq_apply_piece<!TWO && BQ_FT >= 2>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);
             if (TWO && two) { // the elements from cut[u] on take the next block's parameters
               const bq_prep &qb = slots[d + 1];
               bq_piece<bq_out> y2;
-              bq_apply_piece(a[u], BQ_B(u), qb.s, qb.z, y2, &fix);
+              bq_apply_piece<false>(a[u], BQ_B(u), qb.s, qb.z, y2, &fix);
 #pragma unroll
               for (int j = 1; j < BQ_P; j++)
                 if (j >= cut[u]) y.e[j] = y2.e[j];
@@ -369,7 +390,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #endif
           bq_piece<bq_out> y;
           bool fix = false;
-          bq_apply_piece(a[u], BQ_B(u), q.s, q.z, y, &fix);
+          bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
           bq_store(out + pro + acc * BQ_P, y, w_out);
           if (fix) redo |= 1u << u;
         }

@@ -122,10 +122,13 @@ static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
   if (q.bounded) { // uniform across the segment
-#pragma unroll
 #if !BQ_ASYM && BQ_FT != 1
+#pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);
+#elif BQ_FT != 1
+    bq_quantize_near<false>(a.e, q.s, q.zp, o.e); // the zero point lies in the q-range
 #else
+#pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(bq_to_c(a.e[j]), q.s, q.z);
 #endif
   } else {

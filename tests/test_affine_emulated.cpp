@@ -101,8 +101,11 @@ static double value(double s) {
 static double grad_value(void) {
   switch (rnd() % 16) {
   case 0: return 0.0 * ((rnd() & 1) ? 1 : -1);
-  case 1: return ldexp(rnd_unit() + 0.5, -(int)rnd_range(960, 1070)) * ((rnd() & 1) ? 1 : -1);
-  case 2: return (rnd_unit() - 0.5) * 1e300;
+  case 1: /* tiny: f64's and f32's ends of the range (f32 quantize backward: below the window of
+             bq_div_near, |dy| >= 2^-96) */
+    return ldexp(rnd_unit() + 0.5, -(int)(EMU_T == 1 ? rnd_range(960, 1070) : rnd_range(80, 150))) *
+           ((rnd() & 1) ? 1 : -1);
+  case 2: return (rnd_unit() - 0.5) * (EMU_T == 1 ? 1e300 : (rnd() & 1) ? 1e38 : 1e30);
   case 3: return (rnd() & 1) ? NAN : INFINITY;
   default: return (rnd_unit() - 0.5) * 8;
   }

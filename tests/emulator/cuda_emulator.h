@@ -263,6 +263,16 @@ static inline int emu_cvt_sat(float v, int lo, int hi) {
   float r = rintf(v);
   return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
 }
+/* cvt.rni.s16.f32, and two cvt.pack.sat.{s8,u8}.s32.b32: four ints saturated to the int
+   type, e0 in the low byte */
+#define bq_cvt_s16(v) emu_cvt_sat((v), -32768, 32767)
+#define bq_pack4(e0, e1, e2, e3) emu_pack4((e0), (e1), (e2), (e3), BQ_I_MIN, BQ_I_MAX)
+static inline unsigned emu_pack4(int e0, int e1, int e2, int e3, int lo, int hi) {
+  const int e[4] = {e0, e1, e2, e3};
+  unsigned w = 0;
+  for (int i = 0; i < 4; i++) w |= (unsigned)((e[i] < lo ? lo : e[i] > hi ? hi : e[i]) & 0xff) << (8 * i);
+  return w;
+}
 static inline void __trap() { fprintf(stderr, "emu: __trap\n"); abort(); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline int min(int a, int b) { return a < b ? a : b; }
