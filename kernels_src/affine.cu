@@ -473,32 +473,24 @@ extern "C" __global__ void BQ_BOUNDS bq_affine_odd(const bq_affine_params p) {
 // keep more parameters in registers)
 #define BQ_R ((int)((BQ_OP == 3 ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))
 
-// (3 blocks an SM: the host sizes the grid to one wave of them)
-extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_affine_params p) {
-  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * 32 + (threadIdx.x & 31)) * BQ_CP;
-  if (c0 >= C) return;
-  bq_scale s[BQ_CP];
-  bq_zp z[BQ_CP];
-  bool slow = false; // a column whose zero point leaves no int32 room (quantize)
-#pragma unroll
-  for (int j = 0; j < BQ_CP; j++) {
-    s[j] = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + c0 + j)));
-    z[j] = bq_zp_of(p.zps ? __ldg((const int *)p.zps + c0 + j) : 0);
-#if BQ_OP == 1 && !BQ_BWD
-    slow |= !z[j].iok;
-#endif
-  }
+// The column kernel's rows, for the lane's columns c0 .. c0 + BQ_CP - 1 with their prepared
+// scales and zero points. NEAR (quantize backward, every column's scale plain): the fast
+// forms only, so that the general formulas' values need no registers in the loop.
+template <bool NEAR, int R>
+static __device__ __forceinline__ void bq_cols_rows(const bq_affine_params &p, const bq_scale (&s)[BQ_CP],
+                                                    const bq_zp (&z)[BQ_CP], bool slow, bq_i64 c0) {
+  const bq_i64 C = p.cols;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   const bq_in1 *in1 = (const bq_in1 *)p.in1;
   bq_out *out = (bq_out *)p.out;
   const bq_i64 step = (bq_i64)gridDim.y * 8;
-  for (bq_i64 r = (bq_i64)blockIdx.y * 8 + (threadIdx.x >> 5); r < p.rows; r += step * BQ_R) {
-    bq_chunk<bq_in0, BQ_CP> a[BQ_R];
+  for (bq_i64 r = (bq_i64)blockIdx.y * 8 + (threadIdx.x >> 5); r < p.rows; r += step * R) {
+    bq_chunk<bq_in0, BQ_CP> a[R];
 #if BQ_HAS_IN1
-    bq_chunk<bq_in1, BQ_CP> b[BQ_R];
+    bq_chunk<bq_in1, BQ_CP> b[R];
 #endif
 #pragma unroll
-    for (int i = 0; i < BQ_R; i++) {
+    for (int i = 0; i < R; i++) {
       const bq_i64 k = (r + i * step) * C + c0;
       if (r + i * step < p.rows) {
         bq_load(a[i], in0 + k, 16);
@@ -509,9 +501,20 @@ extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_aff
     }
     bool fix = slow;
 #pragma unroll
-    for (int i = 0; i < BQ_R; i++) {
+    for (int i = 0; i < R; i++) {
       if (r + i * step < p.rows) {
         bq_chunk<bq_out, BQ_CP> y;
+#if BQ_OP == 1 && BQ_BWD && BQ_FT != 1
+        if (NEAR) { // quantize backward as bq_apply_piece's fast form (H100, f16 [32768, 4096]: 0.51 -> ? of copy)
+          bool ok = true;
+#pragma unroll
+          for (int j = 0; j < BQ_CP; j++) {
+            const bq_c v = bq_div_near(bq_to_c(a[i].e[j]), s[j], ok);
+            y.e[j] = bq_in_range_near(bq_to_c(b[i].e[j]), s[j], z[j]) ? bq_from_c(v) : (bq_out)0;
+          }
+          fix |= !ok;
+        } else
+#endif
 #pragma unroll
         for (int j = 0; j < BQ_CP; j++)
 #if BQ_HAS_IN1
@@ -524,11 +527,35 @@ extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_aff
     }
     if (fix) { // rare: these rows again, element by element with the general formulas
 #pragma unroll 1
-      for (int i = 0; i < BQ_R; i++)
+      for (int i = 0; i < R; i++)
 #pragma unroll // (s[j] and z[j] must stay registers: no dynamic index)
         for (int j = 0; j < BQ_CP; j++)
           if (r + i * step < p.rows) bq_one((r + i * step) * C + c0 + j, s[j].s, z[j].zp, in0, in1, out);
     }
   }
+}
+
+// (3 blocks an SM: the host sizes the grid to one wave of them)
+extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_affine_params p) {
+  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * 32 + (threadIdx.x & 31)) * BQ_CP;
+  if (c0 >= C) return;
+  bq_scale s[BQ_CP];
+  bq_zp z[BQ_CP];
+  bool slow = false; // a column whose zero point leaves no int32 room (quantize)
+  bool plain = true;  // every column's scale needs no power-of-two bracket (bq_div_near)
+#pragma unroll
+  for (int j = 0; j < BQ_CP; j++) {
+    s[j] = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + c0 + j)));
+    z[j] = bq_zp_of(p.zps ? __ldg((const int *)p.zps + c0 + j) : 0);
+#if BQ_OP == 1 && !BQ_BWD
+    slow |= !z[j].iok;
+#endif
+    plain &= s[j].plain;
+  }
+#if BQ_OP == 1 && BQ_BWD && BQ_FT != 1
+  if (plain) bq_cols_rows<true, BQ_R / 2>(p, s, z, slow, c0);
+  else
+#endif
+    bq_cols_rows<false, BQ_R>(p, s, z, slow, c0);
 }
 #endif
