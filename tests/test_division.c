@@ -11,27 +11,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../baracuda_quant.h"
+#include "reference.h"
+
 static uint64_t g_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {
   g_state ^= g_state << 13;
   g_state ^= g_state >> 7;
   g_state ^= g_state << 17;
   return g_state;
-}
-static float f_of(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint32_t u_of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float f16_value(uint16_t h) {
-  int e = (h >> 10) & 31, m = h & 1023;
-  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf((float)(m | 1024), e - 25);
-  return (h & 0x8000) ? -v : v;
 }
 /* a scale the fast path takes: |s| in [2^-90, 2^90], sometimes a power of two */
 static float random_scale(void) {
@@ -60,10 +48,10 @@ Test(division, every_bf16_and_f16_value) {
   for (int k = 0; k < 300; k++) {
     window w = window_of(random_scale());
     for (uint32_t h = 0; h < 131072; h++) {
-      float a = h < 65536 ? f_of(h << 16) : f16_value((uint16_t)h);
+      float a = h < 65536 ? ref_bf16_to_f32((uint16_t)h) : ref_f16_to_f32((uint16_t)h);
       if (!isfinite(a) || !in_window(&w, a)) continue;
       float q = markstein(&w, a), ref = a / w.s;
-      cr_assert_eq(u_of(q), u_of(ref), "a = %a, s = %a: %a, IEEE %a", a, w.s, q, ref);
+      cr_assert_eq(ref_f32_bits(q), ref_f32_bits(ref), "a = %a, s = %a: %a, IEEE %a", a, w.s, q, ref);
       checked++;
     }
   }
@@ -76,14 +64,14 @@ Test(division, random_f32) {
     window w = window_of(random_scale());
     for (int j = 0; j < 1000; j++) {
       uint32_t u = (uint32_t)rnd();
-      if (j % 7 == 0) u = u_of(w.s) ^ (uint32_t)(rnd() % 16);                               /* near multiples of s */
-      if (j % 11 == 0) u = (u & 0x807fffffu) | (u_of(w.lo) & 0x7f800000u);                 /* the window's low end */
-      if (j % 13 == 0) u = (u & 0x807fffffu) | (u_of(fminf(w.hi, 0x1p127f)) & 0x7f800000u); /* its high end */
+      if (j % 7 == 0) u = ref_f32_bits(w.s) ^ (uint32_t)(rnd() % 16);                               /* near multiples of s */
+      if (j % 11 == 0) u = (u & 0x807fffffu) | (ref_f32_bits(w.lo) & 0x7f800000u);                 /* the window's low end */
+      if (j % 13 == 0) u = (u & 0x807fffffu) | (ref_f32_bits(fminf(w.hi, 0x1p127f)) & 0x7f800000u); /* its high end */
       if (j % 17 == 0) u &= 0x80000000u;                                                   /* signed zeros */
-      float a = f_of(u);
+      float a = ref_bits_f32(u);
       if (!isfinite(a) || !in_window(&w, a)) continue;
       float q = markstein(&w, a), ref = a / w.s;
-      cr_assert_eq(u_of(q), u_of(ref), "a = %a, s = %a: %a, IEEE %a", a, w.s, q, ref);
+      cr_assert_eq(ref_f32_bits(q), ref_f32_bits(ref), "a = %a, s = %a: %a, IEEE %a", a, w.s, q, ref);
       checked++;
     }
   }
