@@ -811,6 +811,12 @@ static const char bq__src_affine_cu[] =
   "// registers with slots). The host's bq__affine_slots says the same.\n"
   "#define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))\n"
   "#define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together\n"
+  "// f64 quantize (per group; per channel forward only) prepares the parameter blocks of a\n"
+  "// work item at once, not tile by tile (H100: per group f64 backward 0.64 -> 0.94 of copy,\n"
+  "// per channel f64 forward 0.67 -> 0.83). In the other slot kernels the same code measured\n"
+  "// slower (per group bf16 quantize forward 0.83 -> 0.81; its spills grew) and the host gives\n"
+  "// per channel items of one tile (bq__affine_run says the same).\n"
+  "#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == 1 && BQ_OP == 1 && (BQ_GRAN == 3 || !BQ_BWD))\n"
   "\n"
   "struct bq_affine_params {\n"
   "  bq_u64 in0, in1, out;                 // device pointers\n"
@@ -993,11 +999,11 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "\n"
-  "// The row kernel's body. TWO (slots only): accesses that straddle two parameter blocks are\n"
-  "// computed in registers with both blocks' parameters; otherwise they are redone element by\n"
-  "// element. The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block\n"
-  "// length that is not a multiple of BQ_P, or rows that start unaligned), since its extra\n"
-  "// registers cost the aligned shapes a quarter of their warps.\n"
+  "// The row kernel's body. TWO: accesses that straddle two parameter blocks are computed in\n"
+  "// registers with both blocks' parameters; otherwise they are redone element by element.\n"
+  "// The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block length\n"
+  "// that is not a multiple of BQ_P, or rows that start unaligned), since its extra registers\n"
+  "// cost the aligned shapes a quarter of their warps.\n"
   "template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const bq_affine_params &p) {\n"
   "  const int lane = threadIdx.x & 31;\n"
   "#if BQ_SLOTS\n"
@@ -1012,7 +1018,11 @@ static const char bq__src_affine_cu[] =
   "  for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;\n"
   "       w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {\n"
   "#if BQ_GRAN <= 1\n"
+  "#if BQ_GRAN == 1 && BQ_ITEM_SLOTS && !BQ_BWD\n"
+  "    const bq_i64 r = 0, t0 = w * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles; // one dense row\n"
+  "#else\n"
   "    const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)\n"
+  "#endif\n"
   "#else\n"
   "    bq_i64 r, c;\n"
   "    if (p.chunks == 1) {\n"
@@ -1046,6 +1056,28 @@ static const char bq__src_affine_cu[] =
   "#if BQ_GRAN == 2\n"
   "    bq_qparams qt; // per token: once per work item, loaded after its first tile's data\n"
   "#endif\n"
+  "#if BQ_SLOTS\n"
+  "    bq_prep *slots = bq_slots[threadIdx.x >> 5];\n"
+  "    bq_i64 iblk0 = 0;\n"
+  "    int inblk = 0; // > 0: the item's blocks iblk0 onwards are in the slots\n"
+  "#if BQ_ITEM_SLOTS\n"
+  "    // An item whose tiles touch at most 32 parameter blocks prepares them once, here, and\n"
+  "    // its tiles skip their rounds: the tiles no longer wait for their scales' loads\n"
+  "    __syncwarp(); // the previous item is done with the slots\n"
+  "    if (p.group >= BQ_P) {\n"
+  "      const bq_i64 e0 = pro + t0 * BQ_TILE * BQ_P, ne = (t1 * BQ_TILE < nacc ? t1 * BQ_TILE : nacc) - t0 * BQ_TILE;\n"
+  "      if (ne > 0) {\n"
+  "        iblk0 = bq_blk(p, e0);\n"
+  "        const bq_i64 n = bq_blk(p, e0 + ne * BQ_P - 1) - iblk0 + 1;\n"
+  "        if (n <= 32) {\n"
+  "          inblk = (int)n;\n"
+  "          if (lane < inblk) slots[lane] = bq_prep_of(p, r, iblk0 + lane);\n"
+  "          __syncwarp();\n"
+  "        }\n"
+  "      }\n"
+  "    }\n"
+  "#endif\n"
+  "#endif\n"
   "#pragma unroll 1\n"
   "    for (bq_i64 t = t0; t < t1; t++) {\n"
   "      const bq_i64 a0 = t * BQ_TILE + lane;\n"
@@ -1076,7 +1108,10 @@ static const char bq__src_affine_cu[] =
   "      // block after a straddling access is in the same round.\n"
   "      int slot[BQ_U], cut[BQ_U]; // the access's first block; its elements before the next block\n"
   "      bq_i64 nblk = 0, blk0 = 0;\n"
-  "      if (p.group >= BQ_P) { // else every access spans several blocks: element by element\n"
+  "      if (inblk) {\n"
+  "        blk0 = iblk0;\n"
+  "        nblk = inblk;\n"
+  "      } else if (p.group >= BQ_P) { // else every access spans several blocks: element by element\n"
   "        const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;\n"
   "        blk0 = bq_blk(p, e0);\n"
   "        nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;\n"
@@ -1091,10 +1126,11 @@ static const char bq__src_affine_cu[] =
   "        slot[u] = (int)(b - blk0);\n"
   "        cut[u] = (int)(p.group - (k0 - b * p.group)); // < BQ_P: the access straddles\n"
   "      }\n"
-  "      bq_prep *slots = bq_slots[threadIdx.x >> 5];\n"
-  "      for (bq_i64 s0 = 0; s0 < nblk; s0 += 31) { // uniform across the warp\n"
-  "        if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);\n"
-  "        __syncwarp();\n"
+  "      for (bq_i64 s0 = 0; s0 < nblk; s0 += inblk ? 32 : 31) { // uniform across the warp; inblk: one round\n"
+  "        if (!inblk) {\n"
+  "          if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);\n"
+  "          __syncwarp();\n"
+  "        }\n"
   "        const int last = s0 + 32 >= nblk; // no access of this round's last block straddles\n"
   "#pragma unroll\n"
   "        for (int u = 0; u < BQ_U; u++) {\n"
@@ -1128,17 +1164,20 @@ static const char bq__src_affine_cu[] =
   "            if (fix) redo |= 1u << u;\n"
   "          }\n"
   "        }\n"
-  "        __syncwarp(); // every lane has read the slots before the next round writes them\n"
+  "        if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them\n"
   "      }\n"
   "#else\n"
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
-  "      // dequantize: each access looks its scale and zero point up (no reciprocal to prepare)\n"
+  "      // dequantize and backward: each access looks its scale and zero point up (no slots).\n"
+  "      // An access that straddles a block boundary is redone element by element, or, in\n"
+  "      // bq_affine_odd (TWO) where blocks are at least an access long, computed in registers\n"
+  "      // below with both blocks' parameters.\n"
   "      bq_qparams qs[BQ_U];\n"
   "#pragma unroll\n"
   "      for (int u = 0; u < BQ_U; u++) {\n"
   "        if (a0 + u * 32 >= nacc) continue;\n"
   "        bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);\n"
-  "        if (qs[u].rem + BQ_P > p.group) redo |= 1u << u; // the access straddles a block boundary\n"
+  "        if (qs[u].rem + BQ_P > p.group && (!TWO || p.group < BQ_P)) redo |= 1u << u;\n"
   "      }\n"
   "#endif\n"
   "#pragma unroll\n"
@@ -1153,6 +1192,22 @@ static const char bq__src_affine_cu[] =
   "          bq_piece<bq_out> y;\n"
   "          bool fix = false;\n"
   "          bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "          if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters\n"
+  "            bq_qparams q2 = q;\n"
+  "            q2.g = q.g + 1;\n"
+  "#if BQ_GRAN == 1\n"
+  "            if (q2.g == p.gmod) q2.g = 0;\n"
+  "#endif\n"
+  "            bq_qp_load(q2, p);\n"
+  "            bq_piece<bq_out> y2;\n"
+  "            bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);\n"
+  "            const int cut = (int)(p.group - q.rem);\n"
+  "#pragma unroll\n"
+  "            for (int j = 1; j < BQ_P; j++)\n"
+  "              if (j >= cut) y.e[j] = y2.e[j];\n"
+  "          }\n"
+  "#endif\n"
   "          bq_store(out + pro + acc * BQ_P, y, w_out);\n"
   "          if (fix) redo |= 1u << u;\n"
   "        }\n"
@@ -1215,13 +1270,15 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "extern \"C\" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
-  "extern \"C\" __global__ void BQ_BOUNDS bq_affine_odd(const bq_affine_params p) {\n"
-  "#if BQ_SLOTS\n"
-  "  bq_affine_body<true>(p);\n"
+  "// bq_affine_odd of dequantize (f32, f16, bf16) is held to 64 registers, 4 blocks an SM:\n"
+  "// with 72 it had 3 (H100, G = 105: f32 forward 0.70 -> 0.76 of copy, backward 0.92 ->\n"
+  "// 0.97). f64 keeps its 102: held to 64 it spilled (forward 0.70 -> 0.49).\n"
+  "#if BQ_OP == 2 && BQ_FT != 1\n"
+  "#define BQ_BOUNDS_ODD __launch_bounds__(256, 4)\n"
   "#else\n"
-  "  __trap(); // dequantize has no slots: the host launches bq_affine\n"
+  "#define BQ_BOUNDS_ODD BQ_BOUNDS\n"
   "#endif\n"
-  "}\n"
+  "extern \"C\" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == 1\n"
@@ -3942,12 +3999,26 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   }
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
-  /* rows: a work item takes several tiles of a row while the grid keeps 64 warps an SM,
-     which pays the row's scale (its reciprocal) once; dequantize has no reciprocal and
-     keeps a tile per item (more warps in flight) */
+  /* rows: a work item takes several tiles of a row, which pays the row's scale (its
+     reciprocal) once, while the grid keeps `warps` items an SM: more, shorter items balance
+     the SMs' last wave better, fewer pay the set-up less often. Measured on the H100 (256
+     MiB): per token 256 (f32 [4681, 14336] quantize forward 0.88 -> 0.95 of copy against
+     64, bf16 rows of 4095 0.89 -> 0.92), per group quantize 128 (f32 [4681, 14336]
+     backward 0.88 -> 0.92), and 64 for f64 backward (its reciprocal is dearer: per token
+     quantize backward 0.75 with 64, 0.68 with 256), f64 per group and per group fake
+     quantize. Dequantize has no reciprocal and keeps a tile per item (more warps in
+     flight). */
   k.tpw = 1;
-  if (v.rows > 1 && d->op != BQ_DEQUANTIZE) {
-    int64_t per = v.rows * k.tiles / ((int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 64);
+  int64_t warps = 64;
+  if (d->float_type != BQ_F64 || fwd) {
+    if (d->granularity == BQ_PER_TOKEN) warps = 256;
+    else if (d->granularity == BQ_PER_GROUP && d->op == BQ_QUANTIZE && d->float_type != BQ_F64) warps = 128;
+  }
+  /* per channel (one dense row), f64 quantize forward too: its items prepare the parameter
+     blocks of all their tiles at once (affine.cu's BQ_ITEM_SLOTS) */
+  int item_slots = d->granularity == BQ_PER_CHANNEL && d->float_type == BQ_F64 && d->op == BQ_QUANTIZE && fwd;
+  if ((v.rows > 1 || item_slots) && d->op != BQ_DEQUANTIZE) {
+    int64_t per = v.rows * k.tiles / ((int64_t)(p->num_sms > 0 ? p->num_sms : 1) * warps);
     if (per > 1) k.tpw = per < k.tiles ? per : k.tiles;
   }
   k.chunks = (k.tiles + k.tpw - 1) / k.tpw;
@@ -3960,13 +4031,20 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_chunks = bq__make_fastdiv((uint32_t)k.chunks);
   }
-  /* The slot kernels: bq_affine_odd where an access can straddle two parameter blocks (their
-     length is not a multiple of an access, or a row starts off the 16-byte grid of the
-     stream that leads the accesses, x or dy) */
+  /* Per channel and per group, bq_affine_odd where an access can straddle two parameter
+     blocks: their length is not a multiple of an access, or a row starts off the 16-byte
+     grid of the stream that leads the accesses (y for dequantize forward, else x or dy).
+     Not f64 dequantize forward: two elements an access straddle seldom, and the odd
+     kernel's 102 registers cost more than redoing them (H100, G = 105: 0.83 of copy with
+     bq_affine, 0.70 with bq_affine_odd). */
   int which = 0;
-  if (bq__affine_slots(d)) {
+  if ((d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) &&
+      !(fwd && d->op == BQ_DEQUANTIZE && d->float_type == BQ_F64)) {
     int64_t t = bq__dtype_size(d->float_type);
-    int odd = k.group % p->vec != 0 || k.in0 % 16 != 0 || (v.rows > 1 && (k.in0_stride * t) % 16 != 0);
+    int out_leads = fwd && d->op == BQ_DEQUANTIZE;
+    uint64_t lead = out_leads ? k.out : k.in0;
+    int64_t lead_stride = out_leads ? k.out_stride : k.in0_stride;
+    int odd = k.group % p->vec != 0 || lead % 16 != 0 || (v.rows > 1 && (lead_stride * t) % 16 != 0);
     if (odd) which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
   }
   return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per work item */

@@ -49,6 +49,12 @@ typedef bq_t bq_in1;
 // registers with slots). The host's bq__affine_slots says the same.
 #define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))
 #define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
+// f64 quantize (per group; per channel forward only) prepares the parameter blocks of a
+// work item at once, not tile by tile (H100: per group f64 backward 0.64 -> 0.94 of copy,
+// per channel f64 forward 0.67 -> 0.83). In the other slot kernels the same code measured
+// slower (per group bf16 quantize forward 0.83 -> 0.81; its spills grew) and the host gives
+// per channel items of one tile (bq__affine_run says the same).
+#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == 1 && BQ_OP == 1 && (BQ_GRAN == 3 || !BQ_BWD))
 
 struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
@@ -231,11 +237,11 @@ static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, 
 }
 #endif
 
-// The row kernel's body. TWO (slots only): accesses that straddle two parameter blocks are
-// computed in registers with both blocks' parameters; otherwise they are redone element by
-// element. The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block
-// length that is not a multiple of BQ_P, or rows that start unaligned), since its extra
-// registers cost the aligned shapes a quarter of their warps.
+// The row kernel's body. TWO: accesses that straddle two parameter blocks are computed in
+// registers with both blocks' parameters; otherwise they are redone element by element.
+// The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block length
+// that is not a multiple of BQ_P, or rows that start unaligned), since its extra registers
+// cost the aligned shapes a quarter of their warps.
 template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const bq_affine_params &p) {
   const int lane = threadIdx.x & 31;
 #if BQ_SLOTS
@@ -250,7 +256,11 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
        w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
 #if BQ_GRAN <= 1
+#if BQ_GRAN == 1 && BQ_ITEM_SLOTS && !BQ_BWD
+    const bq_i64 r = 0, t0 = w * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles; // one dense row
+#else
     const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)
+#endif
 #else
     bq_i64 r, c;
     if (p.chunks == 1) {
@@ -284,6 +294,28 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #if BQ_GRAN == 2
     bq_qparams qt; // per token: once per work item, loaded after its first tile's data
 #endif
+#if BQ_SLOTS
+    bq_prep *slots = bq_slots[threadIdx.x >> 5];
+    bq_i64 iblk0 = 0;
+    int inblk = 0; // > 0: the item's blocks iblk0 onwards are in the slots
+#if BQ_ITEM_SLOTS
+    // An item whose tiles touch at most 32 parameter blocks prepares them once, here, and
+    // its tiles skip their rounds: the tiles no longer wait for their scales' loads
+    __syncwarp(); // the previous item is done with the slots
+    if (p.group >= BQ_P) {
+      const bq_i64 e0 = pro + t0 * BQ_TILE * BQ_P, ne = (t1 * BQ_TILE < nacc ? t1 * BQ_TILE : nacc) - t0 * BQ_TILE;
+      if (ne > 0) {
+        iblk0 = bq_blk(p, e0);
+        const bq_i64 n = bq_blk(p, e0 + ne * BQ_P - 1) - iblk0 + 1;
+        if (n <= 32) {
+          inblk = (int)n;
+          if (lane < inblk) slots[lane] = bq_prep_of(p, r, iblk0 + lane);
+          __syncwarp();
+        }
+      }
+    }
+#endif
+#endif
 #pragma unroll 1
     for (bq_i64 t = t0; t < t1; t++) {
       const bq_i64 a0 = t * BQ_TILE + lane;
@@ -314,7 +346,10 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
       // block after a straddling access is in the same round.
       int slot[BQ_U], cut[BQ_U]; // the access's first block; its elements before the next block
       bq_i64 nblk = 0, blk0 = 0;
-      if (p.group >= BQ_P) { // else every access spans several blocks: element by element
+      if (inblk) {
+        blk0 = iblk0;
+        nblk = inblk;
+      } else if (p.group >= BQ_P) { // else every access spans several blocks: element by element
         const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;
         blk0 = bq_blk(p, e0);
         nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;
@@ -329,10 +364,11 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
         slot[u] = (int)(b - blk0);
         cut[u] = (int)(p.group - (k0 - b * p.group)); // < BQ_P: the access straddles
       }
-      bq_prep *slots = bq_slots[threadIdx.x >> 5];
-      for (bq_i64 s0 = 0; s0 < nblk; s0 += 31) { // uniform across the warp
-        if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);
-        __syncwarp();
+      for (bq_i64 s0 = 0; s0 < nblk; s0 += inblk ? 32 : 31) { // uniform across the warp; inblk: one round
+        if (!inblk) {
+          if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);
+          __syncwarp();
+        }
         const int last = s0 + 32 >= nblk; // no access of this round's last block straddles
 #pragma unroll
         for (int u = 0; u < BQ_U; u++) {
@@ -366,17 +402,20 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
             if (fix) redo |= 1u << u;
           }
         }
-        __syncwarp(); // every lane has read the slots before the next round writes them
+        if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them
       }
 #else
 #if BQ_GRAN == 1 || BQ_GRAN == 3
-      // dequantize: each access looks its scale and zero point up (no reciprocal to prepare)
+      // dequantize and backward: each access looks its scale and zero point up (no slots).
+      // An access that straddles a block boundary is redone element by element, or, in
+      // bq_affine_odd (TWO) where blocks are at least an access long, computed in registers
+      // below with both blocks' parameters.
       bq_qparams qs[BQ_U];
 #pragma unroll
       for (int u = 0; u < BQ_U; u++) {
         if (a0 + u * 32 >= nacc) continue;
         bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
-        if (qs[u].rem + BQ_P > p.group) redo |= 1u << u; // the access straddles a block boundary
+        if (qs[u].rem + BQ_P > p.group && (!TWO || p.group < BQ_P)) redo |= 1u << u;
       }
 #endif
 #pragma unroll
@@ -391,6 +430,22 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
           bq_piece<bq_out> y;
           bool fix = false;
           bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+          if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
+            bq_qparams q2 = q;
+            q2.g = q.g + 1;
+#if BQ_GRAN == 1
+            if (q2.g == p.gmod) q2.g = 0;
+#endif
+            bq_qp_load(q2, p);
+            bq_piece<bq_out> y2;
+            bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);
+            const int cut = (int)(p.group - q.rem);
+#pragma unroll
+            for (int j = 1; j < BQ_P; j++)
+              if (j >= cut) y.e[j] = y2.e[j];
+          }
+#endif
           bq_store(out + pro + acc * BQ_P, y, w_out);
           if (fix) redo |= 1u << u;
         }
@@ -453,13 +508,15 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #endif
 extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
 #if BQ_GRAN == 1 || BQ_GRAN == 3
-extern "C" __global__ void BQ_BOUNDS bq_affine_odd(const bq_affine_params p) {
-#if BQ_SLOTS
-  bq_affine_body<true>(p);
+// bq_affine_odd of dequantize (f32, f16, bf16) is held to 64 registers, 4 blocks an SM:
+// with 72 it had 3 (H100, G = 105: f32 forward 0.70 -> 0.76 of copy, backward 0.92 ->
+// 0.97). f64 keeps its 102: held to 64 it spilled (forward 0.70 -> 0.49).
+#if BQ_OP == 2 && BQ_FT != 1
+#define BQ_BOUNDS_ODD __launch_bounds__(256, 4)
 #else
-  __trap(); // dequantize has no slots: the host launches bq_affine
+#define BQ_BOUNDS_ODD BQ_BOUNDS
 #endif
-}
+extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
 #endif
 
 #if BQ_GRAN == 1

@@ -134,7 +134,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #if EMU_GRAN == 1 || EMU_GRAN == 3
   /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
      by element): half the cases swap them, so each runs on aligned and unaligned shapes. */
-  const int swap = EMU_SLOTS && (rnd() & 1), odd = EMU_GRAN == 1 ? 2 : 1; /* the others have one */
+  const int swap = (int)(rnd() & 1), odd = EMU_GRAN == 1 ? 2 : 1;
   entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
   entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
 #endif
@@ -275,7 +275,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #if EMU_GRAN == 1
   cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
 #endif
-#if EMU_SLOTS /* the slot kernels, in both forms */
+#if EMU_GRAN == 1 || EMU_GRAN == 3 /* both row kernels */
   cr_assert(g_odd >= 8 && g_even >= 8, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
 #endif
 }
