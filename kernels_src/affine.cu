@@ -13,9 +13,10 @@
 // at a time and issues all its loads before it computes; a work item is p.tpw consecutive
 // tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.
 // Per channel and per group, the scale and zero point change along the row: the slot
-// kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in shared memory,
-// and bq_affine_odd also takes the accesses that straddle two blocks in registers; the
-// other ops look each access's parameters up.
+// kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in shared memory
+// (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops look each
+// access's parameters up. Where accesses can straddle two blocks, bq_affine_odd computes
+// those in registers with both blocks' parameters; bq_affine redoes them element by element.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;
