@@ -4004,16 +4004,16 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
      reciprocal) once, while the grid keeps `warps` items an SM: more, shorter items balance
      the SMs' last wave better, fewer pay the set-up less often. Measured on the H100 (256
      MiB): per token 256 (f32 [4681, 14336] quantize forward 0.88 -> 0.95 of copy against
-     64, bf16 rows of 4095 0.89 -> 0.92), per group quantize 128 (f32 [4681, 14336]
-     backward 0.88 -> 0.92), and 64 for f64 backward (its reciprocal is dearer: per token
-     quantize backward 0.75 with 64, 0.68 with 256), f64 per group and per group fake
-     quantize. Dequantize has no reciprocal and keeps a tile per item (more warps in
-     flight). */
+     64, bf16 rows of 4095 0.89 -> 0.92), per group 128 (f32 [4681, 14336] quantize
+     backward 0.88 -> 0.92, bf16 [9362, 14336] fake quantize backward 0.89 -> 0.93; 256 cost
+     G = 105), and 64 for f64 backward (its reciprocal is dearer: per token quantize
+     backward 0.75 with 64, 0.68 with 256) and f64 per group. Dequantize has no reciprocal
+     and keeps a tile per item (more warps in flight). */
   k.tpw = 1;
   int64_t warps = 64;
   if (d->float_type != BQ_F64 || fwd) {
     if (d->granularity == BQ_PER_TOKEN) warps = 256;
-    else if (d->granularity == BQ_PER_GROUP && d->op == BQ_QUANTIZE && d->float_type != BQ_F64) warps = 128;
+    else if (d->granularity == BQ_PER_GROUP && d->float_type != BQ_F64) warps = 128;
   }
   /* per channel (one dense row), f64 quantize forward too: its items prepare the parameter
      blocks of all their tiles at once (affine.cu's BQ_ITEM_SLOTS) */
