@@ -909,15 +909,22 @@ static const char bq__src_affine_cu[] =
   "  bq_qp_load(q, p);\n"
   "#endif\n"
   "}\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "// The next parameter block's scale and zero point (per channel, the channel after the last\n"
+  "// is the first)\n"
+  "static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_affine_params &p) {\n"
+  "  ++q.g;\n"
+  "#if BQ_GRAN == 1\n"
+  "  if (q.g == p.gmod) q.g = 0;\n"
+  "#endif\n"
+  "  bq_qp_load(q, p);\n"
+  "}\n"
+  "#endif\n"
   "static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {\n"
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
   "  if (++q.rem == p.group) {\n"
   "    q.rem = 0;\n"
-  "    ++q.g;\n"
-  "#if BQ_GRAN == 1\n"
-  "    if (q.g == p.gmod) q.g = 0;\n"
-  "#endif\n"
-  "    bq_qp_load(q, p);\n"
+  "    bq_qp_next_block(q, p);\n"
   "  }\n"
   "#endif\n"
   "}\n"
@@ -1196,11 +1203,7 @@ static const char bq__src_affine_cu[] =
   "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
   "          if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters\n"
   "            bq_qparams q2 = q;\n"
-  "            q2.g = q.g + 1;\n"
-  "#if BQ_GRAN == 1\n"
-  "            if (q2.g == p.gmod) q2.g = 0;\n"
-  "#endif\n"
-  "            bq_qp_load(q2, p);\n"
+  "            bq_qp_next_block(q2, p);\n"
   "            bq_piece<bq_out> y2;\n"
   "            bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);\n"
   "            const int cut = (int)(p.group - q.rem);\n"
@@ -4011,10 +4014,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
      and keeps a tile per item (more warps in flight). */
   k.tpw = 1;
   int64_t warps = 64;
-  if (d->float_type != BQ_F64 || fwd) {
-    if (d->granularity == BQ_PER_TOKEN) warps = 256;
-    else if (d->granularity == BQ_PER_GROUP && d->float_type != BQ_F64) warps = 128;
-  }
+  if (d->granularity == BQ_PER_TOKEN && (fwd || d->float_type != BQ_F64)) warps = 256;
+  else if (d->granularity == BQ_PER_GROUP && d->float_type != BQ_F64) warps = 128;
   /* per channel (one dense row), f64 quantize forward too: its items prepare the parameter
      blocks of all their tiles at once (affine.cu's BQ_ITEM_SLOTS) */
   int item_slots = d->granularity == BQ_PER_CHANNEL && d->float_type == BQ_F64 && d->op == BQ_QUANTIZE && fwd;

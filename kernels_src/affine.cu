@@ -147,15 +147,22 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   bq_qp_load(q, p);
 #endif
 }
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+// The next parameter block's scale and zero point (per channel, the channel after the last
+// is the first)
+static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_affine_params &p) {
+  ++q.g;
+#if BQ_GRAN == 1
+  if (q.g == p.gmod) q.g = 0;
+#endif
+  bq_qp_load(q, p);
+}
+#endif
 static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {
 #if BQ_GRAN == 1 || BQ_GRAN == 3
   if (++q.rem == p.group) {
     q.rem = 0;
-    ++q.g;
-#if BQ_GRAN == 1
-    if (q.g == p.gmod) q.g = 0;
-#endif
-    bq_qp_load(q, p);
+    bq_qp_next_block(q, p);
   }
 #endif
 }
@@ -434,11 +441,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #if BQ_GRAN == 1 || BQ_GRAN == 3
           if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
             bq_qparams q2 = q;
-            q2.g = q.g + 1;
-#if BQ_GRAN == 1
-            if (q2.g == p.gmod) q2.g = 0;
-#endif
-            bq_qp_load(q2, p);
+            bq_qp_next_block(q2, p);
             bq_piece<bq_out> y2;
             bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);
             const int cut = (int)(p.group - q.rem);
