@@ -763,7 +763,8 @@ static const char bq__src_affine_cu[] =
   "// affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for\n"
   "// every granularity: per tensor, per channel, per token and per group.\n"
   "// Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake\n"
-  "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group.\n"
+  "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;\n"
+  "// BQ_U and BQ_GA, the row kernels' and bq_affine_blocks' accesses per lane.\n"
   "//\n"
   "// The data is [rows, cols] with a row stride per stream (per tensor and per channel are\n"
   "// one dense row; per channel with the channel axis innermost has its own kernel, at the\n"
@@ -774,11 +775,14 @@ static const char bq__src_affine_cu[] =
   "// contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row\n"
   "// at a time and issues all its loads before it computes; a work item is p.tpw consecutive\n"
   "// tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.\n"
-  "// Per channel and per group, the scale and zero point change along the row: the slot\n"
-  "// kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in shared memory\n"
-  "// (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops look each\n"
-  "// access's parameters up. Where accesses can straddle two blocks, bq_affine_odd computes\n"
-  "// those in registers with both blocks' parameters; bq_affine redoes them element by element.\n"
+  "// Per channel and per group, the scale and zero point change along the row. Where no access\n"
+  "// straddles two parameter blocks, quantize (and f64 fake quantize) take bq_affine_blocks: a\n"
+  "// lane prepares its block's parameters once for several accesses of it (see there).\n"
+  "// Otherwise the slot kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in\n"
+  "// shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops\n"
+  "// look each access's parameters up. Where accesses can straddle two blocks, bq_affine_odd\n"
+  "// computes those in registers with both blocks' parameters; bq_affine redoes them element by\n"
+  "// element.\n"
   "\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
   "typedef bq_t bq_in0;\n"
@@ -832,6 +836,10 @@ static const char bq__src_affine_cu[] =
   "  bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0\n"
   "  int zp;                               // per tensor\n"
   "  int fast32;                           // indices fit in 32 bits\n"
+  "  // bq_affine_blocks only: blocks a row, lanes a block (a power of two), parts a block\n"
+  "  bq_i64 nblk;\n"
+  "  bq_fastdiv fd_parts;\n"
+  "  int gl, parts;\n"
   "};\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
@@ -1283,6 +1291,83 @@ static const char bq__src_affine_cu[] =
   "#define BQ_BOUNDS_ODD BQ_BOUNDS\n"
   "#endif\n"
   "extern \"C\" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "// Per channel and per group where no access straddles two parameter blocks: blocks of\n"
+  "// p.group elements (a group; per channel, a run of one channel) that are a whole number of\n"
+  "// accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host\n"
+  "// checks; p.fast32 holds). A warp's work item is 32 / p.gl whole blocks of one row, p.gl\n"
+  "// consecutive lanes a block (p.parts == 1), or, for blocks longer than 32 BQ_GA accesses,\n"
+  "// one of the p.parts parts of one block (p.gl == 32). Lane `sub` of a block takes its\n"
+  "// accesses sub, sub + gl, ... (up to BQ_GA of them), so a warp's load instruction reads gl\n"
+  "// contiguous accesses of each of its blocks, and the lane prepares the block's scale and\n"
+  "// zero point once, in registers, for all of them: no shared memory, no barrier, no index\n"
+  "// arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)\n"
+  "// BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead\n"
+  "// (bq__affine_ga says which, and why), where this kernel is empty and never launched.\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affine_params p) {\n"
+  "#if BQ_GA\n"
+  "  const int lane = threadIdx.x & 31, gl = p.gl, sub = lane & (gl - 1);\n"
+  "  const bq_u32 bpi = (bq_u32)(32 / gl), lb = (bq_u32)(lane / gl); // blocks an item, the lane's among them\n"
+  "  const bq_u32 gc = (bq_u32)(p.group / BQ_P), chunks = (bq_u32)p.chunks; // accesses a block; items a row\n"
+  "  const bq_u32 work = (bq_u32)(p.rows * p.chunks), nw = (gridDim.x * blockDim.x) >> 5;\n"
+  "  for (bq_u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work; w += nw) {\n"
+  "    const bq_u32 r = chunks == 1 ? w : bq_div_u32(w, p.fd_chunks), j = w - r * chunks;\n"
+  "    bq_u32 blk, a0; // the lane's block in the row, and its first access there\n"
+  "    if (p.parts == 1) {\n"
+  "      blk = j * bpi + lb;\n"
+  "      a0 = (bq_u32)sub;\n"
+  "    } else {\n"
+  "      blk = bq_div_u32(j, p.fd_parts);\n"
+  "      a0 = (j - blk * (bq_u32)p.parts) * (32 * BQ_GA) + (bq_u32)lane;\n"
+  "    }\n"
+  "    if (blk >= p.nblk) continue; // the row's last item may hold fewer blocks\n"
+  "    const bq_i64 e0 = (bq_i64)blk * p.group;\n"
+  "    const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride + e0;\n"
+  "    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride + e0;\n"
+  "    bq_out *out = (bq_out *)p.out + r * p.out_stride + e0;\n"
+  "    const int w_in0 = 16, w_out = bq_width(out); // in0 leads (x, or dy)\n"
+  "    bq_piece<bq_in0> a[BQ_GA];\n"
+  "#if BQ_HAS_IN1\n"
+  "    const int w_in1 = bq_width(in1);\n"
+  "    bq_piece<bq_in1> b[BQ_GA];\n"
+  "#endif\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_GA; u++) {\n"
+  "      const bq_u32 acc = a0 + (bq_u32)(u * gl);\n"
+  "      if (acc < gc) {\n"
+  "        bq_load(a[u], in0 + acc * BQ_P, w_in0);\n"
+  "#if BQ_HAS_IN1\n"
+  "        bq_load(b[u], in1 + acc * BQ_P, w_in1);\n"
+  "#endif\n"
+  "      }\n"
+  "    }\n"
+  "    const bq_prep q = bq_prep_of(p, r, blk);\n"
+  "    unsigned redo = 0; // bit u: access u takes the general formulas, element by element\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_GA; u++) {\n"
+  "      const bq_u32 acc = a0 + (bq_u32)(u * gl);\n"
+  "      if (acc >= gc) continue;\n"
+  "      bool fix = false;\n"
+  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "      fix = !q.z.iok; // a zero point within the q-range's width of an int32 limit\n"
+  "#endif\n"
+  "      bq_piece<bq_out> y;\n"
+  "      if (!fix) bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
+  "      if (fix) redo |= 1u << u;\n"
+  "      else bq_store(out + acc * BQ_P, y, w_out);\n"
+  "    }\n"
+  "    if (redo) { // rare, and out of the vector loop\n"
+  "#pragma unroll 1\n"
+  "      for (int u = 0; u < BQ_GA; u++)\n"
+  "        if (redo >> u & 1)\n"
+  "#pragma unroll 1\n"
+  "          for (int e = 0; e < BQ_P; e++) bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * BQ_P + e, q.s.s, q.z.zp, in0, in1, out);\n"
+  "    }\n"
+  "  }\n"
+  "#endif\n"
+  "}\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == 1\n"
@@ -3869,6 +3954,9 @@ typedef struct bq__affine_params {
   double scale;
   bq__fastdiv fd_group, fd_gmod, fd_chunks;
   int32_t zp, fast32;
+  int64_t nblk; /* bq_affine_blocks only */
+  bq__fastdiv fd_parts;
+  int32_t gl, parts;
 } bq__affine_params;
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
@@ -3905,9 +3993,30 @@ BQ__FN int bq__affine_u(const bq_desc *d) {
   return two_inputs && bq__dtype_size(d->float_type) == 2 ? 2 : 4;
 }
 
+/* Per channel and per group, the accesses a lane takes of its parameter block in
+   bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
+   where it measured faster than bq_affine on the H100 at 256 MiB.
+   - Quantize forward, 4 (per group G = 128, bf16: 0.83 -> 0.90 of copy, f64 0.79 -> 0.90;
+     per channel with the axis outermost, bf16 0.85 -> 0.93).
+   - Quantize backward of f64, f16 and bf16, 2 (per group bf16 0.83 -> 0.92; per channel
+     f64 0.63 -> 0.94, which with 4 held 108 registers, 2 blocks an SM, and reached 0.77);
+     f32 per group, 4 (0.92 -> 0.94; with 2, 0.91, and per channel f32 lost 0.97 -> 0.90).
+   - f64 fake quantize, 4 (per group backward 0.86 -> 0.96, forward 0.90 -> 0.95).
+   The other ops look each access's parameters up cheaply (no reciprocal, or one they need
+   rarely), and their lane-contiguous accesses measured faster: dequantize forward bf16 0.89
+   against 0.82 here, f32 and 16-bit fake quantize forward 0.93 and 0.90 against 0.88 and
+   0.81 with 2 accesses a lane. */
+BQ__FN int bq__affine_ga(const bq_desc *d) {
+  int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
+  if (d->granularity != BQ_PER_CHANNEL && d->granularity != BQ_PER_GROUP) return 0;
+  if (d->op == BQ_QUANTIZE && fwd) return 4;
+  if (d->op == BQ_QUANTIZE) return t != 4 ? 2 : d->granularity == BQ_PER_GROUP ? 4 : 0;
+  return t == 8 && d->op == BQ_FAKE_QUANTIZE ? 4 : 0;
+}
+
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n", (int)d->op,
-              d->direction == BQ_BACKWARD, (int)d->granularity, bq__affine_u(d));
+  bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n",
+              (int)d->op, d->direction == BQ_BACKWARD, (int)d->granularity, bq__affine_u(d), bq__affine_ga(d));
 }
 
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
@@ -3961,6 +4070,31 @@ BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, 
   return cp;
 }
 
+/* Per channel and per group take bq_affine_blocks for the ops bq__affine_ga names, where no
+   access straddles two parameter blocks (the block length is a whole number of accesses, and
+   in0, which leads, starts every row on its 16-byte grid) and its 32-bit work-item arithmetic
+   holds. Fills in k's fields for that kernel and returns 1, or returns 0. */
+BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+  const bq_desc *d = &p->desc;
+  int64_t ga = bq__affine_ga(d), t = bq__dtype_size(d->float_type);
+  if (!ga || k->group % p->vec || k->in0 % 16 || (v->rows > 1 && (k->in0_stride * t) % 16)) return 0;
+  int64_t gc = k->group / p->vec, nblk = v->cols / k->group, lim = (int64_t)1 << 31;
+  int64_t gl = 1, parts = 1, ipr;
+  while (gl < 32 && gl * ga < gc) gl *= 2;
+  if (gl * ga < gc) parts = (gc + 32 * ga - 1) / (32 * ga);
+  ipr = parts > 1 ? nblk * parts : (nblk + 32 / gl - 1) / (32 / gl);
+  if (gc >= lim || nblk >= lim || k->gmod >= lim || ipr >= lim || v->rows * ipr >= lim) return 0;
+  k->nblk = nblk;
+  k->gl = (int32_t)gl;
+  k->parts = (int32_t)parts;
+  k->chunks = ipr;
+  k->fast32 = 1;
+  k->fd_chunks = bq__make_fastdiv((uint32_t)ipr);
+  k->fd_parts = bq__make_fastdiv((uint32_t)parts);
+  k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
+  return 1;
+}
+
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -4000,6 +4134,14 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.rows = rows;
     k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
     return bq__launch(p, 1, gx, gy, 256, 0, &k, stream);
+  }
+  if (bq__affine_blocks(p, &k, &v)) {
+    /* whole blocks a lane (bq_affine_blocks): one wave of warps at most, each striding over
+       the work items */
+    int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
+    int64_t blocks = bq__grid(items, 8);
+    return bq__launch(p, d->granularity == BQ_PER_CHANNEL ? 3 : 2, blocks < sms * 8 ? blocks : sms * 8, 1, 256,
+                      0, &k, stream);
   }
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
@@ -4056,7 +4198,10 @@ static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
   bq__no_workspace, bq__affine_run,
-  {{"bq_affine"}, {"bq_affine", "bq_affine_cols", "bq_affine_odd"}, {"bq_affine"}, {"bq_affine", "bq_affine_odd"}}};
+  {{"bq_affine"},
+   {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks"},
+   {"bq_affine"},
+   {"bq_affine", "bq_affine_odd", "bq_affine_blocks"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */

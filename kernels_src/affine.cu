@@ -1,7 +1,8 @@
 // affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for
 // every granularity: per tensor, per channel, per token and per group.
 // Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake
-// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group.
+// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;
+// BQ_U and BQ_GA, the row kernels' and bq_affine_blocks' accesses per lane.
 //
 // The data is [rows, cols] with a row stride per stream (per tensor and per channel are
 // one dense row; per channel with the channel axis innermost has its own kernel, at the
@@ -12,11 +13,14 @@
 // contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row
 // at a time and issues all its loads before it computes; a work item is p.tpw consecutive
 // tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.
-// Per channel and per group, the scale and zero point change along the row: the slot
-// kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in shared memory
-// (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops look each
-// access's parameters up. Where accesses can straddle two blocks, bq_affine_odd computes
-// those in registers with both blocks' parameters; bq_affine redoes them element by element.
+// Per channel and per group, the scale and zero point change along the row. Where no access
+// straddles two parameter blocks, quantize (and f64 fake quantize) take bq_affine_blocks: a
+// lane prepares its block's parameters once for several accesses of it (see there).
+// Otherwise the slot kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in
+// shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops
+// look each access's parameters up. Where accesses can straddle two blocks, bq_affine_odd
+// computes those in registers with both blocks' parameters; bq_affine redoes them element by
+// element.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;
@@ -70,6 +74,10 @@ struct bq_affine_params {
   bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0
   int zp;                               // per tensor
   int fast32;                           // indices fit in 32 bits
+  // bq_affine_blocks only: blocks a row, lanes a block (a power of two), parts a block
+  bq_i64 nblk;
+  bq_fastdiv fd_parts;
+  int gl, parts;
 };
 
 // One element. `fix` is non-null in the vector loops: there an op may take a fast form and
@@ -521,6 +529,83 @@ extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_af
 #define BQ_BOUNDS_ODD BQ_BOUNDS
 #endif
 extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
+#endif
+
+#if BQ_GRAN == 1 || BQ_GRAN == 3
+// Per channel and per group where no access straddles two parameter blocks: blocks of
+// p.group elements (a group; per channel, a run of one channel) that are a whole number of
+// accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host
+// checks; p.fast32 holds). A warp's work item is 32 / p.gl whole blocks of one row, p.gl
+// consecutive lanes a block (p.parts == 1), or, for blocks longer than 32 BQ_GA accesses,
+// one of the p.parts parts of one block (p.gl == 32). Lane `sub` of a block takes its
+// accesses sub, sub + gl, ... (up to BQ_GA of them), so a warp's load instruction reads gl
+// contiguous accesses of each of its blocks, and the lane prepares the block's scale and
+// zero point once, in registers, for all of them: no shared memory, no barrier, no index
+// arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
+// BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead
+// (bq__affine_ga says which, and why), where this kernel is empty and never launched.
+extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affine_params p) {
+#if BQ_GA
+  const int lane = threadIdx.x & 31, gl = p.gl, sub = lane & (gl - 1);
+  const bq_u32 bpi = (bq_u32)(32 / gl), lb = (bq_u32)(lane / gl); // blocks an item, the lane's among them
+  const bq_u32 gc = (bq_u32)(p.group / BQ_P), chunks = (bq_u32)p.chunks; // accesses a block; items a row
+  const bq_u32 work = (bq_u32)(p.rows * p.chunks), nw = (gridDim.x * blockDim.x) >> 5;
+  for (bq_u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work; w += nw) {
+    const bq_u32 r = chunks == 1 ? w : bq_div_u32(w, p.fd_chunks), j = w - r * chunks;
+    bq_u32 blk, a0; // the lane's block in the row, and its first access there
+    if (p.parts == 1) {
+      blk = j * bpi + lb;
+      a0 = (bq_u32)sub;
+    } else {
+      blk = bq_div_u32(j, p.fd_parts);
+      a0 = (j - blk * (bq_u32)p.parts) * (32 * BQ_GA) + (bq_u32)lane;
+    }
+    if (blk >= p.nblk) continue; // the row's last item may hold fewer blocks
+    const bq_i64 e0 = (bq_i64)blk * p.group;
+    const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride + e0;
+    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride + e0;
+    bq_out *out = (bq_out *)p.out + r * p.out_stride + e0;
+    const int w_in0 = 16, w_out = bq_width(out); // in0 leads (x, or dy)
+    bq_piece<bq_in0> a[BQ_GA];
+#if BQ_HAS_IN1
+    const int w_in1 = bq_width(in1);
+    bq_piece<bq_in1> b[BQ_GA];
+#endif
+#pragma unroll
+    for (int u = 0; u < BQ_GA; u++) {
+      const bq_u32 acc = a0 + (bq_u32)(u * gl);
+      if (acc < gc) {
+        bq_load(a[u], in0 + acc * BQ_P, w_in0);
+#if BQ_HAS_IN1
+        bq_load(b[u], in1 + acc * BQ_P, w_in1);
+#endif
+      }
+    }
+    const bq_prep q = bq_prep_of(p, r, blk);
+    unsigned redo = 0; // bit u: access u takes the general formulas, element by element
+#pragma unroll
+    for (int u = 0; u < BQ_GA; u++) {
+      const bq_u32 acc = a0 + (bq_u32)(u * gl);
+      if (acc >= gc) continue;
+      bool fix = false;
+#if BQ_OP == 1 && !BQ_BWD
+      fix = !q.z.iok; // a zero point within the q-range's width of an int32 limit
+#endif
+      bq_piece<bq_out> y;
+      if (!fix) bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
+      if (fix) redo |= 1u << u;
+      else bq_store(out + acc * BQ_P, y, w_out);
+    }
+    if (redo) { // rare, and out of the vector loop
+#pragma unroll 1
+      for (int u = 0; u < BQ_GA; u++)
+        if (redo >> u & 1)
+#pragma unroll 1
+          for (int e = 0; e < BQ_P; e++) bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * BQ_P + e, q.s.s, q.z.zp, in0, in1, out);
+    }
+  }
+#endif
+}
 #endif
 
 #if BQ_GRAN == 1

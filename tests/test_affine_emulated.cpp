@@ -16,6 +16,9 @@
 /* the slot kernels and the accesses per lane per tile: what bq__affine_slots and
    bq__affine_u give this specialization */
 #define EMU_SLOTS ((EMU_GRAN == 1 || EMU_GRAN == 3) && EMU_OP != 2 && (!EMU_BWD || EMU_T == 1))
+/* bq_affine_blocks' accesses a lane, 0 where the host never takes it: bq__affine_ga */
+#define EMU_GA ((EMU_GRAN != 1 && EMU_GRAN != 3) ? 0 : EMU_OP == 1 && !EMU_BWD ? 4 \
+                : EMU_OP == 1 ? (EMU_T != 0 ? 2 : EMU_GRAN == 3 ? 4 : 0) : EMU_T == 1 && EMU_OP == 3 ? 4 : 0)
 #define EMU_U (EMU_T == 1 ? 4 : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
 namespace emu_aff {
 #define BQ_FT EMU_T
@@ -27,6 +30,7 @@ namespace emu_aff {
 #define BQ_BWD EMU_BWD
 #define BQ_GRAN EMU_GRAN
 #define BQ_U EMU_U
+#define BQ_GA EMU_GA
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/affine.cu"
 #include "emulator/kernel_undefs.h"
@@ -46,10 +50,14 @@ static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_aff
 #if EMU_GRAN == 1 || EMU_GRAN == 3
 static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff::bq_affine_params *)p); }
 #endif
+#if EMU_GRAN == 1 || EMU_GRAN == 3
+static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
+#endif
 #if EMU_GRAN == 1
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
 #endif
-static int g_cols, g_odd, g_even; /* launches of the channel-innermost kernel, of bq_affine_odd and bq_affine */
+/* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine and bq_affine_blocks */
+static int g_cols, g_odd, g_even, g_blocks;
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
 #if EMU_GRAN == 1
@@ -57,6 +65,7 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #endif
 #if EMU_GRAN == 1 || EMU_GRAN == 3
   g_odd += k == k_affine_odd;
+  g_blocks += k == k_affine_blocks;
 #endif
   g_even += k == k_affine;
 }
@@ -124,8 +133,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   char want[128];
-  snprintf(want, sizeof want, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n", EMU_OP,
-           EMU_BWD, EMU_GRAN, EMU_U);
+  snprintf(want, sizeof want, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n",
+           EMU_OP, EMU_BWD, EMU_GRAN, EMU_U, EMU_GA);
   cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
@@ -133,10 +142,12 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   entry.fn[0] = (bq__CUfunction)k_affine;
 #if EMU_GRAN == 1 || EMU_GRAN == 3
   /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
-     by element): half the cases swap them, so each runs on aligned and unaligned shapes. */
-  const int swap = (int)(rnd() & 1), odd = EMU_GRAN == 1 ? 2 : 1;
+     by element): every other case swaps them, so each runs on aligned and unaligned shapes. */
+  static int flip;
+  const int swap = flip++ & 1, odd = EMU_GRAN == 1 ? 2 : 1;
   entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
   entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
+  entry.fn[EMU_GRAN == 1 ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
 #endif
 #if EMU_GRAN == 1
   entry.fn[1] = (bq__CUfunction)k_affine_cols;
@@ -238,6 +249,18 @@ Test(emulated_affine, shapes, .timeout = 600) {
       tot *= a.shape[i];
     }
     a.axis = (int)rnd_range(-a.rank, a.rank - 1);
+    if (rep % 3 == 1) { /* runs of one channel a whole number of 16-byte accesses, aligned (bq_affine_blocks) */
+      a.rank = (int)rnd_range(2, 3);
+      a.axis = (int)rnd_range(0, a.rank - 2);
+      const int64_t p = 16 / ref_dtype_size(T);
+      tot = 1;
+      for (int i = 0; i < a.rank; i++) {
+        a.shape[i] = i > a.axis ? (i == a.rank - 1 ? p * ((rnd() & 3) ? rnd_range(1, 40) : rnd_range(100, 300)) : 2)
+                                : rnd_range(1, a.rank == 2 ? 40 : 9);
+        tot *= a.shape[i];
+      }
+      offx = offy = 8 - (int)(21 % 8);
+    }
     if (rep % 3 == 0) { /* the channel axis innermost, C a multiple of 4 (bq_affine_cols), aligned */
       tot /= a.shape[a.rank - 1];
       a.shape[a.rank - 1] = 4 * rnd_range(a.rank == 1 ? 8 : 7, 70);
@@ -254,7 +277,10 @@ Test(emulated_affine, shapes, .timeout = 600) {
     g_num_sms = rep % 2 ? 1 : 132;
 #if EMU_GRAN == 3
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
-    const int64_t g = gs[rnd() % 10];
+    const int64_t p = 16 / ref_dtype_size(T);
+    static const int64_t as[] = {1, 2, 3, 4, 12, 16, 40, 130, 300}; /* accesses a group, aligned rows */
+    const int aligned = rep % 4 == 1; /* bq_affine_blocks: whole accesses a group, every row 16-byte aligned */
+    const int64_t g = aligned ? p * as[rnd() % 9] : gs[rnd() % 10];
     const int wide = rep % 8 == 3; /* rows of many groups: a tile's parameter blocks take several rounds */
     a.cols = g * rnd_range(1, wide ? 400 / g + 300 : 12);
     if (wide) a.rows = rnd_range(1, 3);
@@ -267,6 +293,14 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+#if EMU_GRAN == 3
+    if (aligned) { /* row strides whole accesses of x and y (either may lead), bases aligned */
+      if (a.cols > 600) a.rows = rnd_range(1, 6);
+      a.x_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
+      a.y_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
+      offx = offy = 8 - (int)(21 % 8);
+    }
+#endif
     emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
     run(a, xtot, ytot, np, offx, offy, shape);
@@ -276,6 +310,8 @@ Test(emulated_affine, shapes, .timeout = 600) {
   cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
 #endif
 #if EMU_GRAN == 1 || EMU_GRAN == 3 /* both row kernels */
-  cr_assert(g_odd >= 8 && g_even >= 8, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
+  cr_assert(g_odd >= 4 && g_even >= 4, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
+  if (EMU_GA) cr_assert(g_blocks >= 6, "only %d cases took bq_affine_blocks", g_blocks);
+  else cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
 #endif
 }

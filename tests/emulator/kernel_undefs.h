@@ -20,6 +20,7 @@
 #undef BQ_APPLY_J
 #undef BQ_BK
 #undef BQ_BLOCK
+#undef BQ_GA
 #undef BQ_CLAMP_BIG
 #undef BQ_COLS_SMEM
 #undef BQ_CPT
