@@ -476,6 +476,9 @@ static const chan_case k_chan_cases[] = {
   /* the channel axis innermost with C % 4 == 0: bq_affine_cols where the offsets align
      (indices 21 and 24 take offset mode 0) */
   {2, {33, 96}, 1}, {3, {3, 5, 128}, -1}, {2, {7, 36}, 1}, {2, {1, 4096}, -1}, {2, {19, 260}, -1},
+  /* runs of one channel a whole number of 16-byte accesses (bq_affine_blocks where the
+     offsets align), two-part runs among them (1032 bf16 elements: 129 accesses) */
+  {3, {3, 5, 64}, 1}, {2, {9, 1032}, 0}, {4, {2, 3, 16, 8}, -3}, {3, {2, 7, 4096}, 0},
 };
 
 static const tok_case k_tok_cases[] = {
@@ -491,6 +494,9 @@ static const grp_case k_grp_cases[] = {
   {2, 128, 1, 130, 0, 0}, {5, 256, 128, 3, 257, 259}, {3, 384, 128, 7, 390, 401},
   {2, 4095, 3, 1366, 4097, 4099}, {6, 32, 32, 2, 0, 33}, {7, 1, 1, 3, 5, 2},
   {17, 96, 3, 0, 0, 0}, {4, 4096, 128, 0, 0, 0},
+  /* whole accesses a group with aligned row strides (bq_affine_blocks where the offsets
+     align): groups of 1536 take several parts */
+  {3, 256, 64, 4, 264, 272}, {2, 3072, 1536, 0, 0, 0}, {5, 2048, 1024, 3, 2056, 2048},
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
