@@ -263,7 +263,7 @@ static __device__ __forceinline__ bq_scale bq_scale_of(bq_c s) {
   q.plain = q.m == (bq_c)1 && q.corr;
 #if BQ_FT != 1
   q.dlo = fmaxf(0x1p-96f, __fmul_rn(a, 0x1p-96f));
-  q.dhi = __fmul_rn(a, 0x1p96f);
+  q.dhi = fminf(__fmul_rn(a, 0x1p96f), 0x1.fffffep127f); // finite: an infinite dy divides outright
 #endif
   return q;
 }
@@ -370,7 +370,8 @@ static __device__ __forceinline__ bool bq_in_range_near(float x, const bq_scale 
   return r >= z.lo && r <= z.hi;
 }
 // and dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
-// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), |s| 2^96]: there the
+// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
+// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
 // residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
 // the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the
 // correction would give +0). Checked against IEEE division on the host: every bf16 and f16
