@@ -997,7 +997,10 @@ static const char bq__src_affine_cu[] =
   "static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {\n"
   "  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
   "}\n"
-  "// A block's scale and zero point, prepared: what a warp shares through shared memory.\n"
+  "#endif\n"
+  "#if BQ_GRAN != 0\n"
+  "// A block's scale and zero point, prepared: what a warp shares through shared memory. (Per\n"
+  "// token, bq_affine_blocks' one block a row.)\n"
   "struct bq_prep {\n"
   "  bq_scale s;\n"
   "  bq_zp z;\n"
@@ -1005,6 +1008,8 @@ static const char bq__src_affine_cu[] =
   "static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {\n"
   "#if BQ_GRAN == 1\n"
   "  const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;\n"
+  "#elif BQ_GRAN == 2\n"
+  "  const bq_i64 i = r + b; // b == 0\n"
   "#else\n"
   "  const bq_i64 i = r * p.grs + b;\n"
   "#endif\n"
@@ -1293,10 +1298,10 @@ static const char bq__src_affine_cu[] =
   "extern \"C\" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
-  "// Per channel and per group where no access straddles two parameter blocks: blocks of\n"
-  "// p.group elements (a group; per channel, a run of one channel) that are a whole number of\n"
-  "// accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host\n"
+  "#if BQ_GRAN != 0\n"
+  "// Per channel and per group (and per token, a block a row) where no access straddles two\n"
+  "// parameter blocks: blocks of p.group elements (a group; per channel, a run of one channel)\n"
+  "// that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host\n"
   "// checks; p.fast32 holds). A warp's work item is 32 / p.gl whole blocks of one row, p.gl\n"
   "// consecutive lanes a block (p.parts == 1), or, for blocks longer than 32 BQ_GA accesses,\n"
   "// one of the p.parts parts of one block (p.gl == 32). Lane `sub` of a block takes its\n"
@@ -3982,19 +3987,20 @@ BQ__FN int bq__affine_slots(const bq_desc *d) {
          (d->direction == BQ_FORWARD || d->float_type == BQ_F64);
 }
 /* accesses per lane per tile (affine.cu's BQ_U), as measured on the H100 at 256 MiB: f64
-   4; per tensor 2 (its kernel is the leanest); per channel and per group, 4 with slots and
+   4, but 2 per token backward (its two f64 inputs: quantize backward 0.75 -> 0.82 of copy,
+   fake quantize backward 0.85 -> 0.90); per tensor 2 (its kernel is the leanest); per channel and per group, 4 with slots and
    2 without (each access's parameters take registers); per token 4 (64 bytes of the lead
    stream in flight a lane), but 2 where a 16-bit type is read twice (quantize and fake
    quantize backward read dy and x: 4 would cost a quarter of the warps an SM holds) */
 BQ__FN int bq__affine_u(const bq_desc *d) {
-  if (d->float_type == BQ_F64) return 4;
+  if (d->float_type == BQ_F64) return d->granularity == BQ_PER_TOKEN && d->direction == BQ_BACKWARD ? 2 : 4;
   if (d->granularity == BQ_PER_TENSOR) return 2;
   if (d->granularity != BQ_PER_TOKEN) return bq__affine_slots(d) ? 4 : 2;
   int two_inputs = d->direction == BQ_BACKWARD && d->op != BQ_DEQUANTIZE;
   return two_inputs && bq__dtype_size(d->float_type) == 2 ? 2 : 4;
 }
 
-/* Per channel and per group, the accesses a lane takes of its parameter block in
+/* Per channel, per group and per token, the accesses a lane takes of its parameter block in
    bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
    where it measured faster than bq_affine on the H100 at 256 MiB.
    - Quantize forward, 4 (per group G = 128, bf16: 0.83 -> 0.90 of copy, f64 0.79 -> 0.90;
@@ -4003,12 +4009,17 @@ BQ__FN int bq__affine_u(const bq_desc *d) {
      f64 0.63 -> 0.94, which with 4 held 108 registers, 2 blocks an SM, and reached 0.77);
      f32 per group, 4 (0.92 -> 0.94; with 2, 0.91, and per channel f32 lost 0.97 -> 0.90).
    - f64 fake quantize, 4 (per group backward 0.86 -> 0.96, forward 0.90 -> 0.95).
+   - Per token (a row one block), f64 quantize and fake quantize backward, 2 and 4: the
+     same work as per channel with the axis outermost, whose rows took it from 0.63 to 0.94
+     and from 0.72 to 0.96.
    The other ops look each access's parameters up cheaply (no reciprocal, or one they need
    rarely), and their lane-contiguous accesses measured faster: dequantize forward bf16 0.89
    against 0.82 here, f32 and 16-bit fake quantize forward 0.93 and 0.90 against 0.88 and
    0.81 with 2 accesses a lane. */
 BQ__FN int bq__affine_ga(const bq_desc *d) {
   int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
+  if (d->granularity == BQ_PER_TOKEN) /* f64 backward, a block a row (see below) */
+    return t == 8 && !fwd ? (d->op == BQ_QUANTIZE ? 2 : d->op == BQ_FAKE_QUANTIZE ? 4 : 0) : 0;
   if (d->granularity != BQ_PER_CHANNEL && d->granularity != BQ_PER_GROUP) return 0;
   if (d->op == BQ_QUANTIZE && fwd) return 4;
   if (d->op == BQ_QUANTIZE) return t != 4 ? 2 : d->granularity == BQ_PER_GROUP ? 4 : 0;
@@ -4071,20 +4082,23 @@ BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, 
   return cp;
 }
 
-/* Per channel and per group take bq_affine_blocks for the ops bq__affine_ga names, where no
-   access straddles two parameter blocks (the block length is a whole number of accesses, and
-   in0, which leads, starts every row on its 16-byte grid) and its 32-bit work-item arithmetic
-   holds. Fills in k's fields for that kernel and returns 1, or returns 0. */
+/* Per channel, per group and per token (a block a row) take bq_affine_blocks for the ops
+   bq__affine_ga names, where no access straddles two parameter blocks (the block length is a
+   whole number of accesses, and in0, which leads, starts every row on its 16-byte grid) and
+   its 32-bit work-item arithmetic holds. Fills in k's fields for that kernel and returns 1,
+   or returns 0. */
 BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t ga = bq__affine_ga(d), t = bq__dtype_size(d->float_type);
-  if (!ga || k->group % p->vec || k->in0 % 16 || (v->rows > 1 && (k->in0_stride * t) % 16)) return 0;
-  int64_t gc = k->group / p->vec, nblk = v->cols / k->group, lim = (int64_t)1 << 31;
+  int64_t g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group; /* per token, a block a row */
+  if (!ga || g % p->vec || k->in0 % 16 || (v->rows > 1 && (k->in0_stride * t) % 16)) return 0;
+  int64_t gc = g / p->vec, nblk = v->cols / g, lim = (int64_t)1 << 31;
   int64_t gl = 1, parts = 1, ipr;
   while (gl < 32 && gl * ga < gc) gl *= 2;
   if (gl * ga < gc) parts = (gc + 32 * ga - 1) / (32 * ga);
   ipr = parts > 1 ? nblk * parts : (nblk + 32 / gl - 1) / (32 / gl);
   if (gc >= lim || nblk >= lim || k->gmod >= lim || ipr >= lim || v->rows * ipr >= lim) return 0;
+  k->group = g;
   k->nblk = nblk;
   k->gl = (int32_t)gl;
   k->parts = (int32_t)parts;
@@ -4141,8 +4155,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
        the work items */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8);
-    return bq__launch(p, d->granularity == BQ_PER_CHANNEL ? 3 : 2, blocks < sms * 8 ? blocks : sms * 8, 1, 256,
-                      0, &k, stream);
+    int which = d->granularity == BQ_PER_CHANNEL ? 3 : d->granularity == BQ_PER_GROUP ? 2 : 1;
+    return bq__launch(p, which, blocks < sms * 8 ? blocks : sms * 8, 1, 256, 0, &k, stream);
   }
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
@@ -4201,7 +4215,7 @@ static const bq__family bq__affine_family = {
   bq__no_workspace, bq__affine_run,
   {{"bq_affine"},
    {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks"},
-   {"bq_affine"},
+   {"bq_affine", "bq_affine_blocks"},
    {"bq_affine", "bq_affine_odd", "bq_affine_blocks"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */

@@ -235,7 +235,10 @@ static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a,
 static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {
   return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
 }
-// A block's scale and zero point, prepared: what a warp shares through shared memory.
+#endif
+#if BQ_GRAN != 0
+// A block's scale and zero point, prepared: what a warp shares through shared memory. (Per
+// token, bq_affine_blocks' one block a row.)
 struct bq_prep {
   bq_scale s;
   bq_zp z;
@@ -243,6 +246,8 @@ struct bq_prep {
 static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {
 #if BQ_GRAN == 1
   const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;
+#elif BQ_GRAN == 2
+  const bq_i64 i = r + b; // b == 0
 #else
   const bq_i64 i = r * p.grs + b;
 #endif
@@ -531,10 +536,10 @@ extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_af
 extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
 #endif
 
-#if BQ_GRAN == 1 || BQ_GRAN == 3
-// Per channel and per group where no access straddles two parameter blocks: blocks of
-// p.group elements (a group; per channel, a run of one channel) that are a whole number of
-// accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host
+#if BQ_GRAN != 0
+// Per channel and per group (and per token, a block a row) where no access straddles two
+// parameter blocks: blocks of p.group elements (a group; per channel, a run of one channel)
+// that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host
 // checks; p.fast32 holds). A warp's work item is 32 / p.gl whole blocks of one row, p.gl
 // consecutive lanes a block (p.parts == 1), or, for blocks longer than 32 BQ_GA accesses,
 // one of the p.parts parts of one block (p.gl == 32). Lane `sub` of a block takes its
