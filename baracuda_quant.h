@@ -776,7 +776,8 @@ static const char bq__src_affine_cu[] =
   "// at a time and issues all its loads before it computes; a work item is p.tpw consecutive\n"
   "// tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.\n"
   "// Per channel and per group, the scale and zero point change along the row. Where no access\n"
-  "// straddles two parameter blocks, quantize (and f64 fake quantize) take bq_affine_blocks: a\n"
+  "// straddles two parameter blocks, quantize and fake quantize forward (and f64 fake quantize\n"
+  "// backward; per token, f64 quantize and fake quantize backward) take bq_affine_blocks: a\n"
   "// lane prepares its block's parameters once for several accesses of it (see there).\n"
   "// Otherwise the slot kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in\n"
   "// shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops\n"
@@ -4002,28 +4003,33 @@ BQ__FN int bq__affine_u(const bq_desc *d) {
 
 /* Per channel, per group and per token, the accesses a lane takes of its parameter block in
    bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
-   where it measured faster than bq_affine on the H100 at 256 MiB.
-   - Quantize forward, 4 (per group G = 128, bf16: 0.83 -> 0.90 of copy, f64 0.79 -> 0.90;
-     per channel with the axis outermost, bf16 0.85 -> 0.93).
-   - Quantize backward of f64, f16 and bf16, 2 (per group bf16 0.83 -> 0.92; per channel
-     f64 0.63 -> 0.94, which with 4 held 108 registers, 2 blocks an SM, and reached 0.77);
-     f32 per group, 4 (0.92 -> 0.94; with 2, 0.91, and per channel f32 lost 0.97 -> 0.90).
-   - f64 fake quantize, 4 (per group backward 0.86 -> 0.96, forward 0.90 -> 0.95).
+   where it measured faster than bq_affine on the H100 at 256 MiB (per group G = 128, per
+   channel with the axis outermost and in the middle), launched one work item a warp
+   (f64: one wave of 8 blocks an SM, each warp striding over the items).
+   - Quantize forward, 4 (per group bf16: 0.83 -> 0.96 of copy, f32 0.85 -> 0.96, f64 0.79 ->
+     0.90; per channel, axis in the middle, bf16 0.90 -> 0.96).
+   - Quantize backward, 2 for f64, f16 and bf16 (per group bf16 0.83 -> 0.94; per channel
+     f64 0.63 -> 0.94, which with 4 held 108 registers, 2 blocks an SM, and reached 0.77), 4
+     for f32 (per group 0.92 -> 0.98; with 2, 0.91).
+   - Fake quantize forward, 4 (per group bf16 0.90 -> 0.95, per channel axis outermost bf16
+     0.93 -> 0.97), and f64 fake quantize backward, 4 (per group 0.86 -> 0.96).
    - Per token (a row one block), f64 quantize and fake quantize backward, 2 and 4: the
-     same work as per channel with the axis outermost, whose rows took it from 0.63 to 0.94
-     and from 0.72 to 0.96.
-   The other ops look each access's parameters up cheaply (no reciprocal, or one they need
-   rarely), and their lane-contiguous accesses measured faster: dequantize forward bf16 0.89
-   against 0.82 here, f32 and 16-bit fake quantize forward 0.93 and 0.90 against 0.88 and
-   0.81 with 2 accesses a lane. */
+     work of per channel with the axis outermost (0.75 -> 0.95 and 0.86 -> 0.96).
+   Dequantize, and fake quantize backward of f32, f16 and bf16, keep the row kernel: their
+   per-access lookups cost little (no reciprocal) and its lane-contiguous accesses measured
+   faster (dequantize backward bf16 0.99 against 0.95 here, fake quantize backward 16-bit
+   per group 0.93 against 0.92, per channel 0.99 against 0.93). f64 with an item a warp
+   measured slower than in one striding wave (per group quantize forward 0.85 against 0.90,
+   per channel axis outermost 0.74 against 0.88), 16- and 32-bit faster (per group quantize
+   forward bf16 0.96 against 0.90). */
 BQ__FN int bq__affine_ga(const bq_desc *d) {
   int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
-  if (d->granularity == BQ_PER_TOKEN) /* f64 backward, a block a row (see below) */
+  if (d->granularity == BQ_PER_TOKEN) /* f64 backward, a block a row */
     return t == 8 && !fwd ? (d->op == BQ_QUANTIZE ? 2 : d->op == BQ_FAKE_QUANTIZE ? 4 : 0) : 0;
   if (d->granularity != BQ_PER_CHANNEL && d->granularity != BQ_PER_GROUP) return 0;
-  if (d->op == BQ_QUANTIZE && fwd) return 4;
-  if (d->op == BQ_QUANTIZE) return t != 4 ? 2 : d->granularity == BQ_PER_GROUP ? 4 : 0;
-  return t == 8 && d->op == BQ_FAKE_QUANTIZE ? 4 : 0;
+  if (d->op == BQ_QUANTIZE) return fwd || t == 4 ? 4 : 2;
+  if (d->op == BQ_FAKE_QUANTIZE) return fwd || t == 8 ? 4 : 0;
+  return 0;
 }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
@@ -4151,12 +4157,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     return bq__launch(p, 1, gx, gy, 256, 0, &k, stream);
   }
   if (bq__affine_blocks(p, &k, &v)) {
-    /* whole blocks a lane (bq_affine_blocks): one wave of warps at most, each striding over
-       the work items */
+    /* whole blocks a lane (bq_affine_blocks): a work item a warp; f64, one wave of 8 blocks
+       an SM at most, each warp striding over the items (bq__affine_ga says why) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
-    int64_t blocks = bq__grid(items, 8);
+    int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 8 : blocks;
     int which = d->granularity == BQ_PER_CHANNEL ? 3 : d->granularity == BQ_PER_GROUP ? 2 : 1;
-    return bq__launch(p, which, blocks < sms * 8 ? blocks : sms * 8, 1, 256, 0, &k, stream);
+    return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;

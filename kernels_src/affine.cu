@@ -14,7 +14,8 @@
 // at a time and issues all its loads before it computes; a work item is p.tpw consecutive
 // tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.
 // Per channel and per group, the scale and zero point change along the row. Where no access
-// straddles two parameter blocks, quantize (and f64 fake quantize) take bq_affine_blocks: a
+// straddles two parameter blocks, quantize and fake quantize forward (and f64 fake quantize
+// backward; per token, f64 quantize and fake quantize backward) take bq_affine_blocks: a
 // lane prepares its block's parameters once for several accesses of it (see there).
 // Otherwise the slot kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in
 // shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops

@@ -18,8 +18,8 @@
 #define EMU_SLOTS ((EMU_GRAN == 1 || EMU_GRAN == 3) && EMU_OP != 2 && (!EMU_BWD || EMU_T == 1))
 /* bq_affine_blocks' accesses a lane, 0 where the host never takes it: bq__affine_ga */
 #define EMU_GA (EMU_GRAN == 2 ? (EMU_T == 1 && EMU_BWD ? (EMU_OP == 1 ? 2 : EMU_OP == 3 ? 4 : 0) : 0) \
-                : EMU_GRAN == 0 ? 0 : EMU_OP == 1 && !EMU_BWD ? 4 \
-                : EMU_OP == 1 ? (EMU_T != 0 ? 2 : EMU_GRAN == 3 ? 4 : 0) : EMU_T == 1 && EMU_OP == 3 ? 4 : 0)
+                : EMU_GRAN == 0 ? 0 : EMU_OP == 1 ? (!EMU_BWD || EMU_T == 0 ? 4 : 2) \
+                : EMU_OP == 3 ? (!EMU_BWD || EMU_T == 1 ? 4 : 0) : 0)
 #define EMU_U (EMU_T == 1 ? (EMU_GRAN == 2 && EMU_BWD ? 2 : 4) : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
 namespace emu_aff {
 #define BQ_FT EMU_T
