@@ -540,14 +540,14 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 #if BQ_GRAN != 0
 // Per channel and per group (and per token, a block a row) where no access straddles two
 // parameter blocks: blocks of p.group elements (a group; per channel, a run of one channel)
-// that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at every row's start (the host
-// checks; p.fast32 holds). A warp's work item is 32 / p.gl whole blocks of one row, p.gl
-// consecutive lanes a block (p.parts == 1), or, for blocks longer than 32 BQ_GA accesses,
-// one of the p.parts parts of one block (p.gl == 32). Lane `sub` of a block takes its
-// accesses sub, sub + gl, ... (up to BQ_GA of them), so a warp's load instruction reads gl
-// contiguous accesses of each of its blocks, and the lane prepares the block's scale and
-// zero point once, in registers, for all of them: no shared memory, no barrier, no index
-// arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
+// that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at
+// every row's start (the host checks; p.fast32 holds). A warp's work item is 32 / p.gl
+// whole blocks of one row, p.gl consecutive lanes a block (p.parts == 1), or, for blocks
+// longer than 32 BQ_GA accesses, one of the p.parts parts of one block (p.gl == 32). Lane
+// `sub` of a block takes its accesses sub, sub + gl, ... (up to BQ_GA of them), so a warp's
+// load instruction reads gl contiguous accesses of each of its blocks, and the lane prepares
+// the block's scale and zero point once, in registers, for all of them: no shared memory, no
+// barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
 // BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead
 // (bq__affine_ga says which, and why), where this kernel is empty and never launched.
 extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affine_params p) {
@@ -607,7 +607,8 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affi
       for (int u = 0; u < BQ_GA; u++)
         if (redo >> u & 1)
 #pragma unroll 1
-          for (int e = 0; e < BQ_P; e++) bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * BQ_P + e, q.s.s, q.z.zp, in0, in1, out);
+          for (int e = 0; e < BQ_P; e++)
+            bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * BQ_P + e, q.s.s, q.z.zp, in0, in1, out);
     }
   }
 #endif
