@@ -615,6 +615,247 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affi
 }
 #endif
 
+#if BQ_GRAN == 3
+// Per group over contiguous data where accesses straddle groups (G not a whole number of
+// accesses, or rows off the 16-byte grid: G = 105 on rows of 4095). With every row stride
+// the row length and the parameter rows dense, the tensor is one flat array whose element e
+// belongs to group e / G, and the row boundaries disappear. A lane takes a run of BQ_FR
+// consecutive accesses (the host requires G >= BQ_FR * BQ_P, so a run touches at most two
+// groups), prepares the run's two groups' scales and zero points once, in registers, and
+// gives each element the first group's before `cut` and the second's from there: a select
+// an element instead of bq_affine_odd's shared-memory slots and its straddling accesses
+// computed twice. A warp's load instruction reads 32 runs' u-th accesses, each a half of a
+// 32-byte sector whose other half the next instruction reads. BQ_FR comes from the host's
+// prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which, and why).
+
+// The group of flat element e
+static __device__ __forceinline__ bq_i64 bq_flat_group(const bq_affine_params &p, bq_i64 e) {
+  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
+}
+
+// A prepared scale and zero point taken from a or b, field by field, so that both stay in
+// registers (the compiler keeps only the fields the element's formula reads).
+static __device__ __forceinline__ bq_scale bq_scale_sel(bool first, const bq_scale &a, const bq_scale &b) {
+  bq_scale q;
+  q.s = first ? a.s : b.s;
+  q.ss = first ? a.ss : b.ss;
+  q.rcp = first ? a.rcp : b.rcp;
+  q.m = first ? a.m : b.m;
+  q.corr = first ? a.corr : b.corr;
+  q.plain = first ? a.plain : b.plain;
+#if BQ_FT != 1
+  q.dlo = first ? a.dlo : b.dlo;
+  q.dhi = first ? a.dhi : b.dhi;
+#endif
+  return q;
+}
+static __device__ __forceinline__ bq_zp bq_zp_sel(bool first, const bq_zp &a, const bq_zp &b) {
+  bq_zp z;
+  z.lo = first ? a.lo : b.lo;
+  z.hi = first ? a.hi : b.hi;
+  z.a = first ? a.a : b.a;
+  z.b = first ? a.b : b.b;
+  z.zp_hi = first ? a.zp_hi : b.zp_hi;
+  z.base = first ? a.base : b.base;
+  z.zp_lo = first ? a.zp_lo : b.zp_lo;
+  z.ia = first ? a.ia : b.ia;
+  z.ib = first ? a.ib : b.ib;
+  z.zp = first ? a.zp : b.zp;
+  z.iok = first ? a.iok : b.iok;
+  z.near = first ? a.near : b.near;
+  return z;
+}
+
+// The same for the fast forms, whose scales are plain (m == 1): there ss == s, so one select
+// serves both
+static __device__ __forceinline__ bq_scale bq_scale_sel_plain(bool first, const bq_scale &a, const bq_scale &b) {
+  bq_scale q = bq_scale_sel(first, a, b);
+  q.ss = q.s;
+  return q;
+}
+
+// One access: its elements before `cut` take A's parameters, the others B's. NEAR: the fast
+// forms (quantize, as bq_apply_piece's; fake quantize forward), which the caller has checked
+// apply to both groups; *fix rises where an element needs the general formulas.
+template <bool NEAR>
+static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,
+                                                     const bq_prep &A, const bq_prep &B, int cut,
+                                                     bq_piece<bq_out> &y, bool *fix) {
+#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
+  if constexpr (NEAR) {
+    int t[BQ_P];
+#pragma unroll
+    for (int j = 0; j < BQ_P; j++) {
+      const bool f = j < cut;
+      t[j] = bq_near_elem<true>(bq_to_c(a.e[j]), bq_scale_sel_plain(f, A.s, B.s), f ? A.z.zp : B.z.zp);
+    }
+#pragma unroll
+    for (int j = 0; j < BQ_P; j += 4) *(bq_u32 *)&y.e[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
+  } else
+#elif BQ_OP == 1 && BQ_FT != 1
+  if constexpr (NEAR) {
+    // bq_div_near's window for both groups: their intersection (an element outside it takes
+    // the general formulas, exact either way; only |dy| beyond |s| 2^+-96 leaves it)
+    const float dlo = fmaxf(A.s.dlo, B.s.dlo), dhi = fminf(A.s.dhi, B.s.dhi);
+    bool ok = true;
+#pragma unroll
+    for (int j = 0; j < BQ_P; j++) {
+      const bool f = j < cut;
+      bq_scale s = bq_scale_sel_plain(f, A.s, B.s);
+      s.dlo = dlo;
+      s.dhi = dhi;
+      const bq_c v = bq_div_near(bq_to_c(a.e[j]), s, ok);
+      y.e[j] = bq_in_range_near(bq_to_c(b.e[j]), s, bq_zp_sel(f, A.z, B.z)) ? bq_from_c(v) : (bq_out)0;
+    }
+    *fix |= !ok;
+  } else
+#elif BQ_OP == 1 // f64 quantize backward: bq_div_by's fast division (its range checked per element)
+  if constexpr (NEAR) {
+    bool ok = true;
+#pragma unroll
+    for (int j = 0; j < BQ_P; j++) {
+      const bool f = j < cut;
+      bq_scale s = bq_scale_sel_plain(f, A.s, B.s);
+      s.m = 1.0; // plain
+      s.corr = true;
+      bool o;
+      const bq_c v = bq_div_by(a.e[j], s, o);
+      ok &= o;
+      y.e[j] = bq_in_range_near(b.e[j], s, bq_zp_sel(f, A.z, B.z)) ? v : 0.0;
+    }
+    *fix |= !ok;
+  } else
+#elif BQ_OP == 3 && !BQ_BWD
+  if constexpr (NEAR) {
+#pragma unroll
+    for (int j = 0; j < BQ_P; j++) {
+      const bool f = j < cut;
+      y.e[j] = bq_from_c(bq_fake_quantize_near(bq_to_c(a.e[j]), bq_scale_sel_plain(f, A.s, B.s), bq_zp_sel(f, A.z, B.z)));
+    }
+  } else
+#endif
+#pragma unroll
+    for (int j = 0; j < BQ_P; j++) {
+      const bool f = j < cut;
+      y.e[j] = bq_apply(a.e[j], b.e[j], bq_scale_sel(f, A.s, B.s), bq_zp_sel(f, A.z, B.z), fix);
+    }
+}
+
+// Whether a group's parameters allow bq_flat_piece's fast forms (NEAR): bq_quantize_near's
+// condition for quantize forward (f32 compute), a plain scale for quantize backward,
+// bq_fake_quantize_near's for fake quantize forward;
+static __device__ __forceinline__ bool bq_flat_near(const bq_prep &q) {
+#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
+  return q.s.plain && q.z.near;
+#elif BQ_OP == 1
+  return q.s.plain;
+#elif BQ_OP == 3 && !BQ_BWD
+  return q.s.plain && q.z.lo == q.z.a && q.z.hi == q.z.b;
+#else
+  return false;
+#endif
+}
+// and whether they allow bq_apply's forms at all (quantize's integer form needs z.iok).
+static __device__ __forceinline__ bool bq_flat_ok(const bq_prep &q) {
+#if BQ_OP == 1 && !BQ_BWD
+  return q.z.iok;
+#else
+  return true;
+#endif
+}
+
+#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)
+// Quantize and fake quantize forward with f32 compute are held to 64 registers, 4 blocks an
+// SM: with their 67 to 77, 3 (H100, G = 105: bf16 quantize forward 0.89 -> 0.94 of copy,
+// fake quantize forward 0.86 -> 0.89). Dequantize lost with the bound (0.97 -> 0.94), f64
+// gained nothing.
+#if !BQ_BWD && BQ_OP != 2 && BQ_FT != 1
+#define BQ_BOUNDS_FLAT __launch_bounds__(256, 4)
+#else
+#define BQ_BOUNDS_FLAT __launch_bounds__(256)
+#endif
+extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params p) {
+#if BQ_FR
+  __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups
+  bq_prep *slots = bq_fslots[threadIdx.x >> 5];
+  const int lane = threadIdx.x & 31;
+  const bq_i64 n = p.rows * p.cols, G = p.group;
+  const bq_in0 *in0 = (const bq_in0 *)p.in0;
+  const bq_in1 *in1 = (const bq_in1 *)p.in1;
+  bq_out *out = (bq_out *)p.out;
+#if BQ_OUT_LEADS
+  const bq_i64 pro = bq_prologue(out, n);
+  const int w_in0 = bq_width(in0 + pro), w_out = 16;
+#else
+  const bq_i64 pro = bq_prologue(in0, n);
+  const int w_in0 = 16, w_out = bq_width(out + pro);
+#endif
+#if BQ_HAS_IN1
+  const int w_in1 = bq_width(in1 + pro);
+#endif
+  const bq_i64 nacc = (n - pro) / BQ_P, tiles = (nacc + 32 * BQ_FR - 1) / (32 * BQ_FR);
+  for (bq_i64 t = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; t < tiles;
+       t += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
+    const bq_i64 a0 = t * 32 * BQ_FR + lane;
+    bq_piece<bq_in0> a[BQ_FL];
+#if BQ_HAS_IN1
+    bq_piece<bq_in1> b[BQ_FL];
+#endif
+#pragma unroll
+    for (int u = 0; u < BQ_FR; u++) {
+      if (a0 + u * 32 < nacc) {
+        bq_load(a[u], in0 + pro + (a0 + u * 32) * BQ_P, w_in0);
+#if BQ_HAS_IN1
+        bq_load(b[u], in1 + pro + (a0 + u * 32) * BQ_P, w_in1);
+#endif
+      }
+    }
+    // The tile's groups g0 .. g1 (at most 32: the host bounds G from below), a lane each
+    const bq_i64 e0 = pro + t * 32 * BQ_FR * BQ_P, na = nacc - t * 32 * BQ_FR;
+    const bq_i64 g0 = bq_flat_group(p, e0), g1 = bq_flat_group(p, e0 + (na < 32 * BQ_FR ? na : 32 * BQ_FR) * BQ_P - 1);
+    const bq_prep mine = bq_prep_of(p, 0, g0 + lane <= g1 ? g0 + lane : g1);
+    __syncwarp(); // the previous tile is done with the slots
+    slots[lane] = mine;
+    const bool near = __all_sync(0xffffffffu, bq_flat_near(mine)), ok = __all_sync(0xffffffffu, bq_flat_ok(mine));
+    __syncwarp();
+    unsigned redo = ok ? 0u : ~0u; // bit u: access u again, element by element
+#pragma unroll
+    for (int u = 0; u < BQ_FR; u++) {
+      const bq_i64 acc = a0 + u * 32;
+      if (acc >= nacc || (redo >> u & 1)) continue;
+      const bq_i64 e = pro + acc * BQ_P, g = bq_flat_group(p, e);
+      const int d = (int)(g - g0), cut = (int)((g + 1) * G - e);
+      const bq_prep A = slots[d], B = slots[d < 31 ? d + 1 : 31];
+      bq_piece<bq_out> y;
+      bool fix = false;
+      if (near) bq_flat_piece<true>(a[u], BQ_B(u), A, B, cut, y, &fix);
+      else bq_flat_piece<false>(a[u], BQ_B(u), A, B, cut, y, &fix);
+      bq_store(out + e, y, w_out);
+      if (fix) redo |= 1u << u;
+    }
+    if (redo) { // rare: those accesses with the general formulas
+#pragma unroll 1
+      for (int u = 0; u < BQ_FR; u++)
+        if ((redo >> u & 1) && a0 + u * 32 < nacc)
+#pragma unroll 1
+          for (int j = 0; j < BQ_P; j++) {
+            const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;
+            const bq_prep q = slots[bq_flat_group(p, k) - g0];
+            bq_one(k, q.s.s, q.z.zp, in0, in1, out);
+          }
+    }
+  }
+  // the prologue and the tail: fewer than 2 BQ_P elements, one a thread
+  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, tail0 = pro + nacc * BQ_P;
+  if (tid < pro + (n - tail0)) {
+    const bq_i64 k = tid < pro ? tid : tail0 + (tid - pro);
+    const bq_prep q = bq_prep_of(p, 0, bq_flat_group(p, k));
+    bq_one(k, q.s.s, q.z.zp, in0, in1, out);
+  }
+#endif
+}
+#endif
+
 #if BQ_GRAN == 1
 // Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)
 // with a scale and zero point per column. The host takes this kernel when C % BQ_CP == 0 and

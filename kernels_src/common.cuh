@@ -342,34 +342,28 @@ static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s
 // bq_quantize_bounded.) Per element: a product, two FMAs (the second predicated), a
 // compare, the 16-bit conversion, the zero point's add and half of a saturating pack;
 // bq_quantize_int takes 11 operations and the compiler's byte packing.
+// One element, before the pack's saturation to the int type:
+template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int zp) {
+  const float q0 = __fmul_rn(v, s.rcp);
+  const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.ss, v), s.rcp, q0);
+  int t = bq_cvt_s16(!GUARD || fabsf(q0) < 0x1p100f ? q1 : q0) + zp;
+#if BQ_QMIN > BQ_I_MIN
+  t = max(t, BQ_QMIN);
+#endif
+#if BQ_QMAX < BQ_I_MAX
+  t = min(t, BQ_QMAX);
+#endif
+  return t;
+}
 template <bool GUARD, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int zp, bq_i (&y)[N]) {
   int t[N];
 #pragma unroll
-  for (int j = 0; j < N; j++) {
-    const float v = bq_to_c(x[j]);
-    const float q0 = __fmul_rn(v, s.rcp);
-    const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.ss, v), s.rcp, q0);
-    t[j] = bq_cvt_s16(!GUARD || fabsf(q0) < 0x1p100f ? q1 : q0) + zp;
-#if BQ_QMIN > BQ_I_MIN
-    t[j] = max(t[j], BQ_QMIN);
-#endif
-#if BQ_QMAX < BQ_I_MAX
-    t[j] = min(t[j], BQ_QMAX);
-#endif
-  }
+  for (int j = 0; j < N; j++) t[j] = bq_near_elem<GUARD>(bq_to_c(x[j]), s, zp);
 #pragma unroll // (y is a chunk's elements: whole aligned words)
   for (int j = 0; j < N; j += 4) *(bq_u32 *)&y[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
 }
-// Quantize backward where s.plain, in f32: the STE mask, bit for bit bq_in_range's without
-// the power-of-two products,
-static __device__ __forceinline__ bool bq_in_range_near(float x, const bq_scale &s, const bq_zp &z) {
-  const float q0 = __fmul_rn(x, s.rcp);
-  const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.ss, x), s.rcp, q0);
-  const float r = rintf(fabsf(q0) < 0x1p100f ? q1 : q0); // NaN compares false
-  return r >= z.lo && r <= z.hi;
-}
-// and dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
+// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near, below) and dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
 // bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
 // largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
 // residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
@@ -385,6 +379,14 @@ static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, 
   return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);
 }
 #endif
+// Quantize backward where s.plain: the STE mask, bit for bit bq_in_range's without the
+// power-of-two products
+static __device__ __forceinline__ bool bq_in_range_near(bq_c x, const bq_scale &s, const bq_zp &z) {
+  const bq_c q0 = bq_mul(x, s.rcp);
+  const bq_c q1 = bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0);
+  const bq_c r = bq_rint(bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0); // NaN compares false
+  return r >= z.lo && r <= z.hi;
+}
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
   if (z.iok) return bq_quantize_int(x, s, z); // uniform across a tensor, row or group
   const bq_c r = bq_rounded_quotient(x, s);
@@ -401,6 +403,17 @@ static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &
   const bq_c r = bq_add(bq_rounded_quotient(x, s), (bq_c)0); // + 0 turns -0 into the integer 0
   const bq_c below = r < z.lo ? z.a : r;
   return bq_mul(r > z.hi ? z.b : below, s.s);
+}
+// The same where s.plain (no power-of-two bracket) and the q-range's ends are exact in C
+// (z.lo == z.a, z.hi == z.b: every f64 zero point, |zp| < 2^24 in f32): bit for bit, without
+// the bracket's product and the checks it needs
+static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_scale &s, const bq_zp &z) {
+  const bq_c q0 = bq_mul(x, s.rcp);
+  const bq_c q1 = bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0);
+  const bq_c v = bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0;
+  const bq_c r = bq_add(bq_rint(v == v ? v : (bq_c)0), (bq_c)0);
+  const bq_c below = r < z.lo ? z.lo : r;
+  return bq_mul(r > z.hi ? z.hi : below, s.s);
 }
 // STE mask: qmin <= rne(x / s) + zp <= qmax, before saturation; 0 for NaN.
 static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &z) {

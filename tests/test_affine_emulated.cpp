@@ -20,6 +20,8 @@
 #define EMU_GA (EMU_GRAN == 2 ? (EMU_T == 1 && EMU_BWD ? (EMU_OP == 1 ? 2 : EMU_OP == 3 ? 4 : 0) : 0) \
                 : EMU_GRAN == 0 ? 0 : EMU_OP == 1 ? (!EMU_BWD || EMU_T == 0 ? 4 : 2) \
                 : EMU_OP == 3 ? (!EMU_BWD || EMU_T == 1 ? 4 : 0) : 0)
+/* bq_affine_flat's accesses a lane, 0 where the host never takes it: bq__affine_fr */
+#define EMU_FR (EMU_GRAN != 3 ? 0 : !EMU_BWD ? (EMU_OP == 1 && EMU_T == 1 ? 0 : 4) : EMU_OP == 2 ? 4 : EMU_T == 1 ? 1 : 2)
 #define EMU_U (EMU_T == 1 ? (EMU_GRAN == 2 && EMU_BWD ? 2 : 4) : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
 namespace emu_aff {
 #define BQ_FT EMU_T
@@ -32,6 +34,7 @@ namespace emu_aff {
 #define BQ_GRAN EMU_GRAN
 #define BQ_U EMU_U
 #define BQ_GA EMU_GA
+#define BQ_FR EMU_FR
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/affine.cu"
 #include "emulator/kernel_undefs.h"
@@ -54,11 +57,15 @@ static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff
 #if EMU_GRAN != 0
 static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
 #endif
+#if EMU_GRAN == 3
+static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_aff::bq_affine_params *)p); }
+#endif
 #if EMU_GRAN == 1
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
 #endif
-/* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine and bq_affine_blocks */
-static int g_cols, g_odd, g_even, g_blocks;
+/* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks and
+   bq_affine_flat */
+static int g_cols, g_odd, g_even, g_blocks, g_flat;
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
 #if EMU_GRAN == 1
@@ -70,6 +77,9 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #if EMU_GRAN != 0
   g_blocks += k == k_affine_blocks;
 #endif
+#if EMU_GRAN == 3
+  g_flat += k == k_affine_flat;
+#endif
   g_even += k == k_affine;
 }
 static void init(void) {
@@ -79,6 +89,9 @@ static void init(void) {
 TestSuite(emulated_affine, .init = init);
 static int g_cases;
 static int g_num_sms = 132; /* 1 makes rows of several tiles into one work item (affine.cu's tpw) */
+/* a third of the scales 2^30 to 2^60: neighbouring groups whose windows of bq_div_near (|dy|
+   within |s| 2^+-96) differ, so that bq_affine_flat must take their intersection */
+static int g_wide_scales;
 
 static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
 
@@ -135,9 +148,10 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq__target tg = {90, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
-  char want[128];
-  snprintf(want, sizeof want, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n",
-           EMU_OP, EMU_BWD, EMU_GRAN, EMU_U, EMU_GA);
+  char want[160];
+  snprintf(want, sizeof want,
+           "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n#define BQ_FR %d\n",
+           EMU_OP, EMU_BWD, EMU_GRAN, EMU_U, EMU_GA, EMU_FR);
   cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
@@ -155,6 +169,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
   entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
   entry.fn[EMU_GRAN == 1 ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
+#endif
+#if EMU_GRAN == 3
+  entry.fn[3] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
 #endif
 #if EMU_GRAN == 2
   entry.fn[1] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
@@ -184,6 +201,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     if (rnd() % 31 == 0) s = -s;
     if (rnd() % 37 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 600 : -600); /* f64: outside [2^-500, 2^500] */
     if (rnd() % 41 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 100 : -100); /* f32: outside [2^-90, 2^90] */
+    if (g_wide_scales && rnd() % 3 == 0) s = ldexp(1.0 + rnd_unit(), (int)rnd_range(30, 60));
     store_any(st, sb.data(), i, s);
     zb[(size_t)i] = rnd() % 5 == 0 ? (int32_t)rnd_range(-100000, 100000) : (int32_t)rnd_range(n.qmin, n.qmax);
     if (rnd() % 23 == 0) /* within the q-range's width of an int32 limit: quantize's general path */
@@ -240,8 +258,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 
 Test(emulated_affine, shapes, .timeout = 600) {
   /* Per channel and per group, a third and a quarter of the cases are shaped for
-     bq_affine_blocks; 24 more keep the row kernels as many cases as before it. */
-  const int reps = EMU_GRAN == 1 || EMU_GRAN == 3 ? 88 : 64;
+     bq_affine_blocks; 24 more keep the row kernels as many cases as before it. Per group,
+     the last 16 are contiguous with groups of at least 4 accesses (bq_affine_flat). */
+  const int reps = EMU_GRAN == 1 ? 88 : EMU_GRAN == 3 ? 104 : 64;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
@@ -292,14 +311,23 @@ Test(emulated_affine, shapes, .timeout = 600) {
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
     const int64_t p = 16 / ref_dtype_size(T);
     static const int64_t as[] = {1, 2, 3, 4, 12, 16, 40, 130, 300}; /* accesses a group, aligned rows */
-    const int aligned = rep % 4 == 1; /* bq_affine_blocks: whole accesses a group, every row 16-byte aligned */
+    const int aligned = rep % 4 == 1 && rep < 88; /* bq_affine_blocks: whole accesses a group, rows aligned */
     const int64_t g = aligned ? p * as[rnd() % 9] : gs[rnd() % 10];
     const int wide = rep % 8 == 3; /* rows of many groups: a tile's parameter blocks take several rounds */
     a.cols = g * rnd_range(1, wide ? 400 / g + 300 : 12);
     if (wide) a.rows = rnd_range(1, 3);
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
-    np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / g);
+    const int flat = rep >= 88; /* one flat array: groups of 4 accesses or more, straddling or not */
+    g_wide_scales = flat && rep % 2 == 0;
+    if (flat) {
+      static const int64_t fg[] = {4, 5, 13, 40}; /* accesses a group, plus 0 to p - 1 elements */
+      a.group_size = p * fg[rnd() % 4] + rnd_range(0, p - 1);
+      a.cols = a.group_size * rnd_range(1, 6);
+      a.rows = rnd_range(1, rep % 2 ? 3 : 60);
+      a.group_row_stride = rnd() & 1 ? 0 : a.cols / a.group_size;
+    }
+    np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / a.group_size);
 #else
     const int64_t p = 16 / ref_dtype_size(T);
     const int aligned = rep % 4 == 1; /* rows a whole number of accesses, 16-byte aligned (bq_affine_blocks) */
@@ -308,6 +336,13 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+#if EMU_GRAN == 3
+    if (flat) {
+      a.x_row_stride = rnd() & 1 ? 0 : a.cols;
+      a.y_row_stride = rnd() & 1 ? 0 : a.cols;
+      if (rnd() % 4 == 0) offx = offy = 8 - (int)(21 % 8); /* aligned: straddles only where G is odd */
+    }
+#endif
 #if EMU_GRAN >= 2
     if (aligned) { /* row strides whole accesses of x and y (either may lead), bases aligned */
       if (a.cols > 600) a.rows = rnd_range(1, 6);
@@ -329,4 +364,6 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #endif
   if (EMU_GA) cr_assert(g_blocks >= 6, "only %d cases took bq_affine_blocks", g_blocks);
   else cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
+  if (EMU_FR) cr_assert(g_flat >= 8, "only %d cases took bq_affine_flat", g_flat);
+  else cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
 }

@@ -497,6 +497,9 @@ static const grp_case k_grp_cases[] = {
   /* whole accesses a group with aligned row strides (bq_affine_blocks where the offsets
      align): groups of 1536 take several parts */
   {3, 256, 64, 4, 264, 272}, {2, 3072, 1536, 0, 0, 0}, {5, 2048, 1024, 3, 2056, 2048},
+  /* contiguous, groups of 35 elements or more that accesses straddle (bq_affine_flat; also
+     {4, 4096, 128} above where the offsets misalign) */
+  {7, 4095, 105, 0, 0, 0}, {5, 111, 37, 3, 0, 0}, {40, 200, 100, 0, 200, 200}, {1, 8197, 1171, 0, 0, 0},
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -561,6 +564,8 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
     } else if (ti & 1) {
       c->a.rows = 1000; c->a.cols = 4224; c->a.group_size = 32; c->a.group_row_stride = 140;
       c->a.x_row_stride = 4227; c->a.y_row_stride = 4233;
+    } else if (ti == 2) { /* contiguous, G = 105 on rows of 4095 (bq_affine_flat) */
+      c->a.rows = 1000; c->a.cols = 4095; c->a.group_size = 105;
     } else {
       c->a.rows = 1024; c->a.cols = 4096; c->a.group_size = 128;
     }
