@@ -2,7 +2,8 @@
 // every granularity: per tensor, per channel, per token and per group.
 // Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake
 // quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;
-// BQ_U and BQ_GA, the row kernels' and bq_affine_blocks' accesses per lane.
+// BQ_U, BQ_GA and BQ_FR, the row kernels', bq_affine_blocks' and bq_affine_flat's accesses
+// per lane.
 //
 // The data is [rows, cols] with a row stride per stream (per tensor and per channel are
 // one dense row; per channel with the channel axis innermost has its own kernel, at the
@@ -21,7 +22,8 @@
 // shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops
 // look each access's parameters up. Where accesses can straddle two blocks, bq_affine_odd
 // computes those in registers with both blocks' parameters; bq_affine redoes them element by
-// element.
+// element. Per group over contiguous data with straddling accesses, bq_affine_flat treats
+// the tensor as one flat array and gives each element its group's parameters by a select.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;
