@@ -4232,8 +4232,9 @@ BQ__FN int bq__affine_slots(const bq_desc *d) {
 }
 /* accesses per lane per tile (affine.cu's BQ_U), as measured on the H100 at 256 MiB: f64
    4, but 2 per token backward (its two f64 inputs: quantize backward 0.75 -> 0.82 of copy,
-   fake quantize backward 0.85 -> 0.90); per tensor 2 (its kernel is the leanest); per channel and per group, 4 with slots and
-   2 without (each access's parameters take registers); per token 4 (64 bytes of the lead
+   fake quantize backward 0.85 -> 0.90); per tensor 2 (its kernel is the leanest); per
+   channel and per group, 4 with slots and 2 without (each access's parameters take
+   registers); per token 4 (64 bytes of the lead
    stream in flight a lane), but 2 where a 16-bit type is read twice (quantize and fake
    quantize backward read dy and x: 4 would cost a quarter of the warps an SM holds) */
 BQ__FN int bq__affine_u(const bq_desc *d) {
@@ -4350,16 +4351,27 @@ BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, 
   return cp;
 }
 
+/* Whether an access can straddle two parameter blocks of `group` elements: the block is not
+   a whole number of accesses, or a row of the stream that leads the accesses (y for
+   dequantize forward, else x or dy) starts off its 16-byte grid. */
+BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, const bq__view *v, int64_t group) {
+  const bq_desc *d = &p->desc;
+  int64_t t = bq__dtype_size(d->float_type);
+  int out_leads = d->direction == BQ_FORWARD && d->op == BQ_DEQUANTIZE;
+  uint64_t lead = out_leads ? k->out : k->in0;
+  int64_t lead_stride = out_leads ? k->out_stride : k->in0_stride;
+  return group % p->vec != 0 || lead % 16 != 0 || (v->rows > 1 && (lead_stride * t) % 16 != 0);
+}
+
 /* Per channel, per group and per token (a block a row) take bq_affine_blocks for the ops
-   bq__affine_ga names, where no access straddles two parameter blocks (the block length is a
-   whole number of accesses, and in0, which leads, starts every row on its 16-byte grid) and
-   its 32-bit work-item arithmetic holds. Fills in k's fields for that kernel and returns 1,
-   or returns 0. */
+   bq__affine_ga names, where no access straddles two parameter blocks and its 32-bit
+   work-item arithmetic holds. Fills in k's fields for that kernel and returns 1, or returns
+   0. */
 BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
-  int64_t ga = bq__affine_ga(d), t = bq__dtype_size(d->float_type);
+  int64_t ga = bq__affine_ga(d);
   int64_t g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group; /* per token, a block a row */
-  if (!ga || g % p->vec || k->in0 % 16 || (v->rows > 1 && (k->in0_stride * t) % 16)) return 0;
+  if (!ga || bq__affine_straddles(p, k, v, g)) return 0;
   int64_t gc = g / p->vec, nblk = v->cols / g, lim = (int64_t)1 << 31;
   int64_t gl = 1, parts = 1, ipr;
   while (gl < 32 && gl * ga < gc) gl *= 2;
@@ -4386,7 +4398,7 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
    or returns 0. */
 BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
-  int64_t fr = bq__affine_fr(d), t = bq__dtype_size(d->float_type), g = k->group, n = v->rows * v->cols;
+  int64_t fr = bq__affine_fr(d), g = k->group, n = v->rows * v->cols;
   if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
@@ -4394,8 +4406,7 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
     return 0;
   /* where nothing straddles, the ops that take bq_affine_blocks keep it (G = 128: quantize
      forward bf16 0.96 there, 0.93 here at G = 105); the others take this kernel too */
-  uint64_t lead = fwd && d->op == BQ_DEQUANTIZE ? k->out : k->in0;
-  if (bq__affine_ga(d) && g % p->vec == 0 && lead % 16 == 0 && (v->cols * t) % 16 == 0) return 0;
+  if (bq__affine_ga(d) && !bq__affine_straddles(p, k, v, g)) return 0;
   k->fast32 = n <= ((int64_t)1 << 31);
   k->fd_group = bq__make_fastdiv((uint32_t)g);
   return n / (32 * fr * p->vec) + 1;
@@ -4484,21 +4495,13 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_chunks = bq__make_fastdiv((uint32_t)k.chunks);
   }
   /* Per channel and per group, bq_affine_odd where an access can straddle two parameter
-     blocks: their length is not a multiple of an access, or a row starts off the 16-byte
-     grid of the stream that leads the accesses (y for dequantize forward, else x or dy).
-     Not f64 dequantize forward: two elements an access straddle seldom, and the odd
-     kernel's 102 registers cost more than redoing them (H100, G = 105: 0.83 of copy with
-     bq_affine, 0.70 with bq_affine_odd). */
+     blocks (bq__affine_straddles). Not f64 dequantize forward: two elements an access
+     straddle seldom, and the odd kernel's 102 registers cost more than redoing them (H100,
+     G = 105: 0.83 of copy with bq_affine, 0.70 with bq_affine_odd). */
   int which = 0;
   if ((d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) &&
-      !(fwd && d->op == BQ_DEQUANTIZE && d->float_type == BQ_F64)) {
-    int64_t t = bq__dtype_size(d->float_type);
-    int out_leads = fwd && d->op == BQ_DEQUANTIZE;
-    uint64_t lead = out_leads ? k.out : k.in0;
-    int64_t lead_stride = out_leads ? k.out_stride : k.in0_stride;
-    int odd = k.group % p->vec != 0 || lead % 16 != 0 || (v.rows > 1 && (lead_stride * t) % 16 != 0);
-    if (odd) which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
-  }
+      !(fwd && d->op == BQ_DEQUANTIZE && d->float_type == BQ_F64) && bq__affine_straddles(p, &k, &v, k.group))
+    which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
   return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per work item */
 }
 
