@@ -261,6 +261,26 @@ static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, 
 }
 #endif
 
+// The lead stream's prologue over n elements (its elements before the 16-byte grid) and
+// each stream's access width after it. (The row kernels' rows; bq_affine_flat's tensor.)
+static __device__ __forceinline__ void bq_stream_widths(const bq_in0 *in0, const bq_in1 *in1, bq_out *out,
+                                                        bq_i64 n, bq_i64 &pro, int &w_in0, int &w_in1,
+                                                        int &w_out) {
+#if BQ_OUT_LEADS
+  pro = bq_prologue(out, n);
+  w_in0 = bq_width(in0 + pro), w_out = 16;
+#else
+  pro = bq_prologue(in0, n);
+  w_in0 = 16, w_out = bq_width(out + pro);
+#endif
+#if BQ_HAS_IN1
+  w_in1 = bq_width(in1 + pro);
+#else
+  (void)in1;
+  w_in1 = 16;
+#endif
+}
+
 // The row kernel's body. TWO: accesses that straddle two parameter blocks are computed in
 // registers with both blocks' parameters; otherwise they are redone element by element.
 // The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block length
@@ -304,16 +324,9 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
     const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;
     bq_out *out = (bq_out *)p.out + r * p.out_stride;
     const bq_i64 cols = p.cols;
-#if BQ_OUT_LEADS
-    const bq_i64 pro = bq_prologue(out, cols);
-    const int w_in0 = bq_width(in0 + pro), w_out = 16;
-#else
-    const bq_i64 pro = bq_prologue(in0, cols);
-    const int w_in0 = 16, w_out = bq_width(out + pro);
-#endif
-#if BQ_HAS_IN1
-    const int w_in1 = bq_width(in1 + pro);
-#endif
+    bq_i64 pro;
+    int w_in0, w_in1, w_out;
+    bq_stream_widths(in0, in1, out, cols, pro, w_in0, w_in1, w_out);
     const bq_i64 nacc = (cols - pro) / BQ_P;
 #if BQ_GRAN == 2
     bq_qparams qt; // per token: once per work item, loaded after its first tile's data
@@ -618,17 +631,21 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affi
 #endif
 
 #if BQ_GRAN == 3
-// Per group over contiguous data where accesses straddle groups (G not a whole number of
-// accesses, or rows off the 16-byte grid: G = 105 on rows of 4095). With every row stride
-// the row length and the parameter rows dense, the tensor is one flat array whose element e
-// belongs to group e / G, and the row boundaries disappear. A lane takes a run of BQ_FR
-// consecutive accesses (the host requires G >= BQ_FR * BQ_P, so a run touches at most two
-// groups), prepares the run's two groups' scales and zero points once, in registers, and
-// gives each element the first group's before `cut` and the second's from there: a select
-// an element instead of bq_affine_odd's shared-memory slots and its straddling accesses
-// computed twice. A warp's load instruction reads 32 runs' u-th accesses, each a half of a
-// 32-byte sector whose other half the next instruction reads. BQ_FR comes from the host's
-// prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which, and why).
+// Per group over contiguous data: every row stride the row length and the parameter rows
+// dense, so the tensor is one flat array whose element e belongs to group e / G and the row
+// boundaries (and their prologues) disappear. The host takes it where accesses straddle
+// groups (G not a whole number of accesses, or rows off the 16-byte grid: G = 105 on rows
+// of 4095), and for dequantize and fake quantize backward also where none does. A warp's
+// tile is 32 x BQ_FR accesses, coalesced as in the row kernels (lane + 32 u); the host
+// bounds G from below so that a tile touches at most 32 groups. Each lane prepares one of
+// them into the warp's shared-memory slots, and every element takes its access's first
+// group's parameters before `cut` and the next group's from there, by a select: no access
+// is computed twice (bq_affine_odd computes a straddling access with both groups), and a
+// group's reciprocal is prepared once a tile. Where a group of the tile rules out the fast
+// forms, the tile takes bq_apply's (bq_flat_near), and where it rules out those too, its
+// elements are redone one by one (bq_flat_ok). BQ_FR comes from the
+// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which,
+// and why).
 
 // The group of flat element e
 static __device__ __forceinline__ bq_i64 bq_flat_group(const bq_affine_params &p, bq_i64 e) {
@@ -771,16 +788,9 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   const bq_in1 *in1 = (const bq_in1 *)p.in1;
   bq_out *out = (bq_out *)p.out;
-#if BQ_OUT_LEADS
-  const bq_i64 pro = bq_prologue(out, n);
-  const int w_in0 = bq_width(in0 + pro), w_out = 16;
-#else
-  const bq_i64 pro = bq_prologue(in0, n);
-  const int w_in0 = 16, w_out = bq_width(out + pro);
-#endif
-#if BQ_HAS_IN1
-  const int w_in1 = bq_width(in1 + pro);
-#endif
+  bq_i64 pro;
+  int w_in0, w_in1, w_out;
+  bq_stream_widths(in0, in1, out, n, pro, w_in0, w_in1, w_out);
   const bq_i64 nacc = (n - pro) / BQ_P, tiles = (nacc + 32 * BQ_FR - 1) / (32 * BQ_FR);
   for (bq_i64 t = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; t < tiles;
        t += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
