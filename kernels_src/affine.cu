@@ -233,8 +233,9 @@ static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a,
 }
 
 #if BQ_GRAN == 1 || BQ_GRAN == 3
-// The parameter block of element k of a row: its group (per group), or its run of p.group
-// elements of one channel (per channel; the channel is the block modulo p.gmod).
+// The parameter block of element k of a row (of the flat tensor, in bq_affine_flat): its
+// group (per group), or its run of p.group elements of one channel (per channel; the
+// channel is the block modulo p.gmod).
 static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {
   return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
 }
@@ -647,11 +648,6 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affi
 // host's prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which,
 // and why).
 
-// The group of flat element e
-static __device__ __forceinline__ bq_i64 bq_flat_group(const bq_affine_params &p, bq_i64 e) {
-  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
-}
-
 // A prepared scale and zero point taken from a or b, field by field, so that both stay in
 // registers (the compiler keeps only the fields the element's formula reads).
 static __device__ __forceinline__ bq_scale bq_scale_sel(bool first, const bq_scale &a, const bq_scale &b) {
@@ -810,7 +806,7 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
     }
     // The tile's groups g0 .. g1 (at most 32: the host bounds G from below), a lane each
     const bq_i64 e0 = pro + t * 32 * BQ_FR * BQ_P, na = nacc - t * 32 * BQ_FR;
-    const bq_i64 g0 = bq_flat_group(p, e0), g1 = bq_flat_group(p, e0 + (na < 32 * BQ_FR ? na : 32 * BQ_FR) * BQ_P - 1);
+    const bq_i64 g0 = bq_blk(p, e0), g1 = bq_blk(p, e0 + (na < 32 * BQ_FR ? na : 32 * BQ_FR) * BQ_P - 1);
     const bq_prep mine = bq_prep_of(p, 0, g0 + lane <= g1 ? g0 + lane : g1);
     __syncwarp(); // the previous tile is done with the slots
     slots[lane] = mine;
@@ -821,7 +817,7 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
     for (int u = 0; u < BQ_FR; u++) {
       const bq_i64 acc = a0 + u * 32;
       if (acc >= nacc || (redo >> u & 1)) continue;
-      const bq_i64 e = pro + acc * BQ_P, g = bq_flat_group(p, e);
+      const bq_i64 e = pro + acc * BQ_P, g = bq_blk(p, e);
       const int d = (int)(g - g0), cut = (int)((g + 1) * G - e);
       const bq_prep A = slots[d], B = slots[d < 31 ? d + 1 : 31];
       bq_piece<bq_out> y;
@@ -838,7 +834,7 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
 #pragma unroll 1
           for (int j = 0; j < BQ_P; j++) {
             const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;
-            const bq_prep q = slots[bq_flat_group(p, k) - g0];
+            const bq_prep q = slots[bq_blk(p, k) - g0];
             bq_one(k, q.s.s, q.z.zp, in0, in1, out);
           }
     }
@@ -847,7 +843,7 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
   const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, tail0 = pro + nacc * BQ_P;
   if (tid < pro + (n - tail0)) {
     const bq_i64 k = tid < pro ? tid : tail0 + (tid - pro);
-    const bq_prep q = bq_prep_of(p, 0, bq_flat_group(p, k));
+    const bq_prep q = bq_prep_of(p, 0, bq_blk(p, k));
     bq_one(k, q.s.s, q.z.zp, in0, in1, out);
   }
 #endif

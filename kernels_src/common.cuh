@@ -308,13 +308,21 @@ static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s,
   const int r = bq_rne_int(bq_quotient(x, s)); // saturating, NaN -> 0
   return min(max(r, z.ia), z.ib) + z.zp;
 }
+// bq_quotient for a plain scale (s.m == 1 and s.corr; then ss == s): q0 = x rcp with
+// Markstein's correction, without the bracket's products. GUARD keeps q0 where it is past
+// 2^100 (an overflowing product, an infinite x), where it only has to saturate or be NaN;
+// without it the caller knows |x / s| < 2^100 or x NaN.
+template <bool GUARD> static __device__ __forceinline__ bq_c bq_quotient_plain(bq_c x, const bq_scale &s) {
+  const bq_c q0 = bq_mul(x, s.rcp);
+  const bq_c q1 = bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0);
+  return !GUARD || bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0;
+}
 // The same where the caller knows more: s.m == 1, s.corr, and |x / s| < 2^100 or x NaN
 // (dynamic quantization, whose scale bounds every finite element of its segment). Then
 // q0 needs neither the bracket's product nor the guard's compare and select: bit for bit
 // bq_quantize_int's result with three operations fewer per element.
 static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale &s, const bq_zp &z) {
-  const bq_c q0 = bq_mul(x, s.rcp);
-  const int r = bq_rne_int(bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0)); // NaN -> 0
+  const int r = bq_rne_int(bq_quotient_plain<false>(x, s)); // NaN -> 0
   return min(max(r, z.ia), z.ib) + z.zp;
 }
 #if BQ_FT != 1
@@ -322,8 +330,7 @@ static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale
 // type rounds half to even, saturates to the type's range and maps NaN to 0 by itself, so
 // only q-range bounds inside that range need a clamp: four operations an element.
 static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) {
-  const float q0 = __fmul_rn(x, s.rcp);
-  int r = bq_cvt_sat(__fmaf_rn(__fmaf_rn(-q0, s.ss, x), s.rcp, q0));
+  int r = bq_cvt_sat(bq_quotient_plain<false>(x, s));
 #if BQ_QMIN > BQ_I_MIN
   r = max(r, BQ_QMIN);
 #endif
@@ -344,9 +351,7 @@ static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s
 // bq_quantize_int takes 11 operations and the compiler's byte packing.
 // One element, before the pack's saturation to the int type:
 template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int zp) {
-  const float q0 = __fmul_rn(v, s.rcp);
-  const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.ss, v), s.rcp, q0);
-  int t = bq_cvt_s16(!GUARD || fabsf(q0) < 0x1p100f ? q1 : q0) + zp;
+  int t = bq_cvt_s16(bq_quotient_plain<GUARD>(v, s)) + zp;
 #if BQ_QMIN > BQ_I_MIN
   t = max(t, BQ_QMIN);
 #endif
@@ -363,7 +368,8 @@ static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const b
 #pragma unroll // (y is a chunk's elements: whole aligned words)
   for (int j = 0; j < N; j += 4) *(bq_u32 *)&y[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
 }
-// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near, below) and dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
+// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near, below) and
+// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
 // bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
 // largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
 // residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
@@ -382,9 +388,7 @@ static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, 
 // Quantize backward where s.plain: the STE mask, bit for bit bq_in_range's without the
 // power-of-two products
 static __device__ __forceinline__ bool bq_in_range_near(bq_c x, const bq_scale &s, const bq_zp &z) {
-  const bq_c q0 = bq_mul(x, s.rcp);
-  const bq_c q1 = bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0);
-  const bq_c r = bq_rint(bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0); // NaN compares false
+  const bq_c r = bq_rint(bq_quotient_plain<true>(x, s)); // NaN compares false
   return r >= z.lo && r <= z.hi;
 }
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
@@ -408,9 +412,7 @@ static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &
 // (z.lo == z.a, z.hi == z.b: every f64 zero point, |zp| < 2^24 in f32): bit for bit, without
 // the bracket's product and the checks it needs
 static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_scale &s, const bq_zp &z) {
-  const bq_c q0 = bq_mul(x, s.rcp);
-  const bq_c q1 = bq_fma(bq_fma(-q0, s.ss, x), s.rcp, q0);
-  const bq_c v = bq_abs(q0) < (bq_c)0x1p100f ? q1 : q0;
+  const bq_c v = bq_quotient_plain<true>(x, s);
   const bq_c r = bq_add(bq_rint(v == v ? v : (bq_c)0), (bq_c)0);
   const bq_c below = r < z.lo ? z.lo : r;
   return bq_mul(r > z.hi ? z.hi : below, s.s);
