@@ -994,10 +994,11 @@ static const char bq__src_affine_cu[] =
   "  for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);\n"
   "}\n"
   "\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN != 0\n"
   "// The parameter block of element k of a row (of the flat tensor, in bq_affine_flat): its\n"
-  "// group (per group), or its run of p.group elements of one channel (per channel; the\n"
-  "// channel is the block modulo p.gmod).\n"
+  "// group (per group), its run of p.group elements of one channel (per channel; the\n"
+  "// channel is the block modulo p.gmod), or its row (per token in bq_affine_flat, where the\n"
+  "// host sets p.group to the row length).\n"
   "static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {\n"
   "  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
   "}\n"
@@ -1393,7 +1394,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN == 3\n"
+  "#if BQ_GRAN == 2 || BQ_GRAN == 3\n"
   "// Per group over contiguous data: every row stride the row length and the parameter rows\n"
   "// dense, so the tensor is one flat array whose element e belongs to group e / G and the row\n"
   "// boundaries (and their prologues) disappear. The host takes it where accesses straddle\n"
@@ -1585,6 +1586,11 @@ static const char bq__src_affine_cu[] =
   "      bq_piece<bq_out> y;\n"
   "      bool fix = false;\n"
   "      if (near) bq_flat_piece<true>(a[u], BQ_B(u), A, B, cut, y, &fix);\n"
+  "#if BQ_FT == 1\n"
+  "      // f64: an access inside one group (all but the few that straddle) takes its parameters\n"
+  "      // as they are; selecting every field of two f64 scales an element measured slower\n"
+  "      else if (cut >= BQ_P) bq_apply_piece<false>(a[u], BQ_B(u), A.s, A.z, y, &fix);\n"
+  "#endif\n"
   "      else bq_flat_piece<false>(a[u], BQ_B(u), A, B, cut, y, &fix);\n"
   "      bq_store(out + e, y, w_out);\n"
   "      if (fix) redo |= 1u << u;\n"
@@ -4297,7 +4303,10 @@ BQ__FN int bq__affine_ga(const bq_desc *d) {
    A first form of the kernel, each lane a run of consecutive accesses (a warp's load
    instruction strided), measured lower everywhere (dequantize forward bf16 0.77). */
 BQ__FN int bq__affine_fr(const bq_desc *d) {
-  if (d->granularity != BQ_PER_GROUP) return 0;
+  if (d->granularity != BQ_PER_GROUP && d->granularity != BQ_PER_TOKEN) return 0;
+  if (d->direction == BQ_FORWARD && d->granularity == BQ_PER_TOKEN && d->op != BQ_DEQUANTIZE &&
+      d->float_type != BQ_F32)
+    return 0;
   if (d->direction == BQ_FORWARD) return d->op == BQ_QUANTIZE && d->float_type == BQ_F64 ? 0 : 4;
   return d->op == BQ_DEQUANTIZE ? 4 : d->float_type == BQ_F64 ? 1 : 2;
 }
@@ -4406,15 +4415,18 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
    or returns 0. */
 BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
-  int64_t fr = bq__affine_fr(d), g = k->group, n = v->rows * v->cols;
+  int tok = d->granularity == BQ_PER_TOKEN; /* per token: a group a row */
+  int64_t fr = bq__affine_fr(d), g = tok ? v->cols : k->group, n = v->rows * v->cols;
   if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
-                      (has_in1 && k->in1_stride != v->cols) || k->grs * g != v->cols))
+                      (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs * g != v->cols)))
     return 0;
   /* where nothing straddles, the ops that take bq_affine_blocks keep it (G = 128: quantize
-     forward bf16 0.96 there, 0.93 here at G = 105); the others take this kernel too */
-  if (bq__affine_ga(d) && !bq__affine_straddles(p, k, v, g)) return 0;
+     forward bf16 0.96 there, 0.93 here at G = 105); the others take this kernel too. Per
+     token, rows on the 16-byte grid keep the row kernels. */
+  if ((tok || bq__affine_ga(d)) && !bq__affine_straddles(p, k, v, g)) return 0;
+  k->group = g;
   k->fast32 = n <= ((int64_t)1 << 31);
   k->fd_group = bq__make_fastdiv((uint32_t)g);
   return n / (32 * fr * p->vec) + 1;
@@ -4469,7 +4481,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
   int64_t flat = bq__affine_flat(p, &k, &v);
-  if (flat) return bq__launch(p, 3, bq__grid(flat, 8), 1, 256, 0, &k, stream);
+  if (flat) return bq__launch(p, d->granularity == BQ_PER_TOKEN ? 2 : 3, bq__grid(flat, 8), 1, 256, 0, &k, stream);
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
   /* rows: a work item takes several tiles of a row, which pays the row's scale (its
@@ -4519,7 +4531,7 @@ static const bq__family bq__affine_family = {
   bq__no_workspace, bq__affine_run,
   {{"bq_affine"},
    {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks"},
-   {"bq_affine", "bq_affine_blocks"},
+   {"bq_affine", "bq_affine_blocks", "bq_affine_flat"},
    {"bq_affine", "bq_affine_odd", "bq_affine_blocks", "bq_affine_flat"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */

@@ -232,10 +232,11 @@ static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a,
   for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
 }
 
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN != 0
 // The parameter block of element k of a row (of the flat tensor, in bq_affine_flat): its
-// group (per group), or its run of p.group elements of one channel (per channel; the
-// channel is the block modulo p.gmod).
+// group (per group), its run of p.group elements of one channel (per channel; the
+// channel is the block modulo p.gmod), or its row (per token in bq_affine_flat, where the
+// host sets p.group to the row length).
 static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i64 k) {
   return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
 }
@@ -631,7 +632,7 @@ extern "C" __global__ void __launch_bounds__(256) bq_affine_blocks(const bq_affi
 }
 #endif
 
-#if BQ_GRAN == 3
+#if BQ_GRAN == 2 || BQ_GRAN == 3
 // Per group over contiguous data: every row stride the row length and the parameter rows
 // dense, so the tensor is one flat array whose element e belongs to group e / G and the row
 // boundaries (and their prologues) disappear. The host takes it where accesses straddle
@@ -823,6 +824,11 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
       bq_piece<bq_out> y;
       bool fix = false;
       if (near) bq_flat_piece<true>(a[u], BQ_B(u), A, B, cut, y, &fix);
+#if BQ_FT == 1
+      // f64: an access inside one group (all but the few that straddle) takes its parameters
+      // as they are; selecting every field of two f64 scales an element measured slower
+      else if (cut >= BQ_P) bq_apply_piece<false>(a[u], BQ_B(u), A.s, A.z, y, &fix);
+#endif
       else bq_flat_piece<false>(a[u], BQ_B(u), A, B, cut, y, &fix);
       bq_store(out + e, y, w_out);
       if (fix) redo |= 1u << u;

@@ -21,7 +21,9 @@
                 : EMU_GRAN == 0 ? 0 : EMU_OP == 1 ? (!EMU_BWD || EMU_T == 0 ? 4 : 2) \
                 : EMU_OP == 3 ? (!EMU_BWD || EMU_T == 1 ? 4 : 0) : 0)
 /* bq_affine_flat's accesses a lane, 0 where the host never takes it: bq__affine_fr */
-#define EMU_FR (EMU_GRAN != 3 ? 0 : !EMU_BWD ? (EMU_OP == 1 && EMU_T == 1 ? 0 : 4) : EMU_OP == 2 ? 4 : EMU_T == 1 ? 1 : 2)
+#define EMU_FR (EMU_GRAN < 2 ? 0 \
+                : !EMU_BWD ? ((EMU_GRAN == 2 && EMU_OP != 2 && EMU_T != 0) || (EMU_OP == 1 && EMU_T == 1) ? 0 : 4) \
+                : EMU_OP == 2 ? 4 : EMU_T == 1 ? 1 : 2)
 #define EMU_U (EMU_T == 1 ? (EMU_GRAN == 2 && EMU_BWD ? 2 : 4) : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
 namespace emu_aff {
 #define BQ_FT EMU_T
@@ -57,7 +59,7 @@ static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff
 #if EMU_GRAN != 0
 static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN == 3
+#if EMU_GRAN >= 2
 static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_aff::bq_affine_params *)p); }
 #endif
 #if EMU_GRAN == 1
@@ -77,7 +79,7 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #if EMU_GRAN != 0
   g_blocks += k == k_affine_blocks;
 #endif
-#if EMU_GRAN == 3
+#if EMU_GRAN >= 2
   g_flat += k == k_affine_flat;
 #endif
   g_even += k == k_affine;
@@ -175,6 +177,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #endif
 #if EMU_GRAN == 2
   entry.fn[1] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
+  entry.fn[2] = (bq__CUfunction)k_affine_flat;   /* contiguous rows off the 16-byte grid */
 #endif
 #if EMU_GRAN == 1
   entry.fn[1] = (bq__CUfunction)k_affine_cols;
@@ -261,8 +264,9 @@ Test(emulated_affine, shapes, .timeout = 600) {
      bq_affine_blocks; 24 more keep the row kernels as many cases as before it. Per group,
      the last 24 are contiguous with groups of at least 4 accesses (bq_affine_flat; about
      three in four take it: some groups are too short for its tile, some aligned ones go to
-     bq_affine_blocks). */
-  const int reps = EMU_GRAN == 1 ? 88 : EMU_GRAN == 3 ? 112 : 64;
+     bq_affine_blocks). Per token, the last 24 are contiguous rows of at least 4 accesses,
+     most of them off the 16-byte grid (bq_affine_flat). */
+  const int reps = EMU_GRAN == 1 ? 88 : EMU_GRAN == 3 ? 112 : EMU_GRAN == 2 ? 88 : 64;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
@@ -332,13 +336,19 @@ Test(emulated_affine, shapes, .timeout = 600) {
     np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / a.group_size);
 #else
     const int64_t p = 16 / ref_dtype_size(T);
-    const int aligned = rep % 4 == 1; /* rows a whole number of accesses, 16-byte aligned (bq_affine_blocks) */
+    const int flat = rep >= 64; /* contiguous rows of 4 accesses or more (bq_affine_flat) */
+    const int aligned = rep % 4 == 1 && !flat; /* rows a whole number of accesses, 16-byte aligned (bq_affine_blocks) */
     a.cols = aligned ? p * ((rnd() & 3) ? rnd_range(1, 90) : rnd_range(120, 300)) : rnd_range(1, 700);
+    g_wide_scales = flat && rep % 2 == 0;
+    if (flat) {
+      a.cols = p * rnd_range(4, rep % 3 ? 40 : 300) + rnd_range(rep % 4 ? 1 : 0, p - 1);
+      a.rows = rnd_range(1, rep % 2 ? 3 : 80);
+    }
     np = a.rows;
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
-#if EMU_GRAN == 3
+#if EMU_GRAN >= 2
     if (flat) {
       a.x_row_stride = rnd() & 1 ? 0 : a.cols;
       a.y_row_stride = rnd() & 1 ? 0 : a.cols;
