@@ -567,9 +567,9 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 // barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
 // BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead
 // (bq__affine_ga says which, and why), where this kernel is empty and never launched.
-// f64 quantize forward is held to 64 registers, 4 blocks an SM (per group it had 66, and 3:
+// Per group, f64 quantize forward is held to 64 registers, 4 blocks an SM (it had 66, and 3:
 // H100, G = 128, 0.91 -> 0.94 of copy)
-#if BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD
+#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD
 #define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)
 #else
 #define BQ_BOUNDS_BLOCKS __launch_bounds__(256)

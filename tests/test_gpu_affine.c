@@ -555,6 +555,7 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
   case BQ_PER_TOKEN:
     if (which) { c->a.rows = 977; c->a.cols = 1023; c->a.x_row_stride = 1024; c->a.y_row_stride = 1031; }
     else if (ti & 1) { c->a.rows = 1023; c->a.cols = 4101; c->a.x_row_stride = 4103; c->a.y_row_stride = 4111; }
+    else if (ti == 2) { c->a.rows = 1000; c->a.cols = 4095; } /* contiguous rows off the grid (bq_affine_flat) */
     else { c->a.rows = 1024; c->a.cols = 4096; }
     break;
   case BQ_PER_GROUP:

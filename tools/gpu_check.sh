@@ -31,8 +31,9 @@ if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
   for t in gpu_cache gpu_affine gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
 fi
-# racecheck of the affine kernels that share shared memory: per channel and per group
-race_affine() { for f in per_channel per_group; do
+# racecheck of the affine kernels that share shared memory: per channel, per token (bq_affine_flat)
+# and per group
+race_affine() { for f in per_channel per_token per_group; do
   TMO=300 san racecheck gpu_affine --filter "$f/*"; mv $OUT/racecheck_gpu_affine.txt $OUT/racecheck_gpu_affine_$f.txt; done; }
 if [ "$what" = all ] || [ "$what" = sanitizers ]; then
   TMO=280 san memcheck gpu_affine
