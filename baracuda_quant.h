@@ -4274,7 +4274,7 @@ BQ__FN int bq__affine_u(const bq_desc *d) {
    bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
    where it measured faster than bq_affine on the H100 at 256 MiB (per group G = 128, per
    channel with the axis outermost and in the middle), launched one work item a warp
-   (f64: one wave of 8 blocks an SM, each warp striding over the items).
+   (f64: 4 blocks an SM, each warp striding over the items).
    - Quantize forward, 4 (per group bf16: 0.83 -> 0.96 of copy, f32 0.85 -> 0.96, f64 0.79 ->
      0.90; per channel, axis in the middle, bf16 0.90 -> 0.96).
    - Quantize backward, 2 for f64, f16 and bf16 (per group bf16 0.83 -> 0.94; per channel
@@ -4496,10 +4496,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     return bq__launch(p, 1, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
   }
   if (bq__affine_blocks(p, &k, &v)) {
-    /* whole blocks a lane (bq_affine_blocks): a work item a warp; f64, one wave of 8 blocks
-       an SM at most, each warp striding over the items (bq__affine_ga says why) */
+    /* whole blocks a lane (bq_affine_blocks): a work item a warp; f64, 4 blocks an SM at
+       most, each warp striding over the items (bq__affine_ga says why; H100, 4 against 8:
+       per channel axis outermost f64 quantize forward 0.886 -> 0.898 of copy, per token f64
+       quantize backward 0.945 -> 0.956) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
-    int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 8 : blocks;
+    int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
     int which = d->granularity == BQ_PER_CHANNEL ? 3 : d->granularity == BQ_PER_GROUP ? 2 : 1;
     return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
