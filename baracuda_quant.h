@@ -784,8 +784,9 @@ static const char bq__src_affine_cu[] =
   "// shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops\n"
   "// look each access's parameters up. Where accesses can straddle two blocks, bq_affine_odd\n"
   "// computes those in registers with both blocks' parameters; bq_affine redoes them element by\n"
-  "// element. Per group over contiguous data with straddling accesses, bq_affine_flat treats\n"
-  "// the tensor as one flat array and gives each element its group's parameters by a select.\n"
+  "// element. Per group (and per token, a group a row) over contiguous data with straddling\n"
+  "// accesses, bq_affine_flat treats the tensor as one flat array and gives each element its\n"
+  "// group's parameters by a select.\n"
   "\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
   "typedef bq_t bq_in0;\n"
@@ -1404,7 +1405,8 @@ static const char bq__src_affine_cu[] =
   "#if BQ_GRAN == 2 || BQ_GRAN == 3\n"
   "// Per group over contiguous data: every row stride the row length and the parameter rows\n"
   "// dense, so the tensor is one flat array whose element e belongs to group e / G and the row\n"
-  "// boundaries (and their prologues) disappear. The host takes it where accesses straddle\n"
+  "// boundaries (and their prologues) disappear. Per token the same with G the row length, on\n"
+  "// contiguous rows off the 16-byte grid (rows of 4095). The host takes it where accesses straddle\n"
   "// groups (G not a whole number of accesses, or rows off the 16-byte grid: G = 105 on rows\n"
   "// of 4095), and for dequantize and fake quantize backward also where none does. A warp's\n"
   "// tile is 32 x BQ_FR accesses, coalesced as in the row kernels (lane + 32 u); the host\n"
@@ -4301,8 +4303,8 @@ BQ__FN int bq__affine_ga(const bq_desc *d) {
   return 0;
 }
 
-/* Per group, the accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR), or 0 where the
-   host never takes that kernel. Measured on the H100 at 256 MiB, G = 105 on rows of 4095,
+/* Per group and per token, the accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR),
+   or 0 where the host never takes that kernel. Measured on the H100 at 256 MiB, G = 105 on rows of 4095,
    against bq_affine_odd (the row kernel that took these shapes before):
    - Forward, 4: quantize f32 0.76 -> 0.96 of copy, f16 0.58 -> 0.94, bf16 0.58 -> 0.93;
      dequantize 0.72 -> 0.97 (16-bit), 0.82 -> 0.95 (f64); fake quantize bf16 0.65 -> 0.92,
@@ -4311,6 +4313,10 @@ BQ__FN int bq__affine_ga(const bq_desc *d) {
      0.99; with 4, quantize bf16 0.83), f64 1 (quantize 0.63 -> 0.87, fake quantize 0.79 ->
      0.99; with 2, 0.84 and 0.94), dequantize 4 (0.93 -> 1.00).
    - f64 quantize forward keeps bq_affine_odd: 0.73 there, 0.44 to 0.71 here.
+   Per token (contiguous rows of 4095, against the row kernel) the same counts, except
+   forward f16, bf16 and f64 quantize and fake quantize, which keep the row kernel (f16
+   quantize 0.92 there, 0.89 here; f64 quantize 0.87 there, 0.65 here). Gains: quantize
+   backward f64 0.77 -> 0.87, f32 0.94 -> 1.01; fake quantize backward f64 0.84 -> 0.99.
    A first form of the kernel, each lane a run of consecutive accesses (a warp's load
    instruction strided), measured lower everywhere (dequantize forward bf16 0.77). */
 BQ__FN int bq__affine_fr(const bq_desc *d) {
@@ -4418,8 +4424,9 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
   return 1;
 }
 
-/* Per group takes bq_affine_flat for the ops bq__affine_fr names where the data is one flat
-   array (every row stride the row length and the parameter rows dense, or a single row), a
+/* Per group (and per token, with G the row length) takes bq_affine_flat for the ops
+   bq__affine_fr names where the data is one flat array (every row stride the row length
+   and the parameter rows dense, or a single row), a
    warp's tile of 32 fr accesses touches at most 32 groups, and either an access can
    straddle two groups (as for bq_affine_odd below) or the op is not one bq_affine_blocks
    takes. Fills in k's fields for that kernel and returns the warps to launch (a tile each),

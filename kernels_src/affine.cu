@@ -22,8 +22,9 @@
 // shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops
 // look each access's parameters up. Where accesses can straddle two blocks, bq_affine_odd
 // computes those in registers with both blocks' parameters; bq_affine redoes them element by
-// element. Per group over contiguous data with straddling accesses, bq_affine_flat treats
-// the tensor as one flat array and gives each element its group's parameters by a select.
+// element. Per group (and per token, a group a row) over contiguous data with straddling
+// accesses, bq_affine_flat treats the tensor as one flat array and gives each element its
+// group's parameters by a select.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;
@@ -642,7 +643,8 @@ extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_par
 #if BQ_GRAN == 2 || BQ_GRAN == 3
 // Per group over contiguous data: every row stride the row length and the parameter rows
 // dense, so the tensor is one flat array whose element e belongs to group e / G and the row
-// boundaries (and their prologues) disappear. The host takes it where accesses straddle
+// boundaries (and their prologues) disappear. Per token the same with G the row length, on
+// contiguous rows off the 16-byte grid (rows of 4095). The host takes it where accesses straddle
 // groups (G not a whole number of accesses, or rows off the 16-byte grid: G = 105 on rows
 // of 4095), and for dequantize and fake quantize backward also where none does. A warp's
 // tile is 32 x BQ_FR accesses, coalesced as in the row kernels (lane + 32 u); the host
