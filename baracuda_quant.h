@@ -764,8 +764,8 @@ static const char bq__src_affine_cu[] =
   "// every granularity: per tensor, per channel, per token and per group.\n"
   "// Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake\n"
   "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;\n"
-  "// BQ_U, BQ_GA and BQ_FR, the row kernels', bq_affine_blocks' and bq_affine_flat's accesses\n"
-  "// per lane.\n"
+  "// BQ_U, BQ_GA, BQ_FR and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and\n"
+  "// bq_affine_narrow's accesses per lane.\n"
   "//\n"
   "// The data is [rows, cols] with a row stride per stream (per tensor and per channel are\n"
   "// one dense row; per channel with the channel axis innermost has its own kernel, at the\n"
@@ -786,7 +786,8 @@ static const char bq__src_affine_cu[] =
   "// computes those in registers with both blocks' parameters; bq_affine redoes them element by\n"
   "// element. Per group (and per token, a group a row) over contiguous data with straddling\n"
   "// accesses, bq_affine_flat treats the tensor as one flat array and gives each element its\n"
-  "// group's parameters by a select.\n"
+  "// group's parameters by a select. f64 quantize takes bq_affine_narrow, bq_affine_blocks'\n"
+  "// layout over accesses of one element, where the host says so.\n"
   "\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
   "typedef bq_t bq_in0;\n"
@@ -955,14 +956,15 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
-  "template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {\n"
-  "  E e[BQ_P];\n"
+  "// An access: P elements (BQ_P, 16 bytes of the widest stream; bq_affine_narrow's 1)\n"
+  "template <typename E, int P = BQ_P> struct alignas(sizeof(E) * P) bq_piece {\n"
+  "  E e[P];\n"
   "};\n"
   "\n"
   "#if BQ_HAS_IN1\n"
   "#define BQ_B(u) b[u]\n"
   "#else\n"
-  "#define BQ_B(u) bq_piece<bq_in1>()\n"
+  "#define BQ_B(u) bq_piece<bq_in1, (int)(sizeof(a[u].e) / sizeof(a[u].e[0]))>() // a[u]'s P\n"
   "#endif\n"
   "\n"
   "// One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element\n"
@@ -971,9 +973,9 @@ static const char bq__src_affine_cu[] =
   "// per token (bf16 [9362, 14336]: 0.80 -> 0.92 of copy) and the 16-bit slot kernels, but\n"
   "// cost the f32 slot kernels (per channel, axis outermost: 0.84 -> 0.80) and the odd-shape\n"
   "// one (bf16 G = 105: 0.59 -> 0.48, its spills 28 -> 172 bytes), which keep bq_apply.\n"
-  "template <bool NEAR>\n"
-  "static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,\n"
-  "                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out> &y,\n"
+  "template <bool NEAR, int P = BQ_P>\n"
+  "static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> &a, const bq_piece<bq_in1, P> &b,\n"
+  "                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out, P> &y,\n"
   "                                                      bool *fix) {\n"
   "#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1\n"
   "  if (NEAR && s.plain && z.near) {\n"
@@ -984,7 +986,7 @@ static const char bq__src_affine_cu[] =
   "  if (NEAR && s.plain) { // quantize backward: the mask and the division from the prepared scale\n"
   "    bool ok = true;\n"
   "#pragma unroll\n"
-  "    for (int j = 0; j < BQ_P; j++) {\n"
+  "    for (int j = 0; j < P; j++) {\n"
   "      const bq_c v = bq_div_near(bq_to_c(a.e[j]), s, ok);\n"
   "      y.e[j] = bq_in_range_near(bq_to_c(b.e[j]), s, z) ? bq_from_c(v) : (bq_out)0;\n"
   "    }\n"
@@ -992,7 +994,7 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "#endif\n"
   "#pragma unroll\n"
-  "  for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);\n"
+  "  for (int j = 0; j < P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);\n"
   "}\n"
   "\n"
   "#if BQ_GRAN != 0\n"
@@ -1332,16 +1334,11 @@ static const char bq__src_affine_cu[] =
   "// (bq__affine_ga says which, and why), where this kernel is empty and never launched.\n"
   "// Per group, f64 quantize forward is held to 64 registers, 4 blocks an SM (it had 66, and 3:\n"
   "// H100, G = 128, 0.91 -> 0.94 of copy)\n"
-  "#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD\n"
-  "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)\n"
-  "#else\n"
-  "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)\n"
-  "#endif\n"
-  "extern \"C\" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_params p) {\n"
-  "#if BQ_GA\n"
+  "// The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.\n"
+  "template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(const bq_affine_params &p) {\n"
   "  const int lane = threadIdx.x & 31, gl = p.gl, sub = lane & (gl - 1);\n"
   "  const bq_u32 bpi = (bq_u32)(32 / gl), lb = (bq_u32)(lane / gl); // blocks an item, the lane's among them\n"
-  "  const bq_u32 gc = (bq_u32)(p.group / BQ_P), chunks = (bq_u32)p.chunks; // accesses a block; items a row\n"
+  "  const bq_u32 gc = (bq_u32)(p.group / P), chunks = (bq_u32)p.chunks; // accesses a block; items a row\n"
   "  const bq_u32 work = (bq_u32)(p.rows * p.chunks), nw = (gridDim.x * blockDim.x) >> 5;\n"
   "  for (bq_u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work; w += nw) {\n"
   "    const bq_u32 r = chunks == 1 ? w : bq_div_u32(w, p.fd_chunks), j = w - r * chunks;\n"
@@ -1351,7 +1348,7 @@ static const char bq__src_affine_cu[] =
   "      a0 = (bq_u32)sub;\n"
   "    } else {\n"
   "      blk = bq_div_u32(j, p.fd_parts);\n"
-  "      a0 = (j - blk * (bq_u32)p.parts) * (32 * BQ_GA) + (bq_u32)lane;\n"
+  "      a0 = (j - blk * (bq_u32)p.parts) * (32 * GA) + (bq_u32)lane;\n"
   "    }\n"
   "    if (blk >= p.nblk) continue; // the row's last item may hold fewer blocks\n"
   "    const bq_i64 e0 = (bq_i64)blk * p.group;\n"
@@ -1359,45 +1356,67 @@ static const char bq__src_affine_cu[] =
   "    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride + e0;\n"
   "    bq_out *out = (bq_out *)p.out + r * p.out_stride + e0;\n"
   "    const int w_in0 = 16, w_out = bq_width(out); // in0 leads (x, or dy)\n"
-  "    bq_piece<bq_in0> a[BQ_GA];\n"
+  "    bq_piece<bq_in0, P> a[GA];\n"
   "#if BQ_HAS_IN1\n"
   "    const int w_in1 = bq_width(in1);\n"
-  "    bq_piece<bq_in1> b[BQ_GA];\n"
+  "    bq_piece<bq_in1, P> b[GA];\n"
   "#endif\n"
   "#pragma unroll\n"
-  "    for (int u = 0; u < BQ_GA; u++) {\n"
+  "    for (int u = 0; u < GA; u++) {\n"
   "      const bq_u32 acc = a0 + (bq_u32)(u * gl);\n"
   "      if (acc < gc) {\n"
-  "        bq_load(a[u], in0 + acc * BQ_P, w_in0);\n"
+  "        bq_load(a[u], in0 + acc * P, w_in0);\n"
   "#if BQ_HAS_IN1\n"
-  "        bq_load(b[u], in1 + acc * BQ_P, w_in1);\n"
+  "        bq_load(b[u], in1 + acc * P, w_in1);\n"
   "#endif\n"
   "      }\n"
   "    }\n"
   "    const bq_prep q = bq_prep_of(p, r, blk);\n"
   "    unsigned redo = 0; // bit u: access u takes the general formulas, element by element\n"
   "#pragma unroll\n"
-  "    for (int u = 0; u < BQ_GA; u++) {\n"
+  "    for (int u = 0; u < GA; u++) {\n"
   "      const bq_u32 acc = a0 + (bq_u32)(u * gl);\n"
   "      if (acc >= gc) continue;\n"
   "      bool fix = false;\n"
   "#if BQ_OP == 1 && !BQ_BWD\n"
   "      fix = !q.z.iok; // a zero point within the q-range's width of an int32 limit\n"
   "#endif\n"
-  "      bq_piece<bq_out> y;\n"
-  "      if (!fix) bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
+  "      bq_piece<bq_out, P> y;\n"
+  "      if (!fix) bq_apply_piece<true, P>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
   "      if (fix) redo |= 1u << u;\n"
-  "      else bq_store(out + acc * BQ_P, y, w_out);\n"
+  "      else bq_store(out + acc * P, y, w_out);\n"
   "    }\n"
   "    if (redo) { // rare, and out of the vector loop\n"
   "#pragma unroll 1\n"
-  "      for (int u = 0; u < BQ_GA; u++)\n"
+  "      for (int u = 0; u < GA; u++)\n"
   "        if (redo >> u & 1)\n"
   "#pragma unroll 1\n"
-  "          for (int e = 0; e < BQ_P; e++)\n"
-  "            bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * BQ_P + e, q.s.s, q.z.zp, in0, in1, out);\n"
+  "          for (int e = 0; e < P; e++)\n"
+  "            bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * P + e, q.s.s, q.z.zp, in0, in1, out);\n"
   "    }\n"
   "  }\n"
+  "}\n"
+  "#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD\n"
+  "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)\n"
+  "#else\n"
+  "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)\n"
+  "#endif\n"
+  "extern \"C\" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_params p) {\n"
+  "#if BQ_GA\n"
+  "  bq_blocks_body<BQ_P, BQ_GA>(p);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// f64 quantize, per channel, per group and per token (a block a row): bq_affine_blocks'\n"
+  "// layout with accesses of one element (8 bytes), BQ_NA a lane (the host's prelude: 0 in\n"
+  "// the specializations where the host never launches it, and the kernel is empty). An\n"
+  "// access never straddles two blocks, whatever G or the row length, and a warp's load\n"
+  "// instruction still reads gl contiguous elements of each of its blocks (a whole 32-byte\n"
+  "// sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its\n"
+  "// elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.\n"
+  "extern \"C\" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_affine_params p) {\n"
+  "#if BQ_NA\n"
+  "  bq_blocks_body<1, BQ_NA>(p);\n"
   "#endif\n"
   "}\n"
   "#endif\n"
@@ -4328,10 +4347,17 @@ BQ__FN int bq__affine_fr(const bq_desc *d) {
   return d->op == BQ_DEQUANTIZE ? 4 : d->float_type == BQ_F64 ? 1 : 2;
 }
 
+/* f64 quantize, per channel, per group and per token: the elements a lane takes in
+   bq_affine_narrow (affine.cu's BQ_NA), or 0 where the host never takes that kernel. */
+BQ__FN int bq__affine_na(const bq_desc *d) {
+  if (d->op != BQ_QUANTIZE || d->float_type != BQ_F64 || d->granularity == BQ_PER_TENSOR) return 0;
+  return d->direction == BQ_FORWARD ? 8 : d->granularity == BQ_PER_TOKEN ? 2 : 4;
+}
+
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n"
-              "#define BQ_FR %d\n", (int)d->op, d->direction == BQ_BACKWARD, (int)d->granularity, bq__affine_u(d),
-              bq__affine_ga(d), bq__affine_fr(d));
+              "#define BQ_FR %d\n#define BQ_NA %d\n", (int)d->op, d->direction == BQ_BACKWARD, (int)d->granularity,
+              bq__affine_u(d), bq__affine_ga(d), bq__affine_fr(d), bq__affine_na(d));
 }
 
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
@@ -4401,12 +4427,10 @@ BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, co
    bq__affine_ga names, where no access straddles two parameter blocks and its 32-bit
    work-item arithmetic holds. Fills in k's fields for that kernel and returns 1, or returns
    0. */
-BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
-  const bq_desc *d = &p->desc;
-  int64_t ga = bq__affine_ga(d);
-  int64_t g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group; /* per token, a block a row */
-  if (!ga || bq__affine_straddles(p, k, v, g)) return 0;
-  int64_t gc = g / p->vec, nblk = v->cols / g, lim = (int64_t)1 << 31;
+/* (bq_affine_blocks' and bq_affine_narrow's layout: blocks of g elements, gc accesses of
+   them, up to ga a lane) */
+BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64_t g, int64_t gc, int64_t ga) {
+  int64_t nblk = v->cols / g, lim = (int64_t)1 << 31;
   int64_t gl = 1, parts = 1, ipr;
   while (gl < 32 && gl * ga < gc) gl *= 2;
   if (gl * ga < gc) parts = (gc + 32 * ga - 1) / (32 * ga);
@@ -4422,6 +4446,37 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
   k->fd_parts = bq__make_fastdiv((uint32_t)parts);
   k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
   return 1;
+}
+BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+  const bq_desc *d = &p->desc;
+  int64_t ga = bq__affine_ga(d);
+  int64_t g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group; /* per token, a block a row */
+  if (!ga || bq__affine_straddles(p, k, v, g)) return 0;
+  return bq__affine_blocks_fill(k, v, g, g / p->vec, ga);
+}
+
+/* f64 quantize takes bq_affine_narrow (bq_affine_blocks' layout over accesses of one element)
+   for parameter blocks of at least 64 elements (a group; a row per token; a channel's run
+   per channel): forward and per-token backward always, per-group and per-channel backward
+   where 16-byte accesses straddle blocks (aligned blocks keep bq_affine_blocks). Per
+   channel with the axis innermost keeps bq_affine_cols, which is taken first. Fills in k's
+   fields and returns 1, or returns 0. Measured on the H100 at 256 MiB, against the kernels
+   that took these shapes before (row, odd-shape, flat and blocks kernels), ratio to copy:
+   - forward, 8 a lane: per group G = 105 0.73 -> 0.96, G = 128 0.93 -> 0.95; per token rows
+     of 4095 0.87 -> 0.99, 4096 0.91 -> 0.98, strided 0.89 -> 0.98, 14336 0.92 -> 0.97; per
+     channel axis outermost 0.90 -> 0.95, in the middle 0.93 -> 0.94. (16 a lane: 0.73 to
+     0.93; 4: 0.75 to 0.93.)
+   - backward per token, 2 a lane: rows of 4095 0.87 -> 0.96, 4096 0.95 -> 0.96, 14336 0.94
+     -> 0.99 (4 a lane: 0.95 on each; 8: 0.83 to 0.85).
+   - backward per group G = 105, 4 a lane: 0.87 -> 0.98. Aligned, it lost: G = 128 0.96 ->
+     0.94, per channel in the middle 0.94 -> 0.93 (2 a lane: 0.90 at G = 128). Per channel
+     with straddling runs (no benchmark row) follows per group's rule. */
+BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+  const bq_desc *d = &p->desc;
+  int64_t na = bq__affine_na(d), g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group;
+  if (!na || g < 64) return 0;
+  if (d->direction == BQ_BACKWARD && d->granularity != BQ_PER_TOKEN && !bq__affine_straddles(p, k, v, g)) return 0;
+  return bq__affine_blocks_fill(k, v, g, g, na);
 }
 
 /* Per group (and per token, with G the row length) takes bq_affine_flat for the ops
@@ -4502,6 +4557,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
     return bq__launch(p, 1, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
   }
+  if (bq__affine_narrow(p, &k, &v)) {
+    /* as bq_affine_blocks for f64: 4 blocks an SM at most, each warp striding over the items */
+    int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1, blocks = bq__grid(items, 8);
+    return bq__launch(p, d->granularity == BQ_PER_TOKEN ? 3 : 4, blocks < sms * 4 ? blocks : sms * 4, 1, 256, 0, &k,
+                      stream);
+  }
   if (bq__affine_blocks(p, &k, &v)) {
     /* whole blocks a lane (bq_affine_blocks): a work item a warp; f64, 4 blocks an SM at
        most, each warp striding over the items (bq__affine_ga says why; H100, 4 against 8:
@@ -4562,9 +4623,9 @@ static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
   bq__no_workspace, bq__affine_run,
   {{"bq_affine"},
-   {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks"},
-   {"bq_affine", "bq_affine_blocks", "bq_affine_flat"},
-   {"bq_affine", "bq_affine_odd", "bq_affine_blocks", "bq_affine_flat"}}};
+   {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks", "bq_affine_narrow"},
+   {"bq_affine", "bq_affine_blocks", "bq_affine_flat", "bq_affine_narrow"},
+   {"bq_affine", "bq_affine_odd", "bq_affine_blocks", "bq_affine_flat", "bq_affine_narrow"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */

@@ -2,8 +2,8 @@
 // every granularity: per tensor, per channel, per token and per group.
 // Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake
 // quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;
-// BQ_U, BQ_GA and BQ_FR, the row kernels', bq_affine_blocks' and bq_affine_flat's accesses
-// per lane.
+// BQ_U, BQ_GA, BQ_FR and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and
+// bq_affine_narrow's accesses per lane.
 //
 // The data is [rows, cols] with a row stride per stream (per tensor and per channel are
 // one dense row; per channel with the channel axis innermost has its own kernel, at the
@@ -24,7 +24,8 @@
 // computes those in registers with both blocks' parameters; bq_affine redoes them element by
 // element. Per group (and per token, a group a row) over contiguous data with straddling
 // accesses, bq_affine_flat treats the tensor as one flat array and gives each element its
-// group's parameters by a select.
+// group's parameters by a select. f64 quantize takes bq_affine_narrow, bq_affine_blocks'
+// layout over accesses of one element, where the host says so.
 
 #if BQ_OP == 1 && !BQ_BWD
 typedef bq_t bq_in0;
@@ -193,14 +194,15 @@ static __device__ __noinline__ void bq_one(bq_i64 k, bq_c sc, int zp, const bq_i
 #endif
 }
 
-template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {
-  E e[BQ_P];
+// An access: P elements (BQ_P, 16 bytes of the widest stream; bq_affine_narrow's 1)
+template <typename E, int P = BQ_P> struct alignas(sizeof(E) * P) bq_piece {
+  E e[P];
 };
 
 #if BQ_HAS_IN1
 #define BQ_B(u) b[u]
 #else
-#define BQ_B(u) bq_piece<bq_in1>()
+#define BQ_B(u) bq_piece<bq_in1, (int)(sizeof(a[u].e) / sizeof(a[u].e[0]))>() // a[u]'s P
 #endif
 
 // One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element
@@ -209,9 +211,9 @@ template <typename E> struct alignas(sizeof(E) * BQ_P) bq_piece {
 // per token (bf16 [9362, 14336]: 0.80 -> 0.92 of copy) and the 16-bit slot kernels, but
 // cost the f32 slot kernels (per channel, axis outermost: 0.84 -> 0.80) and the odd-shape
 // one (bf16 G = 105: 0.59 -> 0.48, its spills 28 -> 172 bytes), which keep bq_apply.
-template <bool NEAR>
-static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,
-                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out> &y,
+template <bool NEAR, int P = BQ_P>
+static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> &a, const bq_piece<bq_in1, P> &b,
+                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out, P> &y,
                                                       bool *fix) {
 #if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
   if (NEAR && s.plain && z.near) {
@@ -222,7 +224,7 @@ static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a,
   if (NEAR && s.plain) { // quantize backward: the mask and the division from the prepared scale
     bool ok = true;
 #pragma unroll
-    for (int j = 0; j < BQ_P; j++) {
+    for (int j = 0; j < P; j++) {
       const bq_c v = bq_div_near(bq_to_c(a.e[j]), s, ok);
       y.e[j] = bq_in_range_near(bq_to_c(b.e[j]), s, z) ? bq_from_c(v) : (bq_out)0;
     }
@@ -230,7 +232,7 @@ static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0> &a,
   }
 #endif
 #pragma unroll
-  for (int j = 0; j < BQ_P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
+  for (int j = 0; j < P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
 }
 
 #if BQ_GRAN != 0
@@ -570,16 +572,11 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 // (bq__affine_ga says which, and why), where this kernel is empty and never launched.
 // Per group, f64 quantize forward is held to 64 registers, 4 blocks an SM (it had 66, and 3:
 // H100, G = 128, 0.91 -> 0.94 of copy)
-#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD
-#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)
-#else
-#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)
-#endif
-extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_params p) {
-#if BQ_GA
+// The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.
+template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(const bq_affine_params &p) {
   const int lane = threadIdx.x & 31, gl = p.gl, sub = lane & (gl - 1);
   const bq_u32 bpi = (bq_u32)(32 / gl), lb = (bq_u32)(lane / gl); // blocks an item, the lane's among them
-  const bq_u32 gc = (bq_u32)(p.group / BQ_P), chunks = (bq_u32)p.chunks; // accesses a block; items a row
+  const bq_u32 gc = (bq_u32)(p.group / P), chunks = (bq_u32)p.chunks; // accesses a block; items a row
   const bq_u32 work = (bq_u32)(p.rows * p.chunks), nw = (gridDim.x * blockDim.x) >> 5;
   for (bq_u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work; w += nw) {
     const bq_u32 r = chunks == 1 ? w : bq_div_u32(w, p.fd_chunks), j = w - r * chunks;
@@ -589,7 +586,7 @@ extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_par
       a0 = (bq_u32)sub;
     } else {
       blk = bq_div_u32(j, p.fd_parts);
-      a0 = (j - blk * (bq_u32)p.parts) * (32 * BQ_GA) + (bq_u32)lane;
+      a0 = (j - blk * (bq_u32)p.parts) * (32 * GA) + (bq_u32)lane;
     }
     if (blk >= p.nblk) continue; // the row's last item may hold fewer blocks
     const bq_i64 e0 = (bq_i64)blk * p.group;
@@ -597,45 +594,67 @@ extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_par
     const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride + e0;
     bq_out *out = (bq_out *)p.out + r * p.out_stride + e0;
     const int w_in0 = 16, w_out = bq_width(out); // in0 leads (x, or dy)
-    bq_piece<bq_in0> a[BQ_GA];
+    bq_piece<bq_in0, P> a[GA];
 #if BQ_HAS_IN1
     const int w_in1 = bq_width(in1);
-    bq_piece<bq_in1> b[BQ_GA];
+    bq_piece<bq_in1, P> b[GA];
 #endif
 #pragma unroll
-    for (int u = 0; u < BQ_GA; u++) {
+    for (int u = 0; u < GA; u++) {
       const bq_u32 acc = a0 + (bq_u32)(u * gl);
       if (acc < gc) {
-        bq_load(a[u], in0 + acc * BQ_P, w_in0);
+        bq_load(a[u], in0 + acc * P, w_in0);
 #if BQ_HAS_IN1
-        bq_load(b[u], in1 + acc * BQ_P, w_in1);
+        bq_load(b[u], in1 + acc * P, w_in1);
 #endif
       }
     }
     const bq_prep q = bq_prep_of(p, r, blk);
     unsigned redo = 0; // bit u: access u takes the general formulas, element by element
 #pragma unroll
-    for (int u = 0; u < BQ_GA; u++) {
+    for (int u = 0; u < GA; u++) {
       const bq_u32 acc = a0 + (bq_u32)(u * gl);
       if (acc >= gc) continue;
       bool fix = false;
 #if BQ_OP == 1 && !BQ_BWD
       fix = !q.z.iok; // a zero point within the q-range's width of an int32 limit
 #endif
-      bq_piece<bq_out> y;
-      if (!fix) bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
+      bq_piece<bq_out, P> y;
+      if (!fix) bq_apply_piece<true, P>(a[u], BQ_B(u), q.s, q.z, y, &fix);
       if (fix) redo |= 1u << u;
-      else bq_store(out + acc * BQ_P, y, w_out);
+      else bq_store(out + acc * P, y, w_out);
     }
     if (redo) { // rare, and out of the vector loop
 #pragma unroll 1
-      for (int u = 0; u < BQ_GA; u++)
+      for (int u = 0; u < GA; u++)
         if (redo >> u & 1)
 #pragma unroll 1
-          for (int e = 0; e < BQ_P; e++)
-            bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * BQ_P + e, q.s.s, q.z.zp, in0, in1, out);
+          for (int e = 0; e < P; e++)
+            bq_one((bq_i64)(a0 + (bq_u32)(u * gl)) * P + e, q.s.s, q.z.zp, in0, in1, out);
     }
   }
+}
+#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD
+#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)
+#else
+#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)
+#endif
+extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_params p) {
+#if BQ_GA
+  bq_blocks_body<BQ_P, BQ_GA>(p);
+#endif
+}
+
+// f64 quantize, per channel, per group and per token (a block a row): bq_affine_blocks'
+// layout with accesses of one element (8 bytes), BQ_NA a lane (the host's prelude: 0 in
+// the specializations where the host never launches it, and the kernel is empty). An
+// access never straddles two blocks, whatever G or the row length, and a warp's load
+// instruction still reads gl contiguous elements of each of its blocks (a whole 32-byte
+// sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its
+// elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.
+extern "C" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_affine_params p) {
+#if BQ_NA
+  bq_blocks_body<1, BQ_NA>(p);
 #endif
 }
 #endif

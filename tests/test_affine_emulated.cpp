@@ -24,6 +24,8 @@
 #define EMU_FR (EMU_GRAN < 2 ? 0 \
                 : !EMU_BWD ? ((EMU_GRAN == 2 && EMU_OP != 2 && EMU_T != 0) || (EMU_OP == 1 && EMU_T == 1) ? 0 : 4) \
                 : EMU_OP == 2 ? 4 : EMU_T == 1 ? 1 : 2)
+/* bq_affine_narrow's elements a lane, 0 where the host never takes it: bq__affine_na */
+#define EMU_NA (EMU_OP == 1 && EMU_T == 1 && EMU_GRAN != 0 ? (!EMU_BWD ? 8 : EMU_GRAN == 2 ? 2 : 4) : 0)
 #define EMU_U (EMU_T == 1 ? (EMU_GRAN == 2 && EMU_BWD ? 2 : 4) : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
 namespace emu_aff {
 #define BQ_FT EMU_T
@@ -37,6 +39,7 @@ namespace emu_aff {
 #define BQ_U EMU_U
 #define BQ_GA EMU_GA
 #define BQ_FR EMU_FR
+#define BQ_NA EMU_NA
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/affine.cu"
 #include "emulator/kernel_undefs.h"
@@ -58,6 +61,7 @@ static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff
 #endif
 #if EMU_GRAN != 0
 static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_narrow(const void *p) { emu_aff::bq_affine_narrow(*(const emu_aff::bq_affine_params *)p); }
 #endif
 #if EMU_GRAN >= 2
 static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_aff::bq_affine_params *)p); }
@@ -65,9 +69,9 @@ static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_a
 #if EMU_GRAN == 1
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
 #endif
-/* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks and
-   bq_affine_flat */
-static int g_cols, g_odd, g_even, g_blocks, g_flat;
+/* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
+   bq_affine_flat and bq_affine_narrow */
+static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow;
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
 #if EMU_GRAN == 1
@@ -78,6 +82,7 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #endif
 #if EMU_GRAN != 0
   g_blocks += k == k_affine_blocks;
+  g_narrow += k == k_affine_narrow;
 #endif
 #if EMU_GRAN >= 2
   g_flat += k == k_affine_flat;
@@ -171,6 +176,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
   entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
   entry.fn[EMU_GRAN == 1 ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
+  entry.fn[4] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, blocks of 64 elements or more */
 #endif
 #if EMU_GRAN == 3
   entry.fn[3] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
@@ -178,6 +184,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #if EMU_GRAN == 2
   entry.fn[1] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
   entry.fn[2] = (bq__CUfunction)k_affine_flat;   /* contiguous rows off the 16-byte grid */
+  entry.fn[3] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, rows of 64 elements or more */
 #endif
 #if EMU_GRAN == 1
   entry.fn[1] = (bq__CUfunction)k_affine_cols;
@@ -266,7 +273,9 @@ Test(emulated_affine, shapes, .timeout = 600) {
      three in four take it: some groups are too short for its tile, some aligned ones go to
      bq_affine_blocks). Per token, the last 24 are contiguous rows of at least 4 accesses,
      most of them off the 16-byte grid (bq_affine_flat). */
-  const int reps = EMU_GRAN == 1 ? 88 : EMU_GRAN == 3 ? 112 : EMU_GRAN == 2 ? 88 : 64;
+  /* (per channel, f64 quantize forward: 120, since bq_affine_narrow takes the runs of 64
+     elements or more from the row kernels) */
+  const int reps = EMU_GRAN == 1 ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GRAN == 3 ? 112 : EMU_GRAN == 2 ? 88 : 64;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
@@ -338,10 +347,14 @@ Test(emulated_affine, shapes, .timeout = 600) {
     const int64_t p = 16 / ref_dtype_size(T);
     const int flat = rep >= 64; /* contiguous rows of 4 accesses or more (bq_affine_flat) */
     const int aligned = rep % 4 == 1 && !flat; /* rows a whole number of accesses, 16-byte aligned (bq_affine_blocks) */
-    a.cols = aligned ? p * ((rnd() & 3) ? rnd_range(1, 90) : rnd_range(120, 300)) : rnd_range(1, 700);
+    /* f64 quantize: bq_affine_narrow takes rows of 64 elements or more, so half the aligned
+       cases and two thirds of the flat ones stay shorter, for the kernels they are for */
+    const int shorter = EMU_NA && (rep % 8 == 1 || (flat && rep % 3 != 2));
+    a.cols = aligned ? p * (shorter ? rnd_range(1, 31) : (rnd() & 3) ? rnd_range(1, 90) : rnd_range(120, 300))
+                     : rnd_range(1, 700);
     g_wide_scales = flat && rep % 2 == 0;
     if (flat) {
-      a.cols = p * rnd_range(4, rep % 3 ? 40 : 300) + rnd_range(rep % 4 ? 1 : 0, p - 1);
+      a.cols = p * rnd_range(4, shorter ? 30 : rep % 3 ? 40 : 300) + rnd_range(rep % 4 ? 1 : 0, p - 1);
       a.rows = rnd_range(1, rep % 2 ? 3 : 80);
     }
     np = a.rows;
@@ -378,4 +391,6 @@ Test(emulated_affine, shapes, .timeout = 600) {
   else cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
   if (EMU_FR) cr_assert(g_flat >= 8, "only %d cases took bq_affine_flat", g_flat);
   else cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
+  if (EMU_NA) cr_assert(g_narrow >= 8, "only %d cases took bq_affine_narrow", g_narrow);
+  else cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
 }

@@ -109,7 +109,18 @@ static void copy_str(char *dst, size_t n, const char *src) {
   if (n) dst[i] = 0;
 }
 
-static int matches(const char *name) { return !G.filter || strstr(name, G.filter) != NULL; }
+/* --filter: comma-separated substrings; a row runs when its name contains any of them */
+static int matches(const char *name) {
+  if (!G.filter) return 1;
+  for (const char *f = G.filter; *f;) {
+    size_t n = strcspn(f, ",");
+    char part[256];
+    copy_str(part, n + 1 < sizeof part ? n + 1 : sizeof part, f);
+    if (n && strstr(name, part)) return 1;
+    f += n + (f[n] == ',');
+  }
+  return 0;
+}
 
 /* ---- random data ------------------------------------------------------------------ */
 static uint64_t splitmix64(uint64_t *s) {
@@ -1251,7 +1262,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: bench [--quick] [--filter SUBSTRING] [--json PATH] [--reps N] [--warmup N]\n"
           "  --quick      fewer repetitions; 256 MiB and one small size only\n"
-          "  --filter S   only rows whose name contains S (names: per_tensor/quantize/fwd/f32/\n"
+          "  --filter S   only rows whose name contains S, or any of S's comma-separated parts\n"
+          "               (names: per_tensor/quantize/fwd/f32/\n"
           "               s8/[67108864], copy/268435456, jit/cold_compile, jit/disk_select,\n"
           "               jit/memory_select, jit/run_overhead)\n"
           "  --json PATH  where the JSON goes (default bench.json)\n"

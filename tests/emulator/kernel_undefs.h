@@ -21,6 +21,7 @@
 #undef BQ_BK
 #undef BQ_BLOCK
 #undef BQ_GA
+#undef BQ_NA
 #undef BQ_CLAMP_BIG
 #undef BQ_COLS_SMEM
 #undef BQ_CPT
