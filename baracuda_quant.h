@@ -4331,7 +4331,8 @@ BQ__FN int bq__affine_ga(const bq_desc *d) {
    - Backward, 2 (quantize f32 0.77 -> 1.01, bf16 0.54 -> 0.91; fake quantize bf16 0.78 ->
      0.99; with 4, quantize bf16 0.83), f64 1 (quantize 0.63 -> 0.87, fake quantize 0.79 ->
      0.99; with 2, 0.84 and 0.94), dequantize 4 (0.93 -> 1.00).
-   - f64 quantize forward keeps bq_affine_odd: 0.73 there, 0.44 to 0.71 here.
+   - f64 quantize forward kept bq_affine_odd: 0.73 there, 0.44 to 0.71 here. (bq_affine_narrow
+     now takes f64 quantize, both directions, for groups and rows of 64 elements or more.)
    Per token (contiguous rows of 4095, against the row kernel) the same counts, except
    forward f16, bf16 and f64 quantize and fake quantize, which keep the row kernel (f16
    quantize 0.92 there, 0.89 here; f64 quantize 0.87 there, 0.65 here). Gains: quantize
