@@ -147,7 +147,10 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 }
 
 Test(emulated_dynamic, shapes, .timeout = 600) {
-  for (int rep = 0; rep < 40; rep++) {
+  /* per token, 16 more cases of contiguous rows, most of them off the 16-byte grid (each
+     row's prologue then differs from the last's) */
+  const int reps = EMU_SCOPE == 2 ? 56 : 40;
+  for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
     char shape[128];
@@ -172,11 +175,17 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
 #else
     /* short rows; past 1024 accesses, rows for bq_dynamic_long, which keeps up to 4096 on
        chip and reads longer ones twice */
-    a.cols = rep < 30 ? rnd_range(1, 3000) : rnd_range(4100, 40000);
+    a.cols = rep < 30 || rep >= 40 ? rnd_range(1, 3000) : rnd_range(4100, 40000);
     np = a.rows;
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9) * (rnd() & 1 ? 8 : 1);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+    if (rep >= 40) { /* contiguous rows, a row stride of 0 or the row length */
+      a.rows = rnd_range(2, 24);
+      a.x_row_stride = rnd() & 1 ? 0 : a.cols;
+      a.y_row_stride = rnd() & 1 ? 0 : a.cols;
+      np = a.rows;
+    }
     emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
     run(a, xtot, ytot, np, offx, offy, shape);

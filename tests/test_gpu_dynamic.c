@@ -682,6 +682,10 @@ static void matrix_token(const bq_desc *d)
   /* aligned, contiguous: the vector path from the first element */
   c = token_case(d, NKINDS + rnd_range(0, 16), PICK(aligned_cols), 0, 0, 0, 0);
   run_case(&c);
+  /* odd lengths, contiguous rows (each row's prologue differs from the last's), x and y
+     misaligned independently */
+  c = token_case(d, NKINDS + rnd_range(0, 8), PICK(odd_cols), 0, 0, (int)rnd_range(0, 15), (int)rnd_range(0, 15));
+  run_case(&c);
   /* odd lengths, padded odd strides, x and y misaligned independently */
   {
     int64_t cols = PICK(odd_cols);
