@@ -4428,6 +4428,12 @@ BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, co
    bq__affine_ga names, where no access straddles two parameter blocks and its 32-bit
    work-item arithmetic holds. Fills in k's fields for that kernel and returns 1, or returns
    0. */
+/* The parameter block of bq_affine_blocks, bq_affine_narrow and bq_affine_flat: a group, a
+   channel's run (both k->group), or per token a row. */
+BQ__FN int64_t bq__affine_block_len(const bq_desc *d, const bq__affine_params *k, const bq__view *v) {
+  return d->granularity == BQ_PER_TOKEN ? v->cols : k->group;
+}
+
 /* (bq_affine_blocks' and bq_affine_narrow's layout: blocks of g elements, gc accesses of
    them, up to ga a lane) */
 BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64_t g, int64_t gc, int64_t ga) {
@@ -4450,8 +4456,7 @@ BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64
 }
 BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
-  int64_t ga = bq__affine_ga(d);
-  int64_t g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group; /* per token, a block a row */
+  int64_t ga = bq__affine_ga(d), g = bq__affine_block_len(d, k, v);
   if (!ga || bq__affine_straddles(p, k, v, g)) return 0;
   return bq__affine_blocks_fill(k, v, g, g / p->vec, ga);
 }
@@ -4474,7 +4479,7 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
      with straddling runs (no benchmark row) follows per group's rule. */
 BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
-  int64_t na = bq__affine_na(d), g = d->granularity == BQ_PER_TOKEN ? v->cols : k->group;
+  int64_t na = bq__affine_na(d), g = bq__affine_block_len(d, k, v);
   if (!na || g < 64) return 0;
   if (d->direction == BQ_BACKWARD && d->granularity != BQ_PER_TOKEN && !bq__affine_straddles(p, k, v, g)) return 0;
   return bq__affine_blocks_fill(k, v, g, g, na);
@@ -4490,7 +4495,7 @@ BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__v
 BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int tok = d->granularity == BQ_PER_TOKEN; /* per token: a group a row */
-  int64_t fr = bq__affine_fr(d), g = tok ? v->cols : k->group, n = v->rows * v->cols;
+  int64_t fr = bq__affine_fr(d), g = bq__affine_block_len(d, k, v), n = v->rows * v->cols;
   if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
@@ -4558,20 +4563,16 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
     return bq__launch(p, 1, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
   }
-  if (bq__affine_narrow(p, &k, &v)) {
-    /* as bq_affine_blocks for f64: 4 blocks an SM at most, each warp striding over the items */
-    int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1, blocks = bq__grid(items, 8);
-    return bq__launch(p, d->granularity == BQ_PER_TOKEN ? 3 : 4, blocks < sms * 4 ? blocks : sms * 4, 1, 256, 0, &k,
-                      stream);
-  }
-  if (bq__affine_blocks(p, &k, &v)) {
-    /* whole blocks a lane (bq_affine_blocks): a work item a warp; f64, 4 blocks an SM at
-       most, each warp striding over the items (bq__affine_ga says why; H100, 4 against 8:
-       per channel axis outermost f64 quantize forward 0.886 -> 0.898 of copy, per token f64
-       quantize backward 0.945 -> 0.956) */
+  int narrow = bq__affine_narrow(p, &k, &v);
+  if (narrow || bq__affine_blocks(p, &k, &v)) {
+    /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): a work item a
+       warp; f64, 4 blocks an SM at most, each warp striding over the items (bq__affine_ga
+       says why; H100, 4 against 8: per channel axis outermost f64 quantize forward 0.886 ->
+       0.898 of copy, per token f64 quantize backward 0.945 -> 0.956) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
-    int which = d->granularity == BQ_PER_CHANNEL ? 3 : d->granularity == BQ_PER_GROUP ? 2 : 1;
+    int tok = d->granularity == BQ_PER_TOKEN, which = narrow ? (tok ? 3 : 4)
+                                                       : d->granularity == BQ_PER_CHANNEL ? 3 : tok ? 1 : 2;
     return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
   int64_t flat = bq__affine_flat(p, &k, &v);
