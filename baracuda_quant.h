@@ -88,7 +88,11 @@
      they are mma.sync with a 3-stage pipeline. The first select of a GEMM SKU compiles
      for a few seconds (then it is cached like every kernel). A QuantizedLinear plan
      holds two kernels: bq_plan_sku names both ("<gemm> + <dynamic>"), bq_sku the GEMM,
-     and bq_cache_warm compiles both, in the form bq_plan_select would use.
+     and bq_cache_warm compiles both, in the form bq_plan_select would use. On sm_90 and
+     later (driver 12.3 or newer) its weight streaming (M <= 64, or 256 in passes) is
+     launched with programmatic stream serialization: it starts while the activations'
+     kernel runs, streams the weight, and waits for that kernel before it reads the
+     activations (BARACUDA_QUANT_PDL=0 turns this off).
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
@@ -137,6 +141,9 @@
      BARACUDA_QUANT_WGMMA          0: linear plans selected on sm_90 devices use the
                                    mma.sync tiles of an sm_90 module instead of the
                                    sm_90a warpgroup-MMA tiles (the default there)
+     BARACUDA_QUANT_PDL            0: QuantizedLinear plans selected with it launch their
+                                   weight streaming after the activations' kernel ends,
+                                   not overlapping it
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -376,6 +383,18 @@ typedef void *bq__CUevent;
 typedef void *bq__CUgraph;
 typedef void *bq__CUgraphExec;
 typedef unsigned long long bq__CUdeviceptr;
+/* cuLaunchKernelEx's CUlaunchAttribute (an id, then a 64-byte value at offset 8) and
+   CUlaunchConfig */
+typedef struct bq__CUlaunchAttribute {
+  int id, pad_;
+  union { int i; char bytes[64]; } value;
+} bq__CUlaunchAttribute;
+typedef struct bq__CUlaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  bq__CUstream stream;
+  bq__CUlaunchAttribute *attrs;
+  unsigned num_attrs;
+} bq__CUlaunchConfig;
 typedef int bq__nvrtcResult;
 typedef void *bq__nvrtcProgram;
 
@@ -386,6 +405,7 @@ enum {
   BQ__CU_ATTR_CC_MAJOR = 75,
   BQ__CU_ATTR_CC_MINOR = 76,
   BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
+  BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION = 6,
   BQ__CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
   BQ__CU_STREAM_CAPTURE_MODE_RELAXED = 2,
   BQ__CU_EVENT_DEFAULT = 0,
@@ -416,6 +436,7 @@ enum {
   X(cuLaunchKernel, (bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,     \
                      unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,   \
                      void **extra))                                                            \
+  X(cuLaunchKernelEx, (const bq__CUlaunchConfig *c, bq__CUfunction f, void **params, void **extra)) \
   X(cuMemAlloc, (bq__CUdeviceptr * p, size_t n))                                               \
   X(cuMemFree, (bq__CUdeviceptr p))                                                            \
   X(cuMemcpyHtoD, (bq__CUdeviceptr dst, const void *src, size_t n))                            \
@@ -2264,6 +2285,24 @@ static const char bq__src_common_cuh[] =
   "  if (tpr > 32) __syncthreads();\n"
   "  else __syncwarp();\n"
   "}\n"
+  "\n"
+  "// ---- programmatic dependent launch (sm_90 and up) ------------------------------------\n"
+  "// QuantizedLinear's weight streaming is launched with programmatic stream serialization\n"
+  "// right after its activations' quantization: bq_launch_dependents (in that kernel) lets it\n"
+  "// start at once and stream weights, and bq_wait_prior_grid (in the GEMV, before its first\n"
+  "// read of anything the quantization writes) waits until that grid has finished and its\n"
+  "// writes are visible. Both are no-ops in a grid launched the ordinary way, below sm_90,\n"
+  "// and in the CPU emulator.\n"
+  "static __device__ __forceinline__ void bq_launch_dependents() {\n"
+  "#if !defined(BQ_EMULATED) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
+  "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_wait_prior_grid() {\n"
+  "#if !defined(BQ_EMULATED) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"
+  "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+  "#endif\n"
+  "}\n"
 ;
 static const char bq__src_dynamic_cu[] =
   "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
@@ -2565,13 +2604,19 @@ static const char bq__src_dynamic_cu[] =
   "  }\n"
   "#endif\n"
   "}\n"
+  "// Per token, QuantizedLinear's weight streaming may start as soon as every block of this\n"
+  "// grid is running (bq_launch_dependents): it streams weights until this grid is done.\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "#if BQ_DSCOPE == 2\n"
+  "  bq_launch_dependents();\n"
+  "#endif\n"
   "  bq_dynamic_body<BQ_CPT>(p, red_smem);\n"
   "}\n"
   "#if BQ_DSCOPE == 2\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];\n"
+  "  bq_launch_dependents();\n"
   "  bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);\n"
   "}\n"
   "#endif\n"
@@ -2669,6 +2714,7 @@ static const char bq__src_linear_cu[] =
   "#define BQ_LF_Y2 64     // y and ldy allow two-element stores\n"
   "#define BQ_LF_K0 128    // K == 0: y = bias (or 0)\n"
   "#define BQ_LF_Y8 256    // y and ldy allow eight-element stores\n"
+  "#define BQ_LF_PDL 512   // weight streaming launched while the activations' kernel runs\n"
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
   "template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {\n"
@@ -3118,11 +3164,13 @@ static const char bq__src_linear_cu[] =
   "// holds k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The row\n"
   "// stride of 512 + 64 bytes keeps those reads free of bank conflicts. The warps meet in\n"
   "// shared memory at the end. A grid row (blockIdx.y) takes the next 16 * MT rows; its\n"
-  "// weight reads then mostly hit L2. The epilogue's parameters are loaded first.\n"
+  "// weight reads then mostly hit L2.\n"
   "// Stages in flight: as many (2 to 4) as fit in about 56 KiB, so that four CTAs share an SM\n"
   "// and the grid of a large weight (512 CTAs for N = 8192) runs in one wave: a partial\n"
   "// second wave costs more than a shallower pipeline. The host sizes shared memory the same\n"
-  "// way (bq__gemv_smem).\n"
+  "// way (bq__gemv_smem). Deeper pipelines do not pay (H100, M = 1: 8 stages 11.2 -> 11.7 us\n"
+  "// at N = K = 4096, 5 stages 27.9 -> 28.7 us at 8192; 2 stages lose 1.6 us), nor do stages\n"
+  "// of 1 KiB a row (M = 16 and 64 slower, M = 1 the same).\n"
   "#define BQ_GV_LD 576\n"
   "#define BQ_GV_STAGES(XR) max(2, min(4, 57344 / ((16 + (XR)) * BQ_GV_LD)))\n"
   "#define BQ_GV_SMEM(XR) (BQ_GV_STAGES(XR) * (16 + (XR)) * BQ_GV_LD) // XR = min(16 MT, M)\n"
@@ -3147,27 +3195,39 @@ static const char bq__src_linear_cu[] =
   "    if (r < 16 ? n0 + r < p.n : r < rows && m0 + r - 16 < p.m) ok |= 1 << j;\n"
   "  }\n"
   "  const int fast = wvec && avec ? (int)(p.k / 512) : 0;\n"
-  "  auto load = [&](int stage, int kt) {\n"
+  "  // rows j in [jlo, jhi) of a stage: j < 2 the weight's, then the activations'\n"
+  "  auto load = [&](int stage, int kt, int jlo, int jhi) {\n"
   "    const bq_u32 d = sbase + stage * STAGE + warp * BQ_GV_LD + lane * 16;\n"
   "    if (kt < fast) {\n"
   "#pragma unroll\n"
   "      for (int j = 0; j < J; j++) {\n"
   "        const bool has = ok >> j & 1;\n"
   "        const bq_u8 *src = j < 2 ? wsrc + (8 * j * p.k + (bq_i64)kt * 512) : asrc + (8 * (j - 2) * p.lda + (bq_i64)kt * 512);\n"
-  "        if (warp + 8 * j < rows) bq_cp_async16(d + j * 8 * BQ_GV_LD, has ? (const void *)src : (const void *)W, has ? 16 : 0);\n"
+  "        if (j >= jlo && j < jhi && warp + 8 * j < rows)\n"
+  "          bq_cp_async16(d + j * 8 * BQ_GV_LD, has ? (const void *)src : (const void *)W, has ? 16 : 0);\n"
   "      }\n"
   "      return;\n"
   "    }\n"
   "    const bq_i64 k = (bq_i64)kt * 512 + lane * 16;\n"
   "#pragma unroll 1\n"
-  "    for (int j = 0; j < J; j++) {\n"
+  "    for (int j = jlo; j < jhi; j++) {\n"
   "      const int r = warp + 8 * j;\n"
   "      if (r < 16) bq_tile_chunk(d + j * 8 * BQ_GV_LD, W, n0 + r < p.n, n0 + r, p.k, k, p.k, wvec);\n"
   "      else if (r < rows) bq_tile_chunk(d + j * 8 * BQ_GV_LD, A, m0 + r - 16 < p.m, m0 + r - 16, p.lda, k, p.k, avec);\n"
   "    }\n"
   "  };\n"
   "\n"
-  "  // the epilogue's parameters, early: warp t * MT + i finishes n8 tile t of m16 tile i\n"
+  "  // The epilogue's parameters (warp t * MT + i finishes n8 tile t of m16 tile i), then the\n"
+  "  // first stages. Launched while the activations' kernel runs (BQ_LF_PDL: QuantizedLinear),\n"
+  "  // the first stages' weight rows come first, then the column parameters, and only after\n"
+  "  // that kernel has finished (bq_wait_prior_grid) the row parameters and the activation\n"
+  "  // rows; commit group 0 then holds the weight rows of every first stage, which only makes\n"
+  "  // them land sooner. (Taken always, that order cost the weight streaming alone 0.6 us at\n"
+  "  // M = 1, N = K = 4096 on the H100: 11.3 -> 11.9 us.)\n"
+  "  const bool pdl = p.flags & BQ_LF_PDL;\n"
+  "  if (pdl)\n"
+  "    for (int s = 0; s < S - 1; s++)\n"
+  "      if (s < ktiles) load(s, s, 0, 2);\n"
   "  const int et = warp / MT, ei = warp % MT;\n"
   "  const bq_i64 en = n0 + et * 8 + q * 2;\n"
   "  const bool finisher = warp < 2 * MT && en < p.n;\n"
@@ -3176,11 +3236,18 @@ static const char bq__src_linear_cu[] =
   "  if (finisher) {\n"
   "    c0 = bq_col_of(p, en);\n"
   "    c1 = en + 1 < p.n ? bq_col_of(p, en + 1) : c0;\n"
+  "  }\n"
+  "  if (pdl) bq_wait_prior_grid();\n"
+  "  if (finisher) {\n"
   "#pragma unroll\n"
   "    for (int h = 0; h < 2; h++) {\n"
   "      const bq_i64 m = m0 + 16 * ei + g + h * 8;\n"
   "      rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};\n"
   "    }\n"
+  "  }\n"
+  "  for (int s = 0; s < S - 1; s++) {\n"
+  "    if (s < ktiles) load(s, s, pdl ? 2 : 0, J);\n"
+  "    bq_cp_commit();\n"
   "  }\n"
   "\n"
   "  int acc[2][MT][4];\n"
@@ -3188,16 +3255,12 @@ static const char bq__src_linear_cu[] =
   "  for (int t = 0; t < 2; t++)\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < MT; i++) acc[t][i][0] = acc[t][i][1] = acc[t][i][2] = acc[t][i][3] = 0;\n"
-  "  for (int s = 0; s < S - 1; s++) {\n"
-  "    if (s < ktiles) load(s, s);\n"
-  "    bq_cp_commit();\n"
-  "  }\n"
   "  for (int kt = 0, cur = 0, nxt = S - 1; kt < ktiles; kt++) { // cur = kt % S, nxt = (kt + S - 1) % S\n"
   "    if (S == 2) bq_cp_wait<0>();\n"
   "    else if (S == 3) bq_cp_wait<1>();\n"
   "    else bq_cp_wait<2>();\n"
   "    __syncthreads(); // tile kt has landed, and every warp is done with tile kt - 1\n"
-  "    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1);\n"
+  "    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1, 0, J);\n"
   "    bq_cp_commit();\n"
   "    const unsigned char *st = smem + cur * STAGE + warp * 64 + q * 16;\n"
   "    cur = cur + 1 == S ? 0 : cur + 1;\n"
@@ -4123,6 +4186,7 @@ struct bq_plan {
   int num_sms;
   int vec;
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
+  int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -4228,6 +4292,21 @@ BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t
   bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
                                           (unsigned)threads, 1, 1, smem, (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
+}
+/* The same with programmatic stream serialization: the grid may start before the stream's
+   previous kernel ends, once that kernel's blocks have all run bq_launch_dependents, and it
+   must bq_wait_prior_grid before it reads what that kernel writes. */
+BQ__FN bq_status bq__launch_overlapped(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads,
+                                       unsigned smem, void *params, void *stream) {
+  void *args[1] = {params};
+  bq__CUlaunchAttribute at;
+  memset(&at, 0, sizeof at);
+  at.id = BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION;
+  at.value.i = 1;
+  bq__CUlaunchConfig c = {(unsigned)blocks, (unsigned)blocks_y, 1, (unsigned)threads, 1, 1, smem, (bq__CUstream)stream,
+                          &at, 1};
+  bq__CUresult r = bq__drv.cuLaunchKernelEx(&c, p->entry->fn[which], args, NULL);
+  return r ? bq__cu_fail(r, "cuLaunchKernelEx (programmatic stream serialization)") : BQ_SUCCESS;
 }
 
 /* The workspace a run was given against the `need` bytes bq_plan_workspace_size reports. */
@@ -4752,7 +4831,7 @@ typedef struct bq__linear_params {
 } bq__linear_params;
 enum { /* linear.cu's BQ_LF_* */
   BQ__LF_SA_ROW = 1, BQ__LF_ZP = 2, BQ__LF_ZP_ROW = 4, BQ__LF_BIAS = 8, BQ__LF_A16 = 16, BQ__LF_W16 = 32,
-  BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256
+  BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256, BQ__LF_PDL = 512
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
 enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
@@ -4990,8 +5069,12 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
   if (bq__gemv_rows(cfg)) {
+    /* QuantizedLinear: the weight streams while the activations' kernel runs (p->pdl) */
     int64_t rows = bq__gemv_rows(cfg);
-    return bq__launch(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256, bq__gemv_smem(cfg, v.m), &k, stream);
+    int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->pdl;
+    if (pdl) k.flags |= BQ__LF_PDL;
+    return (pdl ? bq__launch_overlapped : bq__launch)(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256,
+                                                     bq__gemv_smem(cfg, v.m), &k, stream);
   }
   k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 256 tiles, both kinds */
   k.tiles_n = (int32_t)((v.n + 255) / 256);
@@ -5122,6 +5205,15 @@ BQ__FN int bq__wgmma_wanted(const bq_desc *d) {
   return bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS && !(v && strcmp(v, "0") == 0);
 }
 
+/* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
+   dependent launch) where the module is built for sm_90 or later (its griddepcontrol
+   instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
+   unless BARACUDA_QUANT_PDL=0. */
+BQ__FN int bq__pdl_wanted(const bq__target *t) {
+  const char *v = getenv("BARACUDA_QUANT_PDL");
+  return t->arch >= 90 && bq__drv.version >= 12030 && !(v && strcmp(v, "0") == 0);
+}
+
 BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   if (desc && desc->op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too */
     bq_desc d, q;
@@ -5195,6 +5287,7 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
     for (int f = BQ__GEMV; !r && f <= BQ__GEMV64; f++)
       r = bq__drv.cuFuncSetAttribute(p->entry->fn[f], 8, (int)bq__gemv_smem_max(f));
     if (r) st = bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM kernels)");
+    p->pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&t);
     if (!st && p->desc.op == BQ_QUANTIZED_LINEAR) {
       bq_desc q;
       bq__linear_activation_desc(&p->desc, &q);

@@ -513,3 +513,21 @@ static __device__ __forceinline__ void bq_team_sync(int tpr) {
   if (tpr > 32) __syncthreads();
   else __syncwarp();
 }
+
+// ---- programmatic dependent launch (sm_90 and up) ------------------------------------
+// QuantizedLinear's weight streaming is launched with programmatic stream serialization
+// right after its activations' quantization: bq_launch_dependents (in that kernel) lets it
+// start at once and stream weights, and bq_wait_prior_grid (in the GEMV, before its first
+// read of anything the quantization writes) waits until that grid has finished and its
+// writes are visible. Both are no-ops in a grid launched the ordinary way, below sm_90,
+// and in the CPU emulator.
+static __device__ __forceinline__ void bq_launch_dependents() {
+#if !defined(BQ_EMULATED) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void bq_wait_prior_grid() {
+#if !defined(BQ_EMULATED) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}

@@ -297,13 +297,19 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
   }
 #endif
 }
+// Per token, QuantizedLinear's weight streaming may start as soon as every block of this
+// grid is running (bq_launch_dependents): it streams weights until this grid is done.
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
+#if BQ_DSCOPE == 2
+  bq_launch_dependents();
+#endif
   bq_dynamic_body<BQ_CPT>(p, red_smem);
 }
 #if BQ_DSCOPE == 2
 extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];
+  bq_launch_dependents();
   bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);
 }
 #endif

@@ -34,6 +34,7 @@ struct bq_linear_params {
 #define BQ_LF_Y2 64     // y and ldy allow two-element stores
 #define BQ_LF_K0 128    // K == 0: y = bias (or 0)
 #define BQ_LF_Y8 256    // y and ldy allow eight-element stores
+#define BQ_LF_PDL 512   // weight streaming launched while the activations' kernel runs
 
 // ---- scalars ---------------------------------------------------------------------------
 template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {
@@ -483,11 +484,13 @@ extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); }
 // holds k = 16q .. 16q + 15, split over two m16n8k32 steps) leaves it unchanged. The row
 // stride of 512 + 64 bytes keeps those reads free of bank conflicts. The warps meet in
 // shared memory at the end. A grid row (blockIdx.y) takes the next 16 * MT rows; its
-// weight reads then mostly hit L2. The epilogue's parameters are loaded first.
+// weight reads then mostly hit L2.
 // Stages in flight: as many (2 to 4) as fit in about 56 KiB, so that four CTAs share an SM
 // and the grid of a large weight (512 CTAs for N = 8192) runs in one wave: a partial
 // second wave costs more than a shallower pipeline. The host sizes shared memory the same
-// way (bq__gemv_smem).
+// way (bq__gemv_smem). Deeper pipelines do not pay (H100, M = 1: 8 stages 11.2 -> 11.7 us
+// at N = K = 4096, 5 stages 27.9 -> 28.7 us at 8192; 2 stages lose 1.6 us), nor do stages
+// of 1 KiB a row (M = 16 and 64 slower, M = 1 the same).
 #define BQ_GV_LD 576
 #define BQ_GV_STAGES(XR) max(2, min(4, 57344 / ((16 + (XR)) * BQ_GV_LD)))
 #define BQ_GV_SMEM(XR) (BQ_GV_STAGES(XR) * (16 + (XR)) * BQ_GV_LD) // XR = min(16 MT, M)
@@ -512,27 +515,39 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
     if (r < 16 ? n0 + r < p.n : r < rows && m0 + r - 16 < p.m) ok |= 1 << j;
   }
   const int fast = wvec && avec ? (int)(p.k / 512) : 0;
-  auto load = [&](int stage, int kt) {
+  // rows j in [jlo, jhi) of a stage: j < 2 the weight's, then the activations'
+  auto load = [&](int stage, int kt, int jlo, int jhi) {
     const bq_u32 d = sbase + stage * STAGE + warp * BQ_GV_LD + lane * 16;
     if (kt < fast) {
 #pragma unroll
       for (int j = 0; j < J; j++) {
         const bool has = ok >> j & 1;
         const bq_u8 *src = j < 2 ? wsrc + (8 * j * p.k + (bq_i64)kt * 512) : asrc + (8 * (j - 2) * p.lda + (bq_i64)kt * 512);
-        if (warp + 8 * j < rows) bq_cp_async16(d + j * 8 * BQ_GV_LD, has ? (const void *)src : (const void *)W, has ? 16 : 0);
+        if (j >= jlo && j < jhi && warp + 8 * j < rows)
+          bq_cp_async16(d + j * 8 * BQ_GV_LD, has ? (const void *)src : (const void *)W, has ? 16 : 0);
       }
       return;
     }
     const bq_i64 k = (bq_i64)kt * 512 + lane * 16;
 #pragma unroll 1
-    for (int j = 0; j < J; j++) {
+    for (int j = jlo; j < jhi; j++) {
       const int r = warp + 8 * j;
       if (r < 16) bq_tile_chunk(d + j * 8 * BQ_GV_LD, W, n0 + r < p.n, n0 + r, p.k, k, p.k, wvec);
       else if (r < rows) bq_tile_chunk(d + j * 8 * BQ_GV_LD, A, m0 + r - 16 < p.m, m0 + r - 16, p.lda, k, p.k, avec);
     }
   };
 
-  // the epilogue's parameters, early: warp t * MT + i finishes n8 tile t of m16 tile i
+  // The epilogue's parameters (warp t * MT + i finishes n8 tile t of m16 tile i), then the
+  // first stages. Launched while the activations' kernel runs (BQ_LF_PDL: QuantizedLinear),
+  // the first stages' weight rows come first, then the column parameters, and only after
+  // that kernel has finished (bq_wait_prior_grid) the row parameters and the activation
+  // rows; commit group 0 then holds the weight rows of every first stage, which only makes
+  // them land sooner. (Taken always, that order cost the weight streaming alone 0.6 us at
+  // M = 1, N = K = 4096 on the H100: 11.3 -> 11.9 us.)
+  const bool pdl = p.flags & BQ_LF_PDL;
+  if (pdl)
+    for (int s = 0; s < S - 1; s++)
+      if (s < ktiles) load(s, s, 0, 2);
   const int et = warp / MT, ei = warp % MT;
   const bq_i64 en = n0 + et * 8 + q * 2;
   const bool finisher = warp < 2 * MT && en < p.n;
@@ -541,11 +556,18 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
   if (finisher) {
     c0 = bq_col_of(p, en);
     c1 = en + 1 < p.n ? bq_col_of(p, en + 1) : c0;
+  }
+  if (pdl) bq_wait_prior_grid();
+  if (finisher) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const bq_i64 m = m0 + 16 * ei + g + h * 8;
       rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
     }
+  }
+  for (int s = 0; s < S - 1; s++) {
+    if (s < ktiles) load(s, s, pdl ? 2 : 0, J);
+    bq_cp_commit();
   }
 
   int acc[2][MT][4];
@@ -553,16 +575,12 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
   for (int t = 0; t < 2; t++)
 #pragma unroll
     for (int i = 0; i < MT; i++) acc[t][i][0] = acc[t][i][1] = acc[t][i][2] = acc[t][i][3] = 0;
-  for (int s = 0; s < S - 1; s++) {
-    if (s < ktiles) load(s, s);
-    bq_cp_commit();
-  }
   for (int kt = 0, cur = 0, nxt = S - 1; kt < ktiles; kt++) { // cur = kt % S, nxt = (kt + S - 1) % S
     if (S == 2) bq_cp_wait<0>();
     else if (S == 3) bq_cp_wait<1>();
     else bq_cp_wait<2>();
     __syncthreads(); // tile kt has landed, and every warp is done with tile kt - 1
-    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1);
+    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1, 0, J);
     bq_cp_commit();
     const unsigned char *st = smem + cur * STAGE + warp * 64 + q * 16;
     cur = cur + 1 == S ? 0 : cur + 1;

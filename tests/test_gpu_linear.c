@@ -62,6 +62,7 @@ typedef struct lin_case {
   int x_off, y_off, w_off; /* misalignment: elements of x (bytes for int8), of y, bytes of w */
   int extreme;           /* 1: activations at the range's ends, weights -128 (largest |acc|) */
   int force;             /* a BQ__GEMM_* tile configuration, or -1 */
+  int graph;             /* 1: run through a CUDA graph captured on a stream of its own */
 } lin_case;
 
 static lin_case base_case(bq_op op, bq_dtype out)
@@ -81,12 +82,12 @@ static lin_case base_case(bq_op op, bq_dtype out)
 static void describe(const lin_case *c, char *buf, size_t n)
 {
   snprintf(buf, n, "seed=0x%llx %s %s T=%s out=%s scale=%s I=%s %s bias=%d q=[%d,%d] M=%lld N=%lld K=%lld "
-           "lda+%lld ldy+%lld x_off=%d y_off=%d w_off=%d extreme=%d force=%d",
+           "lda+%lld ldy+%lld x_off=%d y_off=%d w_off=%d extreme=%d force=%d graph=%d",
            (unsigned long long)g_seed, c->op == BQ_QUANTIZED_LINEAR ? "quantized_linear" : "smoothquant_linear",
            c->gran == BQ_PER_TOKEN ? "per_token" : "per_tensor", ref_dtype_name(c->T), ref_dtype_name(c->out),
            ref_dtype_name(c->st), ref_dtype_name(c->I), c->asym ? "asym" : "sym", c->bias, c->qmin, c->qmax,
            (long long)c->M, (long long)c->N, (long long)c->K, (long long)c->lda_pad, (long long)c->ldy_pad, c->x_off,
-           c->y_off, c->w_off, c->extreme, c->force);
+           c->y_off, c->w_off, c->extreme, c->force, c->graph);
 }
 
 static void store_any(bq_dtype t, void *buf, int64_t i, double v)
@@ -231,8 +232,29 @@ static void run_case(const lin_case *c0)
   size_t ws_bytes = bq_plan_workspace_size(plan, &a);
   void *ws = ws_bytes ? dev_alloc(ws_bytes) : NULL;
   if (ws) BQ_OK(bq_memset(ws, 0x5A, ws_bytes), what);
-  BQ_OK(bq_plan_run(plan, &a, ws, ws_bytes, NULL), what);
-  BQ_OK(bq_synchronize(NULL), what);
+  if (c.graph) { /* captured (running nothing), then replayed twice */
+    const bq__driver_api *drv = bq__driver_get();
+    bq__CUstream s = NULL;
+    bq__CUgraph gr = NULL;
+    bq__CUgraphExec ex = NULL;
+    cr_assert_eq(drv->cuStreamCreate(&s, 0), 0, "%s", what);
+    cr_assert_eq(drv->cuStreamBeginCapture(s, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0, "%s", what);
+    bq_status st = bq_plan_run(plan, &a, ws, ws_bytes, s);
+    int r = drv->cuStreamEndCapture(s, &gr);
+    cr_assert_eq(st, BQ_SUCCESS, "run under capture: %s | %s", bq_last_error(), what);
+    cr_assert_eq(r, 0, "cuStreamEndCapture -> %d | %s", r, what);
+    cr_assert_eq(drv->cuGraphInstantiateWithFlags(&ex, gr, 0), 0, "%s", what);
+    for (int rep = 0; rep < 2; rep++) {
+      cr_assert_eq(drv->cuGraphLaunch(ex, s), 0, "%s", what);
+      cr_assert_eq(drv->cuStreamSynchronize(s), 0, "%s", what);
+    }
+    drv->cuGraphExecDestroy(ex);
+    drv->cuGraphDestroy(gr);
+    drv->cuStreamDestroy(s);
+  } else {
+    BQ_OK(bq_plan_run(plan, &a, ws, ws_bytes, NULL), what);
+    BQ_OK(bq_synchronize(NULL), what);
+  }
   unsigned char *got = malloc((size_t)y_total * ys);
   BQ_OK(bq_memcpy_to_host(got, py - y_guard * ys, (size_t)y_total * ys), what);
 
@@ -354,6 +376,54 @@ Test(linear, tile_configurations)
         c.K = odd ? 1001 : 4096 + 128 * 3; /* aligned: 9 tiles of 512 bytes, past weight streaming's 2 to 4 stages */
         run_case(&c);
       }
+}
+
+/* QuantizedLinear with weight streaming (M <= 64, and up to 256 in passes) starts that
+   grid while the activations' kernel still runs (programmatic dependent launch; sm_90 and
+   a 12.3 driver or newer): the plan says so where it should, and long rows (K = 16384 + 8,
+   f32 activations: the activations' kernel at its longest a row) come out bit for bit, each
+   shape twice with fresh data; so do runs captured into CUDA graphs and replayed */
+Test(linear, quantized_overlap)
+{
+  linear_begin();
+  bq__CUcontext ctx;
+  bq__device_info info;
+  BQ_OK(bq__current_device(0, &ctx, &info), "device");
+  const char *env = getenv("BARACUDA_QUANT_PDL");
+  const int want = info.sm >= 90 && bq__drv.version >= 12030 && !(env && !strcmp(env, "0"));
+  static const int64_t ms[6] = {1, 5, 16, 40, 64, 200};
+  for (int i = 0; i < 6; i++)
+    for (int rep = 0; rep < 2; rep++) {
+      lin_case c = base_case(BQ_QUANTIZED_LINEAR, i & 1 ? BQ_BF16 : BQ_F16);
+      c.T = BQ_F32;
+      c.bias = rep;
+      c.asym = (i + rep) & 1;
+      c.M = ms[i];
+      c.N = 301 + 2 * i;
+      c.K = 16384 + 8;
+      run_case(&c);
+    }
+  /* and through CUDA graphs: the overlapped launch captures as a programmatic edge */
+  for (int i = 0; i < 3; i++) {
+    lin_case c = base_case(BQ_QUANTIZED_LINEAR, BQ_BF16);
+    c.T = i == 1 ? BQ_F16 : BQ_BF16;
+    c.bias = 1;
+    c.asym = i == 2;
+    c.M = i == 0 ? 1 : i == 1 ? 16 : 130;
+    c.N = 517;
+    c.K = 4096 + 16;
+    c.graph = 1;
+    run_case(&c);
+  }
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_QUANTIZED_LINEAR;
+  d.float_type = BQ_F32;
+  d.out_type = BQ_F16;
+  d.scale_type = BQ_F32;
+  d.int_type = BQ_S8;
+  bq_plan *p = plan_get(&d, "quantized_overlap");
+  cr_assert_eq(p->pdl, want, "plan.pdl = %d on sm_%d, driver %d", p->pdl, info.sm, bq__drv.version);
 }
 
 /* weight streaming in passes of 64 rows, and the automatic choice around its limits */

@@ -89,6 +89,12 @@ SAME_OFFSET(w_sums); SAME_OFFSET(bias); SAME_OFFSET(m); SAME_OFFSET(n); SAME_OFF
 SAME_OFFSET(ldy); SAME_OFFSET(a_scale); SAME_OFFSET(a_zp); SAME_OFFSET(flags); SAME_OFFSET(tiles_m);
 SAME_OFFSET(tiles_n);
 
+/* cuLaunchKernelEx's structures, as CUDA 12's cuda.h lays them out */
+static_assert(offsetof(bq__CUlaunchAttribute, value) == 8 && sizeof(bq__CUlaunchAttribute) == 72, "CUlaunchAttribute");
+static_assert(offsetof(bq__CUlaunchConfig, stream) == 32 && offsetof(bq__CUlaunchConfig, attrs) == 40 &&
+                  offsetof(bq__CUlaunchConfig, num_attrs) == 48 && sizeof(bq__CUlaunchConfig) == 56,
+              "CUlaunchConfig");
+
 /* ---- the launch hook: cuLaunchKernel runs the emulator ---------------------------------------- */
 static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::bq_linear_params *)p); }
 static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
@@ -176,6 +182,7 @@ static void run(const ecase *c0) {
   plan.entry = &entry;
   plan.num_sms = 132;
   plan.wgmma = EMU_WGMMA;
+  plan.pdl = EMU_QL; /* QuantizedLinear on sm_90: weight streaming overlaps the activations' kernel */
   bq__linear_force_config = c->force;
 #if EMU_QL
   /* the activations' per-token dynamic quantize plan, on dynamic.cu */
@@ -327,11 +334,16 @@ static void run(const ecase *c0) {
     emu.eager_copies = eager;
     memset(yb.data(), 0xA5, yb.size());
     g_launches = 0;
+    g_overlapped = 0;
     size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
     std::vector<unsigned char> wsb(ws_bytes + 16, 0x5A);
     void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
     cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
     cr_assert_eq(g_launches, M && N ? 1 + (EMU_QL && K > 0) : 0, "%s", what);
+    /* programmatic serialization: exactly QuantizedLinear's weight streaming after its
+       activations' kernel */
+    const int cfg = bq__linear_config(&plan, M, N);
+    cr_assert_eq(g_overlapped, M && N && EMU_QL && K > 0 && bq__gemv_rows(cfg) ? 1 : 0, "%s", what);
     char msg[2048];
     size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
     cr_assert_eq(bad, 0, "%zu of %lld elements differ (from the front guard of %lld; copies landing %s):\n%s| %s",

@@ -50,11 +50,22 @@ static bq__CUresult emu_cuLaunchKernel(bq__CUfunction f, unsigned gx, unsigned g
   return 0;
 }
 
+/* cuLaunchKernelEx, as the library uses it: one attribute, programmatic stream
+   serialization (QuantizedLinear's weight streaming); the emulator runs grids in order */
+static int g_overlapped; /* launches with that attribute */
+static bq__CUresult emu_cuLaunchKernelEx(const bq__CUlaunchConfig *c, bq__CUfunction f, void **params, void **extra) {
+  cr_assert(c->num_attrs == 1 && c->attrs[0].id == BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION &&
+            c->attrs[0].value.i == 1);
+  g_overlapped++;
+  return emu_cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
+}
+
 static void emu_test_init(void) {
   const char *e = getenv("BQ_TEST_SEED");
   g_seed = e && *e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
   g_rng = g_seed;
   bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
+  bq__drv.cuLaunchKernelEx = emu_cuLaunchKernelEx;
 }
 
 #endif
