@@ -488,9 +488,9 @@ extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); }
 // Stages in flight: as many (2 to 4) as fit in about 56 KiB, so that four CTAs share an SM
 // and the grid of a large weight (512 CTAs for N = 8192) runs in one wave: a partial
 // second wave costs more than a shallower pipeline. The host sizes shared memory the same
-// way (bq__gemv_smem). Deeper pipelines do not pay (H100, M = 1: 8 stages 11.2 -> 11.7 us
+// way (bq__gemv_smem). Deeper pipelines do not pay (H100, M = 1: 8 stages 11.3 -> 11.7 us
 // at N = K = 4096, 5 stages 27.9 -> 28.7 us at 8192; 2 stages lose 1.6 us), nor do stages
-// of 1 KiB a row (M = 16 and 64 slower, M = 1 the same).
+// of 1 KiB a row (M = 8 to 64 slower, M = 1 the same).
 #define BQ_GV_LD 576
 #define BQ_GV_STAGES(XR) max(2, min(4, 57344 / ((16 + (XR)) * BQ_GV_LD)))
 #define BQ_GV_SMEM(XR) (BQ_GV_STAGES(XR) * (16 + (XR)) * BQ_GV_LD) // XR = min(16 MT, M)
