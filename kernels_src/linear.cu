@@ -638,7 +638,9 @@ extern "C" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_para
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<2>(p, smem);
 }
-extern "C" __global__ void __launch_bounds__(256) bq_gemv64(const bq_linear_params p) {
+// (bq_gemv64: at most 128 registers, two CTAs an SM, as its shared memory allows at M = 64;
+// left to itself ptxas chose 80 registers and spilled)
+extern "C" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
 }
