@@ -381,9 +381,9 @@ Test(linear, tile_configurations)
 /* QuantizedLinear with weight streaming (M <= 64, and up to 256 in passes) starts that
    grid while the activations' kernel still runs (programmatic dependent launch; sm_90 and
    a 12.3 driver or newer; the 128 x 256 tiles wait as usual): the plan says so where it
-   should, and long rows (K = 16384 + 8,
-   f32 activations: the activations' kernel at its longest a row) come out bit for bit, each
-   shape twice with fresh data; so do runs captured into CUDA graphs and replayed */
+   should, and long rows (K = 16384 + 8, f32 activations: the activations' kernel at its
+   longest a row) come out bit for bit, each shape twice with fresh data; so do runs
+   captured into CUDA graphs and replayed */
 Test(linear, quantized_overlap)
 {
   linear_begin();
