@@ -99,21 +99,28 @@ static void store_any(bq_dtype t, void *buf, int64_t i, double v)
 /* a positive scale: a power of two times [1, 2) */
 static double rnd_scale(int lo_exp, int hi_exp) { return ldexp(1.0 + rnd_unit(), (int)rnd_range(lo_exp, hi_exp)); }
 
+/* the plan's descriptor of a case */
+static bq_desc lin_desc(const lin_case *c)
+{
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = c->op;
+  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_PER_TENSOR; /* QuantizedLinear: the default */
+  d.float_type = c->T;
+  d.out_type = c->out;
+  d.scale_type = c->st;
+  d.int_type = c->I;
+  d.asymmetric = c->asym;
+  d.qmin = c->qmin;
+  d.qmax = c->qmax;
+  return d;
+}
+
 static void run_case(const lin_case *c0)
 {
   lin_case c = *c0;
   char what[512];
-  bq_desc d;
-  memset(&d, 0, sizeof d);
-  d.op = c.op;
-  d.granularity = c.op == BQ_SMOOTHQUANT_LINEAR ? c.gran : BQ_PER_TENSOR; /* QuantizedLinear: the default */
-  d.float_type = c.T;
-  d.out_type = c.out;
-  d.scale_type = c.st;
-  d.int_type = c.I;
-  d.asymmetric = c.asym;
-  d.qmin = c.qmin;
-  d.qmax = c.qmax;
+  bq_desc d = lin_desc(&c);
   if (!c.qmin && !c.qmax) {
     c.qmin = c.I == BQ_S8 ? -128 : 0;
     c.qmax = c.I == BQ_S8 ? 127 : 255;
@@ -416,13 +423,9 @@ Test(linear, quantized_overlap)
     c.graph = 1;
     run_case(&c);
   }
-  bq_desc d;
-  memset(&d, 0, sizeof d);
-  d.op = BQ_QUANTIZED_LINEAR;
-  d.float_type = BQ_F32;
-  d.out_type = BQ_F16;
-  d.scale_type = BQ_F32;
-  d.int_type = BQ_S8;
+  lin_case pc = base_case(BQ_QUANTIZED_LINEAR, BQ_F16);
+  pc.T = BQ_F32;
+  bq_desc d = lin_desc(&pc);
   bq_plan *p = plan_get(&d, "quantized_overlap");
   cr_assert_eq(p->pdl, want, "plan.pdl = %d on sm_%d, driver %d", p->pdl, info.sm, bq__drv.version);
 }
