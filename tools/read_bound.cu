@@ -53,6 +53,14 @@ template <int U> __global__ void read_kernel(const uint4 *p, size_t n16, unsigne
   }
   if (x == 0x9e3779b9u) sink[0] = x; // never true for the data below; keeps the loads
 }
+static void launch_read(int u, unsigned blocks, int threads, cudaStream_t st, const uint4 *p, size_t n16, unsigned *sink) {
+  switch (u) {
+  case 1: read_kernel<1><<<blocks, threads, 0, st>>>(p, n16, sink); break;
+  case 2: read_kernel<2><<<blocks, threads, 0, st>>>(p, n16, sink); break;
+  case 4: read_kernel<4><<<blocks, threads, 0, st>>>(p, n16, sink); break;
+  default: read_kernel<8><<<blocks, threads, 0, st>>>(p, n16, sink); break;
+  }
+}
 __global__ void empty_kernel(unsigned *sink) {
   if (threadIdx.x == 1024) sink[0] = 1;
 }
@@ -105,45 +113,24 @@ int main(int argc, char **argv) {
     printf("\n%zu MiB: copy %.2f us (%.0f GB/s counting read + write)\n", bytes >> 20, copy, 2e-3 * bytes / copy);
     double best = 1e30;
     char bestcfg[96] = "";
+    auto try_grid = [&](unsigned blocks, int threads, int u, const char *kind) {
+      const double t = time_median(
+          [&](int i) { launch_read(u, blocks, threads, g_stream, (const uint4 *)src(i), n16, sink); }, reps);
+      if (t < best) {
+        best = t;
+        snprintf(bestcfg, sizeof bestcfg, "%s%u blocks of %d threads, %d loads %s", kind, blocks, threads, u,
+                 *kind ? "a thread" : "in flight a thread");
+      }
+    };
     for (int threads : {256, 512, 1024})
       for (int per_sm : {1, 2, 4, 8, 16, 32})
-        for (int u : {1, 2, 4, 8}) {
-          if (threads * per_sm > 2048) continue;
-          const int blocks = sms * per_sm;
-          auto go = [&](int i) {
-            const uint4 *p = (const uint4 *)src(i);
-            switch (u) {
-            case 1: read_kernel<1><<<blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-            case 2: read_kernel<2><<<blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-            case 4: read_kernel<4><<<blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-            default: read_kernel<8><<<blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-            }
-          };
-          const double t = time_median(go, reps);
-          if (t < best) {
-            best = t;
-            snprintf(bestcfg, sizeof bestcfg, "%d blocks of %d threads, %d loads in flight a thread", blocks, threads, u);
-          }
-        }
+        for (int u : {1, 2, 4, 8})
+          if (threads * per_sm <= 2048) try_grid((unsigned)(sms * per_sm), threads, u, "");
     // one-shot grids: every thread loads exactly U words, all at once
     for (int threads : {256, 512, 1024})
       for (int u : {1, 2, 4, 8}) {
         const size_t blocks = n16 / ((size_t)threads * u);
-        if (!blocks || blocks * threads * u != n16) continue;
-        auto go = [&](int i) {
-          const uint4 *p = (const uint4 *)src(i);
-          switch (u) {
-          case 1: read_kernel<1><<<(unsigned)blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-          case 2: read_kernel<2><<<(unsigned)blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-          case 4: read_kernel<4><<<(unsigned)blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-          default: read_kernel<8><<<(unsigned)blocks, threads, 0, g_stream>>>(p, n16, sink); break;
-          }
-        };
-        const double t = time_median(go, reps);
-        if (t < best) {
-          best = t;
-          snprintf(bestcfg, sizeof bestcfg, "one-shot: %zu blocks of %d threads, %d loads a thread", blocks, threads, u);
-        }
+        if (blocks && blocks * threads * u == n16) try_grid((unsigned)blocks, threads, u, "one-shot: ");
       }
     printf("%zu MiB: best read %.2f us (%.0f GB/s; %s)\n", bytes >> 20, best, 1e-3 * bytes / best, bestcfg);
     printf("%zu MiB: a kernel that reads these bytes once reaches at most %.3f of copy bandwidth\n", bytes >> 20,
