@@ -69,7 +69,7 @@ demo)
 gpu-bundle)
   # Criterion's runtime, and a lean copy of the binaries a GPU run needs (the emulated
   # suites and the object files stay behind), so that `.deps` alone is carried.
-  ../shared/tools/stage-criterion-runtime.sh .deps
+  tools/stage-criterion-runtime.sh .deps
   rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
   cp build/tests/test_gpu_{affine,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache \
     build/tests/libbq_fake_driver.so .deps/build/tests/
