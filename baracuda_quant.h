@@ -94,7 +94,7 @@
      kernel runs, streams the weight, and waits for that kernel before it reads the
      activations (BARACUDA_QUANT_PDL=0 turns this off).
 
-   NUMERICS (the project's contract; README "Numerics" has the whole text)
+   NUMERICS (the whole contract, every choice the tests pin: docs/numerics.md)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
      with IEEE division (no reciprocal-multiply results, no FMA contraction, no fast math).
      Where only rne(x / s) is needed the kernels get the IEEE quotient's integer from a
@@ -1778,7 +1778,7 @@ static const char bq__src_common_cuh[] =
   "//   BQ_IT   int type I: 0 s8, 1 u8\n"
   "//   BQ_QMIN, BQ_QMAX   the q-range\n"
   "//   BQ_ST   scale array element type: 0 = T, 1 = f32\n"
-  "// Numerics: ../NUMERICS.md of the project (README \"Numerics\"). Every rounding is explicit\n"
+  "// Numerics: docs/numerics.md in the repository. Every rounding is explicit\n"
   "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
   "\n"
   "typedef unsigned char bq_u8;\n"
@@ -2388,7 +2388,7 @@ static const char bq__src_dynamic_cu[] =
   "  return r;\n"
   "}\n"
   "\n"
-  "// The scale (as stored) and zero point from a reduction: NUMERICS.md, \"Dynamic\".\n"
+  "// The scale (as stored) and zero point from a reduction: docs/numerics.md, \"Dynamic quantization\".\n"
   "struct bq_qp {\n"
   "  bq_s stored;\n"
   "  bq_scale s;\n"
@@ -5340,15 +5340,15 @@ BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (bq__is_linear(p->desc.op))
     return p->desc.out_type == BQ_F64
                ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
-                 "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of NUMERICS.md"
+                 "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of docs/numerics.md"
                : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
                  "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
-                 "NUMERICS.md";
+                 "docs/numerics.md";
   if (p->desc.float_type == BQ_F64)
     return "exact: f64 arithmetic throughout (IEEE division and product, round half to even); "
-           "bit-identical to the CPU reference of NUMERICS.md";
+           "bit-identical to the CPU reference of docs/numerics.md";
   return "exact: f32 arithmetic (IEEE division and product, round half to even, no FMA "
-         "contraction), RNE to the storage type; bit-identical to the CPU reference of NUMERICS.md";
+         "contraction), RNE to the storage type; bit-identical to the CPU reference of docs/numerics.md";
 }
 
 /* ---- device memory helpers ----------------------------------------------------------- */

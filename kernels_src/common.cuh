@@ -6,7 +6,7 @@
 //   BQ_IT   int type I: 0 s8, 1 u8
 //   BQ_QMIN, BQ_QMAX   the q-range
 //   BQ_ST   scale array element type: 0 = T, 1 = f32
-// Numerics: ../NUMERICS.md of the project (README "Numerics"). Every rounding is explicit
+// Numerics: docs/numerics.md in the repository. Every rounding is explicit
 // (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.
 
 typedef unsigned char bq_u8;

@@ -81,7 +81,7 @@ static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
   return r;
 }
 
-// The scale (as stored) and zero point from a reduction: NUMERICS.md, "Dynamic".
+// The scale (as stored) and zero point from a reduction: docs/numerics.md, "Dynamic quantization".
 struct bq_qp {
   bq_s stored;
   bq_scale s;

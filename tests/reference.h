@@ -1,4 +1,4 @@
-/* tests/reference.h - the CPU reference of the numerics contract (NUMERICS.md).
+/* tests/reference.h - the CPU reference of the numerics contract (docs/numerics.md).
 
    Header-only, static functions, C11 + libm. Every GPU test compares against this bit
    for bit, so it is written for exactness, not speed:

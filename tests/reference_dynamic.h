@@ -1,5 +1,5 @@
 /* tests/reference_dynamic.h - the CPU reference of dynamic quantization
-   (NUMERICS.md, "Dynamic quantization"), on top of tests/reference.h (f16/bf16
+   (docs/numerics.md, "Dynamic quantization"), on top of tests/reference.h (f16/bf16
    conversions, rne with NaN -> 0 and the 2^40 clamp, quantize in C).
 
    Header-only, static functions, C11 + libm, written for exactness. C = double when

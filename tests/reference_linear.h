@@ -1,5 +1,5 @@
-/* tests/reference_linear.h - the CPU reference of the W8A8 linear layers (NUMERICS.md,
-   "W8A8 linear"), on host buffers:
+/* tests/reference_linear.h - the CPU reference of the W8A8 linear layers (docs/numerics.md,
+   "W8A8 linear layers"), on host buffers:
 
      acc[m, n]  = sum_k a[m, k] * w[n, k]                 exact (int64 here, checked to fit)
      acc'[m, n] = acc - azp[m] * wsum[n]                  asymmetric activations

@@ -1,6 +1,6 @@
 /* tests/test_reference.c - pins the CPU reference (tests/reference.h) on hand-computed
    values, host only. If the reference is wrong, every GPU test is wrong with it, so each
-   rule of NUMERICS.md that the GPU suites rely on has a value here that would fail. */
+   rule of docs/numerics.md that the GPU suites rely on has a value here that would fail. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>

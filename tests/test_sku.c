@@ -85,7 +85,7 @@ static void build(const entry *e, bq__kernel_src *k) {
 }
 
 /* The documented meaning of a desc, worked out here from the header's comments and
-   NUMERICS.md rather than by bq__normalize: int_type 0 is s8; qmin = qmax = 0 is the full
+   docs/numerics.md rather than by bq__normalize: int_type 0 is s8; qmin = qmax = 0 is the full
    range; scale_type 0 is the float type, and per tensor the affine ops take a host
    scalar in C (f64 for f64, else f32); asymmetric only exists for dynamic quantize. */
 static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {

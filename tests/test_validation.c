@@ -1593,3 +1593,17 @@ Test(status, last_error_is_per_thread) {
   cr_assert_str_eq(bq_last_error(), mine);
   cr_assert(strstr(mine, "dequantize_per_group_backward: desc.device (-2)"), "%s", mine);
 }
+
+/* the precision guarantee names the arithmetic and the contract's document */
+Test(status, precision_guarantee) {
+  bq_plan plan;
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "f32 arithmetic"), "%s", bq_plan_precision_guarantee(&plan));
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "CPU reference of docs/numerics.md"));
+  d = mkdesc(BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64);
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "f64 arithmetic"), "%s", bq_plan_precision_guarantee(&plan));
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "CPU reference of docs/numerics.md"));
+  cr_assert_str_eq(bq_plan_precision_guarantee(NULL), "");
+}

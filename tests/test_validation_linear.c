@@ -528,7 +528,9 @@ Test(linear_args, precision_guarantee) {
   plan_of(&d, &plan);
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "int32 accumulation"));
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "f32"));
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "CPU reference of docs/numerics.md"));
   d.out_type = BQ_F64;
   plan_of(&d, &plan);
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "f64"));
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "CPU reference of docs/numerics.md"));
 }
