@@ -12,14 +12,14 @@
 // streams move the same BQ_P elements with the widest access their alignment allows.
 // Consecutive lanes take consecutive accesses, so every warp instruction touches one
 // contiguous span of every stream. A warp takes a tile of 32 * BQ_U accesses of one row
-// at a time and issues all its loads before it computes; a work item is p.tpw consecutive
+// at a time and issues all its loads before it computes; a warp's item is p.tpw consecutive
 // tiles of one row, whose per-row set-up (pointers, prologue, per-token scale) it pays once.
 // Per channel and per group, the scale and zero point change along the row. Where no access
 // straddles two parameter blocks, quantize and fake quantize forward (and f64 fake quantize
 // backward; per token, f64 quantize and fake quantize backward) take bq_affine_blocks: a
 // lane prepares its block's parameters once for several accesses of it (see there).
 // Otherwise the slot kernels (BQ_SLOTS) prepare each parameter block a tile touches once, in
-// shared memory (f64 quantize: each block of a work item once, BQ_ITEM_SLOTS); the other ops
+// shared memory (f64 quantize: each block of an item once, BQ_ITEM_SLOTS); the other ops
 // look each access's parameters up. Where accesses can straddle two blocks, bq_affine_odd
 // computes those in registers with both blocks' parameters; bq_affine redoes them element by
 // element. Per group (and per token, a group a row) over contiguous data with straddling
@@ -54,23 +54,22 @@ typedef bq_t bq_in1;
 #define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream
 // Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare
 // each parameter block's scale once, in shared memory (bq_slots); the other ops look each
-// access's scale and zero point up, which measured faster for them on the H100 (dequantize
-// has no reciprocal to prepare; the backward kernels of f32, f16 and bf16 ran out of
-// registers with slots). The host's bq__affine_slots says the same.
+// access's scale and zero point up, which is faster for them (dequantize has no reciprocal
+// to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).
+// The host's bq__affine_slots says the same.
 #define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))
 #define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
-// f64 quantize (per group; per channel forward only) prepares the parameter blocks of a
-// work item at once, not tile by tile (H100: per group f64 backward 0.64 -> 0.94 of copy,
-// per channel f64 forward 0.67 -> 0.83). In the other slot kernels the same code measured
-// slower (per group bf16 quantize forward 0.83 -> 0.81; its spills grew) and the host gives
-// per channel items of one tile (bq__affine_run says the same).
+// f64 quantize (per group; per channel forward only) prepares the parameter blocks of an
+// item at once, not tile by tile, which is faster for it. In the other slot kernels the
+// same code is slower (its spills grow) and the host gives per channel items of one tile
+// (bq__affine_run says the same).
 #define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == 1 && BQ_OP == 1 && (BQ_GRAN == 3 || !BQ_BWD))
 
 struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
   bq_i64 rows, cols;                    // [rows, cols]
   bq_i64 in0_stride, in1_stride, out_stride;
-  bq_i64 tiles, tpw, chunks;            // warp tiles per row; per work item; items per row
+  bq_i64 tiles, tpw, chunks;            // warp tiles per row; per item; items per row
   bq_i64 group;                         // channel: inner size; group: G
   bq_i64 gmod;                          // channel: number of channels
   bq_i64 grs;                           // group: row stride of scales / zero points
@@ -207,10 +206,9 @@ template <typename E, int P = BQ_P> struct alignas(sizeof(E) * P) bq_piece {
 
 // One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element
 // needs the general formulas. NEAR: quantize forward may take bq_quantize_near where the
-// scale and zero point allow (the usual case). On the H100 that form gained per tensor and
-// per token (bf16 [9362, 14336]: 0.80 -> 0.92 of copy) and the 16-bit slot kernels, but
-// cost the f32 slot kernels (per channel, axis outermost: 0.84 -> 0.80) and the odd-shape
-// one (bf16 G = 105: 0.59 -> 0.48, its spills 28 -> 172 bytes), which keep bq_apply.
+// scale and zero point allow (the usual case). That form pays per tensor, per token and in
+// the 16-bit slot kernels; the f32 slot kernels and the odd-shape one keep bq_apply, where
+// its registers cost more than it saves (the odd-shape kernel would spill).
 template <bool NEAR, int P = BQ_P>
 static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> &a, const bq_piece<bq_in1, P> &b,
                                                       const bq_scale &s, const bq_zp &z, bq_piece<bq_out, P> &y,
@@ -300,7 +298,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
   bq_qparams qt; // per tensor: prepared once per thread, not per tile
   bq_qp_at(qt, p, 0, 0);
 #endif
-  // A warp's work item: tiles [t0, t1) of row r (p.tpw tiles; p.chunks items per row)
+  // A warp's item: tiles [t0, t1) of row r (p.tpw tiles; p.chunks items per row)
   const bq_i64 work = p.rows * p.chunks;
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
        w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
@@ -334,7 +332,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
     bq_stream_widths(in0, in1, out, cols, pro, w_in0, w_in1, w_out);
     const bq_i64 nacc = (cols - pro) / BQ_P;
 #if BQ_GRAN == 2
-    bq_qparams qt; // per token: once per work item, loaded after its first tile's data
+    bq_qparams qt; // per token: once per item, loaded after its first tile's data
 #endif
 #if BQ_SLOTS
     bq_prep *slots = bq_slots[threadIdx.x >> 5];
@@ -535,10 +533,9 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 }
 
 // Forward slot kernels (per channel and per group, quantize and fake quantize) are held to
-// 80 registers, 3 blocks an SM: left alone, ptxas gives some of them up to 101, and 2 blocks.
-// (Backward ones would spill 50 to 400 bytes a thread under that bound. And the others name
-// no minimum: an explicit 1 lets ptxas spend more registers, 43 -> 64 for quantize per
-// tensor.)
+// 3 blocks an SM: left alone, ptxas gives some of them more registers and fewer blocks.
+// (Backward ones would spill under that bound. The others name no minimum: an explicit
+// minimum of one block lets ptxas spend more registers.)
 #if BQ_SLOTS && !BQ_BWD
 #define BQ_BOUNDS __launch_bounds__(256, 3)
 #else
@@ -546,9 +543,9 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #endif
 extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
 #if BQ_GRAN == 1 || BQ_GRAN == 3
-// bq_affine_odd of dequantize (f32, f16, bf16) is held to 64 registers, 4 blocks an SM:
-// with 72 it had 3 (H100, G = 105: f32 forward 0.70 -> 0.76 of copy, backward 0.92 ->
-// 0.97). f64 keeps its 102: held to 64 it spilled (forward 0.70 -> 0.49).
+// bq_affine_odd of dequantize (f32, f16, bf16) is held to 4 blocks an SM, one more than
+// its registers would otherwise allow, which is faster. f64 is not bounded: held to that
+// bound it spills.
 #if BQ_OP == 2 && BQ_FT != 1
 #define BQ_BOUNDS_ODD __launch_bounds__(256, 4)
 #else
@@ -561,7 +558,7 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 // Per channel and per group (and per token, a block a row) where no access straddles two
 // parameter blocks: blocks of p.group elements (a group; per channel, a run of one channel)
 // that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at
-// every row's start (the host checks; p.fast32 holds). A warp's work item is 32 / p.gl
+// every row's start (the host checks; p.fast32 holds). A warp's item is 32 / p.gl
 // whole blocks of one row, p.gl consecutive lanes a block (p.parts == 1), or, for blocks
 // longer than 32 BQ_GA accesses, one of the p.parts parts of one block (p.gl == 32). Lane
 // `sub` of a block takes its accesses sub, sub + gl, ... (up to BQ_GA of them), so a warp's
@@ -570,8 +567,8 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 // barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
 // BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead
 // (bq__affine_ga says which, and why), where this kernel is empty and never launched.
-// Per group, f64 quantize forward is held to 64 registers, 4 blocks an SM (it had 66, and 3:
-// H100, G = 128, 0.91 -> 0.94 of copy)
+// Per group, f64 quantize forward is held to 4 blocks an SM: its registers, a few over the
+// bound, would otherwise allow one block fewer.
 // The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.
 template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(const bq_affine_params &p) {
   const int lane = threadIdx.x & 31, gl = p.gl, sub = lane & (gl - 1);
@@ -772,8 +769,8 @@ static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, 
 
 // Whether a group's parameters allow bq_flat_piece's fast forms (NEAR): bq_quantize_near's
 // condition for quantize forward, a plain scale for quantize backward (both f32 compute),
-// bq_fake_quantize_near's for fake quantize forward (f64 quantize backward measured slower
-// with a fast form: 0.87 -> 0.77 of copy);
+// bq_fake_quantize_near's for fake quantize forward (f64 quantize backward is slower with a
+// fast form, so it has none);
 static __device__ __forceinline__ bool bq_flat_near(const bq_prep &q) {
 #if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
   return q.s.plain && q.z.near;
@@ -795,10 +792,9 @@ static __device__ __forceinline__ bool bq_flat_ok(const bq_prep &q) {
 }
 
 #define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)
-// Quantize and fake quantize forward with f32 compute are held to 64 registers, 4 blocks an
-// SM: with their 67 to 77, 3 (H100, G = 105: bf16 quantize forward 0.89 -> 0.94 of copy,
-// fake quantize forward 0.86 -> 0.89). Dequantize lost with the bound (0.97 -> 0.94), f64
-// gained nothing.
+// Quantize and fake quantize forward with f32 compute are held to 4 blocks an SM, one more
+// than their registers would otherwise allow, which is faster. Dequantize is slower under
+// the bound and f64 gains nothing, so neither is bounded.
 #if !BQ_BWD && BQ_OP != 2 && BQ_FT != 1
 #define BQ_BOUNDS_FLAT __launch_bounds__(256, 4)
 #else
@@ -889,13 +885,11 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
 // more than C needs); y, rows.
 #define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses
 // Rows in flight per lane: 64 bytes of the lead stream (32 for fake quantize, whose columns
-// keep more parameters in registers). (Dequantize forward, whose lead is the output, measured
-// no faster with 8 or 16 rows of its int8 input: f32 0.89, 0.87.)
+// keep more parameters in registers). (Dequantize forward, whose lead is the output, is no
+// faster with more rows of its int8 input in flight.)
 #define BQ_R ((int)((BQ_OP == 3 ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))
 // A block's rows in flight: consecutive rows (f64, dequantize forward), or rows gridDim.y
-// apart (the others). Measured on the H100 ([R, 4096] at 256 MiB): consecutive, f64
-// quantize forward 0.89 -> 0.92 of copy and backward 0.87 -> 0.91, dequantize f32 0.885 ->
-// 0.893; apart, bf16 quantize forward 0.91 against 0.84.
+// apart (the others), whichever reads faster for that kernel.
 #define BQ_CONSEC (BQ_FT == 1 || (BQ_OP == 2 && !BQ_BWD))
 
 // The column kernel's rows, for the lane's columns c0 .. c0 + BQ_CP - 1 with their prepared
@@ -930,7 +924,7 @@ static __device__ __forceinline__ void bq_cols_rows(const bq_affine_params &p, c
       if (r + i * step < p.rows) {
         bq_chunk<bq_out, BQ_CP> y;
 #if BQ_OP == 1 && BQ_BWD && BQ_FT != 1
-        if (NEAR) { // quantize backward as bq_apply_piece's fast form (H100, f16 [32768, 4096]: 0.51 -> 0.96 of copy)
+        if (NEAR) { // quantize backward as bq_apply_piece's fast form: no division in the loop
           bool ok = true;
 #pragma unroll
           for (int j = 0; j < BQ_CP; j++) {

@@ -170,15 +170,13 @@ static __device__ __forceinline__ void bq_load_batch(bq_xchunk (&a)[CPT], const 
 }
 
 // Elements before a segment's vector loop, one a lane at most: x must reach a 16-byte
-// boundary. Where y starts off a 32-byte sector and the count that brings y to a line
-// (128 bytes, or the team's width if smaller) keeps x 16-byte aligned, take that count
-// instead (rows of 4095 bf16 from aligned bases, say), so that the warps' stores write
-// whole lines (H100, [8192, 4095] bf16: 45.1 -> 42.1 us; to a sector only: 44.6 us).
-// Sector-aligned rows keep x's count (strided rows of 4096 + 64 bf16 would otherwise take
-// 64 elements a row one by one: 0.92 -> 0.89 of copy), and where the host sees that every
-// segment's y is sector-aligned (p.align_y == 0) the test is skipped (it cost per token
-// f64 and asymmetric bf16 2 to 3 %). bq_dynamic only: in bq_dynamic_long it cost 14
-// registers (64 -> 78), which its teams of up to 512 threads cannot spare.
+// boundary. Where y starts off a sector and the count that brings y to a line (or to the
+// team's width if smaller) keeps x 16-byte aligned, take that count instead (odd-length
+// rows from aligned bases, say), so that the warps' stores write whole lines rather than
+// partial ones. Sector-aligned rows keep x's count (strided rows would otherwise take a
+// line's worth of elements one by one), and where the host sees that every segment's y is
+// sector-aligned (p.align_y == 0) the test is skipped, which saves its cost. bq_dynamic
+// only: in bq_dynamic_long the test costs registers that its large teams cannot spare.
 static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const bq_i *y, bq_i64 n, int tpr) {
   const bq_u32 ya = (bq_u32)(bq_u64)y, xa = (bq_u32)(bq_u64)x, a = tpr < 128 ? (bq_u32)tpr : 128u;
   const bq_u32 py = (0u - ya) & (a - 1); // y has one byte an element
@@ -238,7 +236,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 // group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each
 // (access u of lane j is the group's u gl + j: a load instruction reads gl contiguous
 // accesses of each group). The lanes reduce with log2(gl) shuffles, and one set of scale
-// instructions serves 32 / gl groups a warp: at G = 128 bf16, 8 groups (1024 elements).
+// instructions serves 32 / gl groups a warp.
 static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                       bq_i64 r, int lane, int tpr) {
   const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU, gl = gc / ga;

@@ -256,9 +256,9 @@ static __device__ __forceinline__ void bq_stage_rows(const bq_linear_params &p, 
 // (BM x BN int32 at a row pitch of BQ_EP_LD, in the pipeline's stages, which are free by
 // then), with the columns' and rows' parameters staged. Each warp takes whole rows, a lane 8
 // neighbouring columns, so that y is written in 16-byte pieces (8 elements when y allows)
-// and the epilogue is one short loop. (Unrolled over a thread's accumulators, as it was,
-// it came to about 150 KiB of instructions, run once per tile and so always from a cold
-// instruction cache: a GEMM that followed another module's kernel took 25 % longer.)
+// and the epilogue is one short loop. (Unrolled over a thread's accumulators it would be a
+// large block of instructions, run once per tile and so always from a cold instruction
+// cache, which slows a GEMM that follows another module's kernel.)
 #define BQ_EP_LD(BN) ((BN) + 8) // the stores of mma fragments take the fewest wavefronts
 template <int BM, int BN>
 static __device__ __forceinline__ void bq_tile_epilogue(const bq_linear_params &p, const int *tile, const bq_col_q *cols,
@@ -485,12 +485,10 @@ extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); }
 // stride of 512 + 64 bytes keeps those reads free of bank conflicts. The warps meet in
 // shared memory at the end. A grid row (blockIdx.y) takes the next 16 * MT rows; its
 // weight reads then mostly hit L2.
-// Stages in flight: as many (2 to 4) as fit in about 56 KiB, so that four CTAs share an SM
-// and the grid of a large weight (512 CTAs for N = 8192) runs in one wave: a partial
-// second wave costs more than a shallower pipeline. The host sizes shared memory the same
-// way (bq__gemv_smem). Deeper pipelines do not pay (H100, M = 1: 8 stages 11.3 -> 11.7 us
-// at N = K = 4096, 5 stages 27.9 -> 28.7 us at 8192; 2 stages lose 1.6 us), nor do stages
-// of 1 KiB a row (M = 8 to 64 slower, M = 1 the same).
+// Stages in flight: as many as let four CTAs share an SM, so that the grid of a large
+// weight runs in one wave: a partial second wave costs more than a shallower pipeline. The
+// host sizes shared memory the same way (bq__gemv_smem). Deeper pipelines do not pay, nor
+// do longer stages.
 #define BQ_GV_LD 576
 #define BQ_GV_STAGES(XR) max(2, min(4, 57344 / ((16 + (XR)) * BQ_GV_LD)))
 #define BQ_GV_SMEM(XR) (BQ_GV_STAGES(XR) * (16 + (XR)) * BQ_GV_LD) // XR = min(16 MT, M)
@@ -542,8 +540,8 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
   // the first stages' weight rows come first, then the column parameters, and only after
   // that kernel has finished (bq_wait_prior_grid) the row parameters and the activation
   // rows; commit group 0 then holds the weight rows of every first stage, which only makes
-  // them land sooner. (Taken always, that order cost the weight streaming alone 0.6 us at
-  // M = 1, N = K = 4096 on the H100: 11.3 -> 11.9 us.)
+  // them land sooner. (Without such a kernel to overlap, that order would slow the weight
+  // streaming, so it is taken only then.)
   const bool pdl = p.flags & BQ_LF_PDL;
   if (pdl)
     for (int s = 0; s < S - 1; s++)
@@ -629,7 +627,7 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
 
 // M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic
 // shared memory
-// (bq_gemv: at most 64 registers, so that four CTAs fit an SM, as its shared memory does)
+// (bq_gemv: held to four CTAs an SM, as many as its shared memory allows)
 extern "C" __global__ void __launch_bounds__(256, 4) bq_gemv(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<1>(p, smem);
@@ -638,8 +636,8 @@ extern "C" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_para
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<2>(p, smem);
 }
-// (bq_gemv64: at most 128 registers, two CTAs an SM, as its shared memory allows at M = 64;
-// left to itself ptxas chose 80 registers and spilled)
+// (bq_gemv64: held to two CTAs an SM, as its shared memory allows at its largest M; the
+// bound lets ptxas use the registers that leaves, where left to itself it spills)
 extern "C" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
