@@ -4347,9 +4347,8 @@ BQ__FN int bq__affine_slots(const bq_desc *d) {
   return (d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) && d->op != BQ_DEQUANTIZE &&
          (d->direction == BQ_FORWARD || d->float_type == BQ_F64);
 }
-/* accesses per lane per tile (affine.cu's BQ_U), as measured on the H100 at 256 MiB: f64
-   4, but 2 per token backward (its two f64 inputs: quantize backward 0.75 -> 0.82 of copy,
-   fake quantize backward 0.85 -> 0.90); per tensor 2 (its kernel is the leanest); per
+/* accesses per lane per tile (affine.cu's BQ_U), the fastest count for each kernel: f64
+   4, but 2 per token backward (its two f64 inputs); per tensor 2 (its kernel is the leanest); per
    channel and per group, 4 with slots and 2 without (each access's parameters take
    registers); per token 4 (64 bytes of the lead stream in flight a lane), but 2 where a
    16-bit type is read twice (quantize and fake quantize backward read dy and x: 4 would
@@ -4364,25 +4363,18 @@ BQ__FN int bq__affine_u(const bq_desc *d) {
 
 /* Per channel, per group and per token, the accesses a lane takes of its parameter block in
    bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
-   where it measured faster than bq_affine on the H100 at 256 MiB (per group G = 128, per
-   channel with the axis outermost and in the middle), launched one work item a warp
-   (f64: 4 blocks an SM, each warp striding over the items).
-   - Quantize forward, 4 (per group bf16: 0.83 -> 0.96 of copy, f32 0.85 -> 0.96, f64 0.79 ->
-     0.90; per channel, axis in the middle, bf16 0.90 -> 0.96).
-   - Quantize backward, 2 for f64, f16 and bf16 (per group bf16 0.83 -> 0.94; per channel
-     f64 0.63 -> 0.94, which with 4 held 108 registers, 2 blocks an SM, and reached 0.77), 4
-     for f32 (per group 0.92 -> 0.98; with 2, 0.91).
-   - Fake quantize forward, 4 (per group bf16 0.90 -> 0.95, per channel axis outermost bf16
-     0.93 -> 0.97), and f64 fake quantize backward, 4 (per group 0.86 -> 0.96).
+   where it is faster than bq_affine, each with its fastest count. One item a warp, except
+   f64, whose warps stride over the items in one wave of a few blocks an SM: that is
+   faster for f64 and slower for the narrower types.
+   - Quantize forward, 4.
+   - Quantize backward, 2 for f64, f16 and bf16 (with 4, f64 holds so many registers that
+     an SM takes half the blocks), 4 for f32.
+   - Fake quantize forward, 4, and f64 fake quantize backward, 4.
    - Per token (a row one block), f64 quantize and fake quantize backward, 2 and 4: the
-     work of per channel with the axis outermost (0.75 -> 0.95 and 0.86 -> 0.96).
+     work of per channel with the axis outermost.
    Dequantize, and fake quantize backward of f32, f16 and bf16, keep the row kernel: their
-   per-access lookups cost little (no reciprocal) and its lane-contiguous accesses measured
-   faster (dequantize backward bf16 0.99 against 0.95 here, fake quantize backward 16-bit
-   per group 0.93 against 0.92, per channel 0.99 against 0.93). f64 with an item a warp
-   measured slower than in one striding wave (per group quantize forward 0.85 against 0.90,
-   per channel axis outermost 0.74 against 0.88), 16- and 32-bit faster (per group quantize
-   forward bf16 0.96 against 0.90). */
+   per-access lookups cost little (no reciprocal) and its lane-contiguous accesses are
+   faster for them. */
 BQ__FN int bq__affine_ga(const bq_desc *d) {
   int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
   if (d->granularity == BQ_PER_TOKEN) /* f64 backward, a block a row */
@@ -4394,22 +4386,16 @@ BQ__FN int bq__affine_ga(const bq_desc *d) {
 }
 
 /* Per group and per token, the accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR),
-   or 0 where the host never takes that kernel. Measured on the H100 at 256 MiB, G = 105 on rows of 4095,
-   against bq_affine_odd (the row kernel that took these shapes before):
-   - Forward, 4: quantize f32 0.76 -> 0.96 of copy, f16 0.58 -> 0.94, bf16 0.58 -> 0.93;
-     dequantize 0.72 -> 0.97 (16-bit), 0.82 -> 0.95 (f64); fake quantize bf16 0.65 -> 0.92,
-     f64 0.84 -> 0.92. 8 lost (bf16 quantize 0.94 -> 0.85, fake quantize 0.92 -> 0.72).
-   - Backward, 2 (quantize f32 0.77 -> 1.01, bf16 0.54 -> 0.91; fake quantize bf16 0.78 ->
-     0.99; with 4, quantize bf16 0.83), f64 1 (quantize 0.63 -> 0.87, fake quantize 0.79 ->
-     0.99; with 2, 0.84 and 0.94), dequantize 4 (0.93 -> 1.00).
-   - f64 quantize forward kept bq_affine_odd: 0.73 there, 0.44 to 0.71 here. (bq_affine_narrow
-     now takes f64 quantize, both directions, for groups and rows of 64 elements or more.)
-   Per token (contiguous rows of 4095, against the row kernel) the same counts, except
-   forward f16, bf16 and f64 quantize and fake quantize, which keep the row kernel (f16
-   quantize 0.92 there, 0.89 here; f64 quantize 0.87 there, 0.65 here). Gains: quantize
-   backward f64 0.77 -> 0.87, f32 0.94 -> 1.01; fake quantize backward f64 0.84 -> 0.99.
-   A first form of the kernel, each lane a run of consecutive accesses (a warp's load
-   instruction strided), measured lower everywhere (dequantize forward bf16 0.77). */
+   or 0 where the host never takes that kernel; each count is the fastest for its ops on
+   groups whose accesses straddle (against bq_affine_odd, which otherwise takes them):
+   - Forward, 4 (8 is slower).
+   - Backward, 2; f64 1; dequantize 4.
+   - f64 quantize forward keeps bq_affine_odd, which is faster for it. (bq_affine_narrow
+     takes f64 quantize, both directions, for groups and rows of 64 elements or more.)
+   Per token (contiguous rows off the 16-byte grid, against the row kernel) the same counts,
+   except forward f16, bf16 and f64 quantize and fake quantize, which keep the row kernel,
+   faster for them. Consecutive lanes take consecutive accesses, so that a warp's load
+   instruction reads one contiguous span (a lane's run of accesses is slower). */
 BQ__FN int bq__affine_fr(const bq_desc *d) {
   if (d->granularity != BQ_PER_GROUP && d->granularity != BQ_PER_TOKEN) return 0;
   if (d->direction == BQ_FORWARD && d->granularity == BQ_PER_TOKEN && d->op != BQ_DEQUANTIZE &&
@@ -4537,17 +4523,11 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
    per channel): forward and per-token backward always, per-group and per-channel backward
    where 16-byte accesses straddle blocks (aligned blocks keep bq_affine_blocks). Per
    channel with the axis innermost keeps bq_affine_cols, which is taken first. Fills in k's
-   fields and returns 1, or returns 0. Measured on the H100 at 256 MiB, against the kernels
-   that took these shapes before (row, odd-shape, flat and blocks kernels), ratio to copy:
-   - forward, 8 a lane: per group G = 105 0.73 -> 0.96, G = 128 0.93 -> 0.95; per token rows
-     of 4095 0.87 -> 0.99, 4096 0.91 -> 0.98, strided 0.89 -> 0.98, 14336 0.92 -> 0.97; per
-     channel axis outermost 0.90 -> 0.95, in the middle 0.93 -> 0.94. (16 a lane: 0.73 to
-     0.93; 4: 0.75 to 0.93.)
-   - backward per token, 2 a lane: rows of 4095 0.87 -> 0.96, 4096 0.95 -> 0.96, 14336 0.94
-     -> 0.99 (4 a lane: 0.95 on each; 8: 0.83 to 0.85).
-   - backward per group G = 105, 4 a lane: 0.87 -> 0.98. Aligned, it lost: G = 128 0.96 ->
-     0.94, per channel in the middle 0.94 -> 0.93 (2 a lane: 0.90 at G = 128). Per channel
-     with straddling runs (no benchmark row) follows per group's rule. */
+   fields and returns 1, or returns 0. It is faster than the row, odd-shape, flat and blocks
+   kernels on those shapes, with the fastest count a lane for each (bq__affine_na): forward
+   8, backward per token 2, backward per group 4. Backward on aligned blocks is slower here,
+   so those keep bq_affine_blocks; per channel with straddling runs follows per group's
+   rule. */
 BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t na = bq__affine_na(d), g = bq__affine_block_len(d, k, v);
@@ -4572,9 +4552,9 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
                       (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs * g != v->cols)))
     return 0;
-  /* where nothing straddles, the ops that take bq_affine_blocks keep it (G = 128: quantize
-     forward bf16 0.96 there, 0.93 here at G = 105); the others take this kernel too. Per
-     token, rows on the 16-byte grid keep the row kernels. */
+  /* where nothing straddles, the ops that take bq_affine_blocks keep it (it is faster
+     there); the others take this kernel too. Per token, rows on the 16-byte grid keep the
+     row kernels. */
   if ((tok || bq__affine_ga(d)) && !bq__affine_straddles(p, k, v, g)) return 0;
   k->group = g;
   k->fast32 = n <= ((int64_t)1 << 31);
@@ -4614,13 +4594,9 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     int64_t chunks = v.gmod / cp, rows = v.numel / v.gmod;
     /* x: strips of a chunk a thread, up to 8 warps a block (no more than C needs); y: a
        block for every affine.cu BQ_R rows (its rows in flight), up to 65535 (the blocks
-       then stride). f16 and bf16 quantize and fake quantize forward: one wave of blocks
-       (3 of 8 warps an SM, the kernel's launch bounds) striding down the rows. Measured on
-       the H100 at 256 MiB, [R, 4096]: with a block for every BQ_R rows, dequantize forward
-       0.89 -> 0.95 of copy (f32), 0.89 -> 0.97 (bf16), dequantize backward 0.93 -> 0.97,
-       fake quantize backward 0.94 -> 0.98, f64 quantize 0.92 -> 0.94 forward and 0.91 ->
-       0.93 backward, fake quantize forward f64 0.94 -> 0.98; bf16 quantize forward 0.92 ->
-       0.83 and fake quantize forward 0.93 -> 0.79, which keep the wave. */
+       then stride), which is the faster grid for most ops. f16 and bf16 quantize and fake
+       quantize forward, which are slower so, take one wave of blocks (as many as the
+       kernel's launch bounds let an SM hold) striding down the rows. */
     int64_t t = bq__dtype_size(d->float_type);
     int64_t wpb = (chunks + 31) / 32 < 8 ? (chunks + 31) / 32 : 8;
     int64_t gx = (chunks + 32 * wpb - 1) / (32 * wpb);
@@ -4636,10 +4612,9 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   }
   int narrow = bq__affine_narrow(p, &k, &v);
   if (narrow || bq__affine_blocks(p, &k, &v)) {
-    /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): a work item a
+    /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): an item a
        warp; f64, 4 blocks an SM at most, each warp striding over the items (bq__affine_ga
-       says why; H100, 4 against 8: per channel axis outermost f64 quantize forward 0.886 ->
-       0.898 of copy, per token f64 quantize backward 0.945 -> 0.956) */
+       says why; fewer blocks than the SM could hold are faster for f64) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
     int tok = d->granularity == BQ_PER_TOKEN, which = narrow ? (tok ? 3 : 4)
@@ -4650,15 +4625,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (flat) return bq__launch(p, d->granularity == BQ_PER_TOKEN ? 2 : 3, bq__grid(flat, 8), 1, 256, 0, &k, stream);
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
-  /* rows: a work item takes several tiles of a row, which pays the row's scale (its
+  /* rows: an item takes several tiles of a row, which pays the row's scale (its
      reciprocal) once, while the grid keeps `warps` items an SM: more, shorter items balance
-     the SMs' last wave better, fewer pay the set-up less often. Measured on the H100 (256
-     MiB): per token 256 (f32 [4681, 14336] quantize forward 0.88 -> 0.95 of copy against
-     64, bf16 rows of 4095 0.89 -> 0.92), per group 128 (f32 [4681, 14336] quantize
-     backward 0.88 -> 0.92, bf16 [9362, 14336] fake quantize backward 0.89 -> 0.93; 256 cost
-     G = 105), and 64 for f64 backward (its reciprocal is dearer: per token quantize
-     backward 0.75 with 64, 0.68 with 256) and f64 per group. Dequantize has no reciprocal
-     and keeps a tile per item (more warps in flight). */
+     the SMs' last wave better, fewer pay the set-up less often. The fastest balance: per
+     token 256, per group 128, and 64 for f64 backward (its reciprocal is dearer) and f64
+     per group. Dequantize has no reciprocal and keeps a tile per item (more warps in
+     flight). */
   k.tpw = 1;
   int64_t warps = 64;
   if (d->granularity == BQ_PER_TOKEN && (fwd || d->float_type != BQ_F64)) warps = 256;
@@ -4682,13 +4654,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   }
   /* Per channel and per group, bq_affine_odd where an access can straddle two parameter
      blocks (bq__affine_straddles). Not f64 dequantize forward: two elements an access
-     straddle seldom, and the odd kernel's 102 registers cost more than redoing them (H100,
-     G = 105: 0.83 of copy with bq_affine, 0.70 with bq_affine_odd). */
+     straddle seldom, and the odd kernel's registers cost more than redoing them. */
   int which = 0;
   if ((d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) &&
       !(fwd && d->op == BQ_DEQUANTIZE && d->float_type == BQ_F64) && bq__affine_straddles(p, &k, &v, k.group))
     which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
-  return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per work item */
+  return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per item */
 }
 
 static const char *const bq__src_affine = bq__src_affine_cu;
@@ -4794,10 +4765,9 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
   }
   /* Per token, f16 and bf16 rows longer than 256 threads' 4 accesses take bq_dynamic_long:
-     up to 8 accesses a thread in teams of up to 512 (at 14336 bf16 a row, 0.78 -> 0.96 of
-     copy bandwidth on the H100: 512-thread teams of 4 left two rows an SM, whose barriers
-     stalled the loads). Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which
-     measured faster there (f64 [8192, 4096]: 0.75 with 4, 0.62 with 8). */
+     up to 8 accesses a thread in teams of up to 512, so that an SM holds more rows (large
+     teams of 4 accesses a thread leave few rows an SM, whose barriers stall the loads).
+     Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which is faster for them. */
   /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
   k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
   int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * BQ__DYN_CPT && bq__dtype_size(d->float_type) == 2;

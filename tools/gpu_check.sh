@@ -2,7 +2,7 @@
 # tools/gpu_check.sh [all|suites|sanitizers|races|linear] - on a GPU host, from the repository
 # root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
-# memcheck and racecheck. The parts, each within the device tool's 10 minutes a command:
+# memcheck and racecheck. The parts, each under ten minutes on one GPU:
 # `suites` the demo and every suite; `sanitizers` memcheck over the affine, dynamic and
 # cache suites; `races` racecheck over the dynamic suite and the affine kernels that use
 # shared memory; `linear` the linear layers' suite, sanitizers and benchmark rows. `all` is
