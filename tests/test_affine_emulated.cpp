@@ -95,7 +95,7 @@ static void init(void) {
 }
 TestSuite(emulated_affine, .init = init);
 static int g_cases;
-static int g_num_sms = 132; /* 1 makes rows of several tiles into one work item (affine.cu's tpw) */
+static int g_num_sms = 132; /* 1 makes rows of several tiles into one item (affine.cu's tpw) */
 /* a third of the scales 2^30 to 2^60: neighbouring groups whose windows of bq_div_near (|dy|
    within |s| 2^+-96) differ, so that bq_affine_flat must take their intersection */
 static int g_wide_scales;
