@@ -3,7 +3,7 @@
 # root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
-# `suites` the demo and every suite; `sanitizers` memcheck over the affine, dynamic and
+# `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic and
 # cache suites; `races` racecheck over the dynamic suite and the affine kernels that use
 # shared memory; `linear` the linear layers' suite, sanitizers and benchmark rows. `all` is
 # all four.
@@ -29,7 +29,8 @@ linear() {
 }
 if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
-  for t in gpu_cache gpu_affine gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
+  for e in w8a8_linear qat_step per_group_weights; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
+  for t in gpu_cache gpu_affine gpu_batch gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
 fi
 # racecheck of the affine kernels that share shared memory: per channel, per token (bq_affine_flat)
 # and per group

@@ -71,9 +71,10 @@ gpu-bundle)
   # suites and the object files stay behind), so that `.deps` alone is carried.
   tools/stage-criterion-runtime.sh .deps
   rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
-  cp build/tests/test_gpu_{affine,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache \
+  cp build/tests/test_gpu_{affine,batch,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache \
     build/tests/libbq_fake_driver.so .deps/build/tests/
-  cp build/tools/bench .deps/build/tools/ && cp build/examples/demo .deps/build/examples/
+  cp build/tools/bench .deps/build/tools/
+  cp build/examples/{demo,w8a8_linear,qat_step,per_group_weights} .deps/build/examples/
   du -sh .deps ;;
 test)
   # Tests use a private kernel cache so they never touch the user's.
