@@ -445,7 +445,7 @@ static void run_case(const gcase *c)
   prep_upload(&P);
   plan = plan_get(&c->d, P.what);
   BQ_OK(bq_plan_can_implement(plan, &P.da), "%s", P.what);
-  ws = bq_plan_workspace_size(plan, &P.da);
+  BQ_OK(bq_plan_workspace_size(plan, &P.da, &ws), "%s", P.what);
   if (ws) BQ_OK(bq_malloc(&wsp, ws), "%s", P.what);
   BQ_OK(bq_plan_run(plan, &P.da, wsp, ws, NULL), "%s", P.what);
   BQ_OK(bq_synchronize(NULL), "%s", P.what);

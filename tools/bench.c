@@ -598,7 +598,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     s = bq_plan_can_implement(plan, &a0);
   }
   if (bq_check(s, "bq_plan_can_implement", __LINE__)) goto done;
-  q.workspace_bytes = bq_plan_workspace_size(plan, &a0);
+  if (BQ(bq_plan_workspace_size(plan, &a0, &q.workspace_bytes))) goto done;
   if (q.workspace_bytes && BQ(bq_malloc(&q.workspace, q.workspace_bytes))) goto done;
 
   if (time_runs(launch_quant, &q, nsets, &r->t)) goto done;
@@ -829,7 +829,7 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   x.a.bias = bias;
   x.a.scales = a_scales;
   x.a.scale = 1.5e-3;
-  x.ws_bytes = bq_plan_workspace_size(x.plan, &x.a);
+  if (BQ(bq_plan_workspace_size(x.plan, &x.a, &x.ws_bytes))) goto done;
   if (x.ws_bytes && BQ(bq_malloc(&x.ws, x.ws_bytes))) goto done;
   if (time_runs(launch_linear, &x, nsets, &r->t)) goto done;
   r->bytes = (double)(c->m * c->k) * (double)xs + (double)(c->n * c->k) + (double)(c->m * c->n) * (double)os;
