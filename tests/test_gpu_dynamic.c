@@ -50,7 +50,7 @@ static bq_desc make_desc(bq_granularity g, bq_dtype T, bq_dtype I, int asym, bq_
   d.float_type = T;
   d.int_type = I;
   d.asymmetric = asym;
-  d.scale_type = st == T ? BQ_DTYPE_DEFAULT : st; /* the default must mean T */
+  d.scale_type = st == BQ_F32 ? BQ_DTYPE_DEFAULT : st; /* the default must mean f32 */
   d.qmin = qmin;
   d.qmax = qmax;
   return d;

@@ -105,7 +105,7 @@ static bq_desc lin_desc(const lin_case *c)
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = c->op;
-  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_PER_TENSOR; /* QuantizedLinear: the default */
+  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_GRANULARITY_DEFAULT; /* QuantizedLinear: the default */
   d.float_type = c->T;
   d.out_type = c->out;
   d.scale_type = c->st;

@@ -343,7 +343,7 @@ struct bench_case {
   int64_t group_size;         /* per group */
   unsigned ops, dirs, types;  /* masks: OPM(bq_op), DIRM(bq_direction), TYM(bq_dtype) */
   bq_dtype int_type;          /* 0: s8 */
-  bq_dtype scale_type;        /* 0: the float type */
+  bq_dtype scale_type;        /* 0: the float type (set explicitly in the desc) */
   int qmin, qmax;             /* both 0: the full range */
   int quick;                  /* also run under --quick */
   int asymmetric;             /* dynamic quantize: min/max with a zero point */
@@ -800,7 +800,7 @@ static void linear_name(const linear_case *c, char *buf, size_t n) {
 static int run_linear_case(const linear_case *c, row_result *r) {
   bq_desc d = {0};
   d.op = c->op;
-  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_PER_TENSOR;
+  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_GRANULARITY_DEFAULT;
   d.float_type = c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : c->out;
   d.out_type = c->out;
   d.scale_type = BQ_F32;
