@@ -19,13 +19,16 @@
 #include "../baracuda_quant.h"
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <float.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- combinations ------------------------------------------------------------------- */
 static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
@@ -1746,4 +1749,168 @@ Test(status, last_error_is_per_thread) {
   cr_assert(ok, "the other thread did not see its own error");
   cr_assert_str_eq(bq_last_error(), mine);
   cr_assert(strstr(mine, "dequantize_per_group_backward: desc.device (-2)"), "%s", mine);
+}
+
+/* ---- devices: a plan runs in its own context ------------------------------------------ */
+/* tests/fake_driver.c in its two-device mode: primary contexts, a per-thread context stack,
+   and launches that run nothing but record the device whose context was current. */
+static const char *fake_driver_path(void) {
+  static char path[1024];
+  const char *env = getenv("BQ_FAKE_DRIVER");
+  if (env && *env) return env;
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  cr_assert(n > 0);
+  exe[n] = 0;
+  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
+  return path;
+}
+static void two_devices(void) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver_path(), 1);
+  setenv("FAKE_CUDA_MODE", "twodev", 1);
+  setenv("BARACUDA_QUANT_QUIET", "1", 1);
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
+}
+TestSuite(devices, .init = two_devices);
+
+static int *fake_counter(const char *name) {
+  void *lib = dlopen(fake_driver_path(), RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(lib, "the fake driver is not loaded");
+  int *v = (int *)dlsym(lib, name);
+  cr_assert_not_null(v, "%s", name);
+  return v;
+}
+static bq__CUcontext current(void) {
+  cr_assert_not_null(bq__driver_get(), "the fake driver did not load: %s", bq_last_error());
+  bq__CUcontext c = (bq__CUcontext)0x1;
+  cr_assert_eq(bq__drv.cuCtxGetCurrent(&c), 0);
+  return c;
+}
+
+/* A plan given device 1's context, as bq_plan_select gives it one (no kernel: the fake
+   driver's launches run nothing). */
+static void plan_on(int device, bq_plan *plan, bq__entry *entry) {
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  d.device = device;
+  cr_assert_eq(bq__plan_init(&d, plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__CUcontext before = current();
+  int pushed = -1;
+  bq__device_info info;
+  cr_assert_eq(bq__plan_context(plan->desc.device, &plan->ctx, &pushed, &info), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(current(), plan->ctx, "the plan's context is current while it is built");
+  if (pushed) {
+    bq__CUcontext c;
+    cr_assert_eq(bq__drv.cuCtxPopCurrent(&c), 0);
+  }
+  cr_assert_eq(current(), device == BQ_DEVICE_CURRENT && !before ? plan->ctx : before);
+  plan->device = info.ordinal;
+  memset(entry, 0, sizeof *entry);
+  plan->entry = entry;
+}
+
+Test(devices, run_refuses_another_devices_context_and_pushes_its_own_when_none) {
+  int *launches = NULL, *launch_device = NULL;
+  bq_plan plan;
+  bq__entry entry;
+  cr_assert_null(current());
+  plan_on(BQ_DEVICE(1), &plan, &entry);
+  cr_assert_eq(plan.device, 1);
+  cr_assert_null(current(), "selecting for BQ_DEVICE(1) left a context current");
+  launches = fake_counter("fake_launches");
+  launch_device = fake_counter("fake_launch_device");
+  bq_args a = base_args(BQ_PER_TENSOR);
+
+  /* device 0's context current: refused by name, nothing launched */
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS, "%s", bq_last_error());
+  bq__CUcontext dev0 = current();
+  cr_assert_not_null(dev0);
+  clear_error();
+  bq_status st = bq_plan_run(&plan, &a, NULL, 0, NULL);
+  cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s: %s", bq_status_name(st), bq_last_error());
+  check_msg("quantize_per_tensor: ", "plan selected on device 1, current context is device 0's", "[device 0 current]",
+            "bq_plan_run");
+  cr_assert_eq(*launches, 0);
+  cr_assert_eq(current(), dev0);
+
+  /* device 1's context current: launched there */
+  cr_assert_eq(bq_set_device(1), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(current(), plan.ctx);
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(*launches, 1);
+  cr_assert_eq(*launch_device, 1);
+
+  /* none current: the plan's context is pushed for the launch and popped after */
+  cr_assert_eq(bq__drv.cuCtxSetCurrent(NULL), 0);
+  cr_assert_null(current());
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(*launches, 2);
+  cr_assert_eq(*launch_device, 1);
+  cr_assert_null(current(), "run left the plan's context current");
+
+  /* a plan of the current context (device 0's) refuses device 1's */
+  bq_plan p0;
+  bq__entry e0;
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS);
+  plan_on(BQ_DEVICE_CURRENT, &p0, &e0);
+  cr_assert_eq(p0.device, 0);
+  cr_assert_eq(p0.ctx, dev0);
+  cr_assert_eq(bq_plan_run(&p0, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(*launch_device, 0);
+  cr_assert_eq(bq_set_device(1), BQ_SUCCESS);
+  clear_error();
+  cr_assert_eq(bq_plan_run(&p0, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  check_msg("quantize_per_tensor: ", "plan selected on device 0, current context is device 1's", "[device 1 current]",
+            "bq_plan_run");
+  /* invalid arguments are still reported as such whatever context is current */
+  a.numel = -1;
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS);
+  clear_error();
+  cr_assert_eq(bq_plan_run(&p0, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  check_msg("quantize_per_tensor: ", "args.numel (-1)", "[bad numel]", "bq_plan_run");
+  cr_assert_eq(*launches, 3);
+}
+
+/* BQ_DEVICE_CURRENT with nothing current takes device 0's primary context (made current,
+   as the CUDA runtime would); BQ_DEVICE(n) past the last device is NO_DEVICE by name;
+   bq_set_device likewise. */
+Test(devices, contexts_of_descs) {
+  bq_plan p;
+  bq__entry e;
+  cr_assert_null(current());
+  plan_on(BQ_DEVICE_CURRENT, &p, &e);
+  cr_assert_eq(p.device, 0);
+  cr_assert_eq(current(), p.ctx);
+  bq_plan q;
+  plan_on(BQ_DEVICE(0), &q, &e);
+  cr_assert_eq(q.ctx, p.ctx, "BQ_DEVICE(0) is device 0's primary context");
+  bq__CUcontext ctx;
+  int pushed;
+  bq__device_info info;
+  clear_error();
+  cr_assert_eq(bq__plan_context(BQ_DEVICE(2), &ctx, &pushed, &info), BQ_ERROR_NO_DEVICE);
+  cr_assert(strstr(bq_last_error(), "device 2 does not exist (2 CUDA devices)"), "%s", bq_last_error());
+  cr_assert_eq(current(), p.ctx);
+  clear_error();
+  cr_assert_eq(bq_set_device(2), BQ_ERROR_NO_DEVICE);
+  cr_assert(strstr(bq_last_error(), "device 2 does not exist"), "%s", bq_last_error());
+  cr_assert_eq(current(), p.ctx);
+}
+
+/* bq_plan_select for BQ_DEVICE(1) while device 0 is current builds in device 1's context
+   and leaves device 0's current, whether the build succeeds or not (the fake driver loads
+   no module: the select fails after the context was pushed). */
+Test(devices, select_restores_the_current_context) {
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS, "%s", bq_last_error());
+  bq__CUcontext dev0 = current();
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  d.device = BQ_DEVICE(1);
+  bq_plan *p = (bq_plan *)(uintptr_t)0x1;
+  bq_status st = bq_plan_select(&d, &p);
+  cr_assert_neq(st, BQ_SUCCESS);
+  cr_assert_null(p);
+  cr_assert_eq(current(), dev0, "select left another context current (%s)", bq_last_error());
+  bq__CUcontext c;
+  cr_assert_eq(bq__drv.cuCtxPopCurrent(&c), 0);
+  cr_assert_eq(c, dev0);
+  cr_assert_null(current(), "select left a context pushed");
 }
