@@ -1,5 +1,5 @@
 /* baracuda_quant.h - affine INT8 quantization for NVIDIA GPUs, in one header.
-   Version 0.1.0. No prebuilt GPU code: kernels are specialized CUDA source embedded below,
+   Version 0.2.0. No prebuilt GPU code: kernels are specialized CUDA source embedded below,
    compiled at run time with NVRTC for the GPU in use, cached on disk, launched through the
    CUDA driver API on your stream.
 
@@ -25,17 +25,20 @@
 
    PLANS (the cuBLASLt / CUTLASS lifecycle)
      bq_plan_select(desc, &plan)   validates the descriptor and compiles the kernel (or
-                                   takes it from the memory or disk cache) for the current
-                                   CUDA context, else the primary context of desc.device
+                                   takes it from the memory or disk cache) in desc.device's
+                                   context (DEVICES)
      bq_plan_can_implement(plan, args)   validates one call's arguments
-     bq_plan_workspace_size(plan, args)  device bytes run needs (0 for most ops)
-     bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches; never
-                                   allocates, never synchronizes, works under CUDA graph
-                                   capture; a zero-size problem succeeds and launches nothing
+     bq_plan_workspace_size(plan, args, &bytes)  device bytes run needs (0 for most ops);
+                                   validates the shape; on an error *bytes = 0
+     bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches in the plan's
+                                   context; never allocates, never synchronizes, works
+                                   under CUDA graph capture; a zero-size problem succeeds
+                                   and launches nothing
      bq_plan_destroy(plan);  bq_plan_sku(plan);  bq_plan_precision_guarantee(plan)
      Plans are immutable: one plan may run from many threads and streams at once.
-     Descriptors are zero-is-default: qmin == qmax == 0 means the int type's full range,
-     int_type 0 means s8, scale_type 0 means the float type.
+     Descriptors are zero-is-default: granularity 0 (BQ_GRANULARITY_DEFAULT) is per tensor,
+     per token for QuantizedLinear; qmin == qmax == 0 the int type's full range; int_type 0
+     s8; scale_type 0 BQ_F32 for every op and float type; device 0 the current context.
 
    OPS                          reads                         writes
      BQ_QUANTIZE   forward      x (T)                         y (I)
@@ -47,7 +50,7 @@
      BQ_DYNAMIC_QUANTIZE        x (T)                         y (I), out_scales,
                                                               out_zero_points (asymmetric)
      T: BQ_F32, BQ_F64, BQ_F16, BQ_BF16.  I: BQ_S8, BQ_U8 with any [qmin, qmax] inside.
-     Granularity (which scale and zero point an element uses):
+     Granularity (which scale and zero point an element uses; 0 = per tensor):
        BQ_PER_TENSOR   numel elements; args.scale (host double, converted once to C) and
                        args.zero_point. Dynamic: one scale in out_scales[0]; needs a
                        workspace of bq_plan_workspace_size bytes.
@@ -57,24 +60,26 @@
                        x and dx use x's, y and dy use y's); scales[rows].
        BQ_PER_GROUP    [rows, cols], cols % group_size == 0; scale of element (r, c) at
                        r * group_row_stride + c / group_size (0 = cols / group_size).
-     Scale arrays are device arrays of scale_type (T or BQ_F32); zero points are device
-     int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
+     Scale arrays are device arrays of scale_type (BQ_F32, the default, or T); zero points
+     are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
-                            workspace (bq_plan_workspace_size), then the int8 GEMM
-     BQ_SMOOTHQUANT_LINEAR  x already int8 (int_type); granularity BQ_PER_TENSOR
-                            (args.scale, args.zero_point: host scalars) or BQ_PER_TOKEN
-                            (args.scales[M] of scale_type, args.zero_points[M])
+                            workspace (bq_plan_workspace_size), then the int8 GEMM;
+                            granularity per token (the default; per tensor is refused)
+     BQ_SMOOTHQUANT_LINEAR  x already int8 (int_type); granularity BQ_PER_TENSOR (the
+                            default: args.scale, args.zero_point, host scalars) or
+                            BQ_PER_TOKEN (args.scales[M] of scale_type, zero_points[M]);
+                            out_type or float_type names the output (either one will do)
      BQ_LINEAR_WEIGHT_SUMS  args.w [n, cols] -> args.y int32 [n]: run once per weight
                             and pass the result as args.w_sums to asymmetric plans
      args: rows = M, cols = K, n = N, x (row stride x_row_stride), y (y_row_stride), w,
      w_scales[N] (scale_type), bias[N] (out_type, or NULL), w_sums (asymmetric only).
      desc: float_type; out_type (default float_type; the bias's type too); int_type and
      [qmin, qmax] of the activations; asymmetric = 1 for activation zero points; scale_type
-     BQ_F32, BQ_F16 or BQ_BF16 (BQ_F64 with an f64 output; default float_type, or f32).
+     BQ_F32 (the default), BQ_F16 or BQ_BF16 (BQ_F64 with an f64 output).
      acc = sum_k a[m,k] w[n,k] exact in int32 on tensor cores (mma.sync or wgmma), minus
      azp[m] * wsum[n] when asymmetric; y = Tout((C(acc) * C(sa[m])) * C(sw[n]) + C(bias[n]))
      in the epilogue, C = f64 for an f64 output, else f32. Validation bounds K so the
@@ -93,6 +98,17 @@
      launched with programmatic stream serialization: it starts while the activations'
      kernel runs, streams the weight, and waits for that kernel before it reads the
      activations (BARACUDA_QUANT_PDL=0 turns this off).
+
+   DEVICES
+     desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
+     device 0's primary context (then made current) when none is; BQ_DEVICE(n) selects for
+     device n's primary context whatever is current, leaving the caller's context as it
+     was. The plan keeps that context (primary contexts stay retained): bq_plan_run with no
+     context current pushes it for the launch and pops it after, and with another context
+     current fails with BQ_ERROR_INVALID_ARGUMENT naming both devices. bq_set_device(n)
+     makes device n's primary context current on the calling thread (cudaSetDevice). The
+     memory helpers use the current context, else device 0's primary context, as the CUDA
+     runtime does.
 
    NUMERICS (the project's contract; README "Numerics" has the whole text)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
