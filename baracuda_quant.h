@@ -1,5 +1,5 @@
 /* baracuda_quant.h - affine INT8 quantization for NVIDIA GPUs, in one header.
-   Version 0.1.0. No prebuilt GPU code: kernels are specialized CUDA source embedded below,
+   Version 0.2.0. No prebuilt GPU code: kernels are specialized CUDA source embedded below,
    compiled at run time with NVRTC for the GPU in use, cached on disk, launched through the
    CUDA driver API on your stream.
 
@@ -25,17 +25,20 @@
 
    PLANS (the cuBLASLt / CUTLASS lifecycle)
      bq_plan_select(desc, &plan)   validates the descriptor and compiles the kernel (or
-                                   takes it from the memory or disk cache) for the current
-                                   CUDA context, else the primary context of desc.device
+                                   takes it from the memory or disk cache) in desc.device's
+                                   context (DEVICES)
      bq_plan_can_implement(plan, args)   validates one call's arguments
-     bq_plan_workspace_size(plan, args)  device bytes run needs (0 for most ops)
-     bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches; never
-                                   allocates, never synchronizes, works under CUDA graph
-                                   capture; a zero-size problem succeeds and launches nothing
+     bq_plan_workspace_size(plan, args, &bytes)  device bytes run needs (0 for most ops);
+                                   validates the shape; on an error *bytes = 0
+     bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches in the plan's
+                                   context; never allocates, never synchronizes, works
+                                   under CUDA graph capture; a zero-size problem succeeds
+                                   and launches nothing
      bq_plan_destroy(plan);  bq_plan_sku(plan);  bq_plan_precision_guarantee(plan)
      Plans are immutable: one plan may run from many threads and streams at once.
-     Descriptors are zero-is-default: qmin == qmax == 0 means the int type's full range,
-     int_type 0 means s8, scale_type 0 means the float type.
+     Descriptors are zero-is-default: granularity 0 (BQ_GRANULARITY_DEFAULT) is per tensor,
+     per token for QuantizedLinear; qmin == qmax == 0 the int type's full range; int_type 0
+     s8; scale_type 0 BQ_F32 for every op and float type; device 0 the current context.
 
    OPS                          reads                         writes
      BQ_QUANTIZE   forward      x (T)                         y (I)
@@ -47,7 +50,7 @@
      BQ_DYNAMIC_QUANTIZE        x (T)                         y (I), out_scales,
                                                               out_zero_points (asymmetric)
      T: BQ_F32, BQ_F64, BQ_F16, BQ_BF16.  I: BQ_S8, BQ_U8 with any [qmin, qmax] inside.
-     Granularity (which scale and zero point an element uses):
+     Granularity (which scale and zero point an element uses; 0 = per tensor):
        BQ_PER_TENSOR   numel elements; args.scale (host double, converted once to C) and
                        args.zero_point. Dynamic: one scale in out_scales[0]; needs a
                        workspace of bq_plan_workspace_size bytes.
@@ -57,24 +60,26 @@
                        x and dx use x's, y and dy use y's); scales[rows].
        BQ_PER_GROUP    [rows, cols], cols % group_size == 0; scale of element (r, c) at
                        r * group_row_stride + c / group_size (0 = cols / group_size).
-     Scale arrays are device arrays of scale_type (T or BQ_F32); zero points are device
-     int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
+     Scale arrays are device arrays of scale_type (BQ_F32, the default, or T); zero points
+     are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
-                            workspace (bq_plan_workspace_size), then the int8 GEMM
-     BQ_SMOOTHQUANT_LINEAR  x already int8 (int_type); granularity BQ_PER_TENSOR
-                            (args.scale, args.zero_point: host scalars) or BQ_PER_TOKEN
-                            (args.scales[M] of scale_type, args.zero_points[M])
+                            workspace (bq_plan_workspace_size), then the int8 GEMM;
+                            granularity per token (the default; per tensor is refused)
+     BQ_SMOOTHQUANT_LINEAR  x already int8 (int_type); granularity BQ_PER_TENSOR (the
+                            default: args.scale, args.zero_point, host scalars) or
+                            BQ_PER_TOKEN (args.scales[M] of scale_type, zero_points[M]);
+                            out_type or float_type names the output (either one will do)
      BQ_LINEAR_WEIGHT_SUMS  args.w [n, cols] -> args.y int32 [n]: run once per weight
                             and pass the result as args.w_sums to asymmetric plans
      args: rows = M, cols = K, n = N, x (row stride x_row_stride), y (y_row_stride), w,
      w_scales[N] (scale_type), bias[N] (out_type, or NULL), w_sums (asymmetric only).
      desc: float_type; out_type (default float_type; the bias's type too); int_type and
      [qmin, qmax] of the activations; asymmetric = 1 for activation zero points; scale_type
-     BQ_F32, BQ_F16 or BQ_BF16 (BQ_F64 with an f64 output; default float_type, or f32).
+     BQ_F32 (the default), BQ_F16 or BQ_BF16 (BQ_F64 with an f64 output).
      acc = sum_k a[m,k] w[n,k] exact in int32 on tensor cores (mma.sync or wgmma), minus
      azp[m] * wsum[n] when asymmetric; y = Tout((C(acc) * C(sa[m])) * C(sw[n]) + C(bias[n]))
      in the epilogue, C = f64 for an f64 output, else f32. Validation bounds K so the
@@ -93,6 +98,17 @@
      launched with programmatic stream serialization: it starts while the activations'
      kernel runs, streams the weight, and waits for that kernel before it reads the
      activations (BARACUDA_QUANT_PDL=0 turns this off).
+
+   DEVICES
+     desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
+     device 0's primary context (then made current) when none is; BQ_DEVICE(n) selects for
+     device n's primary context whatever is current, leaving the caller's context as it
+     was. The plan keeps that context (primary contexts stay retained): bq_plan_run with no
+     context current pushes it for the launch and pops it after, and with another context
+     current fails with BQ_ERROR_INVALID_ARGUMENT naming both devices. bq_set_device(n)
+     makes device n's primary context current on the calling thread (cudaSetDevice). The
+     memory helpers use the current context, else device 0's primary context, as the CUDA
+     runtime does.
 
    NUMERICS (the whole contract, every choice the tests pin: docs/numerics.md)
      C = f64 for f64 data, else f32. Every operation rounds once in C, to nearest even,
@@ -152,9 +168,9 @@
 #include <stdint.h>
 
 #define BQ_VERSION_MAJOR 0
-#define BQ_VERSION_MINOR 1
+#define BQ_VERSION_MINOR 2
 #define BQ_VERSION_PATCH 0
-#define BQ_VERSION_STRING "0.1.0"
+#define BQ_VERSION_STRING "0.2.0"
 #define BQ_MAX_RANK 8
 
 #ifdef BARACUDA_QUANT_STATIC
@@ -210,25 +226,33 @@ typedef enum bq_op {
 typedef enum bq_direction { BQ_FORWARD = 0, BQ_BACKWARD } bq_direction;
 
 typedef enum bq_granularity {
-  BQ_PER_TENSOR = 0, /* one scale, one zero point: host scalars (args.scale, args.zero_point) */
-  BQ_PER_CHANNEL,    /* dense tensor of rank 1..8; scales[shape[axis]] */
-  BQ_PER_TOKEN,      /* [rows, cols] with row strides; scales[rows] */
-  BQ_PER_GROUP       /* [rows, cols], cols % group_size == 0; scales[rows][cols / group_size] */
+  BQ_GRANULARITY_DEFAULT = 0, /* per token for QuantizedLinear, per tensor for every other op */
+  BQ_PER_TENSOR = 1, /* one scale, one zero point: host scalars (args.scale, args.zero_point) */
+  BQ_PER_CHANNEL = 2, /* dense tensor of rank 1..8; scales[shape[axis]] */
+  BQ_PER_TOKEN = 3,   /* [rows, cols] with row strides; scales[rows] */
+  BQ_PER_GROUP = 4    /* [rows, cols], cols % group_size == 0; scales[rows][cols / group_size] */
 } bq_granularity;
+
+/* desc.device: the calling thread's current context (else device 0's primary context), or
+   device n's primary context whatever is current */
+#define BQ_DEVICE_CURRENT 0
+#define BQ_DEVICE(n) ((n) + 1)
 
 /* Zero means default in every field (sokol style), so new fields never break callers. */
 typedef struct bq_desc {
   bq_op op;                    /* required */
   bq_direction direction;      /* default BQ_FORWARD */
-  bq_granularity granularity;  /* default BQ_PER_TENSOR */
-  bq_dtype float_type;         /* required: BQ_F32, BQ_F64, BQ_F16 or BQ_BF16 */
+  bq_granularity granularity;  /* default: BQ_GRANULARITY_DEFAULT (per op, see the enum) */
+  bq_dtype float_type;         /* BQ_F32, BQ_F64, BQ_F16 or BQ_BF16: required except by
+                                  SmoothQuantLinear (its x is int8; default out_type) */
   bq_dtype int_type;           /* default BQ_S8; or BQ_U8 */
   int qmin, qmax;              /* both 0: the full range of int_type */
-  bq_dtype scale_type;         /* device scale arrays: float_type (default) or BQ_F32 */
-  int device;                  /* device ordinal used when no CUDA context is current */
+  bq_dtype scale_type;         /* device scale arrays: BQ_F32 (default) or float_type */
+  int device;                  /* BQ_DEVICE_CURRENT (default) or BQ_DEVICE(n) */
   int asymmetric;              /* dynamic quantize: 0 symmetric (max |x|), 1 min/max + zero point;
                                   linear: 1 = activations carry zero points */
-  bq_dtype out_type;           /* linear: the output (and bias) type; default float_type */
+  bq_dtype out_type;           /* linear: the output (and bias) type; default float_type
+                                  (SmoothQuantLinear: out_type or float_type required) */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -275,7 +299,7 @@ typedef struct bq_plan bq_plan;
 /* ---- plans ----------------------------------------------------------------- */
 BQ_API bq_status bq_plan_select(const bq_desc *desc, bq_plan **plan);
 BQ_API bq_status bq_plan_can_implement(const bq_plan *plan, const bq_args *args);
-BQ_API size_t bq_plan_workspace_size(const bq_plan *plan, const bq_args *args);
+BQ_API bq_status bq_plan_workspace_size(const bq_plan *plan, const bq_args *args, size_t *bytes);
 BQ_API bq_status bq_plan_run(const bq_plan *plan, const bq_args *args, void *workspace,
                              size_t workspace_bytes, void *stream);
 BQ_API void bq_plan_destroy(bq_plan *plan);
@@ -316,6 +340,8 @@ BQ_API bq_status bq_memcpy_to_host(void *dst, const void *src, size_t bytes);
 BQ_API bq_status bq_memset(void *dst, unsigned char value, size_t bytes);
 BQ_API bq_status bq_synchronize(void *stream);
 BQ_API bq_status bq_device_name(char *buf, size_t buf_size);
+/* Make device `ordinal`'s primary context current on the calling thread (cudaSetDevice). */
+BQ_API bq_status bq_set_device(int ordinal);
 
 #ifdef __cplusplus
 }
@@ -429,6 +455,8 @@ enum {
   X(cuCtxSetCurrent, (bq__CUcontext c))                                                        \
   X(cuCtxGetDevice, (bq__CUdevice * d))                                                        \
   X(cuCtxSynchronize, (void))                                                                  \
+  X(cuCtxPushCurrent, (bq__CUcontext c))                                                       \
+  X(cuCtxPopCurrent, (bq__CUcontext * c))                                                      \
   X(cuModuleLoadData, (bq__CUmodule * m, const void *image))                                   \
   X(cuModuleUnload, (bq__CUmodule m))                                                          \
   X(cuModuleGetFunction, (bq__CUfunction * f, bq__CUmodule m, const char *name))               \
@@ -683,8 +711,33 @@ BQ__FN bq_status bq__cu_fail(bq__CUresult r, const char *what) {
                   "%s failed: CUresult %d (%s)", what, r, s ? s : "unknown");
 }
 
+/* The primary context of device `ordinal` (the one the CUDA runtime uses, so the two
+   interoperate), retained once per process and never released: plans and cached modules
+   of that context stay valid for the program's life. */
+#define BQ__MAX_PRIMARY 64
+static bq__CUcontext bq__primary_ctx[BQ__MAX_PRIMARY];
+static pthread_mutex_t bq__primary_lock = PTHREAD_MUTEX_INITIALIZER;
+BQ__FN bq_status bq__primary(int ordinal, bq__CUcontext *out) {
+  const bq__driver_api *d = bq__driver_get();
+  if (!d) return bq__drv_status;
+  int n = 0;
+  d->cuDeviceGetCount(&n);
+  if (ordinal < 0 || ordinal >= n || ordinal >= BQ__MAX_PRIMARY)
+    return bq__fail(BQ_ERROR_NO_DEVICE, "device %d does not exist (%d CUDA devices)", ordinal, n);
+  pthread_mutex_lock(&bq__primary_lock);
+  bq__CUcontext c = bq__primary_ctx[ordinal];
+  bq__CUresult r = 0;
+  bq__CUdevice dev;
+  if (!c && !(r = d->cuDeviceGet(&dev, ordinal)) && !(r = d->cuDevicePrimaryCtxRetain(&c, dev)))
+    bq__primary_ctx[ordinal] = c;
+  pthread_mutex_unlock(&bq__primary_lock);
+  if (r) return bq__cu_fail(r, "cuDevicePrimaryCtxRetain");
+  *out = c;
+  return BQ_SUCCESS;
+}
+
 /* Make sure a context is current: the caller's if there is one, else the primary
-   context of `device` (the one the CUDA runtime uses, so the two interoperate). */
+   context of `device`, made current on this thread. */
 BQ__FN bq_status bq__context(int device, bq__CUcontext *out) {
   const bq__driver_api *d = bq__driver_get();
   if (!d) return bq__drv_status;
@@ -692,19 +745,25 @@ BQ__FN bq_status bq__context(int device, bq__CUcontext *out) {
   bq__CUresult r = d->cuCtxGetCurrent(&c);
   if (r != 0) return bq__cu_fail(r, "cuCtxGetCurrent");
   if (!c) {
-    int n = 0;
-    d->cuDeviceGetCount(&n);
-    if (device < 0 || device >= n)
-      return bq__fail(BQ_ERROR_NO_DEVICE, "device %d does not exist (%d CUDA devices)",
-                      device, n);
-    bq__CUdevice dev;
-    if ((r = d->cuDeviceGet(&dev, device)) != 0) return bq__cu_fail(r, "cuDeviceGet");
-    if ((r = d->cuDevicePrimaryCtxRetain(&c, dev)) != 0)
-      return bq__cu_fail(r, "cuDevicePrimaryCtxRetain");
+    bq_status st = bq__primary(device, &c);
+    if (st) return st;
     if ((r = d->cuCtxSetCurrent(c)) != 0) return bq__cu_fail(r, "cuCtxSetCurrent");
   }
   if (out) *out = c;
   return BQ_SUCCESS;
+}
+
+/* The device ordinal of a context (-1 if the driver cannot tell): made current for the
+   query when it is not. */
+BQ__FN int bq__context_device(bq__CUcontext c) {
+  bq__CUcontext cur = NULL;
+  bq__CUdevice dev = -1;
+  if (bq__drv.cuCtxGetCurrent(&cur)) return -1;
+  if (cur == c) return bq__drv.cuCtxGetDevice(&dev) ? -1 : dev;
+  if (bq__drv.cuCtxPushCurrent(c)) return -1;
+  if (bq__drv.cuCtxGetDevice(&dev)) dev = -1;
+  bq__drv.cuCtxPopCurrent(&cur);
+  return dev;
 }
 
 /* ---- run-time loading: NVRTC ------------------------------------------------------- */
@@ -3341,7 +3400,7 @@ static const char bq__src_linear_cu[] =
 
 /* ---- devices and targets ---------------------------------------------------------- */
 typedef struct bq__device_info {
-  int known, sm, num_sms;
+  int known, sm, num_sms, ordinal;
 } bq__device_info;
 #define BQ__MAX_DEVICES 64
 static bq__device_info bq__devices[BQ__MAX_DEVICES];
@@ -3372,8 +3431,28 @@ BQ__FN bq_status bq__current_device(int fallback_device, bq__CUcontext *ctx, bq_
     bq__devices[dev] = info;
     pthread_mutex_unlock(&bq__dev_lock);
   }
+  info.ordinal = dev;
   *out = info;
   return BQ_SUCCESS;
+}
+
+/* A plan's context and its device: for BQ_DEVICE_CURRENT bq__context's (the current one,
+   else device 0's primary context, made current); for BQ_DEVICE(n) device n's primary
+   context, pushed (*pushed = 1) while the plan is built if another context or none is
+   current, so selecting changes nothing the caller sees. */
+BQ__FN bq_status bq__plan_context(int device, bq__CUcontext *ctx, int *pushed, bq__device_info *out) {
+  *pushed = 0;
+  if (device == BQ_DEVICE_CURRENT) return bq__current_device(0, ctx, out);
+  bq_status st = bq__primary(device - 1, ctx);
+  if (st) return st;
+  bq__CUcontext cur = NULL;
+  bq__CUresult r = bq__drv.cuCtxGetCurrent(&cur);
+  if (r) return bq__cu_fail(r, "cuCtxGetCurrent");
+  if (cur != *ctx) {
+    if ((r = bq__drv.cuCtxPushCurrent(*ctx))) return bq__cu_fail(r, "cuCtxPushCurrent");
+    *pushed = 1;
+  }
+  return bq__current_device(0, &cur, out);
 }
 
 /* What NVRTC is asked for: a cubin for the device's own arch, or PTX for the newest
@@ -4008,8 +4087,12 @@ BQ__FN const char *bq__op_name(bq_op op) {
   default: return "unknown_op";
   }
 }
+/* The kernels' code of a (resolved) granularity: affine.cu's BQ_GRAN, dynamic.cu's BQ_DSCOPE,
+   the families' kernel lists; per tensor 0 to per group 3, older than BQ_GRANULARITY_DEFAULT. */
+BQ__FN int bq__gran_code(bq_granularity g) { return (int)g - (int)BQ_PER_TENSOR; }
 BQ__FN const char *bq__gran_name(bq_granularity g) {
   switch (g) {
+  case BQ_GRANULARITY_DEFAULT: return "default";
   case BQ_PER_TENSOR: return "per_tensor";
   case BQ_PER_CHANNEL: return "per_channel";
   case BQ_PER_TOKEN: return "per_token";
@@ -4041,10 +4124,25 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   *d = *in;
   if (d->op < BQ_QUANTIZE || d->op > BQ_LINEAR_WEIGHT_SUMS)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
-  if (d->granularity < BQ_PER_TENSOR || d->granularity > BQ_PER_GROUP)
+  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
                     bq__op_name(d->op), (int)d->granularity);
-  if (d->op == BQ_QUANTIZED_LINEAR && d->granularity == BQ_PER_TENSOR) d->granularity = BQ_PER_TOKEN;
+  if (d->op == BQ_QUANTIZED_LINEAR && d->granularity == BQ_PER_TENSOR)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
+                    "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
+  if (d->granularity == BQ_GRANULARITY_DEFAULT)
+    d->granularity = d->op == BQ_QUANTIZED_LINEAR ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  if (d->op == BQ_SMOOTHQUANT_LINEAR) { /* x is int8: the float type is the output's */
+    bq__plan_name(d, name, name_size);
+    if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
+                      "desc.float_type is not set either", name);
+    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+    if (!bq__is_float(d->out_type))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                      name, (int)d->out_type, bq__dtype_name(d->out_type));
+    d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  }
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) { /* reads s8 weights, writes int32: no float type */
     bq__copy(name, name_size, "linear_weight_sums");
     if (d->direction != BQ_FORWARD)
@@ -4054,6 +4152,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     bq_desc z;
     memset(&z, 0, sizeof z);
     z.op = d->op;
+    z.granularity = BQ_PER_TENSOR;
     z.device = d->device;
     z.float_type = BQ_F32;
     z.int_type = BQ_S8;
@@ -4103,8 +4202,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
                       name, (int)d->out_type, bq__dtype_name(d->out_type));
     /* scales convert exactly to C: f64 scales only when C is f64 */
-    if (d->scale_type == BQ_DTYPE_DEFAULT)
-      d->scale_type = d->float_type != BQ_F64 || d->out_type == BQ_F64 ? d->float_type : BQ_F32;
+    if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
     if (!bq__is_float(d->scale_type) || (d->scale_type == BQ_F64 && d->out_type != BQ_F64))
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 "
                       "(or BQ_F64 with an f64 out_type)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
@@ -4120,7 +4218,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (d->out_type != BQ_DTYPE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
-  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = d->float_type;
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
   if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                     "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", name,
@@ -4164,7 +4262,7 @@ typedef struct bq__family {
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
-  const char *kernels[4][BQ__MAX_KERNELS]; /* entry points, by granularity (bq_granularity order) */
+  const char *kernels[4][BQ__MAX_KERNELS]; /* entry points, by granularity (bq__gran_code) */
 } bq__family;
 
 struct bq_plan {
@@ -4174,7 +4272,8 @@ struct bq_plan {
   struct bq_plan *sub; /* QuantizedLinear: its per-token dynamic quantize plan */
   const bq__family *fam;
   bq__entry *entry;
-  bq__CUcontext ctx;
+  bq__CUcontext ctx; /* the context its modules live in: run needs it current, or none */
+  int device;        /* ctx's device ordinal */
   int num_sms;
   int vec;
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
@@ -4203,6 +4302,7 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
   memset(v, 0, sizeof *v);
   if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
   switch (d->granularity) {
+  case BQ_GRANULARITY_DEFAULT: /* resolved by normalization */
   case BQ_PER_TENSOR:
     if (a->numel < 0 || a->numel > BQ__MAX_ELEMS)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.numel (%lld) is negative or too large", n,
@@ -4414,7 +4514,7 @@ BQ__FN int bq__affine_na(const bq_desc *d) {
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n"
-              "#define BQ_FR %d\n#define BQ_NA %d\n", (int)d->op, d->direction == BQ_BACKWARD, (int)d->granularity,
+              "#define BQ_FR %d\n#define BQ_NA %d\n", (int)d->op, d->direction == BQ_BACKWARD, bq__gran_code(d->granularity),
               bq__affine_u(d), bq__affine_ga(d), bq__affine_fr(d), bq__affine_na(d));
 }
 
@@ -4683,7 +4783,7 @@ typedef struct bq__dynamic_params {
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", d->asymmetric, (int)d->granularity);
+  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", d->asymmetric, bq__gran_code(d->granularity));
 }
 
 BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
@@ -5067,7 +5167,7 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
-  const char *const *names = f->kernels[d->granularity];
+  const char *const *names = f->kernels[bq__gran_code(d->granularity)];
   for (int j = 0; j < BQ__MAX_KERNELS; j++) k->kernels[j] = names[j];
   k->target = *t;
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
@@ -5215,14 +5315,15 @@ BQ__FN bq_status bq__plan_init(const bq_desc *desc, bq_plan *p) {
   return BQ_SUCCESS;
 }
 
-BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
+BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   if (!out) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: plan is NULL");
   *out = NULL;
   bq_plan *p = (bq_plan *)BQ_MALLOC(sizeof *p);
   if (!p) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_plan_select: out of memory");
   bq_status st = bq__plan_init(desc, p);
-  bq__device_info dev = {0, 0, 0};
-  if (!st) st = bq__current_device(p->desc.device, &p->ctx, &dev);
+  bq__device_info dev = {0, 0, 0, 0};
+  if (!st) st = bq__plan_context(p->desc.device, &p->ctx, pushed, &dev);
+  p->device = dev.ordinal;
   bq__target t;
   int want_a = !st && bq__wgmma_wanted(&p->desc);
   if (!st) st = bq__choose_target(dev.sm, want_a, &t);
@@ -5270,19 +5371,62 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   return BQ_SUCCESS;
 }
 
+BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
+  int pushed = 0;
+  bq_status st = bq__select(desc, out, &pushed);
+  bq__CUcontext c;
+  if (pushed) bq__drv.cuCtxPopCurrent(&c);
+  return st;
+}
+
 BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_can_implement: plan is NULL");
   return p->fam->check(p, a);
 }
 
-BQ__DEF size_t bq_plan_workspace_size(const bq_plan *p, const bq_args *a) {
-  return p ? p->fam->workspace(p, a) : 0;
+/* Validates what the size depends on (the problem's shape), not the pointers. */
+BQ__DEF bq_status bq_plan_workspace_size(const bq_plan *p, const bq_args *a, size_t *bytes) {
+  if (bytes) *bytes = 0;
+  if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_workspace_size: plan is NULL");
+  if (!bytes) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: bq_plan_workspace_size: bytes is NULL", p->name);
+  bq_status st;
+  if (bq__is_linear(p->desc.op)) {
+    bq__linear_view lv;
+    st = bq__linear_view_of(p, a, &lv);
+  } else {
+    bq__view v;
+    st = bq__view_of(p, a, &v);
+  }
+  if (!st) *bytes = p->fam->workspace(p, a);
+  return st;
+}
+
+/* A plan runs in its own context: where another is current its modules' handles mean
+   nothing (the driver would say "invalid resource handle"), so that is refused by name. */
+BQ__FN bq_status bq__context_mismatch(const bq_plan *p, bq__CUcontext cur) {
+  int cd = bq__context_device(cur);
+  if (cd == p->device)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: plan selected in a context of device %d, current context is "
+                    "another context of device %d: make the plan's context current (or none), or select a plan "
+                    "in this one", p->name, p->device, cd);
+  return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: plan selected on device %d, current context is device %d's: make "
+                  "device %d current (bq_set_device) or none, or select a plan for device %d", p->name, p->device,
+                  cd, p->device, cd);
 }
 
 BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspace, size_t workspace_bytes,
                               void *stream) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_run: plan is NULL");
-  return p->fam->run(p, a, workspace, workspace_bytes, stream);
+  if (!p->ctx) return p->fam->run(p, a, workspace, workspace_bytes, stream); /* built without a device: validates */
+  bq__CUcontext cur = NULL;
+  bq__CUresult r = bq__drv.cuCtxGetCurrent(&cur);
+  if (r) return bq__cu_fail(r, "cuCtxGetCurrent");
+  if (cur == p->ctx) return p->fam->run(p, a, workspace, workspace_bytes, stream);
+  if (cur) return bq__context_mismatch(p, cur);
+  if ((r = bq__drv.cuCtxPushCurrent(p->ctx))) return bq__cu_fail(r, "cuCtxPushCurrent");
+  bq_status st = p->fam->run(p, a, workspace, workspace_bytes, stream);
+  bq__drv.cuCtxPopCurrent(&cur);
+  return st;
 }
 
 BQ__DEF void bq_plan_destroy(bq_plan *p) {
@@ -5312,6 +5456,8 @@ BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
 }
 
 /* ---- device memory helpers ----------------------------------------------------------- */
+/* They work in the current context, else device 0's primary context (made current), as
+   the CUDA runtime does. */
 BQ__DEF bq_status bq_malloc(void **ptr, size_t bytes) {
   if (!ptr) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_malloc: ptr is NULL");
   *ptr = NULL;
@@ -5362,6 +5508,14 @@ BQ__DEF bq_status bq_device_name(char *buf, size_t n) {
   bq__CUresult r = bq__drv.cuCtxGetDevice(&dev);
   if (!r) r = bq__drv.cuDeviceGetName(buf, (int)n, dev);
   return r ? bq__cu_fail(r, "cuDeviceGetName") : BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_set_device(int ordinal) {
+  if (ordinal < 0) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_set_device: ordinal (%d) is negative", ordinal);
+  bq__CUcontext c;
+  bq_status st = bq__primary(ordinal, &c);
+  if (st) return st;
+  bq__CUresult r = bq__drv.cuCtxSetCurrent(c);
+  return r ? bq__cu_fail(r, "cuCtxSetCurrent") : BQ_SUCCESS;
 }
 #endif
 #endif

@@ -293,12 +293,19 @@ REF_API double ref_dequantize_d(int32_t q, double s, int32_t zp)
 
 /* ==== layouts ========================================================================= */
 
-/* Normalizes the zero-means-default fields of a descriptor. */
+/* The granularity a descriptor means: BQ_GRANULARITY_DEFAULT is per tensor for these ops. */
+REF_API bq_granularity ref_gran(const bq_desc *d)
+{
+  return d->granularity == BQ_GRANULARITY_DEFAULT ? BQ_PER_TENSOR : d->granularity;
+}
+
+/* Normalizes the zero-means-default fields of a descriptor (scale_type: f32). */
 REF_API bq_desc ref_desc_normalize(const bq_desc *in)
 {
   bq_desc d = *in;
   if (!d.int_type) d.int_type = BQ_S8;
-  if (!d.scale_type) d.scale_type = d.float_type;
+  if (!d.scale_type) d.scale_type = BQ_F32;
+  d.granularity = ref_gran(in);
   ref_qrange(in, &d.qmin, &d.qmax);
   return d;
 }
@@ -339,8 +346,8 @@ typedef struct ref_layout {
 REF_API int ref_layout_init(ref_layout *L, const bq_desc *d, const bq_args *a)
 {
   memset(L, 0, sizeof *L);
-  L->g = d->granularity;
-  switch (d->granularity) {
+  L->g = ref_gran(d);
+  switch (L->g) {
   case BQ_PER_TENSOR:
     if (a->numel < 0) return -1;
     L->count = L->x_extent = L->y_extent = a->numel;
@@ -425,19 +432,19 @@ REF_API int ref_out_uses_y(const bq_desc *d) { return d->direction != BQ_BACKWAR
 /* Quantization parameters of element with parameter index pi, in C. */
 REF_API float ref_scale_f(const bq_desc *d, const bq_args *a, int64_t pi)
 {
-  if (d->granularity == BQ_PER_TENSOR) return (float)a->scale;
-  return ref_load_f(d->scale_type ? d->scale_type : d->float_type, a->scales, pi);
+  if (ref_gran(d) == BQ_PER_TENSOR) return (float)a->scale;
+  return ref_load_f(d->scale_type ? d->scale_type : BQ_F32, a->scales, pi);
 }
 
 REF_API double ref_scale_d(const bq_desc *d, const bq_args *a, int64_t pi)
 {
-  if (d->granularity == BQ_PER_TENSOR) return a->scale;
-  return ref_load_d(d->scale_type ? d->scale_type : d->float_type, a->scales, pi);
+  if (ref_gran(d) == BQ_PER_TENSOR) return a->scale;
+  return ref_load_d(d->scale_type ? d->scale_type : BQ_F32, a->scales, pi);
 }
 
 REF_API int32_t ref_zero_point(const bq_desc *d, const bq_args *a, int64_t pi)
 {
-  if (d->granularity == BQ_PER_TENSOR) return a->zero_point;
+  if (ref_gran(d) == BQ_PER_TENSOR) return a->zero_point;
   return a->zero_points ? a->zero_points[pi] : 0;
 }
 

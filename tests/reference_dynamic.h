@@ -200,7 +200,8 @@ REF_API bq_desc refd_desc_normalize(const bq_desc *in)
 {
   bq_desc d = *in;
   if (!d.int_type) d.int_type = BQ_S8;
-  if (!d.scale_type) d.scale_type = d.float_type;
+  if (!d.scale_type) d.scale_type = BQ_F32;
+  if (!d.granularity) d.granularity = BQ_PER_TENSOR;
   ref_qrange(in, &d.qmin, &d.qmax);
   return d;
 }

@@ -107,12 +107,12 @@ static bq_desc the_desc(void) {
   memset(&d, 0, sizeof d);
   d.op = (bq_op)EMU_OP;
   d.direction = EMU_BWD ? BQ_BACKWARD : BQ_FORWARD;
-  d.granularity = (bq_granularity)EMU_GRAN;
+  d.granularity = (bq_granularity)(EMU_GRAN + 1); /* the kernel code counts from per tensor = 0 */
   d.float_type = T;
   d.int_type = I;
   d.qmin = EMU_QMIN;
   d.qmax = EMU_QMAX;
-  d.scale_type = EMU_ST ? BQ_F32 : BQ_DTYPE_DEFAULT;
+  d.scale_type = EMU_ST ? BQ_F32 : T;
   return d;
 }
 

@@ -74,12 +74,12 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_DYNAMIC_QUANTIZE;
-  d.granularity = (bq_granularity)EMU_SCOPE;
+  d.granularity = (bq_granularity)(EMU_SCOPE + 1); /* the kernel code counts from per tensor = 0 */
   d.float_type = T;
   d.int_type = I;
   d.qmin = EMU_QMIN;
   d.qmax = EMU_QMAX;
-  d.scale_type = EMU_SF32 ? BQ_F32 : BQ_DTYPE_DEFAULT;
+  d.scale_type = EMU_SF32 ? BQ_F32 : T;
   d.asymmetric = EMU_ASYM;
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
@@ -127,7 +127,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   a.y = y;
   a.out_scales = sb.data() + 64 + (size_t)guard * ss;
   a.out_zero_points = EMU_ASYM ? zb.data() + guard : NULL;
-  size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
+  size_t ws_bytes = 0;
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws_bytes), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   std::vector<unsigned char> wsb(ws_bytes + 16);
   void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
   g_launches = 0;

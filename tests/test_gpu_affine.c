@@ -445,7 +445,7 @@ static void run_case(const gcase *c)
   prep_upload(&P);
   plan = plan_get(&c->d, P.what);
   BQ_OK(bq_plan_can_implement(plan, &P.da), "%s", P.what);
-  ws = bq_plan_workspace_size(plan, &P.da);
+  BQ_OK(bq_plan_workspace_size(plan, &P.da, &ws), "%s", P.what);
   if (ws) BQ_OK(bq_malloc(&wsp, ws), "%s", P.what);
   BQ_OK(bq_plan_run(plan, &P.da, wsp, ws, NULL), "%s", P.what);
   BQ_OK(bq_synchronize(NULL), "%s", P.what);
@@ -518,6 +518,7 @@ static void set_shape(gcase *c, bq_granularity g, int idx)
 {
   memset(&c->a, 0, sizeof c->a);
   switch (g) {
+  case BQ_GRANULARITY_DEFAULT: /* per tensor */
   case BQ_PER_TENSOR: c->a.numel = k_tensor_sizes[idx]; break;
   case BQ_PER_CHANNEL:
     c->a.rank = k_chan_cases[idx].rank;
@@ -547,6 +548,7 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
 {
   memset(&c->a, 0, sizeof c->a);
   switch (g) {
+  case BQ_GRANULARITY_DEFAULT: /* per tensor */
   case BQ_PER_TENSOR: c->a.numel = which ? 1000003 : ((int64_t)1 << 22) + 19; break;
   case BQ_PER_CHANNEL:
     if (!which) { c->a.rank = 2; c->a.shape[0] = 1024; c->a.shape[1] = (ti & 2) ? 4100 : 4099; c->a.axis = (ti & 1) ? -1 : 0; }
@@ -595,9 +597,9 @@ static void run_matrix(bq_granularity g, bq_op op, bq_direction dir)
           c.d.int_type = (ii == 0 && (ti + qi) % 2) ? BQ_DTYPE_DEFAULT : k_int_types[ii]; /* 0 means s8 */
           c.d.qmin = k_qranges[ii][qi][0];
           c.d.qmax = k_qranges[ii][qi][1];
-          /* scale type: the float type (as 0 = default or spelled out) or f32 */
+          /* scale type: the float type or f32 (as 0 = default or spelled out) */
           if (g != BQ_PER_TENSOR)
-            c.d.scale_type = sti ? BQ_F32 : ((ti + ii + qi) % 2 ? k_float_types[ti] : BQ_DTYPE_DEFAULT);
+            c.d.scale_type = sti || nst == 1 ? ((ti + ii + qi) % 2 ? BQ_F32 : BQ_DTYPE_DEFAULT) : k_float_types[ti];
           for (k = 0; k < n_cases(g); k++) {
             set_shape(&c, g, k);
             set_offsets(&c, k % 3);
@@ -669,6 +671,7 @@ Test(graph, capture_and_replay)
       c.d.granularity = BQ_PER_TOKEN;
       c.d.float_type = BQ_BF16;
       c.d.int_type = BQ_U8;
+      c.d.scale_type = BQ_BF16; /* scales of the float type */
       c.d.qmin = 3;
       c.d.qmax = 200;
       c.a.rows = 37; c.a.cols = 1000; c.a.x_row_stride = 1003; c.a.y_row_stride = 1001;
@@ -743,6 +746,7 @@ Test(zero_size, succeeds_without_launch)
           c.d.float_type = k_float_types[(gi + oi + v) % 4];
           c.d.int_type = k_int_types[(oi + v) % 2];
           switch (grans[gi]) {
+          case BQ_GRANULARITY_DEFAULT: /* per tensor */
           case BQ_PER_TENSOR: c.a.numel = 0; break;
           case BQ_PER_CHANNEL:
             c.a.rank = 3; c.a.shape[0] = v == 0 ? 0 : 4; c.a.shape[1] = v == 1 ? 0 : 5;

@@ -50,7 +50,7 @@ static bq_desc make_desc(bq_granularity g, bq_dtype T, bq_dtype I, int asym, bq_
   d.float_type = T;
   d.int_type = I;
   d.asymmetric = asym;
-  d.scale_type = st == T ? BQ_DTYPE_DEFAULT : st; /* the default must mean T */
+  d.scale_type = st == BQ_F32 ? BQ_DTYPE_DEFAULT : st; /* the default must mean f32 */
   d.qmin = qmin;
   d.qmax = qmax;
   return d;
@@ -567,7 +567,7 @@ static void drun_launch(drun *R)
   if (R->zp.dev) BQ_OK(bq_memset(R->zp.dev, POISON, R->zp.total), R->what);
   st = bq_plan_can_implement(plan, &R->da);
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_can_implement -> %s: %s | %s", bq_status_name(st), bq_last_error(), R->what);
-  wsb = bq_plan_workspace_size(plan, &R->da);
+  BQ_OK(bq_plan_workspace_size(plan, &R->da, &wsb), R->what);
   if (R->dn.granularity == BQ_PER_TENSOR && R->c.a.numel > 0)
     cr_assert(wsb > 0, "per tensor needs a workspace, bq_plan_workspace_size says 0 | %s", R->what);
   if (wsb) {

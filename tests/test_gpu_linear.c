@@ -105,7 +105,7 @@ static bq_desc lin_desc(const lin_case *c)
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = c->op;
-  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_PER_TENSOR; /* QuantizedLinear: the default */
+  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_GRANULARITY_DEFAULT; /* QuantizedLinear: the default */
   d.float_type = c->T;
   d.out_type = c->out;
   d.scale_type = c->st;
@@ -236,7 +236,8 @@ static void run_case(const lin_case *c0)
     a.w_sums = NULL;
   }
   BQ_OK(bq_plan_can_implement(plan, &a), what);
-  size_t ws_bytes = bq_plan_workspace_size(plan, &a);
+  size_t ws_bytes = 0;
+  BQ_OK(bq_plan_workspace_size(plan, &a, &ws_bytes), what);
   void *ws = ws_bytes ? dev_alloc(ws_bytes) : NULL;
   if (ws) BQ_OK(bq_memset(ws, 0x5A, ws_bytes), what);
   if (c.graph) { /* captured (running nothing), then replayed twice */

@@ -335,7 +335,8 @@ static void run(const ecase *c0) {
     memset(yb.data(), 0xA5, yb.size());
     g_launches = 0;
     g_overlapped = 0;
-    size_t ws_bytes = bq_plan_workspace_size(&plan, &a);
+    size_t ws_bytes = 0;
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws_bytes), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
     std::vector<unsigned char> wsb(ws_bytes + 16, 0x5A);
     void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
     cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);

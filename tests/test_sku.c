@@ -86,13 +86,13 @@ static void build(const entry *e, bq__kernel_src *k) {
 
 /* The documented meaning of a desc, worked out here from the header's comments and
    docs/numerics.md rather than by bq__normalize: int_type 0 is s8; qmin = qmax = 0 is the full
-   range; scale_type 0 is the float type, and per tensor the affine ops take a host
+   range; scale_type 0 is f32, and per tensor the affine ops take a host
    scalar in C (f64 for f64, else f32); asymmetric only exists for dynamic quantize. */
 static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {
   bq_dtype it = d->int_type ? d->int_type : BQ_S8;
   int qmin = d->qmin, qmax = d->qmax;
   if (!qmin && !qmax) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
-  bq_dtype st = d->scale_type ? d->scale_type : d->float_type;
+  bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
   if (d->op != BQ_DYNAMIC_QUANTIZE && d->granularity == BQ_PER_TENSOR) st = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   snprintf(buf, n, "%d %d %d %d %d %d %d %d %d | %d %d %d", (int)d->op, (int)d->direction, (int)d->granularity,
            (int)d->float_type, (int)it, qmin, qmax, (int)st, d->op == BQ_DYNAMIC_QUANTIZE ? d->asymmetric : 0,
@@ -364,6 +364,7 @@ static bq_desc mk(bq_op op, bq_direction dir, bq_granularity g, bq_dtype ft, bq_
   d.int_type = it;
   d.qmin = qmin;
   d.qmax = qmax;
+  d.scale_type = ft; /* scales of the float type (f32 ones are the default's SKUs) */
   d.asymmetric = asym;
   return d;
 }
@@ -485,8 +486,8 @@ Test(compile, dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMI
 /* QuantizedLinear, SmoothQuantLinear (per tensor, per token) and the weight-sums helper,
    over float, output, scale and int types, q-ranges, symmetry and targets. The kernel a
    desc names, by the documented rules: the GEMM is specialized for the activation int
-   type, the output type (default: the float type), the scale type (default: the float
-   type, or f32 when that would be f64 with a non-f64 output) and whether per-token
+   type, the output type (default: the float type), the scale type (default: f32) and
+   whether per-token
    activation scales are f32 while weight scales are not (QuantizedLinear's own scales);
    the q-range, the symmetry and the granularity are run-time matters. */
 typedef struct lentry {
@@ -505,7 +506,7 @@ static void lin_canonical(const bq_desc *d, const bq__target *t, char *buf, size
   }
   bq_dtype it = d->int_type ? d->int_type : BQ_S8;
   bq_dtype out = d->out_type ? d->out_type : d->float_type;
-  bq_dtype st = d->scale_type ? d->scale_type : (d->float_type != BQ_F64 || out == BQ_F64 ? d->float_type : BQ_F32);
+  bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
   snprintf(buf, n, "gemm %d %d %d %d | %d %d %d", (int)it, (int)out, (int)st,
            d->op == BQ_QUANTIZED_LINEAR && st != BQ_F32, t->arch, t->ptx, t->arch_a);
 }
@@ -513,7 +514,7 @@ static void lin_canonical(const bq_desc *d, const bq__target *t, char *buf, size
 static void lin_enumerate(void) {
   static const bq_op ops[] = {BQ_QUANTIZED_LINEAR, BQ_SMOOTHQUANT_LINEAR, BQ_LINEAR_WEIGHT_SUMS};
   static const bq_dtype outs[] = {BQ_DTYPE_DEFAULT, BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
-  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_TOKEN};
+  static const bq_granularity grans[] = {BQ_GRANULARITY_DEFAULT, BQ_PER_TENSOR, BQ_PER_TOKEN};
   size_t cap = NELEM(ops) * NELEM(grans) * NELEM(FTS) * NELEM(outs) * NELEM(outs) * NELEM(ITS) * 2 * 2 * NELEM(TARGETS);
   lin_entries = calloc(cap, sizeof *lin_entries);
   cr_assert_not_null(lin_entries);

@@ -19,13 +19,16 @@
 #include "../baracuda_quant.h"
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <float.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- combinations ------------------------------------------------------------------- */
 static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
@@ -222,7 +225,7 @@ Test(desc, op_not_a_bq_op) {
 }
 
 Test(desc, granularity_not_a_bq_granularity) {
-  const int bad[] = {4, 5, 1000, -1};
+  const int bad[] = {BQ_PER_GROUP + 1, 6, 1000, -1};
   for (size_t o = 0; o < NELEM(OPS); o++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t b = 0; b < NELEM(bad); b++) {
@@ -436,8 +439,8 @@ Test(desc, every_valid_combination_reaches_the_driver) {
 }
 
 /* Zero means default: direction forward, granularity per tensor, int_type s8,
-   qmin = qmax = 0 the full range, scale_type the float type (per tensor: the compute
-   type C, since the scale is a host scalar converted once to C). */
+   qmin = qmax = 0 the full range, scale_type f32 (per tensor: the compute type C, since
+   the scale is a host scalar converted once to C). */
 Test(desc, defaults_normalize_as_documented) {
   combo c[MAX_COMBOS];
   size_t n = combos(c, G_ALL);
@@ -456,7 +459,7 @@ Test(desc, defaults_normalize_as_documented) {
     /* per tensor, the affine ops take a host scalar (C); dynamic quantize writes a device
        scale in scale_type at every granularity */
     int host_scale = in.granularity == BQ_PER_TENSOR && !is_dyn(&in);
-    bq_dtype want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32) : in.float_type;
+    bq_dtype want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32) : BQ_F32;
     cr_assert_eq(out.asymmetric, in.asymmetric);
     cr_assert_eq(out.scale_type, want_st, "%s: scale_type %d, want %d", c[i].ctx, (int)out.scale_type,
                  (int)want_st);
@@ -483,11 +486,15 @@ Test(desc, defaults_normalize_as_documented) {
     cr_assert_eq(out.qmin, 0);
     cr_assert_eq(out.qmax, 5);
 
-    /* explicit scale_type F32 is kept (per tensor: still the compute type) */
+    /* explicit scale_type F32 or the float type is kept (per tensor: still the compute type) */
     in = c[i].d;
     in.scale_type = BQ_F32;
     cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS);
     want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32) : BQ_F32;
+    cr_assert_eq(out.scale_type, want_st, "%s", c[i].ctx);
+    in.scale_type = in.float_type;
+    cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS);
+    want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32) : in.float_type;
     cr_assert_eq(out.scale_type, want_st, "%s", c[i].ctx);
   }
 
@@ -508,14 +515,115 @@ Test(desc, defaults_normalize_as_documented) {
   d.scale_type = BQ_F16;
   cr_assert_eq(bq_sku(&d, 90, sku2, sizeof sku2), BQ_SUCCESS);
   cr_assert_str_eq(sku, sku2);
-  /* the same with u8 and a per-group f16 plan: scale_type defaults to f16 */
+  /* the same with u8 and a per-group bf16 plan: scale_type defaults to f32; bf16 scales
+     are asked for by name */
   memset(&d, 0, sizeof d);
   d.op = BQ_DEQUANTIZE;
   d.granularity = BQ_PER_GROUP;
   d.float_type = BQ_BF16;
   d.int_type = BQ_U8;
   cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "dequantize.fwd.per_group.bf16.u8.q[0,255].scale_f32."), "%s", sku);
+  d.scale_type = BQ_BF16;
+  cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_SUCCESS);
   cr_assert(strstr(sku, "dequantize.fwd.per_group.bf16.u8.q[0,255].scale_bf16."), "%s", sku);
+}
+
+/* BQ_GRANULARITY_DEFAULT (0) is per tensor for the affine ops and dynamic quantize: the
+   normalized desc, the plan name and the SKU are those of an explicit BQ_PER_TENSOR. */
+Test(desc, default_granularity_is_per_tensor) {
+  for (size_t o = 0; o < NELEM(OPS); o++)
+    for (size_t f = 0; f < NELEM(FTS); f++) {
+      bq_desc def = mkdesc(OPS[o], BQ_FORWARD, BQ_GRANULARITY_DEFAULT, FTS[f]);
+      bq_desc exp = mkdesc(OPS[o], BQ_FORWARD, BQ_PER_TENSOR, FTS[f]), a, b;
+      char n1[96], n2[96], s1[256], s2[256];
+      cr_assert_eq(bq__normalize(&def, &a, n1, sizeof n1), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert_eq(bq__normalize(&exp, &b, n2, sizeof n2), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert_eq(a.granularity, BQ_PER_TENSOR, "%s %s", op_str(OPS[o]), ft_str(FTS[f]));
+      cr_assert_eq(memcmp(&a, &b, sizeof a), 0, "%s %s", op_str(OPS[o]), ft_str(FTS[f]));
+      cr_assert_str_eq(n1, n2);
+      cr_assert(strstr(n1, "_per_tensor"), "%s", n1);
+      cr_assert_eq(bq_sku(&def, 90, s1, sizeof s1), BQ_SUCCESS);
+      cr_assert_eq(bq_sku(&exp, 90, s2, sizeof s2), BQ_SUCCESS);
+      cr_assert_str_eq(s1, s2);
+      cr_assert(strstr(s1, ".per_tensor."), "%s", s1);
+    }
+  /* the enum's values: DEFAULT is 0, the rest shifted by one */
+  cr_assert_eq(BQ_GRANULARITY_DEFAULT, 0);
+  cr_assert_eq(BQ_PER_TENSOR, 1);
+  cr_assert_eq(BQ_PER_GROUP, 4);
+}
+
+/* The kernels keep their granularity codes (per tensor 0 .. per group 3): the source a
+   desc compiles to carries the same BQ_GRAN / BQ_DSCOPE as before the enum gained DEFAULT. */
+Test(desc, kernel_granularity_codes_unchanged) {
+  const bq_granularity g[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  for (int k = 0; k < 4; k++) {
+    bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, g[k], BQ_F32);
+    bq__target t = {90, 0, 0};
+    bq__kernel_src ks;
+    char want[64];
+    cr_assert_eq(bq__kernel_for(&d, &t, &ks), BQ_SUCCESS, "%s", bq_last_error());
+    snprintf(want, sizeof want, "#define BQ_GRAN %d\n", k);
+    cr_assert(strstr(ks.source.p, want), "%s not in the affine source", want);
+    BQ_FREE(ks.source.p);
+    if (g[k] == BQ_PER_CHANNEL) continue;
+    d.op = BQ_DYNAMIC_QUANTIZE;
+    cr_assert_eq(bq__kernel_for(&d, &t, &ks), BQ_SUCCESS, "%s", bq_last_error());
+    snprintf(want, sizeof want, "#define BQ_DSCOPE %d\n", k);
+    cr_assert(strstr(ks.source.p, want), "%s not in the dynamic source", want);
+    BQ_FREE(ks.source.p);
+  }
+}
+
+/* scale_type 0 means f32 for every float type: device scale arrays of the affine ops and
+   dynamic quantize's out_scales; the float type itself stays available by name. */
+Test(desc, default_scale_type_is_f32) {
+  char sku[256];
+  for (size_t f = 0; f < NELEM(FTS); f++) {
+    bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, FTS[f]);
+    cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+    cr_assert(strstr(sku, ".scale_f32."), "%s", sku);
+    d.granularity = BQ_GRANULARITY_DEFAULT; /* per tensor: the one dynamic scale too */
+    cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+    cr_assert(strstr(sku, "dynamic_quantize.fwd.per_tensor.") && strstr(sku, ".scale_f32."), "%s", sku);
+    d = mkdesc(BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, FTS[f]);
+    cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+    cr_assert(strstr(sku, ".scale_f32."), "%s", sku);
+    d.scale_type = FTS[f];
+    cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+    char want[32];
+    snprintf(want, sizeof want, ".scale_%s.", ft_str(FTS[f]));
+    cr_assert(strstr(sku, want), "%s", sku);
+  }
+  bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "dynamic_quantize.fwd.per_token.bf16.s8.q[-128,127].scale_f32."), "%s", sku);
+}
+
+/* desc.device: BQ_DEVICE_CURRENT is 0, BQ_DEVICE(n) is n + 1; both pass validation and
+   are kept in the normalized desc; a negative value is named. */
+Test(desc, device_macros) {
+  cr_assert_eq(BQ_DEVICE_CURRENT, 0);
+  cr_assert_eq(BQ_DEVICE(0), 1);
+  cr_assert_eq(BQ_DEVICE(3), 4);
+  const int devs[] = {BQ_DEVICE_CURRENT, BQ_DEVICE(0), BQ_DEVICE(1), BQ_DEVICE(7)};
+  for (size_t k = 0; k < NELEM(devs); k++) {
+    bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16), out;
+    d.device = devs[k];
+    char name[96];
+    cr_assert_eq(bq__normalize(&d, &out, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(out.device, devs[k]);
+    expect_desc_valid(&d, "device macro");
+  }
+  bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16);
+  d.device = BQ_DEVICE(-2);
+  expect_desc_invalid(&d, "dynamic_quantize_per_token: ", "desc.device (-1) is negative", "BQ_DEVICE(-2)");
+  /* bq_set_device: a negative ordinal is named; a valid one reaches the (missing) driver */
+  clear_error();
+  cr_assert_eq(bq_set_device(-1), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "bq_set_device: ordinal (-1) is negative"), "%s", bq_last_error());
+  cr_assert_eq(bq_set_device(0), BQ_ERROR_NO_DRIVER, "%s", bq_last_error());
 }
 
 /* ---- dynamic quantize's own rules ---- */
@@ -672,6 +780,7 @@ static bq_args base_args(bq_granularity g) {
   a.out_scales = (void *)POS;
   a.out_zero_points = (int32_t *)POZ;
   switch (g) {
+  case BQ_GRANULARITY_DEFAULT:
   case BQ_PER_TENSOR: a.numel = 1000; a.scale = 0.25; a.zero_point = 3; break;
   case BQ_PER_CHANNEL: a.rank = 3; a.shape[0] = 2; a.shape[1] = 3; a.shape[2] = 5; a.axis = 1; break;
   case BQ_PER_TOKEN: a.rows = 4; a.cols = 64; break;
@@ -1186,7 +1295,7 @@ static void fields_of(const bq_desc *d, ptr_field f[F_COUNT]) {
   f[F_OSCALES].name = "args.out_scales";
   f[F_OZPS].name = "args.out_zero_points";
   if (is_dyn(d)) { /* reads x, writes y and the scales (and zero points) it computes */
-    bq_dtype st = d->scale_type ? d->scale_type : d->float_type;
+    bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
     f[F_X].required = f[F_Y].required = f[F_OSCALES].required = 1;
     f[F_X].elem = t;
     f[F_Y].elem = 1;
@@ -1211,7 +1320,7 @@ static void fields_of(const bq_desc *d, ptr_field f[F_COUNT]) {
     }
   }
   if (d->granularity != BQ_PER_TENSOR) {
-    bq_dtype st = d->scale_type ? d->scale_type : d->float_type;
+    bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
     f[F_SCALES].required = 1;
     f[F_SCALES].elem = ft_size(st);
     f[F_ZPS].elem = 4; /* optional: NULL means all zero points are 0 */
@@ -1347,6 +1456,14 @@ static bq_args null_ptrs(bq_args a) {
 }
 
 /* ---- workspace ---- */
+/* bq_plan_workspace_size's bytes, asserting it succeeded (bytes starts at a value it must overwrite) */
+static size_t ws_bytes(const bq_plan *p, const bq_args *a, const char *ctx) {
+  size_t b = 12345;
+  bq_status st = bq_plan_workspace_size(p, a, &b);
+  cr_assert_eq(st, BQ_SUCCESS, "%s: bq_plan_workspace_size: %s (%s)", ctx, bq_status_name(st), bq_last_error());
+  return b;
+}
+
 Test(args, affine_ops_need_no_workspace) {
   combo c[MAX_COMBOS];
   size_t n = combos_of(c, G_ALL, F_AFFINE);
@@ -1354,10 +1471,50 @@ Test(args, affine_ops_need_no_workspace) {
     bq_plan plan;
     cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
     bq_args a = base_args(c[i].d.granularity);
-    cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0, "%s", c[i].ctx);
+    cr_assert_eq(ws_bytes(&plan, &a, c[i].ctx), 0, "%s", c[i].ctx);
   }
+}
+
+/* bq_plan_workspace_size returns a status: a NULL plan, args or bytes, or a shape run
+   would reject, is an error naming the field, with *bytes = 0 where it can be written. */
+Test(args, workspace_size_status) {
   bq_args a = base_args(BQ_PER_TENSOR);
-  cr_assert_eq(bq_plan_workspace_size(NULL, &a), 0);
+  size_t b = 99;
+  clear_error();
+  cr_assert_eq(bq_plan_workspace_size(NULL, &a, &b), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_eq(b, 0);
+  cr_assert(strstr(bq_last_error(), "bq_plan_workspace_size: plan is NULL"), "%s", bq_last_error());
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++) {
+    bq_plan plan;
+    cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
+    a = base_args(c[i].d.granularity);
+    clear_error();
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a, NULL), BQ_ERROR_INVALID_ARGUMENT, "%s", c[i].ctx);
+    check_msg(c[i].name, "bytes is NULL", c[i].ctx, "bq_plan_workspace_size");
+    b = 99;
+    clear_error();
+    cr_assert_eq(bq_plan_workspace_size(&plan, NULL, &b), BQ_ERROR_INVALID_ARGUMENT, "%s", c[i].ctx);
+    cr_assert_eq(b, 0, "%s", c[i].ctx);
+    check_msg(c[i].name, "args is NULL", c[i].ctx, "bq_plan_workspace_size");
+    /* a negative size is named as run names it */
+    const char *needle;
+    switch (c[i].d.granularity) {
+    case BQ_PER_CHANNEL: a.rank = 0; needle = "args.rank (0)"; break;
+    case BQ_PER_TOKEN: case BQ_PER_GROUP: a.rows = -3; needle = "args.rows (-3)"; break;
+    default: a.numel = -3; needle = "args.numel (-3)"; break;
+    }
+    b = 99;
+    clear_error();
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a, &b), BQ_ERROR_INVALID_ARGUMENT, "%s", c[i].ctx);
+    cr_assert_eq(b, 0, "%s", c[i].ctx);
+    check_msg(c[i].name, needle, c[i].ctx, "bq_plan_workspace_size");
+    /* valid: succeeds, and bytes is 0 except for per-tensor dynamic quantize */
+    a = base_args(c[i].d.granularity);
+    size_t need = ws_bytes(&plan, &a, c[i].ctx);
+    cr_assert_eq(need != 0, is_dyn(&c[i].d) && c[i].d.granularity == BQ_PER_TENSOR, "%s: %zu", c[i].ctx, need);
+  }
 }
 
 /* Per tensor, dynamic quantize reduces in two passes through a workspace: run checks it
@@ -1369,7 +1526,7 @@ Test(args, dynamic_quantize_workspace) {
     bq_plan plan;
     cr_assert_eq(bq__plan_init(&c[i].d, &plan), BQ_SUCCESS);
     bq_args a = base_args(c[i].d.granularity);
-    size_t need = bq_plan_workspace_size(&plan, &a);
+    size_t need = ws_bytes(&plan, &a, c[i].ctx);
     if (c[i].d.granularity != BQ_PER_TENSOR) {
       cr_assert_eq(need, 0, "%s: %zu", c[i].ctx, need);
       continue;
@@ -1397,7 +1554,7 @@ Test(args, dynamic_quantize_workspace) {
     check_msg(c[i].name, needle, c[i].ctx, "bq_plan_run");
     /* nothing to do: no workspace needed */
     a.numel = 0;
-    cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0);
+    cr_assert_eq(ws_bytes(&plan, &a, c[i].ctx), 0);
     a = null_ptrs(a);
     cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
   }
@@ -1606,4 +1763,168 @@ Test(status, precision_guarantee) {
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "f64 arithmetic"), "%s", bq_plan_precision_guarantee(&plan));
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "CPU reference of docs/numerics.md"));
   cr_assert_str_eq(bq_plan_precision_guarantee(NULL), "");
+}
+
+/* ---- devices: a plan runs in its own context ------------------------------------------ */
+/* tests/fake_driver.c in its two-device mode: primary contexts, a per-thread context stack,
+   and launches that run nothing but record the device whose context was current. */
+static const char *fake_driver_path(void) {
+  static char path[1024];
+  const char *env = getenv("BQ_FAKE_DRIVER");
+  if (env && *env) return env;
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  cr_assert(n > 0);
+  exe[n] = 0;
+  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
+  return path;
+}
+static void two_devices(void) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver_path(), 1);
+  setenv("FAKE_CUDA_MODE", "twodev", 1);
+  setenv("BARACUDA_QUANT_QUIET", "1", 1);
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
+}
+TestSuite(devices, .init = two_devices);
+
+static int *fake_counter(const char *name) {
+  void *lib = dlopen(fake_driver_path(), RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(lib, "the fake driver is not loaded");
+  int *v = (int *)dlsym(lib, name);
+  cr_assert_not_null(v, "%s", name);
+  return v;
+}
+static bq__CUcontext current(void) {
+  cr_assert_not_null(bq__driver_get(), "the fake driver did not load: %s", bq_last_error());
+  bq__CUcontext c = (bq__CUcontext)0x1;
+  cr_assert_eq(bq__drv.cuCtxGetCurrent(&c), 0);
+  return c;
+}
+
+/* A plan given device 1's context, as bq_plan_select gives it one (no kernel: the fake
+   driver's launches run nothing). */
+static void plan_on(int device, bq_plan *plan, bq__entry *entry) {
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  d.device = device;
+  cr_assert_eq(bq__plan_init(&d, plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__CUcontext before = current();
+  int pushed = -1;
+  bq__device_info info;
+  cr_assert_eq(bq__plan_context(plan->desc.device, &plan->ctx, &pushed, &info), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(current(), plan->ctx, "the plan's context is current while it is built");
+  if (pushed) {
+    bq__CUcontext c;
+    cr_assert_eq(bq__drv.cuCtxPopCurrent(&c), 0);
+  }
+  cr_assert_eq(current(), device == BQ_DEVICE_CURRENT && !before ? plan->ctx : before);
+  plan->device = info.ordinal;
+  memset(entry, 0, sizeof *entry);
+  plan->entry = entry;
+}
+
+Test(devices, run_refuses_another_devices_context_and_pushes_its_own_when_none) {
+  int *launches = NULL, *launch_device = NULL;
+  bq_plan plan;
+  bq__entry entry;
+  cr_assert_null(current());
+  plan_on(BQ_DEVICE(1), &plan, &entry);
+  cr_assert_eq(plan.device, 1);
+  cr_assert_null(current(), "selecting for BQ_DEVICE(1) left a context current");
+  launches = fake_counter("fake_launches");
+  launch_device = fake_counter("fake_launch_device");
+  bq_args a = base_args(BQ_PER_TENSOR);
+
+  /* device 0's context current: refused by name, nothing launched */
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS, "%s", bq_last_error());
+  bq__CUcontext dev0 = current();
+  cr_assert_not_null(dev0);
+  clear_error();
+  bq_status st = bq_plan_run(&plan, &a, NULL, 0, NULL);
+  cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s: %s", bq_status_name(st), bq_last_error());
+  check_msg("quantize_per_tensor: ", "plan selected on device 1, current context is device 0's", "[device 0 current]",
+            "bq_plan_run");
+  cr_assert_eq(*launches, 0);
+  cr_assert_eq(current(), dev0);
+
+  /* device 1's context current: launched there */
+  cr_assert_eq(bq_set_device(1), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(current(), plan.ctx);
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(*launches, 1);
+  cr_assert_eq(*launch_device, 1);
+
+  /* none current: the plan's context is pushed for the launch and popped after */
+  cr_assert_eq(bq__drv.cuCtxSetCurrent(NULL), 0);
+  cr_assert_null(current());
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(*launches, 2);
+  cr_assert_eq(*launch_device, 1);
+  cr_assert_null(current(), "run left the plan's context current");
+
+  /* a plan of the current context (device 0's) refuses device 1's */
+  bq_plan p0;
+  bq__entry e0;
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS);
+  plan_on(BQ_DEVICE_CURRENT, &p0, &e0);
+  cr_assert_eq(p0.device, 0);
+  cr_assert_eq(p0.ctx, dev0);
+  cr_assert_eq(bq_plan_run(&p0, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(*launch_device, 0);
+  cr_assert_eq(bq_set_device(1), BQ_SUCCESS);
+  clear_error();
+  cr_assert_eq(bq_plan_run(&p0, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  check_msg("quantize_per_tensor: ", "plan selected on device 0, current context is device 1's", "[device 1 current]",
+            "bq_plan_run");
+  /* invalid arguments are still reported as such whatever context is current */
+  a.numel = -1;
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS);
+  clear_error();
+  cr_assert_eq(bq_plan_run(&p0, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  check_msg("quantize_per_tensor: ", "args.numel (-1)", "[bad numel]", "bq_plan_run");
+  cr_assert_eq(*launches, 3);
+}
+
+/* BQ_DEVICE_CURRENT with nothing current takes device 0's primary context (made current,
+   as the CUDA runtime would); BQ_DEVICE(n) past the last device is NO_DEVICE by name;
+   bq_set_device likewise. */
+Test(devices, contexts_of_descs) {
+  bq_plan p;
+  bq__entry e;
+  cr_assert_null(current());
+  plan_on(BQ_DEVICE_CURRENT, &p, &e);
+  cr_assert_eq(p.device, 0);
+  cr_assert_eq(current(), p.ctx);
+  bq_plan q;
+  plan_on(BQ_DEVICE(0), &q, &e);
+  cr_assert_eq(q.ctx, p.ctx, "BQ_DEVICE(0) is device 0's primary context");
+  bq__CUcontext ctx;
+  int pushed;
+  bq__device_info info;
+  clear_error();
+  cr_assert_eq(bq__plan_context(BQ_DEVICE(2), &ctx, &pushed, &info), BQ_ERROR_NO_DEVICE);
+  cr_assert(strstr(bq_last_error(), "device 2 does not exist (2 CUDA devices)"), "%s", bq_last_error());
+  cr_assert_eq(current(), p.ctx);
+  clear_error();
+  cr_assert_eq(bq_set_device(2), BQ_ERROR_NO_DEVICE);
+  cr_assert(strstr(bq_last_error(), "device 2 does not exist"), "%s", bq_last_error());
+  cr_assert_eq(current(), p.ctx);
+}
+
+/* bq_plan_select for BQ_DEVICE(1) while device 0 is current builds in device 1's context
+   and leaves device 0's current, whether the build succeeds or not (the fake driver loads
+   no module: the select fails after the context was pushed). */
+Test(devices, select_restores_the_current_context) {
+  cr_assert_eq(bq_set_device(0), BQ_SUCCESS, "%s", bq_last_error());
+  bq__CUcontext dev0 = current();
+  bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  d.device = BQ_DEVICE(1);
+  bq_plan *p = (bq_plan *)(uintptr_t)0x1;
+  bq_status st = bq_plan_select(&d, &p);
+  cr_assert_neq(st, BQ_SUCCESS);
+  cr_assert_null(p);
+  cr_assert_eq(current(), dev0, "select left another context current (%s)", bq_last_error());
+  bq__CUcontext c;
+  cr_assert_eq(bq__drv.cuCtxPopCurrent(&c), 0);
+  cr_assert_eq(c, dev0);
+  cr_assert_null(current(), "select left a context pushed");
 }

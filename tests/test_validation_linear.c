@@ -89,13 +89,12 @@ Test(linear_desc, every_valid_combination_is_accepted) {
             for (int asym = 0; asym < 2; asym++)
               for (int g = 0; g < 2; g++) {
                 bq_dtype out = o < NELEM(FTS) ? FTS[o] : BQ_DTYPE_DEFAULT;
-                bq_desc d = mk(op ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR, g ? BQ_PER_TOKEN : BQ_PER_TENSOR,
-                               FTS[f], out);
+                bq_desc d = mk(op ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR,
+                               g ? BQ_PER_TOKEN : op ? BQ_PER_TENSOR : BQ_GRANULARITY_DEFAULT, FTS[f], out);
                 d.scale_type = STS[s];
                 d.int_type = i ? BQ_U8 : BQ_S8;
                 d.asymmetric = asym;
-                /* the default scale type is the float type, which may not be f64 unless
-                   the output is: then it is f32 */
+                /* the default scale type is f32 */
                 char ctx[128];
                 snprintf(ctx, sizeof ctx, "op %d ft %d out %d st %d it %d asym %d g %d", (int)d.op, (int)d.float_type,
                          (int)out, (int)d.scale_type, (int)d.int_type, asym, g);
@@ -110,16 +109,20 @@ Test(linear_desc, every_valid_combination_is_accepted) {
 }
 
 Test(linear_desc, defaults) {
-  bq_desc d = mk(BQ_QUANTIZED_LINEAR, BQ_PER_TENSOR, BQ_F64, BQ_DTYPE_DEFAULT);
+  bq_desc d = mk(BQ_QUANTIZED_LINEAR, BQ_GRANULARITY_DEFAULT, BQ_F64, BQ_DTYPE_DEFAULT);
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_eq(plan.desc.granularity, BQ_PER_TOKEN);
   cr_assert_eq(plan.desc.out_type, BQ_F64);
-  cr_assert_eq(plan.desc.scale_type, BQ_F64, "f64 out: scales default to the float type");
+  cr_assert_eq(plan.desc.scale_type, BQ_F32, "scales default to f32, f64 output too");
   cr_assert_eq(plan.desc.int_type, BQ_S8);
   cr_assert_eq(plan.desc.qmin, -128);
   cr_assert_eq(plan.desc.qmax, 127);
   cr_assert_str_eq(plan.name, "quantized_linear");
+  d.scale_type = BQ_F64; /* asked for by name: allowed with an f64 output */
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(plan.desc.scale_type, BQ_F64);
+  d.scale_type = BQ_DTYPE_DEFAULT;
   d.out_type = BQ_F16;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS);
   cr_assert_eq(plan.desc.scale_type, BQ_F32, "f64 activations, f16 out: scales default to f32");
@@ -127,8 +130,91 @@ Test(linear_desc, defaults) {
   d.asymmetric = 1;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS);
   cr_assert_eq(plan.desc.out_type, BQ_BF16);
-  cr_assert_eq(plan.desc.scale_type, BQ_BF16);
+  cr_assert_eq(plan.desc.scale_type, BQ_F32);
   cr_assert_str_eq(plan.name, "smoothquant_linear_per_token_asymmetric");
+  d.scale_type = BQ_BF16;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS);
+  cr_assert_eq(plan.desc.scale_type, BQ_BF16);
+  /* the SKU of a desc with scale_type left 0 says f32 */
+  char sku[256];
+  d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, BQ_DTYPE_DEFAULT, BQ_BF16);
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_str_eq(sku, "linear_gemm.a_s8.w_s8.out_bf16.scale_f32.ascale_f32.mma_m16n8k32.sm_90");
+}
+
+/* BQ_GRANULARITY_DEFAULT: per token for QuantizedLinear (its only granularity, which an
+   explicit BQ_PER_TENSOR does not get: NOT_SUPPORTED), per tensor for SmoothQuantLinear. */
+Test(linear_desc, default_granularity) {
+  bq_desc d = mk(BQ_QUANTIZED_LINEAR, BQ_GRANULARITY_DEFAULT, BQ_F16, BQ_F16), e;
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(plan.desc.granularity, BQ_PER_TOKEN);
+  e = d;
+  e.granularity = BQ_PER_TOKEN;
+  char a[256], b[256];
+  cr_assert_eq(bq_sku(&d, 90, a, sizeof a), BQ_SUCCESS);
+  cr_assert_eq(bq_sku(&e, 90, b, sizeof b), BQ_SUCCESS);
+  cr_assert_str_eq(a, b);
+  d.granularity = BQ_PER_TENSOR;
+  expect_desc(&d, BQ_ERROR_NOT_SUPPORTED, "quantized_linear: ", "desc.granularity (per_tensor) is not offered");
+  d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_GRANULARITY_DEFAULT, BQ_F16, BQ_F16);
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(plan.desc.granularity, BQ_PER_TENSOR);
+  cr_assert_str_eq(plan.name, "smoothquant_linear_per_tensor");
+  e = d;
+  e.granularity = BQ_PER_TENSOR;
+  bq_plan plan2;
+  cr_assert_eq(bq__plan_init(&e, &plan2), BQ_SUCCESS);
+  cr_assert_eq(memcmp(&plan.desc, &plan2.desc, sizeof plan.desc), 0);
+}
+
+/* SmoothQuantLinear's x is int8: out_type or float_type names the output, either
+   defaults to the other, and the normalized desc (and SKU) is the same either way. */
+Test(linear_desc, smoothquant_float_type_optional) {
+  const bq_dtype outs[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+  for (size_t i = 0; i < NELEM(outs); i++) {
+    bq_desc only_out = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, BQ_DTYPE_DEFAULT, outs[i]);
+    bq_desc only_ft = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, outs[i], BQ_DTYPE_DEFAULT);
+    bq_desc both = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, outs[i], outs[i]);
+    bq_desc other = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, outs[i] == BQ_F32 ? BQ_F16 : BQ_F32, outs[i]);
+    expect_desc_valid(&only_out, "out_type only");
+    bq_plan p1, p2, p3, p4;
+    cr_assert_eq(bq__plan_init(&only_out, &p1), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(bq__plan_init(&only_ft, &p2), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(bq__plan_init(&both, &p3), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(bq__plan_init(&other, &p4), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(p1.desc.float_type, outs[i]);
+    cr_assert_eq(p1.desc.out_type, outs[i]);
+    cr_assert_eq(memcmp(&p1.desc, &p2.desc, sizeof p1.desc), 0);
+    cr_assert_eq(memcmp(&p1.desc, &p3.desc, sizeof p1.desc), 0);
+    cr_assert_eq(memcmp(&p1.desc, &p4.desc, sizeof p1.desc), 0, "a different float_type is the output's");
+    char a[256], b[256];
+    cr_assert_eq(bq_sku(&only_out, 90, a, sizeof a), BQ_SUCCESS);
+    cr_assert_eq(bq_sku(&both, 90, b, sizeof b), BQ_SUCCESS);
+    cr_assert_str_eq(a, b);
+  }
+  bq_desc d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TENSOR, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT);
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "smoothquant_linear_per_tensor: ", "desc.out_type (0");
+  d.granularity = BQ_GRANULARITY_DEFAULT;
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "smoothquant_linear_per_tensor: ", "desc.out_type (0");
+  /* QuantizedLinear still needs float_type: its x is float */
+  d = mk(BQ_QUANTIZED_LINEAR, BQ_GRANULARITY_DEFAULT, BQ_DTYPE_DEFAULT, BQ_F16);
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "quantized_linear: ", "desc.float_type (0");
+}
+
+/* desc.device macros pass validation on linear plans too; a negative value is named. */
+Test(linear_desc, device_macros) {
+  bq_desc d = mk(BQ_QUANTIZED_LINEAR, BQ_GRANULARITY_DEFAULT, BQ_F16, BQ_F16);
+  d.device = BQ_DEVICE(1);
+  expect_desc_valid(&d, "BQ_DEVICE(1)");
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS);
+  cr_assert_eq(plan.desc.device, 2);
+  d.device = -1;
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "quantized_linear: ", "desc.device (-1)");
+  d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, BQ_DTYPE_DEFAULT, BQ_F32);
+  d.device = -4;
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "smoothquant_linear_per_token: ", "desc.device (-4)");
 }
 
 Test(linear_desc, granularities) {
@@ -225,6 +311,14 @@ Test(linear_desc, skus_name_the_gemm) {
 }
 
 /* ---- arguments -------------------------------------------------------------------------- */
+/* bq_plan_workspace_size's bytes, asserting it succeeded */
+static size_t ws_of(const bq_plan *p, const bq_args *a) {
+  size_t b = 12345;
+  bq_status st = bq_plan_workspace_size(p, a, &b);
+  cr_assert_eq(st, BQ_SUCCESS, "bq_plan_workspace_size: %s (%s)", bq_status_name(st), bq_last_error());
+  return b;
+}
+
 /* Fake, well-aligned device addresses: validation never dereferences them. */
 #define PTR(n) ((void *)(uintptr_t)(0x10000000u + (n) * 0x100000u))
 
@@ -283,8 +377,8 @@ static void expect_ok(const bq_desc *d, const bq_args *a, const char *what) {
 
 /* the four plan shapes every argument rule is tried on */
 static bq_desc kinds(int i) {
-  bq_desc d = mk(i & 1 ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR, i & 2 ? BQ_PER_TOKEN : BQ_PER_TENSOR, BQ_F16,
-                 BQ_F16);
+  bq_desc d = mk(i & 1 ? BQ_SMOOTHQUANT_LINEAR : BQ_QUANTIZED_LINEAR,
+                 i & 2 ? BQ_PER_TOKEN : i & 1 ? BQ_PER_TENSOR : BQ_GRANULARITY_DEFAULT, BQ_F16, BQ_F16);
   d.asymmetric = (i >> 2) & 1;
   return d;
 }
@@ -453,7 +547,7 @@ Test(linear_args, zero_sizes) {
     /* nothing to compute: no pointer is needed and nothing is launched */
     cr_assert_eq(bq_plan_can_implement(&plan, &a), BQ_SUCCESS, "%s", bq_last_error());
     cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
-    cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0);
+    cr_assert_eq(ws_of(&plan, &a), 0);
     a.rows = 4;
     a.n = 0;
     cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
@@ -463,7 +557,7 @@ Test(linear_args, zero_sizes) {
     a.y = PTR(2);
     a.w_scales = PTR(4);
     cr_assert_eq(bq_plan_can_implement(&plan, &a), BQ_SUCCESS, "%s", bq_last_error());
-    cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0);
+    cr_assert_eq(ws_of(&plan, &a), 0);
     a.y = NULL;
     cr_assert_eq(bq_plan_can_implement(&plan, &a), BQ_ERROR_INVALID_ARGUMENT);
   }
@@ -476,7 +570,7 @@ Test(linear_args, workspace) {
   bq_args a = base(&d);
   a.rows = 33;
   a.cols = 250; /* rows padded to 256 bytes: 33 * 256 = 8448 -> 8448; scales and zero points 256 each */
-  size_t ws = bq_plan_workspace_size(&plan, &a);
+  size_t ws = ws_of(&plan, &a);
   cr_assert_eq(ws, (size_t)(8448 + 256 + 256), "%zu", ws);
   clear_error();
   bq_status st = bq_plan_run(&plan, &a, NULL, 0, NULL);
@@ -491,7 +585,35 @@ Test(linear_args, workspace) {
   d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TENSOR, BQ_F16, BQ_F16);
   plan_of(&d, &plan);
   a = base(&d);
-  cr_assert_eq(bq_plan_workspace_size(&plan, &a), 0);
+  cr_assert_eq(ws_of(&plan, &a), 0);
+  /* the status: NULL plan, args or bytes, and a shape run would reject, are named */
+  size_t b = 7;
+  clear_error();
+  cr_assert_eq(bq_plan_workspace_size(NULL, &a, &b), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_eq(b, 0);
+  check_msg("bq_plan_workspace_size: ", "plan is NULL", "workspace_size");
+  d = mk(BQ_QUANTIZED_LINEAR, BQ_PER_TOKEN, BQ_BF16, BQ_BF16);
+  plan_of(&d, &plan);
+  a = base(&d);
+  clear_error();
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  check_msg("quantized_linear: ", "bytes is NULL", "workspace_size");
+  b = 7;
+  clear_error();
+  cr_assert_eq(bq_plan_workspace_size(&plan, NULL, &b), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_eq(b, 0);
+  check_msg("quantized_linear: ", "args is NULL", "workspace_size");
+  a.rows = -1;
+  b = 7;
+  clear_error();
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &b), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_eq(b, 0);
+  check_msg("quantized_linear: ", "args.rows (M = -1)", "workspace_size");
+  a = base(&d);
+  a.cols = 1 << 30; /* past the K bound */
+  clear_error();
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &b), BQ_ERROR_INVALID_ARGUMENT);
+  check_msg("quantized_linear: ", "args.cols (K = 1073741824) exceeds", "workspace_size");
 }
 
 Test(linear_args, weight_sums) {

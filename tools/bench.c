@@ -343,7 +343,7 @@ struct bench_case {
   int64_t group_size;         /* per group */
   unsigned ops, dirs, types;  /* masks: OPM(bq_op), DIRM(bq_direction), TYM(bq_dtype) */
   bq_dtype int_type;          /* 0: s8 */
-  bq_dtype scale_type;        /* 0: the float type */
+  bq_dtype scale_type;        /* 0: the float type (set explicitly in the desc) */
   int qmin, qmax;             /* both 0: the full range */
   int quick;                  /* also run under --quick */
   int asymmetric;             /* dynamic quantize: min/max with a zero point */
@@ -598,7 +598,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     s = bq_plan_can_implement(plan, &a0);
   }
   if (bq_check(s, "bq_plan_can_implement", __LINE__)) goto done;
-  q.workspace_bytes = bq_plan_workspace_size(plan, &a0);
+  if (BQ(bq_plan_workspace_size(plan, &a0, &q.workspace_bytes))) goto done;
   if (q.workspace_bytes && BQ(bq_malloc(&q.workspace, q.workspace_bytes))) goto done;
 
   if (time_runs(launch_quant, &q, nsets, &r->t)) goto done;
@@ -800,7 +800,7 @@ static void linear_name(const linear_case *c, char *buf, size_t n) {
 static int run_linear_case(const linear_case *c, row_result *r) {
   bq_desc d = {0};
   d.op = c->op;
-  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_PER_TENSOR;
+  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_GRANULARITY_DEFAULT;
   d.float_type = c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : c->out;
   d.out_type = c->out;
   d.scale_type = BQ_F32;
@@ -829,7 +829,7 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   x.a.bias = bias;
   x.a.scales = a_scales;
   x.a.scale = 1.5e-3;
-  x.ws_bytes = bq_plan_workspace_size(x.plan, &x.a);
+  if (BQ(bq_plan_workspace_size(x.plan, &x.a, &x.ws_bytes))) goto done;
   if (x.ws_bytes && BQ(bq_malloc(&x.ws, x.ws_bytes))) goto done;
   if (time_runs(launch_linear, &x, nsets, &r->t)) goto done;
   r->bytes = (double)(c->m * c->k) * (double)xs + (double)(c->n * c->k) + (double)(c->m * c->n) * (double)os;
