@@ -647,3 +647,42 @@ Test(loader, nvrtc_from_environment_path) {
   bq_desc d = desc_();
   cr_assert_eq(bq_cache_warm(&d, 90), BQ_SUCCESS, "%s", bq_last_error());
 }
+
+/* BARACUDA_QUANT_STATS=1: one line of counters on stderr at exit, from the process that
+   warmed or selected (each forked child prints its own) */
+static void stats_line_of_child(int on, char *line, size_t n, pid_t *pid) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  *pid = fork();
+  cr_assert_neq(*pid, -1);
+  if (*pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (on) setenv("BARACUDA_QUANT_STATS", "1", 1);
+    else unsetenv("BARACUDA_QUANT_STATS");
+    bq_desc d = desc_();
+    exit(bq_cache_warm(&d, 90) == BQ_SUCCESS && bq_cache_warm(&d, 90) == BQ_SUCCESS ? 0 : 1);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < n && (r = read(fds[0], line + got, n - 1 - got)) > 0) got += (size_t)r;
+  line[got] = 0;
+  close(fds[0]);
+  int status = 0;
+  waitpid(*pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+Test(cache, stats_printed_at_exit) {
+  fresh_dir();
+  char line[1024], want[256];
+  pid_t pid;
+  stats_line_of_child(1, line, sizeof line, &pid);
+  snprintf(want, sizeof want,
+           "baracuda_quant: cache: 0 memory hits, 1 disk hits, 1 misses, 1 compiles, 0 corrupt, 0 write failures "
+           "(pid %ld)\n", (long)pid);
+  cr_assert_str_eq(line, want);
+  stats_line_of_child(0, line, sizeof line, &pid);
+  cr_assert_str_eq(line, "", "printed without BARACUDA_QUANT_STATS: %s", line);
+}
