@@ -121,6 +121,17 @@ has "badskus:2: SKU (not-a-sku)" "the bad line named"
 [ "$(count "$B" '*.bqk')" = 2 ] && ok "nothing warmed from a file with a bad line" || bad "warmed despite a bad line"
 expect 1 "warm --skus, missing file" "$T" warm --arch 80 --skus "$W/none" --dir "$B"
 
+# ---- an entry built with other NVRTC options: "other", never read here, left alone ----
+C="$W/c"
+expect 0 "warm under BARACUDA_QUANT_NVRTC_OPTIONS" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" warm --arch 80 --all --family affine --filter quantize.fwd.per_tensor.f32.s8 --dir "$C"
+has "3 SKUs into $C: 3 compiled" "three affine SKUs compiled (quantize, dequantize, fake quantize)"
+expect 0 "list without the option" "$T" list --dir "$C"
+has "^other .*built with other NVRTC options" "list calls it other"
+expect 0 "verify --fix leaves it" "$T" verify --dir "$C" --fix
+[ "$(count "$C" '*.bqk')" = 3 ] && ok "the other entries are kept" || bad "other entries removed"
+expect 0 "list with the option" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" list --dir "$C"
+has "3 entries (3 valid" "valid under their own options"
+
 # ---- the disk cache turned off ----
 expect 1 "warm with the disk cache off" env BARACUDA_QUANT_DISABLE_CACHE=1 "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.s8
 has "the disk cache is off" "warm says why"

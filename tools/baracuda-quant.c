@@ -598,7 +598,7 @@ static void check_entry(const char *dir, fent *e) {
           snprintf(e->why, sizeof e->why, "built with another NVRTC (%.200s)", a);
         } else if (key_line(key, klen, 5, a, sizeof a) && key_line(want.p, want.n, 5, b, sizeof b) && strcmp(a, b)) {
           e->status = S_OTHER;
-          snprintf(e->why, sizeof e->why, "built with other NVRTC %.200s", a);
+          snprintf(e->why, sizeof e->why, "built with other NVRTC options (%.200s)", a);
         } else {
           snprintf(e->why, sizeof e->why, "key differs from this library's (the kernel source changed)");
         }
@@ -813,7 +813,7 @@ static int cmd_verify(int argc, char **argv) {
     left += !gone;
   }
   summary(dirbuf, f, n);
-  printf("verify: %s%s (%d removed)\n", left ? "problems remain: " : "all entries valid", left ? "see above" : "",
+  printf("verify: %s%s (%d removed)\n", left ? "problems remain: " : "no invalid entries", left ? "see above" : "",
          removed);
   free(f);
   return left ? 1 : 0;
