@@ -113,6 +113,17 @@ sort "$W/out" | diff -q - "$W/want" >/dev/null && ok "the entries are exactly th
 "$T" list --dir "$B" --skus >"$W/listed"
 expect 0 "warm --skus from list --skus" "$T" warm --arch 80 --skus "$W/listed" --dir "$B"
 has "0 compiled, 2 already cached" "list --skus round-trips through warm --skus"
+# into an empty directory: the same files, byte for byte
+expect 0 "warm --skus from list --skus into an empty directory" "$T" warm --arch 80 --skus "$W/listed" --dir "$W/b2"
+(cd "$B" && ls *.bqk) >"$W/names_b"
+(cd "$W/b2" && ls *.bqk) >"$W/names_b2"
+same=$([ -s "$W/names_b" ] && diff -q "$W/names_b" "$W/names_b2" >/dev/null && echo 1 || echo 0)
+for f in $(cat "$W/names_b"); do cmp -s "$B/$f" "$W/b2/$f" || same=0; done
+if [ "$same" = 1 ]; then
+  ok "the same entries, byte for byte"
+else
+  bad "the entries differ"
+fi
 expect 1 "warm --skus for an arch that never loads them" "$T" warm --arch 90 --skus "$W/skus" --dir "$B"
 has "never loads this target on the archs given" "the mismatch explained"
 printf 'quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_80\nnot-a-sku\n' >"$W/badskus"
