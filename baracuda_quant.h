@@ -127,6 +127,8 @@
      warning. An unwritable directory means memory only, with one warning.
      bq_cache_get_stats, bq_cache_clear_memory, bq_cache_directory, bq_sku, and
      bq_cache_warm (compile for an arch without a GPU, e.g. while building a container).
+     The installed tool baracuda-quant (tools/baracuda-quant.c) shows the setup (info) and
+     warms, lists, verifies and clears the disk cache.
 
    ENVIRONMENT
      BARACUDA_QUANT_CACHE_DIR      the disk cache's directory

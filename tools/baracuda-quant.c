@@ -654,6 +654,9 @@ static void check_tmp(fent *e, time_t mtime) {
   snprintf(e->why, sizeof e->why, "temporary file of pid %ld (%s), %ld s old", pid, alive ? "running" : "gone", age);
 }
 
+/* the reader's "recompiling" warning means nothing here: the status line says it all */
+static void no_warning(const char *msg, void *user) { (void)msg, (void)user; }
+
 static int by_name(const void *a, const void *b) { return strcmp(((const fent *)a)->name, ((const fent *)b)->name); }
 
 /* Every file of dir, classified and (check != 0) checked. *missing when dir does not exist. */
@@ -661,6 +664,7 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
   *out = NULL;
   *n = 0;
   *missing = 0;
+  bq_set_warning_handler(no_warning, NULL);
   DIR *d = opendir(dir);
   if (!d) {
     if (errno == ENOENT) { *missing = 1; return 0; }
@@ -759,7 +763,6 @@ static int cmd_list(int argc, char **argv) {
   snprintf(dirbuf, sizeof dirbuf, "%s", dir);
   fent *f;
   int n, missing;
-  bq_set_warning_handler(NULL, NULL);
   if (scan(dirbuf, 1, &f, &n, &missing)) return 1;
   if (missing && !skus_only) printf("%s does not exist: no entries\n", dirbuf);
   if (!skus_only && n) printf("%-9s %-12s %10s  %s\n", "STATUS", "TARGET", "BYTES", "SKU / FILE");
