@@ -73,7 +73,7 @@ gpu-bundle)
   rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
   cp build/tests/test_gpu_{affine,cache,dynamic,linear} build/tests/test_validation{,_linear} build/tests/test_cache \
     build/tests/libbq_fake_driver.so .deps/build/tests/
-  cp build/tools/bench .deps/build/tools/ && cp build/examples/demo .deps/build/examples/
+  cp build/tools/bench build/tools/baracuda-quant .deps/build/tools/ && cp build/examples/demo .deps/build/examples/
   du -sh .deps ;;
 test)
   # Tests use a private kernel cache so they never touch the user's.
