@@ -143,6 +143,8 @@
      warning. An unwritable directory means memory only, with one warning.
      bq_cache_get_stats, bq_cache_clear_memory, bq_cache_directory, bq_sku, and
      bq_cache_warm (compile for an arch without a GPU, e.g. while building a container).
+     The installed tool baracuda-quant (tools/baracuda-quant.c) shows the setup (info) and
+     warms, lists, verifies and clears the disk cache.
 
    ENVIRONMENT
      BARACUDA_QUANT_CACHE_DIR      the disk cache's directory
@@ -160,6 +162,8 @@
      BARACUDA_QUANT_PDL            0: QuantizedLinear plans selected with it launch their
                                    weight streaming after the activations' kernel ends,
                                    not overlapping it
+     BARACUDA_QUANT_STATS          1: print this process's cache counters (hits, misses,
+                                   compiles) on stderr once at exit, one line
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -327,9 +331,14 @@ typedef struct bq_cache_stats {
 BQ_API void bq_cache_get_stats(bq_cache_stats *stats);
 BQ_API void bq_cache_clear_memory(void);   /* forget in-memory entries (live plans keep theirs) */
 BQ_API const char *bq_cache_directory(void); /* NULL when the disk cache is off */
-/* The SKU a desc gets on an arch (sm = 10 * major + minor), written into buf. */
+/* The SKU desc gets from bq_plan_select on a device of arch sm (10 * major + minor, major
+   >= 5; else BQ_ERROR_INVALID_ARGUMENT), written into buf: the target is chosen as select
+   chooses it (NVRTC's archs, BARACUDA_QUANT_FORCE_PTX, BARACUDA_QUANT_WGMMA), so NVRTC's
+   arch list is needed (memoized in the cache directory). An sm older than every arch
+   NVRTC supports is BQ_ERROR_NOT_SUPPORTED. */
 BQ_API bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size);
-/* Compile desc's kernel for an arch with NVRTC alone (no GPU needed) into the disk cache. */
+/* Compile, with NVRTC alone (no GPU needed), into the disk cache what bq_plan_select would
+   load for desc on a device of arch sm (the same file and key; sm as for bq_sku). */
 BQ_API bq_status bq_cache_warm(const bq_desc *desc, int sm);
 
 /* ---- device memory helpers, for programs that do not use the CUDA runtime -------- */
@@ -3580,30 +3589,6 @@ BQ__FN bq_status bq__nvrtc_identity(bq__nvrtc_id *out) {
   return BQ_SUCCESS;
 }
 
-BQ__FN bq_status bq__choose_target(int sm, int want_arch_a, bq__target *t) {
-  bq__nvrtc_id id;
-  bq_status st = bq__nvrtc_identity(&id);
-  if (st) return st;
-  int exact = 0, best = -1;
-  for (int i = 0; i < id.num_archs; i++) {
-    if (id.archs[i] == sm) exact = 1;
-    if (id.archs[i] <= sm && id.archs[i] > best) best = id.archs[i];
-  }
-  if (best < 0)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED,
-                    "device sm_%d is older than every arch NVRTC supports (oldest sm_%d)", sm,
-                    id.archs[0]);
-  memset(t, 0, sizeof *t);
-  if (exact && !bq__env_flag("BARACUDA_QUANT_FORCE_PTX")) {
-    t->arch = sm;
-    t->arch_a = want_arch_a && sm == 90;
-  } else {
-    t->arch = best;
-    t->ptx = 1;
-  }
-  return BQ_SUCCESS;
-}
-
 /* ---- the disk cache ----------------------------------------------------------------- */
 /* One file per kernel: <dir>/<sku>-<hash of the full key>.bqk
      offset 0  char[8]  magic "BQKCACHE"
@@ -3634,6 +3619,21 @@ BQ__DEF void bq_cache_get_stats(bq_cache_stats *s) {
   s->compiles = __atomic_load_n(&bq__stats.compiles, __ATOMIC_RELAXED);
   s->corrupt = __atomic_load_n(&bq__stats.corrupt, __ATOMIC_RELAXED);
   s->write_failures = __atomic_load_n(&bq__stats.write_failures, __ATOMIC_RELAXED);
+}
+
+/* BARACUDA_QUANT_STATS=1: the counters on stderr once, at exit (registered by the first
+   bq_plan_select or bq_cache_warm, so a forked child prints its own line). */
+static pthread_once_t bq__stats_once = PTHREAD_ONCE_INIT;
+BQ__FN void bq__stats_print(void) {
+  bq_cache_stats s;
+  bq_cache_get_stats(&s);
+  fprintf(stderr, "baracuda_quant: cache: %llu memory hits, %llu disk hits, %llu misses, %llu compiles, "
+          "%llu corrupt, %llu write failures (pid %ld)\n", (unsigned long long)s.memory_hits,
+          (unsigned long long)s.disk_hits, (unsigned long long)s.misses, (unsigned long long)s.compiles,
+          (unsigned long long)s.corrupt, (unsigned long long)s.write_failures, (long)getpid());
+}
+BQ__FN void bq__stats_register(void) {
+  if (bq__env_flag("BARACUDA_QUANT_STATS")) atexit(bq__stats_print);
 }
 
 /* BARACUDA_QUANT_CACHE_DIR moves the cache, BARACUDA_QUANT_DISABLE_CACHE=1 turns it off.
@@ -5217,6 +5217,65 @@ BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
   return s->oom ? bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory building kernel source") : BQ_SUCCESS;
 }
 
+/* ---- the compile target ------------------------------------------------------------ */
+/* sm must be a compute capability, 10 * major + minor with major >= 5: checked before
+   NVRTC is touched. */
+BQ__FN bq_status bq__check_sm(int sm) {
+  if (sm < 50 || sm > 999)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "sm (%d) is not a compute capability 10 * major + minor with major 5 to 99", sm);
+  return BQ_SUCCESS;
+}
+
+/* The one choice of what NVRTC builds for a desc on an arch, shared by bq_plan_select (the
+   device's sm), bq_cache_warm and bq_sku, so that what is warmed and named is what select
+   loads. A cubin for sm itself when NVRTC supports that arch and force_ptx is off; the
+   linear GEMMs get the arch-specific sm_90a (the warpgroup-MMA tiles) there on sm_90 when
+   wgmma is on. Otherwise PTX for the newest virtual arch NVRTC supports at or below sm,
+   which the driver finishes (devices newer than NVRTC). bq__target_for takes force_ptx
+   and wgmma from the environment; tools may ask for either setting. */
+BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wgmma, bq__target *t) {
+  memset(t, 0, sizeof *t);
+  bq_status st = bq__check_sm(sm);
+  if (st) return st;
+  bq__nvrtc_id id;
+  if ((st = bq__nvrtc_identity(&id))) return st;
+  int exact = 0, best = -1, oldest = INT_MAX;
+  for (int i = 0; i < id.num_archs; i++) {
+    if (id.archs[i] == sm) exact = 1;
+    if (id.archs[i] <= sm && id.archs[i] > best) best = id.archs[i];
+    if (id.archs[i] < oldest) oldest = id.archs[i];
+  }
+  if (best < 0)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "sm (%d) is older than every arch NVRTC supports (oldest sm_%d)",
+                    sm, oldest);
+  if (exact && !force_ptx) {
+    t->arch = sm;
+    t->arch_a = wgmma && sm == 90 && bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS;
+  } else {
+    t->arch = best;
+    t->ptx = 1;
+  }
+  return BQ_SUCCESS;
+}
+
+/* BARACUDA_QUANT_WGMMA=0 turns the warpgroup-MMA tiles off */
+BQ__FN int bq__wgmma_env(void) {
+  const char *v = getenv("BARACUDA_QUANT_WGMMA");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+BQ__FN bq_status bq__target_for(const bq_desc *d, int sm, bq__target *t) {
+  return bq__target_pick(d, sm, bq__env_flag("BARACUDA_QUANT_FORCE_PTX"), bq__wgmma_env(), t);
+}
+
+/* Prefix this thread's error message with who */
+BQ__FN bq_status bq__refail(bq_status st, const char *who) {
+  char msg[sizeof bq__err_buf];
+  memcpy(msg, bq__err_buf, sizeof msg);
+  return bq__fail(st, "%s: %s", who, msg);
+}
+
 /* ---- plans --------------------------------------------------------------------------- */
 BQ__DEF bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size) {
   bq_desc d;
@@ -5225,8 +5284,7 @@ BQ__DEF bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size
   if (st) return st;
   if (!buf || buf_size == 0) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_sku: buf is NULL");
   bq__target t;
-  memset(&t, 0, sizeof t);
-  t.arch = sm;
+  if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_sku");
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
   bq__sku_of(&d, &t, &k);
@@ -5260,13 +5318,6 @@ BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
   q->asymmetric = d->asymmetric;
 }
 
-/* The linear GEMMs' warpgroup-MMA tiles need an sm_90a module: wanted on sm_90 unless
-   BARACUDA_QUANT_WGMMA=0. */
-BQ__FN int bq__wgmma_wanted(const bq_desc *d) {
-  const char *v = getenv("BARACUDA_QUANT_WGMMA");
-  return bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS && !(v && strcmp(v, "0") == 0);
-}
-
 /* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
    dependent launch) where the module is built for sm_90 or later (its griddepcontrol
    instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
@@ -5276,31 +5327,172 @@ BQ__FN int bq__pdl_wanted(const bq__target *t) {
   return t->arch >= 90 && bq__drv.version >= 12030 && !(v && strcmp(v, "0") == 0);
 }
 
-BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
-  if (desc && desc->op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too */
-    bq_desc d, q;
-    char name[96];
-    bq_status st = bq__normalize(desc, &d, name, sizeof name);
-    if (st) return st;
-    bq__linear_activation_desc(&d, &q);
-    if ((st = bq_cache_warm(&q, sm))) return st;
-  }
-  bq__target t;
-  memset(&t, 0, sizeof t);
-  t.arch = sm;
-  t.arch_a = desc && sm == 90 && bq__wgmma_wanted(desc);
+/* One kernel, the normalized desc d for target t, into the disk cache (a disk hit does
+   nothing); *compiled says whether NVRTC ran. */
+BQ__FN bq_status bq__warm_one(const bq_desc *d, const bq__target *t, int *compiled) {
   bq__kernel_src k;
-  bq_status st = bq__kernel_for(desc, &t, &k);
+  memset(&k, 0, sizeof k);
+  bq__sku_of(d, t, &k);
+  bq_status st = bq__build_source(d, &k);
   if (!st) {
     void *bin = NULL;
     size_t len = 0;
     int from_disk = 0;
     st = bq__obtain_binary(&k, 1, &bin, &len, &from_disk);
     if (!st) { if (from_disk) BQ__COUNT(disk_hits); else BQ__COUNT(misses); }
+    if (!st && compiled) *compiled = !from_disk;
     BQ_FREE(bin);
   }
   BQ_FREE(k.source.p);
   return st;
+}
+
+BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
+  pthread_once(&bq__stats_once, bq__stats_register);
+  bq_desc d, q0, q;
+  char name[96];
+  bq__target t;
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  if (st) return st;
+  if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_cache_warm");
+  if (d.op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too, as select would load it */
+    bq__target tq;
+    bq__linear_activation_desc(&d, &q0);
+    if ((st = bq__normalize(&q0, &q, name, sizeof name))) return st;
+    if ((st = bq__target_for(&q, sm, &tq))) return bq__refail(st, "bq_cache_warm");
+    if ((st = bq__warm_one(&q, &tq, NULL))) return st;
+  }
+  return bq__warm_one(&d, &t, NULL);
+}
+
+/* ---- SKUs back to descriptors, and every kernel, for tools --------------------------- */
+BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
+  for (int i = BQ_F32; i <= BQ_S32; i++)
+    if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
+  return 0;
+}
+
+/* The normalized desc and target a SKU (as bq_sku and bq_plan_sku print it) names: the
+   inverse of bq__sku_of, for tools. The result's SKU must be the very string given. A GEMM
+   with f32 activation scales and other weight scales comes back as QuantizedLinear (whose
+   SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token. */
+BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq__target *t) {
+  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  char buf[256], *tok[16];
+  int n = 0, ok = 0;
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  memset(t, 0, sizeof *t);
+  if (!sku || !*sku || strlen(sku) >= sizeof buf)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "SKU (%.60s) is empty or too long", sku ? sku : "NULL");
+  memcpy(buf, sku, strlen(sku) + 1);
+  for (char *p = buf; n < 16;) {
+    tok[n++] = p;
+    if (!(p = strchr(p, '.'))) break;
+    *p++ = 0;
+  }
+  /* the target: sm_90, sm_90a or compute_90 */
+  const char *tn = tok[n - 1], *num = !strncmp(tn, "sm_", 3) ? tn + 3 : !strncmp(tn, "compute_", 8) ? tn + 8 : NULL;
+  char *end = NULL;
+  long arch = num && *num >= '0' && *num <= '9' ? strtol(num, &end, 10) : -1;
+  t->ptx = num == tn + 8;
+  t->arch_a = end && !strcmp(end, "a") && !t->ptx;
+  int target_ok = arch > 0 && arch < 1000 && end && (!*end || t->arch_a);
+  t->arch = (int)arch;
+  bq_dtype a[4] = {BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT};
+  if (!target_ok) {
+  } else if (!strcmp(tok[0], "linear_weight_sums") && n == 4) {
+    d.op = BQ_LINEAR_WEIGHT_SUMS;
+    ok = 1;
+  } else if (!strcmp(tok[0], "linear_gemm") && n == 8) {
+    ok = !strncmp(tok[1], "a_", 2) && bq__dtype_from_name(tok[1] + 2, &a[0]) && !strncmp(tok[3], "out_", 4) &&
+         bq__dtype_from_name(tok[3] + 4, &a[1]) && !strncmp(tok[4], "scale_", 6) &&
+         bq__dtype_from_name(tok[4] + 6, &a[2]) && !strncmp(tok[5], "ascale_", 7) &&
+         bq__dtype_from_name(tok[5] + 7, &a[3]);
+    d.op = ok && a[3] == BQ_F32 && a[2] != BQ_F32 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
+    d.granularity = BQ_PER_TOKEN;
+    if (ok) d.int_type = a[0], d.out_type = d.float_type = a[1], d.scale_type = a[2];
+  } else if (n == 9 || n == 10) {
+    for (int op = BQ_QUANTIZE; op <= BQ_DYNAMIC_QUANTIZE; op++)
+      if (!strcmp(tok[0], bq__op_name((bq_op)op))) d.op = (bq_op)op;
+    for (int g = 0; g < 4; g++)
+      if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
+    char tail = 0;
+    ok = ok && d.op && (n == 10) == (d.op == BQ_DYNAMIC_QUANTIZE) && (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
+         bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&
+         sscanf(tok[5], "q[%d,%d]%c", &d.qmin, &d.qmax, &tail) == 2 && !strncmp(tok[6], "scale_", 6) &&
+         bq__dtype_from_name(tok[6] + 6, &d.scale_type) && (n == 9 || !strcmp(tok[8], "sym") || !strcmp(tok[8], "asym"));
+    d.direction = !strcmp(tok[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
+    d.asymmetric = n == 10 && !strcmp(tok[8], "asym");
+  }
+  char name[96];
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  if (ok && bq__normalize(&d, out, name, sizeof name) == BQ_SUCCESS) bq__sku_of(out, t, &k);
+  if (strcmp(k.sku, sku) != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "SKU (%s) is not one this library (%s) names", sku, BQ_VERSION_STRING);
+  return BQ_SUCCESS;
+}
+
+/* Every kernel of the families asked for (1: quantize, dequantize, fake quantize; 2: dynamic
+   quantize; 4: the linear layers' GEMMs, the weight sums and QuantizedLinear's activation
+   kernels) with each int type's full q-range: one normalized desc per SKU, each naming one
+   kernel (warm it with bq__warm_one). Writes at most cap into out; returns how many. */
+BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
+  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_S8, BQ_U8};
+  const bq__target t = {80, 0, 0}; /* SKUs differ in their target alone across targets */
+  int n = 0, nseen = 0, seen_cap = 0;
+  char(*seen)[256] = NULL;
+  for (int op = BQ_QUANTIZE; op <= BQ_LINEAR_WEIGHT_SUMS; op++) {
+    unsigned fam = op <= BQ_FAKE_QUANTIZE ? 1u : op == BQ_DYNAMIC_QUANTIZE ? 2u : 4u;
+    if (!(families & fam)) continue;
+    int lin = fam == 4u;
+    for (int dir = 0; dir < 2; dir++)
+      for (int g = 0; g < 4; g++)
+        for (int f = 0; f < 4; f++)
+          for (int i = 0; i < 2; i++)
+            for (int s = 0; s < 4; s++)
+              for (int asym = 0; asym < 2; asym++)
+                for (int o = 0; o < (lin ? 4 : 1); o++) {
+                  bq_desc in, d[2];
+                  char name[96];
+                  memset(&in, 0, sizeof in);
+                  in.op = (bq_op)op;
+                  in.direction = dir ? BQ_BACKWARD : BQ_FORWARD;
+                  in.granularity = grans[g];
+                  in.float_type = fts[f];
+                  in.int_type = its[i];
+                  in.scale_type = fts[s];
+                  in.asymmetric = asym;
+                  if (lin) in.out_type = fts[o];
+                  if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
+                  int nd = 1;
+                  if (op == BQ_QUANTIZED_LINEAR) {
+                    bq__linear_activation_desc(&d[0], &in);
+                    if (bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS) nd = 2;
+                  }
+                  for (int j = 0; j < nd; j++) {
+                    bq__kernel_src k;
+                    memset(&k, 0, sizeof k);
+                    bq__sku_of(&d[j], &t, &k);
+                    int dup = 0;
+                    for (int m = 0; m < nseen && !dup; m++) dup = !strcmp(seen[m], k.sku);
+                    if (dup) continue;
+                    if (nseen == seen_cap) {
+                      seen_cap = seen_cap ? 2 * seen_cap : 256;
+                      char(*grown)[256] = (char(*)[256])BQ_REALLOC(seen, (size_t)seen_cap * sizeof *seen);
+                      if (!grown) { BQ_FREE(seen); return -1; }
+                      seen = grown;
+                    }
+                    memcpy(seen[nseen++], k.sku, sizeof k.sku);
+                    if (n < cap) out[n] = d[j];
+                    n++;
+                  }
+                }
+  }
+  BQ_FREE(seen);
+  return n;
 }
 
 /* Everything about a plan that needs no device: the normalized desc, its name, the
@@ -5320,13 +5512,13 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   *out = NULL;
   bq_plan *p = (bq_plan *)BQ_MALLOC(sizeof *p);
   if (!p) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_plan_select: out of memory");
+  pthread_once(&bq__stats_once, bq__stats_register);
   bq_status st = bq__plan_init(desc, p);
   bq__device_info dev = {0, 0, 0, 0};
   if (!st) st = bq__plan_context(p->desc.device, &p->ctx, pushed, &dev);
   p->device = dev.ordinal;
   bq__target t;
-  int want_a = !st && bq__wgmma_wanted(&p->desc);
-  if (!st) st = bq__choose_target(dev.sm, want_a, &t);
+  if (!st && (st = bq__target_for(&p->desc, dev.sm, &t))) bq__refail(st, p->name);
   if (st) { BQ_FREE(p); return st; }
   bq__kernel_src k;
   memset(&k, 0, sizeof k);

@@ -352,31 +352,109 @@ Test(cache, two_processes_race_on_a_cold_cache) {
   cr_assert_eq(s.compiles, 0);
 }
 
-/* ---- targets ------------------------------------------------------------------------ */
-Test(target, own_arch_gets_a_cubin) {
+/* ---- targets: one choice for select, warm and bq_sku ---------------------------------- */
+static int nvrtc_newest(void) {
+  bq__nvrtc_id id;
+  cr_assert_eq(bq__nvrtc_identity(&id), BQ_SUCCESS, "%s", bq_last_error());
+  int newest = 0;
+  for (int i = 0; i < id.num_archs; i++) newest = id.archs[i] > newest ? id.archs[i] : newest;
+  return newest;
+}
+static int nvrtc_oldest(void) {
+  bq__nvrtc_id id;
+  cr_assert_eq(bq__nvrtc_identity(&id), BQ_SUCCESS, "%s", bq_last_error());
+  int oldest = 1000;
+  for (int i = 0; i < id.num_archs; i++) oldest = id.archs[i] < oldest ? id.archs[i] : oldest;
+  return oldest;
+}
+
+static bq_desc linear_desc_(void) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_QUANTIZED_LINEAR;
+  d.granularity = BQ_PER_TOKEN;
+  d.float_type = BQ_F16;
+  d.out_type = BQ_F16;
+  d.scale_type = BQ_F32;
+  return d;
+}
+
+/* the SKU line of the full key inside each entry in dir_, sorted */
+static int entry_skus(char skus[][256], int cap) {
+  DIR *d = opendir(dir_);
+  cr_assert_not_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".bqk")) continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir_, e->d_name);
+    size_t sz = 0;
+    unsigned char *buf = read_all(path, &sz);
+    cr_assert(sz > BQ__CACHE_HEADER);
+    const char *s = strstr((const char *)buf + BQ__CACHE_HEADER, "\nsku ");
+    cr_assert_not_null(s, "%s: no sku line in its key", path);
+    cr_assert(n < cap);
+    size_t k = strcspn(s + 5, "\n");
+    cr_assert(k < 256);
+    memcpy(skus[n], s + 5, k);
+    skus[n][k] = 0;
+    n++;
+    free(buf);
+  }
+  closedir(d);
+  qsort(skus, (size_t)n, 256, (int (*)(const void *, const void *))strcmp);
+  return n;
+}
+
+/* the SKU select would load: its target chosen by bq__target_for, as bq_plan_select does */
+static void select_sku(const bq_desc *desc, int sm, char *out) {
+  bq_desc d;
+  char name[96];
+  cr_assert_eq(bq__normalize(desc, &d, name, sizeof name), BQ_SUCCESS);
   bq__target t;
-  cr_assert_eq(bq__choose_target(90, 0, &t), BQ_SUCCESS, "%s", bq_last_error());
-  cr_assert(!t.ptx && t.arch == 90);
+  cr_assert_eq(bq__target_for(&d, sm, &t), BQ_SUCCESS, "%s", bq_last_error());
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__sku_of(&d, &t, &k);
+  memcpy(out, k.sku, sizeof k.sku);
+}
+
+Test(target, own_arch_gets_a_cubin) {
+  bq_desc d = desc_();
+  bq__target t;
+  cr_assert_eq(bq__target_for(&d, 90, &t), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(!t.ptx && t.arch == 90 && !t.arch_a);
+  d = linear_desc_(); /* the GEMM: sm_90a, the warpgroup-MMA tiles */
+  cr_assert_eq(bq__target_for(&d, 90, &t), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(!t.ptx && t.arch == 90 && t.arch_a);
+  cr_assert_eq(bq__target_for(&d, 80, &t), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(!t.ptx && t.arch == 80 && !t.arch_a);
+  setenv("BARACUDA_QUANT_WGMMA", "0", 1);
+  cr_assert_eq(bq__target_for(&d, 90, &t), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(!t.ptx && t.arch == 90 && !t.arch_a);
 }
 
 Test(target, newer_device_than_nvrtc_gets_ptx_for_the_newest_arch) {
+  bq_desc d = desc_();
   bq__target t;
-  cr_assert_eq(bq__choose_target(990, 0, &t), BQ_SUCCESS, "%s", bq_last_error());
-  bq__nvrtc_id id;
-  cr_assert_eq(bq__nvrtc_identity(&id), BQ_SUCCESS);
-  int newest = 0;
-  for (int i = 0; i < id.num_archs; i++) newest = id.archs[i] > newest ? id.archs[i] : newest;
+  cr_assert_eq(bq__target_for(&d, 990, &t), BQ_SUCCESS, "%s", bq_last_error());
+  int newest = nvrtc_newest();
   cr_assert(t.ptx && t.arch == newest, "ptx %d arch %d newest %d", t.ptx, t.arch, newest);
 }
 
 Test(target, force_ptx_environment_variable) {
   setenv("BARACUDA_QUANT_FORCE_PTX", "1", 1);
+  bq_desc d = desc_();
   bq__target t;
-  cr_assert_eq(bq__choose_target(90, 0, &t), BQ_SUCCESS);
-  cr_assert(t.ptx && t.arch == 90);
+  cr_assert_eq(bq__target_for(&d, 90, &t), BQ_SUCCESS);
+  cr_assert(t.ptx && t.arch == 90 && !t.arch_a);
+  bq_desc l = linear_desc_();
+  cr_assert_eq(bq__target_for(&l, 90, &t), BQ_SUCCESS);
+  cr_assert(t.ptx && t.arch == 90 && !t.arch_a, "PTX is never arch-specific");
   /* and the PTX compiles */
   fresh_dir();
-  bq_desc d = desc_();
   bq__kernel_src k;
   cr_assert_eq(bq__kernel_for(&d, &t, &k), BQ_SUCCESS);
   void *bin = NULL;
@@ -390,9 +468,117 @@ Test(target, force_ptx_environment_variable) {
 }
 
 Test(target, device_older_than_nvrtc_supports) {
+  int old = nvrtc_oldest() - 1; /* a compute capability NVRTC no longer builds for */
+  if (old < 50) {
+    cr_log_info("NVRTC supports sm_50: no older valid arch to try");
+    return;
+  }
+  bq_desc d = desc_();
   bq__target t;
-  cr_assert_eq(bq__choose_target(30, 0, &t), BQ_ERROR_NOT_SUPPORTED);
-  cr_assert(strstr(bq_last_error(), "sm_30"), "%s", bq_last_error());
+  char want[32], buf[256];
+  snprintf(want, sizeof want, "sm (%d)", old);
+  cr_assert_eq(bq__target_for(&d, old, &t), BQ_ERROR_NOT_SUPPORTED);
+  cr_assert(strstr(bq_last_error(), want), "%s", bq_last_error());
+  cr_assert_eq(bq_sku(&d, old, buf, sizeof buf), BQ_ERROR_NOT_SUPPORTED);
+  cr_assert(strstr(bq_last_error(), "bq_sku: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
+  fresh_dir();
+  cr_assert_eq(bq_cache_warm(&d, old), BQ_ERROR_NOT_SUPPORTED);
+  cr_assert(strstr(bq_last_error(), "bq_cache_warm: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
+  cr_assert_eq(stats_().compiles, 0);
+  cr_assert_eq(count_files(".bqk"), 0);
+}
+
+/* sm values that are no compute capability: rejected by bq_sku and bq_cache_warm, naming
+   sm and its value, before NVRTC is even loaded */
+Test(target, invalid_sm_rejected_without_nvrtc) {
+  fresh_dir();
+  static const int bad[] = {-5, -1, 0, 9, 35, 49, 1000, 100000};
+  bq_desc descs[2] = {desc_(), linear_desc_()};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    for (int j = 0; j < 2; j++) {
+      char want[32], buf[256] = "untouched";
+      snprintf(want, sizeof want, "sm (%d)", bad[i]);
+      cr_assert_eq(bq_sku(&descs[j], bad[i], buf, sizeof buf), BQ_ERROR_INVALID_ARGUMENT, "bq_sku sm %d", bad[i]);
+      cr_assert(strstr(bq_last_error(), "bq_sku: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
+      cr_assert_str_eq(buf, "untouched");
+      cr_assert_eq(bq_cache_warm(&descs[j], bad[i]), BQ_ERROR_INVALID_ARGUMENT, "warm sm %d", bad[i]);
+      cr_assert(strstr(bq_last_error(), "bq_cache_warm: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
+    }
+  cr_assert_eq(bq__nv.num_archs, 0, "NVRTC was loaded");
+  bq_cache_stats s = stats_();
+  cr_assert_eq(s.compiles + s.misses + s.disk_hits, 0);
+  cr_assert_eq(count_files(".bqk") + count_files("nvrtc-"), 0);
+}
+
+/* bq_sku names, and bq_cache_warm writes, what bq_plan_select loads: a QuantizedLinear
+   plan on sm_90 is the sm_90a GEMM plus its activations' kernel */
+Test(target, sku_warm_and_select_agree_for_linear_on_sm_90, .timeout = 300) {
+  fresh_dir();
+  bq_desc d = linear_desc_();
+  char sku[256], sel[256], act_sku[256], act_sel[256];
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+  select_sku(&d, 90, sel);
+  cr_assert_str_eq(sku, sel);
+  cr_assert_str_eq(sku, "linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32+wgmma_m64n256k32.sm_90a");
+  bq_desc q, qn;
+  char name[96];
+  bq__normalize(&d, &qn, name, sizeof name);
+  bq__linear_activation_desc(&qn, &q);
+  cr_assert_eq(bq_sku(&q, 90, act_sku, sizeof act_sku), BQ_SUCCESS);
+  select_sku(&q, 90, act_sel);
+  cr_assert_str_eq(act_sku, act_sel);
+  warm_ok(&d);
+  char got[4][256];
+  cr_assert_eq(entry_skus(got, 4), 2, "the GEMM and the activations' kernel");
+  cr_assert(!strcmp(got[0], act_sku) || !strcmp(got[1], act_sku), "%s / %s vs %s", got[0], got[1], act_sku);
+  cr_assert(!strcmp(got[0], sku) || !strcmp(got[1], sku), "%s / %s vs %s", got[0], got[1], sku);
+  /* and a warmed entry is what a select-time lookup reads: same file name, same key */
+  bq_desc dn;
+  bq__normalize(&d, &dn, name, sizeof name);
+  bq__target t;
+  cr_assert_eq(bq__target_for(&dn, 90, &t), BQ_SUCCESS);
+  bq_cache_stats before = stats_();
+  cr_assert_eq(bq__warm_one(&dn, &t, NULL), BQ_SUCCESS);
+  cr_assert_eq(stats_().disk_hits, before.disk_hits + 1);
+  cr_assert_eq(stats_().compiles, before.compiles);
+}
+
+/* BARACUDA_QUANT_FORCE_PTX changes bq_sku and bq_cache_warm alike */
+Test(target, force_ptx_changes_sku_and_warm_together) {
+  fresh_dir();
+  setenv("BARACUDA_QUANT_FORCE_PTX", "1", 1);
+  bq_desc d = desc_(), l = linear_desc_();
+  char sku[256], lsku[256], got[2][256];
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(strstr(sku, ".compute_90") && sku[strlen(sku) - 1] == '0', "%s", sku);
+  cr_assert_eq(bq_sku(&l, 90, lsku, sizeof lsku), BQ_SUCCESS);
+  cr_assert_str_eq(lsku, "linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.compute_90");
+  warm_ok(&d);
+  cr_assert_eq(entry_skus(got, 2), 1);
+  cr_assert_str_eq(got[0], sku);
+  unsetenv("BARACUDA_QUANT_FORCE_PTX");
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, ".sm_90") && !strstr(sku, "compute"), "%s", sku);
+  warm_ok(&d);
+  cr_assert_eq(entry_skus(got, 2), 2, "the cubin is another entry");
+  cr_assert(!strcmp(got[0], sku) || !strcmp(got[1], sku));
+}
+
+/* a device newer than NVRTC's newest arch: bq_sku and bq_cache_warm both take the PTX
+   select would load */
+Test(target, newer_than_nvrtc_warms_the_ptx) {
+  fresh_dir();
+  int newest = nvrtc_newest(), sm = (newest / 10 + 1) * 10; /* the next major */
+  bq_desc d = desc_();
+  char sku[256], want[32], got[1][256];
+  snprintf(want, sizeof want, ".compute_%d", newest);
+  cr_assert_eq(bq_sku(&d, sm, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+  size_t n = strlen(sku), w = strlen(want);
+  cr_assert(n > w && !strcmp(sku + n - w, want), "sm %d: %s, want ...%s", sm, sku, want);
+  cr_assert_eq(bq_cache_warm(&d, sm), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(entry_skus(got, 1), 1);
+  cr_assert_str_eq(got[0], sku);
+  cr_log_info("sm_%d (NVRTC's newest sm_%d): %s", sm, newest, sku);
 }
 
 /* ---- the loader's failure modes --------------------------------------------------------- */
@@ -460,4 +646,43 @@ Test(loader, nvrtc_from_environment_path) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   bq_desc d = desc_();
   cr_assert_eq(bq_cache_warm(&d, 90), BQ_SUCCESS, "%s", bq_last_error());
+}
+
+/* BARACUDA_QUANT_STATS=1: one line of counters on stderr at exit, from the process that
+   warmed or selected (each forked child prints its own) */
+static void stats_line_of_child(int on, char *line, size_t n, pid_t *pid) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  *pid = fork();
+  cr_assert_neq(*pid, -1);
+  if (*pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (on) setenv("BARACUDA_QUANT_STATS", "1", 1);
+    else unsetenv("BARACUDA_QUANT_STATS");
+    bq_desc d = desc_();
+    exit(bq_cache_warm(&d, 90) == BQ_SUCCESS && bq_cache_warm(&d, 90) == BQ_SUCCESS ? 0 : 1);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < n && (r = read(fds[0], line + got, n - 1 - got)) > 0) got += (size_t)r;
+  line[got] = 0;
+  close(fds[0]);
+  int status = 0;
+  waitpid(*pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+Test(cache, stats_printed_at_exit) {
+  fresh_dir();
+  char line[1024], want[256];
+  pid_t pid;
+  stats_line_of_child(1, line, sizeof line, &pid);
+  snprintf(want, sizeof want,
+           "baracuda_quant: cache: 0 memory hits, 1 disk hits, 1 misses, 1 compiles, 0 corrupt, 0 write failures "
+           "(pid %ld)\n", (long)pid);
+  cr_assert_str_eq(line, want);
+  stats_line_of_child(0, line, sizeof line, &pid);
+  cr_assert_str_eq(line, "", "printed without BARACUDA_QUANT_STATS: %s", line);
 }

@@ -402,24 +402,6 @@ static size_t dynamic_set(bq_op op, int sm, bq_desc *out) {
   return n;
 }
 
-/* bq_cache_warm for the arch-specific target (sm_90a), which only linear plans ask for */
-static int g_arch_a;
-static bq_status warm_arch_a(const bq_desc *d, int sm) {
-  bq__target t = {sm, 0, 1};
-  bq__kernel_src k;
-  bq_status st = bq__kernel_for(d, &t, &k);
-  if (!st) {
-    void *bin = NULL;
-    size_t len = 0;
-    int from_disk = 0;
-    st = bq__obtain_binary(&k, 1, &bin, &len, &from_disk);
-    if (!st) BQ__COUNT(misses);
-    free(bin);
-  }
-  free(k.source.p);
-  return st;
-}
-
 static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *)) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
@@ -431,13 +413,6 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   /* every SKU in the set is distinct, so each warm is one compile */
   static char skus[512][256];
   for (size_t i = 0; i < n; i++) {
-    if (g_arch_a) {
-      bq__target t = {sm, 0, 1};
-      bq__kernel_src k;
-      cr_assert_eq(bq__kernel_for(&set[i], &t, &k), BQ_SUCCESS, "%s", bq_last_error());
-      memcpy(skus[i], k.sku, sizeof skus[i]);
-      free(k.source.p);
-    } else
     cr_assert_eq(bq_sku(&set[i], sm, skus[i], sizeof skus[i]), BQ_SUCCESS, "%s", bq_last_error());
     for (size_t j = 0; j < i; j++) cr_assert_str_neq(skus[i], skus[j]);
   }
@@ -448,7 +423,7 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   clock_gettime(CLOCK_MONOTONIC, &t0);
   size_t failed = 0;
   for (size_t i = 0; i < n; i++) {
-    bq_status st = g_arch_a ? warm_arch_a(&set[i], sm) : bq_cache_warm(&set[i], sm);
+    bq_status st = bq_cache_warm(&set[i], sm);
     if (st == BQ_ERROR_NO_NVRTC)
       cr_assert_fail("NVRTC could not be loaded (%s): this test needs it (CI installs it; set "
                      "BARACUDA_QUANT_NVRTC to its path) and does not skip", bq_last_error());
@@ -462,7 +437,7 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   cr_assert_eq(failed, 0, "%zu of %zu SKUs failed to compile for sm_%d (see the log above)", failed, n, sm);
   /* warming a QuantizedLinear SKU also warms its activations' dynamic-quantize kernel */
   size_t extra = 0;
-  for (size_t i = 0; i < n; i++) extra += set[i].op == BQ_QUANTIZED_LINEAR && !g_arch_a;
+  for (size_t i = 0; i < n; i++) extra += set[i].op == BQ_QUANTIZED_LINEAR;
   cr_assert_eq(after.compiles - before.compiles, n + extra, "sm_%d: %llu compiles for %zu SKUs (+%zu)", sm,
                (unsigned long long)(after.compiles - before.compiles), n, extra);
   cr_assert_eq(after.misses - before.misses, n + extra);
@@ -648,11 +623,13 @@ static size_t linear_set(bq_op op, int sm, bq_desc *out) {
   }
   return n;
 }
-/* bq_op picks the half: QuantizedLinear = s8 activations, SmoothQuant = u8 */
+/* bq_op picks the half: QuantizedLinear = s8 activations, SmoothQuant = u8. On sm_90 the
+   mma.sync GEMMs are what select builds with BARACUDA_QUANT_WGMMA=0. */
+static void no_wgmma(void) { setenv("BARACUDA_QUANT_WGMMA", "0", 1); }
 Test(compile, linear_s8_on_sm_80, .timeout = 900) { compile_all(BQ_QUANTIZED_LINEAR, 80, linear_set); }
-Test(compile, linear_s8_on_sm_90, .timeout = 900) { compile_all(BQ_QUANTIZED_LINEAR, 90, linear_set); }
+Test(compile, linear_s8_on_sm_90, .timeout = 900, .init = no_wgmma) { compile_all(BQ_QUANTIZED_LINEAR, 90, linear_set); }
 Test(compile, linear_u8_on_sm_80, .timeout = 900) { compile_all(BQ_SMOOTHQUANT_LINEAR, 80, linear_set); }
-Test(compile, linear_u8_on_sm_90, .timeout = 900) { compile_all(BQ_SMOOTHQUANT_LINEAR, 90, linear_set); }
+Test(compile, linear_u8_on_sm_90, .timeout = 900, .init = no_wgmma) { compile_all(BQ_SMOOTHQUANT_LINEAR, 90, linear_set); }
 
 /* sm_90a modules (the wgmma tiles): every output type x activation int type, with f32
    scales and with bf16 weight scales under QuantizedLinear; the other scale variants
@@ -676,6 +653,106 @@ static size_t linear_set_90a(bq_op op, int sm, bq_desc *out) {
   return n;
 }
 Test(compile, linear_on_sm_90a, .timeout = 900) {
-  g_arch_a = 1;
   compile_all(BQ_SMOOTHQUANT_LINEAR, 90, linear_set_90a);
+  /* select's default on sm_90: these SKUs are the sm_90a ones */
+  static bq_desc set[64];
+  size_t n = linear_set_90a(BQ_SMOOTHQUANT_LINEAR, 90, set);
+  for (size_t i = 0; i < n; i++) {
+    char sku[256];
+    cr_assert_eq(bq_sku(&set[i], 90, sku, sizeof sku), BQ_SUCCESS);
+    cr_assert(strstr(sku, "+wgmma_m64n256k32.sm_90a"), "%s", sku);
+  }
+}
+
+/* ---- SKUs back to descriptors (the cache tool's warm --skus and list) --------------------- */
+/* Every kernel of every family, on each kind of target: bq__desc_from_sku gives back a
+   desc and target whose SKU is the one parsed; the three families partition the kernels. */
+Test(sku, desc_from_sku_round_trips_every_kernel) {
+  static bq_desc all[4096];
+  int n = bq__all_descs(7, all, 4096);
+  cr_assert(n > 0 && n <= 4096, "%d kernels", n);
+  int per_family = bq__all_descs(1, NULL, 0) + bq__all_descs(2, NULL, 0) + bq__all_descs(4, NULL, 0);
+  int linear_only = bq__all_descs(4, NULL, 0), dyn_only = bq__all_descs(2, NULL, 0);
+  /* QuantizedLinear's activation kernels are dynamic-quantize kernels listed with linear too */
+  cr_assert(per_family > n && per_family - n <= 16, "%d per family, %d in all", per_family, n);
+  cr_assert(linear_only > 40 && dyn_only > 50, "%d linear, %d dynamic", linear_only, dyn_only);
+  size_t checked = 0;
+  for (int i = 0; i < n; i++)
+    for (size_t t = 0; t < NELEM(TARGETS); t++) {
+      int lin = bq__is_linear(all[i].op);
+      bq__target target = TARGETS[t];
+      if (target.arch_a && !(lin && all[i].op != BQ_LINEAR_WEIGHT_SUMS)) continue;
+      bq__kernel_src k;
+      memset(&k, 0, sizeof k);
+      bq__sku_of(&all[i], &target, &k);
+      bq_desc back;
+      bq__target bt;
+      bq_status st = bq__desc_from_sku(k.sku, &back, &bt);
+      cr_assert_eq(st, BQ_SUCCESS, "%s: %s", k.sku, bq_last_error());
+      cr_assert(same_target(&bt, &target), "%s: target %d %d %d", k.sku, bt.arch, bt.ptx, bt.arch_a);
+      bq__kernel_src k2;
+      memset(&k2, 0, sizeof k2);
+      bq__sku_of(&back, &bt, &k2);
+      cr_assert_str_eq(k2.sku, k.sku);
+      /* the same kernel: byte-identical source */
+      bq__kernel_src s1, s2;
+      cr_assert_eq(bq__kernel_for(&all[i], &target, &s1), BQ_SUCCESS);
+      cr_assert_eq(bq__kernel_for(&back, &bt, &s2), BQ_SUCCESS);
+      cr_assert(s1.source.n == s2.source.n && !memcmp(s1.source.p, s2.source.p, s1.source.n), "%s: two sources",
+                k.sku);
+      free(s1.source.p);
+      free(s2.source.p);
+      checked++;
+    }
+  /* all distinct */
+  for (int i = 0; i < n; i++) {
+    bq__kernel_src a;
+    memset(&a, 0, sizeof a);
+    bq__sku_of(&all[i], &TARGETS[0], &a);
+    for (int j = i + 1; j < n; j++) {
+      bq__kernel_src b;
+      memset(&b, 0, sizeof b);
+      bq__sku_of(&all[j], &TARGETS[0], &b);
+      cr_assert_str_neq(a.sku, b.sku);
+    }
+  }
+  cr_log_info("%d kernels (%d with linear's activation kernels counted twice), %zu SKUs round-tripped", n,
+              per_family, checked);
+}
+
+Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
+  static const char *bad[] = {
+      "",
+      "quantize",
+      "quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2",          /* no target */
+      "quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_",      /* no arch */
+      "quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_90b",   /* not a target */
+      "quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.compute_90a", /* PTX is never arch-specific */
+      "quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec8x2.sm_90",    /* another variant */
+      "quantize.fwd.per_tensor.f32.s8.q[-128,128].scale_f32.vec4x2.sm_90",    /* outside s8 */
+      "quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f16.vec4x2.sm_90",    /* per tensor scales are C */
+      "quantize.sideways.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_90",
+      "dynamic_quantize.bwd.per_token.f32.s8.q[-128,127].scale_f32.vec4.sym.sm_90",
+      "dynamic_quantize.fwd.per_token.f32.s8.q[-128,127].scale_f32.vec4.both.sm_90",
+      "linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32+wgmma_m64n256k32.sm_90", /* wgmma needs 90a */
+      "linear_gemm.a_s8.w_s8.out_f16.scale_f64.ascale_f64.mma_m16n8k32.sm_90", /* f64 scales, f16 out */
+      "linear_gemm.a_s32.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_90",
+      "linear_weight_sums.s8.dp4a.sm_90.extra",
+  };
+  for (size_t i = 0; i < NELEM(bad); i++) {
+    bq_desc d;
+    bq__target t;
+    cr_assert_eq(bq__desc_from_sku(bad[i], &d, &t), BQ_ERROR_INVALID_ARGUMENT, "accepted \"%s\"", bad[i]);
+    cr_assert(strstr(bq_last_error(), "SKU ("), "%s", bq_last_error());
+  }
+  bq_desc d;
+  bq__target t;
+  cr_assert_eq(bq__desc_from_sku(NULL, &d, &t), BQ_ERROR_INVALID_ARGUMENT);
+  /* and a GEMM with f32 activation scales under bf16 weight scales is QuantizedLinear's */
+  cr_assert_eq(bq__desc_from_sku("linear_gemm.a_u8.w_s8.out_bf16.scale_bf16.ascale_f32.mma_m16n8k32.sm_80", &d, &t),
+               BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(d.op, BQ_QUANTIZED_LINEAR);
+  cr_assert_eq(bq__desc_from_sku("linear_gemm.a_u8.w_s8.out_bf16.scale_bf16.ascale_bf16.mma_m16n8k32.sm_80", &d, &t),
+               BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(d.op, BQ_SMOOTHQUANT_LINEAR);
 }

@@ -291,7 +291,8 @@ Test(linear_desc, skus_name_the_gemm) {
   d.scale_type = BQ_F32;
   char a[256], b[256];
   cr_assert_eq(bq_sku(&d, 90, a, sizeof a), BQ_SUCCESS);
-  cr_assert_str_eq(a, "linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_90");
+  /* on sm_90 select builds the GEMM for sm_90a, with the warpgroup-MMA tiles */
+  cr_assert_str_eq(a, "linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32+wgmma_m64n256k32.sm_90a");
   /* QuantizedLinear with f32 scales runs the very same GEMM */
   d.op = BQ_QUANTIZED_LINEAR;
   d.float_type = BQ_BF16;

@@ -1,0 +1,151 @@
+#!/bin/bash
+# test_tool.sh - the baracuda-quant tool on a machine without a GPU: info, warm (NVRTC only),
+# list, verify, clear, and usage errors. Usage: test_tool.sh PATH_TO_TOOL [FAKE_DRIVER]
+set -u
+T=$1
+FAKE=${2:-}
+W=$(mktemp -d /tmp/bq_tool_test_XXXXXX)
+trap 'rm -rf "$W"' EXIT
+unset BARACUDA_QUANT_CACHE_DIR BARACUDA_QUANT_DISABLE_CACHE BARACUDA_QUANT_FORCE_PTX BARACUDA_QUANT_WGMMA
+export BARACUDA_QUANT_QUIET=1
+fails=0
+checks=0
+
+ok() { checks=$((checks + 1)); echo "ok   $1"; }
+bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL $1"; [ -f "$W/out" ] && sed 's/^/     | /' "$W/out" | head -40; }
+# expect RC DESCRIPTION CMD...: run CMD (stdout and stderr into $W/out), compare its exit status
+expect() {
+  local want=$1 what=$2
+  shift 2
+  "$@" >"$W/out" 2>&1
+  local rc=$?
+  if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, want $want"; fi
+}
+has() { if grep -q -- "$1" "$W/out"; then ok "$2"; else bad "$2: output lacks \"$1\""; fi; }
+hasnt() { if grep -q -- "$1" "$W/out"; then bad "$2: output has \"$1\""; else ok "$2"; fi; }
+count() { find "$1" -maxdepth 1 -name "$2" -type f | wc -l; }
+
+# ---- usage errors: exit 2 ----
+expect 2 "no command" "$T"
+expect 2 "unknown command" "$T" frobnicate
+has "unknown command" "unknown command named"
+expect 2 "unknown option" "$T" list --bogus
+expect 2 "warm without --arch" "$T" warm --all
+expect 2 "warm without --all or --skus" "$T" warm --arch 90
+expect 2 "warm with both --all and --skus" "$T" warm --arch 90 --all --skus /dev/null
+expect 2 "warm --arch 35 (not sm 5.0 or newer)" "$T" warm --arch 35 --all
+has "sm (35)" "the bad arch named"
+expect 2 "warm --arch -1" "$T" warm --arch -1 --all
+expect 2 "warm --arch abc" "$T" warm --arch abc --all
+expect 2 "warm --family bogus" "$T" warm --arch 90 --all --family bogus
+expect 2 "warm -j 0" "$T" warm --arch 90 --all -j 0
+expect 2 "list with an argument" "$T" list extra
+for c in info warm list verify clear; do
+  expect 0 "$c --help" "$T" "$c" --help
+  has "usage: baracuda-quant $c" "$c --help prints its usage"
+done
+expect 0 "--help" "$T" --help
+
+# ---- info with no GPU: exit 0, every section ----
+expect 0 "info, no driver" env BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1 BARACUDA_QUANT_CACHE_DIR="$W/c0" "$T" info
+for s in "library: baracuda_quant" "driver: none" "nvrtc: " "devices: none" "cache: $W/c0" "counters (this process): 0 memory hits" "environment:" "BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1"; do
+  has "$s" "info prints \"$s\""
+done
+has "archs sm_" "info lists NVRTC's archs"
+if [ -n "$FAKE" ]; then
+  expect 0 "info, a driver with no device" env BARACUDA_QUANT_DRIVER="$FAKE" FAKE_CUDA_MODE=nodevice "$T" info
+  has "devices: none" "info says none"
+  has "driver: $FAKE" "info names the driver's path"
+fi
+
+# ---- warm --all, one family and a filter, into an empty directory ----
+A="$W/a"
+expect 0 "warm --all --family dynamic --filter per_token.f32" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
+has "4 SKUs into $A: 4 compiled, 0 already cached, 0 failed" "warm compiled the 4 SKUs"
+[ "$(count "$A" '*.bqk')" = 4 ] && ok "4 entries written" || bad "$(count "$A" '*.bqk') entries written, want 4"
+expect 0 "warm again" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
+has "0 compiled, 4 already cached" "the second warm compiles nothing"
+expect 0 "list" "$T" list --dir "$A"
+has "4 entries (4 valid, 0 invalid" "list: all valid"
+[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 4 ] && ok "list names the 4 SKUs" || bad "list lines"
+expect 0 "list --skus" "$T" list --dir "$A" --skus
+[ "$(wc -l <"$W/out")" = 4 ] && ! grep -qv '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90$' "$W/out" && ok "list --skus: SKUs only" || bad "list --skus"
+expect 0 "verify, all valid" "$T" verify --dir "$A"
+
+# ---- a flipped byte: verify names it, --fix removes it ----
+victim=$(find "$A" -name 'dynamic_quantize.fwd.per_token.f32.u8*asym*.bqk' | head -1)
+size=$(stat -c %s "$victim")
+printf '\x5a' | dd of="$victim" bs=1 seek=$((size - 50)) conv=notrunc status=none
+expect 1 "verify after a flipped byte" "$T" verify --dir "$A"
+has "invalid $(basename "$victim"): payload checksum mismatch" "verify names the corrupt entry"
+expect 0 "list still exits 0" "$T" list --dir "$A"
+has "3 valid, 1 invalid" "list counts it invalid"
+touch -d '2 hours ago' "$A/x.bqk.tmp.999999.1.0.0"
+echo "mine" >"$A/notes.txt"
+expect 1 "verify with a stale temporary file" "$T" verify --dir "$A"
+has "stale x.bqk.tmp.999999.1.0.0" "verify names the stale temporary file"
+expect 0 "verify --fix" "$T" verify --dir "$A" --fix
+has "(removed)" "verify --fix removes"
+[ ! -e "$victim" ] && [ ! -e "$A/x.bqk.tmp.999999.1.0.0" ] && ok "the corrupt entry and the temporary file are gone" || bad "not removed"
+[ -e "$A/notes.txt" ] && ok "verify --fix leaves a foreign file" || bad "foreign file removed"
+expect 0 "verify after --fix" "$T" verify --dir "$A"
+[ "$(count "$A" '*.bqk')" = 3 ] && ok "3 entries left" || bad "$(count "$A" '*.bqk') entries left"
+
+# ---- clear: only what the library writes ----
+expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
+[ "$(count "$A" '*.bqk')" = 3 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
+expect 0 "clear --yes" "$T" clear --dir "$A" --yes
+has "left 1 files the library does not write alone: notes.txt" "clear names what it left"
+[ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"
+[ "$(cat "$A/notes.txt")" = mine ] && ok "the foreign file is intact" || bad "foreign file changed"
+
+# ---- warm --skus: a QuantizedLinear plan's "A + B" line, for sm_80 ----
+B="$W/b"
+GEMM='linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_80'
+ACT='dynamic_quantize.fwd.per_token.f16.s8.q[-128,127].scale_f32.vec8.sym.sm_80'
+printf '# a QuantizedLinear plan\n%s + %s\n\n' "$GEMM" "$ACT" >"$W/skus"
+expect 0 "warm --skus with an A + B line" "$T" warm --arch 80 --skus "$W/skus" --dir "$B"
+has "2 SKUs into $B: 2 compiled" "both kernels compiled"
+expect 0 "list --skus after warm --skus" "$T" list --dir "$B" --skus
+printf '%s\n%s\n' "$ACT" "$GEMM" | sort >"$W/want"
+sort "$W/out" | diff -q - "$W/want" >/dev/null && ok "the entries are exactly the SKUs asked for" || bad "SKUs differ"
+# the warmed list, fed back: every entry already there
+"$T" list --dir "$B" --skus >"$W/listed"
+expect 0 "warm --skus from list --skus" "$T" warm --arch 80 --skus "$W/listed" --dir "$B"
+has "0 compiled, 2 already cached" "list --skus round-trips through warm --skus"
+# into an empty directory: the same files, byte for byte
+expect 0 "warm --skus from list --skus into an empty directory" "$T" warm --arch 80 --skus "$W/listed" --dir "$W/b2"
+(cd "$B" && ls *.bqk) >"$W/names_b"
+(cd "$W/b2" && ls *.bqk) >"$W/names_b2"
+same=$([ -s "$W/names_b" ] && diff -q "$W/names_b" "$W/names_b2" >/dev/null && echo 1 || echo 0)
+for f in $(cat "$W/names_b"); do cmp -s "$B/$f" "$W/b2/$f" || same=0; done
+if [ "$same" = 1 ]; then
+  ok "the same entries, byte for byte"
+else
+  bad "the entries differ"
+fi
+expect 1 "warm --skus for an arch that never loads them" "$T" warm --arch 90 --skus "$W/skus" --dir "$B"
+has "never loads this target on the archs given" "the mismatch explained"
+printf 'quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_80\nnot-a-sku\n' >"$W/badskus"
+expect 1 "warm --skus with a line that is no SKU" "$T" warm --arch 80 --skus "$W/badskus" --dir "$B"
+has "badskus:2: SKU (not-a-sku)" "the bad line named"
+[ "$(count "$B" '*.bqk')" = 2 ] && ok "nothing warmed from a file with a bad line" || bad "warmed despite a bad line"
+expect 1 "warm --skus, missing file" "$T" warm --arch 80 --skus "$W/none" --dir "$B"
+
+# ---- an entry built with other NVRTC options: "other", never read here, left alone ----
+C="$W/c"
+expect 0 "warm under BARACUDA_QUANT_NVRTC_OPTIONS" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" warm --arch 80 --all --family affine --filter quantize.fwd.per_tensor.f32.s8 --dir "$C"
+has "3 SKUs into $C: 3 compiled" "three affine SKUs compiled (quantize, dequantize, fake quantize)"
+expect 0 "list without the option" "$T" list --dir "$C"
+has "^other .*built with other NVRTC options" "list calls it other"
+expect 0 "verify --fix leaves it" "$T" verify --dir "$C" --fix
+[ "$(count "$C" '*.bqk')" = 3 ] && ok "the other entries are kept" || bad "other entries removed"
+expect 0 "list with the option" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" list --dir "$C"
+has "3 entries (3 valid" "valid under their own options"
+
+# ---- the disk cache turned off ----
+expect 1 "warm with the disk cache off" env BARACUDA_QUANT_DISABLE_CACHE=1 "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.s8
+has "the disk cache is off" "warm says why"
+
+echo "$checks checks, $fails failed"
+[ "$fails" = 0 ]
