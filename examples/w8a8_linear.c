@@ -52,9 +52,12 @@ static void check(bq_status st, const char *what)
   exit(1);
 }
 
+/* The workspace a call needs; an invalid call is reported here and again by the run. */
 static size_t workspace_bytes(const bq_plan *plan, const bq_args *args)
 {
-  return bq_plan_workspace_size(plan, args);
+  size_t bytes = 0;
+  if (bq_plan_workspace_size(plan, args, &bytes) != BQ_SUCCESS) fprintf(stderr, "%s\n", bq_last_error());
+  return bytes;
 }
 
 static void *dev_alloc(size_t bytes)
