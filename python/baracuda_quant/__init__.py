@@ -23,11 +23,8 @@ def _is_torch(x):
 
 
 def _front(x):
-    if _is_torch(x):
-        from . import ops
-        return ops
-    from . import dlpack
-    return dlpack
+    import importlib
+    return importlib.import_module(__name__ + (".ops" if _is_torch(x) else ".dlpack"))
 
 
 def _dispatch(name):
@@ -47,12 +44,12 @@ for _name in _OPS:
 
 
 def __getattr__(name):
+    import importlib
     if name in ("ops", "QuantizedLinear"):
-        from . import ops
+        ops = importlib.import_module(__name__ + ".ops")
         return ops if name == "ops" else ops.QuantizedLinear
     if name == "dlpack":
-        from . import dlpack
-        return dlpack
+        return importlib.import_module(__name__ + ".dlpack")
     raise AttributeError("module 'baracuda_quant' has no attribute %r" % name)
 
 
