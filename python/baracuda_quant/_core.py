@@ -3,8 +3,6 @@ keys, bq_args, launch. ops.py (PyTorch) and dlpack.py (any __dlpack__ producer) 
 
 Every check here runs before the library is called, so wrong dtypes, shapes and devices
 raise InvalidArgumentError without touching the GPU."""
-import ctypes
-
 from . import _lib
 from ._enums import DType, Direction, Granularity, Op
 from ._lib import Args, invalid

@@ -7,7 +7,7 @@ import glob
 import os
 import threading
 
-from ._enums import DType, Direction, Granularity, Op, Status, DEVICE, API_VERSION
+from ._enums import DType, Direction, Granularity, Status, DEVICE, API_VERSION
 
 BQ_MAX_RANK = 8
 

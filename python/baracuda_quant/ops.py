@@ -14,6 +14,7 @@ from ._enums import DType, Direction, Granularity, Op
 _DT = {torch.float32: DType.F32, torch.float64: DType.F64, torch.float16: DType.F16, torch.bfloat16: DType.BF16,
        torch.int8: DType.S8, torch.uint8: DType.U8, torch.int32: DType.S32}
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_QRANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
 
 
 def _view(t, name="tensor"):
@@ -360,8 +361,14 @@ def _(x, w, w_scales, bias):
 
 # ---- the public functions: argument checks in Python, then the ops --------------------------------
 def _qargs(dtype, quant_min, quant_max):
+    """The explicit q-range (plain Python on torch dtypes, so torch.compile traces it)."""
     _check_int("dtype", dtype)
-    return _core.qrange(_DT[dtype], quant_min, quant_max)
+    lo, hi = _QRANGE[dtype]
+    qmin = lo if quant_min is None else int(quant_min)
+    qmax = hi if quant_max is None else int(quant_max)
+    if not (lo <= qmin <= qmax <= hi) or (qmin == 0 and qmax == 0):
+        _core.qrange(_DT[dtype], qmin, qmax)  # raises with the message
+    return qmin, qmax
 
 
 def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -444,7 +451,7 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
     (and azp) and (q, scale, azp) is returned."""
     _check_float("x", x)
     _check_int("dtype", dtype)
-    qmin, qmax = _core.QRANGE[_DT[dtype]]
+    qmin, qmax = _QRANGE[dtype]
     if scale is not None:
         _check_cuda("scale", scale)
         if scale.numel() != 1:

@@ -5,7 +5,7 @@ import ctypes
 import pytest
 
 import baracuda_quant as bq
-from baracuda_quant import _lib, dlpack
+from baracuda_quant import dlpack
 from baracuda_quant._enums import DType
 from conftest import needs_numpy
 

@@ -1,6 +1,5 @@
 """Status -> exception mapping and plan keys, with no GPU: the library validates a
 descriptor before it looks for a driver."""
-import ctypes
 import os
 import subprocess
 import sys
