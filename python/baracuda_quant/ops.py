@@ -74,6 +74,9 @@ def _int_type_for(qmin, qmax):
 
 def _run(device_index, fn):
     """fn(stream, alloc) with device_index current (the plan binds the current context)."""
+    if device_index is None:
+        raise _lib.invalid("the tensors must be on a CUDA device")
+
     def alloc(n):
         t = torch.empty(n, dtype=torch.uint8, device=torch.device("cuda", device_index))
         return t, t.data_ptr()
@@ -152,10 +155,24 @@ def _quantize_per_group(x: torch.Tensor, scales: torch.Tensor, zero_points: Opti
     return y
 
 
-for _op in (_quantize_per_tensor, _quantize_per_channel, _quantize_per_token, _quantize_per_group):
-    @_op.register_fake
-    def _(x, *args):
-        return torch.empty(x.shape, dtype=args[-3], device=x.device)
+@_quantize_per_tensor.register_fake
+def _(x, scale, zero_point, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_quantize_per_channel.register_fake
+def _(x, scales, zero_points, axis, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_quantize_per_token.register_fake
+def _(x, scales, zero_points, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_quantize_per_group.register_fake
+def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 # ---- dequantize -------------------------------------------------------------------------
@@ -205,10 +222,24 @@ def _dequantize_per_group(q: torch.Tensor, scales: torch.Tensor, zero_points: Op
     return y
 
 
-for _op in (_dequantize_per_tensor, _dequantize_per_channel, _dequantize_per_token, _dequantize_per_group):
-    @_op.register_fake
-    def _(q, *args):
-        return torch.empty(q.shape, dtype=args[-1], device=q.device)
+@_dequantize_per_tensor.register_fake
+def _(q, scale, zero_point, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+@_dequantize_per_channel.register_fake
+def _(q, scales, zero_points, axis, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+@_dequantize_per_token.register_fake
+def _(q, scales, zero_points, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+@_dequantize_per_group.register_fake
+def _(q, scales, zero_points, group_size, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
 
 
 # ---- fake quantize (forward and the STE backward) ---------------------------------------------
@@ -255,15 +286,24 @@ def _fq_channel_bwd(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, zer
     return dx
 
 
-for _op in (_fq_tensor, _fq_channel):
-    @_op.register_fake
-    def _(x, *args):
-        return torch.empty_like(x, memory_format=torch.contiguous_format)
+@_fq_tensor.register_fake
+def _(x, scale, zero_point, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
-for _op in (_fq_tensor_bwd, _fq_channel_bwd):
-    @_op.register_fake
-    def _(dy, x, *args):
-        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+@_fq_channel.register_fake
+def _(x, scales, zero_points, axis, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_fq_tensor_bwd.register_fake
+def _(dy, x, scale, zero_point, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_fq_channel_bwd.register_fake
+def _(dy, x, scales, zero_points, axis, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 def _fq_tensor_setup(ctx, inputs, output):
