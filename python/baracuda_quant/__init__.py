@@ -54,5 +54,4 @@ def __getattr__(name):
 
 
 __all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "DType", "Direction",
-           "Granularity", "Op", "Status", "library_version", "cache_stats", "LIBRARY_PATH",
-           "QuantizedLinear"] + list(_OPS)
+           "Granularity", "Op", "Status", "library_version", "cache_stats", "LIBRARY_PATH"] + list(_OPS)
