@@ -75,7 +75,7 @@ def _int_type_for(qmin, qmax):
 def _run(device_index, fn):
     """fn(stream, alloc) with device_index current (the plan binds the current context)."""
     if device_index is None:
-        raise _lib.invalid("the tensors must be on a CUDA device")
+        raise _lib.invalid("the inputs must be CUDA tensors")
 
     def alloc(n):
         t = torch.empty(n, dtype=torch.uint8, device=torch.device("cuda", device_index))

@@ -182,8 +182,11 @@ def test_fake_quantize_against_torch(fname):
     assert same(gx, torch.where(m, dy.cpu(), torch.zeros_like(dy.cpu())))
     # PyTorch's own op: forward and backward through autograd
     x2 = x.detach().clone().requires_grad_()
-    theirs = torch.fake_quantize_per_tensor_affine(x2, s, zp, qmin, qmax)
-    (gt,) = torch.autograd.grad(theirs, x2, dy)
+    try:
+        theirs = torch.fake_quantize_per_tensor_affine(x2, s, zp, qmin, qmax)
+        (gt,) = torch.autograd.grad(theirs, x2, dy)
+    except (RuntimeError, NotImplementedError) as e:  # the contract checks above ran
+        pytest.skip("PyTorch's fake_quantize_per_tensor_affine refuses %s: %s" % (fname, str(e).splitlines()[0]))
     sf = torch.tensor(s, dtype=torch.float32)
     q_ours = torch.round(ours.detach().cpu().double() / s).long()
     q_theirs = torch.round(theirs.detach().cpu().double() / s).long()
@@ -210,9 +213,14 @@ def test_fake_quantize_per_channel_against_torch(fname):
     assert same(ours.detach(), ref_dequantize(r, sc.view(1, 40, 1), zc.view(1, 40, 1), T))
     dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(15)).to(T).to(DEV)
     (gx,) = torch.autograd.grad(ours, x, dy)
+    m = ref_mask(x.detach(), sc.view(1, 40, 1), zc.view(1, 40, 1), 0, 255)
+    assert same(gx, torch.where(m, dy.cpu(), torch.zeros_like(dy.cpu())))
     x2 = x.detach().clone().requires_grad_()
-    theirs = torch.fake_quantize_per_channel_affine(x2, sc, zc, 1, 0, 255)
-    (gt,) = torch.autograd.grad(theirs, x2, dy)
+    try:
+        theirs = torch.fake_quantize_per_channel_affine(x2, sc, zc, 1, 0, 255)
+        (gt,) = torch.autograd.grad(theirs, x2, dy)
+    except (RuntimeError, NotImplementedError) as e:  # the contract checks above ran
+        pytest.skip("PyTorch's fake_quantize_per_channel_affine refuses %s: %s" % (fname, str(e).splitlines()[0]))
     s3 = sc.view(1, 40, 1).cpu()
     q_ours = torch.round(ours.detach().cpu().double() / s3.double()).long()
     q_theirs = torch.round(theirs.detach().cpu().double() / s3.double()).long()
