@@ -5,6 +5,7 @@ environment variable BARACUDA_QUANT_PYLIB. Nothing here imports torch."""
 import ctypes
 import glob
 import os
+import sys
 import threading
 
 from ._enums import DType, Direction, Granularity, Status, DEVICE, API_VERSION
@@ -213,12 +214,44 @@ def make_desc(key, device_index):
                 out_type=ot)
 
 
+_NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
+_NVRTC_WHEEL_PATHS = ("nvidia/cu13/lib/libnvrtc.so.13", "nvidia/cuda_nvrtc/lib/libnvrtc.so.13",
+                      "nvidia/cuda_nvrtc/lib/libnvrtc.so.12", "nvidia/cu12/lib/libnvrtc.so.12")
+_nvrtc_checked = []
+
+
+def ensure_nvrtc(search_path=None, loadable=None):
+    """The library opens NVRTC by name. Where that name does not load and
+    BARACUDA_QUANT_NVRTC is unset, point it at NVIDIA's NVRTC wheel (a dependency of CUDA
+    builds of PyTorch) if one is installed. Returns the path chosen, else None."""
+    if os.environ.get("BARACUDA_QUANT_NVRTC"):
+        return None
+    if loadable is None:
+        def loadable(name):
+            try:
+                ctypes.CDLL(name)
+                return True
+            except OSError:
+                return False
+    if any(loadable(n) for n in _NVRTC_NAMES):
+        return None
+    for base in (sys.path if search_path is None else search_path):
+        for rel in _NVRTC_WHEEL_PATHS:
+            path = os.path.join(base or ".", rel)
+            if os.path.isfile(path):
+                os.environ["BARACUDA_QUANT_NVRTC"] = path
+                return path
+    return None
+
+
 def plan_for(key, device_index):
     """The plan of a descriptor key on a device (selected once, then cached). The caller
     makes that device current first, so the plan binds its context."""
     plan = _plans.get((key, device_index))
     if plan is not None:
         return plan
+    if not _nvrtc_checked:
+        _nvrtc_checked.append(ensure_nvrtc())
     with _plans_lock:
         plan = _plans.get((key, device_index))
         if plan is None:

@@ -101,3 +101,19 @@ def test_library_path_override(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import baracuda_quant"], env=env, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode != 0 and "missing.so" in out.stderr
+
+
+def test_nvrtc_wheel_fallback(tmp_path, monkeypatch):
+    lib = tmp_path / "nvidia" / "cuda_nvrtc" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libnvrtc.so.12").write_bytes(b"")
+    monkeypatch.delenv("BARACUDA_QUANT_NVRTC", raising=False)
+    # loadable by name: left to the library
+    assert _lib.ensure_nvrtc([str(tmp_path)], loadable=lambda n: True) is None
+    assert "BARACUDA_QUANT_NVRTC" not in os.environ
+    # not loadable: the wheel's library
+    got = _lib.ensure_nvrtc([str(tmp_path / "nowhere"), str(tmp_path)], loadable=lambda n: False)
+    assert got == str(lib / "libnvrtc.so.12") and os.environ["BARACUDA_QUANT_NVRTC"] == got
+    # an explicit setting wins
+    monkeypatch.setenv("BARACUDA_QUANT_NVRTC", "/x/libnvrtc.so.13")
+    assert _lib.ensure_nvrtc([str(tmp_path)], loadable=lambda n: False) is None
