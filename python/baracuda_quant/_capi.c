@@ -59,3 +59,13 @@ BQ_PY_EXPORT int bq_py_enum(const char *name) {
 #undef BQ_PY_ENUM
   return -1000;
 }
+
+/* Validates one call's descriptor and arguments as bq_plan_can_implement would, with no
+   device: the plan is built without a kernel (as the library's own validation tests do)
+   and never reaches a launch. Lets the package's tests check the bq_args it builds on
+   machines without a GPU. */
+BQ_PY_EXPORT bq_status bq_py_validate(const bq_desc *desc, const bq_args *args) {
+  bq_plan p;
+  bq_status st = bq__plan_init(desc, &p);
+  return st ? st : p.fam->check(&p, args);
+}

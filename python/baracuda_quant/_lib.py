@@ -110,6 +110,7 @@ bq_synchronize = _fn("bq_synchronize", _c.c_int, _c.c_void_p)
 bq_py_sizeof = _fn("bq_py_sizeof", _c.c_size_t, _c.c_char_p)
 bq_py_offsetof = _fn("bq_py_offsetof", _c.c_size_t, _c.c_char_p, _c.c_char_p)
 bq_py_enum = _fn("bq_py_enum", _c.c_int, _c.c_char_p)
+bq_py_validate = _fn("bq_py_validate", _c.c_int, _c.POINTER(Desc), _c.POINTER(Args))
 
 VERSION_NUMBER = bq_version()
 VERSION = bq_version_string().decode()
@@ -260,6 +261,12 @@ def plan_for(key, device_index):
             plan = p.value
             _plans[(key, device_index)] = plan
     return plan
+
+
+def validate(key, device_index, args):
+    """The library's validation of a descriptor and one call's arguments, with no device
+    (for tests): raises like a run would."""
+    check(bq_py_validate(ctypes.byref(make_desc(key, device_index)), ctypes.byref(args)))
 
 
 def cached_plan_keys():
