@@ -163,7 +163,7 @@ def _export_deleter(managed):
 
 class DeviceArray:
     """A device array owned by this package: __dlpack__ / __dlpack_device__, and .ptr, .shape,
-    .dtype (a DType), .device."""
+    .strides (elements), .dtype (a DType), .device (the CUDA ordinal; -1 exports host memory)."""
 
     def __init__(self, ptr, shape, dtype, device, owner=None, strides=None, stream=None, keep=()):
         self.ptr, self.shape, self.dtype, self.device = ptr, tuple(shape), DType(dtype), device
@@ -192,6 +192,9 @@ class DeviceArray:
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         if copy:
             raise BufferError("DeviceArray.__dlpack__: copy=True is not offered")
+        if dl_device is not None and tuple(int(v) for v in dl_device) != self.__dlpack_device__():
+            raise BufferError("DeviceArray.__dlpack__: the array is on %s, not %s" % (self.__dlpack_device__(),
+                                                                                      tuple(dl_device)))
         if self.device >= 0 and stream is not None and stream != -1:
             consumer = 0 if stream in (1, 2) else int(stream)
             if consumer != (self._stream or 0):

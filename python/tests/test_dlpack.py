@@ -31,6 +31,10 @@ def test_export_and_parse_own_capsule():
     imp.release()
     assert dlpack.live_exports() == before
     imp.release()  # once only
+    with pytest.raises(BufferError):
+        arr.__dlpack__(dl_device=(dlpack.kDLCUDA, 1))
+    with pytest.raises(BufferError):
+        arr.__dlpack__(copy=True)
     del cap
     assert dlpack.live_exports() == before
 
