@@ -69,7 +69,7 @@ def test_wrappers_check_before_the_library():
     assert _lib.cached_plan_keys() == before
 
 
-def test_rows_helper_keeps_row_strides():
+def test_rows_keeps_row_strides():
     base = torch.empty(6, 16)
     v = ops._rows(base[:, :8], "x")
     assert v.shape == (6, 8) and v.stride() == (16, 1) and v.data_ptr() == base.data_ptr()
