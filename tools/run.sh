@@ -21,6 +21,8 @@ command -v readelf >/dev/null || need+=(binutils)
 command -v cc >/dev/null || need+=(gcc)
 command -v c++ >/dev/null || need+=(g++)
 pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
+# `test` builds the Python package in a venv: ensurepip comes with python3-venv on Debian
+[ "$what" = test ] && { python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv); }
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -60,6 +62,15 @@ if ! find_nvrtc; then
 fi
 [ -n "${BARACUDA_QUANT_NVRTC:-}" ] && echo "NVRTC: $BARACUDA_QUANT_NVRTC"
 
+python_tests() {
+  rm -rf build/pyvenv build/pytest.xml
+  python3 -m venv build/pyvenv || return 1
+  build/pyvenv/bin/pip install -q --disable-pip-version-check meson-python meson ninja pytest numpy || return 1
+  build/pyvenv/bin/pip install -q --disable-pip-version-check --no-build-isolation . || return 1
+  # from build/, so that the installed package (not the source tree) is imported
+  (cd build && pyvenv/bin/python -m pytest -q -rs -p no:cacheprovider --junitxml=pytest.xml ../python/tests)
+}
+
 [ -f build/build.ninja ] || meson setup build >/dev/null
 meson compile -C build >/dev/null
 
@@ -84,6 +95,14 @@ test)
   rc=$?
   set -e
   grep -E '^[0-9]+/[0-9]+ |Synthesis|FAIL|Ok:|Fail:|Skipped:' build/test.log || true
-  python3 tools/test_summary.py build/test.log
+  # The Python package: pip install . into a fresh venv under build/, then its CPU tests
+  # (the GPU tests skip without torch and a device).
+  set +e
+  python_tests > build/pytest.log 2>&1
+  pyrc=$?
+  set -e
+  grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' build/pytest.log || true
+  python3 tools/test_summary.py build/test.log build/pytest.xml
+  [ $rc -ne 0 ] || rc=$pyrc
   exit $rc ;;
 esac

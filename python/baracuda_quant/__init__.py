@@ -1,0 +1,57 @@
+"""baracuda_quant: affine INT8 quantization for NVIDIA GPUs (NVRTC JIT), from Python.
+
+The functions take torch.Tensor (through the torch.library ops in baracuda_quant.ops, which
+torch.compile and CUDA graphs see) or any CUDA array with __dlpack__ (CuPy, JAX; through
+baracuda_quant.dlpack, without importing torch). torch is imported only when a tensor is given."""
+import sys as _sys
+
+from ._enums import DType, Direction, Granularity, Op, Status
+from ._lib import (Error, InvalidArgumentError, NotSupportedError, DeviceError, VERSION as _LIB_VERSION,
+                   LIBRARY_PATH, cache_stats)
+
+__version__ = _LIB_VERSION
+
+
+def library_version():
+    """bq_version_string() of the loaded shared library."""
+    return _LIB_VERSION
+
+
+def _is_torch(x):
+    torch = _sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _front(x):
+    import importlib
+    return importlib.import_module(__name__ + (".ops" if _is_torch(x) else ".dlpack"))
+
+
+def _dispatch(name):
+    def f(x, *args, **kwargs):
+        return getattr(_front(x), name)(x, *args, **kwargs)
+    f.__name__ = name
+    f.__doc__ = "%s: torch.Tensor -> baracuda_quant.ops.%s, a __dlpack__ array -> baracuda_quant.dlpack.%s" % (
+        name, name, name)
+    return f
+
+
+_OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "quantize_per_group",
+        "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
+        "dynamic_per_token_quant", "int8_linear", "quantized_linear")
+for _name in _OPS:
+    globals()[_name] = _dispatch(_name)
+
+
+def __getattr__(name):
+    import importlib
+    if name in ("ops", "QuantizedLinear"):
+        ops = importlib.import_module(__name__ + ".ops")
+        return ops if name == "ops" else ops.QuantizedLinear
+    if name == "dlpack":
+        return importlib.import_module(__name__ + ".dlpack")
+    raise AttributeError("module 'baracuda_quant' has no attribute %r" % name)
+
+
+__all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "DType", "Direction",
+           "Granularity", "Op", "Status", "library_version", "cache_stats", "LIBRARY_PATH"] + list(_OPS)

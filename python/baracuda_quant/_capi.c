@@ -1,0 +1,71 @@
+/* The library compiled once into the Python package's shared object (loaded with ctypes),
+   plus probes of the public structs' layout and enum values, so that the package's ctypes
+   mirrors are checked against this compiler's view of the header. */
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "baracuda_quant.h"
+
+#include <string.h>
+
+#define BQ_PY_EXPORT __attribute__((visibility("default")))
+
+BQ_PY_EXPORT size_t bq_py_sizeof(const char *type) {
+  if (!strcmp(type, "bq_desc")) return sizeof(bq_desc);
+  if (!strcmp(type, "bq_args")) return sizeof(bq_args);
+  if (!strcmp(type, "bq_cache_stats")) return sizeof(bq_cache_stats);
+  return 0;
+}
+
+/* Offset of a field, or (size_t)-1 for a name this list does not know. */
+BQ_PY_EXPORT size_t bq_py_offsetof(const char *type, const char *field) {
+#define BQ_PY_FIELD(T, f) \
+  if (!strcmp(type, #T) && !strcmp(field, #f)) return offsetof(T, f);
+  BQ_PY_FIELD(bq_desc, op) BQ_PY_FIELD(bq_desc, direction) BQ_PY_FIELD(bq_desc, granularity)
+  BQ_PY_FIELD(bq_desc, float_type) BQ_PY_FIELD(bq_desc, int_type) BQ_PY_FIELD(bq_desc, qmin)
+  BQ_PY_FIELD(bq_desc, qmax) BQ_PY_FIELD(bq_desc, scale_type) BQ_PY_FIELD(bq_desc, device)
+  BQ_PY_FIELD(bq_desc, asymmetric) BQ_PY_FIELD(bq_desc, out_type)
+  BQ_PY_FIELD(bq_args, x) BQ_PY_FIELD(bq_args, y) BQ_PY_FIELD(bq_args, dy) BQ_PY_FIELD(bq_args, dx)
+  BQ_PY_FIELD(bq_args, numel) BQ_PY_FIELD(bq_args, rank) BQ_PY_FIELD(bq_args, shape)
+  BQ_PY_FIELD(bq_args, axis) BQ_PY_FIELD(bq_args, rows) BQ_PY_FIELD(bq_args, cols)
+  BQ_PY_FIELD(bq_args, x_row_stride) BQ_PY_FIELD(bq_args, y_row_stride)
+  BQ_PY_FIELD(bq_args, group_size) BQ_PY_FIELD(bq_args, group_row_stride)
+  BQ_PY_FIELD(bq_args, scale) BQ_PY_FIELD(bq_args, zero_point) BQ_PY_FIELD(bq_args, scales)
+  BQ_PY_FIELD(bq_args, zero_points) BQ_PY_FIELD(bq_args, out_scales)
+  BQ_PY_FIELD(bq_args, out_zero_points) BQ_PY_FIELD(bq_args, n) BQ_PY_FIELD(bq_args, w)
+  BQ_PY_FIELD(bq_args, w_scales) BQ_PY_FIELD(bq_args, bias) BQ_PY_FIELD(bq_args, w_sums)
+  BQ_PY_FIELD(bq_cache_stats, memory_hits) BQ_PY_FIELD(bq_cache_stats, disk_hits)
+  BQ_PY_FIELD(bq_cache_stats, misses) BQ_PY_FIELD(bq_cache_stats, compiles)
+  BQ_PY_FIELD(bq_cache_stats, corrupt) BQ_PY_FIELD(bq_cache_stats, write_failures)
+#undef BQ_PY_FIELD
+  return (size_t)-1;
+}
+
+/* Value of an enumerator, or -1000 for a name this list does not know. */
+BQ_PY_EXPORT int bq_py_enum(const char *name) {
+#define BQ_PY_ENUM(e) \
+  if (!strcmp(name, #e)) return (int)(e);
+  BQ_PY_ENUM(BQ_SUCCESS) BQ_PY_ENUM(BQ_ERROR_INVALID_ARGUMENT) BQ_PY_ENUM(BQ_ERROR_NOT_SUPPORTED)
+  BQ_PY_ENUM(BQ_ERROR_NO_DRIVER) BQ_PY_ENUM(BQ_ERROR_DRIVER_TOO_OLD) BQ_PY_ENUM(BQ_ERROR_NO_DEVICE)
+  BQ_PY_ENUM(BQ_ERROR_NO_NVRTC) BQ_PY_ENUM(BQ_ERROR_COMPILE_FAILED) BQ_PY_ENUM(BQ_ERROR_CUDA)
+  BQ_PY_ENUM(BQ_ERROR_OUT_OF_MEMORY) BQ_PY_ENUM(BQ_ERROR_INSUFFICIENT_WORKSPACE)
+  BQ_PY_ENUM(BQ_DTYPE_DEFAULT) BQ_PY_ENUM(BQ_F32) BQ_PY_ENUM(BQ_F64) BQ_PY_ENUM(BQ_F16)
+  BQ_PY_ENUM(BQ_BF16) BQ_PY_ENUM(BQ_S8) BQ_PY_ENUM(BQ_U8) BQ_PY_ENUM(BQ_S32)
+  BQ_PY_ENUM(BQ_OP_NONE) BQ_PY_ENUM(BQ_QUANTIZE) BQ_PY_ENUM(BQ_DEQUANTIZE) BQ_PY_ENUM(BQ_FAKE_QUANTIZE)
+  BQ_PY_ENUM(BQ_DYNAMIC_QUANTIZE) BQ_PY_ENUM(BQ_QUANTIZED_LINEAR) BQ_PY_ENUM(BQ_SMOOTHQUANT_LINEAR)
+  BQ_PY_ENUM(BQ_LINEAR_WEIGHT_SUMS) BQ_PY_ENUM(BQ_FORWARD) BQ_PY_ENUM(BQ_BACKWARD)
+  BQ_PY_ENUM(BQ_PER_TENSOR) BQ_PY_ENUM(BQ_PER_CHANNEL) BQ_PY_ENUM(BQ_PER_TOKEN) BQ_PY_ENUM(BQ_PER_GROUP)
+#if BQ_VERSION_MAJOR > 0 || BQ_VERSION_MINOR >= 2
+  BQ_PY_ENUM(BQ_GRANULARITY_DEFAULT)
+#endif
+#undef BQ_PY_ENUM
+  return -1000;
+}
+
+/* Validates one call's descriptor and arguments as bq_plan_can_implement would, with no
+   device: the plan is built without a kernel (as the library's own validation tests do)
+   and never reaches a launch. Lets the package's tests check the bq_args it builds on
+   machines without a GPU. */
+BQ_PY_EXPORT bq_status bq_py_validate(const bq_desc *desc, const bq_args *args) {
+  bq_plan p;
+  bq_status st = bq__plan_init(desc, &p);
+  return st ? st : p.fam->check(&p, args);
+}

@@ -1,0 +1,286 @@
+"""The operations on framework-neutral views of device arrays: argument checks, descriptor
+keys, bq_args, launch. ops.py (PyTorch) and dlpack.py (any __dlpack__ producer) wrap them.
+
+Every check here runs before the library is called, so wrong dtypes, shapes and devices
+raise InvalidArgumentError without touching the GPU."""
+from . import _lib
+from ._enums import DType, Direction, Granularity, Op
+from ._lib import Args, invalid
+
+FLOAT_TYPES = (DType.F32, DType.F64, DType.F16, DType.BF16)
+INT_TYPES = (DType.S8, DType.U8)
+ITEMSIZE = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.S8: 1, DType.U8: 1, DType.S32: 4}
+QRANGE = {DType.S8: (-128, 127), DType.U8: (0, 255)}
+
+
+class View:
+    """A device array: ptr (int), shape and strides (elements), dtype (DType), device index."""
+    __slots__ = ("ptr", "shape", "strides", "dtype", "device")
+
+    def __init__(self, ptr, shape, strides, dtype, device):
+        self.ptr, self.shape, self.strides = ptr, tuple(shape), tuple(strides)
+        self.dtype, self.device = DType(dtype), device
+
+    @property
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def is_contiguous(self):
+        expect = 1
+        for size, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if size != 1 and stride != expect:
+                return False
+            expect *= size
+        return True
+
+    def __repr__(self):
+        return "View(%#x, %s, %s, %s, cuda:%d)" % (self.ptr or 0, self.shape, self.strides, self.dtype.name,
+                                                   self.device)
+
+
+def check_float(name, v):
+    if v.dtype not in FLOAT_TYPES:
+        raise invalid("%s: dtype %s is not a float type (float32, float64, float16, bfloat16)" % (name, v.dtype.name))
+
+
+def check_int(name, dtype):
+    if DType(dtype) not in INT_TYPES:
+        raise invalid("%s: dtype %s must be int8 or uint8" % (name, DType(dtype).name))
+
+
+def qrange(int_type, qmin, qmax):
+    """The explicit [qmin, qmax] of int_type (None: its full range), checked."""
+    lo, hi = QRANGE[DType(int_type)]
+    qmin = lo if qmin is None else int(qmin)
+    qmax = hi if qmax is None else int(qmax)
+    if not (lo <= qmin <= qmax <= hi):
+        raise invalid("quant_min (%d) and quant_max (%d) must satisfy %d <= quant_min <= quant_max <= %d for %s"
+                      % (qmin, qmax, lo, hi, DType(int_type).name))
+    if qmin == 0 and qmax == 0:
+        raise invalid("quant_min == quant_max == 0 is not offered (the library reads both 0 as the full range)")
+    return qmin, qmax
+
+
+def same_device(*views):
+    dev = None
+    for name, v in views:
+        if v is None:
+            continue
+        if dev is None:
+            dev = v.device
+        elif v.device != dev:
+            raise invalid("%s is on cuda:%d, expected cuda:%d like the other inputs" % (name, v.device, dev))
+    return dev
+
+
+def check_vector(name, v, n, dtypes):
+    if v.shape != (n,) and not (n == 1 and v.numel == 1):
+        raise invalid("%s: shape %s, expected (%d,)" % (name, v.shape, n))
+    if v.numel > 1 and v.strides[-1] != 1:
+        raise invalid("%s: must be contiguous" % name)
+    if v.dtype not in dtypes:
+        raise invalid("%s: dtype %s, expected %s" % (name, v.dtype.name, " or ".join(d.name for d in dtypes)))
+
+
+def scale_type_of(name, scales, float_type):
+    if scales.dtype not in (float_type, DType.F32):
+        raise invalid("%s: dtype %s must be float32 or the data's type (%s)"
+                      % (name, scales.dtype.name, DType(float_type).name))
+    return scales.dtype
+
+
+def rows_2d(name, v):
+    if len(v.shape) != 2:
+        raise invalid("%s: expected 2 dimensions [rows, cols], got shape %s" % (name, v.shape))
+    if v.shape[1] > 1 and v.strides[1] != 1:
+        raise invalid("%s: the last dimension must be contiguous (stride %d)" % (name, v.strides[1]))
+    return v.shape[0], v.shape[1], (v.strides[0] if v.shape[0] > 1 else v.shape[1])
+
+
+def _ptr(v):
+    return None if v is None else v.ptr
+
+
+def _launch(key, device, args, stream, alloc):
+    plan = _lib.plan_for(key, device)
+    ws, ws_bytes, keep = None, 0, None
+    need = _lib.workspace_size(plan, args)
+    if need:
+        keep, ws = alloc(need)
+        ws_bytes = need
+    _lib.run(plan, args, ws, ws_bytes, stream)
+    return keep
+
+
+def affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type):
+    return _lib.desc_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type)
+
+
+def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, qmax, scale=None,
+           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, stream=None, alloc=None):
+    """Quantize, dequantize or fake quantize, forward or backward. fl is the float-side view
+    (its dtype is the float type); the views have the shapes of the library's layout:
+    per tensor and per channel dense (contiguous), per token and per group [rows, cols]
+    with unit column stride."""
+    check_float("float input/output", fl)
+    check_int("integer type", int_type)
+    qmin, qmax = qrange(int_type, qmin, qmax)
+    gran = Granularity(gran)
+    float_type = fl.dtype
+    a = Args()
+    views = [("x", x), ("y", y), ("dy", dy), ("dx", dx), ("scales", scales), ("zero_points", zero_points)]
+    device = same_device(*views)
+    if gran == Granularity.PER_TENSOR:
+        scale = float(scale)
+        if not (scale > 0 and scale != float("inf")):
+            raise invalid("scale (%r) must be finite and > 0" % scale)
+        zero_point = int(zero_point)
+        if not -2**31 <= zero_point < 2**31:
+            raise invalid("zero_point (%d) must fit int32" % zero_point)
+        for name, v in views[:4]:
+            if v is not None and not v.is_contiguous():
+                raise invalid("%s: must be contiguous for per tensor" % name)
+        a.numel = fl.numel
+        a.scale, a.zero_point = scale, zero_point
+        scale_type = DType.DEFAULT
+    else:
+        if scales is None:
+            raise invalid("scales are required for %s" % gran.name.lower())
+        scale_type = scale_type_of("scales", scales, float_type)
+        if gran == Granularity.PER_CHANNEL:
+            for name, v in views[:4]:
+                if v is not None and not v.is_contiguous():
+                    raise invalid("%s: must be contiguous for per channel" % name)
+            rank = len(fl.shape)
+            if not 1 <= rank <= _lib.BQ_MAX_RANK:
+                raise invalid("per channel: rank %d must be in [1, %d]" % (rank, _lib.BQ_MAX_RANK))
+            ax = axis + rank if axis < 0 else axis
+            if not 0 <= ax < rank:
+                raise invalid("axis (%d) is out of range for rank %d" % (axis, rank))
+            check_vector("scales", scales, fl.shape[ax], (scales.dtype,))
+            if zero_points is not None:
+                check_vector("zero_points", zero_points, fl.shape[ax], (DType.S32,))
+            a.rank, a.axis = rank, ax
+            for i, s in enumerate(fl.shape):
+                a.shape[i] = s
+        else:
+            xv = x if x is not None else dx
+            yv = y if y is not None else dy
+            rows, cols, xs = rows_2d("x", xv)
+            r2, c2, ys = rows_2d("y", yv)
+            if (r2, c2) != (rows, cols):
+                raise invalid("input shape %s and output shape %s differ" % (xv.shape, yv.shape))
+            for name, v in views[:4]:
+                if v is not None and v is not xv and v is not yv:
+                    rows_2d(name, v)
+                    if v.shape != xv.shape or v.strides[0] != (xs if name in ("x", "dx") else ys) and rows > 1:
+                        raise invalid("%s: shape %s and strides %s must match its partner's" % (name, v.shape, v.strides))
+            a.rows, a.cols, a.x_row_stride, a.y_row_stride = rows, cols, xs, ys
+            if gran == Granularity.PER_TOKEN:
+                check_vector("scales", scales, rows, (scales.dtype,))
+                if zero_points is not None:
+                    check_vector("zero_points", zero_points, rows, (DType.S32,))
+            else:
+                group_size = int(group_size)
+                if group_size < 1 or cols % group_size:
+                    raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
+                ng = cols // group_size
+                if scales.shape != (rows, ng) or (ng > 1 and scales.strides[1] != 1):
+                    raise invalid("scales: shape %s, expected (%d, %d) with the last dimension contiguous"
+                                  % (scales.shape, rows, ng))
+                grs = scales.strides[0] if rows > 1 else ng
+                if zero_points is not None:
+                    if zero_points.shape != scales.shape or (rows > 1 and zero_points.strides[0] != grs) or \
+                            zero_points.dtype != DType.S32:
+                        raise invalid("zero_points: must be int32 laid out like scales (shape %s, strides %s)"
+                                      % (scales.shape, scales.strides))
+                a.group_size, a.group_row_stride = group_size, grs
+        a.scales, a.zero_points = _ptr(scales), _ptr(zero_points)
+    a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
+    key = affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type)
+    return _launch(key, device, a, stream, alloc)
+
+
+def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=None, group_size=0,
+            stream=None, alloc=None):
+    """Dynamic quantize of x [rows, cols] (per token, per group) or dense x (per tensor) into y,
+    writing f32 out_scales (and int32 out_zero_points when given: asymmetric)."""
+    check_float("x", x)
+    check_int("y", y.dtype)
+    qmin, qmax = qrange(y.dtype, qmin, qmax)
+    asym = 1 if out_zero_points is not None else 0
+    gran = Granularity(gran)
+    device = same_device(("x", x), ("y", y), ("out_scales", out_scales), ("out_zero_points", out_zero_points))
+    if out_scales.dtype != DType.F32:
+        raise invalid("out_scales: dtype %s, expected F32" % out_scales.dtype.name)
+    a = Args()
+    if gran == Granularity.PER_TENSOR:
+        if not (x.is_contiguous() and y.is_contiguous()):
+            raise invalid("x and y must be contiguous for per tensor")
+        a.numel = x.numel
+        nscales = 1
+    else:
+        rows, cols, xs = rows_2d("x", x)
+        r2, c2, ys = rows_2d("y", y)
+        if (r2, c2) != (rows, cols):
+            raise invalid("x shape %s and y shape %s differ" % (x.shape, y.shape))
+        a.rows, a.cols, a.x_row_stride, a.y_row_stride = rows, cols, xs, ys
+        nscales = rows
+        if gran == Granularity.PER_GROUP:
+            group_size = int(group_size)
+            if group_size < 1 or cols % group_size:
+                raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
+            a.group_size = group_size
+            nscales = rows * (cols // group_size)
+    for name, v, t in (("out_scales", out_scales, DType.F32), ("out_zero_points", out_zero_points, DType.S32)):
+        if v is not None and (v.numel != nscales or not v.is_contiguous() or v.dtype != t):
+            raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (name, nscales, t.name, v.shape))
+    a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, out_scales.ptr, _ptr(out_zero_points)
+    key = _lib.desc_key(Op.DYNAMIC_QUANTIZE, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, DType.F32, asym)
+    return _launch(key, device, a, stream, alloc)
+
+
+def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, alloc=None):
+    """SmoothQuantLinear (x int8 [M, K], per-token a_scales[M]) or QuantizedLinear (x float
+    [M, K]): y[M, N] = x W^T * scales (+ bias), W int8 [N, K] with K contiguous."""
+    op = Op(op)
+    m, k, xs = rows_2d("x", x)
+    m2, n, ys = rows_2d("y", y)
+    if len(w.shape) != 2 or w.shape[1] != k or (k > 1 and w.strides[1] != 1) or (n > 1 and w.strides[0] != k):
+        raise invalid("w: shape %s strides %s, expected a contiguous (N, %d) int8 weight" % (w.shape, w.strides, k))
+    if w.dtype != DType.S8:
+        raise invalid("w: dtype %s, expected int8" % w.dtype.name)
+    if m2 != m or w.shape[0] != n:
+        raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
+    check_float("y", y)
+    out_type = y.dtype
+    st = w_scales.dtype
+    if st not in (DType.F32, DType.F16, DType.BF16) and not (st == DType.F64 and out_type == DType.F64):
+        raise invalid("w_scales: dtype %s must be float32, float16 or bfloat16 (float64 with a float64 output)"
+                      % st.name)
+    check_vector("w_scales", w_scales, n, (st,))
+    if bias is not None:
+        check_vector("bias", bias, n, (out_type,))
+    device = same_device(("x", x), ("w", w), ("w_scales", w_scales), ("y", y), ("a_scales", a_scales),
+                         ("bias", bias))
+    a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
+    a.x, a.y, a.w, a.w_scales, a.bias = x.ptr, y.ptr, w.ptr, w_scales.ptr, _ptr(bias)
+    if op == Op.SMOOTHQUANT_LINEAR:
+        if x.dtype != DType.S8:
+            raise invalid("a: dtype %s, expected int8" % x.dtype.name)
+        if a_scales is None:
+            raise invalid("a_scales is required")
+        check_vector("a_scales", a_scales, m, (st,))
+        a.scales = a_scales.ptr
+        key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_TOKEN, out_type, DType.S8, -128, 127, st,
+                            0, out_type)
+    else:
+        check_float("x", x)
+        if x.dtype != out_type:
+            raise invalid("x (%s) and the output (%s) must have one dtype" % (x.dtype.name, out_type.name))
+        key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_TOKEN, x.dtype, DType.S8, -128, 127, st,
+                            0, out_type)
+    return _launch(key, device, a, stream, alloc)

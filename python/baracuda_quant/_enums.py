@@ -1,0 +1,76 @@
+"""The C enums of baracuda_quant.h, in one place (the 0.2.0 values).
+
+tests/test_layout.py checks every value here against the compiled header."""
+import enum
+
+
+class Status(enum.IntEnum):
+    SUCCESS = 0
+    ERROR_INVALID_ARGUMENT = 1
+    ERROR_NOT_SUPPORTED = 2
+    ERROR_NO_DRIVER = 3
+    ERROR_DRIVER_TOO_OLD = 4
+    ERROR_NO_DEVICE = 5
+    ERROR_NO_NVRTC = 6
+    ERROR_COMPILE_FAILED = 7
+    ERROR_CUDA = 8
+    ERROR_OUT_OF_MEMORY = 9
+    ERROR_INSUFFICIENT_WORKSPACE = 10
+
+
+class DType(enum.IntEnum):
+    DEFAULT = 0
+    F32 = 1
+    F64 = 2
+    F16 = 3
+    BF16 = 4
+    S8 = 5
+    U8 = 6
+    S32 = 7
+
+
+class Op(enum.IntEnum):
+    NONE = 0
+    QUANTIZE = 1
+    DEQUANTIZE = 2
+    FAKE_QUANTIZE = 3
+    DYNAMIC_QUANTIZE = 4
+    QUANTIZED_LINEAR = 5
+    SMOOTHQUANT_LINEAR = 6
+    LINEAR_WEIGHT_SUMS = 7
+
+
+class Direction(enum.IntEnum):
+    FORWARD = 0
+    BACKWARD = 1
+
+
+class Granularity(enum.IntEnum):
+    DEFAULT = 0
+    PER_TENSOR = 1
+    PER_CHANNEL = 2
+    PER_TOKEN = 3
+    PER_GROUP = 4
+
+
+# bq_desc.device: BQ_DEVICE_CURRENT, or BQ_DEVICE(n) = n + 1 (device n's primary context)
+DEVICE_CURRENT = 0
+
+
+def DEVICE(n):
+    return n + 1
+
+
+# The API version whose values these are; _lib maps them for an older library.
+API_VERSION = (0, 2, 0)
+
+# C enumerator name -> the value above (for the layout test)
+C_NAMES = {}
+for _cls, _prefix in ((Status, "BQ_"), (DType, "BQ_"), (Op, "BQ_"), (Direction, "BQ_")):
+    for _m in _cls:
+        C_NAMES[_prefix + _m.name] = int(_m)
+C_NAMES["BQ_DTYPE_DEFAULT"] = C_NAMES.pop("BQ_DEFAULT")
+del C_NAMES["BQ_NONE"]
+C_NAMES["BQ_OP_NONE"] = 0
+for _m in Granularity:
+    C_NAMES["BQ_GRANULARITY_DEFAULT" if _m.name == "DEFAULT" else "BQ_" + _m.name] = int(_m)

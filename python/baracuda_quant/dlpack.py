@@ -1,0 +1,471 @@
+"""The operations on any CUDA array that implements __dlpack__ / __dlpack_device__ (CuPy,
+JAX, ...), without importing torch. Inputs are read through their DLPack capsules (ctypes);
+outputs are allocated with bq_malloc and returned as DeviceArray, itself a DLPack producer
+(e.g. cupy.from_dlpack(out), jax.dlpack.from_dlpack(out)); its memory is freed with bq_free
+when the last consumer lets it go.
+
+Streams: each function takes stream= (a CUstream handle as an int; None is the legacy
+default stream), hands it to the producers' __dlpack__ and launches on it."""
+import ctypes
+import threading
+
+from . import _core, _lib
+from ._enums import DType, Direction, Granularity, Op
+from ._lib import invalid
+
+# ---- DLPack structs (dlpack.h, the unversioned DLManagedTensor)
+kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
+kDLInt, kDLUInt, kDLFloat, kDLBfloat = 0, 1, 2, 4
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
+
+_DL_TO_BQ = {(kDLFloat, 32): DType.F32, (kDLFloat, 64): DType.F64, (kDLFloat, 16): DType.F16,
+             (kDLBfloat, 16): DType.BF16, (kDLInt, 8): DType.S8, (kDLUInt, 8): DType.U8, (kDLInt, 32): DType.S32}
+_BQ_TO_DL = {v: k for k, v in _DL_TO_BQ.items()}
+
+# Capsule names: module constants, since a capsule keeps the pointer to its name.
+_DLTENSOR = b"dltensor"
+_USED = b"used_dltensor"
+_api = ctypes.pythonapi
+_IsValid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+_SetName = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", _api))
+# the destructor sees a capsule being destroyed: raw pointers there, no references taken
+_IsValidRaw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_GetPointerRaw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+_CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, _CapsuleDestructor)(
+    ("PyCapsule_New", _api))
+
+
+def _call_deleter(managed_ptr):
+    m = ctypes.cast(managed_ptr, ctypes.POINTER(DLManagedTensor)).contents
+    if m.deleter:
+        m.deleter(ctypes.cast(managed_ptr, ctypes.POINTER(DLManagedTensor)))
+
+
+@_CapsuleDestructor
+def _capsule_destructor(cap):
+    # an unconsumed capsule (still "dltensor") owns its tensor: release it
+    if _IsValidRaw(cap, _DLTENSOR):
+        _call_deleter(_GetPointerRaw(cap, _DLTENSOR))
+
+
+# ---- import -----------------------------------------------------------------------------
+class _Imported:
+    """A consumed capsule: the view, and the producer's deleter to call when done."""
+
+    def __init__(self, view, managed_ptr):
+        self.view, self._managed = view, managed_ptr
+
+    def release(self):
+        if self._managed:
+            p, self._managed = self._managed, None
+            _call_deleter(p)
+
+
+def _consumer_stream(stream):
+    return 1 if not stream else int(stream)  # DLPack: 1 is CUDA's legacy default stream
+
+
+def view_of_capsule(cap, name="array"):
+    """Consume a "dltensor" capsule: a _Imported whose .view describes the CUDA array."""
+    if not _IsValid(cap, _DLTENSOR):
+        raise invalid("%s: not an unconsumed DLPack capsule" % name)
+    ptr = _GetPointer(cap, _DLTENSOR)
+    if _SetName(cap, _USED):  # the capsule's destructor now leaves the tensor to us
+        raise invalid("%s: could not take the DLPack capsule" % name)
+    imp = _Imported(None, ptr)
+    try:
+        t = ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor)).contents.dl_tensor
+        if t.device.device_type not in (kDLCUDA, kDLCUDAManaged):
+            raise invalid("%s: must be on a CUDA device (DLPack device type %d)" % (name, t.device.device_type))
+        dt = _DL_TO_BQ.get((t.dtype.code, t.dtype.bits)) if t.dtype.lanes == 1 else None
+        if dt is None:
+            raise invalid("%s: DLPack dtype (code %d, %d bits, %d lanes) is not supported"
+                          % (name, t.dtype.code, t.dtype.bits, t.dtype.lanes))
+        shape = tuple(t.shape[i] for i in range(t.ndim))
+        if t.strides:
+            strides = tuple(t.strides[i] for i in range(t.ndim))
+        else:
+            strides, acc = [], 1
+            for s in reversed(shape):
+                strides.insert(0, acc)
+                acc *= s
+        imp.view = _core.View((t.data or 0) + t.byte_offset, shape, strides, dt, t.device.device_id)
+    except BaseException:
+        imp.release()
+        raise
+    return imp
+
+
+def import_array(obj, name="array", stream=None):
+    """obj's DLPack view (checks the device first, before asking for a capsule)."""
+    if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
+        raise invalid("%s: expected a torch.Tensor or an object with __dlpack__ and __dlpack_device__, got %s"
+                      % (name, type(obj).__name__))
+    dev_type, _ = obj.__dlpack_device__()
+    if int(dev_type) not in (kDLCUDA, kDLCUDAManaged):
+        raise invalid("%s: must be on a CUDA device (DLPack device type %d)" % (name, int(dev_type)))
+    try:
+        cap = obj.__dlpack__(stream=_consumer_stream(stream))
+    except TypeError:
+        cap = obj.__dlpack__()
+    return view_of_capsule(cap, name)
+
+
+# ---- export -----------------------------------------------------------------------------
+class DeviceBuffer:
+    """Device memory from bq_malloc, freed with bq_free when the last reference goes."""
+
+    def __init__(self, nbytes):
+        p = ctypes.c_void_p()
+        _lib.check(_lib.bq_malloc(ctypes.byref(p), max(int(nbytes), 1)))
+        self.ptr, self.nbytes = p.value, nbytes
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            _lib.bq_free(self.ptr)
+            self.ptr = None
+
+
+_exports = {}
+_exports_lock = threading.Lock()
+_next_export = [1]
+
+
+@_Deleter
+def _export_deleter(managed):
+    key = managed.contents.manager_ctx
+    with _exports_lock:
+        _exports.pop(key, None)
+
+
+class DeviceArray:
+    """A device array owned by this package: __dlpack__ / __dlpack_device__, and .ptr, .shape,
+    .strides (elements), .dtype (a DType), .device (the CUDA ordinal; -1 exports host memory)."""
+
+    def __init__(self, ptr, shape, dtype, device, owner=None, strides=None, stream=None, keep=()):
+        self.ptr, self.shape, self.dtype, self.device = ptr, tuple(shape), DType(dtype), device
+        if strides is None:
+            strides, acc = [], 1
+            for s in reversed(self.shape):
+                strides.insert(0, acc)
+                acc *= s
+        self.strides = tuple(strides)
+        self._owner, self._stream, self._keep = owner, stream, tuple(keep)
+
+    @classmethod
+    def empty(cls, shape, dtype, device, stream=None):
+        n = 1
+        for s in shape:
+            n *= s
+        buf = DeviceBuffer(n * _core.ITEMSIZE[DType(dtype)])
+        return cls(buf.ptr, shape, dtype, device, owner=buf, stream=stream)
+
+    def view(self):
+        return _core.View(self.ptr, self.shape, self.strides, self.dtype, self.device)
+
+    def __dlpack_device__(self):
+        return (kDLCUDA if self.device >= 0 else kDLCPU, max(self.device, 0))
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy:
+            raise BufferError("DeviceArray.__dlpack__: copy=True is not offered")
+        if dl_device is not None and tuple(int(v) for v in dl_device) != self.__dlpack_device__():
+            raise BufferError("DeviceArray.__dlpack__: the array is on %s, not %s" % (self.__dlpack_device__(),
+                                                                                      tuple(dl_device)))
+        if self.device >= 0 and stream is not None and stream != -1:
+            consumer = 0 if stream in (1, 2) else int(stream)
+            if consumer != (self._stream or 0):
+                _lib.check(_lib.bq_synchronize(self._stream))  # the data is ready before the consumer's stream reads it
+        m = DLManagedTensor()
+        nd = len(self.shape)
+        shape = (ctypes.c_int64 * max(nd, 1))(*self.shape)
+        strides = (ctypes.c_int64 * max(nd, 1))(*self.strides)
+        code, bits = _BQ_TO_DL[self.dtype]
+        m.dl_tensor.data = self.ptr
+        m.dl_tensor.device = DLDevice(*self.__dlpack_device__())
+        m.dl_tensor.ndim = nd
+        m.dl_tensor.dtype = DLDataType(code, bits, 1)
+        m.dl_tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+        m.dl_tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
+        m.dl_tensor.byte_offset = 0
+        with _exports_lock:
+            key = _next_export[0]
+            _next_export[0] += 1
+            _exports[key] = (m, shape, strides, self)  # alive until the consumer's deleter runs
+        m.manager_ctx = key
+        m.deleter = _export_deleter
+        return _New(ctypes.addressof(m), _DLTENSOR, _capsule_destructor)
+
+    def __repr__(self):
+        return "DeviceArray(shape=%s, dtype=%s, device=cuda:%d)" % (self.shape, self.dtype.name, self.device)
+
+
+def live_exports():
+    """How many exported capsules have not been released (for tests)."""
+    return len(_exports)
+
+
+# ---- the operations ---------------------------------------------------------------------
+def _dtype(d, default):
+    if d is None:
+        return DType(default)
+    if isinstance(d, DType):
+        return d
+    name = str(getattr(d, "name", d)).split(".")[-1].lower()
+    table = {"int8": DType.S8, "uint8": DType.U8, "float32": DType.F32, "float64": DType.F64,
+             "float16": DType.F16, "bfloat16": DType.BF16, "int32": DType.S32}
+    if name not in table:
+        raise invalid("dtype %r is not supported" % (d,))
+    return table[name]
+
+
+def _set_device(index):
+    f = getattr(_lib.lib, "bq_set_device", None)
+    if f is not None:
+        f.restype, f.argtypes = ctypes.c_int, [ctypes.c_int]
+        _lib.check(f(index))
+    elif index != 0:
+        raise _lib.NotSupportedError("this library (%s) has no bq_set_device: DLPack arrays on cuda:%d need "
+                                     "0.2.0 or later" % (_lib.VERSION, index), 2)
+
+
+class _Inputs:
+    """Imported arrays, released (their producers' deleters called) on exit."""
+
+    def __init__(self, stream):
+        self.stream, self.items = stream, []
+
+    def get(self, obj, name):
+        if obj is None:
+            return None
+        if isinstance(obj, DeviceArray):
+            return obj.view()
+        imp = import_array(obj, name, self.stream)
+        self.items.append(imp)
+        return imp.view
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for imp in self.items:
+            imp.release()
+
+
+def _run(device, stream, fn):
+    keep = []
+
+    def alloc(n):
+        buf = DeviceBuffer(n)
+        keep.append(buf)
+        return buf, buf.ptr
+    fn(stream, alloc)
+    return keep
+
+
+def _rows_view(v, name):
+    if len(v.shape) == 0:
+        raise invalid("%s: expected at least 1 dimension" % name)
+    k = v.shape[-1]
+    if len(v.shape) == 2:
+        return v
+    # rows of a dense leading block: one stride between rows
+    lead = v.shape[:-1]
+    rows = 1
+    for s in lead:
+        rows *= s
+    expect = v.strides[-2] if len(v.shape) >= 2 else k
+    acc = expect
+    for s, st in zip(reversed(lead), reversed(v.strides[:-1])):
+        if s != 1 and st != acc:
+            raise invalid("%s: its rows must be evenly strided (shape %s, strides %s)" % (name, v.shape, v.strides))
+        acc *= s
+    return _core.View(v.ptr, (rows, k), (expect if len(v.shape) >= 2 else k, v.strides[-1]), v.dtype, v.device)
+
+
+def _new_like(v, dtype, stream, shape=None):
+    return DeviceArray.empty(v.shape if shape is None else shape, dtype, v.device, stream)
+
+
+def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), **kw):
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        arrays = {k: inp.get(a, k) for k, a in scale_arrays}
+        _set_device(xv.device)  # outputs, plans and launches on x's device
+        out = _new_like(xv, out_dtype, stream)
+        ov = out.view()
+        if gran in (Granularity.PER_TOKEN, Granularity.PER_GROUP):
+            xv, ov = _rows_view(xv, "x"), _rows_view(ov, "out")
+        if gran in (Granularity.PER_TOKEN, Granularity.PER_CHANNEL):  # [rows, 1] and the like: a vector
+            for k in ("scales", "zero_points"):
+                a = arrays.get(k)
+                if a is not None and len(a.shape) != 1 and a.is_contiguous():
+                    arrays[k] = _core.View(a.ptr, (a.numel,), (1,), a.dtype, a.device)
+            if gran == Granularity.PER_GROUP and arrays.get("scales") is not None:
+                s = arrays["scales"]
+                ng = xv.shape[1] // kw["group_size"] if kw.get("group_size") else 0
+                if s.numel == xv.shape[0] * ng and s.is_contiguous():
+                    arrays["scales"] = _core.View(s.ptr, (xv.shape[0], ng), (ng, 1), s.dtype, s.device)
+                z = arrays.get("zero_points")
+                if z is not None and z.numel == xv.shape[0] * ng and z.is_contiguous():
+                    arrays["zero_points"] = _core.View(z.ptr, (xv.shape[0], ng), (ng, 1), z.dtype, z.device)
+        fl = ov if op == Op.DEQUANTIZE else xv
+        int_type = xv.dtype if op == Op.DEQUANTIZE else (out_dtype if op == Op.QUANTIZE else kw.pop("int_type"))
+        out._keep = tuple(_run(xv.device, stream, lambda s, alloc: _core.affine(
+            op, Direction.FORWARD, gran, fl=fl, x=xv, y=ov, int_type=int_type, stream=s, alloc=alloc,
+            **arrays, **kw)))
+        return out
+
+
+def quantize_per_tensor(x, scale, zero_point=0, dtype="int8", quant_min=None, quant_max=None, stream=None):
+    return _affine_out(Op.QUANTIZE, Granularity.PER_TENSOR, x, _dtype(dtype, DType.S8), stream,
+                       scale=scale, zero_point=zero_point, qmin=quant_min, qmax=quant_max)
+
+
+def quantize_per_channel(x, scales, zero_points, axis, dtype="int8", quant_min=None, quant_max=None, stream=None):
+    return _affine_out(Op.QUANTIZE, Granularity.PER_CHANNEL, x, _dtype(dtype, DType.S8), stream,
+                       (("scales", scales), ("zero_points", zero_points)), axis=int(axis), qmin=quant_min,
+                       qmax=quant_max)
+
+
+def quantize_per_token(x, scales, zero_points=None, dtype="int8", quant_min=None, quant_max=None, stream=None):
+    return _affine_out(Op.QUANTIZE, Granularity.PER_TOKEN, x, _dtype(dtype, DType.S8), stream,
+                       (("scales", scales), ("zero_points", zero_points)), qmin=quant_min, qmax=quant_max)
+
+
+def quantize_per_group(x, scales, zero_points, group_size, dtype="int8", quant_min=None, quant_max=None,
+                       stream=None):
+    return _affine_out(Op.QUANTIZE, Granularity.PER_GROUP, x, _dtype(dtype, DType.S8), stream,
+                       (("scales", scales), ("zero_points", zero_points)), group_size=int(group_size),
+                       qmin=quant_min, qmax=quant_max)
+
+
+def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype="float32", stream=None):
+    od = _dtype(out_dtype, DType.F32)
+    if isinstance(scale, (int, float)):
+        return _affine_out(Op.DEQUANTIZE, Granularity.PER_TENSOR, q, od, stream, scale=scale,
+                           zero_point=zero_point, qmin=None, qmax=None)
+    zps = None if isinstance(zero_point, (int, float)) or zero_point is None else zero_point
+    arrays = (("scales", scale), ("zero_points", zps))
+    if axis is not None:
+        return _affine_out(Op.DEQUANTIZE, Granularity.PER_CHANNEL, q, od, stream, arrays, axis=int(axis),
+                           qmin=None, qmax=None)
+    if group_size is not None:
+        return _affine_out(Op.DEQUANTIZE, Granularity.PER_GROUP, q, od, stream, arrays,
+                           group_size=int(group_size), qmin=None, qmax=None)
+    return _affine_out(Op.DEQUANTIZE, Granularity.PER_TOKEN, q, od, stream, arrays, qmin=None, qmax=None)
+
+
+def _fq_int_type(qmin, qmax):
+    if -128 <= qmin and qmax <= 127:
+        return DType.S8
+    if 0 <= qmin and qmax <= 255:
+        return DType.U8
+    raise _lib.NotSupportedError("[quant_min, quant_max] = [%d, %d] fits neither int8 nor uint8" % (qmin, qmax), 2)
+
+
+def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, stream=None):
+    """Forward only (no autograd outside PyTorch)."""
+    with _Inputs(stream) as inp:
+        xv = inp.get(input, "input")
+        return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_TENSOR, DeviceArray(xv.ptr, xv.shape, xv.dtype,
+                           xv.device, strides=xv.strides), xv.dtype, stream, scale=scale, zero_point=zero_point,
+                           qmin=quant_min, qmax=quant_max, int_type=_fq_int_type(quant_min, quant_max))
+
+
+def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, stream=None):
+    """Forward only (no autograd outside PyTorch)."""
+    with _Inputs(stream) as inp:
+        xv = inp.get(input, "input")
+        return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_CHANNEL, DeviceArray(xv.ptr, xv.shape, xv.dtype,
+                           xv.device, strides=xv.strides), xv.dtype, stream,
+                           (("scales", scale), ("zero_points", zero_point)), axis=int(axis), qmin=quant_min,
+                           qmax=quant_max, int_type=_fq_int_type(quant_min, quant_max))
+
+
+def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None):
+    """(q, scales [rows, 1] f32, zero points [rows, 1] int32 or None); with a static scale
+    (a one-element array, read once to the host) x is quantized per tensor with it."""
+    dt = _dtype(dtype, DType.S8)
+    if scale is not None:
+        with _Inputs(stream) as inp:
+            sv = inp.get(scale, "scale")
+            if sv.numel != 1 or sv.dtype != DType.F32:
+                raise invalid("scale: a static scale is one float32 element")
+            _set_device(sv.device)
+            host = ctypes.c_float()
+            _lib.check(_lib.bq_synchronize(stream))
+            _lib.check(_lib.bq_memcpy_to_host(ctypes.byref(host), sv.ptr, 4))
+            zp = 0
+            if azp is not None:
+                zv = inp.get(azp, "azp")
+                hz = ctypes.c_int32()
+                _lib.check(_lib.bq_memcpy_to_host(ctypes.byref(hz), zv.ptr, 4))
+                zp = hz.value
+        return quantize_per_tensor(x, host.value, zp, dt, stream=stream), scale, azp
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        x2 = _rows_view(xv, "x")
+        _set_device(xv.device)
+        q = _new_like(xv, dt, stream)
+        s = DeviceArray.empty((x2.shape[0], 1), DType.F32, xv.device, stream)
+        z = None if symmetric else DeviceArray.empty((x2.shape[0], 1), DType.S32, xv.device, stream)
+        q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.dynamic(
+            Granularity.PER_TOKEN, x=x2, y=_rows_view(q.view(), "q"), out_scales=s.view(),
+            out_zero_points=None if z is None else z.view(), stream=st, alloc=alloc)))
+        return q, s, z
+
+
+def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream):
+    with _Inputs(stream) as inp:
+        xv = _rows_view(inp.get(x, "x"), "x")
+        wv, sv, bv = inp.get(w, "w"), inp.get(w_scales, "w_scales"), inp.get(bias, "bias")
+        av = inp.get(a_scales, "a_scales")
+        if av is not None and av.numel == 1 and xv.shape[0] != 1:
+            raise _lib.NotSupportedError("a_scales: per-tensor (one element) scales need PyTorch here; "
+                                         "pass one scale per row", 2)
+        if av is not None:
+            av = _core.View(av.ptr, (av.numel,), (1,), av.dtype, av.device)
+        if sv is not None:
+            sv = _core.View(sv.ptr, (sv.numel,), (1,), sv.dtype, sv.device)
+        n = wv.shape[0] if len(wv.shape) == 2 else 0
+        if out_dtype is None:  # QuantizedLinear: the activations' type
+            out_dtype = xv.dtype
+        _set_device(xv.device)
+        out = DeviceArray.empty((xv.shape[0], n), out_dtype, xv.device, stream)
+        out._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.linear(
+            op, x=xv, w=wv, w_scales=sv, y=out.view(), a_scales=av, bias=bv, stream=st, alloc=alloc)))
+        return out
+
+
+def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype="float16", stream=None):
+    """SmoothQuantLinear on [M, K] int8 activations (per-token a_scales[M]); output [M, N]."""
+    return _linear(Op.SMOOTHQUANT_LINEAR, a, w, w_scales, bias, a_scales, _dtype(out_dtype, DType.F16), stream)
+
+
+def quantized_linear(x, w, w_scales, bias=None, stream=None):
+    """QuantizedLinear on float [M, K] activations; output [M, N] of x's dtype."""
+    return _linear(Op.QUANTIZED_LINEAR, x, w, w_scales, bias, None, None, stream)

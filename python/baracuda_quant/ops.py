@@ -1,0 +1,569 @@
+"""PyTorch custom ops (namespace "baracuda_quant") over the library, with fake kernels for
+torch.compile(fullgraph=True) and autograd for fake quantize (the library's STE backward).
+
+Each op runs on the input's device (made current for the call, so the plan binds that
+device's context) and on torch.cuda.current_stream(); workspaces come from the caching
+allocator; nothing synchronizes the host."""
+from typing import Optional, Tuple
+
+import torch
+
+from . import _core, _lib
+from ._enums import DType, Direction, Granularity, Op
+
+_DT = {torch.float32: DType.F32, torch.float64: DType.F64, torch.float16: DType.F16, torch.bfloat16: DType.BF16,
+       torch.int8: DType.S8, torch.uint8: DType.U8, torch.int32: DType.S32}
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_QRANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
+
+
+def _view(t, name="tensor"):
+    if t is None:
+        return None
+    dt = _DT.get(t.dtype)
+    if dt is None:
+        raise _lib.invalid("%s: dtype %s is not supported" % (name, t.dtype))
+    if t.device.type != "cuda":
+        raise _lib.invalid("%s: must be a CUDA tensor, got device %s" % (name, t.device))
+    return _core.View(t.data_ptr(), t.shape, t.stride(), dt, t.device.index)
+
+
+def _rows(t, name):
+    """t as [rows, last dim] with a unit last stride: a view where the rows have one stride,
+    else a contiguous copy."""
+    if t.dim() == 0:
+        raise _lib.invalid("%s: expected at least 1 dimension" % name)
+    k = t.shape[-1]
+    if t.dim() == 2 and (t.stride(1) == 1 or k <= 1):
+        return t
+    try:
+        v = t.view(-1, k)
+        if v.stride(1) == 1 or k <= 1:
+            return v
+    except RuntimeError:
+        pass
+    return t.contiguous().view(-1, k)
+
+
+def _check_cuda(name, t):
+    if not isinstance(t, torch.Tensor):
+        raise _lib.invalid("%s: expected a torch.Tensor, got %s" % (name, type(t).__name__))
+    if t.device.type != "cuda":
+        raise _lib.invalid("%s: must be a CUDA tensor, got device %s" % (name, t.device))
+
+
+def _check_float(name, t):
+    _check_cuda(name, t)
+    if t.dtype not in FLOAT_DTYPES:
+        raise _lib.invalid("%s: dtype %s, expected float32, float64, float16 or bfloat16" % (name, t.dtype))
+
+
+def _check_int(name, dtype):
+    if dtype not in (torch.int8, torch.uint8):
+        raise _lib.invalid("%s: dtype %s, expected torch.int8 or torch.uint8" % (name, dtype))
+
+
+def _int_type_for(qmin, qmax):
+    """The storage type of a q-range given only as integers (fake quantize)."""
+    if -128 <= qmin and qmax <= 127:
+        return DType.S8
+    if 0 <= qmin and qmax <= 255:
+        return DType.U8
+    raise _lib.NotSupportedError("[quant_min, quant_max] = [%d, %d] fits neither int8 nor uint8" % (qmin, qmax), 2)
+
+
+def _run(device_index, fn):
+    """fn(stream, alloc) with device_index current (the plan binds the current context)."""
+    if device_index is None:
+        raise _lib.invalid("the inputs must be CUDA tensors")
+
+    def alloc(n):
+        t = torch.empty(n, dtype=torch.uint8, device=torch.device("cuda", device_index))
+        return t, t.data_ptr()
+    if torch.cuda.current_device() == device_index:
+        return fn(torch.cuda.current_stream(device_index).cuda_stream, alloc)
+    with torch.cuda.device(device_index):
+        return fn(torch.cuda.current_stream(device_index).cuda_stream, alloc)
+
+
+def _scales(t, ref_dtype):
+    """Scale arrays go to the library as float32 or the data's float type."""
+    if t.dtype not in (torch.float32, ref_dtype):
+        t = t.to(torch.float32)
+    return t.contiguous()
+
+
+def _zps(t):
+    if t is None:
+        return None
+    if t.dtype.is_floating_point:  # PyTorch's fake quantize accepts float zero points
+        t = t.round()
+    return t.to(torch.int32).contiguous()
+
+
+# ---- quantize ---------------------------------------------------------------------------
+def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, **kw):
+    dev = fl.device.index
+    return _run(dev, lambda stream, alloc: _core.affine(
+        op, direction, gran, fl=_view(fl), x=_view(x), y=_view(y), dy=_view(dy), dx=_view(dx),
+        stream=stream, alloc=alloc, **kw))
+
+
+@torch.library.custom_op("baracuda_quant::quantize_per_tensor", mutates_args=())
+def _quantize_per_tensor(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
+                         quant_min: int, quant_max: int) -> torch.Tensor:
+    x = x.contiguous()
+    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
+            qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::quantize_per_channel", mutates_args=())
+def _quantize_per_channel(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
+                          dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+    x = x.contiguous()
+    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y, int_type=_DT[dtype],
+            qmin=quant_min, qmax=quant_max, scales=_view(_scales(scales, x.dtype)),
+            zero_points=_view(_zps(zero_points)), axis=axis)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::quantize_per_token", mutates_args=())
+def _quantize_per_token(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                        dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+    x2 = _rows(x, "x")
+    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, x2, x2, y.view(-1, x2.shape[1]),
+            int_type=_DT[dtype], qmin=quant_min, qmax=quant_max,
+            scales=_view(_scales(scales, x.dtype).reshape(-1)), zero_points=_view(_zps(zero_points).reshape(-1))
+            if zero_points is not None else None)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::quantize_per_group", mutates_args=())
+def _quantize_per_group(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], group_size: int,
+                        dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+    x2 = _rows(x, "x")
+    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    ng = x2.shape[1] // group_size if group_size > 0 else 0
+    _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, x2, x2, y.view(-1, x2.shape[1]),
+            int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size,
+            scales=_view(_scales(scales, x.dtype).reshape(x2.shape[0], ng)),
+            zero_points=_view(_zps(zero_points).reshape(x2.shape[0], ng)) if zero_points is not None else None)
+    return y
+
+
+@_quantize_per_tensor.register_fake
+def _(x, scale, zero_point, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_quantize_per_channel.register_fake
+def _(x, scales, zero_points, axis, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_quantize_per_token.register_fake
+def _(x, scales, zero_points, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_quantize_per_group.register_fake
+def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+# ---- dequantize -------------------------------------------------------------------------
+@torch.library.custom_op("baracuda_quant::dequantize_per_tensor", mutates_args=())
+def _dequantize_per_tensor(q: torch.Tensor, scale: float, zero_point: int, out_dtype: torch.dtype) -> torch.Tensor:
+    q = q.contiguous()
+    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, y, q, y, int_type=_DT[q.dtype],
+            qmin=None, qmax=None, scale=scale, zero_point=zero_point)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::dequantize_per_channel", mutates_args=())
+def _dequantize_per_channel(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
+                            out_dtype: torch.dtype) -> torch.Tensor:
+    q = q.contiguous()
+    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, y, q, y, int_type=_DT[q.dtype],
+            qmin=None, qmax=None, scales=_view(_scales(scales, out_dtype)), zero_points=_view(_zps(zero_points)),
+            axis=axis)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::dequantize_per_token", mutates_args=())
+def _dequantize_per_token(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                          out_dtype: torch.dtype) -> torch.Tensor:
+    q2 = _rows(q, "q")
+    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    y2 = y.view(-1, q2.shape[1])
+    _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, y2, q2, y2, int_type=_DT[q.dtype],
+            qmin=None, qmax=None, scales=_view(_scales(scales, out_dtype).reshape(-1)),
+            zero_points=_view(_zps(zero_points).reshape(-1)) if zero_points is not None else None)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::dequantize_per_group", mutates_args=())
+def _dequantize_per_group(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                          group_size: int, out_dtype: torch.dtype) -> torch.Tensor:
+    q2 = _rows(q, "q")
+    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    y2 = y.view(-1, q2.shape[1])
+    ng = q2.shape[1] // group_size if group_size > 0 else 0
+    _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, y2, q2, y2, int_type=_DT[q.dtype],
+            qmin=None, qmax=None, group_size=group_size,
+            scales=_view(_scales(scales, out_dtype).reshape(q2.shape[0], ng)),
+            zero_points=_view(_zps(zero_points).reshape(q2.shape[0], ng)) if zero_points is not None else None)
+    return y
+
+
+@_dequantize_per_tensor.register_fake
+def _(q, scale, zero_point, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+@_dequantize_per_channel.register_fake
+def _(q, scales, zero_points, axis, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+@_dequantize_per_token.register_fake
+def _(q, scales, zero_points, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+@_dequantize_per_group.register_fake
+def _(q, scales, zero_points, group_size, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+# ---- fake quantize (forward and the STE backward) ---------------------------------------------
+@torch.library.custom_op("baracuda_quant::fake_quantize_per_tensor", mutates_args=())
+def _fq_tensor(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, quant_max: int) -> torch.Tensor:
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y,
+            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
+            zero_point=zero_point)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::fake_quantize_per_tensor_backward", mutates_args=())
+def _fq_tensor_bwd(dy: torch.Tensor, x: torch.Tensor, scale: float, zero_point: int, quant_min: int,
+                   quant_max: int) -> torch.Tensor:
+    dy, x = dy.contiguous(), x.contiguous()
+    dx = torch.empty_like(x)
+    _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_TENSOR, x, x, None, dy=dy, dx=dx,
+            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
+            zero_point=zero_point)
+    return dx
+
+
+@torch.library.custom_op("baracuda_quant::fake_quantize_per_channel", mutates_args=())
+def _fq_channel(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int, quant_min: int,
+                quant_max: int) -> torch.Tensor:
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y,
+            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+            scales=_view(_scales(scales, x.dtype)), zero_points=_view(_zps(zero_points)), axis=axis)
+    return y
+
+
+@torch.library.custom_op("baracuda_quant::fake_quantize_per_channel_backward", mutates_args=())
+def _fq_channel_bwd(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int,
+                    quant_min: int, quant_max: int) -> torch.Tensor:
+    dy, x = dy.contiguous(), x.contiguous()
+    dx = torch.empty_like(x)
+    _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_CHANNEL, x, x, None, dy=dy, dx=dx,
+            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+            scales=_view(_scales(scales, x.dtype)), zero_points=_view(_zps(zero_points)), axis=axis)
+    return dx
+
+
+@_fq_tensor.register_fake
+def _(x, scale, zero_point, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_fq_channel.register_fake
+def _(x, scales, zero_points, axis, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_fq_tensor_bwd.register_fake
+def _(dy, x, scale, zero_point, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_fq_channel_bwd.register_fake
+def _(dy, x, scales, zero_points, axis, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _fq_tensor_setup(ctx, inputs, output):
+    x, scale, zero_point, quant_min, quant_max = inputs
+    ctx.save_for_backward(x)
+    ctx.params = (scale, zero_point, quant_min, quant_max)
+
+
+def _fq_tensor_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return _fq_tensor_bwd(grad, x, *ctx.params), None, None, None, None
+
+
+def _fq_channel_setup(ctx, inputs, output):
+    x, scales, zero_points, axis, quant_min, quant_max = inputs
+    ctx.save_for_backward(x, scales, zero_points)
+    ctx.params = (axis, quant_min, quant_max)
+
+
+def _fq_channel_backward(ctx, grad):
+    x, scales, zero_points = ctx.saved_tensors
+    return _fq_channel_bwd(grad, x, scales, zero_points, *ctx.params), None, None, None, None, None
+
+
+_fq_tensor.register_autograd(_fq_tensor_backward, setup_context=_fq_tensor_setup)
+_fq_channel.register_autograd(_fq_channel_backward, setup_context=_fq_channel_setup)
+
+
+# ---- dynamic quantize -------------------------------------------------------------------------
+@torch.library.custom_op("baracuda_quant::dynamic_per_token_quant", mutates_args=())
+def _dynamic_per_token(x: torch.Tensor, symmetric: bool, dtype: torch.dtype, quant_min: int,
+                       quant_max: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x2 = _rows(x, "x")
+    rows = x2.shape[0]
+    q = torch.empty(x.shape, dtype=dtype, device=x.device)
+    scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
+    zps = torch.empty((rows, 1) if not symmetric else (0,), dtype=torch.int32, device=x.device)
+    _run(x.device.index, lambda stream, alloc: _core.dynamic(
+        Granularity.PER_TOKEN, x=_view(x2), y=_view(q.view(-1, x2.shape[1])), out_scales=_view(scales),
+        out_zero_points=None if symmetric else _view(zps), qmin=quant_min, qmax=quant_max, stream=stream,
+        alloc=alloc))
+    return q, scales, zps
+
+
+@_dynamic_per_token.register_fake
+def _(x, symmetric, dtype, quant_min, quant_max):
+    rows = 1
+    for s in x.shape[:-1]:
+        rows *= s
+    return (torch.empty(x.shape, dtype=dtype, device=x.device),
+            torch.empty((rows, 1), dtype=torch.float32, device=x.device),
+            torch.empty((rows, 1) if not symmetric else (0,), dtype=torch.int32, device=x.device))
+
+
+# ---- linear layers ---------------------------------------------------------------------------
+@torch.library.custom_op("baracuda_quant::int8_linear", mutates_args=())
+def _int8_linear(a: torch.Tensor, w: torch.Tensor, a_scales: torch.Tensor, w_scales: torch.Tensor,
+                 bias: Optional[torch.Tensor], out_dtype: torch.dtype) -> torch.Tensor:
+    a2 = _rows(a, "a")
+    m, n = a2.shape[0], w.shape[0]
+    sa = a_scales.reshape(-1)
+    if sa.numel() == 1 and m != 1:  # per tensor: the one scale for every row (no host read)
+        sa = sa.expand(m)
+    sa = sa.contiguous()
+    y = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
+    _run(a.device.index, lambda stream, alloc: _core.linear(
+        Op.SMOOTHQUANT_LINEAR, x=_view(a2), w=_view(w.contiguous()), w_scales=_view(w_scales.contiguous()),
+        y=_view(y.view(m, n)), a_scales=_view(sa), bias=_view(bias.contiguous()) if bias is not None else None,
+        stream=stream, alloc=alloc))
+    return y
+
+
+@_int8_linear.register_fake
+def _(a, w, a_scales, w_scales, bias, out_dtype):
+    return torch.empty((*a.shape[:-1], w.shape[0]), dtype=out_dtype, device=a.device)
+
+
+@torch.library.custom_op("baracuda_quant::quantized_linear", mutates_args=())
+def _quantized_linear(x: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor,
+                      bias: Optional[torch.Tensor]) -> torch.Tensor:
+    x2 = _rows(x, "x")
+    m, n = x2.shape[0], w.shape[0]
+    y = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+    _run(x.device.index, lambda stream, alloc: _core.linear(
+        Op.QUANTIZED_LINEAR, x=_view(x2), w=_view(w.contiguous()), w_scales=_view(w_scales.contiguous()),
+        y=_view(y.view(m, n)), bias=_view(bias.contiguous()) if bias is not None else None, stream=stream,
+        alloc=alloc))
+    return y
+
+
+@_quantized_linear.register_fake
+def _(x, w, w_scales, bias):
+    return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
+
+
+# ---- the public functions: argument checks in Python, then the ops --------------------------------
+def _qargs(dtype, quant_min, quant_max):
+    """The explicit q-range (plain Python on torch dtypes, so torch.compile traces it)."""
+    _check_int("dtype", dtype)
+    lo, hi = _QRANGE[dtype]
+    qmin = lo if quant_min is None else int(quant_min)
+    qmax = hi if quant_max is None else int(quant_max)
+    if not (lo <= qmin <= qmax <= hi) or (qmin == 0 and qmax == 0):
+        _core.qrange(_DT[dtype], qmin, qmax)  # raises with the message
+    return qmin, qmax
+
+
+def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
+    """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8 (docs/numerics.md)."""
+    _check_float("x", x)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    return torch.ops.baracuda_quant.quantize_per_tensor(x, float(scale), int(zero_point), dtype, qmin, qmax)
+
+
+def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None):
+    """Per-channel quantize along axis: scales and zero_points (or None) of shape [x.shape[axis]]."""
+    _check_float("x", x)
+    _check_cuda("scales", scales)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    return torch.ops.baracuda_quant.quantize_per_channel(x, scales, zero_points, int(axis), dtype, qmin, qmax)
+
+
+def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=None, quant_max=None):
+    """Per-row quantize of x [..., K]: one scale (and zero point) per row of x.view(-1, K)."""
+    _check_float("x", x)
+    _check_cuda("scales", scales)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    return torch.ops.baracuda_quant.quantize_per_token(x, scales, zero_points, dtype, qmin, qmax)
+
+
+def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, quant_min=None, quant_max=None):
+    """Per-group quantize of x [..., K]: scales [rows, K / group_size]."""
+    _check_float("x", x)
+    _check_cuda("scales", scales)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    return torch.ops.baracuda_quant.quantize_per_group(x, scales, zero_points, int(group_size), dtype, qmin, qmax)
+
+
+def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=torch.float32):
+    """y = (q - zero_point) * scale. scale a float: per tensor; a tensor: per channel along axis
+    when axis is given, per group when group_size is given, else per token (one per row)."""
+    _check_cuda("q", q)
+    _check_int("q", q.dtype)
+    if out_dtype not in FLOAT_DTYPES:
+        raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
+    d = torch.ops.baracuda_quant
+    if not isinstance(scale, torch.Tensor):
+        return d.dequantize_per_tensor(q, float(scale), int(zero_point), out_dtype)
+    zps = zero_point if isinstance(zero_point, torch.Tensor) else None
+    if zps is None and zero_point not in (0, None):
+        raise _lib.invalid("zero_point: a tensor is needed with a scale tensor")
+    if axis is not None:
+        return d.dequantize_per_channel(q, scale, zps, int(axis), out_dtype)
+    if group_size is not None:
+        return d.dequantize_per_group(q, scale, zps, int(group_size), out_dtype)
+    return d.dequantize_per_token(q, scale, zps, out_dtype)
+
+
+def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max):
+    """torch.fake_quantize_per_tensor_affine, drop-in (scale and zero_point as numbers or
+    one-element tensors); backward: the straight-through estimator."""
+    _check_float("input", input)
+    if isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor):
+        # one-element tensors stay on the device: a per-channel op over [1, numel]
+        s = torch.as_tensor(scale, device=input.device).reshape(1)
+        z = torch.as_tensor(zero_point, device=input.device).reshape(1)
+        return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min,
+                                                quant_max).view(input.shape)
+    return torch.ops.baracuda_quant.fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
+                                                             int(quant_max))
+
+
+def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max):
+    """torch.fake_quantize_per_channel_affine, drop-in; backward: the straight-through estimator."""
+    _check_float("input", input)
+    _check_cuda("scale", scale)
+    _check_cuda("zero_point", zero_point)
+    return torch.ops.baracuda_quant.fake_quantize_per_channel(input, scale, zero_point, int(axis), int(quant_min),
+                                                              int(quant_max))
+
+
+def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8):
+    """vLLM's scaled_int8_quant: returns (q, scales [rows, 1] f32, zero points [rows, 1] int32
+    or None). With a static scale (a one-element tensor) x is quantized per tensor with it
+    (and azp) and (q, scale, azp) is returned."""
+    _check_float("x", x)
+    _check_int("dtype", dtype)
+    qmin, qmax = _QRANGE[dtype]
+    if scale is not None:
+        _check_cuda("scale", scale)
+        if scale.numel() != 1:
+            raise _lib.invalid("scale: a static scale has one element, got shape %s" % (tuple(scale.shape),))
+        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        s = scale.reshape(1).to(torch.float32).expand(rows).contiguous()
+        z = None if azp is None else azp.reshape(1).to(torch.int32).expand(rows).contiguous()
+        q = torch.ops.baracuda_quant.quantize_per_token(x, s, z, dtype, qmin, qmax)
+        return q, scale, azp
+    q, s, z = torch.ops.baracuda_quant.dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
+    return q, s, (None if symmetric else z)
+
+
+def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype=torch.float16):
+    """SmoothQuantLinear: y = (a W^T) * a_scales[m] * w_scales[n] (+ bias), a int8 [..., K],
+    w int8 [N, K], a_scales [M] per token or one element per tensor, w_scales [N]."""
+    _check_cuda("a", a)
+    _check_cuda("w", w)
+    _check_cuda("a_scales", a_scales)
+    _check_cuda("w_scales", w_scales)
+    if a.dtype != torch.int8 or w.dtype != torch.int8:
+        raise _lib.invalid("a and w must be int8 (got %s, %s)" % (a.dtype, w.dtype))
+    if a_scales.dtype != w_scales.dtype:
+        raise _lib.invalid("a_scales (%s) and w_scales (%s) must have one dtype" % (a_scales.dtype, w_scales.dtype))
+    m = a.numel() // a.shape[-1] if a.shape[-1] else 0
+    if a_scales.numel() not in (1, m):
+        raise _lib.invalid("a_scales: %d elements, expected %d (per token) or 1 (per tensor)" % (a_scales.numel(), m))
+    if out_dtype not in FLOAT_DTYPES:
+        raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
+    return torch.ops.baracuda_quant.int8_linear(a, w, a_scales, w_scales, bias, out_dtype)
+
+
+def quantized_linear(x, w, w_scales, bias=None):
+    """QuantizedLinear: x float [..., K] quantized per token on the GPU, then int8 GEMM with
+    w int8 [N, K] and w_scales [N]; the output has x's dtype."""
+    _check_float("x", x)
+    _check_cuda("w", w)
+    _check_cuda("w_scales", w_scales)
+    if w.dtype != torch.int8:
+        raise _lib.invalid("w must be int8 (got %s)" % w.dtype)
+    return torch.ops.baracuda_quant.quantized_linear(x, w, w_scales, bias)
+
+
+class QuantizedLinear(torch.nn.Module):
+    """nn.Linear with an int8 weight (per output channel, f32 scales) and activations
+    quantized per token on the fly (W8A8)."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=torch.float16):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("weight", torch.zeros((out_features, in_features), dtype=torch.int8, device=device))
+        self.register_buffer("w_scales", torch.ones(out_features, dtype=torch.float32, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @classmethod
+    def from_float(cls, linear):
+        w = linear.weight.detach()
+        _check_float("linear.weight", w)
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, w.device, w.dtype)
+        q, s, _ = dynamic_per_token_quant(w, symmetric=True)
+        m.weight.copy_(q)
+        m.w_scales.copy_(s.reshape(-1))
+        if linear.bias is not None:
+            m.bias.copy_(linear.bias.detach())
+        return m
+
+    def forward(self, x):
+        bias = self.bias
+        if bias is not None and bias.dtype != x.dtype:
+            bias = bias.to(x.dtype)
+        return quantized_linear(x, self.weight, self.w_scales, bias)
+
+    def extra_repr(self):
+        return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
+                                                             self.bias is not None)

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""baracuda_quant's torch ops against PyTorch: eager, torch.compile and (for the GEMM)
+torch._int_mm, in one process on one GPU.
+
+Each timing is the median of 100 calls after warm-up, each call timed alone with CUDA
+events after a 256 MiB write that flushes L2; a device copy of the same bytes (read plus
+written) is timed the same way as the memory-bound reference. The host overhead of a small
+op (4096 elements) is host time per call over 10000 calls without synchronization.
+
+    python bench.py [--json out.json] [--no-compile] [--quick]
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+import baracuda_quant as bq
+import baracuda_quant.ops as bqo
+
+DEV = "cuda"
+_flush = None
+
+
+def flush_l2():
+    _flush.fill_(1)
+
+
+def time_gpu(fn, reps=100, warmup=10):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        flush_l2()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))  # us
+
+
+def copy_ref(nbytes_moved):
+    """A device copy that reads and writes nbytes_moved in all."""
+    n = max(nbytes_moved // 2, 1)
+    src = torch.empty(n, dtype=torch.uint8, device=DEV)
+    dst = torch.empty_like(src)
+    return time_gpu(lambda: dst.copy_(src))
+
+
+def nbytes(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def timed(row, key, fn):
+    """row[key + "_us"], or row[key + "_error"] when PyTorch refuses the case (reported)."""
+    try:
+        row[key + "_us"] = time_gpu(fn)
+    except Exception as e:
+        row[key + "_error"] = "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:200])
+
+
+def maybe_compile(fn, enabled):
+    return torch.compile(fn, fullgraph=True) if enabled else None
+
+
+def cases(quick):
+    M, K, N = (1024, 2048, 2048) if quick else (4096, 4096, 4096)
+    g = torch.Generator(device=DEV).manual_seed(0)
+    x16 = torch.randn(M, K, device=DEV, generator=g, dtype=torch.float16)
+    x32 = x16.float()
+    s, zp = 0.02, 3
+    q8 = bqo.quantize_per_tensor(x16, s, zp)
+    sc = torch.rand(M, device=DEV, generator=g) * 0.01 + 0.01
+    zc = torch.randint(-5, 5, (M,), device=DEV, generator=g, dtype=torch.int32)
+
+    def t_quant(x):
+        return torch.clamp(torch.round(x.float() / s) + zp, -128, 127).to(torch.int8)
+
+    def t_dequant(q):
+        return ((q.float() - zp) * s).half()
+
+    def t_quant_ch(x, sc, zc):
+        return torch.clamp(torch.round(x / sc[:, None]) + zc[:, None], -128, 127).to(torch.int8)
+
+    def t_fq(x):
+        return torch.fake_quantize_per_tensor_affine(x, s, zp, -128, 127)
+
+    def t_dyn(x):
+        amax = x.abs().amax(-1, keepdim=True).float()
+        sc = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
+        return torch.clamp(torch.round(x.float() / sc), -128, 127).to(torch.int8), sc
+
+    a8 = torch.randint(-128, 128, (M, K), device=DEV, generator=g, dtype=torch.int8)
+    w8 = torch.randint(-128, 128, (N, K), device=DEV, generator=g, dtype=torch.int8)
+    sa = torch.rand(M, device=DEV, generator=g) * 0.01 + 1e-3
+    sw = torch.rand(N, device=DEV, generator=g) * 0.01 + 1e-3
+    bias = torch.randn(N, device=DEV, generator=g, dtype=torch.float16)
+
+    def t_sq(a, w, sa, sw, bias):
+        return (torch._int_mm(a, w.t()).float() * sa[:, None] * sw[None, :] + bias.float()).half()
+
+    def t_ql(x, w, sw, bias):
+        q, sa = t_dyn(x)
+        return (torch._int_mm(q, w.t()).float() * sa * sw[None, :] + bias.float()).half()
+
+    y16 = torch.empty(M, N, device=DEV, dtype=torch.float16)
+    return [
+        # name, ours, torch eager, torch function to compile (args), bytes moved
+        ("quantize_per_tensor f16->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_tensor(x16, s, zp),
+         lambda: t_quant(x16), (t_quant, (x16,)), nbytes(x16, q8)),
+        ("dequantize per tensor s8->f16 %dx%d" % (M, K), lambda: bqo.dequantize(q8, s, zp, out_dtype=torch.float16),
+         lambda: t_dequant(q8), (t_dequant, (q8,)), nbytes(q8, x16)),
+        ("quantize_per_channel f32->s8 %dx%d axis 0" % (M, K),
+         lambda: bqo.quantize_per_channel(x32, sc, zc, 0, torch.int8),
+         lambda: torch.quantize_per_channel(x32, sc.double(), zc.long(), 0, torch.qint8),
+         (t_quant_ch, (x32, sc, zc)), nbytes(x32, q8)),
+        ("fake_quantize_per_tensor f32 %dx%d" % (M, K), lambda: bqo.fake_quantize_per_tensor_affine(
+            x32, s, zp, -128, 127), lambda: t_fq(x32), (t_fq, (x32,)), 2 * nbytes(x32)),
+        ("dynamic_per_token_quant f16 %dx%d" % (M, K), lambda: bqo.dynamic_per_token_quant(x16),
+         lambda: t_dyn(x16), (t_dyn, (x16,)), nbytes(x16, q8)),
+        ("int8_linear %dx%dx%d -> f16" % (M, N, K), lambda: bqo.int8_linear(a8, w8, sa, sw, bias),
+         lambda: t_sq(a8, w8, sa, sw, bias), (t_sq, (a8, w8, sa, sw, bias)), nbytes(a8, w8, y16)),
+        ("int8_linear decode 32x%dx%d -> f16" % (N, K), lambda: bqo.int8_linear(a8[:32], w8, sa[:32], sw, bias),
+         lambda: t_sq(a8[:32], w8, sa[:32], sw, bias), (t_sq, (a8[:32], w8, sa[:32], sw, bias)),
+         nbytes(a8[:32], w8, y16[:32])),
+        ("quantized_linear f16 %dx%dx%d" % (M, N, K), lambda: bqo.quantized_linear(x16, w8, sw, bias),
+         lambda: t_ql(x16, w8, sw, bias), (t_ql, (x16, w8, sw, bias)), nbytes(x16, w8, y16)),
+    ], (a8, w8)
+
+
+def host_overhead(calls=10000):
+    x = torch.randn(4096, device=DEV)
+    out = {}
+    fns = {
+        "baracuda_quant.ops.quantize_per_tensor": lambda: bqo.quantize_per_tensor(x, 0.05, 0),
+        "torch.ops.baracuda_quant.quantize_per_tensor (no wrapper)":
+            lambda: torch.ops.baracuda_quant.quantize_per_tensor(x, 0.05, 0, torch.int8, -128, 127),
+        "torch.quantize_per_tensor": lambda: torch.quantize_per_tensor(x, 0.05, 0, torch.qint8),
+        "torch eager round/clamp/to": lambda: torch.clamp(torch.round(x / 0.05), -128, 127).to(torch.int8),
+    }
+    for name, fn in fns.items():
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        out[name] = (t1 - t0) / calls * 1e6
+    return out
+
+
+def main():
+    global _flush
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--quick", action="store_true", help="smaller shapes")
+    args = ap.parse_args()
+    _flush = torch.empty(256 << 20, dtype=torch.uint8, device=DEV)
+    t_start = time.time()
+    rows = []
+    table, _ = cases(args.quick)
+    for name, ours, eager, (tfn, targs), moved in table:
+        row = {"op": name, "bytes": moved}
+        row["ours_us"] = time_gpu(ours)
+        timed(row, "torch_eager", eager)
+        if not args.no_compile:
+            c = maybe_compile(tfn, True)
+            timed(row, "torch_compile", lambda: c(*targs))
+        row["copy_us"] = copy_ref(moved)
+        rows.append(row)
+        print("  %-44s done" % name, file=sys.stderr)
+    host = host_overhead()
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "baracuda_quant": bq.__version__,
+           "library": bq.LIBRARY_PATH, "ops": rows, "host_overhead_us_per_call": host,
+           "seconds": round(time.time() - t_start, 1)}
+    print("%s, torch %s, baracuda_quant %s" % (res["device"], res["torch"], res["baracuda_quant"]))
+    hdr = "%-44s %10s %10s %10s %10s %8s" % ("op (median us, L2 flushed)", "ours", "eager", "compile", "copy",
+                                             "ours/copy")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        cols = []
+        for key in ("torch_eager", "torch_compile"):
+            v = r.get(key + "_us")
+            cols.append("%.1f" % v if v is not None else ("err" if key + "_error" in r else "-"))
+        print("%-44s %10.1f %10s %10s %10.1f %8.2f" % (r["op"], r["ours_us"], cols[0], cols[1], r["copy_us"],
+                                                      r["ours_us"] / r["copy_us"]))
+        for key in ("torch_eager", "torch_compile"):
+            if key + "_error" in r:
+                print("    %s: %s" % (key, r[key + "_error"]))
+    print("\nhost time per call, quantize_per_tensor of 4096 elements, 10000 calls without sync:")
+    for k, v in host.items():
+        print("  %-60s %7.2f us" % (k, v))
+    print("total %.1f s" % res["seconds"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The Python-side argument checks raise InvalidArgumentError before the library is called
+(no plan is selected, nothing touches a GPU)."""
+import pytest
+
+import baracuda_quant as bq
+from baracuda_quant import _core, _lib
+from baracuda_quant._enums import DType, Direction, Granularity, Op
+
+V = _core.View
+
+
+def dense(shape, dtype, device=0, ptr=0x10000):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.insert(0, acc)
+        acc *= s
+    return V(ptr, shape, strides, dtype, device)
+
+
+def no_plan(fn, match):
+    before = _lib.cached_plan_keys()
+    with pytest.raises(bq.InvalidArgumentError, match=match):
+        fn()
+    assert _lib.cached_plan_keys() == before
+
+
+def q(gran, x, y, **kw):
+    kw.setdefault("int_type", DType.S8)
+    kw.setdefault("qmin", None)
+    kw.setdefault("qmax", None)
+    return lambda: _core.affine(Op.QUANTIZE, Direction.FORWARD, gran, fl=x, x=x, y=y, **kw)
+
+
+def test_float_input_required():
+    x = dense((4, 8), DType.S8)
+    no_plan(q(Granularity.PER_TENSOR, x, dense((4, 8), DType.S8), scale=1.0), "not a float type")
+
+
+def test_int_type_required():
+    x = dense((4, 8), DType.F32)
+    no_plan(q(Granularity.PER_TENSOR, x, dense((4, 8), DType.F16), scale=1.0, int_type=DType.F16),
+            "int8 or uint8")
+
+
+def test_qrange_checked():
+    x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8)
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, qmin=-200, qmax=0), "quant_min")
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, qmin=5, qmax=4), "quant_min")
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, qmin=0, qmax=0), "full range")
+
+
+def test_scale_and_zero_point_checked():
+    x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8)
+    for s in (0.0, -1.0, float("inf"), float("nan")):
+        no_plan(q(Granularity.PER_TENSOR, x, y, scale=s), "finite and > 0")
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, zero_point=2**31), "int32")
+
+
+def test_devices_must_match():
+    x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8, device=1)
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0), "cuda:1")
+
+
+def test_per_tensor_needs_contiguous():
+    x = V(0x10000, (4, 8), (16, 1), DType.F32, 0)
+    no_plan(q(Granularity.PER_TENSOR, x, dense((4, 8), DType.S8), scale=1.0), "contiguous")
+
+
+def test_per_channel_shapes():
+    x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8)
+    no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((8,), DType.F32), axis=0), r"expected \(4,\)")
+    no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F32), axis=2), "axis")
+    no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F16), axis=0), "float32 or the data")
+    no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F32), zero_points=dense((4,), DType.S8),
+              axis=0), "S32")
+    no_plan(q(Granularity.PER_CHANNEL, x, y, axis=0), "scales are required")
+
+
+def test_per_token_and_group_shapes():
+    x, y = dense((4, 8), DType.F16), dense((4, 8), DType.S8)
+    no_plan(q(Granularity.PER_TOKEN, x, y, scales=dense((3,), DType.F32)), r"expected \(4,\)")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (8, 2), DType.F16, 0), y, scales=dense((4,), DType.F32)),
+            "last dimension must be contiguous")
+    no_plan(q(Granularity.PER_TOKEN, x, dense((4, 7), DType.S8), scales=dense((4,), DType.F32)), "differ")
+    no_plan(q(Granularity.PER_GROUP, x, y, scales=dense((4, 3), DType.F32), group_size=3), "divide")
+    no_plan(q(Granularity.PER_GROUP, x, y, scales=dense((4, 3), DType.F32), group_size=4), r"expected \(4, 2\)")
+
+
+def test_dynamic_checks():
+    x = dense((4, 8), DType.F32)
+    no_plan(lambda: _core.dynamic(Granularity.PER_TOKEN, x=x, y=dense((4, 8), DType.S8),
+                                  out_scales=dense((3, 1), DType.F32)), "out_scales")
+    no_plan(lambda: _core.dynamic(Granularity.PER_TOKEN, x=x, y=dense((4, 8), DType.S8),
+                                  out_scales=dense((4, 1), DType.F16)), "F32")
+    no_plan(lambda: _core.dynamic(Granularity.PER_TOKEN, x=x, y=dense((4, 8), DType.F32),
+                                  out_scales=dense((4, 1), DType.F32)), "int8 or uint8")
+
+
+def test_linear_checks():
+    a, w = dense((16, 64), DType.S8), dense((32, 64), DType.S8)
+    sa, sw, y = dense((16,), DType.F32), dense((32,), DType.F32), dense((16, 32), DType.F16)
+
+    def lin(**kw):
+        args = dict(x=a, w=w, w_scales=sw, y=y, a_scales=sa)
+        args.update(kw)
+        return lambda: _core.linear(Op.SMOOTHQUANT_LINEAR, **args)
+    no_plan(lin(w=dense((32, 48), DType.S8)), "w: shape")
+    no_plan(lin(w=dense((32, 64), DType.U8)), "int8")
+    no_plan(lin(y=dense((16, 31), DType.F16)), "y: shape")
+    no_plan(lin(a_scales=dense((15,), DType.F32)), "a_scales")
+    no_plan(lin(w_scales=dense((32,), DType.F64)), "w_scales")
+    no_plan(lin(bias=dense((32,), DType.F32)), "bias")
+    no_plan(lin(x=dense((16, 64), DType.U8)), "a: dtype")
+    no_plan(lin(a_scales=None), "a_scales is required")
+    no_plan(lambda: _core.linear(Op.QUANTIZED_LINEAR, x=dense((16, 64), DType.F32), w=w, w_scales=sw, y=y),
+            "one dtype")

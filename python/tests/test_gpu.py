@@ -1,0 +1,420 @@
+"""GPU tests of the torch ops: bit for bit against the numerics contract (docs/numerics.md)
+written in torch ops on the CPU, and against PyTorch's own ops where they exist. Where
+PyTorch differs (it multiplies by a float reciprocal), every differing element must be one
+level apart at a rounding tie or a documented special value; the counts are printed."""
+import math
+
+import pytest
+
+from conftest import cuda_available
+
+pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
+
+if cuda_available():
+    import torch
+    import baracuda_quant.ops as bqo
+
+FLOATS = ["float32", "float64", "float16", "bfloat16"]
+DEV = "cuda"
+
+
+def dt(name):
+    return getattr(torch, name)
+
+
+def C(t):
+    return torch.float64 if t == torch.float64 else torch.float32
+
+
+def gen(shape, dtype, seed=0, specials=True, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 3 * scale)
+    flat = x.view(-1)
+    n = flat.numel()
+    # rounding ties of the scales used below, and range ends
+    idx = torch.randperm(n, generator=g)[: n // 8]
+    flat[idx] = (torch.randint(-300, 300, (idx.numel(),), generator=g).double() + 0.5) * 0.05 * scale
+    x = x.to(dtype)
+    if specials and n >= 8:
+        f = x.view(-1)
+        f[0], f[1], f[2], f[3] = float("nan"), float("inf"), -float("inf"), -0.0
+        f[4], f[5] = 1e30 if dtype != torch.float16 else 6e4, -1e30 if dtype != torch.float16 else -6e4
+    return x
+
+
+# ---- the contract, in torch on the CPU ---------------------------------------------------------
+def ref_quantize(x, s, zp, qmin, qmax, out_dtype):
+    """q = sat(rne(C(x) / C(s)) + zp, qmin, qmax), NaN -> zp (zero point added after rounding)."""
+    c = C(x.dtype)
+    v = torch.round(x.cpu().to(c) / s.cpu().to(c))
+    zpd = zp.cpu().double() if isinstance(zp, torch.Tensor) else torch.tensor(float(zp), dtype=torch.float64)
+    q = torch.where(torch.isnan(v), zpd, v.double() + zpd)
+    return q.clamp(qmin, qmax).to(out_dtype)
+
+
+def ref_dequantize(q, s, zp, out_dtype):
+    c = C(out_dtype)
+    zp64 = zp.cpu().long() if isinstance(zp, torch.Tensor) else zp
+    return ((q.cpu().long() - zp64).to(c) * s.cpu().to(c)).to(out_dtype)
+
+
+def ref_mask(x, s, zp, qmin, qmax):
+    c = C(x.dtype)
+    v = torch.round(x.cpu().to(c) / s.cpu().to(c)).double() + (zp.cpu().double() if isinstance(zp, torch.Tensor)
+                                                                else zp)
+    return (v >= qmin) & (v <= qmax) & ~torch.isnan(v)
+
+
+def tie(x, s):
+    """x / s (computed our way) within 1 ulp of k + 0.5."""
+    c = C(x.dtype)
+    v = x.cpu().to(c) / s.cpu().to(c)
+    t = torch.floor(v) + 0.5
+    ulp = torch.nextafter(t.abs(), torch.full_like(t, math.inf)) - t.abs()
+    return (v - t).abs() <= ulp
+
+
+def same(a, b):
+    a, b = a.cpu(), b.cpu()
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all()) and \
+            bool((torch.signbit(a) == torch.signbit(b))[~torch.isnan(a)].all())
+    return torch.equal(a, b)
+
+
+def explain_q(label, ours, theirs, x, s):
+    """Differences between two integer results: each one level at a tie, or x NaN."""
+    ours, theirs = ours.cpu().long(), theirs.cpu().long()
+    d = ours != theirs
+    n = int(d.sum())
+    ties = tie(x, s) & ((ours - theirs).abs() == 1)
+    nan = torch.isnan(x.cpu())
+    bad = d & ~ties & ~nan
+    print("%s: %d of %d differ (%d at ties, %d NaN inputs), %d unexplained" % (
+        label, n, d.numel(), int((d & ties).sum()), int((d & nan).sum()), int(bad.sum())))
+    assert not bad.any(), "%s: unexplained differences at %s" % (label, bad.nonzero()[:8].tolist())
+
+
+# ---- quantize / dequantize against the contract ------------------------------------------------
+@pytest.mark.parametrize("fname", FLOATS)
+@pytest.mark.parametrize("itype,qmin,qmax", [("int8", -128, 127), ("uint8", 0, 255), ("int8", -7, 7),
+                                             ("uint8", 3, 200)])
+def test_per_tensor_contract(fname, itype, qmin, qmax):
+    x = gen((37, 129), dt(fname))
+    s, zp = 0.05, (3 if itype == "int8" else 100)
+    q = bqo.quantize_per_tensor(x.to(DEV), s, zp, dt(itype), qmin, qmax)
+    assert q.dtype == dt(itype) and q.shape == x.shape
+    r = ref_quantize(x, torch.tensor(s, dtype=torch.float64), zp, qmin, qmax, dt(itype))
+    assert same(q, r)
+    y = bqo.dequantize(q, s, zp, out_dtype=dt(fname))
+    assert same(y, ref_dequantize(r, torch.tensor(s, dtype=torch.float64), zp, dt(fname)))
+
+
+@pytest.mark.parametrize("fname", ["float32", "bfloat16"])
+def test_per_channel_token_group_contract(fname):
+    T = dt(fname)
+    x = gen((6, 10, 32), T, seed=1)
+    # per channel along axis 1, f32 scales, zero points
+    sc = (torch.rand(10, generator=torch.Generator().manual_seed(2)) * 0.1 + 0.01).float()
+    zc = torch.arange(-5, 5, dtype=torch.int32)
+    q = bqo.quantize_per_channel(x.to(DEV), sc.to(DEV), zc.to(DEV), 1, torch.int8)
+    r = ref_quantize(x, sc.view(1, 10, 1), zc.view(1, 10, 1), -128, 127, torch.int8)
+    assert same(q, r)
+    assert same(bqo.dequantize(q, sc.to(DEV), zc.to(DEV), axis=1, out_dtype=T),
+                ref_dequantize(r, sc.view(1, 10, 1), zc.view(1, 10, 1), T))
+    # per token over x.view(-1, 32), scales in the data's type
+    st = (torch.rand(60, generator=torch.Generator().manual_seed(3)) * 0.1 + 0.01).to(T)
+    q = bqo.quantize_per_token(x.to(DEV), st.to(DEV), None, torch.uint8, 0, 255)
+    r = ref_quantize(x.view(60, 32), st.view(60, 1), 0, 0, 255, torch.uint8).view(x.shape)
+    assert same(q, r)
+    assert same(bqo.dequantize(q, st.to(DEV), out_dtype=T), ref_dequantize(r.view(60, 32), st.view(60, 1), 0,
+                                                                            T).view(x.shape))
+    # per group of 8
+    sg = (torch.rand(60, 4, generator=torch.Generator().manual_seed(4)) * 0.1 + 0.01).float()
+    zg = torch.randint(-20, 20, (60, 4), generator=torch.Generator().manual_seed(5), dtype=torch.int32)
+    q = bqo.quantize_per_group(x.to(DEV), sg.to(DEV), zg.to(DEV), 8, torch.int8)
+    se, ze = sg.repeat_interleave(8, 1), zg.repeat_interleave(8, 1)
+    r = ref_quantize(x.view(60, 32), se, ze, -128, 127, torch.int8).view(x.shape)
+    assert same(q, r)
+    assert same(bqo.dequantize(q, sg.to(DEV), zg.to(DEV), group_size=8, out_dtype=T),
+                ref_dequantize(r.view(60, 32), se, ze, T).view(x.shape))
+
+
+def test_per_token_row_strides():
+    base = gen((64, 96), torch.float16, seed=6).to(DEV)
+    x = base[:, :80]  # rows 96 apart: passed as a row stride, no copy
+    s = torch.full((64,), 0.05, device=DEV)
+    q = bqo.quantize_per_token(x, s, None, torch.int8)
+    assert same(q, bqo.quantize_per_token(x.contiguous(), s, None, torch.int8))
+    qt = bqo.quantize_per_tensor(x.t(), 0.05, 0)  # non-contiguous: copied
+    assert same(qt, bqo.quantize_per_tensor(x.t().contiguous(), 0.05, 0))
+
+
+# ---- against PyTorch's quantize ops ------------------------------------------------------------
+@pytest.mark.parametrize("itype,qt", [("int8", "qint8"), ("uint8", "quint8")])
+def test_against_torch_quantize(itype, qt):
+    x = gen((64, 256), torch.float32, seed=7, specials=False)
+    s, zp = 0.05, (0 if itype == "int8" else 128)
+    ours = bqo.quantize_per_tensor(x.to(DEV), s, zp, dt(itype))
+    for dev in ("cpu", DEV):
+        theirs = torch.quantize_per_tensor(x.to(dev), s, zp, getattr(torch, qt)).int_repr()
+        explain_q("quantize_per_tensor %s vs torch (%s)" % (itype, dev), ours, theirs, x,
+                  torch.tensor(s, dtype=torch.float32))
+    sc = (torch.rand(64, generator=torch.Generator().manual_seed(8)) * 0.1 + 0.01).float()
+    zc = torch.randint(0, 10, (64,), generator=torch.Generator().manual_seed(9), dtype=torch.int32)
+    ours = bqo.quantize_per_channel(x.to(DEV), sc.to(DEV), zc.to(DEV), 0, dt(itype))
+    theirs = torch.quantize_per_channel(x, sc.double(), zc.long(), 0, getattr(torch, qt)).int_repr()
+    explain_q("quantize_per_channel %s vs torch" % itype, ours, theirs, x, sc.view(64, 1))
+
+
+@pytest.mark.parametrize("fname", ["float32", "float16", "bfloat16"])
+def test_fake_quantize_against_torch(fname):
+    T = dt(fname)
+    x = gen((128, 96), T, seed=10, specials=False).to(DEV).requires_grad_()
+    s, zp, qmin, qmax = 0.05, 2, -128, 127
+    ours = bqo.fake_quantize_per_tensor_affine(x, s, zp, qmin, qmax)
+    # the contract, bit for bit
+    r = ref_quantize(x.detach(), torch.tensor(s, dtype=torch.float64), zp, qmin, qmax, torch.int32)
+    assert same(ours.detach(), ref_dequantize(r, torch.tensor(s, dtype=torch.float64), zp, T))
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(11)).to(T).to(DEV)
+    (gx,) = torch.autograd.grad(ours, x, dy)
+    m = ref_mask(x.detach(), torch.tensor(s, dtype=torch.float64), zp, qmin, qmax)
+    assert same(gx, torch.where(m, dy.cpu(), torch.zeros_like(dy.cpu())))
+    # PyTorch's own op: forward and backward through autograd
+    x2 = x.detach().clone().requires_grad_()
+    try:
+        theirs = torch.fake_quantize_per_tensor_affine(x2, s, zp, qmin, qmax)
+        (gt,) = torch.autograd.grad(theirs, x2, dy)
+    except (RuntimeError, NotImplementedError) as e:  # the contract checks above ran
+        pytest.skip("PyTorch's fake_quantize_per_tensor_affine refuses %s: %s" % (fname, str(e).splitlines()[0]))
+    sf = torch.tensor(s, dtype=torch.float32)
+    q_ours = torch.round(ours.detach().cpu().double() / s).long()
+    q_theirs = torch.round(theirs.detach().cpu().double() / s).long()
+    explain_q("fake_quantize_per_tensor %s forward vs torch" % fname, q_ours, q_theirs, x.detach(), sf)
+    eq = q_ours == q_theirs  # the same level: the same bits
+    assert same(ours.detach().cpu()[eq], theirs.detach().cpu()[eq])
+    explain_q("fake_quantize_per_tensor %s backward vs torch" % fname, (gx != 0).long(), (gt != 0).long(),
+              x.detach(), sf)
+    both = ((gx != 0) & (gt != 0)).cpu()
+    assert same(gx.cpu()[both], gt.cpu()[both])
+    # scale and zero point as one-element tensors: the same bits
+    st, zt = torch.tensor([s], device=DEV), torch.tensor([zp], dtype=torch.int32, device=DEV)
+    assert same(bqo.fake_quantize_per_tensor_affine(x, st, zt, qmin, qmax), ours)
+
+
+@pytest.mark.parametrize("fname", ["float32", "float16"])
+def test_fake_quantize_per_channel_against_torch(fname):
+    T = dt(fname)
+    x = gen((16, 40, 24), T, seed=12, specials=False).to(DEV).requires_grad_()
+    sc = (torch.rand(40, generator=torch.Generator().manual_seed(13)) * 0.1 + 0.01).float().to(DEV)
+    zc = torch.randint(0, 255, (40,), generator=torch.Generator().manual_seed(14), dtype=torch.int32).to(DEV)
+    ours = bqo.fake_quantize_per_channel_affine(x, sc, zc, 1, 0, 255)
+    r = ref_quantize(x.detach(), sc.view(1, 40, 1), zc.view(1, 40, 1), 0, 255, torch.int32)
+    assert same(ours.detach(), ref_dequantize(r, sc.view(1, 40, 1), zc.view(1, 40, 1), T))
+    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(15)).to(T).to(DEV)
+    (gx,) = torch.autograd.grad(ours, x, dy)
+    m = ref_mask(x.detach(), sc.view(1, 40, 1), zc.view(1, 40, 1), 0, 255)
+    assert same(gx, torch.where(m, dy.cpu(), torch.zeros_like(dy.cpu())))
+    x2 = x.detach().clone().requires_grad_()
+    try:
+        theirs = torch.fake_quantize_per_channel_affine(x2, sc, zc, 1, 0, 255)
+        (gt,) = torch.autograd.grad(theirs, x2, dy)
+    except (RuntimeError, NotImplementedError) as e:  # the contract checks above ran
+        pytest.skip("PyTorch's fake_quantize_per_channel_affine refuses %s: %s" % (fname, str(e).splitlines()[0]))
+    s3 = sc.view(1, 40, 1).cpu()
+    q_ours = torch.round(ours.detach().cpu().double() / s3.double()).long()
+    q_theirs = torch.round(theirs.detach().cpu().double() / s3.double()).long()
+    explain_q("fake_quantize_per_channel %s forward vs torch" % fname, q_ours, q_theirs, x.detach(),
+              s3.expand(x.shape))
+    eq = q_ours == q_theirs
+    assert same(ours.detach().cpu()[eq], theirs.detach().cpu()[eq])
+    explain_q("fake_quantize_per_channel %s backward vs torch" % fname, (gx != 0).long(), (gt != 0).long(),
+              x.detach(), s3.expand(x.shape))
+
+
+# ---- dynamic quantize (vLLM's scaled_int8_quant) ----------------------------------------------
+@pytest.mark.parametrize("fname", FLOATS)
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_dynamic_per_token(fname, symmetric):
+    T = dt(fname)
+    x = gen((33, 200), T, seed=16, specials=False)
+    x[3] = 0  # an all-zero row: scale 1
+    x[5, 7] = float("nan")  # ignored by the scale
+    q, s, z = bqo.dynamic_per_token_quant(x.to(DEV), symmetric=symmetric)
+    assert q.shape == x.shape and s.shape == (33, 1) and s.dtype == torch.float32
+    c = C(T)
+    xv = x.to(c)
+    fin = torch.where(torch.isnan(xv), torch.zeros_like(xv), xv)
+    if symmetric:
+        assert z is None
+        rs = (fin.abs().amax(1) / 127).float()
+        rs = torch.where(rs == 0, torch.ones_like(rs), rs)
+        rz = torch.zeros(33, dtype=torch.int32)
+    else:
+        hi, lo = fin.amax(1).clamp(min=0), fin.amin(1).clamp(max=0)
+        rs = ((hi - lo) / 255).float()
+        rs = torch.where(rs == 0, torch.ones_like(rs), rs)
+        rz = (-128 - torch.round(lo / rs.to(c))).clamp(-128, 127).to(torch.int32)
+        assert same(z.view(-1), rz)
+    assert same(s.view(-1), rs)
+    assert same(q, ref_quantize(x, rs.view(33, 1), rz.view(33, 1), -128, 127, torch.int8))
+
+
+def test_dynamic_static_scale_and_strides():
+    base = gen((20, 160), torch.bfloat16, seed=17, specials=False).to(DEV)
+    x = base[:, :128]
+    sc = torch.tensor([0.03], device=DEV)
+    q, s, z = bqo.dynamic_per_token_quant(x, scale=sc)
+    assert s is sc and z is None
+    assert same(q, ref_quantize(x.cpu(), torch.tensor(0.03, dtype=torch.float32), 0, -128, 127, torch.int8))
+    azp = torch.tensor([5], dtype=torch.int32, device=DEV)
+    q, _, z = bqo.dynamic_per_token_quant(x, symmetric=False, scale=sc, azp=azp)
+    assert z is azp
+    assert same(q, ref_quantize(x.cpu(), torch.tensor(0.03, dtype=torch.float32), 5, -128, 127, torch.int8))
+    q1, s1, _ = bqo.dynamic_per_token_quant(x)
+    q2, s2, _ = bqo.dynamic_per_token_quant(x.contiguous())
+    assert same(q1, q2) and same(s1, s2)
+
+
+# ---- linear layers -------------------------------------------------------------------------------
+def ref_epilogue(acc, sa, sw, bias, out_dtype):
+    c = C(out_dtype)
+    y = (acc.cpu().to(c) * sa.cpu().to(c).view(-1, 1)) * sw.cpu().to(c).view(1, -1)
+    if bias is not None:
+        y = y + bias.cpu().to(c).view(1, -1)
+    return y.to(out_dtype)
+
+
+@pytest.mark.parametrize("m", [1, 24, 300])
+def test_int8_linear_against_int_mm(m):
+    g = torch.Generator().manual_seed(18)
+    k, n = 512, 384
+    a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8).to(DEV)
+    w = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8).to(DEV)
+    sa = (torch.rand(m, generator=g) * 0.01 + 1e-3).to(DEV)
+    sw = (torch.rand(n, generator=g) * 0.01 + 1e-3).to(DEV)
+    bias = torch.randn(n, generator=g).half().to(DEV)
+    y = bqo.int8_linear(a, w, sa, sw, bias, out_dtype=torch.float16)
+    if m > 16:
+        acc = torch._int_mm(a, w.t())
+    else:
+        acc = a.cpu().long() @ w.cpu().long().t()
+    assert same(y, ref_epilogue(acc, sa, sw, bias, torch.float16))
+    # per tensor: a one-element a_scales
+    y1 = bqo.int8_linear(a, w, sa[:1].clone(), sw, None, out_dtype=torch.float16)
+    assert same(y1, ref_epilogue(acc, sa[:1].expand(m), sw, None, torch.float16))
+
+
+def test_quantized_linear_and_module():
+    g = torch.Generator().manual_seed(19)
+    lin = torch.nn.Linear(256, 192, bias=True).to(DEV).half()
+    x = torch.randn(3, 40, 256, generator=g).half().to(DEV)
+    mod = bqo.QuantizedLinear.from_float(lin)
+    qw, sw, _ = bqo.dynamic_per_token_quant(lin.weight.detach())
+    assert same(mod.weight, qw) and same(mod.w_scales, sw.view(-1))
+    y = mod(x)
+    assert y.shape == (3, 40, 192) and y.dtype == torch.float16
+    # the same as quantizing the activations per token, then the int8 GEMM
+    qa, sa, _ = bqo.dynamic_per_token_quant(x)
+    acc = torch._int_mm(qa.view(120, 256), mod.weight.t())
+    assert same(y.view(120, 192), ref_epilogue(acc, sa.view(-1), mod.w_scales, lin.bias.detach(), torch.float16))
+    assert same(bqo.quantized_linear(x, mod.weight, mod.w_scales, lin.bias.detach()), y)
+
+
+# ---- torch.compile and CUDA graphs ------------------------------------------------------------
+def _block(x, w, sw, bias):
+    q, s, _ = bqo.dynamic_per_token_quant(x)
+    y = bqo.int8_linear(q, w, s.view(-1), sw, bias, out_dtype=torch.float16)
+    q2 = bqo.quantize_per_tensor(y, 0.05, 3)
+    return bqo.dequantize(q2, 0.05, 3, out_dtype=torch.float16), y
+
+
+def _block_inputs():
+    g = torch.Generator().manual_seed(20)
+    x = torch.randn(64, 256, generator=g).half().to(DEV)
+    w = torch.randint(-128, 128, (128, 256), generator=g, dtype=torch.int8).to(DEV)
+    sw = (torch.rand(128, generator=g) * 0.01 + 1e-3).to(DEV)
+    bias = torch.randn(128, generator=g).half().to(DEV)
+    return x, w, sw, bias
+
+
+def test_torch_compile_fullgraph():
+    import torch._dynamo
+    torch._dynamo.reset()
+    args = _block_inputs()
+    eager = _block(*args)
+    compiled = torch.compile(_block, fullgraph=True)
+    got = compiled(*args)
+    for e, c in zip(eager, got):
+        assert same(e, c)
+    # the fake quantize autograd path compiles too
+    x = args[0].float().requires_grad_()
+    f = torch.compile(lambda t: bqo.fake_quantize_per_tensor_affine(t, 0.05, 0, -128, 127).sum(), fullgraph=True)
+    f(x).backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+
+
+def test_cuda_graph_replay():
+    args = _block_inputs()
+    eager = _block(*args)
+    static = [a.clone() for a in args]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _block(*static)  # warm-up: plans selected outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = _block(*static)
+    static[0].copy_(args[0] * 0)  # change the input, then restore it: replay recomputes
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not same(out[1], eager[1]) or bool((eager[1] == 0).all())
+    static[0].copy_(args[0])
+    graph.replay()
+    torch.cuda.synchronize()
+    for e, c in zip(eager, out):
+        assert same(e, c)
+
+
+# ---- devices and DLPack ----------------------------------------------------------------------------
+@pytest.mark.skipif(not cuda_available() or torch.cuda.device_count() < 2, reason="needs 2 or more GPUs")
+def test_each_device():
+    x = gen((50, 64), torch.float32, seed=21)
+    r = ref_quantize(x, torch.tensor(0.05, dtype=torch.float64), 1, -128, 127, torch.int8)
+    for i in range(torch.cuda.device_count()):
+        with torch.cuda.device(0):  # another device current: the op uses the tensor's
+            q = bqo.quantize_per_tensor(x.to("cuda:%d" % i), 0.05, 1)
+        assert q.device.index == i and same(q, r)
+        a = torch.randint(-128, 128, (32, 64), dtype=torch.int8, device="cuda:%d" % i)
+        w = torch.randint(-128, 128, (48, 64), dtype=torch.int8, device="cuda:%d" % i)
+        sa, sw = torch.full((32,), 0.01, device=a.device), torch.full((48,), 0.02, device=a.device)
+        y = bqo.int8_linear(a, w, sa, sw)
+        assert same(y, ref_epilogue(a.cpu().long() @ w.cpu().long().t(), sa, sw, None, torch.float16))
+
+
+def test_dlpack_front_end():
+    from baracuda_quant import dlpack
+    x = gen((16, 64), torch.float32, seed=22)
+    xd = x.to(DEV)
+    torch.cuda.synchronize()
+    q = dlpack.quantize_per_tensor(_Producer(xd), 0.05, 2)
+    qt = torch.from_dlpack(q)
+    assert qt.device == xd.device and qt.dtype == torch.int8
+    assert same(qt, ref_quantize(x, torch.tensor(0.05, dtype=torch.float64), 2, -128, 127, torch.int8))
+    del qt, q
+    qd, s, z = dlpack.dynamic_per_token_quant(_Producer(xd))
+    assert same(torch.from_dlpack(s).view(-1), bqo.dynamic_per_token_quant(xd)[1].view(-1))
+
+
+class _Producer:
+    """A DLPack producer that is not a torch.Tensor (so the DLPack path is taken)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None, **kw):
+        return self.t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
