@@ -4061,6 +4061,29 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
     if (d->device < 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+    /* every other field: left 0 (default), or its one meaningful value (s8 weights in
+       their full range, int32 sums); no float data, scales or zero points exist here */
+    if (d->granularity != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
+                      name, (int)d->granularity);
+    if (d->float_type != BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                      "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));
+    if (d->int_type != BQ_DTYPE_DEFAULT && d->int_type != BQ_S8)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 (the weights) or default",
+                      name, (int)d->int_type, bq__dtype_name(d->int_type));
+    if (d->out_type != BQ_DTYPE_DEFAULT && d->out_type != BQ_S32)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_S32 (the sums) or default",
+                      name, (int)d->out_type, bq__dtype_name(d->out_type));
+    if (d->scale_type != BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                      "sums use no scales", name, (int)d->scale_type, bq__dtype_name(d->scale_type));
+    if (!(d->qmin == 0 && d->qmax == 0) && !(d->qmin == -128 && d->qmax == 127))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be both 0 or the s8 "
+                      "range [-128, 127]", name, d->qmin, d->qmax);
+    if (d->asymmetric != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
+                      "layer", name, d->asymmetric);
     bq_desc z;
     memset(&z, 0, sizeof z);
     z.op = d->op;
@@ -4192,6 +4215,7 @@ struct bq_plan {
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
+#define BQ__MAX_CHANNELS ((int64_t)1 << 39) /* per channel: bq_affine_cols' grid x (256 lanes of 2 or more columns a block) fits */
 
 BQ__FN bq_status bq__check_ptr(const bq_plan *p, const char *field, const void *ptr, int elem) {
   if (!ptr) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", p->name, field);
@@ -4234,6 +4258,12 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
                         (long long)a->shape[i]);
       total *= a->shape[i];
     }
+    /* bq_affine_cols (the axis innermost) launches a block per 256 lanes of columns in a
+       grid x of at most 2^31 - 1 blocks, with no stride: the channel count is bounded so
+       that every non-empty per-channel call fits it, whichever kernel takes it */
+    if (total && a->shape[axis] > BQ__MAX_CHANNELS)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.shape[%d] (%lld) has more than 2^39 channels (args.axis %d)",
+                      n, axis, (long long)a->shape[axis], a->axis);
     for (int i = axis + 1; i < a->rank && total; i++) inner *= a->shape[i]; /* <= total */
     v->rows = 1; v->cols = v->xs = v->ys = v->numel = total;
     v->group = inner ? inner : 1;
@@ -4281,9 +4311,19 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
   return BQ_SUCCESS;
 }
 
+#define BQ__BLOCKS_MAX_GRID (((int64_t)1 << 24) - 1)
 BQ__FN int64_t bq__grid(int64_t work, int teams) {
   int64_t blocks = (work + teams - 1) / teams;
   return blocks > 0x7fffffff ? 0x7fffffff : blocks;
+}
+
+/* Validation bounds every call so that its grid fits the launch limits; a grid that does
+   not would run only part of the work, so it fails here rather than launch. */
+BQ__FN int bq__grid_invalid(const bq_plan *p, int64_t blocks, int64_t blocks_y) {
+  if (blocks >= 1 && blocks <= 0x7fffffff && blocks_y >= 1 && blocks_y <= 65535) return 0;
+  bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: grid (%lld, %lld) exceeds the launch limits", p->name, (long long)blocks,
+           (long long)blocks_y);
+  return 1;
 }
 
 /* Kernel `which` of the plan's module over a [blocks, blocks_y] grid, with `smem` bytes of
@@ -4291,6 +4331,7 @@ BQ__FN int64_t bq__grid(int64_t work, int teams) {
 BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads, unsigned smem,
                             void *params, void *stream) {
   void *args[1] = {params};
+  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
   bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
                                           (unsigned)threads, 1, 1, smem, (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
@@ -4301,6 +4342,7 @@ BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t
 BQ__FN bq_status bq__launch_overlapped(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads,
                                        unsigned smem, void *params, void *stream) {
   void *args[1] = {params};
+  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
   bq__CUlaunchAttribute at;
   memset(&at, 0, sizeof at);
   at.id = BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION;
@@ -4652,6 +4694,9 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
        0.898 of copy, per token f64 quantize backward 0.945 -> 0.956) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
+    /* the kernel's 32-bit lane index (blockIdx.x * blockDim.x) must not wrap: fewer than
+       2^24 blocks of 256, each warp striding over the items */
+    if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
     int tok = d->granularity == BQ_PER_TOKEN, which = narrow ? (tok ? 3 : 4)
                                                        : d->granularity == BQ_PER_CHANNEL ? 3 : tok ? 1 : 2;
     return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
@@ -4884,6 +4929,7 @@ BQ__FN int64_t bq__linear_max_k(const bq_desc *d) {
 }
 
 typedef struct bq__linear_view { int64_t m, n, k, lda, ldy; } bq__linear_view;
+#define BQ__WSUM_MAX_K ((int64_t)1 << 24)
 
 BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__linear_view *v) {
   const char *nm = p->name;
@@ -4899,6 +4945,13 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   v->m = wsum ? 0 : a->rows;
   v->n = a->n;
   v->k = a->cols;
+  if (v->n && v->k > BQ__MAX_ELEMS / v->n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.n (N = %lld) times args.cols (K = %lld) is too large: the "
+                    "weight holds more than 2^56 elements", nm, (long long)v->n, (long long)v->k);
+  /* the sums: |w| <= 128, so K <= 2^24 keeps every int32 partial sum exact */
+  if (wsum && v->k > BQ__WSUM_MAX_K)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
+                    "sums of s8 weights cannot overflow", nm, (long long)v->k, (long long)BQ__WSUM_MAX_K);
   if (wsum) return BQ_SUCCESS;
   int64_t max_k = bq__linear_max_k(&p->desc);
   if (v->k > max_k)
@@ -4919,9 +4972,6 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   if (((v->m + 127) / 128) * ((v->n + 127) / 128) > 0x7fffffffLL) /* one CTA per tile, a 1-D grid */
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times args.n (N = %lld) is too large", nm,
                     (long long)v->m, (long long)v->n);
-  if (v->n && v->k > BQ__MAX_ELEMS / v->n)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: the weight (N = %lld, K = %lld) is too large", nm, (long long)v->n,
-                    (long long)v->k);
   return BQ_SUCCESS;
 }
 
@@ -5336,7 +5386,7 @@ BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
 
 BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (!p) return "";
-  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights";
+  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights (K <= 2^24)";
   if (bq__is_linear(p->desc.op))
     return p->desc.out_type == BQ_F64
                ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
