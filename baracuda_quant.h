@@ -144,6 +144,9 @@
      BARACUDA_QUANT_PDL            0: QuantizedLinear plans selected with it launch their
                                    weight streaming after the activations' kernel ends,
                                    not overlapping it
+   The on/off variables (DISABLE_CACHE, FORCE_PTX, QUIET, WGMMA, PDL) read 1, true, yes or
+   on as on and 0, false, no or off as off, in any case; unset or empty means the default
+   (off, but on for WGMMA and PDL); any other value means the default, with one warning.
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -508,17 +511,31 @@ BQ__FN bq_status bq__fail(bq_status st, const char *fmt, ...) {
 }
 
 BQ__FN void bq__warn(const char *fmt, ...) BQ__PRINTF(1, 2);
+BQ__FN int bq__env_flag(const char *name);
 BQ__FN void bq__warn(const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* The handler runs outside the lock, so that it may call the library (even
+     bq_set_warning_handler); the default writes each message in one call under the lock. */
   pthread_mutex_lock(&bq__warn_lock);
-  if (bq__warn_fn)
-    bq__warn_fn(msg, bq__warn_user);
-  else if (!getenv("BARACUDA_QUANT_QUIET"))
-    fprintf(stderr, "baracuda_quant: warning: %s\n", msg);
+  bq_warning_fn fn = bq__warn_fn;
+  void *user = bq__warn_user;
+  pthread_mutex_unlock(&bq__warn_lock);
+  if (fn) {
+    fn(msg, user);
+    return;
+  }
+  if (bq__env_flag("BARACUDA_QUANT_QUIET")) return;
+  char line[1100];
+  int n = snprintf(line, sizeof line, "baracuda_quant: warning: %s\n", msg);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+  pthread_mutex_lock(&bq__warn_lock);
+  fwrite(line, 1, (size_t)n, stderr);
+  fflush(stderr);
   pthread_mutex_unlock(&bq__warn_lock);
 }
 
@@ -597,10 +614,43 @@ BQ__FN void bq__copy(char *dst, size_t n, const char *src) {
   dst[k] = 0;
 }
 
-BQ__FN int bq__env_flag(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
+/* Boolean environment variables, all parsed alike: 0/false/no/off (any case) off,
+   1/true/yes/on on, unset or empty the default; anything else is the default plus one
+   warning for each variable and value. */
+static pthread_mutex_t bq__env_lock = PTHREAD_MUTEX_INITIALIZER;
+static char bq__env_warned[8][2][72]; /* variable, value: the last invalid value warned of */
+
+BQ__FN int bq__env_word(const char *v, const char *w) {
+  for (; *v && *w; v++, w++) {
+    char c = *v >= 'A' && *v <= 'Z' ? (char)(*v - 'A' + 'a') : *v;
+    if (c != *w) return 0;
+  }
+  return !*v && !*w;
 }
+
+BQ__FN int bq__env_bool(const char *name, int def) {
+  const char *v = getenv(name);
+  if (!v || !*v) return def;
+  if (bq__env_word(v, "0") || bq__env_word(v, "false") || bq__env_word(v, "no") || bq__env_word(v, "off")) return 0;
+  if (bq__env_word(v, "1") || bq__env_word(v, "true") || bq__env_word(v, "yes") || bq__env_word(v, "on")) return 1;
+  /* once per variable and value: marked before warning, since the warning itself reads
+     BARACUDA_QUANT_QUIET */
+  int warn = 1;
+  pthread_mutex_lock(&bq__env_lock);
+  size_t i = 0, n = sizeof bq__env_warned / sizeof bq__env_warned[0];
+  for (; i < n && bq__env_warned[i][0][0] && strcmp(bq__env_warned[i][0], name); i++) {}
+  if (i < n) {
+    if (!strncmp(bq__env_warned[i][1], v, sizeof bq__env_warned[i][1] - 1)) warn = 0;
+    bq__copy(bq__env_warned[i][0], sizeof bq__env_warned[i][0], name);
+    bq__copy(bq__env_warned[i][1], sizeof bq__env_warned[i][1], v);
+  }
+  pthread_mutex_unlock(&bq__env_lock);
+  if (warn)
+    bq__warn("%s (\"%.64s\") is not a boolean: 0/false/no/off or 1/true/yes/on; using the default (%s)", name, v,
+             def ? "on" : "off");
+  return def;
+}
+BQ__FN int bq__env_flag(const char *name) { return bq__env_bool(name, 0); }
 
 /* ---- run-time loading: the driver ------------------------------------------------- */
 static pthread_once_t bq__drv_once = PTHREAD_ONCE_INIT;
@@ -5253,8 +5303,7 @@ BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
 /* The linear GEMMs' warpgroup-MMA tiles need an sm_90a module: wanted on sm_90 unless
    BARACUDA_QUANT_WGMMA=0. */
 BQ__FN int bq__wgmma_wanted(const bq_desc *d) {
-  const char *v = getenv("BARACUDA_QUANT_WGMMA");
-  return bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS && !(v && strcmp(v, "0") == 0);
+  return bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS && bq__env_bool("BARACUDA_QUANT_WGMMA", 1);
 }
 
 /* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
@@ -5262,8 +5311,7 @@ BQ__FN int bq__wgmma_wanted(const bq_desc *d) {
    instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
    unless BARACUDA_QUANT_PDL=0. */
 BQ__FN int bq__pdl_wanted(const bq__target *t) {
-  const char *v = getenv("BARACUDA_QUANT_PDL");
-  return t->arch >= 90 && bq__drv.version >= 12030 && !(v && strcmp(v, "0") == 0);
+  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
 }
 
 BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
