@@ -4672,7 +4672,7 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
-                      (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs * g != v->cols)))
+                      (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs != v->cols / g)))
     return 0;
   /* where nothing straddles, the ops that take bq_affine_blocks keep it (G = 128: quantize
      forward bf16 0.96 there, 0.93 here at G = 105); the others take this kernel too. Per
