@@ -1,9 +1,22 @@
-/* fake_driver.c - a stand-in libcuda for the loader tests, selected with
+/* fake_driver.c - a stand-in libcuda for the host tests, selected with
    BARACUDA_QUANT_DRIVER=<path to this library>. FAKE_CUDA_MODE picks its behaviour:
+     (unset)   a working driver of one device that runs nothing: contexts, modules and
+               functions are handles, memory calls succeed without touching memory, and
+               every launch is checked against the launch limits below
      old       cuDriverGetVersion reports CUDA 11.8
      nodevice  cuInit fails with CUDA_ERROR_NO_DEVICE (100)
      nullptr   cuGetProcAddress_v2 succeeds but hands back a NULL pointer for cuLaunchKernel
-     missing   cuGetProcAddress_v2 reports cuModuleLoadData as not found */
+     missing   cuGetProcAddress_v2 reports cuModuleLoadData as not found
+   FAKE_CUDA_SM sets the device's compute capability (10 * major + minor, default 90).
+
+   Launch limits (an sm_90 device's): grid x 1 .. 2^31 - 1, grid y and z 1 .. 65535, block
+   x and y 1 .. 1024, z 1 .. 64, at most 1024 threads a block, dynamic shared memory at most
+   48 KiB unless cuFuncSetAttribute raised the function's bound (at most 227 KiB). A launch
+   outside them prints what it asked for and aborts: the library must never ask. Every
+   launch is recorded for the tests (fake_cuda_launches, fake_cuda_last_launch). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +40,222 @@ static CUresult fake_error_string(int e, const char **s) {
 }
 static CUresult fake_other(void) { return 999; }
 
+/* ---- one device, its primary context ------------------------------------------------- */
+#define INVALID_VALUE 1
+#define INVALID_DEVICE 101
+#define SMEM_DEFAULT (48 * 1024)
+#define SMEM_OPTIN (227 * 1024)
+static char primary_ctx; /* its address is the context */
+static __thread void *current;
+
+static CUresult fake_device_get(int *d, int ordinal) {
+  if (ordinal != 0) return INVALID_DEVICE;
+  *d = 0;
+  return 0;
+}
+static CUresult fake_device_count(int *n) {
+  *n = 1;
+  return 0;
+}
+static CUresult fake_device_name(char *name, int len, int d) {
+  (void)d;
+  if (len > 0) snprintf(name, (size_t)len, "fake device");
+  return 0;
+}
+static CUresult fake_device_attribute(int *v, int attr, int d) {
+  const char *e = getenv("FAKE_CUDA_SM");
+  int sm = e && *e ? atoi(e) : 90;
+  if (d != 0) return INVALID_DEVICE;
+  switch (attr) {
+  case 1: *v = 1024; break;    /* max threads per block */
+  case 16: *v = 132; break;    /* multiprocessors */
+  case 75: *v = sm / 10; break; /* compute capability */
+  case 76: *v = sm % 10; break;
+  default: *v = 0; break;
+  }
+  return 0;
+}
+static CUresult fake_primary_retain(void **c, int d) {
+  if (d != 0) return INVALID_DEVICE;
+  *c = &primary_ctx;
+  return 0;
+}
+static CUresult fake_ctx_get(void **c) {
+  *c = current;
+  return 0;
+}
+static CUresult fake_ctx_set(void *c) {
+  current = c;
+  return 0;
+}
+static CUresult fake_ctx_device(int *d) {
+  *d = 0;
+  return current ? 0 : 201; /* CUDA_ERROR_INVALID_CONTEXT */
+}
+static CUresult fake_ok(void) { return 0; }
+
+/* ---- modules and functions --------------------------------------------------------------- */
+typedef struct fake_fn {
+  struct fake_fn *next;
+  char name[128];
+  int max_dynamic_smem;
+} fake_fn;
+typedef struct fake_module { fake_fn *fns; } fake_module;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult fake_module_load(void **m, const void *image) {
+  if (!image) return INVALID_VALUE;
+  fake_module *mod = calloc(1, sizeof *mod);
+  if (!mod) return 2;
+  *m = mod;
+  return 0;
+}
+static CUresult fake_module_unload(void *m) {
+  fake_module *mod = m;
+  if (!mod) return INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  for (fake_fn *f = mod->fns, *n; f; f = n) {
+    n = f->next;
+    free(f);
+  }
+  pthread_mutex_unlock(&lock);
+  free(mod);
+  return 0;
+}
+static CUresult fake_module_function(void **f, void *m, const char *name) {
+  fake_module *mod = m;
+  if (!mod || !name) return INVALID_VALUE;
+  fake_fn *fn = calloc(1, sizeof *fn);
+  if (!fn) return 2;
+  snprintf(fn->name, sizeof fn->name, "%s", name);
+  fn->max_dynamic_smem = SMEM_DEFAULT;
+  pthread_mutex_lock(&lock);
+  fn->next = mod->fns;
+  mod->fns = fn;
+  pthread_mutex_unlock(&lock);
+  *f = fn;
+  return 0;
+}
+static CUresult fake_func_attribute(void *f, int attr, int value) {
+  fake_fn *fn = f;
+  if (!fn) return INVALID_VALUE;
+  if (attr == 8) { /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    if (value < 0 || value > SMEM_OPTIN) return INVALID_VALUE;
+    fn->max_dynamic_smem = value > SMEM_DEFAULT ? value : SMEM_DEFAULT;
+  }
+  return 0;
+}
+
+/* ---- launches ----------------------------------------------------------------------------- */
+typedef struct fake_launch {
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  char name[128];
+} fake_launch;
+static unsigned long long launches;
+static fake_launch last;
+
+static void check_launch(fake_fn *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned smem, const char *how) {
+  const char *bad = NULL;
+  if (!fn) bad = "no function";
+  else if (gx < 1 || gx > 0x7fffffffu) bad = "grid x outside 1 .. 2^31 - 1";
+  else if (gy < 1 || gy > 65535 || gz < 1 || gz > 65535) bad = "grid y or z outside 1 .. 65535";
+  else if (bx < 1 || bx > 1024 || by < 1 || by > 1024 || bz < 1 || bz > 64) bad = "a block dimension out of range";
+  else if ((unsigned long long)bx * by * bz > 1024) bad = "more than 1024 threads a block";
+  else if (smem > (unsigned)fn->max_dynamic_smem) bad = "dynamic shared memory above the function's bound";
+  if (bad) {
+    fprintf(stderr, "fake driver: %s rejects %s: grid (%u, %u, %u), block (%u, %u, %u), %u bytes of shared memory "
+            "(bound %d): %s\n", how, fn ? fn->name : "(null)", gx, gy, gz, bx, by, bz, smem,
+            fn ? fn->max_dynamic_smem : 0, bad);
+    abort();
+  }
+  pthread_mutex_lock(&lock);
+  launches++;
+  last = (fake_launch){gx, gy, gz, bx, by, bz, smem, ""};
+  snprintf(last.name, sizeof last.name, "%s", fn->name);
+  pthread_mutex_unlock(&lock);
+}
+static CUresult fake_launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
+  (void)stream;
+  (void)extra;
+  if (!params) return INVALID_VALUE;
+  check_launch(f, gx, gy, gz, bx, by, bz, smem, "cuLaunchKernel");
+  return 0;
+}
+typedef struct fake_config {
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  void *stream;
+  void *attrs;
+  unsigned num_attrs;
+} fake_config;
+static CUresult fake_launch_kernel_ex(const fake_config *c, void *f, void **params, void **extra) {
+  (void)extra;
+  if (!c || !params) return INVALID_VALUE;
+  check_launch(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, "cuLaunchKernelEx");
+  return 0;
+}
+
+/* for the tests: launches so far, and the last one's grid, block, shared memory and kernel */
+unsigned long long fake_cuda_launches(void) {
+  pthread_mutex_lock(&lock);
+  unsigned long long n = launches;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+void fake_cuda_last_launch(unsigned dims[7], char *name, size_t name_size) {
+  pthread_mutex_lock(&lock);
+  unsigned d[7] = {last.gx, last.gy, last.gz, last.bx, last.by, last.bz, last.smem};
+  memcpy(dims, d, sizeof d);
+  if (name && name_size) snprintf(name, name_size, "%s", last.name);
+  pthread_mutex_unlock(&lock);
+}
+
+/* ---- memory: addresses handed out, never backed ------------------------------------------ */
+static unsigned long long next_address = 0x7f0000000000ull;
+static CUresult fake_mem_alloc(unsigned long long *p, size_t n) {
+  pthread_mutex_lock(&lock);
+  *p = next_address;
+  next_address += (n + 255) & ~(size_t)255;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
                              int *status) {
   (void)version;
   (void)flags;
+  static const struct { const char *name; void *fn; } table[] = {
+    {"cuInit", (void *)fake_init},
+    {"cuDriverGetVersion", (void *)fake_version},
+    {"cuGetErrorString", (void *)fake_error_string},
+    {"cuDeviceGet", (void *)fake_device_get},
+    {"cuDeviceGetCount", (void *)fake_device_count},
+    {"cuDeviceGetName", (void *)fake_device_name},
+    {"cuDeviceGetAttribute", (void *)fake_device_attribute},
+    {"cuDevicePrimaryCtxRetain", (void *)fake_primary_retain},
+    {"cuCtxGetCurrent", (void *)fake_ctx_get},
+    {"cuCtxSetCurrent", (void *)fake_ctx_set},
+    {"cuCtxGetDevice", (void *)fake_ctx_device},
+    {"cuCtxSynchronize", (void *)fake_ok},
+    {"cuModuleLoadData", (void *)fake_module_load},
+    {"cuModuleUnload", (void *)fake_module_unload},
+    {"cuModuleGetFunction", (void *)fake_module_function},
+    {"cuFuncSetAttribute", (void *)fake_func_attribute},
+    {"cuLaunchKernel", (void *)fake_launch_kernel},
+    {"cuLaunchKernelEx", (void *)fake_launch_kernel_ex},
+    {"cuMemAlloc", (void *)fake_mem_alloc},
+    {"cuMemFree", (void *)fake_ok},
+    {"cuMemcpyHtoD", (void *)fake_ok},
+    {"cuMemcpyDtoH", (void *)fake_ok},
+    {"cuMemcpyDtoDAsync", (void *)fake_ok},
+    {"cuMemsetD8", (void *)fake_ok},
+    {"cuMemsetD8Async", (void *)fake_ok},
+    {"cuStreamSynchronize", (void *)fake_ok},
+  };
   void *f = (void *)fake_other;
-  if (!strcmp(symbol, "cuInit")) f = (void *)fake_init;
-  if (!strcmp(symbol, "cuDriverGetVersion")) f = (void *)fake_version;
-  if (!strcmp(symbol, "cuGetErrorString")) f = (void *)fake_error_string;
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(symbol, table[i].name)) f = table[i].fn;
   if (!strcmp(mode(), "nullptr") && !strcmp(symbol, "cuLaunchKernel")) f = NULL;
   if (!strcmp(mode(), "missing") && !strcmp(symbol, "cuModuleLoadData")) {
     *pfn = NULL;
