@@ -11,10 +11,10 @@ for m in re.finditer(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\
     passed += ok
     failed += bad + crash
 skipped = len(re.findall(r"^\[SKIP\] ", text, re.M))  # Criterion leaves skips out of "Tested"
-# non-Criterion tests (header, link and embedding checks) count once each
+# non-Criterion tests (header, link and embedding checks, the fuzz corpus) count once each
 for m in re.finditer(r"^\s*\d+/\d+\s+\S+:(\S+)\s+(OK|FAIL|SKIP|TIMEOUT)", text, re.M):
     name, res = m.groups()
-    if name.startswith(("header", "link", "embedded")):
+    if name.startswith(("header", "link", "embedded", "fuzz")):
         if res == "OK":
             passed += 1
         elif res == "SKIP":
