@@ -97,7 +97,7 @@ Test(launch, per_channel_columns_at_the_channel_bound) {
 }
 
 /* per group, bq_affine_blocks: its 32-bit lane index needs fewer than 2^24 blocks of 256;
-   2^28 work items (8 a block) are capped there, 2^25 are not */
+   2^28 items of a warp (8 a block) are capped there, 2^25 are not */
 Test(launch, blocks_grid_capped_below_2p24) {
   bq_plan *p = select_(BQ_QUANTIZE, BQ_PER_GROUP, BQ_F32);
   bq_args a;
