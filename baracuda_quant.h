@@ -164,6 +164,9 @@
                                    not overlapping it
      BARACUDA_QUANT_STATS          1: print this process's cache counters (hits, misses,
                                    compiles) on stderr once at exit, one line
+   The on/off variables (DISABLE_CACHE, FORCE_PTX, QUIET, WGMMA, PDL) read 1, true, yes or
+   on as on and 0, false, no or off as off, in any case; unset or empty means the default
+   (off, but on for WGMMA and PDL); any other value means the default, with one warning.
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -545,17 +548,31 @@ BQ__FN bq_status bq__fail(bq_status st, const char *fmt, ...) {
 }
 
 BQ__FN void bq__warn(const char *fmt, ...) BQ__PRINTF(1, 2);
+BQ__FN int bq__env_flag(const char *name);
 BQ__FN void bq__warn(const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* The handler runs outside the lock, so that it may call the library (even
+     bq_set_warning_handler); the default writes each message in one call under the lock. */
   pthread_mutex_lock(&bq__warn_lock);
-  if (bq__warn_fn)
-    bq__warn_fn(msg, bq__warn_user);
-  else if (!getenv("BARACUDA_QUANT_QUIET"))
-    fprintf(stderr, "baracuda_quant: warning: %s\n", msg);
+  bq_warning_fn fn = bq__warn_fn;
+  void *user = bq__warn_user;
+  pthread_mutex_unlock(&bq__warn_lock);
+  if (fn) {
+    fn(msg, user);
+    return;
+  }
+  if (bq__env_flag("BARACUDA_QUANT_QUIET")) return;
+  char line[1100];
+  int n = snprintf(line, sizeof line, "baracuda_quant: warning: %s\n", msg);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+  pthread_mutex_lock(&bq__warn_lock);
+  fwrite(line, 1, (size_t)n, stderr);
+  fflush(stderr);
   pthread_mutex_unlock(&bq__warn_lock);
 }
 
@@ -634,10 +651,43 @@ BQ__FN void bq__copy(char *dst, size_t n, const char *src) {
   dst[k] = 0;
 }
 
-BQ__FN int bq__env_flag(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
+/* Boolean environment variables, all parsed alike: 0/false/no/off (any case) off,
+   1/true/yes/on on, unset or empty the default; anything else is the default plus one
+   warning for each variable and value. */
+static pthread_mutex_t bq__env_lock = PTHREAD_MUTEX_INITIALIZER;
+static char bq__env_warned[8][2][72]; /* variable, value: the last invalid value warned of */
+
+BQ__FN int bq__env_word(const char *v, const char *w) {
+  for (; *v && *w; v++, w++) {
+    char c = *v >= 'A' && *v <= 'Z' ? (char)(*v - 'A' + 'a') : *v;
+    if (c != *w) return 0;
+  }
+  return !*v && !*w;
 }
+
+BQ__FN int bq__env_bool(const char *name, int def) {
+  const char *v = getenv(name);
+  if (!v || !*v) return def;
+  if (bq__env_word(v, "0") || bq__env_word(v, "false") || bq__env_word(v, "no") || bq__env_word(v, "off")) return 0;
+  if (bq__env_word(v, "1") || bq__env_word(v, "true") || bq__env_word(v, "yes") || bq__env_word(v, "on")) return 1;
+  /* once per variable and value: marked before warning, since the warning itself reads
+     BARACUDA_QUANT_QUIET */
+  int warn = 1;
+  pthread_mutex_lock(&bq__env_lock);
+  size_t i = 0, n = sizeof bq__env_warned / sizeof bq__env_warned[0];
+  for (; i < n && bq__env_warned[i][0][0] && strcmp(bq__env_warned[i][0], name); i++) {}
+  if (i < n) {
+    if (!strncmp(bq__env_warned[i][1], v, sizeof bq__env_warned[i][1] - 1)) warn = 0;
+    bq__copy(bq__env_warned[i][0], sizeof bq__env_warned[i][0], name);
+    bq__copy(bq__env_warned[i][1], sizeof bq__env_warned[i][1], v);
+  }
+  pthread_mutex_unlock(&bq__env_lock);
+  if (warn)
+    bq__warn("%s (\"%.64s\") is not a boolean: 0/false/no/off or 1/true/yes/on; using the default (%s)", name, v,
+             def ? "on" : "off");
+  return def;
+}
+BQ__FN int bq__env_flag(const char *name) { return bq__env_bool(name, 0); }
 
 /* ---- run-time loading: the driver ------------------------------------------------- */
 static pthread_once_t bq__drv_once = PTHREAD_ONCE_INIT;
@@ -4149,6 +4199,29 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
     if (d->device < 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+    /* every other field: left 0 (default), or its one meaningful value (s8 weights in
+       their full range, int32 sums); no float data, scales or zero points exist here */
+    if (d->granularity != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
+                      name, (int)d->granularity);
+    if (d->float_type != BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                      "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));
+    if (d->int_type != BQ_DTYPE_DEFAULT && d->int_type != BQ_S8)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 (the weights) or default",
+                      name, (int)d->int_type, bq__dtype_name(d->int_type));
+    if (d->out_type != BQ_DTYPE_DEFAULT && d->out_type != BQ_S32)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_S32 (the sums) or default",
+                      name, (int)d->out_type, bq__dtype_name(d->out_type));
+    if (d->scale_type != BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                      "sums use no scales", name, (int)d->scale_type, bq__dtype_name(d->scale_type));
+    if (!(d->qmin == 0 && d->qmax == 0) && !(d->qmin == -128 && d->qmax == 127))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be both 0 or the s8 "
+                      "range [-128, 127]", name, d->qmin, d->qmax);
+    if (d->asymmetric != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
+                      "layer", name, d->asymmetric);
     bq_desc z;
     memset(&z, 0, sizeof z);
     z.op = d->op;
@@ -4281,6 +4354,7 @@ struct bq_plan {
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
+#define BQ__MAX_CHANNELS ((int64_t)1 << 39) /* per channel: bq_affine_cols' grid x (256 lanes of 2 or more columns a block) fits */
 
 BQ__FN bq_status bq__check_ptr(const bq_plan *p, const char *field, const void *ptr, int elem) {
   if (!ptr) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", p->name, field);
@@ -4324,6 +4398,12 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
                         (long long)a->shape[i]);
       total *= a->shape[i];
     }
+    /* bq_affine_cols (the axis innermost) launches a block per 256 lanes of columns in a
+       grid x of at most 2^31 - 1 blocks, with no stride: the channel count is bounded so
+       that every non-empty per-channel call fits it, whichever kernel takes it */
+    if (total && a->shape[axis] > BQ__MAX_CHANNELS)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.shape[%d] (%lld) has more than 2^39 channels (args.axis %d)",
+                      n, axis, (long long)a->shape[axis], a->axis);
     for (int i = axis + 1; i < a->rank && total; i++) inner *= a->shape[i]; /* <= total */
     v->rows = 1; v->cols = v->xs = v->ys = v->numel = total;
     v->group = inner ? inner : 1;
@@ -4371,9 +4451,19 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
   return BQ_SUCCESS;
 }
 
+#define BQ__BLOCKS_MAX_GRID (((int64_t)1 << 24) - 1)
 BQ__FN int64_t bq__grid(int64_t work, int teams) {
   int64_t blocks = (work + teams - 1) / teams;
   return blocks > 0x7fffffff ? 0x7fffffff : blocks;
+}
+
+/* Validation bounds every call so that its grid fits the launch limits; a grid that does
+   not would run only part of the work, so it fails here rather than launch. */
+BQ__FN int bq__grid_invalid(const bq_plan *p, int64_t blocks, int64_t blocks_y) {
+  if (blocks >= 1 && blocks <= 0x7fffffff && blocks_y >= 1 && blocks_y <= 65535) return 0;
+  bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: grid (%lld, %lld) exceeds the launch limits", p->name, (long long)blocks,
+           (long long)blocks_y);
+  return 1;
 }
 
 /* Kernel `which` of the plan's module over a [blocks, blocks_y] grid, with `smem` bytes of
@@ -4381,6 +4471,7 @@ BQ__FN int64_t bq__grid(int64_t work, int teams) {
 BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads, unsigned smem,
                             void *params, void *stream) {
   void *args[1] = {params};
+  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
   bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
                                           (unsigned)threads, 1, 1, smem, (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
@@ -4391,6 +4482,7 @@ BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t
 BQ__FN bq_status bq__launch_overlapped(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads,
                                        unsigned smem, void *params, void *stream) {
   void *args[1] = {params};
+  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
   bq__CUlaunchAttribute at;
   memset(&at, 0, sizeof at);
   at.id = BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION;
@@ -4650,7 +4742,7 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
-                      (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs * g != v->cols)))
+                      (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs != v->cols / g)))
     return 0;
   /* where nothing straddles, the ops that take bq_affine_blocks keep it (it is faster
      there); the others take this kernel too. Per token, rows on the 16-byte grid keep the
@@ -4717,6 +4809,9 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
        says why; fewer blocks than the SM could hold are faster for f64) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
+    /* the kernel's 32-bit lane index (blockIdx.x * blockDim.x) must not wrap: fewer than
+       2^24 blocks of 256, each warp striding over the items */
+    if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
     int tok = d->granularity == BQ_PER_TOKEN, which = narrow ? (tok ? 3 : 4)
                                                        : d->granularity == BQ_PER_CHANNEL ? 3 : tok ? 1 : 2;
     return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
@@ -4944,6 +5039,7 @@ BQ__FN int64_t bq__linear_max_k(const bq_desc *d) {
 }
 
 typedef struct bq__linear_view { int64_t m, n, k, lda, ldy; } bq__linear_view;
+#define BQ__WSUM_MAX_K ((int64_t)1 << 24)
 
 BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__linear_view *v) {
   const char *nm = p->name;
@@ -4959,6 +5055,13 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   v->m = wsum ? 0 : a->rows;
   v->n = a->n;
   v->k = a->cols;
+  if (v->n && v->k > BQ__MAX_ELEMS / v->n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.n (N = %lld) times args.cols (K = %lld) is too large: the "
+                    "weight holds more than 2^56 elements", nm, (long long)v->n, (long long)v->k);
+  /* the sums: |w| <= 128, so K <= 2^24 keeps every int32 partial sum exact */
+  if (wsum && v->k > BQ__WSUM_MAX_K)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
+                    "sums of s8 weights cannot overflow", nm, (long long)v->k, (long long)BQ__WSUM_MAX_K);
   if (wsum) return BQ_SUCCESS;
   int64_t max_k = bq__linear_max_k(&p->desc);
   if (v->k > max_k)
@@ -4979,9 +5082,6 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
   if (((v->m + 127) / 128) * ((v->n + 127) / 128) > 0x7fffffffLL) /* one CTA per tile, a 1-D grid */
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times args.n (N = %lld) is too large", nm,
                     (long long)v->m, (long long)v->n);
-  if (v->n && v->k > BQ__MAX_ELEMS / v->n)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: the weight (N = %lld, K = %lld) is too large", nm, (long long)v->n,
-                    (long long)v->k);
   return BQ_SUCCESS;
 }
 
@@ -5260,10 +5360,7 @@ BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wg
 }
 
 /* BARACUDA_QUANT_WGMMA=0 turns the warpgroup-MMA tiles off */
-BQ__FN int bq__wgmma_env(void) {
-  const char *v = getenv("BARACUDA_QUANT_WGMMA");
-  return !(v && strcmp(v, "0") == 0);
-}
+BQ__FN int bq__wgmma_env(void) { return bq__env_bool("BARACUDA_QUANT_WGMMA", 1); }
 
 BQ__FN bq_status bq__target_for(const bq_desc *d, int sm, bq__target *t) {
   return bq__target_pick(d, sm, bq__env_flag("BARACUDA_QUANT_FORCE_PTX"), bq__wgmma_env(), t);
@@ -5323,8 +5420,7 @@ BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
    instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
    unless BARACUDA_QUANT_PDL=0. */
 BQ__FN int bq__pdl_wanted(const bq__target *t) {
-  const char *v = getenv("BARACUDA_QUANT_PDL");
-  return t->arch >= 90 && bq__drv.version >= 12030 && !(v && strcmp(v, "0") == 0);
+  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
 }
 
 /* One kernel, the normalized desc d for target t, into the disk cache (a disk hit does
@@ -5632,7 +5728,7 @@ BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
 
 BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (!p) return "";
-  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights";
+  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights (K <= 2^24)";
   if (bq__is_linear(p->desc.op))
     return p->desc.out_type == BQ_F64
                ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "

@@ -1057,6 +1057,32 @@ Test(args, per_channel_shape_too_large) {
   }
 }
 
+/* At most 2^39 channels, whichever the axis: bq_affine_cols (axis innermost) launches a
+   block for every 256 lanes of columns with no stride, in a grid x of at most 2^31 - 1. */
+Test(args, per_channel_channel_count_bound) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_CHANNEL);
+  const int64_t max = (int64_t)1 << 39;
+  for (size_t i = 0; i < n; i++)
+    for (int axis = 0; axis < 2; axis++) {
+      bq_args a = base_args(BQ_PER_CHANNEL);
+      a.rank = 2;
+      a.axis = axis;
+      a.shape[axis] = max;
+      a.shape[1 - axis] = 3;
+      expect_args_ok(&c[i], &a, 0, "2^39 channels");
+      a.shape[axis] = max + 1;
+      char needle[96];
+      snprintf(needle, sizeof needle, "args.shape[%d] (%lld) has more than 2^39 channels", axis, (long long)(max + 1));
+      expect_args_invalid(&c[i], &a, needle);
+      a.axis = axis - 2; /* the same axis, counted from the end */
+      expect_args_invalid(&c[i], &a, needle);
+      /* an empty tensor launches nothing: only its element count is bounded */
+      a.shape[1 - axis] = 0;
+      expect_args_ok(&c[i], &a, 1, "empty, 2^39 + 1 channels");
+    }
+}
+
 /* ---- per token and per group: rows, cols, row strides ---- */
 Test(args, rows_negative_or_too_large) {
   const int64_t bad[] = {-1, INT64_MIN, ((int64_t)1 << 56) + 1, INT64_MAX};

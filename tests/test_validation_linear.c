@@ -273,8 +273,6 @@ Test(linear_desc, weight_sums) {
   memset(&d, 0, sizeof d);
   d.op = BQ_LINEAR_WEIGHT_SUMS;
   expect_desc_valid(&d, "weight sums, all defaults");
-  d.float_type = BQ_F16; /* ignored */
-  expect_desc_valid(&d, "weight sums, a float type");
   d.direction = BQ_BACKWARD;
   expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", "desc.direction (1)");
   d.direction = BQ_FORWARD;
@@ -309,6 +307,71 @@ Test(linear_desc, skus_name_the_gemm) {
   d.op = BQ_LINEAR_WEIGHT_SUMS;
   cr_assert_eq(bq_sku(&d, 90, b, sizeof b), BQ_SUCCESS);
   cr_assert_str_eq(b, "linear_weight_sums.s8.dp4a.sm_90");
+}
+
+/* Every other field of the weight sums: left 0, or its one meaningful value (s8 weights in
+   the full s8 range, int32 sums); anything else is rejected naming the field and value. */
+Test(linear_desc, weight_sums_fields) {
+  bq_desc base;
+  memset(&base, 0, sizeof base);
+  base.op = BQ_LINEAR_WEIGHT_SUMS;
+  bq_desc d = base;
+  d.int_type = BQ_S8;
+  d.out_type = BQ_S32;
+  d.qmin = -128;
+  d.qmax = 127;
+  expect_desc_valid(&d, "weight sums, meaningful values spelled out");
+  char sku[256];
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert_str_eq(sku, "linear_weight_sums.s8.dp4a.sm_90", "the same kernel as all defaults");
+  static const int floats[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16, BQ_S8, 77, -1};
+  char needle[96];
+  for (size_t i = 0; i < NELEM(floats); i++) {
+    d = base;
+    d.float_type = (bq_dtype)floats[i];
+    snprintf(needle, sizeof needle, "desc.float_type (%d", floats[i]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+    d = base;
+    d.scale_type = (bq_dtype)floats[i];
+    snprintf(needle, sizeof needle, "desc.scale_type (%d", floats[i]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+  }
+  static const int ints[] = {BQ_U8, BQ_S32, BQ_F32, 77, -1};
+  for (size_t i = 0; i < NELEM(ints); i++) {
+    d = base;
+    d.int_type = (bq_dtype)ints[i];
+    snprintf(needle, sizeof needle, "desc.int_type (%d", ints[i]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+  }
+  static const int outs[] = {BQ_F32, BQ_F16, BQ_S8, BQ_U8, 77, -1};
+  for (size_t i = 0; i < NELEM(outs); i++) {
+    d = base;
+    d.out_type = (bq_dtype)outs[i];
+    snprintf(needle, sizeof needle, "desc.out_type (%d", outs[i]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+  }
+  static const int qr[][2] = {{-7, 7}, {-128, 0}, {0, 127}, {0, 255}, {-128, 128}, {5, 5}};
+  for (size_t i = 0; i < NELEM(qr); i++) {
+    d = base;
+    d.qmin = qr[i][0];
+    d.qmax = qr[i][1];
+    snprintf(needle, sizeof needle, "desc.qmin (%d) and desc.qmax (%d)", qr[i][0], qr[i][1]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+  }
+  static const int asym[] = {1, 2, -1};
+  for (size_t i = 0; i < NELEM(asym); i++) {
+    d = base;
+    d.asymmetric = asym[i];
+    snprintf(needle, sizeof needle, "desc.asymmetric (%d)", asym[i]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+  }
+  static const int grans[] = {1, 2, 3};
+  for (size_t i = 0; i < NELEM(grans); i++) {
+    d = base;
+    d.granularity = (bq_granularity)grans[i];
+    snprintf(needle, sizeof needle, "desc.granularity (%d)", grans[i]);
+    expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", needle);
+  }
 }
 
 /* ---- arguments -------------------------------------------------------------------------- */
@@ -643,6 +706,39 @@ Test(linear_args, weight_sums) {
   bq_plan plan;
   plan_of(&d, &plan);
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+}
+
+/* K: the int32 sums of |w| <= 128 are exact up to K = 2^24; N x K: at most 2^56 weight
+   elements (the kernel's 64-bit index). Each bound just below and just above. */
+Test(linear_args, weight_sums_bounds) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_LINEAR_WEIGHT_SUMS;
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.w = PTR(3);
+  a.y = PTR(2);
+  a.n = 4096;
+  a.cols = (int64_t)1 << 24;
+  expect_ok(&d, &a, "K = 2^24");
+  a.cols = ((int64_t)1 << 24) + 1;
+  expect_invalid(&d, &a, "args.cols (K = 16777217) exceeds 16777216");
+  a.n = 1;
+  a.cols = (int64_t)1 << 56;
+  expect_invalid(&d, &a, "args.cols (K = 72057594037927936) exceeds");
+  /* N x K: 2^31 - 1 rows of 2^25 + 1 exceed 2^56, of 2^25 do not (K then fails alone) */
+  a.n = 0x7fffffff;
+  a.cols = ((int64_t)1 << 25) + 1;
+  expect_invalid(&d, &a, "args.n (N = 2147483647) times args.cols (K = 33554433) is too large");
+  a.cols = (int64_t)1 << 25;
+  expect_invalid(&d, &a, "args.cols (K = 33554432) exceeds");
+  a.cols = (int64_t)1 << 24;
+  expect_ok(&d, &a, "N = 2^31 - 1, K = 2^24");
+  a.n = ((int64_t)1 << 31);
+  expect_invalid(&d, &a, "args.n (N = 2147483648)");
+  bq_plan plan;
+  plan_of(&d, &plan);
+  cr_assert(strstr(bq_plan_precision_guarantee(&plan), "K <= 2^24"), "%s", bq_plan_precision_guarantee(&plan));
 }
 
 Test(linear_args, precision_guarantee) {

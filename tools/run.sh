@@ -2,7 +2,9 @@
 # tools/run.sh demo | test | gpu-bundle
 #   demo        install what is missing, build, run examples/demo
 #   test        install what is missing, build, run every test suite (GPU suites skip
-#               without a driver), print one summary line
+#               without a driver), then the host suites under AddressSanitizer and
+#               UndefinedBehaviorSanitizer and the API fuzz target under libFuzzer
+#               (installs clang for it), print one summary line
 #   gpu-bundle  build and stage Criterion's runtime into .deps/ for running the test
 #               binaries on a GPU host that has no Criterion (see README, "On a GPU")
 # Needs Debian/Ubuntu with the CUDA toolkit's NVRTC (libnvrtc.so.13 or .12); installs
@@ -74,6 +76,69 @@ python_tests() {
 [ -f build/build.ninja ] || meson setup build >/dev/null
 meson compile -C build >/dev/null
 
+# `test`'s second half: the host Criterion suites built again with AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-asan: only those targets; test_sku's naming tests only,
+# its NVRTC compiles having run in build/), the fuzz corpus replayed there, then the fuzz
+# target under libFuzzer for BQ_FUZZ_SECONDS (default 75) from the committed corpus.
+# Prints Criterion's lines and "check NAME: OK|FAIL|SKIP" lines for tools/test_summary.py;
+# a suite whose process exits non-zero (a sanitizer report) adds one failure.
+sanitized() {
+  local suites="reference validation validation_linear sku cache division env launch" t rc
+  local targets="tests/fuzz_api tests/bq_fake_driver"
+  for t in $suites; do targets="$targets tests/test_$t"; done
+  echo "== sanitizers: building build-asan"
+  [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+  if ! meson compile -C build-asan $targets >/dev/null; then
+    echo "check asan:build: FAIL"
+    return
+  fi
+  (
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
+    export BQ_TEST_SOURCE_DIR=$PWD BARACUDA_QUANT_QUIET=1 BQ_FAKE_DRIVER=$PWD/build-asan/tests/libbq_fake_driver.so
+    for t in $suites; do
+      echo "== sanitizers: test_$t"
+      if [ $t = sku ]; then build-asan/tests/test_$t --verbose --filter 'sku/*'; else build-asan/tests/test_$t --verbose; fi
+      rc=$?
+      [ $rc = 0 ] || echo "check asan:test_$t: FAIL (exit $rc)"
+    done
+    echo "== sanitizers: fuzz corpus"
+    if build-asan/tests/fuzz_api tests/fuzz_corpus; then echo "check asan:fuzz_corpus: OK"
+    else echo "check asan:fuzz_corpus: FAIL"; fi
+    libfuzzer
+  )
+}
+libfuzzer() {
+  local probe=build-asan/libfuzzer-probe.c secs=${BQ_FUZZ_SECONDS:-75} log=build-asan/libfuzzer.log
+  echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; return (int)(n & 0); }' > $probe
+  fuzzer_ok() { command -v clang >/dev/null && clang -fsanitize=fuzzer,address,undefined $probe -o $probe.out 2>/dev/null; }
+  if ! fuzzer_ok; then
+    echo "installing: clang libclang-rt-14-dev (libFuzzer)"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang libclang-rt-14-dev ||
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang; } >/dev/null 2>&1
+  fi
+  if ! fuzzer_ok; then
+    echo "check libfuzzer: SKIP (clang with libFuzzer is missing and could not be installed)"
+    return
+  fi
+  echo "== libFuzzer: tests/fuzz_api.c for $secs s"
+  if ! clang -std=c11 -g -O1 -DBQ_LIBFUZZER -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
+       tests/fuzz_api.c -o build-asan/fuzz_api_libfuzzer -ldl -lpthread -lm; then
+    echo "check libfuzzer: FAIL (build)"
+    return
+  fi
+  # its own fake driver, without gcc's sanitizer runtime (two ASan runtimes cannot mix)
+  clang -shared -fPIC -O1 tests/fake_driver.c -o build-asan/libbq_fake_driver_clang.so -lpthread
+  rm -rf build-asan/fuzz-work && mkdir -p build-asan/fuzz-work && cp tests/fuzz_corpus/* build-asan/fuzz-work/
+  if BQ_FAKE_DRIVER=$PWD/build-asan/libbq_fake_driver_clang.so build-asan/fuzz_api_libfuzzer -max_total_time="$secs" \
+       -print_final_stats=1 -artifact_prefix=build-asan/ build-asan/fuzz-work > $log 2>&1; then
+    echo "check libfuzzer: OK ($(sed -n 's/^stat::number_of_executed_units: *//p' $log) runs in $secs s)"
+  else
+    tail -40 $log
+    echo "check libfuzzer: FAIL (the input is under build-asan/, crash-* or leak-*)"
+  fi
+}
+
 case "$what" in
 demo)
   exec build/examples/demo ;;
@@ -93,8 +158,10 @@ test)
   set +e
   meson test -C build --print-errorlogs --verbose --num-processes 2 > build/test.log 2>&1
   rc=$?
+  sanitized > build/test-asan.log 2>&1
   set -e
   grep -E '^[0-9]+/[0-9]+ |Synthesis|FAIL|Ok:|Fail:|Skipped:' build/test.log || true
+  grep -E '^(== |check |\[====\] Synthesis)' build/test-asan.log || true
   # The Python package: pip install . into a fresh venv under build/, then its CPU tests
   # (the GPU tests skip without torch and a device).
   set +e
@@ -102,7 +169,9 @@ test)
   pyrc=$?
   set -e
   grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' build/pytest.log || true
-  python3 tools/test_summary.py build/test.log build/pytest.xml
+  summary=$(python3 tools/test_summary.py build/meson-logs/testlog.json build/test-asan.log build/pytest.xml)
+  echo "$summary"
+  case "$summary" in *" 0 failed,"*) ;; *) rc=1 ;; esac
   [ $rc -ne 0 ] || rc=$pyrc
   exit $rc ;;
 esac
