@@ -4201,9 +4201,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
     /* every other field: left 0 (default), or its one meaningful value (s8 weights in
        their full range, int32 sums); no float data, scales or zero points exist here */
-    if (d->granularity != 0)
+    if (in->granularity != BQ_GRANULARITY_DEFAULT)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
-                      name, (int)d->granularity);
+                      name, (int)in->granularity);
     if (d->float_type != BQ_DTYPE_DEFAULT)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
                       "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));

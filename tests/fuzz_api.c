@@ -46,13 +46,6 @@
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-/* bq_plan_workspace_size in one place: its signature is the one line to change when it
-   returns a status */
-static bq_status workspace_size(const bq_plan *p, const bq_args *a, size_t *bytes) {
-  *bytes = bq_plan_workspace_size(p, a);
-  return BQ_SUCCESS;
-}
-
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "fuzz_api: %s: %s\n", what, detail);
   abort();
@@ -290,8 +283,9 @@ static void exercise(const bq_plan *p, const bq_args *a, uint8_t ws_mode, uint8_
   snprintf(msg, sizeof msg, "%s", bq_last_error());
   if (ok) check_rejection(ok, ctx);
   size_t need = 0;
-  bq_status wst = workspace_size(p, a, &need);
+  bq_status wst = bq_plan_workspace_size(p, a, &need);
   if (wst) check_rejection(wst, "workspace size");
+  if ((ok == BQ_SUCCESS) != (wst == BQ_SUCCESS)) die("workspace_size and can_implement disagree", ctx);
   void *ws = NULL;
   size_t ws_bytes = 0;
   switch (ws_mode % 5) {

@@ -114,11 +114,22 @@ Test(env, disable_cache) {
   rmdir(dir);
 }
 
-static int force_ptx(void) {
+/* the target bq_plan_select, bq_cache_warm and bq_sku take for desc on sm_90 */
+static bq__target target_90(const bq_desc *desc) {
+  bq_desc d;
+  char name[96];
+  cr_assert_eq(bq__normalize(desc, &d, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
   bq__target t;
-  bq_status st = bq__choose_target(90, 0, &t);
-  cr_assert_eq(st, BQ_SUCCESS, "bq__choose_target: %s", bq_last_error());
-  return t.ptx;
+  bq_status st = bq__target_for(&d, 90, &t);
+  cr_assert_eq(st, BQ_SUCCESS, "bq__target_for: %s", bq_last_error());
+  return t;
+}
+static int force_ptx(void) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_QUANTIZE;
+  d.float_type = BQ_F32;
+  return target_90(&d).ptx;
 }
 Test(env, force_ptx) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
@@ -130,7 +141,7 @@ static int wgmma(void) {
   memset(&d, 0, sizeof d);
   d.op = BQ_SMOOTHQUANT_LINEAR;
   d.float_type = BQ_F16;
-  return bq__wgmma_wanted(&d);
+  return target_90(&d).arch_a;
 }
 Test(env, wgmma) { check_variable("BARACUDA_QUANT_WGMMA", 1, wgmma); }
 

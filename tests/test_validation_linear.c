@@ -139,7 +139,7 @@ Test(linear_desc, defaults) {
   char sku[256];
   d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, BQ_DTYPE_DEFAULT, BQ_BF16);
   cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
-  cr_assert_str_eq(sku, "linear_gemm.a_s8.w_s8.out_bf16.scale_f32.ascale_f32.mma_m16n8k32.sm_90");
+  cr_assert_str_eq(sku, "linear_gemm.a_s8.w_s8.out_bf16.scale_f32.ascale_f32.mma_m16n8k32+wgmma_m64n256k32.sm_90a");
 }
 
 /* BQ_GRANULARITY_DEFAULT: per token for QuantizedLinear (its only granularity, which an
