@@ -156,48 +156,92 @@ static uint16_t f32_to_bf16(float f) {
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+/* One thread's share of a host chunk: elements [begin, end) of type t, from its own
+   splitmix64 stream. */
+typedef struct fill_job {
+  unsigned char *host;
+  size_t begin, end;
+  bq_dtype t;
+  double lo, hi;
+  uint64_t seed;
+} fill_job;
+
+static void *fill_part(void *p) {
+  const fill_job *j = p;
+  uint64_t s = j->seed;
+  switch (j->t) {
+  case BQ_S8: case BQ_U8:
+    for (size_t i = j->begin; i < j->end; i += 8) {
+      uint64_t r = splitmix64(&s);
+      memcpy(j->host + i, &r, j->end - i < 8 ? j->end - i : 8);
+    }
+    break;
+  case BQ_S32: {
+    int32_t *q = (int32_t *)j->host;
+    uint64_t span = (uint64_t)(j->hi - j->lo) + 1;
+    for (size_t i = j->begin; i < j->end; i++)
+      q[i] = (int32_t)(j->lo + (double)(splitmix64(&s) % span));
+    break;
+  }
+  case BQ_F64: {
+    double *q = (double *)j->host;
+    for (size_t i = j->begin; i < j->end; i++)
+      q[i] = j->lo + (j->hi - j->lo) * (double)(splitmix64(&s) >> 11) * 0x1p-53;
+    break;
+  }
+  default: { /* f32, f16, bf16: two 24-bit uniforms per draw */
+    float flo = (float)j->lo, fw = (float)(j->hi - j->lo);
+    for (size_t i = j->begin; i < j->end; i += 2) {
+      uint64_t r = splitmix64(&s);
+      float v[2] = {flo + fw * (float)(r >> 40) * 0x1p-24f,
+                    flo + fw * (float)(r & 0xffffffu) * 0x1p-24f};
+      for (size_t k = 0; k < 2 && i + k < j->end; k++) {
+        if (j->t == BQ_F32) ((float *)j->host)[i + k] = v[k];
+        else if (j->t == BQ_F16) ((uint16_t *)j->host)[i + k] = f32_to_f16(v[k]);
+        else ((uint16_t *)j->host)[i + k] = f32_to_bf16(v[k]);
+      }
+    }
+  }
+  }
+  return NULL;
+}
+
 /* Fills bytes of device memory at dst with fresh random elements of type t: floats
-   uniform in [lo, hi), s32 uniform integers in [lo, hi], s8/u8 random bytes. */
+   uniform in [lo, hi), s32 uniform integers in [lo, hi], s8/u8 random bytes. The host
+   generates each chunk on up to FILL_THREADS threads (the fill dominates a full run's
+   time otherwise), each with its own stream, then copies it over. */
+#define FILL_THREADS 16
 static int fill_random(void *dst, size_t bytes, bq_dtype t, double lo, double hi) {
   enum { CHUNK = 16 << 20 };
   static unsigned char *host;
+  static int nthreads;
   if (!host && !(host = malloc(CHUNK))) return fail("out of host memory");
-  uint64_t s = ++G.seed * 0x2545F4914F6CDD1Dull;
+  if (!nthreads) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    nthreads = n < 1 ? 1 : n > FILL_THREADS ? FILL_THREADS : (int)n;
+  }
+  uint64_t seed = ++G.seed * 0x2545F4914F6CDD1Dull;
   size_t es = (size_t)bq__dtype_size(t);
+  const size_t unit = 8; /* a job's elements: a multiple of 8 (whole draws for every type) */
   for (size_t off = 0; off < bytes; off += CHUNK) {
     size_t n = bytes - off < CHUNK ? bytes - off : CHUNK, ne = n / es;
-    switch (t) {
-    case BQ_S8: case BQ_U8:
-      for (size_t i = 0; i < n; i += 8) {
-        uint64_t r = splitmix64(&s);
-        memcpy(host + i, &r, n - i < 8 ? n - i : 8);
-      }
-      break;
-    case BQ_S32: {
-      int32_t *p = (int32_t *)host;
-      uint64_t span = (uint64_t)(hi - lo) + 1;
-      for (size_t i = 0; i < ne; i++) p[i] = (int32_t)(lo + (double)(splitmix64(&s) % span));
-      break;
-    }
-    case BQ_F64: {
-      double *p = (double *)host;
-      for (size_t i = 0; i < ne; i++)
-        p[i] = lo + (hi - lo) * (double)(splitmix64(&s) >> 11) * 0x1p-53;
-      break;
-    }
-    default: { /* f32, f16, bf16: two 24-bit uniforms per draw */
-      float flo = (float)lo, fw = (float)(hi - lo);
-      for (size_t i = 0; i < ne; i += 2) {
-        uint64_t r = splitmix64(&s);
-        float v[2] = {flo + fw * (float)(r >> 40) * 0x1p-24f,
-                      flo + fw * (float)(r & 0xffffffu) * 0x1p-24f};
-        for (size_t k = 0; k < 2 && i + k < ne; k++) {
-          if (t == BQ_F32) ((float *)host)[i + k] = v[k];
-          else if (t == BQ_F16) ((uint16_t *)host)[i + k] = f32_to_f16(v[k]);
-          else ((uint16_t *)host)[i + k] = f32_to_bf16(v[k]);
-        }
-      }
-    }
+    fill_job jobs[FILL_THREADS];
+    pthread_t tid[FILL_THREADS];
+    int started[FILL_THREADS] = {0};
+    size_t per = (ne + (size_t)nthreads - 1) / (size_t)nthreads;
+    per = (per + unit - 1) / unit * unit;
+    int nj = 0;
+    for (size_t b = 0; b < ne && nj < FILL_THREADS; b += per, nj++)
+      jobs[nj] = (fill_job){.host = host, .begin = b, .end = b + per < ne ? b + per : ne, .t = t,
+                            .lo = lo, .hi = hi, .seed = splitmix64(&seed)};
+    if (t == BQ_S8 || t == BQ_U8) /* bytes: the last job also takes a tail under 8 */
+      if (nj) jobs[nj - 1].end = n;
+    for (int k = 1; k < nj; k++)
+      started[k] = pthread_create(&tid[k], NULL, fill_part, &jobs[k]) == 0;
+    if (nj) fill_part(&jobs[0]);
+    for (int k = 1; k < nj; k++) {
+      if (started[k]) pthread_join(tid[k], NULL);
+      else fill_part(&jobs[k]); /* no thread: this one does it */
     }
     if (BQ(bq_memcpy_to_device((char *)dst + off, host, n))) return -1;
   }
