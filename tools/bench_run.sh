@@ -48,7 +48,7 @@ if [ ! -x "$BENCH" ]; then
   fi
 fi
 
-say "benchmark: $BENCH --json $OUT/bench.json (every row; about 2-3 minutes on an H100)"
+say "benchmark: $BENCH --json $OUT/bench.json (every row; about 3 minutes on an H100)"
 args=(--json "$OUT/bench.json" --header-sha256 "$header_sha")
 [ -n "$commit" ] && args+=(--commit "$commit")
 "$BENCH" "${args[@]}" 2>&1 | tee "$OUT/bench.log"
@@ -59,7 +59,7 @@ if [ "$bench_rc" -eq 2 ]; then
   exit 2
 fi
 
-say "PyTorch comparison: $PYTHON tools/compare_torch.py --json $OUT/torch.json (about 2-4 minutes)"
+say "PyTorch comparison: $PYTHON tools/compare_torch.py --json $OUT/torch.json (under a minute on an H100)"
 PYTHONUNBUFFERED=1 "$PYTHON" tools/compare_torch.py --json "$OUT/torch.json" 2>&1 | tee "$OUT/torch.log"
 torch_rc=${PIPESTATUS[0]}
 say "PyTorch comparison exit status $torch_rc"

@@ -54,7 +54,7 @@ METHOD = """\
 ### The benchmark (`tools/bench.c`)
 
 - Each row: select the plan (the JIT compile stays out of the timing), allocate, fill
-  inputs with fresh random data (splitmix64 on the host, copied over), poison outputs,
+  inputs with fresh random data (splitmix64 on up to 16 host threads, copied over), poison outputs,
   `bq_plan_can_implement`, warm up (`--warmup`, default 10), then `--reps` (default 100)
   runs, each between two driver events on one stream. Reported time = median.
 - L2 (50 MB on an H100) never flatters: each row rotates over buffer sets, as many as it
@@ -153,7 +153,8 @@ def prov_line(bench, torch):
     gpu = p.get("gpu") or bench.get("device") or "unknown GPU"
     parts = [gpu, "baracuda_quant %s" % (p.get("library_version") or bench.get("library_version"))]
     if p.get("commit"):
-        parts[-1] += " (commit %s)" % p["commit"][:12]
+        sha, _, rest = p["commit"].partition("-")  # keeps a "-dirty" suffix
+        parts[-1] += " (commit %s%s)" % (sha[:12], "-" + rest if rest else "")
     if p.get("date_utc"):
         parts.append("measured %s" % p["date_utc"][:10])
     if torch:
@@ -252,7 +253,7 @@ def performance(bench, torch, bench_path, torch_path):
     kv("compute capability", p.get("compute_capability"))
     dv = p.get("driver_version")
     kv("driver", ("CUDA %s" % dv if dv else None) if not p.get("kernel_driver") else
-       "CUDA %s; %s" % (dv, p["kernel_driver"]))
+       "CUDA %s; %s" % (dv, " ".join(p["kernel_driver"].split())))
     kv("NVRTC", p.get("nvrtc_version"))
     kv("baracuda_quant", p.get("library_version") or bench.get("library_version"))
     kv("commit", "`%s`" % p["commit"] if p.get("commit") else "not recorded")
