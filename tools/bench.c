@@ -2,6 +2,7 @@
 
    Build:  gcc -std=c11 -O2 -Wall -Wextra -Werror tools/bench.c -o bench -ldl -lpthread -lm
    Run:    ./bench [--quick] [--filter SUBSTRING] [--json PATH] [--reps N] [--warmup N]
+                   [--commit SHA] [--header-sha256 HEX]
 
    What it measures (see tools/bench_README.md for the method):
    - a device-to-device copy (cuMemcpyDtoDAsync) at every data size class it uses, as the
@@ -11,6 +12,9 @@
      written once) / time, and its ratio to the copy of the same size class;
    - JIT figures: cold compile per SKU, select served from the disk cache in a fresh
      process, select served from memory, host cost of bq_plan_run.
+   The JSON's "provenance" object says what was measured where: library version, date,
+   host, GPU, driver, NVRTC, the command line, and the commit and header digest given by
+   --commit / --header-sha256 (or BQ_BENCH_COMMIT / BQ_BENCH_HEADER_SHA256).
    Exit status: 0 all good, 1 some driver or library call failed (each is printed),
    2 no CUDA driver or device, 64 bad command line. */
 #define _GNU_SOURCE 1
@@ -47,6 +51,10 @@ static struct {
   int jit_cold_n, jit_children, jit_memory_n, jit_run_n;
   const char *filter;
   const char *json_path;
+  const char *commit, *header_sha256; /* provenance given by the caller, or NULL */
+  int argc;
+  char **argv;
+  char date_utc[32]; /* when the run started, ISO 8601 */
   char cache_dir[64];
   char device[256];
   int failures;
@@ -148,48 +156,92 @@ static uint16_t f32_to_bf16(float f) {
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+/* One thread's share of a host chunk: elements [begin, end) of type t, from its own
+   splitmix64 stream. */
+typedef struct fill_job {
+  unsigned char *host;
+  size_t begin, end;
+  bq_dtype t;
+  double lo, hi;
+  uint64_t seed;
+} fill_job;
+
+static void *fill_part(void *p) {
+  const fill_job *j = p;
+  uint64_t s = j->seed;
+  switch (j->t) {
+  case BQ_S8: case BQ_U8:
+    for (size_t i = j->begin; i < j->end; i += 8) {
+      uint64_t r = splitmix64(&s);
+      memcpy(j->host + i, &r, j->end - i < 8 ? j->end - i : 8);
+    }
+    break;
+  case BQ_S32: {
+    int32_t *q = (int32_t *)j->host;
+    uint64_t span = (uint64_t)(j->hi - j->lo) + 1;
+    for (size_t i = j->begin; i < j->end; i++)
+      q[i] = (int32_t)(j->lo + (double)(splitmix64(&s) % span));
+    break;
+  }
+  case BQ_F64: {
+    double *q = (double *)j->host;
+    for (size_t i = j->begin; i < j->end; i++)
+      q[i] = j->lo + (j->hi - j->lo) * (double)(splitmix64(&s) >> 11) * 0x1p-53;
+    break;
+  }
+  default: { /* f32, f16, bf16: two 24-bit uniforms per draw */
+    float flo = (float)j->lo, fw = (float)(j->hi - j->lo);
+    for (size_t i = j->begin; i < j->end; i += 2) {
+      uint64_t r = splitmix64(&s);
+      float v[2] = {flo + fw * (float)(r >> 40) * 0x1p-24f,
+                    flo + fw * (float)(r & 0xffffffu) * 0x1p-24f};
+      for (size_t k = 0; k < 2 && i + k < j->end; k++) {
+        if (j->t == BQ_F32) ((float *)j->host)[i + k] = v[k];
+        else if (j->t == BQ_F16) ((uint16_t *)j->host)[i + k] = f32_to_f16(v[k]);
+        else ((uint16_t *)j->host)[i + k] = f32_to_bf16(v[k]);
+      }
+    }
+  }
+  }
+  return NULL;
+}
+
 /* Fills bytes of device memory at dst with fresh random elements of type t: floats
-   uniform in [lo, hi), s32 uniform integers in [lo, hi], s8/u8 random bytes. */
+   uniform in [lo, hi), s32 uniform integers in [lo, hi], s8/u8 random bytes. The host
+   generates each chunk on up to FILL_THREADS threads (the fill dominates a full run's
+   time otherwise), each with its own stream, then copies it over. */
+#define FILL_THREADS 16
 static int fill_random(void *dst, size_t bytes, bq_dtype t, double lo, double hi) {
   enum { CHUNK = 16 << 20 };
   static unsigned char *host;
+  static int nthreads;
   if (!host && !(host = malloc(CHUNK))) return fail("out of host memory");
-  uint64_t s = ++G.seed * 0x2545F4914F6CDD1Dull;
+  if (!nthreads) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    nthreads = n < 1 ? 1 : n > FILL_THREADS ? FILL_THREADS : (int)n;
+  }
+  uint64_t seed = ++G.seed * 0x2545F4914F6CDD1Dull;
   size_t es = (size_t)bq__dtype_size(t);
+  const size_t unit = 8; /* a job's elements: a multiple of 8 (whole draws for every type) */
   for (size_t off = 0; off < bytes; off += CHUNK) {
     size_t n = bytes - off < CHUNK ? bytes - off : CHUNK, ne = n / es;
-    switch (t) {
-    case BQ_S8: case BQ_U8:
-      for (size_t i = 0; i < n; i += 8) {
-        uint64_t r = splitmix64(&s);
-        memcpy(host + i, &r, n - i < 8 ? n - i : 8);
-      }
-      break;
-    case BQ_S32: {
-      int32_t *p = (int32_t *)host;
-      uint64_t span = (uint64_t)(hi - lo) + 1;
-      for (size_t i = 0; i < ne; i++) p[i] = (int32_t)(lo + (double)(splitmix64(&s) % span));
-      break;
-    }
-    case BQ_F64: {
-      double *p = (double *)host;
-      for (size_t i = 0; i < ne; i++)
-        p[i] = lo + (hi - lo) * (double)(splitmix64(&s) >> 11) * 0x1p-53;
-      break;
-    }
-    default: { /* f32, f16, bf16: two 24-bit uniforms per draw */
-      float flo = (float)lo, fw = (float)(hi - lo);
-      for (size_t i = 0; i < ne; i += 2) {
-        uint64_t r = splitmix64(&s);
-        float v[2] = {flo + fw * (float)(r >> 40) * 0x1p-24f,
-                      flo + fw * (float)(r & 0xffffffu) * 0x1p-24f};
-        for (size_t k = 0; k < 2 && i + k < ne; k++) {
-          if (t == BQ_F32) ((float *)host)[i + k] = v[k];
-          else if (t == BQ_F16) ((uint16_t *)host)[i + k] = f32_to_f16(v[k]);
-          else ((uint16_t *)host)[i + k] = f32_to_bf16(v[k]);
-        }
-      }
-    }
+    fill_job jobs[FILL_THREADS];
+    pthread_t tid[FILL_THREADS];
+    int started[FILL_THREADS] = {0};
+    size_t per = (ne + (size_t)nthreads - 1) / (size_t)nthreads;
+    per = (per + unit - 1) / unit * unit;
+    int nj = 0;
+    for (size_t b = 0; b < ne && nj < FILL_THREADS; b += per, nj++)
+      jobs[nj] = (fill_job){.host = host, .begin = b, .end = b + per < ne ? b + per : ne, .t = t,
+                            .lo = lo, .hi = hi, .seed = splitmix64(&seed)};
+    if (t == BQ_S8 || t == BQ_U8) /* bytes: the last job also takes a tail under 8 */
+      if (nj) jobs[nj - 1].end = n;
+    for (int k = 1; k < nj; k++)
+      started[k] = pthread_create(&tid[k], NULL, fill_part, &jobs[k]) == 0;
+    if (nj) fill_part(&jobs[0]);
+    for (int k = 1; k < nj; k++) {
+      if (started[k]) pthread_join(tid[k], NULL);
+      else fill_part(&jobs[k]); /* no thread: this one does it */
     }
     if (BQ(bq_memcpy_to_device((char *)dst + off, host, n))) return -1;
   }
@@ -343,7 +395,7 @@ struct bench_case {
   int64_t group_size;         /* per group */
   unsigned ops, dirs, types;  /* masks: OPM(bq_op), DIRM(bq_direction), TYM(bq_dtype) */
   bq_dtype int_type;          /* 0: s8 */
-  bq_dtype scale_type;        /* 0: the float type (set explicitly in the desc) */
+  bq_dtype scale_type;        /* 0: the float type */
   int qmin, qmax;             /* both 0: the full range */
   int quick;                  /* also run under --quick */
   int asymmetric;             /* dynamic quantize: min/max with a zero point */
@@ -375,8 +427,15 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 14336}, .group_size = 128, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4095}, .group_size = 105, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .quick = 1},
-    /* per-channel fake quantize of f32 [8192, 4096], against torch.fake_quantize_per_channel_affine */
-    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_FAKE_QUANTIZE), .dirs = FWD, .types = TYM(BQ_F32), .quick = 1},
+    /* the rows of the headline table (tools/bench_table.py picks them by name), each the
+       counterpart of what tools/compare_torch.py times in PyTorch; scale arrays in f32 */
+    {.gran = BQ_PER_TENSOR, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_F32), .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_F32), .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_FAKE_QUANTIZE), .dirs = DIRS_ALL, .types = TYM(BQ_F32), .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DEQUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     /* dynamic quantization: per token (aligned, long and odd rows, small batches), per
        group, per tensor at 256 MiB */
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_ALL, .quick = 1},
@@ -433,9 +492,12 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   char q[32] = "";
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
-  snprintf(buf, n, "%s/%s/%s/%s/%s/%s%s%s", bq__gran_name(c->gran), bq__op_name(c->op),
+  char st[32] = ""; /* scale arrays of another type than the float type */
+  if (case_scale_type(c) != c->float_type)
+    snprintf(st, sizeof st, "/scale=%s", bq__dtype_name(case_scale_type(c)));
+  snprintf(buf, n, "%s/%s/%s/%s/%s/%s%s%s%s", bq__gran_name(c->gran), bq__op_name(c->op),
            c->dir == BQ_BACKWARD ? "bwd" : "fwd", bq__dtype_name(c->float_type),
-           bq__dtype_name(case_int_type(c)), shape, extra, q);
+           bq__dtype_name(case_int_type(c)), shape, extra, q, st);
 }
 
 /* ---- the quantization runner ------------------------------------------------------------ */
@@ -483,6 +545,19 @@ static int launch_quant(void *p, long set) {
   bq_args a;
   quant_args(q, set, &a);
   return BQ(bq_plan_run(q->plan, &a, q->workspace, q->workspace_bytes, (void *)G.stream));
+}
+
+/* The device workspace a run of plan with args needs, in *bytes (0: none). Every call of
+   bq_plan_workspace_size goes through here: from 0.2.0 on it returns a status and writes
+   the size through its last argument. */
+static int workspace_size(const bq_plan *plan, const bq_args *args, size_t *bytes) {
+#if BQ_VERSION_MAJOR == 0 && BQ_VERSION_MINOR < 2
+  *bytes = bq_plan_workspace_size(plan, args);
+  return 0;
+#else
+  *bytes = 0;
+  return BQ(bq_plan_workspace_size(plan, args, bytes));
+#endif
 }
 
 static int run_quant_case(const bench_case *c, row_result *r) {
@@ -598,7 +673,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     s = bq_plan_can_implement(plan, &a0);
   }
   if (bq_check(s, "bq_plan_can_implement", __LINE__)) goto done;
-  if (BQ(bq_plan_workspace_size(plan, &a0, &q.workspace_bytes))) goto done;
+  if (workspace_size(plan, &a0, &q.workspace_bytes)) goto done;
   if (q.workspace_bytes && BQ(bq_malloc(&q.workspace, q.workspace_bytes))) goto done;
 
   if (time_runs(launch_quant, &q, nsets, &r->t)) goto done;
@@ -800,7 +875,7 @@ static void linear_name(const linear_case *c, char *buf, size_t n) {
 static int run_linear_case(const linear_case *c, row_result *r) {
   bq_desc d = {0};
   d.op = c->op;
-  d.granularity = c->op == BQ_SMOOTHQUANT_LINEAR ? c->gran : BQ_GRANULARITY_DEFAULT;
+  d.granularity = c->gran; /* QuantizedLinear: per token, its only granularity */
   d.float_type = c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : c->out;
   d.out_type = c->out;
   d.scale_type = BQ_F32;
@@ -829,7 +904,7 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   x.a.bias = bias;
   x.a.scales = a_scales;
   x.a.scale = 1.5e-3;
-  if (BQ(bq_plan_workspace_size(x.plan, &x.a, &x.ws_bytes))) goto done;
+  if (workspace_size(x.plan, &x.a, &x.ws_bytes)) goto done;
   if (x.ws_bytes && BQ(bq_malloc(&x.ws, x.ws_bytes))) goto done;
   if (time_runs(launch_linear, &x, nsets, &r->t)) goto done;
   r->bytes = (double)(c->m * c->k) * (double)xs + (double)(c->n * c->k) + (double)(c->m * c->n) * (double)os;
@@ -1178,10 +1253,80 @@ static void json_stat(FILE *f, const char *key, stat5 s) {
   fputs("}", f);
 }
 
+static void json_str_or_null(FILE *f, const char *s) {
+  if (s && *s) json_str(f, s);
+  else fputs("null", f);
+}
+
+/* What was measured, where and with what: its own object, so that no other field (filter,
+   device) ever has to carry it. Called after the measurements, so that loading NVRTC here
+   (a no-op by then) never lands in a JIT figure. */
+static void write_provenance(FILE *f) {
+  const bq__driver_api *d = G.d;
+  fputs("  \"provenance\": {\n    \"library_version\": ", f);
+  json_str(f, bq_version_string());
+  fputs(",\n    \"date_utc\": ", f);
+  json_str_or_null(f, G.date_utc);
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1)) host[0] = 0;
+  host[sizeof host - 1] = 0;
+  fputs(",\n    \"hostname\": ", f);
+  json_str_or_null(f, host);
+  fputs(",\n    \"gpu\": ", f);
+  json_str_or_null(f, G.device);
+  /* compute capability of the context's device, straight from the driver table */
+  bq__CUdevice dev;
+  int major = 0, minor = 0;
+  if (d && d->cuCtxGetDevice(&dev) == 0 &&
+      d->cuDeviceGetAttribute(&major, BQ__CU_ATTR_CC_MAJOR, dev) == 0 &&
+      d->cuDeviceGetAttribute(&minor, BQ__CU_ATTR_CC_MINOR, dev) == 0)
+    fprintf(f, ",\n    \"compute_capability\": \"%d.%d\"", major, minor);
+  else
+    fputs(",\n    \"compute_capability\": null", f);
+  /* cuDriverGetVersion: the CUDA version the driver supports (13000 = 13.0) */
+  int dv = d ? d->version : 0;
+  if (dv > 0)
+    fprintf(f, ",\n    \"driver_version\": \"%d.%d\",\n    \"driver_version_int\": %d", dv / 1000,
+            dv % 1000 / 10, dv);
+  else
+    fputs(",\n    \"driver_version\": null,\n    \"driver_version_int\": null", f);
+  /* the kernel module's own version line, where the system shows it */
+  char line[256] = "";
+  FILE *v = fopen("/proc/driver/nvidia/version", "r");
+  if (v) {
+    if (!fgets(line, sizeof line, v)) line[0] = 0;
+    fclose(v);
+  }
+  line[strcspn(line, "\r\n")] = 0;
+  fputs(",\n    \"kernel_driver\": ", f);
+  json_str_or_null(f, line);
+  /* the NVRTC the library loaded: version and the library file's identity */
+  const bq__nvrtc_api *nv = bq__nvrtc_get();
+  if (nv) {
+    fprintf(f, ",\n    \"nvrtc_version\": \"%d.%d\",\n    \"nvrtc_identity\": ", nv->major,
+            nv->minor);
+    json_str(f, nv->identity);
+  } else {
+    fputs(",\n    \"nvrtc_version\": null,\n    \"nvrtc_identity\": null", f);
+  }
+  fputs(",\n    \"argv\": [", f);
+  for (int i = 0; i < G.argc; i++) {
+    if (i) fputs(", ", f);
+    json_str(f, G.argv[i]);
+  }
+  fputs("],\n    \"commit\": ", f);
+  json_str_or_null(f, G.commit);
+  fputs(",\n    \"header_sha256\": ", f);
+  json_str_or_null(f, G.header_sha256);
+  fputs("\n  },\n", f);
+}
+
 static int write_json(const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return fail("cannot write %s: %s", path, strerror(errno));
-  fputs("{\n  \"tool\": \"baracuda_quant bench\",\n  \"library_version\": ", f);
+  fputs("{\n  \"tool\": \"baracuda_quant bench\",\n", f);
+  write_provenance(f);
+  fputs("  \"library_version\": ", f);
   json_str(f, bq_version_string());
   fputs(",\n  \"device\": ", f);
   json_str(f, G.device);
@@ -1271,6 +1416,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static void usage(FILE *f) {
   fprintf(f,
           "usage: bench [--quick] [--filter SUBSTRING] [--json PATH] [--reps N] [--warmup N]\n"
+          "             [--commit SHA] [--header-sha256 HEX]\n"
           "  --quick      fewer repetitions; 256 MiB and one small size only\n"
           "  --filter S   only rows whose name contains S, or any of S's comma-separated parts\n"
           "               (names: per_tensor/quantize/fwd/f32/\n"
@@ -1278,7 +1424,11 @@ static void usage(FILE *f) {
           "               jit/memory_select, jit/run_overhead)\n"
           "  --json PATH  where the JSON goes (default bench.json)\n"
           "  --reps N     timed runs per row (default 100, --quick 20)\n"
-          "  --warmup N   untimed runs before them (default 10, --quick 3)\n");
+          "  --warmup N   untimed runs before them (default 10, --quick 3)\n"
+          "  --commit SHA          the commit measured, for the JSON's provenance\n"
+          "                        (default: $BQ_BENCH_COMMIT)\n"
+          "  --header-sha256 HEX   sha256 of the baracuda_quant.h this was built from\n"
+          "                        (default: $BQ_BENCH_HEADER_SHA256)\n");
 }
 
 int main(int argc, char **argv) {
@@ -1293,6 +1443,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--json") && i + 1 < argc) G.json_path = argv[++i];
     else if (!strcmp(a, "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(a, "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "--commit") && i + 1 < argc) G.commit = argv[++i];
+    else if (!strcmp(a, "--header-sha256") && i + 1 < argc) G.header_sha256 = argv[++i];
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 0;
@@ -1302,6 +1454,15 @@ int main(int argc, char **argv) {
       return 64;
     }
   }
+  if (!G.commit) G.commit = getenv("BQ_BENCH_COMMIT");
+  if (!G.header_sha256) G.header_sha256 = getenv("BQ_BENCH_HEADER_SHA256");
+  G.argc = argc;
+  G.argv = argv;
+  time_t start = time(NULL);
+  struct tm utc;
+  if (!gmtime_r(&start, &utc) ||
+      !strftime(G.date_utc, sizeof G.date_utc, "%Y-%m-%dT%H:%M:%SZ", &utc))
+    G.date_utc[0] = 0;
   G.reps = reps > 0 ? reps : (G.quick ? 20 : 100);
   G.warmup = warmup >= 0 ? warmup : (G.quick ? 3 : 10);
   G.jit_cold_n = G.quick ? 10 : 16;

@@ -1,35 +1,479 @@
 #!/usr/bin/env python3
-"""Print the benchmark's JSON (tools/bench.c --json) as the markdown tables of the README."""
+"""docs/performance.md and the README's headline table, from the raw benchmark files.
+
+    python3 tools/bench_table.py --bench docs/bench/h100-0.2.0.json \\
+        --torch docs/bench/h100-0.2.0-torch.json --performance docs/performance.md --readme README.md
+    python3 tools/bench_table.py --check        # regenerate in memory, fail where a file differs
+    python3 tools/bench_table.py bench.json     # print performance.md for one run to stdout
+
+--bench is the JSON of tools/bench.c --json, --torch that of tools/compare_torch.py --json.
+docs/performance.md is generated whole. In README.md only the lines between
+"<!-- headline-table:begin -->" and "<!-- headline-table:end -->" are replaced; without
+both markers nothing is written and the exit status is 1.
+--check without --bench finds docs/bench/<gpu>-<version>.json and <gpu>-<version>-torch.json
+for the version in baracuda_quant.h, and exits 77 (skipped) when there are none.
+Exit status: 0 done (or --check found everything in sync), 1 a file differs under --check,
+or an input or a marker is missing, 77 --check found no raw files, 64 bad command line.
+"""
+import argparse
+import glob
 import json
+import os
+import re
 import sys
 
-d = json.load(open(sys.argv[1]))
-rows = [r for r in d["rows"] if r["ok"]]
-big = [r for r in rows if not r["name"].startswith("linear/") and (r["copy_bytes"] >= 64 << 20 or "dynamic" in r["name"])]
-lin = [r for r in rows if r["name"].startswith("linear/")]
-print("GPU: %s. Median of %d runs; ratio = effective bandwidth (bytes read once + written "
-      "once) / device-to-device copy bandwidth measured in the same run.\n" % (d["device"], d["reps"]))
-print("| case | time (us) | GB/s | ratio to copy |")
-print("|---|---:|---:|---:|")
-for r in big:
-    print("| %s | %.1f | %.0f | %.2f |" % (r["name"], r["median_us"], r["gbps"], r["ratio"]))
-if lin:
-    print("\nW8A8 linear: TOPS = 2 M N K / time; weight GB/s = N K / time; ratio = weight GB/s / copy "
-          "bandwidth at the weight's size. QuantizedLinear rows include the activations' quantization.\n")
-    print("| case | time (us) | TOPS | weight GB/s | ratio to copy |")
-    print("|---|---:|---:|---:|---:|")
-    for r in lin:
-        print("| %s | %.1f | %.0f | %.0f | %.2f |" % (r["name"], r["median_us"], r.get("tops", 0), r["gbps"], r["ratio"]))
-j = d.get("jit") or {}
-if j:
-    print("\n| JIT | value |")
-    print("|---|---:|")
-    print("| first select in a process (NVRTC start-up + compile + load) | %.1f ms |" % j["first_select_ms"])
-    c = j["cold_select_ms"]
-    print("| cold select, %d SKUs (compile + load): median / min / max | %.1f / %.1f / %.1f ms |" % (c["n"], c["median"], c["min"], c["max"]))
-    c = j.get("cold_compile_nvrtc_ms")
-    if c and c.get("n"):
-        print("| cold compile alone (NVRTC), %d more SKUs: median / min / max | %.1f / %.1f / %.1f ms |" % (c["n"], c["median"], c["min"], c["max"]))
-    print("| select from the disk cache, fresh process (median) | %.3f ms |" % j["disk_first_select_ms"]["median"])
-    print("| select from memory (median) | %.2f us |" % j["memory_select_us"]["median"])
-    print("| bq_plan_run host overhead | %.2f us |" % j["run_host_us"])
+BEGIN = "<!-- headline-table:begin -->"
+END = "<!-- headline-table:end -->"
+SKIP = 77
+
+# The headline rows: the bench row's exact name (an sm_90 run appends "/wgmma" to the
+# linear rows' names, matched too), what the table calls it, its shape, and notes.
+HEADLINE = [
+    ("per_tensor/quantize/fwd/f32/s8/[8192,4096]", "quantize, per tensor, f32", "8192 × 4096"),
+    ("per_channel/quantize/fwd/f32/s8/[8192,4096]/axis=0", "quantize, per channel, f32", "8192 × 4096"),
+    ("per_channel/fake_quantize/fwd/f32/s8/[8192,4096]/axis=0", "fake quantize, per channel, f32, forward",
+     "8192 × 4096"),
+    ("per_channel/fake_quantize/bwd/f32/s8/[8192,4096]/axis=0", "fake quantize, per channel, f32, backward",
+     "8192 × 4096"),
+    ("per_token/dequantize/fwd/bf16/s8/[8192,4096]/scale=f32", "dequantize, per token, to bf16", "8192 × 4096"),
+    ("per_token/dynamic_quantize/fwd/bf16/s8/[8192,4096]/scale=f32", "dynamic quantize, per token, bf16",
+     "8192 × 4096"),
+    ("per_token/dynamic_quantize/fwd/bf16/s8/[8192,14336]/scale=f32", "dynamic quantize, per token, bf16",
+     "8192 × 14336"),
+    ("per_group/dynamic_quantize/fwd/bf16/s8/[8192,4096]/g=128/scale=f32",
+     "dynamic quantize, per group of 128, bf16", "8192 × 4096"),
+    ("linear/smoothquant_per_token/s8_in/out_f16/[4096,4096,4096]", "W8A8 linear (SmoothQuantLinear), f16 out",
+     "M = N = K = 4096"),
+    ("linear/quantized_linear/bf16_in/out_bf16/[4096,4096,4096]",
+     "QuantizedLinear, bf16 in and out (quantization + GEMM)", "M = N = K = 4096"),
+    ("linear/quantized_linear/bf16_in/out_bf16/[1,4096,4096]", "QuantizedLinear, decode", "M = 1, N = K = 4096"),
+]
+COLUMNS = [("eager", "PyTorch eager"), ("compile", "torch.compile"), ("linear16", "16-bit F.linear")]
+
+METHOD = """\
+### The benchmark (`tools/bench.c`)
+
+- Each row: select the plan (the JIT compile stays out of the timing), allocate, fill
+  inputs with fresh random data (splitmix64 on up to 16 host threads, copied over), poison outputs,
+  `bq_plan_can_implement`, warm up (`--warmup`, default 10), then `--reps` (default 100)
+  runs, each between two driver events on one stream. Reported time = median.
+- L2 (50 MB on an H100) never flatters: each row rotates over buffer sets, as many as it
+  takes to span 256 MiB but no more than the number of runs, so no timed run reuses a set.
+  Before the timed runs the tool queues one 64 MiB memset per run. This keeps the GPU busy
+  long enough that the host gets ahead (so a start event is not stamped while the GPU waits
+  for the launch), and it also flushes L2. So every timed run starts with cold data.
+- Effective bandwidth = (bytes read once + bytes written once) / time, counting only the
+  logical elements (not the padding of strided rows), plus the scale and zero-point arrays
+  for the granularities that have them. Quantize backward and fake quantize backward read
+  dy and x and write dx; dequantize backward reads dy and writes dx (no x is passed).
+- Copy reference: `cuMemcpyDtoDAsync` of the same number of bytes as the row's logical
+  float tensor (`numel * sizeof(T)`), timed the same way, GB/s = 2 * bytes / time.
+  `ratio` = row GB/s / copy GB/s. At small sizes both are latency-bound (about 5 us on an
+  H100), so the ratio there is not an efficiency and can exceed 1: compare the time with
+  the copy's time instead.
+- W8A8 linear rows: TOPS = 2 M N K / time; weight GB/s = N K / time, and their ratio is
+  that against the copy of the weight's bytes (the bound of the decode rows, M <= 16).
+  QuantizedLinear rows include the quantization of the bf16 activations.
+- Row names: `granularity/op/direction/float type/int type/[shape]`, then the layout where
+  it is not the plain one (`axis=`, `stride=` row strides, `g=` group size, `asym`,
+  `scale=f32` for scale arrays in f32 where the float type is another).
+- JIT figures (they run first, in a fresh cache directory made with mkdtemp and set as
+  `BARACUDA_QUANT_CACHE_DIR` before the first select; the directory is removed at exit):
+  - first select: NVRTC start-up + compile + module load;
+  - cold select: N (16, `--quick` 10) SKUs that differ only in their q range, so each is a
+    compile + module load; the compile count from `bq_cache_get_stats` is printed so a
+    select that was not cold would show;
+  - disk select: the tool re-execs itself (`/proc/self/exe --child-disk-select DIR`)
+    10 times (`--quick` 3). Each child first creates the context (`bq_malloc` of 1 byte),
+    then times a first and a second select of two SKUs that are on disk. It reports them
+    with its disk-hit and compile counts over a pipe;
+  - memory select: 10000 selects of a cached desc, each timed with CLOCK_MONOTONIC
+    (destroy outside the timing); median and mean;
+  - run overhead: host time of 10000 `bq_plan_run` calls on numel 256, divided by 10000,
+    with and without the final synchronize.
+
+### Against PyTorch (`tools/compare_torch.py`)
+
+Run on the same GPU right after the benchmark. For each headline row, what a user would
+run instead: PyTorch eager, and `torch.compile` (mode "default", `dynamic=False`) of the
+same computation; for the linear rows also the unquantized 16-bit `F.linear` at the same
+shape. Timed in the benchmark's spirit: fresh random data (never zeros), warm-up calls,
+then CUDA events around each call with L2 flushed before it (a 256 MiB write; 30 such
+writes are queued first so that the host runs ahead of the GPU), median and minimum of
+100 calls. The first call of a compiled function (its compile) is reported apart and never
+timed. The device-to-device copy of the row's bytes (`dst.copy_(src)`) is timed the same
+way in the same run: compare it with the benchmark's copy to see that the two runs saw the
+same GPU. A ratio in the tables is PyTorch's median time / ours: above 1, we are faster.
+The backward row times `torch.autograd.grad` alone (the forward runs before the timing).
+`torch._int_mm` (cuBLASLt's int8 GEMM) takes M > 16 only, so the decode row has no int8
+PyTorch alternative.
+
+### Reproducing
+
+On the GPU host, from the repository root, after building `build/tools/bench`:
+
+```sh
+tools/bench_run.sh             # writes $OUT/bench.json and $OUT/torch.json (OUT defaults to bench-out)
+cp $OUT/bench.json docs/bench/<gpu>-<version>.json
+cp $OUT/torch.json docs/bench/<gpu>-<version>-torch.json
+python3 tools/bench_table.py --bench docs/bench/<gpu>-<version>.json \\
+    --torch docs/bench/<gpu>-<version>-torch.json --performance docs/performance.md --readme README.md
+```
+"""
+
+
+def fnum(x, fmt):
+    return "—" if x is None else fmt % x
+
+
+def find_bench_row(bench, key):
+    for r in bench.get("rows", []):
+        if r["name"] == key or r["name"] == key + "/wgmma":
+            return r
+    return None
+
+
+def find_torch_row(torch, key):
+    if not torch:
+        return None
+    for r in torch.get("rows", []):
+        if r["name"] == key:
+            return r
+    return None
+
+
+def is_gemm(name, row):
+    """A linear row whose M is above 16: compute-bound, judged in TOPS, not against a copy."""
+    m = re.search(r"\[(\d+),(\d+),(\d+)\]", name)
+    return name.startswith("linear/") and m is not None and int(m.group(1)) > 16
+
+
+def prov_line(bench, torch):
+    p = bench.get("provenance") or {}
+    gpu = p.get("gpu") or bench.get("device") or "unknown GPU"
+    parts = [gpu, "baracuda_quant %s" % (p.get("library_version") or bench.get("library_version"))]
+    if p.get("commit"):
+        sha, _, rest = p["commit"].partition("-")  # keeps a "-dirty" suffix
+        parts[-1] += " (commit %s%s)" % (sha[:12], "-" + rest if rest else "")
+    if p.get("date_utc"):
+        parts.append("measured %s" % p["date_utc"][:10])
+    if torch:
+        tp = torch.get("provenance") or {}
+        parts.append("PyTorch %s" % tp.get("torch_version"))
+    return ", ".join(parts)
+
+
+def headline(bench, torch):
+    """The README's table (the lines between the markers)."""
+    reps = bench.get("reps")
+    out = [
+        "%s. Median of %s runs, L2 flushed and fresh random data before each; every row and the "
+        "method: [docs/performance.md](docs/performance.md)." % (prov_line(bench, torch), reps),
+        "",
+        "Ours in microseconds; \"vs copy\": our effective bandwidth / that of a device-to-device copy of "
+        "the same bytes (the bound of these memory-bound ops; GEMM rows give TOPS instead). The PyTorch "
+        "columns: PyTorch's time / ours, above 1 = we are faster.",
+        "",
+        "| op | shape | ours (us) | vs copy | %s |" % " | ".join(c[1] for c in COLUMNS),
+        "|---|---|---:|---:|" + "---:|" * len(COLUMNS),
+    ]
+    for key, label, shape in HEADLINE:
+        b = find_bench_row(bench, key)
+        t = find_torch_row(torch, key)
+        if not b or not b.get("ok") or b.get("median_us") is None:
+            out.append("| %s | %s | not measured | — |%s" % (label, shape, " — |" * len(COLUMNS)))
+            continue
+        ours = b["median_us"]
+        if is_gemm(key, b):
+            vs = "%.0f TOPS" % b["tops"] if b.get("tops") else "—"
+        else:
+            vs = fnum(b.get("ratio"), "%.2f")
+        cells = []
+        for col, _ in COLUMNS:
+            alts = [a for a in (t or {}).get("alternatives", []) if a.get("column") == col]
+            if not alts:
+                cells.append("—")
+            elif alts[0].get("ok") and alts[0].get("median_us"):
+                cells.append("%.2f" % (alts[0]["median_us"] / ours))
+            else:
+                cells.append("failed")
+        out.append("| %s | %s | %.1f | %s | %s |" % (label, shape, ours, vs, " | ".join(cells)))
+    out += [
+        "",
+        "PyTorch eager runs the library call where PyTorch has one (`torch.quantize_per_tensor`, "
+        "`torch.quantize_per_channel`, `torch.fake_quantize_per_channel_affine`), else the formula; "
+        "torch.compile compiles the same computation. W8A8 row: eager is `torch._int_mm` alone "
+        "(cuBLASLt, no scales applied), compiled is `torch._int_mm` + the scale and bias epilogue. "
+        "The decode row has no int8 PyTorch path (`torch._int_mm` takes M > 16 only).",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def split_name(name):
+    """granularity/op/dir/float/int/[shape]/layout... -> its parts, or None."""
+    p = name.split("/")
+    if len(p) < 6 or not p[5].startswith("["):
+        return None
+    return {"gran": p[0], "op": p[1], "dir": p[2], "float": p[3], "int": p[4],
+            "shape": p[5].replace(",", " × ").strip("[]"), "layout": "/".join(p[6:])}
+
+
+def table(rows, small=False):
+    out = []
+    if small:
+        out.append("| op | dir | float | shape | layout | time (us) | copy (us) |")
+        out.append("|---|---|---|---|---|---:|---:|")
+    else:
+        out.append("| op | dir | float | shape | layout | time (us) | GB/s | ratio to copy |")
+        out.append("|---|---|---|---|---|---:|---:|---:|")
+    for r in rows:
+        n = split_name(r["name"]) or {"op": r["name"], "dir": "", "float": "", "shape": "", "layout": ""}
+        head = "| %s | %s | %s | %s | %s " % (n["op"], n["dir"], n["float"], n["shape"], n["layout"])
+        if not r.get("ok"):
+            out.append(head + ("| FAILED | — |" if small else "| FAILED | — | — |"))
+        elif small:
+            out.append(head + "| %.2f | %s |" % (r["median_us"], fnum(r.get("copy_us"), "%.2f")))
+        else:
+            out.append(head + "| %.1f | %.0f | %s |" % (r["median_us"], r["gbps"], fnum(r.get("ratio"), "%.2f")))
+    return out
+
+
+def performance(bench, torch, bench_path, torch_path):
+    p = bench.get("provenance") or {}
+    o = ["# Performance", "",
+         "Generated by `tools/bench_table.py` from `%s`%s; edit the generator, not this page." %
+         (bench_path, " and `%s`" % torch_path if torch_path else ""), ""]
+
+    o += ["## Provenance", "", "| | |", "|---|---|"]
+
+    def kv(k, v):
+        if v is not None and v != "":
+            o.append("| %s | %s |" % (k, str(v).replace("|", "\\|")))
+    kv("GPU", p.get("gpu") or bench.get("device"))
+    kv("compute capability", p.get("compute_capability"))
+    dv = p.get("driver_version")
+    kv("driver", ("CUDA %s" % dv if dv else None) if not p.get("kernel_driver") else
+       "CUDA %s; %s" % (dv, " ".join(p["kernel_driver"].split())))
+    kv("NVRTC", p.get("nvrtc_version"))
+    kv("baracuda_quant", p.get("library_version") or bench.get("library_version"))
+    kv("commit", "`%s`" % p["commit"] if p.get("commit") else "not recorded")
+    kv("baracuda_quant.h sha256", "`%s`" % p["header_sha256"] if p.get("header_sha256") else "not recorded")
+    kv("date (UTC)", p.get("date_utc"))
+    kv("command", "`%s`" % " ".join(p["argv"]) if p.get("argv") else None)
+    kv("runs per row", "%s timed after %s warm-up%s" % (bench.get("reps"), bench.get("warmup"),
+                                                        " (--quick)" if bench.get("quick") else ""))
+    if bench.get("filter"):
+        kv("filter", "`%s`" % bench["filter"])
+    kv("failed calls", bench.get("failures"))
+    if torch:
+        tp = torch.get("provenance") or {}
+        kv("PyTorch", "%s (CUDA %s, Triton %s, Python %s)" % (tp.get("torch_version"), tp.get("cuda_version"),
+                                                               tp.get("triton_version"), tp.get("python_version")))
+        kv("PyTorch run on", "%s, %s" % (tp.get("gpu"), tp.get("date_utc")))
+        kv("PyTorch command", "`%s`" % " ".join(tp["argv"]) if tp.get("argv") else None)
+    o.append("")
+
+    o += ["## Against PyTorch", "", headline(bench, torch)]
+    if torch:
+        o += ["Every alternative, with what it runs (ratio: its time / ours; first call: the compile, "
+              "for compiled functions; copy: `dst.copy_(src)` of the row's bytes in the PyTorch run, "
+              "against the benchmark's copy of the same bytes):", "",
+              "| row | alternative | runs | median (us) | min (us) | first call (s) | ratio |",
+              "|---|---|---|---:|---:|---:|---:|"]
+        for r in torch.get("rows", []):
+            b = find_bench_row(bench, r["name"])
+            ours = b["median_us"] if b and b.get("ok") else None
+            for a in r.get("alternatives", []):
+                if a.get("ok"):
+                    o.append("| `%s` | %s | `%s` | %.1f | %.1f | %s | %s |" % (
+                        r["name"], a["label"], a["code"], a["median_us"], a["min_us"],
+                        fnum(a.get("first_call_s"), "%.2f"),
+                        "%.2f" % (a["median_us"] / ours) if ours else "—"))
+                else:
+                    o.append("| `%s` | %s | `%s` | failed: %s | | | |" % (
+                        r["name"], a["label"], a["code"], (a.get("error") or "").replace("|", "\\|")))
+            c = r.get("copy") or {}
+            bc = next((x for x in bench.get("copy", []) if x.get("bytes") == r.get("copy_bytes")), None)
+            o.append("| `%s` | copy of %d bytes (bench: %s us) | `dst.copy_(src)` | %s | %s | | |" % (
+                r["name"], r.get("copy_bytes", 0), fnum((bc or {}).get("median_us"), "%.1f"),
+                fnum(c.get("median_us"), "%.1f"), fnum(c.get("min_us"), "%.1f")))
+        o.append("")
+
+    o += ["## Method", "", METHOD]
+
+    o += ["## Copy reference", "", "`cuMemcpyDtoDAsync`, GB/s = 2 × bytes / time.", "",
+          "| bytes | time (us) | GB/s |", "|---:|---:|---:|"]
+    for c in sorted(bench.get("copy", []), key=lambda c: c["bytes"]):
+        if c.get("ok"):
+            o.append("| %d | %.2f | %.0f |" % (c["bytes"], c["median_us"], c["gbps"]))
+        else:
+            o.append("| %d | FAILED | — |" % c["bytes"])
+    o.append("")
+
+    rows = bench.get("rows", [])
+    lin = [r for r in rows if r["name"].startswith("linear/")]
+    dyn = [r for r in rows if "/dynamic_quantize/" in r["name"]]
+    aff = [r for r in rows if r not in lin and r not in dyn]
+    big = [r for r in aff if r.get("copy_bytes", 0) >= 64 << 20]
+    small = [r for r in aff if r.get("copy_bytes", 0) < 64 << 20]
+    grans = []
+    for r in big:
+        g = r["name"].split("/")[0]
+        if g not in grans:
+            grans.append(g)
+    if big:
+        o += ["## Quantize, dequantize, fake quantize: 64 MiB and more", "",
+              "Median time, effective bandwidth (bytes read once + written once) and its ratio to the "
+              "copy of the float tensor's bytes.", ""]
+        for g in grans:
+            o += ["### %s" % g.replace("_", " "), ""] + table([r for r in big if r["name"].startswith(g + "/")]) + [""]
+    if small:
+        o += ["## Small sizes", "", "Latency-bound: the time against the copy's time for the same bytes.", ""]
+        o += table(small, small=True) + [""]
+    if dyn:
+        o += ["## Dynamic quantization", "",
+              "Scales (and zero points, `asym`) computed on the GPU; bytes counted: x read, q and the "
+              "scales written.", ""] + table(dyn) + [""]
+    if lin:
+        o += ["## W8A8 linear layers", "",
+              "TOPS = 2 M N K / time; weight GB/s = N K / time; ratio = weight GB/s / copy GB/s at the "
+              "weight's size (the bound of the decode rows). `/wgmma`: sm_90a tiles.", "",
+              "| case | time (us) | TOPS | weight GB/s | ratio to copy |", "|---|---:|---:|---:|---:|"]
+        for r in lin:
+            if r.get("ok"):
+                o.append("| %s | %.1f | %.1f | %.0f | %s |" % (r["name"], r["median_us"], r.get("tops", 0),
+                                                             r["gbps"], fnum(r.get("ratio"), "%.2f")))
+            else:
+                o.append("| %s | FAILED | — | — | — |" % r["name"])
+        o.append("")
+    j = bench.get("jit")
+    if j:
+        o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
+        o.append("| first select in a process (NVRTC start-up + compile + load) | %s ms |" %
+                 fnum(j.get("first_select_ms"), "%.1f"))
+        for key, what in (("cold_select_ms", "cold select, %d SKUs (compile + load)"),
+                          ("cold_compile_nvrtc_ms", "cold compile alone (NVRTC), %d more SKUs")):
+            c = j.get(key)
+            if c and c.get("n"):
+                o.append("| %s: median / min / max | %s / %s / %s ms |" % (
+                    what % c["n"], fnum(c["median"], "%.1f"), fnum(c["min"], "%.1f"), fnum(c["max"], "%.1f")))
+        c = j.get("disk_first_select_ms") or {}
+        o.append("| select from the disk cache, fresh process (median of %s) | %s ms |" %
+                 (c.get("n"), fnum(c.get("median"), "%.3f")))
+        c = j.get("memory_select_us") or {}
+        o.append("| select from memory (median) | %s us |" % fnum(c.get("median"), "%.2f"))
+        o.append("| bq_plan_run host overhead | %s us |" % fnum(j.get("run_host_us"), "%.2f"))
+        o.append("")
+    return "\n".join(o).rstrip("\n") + "\n"
+
+
+def replace_between_markers(text, block, path):
+    b, e = text.find(BEGIN), text.find(END)
+    if b < 0 or e < 0 or e < b:
+        raise ValueError("%s: no %s ... %s markers (in that order): nothing written" % (path, BEGIN, END))
+    return text[:b + len(BEGIN)] + "\n" + block + text[e:]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def header_version(root):
+    with open(os.path.join(root, "baracuda_quant.h")) as f:
+        m = re.search(r'#define BQ_VERSION_STRING "([^"]+)"', f.read())
+    if not m:
+        raise ValueError("no BQ_VERSION_STRING in baracuda_quant.h")
+    return m.group(1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="docs/performance.md and the README's headline table "
+                                 "from the raw benchmark files")
+    ap.add_argument("legacy", nargs="?", help="a bench JSON: print its performance page to stdout")
+    ap.add_argument("--bench", help="tools/bench.c's JSON (docs/bench/<gpu>-<version>.json)")
+    ap.add_argument("--torch", help="tools/compare_torch.py's JSON (docs/bench/<gpu>-<version>-torch.json)")
+    ap.add_argument("--performance", help="the page to write (docs/performance.md)")
+    ap.add_argument("--readme", help="the README whose headline table to replace")
+    ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    help="the repository root, for --check's defaults (default: this script's ..)")
+    try:
+        a = ap.parse_args()
+    except SystemExit as e:
+        return 64 if e.code else 0
+
+    if a.legacy and not (a.bench or a.check):
+        sys.stdout.write(performance(load(a.legacy), None, a.legacy, None))
+        return 0
+    root = a.root
+    if a.check and not a.bench:
+        version = header_version(root)
+        found = sorted(p for p in glob.glob(os.path.join(root, "docs", "bench", "*-%s.json" % version)))
+        if not found:
+            print("bench_table: skipped: no docs/bench/*-%s.json" % version)
+            return SKIP
+        prefer = [p for p in found if os.path.basename(p).startswith("h100-")]
+        a.bench = (prefer or found)[0]
+        t = a.bench[:-len(".json")] + "-torch.json"
+        a.torch = a.torch or (t if os.path.exists(t) else None)
+        a.performance = a.performance or os.path.join(root, "docs", "performance.md")
+        a.readme = a.readme or os.path.join(root, "README.md")
+    if not a.bench:
+        ap.print_usage(sys.stderr)
+        print("bench_table: --bench is required (or --check, or a JSON to print)", file=sys.stderr)
+        return 64
+
+    try:
+        bench = load(a.bench)
+        torch = load(a.torch) if a.torch else None
+    except (OSError, ValueError) as e:
+        print("bench_table: %s" % e, file=sys.stderr)
+        return 1
+
+    def rel(path):
+        if not path:
+            return None
+        r = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+        return path if r.startswith("..") else r
+
+    outputs = []
+    if a.performance:
+        outputs.append((a.performance, performance(bench, torch, rel(a.bench), rel(a.torch))))
+    if a.readme:
+        try:
+            with open(a.readme) as f:
+                text = f.read()
+            outputs.append((a.readme, replace_between_markers(text, headline(bench, torch), a.readme)))
+        except (OSError, ValueError) as e:
+            print("bench_table: %s" % e, file=sys.stderr)
+            return 1
+    if not outputs:
+        sys.stdout.write(performance(bench, torch, rel(a.bench), rel(a.torch)))
+        return 0
+
+    status = 0
+    for path, new in outputs:
+        if a.check:
+            try:
+                with open(path) as f:
+                    old = f.read()
+            except OSError:
+                old = None
+            if old != new:
+                print("bench_table: %s is not what %s generates: run tools/bench_table.py --bench %s%s "
+                      "--performance ... --readme ..." % (path, os.path.basename(sys.argv[0]), rel(a.bench),
+                                                          " --torch %s" % rel(a.torch) if a.torch else ""),
+                      file=sys.stderr)
+                status = 1
+        else:
+            with open(path, "w") as f:
+                f.write(new)
+            print("bench_table: wrote %s" % path)
+    if a.check and status == 0:
+        print("bench_table: %s in sync with %s" % (", ".join(p for p, _ in outputs), rel(a.bench)))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

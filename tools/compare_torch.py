@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""What a PyTorch user runs instead of each headline row of tools/bench.c, timed on the same GPU.
+
+For every row of the README's headline table: PyTorch eager and torch.compile of the same
+computation (and, for the linear rows, a bf16 F.linear), each timed as tools/bench.c times
+its rows: fresh random data, warm-up runs, then CUDA events around each call with L2
+flushed before it (a 256 MiB write), median and minimum of --reps calls; the device-to-
+device copy of the same bytes (dst.copy_(src)) is timed the same way in the same run.
+
+    python3 tools/compare_torch.py --json torch.json [--reps 100] [--warmup 10]
+
+Writes one raw JSON file (schema in docs/performance.md). Every alternative runs in its
+own try/except: a failure (a torch.compile error included) is recorded as that
+alternative's "error" and the run goes on. Exit status: 0 when the JSON was written (even
+with failed alternatives; the JSON counts them), 1 when it could not be, 2 without CUDA.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+import traceback
+
+FLUSH_BYTES = 256 << 20  # L2 is 50 MB on an H100: a 256 MiB write evicts every input
+HEAD_START = 30          # flushes queued before the timed calls, so the host runs ahead
+COMPILE_BUDGET_S = 200   # past this much compile time, remaining compiled alternatives skip
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Timer:
+    """CUDA-event timing of one callable, L2 flushed before each timed call."""
+
+    def __init__(self, torch, reps, warmup):
+        self.torch = torch
+        self.reps = reps
+        self.warmup = warmup
+        self.flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def time(self, fn):
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        start = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        end = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        # Queue GPU work first so the host runs ahead of the device: a start event must not
+        # be stamped while the GPU waits for the host to submit the call.
+        for _ in range(HEAD_START):
+            self.flush.fill_(0x5A)
+        for i in range(self.reps):
+            self.flush.fill_(0x5A)
+            start[i].record()
+            fn()
+            end[i].record()
+        end[-1].synchronize()
+        us = sorted(1e3 * s.elapsed_time(e) for s, e in zip(start, end))
+        return {"median_us": statistics.median(us), "min_us": us[0]}
+
+
+def check(out, shapes_dtypes):
+    """Raises unless out (a tensor or a tuple of them) has the expected shapes and dtypes."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != len(shapes_dtypes):
+        raise RuntimeError("%d outputs, expected %d" % (len(outs), len(shapes_dtypes)))
+    for o, (shape, dtype) in zip(outs, shapes_dtypes):
+        if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
+            raise RuntimeError("output %s %s, expected %s %s" % (tuple(o.shape), o.dtype, tuple(shape), dtype))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", default="torch.json", help="where the JSON goes (default torch.json)")
+    ap.add_argument("--reps", type=int, default=100, help="timed calls per alternative (default 100)")
+    ap.add_argument("--warmup", type=int, default=10, help="untimed calls before them (default 10)")
+    ap.add_argument("--only", default=None, help="only rows whose name contains this string")
+    args = ap.parse_args()
+    if args.reps < 1 or args.warmup < 1:
+        ap.error("--reps and --warmup must be at least 1")
+
+    t_start = time.time()
+    import torch
+    import torch.nn.functional as F
+
+    if not torch.cuda.is_available():
+        print("compare_torch: no CUDA device, nothing measured", file=sys.stderr)
+        return 2
+    torch.manual_seed(20260)
+    dev = "cuda"
+    timer = Timer(torch, args.reps, args.warmup)
+    compile_s = [0.0]
+
+    def compiled(fn):
+        return torch.compile(fn, mode="default", dynamic=False, fullgraph=False)
+
+    prov = {
+        "date_utc": utc_now(),
+        "hostname": socket.gethostname(),
+        "gpu": torch.cuda.get_device_name(0),
+        "compute_capability": "%d.%d" % torch.cuda.get_device_capability(0),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "python_version": platform.python_version(),
+        "argv": [sys.executable] + sys.argv,
+    }
+    try:
+        import triton
+        prov["triton_version"] = triton.__version__
+    except Exception:  # noqa: BLE001 - provenance only
+        prov["triton_version"] = None
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            prov["kernel_driver"] = f.readline().strip()
+    except OSError:
+        prov["kernel_driver"] = None
+
+    rows = []
+
+    def row(name, shape, copy_bytes):
+        r = {"name": name, "shape": list(shape), "copy_bytes": copy_bytes, "alternatives": []}
+        rows.append(r)
+        return r
+
+    def measure(r, alt_id, column, label, code, make, expect, is_compiled=False):
+        """make() builds the inputs and returns the callable to time; expect: [(shape, dtype)]."""
+        a = {"id": alt_id, "column": column, "label": label, "code": code, "ok": False,
+             "median_us": None, "min_us": None, "first_call_s": None, "error": None}
+        r["alternatives"].append(a)
+        if args.only and args.only not in r["name"]:
+            a["error"] = "not run (--only)"
+            return
+        if is_compiled and compile_s[0] > COMPILE_BUDGET_S:
+            a["error"] = "skipped: compile time budget (%d s) spent" % COMPILE_BUDGET_S
+            print("  %-14s %s" % (alt_id, a["error"]), flush=True)
+            return
+        try:
+            fn = make()
+            t0 = time.time()
+            out = fn()  # the first call: compiles where torch.compile is involved
+            torch.cuda.synchronize()
+            a["first_call_s"] = round(time.time() - t0, 3)
+            if is_compiled:
+                compile_s[0] += a["first_call_s"]
+            check(out, expect)
+            del out
+            a.update(timer.time(fn))
+            a["ok"] = True
+            print("  %-14s %10.2f us  (min %.2f; first call %.2f s)  %s" %
+                  (alt_id, a["median_us"], a["min_us"], a["first_call_s"], label), flush=True)
+        except Exception as e:  # noqa: BLE001 - record and go on
+            a["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+            print("  %-14s FAILED: %s" % (alt_id, a["error"]), flush=True)
+            if os.environ.get("BQ_COMPARE_TRACEBACK"):
+                traceback.print_exc()
+        finally:
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - a sticky CUDA error shows in the next alternative
+                pass
+
+    def copy_ref(r):
+        nbytes = r["copy_bytes"]
+        try:
+            src = torch.randint(-128, 128, (nbytes,), dtype=torch.int8, device=dev)
+            dst = torch.empty_like(src)
+            r["copy"] = timer.time(lambda: dst.copy_(src))
+            r["copy"]["gbps"] = 2.0 * nbytes / (r["copy"]["median_us"] * 1e3)
+            del src, dst
+        except Exception as e:  # noqa: BLE001
+            r["copy"] = {"median_us": None, "min_us": None, "error": "%s: %s" % (type(e).__name__, e)}
+
+    def begin(name):
+        print("\n%s" % name, flush=True)
+
+    M, K = 8192, 4096
+    f32, bf16, f16, s8, s32 = torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.int32
+
+    # ---- quantize per tensor, f32 [8192, 4096] -----------------------------------------
+    name = "per_tensor/quantize/fwd/f32/s8/[8192,4096]"
+    begin(name)
+    r = row(name, [M, K], M * K * 4)
+    x = torch.empty(M, K, dtype=f32, device=dev).uniform_(-3, 3)
+    s, zp = 0.023, 3
+    measure(r, "eager", "eager", "torch.quantize_per_tensor",
+            "torch.quantize_per_tensor(x, s, zp, torch.qint8)",
+            lambda: (lambda: torch.quantize_per_tensor(x, s, zp, torch.qint8)),
+            [((M, K), torch.qint8)])
+
+    def qpt(x, s: float, zp: int):
+        return torch.clamp(torch.round(x / s) + zp, -128, 127).to(torch.int8)
+    measure(r, "compile", "compile", "torch.compile of the formula",
+            "torch.clamp(torch.round(x / s) + zp, -128, 127).to(torch.int8)",
+            lambda: (lambda f=compiled(qpt): f(x, s, zp)), [((M, K), s8)], is_compiled=True)
+    copy_ref(r)
+    del x
+
+    # ---- quantize per channel, f32 [8192, 4096], axis 0 --------------------------------
+    name = "per_channel/quantize/fwd/f32/s8/[8192,4096]/axis=0"
+    begin(name)
+    r = row(name, [M, K], M * K * 4)
+    x = torch.empty(M, K, dtype=f32, device=dev).uniform_(-3, 3)
+    sc = torch.empty(M, dtype=f32, device=dev).uniform_(0.01, 0.05)
+    zc = torch.randint(-128, 128, (M,), dtype=s32, device=dev)
+    sc64, zc64 = sc.double(), zc.long()  # the dtypes torch.quantize_per_channel takes
+    measure(r, "eager", "eager", "torch.quantize_per_channel",
+            "torch.quantize_per_channel(x, s, zp, 0, torch.qint8)",
+            lambda: (lambda: torch.quantize_per_channel(x, sc64, zc64, 0, torch.qint8)),
+            [((M, K), torch.qint8)])
+
+    def qpc(x, s, zp):
+        return torch.clamp(torch.round(x / s[:, None]) + zp[:, None], -128, 127).to(torch.int8)
+    measure(r, "compile", "compile", "torch.compile of the formula",
+            "torch.clamp(torch.round(x / s[:, None]) + zp[:, None], -128, 127).to(torch.int8)",
+            lambda: (lambda f=compiled(qpc): f(x, sc, zc)), [((M, K), s8)], is_compiled=True)
+    copy_ref(r)
+
+    # ---- fake quantize per channel, f32 [8192, 4096], axis 0: forward, backward ---------
+    def fq(x, s, zp):
+        return torch.fake_quantize_per_channel_affine(x, s, zp, 0, -128, 127)
+    fq_c = None
+    name = "per_channel/fake_quantize/fwd/f32/s8/[8192,4096]/axis=0"
+    begin(name)
+    r = row(name, [M, K], M * K * 4)
+    measure(r, "eager", "eager", "torch.fake_quantize_per_channel_affine",
+            "torch.fake_quantize_per_channel_affine(x, s, zp, 0, -128, 127)",
+            lambda: (lambda: fq(x, sc, zc)), [((M, K), f32)])
+    try:
+        fq_c = compiled(fq)
+    except Exception:  # noqa: BLE001 - measure() records the error on first use
+        fq_c = None
+    measure(r, "compile", "compile", "torch.compile of torch.fake_quantize_per_channel_affine",
+            "torch.compile(torch.fake_quantize_per_channel_affine)(x, s, zp, 0, -128, 127)",
+            lambda: (lambda: fq_c(x, sc, zc)), [((M, K), f32)], is_compiled=True)
+    copy_ref(r)
+
+    name = "per_channel/fake_quantize/bwd/f32/s8/[8192,4096]/axis=0"
+    begin(name)
+    r = row(name, [M, K], M * K * 4)
+    dy = torch.empty(M, K, dtype=f32, device=dev).uniform_(-1, 1)
+
+    def grad_of(f):
+        def make():
+            xr = x.detach().clone().requires_grad_(True)
+            y = f(xr, sc, zc)  # the forward stays out of the timing
+            return lambda: torch.autograd.grad(y, xr, dy, retain_graph=True)
+        return make
+    measure(r, "eager", "eager", "autograd backward of torch.fake_quantize_per_channel_affine",
+            "torch.autograd.grad(y, x, dy) for y = torch.fake_quantize_per_channel_affine(x, ...)",
+            grad_of(fq), [((M, K), f32)])
+    measure(r, "compile", "compile", "autograd backward of the torch.compile'd op",
+            "torch.autograd.grad(y, x, dy) for y = torch.compile(fake_quantize_per_channel_affine)(x, ...)",
+            grad_of(lambda *a: fq_c(*a)), [((M, K), f32)], is_compiled=True)
+    copy_ref(r)
+    del x, dy, sc, zc, sc64, zc64
+
+    # ---- dequantize per token, bf16 out [8192, 4096], f32 scales ------------------------
+    name = "per_token/dequantize/fwd/bf16/s8/[8192,4096]/scale=f32"
+    begin(name)
+    r = row(name, [M, K], M * K * 2)
+    q = torch.randint(-128, 128, (M, K), dtype=s8, device=dev)
+    st = torch.empty(M, dtype=f32, device=dev).uniform_(0.01, 0.05)
+    zt = torch.randint(-128, 128, (M,), dtype=s32, device=dev)
+
+    def dq(q, s, zp):
+        return ((q.float() - zp[:, None]) * s[:, None]).to(torch.bfloat16)
+    code = "((q.float() - zp[:, None]) * s[:, None]).to(torch.bfloat16)"
+    measure(r, "eager", "eager", "eager formula", code, lambda: (lambda: dq(q, st, zt)), [((M, K), bf16)])
+    measure(r, "compile", "compile", "torch.compile of the formula", code,
+            lambda: (lambda f=compiled(dq): f(q, st, zt)), [((M, K), bf16)], is_compiled=True)
+    copy_ref(r)
+    del q, st, zt
+
+    # ---- dynamic quantization, bf16 in, f32 scales ---------------------------------------
+    def dyn_tok(x):
+        amax = x.abs().amax(dim=1, keepdim=True).float()
+        s = amax / 127
+        q = (x.float() / s).round().clamp(-128, 127).to(torch.int8)
+        return q, s
+    code_tok = ("amax = x.abs().amax(dim=1, keepdim=True).float(); s = amax / 127; "
+                "q = (x.float() / s).round().clamp(-128, 127).to(torch.int8)")
+    dyn_tok_c = compiled(dyn_tok)
+    for cols in (4096, 14336):
+        name = "per_token/dynamic_quantize/fwd/bf16/s8/[%d,%d]/scale=f32" % (M, cols)
+        begin(name)
+        r = row(name, [M, cols], M * cols * 2)
+        x = torch.empty(M, cols, dtype=bf16, device=dev).uniform_(-3, 3)
+        expect = [((M, cols), s8), ((M, 1), f32)]
+        measure(r, "eager", "eager", "eager formula", code_tok, lambda: (lambda: dyn_tok(x)), expect)
+        measure(r, "compile", "compile", "torch.compile of the formula", code_tok,
+                lambda: (lambda: dyn_tok_c(x)), expect, is_compiled=True)
+        copy_ref(r)
+        del x
+
+    G = 128
+
+    def dyn_grp(x):
+        m, k = x.shape
+        xg = x.reshape(m, k // 128, 128)
+        amax = xg.abs().amax(dim=2, keepdim=True).float()
+        s = amax / 127
+        q = (xg.float() / s).round().clamp(-128, 127).to(torch.int8)
+        return q.reshape(m, k), s.reshape(m, k // 128)
+    code_grp = ("xg = x.reshape(M, K // 128, 128); amax = xg.abs().amax(dim=2, keepdim=True).float(); "
+                "s = amax / 127; q = (xg.float() / s).round().clamp(-128, 127).to(torch.int8).reshape(M, K)")
+    name = "per_group/dynamic_quantize/fwd/bf16/s8/[8192,4096]/g=128/scale=f32"
+    begin(name)
+    r = row(name, [M, K], M * K * 2)
+    x = torch.empty(M, K, dtype=bf16, device=dev).uniform_(-3, 3)
+    expect = [((M, K), s8), ((M, K // G), f32)]
+    measure(r, "eager", "eager", "eager formula", code_grp, lambda: (lambda: dyn_grp(x)), expect)
+    measure(r, "compile", "compile", "torch.compile of the formula", code_grp,
+            lambda: (lambda f=compiled(dyn_grp): f(x)), expect, is_compiled=True)
+    copy_ref(r)
+    del x
+
+    # ---- W8A8 linear, 4096 x 4096 x 4096 ---------------------------------------------------
+    Ml = Nl = Kl = 4096
+    a8 = torch.randint(-128, 128, (Ml, Kl), dtype=s8, device=dev)
+    w8 = torch.randint(-128, 128, (Nl, Kl), dtype=s8, device=dev)
+    sa = torch.empty(Ml, dtype=f32, device=dev).uniform_(1e-3, 2e-3)
+    sw = torch.empty(Nl, dtype=f32, device=dev).uniform_(1e-3, 2e-3)
+
+    def sq_epi(a, w, sa, sw, bias):
+        acc = torch._int_mm(a, w.t())
+        return (acc.float() * sa[:, None] * sw[None, :] + bias).to(torch.float16)
+    name = "linear/smoothquant_per_token/s8_in/out_f16/[4096,4096,4096]"
+    begin(name)
+    r = row(name, [Ml, Nl, Kl], Nl * Kl)
+    bias16 = torch.empty(Nl, dtype=f16, device=dev).uniform_(-1, 1)
+    measure(r, "eager", "eager", "torch._int_mm alone (cuBLASLt; no epilogue)",
+            "torch._int_mm(a, w.t())", lambda: (lambda: torch._int_mm(a8, w8.t())), [((Ml, Nl), s32)])
+    measure(r, "compile", "compile", "torch.compile of torch._int_mm + epilogue",
+            "(torch._int_mm(a, w.t()).float() * sa[:, None] * sw[None, :] + bias).to(torch.float16)",
+            lambda: (lambda f=compiled(sq_epi): f(a8, w8, sa, sw, bias16)), [((Ml, Nl), f16)],
+            is_compiled=True)
+    xb = torch.empty(Ml, Kl, dtype=f16, device=dev).uniform_(-3, 3)
+    wb = torch.empty(Nl, Kl, dtype=f16, device=dev).uniform_(-0.05, 0.05)
+    measure(r, "linear16", "linear16", "F.linear in f16 (no quantization)", "F.linear(x, w, bias), f16",
+            lambda: (lambda: F.linear(xb, wb, bias16)), [((Ml, Nl), f16)])
+    copy_ref(r)
+    del xb, wb, bias16
+
+    def ql_pipe(x, w, sw, bias):
+        amax = x.abs().amax(dim=1, keepdim=True).float()
+        s = amax / 127
+        q = (x.float() / s).round().clamp(-128, 127).to(torch.int8)
+        acc = torch._int_mm(q, w.t())
+        return (acc.float() * s * sw[None, :] + bias).to(torch.bfloat16)
+    code_ql = ("per-token dynamic quantization of x (bf16) as above, then "
+               "(torch._int_mm(q, w.t()).float() * s * sw[None, :] + bias).to(torch.bfloat16)")
+    name = "linear/quantized_linear/bf16_in/out_bf16/[4096,4096,4096]"
+    begin(name)
+    r = row(name, [Ml, Nl, Kl], Nl * Kl)
+    xq = torch.empty(Ml, Kl, dtype=bf16, device=dev).uniform_(-3, 3)
+    bias_b = torch.empty(Nl, dtype=bf16, device=dev).uniform_(-1, 1)
+    measure(r, "eager", "eager", "eager: quantization + torch._int_mm + epilogue", code_ql,
+            lambda: (lambda: ql_pipe(xq, w8, sw, bias_b)), [((Ml, Nl), bf16)])
+    measure(r, "compile", "compile", "torch.compile of quantization + torch._int_mm + epilogue", code_ql,
+            lambda: (lambda f=compiled(ql_pipe): f(xq, w8, sw, bias_b)), [((Ml, Nl), bf16)],
+            is_compiled=True)
+    wq = torch.empty(Nl, Kl, dtype=bf16, device=dev).uniform_(-0.05, 0.05)
+    measure(r, "linear16", "linear16", "F.linear in bf16 (no quantization)", "F.linear(x, w, bias), bf16",
+            lambda: (lambda: F.linear(xq, wq, bias_b)), [((Ml, Nl), bf16)])
+    copy_ref(r)
+    del xq, a8, sa
+
+    # ---- decode, M = 1, N = K = 4096: torch._int_mm takes M > 16 only ----------------------
+    name = "linear/quantized_linear/bf16_in/out_bf16/[1,4096,4096]"
+    begin(name)
+    r = row(name, [1, Nl, Kl], Nl * Kl)
+    x1 = torch.empty(1, Kl, dtype=bf16, device=dev).uniform_(-3, 3)
+    measure(r, "linear16", "linear16", "F.linear in bf16 (no quantization; torch._int_mm needs M > 16)",
+            "F.linear(x, w, bias), bf16", lambda: (lambda: F.linear(x1, wq, bias_b)), [((1, Nl), bf16)])
+    copy_ref(r)
+    del x1, wq, w8, sw, bias_b
+
+    nfail = sum(1 for r in rows for a in r["alternatives"] if not a["ok"])
+    out = {
+        "tool": "baracuda_quant compare_torch",
+        "provenance": prov,
+        "reps": args.reps,
+        "warmup": args.warmup,
+        "flush_bytes": FLUSH_BYTES,
+        "only": args.only,
+        "compile_s": round(compile_s[0], 3),
+        "wall_s": round(time.time() - t_start, 1),
+        "failures": nfail,
+        "rows": rows,
+    }
+    try:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        print("compare_torch: cannot write %s: %s" % (args.json, e), file=sys.stderr)
+        return 1
+    print("\nJSON written to %s (%d alternatives failed; %.0f s in all, %.0f s of it first calls "
+          "of compiled functions)" % (args.json, nfail, out["wall_s"], compile_s[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
