@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear] - on a GPU host, from the repository
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python] - on a GPU host, from the repository
 # root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
@@ -7,11 +7,17 @@
 # cache suites; `races` racecheck over the dynamic suite and the affine kernels that use
 # shared memory; `linear` the linear layers' suite, sanitizers and benchmark rows. `all` is
 # all four.
-# Logs go to $OUT (default gpu-logs/).
+# `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
+# and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
+# compiles. `python` the Python package's pytest suite and python/bench.py (needs
+# build-py/libbaracuda_quant_c.so, and pytest or its wheels in .whl/).
+# Logs go to $OUT (default gpu-logs/). The suites' kernel cache is $BARACUDA_QUANT_CACHE_DIR
+# (default /tmp/bq-cache-suites).
 what=${1:-all}
 B=build; [ -x build/tests/test_gpu_linear ] || B=.deps/build
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.deps/lib PATH=$PATH:/usr/local/cuda/bin BARACUDA_QUANT_QUIET=1
+export BARACUDA_QUANT_CACHE_DIR=${BARACUDA_QUANT_CACHE_DIR:-/tmp/bq-cache-suites}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 suite() { t=$1; /usr/bin/time -f "%e s" $B/tests/test_$t -j8 > $OUT/$t.txt 2>&1; echo "$t rc=$? $(tail -1 $OUT/$t.txt)"; grep -E "^\[FAIL|Synthesis" $OUT/$t.txt | tail -2; }
 san() { tool=$1; t=$2; shift 2; timeout ${TMO:-200} compute-sanitizer --tool $tool --print-limit 20 $B/tests/test_$t -j8 "$@" > $OUT/${tool}_$t.txt 2>&1; echo "$tool $t rc=$?"; grep -E "Synthesis|SUMMARY" $OUT/${tool}_$t.txt | tail -2; }
@@ -30,7 +36,7 @@ linear() {
 if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
   for e in w8a8_linear qat_step per_group_weights; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
-  for t in gpu_cache gpu_affine gpu_batch gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
+  for t in gpu_cache gpu_affine gpu_batch gpu_devices gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
 fi
 # racecheck of the affine kernels that share shared memory: per channel, per token (bq_affine_flat)
 # and per group
@@ -46,3 +52,36 @@ if [ "$what" = all ] || [ "$what" = races ]; then
   race_affine
 fi
 if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
+
+warmcheck() {
+  local A=$BARACUDA_QUANT_CACHE_DIR C=/tmp/bq-cache-warmed Q=$B/tools/baracuda-quant
+  rm -rf $C
+  $Q list --dir $A --skus > $OUT/warm-skus.txt; echo "warmcheck: $(wc -l < $OUT/warm-skus.txt) SKUs in $A"
+  # no GPU: no driver at all, only NVRTC
+  CUDA_VISIBLE_DEVICES= BARACUDA_QUANT_DRIVER=/nonexistent $Q warm --arch 90 --skus $OUT/warm-skus.txt --dir $C -j 16 \
+    > $OUT/warm.txt 2>&1; echo "warm rc=$?"; tail -2 $OUT/warm.txt
+  if diff <(cd $A && ls *.bqk) <(cd $C && ls *.bqk) > $OUT/warm-diff.txt; then echo "warmcheck: same entry files"
+  else echo "warmcheck: entry files differ ($(wc -l < $OUT/warm-diff.txt) lines in warm-diff.txt)"; fi
+  for t in gpu_affine gpu_batch gpu_dynamic gpu_linear; do
+    BARACUDA_QUANT_STATS=1 BARACUDA_QUANT_CACHE_DIR=$C $B/tests/test_$t -j8 > $OUT/warm_$t.txt 2>&1
+    echo "warmed $t rc=$? $(grep Synthesis $OUT/warm_$t.txt)"
+  done
+  grep -h '^baracuda_quant: cache:' $OUT/warm_gpu_*.txt > $OUT/warm-stats.txt
+  awk '{for (i = 1; i < NF; i++) { if ($(i+1) ~ /^compiles/) c += $i; if ($(i+1) ~ /^misses/) m += $i;
+        if ($(i+1) == "disk") d += $i } } END { printf "warmcheck: %d processes, %d compiles, %d misses, %d disk hits\n", NR, c, m, d }' \
+    $OUT/warm-stats.txt
+}
+python_gpu() {
+  local lib=$PWD/${PYLIB:-build-py/libbaracuda_quant_c.so}
+  if ! python3 -c "import pytest" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/bq-pytest .whl/*.whl && export PYTHONPATH=/tmp/bq-pytest
+  fi
+  BARACUDA_QUANT_PYLIB=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} timeout ${PYTMO:-240} \
+    python3 -m pytest -q -rs -s -p no:cacheprovider python/tests > $OUT/pytest-gpu.txt 2>&1
+  echo "pytest rc=$?"; grep -E "passed|failed|FAILED|ERROR" $OUT/pytest-gpu.txt | tail -8
+  BARACUDA_QUANT_PYLIB=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} timeout ${PYBENCHTMO:-200} \
+    python3 python/bench.py --json $OUT/bench-python.json > $OUT/bench-python.txt 2>&1
+  echo "python bench rc=$?"; tail -30 $OUT/bench-python.txt
+}
+if [ "$what" = warmcheck ]; then warmcheck; fi
+if [ "$what" = python ]; then python_gpu; fi
