@@ -124,7 +124,11 @@
      $XDG_CACHE_HOME/baracuda_quant, else ~/.cache/baracuda_quant. One file per kernel,
      named by its SKU, validated (magic, version, lengths, full key, checksum) before the
      driver sees it; anything wrong is a miss that recompiles and rewrites, with one
-     warning. An unwritable directory means memory only, with one warning.
+     warning. An unwritable directory means memory only, with one warning (without
+     HOME, the user database's home directory is used). Only regular files are read,
+     never through a link; created directories are 0700. In a directory others can
+     write to (group or world writable, sticky or not, or another user's), files owned
+     by neither you nor root are refused.
      bq_cache_get_stats, bq_cache_clear_memory, bq_cache_directory, bq_sku, and
      bq_cache_warm (compile for an arch without a GPU, e.g. while building a container).
 
@@ -297,7 +301,8 @@ typedef struct bq_cache_stats {
   uint64_t disk_hits;      /* served from a valid disk entry */
   uint64_t misses;         /* neither: compiled */
   uint64_t compiles;       /* NVRTC compiles run */
-  uint64_t corrupt;        /* disk entries rejected (bad header, key, length or checksum) */
+  uint64_t corrupt;        /* disk entries rejected (bad header, key, length or checksum;
+                              not a regular file; another user's; refused by the driver) */
   uint64_t write_failures; /* disk entries that could not be written */
 } bq_cache_stats;
 BQ_API void bq_cache_get_stats(bq_cache_stats *stats);
@@ -3698,7 +3703,7 @@ BQ__FN int bq__nvrtc_recheck(void) {
   pthread_mutex_lock(&bq__id_lock);
   if (bq__id_lookup_key == key && bq__id.from_memo) {
     if (same) bq__id.from_memo = 0;
-    else bq__id = id, bq__id_gen++;
+    else bq__id = id, __atomic_add_fetch(&bq__id_gen, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&bq__id_lock);
   if (same) return 0;
@@ -3713,12 +3718,7 @@ BQ__FN int bq__nvrtc_recheck(void) {
   return 1;
 }
 
-BQ__FN unsigned bq__nvrtc_gen(void) {
-  pthread_mutex_lock(&bq__id_lock);
-  unsigned g = bq__id_gen;
-  pthread_mutex_unlock(&bq__id_lock);
-  return g;
-}
+BQ__FN unsigned bq__nvrtc_gen(void) { return __atomic_load_n(&bq__id_gen, __ATOMIC_ACQUIRE); }
 
 BQ__FN bq_status bq__choose_target(int sm, int want_arch_a, bq__target *t) {
   bq__nvrtc_id id;
