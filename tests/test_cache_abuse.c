@@ -894,6 +894,22 @@ static void racer(unsigned seed) {
   }
 }
 
+/* whether pid has one of the cache's temporary files open (Linux's /proc) */
+static int writing(pid_t pid) {
+  char fds[64], link[400], target[4096];
+  snprintf(fds, sizeof fds, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(fds);
+  struct dirent *e;
+  int found = 0;
+  while (d && !found && (e = readdir(d))) {
+    snprintf(link, sizeof link, "%s/%s", fds, e->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) target[n] = 0, found = strstr(target, dir_) && strstr(target, ".tmp.");
+  }
+  if (d) closedir(d);
+  return found;
+}
+
 Test(abuse, writers_killed_at_random_on_a_cold_cache, .timeout = 120) {
   fresh_dir();
   enum { KIDS = 8, KILLS = 50 };
@@ -908,11 +924,17 @@ Test(abuse, writers_killed_at_random_on_a_cold_cache, .timeout = 120) {
   }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  int mid_write = 0;
   for (int k = 0; k < KILLS; k++) {
     rng = rng * 1103515245u + 12345u;
-    struct timespec nap = {0, (long)(20 + (rng >> 8) % 300) * 1000000L};
-    nanosleep(&nap, NULL);
-    int i = (int)((rng >> 4) % KIDS);
+    int i = (int)((rng >> 4) % KIDS), ms = 20 + (int)((rng >> 8) % 300);
+    /* every other kill waits for the racer to hold a temporary file open, so that
+       writes are cut short too, not only compiles */
+    for (int t = 0; t < ms; t++) {
+      if (k % 2 && writing(kids[i])) { mid_write++; break; }
+      struct timespec nap = {0, 1000000L};
+      nanosleep(&nap, NULL);
+    }
     kill(kids[i], SIGKILL);
     waitpid(kids[i], NULL, 0);
     killed[nkilled++] = kids[i];
@@ -927,6 +949,7 @@ Test(abuse, writers_killed_at_random_on_a_cold_cache, .timeout = 120) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   cr_assert_lt(t1.tv_sec - t0.tv_sec, 30, "the race took too long");
+  cr_log_info("%d kills, %d of them while a temporary file was open", nkilled, mid_write);
 
   /* an independent reader (the format as the header's comment states it) checks every file */
   char cmd[8192], pids[4096] = "";
