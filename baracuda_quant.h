@@ -140,7 +140,11 @@
      $XDG_CACHE_HOME/baracuda_quant, else ~/.cache/baracuda_quant. One file per kernel,
      named by its SKU, validated (magic, version, lengths, full key, checksum) before the
      driver sees it; anything wrong is a miss that recompiles and rewrites, with one
-     warning. An unwritable directory means memory only, with one warning.
+     warning. An unwritable directory means memory only, with one warning (without
+     HOME, the user database's home directory is used). Only regular files are read,
+     never through a link; created directories are 0700. In a directory others can
+     write to (group or world writable, sticky or not, or another user's), files owned
+     by neither you nor root are refused.
      bq_cache_get_stats, bq_cache_clear_memory, bq_cache_directory, bq_sku, and
      bq_cache_warm (compile for an arch without a GPU, e.g. while building a container).
      The installed tool baracuda-quant (tools/baracuda-quant.c) shows the setup (info) and
@@ -328,7 +332,8 @@ typedef struct bq_cache_stats {
   uint64_t disk_hits;      /* served from a valid disk entry */
   uint64_t misses;         /* neither: compiled */
   uint64_t compiles;       /* NVRTC compiles run */
-  uint64_t corrupt;        /* disk entries rejected (bad header, key, length or checksum) */
+  uint64_t corrupt;        /* disk entries rejected (bad header, key, length or checksum;
+                              not a regular file; another user's; refused by the driver) */
   uint64_t write_failures; /* disk entries that could not be written */
 } bq_cache_stats;
 BQ_API void bq_cache_get_stats(bq_cache_stats *stats);
@@ -366,12 +371,14 @@ BQ_API bq_status bq_set_device(int ordinal);
 /* ============================================================================
    IMPLEMENTATION
    ========================================================================== */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -3526,21 +3533,126 @@ BQ__FN void bq__target_name(const bq__target *t, char *buf, size_t n) {
   snprintf(buf, n, "%s_%d%s", t->ptx ? "compute" : "sm", t->arch, t->arch_a ? "a" : "");
 }
 
+/* ---- cache files: opened without blocking, following a link or trusting a stranger ------ */
+/* Strict C11 without POSIX feature macros leaves some names undeclared: there glibc's own
+   flag stands in for O_NOFOLLOW (else links are followed: the reader still checks the
+   file's type, key and checksum), and getpwuid stands in for getpwuid_r. */
+#if !defined(O_NOFOLLOW) && defined(__O_NOFOLLOW)
+#define O_NOFOLLOW __O_NOFOLLOW
+#endif
+#ifndef O_NOFOLLOW
+#define O_NOFOLLOW 0
+#endif
+#if !defined(__STRICT_ANSI__) || defined(_POSIX_C_SOURCE) || defined(_XOPEN_SOURCE) || \
+    defined(_GNU_SOURCE) || defined(_DEFAULT_SOURCE) || defined(_BSD_SOURCE)
+#define BQ__HAVE_GETPWUID_R 1
+#endif
+/* the longest directory whose entry paths (SKU file name, hash, temporary suffix) still fit */
+#define BQ__DIR_MAX (BQ__PATH_MAX - 400)
+
+/* Each cause of a cache warning is told once per directory ("" where the directory does
+   not matter); past 128 causes the cache stops warning rather than grow. */
+static pthread_mutex_t bq__warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t bq__warned[128];
+static int bq__num_warned;
+
+BQ__FN int bq__first_warning(const char *cause, const char *dir) {
+  uint64_t h = bq__fnv1a(dir, strlen(dir), bq__fnv1a(cause, strlen(cause) + 1, BQ__FNV_SEED));
+  int first = 1;
+  pthread_mutex_lock(&bq__warned_lock);
+  for (int i = 0; i < bq__num_warned && first; i++) first = bq__warned[i] != h;
+  if (first && bq__num_warned < 128) bq__warned[bq__num_warned++] = h;
+  else first = 0;
+  pthread_mutex_unlock(&bq__warned_lock);
+  return first;
+}
+
+/* The directory part of path, into buf. */
+BQ__FN void bq__dir_of(const char *path, char *buf, size_t n) {
+  const char *slash = strrchr(path, '/');
+  size_t k = slash ? (size_t)(slash - path) : 0;
+  if (k >= n) k = n - 1;
+  memcpy(buf, slash ? path : ".", slash ? k : 1);
+  buf[slash ? k : 1] = 0;
+  if (slash && k == 0) bq__copy(buf, n, "/");
+}
+
+/* A directory others can write to: group or world writable (sticky or not: anyone may
+   create a file at an entry's name before its owner does), or owned by someone other
+   than this user and root. Its files are read only when this user or root owns them. */
+BQ__FN int bq__dir_shared(const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) != 0) return 1;
+  return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (st.st_uid != geteuid() && st.st_uid != 0);
+}
+
+/* Opens a cache file for reading: a regular file, not through a symbolic link, without
+   blocking (a FIFO, device or socket there is refused before anything could wait on it),
+   and, in a directory others can write to, owned by this user or root. Returns the
+   descriptor with *st filled, or -1 with *why saying what is wrong (NULL when there is
+   simply no such file). Costs the open and one fstat (and a geteuid) for a file of ours. */
+BQ__FN int bq__open_cache_file(const char *path, struct stat *st, const char **why) {
+  *why = NULL;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) *why = "it is a symbolic link";
+    else if (errno == ENXIO) *why = "it is a socket";
+    else if (errno == EACCES) *why = "it is not readable";
+    return -1;
+  }
+  if (fstat(fd, st) != 0) *why = "fstat failed";
+  else if (S_ISDIR(st->st_mode)) *why = "it is a directory";
+  else if (S_ISFIFO(st->st_mode)) *why = "it is a FIFO";
+  else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) *why = "it is a device";
+  else if (!S_ISREG(st->st_mode)) *why = "it is not a regular file";
+  else if (st->st_uid != geteuid() && st->st_uid != 0) {
+    char dir[BQ__PATH_MAX];
+    bq__dir_of(path, dir, sizeof dir);
+    if (bq__dir_shared(dir)) *why = "it belongs to another user and its directory is writable by others";
+  }
+  if (*why) { close(fd); return -1; }
+  return fd;
+}
+
+/* Reads a whole small file; returns its length or -1. */
+BQ__FN long bq__read_small(int fd, char *buf, size_t cap) {
+  size_t got = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + got, cap - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) return (long)got;
+    got += (size_t)r;
+    if (got == cap) return -1; /* larger than any sane such file */
+  }
+}
+
 /* ---- NVRTC identity, memoized on disk so that a disk-cache hit never loads NVRTC ------ */
 /* Loading libnvrtc costs milliseconds (its static initializers), far more than a cache
    hit may. The memo file records, for one way of finding NVRTC (BARACUDA_QUANT_NVRTC,
    LD_LIBRARY_PATH and the identity of /etc/ld.so.cache), the identity and supported
-   archs of the library found, and is trusted only while that file's size and mtime hold. */
+   archs of the library found, and is trusted only while that file's size and mtime hold:
+     baracuda_quant nvrtc memo 1
+     identity nvrtc 13.0 file /usr/local/cuda/lib64/libnvrtc.so.13 size N mtime M
+     archs 75 80 86 ...            (ascending, each in 20..300, 1 to 64 of them)
+     checksum <FNV-1a 64 of every byte above, 16 hex digits>
+   A memo that does not read back exactly so is a miss (one warning) and is rewritten.
+   Where NVRTC is loaded anyway (a compile, or a select that failed) the memo is checked
+   against the library itself, and a select whose target came from a memo that differs
+   chooses again. */
 typedef struct bq__nvrtc_id {
   char identity[512];
   int archs[64];
   int num_archs;
+  int from_memo; /* read from the memo and not yet checked against NVRTC itself */
 } bq__nvrtc_id;
 
 static pthread_mutex_t bq__id_lock = PTHREAD_MUTEX_INITIALIZER;
 static bq__nvrtc_id bq__id;
 static int bq__id_known;
 static uint64_t bq__id_lookup_key;
+static unsigned bq__id_gen; /* counts memos found wrong after use */
+#define BQ__MEMO_MAGIC "baracuda_quant nvrtc memo 1\n"
 
 BQ__FN uint64_t bq__nvrtc_lookup_key(void) {
   struct stat st;
@@ -3579,6 +3691,95 @@ BQ__FN const char *bq__cache_dir_now(char *buf, size_t n); /* below */
 BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void *a, size_t na,
                             const void *b, size_t nb, const void *c, size_t nc);
 
+BQ__FN void bq__memo_path(const char *dir, uint64_t key, char *path, size_t n) {
+  snprintf(path, n, "%s/nvrtc-%016llx.id", dir, (unsigned long long)key);
+}
+
+/* Parses a memo's text (NUL-terminated, n bytes) into id; NULL if sane, else what is wrong. */
+BQ__FN const char *bq__memo_parse(const char *text, size_t n, bq__nvrtc_id *id) {
+  memset(id, 0, sizeof *id);
+  size_t m = strlen(BQ__MEMO_MAGIC);
+  if (n != strlen(text)) return "it holds a NUL byte";
+  if (n < m || memcmp(text, BQ__MEMO_MAGIC, m) != 0) return "bad magic";
+  const char *c = strstr(text, "checksum ");
+  if (!c || c[-1] != '\n') return "no checksum";
+  char want[32];
+  snprintf(want, sizeof want, "checksum %016llx\n",
+           (unsigned long long)bq__fnv1a(text, (size_t)(c - text), BQ__FNV_SEED));
+  if (strcmp(c, want) != 0) return "checksum mismatch";
+  const char *p = text + m;
+  if (strncmp(p, "identity nvrtc ", 15) != 0) return "no identity line";
+  const char *eol = strchr(p, '\n');
+  size_t k = (size_t)(eol - (p + 9));
+  if (k >= sizeof id->identity) return "identity too long";
+  for (const char *q = p + 9; q < eol; q++)
+    if (*q < 0x20 || *q > 0x7e) return "identity not printable";
+  memcpy(id->identity, p + 9, k);
+  if (!strstr(id->identity, " file ") || !strstr(id->identity, " size ") || !strstr(id->identity, " mtime "))
+    return "identity incomplete";
+  p = eol + 1;
+  if (strncmp(p, "archs", 5) != 0) return "no archs line";
+  p += 5;
+  while (*p == ' ') {
+    p++;
+    int v = 0, digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 4) v = v * 10 + (*p++ - '0'), digits++;
+    if (!digits || (*p != ' ' && *p != '\n')) return "archs not numbers";
+    if (v < 20 || v > 300) return "arch out of range";
+    if (id->num_archs == 64) return "too many archs";
+    if (id->num_archs && v <= id->archs[id->num_archs - 1]) return "archs not ascending";
+    id->archs[id->num_archs++] = v;
+  }
+  if (*p != '\n' || p + 1 != c) return "archs line malformed";
+  if (!id->num_archs) return "no archs";
+  id->from_memo = 1;
+  return NULL;
+}
+
+/* 1 with id filled when the memo at path is sane and its library unchanged; else 0, with
+   one warning when the file is there but not a memo that makes sense. */
+BQ__FN int bq__memo_read(const char *path, const char *dir, bq__nvrtc_id *id) {
+  struct stat st;
+  const char *why = NULL;
+  char text[2048];
+  int fd = bq__open_cache_file(path, &st, &why);
+  if (fd >= 0) {
+    long n = bq__read_small(fd, text, sizeof text - 1);
+    close(fd);
+    if (n < 0) why = "unreadable or too long";
+    else {
+      text[n] = 0;
+      /* the layout before this one (no magic, no checksum) is replaced without a word */
+      if (!strncmp(text, "identity ", 9)) return 0;
+      why = bq__memo_parse(text, (size_t)n, id);
+    }
+  }
+  if (why) {
+    if (bq__first_warning("memo", dir))
+      bq__warn("ignoring NVRTC memo %s (%s): asking NVRTC itself and rewriting it", path, why);
+    return 0;
+  }
+  return fd >= 0 && bq__nvrtc_id_fresh(id->identity);
+}
+
+BQ__FN void bq__memo_write(const char *dir, const char *path, const bq__nvrtc_id *id) {
+  bq__str s;
+  memset(&s, 0, sizeof s);
+  bq__str_fmt(&s, "%sidentity %s\narchs", BQ__MEMO_MAGIC, id->identity);
+  for (int i = 0; i < id->num_archs; i++) bq__str_fmt(&s, " %d", id->archs[i]);
+  bq__str_cat(&s, "\n");
+  if (!s.oom) bq__str_fmt(&s, "checksum %016llx\n", (unsigned long long)bq__fnv1a(s.p, s.n, BQ__FNV_SEED));
+  if (!s.oom) bq__write_atomic(dir, path, s.p, s.n, NULL, 0, NULL, 0);
+  BQ_FREE(s.p);
+}
+
+BQ__FN void bq__id_from_nvrtc(const bq__nvrtc_api *nv, bq__nvrtc_id *id) {
+  memset(id, 0, sizeof *id);
+  memcpy(id->identity, nv->identity, sizeof id->identity);
+  memcpy(id->archs, nv->archs, sizeof id->archs);
+  id->num_archs = nv->num_archs;
+}
+
 BQ__FN bq_status bq__nvrtc_identity(bq__nvrtc_id *out) {
   uint64_t key = bq__nvrtc_lookup_key();
   pthread_mutex_lock(&bq__id_lock);
@@ -3590,45 +3791,14 @@ BQ__FN bq_status bq__nvrtc_identity(bq__nvrtc_id *out) {
   pthread_mutex_unlock(&bq__id_lock);
   bq__nvrtc_id id;
   memset(&id, 0, sizeof id);
-  int have = 0;
   char dir[BQ__PATH_MAX], path[BQ__PATH_MAX + 64];
-  if (bq__cache_dir_now(dir, sizeof dir)) {
-    snprintf(path, sizeof path, "%s/nvrtc-%016llx.id", dir, (unsigned long long)key);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      char line[600];
-      if (fgets(line, sizeof line, f) && !strncmp(line, "identity ", 9)) {
-        line[strcspn(line, "\n")] = 0;
-        bq__copy(id.identity, sizeof id.identity, line + 9);
-        if (fgets(line, sizeof line, f) && !strncmp(line, "archs", 5)) {
-          char *p = line + 5;
-          int v, used;
-          while (id.num_archs < 64 && sscanf(p, " %d%n", &v, &used) == 1) {
-            id.archs[id.num_archs++] = v;
-            p += used;
-          }
-        }
-        have = id.num_archs > 0 && bq__nvrtc_id_fresh(id.identity);
-      }
-      fclose(f);
-    }
-  }
-  if (!have) {
+  const char *d = bq__cache_dir_now(dir, sizeof dir);
+  if (d) bq__memo_path(d, key, path, sizeof path);
+  if (!d || !bq__memo_read(path, d, &id)) {
     const bq__nvrtc_api *nv = bq__nvrtc_get();
     if (!nv) return bq__nv_status;
-    memset(&id, 0, sizeof id);
-    memcpy(id.identity, nv->identity, sizeof id.identity);
-    memcpy(id.archs, nv->archs, sizeof id.archs);
-    id.num_archs = nv->num_archs;
-    if (bq__cache_dir_now(dir, sizeof dir)) {
-      bq__str s;
-      memset(&s, 0, sizeof s);
-      bq__str_fmt(&s, "identity %s\narchs", id.identity);
-      for (int i = 0; i < id.num_archs; i++) bq__str_fmt(&s, " %d", id.archs[i]);
-      bq__str_cat(&s, "\n");
-      if (!s.oom) bq__write_atomic(dir, path, s.p, s.n, NULL, 0, NULL, 0);
-      BQ_FREE(s.p);
-    }
+    bq__id_from_nvrtc(nv, &id);
+    if (d) bq__memo_write(d, path, &id);
   }
   pthread_mutex_lock(&bq__id_lock);
   bq__id = id;
@@ -3638,6 +3808,45 @@ BQ__FN bq_status bq__nvrtc_identity(bq__nvrtc_id *out) {
   *out = id;
   return BQ_SUCCESS;
 }
+
+/* Checks an identity read from the memo against NVRTC itself (loading it). Where they
+   differ the memo is rewritten, NVRTC's own answer replaces it in memory and bq__id_gen
+   counts the change; returns 1 then. Leaves this thread's error message as it was. */
+BQ__FN int bq__nvrtc_recheck(void) {
+  pthread_mutex_lock(&bq__id_lock);
+  int memo = bq__id_known && bq__id.from_memo;
+  bq__nvrtc_id old = bq__id;
+  uint64_t key = bq__id_lookup_key;
+  pthread_mutex_unlock(&bq__id_lock);
+  if (!memo) return 0;
+  char saved[sizeof bq__err_buf];
+  memcpy(saved, bq__err_buf, sizeof saved);
+  const bq__nvrtc_api *nv = bq__nvrtc_get();
+  memcpy(bq__err_buf, saved, sizeof saved);
+  if (!nv) return 0;
+  bq__nvrtc_id id;
+  bq__id_from_nvrtc(nv, &id);
+  int same = !strcmp(id.identity, old.identity) && id.num_archs == old.num_archs &&
+             !memcmp(id.archs, old.archs, sizeof id.archs[0] * (size_t)id.num_archs);
+  pthread_mutex_lock(&bq__id_lock);
+  if (bq__id_lookup_key == key && bq__id.from_memo) {
+    if (same) bq__id.from_memo = 0;
+    else bq__id = id, __atomic_add_fetch(&bq__id_gen, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&bq__id_lock);
+  if (same) return 0;
+  char dir[BQ__PATH_MAX], path[BQ__PATH_MAX + 64];
+  const char *d = bq__cache_dir_now(dir, sizeof dir);
+  if (d) {
+    bq__memo_path(d, key, path, sizeof path);
+    if (bq__first_warning("memo differs", d))
+      bq__warn("NVRTC memo %s disagrees with NVRTC itself (its identity or archs): rewritten", path);
+    bq__memo_write(d, path, &id);
+  }
+  return 1;
+}
+
+BQ__FN unsigned bq__nvrtc_gen(void) { return __atomic_load_n(&bq__id_gen, __ATOMIC_ACQUIRE); }
 
 /* ---- the disk cache ----------------------------------------------------------------- */
 /* One file per kernel: <dir>/<sku>-<hash of the full key>.bqk
@@ -3650,11 +3859,14 @@ BQ__FN bq_status bq__nvrtc_identity(bq__nvrtc_id *out) {
                         options and the whole specialized source
          32+K  P bytes  the cubin (or NUL-terminated PTX)
    The file must be exactly 32 + K + P bytes, its key must equal the expected key byte for
-   byte and the payload must match its checksum before anything reaches the driver. */
+   byte and the payload must match its checksum before anything reaches the driver.
+   Integers are little-endian (the host's order; the cache is not shared across hosts).
+   Writers write <entry>.tmp.<pid>.<n>.<hex>.<hex> and rename it over the entry. */
 #define BQ__CACHE_FORMAT 1u
 #define BQ__CACHE_MAGIC "BQKCACHE"
 #define BQ__CACHE_HEADER 32
 #define BQ__CACHE_MAX_PAYLOAD (256u << 20)
+#define BQ__TEMP_MAX_AGE 600 /* seconds: older temporary files are a killed writer's */
 
 static struct {
   uint64_t memory_hits, disk_hits, misses, compiles, corrupt, write_failures;
@@ -3686,8 +3898,39 @@ BQ__FN void bq__stats_register(void) {
   if (bq__env_flag("BARACUDA_QUANT_STATS")) atexit(bq__stats_print);
 }
 
+/* This user's home directory from the user database, for processes without HOME
+   (services, containers); looked up once per effective user. NULL if there is none. */
+BQ__FN const char *bq__passwd_home(void) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char home[BQ__PATH_MAX];
+  static uid_t uid;
+  static int known;
+  uid_t me = geteuid();
+  pthread_mutex_lock(&lock);
+  if (!known || uid != me) {
+    home[0] = 0;
+#ifdef BQ__HAVE_GETPWUID_R
+    struct passwd pw, *res = NULL;
+    size_t cap = 16384;
+    char *buf = (char *)BQ_MALLOC(cap);
+    if (buf && getpwuid_r(me, &pw, buf, cap, &res) == 0 && res && res->pw_dir)
+      bq__copy(home, sizeof home, res->pw_dir);
+    BQ_FREE(buf);
+#else
+    struct passwd *res = getpwuid(me);
+    if (res && res->pw_dir) bq__copy(home, sizeof home, res->pw_dir);
+#endif
+    uid = me;
+    known = 1;
+  }
+  pthread_mutex_unlock(&lock);
+  return home[0] == '/' ? home : NULL;
+}
+
 /* BARACUDA_QUANT_CACHE_DIR moves the cache, BARACUDA_QUANT_DISABLE_CACHE=1 turns it off.
-   Read on every miss, so a program (or a test) may change them at any time. */
+   Read on every miss, so a program (or a test) may change them at any time. Without HOME
+   the user database's home directory stands in; a directory that cannot be named (no
+   home at all, or a path too long for its entries) means memory only, with one warning. */
 BQ__FN const char *bq__cache_dir_now(char *buf, size_t n) {
   if (bq__env_flag("BARACUDA_QUANT_DISABLE_CACHE")) return NULL;
   const char *d = getenv("BARACUDA_QUANT_CACHE_DIR");
@@ -3697,8 +3940,26 @@ BQ__FN const char *bq__cache_dir_now(char *buf, size_t n) {
   if (d && *d) base = d, leaf = "";
   else if (xdg && *xdg == '/') base = xdg, leaf = "/baracuda_quant";
   else if (home && *home) base = home, leaf = "/.cache/baracuda_quant";
-  else return NULL;
-  if (strlen(base) + strlen(leaf) + 1 > n) return NULL;
+  else if ((base = bq__passwd_home()) != NULL) {
+    leaf = "/.cache/baracuda_quant";
+    if (bq__first_warning("no HOME", base))
+      bq__warn("HOME is not set: the kernel cache is in %s%s (the user database's home directory)",
+               base, leaf);
+  } else {
+    if (bq__first_warning("no home", ""))
+      bq__warn("HOME is not set and the user database has no home directory for uid %ld: "
+               "kernels are cached in memory only (set BARACUDA_QUANT_CACHE_DIR)", (long)geteuid());
+    return NULL;
+  }
+  size_t len = strlen(base) + strlen(leaf);
+  if (len + 1 > n || len > BQ__DIR_MAX) {
+    char what[64];
+    snprintf(what, sizeof what, "%.40s", base);
+    if (bq__first_warning("too long", base))
+      bq__warn("the kernel cache directory path (%s...) is too long (%zu bytes, at most %d): "
+               "kernels are cached in memory only", what, len, BQ__DIR_MAX);
+    return NULL;
+  }
   memcpy(buf, base, strlen(base) + 1);
   strcat(buf, leaf);
   return buf;
@@ -3709,66 +3970,126 @@ BQ__DEF const char *bq_cache_directory(void) {
   return bq__cache_dir_now(bq__dir_tls, sizeof bq__dir_tls);
 }
 
+/* Creates dir and its missing parents, each 0700 (the cache holds code the process will
+   run: others need not read it, let alone write it). 0, or -1 with errno set. */
 BQ__FN int bq__mkdirs(const char *dir) {
   char tmp[BQ__PATH_MAX];
   size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof tmp) return -1;
+  if (n == 0 || n >= sizeof tmp) return errno = ENAMETOOLONG, -1;
   memcpy(tmp, dir, n + 1);
   for (char *p = tmp + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
     *p = '/';
   }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
+  struct stat st;
+  if (stat(tmp, &st) != 0) return -1;
+  if (!S_ISDIR(st.st_mode)) return errno = ENOTDIR, -1;
   return 0;
 }
 
-static pthread_mutex_t bq__warned_lock = PTHREAD_MUTEX_INITIALIZER;
-static char bq__warned_dir[BQ__PATH_MAX];
-static int bq__warned_corrupt;
+/* Whether name is one of this library's temporary files: <entry>.tmp.<digits>.<digits>.
+   <hex>.<hex> with the entry a .bqk or .id file. */
+BQ__FN int bq__is_temp_name(const char *name) {
+  const char *t = strstr(name, ".tmp.");
+  if (!t) return 0;
+  while (strstr(t + 1, ".tmp.")) t = strstr(t + 1, ".tmp.");
+  size_t k = (size_t)(t - name);
+  if (!((k > 4 && !memcmp(t - 4, ".bqk", 4)) || (k > 3 && !memcmp(t - 3, ".id", 3)))) return 0;
+  const char *p = t + 5;
+  for (int field = 0; field < 4; field++) {
+    const char *start = p;
+    while (field < 2 ? (*p >= '0' && *p <= '9') : (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')) p++;
+    if (p == start || *p != (field < 3 ? '.' : 0)) return 0;
+    if (field < 3) p++;
+  }
+  return 1;
+}
+
+/* Removes temporary files that killed writers left: this library's names only, this
+   user's regular files only, untouched for BQ__TEMP_MAX_AGE. Run after writing an entry. */
+BQ__FN void bq__sweep_temps(const char *dir) {
+  DIR *dd = opendir(dir);
+  if (!dd) return;
+  time_t now = time(NULL);
+  uid_t me = geteuid();
+  char path[BQ__PATH_MAX + 300];
+  struct dirent *e;
+  while ((e = readdir(dd)) != NULL) {
+    if (!bq__is_temp_name(e->d_name)) continue;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (n < 0 || (size_t)n >= sizeof path) continue;
+    struct stat st;
+    const char *why;
+    int fd = bq__open_cache_file(path, &st, &why); /* never follows a link */
+    if (fd < 0) continue;
+    close(fd);
+    if (st.st_uid == me && st.st_mtime + BQ__TEMP_MAX_AGE < now) unlink(path);
+  }
+  closedir(dd);
+}
 
 /* Write a+b+c to final_path through a unique temporary file in the same directory:
-   written, closed, then renamed, so readers see a whole file or none. 0 on success. */
+   created exclusively (never through a link), written, closed, then renamed, so readers
+   see a whole file or none, and whatever stood at final_path (a FIFO, a link) is replaced,
+   never written through. 0 on success; a failure warns once per cause and directory,
+   except where the reader already named the cause (a directory at final_path). */
 BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void *a, size_t na,
                             const void *b, size_t nb, const void *c, size_t nc) {
   static unsigned counter;
-  char tmp[BQ__PATH_MAX + 96];
-  int ok = bq__mkdirs(dir) == 0;
-  int fd = -1;
-  if (ok) {
+  char tmp[BQ__PATH_MAX + 400];
+  const char *step = NULL;
+  int fd = -1, err;
+  if (bq__mkdirs(dir) != 0) step = "mkdir";
+  if (!step) {
     unsigned k = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     int stack_marker;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u.%lx.%lx", final_path, (long)getpid(), k,
              (unsigned long)(uintptr_t)&stack_marker, (unsigned long)time(NULL));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    ok = fd >= 0;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) step = "create";
   }
   const void *parts[3] = {a, b, c};
   size_t sizes[3] = {na, nb, nc};
-  for (int i = 0; ok && i < 3; i++) {
+  for (int i = 0; !step && i < 3; i++) {
     const char *p = (const char *)parts[i];
     size_t left = sizes[i];
-    while (ok && left) {
+    while (!step && left) {
       ssize_t w = write(fd, p, left);
       if (w < 0 && errno == EINTR) continue;
-      ok = w > 0;
-      if (ok) { p += w; left -= (size_t)w; }
+      if (w == 0) errno = ENOSPC;
+      if (w <= 0) step = "write";
+      else p += w, left -= (size_t)w;
     }
   }
-  if (fd >= 0 && close(fd) != 0) ok = 0;
-  if (ok && rename(tmp, final_path) != 0) ok = 0;
-  if (!ok) {
-    if (fd >= 0) unlink(tmp);
-    pthread_mutex_lock(&bq__warned_lock);
-    int first = strcmp(bq__warned_dir, dir) != 0;
-    if (first) bq__copy(bq__warned_dir, sizeof bq__warned_dir, dir);
-    pthread_mutex_unlock(&bq__warned_lock);
-    if (first)
-      bq__warn("kernel cache directory %s is not writable (%s): kernels are cached in memory only",
-               dir, strerror(errno));
-  }
-  return ok ? 0 : -1;
+  if (fd >= 0 && close(fd) != 0 && !step) step = "write";
+  if (!step && rename(tmp, final_path) != 0) step = "rename";
+  if (!step) return 0;
+  err = errno;
+  if (fd >= 0) unlink(tmp);
+  const char *cause = strerror(err);
+  char key[96];
+  snprintf(key, sizeof key, "%s %d", step, err);
+  if (!strcmp(step, "rename") && (err == EISDIR || err == ENOTEMPTY || err == EEXIST ||
+                                   err == EPERM || err == EBUSY))
+    return -1; /* a directory or another user's file stands there: the reader said so */
+  if (!bq__first_warning(key, dir)) return -1;
+  if (!strcmp(step, "mkdir"))
+    bq__warn("kernel cache directory %s cannot be created (%s): kernels are cached in memory only",
+             dir, cause);
+  else if (!strcmp(step, "create") && (err == EACCES || err == EPERM || err == EROFS))
+    bq__warn("kernel cache directory %s is not writable (%s): kernels are cached in memory only",
+             dir, cause);
+  else if (!strcmp(step, "create"))
+    bq__warn("cannot create a file in kernel cache directory %s (%s): kernels are cached in memory only",
+             dir, cause);
+  else if (!strcmp(step, "write"))
+    bq__warn("cannot write kernel cache file %s (%s): it is kept in memory only", final_path, cause);
+  else
+    bq__warn("cannot replace kernel cache file %s (%s): it is kept in memory only", final_path, cause);
+  return -1;
 }
 
 BQ__FN void bq__put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -3785,26 +4106,32 @@ BQ__FN void bq__cache_header(unsigned char h[BQ__CACHE_HEADER], size_t key_len, 
   bq__put_u64(h + 24, bq__fnv1a(payload, n, BQ__FNV_SEED));
 }
 
+/* An entry's contents are wrong: counted, and told once per process. */
 BQ__FN void bq__corrupt(const char *path, const char *why) {
   BQ__COUNT(corrupt);
-  pthread_mutex_lock(&bq__warned_lock);
-  int first = !bq__warned_corrupt;
-  bq__warned_corrupt = 1;
-  pthread_mutex_unlock(&bq__warned_lock);
-  if (first) bq__warn("ignoring corrupt kernel cache entry %s (%s): recompiling", path, why);
+  if (bq__first_warning("corrupt", ""))
+    bq__warn("ignoring corrupt kernel cache entry %s (%s): recompiling", path, why);
 }
 
 /* Read and validate an entry. Returns the payload (caller frees) or NULL for a miss. */
 BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, size_t *out_len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
   struct stat st;
+  const char *why = NULL;
+  int fd = bq__open_cache_file(path, &st, &why);
+  if (fd < 0) {
+    if (why) { /* something that is not one of our entries stands there */
+      char dir[BQ__PATH_MAX];
+      bq__dir_of(path, dir, sizeof dir);
+      BQ__COUNT(corrupt);
+      if (bq__first_warning(why, dir))
+        bq__warn("ignoring kernel cache entry %s (%s): recompiling", path, why);
+    }
+    return NULL;
+  }
   unsigned char h[BQ__CACHE_HEADER];
   void *payload = NULL;
   char *kbuf = NULL;
-  const char *why = NULL;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
-  else if (st.st_size < BQ__CACHE_HEADER || read(fd, h, sizeof h) != (ssize_t)sizeof h) why = "truncated header";
+  if (st.st_size < BQ__CACHE_HEADER || read(fd, h, sizeof h) != (ssize_t)sizeof h) why = "truncated header";
   else if (memcmp(h, BQ__CACHE_MAGIC, 8) != 0) why = "bad magic";
   else if (bq__get_u32(h + 8) != BQ__CACHE_FORMAT) why = "other format version";
   else if (bq__get_u32(h + 12) != key_len) why = "key length differs";
@@ -3922,18 +4249,22 @@ BQ__FN void bq__entry_path(const bq__kernel_src *k, const bq__str *key, const ch
            (unsigned long long)bq__fnv1a(key->p, key->n, BQ__FNV_SEED));
 }
 
-/* Disk hit, or compile and store. *from_disk says which. The payload is malloc'd. */
-BQ__FN bq_status bq__obtain_binary(const bq__kernel_src *k, int use_disk, void **out, size_t *len,
-                                   int *from_disk) {
+/* Disk hit (flag BQ__READ), or compile, stored when flag BQ__WRITE is set. *from_disk
+   says which. The payload is malloc'd. A compile first checks a memo-derived NVRTC
+   identity against NVRTC itself (loaded for the compile anyway), so the key is right. */
+#define BQ__READ 1
+#define BQ__WRITE 2
+static __thread int bq__retarget; /* set while a select may choose its target again */
+BQ__FN bq_status bq__obtain(const bq__kernel_src *k, int flags, void **out, size_t *len, int *from_disk) {
   bq__str key;
   memset(&key, 0, sizeof key);
   bq_status st = bq__full_key(k, &key);
   if (st) { BQ_FREE(key.p); return st; }
   char dir[BQ__PATH_MAX], path[BQ__PATH_MAX + 300];
-  const char *d = use_disk ? bq__cache_dir_now(dir, sizeof dir) : NULL;
+  const char *d = flags ? bq__cache_dir_now(dir, sizeof dir) : NULL;
   *from_disk = 0;
-  if (d) {
-    bq__entry_path(k, &key, d, path, sizeof path);
+  if (d) bq__entry_path(k, &key, d, path, sizeof path);
+  if (d && (flags & BQ__READ)) {
     *out = bq__disk_read(path, key.p, key.n, len);
     if (*out) {
       *from_disk = 1;
@@ -3941,14 +4272,45 @@ BQ__FN bq_status bq__obtain_binary(const bq__kernel_src *k, int use_disk, void *
       return BQ_SUCCESS;
     }
   }
+  if (bq__nvrtc_recheck()) { /* the identity changed: so did the key, and maybe the target */
+    if (bq__retarget) {
+      BQ_FREE(key.p);
+      return bq__fail(BQ_ERROR_COMPILE_FAILED, "%s: the NVRTC memo was wrong", k->sku);
+    }
+    key.n = 0;
+    if ((st = bq__full_key(k, &key))) { BQ_FREE(key.p); return st; }
+    if (d) bq__entry_path(k, &key, d, path, sizeof path);
+  }
   st = bq__compile(k, out, len);
-  if (!st && d) {
+  if (!st && d && (flags & BQ__WRITE)) {
     unsigned char h[BQ__CACHE_HEADER];
     bq__cache_header(h, key.n, *out, *len);
     if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, *out, *len) != 0) BQ__COUNT(write_failures);
+    else bq__sweep_temps(d);
   }
   BQ_FREE(key.p);
   return st;
+}
+
+BQ__FN bq_status bq__obtain_binary(const bq__kernel_src *k, int use_disk, void **out, size_t *len,
+                                   int *from_disk) {
+  return bq__obtain(k, use_disk ? BQ__READ | BQ__WRITE : 0, out, len, from_disk);
+}
+
+/* Stores a compiled binary the driver accepted (a miss in bq__load_module). */
+BQ__FN void bq__store_binary(const bq__kernel_src *k, const void *bin, size_t len) {
+  bq__str key;
+  memset(&key, 0, sizeof key);
+  char dir[BQ__PATH_MAX], path[BQ__PATH_MAX + 300];
+  const char *d = bq__cache_dir_now(dir, sizeof dir);
+  if (d && !bq__full_key(k, &key)) {
+    unsigned char h[BQ__CACHE_HEADER];
+    bq__entry_path(k, &key, d, path, sizeof path);
+    bq__cache_header(h, key.n, bin, len);
+    if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, bin, len) != 0) BQ__COUNT(write_failures);
+    else bq__sweep_temps(d);
+  }
+  BQ_FREE(key.p);
 }
 
 /* ---- the in-memory cache: one loaded module per (SKU, context) ---------------------- */
@@ -4012,27 +4374,43 @@ BQ__DEF void bq_cache_clear_memory(void) {
   while (dead) { bq__entry *n = dead->next; bq__entry_free(dead); dead = n; }
 }
 
+/* Loads a disk entry, else a fresh compile, which is written to disk only once the driver
+   has accepted it. An entry the driver refuses is recompiled and the accepted binary
+   overwrites it; each message says which image was refused. */
 BQ__FN bq_status bq__load_module(const bq__kernel_src *k, bq__entry *e) {
-  /* A checksummed disk entry that the driver still refuses is treated as corrupt:
-     the second attempt compiles afresh and overwrites it. */
+  bq__CUresult refused = 0;
+  char where[BQ__PATH_MAX] = "";
   for (int attempt = 0; attempt < 2; attempt++) {
     void *bin = NULL;
     size_t len = 0;
     int from_disk = 0;
-    bq_status st = bq__obtain_binary(k, attempt == 0, &bin, &len, &from_disk);
+    bq_status st = bq__obtain(k, attempt == 0 ? BQ__READ : 0, &bin, &len, &from_disk);
     if (st) return st;
     bq__CUresult r = bq__drv.cuModuleLoadData(&e->module, bin);
-    BQ_FREE(bin);
     for (int i = 0; r == 0 && i < BQ__MAX_KERNELS && k->kernels[i]; i++)
       r = bq__drv.cuModuleGetFunction(&e->fn[i], e->module, k->kernels[i]);
     if (r == 0) {
       if (from_disk) BQ__COUNT(disk_hits);
-      else BQ__COUNT(misses);
+      else BQ__COUNT(misses), bq__store_binary(k, bin, len);
+      BQ_FREE(bin);
+      if (refused) {
+        if (bq__first_warning("refused", where))
+          bq__warn("the driver refused the cached kernel %s in %s (CUresult %d); a fresh compile "
+                   "loaded and replaced it", k->sku, where, refused);
+      }
       return BQ_SUCCESS;
     }
+    BQ_FREE(bin);
     if (e->module) { bq__drv.cuModuleUnload(e->module); e->module = NULL; }
-    if (!from_disk) return bq__cu_fail(r, "cuModuleLoadData");
-    bq__corrupt(k->sku, "rejected by the driver");
+    if (!from_disk) {
+      char what[128];
+      snprintf(what, sizeof what, "cuModuleLoadData of a freshly compiled %s image%s",
+               k->target.ptx ? "PTX" : "cubin", refused ? " (the cached one was refused too)" : "");
+      return bq__cu_fail(r, what);
+    }
+    refused = r;
+    BQ__COUNT(corrupt);
+    if (!bq__cache_dir_now(where, sizeof where)) bq__copy(where, sizeof where, "?");
   }
   return bq__fail(BQ_ERROR_CUDA, "%s: module load failed", k->sku);
 }
@@ -5659,11 +6037,24 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   return BQ_SUCCESS;
 }
 
+/* The target comes from NVRTC's archs, read from the memo without loading NVRTC. Where
+   that memo proves wrong (found by a compile, or checked here after a failure that a
+   wrong arch list could cause), the select runs again on NVRTC's own list. */
 BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
-  int pushed = 0;
+  unsigned gen = bq__nvrtc_gen();
+  int outer = bq__retarget, pushed = 0;
+  bq__retarget = 1;
   bq_status st = bq__select(desc, out, &pushed);
   bq__CUcontext c;
   if (pushed) bq__drv.cuCtxPopCurrent(&c);
+  bq__retarget = outer;
+  int suspect = st == BQ_ERROR_NOT_SUPPORTED || st == BQ_ERROR_COMPILE_FAILED || st == BQ_ERROR_CUDA;
+  if (gen != bq__nvrtc_gen() || (suspect && bq__nvrtc_recheck())) {
+    bq_plan_destroy(st ? NULL : *out);
+    pushed = 0;
+    st = bq__select(desc, out, &pushed);
+    if (pushed) bq__drv.cuCtxPopCurrent(&c);
+  }
   return st;
 }
 
