@@ -625,21 +625,18 @@ static void check_entry(const char *dir, fent *e) {
 }
 
 static void check_memo(const char *dir, fent *e) {
-  char path[BQ__PATH_MAX + 300], line[600];
+  char path[BQ__PATH_MAX + 300];
   snprintf(path, sizeof path, "%s/%s", dir, e->name);
   size_t n = 0;
   char *buf = (char *)slurp(path, 4096, &n);
-  int v, archs = 0, used = 0;
-  const char *a = buf ? strstr(buf, "\narchs") : NULL;
-  for (const char *p = a ? a + 6 : NULL; p && sscanf(p, " %d%n", &v, &used) == 1; p += used) archs++;
-  if (!buf || strncmp(buf, "identity ", 9) || !a || !archs) {
+  bq__nvrtc_id id;
+  const char *bad = buf ? bq__memo_parse(buf, n, &id) : "unreadable";
+  if (bad) { /* the library's own reader: magic, checksum, identity, archs */
     e->status = S_INVALID;
-    snprintf(e->why, sizeof e->why, "NVRTC memo unreadable");
+    snprintf(e->why, sizeof e->why, "NVRTC memo: %s", bad);
   } else {
-    size_t k = strcspn(buf + 9, "\n");
-    snprintf(line, sizeof line, "%.*s", (int)(k < 500 ? k : 500), buf + 9);
-    e->status = bq__nvrtc_id_fresh(line) ? S_VALID : S_STALE;
-    snprintf(e->why, sizeof e->why, "NVRTC memo: %.400s%s", line,
+    e->status = bq__nvrtc_id_fresh(id.identity) ? S_VALID : S_STALE;
+    snprintf(e->why, sizeof e->why, "NVRTC memo: %.400s%s", id.identity,
              e->status == S_STALE ? " (that library changed: rewritten on next use)" : "");
   }
   free(buf);
