@@ -99,6 +99,13 @@ has "left 1 files the library does not write alone: notes.txt" "clear names what
 [ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"
 [ "$(cat "$A/notes.txt")" = mine ] && ok "the foreign file is intact" || bad "foreign file changed"
 
+# ---- the weight sums: listed valid and round-tripped like every other entry ----
+WS='linear_weight_sums.s8.dp4a.sm_80'
+printf '%s\n' "$WS" >"$W/ws"
+expect 0 "warm --skus the weight sums" "$T" warm --arch 80 --skus "$W/ws" --dir "$W/ws_dir"
+expect 0 "list --skus of the weight sums" "$T" list --dir "$W/ws_dir" --skus
+[ "$(cat "$W/out")" = "$WS" ] && ok "the weight sums entry is valid and listed" || bad "weight sums not listed"
+
 # ---- warm --skus: a QuantizedLinear plan's "A + B" line, for sm_80 ----
 B="$W/b"
 GEMM='linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_80'

@@ -56,12 +56,19 @@ if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
 warmcheck() {
   local A=$BARACUDA_QUANT_CACHE_DIR C=/tmp/bq-cache-warmed Q=$B/tools/baracuda-quant
   rm -rf $C
-  $Q list --dir $A --skus > $OUT/warm-skus.txt; echo "warmcheck: $(wc -l < $OUT/warm-skus.txt) SKUs in $A"
+  # the SKUs: those the suites left in $A, or the list in $WARM_SKUS
+  if [ -n "${WARM_SKUS:-}" ]; then cp "$WARM_SKUS" $OUT/warm-skus.txt; else $Q list --dir $A --skus > $OUT/warm-skus.txt; fi
+  echo "warmcheck: $(wc -l < $OUT/warm-skus.txt) SKUs"
   # no GPU: no driver at all, only NVRTC
   CUDA_VISIBLE_DEVICES= BARACUDA_QUANT_DRIVER=/nonexistent $Q warm --arch 90 --skus $OUT/warm-skus.txt --dir $C -j 16 \
     > $OUT/warm.txt 2>&1; echo "warm rc=$?"; tail -2 $OUT/warm.txt
-  if diff <(cd $A && ls *.bqk) <(cd $C && ls *.bqk) > $OUT/warm-diff.txt; then echo "warmcheck: same entry files"
-  else echo "warmcheck: entry files differ ($(wc -l < $OUT/warm-diff.txt) lines in warm-diff.txt)"; fi
+  if [ -d $A ]; then
+    if diff <(cd $A && ls *.bqk) <(cd $C && ls *.bqk) > $OUT/warm-diff.txt; then echo "warmcheck: same entry files"
+    else echo "warmcheck: entry files differ ($(wc -l < $OUT/warm-diff.txt) lines in warm-diff.txt)"; fi
+  fi
+  $Q list --dir $C --skus | sort > $OUT/warm-listed.txt
+  if sort $OUT/warm-skus.txt | diff -q - $OUT/warm-listed.txt >/dev/null; then echo "warmcheck: list --skus gives back every SKU warmed"
+  else echo "warmcheck: list --skus differs from the SKUs warmed"; fi
   for t in gpu_affine gpu_batch gpu_dynamic gpu_linear; do
     BARACUDA_QUANT_STATS=1 BARACUDA_QUANT_CACHE_DIR=$C $B/tests/test_$t -j8 > $OUT/warm_$t.txt 2>&1
     echo "warmed $t rc=$? $(grep Synthesis $OUT/warm_$t.txt)"
