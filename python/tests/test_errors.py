@@ -107,7 +107,10 @@ def test_nvrtc_wheel_fallback(tmp_path, monkeypatch):
     lib = tmp_path / "nvidia" / "cuda_nvrtc" / "lib"
     lib.mkdir(parents=True)
     (lib / "libnvrtc.so.12").write_bytes(b"")
-    monkeypatch.delenv("BARACUDA_QUANT_NVRTC", raising=False)
+    # ensure_nvrtc writes os.environ itself: setenv first makes monkeypatch restore the
+    # caller's value (or its absence) afterwards, so no later test loads this empty file
+    monkeypatch.setenv("BARACUDA_QUANT_NVRTC", "")
+    monkeypatch.delenv("BARACUDA_QUANT_NVRTC")
     # loadable by name: left to the library
     assert _lib.ensure_nvrtc([str(tmp_path)], loadable=lambda n: True) is None
     assert "BARACUDA_QUANT_NVRTC" not in os.environ

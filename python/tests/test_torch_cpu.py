@@ -61,8 +61,12 @@ def test_wrappers_check_before_the_library():
         ops.fake_quantize_per_tensor_affine(xm, 0.1, 0, -128, 127)
     with pytest.raises(bq.InvalidArgumentError, match="int8 or torch.uint8"):
         ops._check_int("dtype", torch.int16)
-    with pytest.raises(bq.InvalidArgumentError, match="float32"):
+    # the device is checked first: the dtype message needs a CUDA tensor
+    with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
         ops._check_float("x", torch.empty(3, dtype=torch.int32, device=M))
+    if torch.cuda.is_available():
+        with pytest.raises(bq.InvalidArgumentError, match="float32"):
+            ops._check_float("x", torch.empty(3, dtype=torch.int32, device="cuda"))
     # the ops themselves refuse host tensors in their implementation
     with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
         torch.ops.baracuda_quant.quantize_per_tensor(x, 0.1, 0, torch.int8, -128, 127)
