@@ -802,7 +802,7 @@ static void run_cases(void) {
 
 /* ---- W8A8 linear layers ------------------------------------------------------------------ */
 /* Rows: GEMM (SmoothQuantLinear: int8 activations, per-token scales, f16 output with
-   weight scales and bias) at the issue's shapes, in TOPS = 2 M N K / time; decode
+   weight scales and bias) at the shapes of the headline table, in TOPS = 2 M N K / time; decode
    (M <= 16) as weight bytes / time against the copy of the weight's size; QuantizedLinear
    end to end (bf16 activations quantized on the device + GEMM) next to the GEMM alone.
    On an sm_90 device the plans are sm_90a modules whose tiles are wgmma's, and the row
