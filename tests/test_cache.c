@@ -8,17 +8,10 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <libgen.h>
 #include <sys/wait.h>
 
-static char dir_[256];
-
-static void fresh_dir(void) {
-  snprintf(dir_, sizeof dir_, "/tmp/bq_cache_test_XXXXXX");
-  cr_assert_not_null(mkdtemp(dir_));
-  setenv("BARACUDA_QUANT_CACHE_DIR", dir_, 1);
-  unsetenv("BARACUDA_QUANT_DISABLE_CACHE");
-}
+#define BQ_TEST_DIR_TEMPLATE "/tmp/bq_cache_test_XXXXXX"
+#include "host_util.h"
 
 static bq_desc desc_(void) {
   bq_desc d;
@@ -26,12 +19,6 @@ static bq_desc desc_(void) {
   d.op = BQ_QUANTIZE;
   d.float_type = BQ_F32;
   return d;
-}
-
-static bq_cache_stats stats_(void) {
-  bq_cache_stats s;
-  bq_cache_get_stats(&s);
-  return s;
 }
 
 static void warm_ok(const bq_desc *d) {
@@ -56,36 +43,6 @@ static void entry_path(char *out, size_t n) {
   cr_assert_eq(found, 1, "expected one cache entry in %s, found %d", dir_, found);
 }
 
-static int count_files(const char *suffix_or_part) {
-  DIR *d = opendir(dir_);
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (strstr(e->d_name, suffix_or_part)) n++;
-  if (d) closedir(d);
-  return n;
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc((size_t)len + 1);
-  cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return buf;
-}
-
-static void write_all(const char *path, const void *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert_not_null(f);
-  cr_assert_eq(fwrite(p, 1, n, f), n);
-  fclose(f);
-}
-
 TestSuite(cache, .timeout = 300);
 
 Test(cache, round_trip_then_disk_hit) {
@@ -103,7 +60,7 @@ Test(cache, round_trip_then_disk_hit) {
   s = stats_();
   cr_assert_eq(s.disk_hits, 1);
   cr_assert_eq(s.compiles, 1, "a disk hit must not compile");
-  cr_assert_eq(count_files(".tmp."), 0, "no temporary file left behind");
+  cr_assert_eq(count_files(dir_, ".tmp."), 0, "no temporary file left behind");
 }
 
 Test(cache, golden_file_pins_the_format) {
@@ -213,19 +170,11 @@ Test(cache, empty_file) { corrupt_and_recover(empty_file); }
 Test(cache, trailing_bytes) { corrupt_and_recover(appended_bytes); }
 Test(cache, other_format_version) { corrupt_and_recover(other_version); }
 
-static int warnings_;
-static char last_warning_[1024];
-static void count_warning(const char *msg, void *user) {
-  (void)user;
-  warnings_++;
-  snprintf(last_warning_, sizeof last_warning_, "%s", msg);
-}
-
 Test(cache, corrupt_entries_warn_once) {
   bq_set_warning_handler(count_warning, NULL);
   corrupt_and_recover(flip_payload_byte);
   cr_assert_eq(warnings_, 1);
-  cr_assert(strstr(last_warning_, "corrupt"), "warning: %s", last_warning_);
+  cr_assert(strstr(warning_[0], "corrupt"), "warning: %s", warning_[0]);
   corrupt_and_recover(garbage);
   cr_assert_eq(warnings_, 1, "a second corrupt entry warned again");
 }
@@ -247,8 +196,8 @@ Test(cache, unwritable_directory_is_memory_only_with_one_warning) {
   cr_assert_eq(s.compiles, 2);
   cr_assert_eq(warnings_, 1, "expected exactly one warning, got %d", warnings_);
   /* the cause named is the real one: a file where a parent directory should be */
-  cr_assert(strstr(last_warning_, "cannot be created") && strstr(last_warning_, strerror(ENOTDIR)) &&
-            strstr(last_warning_, sub), "%s", last_warning_);
+  cr_assert(strstr(warning_[0], "cannot be created") && strstr(warning_[0], strerror(ENOTDIR)) &&
+            strstr(warning_[0], sub), "%s", warning_[0]);
 }
 
 Test(cache, disabled_cache_writes_nothing) {
@@ -259,8 +208,8 @@ Test(cache, disabled_cache_writes_nothing) {
   warm_ok(&d);
   warm_ok(&d);
   cr_assert_eq(stats_().compiles, 2);
-  cr_assert_eq(count_files(".bqk"), 0);
-  cr_assert_eq(count_files(".id"), 0);
+  cr_assert_eq(count_files(dir_, ".bqk"), 0);
+  cr_assert_eq(count_files(dir_, ".id"), 0);
 }
 
 Test(cache, default_directory) {
@@ -282,7 +231,7 @@ Test(cache, default_directory) {
   bq_desc d = desc_();
   warm_ok(&d);
   snprintf(dir_, sizeof dir_, "%s/.cache/baracuda_quant", home);
-  cr_assert_eq(count_files(".bqk"), 1);
+  cr_assert_eq(count_files(dir_, ".bqk"), 1);
 }
 
 Test(cache, key_covers_everything_that_changes_the_bytes) {
@@ -314,7 +263,7 @@ Test(cache, nvrtc_identity_memo_is_revalidated) {
   fresh_dir();
   bq_desc d = desc_();
   warm_ok(&d); /* writes the memo */
-  cr_assert_eq(count_files("nvrtc-"), 1);
+  cr_assert_eq(count_files(dir_, "nvrtc-"), 1);
   char memo[512];
   DIR *dd = opendir(dir_);
   struct dirent *e;
@@ -346,8 +295,8 @@ Test(cache, two_processes_race_on_a_cold_cache) {
     waitpid(kids[i], &status, 0);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "racer %d failed", i);
   }
-  cr_assert_eq(count_files(".bqk"), 1, "one entry, however many writers");
-  cr_assert_eq(count_files(".tmp."), 0, "no temporary file left behind");
+  cr_assert_eq(count_files(dir_, ".bqk"), 1, "one entry, however many writers");
+  cr_assert_eq(count_files(dir_, ".tmp."), 0, "no temporary file left behind");
   warm_ok(&d);
   bq_cache_stats s = stats_();
   cr_assert_eq(s.disk_hits, 1, "the raced entry is valid");
@@ -487,7 +436,7 @@ Test(target, device_older_than_nvrtc_supports) {
   cr_assert_eq(bq_cache_warm(&d, old), BQ_ERROR_NOT_SUPPORTED);
   cr_assert(strstr(bq_last_error(), "bq_cache_warm: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
   cr_assert_eq(stats_().compiles, 0);
-  cr_assert_eq(count_files(".bqk"), 0);
+  cr_assert_eq(count_files(dir_, ".bqk"), 0);
 }
 
 /* sm values that are no compute capability: rejected by bq_sku and bq_cache_warm, naming
@@ -509,7 +458,7 @@ Test(target, invalid_sm_rejected_without_nvrtc) {
   cr_assert_eq(bq__nv.num_archs, 0, "NVRTC was loaded");
   bq_cache_stats s = stats_();
   cr_assert_eq(s.compiles + s.misses + s.disk_hits, 0);
-  cr_assert_eq(count_files(".bqk") + count_files("nvrtc-"), 0);
+  cr_assert_eq(count_files(dir_, ".bqk") + count_files(dir_, "nvrtc-"), 0);
 }
 
 /* bq_sku names, and bq_cache_warm writes, what bq_plan_select loads: a QuantizedLinear
@@ -584,18 +533,6 @@ Test(target, newer_than_nvrtc_warms_the_ptx) {
 }
 
 /* ---- the loader's failure modes --------------------------------------------------------- */
-static const char *fake_driver(void) {
-  static char path[1024];
-  const char *env = getenv("BQ_FAKE_DRIVER");
-  if (env) return env;
-  char exe[1024];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  cr_assert(n > 0);
-  exe[n] = 0;
-  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
-  return path;
-}
-
 static void expect_select(bq_status want, const char *needle) {
   bq_desc d = desc_();
   bq_plan *p = (bq_plan *)0x1;

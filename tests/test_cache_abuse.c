@@ -12,46 +12,17 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <libgen.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
-static char dir_[3000];
+#define BQ_TEST_DIR_TEMPLATE "/tmp/bq_abuse_XXXXXX"
+#define BQ_TEST_DIR_SIZE 3000
+#include "host_util.h"
 
-static void fresh_dir(void) {
-  snprintf(dir_, sizeof dir_, "/tmp/bq_abuse_XXXXXX");
-  cr_assert_not_null(mkdtemp(dir_));
-  setenv("BARACUDA_QUANT_CACHE_DIR", dir_, 1);
-  unsetenv("BARACUDA_QUANT_DISABLE_CACHE");
-}
-
-/* ---- warnings, counters ---------------------------------------------------------------- */
-static pthread_mutex_t warn_lock_ = PTHREAD_MUTEX_INITIALIZER;
-static int warnings_;
-static char warning_[8][1024];
-static void count_warning(const char *msg, void *user) {
-  (void)user;
-  pthread_mutex_lock(&warn_lock_);
-  if (warnings_ < 8) snprintf(warning_[warnings_], sizeof warning_[0], "%s", msg);
-  warnings_++;
-  pthread_mutex_unlock(&warn_lock_);
-}
-static void count_warnings(void) { bq_set_warning_handler(count_warning, NULL); }
-
-static void expect_warnings(int n, const char *needle) {
-  cr_assert_eq(warnings_, n, "expected %d warning(s), got %d; first: %s", n, warnings_, warning_[0]);
-  if (needle) cr_assert(strstr(warning_[0], needle), "warning \"%s\" lacks \"%s\"", warning_[0], needle);
-}
-
-static bq_cache_stats stats_(void) {
-  bq_cache_stats s;
-  bq_cache_get_stats(&s);
-  return s;
-}
-
+/* ---- counters ---------------------------------------------------------------------------- */
 static void expect_stats(uint64_t disk_hits, uint64_t misses, uint64_t compiles, uint64_t corrupt,
                          uint64_t write_failures) {
   bq_cache_stats s = stats_();
@@ -98,52 +69,9 @@ static void entry_path(bq_op op, char *path, size_t n) {
 /* where the NVRTC memo lives in dir_ (without loading the identity) */
 static void memo_path(char *path, size_t n) { bq__memo_path(dir_, bq__nvrtc_lookup_key(), path, n); }
 
-static unsigned char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc((size_t)len + 1);
-  cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-  buf[len] = 0;
-  fclose(f);
-  *n = (size_t)len;
-  return buf;
-}
-
-static void write_all(const char *path, const void *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert_not_null(f, "create %s", path);
-  cr_assert_eq(fwrite(p, 1, n, f), n);
-  fclose(f);
-}
-
 static int is_regular(const char *path) {
   struct stat st;
   return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int count_files(const char *dir, const char *part) {
-  DIR *d = opendir(dir);
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (strstr(e->d_name, part)) n++;
-  if (d) closedir(d);
-  return n;
-}
-
-static const char *fake_driver(void) {
-  static char path[1024];
-  const char *env = getenv("BQ_FAKE_DRIVER");
-  if (env) return env;
-  char exe[1024];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  cr_assert(n > 0);
-  exe[n] = 0;
-  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
-  return path;
 }
 
 static void fake_gpu(void) {
