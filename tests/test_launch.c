@@ -13,28 +13,19 @@
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>
-#include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "host_util.h"
+
 static unsigned long long (*launches)(void);
 static void (*last_launch)(unsigned dims[7], char *name, size_t name_size);
 
 static void use_fake_driver(void) {
-  static char path[1024];
-  const char *env = getenv("BQ_FAKE_DRIVER");
-  if (env) {
-    snprintf(path, sizeof path, "%s", env);
-  } else {
-    char exe[512];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    cr_assert(n > 0);
-    exe[n] = 0;
-    snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
-  }
+  const char *path = fake_driver();
   setenv("BARACUDA_QUANT_DRIVER", path, 1);
   unsetenv("FAKE_CUDA_MODE");
   if (!getenv("BARACUDA_QUANT_CACHE_DIR")) {

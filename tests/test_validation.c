@@ -21,7 +21,6 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <float.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "host_util.h"
 
 /* ---- combinations ------------------------------------------------------------------- */
 static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
@@ -1794,19 +1795,8 @@ Test(status, precision_guarantee) {
 /* ---- devices: a plan runs in its own context ------------------------------------------ */
 /* tests/fake_driver.c in its two-device mode: primary contexts, a per-thread context stack,
    and launches that run nothing but record the device whose context was current. */
-static const char *fake_driver_path(void) {
-  static char path[1024];
-  const char *env = getenv("BQ_FAKE_DRIVER");
-  if (env && *env) return env;
-  char exe[1024];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  cr_assert(n > 0);
-  exe[n] = 0;
-  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", dirname(exe));
-  return path;
-}
 static void two_devices(void) {
-  setenv("BARACUDA_QUANT_DRIVER", fake_driver_path(), 1);
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
   setenv("FAKE_CUDA_MODE", "twodev", 1);
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
@@ -1814,7 +1804,7 @@ static void two_devices(void) {
 TestSuite(devices, .init = two_devices);
 
 static int *fake_counter(const char *name) {
-  void *lib = dlopen(fake_driver_path(), RTLD_NOW | RTLD_NOLOAD);
+  void *lib = dlopen(fake_driver(), RTLD_NOW | RTLD_NOLOAD);
   cr_assert_not_null(lib, "the fake driver is not loaded");
   int *v = (int *)dlsym(lib, name);
   cr_assert_not_null(v, "%s", name);
