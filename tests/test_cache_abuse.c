@@ -84,6 +84,13 @@ static bq_status select_(bq_op op, bq_plan **p) {
   return bq_plan_select(&d, p);
 }
 
+/* warm_ok under a 60 s alarm: a warm that blocks in open() fails the test */
+static void warm_ok_in_time(bq_op op) {
+  alarm(60);
+  warm_ok(op);
+  alarm(0);
+}
+
 /* selects op, checks its SKU names a cubin for sm_90, destroys the plan */
 static void select_ok(bq_op op) {
   bq_plan *p = NULL;
@@ -104,9 +111,7 @@ Test(abuse, fifo_at_entry_path_warm) {
   char path[4096];
   entry_path(BQ_QUANTIZE, path, sizeof path);
   cr_assert_eq(mkfifo(path, 0600), 0);
-  alarm(60);
-  warm_ok(BQ_QUANTIZE);
-  alarm(0);
+  warm_ok_in_time(BQ_QUANTIZE);
   expect_warnings(1, "FIFO");
   expect_stats(0, 1, 1, 1, 0);
   cr_assert(is_regular(path), "the FIFO was not replaced by an entry");
@@ -151,9 +156,7 @@ Test(abuse, fifo_at_memo_path) {
   char memo[4096];
   memo_path(memo, sizeof memo);
   cr_assert_eq(mkfifo(memo, 0600), 0);
-  alarm(60);
-  warm_ok(BQ_QUANTIZE);
-  alarm(0);
+  warm_ok_in_time(BQ_QUANTIZE);
   expect_warnings(1, "FIFO");
   cr_assert(strstr(warning_[0], "memo"), "%s", warning_[0]);
   expect_stats(0, 1, 1, 0, 0);
@@ -216,9 +219,7 @@ Test(abuse, symlink_to_a_device_at_entry_path) {
   char path[4096];
   entry_path(BQ_QUANTIZE, path, sizeof path);
   cr_assert_eq(symlink("/dev/zero", path), 0);
-  alarm(60);
-  warm_ok(BQ_QUANTIZE);
-  alarm(0);
+  warm_ok_in_time(BQ_QUANTIZE);
   expect_warnings(1, "symbolic link");
   expect_stats(0, 1, 1, 1, 0);
   cr_assert(is_regular(path));
@@ -234,9 +235,7 @@ Test(abuse, device_node_at_entry_path) {
   cr_assert_eq(stat("/dev/zero", &zero), 0);
   if (mknod(path, S_IFCHR | 0600, zero.st_rdev) != 0)
     cr_skip_test("mknod: %s (a device node at an entry path needs CAP_MKNOD)", strerror(errno));
-  alarm(60);
-  warm_ok(BQ_QUANTIZE);
-  alarm(0);
+  warm_ok_in_time(BQ_QUANTIZE);
   expect_warnings(1, "device");
   expect_stats(0, 1, 1, 1, 0);
   cr_assert(is_regular(path), "the device node was not replaced by an entry");
@@ -261,9 +260,7 @@ Test(abuse, socket_at_entry_path) {
   cr_assert_eq(chdir(cwd), 0);
   if (bound != 0 && errno == ENAMETOOLONG) cr_skip_test("entry name longer than sun_path");
   cr_assert_eq(bound, 0, "bind: %s", strerror(errno));
-  alarm(60);
-  warm_ok(BQ_QUANTIZE);
-  alarm(0);
+  warm_ok_in_time(BQ_QUANTIZE);
   close(s);
   expect_warnings(1, "socket");
   expect_stats(0, 1, 1, 1, 0);
@@ -376,6 +373,17 @@ static void memo_case(const char *text, size_t n, int warned, const char *needle
   cr_assert_eq(stats_().memory_hits, 1);
 }
 
+/* memo_case, in a fresh directory, of a checksummed memo of NVRTC's identity listing archs:
+   one warning, naming needle */
+static void memo_archs_case(const char *archs, const char *needle) {
+  fresh_dir();
+  bq__nvrtc_id id;
+  true_id(&id);
+  char text[2048];
+  size_t n = memo_text(&id, archs, 1, text, sizeof text);
+  memo_case(text, n, 1, needle);
+}
+
 Test(abuse, memo_with_a_flipped_arch_byte) {
   fresh_dir();
   bq__nvrtc_id id;
@@ -414,48 +422,23 @@ Test(abuse, memo_truncated_list_with_a_valid_checksum) {
 
 Test(abuse, memo_listing_only_newer_archs) {
   /* every compile would fail ("older than every arch") while the memo is trusted */
-  fresh_dir();
-  bq__nvrtc_id id;
-  true_id(&id);
-  char text[2048];
-  size_t n = memo_text(&id, " 100 120", 1, text, sizeof text);
-  memo_case(text, n, 1, "disagrees");
+  memo_archs_case(" 100 120", "disagrees");
 }
 
 Test(abuse, memo_unsorted) {
-  fresh_dir();
-  bq__nvrtc_id id;
-  true_id(&id);
-  char text[2048];
-  size_t n = memo_text(&id, " 90 80 100", 1, text, sizeof text);
-  memo_case(text, n, 1, "not ascending");
+  memo_archs_case(" 90 80 100", "not ascending");
 }
 
 Test(abuse, memo_garbage_archs) {
-  fresh_dir();
-  bq__nvrtc_id id;
-  true_id(&id);
-  char text[2048];
-  size_t n = memo_text(&id, " 9x0 abc", 1, text, sizeof text);
-  memo_case(text, n, 1, "not numbers");
+  memo_archs_case(" 9x0 abc", "not numbers");
 }
 
 Test(abuse, memo_arch_out_of_range_and_empty) {
-  fresh_dir();
-  bq__nvrtc_id id;
-  true_id(&id);
-  char text[2048];
-  size_t n = memo_text(&id, " 5 90", 1, text, sizeof text);
-  memo_case(text, n, 1, "out of range");
+  memo_archs_case(" 5 90", "out of range");
 }
 
 Test(abuse, memo_empty_arch_list) {
-  fresh_dir();
-  bq__nvrtc_id id;
-  true_id(&id);
-  char text[2048];
-  size_t n = memo_text(&id, "", 1, text, sizeof text);
-  memo_case(text, n, 1, "no archs");
+  memo_archs_case("", "no archs");
 }
 
 Test(abuse, memo_garbage_identity) {
