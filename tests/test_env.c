@@ -114,35 +114,26 @@ Test(env, disable_cache) {
   rmdir(dir);
 }
 
-/* the target bq_plan_select, bq_cache_warm and bq_sku take for desc on sm_90 */
-static bq__target target_90(const bq_desc *desc) {
-  bq_desc d;
+/* the target bq_plan_select, bq_cache_warm and bq_sku take for op in float_type on sm_90 */
+static bq__target target_90(bq_op op, bq_dtype float_type) {
+  bq_desc desc, d;
+  memset(&desc, 0, sizeof desc);
+  desc.op = op;
+  desc.float_type = float_type;
   char name[96];
-  cr_assert_eq(bq__normalize(desc, &d, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(bq__normalize(&desc, &d, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
   bq__target t;
   bq_status st = bq__target_for(&d, 90, &t);
   cr_assert_eq(st, BQ_SUCCESS, "bq__target_for: %s", bq_last_error());
   return t;
 }
-static int force_ptx(void) {
-  bq_desc d;
-  memset(&d, 0, sizeof d);
-  d.op = BQ_QUANTIZE;
-  d.float_type = BQ_F32;
-  return target_90(&d).ptx;
-}
+static int force_ptx(void) { return target_90(BQ_QUANTIZE, BQ_F32).ptx; }
 Test(env, force_ptx) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   check_variable("BARACUDA_QUANT_FORCE_PTX", 0, force_ptx);
 }
 
-static int wgmma(void) {
-  bq_desc d;
-  memset(&d, 0, sizeof d);
-  d.op = BQ_SMOOTHQUANT_LINEAR;
-  d.float_type = BQ_F16;
-  return target_90(&d).arch_a;
-}
+static int wgmma(void) { return target_90(BQ_SMOOTHQUANT_LINEAR, BQ_F16).arch_a; }
 Test(env, wgmma) { check_variable("BARACUDA_QUANT_WGMMA", 1, wgmma); }
 
 static int pdl(void) {
