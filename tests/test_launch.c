@@ -55,6 +55,16 @@ static bq_plan *select_(bq_op op, bq_granularity g, bq_dtype ft) {
 
 #define P(n) ((void *)(uintptr_t)(0x100000000ull * (n)))
 
+/* a quantize's arguments: x, y and scales at fake addresses, everything else zero */
+static bq_args quantize_args(void) {
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = P(1);
+  a.y = P(2);
+  a.scales = P(3);
+  return a;
+}
+
 /* runs a, which must launch kernel `name` once with grid (gx, gy) and 256-thread blocks at most */
 static void expect_launch(bq_plan *p, const bq_args *a, const char *name, unsigned gx, unsigned gy) {
   cr_assert_eq(bq_plan_can_implement(p, a), BQ_SUCCESS, "%s", bq_last_error());
@@ -74,11 +84,7 @@ static void expect_launch(bq_plan *p, const bq_args *a, const char *name, unsign
 /* per channel, the axis innermost: 2^39 f32 channels, 4 a lane, 256 lanes a block */
 Test(launch, per_channel_columns_at_the_channel_bound) {
   bq_plan *p = select_(BQ_QUANTIZE, BQ_PER_CHANNEL, BQ_F32);
-  bq_args a;
-  memset(&a, 0, sizeof a);
-  a.x = P(1);
-  a.y = P(2);
-  a.scales = P(3);
+  bq_args a = quantize_args();
   a.rank = 2;
   a.shape[0] = 3;
   a.shape[1] = (int64_t)1 << 39;
@@ -91,11 +97,7 @@ Test(launch, per_channel_columns_at_the_channel_bound) {
    2^28 items of a warp (8 a block) are capped there, 2^25 are not */
 Test(launch, blocks_grid_capped_below_2p24) {
   bq_plan *p = select_(BQ_QUANTIZE, BQ_PER_GROUP, BQ_F32);
-  bq_args a;
-  memset(&a, 0, sizeof a);
-  a.x = P(1);
-  a.y = P(2);
-  a.scales = P(3);
+  bq_args a = quantize_args();
   a.cols = 4096;
   a.group_size = 4; /* 1024 groups a row, 32 an item: 32 items a row */
   a.rows = (int64_t)1 << 23;
