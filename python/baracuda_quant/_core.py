@@ -64,6 +64,15 @@ def qrange(int_type, qmin, qmax):
     return qmin, qmax
 
 
+def int_type_for(qmin, qmax):
+    """The storage type of a q-range given only as integers (fake quantize)."""
+    if -128 <= qmin and qmax <= 127:
+        return DType.S8
+    if 0 <= qmin and qmax <= 255:
+        return DType.U8
+    raise _lib.NotSupportedError("[quant_min, quant_max] = [%d, %d] fits neither int8 nor uint8" % (qmin, qmax), 2)
+
+
 def same_device(*views):
     dev = None
     for name, v in views:

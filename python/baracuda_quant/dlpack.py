@@ -379,21 +379,13 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=
     return _affine_out(Op.DEQUANTIZE, Granularity.PER_TOKEN, q, od, stream, arrays, qmin=None, qmax=None)
 
 
-def _fq_int_type(qmin, qmax):
-    if -128 <= qmin and qmax <= 127:
-        return DType.S8
-    if 0 <= qmin and qmax <= 255:
-        return DType.U8
-    raise _lib.NotSupportedError("[quant_min, quant_max] = [%d, %d] fits neither int8 nor uint8" % (qmin, qmax), 2)
-
-
 def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, stream=None):
     """Forward only (no autograd outside PyTorch)."""
     with _Inputs(stream) as inp:
         xv = inp.get(input, "input")
         return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_TENSOR, DeviceArray(xv.ptr, xv.shape, xv.dtype,
                            xv.device, strides=xv.strides), xv.dtype, stream, scale=scale, zero_point=zero_point,
-                           qmin=quant_min, qmax=quant_max, int_type=_fq_int_type(quant_min, quant_max))
+                           qmin=quant_min, qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max))
 
 
 def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, stream=None):
@@ -403,7 +395,7 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
         return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_CHANNEL, DeviceArray(xv.ptr, xv.shape, xv.dtype,
                            xv.device, strides=xv.strides), xv.dtype, stream,
                            (("scales", scale), ("zero_points", zero_point)), axis=int(axis), qmin=quant_min,
-                           qmax=quant_max, int_type=_fq_int_type(quant_min, quant_max))
+                           qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max))
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None):

@@ -63,15 +63,6 @@ def _check_int(name, dtype):
         raise _lib.invalid("%s: dtype %s, expected torch.int8 or torch.uint8" % (name, dtype))
 
 
-def _int_type_for(qmin, qmax):
-    """The storage type of a q-range given only as integers (fake quantize)."""
-    if -128 <= qmin and qmax <= 127:
-        return DType.S8
-    if 0 <= qmin and qmax <= 255:
-        return DType.U8
-    raise _lib.NotSupportedError("[quant_min, quant_max] = [%d, %d] fits neither int8 nor uint8" % (qmin, qmax), 2)
-
-
 def _run(device_index, fn):
     """fn(stream, alloc) with device_index current (the plan binds the current context)."""
     if device_index is None:
@@ -248,7 +239,7 @@ def _fq_tensor(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, q
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y,
-            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
+            int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
             zero_point=zero_point)
     return y
 
@@ -259,7 +250,7 @@ def _fq_tensor_bwd(dy: torch.Tensor, x: torch.Tensor, scale: float, zero_point: 
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_TENSOR, x, x, None, dy=dy, dx=dx,
-            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
+            int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
             zero_point=zero_point)
     return dx
 
@@ -270,7 +261,7 @@ def _fq_channel(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y,
-            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+            int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
             scales=_view(_scales(scales, x.dtype)), zero_points=_view(_zps(zero_points)), axis=axis)
     return y
 
@@ -281,7 +272,7 @@ def _fq_channel_bwd(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, zer
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_CHANNEL, x, x, None, dy=dy, dx=dx,
-            int_type=_int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+            int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
             scales=_view(_scales(scales, x.dtype)), zero_points=_view(_zps(zero_points)), axis=axis)
     return dx
 
