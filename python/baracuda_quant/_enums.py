@@ -61,9 +61,6 @@ def DEVICE(n):
     return n + 1
 
 
-# The API version whose values these are; _lib maps them for an older library.
-API_VERSION = (0, 2, 0)
-
 # C enumerator name -> the value above (for the layout test)
 C_NAMES = {}
 for _cls, _prefix in ((Status, "BQ_"), (DType, "BQ_"), (Op, "BQ_"), (Direction, "BQ_")):

@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 
-from ._enums import DType, Direction, Granularity, Status, DEVICE, API_VERSION
+from ._enums import DType, Direction, Granularity, Status, DEVICE
 
 BQ_MAX_RANK = 8
 
@@ -114,37 +114,16 @@ bq_py_validate = _fn("bq_py_validate", _c.c_int, _c.POINTER(Desc), _c.POINTER(Ar
 
 VERSION_NUMBER = bq_version()
 VERSION = bq_version_string().decode()
-_V = ((VERSION_NUMBER >> 16) & 0xff, (VERSION_NUMBER >> 8) & 0xff, VERSION_NUMBER & 0xff)
 
-# ---- the API difference before 0.2.0 (granularity codes start at 0 there, desc.device is an
-# ordinal, bq_plan_workspace_size returns the size); the package speaks 0.2.0 everywhere else.
-LEGACY_API = _V < API_VERSION[:2] + (0,)
-if LEGACY_API:
-    _ws_legacy = _fn("bq_plan_workspace_size", _c.c_size_t, _c.c_void_p, _c.POINTER(Args))
+# bq_status bq_plan_workspace_size(const bq_plan *plan, const bq_args *args, size_t *bytes)
+bq_plan_workspace_size = _fn("bq_plan_workspace_size", _c.c_int, _c.c_void_p, _c.POINTER(Args),
+                             _c.POINTER(_c.c_size_t))
 
-    def c_granularity(g):
-        return max(int(g) - 1, 0)
 
-    def c_device(index):
-        return index
-
-    def workspace_size(plan, args):
-        return _ws_legacy(plan, ctypes.byref(args))
-else:
-    # bq_status bq_plan_workspace_size(const bq_plan *plan, const bq_args *args, size_t *bytes)
-    bq_plan_workspace_size = _fn("bq_plan_workspace_size", _c.c_int, _c.c_void_p, _c.POINTER(Args),
-                                 _c.POINTER(_c.c_size_t))
-
-    def c_granularity(g):
-        return int(g)
-
-    def c_device(index):
-        return DEVICE(index)
-
-    def workspace_size(plan, args):
-        n = ctypes.c_size_t(0)
-        check(bq_plan_workspace_size(plan, ctypes.byref(args), ctypes.byref(n)))
-        return n.value
+def workspace_size(plan, args):
+    n = ctypes.c_size_t(0)
+    check(bq_plan_workspace_size(plan, ctypes.byref(args), ctypes.byref(n)))
+    return n.value
 
 
 # ---- errors
@@ -210,9 +189,8 @@ def desc_key(op, direction=Direction.FORWARD, granularity=Granularity.DEFAULT, f
 
 def make_desc(key, device_index):
     op, direction, gran, ft, it, qmin, qmax, st, asym, ot = key
-    return Desc(op=op, direction=direction, granularity=c_granularity(gran), float_type=ft, int_type=it,
-                qmin=qmin, qmax=qmax, scale_type=st, device=c_device(device_index), asymmetric=asym,
-                out_type=ot)
+    return Desc(op=op, direction=direction, granularity=int(gran), float_type=ft, int_type=it, qmin=qmin, qmax=qmax,
+                scale_type=st, device=DEVICE(device_index), asymmetric=asym, out_type=ot)
 
 
 _NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12")

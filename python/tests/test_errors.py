@@ -83,7 +83,7 @@ def test_desc_key_and_struct():
     d = _lib.make_desc(key, 1)
     assert (d.op, d.float_type, d.int_type, d.qmin, d.qmax, d.scale_type) == (1, 4, 6, 3, 200, 1)
     assert d.granularity == _lib.bq_py_enum(b"BQ_PER_TOKEN")
-    assert d.device == (1 if _lib.LEGACY_API else 2)  # an ordinal before 0.2.0, BQ_DEVICE(1) after
+    assert d.device == 2  # BQ_DEVICE(1)
     # plans are cached by (descriptor, device): distinct keys on distinct devices
     assert len({(key, 0), (key, 1)}) == 2
 
