@@ -615,16 +615,22 @@ Test(abuse, alternating_directories_warn_once_each) {
 }
 
 /* ---- other users ----------------------------------------------------------------------------- */
-Test(abuse, foreign_entry_in_a_group_writable_directory_is_refused) {
-  if (geteuid() != 0) cr_skip_test("needs root to give an entry to another user");
+/* In a fresh directory of the given mode, warms an entry, gives it (at path) to user 12345,
+   and warms again, counting warnings. Needs root. */
+static void warm_a_foreign_entry(mode_t mode, char *path, size_t n) {
   fresh_dir();
   count_warnings();
-  cr_assert_eq(chmod(dir_, 0770), 0);
+  cr_assert_eq(chmod(dir_, mode), 0);
   warm_ok(BQ_QUANTIZE);
-  char path[4096];
-  entry_path(BQ_QUANTIZE, path, sizeof path);
+  entry_path(BQ_QUANTIZE, path, n);
   cr_assert_eq(chown(path, 12345, 12345), 0);
   warm_ok(BQ_QUANTIZE);
+}
+
+Test(abuse, foreign_entry_in_a_group_writable_directory_is_refused) {
+  if (geteuid() != 0) cr_skip_test("needs root to give an entry to another user");
+  char path[4096];
+  warm_a_foreign_entry(0770, path, sizeof path);
   expect_warnings(1, "another user");
   expect_stats(0, 2, 2, 1, 0);
   struct stat st;
@@ -637,14 +643,8 @@ Test(abuse, foreign_entry_in_a_group_writable_directory_is_refused) {
 
 Test(abuse, foreign_entry_in_a_private_directory_is_read) {
   if (geteuid() != 0) cr_skip_test("needs root to give an entry to another user");
-  fresh_dir();
-  count_warnings();
-  cr_assert_eq(chmod(dir_, 0755), 0);
-  warm_ok(BQ_QUANTIZE);
   char path[4096];
-  entry_path(BQ_QUANTIZE, path, sizeof path);
-  cr_assert_eq(chown(path, 12345, 12345), 0);
-  warm_ok(BQ_QUANTIZE);
+  warm_a_foreign_entry(0755, path, sizeof path);
   expect_warnings(0, NULL);
   expect_stats(1, 1, 1, 0, 0);
 }
