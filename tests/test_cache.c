@@ -608,6 +608,18 @@ static void stats_line_of_child(int on, char *line, size_t n, pid_t *pid) {
   while (got + 1 < n && (r = read(fds[0], line + got, n - 1 - got)) > 0) got += (size_t)r;
   line[got] = 0;
   close(fds[0]);
+  /* a sanitizer runtime may add its own lines ("==pid==...") at exit: not the library's */
+  char *w = line;
+  for (char *p = line; *p;) {
+    char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
+    if (strncmp(p, "==", 2) != 0) {
+      memmove(w, p, len);
+      w += len;
+    }
+    p += len;
+  }
+  *w = 0;
   int status = 0;
   waitpid(*pid, &status, 0);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
