@@ -100,6 +100,8 @@ has "left 1 files the library does not write alone: notes.txt" "clear names what
 [ "$(cat "$A/notes.txt")" = mine ] && ok "the foreign file is intact" || bad "foreign file changed"
 
 # ---- the weight sums: listed valid and round-tripped like every other entry ----
+expect 0 "warm --all --family linear --dry-run" "$T" warm --arch 90 --all --family linear --dry-run
+has "linear_weight_sums.s8.dp4a.sm_90" "warm --all includes the weight sums"
 WS='linear_weight_sums.s8.dp4a.sm_80'
 printf '%s\n' "$WS" >"$W/ws"
 expect 0 "warm --skus the weight sums" "$T" warm --arch 80 --skus "$W/ws" --dir "$W/ws_dir"
