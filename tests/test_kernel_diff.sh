@@ -12,20 +12,7 @@ W=$(mktemp -d /tmp/bq_kernel_diff_test_XXXXXX)
 trap 'rm -rf "$W"' EXIT
 unset BARACUDA_QUANT_FORCE_PTX BARACUDA_QUANT_WGMMA BARACUDA_QUANT_NVRTC_OPTIONS
 export KERNEL_DIFF_NO_FETCH=1 # hermetic: SASS with a cuobjdump found, else bytes
-fails=0
-checks=0
-
-ok() { checks=$((checks + 1)); echo "ok   $1"; }
-bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL $1"; [ -f "$W/out" ] && sed 's/^/     | /' "$W/out" | head -40; }
-expect() {
-  local want=$1 what=$2
-  shift 2
-  "$@" >"$W/out" 2>&1
-  local rc=$?
-  if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, want $want"; fi
-}
-has() { if grep -q -- "$1" "$W/out"; then ok "$2"; else bad "$2: output lacks \"$1\""; fi; }
-hasnt() { if grep -q -- "$1" "$W/out"; then bad "$2: output has \"$1\""; else ok "$2"; fi; }
+. "$(dirname "$0")/checks.sh"
 
 # five cheap SKUs: three affine kernels (one "A + B" line) and two dynamic ones
 Q='quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_90'
