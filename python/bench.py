@@ -2,15 +2,24 @@
 """baracuda_quant's torch ops against PyTorch: eager, torch.compile and (for the GEMM)
 torch._int_mm, in one process on one GPU.
 
-Each timing is the median of 100 calls after warm-up, each call timed alone with CUDA
-events after a 256 MiB write that flushes L2; a device copy of the same bytes (read plus
-written) is timed the same way as the memory-bound reference. The host overhead of a small
+Each timing is the median of 60 calls after warm-up, each call timed alone with CUDA events
+after a 256 MiB write that flushes L2, behind a spin kernel that lets the host queue every
+call first (so the numbers are GPU time, for every contender alike); a device copy of the
+same bytes (read plus written) is timed the same way as the memory-bound reference. The host overhead of a small
 op (4096 elements) is host time per call over 10000 calls without synchronization.
 
-    python bench.py [--json out.json] [--no-compile] [--quick]
+    python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV]
+
+The JSON's provenance names the GPU, driver, torch, the commit (--commit, else
+$BQ_BENCH_COMMIT, else the first line of .bench_commit at the repository root) and the
+sha256 of baracuda_quant.h and of the package's modules; tools/bench_table.py --python
+turns it into the README's "From PyTorch" table and a section of docs/performance.md.
 """
 import argparse
+import glob
+import hashlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -21,6 +30,7 @@ import baracuda_quant as bq
 import baracuda_quant.ops as bqo
 
 DEV = "cuda"
+REPS = 60
 _flush = None
 
 
@@ -28,12 +38,39 @@ def flush_l2():
     _flush.fill_(1)
 
 
-def time_gpu(fn, reps=100, warmup=10):
+_cycles_per_us = None
+
+
+def _calibrate_sleep():
+    """GPU clock cycles per microsecond of torch.cuda._sleep, measured once."""
+    global _cycles_per_us
+    if _cycles_per_us is None:
+        torch.cuda._sleep(1000)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.cuda._sleep(20_000_000)
+        e.record()
+        torch.cuda.synchronize()
+        _cycles_per_us = 20_000_000 / (s.elapsed_time(e) * 1000.0)
+    return _cycles_per_us
+
+
+def time_gpu(fn, reps=REPS, warmup=10):
+    """Median GPU time (us) of fn over reps calls, each between two events after an L2 flush.
+    A spin kernel enqueued first holds the GPU until the host has queued every call, so host
+    overhead (ours or PyTorch's) never shows up as GPU time; host cost is measured apart."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        flush_l2()
+        fn()
+    host_us = (time.perf_counter() - t0) / 3 * 1e6
+    torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    torch.cuda._sleep(int(min(2.0 * reps * host_us + 1000, 2e6) * _calibrate_sleep()))
     for i in range(reps):
         flush_l2()
         starts[i].record()
@@ -108,6 +145,30 @@ def cases(quick):
         return (torch._int_mm(q, w.t()).float() * sa * sw[None, :] + bias.float()).half()
 
     y16 = torch.empty(M, N, device=DEV, dtype=torch.float16)
+    xb = x16.bfloat16()
+    sb = sc.float()
+    G = 128
+    sg = torch.rand(M, K // G, device=DEV, generator=g) * 0.01 + 0.01
+
+    def t_quant_tok(x, s):
+        return torch.clamp(torch.round(x.float() / s[:, None]), -128, 127).to(torch.int8)
+
+    def t_quant_grp(x, s):
+        xg = x.float().view(M, K // G, G)
+        return torch.clamp(torch.round(xg / s[:, :, None]), -128, 127).to(torch.int8).view(M, K)
+
+    def t_fq_ch(x, s, z):
+        return torch.fake_quantize_per_channel_affine(x, s, z, 0, -128, 127)
+
+    xr = x32.clone().requires_grad_()
+    dy = torch.randn_like(x32)
+
+    def fq_bwd(f):
+        def run():
+            y = f(xr)
+            return torch.autograd.grad(y, xr, dy)
+        return run
+    t_fq_c = torch.compile(t_fq, fullgraph=True)
     return [
         # name, ours, torch eager, torch function to compile (args), bytes moved
         ("quantize_per_tensor f16->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_tensor(x16, s, zp),
@@ -120,6 +181,18 @@ def cases(quick):
          (t_quant_ch, (x32, sc, zc)), nbytes(x32, q8)),
         ("fake_quantize_per_tensor f32 %dx%d" % (M, K), lambda: bqo.fake_quantize_per_tensor_affine(
             x32, s, zp, -128, 127), lambda: t_fq(x32), (t_fq, (x32,)), 2 * nbytes(x32)),
+        ("quantize_per_token bf16->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_token(xb, sb),
+         lambda: t_quant_tok(xb, sb), (t_quant_tok, (xb, sb)), nbytes(xb, q8)),
+        ("quantize_per_token f32->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_token(x32, sb),
+         lambda: t_quant_tok(x32, sb), (t_quant_tok, (x32, sb)), nbytes(x32, q8)),
+        ("quantize_per_group bf16->s8 %dx%d g=%d" % (M, K, G), lambda: bqo.quantize_per_group(xb, sg, None, G),
+         lambda: t_quant_grp(xb, sg), (t_quant_grp, (xb, sg)), nbytes(xb, q8)),
+        ("fake_quantize_per_channel f32 %dx%d axis 0" % (M, K),
+         lambda: bqo.fake_quantize_per_channel_affine(x32, sc, zc, 0, -128, 127),
+         lambda: t_fq_ch(x32, sc, zc), (t_fq_ch, (x32, sc, zc)), 2 * nbytes(x32)),
+        ("fake_quantize_per_tensor f32 %dx%d fwd+bwd" % (M, K),
+         fq_bwd(lambda t: bqo.fake_quantize_per_tensor_affine(t, s, zp, -128, 127)), fq_bwd(t_fq),
+         (fq_bwd(t_fq_c), ()), 5 * nbytes(x32)),
         ("dynamic_per_token_quant f16 %dx%d" % (M, K), lambda: bqo.dynamic_per_token_quant(x16),
          lambda: t_dyn(x16), (t_dyn, (x16,)), nbytes(x16, q8)),
         ("int8_linear %dx%dx%d -> f16" % (M, N, K), lambda: bqo.int8_linear(a8, w8, sa, sw, bias),
@@ -136,6 +209,7 @@ def host_overhead(calls=10000):
     x = torch.randn(4096, device=DEV)
     out = {}
     fns = {
+        "baracuda_quant.quantize_per_tensor": lambda: bq.quantize_per_tensor(x, 0.05, 0),
         "baracuda_quant.ops.quantize_per_tensor": lambda: bqo.quantize_per_tensor(x, 0.05, 0),
         "torch.ops.baracuda_quant.quantize_per_tensor (no wrapper)":
             lambda: torch.ops.baracuda_quant.quantize_per_tensor(x, 0.05, 0, torch.int8, -128, 127),
@@ -155,12 +229,36 @@ def host_overhead(calls=10000):
     return out
 
 
+def provenance(commit):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def sha(path):
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    if not commit:
+        commit = os.environ.get("BQ_BENCH_COMMIT")
+    if not commit and os.path.exists(os.path.join(root, ".bench_commit")):
+        with open(os.path.join(root, ".bench_commit")) as f:
+            commit = f.readline().strip() or None
+    pkg = os.path.join(root, "python", "baracuda_quant")
+    h = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(pkg, "*.py")) + glob.glob(os.path.join(pkg, "*.c"))):
+        h.update(os.path.basename(path).encode() + b"\0" + open(path, "rb").read())
+    props = torch.cuda.get_device_properties(0)
+    return {"gpu": torch.cuda.get_device_name(), "compute_capability": "%d.%d" % (props.major, props.minor),
+            "torch": torch.__version__, "cuda_runtime": torch.version.cuda, "commit": commit,
+            "header_sha256": sha(os.path.join(root, "baracuda_quant.h")),
+            "package_sha256": h.hexdigest(), "argv": sys.argv[1:],
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def main():
     global _flush
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--quick", action="store_true", help="smaller shapes")
+    ap.add_argument("--commit", help="the commit measured (for the provenance)")
     args = ap.parse_args()
     _flush = torch.empty(256 << 20, dtype=torch.uint8, device=DEV)
     t_start = time.time()
@@ -171,13 +269,14 @@ def main():
         row["ours_us"] = time_gpu(ours)
         timed(row, "torch_eager", eager)
         if not args.no_compile:
-            c = maybe_compile(tfn, True)
+            c = maybe_compile(tfn, True) if targs else tfn  # no args: tfn runs compiled code itself
             timed(row, "torch_compile", lambda: c(*targs))
         row["copy_us"] = copy_ref(moved)
         rows.append(row)
         print("  %-44s done" % name, file=sys.stderr)
     host = host_overhead()
-    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "baracuda_quant": bq.__version__,
+    res = {"tool": "python/bench.py", "provenance": provenance(args.commit), "reps": REPS,
+           "device": torch.cuda.get_device_name(), "torch": torch.__version__, "baracuda_quant": bq.__version__,
            "library": bq.LIBRARY_PATH, "ops": rows, "host_overhead_us_per_call": host,
            "seconds": round(time.time() - t_start, 1)}
     print("%s, torch %s, baracuda_quant %s" % (res["device"], res["torch"], res["baracuda_quant"]))

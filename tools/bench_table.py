@@ -6,12 +6,15 @@
     python3 tools/bench_table.py --check        # regenerate in memory, fail where a file differs
     python3 tools/bench_table.py bench.json     # print performance.md for one run to stdout
 
---bench is the JSON of tools/bench.c --json, --torch that of tools/compare_torch.py --json.
+--bench is the JSON of tools/bench.c --json, --torch that of tools/compare_torch.py --json,
+--python that of python/bench.py --json (the README's "From PyTorch" table, between
+"<!-- python-table:begin -->" and "<!-- python-table:end -->", and a section of the page).
 docs/performance.md is generated whole. In README.md only the lines between
 "<!-- headline-table:begin -->" and "<!-- headline-table:end -->" are replaced; without
 both markers nothing is written and the exit status is 1.
 --check without --bench finds docs/bench/<gpu>-<version>.json and <gpu>-<version>-torch.json
-for the version in baracuda_quant.h, and exits 77 (skipped) when there are none.
+(and <gpu>-<version>-python.json) for the version in baracuda_quant.h, and exits 77
+(skipped) when there are none.
 Exit status: 0 done (or --check found everything in sync), 1 a file differs under --check,
 or an input or a marker is missing, 77 --check found no raw files, 64 bad command line.
 """
@@ -24,6 +27,8 @@ import sys
 
 BEGIN = "<!-- headline-table:begin -->"
 END = "<!-- headline-table:end -->"
+PY_BEGIN = "<!-- python-table:begin -->"
+PY_END = "<!-- python-table:end -->"
 SKIP = 77
 
 # The headline rows: the bench row's exact name (an sm_90 run appends "/wgmma" to the
@@ -367,11 +372,53 @@ def performance(bench, torch, bench_path, torch_path):
     return "\n".join(o).rstrip("\n") + "\n"
 
 
-def replace_between_markers(text, block, path):
-    b, e = text.find(BEGIN), text.find(END)
+def replace_between_markers(text, block, path, begin=BEGIN, end=END):
+    b, e = text.find(begin), text.find(end)
     if b < 0 or e < 0 or e < b:
-        raise ValueError("%s: no %s ... %s markers (in that order): nothing written" % (path, BEGIN, END))
-    return text[:b + len(BEGIN)] + "\n" + block + text[e:]
+        raise ValueError("%s: no %s ... %s markers (in that order): nothing written" % (path, begin, end))
+    return text[:b + len(begin)] + "\n" + block + text[e:]
+
+
+def python_table(py):
+    """The table of python/bench.py's JSON: each op's GPU time against PyTorch's in one process."""
+    o = ["| op (PyTorch tensors) | baracuda_quant | PyTorch eager | torch.compile | copy of the same bytes |"
+         " fastest PyTorch / ours |", "|---|---:|---:|---:|---:|---:|"]
+    for r in py["ops"]:
+        theirs = [r[k] for k in ("torch_eager_us", "torch_compile_us") if r.get(k) is not None]
+        cell = lambda k: "%.1f µs" % r[k] if r.get(k) is not None else ("error" if r.get(k[:-3] + "_error")
+                                                                          else "—")
+        o.append("| %s | %.1f µs | %s | %s | %.1f µs | %s |" % (
+            r["op"], r["ours_us"], cell("torch_eager_us"), cell("torch_compile_us"), r["copy_us"],
+            "%.2f×" % (min(theirs) / r["ours_us"]) if theirs else "—"))
+    return o
+
+
+def python_block(py, path):
+    """The README's "From PyTorch" table: the ops, then the host cost of one small call."""
+    p = py.get("provenance") or {}
+    o = python_table(py)
+    o += ["", "Host time per call, a 4096-element tensor (`python/bench.py`, 10000 calls):", ""]
+    o += ["| call | µs |", "|---|---:|"]
+    for k, v in py["host_overhead_us_per_call"].items():
+        o.append("| `%s` | %.1f |" % (k, v))
+    o += ["", "%s, torch %s; GPU time = median of %s calls, each timed alone with CUDA events after an "
+          "L2 flush; raw output: `%s`." % (p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch"),
+                                            py.get("reps", "?"), path), ""]
+    return "\n".join(o)
+
+
+def python_section(py, path):
+    p = py.get("provenance") or {}
+    o = ["", "## From PyTorch (`python/bench.py`)", "",
+         "The package's torch ops against PyTorch eager and `torch.compile` of the same formula "
+         "(and `torch._int_mm` for the GEMM) in one process, from `%s`." % path, ""]
+    o += ["| | |", "|---|---|"]
+    for k in ("gpu", "compute_capability", "torch", "cuda_runtime", "commit", "header_sha256", "package_sha256",
+              "date"):
+        if p.get(k):
+            o.append("| %s | %s |" % (k.replace("_", " "), "`%s`" % p[k] if "sha" in k or k == "commit" else p[k]))
+    o += [""] + python_block(py, path).split("\n")
+    return "\n".join(o)
 
 
 def load(path):
@@ -395,6 +442,7 @@ def main():
     ap.add_argument("--torch", help="tools/compare_torch.py's JSON (docs/bench/<gpu>-<version>-torch.json)")
     ap.add_argument("--performance", help="the page to write (docs/performance.md)")
     ap.add_argument("--readme", help="the README whose headline table to replace")
+    ap.add_argument("--python", help="python/bench.py's JSON (docs/bench/<gpu>-<version>-python.json)")
     ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root, for --check's defaults (default: this script's ..)")
@@ -417,6 +465,8 @@ def main():
         a.bench = (prefer or found)[0]
         t = a.bench[:-len(".json")] + "-torch.json"
         a.torch = a.torch or (t if os.path.exists(t) else None)
+        pys = sorted(glob.glob(os.path.join(root, "docs", "bench", "*-%s-python.json" % version)))
+        a.python = a.python or (pys[0] if pys else None)
         a.performance = a.performance or os.path.join(root, "docs", "performance.md")
         a.readme = a.readme or os.path.join(root, "README.md")
     if not a.bench:
@@ -427,6 +477,7 @@ def main():
     try:
         bench = load(a.bench)
         torch = load(a.torch) if a.torch else None
+        py = load(a.python) if a.python else None
     except (OSError, ValueError) as e:
         print("bench_table: %s" % e, file=sys.stderr)
         return 1
@@ -439,12 +490,18 @@ def main():
 
     outputs = []
     if a.performance:
-        outputs.append((a.performance, performance(bench, torch, rel(a.bench), rel(a.torch))))
+        page = performance(bench, torch, rel(a.bench), rel(a.torch))
+        if py:
+            page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python))
+        outputs.append((a.performance, page))
     if a.readme:
         try:
             with open(a.readme) as f:
                 text = f.read()
-            outputs.append((a.readme, replace_between_markers(text, headline(bench, torch), a.readme)))
+            text = replace_between_markers(text, headline(bench, torch), a.readme)
+            if py:
+                text = replace_between_markers(text, python_block(py, rel(a.python)), a.readme, PY_BEGIN, PY_END)
+            outputs.append((a.readme, text))
         except (OSError, ValueError) as e:
             print("bench_table: %s" % e, file=sys.stderr)
             return 1

@@ -23,8 +23,12 @@ def _is_torch(x):
 
 
 def _front(x):
-    import importlib
-    return importlib.import_module(__name__ + (".ops" if _is_torch(x) else ".dlpack"))
+    name = __name__ + (".ops" if _is_torch(x) else ".dlpack")
+    mod = _sys.modules.get(name)
+    if mod is None:
+        import importlib
+        mod = importlib.import_module(name)
+    return mod
 
 
 def _dispatch(name):

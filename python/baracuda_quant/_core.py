@@ -113,15 +113,39 @@ def _ptr(v):
     return None if v is None else v.ptr
 
 
-def _launch(key, device, args, stream, alloc):
+class Prepared:
+    """A validated call: its plan, its bq_args with every geometry field set, and its workspace
+    size. Geometry (shapes, strides, dtypes, scalars, device) decides all of it, so a caller
+    may keep one per geometry and launch it again with new pointers (launch), skipping the
+    Python-side checks; the library still checks the arguments it is given on every run."""
+    __slots__ = ("plan", "args", "workspace_bytes")
+
+    def __init__(self, plan, args, workspace_bytes):
+        self.plan, self.args, self.workspace_bytes = plan, args, workspace_bytes
+
+    def launch(self, ptrs, stream, alloc):
+        """Run with the pointer fields in ptrs ({field: int or None}) on stream; alloc(n)
+        gives (owner, pointer) for the workspace. Returns the workspace's owner (or None),
+        which must live until the launch has run."""
+        a = Args.from_buffer_copy(self.args)
+        for field, p in ptrs.items():
+            setattr(a, field, p)
+        keep, ws = None, None
+        n = self.workspace_bytes
+        if n:
+            keep, ws = alloc(n)
+        _lib.run(self.plan, a, ws, n, stream)
+        return keep
+
+
+def _launch(key, device, args, stream, alloc, prepare=False):
+    """Select (or reuse) the plan and run args; with prepare, return the Prepared call instead
+    (its pointer fields are the ones given here; launch replaces them)."""
     plan = _lib.plan_for(key, device)
-    ws, ws_bytes, keep = None, 0, None
-    need = _lib.workspace_size(plan, args)
-    if need:
-        keep, ws = alloc(need)
-        ws_bytes = need
-    _lib.run(plan, args, ws, ws_bytes, stream)
-    return keep
+    prep = Prepared(plan, args, _lib.workspace_size(plan, args))
+    if prepare:
+        return prep
+    return prep.launch({}, stream, alloc)
 
 
 def affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type):
@@ -129,7 +153,8 @@ def affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type
 
 
 def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, qmax, scale=None,
-           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, stream=None, alloc=None):
+           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, stream=None, alloc=None,
+           prepare=False):
     """Quantize, dequantize or fake quantize, forward or backward. fl is the float-side view
     (its dtype is the float type); the views have the shapes of the library's layout:
     per tensor and per channel dense (contiguous), per token and per group [rows, cols]
@@ -210,11 +235,11 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
         a.scales, a.zero_points = _ptr(scales), _ptr(zero_points)
     a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
     key = affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type)
-    return _launch(key, device, a, stream, alloc)
+    return _launch(key, device, a, stream, alloc, prepare)
 
 
 def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=None, group_size=0,
-            stream=None, alloc=None):
+            stream=None, alloc=None, prepare=False):
     """Dynamic quantize of x [rows, cols] (per token, per group) or dense x (per tensor) into y,
     writing f32 out_scales (and int32 out_zero_points when given: asymmetric)."""
     check_float("x", x)
@@ -249,10 +274,10 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
             raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (name, nscales, t.name, v.shape))
     a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, out_scales.ptr, _ptr(out_zero_points)
     key = _lib.desc_key(Op.DYNAMIC_QUANTIZE, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, DType.F32, asym)
-    return _launch(key, device, a, stream, alloc)
+    return _launch(key, device, a, stream, alloc, prepare)
 
 
-def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, alloc=None):
+def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, alloc=None, prepare=False):
     """SmoothQuantLinear (x int8 [M, K], per-token a_scales[M]) or QuantizedLinear (x float
     [M, K]): y[M, N] = x W^T * scales (+ bias), W int8 [N, K] with K contiguous."""
     op = Op(op)
@@ -292,4 +317,4 @@ def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, allo
             raise invalid("x (%s) and the output (%s) must have one dtype" % (x.dtype.name, out_type.name))
         key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_TOKEN, x.dtype, DType.S8, -128, 127, st,
                             0, out_type)
-    return _launch(key, device, a, stream, alloc)
+    return _launch(key, device, a, stream, alloc, prepare)

@@ -4,6 +4,7 @@ torch.compile(fullgraph=True) and autograd for fake quantize (the library's STE 
 Each op runs on the input's device (made current for the call, so the plan binds that
 device's context) and on torch.cuda.current_stream(); workspaces come from the caching
 allocator; nothing synchronizes the host."""
+import types
 from typing import Optional, Tuple
 
 import torch
@@ -63,18 +64,57 @@ def _check_int(name, dtype):
         raise _lib.invalid("%s: dtype %s, expected torch.int8 or torch.uint8" % (name, dtype))
 
 
-def _run(device_index, fn):
-    """fn(stream, alloc) with device_index current (the plan binds the current context)."""
-    if device_index is None:
-        raise _lib.invalid("the inputs must be CUDA tensors")
+# Validated calls, one per geometry (the shapes, strides, dtypes, devices and scalars of a
+# call): a repeated call skips the Python-side checks and the plan lookup and only swaps in
+# its tensors' pointers. Bounded: cleared when full.
+_prepared = {}
+_PREPARED_MAX = 4096
 
+try:
+    _raw_stream = torch._C._cuda_getCurrentRawStream  # the current stream's handle, no Stream object
+except AttributeError:  # pragma: no cover
+    def _raw_stream(device_index):
+        return torch.cuda.current_stream(device_index).cuda_stream
+
+
+def _g(t):
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device.index)
+
+
+def _p(t):
+    return None if t is None else t.data_ptr()
+
+
+def _alloc_on(device_index):
     def alloc(n):
         t = torch.empty(n, dtype=torch.uint8, device=torch.device("cuda", device_index))
         return t, t.data_ptr()
-    if torch.cuda.current_device() == device_index:
-        return fn(torch.cuda.current_stream(device_index).cuda_stream, alloc)
-    with torch.cuda.device(device_index):
-        return fn(torch.cuda.current_stream(device_index).cuda_stream, alloc)
+    return alloc
+
+
+def _call(key, device_index, build, ptrs):
+    """Launch the call of this geometry key on device_index (made current, so a new plan binds
+    its context) and torch's current stream there. build(stream, alloc) validates and returns
+    the Prepared call the first time; ptrs are the pointer fields for this launch."""
+    if device_index is None:
+        raise _lib.invalid("the inputs must be CUDA tensors")
+    if torch.cuda.current_device() != device_index:
+        with torch.cuda.device(device_index):
+            return _call(key, device_index, build, ptrs)
+    alloc = _alloc_on(device_index)
+    stream = _raw_stream(device_index)
+    prep = _prepared.get(key)
+    if prep is None:
+        prep = build(stream, alloc)
+        if len(_prepared) >= _PREPARED_MAX:
+            _prepared.clear()
+        _prepared[key] = prep
+    return prep.launch(ptrs, stream, alloc)
+
+
+def prepared_count():
+    """How many validated calls are kept (for tests)."""
+    return len(_prepared)
 
 
 def _scales(t, ref_dtype):
@@ -92,17 +132,49 @@ def _zps(t):
     return t.to(torch.int32).contiguous()
 
 
+_IMPL_FUNCS = {}
+
+
+def _op(name, impl):
+    """impl registered as the custom op baracuda_quant::name (schema from its annotations)."""
+    _IMPL_FUNCS[name] = impl
+    return torch.library.custom_op("baracuda_quant::" + name, mutates_args=())(impl)
+
+
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _ops(*tensors, grad=False):
+    """The ops for a call: their implementations themselves where that is safe, else torch.ops.
+    Safe means eager (not traced by torch.compile or export), no dispatch mode (fake tensors,
+    proxies), plain tensors and, for an op with autograd (grad), no gradient to record. The
+    direct call saves the dispatcher's cost on every eager call; torch.ops and the fake kernels
+    serve everything else."""
+    # is_compiling first: torch.compile reads it as a constant and never traces the rest
+    if torch.compiler.is_compiling() or _dispatch_modes is None or _dispatch_modes():
+        return torch.ops.baracuda_quant
+    for t in tensors:
+        if t is not None and type(t) not in _PLAIN:
+            return torch.ops.baracuda_quant
+    if grad and torch.is_grad_enabled() and tensors[0].requires_grad:
+        return torch.ops.baracuda_quant
+    return _IMPL
+
+
 # ---- quantize ---------------------------------------------------------------------------
-def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, **kw):
-    dev = fl.device.index
-    return _run(dev, lambda stream, alloc: _core.affine(
+def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_points=None, **kw):
+    key = ("affine", op, direction, gran, _g(fl), _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
+           tuple(kw.items()))
+    ptrs = {"x": _p(x), "y": _p(y), "dy": _p(dy), "dx": _p(dx), "scales": _p(scales),
+            "zero_points": _p(zero_points)}
+    return _call(key, fl.device.index, lambda stream, alloc: _core.affine(
         op, direction, gran, fl=_view(fl), x=_view(x), y=_view(y), dy=_view(dy), dx=_view(dx),
-        stream=stream, alloc=alloc, **kw))
+        scales=_view(scales), zero_points=_view(zero_points), stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
 
 
-@torch.library.custom_op("baracuda_quant::quantize_per_tensor", mutates_args=())
-def _quantize_per_tensor(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
-                         quant_min: int, quant_max: int) -> torch.Tensor:
+def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
+                              quant_min: int, quant_max: int) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
@@ -110,40 +182,49 @@ def _quantize_per_tensor(x: torch.Tensor, scale: float, zero_point: int, dtype: 
     return y
 
 
-@torch.library.custom_op("baracuda_quant::quantize_per_channel", mutates_args=())
-def _quantize_per_channel(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
-                          dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+_quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl)
+
+
+def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
+                               dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y, int_type=_DT[dtype],
-            qmin=quant_min, qmax=quant_max, scales=_view(_scales(scales, x.dtype)),
-            zero_points=_view(_zps(zero_points)), axis=axis)
+            qmin=quant_min, qmax=quant_max, scales=_scales(scales, x.dtype),
+            zero_points=_zps(zero_points), axis=axis)
     return y
 
 
-@torch.library.custom_op("baracuda_quant::quantize_per_token", mutates_args=())
-def _quantize_per_token(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                        dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+_quantize_per_channel = _op("quantize_per_channel", _quantize_per_channel_impl)
+
+
+def _quantize_per_token_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                             dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max,
-            scales=_view(_scales(scales, x.dtype).reshape(-1)), zero_points=_view(_zps(zero_points).reshape(-1))
+            scales=_scales(scales, x.dtype).reshape(-1), zero_points=_zps(zero_points).reshape(-1)
             if zero_points is not None else None)
     return y
 
 
-@torch.library.custom_op("baracuda_quant::quantize_per_group", mutates_args=())
-def _quantize_per_group(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], group_size: int,
-                        dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+_quantize_per_token = _op("quantize_per_token", _quantize_per_token_impl)
+
+
+def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                             group_size: int, dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
     ng = x2.shape[1] // group_size if group_size > 0 else 0
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size,
-            scales=_view(_scales(scales, x.dtype).reshape(x2.shape[0], ng)),
-            zero_points=_view(_zps(zero_points).reshape(x2.shape[0], ng)) if zero_points is not None else None)
+            scales=_scales(scales, x.dtype).reshape(x2.shape[0], ng),
+            zero_points=_zps(zero_points).reshape(x2.shape[0], ng) if zero_points is not None else None)
     return y
+
+
+_quantize_per_group = _op("quantize_per_group", _quantize_per_group_impl)
 
 
 @_quantize_per_tensor.register_fake
@@ -167,8 +248,7 @@ def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max):
 
 
 # ---- dequantize -------------------------------------------------------------------------
-@torch.library.custom_op("baracuda_quant::dequantize_per_tensor", mutates_args=())
-def _dequantize_per_tensor(q: torch.Tensor, scale: float, zero_point: int, out_dtype: torch.dtype) -> torch.Tensor:
+def _dequantize_per_tensor_impl(q: torch.Tensor, scale: float, zero_point: int, out_dtype: torch.dtype) -> torch.Tensor:
     q = q.contiguous()
     y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, y, q, y, int_type=_DT[q.dtype],
@@ -176,41 +256,50 @@ def _dequantize_per_tensor(q: torch.Tensor, scale: float, zero_point: int, out_d
     return y
 
 
-@torch.library.custom_op("baracuda_quant::dequantize_per_channel", mutates_args=())
-def _dequantize_per_channel(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
-                            out_dtype: torch.dtype) -> torch.Tensor:
+_dequantize_per_tensor = _op("dequantize_per_tensor", _dequantize_per_tensor_impl)
+
+
+def _dequantize_per_channel_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
+                                 out_dtype: torch.dtype) -> torch.Tensor:
     q = q.contiguous()
     y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, y, q, y, int_type=_DT[q.dtype],
-            qmin=None, qmax=None, scales=_view(_scales(scales, out_dtype)), zero_points=_view(_zps(zero_points)),
+            qmin=None, qmax=None, scales=_scales(scales, out_dtype), zero_points=_zps(zero_points),
             axis=axis)
     return y
 
 
-@torch.library.custom_op("baracuda_quant::dequantize_per_token", mutates_args=())
-def _dequantize_per_token(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                          out_dtype: torch.dtype) -> torch.Tensor:
+_dequantize_per_channel = _op("dequantize_per_channel", _dequantize_per_channel_impl)
+
+
+def _dequantize_per_token_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                               out_dtype: torch.dtype) -> torch.Tensor:
     q2 = _rows(q, "q")
     y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     y2 = y.view(-1, q2.shape[1])
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, y2, q2, y2, int_type=_DT[q.dtype],
-            qmin=None, qmax=None, scales=_view(_scales(scales, out_dtype).reshape(-1)),
-            zero_points=_view(_zps(zero_points).reshape(-1)) if zero_points is not None else None)
+            qmin=None, qmax=None, scales=_scales(scales, out_dtype).reshape(-1),
+            zero_points=_zps(zero_points).reshape(-1) if zero_points is not None else None)
     return y
 
 
-@torch.library.custom_op("baracuda_quant::dequantize_per_group", mutates_args=())
-def _dequantize_per_group(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                          group_size: int, out_dtype: torch.dtype) -> torch.Tensor:
+_dequantize_per_token = _op("dequantize_per_token", _dequantize_per_token_impl)
+
+
+def _dequantize_per_group_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                               group_size: int, out_dtype: torch.dtype) -> torch.Tensor:
     q2 = _rows(q, "q")
     y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     y2 = y.view(-1, q2.shape[1])
     ng = q2.shape[1] // group_size if group_size > 0 else 0
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, y2, q2, y2, int_type=_DT[q.dtype],
             qmin=None, qmax=None, group_size=group_size,
-            scales=_view(_scales(scales, out_dtype).reshape(q2.shape[0], ng)),
-            zero_points=_view(_zps(zero_points).reshape(q2.shape[0], ng)) if zero_points is not None else None)
+            scales=_scales(scales, out_dtype).reshape(q2.shape[0], ng),
+            zero_points=_zps(zero_points).reshape(q2.shape[0], ng) if zero_points is not None else None)
     return y
+
+
+_dequantize_per_group = _op("dequantize_per_group", _dequantize_per_group_impl)
 
 
 @_dequantize_per_tensor.register_fake
@@ -234,8 +323,7 @@ def _(q, scales, zero_points, group_size, out_dtype):
 
 
 # ---- fake quantize (forward and the STE backward) ---------------------------------------------
-@torch.library.custom_op("baracuda_quant::fake_quantize_per_tensor", mutates_args=())
-def _fq_tensor(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, quant_max: int) -> torch.Tensor:
+def _fq_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, quant_max: int) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y,
@@ -244,9 +332,11 @@ def _fq_tensor(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, q
     return y
 
 
-@torch.library.custom_op("baracuda_quant::fake_quantize_per_tensor_backward", mutates_args=())
-def _fq_tensor_bwd(dy: torch.Tensor, x: torch.Tensor, scale: float, zero_point: int, quant_min: int,
-                   quant_max: int) -> torch.Tensor:
+_fq_tensor = _op("fake_quantize_per_tensor", _fq_tensor_impl)
+
+
+def _fq_tensor_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scale: float, zero_point: int, quant_min: int,
+                        quant_max: int) -> torch.Tensor:
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_TENSOR, x, x, None, dy=dy, dx=dx,
@@ -255,26 +345,33 @@ def _fq_tensor_bwd(dy: torch.Tensor, x: torch.Tensor, scale: float, zero_point: 
     return dx
 
 
-@torch.library.custom_op("baracuda_quant::fake_quantize_per_channel", mutates_args=())
-def _fq_channel(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int, quant_min: int,
-                quant_max: int) -> torch.Tensor:
+_fq_tensor_bwd = _op("fake_quantize_per_tensor_backward", _fq_tensor_bwd_impl)
+
+
+def _fq_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int, quant_min: int,
+                     quant_max: int) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
-            scales=_view(_scales(scales, x.dtype)), zero_points=_view(_zps(zero_points)), axis=axis)
+            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis)
     return y
 
 
-@torch.library.custom_op("baracuda_quant::fake_quantize_per_channel_backward", mutates_args=())
-def _fq_channel_bwd(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int,
-                    quant_min: int, quant_max: int) -> torch.Tensor:
+_fq_channel = _op("fake_quantize_per_channel", _fq_channel_impl)
+
+
+def _fq_channel_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int,
+                         quant_min: int, quant_max: int) -> torch.Tensor:
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_CHANNEL, x, x, None, dy=dy, dx=dx,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
-            scales=_view(_scales(scales, x.dtype)), zero_points=_view(_zps(zero_points)), axis=axis)
+            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis)
     return dx
+
+
+_fq_channel_bwd = _op("fake_quantize_per_channel_backward", _fq_channel_bwd_impl)
 
 
 @_fq_tensor.register_fake
@@ -324,19 +421,24 @@ _fq_channel.register_autograd(_fq_channel_backward, setup_context=_fq_channel_se
 
 
 # ---- dynamic quantize -------------------------------------------------------------------------
-@torch.library.custom_op("baracuda_quant::dynamic_per_token_quant", mutates_args=())
-def _dynamic_per_token(x: torch.Tensor, symmetric: bool, dtype: torch.dtype, quant_min: int,
-                       quant_max: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _dynamic_per_token_impl(x: torch.Tensor, symmetric: bool, dtype: torch.dtype, quant_min: int,
+                            quant_max: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x2 = _rows(x, "x")
     rows = x2.shape[0]
     q = torch.empty(x.shape, dtype=dtype, device=x.device)
     scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
     zps = torch.empty((rows, 1) if not symmetric else (0,), dtype=torch.int32, device=x.device)
-    _run(x.device.index, lambda stream, alloc: _core.dynamic(
-        Granularity.PER_TOKEN, x=_view(x2), y=_view(q.view(-1, x2.shape[1])), out_scales=_view(scales),
-        out_zero_points=None if symmetric else _view(zps), qmin=quant_min, qmax=quant_max, stream=stream,
-        alloc=alloc))
+    q2 = q.view(-1, x2.shape[1])
+    zp = None if symmetric else zps
+    key = ("dynamic", _g(x2), _g(q2), _g(scales), _g(zp), quant_min, quant_max)
+    _call(key, x.device.index, lambda stream, alloc: _core.dynamic(
+        Granularity.PER_TOKEN, x=_view(x2), y=_view(q2), out_scales=_view(scales), out_zero_points=_view(zp),
+        qmin=quant_min, qmax=quant_max, stream=stream, alloc=alloc, prepare=True),
+        {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": scales.data_ptr(), "out_zero_points": _p(zp)})
     return q, scales, zps
+
+
+_dynamic_per_token = _op("dynamic_per_token_quant", _dynamic_per_token_impl)
 
 
 @_dynamic_per_token.register_fake
@@ -350,9 +452,17 @@ def _(x, symmetric, dtype, quant_min, quant_max):
 
 
 # ---- linear layers ---------------------------------------------------------------------------
-@torch.library.custom_op("baracuda_quant::int8_linear", mutates_args=())
-def _int8_linear(a: torch.Tensor, w: torch.Tensor, a_scales: torch.Tensor, w_scales: torch.Tensor,
-                 bias: Optional[torch.Tensor], out_dtype: torch.dtype) -> torch.Tensor:
+def _linear(op, x, w, w_scales, y, a_scales, bias):
+    key = ("linear", op, _g(x), _g(w), _g(w_scales), _g(y), _g(a_scales), _g(bias))
+    return _call(key, x.device.index, lambda stream, alloc: _core.linear(
+        op, x=_view(x), w=_view(w), w_scales=_view(w_scales), y=_view(y), a_scales=_view(a_scales),
+        bias=_view(bias), stream=stream, alloc=alloc, prepare=True),
+        {"x": x.data_ptr(), "y": y.data_ptr(), "w": w.data_ptr(), "w_scales": w_scales.data_ptr(),
+         "bias": _p(bias), "scales": _p(a_scales)})
+
+
+def _int8_linear_impl(a: torch.Tensor, w: torch.Tensor, a_scales: torch.Tensor, w_scales: torch.Tensor,
+                      bias: Optional[torch.Tensor], out_dtype: torch.dtype) -> torch.Tensor:
     a2 = _rows(a, "a")
     m, n = a2.shape[0], w.shape[0]
     sa = a_scales.reshape(-1)
@@ -360,11 +470,12 @@ def _int8_linear(a: torch.Tensor, w: torch.Tensor, a_scales: torch.Tensor, w_sca
         sa = sa.expand(m)
     sa = sa.contiguous()
     y = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
-    _run(a.device.index, lambda stream, alloc: _core.linear(
-        Op.SMOOTHQUANT_LINEAR, x=_view(a2), w=_view(w.contiguous()), w_scales=_view(w_scales.contiguous()),
-        y=_view(y.view(m, n)), a_scales=_view(sa), bias=_view(bias.contiguous()) if bias is not None else None,
-        stream=stream, alloc=alloc))
+    _linear(Op.SMOOTHQUANT_LINEAR, a2, w.contiguous(), w_scales.contiguous(), y.view(m, n), sa,
+            bias.contiguous() if bias is not None else None)
     return y
+
+
+_int8_linear = _op("int8_linear", _int8_linear_impl)
 
 
 @_int8_linear.register_fake
@@ -372,22 +483,26 @@ def _(a, w, a_scales, w_scales, bias, out_dtype):
     return torch.empty((*a.shape[:-1], w.shape[0]), dtype=out_dtype, device=a.device)
 
 
-@torch.library.custom_op("baracuda_quant::quantized_linear", mutates_args=())
-def _quantized_linear(x: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor,
-                      bias: Optional[torch.Tensor]) -> torch.Tensor:
+def _quantized_linear_impl(x: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor,
+                           bias: Optional[torch.Tensor]) -> torch.Tensor:
     x2 = _rows(x, "x")
     m, n = x2.shape[0], w.shape[0]
     y = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
-    _run(x.device.index, lambda stream, alloc: _core.linear(
-        Op.QUANTIZED_LINEAR, x=_view(x2), w=_view(w.contiguous()), w_scales=_view(w_scales.contiguous()),
-        y=_view(y.view(m, n)), bias=_view(bias.contiguous()) if bias is not None else None, stream=stream,
-        alloc=alloc))
+    _linear(Op.QUANTIZED_LINEAR, x2, w.contiguous(), w_scales.contiguous(), y.view(m, n), None,
+            bias.contiguous() if bias is not None else None)
     return y
+
+
+_quantized_linear = _op("quantized_linear", _quantized_linear_impl)
 
 
 @_quantized_linear.register_fake
 def _(x, w, w_scales, bias):
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
+
+
+# The implementations under the ops' names, for _ops' direct calls.
+_IMPL = types.SimpleNamespace(**_IMPL_FUNCS)
 
 
 # ---- the public functions: argument checks in Python, then the ops --------------------------------
@@ -406,7 +521,7 @@ def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None
     """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8 (docs/numerics.md)."""
     _check_float("x", x)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return torch.ops.baracuda_quant.quantize_per_tensor(x, float(scale), int(zero_point), dtype, qmin, qmax)
+    return _ops(x).quantize_per_tensor(x, float(scale), int(zero_point), dtype, qmin, qmax)
 
 
 def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -414,7 +529,7 @@ def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_m
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return torch.ops.baracuda_quant.quantize_per_channel(x, scales, zero_points, int(axis), dtype, qmin, qmax)
+    return _ops(x, scales, zero_points).quantize_per_channel(x, scales, zero_points, int(axis), dtype, qmin, qmax)
 
 
 def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -422,7 +537,7 @@ def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return torch.ops.baracuda_quant.quantize_per_token(x, scales, zero_points, dtype, qmin, qmax)
+    return _ops(x, scales, zero_points).quantize_per_token(x, scales, zero_points, dtype, qmin, qmax)
 
 
 def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -430,7 +545,7 @@ def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, qua
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return torch.ops.baracuda_quant.quantize_per_group(x, scales, zero_points, int(group_size), dtype, qmin, qmax)
+    return _ops(x, scales, zero_points).quantize_per_group(x, scales, zero_points, int(group_size), dtype, qmin, qmax)
 
 
 def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=torch.float32):
@@ -440,7 +555,8 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=
     _check_int("q", q.dtype)
     if out_dtype not in FLOAT_DTYPES:
         raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
-    d = torch.ops.baracuda_quant
+    d = _ops(q, scale if isinstance(scale, torch.Tensor) else None,
+             zero_point if isinstance(zero_point, torch.Tensor) else None)
     if not isinstance(scale, torch.Tensor):
         return d.dequantize_per_tensor(q, float(scale), int(zero_point), out_dtype)
     zps = zero_point if isinstance(zero_point, torch.Tensor) else None
@@ -463,8 +579,8 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_m
         z = torch.as_tensor(zero_point, device=input.device).reshape(1)
         return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min,
                                                 quant_max).view(input.shape)
-    return torch.ops.baracuda_quant.fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
-                                                             int(quant_max))
+    return _ops(input, grad=True).fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
+                                                          int(quant_max))
 
 
 def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max):
@@ -472,8 +588,8 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     _check_float("input", input)
     _check_cuda("scale", scale)
     _check_cuda("zero_point", zero_point)
-    return torch.ops.baracuda_quant.fake_quantize_per_channel(input, scale, zero_point, int(axis), int(quant_min),
-                                                              int(quant_max))
+    return _ops(input, scale, zero_point, grad=True).fake_quantize_per_channel(
+        input, scale, zero_point, int(axis), int(quant_min), int(quant_max))
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8):
@@ -490,9 +606,9 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
         s = scale.reshape(1).to(torch.float32).expand(rows).contiguous()
         z = None if azp is None else azp.reshape(1).to(torch.int32).expand(rows).contiguous()
-        q = torch.ops.baracuda_quant.quantize_per_token(x, s, z, dtype, qmin, qmax)
+        q = _ops(x, s, z).quantize_per_token(x, s, z, dtype, qmin, qmax)
         return q, scale, azp
-    q, s, z = torch.ops.baracuda_quant.dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
+    q, s, z = _ops(x).dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
     return q, s, (None if symmetric else z)
 
 
@@ -512,7 +628,7 @@ def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype=torch.float16):
         raise _lib.invalid("a_scales: %d elements, expected %d (per token) or 1 (per tensor)" % (a_scales.numel(), m))
     if out_dtype not in FLOAT_DTYPES:
         raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
-    return torch.ops.baracuda_quant.int8_linear(a, w, a_scales, w_scales, bias, out_dtype)
+    return _ops(a, w, a_scales, w_scales, bias).int8_linear(a, w, a_scales, w_scales, bias, out_dtype)
 
 
 def quantized_linear(x, w, w_scales, bias=None):
@@ -523,7 +639,7 @@ def quantized_linear(x, w, w_scales, bias=None):
     _check_cuda("w_scales", w_scales)
     if w.dtype != torch.int8:
         raise _lib.invalid("w must be int8 (got %s)" % w.dtype)
-    return torch.ops.baracuda_quant.quantized_linear(x, w, w_scales, bias)
+    return _ops(x, w, w_scales, bias).quantized_linear(x, w, w_scales, bias)
 
 
 class QuantizedLinear(torch.nn.Module):

@@ -26,7 +26,7 @@ def arr(shape, dtype, strides=None, device=0):
 def validated(monkeypatch):
     seen = []
 
-    def launch(key, device, args, stream, alloc):
+    def launch(key, device, args, stream, alloc, prepare=False):
         _lib.validate(key, device, args)
         seen.append(key)
     monkeypatch.setattr(_core, "_launch", launch)

@@ -39,7 +39,7 @@ class HostBuffer:
 def launches(monkeypatch):
     seen = []
 
-    def launch(key, device, args, stream, alloc):
+    def launch(key, device, args, stream, alloc, prepare=False):
         _lib.validate(key, device, args)
         seen.append((key, stream))
     monkeypatch.setattr(_core, "_launch", launch)

@@ -321,6 +321,41 @@ def test_quantized_linear_and_module():
     assert same(bqo.quantized_linear(x, mod.weight, mod.w_scales, lin.bias.detach()), y)
 
 
+# ---- the eager fast path: direct calls and validated calls kept per geometry ------------------------
+def test_direct_path_and_prepared_calls():
+    """Eager calls skip torch.ops and reuse the validated call of their geometry with new
+    pointers: two inputs of one geometry each give their own reference, torch.ops gives the
+    same bits, and only a new geometry adds a kept call."""
+    x1, x2 = gen((33, 96), torch.float32, seed=30), gen((33, 96), torch.float32, seed=31)
+    assert bqo._ops(x1.to(DEV)) is bqo._IMPL
+    assert bqo._ops(x1.to(DEV).requires_grad_(), grad=True) is torch.ops.baracuda_quant
+    s = torch.tensor(0.05, dtype=torch.float64)
+    q1 = bqo.quantize_per_tensor(x1.to(DEV), 0.05, 2)
+    n = bqo.prepared_count()
+    q2 = bqo.quantize_per_tensor(x2.to(DEV), 0.05, 2)
+    assert bqo.prepared_count() == n
+    assert same(q1, ref_quantize(x1, s, 2, -128, 127, torch.int8))
+    assert same(q2, ref_quantize(x2, s, 2, -128, 127, torch.int8))
+    assert same(torch.ops.baracuda_quant.quantize_per_tensor(x2.to(DEV), 0.05, 2, torch.int8, -128, 127), q2)
+    q3 = bqo.quantize_per_tensor(x2.to(DEV)[:20], 0.05, 2)
+    assert bqo.prepared_count() == n + 1 and same(q3, ref_quantize(x2[:20], s, 2, -128, 127, torch.int8))
+    # per token with zero points, dynamic and the GEMM: fresh tensors of one geometry each time
+    for seed in (32, 33):
+        x = gen((24, 64), torch.float16, seed=seed)
+        sc = (torch.rand(24, generator=torch.Generator().manual_seed(seed)) * 0.05 + 0.01)
+        zp = torch.randint(-4, 4, (24,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
+        q = bqo.quantize_per_token(x.to(DEV), sc.to(DEV), zp.to(DEV))
+        assert same(q, ref_quantize(x, sc.view(-1, 1), zp.view(-1, 1), -128, 127, torch.int8))
+        qd, sd, _ = bqo.dynamic_per_token_quant(x.to(DEV))
+        qo, so, _ = torch.ops.baracuda_quant.dynamic_per_token_quant(x.to(DEV), True, torch.int8, -128, 127)
+        assert same(qd, qo) and same(sd, so)
+        a = torch.randint(-128, 128, (24, 64), generator=torch.Generator().manual_seed(seed), dtype=torch.int8)
+        w = torch.randint(-128, 128, (40, 64), generator=torch.Generator().manual_seed(seed + 9), dtype=torch.int8)
+        sa, sw = sc.clone(), sc[:1].repeat(40)
+        y = bqo.int8_linear(a.to(DEV), w.to(DEV), sa.to(DEV), sw.to(DEV))
+        assert same(y, ref_epilogue(a.long() @ w.long().t(), sa, sw, None, torch.float16))
+
+
 # ---- torch.compile and CUDA graphs ------------------------------------------------------------
 def _block(x, w, sw, bias):
     q, s, _ = bqo.dynamic_per_token_quant(x)
