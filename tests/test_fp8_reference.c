@@ -1,0 +1,147 @@
+/* The FP8 conversion reference (tests/reference_fp8.h): its two formulations agree on every
+   f16 and bf16 value, on every f32 and f64 within a few ulps of each rounding boundary of
+   both types (the midpoints between neighbouring values, the saturation point, half the
+   smallest subnormal), and on random f32 bit patterns of every exponent; and the special
+   values follow the contract (NaN, infinities, signed zeros, overflow). A mutation check:
+   making either formulation round ties away from zero fails the boundary test. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../baracuda_quant.h"
+#include "reference.h"
+#include "reference_fp8.h"
+
+static const ref_fp8_kind kinds[2] = {REF_E4M3, REF_E5M2};
+
+static uint64_t g_state = 0x2545f4914f6cdd1dull;
+static uint64_t rnd(void) {
+  g_state ^= g_state << 13;
+  g_state ^= g_state >> 7;
+  g_state ^= g_state << 17;
+  return g_state;
+}
+
+static int g_mismatches;
+static void agree(double v, ref_fp8_kind k, const char *what) {
+  uint8_t a = ref_fp8_from_double(v, k), b = ref_fp8_from_double_search(v, k);
+  if (a != b && g_mismatches++ < 8)
+    cr_log_error("%s %s: %a gives 0x%02x by fields, 0x%02x by search", ref_fp8_formats[k].name, what, v, a, b);
+}
+
+Test(fp8_reference, special_values) {
+  for (int i = 0; i < 2; i++) {
+    ref_fp8_kind k = kinds[i];
+    const ref_fp8_format *f = &ref_fp8_formats[k];
+    cr_expect_eq(ref_fp8_from_double(NAN, k), f->nan);
+    cr_expect_eq(ref_fp8_from_double(-NAN, k), f->nan);
+    cr_expect_eq(ref_fp8_from_double(INFINITY, k), f->max_code);
+    cr_expect_eq(ref_fp8_from_double(-INFINITY, k), 0x80 | f->max_code);
+    cr_expect_eq(ref_fp8_from_double(0.0, k), 0x00);
+    cr_expect_eq(ref_fp8_from_double(-0.0, k), 0x80);
+    cr_expect_eq(ref_fp8_from_double(1e30, k), f->max_code);
+    cr_expect_eq(ref_fp8_from_double(-1e30, k), 0x80 | f->max_code);
+    cr_expect(ref_fp8_is_nan(f->nan, k));
+    cr_expect_eq(ref_fp8_to_double(f->max_code, k), f->max);
+    cr_expect_eq(ref_fp8_to_double(0x80 | f->max_code, k), -f->max);
+    /* the smallest subnormal, half of it (a tie: to the even code, zero) and just above half */
+    double sub = ldexp(1.0, 1 - f->bias - f->mbits);
+    cr_expect_eq(ref_fp8_from_double(sub, k), 0x01);
+    cr_expect_eq(ref_fp8_from_double(sub / 2, k), 0x00);
+    cr_expect_eq(ref_fp8_from_double(-sub / 2, k), 0x80);
+    cr_expect_eq(ref_fp8_from_double(nextafter(sub / 2, 1.0), k), 0x01);
+    cr_expect_eq(ref_fp8_from_double(1.5 * sub, k), 0x02); /* tie between 1 and 2: even */
+    cr_expect_eq(ref_fp8_from_double(1.0, k), (uint8_t)(f->bias << f->mbits));
+  }
+  /* the largest finite values, as the OCP specification lists them */
+  cr_expect_eq(ref_fp8_to_double(0x7E, REF_E4M3), 448.0);
+  cr_expect_eq(ref_fp8_to_double(0x7B, REF_E5M2), 57344.0);
+  cr_expect(isinf(ref_fp8_to_double(0x7C, REF_E5M2)));
+  cr_expect_eq(ref_fp8_to_double(0x01, REF_E4M3), ldexp(1.0, -9));
+  cr_expect_eq(ref_fp8_to_double(0x01, REF_E5M2), ldexp(1.0, -16));
+  /* e4m3: 464 is the tie between 448 and the (absent) 480: saturates to 448 either way */
+  cr_expect_eq(ref_fp8_from_double(464.0, REF_E4M3), 0x7E);
+  cr_expect_eq(ref_fp8_from_double(447.9, REF_E4M3), 0x7E);
+  cr_expect_eq(ref_fp8_from_double(432.0, REF_E4M3), 0x7E); /* tie 416 | 448: 448's code is even */
+  cr_expect_eq(ref_fp8_from_double(nextafter(432.0, 0.0), REF_E4M3), 0x7D);
+}
+
+/* decode(encode(decode(c))) == c for every finite code, and codes ascend with their values */
+Test(fp8_reference, round_trip_and_order) {
+  for (int i = 0; i < 2; i++) {
+    ref_fp8_kind k = kinds[i];
+    double prev = -1.0;
+    for (int c = 0; c < 256; c++) {
+      double d = ref_fp8_to_double((uint8_t)c, k);
+      if (isnan(d) || isinf(d)) continue;
+      cr_expect_eq(ref_fp8_from_double(d, k), (uint8_t)c, "%s code 0x%02x", ref_fp8_formats[k].name, c);
+      cr_expect_eq(ref_fp8_from_double_search(d, k), (uint8_t)c, "%s code 0x%02x", ref_fp8_formats[k].name, c);
+      if (c < 128) {
+        cr_expect_gt(d, prev, "%s code 0x%02x", ref_fp8_formats[k].name, c);
+        prev = d;
+      }
+    }
+  }
+}
+
+Test(fp8_reference, every_f16_and_bf16) {
+  g_mismatches = 0;
+  for (int i = 0; i < 2; i++)
+    for (uint32_t h = 0; h < 65536; h++) {
+      agree((double)ref_f16_to_f32((uint16_t)h), kinds[i], "f16");
+      agree((double)ref_bf16_to_f32((uint16_t)h), kinds[i], "bf16");
+    }
+  cr_expect_eq(g_mismatches, 0);
+}
+
+/* f32 and f64 values within 6 ulps of every boundary: each midpoint between neighbours, the
+   saturation point (max and the tie above it) and the neighbourhood of zero */
+Test(fp8_reference, near_every_boundary) {
+  g_mismatches = 0;
+  long checked = 0;
+  for (int i = 0; i < 2; i++) {
+    ref_fp8_kind k = kinds[i];
+    const ref_fp8_format *f = &ref_fp8_formats[k];
+    for (int c = 0; c <= f->max_code; c++) {
+      double lo = ref_fp8_to_double((uint8_t)c, k);
+      double hi = c < f->max_code ? ref_fp8_to_double((uint8_t)(c + 1), k) : f->max + ldexp(1.0, (int)(log2(f->max)) - f->mbits);
+      double points[3] = {lo, (lo + hi) / 2, hi};
+      for (int p = 0; p < 3; p++)
+        for (int s = 0; s < 2; s++) {
+          double b = s ? -points[p] : points[p];
+          float bf = (float)b;
+          double bd = b;
+          float uf = bf, df = bf;
+          double ud = bd, dd = bd;
+          for (int u = 0; u < 6; u++) {
+            agree(uf, k, "f32 above");
+            agree(df, k, "f32 below");
+            agree(ud, k, "f64 above");
+            agree(dd, k, "f64 below");
+            uf = nextafterf(uf, INFINITY);
+            df = nextafterf(df, -INFINITY);
+            ud = nextafter(ud, INFINITY);
+            dd = nextafter(dd, -INFINITY);
+            checked += 4;
+          }
+        }
+    }
+  }
+  cr_log_info("%ld values near boundaries", checked);
+  cr_expect_eq(g_mismatches, 0);
+}
+
+Test(fp8_reference, random_f32_bit_patterns) {
+  g_mismatches = 0;
+  for (int i = 0; i < 2; i++)
+    for (long n = 0; n < (1L << 22); n++) {
+      uint32_t u = (uint32_t)rnd();
+      /* half of them near the types' range: exponents 2^-20 .. 2^17 */
+      if (n & 1) u = (u & 0x807FFFFFu) | ((uint32_t)(107 + rnd() % 38) << 23);
+      float x;
+      memcpy(&x, &u, 4);
+      agree((double)x, kinds[i], "f32");
+    }
+  cr_expect_eq(g_mismatches, 0);
+}
