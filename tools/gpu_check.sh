@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python] - on a GPU host, from the repository
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|pair] - on a GPU host, from the repository
 # root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
@@ -7,6 +7,7 @@
 # cache suites; `races` racecheck over the dynamic suite and the affine kernels that use
 # shared memory; `linear` the linear layers' suite, sanitizers and benchmark rows. `all` is
 # all four.
+# `pair` (two GPUs): both sides at once, see pair() below.
 # `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
 # and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
 # compiles. `python` the Python package's pytest suite and python/bench.py (needs
@@ -78,17 +79,32 @@ warmcheck() {
         if ($(i+1) == "disk") d += $i } } END { printf "warmcheck: %d processes, %d compiles, %d misses, %d disk hits\n", NR, c, m, d }' \
     $OUT/warm-stats.txt
 }
-python_gpu() {
-  local lib=$PWD/${PYLIB:-build-py/libbaracuda_quant_c.so}
+py_env() { BARACUDA_QUANT_PYLIB=$PWD/${PYLIB:-build-py/libbaracuda_quant_c.so} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} "$@"; }
+py_tests() {
   if ! python3 -c "import pytest" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/bq-pytest .whl/*.whl && export PYTHONPATH=/tmp/bq-pytest
   fi
-  BARACUDA_QUANT_PYLIB=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} timeout ${PYTMO:-240} \
-    python3 -m pytest -q -rs -s -p no:cacheprovider python/tests > $OUT/pytest-gpu.txt 2>&1
+  py_env timeout ${PYTMO:-240} python3 -m pytest -q -rs -s -p no:cacheprovider python/tests > $OUT/pytest-gpu.txt 2>&1
   echo "pytest rc=$?"; grep -E "passed|failed|FAILED|ERROR" $OUT/pytest-gpu.txt | tail -8
-  BARACUDA_QUANT_PYLIB=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} timeout ${PYBENCHTMO:-200} \
-    python3 python/bench.py --json $OUT/bench-python.json > $OUT/bench-python.txt 2>&1
+}
+py_bench() {
+  py_env timeout ${PYBENCHTMO:-200} python3 python/bench.py --json $OUT/bench-python.json > $OUT/bench-python.txt 2>&1
   echo "python bench rc=$?"; tail -30 $OUT/bench-python.txt
+}
+python_gpu() { py_tests; py_bench; }
+# `pair`, on a host with two GPUs: the two-GPU suite and pytest (which see both), then in
+# parallel GPU 0 runs `suites` and `sanitizers` and GPU 1 tools/bench_run.sh (the full
+# benchmark and the PyTorch comparison) and python/bench.py; each side logs to $OUT/gpuN.txt
+pair() {
+  CUDA_VISIBLE_DEVICES=0,1 suite gpu_devices; mv $OUT/gpu_devices.txt $OUT/gpu_devices_pair.txt
+  (py_tests)
+  ( export CUDA_VISIBLE_DEVICES=0; bash tools/gpu_check.sh suites; bash tools/gpu_check.sh sanitizers ) > $OUT/gpu0.txt 2>&1 &
+  ( export CUDA_VISIBLE_DEVICES=1; OUT=$OUT/bench BENCH=${BENCH:-$B/tools/bench} tools/bench_run.sh > /dev/null 2>&1
+    echo "bench_run rc=$?"; grep -E "exit status|FAILED|done" $OUT/bench/bench.log $OUT/bench/torch.log | tail -4; py_bench ) \
+    > $OUT/gpu1.txt 2>&1 &
+  wait
+  cat $OUT/gpu0.txt $OUT/gpu1.txt
 }
 if [ "$what" = warmcheck ]; then warmcheck; fi
 if [ "$what" = python ]; then python_gpu; fi
+if [ "$what" = pair ]; then pair; fi

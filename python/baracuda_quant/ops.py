@@ -77,8 +77,11 @@ except AttributeError:  # pragma: no cover
         return torch.cuda.current_stream(device_index).cuda_stream
 
 
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
 def _g(t):
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device.index)
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
 def _p(t):
@@ -98,7 +101,7 @@ def _call(key, device_index, build, ptrs):
     the Prepared call the first time; ptrs are the pointer fields for this launch."""
     if device_index is None:
         raise _lib.invalid("the inputs must be CUDA tensors")
-    if torch.cuda.current_device() != device_index:
+    if _current_device() != device_index:
         with torch.cuda.device(device_index):
             return _call(key, device_index, build, ptrs)
     alloc = _alloc_on(device_index)
@@ -164,7 +167,8 @@ def _ops(*tensors, grad=False):
 
 # ---- quantize ---------------------------------------------------------------------------
 def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_points=None, **kw):
-    key = ("affine", op, direction, gran, _g(fl), _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
+    # fl (whose dtype is the float type) is x or y itself: which one is part of the key
+    key = ("affine", op, direction, gran, fl is x, _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
            tuple(kw.items()))
     ptrs = {"x": _p(x), "y": _p(y), "dy": _p(dy), "dx": _p(dx), "scales": _p(scales),
             "zero_points": _p(zero_points)}
