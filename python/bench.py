@@ -183,8 +183,6 @@ def cases(quick):
             x32, s, zp, -128, 127), lambda: t_fq(x32), (t_fq, (x32,)), 2 * nbytes(x32)),
         ("quantize_per_token bf16->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_token(xb, sb),
          lambda: t_quant_tok(xb, sb), (t_quant_tok, (xb, sb)), nbytes(xb, q8)),
-        ("quantize_per_token f32->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_token(x32, sb),
-         lambda: t_quant_tok(x32, sb), (t_quant_tok, (x32, sb)), nbytes(x32, q8)),
         ("quantize_per_group bf16->s8 %dx%d g=%d" % (M, K, G), lambda: bqo.quantize_per_group(xb, sg, None, G),
          lambda: t_quant_grp(xb, sg), (t_quant_grp, (xb, sg)), nbytes(xb, q8)),
         ("fake_quantize_per_channel f32 %dx%d axis 0" % (M, K),

@@ -140,6 +140,29 @@ def test_per_channel_token_group_contract(fname):
                 ref_dequantize(r.view(60, 32), se, ze, T).view(x.shape))
 
 
+@pytest.mark.parametrize("fname", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("shape,axis", [((24, 40), 0), ((12, 5, 7), 0), ((1, 9, 33), 1), ((1, 1, 6, 5), -2),
+                                        ((24, 40), 1), ((5, 12, 7), 1), ((24, 40), -1)])
+def test_per_channel_every_layout(fname, shape, axis):
+    """Per channel along the outermost non-unit axis runs the per-token kernels (the same
+    contract); along an inner axis the per-channel ones: both bit for bit."""
+    T = dt(fname)
+    x = gen(shape, T, seed=7)
+    c = shape[axis]
+    view = [1] * len(shape)
+    view[axis] = c
+    g = torch.Generator().manual_seed(8)
+    sc = (torch.rand(c, generator=g) * 0.1 + 0.01).float()
+    zc = torch.randint(-6, 6, (c,), generator=g, dtype=torch.int32)
+    q = bqo.quantize_per_channel(x.to(DEV), sc.to(DEV), zc.to(DEV), axis, torch.int8)
+    r = ref_quantize(x, sc.view(view), zc.view(view), -128, 127, torch.int8)
+    assert same(q, r)
+    assert same(bqo.dequantize(q, sc.to(DEV), zc.to(DEV), axis=axis, out_dtype=T),
+                ref_dequantize(r, sc.view(view), zc.view(view), T))
+    qs = bqo.quantize_per_channel(x.to(DEV), sc.to(DEV), None, axis, torch.uint8, 0, 200)
+    assert same(qs, ref_quantize(x, sc.view(view), 0, 0, 200, torch.uint8))
+
+
 def test_per_token_row_strides():
     base = gen((64, 96), torch.float16, seed=6).to(DEV)
     x = base[:, :80]  # rows 96 apart: passed as a row stride, no copy
