@@ -71,11 +71,15 @@ def time_gpu(fn, reps=REPS, warmup=10):
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     torch.cuda._sleep(int(min(2.0 * reps * host_us + 1000, 2e6) * _calibrate_sleep()))
+    slept = torch.cuda.Event()
+    slept.record()
     for i in range(reps):
         flush_l2()
         starts[i].record()
         fn()
         ends[i].record()
+    if slept.query():  # the spin ended before the host had queued every call
+        print("  warning: the GPU caught up with the host; host time may show in this row", file=sys.stderr)
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))  # us
 

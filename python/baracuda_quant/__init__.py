@@ -25,7 +25,7 @@ def _is_torch(x):
 def _front(x):
     name = __name__ + (".ops" if _is_torch(x) else ".dlpack")
     mod = _sys.modules.get(name)
-    if mod is None:
+    if mod is None or getattr(getattr(mod, "__spec__", None), "_initializing", False):  # absent, or being imported
         import importlib
         mod = importlib.import_module(name)
     return mod

@@ -148,33 +148,50 @@ _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _ops(*tensors, grad=False):
+_tracing_state = getattr(torch._C, "_get_tracing_state", None)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+
+
+def _ops(*tensors):
     """The ops for a call: their implementations themselves where that is safe, else torch.ops.
-    Safe means eager (not traced by torch.compile or export), no dispatch mode (fake tensors,
-    proxies), plain tensors and, for an op with autograd (grad), no gradient to record. The
-    direct call saves the dispatcher's cost on every eager call; torch.ops and the fake kernels
-    serve everything else."""
+    Safe means eager: not traced (torch.compile, export, torch.jit.trace), no dispatch mode
+    (fake tensors, proxies), no functorch transform, plain tensors, and no gradient to
+    record (torch.ops then gives fake quantize its STE backward, and the other ops an
+    output that refuses backward rather than one silently detached). The direct call saves
+    the dispatcher's cost on every eager call; torch.ops and the fake kernels serve
+    everything else."""
     # is_compiling first: torch.compile reads it as a constant and never traces the rest
     if torch.compiler.is_compiling() or _dispatch_modes is None or _dispatch_modes():
         return torch.ops.baracuda_quant
-    for t in tensors:
-        if t is not None and type(t) not in _PLAIN:
-            return torch.ops.baracuda_quant
-    if grad and torch.is_grad_enabled() and tensors[0].requires_grad:
+    if (_tracing_state is not None and _tracing_state() is not None) or \
+            (_functorch_active is not None and _functorch_active()):
         return torch.ops.baracuda_quant
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN or (grad and t.requires_grad)):
+            return torch.ops.baracuda_quant
     return _IMPL
 
 
 # ---- quantize ---------------------------------------------------------------------------
-def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_points=None, **kw):
-    # fl (whose dtype is the float type) is x or y itself: which one is part of the key
+def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_points=None, scale=None,
+            zero_point=0, **kw):
+    # fl (whose dtype is the float type) is x or y itself: which one is part of the key. A
+    # per-tensor scale and zero point are not: they are set at each launch (the library
+    # checks the scale on every run), so a scale that changes every step (QAT) reuses the call.
     key = ("affine", op, direction, gran, fl is x, _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
            tuple(kw.items()))
     ptrs = {"x": _p(x), "y": _p(y), "dy": _p(dy), "dx": _p(dx), "scales": _p(scales),
             "zero_points": _p(zero_points)}
+    if gran == Granularity.PER_TENSOR:
+        scale, zero_point = float(scale), int(zero_point)
+        if not -2**31 <= zero_point < 2**31:
+            raise _lib.invalid("zero_point (%d) must fit int32" % zero_point)
+        ptrs["scale"], ptrs["zero_point"] = scale, zero_point
     return _call(key, fl.device.index, lambda stream, alloc: _core.affine(
         op, direction, gran, fl=_view(fl), x=_view(x), y=_view(y), dy=_view(dy), dx=_view(dx),
-        scales=_view(scales), zero_points=_view(zero_points), stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
+        scales=_view(scales), zero_points=_view(zero_points), scale=scale, zero_point=zero_point, stream=stream,
+        alloc=alloc, prepare=True, **kw), ptrs)
 
 
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
@@ -189,11 +206,16 @@ def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dt
 _quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl)
 
 
+# Rows shorter than this keep the per-channel kernels: the per-token ones were measured on
+# rows of 4096 and give short rows a warp each
+_ROUTE_MIN_COLS = 1024
+
+
 def _outer_rows(x, axis):
     """(rows, cols) when the channel axis of contiguous x is its outermost non-unit axis, so
     that per channel is per token over x.view(rows, cols) (one contract, docs/numerics.md);
     else None. The library's per-token kernels are faster on that layout than its
-    per-channel ones (an H100 measured 34.3 against 37.6 us for f32 [4096, 4096])."""
+    per-channel ones (docs/design.md, "The Python package")."""
     rank = x.dim()
     ax = axis + rank if axis < 0 else axis
     if not 0 <= ax < rank or x.numel() == 0:
@@ -202,7 +224,8 @@ def _outer_rows(x, axis):
         if x.shape[i] != 1:
             return None
     rows = x.shape[ax]
-    return rows, x.numel() // rows
+    cols = x.numel() // rows
+    return (rows, cols) if cols >= _ROUTE_MIN_COLS else None
 
 
 def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
@@ -611,7 +634,7 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_m
         z = torch.as_tensor(zero_point, device=input.device).reshape(1)
         return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min,
                                                 quant_max).view(input.shape)
-    return _ops(input, grad=True).fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
+    return _ops(input).fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
                                                           int(quant_max))
 
 
@@ -620,7 +643,7 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     _check_float("input", input)
     _check_cuda("scale", scale)
     _check_cuda("zero_point", zero_point)
-    return _ops(input, scale, zero_point, grad=True).fake_quantize_per_channel(
+    return _ops(input, scale, zero_point).fake_quantize_per_channel(
         input, scale, zero_point, int(axis), int(quant_min), int(quant_max))
 
 

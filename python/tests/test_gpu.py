@@ -141,11 +141,13 @@ def test_per_channel_token_group_contract(fname):
 
 
 @pytest.mark.parametrize("fname", ["float32", "bfloat16", "float64"])
-@pytest.mark.parametrize("shape,axis", [((24, 40), 0), ((12, 5, 7), 0), ((1, 9, 33), 1), ((1, 1, 6, 5), -2),
-                                        ((24, 40), 1), ((5, 12, 7), 1), ((24, 40), -1)])
-def test_per_channel_every_layout(fname, shape, axis):
-    """Per channel along the outermost non-unit axis runs the per-token kernels (the same
-    contract); along an inner axis the per-channel ones: both bit for bit."""
+@pytest.mark.parametrize("shape,axis,routed", [
+    ((24, 1040), 0, True), ((12, 4, 300), 0, True), ((1, 9, 1100), 1, True), ((1, 1, 6, 1024), -2, True),
+    ((24, 40), 0, False), ((24, 40), 1, False), ((5, 12, 1100), 1, False), ((24, 1040), -1, False)])
+def test_per_channel_every_layout(fname, shape, axis, routed):
+    """Per channel along the outermost non-unit axis, rows of 1024 or more, runs the
+    per-token kernels (the same contract); other layouts the per-channel ones: both bit for
+    bit, and the route taken is the one expected."""
     T = dt(fname)
     x = gen(shape, T, seed=7)
     c = shape[axis]
@@ -154,7 +156,10 @@ def test_per_channel_every_layout(fname, shape, axis):
     g = torch.Generator().manual_seed(8)
     sc = (torch.rand(c, generator=g) * 0.1 + 0.01).float()
     zc = torch.randint(-6, 6, (c,), generator=g, dtype=torch.int32)
+    bqo._prepared.clear()
     q = bqo.quantize_per_channel(x.to(DEV), sc.to(DEV), zc.to(DEV), axis, torch.int8)
+    grans = {k[3] for k in bqo._prepared if k[0] == "affine"}
+    assert grans == {bqo.Granularity.PER_TOKEN if routed else bqo.Granularity.PER_CHANNEL}
     r = ref_quantize(x, sc.view(view), zc.view(view), -128, 127, torch.int8)
     assert same(q, r)
     assert same(bqo.dequantize(q, sc.to(DEV), zc.to(DEV), axis=axis, out_dtype=T),
@@ -347,36 +352,51 @@ def test_quantized_linear_and_module():
 # ---- the eager fast path: direct calls and validated calls kept per geometry ------------------------
 def test_direct_path_and_prepared_calls():
     """Eager calls skip torch.ops and reuse the validated call of their geometry with new
-    pointers: two inputs of one geometry each give their own reference, torch.ops gives the
-    same bits, and only a new geometry adds a kept call."""
+    pointers (and a new per-tensor scale): inputs of one geometry, all alive at once so
+    every pointer differs, each give their own reference; torch.ops gives the same bits; only
+    a new geometry adds a kept call; a gradient to record takes torch.ops."""
     x1, x2 = gen((33, 96), torch.float32, seed=30), gen((33, 96), torch.float32, seed=31)
-    assert bqo._ops(x1.to(DEV)) is bqo._IMPL
-    assert bqo._ops(x1.to(DEV).requires_grad_(), grad=True) is torch.ops.baracuda_quant
-    s = torch.tensor(0.05, dtype=torch.float64)
-    q1 = bqo.quantize_per_tensor(x1.to(DEV), 0.05, 2)
+    x1d, x2d = x1.to(DEV), x2.to(DEV)
+    assert x1d.data_ptr() != x2d.data_ptr()
+    assert bqo._ops(x1d) is bqo._IMPL
+    assert bqo._ops(x1d.clone().requires_grad_()) is torch.ops.baracuda_quant
+    with torch.no_grad():
+        assert bqo._ops(x1d.clone().requires_grad_()) is bqo._IMPL
+    q1 = bqo.quantize_per_tensor(x1d, 0.05, 2)
     n = bqo.prepared_count()
-    q2 = bqo.quantize_per_tensor(x2.to(DEV), 0.05, 2)
+    q2 = bqo.quantize_per_tensor(x2d, 0.05, 2)
+    q3 = bqo.quantize_per_tensor(x2d, 0.07, -1)  # another scale and zero point: the same kept call
     assert bqo.prepared_count() == n
-    assert same(q1, ref_quantize(x1, s, 2, -128, 127, torch.int8))
-    assert same(q2, ref_quantize(x2, s, 2, -128, 127, torch.int8))
-    assert same(torch.ops.baracuda_quant.quantize_per_tensor(x2.to(DEV), 0.05, 2, torch.int8, -128, 127), q2)
-    q3 = bqo.quantize_per_tensor(x2.to(DEV)[:20], 0.05, 2)
-    assert bqo.prepared_count() == n + 1 and same(q3, ref_quantize(x2[:20], s, 2, -128, 127, torch.int8))
-    # per token with zero points, dynamic and the GEMM: fresh tensors of one geometry each time
+    for q, x, s, z in ((q1, x1, 0.05, 2), (q2, x2, 0.05, 2), (q3, x2, 0.07, -1)):
+        assert same(q, ref_quantize(x, torch.tensor(s, dtype=torch.float64), z, -128, 127, torch.int8))
+    assert same(torch.ops.baracuda_quant.quantize_per_tensor(x2d, 0.05, 2, torch.int8, -128, 127), q2)
+    with pytest.raises(bqo._lib.InvalidArgumentError, match="scale"):
+        bqo.quantize_per_tensor(x2d, float("nan"), 0)  # the library checks the scale on every run
+    q4 = bqo.quantize_per_tensor(x2d[:20], 0.05, 2)
+    assert bqo.prepared_count() == n + 1
+    assert same(q4, ref_quantize(x2[:20], torch.tensor(0.05, dtype=torch.float64), 2, -128, 127, torch.int8))
+    # per token with zero points, dynamic and the GEMM: inputs of one geometry, kept alive
+    keep = []
     for seed in (32, 33):
+        g = torch.Generator().manual_seed(seed)
         x = gen((24, 64), torch.float16, seed=seed)
-        sc = (torch.rand(24, generator=torch.Generator().manual_seed(seed)) * 0.05 + 0.01)
-        zp = torch.randint(-4, 4, (24,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
-        q = bqo.quantize_per_token(x.to(DEV), sc.to(DEV), zp.to(DEV))
+        sc = torch.rand(24, generator=g) * 0.05 + 0.01
+        zp = torch.randint(-4, 4, (24,), generator=g, dtype=torch.int32)
+        a = torch.randint(-128, 128, (24, 64), generator=g, dtype=torch.int8)
+        w = torch.randint(-128, 128, (40, 64), generator=g, dtype=torch.int8)
+        sw = torch.rand(40, generator=g) * 0.05 + 0.01
+        dev = [t.to(DEV) for t in (x, sc, zp, a, w, sw)]
+        keep.append(dev)
+        xd, scd, zpd, ad, wd, swd = dev
+        q = bqo.quantize_per_token(xd, scd, zpd)
         assert same(q, ref_quantize(x, sc.view(-1, 1), zp.view(-1, 1), -128, 127, torch.int8))
-        qd, sd, _ = bqo.dynamic_per_token_quant(x.to(DEV))
-        qo, so, _ = torch.ops.baracuda_quant.dynamic_per_token_quant(x.to(DEV), True, torch.int8, -128, 127)
+        qd, sd, _ = bqo.dynamic_per_token_quant(xd)
+        qo, so, _ = torch.ops.baracuda_quant.dynamic_per_token_quant(xd, True, torch.int8, -128, 127)
         assert same(qd, qo) and same(sd, so)
-        a = torch.randint(-128, 128, (24, 64), generator=torch.Generator().manual_seed(seed), dtype=torch.int8)
-        w = torch.randint(-128, 128, (40, 64), generator=torch.Generator().manual_seed(seed + 9), dtype=torch.int8)
-        sa, sw = sc.clone(), sc[:1].repeat(40)
-        y = bqo.int8_linear(a.to(DEV), w.to(DEV), sa.to(DEV), sw.to(DEV))
-        assert same(y, ref_epilogue(a.long() @ w.long().t(), sa, sw, None, torch.float16))
+        y = bqo.int8_linear(ad, wd, scd, swd)
+        assert same(y, ref_epilogue(a.long() @ w.long().t(), sc, sw, None, torch.float16))
+    for i in range(6):
+        assert keep[0][i].data_ptr() != keep[1][i].data_ptr()
 
 
 # ---- torch.compile and CUDA graphs ------------------------------------------------------------
