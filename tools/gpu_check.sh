@@ -93,13 +93,14 @@ py_bench() {
 }
 python_gpu() { py_tests; py_bench; }
 # `pair`, on a host with two GPUs: the two-GPU suite and pytest (which see both), then in
-# parallel GPU 0 runs `suites` and `sanitizers` and GPU 1 tools/bench_run.sh (the full
+# parallel GPU 0 runs `suites` and memcheck of the affine and dynamic suites and GPU 1 tools/bench_run.sh (the full
 # benchmark and the PyTorch comparison), python/bench.py and, with AB_OLD, the A/B against
 # another header's benchmark; each side logs to $OUT/gpuN.txt
 pair() {
   CUDA_VISIBLE_DEVICES=0,1 suite gpu_devices; mv $OUT/gpu_devices.txt $OUT/gpu_devices_pair.txt
   (py_tests)
-  ( export CUDA_VISIBLE_DEVICES=0; bash tools/gpu_check.sh suites; bash tools/gpu_check.sh sanitizers ) > $OUT/gpu0.txt 2>&1 &
+  ( export CUDA_VISIBLE_DEVICES=0; bash tools/gpu_check.sh suites
+    TMO=${SAN_TMO:-220} san memcheck gpu_affine; TMO=${SAN_TMO2:-150} san memcheck gpu_dynamic ) > $OUT/gpu0.txt 2>&1 &
   ( export CUDA_VISIBLE_DEVICES=1; OUT=$OUT/bench BENCH=${BENCH:-$B/tools/bench} tools/bench_run.sh > /dev/null 2>&1
     echo "bench_run rc=$?"; grep -E "exit status|FAILED|done" $OUT/bench/bench.log $OUT/bench/torch.log | tail -4; py_bench
     # AB_OLD: a benchmark binary built against another header, run after the new one on the
