@@ -4577,6 +4577,23 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
     if (d->device < 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+    bq_desc z; /* the normalized desc, which is accepted again as it is */
+    memset(&z, 0, sizeof z);
+    z.op = d->op;
+    z.granularity = BQ_PER_TENSOR;
+    z.device = d->device;
+    z.float_type = BQ_F32;
+    z.int_type = BQ_S8;
+    z.qmin = -128;
+    z.qmax = 127;
+    z.scale_type = BQ_F32;
+    z.out_type = BQ_S32;
+    if (d->granularity == z.granularity && d->float_type == z.float_type && d->int_type == z.int_type &&
+        d->qmin == z.qmin && d->qmax == z.qmax && d->scale_type == z.scale_type && d->out_type == z.out_type &&
+        !d->asymmetric) {
+      *d = z;
+      return BQ_SUCCESS;
+    }
     /* every other field: left 0 (default), or its one meaningful value (s8 weights in
        their full range, int32 sums); no float data, scales or zero points exist here */
     if (in->granularity != BQ_GRANULARITY_DEFAULT)
@@ -4600,17 +4617,6 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     if (d->asymmetric != 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
                       "layer", name, d->asymmetric);
-    bq_desc z;
-    memset(&z, 0, sizeof z);
-    z.op = d->op;
-    z.granularity = BQ_PER_TENSOR;
-    z.device = d->device;
-    z.float_type = BQ_F32;
-    z.int_type = BQ_S8;
-    z.qmin = -128;
-    z.qmax = 127;
-    z.scale_type = BQ_F32;
-    z.out_type = BQ_S32;
     *d = z;
     return BQ_SUCCESS;
   }
@@ -5940,6 +5946,10 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
                   in.scale_type = fts[s];
                   in.asymmetric = asym;
                   if (lin) in.out_type = fts[o];
+                  if (op == BQ_LINEAR_WEIGHT_SUMS) { /* its validation refuses any field but op */
+                    memset(&in, 0, sizeof in);
+                    in.op = BQ_LINEAR_WEIGHT_SUMS;
+                  }
                   if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
                   int nd = 1;
                   if (op == BQ_QUANTIZED_LINEAR) {
