@@ -3,8 +3,8 @@
    path, against the CPU reference (tests/reference.h) bit for bit. A host test, so that
    CI checks the affine kernel's logic (prologue, vector body, tail, parameter lookup per
    granularity, 32- and 64-bit indexing) on every change; test_gpu_affine is the real
-   thing. Built once per specialization (meson passes EMU_OP, EMU_BWD, EMU_GRAN, EMU_T,
-   EMU_I, EMU_QMIN, EMU_QMAX, EMU_ST: the prelude bq__build_source writes). Outputs are
+   thing. Built once per specialization (tests/meson.build names it; tests/emu_spec.c writes
+   the header EMU_SPEC: its EMU_* macros and bq__build_source's prelude). Outputs are
    poisoned and compared whole: guards, row gaps and padded parameter rows included. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
@@ -13,33 +13,12 @@
 
 #include "emulator/cuda_emulator.h"
 
-/* the slot kernels and the accesses per lane per tile: what bq__affine_slots and
-   bq__affine_u give this specialization */
-#define EMU_SLOTS ((EMU_GRAN == 1 || EMU_GRAN == 3) && EMU_OP != 2 && (!EMU_BWD || EMU_T == 1))
-/* bq_affine_blocks' accesses a lane, 0 where the host never takes it: bq__affine_ga */
-#define EMU_GA (EMU_GRAN == 2 ? (EMU_T == 1 && EMU_BWD ? (EMU_OP == 1 ? 2 : EMU_OP == 3 ? 4 : 0) : 0) \
-                : EMU_GRAN == 0 ? 0 : EMU_OP == 1 ? (!EMU_BWD || EMU_T == 0 ? 4 : 2) \
-                : EMU_OP == 3 ? (!EMU_BWD || EMU_T == 1 ? 4 : 0) : 0)
-/* bq_affine_flat's accesses a lane, 0 where the host never takes it: bq__affine_fr */
-#define EMU_FR (EMU_GRAN < 2 ? 0 \
-                : !EMU_BWD ? ((EMU_GRAN == 2 && EMU_OP != 2 && EMU_T != 0) || (EMU_OP == 1 && EMU_T == 1) ? 0 : 4) \
-                : EMU_OP == 2 ? 4 : EMU_T == 1 ? 1 : 2)
-/* bq_affine_narrow's elements a lane, 0 where the host never takes it: bq__affine_na */
-#define EMU_NA (EMU_OP == 1 && EMU_T == 1 && EMU_GRAN != 0 ? (!EMU_BWD ? 8 : EMU_GRAN == 2 ? 2 : 4) : 0)
-#define EMU_U (EMU_T == 1 ? (EMU_GRAN == 2 && EMU_BWD ? 2 : 4) : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
+/* the specialization: EMU_* and the host's prelude, from tests/emu_spec.c (meson) */
+#include EMU_SPEC
 namespace emu_aff {
-#define BQ_FT EMU_T
-#define BQ_IT EMU_I
-#define BQ_QMIN (EMU_QMIN)
-#define BQ_QMAX (EMU_QMAX)
-#define BQ_ST EMU_ST
-#define BQ_OP EMU_OP
-#define BQ_BWD EMU_BWD
-#define BQ_GRAN EMU_GRAN
-#define BQ_U EMU_U
-#define BQ_GA EMU_GA
-#define BQ_FR EMU_FR
-#define BQ_NA EMU_NA
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/affine.cu"
 #include "emulator/kernel_undefs.h"
@@ -56,17 +35,17 @@ namespace emu_aff {
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
-#if EMU_GRAN == 1 || EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
 static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN != 0
+#if EMU_GRAN != BQ_GRAN_TENSOR
 static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
 static void k_affine_narrow(const void *p) { emu_aff::bq_affine_narrow(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
 static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN == 1
+#if EMU_GRAN == BQ_GRAN_CHANNEL
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
 #endif
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
@@ -74,17 +53,17 @@ static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_a
 static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow;
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
-#if EMU_GRAN == 1
+#if EMU_GRAN == BQ_GRAN_CHANNEL
   g_cols += k == k_affine_cols;
 #endif
-#if EMU_GRAN == 1 || EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
   g_odd += k == k_affine_odd;
 #endif
-#if EMU_GRAN != 0
+#if EMU_GRAN != BQ_GRAN_TENSOR
   g_blocks += k == k_affine_blocks;
   g_narrow += k == k_affine_narrow;
 #endif
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
   g_flat += k == k_affine_flat;
 #endif
   g_even += k == k_affine;
@@ -100,19 +79,19 @@ static int g_num_sms = 132; /* 1 makes rows of several tiles into one item (affi
    within |s| 2^+-96) differ, so that bq_affine_flat must take their intersection */
 static int g_wide_scales;
 
-static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
+static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
 
 static bq_desc the_desc(void) {
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = (bq_op)EMU_OP;
   d.direction = EMU_BWD ? BQ_BACKWARD : BQ_FORWARD;
-  d.granularity = (bq_granularity)(EMU_GRAN + 1); /* the kernel code counts from per tensor = 0 */
+  d.granularity = (bq_granularity)EMU_GRAN;
   d.float_type = T;
   d.int_type = I;
   d.qmin = EMU_QMIN;
   d.qmax = EMU_QMAX;
-  d.scale_type = EMU_ST ? BQ_F32 : T;
+  d.scale_type = (bq_dtype)EMU_ST;
   return d;
 }
 
@@ -135,9 +114,9 @@ static double grad_value(void) {
   case 0: return 0.0 * ((rnd() & 1) ? 1 : -1);
   case 1: /* tiny: f64's and f32's ends of the range (f32 quantize backward: below the window of
              bq_div_near, |dy| >= 2^-96) */
-    return ldexp(rnd_unit() + 0.5, -(int)(EMU_T == 1 ? rnd_range(960, 1070) : rnd_range(80, 150))) *
+    return ldexp(rnd_unit() + 0.5, -(int)(EMU_T == BQ_TYPE_F64 ? rnd_range(960, 1070) : rnd_range(80, 150))) *
            ((rnd() & 1) ? 1 : -1);
-  case 2: return (rnd_unit() - 0.5) * (EMU_T == 1 ? 1e300 : (rnd() & 1) ? 1e38 : 1e30);
+  case 2: return (rnd_unit() - 0.5) * (EMU_T == BQ_TYPE_F64 ? 1e300 : (rnd() & 1) ? 1e38 : 1e30);
   case 3: return (rnd() & 1) ? NAN : INFINITY;
   default: return (rnd_unit() - 0.5) * 8;
   }
@@ -146,25 +125,20 @@ static double grad_value(void) {
 /* one case: the shape in `a` (host buffers are made here), offsets in elements */
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[256];
-  snprintf(what, sizeof what, "seed=0x%llx op %d bwd %d gran %d T %s I %s q [%d,%d] st %d | %s offs %d/%d",
-           (unsigned long long)g_seed, EMU_OP, EMU_BWD, EMU_GRAN, ref_dtype_name(T), ref_dtype_name(I), EMU_QMIN,
-           EMU_QMAX, EMU_ST, shape, off_x, off_y);
+  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d", (unsigned long long)g_seed, EMU_SPEC, shape,
+           off_x, off_y);
   bq_desc d = the_desc();
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   bq__target tg = {90, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
-  char want[160];
-  snprintf(want, sizeof want,
-           "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n#define BQ_FR %d\n",
-           EMU_OP, EMU_BWD, EMU_GRAN, EMU_U, EMU_GA, EMU_FR);
-  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
   entry.fn[0] = (bq__CUfunction)k_affine;
-#if EMU_GRAN == 1 || EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
   /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
      by element): half the cases swap them, so each runs on aligned and unaligned shapes.
      Which half: the top bit of the case's number times 2^32 / golden ratio, a sequence
@@ -172,21 +146,21 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
      number modulo 3, 4 and 8), so that both kernels get their share of every kind of
      shape, seed after seed. */
   static unsigned ncase;
-  const int swap = (int)((ncase++ * 0x9E3779B9u) >> 31), odd = EMU_GRAN == 1 ? 2 : 1;
+  const int swap = (int)((ncase++ * 0x9E3779B9u) >> 31), odd = EMU_GRAN == BQ_GRAN_CHANNEL ? 2 : 1;
   entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
   entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
-  entry.fn[EMU_GRAN == 1 ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
+  entry.fn[EMU_GRAN == BQ_GRAN_CHANNEL ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
   entry.fn[4] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, blocks of 64 elements or more */
 #endif
-#if EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_GROUP
   entry.fn[3] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
 #endif
-#if EMU_GRAN == 2
+#if EMU_GRAN == BQ_GRAN_TOKEN
   entry.fn[1] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
   entry.fn[2] = (bq__CUfunction)k_affine_flat;   /* contiguous rows off the 16-byte grid */
   entry.fn[3] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, rows of 64 elements or more */
 #endif
-#if EMU_GRAN == 1
+#if EMU_GRAN == BQ_GRAN_CHANNEL
   entry.fn[1] = (bq__CUfunction)k_affine_cols;
 #endif
   plan.entry = &entry;
@@ -204,7 +178,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   std::vector<int32_t> zb((size_t)nparams + 1);
   double s_pt = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 1) ? 1.0 : 1.0 + rnd_unit());
   if (rnd() % 8 == 0) /* a scale whose reciprocal needs the power-of-two bracket */
-    s_pt = ldexp(1.0 + rnd_unit(), (EMU_T == 1 ? 600 : 100) * ((rnd() & 1) ? 1 : -1));
+    s_pt = ldexp(1.0 + rnd_unit(), (EMU_T == BQ_TYPE_F64 ? 600 : 100) * ((rnd() & 1) ? 1 : -1));
   for (int64_t i = 0; i < nparams; i++) {
     double s = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 3) ? 1.0 : 1.0 + rnd_unit());
     if (rnd() % 29 == 0) s = 0.0;
@@ -244,7 +218,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   }
   a.scale = s_pt;
   a.zero_point = (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
-  if (EMU_GRAN != 0) {
+  if (EMU_GRAN != BQ_GRAN_TENSOR) {
     a.scales = sb.data();
     a.zero_points = rnd() % 4 ? zb.data() : NULL;
   }
@@ -256,7 +230,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq_args r = a;
   if (bwd) r.dx = exp;
   else r.y = exp;
-  if (EMU_GRAN == 0) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
+  if (EMU_GRAN == BQ_GRAN_TENSOR) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
   cr_assert_eq(ref_run(&d, &r), 0, "%s", what);
   char msg[2048];
   int64_t total = guard + off_o + otot + guard;
@@ -275,20 +249,20 @@ Test(emulated_affine, shapes, .timeout = 600) {
      most of them off the 16-byte grid (bq_affine_flat). */
   /* (per channel, f64 quantize forward: 120, since bq_affine_narrow takes the runs of 64
      elements or more from the row kernels) */
-  const int reps = EMU_GRAN == 1 ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GRAN == 3 ? 112 : EMU_GRAN == 2 ? 88 : 64;
+  const int reps = EMU_GRAN == BQ_GRAN_CHANNEL ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GRAN == BQ_GRAN_GROUP ? 112 : EMU_GRAN == BQ_GRAN_TOKEN ? 88 : 64;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
     char shape[128];
     int64_t xtot, ytot, np;
     int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
-#if EMU_GRAN == 0
+#if EMU_GRAN == BQ_GRAN_TENSOR
     static const int64_t ns[] = {0, 1, 2, 7, 15, 16, 17, 31, 63, 64, 65, 255, 257, 1000, 4099, 9001};
     a.numel = rep < 16 ? ns[rep] : rnd_range(1, rep < 60 ? 20000 : 300000);
     xtot = ytot = a.numel;
     np = 1;
     snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
-#elif EMU_GRAN == 1
+#elif EMU_GRAN == BQ_GRAN_CHANNEL
     a.rank = (int)rnd_range(1, 4);
     int64_t tot = 1;
     for (int i = 0; i < a.rank; i++) {
@@ -322,7 +296,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #else
     a.rows = rep >= 52 ? rnd_range(100, 400) : rnd_range(1, 40);
     g_num_sms = rep % 2 ? 1 : 132;
-#if EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_GROUP
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
     const int64_t p = 16 / ref_dtype_size(T);
     static const int64_t as[] = {1, 2, 3, 4, 12, 16, 40, 130, 300}; /* accesses a group, aligned rows */
@@ -361,14 +335,14 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
     if (flat) {
       a.x_row_stride = rnd() & 1 ? 0 : a.cols;
       a.y_row_stride = rnd() & 1 ? 0 : a.cols;
       if (rnd() % 4 == 0) offx = offy = 8 - (int)(21 % 8); /* aligned: straddles only where G is odd */
     }
 #endif
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
     if (aligned) { /* row strides whole accesses of x and y (either may lead), bases aligned */
       if (a.cols > 600) a.rows = rnd_range(1, 6);
       a.x_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
@@ -381,10 +355,10 @@ Test(emulated_affine, shapes, .timeout = 600) {
     run(a, xtot, ytot, np, offx, offy, shape);
   }
   cr_assert(g_cases >= 60, "only %d cases had work", g_cases);
-#if EMU_GRAN == 1
+#if EMU_GRAN == BQ_GRAN_CHANNEL
   cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
 #endif
-#if EMU_GRAN == 1 || EMU_GRAN == 3 /* both row kernels */
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP /* both row kernels */
   cr_assert(g_odd >= 8 && g_even >= 8, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
 #endif
   if (EMU_GA) cr_assert(g_blocks >= 6, "only %d cases took bq_affine_blocks", g_blocks);

@@ -8,11 +8,10 @@
 #undef BQ_QMIN
 #undef BQ_QMAX
 #undef BQ_ST
-#undef BQ_LIN_OP
 #undef BQ_WST
 #undef BQ_ASF32
 #undef BQ_ASYM
-#undef BQ_DSCOPE
+#undef BQ_DIR
 #undef BQ_OP
 #undef BQ_BWD
 #undef BQ_GRAN
