@@ -967,7 +967,7 @@ static const char bq__src_affine_cu[] =
   "// each parameter block's scale once, in shared memory (bq_slots); the other ops look each\n"
   "// access's scale and zero point up, which is faster for them (dequantize has no reciprocal\n"
   "// to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).\n"
-  "// The host's bq__affine_slots says the same.\n"
+  "// The host's dispatch table (bq__affine_table's u) follows the same rule.\n"
   "#define BQ_SLOTS ((BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP) && BQ_OP != BQ_OP_DEQUANTIZE && (!BQ_BWD || BQ_FT == BQ_TYPE_F64))\n"
   "#define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together\n"
   "// f64 quantize (per group; per channel forward only) prepares the parameter blocks of an\n"
@@ -1477,7 +1477,7 @@ static const char bq__src_affine_cu[] =
   "// the block's scale and zero point once, in registers, for all of them: no shared memory, no\n"
   "// barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)\n"
   "// BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead\n"
-  "// (bq__affine_ga says which, and why), where this kernel is empty and never launched.\n"
+  "// (bq__affine_table's ga says which, and why), where this kernel is empty and never launched.\n"
   "// Per group, f64 quantize forward is held to 4 blocks an SM: its registers, a few over the\n"
   "// bound, would otherwise allow one block fewer.\n"
   "// The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.\n"
@@ -1582,7 +1582,7 @@ static const char bq__src_affine_cu[] =
   "// group's reciprocal is prepared once a tile. Where a group of the tile rules out the fast\n"
   "// forms, the tile takes bq_apply's (bq_flat_near), and where it rules out those too, its\n"
   "// elements are redone one by one (bq_flat_ok). BQ_FR comes from the\n"
-  "// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which,\n"
+  "// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_table's fr says which,\n"
   "// and why).\n"
   "\n"
   "// A prepared scale and zero point taken from a or b, field by field, so that both stay in\n"
@@ -2431,7 +2431,8 @@ static const char bq__src_dynamic_cu[] =
   "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
   "// from the data, then the data quantized with exactly the stored scale.\n"
   "// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric\n"
-  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP.\n"
+  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;\n"
+  "// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).\n"
   "//\n"
   "// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns\n"
   "// it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),\n"
@@ -2447,15 +2448,11 @@ static const char bq__src_dynamic_cu[] =
   "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
   "\n"
   "#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access\n"
-  "// Accesses per thread kept on chip: 4 (64 bytes, 16 registers) in bq_dynamic, whose teams\n"
-  "// have up to BQ_BLOCK threads; 8 in bq_dynamic_long (per token), whose teams have up to\n"
-  "// BQ_LONG_TEAM, for rows past 256 threads' 4 accesses: fewer, fuller threads a row keep more\n"
-  "// rows on an SM, so that one row's reduction and stores overlap the others' loads.\n"
-  "#define BQ_CPT 4\n"
-  "#define BQ_LONG_CPT 8\n"
-  "#define BQ_DU 4          // accesses in flight per thread in the streaming loops\n"
-  "#define BQ_BLOCK 1024    // the largest team of bq_dynamic, and the per-tensor kernels' block\n"
-  "#define BQ_LONG_TEAM 512 // the largest team of bq_dynamic_long\n"
+  "// Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK\n"
+  "// threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per\n"
+  "// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table\n"
+  "// (bq__dynamic_table), which says why.\n"
+  "#define BQ_DU 4 // accesses in flight per thread in the streaming loops\n"
   "\n"
   "struct bq_dynamic_params {\n"
   "  bq_u64 x, y, scales, zps, partial;\n"
@@ -4167,13 +4164,13 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 5
+#define BQ__MAX_KERNELS 6
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
   bq__target target;
   bq__str source;     /* the full specialized source */
-  const char *kernels[BQ__MAX_KERNELS]; /* entry points; NULL after the last */
+  const char *kernels[BQ__MAX_KERNELS]; /* entry points by the family's enum; NULL: not in this module */
 } bq__kernel_src;
 
 /* NVRTC options. BARACUDA_QUANT_NVRTC_OPTIONS adds one more, for experiments (it is part of
@@ -4392,8 +4389,8 @@ BQ__FN bq_status bq__load_module(const bq__kernel_src *k, bq__entry *e) {
     bq_status st = bq__obtain(k, attempt == 0 ? BQ__READ : 0, &bin, &len, &from_disk);
     if (st) return st;
     bq__CUresult r = bq__drv.cuModuleLoadData(&e->module, bin);
-    for (int i = 0; r == 0 && i < BQ__MAX_KERNELS && k->kernels[i]; i++)
-      r = bq__drv.cuModuleGetFunction(&e->fn[i], e->module, k->kernels[i]);
+    for (int i = 0; r == 0 && i < BQ__MAX_KERNELS; i++)
+      if (k->kernels[i]) r = bq__drv.cuModuleGetFunction(&e->fn[i], e->module, k->kernels[i]);
     if (r == 0) {
       if (from_disk) BQ__COUNT(disk_hits);
       else BQ__COUNT(misses), bq__store_binary(k, bin, len);
@@ -4752,7 +4749,8 @@ typedef struct bq__family {
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
-  const char *kernels[4][BQ__MAX_KERNELS]; /* entry points, by granularity (bq__gran_code) */
+  const char *kernels[4][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
+                                              family's enum (NULL where the source has none) */
 } bq__family;
 
 struct bq_plan {
@@ -4948,78 +4946,172 @@ BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
   return f;
 }
 
+/* The affine entry points: the index of each in a plan's module (bq__family.kernels). */
+enum {
+  BQ__AFFINE_ROW,    /* bq_affine: the row kernel, every granularity */
+  BQ__AFFINE_COLS,   /* bq_affine_cols: per channel, the channel axis innermost */
+  BQ__AFFINE_ODD,    /* bq_affine_odd: per channel and per group, straddling accesses in registers */
+  BQ__AFFINE_BLOCKS, /* bq_affine_blocks: whole parameter blocks a lane */
+  BQ__AFFINE_FLAT,   /* bq_affine_flat: per group and per token over one flat array */
+  BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
+  BQ__AFFINE_ENTRIES
+};
+#define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
+  {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
+   (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
+   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL}
+
+/* The affine dispatch table: a row per op, direction, granularity and float type (the int
+   type and q-range change no choice), in that order, each the fastest setting measured on
+   the H100 at 256 MiB. Changing a tuning decision is changing its row. Columns:
+   - u: accesses per lane per tile in the row kernels (affine.cu's BQ_U; it names the SKU's
+     variant). f64 4, but 2 per token backward (its two f64 inputs); per tensor 2 (its
+     kernel is the leanest); per channel and per group, 4 in the slot kernels (affine.cu's
+     BQ_SLOTS: quantize and fake quantize forward, f64 backward) and 2 without (each
+     access's parameters take registers); per token 4 (64 bytes of the lead stream in
+     flight a lane), but 2 where a 16-bit type is read twice (quantize and fake quantize
+     backward read dy and x: 4 would cost a quarter of the warps an SM holds).
+   - ga: accesses a lane takes of its parameter block in bq_affine_blocks (affine.cu's
+     BQ_GA), 0 where that kernel is never taken: the ops where it is faster than the row
+     kernel. Quantize forward 4; quantize backward 2 for f64, f16 and bf16 (with 4, f64
+     holds so many registers that an SM takes half the blocks), 4 for f32; fake quantize
+     forward 4, f64 fake quantize backward 4; per token (a row one block), f64 quantize and
+     fake quantize backward, 2 and 4. Dequantize, and fake quantize backward of f32, f16 and
+     bf16, keep the row kernel: their per-access lookups cost little (no reciprocal) and its
+     lane-contiguous accesses are faster for them.
+   - fr: accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR), 0 where never taken;
+     each the fastest for its ops on groups whose accesses straddle (against bq_affine_odd):
+     forward 4 (8 is slower); backward 2, f64 1, dequantize 4; f64 quantize forward keeps
+     bq_affine_odd, faster for it. Per token (contiguous rows off the 16-byte grid, against
+     the row kernel) the same, except forward f16, bf16 and f64 quantize and fake quantize,
+     which keep the row kernel, faster for them.
+   - na: elements a lane takes in bq_affine_narrow (affine.cu's BQ_NA), f64 quantize only,
+     0 elsewhere: forward 8, backward per token 2, else 4.
+   - warps: the row kernel's items an SM (bq__affine_run): more, shorter items balance the
+     SMs' last wave better, fewer pay the row's set-up less often. Per token 256, per group
+     128, and 64 for f64 backward per token (its reciprocal is dearer) and f64 per group.
+   - odd: 1 where straddling accesses take bq_affine_odd rather than the row kernel's
+     element-by-element redo; not f64 dequantize forward, whose two elements an access
+     straddle seldom (the odd kernel's registers cost more than redoing them). */
+typedef struct bq__affine_row {
+  bq_op op;
+  bq_direction dir;
+  bq_granularity gran;
+  bq_dtype ft;
+  int u, ga, fr, na, warps, odd;
+} bq__affine_row;
+static const bq__affine_row bq__affine_table[] = {
+  /* op, direction, granularity, float type                    u ga fr na warps odd */
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,           2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,           4, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,           2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,          2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,          4, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,          4, 4, 0, 8,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,          4, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,         4, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,            4, 0, 4, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,            4, 0, 0, 8, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,            4, 0, 0, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,           4, 0, 0, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,            4, 4, 4, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,            4, 4, 0, 8,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,            4, 4, 4, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,           4, 4, 4, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,         2, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,         4, 2, 0, 4,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,         2, 2, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,        2, 2, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 2, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,           2, 2, 1, 2,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,           2, 0, 2, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,          2, 0, 2, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,           2, 4, 2, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,           4, 2, 1, 4,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,           2, 2, 2, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,          2, 2, 2, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,        2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,        4, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,        2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,          4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,          4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,         4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,          2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,          4, 0, 4, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,          2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,         2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,         2, 0, 4, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,      2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,      4, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,      2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,     2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,     4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,     4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,     4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,    4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,       4, 0, 4, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,       4, 0, 0, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,       4, 0, 0, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,      4, 0, 0, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,       4, 4, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,       4, 4, 4, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,       4, 4, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,      4, 4, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,    2, 0, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,    2, 0, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,   2, 0, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 2, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,      2, 4, 1, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,      2, 0, 2, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,     2, 0, 2, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,      2, 0, 2, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 1, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,      2, 0, 2, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,     2, 0, 2, 0, 128, 1},
+};
+#define BQ__AFFINE_ROWS ((int)(sizeof bq__affine_table / sizeof bq__affine_table[0]))
+/* a normalized affine desc's row (the table's order is its key's) */
+BQ__FN const bq__affine_row *bq__affine_row_of(const bq_desc *d) {
+  int t = d->float_type == BQ_F64 ? 1 : d->float_type == BQ_F16 ? 2 : d->float_type == BQ_BF16 ? 3 : 0;
+  int i = ((((int)d->op - BQ_QUANTIZE) * 2 + (d->direction == BQ_BACKWARD)) * 4 + bq__gran_code(d->granularity)) * 4 + t;
+  return &bq__affine_table[i];
+}
 /* elements per 16-byte access of the widest stream, always the float one: affine.cu's BQ_P */
 BQ__FN int bq__affine_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
-/* Per channel and per group, the kernels that prepare each parameter block once in shared
-   memory (affine.cu's BQ_SLOTS): quantize and fake quantize forward, and f64 backward. */
-BQ__FN int bq__affine_slots(const bq_desc *d) {
-  return (d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) && d->op != BQ_DEQUANTIZE &&
-         (d->direction == BQ_FORWARD || d->float_type == BQ_F64);
-}
-/* accesses per lane per tile (affine.cu's BQ_U), the fastest count for each kernel: f64
-   4, but 2 per token backward (its two f64 inputs); per tensor 2 (its kernel is the leanest); per
-   channel and per group, 4 with slots and 2 without (each access's parameters take
-   registers); per token 4 (64 bytes of the lead stream in flight a lane), but 2 where a
-   16-bit type is read twice (quantize and fake quantize backward read dy and x: 4 would
-   cost a quarter of the warps an SM holds) */
-BQ__FN int bq__affine_u(const bq_desc *d) {
-  if (d->float_type == BQ_F64) return d->granularity == BQ_PER_TOKEN && d->direction == BQ_BACKWARD ? 2 : 4;
-  if (d->granularity == BQ_PER_TENSOR) return 2;
-  if (d->granularity != BQ_PER_TOKEN) return bq__affine_slots(d) ? 4 : 2;
-  int two_inputs = d->direction == BQ_BACKWARD && d->op != BQ_DEQUANTIZE;
-  return two_inputs && bq__dtype_size(d->float_type) == 2 ? 2 : 4;
-}
-
-/* Per channel, per group and per token, the accesses a lane takes of its parameter block in
-   bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
-   where it is faster than bq_affine, each with its fastest count. One item a warp, except
-   f64, whose warps stride over the items in one wave of a few blocks an SM: that is
-   faster for f64 and slower for the narrower types.
-   - Quantize forward, 4.
-   - Quantize backward, 2 for f64, f16 and bf16 (with 4, f64 holds so many registers that
-     an SM takes half the blocks), 4 for f32.
-   - Fake quantize forward, 4, and f64 fake quantize backward, 4.
-   - Per token (a row one block), f64 quantize and fake quantize backward, 2 and 4: the
-     work of per channel with the axis outermost.
-   Dequantize, and fake quantize backward of f32, f16 and bf16, keep the row kernel: their
-   per-access lookups cost little (no reciprocal) and its lane-contiguous accesses are
-   faster for them. */
-BQ__FN int bq__affine_ga(const bq_desc *d) {
-  int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
-  if (d->granularity == BQ_PER_TOKEN) /* f64 backward, a block a row */
-    return t == 8 && !fwd ? (d->op == BQ_QUANTIZE ? 2 : d->op == BQ_FAKE_QUANTIZE ? 4 : 0) : 0;
-  if (d->granularity != BQ_PER_CHANNEL && d->granularity != BQ_PER_GROUP) return 0;
-  if (d->op == BQ_QUANTIZE) return fwd || t == 4 ? 4 : 2;
-  if (d->op == BQ_FAKE_QUANTIZE) return fwd || t == 8 ? 4 : 0;
-  return 0;
-}
-
-/* Per group and per token, the accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR),
-   or 0 where the host never takes that kernel; each count is the fastest for its ops on
-   groups whose accesses straddle (against bq_affine_odd, which otherwise takes them):
-   - Forward, 4 (8 is slower).
-   - Backward, 2; f64 1; dequantize 4.
-   - f64 quantize forward keeps bq_affine_odd, which is faster for it. (bq_affine_narrow
-     takes f64 quantize, both directions, for groups and rows of 64 elements or more.)
-   Per token (contiguous rows off the 16-byte grid, against the row kernel) the same counts,
-   except forward f16, bf16 and f64 quantize and fake quantize, which keep the row kernel,
-   faster for them. Consecutive lanes take consecutive accesses, so that a warp's load
-   instruction reads one contiguous span (a lane's run of accesses is slower). */
-BQ__FN int bq__affine_fr(const bq_desc *d) {
-  if (d->granularity != BQ_PER_GROUP && d->granularity != BQ_PER_TOKEN) return 0;
-  if (d->direction == BQ_FORWARD && d->granularity == BQ_PER_TOKEN && d->op != BQ_DEQUANTIZE &&
-      d->float_type != BQ_F32)
-    return 0;
-  if (d->direction == BQ_FORWARD) return d->op == BQ_QUANTIZE && d->float_type == BQ_F64 ? 0 : 4;
-  return d->op == BQ_DEQUANTIZE ? 4 : d->float_type == BQ_F64 ? 1 : 2;
-}
-
-/* f64 quantize, per channel, per group and per token: the elements a lane takes in
-   bq_affine_narrow (affine.cu's BQ_NA), or 0 where the host never takes that kernel. */
-BQ__FN int bq__affine_na(const bq_desc *d) {
-  if (d->op != BQ_QUANTIZE || d->float_type != BQ_F64 || d->granularity == BQ_PER_TENSOR) return 0;
-  return d->direction == BQ_FORWARD ? 8 : d->granularity == BQ_PER_TOKEN ? 2 : 4;
-}
+BQ__FN int bq__affine_u(const bq_desc *d) { return bq__affine_row_of(d)->u; }
+BQ__FN int bq__affine_ga(const bq_desc *d) { return bq__affine_row_of(d)->ga; }
+BQ__FN int bq__affine_fr(const bq_desc *d) { return bq__affine_row_of(d)->fr; }
+BQ__FN int bq__affine_na(const bq_desc *d) { return bq__affine_row_of(d)->na; }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
@@ -5217,36 +5309,30 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     if (gy > 65535) gy = 65535;
     k.rows = rows;
     k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
-    return bq__launch(p, 1, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
+    return bq__launch(p, BQ__AFFINE_COLS, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
   }
   int narrow = bq__affine_narrow(p, &k, &v);
   if (narrow || bq__affine_blocks(p, &k, &v)) {
     /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): an item a
-       warp; f64, 4 blocks an SM at most, each warp striding over the items (bq__affine_ga
-       says why; fewer blocks than the SM could hold are faster for f64) */
+       warp; f64, 4 blocks an SM at most, each warp striding over the items (the ga column
+       of bq__affine_table says why; fewer blocks than the SM could hold are faster for f64) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
     /* the kernel's 32-bit lane index (blockIdx.x * blockDim.x) must not wrap: fewer than
        2^24 blocks of 256, each warp striding over the items */
     if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
-    int tok = d->granularity == BQ_PER_TOKEN, which = narrow ? (tok ? 3 : 4)
-                                                       : d->granularity == BQ_PER_CHANNEL ? 3 : tok ? 1 : 2;
-    return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+    return bq__launch(p, narrow ? BQ__AFFINE_NARROW : BQ__AFFINE_BLOCKS, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
   int64_t flat = bq__affine_flat(p, &k, &v);
-  if (flat) return bq__launch(p, d->granularity == BQ_PER_TOKEN ? 2 : 3, bq__grid(flat, 8), 1, 256, 0, &k, stream);
+  if (flat) return bq__launch(p, BQ__AFFINE_FLAT, bq__grid(flat, 8), 1, 256, 0, &k, stream);
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
   /* rows: an item takes several tiles of a row, which pays the row's scale (its
-     reciprocal) once, while the grid keeps `warps` items an SM: more, shorter items balance
-     the SMs' last wave better, fewer pay the set-up less often. The fastest balance: per
-     token 256, per group 128, and 64 for f64 backward (its reciprocal is dearer) and f64
-     per group. Dequantize has no reciprocal and keeps a tile per item (more warps in
-     flight). */
+     reciprocal) once, while the grid keeps the table's `warps` items an SM. Dequantize has
+     no reciprocal and keeps a tile per item (more warps in flight). */
+  const bq__affine_row *row = bq__affine_row_of(d);
   k.tpw = 1;
-  int64_t warps = 64;
-  if (d->granularity == BQ_PER_TOKEN && (fwd || d->float_type != BQ_F64)) warps = 256;
-  else if (d->granularity == BQ_PER_GROUP && d->float_type != BQ_F64) warps = 128;
+  int64_t warps = row->warps;
   /* per channel (one dense row), f64 quantize forward too: its items prepare the parameter
      blocks of all their tiles at once (affine.cu's BQ_ITEM_SLOTS) */
   int item_slots = d->granularity == BQ_PER_CHANNEL && d->float_type == BQ_F64 && d->op == BQ_QUANTIZE && fwd;
@@ -5264,13 +5350,9 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_chunks = bq__make_fastdiv((uint32_t)k.chunks);
   }
-  /* Per channel and per group, bq_affine_odd where an access can straddle two parameter
-     blocks (bq__affine_straddles). Not f64 dequantize forward: two elements an access
-     straddle seldom, and the odd kernel's registers cost more than redoing them. */
-  int which = 0;
-  if ((d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) &&
-      !(fwd && d->op == BQ_DEQUANTIZE && d->float_type == BQ_F64) && bq__affine_straddles(p, &k, &v, k.group))
-    which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
+  /* bq_affine_odd where the table says so and an access can straddle two parameter blocks
+     (bq__affine_straddles) */
+  int which = row->odd && bq__affine_straddles(p, &k, &v, k.group) ? BQ__AFFINE_ODD : BQ__AFFINE_ROW;
   return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per item */
 }
 
@@ -5278,10 +5360,7 @@ static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
   bq__no_workspace, bq__affine_run,
-  {{"bq_affine"},
-   {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks", "bq_affine_narrow"},
-   {"bq_affine", "bq_affine_blocks", "bq_affine_flat", "bq_affine_narrow"},
-   {"bq_affine", "bq_affine_odd", "bq_affine_blocks", "bq_affine_flat", "bq_affine_narrow"}}};
+  {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1)}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
@@ -5294,8 +5373,60 @@ typedef struct bq__dynamic_params {
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
+/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels). */
+enum {
+  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
+  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
+  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
+  BQ__DYN_APPLY
+};
+
+/* The dynamic dispatch table: a row per granularity and float type (the int type, q-range
+   and symmetry change no choice), each the fastest setting measured on the H100. The prelude
+   gives the kernels its numbers. Columns:
+   - cpt, block: bq_dynamic's accesses a thread kept on chip (dynamic.cu's BQ_CPT: 64 bytes,
+     16 registers) and its largest team, which is also the per-tensor kernels' block
+     (BQ_BLOCK). A segment that fits is read once; several accesses a thread keep enough
+     bytes in flight at the occupancy the registers allow.
+   - long_cpt, long_team: the same for bq_dynamic_long (BQ_LONG_CPT, BQ_LONG_TEAM).
+   - long: 1 where rows longer than a block's accesses (block * cpt) take bq_dynamic_long:
+     per token f16 and bf16, where fewer, fuller threads a row keep more rows on an SM (large
+     teams of 4 accesses a thread leave few rows an SM, whose barriers stall the loads).
+     Shorter rows, groups, and f32 and f64 rows keep bq_dynamic, faster for them. */
+typedef struct bq__dynamic_row {
+  bq_granularity gran;
+  bq_dtype ft;
+  int cpt, block, long_cpt, long_team, long_rows;
+} bq__dynamic_row;
+static const bq__dynamic_row bq__dynamic_table[] = {
+  /* granularity, float type   cpt block long_cpt long_team long */
+  {BQ_PER_TENSOR, BQ_F32,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_F64,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_F16,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_BF16,      4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F16,        4, 1024, 8, 512, 1},
+  {BQ_PER_TOKEN, BQ_BF16,       4, 1024, 8, 512, 1},
+  {BQ_PER_GROUP, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_F16,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_BF16,       4, 1024, 8, 512, 0},
+};
+#define BQ__DYNAMIC_ROWS ((int)(sizeof bq__dynamic_table / sizeof bq__dynamic_table[0]))
+/* a normalized dynamic desc's row (bq__normalize refuses per channel) */
+BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
+  for (int i = 0; i < BQ__DYNAMIC_ROWS; i++)
+    if (bq__dynamic_table[i].gran == d->granularity && bq__dynamic_table[i].ft == d->float_type)
+      return &bq__dynamic_table[i];
+  return &bq__dynamic_table[0];
+}
+
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n", d->asymmetric, bq__spec("GRAN", d->granularity));
+  const bq__dynamic_row *r = bq__dynamic_row_of(d);
+  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
+              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n", d->asymmetric, bq__spec("GRAN", d->granularity),
+              r->cpt, r->block, r->long_cpt, r->long_team);
 }
 
 BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
@@ -5311,10 +5442,6 @@ BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
 }
 
 /* per tensor: one partial (two C values) per block of the reduction pass */
-#define BQ__DYN_BLOCK 1024 /* dynamic.cu's BQ_BLOCK: bq_dynamic's largest team, the per-tensor blocks */
-#define BQ__DYN_CPT 4 /* dynamic.cu's BQ_CPT: bq_dynamic's accesses a thread */
-#define BQ__DYN_LONG_TEAM 512 /* dynamic.cu's BQ_LONG_TEAM and BQ_LONG_CPT: bq_dynamic_long's teams */
-#define BQ__DYN_LONG_CPT 8
 BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) { return (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 2; }
 BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
   if (p->desc.granularity != BQ_PER_TENSOR || !a || a->numel <= 0) return 0;
@@ -5338,6 +5465,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
+  const bq__dynamic_row *row = bq__dynamic_row_of(d);
   bq__dynamic_params k;
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
@@ -5354,12 +5482,12 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   if (d->granularity == BQ_PER_TENSOR) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
     int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
-    int64_t blocks = (chunks + BQ__DYN_BLOCK - 1) / BQ__DYN_BLOCK;
+    int64_t blocks = (chunks + row->block - 1) / row->block;
     k.nblocks = (int32_t)(blocks < max_blocks ? blocks : max_blocks);
     k.partial = (uint64_t)(uintptr_t)ws;
-    k.tpr = BQ__DYN_BLOCK;
-    st = bq__launch(p, 0, k.nblocks, 1, BQ__DYN_BLOCK, 0, &k, stream);
-    if (!st) st = bq__launch(p, 1, k.nblocks, 1, BQ__DYN_BLOCK, 0, &k, stream);
+    k.tpr = row->block;
+    st = bq__launch(p, BQ__DYN_REDUCE, k.nblocks, 1, row->block, 0, &k, stream);
+    if (!st) st = bq__launch(p, BQ__DYN_APPLY, k.nblocks, 1, row->block, 0, &k, stream);
     return st;
   }
   int64_t chunks, segs;
@@ -5371,29 +5499,26 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
        16-byte aligned: reduced by shuffles across the lanes holding them; otherwise each
        group runs as a row */
     int64_t gc = v.group / p->vec;
-    k.fast_groups = v.group % p->vec == 0 && gc <= 32 * BQ__DYN_CPT && (gc & (gc - 1)) == 0 &&
+    k.fast_groups = v.group % p->vec == 0 && gc <= 32 * row->cpt && (gc & (gc - 1)) == 0 &&
                     (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
     chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
   }
-  /* Per token, f16 and bf16 rows longer than 256 threads' 4 accesses take bq_dynamic_long:
-     up to 8 accesses a thread in teams of up to 512, so that an SM holds more rows (large
-     teams of 4 accesses a thread leave few rows an SM, whose barriers stall the loads).
-     Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which is faster for them. */
+  /* bq_dynamic_long where the table says so and the row is longer than 256 threads' cpt
+     accesses (its teams' first size past bq_dynamic's) */
   /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
   k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
-  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * BQ__DYN_CPT && bq__dtype_size(d->float_type) == 2;
-  k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM)
-              : bq__dynamic_team(chunks, BQ__DYN_CPT, BQ__DYN_BLOCK);
+  int lng = row->long_rows && chunks > 256 * row->cpt;
+  k.tpr = lng ? bq__dynamic_team(chunks, row->long_cpt, row->long_team) : bq__dynamic_team(chunks, row->cpt, row->block);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
-  return bq__launch(p, lng, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
+  return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run,
-  {{"bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
+  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
 
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
 /* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
@@ -5408,8 +5533,23 @@ enum { /* linear.cu's BQ_LF_* */
   BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256, BQ__LF_PDL = 512
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
-enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
+enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };
 #define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
+/* The linear dispatch table: a row per entry point, by enum. rows: the activation rows a
+   weight-streaming pass takes (0: a tile kernel, 128 x 256); up_to: the largest M it
+   serves, the smallest such row winning (at these sizes the weight's bytes set the time,
+   and tiles would leave most SMs idle); unfilled_up_to: the largest M it serves while the
+   large tiles would not fill the SMs once (passes of 64 rows, the weight coming back from
+   L2). Past both, the tiles (bq_gemm_wgmma in an sm_90a module). bq__linear_config. */
+typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; } bq__linear_row;
+static const bq__linear_row bq__linear_table[BQ__GEMM_CONFIGS] = {
+  /* entry           rows up_to unfilled_up_to */
+  {BQ__GEMM_LARGE,    0,   0,   0},
+  {BQ__GEMV,         16,  16,   0},
+  {BQ__GEMV32,       32,  32,   0},
+  {BQ__GEMV64,       64,  64, 256},
+  {BQ__GEMM_WGMMA,    0,   0,   0},
+};
 /* the tiles' pipeline stages, then 256 columns and 128 rows of epilogue parameters
    (BQ_COLS_SMEM, BQ_ROWS_SMEM) */
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128 + 256 * 24 + 128 * 16)
@@ -5417,7 +5557,7 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 /* weight streaming, by the rows it takes (16, 32 or 64), and the dynamic shared memory of its
    cp.async stages for M rows: 2 to 4 stages of 16 weight rows and min(rows, M) activation
    rows, 576 bytes each, as many as fit in 56 KiB (BQ_GV_SMEM in linear.cu) */
-BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg == BQ__GEMV ? 16 : cfg == BQ__GEMV32 ? 32 : cfg == BQ__GEMV64 ? 64 : 0; }
+BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg >= 0 && cfg < BQ__GEMM_CONFIGS ? bq__linear_table[cfg].rows : 0; }
 BQ__FN unsigned bq__gemv_smem(int cfg, int64_t m) {
   int64_t rows = bq__gemv_rows(cfg), xr = m < rows ? m : rows, stage = (16 + xr) * 576, s = 57344 / stage;
   return (unsigned)((s < 2 ? 2 : s > 4 ? 4 : s) * stage);
@@ -5558,11 +5698,7 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
   return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
 }
 
-/* Tiles by M: weight streaming for M <= 64 (16, 32 or 64 rows a pass: at these sizes the
-   weight's bytes set the time, and tiles would leave most SMs idle), and up to M = 256
-   while the large tiles would not fill the SMs once (passes of 64 rows, the weight coming
-   back from L2); else 128 x 256 tiles (mma.sync, or wgmma in an sm_90a module). To be
-   tuned with the benchmark. */
+/* The entry point for M rows and N columns: the linear dispatch table's choice. */
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
@@ -5570,12 +5706,15 @@ BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
       (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
     return f;
-  if (m <= 16) return BQ__GEMV;
-  if (m <= 32) return BQ__GEMV32;
-  if (m <= 64) return BQ__GEMV64;
+  int best = -1;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    if (m <= bq__linear_table[i].up_to && (best < 0 || bq__linear_table[i].up_to < bq__linear_table[best].up_to))
+      best = i;
+  if (best >= 0) return bq__linear_table[best].entry;
   int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256);
-  if (m <= 256 && tl < sms) return BQ__GEMV64;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    if (m <= bq__linear_table[i].unfilled_up_to && tl < sms) return bq__linear_table[i].entry;
   return p->wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
 }
 

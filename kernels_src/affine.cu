@@ -59,7 +59,7 @@ typedef bq_t bq_in1;
 // each parameter block's scale once, in shared memory (bq_slots); the other ops look each
 // access's scale and zero point up, which is faster for them (dequantize has no reciprocal
 // to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).
-// The host's bq__affine_slots says the same.
+// The host's dispatch table (bq__affine_table's u) follows the same rule.
 #define BQ_SLOTS ((BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP) && BQ_OP != BQ_OP_DEQUANTIZE && (!BQ_BWD || BQ_FT == BQ_TYPE_F64))
 #define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
 // f64 quantize (per group; per channel forward only) prepares the parameter blocks of an
@@ -569,7 +569,7 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 // the block's scale and zero point once, in registers, for all of them: no shared memory, no
 // barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
 // BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead
-// (bq__affine_ga says which, and why), where this kernel is empty and never launched.
+// (bq__affine_table's ga says which, and why), where this kernel is empty and never launched.
 // Per group, f64 quantize forward is held to 4 blocks an SM: its registers, a few over the
 // bound, would otherwise allow one block fewer.
 // The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.
@@ -674,7 +674,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_a
 // group's reciprocal is prepared once a tile. Where a group of the tile rules out the fast
 // forms, the tile takes bq_apply's (bq_flat_near), and where it rules out those too, its
 // elements are redone one by one (bq_flat_ok). BQ_FR comes from the
-// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which,
+// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_table's fr says which,
 // and why).
 
 // A prepared scale and zero point taken from a or b, field by field, so that both stay in

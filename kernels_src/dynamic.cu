@@ -1,7 +1,8 @@
 // dynamic.cu - dynamic quantization: scales (and zero points) computed on the device
 // from the data, then the data quantized with exactly the stored scale.
 // Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric
-// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP.
+// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;
+// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).
 //
 // Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns
 // it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),
@@ -17,15 +18,11 @@
 // bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
 
 #define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access
-// Accesses per thread kept on chip: 4 (64 bytes, 16 registers) in bq_dynamic, whose teams
-// have up to BQ_BLOCK threads; 8 in bq_dynamic_long (per token), whose teams have up to
-// BQ_LONG_TEAM, for rows past 256 threads' 4 accesses: fewer, fuller threads a row keep more
-// rows on an SM, so that one row's reduction and stores overlap the others' loads.
-#define BQ_CPT 4
-#define BQ_LONG_CPT 8
-#define BQ_DU 4          // accesses in flight per thread in the streaming loops
-#define BQ_BLOCK 1024    // the largest team of bq_dynamic, and the per-tensor kernels' block
-#define BQ_LONG_TEAM 512 // the largest team of bq_dynamic_long
+// Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK
+// threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per
+// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table
+// (bq__dynamic_table), which says why.
+#define BQ_DU 4 // accesses in flight per thread in the streaming loops
 
 struct bq_dynamic_params {
   bq_u64 x, y, scales, zps, partial;

@@ -137,7 +137,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  entry.fn[0] = (bq__CUfunction)k_affine;
+  entry.fn[BQ__AFFINE_ROW] = (bq__CUfunction)k_affine;
 #if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
   /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
      by element): half the cases swap them, so each runs on aligned and unaligned shapes.
@@ -146,22 +146,22 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
      number modulo 3, 4 and 8), so that both kernels get their share of every kind of
      shape, seed after seed. */
   static unsigned ncase;
-  const int swap = (int)((ncase++ * 0x9E3779B9u) >> 31), odd = EMU_GRAN == BQ_GRAN_CHANNEL ? 2 : 1;
-  entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
-  entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
-  entry.fn[EMU_GRAN == BQ_GRAN_CHANNEL ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
-  entry.fn[4] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, blocks of 64 elements or more */
+  const int swap = (int)((ncase++ * 0x9E3779B9u) >> 31);
+  entry.fn[BQ__AFFINE_ROW] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
+  entry.fn[BQ__AFFINE_ODD] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
+  entry.fn[BQ__AFFINE_BLOCKS] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
+  entry.fn[BQ__AFFINE_NARROW] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, blocks of 64 elements or more */
 #endif
 #if EMU_GRAN == BQ_GRAN_GROUP
-  entry.fn[3] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
+  entry.fn[BQ__AFFINE_FLAT] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
 #endif
 #if EMU_GRAN == BQ_GRAN_TOKEN
-  entry.fn[1] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
-  entry.fn[2] = (bq__CUfunction)k_affine_flat;   /* contiguous rows off the 16-byte grid */
-  entry.fn[3] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, rows of 64 elements or more */
+  entry.fn[BQ__AFFINE_BLOCKS] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
+  entry.fn[BQ__AFFINE_FLAT] = (bq__CUfunction)k_affine_flat;     /* contiguous rows off the 16-byte grid */
+  entry.fn[BQ__AFFINE_NARROW] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, rows of 64 elements or more */
 #endif
 #if EMU_GRAN == BQ_GRAN_CHANNEL
-  entry.fn[1] = (bq__CUfunction)k_affine_cols;
+  entry.fn[BQ__AFFINE_COLS] = (bq__CUfunction)k_affine_cols;
 #endif
   plan.entry = &entry;
   plan.num_sms = g_num_sms;

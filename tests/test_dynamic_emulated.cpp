@@ -87,8 +87,13 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  entry.fn[0] = (bq__CUfunction)k0;
-  entry.fn[1] = (bq__CUfunction)k1;
+#if EMU_GRAN == BQ_GRAN_TENSOR
+  entry.fn[BQ__DYN_REDUCE] = (bq__CUfunction)k0;
+  entry.fn[BQ__DYN_APPLY] = (bq__CUfunction)k1;
+#else
+  entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k0;
+  entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k1;
+#endif
   plan.entry = &entry;
   plan.num_sms = 132;
 

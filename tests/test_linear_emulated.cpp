@@ -174,8 +174,8 @@ static void run(const ecase *c0) {
   free(ks.source.p);
   bq__entry sub_entry;
   memset(&sub_entry, 0, sizeof sub_entry);
-  sub_entry.fn[0] = (bq__CUfunction)k_dyn;
-  sub_entry.fn[1] = (bq__CUfunction)k_dyn_long;
+  sub_entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k_dyn;
+  sub_entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k_dyn_long;
   sub.entry = &sub_entry;
   sub.num_sms = 132;
   plan.sub = &sub;

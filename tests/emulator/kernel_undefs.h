@@ -19,6 +19,8 @@
 #undef BQ_APPLY_J
 #undef BQ_BK
 #undef BQ_BLOCK
+#undef BQ_LONG_CPT
+#undef BQ_LONG_TEAM
 #undef BQ_GA
 #undef BQ_NA
 #undef BQ_CLAMP_BIG
