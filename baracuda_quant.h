@@ -5263,6 +5263,10 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   return n / (32 * fr * p->vec) + 1;
 }
 
+/* Tests: a BQ__AFFINE_* entry point the next runs take wherever its own rules let it (the
+   other special kernels are then passed over); bq_affine_odd and bq_affine serve every shape
+   of their granularities. -1: the host's choice. */
+static int bq__affine_force_entry = -1;
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -5289,7 +5293,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.zps = (uint64_t)(uintptr_t)a->zero_points;
   k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
   k.zp = a->zero_point;
-  int64_t cp = bq__affine_cols_cp(p, &k, &v);
+  const int f = bq__affine_force_entry;
+  int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
     int64_t chunks = v.gmod / cp, rows = v.numel / v.gmod;
@@ -5311,8 +5316,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
     return bq__launch(p, BQ__AFFINE_COLS, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
   }
-  int narrow = bq__affine_narrow(p, &k, &v);
-  if (narrow || bq__affine_blocks(p, &k, &v)) {
+  int narrow = (f < 0 || f == BQ__AFFINE_NARROW) && bq__affine_narrow(p, &k, &v);
+  if (narrow || ((f < 0 || f == BQ__AFFINE_BLOCKS) && bq__affine_blocks(p, &k, &v))) {
     /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): an item a
        warp; f64, 4 blocks an SM at most, each warp striding over the items (the ga column
        of bq__affine_table says why; fewer blocks than the SM could hold are faster for f64) */
@@ -5323,7 +5328,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
     return bq__launch(p, narrow ? BQ__AFFINE_NARROW : BQ__AFFINE_BLOCKS, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
-  int64_t flat = bq__affine_flat(p, &k, &v);
+  int64_t flat = f < 0 || f == BQ__AFFINE_FLAT ? bq__affine_flat(p, &k, &v) : 0;
   if (flat) return bq__launch(p, BQ__AFFINE_FLAT, bq__grid(flat, 8), 1, 256, 0, &k, stream);
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
@@ -5353,6 +5358,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* bq_affine_odd where the table says so and an access can straddle two parameter blocks
      (bq__affine_straddles) */
   int which = row->odd && bq__affine_straddles(p, &k, &v, k.group) ? BQ__AFFINE_ODD : BQ__AFFINE_ROW;
+  if (f == BQ__AFFINE_ROW || (f == BQ__AFFINE_ODD && p->entry->fn[BQ__AFFINE_ODD])) which = f;
   return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per item */
 }
 
@@ -5458,6 +5464,9 @@ BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
   return tpr;
 }
 
+/* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
+   row), -1: the host's choice. */
+static int bq__dynamic_force_entry = -1;
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__dynamic_check(p, a);
@@ -5509,6 +5518,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
   k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
   int lng = row->long_rows && chunks > 256 * row->cpt;
+  if (d->granularity == BQ_PER_TOKEN && bq__dynamic_force_entry >= 0) lng = bq__dynamic_force_entry == BQ__DYN_LONG;
   k.tpr = lng ? bq__dynamic_team(chunks, row->long_cpt, row->long_team) : bq__dynamic_team(chunks, row->cpt, row->block);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
   return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);

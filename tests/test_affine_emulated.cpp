@@ -5,7 +5,9 @@
    granularity, 32- and 64-bit indexing) on every change; test_gpu_affine is the real
    thing. Built once per specialization (tests/meson.build names it; tests/emu_spec.c writes
    the header EMU_SPEC: its EMU_* macros and bq__build_source's prelude). Outputs are
-   poisoned and compared whole: guards, row gaps and padded parameter rows included. */
+   poisoned and compared whole: guards, row gaps and padded parameter rows included. The
+   test `shapes` runs random shapes through the host's own choice of kernel; `by_name` makes
+   the host take each entry point in turn (bq__affine_force_entry) over shapes it serves. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -51,8 +53,10 @@ static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_a
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
 static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow;
+static emu_kernel g_last; /* the kernel the last case launched */
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
+  g_last = k;
 #if EMU_GRAN == BQ_GRAN_CHANNEL
   g_cols += k == k_affine_cols;
 #endif
@@ -146,7 +150,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
      number modulo 3, 4 and 8), so that both kernels get their share of every kind of
      shape, seed after seed. */
   static unsigned ncase;
-  const int swap = (int)((ncase++ * 0x9E3779B9u) >> 31);
+  const int swap = bq__affine_force_entry < 0 && (int)((ncase++ * 0x9E3779B9u) >> 31); /* by_name: none */
   entry.fn[BQ__AFFINE_ROW] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
   entry.fn[BQ__AFFINE_ODD] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
   entry.fn[BQ__AFFINE_BLOCKS] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
@@ -355,16 +359,133 @@ Test(emulated_affine, shapes, .timeout = 600) {
     run(a, xtot, ytot, np, offx, offy, shape);
   }
   cr_assert(g_cases >= 60, "only %d cases had work", g_cases);
-#if EMU_GRAN == BQ_GRAN_CHANNEL
-  cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
+  /* the kernels the dispatch table turns off for this specialization are never taken (the
+     test by_name runs each of the others by name) */
+  if (!EMU_GA) cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
+  if (!EMU_FR) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
+  if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
+}
+
+/* ---- every entry point by name --------------------------------------------------------- */
+/* One case with the host made to take `entry` (bq__affine_force_entry): it must launch `fn`. */
+static void named_case(int entry, emu_kernel fn, const char *name, bq_args a, int64_t np, int off, const char *what) {
+  int64_t xtot, ytot;
+  char shape[256];
+  if (EMU_GRAN == BQ_GRAN_CHANNEL) {
+    xtot = 1;
+    for (int i = 0; i < a.rank; i++) xtot *= a.shape[i];
+    ytot = xtot;
+    snprintf(shape, sizeof shape, "%s: %s rank %d [%lld,%lld,%lld] axis %d", name, what, a.rank, (long long)a.shape[0],
+             (long long)a.shape[1], (long long)a.shape[2], a.axis);
+  } else if (EMU_GRAN == BQ_GRAN_TENSOR) {
+    xtot = ytot = a.numel;
+    snprintf(shape, sizeof shape, "%s: %s numel %lld", name, what, (long long)a.numel);
+  } else {
+    char rs[160];
+    emu_rows_case(&a, &xtot, &ytot, rs, sizeof rs);
+    snprintf(shape, sizeof shape, "%s: %s %s", name, what, rs);
+  }
+  bq__affine_force_entry = entry;
+  g_last = NULL;
+  run(a, xtot, ytot, np, off, off, shape);
+  bq__affine_force_entry = -1;
+  cr_assert(g_last == fn, "%s took another kernel", shape);
+}
+/* [rows, cols] (per token, per group of g) with row strides cols + pad; a single row, or
+   parameter rows dense */
+static bq_args rows_args(int64_t rows, int64_t cols, int64_t g, int64_t pad) {
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = rows;
+  a.cols = cols;
+  a.group_size = g;
+  a.x_row_stride = a.y_row_stride = pad ? cols + pad : 0;
+  return a;
+}
+static int64_t rows_params(const bq_args &a) {
+  return EMU_GRAN == BQ_GRAN_GROUP ? a.rows * (a.cols / a.group_size) : a.rows;
+}
+static bq_args channel_args(int rank, int64_t s0, int64_t s1, int64_t s2, int axis) {
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rank = rank;
+  a.shape[0] = s0;
+  a.shape[1] = s1;
+  a.shape[2] = s2;
+  a.axis = axis;
+  return a;
+}
+
+Test(emulated_affine, by_name, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T); /* elements an access */
+  const int al = 8 - (int)(21 % 8), un = al - 1; /* offsets that align every stream (a 21-element guard), and none */
+  (void)p, (void)al, (void)un;
+  /* the row kernel: aligned, straddling, odd, strided, short and long shapes */
+#if EMU_GRAN == BQ_GRAN_TENSOR
+  static const int64_t ns[] = {1, 7, 16, 64 * 8 + 3, 5000, 70001};
+  for (int i = 0; i < 6; i++) {
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.numel = ns[i];
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, 1, i % 2 ? un : al, "numel");
+  }
+#elif EMU_GRAN == BQ_GRAN_CHANNEL
+  /* the two row kernels, each on every shape */
+  const bq_args rowk[] = {channel_args(3, 3, 5, 7, 1), channel_args(2, 4, 2 * p, 1, 0), channel_args(1, 1000, 1, 1, 0),
+                          channel_args(3, 2, 9, 130, 1), channel_args(2, 3, 4 * p, 1, 1)};
+  for (int i = 0; i < 5; i++) {
+    const bq_args &a = rowk[i];
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, a.shape[a.axis], i % 2 ? un : al, "row");
+    named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, a.shape[a.axis], i % 2 ? un : al, "row");
+  }
+  /* the channel axis innermost: C a multiple of the columns a lane owns, 8 lanes' worth or more */
+  const int64_t cp = p < 4 ? p : 4;
+  for (int i = 0; i < 4; i++) {
+    const int64_t c = cp * (i == 0 ? 8 : i == 1 ? 9 : i == 2 ? 50 : 300), r = i == 3 ? 2 : 1 + 30 * i;
+    bq_args a = channel_args(2, r, c, 1, i % 2 ? -1 : 1);
+    named_case(BQ__AFFINE_COLS, k_affine_cols, "bq_affine_cols", a, c, al, "innermost");
+  }
+  if (EMU_GA) /* a channel's run a whole number of aligned accesses */
+    for (int i = 0; i < 4; i++) {
+      const int64_t m = i == 0 ? 1 : i == 1 ? 3 : i == 2 ? 40 : 130;
+      bq_args a = i % 2 ? channel_args(3, 2, 5, p * m, 1) : channel_args(2, 3, p * m, 1, 0);
+      named_case(BQ__AFFINE_BLOCKS, k_affine_blocks, "bq_affine_blocks", a, a.shape[a.axis], al, "aligned runs");
+    }
+  if (EMU_NA) /* runs of 64 elements or more, straddling (backward takes it only so) */
+    for (int i = 0; i < 3; i++) {
+      const int64_t g = i == 0 ? 65 : i == 1 ? 101 : 130;
+      bq_args a = channel_args(2, 1 + 2 * i, g, 1, 0);
+      named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, a.shape[0], un, "runs of 64 or more");
+    }
+#else
+  const int tok = EMU_GRAN == BQ_GRAN_TOKEN;
+  /* the row kernels: groups (rows) short, odd, whole accesses, long; rows strided or not */
+  static const int64_t gs[] = {3, 7, 16, 100, 1000};
+  for (int i = 0; i < 5; i++) {
+    const int64_t g = gs[i], cols = tok ? g : g * (i + 2), rows = i == 4 ? 2 : 1 + 7 * i;
+    bq_args a = rows_args(rows, cols, tok ? 0 : g, i % 2 ? 3 : 0);
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, rows_params(a), i % 3 ? un : al, "row");
+#if EMU_GRAN == BQ_GRAN_GROUP
+    named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, rows_params(a), i % 3 ? un : al, "row");
 #endif
-#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP /* both row kernels */
-  cr_assert(g_odd >= 8 && g_even >= 8, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
+  }
+  if (EMU_GA) /* blocks a whole number of accesses, rows 16-byte aligned */
+    for (int i = 0; i < 4; i++) {
+      const int64_t m = i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 40 : 130, g = p * m;
+      bq_args a = rows_args(i == 3 ? 2 : 1 + 3 * i, tok ? g : 3 * g, tok ? 0 : g, i % 2 ? 16 : 0);
+      named_case(BQ__AFFINE_BLOCKS, k_affine_blocks, "bq_affine_blocks", a, rows_params(a), al, "aligned blocks");
+    }
+  if (EMU_FR) /* one flat array whose accesses straddle blocks */
+    for (int i = 0; i < 4; i++) {
+      const int64_t g = i % 2 ? p * 13 + 3 : p * 5 + 1;
+      bq_args a = rows_args(i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 40 : 3, tok ? g : g * (1 + i), tok ? 0 : g, 0);
+      named_case(BQ__AFFINE_FLAT, k_affine_flat, "bq_affine_flat", a, rows_params(a), i == 3 ? un : al, "flat");
+    }
+  if (EMU_NA) /* blocks (rows) of 64 elements or more, straddling */
+    for (int i = 0; i < 3; i++) {
+      const int64_t g = i == 0 ? 64 : i == 1 ? 65 : 301;
+      bq_args a = rows_args(1 + 2 * i, tok ? g : 2 * g, tok ? 0 : g, i == 1 ? 5 : 0);
+      named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, rows_params(a), un, "blocks of 64 or more");
+    }
 #endif
-  if (EMU_GA) cr_assert(g_blocks >= 6, "only %d cases took bq_affine_blocks", g_blocks);
-  else cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
-  if (EMU_FR) cr_assert(g_flat >= 8, "only %d cases took bq_affine_flat", g_flat);
-  else cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
-  if (EMU_NA) cr_assert(g_narrow >= 8, "only %d cases took bq_affine_narrow", g_narrow);
-  else cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
 }

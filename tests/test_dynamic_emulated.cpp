@@ -45,7 +45,15 @@ static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dyn
 static void k1(const void *p) { (void)p; abort(); }
 #endif
 #endif
-static void init(void) { emu_test_init(); }
+static emu_kernel g_last; /* the last kernel launched */
+static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+  (void)gx, (void)gy, (void)bx, (void)smem;
+  g_last = k;
+}
+static void init(void) {
+  emu_test_init();
+  emu_launch_check = note_kernel;
+}
 TestSuite(emulated_dynamic, .init = init);
 
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
@@ -192,3 +200,31 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     run(a, xtot, ytot, np, offx, offy, shape);
   }
 }
+
+#if EMU_GRAN == BQ_GRAN_TOKEN
+/* Both per-token entry points by name (bq__dynamic_force_entry), each over short, odd, long
+   (past bq_dynamic's on-chip rows and past bq_dynamic_long's), strided and contiguous rows:
+   every case must launch the kernel named. */
+Test(emulated_dynamic, by_name, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T);
+  static const int64_t colsp[] = {1, 7, 64, 1025, 4097, 9000}; /* accesses a row */
+  for (int e = 0; e < 2; e++)
+    for (int i = 0; i < 6; i++) {
+      bq_args a;
+      memset(&a, 0, sizeof a);
+      a.rows = i < 3 ? 1 + 5 * i : 2;
+      a.cols = p * colsp[i] + (i % 2 ? 0 : p / 2);
+      a.x_row_stride = i % 3 == 1 ? a.cols + 3 : 0;
+      a.y_row_stride = i % 3 == 2 ? a.cols + 5 : 0;
+      int64_t xtot, ytot;
+      char shape[160], what[200];
+      emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
+      snprintf(what, sizeof what, "%s: %s", e ? "bq_dynamic_long" : "bq_dynamic", shape);
+      bq__dynamic_force_entry = e ? BQ__DYN_LONG : BQ__DYN_ROW;
+      g_last = NULL;
+      run(a, xtot, ytot, a.rows, i % 2, i % 3 == 0 ? 3 : 0, what);
+      bq__dynamic_force_entry = -1;
+      cr_assert(g_last == (e ? (emu_kernel)k1 : (emu_kernel)k0), "%s took another kernel", what);
+    }
+}
+#endif
