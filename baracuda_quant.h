@@ -908,10 +908,11 @@ BQ__FN const bq__nvrtc_api *bq__nvrtc_get(void) {
 static const char bq__src_affine_cu[] =
   "// affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for\n"
   "// every granularity: per tensor, per channel, per token and per group.\n"
-  "// Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake\n"
-  "// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;\n"
-  "// BQ_U, BQ_GA, BQ_FR and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and\n"
-  "// bq_affine_narrow's accesses per lane.\n"
+  "// Prelude defines (besides common.cuh's), in the names of the public enums: BQ_OP\n"
+  "// (BQ_OP_QUANTIZE, BQ_OP_DEQUANTIZE, BQ_OP_FAKE_QUANTIZE), BQ_DIR (BQ_DIR_FORWARD,\n"
+  "// BQ_DIR_BACKWARD), BQ_GRAN (BQ_GRAN_TENSOR, _CHANNEL, _TOKEN, _GROUP); BQ_U, BQ_GA, BQ_FR\n"
+  "// and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and bq_affine_narrow's\n"
+  "// accesses per lane.\n"
   "//\n"
   "// The data is [rows, cols] with a row stride per stream (per tensor and per channel are\n"
   "// one dense row; per channel with the channel axis innermost has its own kernel, at the\n"
@@ -935,11 +936,13 @@ static const char bq__src_affine_cu[] =
   "// group's parameters by a select. f64 quantize takes bq_affine_narrow, bq_affine_blocks'\n"
   "// layout over accesses of one element, where the host says so.\n"
   "\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "#define BQ_BWD (BQ_DIR == BQ_DIR_BACKWARD) // the straight-through gradient\n"
+  "\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
   "typedef bq_t bq_in0;\n"
   "typedef bq_i bq_out;\n"
   "#define BQ_HAS_IN1 0\n"
-  "#elif BQ_OP == 2 && !BQ_BWD\n"
+  "#elif BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD\n"
   "typedef bq_i bq_in0;\n"
   "typedef bq_t bq_out;\n"
   "#define BQ_HAS_IN1 0\n"
@@ -950,7 +953,7 @@ static const char bq__src_affine_cu[] =
   "#else\n"
   "typedef bq_t bq_in0; // dy\n"
   "typedef bq_t bq_out; // dx\n"
-  "#define BQ_HAS_IN1 (BQ_OP != 2) // x, for the mask\n"
+  "#define BQ_HAS_IN1 (BQ_OP != BQ_OP_DEQUANTIZE) // x, for the mask\n"
   "#endif\n"
   "typedef bq_t bq_in1;\n"
   "\n"
@@ -959,19 +962,19 @@ static const char bq__src_affine_cu[] =
   "#define BQ_P ((int)(16 / BQ_LEAD_SIZE)) // elements per access\n"
   "// BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)\n"
   "#define BQ_TILE (32 * BQ_U)             // accesses per warp tile\n"
-  "#define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream\n"
+  "#define BQ_OUT_LEADS (BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD) // dequantize forward writes the wide stream\n"
   "// Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare\n"
   "// each parameter block's scale once, in shared memory (bq_slots); the other ops look each\n"
   "// access's scale and zero point up, which is faster for them (dequantize has no reciprocal\n"
   "// to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).\n"
-  "// The host's bq__affine_slots says the same.\n"
-  "#define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))\n"
+  "// The host's dispatch table (bq__affine_table's u) follows the same rule.\n"
+  "#define BQ_SLOTS ((BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP) && BQ_OP != BQ_OP_DEQUANTIZE && (!BQ_BWD || BQ_FT == BQ_TYPE_F64))\n"
   "#define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together\n"
   "// f64 quantize (per group; per channel forward only) prepares the parameter blocks of an\n"
   "// item at once, not tile by tile, which is faster for it. In the other slot kernels the\n"
   "// same code is slower (its spills grow) and the host gives per channel items of one tile\n"
   "// (bq__affine_run says the same).\n"
-  "#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == 1 && BQ_OP == 1 && (BQ_GRAN == 3 || !BQ_BWD))\n"
+  "#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == BQ_TYPE_F64 && BQ_OP == BQ_OP_QUANTIZE && (BQ_GRAN == BQ_GRAN_GROUP || !BQ_BWD))\n"
   "\n"
   "struct bq_affine_params {\n"
   "  bq_u64 in0, in1, out;                 // device pointers\n"
@@ -1000,16 +1003,16 @@ static const char bq__src_affine_cu[] =
   "\n"
   "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,\n"
   "                                                  bool *fix) {\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "  if (fix) return (bq_out)bq_quantize_int(bq_to_c(a), s, z); // the tile checked z.iok\n"
   "#endif\n"
   "  return (bq_out)bq_quantize(bq_to_c(a), s, z);\n"
-  "#elif BQ_OP == 2 && !BQ_BWD\n"
+  "#elif BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD\n"
   "  return bq_from_c(bq_dequantize((int)a, s.s, z));\n"
-  "#elif BQ_OP == 3 && !BQ_BWD\n"
+  "#elif BQ_OP == BQ_OP_FAKE_QUANTIZE && !BQ_BWD\n"
   "  return bq_from_c(bq_fake_quantize(bq_to_c(a), s, z));\n"
-  "#elif BQ_OP == 1\n"
+  "#elif BQ_OP == BQ_OP_QUANTIZE\n"
   "  if (!bq_in_range(bq_to_c(b), s, z)) return (bq_out)0;\n"
   "  if (fix) {\n"
   "    bool ok;\n"
@@ -1018,7 +1021,7 @@ static const char bq__src_affine_cu[] =
   "    return bq_from_c(v);\n"
   "  }\n"
   "  return bq_from_c(bq_div(bq_to_c(a), s.s));\n"
-  "#elif BQ_OP == 2\n"
+  "#elif BQ_OP == BQ_OP_DEQUANTIZE\n"
   "  return bq_from_c(bq_mul(bq_to_c(a), s.s));\n"
   "#else\n"
   "  return bq_in_range(bq_to_c(b), s, z) ? a : (bq_out)0;\n"
@@ -1036,7 +1039,7 @@ static const char bq__src_affine_cu[] =
   "  bq_zp z;\n"
   "};\n"
   "static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "  bq_i64 i = q.base + q.g;\n"
   "  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));\n"
   "  q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;\n"
@@ -1045,18 +1048,18 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,\n"
   "                                                bq_i64 k) {\n"
-  "#if BQ_GRAN == 0\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  q.s = bq_scale_of((bq_c)p.scale);\n"
   "  q.zp = p.zp;\n"
   "  q.z = bq_zp_of(q.zp);\n"
-  "#elif BQ_GRAN == 2\n"
+  "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + r)));\n"
   "  q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;\n"
   "  q.z = bq_zp_of(q.zp);\n"
   "#else\n"
   "  bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
   "  q.rem = k - g * p.group;\n"
-  "#if BQ_GRAN == 1\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
   "  const bq_i64 m = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)g, p.fd_gmod) : bq_div64(g, p.gmod);\n"
   "  g -= m * p.gmod;\n"
   "  q.base = 0;\n"
@@ -1067,19 +1070,19 @@ static const char bq__src_affine_cu[] =
   "  bq_qp_load(q, p);\n"
   "#endif\n"
   "}\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "// The next parameter block's scale and zero point (per channel, the channel after the last\n"
   "// is the first)\n"
   "static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_affine_params &p) {\n"
   "  ++q.g;\n"
-  "#if BQ_GRAN == 1\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
   "  if (q.g == p.gmod) q.g = 0;\n"
   "#endif\n"
   "  bq_qp_load(q, p);\n"
   "}\n"
   "#endif\n"
   "static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "  if (++q.rem == p.group) {\n"
   "    q.rem = 0;\n"
   "    bq_qp_next_block(q, p);\n"
@@ -1121,12 +1124,12 @@ static const char bq__src_affine_cu[] =
   "static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> &a, const bq_piece<bq_in1, P> &b,\n"
   "                                                      const bq_scale &s, const bq_zp &z, bq_piece<bq_out, P> &y,\n"
   "                                                      bool *fix) {\n"
-  "#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64\n"
   "  if (NEAR && s.plain && z.near) {\n"
   "    bq_quantize_near<true>(a.e, s, z.zp, y.e);\n"
   "    return;\n"
   "  }\n"
-  "#elif BQ_OP == 1 && BQ_FT != 1\n"
+  "#elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
   "  if (NEAR && s.plain) { // quantize backward: the mask and the division from the prepared scale\n"
   "    bool ok = true;\n"
   "#pragma unroll\n"
@@ -1141,7 +1144,7 @@ static const char bq__src_affine_cu[] =
   "  for (int j = 0; j < P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);\n"
   "}\n"
   "\n"
-  "#if BQ_GRAN != 0\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "// The parameter block of element k of a row (of the flat tensor, in bq_affine_flat): its\n"
   "// group (per group), its run of p.group elements of one channel (per channel; the\n"
   "// channel is the block modulo p.gmod), or its row (per token in bq_affine_flat, where the\n"
@@ -1150,7 +1153,7 @@ static const char bq__src_affine_cu[] =
   "  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);\n"
   "}\n"
   "#endif\n"
-  "#if BQ_GRAN != 0\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "// A block's scale and zero point, prepared: what a warp shares through shared memory. (Per\n"
   "// token, bq_affine_blocks' one block a row.)\n"
   "struct bq_prep {\n"
@@ -1158,9 +1161,9 @@ static const char bq__src_affine_cu[] =
   "  bq_zp z;\n"
   "};\n"
   "static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {\n"
-  "#if BQ_GRAN == 1\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
   "  const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;\n"
-  "#elif BQ_GRAN == 2\n"
+  "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  const bq_i64 i = r + b; // b == 0\n"
   "#else\n"
   "  const bq_i64 i = r * p.grs + b;\n"
@@ -1202,7 +1205,7 @@ static const char bq__src_affine_cu[] =
   "#if BQ_SLOTS\n"
   "  __shared__ bq_prep bq_slots[8][32]; // a warp's prepared parameter blocks\n"
   "#endif\n"
-  "#if BQ_GRAN == 0\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  bq_qparams qt; // per tensor: prepared once per thread, not per tile\n"
   "  bq_qp_at(qt, p, 0, 0);\n"
   "#endif\n"
@@ -1210,8 +1213,8 @@ static const char bq__src_affine_cu[] =
   "  const bq_i64 work = p.rows * p.chunks;\n"
   "  for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;\n"
   "       w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {\n"
-  "#if BQ_GRAN <= 1\n"
-  "#if BQ_GRAN == 1 && BQ_ITEM_SLOTS && !BQ_BWD\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL && BQ_ITEM_SLOTS && !BQ_BWD\n"
   "    const bq_i64 r = 0, t0 = w * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles; // one dense row\n"
   "#else\n"
   "    const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)\n"
@@ -1225,7 +1228,7 @@ static const char bq__src_affine_cu[] =
   "      r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);\n"
   "      c = w - r * p.chunks;\n"
   "    }\n"
-  "#if BQ_OP == 2\n"
+  "#if BQ_OP == BQ_OP_DEQUANTIZE\n"
   "    const bq_i64 t0 = c, t1 = c + 1; // dequantize: a tile per item (p.tpw == 1), more warps in flight\n"
   "#else\n"
   "    const bq_i64 t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;\n"
@@ -1239,7 +1242,7 @@ static const char bq__src_affine_cu[] =
   "    int w_in0, w_in1, w_out;\n"
   "    bq_stream_widths(in0, in1, out, cols, pro, w_in0, w_in1, w_out);\n"
   "    const bq_i64 nacc = (cols - pro) / BQ_P;\n"
-  "#if BQ_GRAN == 2\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "    bq_qparams qt; // per token: once per item, loaded after its first tile's data\n"
   "#endif\n"
   "#if BQ_SLOTS\n"
@@ -1282,7 +1285,7 @@ static const char bq__src_affine_cu[] =
   "        }\n"
   "      }\n"
   "      unsigned redo = 0; // bit u: access u is redone element by element below\n"
-  "#if BQ_GRAN == 2\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "      if (t == t0) bq_qp_at(qt, p, r, 0);\n"
   "#endif\n"
   "#if BQ_SLOTS\n"
@@ -1329,7 +1332,7 @@ static const char bq__src_affine_cu[] =
   "              redo |= 1u << u;\n"
   "              continue;\n"
   "            }\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
   "            if (!qa.z.iok || (two && !slots[d + 1].z.iok)) { // a zero point within the\n"
   "              redo |= 1u << u;                               // q-range's width of an int32 limit\n"
   "              continue;\n"
@@ -1337,7 +1340,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "            bq_piece<bq_out> y;\n"
   "            bool fix = false;\n"
-  "            bq_apply_piece<!TWO && BQ_FT >= 2>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);\n"
+  "            bq_apply_piece<!TWO && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);\n"
   "            if (TWO && two) { // the elements from cut[u] on take the next block's parameters\n"
   "              const bq_prep &qb = slots[d + 1];\n"
   "              bq_piece<bq_out> y2;\n"
@@ -1353,7 +1356,7 @@ static const char bq__src_affine_cu[] =
   "        if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them\n"
   "      }\n"
   "#else\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "      // dequantize and backward: each access looks its scale and zero point up (no slots).\n"
   "      // An access that straddles a block boundary is redone element by element, or, in\n"
   "      // bq_affine_odd (TWO) where blocks are at least an access long, computed in registers\n"
@@ -1370,7 +1373,7 @@ static const char bq__src_affine_cu[] =
   "      for (int u = 0; u < BQ_U; u++) {\n"
   "        const bq_i64 acc = a0 + u * 32;\n"
   "        if (acc < nacc && !(redo >> u & 1)) {\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "          const bq_qparams &q = qs[u];\n"
   "#else\n"
   "          const bq_qparams &q = qt;\n"
@@ -1378,7 +1381,7 @@ static const char bq__src_affine_cu[] =
   "          bq_piece<bq_out> y;\n"
   "          bool fix = false;\n"
   "          bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "          if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters\n"
   "            bq_qparams q2 = q;\n"
   "            bq_qp_next_block(q2, p);\n"
@@ -1450,11 +1453,11 @@ static const char bq__src_affine_cu[] =
   "#define BQ_BOUNDS __launch_bounds__(256)\n"
   "#endif\n"
   "extern \"C\" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
-  "#if BQ_GRAN == 1 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
   "// bq_affine_odd of dequantize (f32, f16, bf16) is held to 4 blocks an SM, one more than\n"
   "// its registers would otherwise allow, which is faster. f64 is not bounded: held to that\n"
   "// bound it spills.\n"
-  "#if BQ_OP == 2 && BQ_FT != 1\n"
+  "#if BQ_OP == BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64\n"
   "#define BQ_BOUNDS_ODD __launch_bounds__(256, 4)\n"
   "#else\n"
   "#define BQ_BOUNDS_ODD BQ_BOUNDS\n"
@@ -1462,7 +1465,7 @@ static const char bq__src_affine_cu[] =
   "extern \"C\" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN != 0\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "// Per channel and per group (and per token, a block a row) where no access straddles two\n"
   "// parameter blocks: blocks of p.group elements (a group; per channel, a run of one channel)\n"
   "// that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at\n"
@@ -1474,7 +1477,7 @@ static const char bq__src_affine_cu[] =
   "// the block's scale and zero point once, in registers, for all of them: no shared memory, no\n"
   "// barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)\n"
   "// BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead\n"
-  "// (bq__affine_ga says which, and why), where this kernel is empty and never launched.\n"
+  "// (bq__affine_table's ga says which, and why), where this kernel is empty and never launched.\n"
   "// Per group, f64 quantize forward is held to 4 blocks an SM: its registers, a few over the\n"
   "// bound, would otherwise allow one block fewer.\n"
   "// The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.\n"
@@ -1521,7 +1524,7 @@ static const char bq__src_affine_cu[] =
   "      const bq_u32 acc = a0 + (bq_u32)(u * gl);\n"
   "      if (acc >= gc) continue;\n"
   "      bool fix = false;\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
   "      fix = !q.z.iok; // a zero point within the q-range's width of an int32 limit\n"
   "#endif\n"
   "      bq_piece<bq_out, P> y;\n"
@@ -1539,7 +1542,7 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
-  "#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD\n"
+  "#if BQ_GRAN == BQ_GRAN_GROUP && BQ_OP == BQ_OP_QUANTIZE && BQ_FT == BQ_TYPE_F64 && !BQ_BWD\n"
   "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)\n"
   "#else\n"
   "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)\n"
@@ -1564,7 +1567,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN == 2 || BQ_GRAN == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP\n"
   "// Per group over contiguous data: every row stride the row length and the parameter rows\n"
   "// dense, so the tensor is one flat array whose element e belongs to group e / G and the row\n"
   "// boundaries (and their prologues) disappear. Per token the same with G the row length, on\n"
@@ -1579,7 +1582,7 @@ static const char bq__src_affine_cu[] =
   "// group's reciprocal is prepared once a tile. Where a group of the tile rules out the fast\n"
   "// forms, the tile takes bq_apply's (bq_flat_near), and where it rules out those too, its\n"
   "// elements are redone one by one (bq_flat_ok). BQ_FR comes from the\n"
-  "// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which,\n"
+  "// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_table's fr says which,\n"
   "// and why).\n"
   "\n"
   "// A prepared scale and zero point taken from a or b, field by field, so that both stay in\n"
@@ -1592,7 +1595,7 @@ static const char bq__src_affine_cu[] =
   "  q.m = first ? a.m : b.m;\n"
   "  q.corr = first ? a.corr : b.corr;\n"
   "  q.plain = first ? a.plain : b.plain;\n"
-  "#if BQ_FT != 1\n"
+  "#if BQ_FT != BQ_TYPE_F64\n"
   "  q.dlo = first ? a.dlo : b.dlo;\n"
   "  q.dhi = first ? a.dhi : b.dhi;\n"
   "#endif\n"
@@ -1631,7 +1634,7 @@ static const char bq__src_affine_cu[] =
   "static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,\n"
   "                                                     const bq_prep &A, const bq_prep &B, int cut,\n"
   "                                                     bq_piece<bq_out> &y, bool *fix) {\n"
-  "#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64\n"
   "  if constexpr (NEAR) {\n"
   "    int t[BQ_P];\n"
   "#pragma unroll\n"
@@ -1642,7 +1645,7 @@ static const char bq__src_affine_cu[] =
   "#pragma unroll\n"
   "    for (int j = 0; j < BQ_P; j += 4) *(bq_u32 *)&y.e[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);\n"
   "  } else\n"
-  "#elif BQ_OP == 1 && BQ_FT != 1\n"
+  "#elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
   "  if constexpr (NEAR) {\n"
   "    // bq_div_near's window for both groups: their intersection (an element outside it takes\n"
   "    // the general formulas, exact either way; only |dy| beyond |s| 2^+-96 leaves it)\n"
@@ -1659,7 +1662,7 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "    *fix |= !ok;\n"
   "  } else\n"
-  "#elif BQ_OP == 3 && !BQ_BWD\n"
+  "#elif BQ_OP == BQ_OP_FAKE_QUANTIZE && !BQ_BWD\n"
   "  if constexpr (NEAR) {\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < BQ_P; j++) {\n"
@@ -1680,11 +1683,11 @@ static const char bq__src_affine_cu[] =
   "// bq_fake_quantize_near's for fake quantize forward (f64 quantize backward is slower with a\n"
   "// fast form, so it has none);\n"
   "static __device__ __forceinline__ bool bq_flat_near(const bq_prep &q) {\n"
-  "#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64\n"
   "  return q.s.plain && q.z.near;\n"
-  "#elif BQ_OP == 1 && BQ_FT != 1\n"
+  "#elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
   "  return q.s.plain;\n"
-  "#elif BQ_OP == 3 && !BQ_BWD\n"
+  "#elif BQ_OP == BQ_OP_FAKE_QUANTIZE && !BQ_BWD\n"
   "  return q.s.plain && q.z.lo == q.z.a && q.z.hi == q.z.b;\n"
   "#else\n"
   "  return false;\n"
@@ -1692,7 +1695,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "// and whether they allow bq_apply's forms at all (quantize's integer form needs z.iok).\n"
   "static __device__ __forceinline__ bool bq_flat_ok(const bq_prep &q) {\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
   "  return q.z.iok;\n"
   "#else\n"
   "  return true;\n"
@@ -1703,7 +1706,7 @@ static const char bq__src_affine_cu[] =
   "// Quantize and fake quantize forward with f32 compute are held to 4 blocks an SM, one more\n"
   "// than their registers would otherwise allow, which is faster. Dequantize is slower under\n"
   "// the bound and f64 gains nothing, so neither is bounded.\n"
-  "#if !BQ_BWD && BQ_OP != 2 && BQ_FT != 1\n"
+  "#if !BQ_BWD && BQ_OP != BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64\n"
   "#define BQ_BOUNDS_FLAT __launch_bounds__(256, 4)\n"
   "#else\n"
   "#define BQ_BOUNDS_FLAT __launch_bounds__(256)\n"
@@ -1783,7 +1786,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN == 1\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
   "// Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)\n"
   "// with a scale and zero point per column. The host takes this kernel when C % BQ_CP == 0 and\n"
   "// every stream is aligned to its chunk. Each lane owns BQ_CP columns, prepares their scales\n"
@@ -1795,10 +1798,10 @@ static const char bq__src_affine_cu[] =
   "// Rows in flight per lane: 64 bytes of the lead stream (32 for fake quantize, whose columns\n"
   "// keep more parameters in registers). (Dequantize forward, whose lead is the output, is no\n"
   "// faster with more rows of its int8 input in flight.)\n"
-  "#define BQ_R ((int)((BQ_OP == 3 ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))\n"
+  "#define BQ_R ((int)((BQ_OP == BQ_OP_FAKE_QUANTIZE ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))\n"
   "// A block's rows in flight: consecutive rows (f64, dequantize forward), or rows gridDim.y\n"
   "// apart (the others), whichever reads faster for that kernel.\n"
-  "#define BQ_CONSEC (BQ_FT == 1 || (BQ_OP == 2 && !BQ_BWD))\n"
+  "#define BQ_CONSEC (BQ_FT == BQ_TYPE_F64 || (BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD))\n"
   "\n"
   "// The column kernel's rows, for the lane's columns c0 .. c0 + BQ_CP - 1 with their prepared\n"
   "// scales and zero points. NEAR (quantize backward, every column's scale plain): the fast\n"
@@ -1831,7 +1834,7 @@ static const char bq__src_affine_cu[] =
   "    for (int i = 0; i < R; i++) {\n"
   "      if (r + i * step < p.rows) {\n"
   "        bq_chunk<bq_out, BQ_CP> y;\n"
-  "#if BQ_OP == 1 && BQ_BWD && BQ_FT != 1\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && BQ_BWD && BQ_FT != BQ_TYPE_F64\n"
   "        if (NEAR) { // quantize backward as bq_apply_piece's fast form: no division in the loop\n"
   "          bool ok = true;\n"
   "#pragma unroll\n"
@@ -1875,12 +1878,12 @@ static const char bq__src_affine_cu[] =
   "  for (int j = 0; j < BQ_CP; j++) {\n"
   "    s[j] = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + c0 + j)));\n"
   "    z[j] = bq_zp_of(p.zps ? __ldg((const int *)p.zps + c0 + j) : 0);\n"
-  "#if BQ_OP == 1 && !BQ_BWD\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
   "    slow |= !z[j].iok;\n"
   "#endif\n"
   "    plain &= s[j].plain;\n"
   "  }\n"
-  "#if BQ_OP == 1 && BQ_BWD && BQ_FT != 1\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && BQ_BWD && BQ_FT != BQ_TYPE_F64\n"
   "  if (plain) bq_cols_rows<true, BQ_R / 2>(p, s, z, slow, c0);\n"
   "  else\n"
   "#endif\n"
@@ -1892,11 +1895,12 @@ static const char bq__src_common_cuh[] =
   "// common.cuh - types, conversions and the affine rounding rules shared by every kernel.\n"
   "// Self-contained on purpose: NVRTC sees no CUDA headers on a user's machine. The host\n"
   "// prepends a prelude of #defines that specializes this file (see baracuda_quant.h,\n"
-  "// \"kernel specialization\"):\n"
-  "//   BQ_FT   float type T: 0 f32, 1 f64, 2 f16, 3 bf16\n"
-  "//   BQ_IT   int type I: 0 s8, 1 u8\n"
+  "// \"kernel specialization\"). Its values are the names of the public enums' values, which it\n"
+  "// defines first (BQ_TYPE_F32, BQ_GRAN_TOKEN, BQ_OP_QUANTIZE, ...):\n"
+  "//   BQ_FT   float type T: BQ_TYPE_F32, BQ_TYPE_F64, BQ_TYPE_F16 or BQ_TYPE_BF16\n"
+  "//   BQ_IT   int type I: BQ_TYPE_S8 or BQ_TYPE_U8\n"
   "//   BQ_QMIN, BQ_QMAX   the q-range\n"
-  "//   BQ_ST   scale array element type: 0 = T, 1 = f32\n"
+  "//   BQ_ST   scale array element type: BQ_TYPE_F32 or T\n"
   "// Numerics: docs/numerics.md in the repository. Every rounding is explicit\n"
   "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
   "\n"
@@ -1906,21 +1910,21 @@ static const char bq__src_common_cuh[] =
   "typedef long long bq_i64;\n"
   "typedef unsigned long long bq_u64;\n"
   "\n"
-  "#if BQ_FT == 1\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
   "typedef double bq_c; // compute type C\n"
   "#else\n"
   "typedef float bq_c;\n"
   "#endif\n"
   "\n"
-  "#if BQ_FT == 0\n"
+  "#if BQ_FT == BQ_TYPE_F32\n"
   "typedef float bq_t;\n"
-  "#elif BQ_FT == 1\n"
+  "#elif BQ_FT == BQ_TYPE_F64\n"
   "typedef double bq_t;\n"
   "#else\n"
   "typedef bq_u16 bq_t; // f16 / bf16 bits\n"
   "#endif\n"
   "\n"
-  "#if BQ_IT == 0\n"
+  "#if BQ_IT == BQ_TYPE_S8\n"
   "typedef signed char bq_i;\n"
   "#define BQ_I_MIN (-128)\n"
   "#define BQ_I_MAX 127\n"
@@ -1930,7 +1934,7 @@ static const char bq__src_common_cuh[] =
   "#define BQ_I_MAX 255\n"
   "#endif\n"
   "\n"
-  "#if BQ_ST == 1\n"
+  "#if BQ_ST == BQ_TYPE_F32\n"
   "typedef float bq_s; // scale array element\n"
   "#else\n"
   "typedef bq_t bq_s;\n"
@@ -1959,7 +1963,7 @@ static const char bq__src_common_cuh[] =
   "// to 32 bits)\n"
   "static __device__ __forceinline__ int bq_cvt_sat(float v) {\n"
   "  int r;\n"
-  "#if BQ_IT == 0\n"
+  "#if BQ_IT == BQ_TYPE_S8\n"
   "  asm(\"cvt.rni.s8.f32 %0, %1;\" : \"=r\"(r) : \"f\"(v));\n"
   "#else\n"
   "  asm(\"cvt.rni.u8.f32 %0, %1;\" : \"=r\"(r) : \"f\"(v));\n"
@@ -1977,7 +1981,7 @@ static const char bq__src_common_cuh[] =
   "// first, and the third operand's low half above them.)\n"
   "static __device__ __forceinline__ bq_u32 bq_pack4(int e0, int e1, int e2, int e3) {\n"
   "  bq_u32 hi, w;\n"
-  "#if BQ_IT == 0\n"
+  "#if BQ_IT == BQ_TYPE_S8\n"
   "  asm(\"cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;\" : \"=r\"(hi) : \"r\"(e3), \"r\"(e2));\n"
   "  asm(\"cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;\" : \"=r\"(w) : \"r\"(e1), \"r\"(e0), \"r\"(hi));\n"
   "#else\n"
@@ -1993,32 +1997,32 @@ static const char bq__src_common_cuh[] =
   "\n"
   "// T <-> C. T -> C is exact; C -> T rounds to nearest even.\n"
   "static __device__ __forceinline__ bq_c bq_to_c(bq_t v) {\n"
-  "#if BQ_FT == 2\n"
+  "#if BQ_FT == BQ_TYPE_F16\n"
   "  return bq_f16_to_f32(v);\n"
-  "#elif BQ_FT == 3\n"
+  "#elif BQ_FT == BQ_TYPE_BF16\n"
   "  return bq_bf16_to_f32(v);\n"
   "#else\n"
   "  return v;\n"
   "#endif\n"
   "}\n"
   "static __device__ __forceinline__ bq_t bq_from_c(bq_c v) {\n"
-  "#if BQ_FT == 2\n"
+  "#if BQ_FT == BQ_TYPE_F16\n"
   "  return bq_f32_to_f16(v);\n"
-  "#elif BQ_FT == 3\n"
+  "#elif BQ_FT == BQ_TYPE_BF16\n"
   "  return bq_f32_to_bf16(v);\n"
   "#else\n"
   "  return v;\n"
   "#endif\n"
   "}\n"
   "static __device__ __forceinline__ bq_c bq_scale_to_c(bq_s v) {\n"
-  "#if BQ_ST == 1\n"
+  "#if BQ_ST == BQ_TYPE_F32\n"
   "  return v;\n"
   "#else\n"
   "  return bq_to_c(v);\n"
   "#endif\n"
   "}\n"
   "\n"
-  "#if BQ_FT == 1\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
   "static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __ddiv_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __dmul_rn(a, b); }\n"
   "static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __dadd_rn(a, b); }\n"
@@ -2100,7 +2104,7 @@ static const char bq__src_common_cuh[] =
   "  z.ib = (int)b;\n"
   "  z.zp = zp;\n"
   "  z.near = zp >= -BQ_NEAR_ZP && zp <= BQ_NEAR_ZP;\n"
-  "#if BQ_FT == 1\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
   "  z.lo = z.a = (double)a;\n"
   "  z.hi = z.b = (double)b;\n"
   "  z.base = BQ_QMIN;\n"
@@ -2139,7 +2143,7 @@ static const char bq__src_common_cuh[] =
   "  bq_c ss, rcp, m; // the scaled scale, its reciprocal, the power of two\n"
   "  bool corr;       // apply the correction (s finite and nonzero)\n"
   "  bool plain;      // m == 1 and corr: bq_quantize_near applies\n"
-  "#if BQ_FT != 1\n"
+  "#if BQ_FT != BQ_TYPE_F64\n"
   "  float dlo, dhi; // bq_div_near's window for |dy|\n"
   "#endif\n"
   "};\n"
@@ -2152,7 +2156,7 @@ static const char bq__src_common_cuh[] =
   "  q.rcp = bq_rcp(q.ss);\n"
   "  q.corr = a > (bq_c)0 && a <= BQ_C_MAX;\n"
   "  q.plain = q.m == (bq_c)1 && q.corr;\n"
-  "#if BQ_FT != 1\n"
+  "#if BQ_FT != BQ_TYPE_F64\n"
   "  q.dlo = fmaxf(0x1p-96f, __fmul_rn(a, 0x1p-96f));\n"
   "  q.dhi = fminf(__fmul_rn(a, 0x1p96f), 0x1.fffffep127f); // finite: an infinite dy divides outright\n"
   "#endif\n"
@@ -2173,7 +2177,7 @@ static const char bq__src_common_cuh[] =
   "// ensures (checked against IEEE division on 2.7e8 such quotients, hard cases included). The\n"
   "// test reads x's exponent with integer operations; x = +-0 gives q0, exact with its sign.\n"
   "static __device__ __forceinline__ bq_c bq_div_by(bq_c x, const bq_scale &q, bool &ok) {\n"
-  "#if BQ_FT == 1\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
   "  const double q0 = __dmul_rn(x, q.rcp);\n"
   "  const int hi = __double2hiint(x);\n"
   "  const bool zero = ((hi & 0x7fffffff) | __double2loint(x)) == 0;\n"
@@ -2216,7 +2220,7 @@ static const char bq__src_common_cuh[] =
   "  const int r = bq_rne_int(bq_quotient_plain<false>(x, s)); // NaN -> 0\n"
   "  return min(max(r, z.ia), z.ib) + z.zp;\n"
   "}\n"
-  "#if BQ_FT != 1\n"
+  "#if BQ_FT != BQ_TYPE_F64\n"
   "// And with zero point 0 (symmetric dynamic quantization) in f32: the conversion to the int\n"
   "// type rounds half to even, saturates to the type's range and maps NaN to 0 by itself, so\n"
   "// only q-range bounds inside that range need a clamp: four operations an element.\n"
@@ -2387,9 +2391,9 @@ static const char bq__src_common_cuh[] =
   "\n"
   "// C -> scale element type, rounding to nearest even.\n"
   "static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {\n"
-  "#if BQ_ST == 1 && BQ_FT == 1\n"
+  "#if BQ_ST == BQ_TYPE_F32 && BQ_FT == BQ_TYPE_F64\n"
   "  return __double2float_rn(v);\n"
-  "#elif BQ_ST == 1\n"
+  "#elif BQ_ST == BQ_TYPE_F32\n"
   "  return v;\n"
   "#else\n"
   "  return bq_from_c(v);\n"
@@ -2427,7 +2431,8 @@ static const char bq__src_dynamic_cu[] =
   "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
   "// from the data, then the data quantized with exactly the stored scale.\n"
   "// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric\n"
-  "// (min/max with a zero point); BQ_DSCOPE 0 per tensor, 2 per token, 3 per group.\n"
+  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;\n"
+  "// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).\n"
   "//\n"
   "// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns\n"
   "// it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),\n"
@@ -2443,15 +2448,11 @@ static const char bq__src_dynamic_cu[] =
   "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
   "\n"
   "#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access\n"
-  "// Accesses per thread kept on chip: 4 (64 bytes, 16 registers) in bq_dynamic, whose teams\n"
-  "// have up to BQ_BLOCK threads; 8 in bq_dynamic_long (per token), whose teams have up to\n"
-  "// BQ_LONG_TEAM, for rows past 256 threads' 4 accesses: fewer, fuller threads a row keep more\n"
-  "// rows on an SM, so that one row's reduction and stores overlap the others' loads.\n"
-  "#define BQ_CPT 4\n"
-  "#define BQ_LONG_CPT 8\n"
-  "#define BQ_DU 4          // accesses in flight per thread in the streaming loops\n"
-  "#define BQ_BLOCK 1024    // the largest team of bq_dynamic, and the per-tensor kernels' block\n"
-  "#define BQ_LONG_TEAM 512 // the largest team of bq_dynamic_long\n"
+  "// Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK\n"
+  "// threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per\n"
+  "// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table\n"
+  "// (bq__dynamic_table), which says why.\n"
+  "#define BQ_DU 4 // accesses in flight per thread in the streaming loops\n"
   "\n"
   "struct bq_dynamic_params {\n"
   "  bq_u64 x, y, scales, zps, partial;\n"
@@ -2548,10 +2549,10 @@ static const char bq__src_dynamic_cu[] =
   "// (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)\n"
   "static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {\n"
   "  if (q.bounded) { // uniform across the segment\n"
-  "#if !BQ_ASYM && BQ_FT != 1\n"
+  "#if !BQ_ASYM && BQ_FT != BQ_TYPE_F64\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);\n"
-  "#elif BQ_FT != 1\n"
+  "#elif BQ_FT != BQ_TYPE_F64\n"
   "    bq_quantize_near<false>(a.e, q.s, q.zp, o.e); // the zero point lies in the q-range\n"
   "#else\n"
   "#pragma unroll\n"
@@ -2656,7 +2657,7 @@ static const char bq__src_dynamic_cu[] =
   "  }\n"
   "}\n"
   "\n"
-  "#if BQ_DSCOPE == 3\n"
+  "#if BQ_GRAN == BQ_GRAN_GROUP\n"
   "// Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two up to\n"
   "// 32 BQ_DU) and the row starts 16-byte aligned, so accesses never straddle groups. A\n"
   "// group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each\n"
@@ -2698,13 +2699,13 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "#endif\n"
   "\n"
-  "#if BQ_DSCOPE != 0\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "// Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp\n"
   "// teams, eight.\n"
   "template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {\n"
   "  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;\n"
   "  const int lane = threadIdx.x & (tpr - 1);\n"
-  "#if BQ_DSCOPE == 2\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
   "    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);\n"
   "#else\n"
@@ -2725,12 +2726,12 @@ static const char bq__src_dynamic_cu[] =
   "// grid is running (bq_launch_dependents): it streams weights until this grid is done.\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
-  "#if BQ_DSCOPE == 2\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  bq_launch_dependents();\n"
   "#endif\n"
   "  bq_dynamic_body<BQ_CPT>(p, red_smem);\n"
   "}\n"
-  "#if BQ_DSCOPE == 2\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];\n"
   "  bq_launch_dependents();\n"
@@ -2809,8 +2810,9 @@ static const char bq__src_linear_cu[] =
   "// true value fits, as validation guarantees.\n"
   "//\n"
   "// Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):\n"
-  "//   BQ_LIN_OP  0: the GEMM entry points; 1: bq_weight_sums\n"
-  "//   BQ_WST     weight-scale (and per-token activation-scale) type: 0 f32, 1 f64, 2 f16, 3 bf16\n"
+  "//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; else (BQ_OP_SMOOTHQUANT_LINEAR) the\n"
+  "//              GEMM entry points, which both linear layers share\n"
+  "//   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16\n"
   "//   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)\n"
   "//   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)\n"
   "\n"
@@ -2835,13 +2837,13 @@ static const char bq__src_linear_cu[] =
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
   "template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {\n"
-  "  if (CODE == 0) return (bq_c)((const float *)base)[i];\n"
-  "  if (CODE == 1) return (bq_c)((const double *)base)[i]; // only when C is f64\n"
-  "  if (CODE == 2) return (bq_c)bq_f16_to_f32(((const bq_u16 *)base)[i]);\n"
+  "  if (CODE == BQ_TYPE_F32) return (bq_c)((const float *)base)[i];\n"
+  "  if (CODE == BQ_TYPE_F64) return (bq_c)((const double *)base)[i]; // only when C is f64\n"
+  "  if (CODE == BQ_TYPE_F16) return (bq_c)bq_f16_to_f32(((const bq_u16 *)base)[i]);\n"
   "  return (bq_c)bq_bf16_to_f32(((const bq_u16 *)base)[i]);\n"
   "}\n"
   "\n"
-  "#if BQ_FT == 1\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
   "static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2double_rn(v); }\n"
   "#else\n"
   "static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2float_rn(v); }\n"
@@ -2894,7 +2896,7 @@ static const char bq__src_linear_cu[] =
   "// BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)\n"
   "#ifndef BQ_EMULATED\n"
   "#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]\n"
-  "#if BQ_IT == 1\n"
+  "#if BQ_IT == BQ_TYPE_U8\n"
   "#define BQ_MMA_TYPES \".s32.u8.s8.s32\"\n"
   "#define BQ_MMA_TYPES_WG \".s32.u8.s8\"\n"
   "#else\n"
@@ -2972,7 +2974,7 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "}\n"
   "\n"
-  "#if BQ_LIN_OP == 0\n"
+  "#if BQ_OP != BQ_OP_LINEAR_WEIGHT_SUMS\n"
   "// ---- tiles in shared memory ---------------------------------------------------------------------\n"
   "// K moves through shared memory in slices of 128 bytes: a row of a slice is 8 chunks of 16\n"
   "// bytes, chunk c of row r stored at position c ^ (r & 7). ldmatrix and the copies are then\n"
@@ -4162,13 +4164,13 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 5
+#define BQ__MAX_KERNELS 6
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
   bq__target target;
   bq__str source;     /* the full specialized source */
-  const char *kernels[BQ__MAX_KERNELS]; /* entry points; NULL after the last */
+  const char *kernels[BQ__MAX_KERNELS]; /* entry points by the family's enum; NULL: not in this module */
 } bq__kernel_src;
 
 /* NVRTC options. BARACUDA_QUANT_NVRTC_OPTIONS adds one more, for experiments (it is part of
@@ -4387,8 +4389,8 @@ BQ__FN bq_status bq__load_module(const bq__kernel_src *k, bq__entry *e) {
     bq_status st = bq__obtain(k, attempt == 0 ? BQ__READ : 0, &bin, &len, &from_disk);
     if (st) return st;
     bq__CUresult r = bq__drv.cuModuleLoadData(&e->module, bin);
-    for (int i = 0; r == 0 && i < BQ__MAX_KERNELS && k->kernels[i]; i++)
-      r = bq__drv.cuModuleGetFunction(&e->fn[i], e->module, k->kernels[i]);
+    for (int i = 0; r == 0 && i < BQ__MAX_KERNELS; i++)
+      if (k->kernels[i]) r = bq__drv.cuModuleGetFunction(&e->fn[i], e->module, k->kernels[i]);
     if (r == 0) {
       if (from_disk) BQ__COUNT(disk_hits);
       else BQ__COUNT(misses), bq__store_binary(k, bin, len);
@@ -4479,6 +4481,35 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
 }
 
 /* ---- descriptors: names, normalization ------------------------------------------------ */
+/* The names kernel source reads for the public enums' values, so that a kernel says
+   `#if BQ_OP == BQ_OP_QUANTIZE` and every family encodes a type alike: each prelude defines
+   them all (bq__spec_names) and then its specialization in them (BQ_OP BQ_OP_QUANTIZE). */
+#define BQ__SPEC_NAMES(X)                                                                          \
+  X(OP, QUANTIZE, BQ_QUANTIZE) X(OP, DEQUANTIZE, BQ_DEQUANTIZE) X(OP, FAKE_QUANTIZE, BQ_FAKE_QUANTIZE)   \
+  X(OP, DYNAMIC_QUANTIZE, BQ_DYNAMIC_QUANTIZE) X(OP, QUANTIZED_LINEAR, BQ_QUANTIZED_LINEAR)          \
+  X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
+  X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
+  X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
+  X(GRAN, GROUP, BQ_PER_GROUP)                                                                     \
+  X(TYPE, F32, BQ_F32) X(TYPE, F64, BQ_F64) X(TYPE, F16, BQ_F16) X(TYPE, BF16, BQ_BF16)            \
+  X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)
+typedef struct bq__spec_name { const char *kind, *name; int value; } bq__spec_name;
+#define BQ__SPEC_ENTRY(kind, name, value) {#kind, "BQ_" #kind "_" #name, (int)(value)},
+static const bq__spec_name bq__spec_names_list[] = {BQ__SPEC_NAMES(BQ__SPEC_ENTRY)};
+#undef BQ__SPEC_ENTRY
+/* "BQ_GRAN_TOKEN" for ("GRAN", BQ_PER_TOKEN) */
+BQ__FN const char *bq__spec(const char *kind, int value) {
+  for (size_t i = 0; i < sizeof bq__spec_names_list / sizeof bq__spec_names_list[0]; i++)
+    if (bq__spec_names_list[i].value == value && !strcmp(bq__spec_names_list[i].kind, kind))
+      return bq__spec_names_list[i].name;
+  return "BQ_UNNAMED"; /* a normalized desc has none: the kernel then fails to compile */
+}
+/* every name, one #define a line */
+BQ__FN void bq__spec_names(bq__str *s) {
+  for (size_t i = 0; i < sizeof bq__spec_names_list / sizeof bq__spec_names_list[0]; i++)
+    bq__str_fmt(s, "#define %s %d\n", bq__spec_names_list[i].name, bq__spec_names_list[i].value);
+}
+
 BQ__FN const char *bq__dtype_name(bq_dtype t) {
   switch (t) {
   case BQ_F32: return "f32";
@@ -4502,7 +4533,6 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   }
 }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
-BQ__FN int bq__ft_code(bq_dtype t) { return t == BQ_F64 ? 1 : t == BQ_F16 ? 2 : t == BQ_BF16 ? 3 : 0; }
 BQ__FN const char *bq__op_name(bq_op op) {
   switch (op) {
   case BQ_QUANTIZE: return "quantize";
@@ -4515,8 +4545,8 @@ BQ__FN const char *bq__op_name(bq_op op) {
   default: return "unknown_op";
   }
 }
-/* The kernels' code of a (resolved) granularity: affine.cu's BQ_GRAN, dynamic.cu's BQ_DSCOPE,
-   the families' kernel lists; per tensor 0 to per group 3, older than BQ_GRANULARITY_DEFAULT. */
+/* The index of a (resolved) granularity in the families' kernel lists: per tensor 0 to per
+   group 3. */
 BQ__FN int bq__gran_code(bq_granularity g) { return (int)g - (int)BQ_PER_TENSOR; }
 BQ__FN const char *bq__gran_name(bq_granularity g) {
   switch (g) {
@@ -4577,6 +4607,23 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
     if (d->device < 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+    bq_desc z; /* the normalized desc, which is accepted again as it is */
+    memset(&z, 0, sizeof z);
+    z.op = d->op;
+    z.granularity = BQ_PER_TENSOR;
+    z.device = d->device;
+    z.float_type = BQ_F32;
+    z.int_type = BQ_S8;
+    z.qmin = -128;
+    z.qmax = 127;
+    z.scale_type = BQ_F32;
+    z.out_type = BQ_S32;
+    if (d->granularity == z.granularity && d->float_type == z.float_type && d->int_type == z.int_type &&
+        d->qmin == z.qmin && d->qmax == z.qmax && d->scale_type == z.scale_type && d->out_type == z.out_type &&
+        !d->asymmetric) {
+      *d = z;
+      return BQ_SUCCESS;
+    }
     /* every other field: left 0 (default), or its one meaningful value (s8 weights in
        their full range, int32 sums); no float data, scales or zero points exist here */
     if (in->granularity != BQ_GRANULARITY_DEFAULT)
@@ -4600,17 +4647,6 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     if (d->asymmetric != 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
                       "layer", name, d->asymmetric);
-    bq_desc z;
-    memset(&z, 0, sizeof z);
-    z.op = d->op;
-    z.granularity = BQ_PER_TENSOR;
-    z.device = d->device;
-    z.float_type = BQ_F32;
-    z.int_type = BQ_S8;
-    z.qmin = -128;
-    z.qmax = 127;
-    z.scale_type = BQ_F32;
-    z.out_type = BQ_S32;
     *d = z;
     return BQ_SUCCESS;
   }
@@ -4713,7 +4749,8 @@ typedef struct bq__family {
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
-  const char *kernels[4][BQ__MAX_KERNELS]; /* entry points, by granularity (bq__gran_code) */
+  const char *kernels[4][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
+                                              family's enum (NULL where the source has none) */
 } bq__family;
 
 struct bq_plan {
@@ -4909,83 +4946,177 @@ BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
   return f;
 }
 
+/* The affine entry points: the index of each in a plan's module (bq__family.kernels). */
+enum {
+  BQ__AFFINE_ROW,    /* bq_affine: the row kernel, every granularity */
+  BQ__AFFINE_COLS,   /* bq_affine_cols: per channel, the channel axis innermost */
+  BQ__AFFINE_ODD,    /* bq_affine_odd: per channel and per group, straddling accesses in registers */
+  BQ__AFFINE_BLOCKS, /* bq_affine_blocks: whole parameter blocks a lane */
+  BQ__AFFINE_FLAT,   /* bq_affine_flat: per group and per token over one flat array */
+  BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
+  BQ__AFFINE_ENTRIES
+};
+#define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
+  {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
+   (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
+   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL}
+
+/* The affine dispatch table: a row per op, direction, granularity and float type (the int
+   type and q-range change no choice), in that order, each the fastest setting measured on
+   the H100 at 256 MiB. Changing a tuning decision is changing its row. Columns:
+   - u: accesses per lane per tile in the row kernels (affine.cu's BQ_U; it names the SKU's
+     variant). f64 4, but 2 per token backward (its two f64 inputs); per tensor 2 (its
+     kernel is the leanest); per channel and per group, 4 in the slot kernels (affine.cu's
+     BQ_SLOTS: quantize and fake quantize forward, f64 backward) and 2 without (each
+     access's parameters take registers); per token 4 (64 bytes of the lead stream in
+     flight a lane), but 2 where a 16-bit type is read twice (quantize and fake quantize
+     backward read dy and x: 4 would cost a quarter of the warps an SM holds).
+   - ga: accesses a lane takes of its parameter block in bq_affine_blocks (affine.cu's
+     BQ_GA), 0 where that kernel is never taken: the ops where it is faster than the row
+     kernel. Quantize forward 4; quantize backward 2 for f64, f16 and bf16 (with 4, f64
+     holds so many registers that an SM takes half the blocks), 4 for f32; fake quantize
+     forward 4, f64 fake quantize backward 4; per token (a row one block), f64 quantize and
+     fake quantize backward, 2 and 4. Dequantize, and fake quantize backward of f32, f16 and
+     bf16, keep the row kernel: their per-access lookups cost little (no reciprocal) and its
+     lane-contiguous accesses are faster for them.
+   - fr: accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR), 0 where never taken;
+     each the fastest for its ops on groups whose accesses straddle (against bq_affine_odd):
+     forward 4 (8 is slower); backward 2, f64 1, dequantize 4; f64 quantize forward keeps
+     bq_affine_odd, faster for it. Per token (contiguous rows off the 16-byte grid, against
+     the row kernel) the same, except forward f16, bf16 and f64 quantize and fake quantize,
+     which keep the row kernel, faster for them.
+   - na: elements a lane takes in bq_affine_narrow (affine.cu's BQ_NA), f64 quantize only,
+     0 elsewhere: forward 8, backward per token 2, else 4.
+   - warps: the row kernel's items an SM (bq__affine_run): more, shorter items balance the
+     SMs' last wave better, fewer pay the row's set-up less often. Per token 256, per group
+     128, and 64 for f64 backward per token (its reciprocal is dearer) and f64 per group.
+   - odd: 1 where straddling accesses take bq_affine_odd rather than the row kernel's
+     element-by-element redo; not f64 dequantize forward, whose two elements an access
+     straddle seldom (the odd kernel's registers cost more than redoing them). */
+typedef struct bq__affine_row {
+  bq_op op;
+  bq_direction dir;
+  bq_granularity gran;
+  bq_dtype ft;
+  int u, ga, fr, na, warps, odd;
+} bq__affine_row;
+static const bq__affine_row bq__affine_table[] = {
+  /* op, direction, granularity, float type                    u ga fr na warps odd */
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,           2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,           4, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,           2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,          2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,          4, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,          4, 4, 0, 8,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,          4, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,         4, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,            4, 0, 4, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,            4, 0, 0, 8, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,            4, 0, 0, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,           4, 0, 0, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,            4, 4, 4, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,            4, 4, 0, 8,  64, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,            4, 4, 4, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,           4, 4, 4, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,         2, 4, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,         4, 2, 0, 4,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,         2, 2, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,        2, 2, 0, 0,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 2, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,           2, 2, 1, 2,  64, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,           2, 0, 2, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,          2, 0, 2, 0, 256, 0},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,           2, 4, 2, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,           4, 2, 1, 4,  64, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,           2, 2, 2, 0, 128, 1},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,          2, 2, 2, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,        2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,        4, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,        2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,          4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,          4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,         4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,          2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,          4, 0, 4, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,          2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,         2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,         2, 0, 4, 0,  64, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,      2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,      4, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,      2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,     2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,     4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,     4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,     4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,    4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,       4, 0, 4, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,       4, 0, 0, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,       4, 0, 0, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,      4, 0, 0, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,       4, 4, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,       4, 4, 4, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,       4, 4, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,      4, 4, 4, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,    2, 0, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,    2, 0, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,   2, 0, 0, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 2, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,      2, 4, 1, 0,  64, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,      2, 0, 2, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,     2, 0, 2, 0, 256, 0},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,      2, 0, 2, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 1, 0,  64, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,      2, 0, 2, 0, 128, 1},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,     2, 0, 2, 0, 128, 1},
+};
+#define BQ__AFFINE_ROWS ((int)(sizeof bq__affine_table / sizeof bq__affine_table[0]))
+/* a normalized affine desc's row (the table's order is its key's) */
+BQ__FN const bq__affine_row *bq__affine_row_of(const bq_desc *d) {
+  int t = d->float_type == BQ_F64 ? 1 : d->float_type == BQ_F16 ? 2 : d->float_type == BQ_BF16 ? 3 : 0;
+  int i = ((((int)d->op - BQ_QUANTIZE) * 2 + (d->direction == BQ_BACKWARD)) * 4 + bq__gran_code(d->granularity)) * 4 + t;
+  return &bq__affine_table[i];
+}
 /* elements per 16-byte access of the widest stream, always the float one: affine.cu's BQ_P */
 BQ__FN int bq__affine_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
-/* Per channel and per group, the kernels that prepare each parameter block once in shared
-   memory (affine.cu's BQ_SLOTS): quantize and fake quantize forward, and f64 backward. */
-BQ__FN int bq__affine_slots(const bq_desc *d) {
-  return (d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) && d->op != BQ_DEQUANTIZE &&
-         (d->direction == BQ_FORWARD || d->float_type == BQ_F64);
-}
-/* accesses per lane per tile (affine.cu's BQ_U), the fastest count for each kernel: f64
-   4, but 2 per token backward (its two f64 inputs); per tensor 2 (its kernel is the leanest); per
-   channel and per group, 4 with slots and 2 without (each access's parameters take
-   registers); per token 4 (64 bytes of the lead stream in flight a lane), but 2 where a
-   16-bit type is read twice (quantize and fake quantize backward read dy and x: 4 would
-   cost a quarter of the warps an SM holds) */
-BQ__FN int bq__affine_u(const bq_desc *d) {
-  if (d->float_type == BQ_F64) return d->granularity == BQ_PER_TOKEN && d->direction == BQ_BACKWARD ? 2 : 4;
-  if (d->granularity == BQ_PER_TENSOR) return 2;
-  if (d->granularity != BQ_PER_TOKEN) return bq__affine_slots(d) ? 4 : 2;
-  int two_inputs = d->direction == BQ_BACKWARD && d->op != BQ_DEQUANTIZE;
-  return two_inputs && bq__dtype_size(d->float_type) == 2 ? 2 : 4;
-}
-
-/* Per channel, per group and per token, the accesses a lane takes of its parameter block in
-   bq_affine_blocks (affine.cu's BQ_GA), or 0 where the host never takes that kernel: the ops
-   where it is faster than bq_affine, each with its fastest count. One item a warp, except
-   f64, whose warps stride over the items in one wave of a few blocks an SM: that is
-   faster for f64 and slower for the narrower types.
-   - Quantize forward, 4.
-   - Quantize backward, 2 for f64, f16 and bf16 (with 4, f64 holds so many registers that
-     an SM takes half the blocks), 4 for f32.
-   - Fake quantize forward, 4, and f64 fake quantize backward, 4.
-   - Per token (a row one block), f64 quantize and fake quantize backward, 2 and 4: the
-     work of per channel with the axis outermost.
-   Dequantize, and fake quantize backward of f32, f16 and bf16, keep the row kernel: their
-   per-access lookups cost little (no reciprocal) and its lane-contiguous accesses are
-   faster for them. */
-BQ__FN int bq__affine_ga(const bq_desc *d) {
-  int t = bq__dtype_size(d->float_type), fwd = d->direction == BQ_FORWARD;
-  if (d->granularity == BQ_PER_TOKEN) /* f64 backward, a block a row */
-    return t == 8 && !fwd ? (d->op == BQ_QUANTIZE ? 2 : d->op == BQ_FAKE_QUANTIZE ? 4 : 0) : 0;
-  if (d->granularity != BQ_PER_CHANNEL && d->granularity != BQ_PER_GROUP) return 0;
-  if (d->op == BQ_QUANTIZE) return fwd || t == 4 ? 4 : 2;
-  if (d->op == BQ_FAKE_QUANTIZE) return fwd || t == 8 ? 4 : 0;
-  return 0;
-}
-
-/* Per group and per token, the accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR),
-   or 0 where the host never takes that kernel; each count is the fastest for its ops on
-   groups whose accesses straddle (against bq_affine_odd, which otherwise takes them):
-   - Forward, 4 (8 is slower).
-   - Backward, 2; f64 1; dequantize 4.
-   - f64 quantize forward keeps bq_affine_odd, which is faster for it. (bq_affine_narrow
-     takes f64 quantize, both directions, for groups and rows of 64 elements or more.)
-   Per token (contiguous rows off the 16-byte grid, against the row kernel) the same counts,
-   except forward f16, bf16 and f64 quantize and fake quantize, which keep the row kernel,
-   faster for them. Consecutive lanes take consecutive accesses, so that a warp's load
-   instruction reads one contiguous span (a lane's run of accesses is slower). */
-BQ__FN int bq__affine_fr(const bq_desc *d) {
-  if (d->granularity != BQ_PER_GROUP && d->granularity != BQ_PER_TOKEN) return 0;
-  if (d->direction == BQ_FORWARD && d->granularity == BQ_PER_TOKEN && d->op != BQ_DEQUANTIZE &&
-      d->float_type != BQ_F32)
-    return 0;
-  if (d->direction == BQ_FORWARD) return d->op == BQ_QUANTIZE && d->float_type == BQ_F64 ? 0 : 4;
-  return d->op == BQ_DEQUANTIZE ? 4 : d->float_type == BQ_F64 ? 1 : 2;
-}
-
-/* f64 quantize, per channel, per group and per token: the elements a lane takes in
-   bq_affine_narrow (affine.cu's BQ_NA), or 0 where the host never takes that kernel. */
-BQ__FN int bq__affine_na(const bq_desc *d) {
-  if (d->op != BQ_QUANTIZE || d->float_type != BQ_F64 || d->granularity == BQ_PER_TENSOR) return 0;
-  return d->direction == BQ_FORWARD ? 8 : d->granularity == BQ_PER_TOKEN ? 2 : 4;
-}
+BQ__FN int bq__affine_u(const bq_desc *d) { return bq__affine_row_of(d)->u; }
+BQ__FN int bq__affine_ga(const bq_desc *d) { return bq__affine_row_of(d)->ga; }
+BQ__FN int bq__affine_fr(const bq_desc *d) { return bq__affine_row_of(d)->fr; }
+BQ__FN int bq__affine_na(const bq_desc *d) { return bq__affine_row_of(d)->na; }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n"
-              "#define BQ_FR %d\n#define BQ_NA %d\n", (int)d->op, d->direction == BQ_BACKWARD, bq__gran_code(d->granularity),
-              bq__affine_u(d), bq__affine_ga(d), bq__affine_fr(d), bq__affine_na(d));
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
+              "#define BQ_FR %d\n#define BQ_NA %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
+              bq__spec("GRAN", d->granularity), bq__affine_u(d), bq__affine_ga(d), bq__affine_fr(d), bq__affine_na(d));
 }
 
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
@@ -5132,6 +5263,10 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   return n / (32 * fr * p->vec) + 1;
 }
 
+/* Tests: a BQ__AFFINE_* entry point the next runs take wherever its own rules let it (the
+   other special kernels are then passed over); bq_affine_odd and bq_affine serve every shape
+   of their granularities. -1: the host's choice. */
+static int bq__affine_force_entry = -1;
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -5158,7 +5293,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.zps = (uint64_t)(uintptr_t)a->zero_points;
   k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
   k.zp = a->zero_point;
-  int64_t cp = bq__affine_cols_cp(p, &k, &v);
+  const int f = bq__affine_force_entry;
+  int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
     int64_t chunks = v.gmod / cp, rows = v.numel / v.gmod;
@@ -5178,36 +5314,30 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     if (gy > 65535) gy = 65535;
     k.rows = rows;
     k.cols = k.in0_stride = k.in1_stride = k.out_stride = v.gmod;
-    return bq__launch(p, 1, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
+    return bq__launch(p, BQ__AFFINE_COLS, gx, gy, (unsigned)(32 * wpb), 0, &k, stream);
   }
-  int narrow = bq__affine_narrow(p, &k, &v);
-  if (narrow || bq__affine_blocks(p, &k, &v)) {
+  int narrow = (f < 0 || f == BQ__AFFINE_NARROW) && bq__affine_narrow(p, &k, &v);
+  if (narrow || ((f < 0 || f == BQ__AFFINE_BLOCKS) && bq__affine_blocks(p, &k, &v))) {
     /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): an item a
-       warp; f64, 4 blocks an SM at most, each warp striding over the items (bq__affine_ga
-       says why; fewer blocks than the SM could hold are faster for f64) */
+       warp; f64, 4 blocks an SM at most, each warp striding over the items (the ga column
+       of bq__affine_table says why; fewer blocks than the SM could hold are faster for f64) */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
     int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
     /* the kernel's 32-bit lane index (blockIdx.x * blockDim.x) must not wrap: fewer than
        2^24 blocks of 256, each warp striding over the items */
     if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
-    int tok = d->granularity == BQ_PER_TOKEN, which = narrow ? (tok ? 3 : 4)
-                                                       : d->granularity == BQ_PER_CHANNEL ? 3 : tok ? 1 : 2;
-    return bq__launch(p, which, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+    return bq__launch(p, narrow ? BQ__AFFINE_NARROW : BQ__AFFINE_BLOCKS, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
   }
-  int64_t flat = bq__affine_flat(p, &k, &v);
-  if (flat) return bq__launch(p, d->granularity == BQ_PER_TOKEN ? 2 : 3, bq__grid(flat, 8), 1, 256, 0, &k, stream);
+  int64_t flat = f < 0 || f == BQ__AFFINE_FLAT ? bq__affine_flat(p, &k, &v) : 0;
+  if (flat) return bq__launch(p, BQ__AFFINE_FLAT, bq__grid(flat, 8), 1, 256, 0, &k, stream);
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
   /* rows: an item takes several tiles of a row, which pays the row's scale (its
-     reciprocal) once, while the grid keeps `warps` items an SM: more, shorter items balance
-     the SMs' last wave better, fewer pay the set-up less often. The fastest balance: per
-     token 256, per group 128, and 64 for f64 backward (its reciprocal is dearer) and f64
-     per group. Dequantize has no reciprocal and keeps a tile per item (more warps in
-     flight). */
+     reciprocal) once, while the grid keeps the table's `warps` items an SM. Dequantize has
+     no reciprocal and keeps a tile per item (more warps in flight). */
+  const bq__affine_row *row = bq__affine_row_of(d);
   k.tpw = 1;
-  int64_t warps = 64;
-  if (d->granularity == BQ_PER_TOKEN && (fwd || d->float_type != BQ_F64)) warps = 256;
-  else if (d->granularity == BQ_PER_GROUP && d->float_type != BQ_F64) warps = 128;
+  int64_t warps = row->warps;
   /* per channel (one dense row), f64 quantize forward too: its items prepare the parameter
      blocks of all their tiles at once (affine.cu's BQ_ITEM_SLOTS) */
   int item_slots = d->granularity == BQ_PER_CHANNEL && d->float_type == BQ_F64 && d->op == BQ_QUANTIZE && fwd;
@@ -5225,13 +5355,10 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
     k.fd_chunks = bq__make_fastdiv((uint32_t)k.chunks);
   }
-  /* Per channel and per group, bq_affine_odd where an access can straddle two parameter
-     blocks (bq__affine_straddles). Not f64 dequantize forward: two elements an access
-     straddle seldom, and the odd kernel's registers cost more than redoing them. */
-  int which = 0;
-  if ((d->granularity == BQ_PER_CHANNEL || d->granularity == BQ_PER_GROUP) &&
-      !(fwd && d->op == BQ_DEQUANTIZE && d->float_type == BQ_F64) && bq__affine_straddles(p, &k, &v, k.group))
-    which = d->granularity == BQ_PER_CHANNEL ? 2 : 1;
+  /* bq_affine_odd where the table says so and an access can straddle two parameter blocks
+     (bq__affine_straddles) */
+  int which = row->odd && bq__affine_straddles(p, &k, &v, k.group) ? BQ__AFFINE_ODD : BQ__AFFINE_ROW;
+  if (f == BQ__AFFINE_ROW || (f == BQ__AFFINE_ODD && p->entry->fn[BQ__AFFINE_ODD])) which = f;
   return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per item */
 }
 
@@ -5239,10 +5366,7 @@ static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
   bq__no_workspace, bq__affine_run,
-  {{"bq_affine"},
-   {"bq_affine", "bq_affine_cols", "bq_affine_odd", "bq_affine_blocks", "bq_affine_narrow"},
-   {"bq_affine", "bq_affine_blocks", "bq_affine_flat", "bq_affine_narrow"},
-   {"bq_affine", "bq_affine_odd", "bq_affine_blocks", "bq_affine_flat", "bq_affine_narrow"}}};
+  {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1)}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
@@ -5255,8 +5379,60 @@ typedef struct bq__dynamic_params {
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
+/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels). */
+enum {
+  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
+  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
+  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
+  BQ__DYN_APPLY
+};
+
+/* The dynamic dispatch table: a row per granularity and float type (the int type, q-range
+   and symmetry change no choice), each the fastest setting measured on the H100. The prelude
+   gives the kernels its numbers. Columns:
+   - cpt, block: bq_dynamic's accesses a thread kept on chip (dynamic.cu's BQ_CPT: 64 bytes,
+     16 registers) and its largest team, which is also the per-tensor kernels' block
+     (BQ_BLOCK). A segment that fits is read once; several accesses a thread keep enough
+     bytes in flight at the occupancy the registers allow.
+   - long_cpt, long_team: the same for bq_dynamic_long (BQ_LONG_CPT, BQ_LONG_TEAM).
+   - long: 1 where rows longer than a block's accesses (block * cpt) take bq_dynamic_long:
+     per token f16 and bf16, where fewer, fuller threads a row keep more rows on an SM (large
+     teams of 4 accesses a thread leave few rows an SM, whose barriers stall the loads).
+     Shorter rows, groups, and f32 and f64 rows keep bq_dynamic, faster for them. */
+typedef struct bq__dynamic_row {
+  bq_granularity gran;
+  bq_dtype ft;
+  int cpt, block, long_cpt, long_team, long_rows;
+} bq__dynamic_row;
+static const bq__dynamic_row bq__dynamic_table[] = {
+  /* granularity, float type   cpt block long_cpt long_team long */
+  {BQ_PER_TENSOR, BQ_F32,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_F64,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_F16,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_BF16,      4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F16,        4, 1024, 8, 512, 1},
+  {BQ_PER_TOKEN, BQ_BF16,       4, 1024, 8, 512, 1},
+  {BQ_PER_GROUP, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_F16,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_BF16,       4, 1024, 8, 512, 0},
+};
+#define BQ__DYNAMIC_ROWS ((int)(sizeof bq__dynamic_table / sizeof bq__dynamic_table[0]))
+/* a normalized dynamic desc's row (bq__normalize refuses per channel) */
+BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
+  for (int i = 0; i < BQ__DYNAMIC_ROWS; i++)
+    if (bq__dynamic_table[i].gran == d->granularity && bq__dynamic_table[i].ft == d->float_type)
+      return &bq__dynamic_table[i];
+  return &bq__dynamic_table[0];
+}
+
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", d->asymmetric, bq__gran_code(d->granularity));
+  const bq__dynamic_row *r = bq__dynamic_row_of(d);
+  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
+              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n", d->asymmetric, bq__spec("GRAN", d->granularity),
+              r->cpt, r->block, r->long_cpt, r->long_team);
 }
 
 BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
@@ -5272,10 +5448,6 @@ BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
 }
 
 /* per tensor: one partial (two C values) per block of the reduction pass */
-#define BQ__DYN_BLOCK 1024 /* dynamic.cu's BQ_BLOCK: bq_dynamic's largest team, the per-tensor blocks */
-#define BQ__DYN_CPT 4 /* dynamic.cu's BQ_CPT: bq_dynamic's accesses a thread */
-#define BQ__DYN_LONG_TEAM 512 /* dynamic.cu's BQ_LONG_TEAM and BQ_LONG_CPT: bq_dynamic_long's teams */
-#define BQ__DYN_LONG_CPT 8
 BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) { return (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 2; }
 BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
   if (p->desc.granularity != BQ_PER_TENSOR || !a || a->numel <= 0) return 0;
@@ -5292,6 +5464,9 @@ BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
   return tpr;
 }
 
+/* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
+   row), -1: the host's choice. */
+static int bq__dynamic_force_entry = -1;
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__dynamic_check(p, a);
@@ -5299,6 +5474,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
+  const bq__dynamic_row *row = bq__dynamic_row_of(d);
   bq__dynamic_params k;
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
@@ -5315,12 +5491,12 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   if (d->granularity == BQ_PER_TENSOR) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
     int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
-    int64_t blocks = (chunks + BQ__DYN_BLOCK - 1) / BQ__DYN_BLOCK;
+    int64_t blocks = (chunks + row->block - 1) / row->block;
     k.nblocks = (int32_t)(blocks < max_blocks ? blocks : max_blocks);
     k.partial = (uint64_t)(uintptr_t)ws;
-    k.tpr = BQ__DYN_BLOCK;
-    st = bq__launch(p, 0, k.nblocks, 1, BQ__DYN_BLOCK, 0, &k, stream);
-    if (!st) st = bq__launch(p, 1, k.nblocks, 1, BQ__DYN_BLOCK, 0, &k, stream);
+    k.tpr = row->block;
+    st = bq__launch(p, BQ__DYN_REDUCE, k.nblocks, 1, row->block, 0, &k, stream);
+    if (!st) st = bq__launch(p, BQ__DYN_APPLY, k.nblocks, 1, row->block, 0, &k, stream);
     return st;
   }
   int64_t chunks, segs;
@@ -5332,29 +5508,27 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
        16-byte aligned: reduced by shuffles across the lanes holding them; otherwise each
        group runs as a row */
     int64_t gc = v.group / p->vec;
-    k.fast_groups = v.group % p->vec == 0 && gc <= 32 * BQ__DYN_CPT && (gc & (gc - 1)) == 0 &&
+    k.fast_groups = v.group % p->vec == 0 && gc <= 32 * row->cpt && (gc & (gc - 1)) == 0 &&
                     (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
     chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
     segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
   }
-  /* Per token, f16 and bf16 rows longer than 256 threads' 4 accesses take bq_dynamic_long:
-     up to 8 accesses a thread in teams of up to 512, so that an SM holds more rows (large
-     teams of 4 accesses a thread leave few rows an SM, whose barriers stall the loads).
-     Shorter rows, groups, and f32 and f64 rows keep 4 a thread, which is faster for them. */
+  /* bq_dynamic_long where the table says so and the row is longer than 256 threads' cpt
+     accesses (its teams' first size past bq_dynamic's) */
   /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
   k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
-  int lng = d->granularity == BQ_PER_TOKEN && chunks > 256 * BQ__DYN_CPT && bq__dtype_size(d->float_type) == 2;
-  k.tpr = lng ? bq__dynamic_team(chunks, BQ__DYN_LONG_CPT, BQ__DYN_LONG_TEAM)
-              : bq__dynamic_team(chunks, BQ__DYN_CPT, BQ__DYN_BLOCK);
+  int lng = row->long_rows && chunks > 256 * row->cpt;
+  if (d->granularity == BQ_PER_TOKEN && bq__dynamic_force_entry >= 0) lng = bq__dynamic_force_entry == BQ__DYN_LONG;
+  k.tpr = lng ? bq__dynamic_team(chunks, row->long_cpt, row->long_team) : bq__dynamic_team(chunks, row->cpt, row->block);
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
-  return bq__launch(p, lng, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
+  return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run,
-  {{"bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
+  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
 
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
 /* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
@@ -5369,8 +5543,23 @@ enum { /* linear.cu's BQ_LF_* */
   BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256, BQ__LF_PDL = 512
 };
 /* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
-enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4 };
+enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };
 #define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
+/* The linear dispatch table: a row per entry point, by enum. rows: the activation rows a
+   weight-streaming pass takes (0: a tile kernel, 128 x 256); up_to: the largest M it
+   serves, the smallest such row winning (at these sizes the weight's bytes set the time,
+   and tiles would leave most SMs idle); unfilled_up_to: the largest M it serves while the
+   large tiles would not fill the SMs once (passes of 64 rows, the weight coming back from
+   L2). Past both, the tiles (bq_gemm_wgmma in an sm_90a module). bq__linear_config. */
+typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; } bq__linear_row;
+static const bq__linear_row bq__linear_table[BQ__GEMM_CONFIGS] = {
+  /* entry           rows up_to unfilled_up_to */
+  {BQ__GEMM_LARGE,    0,   0,   0},
+  {BQ__GEMV,         16,  16,   0},
+  {BQ__GEMV32,       32,  32,   0},
+  {BQ__GEMV64,       64,  64, 256},
+  {BQ__GEMM_WGMMA,    0,   0,   0},
+};
 /* the tiles' pipeline stages, then 256 columns and 128 rows of epilogue parameters
    (BQ_COLS_SMEM, BQ_ROWS_SMEM) */
 #define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128 + 256 * 24 + 128 * 16)
@@ -5378,7 +5567,7 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 /* weight streaming, by the rows it takes (16, 32 or 64), and the dynamic shared memory of its
    cp.async stages for M rows: 2 to 4 stages of 16 weight rows and min(rows, M) activation
    rows, 576 bytes each, as many as fit in 56 KiB (BQ_GV_SMEM in linear.cu) */
-BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg == BQ__GEMV ? 16 : cfg == BQ__GEMV32 ? 32 : cfg == BQ__GEMV64 ? 64 : 0; }
+BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg >= 0 && cfg < BQ__GEMM_CONFIGS ? bq__linear_table[cfg].rows : 0; }
 BQ__FN unsigned bq__gemv_smem(int cfg, int64_t m) {
   int64_t rows = bq__gemv_rows(cfg), xr = m < rows ? m : rows, stage = (16 + xr) * 576, s = 57344 / stage;
   return (unsigned)((s < 2 ? 2 : s > 4 ? 4 : s) * stage);
@@ -5394,11 +5583,12 @@ BQ__FN unsigned bq__gemv_smem_max(int cfg) {
 BQ__FN int bq__linear_vec(const bq_desc *d) { (void)d; return 16; }
 /* per-token activation scales are f32 (QuantizedLinear's own) while weight scales are not */
 BQ__FN int bq__linear_asf32(const bq_desc *d) { return d->op == BQ_QUANTIZED_LINEAR && d->scale_type != BQ_F32; }
-BQ__FN int bq__linear_code(bq_dtype t) { return t == BQ_F64 ? 1 : t == BQ_F16 ? 2 : t == BQ_BF16 ? 3 : 0; }
-
+/* BQ_OP: the weight sums, or the GEMM both linear layers share (QuantizedLinear's own work
+   is its activations' kernel and run-time flags), named for SmoothQuantLinear */
 BQ__FN void bq__linear_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_LIN_OP %d\n#define BQ_WST %d\n#define BQ_ASF32 %d\n", d->op == BQ_LINEAR_WEIGHT_SUMS,
-              bq__linear_code(d->scale_type), bq__linear_asf32(d));
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
+              d->op == BQ_LINEAR_WEIGHT_SUMS ? "BQ_OP_LINEAR_WEIGHT_SUMS" : "BQ_OP_SMOOTHQUANT_LINEAR",
+              bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
 }
 
 /* The largest K whose int32 accumulator cannot overflow: K * max|a| * 128 < 2^31 for
@@ -5518,11 +5708,7 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
   return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
 }
 
-/* Tiles by M: weight streaming for M <= 64 (16, 32 or 64 rows a pass: at these sizes the
-   weight's bytes set the time, and tiles would leave most SMs idle), and up to M = 256
-   while the large tiles would not fill the SMs once (passes of 64 rows, the weight coming
-   back from L2); else 128 x 256 tiles (mma.sync, or wgmma in an sm_90a module). To be
-   tuned with the benchmark. */
+/* The entry point for M rows and N columns: the linear dispatch table's choice. */
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
@@ -5530,12 +5716,15 @@ BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
       (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
     return f;
-  if (m <= 16) return BQ__GEMV;
-  if (m <= 32) return BQ__GEMV32;
-  if (m <= 64) return BQ__GEMV64;
+  int best = -1;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    if (m <= bq__linear_table[i].up_to && (best < 0 || bq__linear_table[i].up_to < bq__linear_table[best].up_to))
+      best = i;
+  if (best >= 0) return bq__linear_table[best].entry;
   int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256);
-  if (m <= 256 && tl < sms) return BQ__GEMV64;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    if (m <= bq__linear_table[i].unfilled_up_to && tl < sms) return bq__linear_table[i].entry;
   return p->wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
 }
 
@@ -5675,19 +5864,28 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   k->file[i] = 0;
 }
 
+/* The prelude: the SKU, the names (bq__spec_names), common.cuh's specialization, then the
+   family's. The emulated tests compile the very same text (tests/emu_prelude.c). */
+BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
+  bq__str_fmt(s, "// %s\n", k->sku);
+  bq__spec_names(s);
+  if (bq__is_linear(d->op)) /* T is the output type, and so are common.cuh's scales (the GEMM
+                                reads its own, BQ_WST); the q-range is the host's business (the K bound) */
+    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+                "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
+                bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), k->target.arch_a);
+  else
+    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+                "#define BQ_ST %s\n", bq__spec("TYPE", d->float_type), bq__spec("TYPE", d->int_type), d->qmin,
+                d->qmax, bq__spec("TYPE", d->scale_type));
+  bq__family_of(d)->prelude(d, s);
+}
+
 BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
   const bq_desc *d = (const bq_desc *)data;
   const bq__family *f = bq__family_of(d);
   bq__str *s = &k->source;
-  if (bq__is_linear(d->op)) /* T is the output type; the q-range is the host's business (the K bound) */
-    bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
-                "#define BQ_ST 0\n#define BQ_WGMMA %d\n", k->sku, bq__ft_code(d->out_type), d->int_type == BQ_U8,
-                k->target.arch_a);
-  else
-    bq__str_fmt(s, "// %s\n#define BQ_FT %d\n#define BQ_IT %d\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-                "#define BQ_ST %d\n", k->sku, bq__ft_code(d->float_type), d->int_type == BQ_U8, d->qmin,
-                d->qmax, d->scale_type == BQ_F32 && d->float_type != BQ_F32);
-  f->prelude(d, s);
+  bq__prelude(d, k, s);
   bq__str_cat(s, "#line 1 \"common.cuh\"\n");
   bq__str_cat(s, bq__src_common_cuh);
   bq__str_fmt(s, "#line 1 \"%s\"\n", f->src_name);
@@ -5940,6 +6138,10 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
                   in.scale_type = fts[s];
                   in.asymmetric = asym;
                   if (lin) in.out_type = fts[o];
+                  if (op == BQ_LINEAR_WEIGHT_SUMS) { /* its validation refuses any field but op */
+                    memset(&in, 0, sizeof in);
+                    in.op = BQ_LINEAR_WEIGHT_SUMS;
+                  }
                   if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
                   int nd = 1;
                   if (op == BQ_QUANTIZED_LINEAR) {

@@ -1,9 +1,10 @@
 // affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for
 // every granularity: per tensor, per channel, per token and per group.
-// Prelude defines (besides common.cuh's): BQ_OP 1 quantize, 2 dequantize, 3 fake
-// quantize; BQ_BWD 0 forward, 1 backward; BQ_GRAN 0 tensor, 1 channel, 2 token, 3 group;
-// BQ_U, BQ_GA, BQ_FR and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and
-// bq_affine_narrow's accesses per lane.
+// Prelude defines (besides common.cuh's), in the names of the public enums: BQ_OP
+// (BQ_OP_QUANTIZE, BQ_OP_DEQUANTIZE, BQ_OP_FAKE_QUANTIZE), BQ_DIR (BQ_DIR_FORWARD,
+// BQ_DIR_BACKWARD), BQ_GRAN (BQ_GRAN_TENSOR, _CHANNEL, _TOKEN, _GROUP); BQ_U, BQ_GA, BQ_FR
+// and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and bq_affine_narrow's
+// accesses per lane.
 //
 // The data is [rows, cols] with a row stride per stream (per tensor and per channel are
 // one dense row; per channel with the channel axis innermost has its own kernel, at the
@@ -27,11 +28,13 @@
 // group's parameters by a select. f64 quantize takes bq_affine_narrow, bq_affine_blocks'
 // layout over accesses of one element, where the host says so.
 
-#if BQ_OP == 1 && !BQ_BWD
+#define BQ_BWD (BQ_DIR == BQ_DIR_BACKWARD) // the straight-through gradient
+
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
 typedef bq_t bq_in0;
 typedef bq_i bq_out;
 #define BQ_HAS_IN1 0
-#elif BQ_OP == 2 && !BQ_BWD
+#elif BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD
 typedef bq_i bq_in0;
 typedef bq_t bq_out;
 #define BQ_HAS_IN1 0
@@ -42,7 +45,7 @@ typedef bq_t bq_out;
 #else
 typedef bq_t bq_in0; // dy
 typedef bq_t bq_out; // dx
-#define BQ_HAS_IN1 (BQ_OP != 2) // x, for the mask
+#define BQ_HAS_IN1 (BQ_OP != BQ_OP_DEQUANTIZE) // x, for the mask
 #endif
 typedef bq_t bq_in1;
 
@@ -51,19 +54,19 @@ typedef bq_t bq_in1;
 #define BQ_P ((int)(16 / BQ_LEAD_SIZE)) // elements per access
 // BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)
 #define BQ_TILE (32 * BQ_U)             // accesses per warp tile
-#define BQ_OUT_LEADS (BQ_OP == 2 && !BQ_BWD) // dequantize forward writes the wide stream
+#define BQ_OUT_LEADS (BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD) // dequantize forward writes the wide stream
 // Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare
 // each parameter block's scale once, in shared memory (bq_slots); the other ops look each
 // access's scale and zero point up, which is faster for them (dequantize has no reciprocal
 // to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).
-// The host's bq__affine_slots says the same.
-#define BQ_SLOTS ((BQ_GRAN == 1 || BQ_GRAN == 3) && BQ_OP != 2 && (!BQ_BWD || BQ_FT == 1))
+// The host's dispatch table (bq__affine_table's u) follows the same rule.
+#define BQ_SLOTS ((BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP) && BQ_OP != BQ_OP_DEQUANTIZE && (!BQ_BWD || BQ_FT == BQ_TYPE_F64))
 #define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
 // f64 quantize (per group; per channel forward only) prepares the parameter blocks of an
 // item at once, not tile by tile, which is faster for it. In the other slot kernels the
 // same code is slower (its spills grow) and the host gives per channel items of one tile
 // (bq__affine_run says the same).
-#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == 1 && BQ_OP == 1 && (BQ_GRAN == 3 || !BQ_BWD))
+#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == BQ_TYPE_F64 && BQ_OP == BQ_OP_QUANTIZE && (BQ_GRAN == BQ_GRAN_GROUP || !BQ_BWD))
 
 struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
@@ -92,16 +95,16 @@ struct bq_affine_params {
 
 static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,
                                                   bool *fix) {
-#if BQ_OP == 1 && !BQ_BWD
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
   if (fix) return (bq_out)bq_quantize_int(bq_to_c(a), s, z); // the tile checked z.iok
 #endif
   return (bq_out)bq_quantize(bq_to_c(a), s, z);
-#elif BQ_OP == 2 && !BQ_BWD
+#elif BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD
   return bq_from_c(bq_dequantize((int)a, s.s, z));
-#elif BQ_OP == 3 && !BQ_BWD
+#elif BQ_OP == BQ_OP_FAKE_QUANTIZE && !BQ_BWD
   return bq_from_c(bq_fake_quantize(bq_to_c(a), s, z));
-#elif BQ_OP == 1
+#elif BQ_OP == BQ_OP_QUANTIZE
   if (!bq_in_range(bq_to_c(b), s, z)) return (bq_out)0;
   if (fix) {
     bool ok;
@@ -110,7 +113,7 @@ static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_s
     return bq_from_c(v);
   }
   return bq_from_c(bq_div(bq_to_c(a), s.s));
-#elif BQ_OP == 2
+#elif BQ_OP == BQ_OP_DEQUANTIZE
   return bq_from_c(bq_mul(bq_to_c(a), s.s));
 #else
   return bq_in_range(bq_to_c(b), s, z) ? a : (bq_out)0;
@@ -128,7 +131,7 @@ struct bq_qparams {
   bq_zp z;
 };
 static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
   bq_i64 i = q.base + q.g;
   q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));
   q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;
@@ -137,18 +140,18 @@ static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine
 }
 static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_params &p, bq_i64 r,
                                                 bq_i64 k) {
-#if BQ_GRAN == 0
+#if BQ_GRAN == BQ_GRAN_TENSOR
   q.s = bq_scale_of((bq_c)p.scale);
   q.zp = p.zp;
   q.z = bq_zp_of(q.zp);
-#elif BQ_GRAN == 2
+#elif BQ_GRAN == BQ_GRAN_TOKEN
   q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + r)));
   q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;
   q.z = bq_zp_of(q.zp);
 #else
   bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
   q.rem = k - g * p.group;
-#if BQ_GRAN == 1
+#if BQ_GRAN == BQ_GRAN_CHANNEL
   const bq_i64 m = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)g, p.fd_gmod) : bq_div64(g, p.gmod);
   g -= m * p.gmod;
   q.base = 0;
@@ -159,19 +162,19 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   bq_qp_load(q, p);
 #endif
 }
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
 // The next parameter block's scale and zero point (per channel, the channel after the last
 // is the first)
 static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_affine_params &p) {
   ++q.g;
-#if BQ_GRAN == 1
+#if BQ_GRAN == BQ_GRAN_CHANNEL
   if (q.g == p.gmod) q.g = 0;
 #endif
   bq_qp_load(q, p);
 }
 #endif
 static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
   if (++q.rem == p.group) {
     q.rem = 0;
     bq_qp_next_block(q, p);
@@ -213,12 +216,12 @@ template <bool NEAR, int P = BQ_P>
 static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> &a, const bq_piece<bq_in1, P> &b,
                                                       const bq_scale &s, const bq_zp &z, bq_piece<bq_out, P> &y,
                                                       bool *fix) {
-#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64
   if (NEAR && s.plain && z.near) {
     bq_quantize_near<true>(a.e, s, z.zp, y.e);
     return;
   }
-#elif BQ_OP == 1 && BQ_FT != 1
+#elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
   if (NEAR && s.plain) { // quantize backward: the mask and the division from the prepared scale
     bool ok = true;
 #pragma unroll
@@ -233,7 +236,7 @@ static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> 
   for (int j = 0; j < P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
 }
 
-#if BQ_GRAN != 0
+#if BQ_GRAN != BQ_GRAN_TENSOR
 // The parameter block of element k of a row (of the flat tensor, in bq_affine_flat): its
 // group (per group), its run of p.group elements of one channel (per channel; the
 // channel is the block modulo p.gmod), or its row (per token in bq_affine_flat, where the
@@ -242,7 +245,7 @@ static __device__ __forceinline__ bq_i64 bq_blk(const bq_affine_params &p, bq_i6
   return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
 }
 #endif
-#if BQ_GRAN != 0
+#if BQ_GRAN != BQ_GRAN_TENSOR
 // A block's scale and zero point, prepared: what a warp shares through shared memory. (Per
 // token, bq_affine_blocks' one block a row.)
 struct bq_prep {
@@ -250,9 +253,9 @@ struct bq_prep {
   bq_zp z;
 };
 static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {
-#if BQ_GRAN == 1
+#if BQ_GRAN == BQ_GRAN_CHANNEL
   const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;
-#elif BQ_GRAN == 2
+#elif BQ_GRAN == BQ_GRAN_TOKEN
   const bq_i64 i = r + b; // b == 0
 #else
   const bq_i64 i = r * p.grs + b;
@@ -294,7 +297,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #if BQ_SLOTS
   __shared__ bq_prep bq_slots[8][32]; // a warp's prepared parameter blocks
 #endif
-#if BQ_GRAN == 0
+#if BQ_GRAN == BQ_GRAN_TENSOR
   bq_qparams qt; // per tensor: prepared once per thread, not per tile
   bq_qp_at(qt, p, 0, 0);
 #endif
@@ -302,8 +305,8 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
   const bq_i64 work = p.rows * p.chunks;
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
        w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
-#if BQ_GRAN <= 1
-#if BQ_GRAN == 1 && BQ_ITEM_SLOTS && !BQ_BWD
+#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL
+#if BQ_GRAN == BQ_GRAN_CHANNEL && BQ_ITEM_SLOTS && !BQ_BWD
     const bq_i64 r = 0, t0 = w * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles; // one dense row
 #else
     const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)
@@ -317,7 +320,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
       r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);
       c = w - r * p.chunks;
     }
-#if BQ_OP == 2
+#if BQ_OP == BQ_OP_DEQUANTIZE
     const bq_i64 t0 = c, t1 = c + 1; // dequantize: a tile per item (p.tpw == 1), more warps in flight
 #else
     const bq_i64 t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;
@@ -331,7 +334,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
     int w_in0, w_in1, w_out;
     bq_stream_widths(in0, in1, out, cols, pro, w_in0, w_in1, w_out);
     const bq_i64 nacc = (cols - pro) / BQ_P;
-#if BQ_GRAN == 2
+#if BQ_GRAN == BQ_GRAN_TOKEN
     bq_qparams qt; // per token: once per item, loaded after its first tile's data
 #endif
 #if BQ_SLOTS
@@ -374,7 +377,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
         }
       }
       unsigned redo = 0; // bit u: access u is redone element by element below
-#if BQ_GRAN == 2
+#if BQ_GRAN == BQ_GRAN_TOKEN
       if (t == t0) bq_qp_at(qt, p, r, 0);
 #endif
 #if BQ_SLOTS
@@ -421,7 +424,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
               redo |= 1u << u;
               continue;
             }
-#if BQ_OP == 1 && !BQ_BWD
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
             if (!qa.z.iok || (two && !slots[d + 1].z.iok)) { // a zero point within the
               redo |= 1u << u;                               // q-range's width of an int32 limit
               continue;
@@ -429,7 +432,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #endif
             bq_piece<bq_out> y;
             bool fix = false;
-            bq_apply_piece<!TWO && BQ_FT >= 2>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);
+            bq_apply_piece<!TWO && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);
             if (TWO && two) { // the elements from cut[u] on take the next block's parameters
               const bq_prep &qb = slots[d + 1];
               bq_piece<bq_out> y2;
@@ -445,7 +448,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
         if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them
       }
 #else
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
       // dequantize and backward: each access looks its scale and zero point up (no slots).
       // An access that straddles a block boundary is redone element by element, or, in
       // bq_affine_odd (TWO) where blocks are at least an access long, computed in registers
@@ -462,7 +465,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
       for (int u = 0; u < BQ_U; u++) {
         const bq_i64 acc = a0 + u * 32;
         if (acc < nacc && !(redo >> u & 1)) {
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
           const bq_qparams &q = qs[u];
 #else
           const bq_qparams &q = qt;
@@ -470,7 +473,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
           bq_piece<bq_out> y;
           bool fix = false;
           bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
           if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
             bq_qparams q2 = q;
             bq_qp_next_block(q2, p);
@@ -542,11 +545,11 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #define BQ_BOUNDS __launch_bounds__(256)
 #endif
 extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
-#if BQ_GRAN == 1 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
 // bq_affine_odd of dequantize (f32, f16, bf16) is held to 4 blocks an SM, one more than
 // its registers would otherwise allow, which is faster. f64 is not bounded: held to that
 // bound it spills.
-#if BQ_OP == 2 && BQ_FT != 1
+#if BQ_OP == BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64
 #define BQ_BOUNDS_ODD __launch_bounds__(256, 4)
 #else
 #define BQ_BOUNDS_ODD BQ_BOUNDS
@@ -554,7 +557,7 @@ extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_af
 extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
 #endif
 
-#if BQ_GRAN != 0
+#if BQ_GRAN != BQ_GRAN_TENSOR
 // Per channel and per group (and per token, a block a row) where no access straddles two
 // parameter blocks: blocks of p.group elements (a group; per channel, a run of one channel)
 // that are a whole number of accesses, with in0 (which leads: x, or dy) 16-byte aligned at
@@ -566,7 +569,7 @@ extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p)
 // the block's scale and zero point once, in registers, for all of them: no shared memory, no
 // barrier, no index arithmetic per access. (The layout of dynamic.cu's bq_groups_fast.)
 // BQ_GA comes from the host's prelude: 0 for the ops the host runs on bq_affine instead
-// (bq__affine_ga says which, and why), where this kernel is empty and never launched.
+// (bq__affine_table's ga says which, and why), where this kernel is empty and never launched.
 // Per group, f64 quantize forward is held to 4 blocks an SM: its registers, a few over the
 // bound, would otherwise allow one block fewer.
 // The body, for accesses of P elements (BQ_P here; bq_affine_narrow's 1), GA a lane.
@@ -613,7 +616,7 @@ template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(c
       const bq_u32 acc = a0 + (bq_u32)(u * gl);
       if (acc >= gc) continue;
       bool fix = false;
-#if BQ_OP == 1 && !BQ_BWD
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
       fix = !q.z.iok; // a zero point within the q-range's width of an int32 limit
 #endif
       bq_piece<bq_out, P> y;
@@ -631,7 +634,7 @@ template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(c
     }
   }
 }
-#if BQ_GRAN == 3 && BQ_OP == 1 && BQ_FT == 1 && !BQ_BWD
+#if BQ_GRAN == BQ_GRAN_GROUP && BQ_OP == BQ_OP_QUANTIZE && BQ_FT == BQ_TYPE_F64 && !BQ_BWD
 #define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)
 #else
 #define BQ_BOUNDS_BLOCKS __launch_bounds__(256)
@@ -656,7 +659,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_a
 }
 #endif
 
-#if BQ_GRAN == 2 || BQ_GRAN == 3
+#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP
 // Per group over contiguous data: every row stride the row length and the parameter rows
 // dense, so the tensor is one flat array whose element e belongs to group e / G and the row
 // boundaries (and their prologues) disappear. Per token the same with G the row length, on
@@ -671,7 +674,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_a
 // group's reciprocal is prepared once a tile. Where a group of the tile rules out the fast
 // forms, the tile takes bq_apply's (bq_flat_near), and where it rules out those too, its
 // elements are redone one by one (bq_flat_ok). BQ_FR comes from the
-// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_fr says which,
+// host's prelude: 0 for the ops it never launches this kernel for (bq__affine_table's fr says which,
 // and why).
 
 // A prepared scale and zero point taken from a or b, field by field, so that both stay in
@@ -684,7 +687,7 @@ static __device__ __forceinline__ bq_scale bq_scale_sel(bool first, const bq_sca
   q.m = first ? a.m : b.m;
   q.corr = first ? a.corr : b.corr;
   q.plain = first ? a.plain : b.plain;
-#if BQ_FT != 1
+#if BQ_FT != BQ_TYPE_F64
   q.dlo = first ? a.dlo : b.dlo;
   q.dhi = first ? a.dhi : b.dhi;
 #endif
@@ -723,7 +726,7 @@ template <bool NEAR>
 static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,
                                                      const bq_prep &A, const bq_prep &B, int cut,
                                                      bq_piece<bq_out> &y, bool *fix) {
-#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64
   if constexpr (NEAR) {
     int t[BQ_P];
 #pragma unroll
@@ -734,7 +737,7 @@ static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, 
 #pragma unroll
     for (int j = 0; j < BQ_P; j += 4) *(bq_u32 *)&y.e[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
   } else
-#elif BQ_OP == 1 && BQ_FT != 1
+#elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
   if constexpr (NEAR) {
     // bq_div_near's window for both groups: their intersection (an element outside it takes
     // the general formulas, exact either way; only |dy| beyond |s| 2^+-96 leaves it)
@@ -751,7 +754,7 @@ static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, 
     }
     *fix |= !ok;
   } else
-#elif BQ_OP == 3 && !BQ_BWD
+#elif BQ_OP == BQ_OP_FAKE_QUANTIZE && !BQ_BWD
   if constexpr (NEAR) {
 #pragma unroll
     for (int j = 0; j < BQ_P; j++) {
@@ -772,11 +775,11 @@ static __device__ __forceinline__ void bq_flat_piece(const bq_piece<bq_in0> &a, 
 // bq_fake_quantize_near's for fake quantize forward (f64 quantize backward is slower with a
 // fast form, so it has none);
 static __device__ __forceinline__ bool bq_flat_near(const bq_prep &q) {
-#if BQ_OP == 1 && !BQ_BWD && BQ_FT != 1
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64
   return q.s.plain && q.z.near;
-#elif BQ_OP == 1 && BQ_FT != 1
+#elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
   return q.s.plain;
-#elif BQ_OP == 3 && !BQ_BWD
+#elif BQ_OP == BQ_OP_FAKE_QUANTIZE && !BQ_BWD
   return q.s.plain && q.z.lo == q.z.a && q.z.hi == q.z.b;
 #else
   return false;
@@ -784,7 +787,7 @@ static __device__ __forceinline__ bool bq_flat_near(const bq_prep &q) {
 }
 // and whether they allow bq_apply's forms at all (quantize's integer form needs z.iok).
 static __device__ __forceinline__ bool bq_flat_ok(const bq_prep &q) {
-#if BQ_OP == 1 && !BQ_BWD
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
   return q.z.iok;
 #else
   return true;
@@ -795,7 +798,7 @@ static __device__ __forceinline__ bool bq_flat_ok(const bq_prep &q) {
 // Quantize and fake quantize forward with f32 compute are held to 4 blocks an SM, one more
 // than their registers would otherwise allow, which is faster. Dequantize is slower under
 // the bound and f64 gains nothing, so neither is bounded.
-#if !BQ_BWD && BQ_OP != 2 && BQ_FT != 1
+#if !BQ_BWD && BQ_OP != BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64
 #define BQ_BOUNDS_FLAT __launch_bounds__(256, 4)
 #else
 #define BQ_BOUNDS_FLAT __launch_bounds__(256)
@@ -875,7 +878,7 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
 }
 #endif
 
-#if BQ_GRAN == 1
+#if BQ_GRAN == BQ_GRAN_CHANNEL
 // Per channel with the channel axis innermost: the data is [rows, C] (p.rows, p.cols, dense)
 // with a scale and zero point per column. The host takes this kernel when C % BQ_CP == 0 and
 // every stream is aligned to its chunk. Each lane owns BQ_CP columns, prepares their scales
@@ -887,10 +890,10 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
 // Rows in flight per lane: 64 bytes of the lead stream (32 for fake quantize, whose columns
 // keep more parameters in registers). (Dequantize forward, whose lead is the output, is no
 // faster with more rows of its int8 input in flight.)
-#define BQ_R ((int)((BQ_OP == 3 ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))
+#define BQ_R ((int)((BQ_OP == BQ_OP_FAKE_QUANTIZE ? 32 : 64) / (BQ_CP * BQ_LEAD_SIZE)))
 // A block's rows in flight: consecutive rows (f64, dequantize forward), or rows gridDim.y
 // apart (the others), whichever reads faster for that kernel.
-#define BQ_CONSEC (BQ_FT == 1 || (BQ_OP == 2 && !BQ_BWD))
+#define BQ_CONSEC (BQ_FT == BQ_TYPE_F64 || (BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD))
 
 // The column kernel's rows, for the lane's columns c0 .. c0 + BQ_CP - 1 with their prepared
 // scales and zero points. NEAR (quantize backward, every column's scale plain): the fast
@@ -923,7 +926,7 @@ static __device__ __forceinline__ void bq_cols_rows(const bq_affine_params &p, c
     for (int i = 0; i < R; i++) {
       if (r + i * step < p.rows) {
         bq_chunk<bq_out, BQ_CP> y;
-#if BQ_OP == 1 && BQ_BWD && BQ_FT != 1
+#if BQ_OP == BQ_OP_QUANTIZE && BQ_BWD && BQ_FT != BQ_TYPE_F64
         if (NEAR) { // quantize backward as bq_apply_piece's fast form: no division in the loop
           bool ok = true;
 #pragma unroll
@@ -967,12 +970,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_aff
   for (int j = 0; j < BQ_CP; j++) {
     s[j] = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + c0 + j)));
     z[j] = bq_zp_of(p.zps ? __ldg((const int *)p.zps + c0 + j) : 0);
-#if BQ_OP == 1 && !BQ_BWD
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
     slow |= !z[j].iok;
 #endif
     plain &= s[j].plain;
   }
-#if BQ_OP == 1 && BQ_BWD && BQ_FT != 1
+#if BQ_OP == BQ_OP_QUANTIZE && BQ_BWD && BQ_FT != BQ_TYPE_F64
   if (plain) bq_cols_rows<true, BQ_R / 2>(p, s, z, slow, c0);
   else
 #endif

@@ -1,11 +1,12 @@
 // common.cuh - types, conversions and the affine rounding rules shared by every kernel.
 // Self-contained on purpose: NVRTC sees no CUDA headers on a user's machine. The host
 // prepends a prelude of #defines that specializes this file (see baracuda_quant.h,
-// "kernel specialization"):
-//   BQ_FT   float type T: 0 f32, 1 f64, 2 f16, 3 bf16
-//   BQ_IT   int type I: 0 s8, 1 u8
+// "kernel specialization"). Its values are the names of the public enums' values, which it
+// defines first (BQ_TYPE_F32, BQ_GRAN_TOKEN, BQ_OP_QUANTIZE, ...):
+//   BQ_FT   float type T: BQ_TYPE_F32, BQ_TYPE_F64, BQ_TYPE_F16 or BQ_TYPE_BF16
+//   BQ_IT   int type I: BQ_TYPE_S8 or BQ_TYPE_U8
 //   BQ_QMIN, BQ_QMAX   the q-range
-//   BQ_ST   scale array element type: 0 = T, 1 = f32
+//   BQ_ST   scale array element type: BQ_TYPE_F32 or T
 // Numerics: docs/numerics.md in the repository. Every rounding is explicit
 // (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.
 
@@ -15,21 +16,21 @@ typedef unsigned int bq_u32;
 typedef long long bq_i64;
 typedef unsigned long long bq_u64;
 
-#if BQ_FT == 1
+#if BQ_FT == BQ_TYPE_F64
 typedef double bq_c; // compute type C
 #else
 typedef float bq_c;
 #endif
 
-#if BQ_FT == 0
+#if BQ_FT == BQ_TYPE_F32
 typedef float bq_t;
-#elif BQ_FT == 1
+#elif BQ_FT == BQ_TYPE_F64
 typedef double bq_t;
 #else
 typedef bq_u16 bq_t; // f16 / bf16 bits
 #endif
 
-#if BQ_IT == 0
+#if BQ_IT == BQ_TYPE_S8
 typedef signed char bq_i;
 #define BQ_I_MIN (-128)
 #define BQ_I_MAX 127
@@ -39,7 +40,7 @@ typedef unsigned char bq_i;
 #define BQ_I_MAX 255
 #endif
 
-#if BQ_ST == 1
+#if BQ_ST == BQ_TYPE_F32
 typedef float bq_s; // scale array element
 #else
 typedef bq_t bq_s;
@@ -68,7 +69,7 @@ static __device__ __forceinline__ bq_u16 bq_f32_to_bf16(float f) {
 // to 32 bits)
 static __device__ __forceinline__ int bq_cvt_sat(float v) {
   int r;
-#if BQ_IT == 0
+#if BQ_IT == BQ_TYPE_S8
   asm("cvt.rni.s8.f32 %0, %1;" : "=r"(r) : "f"(v));
 #else
   asm("cvt.rni.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
@@ -86,7 +87,7 @@ static __device__ __forceinline__ int bq_cvt_s16(float v) {
 // first, and the third operand's low half above them.)
 static __device__ __forceinline__ bq_u32 bq_pack4(int e0, int e1, int e2, int e3) {
   bq_u32 hi, w;
-#if BQ_IT == 0
+#if BQ_IT == BQ_TYPE_S8
   asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;" : "=r"(hi) : "r"(e3), "r"(e2));
   asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(w) : "r"(e1), "r"(e0), "r"(hi));
 #else
@@ -102,32 +103,32 @@ static __device__ __forceinline__ float bq_bf16_to_f32(bq_u16 h) {
 
 // T <-> C. T -> C is exact; C -> T rounds to nearest even.
 static __device__ __forceinline__ bq_c bq_to_c(bq_t v) {
-#if BQ_FT == 2
+#if BQ_FT == BQ_TYPE_F16
   return bq_f16_to_f32(v);
-#elif BQ_FT == 3
+#elif BQ_FT == BQ_TYPE_BF16
   return bq_bf16_to_f32(v);
 #else
   return v;
 #endif
 }
 static __device__ __forceinline__ bq_t bq_from_c(bq_c v) {
-#if BQ_FT == 2
+#if BQ_FT == BQ_TYPE_F16
   return bq_f32_to_f16(v);
-#elif BQ_FT == 3
+#elif BQ_FT == BQ_TYPE_BF16
   return bq_f32_to_bf16(v);
 #else
   return v;
 #endif
 }
 static __device__ __forceinline__ bq_c bq_scale_to_c(bq_s v) {
-#if BQ_ST == 1
+#if BQ_ST == BQ_TYPE_F32
   return v;
 #else
   return bq_to_c(v);
 #endif
 }
 
-#if BQ_FT == 1
+#if BQ_FT == BQ_TYPE_F64
 static __device__ __forceinline__ bq_c bq_div(bq_c a, bq_c b) { return __ddiv_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_mul(bq_c a, bq_c b) { return __dmul_rn(a, b); }
 static __device__ __forceinline__ bq_c bq_add(bq_c a, bq_c b) { return __dadd_rn(a, b); }
@@ -209,7 +210,7 @@ static __device__ __forceinline__ bq_zp bq_zp_of(int zp) {
   z.ib = (int)b;
   z.zp = zp;
   z.near = zp >= -BQ_NEAR_ZP && zp <= BQ_NEAR_ZP;
-#if BQ_FT == 1
+#if BQ_FT == BQ_TYPE_F64
   z.lo = z.a = (double)a;
   z.hi = z.b = (double)b;
   z.base = BQ_QMIN;
@@ -248,7 +249,7 @@ struct bq_scale {
   bq_c ss, rcp, m; // the scaled scale, its reciprocal, the power of two
   bool corr;       // apply the correction (s finite and nonzero)
   bool plain;      // m == 1 and corr: bq_quantize_near applies
-#if BQ_FT != 1
+#if BQ_FT != BQ_TYPE_F64
   float dlo, dhi; // bq_div_near's window for |dy|
 #endif
 };
@@ -261,7 +262,7 @@ static __device__ __forceinline__ bq_scale bq_scale_of(bq_c s) {
   q.rcp = bq_rcp(q.ss);
   q.corr = a > (bq_c)0 && a <= BQ_C_MAX;
   q.plain = q.m == (bq_c)1 && q.corr;
-#if BQ_FT != 1
+#if BQ_FT != BQ_TYPE_F64
   q.dlo = fmaxf(0x1p-96f, __fmul_rn(a, 0x1p-96f));
   q.dhi = fminf(__fmul_rn(a, 0x1p96f), 0x1.fffffep127f); // finite: an infinite dy divides outright
 #endif
@@ -282,7 +283,7 @@ static __device__ __forceinline__ bq_c bq_quotient(bq_c x, const bq_scale &q) {
 // ensures (checked against IEEE division on 2.7e8 such quotients, hard cases included). The
 // test reads x's exponent with integer operations; x = +-0 gives q0, exact with its sign.
 static __device__ __forceinline__ bq_c bq_div_by(bq_c x, const bq_scale &q, bool &ok) {
-#if BQ_FT == 1
+#if BQ_FT == BQ_TYPE_F64
   const double q0 = __dmul_rn(x, q.rcp);
   const int hi = __double2hiint(x);
   const bool zero = ((hi & 0x7fffffff) | __double2loint(x)) == 0;
@@ -325,7 +326,7 @@ static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale
   const int r = bq_rne_int(bq_quotient_plain<false>(x, s)); // NaN -> 0
   return min(max(r, z.ia), z.ib) + z.zp;
 }
-#if BQ_FT != 1
+#if BQ_FT != BQ_TYPE_F64
 // And with zero point 0 (symmetric dynamic quantization) in f32: the conversion to the int
 // type rounds half to even, saturates to the type's range and maps NaN to 0 by itself, so
 // only q-range bounds inside that range need a clamp: four operations an element.
@@ -496,9 +497,9 @@ template <typename E> static __device__ __forceinline__ bq_i64 bq_prologue(const
 
 // C -> scale element type, rounding to nearest even.
 static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {
-#if BQ_ST == 1 && BQ_FT == 1
+#if BQ_ST == BQ_TYPE_F32 && BQ_FT == BQ_TYPE_F64
   return __double2float_rn(v);
-#elif BQ_ST == 1
+#elif BQ_ST == BQ_TYPE_F32
   return v;
 #else
   return bq_from_c(v);

@@ -1,7 +1,8 @@
 // dynamic.cu - dynamic quantization: scales (and zero points) computed on the device
 // from the data, then the data quantized with exactly the stored scale.
 // Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric
-// (min/max with a zero point); BQ_DSCOPE 0 per tensor, 2 per token, 3 per group.
+// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;
+// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).
 //
 // Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns
 // it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),
@@ -17,15 +18,11 @@
 // bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
 
 #define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access
-// Accesses per thread kept on chip: 4 (64 bytes, 16 registers) in bq_dynamic, whose teams
-// have up to BQ_BLOCK threads; 8 in bq_dynamic_long (per token), whose teams have up to
-// BQ_LONG_TEAM, for rows past 256 threads' 4 accesses: fewer, fuller threads a row keep more
-// rows on an SM, so that one row's reduction and stores overlap the others' loads.
-#define BQ_CPT 4
-#define BQ_LONG_CPT 8
-#define BQ_DU 4          // accesses in flight per thread in the streaming loops
-#define BQ_BLOCK 1024    // the largest team of bq_dynamic, and the per-tensor kernels' block
-#define BQ_LONG_TEAM 512 // the largest team of bq_dynamic_long
+// Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK
+// threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per
+// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table
+// (bq__dynamic_table), which says why.
+#define BQ_DU 4 // accesses in flight per thread in the streaming loops
 
 struct bq_dynamic_params {
   bq_u64 x, y, scales, zps, partial;
@@ -122,10 +119,10 @@ static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
   if (q.bounded) { // uniform across the segment
-#if !BQ_ASYM && BQ_FT != 1
+#if !BQ_ASYM && BQ_FT != BQ_TYPE_F64
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);
-#elif BQ_FT != 1
+#elif BQ_FT != BQ_TYPE_F64
     bq_quantize_near<false>(a.e, q.s, q.zp, o.e); // the zero point lies in the q-range
 #else
 #pragma unroll
@@ -230,7 +227,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   }
 }
 
-#if BQ_DSCOPE == 3
+#if BQ_GRAN == BQ_GRAN_GROUP
 // Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two up to
 // 32 BQ_DU) and the row starts 16-byte aligned, so accesses never straddle groups. A
 // group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each
@@ -272,13 +269,13 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 }
 #endif
 
-#if BQ_DSCOPE != 0
+#if BQ_GRAN != BQ_GRAN_TENSOR
 // Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp
 // teams, eight.
 template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {
   const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
   const int lane = threadIdx.x & (tpr - 1);
-#if BQ_DSCOPE == 2
+#if BQ_GRAN == BQ_GRAN_TOKEN
   for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
     bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);
 #else
@@ -299,12 +296,12 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 // grid is running (bq_launch_dependents): it streams weights until this grid is done.
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
-#if BQ_DSCOPE == 2
+#if BQ_GRAN == BQ_GRAN_TOKEN
   bq_launch_dependents();
 #endif
   bq_dynamic_body<BQ_CPT>(p, red_smem);
 }
-#if BQ_DSCOPE == 2
+#if BQ_GRAN == BQ_GRAN_TOKEN
 extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];
   bq_launch_dependents();

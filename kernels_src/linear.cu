@@ -12,8 +12,9 @@
 // true value fits, as validation guarantees.
 //
 // Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):
-//   BQ_LIN_OP  0: the GEMM entry points; 1: bq_weight_sums
-//   BQ_WST     weight-scale (and per-token activation-scale) type: 0 f32, 1 f64, 2 f16, 3 bf16
+//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; else (BQ_OP_SMOOTHQUANT_LINEAR) the
+//              GEMM entry points, which both linear layers share
+//   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16
 //   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)
 //   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)
 
@@ -38,13 +39,13 @@ struct bq_linear_params {
 
 // ---- scalars ---------------------------------------------------------------------------
 template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {
-  if (CODE == 0) return (bq_c)((const float *)base)[i];
-  if (CODE == 1) return (bq_c)((const double *)base)[i]; // only when C is f64
-  if (CODE == 2) return (bq_c)bq_f16_to_f32(((const bq_u16 *)base)[i]);
+  if (CODE == BQ_TYPE_F32) return (bq_c)((const float *)base)[i];
+  if (CODE == BQ_TYPE_F64) return (bq_c)((const double *)base)[i]; // only when C is f64
+  if (CODE == BQ_TYPE_F16) return (bq_c)bq_f16_to_f32(((const bq_u16 *)base)[i]);
   return (bq_c)bq_bf16_to_f32(((const bq_u16 *)base)[i]);
 }
 
-#if BQ_FT == 1
+#if BQ_FT == BQ_TYPE_F64
 static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2double_rn(v); }
 #else
 static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2float_rn(v); }
@@ -97,7 +98,7 @@ static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, 
 // BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)
 #ifndef BQ_EMULATED
 #define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-#if BQ_IT == 1
+#if BQ_IT == BQ_TYPE_U8
 #define BQ_MMA_TYPES ".s32.u8.s8.s32"
 #define BQ_MMA_TYPES_WG ".s32.u8.s8"
 #else
@@ -175,7 +176,7 @@ static __device__ __forceinline__ void bq_tile_chunk(bq_u32 dst, const bq_u8 *ba
   }
 }
 
-#if BQ_LIN_OP == 0
+#if BQ_OP != BQ_OP_LINEAR_WEIGHT_SUMS
 // ---- tiles in shared memory ---------------------------------------------------------------------
 // K moves through shared memory in slices of 128 bytes: a row of a slice is 8 chunks of 16
 // bytes, chunk c of row r stored at position c ^ (r & 7). ldmatrix and the copies are then

@@ -3,9 +3,11 @@
    path, against the CPU reference (tests/reference.h) bit for bit. A host test, so that
    CI checks the affine kernel's logic (prologue, vector body, tail, parameter lookup per
    granularity, 32- and 64-bit indexing) on every change; test_gpu_affine is the real
-   thing. Built once per specialization (meson passes EMU_OP, EMU_BWD, EMU_GRAN, EMU_T,
-   EMU_I, EMU_QMIN, EMU_QMAX, EMU_ST: the prelude bq__build_source writes). Outputs are
-   poisoned and compared whole: guards, row gaps and padded parameter rows included. */
+   thing. Built once per specialization (tests/meson.build names it; tests/emu_spec.c writes
+   the header EMU_SPEC: its EMU_* macros and bq__build_source's prelude). Outputs are
+   poisoned and compared whole: guards, row gaps and padded parameter rows included. The
+   test `shapes` runs random shapes through the host's own choice of kernel; `by_name` makes
+   the host take each entry point in turn (bq__affine_force_entry) over shapes it serves. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -13,33 +15,12 @@
 
 #include "emulator/cuda_emulator.h"
 
-/* the slot kernels and the accesses per lane per tile: what bq__affine_slots and
-   bq__affine_u give this specialization */
-#define EMU_SLOTS ((EMU_GRAN == 1 || EMU_GRAN == 3) && EMU_OP != 2 && (!EMU_BWD || EMU_T == 1))
-/* bq_affine_blocks' accesses a lane, 0 where the host never takes it: bq__affine_ga */
-#define EMU_GA (EMU_GRAN == 2 ? (EMU_T == 1 && EMU_BWD ? (EMU_OP == 1 ? 2 : EMU_OP == 3 ? 4 : 0) : 0) \
-                : EMU_GRAN == 0 ? 0 : EMU_OP == 1 ? (!EMU_BWD || EMU_T == 0 ? 4 : 2) \
-                : EMU_OP == 3 ? (!EMU_BWD || EMU_T == 1 ? 4 : 0) : 0)
-/* bq_affine_flat's accesses a lane, 0 where the host never takes it: bq__affine_fr */
-#define EMU_FR (EMU_GRAN < 2 ? 0 \
-                : !EMU_BWD ? ((EMU_GRAN == 2 && EMU_OP != 2 && EMU_T != 0) || (EMU_OP == 1 && EMU_T == 1) ? 0 : 4) \
-                : EMU_OP == 2 ? 4 : EMU_T == 1 ? 1 : 2)
-/* bq_affine_narrow's elements a lane, 0 where the host never takes it: bq__affine_na */
-#define EMU_NA (EMU_OP == 1 && EMU_T == 1 && EMU_GRAN != 0 ? (!EMU_BWD ? 8 : EMU_GRAN == 2 ? 2 : 4) : 0)
-#define EMU_U (EMU_T == 1 ? (EMU_GRAN == 2 && EMU_BWD ? 2 : 4) : EMU_GRAN == 0 ? 2 : EMU_GRAN != 2 ? (EMU_SLOTS ? 4 : 2) : EMU_BWD && EMU_OP != 2 && EMU_T >= 2 ? 2 : 4)
+/* the specialization: EMU_* and the host's prelude, from tests/emu_spec.c (meson) */
+#include EMU_SPEC
 namespace emu_aff {
-#define BQ_FT EMU_T
-#define BQ_IT EMU_I
-#define BQ_QMIN (EMU_QMIN)
-#define BQ_QMAX (EMU_QMAX)
-#define BQ_ST EMU_ST
-#define BQ_OP EMU_OP
-#define BQ_BWD EMU_BWD
-#define BQ_GRAN EMU_GRAN
-#define BQ_U EMU_U
-#define BQ_GA EMU_GA
-#define BQ_FR EMU_FR
-#define BQ_NA EMU_NA
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/affine.cu"
 #include "emulator/kernel_undefs.h"
@@ -56,35 +37,37 @@ namespace emu_aff {
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
-#if EMU_GRAN == 1 || EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
 static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN != 0
+#if EMU_GRAN != BQ_GRAN_TENSOR
 static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
 static void k_affine_narrow(const void *p) { emu_aff::bq_affine_narrow(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
 static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_aff::bq_affine_params *)p); }
 #endif
-#if EMU_GRAN == 1
+#if EMU_GRAN == BQ_GRAN_CHANNEL
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
 #endif
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
 static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow;
+static emu_kernel g_last; /* the kernel the last case launched */
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
-#if EMU_GRAN == 1
+  g_last = k;
+#if EMU_GRAN == BQ_GRAN_CHANNEL
   g_cols += k == k_affine_cols;
 #endif
-#if EMU_GRAN == 1 || EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
   g_odd += k == k_affine_odd;
 #endif
-#if EMU_GRAN != 0
+#if EMU_GRAN != BQ_GRAN_TENSOR
   g_blocks += k == k_affine_blocks;
   g_narrow += k == k_affine_narrow;
 #endif
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
   g_flat += k == k_affine_flat;
 #endif
   g_even += k == k_affine;
@@ -100,19 +83,19 @@ static int g_num_sms = 132; /* 1 makes rows of several tiles into one item (affi
    within |s| 2^+-96) differ, so that bq_affine_flat must take their intersection */
 static int g_wide_scales;
 
-static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
+static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
 
 static bq_desc the_desc(void) {
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = (bq_op)EMU_OP;
   d.direction = EMU_BWD ? BQ_BACKWARD : BQ_FORWARD;
-  d.granularity = (bq_granularity)(EMU_GRAN + 1); /* the kernel code counts from per tensor = 0 */
+  d.granularity = (bq_granularity)EMU_GRAN;
   d.float_type = T;
   d.int_type = I;
   d.qmin = EMU_QMIN;
   d.qmax = EMU_QMAX;
-  d.scale_type = EMU_ST ? BQ_F32 : T;
+  d.scale_type = (bq_dtype)EMU_ST;
   return d;
 }
 
@@ -135,9 +118,9 @@ static double grad_value(void) {
   case 0: return 0.0 * ((rnd() & 1) ? 1 : -1);
   case 1: /* tiny: f64's and f32's ends of the range (f32 quantize backward: below the window of
              bq_div_near, |dy| >= 2^-96) */
-    return ldexp(rnd_unit() + 0.5, -(int)(EMU_T == 1 ? rnd_range(960, 1070) : rnd_range(80, 150))) *
+    return ldexp(rnd_unit() + 0.5, -(int)(EMU_T == BQ_TYPE_F64 ? rnd_range(960, 1070) : rnd_range(80, 150))) *
            ((rnd() & 1) ? 1 : -1);
-  case 2: return (rnd_unit() - 0.5) * (EMU_T == 1 ? 1e300 : (rnd() & 1) ? 1e38 : 1e30);
+  case 2: return (rnd_unit() - 0.5) * (EMU_T == BQ_TYPE_F64 ? 1e300 : (rnd() & 1) ? 1e38 : 1e30);
   case 3: return (rnd() & 1) ? NAN : INFINITY;
   default: return (rnd_unit() - 0.5) * 8;
   }
@@ -146,25 +129,20 @@ static double grad_value(void) {
 /* one case: the shape in `a` (host buffers are made here), offsets in elements */
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[256];
-  snprintf(what, sizeof what, "seed=0x%llx op %d bwd %d gran %d T %s I %s q [%d,%d] st %d | %s offs %d/%d",
-           (unsigned long long)g_seed, EMU_OP, EMU_BWD, EMU_GRAN, ref_dtype_name(T), ref_dtype_name(I), EMU_QMIN,
-           EMU_QMAX, EMU_ST, shape, off_x, off_y);
+  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d", (unsigned long long)g_seed, EMU_SPEC, shape,
+           off_x, off_y);
   bq_desc d = the_desc();
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   bq__target tg = {90, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
-  char want[160];
-  snprintf(want, sizeof want,
-           "#define BQ_OP %d\n#define BQ_BWD %d\n#define BQ_GRAN %d\n#define BQ_U %d\n#define BQ_GA %d\n#define BQ_FR %d\n",
-           EMU_OP, EMU_BWD, EMU_GRAN, EMU_U, EMU_GA, EMU_FR);
-  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  entry.fn[0] = (bq__CUfunction)k_affine;
-#if EMU_GRAN == 1 || EMU_GRAN == 3
+  entry.fn[BQ__AFFINE_ROW] = (bq__CUfunction)k_affine;
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
   /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
      by element): half the cases swap them, so each runs on aligned and unaligned shapes.
      Which half: the top bit of the case's number times 2^32 / golden ratio, a sequence
@@ -172,22 +150,22 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
      number modulo 3, 4 and 8), so that both kernels get their share of every kind of
      shape, seed after seed. */
   static unsigned ncase;
-  const int swap = (int)((ncase++ * 0x9E3779B9u) >> 31), odd = EMU_GRAN == 1 ? 2 : 1;
-  entry.fn[0] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
-  entry.fn[odd] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
-  entry.fn[EMU_GRAN == 1 ? 3 : 2] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
-  entry.fn[4] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, blocks of 64 elements or more */
+  const int swap = bq__affine_force_entry < 0 && (int)((ncase++ * 0x9E3779B9u) >> 31); /* by_name: none */
+  entry.fn[BQ__AFFINE_ROW] = (bq__CUfunction)(swap ? k_affine_odd : k_affine);
+  entry.fn[BQ__AFFINE_ODD] = (bq__CUfunction)(swap ? k_affine : k_affine_odd);
+  entry.fn[BQ__AFFINE_BLOCKS] = (bq__CUfunction)k_affine_blocks; /* where no access straddles */
+  entry.fn[BQ__AFFINE_NARROW] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, blocks of 64 elements or more */
 #endif
-#if EMU_GRAN == 3
-  entry.fn[3] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
+#if EMU_GRAN == BQ_GRAN_GROUP
+  entry.fn[BQ__AFFINE_FLAT] = (bq__CUfunction)k_affine_flat; /* contiguous data where accesses straddle */
 #endif
-#if EMU_GRAN == 2
-  entry.fn[1] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
-  entry.fn[2] = (bq__CUfunction)k_affine_flat;   /* contiguous rows off the 16-byte grid */
-  entry.fn[3] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, rows of 64 elements or more */
+#if EMU_GRAN == BQ_GRAN_TOKEN
+  entry.fn[BQ__AFFINE_BLOCKS] = (bq__CUfunction)k_affine_blocks; /* aligned rows, where the host takes it */
+  entry.fn[BQ__AFFINE_FLAT] = (bq__CUfunction)k_affine_flat;     /* contiguous rows off the 16-byte grid */
+  entry.fn[BQ__AFFINE_NARROW] = (bq__CUfunction)k_affine_narrow; /* f64 quantize, rows of 64 elements or more */
 #endif
-#if EMU_GRAN == 1
-  entry.fn[1] = (bq__CUfunction)k_affine_cols;
+#if EMU_GRAN == BQ_GRAN_CHANNEL
+  entry.fn[BQ__AFFINE_COLS] = (bq__CUfunction)k_affine_cols;
 #endif
   plan.entry = &entry;
   plan.num_sms = g_num_sms;
@@ -204,7 +182,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   std::vector<int32_t> zb((size_t)nparams + 1);
   double s_pt = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 1) ? 1.0 : 1.0 + rnd_unit());
   if (rnd() % 8 == 0) /* a scale whose reciprocal needs the power-of-two bracket */
-    s_pt = ldexp(1.0 + rnd_unit(), (EMU_T == 1 ? 600 : 100) * ((rnd() & 1) ? 1 : -1));
+    s_pt = ldexp(1.0 + rnd_unit(), (EMU_T == BQ_TYPE_F64 ? 600 : 100) * ((rnd() & 1) ? 1 : -1));
   for (int64_t i = 0; i < nparams; i++) {
     double s = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 3) ? 1.0 : 1.0 + rnd_unit());
     if (rnd() % 29 == 0) s = 0.0;
@@ -244,7 +222,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   }
   a.scale = s_pt;
   a.zero_point = (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
-  if (EMU_GRAN != 0) {
+  if (EMU_GRAN != BQ_GRAN_TENSOR) {
     a.scales = sb.data();
     a.zero_points = rnd() % 4 ? zb.data() : NULL;
   }
@@ -256,7 +234,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq_args r = a;
   if (bwd) r.dx = exp;
   else r.y = exp;
-  if (EMU_GRAN == 0) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
+  if (EMU_GRAN == BQ_GRAN_TENSOR) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
   cr_assert_eq(ref_run(&d, &r), 0, "%s", what);
   char msg[2048];
   int64_t total = guard + off_o + otot + guard;
@@ -275,20 +253,20 @@ Test(emulated_affine, shapes, .timeout = 600) {
      most of them off the 16-byte grid (bq_affine_flat). */
   /* (per channel, f64 quantize forward: 120, since bq_affine_narrow takes the runs of 64
      elements or more from the row kernels) */
-  const int reps = EMU_GRAN == 1 ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GRAN == 3 ? 112 : EMU_GRAN == 2 ? 88 : 64;
+  const int reps = EMU_GRAN == BQ_GRAN_CHANNEL ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GRAN == BQ_GRAN_GROUP ? 112 : EMU_GRAN == BQ_GRAN_TOKEN ? 88 : 64;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
     char shape[128];
     int64_t xtot, ytot, np;
     int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
-#if EMU_GRAN == 0
+#if EMU_GRAN == BQ_GRAN_TENSOR
     static const int64_t ns[] = {0, 1, 2, 7, 15, 16, 17, 31, 63, 64, 65, 255, 257, 1000, 4099, 9001};
     a.numel = rep < 16 ? ns[rep] : rnd_range(1, rep < 60 ? 20000 : 300000);
     xtot = ytot = a.numel;
     np = 1;
     snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
-#elif EMU_GRAN == 1
+#elif EMU_GRAN == BQ_GRAN_CHANNEL
     a.rank = (int)rnd_range(1, 4);
     int64_t tot = 1;
     for (int i = 0; i < a.rank; i++) {
@@ -322,7 +300,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #else
     a.rows = rep >= 52 ? rnd_range(100, 400) : rnd_range(1, 40);
     g_num_sms = rep % 2 ? 1 : 132;
-#if EMU_GRAN == 3
+#if EMU_GRAN == BQ_GRAN_GROUP
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
     const int64_t p = 16 / ref_dtype_size(T);
     static const int64_t as[] = {1, 2, 3, 4, 12, 16, 40, 130, 300}; /* accesses a group, aligned rows */
@@ -361,14 +339,14 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #endif
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
     if (flat) {
       a.x_row_stride = rnd() & 1 ? 0 : a.cols;
       a.y_row_stride = rnd() & 1 ? 0 : a.cols;
       if (rnd() % 4 == 0) offx = offy = 8 - (int)(21 % 8); /* aligned: straddles only where G is odd */
     }
 #endif
-#if EMU_GRAN >= 2
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
     if (aligned) { /* row strides whole accesses of x and y (either may lead), bases aligned */
       if (a.cols > 600) a.rows = rnd_range(1, 6);
       a.x_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
@@ -381,16 +359,133 @@ Test(emulated_affine, shapes, .timeout = 600) {
     run(a, xtot, ytot, np, offx, offy, shape);
   }
   cr_assert(g_cases >= 60, "only %d cases had work", g_cases);
-#if EMU_GRAN == 1
-  cr_assert(g_cols >= 8, "only %d cases took the channel-innermost kernel", g_cols);
+  /* the kernels the dispatch table turns off for this specialization are never taken (the
+     test by_name runs each of the others by name) */
+  if (!EMU_GA) cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
+  if (!EMU_FR) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
+  if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
+}
+
+/* ---- every entry point by name --------------------------------------------------------- */
+/* One case with the host made to take `entry` (bq__affine_force_entry): it must launch `fn`. */
+static void named_case(int entry, emu_kernel fn, const char *name, bq_args a, int64_t np, int off, const char *what) {
+  int64_t xtot, ytot;
+  char shape[256];
+  if (EMU_GRAN == BQ_GRAN_CHANNEL) {
+    xtot = 1;
+    for (int i = 0; i < a.rank; i++) xtot *= a.shape[i];
+    ytot = xtot;
+    snprintf(shape, sizeof shape, "%s: %s rank %d [%lld,%lld,%lld] axis %d", name, what, a.rank, (long long)a.shape[0],
+             (long long)a.shape[1], (long long)a.shape[2], a.axis);
+  } else if (EMU_GRAN == BQ_GRAN_TENSOR) {
+    xtot = ytot = a.numel;
+    snprintf(shape, sizeof shape, "%s: %s numel %lld", name, what, (long long)a.numel);
+  } else {
+    char rs[160];
+    emu_rows_case(&a, &xtot, &ytot, rs, sizeof rs);
+    snprintf(shape, sizeof shape, "%s: %s %s", name, what, rs);
+  }
+  bq__affine_force_entry = entry;
+  g_last = NULL;
+  run(a, xtot, ytot, np, off, off, shape);
+  bq__affine_force_entry = -1;
+  cr_assert(g_last == fn, "%s took another kernel", shape);
+}
+/* [rows, cols] (per token, per group of g) with row strides cols + pad; a single row, or
+   parameter rows dense */
+static bq_args rows_args(int64_t rows, int64_t cols, int64_t g, int64_t pad) {
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = rows;
+  a.cols = cols;
+  a.group_size = g;
+  a.x_row_stride = a.y_row_stride = pad ? cols + pad : 0;
+  return a;
+}
+static int64_t rows_params(const bq_args &a) {
+  return EMU_GRAN == BQ_GRAN_GROUP ? a.rows * (a.cols / a.group_size) : a.rows;
+}
+static bq_args channel_args(int rank, int64_t s0, int64_t s1, int64_t s2, int axis) {
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rank = rank;
+  a.shape[0] = s0;
+  a.shape[1] = s1;
+  a.shape[2] = s2;
+  a.axis = axis;
+  return a;
+}
+
+Test(emulated_affine, by_name, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T); /* elements an access */
+  const int al = 8 - (int)(21 % 8), un = al - 1; /* offsets that align every stream (a 21-element guard), and none */
+  (void)p, (void)al, (void)un;
+  /* the row kernel: aligned, straddling, odd, strided, short and long shapes */
+#if EMU_GRAN == BQ_GRAN_TENSOR
+  static const int64_t ns[] = {1, 7, 16, 64 * 8 + 3, 5000, 70001};
+  for (int i = 0; i < 6; i++) {
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.numel = ns[i];
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, 1, i % 2 ? un : al, "numel");
+  }
+#elif EMU_GRAN == BQ_GRAN_CHANNEL
+  /* the two row kernels, each on every shape */
+  const bq_args rowk[] = {channel_args(3, 3, 5, 7, 1), channel_args(2, 4, 2 * p, 1, 0), channel_args(1, 1000, 1, 1, 0),
+                          channel_args(3, 2, 9, 130, 1), channel_args(2, 3, 4 * p, 1, 1)};
+  for (int i = 0; i < 5; i++) {
+    const bq_args &a = rowk[i];
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, a.shape[a.axis], i % 2 ? un : al, "row");
+    named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, a.shape[a.axis], i % 2 ? un : al, "row");
+  }
+  /* the channel axis innermost: C a multiple of the columns a lane owns, 8 lanes' worth or more */
+  const int64_t cp = p < 4 ? p : 4;
+  for (int i = 0; i < 4; i++) {
+    const int64_t c = cp * (i == 0 ? 8 : i == 1 ? 9 : i == 2 ? 50 : 300), r = i == 3 ? 2 : 1 + 30 * i;
+    bq_args a = channel_args(2, r, c, 1, i % 2 ? -1 : 1);
+    named_case(BQ__AFFINE_COLS, k_affine_cols, "bq_affine_cols", a, c, al, "innermost");
+  }
+  if (EMU_GA) /* a channel's run a whole number of aligned accesses */
+    for (int i = 0; i < 4; i++) {
+      const int64_t m = i == 0 ? 1 : i == 1 ? 3 : i == 2 ? 40 : 130;
+      bq_args a = i % 2 ? channel_args(3, 2, 5, p * m, 1) : channel_args(2, 3, p * m, 1, 0);
+      named_case(BQ__AFFINE_BLOCKS, k_affine_blocks, "bq_affine_blocks", a, a.shape[a.axis], al, "aligned runs");
+    }
+  if (EMU_NA) /* runs of 64 elements or more, straddling (backward takes it only so) */
+    for (int i = 0; i < 3; i++) {
+      const int64_t g = i == 0 ? 65 : i == 1 ? 101 : 130;
+      bq_args a = channel_args(2, 1 + 2 * i, g, 1, 0);
+      named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, a.shape[0], un, "runs of 64 or more");
+    }
+#else
+  const int tok = EMU_GRAN == BQ_GRAN_TOKEN;
+  /* the row kernels: groups (rows) short, odd, whole accesses, long; rows strided or not */
+  static const int64_t gs[] = {3, 7, 16, 100, 1000};
+  for (int i = 0; i < 5; i++) {
+    const int64_t g = gs[i], cols = tok ? g : g * (i + 2), rows = i == 4 ? 2 : 1 + 7 * i;
+    bq_args a = rows_args(rows, cols, tok ? 0 : g, i % 2 ? 3 : 0);
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, rows_params(a), i % 3 ? un : al, "row");
+#if EMU_GRAN == BQ_GRAN_GROUP
+    named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, rows_params(a), i % 3 ? un : al, "row");
 #endif
-#if EMU_GRAN == 1 || EMU_GRAN == 3 /* both row kernels */
-  cr_assert(g_odd >= 8 && g_even >= 8, "%d cases took bq_affine_odd, %d bq_affine", g_odd, g_even);
+  }
+  if (EMU_GA) /* blocks a whole number of accesses, rows 16-byte aligned */
+    for (int i = 0; i < 4; i++) {
+      const int64_t m = i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 40 : 130, g = p * m;
+      bq_args a = rows_args(i == 3 ? 2 : 1 + 3 * i, tok ? g : 3 * g, tok ? 0 : g, i % 2 ? 16 : 0);
+      named_case(BQ__AFFINE_BLOCKS, k_affine_blocks, "bq_affine_blocks", a, rows_params(a), al, "aligned blocks");
+    }
+  if (EMU_FR) /* one flat array whose accesses straddle blocks */
+    for (int i = 0; i < 4; i++) {
+      const int64_t g = i % 2 ? p * 13 + 3 : p * 5 + 1;
+      bq_args a = rows_args(i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 40 : 3, tok ? g : g * (1 + i), tok ? 0 : g, 0);
+      named_case(BQ__AFFINE_FLAT, k_affine_flat, "bq_affine_flat", a, rows_params(a), i == 3 ? un : al, "flat");
+    }
+  if (EMU_NA) /* blocks (rows) of 64 elements or more, straddling */
+    for (int i = 0; i < 3; i++) {
+      const int64_t g = i == 0 ? 64 : i == 1 ? 65 : 301;
+      bq_args a = rows_args(1 + 2 * i, tok ? g : 2 * g, tok ? 0 : g, i == 1 ? 5 : 0);
+      named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, rows_params(a), un, "blocks of 64 or more");
+    }
 #endif
-  if (EMU_GA) cr_assert(g_blocks >= 6, "only %d cases took bq_affine_blocks", g_blocks);
-  else cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
-  if (EMU_FR) cr_assert(g_flat >= 8, "only %d cases took bq_affine_flat", g_flat);
-  else cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
-  if (EMU_NA) cr_assert(g_narrow >= 8, "only %d cases took bq_affine_narrow", g_narrow);
-  else cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
 }

@@ -4,8 +4,8 @@
    (tests/reference_dynamic.h) bit for bit: data, scales and zero points. A host test, so
    that CI checks the kernel's logic (teams, on-chip rows and the two-pass fallback, the
    shuffle path for groups, the per-tensor partials) on every change; test_gpu_dynamic is
-   the real thing. Built once per specialization (meson: EMU_SCOPE, EMU_T, EMU_I, EMU_ASYM,
-   EMU_QMIN, EMU_QMAX, EMU_SF32). Outputs are poisoned and compared whole. */
+   the real thing. Built once per specialization (tests/meson.build names it; tests/emu_spec.c
+   writes the header EMU_SPEC). Outputs are poisoned and compared whole. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -13,14 +13,12 @@
 
 #include "emulator/cuda_emulator.h"
 
+/* the specialization: EMU_* and the host's prelude, from tests/emu_spec.c (meson) */
+#include EMU_SPEC
 namespace emu_dyn {
-#define BQ_FT EMU_T
-#define BQ_IT EMU_I
-#define BQ_QMIN (EMU_QMIN)
-#define BQ_QMAX (EMU_QMAX)
-#define BQ_ST (EMU_SF32 && EMU_T != 0)
-#define BQ_ASYM EMU_ASYM
-#define BQ_DSCOPE EMU_SCOPE
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/dynamic.cu"
 #include "emulator/kernel_undefs.h"
@@ -36,21 +34,29 @@ namespace emu_dyn {
 
 static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "params size");
 
-#if EMU_SCOPE == 0
+#if EMU_GRAN == BQ_GRAN_TENSOR
 static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const emu_dyn::bq_dynamic_params *)p); }
 static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dynamic_params *)p); }
 #else
 static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
-#if EMU_SCOPE == 2
+#if EMU_GRAN == BQ_GRAN_TOKEN
 static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dynamic_params *)p); }
 #else
 static void k1(const void *p) { (void)p; abort(); }
 #endif
 #endif
-static void init(void) { emu_test_init(); }
+static emu_kernel g_last; /* the last kernel launched */
+static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+  (void)gx, (void)gy, (void)bx, (void)smem;
+  g_last = k;
+}
+static void init(void) {
+  emu_test_init();
+  emu_launch_check = note_kernel;
+}
 TestSuite(emulated_dynamic, .init = init);
 
-static const bq_dtype T = type_of(EMU_T), I = EMU_I ? BQ_U8 : BQ_S8;
+static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
 
 
 /* a segment's worth of values: a kind per segment (random, positive, zeros, constant, an
@@ -68,36 +74,38 @@ static double value(int kind, double mag) {
 
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[256];
-  snprintf(what, sizeof what, "seed=0x%llx scope %d T %s I %s asym %d q [%d,%d] sf32 %d | %s offs %d/%d",
-           (unsigned long long)g_seed, EMU_SCOPE, ref_dtype_name(T), ref_dtype_name(I), EMU_ASYM, EMU_QMIN, EMU_QMAX,
-           EMU_SF32, shape, off_x, off_y);
+  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d", (unsigned long long)g_seed, EMU_SPEC,
+           shape, off_x, off_y);
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_DYNAMIC_QUANTIZE;
-  d.granularity = (bq_granularity)(EMU_SCOPE + 1); /* the kernel code counts from per tensor = 0 */
+  d.granularity = (bq_granularity)EMU_GRAN;
   d.float_type = T;
   d.int_type = I;
   d.qmin = EMU_QMIN;
   d.qmax = EMU_QMAX;
-  d.scale_type = EMU_SF32 ? BQ_F32 : T;
+  d.scale_type = (bq_dtype)EMU_ST;
   d.asymmetric = EMU_ASYM;
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   bq__target tg = {90, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
-  char want[96];
-  snprintf(want, sizeof want, "#define BQ_ASYM %d\n#define BQ_DSCOPE %d\n", EMU_ASYM, EMU_SCOPE);
-  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  entry.fn[0] = (bq__CUfunction)k0;
-  entry.fn[1] = (bq__CUfunction)k1;
+#if EMU_GRAN == BQ_GRAN_TENSOR
+  entry.fn[BQ__DYN_REDUCE] = (bq__CUfunction)k0;
+  entry.fn[BQ__DYN_APPLY] = (bq__CUfunction)k1;
+#else
+  entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k0;
+  entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k1;
+#endif
   plan.entry = &entry;
   plan.num_sms = 132;
 
-  const bq_dtype st = EMU_SF32 ? BQ_F32 : T;
+  const bq_dtype st = (bq_dtype)EMU_ST;
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(st);
   const int64_t guard = 19;
   std::vector<unsigned char> xb((size_t)(xtot + 2 * guard + 16) * ts + 64);
@@ -112,7 +120,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
       kind = (int)(rnd() % 6);
       mag = ldexp(1.0, (int)rnd_range(-10, 10));
       /* now and then a magnitude whose scale needs the reciprocal's power-of-two bracket */
-      if (rnd() % 5 == 0) mag = ldexp(1.0, EMU_T == 1 ? -(int)rnd_range(500, 600) : -(int)rnd_range(85, 110));
+      if (rnd() % 5 == 0) mag = ldexp(1.0, EMU_T == BQ_TYPE_F64 ? -(int)rnd_range(500, 600) : -(int)rnd_range(85, 110));
     }
     store_any(T, x, i, value(kind, mag));
   }
@@ -150,14 +158,14 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 Test(emulated_dynamic, shapes, .timeout = 600) {
   /* per token, 16 more cases of contiguous rows, most of them off the 16-byte grid (each
      row's prologue then differs from the last's) */
-  const int reps = EMU_SCOPE == 2 ? 56 : 40;
+  const int reps = EMU_GRAN == BQ_GRAN_TOKEN ? 56 : 40;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
     char shape[128];
     int64_t xtot, ytot, np;
     int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
-#if EMU_SCOPE == 0
+#if EMU_GRAN == BQ_GRAN_TENSOR
     static const int64_t ns[] = {1, 2, 7, 16, 17, 257, 4099, 70001};
     a.numel = rep < 8 ? ns[rep] : rnd_range(1, rep < 36 ? 30000 : 400000);
     xtot = ytot = a.numel;
@@ -165,7 +173,7 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
 #else
     a.rows = rnd_range(1, rep < 30 ? 20 : 3);
-#if EMU_SCOPE == 3
+#if EMU_GRAN == BQ_GRAN_GROUP
     static const int64_t gs[] = {1, 2, 8, 16, 32, 64, 128, 256, 512, 1024, 7, 100, 4096};
     const int64_t g = gs[rnd() % 13];
     a.cols = g * rnd_range(1, g >= 256 ? 3 : 10);
@@ -192,3 +200,31 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     run(a, xtot, ytot, np, offx, offy, shape);
   }
 }
+
+#if EMU_GRAN == BQ_GRAN_TOKEN
+/* Both per-token entry points by name (bq__dynamic_force_entry), each over short, odd, long
+   (past bq_dynamic's on-chip rows and past bq_dynamic_long's), strided and contiguous rows:
+   every case must launch the kernel named. */
+Test(emulated_dynamic, by_name, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T);
+  static const int64_t colsp[] = {1, 7, 64, 1025, 4097, 9000}; /* accesses a row */
+  for (int e = 0; e < 2; e++)
+    for (int i = 0; i < 6; i++) {
+      bq_args a;
+      memset(&a, 0, sizeof a);
+      a.rows = i < 3 ? 1 + 5 * i : 2;
+      a.cols = p * colsp[i] + (i % 2 ? 0 : p / 2);
+      a.x_row_stride = i % 3 == 1 ? a.cols + 3 : 0;
+      a.y_row_stride = i % 3 == 2 ? a.cols + 5 : 0;
+      int64_t xtot, ytot;
+      char shape[160], what[200];
+      emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
+      snprintf(what, sizeof what, "%s: %s", e ? "bq_dynamic_long" : "bq_dynamic", shape);
+      bq__dynamic_force_entry = e ? BQ__DYN_LONG : BQ__DYN_ROW;
+      g_last = NULL;
+      run(a, xtot, ytot, a.rows, i % 2, i % 3 == 0 ? 3 : 0, what);
+      bq__dynamic_force_entry = -1;
+      cr_assert(g_last == (e ? (emu_kernel)k1 : (emu_kernel)k0), "%s took another kernel", what);
+    }
+}
+#endif

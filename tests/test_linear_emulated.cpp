@@ -6,7 +6,7 @@
    epilogue); what only a GPU shows (races, speed, the real instructions) is for
    test_gpu_linear.
 
-   Built once per specialization (meson passes EMU_* macros, below), as SmoothQuantLinear
+   Built once per specialization (EMU_SPEC, below), as SmoothQuantLinear
    or QuantizedLinear plans of that SKU (QuantizedLinear's activations go through
    dynamic.cu, emulated too) with every tile configuration forced in turn, plus the
    weight-sums kernel. Outputs are poisoned and
@@ -18,56 +18,34 @@
 
 #include "emulator/cuda_emulator.h"
 
-/* The specialization (meson): EMU_OUT output type code (0 f32, 1 f64, 2 f16, 3 bf16),
-   EMU_AT activations u8, EMU_WST weight-scale type code; EMU_QL 1 for QuantizedLinear
-   plans, whose activations (type code EMU_T) are quantized by dynamic.cu per token,
-   EMU_ASYM with zero points. The preludes are the ones bq__build_source writes. */
-#ifndef EMU_QL
-#define EMU_QL 0
-#define EMU_T EMU_OUT
-#define EMU_ASYM 0
-#endif
-#ifndef EMU_WGMMA /* 1: an sm_90a module, with the warpgroup-MMA tiles */
-#define EMU_WGMMA 0
-#endif
+/* The specialization: tests/meson.build names it, tests/emu_spec.c writes the header EMU_SPEC:
+   EMU_OUT the output type, EMU_I the activations' int type, EMU_ST the weight scales' type;
+   EMU_QL 1 for QuantizedLinear plans, whose activations (type EMU_T) are quantized by
+   dynamic.cu per token, EMU_ASYM with zero points; EMU_WGMMA 1 for an sm_90a module, with
+   the warpgroup-MMA tiles. Its sections are the preludes bq__build_source writes. */
+#include EMU_SPEC
 namespace emu_gemm {
-#define BQ_FT EMU_OUT
-#define BQ_IT EMU_AT
-#define BQ_QMIN (0)
-#define BQ_QMAX (0)
-#define BQ_ST 0
-#define BQ_LIN_OP 0
-#define BQ_WST EMU_WST
-#define BQ_ASF32 (EMU_QL && EMU_WST != 0)
-#define BQ_WGMMA EMU_WGMMA
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
 static int gv_smem(int mt, int64_t m) { return BQ_GV_SMEM(m < 16 * mt ? (int)m : 16 * mt); }
 #include "emulator/kernel_undefs.h"
 } // namespace emu_gemm
 namespace emu_sums {
-#define BQ_FT 0
-#define BQ_IT 0
-#define BQ_QMIN (0)
-#define BQ_QMAX (0)
-#define BQ_ST 0
-#define BQ_LIN_OP 1
-#define BQ_WST 0
-#define BQ_ASF32 0
-#define BQ_WGMMA 0
+#define EMU_SECTION 2
+#include EMU_SPEC
+#undef EMU_SECTION
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/linear.cu"
 #include "emulator/kernel_undefs.h"
 } // namespace emu_sums
 #if EMU_QL
 namespace emu_dyn {
-#define BQ_FT EMU_T
-#define BQ_IT EMU_AT
-#define BQ_QMIN (EMU_AT ? 0 : -128)
-#define BQ_QMAX (EMU_AT ? 255 : 127)
-#define BQ_ST (EMU_T != 0)
-#define BQ_ASYM EMU_ASYM
-#define BQ_DSCOPE 2
+#define EMU_SECTION 3
+#include EMU_SPEC
+#undef EMU_SECTION
 #include "../kernels_src/common.cuh"
 #include "../kernels_src/dynamic.cu"
 #include "emulator/kernel_undefs.h"
@@ -123,12 +101,12 @@ static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, un
 static void init(void) {
   emu_test_init();
   emu_launch_check = check_launch;
-  emu_a_unsigned = EMU_AT;
+  emu_a_unsigned = EMU_I == BQ_TYPE_U8;
 }
 TestSuite(emulated, .init = init);
 
 /* the specialization this binary was built for */
-static const bq_dtype OUT = type_of(EMU_OUT), ST = type_of(EMU_WST), AT = EMU_AT ? BQ_U8 : BQ_S8, T = type_of(EMU_T);
+static const bq_dtype OUT = (bq_dtype)EMU_OUT, ST = (bq_dtype)EMU_ST, AT = (bq_dtype)EMU_I, T = (bq_dtype)EMU_T;
 
 
 typedef struct ecase {
@@ -164,13 +142,7 @@ static void run(const ecase *c0) {
   bq__kernel_src ks;
   bq__target tg = {90, 0, EMU_WGMMA};
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
-  char want[64];
-  snprintf(want, sizeof want, "#define BQ_ST 0\n#define BQ_WGMMA %d\n", EMU_WGMMA);
-  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
-  snprintf(want, sizeof want, "#define BQ_FT %d\n#define BQ_IT %d\n", EMU_OUT, EMU_AT);
-  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
-  snprintf(want, sizeof want, "#define BQ_WST %d\n#define BQ_ASF32 %d\n", EMU_WST, EMU_QL && EMU_WST != 0);
-  cr_assert(strstr(ks.source.p, want), "the SKU's prelude differs from this build's: %s", what);
+  cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
@@ -196,14 +168,14 @@ static void run(const ecase *c0) {
   qd.asymmetric = c->asym;
   bq_plan sub;
   cr_assert_eq(bq__plan_init(&qd, &sub), BQ_SUCCESS, "%s", bq_last_error());
-  cr_assert_eq(bq__kernel_for(&qd, &tg, &ks), BQ_SUCCESS);
-  snprintf(want, sizeof want, "#define BQ_ASYM %d\n#define BQ_DSCOPE 2\n", EMU_ASYM);
-  cr_assert(strstr(ks.source.p, want), "the dynamic SKU's prelude differs from this build's: %s", what);
+  const bq__target tq = {90, 0, 0}; /* dynamic quantize has no sm_90a module */
+  cr_assert_eq(bq__kernel_for(&qd, &tq, &ks), BQ_SUCCESS);
+  cr_assert(strstr(ks.source.p, EMU_PRELUDE_ACT), "the dynamic SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
   bq__entry sub_entry;
   memset(&sub_entry, 0, sizeof sub_entry);
-  sub_entry.fn[0] = (bq__CUfunction)k_dyn;
-  sub_entry.fn[1] = (bq__CUfunction)k_dyn_long;
+  sub_entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k_dyn;
+  sub_entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k_dyn_long;
   sub.entry = &sub_entry;
   sub.num_sms = 132;
   plan.sub = &sub;

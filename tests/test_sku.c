@@ -756,3 +756,30 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
                BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_eq(d.op, BQ_SMOOTHQUANT_LINEAR);
 }
+
+/* The dispatch tables are keyed as their lookups assume: the affine table in the order
+   bq__affine_row_of indexes it (op, direction, granularity, float type), each of the
+   dynamic table's keys once, the linear table by its entry enum. */
+Test(sku, dispatch_tables_are_keyed_as_looked_up) {
+  cr_assert_eq(BQ__AFFINE_ROWS, 3 * 2 * 4 * 4);
+  for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
+    const bq__affine_row *r = &bq__affine_table[i];
+    bq_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = r->op;
+    d.direction = r->dir;
+    d.granularity = r->gran;
+    d.float_type = r->ft;
+    cr_assert_eq(bq__affine_row_of(&d), r, "affine row %d (%s %s %s) is out of order", i, bq__op_name(r->op),
+                 bq__gran_name(r->gran), bq__dtype_name(r->ft));
+    cr_assert(r->u == 2 || r->u == 4, "affine row %d: u %d", i, r->u);
+  }
+  for (int i = 0; i < BQ__DYNAMIC_ROWS; i++) {
+    bq_desc d;
+    memset(&d, 0, sizeof d);
+    d.granularity = bq__dynamic_table[i].gran;
+    d.float_type = bq__dynamic_table[i].ft;
+    cr_assert_eq(bq__dynamic_row_of(&d), &bq__dynamic_table[i], "dynamic row %d is not its key's", i);
+  }
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++) cr_assert_eq(bq__linear_table[i].entry, i, "linear row %d", i);
+}

@@ -555,24 +555,25 @@ Test(desc, default_granularity_is_per_tensor) {
   cr_assert_eq(BQ_PER_GROUP, 4);
 }
 
-/* The kernels keep their granularity codes (per tensor 0 .. per group 3): the source a
-   desc compiles to carries the same BQ_GRAN / BQ_DSCOPE as before the enum gained DEFAULT. */
-Test(desc, kernel_granularity_codes_unchanged) {
+/* The kernels read a granularity by its name, which the prelude defines as the public
+   enum's value: the source a desc compiles to says `#define BQ_GRAN BQ_GRAN_TOKEN`. */
+Test(desc, kernel_granularity_names) {
   const bq_granularity g[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  const char *const names[] = {"BQ_GRAN_TENSOR", "BQ_GRAN_CHANNEL", "BQ_GRAN_TOKEN", "BQ_GRAN_GROUP"};
   for (int k = 0; k < 4; k++) {
     bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, g[k], BQ_F32);
     bq__target t = {90, 0, 0};
     bq__kernel_src ks;
-    char want[64];
+    char want[64], value[64];
+    snprintf(want, sizeof want, "#define BQ_GRAN %s\n", names[k]);
+    snprintf(value, sizeof value, "#define %s %d\n", names[k], (int)g[k]);
     cr_assert_eq(bq__kernel_for(&d, &t, &ks), BQ_SUCCESS, "%s", bq_last_error());
-    snprintf(want, sizeof want, "#define BQ_GRAN %d\n", k);
-    cr_assert(strstr(ks.source.p, want), "%s not in the affine source", want);
+    cr_assert(strstr(ks.source.p, want) && strstr(ks.source.p, value), "%s%s not in the affine source", want, value);
     BQ_FREE(ks.source.p);
     if (g[k] == BQ_PER_CHANNEL) continue;
     d.op = BQ_DYNAMIC_QUANTIZE;
     cr_assert_eq(bq__kernel_for(&d, &t, &ks), BQ_SUCCESS, "%s", bq_last_error());
-    snprintf(want, sizeof want, "#define BQ_DSCOPE %d\n", k);
-    cr_assert(strstr(ks.source.p, want), "%s not in the dynamic source", want);
+    cr_assert(strstr(ks.source.p, want) && strstr(ks.source.p, value), "%s%s not in the dynamic source", want, value);
     BQ_FREE(ks.source.p);
   }
 }

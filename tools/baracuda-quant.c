@@ -423,19 +423,10 @@ static int cmd_warm(int argc, char **argv) {
     if (read_skus(skus, &items, &n)) { free(items); return 1; }
   } else {
     int nd = bq__all_descs(families, NULL, 0);
-    bq_desc *descs = (bq_desc *)calloc((size_t)(nd > 0 ? nd + 1 : 1), sizeof *descs);
-    items = (item *)calloc((size_t)(nd > 0 ? nd + 1 : 1) * (size_t)narchs, sizeof *items);
+    bq_desc *descs = (bq_desc *)calloc((size_t)(nd > 0 ? nd : 1), sizeof *descs);
+    items = (item *)calloc((size_t)(nd > 0 ? nd : 1) * (size_t)narchs, sizeof *items);
     if (nd < 0 || !descs || !items) { fprintf(stderr, "baracuda-quant warm: out of memory\n"); return 1; }
     bq__all_descs(families, descs, nd);
-    /* bq__all_descs leaves out the linear weight sums: it fills every field, and their
-       validation refuses any field but op (and the defaults) */
-    bq_desc ws;
-    char wsname[96];
-    memset(&ws, 0, sizeof ws);
-    ws.op = BQ_LINEAR_WEIGHT_SUMS;
-    int have_ws = 0;
-    for (int i = 0; i < nd; i++) have_ws |= descs[i].op == BQ_LINEAR_WEIGHT_SUMS;
-    if ((families & 4u) && !have_ws && bq__normalize(&ws, &descs[nd], wsname, sizeof wsname) == BQ_SUCCESS) nd++;
     const bq__target any = {80, 0, 0};
     for (int a = 0; a < narchs; a++)
       for (int i = 0; i < nd; i++) {

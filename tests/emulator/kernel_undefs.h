@@ -8,11 +8,10 @@
 #undef BQ_QMIN
 #undef BQ_QMAX
 #undef BQ_ST
-#undef BQ_LIN_OP
 #undef BQ_WST
 #undef BQ_ASF32
 #undef BQ_ASYM
-#undef BQ_DSCOPE
+#undef BQ_DIR
 #undef BQ_OP
 #undef BQ_BWD
 #undef BQ_GRAN
@@ -20,6 +19,8 @@
 #undef BQ_APPLY_J
 #undef BQ_BK
 #undef BQ_BLOCK
+#undef BQ_LONG_CPT
+#undef BQ_LONG_TEAM
 #undef BQ_GA
 #undef BQ_NA
 #undef BQ_CLAMP_BIG
