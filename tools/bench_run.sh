@@ -4,8 +4,8 @@
 #   $OUT/bench.json, $OUT/bench.log    tools/bench.c (every row, not --quick)
 #   $OUT/torch.json, $OUT/torch.log    tools/compare_torch.py
 # The provenance the benchmark cannot see for itself is computed here and passed on: the
-# sha256 of baracuda_quant.h, and the commit, from $BQ_BENCH_COMMIT, else git, else the
-# first line of $BQ_BENCH_COMMIT_FILE (default .bench_commit) for a tree copied without .git.
+# sha256 of baracuda_quant.h, and the commit, from $BQ_BENCH_COMMIT, else the first line of
+# $BQ_BENCH_COMMIT_FILE (default .bench_commit, for a copied tree), else git.
 # BENCH names the benchmark binary (default build/tools/bench; built here with cc when
 # absent). Exit status: 0 both ran clean; 1 either failed (both still run); 2 no GPU.
 set -u
@@ -23,15 +23,16 @@ else
   header_sha=$("$PYTHON" -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' baracuda_quant.h)
 fi
 commit=${BQ_BENCH_COMMIT:-}
+commit_file=${BQ_BENCH_COMMIT_FILE:-.bench_commit}
+# the file before git: a copied tree can carry a .git that is not the commit being measured
+if [ -z "$commit" ] && [ -r "$commit_file" ]; then
+  commit=$(head -n1 "$commit_file" | tr -d '[:space:]')
+fi
 if [ -z "$commit" ] && command -v git >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1; then
   commit=$(git rev-parse HEAD 2>/dev/null || true)
   if [ -n "$commit" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
     commit="$commit-dirty"
   fi
-fi
-commit_file=${BQ_BENCH_COMMIT_FILE:-.bench_commit}
-if [ -z "$commit" ] && [ -r "$commit_file" ]; then
-  commit=$(head -n1 "$commit_file" | tr -d '[:space:]')
 fi
 if [ -z "$commit" ]; then
   say "warning: no commit known (set BQ_BENCH_COMMIT or write it to $commit_file); the JSON says null"
