@@ -211,14 +211,15 @@ _quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl)
 _ROUTE_MIN_COLS = 1024
 
 
-def _outer_rows(x, axis):
-    """(rows, cols) when the channel axis of contiguous x is its outermost non-unit axis, so
-    that per channel is per token over x.view(rows, cols) (one contract, docs/numerics.md);
-    else None. The library's per-token kernels are faster on that layout than its
-    per-channel ones (docs/design.md, "The Python package")."""
+def _outer_rows(x, axis, scales, zero_points):
+    """(rows, cols) when the channel axis of contiguous x is its outermost non-unit axis and
+    the parameters are vectors, so that per channel is per token over x.view(rows, cols)
+    (one contract, docs/numerics.md); else None. The library's per-token kernels are faster
+    on that layout than its per-channel ones (docs/design.md, "The Python package")."""
     rank = x.dim()
     ax = axis + rank if axis < 0 else axis
-    if not 0 <= ax < rank or x.numel() == 0:
+    if not 0 <= ax < rank or x.numel() == 0 or scales.dim() != 1 or \
+            (zero_points is not None and zero_points.dim() != 1):
         return None
     for i in range(ax):
         if x.shape[i] != 1:
@@ -228,19 +229,25 @@ def _outer_rows(x, axis):
     return (rows, cols) if cols >= _ROUTE_MIN_COLS else None
 
 
+def _per_channel(op, x, q, scales, zero_points, axis, **kw):
+    """Quantize (x to q) or dequantize (q to x) per channel, x float and q integer, both
+    contiguous and of one shape: as per token where _outer_rows allows. kw: int_type, qmin,
+    qmax."""
+    rc = _outer_rows(x, axis, scales, zero_points)
+    if rc is not None:
+        x, q, gran = x.view(rc), q.view(rc), Granularity.PER_TOKEN
+    else:
+        gran, kw["axis"] = Granularity.PER_CHANNEL, axis
+    src, dst = (x, q) if op == Op.QUANTIZE else (q, x)
+    _affine(op, Direction.FORWARD, gran, x, src, dst, scales=scales, zero_points=zero_points, **kw)
+
+
 def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
                                dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
-    rc = _outer_rows(x, axis)
-    if rc is not None and scales.dim() == 1 and (zero_points is None or zero_points.dim() == 1):
-        x2 = x.view(rc)
-        _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, x2, x2, y.view(rc), int_type=_DT[dtype],
-                qmin=quant_min, qmax=quant_max, scales=_scales(scales, x.dtype), zero_points=_zps(zero_points))
-        return y
-    _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y, int_type=_DT[dtype],
-            qmin=quant_min, qmax=quant_max, scales=_scales(scales, x.dtype),
-            zero_points=_zps(zero_points), axis=axis)
+    _per_channel(Op.QUANTIZE, x, y, _scales(scales, x.dtype), _zps(zero_points), axis,
+                 int_type=_DT[dtype], qmin=quant_min, qmax=quant_max)
     return y
 
 
@@ -312,15 +319,8 @@ def _dequantize_per_channel_impl(q: torch.Tensor, scales: torch.Tensor, zero_poi
                                  out_dtype: torch.dtype) -> torch.Tensor:
     q = q.contiguous()
     y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
-    rc = _outer_rows(q, axis)
-    if rc is not None and scales.dim() == 1 and (zero_points is None or zero_points.dim() == 1):
-        y2 = y.view(rc)
-        _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, y2, q.view(rc), y2, int_type=_DT[q.dtype],
-                qmin=None, qmax=None, scales=_scales(scales, out_dtype), zero_points=_zps(zero_points))
-        return y
-    _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, y, q, y, int_type=_DT[q.dtype],
-            qmin=None, qmax=None, scales=_scales(scales, out_dtype), zero_points=_zps(zero_points),
-            axis=axis)
+    _per_channel(Op.DEQUANTIZE, y, q, _scales(scales, out_dtype), _zps(zero_points), axis, int_type=_DT[q.dtype],
+                 qmin=None, qmax=None)
     return y
 
 
