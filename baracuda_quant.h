@@ -963,18 +963,12 @@ static const char bq__src_affine_cu[] =
   "// BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)\n"
   "#define BQ_TILE (32 * BQ_U)             // accesses per warp tile\n"
   "#define BQ_OUT_LEADS (BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD) // dequantize forward writes the wide stream\n"
-  "// Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare\n"
-  "// each parameter block's scale once, in shared memory (bq_slots); the other ops look each\n"
-  "// access's scale and zero point up, which is faster for them (dequantize has no reciprocal\n"
-  "// to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).\n"
-  "// The host's dispatch table (bq__affine_table's u) follows the same rule.\n"
-  "#define BQ_SLOTS ((BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP) && BQ_OP != BQ_OP_DEQUANTIZE && (!BQ_BWD || BQ_FT == BQ_TYPE_F64))\n"
+  "// From the host's dispatch table (bq__affine_table, whose columns say where and why): BQ_SLOTS,\n"
+  "// per channel and per group the row kernels prepare each parameter block's scale once, in\n"
+  "// shared memory, rather than look it up for each access; BQ_ITEM_SLOTS, once an item rather\n"
+  "// than once a tile; BQ_ITEMS, a row kernel's item is several tiles (else one); BQ_LB_ROW,\n"
+  "// _ODD, _BLOCKS, _FLAT, _NARROW, _COLS, each entry point's launch bounds.\n"
   "#define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together\n"
-  "// f64 quantize (per group; per channel forward only) prepares the parameter blocks of an\n"
-  "// item at once, not tile by tile, which is faster for it. In the other slot kernels the\n"
-  "// same code is slower (its spills grow) and the host gives per channel items of one tile\n"
-  "// (bq__affine_run says the same).\n"
-  "#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == BQ_TYPE_F64 && BQ_OP == BQ_OP_QUANTIZE && (BQ_GRAN == BQ_GRAN_GROUP || !BQ_BWD))\n"
   "\n"
   "struct bq_affine_params {\n"
   "  bq_u64 in0, in1, out;                 // device pointers\n"
@@ -1195,6 +1189,285 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "// ---- the row kernels, bq_affine and bq_affine_odd, piece by piece ---------------------------\n"
+  "// A warp takes items (bq_item_of), loads a tile's accesses (bq_tile_load), computes and\n"
+  "// stores them with their parameters looked up (bq_lookup_prep, bq_lookup_tile) or prepared in\n"
+  "// shared memory (the slot kernels: bq_item_slots, bq_slot_tile), redoes the accesses those\n"
+  "// marked (bq_tile_redo) and, once a row, its prologue and tail (bq_row_ends).\n"
+  "\n"
+  "// The accesses marked in redo, element by element with the general formulas. Rare, and out\n"
+  "// of the vector loop so that it costs no registers there: accesses over blocks shorter than\n"
+  "// an access (each element takes its own scale), dequantize's accesses that straddle a block\n"
+  "// boundary, per-channel or per-group quantize with a zero point that leaves no int32 room,\n"
+  "// and, in f64 quantize backward, accesses with a quotient outside the fast division's range.\n"
+  "// The slot kernels load an access's elements together (BQ_RL), so that it waits for memory\n"
+  "// once; the others one by one, which keeps the registers of their vector loop (and their\n"
+  "// occupancy) as they are.\n"
+  "static __device__ __forceinline__ void bq_tile_redo(const bq_affine_params &p, bq_i64 r, const bq_in0 *in0,\n"
+  "                                                    const bq_in1 *in1, bq_out *out, bq_i64 pro, bq_i64 a0,\n"
+  "                                                    unsigned redo) {\n"
+  "#pragma unroll 1\n"
+  "  for (int u = 0; u < BQ_U; u++) {\n"
+  "    if (!(redo >> u & 1)) continue;\n"
+  "    const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;\n"
+  "    bq_qparams q;\n"
+  "    bq_qp_at(q, p, r, k0);\n"
+  "#pragma unroll 1\n"
+  "    for (int j0 = 0; j0 < BQ_P; j0 += BQ_RL) {\n"
+  "      bq_in0 x0[BQ_RL];\n"
+  "      bq_in1 x1[BQ_RL];\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_RL; j++) {\n"
+  "        x0[j] = in0[k0 + j0 + j];\n"
+  "        x1[j] = BQ_HAS_IN1 ? in1[k0 + j0 + j] : (bq_in1)0;\n"
+  "      }\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_RL; j++) {\n"
+  "        out[k0 + j0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);\n"
+  "        if (j0 + j + 1 < BQ_P) bq_qp_next(q, p);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// A row's prologue and tail: fewer than 16 + BQ_P <= 32 elements, one a lane\n"
+  "static __device__ __forceinline__ void bq_row_ends(const bq_affine_params &p, bq_i64 r, const bq_in0 *in0,\n"
+  "                                                   const bq_in1 *in1, bq_out *out, bq_i64 cols, bq_i64 pro,\n"
+  "                                                   bq_i64 nacc, int lane) {\n"
+  "  const bq_i64 tail0 = pro + nacc * BQ_P;\n"
+  "  const bq_i64 k = lane < pro ? lane : tail0 + (lane - pro);\n"
+  "  if (k < cols) {\n"
+  "    bq_qparams q;\n"
+  "    bq_qp_at(q, p, r, k);\n"
+  "    bq_one(k, q.s.s, q.zp, in0, in1, out);\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#if !BQ_SLOTS\n"
+  "// Per channel and per group, the lookup kernels' parameters of each access of a tile; an\n"
+  "// access that straddles a block boundary is marked in redo unless bq_affine_odd (TWO)\n"
+  "// computes it with both blocks' parameters (blocks at least an access long).\n"
+  "template <bool TWO>\n"
+  "static __device__ __forceinline__ void bq_lookup_prep(const bq_affine_params &p, bq_i64 r, bq_i64 pro, bq_i64 nacc,\n"
+  "                                                      bq_i64 a0, bq_qparams (&qs)[BQ_U], unsigned &redo) {\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#pragma unroll\n"
+  "  for (int u = 0; u < BQ_U; u++) {\n"
+  "    if (a0 + u * 32 >= nacc) continue;\n"
+  "    bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);\n"
+  "    if (qs[u].rem + BQ_P > p.group && (!TWO || p.group < BQ_P)) redo |= 1u << u;\n"
+  "  }\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// A tile of the row kernels without slots: each access takes its scale and zero point from\n"
+  "// qt (per tensor, per token) or looks them up (per channel and per group: dequantize, and\n"
+  "// backward but f64). An access that straddles a block boundary is marked in redo, or, in\n"
+  "// bq_affine_odd (TWO) where blocks are at least an access long, computed with both blocks'\n"
+  "// parameters.\n"
+  "template <bool TWO>\n"
+  "static __device__ __forceinline__ void bq_lookup_tile(const bq_affine_params &p, bq_i64 r,\n"
+  "                                                      const bq_piece<bq_in0> (&a)[BQ_U],\n"
+  "                                                      const bq_piece<bq_in1> (&b)[BQ_U], bq_out *out, bq_i64 pro,\n"
+  "                                                      bq_i64 nacc, int w_out, bq_i64 a0, const bq_qparams &qt,\n"
+  "                                                      const bq_qparams (&qs)[BQ_U], unsigned &redo) {\n"
+  "#pragma unroll\n"
+  "  for (int u = 0; u < BQ_U; u++) {\n"
+  "    const bq_i64 acc = a0 + u * 32;\n"
+  "    if (acc < nacc && !(redo >> u & 1)) {\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "      const bq_qparams &q = qs[u];\n"
+  "#else\n"
+  "      const bq_qparams &q = qt;\n"
+  "#endif\n"
+  "      bq_piece<bq_out> y;\n"
+  "      bool fix = false;\n"
+  "      bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "      if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters\n"
+  "        bq_qparams q2 = q;\n"
+  "        bq_qp_next_block(q2, p);\n"
+  "        bq_piece<bq_out> y2;\n"
+  "        bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);\n"
+  "        const int cut = (int)(p.group - q.rem);\n"
+  "#pragma unroll\n"
+  "        for (int j = 1; j < BQ_P; j++)\n"
+  "          if (j >= cut) y.e[j] = y2.e[j];\n"
+  "      }\n"
+  "#endif\n"
+  "      bq_store(out + pro + acc * BQ_P, y, w_out);\n"
+  "      if (fix) redo |= 1u << u;\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_SLOTS\n"
+  "// Access u (a, b) of a tile of the slot kernels with its block's prepared parameters, q[0]\n"
+  "// (and, where it straddles in bq_affine_odd, the next block's, q[1], for its elements from\n"
+  "// cut on), stored at yp; an access these forms do not cover is marked in redo instead.\n"
+  "template <bool TWO>\n"
+  "static __device__ __forceinline__ void bq_slot_access(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,\n"
+  "                                                      const bq_prep *q, int cut, bq_out *yp, int w_out, int u,\n"
+  "                                                      unsigned &redo) {\n"
+  "  const bq_prep &qa = q[0];\n"
+  "  const bool two = cut < BQ_P;\n"
+  "  if (!TWO && two) {\n"
+  "    redo |= 1u << u;\n"
+  "    return;\n"
+  "  }\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
+  "  if (!qa.z.iok || (two && !q[1].z.iok)) { // a zero point within the q-range's width of an\n"
+  "    redo |= 1u << u;                       // int32 limit\n"
+  "    return;\n"
+  "  }\n"
+  "#endif\n"
+  "  bq_piece<bq_out> y;\n"
+  "  bool fix = false;\n"
+  "  bq_apply_piece<!TWO && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)>(a, b, qa.s, qa.z, y, &fix);\n"
+  "  if (TWO && two) {\n"
+  "    const bq_prep &qb = q[1];\n"
+  "    bq_piece<bq_out> y2;\n"
+  "    bq_apply_piece<false>(a, b, qb.s, qb.z, y2, &fix);\n"
+  "#pragma unroll\n"
+  "    for (int j = 1; j < BQ_P; j++)\n"
+  "      if (j >= cut) y.e[j] = y2.e[j];\n"
+  "  }\n"
+  "  bq_store(yp, y, w_out);\n"
+  "  if (fix) redo |= 1u << u;\n"
+  "}\n"
+  "\n"
+  "// An item whose tiles touch at most 32 parameter blocks prepares them once, into the warp's\n"
+  "// slots, and its tiles skip their rounds: they no longer wait for their scales' loads\n"
+  "// (BQ_ITEM_SLOTS). Returns how many (the blocks iblk0 onwards), or 0: each tile prepares\n"
+  "// its own.\n"
+  "static __device__ __forceinline__ int bq_item_slots(const bq_affine_params &p, bq_i64 r, bq_i64 pro, bq_i64 nacc,\n"
+  "                                                    bq_i64 t0, bq_i64 t1, int lane, bq_prep *slots, bq_i64 &iblk0) {\n"
+  "  int inblk = 0;\n"
+  "#if BQ_ITEM_SLOTS\n"
+  "  __syncwarp(); // the previous item is done with the slots\n"
+  "  if (p.group >= BQ_P) {\n"
+  "    const bq_i64 e0 = pro + t0 * BQ_TILE * BQ_P, ne = (t1 * BQ_TILE < nacc ? t1 * BQ_TILE : nacc) - t0 * BQ_TILE;\n"
+  "    if (ne > 0) {\n"
+  "      iblk0 = bq_blk(p, e0);\n"
+  "      const bq_i64 n = bq_blk(p, e0 + ne * BQ_P - 1) - iblk0 + 1;\n"
+  "      if (n <= 32) {\n"
+  "        inblk = (int)n;\n"
+  "        if (lane < inblk) slots[lane] = bq_prep_of(p, r, iblk0 + lane);\n"
+  "        __syncwarp();\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "#endif\n"
+  "  return inblk;\n"
+  "}\n"
+  "\n"
+  "// The parameter blocks tile t touches (groups; per channel, runs of p.group elements of one\n"
+  "// channel) are consecutive: nblk of them (returned), blk0 onwards. For each access, slot[u]\n"
+  "// is its first block (from blk0) and cut[u] its elements before the next block (fewer than\n"
+  "// BQ_P: the access straddles). Blocks shorter than an access: every access is marked in redo.\n"
+  "static __device__ __forceinline__ bq_i64 bq_slot_span(const bq_affine_params &p, bq_i64 t, bq_i64 a0, bq_i64 iblk0,\n"
+  "                                                      int inblk, bq_i64 pro, bq_i64 nacc, bq_i64 &blk0,\n"
+  "                                                      int (&slot)[BQ_U], int (&cut)[BQ_U], unsigned &redo) {\n"
+  "  bq_i64 nblk = 0;\n"
+  "  blk0 = 0;\n"
+  "  if (inblk) {\n"
+  "    blk0 = iblk0;\n"
+  "    nblk = inblk;\n"
+  "  } else if (p.group >= BQ_P) {\n"
+  "    const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;\n"
+  "    blk0 = bq_blk(p, e0);\n"
+  "    nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;\n"
+  "  } else {\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_U; u++)\n"
+  "      if (a0 + u * 32 < nacc) redo |= 1u << u;\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int u = 0; u < BQ_U; u++) {\n"
+  "    const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P, b = bq_blk(p, k0);\n"
+  "    slot[u] = (int)(b - blk0);\n"
+  "    cut[u] = (int)(p.group - (k0 - b * p.group));\n"
+  "  }\n"
+  "  return nblk;\n"
+  "}\n"
+  "\n"
+  "// A tile of the slot kernels. Its blocks' scales and zero points are prepared once each, a\n"
+  "// block a lane, into the warp's 32 slots in shared memory, a round at a time (one round where\n"
+  "// the item prepared them); each access then reads its block's slot, and one that straddles\n"
+  "// two blocks the next one too. Rounds step by 31 blocks, so that the block after a\n"
+  "// straddling access is in the same round.\n"
+  "template <bool TWO>\n"
+  "static __device__ __forceinline__ void bq_slot_tile(const bq_affine_params &p, bq_i64 r, bq_i64 t, bq_i64 a0,\n"
+  "                                                    int lane, const bq_piece<bq_in0> (&a)[BQ_U],\n"
+  "                                                    const bq_piece<bq_in1> (&b)[BQ_U], bq_prep *slots,\n"
+  "                                                    bq_i64 iblk0, int inblk, bq_out *out, bq_i64 pro, bq_i64 nacc,\n"
+  "                                                    int w_out, unsigned &redo) {\n"
+  "  int slot[BQ_U], cut[BQ_U];\n"
+  "  bq_i64 blk0;\n"
+  "  const bq_i64 nblk = bq_slot_span(p, t, a0, iblk0, inblk, pro, nacc, blk0, slot, cut, redo);\n"
+  "  for (bq_i64 s0 = 0; s0 < nblk; s0 += inblk ? 32 : 31) { // uniform across the warp\n"
+  "    if (!inblk) {\n"
+  "      if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);\n"
+  "      __syncwarp();\n"
+  "    }\n"
+  "    const int last = s0 + 32 >= nblk; // no access of this round's last block straddles\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_U; u++) {\n"
+  "      const bq_i64 acc = a0 + u * 32;\n"
+  "      const int d = slot[u] - (int)s0;\n"
+  "      if (acc < nacc && !(redo >> u & 1) && d >= 0 && (d < 31 || (d == 31 && last)))\n"
+  "        bq_slot_access<TWO>(a[u], BQ_B(u), slots + d, cut[u], out + pro + acc * BQ_P, w_out, u, redo);\n"
+  "    }\n"
+  "    if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#endif\n"
+  "\n"
+  "// A lane's accesses a0, a0 + 32, ... of a tile of a row, each stream's loaded before any\n"
+  "// is computed\n"
+  "static __device__ __forceinline__ void bq_tile_load(const bq_in0 *in0, const bq_in1 *in1, bq_i64 pro, bq_i64 nacc,\n"
+  "                                                    int w_in0, int w_in1, bq_i64 a0, bq_piece<bq_in0> (&a)[BQ_U],\n"
+  "                                                    bq_piece<bq_in1> (&b)[BQ_U]) {\n"
+  "#pragma unroll\n"
+  "  for (int u = 0; u < BQ_U; u++) {\n"
+  "    const bq_i64 acc = a0 + u * 32;\n"
+  "    if (acc < nacc) {\n"
+  "      bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);\n"
+  "#if BQ_HAS_IN1\n"
+  "      bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);\n"
+  "#else\n"
+  "      (void)in1, (void)w_in1, (void)b;\n"
+  "#endif\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// A warp's item w: tiles [t0, t1) of row r, p.chunks items a row (per tensor and per\n"
+  "// channel, one dense row), of p.tpw tiles each (BQ_ITEMS) or of one.\n"
+  "static __device__ __forceinline__ void bq_item_of(const bq_affine_params &p, bq_i64 w, bq_i64 &r, bq_i64 &t0,\n"
+  "                                                  bq_i64 &t1) {\n"
+  "  bq_i64 c; // the item's place in its row\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL\n"
+  "  r = 0, c = w; // one dense row\n"
+  "#else\n"
+  "  if (p.chunks == 1) {\n"
+  "    r = w;\n"
+  "    c = 0;\n"
+  "  } else {\n"
+  "    r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);\n"
+  "    c = w - r * p.chunks;\n"
+  "  }\n"
+  "#endif\n"
+  "#if BQ_ITEMS\n"
+  "  t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;\n"
+  "#else\n"
+  "  t0 = c, t1 = c + 1; // (p.tpw == 1)\n"
+  "#endif\n"
+  "}\n"
+  "\n"
   "// The row kernel's body. TWO: accesses that straddle two parameter blocks are computed in\n"
   "// registers with both blocks' parameters; otherwise they are redone element by element.\n"
   "// The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block length\n"
@@ -1209,31 +1482,11 @@ static const char bq__src_affine_cu[] =
   "  bq_qparams qt; // per tensor: prepared once per thread, not per tile\n"
   "  bq_qp_at(qt, p, 0, 0);\n"
   "#endif\n"
-  "  // A warp's item: tiles [t0, t1) of row r (p.tpw tiles; p.chunks items per row)\n"
   "  const bq_i64 work = p.rows * p.chunks;\n"
   "  for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;\n"
   "       w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {\n"
-  "#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL && BQ_ITEM_SLOTS && !BQ_BWD\n"
-  "    const bq_i64 r = 0, t0 = w * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles; // one dense row\n"
-  "#else\n"
-  "    const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)\n"
-  "#endif\n"
-  "#else\n"
-  "    bq_i64 r, c;\n"
-  "    if (p.chunks == 1) {\n"
-  "      r = w;\n"
-  "      c = 0;\n"
-  "    } else {\n"
-  "      r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);\n"
-  "      c = w - r * p.chunks;\n"
-  "    }\n"
-  "#if BQ_OP == BQ_OP_DEQUANTIZE\n"
-  "    const bq_i64 t0 = c, t1 = c + 1; // dequantize: a tile per item (p.tpw == 1), more warps in flight\n"
-  "#else\n"
-  "    const bq_i64 t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;\n"
-  "#endif\n"
-  "#endif\n"
+  "    bq_i64 r, t0, t1;\n"
+  "    bq_item_of(p, w, r, t0, t1);\n"
   "    const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;\n"
   "    const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;\n"
   "    bq_out *out = (bq_out *)p.out + r * p.out_stride;\n"
@@ -1248,221 +1501,37 @@ static const char bq__src_affine_cu[] =
   "#if BQ_SLOTS\n"
   "    bq_prep *slots = bq_slots[threadIdx.x >> 5];\n"
   "    bq_i64 iblk0 = 0;\n"
-  "    int inblk = 0; // > 0: the item's blocks iblk0 onwards are in the slots\n"
-  "#if BQ_ITEM_SLOTS\n"
-  "    // An item whose tiles touch at most 32 parameter blocks prepares them once, here, and\n"
-  "    // its tiles skip their rounds: the tiles no longer wait for their scales' loads\n"
-  "    __syncwarp(); // the previous item is done with the slots\n"
-  "    if (p.group >= BQ_P) {\n"
-  "      const bq_i64 e0 = pro + t0 * BQ_TILE * BQ_P, ne = (t1 * BQ_TILE < nacc ? t1 * BQ_TILE : nacc) - t0 * BQ_TILE;\n"
-  "      if (ne > 0) {\n"
-  "        iblk0 = bq_blk(p, e0);\n"
-  "        const bq_i64 n = bq_blk(p, e0 + ne * BQ_P - 1) - iblk0 + 1;\n"
-  "        if (n <= 32) {\n"
-  "          inblk = (int)n;\n"
-  "          if (lane < inblk) slots[lane] = bq_prep_of(p, r, iblk0 + lane);\n"
-  "          __syncwarp();\n"
-  "        }\n"
-  "      }\n"
-  "    }\n"
-  "#endif\n"
+  "    const int inblk = bq_item_slots(p, r, pro, nacc, t0, t1, lane, slots, iblk0);\n"
   "#endif\n"
   "#pragma unroll 1\n"
   "    for (bq_i64 t = t0; t < t1; t++) {\n"
   "      const bq_i64 a0 = t * BQ_TILE + lane;\n"
   "      bq_piece<bq_in0> a[BQ_U];\n"
-  "#if BQ_HAS_IN1\n"
-  "      bq_piece<bq_in1> b[BQ_U];\n"
-  "#endif\n"
-  "#pragma unroll\n"
-  "      for (int u = 0; u < BQ_U; u++) {\n"
-  "        const bq_i64 acc = a0 + u * 32;\n"
-  "        if (acc < nacc) {\n"
-  "          bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);\n"
-  "#if BQ_HAS_IN1\n"
-  "          bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);\n"
-  "#endif\n"
-  "        }\n"
-  "      }\n"
+  "      bq_piece<bq_in1> b[BQ_U]; // (unused where BQ_HAS_IN1 is 0)\n"
+  "      bq_tile_load(in0, in1, pro, nacc, w_in0, w_in1, a0, a, b);\n"
   "      unsigned redo = 0; // bit u: access u is redone element by element below\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "      if (t == t0) bq_qp_at(qt, p, r, 0);\n"
   "#endif\n"
   "#if BQ_SLOTS\n"
-  "      // The parameter blocks this tile touches (groups; per channel, runs of p.group\n"
-  "      // elements of one channel) are consecutive, blk0 onwards. Their scales and zero\n"
-  "      // points are prepared once each, a block a lane, into the warp's 32 slots in shared\n"
-  "      // memory, a round at a time; each access then reads its block's slot, and an access\n"
-  "      // that straddles two blocks also the next one. Rounds step by 31 blocks, so that the\n"
-  "      // block after a straddling access is in the same round.\n"
-  "      int slot[BQ_U], cut[BQ_U]; // the access's first block; its elements before the next block\n"
-  "      bq_i64 nblk = 0, blk0 = 0;\n"
-  "      if (inblk) {\n"
-  "        blk0 = iblk0;\n"
-  "        nblk = inblk;\n"
-  "      } else if (p.group >= BQ_P) { // else every access spans several blocks: element by element\n"
-  "        const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;\n"
-  "        blk0 = bq_blk(p, e0);\n"
-  "        nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;\n"
-  "      } else {\n"
-  "#pragma unroll\n"
-  "        for (int u = 0; u < BQ_U; u++)\n"
-  "          if (a0 + u * 32 < nacc) redo |= 1u << u;\n"
-  "      }\n"
-  "#pragma unroll\n"
-  "      for (int u = 0; u < BQ_U; u++) {\n"
-  "        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P, b = bq_blk(p, k0);\n"
-  "        slot[u] = (int)(b - blk0);\n"
-  "        cut[u] = (int)(p.group - (k0 - b * p.group)); // < BQ_P: the access straddles\n"
-  "      }\n"
-  "      for (bq_i64 s0 = 0; s0 < nblk; s0 += inblk ? 32 : 31) { // uniform across the warp; inblk: one round\n"
-  "        if (!inblk) {\n"
-  "          if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);\n"
-  "          __syncwarp();\n"
-  "        }\n"
-  "        const int last = s0 + 32 >= nblk; // no access of this round's last block straddles\n"
-  "#pragma unroll\n"
-  "        for (int u = 0; u < BQ_U; u++) {\n"
-  "          const bq_i64 acc = a0 + u * 32;\n"
-  "          const int d = slot[u] - (int)s0;\n"
-  "          if (acc < nacc && !(redo >> u & 1) && d >= 0 && (d < 31 || (d == 31 && last))) {\n"
-  "            const bq_prep &qa = slots[d];\n"
-  "            const bool two = cut[u] < BQ_P;\n"
-  "            if (!TWO && two) {\n"
-  "              redo |= 1u << u;\n"
-  "              continue;\n"
-  "            }\n"
-  "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
-  "            if (!qa.z.iok || (two && !slots[d + 1].z.iok)) { // a zero point within the\n"
-  "              redo |= 1u << u;                               // q-range's width of an int32 limit\n"
-  "              continue;\n"
-  "            }\n"
-  "#endif\n"
-  "            bq_piece<bq_out> y;\n"
-  "            bool fix = false;\n"
-  "            bq_apply_piece<!TWO && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);\n"
-  "            if (TWO && two) { // the elements from cut[u] on take the next block's parameters\n"
-  "              const bq_prep &qb = slots[d + 1];\n"
-  "              bq_piece<bq_out> y2;\n"
-  "              bq_apply_piece<false>(a[u], BQ_B(u), qb.s, qb.z, y2, &fix);\n"
-  "#pragma unroll\n"
-  "              for (int j = 1; j < BQ_P; j++)\n"
-  "                if (j >= cut[u]) y.e[j] = y2.e[j];\n"
-  "            }\n"
-  "            bq_store(out + pro + acc * BQ_P, y, w_out);\n"
-  "            if (fix) redo |= 1u << u;\n"
-  "          }\n"
-  "        }\n"
-  "        if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them\n"
-  "      }\n"
+  "      bq_slot_tile<TWO>(p, r, t, a0, lane, a, b, slots, iblk0, inblk, out, pro, nacc, w_out, redo);\n"
   "#else\n"
+  "      bq_qparams qs[BQ_U]; // per channel and per group: each access's parameters\n"
+  "      bq_lookup_prep<TWO>(p, r, pro, nacc, a0, qs, redo);\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
-  "      // dequantize and backward: each access looks its scale and zero point up (no slots).\n"
-  "      // An access that straddles a block boundary is redone element by element, or, in\n"
-  "      // bq_affine_odd (TWO) where blocks are at least an access long, computed in registers\n"
-  "      // below with both blocks' parameters.\n"
-  "      bq_qparams qs[BQ_U];\n"
-  "#pragma unroll\n"
-  "      for (int u = 0; u < BQ_U; u++) {\n"
-  "        if (a0 + u * 32 >= nacc) continue;\n"
-  "        bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);\n"
-  "        if (qs[u].rem + BQ_P > p.group && (!TWO || p.group < BQ_P)) redo |= 1u << u;\n"
-  "      }\n"
+  "      const bq_qparams &qt = qs[0]; // (unread: each access has its own)\n"
   "#endif\n"
-  "#pragma unroll\n"
-  "      for (int u = 0; u < BQ_U; u++) {\n"
-  "        const bq_i64 acc = a0 + u * 32;\n"
-  "        if (acc < nacc && !(redo >> u & 1)) {\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
-  "          const bq_qparams &q = qs[u];\n"
-  "#else\n"
-  "          const bq_qparams &q = qt;\n"
+  "      bq_lookup_tile<TWO>(p, r, a, b, out, pro, nacc, w_out, a0, qt, qs, redo);\n"
   "#endif\n"
-  "          bq_piece<bq_out> y;\n"
-  "          bool fix = false;\n"
-  "          bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
-  "          if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters\n"
-  "            bq_qparams q2 = q;\n"
-  "            bq_qp_next_block(q2, p);\n"
-  "            bq_piece<bq_out> y2;\n"
-  "            bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);\n"
-  "            const int cut = (int)(p.group - q.rem);\n"
-  "#pragma unroll\n"
-  "            for (int j = 1; j < BQ_P; j++)\n"
-  "              if (j >= cut) y.e[j] = y2.e[j];\n"
-  "          }\n"
-  "#endif\n"
-  "          bq_store(out + pro + acc * BQ_P, y, w_out);\n"
-  "          if (fix) redo |= 1u << u;\n"
-  "        }\n"
-  "      }\n"
-  "#endif\n"
-  "      // Rare, and out of the vector loop so that it costs no registers there: accesses over\n"
-  "      // blocks shorter than an access (each element takes its own scale), dequantize's\n"
-  "      // accesses that straddle a block boundary, per-channel or per-group quantize with a\n"
-  "      // zero point that leaves no int32 room, and, in f64 quantize backward, accesses with a\n"
-  "      // quotient outside the fast division's range. The slot kernels load an access's\n"
-  "      // elements together (BQ_RL), so that it waits for memory once; the others one by one,\n"
-  "      // which keeps the registers of their vector loop (and their occupancy) as they are.\n"
-  "      if (redo) {\n"
-  "#pragma unroll 1\n"
-  "        for (int u = 0; u < BQ_U; u++) {\n"
-  "          if (!(redo >> u & 1)) continue;\n"
-  "          const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;\n"
-  "          bq_qparams q;\n"
-  "          bq_qp_at(q, p, r, k0);\n"
-  "#pragma unroll 1\n"
-  "          for (int j0 = 0; j0 < BQ_P; j0 += BQ_RL) {\n"
-  "            bq_in0 x0[BQ_RL];\n"
-  "            bq_in1 x1[BQ_RL];\n"
-  "#pragma unroll\n"
-  "            for (int j = 0; j < BQ_RL; j++) {\n"
-  "              x0[j] = in0[k0 + j0 + j];\n"
-  "              x1[j] = BQ_HAS_IN1 ? in1[k0 + j0 + j] : (bq_in1)0;\n"
-  "            }\n"
-  "#pragma unroll\n"
-  "            for (int j = 0; j < BQ_RL; j++) {\n"
-  "              out[k0 + j0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);\n"
-  "              if (j0 + j + 1 < BQ_P) bq_qp_next(q, p);\n"
-  "            }\n"
-  "          }\n"
-  "        }\n"
-  "      }\n"
+  "      if (redo) bq_tile_redo(p, r, in0, in1, out, pro, a0, redo);\n"
   "    }\n"
-  "    if (t0 == 0) {\n"
-  "      // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane\n"
-  "      const bq_i64 tail0 = pro + nacc * BQ_P;\n"
-  "      const bq_i64 k = lane < pro ? lane : tail0 + (lane - pro);\n"
-  "      if (k < cols) {\n"
-  "        bq_qparams q;\n"
-  "        bq_qp_at(q, p, r, k);\n"
-  "        bq_one(k, q.s.s, q.zp, in0, in1, out);\n"
-  "      }\n"
-  "    }\n"
+  "    if (t0 == 0) bq_row_ends(p, r, in0, in1, out, cols, pro, nacc, lane);\n"
   "  }\n"
   "}\n"
   "\n"
-  "// Forward slot kernels (per channel and per group, quantize and fake quantize) are held to\n"
-  "// 3 blocks an SM: left alone, ptxas gives some of them more registers and fewer blocks.\n"
-  "// (Backward ones would spill under that bound. The others name no minimum: an explicit\n"
-  "// minimum of one block lets ptxas spend more registers.)\n"
-  "#if BQ_SLOTS && !BQ_BWD\n"
-  "#define BQ_BOUNDS __launch_bounds__(256, 3)\n"
-  "#else\n"
-  "#define BQ_BOUNDS __launch_bounds__(256)\n"
-  "#endif\n"
-  "extern \"C\" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
+  "extern \"C\" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
-  "// bq_affine_odd of dequantize (f32, f16, bf16) is held to 4 blocks an SM, one more than\n"
-  "// its registers would otherwise allow, which is faster. f64 is not bounded: held to that\n"
-  "// bound it spills.\n"
-  "#if BQ_OP == BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64\n"
-  "#define BQ_BOUNDS_ODD __launch_bounds__(256, 4)\n"
-  "#else\n"
-  "#define BQ_BOUNDS_ODD BQ_BOUNDS\n"
-  "#endif\n"
-  "extern \"C\" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
+  "extern \"C\" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
@@ -1542,12 +1611,7 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
-  "#if BQ_GRAN == BQ_GRAN_GROUP && BQ_OP == BQ_OP_QUANTIZE && BQ_FT == BQ_TYPE_F64 && !BQ_BWD\n"
-  "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)\n"
-  "#else\n"
-  "#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)\n"
-  "#endif\n"
-  "extern \"C\" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params p) {\n"
   "#if BQ_GA\n"
   "  bq_blocks_body<BQ_P, BQ_GA>(p);\n"
   "#endif\n"
@@ -1560,7 +1624,7 @@ static const char bq__src_affine_cu[] =
   "// instruction still reads gl contiguous elements of each of its blocks (a whole 32-byte\n"
   "// sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its\n"
   "// elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.\n"
-  "extern \"C\" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_NARROW bq_affine_narrow(const bq_affine_params p) {\n"
   "#if BQ_NA\n"
   "  bq_blocks_body<1, BQ_NA>(p);\n"
   "#endif\n"
@@ -1702,16 +1766,37 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
-  "#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)\n"
-  "// Quantize and fake quantize forward with f32 compute are held to 4 blocks an SM, one more\n"
-  "// than their registers would otherwise allow, which is faster. Dequantize is slower under\n"
-  "// the bound and f64 gains nothing, so neither is bounded.\n"
-  "#if !BQ_BWD && BQ_OP != BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64\n"
-  "#define BQ_BOUNDS_FLAT __launch_bounds__(256, 4)\n"
-  "#else\n"
-  "#define BQ_BOUNDS_FLAT __launch_bounds__(256)\n"
+  "#if BQ_FR\n"
+  "// bq_affine_flat's accesses marked in redo (rare), with the general formulas, element by\n"
+  "// element; the tile's groups are in the slots, g0 onwards\n"
+  "static __device__ __forceinline__ void bq_flat_redo(const bq_affine_params &p, const bq_prep *slots, bq_i64 g0,\n"
+  "                                                    const bq_in0 *in0, const bq_in1 *in1, bq_out *out, bq_i64 pro,\n"
+  "                                                    bq_i64 nacc, bq_i64 a0, unsigned redo) {\n"
+  "#pragma unroll 1\n"
+  "  for (int u = 0; u < BQ_FR; u++)\n"
+  "    if ((redo >> u & 1) && a0 + u * 32 < nacc)\n"
+  "#pragma unroll 1\n"
+  "      for (int j = 0; j < BQ_P; j++) {\n"
+  "        const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;\n"
+  "        const bq_prep q = slots[bq_blk(p, k) - g0];\n"
+  "        bq_one(k, q.s.s, q.z.zp, in0, in1, out);\n"
+  "      }\n"
+  "}\n"
+  "\n"
+  "// bq_affine_flat's prologue and tail: fewer than 2 BQ_P elements, one a thread\n"
+  "static __device__ __forceinline__ void bq_flat_ends(const bq_affine_params &p, const bq_in0 *in0, const bq_in1 *in1,\n"
+  "                                                    bq_out *out, bq_i64 n, bq_i64 pro, bq_i64 nacc) {\n"
+  "  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, tail0 = pro + nacc * BQ_P;\n"
+  "  if (tid < pro + (n - tail0)) {\n"
+  "    const bq_i64 k = tid < pro ? tid : tail0 + (tid - pro);\n"
+  "    const bq_prep q = bq_prep_of(p, 0, bq_blk(p, k));\n"
+  "    bq_one(k, q.s.s, q.z.zp, in0, in1, out);\n"
+  "  }\n"
+  "}\n"
   "#endif\n"
-  "extern \"C\" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params p) {\n"
+  "\n"
+  "#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)\n"
+  "extern \"C\" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {\n"
   "#if BQ_FR\n"
   "  __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups\n"
   "  bq_prep *slots = bq_fslots[threadIdx.x >> 5];\n"
@@ -1763,25 +1848,9 @@ static const char bq__src_affine_cu[] =
   "      bq_store(out + e, y, w_out);\n"
   "      if (fix) redo |= 1u << u;\n"
   "    }\n"
-  "    if (redo) { // rare: those accesses with the general formulas\n"
-  "#pragma unroll 1\n"
-  "      for (int u = 0; u < BQ_FR; u++)\n"
-  "        if ((redo >> u & 1) && a0 + u * 32 < nacc)\n"
-  "#pragma unroll 1\n"
-  "          for (int j = 0; j < BQ_P; j++) {\n"
-  "            const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;\n"
-  "            const bq_prep q = slots[bq_blk(p, k) - g0];\n"
-  "            bq_one(k, q.s.s, q.z.zp, in0, in1, out);\n"
-  "          }\n"
-  "    }\n"
+  "    if (redo) bq_flat_redo(p, slots, g0, in0, in1, out, pro, nacc, a0, redo);\n"
   "  }\n"
-  "  // the prologue and the tail: fewer than 2 BQ_P elements, one a thread\n"
-  "  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, tail0 = pro + nacc * BQ_P;\n"
-  "  if (tid < pro + (n - tail0)) {\n"
-  "    const bq_i64 k = tid < pro ? tid : tail0 + (tid - pro);\n"
-  "    const bq_prep q = bq_prep_of(p, 0, bq_blk(p, k));\n"
-  "    bq_one(k, q.s.s, q.z.zp, in0, in1, out);\n"
-  "  }\n"
+  "  bq_flat_ends(p, in0, in1, out, n, pro, nacc);\n"
   "#endif\n"
   "}\n"
   "#endif\n"
@@ -1865,9 +1934,9 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "}\n"
   "\n"
-  "// (at least 3 blocks an SM: the host gives f16 and bf16 quantize and fake quantize forward\n"
-  "// one wave of them, the others a block for every BQ_R rows)\n"
-  "extern \"C\" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_affine_params p) {\n"
+  "// (the host gives the ops the table's cwave names one wave of blocks, the others a block for\n"
+  "// every BQ_R rows)\n"
+  "extern \"C\" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {\n"
   "  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) * BQ_CP;\n"
   "  if (c0 >= C) return;\n"
   "  bq_scale s[BQ_CP];\n"
@@ -4992,112 +5061,141 @@ enum {
      128, and 64 for f64 backward per token (its reciprocal is dearer) and f64 per group.
    - odd: 1 where straddling accesses take bq_affine_odd rather than the row kernel's
      element-by-element redo; not f64 dequantize forward, whose two elements an access
-     straddle seldom (the odd kernel's registers cost more than redoing them). */
+     straddle seldom (the odd kernel's registers cost more than redoing them).
+   - slots: how the row kernels of per channel and per group give an access its parameters
+     (affine.cu's BQ_SLOTS, BQ_ITEM_SLOTS). 1: each parameter block a tile touches is prepared
+     once, a block a lane, in shared memory (quantize and fake quantize forward, f64
+     backward); 2: the same, once an item for all its tiles (f64 quantize: per group, and
+     per channel forward; in the other slot kernels that is slower, their spills grow); 0:
+     each access looks its parameters up, faster for dequantize (no reciprocal to prepare)
+     and for backward with 16- and 32-bit types (with slots they run out of registers).
+   - items: the row kernel's item. 0: a tile (per tensor and per channel, one dense row;
+     dequantize, more warps in flight); 1: several tiles of a row where there are several
+     rows, so that a row's set-up (its scale's reciprocal) is paid once (per token and per
+     group); 2: several tiles always (the per-channel rows with slots 2).
+   - bcap: blocks an SM at most for bq_affine_blocks and bq_affine_narrow, each warp
+     striding over the items (f64: fewer blocks than the SM could hold are faster); 0: one
+     item a warp.
+   - cwave: bq_affine_cols' grid. 1: one wave of blocks (as many as its launch bounds let
+     an SM hold) striding down the rows (f16 and bf16 quantize and fake quantize forward,
+     slower with more); 0: a block for every affine.cu BQ_R rows.
+   - lb: each entry point's launch bounds, the least blocks an SM ptxas must fit (256
+     threads a block; 0: none named, which differs from 1: that lets ptxas spend more
+     registers). Row kernel: 3 for the forward slot kernels (left alone, ptxas gives some of
+     them more registers and fewer blocks; backward ones would spill). bq_affine_odd: as the
+     row kernel, but 4 for dequantize of f32, f16 and bf16 (one more block than its
+     registers would otherwise allow, which is faster; f64 spills so). bq_affine_blocks: 4
+     for per-group f64 quantize forward (its registers, a few over, would allow one block
+     fewer). bq_affine_flat: 4 for forward quantize and fake quantize with f32 compute (one
+     more than their registers allow; dequantize is slower so, and f64 gains nothing).
+     bq_affine_narrow: 4. bq_affine_cols: 3 (f16 and bf16 forward take one wave of them).
+     0 also where the granularity has no such kernel. */
 typedef struct bq__affine_row {
   bq_op op;
   bq_direction dir;
   bq_granularity gran;
   bq_dtype ft;
-  int u, ga, fr, na, warps, odd;
+  int u, ga, fr, na, warps, odd, slots, items, bcap, cwave;
+  int lb[BQ__AFFINE_ENTRIES]; /* by entry point: the least blocks an SM it is compiled for */
 } bq__affine_row;
 static const bq__affine_row bq__affine_table[] = {
-  /* op, direction, granularity, float type                    u ga fr na warps odd */
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,           2, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,           4, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,           2, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,          2, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,          4, 4, 0, 0,  64, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,          4, 4, 0, 8,  64, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,          4, 4, 0, 0,  64, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,         4, 4, 0, 0,  64, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,            4, 0, 4, 0, 256, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,            4, 0, 0, 8, 256, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,            4, 0, 0, 0, 256, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,           4, 0, 0, 0, 256, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,            4, 4, 4, 0, 128, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,            4, 4, 0, 8,  64, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,            4, 4, 4, 0, 128, 1},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,           4, 4, 4, 0, 128, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,         2, 4, 0, 0,  64, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,         4, 2, 0, 4,  64, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,         2, 2, 0, 0,  64, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,        2, 2, 0, 0,  64, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 2, 0, 256, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,           2, 2, 1, 2,  64, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,           2, 0, 2, 0, 256, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,          2, 0, 2, 0, 256, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,           2, 4, 2, 0, 128, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,           4, 2, 1, 4,  64, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,           2, 2, 2, 0, 128, 1},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,          2, 2, 2, 0, 128, 1},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,        2, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,        4, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,        2, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,          4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,          4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,         4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,          2, 0, 4, 0, 128, 1},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,          4, 0, 4, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,          2, 0, 4, 0, 128, 1},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,         2, 0, 4, 0, 128, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,         2, 0, 4, 0,  64, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,      2, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,      4, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,      2, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,     2, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,     4, 4, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,     4, 4, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,     4, 4, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,    4, 4, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,       4, 0, 4, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,       4, 0, 0, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,       4, 0, 0, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,      4, 0, 0, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,       4, 4, 4, 0, 128, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,       4, 4, 4, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,       4, 4, 4, 0, 128, 1},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,      4, 4, 4, 0, 128, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,    2, 0, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,    2, 0, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,   2, 0, 0, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 2, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,      2, 4, 1, 0,  64, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,      2, 0, 2, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,     2, 0, 2, 0, 256, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,      2, 0, 2, 0, 128, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 1, 0,  64, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,      2, 0, 2, 0, 128, 1},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,     2, 0, 2, 0, 128, 1},
+  /* op, direction, granularity, float type                 u ga fr na warps odd slots items bcap cwave  lb: row cols odd blocks flat narrow */
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,  64, 1,   1,    0,   0,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,  64, 1,   2,    2,   4,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8, 256, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,  64, 1,   2,    1,   4,    0, {3, 0, 3, 4, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,  64, 1,   1,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,  64, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,  64, 1,   2,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0, 256, 0,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 0,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,  64, 1,   0,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,  64, 0,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,  64, 1,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,  64, 1,   1,    0,   0,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1,   1,    0,   4,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0, 256, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,  64, 1,   1,    1,   4,    0, {3, 0, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,  64, 1,   1,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,  64, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,  64, 1,   1,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
 };
 #define BQ__AFFINE_ROWS ((int)(sizeof bq__affine_table / sizeof bq__affine_table[0]))
 /* a normalized affine desc's row (the table's order is its key's) */
@@ -5114,9 +5212,16 @@ BQ__FN int bq__affine_fr(const bq_desc *d) { return bq__affine_row_of(d)->fr; }
 BQ__FN int bq__affine_na(const bq_desc *d) { return bq__affine_row_of(d)->na; }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
+  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW"};
+  const bq__affine_row *r = bq__affine_row_of(d);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
-              "#define BQ_FR %d\n#define BQ_NA %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
-              bq__spec("GRAN", d->granularity), bq__affine_u(d), bq__affine_ga(d), bq__affine_fr(d), bq__affine_na(d));
+              "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
+              bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
+              r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
+  for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) {
+    if (r->lb[e]) bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256, %d)\n", lb_names[e], r->lb[e]);
+    else bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256)\n", lb_names[e]);
+  }
 }
 
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
@@ -5294,20 +5399,20 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
   k.zp = a->zero_point;
   const int f = bq__affine_force_entry;
+  const bq__affine_row *row = bq__affine_row_of(d);
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
     int64_t chunks = v.gmod / cp, rows = v.numel / v.gmod;
     /* x: strips of a chunk a thread, up to 8 warps a block (no more than C needs); y: a
        block for every affine.cu BQ_R rows (its rows in flight), up to 65535 (the blocks
-       then stride), which is the faster grid for most ops. f16 and bf16 quantize and fake
-       quantize forward, which are slower so, take one wave of blocks (as many as the
+       then stride), or where the table's cwave says so one wave of blocks (as many as the
        kernel's launch bounds let an SM hold) striding down the rows. */
     int64_t t = bq__dtype_size(d->float_type);
     int64_t wpb = (chunks + 31) / 32 < 8 ? (chunks + 31) / 32 : 8;
     int64_t gx = (chunks + 32 * wpb - 1) / (32 * wpb);
     int64_t r = (d->op == BQ_FAKE_QUANTIZE ? 32 : 64) / (cp * t), gy = (rows + r - 1) / r;
-    if (t == 2 && fwd && d->op != BQ_DEQUANTIZE) {
+    if (row->cwave) {
       int64_t wave = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 24 / wpb / gx;
       if (gy > wave) gy = wave > 0 ? wave : 1;
     }
@@ -5319,10 +5424,9 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   int narrow = (f < 0 || f == BQ__AFFINE_NARROW) && bq__affine_narrow(p, &k, &v);
   if (narrow || ((f < 0 || f == BQ__AFFINE_BLOCKS) && bq__affine_blocks(p, &k, &v))) {
     /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): an item a
-       warp; f64, 4 blocks an SM at most, each warp striding over the items (the ga column
-       of bq__affine_table says why; fewer blocks than the SM could hold are faster for f64) */
+       warp, or the table's bcap blocks an SM at most, each warp striding over the items */
     int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
-    int64_t blocks = bq__grid(items, 8), cap = bq__dtype_size(d->float_type) == 8 ? sms * 4 : blocks;
+    int64_t blocks = bq__grid(items, 8), cap = row->bcap ? sms * row->bcap : blocks;
     /* the kernel's 32-bit lane index (blockIdx.x * blockDim.x) must not wrap: fewer than
        2^24 blocks of 256, each warp striding over the items */
     if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
@@ -5332,16 +5436,11 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (flat) return bq__launch(p, BQ__AFFINE_FLAT, bq__grid(flat, 8), 1, 256, 0, &k, stream);
   int64_t accesses = (v.cols + p->vec - 1) / p->vec, tile = 32 * bq__affine_u(d); /* affine.cu's BQ_TILE */
   k.tiles = accesses > tile ? (accesses + tile - 1) / tile : 1;
-  /* rows: an item takes several tiles of a row, which pays the row's scale (its
-     reciprocal) once, while the grid keeps the table's `warps` items an SM. Dequantize has
-     no reciprocal and keeps a tile per item (more warps in flight). */
-  const bq__affine_row *row = bq__affine_row_of(d);
+  /* the table's items: an item takes several tiles of a row, which pays the row's scale (its
+     reciprocal) once, while the grid keeps the table's `warps` items an SM */
   k.tpw = 1;
   int64_t warps = row->warps;
-  /* per channel (one dense row), f64 quantize forward too: its items prepare the parameter
-     blocks of all their tiles at once (affine.cu's BQ_ITEM_SLOTS) */
-  int item_slots = d->granularity == BQ_PER_CHANNEL && d->float_type == BQ_F64 && d->op == BQ_QUANTIZE && fwd;
-  if ((v.rows > 1 || item_slots) && d->op != BQ_DEQUANTIZE) {
+  if (row->items == 2 || (row->items == 1 && v.rows > 1)) {
     int64_t per = v.rows * k.tiles / ((int64_t)(p->num_sms > 0 ? p->num_sms : 1) * warps);
     if (per > 1) k.tpw = per < k.tiles ? per : k.tiles;
   }

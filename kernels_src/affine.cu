@@ -55,18 +55,12 @@ typedef bq_t bq_in1;
 // BQ_U, accesses per lane per tile, comes from the host's prelude (it sizes the grid)
 #define BQ_TILE (32 * BQ_U)             // accesses per warp tile
 #define BQ_OUT_LEADS (BQ_OP == BQ_OP_DEQUANTIZE && !BQ_BWD) // dequantize forward writes the wide stream
-// Per channel and per group, quantize and fake quantize forward (and f64 backward) prepare
-// each parameter block's scale once, in shared memory (bq_slots); the other ops look each
-// access's scale and zero point up, which is faster for them (dequantize has no reciprocal
-// to prepare; the backward kernels of f32, f16 and bf16 run out of registers with slots).
-// The host's dispatch table (bq__affine_table's u) follows the same rule.
-#define BQ_SLOTS ((BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP) && BQ_OP != BQ_OP_DEQUANTIZE && (!BQ_BWD || BQ_FT == BQ_TYPE_F64))
+// From the host's dispatch table (bq__affine_table, whose columns say where and why): BQ_SLOTS,
+// per channel and per group the row kernels prepare each parameter block's scale once, in
+// shared memory, rather than look it up for each access; BQ_ITEM_SLOTS, once an item rather
+// than once a tile; BQ_ITEMS, a row kernel's item is several tiles (else one); BQ_LB_ROW,
+// _ODD, _BLOCKS, _FLAT, _NARROW, _COLS, each entry point's launch bounds.
 #define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
-// f64 quantize (per group; per channel forward only) prepares the parameter blocks of an
-// item at once, not tile by tile, which is faster for it. In the other slot kernels the
-// same code is slower (its spills grow) and the host gives per channel items of one tile
-// (bq__affine_run says the same).
-#define BQ_ITEM_SLOTS (BQ_SLOTS && BQ_FT == BQ_TYPE_F64 && BQ_OP == BQ_OP_QUANTIZE && (BQ_GRAN == BQ_GRAN_GROUP || !BQ_BWD))
 
 struct bq_affine_params {
   bq_u64 in0, in1, out;                 // device pointers
@@ -287,6 +281,285 @@ static __device__ __forceinline__ void bq_stream_widths(const bq_in0 *in0, const
 #endif
 }
 
+// ---- the row kernels, bq_affine and bq_affine_odd, piece by piece ---------------------------
+// A warp takes items (bq_item_of), loads a tile's accesses (bq_tile_load), computes and
+// stores them with their parameters looked up (bq_lookup_prep, bq_lookup_tile) or prepared in
+// shared memory (the slot kernels: bq_item_slots, bq_slot_tile), redoes the accesses those
+// marked (bq_tile_redo) and, once a row, its prologue and tail (bq_row_ends).
+
+// The accesses marked in redo, element by element with the general formulas. Rare, and out
+// of the vector loop so that it costs no registers there: accesses over blocks shorter than
+// an access (each element takes its own scale), dequantize's accesses that straddle a block
+// boundary, per-channel or per-group quantize with a zero point that leaves no int32 room,
+// and, in f64 quantize backward, accesses with a quotient outside the fast division's range.
+// The slot kernels load an access's elements together (BQ_RL), so that it waits for memory
+// once; the others one by one, which keeps the registers of their vector loop (and their
+// occupancy) as they are.
+static __device__ __forceinline__ void bq_tile_redo(const bq_affine_params &p, bq_i64 r, const bq_in0 *in0,
+                                                    const bq_in1 *in1, bq_out *out, bq_i64 pro, bq_i64 a0,
+                                                    unsigned redo) {
+#pragma unroll 1
+  for (int u = 0; u < BQ_U; u++) {
+    if (!(redo >> u & 1)) continue;
+    const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
+    bq_qparams q;
+    bq_qp_at(q, p, r, k0);
+#pragma unroll 1
+    for (int j0 = 0; j0 < BQ_P; j0 += BQ_RL) {
+      bq_in0 x0[BQ_RL];
+      bq_in1 x1[BQ_RL];
+#pragma unroll
+      for (int j = 0; j < BQ_RL; j++) {
+        x0[j] = in0[k0 + j0 + j];
+        x1[j] = BQ_HAS_IN1 ? in1[k0 + j0 + j] : (bq_in1)0;
+      }
+#pragma unroll
+      for (int j = 0; j < BQ_RL; j++) {
+        out[k0 + j0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);
+        if (j0 + j + 1 < BQ_P) bq_qp_next(q, p);
+      }
+    }
+  }
+}
+
+// A row's prologue and tail: fewer than 16 + BQ_P <= 32 elements, one a lane
+static __device__ __forceinline__ void bq_row_ends(const bq_affine_params &p, bq_i64 r, const bq_in0 *in0,
+                                                   const bq_in1 *in1, bq_out *out, bq_i64 cols, bq_i64 pro,
+                                                   bq_i64 nacc, int lane) {
+  const bq_i64 tail0 = pro + nacc * BQ_P;
+  const bq_i64 k = lane < pro ? lane : tail0 + (lane - pro);
+  if (k < cols) {
+    bq_qparams q;
+    bq_qp_at(q, p, r, k);
+    bq_one(k, q.s.s, q.zp, in0, in1, out);
+  }
+}
+
+#if !BQ_SLOTS
+// Per channel and per group, the lookup kernels' parameters of each access of a tile; an
+// access that straddles a block boundary is marked in redo unless bq_affine_odd (TWO)
+// computes it with both blocks' parameters (blocks at least an access long).
+template <bool TWO>
+static __device__ __forceinline__ void bq_lookup_prep(const bq_affine_params &p, bq_i64 r, bq_i64 pro, bq_i64 nacc,
+                                                      bq_i64 a0, bq_qparams (&qs)[BQ_U], unsigned &redo) {
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#pragma unroll
+  for (int u = 0; u < BQ_U; u++) {
+    if (a0 + u * 32 >= nacc) continue;
+    bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
+    if (qs[u].rem + BQ_P > p.group && (!TWO || p.group < BQ_P)) redo |= 1u << u;
+  }
+#endif
+}
+
+// A tile of the row kernels without slots: each access takes its scale and zero point from
+// qt (per tensor, per token) or looks them up (per channel and per group: dequantize, and
+// backward but f64). An access that straddles a block boundary is marked in redo, or, in
+// bq_affine_odd (TWO) where blocks are at least an access long, computed with both blocks'
+// parameters.
+template <bool TWO>
+static __device__ __forceinline__ void bq_lookup_tile(const bq_affine_params &p, bq_i64 r,
+                                                      const bq_piece<bq_in0> (&a)[BQ_U],
+                                                      const bq_piece<bq_in1> (&b)[BQ_U], bq_out *out, bq_i64 pro,
+                                                      bq_i64 nacc, int w_out, bq_i64 a0, const bq_qparams &qt,
+                                                      const bq_qparams (&qs)[BQ_U], unsigned &redo) {
+#pragma unroll
+  for (int u = 0; u < BQ_U; u++) {
+    const bq_i64 acc = a0 + u * 32;
+    if (acc < nacc && !(redo >> u & 1)) {
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+      const bq_qparams &q = qs[u];
+#else
+      const bq_qparams &q = qt;
+#endif
+      bq_piece<bq_out> y;
+      bool fix = false;
+      bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+      if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
+        bq_qparams q2 = q;
+        bq_qp_next_block(q2, p);
+        bq_piece<bq_out> y2;
+        bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);
+        const int cut = (int)(p.group - q.rem);
+#pragma unroll
+        for (int j = 1; j < BQ_P; j++)
+          if (j >= cut) y.e[j] = y2.e[j];
+      }
+#endif
+      bq_store(out + pro + acc * BQ_P, y, w_out);
+      if (fix) redo |= 1u << u;
+    }
+  }
+}
+
+#endif
+
+#if BQ_SLOTS
+// Access u (a, b) of a tile of the slot kernels with its block's prepared parameters, q[0]
+// (and, where it straddles in bq_affine_odd, the next block's, q[1], for its elements from
+// cut on), stored at yp; an access these forms do not cover is marked in redo instead.
+template <bool TWO>
+static __device__ __forceinline__ void bq_slot_access(const bq_piece<bq_in0> &a, const bq_piece<bq_in1> &b,
+                                                      const bq_prep *q, int cut, bq_out *yp, int w_out, int u,
+                                                      unsigned &redo) {
+  const bq_prep &qa = q[0];
+  const bool two = cut < BQ_P;
+  if (!TWO && two) {
+    redo |= 1u << u;
+    return;
+  }
+#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
+  if (!qa.z.iok || (two && !q[1].z.iok)) { // a zero point within the q-range's width of an
+    redo |= 1u << u;                       // int32 limit
+    return;
+  }
+#endif
+  bq_piece<bq_out> y;
+  bool fix = false;
+  bq_apply_piece<!TWO && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)>(a, b, qa.s, qa.z, y, &fix);
+  if (TWO && two) {
+    const bq_prep &qb = q[1];
+    bq_piece<bq_out> y2;
+    bq_apply_piece<false>(a, b, qb.s, qb.z, y2, &fix);
+#pragma unroll
+    for (int j = 1; j < BQ_P; j++)
+      if (j >= cut) y.e[j] = y2.e[j];
+  }
+  bq_store(yp, y, w_out);
+  if (fix) redo |= 1u << u;
+}
+
+// An item whose tiles touch at most 32 parameter blocks prepares them once, into the warp's
+// slots, and its tiles skip their rounds: they no longer wait for their scales' loads
+// (BQ_ITEM_SLOTS). Returns how many (the blocks iblk0 onwards), or 0: each tile prepares
+// its own.
+static __device__ __forceinline__ int bq_item_slots(const bq_affine_params &p, bq_i64 r, bq_i64 pro, bq_i64 nacc,
+                                                    bq_i64 t0, bq_i64 t1, int lane, bq_prep *slots, bq_i64 &iblk0) {
+  int inblk = 0;
+#if BQ_ITEM_SLOTS
+  __syncwarp(); // the previous item is done with the slots
+  if (p.group >= BQ_P) {
+    const bq_i64 e0 = pro + t0 * BQ_TILE * BQ_P, ne = (t1 * BQ_TILE < nacc ? t1 * BQ_TILE : nacc) - t0 * BQ_TILE;
+    if (ne > 0) {
+      iblk0 = bq_blk(p, e0);
+      const bq_i64 n = bq_blk(p, e0 + ne * BQ_P - 1) - iblk0 + 1;
+      if (n <= 32) {
+        inblk = (int)n;
+        if (lane < inblk) slots[lane] = bq_prep_of(p, r, iblk0 + lane);
+        __syncwarp();
+      }
+    }
+  }
+#endif
+  return inblk;
+}
+
+// The parameter blocks tile t touches (groups; per channel, runs of p.group elements of one
+// channel) are consecutive: nblk of them (returned), blk0 onwards. For each access, slot[u]
+// is its first block (from blk0) and cut[u] its elements before the next block (fewer than
+// BQ_P: the access straddles). Blocks shorter than an access: every access is marked in redo.
+static __device__ __forceinline__ bq_i64 bq_slot_span(const bq_affine_params &p, bq_i64 t, bq_i64 a0, bq_i64 iblk0,
+                                                      int inblk, bq_i64 pro, bq_i64 nacc, bq_i64 &blk0,
+                                                      int (&slot)[BQ_U], int (&cut)[BQ_U], unsigned &redo) {
+  bq_i64 nblk = 0;
+  blk0 = 0;
+  if (inblk) {
+    blk0 = iblk0;
+    nblk = inblk;
+  } else if (p.group >= BQ_P) {
+    const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;
+    blk0 = bq_blk(p, e0);
+    nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;
+  } else {
+#pragma unroll
+    for (int u = 0; u < BQ_U; u++)
+      if (a0 + u * 32 < nacc) redo |= 1u << u;
+  }
+#pragma unroll
+  for (int u = 0; u < BQ_U; u++) {
+    const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P, b = bq_blk(p, k0);
+    slot[u] = (int)(b - blk0);
+    cut[u] = (int)(p.group - (k0 - b * p.group));
+  }
+  return nblk;
+}
+
+// A tile of the slot kernels. Its blocks' scales and zero points are prepared once each, a
+// block a lane, into the warp's 32 slots in shared memory, a round at a time (one round where
+// the item prepared them); each access then reads its block's slot, and one that straddles
+// two blocks the next one too. Rounds step by 31 blocks, so that the block after a
+// straddling access is in the same round.
+template <bool TWO>
+static __device__ __forceinline__ void bq_slot_tile(const bq_affine_params &p, bq_i64 r, bq_i64 t, bq_i64 a0,
+                                                    int lane, const bq_piece<bq_in0> (&a)[BQ_U],
+                                                    const bq_piece<bq_in1> (&b)[BQ_U], bq_prep *slots,
+                                                    bq_i64 iblk0, int inblk, bq_out *out, bq_i64 pro, bq_i64 nacc,
+                                                    int w_out, unsigned &redo) {
+  int slot[BQ_U], cut[BQ_U];
+  bq_i64 blk0;
+  const bq_i64 nblk = bq_slot_span(p, t, a0, iblk0, inblk, pro, nacc, blk0, slot, cut, redo);
+  for (bq_i64 s0 = 0; s0 < nblk; s0 += inblk ? 32 : 31) { // uniform across the warp
+    if (!inblk) {
+      if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);
+      __syncwarp();
+    }
+    const int last = s0 + 32 >= nblk; // no access of this round's last block straddles
+#pragma unroll
+    for (int u = 0; u < BQ_U; u++) {
+      const bq_i64 acc = a0 + u * 32;
+      const int d = slot[u] - (int)s0;
+      if (acc < nacc && !(redo >> u & 1) && d >= 0 && (d < 31 || (d == 31 && last)))
+        bq_slot_access<TWO>(a[u], BQ_B(u), slots + d, cut[u], out + pro + acc * BQ_P, w_out, u, redo);
+    }
+    if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them
+  }
+}
+
+#endif
+
+// A lane's accesses a0, a0 + 32, ... of a tile of a row, each stream's loaded before any
+// is computed
+static __device__ __forceinline__ void bq_tile_load(const bq_in0 *in0, const bq_in1 *in1, bq_i64 pro, bq_i64 nacc,
+                                                    int w_in0, int w_in1, bq_i64 a0, bq_piece<bq_in0> (&a)[BQ_U],
+                                                    bq_piece<bq_in1> (&b)[BQ_U]) {
+#pragma unroll
+  for (int u = 0; u < BQ_U; u++) {
+    const bq_i64 acc = a0 + u * 32;
+    if (acc < nacc) {
+      bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);
+#if BQ_HAS_IN1
+      bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);
+#else
+      (void)in1, (void)w_in1, (void)b;
+#endif
+    }
+  }
+}
+
+// A warp's item w: tiles [t0, t1) of row r, p.chunks items a row (per tensor and per
+// channel, one dense row), of p.tpw tiles each (BQ_ITEMS) or of one.
+static __device__ __forceinline__ void bq_item_of(const bq_affine_params &p, bq_i64 w, bq_i64 &r, bq_i64 &t0,
+                                                  bq_i64 &t1) {
+  bq_i64 c; // the item's place in its row
+#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL
+  r = 0, c = w; // one dense row
+#else
+  if (p.chunks == 1) {
+    r = w;
+    c = 0;
+  } else {
+    r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);
+    c = w - r * p.chunks;
+  }
+#endif
+#if BQ_ITEMS
+  t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;
+#else
+  t0 = c, t1 = c + 1; // (p.tpw == 1)
+#endif
+}
+
 // The row kernel's body. TWO: accesses that straddle two parameter blocks are computed in
 // registers with both blocks' parameters; otherwise they are redone element by element.
 // The host takes the TWO form (bq_affine_odd) where accesses can straddle (a block length
@@ -301,31 +574,11 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
   bq_qparams qt; // per tensor: prepared once per thread, not per tile
   bq_qp_at(qt, p, 0, 0);
 #endif
-  // A warp's item: tiles [t0, t1) of row r (p.tpw tiles; p.chunks items per row)
   const bq_i64 work = p.rows * p.chunks;
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
        w += ((bq_i64)gridDim.x * blockDim.x) >> 5) {
-#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL
-#if BQ_GRAN == BQ_GRAN_CHANNEL && BQ_ITEM_SLOTS && !BQ_BWD
-    const bq_i64 r = 0, t0 = w * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles; // one dense row
-#else
-    const bq_i64 r = 0, t0 = w, t1 = w + 1; // one dense row, a tile per item (p.tpw == 1)
-#endif
-#else
-    bq_i64 r, c;
-    if (p.chunks == 1) {
-      r = w;
-      c = 0;
-    } else {
-      r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)w, p.fd_chunks) : bq_div64(w, p.chunks);
-      c = w - r * p.chunks;
-    }
-#if BQ_OP == BQ_OP_DEQUANTIZE
-    const bq_i64 t0 = c, t1 = c + 1; // dequantize: a tile per item (p.tpw == 1), more warps in flight
-#else
-    const bq_i64 t0 = c * p.tpw, t1 = t0 + p.tpw < p.tiles ? t0 + p.tpw : p.tiles;
-#endif
-#endif
+    bq_i64 r, t0, t1;
+    bq_item_of(p, w, r, t0, t1);
     const bq_in0 *in0 = (const bq_in0 *)p.in0 + r * p.in0_stride;
     const bq_in1 *in1 = (const bq_in1 *)p.in1 + r * p.in1_stride;
     bq_out *out = (bq_out *)p.out + r * p.out_stride;
@@ -340,221 +593,37 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #if BQ_SLOTS
     bq_prep *slots = bq_slots[threadIdx.x >> 5];
     bq_i64 iblk0 = 0;
-    int inblk = 0; // > 0: the item's blocks iblk0 onwards are in the slots
-#if BQ_ITEM_SLOTS
-    // An item whose tiles touch at most 32 parameter blocks prepares them once, here, and
-    // its tiles skip their rounds: the tiles no longer wait for their scales' loads
-    __syncwarp(); // the previous item is done with the slots
-    if (p.group >= BQ_P) {
-      const bq_i64 e0 = pro + t0 * BQ_TILE * BQ_P, ne = (t1 * BQ_TILE < nacc ? t1 * BQ_TILE : nacc) - t0 * BQ_TILE;
-      if (ne > 0) {
-        iblk0 = bq_blk(p, e0);
-        const bq_i64 n = bq_blk(p, e0 + ne * BQ_P - 1) - iblk0 + 1;
-        if (n <= 32) {
-          inblk = (int)n;
-          if (lane < inblk) slots[lane] = bq_prep_of(p, r, iblk0 + lane);
-          __syncwarp();
-        }
-      }
-    }
-#endif
+    const int inblk = bq_item_slots(p, r, pro, nacc, t0, t1, lane, slots, iblk0);
 #endif
 #pragma unroll 1
     for (bq_i64 t = t0; t < t1; t++) {
       const bq_i64 a0 = t * BQ_TILE + lane;
       bq_piece<bq_in0> a[BQ_U];
-#if BQ_HAS_IN1
-      bq_piece<bq_in1> b[BQ_U];
-#endif
-#pragma unroll
-      for (int u = 0; u < BQ_U; u++) {
-        const bq_i64 acc = a0 + u * 32;
-        if (acc < nacc) {
-          bq_load(a[u], in0 + pro + acc * BQ_P, w_in0);
-#if BQ_HAS_IN1
-          bq_load(b[u], in1 + pro + acc * BQ_P, w_in1);
-#endif
-        }
-      }
+      bq_piece<bq_in1> b[BQ_U]; // (unused where BQ_HAS_IN1 is 0)
+      bq_tile_load(in0, in1, pro, nacc, w_in0, w_in1, a0, a, b);
       unsigned redo = 0; // bit u: access u is redone element by element below
 #if BQ_GRAN == BQ_GRAN_TOKEN
       if (t == t0) bq_qp_at(qt, p, r, 0);
 #endif
 #if BQ_SLOTS
-      // The parameter blocks this tile touches (groups; per channel, runs of p.group
-      // elements of one channel) are consecutive, blk0 onwards. Their scales and zero
-      // points are prepared once each, a block a lane, into the warp's 32 slots in shared
-      // memory, a round at a time; each access then reads its block's slot, and an access
-      // that straddles two blocks also the next one. Rounds step by 31 blocks, so that the
-      // block after a straddling access is in the same round.
-      int slot[BQ_U], cut[BQ_U]; // the access's first block; its elements before the next block
-      bq_i64 nblk = 0, blk0 = 0;
-      if (inblk) {
-        blk0 = iblk0;
-        nblk = inblk;
-      } else if (p.group >= BQ_P) { // else every access spans several blocks: element by element
-        const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;
-        blk0 = bq_blk(p, e0);
-        nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;
-      } else {
-#pragma unroll
-        for (int u = 0; u < BQ_U; u++)
-          if (a0 + u * 32 < nacc) redo |= 1u << u;
-      }
-#pragma unroll
-      for (int u = 0; u < BQ_U; u++) {
-        const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P, b = bq_blk(p, k0);
-        slot[u] = (int)(b - blk0);
-        cut[u] = (int)(p.group - (k0 - b * p.group)); // < BQ_P: the access straddles
-      }
-      for (bq_i64 s0 = 0; s0 < nblk; s0 += inblk ? 32 : 31) { // uniform across the warp; inblk: one round
-        if (!inblk) {
-          if (s0 + lane < nblk) slots[lane] = bq_prep_of(p, r, blk0 + s0 + lane);
-          __syncwarp();
-        }
-        const int last = s0 + 32 >= nblk; // no access of this round's last block straddles
-#pragma unroll
-        for (int u = 0; u < BQ_U; u++) {
-          const bq_i64 acc = a0 + u * 32;
-          const int d = slot[u] - (int)s0;
-          if (acc < nacc && !(redo >> u & 1) && d >= 0 && (d < 31 || (d == 31 && last))) {
-            const bq_prep &qa = slots[d];
-            const bool two = cut[u] < BQ_P;
-            if (!TWO && two) {
-              redo |= 1u << u;
-              continue;
-            }
-#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
-            if (!qa.z.iok || (two && !slots[d + 1].z.iok)) { // a zero point within the
-              redo |= 1u << u;                               // q-range's width of an int32 limit
-              continue;
-            }
-#endif
-            bq_piece<bq_out> y;
-            bool fix = false;
-            bq_apply_piece<!TWO && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)>(a[u], BQ_B(u), qa.s, qa.z, y, &fix);
-            if (TWO && two) { // the elements from cut[u] on take the next block's parameters
-              const bq_prep &qb = slots[d + 1];
-              bq_piece<bq_out> y2;
-              bq_apply_piece<false>(a[u], BQ_B(u), qb.s, qb.z, y2, &fix);
-#pragma unroll
-              for (int j = 1; j < BQ_P; j++)
-                if (j >= cut[u]) y.e[j] = y2.e[j];
-            }
-            bq_store(out + pro + acc * BQ_P, y, w_out);
-            if (fix) redo |= 1u << u;
-          }
-        }
-        if (!inblk) __syncwarp(); // every lane has read the slots before the next round writes them
-      }
+      bq_slot_tile<TWO>(p, r, t, a0, lane, a, b, slots, iblk0, inblk, out, pro, nacc, w_out, redo);
 #else
+      bq_qparams qs[BQ_U]; // per channel and per group: each access's parameters
+      bq_lookup_prep<TWO>(p, r, pro, nacc, a0, qs, redo);
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
-      // dequantize and backward: each access looks its scale and zero point up (no slots).
-      // An access that straddles a block boundary is redone element by element, or, in
-      // bq_affine_odd (TWO) where blocks are at least an access long, computed in registers
-      // below with both blocks' parameters.
-      bq_qparams qs[BQ_U];
-#pragma unroll
-      for (int u = 0; u < BQ_U; u++) {
-        if (a0 + u * 32 >= nacc) continue;
-        bq_qp_at(qs[u], p, r, pro + (a0 + u * 32) * BQ_P);
-        if (qs[u].rem + BQ_P > p.group && (!TWO || p.group < BQ_P)) redo |= 1u << u;
-      }
+      const bq_qparams &qt = qs[0]; // (unread: each access has its own)
 #endif
-#pragma unroll
-      for (int u = 0; u < BQ_U; u++) {
-        const bq_i64 acc = a0 + u * 32;
-        if (acc < nacc && !(redo >> u & 1)) {
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
-          const bq_qparams &q = qs[u];
-#else
-          const bq_qparams &q = qt;
+      bq_lookup_tile<TWO>(p, r, a, b, out, pro, nacc, w_out, a0, qt, qs, redo);
 #endif
-          bq_piece<bq_out> y;
-          bool fix = false;
-          bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
-          if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
-            bq_qparams q2 = q;
-            bq_qp_next_block(q2, p);
-            bq_piece<bq_out> y2;
-            bq_apply_piece<true>(a[u], BQ_B(u), q2.s, q2.z, y2, &fix);
-            const int cut = (int)(p.group - q.rem);
-#pragma unroll
-            for (int j = 1; j < BQ_P; j++)
-              if (j >= cut) y.e[j] = y2.e[j];
-          }
-#endif
-          bq_store(out + pro + acc * BQ_P, y, w_out);
-          if (fix) redo |= 1u << u;
-        }
-      }
-#endif
-      // Rare, and out of the vector loop so that it costs no registers there: accesses over
-      // blocks shorter than an access (each element takes its own scale), dequantize's
-      // accesses that straddle a block boundary, per-channel or per-group quantize with a
-      // zero point that leaves no int32 room, and, in f64 quantize backward, accesses with a
-      // quotient outside the fast division's range. The slot kernels load an access's
-      // elements together (BQ_RL), so that it waits for memory once; the others one by one,
-      // which keeps the registers of their vector loop (and their occupancy) as they are.
-      if (redo) {
-#pragma unroll 1
-        for (int u = 0; u < BQ_U; u++) {
-          if (!(redo >> u & 1)) continue;
-          const bq_i64 k0 = pro + (a0 + u * 32) * BQ_P;
-          bq_qparams q;
-          bq_qp_at(q, p, r, k0);
-#pragma unroll 1
-          for (int j0 = 0; j0 < BQ_P; j0 += BQ_RL) {
-            bq_in0 x0[BQ_RL];
-            bq_in1 x1[BQ_RL];
-#pragma unroll
-            for (int j = 0; j < BQ_RL; j++) {
-              x0[j] = in0[k0 + j0 + j];
-              x1[j] = BQ_HAS_IN1 ? in1[k0 + j0 + j] : (bq_in1)0;
-            }
-#pragma unroll
-            for (int j = 0; j < BQ_RL; j++) {
-              out[k0 + j0 + j] = bq_apply(x0[j], x1[j], q.s, q.z, nullptr);
-              if (j0 + j + 1 < BQ_P) bq_qp_next(q, p);
-            }
-          }
-        }
-      }
+      if (redo) bq_tile_redo(p, r, in0, in1, out, pro, a0, redo);
     }
-    if (t0 == 0) {
-      // prologue and tail: fewer than 16 + BQ_P <= 32 elements, one per lane
-      const bq_i64 tail0 = pro + nacc * BQ_P;
-      const bq_i64 k = lane < pro ? lane : tail0 + (lane - pro);
-      if (k < cols) {
-        bq_qparams q;
-        bq_qp_at(q, p, r, k);
-        bq_one(k, q.s.s, q.zp, in0, in1, out);
-      }
-    }
+    if (t0 == 0) bq_row_ends(p, r, in0, in1, out, cols, pro, nacc, lane);
   }
 }
 
-// Forward slot kernels (per channel and per group, quantize and fake quantize) are held to
-// 3 blocks an SM: left alone, ptxas gives some of them more registers and fewer blocks.
-// (Backward ones would spill under that bound. The others name no minimum: an explicit
-// minimum of one block lets ptxas spend more registers.)
-#if BQ_SLOTS && !BQ_BWD
-#define BQ_BOUNDS __launch_bounds__(256, 3)
-#else
-#define BQ_BOUNDS __launch_bounds__(256)
-#endif
-extern "C" __global__ void BQ_BOUNDS bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
+extern "C" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
-// bq_affine_odd of dequantize (f32, f16, bf16) is held to 4 blocks an SM, one more than
-// its registers would otherwise allow, which is faster. f64 is not bounded: held to that
-// bound it spills.
-#if BQ_OP == BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64
-#define BQ_BOUNDS_ODD __launch_bounds__(256, 4)
-#else
-#define BQ_BOUNDS_ODD BQ_BOUNDS
-#endif
-extern "C" __global__ void BQ_BOUNDS_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
+extern "C" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
 #endif
 
 #if BQ_GRAN != BQ_GRAN_TENSOR
@@ -634,12 +703,7 @@ template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(c
     }
   }
 }
-#if BQ_GRAN == BQ_GRAN_GROUP && BQ_OP == BQ_OP_QUANTIZE && BQ_FT == BQ_TYPE_F64 && !BQ_BWD
-#define BQ_BOUNDS_BLOCKS __launch_bounds__(256, 4)
-#else
-#define BQ_BOUNDS_BLOCKS __launch_bounds__(256)
-#endif
-extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params p) {
 #if BQ_GA
   bq_blocks_body<BQ_P, BQ_GA>(p);
 #endif
@@ -652,7 +716,7 @@ extern "C" __global__ void BQ_BOUNDS_BLOCKS bq_affine_blocks(const bq_affine_par
 // instruction still reads gl contiguous elements of each of its blocks (a whole 32-byte
 // sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its
 // elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.
-extern "C" __global__ void __launch_bounds__(256, 4) bq_affine_narrow(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_NARROW bq_affine_narrow(const bq_affine_params p) {
 #if BQ_NA
   bq_blocks_body<1, BQ_NA>(p);
 #endif
@@ -794,16 +858,37 @@ static __device__ __forceinline__ bool bq_flat_ok(const bq_prep &q) {
 #endif
 }
 
-#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)
-// Quantize and fake quantize forward with f32 compute are held to 4 blocks an SM, one more
-// than their registers would otherwise allow, which is faster. Dequantize is slower under
-// the bound and f64 gains nothing, so neither is bounded.
-#if !BQ_BWD && BQ_OP != BQ_OP_DEQUANTIZE && BQ_FT != BQ_TYPE_F64
-#define BQ_BOUNDS_FLAT __launch_bounds__(256, 4)
-#else
-#define BQ_BOUNDS_FLAT __launch_bounds__(256)
+#if BQ_FR
+// bq_affine_flat's accesses marked in redo (rare), with the general formulas, element by
+// element; the tile's groups are in the slots, g0 onwards
+static __device__ __forceinline__ void bq_flat_redo(const bq_affine_params &p, const bq_prep *slots, bq_i64 g0,
+                                                    const bq_in0 *in0, const bq_in1 *in1, bq_out *out, bq_i64 pro,
+                                                    bq_i64 nacc, bq_i64 a0, unsigned redo) {
+#pragma unroll 1
+  for (int u = 0; u < BQ_FR; u++)
+    if ((redo >> u & 1) && a0 + u * 32 < nacc)
+#pragma unroll 1
+      for (int j = 0; j < BQ_P; j++) {
+        const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;
+        const bq_prep q = slots[bq_blk(p, k) - g0];
+        bq_one(k, q.s.s, q.z.zp, in0, in1, out);
+      }
+}
+
+// bq_affine_flat's prologue and tail: fewer than 2 BQ_P elements, one a thread
+static __device__ __forceinline__ void bq_flat_ends(const bq_affine_params &p, const bq_in0 *in0, const bq_in1 *in1,
+                                                    bq_out *out, bq_i64 n, bq_i64 pro, bq_i64 nacc) {
+  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, tail0 = pro + nacc * BQ_P;
+  if (tid < pro + (n - tail0)) {
+    const bq_i64 k = tid < pro ? tid : tail0 + (tid - pro);
+    const bq_prep q = bq_prep_of(p, 0, bq_blk(p, k));
+    bq_one(k, q.s.s, q.z.zp, in0, in1, out);
+  }
+}
 #endif
-extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params p) {
+
+#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)
+extern "C" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {
 #if BQ_FR
   __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups
   bq_prep *slots = bq_fslots[threadIdx.x >> 5];
@@ -855,25 +940,9 @@ extern "C" __global__ void BQ_BOUNDS_FLAT bq_affine_flat(const bq_affine_params 
       bq_store(out + e, y, w_out);
       if (fix) redo |= 1u << u;
     }
-    if (redo) { // rare: those accesses with the general formulas
-#pragma unroll 1
-      for (int u = 0; u < BQ_FR; u++)
-        if ((redo >> u & 1) && a0 + u * 32 < nacc)
-#pragma unroll 1
-          for (int j = 0; j < BQ_P; j++) {
-            const bq_i64 k = pro + (a0 + u * 32) * BQ_P + j;
-            const bq_prep q = slots[bq_blk(p, k) - g0];
-            bq_one(k, q.s.s, q.z.zp, in0, in1, out);
-          }
-    }
+    if (redo) bq_flat_redo(p, slots, g0, in0, in1, out, pro, nacc, a0, redo);
   }
-  // the prologue and the tail: fewer than 2 BQ_P elements, one a thread
-  const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, tail0 = pro + nacc * BQ_P;
-  if (tid < pro + (n - tail0)) {
-    const bq_i64 k = tid < pro ? tid : tail0 + (tid - pro);
-    const bq_prep q = bq_prep_of(p, 0, bq_blk(p, k));
-    bq_one(k, q.s.s, q.z.zp, in0, in1, out);
-  }
+  bq_flat_ends(p, in0, in1, out, n, pro, nacc);
 #endif
 }
 #endif
@@ -957,9 +1026,9 @@ static __device__ __forceinline__ void bq_cols_rows(const bq_affine_params &p, c
   }
 }
 
-// (at least 3 blocks an SM: the host gives f16 and bf16 quantize and fake quantize forward
-// one wave of them, the others a block for every BQ_R rows)
-extern "C" __global__ void __launch_bounds__(256, 3) bq_affine_cols(const bq_affine_params p) {
+// (the host gives the ops the table's cwave names one wave of blocks, the others a block for
+// every BQ_R rows)
+extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
   const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) * BQ_CP;
   if (c0 >= C) return;
   bq_scale s[BQ_CP];
