@@ -1300,7 +1300,6 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
-  "\n"
   "#endif\n"
   "\n"
   "#if BQ_SLOTS\n"

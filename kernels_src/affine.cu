@@ -392,7 +392,6 @@ static __device__ __forceinline__ void bq_lookup_tile(const bq_affine_params &p,
     }
   }
 }
-
 #endif
 
 #if BQ_SLOTS

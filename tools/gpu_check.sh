@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|pair] - on a GPU host, from the repository
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|pair|ab] - on a GPU host, from the repository
 # root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
@@ -112,6 +112,24 @@ pair() {
   wait
   cat $OUT/gpu0.txt $OUT/gpu1.txt
 }
+# `ab` (one GPU): a same-GPU A/B of the full benchmark against an older header's benchmark
+# binary, $AB_OLD, each with its own kernel cache, in two rounds that alternate: the new
+# header's (tools/bench_run.sh, with the PyTorch comparison, into $OUT/bench), the old one's
+# twice, the new one's again; then tools/bench_ab.py over both rounds.
+ab() {
+  mkdir -p $OUT/bench
+  local new=${BENCH:-$B/tools/bench}
+  OUT=$OUT/bench BENCH=$new tools/bench_run.sh > $OUT/bench/bench_run.txt 2>&1
+  echo "bench_run rc=$?"; grep -E "exit status|FAILED|done" $OUT/bench/bench.log $OUT/bench/torch.log | tail -4
+  for i in 1 2; do
+    BARACUDA_QUANT_CACHE_DIR=/tmp/bq-cache-ab-old $AB_OLD --json $OUT/bench/old-$i.json > $OUT/bench/old-$i.log 2>&1
+    echo "old bench $i rc=$?"
+  done
+  $new --json $OUT/bench/new-2.json > $OUT/bench/new-2.log 2>&1; echo "new bench 2 rc=$?"
+  python3 tools/bench_ab.py $OUT/bench/old-1.json $OUT/bench/bench.json $OUT/bench/old-2.json $OUT/bench/new-2.json |
+    tail -20
+}
+if [ "$what" = ab ]; then ab; fi
 if [ "$what" = warmcheck ]; then warmcheck; fi
 if [ "$what" = python ]; then python_gpu; fi
 if [ "$what" = pair ]; then pair; fi
