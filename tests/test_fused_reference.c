@@ -193,6 +193,35 @@ Test(fused_reference, batch_invariance) {
           cr_expect_eq(elem_diff(T, rone, r + (size_t)(m * rs) * es, D), 0, "%s row %lld: h differs alone",
                        ref_dtype_name(T), (long long)m);
       }
+      /* fused with dynamic per-group scales (a group inside a row): each row's integers,
+         scales and zero points alone equal those in the batch */
+      {
+        uint8_t yb[7 * 300], y1[300];
+        float sb[7 * 10], s1[10];
+        int32_t zb[7 * 10], z1[10];
+        bq_desc qd = {0};
+        bq_args qa = {0};
+        qd.op = BQ_DYNAMIC_QUANTIZE; qd.float_type = T; qd.int_type = BQ_U8; qd.granularity = BQ_PER_GROUP;
+        qd.asymmetric = 1;
+        qa.group_size = 30;
+        qa.y = yb; qa.out_scales = sb; qa.out_zero_points = zb;
+        memcpy(r, r0, (size_t)(M * rs) * es);
+        p.out = NULL;
+        cr_assert_eq(reff_fused_quantize(&p, &qd, &qa), 0);
+        for (int64_t m = 0; m < M; m++) {
+          reff_producer q = p;
+          q.rows = 1;
+          q.x = x + (size_t)(m * xs) * es;
+          memcpy(rone, r0 + (size_t)(m * rs) * es, (size_t)D * es);
+          q.residual = kind == 1 ? rone : NULL;
+          qa.y = y1; qa.out_scales = s1; qa.out_zero_points = z1;
+          cr_assert_eq(reff_fused_quantize(&q, &qd, &qa), 0);
+          cr_expect_eq(memcmp(y1, yb + m * D, (size_t)D), 0, "%s kind %d row %lld: fused y differs alone",
+                       ref_dtype_name(T), kind, (long long)m);
+          cr_expect_eq(memcmp(s1, sb + m * 10, sizeof s1), 0);
+          cr_expect_eq(memcmp(z1, zb + m * 10, sizeof z1), 0);
+        }
+      }
       free(x); free(r); free(r0); free(w); free(out); free(dense); free(one); free(rone);
     }
   }
