@@ -2815,6 +2815,8 @@ static const char bq__src_linear_cu[] =
   "//   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16\n"
   "//   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)\n"
   "//   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)\n"
+  "//   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64\n"
+  "//              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS\n"
   "\n"
   "struct bq_linear_params {\n"
   "  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;\n"
@@ -3209,7 +3211,7 @@ static const char bq__src_linear_cu[] =
   "// 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory). (A\n"
   "// 128 x 128 variant with two CTAs an SM is one template argument away; it is left out\n"
   "// until the benchmark shows a shape that needs it: every tile costs compile time.)\n"
-  "extern \"C\" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);\n"
   "}\n"
@@ -3232,7 +3234,7 @@ static const char bq__src_linear_cu[] =
   "  return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);\n"
   "}\n"
   "\n"
-  "extern \"C\" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;\n"
   "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
@@ -3494,18 +3496,15 @@ static const char bq__src_linear_cu[] =
   "\n"
   "// M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic\n"
   "// shared memory\n"
-  "// (bq_gemv: held to four CTAs an SM, as many as its shared memory allows)\n"
-  "extern \"C\" __global__ void __launch_bounds__(256, 4) bq_gemv(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<1>(p, smem);\n"
   "}\n"
-  "extern \"C\" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<2>(p, smem);\n"
   "}\n"
-  "// (bq_gemv64: held to two CTAs an SM, as its shared memory allows at its largest M; the\n"
-  "// bound lets ptxas use the registers that leaves, where left to itself it spills)\n"
-  "extern \"C\" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<4>(p, smem);\n"
   "}\n"
@@ -3513,7 +3512,7 @@ static const char bq__src_linear_cu[] =
   "#else\n"
   "// ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------\n"
   "// A warp per row; 16-byte loads summed with dp4a against ones.\n"
-  "extern \"C\" __global__ void __launch_bounds__(256) bq_weight_sums(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {\n"
   "  const int lane = threadIdx.x & 31;\n"
   "  const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);\n"
   "  if (n >= p.n) return;\n"
@@ -5618,15 +5617,20 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
    serves, the smallest such row winning (at these sizes the weight's bytes set the time,
    and tiles would leave most SMs idle); unfilled_up_to: the largest M it serves while the
    large tiles would not fill the SMs once (passes of 64 rows, the weight coming back from
-   L2). Past both, the tiles (bq_gemm_wgmma in an sm_90a module). bq__linear_config. */
-typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; } bq__linear_row;
+   L2). Past both, the tiles (bq_gemm_wgmma in an sm_90a module). bq__linear_config.
+   min_blocks: the CTAs an SM its __launch_bounds__ names (0: none named), which
+   bq__linear_prelude writes as BQ_LB_<ENTRY>. The tiles and bq_gemv are held to as many
+   as their shared memory allows; bq_gemv64 to as many as its shared memory allows at its
+   largest M: the bound lets ptxas use the registers that leaves, where left to itself it
+   spills. */
+typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; int min_blocks; } bq__linear_row;
 static const bq__linear_row bq__linear_table[BQ__GEMM_CONFIGS] = {
-  /* entry           rows up_to unfilled_up_to */
-  {BQ__GEMM_LARGE,    0,   0,   0},
-  {BQ__GEMV,         16,  16,   0},
-  {BQ__GEMV32,       32,  32,   0},
-  {BQ__GEMV64,       64,  64, 256},
-  {BQ__GEMM_WGMMA,    0,   0,   0},
+  /* entry           rows up_to unfilled_up_to min_blocks */
+  {BQ__GEMM_LARGE,    0,   0,   0, 1},
+  {BQ__GEMV,         16,  16,   0, 4},
+  {BQ__GEMV32,       32,  32,   0, 0},
+  {BQ__GEMV64,       64,  64, 256, 2},
+  {BQ__GEMM_WGMMA,    0,   0,   0, 1},
 };
 /* the tiles' pipeline stages, then 256 columns and 128 rows of epilogue parameters
    (BQ_COLS_SMEM, BQ_ROWS_SMEM) */
@@ -5653,10 +5657,30 @@ BQ__FN int bq__linear_vec(const bq_desc *d) { (void)d; return 16; }
 BQ__FN int bq__linear_asf32(const bq_desc *d) { return d->op == BQ_QUANTIZED_LINEAR && d->scale_type != BQ_F32; }
 /* BQ_OP: the weight sums, or the GEMM both linear layers share (QuantizedLinear's own work
    is its activations' kernel and run-time flags), named for SmoothQuantLinear */
+/* One entry point's launch bounds, BQ_LB_<ENTRY> for entry point bq_<entry>: the block of
+   256 threads every linear kernel runs (bq__linear_run), and min_blocks CTAs an SM where
+   the table names a minimum. */
+BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
+  bq__str_cat(s, "#define BQ_LB_");
+  for (const char *c = entry + 3; *c; c++) { /* past "bq_", upper case */
+    char u = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
+    bq__str_put(s, &u, 1);
+  }
+  if (min_blocks) bq__str_fmt(s, " __launch_bounds__(256, %d)\n", min_blocks);
+  else bq__str_cat(s, " __launch_bounds__(256)\n");
+}
 BQ__FN void bq__linear_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
               d->op == BQ_LINEAR_WEIGHT_SUMS ? "BQ_OP_LINEAR_WEIGHT_SUMS" : "BQ_OP_SMOOTHQUANT_LINEAR",
               bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
+  /* the weight sums: a module of their own, outside the GEMM table; no minimum */
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    bq__linear_bounds(s, "bq_weight_sums", 0);
+    return;
+  }
+  static const char *const entries[] = BQ__GEMM_ENTRIES;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    bq__linear_bounds(s, entries[bq__linear_table[i].entry], bq__linear_table[i].min_blocks);
 }
 
 /* The largest K whose int32 accumulator cannot overflow: K * max|a| * 128 < 2^31 for

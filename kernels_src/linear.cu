@@ -17,6 +17,8 @@
 //   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16
 //   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)
 //   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)
+//   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64
+//              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS
 
 struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
@@ -411,7 +413,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 // 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory). (A
 // 128 x 128 variant with two CTAs an SM is one template argument away; it is left out
 // until the benchmark shows a shape that needs it: every tile costs compile time.)
-extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);
 }
@@ -434,7 +436,7 @@ static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {
   return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
@@ -696,18 +698,15 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
 
 // M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic
 // shared memory
-// (bq_gemv: held to four CTAs an SM, as many as its shared memory allows)
-extern "C" __global__ void __launch_bounds__(256, 4) bq_gemv(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<1>(p, smem);
 }
-extern "C" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<2>(p, smem);
 }
-// (bq_gemv64: held to two CTAs an SM, as its shared memory allows at its largest M; the
-// bound lets ptxas use the registers that leaves, where left to itself it spills)
-extern "C" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
 }
@@ -715,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_p
 #else
 // ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------
 // A warp per row; 16-byte loads summed with dp4a against ones.
-extern "C" __global__ void __launch_bounds__(256) bq_weight_sums(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {
   const int lane = threadIdx.x & 31;
   const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);
   if (n >= p.n) return;
