@@ -17,6 +17,8 @@
 //   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16
 //   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)
 //   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)
+//   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64
+//              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS
 
 struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
@@ -310,6 +312,42 @@ static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int
 // ---- the tiled GEMM (mma.sync) ----------------------------------------------------------------
 // A CTA computes a BM x BN tile of y; each warp a WM x WN piece of it, STAGES slices of K
 // in flight through cp.async.
+
+// Accumulators of I x J mma fragments, all zero.
+template <int I, int J> static __device__ __forceinline__ void bq_zero(int (&acc)[I][J][4]) {
+#pragma unroll
+  for (int i = 0; i < I; i++)
+#pragma unroll
+    for (int j = 0; j < J; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+}
+
+// A's mma fragments for step ks of the slice of K at sa: the warp's WM rows from wm WM
+// (ldmatrix). W's stay inline in bq_gemm_tiled: moved to a function they change the SASS.
+template <int WM>
+static __device__ __forceinline__ void bq_frags_a(bq_u32 (&af)[WM / 16][4], bq_u32 sa, int wm, int ks, int lane) {
+#pragma unroll
+  for (int i = 0; i < WM / 16; i++) {
+    int r = wm * WM + i * 16 + (lane & 15), c = ks * 2 + (lane >> 4);
+    bq_ldmatrix4(af[i], sa + r * BQ_BK + ((c ^ (r & 7)) << 4));
+  }
+}
+
+// A warp's accumulators into the epilogue's tile: acc[i][j][2 h + e] is row
+// wm WM + 16 i + lane / 4 + 8 h, column wn WN + 8 j + 2 (lane % 4) + e
+template <int BN, int WM, int WN>
+static __device__ __forceinline__ void bq_gemm_put(int *tile, const int (&acc)[WM / 16][WN / 8][4], int wm, int wn,
+                                                   int lane) {
+  constexpr int MT = WM / 16, NT = WN / 8;
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        bq_tile_put(tile, BQ_EP_LD(BN), wm * WM + i * 16 + (lane >> 2) + 8 * h, wn * WN + j * 8 + (lane & 3) * 2,
+                    acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+}
+
 template <int BM, int BN, int WM, int WN, int STAGES>
 static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
@@ -328,11 +366,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   bq_stage_rows(p, rows, m0, tid);
 
   int acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; i++)
-#pragma unroll
-    for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
-
+  bq_zero(acc);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < ktiles) load(s, s);
@@ -347,11 +381,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 #pragma unroll
     for (int ks = 0; ks < BQ_BK / 32; ks++) {
       bq_u32 af[MT][4], bf[NT][2];
-#pragma unroll
-      for (int i = 0; i < MT; i++) {
-        int r = wm * WM + i * 16 + (lane & 15), c = ks * 2 + (lane >> 4);
-        bq_ldmatrix4(af[i], sa + r * BQ_BK + ((c ^ (r & 7)) << 4));
-      }
+      bq_frags_a<WM>(af, sa, wm, ks, lane);
 #pragma unroll
       for (int j = 0; j < NT; j += 2) {
         int r = wn * WN + j * 8 + (lane & 7) + ((lane >> 4) << 3), c = ks * 2 + ((lane >> 3) & 1);
@@ -371,18 +401,10 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   bq_cp_wait<0>();
   __syncthreads(); // every warp is done with the stages; the staged columns and rows are visible
 
-  // the epilogue: acc[i][j][2 h + e] is row wm WM + 16 i + lane / 4 + 8 h, column
-  // wn WN + 8 j + 2 (lane % 4) + e
+  // the epilogue, through a tile in the stages
   static_assert(BM * BQ_EP_LD(BN) * 4 <= STAGES * STAGE, "the epilogue's tile fits in the stages");
   int *tile = (int *)smem;
-#pragma unroll
-  for (int i = 0; i < MT; i++)
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-        bq_tile_put(tile, BQ_EP_LD(BN), wm * WM + i * 16 + (lane >> 2) + 8 * h, wn * WN + j * 8 + (lane & 3) * 2,
-                    acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+  bq_gemm_put<BN, WM, WN>(tile, acc, wm, wn, lane);
   __syncthreads();
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
@@ -391,7 +413,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 // 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory). (A
 // 128 x 128 variant with two CTAs an SM is one template argument away; it is left out
 // until the benchmark shows a shape that needs it: every tile costs compile time.)
-extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_large(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);
 }
@@ -414,7 +436,7 @@ static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {
   return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) bq_gemm_wgmma(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
@@ -493,29 +515,55 @@ extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); }
 #define BQ_GV_LD 576
 #define BQ_GV_STAGES(XR) max(2, min(4, 57344 / ((16 + (XR)) * BQ_GV_LD)))
 #define BQ_GV_SMEM(XR) (BQ_GV_STAGES(XR) * (16 + (XR)) * BQ_GV_LD) // XR = min(16 MT, M)
-template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, unsigned char *smem) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-  const bq_i64 n0 = (bq_i64)blockIdx.x * 16, m0 = (bq_i64)blockIdx.y * 16 * MT;
-  const bq_u8 *A = (const bq_u8 *)p.a, *W = (const bq_u8 *)p.w;
-  const bool avec = p.flags & BQ_LF_A16, wvec = p.flags & BQ_LF_W16;
-  const int xr = (int)min((bq_i64)16 * MT, p.m), rows = 16 + xr, STAGE = rows * BQ_GV_LD, S = BQ_GV_STAGES(xr);
-  const int ktiles = (int)((p.k + 511) / 512);
-  const bq_u32 sbase = bq_smem_addr(smem);
+
+// A weight-streaming CTA's shape and a thread's share of the copies into the stages.
+template <int MT> struct bq_gemv_cta {
+  enum : int { J = 2 + 2 * MT }; // the rows of a stage a thread copies (an enum: no storage)
+  int lane, warp, g, q;
+  bq_i64 n0, m0;
+  const bq_u8 *A, *W;
+  bool avec, wvec;
+  int xr, rows, STAGE, S, ktiles;
+  bq_u32 sbase;
+  const bq_u8 *wsrc, *asrc;
+  int ok; // bit j: row warp + 8 j exists
+  int fast;
+
   // This thread copies bytes 16 lane .. of rows warp + 8 j of each stage (weight rows for
   // j < 2, then activation rows). Tiles wholly inside K, with 16-byte aligned operands,
   // take one cp.async a row and no bounds arithmetic; the K tail and unaligned operands
   // take bq_tile_chunk, in a loop kept rolled (its byte loads would cost registers).
-  constexpr int J = 2 + 2 * MT;
-  const bq_u8 *wsrc = W + (n0 + warp) * p.k + lane * 16, *asrc = A + (m0 + warp) * p.lda + lane * 16;
-  int ok = 0; // bit j: row warp + 8 j exists
+  __device__ __forceinline__ bq_gemv_cta(const bq_linear_params &p, unsigned char *smem) {
+    const int tid = threadIdx.x;
+    lane = tid & 31;
+    warp = tid >> 5;
+    g = lane >> 2;
+    q = lane & 3;
+    n0 = (bq_i64)blockIdx.x * 16;
+    m0 = (bq_i64)blockIdx.y * 16 * MT;
+    A = (const bq_u8 *)p.a;
+    W = (const bq_u8 *)p.w;
+    avec = p.flags & BQ_LF_A16;
+    wvec = p.flags & BQ_LF_W16;
+    xr = (int)min((bq_i64)16 * MT, p.m);
+    rows = 16 + xr;
+    STAGE = rows * BQ_GV_LD;
+    S = BQ_GV_STAGES(xr);
+    ktiles = (int)((p.k + 511) / 512);
+    sbase = bq_smem_addr(smem);
+    wsrc = W + (n0 + warp) * p.k + lane * 16;
+    asrc = A + (m0 + warp) * p.lda + lane * 16;
+    ok = 0;
 #pragma unroll
-  for (int j = 0; j < J; j++) {
-    const int r = warp + 8 * j;
-    if (r < 16 ? n0 + r < p.n : r < rows && m0 + r - 16 < p.m) ok |= 1 << j;
+    for (int j = 0; j < J; j++) {
+      const int r = warp + 8 * j;
+      if (r < 16 ? n0 + r < p.n : r < rows && m0 + r - 16 < p.m) ok |= 1 << j;
+    }
+    fast = wvec && avec ? (int)(p.k / 512) : 0;
   }
-  const int fast = wvec && avec ? (int)(p.k / 512) : 0;
+
   // rows j in [jlo, jhi) of a stage: j < 2 the weight's, then the activations'
-  auto load = [&](int stage, int kt, int jlo, int jhi) {
+  __device__ __forceinline__ void load(const bq_linear_params &p, int stage, int kt, int jlo, int jhi) const {
     const bq_u32 d = sbase + stage * STAGE + warp * BQ_GV_LD + lane * 16;
     if (kt < fast) {
 #pragma unroll
@@ -534,73 +582,34 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
       if (r < 16) bq_tile_chunk(d + j * 8 * BQ_GV_LD, W, n0 + r < p.n, n0 + r, p.k, k, p.k, wvec);
       else if (r < rows) bq_tile_chunk(d + j * 8 * BQ_GV_LD, A, m0 + r - 16 < p.m, m0 + r - 16, p.lda, k, p.k, avec);
     }
-  };
+  }
+};
 
-  // The epilogue's parameters (warp t * MT + i finishes n8 tile t of m16 tile i), then the
-  // first stages. Launched while the activations' kernel runs (BQ_LF_PDL: QuantizedLinear),
-  // the first stages' weight rows come first, then the column parameters, and only after
-  // that kernel has finished (bq_wait_prior_grid) the row parameters and the activation
-  // rows; commit group 0 then holds the weight rows of every first stage, which only makes
-  // them land sooner. (Without such a kernel to overlap, that order would slow the weight
-  // streaming, so it is taken only then.)
-  const bool pdl = p.flags & BQ_LF_PDL;
-  if (pdl)
-    for (int s = 0; s < S - 1; s++)
-      if (s < ktiles) load(s, s, 0, 2);
-  const int et = warp / MT, ei = warp % MT;
-  const bq_i64 en = n0 + et * 8 + q * 2;
-  const bool finisher = warp < 2 * MT && en < p.n;
-  bq_col_q c0, c1;
-  bq_row_q rq[2];
-  if (finisher) {
-    c0 = bq_col_of(p, en);
-    c1 = en + 1 < p.n ? bq_col_of(p, en + 1) : c0;
-  }
-  if (pdl) bq_wait_prior_grid();
-  if (finisher) {
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const bq_i64 m = m0 + 16 * ei + g + h * 8;
-      rq[h] = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
-    }
-  }
-  for (int s = 0; s < S - 1; s++) {
-    if (s < ktiles) load(s, s, pdl ? 2 : 0, J);
-    bq_cp_commit();
-  }
+// A lane's share of one m16 tile's products with both n8 tiles: its fragments a0, a1 of
+// the activation rows and w0, w1 of the weight rows, in m16n8k32 steps.
+static __device__ __forceinline__ void bq_gemv_mma(int (&d0)[4], int (&d1)[4], const uint4 &a0, const uint4 &a1,
+                                                   const uint4 &w0, const uint4 &w1) {
+  bq_mma(d0, a0.x, a1.x, a0.y, a1.y, w0.x, w0.y);
+  bq_mma(d0, a0.z, a1.z, a0.w, a1.w, w0.z, w0.w);
+  bq_mma(d1, a0.x, a1.x, a0.y, a1.y, w1.x, w1.y);
+  bq_mma(d1, a0.z, a1.z, a0.w, a1.w, w1.z, w1.w);
+}
 
-  int acc[2][MT][4];
+// The parameters of a finisher's rows m and m + 8 (zero past M)
+static __device__ __forceinline__ void bq_gemv_rows(const bq_linear_params &p, bq_i64 m, bq_row_q (&rq)[2]) {
 #pragma unroll
-  for (int t = 0; t < 2; t++)
-#pragma unroll
-    for (int i = 0; i < MT; i++) acc[t][i][0] = acc[t][i][1] = acc[t][i][2] = acc[t][i][3] = 0;
-  for (int kt = 0, cur = 0, nxt = S - 1; kt < ktiles; kt++) { // cur = kt % S, nxt = (kt + S - 1) % S
-    if (S == 2) bq_cp_wait<0>();
-    else if (S == 3) bq_cp_wait<1>();
-    else bq_cp_wait<2>();
-    __syncthreads(); // tile kt has landed, and every warp is done with tile kt - 1
-    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1, 0, J);
-    bq_cp_commit();
-    const unsigned char *st = smem + cur * STAGE + warp * 64 + q * 16;
-    cur = cur + 1 == S ? 0 : cur + 1;
-    nxt = nxt + 1 == S ? 0 : nxt + 1;
-    const uint4 w0 = *(const uint4 *)(st + g * BQ_GV_LD), w1 = *(const uint4 *)(st + (8 + g) * BQ_GV_LD);
-    const uint4 z = make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int t = 0; t < MT; t++) { // activation rows past xr are not in shared memory: zeros
-      const int r0 = 16 * t + g, r1 = 16 * t + 8 + g;
-      const uint4 a0 = r0 < xr ? *(const uint4 *)(st + (16 + r0) * BQ_GV_LD) : z;
-      const uint4 a1 = r1 < xr ? *(const uint4 *)(st + (16 + r1) * BQ_GV_LD) : z;
-      bq_mma(acc[0][t], a0.x, a1.x, a0.y, a1.y, w0.x, w0.y);
-      bq_mma(acc[0][t], a0.z, a1.z, a0.w, a1.w, w0.z, w0.w);
-      bq_mma(acc[1][t], a0.x, a1.x, a0.y, a1.y, w1.x, w1.y);
-      bq_mma(acc[1][t], a0.z, a1.z, a0.w, a1.w, w1.z, w1.w);
-    }
-  }
-  bq_cp_wait<0>(); // (only empty groups are left)
-  __syncthreads(); // every warp is done with the stages: they take the partial sums
+  for (int h = 0; h < 2; h++) rq[h] = m + h * 8 < p.m ? bq_row_of(p, m + h * 8) : bq_row_q{(bq_c)0, 0};
+}
 
-  // partial sums: red[w][t][i][e][lane], 8 MT KiB (at least two stages of 17 rows hold it)
+// The warps meet in shared memory: partial sums red[w][t][i][e][lane], 8 MT KiB (at
+// least two stages of 17 rows hold it). The finishers sum them and store their outputs.
+template <int MT>
+static __device__ __forceinline__ void bq_gemv_finish(const bq_linear_params &p, const bq_gemv_cta<MT> &cta,
+                                                      unsigned char *smem, const int (&acc)[2][MT][4], int et, int ei,
+                                                      bq_i64 en, bool finisher, const bq_row_q (&rq)[2],
+                                                      const bq_col_q &c0, const bq_col_q &c1) {
+  const int warp = cta.warp, lane = cta.lane, g = cta.g;
+  const bq_i64 m0 = cta.m0;
   int *red = (int *)smem;
 #pragma unroll
   for (int t = 0; t < 2; t++)
@@ -626,20 +635,78 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
   }
 }
 
+template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_linear_params &p, unsigned char *smem) {
+  const bq_gemv_cta<MT> cta(p, smem);
+  constexpr int J = bq_gemv_cta<MT>::J;
+  const int warp = cta.warp, g = cta.g, q = cta.q, xr = cta.xr, STAGE = cta.STAGE, S = cta.S, ktiles = cta.ktiles;
+  auto load = [&](int stage, int kt, int jlo, int jhi) { cta.load(p, stage, kt, jlo, jhi); };
+
+  // The epilogue's parameters (warp t * MT + i finishes n8 tile t of m16 tile i), then the
+  // first stages. Launched while the activations' kernel runs (BQ_LF_PDL: QuantizedLinear),
+  // the first stages' weight rows come first, then the column parameters, and only after
+  // that kernel has finished (bq_wait_prior_grid) the row parameters and the activation
+  // rows; commit group 0 then holds the weight rows of every first stage, which only makes
+  // them land sooner. (Without such a kernel to overlap, that order would slow the weight
+  // streaming, so it is taken only then.)
+  const bool pdl = p.flags & BQ_LF_PDL;
+  if (pdl)
+    for (int s = 0; s < S - 1; s++)
+      if (s < ktiles) load(s, s, 0, 2);
+  const int et = warp / MT, ei = warp % MT;
+  const bq_i64 en = cta.n0 + et * 8 + q * 2;
+  const bool finisher = warp < 2 * MT && en < p.n;
+  bq_col_q c0, c1;
+  bq_row_q rq[2];
+  if (finisher) {
+    c0 = bq_col_of(p, en);
+    c1 = en + 1 < p.n ? bq_col_of(p, en + 1) : c0;
+  }
+  if (pdl) bq_wait_prior_grid();
+  if (finisher) bq_gemv_rows(p, cta.m0 + 16 * ei + g, rq);
+  for (int s = 0; s < S - 1; s++) {
+    if (s < ktiles) load(s, s, pdl ? 2 : 0, J);
+    bq_cp_commit();
+  }
+
+  int acc[2][MT][4];
+  bq_zero(acc);
+  for (int kt = 0, cur = 0, nxt = S - 1; kt < ktiles; kt++) { // cur = kt % S, nxt = (kt + S - 1) % S
+    if (S == 2) bq_cp_wait<0>();
+    else if (S == 3) bq_cp_wait<1>();
+    else bq_cp_wait<2>();
+    __syncthreads(); // tile kt has landed, and every warp is done with tile kt - 1
+    if (kt + S - 1 < ktiles) load(nxt, kt + S - 1, 0, J);
+    bq_cp_commit();
+    const unsigned char *st = smem + cur * STAGE + warp * 64 + q * 16;
+    cur = cur + 1 == S ? 0 : cur + 1;
+    nxt = nxt + 1 == S ? 0 : nxt + 1;
+    const uint4 w0 = *(const uint4 *)(st + g * BQ_GV_LD), w1 = *(const uint4 *)(st + (8 + g) * BQ_GV_LD);
+    const uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int t = 0; t < MT; t++) { // activation rows past xr are not in shared memory: zeros
+      const int r0 = 16 * t + g, r1 = 16 * t + 8 + g;
+      const uint4 a0 = r0 < xr ? *(const uint4 *)(st + (16 + r0) * BQ_GV_LD) : z;
+      const uint4 a1 = r1 < xr ? *(const uint4 *)(st + (16 + r1) * BQ_GV_LD) : z;
+      bq_gemv_mma(acc[0][t], acc[1][t], a0, a1, w0, w1);
+    }
+  }
+  bq_cp_wait<0>(); // (only empty groups are left)
+  __syncthreads(); // every warp is done with the stages: they take the partial sums
+
+  bq_gemv_finish(p, cta, smem, acc, et, ei, en, finisher, rq, c0, c1);
+}
+
 // M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic
 // shared memory
-// (bq_gemv: held to four CTAs an SM, as many as its shared memory allows)
-extern "C" __global__ void __launch_bounds__(256, 4) bq_gemv(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<1>(p, smem);
 }
-extern "C" __global__ void __launch_bounds__(256) bq_gemv32(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<2>(p, smem);
 }
-// (bq_gemv64: held to two CTAs an SM, as its shared memory allows at its largest M; the
-// bound lets ptxas use the registers that leaves, where left to itself it spills)
-extern "C" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
 }
@@ -647,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bq_gemv64(const bq_linear_p
 #else
 // ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------
 // A warp per row; 16-byte loads summed with dp4a against ones.
-extern "C" __global__ void __launch_bounds__(256) bq_weight_sums(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {
   const int lane = threadIdx.x & 31;
   const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);
   if (n >= p.n) return;

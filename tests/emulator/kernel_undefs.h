@@ -30,6 +30,12 @@
 #undef BQ_DU
 #undef BQ_GV_SMEM
 #undef BQ_GV_LD
+#undef BQ_LB_GEMM_LARGE
+#undef BQ_LB_GEMM_WGMMA
+#undef BQ_LB_GEMV
+#undef BQ_LB_GEMV32
+#undef BQ_LB_GEMV64
+#undef BQ_LB_WEIGHT_SUMS
 #undef BQ_EP_LD
 #undef BQ_ROWS_SMEM
 #undef BQ_GV_STAGES
