@@ -23,6 +23,16 @@
 #undef BQ_LONG_TEAM
 #undef BQ_GA
 #undef BQ_NA
+#undef BQ_FR
+#undef BQ_SLOTS
+#undef BQ_ITEM_SLOTS
+#undef BQ_ITEMS
+#undef BQ_LB_ROW
+#undef BQ_LB_COLS
+#undef BQ_LB_ODD
+#undef BQ_LB_BLOCKS
+#undef BQ_LB_FLAT
+#undef BQ_LB_NARROW
 #undef BQ_CLAMP_BIG
 #undef BQ_COLS_SMEM
 #undef BQ_CPT
