@@ -5277,6 +5277,13 @@ BQ__FN int bq__affine_ga(const bq_desc *d) { return bq__affine_row_of(d)->ga; }
 BQ__FN int bq__affine_fr(const bq_desc *d) { return bq__affine_row_of(d)->fr; }
 BQ__FN int bq__affine_na(const bq_desc *d) { return bq__affine_row_of(d)->na; }
 
+/* A kernel's launch bounds as the prelude macro BQ_LB_<name>: 256 threads a block and, where
+   min_blocks is not 0, at least that many blocks an SM (0 names none, which differs from 1) */
+BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_blocks) {
+  if (min_blocks) bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256, %d)\n", name, min_blocks);
+  else bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256)\n", name);
+}
+
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
   static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW"};
   const bq__affine_row *r = bq__affine_row_of(d);
@@ -5284,10 +5291,7 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
-  for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) {
-    if (r->lb[e]) bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256, %d)\n", lb_names[e], r->lb[e]);
-    else bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256)\n", lb_names[e]);
-  }
+  for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], r->lb[e]);
 }
 
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
@@ -5759,13 +5763,12 @@ BQ__FN int bq__linear_asf32(const bq_desc *d) { return d->op == BQ_QUANTIZED_LIN
    256 threads every linear kernel runs (bq__linear_run), and min_blocks CTAs an SM where
    the table names a minimum. */
 BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
-  bq__str_cat(s, "#define BQ_LB_");
-  for (const char *c = entry + 3; *c; c++) { /* past "bq_", upper case */
-    char u = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
-    bq__str_put(s, &u, 1);
-  }
-  if (min_blocks) bq__str_fmt(s, " __launch_bounds__(256, %d)\n", min_blocks);
-  else bq__str_cat(s, " __launch_bounds__(256)\n");
+  char name[32];
+  size_t n = 0;
+  for (const char *c = entry + 3; *c && n + 1 < sizeof name; c++) /* past "bq_", upper case */
+    name[n++] = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
+  name[n] = 0;
+  bq__launch_bounds_define(s, name, min_blocks);
 }
 BQ__FN void bq__linear_prelude(const bq_desc *d, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
