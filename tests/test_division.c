@@ -17,13 +17,7 @@
 #include "../baracuda_quant.h"
 #include "reference.h"
 
-static uint64_t g_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-  g_state ^= g_state << 13;
-  g_state ^= g_state >> 7;
-  g_state ^= g_state << 17;
-  return g_state;
-}
+#include "xorshift.h"
 /* a scale the fast path takes: |s| in [2^-90, 2^90], sometimes a power of two */
 static float random_scale(void) {
   int e = (int)(rnd() % 181) - 90;

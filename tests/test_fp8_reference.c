@@ -15,13 +15,8 @@
 
 static const ref_fp8_kind kinds[2] = {REF_E4M3, REF_E5M2};
 
-static uint64_t g_state = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void) {
-  g_state ^= g_state << 13;
-  g_state ^= g_state >> 7;
-  g_state ^= g_state << 17;
-  return g_state;
-}
+#define XORSHIFT_SEED 0x2545f4914f6cdd1dull
+#include "xorshift.h"
 
 static int g_mismatches;
 static void agree(double v, ref_fp8_kind k, const char *what) {

@@ -25,13 +25,7 @@
 
 static const bq_dtype types[4] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 
-static uint64_t g_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-  g_state ^= g_state << 13;
-  g_state ^= g_state >> 7;
-  g_state ^= g_state << 17;
-  return g_state;
-}
+#include "xorshift.h"
 static double unit(void) { return (double)(rnd() >> 11) * 0x1p-53; } /* in [0, 1) */
 
 /* A random value of either sign over a wide range of magnitudes. */
