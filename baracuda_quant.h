@@ -99,6 +99,21 @@
      kernel runs, streams the weight, and waits for that kernel before it reads the
      activations (BARACUDA_QUANT_PDL=0 turns this off).
 
+   FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
+     BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
+                          written back to residual (which may be x itself), else h = x;
+                          n = T((h * rstd) * norm_weight), rstd = 1 / sqrt(mean(h^2) + eps)
+     BQ_GATED_QUANTIZE    x [rows, 2 cols]: gate, then up; a = T(act(gate) * up) with
+                          desc.activation BQ_SILU (the default) or BQ_GELU_TANH
+     Then n or a goes to y (I) as the existing ops would quantize it: BQ_PER_TOKEN (the
+     default) and BQ_PER_GROUP are dynamic quantize's (out_scales, out_zero_points,
+     desc.asymmetric, group_size, group_row_stride); BQ_PER_TENSOR is quantize's, with a
+     static args.scale and args.zero_point. args.out, when set, receives n or a as well.
+     Bit for bit the producer followed by the existing quantize, and each row's result
+     depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
+     A block of 256 threads takes a row; rows up to 2048 16-byte accesses stay in
+     registers (one read of DRAM), longer rows are read again from L2.
+
    DEVICES
      desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
      device 0's primary context (then made current) when none is; BQ_DEVICE(n) selects for
@@ -231,8 +246,17 @@ typedef enum bq_op {
   BQ_DYNAMIC_QUANTIZE, /* T -> I, scales (and zero points) computed from the data on the GPU */
   BQ_QUANTIZED_LINEAR,  /* y = x W^T (+ bias): x float, quantized per token on the GPU, W int8 */
   BQ_SMOOTHQUANT_LINEAR, /* y = x W^T (+ bias): x already int8, per-tensor or per-token scales */
-  BQ_LINEAR_WEIGHT_SUMS /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
+  BQ_LINEAR_WEIGHT_SUMS, /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
+  BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
+  BQ_GATED_QUANTIZE     /* T -> I: act(gate) * up, then quantize, in one pass */
 } bq_op;
+
+/* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */
+typedef enum bq_activation {
+  BQ_ACTIVATION_DEFAULT = 0,
+  BQ_SILU = 1,      /* g / (1 + exp(-g)) */
+  BQ_GELU_TANH = 2  /* (g / 2) (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) */
+} bq_activation;
 
 typedef enum bq_direction { BQ_FORWARD = 0, BQ_BACKWARD } bq_direction;
 
@@ -264,6 +288,7 @@ typedef struct bq_desc {
                                   linear: 1 = activations carry zero points */
   bq_dtype out_type;           /* linear: the output (and bias) type; default float_type
                                   (SmoothQuantLinear: out_type or float_type required) */
+  bq_activation activation;    /* BQ_GATED_QUANTIZE: BQ_SILU (default) or BQ_GELU_TANH */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -303,6 +328,15 @@ typedef struct bq_args {
   const void *w_scales;        /* [N] of scale_type: one scale per output channel */
   const void *bias;            /* [N] of out_type, or NULL */
   const int32_t *w_sums;       /* [N] from BQ_LINEAR_WEIGHT_SUMS: needed when asymmetric */
+  /* fused producers: x is [rows, cols] (RMSNorm) or [rows, 2 cols] (gated: gate, then up),
+     row stride x_row_stride (0: dense); y [rows, cols] the integers (y_row_stride) */
+  void *residual;              /* RMSNorm: [rows, cols] of T or NULL; read, then holds
+                                  h = x + residual (may be x itself, with x's stride) */
+  int64_t residual_row_stride; /* 0 means cols */
+  const void *norm_weight;     /* RMSNorm: [cols] of T */
+  double eps;                  /* RMSNorm: finite and >= 0, used as C(eps) */
+  void *out;                   /* optional: [rows, cols] of T, the values quantized (n or a) */
+  int64_t out_row_stride;      /* 0 means cols */
 } bq_args;
 
 typedef struct bq_plan bq_plan;
