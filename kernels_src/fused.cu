@@ -26,7 +26,8 @@ struct bq_fused_params {
   bq_u64 x, res, w, out, y, scales, zps;
   bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group
   double scale, eps;                             // per tensor's static scale; RMSNorm's eps
-  int zp, aligned, fast_groups, slot;            // slot: bq_fused_staged's bytes a row
+  int zp, aligned, fast_groups;
+  int slot, stages, wstage;                      // bq_fused_staged: bytes a row, rows staged, weight staged
 };
 
 // ---- the math of the contract: every operation one rounding in C ---------------------
@@ -65,7 +66,9 @@ static __device__ __forceinline__ bq_c bq_sqrt(bq_c a) { return __fsqrt_rn(a); }
 #endif
 
 #if !BQ_RMS
-// exp_c's reduction and polynomial for finite x in [XMIN, XMAX]: exp(x) = 2^k (1 + m).
+// exp_c's reduction and polynomial for x in [XMIN, XMAX]: exp(x) = 2^k (1 + m). k is read
+// from the bits of t + SHIFTER (an integer in its last place), the very value the
+// contract's kf = (t + SHIFTER) - SHIFTER names, without a conversion.
 static __device__ __forceinline__ bq_c bq_exp_core(bq_c x, int &k) {
 #if BQ_FT == BQ_TYPE_F64
   const bq_c c[BQ_EXP_N] = {0x1.0p-1, 0x1.5555555555555p-3, 0x1.5555555555555p-5, 0x1.1111111111111p-7,
@@ -76,53 +79,60 @@ static __device__ __forceinline__ bq_c bq_exp_core(bq_c x, int &k) {
   const bq_c c[BQ_EXP_N] = {0x1.0p-1f, 0x1.555556p-3f, 0x1.555556p-5f, 0x1.111112p-7f, 0x1.6c16c2p-10f,
                             0x1.a01a02p-13f};
 #endif
-  const bq_c t = bq_mul(x, BQ_LOG2E);
-  const bq_c kf = bq_sub(bq_add(t, BQ_SHIFTER), BQ_SHIFTER);
+  const bq_c u = bq_add(bq_mul(x, BQ_LOG2E), BQ_SHIFTER);
+  const bq_c kf = bq_sub(u, BQ_SHIFTER);
   const bq_c r = bq_sub(bq_sub(x, bq_mul(kf, BQ_LN2_HI)), bq_mul(kf, BQ_LN2_LO));
   bq_c q = c[BQ_EXP_N - 1];
 #pragma unroll
   for (int n = BQ_EXP_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, r), c[n]);
-  k = (int)kf;
+#if BQ_FT == BQ_TYPE_F64
+  k = (int)(__double_as_longlong(u) - __double_as_longlong(BQ_SHIFTER));
+#else
+  k = (int)(__float_as_uint(u) - __float_as_uint(BQ_SHIFTER));
+#endif
   return bq_add(r, bq_mul(bq_mul(r, r), q));
 }
+// exp_c without branches: the formula on x clamped into [XMIN, XMAX], then the special
+// values selected (NaN, and past either clamp, where the contract answers directly).
 static __device__ __forceinline__ bq_c bq_exp_c(bq_c x) {
-  if (x != x) return bq_add(x, x);
-  if (x > BQ_EXP_XMAX) return BQ_INF;
-  if (x < BQ_EXP_XMIN) return (bq_c)0;
+  const bq_c xc = bq_min(bq_max(x, BQ_EXP_XMIN), BQ_EXP_XMAX);
   int k;
-  const bq_c e = bq_add((bq_c)1, bq_exp_core(x, k));
-  const int k1 = k / 2;
-  return bq_mul(bq_mul(e, bq_pow2(k1)), bq_pow2(k - k1));
+  const bq_c e = bq_add((bq_c)1, bq_exp_core(xc, k));
+  const int k1 = (k - (k >> 31)) >> 1; // k / 2, rounded toward zero
+  bq_c y = bq_mul(bq_mul(e, bq_pow2(k1)), bq_pow2(k - k1));
+  y = x > BQ_EXP_XMAX ? BQ_INF : y;
+  y = x < BQ_EXP_XMIN ? (bq_c)0 : y;
+  return x != x ? bq_add(x, x) : y;
 }
+// tanh_c without branches: both of the contract's formulas (the second on a clamped to SAT),
+// then the one for a selected.
 static __device__ __forceinline__ bq_c bq_tanh_c(bq_c y) {
-  if (y != y) return bq_add(y, y);
-  if (y == (bq_c)0) return y;
-  const bq_c a = y < (bq_c)0 ? -y : y;
-  bq_c t;
-  if (a < BQ_TANH_A0) {
 #if BQ_FT == BQ_TYPE_F64
-    const bq_c P[BQ_TANH_N] = {-0x1.5555555555555p-2, 0x1.1111111110fbep-3, -0x1.ba1ba1b9f19ap-5,
-                               0x1.664f48727bbfdp-6, -0x1.226e32212f8e9p-7, 0x1.d6d30f918e945p-9,
-                               -0x1.7d9545835e3e5p-10, 0x1.34ad2f7abd75ap-11, -0x1.eaf47874aab53p-13,
-                               0x1.616f17dcc6fd8p-14, -0x1.4ffe31971aeb8p-16};
+  const bq_c P[BQ_TANH_N] = {-0x1.5555555555555p-2, 0x1.1111111110fbep-3, -0x1.ba1ba1b9f19ap-5,
+                             0x1.664f48727bbfdp-6, -0x1.226e32212f8e9p-7, 0x1.d6d30f918e945p-9,
+                             -0x1.7d9545835e3e5p-10, 0x1.34ad2f7abd75ap-11, -0x1.eaf47874aab53p-13,
+                             0x1.616f17dcc6fd8p-14, -0x1.4ffe31971aeb8p-16};
 #else
-    const bq_c P[BQ_TANH_N] = {-0x1.555556p-2f, 0x1.111102p-3f, -0x1.ba12d8p-5f, 0x1.655dcp-6f, -0x1.1680dcp-7f,
-                               0x1.460e8p-9f};
+  const bq_c P[BQ_TANH_N] = {-0x1.555556p-2f, 0x1.111102p-3f, -0x1.ba12d8p-5f, 0x1.655dcp-6f, -0x1.1680dcp-7f,
+                             0x1.460e8p-9f};
 #endif
-    const bq_c s = bq_mul(a, a);
-    bq_c q = P[BQ_TANH_N - 1];
+  const bq_c a = bq_abs(y);
+  // a < A0: a + a (s P(s)), s = a^2
+  const bq_c s = bq_mul(a, a);
+  bq_c q = P[BQ_TANH_N - 1];
 #pragma unroll
-    for (int n = BQ_TANH_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, s), P[n]);
-    t = bq_add(a, bq_mul(a, bq_mul(s, q)));
-  } else if (a <= BQ_TANH_SAT) {
-    int k;
-    const bq_c m = bq_exp_core(bq_add(a, a), k), p2 = bq_pow2(k);
-    const bq_c e = bq_add(bq_sub(p2, (bq_c)1), bq_mul(p2, m));
-    t = bq_sub((bq_c)1, bq_div((bq_c)2, bq_add(e, (bq_c)2)));
-  } else {
-    t = (bq_c)1;
-  }
-  return y < (bq_c)0 ? -t : t;
+  for (int n = BQ_TANH_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, s), P[n]);
+  const bq_c t0 = bq_add(a, bq_mul(a, bq_mul(s, q)));
+  // A0 <= a <= SAT: 1 - 2 / (expm1(2a) + 2)
+  const bq_c ac = bq_min(bq_max(a, BQ_TANH_A0), BQ_TANH_SAT);
+  int k;
+  const bq_c m = bq_exp_core(bq_add(ac, ac), k), p2 = bq_pow2(k);
+  const bq_c e = bq_add(bq_sub(p2, (bq_c)1), bq_mul(p2, m));
+  const bq_c t1 = bq_sub((bq_c)1, bq_div((bq_c)2, bq_add(e, (bq_c)2)));
+  bq_c t = a < BQ_TANH_A0 ? t0 : (a <= BQ_TANH_SAT ? t1 : (bq_c)1);
+  t = y < (bq_c)0 ? -t : t;
+  t = y == (bq_c)0 ? y : t;
+  return y != y ? bq_add(y, y) : t;
 }
 static __device__ __forceinline__ bq_c bq_act(bq_c g) {
 #if BQ_ACT == BQ_ACT_SILU
@@ -135,11 +145,32 @@ static __device__ __forceinline__ bq_c bq_act(bq_c g) {
 }
 #endif
 
+// ---- C values rounded to T: two at a time where T has 16 bits (one packed conversion, the
+// same rounding as two) ------------------------------------------------------------------
+static __device__ __forceinline__ void bq_round_chunk(const bq_c (&c)[BQ_VEC], bq_xchunk &o) {
+#if !defined(BQ_EMULATED) && (BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16)
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j += 2) {
+    bq_u32 w; // cvt.rn.{bf16x2,f16x2}.f32 puts its first source in the upper half
+#if BQ_FT == BQ_TYPE_BF16
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(c[j + 1]), "f"(c[j]));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(c[j + 1]), "f"(c[j]));
+#endif
+    o.e[j] = (bq_t)(w & 0xffffu);
+    o.e[j + 1] = (bq_t)(w >> 16);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) o.e[j] = bq_from_c(c[j]);
+#endif
+}
+
 // ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------
 // x and the residual are read once (streaming); the weight stays cached for every row.
 template <bool KEEP>
-static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, bq_i64 a, bq_i64 D, bool aligned) {
-  const bq_i64 e0 = a * BQ_VEC;
+static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, int a, int D, bool aligned) {
+  const int e0 = a * BQ_VEC;
   if (aligned && e0 + BQ_VEC <= D) {
     if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));
     else bq_load(c, row + e0, 16);
@@ -148,8 +179,8 @@ static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, b
     for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;
   }
 }
-static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, bq_i64 a, bq_i64 D, bool aligned) {
-  const bq_i64 e0 = a * BQ_VEC;
+static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, int a, int D, bool aligned) {
+  const int e0 = a * BQ_VEC;
   if (aligned && e0 + BQ_VEC <= D) {
     bq_store(row + e0, c, 16);
   } else {
@@ -158,10 +189,15 @@ static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, 
       if (e0 + j < D) row[e0 + j] = c.e[j];
   }
 }
-static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, bq_i64 a, bq_i64 D) {
-  const bq_i64 e0 = a * BQ_VEC;
+// w: the widest access y's row allows (its start's alignment; accesses keep it)
+static __device__ __forceinline__ int bq_qwidth(const bq_i *row) {
+  const int w = bq_width(row);
+  return w < (int)sizeof(bq_qchunk) ? w : (int)sizeof(bq_qchunk);
+}
+static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, int a, int D, int w) {
+  const int e0 = a * BQ_VEC;
   if (e0 + BQ_VEC <= D) {
-    bq_store(row + e0, o, bq_width(row + e0));
+    bq_store(row + e0, o, w);
   } else {
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++)
@@ -172,46 +208,67 @@ static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, 
 // ---- the producers, an access at a time -----------------------------------------------
 #if BQ_RMS
 // h = T(C(x) + C(residual)), written back to the residual; h = x without one.
-static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_xchunk &h) {
+static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {
   bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
   if (p.res) {
     bq_t *rr = (bq_t *)p.res + r * p.rs;
     bq_xchunk v;
     bq_fload<false>(v, rr, a, p.cols, p.aligned);
+    bq_c c[BQ_VEC];
 #pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j])));
+    for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));
+    bq_round_chunk(c, h);
     bq_fstore(rr, h, a, p.cols, p.aligned);
   }
 }
 // n = T((C(h) * rstd) * C(w)), in place
-static __device__ __forceinline__ void bq_rms_n(const bq_fused_params &p, bq_i64 a, bq_xchunk &h, bq_c rstd) {
+// (red: the values before their rounding to T are reduced; see bq_red_round)
+static __device__ __forceinline__ void bq_rms_nw(bq_xchunk &h, const bq_xchunk w, bq_c rstd, bq_red &red) {
+  bq_c c[BQ_VEC];
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) {
+    c[j] = bq_mul(bq_mul(bq_to_c(h.e[j]), rstd), bq_to_c(w.e[j]));
+    bq_red_add(red, c[j]);
+  }
+  bq_round_chunk(c, h);
+}
+static __device__ __forceinline__ void bq_rms_n(const bq_fused_params &p, int a, bq_xchunk &h, bq_c rstd, bq_red &red) {
   bq_xchunk w;
   bq_fload<true>(w, (const bq_t *)p.w, a, p.cols, p.aligned);
-#pragma unroll
-  for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_mul(bq_mul(bq_to_c(h.e[j]), rstd), bq_to_c(w.e[j])));
+  bq_rms_nw(h, w, rstd, red);
 }
 // n again, from h in memory (the residual buffer, or x)
-static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_c rstd, bq_xchunk &v) {
+static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, int a, bq_c rstd, bq_xchunk &v,
+                                                bq_red &red) {
   if (p.res) bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);
   else bq_fload<false>(v, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
-  bq_rms_n(p, a, v, rstd);
+  bq_rms_n(p, a, v, rstd, red);
 }
-static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, bq_i64 e, bq_c rstd) {
+static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, int e, bq_c rstd) {
   const bq_t h = p.res ? ((const bq_t *)p.res)[r * p.rs + e] : ((const bq_t *)p.x)[r * p.xs + e];
   return bq_from_c(bq_mul(bq_mul(bq_to_c(h), rstd), bq_to_c(((const bq_t *)p.w)[e])));
 }
 #else
-// a = T(act(C(gate)) * C(up))
-static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_c rstd, bq_xchunk &v) {
+// a = T(act(C(gate)) * C(up)), into the gate's chunk
+static __device__ __forceinline__ void bq_gate(bq_xchunk &g, const bq_xchunk &u, bq_red &red) {
+  bq_c c[BQ_VEC];
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) {
+    c[j] = bq_mul(bq_act(bq_to_c(g.e[j])), bq_to_c(u.e[j]));
+    bq_red_add(red, c[j]);
+  }
+  bq_round_chunk(c, g);
+}
+static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, int a, bq_c rstd, bq_xchunk &v,
+                                                bq_red &red) {
   (void)rstd;
   const bq_t *g = (const bq_t *)p.x + r * p.xs;
   bq_xchunk u;
   bq_fload<false>(v, g, a, p.cols, p.aligned);
   bq_fload<false>(u, g + p.cols, a, p.cols, p.aligned);
-#pragma unroll
-  for (int j = 0; j < BQ_VEC; j++) v.e[j] = bq_from_c(bq_mul(bq_act(bq_to_c(v.e[j])), bq_to_c(u.e[j])));
+  bq_gate(v, u, red);
 }
-static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, bq_i64 e, bq_c rstd) {
+static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, int e, bq_c rstd) {
   (void)rstd;
   const bq_t *g = (const bq_t *)p.x + r * p.xs;
   return bq_from_c(bq_mul(bq_act(bq_to_c(g[e])), bq_to_c(g[p.cols + e])));
@@ -236,6 +293,15 @@ static __device__ __forceinline__ bq_c bq_rstd(const bq_fused_params &p, bq_c v,
 }
 #endif
 
+// The reductions see the producer's values before they are rounded to T. Rounding to
+// nearest is monotone and keeps 0, so the extremes of the rounded values are the rounded
+// extremes (NaN ignored either way): one rounding a row or group instead of one an element.
+static __device__ __forceinline__ bq_red bq_red_round(bq_red r) {
+  r.a = bq_to_c(bq_from_c(r.a));
+  r.b = bq_to_c(bq_from_c(r.b));
+  return r;
+}
+
 #if BQ_GRAN != BQ_GRAN_TENSOR
 static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params &p, bq_i64 i, const bq_qp &q) {
   ((bq_s *)p.scales)[i] = q.stored;
@@ -250,13 +316,13 @@ static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params
 // the residual buffer or x; the gate and up from x).
 static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &p, bq_i64 r, bq_i *y, bq_c rstd) {
   __syncthreads(); // the block's residual writes (h) are visible to every thread
-  const bq_i64 G = p.group, ng = p.cols / G;
-  for (bq_i64 g = threadIdx.x; g < ng; g += BQ_THREADS) {
+  const int G = (int)p.group, ng = (int)p.cols / G;
+  for (int g = threadIdx.x; g < ng; g += BQ_THREADS) {
     bq_red red = bq_red_init();
-    for (bq_i64 e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));
+    for (int e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));
     const bq_qp q = bq_params_of(red);
     bq_fused_params_out(p, r * p.grs + g, q);
-    for (bq_i64 e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_quantize_int(bq_to_c(bq_value_at(p, r, e, rstd)), q.s, q.z);
+    for (int e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_quantize_int(bq_to_c(bq_value_at(p, r, e, rstd)), q.s, q.z);
   }
 }
 #endif
@@ -266,21 +332,28 @@ static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &
 template <int CPT, bool HOLD>
 static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem) {
   const int t = threadIdx.x;
-  const bq_i64 D = p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = (bq_i64)BQ_THREADS * CPT;
-  const bq_i64 nb = HOLD ? batch : nacc; // the batch loops' end
+  const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = BQ_THREADS * CPT;
+  const int nb = HOLD ? batch : nacc; // the batch loops' end
   bq_xchunk v[CPT];
   bq_c rstd = 0;
 #if BQ_RMS
+  // the shortest rows load the weight with the row, so that normalizing waits on no further
+  // load (longer ones keep the registers, which buy more blocks an SM)
+  constexpr bool WPRE = HOLD && CPT == 1;
+  bq_xchunk wv[WPRE ? CPT : 1];
   bq_c ss = 0; // this thread's sum of squares, its accesses in ascending order
-  for (bq_i64 b = 0; b < nb; b += batch) {
+  for (int b = 0; b < nb; b += batch) {
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
-      if (a < nacc) bq_rms_h(p, r, a, v[i]);
+      const int a = b + t + i * BQ_THREADS;
+      if (a < nacc) {
+        bq_rms_h(p, r, a, v[i]);
+        if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
+      }
     }
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      if (b + t + (bq_i64)i * BQ_THREADS < nacc) {
+      if (b + t + i * BQ_THREADS < nacc) {
 #pragma unroll
         for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing
           const bq_c c = bq_to_c(v[i].e[j]);
@@ -292,6 +365,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   rstd = bq_rstd(p, ss, ss_smem);
 #endif
   bq_i *y = (bq_i *)p.y + r * p.ys;
+  const int yw = bq_qwidth(y);
 #if BQ_GRAN == BQ_GRAN_TENSOR
   const bq_scale s = bq_scale_of((bq_c)p.scale);
   const bq_zp z = bq_zp_of(p.zp);
@@ -300,25 +374,31 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #else
   const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
 #endif
-  for (bq_i64 b = 0; b < nb; b += batch) {
+  for (int b = 0; b < nb; b += batch) {
+    bq_red gr[CPT]; // per group: each access's own reduction (per token: the row's is red)
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
+      const int a = b + t + i * BQ_THREADS;
+      gr[i] = bq_red_init();
+#if BQ_GRAN == BQ_GRAN_TOKEN
+      bq_red &rd = red;
+#else
+      bq_red &rd = gr[i];
+#endif
       if (a < nacc) {
 #if BQ_RMS
-        if (HOLD) bq_rms_n(p, a, v[i], rstd);
-        else bq_value(p, r, a, rstd, v[i]);
+        if (WPRE) bq_rms_nw(v[i], wv[WPRE ? i : 0], rstd, rd);
+        else if (HOLD) bq_rms_n(p, a, v[i], rstd, rd);
+        else bq_value(p, r, a, rstd, v[i], rd);
 #else
-        bq_value(p, r, a, rstd, v[i]);
+        bq_value(p, r, a, rstd, v[i], rd);
 #endif
         if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_TENSOR
         bq_qchunk o;
 #pragma unroll
         for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v[i].e[j]), s, z);
-        bq_qstore(y, o, a, D);
-#elif BQ_GRAN == BQ_GRAN_TOKEN
-        bq_reduce_chunk(v[i], red); // elements past D are 0: max |x|, min(0, .) and max(0, .) keep
+        bq_qstore(y, o, a, D, yw);
 #endif
       }
     }
@@ -326,34 +406,33 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
     if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
-        const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
-        bq_red g = bq_red_init();
-        if (a < nacc) bq_reduce_chunk(v[i], g);
-        g = bq_red_lanes(g, gc);
+        const int a = b + t + i * BQ_THREADS;
+        const bq_red g = bq_red_round(bq_red_lanes(gr[i], gc));
         if (a < nacc) {
           const bq_qp q = bq_params_of(g);
           if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
           bq_qchunk o;
           bq_quantize_chunk(v[i], o, q);
-          bq_qstore(y, o, a, D);
+          bq_qstore(y, o, a, D, yw);
         }
       }
     }
 #endif
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  red = bq_red_team(red, BQ_THREADS, red_smem);
+  red = bq_red_round(bq_red_team(red, BQ_THREADS, red_smem));
   const bq_qp q = bq_params_of(red);
   if (t == 0) bq_fused_params_out(p, r, q);
-  for (bq_i64 b = 0; b < nb; b += batch) {
+  for (int b = 0; b < nb; b += batch) {
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
+      const int a = b + t + i * BQ_THREADS;
       if (a < nacc) {
-        if (!HOLD) bq_value(p, r, a, rstd, v[i]);
+        bq_red unused = bq_red_init();
+        if (!HOLD) bq_value(p, r, a, rstd, v[i], unused);
         bq_qchunk o;
         bq_quantize_chunk(v[i], o, q);
-        bq_qstore(y, o, a, D);
+        bq_qstore(y, o, a, D, yw);
       }
     }
   }
@@ -363,10 +442,10 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 }
 
 // ---- bq_fused_staged: rows staged in shared memory, the next one copied in while this one runs
-// A persistent block takes rows blockIdx.x, + gridDim.x, ...; two slots of shared memory
-// hold a row each (its streams: RMSNorm x, then the residual; gated: gate, then up, as
-// 16-byte accesses). While a row is worked on, cp.async brings the block's next row into
-// the other slot, so the block always has a row's worth of loads in flight, and no
+// A persistent block takes rows blockIdx.x, + gridDim.x, ...; p.stages (2 to 4) slots of
+// shared memory hold a row each (its streams: RMSNorm x, then the residual; gated: gate,
+// then up, as 16-byte accesses). While a row is worked on, cp.async brings the block's
+// next p.stages - 1 rows into the other slots, so loads are always in flight, and no
 // register holds a row: any row that fits two slots is read from DRAM once. Thread t
 // copies exactly the accesses it later reads, so its own cp.async.wait_group is all the
 // synchronization a slot needs. Only rows whose streams start 16 bytes aligned come here.
@@ -382,37 +461,39 @@ template <int N> static __device__ __forceinline__ void bq_cp_wait() {
 static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
 #endif
 
-static __device__ __forceinline__ void bq_stage(const bq_fused_params &p, bq_i64 r, bq_u32 slot, bq_i64 nacc) {
+static __device__ __forceinline__ void bq_stage(const bq_fused_params &p, bq_i64 r, bq_u32 slot, int nacc) {
   const bq_t *s0 = (const bq_t *)p.x + r * p.xs;
 #if BQ_RMS
   const bq_t *s1 = p.res ? (const bq_t *)p.res + r * p.rs : (const bq_t *)0;
 #else
   const bq_t *s1 = s0 + p.cols;
 #endif
-  for (bq_i64 a = threadIdx.x; a < nacc; a += BQ_THREADS) {
-    const bq_i64 e0 = a * BQ_VEC, left = p.cols - e0;
-    const int bytes = (int)((left < BQ_VEC ? left : BQ_VEC) * (bq_i64)sizeof(bq_t)); // the rest reads as 0
+  for (int a = threadIdx.x; a < nacc; a += BQ_THREADS) {
+    const int e0 = a * BQ_VEC, left = (int)p.cols - e0;
+    const int bytes = (left < BQ_VEC ? left : BQ_VEC) * (int)sizeof(bq_t); // the rest reads as 0
     bq_cp_async16(slot + (bq_u32)a * 16u, s0 + e0, bytes);
     if (s1) bq_cp_async16(slot + (bq_u32)(nacc + a) * 16u, s1 + e0, bytes);
   }
 }
 
 // One staged row: S[0, nacc) is x (RMSNorm; h after the first pass) or the gate (a after
-// the second), S[nacc, 2 nacc) the residual or up.
-static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, bq_i64 r, bq_xchunk *S, bq_i64 nacc,
-                                                     bq_c *ss_smem, bq_red *red_smem) {
-  const int t = threadIdx.x;
-  const bq_i64 D = p.cols;
+// the second), S[nacc, 2 nacc) the residual or up; W the weight (RMSNorm), staged once.
+static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, bq_i64 r, bq_xchunk *S, const bq_xchunk *W,
+                                                     int nacc, bq_c *ss_smem, bq_red *red_smem) {
+  const int t = threadIdx.x, D = (int)p.cols;
   bq_c rstd = 0;
 #if BQ_RMS
   bq_c ss = 0;
-  for (bq_i64 a = t; a < nacc; a += BQ_THREADS) {
+  bq_t *const rr = p.res ? (bq_t *)p.res + r * p.rs : (bq_t *)0;
+  for (int a = t; a < nacc; a += BQ_THREADS) {
     bq_xchunk h = S[a];
-    if (p.res) {
+    if (rr) {
       const bq_xchunk v = S[nacc + a];
+      bq_c c[BQ_VEC];
 #pragma unroll
-      for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j])));
-      bq_fstore((bq_t *)p.res + r * p.rs, h, a, D, true);
+      for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));
+      bq_round_chunk(c, h);
+      bq_fstore(rr, h, a, D, true);
       S[a] = h;
     }
 #pragma unroll
@@ -424,6 +505,8 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
   rstd = bq_rstd(p, ss, ss_smem);
 #endif
   bq_i *y = (bq_i *)p.y + r * p.ys;
+  bq_t *const out = p.out ? (bq_t *)p.out + r * p.os : (bq_t *)0;
+  const int yw = bq_qwidth(y);
 #if BQ_GRAN == BQ_GRAN_TENSOR
   const bq_scale s = bq_scale_of((bq_c)p.scale);
   const bq_zp z = bq_zp_of(p.zp);
@@ -432,59 +515,58 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
 #else
   const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
 #endif
-  for (bq_i64 b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles
-    const bq_i64 a = b + t;
+  for (int b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles
+    const int a = b + t;
     bq_xchunk v;
-    if (a < nacc) {
-#if BQ_RMS
-      v = S[a];
-      bq_rms_n(p, a, v, rstd);
+    bq_red gr = bq_red_init(); // per group: this access's reduction (per token: the row's is red)
+#if BQ_GRAN == BQ_GRAN_TOKEN
+    bq_red &rd = red;
 #else
-      const bq_xchunk u = S[nacc + a];
+    bq_red &rd = gr;
+#endif
+    if (a < nacc) {
       v = S[a];
-#pragma unroll
-      for (int j = 0; j < BQ_VEC; j++) v.e[j] = bq_from_c(bq_mul(bq_act(bq_to_c(v.e[j])), bq_to_c(u.e[j])));
+#if BQ_RMS
+      bq_xchunk wv;
+      if (p.wstage) wv = W[a];
+      else bq_fload<true>(wv, (const bq_t *)p.w, a, D, true);
+      bq_rms_nw(v, wv, rstd, rd);
+#else
+      bq_gate(v, S[nacc + a], rd);
+#endif
 #if BQ_GRAN == BQ_GRAN_TOKEN
       S[a] = v; // quantized after the row's reduction
 #endif
-#endif
-      if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v, a, D, true);
+      if (out) bq_fstore(out, v, a, D, true);
 #if BQ_GRAN == BQ_GRAN_TENSOR
       bq_qchunk o;
 #pragma unroll
       for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v.e[j]), s, z);
-      bq_qstore(y, o, a, D);
-#elif BQ_GRAN == BQ_GRAN_TOKEN
-      bq_reduce_chunk(v, red);
+      bq_qstore(y, o, a, D, yw);
 #endif
     }
 #if BQ_GRAN == BQ_GRAN_GROUP
     if (p.fast_groups) {
-      bq_red g = bq_red_init();
-      if (a < nacc) bq_reduce_chunk(v, g);
-      g = bq_red_lanes(g, gc);
+      const bq_red g = bq_red_round(bq_red_lanes(gr, gc));
       if (a < nacc) {
         const bq_qp q = bq_params_of(g);
         if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
         bq_qchunk o;
         bq_quantize_chunk(v, o, q);
-        bq_qstore(y, o, a, D);
+        bq_qstore(y, o, a, D, yw);
       }
     }
 #endif
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  red = bq_red_team(red, BQ_THREADS, red_smem);
+  red = bq_red_round(bq_red_team(red, BQ_THREADS, red_smem));
   const bq_qp q = bq_params_of(red);
   if (t == 0) bq_fused_params_out(p, r, q);
-  for (bq_i64 a = t; a < nacc; a += BQ_THREADS) {
-    bq_xchunk v = S[a];
-#if BQ_RMS
-    bq_rms_n(p, a, v, rstd);
-#endif
+  for (int a = t; a < nacc; a += BQ_THREADS) {
+    const bq_xchunk v = S[a];
     bq_qchunk o;
     bq_quantize_chunk(v, o, q);
-    bq_qstore(y, o, a, D);
+    bq_qstore(y, o, a, D, yw);
   }
 #elif BQ_GRAN == BQ_GRAN_GROUP
   if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);
@@ -495,16 +577,34 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
   BQ_DYNAMIC_SMEM(smem);
   __shared__ bq_c ss_smem[BQ_THREADS / 32];
   __shared__ bq_red red_smem[BQ_THREADS / 32];
-  const bq_i64 nacc = (p.cols + BQ_VEC - 1) / BQ_VEC;
-  const bq_u32 base = bq_smem_addr(smem);
-  bq_i64 r = blockIdx.x;
-  if (r < p.rows) bq_stage(p, r, base, nacc);
-  bq_cp_commit();
-  for (int s = 0; r < p.rows; r += gridDim.x, s ^= 1) {
-    if (r + gridDim.x < p.rows) bq_stage(p, r + gridDim.x, base + (bq_u32)((s ^ 1) * p.slot), nacc);
+  const int nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;
+  // the weight (RMSNorm), then rows r, r + g, ... in slots 0, 1, ..., p.stages - 1, 0, ...:
+  // p.stages - 1 rows ahead in flight
+  const int wbytes = BQ_RMS && p.wstage ? nacc * 16 : 0;
+  const bq_u32 wbase = bq_smem_addr(smem), base = wbase + (bq_u32)wbytes;
+#if BQ_RMS
+  for (int a = threadIdx.x; a < nacc && p.wstage; a += BQ_THREADS) {
+    const int e0 = a * BQ_VEC, left = (int)p.cols - e0;
+    bq_cp_async16(wbase + (bq_u32)a * 16u, (const bq_t *)p.w + e0, (left < BQ_VEC ? left : BQ_VEC) * (int)sizeof(bq_t));
+  }
+#endif
+  const bq_i64 g = gridDim.x;
+  for (int k = 0; k < p.stages - 1; k++) {
+    const bq_i64 r = blockIdx.x + k * g;
+    if (r < p.rows) bq_stage(p, r, base + (bq_u32)(k * p.slot), nacc);
     bq_cp_commit();
-    bq_cp_wait<1>(); // this row's copies have landed (the next row's may still be in flight)
-    bq_staged_row(p, r, (bq_xchunk *)(smem + s * p.slot), nacc, ss_smem, red_smem);
+  }
+  int s = 0;
+  for (bq_i64 r = blockIdx.x; r < p.rows; r += g) {
+    const int ahead = s == 0 ? p.stages - 1 : s - 1; // the slot this row's predecessor used
+    const bq_i64 rn = r + (p.stages - 1) * g;
+    if (rn < p.rows) bq_stage(p, rn, base + (bq_u32)(ahead * p.slot), nacc);
+    bq_cp_commit();
+    if (p.stages == 2) bq_cp_wait<1>(); // this row's copies have landed, later rows' may be in flight
+    else if (p.stages == 3) bq_cp_wait<2>();
+    else bq_cp_wait<3>();
+    bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem);
+    s = s + 1 == p.stages ? 0 : s + 1;
   }
 }
 
