@@ -603,8 +603,8 @@ Test(fused_args, base_is_valid) {
       a = fargs(&d);
       a.eps = 0;
       expect_ok(&d, &a, 0, "eps = 0");
-      a.eps = 1e300;
-      expect_ok(&d, &a, 0, "eps huge but finite");
+      a.eps = 1e30;
+      expect_ok(&d, &a, 0, "eps large but finite in f32");
     }
     if (!d.asymmetric && d.granularity != BQ_PER_TENSOR) {
       a = fargs(&d);
@@ -793,6 +793,9 @@ Test(fused_args, eps) {
       expect_invalid(&d, &a, "args.eps (");
     }
     bq_args a = fargs(&d);
+    a.eps = 1e300; /* finite in f64; C(eps) = inf where C is f32 */
+    if (d.float_type == BQ_F64) expect_ok(&d, &a, 0, "eps 1e300 in f64");
+    else expect_invalid(&d, &a, "args.eps (");
     a.eps = -0.0;
     expect_ok(&d, &a, 0, "eps = -0");
     a.eps = 5e-324;
@@ -825,21 +828,54 @@ Test(fused_args, per_tensor_scale) {
 }
 
 /* the dynamic fields are not read by the per tensor form and vice versa */
-Test(fused_args, fields_of_other_forms_ignored) {
+Test(fused_args, fields_of_other_granularities_ignored) {
   for (int i = 0; i < NSHAPES; i++) {
     bq_desc d = shape_of(i);
     bq_args a = fargs(&d);
     if (d.granularity == BQ_PER_TENSOR) {
       a.group_size = 7;
       a.out_scales = (char *)PTR(3) + 1;
+      a.out_zero_points = (int32_t *)((char *)PTR(4) + 1);
     } else {
       a.scale = -1.0;
     }
     if (d.granularity == BQ_PER_TOKEN) a.group_size = 7;
-    if (d.op == BQ_GATED_QUANTIZE) {
-      a.eps = NAN;
-      a.norm_weight = (char *)PTR(7) + 1;
-    }
-    expect_ok(&d, &a, 0, "fields of other forms");
+    if (!d.asymmetric) a.out_zero_points = (int32_t *)((char *)PTR(4) + 1);
+    expect_ok(&d, &a, 0, "fields of other granularities");
+  }
+}
+
+/* RMSNorm's own fields given to the gated op are refused, naming the field (the gated op
+   has no residual, weight or eps: a caller who sets one has the wrong op) */
+Test(fused_args, rmsnorm_fields_on_the_gated_op) {
+  for (int i = 0; i < NSHAPES; i++) {
+    bq_desc d = shape_of(i);
+    if (d.op != BQ_GATED_QUANTIZE) continue;
+    bq_args a = fargs(&d);
+    a.residual = PTR(6);
+    expect_invalid(&d, &a, "args.residual (");
+    a = fargs(&d);
+    a.norm_weight = PTR(7);
+    expect_invalid(&d, &a, "args.norm_weight (");
+    a = fargs(&d);
+    a.eps = 1e-6;
+    expect_invalid(&d, &a, "args.eps (");
+  }
+}
+
+/* the residual in place must share x's stride */
+Test(fused_args, residual_in_place_needs_x_stride) {
+  for (int i = 0; i < NSHAPES; i++) {
+    bq_desc d = shape_of(i);
+    if (d.op != BQ_RMSNORM_QUANTIZE) continue;
+    bq_args a = fargs(&d);
+    a.residual = (void *)a.x;
+    a.x_row_stride = 300;
+    a.residual_row_stride = 0;
+    expect_invalid(&d, &a, "args.residual_row_stride (256)");
+    a.residual_row_stride = 301;
+    expect_invalid(&d, &a, "args.residual_row_stride (301)");
+    a.residual_row_stride = 300;
+    expect_ok(&d, &a, 0, "in place, same stride");
   }
 }
