@@ -293,11 +293,11 @@ static int64_t group_for(int64_t *cols) {
 }
 
 Test(emulated_fused, shapes, .timeout = 600) {
-  for (int rep = 0; rep < 24; rep++) {
+  for (int rep = 0; rep < 120; rep++) {
     fcase c;
     memset(&c, 0, sizeof c);
     c.rows = rnd_range(1, 4);
-    c.cols = rep < 8 ? rnd_range(1, 64) : rep < 20 ? rnd_range(65, 3000) : rnd_range(2048 * V - 8, 2048 * V + 300);
+    c.cols = rep < 40 ? rnd_range(1, 64) : rep < 100 ? rnd_range(65, 3000) : rnd_range(2048 * V - 8, 2048 * V + 300);
     c.G = group_for(&c.cols);
     if (c.G && rnd() % 2) c.grs = c.cols / c.G + rnd_range(1, 3);
     const int64_t in_cols = RMS ? c.cols : 2 * c.cols;
