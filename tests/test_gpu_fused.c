@@ -439,7 +439,7 @@ static void frun_exec(frun *R)
   R->da.y = R->y.dev + R->y.pre;
   R->da.residual = res_ptr(R, 0);
   R->da.norm_weight = c->op == OP_RMS ? R->w.dev + R->w.pre : NULL;
-  R->da.eps = c->eps;
+  R->da.eps = c->op == OP_RMS ? c->eps : 0.0; /* the gated op takes no eps */
   R->da.out = R->o.dev ? R->o.dev + R->o.pre : NULL;
   R->da.out_scales = R->sc.dev ? R->sc.dev + R->sc.pre : NULL;
   R->da.out_zero_points = R->zp.dev ? (int32_t *)(void *)(R->zp.dev + R->zp.pre) : NULL;
