@@ -800,6 +800,12 @@ static void matrix(int op, bq_dtype T)
     c.woff = (int)rnd_range(0, (int)V - 1);
     c.yoff = (int)rnd_range(0, 15);
     run_case(&c);
+    /* a row past the registers (the long entry), dense */
+    c = base_case(op, T, q);
+    c.rows = 2;
+    c.cols = 2048 * V + rnd_range(1, 3 * V);
+    c.unfused = 1;
+    run_case(&c);
   }
 }
 
@@ -1055,6 +1061,25 @@ Test(fused_batch, gated)
   batch_invariance(OP_GELU, BQ_F16, 2);
   batch_invariance(OP_SILU, BQ_F32, 7);
   batch_invariance(OP_GELU, BQ_F64, 1);
+}
+
+/* More rows than a grid's y or z dimension holds (65535), and a few thousand rows of
+   mixed content. */
+Test(fused_edges, many_rows)
+{
+  static const struct { int op; int ti; int q; int64_t rows, cols; } cases[] = {
+    {OP_RMS, 3, 2, 70000, 40},  {OP_SILU, 2, 4, 70000, 24},  {OP_GELU, 0, 7, 70000, 128},
+    {OP_RMS, 1, 1, 3000, 333},  {OP_GELU, 3, 2, 2500, 1000}, {OP_SILU, 1, 7, 2000, 256},
+  };
+  size_t i;
+  gpu_begin();
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fcase c = base_case(cases[i].op, g_types[cases[i].ti], cases[i].q);
+    c.rows = cases[i].rows;
+    c.cols = cases[i].cols;
+    c.with_out = 1;
+    run_case(&c);
+  }
 }
 
 /* Zero-size problems: success, and nothing written. */
