@@ -481,6 +481,7 @@ typedef void *bq__nvrtcProgram;
 enum {
   BQ__CU_ATTR_MAX_THREADS_PER_BLOCK = 1,
   BQ__CU_ATTR_MULTIPROCESSOR_COUNT = 16,
+  BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
   BQ__CU_ATTR_CC_MAJOR = 75,
   BQ__CU_ATTR_CC_MINOR = 76,
   BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
@@ -514,6 +515,7 @@ enum {
   X(cuModuleUnload, (bq__CUmodule m))                                                          \
   X(cuModuleGetFunction, (bq__CUfunction * f, bq__CUmodule m, const char *name))               \
   X(cuFuncSetAttribute, (bq__CUfunction f, int attr, int value))                               \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int *n, bq__CUfunction f, int block, size_t smem)) \
   X(cuLaunchKernel, (bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,     \
                      unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,   \
                      void **extra))                                                            \
@@ -2528,41 +2530,10 @@ static const char bq__src_common_cuh[] =
   "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
   "#endif\n"
   "}\n"
-;
-static const char bq__src_dynamic_cu[] =
-  "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
-  "// from the data, then the data quantized with exactly the stored scale.\n"
-  "// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric\n"
-  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;\n"
-  "// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).\n"
-  "//\n"
-  "// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns\n"
-  "// it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),\n"
-  "// consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P\n"
-  "// elements with the widest access its alignment allows.\n"
-  "// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or\n"
-  "// BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized\n"
-  "// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group\n"
-  "// is a power-of-two number of accesses (up to 128) and rows start 16-byte aligned, the\n"
-  "// lanes holding a group reduce it with shuffles: one read. Other group shapes run each\n"
-  "// group as a row of its own.\n"
-  "// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;\n"
-  "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
   "\n"
+  "// ---- dynamic scales: the dynamic and fused families (their preludes define BQ_ASYM) ----\n"
+  "#ifdef BQ_ASYM\n"
   "#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access\n"
-  "// Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK\n"
-  "// threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per\n"
-  "// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table\n"
-  "// (bq__dynamic_table), which says why.\n"
-  "#define BQ_DU 4 // accesses in flight per thread in the streaming loops\n"
-  "\n"
-  "struct bq_dynamic_params {\n"
-  "  bq_u64 x, y, scales, zps, partial;\n"
-  "  bq_i64 rows, cols, xs, ys;\n"
-  "  bq_i64 group, ngroups, grs; // per group\n"
-  "  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector\n"
-  "};\n"
-  "\n"
   "typedef bq_chunk<bq_t, BQ_VEC> bq_xchunk;\n"
   "typedef bq_chunk<bq_i, BQ_VEC> bq_qchunk;\n"
   "\n"
@@ -2641,13 +2612,6 @@ static const char bq__src_dynamic_cu[] =
   "  return q;\n"
   "}\n"
   "\n"
-  "static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {\n"
-  "  ((bq_s *)p.scales)[i] = q.stored;\n"
-  "#if BQ_ASYM\n"
-  "  ((int *)p.zps)[i] = q.zp;\n"
-  "#endif\n"
-  "}\n"
-  "\n"
   "// (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)\n"
   "static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {\n"
   "  if (q.bounded) { // uniform across the segment\n"
@@ -2683,6 +2647,49 @@ static const char bq__src_dynamic_cu[] =
   "    bq_team_sync(tpr); // the slots are reused by the team's next row\n"
   "  }\n"
   "  return r;\n"
+  "}\n"
+  "#endif\n"
+;
+static const char bq__src_dynamic_cu[] =
+  "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
+  "// from the data, then the data quantized with exactly the stored scale.\n"
+  "// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric\n"
+  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;\n"
+  "// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).\n"
+  "//\n"
+  "// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns\n"
+  "// it, and in bq_dynamic the output's lines too where it can: bq_segment_prologue),\n"
+  "// consecutive lanes taking consecutive accesses; the int8 output moves the same BQ_P\n"
+  "// elements with the widest access its alignment allows.\n"
+  "// Per token: a team per row. When the row fits (up to BQ_CPT accesses per thread, or\n"
+  "// BQ_LONG_CPT in bq_dynamic_long) it is read once into registers, reduced, then quantized\n"
+  "// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group\n"
+  "// is a power-of-two number of accesses (up to 128) and rows start 16-byte aligned, the\n"
+  "// lanes holding a group reduce it with shuffles: one read. Other group shapes run each\n"
+  "// group as a row of its own.\n"
+  "// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;\n"
+  "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
+  "// The reduction, the scale it gives and the quantize of a chunk are common.cuh's (\"dynamic\n"
+  "// scales\"), shared with fused.cu.\n"
+  "\n"
+  "// Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK\n"
+  "// threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per\n"
+  "// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table\n"
+  "// (bq__dynamic_table), which says why.\n"
+  "#define BQ_DU 4 // accesses in flight per thread in the streaming loops\n"
+  "\n"
+  "struct bq_dynamic_params {\n"
+  "  bq_u64 x, y, scales, zps, partial;\n"
+  "  bq_i64 rows, cols, xs, ys;\n"
+  "  bq_i64 group, ngroups, grs; // per group\n"
+  "  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector\n"
+  "};\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {\n"
+  "  ((bq_s *)p.scales)[i] = q.stored;\n"
+  "#if BQ_ASYM\n"
+  "  ((int *)p.zps)[i] = q.zp;\n"
+  "#endif\n"
   "}\n"
   "\n"
   "// One segment (a row, or a group run as a row) of n elements: reduce, store the scale,\n"
@@ -2896,6 +2903,529 @@ static const char bq__src_dynamic_cu[] =
   "  if (kt < n) y[kt] = (bq_i)bq_quantize_int(bq_to_c(x[kt]), q.s, q.z);\n"
   "}\n"
   "#endif\n"
+;
+static const char bq__src_fused_cu[] =
+  "// fused.cu - a producer fused with its quantize: (residual add +) RMSNorm, or act(gate) *\n"
+  "// up, whose T values are then quantized as the existing ops would: static per tensor, or\n"
+  "// dynamic per token or per group (docs/numerics.md, \"Fused producers\").\n"
+  "// Prelude defines (besides common.cuh's): BQ_OP (BQ_OP_RMSNORM_QUANTIZE or\n"
+  "// BQ_OP_GATED_QUANTIZE), BQ_ACT (BQ_ACT_SILU or BQ_ACT_GELU_TANH; gated only), BQ_GRAN\n"
+  "// (BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP), BQ_ASYM (dynamic: 1 asymmetric).\n"
+  "//\n"
+  "// A block of BQ_THREADS threads takes a row. Access a of a row holds its elements\n"
+  "// [a V, a V + V) (V = BQ_VEC, 16 bytes of T), and thread t takes the accesses t, t + 256,\n"
+  "// t + 512, ...: the order the contract fixes for RMSNorm's sum of squares, so the sum is\n"
+  "// the same whatever the number of rows, the grid or the entry point.\n"
+  "// bq_fused_c1 .. bq_fused_c8 keep a row of up to 256 CPT accesses in registers from its\n"
+  "// load to its quantize: one read of DRAM. bq_fused_long takes any row in batches of 256\n"
+  "// BQ_LONG_CPT accesses and reads the row again for each pass it needs (from L2).\n"
+  "// Rows whose streams all start 16 bytes aligned (p.aligned) move in 16-byte accesses;\n"
+  "// others element by element, with the same results.\n"
+  "// Per group, groups of gc accesses (gc a power of two up to 32) lie in gc consecutive lanes\n"
+  "// of a warp, which reduce them with shuffles; any other group size takes a generic pass in\n"
+  "// which a thread takes a group and recomputes its values from memory.\n"
+  "\n"
+  "#define BQ_THREADS 256\n"
+  "#define BQ_LONG_CPT 4\n"
+  "#define BQ_RMS (BQ_OP == BQ_OP_RMSNORM_QUANTIZE)\n"
+  "\n"
+  "struct bq_fused_params {\n"
+  "  bq_u64 x, res, w, out, y, scales, zps;\n"
+  "  bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group\n"
+  "  double scale, eps;                             // per tensor's static scale; RMSNorm's eps\n"
+  "  int zp, aligned, fast_groups, slot;            // slot: bq_fused_staged's bytes a row\n"
+  "};\n"
+  "\n"
+  "// ---- the math of the contract: every operation one rounding in C ---------------------\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "#define BQ_LOG2E 0x1.71547652b82fep+0\n"
+  "#define BQ_SHIFTER 0x1.8p+52\n"
+  "#define BQ_LN2_HI 0x1.62e42feep-1\n"
+  "#define BQ_LN2_LO 0x1.a39ef35793c76p-33\n"
+  "#define BQ_EXP_XMAX 710.0\n"
+  "#define BQ_EXP_XMIN (-746.0)\n"
+  "#define BQ_TANH_A0 0.5625\n"
+  "#define BQ_TANH_SAT 20.0\n"
+  "#define BQ_GELU_K0 0x1.9884533d43651p-1\n"
+  "#define BQ_GELU_K1 0x1.6e4e26d4801f7p-5\n"
+  "#define BQ_EXP_N 12\n"
+  "#define BQ_TANH_N 11\n"
+  "static __device__ __forceinline__ bq_c bq_pow2(int j) { return __longlong_as_double((bq_i64)(j + 1023) << 52); }\n"
+  "static __device__ __forceinline__ bq_c bq_sqrt(bq_c a) { return __dsqrt_rn(a); }\n"
+  "#define BQ_INF __longlong_as_double(0x7ff0000000000000LL)\n"
+  "#else\n"
+  "#define BQ_LOG2E 0x1.715476p+0f\n"
+  "#define BQ_SHIFTER 0x1.8p+23f\n"
+  "#define BQ_LN2_HI 0x1.62e4p-1f\n"
+  "#define BQ_LN2_LO 0x1.7f7d1cp-20f\n"
+  "#define BQ_EXP_XMAX 89.0f\n"
+  "#define BQ_EXP_XMIN (-104.0f)\n"
+  "#define BQ_TANH_A0 0.5625f\n"
+  "#define BQ_TANH_SAT 10.0f\n"
+  "#define BQ_GELU_K0 0x1.988454p-1f\n"
+  "#define BQ_GELU_K1 0x1.6e4e26p-5f\n"
+  "#define BQ_EXP_N 6\n"
+  "#define BQ_TANH_N 6\n"
+  "static __device__ __forceinline__ bq_c bq_pow2(int j) { return __uint_as_float((bq_u32)(j + 127) << 23); }\n"
+  "static __device__ __forceinline__ bq_c bq_sqrt(bq_c a) { return __fsqrt_rn(a); }\n"
+  "#define BQ_INF __uint_as_float(0x7f800000u)\n"
+  "#endif\n"
+  "\n"
+  "#if !BQ_RMS\n"
+  "// exp_c's reduction and polynomial for finite x in [XMIN, XMAX]: exp(x) = 2^k (1 + m).\n"
+  "static __device__ __forceinline__ bq_c bq_exp_core(bq_c x, int &k) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const bq_c c[BQ_EXP_N] = {0x1.0p-1, 0x1.5555555555555p-3, 0x1.5555555555555p-5, 0x1.1111111111111p-7,\n"
+  "                            0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-13, 0x1.a01a01a01a01ap-16,\n"
+  "                            0x1.71de3a556c734p-19, 0x1.27e4fb7789f5cp-22, 0x1.ae64567f544e4p-26,\n"
+  "                            0x1.1eed8eff8d898p-29, 0x1.6124613a86d09p-33};\n"
+  "#else\n"
+  "  const bq_c c[BQ_EXP_N] = {0x1.0p-1f, 0x1.555556p-3f, 0x1.555556p-5f, 0x1.111112p-7f, 0x1.6c16c2p-10f,\n"
+  "                            0x1.a01a02p-13f};\n"
+  "#endif\n"
+  "  const bq_c t = bq_mul(x, BQ_LOG2E);\n"
+  "  const bq_c kf = bq_sub(bq_add(t, BQ_SHIFTER), BQ_SHIFTER);\n"
+  "  const bq_c r = bq_sub(bq_sub(x, bq_mul(kf, BQ_LN2_HI)), bq_mul(kf, BQ_LN2_LO));\n"
+  "  bq_c q = c[BQ_EXP_N - 1];\n"
+  "#pragma unroll\n"
+  "  for (int n = BQ_EXP_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, r), c[n]);\n"
+  "  k = (int)kf;\n"
+  "  return bq_add(r, bq_mul(bq_mul(r, r), q));\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_exp_c(bq_c x) {\n"
+  "  if (x != x) return bq_add(x, x);\n"
+  "  if (x > BQ_EXP_XMAX) return BQ_INF;\n"
+  "  if (x < BQ_EXP_XMIN) return (bq_c)0;\n"
+  "  int k;\n"
+  "  const bq_c e = bq_add((bq_c)1, bq_exp_core(x, k));\n"
+  "  const int k1 = k / 2;\n"
+  "  return bq_mul(bq_mul(e, bq_pow2(k1)), bq_pow2(k - k1));\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_tanh_c(bq_c y) {\n"
+  "  if (y != y) return bq_add(y, y);\n"
+  "  if (y == (bq_c)0) return y;\n"
+  "  const bq_c a = y < (bq_c)0 ? -y : y;\n"
+  "  bq_c t;\n"
+  "  if (a < BQ_TANH_A0) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "    const bq_c P[BQ_TANH_N] = {-0x1.5555555555555p-2, 0x1.1111111110fbep-3, -0x1.ba1ba1b9f19ap-5,\n"
+  "                               0x1.664f48727bbfdp-6, -0x1.226e32212f8e9p-7, 0x1.d6d30f918e945p-9,\n"
+  "                               -0x1.7d9545835e3e5p-10, 0x1.34ad2f7abd75ap-11, -0x1.eaf47874aab53p-13,\n"
+  "                               0x1.616f17dcc6fd8p-14, -0x1.4ffe31971aeb8p-16};\n"
+  "#else\n"
+  "    const bq_c P[BQ_TANH_N] = {-0x1.555556p-2f, 0x1.111102p-3f, -0x1.ba12d8p-5f, 0x1.655dcp-6f, -0x1.1680dcp-7f,\n"
+  "                               0x1.460e8p-9f};\n"
+  "#endif\n"
+  "    const bq_c s = bq_mul(a, a);\n"
+  "    bq_c q = P[BQ_TANH_N - 1];\n"
+  "#pragma unroll\n"
+  "    for (int n = BQ_TANH_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, s), P[n]);\n"
+  "    t = bq_add(a, bq_mul(a, bq_mul(s, q)));\n"
+  "  } else if (a <= BQ_TANH_SAT) {\n"
+  "    int k;\n"
+  "    const bq_c m = bq_exp_core(bq_add(a, a), k), p2 = bq_pow2(k);\n"
+  "    const bq_c e = bq_add(bq_sub(p2, (bq_c)1), bq_mul(p2, m));\n"
+  "    t = bq_sub((bq_c)1, bq_div((bq_c)2, bq_add(e, (bq_c)2)));\n"
+  "  } else {\n"
+  "    t = (bq_c)1;\n"
+  "  }\n"
+  "  return y < (bq_c)0 ? -t : t;\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_act(bq_c g) {\n"
+  "#if BQ_ACT == BQ_ACT_SILU\n"
+  "  return bq_div(g, bq_add((bq_c)1, bq_exp_c(-g)));\n"
+  "#else\n"
+  "  const bq_c inner = bq_add(g, bq_mul(bq_mul((bq_c)BQ_GELU_K1, g), bq_mul(g, g)));\n"
+  "  const bq_c t = bq_tanh_c(bq_mul((bq_c)BQ_GELU_K0, inner));\n"
+  "  return bq_mul(bq_mul((bq_c)0.5, g), bq_add((bq_c)1, t));\n"
+  "#endif\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "// ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------\n"
+  "// x and the residual are read once (streaming); the weight stays cached for every row.\n"
+  "template <bool KEEP>\n"
+  "static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, bq_i64 a, bq_i64 D, bool aligned) {\n"
+  "  const bq_i64 e0 = a * BQ_VEC;\n"
+  "  if (aligned && e0 + BQ_VEC <= D) {\n"
+  "    if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));\n"
+  "    else bq_load(c, row + e0, 16);\n"
+  "  } else {\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;\n"
+  "  }\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, bq_i64 a, bq_i64 D, bool aligned) {\n"
+  "  const bq_i64 e0 = a * BQ_VEC;\n"
+  "  if (aligned && e0 + BQ_VEC <= D) {\n"
+  "    bq_store(row + e0, c, 16);\n"
+  "  } else {\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++)\n"
+  "      if (e0 + j < D) row[e0 + j] = c.e[j];\n"
+  "  }\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, bq_i64 a, bq_i64 D) {\n"
+  "  const bq_i64 e0 = a * BQ_VEC;\n"
+  "  if (e0 + BQ_VEC <= D) {\n"
+  "    bq_store(row + e0, o, bq_width(row + e0));\n"
+  "  } else {\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++)\n"
+  "      if (e0 + j < D) row[e0 + j] = o.e[j];\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// ---- the producers, an access at a time -----------------------------------------------\n"
+  "#if BQ_RMS\n"
+  "// h = T(C(x) + C(residual)), written back to the residual; h = x without one.\n"
+  "static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_xchunk &h) {\n"
+  "  bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
+  "  if (p.res) {\n"
+  "    bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
+  "    bq_xchunk v;\n"
+  "    bq_fload<false>(v, rr, a, p.cols, p.aligned);\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j])));\n"
+  "    bq_fstore(rr, h, a, p.cols, p.aligned);\n"
+  "  }\n"
+  "}\n"
+  "// n = T((C(h) * rstd) * C(w)), in place\n"
+  "static __device__ __forceinline__ void bq_rms_n(const bq_fused_params &p, bq_i64 a, bq_xchunk &h, bq_c rstd) {\n"
+  "  bq_xchunk w;\n"
+  "  bq_fload<true>(w, (const bq_t *)p.w, a, p.cols, p.aligned);\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_mul(bq_mul(bq_to_c(h.e[j]), rstd), bq_to_c(w.e[j])));\n"
+  "}\n"
+  "// n again, from h in memory (the residual buffer, or x)\n"
+  "static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_c rstd, bq_xchunk &v) {\n"
+  "  if (p.res) bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);\n"
+  "  else bq_fload<false>(v, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
+  "  bq_rms_n(p, a, v, rstd);\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, bq_i64 e, bq_c rstd) {\n"
+  "  const bq_t h = p.res ? ((const bq_t *)p.res)[r * p.rs + e] : ((const bq_t *)p.x)[r * p.xs + e];\n"
+  "  return bq_from_c(bq_mul(bq_mul(bq_to_c(h), rstd), bq_to_c(((const bq_t *)p.w)[e])));\n"
+  "}\n"
+  "#else\n"
+  "// a = T(act(C(gate)) * C(up))\n"
+  "static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_c rstd, bq_xchunk &v) {\n"
+  "  (void)rstd;\n"
+  "  const bq_t *g = (const bq_t *)p.x + r * p.xs;\n"
+  "  bq_xchunk u;\n"
+  "  bq_fload<false>(v, g, a, p.cols, p.aligned);\n"
+  "  bq_fload<false>(u, g + p.cols, a, p.cols, p.aligned);\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) v.e[j] = bq_from_c(bq_mul(bq_act(bq_to_c(v.e[j])), bq_to_c(u.e[j])));\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, bq_i64 e, bq_c rstd) {\n"
+  "  (void)rstd;\n"
+  "  const bq_t *g = (const bq_t *)p.x + r * p.xs;\n"
+  "  return bq_from_c(bq_mul(bq_act(bq_to_c(g[e])), bq_to_c(g[p.cols + e])));\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "// ---- the block's reductions -----------------------------------------------------------\n"
+  "#if BQ_RMS\n"
+  "// rstd from each thread's partial sum of squares: the contract's xor butterfly in each\n"
+  "// warp, then the warps' sums left to right.\n"
+  "static __device__ __forceinline__ bq_c bq_rstd(const bq_fused_params &p, bq_c v, bq_c *ss_smem) {\n"
+  "#pragma unroll\n"
+  "  for (int o = 16; o >= 1; o >>= 1) v = bq_add(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+  "  if ((threadIdx.x & 31) == 0) ss_smem[threadIdx.x >> 5] = v;\n"
+  "  __syncthreads();\n"
+  "  bq_c ss = ss_smem[0];\n"
+  "#pragma unroll\n"
+  "  for (int w = 1; w < BQ_THREADS / 32; w++) ss = bq_add(ss, ss_smem[w]);\n"
+  "  __syncthreads(); // the slots are reused by the block's next row\n"
+  "  const bq_c mean = bq_div(ss, (bq_c)p.cols);\n"
+  "  return bq_div((bq_c)1, bq_sqrt(bq_add(mean, (bq_c)p.eps)));\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
+  "static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params &p, bq_i64 i, const bq_qp &q) {\n"
+  "  ((bq_s *)p.scales)[i] = q.stored;\n"
+  "#if BQ_ASYM\n"
+  "  ((int *)p.zps)[i] = q.zp;\n"
+  "#endif\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_GRAN == BQ_GRAN_GROUP\n"
+  "// Groups of any other size: a thread a group, its values recomputed from memory (h from\n"
+  "// the residual buffer or x; the gate and up from x).\n"
+  "static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &p, bq_i64 r, bq_i *y, bq_c rstd) {\n"
+  "  __syncthreads(); // the block's residual writes (h) are visible to every thread\n"
+  "  const bq_i64 G = p.group, ng = p.cols / G;\n"
+  "  for (bq_i64 g = threadIdx.x; g < ng; g += BQ_THREADS) {\n"
+  "    bq_red red = bq_red_init();\n"
+  "    for (bq_i64 e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));\n"
+  "    const bq_qp q = bq_params_of(red);\n"
+  "    bq_fused_params_out(p, r * p.grs + g, q);\n"
+  "    for (bq_i64 e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_quantize_int(bq_to_c(bq_value_at(p, r, e, rstd)), q.s, q.z);\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "// ---- a row -------------------------------------------------------------------------------\n"
+  "// CPT accesses a thread a batch; HOLD: the row is one batch, kept in registers throughout.\n"
+  "template <int CPT, bool HOLD>\n"
+  "static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem) {\n"
+  "  const int t = threadIdx.x;\n"
+  "  const bq_i64 D = p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = (bq_i64)BQ_THREADS * CPT;\n"
+  "  const bq_i64 nb = HOLD ? batch : nacc; // the batch loops' end\n"
+  "  bq_xchunk v[CPT];\n"
+  "  bq_c rstd = 0;\n"
+  "#if BQ_RMS\n"
+  "  bq_c ss = 0; // this thread's sum of squares, its accesses in ascending order\n"
+  "  for (bq_i64 b = 0; b < nb; b += batch) {\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < CPT; i++) {\n"
+  "      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;\n"
+  "      if (a < nacc) bq_rms_h(p, r, a, v[i]);\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < CPT; i++) {\n"
+  "      if (b + t + (bq_i64)i * BQ_THREADS < nacc) {\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing\n"
+  "          const bq_c c = bq_to_c(v[i].e[j]);\n"
+  "          ss = bq_add(ss, bq_mul(c, c));\n"
+  "        }\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "  rstd = bq_rstd(p, ss, ss_smem);\n"
+  "#endif\n"
+  "  bq_i *y = (bq_i *)p.y + r * p.ys;\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  const bq_scale s = bq_scale_of((bq_c)p.scale);\n"
+  "  const bq_zp z = bq_zp_of(p.zp);\n"
+  "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "  bq_red red = bq_red_init();\n"
+  "#else\n"
+  "  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);\n"
+  "#endif\n"
+  "  for (bq_i64 b = 0; b < nb; b += batch) {\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < CPT; i++) {\n"
+  "      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;\n"
+  "      if (a < nacc) {\n"
+  "#if BQ_RMS\n"
+  "        if (HOLD) bq_rms_n(p, a, v[i], rstd);\n"
+  "        else bq_value(p, r, a, rstd, v[i]);\n"
+  "#else\n"
+  "        bq_value(p, r, a, rstd, v[i]);\n"
+  "#endif\n"
+  "        if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "        bq_qchunk o;\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v[i].e[j]), s, z);\n"
+  "        bq_qstore(y, o, a, D);\n"
+  "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "        bq_reduce_chunk(v[i], red); // elements past D are 0: max |x|, min(0, .) and max(0, .) keep\n"
+  "#endif\n"
+  "      }\n"
+  "    }\n"
+  "#if BQ_GRAN == BQ_GRAN_GROUP\n"
+  "    if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < CPT; i++) {\n"
+  "        const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;\n"
+  "        bq_red g = bq_red_init();\n"
+  "        if (a < nacc) bq_reduce_chunk(v[i], g);\n"
+  "        g = bq_red_lanes(g, gc);\n"
+  "        if (a < nacc) {\n"
+  "          const bq_qp q = bq_params_of(g);\n"
+  "          if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);\n"
+  "          bq_qchunk o;\n"
+  "          bq_quantize_chunk(v[i], o, q);\n"
+  "          bq_qstore(y, o, a, D);\n"
+  "        }\n"
+  "      }\n"
+  "    }\n"
+  "#endif\n"
+  "  }\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "  red = bq_red_team(red, BQ_THREADS, red_smem);\n"
+  "  const bq_qp q = bq_params_of(red);\n"
+  "  if (t == 0) bq_fused_params_out(p, r, q);\n"
+  "  for (bq_i64 b = 0; b < nb; b += batch) {\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < CPT; i++) {\n"
+  "      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;\n"
+  "      if (a < nacc) {\n"
+  "        if (!HOLD) bq_value(p, r, a, rstd, v[i]);\n"
+  "        bq_qchunk o;\n"
+  "        bq_quantize_chunk(v[i], o, q);\n"
+  "        bq_qstore(y, o, a, D);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "#elif BQ_GRAN == BQ_GRAN_GROUP\n"
+  "  if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// ---- bq_fused_staged: rows staged in shared memory, the next one copied in while this one runs\n"
+  "// A persistent block takes rows blockIdx.x, + gridDim.x, ...; two slots of shared memory\n"
+  "// hold a row each (its streams: RMSNorm x, then the residual; gated: gate, then up, as\n"
+  "// 16-byte accesses). While a row is worked on, cp.async brings the block's next row into\n"
+  "// the other slot, so the block always has a row's worth of loads in flight, and no\n"
+  "// register holds a row: any row that fits two slots is read from DRAM once. Thread t\n"
+  "// copies exactly the accesses it later reads, so its own cp.async.wait_group is all the\n"
+  "// synchronization a slot needs. Only rows whose streams start 16 bytes aligned come here.\n"
+  "#ifndef BQ_EMULATED\n"
+  "#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]\n"
+  "static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {\n"
+  "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes) : \"memory\");\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_cp_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\"); }\n"
+  "template <int N> static __device__ __forceinline__ void bq_cp_wait() {\n"
+  "  asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N) : \"memory\");\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }\n"
+  "#endif\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_stage(const bq_fused_params &p, bq_i64 r, bq_u32 slot, bq_i64 nacc) {\n"
+  "  const bq_t *s0 = (const bq_t *)p.x + r * p.xs;\n"
+  "#if BQ_RMS\n"
+  "  const bq_t *s1 = p.res ? (const bq_t *)p.res + r * p.rs : (const bq_t *)0;\n"
+  "#else\n"
+  "  const bq_t *s1 = s0 + p.cols;\n"
+  "#endif\n"
+  "  for (bq_i64 a = threadIdx.x; a < nacc; a += BQ_THREADS) {\n"
+  "    const bq_i64 e0 = a * BQ_VEC, left = p.cols - e0;\n"
+  "    const int bytes = (int)((left < BQ_VEC ? left : BQ_VEC) * (bq_i64)sizeof(bq_t)); // the rest reads as 0\n"
+  "    bq_cp_async16(slot + (bq_u32)a * 16u, s0 + e0, bytes);\n"
+  "    if (s1) bq_cp_async16(slot + (bq_u32)(nacc + a) * 16u, s1 + e0, bytes);\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// One staged row: S[0, nacc) is x (RMSNorm; h after the first pass) or the gate (a after\n"
+  "// the second), S[nacc, 2 nacc) the residual or up.\n"
+  "static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, bq_i64 r, bq_xchunk *S, bq_i64 nacc,\n"
+  "                                                     bq_c *ss_smem, bq_red *red_smem) {\n"
+  "  const int t = threadIdx.x;\n"
+  "  const bq_i64 D = p.cols;\n"
+  "  bq_c rstd = 0;\n"
+  "#if BQ_RMS\n"
+  "  bq_c ss = 0;\n"
+  "  for (bq_i64 a = t; a < nacc; a += BQ_THREADS) {\n"
+  "    bq_xchunk h = S[a];\n"
+  "    if (p.res) {\n"
+  "      const bq_xchunk v = S[nacc + a];\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j])));\n"
+  "      bq_fstore((bq_t *)p.res + r * p.rs, h, a, D, true);\n"
+  "      S[a] = h;\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing\n"
+  "      const bq_c c = bq_to_c(h.e[j]);\n"
+  "      ss = bq_add(ss, bq_mul(c, c));\n"
+  "    }\n"
+  "  }\n"
+  "  rstd = bq_rstd(p, ss, ss_smem);\n"
+  "#endif\n"
+  "  bq_i *y = (bq_i *)p.y + r * p.ys;\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  const bq_scale s = bq_scale_of((bq_c)p.scale);\n"
+  "  const bq_zp z = bq_zp_of(p.zp);\n"
+  "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "  bq_red red = bq_red_init();\n"
+  "#else\n"
+  "  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);\n"
+  "#endif\n"
+  "  for (bq_i64 b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles\n"
+  "    const bq_i64 a = b + t;\n"
+  "    bq_xchunk v;\n"
+  "    if (a < nacc) {\n"
+  "#if BQ_RMS\n"
+  "      v = S[a];\n"
+  "      bq_rms_n(p, a, v, rstd);\n"
+  "#else\n"
+  "      const bq_xchunk u = S[nacc + a];\n"
+  "      v = S[a];\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_VEC; j++) v.e[j] = bq_from_c(bq_mul(bq_act(bq_to_c(v.e[j])), bq_to_c(u.e[j])));\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "      S[a] = v; // quantized after the row's reduction\n"
+  "#endif\n"
+  "#endif\n"
+  "      if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v, a, D, true);\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "      bq_qchunk o;\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v.e[j]), s, z);\n"
+  "      bq_qstore(y, o, a, D);\n"
+  "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "      bq_reduce_chunk(v, red);\n"
+  "#endif\n"
+  "    }\n"
+  "#if BQ_GRAN == BQ_GRAN_GROUP\n"
+  "    if (p.fast_groups) {\n"
+  "      bq_red g = bq_red_init();\n"
+  "      if (a < nacc) bq_reduce_chunk(v, g);\n"
+  "      g = bq_red_lanes(g, gc);\n"
+  "      if (a < nacc) {\n"
+  "        const bq_qp q = bq_params_of(g);\n"
+  "        if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);\n"
+  "        bq_qchunk o;\n"
+  "        bq_quantize_chunk(v, o, q);\n"
+  "        bq_qstore(y, o, a, D);\n"
+  "      }\n"
+  "    }\n"
+  "#endif\n"
+  "  }\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "  red = bq_red_team(red, BQ_THREADS, red_smem);\n"
+  "  const bq_qp q = bq_params_of(red);\n"
+  "  if (t == 0) bq_fused_params_out(p, r, q);\n"
+  "  for (bq_i64 a = t; a < nacc; a += BQ_THREADS) {\n"
+  "    bq_xchunk v = S[a];\n"
+  "#if BQ_RMS\n"
+  "    bq_rms_n(p, a, v, rstd);\n"
+  "#endif\n"
+  "    bq_qchunk o;\n"
+  "    bq_quantize_chunk(v, o, q);\n"
+  "    bq_qstore(y, o, a, D);\n"
+  "  }\n"
+  "#elif BQ_GRAN == BQ_GRAN_GROUP\n"
+  "  if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const bq_fused_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  __shared__ bq_c ss_smem[BQ_THREADS / 32];\n"
+  "  __shared__ bq_red red_smem[BQ_THREADS / 32];\n"
+  "  const bq_i64 nacc = (p.cols + BQ_VEC - 1) / BQ_VEC;\n"
+  "  const bq_u32 base = bq_smem_addr(smem);\n"
+  "  bq_i64 r = blockIdx.x;\n"
+  "  if (r < p.rows) bq_stage(p, r, base, nacc);\n"
+  "  bq_cp_commit();\n"
+  "  for (int s = 0; r < p.rows; r += gridDim.x, s ^= 1) {\n"
+  "    if (r + gridDim.x < p.rows) bq_stage(p, r + gridDim.x, base + (bq_u32)((s ^ 1) * p.slot), nacc);\n"
+  "    bq_cp_commit();\n"
+  "    bq_cp_wait<1>(); // this row's copies have landed (the next row's may still be in flight)\n"
+  "    bq_staged_row(p, r, (bq_xchunk *)(smem + s * p.slot), nacc, ss_smem, red_smem);\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#define BQ_FUSED_ENTRY(name, CPT, HOLD)                                                      \\\n"
+  "  extern \"C\" __global__ void __launch_bounds__(BQ_THREADS) name(const bq_fused_params p) {   \\\n"
+  "    __shared__ bq_c ss_smem[BQ_THREADS / 32];                                                \\\n"
+  "    __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \\\n"
+  "    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x) bq_fused_row<CPT, HOLD>(p, r, ss_smem, red_smem); \\\n"
+  "  }\n"
+  "BQ_FUSED_ENTRY(bq_fused_c1, 1, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c2, 2, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c4, 4, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c8, 8, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_long, BQ_LONG_CPT, false)\n"
 ;
 static const char bq__src_linear_cu[] =
   "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
@@ -4657,6 +5187,8 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(OP, QUANTIZE, BQ_QUANTIZE) X(OP, DEQUANTIZE, BQ_DEQUANTIZE) X(OP, FAKE_QUANTIZE, BQ_FAKE_QUANTIZE)   \
   X(OP, DYNAMIC_QUANTIZE, BQ_DYNAMIC_QUANTIZE) X(OP, QUANTIZED_LINEAR, BQ_QUANTIZED_LINEAR)          \
   X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
+  X(OP, RMSNORM_QUANTIZE, BQ_RMSNORM_QUANTIZE) X(OP, GATED_QUANTIZE, BQ_GATED_QUANTIZE)             \
+  X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
   X(GRAN, GROUP, BQ_PER_GROUP)                                                                     \
@@ -4711,6 +5243,8 @@ BQ__FN const char *bq__op_name(bq_op op) {
   case BQ_QUANTIZED_LINEAR: return "quantized_linear";
   case BQ_SMOOTHQUANT_LINEAR: return "smoothquant_linear";
   case BQ_LINEAR_WEIGHT_SUMS: return "linear_weight_sums";
+  case BQ_RMSNORM_QUANTIZE: return "rmsnorm_quantize";
+  case BQ_GATED_QUANTIZE: return "gated_quantize";
   default: return "unknown_op";
   }
 }
@@ -4731,6 +5265,12 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
 BQ__FN int bq__is_linear(bq_op op) {
   return op == BQ_QUANTIZED_LINEAR || op == BQ_SMOOTHQUANT_LINEAR || op == BQ_LINEAR_WEIGHT_SUMS;
 }
+BQ__FN int bq__is_fused(bq_op op) { return op == BQ_RMSNORM_QUANTIZE || op == BQ_GATED_QUANTIZE; }
+/* the op as plans and SKUs name it: the gated op by its activation */
+BQ__FN const char *bq__op_label(const bq_desc *d) {
+  if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
+  return bq__op_name(d->op);
+}
 
 /* "fake_quantize_per_channel_backward": the name errors are reported under */
 BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
@@ -4740,8 +5280,8 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
              d->op != BQ_LINEAR_WEIGHT_SUMS && d->asymmetric ? "_asymmetric" : "");
     return;
   }
-  snprintf(buf, n, "%s_%s%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
-           d->op == BQ_DYNAMIC_QUANTIZE && d->asymmetric ? "_asymmetric" : "",
+  snprintf(buf, n, "%s_%s%s%s", bq__op_label(d), bq__gran_name(d->granularity),
+           (d->op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d->op)) && d->asymmetric == 1 ? "_asymmetric" : "",
            d->direction == BQ_BACKWARD ? "_backward" : "");
 }
 
@@ -4749,8 +5289,15 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
 BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
   *d = *in;
-  if (d->op < BQ_QUANTIZE || d->op > BQ_LINEAR_WEIGHT_SUMS)
+  if (d->op < BQ_QUANTIZE || d->op > BQ_GATED_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
+  if (d->op != BQ_GATED_QUANTIZE && d->activation != BQ_ACTIVATION_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.activation (%d) applies to gated quantize only",
+                    bq__op_name(d->op), (int)d->activation);
+  if (d->op == BQ_GATED_QUANTIZE && d->activation == BQ_ACTIVATION_DEFAULT) d->activation = BQ_SILU;
+  if (d->op == BQ_GATED_QUANTIZE && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
+                    (int)d->activation);
   if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
                     bq__op_name(d->op), (int)d->granularity);
@@ -4758,7 +5305,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
                     "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
   if (d->granularity == BQ_GRANULARITY_DEFAULT)
-    d->granularity = d->op == BQ_QUANTIZED_LINEAR ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+    d->granularity = d->op == BQ_QUANTIZED_LINEAR || bq__is_fused(d->op) ? BQ_PER_TOKEN : BQ_PER_TENSOR;
   if (d->op == BQ_SMOOTHQUANT_LINEAR) { /* x is int8: the float type is the output's */
     bq__plan_name(d, name, name_size);
     if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
@@ -4879,7 +5426,26 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                     "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", name,
                     (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
-  if (d->op == BQ_DYNAMIC_QUANTIZE) {
+  if (bq__is_fused(d->op)) {
+    if (d->direction != BQ_FORWARD)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for fused producers", name);
+    if (d->granularity == BQ_PER_CHANNEL)
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
+                      "use per_token or per_group (dynamic) or per_tensor (static)", name);
+    if (d->asymmetric != 0 && d->asymmetric != 1)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
+    if (d->granularity == BQ_PER_TENSOR) {
+      if (d->asymmetric)
+        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
+                        "(per_token, per_group): a static per-tensor scale takes args.zero_point", name);
+      d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
+    } else if (!d->asymmetric && d->qmax <= 0) {
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric scales", name, d->qmax);
+    } else if (d->asymmetric && d->qmax == d->qmin) {
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric scales",
+                      name, d->qmax, d->qmin);
+    }
+  } else if (d->op == BQ_DYNAMIC_QUANTIZE) {
     if (d->direction != BQ_FORWARD)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                       "%s: desc.direction (backward) is not defined for dynamic quantize", name);
@@ -4935,6 +5501,7 @@ struct bq_plan {
   int vec;
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
   int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
+  int64_t smem_max; /* fused: the dynamic shared memory bq_fused_staged may take (bytes) */
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -5733,6 +6300,196 @@ static const bq__family bq__dynamic_family = {
   bq__dynamic_workspace, bq__dynamic_run,
   {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
 
+/* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
+/* Mirrors struct bq_fused_params in kernels_src/fused.cu. */
+typedef struct bq__fused_params {
+  uint64_t x, res, w, out, y, scales, zps;
+  int64_t rows, cols, xs, rs, os, ys, group, grs;
+  double scale, eps;
+  int32_t zp, aligned, fast_groups, slot;
+} bq__fused_params;
+
+/* The fused entry points, by index: bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
+   accesses in registers (k = 1, 2, 4, 8), bq_fused_long takes any row in batches, and
+   bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in
+   flight while a row is worked on. */
+enum { BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED, BQ__FUSED_ENTRIES };
+#define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
+
+BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+
+BQ__FN void bq__fused_prelude(const bq_desc *d, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n", bq__spec("OP", d->op),
+              d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0", bq__spec("GRAN", d->granularity),
+              d->asymmetric);
+}
+
+/* One call's shape, strides (elements) and pointers, validated. */
+typedef struct bq__fused_view {
+  int64_t rows, cols, xs, ys, rs, os, group, ngroups, grs;
+} bq__fused_view;
+
+BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused_view *v) {
+  const bq_desc *d = &p->desc;
+  const char *n = p->name;
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE, t = bq__dtype_size(d->float_type);
+  memset(v, 0, sizeof *v);
+  if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
+  if (a->rows < 0 || a->rows > BQ__MAX_ELEMS)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) is negative or too large", n, (long long)a->rows);
+  if (a->cols < 0 || a->cols > BQ__MAX_ELEMS / 2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (%lld) is negative or too large", n, (long long)a->cols);
+  v->rows = a->rows;
+  v->cols = a->cols;
+  const int64_t in_cols = rms ? a->cols : 2 * a->cols;
+  v->xs = a->x_row_stride ? a->x_row_stride : in_cols;
+  v->ys = a->y_row_stride ? a->y_row_stride : a->cols;
+  v->rs = a->residual_row_stride ? a->residual_row_stride : a->cols;
+  v->os = a->out_row_stride ? a->out_row_stride : a->cols;
+  if (v->xs < in_cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.x_row_stride (%lld) is smaller than %s (%lld)", n,
+                    (long long)a->x_row_stride, rms ? "args.cols" : "2 * args.cols", (long long)in_cols);
+  if (v->ys < a->cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is smaller than args.cols (%lld)", n,
+                    (long long)a->y_row_stride, (long long)a->cols);
+  if (v->rs < a->cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual_row_stride (%lld) is smaller than args.cols (%lld)",
+                    n, (long long)a->residual_row_stride, (long long)a->cols);
+  if (v->os < a->cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.out_row_stride (%lld) is smaller than args.cols (%lld)", n,
+                    (long long)a->out_row_stride, (long long)a->cols);
+  if (v->rows && (v->xs > BQ__MAX_ELEMS / v->rows || v->ys > BQ__MAX_ELEMS / v->rows ||
+                  v->rs > BQ__MAX_ELEMS / v->rows || v->os > BQ__MAX_ELEMS / v->rows))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
+                    (long long)a->rows);
+  if (d->granularity == BQ_PER_GROUP) {
+    if (a->group_size < 1)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be >= 1", n, (long long)a->group_size);
+    if (a->cols % a->group_size)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) does not divide args.cols (%lld)", n,
+                      (long long)a->group_size, (long long)a->cols);
+    v->group = a->group_size;
+    v->ngroups = a->cols / a->group_size;
+    v->grs = a->group_row_stride ? a->group_row_stride : v->ngroups;
+    if (v->grs < v->ngroups)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than cols / group_size (%lld)",
+                      n, (long long)a->group_row_stride, (long long)v->ngroups);
+    if (v->rows && v->grs > BQ__MAX_ELEMS / v->rows)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)v->grs);
+  }
+  const int c64 = d->float_type == BQ_F64; /* scalars are used in C: f64, or rounded to f32 */
+  if (d->granularity == BQ_PER_TENSOR &&
+      !(isfinite(a->scale) && a->scale > 0 && (c64 || ((float)a->scale > 0 && isfinite((float)a->scale)))))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0 in the compute type", n,
+                    a->scale);
+  if (rms && !(isfinite(a->eps) && a->eps >= 0 && (c64 || isfinite((float)a->eps))))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.eps (%g) must be finite and >= 0 in the compute type", n,
+                    a->eps);
+  if (!rms) {
+    if (a->residual)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual (%p) applies to rmsnorm_quantize only", n, a->residual);
+    if (a->norm_weight)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.norm_weight (%p) applies to rmsnorm_quantize only", n,
+                      a->norm_weight);
+    if (a->eps != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.eps (%g) applies to rmsnorm_quantize only", n, a->eps);
+  }
+  if (rms && a->residual && a->residual == a->x && v->rs != v->xs)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual is args.x, but args.residual_row_stride (%lld) is "
+                    "not x's (%lld)", n, (long long)v->rs, (long long)v->xs);
+  if (v->rows == 0 || v->cols == 0) return BQ_SUCCESS;
+  bq_status st;
+  if ((st = bq__check_ptr(p, "args.x", a->x, t))) return st;
+  if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
+  if (rms && (st = bq__check_ptr(p, "args.norm_weight", a->norm_weight, t))) return st;
+  if (a->residual && (st = bq__check_ptr(p, "args.residual", a->residual, t))) return st;
+  if (a->out && (st = bq__check_ptr(p, "args.out", a->out, t))) return st;
+  if (d->granularity != BQ_PER_TENSOR) {
+    if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
+    if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+
+BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
+  bq__fused_view v;
+  return bq__fused_view_of(p, a, &v);
+}
+
+/* Tests: an entry point by index for every run (a register entry too small for the row
+   takes bq_fused_long); -1: the host's choice. */
+static int bq__fused_force_entry = -1;
+BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
+  return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
+}
+BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  (void)ws, (void)ws_bytes;
+  bq__fused_view v;
+  bq_status st = bq__fused_view_of(p, a, &v);
+  if (st || v.rows == 0 || v.cols == 0) return st;
+  const bq_desc *d = &p->desc;
+  const int t = bq__dtype_size(d->float_type), rms = d->op == BQ_RMSNORM_QUANTIZE;
+  bq__fused_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.res = rms ? (uint64_t)(uintptr_t)a->residual : 0;
+  k.w = rms ? (uint64_t)(uintptr_t)a->norm_weight : 0;
+  k.out = (uint64_t)(uintptr_t)a->out;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.scales = (uint64_t)(uintptr_t)a->out_scales;
+  k.zps = (uint64_t)(uintptr_t)a->out_zero_points;
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.xs = v.xs;
+  k.rs = v.rs;
+  k.os = v.os;
+  k.ys = v.ys;
+  k.group = v.group;
+  k.grs = v.grs;
+  k.scale = a->scale;
+  k.eps = rms ? a->eps : 0;
+  k.zp = a->zero_point;
+  /* 16-byte accesses when every T stream's rows start 16-byte aligned */
+  k.aligned = bq__aligned16(a->x, v.xs * t) && (rms || (v.cols * t) % 16 == 0) &&
+              (!rms || bq__aligned16(a->norm_weight, 0)) && (!k.res || bq__aligned16(a->residual, v.rs * t)) &&
+              (!k.out || bq__aligned16(a->out, v.os * t));
+  /* groups of a power-of-two number of whole accesses, up to a warp's width */
+  const int64_t gc = v.group / p->vec;
+  k.fast_groups = d->granularity == BQ_PER_GROUP && v.group % p->vec == 0 && gc <= 32 && (gc & (gc - 1)) == 0;
+  const int64_t nacc = (v.cols + p->vec - 1) / p->vec;
+  int which = BQ__FUSED_LONG;
+  for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
+    if (nacc <= (int64_t)BQ__FUSED_THREADS << e) { which = e; break; }
+  /* staged: two slots of a row's streams (x and the residual, or the gate and up) */
+  const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
+  int staged_blocks = 0;
+  if (k.aligned && 2 * slot <= p->smem_max &&
+      bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&staged_blocks, p->entry->fn[BQ__FUSED_STAGED],
+                                                          BQ__FUSED_THREADS, (size_t)(2 * slot)) != 0)
+    staged_blocks = 0;
+  if (staged_blocks > 0) which = BQ__FUSED_STAGED;
+  if (bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES) {
+    which = bq__fused_force_entry;
+    if (which <= BQ__FUSED_C8 && nacc > (int64_t)BQ__FUSED_THREADS << which) which = BQ__FUSED_LONG;
+    if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
+  }
+  if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
+    k.slot = (int32_t)slot;
+    int64_t blocks = (int64_t)staged_blocks * (p->num_sms > 0 ? p->num_sms : 1);
+    return bq__launch(p, which, v.rows < blocks ? v.rows : blocks, 1, BQ__FUSED_THREADS, (unsigned)(2 * slot), &k,
+                      stream);
+  }
+  /* a block a row (a block takes several when rows exceed the grid's limit) */
+  return bq__launch(p, which, v.rows < 0x7fffffff ? v.rows : 0x7fffffff, 1, BQ__FUSED_THREADS, 0, &k, stream);
+}
+
+static const char *const bq__src_fused = bq__src_fused_cu;
+#define BQ__FUSED_KERNELS {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged"}
+static const bq__family bq__fused_family = {
+  "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_check, bq__no_workspace, bq__fused_run,
+  {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};
+#undef BQ__FUSED_KERNELS
+
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
 /* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
 typedef struct bq__linear_params {
@@ -6051,6 +6808,7 @@ static const bq__family bq__weight_sums_family = {
 BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) return &bq__weight_sums_family;
   if (bq__is_linear(d->op)) return &bq__linear_family;
+  if (bq__is_fused(d->op)) return &bq__fused_family;
   return d->op == BQ_DYNAMIC_QUANTIZE ? &bq__dynamic_family : &bq__affine_family;
 }
 
@@ -6080,8 +6838,11 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   }
   char variant[32];
   if (d->op == BQ_DYNAMIC_QUANTIZE) snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d), d->asymmetric ? "asym" : "sym");
+  else if (bq__is_fused(d->op))
+    snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d),
+             d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
   else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.%s.%s", bq__op_name(d->op),
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.%s.%s", bq__op_label(d),
            d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
            bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), d->qmin, d->qmax,
            bq__dtype_name(d->scale_type), variant, tn);
@@ -6314,13 +7075,18 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   } else if (n == 9 || n == 10) {
     for (int op = BQ_QUANTIZE; op <= BQ_DYNAMIC_QUANTIZE; op++)
       if (!strcmp(tok[0], bq__op_name((bq_op)op))) d.op = (bq_op)op;
+    if (!strcmp(tok[0], "rmsnorm_quantize")) d.op = BQ_RMSNORM_QUANTIZE;
+    if (!strcmp(tok[0], "silu_mul_quantize")) d.op = BQ_GATED_QUANTIZE, d.activation = BQ_SILU;
+    if (!strcmp(tok[0], "gelu_tanh_mul_quantize")) d.op = BQ_GATED_QUANTIZE, d.activation = BQ_GELU_TANH;
     for (int g = 0; g < 4; g++)
       if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
     char tail = 0;
-    ok = ok && d.op && (n == 10) == (d.op == BQ_DYNAMIC_QUANTIZE) && (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
+    ok = ok && d.op && (n == 10) == (d.op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d.op)) &&
+         (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
          bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&
          sscanf(tok[5], "q[%d,%d]%c", &d.qmin, &d.qmax, &tail) == 2 && !strncmp(tok[6], "scale_", 6) &&
-         bq__dtype_from_name(tok[6] + 6, &d.scale_type) && (n == 9 || !strcmp(tok[8], "sym") || !strcmp(tok[8], "asym"));
+         bq__dtype_from_name(tok[6] + 6, &d.scale_type) &&
+         (n == 9 || !strcmp(tok[8], "sym") || !strcmp(tok[8], "asym") || !strcmp(tok[8], "static"));
     d.direction = !strcmp(tok[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
     d.asymmetric = n == 10 && !strcmp(tok[8], "asym");
   }
@@ -6335,7 +7101,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
 
 /* Every kernel of the families asked for (1: quantize, dequantize, fake quantize; 2: dynamic
    quantize; 4: the linear layers' GEMMs, the weight sums and QuantizedLinear's activation
-   kernels) with each int type's full q-range: one normalized desc per SKU, each naming one
+   kernels; 8: the fused producers) with each int type's full q-range: one normalized desc per SKU, each naming one
    kernel (warm it with bq__warm_one). Writes at most cap into out; returns how many. */
 BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
@@ -6343,10 +7109,11 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   const bq__target t = {80, 0, 0}; /* SKUs differ in their target alone across targets */
   int n = 0, nseen = 0, seen_cap = 0;
   char(*seen)[256] = NULL;
-  for (int op = BQ_QUANTIZE; op <= BQ_LINEAR_WEIGHT_SUMS; op++) {
-    unsigned fam = op <= BQ_FAKE_QUANTIZE ? 1u : op == BQ_DYNAMIC_QUANTIZE ? 2u : 4u;
+  for (int op = BQ_QUANTIZE; op <= BQ_GATED_QUANTIZE; op++) {
+    unsigned fam = op <= BQ_FAKE_QUANTIZE ? 1u : op == BQ_DYNAMIC_QUANTIZE ? 2u : bq__is_fused((bq_op)op) ? 8u : 4u;
     if (!(families & fam)) continue;
     int lin = fam == 4u;
+    for (int act = 0; act < (op == BQ_GATED_QUANTIZE ? 2 : 1); act++)
     for (int dir = 0; dir < 2; dir++)
       for (int g = 0; g < 4; g++)
         for (int f = 0; f < 4; f++)
@@ -6365,6 +7132,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
                   in.scale_type = fts[s];
                   in.asymmetric = asym;
                   if (lin) in.out_type = fts[o];
+                  if (op == BQ_GATED_QUANTIZE) in.activation = act ? BQ_GELU_TANH : BQ_SILU;
                   if (op == BQ_LINEAR_WEIGHT_SUMS) { /* its validation refuses any field but op */
                     memset(&in, 0, sizeof in);
                     in.op = BQ_LINEAR_WEIGHT_SUMS;
@@ -6437,6 +7205,18 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   }
   bq__copy(p->sku, sizeof p->sku, k.sku);
   p->num_sms = dev.num_sms;
+  if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less
+                                     its static reductions' and a margin */
+    int optin = 0;
+    bq__CUdevice cd = 0;
+    bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+    if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+    if (!r && optin > 1024) {
+      p->smem_max = optin - 1024;
+      r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__FUSED_STAGED], BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max);
+    }
+    if (r) p->smem_max = 0; /* the register entries serve every row */
+  }
   if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
     /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8: the pipelines exceed 48 KiB */
     p->wgmma = t.arch_a;
@@ -6549,6 +7329,14 @@ BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
 BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (!p) return "";
   if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights (K <= 2^24)";
+  if (bq__is_fused(p->desc.op))
+    return p->desc.float_type == BQ_F64
+               ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
+                 "contract builds them), its values rounded to T and quantized as the unfused ops would; "
+                 "bit-identical to the CPU reference of docs/numerics.md"
+               : "exact: the producer in f32, each operation rounded to nearest even (no FMA; exp and tanh as "
+                 "the contract builds them), its values rounded to T and quantized as the unfused ops would; "
+                 "bit-identical to the CPU reference of docs/numerics.md";
   if (bq__is_linear(p->desc.op))
     return p->desc.out_type == BQ_F64
                ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "

@@ -16,8 +16,9 @@
 // group as a row of its own.
 // Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;
 // bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
+// The reduction, the scale it gives and the quantize of a chunk are common.cuh's ("dynamic
+// scales"), shared with fused.cu.
 
-#define BQ_VEC ((int)(16 / sizeof(bq_t))) // elements per access
 // Accesses per thread kept on chip, BQ_CPT in bq_dynamic, whose teams have up to BQ_BLOCK
 // threads (also the per-tensor kernels' block), and BQ_LONG_CPT in bq_dynamic_long (per
 // token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table
@@ -31,126 +32,11 @@ struct bq_dynamic_params {
   int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector
 };
 
-typedef bq_chunk<bq_t, BQ_VEC> bq_xchunk;
-typedef bq_chunk<bq_i, BQ_VEC> bq_qchunk;
-
-// The reduction: symmetric keeps a = max |x|; asymmetric keeps a = min(0, min x) and
-// b = max(0, max x). fmin/fmax drop NaN operands, so NaN elements are ignored.
-struct bq_red {
-  bq_c a, b;
-};
-static __device__ __forceinline__ bq_red bq_red_init() {
-  bq_red r;
-  r.a = 0;
-  r.b = 0;
-  return r;
-}
-static __device__ __forceinline__ void bq_red_add(bq_red &r, bq_c x) {
-#if BQ_ASYM
-  r.a = bq_min(r.a, x);
-  r.b = bq_max(r.b, x);
-#else
-  r.a = bq_max(r.a, bq_abs(x));
-#endif
-}
-static __device__ __forceinline__ bq_red bq_red_merge(bq_red u, bq_red v) {
-#if BQ_ASYM
-  u.a = bq_min(u.a, v.a);
-  u.b = bq_max(u.b, v.b);
-#else
-  u.a = bq_max(u.a, v.a);
-#endif
-  return u;
-}
-static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
-  bq_red o;
-  o.a = __shfl_xor_sync(0xffffffffu, r.a, off);
-#if BQ_ASYM
-  o.b = __shfl_xor_sync(0xffffffffu, r.b, off);
-#else
-  o.b = 0; // unused
-#endif
-  return o;
-}
-// reduce over aligned groups of `width` lanes (a power of two <= 32)
-static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
-  for (int off = width >> 1; off > 0; off >>= 1) r = bq_red_merge(r, bq_red_shfl(r, off));
-  return r;
-}
-
-// The scale (as stored) and zero point from a reduction: docs/numerics.md, "Dynamic quantization".
-struct bq_qp {
-  bq_s stored;
-  bq_scale s;
-  int zp;
-  bq_zp z;
-  bool bounded; // the scale is normal (m == 1, finite, nonzero): bq_quantize_bounded applies
-};
-static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
-  bq_qp q;
-#if BQ_ASYM
-  bq_c s = r.a == r.b ? (bq_c)1 : bq_div(bq_sub(r.b, r.a), (bq_c)(BQ_QMAX - BQ_QMIN));
-  q.stored = bq_scale_from_c(s);
-  const bq_c sc = bq_scale_to_c(q.stored);
-  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));
-  q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));
-#else
-  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);
-  q.stored = bq_scale_from_c(s);
-  const bq_c sc = bq_scale_to_c(q.stored);
-  q.zp = 0;
-#endif
-  q.s = bq_scale_of(sc);
-  q.z = bq_zp_of(q.zp);
-  // Every finite element x of the segment has |x| <= max(|a|, |b|), so |x / s| stays within
-  // a few units of the q-range's width (the stored scale is s rounded once); an infinite
-  // element makes the scale infinite or NaN, which fails corr.
-  q.bounded = q.s.m == (bq_c)1 && q.s.corr;
-  return q;
-}
-
 static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {
   ((bq_s *)p.scales)[i] = q.stored;
 #if BQ_ASYM
   ((int *)p.zps)[i] = q.zp;
 #endif
-}
-
-// (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
-static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
-  if (q.bounded) { // uniform across the segment
-#if !BQ_ASYM && BQ_FT != BQ_TYPE_F64
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);
-#elif BQ_FT != BQ_TYPE_F64
-    bq_quantize_near<false>(a.e, q.s, q.zp, o.e); // the zero point lies in the q-range
-#else
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(bq_to_c(a.e[j]), q.s, q.z);
-#endif
-  } else {
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_int(bq_to_c(a.e[j]), q.s, q.z);
-  }
-}
-static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {
-#pragma unroll
-  for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));
-}
-
-// Team-wide reduction; every lane gets the result. red_smem holds one slot per warp of
-// a block-wide team.
-static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *red_smem) {
-  r = bq_red_lanes(r, 32);
-  if (tpr > 32) {
-    const int warp = threadIdx.x >> 5, nw = tpr >> 5;
-    if ((threadIdx.x & 31) == 0) red_smem[warp] = r;
-    bq_team_sync(tpr);
-    r = red_smem[0];
-    for (int i = 1; i < nw; i++) r = bq_red_merge(r, red_smem[i]);
-    bq_team_sync(tpr); // the slots are reused by the team's next row
-  }
-  return r;
 }
 
 // One segment (a row, or a group run as a row) of n elements: reduce, store the scale,

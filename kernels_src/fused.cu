@@ -1,0 +1,521 @@
+// fused.cu - a producer fused with its quantize: (residual add +) RMSNorm, or act(gate) *
+// up, whose T values are then quantized as the existing ops would: static per tensor, or
+// dynamic per token or per group (docs/numerics.md, "Fused producers").
+// Prelude defines (besides common.cuh's): BQ_OP (BQ_OP_RMSNORM_QUANTIZE or
+// BQ_OP_GATED_QUANTIZE), BQ_ACT (BQ_ACT_SILU or BQ_ACT_GELU_TANH; gated only), BQ_GRAN
+// (BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP), BQ_ASYM (dynamic: 1 asymmetric).
+//
+// A block of BQ_THREADS threads takes a row. Access a of a row holds its elements
+// [a V, a V + V) (V = BQ_VEC, 16 bytes of T), and thread t takes the accesses t, t + 256,
+// t + 512, ...: the order the contract fixes for RMSNorm's sum of squares, so the sum is
+// the same whatever the number of rows, the grid or the entry point.
+// bq_fused_c1 .. bq_fused_c8 keep a row of up to 256 CPT accesses in registers from its
+// load to its quantize: one read of DRAM. bq_fused_long takes any row in batches of 256
+// BQ_LONG_CPT accesses and reads the row again for each pass it needs (from L2).
+// Rows whose streams all start 16 bytes aligned (p.aligned) move in 16-byte accesses;
+// others element by element, with the same results.
+// Per group, groups of gc accesses (gc a power of two up to 32) lie in gc consecutive lanes
+// of a warp, which reduce them with shuffles; any other group size takes a generic pass in
+// which a thread takes a group and recomputes its values from memory.
+
+#define BQ_THREADS 256
+#define BQ_LONG_CPT 4
+#define BQ_RMS (BQ_OP == BQ_OP_RMSNORM_QUANTIZE)
+
+struct bq_fused_params {
+  bq_u64 x, res, w, out, y, scales, zps;
+  bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group
+  double scale, eps;                             // per tensor's static scale; RMSNorm's eps
+  int zp, aligned, fast_groups, slot;            // slot: bq_fused_staged's bytes a row
+};
+
+// ---- the math of the contract: every operation one rounding in C ---------------------
+#if BQ_FT == BQ_TYPE_F64
+#define BQ_LOG2E 0x1.71547652b82fep+0
+#define BQ_SHIFTER 0x1.8p+52
+#define BQ_LN2_HI 0x1.62e42feep-1
+#define BQ_LN2_LO 0x1.a39ef35793c76p-33
+#define BQ_EXP_XMAX 710.0
+#define BQ_EXP_XMIN (-746.0)
+#define BQ_TANH_A0 0.5625
+#define BQ_TANH_SAT 20.0
+#define BQ_GELU_K0 0x1.9884533d43651p-1
+#define BQ_GELU_K1 0x1.6e4e26d4801f7p-5
+#define BQ_EXP_N 12
+#define BQ_TANH_N 11
+static __device__ __forceinline__ bq_c bq_pow2(int j) { return __longlong_as_double((bq_i64)(j + 1023) << 52); }
+static __device__ __forceinline__ bq_c bq_sqrt(bq_c a) { return __dsqrt_rn(a); }
+#define BQ_INF __longlong_as_double(0x7ff0000000000000LL)
+#else
+#define BQ_LOG2E 0x1.715476p+0f
+#define BQ_SHIFTER 0x1.8p+23f
+#define BQ_LN2_HI 0x1.62e4p-1f
+#define BQ_LN2_LO 0x1.7f7d1cp-20f
+#define BQ_EXP_XMAX 89.0f
+#define BQ_EXP_XMIN (-104.0f)
+#define BQ_TANH_A0 0.5625f
+#define BQ_TANH_SAT 10.0f
+#define BQ_GELU_K0 0x1.988454p-1f
+#define BQ_GELU_K1 0x1.6e4e26p-5f
+#define BQ_EXP_N 6
+#define BQ_TANH_N 6
+static __device__ __forceinline__ bq_c bq_pow2(int j) { return __uint_as_float((bq_u32)(j + 127) << 23); }
+static __device__ __forceinline__ bq_c bq_sqrt(bq_c a) { return __fsqrt_rn(a); }
+#define BQ_INF __uint_as_float(0x7f800000u)
+#endif
+
+#if !BQ_RMS
+// exp_c's reduction and polynomial for finite x in [XMIN, XMAX]: exp(x) = 2^k (1 + m).
+static __device__ __forceinline__ bq_c bq_exp_core(bq_c x, int &k) {
+#if BQ_FT == BQ_TYPE_F64
+  const bq_c c[BQ_EXP_N] = {0x1.0p-1, 0x1.5555555555555p-3, 0x1.5555555555555p-5, 0x1.1111111111111p-7,
+                            0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-13, 0x1.a01a01a01a01ap-16,
+                            0x1.71de3a556c734p-19, 0x1.27e4fb7789f5cp-22, 0x1.ae64567f544e4p-26,
+                            0x1.1eed8eff8d898p-29, 0x1.6124613a86d09p-33};
+#else
+  const bq_c c[BQ_EXP_N] = {0x1.0p-1f, 0x1.555556p-3f, 0x1.555556p-5f, 0x1.111112p-7f, 0x1.6c16c2p-10f,
+                            0x1.a01a02p-13f};
+#endif
+  const bq_c t = bq_mul(x, BQ_LOG2E);
+  const bq_c kf = bq_sub(bq_add(t, BQ_SHIFTER), BQ_SHIFTER);
+  const bq_c r = bq_sub(bq_sub(x, bq_mul(kf, BQ_LN2_HI)), bq_mul(kf, BQ_LN2_LO));
+  bq_c q = c[BQ_EXP_N - 1];
+#pragma unroll
+  for (int n = BQ_EXP_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, r), c[n]);
+  k = (int)kf;
+  return bq_add(r, bq_mul(bq_mul(r, r), q));
+}
+static __device__ __forceinline__ bq_c bq_exp_c(bq_c x) {
+  if (x != x) return bq_add(x, x);
+  if (x > BQ_EXP_XMAX) return BQ_INF;
+  if (x < BQ_EXP_XMIN) return (bq_c)0;
+  int k;
+  const bq_c e = bq_add((bq_c)1, bq_exp_core(x, k));
+  const int k1 = k / 2;
+  return bq_mul(bq_mul(e, bq_pow2(k1)), bq_pow2(k - k1));
+}
+static __device__ __forceinline__ bq_c bq_tanh_c(bq_c y) {
+  if (y != y) return bq_add(y, y);
+  if (y == (bq_c)0) return y;
+  const bq_c a = y < (bq_c)0 ? -y : y;
+  bq_c t;
+  if (a < BQ_TANH_A0) {
+#if BQ_FT == BQ_TYPE_F64
+    const bq_c P[BQ_TANH_N] = {-0x1.5555555555555p-2, 0x1.1111111110fbep-3, -0x1.ba1ba1b9f19ap-5,
+                               0x1.664f48727bbfdp-6, -0x1.226e32212f8e9p-7, 0x1.d6d30f918e945p-9,
+                               -0x1.7d9545835e3e5p-10, 0x1.34ad2f7abd75ap-11, -0x1.eaf47874aab53p-13,
+                               0x1.616f17dcc6fd8p-14, -0x1.4ffe31971aeb8p-16};
+#else
+    const bq_c P[BQ_TANH_N] = {-0x1.555556p-2f, 0x1.111102p-3f, -0x1.ba12d8p-5f, 0x1.655dcp-6f, -0x1.1680dcp-7f,
+                               0x1.460e8p-9f};
+#endif
+    const bq_c s = bq_mul(a, a);
+    bq_c q = P[BQ_TANH_N - 1];
+#pragma unroll
+    for (int n = BQ_TANH_N - 2; n >= 0; n--) q = bq_add(bq_mul(q, s), P[n]);
+    t = bq_add(a, bq_mul(a, bq_mul(s, q)));
+  } else if (a <= BQ_TANH_SAT) {
+    int k;
+    const bq_c m = bq_exp_core(bq_add(a, a), k), p2 = bq_pow2(k);
+    const bq_c e = bq_add(bq_sub(p2, (bq_c)1), bq_mul(p2, m));
+    t = bq_sub((bq_c)1, bq_div((bq_c)2, bq_add(e, (bq_c)2)));
+  } else {
+    t = (bq_c)1;
+  }
+  return y < (bq_c)0 ? -t : t;
+}
+static __device__ __forceinline__ bq_c bq_act(bq_c g) {
+#if BQ_ACT == BQ_ACT_SILU
+  return bq_div(g, bq_add((bq_c)1, bq_exp_c(-g)));
+#else
+  const bq_c inner = bq_add(g, bq_mul(bq_mul((bq_c)BQ_GELU_K1, g), bq_mul(g, g)));
+  const bq_c t = bq_tanh_c(bq_mul((bq_c)BQ_GELU_K0, inner));
+  return bq_mul(bq_mul((bq_c)0.5, g), bq_add((bq_c)1, t));
+#endif
+}
+#endif
+
+// ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------
+// x and the residual are read once (streaming); the weight stays cached for every row.
+template <bool KEEP>
+static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, bq_i64 a, bq_i64 D, bool aligned) {
+  const bq_i64 e0 = a * BQ_VEC;
+  if (aligned && e0 + BQ_VEC <= D) {
+    if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));
+    else bq_load(c, row + e0, 16);
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;
+  }
+}
+static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, bq_i64 a, bq_i64 D, bool aligned) {
+  const bq_i64 e0 = a * BQ_VEC;
+  if (aligned && e0 + BQ_VEC <= D) {
+    bq_store(row + e0, c, 16);
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++)
+      if (e0 + j < D) row[e0 + j] = c.e[j];
+  }
+}
+static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, bq_i64 a, bq_i64 D) {
+  const bq_i64 e0 = a * BQ_VEC;
+  if (e0 + BQ_VEC <= D) {
+    bq_store(row + e0, o, bq_width(row + e0));
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++)
+      if (e0 + j < D) row[e0 + j] = o.e[j];
+  }
+}
+
+// ---- the producers, an access at a time -----------------------------------------------
+#if BQ_RMS
+// h = T(C(x) + C(residual)), written back to the residual; h = x without one.
+static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_xchunk &h) {
+  bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
+  if (p.res) {
+    bq_t *rr = (bq_t *)p.res + r * p.rs;
+    bq_xchunk v;
+    bq_fload<false>(v, rr, a, p.cols, p.aligned);
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j])));
+    bq_fstore(rr, h, a, p.cols, p.aligned);
+  }
+}
+// n = T((C(h) * rstd) * C(w)), in place
+static __device__ __forceinline__ void bq_rms_n(const bq_fused_params &p, bq_i64 a, bq_xchunk &h, bq_c rstd) {
+  bq_xchunk w;
+  bq_fload<true>(w, (const bq_t *)p.w, a, p.cols, p.aligned);
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_mul(bq_mul(bq_to_c(h.e[j]), rstd), bq_to_c(w.e[j])));
+}
+// n again, from h in memory (the residual buffer, or x)
+static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_c rstd, bq_xchunk &v) {
+  if (p.res) bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);
+  else bq_fload<false>(v, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
+  bq_rms_n(p, a, v, rstd);
+}
+static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, bq_i64 e, bq_c rstd) {
+  const bq_t h = p.res ? ((const bq_t *)p.res)[r * p.rs + e] : ((const bq_t *)p.x)[r * p.xs + e];
+  return bq_from_c(bq_mul(bq_mul(bq_to_c(h), rstd), bq_to_c(((const bq_t *)p.w)[e])));
+}
+#else
+// a = T(act(C(gate)) * C(up))
+static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, bq_i64 a, bq_c rstd, bq_xchunk &v) {
+  (void)rstd;
+  const bq_t *g = (const bq_t *)p.x + r * p.xs;
+  bq_xchunk u;
+  bq_fload<false>(v, g, a, p.cols, p.aligned);
+  bq_fload<false>(u, g + p.cols, a, p.cols, p.aligned);
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) v.e[j] = bq_from_c(bq_mul(bq_act(bq_to_c(v.e[j])), bq_to_c(u.e[j])));
+}
+static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, bq_i64 e, bq_c rstd) {
+  (void)rstd;
+  const bq_t *g = (const bq_t *)p.x + r * p.xs;
+  return bq_from_c(bq_mul(bq_act(bq_to_c(g[e])), bq_to_c(g[p.cols + e])));
+}
+#endif
+
+// ---- the block's reductions -----------------------------------------------------------
+#if BQ_RMS
+// rstd from each thread's partial sum of squares: the contract's xor butterfly in each
+// warp, then the warps' sums left to right.
+static __device__ __forceinline__ bq_c bq_rstd(const bq_fused_params &p, bq_c v, bq_c *ss_smem) {
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) v = bq_add(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) ss_smem[threadIdx.x >> 5] = v;
+  __syncthreads();
+  bq_c ss = ss_smem[0];
+#pragma unroll
+  for (int w = 1; w < BQ_THREADS / 32; w++) ss = bq_add(ss, ss_smem[w]);
+  __syncthreads(); // the slots are reused by the block's next row
+  const bq_c mean = bq_div(ss, (bq_c)p.cols);
+  return bq_div((bq_c)1, bq_sqrt(bq_add(mean, (bq_c)p.eps)));
+}
+#endif
+
+#if BQ_GRAN != BQ_GRAN_TENSOR
+static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params &p, bq_i64 i, const bq_qp &q) {
+  ((bq_s *)p.scales)[i] = q.stored;
+#if BQ_ASYM
+  ((int *)p.zps)[i] = q.zp;
+#endif
+}
+#endif
+
+#if BQ_GRAN == BQ_GRAN_GROUP
+// Groups of any other size: a thread a group, its values recomputed from memory (h from
+// the residual buffer or x; the gate and up from x).
+static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &p, bq_i64 r, bq_i *y, bq_c rstd) {
+  __syncthreads(); // the block's residual writes (h) are visible to every thread
+  const bq_i64 G = p.group, ng = p.cols / G;
+  for (bq_i64 g = threadIdx.x; g < ng; g += BQ_THREADS) {
+    bq_red red = bq_red_init();
+    for (bq_i64 e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));
+    const bq_qp q = bq_params_of(red);
+    bq_fused_params_out(p, r * p.grs + g, q);
+    for (bq_i64 e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_quantize_int(bq_to_c(bq_value_at(p, r, e, rstd)), q.s, q.z);
+  }
+}
+#endif
+
+// ---- a row -------------------------------------------------------------------------------
+// CPT accesses a thread a batch; HOLD: the row is one batch, kept in registers throughout.
+template <int CPT, bool HOLD>
+static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem) {
+  const int t = threadIdx.x;
+  const bq_i64 D = p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = (bq_i64)BQ_THREADS * CPT;
+  const bq_i64 nb = HOLD ? batch : nacc; // the batch loops' end
+  bq_xchunk v[CPT];
+  bq_c rstd = 0;
+#if BQ_RMS
+  bq_c ss = 0; // this thread's sum of squares, its accesses in ascending order
+  for (bq_i64 b = 0; b < nb; b += batch) {
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
+      if (a < nacc) bq_rms_h(p, r, a, v[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+      if (b + t + (bq_i64)i * BQ_THREADS < nacc) {
+#pragma unroll
+        for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing
+          const bq_c c = bq_to_c(v[i].e[j]);
+          ss = bq_add(ss, bq_mul(c, c));
+        }
+      }
+    }
+  }
+  rstd = bq_rstd(p, ss, ss_smem);
+#endif
+  bq_i *y = (bq_i *)p.y + r * p.ys;
+#if BQ_GRAN == BQ_GRAN_TENSOR
+  const bq_scale s = bq_scale_of((bq_c)p.scale);
+  const bq_zp z = bq_zp_of(p.zp);
+#elif BQ_GRAN == BQ_GRAN_TOKEN
+  bq_red red = bq_red_init();
+#else
+  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
+#endif
+  for (bq_i64 b = 0; b < nb; b += batch) {
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
+      if (a < nacc) {
+#if BQ_RMS
+        if (HOLD) bq_rms_n(p, a, v[i], rstd);
+        else bq_value(p, r, a, rstd, v[i]);
+#else
+        bq_value(p, r, a, rstd, v[i]);
+#endif
+        if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
+#if BQ_GRAN == BQ_GRAN_TENSOR
+        bq_qchunk o;
+#pragma unroll
+        for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v[i].e[j]), s, z);
+        bq_qstore(y, o, a, D);
+#elif BQ_GRAN == BQ_GRAN_TOKEN
+        bq_reduce_chunk(v[i], red); // elements past D are 0: max |x|, min(0, .) and max(0, .) keep
+#endif
+      }
+    }
+#if BQ_GRAN == BQ_GRAN_GROUP
+    if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
+#pragma unroll
+      for (int i = 0; i < CPT; i++) {
+        const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
+        bq_red g = bq_red_init();
+        if (a < nacc) bq_reduce_chunk(v[i], g);
+        g = bq_red_lanes(g, gc);
+        if (a < nacc) {
+          const bq_qp q = bq_params_of(g);
+          if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
+          bq_qchunk o;
+          bq_quantize_chunk(v[i], o, q);
+          bq_qstore(y, o, a, D);
+        }
+      }
+    }
+#endif
+  }
+#if BQ_GRAN == BQ_GRAN_TOKEN
+  red = bq_red_team(red, BQ_THREADS, red_smem);
+  const bq_qp q = bq_params_of(red);
+  if (t == 0) bq_fused_params_out(p, r, q);
+  for (bq_i64 b = 0; b < nb; b += batch) {
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+      const bq_i64 a = b + t + (bq_i64)i * BQ_THREADS;
+      if (a < nacc) {
+        if (!HOLD) bq_value(p, r, a, rstd, v[i]);
+        bq_qchunk o;
+        bq_quantize_chunk(v[i], o, q);
+        bq_qstore(y, o, a, D);
+      }
+    }
+  }
+#elif BQ_GRAN == BQ_GRAN_GROUP
+  if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);
+#endif
+}
+
+// ---- bq_fused_staged: rows staged in shared memory, the next one copied in while this one runs
+// A persistent block takes rows blockIdx.x, + gridDim.x, ...; two slots of shared memory
+// hold a row each (its streams: RMSNorm x, then the residual; gated: gate, then up, as
+// 16-byte accesses). While a row is worked on, cp.async brings the block's next row into
+// the other slot, so the block always has a row's worth of loads in flight, and no
+// register holds a row: any row that fits two slots is read from DRAM once. Thread t
+// copies exactly the accesses it later reads, so its own cp.async.wait_group is all the
+// synchronization a slot needs. Only rows whose streams start 16 bytes aligned come here.
+#ifndef BQ_EMULATED
+#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void bq_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
+#endif
+
+static __device__ __forceinline__ void bq_stage(const bq_fused_params &p, bq_i64 r, bq_u32 slot, bq_i64 nacc) {
+  const bq_t *s0 = (const bq_t *)p.x + r * p.xs;
+#if BQ_RMS
+  const bq_t *s1 = p.res ? (const bq_t *)p.res + r * p.rs : (const bq_t *)0;
+#else
+  const bq_t *s1 = s0 + p.cols;
+#endif
+  for (bq_i64 a = threadIdx.x; a < nacc; a += BQ_THREADS) {
+    const bq_i64 e0 = a * BQ_VEC, left = p.cols - e0;
+    const int bytes = (int)((left < BQ_VEC ? left : BQ_VEC) * (bq_i64)sizeof(bq_t)); // the rest reads as 0
+    bq_cp_async16(slot + (bq_u32)a * 16u, s0 + e0, bytes);
+    if (s1) bq_cp_async16(slot + (bq_u32)(nacc + a) * 16u, s1 + e0, bytes);
+  }
+}
+
+// One staged row: S[0, nacc) is x (RMSNorm; h after the first pass) or the gate (a after
+// the second), S[nacc, 2 nacc) the residual or up.
+static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, bq_i64 r, bq_xchunk *S, bq_i64 nacc,
+                                                     bq_c *ss_smem, bq_red *red_smem) {
+  const int t = threadIdx.x;
+  const bq_i64 D = p.cols;
+  bq_c rstd = 0;
+#if BQ_RMS
+  bq_c ss = 0;
+  for (bq_i64 a = t; a < nacc; a += BQ_THREADS) {
+    bq_xchunk h = S[a];
+    if (p.res) {
+      const bq_xchunk v = S[nacc + a];
+#pragma unroll
+      for (int j = 0; j < BQ_VEC; j++) h.e[j] = bq_from_c(bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j])));
+      bq_fstore((bq_t *)p.res + r * p.rs, h, a, D, true);
+      S[a] = h;
+    }
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing
+      const bq_c c = bq_to_c(h.e[j]);
+      ss = bq_add(ss, bq_mul(c, c));
+    }
+  }
+  rstd = bq_rstd(p, ss, ss_smem);
+#endif
+  bq_i *y = (bq_i *)p.y + r * p.ys;
+#if BQ_GRAN == BQ_GRAN_TENSOR
+  const bq_scale s = bq_scale_of((bq_c)p.scale);
+  const bq_zp z = bq_zp_of(p.zp);
+#elif BQ_GRAN == BQ_GRAN_TOKEN
+  bq_red red = bq_red_init();
+#else
+  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
+#endif
+  for (bq_i64 b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles
+    const bq_i64 a = b + t;
+    bq_xchunk v;
+    if (a < nacc) {
+#if BQ_RMS
+      v = S[a];
+      bq_rms_n(p, a, v, rstd);
+#else
+      const bq_xchunk u = S[nacc + a];
+      v = S[a];
+#pragma unroll
+      for (int j = 0; j < BQ_VEC; j++) v.e[j] = bq_from_c(bq_mul(bq_act(bq_to_c(v.e[j])), bq_to_c(u.e[j])));
+#if BQ_GRAN == BQ_GRAN_TOKEN
+      S[a] = v; // quantized after the row's reduction
+#endif
+#endif
+      if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v, a, D, true);
+#if BQ_GRAN == BQ_GRAN_TENSOR
+      bq_qchunk o;
+#pragma unroll
+      for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v.e[j]), s, z);
+      bq_qstore(y, o, a, D);
+#elif BQ_GRAN == BQ_GRAN_TOKEN
+      bq_reduce_chunk(v, red);
+#endif
+    }
+#if BQ_GRAN == BQ_GRAN_GROUP
+    if (p.fast_groups) {
+      bq_red g = bq_red_init();
+      if (a < nacc) bq_reduce_chunk(v, g);
+      g = bq_red_lanes(g, gc);
+      if (a < nacc) {
+        const bq_qp q = bq_params_of(g);
+        if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
+        bq_qchunk o;
+        bq_quantize_chunk(v, o, q);
+        bq_qstore(y, o, a, D);
+      }
+    }
+#endif
+  }
+#if BQ_GRAN == BQ_GRAN_TOKEN
+  red = bq_red_team(red, BQ_THREADS, red_smem);
+  const bq_qp q = bq_params_of(red);
+  if (t == 0) bq_fused_params_out(p, r, q);
+  for (bq_i64 a = t; a < nacc; a += BQ_THREADS) {
+    bq_xchunk v = S[a];
+#if BQ_RMS
+    bq_rms_n(p, a, v, rstd);
+#endif
+    bq_qchunk o;
+    bq_quantize_chunk(v, o, q);
+    bq_qstore(y, o, a, D);
+  }
+#elif BQ_GRAN == BQ_GRAN_GROUP
+  if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const bq_fused_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  __shared__ bq_c ss_smem[BQ_THREADS / 32];
+  __shared__ bq_red red_smem[BQ_THREADS / 32];
+  const bq_i64 nacc = (p.cols + BQ_VEC - 1) / BQ_VEC;
+  const bq_u32 base = bq_smem_addr(smem);
+  bq_i64 r = blockIdx.x;
+  if (r < p.rows) bq_stage(p, r, base, nacc);
+  bq_cp_commit();
+  for (int s = 0; r < p.rows; r += gridDim.x, s ^= 1) {
+    if (r + gridDim.x < p.rows) bq_stage(p, r + gridDim.x, base + (bq_u32)((s ^ 1) * p.slot), nacc);
+    bq_cp_commit();
+    bq_cp_wait<1>(); // this row's copies have landed (the next row's may still be in flight)
+    bq_staged_row(p, r, (bq_xchunk *)(smem + s * p.slot), nacc, ss_smem, red_smem);
+  }
+}
+
+#define BQ_FUSED_ENTRY(name, CPT, HOLD)                                                      \
+  extern "C" __global__ void __launch_bounds__(BQ_THREADS) name(const bq_fused_params p) {   \
+    __shared__ bq_c ss_smem[BQ_THREADS / 32];                                                \
+    __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \
+    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x) bq_fused_row<CPT, HOLD>(p, r, ss_smem, red_smem); \
+  }
+BQ_FUSED_ENTRY(bq_fused_c1, 1, true)
+BQ_FUSED_ENTRY(bq_fused_c2, 2, true)
+BQ_FUSED_ENTRY(bq_fused_c4, 4, true)
+BQ_FUSED_ENTRY(bq_fused_c8, 8, true)
+BQ_FUSED_ENTRY(bq_fused_long, BQ_LONG_CPT, false)
