@@ -43,18 +43,30 @@ static void k1(const void *p) { emu_fused::bq_fused_c2(*(const fparams *)p); }
 static void k2(const void *p) { emu_fused::bq_fused_c4(*(const fparams *)p); }
 static void k3(const void *p) { emu_fused::bq_fused_c8(*(const fparams *)p); }
 static void k4(const void *p) { emu_fused::bq_fused_long(*(const fparams *)p); }
-static const emu_kernel g_kernels[5] = {k0, k1, k2, k3, k4};
+static void k5(const void *p) { emu_fused::bq_fused_staged(*(const fparams *)p); }
+static const emu_kernel g_kernels[6] = {k0, k1, k2, k3, k4, k5};
 
 static emu_kernel g_last; /* the last kernel launched */
-static unsigned g_last_block;
+static unsigned g_last_block, g_last_grid, g_last_smem;
 static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
-  (void)gx, (void)gy, (void)smem;
+  (void)gy;
   g_last = k;
   g_last_block = bx;
+  g_last_grid = gx;
+  g_last_smem = smem;
+}
+/* bq_fused_staged's occupancy: one block an SM (so that a block takes many rows, each
+   staged while the last is worked on), none when the slots do not fit */
+#define EMU_SMEM_MAX (227 * 1024 - 1024) /* an H100's opt-in, less the host's margin */
+static bq__CUresult emu_occupancy(int *n, bq__CUfunction f, int block, size_t smem) {
+  cr_assert(f == (bq__CUfunction)k5 && block == 256, "occupancy asked of another kernel");
+  *n = smem <= (size_t)EMU_SMEM_MAX ? 1 : 0;
+  return 0;
 }
 static void init(void) {
   emu_test_init();
   emu_launch_check = note_kernel;
+  bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor = emu_occupancy;
 }
 TestSuite(emulated_fused, .init = init);
 
@@ -105,17 +117,18 @@ struct fcase {
   int with_out;
   int offx, offr, offo, offy; /* element offsets */
   int force;    /* bq__fused_force_entry */
+  int sms;      /* the plan's SM count: bq_fused_staged's persistent grid (0: 132) */
   double eps;
 };
 
-/* a host buffer of `count` elements of es bytes with `guard` elements either side, the data
-   at element offset `off` past the front guard, 16-byte aligned base */
+/* a host buffer of `count` elements of es bytes with at least `guard` elements either side,
+   the data at element offset `off` from a 16-byte boundary */
 struct hbuf {
   std::vector<unsigned char> v;
   size_t es, pre;
   void init(size_t es_, int64_t count, int off, int64_t guard) {
     es = es_;
-    pre = (size_t)(guard + off) * es;
+    pre = ((size_t)guard * es + 15) / 16 * 16 + (size_t)off * es; /* off 0: 16-byte aligned */
     v.assign(pre + (size_t)(count + guard) * es + 16, 0);
   }
   unsigned char *base() { return (unsigned char *)(((uintptr_t)v.data() + 15) & ~(uintptr_t)15); }
@@ -155,9 +168,10 @@ static void run(const fcase &c, const char *label) {
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  for (int e = 0; e < 5; e++) entry.fn[e] = (bq__CUfunction)g_kernels[e];
+  for (int e = 0; e < 6; e++) entry.fn[e] = (bq__CUfunction)g_kernels[e];
   plan.entry = &entry;
-  plan.num_sms = 132;
+  plan.num_sms = c.sms ? c.sms : 132;
+  plan.smem_max = EMU_SMEM_MAX;
 
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(quant_desc().scale_type);
   const int64_t guard = 19;
@@ -256,8 +270,8 @@ static void run(const fcase &c, const char *label) {
                what);
   if (np) {
     bad = ref_compare(qd.scale_type, es.base(), s.base(), (int64_t)(s.total() / ss), msg, sizeof msg);
-    cr_assert_eq(bad, 0, "scales: %zu differ (index from the front guard of %lld):\n%s| %s", bad, (long long)guard,
-                 msg, what);
+    cr_assert_eq(bad, 0, "scales: %zu differ (element index from the buffer's start, data at %zu):\n%s| %s", bad,
+                 s.pre / ss, msg, what);
     cr_assert(!memcmp(z.base(), ez.base(), z.total()), "zero points differ | %s", what);
   }
   if (c.with_out) {
@@ -311,24 +325,48 @@ Test(emulated_fused, shapes, .timeout = 600) {
     c.offr = rnd() % 2 ? 0 : (int)rnd_range(0, V - 1);
     c.offo = rnd() % 2 ? 0 : (int)rnd_range(0, V - 1);
     c.offy = (int)rnd_range(0, 15);
-    c.force = -1;
+    c.force = rep % 5 == 4 ? 5 : -1;
+    c.sms = rep % 3 == 0 ? 1 : rep % 3 == 1 ? 2 : 0;
+    if (rep % 4 == 1) { /* aligned rows: the staged entry, a persistent block taking several */
+      c.rows = rnd_range(3, 9);
+      c.cols = V * rnd_range(1, 300);
+      c.G = group_for(&c.cols);
+      c.grs = 0;
+      c.xs = c.ys = c.rs = c.os = 0;
+      c.offx = c.offr = c.offo = 0;
+    }
     c.eps = rep % 7 == 3 ? 0.0 : 1e-6;
     run(c, "shapes");
   }
+}
+
+/* bq_fused_staged serves a case when every stream is 16-byte aligned and two slots of the
+   row fit (the host's rule, restated) */
+static int staged_fits(const fcase &c) {
+  const int64_t t = (int64_t)sizeof(emu_fused::bq_t), nacc = (c.cols + V - 1) / V;
+  const int64_t xs = c.xs ? c.xs : (RMS ? c.cols : 2 * c.cols), rs = c.res == 2 ? xs : c.rs ? c.rs : c.cols;
+  const int64_t os = c.os ? c.os : c.cols;
+  const int res = RMS && c.res;
+  const int aligned = c.offx * t % 16 == 0 && xs * t % 16 == 0 && (RMS || c.cols * t % 16 == 0) &&
+                      (!res || c.res == 2 || (c.offr * t % 16 == 0 && rs * t % 16 == 0)) &&
+                      (!c.with_out || (c.offo * t % 16 == 0 && os * t % 16 == 0));
+  const int64_t slot = nacc * 16 * (RMS && !res ? 1 : 2);
+  return aligned && 2 * slot <= EMU_SMEM_MAX;
 }
 
 /* Every entry point by name (bq__fused_force_entry): rows each can hold (1, odd, exactly
    its 256 k accesses) must launch that kernel; a row it cannot hold takes bq_fused_long. */
 Test(emulated_fused, by_name, .timeout = 600) {
   static const int ks[] = {1, 2, 4, 8};
-  for (int e = 0; e < 5; e++) {
-    const int64_t cap = e < 4 ? 256 * ks[e] * V : 2048 * V + 3 * V;
+  for (int e = 0; e < 6; e++) {
+    const int64_t cap = e < 4 ? 256 * ks[e] * V : e == 4 ? 2048 * V + 3 * V : (EMU_SMEM_MAX / 64) * V;
     const int64_t lens[] = {1, V * 3 + 1, cap - 1, cap, cap + V + 1};
     for (int li = 0; li < 5; li++) {
       if (e == 4 && li == 4) continue;
       fcase c;
       memset(&c, 0, sizeof c);
       c.rows = li < 2 ? 3 : 1;
+      if (e == 5) c.rows = li < 2 ? 7 : 2;
       c.cols = lens[li];
       c.G = group_for(&c.cols);
       if (EMU_GRAN == BQ_GRAN_GROUP && e < 4 && li < 4 && (c.cols + V - 1) / V > 256 * ks[e] && c.cols > c.G) c.cols -= c.G;
@@ -337,30 +375,37 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.res = (int)(li % 3);
       c.with_out = li & 1;
       c.force = e;
+      c.sms = e == 5 ? 1 + (int)(rnd() % 2) : 0;
       c.eps = 1e-5;
       char label[64];
       snprintf(label, sizeof label, "entry %d, %s", e, li == 4 ? "too long: falls back to long" : "fits");
       run(c, label);
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int want = e == 4 || nacc > 256 * ks[e] ? 4 : e;
+      const int want = e == 5 ? (staged_fits(c) ? 5 : 4) : e == 4 || nacc > 256 * ks[e] ? 4 : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
                 (long long)c.cols, want, (unsigned long long)g_seed);
     }
   }
-  /* and the host's own choice: the smallest entry that holds the row */
-  static const int64_t accs[] = {1, 256, 257, 512, 513, 1024, 1025, 2048, 2049};
-  for (int i = 0; i < 9; i++) {
-    fcase c;
-    memset(&c, 0, sizeof c);
-    c.rows = 1;
-    c.cols = accs[i] * V;
-    c.G = group_for(&c.cols);
-    c.force = -1;
-    c.eps = 1e-6;
-    run(c, "host's choice");
-    const int64_t nacc = (c.cols + V - 1) / V;
-    const int want = nacc <= 256 ? 0 : nacc <= 512 ? 1 : nacc <= 1024 ? 2 : nacc <= 2048 ? 3 : 4;
-    cr_assert(g_last == g_kernels[want], "host's choice: %lld accesses took another kernel than %d (seed 0x%llx)",
-              (long long)nacc, want, (unsigned long long)g_seed);
-  }
+  /* and the host's own choice: bq_fused_staged for aligned rows whose two slots fit, else
+     the smallest register entry that holds the row, else bq_fused_long */
+  static const int64_t accs[] = {1, 256, 257, 512, 513, 1024, 1025, 2048, 2049, 3700, 7300};
+  for (int i = 0; i < 11; i++)
+    for (int al = 0; al < 2; al++) {
+      fcase c;
+      memset(&c, 0, sizeof c);
+      c.rows = 2;
+      c.cols = accs[i] * V;
+      c.G = group_for(&c.cols);
+      c.res = (int)(rnd() % 3);
+      c.offx = al ? 0 : 1 % (int)V; /* misaligned x: never staged */
+      c.force = -1;
+      c.sms = 1;
+      c.eps = 1e-6;
+      run(c, al ? "host's choice, aligned" : "host's choice, misaligned");
+      const int64_t nacc = (c.cols + V - 1) / V;
+      const int want = staged_fits(c) ? 5 : nacc <= 256 ? 0 : nacc <= 512 ? 1 : nacc <= 1024 ? 2 : nacc <= 2048 ? 3 : 4;
+      cr_assert(g_last == g_kernels[want], "host's choice: %lld accesses (%s) took another kernel than %d (seed 0x%llx)",
+                (long long)nacc, al ? "aligned" : "misaligned", want, (unsigned long long)g_seed);
+      if (want == 5) cr_assert(g_last_grid <= 1 && g_last_smem > 0, "staged: grid %u smem %u", g_last_grid, g_last_smem);
+    }
 }
