@@ -9,7 +9,8 @@
    asymmetric, per group symmetric and asymmetric (G = 128 and a generic G = 3 V or 96)
    x scale type (T, f32). Edge rows: all zeros, one huge element, NaN and +-inf elements,
    D = 1, odd D, rows longer than a block holds in registers, strided rows with gaps,
-   misaligned streams, eps = 0. Every kernel entry forced by name (bq__fused_force_entry).
+   misaligned streams, eps = 0. Every kernel entry forced by name (bq__fused_force_entry:
+   the register entries, the long one and the staged one).
    Fused == unfused: the reference's producer values run through the library's own
    BQ_DYNAMIC_QUANTIZE / BQ_QUANTIZE plan give the fused op's integers and scales. Batch
    invariance: a row's results in a batch of M rows (M = 1 .. 300) equal the same row alone.
@@ -946,8 +947,9 @@ Test(fused_edges, residual_in_place)
 }
 
 /* Each kernel entry by name: 0..3 the row in registers (k = 1, 2, 4, 8 accesses a thread,
-   rows up to 256 k accesses), 4 any row from memory; a forced entry that cannot hold the
-   row falls back to the long one. */
+   rows up to 256 k accesses), 4 any row from memory, 5 rows staged in shared memory by
+   persistent blocks (16-byte aligned rows whose two slots fit the block's shared memory);
+   a forced entry that cannot take the row falls back to the long one. */
 Test(fused_edges, every_entry_by_name)
 {
   static const int caps[] = {1, 2, 4, 8};
@@ -955,10 +957,11 @@ Test(fused_edges, every_entry_by_name)
   gpu_begin();
   for (op = 0; op < 3; op++)
     for (ti = 0; ti < 4; ti++)
-      for (e = 0; e < 5; e++) {
+      for (e = 0; e < 6; e++) {
         const bq_dtype T = g_types[ti];
         const int64_t V = vec_of(T);
-        const int64_t cap = e < 4 ? (int64_t)256 * caps[e] * V : (int64_t)2048 * V + 5 * V;
+        /* staged: two slots of x and the residual (or gate and up), 226 KiB on an H100 */
+        const int64_t cap = e < 4 ? (int64_t)256 * caps[e] * V : e == 4 ? (int64_t)2048 * V + 5 * V : (int64_t)3616 * V;
         int qi;
         for (qi = 0; qi < 3; qi++) {
           const int64_t lens[] = {1, cap / 2 + 1, cap - 1, cap, cap + V + 3};
@@ -966,8 +969,9 @@ Test(fused_edges, every_entry_by_name)
           for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             fcase c = base_case(op, T, FOCUS_Q[qi]);
             c.force = e;
-            c.rows = 3;
+            c.rows = e == 5 ? 40 : 3; /* staged: persistent blocks take several rows each */
             c.cols = lens[li];
+            if (e == 5 && li == 1) c.cols = V * (cap / (2 * V)); /* aligned dense rows */
             if (c.g == BQ_PER_GROUP) {
               c.G = li % 2 ? 128 : generic_g(T);
               c.cols = (lens[li] + c.G - 1) / c.G * c.G;
