@@ -3,6 +3,7 @@
 
      emu_spec OUTPUT.h op=quantize dir=bwd gran=per_channel float=bf16 int=u8 q=3,200 scale=f32
      emu_spec OUTPUT.h op=quantized_linear float=f32 int=u8 out=f16 scale=f32 asym=1 wgmma=1
+     emu_spec OUTPUT.h op=gated_quantize act=gelu_tanh gran=per_group float=bf16 int=s8 q=-128,127
 
    (the words are the SKUs' names; a field left out keeps the descriptor's default). It
    normalizes that descriptor and writes, from the header's own functions:
@@ -23,7 +24,7 @@ static int fail(const char *what, const char *arg) {
 }
 
 static int op_of(const char *s, bq_op *op) {
-  for (int i = BQ_QUANTIZE; i <= BQ_LINEAR_WEIGHT_SUMS; i++)
+  for (int i = BQ_QUANTIZE; i <= BQ_GATED_QUANTIZE; i++)
     if (!strcmp(s, bq__op_name((bq_op)i))) { *op = (bq_op)i; return 1; }
   return 0;
 }
@@ -73,6 +74,9 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "q=", 2)) ok = sscanf(v, "%d,%d", &in.qmin, &in.qmax) == 2;
     else if (!strncmp(a, "asym=", 5)) in.asymmetric = atoi(v);
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
+    else if (!strncmp(a, "act=", 4))
+      in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
+      ok = in.activation != BQ_ACTIVATION_DEFAULT;
     else ok = 0;
     if (!ok) return fail("unknown key or value", a);
   }
@@ -115,7 +119,8 @@ int main(int argc, char **argv) {
           bq__spec("TYPE", d.scale_type));
   fprintf(f, "#define EMU_ASYM %d\n#define EMU_OUT %s\n#define EMU_QL %d\n#define EMU_WGMMA %d\n", d.asymmetric,
           bq__spec("TYPE", lin ? d.out_type : d.float_type), ql, wgmma);
-  if (!lin && d.op != BQ_DYNAMIC_QUANTIZE)
+  fprintf(f, "#define EMU_ACT %d\n", (int)d.activation); /* the gated op's bq_activation (0 elsewhere) */
+  if (d.op <= BQ_FAKE_QUANTIZE) /* the affine family */
     fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n", bq__affine_u(&d),
             bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d));
   fprintf(f, "#define EMU_PRELUDE ");

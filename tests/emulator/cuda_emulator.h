@@ -188,6 +188,13 @@ template <typename T> static inline T __ldg(const T *p) { return *p; }
 template <typename T> static inline void __stcs(T *p, T v) { *p = v; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+static inline long long __double_as_longlong(double d) { long long i; memcpy(&i, &d, 8); return i; }
+/* IEEE square roots, rounded to nearest even (sqrt is correctly rounded in C) */
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline double __dsqrt_rn(double a) { return sqrt(a); }
 static inline float __int2float_rn(int v) { return (float)v; }
 static inline double __int2double_rn(int v) { return (double)v; }
 static inline float __fmul_rn(float a, float b) { return a * b; }

@@ -11,6 +11,9 @@
 #undef BQ_WST
 #undef BQ_ASF32
 #undef BQ_ASYM
+#undef BQ_ACT
+#undef BQ_RMS
+#undef BQ_THREADS
 #undef BQ_DIR
 #undef BQ_OP
 #undef BQ_BWD
