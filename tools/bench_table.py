@@ -243,6 +243,85 @@ def table(rows, small=False):
     return out
 
 
+FUSED_RATIO_MIN = 0.90  # one DRAM pass: effective bandwidth against the copy's, large shapes
+FUSED_SMALL_ROWS = 256  # up to this many rows: latency-bound, judged against dynamic quantize
+FUSED_SMALL_DIFF_US = 1.0  # ... within this many microseconds of it
+
+
+def split_fused(name):
+    """fused/op/dir/float/int/[rows,D]/gran[/g=G][/residual] -> its parts, or None."""
+    p = name.split("/")
+    if len(p) < 7 or p[0] != "fused" or not p[5].startswith("["):
+        return None
+    try:
+        rows, d = (int(v) for v in p[5].strip("[]").split(","))
+    except ValueError:
+        return None
+    rest = p[6:]
+    gran = rest[0].replace("_", " ") if rest else ""
+    if len(rest) > 1 and rest[1].startswith("g="):
+        gran += " of %s" % rest[1][2:]
+    return {"op": p[1], "float": p[3], "int": p[4], "rows": rows, "d": d,
+            "shape": "%d × %d" % (rows, d), "gran": gran, "residual": "residual" in rest}
+
+
+def fused_section(rows):
+    """The "Fused producers" tables: the large shapes against the copy, the small batches
+    against the dynamic quantize of the same shape (each fused row's ref_us)."""
+    o = ["## Fused producers", "",
+         "`BQ_RMSNORM_QUANTIZE` ((residual add +) RMSNorm, then quantize) and `BQ_GATED_QUANTIZE` "
+         "(act(gate) × up, then quantize) in one kernel, bf16 in, int8 out, f32 scales; `dynamic_quantize` "
+         "rows are the library's dynamic quantize of the same [rows, D] bf16 tensor, measured just before. "
+         "Bytes counted once each: x read (gated: [rows, 2 D]), the residual read and written, the weight, "
+         "y and the scales written; the copy is that of x's bytes. The targets: ratio to copy at least "
+         "%.2f for the large shapes; for %d rows or fewer, at most %.0f µs above the dynamic quantize alone."
+         % (FUSED_RATIO_MIN, FUSED_SMALL_ROWS, FUSED_SMALL_DIFF_US), ""]
+    big, small, other = [], [], []
+    for r in rows:
+        n = split_fused(r["name"])
+        (other if n is None else small if n["rows"] <= FUSED_SMALL_ROWS else big).append((r, n))
+    if big:
+        o += ["| op | shape [rows, D] | granularity | residual | time (us) | GB/s | ratio to copy | "
+              "dynamic quantize (us) | target met |",
+              "|---|---|---|---|---:|---:|---:|---:|---|"]
+        for r, n in big:
+            head = "| %s | %s | %s | %s " % (n["op"], n["shape"], n["gran"], "yes" if n["residual"] else "")
+            if not r.get("ok"):
+                o.append(head + "| FAILED | — | — | — | |")
+                continue
+            ratio = r.get("ratio")
+            fused = n["op"] != "dynamic_quantize"
+            met = "" if not fused or ratio is None else ("yes" if ratio >= FUSED_RATIO_MIN else "**no**")
+            o.append(head + "| %.1f | %.0f | %s | %s | %s |" % (
+                r["median_us"], r["gbps"], fnum(ratio, "%.2f"), fnum(r.get("ref_us"), "%.1f"), met))
+        o.append("")
+    if small:
+        o += ["Small batches (latency-bound; the copy's time is that of x's bytes):", "",
+              "| op | shape [rows, D] | granularity | residual | time (us) | dynamic quantize (us) | "
+              "difference (us) | copy (us) | target met |",
+              "|---|---|---|---|---:|---:|---:|---:|---|"]
+        for r, n in small:
+            head = "| %s | %s | %s | %s " % (n["op"], n["shape"], n["gran"], "yes" if n["residual"] else "")
+            if not r.get("ok"):
+                o.append(head + "| FAILED | — | — | — | |")
+                continue
+            ref = r.get("ref_us")
+            diff = r["median_us"] - ref if ref else None
+            met = "" if diff is None else ("yes" if diff <= FUSED_SMALL_DIFF_US else "**no**")
+            o.append(head + "| %.2f | %s | %s | %s | %s |" % (
+                r["median_us"], fnum(ref, "%.2f"), fnum(diff, "%+.2f"), fnum(r.get("copy_us"), "%.2f"), met))
+        o.append("")
+    if other:
+        o += ["| case | time (us) | GB/s | ratio to copy |", "|---|---:|---:|---:|"]
+        for r, _ in other:
+            if r.get("ok"):
+                o.append("| %s | %.1f | %.0f | %s |" % (r["name"], r["median_us"], r["gbps"], fnum(r.get("ratio"), "%.2f")))
+            else:
+                o.append("| %s | FAILED | — | — |" % r["name"])
+        o.append("")
+    return o
+
+
 def performance(bench, torch, bench_path, torch_path):
     p = bench.get("provenance") or {}
     o = ["# Performance", "",
@@ -316,6 +395,8 @@ def performance(bench, torch, bench_path, torch_path):
     o.append("")
 
     rows = bench.get("rows", [])
+    fused = [r for r in rows if r["name"].startswith("fused/")]
+    rows = [r for r in rows if r not in fused]
     lin = [r for r in rows if r["name"].startswith("linear/")]
     dyn = [r for r in rows if "/dynamic_quantize/" in r["name"]]
     aff = [r for r in rows if r not in lin and r not in dyn]
@@ -351,6 +432,8 @@ def performance(bench, torch, bench_path, torch_path):
             else:
                 o.append("| %s | FAILED | — | — | — |" % r["name"])
         o.append("")
+    if fused:
+        o += fused_section(fused)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
