@@ -79,6 +79,11 @@ METHOD = """\
 - W8A8 linear rows: TOPS = 2 M N K / time; weight GB/s = N K / time, and their ratio is
   that against the copy of the weight's bytes (the bound of the decode rows, M <= 16).
   QuantizedLinear rows include the quantization of the bf16 activations.
+- Fused producer rows (`fused/...`, `--filter fused/`): bf16 in, s8 out per token or per
+  group, f32 scales; bytes counted once each: x read (gated: `[rows, 2 D]`), the residual
+  read and written, the weight, y and the scales written; the copy is that of x's bytes.
+  Each group of them starts with the library's dynamic quantize of the same `[rows, D]`,
+  whose time the fused rows carry (`ref_us`) for the small batches' comparison.
 - Row names: `granularity/op/direction/float type/int type/[shape]`, then the layout where
   it is not the plain one (`axis=`, `stride=` row strides, `g=` group size, `asym`,
   `scale=f32` for scale arrays in f32 where the float type is another).
