@@ -60,11 +60,12 @@ def ref_rmsnorm(x, w, eps, residual=None):
     return h, n
 
 
+# the contract's constants by C ("f32", "f64"); module level stays free of torch (imported only with a GPU)
 _EXP = {  # LOG2E, SHIFTER, LN2_HI, LN2_LO, XMAX, XMIN, c_2.. (docs/numerics.md, tests/reference_fused.h)
-    torch.float32: (H("0x1.715476p+0"), H("0x1.8p+23"), H("0x1.62e4p-1"), H("0x1.7f7d1cp-20"), 89.0, -104.0,
+    "f32": (H("0x1.715476p+0"), H("0x1.8p+23"), H("0x1.62e4p-1"), H("0x1.7f7d1cp-20"), 89.0, -104.0,
                     [H(s) for s in ("0x1.0p-1", "0x1.555556p-3", "0x1.555556p-5", "0x1.111112p-7",
                                     "0x1.6c16c2p-10", "0x1.a01a02p-13")]),
-    torch.float64: (H("0x1.71547652b82fep+0"), H("0x1.8p+52"), H("0x1.62e42feep-1"), H("0x1.a39ef35793c76p-33"),
+    "f64": (H("0x1.71547652b82fep+0"), H("0x1.8p+52"), H("0x1.62e42feep-1"), H("0x1.a39ef35793c76p-33"),
                     710.0, -746.0,
                     [H(s) for s in ("0x1.0p-1", "0x1.5555555555555p-3", "0x1.5555555555555p-5",
                                     "0x1.1111111111111p-7", "0x1.6c16c16c16c17p-10", "0x1.a01a01a01a01ap-13",
@@ -72,15 +73,19 @@ _EXP = {  # LOG2E, SHIFTER, LN2_HI, LN2_LO, XMAX, XMIN, c_2.. (docs/numerics.md,
                                     "0x1.ae64567f544e4p-26", "0x1.1eed8eff8d898p-29", "0x1.6124613a86d09p-33")]),
 }
 _TANH = {  # A0, SAT, P_0..
-    torch.float32: (0.5625, 10.0, [H(s) for s in ("-0x1.555556p-2", "0x1.111102p-3", "-0x1.ba12d8p-5",
+    "f32": (0.5625, 10.0, [H(s) for s in ("-0x1.555556p-2", "0x1.111102p-3", "-0x1.ba12d8p-5",
                                                   "0x1.655dcp-6", "-0x1.1680dcp-7", "0x1.460e8p-9")]),
-    torch.float64: (0.5625, 20.0, [H(s) for s in (
+    "f64": (0.5625, 20.0, [H(s) for s in (
         "-0x1.5555555555555p-2", "0x1.1111111110fbep-3", "-0x1.ba1ba1b9f19ap-5", "0x1.664f48727bbfdp-6",
         "-0x1.226e32212f8e9p-7", "0x1.d6d30f918e945p-9", "-0x1.7d9545835e3e5p-10", "0x1.34ad2f7abd75ap-11",
         "-0x1.eaf47874aab53p-13", "0x1.616f17dcc6fd8p-14", "-0x1.4ffe31971aeb8p-16")]),
 }
-_GELU = {torch.float32: (H("0x1.988454p-1"), H("0x1.6e4e26p-5")),
-         torch.float64: (H("0x1.9884533d43651p-1"), H("0x1.6e4e26d4801f7p-5"))}
+_GELU = {"f32": (H("0x1.988454p-1"), H("0x1.6e4e26p-5")),
+         "f64": (H("0x1.9884533d43651p-1"), H("0x1.6e4e26d4801f7p-5"))}
+
+
+def _c(c):
+    return "f64" if c == torch.float64 else "f32"
 
 
 def _pow2(k, c):
@@ -89,7 +94,7 @@ def _pow2(k, c):
 
 def _exp_core(x, c):
     """(m, k): exp(x) = 2^k (1 + m), for finite x in range (others give garbage, masked by callers)."""
-    log2e, sh, hi, lo, _, _, poly = _EXP[c]
+    log2e, sh, hi, lo, _, _, poly = _EXP[_c(c)]
     t = x * cst(log2e, c)
     kf = (t + cst(sh, c)) - cst(sh, c)
     r = (x - kf * cst(hi, c)) - kf * cst(lo, c)
@@ -102,7 +107,7 @@ def _exp_core(x, c):
 
 def exp_c(x):
     c = x.dtype
-    _, _, _, _, xmax, xmin, _ = _EXP[c]
+    _, _, _, _, xmax, xmin, _ = _EXP[_c(c)]
     xs = torch.where(torch.isfinite(x) & (x <= xmax) & (x >= xmin), x, torch.zeros_like(x))
     m, k = _exp_core(xs, c)
     k1 = torch.div(k, 2, rounding_mode="trunc")
@@ -114,7 +119,7 @@ def exp_c(x):
 
 def tanh_c(y):
     c = y.dtype
-    a0, sat, poly = _TANH[c]
+    a0, sat, poly = _TANH[_c(c)]
     a = y.abs()
     s = a * a
     p = torch.full_like(y, poly[-1])
@@ -142,14 +147,15 @@ def ref_gated(x, act):
     if act == "silu":
         f = g / (cst(1.0, c) + exp_c(-g))
     else:
-        k0, k1 = _GELU[c]
+        k0, k1 = _GELU[_c(c)]
         f = (cst(0.5, c) * g) * (cst(1.0, c) + tanh_c(cst(k0, c) * (g + (cst(k1, c) * g) * (g * g))))
     return (f * u).to(T)
 
 
 # ---- the quantize half ------------------------------------------------------------------------------
-def ref_dynamic(v, symmetric=True, group_size=None, qmin=-128, qmax=127, itype=torch.int8):
+def ref_dynamic(v, symmetric=True, group_size=None, qmin=-128, qmax=127, itype=None):
     """(q, scales [rows, groups] f32, zero points or None) of dynamic quantize on v [rows, D]."""
+    itype = itype or torch.int8
     c = C(v.dtype)
     rows, d = v.shape
     g = group_size or d
@@ -168,7 +174,8 @@ def ref_dynamic(v, symmetric=True, group_size=None, qmin=-128, qmax=127, itype=t
     return q.reshape(rows, d), s, (None if symmetric else z)
 
 
-def check_quant(q, s, z, v, symmetric=True, group_size=None, qmin=-128, qmax=127, itype=torch.int8):
+def check_quant(q, s, z, v, symmetric=True, group_size=None, qmin=-128, qmax=127, itype=None):
+    itype = itype or torch.int8
     rq, rs, rz = ref_dynamic(v, symmetric, group_size, qmin, qmax, itype)
     assert same(s.reshape(rs.shape), rs)
     if symmetric:
