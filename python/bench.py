@@ -276,7 +276,8 @@ def run_fused(args):
         timed(row, "unfused_pair", pair)
         timed(row, "torch_eager", eager)
         if not args.no_compile:
-            c = maybe_compile(tfn, True)
+            # static shapes: each shape gets its own specialized kernels (as tools/compare_torch.py)
+            c = torch.compile(tfn, fullgraph=True, dynamic=False)
             timed(row, "torch_compile", lambda: c(*targs))
         row["copy_us"] = copy_ref(moved)
         o = row.get("ours_us")
