@@ -28,6 +28,15 @@ def cst(v, c):
 
 
 # ---- the producers, in torch on the CPU ----------------------------------------------------------
+def sqrt_rn(t):
+    """The correctly rounded square root in t's type. torch.sqrt on the CPU is not that for
+    float32 everywhere (a vectorized approximation); Python's math.sqrt is IEEE in double,
+    and rounding that to float32 is the float32 square root (53 >= 2 * 24 + 2 bits)."""
+    import math
+    v = [math.sqrt(e) if e >= 0 else float("nan") for e in t.double().reshape(-1).tolist()]
+    return torch.tensor(v, dtype=torch.float64).reshape(t.shape).to(t.dtype)
+
+
 def ref_rmsnorm(x, w, eps, residual=None):
     """(h, n): h = T(C(x) + C(r)) or x; n = T((C(h) * rstd) * C(w)) with the contract's order of
     the sum of squares (256 threads over 16-byte accesses, warp butterflies, warps in order)."""
@@ -55,7 +64,7 @@ def ref_rmsnorm(x, w, eps, residual=None):
     for wi in range(1, 8):
         ss = ss + p[:, wi, 0]
     mean = ss / cst(float(d), c)
-    rstd = cst(1.0, c) / torch.sqrt(mean + cst(float(eps), c))
+    rstd = cst(1.0, c) / sqrt_rn(mean + cst(float(eps), c))
     n = ((hc * rstd[:, None]) * w.cpu().to(c)[None, :]).to(T)
     return h, n
 
