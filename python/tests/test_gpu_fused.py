@@ -322,3 +322,26 @@ def test_fused_under_torch_compile():
     got = torch.compile(block, fullgraph=True)(xd, wd, g)
     for a, b in zip(want, got):
         assert same(a, b)
+
+
+def test_dlpack_front_end_matches_ops():
+    from baracuda_quant import dlpack
+    from test_gpu import _Producer
+    x, w = inputs(16, 4096, torch.bfloat16, seed=27)
+    r = gen((16, 4096), torch.bfloat16, seed=28, specials=False)
+    xd, wd, rd, rd2 = x.to(DEV), w.to(DEV), r.to(DEV), r.to(DEV)
+    torch.cuda.synchronize()
+    q, s, z, n = dlpack.rms_norm_quant(_Producer(xd), _Producer(wd), 1e-6, residual=_Producer(rd), symmetric=False,
+                                       group_size=128, return_normed=True)
+    torch.cuda.synchronize()
+    q2, s2, z2, n2 = bqo.rms_norm_quant(xd, wd, 1e-6, residual=rd2, symmetric=False, group_size=128,
+                                        return_normed=True)
+    for a, b in ((q, q2), (s, s2), (z, z2), (n, n2)):
+        assert same(torch.from_dlpack(a), b)
+    assert same(rd, rd2)  # the residual, updated in place through DLPack
+    g = gen((16, 2 * 1024), torch.float16, seed=29, specials=False).to(DEV)
+    torch.cuda.synchronize()
+    q, s, _ = dlpack.gelu_tanh_and_mul_quant(_Producer(g))
+    torch.cuda.synchronize()
+    q2, s2, _ = bqo.gelu_tanh_and_mul_quant(g)
+    assert same(torch.from_dlpack(q), q2) and same(torch.from_dlpack(s), s2)
