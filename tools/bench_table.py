@@ -320,7 +320,8 @@ def fused_section(rows):
         o += ["| case | time (us) | GB/s | ratio to copy |", "|---|---:|---:|---:|"]
         for r, _ in other:
             if r.get("ok"):
-                o.append("| %s | %.1f | %.0f | %s |" % (r["name"], r["median_us"], r["gbps"], fnum(r.get("ratio"), "%.2f")))
+                o.append("| %s | %.1f | %.0f | %s |" % (r["name"], r["median_us"], r["gbps"],
+                                                        fnum(r.get("ratio"), "%.2f")))
             else:
                 o.append("| %s | FAILED | — | — |" % r["name"])
         o.append("")

@@ -1,6 +1,6 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|fused|pair|ab] - on a GPU host, from the repository
-# root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|fused|pair|ab] - on a GPU host, from
+# the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
 # `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic and
