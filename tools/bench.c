@@ -994,6 +994,7 @@ static const fused_case k_fused[] = {
     {FUSED_RMSNORM, 8192, 4096, 0, 0, 1},
     {FUSED_RMSNORM, 8192, 4096, 1, 0, 1},
     {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1},
+    {FUSED_GELU_MUL, 8192, 4096, 0, 0, 1}, /* GELU-tanh: more arithmetic an element */
     {FUSED_DYNQ, 8192, 14336, 0, 0, 1},
     {FUSED_RMSNORM, 8192, 14336, 0, 0, 1},
     {FUSED_RMSNORM, 8192, 14336, 1, 0, 1},
