@@ -8,7 +8,13 @@ call first (so the numbers are GPU time, for every contender alike); a device co
 same bytes (read plus written) is timed the same way as the memory-bound reference. The host overhead of a small
 op (4096 elements) is host time per call over 10000 calls without synchronization.
 
-    python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV]
+    python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV] [--fused-only | --no-fused]
+
+The fused producers (rms_norm_quant with and without a residual, silu_and_mul_quant; bf16
+[8192, 4096] and [8192, 14336], per token) are timed against the unfused pair (PyTorch's
+F.rms_norm or F.silu(g) * u in eager, then this package's dynamic_per_token_quant), PyTorch
+eager of the whole composition and torch.compile of it, and the copy of the same bytes;
+the ratios the issue's targets name are printed (--fused-only: just these rows).
 
 The JSON's provenance names the GPU, driver, torch, the commit (--commit, else
 $BQ_BENCH_COMMIT, else the first line of .bench_commit at the repository root) and the
@@ -207,6 +213,116 @@ def cases(quick):
     ], (a8, w8)
 
 
+def fused_cases(quick):
+    """The fused producers (bf16, per-token int8, f32 scales) against what a PyTorch user runs
+    instead: the unfused pair (PyTorch's own RMSNorm or SiLU-mul in eager, then this library's
+    dynamic quantize through the package), PyTorch eager of the whole composition, and
+    torch.compile of it. Bytes counted once each: x read (gated: [M, 2 D]), the residual read
+    and written, the weight, q and the scales written."""
+    import torch.nn.functional as F
+    rows = 1024 if quick else 8192
+    g = torch.Generator(device=DEV).manual_seed(1)
+    eps = 1e-6
+
+    def quant(v):
+        amax = v.abs().amax(-1, keepdim=True).float()
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
+        return torch.clamp(torch.round(v.float() / s), -128, 127).to(torch.int8), s
+
+    def t_rms(x, w):
+        return quant(F.rms_norm(x, (x.shape[-1],), w, eps))
+
+    def t_add_rms(x, r, w):
+        h = x + r
+        q, s = quant(F.rms_norm(h, (h.shape[-1],), w, eps))
+        return q, s, h
+
+    def t_silu(x):
+        d = x.shape[-1] // 2
+        return quant(F.silu(x[:, :d]) * x[:, d:])
+
+    out = []
+    for d in (4096, 14336):
+        x = torch.randn(rows, d, device=DEV, generator=g, dtype=torch.bfloat16) * 3
+        r = torch.randn(rows, d, device=DEV, generator=g, dtype=torch.bfloat16) * 3
+        w = torch.rand(d, device=DEV, generator=g, dtype=torch.bfloat16) + 0.5
+        xg = torch.randn(rows, 2 * d, device=DEV, generator=g, dtype=torch.bfloat16) * 3
+        qb, sb = rows * d, rows * 4  # q and the scales, written
+        shape = "%dx%d" % (rows, d)
+        out += [
+            # name, ours, unfused pair, eager composition, (function to compile, args), bytes moved
+            ("rms_norm_quant bf16 %s per token" % shape,
+             lambda x=x, w=w: bqo.rms_norm_quant(x, w, eps),
+             lambda x=x, w=w: bqo.dynamic_per_token_quant(F.rms_norm(x, (x.shape[-1],), w, eps)),
+             lambda x=x, w=w: t_rms(x, w), (t_rms, (x, w)), nbytes(x, w) + qb + sb),
+            ("rms_norm_quant bf16 %s per token, residual" % shape,
+             lambda x=x, r=r, w=w: bqo.rms_norm_quant(x, w, eps, residual=r),
+             lambda x=x, r=r, w=w: bqo.dynamic_per_token_quant(F.rms_norm(x + r, (x.shape[-1],), w, eps)),
+             lambda x=x, r=r, w=w: t_add_rms(x, r, w), (t_add_rms, (x, r, w)), nbytes(x, r, r, w) + qb + sb),
+            ("silu_and_mul_quant bf16 %s per token (x %dx%d)" % (shape, rows, 2 * d),
+             lambda xg=xg: bqo.silu_and_mul_quant(xg),
+             lambda xg=xg, d=d: bqo.dynamic_per_token_quant(F.silu(xg[:, :d]) * xg[:, d:]),
+             lambda xg=xg: t_silu(xg), (t_silu, (xg,)), nbytes(xg) + qb + sb),
+        ]
+    return out
+
+
+def run_fused(args):
+    """Times fused_cases; each alternative's failure is recorded as its "<key>_error"."""
+    rows = []
+    for name, ours, pair, eager, (tfn, targs), moved in fused_cases(args.quick):
+        row = {"op": name, "bytes": moved}
+        timed(row, "ours", ours)
+        timed(row, "unfused_pair", pair)
+        timed(row, "torch_eager", eager)
+        if not args.no_compile:
+            # static shapes: each shape gets its own specialized kernels (as tools/compare_torch.py)
+            c = torch.compile(tfn, fullgraph=True, dynamic=False)
+            timed(row, "torch_compile", lambda: c(*targs))
+        row["copy_us"] = copy_ref(moved)
+        o = row.get("ours_us")
+        if o:
+            row["copy_over_ours"] = row["copy_us"] / o  # the share of copy bandwidth (bytes counted once)
+            for k in ("unfused_pair", "torch_eager", "torch_compile"):
+                if row.get(k + "_us") is not None:
+                    row[k + "_over_ours"] = row[k + "_us"] / o  # above 1: the fused op is faster
+        rows.append(row)
+        print("  %-60s done" % name, file=sys.stderr)
+    return rows
+
+
+FUSED_TARGETS = (("copy_over_ours", 0.90, "fused vs copy (share of copy bandwidth)"),
+                 ("unfused_pair_over_ours", 1.5, "fused vs unfused pair (speed-up)"),
+                 ("torch_compile_over_ours", 1.0, "fused vs torch.compile (speed-up)"))
+
+
+def print_fused(rows):
+    hdr = "%-58s %9s %9s %9s %9s %9s %8s %8s %8s" % ("fused producer (median us, L2 flushed)", "fused", "pair",
+                                                     "eager", "compile", "copy", "copy/f", "pair/f", "comp/f")
+    print("\n" + hdr)
+    print("-" * len(hdr))
+
+    def cell(r, k, fmt):
+        v = r.get(k)
+        return fmt % v if v is not None else ("err" if r.get(k.replace("_us", "_error")) else "-")
+    for r in rows:
+        print("%-58s %9s %9s %9s %9s %9.1f %8s %8s %8s" % (
+            r["op"], cell(r, "ours_us", "%.1f"), cell(r, "unfused_pair_us", "%.1f"), cell(r, "torch_eager_us", "%.1f"),
+            cell(r, "torch_compile_us", "%.1f"), r["copy_us"], cell(r, "copy_over_ours", "%.2f"),
+            cell(r, "unfused_pair_over_ours", "%.2f"), cell(r, "torch_compile_over_ours", "%.2f")))
+        for k in ("ours", "unfused_pair", "torch_eager", "torch_compile"):
+            if k + "_error" in r:
+                print("    %s: %s" % (k, r[k + "_error"]))
+    print("targets (issue): " + "; ".join("%s >= %.2f" % (what, t) for _, t, what in FUSED_TARGETS))
+    for r in rows:
+        verdict = []
+        for k, t, what in FUSED_TARGETS:
+            v = r.get(k)
+            verdict.append("%s %s" % (k.replace("_over_ours", ""), "-" if v is None else
+                                      ("%.2f ok" % v if v >= t else "%.2f MISSED" % v)))
+        print("  %-58s %s" % (r["op"], ", ".join(verdict)))
+
+
 def host_overhead(calls=10000):
     x = torch.randn(4096, device=DEV)
     out = {}
@@ -261,11 +377,14 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--quick", action="store_true", help="smaller shapes")
     ap.add_argument("--commit", help="the commit measured (for the provenance)")
+    ap.add_argument("--fused-only", action="store_true",
+                    help="only the fused producers against the unfused pair, eager and torch.compile")
+    ap.add_argument("--no-fused", action="store_true", help="leave the fused producers out")
     args = ap.parse_args()
     _flush = torch.empty(256 << 20, dtype=torch.uint8, device=DEV)
     t_start = time.time()
     rows = []
-    table, _ = cases(args.quick)
+    table, _ = cases(args.quick) if not args.fused_only else ([], None)
     for name, ours, eager, (tfn, targs), moved in table:
         row = {"op": name, "bytes": moved}
         row["ours_us"] = time_gpu(ours)
@@ -276,11 +395,14 @@ def main():
         row["copy_us"] = copy_ref(moved)
         rows.append(row)
         print("  %-44s done" % name, file=sys.stderr)
-    host = host_overhead()
+    fused = run_fused(args) if not args.no_fused else []
+    host = host_overhead() if not args.fused_only else {}
     res = {"tool": "python/bench.py", "provenance": provenance(args.commit), "reps": REPS,
            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "baracuda_quant": bq.__version__,
            "library": bq.LIBRARY_PATH, "ops": rows, "host_overhead_us_per_call": host,
            "seconds": round(time.time() - t_start, 1)}
+    if fused:
+        res["fused"] = fused
     print("%s, torch %s, baracuda_quant %s" % (res["device"], res["torch"], res["baracuda_quant"]))
     hdr = "%-44s %10s %10s %10s %10s %8s" % ("op (median us, L2 flushed)", "ours", "eager", "compile", "copy",
                                              "ours/copy")
@@ -296,7 +418,10 @@ def main():
         for key in ("torch_eager", "torch_compile"):
             if key + "_error" in r:
                 print("    %s: %s" % (key, r[key + "_error"]))
-    print("\nhost time per call, quantize_per_tensor of 4096 elements, 10000 calls without sync:")
+    if fused:
+        print_fused(fused)
+    if host:
+        print("\nhost time per call, quantize_per_tensor of 4096 elements, 10000 calls without sync:")
     for k, v in host.items():
         print("  %-60s %7.2f us" % (k, v))
     print("total %.1f s" % res["seconds"])

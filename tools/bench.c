@@ -10,6 +10,8 @@
    - every case of k_cases (expanded over ops x directions x float types): median device
      time over --reps runs (driver events), effective bandwidth = (bytes read once + bytes
      written once) / time, and its ratio to the copy of the same size class;
+   - the fused producers (rows named fused/...: RMSNorm and gated activations quantized in
+     one pass, each next to the dynamic quantize of the same shape; --filter fused);
    - JIT figures: cold compile per SKU, select served from the disk cache in a fresh
      process, select served from memory, host cost of bq_plan_run.
    The JSON's "provenance" object says what was measured where: library version, date,
@@ -368,6 +370,8 @@ typedef struct row_result {
   timing t;
   double gbps, copy_gbps, copy_us, ratio;
   double tops; /* for rows that count operations (GEMM); 0 otherwise */
+  double ref_us;      /* fused rows: the dynamic quantize of the same shape (0: none) */
+  char ref_name[192]; /* ... and its row's name */
   int ok;
 } row_result;
 
@@ -966,6 +970,224 @@ static void run_linear(void) {
   }
 }
 
+/* ---- fused producers ------------------------------------------------------------------------ */
+/* Rows: BQ_RMSNORM_QUANTIZE ((residual add +) RMSNorm, then quantize) and BQ_GATED_QUANTIZE
+   (act(gate) * up, then quantize) in one pass, bf16 in, s8 out, f32 scales, each next to
+   BQ_DYNAMIC_QUANTIZE of the same [rows, D] (the quantize half of the unfused pair; its
+   time, and the difference, are printed on the fused row and written to the JSON as
+   "ref_us" and "ref_name"). Bytes counted once each: x read (gated: [rows, 2 D]), the
+   residual read and written (h goes back to it), the weight [D] read once, y written, the
+   scales written. The copy of the same size class is the copy of x's bytes (the float
+   input), as for the other rows. Every name starts with "fused/": --filter fused runs
+   these rows alone. */
+enum { FUSED_DYNQ = 0, FUSED_RMSNORM, FUSED_SILU_MUL, FUSED_GELU_MUL };
+typedef struct fused_case {
+  int kind;           /* FUSED_*: FUSED_DYNQ is the dynamic quantize of the next fused row */
+  int64_t rows, d;    /* the output [rows, D]; x is [rows, D] or (gated) [rows, 2 D] */
+  int residual;       /* RMSNorm: with a residual (read, then h written back) */
+  int64_t group_size; /* 0: per token */
+  int quick;
+} fused_case;
+static const fused_case k_fused[] = {
+    /* the large shapes: one DRAM pass against the copy, each after its quantize */
+    {FUSED_DYNQ, 8192, 4096, 0, 0, 1},
+    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1},
+    {FUSED_RMSNORM, 8192, 4096, 1, 0, 1},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1},
+    {FUSED_GELU_MUL, 8192, 4096, 0, 0, 1}, /* GELU-tanh: more arithmetic an element */
+    {FUSED_DYNQ, 8192, 14336, 0, 0, 1},
+    {FUSED_RMSNORM, 8192, 14336, 0, 0, 1},
+    {FUSED_RMSNORM, 8192, 14336, 1, 0, 1},
+    {FUSED_SILU_MUL, 8192, 14336, 0, 0, 1},
+    /* per group of 128, one shape */
+    {FUSED_DYNQ, 8192, 4096, 0, 128, 1},
+    {FUSED_RMSNORM, 8192, 4096, 0, 128, 1},
+    {FUSED_RMSNORM, 8192, 4096, 1, 128, 1},
+    /* small batches: latency, within 1 us of the dynamic quantize alone */
+    {FUSED_DYNQ, 1, 4096, 0, 0, 1},
+    {FUSED_RMSNORM, 1, 4096, 0, 0, 1},
+    {FUSED_DYNQ, 16, 4096, 0, 0, 1},
+    {FUSED_RMSNORM, 16, 4096, 0, 0, 1},
+    {FUSED_DYNQ, 64, 4096, 0, 0, 1},
+    {FUSED_RMSNORM, 64, 4096, 0, 0, 1},
+    {FUSED_DYNQ, 256, 4096, 0, 0, 1},
+    {FUSED_RMSNORM, 256, 4096, 0, 0, 1},
+};
+
+static const char *fused_kind_name(int kind) {
+  switch (kind) {
+  case FUSED_RMSNORM: return "rmsnorm_quantize";
+  case FUSED_SILU_MUL: return "silu_mul_quantize";
+  case FUSED_GELU_MUL: return "gelu_tanh_mul_quantize";
+  default: return "dynamic_quantize";
+  }
+}
+
+/* fused/<op>/fwd/bf16/s8/[rows,D]/<per_token | per_group/g=G>[/residual]; gated rows name
+   the output's shape [rows, D] (x is [rows, 2 D]) */
+static void fused_name(const fused_case *c, char *buf, size_t n) {
+  char gran[32];
+  if (c->group_size) snprintf(gran, sizeof gran, "per_group/g=%lld", (long long)c->group_size);
+  else snprintf(gran, sizeof gran, "per_token");
+  snprintf(buf, n, "fused/%s/fwd/bf16/s8/[%lld,%lld]/%s%s", fused_kind_name(c->kind), (long long)c->rows,
+           (long long)c->d, gran, c->residual ? "/residual" : "");
+}
+
+/* The float input's bytes: the size class of the copy the row is compared with. */
+static size_t fused_copy_bytes(const fused_case *c) {
+  int gated = c->kind == FUSED_SILU_MUL || c->kind == FUSED_GELU_MUL;
+  return (size_t)(c->rows * c->d) * 2u * (gated ? 2u : 1u);
+}
+
+enum { F_X, F_RES, F_W, F_Y, F_S, F_COUNT };
+typedef struct fused_ctx {
+  bq_plan *plan;
+  bq_args a;
+  char *base[F_COUNT];
+  size_t stride[F_COUNT]; /* bytes per set */
+} fused_ctx;
+
+static int launch_fused(void *p, long set) {
+  fused_ctx *c = p;
+  bq_args a = c->a;
+#define FAT(i) (c->base[i] ? (void *)(c->base[i] + (size_t)set * c->stride[i]) : NULL)
+  a.x = FAT(F_X);
+  a.residual = FAT(F_RES);
+  a.norm_weight = FAT(F_W);
+  a.y = FAT(F_Y);
+  a.out_scales = FAT(F_S);
+#undef FAT
+  return BQ(bq_plan_run(c->plan, &a, NULL, 0, (void *)G.stream));
+}
+
+static int run_fused_case(const fused_case *c, row_result *r) {
+  int rc = -1, gated = c->kind == FUSED_SILU_MUL || c->kind == FUSED_GELU_MUL;
+  bq_desc d = {0};
+  d.op = c->kind == FUSED_DYNQ ? BQ_DYNAMIC_QUANTIZE : gated ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE;
+  d.granularity = c->group_size ? BQ_PER_GROUP : BQ_PER_TOKEN;
+  d.float_type = BQ_BF16;
+  d.int_type = BQ_S8;
+  d.scale_type = BQ_F32;
+  if (gated) d.activation = c->kind == FUSED_GELU_MUL ? BQ_GELU_TANH : BQ_SILU;
+  fused_ctx x;
+  memset(&x, 0, sizeof x);
+  if (BQ(bq_plan_select(&d, &x.plan))) return -1; /* the JIT compile stays out of the timing */
+  copy_str(r->sku, sizeof r->sku, bq_plan_sku(x.plan));
+
+  int64_t rows = c->rows, D = c->d, xcols = gated ? 2 * D : D;
+  int64_t nscales = c->group_size ? rows * (D / c->group_size) : rows;
+  size_t bytes[F_COUNT] = {0};
+  bytes[F_X] = (size_t)(rows * xcols) * 2u;
+  if (c->kind == FUSED_RMSNORM) {
+    bytes[F_W] = (size_t)D * 2u;
+    if (c->residual) bytes[F_RES] = (size_t)(rows * D) * 2u;
+  }
+  bytes[F_Y] = (size_t)(rows * D);
+  bytes[F_S] = (size_t)nscales * 4u;
+  /* read once + written once: x; residual read and written; weight; y; scales */
+  r->bytes = (double)bytes[F_X] + 2.0 * (double)bytes[F_RES] + (double)bytes[F_W] + (double)bytes[F_Y] +
+             (double)bytes[F_S];
+  size_t set_bytes = 0;
+  for (int i = 0; i < F_COUNT; i++) {
+    x.stride[i] = (bytes[i] + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+    set_bytes += x.stride[i];
+  }
+  long nsets = pick_nsets(set_bytes);
+  for (int i = 0; i < F_COUNT; i++) {
+    if (!bytes[i]) continue;
+    size_t b = x.stride[i] * (size_t)nsets;
+    void *p = NULL;
+    if (BQ(bq_malloc(&p, b))) goto done;
+    x.base[i] = p;
+    int bad;
+    if (i == F_X || i == F_RES) bad = fill_random(p, b, BQ_BF16, -3, 3);
+    else if (i == F_W) bad = fill_random(p, b, BQ_BF16, 0.5, 1.5);
+    else bad = BQ(bq_memset(p, 0xff, b)); /* outputs: poisoned */
+    if (bad) goto done;
+  }
+  if (BQ(bq_synchronize(NULL))) goto done;
+
+  x.a.rows = rows;
+  x.a.cols = D;
+  if (c->group_size) x.a.group_size = c->group_size;
+  if (c->kind == FUSED_RMSNORM) x.a.eps = 1e-6;
+  bq_args a0 = x.a;
+  a0.x = x.base[F_X];
+  a0.residual = x.base[F_RES];
+  a0.norm_weight = x.base[F_W];
+  a0.y = x.base[F_Y];
+  a0.out_scales = x.base[F_S];
+  if (bq_check(bq_plan_can_implement(x.plan, &a0), "bq_plan_can_implement", __LINE__)) goto done;
+  size_t ws = 0;
+  if (workspace_size(x.plan, &a0, &ws)) goto done;
+  if (ws) {
+    fail("%s: the plan asks for a %zu-byte workspace (the fused producers take none)", r->name, ws);
+    goto done;
+  }
+  if (time_runs(launch_fused, &x, nsets, &r->t)) goto done;
+  r->gbps = r->bytes / (r->t.median_us * 1e3);
+  rc = 0;
+done:
+  if (BQ(bq_synchronize((void *)G.stream))) rc = -1;
+  for (int i = 0; i < F_COUNT; i++)
+    if (x.base[i]) BQ(bq_free(x.base[i]));
+  bq_plan_destroy(x.plan);
+  return rc;
+}
+
+static void run_fused(void) {
+  int header = 0;
+  int ref = -1; /* g_rows index of the dynamic quantize row just before, same [rows, D] */
+  for (size_t i = 0; i < sizeof k_fused / sizeof k_fused[0]; i++) {
+    const fused_case *c = &k_fused[i];
+    char name[192];
+    fused_name(c, name, sizeof name);
+    if ((G.quick && !c->quick) || !matches(name)) {
+      if (c->kind == FUSED_DYNQ) ref = -1;
+      continue;
+    }
+    size_t cb = fused_copy_bytes(c);
+    const copy_result *cp = get_copy(cb);
+    if (!header++) {
+      printf("\n== fused producers: median of %d runs; GB/s = (x read + residual read and written + weight + "
+             "y + scales) / time; ratio = GB/s / copy GB/s at x's size; ref = dynamic quantize of the same "
+             "[rows, D] (the row above) ==\n", G.reps);
+      printf("%-64s %11s %9s %9s %6s %10s %10s\n", "case", "time_us", "GB/s", "copy_GB/s", "ratio", "ref_us",
+             "-ref_us");
+    }
+    row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
+    if (!grown) {
+      fail("out of host memory");
+      return;
+    }
+    g_rows = grown;
+    row_result *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    copy_str(r->name, sizeof r->name, name);
+    r->copy_bytes = cb;
+    int ok = run_fused_case(c, r) == 0;
+    if (ok) {
+      r->ok = 1;
+      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
+      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
+      r->ratio = r->gbps / r->copy_gbps;
+      const row_result *q = c->kind != FUSED_DYNQ && ref >= 0 && g_rows[ref].ok ? &g_rows[ref] : NULL;
+      if (q) {
+        r->ref_us = q->t.median_us;
+        copy_str(r->ref_name, sizeof r->ref_name, q->name);
+        printf("%-64s %11.2f %9.1f %9.1f %6.3f %10.2f %+10.2f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps,
+               r->ratio, r->ref_us, r->t.median_us - r->ref_us);
+      } else {
+        printf("%-64s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps, r->ratio);
+      }
+    } else {
+      printf("%-64s FAILED\n", r->name);
+    }
+    if (c->kind == FUSED_DYNQ) ref = (int)(r - g_rows);
+    fflush(stdout);
+  }
+}
+
 /* ---- JIT figures ------------------------------------------------------------------------ */
 /* Distinct SKUs that differ only in their q range: each one is a cold compile. */
 static bq_desc jit_desc(int k) {
@@ -1371,6 +1593,14 @@ static int write_json(const char *path) {
       fputs(", \"tops\": ", f);
       json_num(f, r->tops);
     }
+    if (r->ok && r->ref_us > 0) {
+      fputs(", \"ref_name\": ", f);
+      json_str(f, r->ref_name);
+      fputs(", \"ref_us\": ", f);
+      json_num(f, r->ref_us);
+      fputs(", \"minus_ref_us\": ", f);
+      json_num(f, r->t.median_us - r->ref_us);
+    }
     fputs("}", f);
   }
   fputs("\n  ],\n  \"jit\": ", f);
@@ -1420,7 +1650,8 @@ static void usage(FILE *f) {
           "  --quick      fewer repetitions; 256 MiB and one small size only\n"
           "  --filter S   only rows whose name contains S, or any of S's comma-separated parts\n"
           "               (names: per_tensor/quantize/fwd/f32/\n"
-          "               s8/[67108864], copy/268435456, jit/cold_compile, jit/disk_select,\n"
+          "               s8/[67108864], copy/268435456, fused/ (the fused producers and\n"
+          "               their dynamic quantize rows), jit/cold_compile, jit/disk_select,\n"
           "               jit/memory_select, jit/run_overhead)\n"
           "  --json PATH  where the JSON goes (default bench.json)\n"
           "  --reps N     timed runs per row (default 100, --quick 20)\n"
@@ -1511,6 +1742,7 @@ int main(int argc, char **argv) {
     run_jit();
   run_cases();
   run_linear();
+  run_fused();
 
   printf("\n");
   if (write_json(G.json_path) == 0) printf("JSON written to %s\n", G.json_path);

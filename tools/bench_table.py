@@ -79,6 +79,11 @@ METHOD = """\
 - W8A8 linear rows: TOPS = 2 M N K / time; weight GB/s = N K / time, and their ratio is
   that against the copy of the weight's bytes (the bound of the decode rows, M <= 16).
   QuantizedLinear rows include the quantization of the bf16 activations.
+- Fused producer rows (`fused/...`, `--filter fused/`): bf16 in, s8 out per token or per
+  group, f32 scales; bytes counted once each: x read (gated: `[rows, 2 D]`), the residual
+  read and written, the weight, y and the scales written; the copy is that of x's bytes.
+  Each group of them starts with the library's dynamic quantize of the same `[rows, D]`,
+  whose time the fused rows carry (`ref_us`) for the small batches' comparison.
 - Row names: `granularity/op/direction/float type/int type/[shape]`, then the layout where
   it is not the plain one (`axis=`, `stride=` row strides, `g=` group size, `asym`,
   `scale=f32` for scale arrays in f32 where the float type is another).
@@ -243,6 +248,86 @@ def table(rows, small=False):
     return out
 
 
+FUSED_RATIO_MIN = 0.90  # one DRAM pass: effective bandwidth against the copy's, large shapes
+FUSED_SMALL_ROWS = 256  # up to this many rows: latency-bound, judged against dynamic quantize
+FUSED_SMALL_DIFF_US = 1.0  # ... within this many microseconds of it
+
+
+def split_fused(name):
+    """fused/op/dir/float/int/[rows,D]/gran[/g=G][/residual] -> its parts, or None."""
+    p = name.split("/")
+    if len(p) < 7 or p[0] != "fused" or not p[5].startswith("["):
+        return None
+    try:
+        rows, d = (int(v) for v in p[5].strip("[]").split(","))
+    except ValueError:
+        return None
+    rest = p[6:]
+    gran = rest[0].replace("_", " ") if rest else ""
+    if len(rest) > 1 and rest[1].startswith("g="):
+        gran += " of %s" % rest[1][2:]
+    return {"op": p[1], "float": p[3], "int": p[4], "rows": rows, "d": d,
+            "shape": "%d × %d" % (rows, d), "gran": gran, "residual": "residual" in rest}
+
+
+def fused_section(rows):
+    """The "Fused producers" tables: the large shapes against the copy, the small batches
+    against the dynamic quantize of the same shape (each fused row's ref_us)."""
+    o = ["## Fused producers", "",
+         "`BQ_RMSNORM_QUANTIZE` ((residual add +) RMSNorm, then quantize) and `BQ_GATED_QUANTIZE` "
+         "(act(gate) × up, then quantize) in one kernel, bf16 in, int8 out, f32 scales; `dynamic_quantize` "
+         "rows are the library's dynamic quantize of the same [rows, D] bf16 tensor, measured just before. "
+         "Bytes counted once each: x read (gated: [rows, 2 D]), the residual read and written, the weight, "
+         "y and the scales written; the copy is that of x's bytes. The targets: ratio to copy at least "
+         "%.2f for the large shapes; for %d rows or fewer, at most %.0f µs above the dynamic quantize alone."
+         % (FUSED_RATIO_MIN, FUSED_SMALL_ROWS, FUSED_SMALL_DIFF_US), ""]
+    big, small, other = [], [], []
+    for r in rows:
+        n = split_fused(r["name"])
+        (other if n is None else small if n["rows"] <= FUSED_SMALL_ROWS else big).append((r, n))
+    if big:
+        o += ["| op | shape [rows, D] | granularity | residual | time (us) | GB/s | ratio to copy | "
+              "dynamic quantize (us) | target met |",
+              "|---|---|---|---|---:|---:|---:|---:|---|"]
+        for r, n in big:
+            head = "| %s | %s | %s | %s " % (n["op"], n["shape"], n["gran"], "yes" if n["residual"] else "")
+            if not r.get("ok"):
+                o.append(head + "| FAILED | — | — | — | |")
+                continue
+            ratio = r.get("ratio")
+            fused = n["op"] != "dynamic_quantize"
+            met = "" if not fused or ratio is None else ("yes" if ratio >= FUSED_RATIO_MIN else "**no**")
+            o.append(head + "| %.1f | %.0f | %s | %s | %s |" % (
+                r["median_us"], r["gbps"], fnum(ratio, "%.2f"), fnum(r.get("ref_us"), "%.1f"), met))
+        o.append("")
+    if small:
+        o += ["Small batches (latency-bound; the copy's time is that of x's bytes):", "",
+              "| op | shape [rows, D] | granularity | residual | time (us) | dynamic quantize (us) | "
+              "difference (us) | copy (us) | target met |",
+              "|---|---|---|---|---:|---:|---:|---:|---|"]
+        for r, n in small:
+            head = "| %s | %s | %s | %s " % (n["op"], n["shape"], n["gran"], "yes" if n["residual"] else "")
+            if not r.get("ok"):
+                o.append(head + "| FAILED | — | — | — | |")
+                continue
+            ref = r.get("ref_us")
+            diff = r["median_us"] - ref if ref else None
+            met = "" if diff is None else ("yes" if diff <= FUSED_SMALL_DIFF_US else "**no**")
+            o.append(head + "| %.2f | %s | %s | %s | %s |" % (
+                r["median_us"], fnum(ref, "%.2f"), fnum(diff, "%+.2f"), fnum(r.get("copy_us"), "%.2f"), met))
+        o.append("")
+    if other:
+        o += ["| case | time (us) | GB/s | ratio to copy |", "|---|---:|---:|---:|"]
+        for r, _ in other:
+            if r.get("ok"):
+                o.append("| %s | %.1f | %.0f | %s |" % (r["name"], r["median_us"], r["gbps"],
+                                                        fnum(r.get("ratio"), "%.2f")))
+            else:
+                o.append("| %s | FAILED | — | — |" % r["name"])
+        o.append("")
+    return o
+
+
 def performance(bench, torch, bench_path, torch_path):
     p = bench.get("provenance") or {}
     o = ["# Performance", "",
@@ -316,6 +401,8 @@ def performance(bench, torch, bench_path, torch_path):
     o.append("")
 
     rows = bench.get("rows", [])
+    fused = [r for r in rows if r["name"].startswith("fused/")]
+    rows = [r for r in rows if r not in fused]
     lin = [r for r in rows if r["name"].startswith("linear/")]
     dyn = [r for r in rows if "/dynamic_quantize/" in r["name"]]
     aff = [r for r in rows if r not in lin and r not in dyn]
@@ -351,6 +438,8 @@ def performance(bench, torch, bench_path, torch_path):
             else:
                 o.append("| %s | FAILED | — | — | — |" % r["name"])
         o.append("")
+    if fused:
+        o += fused_section(fused)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
@@ -397,14 +486,43 @@ def python_block(py, path):
     """The README's "From PyTorch" table: the ops, then the host cost of one small call."""
     p = py.get("provenance") or {}
     o = python_table(py)
-    o += ["", "Host time per call, a 4096-element tensor (`python/bench.py`, 10000 calls):", ""]
-    o += ["| call | µs |", "|---|---:|"]
-    for k, v in py["host_overhead_us_per_call"].items():
+    host = py.get("host_overhead_us_per_call") or {}
+    if host:
+        o += ["", "Host time per call, a 4096-element tensor (`python/bench.py`, 10000 calls):", ""]
+        o += ["| call | µs |", "|---|---:|"]
+    for k, v in host.items():
         o.append("| `%s` | %.1f |" % (k, v))
     o += ["", "%s, torch %s; GPU time = median of %s calls, each timed alone with CUDA events after an "
           "L2 flush; raw output: `%s`." % (p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch"),
                                             py.get("reps", "?"), path), ""]
     return "\n".join(o)
+
+
+PY_FUSED_TARGETS = (("copy_over_ours", 0.90), ("unfused_pair_over_ours", 1.5), ("torch_compile_over_ours", 1.0))
+
+
+def python_fused_table(rows):
+    """python/bench.py's "fused" rows: the fused op against the unfused pair, PyTorch eager and
+    torch.compile of the composition, and the copy of the same bytes, in one process."""
+    o = ["| fused producer (PyTorch tensors) | fused | unfused pair | PyTorch eager | torch.compile | "
+         "copy of the same bytes | copy / fused | pair / fused | compile / fused |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def us(r, k):
+        if r.get(k + "_us") is not None:
+            return "%.1f µs" % r[k + "_us"]
+        return "error" if r.get(k + "_error") else "—"
+
+    def ratio(r, k, target):
+        v = r.get(k)
+        if v is None:
+            return "—"
+        return "%.2f" % v if v >= target else "**%.2f**" % v
+    for r in rows:
+        o.append("| %s | %s | %s | %s | %s | %.1f µs | %s | %s | %s |" % (
+            r["op"], us(r, "ours"), us(r, "unfused_pair"), us(r, "torch_eager"), us(r, "torch_compile"),
+            r["copy_us"], *(ratio(r, k, t) for k, t in PY_FUSED_TARGETS)))
+    return o
 
 
 def python_section(py, path):
@@ -418,6 +536,17 @@ def python_section(py, path):
         if p.get(k):
             o.append("| %s | %s |" % (k.replace("_", " "), "`%s`" % p[k] if "sha" in k or k == "commit" else p[k]))
     o += [""] + python_block(py, path).split("\n")
+    if py.get("fused"):
+        o += ["", "### Fused producers against PyTorch", "",
+              "bf16 in, int8 out per token, f32 scales. Unfused pair: PyTorch's own `F.rms_norm` (after "
+              "`x + residual` where there is one) or `F.silu(g) * u`, eager, then this package's "
+              "`dynamic_per_token_quant`; eager and torch.compile run the whole composition (amax / 127 per "
+              "row, x / s, round, clamp, to int8). Bytes counted once each: x read (gated: [M, 2 D]), the "
+              "residual read and written, the weight, q and the scales written; copy / fused is the share of "
+              "the copy's bandwidth. Targets: copy / fused >= 0.90, pair / fused >= 1.5, compile / fused "
+              ">= 1.0 (in bold where missed).", ""]
+        o += python_fused_table(py["fused"])
+        o.append("")
     return "\n".join(o)
 
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|pair|ab] - on a GPU host, from the repository
-# root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|fused|pair|ab] - on a GPU host, from
+# the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
 # `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic and
@@ -11,7 +11,8 @@
 # `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
 # and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
 # compiles. `python` the Python package's pytest suite and python/bench.py (needs
-# build-py/libbaracuda_quant_c.so, and pytest or its wheels in .whl/).
+# build-py/libbaracuda_quant_c.so, and pytest or its wheels in .whl/). `fused` the fused
+# producers' bench rows, tests and python/bench.py rows (builds what it runs with cc).
 # Logs go to $OUT (default gpu-logs/). The suites' kernel cache is $BARACUDA_QUANT_CACHE_DIR
 # (default /tmp/bq-cache-suites).
 what=${1:-all}
@@ -92,6 +93,31 @@ py_bench() {
   echo "python bench rc=$?"; tail -30 $OUT/bench-python.txt
 }
 python_gpu() { py_tests; py_bench; }
+# `fused`: the fused producers alone. tools/bench.c and the package's library are built here
+# from this tree with cc (into build-fused/, so no stale binary is measured), then the bench's
+# fused/ rows and their table, the fused Python tests, and python/bench.py --fused-only.
+fused() {
+  mkdir -p build-fused
+  cc -std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L tools/bench.c -o build-fused/bench -ldl -lpthread -lm &&
+    cc -std=c11 -O2 -shared -fPIC -I. python/baracuda_quant/_capi.c -o build-fused/libbaracuda_quant_c.so -ldl \
+      -lpthread -lm
+  echo "build rc=$?"
+  build-fused/bench --filter fused/ --json $OUT/bench-fused.json > $OUT/bench-fused.txt 2>&1
+  echo "bench fused rc=$?"; sed -n '/^== fused producers/,$p' $OUT/bench-fused.txt
+  [ -f $OUT/bench-fused.json ] &&
+    python3 tools/bench_table.py $OUT/bench-fused.json | sed -n '/^## Fused producers/,$p' > $OUT/bench-fused-table.md
+  if ! python3 -c "import pytest" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/bq-pytest .whl/*.whl && export PYTHONPATH=/tmp/bq-pytest
+  fi
+  PYLIB=build-fused/libbaracuda_quant_c.so py_env timeout ${PYTMO:-300} python3 -m pytest -q -rs -p no:cacheprovider \
+    python/tests/test_gpu_fused.py python/tests/test_fused_args.py python/tests/test_fused_torch_cpu.py \
+    python/tests/test_fused_dlpack.py python/tests/test_fused_reference_torch.py python/tests/test_layout.py \
+    > $OUT/pytest-fused.txt 2>&1
+  echo "pytest fused rc=$?"; grep -E "passed|failed|FAILED|ERROR" $OUT/pytest-fused.txt | tail -12
+  PYLIB=build-fused/libbaracuda_quant_c.so py_env timeout ${PYBENCHTMO:-300} python3 python/bench.py --fused-only \
+    --json $OUT/bench-python-fused.json > $OUT/bench-python-fused.txt 2>&1
+  echo "python bench fused rc=$?"; tail -22 $OUT/bench-python-fused.txt
+}
 # `pair`, on a host with two GPUs: the two-GPU suite and pytest (which see both), then in
 # parallel GPU 0 runs `suites` and memcheck of the affine and dynamic suites and GPU 1 tools/bench_run.sh (the full
 # benchmark and the PyTorch comparison), python/bench.py and, with AB_OLD, the A/B against
@@ -132,4 +158,5 @@ ab() {
 if [ "$what" = ab ]; then ab; fi
 if [ "$what" = warmcheck ]; then warmcheck; fi
 if [ "$what" = python ]; then python_gpu; fi
+if [ "$what" = fused ]; then fused; fi
 if [ "$what" = pair ]; then pair; fi

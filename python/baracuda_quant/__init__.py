@@ -5,7 +5,7 @@ torch.compile and CUDA graphs see) or any CUDA array with __dlpack__ (CuPy, JAX;
 baracuda_quant.dlpack, without importing torch). torch is imported only when a tensor is given."""
 import sys as _sys
 
-from ._enums import DType, Direction, Granularity, Op, Status
+from ._enums import Activation, DType, Direction, Granularity, Op, Status
 from ._lib import (Error, InvalidArgumentError, NotSupportedError, DeviceError, VERSION as _LIB_VERSION,
                    LIBRARY_PATH, cache_stats)
 
@@ -42,7 +42,8 @@ def _dispatch(name):
 
 _OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "quantize_per_group",
         "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
-        "dynamic_per_token_quant", "int8_linear", "quantized_linear")
+        "dynamic_per_token_quant", "int8_linear", "quantized_linear", "rms_norm_quant", "silu_and_mul_quant",
+        "gelu_tanh_and_mul_quant")
 for _name in _OPS:
     globals()[_name] = _dispatch(_name)
 
@@ -57,5 +58,5 @@ def __getattr__(name):
     raise AttributeError("module 'baracuda_quant' has no attribute %r" % name)
 
 
-__all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "DType", "Direction",
+__all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "Activation", "DType", "Direction",
            "Granularity", "Op", "Status", "library_version", "cache_stats", "LIBRARY_PATH"] + list(_OPS)

@@ -4,7 +4,7 @@ keys, bq_args, launch. ops.py (PyTorch) and dlpack.py (any __dlpack__ producer) 
 Every check here runs before the library is called, so wrong dtypes, shapes and devices
 raise InvalidArgumentError without touching the GPU."""
 from . import _lib
-from ._enums import DType, Direction, Granularity, Op
+from ._enums import Activation, DType, Direction, Granularity, Op
 from ._lib import Args, invalid
 
 FLOAT_TYPES = (DType.F32, DType.F64, DType.F16, DType.BF16)
@@ -317,4 +317,90 @@ def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, allo
             raise invalid("x (%s) and the output (%s) must have one dtype" % (x.dtype.name, out_type.name))
         key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_TOKEN, x.dtype, DType.S8, -128, 127, st,
                             0, out_type)
+    return _launch(key, device, a, stream, alloc, prepare)
+
+
+def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, norm_weight=None, eps=0.0,
+          out=None, activation=0, qmin=None, qmax=None, group_size=0, scale=None, zero_point=0, stream=None,
+          alloc=None, prepare=False):
+    """A fused producer quantized in the same pass (docs/numerics.md, "Fused producers"):
+    Op.RMSNORM_QUANTIZE, x [rows, D] (with an optional residual [rows, D], which receives
+    h = x + residual, and norm_weight [D]), or Op.GATED_QUANTIZE, x [rows, 2 D] (gate, then
+    up; activation: Activation.SILU or GELU_TANH), into y [rows, D]. With scale (a number)
+    the values are quantized per tensor with it and zero_point; else dynamically, per token
+    (group_size 0) or per group, writing f32 out_scales (and int32 out_zero_points when
+    given: asymmetric). out, when given, receives the values quantized ([rows, D] of x's type)."""
+    op = Op(op)
+    if op not in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
+        raise invalid("op %s is not a fused producer" % op.name)
+    name = "rms_norm_quant" if op == Op.RMSNORM_QUANTIZE else "gated_quant"
+    check_float("x", x)
+    check_int("y", y.dtype)
+    qmin, qmax = qrange(y.dtype, qmin, qmax)
+    device = same_device(("x", x), ("y", y), ("out_scales", out_scales), ("out_zero_points", out_zero_points),
+                         ("residual", residual), ("norm_weight", norm_weight), ("out", out))
+    rows, d, ys = rows_2d("y", y)
+    r2, xcols, xs = rows_2d("x", x)
+    gated = op == Op.GATED_QUANTIZE
+    if r2 != rows or xcols != (2 * d if gated else d):
+        raise invalid("%s: x shape %s, expected (%d, %d) for an output of shape %s"
+                      % (name, x.shape, rows, 2 * d if gated else d, y.shape))
+    a = Args(rows=rows, cols=d, x_row_stride=xs, y_row_stride=ys)
+    for vname, v in (("residual", residual), ("out", out)):
+        if v is None:
+            continue
+        rv, cv, sv = rows_2d(vname, v)
+        if (rv, cv) != (rows, d) or v.dtype != x.dtype:
+            raise invalid("%s: %s: shape %s dtype %s, expected (%d, %d) of %s"
+                          % (name, vname, v.shape, v.dtype.name, rows, d, x.dtype.name))
+        setattr(a, vname + "_row_stride", sv)
+    if gated:
+        activation = int(activation) or int(Activation.SILU)
+        if activation not in (int(Activation.SILU), int(Activation.GELU_TANH)):
+            raise invalid("%s: activation (%d) must be SILU or GELU_TANH" % (name, activation))
+        if residual is not None or norm_weight is not None:
+            raise invalid("%s: residual and norm_weight belong to RMSNorm" % name)
+    else:
+        if activation:
+            raise invalid("%s: activation (%d) belongs to the gated op" % (name, int(activation)))
+        if norm_weight is None:
+            raise invalid("%s: norm_weight is required" % name)
+        check_vector("norm_weight", norm_weight, d, (x.dtype,))
+        eps = float(eps)
+        if not (eps >= 0 and eps != float("inf")):
+            raise invalid("%s: eps (%r) must be finite and >= 0" % (name, eps))
+        a.eps = eps
+    asym = 0
+    if scale is not None:
+        scale = float(scale)
+        if not (scale > 0 and scale != float("inf")):
+            raise invalid("%s: scale (%r) must be finite and > 0" % (name, scale))
+        zero_point = int(zero_point)
+        if not -2**31 <= zero_point < 2**31:
+            raise invalid("%s: zero_point (%d) must fit int32" % (name, zero_point))
+        if out_scales is not None or out_zero_points is not None:
+            raise invalid("%s: a static scale takes no out_scales or out_zero_points" % name)
+        gran, scale_type = Granularity.PER_TENSOR, DType.DEFAULT
+        a.scale, a.zero_point = scale, zero_point
+    else:
+        if out_scales is None:
+            raise invalid("%s: out_scales is required without a static scale" % name)
+        if out_scales.dtype != DType.F32:
+            raise invalid("%s: out_scales: dtype %s, expected F32" % (name, out_scales.dtype.name))
+        gran, scale_type, nscales = Granularity.PER_TOKEN, DType.F32, rows
+        group_size = int(group_size or 0)
+        if group_size:
+            if group_size < 1 or d % group_size:
+                raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, d))
+            gran, nscales = Granularity.PER_GROUP, rows * (d // group_size)
+            a.group_size = group_size
+        for vname, v, t in (("out_scales", out_scales, DType.F32), ("out_zero_points", out_zero_points, DType.S32)):
+            if v is not None and (v.numel != nscales or not v.is_contiguous() or v.dtype != t):
+                raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (vname, nscales, t.name,
+                                                                                       v.shape))
+        asym = 1 if out_zero_points is not None else 0
+    a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, _ptr(out_scales), _ptr(out_zero_points)
+    a.residual, a.norm_weight, a.out = _ptr(residual), _ptr(norm_weight), _ptr(out)
+    key = _lib.desc_key(op, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
+                        activation=activation if gated else 0)
     return _launch(key, device, a, stream, alloc, prepare)

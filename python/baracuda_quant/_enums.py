@@ -38,6 +38,15 @@ class Op(enum.IntEnum):
     QUANTIZED_LINEAR = 5
     SMOOTHQUANT_LINEAR = 6
     LINEAR_WEIGHT_SUMS = 7
+    RMSNORM_QUANTIZE = 8
+    GATED_QUANTIZE = 9
+
+
+class Activation(enum.IntEnum):
+    """bq_desc.activation of BQ_GATED_QUANTIZE (0: SiLU)."""
+    DEFAULT = 0
+    SILU = 1
+    GELU_TANH = 2
 
 
 class Direction(enum.IntEnum):
@@ -69,5 +78,7 @@ for _cls, _prefix in ((Status, "BQ_"), (DType, "BQ_"), (Op, "BQ_"), (Direction, 
 C_NAMES["BQ_DTYPE_DEFAULT"] = C_NAMES.pop("BQ_DEFAULT")
 del C_NAMES["BQ_NONE"]
 C_NAMES["BQ_OP_NONE"] = 0
+for _m in Activation:
+    C_NAMES["BQ_ACTIVATION_DEFAULT" if _m.name == "DEFAULT" else "BQ_" + _m.name] = int(_m)
 for _m in Granularity:
     C_NAMES["BQ_GRANULARITY_DEFAULT" if _m.name == "DEFAULT" else "BQ_" + _m.name] = int(_m)

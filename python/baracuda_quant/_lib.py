@@ -43,6 +43,7 @@ class Desc(ctypes.Structure):
         ("device", ctypes.c_int),
         ("asymmetric", ctypes.c_int),
         ("out_type", ctypes.c_int),
+        ("activation", ctypes.c_int),
     ]
 
 
@@ -73,6 +74,12 @@ class Args(ctypes.Structure):
         ("w_scales", ctypes.c_void_p),
         ("bias", ctypes.c_void_p),
         ("w_sums", ctypes.c_void_p),
+        ("residual", ctypes.c_void_p),
+        ("residual_row_stride", ctypes.c_int64),
+        ("norm_weight", ctypes.c_void_p),
+        ("eps", ctypes.c_double),
+        ("out", ctypes.c_void_p),
+        ("out_row_stride", ctypes.c_int64),
     ]
 
 
@@ -181,16 +188,16 @@ _plans_lock = threading.Lock()
 
 def desc_key(op, direction=Direction.FORWARD, granularity=Granularity.DEFAULT, float_type=DType.DEFAULT,
              int_type=DType.DEFAULT, qmin=0, qmax=0, scale_type=DType.DEFAULT, asymmetric=0,
-             out_type=DType.DEFAULT):
+             out_type=DType.DEFAULT, activation=0):
     """The descriptor as a tuple of ints (the 0.2.0 values), in bq_desc's field order less device."""
     return (int(op), int(direction), int(granularity), int(float_type), int(int_type), int(qmin), int(qmax),
-            int(scale_type), int(asymmetric), int(out_type))
+            int(scale_type), int(asymmetric), int(out_type), int(activation))
 
 
 def make_desc(key, device_index):
-    op, direction, gran, ft, it, qmin, qmax, st, asym, ot = key
+    op, direction, gran, ft, it, qmin, qmax, st, asym, ot, act = key
     return Desc(op=op, direction=direction, granularity=int(gran), float_type=ft, int_type=it, qmin=qmin, qmax=qmax,
-                scale_type=st, device=DEVICE(device_index), asymmetric=asym, out_type=ot)
+                scale_type=st, device=DEVICE(device_index), asymmetric=asym, out_type=ot, activation=act)
 
 
 _NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12")

@@ -10,7 +10,7 @@ import ctypes
 import threading
 
 from . import _core, _lib
-from ._enums import DType, Direction, Granularity, Op
+from ._enums import Activation, DType, Direction, Granularity, Op
 from ._lib import invalid
 
 # ---- DLPack structs (dlpack.h, the unversioned DLManagedTensor)
@@ -429,6 +429,69 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
             Granularity.PER_TOKEN, x=x2, y=_rows_view(q.view(), "q"), out_scales=s.view(),
             out_zero_points=None if z is None else z.view(), stream=st, alloc=alloc)))
         return q, s, z
+
+
+def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,
+               stream, residual=None, weight=None, eps=0.0, activation=0):
+    dt = _dtype(out_dtype, DType.S8)
+    if scale is not None and group_size is not None:
+        raise invalid("group_size: a static scale is per tensor")
+    if scale is None and zero_point not in (0, None):
+        raise invalid("zero_point: only with a static scale (dynamic zero points come from symmetric=False)")
+    g = 0 if group_size is None else int(group_size)
+    if group_size is not None and g < 1:
+        raise invalid("group_size (%d) must be >= 1" % g)
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        x2 = _rows_view(xv, "x")
+        rv = inp.get(residual, "residual")
+        wv = inp.get(weight, "weight")
+        if rv is not None:
+            if rv.shape != xv.shape:
+                raise invalid("residual: shape %s, expected x's %s" % (rv.shape, xv.shape))
+            rv = _rows_view(rv, "residual")
+        if wv is not None and len(wv.shape) != 1 and wv.is_contiguous():
+            wv = _core.View(wv.ptr, (wv.numel,), (1,), wv.dtype, wv.device)
+        d = x2.shape[1] // 2 if op == Op.GATED_QUANTIZE else x2.shape[1]
+        rows = x2.shape[0]
+        _set_device(xv.device)
+        shape = tuple(xv.shape[:-1]) + (d,)
+        q = DeviceArray.empty(shape, dt, xv.device, stream)
+        s = z = None
+        if scale is None:
+            sshape = (rows, d // g) if g else (rows, 1)
+            s = DeviceArray.empty(sshape, DType.F32, xv.device, stream)
+            z = None if symmetric else DeviceArray.empty(sshape, DType.S32, xv.device, stream)
+        vals = DeviceArray.empty(shape, xv.dtype, xv.device, stream) if return_values else None
+        q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.fused(
+            op, x=x2, y=_rows_view(q.view(), "q"), out_scales=None if s is None else s.view(),
+            out_zero_points=None if z is None else z.view(), residual=rv, norm_weight=wv, eps=eps,
+            out=None if vals is None else _rows_view(vals.view(), "out"), activation=activation, qmin=quant_min,
+            qmax=quant_max, group_size=g, scale=scale, zero_point=zero_point, stream=st, alloc=alloc)))
+        out = (q, scale, zero_point) if scale is not None else (q, s, z)
+        return out + (vals,) if return_values else out
+
+
+def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype="int8",
+                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, stream=None):
+    """baracuda_quant.ops.rms_norm_quant on __dlpack__ arrays: (q, scales, zero points or
+    None[, n]); the residual (when given) is updated in place."""
+    return _fused_out(Op.RMSNORM_QUANTIZE, x, out_dtype, symmetric, group_size, return_normed, scale, zero_point,
+                      quant_min, quant_max, stream, residual=residual, weight=weight, eps=eps)
+
+
+def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
+                       zero_point=0, quant_min=None, quant_max=None, stream=None):
+    """baracuda_quant.ops.silu_and_mul_quant on __dlpack__ arrays (x [..., 2 D])."""
+    return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
+                      quant_min, quant_max, stream, activation=Activation.SILU)
+
+
+def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
+                            zero_point=0, quant_min=None, quant_max=None, stream=None):
+    """baracuda_quant.ops.gelu_tanh_and_mul_quant on __dlpack__ arrays (x [..., 2 D])."""
+    return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
+                      quant_min, quant_max, stream, activation=Activation.GELU_TANH)
 
 
 def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream):

@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _core, _lib
-from ._enums import DType, Direction, Granularity, Op
+from ._enums import Activation, DType, Direction, Granularity, Op
 
 _DT = {torch.float32: DType.F32, torch.float64: DType.F64, torch.float16: DType.F16, torch.bfloat16: DType.BF16,
        torch.int8: DType.S8, torch.uint8: DType.U8, torch.int32: DType.S32}
@@ -138,10 +138,10 @@ def _zps(t):
 _IMPL_FUNCS = {}
 
 
-def _op(name, impl):
+def _op(name, impl, mutates_args=()):
     """impl registered as the custom op baracuda_quant::name (schema from its annotations)."""
     _IMPL_FUNCS[name] = impl
-    return torch.library.custom_op("baracuda_quant::" + name, mutates_args=())(impl)
+    return torch.library.custom_op("baracuda_quant::" + name, mutates_args=mutates_args)(impl)
 
 
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -506,6 +506,115 @@ def _(x, symmetric, dtype, quant_min, quant_max):
             torch.empty((rows, 1) if not symmetric else (0,), dtype=torch.int32, device=x.device))
 
 
+# ---- fused producers ---------------------------------------------------------------------------
+# (residual add +) RMSNorm, or act(gate) * up, quantized in the same pass (docs/numerics.md,
+# "Fused producers"). The ops return four tensors, always: q, the scales, the zero points and
+# the values quantized (n or a); what a call does not produce is an empty tensor, which the
+# public functions turn into None (or leave out). scale (a number) selects the static per-tensor
+# quantize; group_size 0 is per token, else per group.
+def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values):
+    """The output tensors of a fused call on x [..., K] with D = d output columns."""
+    rows = 1
+    for s in x.shape[:-1]:
+        rows *= s
+    shape = (*x.shape[:-1], d)
+    q = torch.empty(shape, dtype=dtype, device=x.device)
+    if scale is not None:
+        sshape, zshape = (0,), (0,)
+    else:
+        sshape = (rows, d // group_size) if group_size > 0 else (rows, 1)
+        zshape = (0,) if symmetric else sshape
+    scales = torch.empty(sshape, dtype=torch.float32, device=x.device)
+    zps = torch.empty(zshape, dtype=torch.int32, device=x.device)
+    vals = torch.empty(shape if return_values else (0,), dtype=x.dtype, device=x.device)
+    return q, scales, zps, vals
+
+
+def _fused(op, x2, q2, scales, zps, vals2, residual2=None, weight=None, eps=0.0, activation=0, symmetric=True,
+           group_size=0, scale=None, zero_point=0, quant_min=None, quant_max=None):
+    dynamic = scale is None
+    sc = scales if dynamic else None
+    zp = zps if dynamic and not symmetric else None
+    key = ("fused", op, _g(x2), _g(q2), _g(sc), _g(zp), _g(residual2), _g(weight), _g(vals2), float(eps),
+           int(activation), int(group_size), dynamic, quant_min, quant_max)
+    ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": _p(sc), "out_zero_points": _p(zp),
+            "residual": _p(residual2), "norm_weight": _p(weight), "out": _p(vals2)}
+    if not dynamic:
+        scale, zero_point = float(scale), int(zero_point)
+        if not -2**31 <= zero_point < 2**31:
+            raise _lib.invalid("zero_point (%d) must fit int32" % zero_point)
+        ptrs["scale"], ptrs["zero_point"] = scale, zero_point
+    _call(key, x2.device.index, lambda stream, alloc: _core.fused(
+        op, x=_view(x2, "x"), y=_view(q2), out_scales=_view(sc), out_zero_points=_view(zp),
+        residual=_view(residual2, "residual"), norm_weight=_view(weight, "weight"), eps=eps,
+        out=_view(vals2), activation=activation, qmin=quant_min, qmax=quant_max, group_size=group_size,
+        scale=scale, zero_point=zero_point, stream=stream, alloc=alloc, prepare=True), ptrs)
+
+
+def _residual_rows(residual, x, k):
+    """residual as [rows, K] sharing its storage (it is written in place), or an error."""
+    if tuple(residual.shape) != tuple(x.shape):
+        raise _lib.invalid("residual: shape %s, expected x's %s" % (tuple(residual.shape), tuple(x.shape)))
+    try:
+        r2 = residual.view(-1, k)
+    except RuntimeError:
+        r2 = None
+    if r2 is None or (k > 1 and r2.stride(1) != 1):
+        raise _lib.invalid("residual: must be viewable as [rows, %d] with a contiguous last dimension "
+                           "(it is updated in place)" % k)
+    return r2
+
+
+def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
+                         symmetric: bool, group_size: int, scale: Optional[float], zero_point: int,
+                         dtype: torch.dtype, quant_min: int, quant_max: int,
+                         return_normed: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_float("x", x)
+    _check_cuda("weight", weight)
+    k = x.shape[-1] if x.dim() else 0
+    q, scales, zps, normed = _fused_outputs(x, k, symmetric, group_size, scale, dtype, return_normed)
+    if q.numel() == 0:
+        return q, scales, zps, normed
+    r2 = None if residual is None else _residual_rows(residual, x, k)
+    x2 = _rows(x, "x")
+    _fused(Op.RMSNORM_QUANTIZE, x2, q.view(-1, k), scales, zps, normed.view(-1, k) if return_normed else None,
+           residual2=r2, weight=weight.contiguous(), eps=eps, symmetric=symmetric, group_size=group_size,
+           scale=scale, zero_point=zero_point, quant_min=quant_min, quant_max=quant_max)
+    return q, scales, zps, normed
+
+
+_rms_norm_quant = _op("rms_norm_quant", _rms_norm_quant_impl, mutates_args=("residual",))
+
+
+@_rms_norm_quant.register_fake
+def _(x, weight, residual, eps, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max,
+      return_normed):
+    return _fused_outputs(x, x.shape[-1], symmetric, group_size, scale, dtype, return_normed)
+
+
+def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_size: int, scale: Optional[float],
+                      zero_point: int, dtype: torch.dtype, quant_min: int, quant_max: int,
+                      return_act: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_float("x", x)
+    d = x.shape[-1] // 2 if x.dim() else 0
+    q, scales, zps, act = _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_act)
+    if q.numel() == 0:
+        return q, scales, zps, act
+    x2 = _rows(x, "x")
+    _fused(Op.GATED_QUANTIZE, x2, q.view(-1, d), scales, zps, act.view(-1, d) if return_act else None,
+           activation=activation, symmetric=symmetric, group_size=group_size, scale=scale,
+           zero_point=zero_point, quant_min=quant_min, quant_max=quant_max)
+    return q, scales, zps, act
+
+
+_gated_quant = _op("gated_quant", _gated_quant_impl)
+
+
+@_gated_quant.register_fake
+def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act):
+    return _fused_outputs(x, x.shape[-1] // 2, symmetric, group_size, scale, dtype, return_act)
+
+
 # ---- linear layers ---------------------------------------------------------------------------
 def _linear(op, x, w, w_scales, y, a_scales, bias):
     key = ("linear", op, _g(x), _g(w), _g(w_scales), _g(y), _g(a_scales), _g(bias))
@@ -665,6 +774,102 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
         return q, scale, azp
     q, s, z = _ops(x).dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
     return q, s, (None if symmetric else z)
+
+
+def _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min, quant_max):
+    """The fused producers' quantization arguments, checked: (group_size as int, 0 per token;
+    scale as a float or None; zero_point; qmin; qmax)."""
+    qmin, qmax = _qargs(out_dtype, quant_min, quant_max)
+    if scale is not None:
+        if group_size is not None:
+            raise _lib.invalid("group_size: a static scale is per tensor")
+        if isinstance(scale, torch.Tensor):
+            raise _lib.invalid("scale: a static scale is a number (the library takes it on the host)")
+        scale = float(scale)
+        if not (scale > 0 and scale != float("inf")):
+            raise _lib.invalid("scale (%r) must be finite and > 0" % scale)
+        return 0, scale, int(zero_point), qmin, qmax
+    if zero_point not in (0, None):
+        raise _lib.invalid("zero_point: only with a static scale (dynamic zero points come from symmetric=False)")
+    g = 0 if group_size is None else int(group_size)
+    if group_size is not None and g < 1:
+        raise _lib.invalid("group_size (%d) must be >= 1" % g)
+    if symmetric and qmax <= 0:
+        raise _lib.invalid("quant_max (%d) must be > 0 for symmetric dynamic quantization" % qmax)
+    if not symmetric and qmax <= qmin:
+        raise _lib.invalid("quant_max (%d) must be > quant_min (%d) for asymmetric quantization" % (qmax, qmin))
+    return g, None, 0, qmin, qmax
+
+
+def _fused_result(q, scales, zps, vals, symmetric, scale, zero_point, return_values):
+    if scale is not None:
+        out = (q, scale, zero_point)
+    else:
+        out = (q, scales, None if symmetric else zps)
+    return out + (vals,) if return_values else out
+
+
+def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype=torch.int8,
+                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None):
+    """(residual add +) RMSNorm of x [..., D] with weight [D] (x's dtype), quantized in the same
+    pass (docs/numerics.md, "Fused producers"): h = x + residual (written back to residual, in
+    place) or x; n = (h * rstd) * weight, rstd = 1 / sqrt(mean(h^2) + eps), rounded to x's type;
+    then n quantized exactly as dynamic_per_token_quant (group_size None) or per group of
+    group_size would, symmetric or not. Returns (q, scales [rows, 1] or [rows, D / group_size]
+    f32, zero points (int32, like scales) or None), and n as a fourth element with
+    return_normed. With scale (a number), n is quantized per tensor with scale and zero_point
+    instead, and (q, scale, zero_point[, n]) is returned."""
+    _check_float("x", x)
+    _check_cuda("weight", weight)
+    if weight.dtype != x.dtype or weight.dim() != 1 or weight.shape[0] != (x.shape[-1] if x.dim() else -1):
+        raise _lib.invalid("weight: shape %s dtype %s, expected (%d,) of x's %s"
+                           % (tuple(weight.shape), weight.dtype, x.shape[-1] if x.dim() else 0, x.dtype))
+    if residual is not None:
+        _check_cuda("residual", residual)
+        if residual.dtype != x.dtype or tuple(residual.shape) != tuple(x.shape):
+            raise _lib.invalid("residual: shape %s dtype %s, expected x's %s %s"
+                               % (tuple(residual.shape), residual.dtype, tuple(x.shape), x.dtype))
+    eps = float(eps)
+    if not (eps >= 0 and eps != float("inf")):
+        raise _lib.invalid("eps (%r) must be finite and >= 0" % eps)
+    g, scale, zero_point, qmin, qmax = _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min,
+                                                   quant_max)
+    if g and x.dim() and x.shape[-1] % g:
+        raise _lib.invalid("group_size (%d) must divide the last dimension (%d)" % (g, x.shape[-1]))
+    q, s, z, n = _ops(x, weight, residual).rms_norm_quant(x, weight, residual, eps, bool(symmetric), g, scale,
+                                                          zero_point, out_dtype, qmin, qmax, bool(return_normed))
+    return _fused_result(q, s, z, n, symmetric, scale, zero_point, return_normed)
+
+
+def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min, quant_max):
+    _check_float("x", x)
+    if x.dim() == 0 or x.shape[-1] % 2:
+        raise _lib.invalid("x: shape %s, expected [..., 2 D] (gate, then up)" % (tuple(x.shape),))
+    g, scale, zero_point, qmin, qmax = _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min,
+                                                   quant_max)
+    d = x.shape[-1] // 2
+    if g and d % g:
+        raise _lib.invalid("group_size (%d) must divide D (%d)" % (g, d))
+    q, s, z, a = _ops(x).gated_quant(x, int(activation), bool(symmetric), g, scale, zero_point, out_dtype, qmin,
+                                     qmax, bool(return_act))
+    return _fused_result(q, s, z, a, symmetric, scale, zero_point, return_act)
+
+
+def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
+                       zero_point=0, quant_min=None, quant_max=None):
+    """a = silu(gate) * up of x [..., 2 D] (gate = x[..., :D], up = x[..., D:]), rounded to x's
+    type, quantized in the same pass as rms_norm_quant quantizes n. Returns (q [..., D], scales,
+    zero points or None[, a]); with a static scale, (q, scale, zero_point[, a])."""
+    return _gated(Activation.SILU, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
+                  quant_max)
+
+
+def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
+                            zero_point=0, quant_min=None, quant_max=None):
+    """silu_and_mul_quant with GELU in its tanh form: a = gelu(gate, approximate="tanh") * up
+    (the contract's own exp and tanh, docs/numerics.md)."""
+    return _gated(Activation.GELU_TANH, x, symmetric, group_size, out_dtype, return_act, scale, zero_point,
+                  quant_min, quant_max)
 
 
 def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype=torch.float16):

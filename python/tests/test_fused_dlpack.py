@@ -1,0 +1,74 @@
+"""The fused producers through the DLPack front end with no device: inputs through real DLPack
+capsules, outputs from a host stand-in for bq_malloc; each launch is recorded, and validated
+by the library where it offers the fused ops."""
+import pytest
+
+import baracuda_quant as bq
+from baracuda_quant import _core, _lib, dlpack
+from baracuda_quant._enums import Activation, DType, Granularity, Op
+from test_dlpack_ops import HostBuffer, Producer
+from test_fused_args import KNOWS_FUSED
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    seen = []
+
+    def launch(key, device, args, stream, alloc, prepare=False):
+        if KNOWS_FUSED:
+            _lib.validate(key, device, args)
+        seen.append((key, _lib.Args.from_buffer_copy(args), stream))
+    monkeypatch.setattr(_core, "_launch", launch)
+    monkeypatch.setattr(dlpack, "DeviceBuffer", HostBuffer)
+    monkeypatch.setattr(dlpack, "_set_device", lambda index: None)
+    before = dlpack.live_exports()
+    yield seen
+    import gc
+    gc.collect()
+    assert dlpack.live_exports() == before, "a consumed capsule's deleter did not run"
+
+
+def test_rms_norm_quant(launches):
+    x, w, r = Producer((2, 3, 256), DType.BF16), Producer((256,), DType.BF16), Producer((2, 3, 256), DType.BF16)
+    q, s, z = bq.rms_norm_quant(x, w, 1e-6, stream=0x77)
+    assert isinstance(q, dlpack.DeviceArray) and q.shape == (2, 3, 256) and q.dtype == DType.S8
+    assert s.shape == (6, 1) and s.dtype == DType.F32 and z is None
+    key, a, stream = launches[-1]
+    assert key[0] == Op.RMSNORM_QUANTIZE and key[2] == Granularity.PER_TOKEN and stream == 0x77
+    assert (a.rows, a.cols, a.eps, a.residual) == (6, 256, 1e-6, None) and a.norm_weight == w.arr.ptr
+    q, s, z, n = bq.rms_norm_quant(x, w, 1e-5, residual=r, symmetric=False, group_size=64, out_dtype="uint8",
+                                   return_normed=True)
+    assert s.shape == (6, 4) and z.shape == (6, 4) and z.dtype == DType.S32
+    assert n.shape == (2, 3, 256) and n.dtype == DType.BF16
+    key, a, _ = launches[-1]
+    assert key[2] == Granularity.PER_GROUP and key[8] == 1 and a.residual == r.arr.ptr and a.out == n.ptr
+    q, s, z = bq.rms_norm_quant(x, w, 1e-6, scale=0.25, zero_point=4)
+    assert (s, z) == (0.25, 4)
+    key, a, _ = launches[-1]
+    assert key[2] == Granularity.PER_TENSOR and (a.scale, a.zero_point) == (0.25, 4) and a.out_scales is None
+
+
+def test_gated_quant(launches):
+    x = Producer((5, 2 * 384), DType.F16)
+    q, s, z, act = bq.silu_and_mul_quant(x, return_act=True)
+    assert q.shape == (5, 384) and s.shape == (5, 1) and z is None and act.shape == (5, 384)
+    key, a, _ = launches[-1]
+    assert key[0] == Op.GATED_QUANTIZE and key[10] == Activation.SILU and (a.cols, a.x_row_stride) == (384, 768)
+    bq.gelu_tanh_and_mul_quant(x, group_size=128)
+    key, a, _ = launches[-1]
+    assert key[10] == Activation.GELU_TANH and key[2] == Granularity.PER_GROUP and a.group_size == 128
+
+
+def test_checks(launches):
+    x, w = Producer((4, 64), DType.BF16), Producer((64,), DType.BF16)
+    with pytest.raises(bq.InvalidArgumentError, match="group_size"):
+        bq.rms_norm_quant(x, w, 1e-6, scale=0.1, group_size=32)
+    with pytest.raises(bq.InvalidArgumentError, match="zero_point"):
+        bq.rms_norm_quant(x, w, 1e-6, zero_point=3)
+    with pytest.raises(bq.InvalidArgumentError, match="residual"):
+        bq.rms_norm_quant(x, w, 1e-6, residual=Producer((4, 32), DType.BF16))
+    with pytest.raises(bq.InvalidArgumentError, match="norm_weight"):
+        bq.rms_norm_quant(x, Producer((64,), DType.F32), 1e-6)
+    with pytest.raises(bq.InvalidArgumentError, match="x shape"):
+        bq.silu_and_mul_quant(Producer((4, 63), DType.BF16))
+    assert not launches
