@@ -375,14 +375,16 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
 #endif
   for (int b = 0; b < nb; b += batch) {
-    bq_red gr[CPT]; // per group: each access's own reduction (per token: the row's is red)
+#if BQ_GRAN != BQ_GRAN_TOKEN
+    bq_red gr[CPT]; // per group: each access's own reduction (per tensor: unused)
+#endif
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * BQ_THREADS;
-      gr[i] = bq_red_init();
 #if BQ_GRAN == BQ_GRAN_TOKEN
-      bq_red &rd = red;
+      bq_red &rd = red; // the row's reduction
 #else
+      gr[i] = bq_red_init();
       bq_red &rd = gr[i];
 #endif
       if (a < nacc) {
@@ -518,10 +520,10 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
   for (int b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles
     const int a = b + t;
     bq_xchunk v;
-    bq_red gr = bq_red_init(); // per group: this access's reduction (per token: the row's is red)
 #if BQ_GRAN == BQ_GRAN_TOKEN
-    bq_red &rd = red;
+    bq_red &rd = red; // the row's reduction
 #else
+    bq_red gr = bq_red_init(); // per group: this access's (per tensor: unused)
     bq_red &rd = gr;
 #endif
     if (a < nacc) {
