@@ -3,8 +3,8 @@
 # the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
-# `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic and
-# cache suites; `races` racecheck over the dynamic suite and the affine kernels that use
+# `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic,
+# fused and cache suites; `races` racecheck over the dynamic and fused suites and the affine kernels that use
 # shared memory; `linear` the linear layers' suite, sanitizers and benchmark rows. `all` is
 # all four.
 # `pair` (two GPUs): both sides at once, see pair() below.
@@ -38,7 +38,7 @@ linear() {
 if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
   for e in w8a8_linear qat_step per_group_weights; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
-  for t in gpu_cache gpu_affine gpu_batch gpu_devices gpu_dynamic gpu_linear validation validation_linear cache; do suite $t; done
+  for t in gpu_cache gpu_affine gpu_batch gpu_devices gpu_dynamic gpu_fused gpu_linear validation validation_linear validation_fused cache; do suite $t; done
 fi
 # racecheck of the affine kernels that share shared memory: per channel, per token (bq_affine_flat)
 # and per group
@@ -47,10 +47,12 @@ race_affine() { for f in per_channel per_token per_group; do
 if [ "$what" = all ] || [ "$what" = sanitizers ]; then
   TMO=280 san memcheck gpu_affine
   san memcheck gpu_dynamic
+  TMO=280 san memcheck gpu_fused
   san memcheck gpu_cache
 fi
 if [ "$what" = all ] || [ "$what" = races ]; then
   TMO=400 san racecheck gpu_dynamic
+  TMO=400 san racecheck gpu_fused
   race_affine
 fi
 if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
