@@ -111,8 +111,10 @@
      static args.scale and args.zero_point. args.out, when set, receives n or a as well.
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
-     A block of 256 threads takes a row; rows up to 2048 16-byte accesses stay in
-     registers (one read of DRAM), longer rows are read again from L2.
+     A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
+     to 512 16-byte accesses), or staged in shared memory (longer rows whose streams start
+     16-byte aligned, up to what two rows' slots of shared memory hold); other rows are
+     read again from L2 for each pass. A row has at most 2^30 elements.
 
    DEVICES
      desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
@@ -3073,6 +3075,29 @@ static const char bq__src_fused_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "// h = T(C(x) + C(r)), into x's chunk. For a 16-bit T one packed fma (x * 1 + r) a pair gives\n"
+  "// the same bits: C = f32 carries at least twice T's precision plus two bits, so rounding\n"
+  "// the sum to f32 and then to T equals rounding it to T once (double rounding is innocuous).\n"
+  "static __device__ __forceinline__ void bq_add_chunk(bq_xchunk &h, const bq_xchunk &v) {\n"
+  "#if !defined(BQ_EMULATED) && (BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16)\n"
+  "  bq_u32 *hp = (bq_u32 *)&h;\n"
+  "  const bq_u32 *vp = (const bq_u32 *)&v;\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC / 2; j++) {\n"
+  "#if BQ_FT == BQ_TYPE_BF16\n"
+  "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(hp[j]) : \"r\"(hp[j]), \"r\"(0x3f803f80u), \"r\"(vp[j]));\n"
+  "#else\n"
+  "    asm(\"fma.rn.f16x2 %0, %1, %2, %3;\" : \"=r\"(hp[j]) : \"r\"(hp[j]), \"r\"(0x3c003c00u), \"r\"(vp[j]));\n"
+  "#endif\n"
+  "  }\n"
+  "#else\n"
+  "  bq_c c[BQ_VEC];\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));\n"
+  "  bq_round_chunk(c, h);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
   "// ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------\n"
   "// x and the residual are read once (streaming); the weight stays cached for every row.\n"
   "template <bool KEEP>\n"
@@ -3121,10 +3146,7 @@ static const char bq__src_fused_cu[] =
   "    bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
   "    bq_xchunk v;\n"
   "    bq_fload<false>(v, rr, a, p.cols, p.aligned);\n"
-  "    bq_c c[BQ_VEC];\n"
-  "#pragma unroll\n"
-  "    for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));\n"
-  "    bq_round_chunk(c, h);\n"
+  "    bq_add_chunk(h, v);\n"
   "    bq_fstore(rr, h, a, p.cols, p.aligned);\n"
   "  }\n"
   "}\n"
@@ -3397,11 +3419,7 @@ static const char bq__src_fused_cu[] =
   "  for (int a = t; a < nacc; a += BQ_THREADS) {\n"
   "    bq_xchunk h = S[a];\n"
   "    if (rr) {\n"
-  "      const bq_xchunk v = S[nacc + a];\n"
-  "      bq_c c[BQ_VEC];\n"
-  "#pragma unroll\n"
-  "      for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));\n"
-  "      bq_round_chunk(c, h);\n"
+  "      bq_add_chunk(h, S[nacc + a]);\n"
   "      bq_fstore(rr, h, a, D, true);\n"
   "      S[a] = h;\n"
   "    }\n"

@@ -166,6 +166,29 @@ static __device__ __forceinline__ void bq_round_chunk(const bq_c (&c)[BQ_VEC], b
 #endif
 }
 
+// h = T(C(x) + C(r)), into x's chunk. For a 16-bit T one packed fma (x * 1 + r) a pair gives
+// the same bits: C = f32 carries at least twice T's precision plus two bits, so rounding
+// the sum to f32 and then to T equals rounding it to T once (double rounding is innocuous).
+static __device__ __forceinline__ void bq_add_chunk(bq_xchunk &h, const bq_xchunk &v) {
+#if !defined(BQ_EMULATED) && (BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16)
+  bq_u32 *hp = (bq_u32 *)&h;
+  const bq_u32 *vp = (const bq_u32 *)&v;
+#pragma unroll
+  for (int j = 0; j < BQ_VEC / 2; j++) {
+#if BQ_FT == BQ_TYPE_BF16
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hp[j]) : "r"(hp[j]), "r"(0x3f803f80u), "r"(vp[j]));
+#else
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(hp[j]) : "r"(hp[j]), "r"(0x3c003c00u), "r"(vp[j]));
+#endif
+  }
+#else
+  bq_c c[BQ_VEC];
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));
+  bq_round_chunk(c, h);
+#endif
+}
+
 // ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------
 // x and the residual are read once (streaming); the weight stays cached for every row.
 template <bool KEEP>
@@ -214,10 +237,7 @@ static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64
     bq_t *rr = (bq_t *)p.res + r * p.rs;
     bq_xchunk v;
     bq_fload<false>(v, rr, a, p.cols, p.aligned);
-    bq_c c[BQ_VEC];
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));
-    bq_round_chunk(c, h);
+    bq_add_chunk(h, v);
     bq_fstore(rr, h, a, p.cols, p.aligned);
   }
 }
@@ -490,11 +510,7 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
   for (int a = t; a < nacc; a += BQ_THREADS) {
     bq_xchunk h = S[a];
     if (rr) {
-      const bq_xchunk v = S[nacc + a];
-      bq_c c[BQ_VEC];
-#pragma unroll
-      for (int j = 0; j < BQ_VEC; j++) c[j] = bq_add(bq_to_c(h.e[j]), bq_to_c(v.e[j]));
-      bq_round_chunk(c, h);
+      bq_add_chunk(h, S[nacc + a]);
       bq_fstore(rr, h, a, D, true);
       S[a] = h;
     }

@@ -2,18 +2,28 @@
 """docs/performance.md and the README's headline table, from the raw benchmark files.
 
     python3 tools/bench_table.py --bench docs/bench/h100-0.2.0.json \\
-        --torch docs/bench/h100-0.2.0-torch.json --performance docs/performance.md --readme README.md
+        --torch docs/bench/h100-0.2.0-torch.json --python docs/bench/h100-0.2.0-python.json \\
+        --fused docs/bench/h100-0.2.0-fused.json --python-fused docs/bench/h100-0.2.0-python-fused.json \\
+        --performance docs/performance.md --readme README.md
     python3 tools/bench_table.py --check        # regenerate in memory, fail where a file differs
     python3 tools/bench_table.py bench.json     # print performance.md for one run to stdout
 
 --bench is the JSON of tools/bench.c --json, --torch that of tools/compare_torch.py --json,
 --python that of python/bench.py --json (the README's "From PyTorch" table, between
-"<!-- python-table:begin -->" and "<!-- python-table:end -->", and a section of the page).
+"<!-- python-table:begin -->" and "<!-- python-table:end -->", and a section of the page),
+--fused a tools/bench.c JSON of a separate run whose fused/ rows (they replace --bench's own)
+feed the "Fused producers" section, with that run's provenance and copy reference, and
+--python-fused that of python/bench.py --fused-only (the section's "Fused producers against
+PyTorch" table; it replaces the fused rows of --python's JSON). Every fused row is shown
+against its target: ratio to copy >= 0.90 (large shapes), at most 1 us above the dynamic
+quantize alone (256 rows or fewer), and for the PyTorch table copy / fused >= 0.90, the
+unfused pair >= 1.5x and torch.compile >= 1.0x the fused op's time.
 docs/performance.md is generated whole. In README.md only the lines between
 "<!-- headline-table:begin -->" and "<!-- headline-table:end -->" are replaced; without
 both markers nothing is written and the exit status is 1.
 --check without --bench finds docs/bench/<gpu>-<version>.json and <gpu>-<version>-torch.json
-(and <gpu>-<version>-python.json) for the version in baracuda_quant.h, and exits 77
+(and <gpu>-<version>-python.json, and beside the bench file its -fused.json and
+-python-fused.json where they exist) for the version in baracuda_quant.h, and exits 77
 (skipped) when there are none.
 Exit status: 0 done (or --check found everything in sync), 1 a file differs under --check,
 or an input or a marker is missing, 77 --check found no raw files, 64 bad command line.
@@ -126,8 +136,16 @@ On the GPU host, from the repository root, after building `build/tools/bench`:
 tools/bench_run.sh             # writes $OUT/bench.json and $OUT/torch.json (OUT defaults to bench-out)
 cp $OUT/bench.json docs/bench/<gpu>-<version>.json
 cp $OUT/torch.json docs/bench/<gpu>-<version>-torch.json
+python3 python/bench.py --json docs/bench/<gpu>-<version>-python.json
+# the fused producers, where they run apart from the rows above:
+build/tools/bench --filter fused/ --commit REV --header-sha256 SHA \\
+    --json docs/bench/<gpu>-<version>-fused.json
+python3 python/bench.py --fused-only --commit REV --json docs/bench/<gpu>-<version>-python-fused.json
 python3 tools/bench_table.py --bench docs/bench/<gpu>-<version>.json \\
-    --torch docs/bench/<gpu>-<version>-torch.json --performance docs/performance.md --readme README.md
+    --torch docs/bench/<gpu>-<version>-torch.json --python docs/bench/<gpu>-<version>-python.json \\
+    --fused docs/bench/<gpu>-<version>-fused.json \\
+    --python-fused docs/bench/<gpu>-<version>-python-fused.json \\
+    --performance docs/performance.md --readme README.md
 ```
 """
 
@@ -270,52 +288,111 @@ def split_fused(name):
             "shape": "%d × %d" % (rows, d), "gran": gran, "residual": "residual" in rest}
 
 
-def fused_section(rows):
-    """The "Fused producers" tables: the large shapes against the copy, the small batches
-    against the dynamic quantize of the same shape (each fused row's ref_us)."""
-    o = ["## Fused producers", "",
-         "`BQ_RMSNORM_QUANTIZE` ((residual add +) RMSNorm, then quantize) and `BQ_GATED_QUANTIZE` "
-         "(act(gate) × up, then quantize) in one kernel, bf16 in, int8 out, f32 scales; `dynamic_quantize` "
-         "rows are the library's dynamic quantize of the same [rows, D] bf16 tensor, measured just before. "
-         "Bytes counted once each: x read (gated: [rows, 2 D]), the residual read and written, the weight, "
-         "y and the scales written; the copy is that of x's bytes. The targets: ratio to copy at least "
-         "%.2f for the large shapes; for %d rows or fewer, at most %.0f µs above the dynamic quantize alone."
-         % (FUSED_RATIO_MIN, FUSED_SMALL_ROWS, FUSED_SMALL_DIFF_US), ""]
+def met(ok):
+    return "met" if ok else "**not met**"
+
+
+def fused_prov(fb, path):
+    """One line: where the tools/bench.c run of the fused rows comes from (it may be a run of its own)."""
+    p = fb.get("provenance") or {}
+    sha = p.get("commit")
+    parts = ["`tools/bench.c`%s on %s" % (" `--filter %s`" % fb["filter"] if fb.get("filter") else "",
+                                          p.get("gpu") or fb.get("device") or "unknown GPU"),
+             "baracuda_quant %s" % (p.get("library_version") or fb.get("library_version")),
+             "commit `%s`" % sha if sha else "commit not recorded (docs/bench/README.md names the code measured)",
+             "baracuda_quant.h sha256 `%s`" % p["header_sha256"] if p.get("header_sha256")
+             else "header sha256 not recorded",
+             "measured %s" % p["date_utc"] if p.get("date_utc") else "date not recorded",
+             "median of %s runs after %s warm-up" % (fb.get("reps"), fb.get("warmup"))]
+    return "From `%s`: %s." % (path, ", ".join(parts))
+
+
+def fused_copy_table(fb):
+    """The copy reference of a separate fused run (its ratios are against these, not the page's)."""
+    o = ["Copy reference of this run (`cuMemcpyDtoDAsync`, GB/s = 2 × bytes / time):", "",
+         "| bytes | time (us) | GB/s |", "|---:|---:|---:|"]
+    for c in sorted(fb.get("copy", []), key=lambda c: c["bytes"]):
+        if c.get("ok"):
+            o.append("| %d | %.2f | %.0f |" % (c["bytes"], c["median_us"], c["gbps"]))
+        else:
+            o.append("| %d | FAILED | — |" % c["bytes"])
+    return o + [""]
+
+
+def fused_section(rows, fb=None, fb_path=None, pyf=None, pyf_path=None):
+    """The "Fused producers" tables: the large shapes against the copy (target FUSED_RATIO_MIN),
+    the small batches against the dynamic quantize of the same shape (each fused row's ref_us,
+    target FUSED_SMALL_DIFF_US); fb: the tools/bench.c JSON the rows come from when it is not the
+    page's (its provenance and copy reference are printed); pyf: python/bench.py --fused-only's JSON
+    (the fused ops against the unfused pair and torch.compile)."""
+    o = ["## Fused producers", ""]
+    if fb is not None:
+        o += [fused_prov(fb, fb_path) + " A run of its own: its ratios are against its own copy reference "
+              "(below); its `dynamic_quantize` rows, next to those of \"Dynamic quantization\" above, show the "
+              "spread between the two runs.", ""]
+    o += ["`BQ_RMSNORM_QUANTIZE` ((residual add +) RMSNorm, then quantize) and `BQ_GATED_QUANTIZE` "
+          "(act(gate) × up, then quantize) in one kernel, bf16 in, int8 out, f32 scales; `dynamic_quantize` "
+          "rows are the library's dynamic quantize of the same [rows, D] bf16 tensor, measured just before. "
+          "Bytes counted once each: x read (gated: [rows, 2 D]), the residual read and written, the weight, "
+          "y and the scales written; the copy is that of x's bytes. The targets: ratio to copy at least "
+          "%.2f for the large shapes; for %d rows or fewer, at most %.0f µs above the dynamic quantize alone."
+          % (FUSED_RATIO_MIN, FUSED_SMALL_ROWS, FUSED_SMALL_DIFF_US), ""]
     big, small, other = [], [], []
     for r in rows:
         n = split_fused(r["name"])
         (other if n is None else small if n["rows"] <= FUSED_SMALL_ROWS else big).append((r, n))
     if big:
-        o += ["| op | shape [rows, D] | granularity | residual | time (us) | GB/s | ratio to copy | "
-              "dynamic quantize (us) | target met |",
+        o += ["| op | shape [rows, D] | granularity | residual | time (us) | GB/s | ratio to copy "
+              "(target ≥ %.2f) | dynamic quantize (us) | target met |" % FUSED_RATIO_MIN,
               "|---|---|---|---|---:|---:|---:|---:|---|"]
+        n_met = n_all = 0
         for r, n in big:
             head = "| %s | %s | %s | %s " % (n["op"], n["shape"], n["gran"], "yes" if n["residual"] else "")
+            fused = n["op"] != "dynamic_quantize"
             if not r.get("ok"):
-                o.append(head + "| FAILED | — | — | — | |")
+                o.append(head + "| FAILED | — | — | — | %s |" % (met(False) if fused else ""))
+                n_all += fused
                 continue
             ratio = r.get("ratio")
-            fused = n["op"] != "dynamic_quantize"
-            met = "" if not fused or ratio is None else ("yes" if ratio >= FUSED_RATIO_MIN else "**no**")
+            if not fused:
+                verdict = "reference"
+            elif ratio is None:
+                verdict = "—"
+            else:
+                n_all += 1
+                n_met += ratio >= FUSED_RATIO_MIN
+                verdict = met(ratio >= FUSED_RATIO_MIN)
             o.append(head + "| %.1f | %.0f | %s | %s | %s |" % (
-                r["median_us"], r["gbps"], fnum(ratio, "%.2f"), fnum(r.get("ref_us"), "%.1f"), met))
-        o.append("")
+                r["median_us"], r["gbps"], fnum(ratio, "%.2f"), fnum(r.get("ref_us"), "%.1f"), verdict))
+        o += ["", "Ratio to copy at least %.2f: %d of %d fused rows." % (FUSED_RATIO_MIN, n_met, n_all), ""]
     if small:
-        o += ["Small batches (latency-bound; the copy's time is that of x's bytes):", "",
+        o += ["Small batches (latency-bound; the copy's time is that of x's bytes; the target: the fused "
+              "row at most %.0f µs above the dynamic quantize of the same shape):" % FUSED_SMALL_DIFF_US, "",
               "| op | shape [rows, D] | granularity | residual | time (us) | dynamic quantize (us) | "
-              "difference (us) | copy (us) | target met |",
+              "difference (us, target ≤ +%.2f) | copy (us) | target met |" % FUSED_SMALL_DIFF_US,
               "|---|---|---|---|---:|---:|---:|---:|---|"]
+        n_met = n_all = 0
         for r, n in small:
             head = "| %s | %s | %s | %s " % (n["op"], n["shape"], n["gran"], "yes" if n["residual"] else "")
+            fused = n["op"] != "dynamic_quantize"
             if not r.get("ok"):
-                o.append(head + "| FAILED | — | — | — | |")
+                o.append(head + "| FAILED | — | — | — | %s |" % (met(False) if fused else ""))
+                n_all += fused
                 continue
             ref = r.get("ref_us")
             diff = r["median_us"] - ref if ref else None
-            met = "" if diff is None else ("yes" if diff <= FUSED_SMALL_DIFF_US else "**no**")
+            if not fused:
+                verdict = "reference"
+            elif diff is None:
+                verdict = "—"
+            else:
+                n_all += 1
+                n_met += diff <= FUSED_SMALL_DIFF_US
+                verdict = met(diff <= FUSED_SMALL_DIFF_US)
             o.append(head + "| %.2f | %s | %s | %s | %s |" % (
-                r["median_us"], fnum(ref, "%.2f"), fnum(diff, "%+.2f"), fnum(r.get("copy_us"), "%.2f"), met))
-        o.append("")
+                r["median_us"], fnum(ref, "%.2f"), fnum(diff, "%+.2f"), fnum(r.get("copy_us"), "%.2f"), verdict))
+        o += ["", "At most %.0f µs above the dynamic quantize: %d of %d fused rows." % (
+            FUSED_SMALL_DIFF_US, n_met, n_all), ""]
     if other:
         o += ["| case | time (us) | GB/s | ratio to copy |", "|---|---:|---:|---:|"]
         for r, _ in other:
@@ -325,10 +402,16 @@ def fused_section(rows):
             else:
                 o.append("| %s | FAILED | — | — |" % r["name"])
         o.append("")
+    if fb is not None:
+        o += fused_copy_table(fb)
+    if pyf is not None and pyf.get("fused"):
+        o += python_fused_subsection(pyf, pyf_path)
     return o
 
 
-def performance(bench, torch, bench_path, torch_path):
+def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf=None, pyf_path=None):
+    """The page; fb: a tools/bench.c JSON whose fused/ rows replace the bench's own (--fused), with
+    fb_path; pyf: a python/bench.py JSON for "Fused producers against PyTorch" (--python-fused)."""
     p = bench.get("provenance") or {}
     o = ["# Performance", "",
          "Generated by `tools/bench_table.py` from `%s`%s; edit the generator, not this page." %
@@ -403,6 +486,8 @@ def performance(bench, torch, bench_path, torch_path):
     rows = bench.get("rows", [])
     fused = [r for r in rows if r["name"].startswith("fused/")]
     rows = [r for r in rows if r not in fused]
+    if fb is not None:
+        fused = [r for r in fb.get("rows", []) if r["name"].startswith("fused/")]
     lin = [r for r in rows if r["name"].startswith("linear/")]
     dyn = [r for r in rows if "/dynamic_quantize/" in r["name"]]
     aff = [r for r in rows if r not in lin and r not in dyn]
@@ -438,8 +523,8 @@ def performance(bench, torch, bench_path, torch_path):
             else:
                 o.append("| %s | FAILED | — | — | — |" % r["name"])
         o.append("")
-    if fused:
-        o += fused_section(fused)
+    if fused or (pyf is not None and pyf.get("fused")):
+        o += fused_section(fused, fb, fb_path, pyf, pyf_path)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
@@ -498,34 +583,79 @@ def python_block(py, path):
     return "\n".join(o)
 
 
-PY_FUSED_TARGETS = (("copy_over_ours", 0.90), ("unfused_pair_over_ours", 1.5), ("torch_compile_over_ours", 1.0))
+PY_FUSED_TARGETS = (("copy_over_ours", 0.90, "copy / fused", "%.2f"),
+                    ("unfused_pair_over_ours", 1.5, "pair / fused", "%.2f×"),
+                    ("torch_compile_over_ours", 1.0, "compile / fused", "%.2f×"))
+PY_FUSED_TEXT = (
+    "bf16 in, int8 out per token, f32 scales. Unfused pair: PyTorch's own `F.rms_norm` (after "
+    "`x + residual` where there is one) or `F.silu(g) * u`, eager, then this package's "
+    "`dynamic_per_token_quant`; eager and torch.compile run the whole composition (amax / 127 per "
+    "row, x / s, round, clamp, to int8). Bytes counted once each: x read (gated: [M, 2 D]), the "
+    "residual read and written, the weight, q and the scales written; the copy moves as many bytes "
+    "(read plus written), so copy / fused is the share of the copy's bandwidth. Each time is the "
+    "median of %s calls, each timed alone with CUDA events after an L2 flush. Targets: copy / fused "
+    "≥ 0.90, fused against the unfused pair (pair / fused) ≥ 1.5×, fused against torch.compile "
+    "(compile / fused) ≥ 1.0×.")
 
 
 def python_fused_table(rows):
     """python/bench.py's "fused" rows: the fused op against the unfused pair, PyTorch eager and
-    torch.compile of the composition, and the copy of the same bytes, in one process."""
+    torch.compile of the composition, and the copy of the same bytes, in one process; each ratio
+    with its target (PY_FUSED_TARGETS) and whether it is met."""
     o = ["| fused producer (PyTorch tensors) | fused | unfused pair | PyTorch eager | torch.compile | "
-         "copy of the same bytes | copy / fused | pair / fused | compile / fused |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "copy of the same bytes | %s |" % " | ".join(
+             "%s (target ≥ %s) | met" % (label, fmt % t) for _, t, label, fmt in PY_FUSED_TARGETS),
+         "|---|---:|---:|---:|---:|---:|" + "---:|---|" * len(PY_FUSED_TARGETS)]
+    counts = [[0, 0] for _ in PY_FUSED_TARGETS]
 
     def us(r, k):
         if r.get(k + "_us") is not None:
             return "%.1f µs" % r[k + "_us"]
         return "error" if r.get(k + "_error") else "—"
 
-    def ratio(r, k, target):
-        v = r.get(k)
-        if v is None:
-            return "—"
-        return "%.2f" % v if v >= target else "**%.2f**" % v
     for r in rows:
-        o.append("| %s | %s | %s | %s | %s | %.1f µs | %s | %s | %s |" % (
+        cells = []
+        for i, (k, t, _, fmt) in enumerate(PY_FUSED_TARGETS):
+            v = r.get(k)
+            if v is None:
+                cells.append("— | —")
+                continue
+            counts[i][0] += v >= t
+            counts[i][1] += 1
+            cells.append("%s | %s" % (fmt % v, met(v >= t)))
+        o.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             r["op"], us(r, "ours"), us(r, "unfused_pair"), us(r, "torch_eager"), us(r, "torch_compile"),
-            r["copy_us"], *(ratio(r, k, t) for k, t in PY_FUSED_TARGETS)))
+            fnum(r.get("copy_us"), "%.1f µs"), " | ".join(cells)))
+    o += ["", "Targets met: %s." % "; ".join(
+        "%s ≥ %s in %d of %d rows" % (label, fmt % t, c[0], c[1])
+        for (_, t, label, fmt), c in zip(PY_FUSED_TARGETS, counts))]
     return o
 
 
-def python_section(py, path):
+def python_fused_subsection(pyf, path):
+    """"Fused producers against PyTorch" from a python/bench.py JSON (--fused-only or a full run)."""
+    p = pyf.get("provenance") or {}
+    argv = list(p.get("argv") or [])
+    if "--json" in argv[:-1]:  # where it wrote the JSON says nothing about the run
+        i = argv.index("--json")
+        del argv[i:i + 2]
+    parts = ["`%s` on %s" % (" ".join(["python/bench.py"] + argv), p.get("gpu") or pyf.get("device") or "unknown GPU"),
+             "torch %s (CUDA %s)" % (p.get("torch") or pyf.get("torch"), p.get("cuda_runtime")),
+             "baracuda_quant %s" % pyf.get("baracuda_quant"),
+             "commit `%s`" % p["commit"] if p.get("commit")
+             else "commit not recorded (docs/bench/README.md names the code measured)",
+             "baracuda_quant.h sha256 `%s`" % p["header_sha256"] if p.get("header_sha256")
+             else "header sha256 not recorded",
+             "package sha256 `%s`" % p["package_sha256"] if p.get("package_sha256") else None,
+             "measured %s" % p["date"] if p.get("date") else "date not recorded"]
+    o = ["### Fused producers against PyTorch", "",
+         "From `%s`: %s." % (path, ", ".join(x for x in parts if x)), "",
+         PY_FUSED_TEXT % pyf.get("reps", "?"), ""]
+    return o + python_fused_table(pyf["fused"]) + [""]
+
+
+def python_section(py, path, fused=True):
+    """The "From PyTorch" section; fused: with its "fused" rows (off where --python-fused gives them)."""
     p = py.get("provenance") or {}
     o = ["", "## From PyTorch (`python/bench.py`)", "",
          "The package's torch ops against PyTorch eager and `torch.compile` of the same formula "
@@ -536,15 +666,8 @@ def python_section(py, path):
         if p.get(k):
             o.append("| %s | %s |" % (k.replace("_", " "), "`%s`" % p[k] if "sha" in k or k == "commit" else p[k]))
     o += [""] + python_block(py, path).split("\n")
-    if py.get("fused"):
-        o += ["", "### Fused producers against PyTorch", "",
-              "bf16 in, int8 out per token, f32 scales. Unfused pair: PyTorch's own `F.rms_norm` (after "
-              "`x + residual` where there is one) or `F.silu(g) * u`, eager, then this package's "
-              "`dynamic_per_token_quant`; eager and torch.compile run the whole composition (amax / 127 per "
-              "row, x / s, round, clamp, to int8). Bytes counted once each: x read (gated: [M, 2 D]), the "
-              "residual read and written, the weight, q and the scales written; copy / fused is the share of "
-              "the copy's bandwidth. Targets: copy / fused >= 0.90, pair / fused >= 1.5, compile / fused "
-              ">= 1.0 (in bold where missed).", ""]
+    if fused and py.get("fused"):
+        o += ["", "### Fused producers against PyTorch", "", PY_FUSED_TEXT % py.get("reps", "?"), ""]
         o += python_fused_table(py["fused"])
         o.append("")
     return "\n".join(o)
@@ -572,6 +695,10 @@ def main():
     ap.add_argument("--performance", help="the page to write (docs/performance.md)")
     ap.add_argument("--readme", help="the README whose headline table to replace")
     ap.add_argument("--python", help="python/bench.py's JSON (docs/bench/<gpu>-<version>-python.json)")
+    ap.add_argument("--fused", help="a tools/bench.c JSON whose fused/ rows feed the \"Fused producers\" "
+                    "tables, with its own provenance (docs/bench/<gpu>-<version>-fused.json)")
+    ap.add_argument("--python-fused", help="python/bench.py --fused-only's JSON: the \"Fused producers "
+                    "against PyTorch\" table (docs/bench/<gpu>-<version>-python-fused.json)")
     ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root, for --check's defaults (default: this script's ..)")
@@ -596,6 +723,10 @@ def main():
         a.torch = a.torch or (t if os.path.exists(t) else None)
         pys = sorted(glob.glob(os.path.join(root, "docs", "bench", "*-%s-python.json" % version)))
         a.python = a.python or (pys[0] if pys else None)
+        base = a.bench[:-len(".json")]  # the fused runs of the same GPU, where there are
+        f, pf = base + "-fused.json", base + "-python-fused.json"
+        a.fused = a.fused or (f if os.path.exists(f) else None)
+        a.python_fused = a.python_fused or (pf if os.path.exists(pf) else None)
         a.performance = a.performance or os.path.join(root, "docs", "performance.md")
         a.readme = a.readme or os.path.join(root, "README.md")
     if not a.bench:
@@ -607,6 +738,8 @@ def main():
         bench = load(a.bench)
         torch = load(a.torch) if a.torch else None
         py = load(a.python) if a.python else None
+        fb = load(a.fused) if a.fused else None
+        pyf = load(a.python_fused) if a.python_fused else None
     except (OSError, ValueError) as e:
         print("bench_table: %s" % e, file=sys.stderr)
         return 1
@@ -619,9 +752,9 @@ def main():
 
     outputs = []
     if a.performance:
-        page = performance(bench, torch, rel(a.bench), rel(a.torch))
+        page = performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf, rel(a.python_fused))
         if py:
-            page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python))
+            page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python), fused=pyf is None)
         outputs.append((a.performance, page))
     if a.readme:
         try:
@@ -635,7 +768,8 @@ def main():
             print("bench_table: %s" % e, file=sys.stderr)
             return 1
     if not outputs:
-        sys.stdout.write(performance(bench, torch, rel(a.bench), rel(a.torch)))
+        sys.stdout.write(performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf,
+                                     rel(a.python_fused)))
         return 0
 
     status = 0
@@ -647,9 +781,11 @@ def main():
             except OSError:
                 old = None
             if old != new:
+                given = "".join(" %s %s" % (opt, rel(v)) for opt, v in (
+                    ("--torch", a.torch), ("--python", a.python), ("--fused", a.fused),
+                    ("--python-fused", a.python_fused)) if v)
                 print("bench_table: %s is not what %s generates: run tools/bench_table.py --bench %s%s "
-                      "--performance ... --readme ..." % (path, os.path.basename(sys.argv[0]), rel(a.bench),
-                                                          " --torch %s" % rel(a.torch) if a.torch else ""),
+                      "--performance ... --readme ..." % (path, os.path.basename(sys.argv[0]), rel(a.bench), given),
                       file=sys.stderr)
                 status = 1
         else:
@@ -657,7 +793,8 @@ def main():
                 f.write(new)
             print("bench_table: wrote %s" % path)
     if a.check and status == 0:
-        print("bench_table: %s in sync with %s" % (", ".join(p for p, _ in outputs), rel(a.bench)))
+        print("bench_table: %s in sync with %s" % (", ".join(p for p, _ in outputs), ", ".join(
+            rel(v) for v in (a.bench, a.torch, a.python, a.fused, a.python_fused) if v)))
     return status
 
 

@@ -104,7 +104,9 @@ fused() {
     cc -std=c11 -O2 -shared -fPIC -I. python/baracuda_quant/_capi.c -o build-fused/libbaracuda_quant_c.so -ldl \
       -lpthread -lm
   echo "build rc=$?"
-  build-fused/bench --filter fused/ --json $OUT/bench-fused.json > $OUT/bench-fused.txt 2>&1
+  local commit=${BQ_BENCH_COMMIT:-$(head -n1 .bench_commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)}
+  build-fused/bench --filter fused/ --json $OUT/bench-fused.json --commit "$commit" \
+    --header-sha256 "$(sha256sum baracuda_quant.h | cut -d' ' -f1)" > $OUT/bench-fused.txt 2>&1
   echo "bench fused rc=$?"; sed -n '/^== fused producers/,$p' $OUT/bench-fused.txt
   [ -f $OUT/bench-fused.json ] &&
     python3 tools/bench_table.py $OUT/bench-fused.json | sed -n '/^## Fused producers/,$p' > $OUT/bench-fused-table.md
