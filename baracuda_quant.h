@@ -6544,7 +6544,6 @@ BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
 /* Tests: an entry point by index for every run (a register entry too small for the row
    takes bq_fused_long); -1: the host's choice. */
 static int bq__fused_force_entry = -1;
-static int bq__fused_last_blocks, bq__fused_last_stages; /* the last run's staged choice, for tuning */
 BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
   return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
 }
@@ -6608,7 +6607,6 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
     if (which <= BQ__FUSED_C8 && nacc > (int64_t)BQ__FUSED_THREADS << which) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
   }
-  bq__fused_last_blocks = staged_blocks, bq__fused_last_stages = stages;
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
     k.slot = (int32_t)slot;
     k.stages = stages;
