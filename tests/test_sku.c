@@ -7,7 +7,8 @@
        equal SKUs mean byte-identical source and the same target; different normalized
        descriptors or targets mean different SKUs; SKUs are readable and their file names
        safe; bq_sku agrees with bq__kernel_for.
-   (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off).
+   (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off), the
+       fused producers' included.
        NVRTC must be present: CI installs it, and a compile test that cannot compile
        fails rather than skips.
    Criterion runs every test in its own process, so each starts with fresh counters. */
@@ -446,6 +447,27 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   cr_log_info("sm_%d: %zu SKUs compiled in %.1f s (%.0f ms each)", sm, n, s, 1e3 * s / (double)n);
 }
 
+/* The fused producers, one op (the gated one with one activation): every granularity it
+   has x float type x int type x symmetric or asymmetric (the dynamic ones) with the full
+   q-range, plus a narrow range per token. */
+static size_t fused_set_of(bq_op op, bq_activation act, bq_desc *out) {
+  static const bq_granularity fgrans[] = {BQ_PER_TENSOR, BQ_PER_TOKEN, BQ_PER_GROUP};
+  size_t n = 0;
+  for (size_t g = 0; g < NELEM(fgrans); g++)
+    for (size_t f = 0; f < NELEM(FTS); f++)
+      for (size_t i = 0; i < NELEM(ITS); i++)
+        for (int asym = 0; asym < (fgrans[g] == BQ_PER_TENSOR ? 1 : 2); asym++) {
+          out[n] = mk(op, BQ_FORWARD, fgrans[g], FTS[f], ITS[i], 0, 0, asym);
+          out[n++].activation = act;
+        }
+  out[n] = mk(op, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, BQ_S8, -7, 7, 0);
+  out[n++].activation = act;
+  return n;
+}
+static size_t rmsnorm_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
+static size_t silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_SILU, out); }
+static size_t gelu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_GELU_TANH, out); }
+
 /* One test per op and arch, so that Criterion's parallel workers (separate processes)
    overlap them: NVRTC serializes compiles inside one process. */
 Test(compile, quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, affine_set); }
@@ -456,6 +478,12 @@ Test(compile, fake_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_FAKE_QUAN
 Test(compile, fake_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 90, affine_set); }
 Test(compile, dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, dynamic_set); }
 Test(compile, dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, dynamic_set); }
+Test(compile, rmsnorm_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_RMSNORM_QUANTIZE, 80, rmsnorm_set); }
+Test(compile, rmsnorm_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_RMSNORM_QUANTIZE, 90, rmsnorm_set); }
+Test(compile, silu_mul_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 80, silu_set); }
+Test(compile, silu_mul_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 90, silu_set); }
+Test(compile, gelu_tanh_mul_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 80, gelu_set); }
+Test(compile, gelu_tanh_mul_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 90, gelu_set); }
 
 /* ---- linear layers ----------------------------------------------------------------------------- */
 /* QuantizedLinear, SmoothQuantLinear (per tensor, per token) and the weight-sums helper,
