@@ -2936,7 +2936,7 @@ static const char bq__src_fused_cu[] =
   "  bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group\n"
   "  double scale, eps;                             // per tensor's static scale; RMSNorm's eps\n"
   "  int zp, aligned, fast_groups;\n"
-  "  int slot, stages, wstage;                      // bq_fused_staged: bytes a row, rows staged, weight staged\n"
+  "  int slot, wstage;                              // bq_fused_staged: a slot's bytes; weight staged\n"
   "};\n"
   "\n"
   "// ---- the math of the contract: every operation one rounding in C ---------------------\n"
@@ -3240,6 +3240,15 @@ static const char bq__src_fused_cu[] =
   "}\n"
   "#endif\n"
   "\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "// Per token: the block's reduction, then the row's scale (written by thread 0)\n"
+  "static __device__ __forceinline__ bq_qp bq_row_params(const bq_fused_params &p, bq_i64 r, bq_red red, bq_red *red_smem) {\n"
+  "  const bq_qp q = bq_params_of(bq_red_round(bq_red_team(red, BQ_THREADS, red_smem)));\n"
+  "  if (threadIdx.x == 0) bq_fused_params_out(p, r, q);\n"
+  "  return q;\n"
+  "}\n"
+  "#endif\n"
+  "\n"
   "#if BQ_GRAN == BQ_GRAN_GROUP\n"
   "// Groups of any other size: a thread a group, its values recomputed from memory (h from\n"
   "// the residual buffer or x; the gate and up from x).\n"
@@ -3351,9 +3360,7 @@ static const char bq__src_fused_cu[] =
   "#endif\n"
   "  }\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
-  "  red = bq_red_round(bq_red_team(red, BQ_THREADS, red_smem));\n"
-  "  const bq_qp q = bq_params_of(red);\n"
-  "  if (t == 0) bq_fused_params_out(p, r, q);\n"
+  "  const bq_qp q = bq_row_params(p, r, red, red_smem);\n"
   "  for (int b = 0; b < nb; b += batch) {\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++) {\n"
@@ -3373,10 +3380,10 @@ static const char bq__src_fused_cu[] =
   "}\n"
   "\n"
   "// ---- bq_fused_staged: rows staged in shared memory, the next one copied in while this one runs\n"
-  "// A persistent block takes rows blockIdx.x, + gridDim.x, ...; p.stages (2 to 4) slots of\n"
-  "// shared memory hold a row each (its streams: RMSNorm x, then the residual; gated: gate,\n"
-  "// then up, as 16-byte accesses). While a row is worked on, cp.async brings the block's\n"
-  "// next p.stages - 1 rows into the other slots, so loads are always in flight, and no\n"
+  "// A persistent block takes rows blockIdx.x, + gridDim.x, ...; two slots of shared memory\n"
+  "// hold a row each (its streams: RMSNorm x, then the residual; gated: gate, then up, as\n"
+  "// 16-byte accesses). While a row is worked on, cp.async brings the block's next row into\n"
+  "// the other slot, so loads are always in flight, and no\n"
   "// register holds a row: any row that fits two slots is read from DRAM once. Thread t\n"
   "// copies exactly the accesses it later reads, so its own cp.async.wait_group is all the\n"
   "// synchronization a slot needs. Only rows whose streams start 16 bytes aligned come here.\n"
@@ -3486,9 +3493,7 @@ static const char bq__src_fused_cu[] =
   "#endif\n"
   "  }\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
-  "  red = bq_red_round(bq_red_team(red, BQ_THREADS, red_smem));\n"
-  "  const bq_qp q = bq_params_of(red);\n"
-  "  if (t == 0) bq_fused_params_out(p, r, q);\n"
+  "  const bq_qp q = bq_row_params(p, r, red, red_smem);\n"
   "  for (int a = t; a < nacc; a += BQ_THREADS) {\n"
   "    const bq_xchunk v = S[a];\n"
   "    bq_qchunk o;\n"
@@ -3505,8 +3510,7 @@ static const char bq__src_fused_cu[] =
   "  __shared__ bq_c ss_smem[BQ_THREADS / 32];\n"
   "  __shared__ bq_red red_smem[BQ_THREADS / 32];\n"
   "  const int nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;\n"
-  "  // the weight (RMSNorm), then rows r, r + g, ... in slots 0, 1, ..., p.stages - 1, 0, ...:\n"
-  "  // p.stages - 1 rows ahead in flight\n"
+  "  // the weight (RMSNorm), then rows r, r + g, r + 2 g, ... in slots 0, 1, 0, ...\n"
   "  const int wbytes = BQ_RMS && p.wstage ? nacc * 16 : 0;\n"
   "  const bq_u32 wbase = bq_smem_addr(smem), base = wbase + (bq_u32)wbytes;\n"
   "#if BQ_RMS\n"
@@ -3516,22 +3520,14 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "#endif\n"
   "  const bq_i64 g = gridDim.x;\n"
-  "  for (int k = 0; k < p.stages - 1; k++) {\n"
-  "    const bq_i64 r = blockIdx.x + k * g;\n"
-  "    if (r < p.rows) bq_stage(p, r, base + (bq_u32)(k * p.slot), nacc);\n"
-  "    bq_cp_commit();\n"
-  "  }\n"
+  "  if (blockIdx.x < p.rows) bq_stage(p, blockIdx.x, base, nacc);\n"
+  "  bq_cp_commit();\n"
   "  int s = 0;\n"
-  "  for (bq_i64 r = blockIdx.x; r < p.rows; r += g) {\n"
-  "    const int ahead = s == 0 ? p.stages - 1 : s - 1; // the slot this row's predecessor used\n"
-  "    const bq_i64 rn = r + (p.stages - 1) * g;\n"
-  "    if (rn < p.rows) bq_stage(p, rn, base + (bq_u32)(ahead * p.slot), nacc);\n"
+  "  for (bq_i64 r = blockIdx.x; r < p.rows; r += g, s ^= 1) {\n"
+  "    if (r + g < p.rows) bq_stage(p, r + g, base + (bq_u32)((s ^ 1) * p.slot), nacc); // the slot the last row used\n"
   "    bq_cp_commit();\n"
-  "    if (p.stages == 2) bq_cp_wait<1>(); // this row's copies have landed, later rows' may be in flight\n"
-  "    else if (p.stages == 3) bq_cp_wait<2>();\n"
-  "    else bq_cp_wait<3>();\n"
+  "    bq_cp_wait<1>(); // this row's copies have landed; the next row's may be in flight\n"
   "    bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem);\n"
-  "    s = s + 1 == p.stages ? 0 : s + 1;\n"
   "  }\n"
   "}\n"
   "\n"
@@ -5641,6 +5637,27 @@ typedef struct bq__view {
   int64_t group, gmod, grs, ngroups;
 } bq__view;
 
+/* Per group, [rows, cols]: args.group_size divides cols; the scales' row stride
+   (group_row_stride, 0: cols / group_size) holds a row's groups and fits. */
+BQ__FN bq_status bq__group_shape(const char *n, const bq_args *a, int64_t rows, int64_t *group, int64_t *ngroups,
+                                 int64_t *grs) {
+  if (a->group_size < 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be >= 1", n, (long long)a->group_size);
+  if (a->cols % a->group_size)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) does not divide args.cols (%lld)", n,
+                    (long long)a->group_size, (long long)a->cols);
+  const int64_t ng = a->cols / a->group_size, rs = a->group_row_stride ? a->group_row_stride : ng;
+  if (rs < ng)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than cols / group_size (%lld)",
+                    n, (long long)a->group_row_stride, (long long)ng);
+  if (rows && rs > BQ__MAX_ELEMS / rows)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)rs);
+  *group = a->group_size;
+  *ngroups = ng;
+  *grs = rs;
+  return BQ_SUCCESS;
+}
+
 BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
   const bq_desc *d = &p->desc;
   const char *n = p->name;
@@ -5701,20 +5718,8 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
                       (long long)a->rows);
     v->numel = v->rows * v->cols;
     if (d->granularity == BQ_PER_GROUP) {
-      if (a->group_size < 1)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be >= 1", n, (long long)a->group_size);
-      if (a->cols % a->group_size)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) does not divide args.cols (%lld)", n,
-                        (long long)a->group_size, (long long)a->cols);
-      int64_t ng = a->cols / a->group_size;
-      v->grs = a->group_row_stride ? a->group_row_stride : ng;
-      if (v->grs < ng)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than cols / group_size (%lld)",
-                        n, (long long)a->group_row_stride, (long long)ng);
-      if (v->rows && v->grs > BQ__MAX_ELEMS / v->rows)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)v->grs);
-      v->group = a->group_size;
-      v->ngroups = ng;
+      bq_status st = bq__group_shape(n, a, v->rows, &v->group, &v->ngroups, &v->grs);
+      if (st) return st;
     }
     break;
   }
@@ -6427,7 +6432,7 @@ typedef struct bq__fused_params {
   int64_t rows, cols, xs, rs, os, ys, group, grs;
   double scale, eps;
   int32_t zp, aligned, fast_groups;
-  int32_t slot, stages, wstage;
+  int32_t slot, wstage;
 } bq__fused_params;
 
 /* The fused entry points, by index: bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
@@ -6487,21 +6492,9 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
                   v->rs > BQ__MAX_ELEMS / v->rows || v->os > BQ__MAX_ELEMS / v->rows))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
                     (long long)a->rows);
-  if (d->granularity == BQ_PER_GROUP) {
-    if (a->group_size < 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be >= 1", n, (long long)a->group_size);
-    if (a->cols % a->group_size)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) does not divide args.cols (%lld)", n,
-                      (long long)a->group_size, (long long)a->cols);
-    v->group = a->group_size;
-    v->ngroups = a->cols / a->group_size;
-    v->grs = a->group_row_stride ? a->group_row_stride : v->ngroups;
-    if (v->grs < v->ngroups)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than cols / group_size (%lld)",
-                      n, (long long)a->group_row_stride, (long long)v->ngroups);
-    if (v->rows && v->grs > BQ__MAX_ELEMS / v->rows)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)v->grs);
-  }
+  bq_status st;
+  if (d->granularity == BQ_PER_GROUP && (st = bq__group_shape(n, a, v->rows, &v->group, &v->ngroups, &v->grs)))
+    return st;
   const int c64 = d->float_type == BQ_F64; /* scalars are used in C: f64, or rounded to f32 */
   if (d->granularity == BQ_PER_TENSOR &&
       !(isfinite(a->scale) && a->scale > 0 && (c64 || ((float)a->scale > 0 && isfinite((float)a->scale)))))
@@ -6523,7 +6516,6 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual is args.x, but args.residual_row_stride (%lld) is "
                     "not x's (%lld)", n, (long long)v->rs, (long long)v->xs);
   if (v->rows == 0 || v->cols == 0) return BQ_SUCCESS;
-  bq_status st;
   if ((st = bq__check_ptr(p, "args.x", a->x, t))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
   if (rms && (st = bq__check_ptr(p, "args.norm_weight", a->norm_weight, t))) return st;
@@ -6585,35 +6577,36 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   int which = BQ__FUSED_LONG;
   for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
     if (nacc <= (int64_t)BQ__FUSED_THREADS << e) { which = e; break; }
-  /* staged: slots of a row's streams (x and the residual, or the gate and up); two a block
-     measured best (more slots, fewer blocks an SM, were slower), and rows of up to 512
-     accesses are faster held in registers (bq_fused_c1, bq_fused_c2) */
+  /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
+     (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
+     are faster held in registers (bq_fused_c1, bq_fused_c2), so they skip the occupancy
+     queries unless a test forces the entry */
   const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
+  const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
   int64_t wbytes = 0;
-  int staged_blocks = 0, stages = 0;
+  int staged_blocks = 0;
   /* the weight is staged too where that costs no block an SM (else it is read through L1) */
-  for (int ws_try = rms; k.aligned && ws_try >= 0; ws_try--) {
+  for (int ws_try = rms; k.aligned && (nacc > 2 * BQ__FUSED_THREADS || forced) && ws_try >= 0; ws_try--) {
     int nb = 0;
     const int64_t wb = ws_try ? nacc * 16 : 0;
     if (wb + 2 * slot <= p->smem_max &&
         bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p->entry->fn[BQ__FUSED_STAGED], BQ__FUSED_THREADS,
                                                             (size_t)(wb + 2 * slot)) == 0 &&
         nb > staged_blocks)
-      staged_blocks = nb, stages = 2, wbytes = wb;
+      staged_blocks = nb, wbytes = wb;
   }
   if (staged_blocks > 0 && nacc > 2 * BQ__FUSED_THREADS) which = BQ__FUSED_STAGED;
-  if (bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES) {
+  if (forced) {
     which = bq__fused_force_entry;
     if (which <= BQ__FUSED_C8 && nacc > (int64_t)BQ__FUSED_THREADS << which) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
     k.slot = (int32_t)slot;
-    k.stages = stages;
     k.wstage = wbytes > 0;
     int64_t blocks = (int64_t)staged_blocks * (p->num_sms > 0 ? p->num_sms : 1);
     return bq__launch(p, which, v.rows < blocks ? v.rows : blocks, 1, BQ__FUSED_THREADS,
-                      (unsigned)(wbytes + stages * slot), &k, stream);
+                      (unsigned)(wbytes + 2 * slot), &k, stream);
   }
   /* a block a row (a block takes several when rows exceed the grid's limit) */
   return bq__launch(p, which, v.rows < 0x7fffffff ? v.rows : 0x7fffffff, 1, BQ__FUSED_THREADS, 0, &k, stream);

@@ -27,7 +27,7 @@ struct bq_fused_params {
   bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group
   double scale, eps;                             // per tensor's static scale; RMSNorm's eps
   int zp, aligned, fast_groups;
-  int slot, stages, wstage;                      // bq_fused_staged: bytes a row, rows staged, weight staged
+  int slot, wstage;                              // bq_fused_staged: a slot's bytes; weight staged
 };
 
 // ---- the math of the contract: every operation one rounding in C ---------------------
@@ -331,6 +331,15 @@ static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params
 }
 #endif
 
+#if BQ_GRAN == BQ_GRAN_TOKEN
+// Per token: the block's reduction, then the row's scale (written by thread 0)
+static __device__ __forceinline__ bq_qp bq_row_params(const bq_fused_params &p, bq_i64 r, bq_red red, bq_red *red_smem) {
+  const bq_qp q = bq_params_of(bq_red_round(bq_red_team(red, BQ_THREADS, red_smem)));
+  if (threadIdx.x == 0) bq_fused_params_out(p, r, q);
+  return q;
+}
+#endif
+
 #if BQ_GRAN == BQ_GRAN_GROUP
 // Groups of any other size: a thread a group, its values recomputed from memory (h from
 // the residual buffer or x; the gate and up from x).
@@ -442,9 +451,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #endif
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  red = bq_red_round(bq_red_team(red, BQ_THREADS, red_smem));
-  const bq_qp q = bq_params_of(red);
-  if (t == 0) bq_fused_params_out(p, r, q);
+  const bq_qp q = bq_row_params(p, r, red, red_smem);
   for (int b = 0; b < nb; b += batch) {
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
@@ -464,10 +471,10 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 }
 
 // ---- bq_fused_staged: rows staged in shared memory, the next one copied in while this one runs
-// A persistent block takes rows blockIdx.x, + gridDim.x, ...; p.stages (2 to 4) slots of
-// shared memory hold a row each (its streams: RMSNorm x, then the residual; gated: gate,
-// then up, as 16-byte accesses). While a row is worked on, cp.async brings the block's
-// next p.stages - 1 rows into the other slots, so loads are always in flight, and no
+// A persistent block takes rows blockIdx.x, + gridDim.x, ...; two slots of shared memory
+// hold a row each (its streams: RMSNorm x, then the residual; gated: gate, then up, as
+// 16-byte accesses). While a row is worked on, cp.async brings the block's next row into
+// the other slot, so loads are always in flight, and no
 // register holds a row: any row that fits two slots is read from DRAM once. Thread t
 // copies exactly the accesses it later reads, so its own cp.async.wait_group is all the
 // synchronization a slot needs. Only rows whose streams start 16 bytes aligned come here.
@@ -577,9 +584,7 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
 #endif
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  red = bq_red_round(bq_red_team(red, BQ_THREADS, red_smem));
-  const bq_qp q = bq_params_of(red);
-  if (t == 0) bq_fused_params_out(p, r, q);
+  const bq_qp q = bq_row_params(p, r, red, red_smem);
   for (int a = t; a < nacc; a += BQ_THREADS) {
     const bq_xchunk v = S[a];
     bq_qchunk o;
@@ -596,8 +601,7 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
   __shared__ bq_c ss_smem[BQ_THREADS / 32];
   __shared__ bq_red red_smem[BQ_THREADS / 32];
   const int nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;
-  // the weight (RMSNorm), then rows r, r + g, ... in slots 0, 1, ..., p.stages - 1, 0, ...:
-  // p.stages - 1 rows ahead in flight
+  // the weight (RMSNorm), then rows r, r + g, r + 2 g, ... in slots 0, 1, 0, ...
   const int wbytes = BQ_RMS && p.wstage ? nacc * 16 : 0;
   const bq_u32 wbase = bq_smem_addr(smem), base = wbase + (bq_u32)wbytes;
 #if BQ_RMS
@@ -607,22 +611,14 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
   }
 #endif
   const bq_i64 g = gridDim.x;
-  for (int k = 0; k < p.stages - 1; k++) {
-    const bq_i64 r = blockIdx.x + k * g;
-    if (r < p.rows) bq_stage(p, r, base + (bq_u32)(k * p.slot), nacc);
-    bq_cp_commit();
-  }
+  if (blockIdx.x < p.rows) bq_stage(p, blockIdx.x, base, nacc);
+  bq_cp_commit();
   int s = 0;
-  for (bq_i64 r = blockIdx.x; r < p.rows; r += g) {
-    const int ahead = s == 0 ? p.stages - 1 : s - 1; // the slot this row's predecessor used
-    const bq_i64 rn = r + (p.stages - 1) * g;
-    if (rn < p.rows) bq_stage(p, rn, base + (bq_u32)(ahead * p.slot), nacc);
+  for (bq_i64 r = blockIdx.x; r < p.rows; r += g, s ^= 1) {
+    if (r + g < p.rows) bq_stage(p, r + g, base + (bq_u32)((s ^ 1) * p.slot), nacc); // the slot the last row used
     bq_cp_commit();
-    if (p.stages == 2) bq_cp_wait<1>(); // this row's copies have landed, later rows' may be in flight
-    else if (p.stages == 3) bq_cp_wait<2>();
-    else bq_cp_wait<3>();
+    bq_cp_wait<1>(); // this row's copies have landed; the next row's may be in flight
     bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem);
-    s = s + 1 == p.stages ? 0 : s + 1;
   }
 }
 
