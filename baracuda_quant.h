@@ -237,7 +237,8 @@ typedef enum bq_dtype {
   BQ_DTYPE_DEFAULT = 0,
   BQ_F32, BQ_F64, BQ_F16, BQ_BF16, /* float types T */
   BQ_S8, BQ_U8,                    /* integer storage types I */
-  BQ_S32
+  BQ_S32,
+  BQ_E4M3, BQ_E5M2                 /* FP8 storage types I (OCP E4M3FN, E5M2) */
 } bq_dtype;
 
 typedef enum bq_op {
@@ -2004,8 +2005,8 @@ static const char bq__src_common_cuh[] =
   "// \"kernel specialization\"). Its values are the names of the public enums' values, which it\n"
   "// defines first (BQ_TYPE_F32, BQ_GRAN_TOKEN, BQ_OP_QUANTIZE, ...):\n"
   "//   BQ_FT   float type T: BQ_TYPE_F32, BQ_TYPE_F64, BQ_TYPE_F16 or BQ_TYPE_BF16\n"
-  "//   BQ_IT   int type I: BQ_TYPE_S8 or BQ_TYPE_U8\n"
-  "//   BQ_QMIN, BQ_QMAX   the q-range\n"
+  "//   BQ_IT   storage type I: BQ_TYPE_S8, BQ_TYPE_U8, or FP8: BQ_TYPE_E4M3, BQ_TYPE_E5M2\n"
+  "//   BQ_QMIN, BQ_QMAX   the q-range (integer types; 0 and 0 for FP8)\n"
   "//   BQ_ST   scale array element type: BQ_TYPE_F32 or T\n"
   "// Numerics: docs/numerics.md in the repository. Every rounding is explicit\n"
   "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
@@ -2030,11 +2031,20 @@ static const char bq__src_common_cuh[] =
   "typedef bq_u16 bq_t; // f16 / bf16 bits\n"
   "#endif\n"
   "\n"
-  "#if BQ_IT == BQ_TYPE_S8\n"
+  "#if BQ_IT == BQ_TYPE_E4M3 || BQ_IT == BQ_TYPE_E5M2\n"
+  "// FP8 storage: bq_i holds the code. The ints the element functions pass around are codes\n"
+  "// (0..255), so the int type's packing and saturation never change one.\n"
+  "#define BQ_FP8 1\n"
+  "typedef unsigned char bq_i;\n"
+  "#define BQ_I_MIN 0\n"
+  "#define BQ_I_MAX 255\n"
+  "#elif BQ_IT == BQ_TYPE_S8\n"
+  "#define BQ_FP8 0\n"
   "typedef signed char bq_i;\n"
   "#define BQ_I_MIN (-128)\n"
   "#define BQ_I_MAX 127\n"
   "#else\n"
+  "#define BQ_FP8 0\n"
   "typedef unsigned char bq_i;\n"
   "#define BQ_I_MIN 0\n"
   "#define BQ_I_MAX 255\n"
@@ -2087,7 +2097,10 @@ static const char bq__src_common_cuh[] =
   "// first, and the third operand's low half above them.)\n"
   "static __device__ __forceinline__ bq_u32 bq_pack4(int e0, int e1, int e2, int e3) {\n"
   "  bq_u32 hi, w;\n"
-  "#if BQ_IT == BQ_TYPE_S8\n"
+  "#if BQ_FP8 // codes: no saturation\n"
+  "  w = (bq_u32)e0 | ((bq_u32)e1 << 8) | ((bq_u32)e2 << 16) | ((bq_u32)e3 << 24);\n"
+  "  (void)hi;\n"
+  "#elif BQ_IT == BQ_TYPE_S8\n"
   "  asm(\"cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;\" : \"=r\"(hi) : \"r\"(e3), \"r\"(e2));\n"
   "  asm(\"cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;\" : \"=r\"(w) : \"r\"(e1), \"r\"(e0), \"r\"(hi));\n"
   "#else\n"
@@ -2300,6 +2313,127 @@ static const char bq__src_common_cuh[] =
   "  const bq_c v = bq_quotient(x, q);\n"
   "  return bq_rint(v == v ? v : (bq_c)0);\n"
   "}\n"
+  "#if BQ_FP8\n"
+  "// ---- FP8 storage: docs/numerics.md, \"FP8 storage\" --------------------------------------\n"
+  "// q = fp8(C(x) / C(s)): the IEEE quotient in C, then one round to nearest even into the\n"
+  "// type, saturating to its largest finite value (NaN gives the code 0x7F). Zero points are\n"
+  "// 0 (the host rejects others), so bq_zp only carries them through.\n"
+  "#if BQ_IT == BQ_TYPE_E4M3\n"
+  "#define BQ_F8_M 3          // mantissa bits\n"
+  "#define BQ_F8_BIAS 7\n"
+  "#define BQ_F8_MAX 448.0f\n"
+  "#define BQ_F8_MAX_CODE 0x7E\n"
+  "#else\n"
+  "#define BQ_F8_M 2\n"
+  "#define BQ_F8_BIAS 15\n"
+  "#define BQ_F8_MAX 57344.0f\n"
+  "#define BQ_F8_MAX_CODE 0x7B\n"
+  "#endif\n"
+  "#define BQ_F8_MAX_BITS 0 // (unused: the compare is in float)\n"
+  "// f32 -> FP8 code, round to nearest even, satfinite. sm_89 and later have the instruction;\n"
+  "// elsewhere (and in the CPU emulator, or with BQ_FP8_SOFT, which the tests use to check this\n"
+  "// form on an H100) the same rounding from the bits: the significand keeps BQ_F8_M bits\n"
+  "// above the type's quantum at x's exponent (its smallest normal exponent below that).\n"
+  "static __device__ __forceinline__ int bq_f8_soft(float v) {\n"
+  "  const bq_u32 b = __float_as_uint(v);\n"
+  "  const int sign = (int)((b >> 24) & 0x80u);\n"
+  "  const bq_u32 a = b & 0x7fffffffu;\n"
+  "  if (a > 0x7f800000u) return 0x7F;                              // NaN\n"
+  "  if (__uint_as_float(a) >= BQ_F8_MAX) return sign | BQ_F8_MAX_CODE; // saturate (and +-inf)\n"
+  "  const int e = (int)(a >> 23) - 127, emin = 1 - BQ_F8_BIAS;\n"
+  "  if (e < emin - BQ_F8_M - 1) return sign; // below half the smallest subnormal: +-0\n"
+  "  const bq_u32 m = (a & 0x7fffffu) | 0x800000u;\n"
+  "  const int shift = 23 - BQ_F8_M + (e < emin ? emin - e : 0); // at most 24\n"
+  "  const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);\n"
+  "  const bq_u32 up = (rem > half) | ((rem == half) & keep);\n"
+  "  // keep counts quanta 2^(max(e, emin) - M); a carry into the next binade lands right\n"
+  "  return sign | (int)(((bq_u32)((e < emin ? emin : e) + BQ_F8_BIAS - 1) << BQ_F8_M) + keep + up);\n"
+  "}\n"
+  "static __device__ __forceinline__ int bq_f8_of_f32(float v) {\n"
+  "#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
+  "  bq_u16 h;\n"
+  "#if BQ_IT == BQ_TYPE_E4M3\n"
+  "  asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(h) : \"f\"(0.0f), \"f\"(v));\n"
+  "#else\n"
+  "  asm(\"cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\" : \"=h\"(h) : \"f\"(0.0f), \"f\"(v));\n"
+  "#endif\n"
+  "  return h & 0xFF; // the second operand lands in the low byte\n"
+  "#else\n"
+  "  return bq_f8_soft(v);\n"
+  "#endif\n"
+  "}\n"
+  "// C -> FP8 code, one rounding. An f64 value is first rounded to f32 by round to odd\n"
+  "// (truncate, then set the last bit if anything was dropped), which keeps the FP8 rounding\n"
+  "// single: f32 carries far more than the two extra bits that needs.\n"
+  "static __device__ __forceinline__ int bq_f8_of_c(bq_c v) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  float f = __double2float_rn(v);\n"
+  "  if ((double)f != v && v == v) {\n"
+  "    bq_u32 u = __float_as_uint(f);\n"
+  "    if (fabs((double)f) > fabs(v)) u -= 1; // rounded away from zero: step back (inf -> max)\n"
+  "    f = __uint_as_float(u | 1u);\n"
+  "  }\n"
+  "  return bq_f8_of_f32(f);\n"
+  "#else\n"
+  "  return bq_f8_of_f32(v);\n"
+  "#endif\n"
+  "}\n"
+  "// FP8 code -> C, exact: the magnitude's bits placed in an f32 and scaled by a power of two\n"
+  "// (subnormal codes become f32 subnormals first, which the product makes normal exactly)\n"
+  "static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {\n"
+  "  const bq_u32 mag = (bq_u32)c & 0x7fu;\n"
+  "#if BQ_IT == BQ_TYPE_E4M3\n"
+  "  float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);\n"
+  "  v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;\n"
+  "#else\n"
+  "  float v = __fmul_rn(__uint_as_float(mag << 21), 0x1p112f);\n"
+  "  v = mag >= 0x7cu ? (mag == 0x7cu ? __uint_as_float(0x7f800000u) : __uint_as_float(0x7fffffffu)) : v;\n"
+  "#endif\n"
+  "  return (bq_c)__uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));\n"
+  "}\n"
+  "// the quantize forms the affine and dynamic kernels call, all the same function here\n"
+  "static __device__ __forceinline__ int bq_quantize_f8(bq_c x, const bq_scale &s) {\n"
+  "  return bq_f8_of_c(bq_div(x, s.s));\n"
+  "}\n"
+  "static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s, const bq_zp &) {\n"
+  "  return bq_quantize_f8(x, s);\n"
+  "}\n"
+  "static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale &s, const bq_zp &) {\n"
+  "  return bq_quantize_f8(x, s);\n"
+  "}\n"
+  "static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &) {\n"
+  "  return bq_quantize_f8(x, s);\n"
+  "}\n"
+  "#if BQ_FT != BQ_TYPE_F64\n"
+  "static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) { return bq_quantize_f8(x, s); }\n"
+  "template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int) {\n"
+  "  return bq_quantize_f8(v, s);\n"
+  "}\n"
+  "template <bool GUARD, int N, typename E>\n"
+  "static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int, bq_i (&y)[N]) {\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < N; j++) y[j] = (bq_i)bq_quantize_f8(bq_to_c(x[j]), s);\n"
+  "}\n"
+  "#endif\n"
+  "// dequantize: C(q) * C(s), one rounding\n"
+  "static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp &) {\n"
+  "  return bq_mul(bq_f8_to_c(q), s);\n"
+  "}\n"
+  "// fake quantize: dequantize(quantize(x)), bit for bit\n"
+  "static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {\n"
+  "  return bq_dequantize(bq_quantize_f8(x, s), s.s, z);\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_scale &s, const bq_zp &z) {\n"
+  "  return bq_fake_quantize(x, s, z);\n"
+  "}\n"
+  "// STE mask: |C(x) / C(s)| <= max, 0 for NaN\n"
+  "static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &) {\n"
+  "  return bq_abs(bq_div(x, s.s)) <= (bq_c)BQ_F8_MAX;\n"
+  "}\n"
+  "static __device__ __forceinline__ bool bq_in_range_near(bq_c x, const bq_scale &s, const bq_zp &z) {\n"
+  "  return bq_in_range(x, s, z);\n"
+  "}\n"
+  "#else\n"
   "// quantize: q = sat(rne(x / s) + zp, qmin, qmax)\n"
   "// (The in-range value is computed for every element and then selected: the conversion\n"
   "// is the saturating intrinsic, defined for any input, so no branch is needed.)\n"
@@ -2369,22 +2503,6 @@ static const char bq__src_common_cuh[] =
   "#pragma unroll // (y is a chunk's elements: whole aligned words)\n"
   "  for (int j = 0; j < N; j += 4) *(bq_u32 *)&y[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);\n"
   "}\n"
-  "// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near, below) and\n"
-  "// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as\n"
-  "// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the\n"
-  "// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the\n"
-  "// residual is exact and nothing underflows or overflows. Outside that window `ok` falls and\n"
-  "// the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the\n"
-  "// correction would give +0). Checked against IEEE division on the host (tests/test_division.c):\n"
-  "// every bf16 and f16 value against random scales, and random f32 quotients, hard cases near\n"
-  "// the window's ends and near multiples of s included.\n"
-  "static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, bool &ok) {\n"
-  "  const float q0 = __fmul_rn(a, s.rcp);\n"
-  "  const float r = __fmaf_rn(-q0, s.s, a);\n"
-  "  const float aa = fabsf(a);\n"
-  "  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);\n"
-  "  return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);\n"
-  "}\n"
   "#endif\n"
   "// Quantize backward where s.plain: the STE mask, bit for bit bq_in_range's without the\n"
   "// power-of-two products\n"
@@ -2423,6 +2541,27 @@ static const char bq__src_common_cuh[] =
   "  const bq_c r = bq_rint(bq_quotient(x, s)); // NaN compares false\n"
   "  return r >= z.lo && r <= z.hi;\n"
   "}\n"
+  "\n"
+  "#endif // BQ_FP8\n"
+  "\n"
+  "#if BQ_FT != BQ_TYPE_F64\n"
+  "// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near) and\n"
+  "// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as\n"
+  "// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the\n"
+  "// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the\n"
+  "// residual is exact and nothing underflows or overflows. Outside that window `ok` falls and\n"
+  "// the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the\n"
+  "// correction would give +0). Checked against IEEE division on the host (tests/test_division.c):\n"
+  "// every bf16 and f16 value against random scales, and random f32 quotients, hard cases near\n"
+  "// the window's ends and near multiples of s included.\n"
+  "static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, bool &ok) {\n"
+  "  const float q0 = __fmul_rn(a, s.rcp);\n"
+  "  const float r = __fmaf_rn(-q0, s.s, a);\n"
+  "  const float aa = fabsf(a);\n"
+  "  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);\n"
+  "  return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);\n"
+  "}\n"
+  "#endif\n"
   "\n"
   "// 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of\n"
   "// its code keeps the compile fast.\n"
@@ -2599,6 +2738,11 @@ static const char bq__src_common_cuh[] =
   "  const bq_c sc = bq_scale_to_c(q.stored);\n"
   "  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));\n"
   "  q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));\n"
+  "#elif BQ_FP8\n"
+  "  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_F8_MAX);\n"
+  "  q.stored = bq_scale_from_c(s);\n"
+  "  const bq_c sc = bq_scale_to_c(q.stored);\n"
+  "  q.zp = 0;\n"
   "#else\n"
   "  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);\n"
   "  q.stored = bq_scale_from_c(s);\n"
@@ -2616,8 +2760,11 @@ static const char bq__src_common_cuh[] =
   "\n"
   "// (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)\n"
   "static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {\n"
-  "  if (q.bounded) { // uniform across the segment\n"
-  "#if !BQ_ASYM && BQ_FT != BQ_TYPE_F64\n"
+  "  if (BQ_FP8 || q.bounded) { // uniform across the segment\n"
+  "#if BQ_FP8\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_f8(bq_to_c(a.e[j]), q.s);\n"
+  "#elif !BQ_ASYM && BQ_FT != BQ_TYPE_F64\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);\n"
   "#elif BQ_FT != BQ_TYPE_F64\n"
@@ -5309,7 +5456,8 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
   X(GRAN, GROUP, BQ_PER_GROUP)                                                                     \
   X(TYPE, F32, BQ_F32) X(TYPE, F64, BQ_F64) X(TYPE, F16, BQ_F16) X(TYPE, BF16, BQ_BF16)            \
-  X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)
+  X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)                                        \
+  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2)
 typedef struct bq__spec_name { const char *kind, *name; int value; } bq__spec_name;
 #define BQ__SPEC_ENTRY(kind, name, value) {#kind, "BQ_" #kind "_" #name, (int)(value)},
 static const bq__spec_name bq__spec_names_list[] = {BQ__SPEC_NAMES(BQ__SPEC_ENTRY)};
@@ -5336,6 +5484,8 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
   case BQ_S8: return "s8";
   case BQ_U8: return "u8";
   case BQ_S32: return "s32";
+  case BQ_E4M3: return "e4m3";
+  case BQ_E5M2: return "e5m2";
   case BQ_DTYPE_DEFAULT: return "default";
   default: return "invalid";
   }
@@ -5345,10 +5495,11 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   case BQ_F64: return 8;
   case BQ_F32: case BQ_S32: return 4;
   case BQ_F16: case BQ_BF16: return 2;
-  case BQ_S8: case BQ_U8: return 1;
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: return 1;
   default: return 0;
   }
 }
+BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 BQ__FN const char *bq__op_name(bq_op op) {
   switch (op) {
@@ -5399,6 +5550,47 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
   snprintf(buf, n, "%s_%s%s%s", bq__op_label(d), bq__gran_name(d->granularity),
            (d->op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d->op)) && d->asymmetric ? "_asymmetric" : "",
            d->direction == BQ_BACKWARD ? "_backward" : "");
+}
+
+/* Test hook: nonzero makes FP8 kernels convert with the software form (common.cuh's
+   bq_f8_soft) on every GPU, under their own SKUs (".soft"), so that a test can check it
+   against the hardware instruction. Set it before selecting plans, from one thread. */
+static int bq__fp8_soft;
+
+/* The rest of bq__normalize for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2): quantize,
+   dequantize and fake quantize in either direction, and dynamic quantize; symmetric, with
+   no q-range (qmin and qmax stay 0). */
+BQ__FN bq_status bq__normalize_fp8(bq_desc *d, const bq_desc *in, const char *name) {
+  const char *t = bq__dtype_name(d->int_type);
+  if (bq__is_linear(d->op) || bq__is_fused(d->op))
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.int_type (%s) is not offered for %s: FP8 storage serves "
+                    "quantize, dequantize, fake quantize and dynamic quantize", name, t, bq__op_name(d->op));
+  if (d->qmin != 0 || d->qmax != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be 0: %s has no q-range "
+                    "(it saturates to its largest finite value)", name, d->qmin, d->qmax, t);
+  if (d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: %s storage is symmetric (no "
+                    "zero points)", name, d->asymmetric, t);
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  if (d->out_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
+                    (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
+  if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32",
+                    name, (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
+  if (d->op == BQ_DYNAMIC_QUANTIZE) {
+    if (d->direction != BQ_FORWARD)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
+                      name);
+    if (d->granularity == BQ_PER_CHANNEL)
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for dynamic "
+                      "quantize: use per_token, per_group or per_tensor", name);
+  } else if (d->granularity == BQ_PER_TENSOR) {
+    d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
+  }
+  return BQ_SUCCESS;
 }
 
 /* Validate a descriptor and fill in its defaults. */
@@ -5491,8 +5683,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16", name,
                     (int)d->float_type, bq__dtype_name(d->float_type));
   if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_S8;
+  if (bq__is_fp8(d->int_type)) return bq__normalize_fp8(d, in, name);
   if (d->int_type != BQ_S8 && d->int_type != BQ_U8)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 or BQ_U8",
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8, BQ_U8, BQ_E4M3 or BQ_E5M2",
                     name, (int)d->int_type, bq__dtype_name(d->int_type));
   int lo = d->int_type == BQ_S8 ? -128 : 0, hi = d->int_type == BQ_S8 ? 127 : 255;
   if (d->qmin == 0 && d->qmax == 0) { d->qmin = lo; d->qmax = hi; }
@@ -6032,6 +6225,12 @@ BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) is not a finite positive f32", p->name,
                       a->scale);
   }
+  if (bq__is_fp8(d->int_type) && (d->granularity == BQ_PER_TENSOR ? a->zero_point != 0 : a->zero_points != NULL))
+    return d->granularity == BQ_PER_TENSOR
+               ? bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: %s storage is symmetric",
+                          p->name, (int)a->zero_point, bq__dtype_name(d->int_type))
+               : bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: %s storage is "
+                          "symmetric", p->name, (const void *)a->zero_points, bq__dtype_name(d->int_type));
   if (v.numel == 0) return BQ_SUCCESS;
   int t = bq__dtype_size(d->float_type);
   if (d->direction == BQ_FORWARD) {
@@ -6971,9 +7170,12 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
     snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d),
              d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
   else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s.q[%d,%d].scale_%s.%s.%s", bq__op_label(d),
+  char range[40] = ""; /* FP8 has no q-range; its test hook's software conversion is named */
+  if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
+  else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s%s.scale_%s.%s.%s", bq__op_label(d),
            d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
-           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), d->qmin, d->qmax,
+           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
            bq__dtype_name(d->scale_type), variant, tn);
   size_t i = 0; /* the file name: the SKU with [ ] , made safe */
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
@@ -6993,8 +7195,9 @@ BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
                 bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), k->target.arch_a);
   else
     bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-                "#define BQ_ST %s\n", bq__spec("TYPE", d->float_type), bq__spec("TYPE", d->int_type), d->qmin,
-                d->qmax, bq__spec("TYPE", d->scale_type));
+                "#define BQ_ST %s\n%s", bq__spec("TYPE", d->float_type), bq__spec("TYPE", d->int_type), d->qmin,
+                d->qmax, bq__spec("TYPE", d->scale_type),
+                bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
   bq__family_of(d)->prelude(d, s);
 }
 
@@ -7234,7 +7437,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
    kernel (warm it with bq__warm_one). Writes at most cap into out; returns how many. */
 BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
-  static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_S8, BQ_U8};
+  static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
   const bq__target t = {80, 0, 0}; /* SKUs differ in their target alone across targets */
   int n = 0, nseen = 0, seen_cap = 0;
   char(*seen)[256] = NULL;
@@ -7246,7 +7449,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
     for (int dir = 0; dir < 2; dir++)
       for (int g = 0; g < 4; g++)
         for (int f = 0; f < 4; f++)
-          for (int i = 0; i < 2; i++)
+          for (int i = 0; i < 4; i++)
             for (int s = 0; s < 4; s++)
               for (int asym = 0; asym < 2; asym++)
                 for (int o = 0; o < (lin ? 4 : 1); o++) {

@@ -4,8 +4,8 @@
 // "kernel specialization"). Its values are the names of the public enums' values, which it
 // defines first (BQ_TYPE_F32, BQ_GRAN_TOKEN, BQ_OP_QUANTIZE, ...):
 //   BQ_FT   float type T: BQ_TYPE_F32, BQ_TYPE_F64, BQ_TYPE_F16 or BQ_TYPE_BF16
-//   BQ_IT   int type I: BQ_TYPE_S8 or BQ_TYPE_U8
-//   BQ_QMIN, BQ_QMAX   the q-range
+//   BQ_IT   storage type I: BQ_TYPE_S8, BQ_TYPE_U8, or FP8: BQ_TYPE_E4M3, BQ_TYPE_E5M2
+//   BQ_QMIN, BQ_QMAX   the q-range (integer types; 0 and 0 for FP8)
 //   BQ_ST   scale array element type: BQ_TYPE_F32 or T
 // Numerics: docs/numerics.md in the repository. Every rounding is explicit
 // (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.
@@ -30,11 +30,20 @@ typedef double bq_t;
 typedef bq_u16 bq_t; // f16 / bf16 bits
 #endif
 
-#if BQ_IT == BQ_TYPE_S8
+#if BQ_IT == BQ_TYPE_E4M3 || BQ_IT == BQ_TYPE_E5M2
+// FP8 storage: bq_i holds the code. The ints the element functions pass around are codes
+// (0..255), so the int type's packing and saturation never change one.
+#define BQ_FP8 1
+typedef unsigned char bq_i;
+#define BQ_I_MIN 0
+#define BQ_I_MAX 255
+#elif BQ_IT == BQ_TYPE_S8
+#define BQ_FP8 0
 typedef signed char bq_i;
 #define BQ_I_MIN (-128)
 #define BQ_I_MAX 127
 #else
+#define BQ_FP8 0
 typedef unsigned char bq_i;
 #define BQ_I_MIN 0
 #define BQ_I_MAX 255
@@ -87,7 +96,10 @@ static __device__ __forceinline__ int bq_cvt_s16(float v) {
 // first, and the third operand's low half above them.)
 static __device__ __forceinline__ bq_u32 bq_pack4(int e0, int e1, int e2, int e3) {
   bq_u32 hi, w;
-#if BQ_IT == BQ_TYPE_S8
+#if BQ_FP8 // codes: no saturation
+  w = (bq_u32)e0 | ((bq_u32)e1 << 8) | ((bq_u32)e2 << 16) | ((bq_u32)e3 << 24);
+  (void)hi;
+#elif BQ_IT == BQ_TYPE_S8
   asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;" : "=r"(hi) : "r"(e3), "r"(e2));
   asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(w) : "r"(e1), "r"(e0), "r"(hi));
 #else
@@ -300,6 +312,127 @@ static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scal
   const bq_c v = bq_quotient(x, q);
   return bq_rint(v == v ? v : (bq_c)0);
 }
+#if BQ_FP8
+// ---- FP8 storage: docs/numerics.md, "FP8 storage" --------------------------------------
+// q = fp8(C(x) / C(s)): the IEEE quotient in C, then one round to nearest even into the
+// type, saturating to its largest finite value (NaN gives the code 0x7F). Zero points are
+// 0 (the host rejects others), so bq_zp only carries them through.
+#if BQ_IT == BQ_TYPE_E4M3
+#define BQ_F8_M 3          // mantissa bits
+#define BQ_F8_BIAS 7
+#define BQ_F8_MAX 448.0f
+#define BQ_F8_MAX_CODE 0x7E
+#else
+#define BQ_F8_M 2
+#define BQ_F8_BIAS 15
+#define BQ_F8_MAX 57344.0f
+#define BQ_F8_MAX_CODE 0x7B
+#endif
+#define BQ_F8_MAX_BITS 0 // (unused: the compare is in float)
+// f32 -> FP8 code, round to nearest even, satfinite. sm_89 and later have the instruction;
+// elsewhere (and in the CPU emulator, or with BQ_FP8_SOFT, which the tests use to check this
+// form on an H100) the same rounding from the bits: the significand keeps BQ_F8_M bits
+// above the type's quantum at x's exponent (its smallest normal exponent below that).
+static __device__ __forceinline__ int bq_f8_soft(float v) {
+  const bq_u32 b = __float_as_uint(v);
+  const int sign = (int)((b >> 24) & 0x80u);
+  const bq_u32 a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7F;                              // NaN
+  if (__uint_as_float(a) >= BQ_F8_MAX) return sign | BQ_F8_MAX_CODE; // saturate (and +-inf)
+  const int e = (int)(a >> 23) - 127, emin = 1 - BQ_F8_BIAS;
+  if (e < emin - BQ_F8_M - 1) return sign; // below half the smallest subnormal: +-0
+  const bq_u32 m = (a & 0x7fffffu) | 0x800000u;
+  const int shift = 23 - BQ_F8_M + (e < emin ? emin - e : 0); // at most 24
+  const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  const bq_u32 up = (rem > half) | ((rem == half) & keep);
+  // keep counts quanta 2^(max(e, emin) - M); a carry into the next binade lands right
+  return sign | (int)(((bq_u32)((e < emin ? emin : e) + BQ_F8_BIAS - 1) << BQ_F8_M) + keep + up);
+}
+static __device__ __forceinline__ int bq_f8_of_f32(float v) {
+#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  bq_u16 h;
+#if BQ_IT == BQ_TYPE_E4M3
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(v));
+#else
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(v));
+#endif
+  return h & 0xFF; // the second operand lands in the low byte
+#else
+  return bq_f8_soft(v);
+#endif
+}
+// C -> FP8 code, one rounding. An f64 value is first rounded to f32 by round to odd
+// (truncate, then set the last bit if anything was dropped), which keeps the FP8 rounding
+// single: f32 carries far more than the two extra bits that needs.
+static __device__ __forceinline__ int bq_f8_of_c(bq_c v) {
+#if BQ_FT == BQ_TYPE_F64
+  float f = __double2float_rn(v);
+  if ((double)f != v && v == v) {
+    bq_u32 u = __float_as_uint(f);
+    if (fabs((double)f) > fabs(v)) u -= 1; // rounded away from zero: step back (inf -> max)
+    f = __uint_as_float(u | 1u);
+  }
+  return bq_f8_of_f32(f);
+#else
+  return bq_f8_of_f32(v);
+#endif
+}
+// FP8 code -> C, exact: the magnitude's bits placed in an f32 and scaled by a power of two
+// (subnormal codes become f32 subnormals first, which the product makes normal exactly)
+static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
+  const bq_u32 mag = (bq_u32)c & 0x7fu;
+#if BQ_IT == BQ_TYPE_E4M3
+  float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);
+  v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;
+#else
+  float v = __fmul_rn(__uint_as_float(mag << 21), 0x1p112f);
+  v = mag >= 0x7cu ? (mag == 0x7cu ? __uint_as_float(0x7f800000u) : __uint_as_float(0x7fffffffu)) : v;
+#endif
+  return (bq_c)__uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
+}
+// the quantize forms the affine and dynamic kernels call, all the same function here
+static __device__ __forceinline__ int bq_quantize_f8(bq_c x, const bq_scale &s) {
+  return bq_f8_of_c(bq_div(x, s.s));
+}
+static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s, const bq_zp &) {
+  return bq_quantize_f8(x, s);
+}
+static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale &s, const bq_zp &) {
+  return bq_quantize_f8(x, s);
+}
+static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &) {
+  return bq_quantize_f8(x, s);
+}
+#if BQ_FT != BQ_TYPE_F64
+static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) { return bq_quantize_f8(x, s); }
+template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int) {
+  return bq_quantize_f8(v, s);
+}
+template <bool GUARD, int N, typename E>
+static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int, bq_i (&y)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; j++) y[j] = (bq_i)bq_quantize_f8(bq_to_c(x[j]), s);
+}
+#endif
+// dequantize: C(q) * C(s), one rounding
+static __device__ __forceinline__ bq_c bq_dequantize(int q, bq_c s, const bq_zp &) {
+  return bq_mul(bq_f8_to_c(q), s);
+}
+// fake quantize: dequantize(quantize(x)), bit for bit
+static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &s, const bq_zp &z) {
+  return bq_dequantize(bq_quantize_f8(x, s), s.s, z);
+}
+static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_scale &s, const bq_zp &z) {
+  return bq_fake_quantize(x, s, z);
+}
+// STE mask: |C(x) / C(s)| <= max, 0 for NaN
+static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &) {
+  return bq_abs(bq_div(x, s.s)) <= (bq_c)BQ_F8_MAX;
+}
+static __device__ __forceinline__ bool bq_in_range_near(bq_c x, const bq_scale &s, const bq_zp &z) {
+  return bq_in_range(x, s, z);
+}
+#else
 // quantize: q = sat(rne(x / s) + zp, qmin, qmax)
 // (The in-range value is computed for every element and then selected: the conversion
 // is the saturating intrinsic, defined for any input, so no branch is needed.)
@@ -369,22 +502,6 @@ static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const b
 #pragma unroll // (y is a chunk's elements: whole aligned words)
   for (int j = 0; j < N; j += 4) *(bq_u32 *)&y[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
 }
-// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near, below) and
-// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
-// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
-// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
-// residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
-// the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the
-// correction would give +0). Checked against IEEE division on the host (tests/test_division.c):
-// every bf16 and f16 value against random scales, and random f32 quotients, hard cases near
-// the window's ends and near multiples of s included.
-static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, bool &ok) {
-  const float q0 = __fmul_rn(a, s.rcp);
-  const float r = __fmaf_rn(-q0, s.s, a);
-  const float aa = fabsf(a);
-  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);
-  return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);
-}
 #endif
 // Quantize backward where s.plain: the STE mask, bit for bit bq_in_range's without the
 // power-of-two products
@@ -423,6 +540,27 @@ static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, co
   const bq_c r = bq_rint(bq_quotient(x, s)); // NaN compares false
   return r >= z.lo && r <= z.hi;
 }
+
+#endif // BQ_FP8
+
+#if BQ_FT != BQ_TYPE_F64
+// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near) and
+// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
+// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
+// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
+// residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
+// the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the
+// correction would give +0). Checked against IEEE division on the host (tests/test_division.c):
+// every bf16 and f16 value against random scales, and random f32 quotients, hard cases near
+// the window's ends and near multiples of s included.
+static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, bool &ok) {
+  const float q0 = __fmul_rn(a, s.rcp);
+  const float r = __fmaf_rn(-q0, s.s, a);
+  const float aa = fabsf(a);
+  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);
+  return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);
+}
+#endif
 
 // 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of
 // its code keeps the compile fast.
@@ -599,6 +737,11 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
   const bq_c sc = bq_scale_to_c(q.stored);
   bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));
   q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));
+#elif BQ_FP8
+  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_F8_MAX);
+  q.stored = bq_scale_from_c(s);
+  const bq_c sc = bq_scale_to_c(q.stored);
+  q.zp = 0;
 #else
   bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);
   q.stored = bq_scale_from_c(s);
@@ -616,8 +759,11 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
 
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
-  if (q.bounded) { // uniform across the segment
-#if !BQ_ASYM && BQ_FT != BQ_TYPE_F64
+  if (BQ_FP8 || q.bounded) { // uniform across the segment
+#if BQ_FP8
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_f8(bq_to_c(a.e[j]), q.s);
+#elif !BQ_ASYM && BQ_FT != BQ_TYPE_F64
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);
 #elif BQ_FT != BQ_TYPE_F64

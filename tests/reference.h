@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../baracuda_quant.h"
+#include "reference_fp8.h"
 
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
 #error "reference.h needs FLT_EVAL_METHOD == 0: f32 operations must round to float"
@@ -109,7 +110,7 @@ REF_API size_t ref_dtype_size(bq_dtype t)
   case BQ_F64: return 8;
   case BQ_F32: case BQ_S32: return 4;
   case BQ_F16: case BQ_BF16: return 2;
-  case BQ_S8: case BQ_U8: return 1;
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: return 1;
   default: return 0;
   }
 }
@@ -124,11 +125,14 @@ REF_API const char *ref_dtype_name(bq_dtype t)
   case BQ_S8: return "s8";
   case BQ_U8: return "u8";
   case BQ_S32: return "s32";
+  case BQ_E4M3: return "e4m3";
+  case BQ_E5M2: return "e5m2";
   default: return "?";
   }
 }
 
 REF_API int ref_is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
+REF_API int ref_is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 
 /* Element loads/stores. `_f` is the C = float path (T in f32, f16, bf16: exact load,
    RNE store); `_d` is the C = double path (f64, plus an f32 scale loaded exactly). */
@@ -170,7 +174,7 @@ REF_API int32_t ref_load_int(bq_dtype t, const void *buf, int64_t i)
 {
   const unsigned char *p = (const unsigned char *)buf;
   if (t == BQ_S8) { int8_t v; memcpy(&v, p + i, 1); return v; }
-  if (t == BQ_U8) return p[i];
+  if (t == BQ_U8 || t == BQ_E4M3 || t == BQ_E5M2) return p[i]; /* FP8: the code */
   if (t == BQ_S32) { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
   return 0;
 }
@@ -179,7 +183,7 @@ REF_API void ref_store_int(bq_dtype t, void *buf, int64_t i, int32_t v)
 {
   unsigned char *p = (unsigned char *)buf;
   if (t == BQ_S8) { int8_t b = (int8_t)v; memcpy(p + i, &b, 1); }
-  else if (t == BQ_U8) p[i] = (unsigned char)v;
+  else if (t == BQ_U8 || t == BQ_E4M3 || t == BQ_E5M2) p[i] = (unsigned char)v;
   else if (t == BQ_S32) memcpy(p + 4 * i, &v, 4);
 }
 
@@ -202,7 +206,9 @@ REF_API void ref_copy_elem(bq_dtype t, void *dst, int64_t di, const void *src, i
 REF_API void ref_qrange(const bq_desc *d, int *qmin, int *qmax)
 {
   bq_dtype it = d->int_type ? d->int_type : BQ_S8;
-  if (d->qmin == 0 && d->qmax == 0) {
+  if (ref_is_fp8(it)) { /* no q-range */
+    *qmin = *qmax = 0;
+  } else if (d->qmin == 0 && d->qmax == 0) {
     *qmin = it == BQ_U8 ? 0 : -128;
     *qmax = it == BQ_U8 ? 255 : 127;
   } else {
@@ -288,6 +294,44 @@ REF_API double ref_dequantize_d(int32_t q, double s, int32_t zp)
   int64_t diff = (int64_t)q - (int64_t)zp;
   volatile double c = (double)diff;
   volatile double p = c * s;
+  return p;
+}
+
+/* ==== FP8 storage (docs/numerics.md, "FP8 storage") ==================================== */
+/* q = fp8(C(x) / C(s)): one IEEE division in C, one RNE into the type, satfinite. The
+   quotient converts exactly to double, so the FP8 rounding is the only one after it. */
+REF_API ref_fp8_kind ref_fp8_kind_of(bq_dtype t) { return t == BQ_E5M2 ? REF_E5M2 : REF_E4M3; }
+REF_API int32_t ref_fp8_quantize_f(float x, float s, bq_dtype t)
+{
+  volatile float v = x / s;
+  return ref_fp8_from_double((double)v, ref_fp8_kind_of(t));
+}
+REF_API int32_t ref_fp8_quantize_d(double x, double s, bq_dtype t)
+{
+  volatile double v = x / s;
+  return ref_fp8_from_double(v, ref_fp8_kind_of(t));
+}
+/* STE mask: |C(x) / C(s)| <= max, 0 for NaN */
+REF_API int ref_fp8_mask_f(float x, float s, bq_dtype t)
+{
+  volatile float v = x / s;
+  return fabsf(v) <= (float)ref_fp8_formats[ref_fp8_kind_of(t)].max;
+}
+REF_API int ref_fp8_mask_d(double x, double s, bq_dtype t)
+{
+  volatile double v = x / s;
+  return fabs(v) <= ref_fp8_formats[ref_fp8_kind_of(t)].max;
+}
+/* C(q) * C(s): the code's value is exact in either C; one rounding */
+REF_API float ref_fp8_dequantize_f(int32_t q, float s, bq_dtype t)
+{
+  volatile float c = (float)ref_fp8_to_double((uint8_t)q, ref_fp8_kind_of(t));
+  volatile float p = c * s;
+  return p;
+}
+REF_API double ref_fp8_dequantize_d(int32_t q, double s, bq_dtype t)
+{
+  volatile double p = ref_fp8_to_double((uint8_t)q, ref_fp8_kind_of(t)) * s;
   return p;
 }
 
@@ -457,6 +501,13 @@ REF_API void ref_elem(const bq_desc *d, const bq_args *a, int qmin, int qmax, in
   bq_dtype T = d->float_type, I = d->int_type ? d->int_type : BQ_S8;
   int32_t zp = ref_zero_point(d, a, pi);
   int bwd = d->direction == BQ_BACKWARD;
+  /* FP8 storage: the same op with its own scalar functions (zero points are 0) */
+#define ref_quantize_d(x, s, zp, lo, hi) (ref_is_fp8(I) ? ref_fp8_quantize_d(x, s, I) : ref_quantize_d(x, s, zp, lo, hi))
+#define ref_quantize_f(x, s, zp, lo, hi) (ref_is_fp8(I) ? ref_fp8_quantize_f(x, s, I) : ref_quantize_f(x, s, zp, lo, hi))
+#define ref_mask_d(x, s, zp, lo, hi) (ref_is_fp8(I) ? ref_fp8_mask_d(x, s, I) : ref_mask_d(x, s, zp, lo, hi))
+#define ref_mask_f(x, s, zp, lo, hi) (ref_is_fp8(I) ? ref_fp8_mask_f(x, s, I) : ref_mask_f(x, s, zp, lo, hi))
+#define ref_dequantize_d(q, s, zp) (ref_is_fp8(I) ? ref_fp8_dequantize_d(q, s, I) : ref_dequantize_d(q, s, zp))
+#define ref_dequantize_f(q, s, zp) (ref_is_fp8(I) ? ref_fp8_dequantize_f(q, s, I) : ref_dequantize_f(q, s, zp))
   if (T == BQ_F64) {
     double s = ref_scale_d(d, a, pi);
     switch (d->op) {
@@ -526,6 +577,13 @@ REF_API void ref_elem(const bq_desc *d, const bq_args *a, int qmin, int qmax, in
   }
 }
 
+#undef ref_quantize_d
+#undef ref_quantize_f
+#undef ref_mask_d
+#undef ref_mask_f
+#undef ref_dequantize_d
+#undef ref_dequantize_f
+
 /* Runs the op of `d` on HOST buffers: a->x, a->dy, a->scales, a->zero_points are read
    (zero_points NULL: all zero), a->y (forward) or a->dx (backward) is written. Only the
    elements of the problem are written: gaps between strided rows keep what the caller
@@ -535,7 +593,8 @@ REF_API int ref_run(const bq_desc *desc, const bq_args *a)
   bq_desc d = ref_desc_normalize(desc);
   ref_layout L;
   int64_t e, xi, yi, pi;
-  if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8)) return -1;
+  if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8 && !ref_is_fp8(d.int_type)))
+    return -1;
   if (d.op != BQ_QUANTIZE && d.op != BQ_DEQUANTIZE && d.op != BQ_FAKE_QUANTIZE) return -1;
   if (ref_layout_init(&L, &d, a)) return -1;
   for (e = 0; e < L.count; e++) {

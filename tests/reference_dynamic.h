@@ -137,7 +137,8 @@ REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *sc
       if (amax == 0.0) {
         s = 1.0;
       } else {
-        volatile double v = amax / (double)qmax;
+        volatile double v = amax / (ref_is_fp8(d->int_type) ? ref_fp8_formats[ref_fp8_kind_of(d->int_type)].max
+                                                             : (double)qmax);
         s = v;
       }
     }
@@ -162,7 +163,8 @@ REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *sc
       if (amax == 0.0f) {
         s = 1.0f;
       } else {
-        volatile float v = amax / (float)qmax;
+        volatile float v = amax / (ref_is_fp8(d->int_type) ? (float)ref_fp8_formats[ref_fp8_kind_of(d->int_type)].max
+                                                            : (float)qmax);
         s = v;
       }
     }
@@ -184,9 +186,14 @@ REF_API refd_qp refd_segment(const bq_desc *d, const void *x, void *y, int64_t n
   refd_qp q = refd_params(d, x, n, scales, zps, p);
   int64_t i;
   for (i = 0; i < n; i++) {
-    int32_t v = d->float_type == BQ_F64
-                    ? ref_quantize_d(ref_load_d(BQ_F64, x, i), q.sd, q.zp, d->qmin, d->qmax)
-                    : ref_quantize_f(ref_load_f(d->float_type, x, i), q.sf, q.zp, d->qmin, d->qmax);
+    int32_t v;
+    if (ref_is_fp8(d->int_type))
+      v = d->float_type == BQ_F64 ? ref_fp8_quantize_d(ref_load_d(BQ_F64, x, i), q.sd, d->int_type)
+                                  : ref_fp8_quantize_f(ref_load_f(d->float_type, x, i), q.sf, d->int_type);
+    else
+      v = d->float_type == BQ_F64
+              ? ref_quantize_d(ref_load_d(BQ_F64, x, i), q.sd, q.zp, d->qmin, d->qmax)
+              : ref_quantize_f(ref_load_f(d->float_type, x, i), q.sf, q.zp, d->qmin, d->qmax);
     ref_store_int(d->int_type, y, i, v);
   }
   return q;
@@ -218,9 +225,10 @@ REF_API int refd_run(const bq_desc *desc, const bq_args *a)
   const unsigned char *x = (const unsigned char *)a->x;
   unsigned char *y = (unsigned char *)a->y;
   int64_t r, g;
-  if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8)) return -1;
+  if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8 && !ref_is_fp8(d.int_type)))
+    return -1;
   if (d.scale_type != d.float_type && d.scale_type != BQ_F32) return -1;
-  if (!d.asymmetric && d.qmax <= 0) return -1;
+  if (ref_is_fp8(d.int_type) ? d.asymmetric != 0 : (!d.asymmetric && d.qmax <= 0)) return -1;
   switch (d.granularity) {
   case BQ_PER_TENSOR:
     if (a->numel < 0) return -1;
