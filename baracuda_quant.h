@@ -49,7 +49,12 @@
                    backward     dy (T), x (T)                 dx (T)
      BQ_DYNAMIC_QUANTIZE        x (T)                         y (I), out_scales,
                                                               out_zero_points (asymmetric)
-     T: BQ_F32, BQ_F64, BQ_F16, BQ_BF16.  I: BQ_S8, BQ_U8 with any [qmin, qmax] inside.
+     T: BQ_F32, BQ_F64, BQ_F16, BQ_BF16.  I: BQ_S8, BQ_U8 with any [qmin, qmax] inside,
+     or FP8: BQ_E4M3 (OCP E4M3FN, max 448) or BQ_E5M2 (max 57344), symmetric (qmin, qmax,
+     asymmetric and zero points left 0): q = fp8(C(x) / C(s)), one round to nearest even,
+     saturating to +-max, NaN -> code 0x7F (cvt.rn.satfinite on sm_89+, the same in
+     software on sm_80); dequantize y = T(C(q) * C(s)); backward mask |x / s| <= max;
+     dynamic s = amax / max. Not for linear layers or fused producers.
      Granularity (which scale and zero point an element uses; 0 = per tensor):
        BQ_PER_TENSOR   numel elements; args.scale (host double, converted once to C) and
                        args.zero_point. Dynamic: one scale in out_scales[0]; needs a

@@ -172,7 +172,7 @@ static void *fill_part(void *p) {
   const fill_job *j = p;
   uint64_t s = j->seed;
   switch (j->t) {
-  case BQ_S8: case BQ_U8:
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* FP8: random codes */
     for (size_t i = j->begin; i < j->end; i += 8) {
       uint64_t r = splitmix64(&s);
       memcpy(j->host + i, &r, j->end - i < 8 ? j->end - i : 8);
@@ -236,7 +236,7 @@ static int fill_random(void *dst, size_t bytes, bq_dtype t, double lo, double hi
     for (size_t b = 0; b < ne && nj < FILL_THREADS; b += per, nj++)
       jobs[nj] = (fill_job){.host = host, .begin = b, .end = b + per < ne ? b + per : ne, .t = t,
                             .lo = lo, .hi = hi, .seed = splitmix64(&seed)};
-    if (t == BQ_S8 || t == BQ_U8) /* bytes: the last job also takes a tail under 8 */
+    if (es == 1) /* bytes: the last job also takes a tail under 8 */
       if (nj) jobs[nj - 1].end = n;
     for (int k = 1; k < nj; k++)
       started[k] = pthread_create(&tid[k], NULL, fill_part, &jobs[k]) == 0;
@@ -457,6 +457,20 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {4096, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {2048, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* FP8 storage: every static op, both directions, every float type at 256 MiB, per
+       tensor, token and group; dynamic quantization on the int8 rows' shapes */
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_ALL, .int_type = BQ_E5M2, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_ALL, .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E5M2, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4095}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .x_pad = 64, .y_pad = 64, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
@@ -579,6 +593,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   if (c->gran != BQ_PER_TENSOR || c->op == BQ_DYNAMIC_QUANTIZE) desc.scale_type = S;
   int qlo = c->qmin || c->qmax ? c->qmin : (I == BQ_U8 ? 0 : -128);
   int qhi = c->qmin || c->qmax ? c->qmax : (I == BQ_U8 ? 255 : 127);
+  const int fp8 = I == BQ_E4M3 || I == BQ_E5M2; /* symmetric: no zero points */
 
   quant_ctx q;
   memset(&q, 0, sizeof q);
@@ -597,7 +612,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     if (q.dynamic) nscales = 1;
     uint64_t s = ++G.seed;
     a->scale = 0.01 + 0.04 * (double)(splitmix64(&s) >> 11) * 0x1p-53;
-    a->zero_point = qlo + (int32_t)(splitmix64(&s) % (uint64_t)(qhi - qlo + 1));
+    a->zero_point = fp8 ? 0 : qlo + (int32_t)(splitmix64(&s) % (uint64_t)(qhi - qlo + 1));
   } else if (c->gran == BQ_PER_CHANNEL) {
     a->rank = c->rank;
     for (int i = 0; i < c->rank; i++) a->shape[i] = case_dim(c, i);
@@ -639,7 +654,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     if (c->asymmetric) ro[R_ZP] = (role){.type = BQ_S32, .elems = (size_t)nscales, .counted = 1};
   } else if (nscales) {
     ro[R_SCALES] = (role){.type = S, .elems = (size_t)nscales, .input = 1, .lo = 0.01, .hi = 0.05, .counted = 1};
-    ro[R_ZP] = (role){.type = BQ_S32, .elems = (size_t)nscales, .input = 1, .lo = qlo, .hi = qhi, .counted = 1};
+    if (!fp8) ro[R_ZP] = (role){.type = BQ_S32, .elems = (size_t)nscales, .input = 1, .lo = qlo, .hi = qhi, .counted = 1};
   }
 
   size_t set_bytes = 0;
