@@ -312,6 +312,25 @@ static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scal
   const bq_c v = bq_quotient(x, q);
   return bq_rint(v == v ? v : (bq_c)0);
 }
+#if BQ_FT != BQ_TYPE_F64
+// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near) and
+// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
+// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
+// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
+// residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
+// the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the
+// correction would give +0). Checked against IEEE division on the host (tests/test_division.c):
+// every bf16 and f16 value against random scales, and random f32 quotients, hard cases near
+// the window's ends and near multiples of s included.
+static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, bool &ok) {
+  const float q0 = __fmul_rn(a, s.rcp);
+  const float r = __fmaf_rn(-q0, s.s, a);
+  const float aa = fabsf(a);
+  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);
+  return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);
+}
+#endif
+
 #if BQ_FP8
 // ---- FP8 storage: docs/numerics.md, "FP8 storage" --------------------------------------
 // q = fp8(C(x) / C(s)): the IEEE quotient in C, then one round to nearest even into the
@@ -328,7 +347,6 @@ static __device__ __forceinline__ bq_c bq_rounded_quotient(bq_c x, const bq_scal
 #define BQ_F8_MAX 57344.0f
 #define BQ_F8_MAX_CODE 0x7B
 #endif
-#define BQ_F8_MAX_BITS 0 // (unused: the compare is in float)
 // f32 -> FP8 code, round to nearest even, satfinite. sm_89 and later have the instruction;
 // elsewhere (and in the CPU emulator, or with BQ_FP8_SOFT, which the tests use to check this
 // form on an H100) the same rounding from the bits: the significand keeps BQ_F8_M bits
@@ -390,9 +408,21 @@ static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
 #endif
   return (bq_c)__uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
 }
+// C(x) / C(s), correctly rounded: from the prepared reciprocal with Markstein's correction
+// where that is exact (bq_div_near, bq_div_by), else by division
+static __device__ __forceinline__ bq_c bq_f8_quotient(bq_c x, const bq_scale &s) {
+#if BQ_FT == BQ_TYPE_F64
+  bool ok;
+  const bq_c v = bq_div_by(x, s, ok);
+#else
+  bool ok = s.plain;
+  const bq_c v = bq_div_near(x, s, ok);
+#endif
+  return ok ? v : bq_div(x, s.s);
+}
 // the quantize forms the affine and dynamic kernels call, all the same function here
 static __device__ __forceinline__ int bq_quantize_f8(bq_c x, const bq_scale &s) {
-  return bq_f8_of_c(bq_div(x, s.s));
+  return bq_f8_of_c(bq_f8_quotient(x, s));
 }
 static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s, const bq_zp &) {
   return bq_quantize_f8(x, s);
@@ -427,7 +457,7 @@ static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_sc
 }
 // STE mask: |C(x) / C(s)| <= max, 0 for NaN
 static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &) {
-  return bq_abs(bq_div(x, s.s)) <= (bq_c)BQ_F8_MAX;
+  return bq_abs(bq_f8_quotient(x, s)) <= (bq_c)BQ_F8_MAX;
 }
 static __device__ __forceinline__ bool bq_in_range_near(bq_c x, const bq_scale &s, const bq_zp &z) {
   return bq_in_range(x, s, z);
@@ -542,25 +572,6 @@ static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, co
 }
 
 #endif // BQ_FP8
-
-#if BQ_FT != BQ_TYPE_F64
-// Quantize backward where s.plain, in f32: the STE mask (bq_in_range_near) and
-// dy / s, correctly rounded, from the prepared reciprocal (Markstein's correction, as
-// bq_div_by does in f64) where |dy| is 0 or in [max(2^-96, |s| 2^-96), min(|s| 2^96, the
-// largest finite)] (an infinite dy, whose residual is NaN, is never in it): there the
-// residual is exact and nothing underflows or overflows. Outside that window `ok` falls and
-// the caller divides. A zero residual keeps q0 (an exact quotient; for dy = -0 the
-// correction would give +0). Checked against IEEE division on the host (tests/test_division.c):
-// every bf16 and f16 value against random scales, and random f32 quotients, hard cases near
-// the window's ends and near multiples of s included.
-static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, bool &ok) {
-  const float q0 = __fmul_rn(a, s.rcp);
-  const float r = __fmaf_rn(-q0, s.s, a);
-  const float aa = fabsf(a);
-  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);
-  return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);
-}
-#endif
 
 // 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of
 // its code keeps the compile fast.
