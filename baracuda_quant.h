@@ -7375,7 +7375,7 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
 
 /* ---- SKUs back to descriptors, and every kernel, for tools --------------------------- */
 BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_S32; i++)
+  for (int i = BQ_F32; i <= BQ_E5M2; i++)
     if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
   return 0;
 }
@@ -7408,6 +7408,12 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   int target_ok = arch > 0 && arch < 1000 && end && (!*end || t->arch_a);
   t->arch = (int)arch;
   bq_dtype a[4] = {BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT};
+  static char no_range[] = "q[0,0]"; /* FP8 SKUs name no q-range: parse them as if they did */
+  if (n >= 8 && n < 16 && (!strcmp(tok[4], "e4m3") || !strcmp(tok[4], "e5m2"))) {
+    memmove(&tok[6], &tok[5], (size_t)(n - 5) * sizeof tok[0]);
+    tok[5] = no_range;
+    n++;
+  }
   if (!target_ok) {
   } else if (!strcmp(tok[0], "linear_weight_sums") && n == 4) {
     d.op = BQ_LINEAR_WEIGHT_SUMS;
