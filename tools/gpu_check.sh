@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|fused|pair|ab] - on a GPU host, from
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|fused|fp8|pair|ab] - on a GPU host, from
 # the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
@@ -12,7 +12,8 @@
 # and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
 # compiles. `python` the Python package's pytest suite and python/bench.py (needs
 # build-py/libbaracuda_quant_c.so, and pytest or its wheels in .whl/). `fused` the fused
-# producers' bench rows, tests and python/bench.py rows (builds what it runs with cc).
+# producers' bench rows, tests and python/bench.py rows (builds what it runs with cc). `fp8` the FP8
+# benchmark rows, the FP8, affine and dynamic suites, and the FP8 suite under both sanitizers.
 # Logs go to $OUT (default gpu-logs/). The suites' kernel cache is $BARACUDA_QUANT_CACHE_DIR
 # (default /tmp/bq-cache-suites).
 what=${1:-all}
@@ -168,4 +169,22 @@ if [ "$what" = ab ]; then ab; fi
 if [ "$what" = warmcheck ]; then warmcheck; fi
 if [ "$what" = python ]; then python_gpu; fi
 if [ "$what" = fused ]; then fused; fi
+
+# `fp8`: the FP8 benchmark rows (alone on the GPU, next to the int8 dynamic rows they are
+# compared with), then the FP8, affine and dynamic suites, then memcheck and racecheck of the
+# FP8 suite (its exhaustive test left out), the two sanitizers side by side.
+fp8() {
+  local commit=${BQ_BENCH_COMMIT:-$(head -n1 .bench_commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)}
+  timeout 150 $B/tools/bench --filter e4m3,e5m2,dynamic_quantize/fwd/bf16/s8,dynamic_quantize/fwd/f32/s8 \
+    --json $OUT/bench-fp8.json --commit "$commit" --header-sha256 "$(sha256sum baracuda_quant.h | cut -d' ' -f1)" \
+    > $OUT/bench-fp8.txt 2>&1; echo "bench rc=$?"
+  grep -E "e4m3|e5m2" $OUT/bench-fp8.txt | awk '{print $NF}' | sort -n | head -3 | tr '\n' ' '; echo "(lowest FP8 ratios)"
+  (suite gpu_fp8 > $OUT/fp8-suite.log 2>&1) &
+  (suite gpu_affine; suite gpu_dynamic) > $OUT/int-suites.log 2>&1
+  wait; cat $OUT/fp8-suite.log $OUT/int-suites.log
+  (TMO=${FP8_TMO:-150} san memcheck gpu_fp8 --filter "$FP8_SAN_FILTER" > $OUT/fp8-memcheck.log 2>&1) &
+  TMO=${FP8_TMO:-150} san racecheck gpu_fp8 --filter "$FP8_SAN_FILTER"
+  wait; cat $OUT/fp8-memcheck.log
+}
+if [ "$what" = fp8 ]; then fp8; fi
 if [ "$what" = pair ]; then pair; fi
