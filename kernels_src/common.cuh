@@ -408,19 +408,41 @@ static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
 #endif
   return (bq_c)__uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
 }
-// C(x) / C(s), correctly rounded: from the prepared reciprocal with Markstein's correction
-// where that is exact (bq_div_near, bq_div_by), else by division
+#if BQ_FT != BQ_TYPE_F64
+// C(x) / C(s) in f32, exact wherever the FP8 rounding or the mask can tell, with no
+// division, for any scale. With bq_scale's power of two m (|s m| in [2^-90, 2^90]), the
+// quotient is (x m) / (s m), and Markstein's correction of (x m) * RN(1 / (s m)) is that
+// quotient correctly rounded while |x m| is in bq_div_near's window. Below 2^-96, x m is
+// taken up by 2^64 first (exact) and the quotient down again after, which can only round
+// results below 2^-126, far under half FP8's smallest subnormal. Where |q0| >= 2^90 the
+// quotient saturates whatever its last bits, so q0 (possibly inf) is kept, as it is for a
+// zero, infinite or NaN scale (corr false: q0 is then x / s's inf, zero or NaN). What is
+// left outside the window are quotients under 2^-96 (a small x m against a large s m, or
+// an x m that underflowed): they keep their sign and round to +-0 either way.
+// PLAIN: the caller knows s.plain (m == 1, corr), which saves the product by m.
+template <bool PLAIN> static __device__ __forceinline__ float bq_f8_quotient_f32(float x, const bq_scale &s) {
+  const float xm = PLAIN ? x : __fmul_rn(x, s.m);
+  const bool tiny = fabsf(xm) < 0x1p-96f;
+  const float xs = tiny ? __fmul_rn(xm, 0x1p64f) : xm;
+  const float q0 = __fmul_rn(xs, s.rcp);
+  const float r = __fmaf_rn(-q0, s.ss, xs);
+  float q1 = r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0); // r == 0: q0 is exact (and -0 stays -0)
+  q1 = (PLAIN || s.corr) && fabsf(q0) < 0x1p90f ? q1 : q0; // (a NaN q0 makes q1 NaN too)
+  return tiny ? __fmul_rn(q1, 0x1p-64f) : q1;
+}
+#endif
+// C(x) / C(s), correctly rounded where the FP8 rounding or the mask can tell: as above in
+// f32; in f64 from the reciprocal where bq_div_by's window allows, else by division
 static __device__ __forceinline__ bq_c bq_f8_quotient(bq_c x, const bq_scale &s) {
 #if BQ_FT == BQ_TYPE_F64
   bool ok;
   const bq_c v = bq_div_by(x, s, ok);
-#else
-  bool ok = s.plain;
-  const bq_c v = bq_div_near(x, s, ok);
-#endif
   return ok ? v : bq_div(x, s.s);
+#else
+  return bq_f8_quotient_f32<false>(x, s);
+#endif
 }
-// the quantize forms the affine and dynamic kernels call, all the same function here
+// the quantize forms the affine and dynamic kernels call
 static __device__ __forceinline__ int bq_quantize_f8(bq_c x, const bq_scale &s) {
   return bq_f8_of_c(bq_f8_quotient(x, s));
 }
@@ -428,20 +450,27 @@ static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s,
   return bq_quantize_f8(x, s);
 }
 static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale &s, const bq_zp &) {
+#if BQ_FT == BQ_TYPE_F64
   return bq_quantize_f8(x, s);
+#else
+  return bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s)); // the caller knows s.plain
+#endif
 }
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &) {
   return bq_quantize_f8(x, s);
 }
 #if BQ_FT != BQ_TYPE_F64
-static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) { return bq_quantize_f8(x, s); }
+// the forms whose callers know s.plain
+static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) {
+  return bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s));
+}
 template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int) {
-  return bq_quantize_f8(v, s);
+  return bq_f8_of_f32(bq_f8_quotient_f32<true>(v, s));
 }
 template <bool GUARD, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int, bq_i (&y)[N]) {
 #pragma unroll
-  for (int j = 0; j < N; j++) y[j] = (bq_i)bq_quantize_f8(bq_to_c(x[j]), s);
+  for (int j = 0; j < N; j++) y[j] = (bq_i)bq_f8_of_f32(bq_f8_quotient_f32<true>(bq_to_c(x[j]), s));
 }
 #endif
 // dequantize: C(q) * C(s), one rounding
@@ -453,14 +482,22 @@ static __device__ __forceinline__ bq_c bq_fake_quantize(bq_c x, const bq_scale &
   return bq_dequantize(bq_quantize_f8(x, s), s.s, z);
 }
 static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_scale &s, const bq_zp &z) {
+#if BQ_FT == BQ_TYPE_F64
   return bq_fake_quantize(x, s, z);
+#else
+  return bq_dequantize(bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s)), s.s, z); // s.plain
+#endif
 }
 // STE mask: |C(x) / C(s)| <= max, 0 for NaN
 static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, const bq_zp &) {
   return bq_abs(bq_f8_quotient(x, s)) <= (bq_c)BQ_F8_MAX;
 }
 static __device__ __forceinline__ bool bq_in_range_near(bq_c x, const bq_scale &s, const bq_zp &z) {
+#if BQ_FT == BQ_TYPE_F64
   return bq_in_range(x, s, z);
+#else
+  return fabsf(bq_f8_quotient_f32<true>(x, s)) <= BQ_F8_MAX; // s.plain
+#endif
 }
 #else
 // quantize: q = sat(rne(x / s) + zp, qmin, qmax)
@@ -770,10 +807,10 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
 
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
-  if (BQ_FP8 || q.bounded) { // uniform across the segment
+  if (q.bounded) { // uniform across the segment
 #if BQ_FP8
 #pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_f8(bq_to_c(a.e[j]), q.s);
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(bq_to_c(a.e[j]), q.s, q.z);
 #elif !BQ_ASYM && BQ_FT != BQ_TYPE_F64
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);
