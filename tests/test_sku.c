@@ -8,7 +8,8 @@
        descriptors or targets mean different SKUs; SKUs are readable and their file names
        safe; bq_sku agrees with bq__kernel_for.
    (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off), the
-       fused producers' included.
+       fused producers' included; the FP8 storage types' for sm_80, sm_89 and sm_90 too,
+       and the software conversion's (.soft) for sm_89 and sm_90.
        NVRTC must be present: CI installs it, and a compile test that cannot compile
        fails rather than skips.
    Criterion runs every test in its own process, so each starts with fresh counters. */
@@ -446,6 +447,61 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   cr_log_info("sm_%d: %zu SKUs compiled in %.1f s (%.0f ms each)", sm, n, s, 1e3 * s / (double)n);
 }
+
+/* FP8 storage (e4m3, e5m2), one op: every direction x granularity x float type (dynamic
+   quantize: forward, per tensor, token or group), symmetric with no q-range, scales of the
+   float type, on sm_80 (the software conversion), sm_89 and sm_90 (cvt.rn.satfinite). */
+static const bq_dtype FP8S[] = {BQ_E4M3, BQ_E5M2};
+static size_t fp8_set(bq_op op, int sm, bq_desc *out) {
+  (void)sm;
+  size_t n = 0;
+  for (size_t r = 0; r < NELEM(DIRS); r++)
+    for (size_t g = 0; g < NELEM(GRANS); g++)
+      for (size_t f = 0; f < NELEM(FTS); f++)
+        for (size_t i = 0; i < NELEM(FP8S); i++) {
+          if (op == BQ_DYNAMIC_QUANTIZE && (DIRS[r] == BQ_BACKWARD || GRANS[g] == BQ_PER_CHANNEL)) continue;
+          out[n++] = mk(op, DIRS[r], GRANS[g], FTS[f], FP8S[i], 0, 0, 0);
+        }
+  return n;
+}
+/* The test hook's software conversion (bq__fp8_soft: SKUs named .soft, BQ_FP8_SOFT in the
+   prelude) where the hardware one would be taken: one SKU per op, both types, every float
+   type among them. */
+static size_t fp8_soft_set(bq_op op, int sm, bq_desc *out) {
+  (void)op;
+  (void)sm;
+  size_t n = 0;
+  out[n++] = mk(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32, BQ_E4M3, 0, 0, 0);
+  out[n++] = mk(BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64, BQ_E5M2, 0, 0, 0);
+  out[n++] = mk(BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, BQ_E5M2, 0, 0, 0);
+  out[n++] = mk(BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16, BQ_E4M3, 0, 0, 0);
+  out[n++] = mk(BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32, BQ_E5M2, 0, 0, 0);
+  out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, BQ_E4M3, 0, 0, 0);
+  out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64, BQ_E5M2, 0, 0, 0);
+  for (size_t i = 0; i < n; i++) {
+    char sku[256];
+    bq__fp8_soft = 1;
+    cr_assert_eq(bq_sku(&out[i], sm, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(strstr(sku, ".soft."), "%s", sku);
+  }
+  return n;
+}
+static void fp8_soft(void) { bq__fp8_soft = 1; }
+
+Test(compile, fp8_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, fp8_set); }
+Test(compile, fp8_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_QUANTIZE, 89, fp8_set); }
+Test(compile, fp8_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, fp8_set); }
+Test(compile, fp8_dequantize_on_sm_80, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 80, fp8_set); }
+Test(compile, fp8_dequantize_on_sm_89, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 89, fp8_set); }
+Test(compile, fp8_dequantize_on_sm_90, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 90, fp8_set); }
+Test(compile, fp8_fake_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 80, fp8_set); }
+Test(compile, fp8_fake_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 89, fp8_set); }
+Test(compile, fp8_fake_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 90, fp8_set); }
+Test(compile, fp8_dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, fp8_set); }
+Test(compile, fp8_dynamic_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 89, fp8_set); }
+Test(compile, fp8_dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, fp8_set); }
+Test(compile, fp8_soft_on_sm_89, .timeout = 600, .init = fp8_soft) { compile_all(BQ_QUANTIZE, 89, fp8_soft_set); }
+Test(compile, fp8_soft_on_sm_90, .timeout = 600, .init = fp8_soft) { compile_all(BQ_QUANTIZE, 90, fp8_soft_set); }
 
 /* The fused producers, one op (the gated one with one activation): every granularity it
    has x float type x int type x symmetric or asymmetric (the dynamic ones) with the full
