@@ -7359,7 +7359,7 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
 
 /* ---- SKUs back to descriptors, and every kernel, for tools --------------------------- */
 BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_S32; i++)
+  for (int i = BQ_F32; i <= BQ_E5M2; i++)
     if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
   return 0;
 }
@@ -7370,7 +7370,7 @@ BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
    SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token. */
 BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq__target *t) {
   static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
-  char buf[256], *tok[16];
+  char buf[256], *tok[16], q0[] = "q[0,0]";
   int n = 0, ok = 0;
   bq_desc d;
   memset(&d, 0, sizeof d);
@@ -7392,6 +7392,14 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   int target_ok = arch > 0 && arch < 1000 && end && (!*end || t->arch_a);
   t->arch = (int)arch;
   bq_dtype a[4] = {BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT};
+  /* FP8 storage names no q-range: read its SKU as if it said q[0,0] (the SKU made again
+     from the desc must still be the very string given, so a written q[0,0] is refused) */
+  if ((n == 8 || n == 9) && bq__dtype_from_name(tok[4], &a[0]) && bq__is_fp8(a[0])) {
+    for (int i = n; i > 5; i--) tok[i] = tok[i - 1];
+    tok[5] = q0;
+    n++;
+  }
+  a[0] = BQ_DTYPE_DEFAULT;
   if (!target_ok) {
   } else if (!strcmp(tok[0], "linear_weight_sums") && n == 4) {
     d.op = BQ_LINEAR_WEIGHT_SUMS;

@@ -822,6 +822,12 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
       "linear_gemm.a_s8.w_s8.out_f16.scale_f64.ascale_f64.mma_m16n8k32.sm_90", /* f64 scales, f16 out */
       "linear_gemm.a_s32.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_90",
       "linear_weight_sums.s8.dp4a.sm_90.extra",
+      "quantize.fwd.per_tensor.f32.e4m3.q[0,0].scale_f32.vec4x2.sm_90",       /* FP8 names no q-range */
+      "quantize.fwd.per_tensor.f32.e4m3.q[-128,127].scale_f32.vec4x2.sm_90",
+      "quantize.fwd.per_tensor.f32.e4m3.soft.scale_f32.vec4x2.sm_90",         /* the test hook's, when off */
+      "dynamic_quantize.fwd.per_token.f32.e5m2.scale_f32.vec4.asym.sm_90",    /* FP8 is symmetric */
+      "dynamic_quantize.fwd.per_channel.f32.e5m2.scale_f32.vec4.sym.sm_90",
+      "quantize.fwd.per_tensor.e4m3.e4m3.scale_f32.vec4x2.sm_90",
   };
   for (size_t i = 0; i < NELEM(bad); i++) {
     bq_desc d;
@@ -839,6 +845,10 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
   cr_assert_eq(bq__desc_from_sku("linear_gemm.a_u8.w_s8.out_bf16.scale_bf16.ascale_bf16.mma_m16n8k32.sm_80", &d, &t),
                BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_eq(d.op, BQ_SMOOTHQUANT_LINEAR);
+  /* FP8 SKUs, which name no q-range */
+  cr_assert_eq(bq__desc_from_sku("dynamic_quantize.fwd.per_token.f32.e5m2.scale_f32.vec4.sym.sm_90", &d, &t),
+               BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(d.op == BQ_DYNAMIC_QUANTIZE && d.int_type == BQ_E5M2 && d.qmin == 0 && d.qmax == 0 && !d.asymmetric);
 }
 
 /* The dispatch tables are keyed as their lookups assume: the affine table in the order
