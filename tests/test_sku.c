@@ -1,7 +1,7 @@
 /* test_sku.c - SKUs name kernels one to one, and NVRTC compiles every one of them.
 
    (a) Every valid combination of op (quantize, dequantize, fake quantize, dynamic
-       quantize), direction, granularity, float type, int type, q-range, scale type,
+       quantize), direction, granularity, float type, int type (s8, u8, e4m3, e5m2), q-range, scale type,
        symmetric/asymmetric (dynamic quantize) and target is specialized with
        bq__kernel_for (no GPU, no NVRTC):
        equal SKUs mean byte-identical source and the same target; different normalized
@@ -28,6 +28,9 @@ static const bq_direction DIRS[] = {BQ_FORWARD, BQ_BACKWARD};
 static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
 static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 static const bq_dtype ITS[] = {BQ_S8, BQ_U8};
+/* (a) also takes the FP8 storage types, which have no q-range (only {0, 0} is valid) */
+static const bq_dtype ITS_ALL[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+static int is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* q-ranges per int type. The first two are the same range (both zero means the full
@@ -93,7 +96,7 @@ static void build(const entry *e, bq__kernel_src *k) {
 static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {
   bq_dtype it = d->int_type ? d->int_type : BQ_S8;
   int qmin = d->qmin, qmax = d->qmax;
-  if (!qmin && !qmax) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
+  if (!qmin && !qmax && !is_fp8(it)) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
   bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
   if (d->op != BQ_DYNAMIC_QUANTIZE && d->granularity == BQ_PER_TENSOR) st = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   snprintf(buf, n, "%d %d %d %d %d %d %d %d %d | %d %d %d", (int)d->op, (int)d->direction, (int)d->granularity,
@@ -105,6 +108,7 @@ static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n
    symmetric needs qmax > 0; an asymmetric range of one level is left out, see
    test_validation.c) */
 static int valid(const bq_desc *d) {
+  if (is_fp8(d->int_type) && (d->qmin || d->qmax || d->asymmetric)) return 0; /* symmetric, no q-range */
   if (d->op != BQ_DYNAMIC_QUANTIZE) return d->asymmetric == 0;
   if (d->direction != BQ_FORWARD || d->granularity == BQ_PER_CHANNEL) return 0;
   int full = !d->qmin && !d->qmax;
@@ -113,16 +117,16 @@ static int valid(const bq_desc *d) {
 }
 
 static void enumerate(void) {
-  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS) * NELEM(FTS) * NELEM(ITS) * NQ * NST * 2 * NELEM(TARGETS);
+  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS) * NELEM(FTS) * NELEM(ITS_ALL) * NQ * NST * 2 * NELEM(TARGETS);
   entries = calloc(cap, sizeof *entries);
   cr_assert_not_null(entries);
   n_entries = 0;
-  size_t dyn = 0;
+  size_t dyn = 0, fp8 = 0;
   for (size_t o = 0; o < NELEM(OPS); o++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t g = 0; g < NELEM(GRANS); g++)
         for (size_t f = 0; f < NELEM(FTS); f++)
-          for (size_t i = 0; i < NELEM(ITS); i++)
+          for (size_t i = 0; i < NELEM(ITS_ALL); i++)
             for (size_t q = 0; q < NQ; q++)
               for (size_t s = 0; s < NST; s++)
                 for (int asym = 0; asym < 2; asym++)
@@ -133,8 +137,8 @@ static void enumerate(void) {
                     e->in.direction = DIRS[r];
                     e->in.granularity = GRANS[g];
                     e->in.float_type = FTS[f];
-                    e->in.int_type = ITS[i];
-                    const qrange *qr = ITS[i] == BQ_S8 ? &Q_S8[q] : &Q_U8[q];
+                    e->in.int_type = ITS_ALL[i];
+                    const qrange *qr = ITS_ALL[i] == BQ_U8 ? &Q_U8[q] : &Q_S8[q]; /* FP8: {0, 0} alone is valid */
                     e->in.qmin = qr->qmin;
                     e->in.qmax = qr->qmax;
                     e->in.scale_type = s == 0 ? BQ_DTYPE_DEFAULT : s == 1 ? BQ_F32 : FTS[f];
@@ -142,6 +146,7 @@ static void enumerate(void) {
                     if (!valid(&e->in)) continue;
                     n_entries++;
                     dyn += OPS[o] == BQ_DYNAMIC_QUANTIZE;
+                    fp8 += is_fp8(ITS_ALL[i]);
                     e->target = TARGETS[t];
                     canonical(&e->in, &e->target, e->canon, sizeof e->canon);
                     char name[96];
@@ -156,7 +161,8 @@ static void enumerate(void) {
                     cr_assert_eq(strlen(k.source.p), k.source.n, "source has an embedded NUL");
                     free(k.source.p);
                   }
-  cr_assert(n_entries > 10000 && dyn > 1000, "%zu combinations, %zu dynamic", n_entries, dyn);
+  cr_assert(n_entries > 10000 && dyn > 1000 && fp8 > 1000, "%zu combinations, %zu dynamic, %zu FP8", n_entries, dyn,
+            fp8);
 }
 
 static int by_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -331,7 +337,11 @@ Test(sku, readable_and_file_name_safe) {
               e->sku, tn);
     char q[32];
     snprintf(q, sizeof q, "q[%d,%d]", e->norm.qmin, e->norm.qmax);
-    cr_assert(strstr(e->sku, q), "SKU \"%s\" lacks %s", e->sku, q);
+    if (is_fp8(e->norm.int_type)) /* the type, and no q-range */
+      cr_assert(strstr(e->sku, e->norm.int_type == BQ_E4M3 ? ".e4m3.scale_" : ".e5m2.scale_") && !strstr(e->sku, "q["),
+                "SKU \"%s\"", e->sku);
+    else
+      cr_assert(strstr(e->sku, q), "SKU \"%s\" lacks %s", e->sku, q);
     cr_assert(strstr(e->sku, e->norm.direction == BQ_BACKWARD ? ".bwd." : ".fwd."), "%s", e->sku);
   }
   free(entries);
