@@ -2030,6 +2030,41 @@ Test(desc, fp8_asymmetric_refused) {
   }
 }
 
+/* FP8 descriptors go through their own normalization: the fields every op checks are
+   still checked there (desc.device, desc.out_type, desc.scale_type), naming field and value */
+Test(desc, fp8_other_fields_still_checked) {
+  const bq_dtype bad_st[] = {BQ_S8, BQ_U8, BQ_S32, BQ_E4M3, BQ_E5M2, (bq_dtype)99, (bq_dtype)-1};
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
+    for (size_t i = 0; i < n; i++) {
+      char prefix[128], needle[128];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      bq_desc d = c[i].d;
+      d.device = -3;
+      expect_desc_invalid(&d, prefix, "desc.device (-3) is negative", c[i].ctx);
+      d = c[i].d;
+      d.out_type = BQ_F16;
+      snprintf(needle, sizeof needle, "desc.out_type (%d, f16) applies to linear layers only", (int)BQ_F16);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      for (size_t b = 0; b < NELEM(bad_st); b++) {
+        d = c[i].d;
+        d.scale_type = bad_st[b];
+        snprintf(needle, sizeof needle, "desc.scale_type (%d", (int)bad_st[b]);
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+      for (size_t f = 0; f < NELEM(FTS); f++) { /* another float type than the data's */
+        if (FTS[f] == c[i].d.float_type || FTS[f] == BQ_F32) continue;
+        d = c[i].d;
+        d.scale_type = FTS[f];
+        snprintf(needle, sizeof needle, "desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", (int)FTS[f],
+                 ft_str(FTS[f]), ft_str(c[i].d.float_type));
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+    }
+  }
+}
+
 Test(desc, fp8_dynamic_quantize_is_forward_only) {
   for (size_t k = 0; k < NELEM(FP8S); k++) {
     combo c[MAX_COMBOS];
