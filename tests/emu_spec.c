@@ -4,8 +4,10 @@
      emu_spec OUTPUT.h op=quantize dir=bwd gran=per_channel float=bf16 int=u8 q=3,200 scale=f32
      emu_spec OUTPUT.h op=quantized_linear float=f32 int=u8 out=f16 scale=f32 asym=1 wgmma=1
      emu_spec OUTPUT.h op=gated_quantize act=gelu_tanh gran=per_group float=bf16 int=s8 q=-128,127
+     emu_spec OUTPUT.h op=dynamic_quantize gran=per_token float=bf16 int=e4m3 scale=f32
 
-   (the words are the SKUs' names; a field left out keeps the descriptor's default). It
+   (the words are the SKUs' names; a field left out keeps the descriptor's default; FP8
+   storage, int=e4m3 or int=e5m2, takes no q= or q=0,0). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -31,6 +33,16 @@ static int op_of(const char *s, bq_op *op) {
 static int gran_of(const char *s, bq_granularity *g) {
   for (int i = BQ_PER_TENSOR; i <= BQ_PER_GROUP; i++)
     if (!strcmp(s, bq__gran_name((bq_granularity)i))) { *g = (bq_granularity)i; return 1; }
+  return 0;
+}
+
+/* a type by its SKU name: the header's bq__dtype_from_name, which knows the types up to
+   BQ_S32, then the FP8 storage types by the names bq__dtype_name gives them */
+static int dtype_of(const char *s, bq_dtype *t) {
+  if (bq__dtype_from_name(s, t)) return 1;
+  const bq_dtype fp8[] = {BQ_E4M3, BQ_E5M2};
+  for (int i = 0; i < 2; i++)
+    if (!strcmp(s, bq__dtype_name(fp8[i]))) { *t = fp8[i]; return 1; }
   return 0;
 }
 
@@ -67,10 +79,10 @@ int main(int argc, char **argv) {
     if (!strncmp(a, "op=", 3)) ok = op_of(v, &in.op);
     else if (!strncmp(a, "dir=", 4)) in.direction = !strcmp(v, "bwd") ? BQ_BACKWARD : BQ_FORWARD, ok = !strcmp(v, "bwd") || !strcmp(v, "fwd");
     else if (!strncmp(a, "gran=", 5)) ok = gran_of(v, &in.granularity);
-    else if (!strncmp(a, "float=", 6)) ok = bq__dtype_from_name(v, &in.float_type);
-    else if (!strncmp(a, "int=", 4)) ok = bq__dtype_from_name(v, &in.int_type);
-    else if (!strncmp(a, "out=", 4)) ok = bq__dtype_from_name(v, &in.out_type);
-    else if (!strncmp(a, "scale=", 6)) ok = bq__dtype_from_name(v, &in.scale_type);
+    else if (!strncmp(a, "float=", 6)) ok = dtype_of(v, &in.float_type);
+    else if (!strncmp(a, "int=", 4)) ok = dtype_of(v, &in.int_type);
+    else if (!strncmp(a, "out=", 4)) ok = dtype_of(v, &in.out_type);
+    else if (!strncmp(a, "scale=", 6)) ok = dtype_of(v, &in.scale_type);
     else if (!strncmp(a, "q=", 2)) ok = sscanf(v, "%d,%d", &in.qmin, &in.qmax) == 2;
     else if (!strncmp(a, "asym=", 5)) in.asymmetric = atoi(v);
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);

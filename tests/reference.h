@@ -638,6 +638,7 @@ REF_API void ref_format_elem(char *buf, size_t cap, bq_dtype t, const void *p, i
   case BQ_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2); snprintf(buf, cap, "0x%04x (%.4g)", h, ref_bf16_to_f32(h)); break; }
   case BQ_S8: case BQ_U8: snprintf(buf, cap, "0x%02x (%d)", b[i], (int)ref_load_int(t, p, i)); break;
   case BQ_S32: snprintf(buf, cap, "%d", (int)ref_load_int(t, p, i)); break;
+  case BQ_E4M3: case BQ_E5M2: snprintf(buf, cap, "0x%02x (%g)", b[i], ref_fp8_to_double(b[i], ref_fp8_kind_of(t))); break;
   default: snprintf(buf, cap, "?"); break;
   }
 }

@@ -7,7 +7,9 @@
    the header EMU_SPEC: its EMU_* macros and bq__build_source's prelude). Outputs are
    poisoned and compared whole: guards, row gaps and padded parameter rows included. The
    test `shapes` runs random shapes through the host's own choice of kernel; `by_name` makes
-   the host take each entry point in turn (bq__affine_force_entry) over shapes it serves. */
+   the host take each entry point in turn (bq__affine_force_entry) over shapes it serves.
+   FP8 storage (e4m3, e5m2) passes no zero points, dequantizes random codes (all 256) and
+   quantizes data that adds the type's edges (fp8_value) to the usual values. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -99,8 +101,51 @@ static bq_desc the_desc(void) {
   return d;
 }
 
+static const int FP8 = I == BQ_E4M3 || I == BQ_E5M2;
+static const ref_fp8_format &F8 = ref_fp8_formats[I == BQ_E5M2 ? REF_E5M2 : REF_E4M3];
+static double f8_val(int code) { return ref_fp8_to_double((uint8_t)code, I == BQ_E5M2 ? REF_E5M2 : REF_E4M3); }
+
+/* FP8 storage: x / s at the type's edges, for x = v * s (a power-of-two s makes v the
+   quotient exactly; other scales move it off by an ulp or so): ties between neighbours and
+   values just either side of them (f64: by less than an f32 ulp, which round-to-odd into
+   f32 must keep off the tie), the largest finite value and the tie above it (saturation,
+   and the backward mask's edge), subnormals and half the smallest, exact values */
+static double fp8_value(double s) {
+  const double eps = EMU_T == BQ_TYPE_F64 ? 0x1p-40 : 0x1p-20, sign = (rnd() & 1) ? 1.0 : -1.0;
+  const double quantum_max = ldexp(1.0, (int)log2(F8.max) - F8.mbits); /* the spacing at max */
+  const double sub = ldexp(1.0, 1 - F8.bias - F8.mbits);                 /* the smallest subnormal */
+  switch (rnd() % 16) {
+  case 0: return NAN;
+  case 1: return (rnd() & 1) ? INFINITY : -INFINITY;
+  case 2: return 0.0 * sign;
+  case 3:
+  case 4:
+  case 5: { /* a tie between neighbours, or just off it */
+    const int c = (int)rnd_range(0, F8.max_code - 1);
+    const double mid = (f8_val(c) + f8_val(c + 1)) / 2;
+    const int off = (int)(rnd() % 3) - 1;
+    return sign * mid * (1.0 + off * eps) * s;
+  }
+  case 6: { /* the saturation boundary */
+    static const double at[] = {0.0, 0.5, 1.0, -0.5, 2.0};
+    const double v = F8.max + at[rnd() % 5] * quantum_max;
+    const int off = (int)(rnd() % 3) - 1;
+    return sign * v * (1.0 + off * eps) * s;
+  }
+  case 7: { /* subnormals, half the smallest (a tie with zero) and just off it */
+    const double v = (rnd() & 1) ? sub * (double)rnd_range(1, (1 << F8.mbits) - 1) : sub / 2;
+    const int off = (int)(rnd() % 3) - 1;
+    return sign * v * (1.0 + off * eps) * s;
+  }
+  case 8: return sign * f8_val((int)rnd_range(0, F8.max_code)) * s; /* exact */
+  case 9: return (rnd_unit() - 0.5) * 1e30;
+  default: return (rnd_unit() - 0.5) * ldexp(1.0, (int)rnd_range(-20, (int)log2(F8.max) + 3)) * s;
+  }
+}
+
 /* a float value: mostly moderate, sometimes a tie of x / s, a special or a huge one */
 static double value(double s) {
+  if (FP8) return fp8_value(s);
   switch (rnd() % 16) {
   case 0: return NAN;
   case 1: return (rnd() & 1) ? INFINITY : -INFINITY;
@@ -197,7 +242,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   }
   unsigned char *x = xb.data() + 8 * 8 + (size_t)(guard + off_x) * ref_dtype_size(xt);
   for (int64_t i = 0; i < xtot; i++) {
-    if (xt == BQ_S8 || xt == BQ_U8) ref_store_int(xt, x, i, (int32_t)rnd_range(xt == BQ_S8 ? -128 : 0, xt == BQ_S8 ? 127 : 255));
+    if (ref_is_fp8(xt)) ref_store_int(xt, x, i, (int32_t)(rnd() & 255)); /* every code: NaN, inf, -0 included */
+    else if (xt == BQ_S8 || xt == BQ_U8) ref_store_int(xt, x, i, (int32_t)rnd_range(xt == BQ_S8 ? -128 : 0, xt == BQ_S8 ? 127 : 255));
     else store_any(xt, x, i, value(s_pt));
   }
   /* backward: dy lives in the y layout */
@@ -221,10 +267,10 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     a.y = out;
   }
   a.scale = s_pt;
-  a.zero_point = (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
+  a.zero_point = FP8 ? 0 : (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
   if (EMU_GRAN != BQ_GRAN_TENSOR) {
     a.scales = sb.data();
-    a.zero_points = rnd() % 4 ? zb.data() : NULL;
+    a.zero_points = !FP8 && rnd() % 4 ? zb.data() : NULL; /* FP8 takes none */
   }
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);

@@ -5,7 +5,8 @@
    that CI checks the kernel's logic (teams, on-chip rows and the two-pass fallback, the
    shuffle path for groups, the per-tensor partials) on every change; test_gpu_dynamic is
    the real thing. Built once per specialization (tests/meson.build names it; tests/emu_spec.c
-   writes the header EMU_SPEC). Outputs are poisoned and compared whole. */
+   writes the header EMU_SPEC). Outputs are poisoned and compared whole. FP8 storage (e4m3,
+   e5m2; symmetric) adds segments of the type's edges (fp8_edge) to the usual data. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -59,10 +60,39 @@ TestSuite(emulated_dynamic, .init = init);
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
 
 
+static const int FP8 = I == BQ_E4M3 || I == BQ_E5M2;
+static const ref_fp8_format &F8 = ref_fp8_formats[I == BQ_E5M2 ? REF_E5M2 : REF_E4M3];
+static double f8_val(int code) { return ref_fp8_to_double((uint8_t)code, I == BQ_E5M2 ? REF_E5M2 : REF_E4M3); }
+
+/* FP8 storage, kind 6: the type's edges times a power of two `mag`. A segment whose largest
+   magnitude is max * mag gets the scale mag exactly (s = amax / max), and then x / s is the
+   edge itself: ties between neighbours and values just either side (f64: closer than an
+   f32 ulp, for round-to-odd), subnormals and half the smallest, exact values, the largest. */
+static double fp8_edge(double mag) {
+  const double eps = EMU_T == BQ_TYPE_F64 ? 0x1p-40 : 0x1p-20, sign = (rnd() & 1) ? 1.0 : -1.0;
+  const double sub = ldexp(1.0, 1 - F8.bias - F8.mbits);
+  const int off = (int)(rnd() % 3) - 1;
+  switch (rnd() % 8) {
+  case 0: return sign * F8.max * mag;
+  case 1:
+  case 2:
+  case 3: {
+    const int c = (int)rnd_range(0, F8.max_code - 1);
+    return sign * (f8_val(c) + f8_val(c + 1)) / 2 * (1.0 + off * eps) * mag;
+  }
+  case 4: return sign * ((rnd() & 1) ? sub * (double)rnd_range(1, (1 << F8.mbits) - 1) : sub / 2) * (1.0 + off * eps) * mag;
+  case 5: return sign * f8_val((int)rnd_range(0, F8.max_code)) * mag;
+  case 6: return sign * F8.max * (1.0 - 0x1p-12 * (double)rnd_range(0, 3)) * mag; /* near the largest */
+  default: return (rnd_unit() - 0.5) * F8.max * mag;
+  }
+}
+
 /* a segment's worth of values: a kind per segment (random, positive, zeros, constant, an
-   outlier, NaN and inf sprinkled) */
+   outlier, NaN and inf sprinkled; FP8 also the type's edges) */
 static double value(int kind, double mag) {
   switch (kind) {
+  case 6:
+  case 7: return fp8_edge(mag);
   case 0: return 0.0;
   case 1: return rnd_unit() * mag;
   case 2: return mag / 3;
@@ -113,11 +143,12 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   std::vector<unsigned char> sb((size_t)(nparams + 2 * guard) * ss + 64), esb(sb.size());
   std::vector<int32_t> zb((size_t)(nparams + 2 * guard)), ezb(zb.size());
   unsigned char *x = xb.data() + 64 + (size_t)off_x * ts;
-  int kind = (int)(rnd() % 6);
+  const int kinds = FP8 ? 8 : 6;
+  int kind = (int)(rnd() % kinds);
   double mag = ldexp(1.0, (int)rnd_range(-10, 10));
   for (int64_t i = 0; i < xtot; i++) {
     if (rnd() % 64 == 0) {
-      kind = (int)(rnd() % 6);
+      kind = (int)(rnd() % kinds);
       mag = ldexp(1.0, (int)rnd_range(-10, 10));
       /* now and then a magnitude whose scale needs the reciprocal's power-of-two bracket */
       if (rnd() % 5 == 0) mag = ldexp(1.0, EMU_T == BQ_TYPE_F64 ? -(int)rnd_range(500, 600) : -(int)rnd_range(85, 110));
@@ -167,7 +198,8 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
 #if EMU_GRAN == BQ_GRAN_TENSOR
     static const int64_t ns[] = {1, 2, 7, 16, 17, 257, 4099, 70001};
-    a.numel = rep < 8 ? ns[rep] : rnd_range(1, rep < 36 ? 30000 : 400000);
+    /* (f64 data: half the largest, which keeps its run time near the others') */
+    a.numel = rep < 8 ? ns[rep] : rnd_range(1, rep < 36 ? 30000 : EMU_T == BQ_TYPE_F64 ? 200000 : 400000);
     xtot = ytot = a.numel;
     np = 1;
     snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);

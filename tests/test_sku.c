@@ -1,14 +1,15 @@
 /* test_sku.c - SKUs name kernels one to one, and NVRTC compiles every one of them.
 
    (a) Every valid combination of op (quantize, dequantize, fake quantize, dynamic
-       quantize), direction, granularity, float type, int type, q-range, scale type,
+       quantize), direction, granularity, float type, int type (s8, u8, e4m3, e5m2), q-range, scale type,
        symmetric/asymmetric (dynamic quantize) and target is specialized with
        bq__kernel_for (no GPU, no NVRTC):
        equal SKUs mean byte-identical source and the same target; different normalized
        descriptors or targets mean different SKUs; SKUs are readable and their file names
        safe; bq_sku agrees with bq__kernel_for.
    (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off), the
-       fused producers' included.
+       fused producers' included; the FP8 storage types' for sm_80, sm_89 and sm_90 too,
+       and the software conversion's (.soft) for sm_89 and sm_90.
        NVRTC must be present: CI installs it, and a compile test that cannot compile
        fails rather than skips.
    Criterion runs every test in its own process, so each starts with fresh counters. */
@@ -27,6 +28,9 @@ static const bq_direction DIRS[] = {BQ_FORWARD, BQ_BACKWARD};
 static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
 static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 static const bq_dtype ITS[] = {BQ_S8, BQ_U8};
+/* (a) also takes the FP8 storage types, which have no q-range (only {0, 0} is valid) */
+static const bq_dtype ITS_ALL[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+static int is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* q-ranges per int type. The first two are the same range (both zero means the full
@@ -92,7 +96,7 @@ static void build(const entry *e, bq__kernel_src *k) {
 static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {
   bq_dtype it = d->int_type ? d->int_type : BQ_S8;
   int qmin = d->qmin, qmax = d->qmax;
-  if (!qmin && !qmax) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
+  if (!qmin && !qmax && !is_fp8(it)) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
   bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
   if (d->op != BQ_DYNAMIC_QUANTIZE && d->granularity == BQ_PER_TENSOR) st = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   snprintf(buf, n, "%d %d %d %d %d %d %d %d %d | %d %d %d", (int)d->op, (int)d->direction, (int)d->granularity,
@@ -104,6 +108,7 @@ static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n
    symmetric needs qmax > 0; an asymmetric range of one level is left out, see
    test_validation.c) */
 static int valid(const bq_desc *d) {
+  if (is_fp8(d->int_type) && (d->qmin || d->qmax || d->asymmetric)) return 0; /* symmetric, no q-range */
   if (d->op != BQ_DYNAMIC_QUANTIZE) return d->asymmetric == 0;
   if (d->direction != BQ_FORWARD || d->granularity == BQ_PER_CHANNEL) return 0;
   int full = !d->qmin && !d->qmax;
@@ -112,16 +117,16 @@ static int valid(const bq_desc *d) {
 }
 
 static void enumerate(void) {
-  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS) * NELEM(FTS) * NELEM(ITS) * NQ * NST * 2 * NELEM(TARGETS);
+  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS) * NELEM(FTS) * NELEM(ITS_ALL) * NQ * NST * 2 * NELEM(TARGETS);
   entries = calloc(cap, sizeof *entries);
   cr_assert_not_null(entries);
   n_entries = 0;
-  size_t dyn = 0;
+  size_t dyn = 0, fp8 = 0;
   for (size_t o = 0; o < NELEM(OPS); o++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t g = 0; g < NELEM(GRANS); g++)
         for (size_t f = 0; f < NELEM(FTS); f++)
-          for (size_t i = 0; i < NELEM(ITS); i++)
+          for (size_t i = 0; i < NELEM(ITS_ALL); i++)
             for (size_t q = 0; q < NQ; q++)
               for (size_t s = 0; s < NST; s++)
                 for (int asym = 0; asym < 2; asym++)
@@ -132,8 +137,8 @@ static void enumerate(void) {
                     e->in.direction = DIRS[r];
                     e->in.granularity = GRANS[g];
                     e->in.float_type = FTS[f];
-                    e->in.int_type = ITS[i];
-                    const qrange *qr = ITS[i] == BQ_S8 ? &Q_S8[q] : &Q_U8[q];
+                    e->in.int_type = ITS_ALL[i];
+                    const qrange *qr = ITS_ALL[i] == BQ_U8 ? &Q_U8[q] : &Q_S8[q]; /* FP8: {0, 0} alone is valid */
                     e->in.qmin = qr->qmin;
                     e->in.qmax = qr->qmax;
                     e->in.scale_type = s == 0 ? BQ_DTYPE_DEFAULT : s == 1 ? BQ_F32 : FTS[f];
@@ -141,6 +146,7 @@ static void enumerate(void) {
                     if (!valid(&e->in)) continue;
                     n_entries++;
                     dyn += OPS[o] == BQ_DYNAMIC_QUANTIZE;
+                    fp8 += is_fp8(ITS_ALL[i]);
                     e->target = TARGETS[t];
                     canonical(&e->in, &e->target, e->canon, sizeof e->canon);
                     char name[96];
@@ -155,7 +161,8 @@ static void enumerate(void) {
                     cr_assert_eq(strlen(k.source.p), k.source.n, "source has an embedded NUL");
                     free(k.source.p);
                   }
-  cr_assert(n_entries > 10000 && dyn > 1000, "%zu combinations, %zu dynamic", n_entries, dyn);
+  cr_assert(n_entries > 10000 && dyn > 1000 && fp8 > 1000, "%zu combinations, %zu dynamic, %zu FP8", n_entries, dyn,
+            fp8);
 }
 
 static int by_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -330,7 +337,11 @@ Test(sku, readable_and_file_name_safe) {
               e->sku, tn);
     char q[32];
     snprintf(q, sizeof q, "q[%d,%d]", e->norm.qmin, e->norm.qmax);
-    cr_assert(strstr(e->sku, q), "SKU \"%s\" lacks %s", e->sku, q);
+    if (is_fp8(e->norm.int_type)) /* the type, and no q-range */
+      cr_assert(strstr(e->sku, e->norm.int_type == BQ_E4M3 ? ".e4m3.scale_" : ".e5m2.scale_") && !strstr(e->sku, "q["),
+                "SKU \"%s\"", e->sku);
+    else
+      cr_assert(strstr(e->sku, q), "SKU \"%s\" lacks %s", e->sku, q);
     cr_assert(strstr(e->sku, e->norm.direction == BQ_BACKWARD ? ".bwd." : ".fwd."), "%s", e->sku);
   }
   free(entries);
@@ -446,6 +457,61 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   cr_log_info("sm_%d: %zu SKUs compiled in %.1f s (%.0f ms each)", sm, n, s, 1e3 * s / (double)n);
 }
+
+/* FP8 storage (e4m3, e5m2), one op: every direction x granularity x float type (dynamic
+   quantize: forward, per tensor, token or group), symmetric with no q-range, scales of the
+   float type, on sm_80 (the software conversion), sm_89 and sm_90 (cvt.rn.satfinite). */
+static const bq_dtype FP8S[] = {BQ_E4M3, BQ_E5M2};
+static size_t fp8_set(bq_op op, int sm, bq_desc *out) {
+  (void)sm;
+  size_t n = 0;
+  for (size_t r = 0; r < NELEM(DIRS); r++)
+    for (size_t g = 0; g < NELEM(GRANS); g++)
+      for (size_t f = 0; f < NELEM(FTS); f++)
+        for (size_t i = 0; i < NELEM(FP8S); i++) {
+          if (op == BQ_DYNAMIC_QUANTIZE && (DIRS[r] == BQ_BACKWARD || GRANS[g] == BQ_PER_CHANNEL)) continue;
+          out[n++] = mk(op, DIRS[r], GRANS[g], FTS[f], FP8S[i], 0, 0, 0);
+        }
+  return n;
+}
+/* The test hook's software conversion (bq__fp8_soft: SKUs named .soft, BQ_FP8_SOFT in the
+   prelude) where the hardware one would be taken: one SKU per op, both types, every float
+   type among them. */
+static size_t fp8_soft_set(bq_op op, int sm, bq_desc *out) {
+  (void)op;
+  (void)sm;
+  size_t n = 0;
+  out[n++] = mk(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32, BQ_E4M3, 0, 0, 0);
+  out[n++] = mk(BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64, BQ_E5M2, 0, 0, 0);
+  out[n++] = mk(BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, BQ_E5M2, 0, 0, 0);
+  out[n++] = mk(BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16, BQ_E4M3, 0, 0, 0);
+  out[n++] = mk(BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32, BQ_E5M2, 0, 0, 0);
+  out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, BQ_E4M3, 0, 0, 0);
+  out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64, BQ_E5M2, 0, 0, 0);
+  for (size_t i = 0; i < n; i++) {
+    char sku[256];
+    bq__fp8_soft = 1;
+    cr_assert_eq(bq_sku(&out[i], sm, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(strstr(sku, ".soft."), "%s", sku);
+  }
+  return n;
+}
+static void fp8_soft(void) { bq__fp8_soft = 1; }
+
+Test(compile, fp8_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, fp8_set); }
+Test(compile, fp8_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_QUANTIZE, 89, fp8_set); }
+Test(compile, fp8_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, fp8_set); }
+Test(compile, fp8_dequantize_on_sm_80, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 80, fp8_set); }
+Test(compile, fp8_dequantize_on_sm_89, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 89, fp8_set); }
+Test(compile, fp8_dequantize_on_sm_90, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 90, fp8_set); }
+Test(compile, fp8_fake_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 80, fp8_set); }
+Test(compile, fp8_fake_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 89, fp8_set); }
+Test(compile, fp8_fake_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 90, fp8_set); }
+Test(compile, fp8_dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, fp8_set); }
+Test(compile, fp8_dynamic_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 89, fp8_set); }
+Test(compile, fp8_dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, fp8_set); }
+Test(compile, fp8_soft_on_sm_89, .timeout = 600, .init = fp8_soft) { compile_all(BQ_QUANTIZE, 89, fp8_soft_set); }
+Test(compile, fp8_soft_on_sm_90, .timeout = 600, .init = fp8_soft) { compile_all(BQ_QUANTIZE, 90, fp8_soft_set); }
 
 /* The fused producers, one op (the gated one with one activation): every granularity it
    has x float type x int type x symmetric or asymmetric (the dynamic ones) with the full
@@ -766,6 +832,12 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
       "linear_gemm.a_s8.w_s8.out_f16.scale_f64.ascale_f64.mma_m16n8k32.sm_90", /* f64 scales, f16 out */
       "linear_gemm.a_s32.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_90",
       "linear_weight_sums.s8.dp4a.sm_90.extra",
+      "quantize.fwd.per_tensor.f32.e4m3.q[0,0].scale_f32.vec4x2.sm_90",       /* FP8 names no q-range */
+      "quantize.fwd.per_tensor.f32.e4m3.q[-128,127].scale_f32.vec4x2.sm_90",
+      "quantize.fwd.per_tensor.f32.e4m3.soft.scale_f32.vec4x2.sm_90",         /* the test hook's, when off */
+      "dynamic_quantize.fwd.per_token.f32.e5m2.scale_f32.vec4.asym.sm_90",    /* FP8 is symmetric */
+      "dynamic_quantize.fwd.per_channel.f32.e5m2.scale_f32.vec4.sym.sm_90",
+      "quantize.fwd.per_tensor.e4m3.e4m3.scale_f32.vec4x2.sm_90",
   };
   for (size_t i = 0; i < NELEM(bad); i++) {
     bq_desc d;
@@ -783,6 +855,10 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
   cr_assert_eq(bq__desc_from_sku("linear_gemm.a_u8.w_s8.out_bf16.scale_bf16.ascale_bf16.mma_m16n8k32.sm_80", &d, &t),
                BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_eq(d.op, BQ_SMOOTHQUANT_LINEAR);
+  /* FP8 SKUs, which name no q-range */
+  cr_assert_eq(bq__desc_from_sku("dynamic_quantize.fwd.per_token.f32.e5m2.scale_f32.vec4.sym.sm_90", &d, &t),
+               BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(d.op == BQ_DYNAMIC_QUANTIZE && d.int_type == BQ_E5M2 && d.qmin == 0 && d.qmax == 0 && !d.asymmetric);
 }
 
 /* The dispatch tables are keyed as their lookups assume: the affine table in the order

@@ -1950,3 +1950,397 @@ Test(devices, select_restores_the_current_context) {
   cr_assert_eq(c, dev0);
   cr_assert_null(current(), "select left a context pushed");
 }
+
+/* ---- FP8 storage (BQ_E4M3, BQ_E5M2) ------------------------------------------------------ */
+/* FP8 is symmetric storage with no q-range: quantize, dequantize, fake quantize (either
+   direction, every granularity) and dynamic quantize (forward; per tensor, token or group).
+   Everything else is refused by name: a q-range, desc.asymmetric, dynamic backward or per
+   channel, the linear layers and the fused producers; at run time a zero point. */
+static const bq_dtype FP8S[] = {BQ_E4M3, BQ_E5M2};
+static const char *fp8_str(bq_dtype t) { return t == BQ_E4M3 ? "e4m3" : "e5m2"; }
+
+/* every valid FP8 combination: the symmetric combos with int_type set */
+static size_t fp8_combos(combo *out, int gran_mask, int families, bq_dtype it) {
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, gran_mask, families), m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric) continue;
+    out[m] = c[i];
+    out[m].d.int_type = it;
+    snprintf(out[m].ctx, sizeof out[m].ctx, "[%s %s %s]", c[i].name, ft_str(c[i].d.float_type), fp8_str(it));
+    m++;
+  }
+  return m;
+}
+
+Test(desc, fp8_every_valid_combination_reaches_the_driver) {
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
+    cr_assert_eq(n, 4 * (2 * 3 * 4 + 3), "%zu combinations", n); /* per float type: 24 affine, 3 dynamic */
+    for (size_t i = 0; i < n; i++) {
+      const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type};
+      for (size_t s = 0; s < NELEM(sts); s++) {
+        bq_desc d = c[i].d;
+        d.scale_type = sts[s];
+        expect_desc_valid(&d, c[i].ctx);
+        /* qmin == qmax == 0 spelled out is the same (no range) */
+        d.qmin = d.qmax = 0;
+        expect_desc_valid(&d, c[i].ctx);
+      }
+    }
+  }
+}
+
+Test(desc, fp8_q_range_refused) {
+  const qcase bad[] = {{0, -128, 127}, {0, 0, 255}, {0, 0, 1}, {0, -1, 0}, {0, 5, 5}, {0, 448, 448}, {0, INT_MIN, INT_MAX}};
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
+    for (size_t i = 0; i < n; i++)
+      for (size_t b = 0; b < NELEM(bad); b++) {
+        bq_desc d = c[i].d;
+        d.qmin = bad[b].qmin;
+        d.qmax = bad[b].qmax;
+        char prefix[128], needle[128];
+        prefix_of(&c[i], prefix, sizeof prefix);
+        snprintf(needle, sizeof needle, "desc.qmin (%d) and desc.qmax (%d) must be 0: %s has no q-range", bad[b].qmin,
+                 bad[b].qmax, fp8_str(FP8S[k]));
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+  }
+}
+
+Test(desc, fp8_asymmetric_refused) {
+  const int bad[] = {1, 2, -1};
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
+    for (size_t i = 0; i < n; i++)
+      for (size_t b = 0; b < NELEM(bad); b++) {
+        bq_desc d = c[i].d;
+        d.asymmetric = bad[b];
+        char name[96], prefix[128], needle[128];
+        plan_name(&d, name, sizeof name); /* dynamic: "..._asymmetric" */
+        snprintf(prefix, sizeof prefix, "%s: ", name);
+        snprintf(needle, sizeof needle, "desc.asymmetric (%d) must be 0: %s storage is symmetric", bad[b],
+                 fp8_str(FP8S[k]));
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+  }
+}
+
+/* FP8 descriptors go through their own normalization: the fields every op checks are
+   still checked there (desc.device, desc.out_type, desc.scale_type), naming field and value */
+Test(desc, fp8_other_fields_still_checked) {
+  const bq_dtype bad_st[] = {BQ_S8, BQ_U8, BQ_S32, BQ_E4M3, BQ_E5M2, (bq_dtype)99, (bq_dtype)-1};
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
+    for (size_t i = 0; i < n; i++) {
+      char prefix[128], needle[128];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      bq_desc d = c[i].d;
+      d.device = -3;
+      expect_desc_invalid(&d, prefix, "desc.device (-3) is negative", c[i].ctx);
+      d = c[i].d;
+      d.out_type = BQ_F16;
+      snprintf(needle, sizeof needle, "desc.out_type (%d, f16) applies to linear layers only", (int)BQ_F16);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      for (size_t b = 0; b < NELEM(bad_st); b++) {
+        d = c[i].d;
+        d.scale_type = bad_st[b];
+        snprintf(needle, sizeof needle, "desc.scale_type (%d", (int)bad_st[b]);
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+      for (size_t f = 0; f < NELEM(FTS); f++) { /* another float type than the data's */
+        if (FTS[f] == c[i].d.float_type || FTS[f] == BQ_F32) continue;
+        d = c[i].d;
+        d.scale_type = FTS[f];
+        snprintf(needle, sizeof needle, "desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", (int)FTS[f],
+                 ft_str(FTS[f]), ft_str(c[i].d.float_type));
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+    }
+  }
+}
+
+Test(desc, fp8_dynamic_quantize_is_forward_only) {
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_DYNAMIC, FP8S[k]);
+    cr_assert_eq(n, 12);
+    for (size_t i = 0; i < n; i++) {
+      bq_desc d = c[i].d;
+      d.direction = BQ_BACKWARD;
+      char name[96], prefix[128];
+      plan_name(&d, name, sizeof name);
+      snprintf(prefix, sizeof prefix, "%s: ", name);
+      expect_desc_invalid(&d, prefix, "desc.direction (backward) is not defined for dynamic quantize", c[i].ctx);
+    }
+  }
+}
+
+Test(desc, fp8_dynamic_quantize_per_channel_not_supported) {
+  for (size_t k = 0; k < NELEM(FP8S); k++)
+    for (size_t f = 0; f < NELEM(FTS); f++) {
+      bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, FTS[f]);
+      d.int_type = FP8S[k];
+      char ctx[96];
+      snprintf(ctx, sizeof ctx, "[dynamic per_channel %s %s]", ft_str(FTS[f]), fp8_str(FP8S[k]));
+      expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, "dynamic_quantize_per_channel: ", "desc.granularity (per_channel)",
+                         ctx);
+    }
+}
+
+/* the linear layers and the fused producers have no FP8 form: NOT_SUPPORTED naming
+   desc.int_type (and the op), at every granularity the op would otherwise take */
+Test(desc, fp8_linear_and_fused_not_supported) {
+  const bq_op ops[] = {BQ_QUANTIZED_LINEAR, BQ_SMOOTHQUANT_LINEAR, BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE};
+  const char *names[] = {"quantized_linear", "smoothquant_linear", "rmsnorm_quantize", "gated_quantize"};
+  const bq_granularity grans[] = {BQ_GRANULARITY_DEFAULT, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_TENSOR};
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(FP8S); k++)
+    for (size_t o = 0; o < NELEM(ops); o++)
+      for (size_t g = 0; g < NELEM(grans); g++)
+        for (size_t f = 0; f < NELEM(FTS); f++)
+          for (int act = 0; act < (ops[o] == BQ_GATED_QUANTIZE ? 3 : 1); act++) {
+            if (ops[o] == BQ_QUANTIZED_LINEAR && grans[g] == BQ_PER_TENSOR) continue; /* refused for that first */
+            bq_desc d = mkdesc(ops[o], BQ_FORWARD, grans[g], FTS[f]);
+            d.int_type = FP8S[k];
+            d.activation = (bq_activation)act; /* default, BQ_SILU, BQ_GELU_TANH */
+            char needle[128], ctx[128];
+            snprintf(needle, sizeof needle, "desc.int_type (%s) is not offered for %s", fp8_str(FP8S[k]), names[o]);
+            snprintf(ctx, sizeof ctx, "[%s gran %d %s %s act %d]", names[o], (int)grans[g], ft_str(FTS[f]),
+                     fp8_str(FP8S[k]), act);
+            /* the plan's name leads (quantized_linear, smoothquant_linear_per_token,
+               silu_mul_quantize_per_group, ...) */
+            const char *lead = ops[o] == BQ_GATED_QUANTIZE ? (act == 2 ? "gelu_tanh_mul_quantize" : "silu_mul_quantize")
+                                                           : names[o];
+            expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, lead, needle, ctx);
+            /* with a q-range or asymmetric as well, the op is still what is named */
+            d.qmin = -7, d.qmax = 7, d.asymmetric = 1;
+            expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, lead, needle, ctx);
+            checked++;
+          }
+  cr_assert_eq(checked, 2 * (3 + 4 + 4 + 4 * 3) * 4);
+  /* the weight sums read s8 weights only */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_LINEAR_WEIGHT_SUMS;
+  d.int_type = BQ_E4M3;
+  char needle[64];
+  snprintf(needle, sizeof needle, "desc.int_type (%d, e4m3) must be BQ_S8", (int)BQ_E4M3);
+  expect_desc_invalid(&d, "linear_weight_sums: ", needle, "[weight sums e4m3]");
+}
+
+/* What FP8 normalizes to: int_type kept, qmin = qmax = 0, symmetric, scale_type by the same
+   rule as the integer types; and a normalized desc is accepted again, unchanged, with the
+   same SKU. */
+Test(desc, fp8_normalized_descs_are_accepted_again_unchanged) {
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
+    for (size_t i = 0; i < n; i++) {
+      const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type};
+      for (size_t s = 0; s < NELEM(sts); s++) {
+        bq_desc in = c[i].d, out, again;
+        in.scale_type = sts[s];
+        char name[96], name2[96], sku[256], sku2[256];
+        cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+        cr_assert_str_eq(name, c[i].name);
+        cr_assert_eq(out.int_type, FP8S[k], "%s", c[i].ctx);
+        cr_assert_eq(out.qmin, 0, "%s", c[i].ctx);
+        cr_assert_eq(out.qmax, 0, "%s", c[i].ctx);
+        cr_assert_eq(out.asymmetric, 0, "%s", c[i].ctx);
+        cr_assert_eq(out.out_type, BQ_DTYPE_DEFAULT, "%s", c[i].ctx);
+        int host_scale = in.granularity == BQ_PER_TENSOR && !is_dyn(&in);
+        bq_dtype want_st = host_scale ? (in.float_type == BQ_F64 ? BQ_F64 : BQ_F32)
+                                      : (sts[s] == BQ_DTYPE_DEFAULT ? BQ_F32 : sts[s]);
+        cr_assert_eq(out.scale_type, want_st, "%s scale_type %d: %d, want %d", c[i].ctx, (int)sts[s],
+                     (int)out.scale_type, (int)want_st);
+        /* the integer type's normalized desc has the same scale type */
+        bq_desc s8 = in, s8n;
+        s8.int_type = BQ_S8;
+        cr_assert_eq(bq__normalize(&s8, &s8n, name2, sizeof name2), BQ_SUCCESS);
+        cr_assert_eq(s8n.scale_type, out.scale_type, "%s", c[i].ctx);
+        /* idempotent */
+        cr_assert_eq(bq__normalize(&out, &again, name2, sizeof name2), BQ_SUCCESS, "%s: normalized desc refused: %s",
+                     c[i].ctx, bq_last_error());
+        cr_assert(!memcmp(&out, &again, sizeof out), "%s: normalizing twice changed the desc", c[i].ctx);
+        cr_assert_str_eq(name2, name);
+        expect_desc_valid(&out, c[i].ctx);
+        cr_assert_eq(bq_sku(&in, 80, sku, sizeof sku), BQ_SUCCESS);
+        cr_assert_eq(bq_sku(&out, 80, sku2, sizeof sku2), BQ_SUCCESS);
+        cr_assert_str_eq(sku, sku2, "%s", c[i].ctx);
+      }
+    }
+  }
+}
+
+/* SKUs of FP8 plans: one per normalized desc, distinct from each other's and from every
+   s8 / u8 SKU, naming the type and no q-range; the test hook's software conversion
+   (bq__fp8_soft) has SKUs of its own, ".soft", whose prelude defines BQ_FP8_SOFT, and it
+   leaves the integer types' SKUs alone. */
+Test(desc, fp8_skus) {
+  enum { CAP = 8 * 1024 };
+  static char skus[CAP][256];
+  static int kind[CAP]; /* 0 s8/u8, 1 e4m3, 2 e5m2, +8 soft */
+  size_t n = 0;
+  const bq_dtype its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+  const int targets[] = {80, 89, 90};
+  for (int soft = 0; soft < 2; soft++)
+    for (size_t a = 0; a < NELEM(its); a++) {
+      combo c[MAX_COMBOS];
+      size_t m = fp8_combos(c, G_ALL, F_BOTH, its[a]);
+      for (size_t i = 0; i < m; i++)
+        for (int s = 0; s < 2; s++)
+          for (size_t t = 0; t < NELEM(targets); t++) {
+            bq_desc d = c[i].d;
+            d.scale_type = s ? d.float_type : BQ_F32;
+            if (s && d.float_type == BQ_F32) continue; /* the same kernel */
+            if (s && d.granularity == BQ_PER_TENSOR && !is_dyn(&d)) continue; /* host scalar: the same kernel */
+            bq__fp8_soft = soft;
+            bq_status st = bq_sku(&d, targets[t], skus[n], sizeof skus[n]);
+            bq__fp8_soft = 0;
+            cr_assert_eq(st, BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+            int fp8 = its[a] == BQ_E4M3 ? 1 : its[a] == BQ_E5M2 ? 2 : 0;
+            kind[n] = fp8 + (soft ? 8 : 0);
+            const char *sku = skus[n];
+            if (fp8) {
+              cr_assert(strstr(sku, fp8 == 1 ? ".e4m3." : ".e5m2."), "%s: %s", c[i].ctx, sku);
+              cr_assert(!strstr(sku, fp8 == 1 ? "e5m2" : "e4m3"), "%s: %s", c[i].ctx, sku);
+              cr_assert(!strstr(sku, "q["), "%s: %s names a q-range", c[i].ctx, sku);
+              cr_assert_eq(strstr(sku, ".soft.") != NULL, soft, "%s: %s", c[i].ctx, sku);
+              /* the prelude is the kernel's: the soft form defines BQ_FP8_SOFT */
+              bq__target tg = {targets[t], 0, 0};
+              bq__kernel_src ks;
+              bq__fp8_soft = soft;
+              st = bq__kernel_for(&d, &tg, &ks);
+              bq__fp8_soft = 0;
+              cr_assert_eq(st, BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+              cr_assert_str_eq(ks.sku, sku);
+              cr_assert_eq(strstr(ks.source.p, "#define BQ_FP8_SOFT 1\n") != NULL, soft, "%s: %s", c[i].ctx, sku);
+              cr_assert(strstr(ks.source.p, fp8 == 1 ? "#define BQ_IT BQ_TYPE_E4M3\n" : "#define BQ_IT BQ_TYPE_E5M2\n"),
+                        "%s: %s", c[i].ctx, sku);
+              free(ks.source.p);
+            } else {
+              cr_assert(strstr(sku, "q["), "%s: %s", c[i].ctx, sku);
+              cr_assert(!strstr(sku, "soft") && !strstr(sku, "e4m3") && !strstr(sku, "e5m2"), "%s: %s", c[i].ctx, sku);
+            }
+            n++;
+            cr_assert(n < CAP);
+          }
+    }
+  /* distinct, except that the hook leaves the integer types' SKUs as they are */
+  size_t same_int = 0, n_int = 0;
+  for (size_t i = 0; i < n; i++) n_int += kind[i] == 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) {
+      if (strcmp(skus[i], skus[j])) continue;
+      cr_assert(kind[i] == 0 && kind[j] == 8, "two kernels share the SKU %s", skus[i]);
+      same_int++;
+    }
+  cr_assert_eq(n, 2 * 4 * 3 * (108 + 63), "%zu SKUs", n); /* scale f32: 108 a type; the float type: 63 more */
+  cr_assert_eq(same_int, n_int, "%zu of %zu integer SKUs unchanged by the hook", same_int, n_int);
+}
+
+/* Run time: an FP8 plan refuses a zero point (per tensor args.zero_point != 0, elsewhere
+   args.zero_points != NULL) in can_implement and run alike, and before anything else of
+   the call is looked at past the scale: even a zero-size call is refused. */
+Test(args, fp8_zero_points_refused) {
+  const int32_t zps[] = {1, -1, 3, INT32_MAX, INT32_MIN};
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_AFFINE, FP8S[k]);
+    cr_assert_eq(n, 4 * 2 * 3 * 4);
+    for (size_t i = 0; i < n; i++) {
+      bq_granularity g = c[i].d.granularity;
+      bq_args a = base_args(g);
+      a.zero_point = 0;
+      a.zero_points = NULL;
+      expect_args_ok(&c[i], &a, 0, "no zero points");
+      char needle[128];
+      if (g == BQ_PER_TENSOR) {
+        /* zero_points is not looked at per tensor */
+        a.zero_points = (const int32_t *)PZ;
+        expect_args_ok(&c[i], &a, 0, "zero_points per tensor");
+        for (size_t z = 0; z < NELEM(zps); z++) {
+          a.zero_point = zps[z];
+          snprintf(needle, sizeof needle, "args.zero_point (%d) must be 0: %s storage is symmetric", (int)zps[z],
+                   fp8_str(FP8S[k]));
+          expect_args_invalid(&c[i], &a, needle);
+          a.numel = 0;
+          expect_args_invalid(&c[i], &a, needle);
+          a.numel = 1000;
+        }
+      } else {
+        /* zero_point is not looked at elsewhere */
+        a.zero_point = 5;
+        expect_args_ok(&c[i], &a, 0, "zero_point per tensor field");
+        a.zero_points = (const int32_t *)PZ;
+        snprintf(needle, sizeof needle, "args.zero_points (%p) must be NULL: %s storage is symmetric",
+                 (const void *)PZ, fp8_str(FP8S[k]));
+        expect_args_invalid(&c[i], &a, needle);
+        if (g == BQ_PER_CHANNEL) a.shape[0] = 0;
+        else a.rows = 0;
+        expect_args_invalid(&c[i], &a, needle);
+      }
+    }
+  }
+}
+
+/* Dynamic quantize has no zero-point inputs: its FP8 plans take the base arguments
+   (out_zero_points is not written by a symmetric plan) */
+Test(args, fp8_dynamic_base_arguments_are_valid) {
+  for (size_t k = 0; k < NELEM(FP8S); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = fp8_combos(c, G_ALL, F_DYNAMIC, FP8S[k]);
+    for (size_t i = 0; i < n; i++) {
+      bq_args a = base_args(c[i].d.granularity);
+      expect_args_ok(&c[i], &a, 0, "base");
+      a.out_zero_points = NULL;
+      a.zero_points = NULL;
+      expect_args_ok(&c[i], &a, 0, "no zero points");
+    }
+  }
+}
+
+/* On the fake driver: an FP8 plan with a kernel entry launches once for a valid call and
+   never for a call with a zero point. */
+TestSuite(fp8_launch, .init = two_devices);
+Test(fp8_launch, zero_points_refused_before_any_launch) {
+  size_t runs = 0;
+  int *launches = NULL;
+  for (size_t k = 0; k < NELEM(FP8S); k++)
+    for (size_t g = 0; g < NELEM(GRANS); g++)
+      for (size_t o = 0; o < 3; o++) {
+        bq_desc d = mkdesc(OPS[o], o == 2 ? BQ_BACKWARD : BQ_FORWARD, GRANS[g], BQ_BF16);
+        d.int_type = FP8S[k];
+        bq_plan plan;
+        bq__entry entry;
+        cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+        int pushed = -1;
+        bq__device_info info;
+        cr_assert_eq(bq__plan_context(plan.desc.device, &plan.ctx, &pushed, &info), BQ_SUCCESS, "%s", bq_last_error());
+        plan.device = info.ordinal;
+        memset(&entry, 0, sizeof entry);
+        plan.entry = &entry;
+        if (!launches) launches = fake_counter("fake_launches");
+        bq_args a = base_args(GRANS[g]);
+        a.zero_point = 0;
+        a.zero_points = NULL;
+        int before = *launches;
+        cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+        cr_assert_eq(*launches, before + 1, "a valid FP8 call did not launch once");
+        if (GRANS[g] == BQ_PER_TENSOR) a.zero_point = 1;
+        else a.zero_points = (const int32_t *)PZ;
+        clear_error();
+        cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+        check_msg(NULL, GRANS[g] == BQ_PER_TENSOR ? "args.zero_point (1) must be 0" : "args.zero_points (",
+                  "[fp8 launch]", "bq_plan_run");
+        cr_assert_eq(*launches, before + 1, "a refused FP8 call launched");
+        runs++;
+      }
+  cr_assert_eq(runs, 2 * 4 * 3);
+}

@@ -65,3 +65,10 @@
 #undef BQ_VEC
 #undef BQ_WG_STAGES
 #undef BQ_WGMMA
+#undef BQ_FP8
+#undef BQ_FP8_SOFT
+#undef BQ_F8_M
+#undef BQ_F8_BIAS
+#undef BQ_F8_MAX
+#undef BQ_F8_MAX_CODE
+#undef BQ_F8_MAX_BITS
