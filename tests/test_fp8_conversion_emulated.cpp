@@ -194,3 +194,76 @@ Test(fp8_conversion, every_code_decodes) {
   }
   cr_assert_eq(nan, K == REF_E4M3 ? 2 : 6);
 }
+
+/* ---- the quantize quotient ---------------------------------------------------------------
+   bq_quantize_f8 (bq_f8_quotient: no division in f32; the reciprocal with a fallback in f64)
+   and the mask bq_in_range against one IEEE division in C and the reference's rounding, for
+   x and s drawn from every exponent (the quotient's exactness matters only where the FP8
+   rounding or the mask can tell: that is the claim under test). The plain-scale forms
+   (bq_quantize_near and bq_in_range_near, for scales with s.plain) likewise. */
+static long g_qbad, g_qchecked;
+static void check_quotient(double xd, double sd) {
+  typedef emu_f8::bq_c C;
+  const C x = (C)xd, s = (C)sd; /* C = f32: the draw is rounded to f32 first */
+  const emu_f8::bq_scale q = emu_f8::bq_scale_of(s);
+  volatile C quot = x / s;
+  const uint8_t want = ref_fp8_from_double((double)quot, K);
+  const int want_mask = fabs((double)quot) <= F.max;
+  const int got = emu_f8::bq_quantize_f8(x, q);
+  emu_f8::bq_zp z = emu_f8::bq_zp_of(0);
+  const int mask = emu_f8::bq_in_range(x, q, z);
+  int got_near = want, mask_near = want_mask;
+#if EMU_T != BQ_TYPE_F64
+  if (q.plain) {
+    float xa[4] = {(float)x, 0, 0, 0};
+    emu_f8::bq_i ya[4];
+    emu_f8::bq_quantize_near<true>(xa, q, 0, ya);
+    got_near = ya[0];
+    mask_near = emu_f8::bq_in_range_near(x, q, z);
+  }
+#endif
+  g_qchecked++;
+  if ((got == want && mask == want_mask && got_near == want && mask_near == want_mask) || g_qbad++ >= 8) return;
+  cr_log_error("%s: x %a / s %a = %a: code 0x%02x (plain form 0x%02x), mask %d (plain form %d); want 0x%02x, %d",
+               F.name, (double)x, (double)s, (double)quot, got, got_near, mask, mask_near, want, want_mask);
+}
+static double any_exponent(int lo, int hi) { /* +-m 2^e, m uniform in [1, 2), e uniform in [lo, hi] */
+  const double m = 1.0 + (double)(rnd() >> 11) * 0x1p-53;
+  const int e = lo + (int)(rnd() % (uint64_t)(hi - lo + 1));
+  return (rnd() & 1 ? -1 : 1) * ldexp(m, e);
+}
+Test(fp8_conversion, quotient_against_division) {
+  const int lo = F64 ? -1074 : -149, hi = F64 ? 1023 : 127;
+  /* random pairs over every exponent; then quotients near each FP8 tie, its saturation
+     boundary and its smallest subnormal (x = target * s, nudged by a few ulps) */
+  for (int i = 0; i < 3000000; i++) check_quotient(any_exponent(lo, hi), any_exponent(lo, hi));
+  const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN};
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 5; j++) check_quotient(special[i], special[j] == 0 ? (j ? -1e-30 : 1e-30) : special[j]);
+  for (int i = 0; i < 200000; i++) {
+    const double sv = any_exponent(F64 ? -1000 : -140, F64 ? 1000 : 120);
+    for (int j = 0; j < 5; j++) check_quotient(special[j], sv), check_quotient(any_exponent(lo, hi), special[j]);
+  }
+  for (int c = 0; c < 0x7F; c++) {
+    const double a = ref_fp8_to_double((uint8_t)c, K), b = ref_fp8_to_double((uint8_t)(c + 1), K);
+    if (isnan(b) || isinf(b)) break;
+    for (int k = 0; k < 400; k++) {
+      const double sv = any_exponent(F64 ? -1000 : -140, F64 ? 1000 : 120);
+      const double targets[] = {(a + b) / 2, b, a / 2};
+      for (int t = 0; t < 3; t++) {
+        double xv = (F64 ? 1.0 : 1.0) * targets[t] * fabs(sv);
+        if (!F64) xv = (double)(float)xv;
+        for (int u = -3; u <= 3; u++) {
+          double w = xv;
+          for (int v = 0; v < (u < 0 ? -u : u); v++) w = F64 ? nextafter(w, u < 0 ? 0.0 : INFINITY)
+                                                              : (double)nextafterf((float)w, u < 0 ? 0.0f : INFINITY);
+          check_quotient(w, fabs(sv));
+          check_quotient(-w, -fabs(sv));
+        }
+      }
+    }
+  }
+  cr_log_info("%s %s: %ld quotients checked, %ld wrong", F.name, F64 ? "f64" : "f32", g_qchecked, g_qbad);
+  cr_assert_eq(g_qbad, 0, "%ld of %ld quotients differ from the division's FP8 rounding (first ones logged above)",
+               g_qbad, g_qchecked);
+}
