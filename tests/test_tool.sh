@@ -45,18 +45,19 @@ if [ -n "$FAKE" ]; then
 fi
 
 # ---- warm --all, one family and a filter, into an empty directory ----
-# (per_token.f32: s8 and u8, symmetric and asymmetric, and the FP8 types, symmetric: 6 SKUs)
+# (per_token.f32: s8 and u8, symmetric and asymmetric, and the FP8 types, symmetric; each with
+# f32 scales, power-of-two f32 scales and UE8M0 scales: 18 SKUs)
 A="$W/a"
 expect 0 "warm --all --family dynamic --filter per_token.f32" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
-has "6 SKUs into $A: 6 compiled, 0 already cached, 0 failed" "warm compiled the 6 SKUs"
-[ "$(count "$A" '*.bqk')" = 6 ] && ok "6 entries written" || bad "$(count "$A" '*.bqk') entries written, want 6"
+has "18 SKUs into $A: 18 compiled, 0 already cached, 0 failed" "warm compiled the 18 SKUs"
+[ "$(count "$A" '*.bqk')" = 18 ] && ok "18 entries written" || bad "$(count "$A" '*.bqk') entries written, want 18"
 expect 0 "warm again" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
-has "0 compiled, 6 already cached" "the second warm compiles nothing"
+has "0 compiled, 18 already cached" "the second warm compiles nothing"
 expect 0 "list" "$T" list --dir "$A"
-has "6 entries (6 valid, 0 invalid" "list: all valid"
-[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 6 ] && ok "list names the 6 SKUs" || bad "list lines"
+has "18 entries (18 valid, 0 invalid" "list: all valid"
+[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 18 ] && ok "list names the 18 SKUs" || bad "list lines"
 expect 0 "list --skus" "$T" list --dir "$A" --skus
-[ "$(wc -l <"$W/out")" = 6 ] && ! grep -qv '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90$' "$W/out" && ok "list --skus: SKUs only" || bad "list --skus"
+[ "$(wc -l <"$W/out")" = 18 ] && ! grep -qv '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90$' "$W/out" && ok "list --skus: SKUs only" || bad "list --skus"
 expect 0 "verify, all valid" "$T" verify --dir "$A"
 
 # ---- a flipped byte: verify names it, --fix removes it ----
@@ -66,7 +67,7 @@ printf '\x5a' | dd of="$victim" bs=1 seek=$((size - 50)) conv=notrunc status=non
 expect 1 "verify after a flipped byte" "$T" verify --dir "$A"
 has "invalid $(basename "$victim"): payload checksum mismatch" "verify names the corrupt entry"
 expect 0 "list still exits 0" "$T" list --dir "$A"
-has "5 valid, 1 invalid" "list counts it invalid"
+has "17 valid, 1 invalid" "list counts it invalid"
 touch -d '2 hours ago' "$A/x.bqk.tmp.999999.1.0.0"
 echo "mine" >"$A/notes.txt"
 expect 1 "verify with a stale temporary file" "$T" verify --dir "$A"
@@ -76,11 +77,11 @@ has "(removed)" "verify --fix removes"
 [ ! -e "$victim" ] && [ ! -e "$A/x.bqk.tmp.999999.1.0.0" ] && ok "the corrupt entry and the temporary file are gone" || bad "not removed"
 [ -e "$A/notes.txt" ] && ok "verify --fix leaves a foreign file" || bad "foreign file removed"
 expect 0 "verify after --fix" "$T" verify --dir "$A"
-[ "$(count "$A" '*.bqk')" = 5 ] && ok "5 entries left" || bad "$(count "$A" '*.bqk') entries left"
+[ "$(count "$A" '*.bqk')" = 17 ] && ok "17 entries left" || bad "$(count "$A" '*.bqk') entries left"
 
 # ---- clear: only what the library writes ----
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
-[ "$(count "$A" '*.bqk')" = 5 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
+[ "$(count "$A" '*.bqk')" = 17 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
 expect 0 "clear --yes" "$T" clear --dir "$A" --yes
 has "left 1 files the library does not write alone: notes.txt" "clear names what it left"
 [ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"

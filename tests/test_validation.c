@@ -2057,7 +2057,7 @@ Test(desc, fp8_other_fields_still_checked) {
         if (FTS[f] == c[i].d.float_type || FTS[f] == BQ_F32) continue;
         d = c[i].d;
         d.scale_type = FTS[f];
-        snprintf(needle, sizeof needle, "desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", (int)FTS[f],
+        snprintf(needle, sizeof needle, "desc.scale_type (%d, %s) must be the float type (%s), BQ_F32 or BQ_UE8M0", (int)FTS[f],
                  ft_str(FTS[f]), ft_str(c[i].d.float_type));
         expect_desc_invalid(&d, prefix, needle, c[i].ctx);
       }
