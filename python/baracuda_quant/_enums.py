@@ -27,6 +27,9 @@ class DType(enum.IntEnum):
     S8 = 5
     U8 = 6
     S32 = 7
+    E4M3 = 8
+    E5M2 = 9
+    UE8M0 = 10
 
 
 class Op(enum.IntEnum):

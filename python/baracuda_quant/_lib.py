@@ -44,6 +44,7 @@ class Desc(ctypes.Structure):
         ("asymmetric", ctypes.c_int),
         ("out_type", ctypes.c_int),
         ("activation", ctypes.c_int),
+        ("pow2_scales", ctypes.c_int),
     ]
 
 
@@ -80,6 +81,7 @@ class Args(ctypes.Structure):
         ("eps", ctypes.c_double),
         ("out", ctypes.c_void_p),
         ("out_row_stride", ctypes.c_int64),
+        ("amax_bound", ctypes.c_double),
     ]
 
 
