@@ -380,6 +380,49 @@ def main():
     copy_ref(r)
     del x1, wq, w8, sw, bias_b
 
+    # ---- FP8 (e4m3) dynamic quantization: what a PyTorch user writes for FP8 activations ----
+    fp8 = torch.float8_e4m3fn
+
+    def fp8_token(x):
+        amax = x.abs().amax(dim=1, keepdim=True).float()
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        return (x.float() / s).clamp(-448.0, 448.0).to(fp8), s
+
+    def fp8_group_pow2(x):
+        m, k = x.shape
+        g = x.view(m, k // 128, 128)
+        amax = g.abs().amax(dim=2, keepdim=True).float()
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        s = torch.exp2(torch.ceil(torch.log2(s)))  # UE8M0: a power of two
+        q = (g.float() / s).clamp(-448.0, 448.0).to(fp8)
+        return q.view(m, k), s.view(m, k // 128)
+    code_tok = ("amax = x.abs().amax(dim=1, keepdim=True).float(); s = amax / 448 (1 where 0); "
+                "q = (x.float() / s).clamp(-448, 448).to(torch.float8_e4m3fn)")
+    code_grp = ("per 1x128 group: amax, s = 2^ceil(log2(amax / 448)) (1 where 0), "
+                "q = (x.float() / s).clamp(-448, 448).to(torch.float8_e4m3fn)")
+    for cols in (4096, 14336):
+        name = "per_token/dynamic_quantize/fwd/bf16/e4m3/[8192,%d]" % cols
+        begin(name)
+        r = row(name, [M, cols], M * cols * 2)
+        xf = torch.empty(M, cols, dtype=bf16, device=dev).uniform_(-3, 3)
+        measure(r, "eager", "eager", "eager: amax, scale, divide, clamp, cast", code_tok,
+                lambda: (lambda: fp8_token(xf)), [((M, cols), fp8), ((M, 1), f32)])
+        measure(r, "compile", "compile", "torch.compile of the same", code_tok,
+                lambda: (lambda f=compiled(fp8_token): f(xf)), [((M, cols), fp8), ((M, 1), f32)], is_compiled=True)
+        copy_ref(r)
+        del xf
+    name = "per_group/dynamic_quantize/fwd/bf16/e4m3/[8192,4096]/g=128/scale=ue8m0"
+    begin(name)
+    r = row(name, [M, K], M * K * 2)
+    xf = torch.empty(M, K, dtype=bf16, device=dev).uniform_(-3, 3)
+    measure(r, "eager", "eager", "eager: group amax, power-of-two scale, divide, clamp, cast", code_grp,
+            lambda: (lambda: fp8_group_pow2(xf)), [((M, K), fp8), ((M, K // 128), f32)])
+    measure(r, "compile", "compile", "torch.compile of the same", code_grp,
+            lambda: (lambda f=compiled(fp8_group_pow2): f(xf)), [((M, K), fp8), ((M, K // 128), f32)],
+            is_compiled=True)
+    copy_ref(r)
+    del xf
+
     nfail = sum(1 for r in rows for a in r["alternatives"] if not a["ok"])
     out = {
         "tool": "baracuda_quant compare_torch",

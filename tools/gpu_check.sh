@@ -185,6 +185,9 @@ fp8() {
   (TMO=${FP8_TMO:-150} san memcheck gpu_fp8 --filter "$FP8_SAN_FILTER" > $OUT/fp8-memcheck.log 2>&1) &
   TMO=${FP8_TMO:-150} san racecheck gpu_fp8 --filter "$FP8_SAN_FILTER"
   wait; cat $OUT/fp8-memcheck.log
+  # PyTorch's FP8 equivalents of the same rows (eager and torch.compile)
+  timeout ${FP8_TORCH_TMO:-150} python3 tools/compare_torch.py --only e4m3 --reps 50 --json $OUT/torch-fp8.json \
+    > $OUT/torch-fp8.txt 2>&1; echo "compare_torch rc=$?"; grep -E "^per_|eager|compile" $OUT/torch-fp8.txt | tail -12
 }
 if [ "$what" = fp8 ]; then fp8; fi
 if [ "$what" = pair ]; then pair; fi
