@@ -409,7 +409,84 @@ def fused_section(rows, fb=None, fb_path=None, pyf=None, pyf_path=None):
     return o
 
 
-def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf=None, pyf_path=None):
+FP8_RATIO_MIN = 0.90     # static FP8 ops at 256 MiB: time against the copy's
+FP8_DYN_SLOWER_MAX = 1.03  # dynamic FP8 against the int8 kernel of the same shape: time ratio
+
+
+def is_fp8_row(name):
+    return "/e4m3/" in name or "/e5m2/" in name
+
+
+def int8_counterpart(rows, name):
+    """The s8 row of the same op and shape in the same run (a UE8M0 row's counterpart has f32 scales)."""
+    base = name.replace("/e4m3/", "/s8/").replace("/e5m2/", "/s8/")
+    cands = [base, base.replace("/scale=ue8m0", ""), base.replace("/scale=ue8m0", "/scale=f32")]
+    for c in cands:
+        r = next((x for x in rows if x["name"] == c and x.get("ok")), None)
+        if r:
+            return r
+    return None
+
+
+def fp8_section(fb, fb_path, ft=None, ft_path=None):
+    """The "FP8 storage" section: a tools/bench.c run of its own (--fp8) with the FP8 rows and the
+    int8 dynamic rows they are held against, and compare_torch.py's FP8 rows (--fp8-torch)."""
+    rows = fb.get("rows", [])
+    fp8 = [r for r in rows if is_fp8_row(r["name"])]
+    static = [r for r in fp8 if "/dynamic_quantize/" not in r["name"]]
+    dyn = [r for r in fp8 if "/dynamic_quantize/" in r["name"]]
+    o = ["## FP8 storage", "", fused_prov(fb, fb_path) + " A run of its own: its ratios are against its own "
+         "copy reference, below.", ""] + fused_copy_table(fb)
+    o += ["### Quantize, dequantize, fake quantize", "",
+          "Target: ratio to copy at least %.2f at 256 MiB." % FP8_RATIO_MIN, "",
+          "| case | time (us) | GB/s | ratio to copy | target |", "|---|---:|---:|---:|---|"]
+    for r in static:
+        if r.get("ok"):
+            big = r.get("copy_bytes", 0) >= 256 << 20
+            o.append("| %s | %.1f | %.0f | %s | %s |" % (r["name"], r["median_us"], r["gbps"], fnum(r.get("ratio"), "%.3f"),
+                                                        met(r.get("ratio", 0) >= FP8_RATIO_MIN) if big else "—"))
+        else:
+            o.append("| %s | FAILED | — | — | — |" % r["name"])
+    o += ["", "### Dynamic quantization", "",
+          "Against the int8 (s8) kernel of the same shape in the same run; target: FP8 time at most "
+          "%.2f × the int8 time." % FP8_DYN_SLOWER_MAX, "",
+          "| case | time (us) | ratio to copy | int8 time (us) | FP8 / int8 | target |", "|---|---:|---:|---:|---:|---|"]
+    for r in dyn:
+        c = int8_counterpart(rows, r["name"])
+        if not r.get("ok"):
+            o.append("| %s | FAILED | — | — | — | — |" % r["name"])
+            continue
+        q = r["median_us"] / c["median_us"] if c else None
+        o.append("| %s | %.1f | %s | %s | %s | %s |" % (r["name"], r["median_us"], fnum(r.get("ratio"), "%.3f"),
+                                                       fnum(c["median_us"] if c else None, "%.1f"), fnum(q, "%.3f"),
+                                                       met(q <= FP8_DYN_SLOWER_MAX) if q else "—"))
+    o.append("")
+    if ft:
+        tp = ft.get("provenance") or {}
+        o += ["### Against PyTorch", "",
+              "From `%s`: `tools/compare_torch.py --only e4m3` on %s, PyTorch %s (Triton %s), %s, median of %s "
+              "calls (L2 flushed before each). Ratio: PyTorch's time / ours (above 1: we are faster)." % (
+                  ft_path, tp.get("gpu"), tp.get("torch_version"), tp.get("triton_version"), tp.get("date_utc"),
+                  ft.get("reps")), "",
+              "| row | alternative | runs | median (us) | ratio |", "|---|---|---|---:|---:|"]
+        for r in ft.get("rows", []):
+            if not is_fp8_row(r["name"]):
+                continue
+            b = find_bench_row(fb, r["name"])
+            ours = b["median_us"] if b and b.get("ok") else None
+            for a in r.get("alternatives", []):
+                if a.get("ok"):
+                    o.append("| `%s` | %s | `%s` | %.1f | %s |" % (r["name"], a["label"], a["code"], a["median_us"],
+                                                                 "%.2f" % (a["median_us"] / ours) if ours else "—"))
+                else:
+                    o.append("| `%s` | %s | `%s` | failed: %s | |" % (r["name"], a["label"], a["code"],
+                                                                    (a.get("error") or "").replace("|", "\\|")))
+        o.append("")
+    return o
+
+
+def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf=None, pyf_path=None,
+                f8=None, f8_path=None, f8t=None, f8t_path=None):
     """The page; fb: a tools/bench.c JSON whose fused/ rows replace the bench's own (--fused), with
     fb_path; pyf: a python/bench.py JSON for "Fused producers against PyTorch" (--python-fused)."""
     p = bench.get("provenance") or {}
@@ -525,6 +602,8 @@ def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf
         o.append("")
     if fused or (pyf is not None and pyf.get("fused")):
         o += fused_section(fused, fb, fb_path, pyf, pyf_path)
+    if f8 is not None:
+        o += fp8_section(f8, f8_path, f8t, f8t_path)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
@@ -699,6 +778,9 @@ def main():
                     "tables, with its own provenance (docs/bench/<gpu>-<version>-fused.json)")
     ap.add_argument("--python-fused", help="python/bench.py --fused-only's JSON: the \"Fused producers "
                     "against PyTorch\" table (docs/bench/<gpu>-<version>-python-fused.json)")
+    ap.add_argument("--fp8", help="a tools/bench.c JSON with the FP8 rows and their int8 counterparts: the "
+                    "\"FP8 storage\" section (docs/bench/<gpu>-<version>-fp8.json)")
+    ap.add_argument("--fp8-torch", help="compare_torch.py --only e4m3's JSON (docs/bench/<gpu>-<version>-fp8-torch.json)")
     ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root, for --check's defaults (default: this script's ..)")
@@ -727,6 +809,9 @@ def main():
         f, pf = base + "-fused.json", base + "-python-fused.json"
         a.fused = a.fused or (f if os.path.exists(f) else None)
         a.python_fused = a.python_fused or (pf if os.path.exists(pf) else None)
+        f8, f8t = base + "-fp8.json", base + "-fp8-torch.json"
+        a.fp8 = a.fp8 or (f8 if os.path.exists(f8) else None)
+        a.fp8_torch = a.fp8_torch or (f8t if os.path.exists(f8t) else None)
         a.performance = a.performance or os.path.join(root, "docs", "performance.md")
         a.readme = a.readme or os.path.join(root, "README.md")
     if not a.bench:
@@ -740,6 +825,8 @@ def main():
         py = load(a.python) if a.python else None
         fb = load(a.fused) if a.fused else None
         pyf = load(a.python_fused) if a.python_fused else None
+        f8 = load(a.fp8) if a.fp8 else None
+        f8t = load(a.fp8_torch) if a.fp8_torch else None
     except (OSError, ValueError) as e:
         print("bench_table: %s" % e, file=sys.stderr)
         return 1
@@ -752,7 +839,8 @@ def main():
 
     outputs = []
     if a.performance:
-        page = performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf, rel(a.python_fused))
+        page = performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf, rel(a.python_fused),
+                           f8, rel(a.fp8), f8t, rel(a.fp8_torch))
         if py:
             page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python), fused=pyf is None)
         outputs.append((a.performance, page))
@@ -783,7 +871,7 @@ def main():
             if old != new:
                 given = "".join(" %s %s" % (opt, rel(v)) for opt, v in (
                     ("--torch", a.torch), ("--python", a.python), ("--fused", a.fused),
-                    ("--python-fused", a.python_fused)) if v)
+                    ("--python-fused", a.python_fused), ("--fp8", a.fp8), ("--fp8-torch", a.fp8_torch)) if v)
                 print("bench_table: %s is not what %s generates: run tools/bench_table.py --bench %s%s "
                       "--performance ... --readme ..." % (path, os.path.basename(sys.argv[0]), rel(a.bench), given),
                       file=sys.stderr)
@@ -794,7 +882,7 @@ def main():
             print("bench_table: wrote %s" % path)
     if a.check and status == 0:
         print("bench_table: %s in sync with %s" % (", ".join(p for p, _ in outputs), ", ".join(
-            rel(v) for v in (a.bench, a.torch, a.python, a.fused, a.python_fused) if v)))
+            rel(v) for v in (a.bench, a.torch, a.python, a.fused, a.python_fused, a.fp8, a.fp8_torch) if v)))
     return status
 
 
