@@ -189,7 +189,14 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
   bq_dynamic_body<BQ_CPT>(p, red_smem);
 }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM) bq_dynamic_long(const bq_dynamic_params p) {
+// Symmetric: at most 64 registers, two 512-thread blocks an SM, as the code without a bound
+// (args.amax_bound) fits; the bound's branch would otherwise cost one block an SM.
+#if BQ_ASYM
+#define BQ_LONG_MIN_BLOCKS 1
+#else
+#define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))
+#endif
+extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) bq_dynamic_long(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];
   bq_launch_dependents();
   bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);
