@@ -12,6 +12,7 @@
 #include "../baracuda_quant.h"
 #include "reference.h"
 #include "reference_fp8.h"
+#include "reference_dynamic.h"
 
 static const ref_fp8_kind kinds[2] = {REF_E4M3, REF_E5M2};
 
@@ -139,4 +140,64 @@ Test(fp8_reference, random_f32_bit_patterns) {
       agree((double)x, kinds[i], "f32");
     }
   cr_expect_eq(g_mismatches, 0);
+}
+
+/* UE8M0 scale bytes (tests/reference.h): byte e is 2^(e - 127), exact in f32 (e = 0 the
+   subnormal 2^-127, e = 1 the smallest normal) and f64, 255 NaN; and the store of a power
+   of two gives back its byte, clamped to [0, 254], inf and NaN 255. */
+Test(ue8m0_reference, every_byte) {
+  for (int e = 0; e < 256; e++) {
+    float f = ref_ue8m0_to_f32((uint8_t)e);
+    double d = ref_ue8m0_to_f64((uint8_t)e);
+    if (e == 255) {
+      cr_assert(isnan(f) && isnan(d));
+      cr_assert_eq(ref_ue8m0_from_pow2(d), 255);
+      continue;
+    }
+    uint32_t want = e ? (uint32_t)e << 23 : 0x00400000u;
+    cr_assert_eq(ref_f32_bits(f), want, "byte %d: 0x%08x", e, ref_f32_bits(f));
+    cr_assert_eq(ref_f64_bits(d), (uint64_t)(e - 127 + 1023) << 52, "byte %d", e);
+    cr_assert_eq(ref_ue8m0_from_pow2(d), e, "byte %d", e);
+    uint8_t b = (uint8_t)e;
+    cr_assert_eq(ref_load_f(BQ_UE8M0, &b, 0), f);
+    cr_assert_eq(ref_load_d(BQ_UE8M0, &b, 0), d);
+  }
+  cr_assert_eq(ref_ue8m0_from_pow2(INFINITY), 255);
+  cr_assert_eq(ref_ue8m0_from_pow2(0.0), 0);
+  cr_assert_eq(ref_ue8m0_from_pow2(0x1p-149), 0);
+  cr_assert_eq(ref_ue8m0_from_pow2(0x1p-1000), 0);
+  cr_assert_eq(ref_ue8m0_from_pow2(0x1p200), 254);
+  cr_assert_eq(ref_dtype_size(BQ_UE8M0), 1);
+}
+
+/* refd_pow2_up_f against a bit-level formulation on random positive f32 patterns of every
+   exponent: a normal with mantissa bits goes to the next exponent (255: inf), a subnormal
+   to the next power of two of its integer significand. */
+static uint32_t pow2_up_bits(uint32_t u) {
+  uint32_t e = u >> 23, m = u & 0x7fffffu;
+  if (e == 255 || u == 0) return u;
+  if (e) return m ? (e + 1) << 23 : u; /* (254 + 1) << 23 is inf */
+  if (!(m & (m - 1))) return u;
+  uint32_t p = 1;
+  while (p < m) p <<= 1;
+  return p; /* 0x800000: the smallest normal, as it should be */
+}
+Test(ue8m0_reference, pow2_up, .timeout = 60) {
+  for (int i = 0; i < 2000000; i++) {
+    uint32_t u = (uint32_t)(rnd() & 0x7fffffffu);
+    if (i < 512) u = (uint32_t)(i / 2) << 23 | (i & 1 ? 1u : 0u); /* every exponent, exact or not */
+    if ((u >> 23) == 255 && (u & 0x7fffffu)) continue;
+    float s = ref_bits_f32(u), r = refd_pow2_up_f(s);
+    cr_assert_eq(ref_f32_bits(r), pow2_up_bits(u), "0x%08x -> 0x%08x", u, ref_f32_bits(r));
+    double rd = refd_pow2_up_d((double)s);
+    /* in f64 the f32 values above 2^127 round up to 2^128, finite */
+    double want = u > 0x7f000000u && u < 0x7f800000u ? 0x1p128 : (double)r;
+    cr_assert_eq(rd, want, "f64 0x%08x", u);
+  }
+  cr_assert(isnan(refd_pow2_up_f(NAN)));
+  cr_assert_eq(refd_pow2_up_f(0x1.000002p127f), INFINITY);
+  cr_assert_eq(refd_pow2_up_f(0x1p127f), 0x1p127f);
+  cr_assert_eq(refd_pow2_up_d(0x1.0000000000001p1023), INFINITY);
+  cr_assert_eq(refd_pow2_up_d(0x1p-1074), 0x1p-1074);
+  cr_assert_eq(refd_pow2_up_d(0x3p-1074), 0x1p-1072);
 }
