@@ -201,3 +201,94 @@ Test(ue8m0_reference, pow2_up, .timeout = 60) {
   cr_assert_eq(refd_pow2_up_d(0x1p-1074), 0x1p-1074);
   cr_assert_eq(refd_pow2_up_d(0x3p-1074), 0x1p-1072);
 }
+
+/* refd_run by hand: pow2 rounding, UE8M0 bytes, the bound, NaN and inf scales */
+static void dyn1(bq_dtype T, bq_dtype I, bq_dtype st, int pow2, int asym, double bound, const double *xs, int n,
+                 uint8_t *y, void *scales, int32_t *zp) {
+  unsigned char x[64];
+  for (int i = 0; i < n; i++) {
+    if (T == BQ_F64) ref_store_d(x, i, xs[i]);
+    else ref_store_f(T, x, i, (float)xs[i]);
+  }
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_DYNAMIC_QUANTIZE;
+  d.float_type = T;
+  d.int_type = I;
+  d.scale_type = st;
+  d.pow2_scales = pow2;
+  d.asymmetric = asym;
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.numel = n;
+  a.x = x;
+  a.y = y;
+  a.out_scales = scales;
+  a.out_zero_points = zp;
+  a.amax_bound = bound;
+  cr_assert_eq(refd_run(&d, &a), 0);
+}
+Test(ue8m0_reference, dynamic_by_hand) {
+  uint8_t y[8], sb[8];
+  float sf;
+  int32_t zp = 0;
+  const double x1[] = {1.0, -3.0, NAN};
+  /* amax 3: s = 3/448 -> 2^-7 (byte 120); 1/2^-7 = 128 = 0x70, -384 = 0xFC */
+  dyn1(BQ_F32, BQ_E4M3, BQ_UE8M0, 0, 0, 0.0, x1, 3, y, sb, NULL);
+  cr_assert_eq(sb[0], 120);
+  cr_assert_eq(y[0], 0x70); cr_assert_eq(y[1], 0xFC); cr_assert_eq(y[2], 0x7F);
+  /* bound 1: amax 1, s = 1/448 -> 2^-8 (119); 256 = 0x78, -768 saturates to -448 = 0xFE */
+  dyn1(BQ_BF16, BQ_E4M3, BQ_UE8M0, 1, 0, 1.0, x1, 3, y, sb, NULL);
+  cr_assert_eq(sb[0], 119);
+  cr_assert_eq(y[0], 0x78); cr_assert_eq(y[1], 0xFE); cr_assert_eq(y[2], 0x7F);
+  /* an inf element: s = inf, stored 255 (NaN), every code 0x7F; with a bound, finite */
+  const double x2[] = {1.0, INFINITY, -2.0};
+  dyn1(BQ_F32, BQ_E5M2, BQ_UE8M0, 0, 0, 0.0, x2, 3, y, sb, NULL);
+  cr_assert_eq(sb[0], 255);
+  cr_assert_eq(y[0], 0x7F); cr_assert_eq(y[1], 0x7F); cr_assert_eq(y[2], 0x7F);
+  dyn1(BQ_F32, BQ_E5M2, BQ_UE8M0, 0, 0, 57344.0, x2, 3, y, sb, NULL); /* s = 1 exactly: 127 */
+  cr_assert_eq(sb[0], 127);
+  cr_assert_eq(y[0], 0x3C); cr_assert_eq(y[1], 0x7B); cr_assert_eq(y[2], 0xC0);
+  /* s8, pow2 f32 scales: amax 127 gives s = 1 exactly; 128 gives 128/127 -> 2 */
+  const double x3[] = {127.0, -1.0}, x4[] = {128.0, -1.0};
+  dyn1(BQ_F32, BQ_S8, BQ_F32, 1, 0, 0.0, x3, 2, y, &sf, NULL);
+  cr_assert_eq(sf, 1.0f);
+  cr_assert_eq((int8_t)y[0], 127); cr_assert_eq((int8_t)y[1], -1);
+  dyn1(BQ_F32, BQ_S8, BQ_F32, 1, 0, 0.0, x4, 2, y, &sf, NULL);
+  cr_assert_eq(sf, 2.0f);
+  cr_assert_eq((int8_t)y[0], 64); cr_assert_eq((int8_t)y[1], 0); /* -0.5 rounds to even: 0 */
+  /* s8 symmetric with an inf element and UE8M0: NaN scale, every q the zero point 0 */
+  dyn1(BQ_F32, BQ_S8, BQ_UE8M0, 0, 0, 0.0, x2, 3, y, sb, NULL);
+  cr_assert_eq(sb[0], 255);
+  cr_assert_eq(y[0], 0); cr_assert_eq(y[1], 0); cr_assert_eq(y[2], 0);
+  /* u8 asymmetric pow2: span 4 / 255 -> 2^-5, zp = 0 - rne(-1 / 2^-5) = 32 */
+  const double x5[] = {-1.0, 3.0};
+  dyn1(BQ_F32, BQ_U8, BQ_F32, 1, 1, 0.0, x5, 2, y, &sf, &zp);
+  cr_assert_eq(sf, 0x1p-5f);
+  cr_assert_eq(zp, 32);
+  cr_assert_eq(y[0], 0); cr_assert_eq(y[1], 128);
+  /* f64 data, UE8M0: s below 2^-127 clamps to byte 0 (2^-127); above 2^127 to 254 */
+  const double x6[] = {1e-300}, x7[] = {1e300};
+  dyn1(BQ_F64, BQ_E4M3, BQ_UE8M0, 0, 0, 0.0, x6, 1, y, sb, NULL);
+  cr_assert_eq(sb[0], 0);
+  cr_assert_eq(y[0], 0x00);
+  dyn1(BQ_F64, BQ_E4M3, BQ_UE8M0, 0, 0, 0.0, x7, 1, y, sb, NULL);
+  cr_assert_eq(sb[0], 254);
+  cr_assert_eq(y[0], 0x7E); /* 1e300 / 2^127: past max, saturates */
+  /* an invalid bound or a bound on an asymmetric plan is refused */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_DYNAMIC_QUANTIZE;
+  d.float_type = BQ_F32;
+  d.int_type = BQ_U8;
+  d.asymmetric = 1;
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.amax_bound = 1.0;
+  cr_assert_eq(refd_run(&d, &a), -1);
+  d.asymmetric = 0;
+  a.amax_bound = 1e39; /* inf in f32 */
+  cr_assert_eq(refd_run(&d, &a), -1);
+  d.float_type = BQ_F64;
+  cr_assert_eq(refd_run(&d, &a), 0);
+}
