@@ -16,7 +16,7 @@
    pow2:       desc.pow2_scales, or scale_type UE8M0 (which implies it): s rounded up, in
                C, to a power of two: s itself when it is one, else the next one above it
                (exact, subnormals included; past the largest finite: +inf; inf and NaN
-               stay; 0 stays 0, a choice of this reference: it needs subnormal data)
+               stay; 0, an underflowed quotient, gives the smallest positive of C)
    both:       stored = RNE(s) to the scale type (T or f32; overflow -> inf, underflow -> 0)
                UE8M0: e = log2(s) + 127 clamped to [0, 254], s = 0 gives 0, inf / NaN 255
                sc     = C(stored)                                       (exact; 255: NaN)
@@ -86,12 +86,14 @@ REF_API void refd_reduce_d(const void *x, int64_t n, double *amax, double *lo, d
 /* ---- scale and zero point ------------------------------------------------------------ */
 
 /* s rounded up to a power of two in C: s itself when it is one (subnormals included), else
-   the next one above; above the largest power of two of C: +inf. 0, inf and NaN stay. */
+   the next one above; above the largest power of two of C: +inf. 0 gives the smallest
+   positive power of two of C (2^-149, 2^-1074); inf and NaN stay. */
 REF_API float refd_pow2_up_f(float s)
 {
   int e;
   float m;
-  if (s != s || s == INFINITY || s <= 0.0f) return s;
+  if (s == 0.0f) return FLT_TRUE_MIN;
+  if (s != s || s == INFINITY || s < 0.0f) return s;
   m = frexpf(s, &e); /* s = m 2^e, m in [0.5, 1) */
   if (m == 0.5f) return s;
   return ldexpf(1.0f, e); /* e = 128: +inf */
@@ -101,7 +103,8 @@ REF_API double refd_pow2_up_d(double s)
 {
   int e;
   double m;
-  if (s != s || s == INFINITY || s <= 0.0) return s;
+  if (s == 0.0) return DBL_TRUE_MIN;
+  if (s != s || s == INFINITY || s < 0.0) return s;
   m = frexp(s, &e);
   if (m == 0.5) return s;
   return ldexp(1.0, e); /* e = 1024: +inf */

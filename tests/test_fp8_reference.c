@@ -175,7 +175,8 @@ Test(ue8m0_reference, every_byte) {
    to the next power of two of its integer significand. */
 static uint32_t pow2_up_bits(uint32_t u) {
   uint32_t e = u >> 23, m = u & 0x7fffffu;
-  if (e == 255 || u == 0) return u;
+  if (u == 0) return 1; /* an underflowed quotient: the smallest positive */
+  if (e == 255) return u;
   if (e) return m ? (e + 1) << 23 : u; /* (254 + 1) << 23 is inf */
   if (!(m & (m - 1))) return u;
   uint32_t p = 1;
@@ -191,7 +192,7 @@ Test(ue8m0_reference, pow2_up, .timeout = 60) {
     cr_assert_eq(ref_f32_bits(r), pow2_up_bits(u), "0x%08x -> 0x%08x", u, ref_f32_bits(r));
     double rd = refd_pow2_up_d((double)s);
     /* in f64 the f32 values above 2^127 round up to 2^128, finite */
-    double want = u > 0x7f000000u && u < 0x7f800000u ? 0x1p128 : (double)r;
+    double want = u > 0x7f000000u && u < 0x7f800000u ? 0x1p128 : u == 0 ? DBL_TRUE_MIN : (double)r;
     cr_assert_eq(rd, want, "f64 0x%08x", u);
   }
   cr_assert(isnan(refd_pow2_up_f(NAN)));
@@ -275,6 +276,14 @@ Test(ue8m0_reference, dynamic_by_hand) {
   dyn1(BQ_F64, BQ_E4M3, BQ_UE8M0, 0, 0, 0.0, x7, 1, y, sb, NULL);
   cr_assert_eq(sb[0], 254);
   cr_assert_eq(y[0], 0x7E); /* 1e300 / 2^127: past max, saturates */
+  /* an underflowed quotient (2^-149 / 127 is 0 in f32) gives the smallest positive, 2^-149 */
+  const double x8[] = {0x1p-149, 0.0};
+  dyn1(BQ_F32, BQ_S8, BQ_F32, 1, 0, 0.0, x8, 2, y, &sf, NULL);
+  cr_assert_eq(sf, 0x1p-149f);
+  cr_assert_eq((int8_t)y[0], 1); cr_assert_eq((int8_t)y[1], 0);
+  dyn1(BQ_F32, BQ_E4M3, BQ_UE8M0, 0, 0, 0.0, x8, 2, y, sb, NULL); /* 2^-149 stored as 2^-127 */
+  cr_assert_eq(sb[0], 0);
+  cr_assert_eq(y[0], 0x00); cr_assert_eq(y[1], 0x00);
   /* an invalid bound or a bound on an asymmetric plan is refused */
   bq_desc d;
   memset(&d, 0, sizeof d);

@@ -2371,8 +2371,12 @@ static size_t it_combos(combo *out, int gran_mask, int families, bq_dtype it) {
   return m;
 }
 
-static void ue8m0_needle(char *buf, size_t n) {
-  snprintf(buf, n, "desc.scale_type (%d, ue8m0)", (int)BQ_UE8M0);
+/* the field, then its value named somewhere in the message ("desc.scale_type (ue8m0)" or
+   "desc.scale_type (10, ue8m0)") */
+static void ue8m0_needle(char *buf, size_t n) { snprintf(buf, n, "desc.scale_type ("); }
+static void check_names_ue8m0(const char *ctx) {
+  const char *m = bq_last_error(), *f = strstr(m, "desc.scale_type (");
+  cr_assert(f && strstr(f, "ue8m0"), "%s: message \"%s\" does not name ue8m0 after desc.scale_type", ctx, m);
 }
 
 Test(desc, ue8m0_dtype_name) {
@@ -2418,8 +2422,10 @@ Test(desc, ue8m0_refused_for_per_tensor_affine_plans) {
       prefix_of(&c[i], prefix, sizeof prefix);
       ue8m0_needle(needle, sizeof needle);
       expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      check_names_ue8m0(c[i].ctx);
       d.granularity = BQ_GRANULARITY_DEFAULT; /* per tensor as well */
       expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      check_names_ue8m0(c[i].ctx);
     }
   }
 }
@@ -2474,6 +2480,7 @@ Test(desc, ue8m0_refused_for_linear_and_fused) {
     d.scale_type = BQ_UE8M0;
     ue8m0_needle(needle, sizeof needle);
     expect_desc_invalid(&d, lead[i], needle, ctx);
+    check_names_ue8m0(ctx);
   }
 }
 
