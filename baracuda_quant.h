@@ -55,6 +55,11 @@
      saturating to +-max, NaN -> code 0x7F (cvt.rn.satfinite on sm_89+, the same in
      software on sm_80); dequantize y = T(C(q) * C(s)); backward mask |x / s| <= max;
      dynamic s = amax / max. Not for linear layers or fused producers.
+     Scale arrays (scale_type): BQ_F32 (the default), T, or BQ_UE8M0: a byte e meaning
+     2^(e - 127), 255 NaN (not for a static per-tensor scale, a host double). Dynamic
+     quantize: desc.pow2_scales = 1 rounds each scale up to a power of two (implied by
+     UE8M0, whose exponent is clamped to [-127, 127]; inf and NaN store 255);
+     args.amax_bound (symmetric; 0 = none) caps each segment's max |x| at C(amax_bound).
      Granularity (which scale and zero point an element uses; 0 = per tensor):
        BQ_PER_TENSOR   numel elements; args.scale (host double, converted once to C) and
                        args.zero_point. Dynamic: one scale in out_scales[0]; needs a
@@ -243,7 +248,8 @@ typedef enum bq_dtype {
   BQ_F32, BQ_F64, BQ_F16, BQ_BF16, /* float types T */
   BQ_S8, BQ_U8,                    /* integer storage types I */
   BQ_S32,
-  BQ_E4M3, BQ_E5M2                 /* FP8 storage types I (OCP E4M3FN, E5M2) */
+  BQ_E4M3, BQ_E5M2,                /* FP8 storage types I (OCP E4M3FN, E5M2) */
+  BQ_UE8M0                         /* scale_type: a power of two, its biased exponent in a byte */
 } bq_dtype;
 
 typedef enum bq_op {
@@ -297,6 +303,8 @@ typedef struct bq_desc {
   bq_dtype out_type;           /* linear: the output (and bias) type; default float_type
                                   (SmoothQuantLinear: out_type or float_type required) */
   bq_activation activation;    /* BQ_GATED_QUANTIZE: BQ_SILU (default) or BQ_GELU_TANH */
+  int pow2_scales;             /* dynamic quantize: 1 rounds each scale up to a power of two
+                                  (implied by scale_type BQ_UE8M0) */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -345,6 +353,9 @@ typedef struct bq_args {
   double eps;                  /* RMSNorm: finite and >= 0, used as C(eps) */
   void *out;                   /* optional: [rows, cols] of T, the values quantized (n or a) */
   int64_t out_row_stride;      /* 0 means cols */
+  /* dynamic quantize, symmetric: 0, or an upper bound on each segment's max |x| (finite and
+     > 0 in C): amax = min(amax, C(amax_bound)), and elements beyond it saturate */
+  double amax_bound;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -2057,6 +2068,8 @@ static const char bq__src_common_cuh[] =
   "\n"
   "#if BQ_ST == BQ_TYPE_F32\n"
   "typedef float bq_s; // scale array element\n"
+  "#elif BQ_ST == BQ_TYPE_UE8M0\n"
+  "typedef bq_u8 bq_s; // a power of two 2^(e - 127) as its biased exponent e; 255 is NaN\n"
   "#else\n"
   "typedef bq_t bq_s;\n"
   "#endif\n"
@@ -2141,6 +2154,10 @@ static const char bq__src_common_cuh[] =
   "static __device__ __forceinline__ bq_c bq_scale_to_c(bq_s v) {\n"
   "#if BQ_ST == BQ_TYPE_F32\n"
   "  return v;\n"
+  "#elif BQ_ST == BQ_TYPE_UE8M0\n"
+  "  // exact: e in [1, 254] is a normal f32's exponent field, e = 0 the subnormal 2^-127\n"
+  "  const float f = v == 0 ? 0x1p-127f : __uint_as_float((bq_u32)v << 23);\n"
+  "  return (bq_c)(v == 255 ? __uint_as_float(0x7fffffffu) : f);\n"
   "#else\n"
   "  return bq_to_c(v);\n"
   "#endif\n"
@@ -2687,9 +2704,21 @@ static const char bq__src_common_cuh[] =
   "  return k < n ? k : n;\n"
   "}\n"
   "\n"
-  "// C -> scale element type, rounding to nearest even.\n"
+  "// C -> scale element type, rounding to nearest even. UE8M0 takes a power of two (dynamic\n"
+  "// quantization's with pow2_scales) and stores its exponent, clamped to [2^-127, 2^127];\n"
+  "// inf and NaN store 255 (NaN).\n"
   "static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {\n"
-  "#if BQ_ST == BQ_TYPE_F32 && BQ_FT == BQ_TYPE_F64\n"
+  "#if BQ_ST == BQ_TYPE_UE8M0\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const int k = (int)((__double_as_longlong(v) >> 52) & 0x7ff) - 1023; // v > 0: its exponent (subnormal: -1023)\n"
+  "  const bool special = !(v <= 0x1.fffffffffffffp1023);\n"
+  "#else\n"
+  "  const int k = (int)((__float_as_uint(v) >> 23) & 0xff) - 127;\n"
+  "  const bool special = !(v <= 0x1.fffffep127f);\n"
+  "#endif\n"
+  "  const int e = k + 127 < 0 ? 0 : (k + 127 > 254 ? 254 : k + 127);\n"
+  "  return (bq_s)(special ? 255 : e);\n"
+  "#elif BQ_ST == BQ_TYPE_F32 && BQ_FT == BQ_TYPE_F64\n"
   "  return __double2float_rn(v);\n"
   "#elif BQ_ST == BQ_TYPE_F32\n"
   "  return v;\n"
@@ -2783,21 +2812,55 @@ static const char bq__src_common_cuh[] =
   "  bq_zp z;\n"
   "  bool bounded; // the scale is normal (m == 1, finite, nonzero): bq_quantize_bounded applies\n"
   "};\n"
-  "static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {\n"
+  "#ifndef BQ_POW2\n"
+  "#define BQ_POW2 0\n"
+  "#endif\n"
+  "// The smallest power of two >= s (s >= 0, or inf, which stays): s itself, or s with its\n"
+  "// mantissa cleared and its exponent raised (past the largest finite: inf). Subnormals are\n"
+  "// taken up into the normal range first and down after, both exact; 0 gives the smallest\n"
+  "// positive power of two.\n"
+  "static __device__ __forceinline__ bq_c bq_pow2_up(bq_c s) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const bool sub = s < 0x1p-1022;\n"
+  "  const double t = sub ? __dmul_rn(s, 0x1p200) : s;\n"
+  "  long long u = __double_as_longlong(t);\n"
+  "  if ((u & 0xfffffffffffffLL) && t <= 0x1.fffffffffffffp1023) u = (u & ~0xfffffffffffffLL) + (1LL << 52);\n"
+  "  const double p = __longlong_as_double(u);\n"
+  "  return s == 0.0 ? 0x1p-1074 : (sub ? __dmul_rn(p, 0x1p-200) : p);\n"
+  "#else\n"
+  "  const bool sub = s < 0x1p-126f;\n"
+  "  const float t = sub ? __fmul_rn(s, 0x1p64f) : s;\n"
+  "  bq_u32 u = __float_as_uint(t);\n"
+  "  if ((u & 0x7fffffu) && t <= 0x1.fffffep127f) u = (u & ~0x7fffffu) + (1u << 23);\n"
+  "  const float p = __uint_as_float(u);\n"
+  "  return s == 0.0f ? 0x1p-149f : (sub ? __fmul_rn(p, 0x1p-64f) : p);\n"
+  "#endif\n"
+  "}\n"
+  "// bound: args.amax_bound in C (0: none), symmetric plans only\n"
+  "static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {\n"
   "  bq_qp q;\n"
+  "#if !BQ_ASYM\n"
+  "  const bool capped = bound > (bq_c)0 && !(r.a <= bound); // (an inf amax is capped too)\n"
+  "  if (capped) r.a = bound;\n"
+  "#else\n"
+  "  const bool capped = false;\n"
+  "#endif\n"
   "#if BQ_ASYM\n"
   "  bq_c s = r.a == r.b ? (bq_c)1 : bq_div(bq_sub(r.b, r.a), (bq_c)(BQ_QMAX - BQ_QMIN));\n"
+  "  if (BQ_POW2) s = bq_pow2_up(s);\n"
   "  q.stored = bq_scale_from_c(s);\n"
   "  const bq_c sc = bq_scale_to_c(q.stored);\n"
   "  bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));\n"
   "  q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));\n"
   "#elif BQ_FP8\n"
   "  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_F8_MAX);\n"
+  "  if (BQ_POW2) s = bq_pow2_up(s);\n"
   "  q.stored = bq_scale_from_c(s);\n"
   "  const bq_c sc = bq_scale_to_c(q.stored);\n"
   "  q.zp = 0;\n"
   "#else\n"
   "  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);\n"
+  "  if (BQ_POW2) s = bq_pow2_up(s);\n"
   "  q.stored = bq_scale_from_c(s);\n"
   "  const bq_c sc = bq_scale_to_c(q.stored);\n"
   "  q.zp = 0;\n"
@@ -2805,9 +2868,13 @@ static const char bq__src_common_cuh[] =
   "  q.s = bq_scale_of(sc);\n"
   "  q.z = bq_zp_of(q.zp);\n"
   "  // Every finite element x of the segment has |x| <= max(|a|, |b|), so |x / s| stays within\n"
-  "  // a few units of the q-range's width (the stored scale is s rounded once); an infinite\n"
-  "  // element makes the scale infinite or NaN, which fails corr.\n"
-  "  q.bounded = q.s.m == (bq_c)1 && q.s.corr;\n"
+  "  // a few units of the q-range's width (the stored scale is s rounded once, or up to a power\n"
+  "  // of two); an infinite element makes the scale infinite or NaN, which fails corr. A\n"
+  "  // segment whose amax the bound cut has elements beyond it: the general forms.\n"
+  "  q.bounded = q.s.m == (bq_c)1 && q.s.corr && !capped;\n"
+  "#if BQ_ST == BQ_TYPE_UE8M0\n"
+  "  q.bounded = q.bounded && !(q.s.s < s); // a power of two past 2^127, stored as 2^127\n"
+  "#endif\n"
   "  return q;\n"
   "}\n"
   "\n"
@@ -2885,6 +2952,7 @@ static const char bq__src_dynamic_cu[] =
   "  bq_i64 rows, cols, xs, ys;\n"
   "  bq_i64 group, ngroups, grs; // per group\n"
   "  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector\n"
+  "  double bound;                           // args.amax_bound (0: none)\n"
   "};\n"
   "\n"
   "static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {\n"
@@ -2950,7 +3018,7 @@ static const char bq__src_dynamic_cu[] =
   "  if (has_p) bq_red_add(r, ep);\n"
   "  if (has_t) bq_red_add(r, et);\n"
   "  r = bq_red_team(r, tpr, red_smem);\n"
-  "  const bq_qp q = bq_params_of(r);\n"
+  "  const bq_qp q = bq_params_of(r, (bq_c)p.bound);\n"
   "  if (lane == 0) bq_write_params(p, pidx, q);\n"
   "  if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);\n"
   "  if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);\n"
@@ -2995,7 +3063,7 @@ static const char bq__src_dynamic_cu[] =
   "      if (ok && u < ga) bq_reduce_chunk(a[u], red);\n"
   "    red = bq_red_lanes(red, gl);\n"
   "    if (ok) {\n"
-  "      const bq_qp q = bq_params_of(red);\n"
+  "      const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
   "      if (sub == 0) bq_write_params(p, r * p.grs + g, q);\n"
   "#pragma unroll\n"
   "      for (int u = 0; u < BQ_DU; u++) {\n"
@@ -3079,7 +3147,7 @@ static const char bq__src_dynamic_cu[] =
   "  bq_red r = bq_red_init();\n"
   "  for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);\n"
   "  r = bq_red_team(r, blockDim.x, red_smem);\n"
-  "  const bq_qp q = bq_params_of(r);\n"
+  "  const bq_qp q = bq_params_of(r, (bq_c)p.bound);\n"
   "  if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);\n"
   "  const bq_t *x = (const bq_t *)p.x;\n"
   "  bq_i *y = (bq_i *)p.y;\n"
@@ -5510,7 +5578,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(GRAN, GROUP, BQ_PER_GROUP)                                                                     \
   X(TYPE, F32, BQ_F32) X(TYPE, F64, BQ_F64) X(TYPE, F16, BQ_F16) X(TYPE, BF16, BQ_BF16)            \
   X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)                                        \
-  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2)
+  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2) X(TYPE, UE8M0, BQ_UE8M0)
 typedef struct bq__spec_name { const char *kind, *name; int value; } bq__spec_name;
 #define BQ__SPEC_ENTRY(kind, name, value) {#kind, "BQ_" #kind "_" #name, (int)(value)},
 static const bq__spec_name bq__spec_names_list[] = {BQ__SPEC_NAMES(BQ__SPEC_ENTRY)};
@@ -5539,6 +5607,7 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
   case BQ_S32: return "s32";
   case BQ_E4M3: return "e4m3";
   case BQ_E5M2: return "e5m2";
+  case BQ_UE8M0: return "ue8m0";
   case BQ_DTYPE_DEFAULT: return "default";
   default: return "invalid";
   }
@@ -5548,7 +5617,7 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   case BQ_F64: return 8;
   case BQ_F32: case BQ_S32: return 4;
   case BQ_F16: case BQ_BF16: return 2;
-  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: return 1;
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: case BQ_UE8M0: return 1;
   default: return 0;
   }
 }
@@ -5605,6 +5674,25 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
            d->direction == BQ_BACKWARD ? "_backward" : "");
 }
 
+/* The scale-type and power-of-two rules of quantize, dequantize, fake quantize and dynamic
+   quantize (d->scale_type defaulted already): scale arrays are BQ_F32, the float type or
+   BQ_UE8M0 (device arrays only: a static per-tensor scale is a host double); dynamic
+   quantize may round its scales up to powers of two (pow2_scales, implied by UE8M0). */
+BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name) {
+  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32 or "
+                    "BQ_UE8M0", name, (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
+  if (d->scale_type == BQ_UE8M0 && d->granularity == BQ_PER_TENSOR && d->op != BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0) names a device array's type: a static "
+                    "per-tensor scale is the host double args.scale", name);
+  if (d->pow2_scales != 0 && d->pow2_scales != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 or 1", name, d->pow2_scales);
+  if (d->pow2_scales && d->op != BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (1) applies to dynamic quantize only", name);
+  if (d->op == BQ_DYNAMIC_QUANTIZE && d->scale_type == BQ_UE8M0) d->pow2_scales = 1;
+  return BQ_SUCCESS;
+}
+
 /* Test hook: nonzero makes FP8 kernels convert with the software form (common.cuh's
    bq_f8_soft) on every GPU, under their own SKUs (".soft"), so that a test can check it
    against the hardware instruction. Set it before selecting plans, from one thread. */
@@ -5630,9 +5718,8 @@ BQ__FN bq_status bq__normalize_fp8(bq_desc *d, const bq_desc *in, const char *na
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-  if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32",
-                    name, (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
+  bq_status st = bq__scale_rules(d, in, name);
+  if (st) return st;
   if (d->op == BQ_DYNAMIC_QUANTIZE) {
     if (d->direction != BQ_FORWARD)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
@@ -5646,6 +5733,7 @@ BQ__FN bq_status bq__normalize_fp8(bq_desc *d, const bq_desc *in, const char *na
   return BQ_SUCCESS;
 }
 
+
 /* Validate a descriptor and fill in its defaults. */
 BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
@@ -5656,6 +5744,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.activation (%d) applies to gated quantize only",
                     bq__op_name(d->op), (int)d->activation);
   if (d->op == BQ_GATED_QUANTIZE && d->activation == BQ_ACTIVATION_DEFAULT) d->activation = BQ_SILU;
+  if (d->op != BQ_DYNAMIC_QUANTIZE && d->pow2_scales != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) applies to dynamic quantize only",
+                    bq__op_name(d->op), d->pow2_scales);
   if (d->op == BQ_GATED_QUANTIZE && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
                     (int)d->activation);
@@ -5784,10 +5875,10 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-  if (d->scale_type != d->float_type && d->scale_type != BQ_F32)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                    "%s: desc.scale_type (%d, %s) must be the float type (%s) or BQ_F32", name,
-                    (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
+  if (bq__is_fused(d->op) && d->scale_type == BQ_UE8M0)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (ue8m0) is not offered for fused producers", name);
+  bq_status st = bq__scale_rules(d, in, name);
+  if (st) return st;
   if (bq__is_fused(d->op)) {
     if (d->direction != BQ_FORWARD)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for fused producers", name);
@@ -6521,6 +6612,7 @@ typedef struct bq__dynamic_params {
   uint64_t x, y, scales, zps, partial;
   int64_t rows, cols, xs, ys, group, ngroups, grs;
   int32_t tpr, fast_groups, nblocks, align_y;
+  double bound; /* args.amax_bound (0: none) */
 } bq__dynamic_params;
 
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
@@ -6578,8 +6670,8 @@ BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
   const bq__dynamic_row *r = bq__dynamic_row_of(d);
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
-              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n", d->asymmetric, bq__spec("GRAN", d->granularity),
-              r->cpt, r->block, r->long_cpt, r->long_team);
+              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
+              bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team, d->pow2_scales);
 }
 
 BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
@@ -6635,6 +6727,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   k.group = v.group;
   k.ngroups = v.ngroups;
   k.grs = v.grs;
+  k.bound = a->amax_bound;
   if (d->granularity == BQ_PER_TENSOR) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
     int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
@@ -7218,7 +7311,9 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
     return;
   }
   char variant[32];
-  if (d->op == BQ_DYNAMIC_QUANTIZE) snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d), d->asymmetric ? "asym" : "sym");
+  if (d->op == BQ_DYNAMIC_QUANTIZE)
+    snprintf(variant, sizeof variant, "vec%d.%s%s", f->vec(d), d->asymmetric ? "asym" : "sym",
+             d->pow2_scales ? ".pow2" : "");
   else if (bq__is_fused(d->op))
     snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d),
              d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
@@ -7412,7 +7507,7 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
 
 /* ---- SKUs back to descriptors, and every kernel, for tools --------------------------- */
 BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_E5M2; i++)
+  for (int i = BQ_F32; i <= BQ_UE8M0; i++)
     if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
   return 0;
 }
@@ -7463,7 +7558,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     d.op = ok && a[3] == BQ_F32 && a[2] != BQ_F32 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
     d.granularity = BQ_PER_TOKEN;
     if (ok) d.int_type = a[0], d.out_type = d.float_type = a[1], d.scale_type = a[2];
-  } else if (n == 9 || n == 10) {
+  } else if (n == 9 || n == 10 || n == 11) {
     for (int op = BQ_QUANTIZE; op <= BQ_DYNAMIC_QUANTIZE; op++)
       if (!strcmp(tok[0], bq__op_name((bq_op)op))) d.op = (bq_op)op;
     if (!strcmp(tok[0], "rmsnorm_quantize")) d.op = BQ_RMSNORM_QUANTIZE;
@@ -7472,6 +7567,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     for (int g = 0; g < 4; g++)
       if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
     char tail = 0;
+    if (n == 11 && d.op == BQ_DYNAMIC_QUANTIZE && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
     ok = ok && d.op && (n == 10) == (d.op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d.op)) &&
          (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
          bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&
@@ -7509,8 +7605,9 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
       for (int g = 0; g < 4; g++)
         for (int f = 0; f < 4; f++)
           for (int i = 0; i < 4; i++)
-            for (int s = 0; s < 4; s++)
+            for (int s = 0; s < 5; s++)
               for (int asym = 0; asym < 2; asym++)
+                for (int pw = 0; pw < (op == BQ_DYNAMIC_QUANTIZE ? 2 : 1); pw++)
                 for (int o = 0; o < (lin ? 4 : 1); o++) {
                   bq_desc in, d[2];
                   char name[96];
@@ -7520,7 +7617,8 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
                   in.granularity = grans[g];
                   in.float_type = fts[f];
                   in.int_type = its[i];
-                  in.scale_type = fts[s];
+                  in.scale_type = s < 4 ? fts[s] : BQ_UE8M0;
+                  in.pow2_scales = pw;
                   in.asymmetric = asym;
                   if (lin) in.out_type = fts[o];
                   if (op == BQ_GATED_QUANTIZE) in.activation = act ? BQ_GELU_TANH : BQ_SILU;
@@ -7658,8 +7756,27 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   return st;
 }
 
+/* args.amax_bound: dynamic quantize's, symmetric, 0 or finite and > 0 in C; 0 elsewhere */
+BQ__FN bq_status bq__check_amax_bound(const bq_plan *p, const bq_args *a) {
+  const bq_desc *d = &p->desc;
+  const double b = a->amax_bound;
+  if (b == 0) return BQ_SUCCESS;
+  if (d->op != BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
+  if (d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to symmetric plans only", p->name, b);
+  if (!(isfinite(b) && b > 0) || (d->float_type != BQ_F64 && !((float)b > 0 && isfinite((float)b))))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) must be 0 (none) or finite and > 0 in %s",
+                    p->name, b, d->float_type == BQ_F64 ? "f64" : "f32");
+  return BQ_SUCCESS;
+}
+
 BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_can_implement: plan is NULL");
+  if (a) {
+    bq_status st = bq__check_amax_bound(p, a);
+    if (st) return st;
+  }
   return p->fam->check(p, a);
 }
 
@@ -7696,6 +7813,10 @@ BQ__FN bq_status bq__context_mismatch(const bq_plan *p, bq__CUcontext cur) {
 BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspace, size_t workspace_bytes,
                               void *stream) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_run: plan is NULL");
+  if (a) {
+    bq_status st = bq__check_amax_bound(p, a);
+    if (st) return st;
+  }
   if (!p->ctx) return p->fam->run(p, a, workspace, workspace_bytes, stream); /* built without a device: validates */
   bq__CUcontext cur = NULL;
   bq__CUresult r = bq__drv.cuCtxGetCurrent(&cur);

@@ -51,6 +51,8 @@ typedef unsigned char bq_i;
 
 #if BQ_ST == BQ_TYPE_F32
 typedef float bq_s; // scale array element
+#elif BQ_ST == BQ_TYPE_UE8M0
+typedef bq_u8 bq_s; // a power of two 2^(e - 127) as its biased exponent e; 255 is NaN
 #else
 typedef bq_t bq_s;
 #endif
@@ -135,6 +137,10 @@ static __device__ __forceinline__ bq_t bq_from_c(bq_c v) {
 static __device__ __forceinline__ bq_c bq_scale_to_c(bq_s v) {
 #if BQ_ST == BQ_TYPE_F32
   return v;
+#elif BQ_ST == BQ_TYPE_UE8M0
+  // exact: e in [1, 254] is a normal f32's exponent field, e = 0 the subnormal 2^-127
+  const float f = v == 0 ? 0x1p-127f : __uint_as_float((bq_u32)v << 23);
+  return (bq_c)(v == 255 ? __uint_as_float(0x7fffffffu) : f);
 #else
   return bq_to_c(v);
 #endif
@@ -681,9 +687,21 @@ template <typename E> static __device__ __forceinline__ bq_i64 bq_prologue(const
   return k < n ? k : n;
 }
 
-// C -> scale element type, rounding to nearest even.
+// C -> scale element type, rounding to nearest even. UE8M0 takes a power of two (dynamic
+// quantization's with pow2_scales) and stores its exponent, clamped to [2^-127, 2^127];
+// inf and NaN store 255 (NaN).
 static __device__ __forceinline__ bq_s bq_scale_from_c(bq_c v) {
-#if BQ_ST == BQ_TYPE_F32 && BQ_FT == BQ_TYPE_F64
+#if BQ_ST == BQ_TYPE_UE8M0
+#if BQ_FT == BQ_TYPE_F64
+  const int k = (int)((__double_as_longlong(v) >> 52) & 0x7ff) - 1023; // v > 0: its exponent (subnormal: -1023)
+  const bool special = !(v <= 0x1.fffffffffffffp1023);
+#else
+  const int k = (int)((__float_as_uint(v) >> 23) & 0xff) - 127;
+  const bool special = !(v <= 0x1.fffffep127f);
+#endif
+  const int e = k + 127 < 0 ? 0 : (k + 127 > 254 ? 254 : k + 127);
+  return (bq_s)(special ? 255 : e);
+#elif BQ_ST == BQ_TYPE_F32 && BQ_FT == BQ_TYPE_F64
   return __double2float_rn(v);
 #elif BQ_ST == BQ_TYPE_F32
   return v;
@@ -777,21 +795,55 @@ struct bq_qp {
   bq_zp z;
   bool bounded; // the scale is normal (m == 1, finite, nonzero): bq_quantize_bounded applies
 };
-static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
+#ifndef BQ_POW2
+#define BQ_POW2 0
+#endif
+// The smallest power of two >= s (s >= 0, or inf, which stays): s itself, or s with its
+// mantissa cleared and its exponent raised (past the largest finite: inf). Subnormals are
+// taken up into the normal range first and down after, both exact; 0 gives the smallest
+// positive power of two.
+static __device__ __forceinline__ bq_c bq_pow2_up(bq_c s) {
+#if BQ_FT == BQ_TYPE_F64
+  const bool sub = s < 0x1p-1022;
+  const double t = sub ? __dmul_rn(s, 0x1p200) : s;
+  long long u = __double_as_longlong(t);
+  if ((u & 0xfffffffffffffLL) && t <= 0x1.fffffffffffffp1023) u = (u & ~0xfffffffffffffLL) + (1LL << 52);
+  const double p = __longlong_as_double(u);
+  return s == 0.0 ? 0x1p-1074 : (sub ? __dmul_rn(p, 0x1p-200) : p);
+#else
+  const bool sub = s < 0x1p-126f;
+  const float t = sub ? __fmul_rn(s, 0x1p64f) : s;
+  bq_u32 u = __float_as_uint(t);
+  if ((u & 0x7fffffu) && t <= 0x1.fffffep127f) u = (u & ~0x7fffffu) + (1u << 23);
+  const float p = __uint_as_float(u);
+  return s == 0.0f ? 0x1p-149f : (sub ? __fmul_rn(p, 0x1p-64f) : p);
+#endif
+}
+// bound: args.amax_bound in C (0: none), symmetric plans only
+static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {
   bq_qp q;
+#if !BQ_ASYM
+  const bool capped = bound > (bq_c)0 && !(r.a <= bound); // (an inf amax is capped too)
+  if (capped) r.a = bound;
+#else
+  const bool capped = false;
+#endif
 #if BQ_ASYM
   bq_c s = r.a == r.b ? (bq_c)1 : bq_div(bq_sub(r.b, r.a), (bq_c)(BQ_QMAX - BQ_QMIN));
+  if (BQ_POW2) s = bq_pow2_up(s);
   q.stored = bq_scale_from_c(s);
   const bq_c sc = bq_scale_to_c(q.stored);
   bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));
   q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));
 #elif BQ_FP8
   bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_F8_MAX);
+  if (BQ_POW2) s = bq_pow2_up(s);
   q.stored = bq_scale_from_c(s);
   const bq_c sc = bq_scale_to_c(q.stored);
   q.zp = 0;
 #else
   bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);
+  if (BQ_POW2) s = bq_pow2_up(s);
   q.stored = bq_scale_from_c(s);
   const bq_c sc = bq_scale_to_c(q.stored);
   q.zp = 0;
@@ -799,9 +851,13 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r) {
   q.s = bq_scale_of(sc);
   q.z = bq_zp_of(q.zp);
   // Every finite element x of the segment has |x| <= max(|a|, |b|), so |x / s| stays within
-  // a few units of the q-range's width (the stored scale is s rounded once); an infinite
-  // element makes the scale infinite or NaN, which fails corr.
-  q.bounded = q.s.m == (bq_c)1 && q.s.corr;
+  // a few units of the q-range's width (the stored scale is s rounded once, or up to a power
+  // of two); an infinite element makes the scale infinite or NaN, which fails corr. A
+  // segment whose amax the bound cut has elements beyond it: the general forms.
+  q.bounded = q.s.m == (bq_c)1 && q.s.corr && !capped;
+#if BQ_ST == BQ_TYPE_UE8M0
+  q.bounded = q.bounded && !(q.s.s < s); // a power of two past 2^127, stored as 2^127
+#endif
   return q;
 }
 

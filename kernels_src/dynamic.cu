@@ -30,6 +30,7 @@ struct bq_dynamic_params {
   bq_i64 rows, cols, xs, ys;
   bq_i64 group, ngroups, grs; // per group
   int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector
+  double bound;                           // args.amax_bound (0: none)
 };
 
 static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {
@@ -95,7 +96,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   if (has_p) bq_red_add(r, ep);
   if (has_t) bq_red_add(r, et);
   r = bq_red_team(r, tpr, red_smem);
-  const bq_qp q = bq_params_of(r);
+  const bq_qp q = bq_params_of(r, (bq_c)p.bound);
   if (lane == 0) bq_write_params(p, pidx, q);
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
@@ -140,7 +141,7 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
       if (ok && u < ga) bq_reduce_chunk(a[u], red);
     red = bq_red_lanes(red, gl);
     if (ok) {
-      const bq_qp q = bq_params_of(red);
+      const bq_qp q = bq_params_of(red, (bq_c)p.bound);
       if (sub == 0) bq_write_params(p, r * p.grs + g, q);
 #pragma unroll
       for (int u = 0; u < BQ_DU; u++) {
@@ -224,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq
   bq_red r = bq_red_init();
   for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);
   r = bq_red_team(r, blockDim.x, red_smem);
-  const bq_qp q = bq_params_of(r);
+  const bq_qp q = bq_params_of(r, (bq_c)p.bound);
   if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);
   const bq_t *x = (const bq_t *)p.x;
   bq_i *y = (bq_i *)p.y;

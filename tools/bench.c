@@ -172,7 +172,7 @@ static void *fill_part(void *p) {
   const fill_job *j = p;
   uint64_t s = j->seed;
   switch (j->t) {
-  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* FP8: random codes */
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: case BQ_UE8M0: /* FP8, UE8M0: random codes */
     for (size_t i = j->begin; i < j->end; i += 8) {
       uint64_t r = splitmix64(&s);
       memcpy(j->host + i, &r, j->end - i < 8 ? j->end - i : 8);
@@ -471,6 +471,10 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_QDQ, .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
+    /* DeepSeek-style activations: 1x128 groups, power-of-two scales stored as UE8M0 bytes */
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
