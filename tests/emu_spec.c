@@ -5,9 +5,11 @@
      emu_spec OUTPUT.h op=quantized_linear float=f32 int=u8 out=f16 scale=f32 asym=1 wgmma=1
      emu_spec OUTPUT.h op=gated_quantize act=gelu_tanh gran=per_group float=bf16 int=s8 q=-128,127
      emu_spec OUTPUT.h op=dynamic_quantize gran=per_token float=bf16 int=e4m3 scale=f32
+     emu_spec OUTPUT.h op=dynamic_quantize gran=per_token float=f32 int=e5m2 scale=f32 pow2=1
 
    (the words are the SKUs' names; a field left out keeps the descriptor's default; FP8
-   storage, int=e4m3 or int=e5m2, takes no q= or q=0,0). It
+   storage, int=e4m3 or int=e5m2, takes no q= or q=0,0; scale=ue8m0 names UE8M0 scales, pow2=1
+   sets desc.pow2_scales). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -37,11 +39,12 @@ static int gran_of(const char *s, bq_granularity *g) {
 }
 
 /* a type by its SKU name: the header's bq__dtype_from_name, which knows the types up to
-   BQ_S32, then the FP8 storage types by the names bq__dtype_name gives them */
+   BQ_S32, then the FP8 storage types and the UE8M0 scale type by the names bq__dtype_name
+   gives them */
 static int dtype_of(const char *s, bq_dtype *t) {
   if (bq__dtype_from_name(s, t)) return 1;
-  const bq_dtype fp8[] = {BQ_E4M3, BQ_E5M2};
-  for (int i = 0; i < 2; i++)
+  const bq_dtype fp8[] = {BQ_E4M3, BQ_E5M2, BQ_UE8M0};
+  for (int i = 0; i < 3; i++)
     if (!strcmp(s, bq__dtype_name(fp8[i]))) { *t = fp8[i]; return 1; }
   return 0;
 }
@@ -85,6 +88,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "scale=", 6)) ok = dtype_of(v, &in.scale_type);
     else if (!strncmp(a, "q=", 2)) ok = sscanf(v, "%d,%d", &in.qmin, &in.qmax) == 2;
     else if (!strncmp(a, "asym=", 5)) in.asymmetric = atoi(v);
+    else if (!strncmp(a, "pow2=", 5)) in.pow2_scales = atoi(v);
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
     else if (!strncmp(a, "act=", 4))
       in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
@@ -132,6 +136,7 @@ int main(int argc, char **argv) {
   fprintf(f, "#define EMU_ASYM %d\n#define EMU_OUT %s\n#define EMU_QL %d\n#define EMU_WGMMA %d\n", d.asymmetric,
           bq__spec("TYPE", lin ? d.out_type : d.float_type), ql, wgmma);
   fprintf(f, "#define EMU_ACT %d\n", (int)d.activation); /* the gated op's bq_activation (0 elsewhere) */
+  fprintf(f, "#define EMU_POW2 %d\n", d.pow2_scales); /* dynamic: power-of-two scales (UE8M0 implies them) */
   if (d.op <= BQ_FAKE_QUANTIZE) /* the affine family */
     fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n", bq__affine_u(&d),
             bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d));

@@ -110,7 +110,7 @@ REF_API size_t ref_dtype_size(bq_dtype t)
   case BQ_F64: return 8;
   case BQ_F32: case BQ_S32: return 4;
   case BQ_F16: case BQ_BF16: return 2;
-  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: return 1;
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: case BQ_UE8M0: return 1;
   default: return 0;
   }
 }
@@ -127,6 +127,7 @@ REF_API const char *ref_dtype_name(bq_dtype t)
   case BQ_S32: return "s32";
   case BQ_E4M3: return "e4m3";
   case BQ_E5M2: return "e5m2";
+  case BQ_UE8M0: return "ue8m0";
   default: return "?";
   }
 }
@@ -134,12 +135,36 @@ REF_API const char *ref_dtype_name(bq_dtype t)
 REF_API int ref_is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 REF_API int ref_is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 
+/* UE8M0 scales (an unsigned exponent, bias 127): byte e is 2^(e - 127), 255 is NaN.
+   Exact in f32 (e = 0 is 2^-127, a subnormal) and in f64. */
+REF_API float ref_ue8m0_to_f32(uint8_t e)
+{
+  return e == 255 ? NAN : ldexpf(1.0f, (int)e - 127);
+}
+REF_API double ref_ue8m0_to_f64(uint8_t e)
+{
+  return e == 255 ? NAN : ldexp(1.0, (int)e - 127);
+}
+
+/* s = 0, a power of two (any exponent), inf or NaN -> the UE8M0 byte that stores it:
+   log2(s) + 127 clamped to [0, 254] (0 clamps to 0); inf and NaN give 255 (NaN). */
+REF_API uint8_t ref_ue8m0_from_pow2(double s)
+{
+  int e;
+  if (s != s || s == INFINITY) return 255;
+  if (s <= 0.0) return 0;
+  e = ilogb(s) + 127;
+  return (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
+}
+
 /* Element loads/stores. `_f` is the C = float path (T in f32, f16, bf16: exact load,
-   RNE store); `_d` is the C = double path (f64, plus an f32 scale loaded exactly). */
+   RNE store); `_d` is the C = double path (f64, plus an f32 scale loaded exactly).
+   Loads also read UE8M0 scale arrays (exact in either C). */
 REF_API float ref_load_f(bq_dtype t, const void *buf, int64_t i)
 {
   const unsigned char *p = (const unsigned char *)buf;
   switch (t) {
+  case BQ_UE8M0: return ref_ue8m0_to_f32(p[i]);
   case BQ_F32: { float v; memcpy(&v, p + 4 * i, 4); return v; }
   case BQ_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return ref_f16_to_f32(h); }
   case BQ_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return ref_bf16_to_f32(h); }
@@ -162,6 +187,7 @@ REF_API double ref_load_d(bq_dtype t, const void *buf, int64_t i)
 {
   const unsigned char *p = (const unsigned char *)buf;
   if (t == BQ_F64) { double v; memcpy(&v, p + 8 * i, 8); return v; }
+  if (t == BQ_UE8M0) return ref_ue8m0_to_f64(p[i]);
   return (double)ref_load_f(t, buf, i); /* exact widening */
 }
 
@@ -639,6 +665,7 @@ REF_API void ref_format_elem(char *buf, size_t cap, bq_dtype t, const void *p, i
   case BQ_S8: case BQ_U8: snprintf(buf, cap, "0x%02x (%d)", b[i], (int)ref_load_int(t, p, i)); break;
   case BQ_S32: snprintf(buf, cap, "%d", (int)ref_load_int(t, p, i)); break;
   case BQ_E4M3: case BQ_E5M2: snprintf(buf, cap, "0x%02x (%g)", b[i], ref_fp8_to_double(b[i], ref_fp8_kind_of(t))); break;
+  case BQ_UE8M0: snprintf(buf, cap, "0x%02x (%g)", b[i], ref_ue8m0_to_f64(b[i])); break;
   default: snprintf(buf, cap, "?"); break;
   }
 }

@@ -11,8 +11,15 @@
                s    = amax == 0 ? 1 : amax / qmax                       (one division in C)
    asymmetric: lo = min(0, min x), hi = max(0, max x) over the non-NaN elements
                s  = hi == lo ? 1 : (hi - lo) / (qmax - qmin)            (subtraction, then division, in C)
+   bound:      args.amax_bound != 0 (symmetric only): amax = min(amax, C(bound)), C(bound)
+               finite and > 0 (one RNE conversion to f32 when C = float)
+   pow2:       desc.pow2_scales, or scale_type UE8M0 (which implies it): s rounded up, in
+               C, to a power of two: s itself when it is one, else the next one above it
+               (exact, subnormals included; past the largest finite: +inf; inf and NaN
+               stay; 0, an underflowed quotient, gives the smallest positive of C)
    both:       stored = RNE(s) to the scale type (T or f32; overflow -> inf, underflow -> 0)
-               sc     = C(stored)                                       (exact)
+               UE8M0: e = log2(s) + 127 clamped to [0, 254], s = 0 gives 0, inf / NaN 255
+               sc     = C(stored)                                       (exact; 255: NaN)
                zp     = asymmetric ? sat(qmin - rne(lo / sc), qmin, qmax) : 0
                         (rne of NaN is 0, |rne| clamped to 2^40: no overflow)
                q[i]   = sat(rne(C(x[i]) / sc) + zp, qmin, qmax)         (reference.h's quantize)
@@ -78,9 +85,64 @@ REF_API void refd_reduce_d(const void *x, int64_t n, double *amax, double *lo, d
 
 /* ---- scale and zero point ------------------------------------------------------------ */
 
+/* s rounded up to a power of two in C: s itself when it is one (subnormals included), else
+   the next one above; above the largest power of two of C: +inf. 0 gives the smallest
+   positive power of two of C (2^-149, 2^-1074); inf and NaN stay. */
+REF_API float refd_pow2_up_f(float s)
+{
+  int e;
+  float m;
+  if (s == 0.0f) return FLT_TRUE_MIN;
+  if (s != s || s == INFINITY || s < 0.0f) return s;
+  m = frexpf(s, &e); /* s = m 2^e, m in [0.5, 1) */
+  if (m == 0.5f) return s;
+  return ldexpf(1.0f, e); /* e = 128: +inf */
+}
+
+REF_API double refd_pow2_up_d(double s)
+{
+  int e;
+  double m;
+  if (s == 0.0) return DBL_TRUE_MIN;
+  if (s != s || s == INFINITY || s < 0.0) return s;
+  m = frexp(s, &e);
+  if (m == 0.5) return s;
+  return ldexp(1.0, e); /* e = 1024: +inf */
+}
+
+/* Does desc d (normalized) round its dynamic scales to powers of two? */
+REF_API int refd_pow2(const bq_desc *d) { return d->pow2_scales != 0 || d->scale_type == BQ_UE8M0; }
+
+/* The bound in C (0: none). Returns -1 when it is not usable (refused by the library):
+   not finite or not > 0 once converted, or set on an asymmetric plan. */
+REF_API int refd_bound_f(const bq_desc *d, double bound, float *out)
+{
+  volatile float b = (float)bound;
+  float bb = b;
+  *out = 0.0f;
+  if (bound == 0.0) return 0;
+  if (d->asymmetric || bb != bb || bb == INFINITY || !(bb > 0.0f)) return -1;
+  *out = bb;
+  return 0;
+}
+
+REF_API int refd_bound_d(const bq_desc *d, double bound, double *out)
+{
+  *out = 0.0;
+  if (bound == 0.0) return 0;
+  if (d->asymmetric || bound != bound || bound == INFINITY || !(bound > 0.0)) return -1;
+  *out = bound;
+  return 0;
+}
+
 /* Rounds a C = float scale to the scale type, writes it to scales[p], returns C(stored). */
 REF_API float refd_store_scale_f(bq_dtype st, void *scales, int64_t p, float s)
 {
+  if (st == BQ_UE8M0) { /* s is a power of two (or 0, inf, NaN) */
+    uint8_t e = ref_ue8m0_from_pow2((double)s);
+    ((unsigned char *)scales)[p] = e;
+    return ref_ue8m0_to_f32(e);
+  }
   ref_store_f(st, scales, p, s);          /* f32: as is; f16 / bf16: RNE */
   return ref_load_f(st, scales, p);       /* exact */
 }
@@ -88,6 +150,11 @@ REF_API float refd_store_scale_f(bq_dtype st, void *scales, int64_t p, float s)
 /* C = double: the scale type is f64 or f32 (RNE by the C conversion, overflow -> inf). */
 REF_API double refd_store_scale_d(bq_dtype st, void *scales, int64_t p, double s)
 {
+  if (st == BQ_UE8M0) {
+    uint8_t e = ref_ue8m0_from_pow2(s);
+    ((unsigned char *)scales)[p] = e;
+    return ref_ue8m0_to_f64(e);
+  }
   if (st == BQ_F32) {
     volatile float f = (float)s;
     float ff = f;
@@ -116,15 +183,18 @@ REF_API int32_t refd_zero_point_d(double lo, double sc, int qmin, int qmax)
 }
 
 /* The parameters of a segment; writes scales[p] (and zps[p] when asymmetric and zps is
-   not NULL). `d` must be normalized (ref_desc_normalize). */
-REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *scales, int32_t *zps, int64_t p)
+   not NULL). `d` must be normalized (ref_desc_normalize). bound: args.amax_bound (0: none;
+   must be valid, see refd_bound_f). */
+REF_API refd_qp refd_params_b(const bq_desc *d, double bound, const void *x, int64_t n, void *scales,
+                              int32_t *zps, int64_t p)
 {
   refd_qp q;
   const int qmin = d->qmin, qmax = d->qmax, asym = d->asymmetric != 0;
   memset(&q, 0, sizeof q);
   if (d->float_type == BQ_F64) {
-    double amax, lo, hi, s;
+    double amax, lo, hi, s, b;
     refd_reduce_d(x, n, &amax, &lo, &hi);
+    if (refd_bound_d(d, bound, &b) == 0 && b > 0.0 && b < amax) amax = b;
     if (asym) {
       if (hi == lo) {
         s = 1.0;
@@ -142,6 +212,7 @@ REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *sc
         s = v;
       }
     }
+    if (refd_pow2(d)) s = refd_pow2_up_d(s);
     q.sd = refd_store_scale_d(d->scale_type, scales, p, s);
     q.sf = (float)q.sd; /* unused for f64 */
     q.zp = asym ? refd_zero_point_d(lo, q.sd, qmin, qmax) : 0;
@@ -149,8 +220,9 @@ REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *sc
     q.lo = lo;
     q.hi = hi;
   } else {
-    float amax, lo, hi, s;
+    float amax, lo, hi, s, b;
     refd_reduce_f(d->float_type, x, n, &amax, &lo, &hi);
+    if (refd_bound_f(d, bound, &b) == 0 && b > 0.0f && b < amax) amax = b;
     if (asym) {
       if (hi == lo) {
         s = 1.0f;
@@ -168,6 +240,7 @@ REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *sc
         s = v;
       }
     }
+    if (refd_pow2(d)) s = refd_pow2_up_f(s);
     q.sf = refd_store_scale_f(d->scale_type, scales, p, s);
     q.sd = (double)q.sf;
     q.zp = asym ? refd_zero_point_f(lo, q.sf, qmin, qmax) : 0;
@@ -179,11 +252,16 @@ REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *sc
   return q;
 }
 
+REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *scales, int32_t *zps, int64_t p)
+{
+  return refd_params_b(d, 0.0, x, n, scales, zps, p);
+}
+
 /* One segment: parameters to index p, then y[i] = quantize(x[i]) for i < n. */
-REF_API refd_qp refd_segment(const bq_desc *d, const void *x, void *y, int64_t n, void *scales,
+REF_API refd_qp refd_segment(const bq_desc *d, double bound, const void *x, void *y, int64_t n, void *scales,
                              int32_t *zps, int64_t p)
 {
-  refd_qp q = refd_params(d, x, n, scales, zps, p);
+  refd_qp q = refd_params_b(d, bound, x, n, scales, zps, p);
   int64_t i;
   for (i = 0; i < n; i++) {
     int32_t v;
@@ -201,8 +279,9 @@ REF_API refd_qp refd_segment(const bq_desc *d, const void *x, void *y, int64_t n
 
 /* ---- the whole op ------------------------------------------------------------------- */
 
-/* Normalizes a dynamic-quantize descriptor: int type, q-range, scale type defaults.
-   (Per tensor keeps scale_type: the one dynamic scale is stored in it.) */
+/* Normalizes a dynamic-quantize descriptor: int type, q-range, scale type defaults;
+   scale type UE8M0 sets pow2_scales. (Per tensor keeps scale_type: the one dynamic scale
+   is stored in it.) */
 REF_API bq_desc refd_desc_normalize(const bq_desc *in)
 {
   bq_desc d = *in;
@@ -210,12 +289,14 @@ REF_API bq_desc refd_desc_normalize(const bq_desc *in)
   if (!d.scale_type) d.scale_type = BQ_F32;
   if (!d.granularity) d.granularity = BQ_PER_TENSOR;
   ref_qrange(in, &d.qmin, &d.qmax);
+  if (d.scale_type == BQ_UE8M0) d.pow2_scales = 1;
   return d;
 }
 
 /* Runs dynamic quantization on HOST buffers: reads a->x, writes a->y (only the problem's
    elements: row gaps keep their contents), a->out_scales and, when asymmetric,
-   a->out_zero_points (may be NULL when symmetric: never touched). Index of a segment's
+   a->out_zero_points (may be NULL when symmetric: never touched). a->amax_bound bounds
+   symmetric segments' amax. Index of a segment's
    parameters: per tensor 0, per token the row, per group row * group_row_stride + col / G.
    Returns 0, or -1 when the problem is not valid. */
 REF_API int refd_run(const bq_desc *desc, const bq_args *a)
@@ -227,13 +308,21 @@ REF_API int refd_run(const bq_desc *desc, const bq_args *a)
   int64_t r, g;
   if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8 && !ref_is_fp8(d.int_type)))
     return -1;
-  if (d.scale_type != d.float_type && d.scale_type != BQ_F32) return -1;
+  if (d.scale_type != d.float_type && d.scale_type != BQ_F32 && d.scale_type != BQ_UE8M0) return -1;
+  if (d.pow2_scales != 0 && d.pow2_scales != 1) return -1;
+  if (d.float_type == BQ_F64) {
+    double b;
+    if (refd_bound_d(&d, a->amax_bound, &b)) return -1;
+  } else {
+    float b;
+    if (refd_bound_f(&d, a->amax_bound, &b)) return -1;
+  }
   if (ref_is_fp8(d.int_type) ? d.asymmetric != 0 : (!d.asymmetric && d.qmax <= 0)) return -1;
   switch (d.granularity) {
   case BQ_PER_TENSOR:
     if (a->numel < 0) return -1;
     if (a->numel == 0) return 0;
-    refd_segment(&d, x, y, a->numel, a->out_scales, a->out_zero_points, 0);
+    refd_segment(&d, a->amax_bound, x, y, a->numel, a->out_scales, a->out_zero_points, 0);
     return 0;
   case BQ_PER_TOKEN:
   case BQ_PER_GROUP: {
@@ -248,7 +337,7 @@ REF_API int refd_run(const bq_desc *desc, const bq_args *a)
     if (grs < ng) return -1;
     for (r = 0; r < a->rows; r++)
       for (g = 0; g < ng; g++)
-        refd_segment(&d, x + (size_t)(r * xs + g * G) * es, y + (size_t)(r * ys + g * G), G, a->out_scales,
+        refd_segment(&d, a->amax_bound, x + (size_t)(r * xs + g * G) * es, y + (size_t)(r * ys + g * G), G, a->out_scales,
                      a->out_zero_points, r * grs + g);
     return 0;
   }

@@ -235,7 +235,16 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     if (rnd() % 37 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 600 : -600); /* f64: outside [2^-500, 2^500] */
     if (rnd() % 41 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 100 : -100); /* f32: outside [2^-90, 2^90] */
     if (g_wide_scales && rnd() % 3 == 0) s = ldexp(1.0 + rnd_unit(), (int)rnd_range(30, 60));
-    store_any(st, sb.data(), i, s);
+    if (st == BQ_UE8M0) { /* a byte: mostly near 2^0, the edges (0: 2^-127, an f32 subnormal; 255: NaN), any */
+      static const int edge[] = {0, 1, 126, 127, 128, 254, 255};
+      int e = (int)rnd_range(119, 131);
+      if (rnd() % 6 == 0) e = edge[rnd() % 7];
+      else if (rnd() % 9 == 0) e = (int)(rnd() & 255);
+      else if (g_wide_scales && rnd() % 3 == 0) e = 127 + (int)rnd_range(30, 60);
+      sb[(size_t)i] = (unsigned char)e;
+    } else {
+      store_any(st, sb.data(), i, s);
+    }
     zb[(size_t)i] = rnd() % 5 == 0 ? (int32_t)rnd_range(-100000, 100000) : (int32_t)rnd_range(n.qmin, n.qmax);
     if (rnd() % 23 == 0) /* within the q-range's width of an int32 limit: quantize's general path */
       zb[(size_t)i] = (rnd() & 1) ? (int32_t)(INT32_MAX - rnd_range(0, 300)) : (int32_t)(INT32_MIN + rnd_range(0, 300));

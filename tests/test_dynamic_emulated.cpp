@@ -6,7 +6,10 @@
    shuffle path for groups, the per-tensor partials) on every change; test_gpu_dynamic is
    the real thing. Built once per specialization (tests/meson.build names it; tests/emu_spec.c
    writes the header EMU_SPEC). Outputs are poisoned and compared whole. FP8 storage (e4m3,
-   e5m2; symmetric) adds segments of the type's edges (fp8_edge) to the usual data. */
+   e5m2; symmetric) adds segments of the type's edges (fp8_edge) to the usual data.
+   Power-of-two scales (pow2=1, or scale=ue8m0, which implies them): every stored scale is
+   checked to be a power of two (or 0, inf, NaN) besides bit for bit; symmetric plans run
+   half their cases with args.amax_bound, random, often below the data's amax. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -102,10 +105,30 @@ static double value(int kind, double mag) {
   }
 }
 
+/* a random bound for a symmetric plan (0: none, half the time): a power of two times
+   1..2, near the data's magnitudes (2^-12 .. 2^12, FP8 edges times its max), so that it
+   is often below a segment's amax; now and then exactly a power of two */
+static double random_bound(void) {
+  if (EMU_ASYM || rnd() % 2) return 0.0;
+  double b = ldexp(1.0 + ((rnd() % 4) ? rnd_unit() : 0.0), (int)rnd_range(-12, 12));
+  if (FP8 && rnd() % 3 == 0) b *= F8.max;
+  if (rnd() % 17 == 0) b = ldexp(1.0, EMU_T == BQ_TYPE_F64 ? -(int)rnd_range(500, 600) : -(int)rnd_range(85, 110));
+  return b;
+}
+
+/* a stored scale (index i of scale type st) is a power of two, 0, inf or NaN */
+static int stored_pow2(bq_dtype st, const void *s, int64_t i) {
+  if (st == BQ_UE8M0) return 1;
+  double v = st == BQ_F64 ? ref_load_d(st, s, i) : (double)ref_load_f(st, s, i);
+  int e;
+  return v != v || v == 0.0 || isinf(v) || frexp(v, &e) == 0.5;
+}
+
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
-  char what[256];
-  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d", (unsigned long long)g_seed, EMU_SPEC,
-           shape, off_x, off_y);
+  char what[320];
+  a.amax_bound = random_bound();
+  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d bound %a", (unsigned long long)g_seed, EMU_SPEC,
+           shape, off_x, off_y, a.amax_bound);
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_DYNAMIC_QUANTIZE;
@@ -116,6 +139,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   d.qmax = EMU_QMAX;
   d.scale_type = (bq_dtype)EMU_ST;
   d.asymmetric = EMU_ASYM;
+  d.pow2_scales = EMU_POW2;
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   bq__target tg = {90, 0, 0};
@@ -184,6 +208,10 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   cr_assert_eq(bad, 0, "scales: %zu differ (index from the front guard of %lld):\n%s| %s", bad, (long long)guard, msg,
                what);
   cr_assert(!memcmp(zb.data(), ezb.data(), zb.size() * 4), "zero points differ | %s", what);
+  if (EMU_POW2)
+    for (int64_t i = 0; i < nparams; i++)
+      cr_assert(stored_pow2(st, a.out_scales, i) || !memcmp((unsigned char *)a.out_scales + i * ss, "\xA5\xA5\xA5\xA5\xA5\xA5\xA5\xA5", ss),
+                "scale %lld is not a power of two | %s", (long long)i, what);
 }
 
 Test(emulated_dynamic, shapes, .timeout = 600) {

@@ -22,6 +22,15 @@
    float type x FP8 type x scale type; segments of zeros (amax = 0: s = 1), constants, one
    outlier, NaN and +-inf elements, all NaN, subnormals (scales that underflow), values
    near T's max, power-of-two amax with the FP8 edges below it; odd, strided and long rows.
+   UE8M0 scales (tests/reference.h reads the bytes: 2^(e - 127), 255 NaN): quantize,
+   dequantize and fake quantize, both directions, per channel / token / group, every float
+   type with s8, u8, e4m3 and e5m2 storage, scale arrays holding the bytes 0, 1, 126, 127,
+   128, 254 and 255 among random ones. Power-of-two dynamic scales (reference_dynamic.h):
+   per tensor / token / group x f32 / f64 / bf16 (every float type per row) x e4m3 / e5m2 /
+   s8, UE8M0 out_scales or pow2_scales with f32 / T scales, with and without a random
+   args.amax_bound (below the data's amax, exactly a power of two, far above; the smallest
+   and largest of C); segments whose amax is 0, a power of two, or makes s a power of two
+   or one float above one, NaN and inf elements (with a bound: a finite scale).
    Validation on the GPU path: a nonzero args.zero_point or a non-NULL args.zero_points is
    refused with BQ_ERROR_INVALID_ARGUMENT by can_implement and run, nothing is written;
    desc q-ranges and asymmetric dynamic plans are refused at select.
@@ -302,6 +311,13 @@ static void gen_x(bq_dtype t, bq_dtype I, void *buf, int64_t i, double s, int sp
     put_special(t, buf, i, (int)(rnd() % N_SPECIALS));
     return;
   }
+  if (!ref_is_fp8(I)) { /* s8 / u8 (UE8M0 scale tests): quotients at integers, ties, past the range */
+    if (r < 40) v = (double)rnd_range(-140, 270) + PICK(((const double[]){0.0, 0.5, -0.5, 0.25, 0.5 + 0x1p-20}));
+    else if (r < 50) v = sign * (double)rnd_range(250, 600);
+    else v = (rnd_unit() * 2.0 - 1.0) * 200.0;
+    store_t(t, buf, i, v * sg);
+    return;
+  }
   if (r < 30) { /* log-uniform over every binade, the subnormals and past the top */
     v = sign * ldexp(1.0 + rnd_unit(), (int)rnd_range(1 - f->bias - f->mbits - 3, fp8_emax(I) + 2));
   } else if (r < 46) { /* the edge list */
@@ -342,8 +358,22 @@ static void gen_dy(bq_dtype t, void *buf, int64_t i, int specials)
   else store_t(t, buf, i, (rnd_unit() * 2.0 - 1.0) * ldexp(1.0, (int)rnd_range(-6, 6)));
 }
 
+/* A UE8M0 scale byte: mostly near 2^0, now and then any byte (255: NaN) */
+static uint8_t gen_ue8m0(void)
+{
+  int r = (int)(rnd() % 100);
+  if (r < 70) return (uint8_t)rnd_range(127 - 14, 127 + 6);
+  if (r < 80) return PICK(((const uint8_t[]){0, 1, 126, 127, 128, 254, 255}));
+  return (uint8_t)rnd();
+}
+
 static void store_scale(bq_dtype st, void *buf, int64_t i, double v)
 {
+  if (st == BQ_UE8M0) { /* v: a power of two, or 0, inf, NaN (others: their binade) */
+    int e;
+    ((uint8_t *)buf)[i] = (v != v || isinf(v)) ? 255 : v == 0.0 ? 0 : (frexp(fabs(v), &e), ref_ue8m0_from_pow2(ldexp(1.0, e - 1)));
+    return;
+  }
   if (st == BQ_F64) ref_store_d(buf, i, v);
   else ref_store_f(st, buf, i, (float)v);
 }
@@ -558,7 +588,17 @@ static void prep_generate(prep *P)
                   P->c.scale != 0 ? P->c.scale
                   : sweep ? (sp && rnd() % 100 < 5 ? pick_dev_scale(P->st, 1) : pick_pow2_scale(d->float_type, P->I))
                           : pick_dev_scale(P->st, sp));
-    if (sp && P->c.scale == 0 && L->n_params >= 12) { /* at least one of each special scale */
+    if (P->st == BQ_UE8M0 && P->c.scale == 0) { /* bytes; every edge byte where there are 7 */
+      static const uint8_t edge[] = {0, 1, 126, 127, 128, 254, 255};
+      uint8_t *b = (uint8_t *)s;
+      for (pi = 0; pi < L->n_params; pi++) b[pi] = gen_ue8m0();
+      if (L->n_params >= 7) {
+        int64_t at = rnd_range(0, L->n_params - 7);
+        for (pi = 0; pi < 7; pi++) b[at + pi] = edge[pi];
+      } else if (L->n_params > 0) {
+        b[rnd_range(0, L->n_params - 1)] = PICK(edge);
+      }
+    } else if (sp && P->c.scale == 0 && L->n_params >= 12) { /* at least one of each special scale */
       store_scale(P->st, s, rnd_range(0, L->n_params - 1), 0.0);
       store_scale(P->st, s, rnd_range(0, L->n_params - 1), NAN);
       store_scale(P->st, s, rnd_range(0, L->n_params - 1), INFINITY);
@@ -572,7 +612,9 @@ static void prep_generate(prep *P)
     s = ref_scale_d(d, &P->ha, pi);
     if (d->float_type != BQ_F64 && d->granularity == BQ_PER_TENSOR) s = (double)(float)s;
     if (P->has_x) {
-      if (ref_is_fp8(P->xt)) { /* dequantize: codes, all 256 of them where there are 256 elements */
+      if (P->xt == BQ_S8 || P->xt == BQ_U8) { /* dequantize of integers: any byte */
+        ((unsigned char *)(void *)P->ha.x)[xi] = (unsigned char)rnd();
+      } else if (ref_is_fp8(P->xt)) { /* dequantize: codes, all 256 of them where there are 256 elements */
         uint8_t code = (L->count >= 256 && (sweep || e < 256)) ? (uint8_t)((e * 167 + perm) & 255) : gen_code(P->I);
         ((unsigned char *)(void *)P->ha.x)[xi] = code;
       } else if (sweep) { /* the list, then the list a float of T above, then below */
@@ -646,7 +688,7 @@ static size_t compare_output(const prep *P, char *msg, size_t cap)
       fmt_elem(v, sizeof v, P->st, host->scales, pi);
       ref__append(msg, cap, " s[%lld]=%s", (long long)pi, v);
     }
-    if (P->has_x && !ref_is_fp8(P->xt)) { /* the quotient in C, for ties and the boundary */
+    if (P->has_x && ref_is_float(P->xt)) { /* the quotient in C, for ties and the boundary */
       double s = ref_scale_d(d, host, pi), q;
       if (d->float_type == BQ_F64) q = ref_load_d(BQ_F64, host->x, xi) / s;
       else { volatile float qf = ref_load_f(P->xt, host->x, xi) / (float)s; q = qf; }
@@ -1046,10 +1088,14 @@ enum {
   K_TINY,      /* subnormals of T: scales that underflow */
   K_HUGE,      /* the top binade of T */
   K_SPRINKLED, /* random with ~1% NaN and ~1% zeros */
+  K_P2AMAX,    /* amax a power of two (one element), the rest below */
+  K_P2SCALE,   /* amax = 2^e max (FP8) or 2^e qmax (integers): s = 2^e exactly */
+  K_P2ABOVE,   /* amax one float of T above 2^e max (or qmax): s just above 2^e */
   NKINDS
 };
-static const char *const kind_names[NKINDS] = {"random", "edges", "zero", "const", "single", "outlier",
-                                               "nan",    "inf",   "allnan", "tiny", "huge",   "sprinkled"};
+static const char *const kind_names[NKINDS] = {"random", "edges", "zero",      "const",   "single",  "outlier",
+                                               "nan",    "inf",   "allnan",    "tiny",    "huge",    "sprinkled",
+                                               "p2amax", "p2scale", "p2above"};
 
 static double rnd_mag(bq_dtype T)
 {
@@ -1126,6 +1172,22 @@ static void gen_segment(const bq_desc *d, void *x, int64_t n, int kind)
   case K_TINY:
     for (i = 0; i < n; i++) store_bits(T, x, i, (rnd() & mant_mask(T)) | ((rnd() & 1) ? sign_bit(T) : 0));
     return;
+  case K_P2AMAX:
+  case K_P2SCALE:
+  case K_P2ABOVE: {
+    /* the largest |x|: 2^e, or 2^e times the type's top (max, or qmax), kept well inside T */
+    const double top = kind == K_P2AMAX ? 1.0 : ref_is_fp8(I) ? fmt_of(I)->max : (double)(d->qmax > 0 ? d->qmax : 127);
+    const double lim = T == BQ_F16 ? 32768.0 : T == BQ_F64 ? 0x1p1000 : 0x1p126;
+    int e = T == BQ_F16 ? (int)rnd_range(-14, 12) : T == BQ_F64 ? (int)rnd_range(-200, 200) : (int)rnd_range(-60, 60);
+    double a;
+    while (ldexp(top, e) > lim) e--;
+    a = ldexp(top, e);
+    for (i = 0; i < n; i++) store_t(T, x, i, (2.0 * rnd_unit() - 1.0) * a * 0.9);
+    i = rnd_range(0, n - 1);
+    store_t(T, x, i, (rnd() & 1) ? a : -a);
+    if (kind == K_P2ABOVE) bump_bits(T, x, i, 1);
+    return;
+  }
   case K_HUGE: {
     uint64_t top = max_bits(T) & ~mant_mask(T);
     for (i = 0; i < n; i++) {
@@ -1142,8 +1204,9 @@ static void gen_segment(const bq_desc *d, void *x, int64_t n, int kind)
 /* kind < 0: every kind once, then mostly random segments with edge segments mixed in */
 static int kind_of(int kind, int64_t s)
 {
-  static const int later[] = {K_RANDOM, K_RANDOM, K_RANDOM, K_EDGES,  K_EDGES, K_SPRINKLED, K_NAN,
-                              K_OUTLIER, K_ZERO,  K_CONST,  K_SINGLE, K_TINY,  K_HUGE,      K_INF, K_ALLNAN};
+  static const int later[] = {K_RANDOM, K_RANDOM, K_RANDOM, K_EDGES,  K_EDGES, K_SPRINKLED, K_NAN,   K_OUTLIER,
+                              K_ZERO,   K_CONST,  K_SINGLE, K_TINY,   K_HUGE,  K_INF,       K_ALLNAN, K_P2AMAX,
+                              K_P2SCALE, K_P2ABOVE};
   if (kind >= 0) return kind;
   if (s < NKINDS) return (int)s;
   return PICK(later);
@@ -1175,8 +1238,9 @@ static void d_describe(drun *R, const char *sku)
 {
   const bq_desc *d = &R->dn;
   const bq_args *a = &R->c.a;
-  int n = snprintf(R->what, sizeof R->what, "dynamic %s T=%s I=%s scale_type=%s | ", gran_name(d->granularity),
-                   ref_dtype_name(d->float_type), ref_dtype_name(d->int_type), ref_dtype_name(d->scale_type));
+  int n = snprintf(R->what, sizeof R->what, "dynamic %s T=%s I=%s scale_type=%s%s amax_bound=%a | ",
+                   gran_name(d->granularity), ref_dtype_name(d->float_type), ref_dtype_name(d->int_type),
+                   ref_dtype_name(d->scale_type), d->pow2_scales ? " pow2_scales" : "", a->amax_bound);
   size_t k = n > 0 ? (size_t)n : 0;
   if (k < sizeof R->what) {
     if (d->granularity == BQ_PER_TENSOR)
@@ -1300,7 +1364,7 @@ static void seg_summary(const drun *R, int64_t p, char *buf, size_t cap)
   if (R->dn.granularity == BQ_PER_TENSOR) { start = 0; n = R->c.a.numel; }
   else if (R->dn.granularity == BQ_PER_TOKEN) { start = p * R->L.xs; n = R->L.cols; }
   else { start = (p / R->L.grs) * R->L.xs + (p % R->L.grs) * R->L.group; n = R->L.group; }
-  q = refd_params(&R->dn, x0 + (size_t)start * R->ts, n, sbuf, NULL, 0);
+  q = refd_params_b(&R->dn, R->c.a.amax_bound, x0 + (size_t)start * R->ts, n, sbuf, NULL, 0);
   snprintf(buf, cap, "[segment: n=%lld amax=%.17g -> C(s)=%.17g]", (long long)n, q.amax, q.sd);
 }
 
@@ -1365,9 +1429,26 @@ static size_t d_compare_scales(const drun *R, char *msg, size_t cap)
   return bad;
 }
 
-static void drun_case(const dcase *c)
+/* power-of-two tests: each dynamic case of a symmetric plan takes a random args.amax_bound */
+static int g_bounds;
+
+/* 0 a third of the time; else within the magnitudes gen_segment draws (often below a
+   segment's amax), sometimes exactly a power of two, sometimes far above everything */
+static double pick_bound(bq_dtype T)
 {
+  int r = (int)(rnd() % 12);
+  if (r < 4) return 0.0;
+  if (r == 4) return T == BQ_F16 ? 60000.0 : 1e30;
+  if (r == 5) return ldexp(1.0, (int)rnd_range(-20, 20));
+  return (1.0 + rnd_unit()) * rnd_mag(T) * (rnd() & 1 ? 1.0 : 0.25);
+}
+
+static void drun_case(const dcase *c0)
+{
+  dcase cc = *c0;
+  const dcase *c = &cc;
   drun R;
+  if (g_bounds && !cc.d.asymmetric) cc.a.amax_bound = pick_bound(cc.d.float_type);
   bq_plan *plan;
   void *ws = NULL;
   size_t wsb = 0, bad, i;
@@ -1401,7 +1482,7 @@ static void drun_case(const dcase *c)
     for (i = 0; i < R.zp.total && R.gz[i] == POISON; i++) {}
     if (i < R.zp.total) {
       bad++;
-      ref__append(msg, MSG_CAP, "  out_zero_points (symmetric FP8: must stay untouched) changed at byte %zu\n", i);
+      ref__append(msg, MSG_CAP, "  out_zero_points (symmetric: must stay untouched) changed at byte %zu\n", i);
     }
   }
   if (memcmp(R.gx, R.x.h, R.x.total)) {
@@ -1580,6 +1661,142 @@ Test(fp8_dynamic_edges, every_kind_per_row)
         drun_case(&c);
       }
     }
+}
+
+/* ==== UE8M0 scales, power-of-two dynamic scales, the amax bound ===================================== */
+
+static const bq_dtype k_ue8m0_its[4] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+
+/* Static ops with UE8M0 scale arrays (bytes 2^(e - 127); 0, 1, 126, 127, 128, 254 and 255
+   = NaN in every array of 7 or more): every float type with two of the four storage types
+   (rotating, so that each float type meets each storage type across the ops), every other
+   shape of the granularity, fresh data with specials, and one large problem. */
+static void run_ue8m0_static(bq_granularity g, bq_op op, bq_direction dir)
+{
+  int ti, j, k;
+  gpu_begin();
+  for (ti = 0; ti < 4; ti++)
+    for (j = 0; j < 2; j++) {
+      const bq_dtype T = k_float_types[ti], I = k_ue8m0_its[(ti + (int)op + (int)dir + 2 * j) % 4];
+      gcase c;
+      memset(&c, 0, sizeof c);
+      c.d = static_desc(op, dir, g, T, I, BQ_UE8M0);
+      for (k = (ti + j) % 2; k < n_cases(g); k += 2) {
+        set_shape(&c, g, k);
+        set_offsets(&c, k % 3);
+        c.specials = k % 5 != 1;
+        c.mode = MODE_RANDOM;
+        c.poison = (rnd() & 1) ? 0xa5 : 0x5a;
+        run_case(&c);
+      }
+      if (j == 0 && ti % 2 == (int)dir) {
+        set_big_shape(&c, g, (ti + (int)op) & 1);
+        set_offsets(&c, 2);
+        c.specials = 1;
+        c.poison = 0xa5;
+        run_case(&c);
+      }
+    }
+}
+
+#define UE8M0_STATIC_SUITE(suite, gran)                                                          \
+  Test(suite, quantize_forward) { run_ue8m0_static(gran, BQ_QUANTIZE, BQ_FORWARD); }             \
+  Test(suite, quantize_backward) { run_ue8m0_static(gran, BQ_QUANTIZE, BQ_BACKWARD); }           \
+  Test(suite, dequantize_forward) { run_ue8m0_static(gran, BQ_DEQUANTIZE, BQ_FORWARD); }         \
+  Test(suite, dequantize_backward) { run_ue8m0_static(gran, BQ_DEQUANTIZE, BQ_BACKWARD); }       \
+  Test(suite, fake_quantize_forward) { run_ue8m0_static(gran, BQ_FAKE_QUANTIZE, BQ_FORWARD); }   \
+  Test(suite, fake_quantize_backward) { run_ue8m0_static(gran, BQ_FAKE_QUANTIZE, BQ_BACKWARD); }
+
+UE8M0_STATIC_SUITE(ue8m0_per_channel, BQ_PER_CHANNEL)
+UE8M0_STATIC_SUITE(ue8m0_per_token, BQ_PER_TOKEN)
+UE8M0_STATIC_SUITE(ue8m0_per_group, BQ_PER_GROUP)
+
+/* Dynamic quantize with power-of-two scales: UE8M0 out_scales (pow2_scales left 0 or set:
+   implied), or pow2_scales = 1 with f32 or T scales; e4m3, e5m2 and s8 storage; every
+   case with a random args.amax_bound (none a third of the time). The segments include
+   amax = 0, NaN and inf elements (with a bound: a finite scale), amax a power of two,
+   amax with s exactly a power of two and one float above it, tiny and huge data. */
+static void run_pow2_dynamic(bq_granularity g, bq_dtype T)
+{
+  int ii, v;
+  gpu_begin();
+  g_bounds = 1;
+  for (ii = 0; ii < 3; ii++)
+    for (v = 0; v < 2; v++) {
+      static const bq_dtype its[3] = {BQ_E4M3, BQ_E5M2, BQ_S8};
+      bq_desc d;
+      memset(&d, 0, sizeof d);
+      d.op = BQ_DYNAMIC_QUANTIZE;
+      d.granularity = g;
+      d.float_type = T;
+      d.int_type = its[ii];
+      if (v == 0) {
+        d.scale_type = BQ_UE8M0;
+        d.pow2_scales = (int)(rnd() & 1);
+      } else {
+        d.scale_type = (ii + (int)g) % 2 ? T : BQ_F32;
+        d.pow2_scales = 1;
+      }
+      if (g == BQ_PER_TOKEN) dyn_token(&d);
+      else if (g == BQ_PER_GROUP) dyn_group(&d);
+      else dyn_tensor(&d);
+    }
+  g_bounds = 0;
+}
+
+#define POW2_TESTS(suite, gran)                        \
+  Test(suite, f32) { run_pow2_dynamic(gran, BQ_F32); } \
+  Test(suite, f64) { run_pow2_dynamic(gran, BQ_F64); } \
+  Test(suite, bf16) { run_pow2_dynamic(gran, BQ_BF16); }
+
+POW2_TESTS(pow2_dynamic_per_tensor, BQ_PER_TENSOR)
+POW2_TESTS(pow2_dynamic_per_token, BQ_PER_TOKEN)
+POW2_TESTS(pow2_dynamic_per_group, BQ_PER_GROUP)
+
+/* Every kind of segment as whole rows, with and without a bound, UE8M0 and pow2 f32 scales,
+   every float type, e4m3 / e5m2 / s8; and the bound's own edges: inf elements with a bound
+   (finite scale, saturated elements), a bound below every element (all saturate), a bound
+   that is exactly the amax, the smallest and largest bounds of C. */
+Test(pow2_dynamic_edges, every_kind_per_row)
+{
+  int ti, ii, k, v;
+  gpu_begin();
+  for (ti = 0; ti < 4; ti++)
+    for (ii = 0; ii < 3; ii++)
+      for (v = 0; v < 2; v++) {
+        static const bq_dtype its[3] = {BQ_E4M3, BQ_E5M2, BQ_S8};
+        const bq_dtype T = k_float_types[ti];
+        bq_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = BQ_DYNAMIC_QUANTIZE;
+        d.granularity = BQ_PER_TOKEN;
+        d.float_type = T;
+        d.int_type = its[ii];
+        d.scale_type = v ? BQ_F32 : BQ_UE8M0;
+        d.pow2_scales = v;
+        for (k = 0; k < NKINDS; k++) {
+          static const int64_t cols[] = {1, 2, 17, 64, 333};
+          const double tiny = T == BQ_F64 ? DBL_TRUE_MIN : FLT_TRUE_MIN, big = T == BQ_F64 ? DBL_MAX : FLT_MAX;
+          const double bounds[] = {0.0, 1.0, 0x1p-10, 3.0, tiny, big, 1e-30, 448.0};
+          int64_t n = PICK(cols);
+          dcase c = token_case(&d, 3, n, (rnd() & 1) ? n + odd_pad() : 0, (rnd() & 1) ? n + odd_pad() : 0,
+                               (int)rnd_range(0, 3), (int)rnd_range(0, 3));
+          c.kind = k;
+          c.a.amax_bound = bounds[(k + ti + ii) % 8];
+          drun_case(&c);
+          c.a.amax_bound = 0.0;
+          drun_case(&c);
+        }
+        { /* inf elements with a bound (a finite scale); a bound equal to a segment's amax */
+          dcase c = token_case(&d, 4, 40, 0, 0, 0, 0);
+          c.kind = K_INF;
+          c.a.amax_bound = 2.0;
+          drun_case(&c);
+          c.kind = K_P2SCALE;
+          c.a.amax_bound = ref_is_fp8(d.int_type) ? fmt_of(d.int_type)->max : 127.0;
+          drun_case(&c);
+        }
+      }
 }
 
 /* ==== the conversions, exhaustively ================================================================= */

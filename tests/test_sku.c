@@ -534,8 +534,40 @@ static size_t rmsnorm_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fus
 static size_t silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_SILU, out); }
 static size_t gelu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_GELU_TANH, out); }
 
+/* UE8M0 scale arrays and power-of-two dynamic scales, one op: every direction x granularity
+   with device scales x float type, the storage type rotating over s8, u8, e4m3, e5m2 (so
+   each float type meets each across the set); dynamic quantize with UE8M0 scales and with
+   pow2_scales on f32 or float-type scales, symmetric and (integers) asymmetric. */
+static size_t ue8m0_set(bq_op op, int sm, bq_desc *out) {
+  (void)sm;
+  size_t n = 0, k = 0;
+  for (size_t r = 0; r < NELEM(DIRS); r++)
+    for (size_t g = 0; g < NELEM(GRANS); g++)
+      for (size_t f = 0; f < NELEM(FTS); f++) {
+        const int dyn = op == BQ_DYNAMIC_QUANTIZE;
+        if (dyn ? (DIRS[r] == BQ_BACKWARD || GRANS[g] == BQ_PER_CHANNEL) : GRANS[g] == BQ_PER_TENSOR) continue;
+        const bq_dtype it = ITS_ALL[k++ % NELEM(ITS_ALL)];
+        out[n] = mk(op, DIRS[r], GRANS[g], FTS[f], it, 0, 0, 0);
+        out[n++].scale_type = BQ_UE8M0;
+        if (!dyn) continue;
+        out[n] = mk(op, DIRS[r], GRANS[g], FTS[f], it, 0, 0, 0);
+        out[n].scale_type = f % 2 ? FTS[f] : BQ_F32;
+        out[n++].pow2_scales = 1;
+        if (is_fp8(it)) continue;
+        out[n] = mk(op, DIRS[r], GRANS[g], FTS[f], it, 0, 0, 1); /* asymmetric */
+        out[n].scale_type = (f + g) % 2 ? BQ_UE8M0 : BQ_F32;
+        out[n++].pow2_scales = 1;
+      }
+  return n;
+}
+
 /* One test per op and arch, so that Criterion's parallel workers (separate processes)
    overlap them: NVRTC serializes compiles inside one process. */
+Test(compile, ue8m0_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, ue8m0_set); }
+Test(compile, ue8m0_dequantize_on_sm_80, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 80, ue8m0_set); }
+Test(compile, ue8m0_fake_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 89, ue8m0_set); }
+Test(compile, ue8m0_dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, ue8m0_set); }
+Test(compile, ue8m0_dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, ue8m0_set); }
 Test(compile, quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, affine_set); }
 Test(compile, quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, affine_set); }
 Test(compile, dequantize_on_sm_80, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 80, affine_set); }

@@ -2344,3 +2344,373 @@ Test(fp8_launch, zero_points_refused_before_any_launch) {
       }
   cr_assert_eq(runs, 2 * 4 * 3);
 }
+
+/* ---- UE8M0 scales, power-of-two dynamic scales, the amax bound ------------------------ */
+/* desc.scale_type BQ_UE8M0: device scale arrays of the affine ops (per channel, token,
+   group; either direction; every storage type) and dynamic quantize's out_scales (every
+   granularity); refused naming desc.scale_type for per-tensor affine plans (a host scalar),
+   the linear layers and the fused producers. desc.pow2_scales: dynamic quantize only, 0 or
+   1; UE8M0 implies it. args.amax_bound: symmetric dynamic quantize only; finite and > 0
+   once converted to C. */
+static const bq_dtype ITS4[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+static const char *it_str(bq_dtype t) {
+  return t == BQ_S8 ? "s8" : t == BQ_U8 ? "u8" : t == BQ_E4M3 ? "e4m3" : t == BQ_E5M2 ? "e5m2" : "?";
+}
+
+/* every valid combination with int type it (FP8: symmetric only) */
+static size_t it_combos(combo *out, int gran_mask, int families, bq_dtype it) {
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, gran_mask, families), m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric && (it == BQ_E4M3 || it == BQ_E5M2)) continue;
+    out[m] = c[i];
+    out[m].d.int_type = it;
+    snprintf(out[m].ctx, sizeof out[m].ctx, "[%s %s %s]", c[i].name, ft_str(c[i].d.float_type), it_str(it));
+    m++;
+  }
+  return m;
+}
+
+/* the field, then its value named somewhere in the message ("desc.scale_type (ue8m0)" or
+   "desc.scale_type (10, ue8m0)") */
+static void ue8m0_needle(char *buf, size_t n) { snprintf(buf, n, "desc.scale_type ("); }
+static void check_names_ue8m0(const char *ctx) {
+  const char *m = bq_last_error(), *f = strstr(m, "desc.scale_type (");
+  cr_assert(f && strstr(f, "ue8m0"), "%s: message \"%s\" does not name ue8m0 after desc.scale_type", ctx, m);
+}
+
+Test(desc, ue8m0_dtype_name) {
+  cr_assert_str_eq(bq__dtype_name(BQ_UE8M0), "ue8m0");
+  cr_assert_eq(bq__dtype_size(BQ_UE8M0), 1);
+  cr_assert_eq((int)BQ_UE8M0, (int)BQ_E5M2 + 1);
+}
+
+Test(desc, ue8m0_scale_arrays_accepted) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_CHANNEL | G_TOKEN | G_GROUP, F_AFFINE, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      bq_desc d = c[i].d;
+      d.scale_type = BQ_UE8M0;
+      expect_desc_valid(&d, c[i].ctx);
+      checked++;
+    }
+    n = it_combos(c, G_ALL, F_DYNAMIC, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      bq_desc d = c[i].d;
+      d.scale_type = BQ_UE8M0;
+      expect_desc_valid(&d, c[i].ctx);
+      d.pow2_scales = 1;
+      expect_desc_valid(&d, c[i].ctx);
+      checked++;
+    }
+  }
+  /* affine: 3 grans x 3 ops x 2 dirs x 4 T per int type; dynamic: 3 grans x 4 T (x 2 for int) */
+  cr_assert_eq(checked, 4 * 72 + 2 * 24 + 2 * 12, "%zu", checked);
+}
+
+Test(desc, ue8m0_refused_for_per_tensor_affine_plans) {
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_TENSOR, F_AFFINE, ITS4[k]);
+    cr_assert_eq(n, 24);
+    for (size_t i = 0; i < n; i++) {
+      bq_desc d = c[i].d;
+      d.scale_type = BQ_UE8M0;
+      char prefix[128], needle[64];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      ue8m0_needle(needle, sizeof needle);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      check_names_ue8m0(c[i].ctx);
+      d.granularity = BQ_GRANULARITY_DEFAULT; /* per tensor as well */
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      check_names_ue8m0(c[i].ctx);
+    }
+  }
+}
+
+/* the linear layers' and the fused producers' descriptors that are valid with scale_type 0 */
+static size_t other_ops(bq_desc *out, const char **lead) {
+  size_t n = 0;
+  const bq_dtype fts[] = {BQ_F16, BQ_BF16, BQ_F32};
+  for (size_t f = 0; f < NELEM(fts); f++) {
+    bq_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = BQ_QUANTIZED_LINEAR;
+    d.float_type = fts[f];
+    lead[n] = "quantized_linear", out[n++] = d;
+    d.asymmetric = 1;
+    lead[n] = "quantized_linear", out[n++] = d;
+    memset(&d, 0, sizeof d);
+    d.op = BQ_SMOOTHQUANT_LINEAR;
+    d.granularity = BQ_PER_TOKEN;
+    d.out_type = fts[f];
+    lead[n] = "smoothquant_linear", out[n++] = d;
+    d.granularity = BQ_PER_TENSOR;
+    lead[n] = "smoothquant_linear", out[n++] = d;
+    const bq_granularity grans[] = {BQ_PER_TOKEN, BQ_PER_GROUP};
+    for (size_t g = 0; g < NELEM(grans); g++)
+      for (int asym = 0; asym < 2; asym++) {
+        memset(&d, 0, sizeof d);
+        d.op = BQ_RMSNORM_QUANTIZE;
+        d.granularity = grans[g];
+        d.float_type = fts[f];
+        d.asymmetric = asym;
+        lead[n] = "rmsnorm_quantize", out[n++] = d;
+        d.op = BQ_GATED_QUANTIZE;
+        lead[n] = "silu_mul_quantize", out[n++] = d;
+        d.activation = BQ_GELU_TANH;
+        lead[n] = "gelu_tanh_mul_quantize", out[n++] = d;
+      }
+  }
+  return n;
+}
+
+Test(desc, ue8m0_refused_for_linear_and_fused) {
+  bq_desc ds[64];
+  const char *lead[64];
+  size_t n = other_ops(ds, lead);
+  cr_assert_eq(n, 3 * (4 + 12));
+  for (size_t i = 0; i < n; i++) {
+    char ctx[64], needle[64];
+    snprintf(ctx, sizeof ctx, "[%s #%zu]", lead[i], i);
+    expect_desc_valid(&ds[i], ctx);
+    bq_desc d = ds[i];
+    d.scale_type = BQ_UE8M0;
+    ue8m0_needle(needle, sizeof needle);
+    /* the linear layers: INVALID_ARGUMENT (their scale-type rule); the fused producers:
+       NOT_SUPPORTED, "not offered", as for FP8 storage there */
+    const int fused = d.op == BQ_RMSNORM_QUANTIZE || d.op == BQ_GATED_QUANTIZE;
+    expect_desc_status(&d, fused ? BQ_ERROR_NOT_SUPPORTED : BQ_ERROR_INVALID_ARGUMENT, lead[i], needle, ctx);
+    check_names_ue8m0(ctx);
+  }
+}
+
+Test(desc, pow2_scales_refused_outside_dynamic_quantize) {
+  const int vals[] = {1, 2, -1};
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_ALL, F_AFFINE, ITS4[k]);
+    for (size_t i = 0; i < n; i++)
+      for (size_t v = 0; v < NELEM(vals); v++) {
+        bq_desc d = c[i].d;
+        d.pow2_scales = vals[v];
+        char needle[64];
+        snprintf(needle, sizeof needle, "desc.pow2_scales (%d)", vals[v]);
+        /* led by the op's name (the plan's, or the op's alone as desc.activation's) */
+        expect_desc_invalid(&d, op_str(d.op), needle, c[i].ctx);
+      }
+  }
+  bq_desc ds[64];
+  const char *lead[64];
+  size_t n = other_ops(ds, lead);
+  for (size_t i = 0; i < n; i++)
+    for (size_t v = 0; v < NELEM(vals); v++) {
+      char ctx[64], needle[64];
+      snprintf(ctx, sizeof ctx, "[%s #%zu]", lead[i], i);
+      bq_desc d = ds[i];
+      d.pow2_scales = vals[v];
+      snprintf(needle, sizeof needle, "desc.pow2_scales (%d)", vals[v]);
+      expect_desc_invalid(&d, NULL, needle, ctx); /* (the op's name or the plan's leads) */
+    }
+  /* the weight sums too */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_LINEAR_WEIGHT_SUMS;
+  expect_desc_valid(&d, "[weight sums]");
+  d.pow2_scales = 1;
+  expect_desc_invalid(&d, "linear_weight_sums: ", "desc.pow2_scales (1)", "[weight sums]");
+}
+
+Test(desc, pow2_scales_is_0_or_1) {
+  const int bad[] = {2, -1, 3, INT_MAX, INT_MIN};
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_ALL, F_DYNAMIC, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type, BQ_UE8M0};
+      for (size_t s = 0; s < NELEM(sts); s++) {
+        bq_desc d = c[i].d;
+        d.scale_type = sts[s];
+        d.pow2_scales = 1;
+        expect_desc_valid(&d, c[i].ctx);
+        for (size_t b = 0; b < NELEM(bad); b++) {
+          d.pow2_scales = bad[b];
+          char prefix[128], needle[64];
+          prefix_of(&c[i], prefix, sizeof prefix);
+          snprintf(needle, sizeof needle, "desc.pow2_scales (%d)", bad[b]);
+          expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+        }
+      }
+    }
+  }
+}
+
+/* normalized: scale_type UE8M0 kept (device arrays), dynamic UE8M0 sets pow2_scales
+   (asked 0 or 1), pow2_scales kept otherwise; a normalized desc is accepted again
+   unchanged, with the same SKU */
+Test(desc, ue8m0_and_pow2_normalized_descs_round_trip) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_ALL, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      int dyn = is_dyn(&c[i].d), host = c[i].d.granularity == BQ_PER_TENSOR && !dyn;
+      const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type, BQ_UE8M0};
+      for (size_t s = 0; s < NELEM(sts); s++)
+        for (int p2 = 0; p2 < (dyn ? 2 : 1); p2++) {
+          if (sts[s] == BQ_UE8M0 && host) continue;
+          bq_desc in = c[i].d, out, again;
+          in.scale_type = sts[s];
+          in.pow2_scales = p2;
+          char name[96], name2[96], sku[256], sku2[256];
+          cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+          cr_assert_str_eq(name, c[i].name);
+          if (sts[s] == BQ_UE8M0) cr_assert_eq(out.scale_type, BQ_UE8M0, "%s", c[i].ctx);
+          int want_p2 = dyn && (p2 || sts[s] == BQ_UE8M0);
+          cr_assert_eq(out.pow2_scales, want_p2, "%s scale_type %d pow2 %d: normalized pow2_scales %d", c[i].ctx,
+                       (int)sts[s], p2, out.pow2_scales);
+          cr_assert_eq(bq__normalize(&out, &again, name2, sizeof name2), BQ_SUCCESS, "%s: normalized desc refused: %s",
+                       c[i].ctx, bq_last_error());
+          cr_assert(!memcmp(&out, &again, sizeof out), "%s: normalizing twice changed the desc", c[i].ctx);
+          cr_assert_str_eq(name2, name);
+          expect_desc_valid(&out, c[i].ctx);
+          cr_assert_eq(bq_sku(&in, 90, sku, sizeof sku), BQ_SUCCESS);
+          cr_assert_eq(bq_sku(&out, 90, sku2, sizeof sku2), BQ_SUCCESS);
+          cr_assert_str_eq(sku, sku2, "%s", c[i].ctx);
+          checked++;
+        }
+    }
+  }
+  cr_assert(checked > 1000, "%zu", checked);
+}
+
+/* SKUs: one per normalized desc, distinct; ".pow2" exactly for dynamic plans with pow2
+   scales (UE8M0 ones included), "scale_ue8m0" exactly for UE8M0 scales; UE8M0 with
+   pow2_scales 0 or 1 is the same kernel */
+Test(desc, ue8m0_and_pow2_skus) {
+  enum { CAP = 8 * 1024 };
+  static char skus[CAP][256];
+  size_t n = 0;
+  const int targets[] = {80, 90};
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t m = it_combos(c, G_ALL, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < m; i++) {
+      int dyn = is_dyn(&c[i].d), host = c[i].d.granularity == BQ_PER_TENSOR && !dyn;
+      const bq_dtype sts[] = {BQ_F32, c[i].d.float_type, BQ_UE8M0};
+      for (size_t s = 0; s < NELEM(sts); s++)
+        for (int p2 = 0; p2 < (dyn ? 2 : 1); p2++)
+          for (size_t t = 0; t < NELEM(targets); t++) {
+            if (s == 1 && c[i].d.float_type == BQ_F32) continue; /* the same kernel */
+            if (host && s > 0) continue;                         /* host scalar */
+            if (sts[s] == BQ_UE8M0 && p2) continue;              /* implied: checked below */
+            bq_desc d = c[i].d;
+            d.scale_type = sts[s];
+            d.pow2_scales = p2;
+            bq_status st = bq_sku(&d, targets[t], skus[n], sizeof skus[n]);
+            cr_assert_eq(st, BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+            const char *sku = skus[n];
+            int want_p2 = dyn && (p2 || sts[s] == BQ_UE8M0);
+            cr_assert_eq(strstr(sku, ".pow2.") != NULL, want_p2, "%s pow2 %d: %s", c[i].ctx, p2, sku);
+            cr_assert_eq(strstr(sku, "scale_ue8m0") != NULL, sts[s] == BQ_UE8M0, "%s: %s", c[i].ctx, sku);
+            if (sts[s] == BQ_UE8M0 && dyn) {
+              char again[256];
+              d.pow2_scales = 1;
+              cr_assert_eq(bq_sku(&d, targets[t], again, sizeof again), BQ_SUCCESS);
+              cr_assert_str_eq(again, sku, "%s", c[i].ctx);
+            }
+            n++;
+            cr_assert(n < CAP);
+          }
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      cr_assert(strcmp(skus[i], skus[j]), "two kernels share the SKU %s", skus[i]);
+  /* the example of the manual */
+  bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
+  d.int_type = BQ_E4M3;
+  d.scale_type = BQ_UE8M0;
+  char sku[256];
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "dynamic_quantize.fwd.per_token.bf16.e4m3.scale_ue8m0."), "%s", sku);
+  cr_assert(strstr(sku, ".sym.pow2.sm_90"), "%s", sku);
+}
+
+/* args.amax_bound: 0 is none; symmetric dynamic plans take a bound that is finite and > 0
+   in C (f32 for f32, f16, bf16 data: one RNE conversion; f64 for f64); asymmetric dynamic
+   plans and every other op refuse any nonzero bound, naming it */
+Test(args, amax_bound) {
+  const double always_bad[] = {-1.0, -DBL_MIN, NAN, -NAN, INFINITY, -INFINITY};
+  /* f32 edges: FLT_MAX is finite; 2^128 - 2^103 rounds (tie, to even) to inf; 2^-150
+     rounds to 0; just above it to 2^-149 */
+  const double f32_ok[] = {1.0, 448.0, 1e-30, 70000.0, (double)FLT_MAX, 0x1.fffffefffffffp127, 0x1.0000000000001p-150,
+                           (double)FLT_TRUE_MIN};
+  const double f32_bad[] = {0x1.ffffffp127, 1e39, DBL_MAX, 0x1p-150, 1e-50, DBL_TRUE_MIN};
+  const double f64_ok[] = {1.0, 1e39, DBL_MAX, 1e-50, DBL_TRUE_MIN, 0x1p-150};
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_ALL, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      bq_args a = base_args(c[i].d.granularity);
+      if (ITS4[k] == BQ_E4M3 || ITS4[k] == BQ_E5M2) a.zero_point = 0, a.zero_points = NULL;
+      a.amax_bound = 0.0;
+      expect_args_ok(&c[i], &a, 0, "no bound");
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.amax_bound (");
+      int sym_dyn = is_dyn(&c[i].d) && !c[i].d.asymmetric;
+      if (!sym_dyn) {
+        const double any[] = {1.0, 1e-30, 0x1p-150, -1.0, NAN, INFINITY};
+        for (size_t b = 0; b < NELEM(any); b++) {
+          a.amax_bound = any[b];
+          expect_args_invalid(&c[i], &a, needle);
+        }
+        checked++;
+        continue;
+      }
+      int f64 = c[i].d.float_type == BQ_F64;
+      for (size_t b = 0; b < NELEM(always_bad); b++) {
+        a.amax_bound = always_bad[b];
+        expect_args_invalid(&c[i], &a, needle);
+      }
+      const double *ok = f64 ? f64_ok : f32_ok;
+      size_t nok = f64 ? NELEM(f64_ok) : NELEM(f32_ok);
+      for (size_t b = 0; b < nok; b++) {
+        a.amax_bound = ok[b];
+        char what[64];
+        snprintf(what, sizeof what, "bound %a", ok[b]);
+        expect_args_ok(&c[i], &a, 0, what);
+      }
+      if (!f64)
+        for (size_t b = 0; b < NELEM(f32_bad); b++) {
+          a.amax_bound = f32_bad[b];
+          expect_args_invalid(&c[i], &a, needle);
+        }
+      checked++;
+    }
+  }
+  cr_assert_eq(checked, 2 * (96 + 24) + 2 * (96 + 12), "%zu", checked);
+}
+
+/* pow2 and UE8M0 dynamic plans take the same arguments as the others; a bound with them */
+Test(args, pow2_and_ue8m0_dynamic_base_arguments_are_valid) {
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_ALL, F_DYNAMIC, ITS4[k]);
+    for (size_t i = 0; i < n; i++)
+      for (int s = 0; s < 2; s++) {
+        combo cc = c[i];
+        cc.d.pow2_scales = 1;
+        if (s) cc.d.scale_type = BQ_UE8M0;
+        bq_args a = base_args(cc.d.granularity);
+        expect_args_ok(&cc, &a, 0, "base");
+        if (!cc.d.asymmetric) {
+          a.amax_bound = 3.5;
+          expect_args_ok(&cc, &a, 0, "bound");
+        }
+      }
+  }
+}

@@ -877,3 +877,19 @@ Test(fused_args, residual_in_place_needs_x_stride) {
     expect_ok(&d, &a, 0, "in place, same stride");
   }
 }
+
+/* args.amax_bound belongs to dynamic quantize: a fused producer refuses any nonzero bound,
+   naming it */
+Test(fused_args, amax_bound_refused) {
+  const double bad[] = {1.0, 1e-30, 448.0, -1.0, NAN, INFINITY};
+  for (int i = 0; i < NSHAPES; i++) {
+    bq_desc d = shape_of(i);
+    bq_args a = fargs(&d);
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+      a.amax_bound = bad[b];
+      expect_invalid(&d, &a, "args.amax_bound (");
+    }
+    a.amax_bound = 0.0;
+    expect_ok(&d, &a, 0, "no bound");
+  }
+}

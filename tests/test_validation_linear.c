@@ -753,3 +753,19 @@ Test(linear_args, precision_guarantee) {
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "f64"));
   cr_assert(strstr(bq_plan_precision_guarantee(&plan), "CPU reference of docs/numerics.md"));
 }
+
+/* args.amax_bound belongs to dynamic quantize: a linear layer refuses any nonzero bound,
+   naming it (its activations' amax is not bounded) */
+Test(linear_args, amax_bound_refused) {
+  const double bad[] = {1.0, 1e-30, 448.0, -1.0, NAN, INFINITY};
+  for (int i = 0; i < NKINDS; i++) {
+    bq_desc d = kinds(i);
+    bq_args a = base(&d);
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+      a.amax_bound = bad[b];
+      expect_invalid(&d, &a, "args.amax_bound (");
+    }
+    a.amax_bound = 0.0;
+    expect_ok(&d, &a, "no bound");
+  }
+}
