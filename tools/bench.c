@@ -716,6 +716,21 @@ done:
 static row_result *g_rows;
 static int g_nrows;
 
+/* A new zeroed row at the end of g_rows, named and sized; NULL (after fail()) when out of memory. */
+static row_result *new_row(const char *name, size_t copy_bytes) {
+  row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
+  if (!grown) {
+    fail("out of host memory");
+    return NULL;
+  }
+  g_rows = grown;
+  row_result *r = &g_rows[g_nrows++];
+  memset(r, 0, sizeof *r);
+  copy_str(r->name, sizeof r->name, name);
+  r->copy_bytes = copy_bytes;
+  return r;
+}
+
 static bench_case *expand_cases(int *count) {
   bench_case *out = NULL;
   int n = 0, cap = 0;
@@ -795,16 +810,9 @@ static void run_cases(void) {
   }
   for (int i = 0; i < n; i++) {
     if (!want[i]) continue;
-    row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
-    if (!grown) {
-      fail("out of host memory");
-      break;
-    }
-    g_rows = grown;
-    row_result *r = &g_rows[g_nrows++];
-    memset(r, 0, sizeof *r);
-    case_name(&cases[i], r->name, sizeof r->name);
-    r->copy_bytes = case_copy_bytes(&cases[i]);
+    case_name(&cases[i], name, sizeof name);
+    row_result *r = new_row(name, case_copy_bytes(&cases[i]));
+    if (!r) break;
     const copy_result *cp = get_copy(r->copy_bytes);
     case_runner run = cases[i].runner ? cases[i].runner : run_quant_case;
     if (run(&cases[i], r) == 0) {
@@ -960,16 +968,8 @@ static void run_linear(void) {
              "ratio = weight GB/s / copy GB/s at the weight's size ==\n", G.reps);
       printf("%-64s %11s %8s %9s %9s %6s\n", "case", "time_us", "TOPS", "wGB/s", "copy_GB/s", "ratio");
     }
-    row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
-    if (!grown) {
-      fail("out of host memory");
-      return;
-    }
-    g_rows = grown;
-    row_result *r = &g_rows[g_nrows++];
-    memset(r, 0, sizeof *r);
-    copy_str(r->name, sizeof r->name, name);
-    r->copy_bytes = wbytes;
+    row_result *r = new_row(name, wbytes);
+    if (!r) return;
     int rc = run_linear_case(c, r);
     if (strstr(r->sku, "+wgmma")) { /* an sm_90 device, unless BARACUDA_QUANT_WGMMA=0 */
       size_t l = strlen(r->name);
@@ -1174,16 +1174,8 @@ static void run_fused(void) {
       printf("%-64s %11s %9s %9s %6s %10s %10s\n", "case", "time_us", "GB/s", "copy_GB/s", "ratio", "ref_us",
              "-ref_us");
     }
-    row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
-    if (!grown) {
-      fail("out of host memory");
-      return;
-    }
-    g_rows = grown;
-    row_result *r = &g_rows[g_nrows++];
-    memset(r, 0, sizeof *r);
-    copy_str(r->name, sizeof r->name, name);
-    r->copy_bytes = cb;
+    row_result *r = new_row(name, cb);
+    if (!r) return;
     int ok = run_fused_case(c, r) == 0;
     if (ok) {
       r->ok = 1;
