@@ -5705,10 +5705,10 @@ BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name
    against the hardware instruction. Set it before selecting plans, from one thread. */
 static int bq__fp8_soft;
 
-/* The rest of bq__normalize for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2): quantize,
-   dequantize and fake quantize in either direction, and dynamic quantize; symmetric, with
-   no q-range (qmin and qmax stay 0). */
-BQ__FN bq_status bq__normalize_fp8(bq_desc *d, const bq_desc *in, const char *name) {
+/* bq__normalize's own rules for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2), where the
+   integer types' q-range rules stand: quantize, dequantize and fake quantize in either
+   direction, and dynamic quantize; symmetric, with no q-range (qmin and qmax stay 0). */
+BQ__FN bq_status bq__normalize_fp8(const bq_desc *d, const char *name) {
   const char *t = bq__dtype_name(d->int_type);
   if (bq__is_linear(d->op) || bq__is_fused(d->op))
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.int_type (%s) is not offered for %s: FP8 storage serves "
@@ -5719,24 +5719,6 @@ BQ__FN bq_status bq__normalize_fp8(bq_desc *d, const bq_desc *in, const char *na
   if (d->asymmetric != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: %s storage is symmetric (no "
                     "zero points)", name, d->asymmetric, t);
-  if (d->device < 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
-  if (d->out_type != BQ_DTYPE_DEFAULT)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
-                    (int)d->out_type, bq__dtype_name(d->out_type));
-  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-  bq_status st = bq__scale_rules(d, in, name);
-  if (st) return st;
-  if (d->op == BQ_DYNAMIC_QUANTIZE) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
-                      name);
-    if (d->granularity == BQ_PER_CHANNEL)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for dynamic "
-                      "quantize: use per_token, per_group or per_tensor", name);
-  } else if (d->granularity == BQ_PER_TENSOR) {
-    d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
-  }
   return BQ_SUCCESS;
 }
 
@@ -5834,21 +5816,26 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16", name,
                     (int)d->float_type, bq__dtype_name(d->float_type));
   if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_S8;
-  if (bq__is_fp8(d->int_type)) return bq__normalize_fp8(d, in, name);
-  if (d->int_type != BQ_S8 && d->int_type != BQ_U8)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8, BQ_U8, BQ_E4M3 or BQ_E5M2",
-                    name, (int)d->int_type, bq__dtype_name(d->int_type));
-  int lo = d->int_type == BQ_S8 ? -128 : 0, hi = d->int_type == BQ_S8 ? 127 : 255;
-  if (d->qmin == 0 && d->qmax == 0) { d->qmin = lo; d->qmax = hi; }
-  if (d->qmin < lo || d->qmin > hi)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) is outside %s [%d, %d]", name,
-                    d->qmin, bq__dtype_name(d->int_type), lo, hi);
-  if (d->qmax < lo || d->qmax > hi)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) is outside %s [%d, %d]", name,
-                    d->qmax, bq__dtype_name(d->int_type), lo, hi);
-  if (d->qmax < d->qmin)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) < desc.qmin (%d)", name, d->qmax,
-                    d->qmin);
+  const int fp8 = bq__is_fp8(d->int_type);
+  if (fp8) {
+    bq_status st = bq__normalize_fp8(d, name);
+    if (st) return st;
+  } else {
+    if (d->int_type != BQ_S8 && d->int_type != BQ_U8)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8, BQ_U8, BQ_E4M3 or "
+                      "BQ_E5M2", name, (int)d->int_type, bq__dtype_name(d->int_type));
+    int lo = d->int_type == BQ_S8 ? -128 : 0, hi = d->int_type == BQ_S8 ? 127 : 255;
+    if (d->qmin == 0 && d->qmax == 0) { d->qmin = lo; d->qmax = hi; }
+    if (d->qmin < lo || d->qmin > hi)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) is outside %s [%d, %d]", name,
+                      d->qmin, bq__dtype_name(d->int_type), lo, hi);
+    if (d->qmax < lo || d->qmax > hi)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) is outside %s [%d, %d]", name,
+                      d->qmax, bq__dtype_name(d->int_type), lo, hi);
+    if (d->qmax < d->qmin)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) < desc.qmin (%d)", name, d->qmax,
+                      d->qmin);
+  }
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   if (bq__is_linear(d->op)) {
@@ -5916,7 +5903,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     if (d->asymmetric != 0 && d->asymmetric != 1)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name,
                       d->asymmetric);
-    if (!d->asymmetric && d->qmax <= 0)
+    if (!d->asymmetric && d->qmax <= 0 && !fp8) /* (FP8 has no q-range) */
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                       "%s: desc.qmax (%d) must be > 0 for symmetric dynamic quantize", name, d->qmax);
     if (d->asymmetric && d->qmax == d->qmin)
