@@ -798,6 +798,11 @@ struct bq_qp {
 #ifndef BQ_POW2
 #define BQ_POW2 0
 #endif
+#if BQ_FP8
+#define BQ_SYM_MAX BQ_F8_MAX
+#else
+#define BQ_SYM_MAX BQ_QMAX
+#endif
 // The smallest power of two >= s (s >= 0, or inf, which stays): s itself, or s with its
 // mantissa cleared and its exponent raised (past the largest finite: inf). Subnormals are
 // taken up into the normal range first and down after, both exact; 0 gives the smallest
@@ -835,14 +840,8 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {
   const bq_c sc = bq_scale_to_c(q.stored);
   bq_i64 z = (bq_i64)BQ_QMIN - bq_round(bq_div(r.a, sc));
   q.zp = (int)(z < BQ_QMIN ? BQ_QMIN : (z > BQ_QMAX ? BQ_QMAX : z));
-#elif BQ_FP8
-  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_F8_MAX);
-  if (BQ_POW2) s = bq_pow2_up(s);
-  q.stored = bq_scale_from_c(s);
-  const bq_c sc = bq_scale_to_c(q.stored);
-  q.zp = 0;
-#else
-  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_QMAX);
+#else // symmetric: amax over the type's largest value (FP8's largest finite, or qmax)
+  bq_c s = r.a == (bq_c)0 ? (bq_c)1 : bq_div(r.a, (bq_c)BQ_SYM_MAX);
   if (BQ_POW2) s = bq_pow2_up(s);
   q.stored = bq_scale_from_c(s);
   const bq_c sc = bq_scale_to_c(q.stored);
