@@ -452,6 +452,12 @@ static __device__ __forceinline__ bq_c bq_f8_quotient(bq_c x, const bq_scale &s)
 static __device__ __forceinline__ int bq_quantize_f8(bq_c x, const bq_scale &s) {
   return bq_f8_of_c(bq_f8_quotient(x, s));
 }
+#if BQ_FT != BQ_TYPE_F64
+// the same where the caller knows s.plain
+static __device__ __forceinline__ int bq_quantize_f8_plain(float x, const bq_scale &s) {
+  return bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s));
+}
+#endif
 static __device__ __forceinline__ int bq_quantize_int(bq_c x, const bq_scale &s, const bq_zp &) {
   return bq_quantize_f8(x, s);
 }
@@ -459,7 +465,7 @@ static __device__ __forceinline__ int bq_quantize_bounded(bq_c x, const bq_scale
 #if BQ_FT == BQ_TYPE_F64
   return bq_quantize_f8(x, s);
 #else
-  return bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s)); // the caller knows s.plain
+  return bq_quantize_f8_plain(x, s); // the caller knows s.plain
 #endif
 }
 static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, const bq_zp &) {
@@ -468,15 +474,15 @@ static __device__ __forceinline__ int bq_quantize(bq_c x, const bq_scale &s, con
 #if BQ_FT != BQ_TYPE_F64
 // the forms whose callers know s.plain
 static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s) {
-  return bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s));
+  return bq_quantize_f8_plain(x, s);
 }
 template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int) {
-  return bq_f8_of_f32(bq_f8_quotient_f32<true>(v, s));
+  return bq_quantize_f8_plain(v, s);
 }
 template <bool GUARD, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int, bq_i (&y)[N]) {
 #pragma unroll
-  for (int j = 0; j < N; j++) y[j] = (bq_i)bq_f8_of_f32(bq_f8_quotient_f32<true>(bq_to_c(x[j]), s));
+  for (int j = 0; j < N; j++) y[j] = (bq_i)bq_quantize_f8_plain(bq_to_c(x[j]), s);
 }
 #endif
 // dequantize: C(q) * C(s), one rounding
@@ -491,7 +497,7 @@ static __device__ __forceinline__ bq_c bq_fake_quantize_near(bq_c x, const bq_sc
 #if BQ_FT == BQ_TYPE_F64
   return bq_fake_quantize(x, s, z);
 #else
-  return bq_dequantize(bq_f8_of_f32(bq_f8_quotient_f32<true>(x, s)), s.s, z); // s.plain
+  return bq_dequantize(bq_quantize_f8_plain(x, s), s.s, z); // s.plain
 #endif
 }
 // STE mask: |C(x) / C(s)| <= max, 0 for NaN
