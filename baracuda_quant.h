@@ -56,9 +56,12 @@
      software on sm_80); dequantize y = T(C(q) * C(s)); backward mask |x / s| <= max;
      dynamic s = amax / max. Not for linear layers or fused producers.
      Scale arrays (scale_type): BQ_F32 (the default), T, or BQ_UE8M0: a byte e meaning
-     2^(e - 127), 255 NaN (not for a static per-tensor scale, a host double). Dynamic
-     quantize: desc.pow2_scales = 1 rounds each scale up to a power of two (implied by
-     UE8M0, whose exponent is clamped to [-127, 127]; inf and NaN store 255);
+     2^(e - 127), 255 NaN (not for a static per-tensor scale, a host double); per group
+     also BQ_UE8M0X4, the same bytes four to an int32 along the group axis (group g in
+     bits 8 (g % 4) of word g / 4; no zero points; dynamic quantize writes a row's unused
+     bytes as 0). Dynamic quantize: desc.pow2_scales = 1 rounds each scale up to a power
+     of two (implied by UE8M0, whose exponent is clamped to [-127, 127]; inf and NaN
+     store 255);
      args.amax_bound (symmetric; 0 = none) caps each segment's max |x| at C(amax_bound).
      Granularity (which scale and zero point an element uses; 0 = per tensor):
        BQ_PER_TENSOR   numel elements; args.scale (host double, converted once to C) and
@@ -68,8 +71,18 @@
                        along args.axis (negative counts from the end); scales[shape[axis]].
        BQ_PER_TOKEN    [rows, cols] with x_row_stride / y_row_stride (elements, 0 = cols;
                        x and dx use x's, y and dy use y's); scales[rows].
-       BQ_PER_GROUP    [rows, cols], cols % group_size == 0; scale of element (r, c) at
-                       r * group_row_stride + c / group_size (0 = cols / group_size).
+       BQ_PER_GROUP    [rows, cols], cols % group_size == 0; element (r, c) takes scale
+                       [r][c / group_size] at r * group_row_stride + c / group_size
+                       (0 = cols / group_size); with desc.scale_layout
+                       BQ_SCALES_MN_MAJOR, [c / group_size][r] at
+                       (c / group_size) * group_row_stride + r (0 = rows rounded up to
+                       a multiple of 4: the layout TMA-fed FP8 GEMMs read). BQ_UE8M0X4
+                       counts group_row_stride in int32 words (row-major: 0 = the row's
+                       groups / 4 rounded up).
+       BQ_PER_BLOCK    [rows, cols] (row strides as per token) in B x B tiles, B =
+                       group_size; rows and cols need not be multiples of B. Element
+                       (r, c) takes scale (r / B) * group_row_stride + c / B (0 = cols / B
+                       rounded up).
      Scale arrays are device arrays of scale_type (BQ_F32, the default, or T); zero points
      are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
@@ -249,7 +262,9 @@ typedef enum bq_dtype {
   BQ_S8, BQ_U8,                    /* integer storage types I */
   BQ_S32,
   BQ_E4M3, BQ_E5M2,                /* FP8 storage types I (OCP E4M3FN, E5M2) */
-  BQ_UE8M0                         /* scale_type: a power of two, its biased exponent in a byte */
+  BQ_UE8M0,                        /* scale_type: a power of two, its biased exponent in a byte */
+  BQ_UE8M0X4                       /* scale_type, per group: four UE8M0 bytes packed in an int32 along
+                                      the group axis (group g in bits 8 (g % 4) of word g / 4) */
 } bq_dtype;
 
 typedef enum bq_op {
@@ -279,8 +294,17 @@ typedef enum bq_granularity {
   BQ_PER_TENSOR = 1, /* one scale, one zero point: host scalars (args.scale, args.zero_point) */
   BQ_PER_CHANNEL = 2, /* dense tensor of rank 1..8; scales[shape[axis]] */
   BQ_PER_TOKEN = 3,   /* [rows, cols] with row strides; scales[rows] */
-  BQ_PER_GROUP = 4    /* [rows, cols], cols % group_size == 0; scales[rows][cols / group_size] */
+  BQ_PER_GROUP = 4,   /* [rows, cols], cols % group_size == 0; scales[rows][cols / group_size] */
+  BQ_PER_BLOCK = 5    /* [rows, cols] in B x B tiles, B = group_size (edge tiles may be partial);
+                         scales[ceil(rows / B)][ceil(cols / B)] */
 } bq_granularity;
+
+/* desc.scale_layout: where per-group scales (and zero points) live */
+typedef enum bq_scale_layout {
+  BQ_SCALES_ROW_MAJOR = 0, /* scales[r][g]: r * group_row_stride + g (the default) */
+  BQ_SCALES_MN_MAJOR = 1   /* scales[g][r]: g * group_row_stride + r, group_row_stride 0 meaning
+                              rows rounded up to a multiple of 4 (16-byte columns for f32) */
+} bq_scale_layout;
 
 /* desc.device: the calling thread's current context (else device 0's primary context), or
    device n's primary context whatever is current */
@@ -304,7 +328,8 @@ typedef struct bq_desc {
                                   (SmoothQuantLinear: out_type or float_type required) */
   bq_activation activation;    /* BQ_GATED_QUANTIZE: BQ_SILU (default) or BQ_GELU_TANH */
   int pow2_scales;             /* dynamic quantize: 1 rounds each scale up to a power of two
-                                  (implied by scale_type BQ_UE8M0) */
+                                  (implied by scale_type BQ_UE8M0 or BQ_UE8M0X4) */
+  bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -325,9 +350,12 @@ typedef struct bq_args {
      0 means cols. x_row_stride applies to x and dx, y_row_stride to y and dy. */
   int64_t rows, cols;
   int64_t x_row_stride, y_row_stride;
-  int64_t group_size;          /* per group */
-  int64_t group_row_stride;    /* per group: elements between rows of scales and zero
-                                  points; 0 means cols / group_size */
+  int64_t group_size;          /* per group: G; per block: B */
+  int64_t group_row_stride;    /* per group and per block: the scales' (and zero points')
+                                  leading dimension, in elements (int32 words for BQ_UE8M0X4):
+                                  between rows of scales (row-major; 0 means the groups or
+                                  blocks a row holds) or between groups (MN-major; 0 means
+                                  rows rounded up to a multiple of 4) */
   /* quantization parameters */
   double scale;                /* per tensor: finite and > 0, converted once to C */
   int32_t zero_point;          /* per tensor */
@@ -962,10 +990,10 @@ BQ__FN const bq__nvrtc_api *bq__nvrtc_get(void) {
 /* BEGIN EMBEDDED KERNELS: generated by tools/embed_kernels.py from kernels_src/, do not edit */
 static const char bq__src_affine_cu[] =
   "// affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for\n"
-  "// every granularity: per tensor, per channel, per token and per group.\n"
+  "// every granularity: per tensor, per channel, per token, per group and per block.\n"
   "// Prelude defines (besides common.cuh's), in the names of the public enums: BQ_OP\n"
   "// (BQ_OP_QUANTIZE, BQ_OP_DEQUANTIZE, BQ_OP_FAKE_QUANTIZE), BQ_DIR (BQ_DIR_FORWARD,\n"
-  "// BQ_DIR_BACKWARD), BQ_GRAN (BQ_GRAN_TENSOR, _CHANNEL, _TOKEN, _GROUP); BQ_U, BQ_GA, BQ_FR\n"
+  "// BQ_DIR_BACKWARD), BQ_GRAN (BQ_GRAN_TENSOR, _CHANNEL, _TOKEN, _GROUP, _BLOCK); BQ_U, BQ_GA, BQ_FR\n"
   "// and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and bq_affine_narrow's\n"
   "// accesses per lane.\n"
   "//\n"
@@ -1032,7 +1060,7 @@ static const char bq__src_affine_cu[] =
   "  bq_i64 tiles, tpw, chunks;            // warp tiles per row; per item; items per row\n"
   "  bq_i64 group;                         // channel: inner size; group: G\n"
   "  bq_i64 gmod;                          // channel: number of channels\n"
-  "  bq_i64 grs;                           // group: row stride of scales / zero points\n"
+  "  bq_i64 grs;                           // group, block: the scales' leading dimension (bq_pbase)\n"
   "  bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)\n"
   "  double scale;                         // per tensor: the scale, already a C value\n"
   "  bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0\n"
@@ -1053,7 +1081,7 @@ static const char bq__src_affine_cu[] =
   "static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,\n"
   "                                                  bool *fix) {\n"
   "#if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "  if (fix) return (bq_out)bq_quantize_int(bq_to_c(a), s, z); // the tile checked z.iok\n"
   "#endif\n"
   "  return (bq_out)bq_quantize(bq_to_c(a), s, z);\n"
@@ -1077,6 +1105,16 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "// The parameter row of data row r: r itself, per block r / B (B = p.group)\n"
+  "static __device__ __forceinline__ bq_i64 bq_prow(const bq_affine_params &p, bq_i64 r) {\n"
+  "#if BQ_GRAN == BQ_GRAN_BLOCK\n"
+  "  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)r, p.fd_group) : bq_div64(r, p.group);\n"
+  "#else\n"
+  "  (void)p;\n"
+  "  return r;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
   "// Where an element's scale and zero point come from: per tensor, the parameters; per\n"
   "// token, the row; per channel and per group, an index that walks along the row. `at`\n"
   "// positions the walker on element k of row r (one division per access, none per\n"
@@ -1088,8 +1126,8 @@ static const char bq__src_affine_cu[] =
   "  bq_zp z;\n"
   "};\n"
   "static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
-  "  bq_i64 i = q.base + q.g;\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
+  "  bq_i64 i = bq_pat(q.base, q.g, p.grs);\n"
   "  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));\n"
   "  q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;\n"
   "  q.z = bq_zp_of(q.zp);\n"
@@ -1113,13 +1151,13 @@ static const char bq__src_affine_cu[] =
   "  g -= m * p.gmod;\n"
   "  q.base = 0;\n"
   "#else\n"
-  "  q.base = r * p.grs;\n"
+  "  q.base = bq_pbase(bq_prow(p, r), p.grs);\n"
   "#endif\n"
   "  q.g = g;\n"
   "  bq_qp_load(q, p);\n"
   "#endif\n"
   "}\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "// The next parameter block's scale and zero point (per channel, the channel after the last\n"
   "// is the first)\n"
   "static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_affine_params &p) {\n"
@@ -1131,7 +1169,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "  if (++q.rem == p.group) {\n"
   "    q.rem = 0;\n"
   "    bq_qp_next_block(q, p);\n"
@@ -1215,7 +1253,7 @@ static const char bq__src_affine_cu[] =
   "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  const bq_i64 i = r + b; // b == 0\n"
   "#else\n"
-  "  const bq_i64 i = r * p.grs + b;\n"
+  "  const bq_i64 i = bq_pat(bq_pbase(bq_prow(p, r), p.grs), b, p.grs);\n"
   "#endif\n"
   "  bq_prep q;\n"
   "  q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));\n"
@@ -1305,7 +1343,7 @@ static const char bq__src_affine_cu[] =
   "template <bool TWO>\n"
   "static __device__ __forceinline__ void bq_lookup_prep(const bq_affine_params &p, bq_i64 r, bq_i64 pro, bq_i64 nacc,\n"
   "                                                      bq_i64 a0, bq_qparams (&qs)[BQ_U], unsigned &redo) {\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "#pragma unroll\n"
   "  for (int u = 0; u < BQ_U; u++) {\n"
   "    if (a0 + u * 32 >= nacc) continue;\n"
@@ -1330,7 +1368,7 @@ static const char bq__src_affine_cu[] =
   "  for (int u = 0; u < BQ_U; u++) {\n"
   "    const bq_i64 acc = a0 + u * 32;\n"
   "    if (acc < nacc && !(redo >> u & 1)) {\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "      const bq_qparams &q = qs[u];\n"
   "#else\n"
   "      const bq_qparams &q = qt;\n"
@@ -1338,7 +1376,7 @@ static const char bq__src_affine_cu[] =
   "      bq_piece<bq_out> y;\n"
   "      bool fix = false;\n"
   "      bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "      if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters\n"
   "        bq_qparams q2 = q;\n"
   "        bq_qp_next_block(q2, p);\n"
@@ -1572,7 +1610,7 @@ static const char bq__src_affine_cu[] =
   "#else\n"
   "      bq_qparams qs[BQ_U]; // per channel and per group: each access's parameters\n"
   "      bq_lookup_prep<TWO>(p, r, pro, nacc, a0, qs, redo);\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "      const bq_qparams &qt = qs[0]; // (unread: each access has its own)\n"
   "#endif\n"
   "      bq_lookup_tile<TWO>(p, r, a, b, out, pro, nacc, w_out, a0, qt, qs, redo);\n"
@@ -1584,7 +1622,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "\n"
   "extern \"C\" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
-  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "extern \"C\" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
   "#endif\n"
   "\n"
@@ -2023,7 +2061,8 @@ static const char bq__src_common_cuh[] =
   "//   BQ_FT   float type T: BQ_TYPE_F32, BQ_TYPE_F64, BQ_TYPE_F16 or BQ_TYPE_BF16\n"
   "//   BQ_IT   storage type I: BQ_TYPE_S8, BQ_TYPE_U8, or FP8: BQ_TYPE_E4M3, BQ_TYPE_E5M2\n"
   "//   BQ_QMIN, BQ_QMAX   the q-range (integer types; 0 and 0 for FP8)\n"
-  "//   BQ_ST   scale array element type: BQ_TYPE_F32 or T\n"
+  "//   BQ_ST   scale array element type: BQ_TYPE_F32, T or BQ_TYPE_UE8M0\n"
+  "//   BQ_SL   the per-group scales' layout: BQ_SL_ROWS, BQ_SL_MN or BQ_SL_MN_X4 (bq_pbase)\n"
   "// Numerics: docs/numerics.md in the repository. Every rounding is explicit\n"
   "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
   "\n"
@@ -2032,6 +2071,42 @@ static const char bq__src_common_cuh[] =
   "typedef unsigned int bq_u32;\n"
   "typedef long long bq_i64;\n"
   "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "// Per group and per block, scales (and zero points) form a matrix of parameter rows (a row\n"
+  "// of data per group; per block, B rows) by blocks along the row. Its layout, BQ_SL:\n"
+  "//   BQ_SL_ROWS   [prow][b] at prow ld + b (packed UE8M0 rows too: the host gives ld in bytes)\n"
+  "//   BQ_SL_MN     [b][prow] at b ld + prow\n"
+  "//   BQ_SL_MN_X4  UE8M0 bytes packed four to a word along b, words MN-major: byte\n"
+  "//                (b / 4) ld + 4 prow + b % 4, ld in bytes\n"
+  "//   BQ_SL_ROWS_X4  packed, row-major: BQ_SL_ROWS's bytes (dynamic quantize zeroes a row's\n"
+  "//                bytes past its last group)\n"
+  "// bq_pbase gives a parameter row's part of the index, bq_pat adds block b's.\n"
+  "#define BQ_SL_ROWS 0\n"
+  "#define BQ_SL_MN 1\n"
+  "#define BQ_SL_MN_X4 2\n"
+  "#define BQ_SL_ROWS_X4 3\n"
+  "#define BQ_GROUPED (BQ_GRAN == BQ_GRAN_GROUP || BQ_GRAN == BQ_GRAN_BLOCK)\n"
+  "static __device__ __forceinline__ bq_i64 bq_pbase(bq_i64 prow, bq_i64 ld) {\n"
+  "#if BQ_SL == BQ_SL_ROWS || BQ_SL == BQ_SL_ROWS_X4\n"
+  "  return prow * ld;\n"
+  "#elif BQ_SL == BQ_SL_MN\n"
+  "  (void)ld;\n"
+  "  return prow;\n"
+  "#else\n"
+  "  (void)ld;\n"
+  "  return 4 * prow;\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_i64 bq_pat(bq_i64 base, bq_i64 b, bq_i64 ld) {\n"
+  "#if BQ_SL == BQ_SL_ROWS || BQ_SL == BQ_SL_ROWS_X4\n"
+  "  (void)ld;\n"
+  "  return base + b;\n"
+  "#elif BQ_SL == BQ_SL_MN\n"
+  "  return b * ld + base;\n"
+  "#else\n"
+  "  return (b >> 2) * ld + base + (b & 3);\n"
+  "#endif\n"
+  "}\n"
   "\n"
   "#if BQ_FT == BQ_TYPE_F64\n"
   "typedef double bq_c; // compute type C\n"
@@ -2928,7 +3003,8 @@ static const char bq__src_dynamic_cu[] =
   "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
   "// from the data, then the data quantized with exactly the stored scale.\n"
   "// Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric\n"
-  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;\n"
+  "// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN, BQ_GRAN_GROUP or\n"
+  "// BQ_GRAN_BLOCK;\n"
   "// BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).\n"
   "//\n"
   "// Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns\n"
@@ -2940,7 +3016,7 @@ static const char bq__src_dynamic_cu[] =
   "// from registers: one read of DRAM. Longer rows are read twice. Per group: when a group\n"
   "// is a power-of-two number of accesses (up to 128) and rows start 16-byte aligned, the\n"
   "// lanes holding a group reduce it with shuffles: one read. Other group shapes run each\n"
-  "// group as a row of its own.\n"
+  "// group as a row of its own. Per block: a thread block a B x B tile (bq_dynamic_tiles).\n"
   "// Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;\n"
   "// bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.\n"
   "// The reduction, the scale it gives and the quantize of a chunk are common.cuh's (\"dynamic\n"
@@ -2955,7 +3031,7 @@ static const char bq__src_dynamic_cu[] =
   "struct bq_dynamic_params {\n"
   "  bq_u64 x, y, scales, zps, partial;\n"
   "  bq_i64 rows, cols, xs, ys;\n"
-  "  bq_i64 group, ngroups, grs; // per group\n"
+  "  bq_i64 group, ngroups, grs; // per group (per block: B, blocks a row); grs as bq_pbase's ld\n"
   "  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector\n"
   "  double bound;                           // args.amax_bound (0: none)\n"
   "};\n"
@@ -2964,6 +3040,16 @@ static const char bq__src_dynamic_cu[] =
   "  ((bq_s *)p.scales)[i] = q.stored;\n"
   "#if BQ_ASYM\n"
   "  ((int *)p.zps)[i] = q.zp;\n"
+  "#endif\n"
+  "}\n"
+  "// Group g of row r's parameters, in the scales' layout; packed scales get the bytes after a\n"
+  "// row's last group, to its word's end, written 0.\n"
+  "static __device__ __forceinline__ void bq_write_group(const bq_dynamic_params &p, bq_i64 r, bq_i64 g, bq_qp q) {\n"
+  "  const bq_i64 base = bq_pbase(r, p.grs);\n"
+  "  bq_write_params(p, bq_pat(base, g, p.grs), q);\n"
+  "#if BQ_SL == BQ_SL_MN_X4 || BQ_SL == BQ_SL_ROWS_X4\n"
+  "  if (g == p.ngroups - 1)\n"
+  "    for (bq_i64 j = g + 1; j & 3; j++) ((bq_u8 *)p.scales)[bq_pat(base, j, p.grs)] = 0;\n"
   "#endif\n"
   "}\n"
   "\n"
@@ -2999,7 +3085,7 @@ static const char bq__src_dynamic_cu[] =
   "\n"
   "template <int CPT>\n"
   "static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
-  "                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {\n"
+  "                                                  bq_i64 n, bq_i64 r, bq_i64 g, int lane, int tpr, bq_red *red_smem) {\n"
   "  const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);\n"
   "  const int w_out = bq_width(y + pro);\n"
   "  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;\n"
@@ -3024,7 +3110,11 @@ static const char bq__src_dynamic_cu[] =
   "  if (has_t) bq_red_add(r, et);\n"
   "  r = bq_red_team(r, tpr, red_smem);\n"
   "  const bq_qp q = bq_params_of(r, (bq_c)p.bound);\n"
-  "  if (lane == 0) bq_write_params(p, pidx, q);\n"
+  "#if BQ_GRAN == BQ_GRAN_GROUP\n"
+  "  if (lane == 0) bq_write_group(p, r, g, q); // group g of row r\n"
+  "#else\n"
+  "  if (lane == 0) bq_write_params(p, r, q); // row r\n"
+  "#endif\n"
   "  if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);\n"
   "  if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);\n"
   "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
@@ -3069,7 +3159,7 @@ static const char bq__src_dynamic_cu[] =
   "    red = bq_red_lanes(red, gl);\n"
   "    if (ok) {\n"
   "      const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
-  "      if (sub == 0) bq_write_params(p, r * p.grs + g, q);\n"
+  "      if (sub == 0) bq_write_group(p, r, g, q);\n"
   "#pragma unroll\n"
   "      for (int u = 0; u < BQ_DU; u++) {\n"
   "        if (u < ga) {\n"
@@ -3083,7 +3173,75 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
+  "#if BQ_GRAN == BQ_GRAN_BLOCK\n"
+  "// Per block: a thread block of BQ_TILE_THREADS a B x B tile (p.group; fewer rows or columns\n"
+  "// at the matrix's edges; the host bounds B so that a tile's indices fit 32 bits), striding\n"
+  "// over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses\n"
+  "// (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a\n"
+  "// time each in registers: a tile that fits is read from DRAM once, a larger one again (from\n"
+  "// L2) for the quantize pass. Other tiles go element by element, read twice.\n"
+  "#define BQ_TILE_THREADS 256\n"
+  "#define BQ_TILE_CPT 8\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];\n"
+  "  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;\n"
+  "  const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;\n"
+  "  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {\n"
+  "    const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;\n"
+  "    const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);\n"
+  "    const bq_t *x = (const bq_t *)p.x + r0 * p.xs + c0;\n"
+  "    bq_i *y = (bq_i *)p.y + r0 * p.ys + c0;\n"
+  "    bq_red red = bq_red_init();\n"
+  "    if (p.fast_groups && nc % BQ_VEC == 0) {\n"
+  "      const bq_u32 apr = nc / BQ_VEC, n = nr * apr; // accesses a row, and the tile's\n"
+  "      bq_xchunk a[BQ_TILE_CPT];\n"
+  "      for (bq_u32 b0 = 0; b0 < n; b0 += batch) {\n"
+  "#pragma unroll\n"
+  "        for (int k = 0; k < BQ_TILE_CPT; k++) {\n"
+  "          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;\n"
+  "          if (i < n) bq_load(a[k], x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16);\n"
+  "        }\n"
+  "#pragma unroll\n"
+  "        for (int k = 0; k < BQ_TILE_CPT; k++)\n"
+  "          if (b0 + tid + k * BQ_TILE_THREADS < n) bq_reduce_chunk(a[k], red);\n"
+  "      }\n"
+  "      red = bq_red_team(red, BQ_TILE_THREADS, red_smem);\n"
+  "      const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
+  "      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);\n"
+  "      for (bq_u32 b0 = 0; b0 < n; b0 += batch) {\n"
+  "#pragma unroll\n"
+  "        for (int k = 0; k < BQ_TILE_CPT; k++) {\n"
+  "          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;\n"
+  "          if (i < n && n > batch) bq_load(a[k], x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16); // else still in a\n"
+  "        }\n"
+  "#pragma unroll\n"
+  "        for (int k = 0; k < BQ_TILE_CPT; k++) {\n"
+  "          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;\n"
+  "          if (i < n) {\n"
+  "            bq_qchunk o;\n"
+  "            bq_quantize_chunk(a[k], o, q);\n"
+  "            bq_i *yp = y + rr * p.ys + (i - rr * apr) * BQ_VEC;\n"
+  "            bq_store(yp, o, bq_width(yp));\n"
+  "          }\n"
+  "        }\n"
+  "      }\n"
+  "    } else {\n"
+  "      const bq_u32 n = nr * nc;\n"
+  "      for (bq_u32 i = tid; i < n; i += BQ_TILE_THREADS) {\n"
+  "        const bq_u32 rr = i / nc;\n"
+  "        bq_red_add(red, bq_to_c(x[rr * p.xs + (i - rr * nc)]));\n"
+  "      }\n"
+  "      red = bq_red_team(red, BQ_TILE_THREADS, red_smem);\n"
+  "      const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
+  "      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);\n"
+  "      for (bq_u32 i = tid; i < n; i += BQ_TILE_THREADS) {\n"
+  "        const bq_u32 rr = i / nc, cc = i - rr * nc;\n"
+  "        y[rr * p.ys + cc] = (bq_i)bq_quantize_int(bq_to_c(x[rr * p.xs + cc]), q.s, q.z);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#elif BQ_GRAN != BQ_GRAN_TENSOR\n"
   "// Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp\n"
   "// teams, eight.\n"
   "template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {\n"
@@ -3091,7 +3249,7 @@ static const char bq__src_dynamic_cu[] =
   "  const int lane = threadIdx.x & (tpr - 1);\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
-  "    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);\n"
+  "    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, 0, lane, tpr, red_smem);\n"
   "#else\n"
   "  if (p.fast_groups) {\n"
   "    for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
@@ -3101,7 +3259,7 @@ static const char bq__src_dynamic_cu[] =
   "    for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {\n"
   "      const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;\n"
   "      bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,\n"
-  "                      p.group, r * p.grs + g, lane, tpr, red_smem);\n"
+  "                      p.group, r, g, lane, tpr, red_smem);\n"
   "    }\n"
   "  }\n"
   "#endif\n"
@@ -5587,7 +5745,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
-  X(GRAN, GROUP, BQ_PER_GROUP)                                                                     \
+  X(GRAN, GROUP, BQ_PER_GROUP) X(GRAN, BLOCK, BQ_PER_BLOCK)                                        \
   X(TYPE, F32, BQ_F32) X(TYPE, F64, BQ_F64) X(TYPE, F16, BQ_F16) X(TYPE, BF16, BQ_BF16)            \
   X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)                                        \
   X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2) X(TYPE, UE8M0, BQ_UE8M0)
@@ -5620,6 +5778,7 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
   case BQ_E4M3: return "e4m3";
   case BQ_E5M2: return "e5m2";
   case BQ_UE8M0: return "ue8m0";
+  case BQ_UE8M0X4: return "ue8m0x4";
   case BQ_DTYPE_DEFAULT: return "default";
   default: return "invalid";
   }
@@ -5627,7 +5786,7 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
 BQ__FN int bq__dtype_size(bq_dtype t) {
   switch (t) {
   case BQ_F64: return 8;
-  case BQ_F32: case BQ_S32: return 4;
+  case BQ_F32: case BQ_S32: case BQ_UE8M0X4: return 4;
   case BQ_F16: case BQ_BF16: return 2;
   case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: case BQ_UE8M0: return 1;
   default: return 0;
@@ -5650,7 +5809,7 @@ BQ__FN const char *bq__op_name(bq_op op) {
   }
 }
 /* The index of a (resolved) granularity in the families' kernel lists: per tensor 0 to per
-   group 3. */
+   block 4. */
 BQ__FN int bq__gran_code(bq_granularity g) { return (int)g - (int)BQ_PER_TENSOR; }
 BQ__FN const char *bq__gran_name(bq_granularity g) {
   switch (g) {
@@ -5659,6 +5818,7 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
   case BQ_PER_CHANNEL: return "per_channel";
   case BQ_PER_TOKEN: return "per_token";
   case BQ_PER_GROUP: return "per_group";
+  case BQ_PER_BLOCK: return "per_block";
   default: return "per_unknown";
   }
 }
@@ -5686,22 +5846,34 @@ BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
            d->direction == BQ_BACKWARD ? "_backward" : "");
 }
 
-/* The scale-type and power-of-two rules of quantize, dequantize, fake quantize and dynamic
-   quantize (d->scale_type defaulted already): scale arrays are BQ_F32, the float type or
-   BQ_UE8M0 (device arrays only: a static per-tensor scale is a host double); dynamic
-   quantize may round its scales up to powers of two (pow2_scales, implied by UE8M0). */
+/* The scale-type, layout and power-of-two rules of quantize, dequantize, fake quantize and
+   dynamic quantize (d->scale_type defaulted already): scale arrays are BQ_F32, the float
+   type or BQ_UE8M0 (device arrays only: a static per-tensor scale is a host double), and per
+   group BQ_UE8M0X4 (no zero points); per-group scales may be MN-major; dynamic quantize may
+   round its scales up to powers of two (pow2_scales, implied by UE8M0). */
 BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name) {
-  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32 or "
-                    "BQ_UE8M0", name, (int)in->scale_type, bq__dtype_name(d->scale_type), bq__dtype_name(d->float_type));
+  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0 &&
+      d->scale_type != BQ_UE8M0X4)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32, "
+                    "BQ_UE8M0 or BQ_UE8M0X4", name, (int)in->scale_type, bq__dtype_name(d->scale_type),
+                    bq__dtype_name(d->float_type));
   if (d->scale_type == BQ_UE8M0 && d->granularity == BQ_PER_TENSOR && d->op != BQ_DYNAMIC_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0) names a device array's type: a static "
                     "per-tensor scale is the host double args.scale", name);
+  if (d->scale_type == BQ_UE8M0X4 && d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity "
+                    "must be BQ_PER_GROUP", name);
+  if (d->scale_type == BQ_UE8M0X4 && d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) needs zero points, which packed scales "
+                    "(desc.scale_type ue8m0x4) do not carry", name);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d, MN-major) applies to per-group scales only",
+                    name, (int)d->scale_layout);
   if (d->pow2_scales != 0 && d->pow2_scales != 1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 or 1", name, d->pow2_scales);
   if (d->pow2_scales && d->op != BQ_DYNAMIC_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (1) applies to dynamic quantize only", name);
-  if (d->op == BQ_DYNAMIC_QUANTIZE && d->scale_type == BQ_UE8M0) d->pow2_scales = 1;
+  if (d->op == BQ_DYNAMIC_QUANTIZE && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)) d->pow2_scales = 1;
   return BQ_SUCCESS;
 }
 
@@ -5744,9 +5916,15 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (d->op == BQ_GATED_QUANTIZE && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
                     (int)d->activation);
-  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_GROUP)
+  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
                     bq__op_name(d->op), (int)d->granularity);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
+                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && (bq__is_linear(d->op) || bq__is_fused(d->op)))
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
+                    "fake quantize and dynamic quantize only", bq__op_name(d->op));
   if (d->op == BQ_QUANTIZED_LINEAR && d->granularity == BQ_PER_TENSOR)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
                     "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
@@ -5874,8 +6052,12 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-  if (bq__is_fused(d->op) && d->scale_type == BQ_UE8M0)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (ue8m0) is not offered for fused producers", name);
+  if (bq__is_fused(d->op) && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4))
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (%s) is not offered for fused producers", name,
+                    bq__dtype_name(d->scale_type));
+  if (bq__is_fused(d->op) && d->granularity == BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_block) is not offered for fused producers: "
+                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
   bq_status st = bq__scale_rules(d, in, name);
   if (st) return st;
   if (bq__is_fused(d->op)) {
@@ -5936,7 +6118,7 @@ typedef struct bq__family {
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
-  const char *kernels[4][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
+  const char *kernels[5][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
                                               family's enum (NULL where the source has none) */
 } bq__family;
 
@@ -5973,24 +6155,39 @@ typedef struct bq__view {
   int64_t group, gmod, grs, ngroups;
 } bq__view;
 
-/* Per group, [rows, cols]: args.group_size divides cols; the scales' row stride
-   (group_row_stride, 0: cols / group_size) holds a row's groups and fits. */
-BQ__FN bq_status bq__group_shape(const char *n, const bq_args *a, int64_t rows, int64_t *group, int64_t *ngroups,
-                                 int64_t *grs) {
+/* Per group, [rows, cols]: args.group_size divides cols; per block, B = args.group_size
+   tiles it, edge tiles partial. The scales' leading dimension (group_row_stride; 0: the
+   layout's own) holds a row of groups or blocks (row-major) or the rows (MN-major), and the
+   array fits. *grs is the kernels' form of it: bytes for BQ_UE8M0X4 (common.cuh's bq_pbase). */
+BQ__FN bq_status bq__group_shape(const char *n, const bq_desc *d, const bq_args *a, int64_t rows, int64_t *group,
+                                 int64_t *ngroups, int64_t *grs) {
+  const int block = d->granularity == BQ_PER_BLOCK, mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+  const int x4 = d->scale_type == BQ_UE8M0X4;
   if (a->group_size < 1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be >= 1", n, (long long)a->group_size);
-  if (a->cols % a->group_size)
+  if (!block && a->cols % a->group_size)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) does not divide args.cols (%lld)", n,
                     (long long)a->group_size, (long long)a->cols);
-  const int64_t ng = a->cols / a->group_size, rs = a->group_row_stride ? a->group_row_stride : ng;
-  if (rs < ng)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than cols / group_size (%lld)",
-                    n, (long long)a->group_row_stride, (long long)ng);
-  if (rows && rs > BQ__MAX_ELEMS / rows)
+  if (a->group_row_stride < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is negative", n,
+                    (long long)a->group_row_stride);
+  const int64_t B = a->group_size, ng = block ? a->cols / B + (a->cols % B != 0) : a->cols / B;
+  const int64_t srows = block ? rows / B + (rows % B != 0) : rows; /* rows of scales */
+  /* the leading dimension's least value and default, and how many of it the array spans */
+  int64_t need, def, count;
+  if (mn) need = srows, def = (srows + 3) / 4 * 4, count = x4 ? (ng + 3) / 4 : ng;
+  else need = def = x4 ? (ng + 3) / 4 : ng, count = srows;
+  const int64_t rs = a->group_row_stride ? a->group_row_stride : def;
+  if (rs < need)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is smaller than %s (%lld)", n,
+                    (long long)a->group_row_stride,
+                    mn ? "args.rows" : block ? "cols / group_size rounded up" : x4 ? "the row's int32 words of packed "
+                    "scales" : "cols / group_size", (long long)need);
+  if (count && rs > BQ__MAX_ELEMS / 4 / count)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)rs);
-  *group = a->group_size;
+  *group = B;
   *ngroups = ng;
-  *grs = rs;
+  *grs = x4 ? 4 * rs : rs;
   return BQ_SUCCESS;
 }
 
@@ -6035,7 +6232,8 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
     break;
   }
   case BQ_PER_TOKEN:
-  case BQ_PER_GROUP: {
+  case BQ_PER_GROUP:
+  case BQ_PER_BLOCK: {
     if (a->rows < 0 || a->rows > BQ__MAX_ELEMS)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) is negative or too large", n, (long long)a->rows);
     if (a->cols < 0 || a->cols > BQ__MAX_ELEMS)
@@ -6053,8 +6251,8 @@ BQ__FN bq_status bq__view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times the row stride is too large", n,
                       (long long)a->rows);
     v->numel = v->rows * v->cols;
-    if (d->granularity == BQ_PER_GROUP) {
-      bq_status st = bq__group_shape(n, a, v->rows, &v->group, &v->ngroups, &v->grs);
+    if (d->granularity == BQ_PER_GROUP || d->granularity == BQ_PER_BLOCK) {
+      bq_status st = bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
       if (st) return st;
     }
     break;
@@ -6329,7 +6527,9 @@ static const bq__affine_row bq__affine_table[] = {
 /* a normalized affine desc's row (the table's order is its key's) */
 BQ__FN const bq__affine_row *bq__affine_row_of(const bq_desc *d) {
   int t = d->float_type == BQ_F64 ? 1 : d->float_type == BQ_F16 ? 2 : d->float_type == BQ_BF16 ? 3 : 0;
-  int i = ((((int)d->op - BQ_QUANTIZE) * 2 + (d->direction == BQ_BACKWARD)) * 4 + bq__gran_code(d->granularity)) * 4 + t;
+  /* per block is per group along a row (the block's row of scales aside): per group's row */
+  int g = bq__gran_code(d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : d->granularity);
+  int i = ((((int)d->op - BQ_QUANTIZE) * 2 + (d->direction == BQ_BACKWARD)) * 4 + g) * 4 + t;
   return &bq__affine_table[i];
 }
 /* elements per 16-byte access of the widest stream, always the float one: affine.cu's BQ_P */
@@ -6368,6 +6568,9 @@ BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) is not a finite positive f32", p->name,
                       a->scale);
   }
+  if (d->scale_type == BQ_UE8M0X4 && a->zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: packed scales (ue8m0x4) carry "
+                    "no zero points", p->name, (const void *)a->zero_points);
   if (bq__is_fp8(d->int_type) && (d->granularity == BQ_PER_TENSOR ? a->zero_point != 0 : a->zero_points != NULL))
     return d->granularity == BQ_PER_TENSOR
                ? bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: %s storage is symmetric",
@@ -6451,6 +6654,7 @@ BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64
   k->chunks = ipr;
   k->fast32 = 1;
   k->fd_chunks = bq__make_fastdiv((uint32_t)ipr);
+  k->fd_group = bq__make_fastdiv((uint32_t)g); /* per block: a row's row of blocks (affine.cu's bq_prow) */
   k->fd_parts = bq__make_fastdiv((uint32_t)parts);
   k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
   return 1;
@@ -6458,7 +6662,7 @@ BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64
 BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t ga = bq__affine_ga(d), g = bq__affine_block_len(d, k, v);
-  if (!ga || bq__affine_straddles(p, k, v, g)) return 0;
+  if (!ga || bq__affine_straddles(p, k, v, g) || v->cols % g) return 0; /* (per block: a partial last block) */
   return bq__affine_blocks_fill(k, v, g, g / p->vec, ga);
 }
 
@@ -6475,7 +6679,7 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
 BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t na = bq__affine_na(d), g = bq__affine_block_len(d, k, v);
-  if (!na || g < 64) return 0;
+  if (!na || g < 64 || v->cols % g) return 0; /* (per block: a partial last block) */
   if (d->direction == BQ_BACKWARD && d->granularity != BQ_PER_TOKEN && !bq__affine_straddles(p, k, v, g)) return 0;
   return bq__affine_blocks_fill(k, v, g, g, na);
 }
@@ -6492,6 +6696,8 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   int tok = d->granularity == BQ_PER_TOKEN; /* per token: a group a row */
   int64_t fr = bq__affine_fr(d), g = bq__affine_block_len(d, k, v), n = v->rows * v->cols;
   if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
+  /* parameters at flat index e / G: row-major per-group scales (packed ones are their bytes) */
+  if (d->granularity == BQ_PER_BLOCK || d->scale_layout == BQ_SCALES_MN_MAJOR) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;
   if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols ||
                       (has_in1 && k->in1_stride != v->cols) || (!tok && k->grs != v->cols / g)))
@@ -6603,7 +6809,8 @@ static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
   bq__no_workspace, bq__affine_run,
-  {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1)}};
+  {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
+   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}}};
 
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
 /* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
@@ -6617,7 +6824,9 @@ typedef struct bq__dynamic_params {
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
-/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels). */
+#define BQ__DYN_MAX_BLOCK 32768
+/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels);
+   per block's one, bq_dynamic_tiles, is at BQ__DYN_ROW. */
 enum {
   BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
   BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
@@ -6660,8 +6869,10 @@ static const bq__dynamic_row bq__dynamic_table[] = {
 #define BQ__DYNAMIC_ROWS ((int)(sizeof bq__dynamic_table / sizeof bq__dynamic_table[0]))
 /* a normalized dynamic desc's row (bq__normalize refuses per channel) */
 BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
+  /* per block (bq_dynamic_tiles, whose sizes are its own) keeps per group's row */
+  const bq_granularity g = d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : d->granularity;
   for (int i = 0; i < BQ__DYNAMIC_ROWS; i++)
-    if (bq__dynamic_table[i].gran == d->granularity && bq__dynamic_table[i].ft == d->float_type)
+    if (bq__dynamic_table[i].gran == g && bq__dynamic_table[i].ft == d->float_type)
       return &bq__dynamic_table[i];
   return &bq__dynamic_table[0];
 }
@@ -6682,6 +6893,9 @@ BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
   if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
   if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
+  if (d->granularity == BQ_PER_BLOCK && v.group > BQ__DYN_MAX_BLOCK) /* a tile's indices fit 32 bits */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest block "
+                    "dynamic quantize offers", p->name, (long long)v.group, BQ__DYN_MAX_BLOCK);
   return BQ_SUCCESS;
 }
 
@@ -6738,6 +6952,13 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     if (!st) st = bq__launch(p, BQ__DYN_APPLY, k.nblocks, 1, row->block, 0, &k, stream);
     return st;
   }
+  if (d->granularity == BQ_PER_BLOCK) {
+    /* a thread block a tile (striding past the grid's limit); vector accesses where every
+       row starts 16-byte aligned and a block is whole accesses */
+    int64_t tiles = (v.rows + v.group - 1) / v.group * v.ngroups;
+    k.fast_groups = v.group % p->vec == 0 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
+    return bq__launch(p, BQ__DYN_ROW, bq__grid(tiles, 1), 1, 256, 0, &k, stream);
+  }
   int64_t chunks, segs;
   if (d->granularity == BQ_PER_TOKEN) {
     chunks = (v.cols + p->vec - 1) / p->vec;
@@ -6767,7 +6988,8 @@ static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run,
-  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"}}};
+  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
+   {"bq_dynamic_tiles"}}};
 
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
 /* Mirrors struct bq_fused_params in kernels_src/fused.cu. */
@@ -6837,7 +7059,7 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
                     (long long)a->rows);
   bq_status st;
-  if (d->granularity == BQ_PER_GROUP && (st = bq__group_shape(n, a, v->rows, &v->group, &v->ngroups, &v->grs)))
+  if (d->granularity == BQ_PER_GROUP && (st = bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs)))
     return st;
   const int c64 = d->float_type == BQ_F64; /* scalars are used in C: f64, or rounded to f32 */
   if (d->granularity == BQ_PER_TENSOR &&
@@ -7320,10 +7542,10 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   char range[40] = ""; /* FP8 has no q-range; its test hook's software conversion is named */
   if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
   else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s%s.scale_%s.%s.%s", bq__op_label(d),
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s%s.scale_%s%s.%s.%s", bq__op_label(d),
            d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
            bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
-           bq__dtype_name(d->scale_type), variant, tn);
+           d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
   size_t i = 0; /* the file name: the SKU with [ ] , made safe */
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
     k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
@@ -7341,9 +7563,14 @@ BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
                 "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
                 bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), k->target.arch_a);
   else
+    /* packed UE8M0 scales are UE8M0 bytes to the kernels, which address them by layout:
+       common.cuh's BQ_SL */
     bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-                "#define BQ_ST %s\n%s", bq__spec("TYPE", d->float_type), bq__spec("TYPE", d->int_type), d->qmin,
-                d->qmax, bq__spec("TYPE", d->scale_type),
+                "#define BQ_ST %s\n#define BQ_SL %d\n%s", bq__spec("TYPE", d->float_type),
+                bq__spec("TYPE", d->int_type), d->qmin, d->qmax,
+                bq__spec("TYPE", d->scale_type == BQ_UE8M0X4 ? BQ_UE8M0 : d->scale_type),
+                d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
+                                            : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
                 bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
   bq__family_of(d)->prelude(d, s);
 }
@@ -7506,7 +7733,7 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
 
 /* ---- SKUs back to descriptors, and every kernel, for tools --------------------------- */
 BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_UE8M0; i++)
+  for (int i = BQ_F32; i <= BQ_UE8M0X4; i++)
     if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
   return 0;
 }
@@ -7516,7 +7743,7 @@ BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
    with f32 activation scales and other weight scales comes back as QuantizedLinear (whose
    SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token. */
 BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq__target *t) {
-  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
   char buf[256], *tok[16];
   int n = 0, ok = 0;
   bq_desc d;
@@ -7563,15 +7790,17 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     if (!strcmp(tok[0], "rmsnorm_quantize")) d.op = BQ_RMSNORM_QUANTIZE;
     if (!strcmp(tok[0], "silu_mul_quantize")) d.op = BQ_GATED_QUANTIZE, d.activation = BQ_SILU;
     if (!strcmp(tok[0], "gelu_tanh_mul_quantize")) d.op = BQ_GATED_QUANTIZE, d.activation = BQ_GELU_TANH;
-    for (int g = 0; g < 4; g++)
+    for (int g = 0; g < 5; g++)
       if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
+    const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
+    if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
     if (n == 11 && d.op == BQ_DYNAMIC_QUANTIZE && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
     ok = ok && d.op && (n == 10) == (d.op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d.op)) &&
          (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
          bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&
          sscanf(tok[5], "q[%d,%d]%c", &d.qmin, &d.qmax, &tail) == 2 && !strncmp(tok[6], "scale_", 6) &&
-         bq__dtype_from_name(tok[6] + 6, &d.scale_type) &&
+         bq__dtype_from_name(tok[6] + (mn ? 9 : 6), &d.scale_type) &&
          (n == 9 || !strcmp(tok[8], "sym") || !strcmp(tok[8], "asym") || !strcmp(tok[8], "static"));
     d.direction = !strcmp(tok[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
     d.asymmetric = n == 10 && !strcmp(tok[8], "asym");
@@ -7590,7 +7819,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
    kernels; 8: the fused producers) with each int type's full q-range: one normalized desc per SKU, each naming one
    kernel (warm it with bq__warm_one). Writes at most cap into out; returns how many. */
 BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
-  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
   static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
   const bq__target t = {80, 0, 0}; /* SKUs differ in their target alone across targets */
   int n = 0, nseen = 0, seen_cap = 0;
@@ -7601,10 +7830,11 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
     int lin = fam == 4u;
     for (int act = 0; act < (op == BQ_GATED_QUANTIZE ? 2 : 1); act++)
     for (int dir = 0; dir < 2; dir++)
-      for (int g = 0; g < 4; g++)
+      for (int g = 0; g < 5; g++)
         for (int f = 0; f < 4; f++)
           for (int i = 0; i < 4; i++)
-            for (int s = 0; s < 5; s++)
+            for (int s = 0; s < 6; s++)
+            for (int lay = 0; lay < 2; lay++)
               for (int asym = 0; asym < 2; asym++)
                 for (int pw = 0; pw < (op == BQ_DYNAMIC_QUANTIZE ? 2 : 1); pw++)
                 for (int o = 0; o < (lin ? 4 : 1); o++) {
@@ -7616,7 +7846,8 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
                   in.granularity = grans[g];
                   in.float_type = fts[f];
                   in.int_type = its[i];
-                  in.scale_type = s < 4 ? fts[s] : BQ_UE8M0;
+                  in.scale_type = s < 4 ? fts[s] : s == 4 ? BQ_UE8M0 : BQ_UE8M0X4;
+                  in.scale_layout = (bq_scale_layout)lay;
                   in.pow2_scales = pw;
                   in.asymmetric = asym;
                   if (lin) in.out_type = fts[o];

@@ -1,8 +1,8 @@
 // affine.cu - quantize / dequantize / fake quantize, forward and backward (STE), for
-// every granularity: per tensor, per channel, per token and per group.
+// every granularity: per tensor, per channel, per token, per group and per block.
 // Prelude defines (besides common.cuh's), in the names of the public enums: BQ_OP
 // (BQ_OP_QUANTIZE, BQ_OP_DEQUANTIZE, BQ_OP_FAKE_QUANTIZE), BQ_DIR (BQ_DIR_FORWARD,
-// BQ_DIR_BACKWARD), BQ_GRAN (BQ_GRAN_TENSOR, _CHANNEL, _TOKEN, _GROUP); BQ_U, BQ_GA, BQ_FR
+// BQ_DIR_BACKWARD), BQ_GRAN (BQ_GRAN_TENSOR, _CHANNEL, _TOKEN, _GROUP, _BLOCK); BQ_U, BQ_GA, BQ_FR
 // and BQ_NA, the row kernels', bq_affine_blocks', bq_affine_flat's and bq_affine_narrow's
 // accesses per lane.
 //
@@ -69,7 +69,7 @@ struct bq_affine_params {
   bq_i64 tiles, tpw, chunks;            // warp tiles per row; per item; items per row
   bq_i64 group;                         // channel: inner size; group: G
   bq_i64 gmod;                          // channel: number of channels
-  bq_i64 grs;                           // group: row stride of scales / zero points
+  bq_i64 grs;                           // group, block: the scales' leading dimension (bq_pbase)
   bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)
   double scale;                         // per tensor: the scale, already a C value
   bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0
@@ -90,7 +90,7 @@ struct bq_affine_params {
 static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_scale &s, const bq_zp &z,
                                                   bool *fix) {
 #if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
   if (fix) return (bq_out)bq_quantize_int(bq_to_c(a), s, z); // the tile checked z.iok
 #endif
   return (bq_out)bq_quantize(bq_to_c(a), s, z);
@@ -114,6 +114,16 @@ static __device__ __forceinline__ bq_out bq_apply(bq_in0 a, bq_in1 b, const bq_s
 #endif
 }
 
+// The parameter row of data row r: r itself, per block r / B (B = p.group)
+static __device__ __forceinline__ bq_i64 bq_prow(const bq_affine_params &p, bq_i64 r) {
+#if BQ_GRAN == BQ_GRAN_BLOCK
+  return p.fast32 ? (bq_i64)bq_div_u32((bq_u32)r, p.fd_group) : bq_div64(r, p.group);
+#else
+  (void)p;
+  return r;
+#endif
+}
+
 // Where an element's scale and zero point come from: per tensor, the parameters; per
 // token, the row; per channel and per group, an index that walks along the row. `at`
 // positions the walker on element k of row r (one division per access, none per
@@ -125,8 +135,8 @@ struct bq_qparams {
   bq_zp z;
 };
 static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
-  bq_i64 i = q.base + q.g;
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
+  bq_i64 i = bq_pat(q.base, q.g, p.grs);
   q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));
   q.zp = p.zps ? __ldg((const int *)p.zps + i) : 0;
   q.z = bq_zp_of(q.zp);
@@ -150,13 +160,13 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   g -= m * p.gmod;
   q.base = 0;
 #else
-  q.base = r * p.grs;
+  q.base = bq_pbase(bq_prow(p, r), p.grs);
 #endif
   q.g = g;
   bq_qp_load(q, p);
 #endif
 }
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
 // The next parameter block's scale and zero point (per channel, the channel after the last
 // is the first)
 static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_affine_params &p) {
@@ -168,7 +178,7 @@ static __device__ __forceinline__ void bq_qp_next_block(bq_qparams &q, const bq_
 }
 #endif
 static __device__ __forceinline__ void bq_qp_next(bq_qparams &q, const bq_affine_params &p) {
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
   if (++q.rem == p.group) {
     q.rem = 0;
     bq_qp_next_block(q, p);
@@ -252,7 +262,7 @@ static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, 
 #elif BQ_GRAN == BQ_GRAN_TOKEN
   const bq_i64 i = r + b; // b == 0
 #else
-  const bq_i64 i = r * p.grs + b;
+  const bq_i64 i = bq_pat(bq_pbase(bq_prow(p, r), p.grs), b, p.grs);
 #endif
   bq_prep q;
   q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));
@@ -342,7 +352,7 @@ static __device__ __forceinline__ void bq_row_ends(const bq_affine_params &p, bq
 template <bool TWO>
 static __device__ __forceinline__ void bq_lookup_prep(const bq_affine_params &p, bq_i64 r, bq_i64 pro, bq_i64 nacc,
                                                       bq_i64 a0, bq_qparams (&qs)[BQ_U], unsigned &redo) {
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
 #pragma unroll
   for (int u = 0; u < BQ_U; u++) {
     if (a0 + u * 32 >= nacc) continue;
@@ -367,7 +377,7 @@ static __device__ __forceinline__ void bq_lookup_tile(const bq_affine_params &p,
   for (int u = 0; u < BQ_U; u++) {
     const bq_i64 acc = a0 + u * 32;
     if (acc < nacc && !(redo >> u & 1)) {
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
       const bq_qparams &q = qs[u];
 #else
       const bq_qparams &q = qt;
@@ -375,7 +385,7 @@ static __device__ __forceinline__ void bq_lookup_tile(const bq_affine_params &p,
       bq_piece<bq_out> y;
       bool fix = false;
       bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
       if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
         bq_qparams q2 = q;
         bq_qp_next_block(q2, p);
@@ -609,7 +619,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #else
       bq_qparams qs[BQ_U]; // per channel and per group: each access's parameters
       bq_lookup_prep<TWO>(p, r, pro, nacc, a0, qs, redo);
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
       const bq_qparams &qt = qs[0]; // (unread: each access has its own)
 #endif
       bq_lookup_tile<TWO>(p, r, a, b, out, pro, nacc, w_out, a0, qt, qs, redo);
@@ -621,7 +631,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 }
 
 extern "C" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
-#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
 extern "C" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
 #endif
 

@@ -6,7 +6,8 @@
 //   BQ_FT   float type T: BQ_TYPE_F32, BQ_TYPE_F64, BQ_TYPE_F16 or BQ_TYPE_BF16
 //   BQ_IT   storage type I: BQ_TYPE_S8, BQ_TYPE_U8, or FP8: BQ_TYPE_E4M3, BQ_TYPE_E5M2
 //   BQ_QMIN, BQ_QMAX   the q-range (integer types; 0 and 0 for FP8)
-//   BQ_ST   scale array element type: BQ_TYPE_F32 or T
+//   BQ_ST   scale array element type: BQ_TYPE_F32, T or BQ_TYPE_UE8M0
+//   BQ_SL   the per-group scales' layout: BQ_SL_ROWS, BQ_SL_MN or BQ_SL_MN_X4 (bq_pbase)
 // Numerics: docs/numerics.md in the repository. Every rounding is explicit
 // (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.
 
@@ -15,6 +16,42 @@ typedef unsigned short bq_u16;
 typedef unsigned int bq_u32;
 typedef long long bq_i64;
 typedef unsigned long long bq_u64;
+
+// Per group and per block, scales (and zero points) form a matrix of parameter rows (a row
+// of data per group; per block, B rows) by blocks along the row. Its layout, BQ_SL:
+//   BQ_SL_ROWS   [prow][b] at prow ld + b (packed UE8M0 rows too: the host gives ld in bytes)
+//   BQ_SL_MN     [b][prow] at b ld + prow
+//   BQ_SL_MN_X4  UE8M0 bytes packed four to a word along b, words MN-major: byte
+//                (b / 4) ld + 4 prow + b % 4, ld in bytes
+//   BQ_SL_ROWS_X4  packed, row-major: BQ_SL_ROWS's bytes (dynamic quantize zeroes a row's
+//                bytes past its last group)
+// bq_pbase gives a parameter row's part of the index, bq_pat adds block b's.
+#define BQ_SL_ROWS 0
+#define BQ_SL_MN 1
+#define BQ_SL_MN_X4 2
+#define BQ_SL_ROWS_X4 3
+#define BQ_GROUPED (BQ_GRAN == BQ_GRAN_GROUP || BQ_GRAN == BQ_GRAN_BLOCK)
+static __device__ __forceinline__ bq_i64 bq_pbase(bq_i64 prow, bq_i64 ld) {
+#if BQ_SL == BQ_SL_ROWS || BQ_SL == BQ_SL_ROWS_X4
+  return prow * ld;
+#elif BQ_SL == BQ_SL_MN
+  (void)ld;
+  return prow;
+#else
+  (void)ld;
+  return 4 * prow;
+#endif
+}
+static __device__ __forceinline__ bq_i64 bq_pat(bq_i64 base, bq_i64 b, bq_i64 ld) {
+#if BQ_SL == BQ_SL_ROWS || BQ_SL == BQ_SL_ROWS_X4
+  (void)ld;
+  return base + b;
+#elif BQ_SL == BQ_SL_MN
+  return b * ld + base;
+#else
+  return (b >> 2) * ld + base + (b & 3);
+#endif
+}
 
 #if BQ_FT == BQ_TYPE_F64
 typedef double bq_c; // compute type C

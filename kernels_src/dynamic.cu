@@ -1,7 +1,8 @@
 // dynamic.cu - dynamic quantization: scales (and zero points) computed on the device
 // from the data, then the data quantized with exactly the stored scale.
 // Prelude defines (besides common.cuh's): BQ_ASYM 0 symmetric (max |x|), 1 asymmetric
-// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP;
+// (min/max with a zero point); BQ_GRAN BQ_GRAN_TENSOR, BQ_GRAN_TOKEN, BQ_GRAN_GROUP or
+// BQ_GRAN_BLOCK;
 // BQ_CPT, BQ_BLOCK, BQ_LONG_CPT and BQ_LONG_TEAM, the teams' sizes (below).
 //
 // Input moves in 16-byte accesses of BQ_P elements (after a scalar prologue that aligns
@@ -13,7 +14,7 @@
 // from registers: one read of DRAM. Longer rows are read twice. Per group: when a group
 // is a power-of-two number of accesses (up to 128) and rows start 16-byte aligned, the
 // lanes holding a group reduce it with shuffles: one read. Other group shapes run each
-// group as a row of its own.
+// group as a row of its own. Per block: a thread block a B x B tile (bq_dynamic_tiles).
 // Per tensor: bq_dynamic_reduce writes one partial per block to the workspace;
 // bq_dynamic_apply reduces the partials in a fixed order (deterministic) and quantizes.
 // The reduction, the scale it gives and the quantize of a chunk are common.cuh's ("dynamic
@@ -28,7 +29,7 @@
 struct bq_dynamic_params {
   bq_u64 x, y, scales, zps, partial;
   bq_i64 rows, cols, xs, ys;
-  bq_i64 group, ngroups, grs; // per group
+  bq_i64 group, ngroups, grs; // per group (per block: B, blocks a row); grs as bq_pbase's ld
   int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector
   double bound;                           // args.amax_bound (0: none)
 };
@@ -37,6 +38,16 @@ static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &
   ((bq_s *)p.scales)[i] = q.stored;
 #if BQ_ASYM
   ((int *)p.zps)[i] = q.zp;
+#endif
+}
+// Group g of row r's parameters, in the scales' layout; packed scales get the bytes after a
+// row's last group, to its word's end, written 0.
+static __device__ __forceinline__ void bq_write_group(const bq_dynamic_params &p, bq_i64 r, bq_i64 g, bq_qp q) {
+  const bq_i64 base = bq_pbase(r, p.grs);
+  bq_write_params(p, bq_pat(base, g, p.grs), q);
+#if BQ_SL == BQ_SL_MN_X4 || BQ_SL == BQ_SL_ROWS_X4
+  if (g == p.ngroups - 1)
+    for (bq_i64 j = g + 1; j & 3; j++) ((bq_u8 *)p.scales)[bq_pat(base, j, p.grs)] = 0;
 #endif
 }
 
@@ -72,7 +83,7 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
-                                                  bq_i64 n, bq_i64 pidx, int lane, int tpr, bq_red *red_smem) {
+                                                  bq_i64 n, bq_i64 r, bq_i64 g, int lane, int tpr, bq_red *red_smem) {
   const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
@@ -97,7 +108,11 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   if (has_t) bq_red_add(r, et);
   r = bq_red_team(r, tpr, red_smem);
   const bq_qp q = bq_params_of(r, (bq_c)p.bound);
-  if (lane == 0) bq_write_params(p, pidx, q);
+#if BQ_GRAN == BQ_GRAN_GROUP
+  if (lane == 0) bq_write_group(p, r, g, q); // group g of row r
+#else
+  if (lane == 0) bq_write_params(p, r, q); // row r
+#endif
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
   for (bq_i64 b = 0; b < nch; b += batch) {
@@ -142,7 +157,7 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
     red = bq_red_lanes(red, gl);
     if (ok) {
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-      if (sub == 0) bq_write_params(p, r * p.grs + g, q);
+      if (sub == 0) bq_write_group(p, r, g, q);
 #pragma unroll
       for (int u = 0; u < BQ_DU; u++) {
         if (u < ga) {
@@ -156,7 +171,75 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 }
 #endif
 
-#if BQ_GRAN != BQ_GRAN_TENSOR
+#if BQ_GRAN == BQ_GRAN_BLOCK
+// Per block: a thread block of BQ_TILE_THREADS a B x B tile (p.group; fewer rows or columns
+// at the matrix's edges; the host bounds B so that a tile's indices fit 32 bits), striding
+// over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses
+// (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a
+// time each in registers: a tile that fits is read from DRAM once, a larger one again (from
+// L2) for the quantize pass. Other tiles go element by element, read twice.
+#define BQ_TILE_THREADS 256
+#define BQ_TILE_CPT 8
+extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
+  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
+  const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
+  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;
+    const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);
+    const bq_t *x = (const bq_t *)p.x + r0 * p.xs + c0;
+    bq_i *y = (bq_i *)p.y + r0 * p.ys + c0;
+    bq_red red = bq_red_init();
+    if (p.fast_groups && nc % BQ_VEC == 0) {
+      const bq_u32 apr = nc / BQ_VEC, n = nr * apr; // accesses a row, and the tile's
+      bq_xchunk a[BQ_TILE_CPT];
+      for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
+#pragma unroll
+        for (int k = 0; k < BQ_TILE_CPT; k++) {
+          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;
+          if (i < n) bq_load(a[k], x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16);
+        }
+#pragma unroll
+        for (int k = 0; k < BQ_TILE_CPT; k++)
+          if (b0 + tid + k * BQ_TILE_THREADS < n) bq_reduce_chunk(a[k], red);
+      }
+      red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
+      const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
+      for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
+#pragma unroll
+        for (int k = 0; k < BQ_TILE_CPT; k++) {
+          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;
+          if (i < n && n > batch) bq_load(a[k], x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16); // else still in a
+        }
+#pragma unroll
+        for (int k = 0; k < BQ_TILE_CPT; k++) {
+          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;
+          if (i < n) {
+            bq_qchunk o;
+            bq_quantize_chunk(a[k], o, q);
+            bq_i *yp = y + rr * p.ys + (i - rr * apr) * BQ_VEC;
+            bq_store(yp, o, bq_width(yp));
+          }
+        }
+      }
+    } else {
+      const bq_u32 n = nr * nc;
+      for (bq_u32 i = tid; i < n; i += BQ_TILE_THREADS) {
+        const bq_u32 rr = i / nc;
+        bq_red_add(red, bq_to_c(x[rr * p.xs + (i - rr * nc)]));
+      }
+      red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
+      const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
+      for (bq_u32 i = tid; i < n; i += BQ_TILE_THREADS) {
+        const bq_u32 rr = i / nc, cc = i - rr * nc;
+        y[rr * p.ys + cc] = (bq_i)bq_quantize_int(bq_to_c(x[rr * p.xs + cc]), q.s, q.z);
+      }
+    }
+  }
+}
+#elif BQ_GRAN != BQ_GRAN_TENSOR
 // Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp
 // teams, eight.
 template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const bq_dynamic_params &p, bq_red *red_smem) {
@@ -164,7 +247,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
   const int lane = threadIdx.x & (tpr - 1);
 #if BQ_GRAN == BQ_GRAN_TOKEN
   for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, lane, tpr, red_smem);
+    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, 0, lane, tpr, red_smem);
 #else
   if (p.fast_groups) {
     for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
@@ -174,7 +257,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
     for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {
       const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;
       bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
-                      p.group, r * p.grs + g, lane, tpr, red_smem);
+                      p.group, r, g, lane, tpr, red_smem);
     }
   }
 #endif
