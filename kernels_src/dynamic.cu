@@ -83,7 +83,7 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
-                                                  bq_i64 n, bq_i64 r, bq_i64 g, int lane, int tpr, bq_red *red_smem) {
+                                                  bq_i64 n, bq_i64 row, bq_i64 g, int lane, int tpr, bq_red *red_smem) {
   const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
@@ -109,9 +109,9 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   r = bq_red_team(r, tpr, red_smem);
   const bq_qp q = bq_params_of(r, (bq_c)p.bound);
 #if BQ_GRAN == BQ_GRAN_GROUP
-  if (lane == 0) bq_write_group(p, r, g, q); // group g of row r
+  if (lane == 0) bq_write_group(p, row, g, q); // group g of the row
 #else
-  if (lane == 0) bq_write_params(p, r, q); // row r
+  if (lane == 0) bq_write_params(p, row, q);
 #endif
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
