@@ -172,7 +172,13 @@ static void *fill_part(void *p) {
   const fill_job *j = p;
   uint64_t s = j->seed;
   switch (j->t) {
-  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: case BQ_UE8M0: /* FP8, UE8M0: random codes */
+  case BQ_UE8M0: case BQ_UE8M0X4: { /* scales: powers of two whose span covers [lo, hi] */
+    int elo = (int)floor(log2(j->lo)), ehi = (int)ceil(log2(j->hi));
+    for (size_t i = j->begin; i < j->end; i++)
+      j->host[i] = (unsigned char)(127 + elo + (int)(splitmix64(&s) % (uint64_t)(ehi - elo + 1)));
+    break;
+  }
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* int8, FP8: random codes */
     for (size_t i = j->begin; i < j->end; i += 8) {
       uint64_t r = splitmix64(&s);
       memcpy(j->host + i, &r, j->end - i < 8 ? j->end - i : 8);
@@ -396,7 +402,8 @@ struct bench_case {
                                  be SIZE_256MIB */
   int axis;                   /* per channel */
   int64_t x_pad, y_pad;       /* per token/group: row stride = cols + pad (x and dx; y and dy) */
-  int64_t group_size;         /* per group */
+  int64_t group_size;         /* per group: G; per block: B */
+  bq_scale_layout scale_layout; /* per group: row-major (0) or MN-major */
   unsigned ops, dirs, types;  /* masks: OPM(bq_op), DIRM(bq_direction), TYM(bq_dtype) */
   bq_dtype int_type;          /* 0: s8 */
   bq_dtype scale_type;        /* 0: the float type */
@@ -475,6 +482,20 @@ static const bench_case k_cases[] = {
     /* DeepSeek-style activations: 1x128 groups, power-of-two scales stored as UE8M0 bytes */
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
+    /* the scale layouts TMA-fed FP8 GEMMs read: MN-major f32, and UE8M0 packed four to an
+       int32, MN-major */
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .scale_layout = BQ_SCALES_MN_MAJOR, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .scale_layout = BQ_SCALES_MN_MAJOR, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0X4, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .scale_layout = BQ_SCALES_MN_MAJOR, .ops = OPS_QDQ, .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .scale_layout = BQ_SCALES_MN_MAJOR, .ops = OPS_QDQ, .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0X4, .quick = 1},
+    /* per block: 128 x 128 tiles (DeepSeek-style weights), static at 256 MiB and dynamic,
+       FP8 and int8 */
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_ALL, .dirs = DIRS_ALL, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_QDQ, .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8191}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
@@ -510,7 +531,9 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   if (c->x_pad || c->y_pad)
     snprintf(extra, sizeof extra, "/stride=cols+%lld,cols+%lld", (long long)c->x_pad,
              (long long)c->y_pad);
-  if (c->gran == BQ_PER_GROUP) snprintf(extra, sizeof extra, "/g=%lld", (long long)c->group_size);
+  if (c->gran == BQ_PER_GROUP)
+    snprintf(extra, sizeof extra, "/g=%lld%s", (long long)c->group_size, c->scale_layout ? "/mn" : "");
+  if (c->gran == BQ_PER_BLOCK) snprintf(extra, sizeof extra, "/b=%lld", (long long)c->group_size);
   char q[32] = "";
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
@@ -594,6 +617,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   desc.qmin = c->qmin;
   desc.qmax = c->qmax;
   desc.asymmetric = c->asymmetric;
+  desc.scale_layout = c->scale_layout;
   if (c->gran != BQ_PER_TENSOR || c->op == BQ_DYNAMIC_QUANTIZE) desc.scale_type = S;
   int qlo = c->qmin || c->qmax ? c->qmin : (I == BQ_U8 ? 0 : -128);
   int qhi = c->qmin || c->qmax ? c->qmax : (I == BQ_U8 ? 255 : 127);
@@ -630,8 +654,14 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     if (c->x_pad) a->x_row_stride = cols + c->x_pad;
     if (c->y_pad) a->y_row_stride = cols + c->y_pad;
     if (c->gran == BQ_PER_GROUP) {
+      /* scales of the layout's default leading dimension (packed UE8M0: int32 words) */
+      int64_t ng = cols / c->group_size, x4 = S == BQ_UE8M0X4, lead = x4 ? (ng + 3) / 4 : ng;
       a->group_size = c->group_size;
-      nscales = rows * (cols / c->group_size);
+      nscales = c->scale_layout ? lead * ((rows + 3) / 4 * 4) : rows * lead;
+    } else if (c->gran == BQ_PER_BLOCK) {
+      int64_t b = c->group_size;
+      a->group_size = b;
+      nscales = ((rows + b - 1) / b) * ((cols + b - 1) / b);
     } else {
       nscales = rows;
     }

@@ -423,6 +423,29 @@ def main():
     copy_ref(r)
     del xf
 
+    # ---- FP8 (e4m3) per 128x128 block (DeepSeek-style weights) ----
+    def fp8_block(x):
+        m, k = x.shape
+        t = x.view(m // 128, 128, k // 128, 128)
+        amax = t.abs().amax(dim=(1, 3), keepdim=True).float()
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        q = (t.float() / s).clamp(-448.0, 448.0).to(fp8)
+        return q.view(m, k), s.view(m // 128, k // 128)
+    code_blk = ("per 128x128 block: amax, s = amax / 448 (1 where 0), "
+                "q = (x.float() / s).clamp(-448, 448).to(torch.float8_e4m3fn)")
+    B8 = 8192
+    name = "per_block/dynamic_quantize/fwd/bf16/e4m3/[8192,8192]/b=128/scale=f32"
+    begin(name)
+    r = row(name, [B8, B8], B8 * B8 * 2)
+    xf = torch.empty(B8, B8, dtype=bf16, device=dev).uniform_(-3, 3)
+    measure(r, "eager", "eager", "eager: block amax, scale, divide, clamp, cast", code_blk,
+            lambda: (lambda: fp8_block(xf)), [((B8, B8), fp8), ((B8 // 128, B8 // 128), f32)])
+    measure(r, "compile", "compile", "torch.compile of the same", code_blk,
+            lambda: (lambda f=compiled(fp8_block): f(xf)), [((B8, B8), fp8), ((B8 // 128, B8 // 128), f32)],
+            is_compiled=True)
+    copy_ref(r)
+    del xf
+
     nfail = sum(1 for r in rows for a in r["alternatives"] if not a["ok"])
     out = {
         "tool": "baracuda_quant compare_torch",
