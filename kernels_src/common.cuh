@@ -422,6 +422,20 @@ static __device__ __forceinline__ int bq_f8_of_f32(float v) {
   return bq_f8_soft(v);
 #endif
 }
+// Two codes at once, lo's in the low byte (one instruction in hardware)
+static __device__ __forceinline__ bq_u32 bq_f8x2_of_f32(float lo, float hi) {
+#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  bq_u16 h;
+#if BQ_IT == BQ_TYPE_E4M3
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(h) : "f"(hi), "f"(lo));
+#endif
+  return h;
+#else
+  return (bq_u32)bq_f8_soft(lo) | (bq_u32)bq_f8_soft(hi) << 8;
+#endif
+}
 // C -> FP8 code, one rounding. An f64 value is first rounded to f32 by round to odd
 // (truncate, then set the last bit if anything was dropped), which keeps the FP8 rounding
 // single: f32 carries far more than the two extra bits that needs.
@@ -837,6 +851,9 @@ struct bq_qp {
   int zp;
   bq_zp z;
   bool bounded; // the scale is normal (m == 1, finite, nonzero): bq_quantize_bounded applies
+#if BQ_FP8
+  bool lean; // bounded and the scale at least 2^-80: bq_f8_lean_quotient applies
+#endif
 };
 #ifndef BQ_POW2
 #define BQ_POW2 0
@@ -900,11 +917,44 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {
 #if BQ_ST == BQ_TYPE_UE8M0
   q.bounded = q.bounded && !(q.s.s < s); // a power of two past 2^127, stored as 2^127
 #endif
+#if BQ_FP8
+  q.lean = q.bounded && BQ_FT != BQ_TYPE_F64 && sc >= (bq_c)0x1p-80;
+#endif
   return q;
 }
 
+#if BQ_FP8 && BQ_FT != BQ_TYPE_F64
+// x / s for the FP8 rounding, in a segment whose scale is lean: normal, at least 2^-80, and
+// over elements |x| <= amax (not capped). Every quotient then stays near the FP8 range, so
+// Markstein's correction, taken from |x|, needs neither bq_f8_quotient_f32's guard nor its
+// rescaling of tiny x: |x| < 2^-96 gives |x / s| < 2^-16, which rounds to zero whatever its
+// last bits. x's sign goes back on last (-0 stays -0). A power-of-two scale divides
+// exactly: x times its reciprocal.
+static __device__ __forceinline__ float bq_f8_lean_quotient(float x, const bq_scale &s) {
+#if BQ_POW2
+  return __fmul_rn(x, s.rcp);
+#else
+  const float ax = fabsf(x), q0 = __fmul_rn(ax, s.rcp);
+  const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.ss, ax), s.rcp, q0);
+  return __uint_as_float(__float_as_uint(q1) | (__float_as_uint(x) & 0x80000000u));
+#endif
+}
+#endif
+
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
+#if BQ_FP8 && BQ_FT != BQ_TYPE_F64
+  if (q.lean) { // uniform across the segment; two codes a conversion
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j += 2) {
+      const bq_u32 h = bq_f8x2_of_f32(bq_f8_lean_quotient(bq_to_c(a.e[j]), q.s),
+                                      bq_f8_lean_quotient(bq_to_c(a.e[j + 1]), q.s));
+      o.e[j] = (bq_i)(h & 0xFFu);
+      o.e[j + 1] = (bq_i)(h >> 8);
+    }
+    return;
+  }
+#endif
   if (q.bounded) { // uniform across the segment
 #if BQ_FP8
 #pragma unroll

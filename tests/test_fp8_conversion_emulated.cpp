@@ -28,6 +28,29 @@ namespace emu_f8 {
 #include "../kernels_src/common.cuh"
 #include "emulator/kernel_undefs.h"
 } // namespace emu_f8
+/* common.cuh again with its dynamic-scale part (BQ_ASYM), for dynamic quantize's lean
+   quotient: with a rounded scale, and with a power-of-two one (BQ_POW2) */
+namespace emu_f8_dyn {
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
+#define BQ_ASYM 0
+#include "../kernels_src/common.cuh"
+#include "emulator/kernel_undefs.h"
+#undef BQ_ASYM
+#undef BQ_POW2
+} // namespace emu_f8_dyn
+namespace emu_f8_pow2 {
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
+#define BQ_ASYM 0
+#define BQ_POW2 1
+#include "../kernels_src/common.cuh"
+#include "emulator/kernel_undefs.h"
+#undef BQ_ASYM
+#undef BQ_POW2
+} // namespace emu_f8_pow2
 
 #include <criterion/criterion.h>
 
@@ -267,3 +290,55 @@ Test(fp8_conversion, quotient_against_division) {
   cr_assert_eq(g_qbad, 0, "%ld of %ld quotients differ from the division's FP8 rounding (first ones logged above)",
                g_qbad, g_qchecked);
 }
+
+/* ---- dynamic quantize's lean quotient ---------------------------------------------------
+   bq_f8_lean_quotient serves segments whose scale s is normal, at least 2^-80 and not capped
+   by a bound, so every element has |x| <= amax with s = RN(amax / max) (or s = amax / max
+   rounded up to a power of two). Its FP8 code must be the IEEE division's: checked for
+   amax over every exponent the condition allows, x over every exponent up to amax
+   (subnormals, zeros and NaN included), and x near each FP8 tie of x / s. */
+#if EMU_T != BQ_TYPE_F64
+static long g_lbad, g_lchecked;
+static void check_lean(float x, float s, int pow2) {
+  volatile float quot = x / s;
+  const uint8_t want = ref_fp8_from_double((double)quot, K);
+  const int got = pow2 ? emu_f8_pow2::bq_f8_of_f32(emu_f8_pow2::bq_f8_lean_quotient(x, emu_f8_pow2::bq_scale_of(s)))
+                       : emu_f8_dyn::bq_f8_of_f32(emu_f8_dyn::bq_f8_lean_quotient(x, emu_f8_dyn::bq_scale_of(s)));
+  g_lchecked++;
+  if (got == want || g_lbad++ >= 8) return;
+  cr_log_error("%s lean%s: x %a / s %a = %a: code 0x%02x, want 0x%02x", F.name, pow2 ? " (power of two)" : "",
+               (double)x, (double)s, (double)quot, got, want);
+}
+Test(fp8_conversion, lean_quotient_against_division) {
+  for (int i = 0; i < 400000; i++) {
+    const int pow2 = i & 1;
+    /* amax and its scale: s at least 2^-80 and at most 2^126 (its reciprocal normal) */
+    float amax, s;
+    do {
+      amax = (float)fabs(any_exponent(-72, 120));
+      s = amax / (float)F.max;
+      if (pow2) s = exp2f(ceilf(log2f(s)));
+    } while (!(s >= 0x1p-80f && s <= 0x1p126f) || !emu_f8_dyn::bq_scale_of(s).plain);
+    /* x at every exponent up to amax's, and x near each tie of x / s, both signs */
+    const int ea = ilogbf(amax);
+    float x = (float)any_exponent(-149, ea);
+    if (fabsf(x) > amax) x = copysignf(amax, x);
+    check_lean(x, s, pow2);
+    const int c = (int)(rnd() % 0x7E);
+    const double a = ref_fp8_to_double((uint8_t)c, K), b = ref_fp8_to_double((uint8_t)(c + 1), K);
+    if (isnan(b) || isinf(b)) continue;
+    float t = (float)((a + b) / 2 * s);
+    for (int u = -3; u <= 3; u++) {
+      float w = t;
+      for (int v = 0; v < (u < 0 ? -u : u); v++) w = nextafterf(w, u < 0 ? 0.0f : INFINITY);
+      if (w <= amax) check_lean(w, s, pow2), check_lean(-w, s, pow2);
+    }
+  }
+  const float special[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1p-126f, NAN, -NAN};
+  for (int e = -80; e <= 120; e++)
+    for (int k = 0; k < 7; k++) check_lean(special[k], ldexpf(1.0f, e), e & 1), check_lean(special[k], ldexpf(1.5f, e), 0);
+  cr_log_info("%s: %ld lean quotients checked, %ld wrong", F.name, g_lchecked, g_lbad);
+  cr_assert_eq(g_lbad, 0, "%ld of %ld lean quotients differ from the division's FP8 rounding (first ones logged above)",
+               g_lbad, g_lchecked);
+}
+#endif
