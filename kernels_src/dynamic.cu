@@ -40,14 +40,15 @@ static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &
   ((int *)p.zps)[i] = q.zp;
 #endif
 }
-// Group g of row r's parameters, in the scales' layout; packed scales get the bytes after a
-// row's last group, to its word's end, written 0.
-static __device__ __forceinline__ void bq_write_group(const bq_dynamic_params &p, bq_i64 r, bq_i64 g, bq_qp q) {
-  const bq_i64 base = bq_pbase(r, p.grs);
-  bq_write_params(p, bq_pat(base, g, p.grs), q);
+// Group g's parameters at index i (bq_pat's, in the scales' layout); packed scales also get
+// the bytes after a row's last group, to its word's end (the bytes after i), written 0.
+static __device__ __forceinline__ void bq_write_group(const bq_dynamic_params &p, bq_i64 i, bq_i64 g, bq_qp q) {
+  bq_write_params(p, i, q);
 #if BQ_SL == BQ_SL_MN_X4 || BQ_SL == BQ_SL_ROWS_X4
   if (g == p.ngroups - 1)
-    for (bq_i64 j = g + 1; j & 3; j++) ((bq_u8 *)p.scales)[bq_pat(base, j, p.grs)] = 0;
+    for (bq_i64 j = 1; j <= 3 - (g & 3); j++) ((bq_u8 *)p.scales)[i + j] = 0;
+#else
+  (void)g;
 #endif
 }
 
@@ -83,7 +84,7 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
-                                                  bq_i64 n, bq_i64 row, bq_i64 g, int lane, int tpr, bq_red *red_smem) {
+                                                  bq_i64 n, bq_i64 pidx, bq_i64 g, int lane, int tpr, bq_red *red_smem) {
   const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
@@ -109,9 +110,9 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   r = bq_red_team(r, tpr, red_smem);
   const bq_qp q = bq_params_of(r, (bq_c)p.bound);
 #if BQ_GRAN == BQ_GRAN_GROUP
-  if (lane == 0) bq_write_group(p, row, g, q); // group g of the row
+  if (lane == 0) bq_write_group(p, pidx, g, q);
 #else
-  if (lane == 0) bq_write_params(p, row, q);
+  if (lane == 0) bq_write_params(p, pidx, q);
 #endif
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
@@ -157,7 +158,7 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
     red = bq_red_lanes(red, gl);
     if (ok) {
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-      if (sub == 0) bq_write_group(p, r, g, q);
+      if (sub == 0) bq_write_group(p, bq_pat(bq_pbase(r, p.grs), g, p.grs), g, q);
 #pragma unroll
       for (int u = 0; u < BQ_DU; u++) {
         if (u < ga) {
@@ -257,7 +258,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
     for (bq_i64 w = (bq_i64)blockIdx.x * teams + team; w < segs; w += (bq_i64)gridDim.x * teams) {
       const bq_i64 r = bq_div64(w, p.ngroups), g = w - r * p.ngroups;
       bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs + g * p.group, (bq_i *)p.y + r * p.ys + g * p.group,
-                      p.group, r, g, lane, tpr, red_smem);
+                      p.group, bq_pat(bq_pbase(r, p.grs), g, p.grs), g, lane, tpr, red_smem);
     }
   }
 #endif
