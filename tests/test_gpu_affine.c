@@ -534,6 +534,7 @@ static void set_shape(gcase *c, bq_granularity g, int idx)
     c->a.group_size = k_grp_cases[idx].g; c->a.group_row_stride = k_grp_cases[idx].grs;
     c->a.x_row_stride = k_grp_cases[idx].xs; c->a.y_row_stride = k_grp_cases[idx].ys;
     break;
+  case BQ_PER_BLOCK: break; /* tests/test_gpu_blocks.c */
   }
 }
 
@@ -573,6 +574,7 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
       c->a.rows = 1024; c->a.cols = 4096; c->a.group_size = 128;
     }
     break;
+  case BQ_PER_BLOCK: break; /* tests/test_gpu_blocks.c */
   }
 }
 
@@ -759,6 +761,7 @@ Test(zero_size, succeeds_without_launch)
             c.a.rows = v == 1 ? 5 : 0; c.a.cols = v == 1 ? 0 : 96; c.a.group_size = 32;
             c.a.group_row_stride = v == 2 ? 7 : 0;
             break;
+          case BQ_PER_BLOCK: break; /* tests/test_gpu_blocks.c */
           }
           set_offsets(&c, v);
           c.specials = 1;
