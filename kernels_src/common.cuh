@@ -943,18 +943,6 @@ static __device__ __forceinline__ float bq_f8_lean_quotient(float x, const bq_sc
 
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
 static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
-#if BQ_FP8 && BQ_FT != BQ_TYPE_F64
-  if (q.lean) { // uniform across the segment; two codes a conversion
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j += 2) {
-      const bq_u32 h = bq_f8x2_of_f32(bq_f8_lean_quotient(bq_to_c(a.e[j]), q.s),
-                                      bq_f8_lean_quotient(bq_to_c(a.e[j + 1]), q.s));
-      o.e[j] = (bq_i)(h & 0xFFu);
-      o.e[j + 1] = (bq_i)(h >> 8);
-    }
-    return;
-  }
-#endif
   if (q.bounded) { // uniform across the segment
 #if BQ_FP8
 #pragma unroll
@@ -972,6 +960,34 @@ static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_int(bq_to_c(a.e[j]), q.s, q.z);
   }
+}
+// FP8 segments with a lean scale (bq_is_lean, uniform across a segment) take
+// bq_quantize_chunk_as<true>: the lean quotient, two codes a conversion. Callers pick the
+// form once for a whole batch of chunks, so that the chunks' arithmetic interleaves.
+#define BQ_LEAN (BQ_FP8 && BQ_FT != BQ_TYPE_F64)
+static __device__ __forceinline__ bool bq_is_lean(const bq_qp &q) {
+#if BQ_LEAN
+  return q.lean;
+#else
+  (void)q;
+  return false;
+#endif
+}
+template <bool LEAN>
+static __device__ __forceinline__ void bq_quantize_chunk_as(const bq_xchunk &a, bq_qchunk &o, const bq_qp &q) {
+#if BQ_LEAN
+  if (LEAN) {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j += 2) {
+      const bq_u32 h = bq_f8x2_of_f32(bq_f8_lean_quotient(bq_to_c(a.e[j]), q.s),
+                                      bq_f8_lean_quotient(bq_to_c(a.e[j + 1]), q.s));
+      o.e[j] = (bq_i)(h & 0xFFu);
+      o.e[j + 1] = (bq_i)(h >> 8);
+    }
+    return;
+  }
+#endif
+  bq_quantize_chunk(a, o, q);
 }
 static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {
 #pragma unroll
