@@ -3387,5 +3387,9 @@ Test(args, ue8m0x4_static_zero_points_refused) {
     expect_args_ok(&cc, &a, 0, "zero_points set, not read");
     a.out_zero_points = NULL;
     expect_args_ok(&cc, &a, 0, "out_zero_points NULL");
+    a.amax_bound = 3.5; /* a bound with packed power-of-two scales */
+    expect_args_ok(&cc, &a, 0, "amax bound");
+    a.amax_bound = -1.0;
+    expect_args_invalid(&cc, &a, "args.amax_bound (");
   }
 }
