@@ -1,7 +1,8 @@
 /* test_sku.c - SKUs name kernels one to one, and NVRTC compiles every one of them.
 
    (a) Every valid combination of op (quantize, dequantize, fake quantize, dynamic
-       quantize), direction, granularity, float type, int type (s8, u8, e4m3, e5m2), q-range, scale type,
+       quantize), direction, granularity (per block included), float type, int type (s8, u8,
+       e4m3, e5m2), q-range, scale type (packed UE8M0 included), scale layout,
        symmetric/asymmetric (dynamic quantize) and target is specialized with
        bq__kernel_for (no GPU, no NVRTC):
        equal SKUs mean byte-identical source and the same target; different normalized
@@ -9,7 +10,8 @@
        safe; bq_sku agrees with bq__kernel_for.
    (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off), the
        fused producers' included; the FP8 storage types' for sm_80, sm_89 and sm_90 too,
-       and the software conversion's (.soft) for sm_89 and sm_90.
+       and the software conversion's (.soft) for sm_89 and sm_90; a sample of per block,
+       MN-major and packed UE8M0 SKUs on sm_80, sm_89 and sm_90.
        NVRTC must be present: CI installs it, and a compile test that cannot compile
        fails rather than skips.
    Criterion runs every test in its own process, so each starts with fresh counters. */
@@ -26,6 +28,8 @@
 static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
 static const bq_direction DIRS[] = {BQ_FORWARD, BQ_BACKWARD};
 static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+/* (a) also takes per block (the compile sets sample it: see block_set) */
+static const bq_granularity GRANS_ALL[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
 static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 static const bq_dtype ITS[] = {BQ_S8, BQ_U8};
 /* (a) also takes the FP8 storage types, which have no q-range (only {0, 0} is valid) */
@@ -41,8 +45,10 @@ static const qrange Q_U8[] = {{0, 0}, {0, 255}, {3, 200}, {5, 5}, {0, 1}};
 #define NQ 5
 #define NQ_DISTINCT 4
 
-/* scale types: default, f32, and the float type spelled out (the same as default) */
-#define NST 3
+/* scale types: default, f32, the float type spelled out (the same as default), packed
+   UE8M0 (per group, symmetric); each in either layout (MN-major: per group only) */
+#define NST 4
+#define NLAYOUT 2
 
 static const bq__target TARGETS[] = {
     {80, 0, 0}, /* sm_80 cubin */
@@ -68,16 +74,16 @@ static int same_desc(const bq_desc *a, const bq_desc *b) {
   return a->op == b->op && a->direction == b->direction && a->granularity == b->granularity &&
          a->float_type == b->float_type && a->int_type == b->int_type && a->qmin == b->qmin &&
          a->qmax == b->qmax && a->scale_type == b->scale_type && a->device == b->device &&
-         a->asymmetric == b->asymmetric;
+         a->asymmetric == b->asymmetric && a->scale_layout == b->scale_layout && a->pow2_scales == b->pow2_scales;
 }
 static int same_target(const bq__target *a, const bq__target *b) {
   return a->arch == b->arch && a->ptx == b->ptx && a->arch_a == b->arch_a;
 }
 static void describe(const entry *e, char *buf, size_t n) {
-  snprintf(buf, n, "{op %d dir %d gran %d ft %d it %d q [%d,%d] st %d asym %d | target %d ptx %d a %d}",
+  snprintf(buf, n, "{op %d dir %d gran %d ft %d it %d q [%d,%d] st %d layout %d asym %d | target %d ptx %d a %d}",
            (int)e->in.op, (int)e->in.direction, (int)e->in.granularity, (int)e->in.float_type, (int)e->in.int_type,
-           e->in.qmin, e->in.qmax, (int)e->in.scale_type, e->in.asymmetric, e->target.arch, e->target.ptx,
-           e->target.arch_a);
+           e->in.qmin, e->in.qmax, (int)e->in.scale_type, (int)e->in.scale_layout, e->in.asymmetric, e->target.arch,
+           e->target.ptx, e->target.arch_a);
 }
 
 /* The full specialized source of e (the caller frees k->source.p). */
@@ -92,16 +98,18 @@ static void build(const entry *e, bq__kernel_src *k) {
 /* The documented meaning of a desc, worked out here from the header's comments and
    docs/numerics.md rather than by bq__normalize: int_type 0 is s8; qmin = qmax = 0 is the full
    range; scale_type 0 is f32, and per tensor the affine ops take a host
-   scalar in C (f64 for f64, else f32); asymmetric only exists for dynamic quantize. */
+   scalar in C (f64 for f64, else f32); asymmetric only exists for dynamic quantize; the
+   scale layout is its own; packed UE8M0 scales make dynamic quantize's power-of-two. */
 static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n) {
   bq_dtype it = d->int_type ? d->int_type : BQ_S8;
   int qmin = d->qmin, qmax = d->qmax;
   if (!qmin && !qmax && !is_fp8(it)) { qmin = it == BQ_S8 ? -128 : 0; qmax = it == BQ_S8 ? 127 : 255; }
   bq_dtype st = d->scale_type ? d->scale_type : BQ_F32;
   if (d->op != BQ_DYNAMIC_QUANTIZE && d->granularity == BQ_PER_TENSOR) st = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
-  snprintf(buf, n, "%d %d %d %d %d %d %d %d %d | %d %d %d", (int)d->op, (int)d->direction, (int)d->granularity,
-           (int)d->float_type, (int)it, qmin, qmax, (int)st, d->op == BQ_DYNAMIC_QUANTIZE ? d->asymmetric : 0,
-           t->arch, t->ptx, t->arch_a);
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE;
+  snprintf(buf, n, "%d %d %d %d %d %d %d %d %d %d %d | %d %d %d", (int)d->op, (int)d->direction, (int)d->granularity,
+           (int)d->float_type, (int)it, qmin, qmax, (int)st, (int)d->scale_layout, dyn ? d->asymmetric : 0,
+           dyn && st == BQ_UE8M0X4, t->arch, t->ptx, t->arch_a);
 }
 
 /* Is the combination a valid descriptor? (dynamic quantize: forward, not per channel;
@@ -109,6 +117,8 @@ static void canonical(const bq_desc *d, const bq__target *t, char *buf, size_t n
    test_validation.c) */
 static int valid(const bq_desc *d) {
   if (is_fp8(d->int_type) && (d->qmin || d->qmax || d->asymmetric)) return 0; /* symmetric, no q-range */
+  if (d->scale_layout && d->granularity != BQ_PER_GROUP) return 0;          /* MN-major: per group */
+  if (d->scale_type == BQ_UE8M0X4 && (d->granularity != BQ_PER_GROUP || d->asymmetric)) return 0;
   if (d->op != BQ_DYNAMIC_QUANTIZE) return d->asymmetric == 0;
   if (d->direction != BQ_FORWARD || d->granularity == BQ_PER_CHANNEL) return 0;
   int full = !d->qmin && !d->qmax;
@@ -117,36 +127,42 @@ static int valid(const bq_desc *d) {
 }
 
 static void enumerate(void) {
-  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS) * NELEM(FTS) * NELEM(ITS_ALL) * NQ * NST * 2 * NELEM(TARGETS);
+  size_t cap = NELEM(OPS) * NELEM(DIRS) * NELEM(GRANS_ALL) * NELEM(FTS) * NELEM(ITS_ALL) * NQ * NST * NLAYOUT * 2 *
+               NELEM(TARGETS);
   entries = calloc(cap, sizeof *entries);
   cr_assert_not_null(entries);
   n_entries = 0;
-  size_t dyn = 0, fp8 = 0;
+  size_t dyn = 0, fp8 = 0, block = 0, mn = 0, x4 = 0;
   for (size_t o = 0; o < NELEM(OPS); o++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
-      for (size_t g = 0; g < NELEM(GRANS); g++)
+      for (size_t g = 0; g < NELEM(GRANS_ALL); g++)
         for (size_t f = 0; f < NELEM(FTS); f++)
           for (size_t i = 0; i < NELEM(ITS_ALL); i++)
             for (size_t q = 0; q < NQ; q++)
               for (size_t s = 0; s < NST; s++)
+                for (int lay = 0; lay < NLAYOUT; lay++)
                 for (int asym = 0; asym < 2; asym++)
                   for (size_t t = 0; t < NELEM(TARGETS); t++) {
                     entry *e = &entries[n_entries];
                     memset(&e->in, 0, sizeof e->in);
                     e->in.op = OPS[o];
                     e->in.direction = DIRS[r];
-                    e->in.granularity = GRANS[g];
+                    e->in.granularity = GRANS_ALL[g];
                     e->in.float_type = FTS[f];
                     e->in.int_type = ITS_ALL[i];
                     const qrange *qr = ITS_ALL[i] == BQ_U8 ? &Q_U8[q] : &Q_S8[q]; /* FP8: {0, 0} alone is valid */
                     e->in.qmin = qr->qmin;
                     e->in.qmax = qr->qmax;
-                    e->in.scale_type = s == 0 ? BQ_DTYPE_DEFAULT : s == 1 ? BQ_F32 : FTS[f];
+                    e->in.scale_type = s == 0 ? BQ_DTYPE_DEFAULT : s == 1 ? BQ_F32 : s == 2 ? FTS[f] : BQ_UE8M0X4;
+                    e->in.scale_layout = (bq_scale_layout)lay;
                     e->in.asymmetric = asym;
                     if (!valid(&e->in)) continue;
                     n_entries++;
                     dyn += OPS[o] == BQ_DYNAMIC_QUANTIZE;
                     fp8 += is_fp8(ITS_ALL[i]);
+                    block += GRANS_ALL[g] == BQ_PER_BLOCK;
+                    mn += lay;
+                    x4 += e->in.scale_type == BQ_UE8M0X4;
                     e->target = TARGETS[t];
                     canonical(&e->in, &e->target, e->canon, sizeof e->canon);
                     char name[96];
@@ -161,8 +177,9 @@ static void enumerate(void) {
                     cr_assert_eq(strlen(k.source.p), k.source.n, "source has an embedded NUL");
                     free(k.source.p);
                   }
-  cr_assert(n_entries > 10000 && dyn > 1000 && fp8 > 1000, "%zu combinations, %zu dynamic, %zu FP8", n_entries, dyn,
-            fp8);
+  cr_assert(n_entries > 10000 && dyn > 1000 && fp8 > 1000 && block > 1000 && mn > 1000 && x4 > 1000,
+            "%zu combinations, %zu dynamic, %zu FP8, %zu per block, %zu MN-major, %zu packed", n_entries, dyn, fp8, block,
+            mn, x4);
 }
 
 static int by_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -178,10 +195,12 @@ static int by_key(const void *a, const void *b) {
   const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
   const int kx[] = {(int)x->norm.op, (int)x->norm.direction, (int)x->norm.granularity, (int)x->norm.float_type,
                     (int)x->norm.int_type, x->norm.qmin, x->norm.qmax, (int)x->norm.scale_type, x->norm.device,
-                    x->norm.asymmetric, x->target.arch, x->target.ptx, x->target.arch_a};
+                    x->norm.asymmetric, (int)x->norm.scale_layout, x->norm.pow2_scales, x->target.arch,
+                    x->target.ptx, x->target.arch_a};
   const int ky[] = {(int)y->norm.op, (int)y->norm.direction, (int)y->norm.granularity, (int)y->norm.float_type,
                     (int)y->norm.int_type, y->norm.qmin, y->norm.qmax, (int)y->norm.scale_type, y->norm.device,
-                    y->norm.asymmetric, y->target.arch, y->target.ptx, y->target.arch_a};
+                    y->norm.asymmetric, (int)y->norm.scale_layout, y->norm.pow2_scales, y->target.arch,
+                    y->target.ptx, y->target.arch_a};
   for (size_t i = 0; i < NELEM(kx); i++)
     if (kx[i] != ky[i]) return kx[i] < ky[i] ? -1 : 1;
   return 0;
@@ -343,6 +362,14 @@ Test(sku, readable_and_file_name_safe) {
     else
       cr_assert(strstr(e->sku, q), "SKU \"%s\" lacks %s", e->sku, q);
     cr_assert(strstr(e->sku, e->norm.direction == BQ_BACKWARD ? ".bwd." : ".fwd."), "%s", e->sku);
+    /* the granularity's token, the layout's scale token, the scale type */
+    char g[32], st[48];
+    snprintf(g, sizeof g, ".%s.", bq__gran_name(e->norm.granularity));
+    cr_assert(strstr(e->sku, g), "SKU \"%s\" lacks %s", e->sku, g);
+    snprintf(st, sizeof st, ".scale_%s%s.", e->norm.scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "",
+             bq__dtype_name(e->norm.scale_type));
+    cr_assert(strstr(e->sku, st), "SKU \"%s\" lacks %s", e->sku, st);
+    cr_assert_eq(strstr(e->sku, "scale_mn_") != NULL, e->norm.scale_layout == BQ_SCALES_MN_MAJOR, "%s", e->sku);
   }
   free(entries);
 }
@@ -561,8 +588,43 @@ static size_t ue8m0_set(bq_op op, int sm, bq_desc *out) {
   return n;
 }
 
+/* Per block (the affine ops through the per-group kernels with a row of scales per B rows,
+   dynamic quantize through bq_dynamic_tiles), MN-major and packed UE8M0 scales: a sample,
+   the whole set on sm_90; on sm_80 (FP8 in software) and sm_89 those whose storage or
+   scale path differs there. */
+static size_t block_set(bq_op op, int sm, bq_desc *out) {
+  (void)op;
+  size_t n = 0;
+  bq_desc all[8];
+  all[n] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_BF16, BQ_E4M3, 0, 0, 0);
+  all[n++].scale_type = BQ_UE8M0;                                                     /* 0 */
+  all[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_F32, BQ_U8, 0, 0, 1); /* 1 */
+  all[n++] = mk(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_BF16, BQ_S8, 0, 0, 0);       /* 2 */
+  all[n++] = mk(BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_BLOCK, BQ_F64, BQ_E5M2, 0, 0, 0); /* 3 */
+  all[n] = mk(BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16, BQ_E4M3, 0, 0, 0);
+  all[n].scale_type = BQ_UE8M0X4;
+  all[n++].scale_layout = BQ_SCALES_MN_MAJOR;                                         /* 4 */
+  all[n] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16, BQ_E4M3, 0, 0, 0);
+  all[n++].scale_type = BQ_UE8M0X4;                                                   /* 5 */
+  all[n] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16, BQ_S8, 0, 0, 1);
+  all[n].scale_type = BQ_F32;
+  all[n++].scale_layout = BQ_SCALES_MN_MAJOR;                                         /* 6 */
+  static const int on80[] = {0, 3, 4}, on89[] = {0, 5};
+  const int *pick = sm == 80 ? on80 : on89;
+  const size_t np = sm == 80 ? NELEM(on80) : NELEM(on89);
+  if (sm == 90) {
+    memcpy(out, all, n * sizeof *all);
+    return n;
+  }
+  for (size_t i = 0; i < np; i++) out[i] = all[pick[i]];
+  return np;
+}
+
 /* One test per op and arch, so that Criterion's parallel workers (separate processes)
    overlap them: NVRTC serializes compiles inside one process. */
+Test(compile, block_mn_and_packed_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, block_set); }
+Test(compile, block_mn_and_packed_on_sm_89, .timeout = 600) { compile_all(BQ_QUANTIZE, 89, block_set); }
+Test(compile, block_mn_and_packed_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, block_set); }
 Test(compile, ue8m0_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, ue8m0_set); }
 Test(compile, ue8m0_dequantize_on_sm_80, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 80, ue8m0_set); }
 Test(compile, ue8m0_fake_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 89, ue8m0_set); }
@@ -870,6 +932,18 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
       "dynamic_quantize.fwd.per_token.f32.e5m2.scale_f32.vec4.asym.sm_90",    /* FP8 is symmetric */
       "dynamic_quantize.fwd.per_channel.f32.e5m2.scale_f32.vec4.sym.sm_90",
       "quantize.fwd.per_tensor.e4m3.e4m3.scale_f32.vec4x2.sm_90",
+      "quantize.fwd.per_token.f32.s8.q[-128,127].scale_mn_f32.vec4x2.sm_90",   /* MN-major: per group only */
+      "quantize.fwd.per_block.f32.s8.q[-128,127].scale_mn_f32.vec4x2.sm_90",
+      "quantize.fwd.per_token.f32.s8.q[-128,127].scale_ue8m0x4.vec4x2.sm_90",  /* packed: per group only */
+      "quantize.fwd.per_block.f32.s8.q[-128,127].scale_ue8m0x4.vec4x2.sm_90",
+      "dynamic_quantize.fwd.per_group.f32.s8.q[-128,127].scale_ue8m0x4.vec4.asym.pow2.sm_90", /* no zero points */
+      "dynamic_quantize.fwd.per_group.f32.s8.q[-128,127].scale_ue8m0x4.vec4.sym.sm_90",       /* pow2 implied */
+      "quantize.fwd.per_group.f32.s8.q[-128,127].scale_mn_.vec4x2.sm_90",
+      "quantize.fwd.per_group.f32.s8.q[-128,127].scale_mn_mn_f32.vec4x2.sm_90",
+      "quantize.fwd.per_group.f32.s8.q[-128,127].scale_nm_f32.vec4x2.sm_90",
+      "quantize.fwd.per_blocks.f32.s8.q[-128,127].scale_f32.vec4x2.sm_90",
+      "rmsnorm_quantize.fwd.per_block.bf16.s8.q[-128,127].scale_f32.vec8.sym.sm_90", /* not for fused producers */
+      "rmsnorm_quantize.fwd.per_group.bf16.s8.q[-128,127].scale_mn_f32.vec8.sym.sm_90",
   };
   for (size_t i = 0; i < NELEM(bad); i++) {
     bq_desc d;
@@ -891,6 +965,72 @@ Test(sku, desc_from_sku_rejects_what_the_library_does_not_name) {
   cr_assert_eq(bq__desc_from_sku("dynamic_quantize.fwd.per_token.f32.e5m2.scale_f32.vec4.sym.sm_90", &d, &t),
                BQ_SUCCESS, "%s", bq_last_error());
   cr_assert(d.op == BQ_DYNAMIC_QUANTIZE && d.int_type == BQ_E5M2 && d.qmin == 0 && d.qmax == 0 && !d.asymmetric);
+}
+
+/* Per block, MN-major and packed SKUs back to their descriptors: the normalized desc
+   itself (scale_layout, scale_type and the implied pow2_scales included), and every such
+   kernel is among bq__all_descs' (what the cache tool warms and lists). */
+Test(sku, desc_from_sku_block_mn_and_packed) {
+  static bq_desc all[4096];
+  const int n = bq__all_descs(3, all, 4096);
+  cr_assert(n > 0 && n <= 4096, "%d", n);
+  int block = 0, mn = 0, x4 = 0;
+  for (int i = 0; i < n; i++) {
+    block += all[i].granularity == BQ_PER_BLOCK;
+    mn += all[i].scale_layout == BQ_SCALES_MN_MAJOR;
+    x4 += all[i].scale_type == BQ_UE8M0X4;
+    cr_assert(all[i].scale_layout == BQ_SCALES_ROW_MAJOR || all[i].granularity == BQ_PER_GROUP);
+    cr_assert(all[i].scale_type != BQ_UE8M0X4 || (all[i].granularity == BQ_PER_GROUP && !all[i].asymmetric));
+  }
+  /* per block: the affine ops, 3 ops x 2 directions x 4 I x scale types (f32, T, ue8m0: 3 for
+     each T, 2 for f32 data); dynamic quantize, 6 (I, symmetry) pairs (s8 and u8 both ways,
+     FP8 symmetric) x (scale type, pow2) pairs (f32 and T each with pow2 0 or 1, ue8m0 with
+     pow2 implied: 5 for each T, 3 for f32 data) */
+  cr_assert_eq(block, 3 * 2 * 4 * (2 + 3 * 3) + 6 * (3 + 3 * 5), "%d per-block kernels", block);
+  cr_assert(mn > 0 && x4 > 0, "%d MN-major, %d packed", mn, x4);
+  static const struct { bq_op op; bq_direction dir; bq_granularity g; bq_dtype ft, it, st; bq_scale_layout lay; int asym; } k[] = {
+    {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_BF16, BQ_E4M3, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, 0},
+    {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_F32, BQ_U8, BQ_F32, BQ_SCALES_ROW_MAJOR, 1},
+    {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_BF16, BQ_S8, BQ_BF16, BQ_SCALES_ROW_MAJOR, 0},
+    {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_BLOCK, BQ_F64, BQ_E5M2, BQ_F64, BQ_SCALES_ROW_MAJOR, 0},
+    {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16, BQ_E4M3, BQ_UE8M0X4, BQ_SCALES_MN_MAJOR, 0},
+    {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16, BQ_S8, BQ_UE8M0X4, BQ_SCALES_ROW_MAJOR, 0},
+    {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16, BQ_E4M3, BQ_UE8M0X4, BQ_SCALES_ROW_MAJOR, 0},
+    {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16, BQ_E4M3, BQ_UE8M0X4, BQ_SCALES_MN_MAJOR, 0},
+    {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16, BQ_S8, BQ_F32, BQ_SCALES_MN_MAJOR, 1},
+    {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32, BQ_U8, BQ_UE8M0, BQ_SCALES_MN_MAJOR, 0},
+  };
+  for (size_t i = 0; i < NELEM(k); i++)
+    for (size_t t = 0; t < 3; t++) {
+      bq_desc in;
+      memset(&in, 0, sizeof in);
+      in.op = k[i].op;
+      in.direction = k[i].dir;
+      in.granularity = k[i].g;
+      in.float_type = k[i].ft;
+      in.int_type = k[i].it;
+      in.scale_type = k[i].st;
+      in.scale_layout = k[i].lay;
+      in.asymmetric = k[i].asym;
+      bq_desc norm, back;
+      char name[96];
+      cr_assert_eq(bq__normalize(&in, &norm, name, sizeof name), BQ_SUCCESS, "#%zu: %s", i, bq_last_error());
+      bq__kernel_src ks;
+      memset(&ks, 0, sizeof ks);
+      bq__sku_of(&norm, &TARGETS[t], &ks);
+      bq__target bt;
+      cr_assert_eq(bq__desc_from_sku(ks.sku, &back, &bt), BQ_SUCCESS, "%s: %s", ks.sku, bq_last_error());
+      cr_assert(same_target(&bt, &TARGETS[t]), "%s", ks.sku);
+      cr_assert(!memcmp(&back, &norm, sizeof norm), "%s: the desc read back is not the normalized one", ks.sku);
+      cr_assert_eq(back.scale_layout, k[i].lay, "%s", ks.sku);
+      cr_assert_eq(back.scale_type, k[i].st, "%s", ks.sku);
+      cr_assert_eq(back.granularity, k[i].g, "%s", ks.sku);
+      cr_assert_eq(back.pow2_scales, k[i].op == BQ_DYNAMIC_QUANTIZE && (k[i].st == BQ_UE8M0 || k[i].st == BQ_UE8M0X4),
+                   "%s", ks.sku);
+      int listed = 0;
+      for (int j = 0; j < n && !listed; j++) listed = !memcmp(&all[j], &norm, sizeof norm);
+      cr_assert(listed, "%s is not among bq__all_descs'", ks.sku);
+    }
 }
 
 /* The dispatch tables are keyed as their lookups assume: the affine table in the order

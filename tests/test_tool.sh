@@ -96,6 +96,21 @@ expect 0 "warm --skus the weight sums" "$T" warm --arch 80 --skus "$W/ws" --dir 
 expect 0 "list --skus of the weight sums" "$T" list --dir "$W/ws_dir" --skus
 [ "$(cat "$W/out")" = "$WS" ] && ok "the weight sums entry is valid and listed" || bad "weight sums not listed"
 
+# ---- per block, MN-major and packed UE8M0 scales: listed by warm --all, warmed by SKU ----
+# (dynamic per block bf16 -> e4m3: f32 and bf16 scales each with and without pow2, UE8M0: 5 SKUs)
+expect 0 "warm --all --dry-run, per block" "$T" warm --arch 90 --all --family dynamic --filter per_block.bf16.e4m3 --dry-run
+[ "$(grep -c '^dynamic_quantize\.fwd\.per_block\.bf16\.e4m3\.scale_.*\.sm_90$' "$W/out")" = 5 ] && ok "the 5 per-block SKUs" ||
+  bad "per-block SKUs"
+expect 0 "warm --all --dry-run, MN-major packed" "$T" warm --arch 90 --all --family affine --filter dequantize.fwd.per_group.f16.e4m3.scale_mn_ue8m0x4 --dry-run
+has "^dequantize.fwd.per_group.f16.e4m3.scale_mn_ue8m0x4.vec8x2.sm_90$" "the MN-major packed SKU"
+E="$W/e"
+printf '%s\n%s\n' 'dynamic_quantize.fwd.per_block.bf16.e4m3.scale_ue8m0.vec8.sym.pow2.sm_80' \
+  'dequantize.fwd.per_group.f16.e4m3.scale_mn_ue8m0x4.vec8x2.sm_80' >"$W/block_skus"
+expect 0 "warm --skus, per block and MN-major packed" "$T" warm --arch 80 --skus "$W/block_skus" --dir "$E"
+has "2 SKUs into $E: 2 compiled" "both compiled"
+expect 0 "list --skus of them" "$T" list --dir "$E" --skus
+sort "$W/block_skus" | diff -q - <(sort "$W/out") >/dev/null && ok "listed back as warmed" || bad "listed SKUs differ"
+
 # ---- warm --skus: a QuantizedLinear plan's "A + B" line, for sm_80 ----
 B="$W/b"
 GEMM='linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_80'

@@ -12,7 +12,7 @@
    Every message must name the plan ("quantize_per_token_backward: "), the field and the
    offending value, written "field (value)". The combinations cover every op: quantize,
    dequantize and fake quantize in both directions, and dynamic quantize (forward, per
-   tensor, token or group, symmetric or asymmetric). Criterion runs every test in its own
+   tensor, token, group or block, symmetric or asymmetric). Criterion runs every test in its own
    process, so each starts with empty in-process state. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
@@ -34,7 +34,7 @@
 /* ---- combinations ------------------------------------------------------------------- */
 static const bq_op OPS[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
 static const bq_direction DIRS[] = {BQ_FORWARD, BQ_BACKWARD};
-static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP};
+static const bq_granularity GRANS[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
 static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -42,8 +42,9 @@ static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 #define G_CHANNEL (1 << BQ_PER_CHANNEL)
 #define G_TOKEN (1 << BQ_PER_TOKEN)
 #define G_GROUP (1 << BQ_PER_GROUP)
-#define G_ALL (G_TENSOR | G_CHANNEL | G_TOKEN | G_GROUP)
-#define G_ROWS (G_TOKEN | G_GROUP)
+#define G_BLOCK (1 << BQ_PER_BLOCK)
+#define G_ALL (G_TENSOR | G_CHANNEL | G_TOKEN | G_GROUP | G_BLOCK)
+#define G_ROWS (G_TOKEN | G_GROUP | G_BLOCK)
 
 /* which families a loop visits */
 #define F_AFFINE 1  /* quantize, dequantize, fake quantize */
@@ -56,7 +57,7 @@ static const char *op_str(bq_op op) {
 }
 static const char *gran_str(bq_granularity g) {
   return g == BQ_PER_TENSOR ? "per_tensor" : g == BQ_PER_CHANNEL ? "per_channel"
-       : g == BQ_PER_TOKEN ? "per_token" : "per_group";
+       : g == BQ_PER_TOKEN ? "per_token" : g == BQ_PER_GROUP ? "per_group" : "per_block";
 }
 static const char *ft_str(bq_dtype t) {
   return t == BQ_F32 ? "f32" : t == BQ_F64 ? "f64" : t == BQ_F16 ? "f16" : t == BQ_BF16 ? "bf16"
@@ -116,7 +117,7 @@ static size_t combos_of(combo *out, int gran_mask, int families) {
   return n;
 }
 static size_t combos(combo *out, int gran_mask) { return combos_of(out, gran_mask, F_BOTH); }
-#define MAX_COMBOS 128
+#define MAX_COMBOS 160
 
 /* ---- messages ------------------------------------------------------------------------ */
 static void clear_error(void) { bq__err_buf[0] = 0; }
@@ -226,7 +227,7 @@ Test(desc, op_not_a_bq_op) {
 }
 
 Test(desc, granularity_not_a_bq_granularity) {
-  const int bad[] = {BQ_PER_GROUP + 1, 6, 1000, -1};
+  const int bad[] = {BQ_PER_BLOCK + 1, 7, 1000, -1};
   for (size_t o = 0; o < NELEM(OPS); o++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t b = 0; b < NELEM(bad); b++) {
@@ -648,7 +649,7 @@ Test(desc, dynamic_quantize_asymmetric_is_0_or_1) {
   const int bad[] = {2, 7, -1};
   combo c[MAX_COMBOS];
   size_t n = combos_of(c, G_ALL, F_DYNAMIC);
-  cr_assert_eq(n, 24);
+  cr_assert_eq(n, 32);
   for (size_t i = 0; i < n; i++)
     for (size_t b = 0; b < NELEM(bad); b++) {
       bq_desc d = c[i].d;
@@ -787,6 +788,7 @@ static bq_args base_args(bq_granularity g) {
   case BQ_PER_CHANNEL: a.rank = 3; a.shape[0] = 2; a.shape[1] = 3; a.shape[2] = 5; a.axis = 1; break;
   case BQ_PER_TOKEN: a.rows = 4; a.cols = 64; break;
   case BQ_PER_GROUP: a.rows = 4; a.cols = 64; a.group_size = 16; break;
+  case BQ_PER_BLOCK: a.rows = 40; a.cols = 64; a.group_size = 16; break; /* 3 x 4 tiles, the last row of them partial */
   }
   return a;
 }
@@ -1253,7 +1255,7 @@ Test(args, per_token_ignores_group_fields) {
 }
 
 Test(args, group_row_stride_smaller_than_groups_per_row) {
-  const int64_t bad[] = {3, 1, -1, INT64_MIN};
+  const int64_t bad[] = {3, 1};
   combo c[MAX_COMBOS];
   size_t n = combos(c, G_GROUP);
   for (size_t i = 0; i < n; i++)
@@ -1264,6 +1266,28 @@ Test(args, group_row_stride_smaller_than_groups_per_row) {
       snprintf(needle, sizeof needle, "args.group_row_stride (%lld) is smaller than cols / group_size (4)",
                (long long)bad[b]);
       expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+/* a negative leading dimension is named as such, whatever the layout, granularity or rows */
+Test(args, group_row_stride_negative) {
+  const int64_t bad[] = {-1, -4, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP | G_BLOCK);
+  for (size_t i = 0; i < n; i++)
+    for (int mn = 0; mn < 2; mn++) {
+      combo cc = c[i];
+      if (mn && cc.d.granularity != BQ_PER_GROUP) continue;
+      cc.d.scale_layout = mn ? BQ_SCALES_MN_MAJOR : BQ_SCALES_ROW_MAJOR;
+      for (size_t b = 0; b < NELEM(bad); b++) {
+        bq_args a = base_args(cc.d.granularity);
+        a.group_row_stride = bad[b];
+        char needle[128];
+        snprintf(needle, sizeof needle, "args.group_row_stride (%lld) is negative", (long long)bad[b]);
+        expect_args_invalid(&cc, &a, needle);
+        a.rows = 0; /* even with nothing to do */
+        expect_args_invalid(&cc, &a, needle);
+      }
     }
 }
 
@@ -1278,9 +1302,13 @@ Test(args, group_row_stride_too_large) {
     a.rows = 2;
     a.group_row_stride = INT64_MAX;
     expect_args_invalid(&c[i], &a, "args.group_row_stride (9223372036854775807) is too large");
+    /* the bound is the array's bytes at 4 bytes an entry (packed scales' words included):
+       rows * group_row_stride <= 2^54 */
     a.rows = (int64_t)1 << 20;
-    a.group_row_stride = (int64_t)1 << 36; /* 2^56 */
-    expect_args_ok(&c[i], &a, 0, "rows * group_row_stride == 2^56");
+    a.group_row_stride = ((int64_t)1 << 34) + 1;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (17179869185) is too large");
+    a.group_row_stride = (int64_t)1 << 34;
+    expect_args_ok(&c[i], &a, 0, "rows * group_row_stride == 2^54");
   }
 }
 
@@ -1530,7 +1558,7 @@ Test(args, workspace_size_status) {
     const char *needle;
     switch (c[i].d.granularity) {
     case BQ_PER_CHANNEL: a.rank = 0; needle = "args.rank (0)"; break;
-    case BQ_PER_TOKEN: case BQ_PER_GROUP: a.rows = -3; needle = "args.rows (-3)"; break;
+    case BQ_PER_TOKEN: case BQ_PER_GROUP: case BQ_PER_BLOCK: a.rows = -3; needle = "args.rows (-3)"; break;
     default: a.numel = -3; needle = "args.numel (-3)"; break;
     }
     b = 99;
@@ -1977,7 +2005,7 @@ Test(desc, fp8_every_valid_combination_reaches_the_driver) {
   for (size_t k = 0; k < NELEM(FP8S); k++) {
     combo c[MAX_COMBOS];
     size_t n = fp8_combos(c, G_ALL, F_BOTH, FP8S[k]);
-    cr_assert_eq(n, 4 * (2 * 3 * 4 + 3), "%zu combinations", n); /* per float type: 24 affine, 3 dynamic */
+    cr_assert_eq(n, 4 * (2 * 3 * 5 + 4), "%zu combinations", n); /* per float type: 30 affine, 4 dynamic */
     for (size_t i = 0; i < n; i++) {
       const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type};
       for (size_t s = 0; s < NELEM(sts); s++) {
@@ -2057,7 +2085,8 @@ Test(desc, fp8_other_fields_still_checked) {
         if (FTS[f] == c[i].d.float_type || FTS[f] == BQ_F32) continue;
         d = c[i].d;
         d.scale_type = FTS[f];
-        snprintf(needle, sizeof needle, "desc.scale_type (%d, %s) must be the float type (%s), BQ_F32 or BQ_UE8M0", (int)FTS[f],
+        snprintf(needle, sizeof needle, "desc.scale_type (%d, %s) must be the float type (%s), BQ_F32, BQ_UE8M0 or BQ_UE8M0X4",
+                 (int)FTS[f],
                  ft_str(FTS[f]), ft_str(c[i].d.float_type));
         expect_desc_invalid(&d, prefix, needle, c[i].ctx);
       }
@@ -2069,7 +2098,7 @@ Test(desc, fp8_dynamic_quantize_is_forward_only) {
   for (size_t k = 0; k < NELEM(FP8S); k++) {
     combo c[MAX_COMBOS];
     size_t n = fp8_combos(c, G_ALL, F_DYNAMIC, FP8S[k]);
-    cr_assert_eq(n, 12);
+    cr_assert_eq(n, 16);
     for (size_t i = 0; i < n; i++) {
       bq_desc d = c[i].d;
       d.direction = BQ_BACKWARD;
@@ -2241,7 +2270,7 @@ Test(desc, fp8_skus) {
       cr_assert(kind[i] == 0 && kind[j] == 8, "two kernels share the SKU %s", skus[i]);
       same_int++;
     }
-  cr_assert_eq(n, 2 * 4 * 3 * (108 + 63), "%zu SKUs", n); /* scale f32: 108 a type; the float type: 63 more */
+  cr_assert_eq(n, 2 * 4 * 3 * (136 + 84), "%zu SKUs", n); /* scale f32: 136 a type; the float type: 84 more */
   cr_assert_eq(same_int, n_int, "%zu of %zu integer SKUs unchanged by the hook", same_int, n_int);
 }
 
@@ -2253,7 +2282,7 @@ Test(args, fp8_zero_points_refused) {
   for (size_t k = 0; k < NELEM(FP8S); k++) {
     combo c[MAX_COMBOS];
     size_t n = fp8_combos(c, G_ALL, F_AFFINE, FP8S[k]);
-    cr_assert_eq(n, 4 * 2 * 3 * 4);
+    cr_assert_eq(n, 5 * 2 * 3 * 4);
     for (size_t i = 0; i < n; i++) {
       bq_granularity g = c[i].d.granularity;
       bq_args a = base_args(g);
@@ -2342,7 +2371,7 @@ Test(fp8_launch, zero_points_refused_before_any_launch) {
         cr_assert_eq(*launches, before + 1, "a refused FP8 call launched");
         runs++;
       }
-  cr_assert_eq(runs, 2 * 4 * 3);
+  cr_assert_eq(runs, 2 * 5 * 3);
 }
 
 /* ---- UE8M0 scales, power-of-two dynamic scales, the amax bound ------------------------ */
@@ -2389,7 +2418,7 @@ Test(desc, ue8m0_scale_arrays_accepted) {
   size_t checked = 0;
   for (size_t k = 0; k < NELEM(ITS4); k++) {
     combo c[MAX_COMBOS];
-    size_t n = it_combos(c, G_CHANNEL | G_TOKEN | G_GROUP, F_AFFINE, ITS4[k]);
+    size_t n = it_combos(c, G_CHANNEL | G_TOKEN | G_GROUP | G_BLOCK, F_AFFINE, ITS4[k]);
     for (size_t i = 0; i < n; i++) {
       bq_desc d = c[i].d;
       d.scale_type = BQ_UE8M0;
@@ -2406,8 +2435,8 @@ Test(desc, ue8m0_scale_arrays_accepted) {
       checked++;
     }
   }
-  /* affine: 3 grans x 3 ops x 2 dirs x 4 T per int type; dynamic: 3 grans x 4 T (x 2 for int) */
-  cr_assert_eq(checked, 4 * 72 + 2 * 24 + 2 * 12, "%zu", checked);
+  /* affine: 4 grans x 3 ops x 2 dirs x 4 T per int type; dynamic: 4 grans x 4 T (x 2 for int) */
+  cr_assert_eq(checked, 4 * 96 + 2 * 32 + 2 * 16, "%zu", checked);
 }
 
 Test(desc, ue8m0_refused_for_per_tensor_affine_plans) {
@@ -2692,7 +2721,7 @@ Test(args, amax_bound) {
       checked++;
     }
   }
-  cr_assert_eq(checked, 2 * (96 + 24) + 2 * (96 + 12), "%zu", checked);
+  cr_assert_eq(checked, 2 * (120 + 32) + 2 * (120 + 16), "%zu", checked);
 }
 
 /* pow2 and UE8M0 dynamic plans take the same arguments as the others; a bound with them */
@@ -2712,5 +2741,655 @@ Test(args, pow2_and_ue8m0_dynamic_base_arguments_are_valid) {
           expect_args_ok(&cc, &a, 0, "bound");
         }
       }
+  }
+}
+
+/* ---- per block, MN-major scales, packed UE8M0 scales ---------------------------------- */
+/* BQ_PER_BLOCK: B x B tiles (B = args.group_size), edge tiles partial, scales
+   [ceil(rows / B)][ceil(cols / B)] with leading dimension group_row_stride >= ceil(cols / B);
+   every affine op and dynamic quantize; not the fused producers nor the linear layers.
+   desc.scale_layout: BQ_SCALES_ROW_MAJOR (0) or BQ_SCALES_MN_MAJOR (1), the latter per group
+   only: scales [c / G][r], leading dimension >= rows (default rows rounded up to 4).
+   desc.scale_type BQ_UE8M0X4: per group only, symmetric only (no zero points), leading
+   dimension in int32 words (row-major >= ceil(groups / 4)), pointers 4-byte aligned;
+   dynamic quantize takes power-of-two scales from it. */
+
+/* can_implement and run both refuse a with status want, the same message, which starts
+   with the plan's name and contains needle */
+static void expect_args_status(const combo *c, const bq_args *a, bq_status want, const char *needle) {
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
+  char prefix[128], msg[1024];
+  prefix_of(c, prefix, sizeof prefix);
+  clear_error();
+  bq_status st = bq_plan_can_implement(&plan, a);
+  cr_assert_eq(st, want, "%s can_implement: got %s (%s), want %s [%s]", c->ctx, bq_status_name(st), bq_last_error(),
+               bq_status_name(want), needle);
+  check_msg(prefix, needle, c->ctx, "bq_plan_can_implement");
+  snprintf(msg, sizeof msg, "%s", bq_last_error());
+  clear_error();
+  st = bq_plan_run(&plan, a, NULL, 0, NULL);
+  cr_assert_eq(st, want, "%s run: got %s (%s)", c->ctx, bq_status_name(st), bq_last_error());
+  cr_assert_str_eq(bq_last_error(), msg, "%s: run says \"%s\", can_implement said \"%s\"", c->ctx, bq_last_error(), msg);
+}
+
+/* the view bq_plan_run would launch with: B or G, blocks a row, and the kernels' leading
+   dimension (bytes for packed scales) */
+static void expect_view(const combo *c, const bq_args *a, int64_t group, int64_t ngroups, int64_t grs) {
+  bq_plan plan;
+  bq__view v;
+  cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
+  cr_assert_eq(bq__view_of(&plan, a, &v), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
+  cr_assert_eq(v.group, group, "%s: group %lld, want %lld", c->ctx, (long long)v.group, (long long)group);
+  cr_assert_eq(v.ngroups, ngroups, "%s: ngroups %lld, want %lld", c->ctx, (long long)v.ngroups, (long long)ngroups);
+  cr_assert_eq(v.grs, grs, "%s: grs %lld, want %lld", c->ctx, (long long)v.grs, (long long)grs);
+}
+
+/* c with another scale type and layout, its ctx saying so */
+static combo with_scales(const combo *c, bq_dtype st, bq_scale_layout lay) {
+  combo r = *c;
+  r.d.scale_type = st;
+  r.d.scale_layout = lay;
+  snprintf(r.ctx, sizeof r.ctx, "%.80s scale %d%s]", c->ctx, (int)st, lay == BQ_SCALES_MN_MAJOR ? " mn" : "");
+  return r;
+}
+
+Test(desc, block_layout_and_packed_enums) {
+  cr_assert_eq((int)BQ_PER_BLOCK, 5);
+  cr_assert_eq((int)BQ_SCALES_ROW_MAJOR, 0);
+  cr_assert_eq((int)BQ_SCALES_MN_MAJOR, 1);
+  cr_assert_eq((int)BQ_UE8M0X4, 11);
+  cr_assert_eq((int)BQ_UE8M0X4, (int)BQ_UE8M0 + 1);
+  cr_assert_str_eq(bq__dtype_name(BQ_UE8M0X4), "ue8m0x4");
+  cr_assert_eq(bq__dtype_size(BQ_UE8M0X4), 4);
+  cr_assert_str_eq(bq__gran_name(BQ_PER_BLOCK), "per_block");
+  /* scale_layout is the descriptor's last field: zero-initialized descs keep row-major */
+  const size_t end = offsetof(bq_desc, scale_layout) + sizeof(bq_scale_layout), al = _Alignof(bq_desc);
+  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "scale_layout ends at %zu of %zu", end, sizeof(bq_desc));
+  cr_assert_eq(sizeof(bq_scale_layout), sizeof(int));
+  cr_assert(offsetof(bq_desc, scale_layout) > offsetof(bq_desc, pow2_scales));
+}
+
+Test(desc, scale_layout_not_a_bq_scale_layout) {
+  const int bad[] = {2, -1, 99, INT_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_desc d = c[i].d;
+      d.scale_layout = (bq_scale_layout)bad[b];
+      char prefix[64], needle[128];
+      snprintf(prefix, sizeof prefix, "%s: ", op_str(d.op)); /* checked before the plan is named */
+      snprintf(needle, sizeof needle, "desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR",
+               bad[b]);
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+    }
+  /* the linear layers and the fused producers: out of range is malformed there too */
+  bq_desc ds[64];
+  const char *lead[64];
+  n = other_ops(ds, lead);
+  for (size_t i = 0; i < n; i++) {
+    bq_desc d = ds[i];
+    d.scale_layout = (bq_scale_layout)2;
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "[%s #%zu]", lead[i], i);
+    expect_desc_invalid(&d, NULL, "desc.scale_layout (2) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR", ctx);
+  }
+}
+
+/* MN-major: per group, every affine op and dynamic quantize, every storage and scale type */
+Test(desc, mn_major_per_group_accepted) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_GROUP, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type, BQ_UE8M0, BQ_UE8M0X4};
+      for (size_t s = 0; s < NELEM(sts); s++) {
+        if (sts[s] == BQ_UE8M0X4 && c[i].d.asymmetric) continue; /* no zero points: below */
+        bq_desc d = c[i].d;
+        d.scale_type = sts[s];
+        d.scale_layout = BQ_SCALES_MN_MAJOR;
+        expect_desc_valid(&d, c[i].ctx);
+        bq_desc out;
+        char name[96];
+        cr_assert_eq(bq__normalize(&d, &out, name, sizeof name), BQ_SUCCESS);
+        cr_assert_eq(out.scale_layout, BQ_SCALES_MN_MAJOR, "%s", c[i].ctx);
+        cr_assert_str_eq(name, c[i].name); /* the layout is not part of the plan's name */
+        checked++;
+      }
+    }
+  }
+  /* affine 24 combos, dynamic 4 symmetric + 4 asymmetric (int types) per storage type */
+  cr_assert_eq(checked, 4 * 24 * 5 + 2 * (4 * 5 + 4 * 4) + 2 * 4 * 5, "%zu", checked);
+}
+
+/* MN-major with another granularity is malformed: INVALID_ARGUMENT naming desc.scale_layout */
+Test(desc, mn_major_other_granularities_refused) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_TENSOR | G_CHANNEL | G_TOKEN | G_BLOCK, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      bq_desc d = c[i].d;
+      d.scale_layout = BQ_SCALES_MN_MAJOR;
+      char prefix[128];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      expect_desc_invalid(&d, prefix, "desc.scale_layout (1, MN-major) applies to per-group scales only", c[i].ctx);
+      if (d.granularity == BQ_PER_TENSOR) { /* the default granularity is per tensor too */
+        d.granularity = BQ_GRANULARITY_DEFAULT;
+        expect_desc_invalid(&d, prefix, "desc.scale_layout (1, MN-major)", c[i].ctx);
+      }
+      checked++;
+    }
+  }
+  cr_assert(checked > 400, "%zu", checked);
+}
+
+/* per block: every affine op (either direction) and dynamic quantize (symmetric or
+   asymmetric, pow2), every storage type, scales f32, T or UE8M0 */
+Test(desc, per_block_accepted) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_BLOCK, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      const bq_dtype sts[] = {BQ_DTYPE_DEFAULT, BQ_F32, c[i].d.float_type, BQ_UE8M0};
+      for (size_t s = 0; s < NELEM(sts); s++)
+        for (int p2 = 0; p2 < (is_dyn(&c[i].d) ? 2 : 1); p2++) {
+          bq_desc d = c[i].d, out;
+          d.scale_type = sts[s];
+          d.pow2_scales = p2;
+          expect_desc_valid(&d, c[i].ctx);
+          char name[96];
+          cr_assert_eq(bq__normalize(&d, &out, name, sizeof name), BQ_SUCCESS);
+          cr_assert_eq(out.granularity, BQ_PER_BLOCK);
+          cr_assert_str_eq(name, c[i].name);
+          cr_assert(strstr(name, "_per_block"), "%s", name);
+          checked++;
+        }
+    }
+  }
+  cr_assert_eq(checked, 4 * 24 * 4 + 2 * 8 * 4 * 2 + 2 * 4 * 4 * 2, "%zu", checked);
+}
+
+/* BQ_UE8M0X4 packs per-group scales: any other granularity names desc.scale_type */
+Test(desc, ue8m0x4_per_group_only) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_TENSOR | G_CHANNEL | G_TOKEN | G_BLOCK, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++) {
+      if (c[i].d.asymmetric) continue;
+      bq_desc d = c[i].d;
+      d.scale_type = BQ_UE8M0X4;
+      char prefix[128];
+      prefix_of(&c[i], prefix, sizeof prefix);
+      const char *needle = "desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity must be BQ_PER_GROUP";
+      expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      if (d.granularity == BQ_PER_TENSOR) {
+        d.granularity = BQ_GRANULARITY_DEFAULT;
+        expect_desc_invalid(&d, prefix, needle, c[i].ctx);
+      }
+      checked++;
+    }
+  }
+  cr_assert(checked > 400, "%zu", checked);
+}
+
+/* packed scales carry no zero points: asymmetric dynamic quantize refuses them, in either
+   layout, naming desc.asymmetric */
+Test(desc, ue8m0x4_asymmetric_refused) {
+  const bq_dtype its[] = {BQ_S8, BQ_U8};
+  for (size_t k = 0; k < NELEM(its); k++)
+    for (size_t f = 0; f < NELEM(FTS); f++)
+      for (int lay = 0; lay < 2; lay++) {
+        bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, FTS[f]);
+        d.int_type = its[k];
+        d.scale_type = BQ_UE8M0X4;
+        d.scale_layout = (bq_scale_layout)lay;
+        char ctx[96];
+        snprintf(ctx, sizeof ctx, "[dynamic per_group %s %s layout %d]", ft_str(FTS[f]), it_str(its[k]), lay);
+        expect_desc_valid(&d, ctx);
+        d.asymmetric = 1;
+        expect_desc_invalid(&d, "dynamic_quantize_per_group_asymmetric: ",
+                            "desc.asymmetric (1) needs zero points, which packed scales (desc.scale_type ue8m0x4) "
+                            "do not carry", ctx);
+        d.asymmetric = 2; /* refused as well, naming the field */
+        expect_desc_invalid(&d, NULL, "desc.asymmetric (", ctx);
+      }
+}
+
+/* accepted per group in either layout: every affine op and symmetric dynamic quantize,
+   every storage type; dynamic quantize takes power-of-two scales from it (pow2_scales set
+   in the normalized desc, and the same kernel whether asked or not) */
+Test(desc, ue8m0x4_accepted_and_implies_pow2) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_GROUP, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < n; i++)
+      for (int lay = 0; lay < 2; lay++) {
+        if (c[i].d.asymmetric) continue;
+        int dyn = is_dyn(&c[i].d);
+        bq_desc d = c[i].d, out, again;
+        d.scale_type = BQ_UE8M0X4;
+        d.scale_layout = (bq_scale_layout)lay;
+        expect_desc_valid(&d, c[i].ctx);
+        char name[96], sku[256], sku2[256];
+        cr_assert_eq(bq__normalize(&d, &out, name, sizeof name), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+        cr_assert_eq(out.scale_type, BQ_UE8M0X4, "%s", c[i].ctx);
+        cr_assert_eq(out.scale_layout, (bq_scale_layout)lay, "%s", c[i].ctx);
+        cr_assert_eq(out.pow2_scales, dyn, "%s: pow2_scales %d", c[i].ctx, out.pow2_scales);
+        cr_assert_eq(bq__normalize(&out, &again, name, sizeof name), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+        cr_assert(!memcmp(&out, &again, sizeof out), "%s: normalizing twice changed the desc", c[i].ctx);
+        cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+        cr_assert(strstr(sku, lay ? ".scale_mn_ue8m0x4." : ".scale_ue8m0x4."), "%s: %s", c[i].ctx, sku);
+        cr_assert_eq(strstr(sku, ".pow2.") != NULL, dyn, "%s: %s", c[i].ctx, sku);
+        if (dyn) {
+          d.pow2_scales = 1;
+          cr_assert_eq(bq_sku(&d, 90, sku2, sizeof sku2), BQ_SUCCESS);
+          cr_assert_str_eq(sku, sku2, "%s", c[i].ctx);
+        }
+        checked++;
+      }
+  }
+  cr_assert_eq(checked, 4 * (24 + 4) * 2, "%zu", checked);
+}
+
+/* SKUs: the granularity token per_block, the scale token scale_mn_<type> for MN-major,
+   scale_ue8m0x4 for packed scales; each kernel its own SKU; a normalized desc has its
+   input's SKU */
+Test(desc, block_mn_and_packed_skus) {
+  enum { CAP = 4 * 1024 };
+  static char skus[CAP][256];
+  size_t n = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t m = it_combos(c, G_TOKEN | G_GROUP | G_BLOCK, F_BOTH, ITS4[k]);
+    for (size_t i = 0; i < m; i++) {
+      const bq_dtype sts[] = {BQ_F32, c[i].d.float_type, BQ_UE8M0, BQ_UE8M0X4};
+      for (size_t s = 0; s < NELEM(sts); s++)
+        for (int lay = 0; lay < 2; lay++) {
+          int group = c[i].d.granularity == BQ_PER_GROUP;
+          if (s == 1 && c[i].d.float_type == BQ_F32) continue; /* the same kernel */
+          if ((lay || sts[s] == BQ_UE8M0X4) && !group) continue;
+          if (sts[s] == BQ_UE8M0X4 && c[i].d.asymmetric) continue;
+          bq_desc d = c[i].d, out;
+          d.scale_type = sts[s];
+          d.scale_layout = (bq_scale_layout)lay;
+          cr_assert_eq(bq_sku(&d, 90, skus[n], sizeof skus[n]), BQ_SUCCESS, "%s: %s", c[i].ctx, bq_last_error());
+          const char *sku = skus[n];
+          cr_assert_eq(strstr(sku, ".per_block.") != NULL, c[i].d.granularity == BQ_PER_BLOCK, "%s", sku);
+          cr_assert_eq(strstr(sku, ".scale_mn_") != NULL, lay, "%s", sku);
+          cr_assert_eq(strstr(sku, "ue8m0x4") != NULL, sts[s] == BQ_UE8M0X4, "%s", sku);
+          char name[96], again[256];
+          cr_assert_eq(bq__normalize(&d, &out, name, sizeof name), BQ_SUCCESS);
+          cr_assert_eq(bq_sku(&out, 90, again, sizeof again), BQ_SUCCESS);
+          cr_assert_str_eq(again, sku);
+          n++;
+          cr_assert(n < CAP);
+        }
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) cr_assert(strcmp(skus[i], skus[j]), "two kernels share the SKU %s", skus[i]);
+  /* spelled out */
+  bq_desc d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_BF16);
+  d.int_type = BQ_E4M3;
+  char sku[256];
+  cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "dynamic_quantize.fwd.per_block.bf16.e4m3.scale_f32.") == sku, "%s", sku);
+  d = mkdesc(BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16);
+  d.scale_type = BQ_UE8M0X4;
+  d.scale_layout = BQ_SCALES_MN_MAJOR;
+  cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, "dequantize.fwd.per_group.f16.s8.q[-128,127].scale_mn_ue8m0x4.") == sku, "%s", sku);
+  d.scale_type = BQ_F32;
+  cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_SUCCESS);
+  cr_assert(strstr(sku, ".scale_mn_f32.") , "%s", sku);
+}
+
+/* The kernels' prelude: BQ_GRAN_BLOCK for per block; BQ_SL names the scales' layout
+   (common.cuh: 0 row-major, 1 MN-major, 2 packed MN-major, 3 packed row-major) and packed
+   scales are UE8M0 bytes to the kernels (BQ_ST) */
+Test(desc, kernel_prelude_of_block_and_layouts) {
+  struct { bq_op op; bq_granularity g; bq_dtype st; bq_scale_layout lay; const char *gran; int sl; } k[] = {
+    {BQ_QUANTIZE, BQ_PER_BLOCK, BQ_F32, BQ_SCALES_ROW_MAJOR, "BQ_GRAN_BLOCK", 0},
+    {BQ_DYNAMIC_QUANTIZE, BQ_PER_BLOCK, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, "BQ_GRAN_BLOCK", 0},
+    {BQ_DEQUANTIZE, BQ_PER_GROUP, BQ_F32, BQ_SCALES_MN_MAJOR, "BQ_GRAN_GROUP", 1},
+    {BQ_FAKE_QUANTIZE, BQ_PER_GROUP, BQ_UE8M0X4, BQ_SCALES_MN_MAJOR, "BQ_GRAN_GROUP", 2},
+    {BQ_DYNAMIC_QUANTIZE, BQ_PER_GROUP, BQ_UE8M0X4, BQ_SCALES_ROW_MAJOR, "BQ_GRAN_GROUP", 3},
+    {BQ_DYNAMIC_QUANTIZE, BQ_PER_GROUP, BQ_UE8M0X4, BQ_SCALES_MN_MAJOR, "BQ_GRAN_GROUP", 2},
+    {BQ_QUANTIZE, BQ_PER_TOKEN, BQ_F32, BQ_SCALES_ROW_MAJOR, "BQ_GRAN_TOKEN", 0},
+  };
+  for (size_t i = 0; i < NELEM(k); i++) {
+    bq_desc d = mkdesc(k[i].op, BQ_FORWARD, k[i].g, BQ_BF16);
+    d.scale_type = k[i].st;
+    d.scale_layout = k[i].lay;
+    bq__target t = {90, 0, 0};
+    bq__kernel_src ks;
+    cr_assert_eq(bq__kernel_for(&d, &t, &ks), BQ_SUCCESS, "#%zu: %s", i, bq_last_error());
+    char want[64];
+    snprintf(want, sizeof want, "#define BQ_GRAN %s\n", k[i].gran);
+    cr_assert(strstr(ks.source.p, want), "#%zu: %s missing", i, want);
+    snprintf(want, sizeof want, "#define BQ_SL %d\n", k[i].sl);
+    cr_assert(strstr(ks.source.p, want), "#%zu: %s missing", i, want);
+    const int ue8m0 = k[i].st == BQ_UE8M0 || k[i].st == BQ_UE8M0X4;
+    cr_assert(strstr(ks.source.p, ue8m0 ? "#define BQ_ST BQ_TYPE_UE8M0\n" : "#define BQ_ST BQ_TYPE_F32\n"), "#%zu", i);
+    if (k[i].g == BQ_PER_BLOCK)
+      cr_assert(strstr(ks.source.p, "#define BQ_GRAN_BLOCK 5\n"), "#%zu: BQ_GRAN_BLOCK is not the enum's value", i);
+    BQ_FREE(ks.source.p);
+  }
+}
+
+/* ---- per block arguments ---- */
+Test(args, per_block_group_size_below_one) {
+  const int64_t bad[] = {0, -1, -16, INT64_MIN};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_BLOCK);
+  cr_assert_eq(n, 32);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      bq_args a = base_args(BQ_PER_BLOCK);
+      a.group_size = bad[b];
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.group_size (%lld) must be >= 1", (long long)bad[b]);
+      expect_args_invalid(&c[i], &a, needle);
+      a.rows = 0;
+      expect_args_invalid(&c[i], &a, needle);
+    }
+}
+
+/* rows and cols need not be multiples of B: ceil(cols / B) blocks a row, the leading
+   dimension defaulting to it; B larger than the matrix is one partial tile */
+Test(args, per_block_partial_tiles_accepted) {
+  const struct { int64_t rows, cols, B, ng; } ok[] = {
+    {40, 64, 16, 4}, {40, 50, 16, 4}, {7, 50, 16, 4}, {40, 64, 100, 1}, {3, 5, 7, 1}, {1, 129, 128, 2},
+    {33, 33, 1, 33}, {40, 64, 32768, 1}, {5, 100, 3, 34}};
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_BLOCK);
+  for (size_t i = 0; i < n; i++)
+    for (size_t b = 0; b < NELEM(ok); b++) {
+      bq_args a = base_args(BQ_PER_BLOCK);
+      a.rows = ok[b].rows;
+      a.cols = ok[b].cols;
+      a.group_size = ok[b].B;
+      if (c[i].d.direction == BQ_BACKWARD || is_dyn(&c[i].d)) a.zero_points = NULL;
+      char what[96];
+      snprintf(what, sizeof what, "%lld x %lld, B %lld", (long long)a.rows, (long long)a.cols, (long long)a.group_size);
+      expect_args_ok(&c[i], &a, 0, what);
+      expect_view(&c[i], &a, ok[b].B, ok[b].ng, ok[b].ng);
+      a.group_row_stride = ok[b].ng + 3;
+      expect_args_ok(&c[i], &a, 0, what);
+      expect_view(&c[i], &a, ok[b].B, ok[b].ng, ok[b].ng + 3);
+      a.group_row_stride = ok[b].ng;
+      expect_args_ok(&c[i], &a, 0, what);
+    }
+}
+
+Test(args, per_block_group_row_stride_smaller_than_blocks_per_row) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_BLOCK);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_BLOCK);
+    a.cols = 50; /* 4 blocks of 16 a row, the last partial */
+    a.group_row_stride = 3;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (3) is smaller than cols / group_size rounded up (4)");
+    a.group_row_stride = 1;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (1) is smaller than cols / group_size rounded up (4)");
+    a.cols = 64; /* whole blocks: the same words */
+    a.group_row_stride = 3;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (3) is smaller than cols / group_size rounded up (4)");
+    a.group_size = 5; /* 13 blocks */
+    a.group_row_stride = 12;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (12) is smaller than cols / group_size rounded up (13)");
+    a.group_row_stride = 13;
+    expect_args_ok(&c[i], &a, 0, "13 blocks");
+  }
+}
+
+/* the scales' array, ceil(rows / B) rows of group_row_stride, is bounded like per group's */
+Test(args, per_block_group_row_stride_too_large) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_BLOCK);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_BLOCK);
+    a.rows = (int64_t)1 << 24; /* 2^20 rows of blocks */
+    a.group_row_stride = ((int64_t)1 << 34) + 1;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (17179869185) is too large");
+    a.group_row_stride = INT64_MAX;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (9223372036854775807) is too large");
+    a.group_row_stride = (int64_t)1 << 34;
+    expect_args_ok(&c[i], &a, 0, "2^20 rows of blocks * 2^34");
+    a.rows = ((int64_t)1 << 24) + 1; /* one more (partial) row of blocks */
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (17179869184) is too large");
+  }
+}
+
+/* dynamic per block: B above 32768 is not offered (a tile's indices are 32-bit); the
+   affine ops take any B */
+Test(args, per_block_dynamic_largest_block) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_BLOCK);
+  for (size_t i = 0; i < n; i++) {
+    bq_args a = base_args(BQ_PER_BLOCK);
+    a.group_size = 32768;
+    expect_args_ok(&c[i], &a, 0, "B 32768");
+    const int64_t big[] = {32769, 65536, (int64_t)1 << 40};
+    for (size_t b = 0; b < NELEM(big); b++) {
+      a.group_size = big[b];
+      if (!is_dyn(&c[i].d)) {
+        expect_args_ok(&c[i], &a, 0, "large B, affine");
+        continue;
+      }
+      char needle[128];
+      snprintf(needle, sizeof needle, "args.group_size (%lld) is larger than 32768, the largest block dynamic "
+               "quantize offers", (long long)big[b]);
+      expect_args_status(&c[i], &a, BQ_ERROR_NOT_SUPPORTED, needle);
+    }
+  }
+}
+
+/* per group's messages stay as they were, in either layout and with packed scales */
+Test(args, per_group_messages_in_every_layout) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++)
+    for (int lay = 0; lay < 2; lay++)
+      for (int x4 = 0; x4 < 2; x4++) {
+        if (x4 && c[i].d.asymmetric) continue;
+        combo cc = with_scales(&c[i], x4 ? BQ_UE8M0X4 : BQ_F32, (bq_scale_layout)lay);
+        bq_args a = base_args(BQ_PER_GROUP);
+        if (x4) a.zero_points = NULL;
+        expect_args_ok(&cc, &a, 0, "base");
+        a.group_size = 48;
+        expect_args_invalid(&cc, &a, "args.group_size (48) does not divide args.cols (64)");
+        a.group_size = 0;
+        expect_args_invalid(&cc, &a, "args.group_size (0) must be >= 1");
+        if (!lay && !x4) {
+          a.group_size = 16;
+          a.group_row_stride = 3;
+          expect_args_invalid(&cc, &a, "args.group_row_stride (3) is smaller than cols / group_size (4)");
+        }
+      }
+}
+
+/* MN-major: the leading dimension runs over rows: >= rows, default rows rounded up to 4 */
+Test(args, mn_major_group_row_stride) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++) {
+    combo cc = with_scales(&c[i], BQ_F32, BQ_SCALES_MN_MAJOR);
+    bq_args a = base_args(BQ_PER_GROUP); /* 4 rows, 4 groups of 16 */
+    expect_view(&cc, &a, 16, 4, 4);
+    a.rows = 5;
+    expect_view(&cc, &a, 16, 4, 8);
+    a.rows = 1;
+    expect_view(&cc, &a, 16, 4, 4);
+    a.rows = 13;
+    a.group_row_stride = 12;
+    expect_args_invalid(&cc, &a, "args.group_row_stride (12) is smaller than args.rows (13)");
+    a.group_row_stride = 1;
+    expect_args_invalid(&cc, &a, "args.group_row_stride (1) is smaller than args.rows (13)");
+    a.group_row_stride = 13; /* not a multiple of 4: allowed */
+    expect_args_ok(&cc, &a, 0, "ld == rows");
+    expect_view(&cc, &a, 16, 4, 13);
+    a.group_row_stride = 0;
+    expect_view(&cc, &a, 16, 4, 16);
+    /* fewer rows than groups: the row-major rule (ld >= groups) is not the one applied */
+    a.rows = 2;
+    a.group_size = 1; /* 64 groups */
+    a.group_row_stride = 2;
+    expect_args_ok(&cc, &a, 0, "2 rows, 64 groups, ld 2");
+    /* the array is ngroups columns of ld: bounded */
+    a.rows = 4;
+    a.group_size = 16;
+    a.group_row_stride = ((int64_t)1 << 52) + 1; /* 4 groups */
+    expect_args_invalid(&cc, &a, "args.group_row_stride (4503599627370497) is too large");
+    a.group_row_stride = (int64_t)1 << 52;
+    expect_args_ok(&cc, &a, 0, "4 * 2^52");
+  }
+}
+
+/* packed scales, row-major: the leading dimension counts int32 words, >= ceil(groups / 4);
+   the kernels get it in bytes */
+Test(args, ue8m0x4_row_major_group_row_stride) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric) continue;
+    combo cc = with_scales(&c[i], BQ_UE8M0X4, BQ_SCALES_ROW_MAJOR);
+    bq_args a = base_args(BQ_PER_GROUP); /* 4 groups: one word */
+    a.zero_points = NULL;
+    expect_args_ok(&cc, &a, 0, "base");
+    expect_view(&cc, &a, 16, 4, 4);
+    a.group_size = 4; /* 16 groups: 4 words */
+    expect_view(&cc, &a, 4, 16, 16);
+    a.group_row_stride = 3;
+    expect_args_invalid(&cc, &a, "args.group_row_stride (3) is smaller than the row's int32 words of packed scales (4)");
+    a.group_row_stride = 4;
+    expect_view(&cc, &a, 4, 16, 16);
+    a.group_row_stride = 7;
+    expect_view(&cc, &a, 4, 16, 28);
+    a.cols = 80; /* 5 groups of 16: 2 words, the second with 3 bytes of padding */
+    a.group_size = 16;
+    a.group_row_stride = 0;
+    expect_view(&cc, &a, 16, 5, 8);
+    a.group_row_stride = 1;
+    expect_args_invalid(&cc, &a, "args.group_row_stride (1) is smaller than the row's int32 words of packed scales (2)");
+    a.group_row_stride = 2;
+    expect_args_ok(&cc, &a, 0, "2 words");
+    /* bounded as an array of words */
+    a.rows = (int64_t)1 << 20;
+    a.group_row_stride = ((int64_t)1 << 34) + 1;
+    expect_args_invalid(&cc, &a, "args.group_row_stride (17179869185) is too large");
+    a.group_row_stride = (int64_t)1 << 34;
+    expect_args_ok(&cc, &a, 0, "2^20 rows of 2^34 words");
+  }
+}
+
+/* packed scales, MN-major: words (g / 4) * ld + r, ld >= rows (default rows rounded up to 4) */
+Test(args, ue8m0x4_mn_major_group_row_stride) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric) continue;
+    combo cc = with_scales(&c[i], BQ_UE8M0X4, BQ_SCALES_MN_MAJOR);
+    bq_args a = base_args(BQ_PER_GROUP);
+    a.zero_points = NULL;
+    a.rows = 6;
+    expect_view(&cc, &a, 16, 4, 4 * 8);
+    a.group_row_stride = 5;
+    expect_args_invalid(&cc, &a, "args.group_row_stride (5) is smaller than args.rows (6)");
+    a.group_row_stride = 6;
+    expect_args_ok(&cc, &a, 0, "ld == rows");
+    expect_view(&cc, &a, 16, 4, 4 * 6);
+    /* many groups, few rows: ld is a count of rows, not of words a row */
+    a.rows = 1;
+    a.group_size = 1; /* 64 groups: 16 word rows */
+    a.group_row_stride = 1;
+    expect_args_ok(&cc, &a, 0, "1 row, 64 groups, ld 1");
+    expect_view(&cc, &a, 1, 64, 4);
+    /* bounded: ceil(groups / 4) word rows of ld */
+    a.group_row_stride = ((int64_t)1 << 50) + 1; /* 16 word rows */
+    expect_args_invalid(&cc, &a, "args.group_row_stride (1125899906842625) is too large");
+    a.group_row_stride = (int64_t)1 << 50;
+    expect_args_ok(&cc, &a, 0, "16 word rows of 2^50");
+  }
+}
+
+/* packed scale pointers are int32 words: 4-byte aligned (scales; dynamic's out_scales) */
+Test(args, ue8m0x4_pointers_4_byte_aligned) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_GROUP);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric) continue;
+    for (int lay = 0; lay < 2; lay++) {
+      combo cc = with_scales(&c[i], BQ_UE8M0X4, (bq_scale_layout)lay);
+      int dyn = is_dyn(&cc.d);
+      const char *field = dyn ? "args.out_scales" : "args.scales";
+      for (int off = 1; off < 4; off++) {
+        bq_args a = base_args(BQ_PER_GROUP);
+        a.zero_points = NULL;
+        uintptr_t p = (dyn ? POS : PS) + 0x40 + (uintptr_t)off;
+        if (dyn) a.out_scales = (void *)p;
+        else a.scales = (const void *)p;
+        char needle[128];
+        snprintf(needle, sizeof needle, "%s (%p) is not aligned to its element size (4 bytes)", field, (const void *)p);
+        expect_args_invalid(&cc, &a, needle);
+      }
+      bq_args a = base_args(BQ_PER_GROUP);
+      a.zero_points = NULL;
+      if (dyn) a.out_scales = (void *)(POS + 4);
+      else a.scales = (const void *)(PS + 4);
+      expect_args_ok(&cc, &a, 0, "4-byte aligned");
+      /* a byte-aligned UE8M0 array is fine unpacked */
+      combo cu = with_scales(&c[i], BQ_UE8M0, (bq_scale_layout)lay);
+      if (dyn) a.out_scales = (void *)(POS + 1);
+      else a.scales = (const void *)(PS + 1);
+      expect_args_ok(&cu, &a, 0, "ue8m0 byte-aligned");
+    }
+  }
+}
+
+/* static ops with packed scales take no zero points: args.zero_points must be NULL, even
+   for a zero-size call; NULL is accepted */
+Test(args, ue8m0x4_static_zero_points_refused) {
+  size_t checked = 0;
+  for (size_t k = 0; k < NELEM(ITS4); k++) {
+    combo c[MAX_COMBOS];
+    size_t n = it_combos(c, G_GROUP, F_AFFINE, ITS4[k]);
+    for (size_t i = 0; i < n; i++)
+      for (int lay = 0; lay < 2; lay++) {
+        combo cc = with_scales(&c[i], BQ_UE8M0X4, (bq_scale_layout)lay);
+        bq_args a = base_args(BQ_PER_GROUP);
+        a.zero_points = NULL;
+        expect_args_ok(&cc, &a, 0, "no zero points");
+        a.zero_points = (const int32_t *)PZ;
+        char needle[128];
+        snprintf(needle, sizeof needle, "args.zero_points (%p) must be NULL: packed scales (ue8m0x4) carry no zero "
+                 "points", (const void *)PZ);
+        expect_args_invalid(&cc, &a, needle);
+        a.rows = 0;
+        expect_args_invalid(&cc, &a, needle);
+        checked++;
+      }
+  }
+  cr_assert_eq(checked, 4 * 24 * 2, "%zu", checked);
+  /* dynamic quantize reads no zero points: its symmetric plans ignore the field */
+  combo c[MAX_COMBOS];
+  size_t n = combos_of(c, G_GROUP, F_DYNAMIC);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].d.asymmetric) continue;
+    combo cc = with_scales(&c[i], BQ_UE8M0X4, BQ_SCALES_ROW_MAJOR);
+    bq_args a = base_args(BQ_PER_GROUP);
+    expect_args_ok(&cc, &a, 0, "zero_points set, not read");
+    a.out_zero_points = NULL;
+    expect_args_ok(&cc, &a, 0, "out_zero_points NULL");
+    a.amax_bound = 3.5; /* a bound with packed power-of-two scales */
+    expect_args_ok(&cc, &a, 0, "amax bound");
+    a.amax_bound = -1.0;
+    expect_args_invalid(&cc, &a, "args.amax_bound (");
   }
 }

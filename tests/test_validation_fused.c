@@ -264,11 +264,53 @@ Test(fused_desc, per_channel_not_supported) {
 
 Test(fused_desc, granularity_outside_the_enum) {
   for (int k = 0; k < NOPS; k++) {
-    bq_desc d = fdesc(k, (bq_granularity)5, BQ_F32, 0);
-    expect_desc_invalid(&d, NULL, "desc.granularity (5)", "granularity 5");
+    bq_desc d = fdesc(k, (bq_granularity)(BQ_PER_BLOCK + 1), BQ_F32, 0);
+    expect_desc_invalid(&d, NULL, "desc.granularity (6)", "granularity 6");
     d.granularity = (bq_granularity)-1;
     expect_desc_invalid(&d, NULL, "desc.granularity (-1)", "granularity -1");
   }
+}
+
+/* per block, MN-major scales and packed UE8M0 scales are the affine ops' and dynamic
+   quantize's only: NOT_SUPPORTED naming the field, at every granularity the producer takes
+   (and a scale_layout outside the enum is malformed, INVALID_ARGUMENT) */
+Test(fused_desc, block_mn_major_and_packed_scales_not_supported) {
+  static const bq_granularity GR[] = {BQ_GRANULARITY_DEFAULT, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_TENSOR};
+  size_t checked = 0;
+  for (int k = 0; k < NOPS; k++)
+    for (size_t f = 0; f < NELEM(FTS); f++)
+      for (int asym = 0; asym < 2; asym++) {
+        char ctx[192], needle[128];
+        bq_desc d = fdesc(k, BQ_PER_BLOCK, FTS[f], asym);
+        ctx_of(&d, ctx, sizeof ctx);
+        expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, op_base(&d),
+                           "desc.granularity (per_block) is not offered for fused producers", ctx);
+        d.scale_type = BQ_UE8M0X4; /* either one named */
+        expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, op_base(&d), "is not offered for fused producers", ctx);
+        for (size_t g = 0; g < NELEM(GR); g++) {
+          if (GR[g] == BQ_PER_TENSOR && asym) continue;
+          d = fdesc(k, GR[g], FTS[f], asym);
+          ctx_of(&d, ctx, sizeof ctx);
+          expect_desc_valid(&d, ctx);
+          d.scale_layout = BQ_SCALES_MN_MAJOR;
+          /* checked before the plan is named: the op's name leads */
+          expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, d.op == BQ_RMSNORM_QUANTIZE ? "rmsnorm_quantize: "
+                             : "gated_quantize: ", "desc.scale_layout (MN-major) is offered for quantize, dequantize, "
+                             "fake quantize and dynamic quantize only", ctx);
+          d.scale_layout = (bq_scale_layout)2;
+          expect_desc_invalid(&d, NULL, "desc.scale_layout (2) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR", ctx);
+          d.scale_layout = (bq_scale_layout)-1;
+          expect_desc_invalid(&d, NULL, "desc.scale_layout (-1)", ctx);
+          d.scale_layout = BQ_SCALES_ROW_MAJOR;
+          d.scale_type = BQ_UE8M0X4;
+          char prefix[128];
+          fprefix(&d, prefix, sizeof prefix);
+          snprintf(needle, sizeof needle, "desc.scale_type (ue8m0x4) is not offered for fused producers");
+          expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, GR[g] ? prefix : op_base(&d), needle, ctx);
+          checked++;
+        }
+      }
+  cr_assert_eq(checked, NOPS * 4 * (4 + 3), "%zu", checked);
 }
 
 Test(fused_desc, backward_refused) {

@@ -229,6 +229,48 @@ Test(linear_desc, granularities) {
   expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "quantized_linear: ", "desc.granularity (7)");
 }
 
+/* per block, MN-major scales and packed UE8M0 scales are not the linear layers': per block
+   and MN-major are NOT_SUPPORTED naming the field; ue8m0x4 is outside their scale types
+   (INVALID_ARGUMENT naming desc.scale_type); a scale_layout outside the enum is malformed */
+Test(linear_desc, block_mn_major_and_packed_scales_refused) {
+  static const bq_op ops[] = {BQ_QUANTIZED_LINEAR, BQ_SMOOTHQUANT_LINEAR};
+  static const char *names[] = {"quantized_linear", "smoothquant_linear"};
+  for (size_t o = 0; o < NELEM(ops); o++)
+    for (size_t f = 0; f < NELEM(FTS); f++)
+      for (int asym = 0; asym < 2; asym++) {
+        bq_desc d = mk(ops[o], BQ_PER_BLOCK, FTS[f], FTS[f]);
+        d.asymmetric = asym;
+        expect_desc(&d, BQ_ERROR_NOT_SUPPORTED, names[o], "desc.granularity (per_block)");
+        d.granularity = BQ_PER_TOKEN;
+        expect_desc_valid(&d, names[o]);
+        d.scale_layout = BQ_SCALES_MN_MAJOR;
+        char needle[96];
+        snprintf(needle, sizeof needle, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize", names[o]);
+        expect_desc(&d, BQ_ERROR_NOT_SUPPORTED, names[o], needle);
+        d.scale_layout = (bq_scale_layout)2;
+        expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, names[o], "desc.scale_layout (2) must be BQ_SCALES_ROW_MAJOR or "
+                    "BQ_SCALES_MN_MAJOR");
+        d.scale_layout = (bq_scale_layout)-1;
+        expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, names[o], "desc.scale_layout (-1)");
+        d.scale_layout = BQ_SCALES_ROW_MAJOR;
+        d.scale_type = BQ_UE8M0X4;
+        snprintf(needle, sizeof needle, "desc.scale_type (%d, ue8m0x4) must be BQ_F32, BQ_F16 or BQ_BF16", (int)BQ_UE8M0X4);
+        expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, names[o], needle);
+      }
+  /* the weight sums: every field but device left 0 */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_LINEAR_WEIGHT_SUMS;
+  d.granularity = BQ_PER_BLOCK;
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", "desc.granularity (5) must be left 0");
+  d.granularity = BQ_GRANULARITY_DEFAULT;
+  d.scale_type = BQ_UE8M0X4;
+  expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "linear_weight_sums: ", "desc.scale_type (11, ue8m0x4)");
+  d.scale_type = BQ_DTYPE_DEFAULT;
+  d.scale_layout = BQ_SCALES_MN_MAJOR;
+  expect_desc(&d, BQ_ERROR_NOT_SUPPORTED, "linear_weight_sums", "desc.scale_layout (MN-major)");
+}
+
 Test(linear_desc, types) {
   bq_desc d = mk(BQ_SMOOTHQUANT_LINEAR, BQ_PER_TENSOR, BQ_F16, BQ_S8);
   expect_desc(&d, BQ_ERROR_INVALID_ARGUMENT, "smoothquant_linear_per_tensor: ", "desc.out_type (5, s8)");

@@ -30,6 +30,7 @@ class DType(enum.IntEnum):
     E4M3 = 8
     E5M2 = 9
     UE8M0 = 10
+    UE8M0X4 = 11  # per-group scales: four UE8M0 bytes packed in an int32 along the group axis
 
 
 class Op(enum.IntEnum):
@@ -63,6 +64,13 @@ class Granularity(enum.IntEnum):
     PER_CHANNEL = 2
     PER_TOKEN = 3
     PER_GROUP = 4
+    PER_BLOCK = 5
+
+
+class ScaleLayout(enum.IntEnum):
+    """bq_desc.scale_layout: where per-group scales (and zero points) live."""
+    ROW_MAJOR = 0  # scales[r][g]
+    MN_MAJOR = 1   # scales[g][r]
 
 
 # bq_desc.device: BQ_DEVICE_CURRENT, or BQ_DEVICE(n) = n + 1 (device n's primary context)
@@ -85,3 +93,5 @@ for _m in Activation:
     C_NAMES["BQ_ACTIVATION_DEFAULT" if _m.name == "DEFAULT" else "BQ_" + _m.name] = int(_m)
 for _m in Granularity:
     C_NAMES["BQ_GRANULARITY_DEFAULT" if _m.name == "DEFAULT" else "BQ_" + _m.name] = int(_m)
+for _m in ScaleLayout:
+    C_NAMES["BQ_SCALES_" + _m.name] = int(_m)

@@ -45,6 +45,7 @@ class Desc(ctypes.Structure):
         ("out_type", ctypes.c_int),
         ("activation", ctypes.c_int),
         ("pow2_scales", ctypes.c_int),
+        ("scale_layout", ctypes.c_int),
     ]
 
 

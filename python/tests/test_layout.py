@@ -40,3 +40,52 @@ def test_package_metadata_version():
         import pytest
         pytest.skip("package not installed (run from the source tree)")
     assert dist == bq.__version__
+
+
+def test_desc_scale_layout_is_the_last_field():
+    assert _lib.Desc._fields_[-1][0] == "scale_layout"
+    end = _lib.Desc.scale_layout.offset + _lib.Desc.scale_layout.size
+    assert end == ctypes.sizeof(_lib.Desc) == _lib.bq_py_sizeof(b"bq_desc")
+    assert _lib.Desc().scale_layout == _enums.ScaleLayout.ROW_MAJOR  # zero-initialized: the default
+
+
+def test_block_layout_and_packed_values():
+    assert _enums.Granularity.PER_BLOCK == 5
+    assert _enums.DType.UE8M0X4 == 11
+    assert (_enums.ScaleLayout.ROW_MAJOR, _enums.ScaleLayout.MN_MAJOR) == (0, 1)
+    assert bq.ScaleLayout is _enums.ScaleLayout
+    for name in ("BQ_PER_BLOCK", "BQ_UE8M0X4", "BQ_SCALES_ROW_MAJOR", "BQ_SCALES_MN_MAJOR"):
+        assert name in _enums.C_NAMES, name
+
+
+def _validate(desc, args):
+    return _lib.bq_py_validate(ctypes.byref(desc), ctypes.byref(args))
+
+
+def test_desc_mirror_carries_the_new_fields_to_the_library():
+    """A Desc built here reaches the C validation with scale_layout, per block and ue8m0x4 intact:
+    each accepted where the header offers it and refused, naming the field, where it does not."""
+    E = _enums
+    args = _lib.Args(x=0x10000, y=0x20000, scales=0x30000, rows=6, cols=64, group_size=16)
+    ok = _lib.Desc(op=E.Op.QUANTIZE, granularity=E.Granularity.PER_GROUP, float_type=E.DType.F32,
+                   scale_type=E.DType.UE8M0X4, scale_layout=E.ScaleLayout.MN_MAJOR)
+    assert _validate(ok, args) == E.Status.SUCCESS, _last_error()
+    args.group_row_stride = 5  # MN-major: at least args.rows (6)
+    assert _validate(ok, args) == E.Status.ERROR_INVALID_ARGUMENT
+    assert b"args.group_row_stride (5) is smaller than args.rows (6)" in _last_error()
+    args.group_row_stride = 0
+    token = _lib.Desc(op=E.Op.QUANTIZE, granularity=E.Granularity.PER_TOKEN, float_type=E.DType.F32,
+                      scale_layout=E.ScaleLayout.MN_MAJOR)
+    assert _validate(token, args) == E.Status.ERROR_INVALID_ARGUMENT
+    assert b"desc.scale_layout (1, MN-major)" in _last_error()
+    block = _lib.Desc(op=E.Op.DYNAMIC_QUANTIZE, granularity=E.Granularity.PER_BLOCK, float_type=E.DType.BF16,
+                      int_type=E.DType.E4M3, scale_type=E.DType.UE8M0)
+    args = _lib.Args(x=0x10000, y=0x20000, out_scales=0x30000, rows=40, cols=50, group_size=16)
+    assert _validate(block, args) == E.Status.SUCCESS, _last_error()
+    args.group_size = 32769
+    assert _validate(block, args) == E.Status.ERROR_NOT_SUPPORTED
+    assert b"args.group_size (32769) is larger than 32768" in _last_error()
+
+
+def _last_error():
+    return _lib.bq_last_error() or b""
