@@ -385,7 +385,6 @@ Test(emulated_affine, shapes, .timeout = 600) {
     a.rows = rnd_range(1, B < 20 ? 4 * B + 3 : rep % 3 ? 2 * B : 5);
     a.cols = aligned ? B * rnd_range(1, 600 / B + 2) : rnd_range(1, B < 20 ? 6 * B + 5 : 3 * B);
     if (a.rows * a.cols > 40000) a.rows = 40000 / a.cols + 1;
-    a.group_row_stride = pick_ld(a);
     np = 0; /* run() takes the layout's extent */
     const int flat = 0;
 #elif EMU_GRAN == BQ_GRAN_GROUP
@@ -408,7 +407,6 @@ Test(emulated_affine, shapes, .timeout = 600) {
       a.rows = rnd_range(1, rep % 2 ? 3 : 60);
       a.group_row_stride = rnd() & 1 ? 0 : a.cols / a.group_size;
     }
-    if (EMU_LAYOUT || X4) a.group_row_stride = pick_ld(a); /* the layout's own least and default */
     np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / a.group_size);
 #else
     const int64_t p = 16 / ref_dtype_size(T);
@@ -442,6 +440,9 @@ Test(emulated_affine, shapes, .timeout = 600) {
       a.y_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
       offx = offy = 8 - (int)(21 % 8);
     }
+#endif
+#if EMU_GROUPED /* per block, MN-major and packed scales: the layout's own least and default */
+    if (EMU_GRAN == BQ_GRAN_BLOCK || EMU_LAYOUT || X4) a.group_row_stride = pick_ld(a);
 #endif
     emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
