@@ -455,6 +455,15 @@ REF_API int64_t ref_scale_index(const ref_scales *S, int64_t r, int64_t c)
   return S->mn ? b * S->ld + prow : prow * S->ld + b;
 }
 
+/* Marks used[i] = 1 for each index i some element of [rows, cols] reads (used: S->span
+   entries, bytes when x4, zeroed by the caller); the others are padding or slack. */
+REF_API void ref_scales_mark_used(const ref_scales *S, int64_t rows, int64_t cols, unsigned char *used)
+{
+  int64_t r, c;
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < cols; c += S->B) used[ref_scale_index(S, r, c)] = 1;
+}
+
 /* How logical elements map onto buffers and onto quantization parameters. The "x
    layout" holds x and dx, the "y layout" holds y and dy (they differ only for per token
    and per group, through the row strides). */

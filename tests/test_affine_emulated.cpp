@@ -267,6 +267,20 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     if (rnd() % 23 == 0) /* within the q-range's width of an int32 limit: quantize's general path */
       zb[(size_t)i] = (rnd() & 1) ? (int32_t)(INT32_MAX - rnd_range(0, 300)) : (int32_t)(INT32_MIN + rnd_range(0, 300));
   }
+  if (EMU_GROUPED) { /* entries no element reads (padded rows, the leading dimension's slack, packed
+                        bytes past a row's groups) hold NaN scales and zero points far outside the
+                        q-range: a kernel that reads one gets another result */
+    ref_layout L;
+    cr_assert_eq(ref_layout_init(&L, &n, &a), 0);
+    std::vector<unsigned char> used((size_t)nparams + 1);
+    ref_scales_mark_used(&L.S, a.rows, a.cols, used.data());
+    for (int64_t i = 0; i < nparams; i++)
+      if (!used[(size_t)i]) {
+        if (st == BQ_UE8M0 || st == BQ_UE8M0X4) sb[(size_t)i] = 255;
+        else store_any(st, sb.data(), i, NAN);
+        zb[(size_t)i] = INT32_MIN + 5;
+      }
+  }
   unsigned char *x = xb.data() + 8 * 8 + (size_t)(guard + off_x) * ref_dtype_size(xt);
   for (int64_t i = 0; i < xtot; i++) {
     if (ref_is_fp8(xt)) ref_store_int(xt, x, i, (int32_t)(rnd() & 255)); /* every code: NaN, inf, -0 included */

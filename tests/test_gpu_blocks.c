@@ -210,6 +210,23 @@ static void run_static(const scase *c)
       if (rnd() % 32 == 0) z = (rnd() & 1) ? INT32_MAX - (int32_t)rnd_range(0, 300) : INT32_MIN + (int32_t)rnd_range(0, 300);
       memcpy(zp.h + zp.pre + 4 * i, &z, 4);
     }
+  { /* entries no element reads (padded rows, the leading dimension's slack, packed bytes past
+       a row's groups) hold NaN scales and zero points far outside the q-range: a kernel that
+       reads one gets another result */
+    unsigned char *used = (unsigned char *)calloc((size_t)L.n_params + 1, 1);
+    cr_assert(used != NULL);
+    ref_scales_mark_used(&L.S, c->rows, c->cols, used);
+    for (int64_t i = 0; i < L.n_params; i++)
+      if (!used[i]) {
+        if (ses == BQ_UE8M0) sc.h[sc.pre + i] = 255;
+        else store_t(ses, sc.h + sc.pre, i, NAN);
+        if (c->zps) {
+          const int32_t z = INT32_MIN + 5;
+          memcpy(zp.h + zp.pre + 4 * i, &z, 4);
+        }
+      }
+    free(used);
+  }
   for (int64_t r = 0; r < c->rows; r++)
     for (int64_t k = 0; k < c->cols; k++) {
       if (has_x) {
