@@ -6,10 +6,12 @@
      emu_spec OUTPUT.h op=gated_quantize act=gelu_tanh gran=per_group float=bf16 int=s8 q=-128,127
      emu_spec OUTPUT.h op=dynamic_quantize gran=per_token float=bf16 int=e4m3 scale=f32
      emu_spec OUTPUT.h op=dynamic_quantize gran=per_token float=f32 int=e5m2 scale=f32 pow2=1
+     emu_spec OUTPUT.h op=quantize gran=per_group float=bf16 int=e4m3 scale=ue8m0x4 layout=mn
 
    (the words are the SKUs' names; a field left out keeps the descriptor's default; FP8
-   storage, int=e4m3 or int=e5m2, takes no q= or q=0,0; scale=ue8m0 names UE8M0 scales, pow2=1
-   sets desc.pow2_scales). It
+   storage, int=e4m3 or int=e5m2, takes no q= or q=0,0; scale=ue8m0 names UE8M0 scales,
+   scale=ue8m0x4 packed ones, pow2=1 sets desc.pow2_scales, layout=mn desc.scale_layout
+   BQ_SCALES_MN_MAJOR). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -33,7 +35,7 @@ static int op_of(const char *s, bq_op *op) {
   return 0;
 }
 static int gran_of(const char *s, bq_granularity *g) {
-  for (int i = BQ_PER_TENSOR; i <= BQ_PER_GROUP; i++)
+  for (int i = BQ_PER_TENSOR; i <= BQ_PER_BLOCK; i++)
     if (!strcmp(s, bq__gran_name((bq_granularity)i))) { *g = (bq_granularity)i; return 1; }
   return 0;
 }
@@ -89,6 +91,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "q=", 2)) ok = sscanf(v, "%d,%d", &in.qmin, &in.qmax) == 2;
     else if (!strncmp(a, "asym=", 5)) in.asymmetric = atoi(v);
     else if (!strncmp(a, "pow2=", 5)) in.pow2_scales = atoi(v);
+    else if (!strncmp(a, "layout=", 7)) in.scale_layout = BQ_SCALES_MN_MAJOR, ok = !strcmp(v, "mn");
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
     else if (!strncmp(a, "act=", 4))
       in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
@@ -130,9 +133,13 @@ int main(int argc, char **argv) {
   fprintf(f, " */\n#ifndef EMU_SECTION\n%.*s", (int)names.n, names.p);
   fprintf(f, "#define EMU_OP %s\n#define EMU_DIR %s\n#define EMU_BWD %d\n#define EMU_GRAN %s\n", bq__spec("OP", d.op),
           bq__spec("DIR", d.direction), d.direction == BQ_BACKWARD, bq__spec("GRAN", d.granularity));
+  /* (packed UE8M0 scales have no kernel type name: the bq_dtype's value) */
+  char st[32];
+  snprintf(st, sizeof st, "%s", bq__spec("TYPE", d.scale_type));
+  if (d.scale_type == BQ_UE8M0X4) snprintf(st, sizeof st, "(%d)", (int)BQ_UE8M0X4);
   fprintf(f, "#define EMU_T %s\n#define EMU_I %s\n#define EMU_QMIN (%d)\n#define EMU_QMAX (%d)\n#define EMU_ST %s\n",
-          bq__spec("TYPE", d.float_type), bq__spec("TYPE", d.int_type), d.qmin, d.qmax,
-          bq__spec("TYPE", d.scale_type));
+          bq__spec("TYPE", d.float_type), bq__spec("TYPE", d.int_type), d.qmin, d.qmax, st);
+  fprintf(f, "#define EMU_LAYOUT %d\n", (int)d.scale_layout); /* per group: 1 MN-major scales */
   fprintf(f, "#define EMU_ASYM %d\n#define EMU_OUT %s\n#define EMU_QL %d\n#define EMU_WGMMA %d\n", d.asymmetric,
           bq__spec("TYPE", lin ? d.out_type : d.float_type), ql, wgmma);
   fprintf(f, "#define EMU_ACT %d\n", (int)d.activation); /* the gated op's bq_activation (0 elsewhere) */

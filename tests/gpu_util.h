@@ -73,4 +73,61 @@ static bq_plan *plan_get(const bq_desc *d, const char *what)
   return p;
 }
 
+/* Device buffers with guards (suites that define GPU_UTIL_BUFFERS before including this):
+   a host image of the whole allocation, GPU_GUARD bytes of poison or garbage either side
+   of the data, which starts `off` elements past the front guard (misaligned streams). */
+#ifdef GPU_UTIL_BUFFERS
+#define GPU_GUARD 256
+typedef struct dbuf {
+  unsigned char *h;   /* host image of the whole allocation */
+  unsigned char *dev; /* device allocation (256-byte aligned) */
+  size_t total, pre;  /* bytes; the data starts at pre */
+} dbuf;
+
+static void dbuf_make(dbuf *b, size_t es, int64_t count, int off)
+{
+  void *p = NULL;
+  bq_status st;
+  b->pre = GPU_GUARD + (size_t)off * es;
+  b->total = b->pre + (size_t)count * es + GPU_GUARD;
+  b->h = (unsigned char *)malloc(b->total);
+  cr_assert(b->h != NULL, "host malloc(%zu)", b->total);
+  st = bq_malloc(&p, b->total);
+  cr_assert_eq(st, BQ_SUCCESS, "bq_malloc(%zu) -> %s: %s", b->total, bq_status_name(st), bq_last_error());
+  cr_assert_eq((uintptr_t)p % 256, 0, "bq_malloc returned %p: not 256-byte aligned", p);
+  b->dev = (unsigned char *)p;
+}
+
+static void dbuf_free(dbuf *b)
+{
+  if (b->dev) bq_free(b->dev);
+  free(b->h);
+  memset(b, 0, sizeof *b);
+}
+
+static void fill_garbage(unsigned char *p, size_t n)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { uint64_t r = rnd(); memcpy(p + i, &r, 8); }
+  for (; i < n; i++) p[i] = (unsigned char)rnd();
+}
+
+/* an input's device allocation still equals its host image */
+static void check_unchanged(const dbuf *b, const char *name, const char *what)
+{
+  unsigned char *tmp;
+  size_t i;
+  bq_status st;
+  if (!b->dev) return;
+  tmp = (unsigned char *)malloc(b->total);
+  cr_assert(tmp != NULL);
+  st = bq_memcpy_to_host(tmp, b->dev, b->total);
+  cr_assert_eq(st, BQ_SUCCESS, "bq_memcpy_to_host -> %s: %s | %s", bq_status_name(st), bq_last_error(), what);
+  for (i = 0; i < b->total && tmp[i] == b->h[i]; i++) {}
+  free(tmp);
+  cr_assert(i == b->total, "%s\n  input %s was modified at byte %zu of its allocation (data starts at %zu)",
+            what, name, i, b->pre);
+}
+#endif
+
 #endif

@@ -108,7 +108,7 @@ REF_API size_t ref_dtype_size(bq_dtype t)
 {
   switch (t) {
   case BQ_F64: return 8;
-  case BQ_F32: case BQ_S32: return 4;
+  case BQ_F32: case BQ_S32: case BQ_UE8M0X4: return 4;
   case BQ_F16: case BQ_BF16: return 2;
   case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: case BQ_UE8M0: return 1;
   default: return 0;
@@ -128,6 +128,7 @@ REF_API const char *ref_dtype_name(bq_dtype t)
   case BQ_E4M3: return "e4m3";
   case BQ_E5M2: return "e5m2";
   case BQ_UE8M0: return "ue8m0";
+  case BQ_UE8M0X4: return "ue8m0x4";
   default: return "?";
   }
 }
@@ -399,6 +400,70 @@ REF_API bq_dtype ref_out_type(const bq_desc *d)
   return d->direction == BQ_BACKWARD ? d->float_type : ref_y_type(d);
 }
 
+/* Per group and per block: which scale (and zero point) element (r, c) of [rows, cols]
+   takes. The scales form a matrix of parameter rows (a data row each per group, B data
+   rows each per block) by blocks along the row (c / B, B = args.group_size), stored
+   - row-major:  prow * ld + b                    (ld default: the blocks a row holds)
+   - MN-major:   b * ld + prow                    (per group only; ld default: rows rounded
+                                                   up to a multiple of 4)
+   - BQ_UE8M0X4: UE8M0 bytes four to an int32 word along b, words row-major (word
+                 prow * ld + b / 4, ld default ceil(blocks / 4)) or MN-major (word
+                 (b / 4) * ld + prow, ld default as MN-major's); the byte is b % 4 of the
+                 word (little-endian), so the index below is a BYTE index.
+   ld = args.group_row_stride when set (int32 words for BQ_UE8M0X4). */
+typedef struct ref_scales {
+  int block, mn, x4;  /* per block; MN-major; packed UE8M0 */
+  int64_t B;          /* G or B */
+  int64_t prows, nb;  /* parameter rows; blocks a row (cols / G, or cols / B rounded up) */
+  int64_t ld;         /* leading dimension, in elements (int32 words when x4) */
+  int64_t span;       /* elements of scale_type the layout spans (outer * ld; x4: words) */
+} ref_scales;
+
+/* Returns 0, or -1 when group_size / group_row_stride do not fit [rows, cols] */
+REF_API int ref_scales_init(ref_scales *S, const bq_desc *d, int64_t rows, int64_t cols, int64_t group_size,
+                            int64_t group_row_stride)
+{
+  int64_t need, def, outer;
+  memset(S, 0, sizeof *S);
+  S->block = d->granularity == BQ_PER_BLOCK;
+  S->mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+  S->x4 = d->scale_type == BQ_UE8M0X4;
+  S->B = group_size;
+  if (S->B < 1 || (!S->block && cols % S->B) || (S->block && S->mn) || group_row_stride < 0) return -1;
+  S->nb = S->block ? (cols + S->B - 1) / S->B : cols / S->B;
+  S->prows = S->block ? (rows + S->B - 1) / S->B : rows;
+  if (S->mn) { /* ld spans the parameter rows; outer: the blocks (words) */
+    need = S->prows;
+    def = (S->prows + 3) / 4 * 4;
+    outer = S->x4 ? (S->nb + 3) / 4 : S->nb;
+  } else {
+    need = def = S->x4 ? (S->nb + 3) / 4 : S->nb;
+    outer = S->prows;
+  }
+  S->ld = group_row_stride ? group_row_stride : def;
+  if (S->ld < need) return -1;
+  S->span = outer * S->ld;
+  return 0;
+}
+
+/* Element (r, c)'s index in the scale (and zero point) arrays: an element index, a byte
+   index for BQ_UE8M0X4 */
+REF_API int64_t ref_scale_index(const ref_scales *S, int64_t r, int64_t c)
+{
+  const int64_t prow = S->block ? r / S->B : r, b = c / S->B;
+  if (S->x4) return 4 * (S->mn ? (b / 4) * S->ld + prow : prow * S->ld + b / 4) + b % 4;
+  return S->mn ? b * S->ld + prow : prow * S->ld + b;
+}
+
+/* Marks used[i] = 1 for each index i some element of [rows, cols] reads (used: S->span
+   entries, bytes when x4, zeroed by the caller); the others are padding or slack. */
+REF_API void ref_scales_mark_used(const ref_scales *S, int64_t rows, int64_t cols, unsigned char *used)
+{
+  int64_t r, c;
+  for (r = 0; r < rows; r++)
+    for (c = 0; c < cols; c += S->B) used[ref_scale_index(S, r, c)] = 1;
+}
+
 /* How logical elements map onto buffers and onto quantization parameters. The "x
    layout" holds x and dx, the "y layout" holds y and dy (they differ only for per token
    and per group, through the row strides). */
@@ -406,10 +471,12 @@ typedef struct ref_layout {
   bq_granularity g;
   int64_t count;              /* logical elements */
   int64_t rows, cols, xs, ys; /* per token / per group (per tensor, channel: 1 row) */
-  int64_t group, grs;         /* per group */
+  int64_t group, grs;         /* per group, per block: G or B; the scales' ld */
+  ref_scales S;               /* per group, per block: where the parameters are */
   int64_t inner, channels;    /* per channel */
   int64_t x_extent, y_extent; /* elements spanned by the x / y layouts */
-  int64_t n_params;           /* scales / zero points (0 for per tensor) */
+  int64_t n_params;           /* scales / zero points (0 for per tensor): one past the last
+                                 index read (bytes for BQ_UE8M0X4: its last word's end) */
 } ref_layout;
 
 /* Returns 0, or -1 when the arguments do not describe a valid problem. */
@@ -443,6 +510,7 @@ REF_API int ref_layout_init(ref_layout *L, const bq_desc *d, const bq_args *a)
   }
   case BQ_PER_TOKEN:
   case BQ_PER_GROUP:
+  case BQ_PER_BLOCK:
     if (a->rows < 0 || a->cols < 0) return -1;
     L->rows = a->rows; L->cols = a->cols;
     L->xs = a->x_row_stride ? a->x_row_stride : a->cols;
@@ -454,11 +522,15 @@ REF_API int ref_layout_init(ref_layout *L, const bq_desc *d, const bq_args *a)
     if (d->granularity == BQ_PER_TOKEN) {
       L->n_params = L->rows;
     } else {
-      if (a->group_size <= 0 || L->cols % a->group_size) return -1;
-      L->group = a->group_size;
-      L->grs = a->group_row_stride ? a->group_row_stride : L->cols / L->group;
-      if (L->grs < L->cols / L->group) return -1;
-      L->n_params = L->count ? (L->rows - 1) * L->grs + L->cols / L->group : 0;
+      const ref_scales *S = &L->S;
+      if (ref_scales_init(&L->S, d, L->rows, L->cols, a->group_size, a->group_row_stride)) return -1;
+      L->group = S->B;
+      L->grs = S->ld;
+      if (L->count) {
+        const int64_t w = S->x4 ? (S->nb + 3) / 4 : S->nb; /* entries (words) along a parameter row */
+        L->n_params = S->mn ? (w - 1) * S->ld + S->prows : (S->prows - 1) * S->ld + w;
+        if (S->x4) L->n_params *= 4;
+      }
     }
     return 0;
   default:
@@ -478,8 +550,9 @@ REF_API void ref_layout_index(const ref_layout *L, int64_t e, int64_t *xi, int64
     *xi = r * L->xs + c; *yi = r * L->ys + c; *pi = r;
     return;
   case BQ_PER_GROUP:
+  case BQ_PER_BLOCK:
     r = e / L->cols; c = e % L->cols;
-    *xi = r * L->xs + c; *yi = r * L->ys + c; *pi = r * L->grs + c / L->group;
+    *xi = r * L->xs + c; *yi = r * L->ys + c; *pi = ref_scale_index(&L->S, r, c);
     return;
   default: *xi = *yi = *pi = 0; return;
   }
@@ -499,17 +572,23 @@ REF_API int64_t ref_layout_logical(const ref_layout *L, int64_t k, int use_y)
 /* The output tensor lives in the y layout (forward) or the x layout (backward: dx). */
 REF_API int ref_out_uses_y(const bq_desc *d) { return d->direction != BQ_BACKWARD; }
 
+/* The element type a scale index counts: packed UE8M0 scales are UE8M0 bytes */
+REF_API bq_dtype ref_scale_elem_type(bq_dtype st)
+{
+  return st == BQ_UE8M0X4 ? BQ_UE8M0 : st ? st : BQ_F32;
+}
+
 /* Quantization parameters of element with parameter index pi, in C. */
 REF_API float ref_scale_f(const bq_desc *d, const bq_args *a, int64_t pi)
 {
   if (ref_gran(d) == BQ_PER_TENSOR) return (float)a->scale;
-  return ref_load_f(d->scale_type ? d->scale_type : BQ_F32, a->scales, pi);
+  return ref_load_f(ref_scale_elem_type(d->scale_type), a->scales, pi);
 }
 
 REF_API double ref_scale_d(const bq_desc *d, const bq_args *a, int64_t pi)
 {
   if (ref_gran(d) == BQ_PER_TENSOR) return a->scale;
-  return ref_load_d(d->scale_type ? d->scale_type : BQ_F32, a->scales, pi);
+  return ref_load_d(ref_scale_elem_type(d->scale_type), a->scales, pi);
 }
 
 REF_API int32_t ref_zero_point(const bq_desc *d, const bq_args *a, int64_t pi)
@@ -756,7 +835,7 @@ REF_API size_t ref_compare_output(const bq_desc *desc, const bq_args *host, cons
       ref__append(msg, cap, " s=%.17g zp=%d", host->scale, (int)host->zero_point);
     } else {
       if (host->scales) {
-        ref_format_elem(v, sizeof v, d.scale_type, host->scales, pi);
+        ref_format_elem(v, sizeof v, ref_scale_elem_type(d.scale_type), host->scales, pi);
         ref__append(msg, cap, " s[%lld]=%s", (long long)pi, v);
       }
       ref__append(msg, cap, " zp=%d", (int)ref_zero_point(&d, host, pi));

@@ -30,7 +30,13 @@
 
    Outputs: the scale (scale_type) and, only when asymmetric, the int32 zero point of
    segment p go to index p of out_scales / out_zero_points; symmetric writes no zero
-   point. Zero-size problems write nothing. */
+   point. Zero-size problems write nothing.
+
+   A segment is nr rows of nc elements, row stride xs in x (ys in y): one row for per
+   tensor, per token and per group, a B x B tile (smaller at the edges) per block. Where
+   its parameters go is reference.h's ref_scale_index, as for the static ops. Packed UE8M0
+   (BQ_UE8M0X4) scales are UE8M0 bytes at byte indices; each parameter row's bytes past its
+   last group, to the end of that word, are written 0. */
 #ifndef BQ_TESTS_REFERENCE_DYNAMIC_H
 #define BQ_TESTS_REFERENCE_DYNAMIC_H
 
@@ -47,13 +53,15 @@ typedef struct refd_qp {
 
 /* ---- the reduction ---------------------------------------------------------------- */
 
-/* C = float: T in f32, f16, bf16 (loads are exact). */
-REF_API void refd_reduce_f(bq_dtype T, const void *x, int64_t n, float *amax, float *lo, float *hi)
+/* C = float: T in f32, f16, bf16 (loads are exact). nr rows of nc, row stride xs. */
+REF_API void refd_reduce2_f(bq_dtype T, const void *x, int64_t nr, int64_t nc, int64_t xs, float *amax, float *lo,
+                            float *hi)
 {
   float a = 0.0f, l = 0.0f, h = 0.0f;
-  int64_t i;
-  for (i = 0; i < n; i++) {
-    float v = ref_load_f(T, x, i), m;
+  int64_t i, k;
+  for (k = 0; k < nr; k++)
+  for (i = 0; i < nc; i++) {
+    float v = ref_load_f(T, x, k * xs + i), m;
     if (v != v) continue; /* NaN: ignored */
     m = v < 0.0f ? -v : v;
     if (m > a) a = m;
@@ -66,12 +74,13 @@ REF_API void refd_reduce_f(bq_dtype T, const void *x, int64_t n, float *amax, fl
 }
 
 /* C = double: T = f64. */
-REF_API void refd_reduce_d(const void *x, int64_t n, double *amax, double *lo, double *hi)
+REF_API void refd_reduce2_d(const void *x, int64_t nr, int64_t nc, int64_t xs, double *amax, double *lo, double *hi)
 {
   double a = 0.0, l = 0.0, h = 0.0;
-  int64_t i;
-  for (i = 0; i < n; i++) {
-    double v = ref_load_d(BQ_F64, x, i), m;
+  int64_t i, k;
+  for (k = 0; k < nr; k++)
+  for (i = 0; i < nc; i++) {
+    double v = ref_load_d(BQ_F64, x, k * xs + i), m;
     if (v != v) continue;
     m = v < 0.0 ? -v : v;
     if (m > a) a = m;
@@ -81,6 +90,16 @@ REF_API void refd_reduce_d(const void *x, int64_t n, double *amax, double *lo, d
   *amax = a;
   *lo = l;
   *hi = h;
+}
+
+/* one contiguous run of n elements */
+REF_API void refd_reduce_f(bq_dtype T, const void *x, int64_t n, float *amax, float *lo, float *hi)
+{
+  refd_reduce2_f(T, x, 1, n, n, amax, lo, hi);
+}
+REF_API void refd_reduce_d(const void *x, int64_t n, double *amax, double *lo, double *hi)
+{
+  refd_reduce2_d(x, 1, n, n, amax, lo, hi);
 }
 
 /* ---- scale and zero point ------------------------------------------------------------ */
@@ -111,7 +130,10 @@ REF_API double refd_pow2_up_d(double s)
 }
 
 /* Does desc d (normalized) round its dynamic scales to powers of two? */
-REF_API int refd_pow2(const bq_desc *d) { return d->pow2_scales != 0 || d->scale_type == BQ_UE8M0; }
+REF_API int refd_pow2(const bq_desc *d)
+{
+  return d->pow2_scales != 0 || d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4;
+}
 
 /* The bound in C (0: none). Returns -1 when it is not usable (refused by the library):
    not finite or not > 0 once converted, or set on an asymmetric plan. */
@@ -138,7 +160,7 @@ REF_API int refd_bound_d(const bq_desc *d, double bound, double *out)
 /* Rounds a C = float scale to the scale type, writes it to scales[p], returns C(stored). */
 REF_API float refd_store_scale_f(bq_dtype st, void *scales, int64_t p, float s)
 {
-  if (st == BQ_UE8M0) { /* s is a power of two (or 0, inf, NaN) */
+  if (st == BQ_UE8M0 || st == BQ_UE8M0X4) { /* (packed: p is the byte's index) */ /* s is a power of two (or 0, inf, NaN) */
     uint8_t e = ref_ue8m0_from_pow2((double)s);
     ((unsigned char *)scales)[p] = e;
     return ref_ue8m0_to_f32(e);
@@ -150,7 +172,7 @@ REF_API float refd_store_scale_f(bq_dtype st, void *scales, int64_t p, float s)
 /* C = double: the scale type is f64 or f32 (RNE by the C conversion, overflow -> inf). */
 REF_API double refd_store_scale_d(bq_dtype st, void *scales, int64_t p, double s)
 {
-  if (st == BQ_UE8M0) {
+  if (st == BQ_UE8M0 || st == BQ_UE8M0X4) {
     uint8_t e = ref_ue8m0_from_pow2(s);
     ((unsigned char *)scales)[p] = e;
     return ref_ue8m0_to_f64(e);
@@ -185,15 +207,15 @@ REF_API int32_t refd_zero_point_d(double lo, double sc, int qmin, int qmax)
 /* The parameters of a segment; writes scales[p] (and zps[p] when asymmetric and zps is
    not NULL). `d` must be normalized (ref_desc_normalize). bound: args.amax_bound (0: none;
    must be valid, see refd_bound_f). */
-REF_API refd_qp refd_params_b(const bq_desc *d, double bound, const void *x, int64_t n, void *scales,
-                              int32_t *zps, int64_t p)
+REF_API refd_qp refd_params2(const bq_desc *d, double bound, const void *x, int64_t nr, int64_t nc, int64_t xs,
+                             void *scales, int32_t *zps, int64_t p)
 {
   refd_qp q;
   const int qmin = d->qmin, qmax = d->qmax, asym = d->asymmetric != 0;
   memset(&q, 0, sizeof q);
   if (d->float_type == BQ_F64) {
     double amax, lo, hi, s, b;
-    refd_reduce_d(x, n, &amax, &lo, &hi);
+    refd_reduce2_d(x, nr, nc, xs, &amax, &lo, &hi);
     if (refd_bound_d(d, bound, &b) == 0 && b > 0.0 && b < amax) amax = b;
     if (asym) {
       if (hi == lo) {
@@ -221,7 +243,7 @@ REF_API refd_qp refd_params_b(const bq_desc *d, double bound, const void *x, int
     q.hi = hi;
   } else {
     float amax, lo, hi, s, b;
-    refd_reduce_f(d->float_type, x, n, &amax, &lo, &hi);
+    refd_reduce2_f(d->float_type, x, nr, nc, xs, &amax, &lo, &hi);
     if (refd_bound_f(d, bound, &b) == 0 && b > 0.0f && b < amax) amax = b;
     if (asym) {
       if (hi == lo) {
@@ -252,29 +274,46 @@ REF_API refd_qp refd_params_b(const bq_desc *d, double bound, const void *x, int
   return q;
 }
 
+/* one contiguous run of n elements */
+REF_API refd_qp refd_params_b(const bq_desc *d, double bound, const void *x, int64_t n, void *scales,
+                              int32_t *zps, int64_t p)
+{
+  return refd_params2(d, bound, x, 1, n, n, scales, zps, p);
+}
+
 REF_API refd_qp refd_params(const bq_desc *d, const void *x, int64_t n, void *scales, int32_t *zps, int64_t p)
 {
   return refd_params_b(d, 0.0, x, n, scales, zps, p);
+}
+
+/* One segment of nr rows of nc (row strides xs, ys): parameters to index p, then
+   y = quantize(x) element by element. */
+REF_API refd_qp refd_segment2(const bq_desc *d, double bound, const void *x, void *y, int64_t nr, int64_t nc,
+                              int64_t xs, int64_t ys, void *scales, int32_t *zps, int64_t p)
+{
+  refd_qp q = refd_params2(d, bound, x, nr, nc, xs, scales, zps, p);
+  int64_t i, k;
+  for (k = 0; k < nr; k++)
+  for (i = 0; i < nc; i++) {
+    int32_t v;
+    const int64_t xi = k * xs + i;
+    if (ref_is_fp8(d->int_type))
+      v = d->float_type == BQ_F64 ? ref_fp8_quantize_d(ref_load_d(BQ_F64, x, xi), q.sd, d->int_type)
+                                  : ref_fp8_quantize_f(ref_load_f(d->float_type, x, xi), q.sf, d->int_type);
+    else
+      v = d->float_type == BQ_F64
+              ? ref_quantize_d(ref_load_d(BQ_F64, x, xi), q.sd, q.zp, d->qmin, d->qmax)
+              : ref_quantize_f(ref_load_f(d->float_type, x, xi), q.sf, q.zp, d->qmin, d->qmax);
+    ref_store_int(d->int_type, y, k * ys + i, v);
+  }
+  return q;
 }
 
 /* One segment: parameters to index p, then y[i] = quantize(x[i]) for i < n. */
 REF_API refd_qp refd_segment(const bq_desc *d, double bound, const void *x, void *y, int64_t n, void *scales,
                              int32_t *zps, int64_t p)
 {
-  refd_qp q = refd_params_b(d, bound, x, n, scales, zps, p);
-  int64_t i;
-  for (i = 0; i < n; i++) {
-    int32_t v;
-    if (ref_is_fp8(d->int_type))
-      v = d->float_type == BQ_F64 ? ref_fp8_quantize_d(ref_load_d(BQ_F64, x, i), q.sd, d->int_type)
-                                  : ref_fp8_quantize_f(ref_load_f(d->float_type, x, i), q.sf, d->int_type);
-    else
-      v = d->float_type == BQ_F64
-              ? ref_quantize_d(ref_load_d(BQ_F64, x, i), q.sd, q.zp, d->qmin, d->qmax)
-              : ref_quantize_f(ref_load_f(d->float_type, x, i), q.sf, q.zp, d->qmin, d->qmax);
-    ref_store_int(d->int_type, y, i, v);
-  }
-  return q;
+  return refd_segment2(d, bound, x, y, 1, n, n, n, scales, zps, p);
 }
 
 /* ---- the whole op ------------------------------------------------------------------- */
@@ -289,7 +328,7 @@ REF_API bq_desc refd_desc_normalize(const bq_desc *in)
   if (!d.scale_type) d.scale_type = BQ_F32;
   if (!d.granularity) d.granularity = BQ_PER_TENSOR;
   ref_qrange(in, &d.qmin, &d.qmax);
-  if (d.scale_type == BQ_UE8M0) d.pow2_scales = 1;
+  if (d.scale_type == BQ_UE8M0 || d.scale_type == BQ_UE8M0X4) d.pow2_scales = 1;
   return d;
 }
 
@@ -297,8 +336,9 @@ REF_API bq_desc refd_desc_normalize(const bq_desc *in)
    elements: row gaps keep their contents), a->out_scales and, when asymmetric,
    a->out_zero_points (may be NULL when symmetric: never touched). a->amax_bound bounds
    symmetric segments' amax. Index of a segment's
-   parameters: per tensor 0, per token the row, per group row * group_row_stride + col / G.
-   Returns 0, or -1 when the problem is not valid. */
+   parameters: per tensor 0, per token the row, per group and per block ref_scale_index of
+   its first element (packed UE8M0: a byte index, and the bytes past each parameter row's
+   last group, to its word's end, written 0). Returns 0, or -1 when the problem is not valid. */
 REF_API int refd_run(const bq_desc *desc, const bq_args *a)
 {
   bq_desc d = refd_desc_normalize(desc);
@@ -308,7 +348,10 @@ REF_API int refd_run(const bq_desc *desc, const bq_args *a)
   int64_t r, g;
   if (!ref_is_float(d.float_type) || (d.int_type != BQ_S8 && d.int_type != BQ_U8 && !ref_is_fp8(d.int_type)))
     return -1;
-  if (d.scale_type != d.float_type && d.scale_type != BQ_F32 && d.scale_type != BQ_UE8M0) return -1;
+  if (d.scale_type != d.float_type && d.scale_type != BQ_F32 && d.scale_type != BQ_UE8M0 &&
+      d.scale_type != BQ_UE8M0X4)
+    return -1;
+  if (d.scale_type == BQ_UE8M0X4 && (d.granularity != BQ_PER_GROUP || d.asymmetric)) return -1;
   if (d.pow2_scales != 0 && d.pow2_scales != 1) return -1;
   if (d.float_type == BQ_F64) {
     double b;
@@ -325,20 +368,34 @@ REF_API int refd_run(const bq_desc *desc, const bq_args *a)
     refd_segment(&d, a->amax_bound, x, y, a->numel, a->out_scales, a->out_zero_points, 0);
     return 0;
   case BQ_PER_TOKEN:
-  case BQ_PER_GROUP: {
+    if (a->rows < 0 || a->cols < 0) return -1;
+    /* fall through */
+  case BQ_PER_GROUP:
+  case BQ_PER_BLOCK: {
     int64_t xs = a->x_row_stride ? a->x_row_stride : a->cols;
     int64_t ys = a->y_row_stride ? a->y_row_stride : a->cols;
-    int64_t G = d.granularity == BQ_PER_GROUP ? a->group_size : a->cols, ng, grs;
+    ref_scales S;
+    int64_t B; /* a segment's rows (per block) and columns */
     if (a->rows < 0 || a->cols < 0 || xs < a->cols || ys < a->cols) return -1;
-    if (d.granularity == BQ_PER_GROUP && (G < 1 || a->cols % G)) return -1;
+    if (d.granularity == BQ_PER_TOKEN) {
+      memset(&S, 0, sizeof S); /* per token: the row's index, as row-major per group of cols with ld 1 */
+      S.B = a->cols ? a->cols : 1;
+      S.ld = 1;
+    } else if (ref_scales_init(&S, &d, a->rows, a->cols, a->group_size, a->group_row_stride)) {
+      return -1;
+    }
     if (a->rows == 0 || a->cols == 0) return 0;
-    ng = a->cols / G;
-    grs = d.granularity == BQ_PER_GROUP ? (a->group_row_stride ? a->group_row_stride : ng) : 1;
-    if (grs < ng) return -1;
-    for (r = 0; r < a->rows; r++)
-      for (g = 0; g < ng; g++)
-        refd_segment(&d, a->amax_bound, x + (size_t)(r * xs + g * G) * es, y + (size_t)(r * ys + g * G), G, a->out_scales,
-                     a->out_zero_points, r * grs + g);
+    B = S.B;
+    for (r = 0; r < a->rows; r += S.block ? B : 1)
+      for (g = 0; g * B < a->cols; g++) {
+        const int64_t c0 = g * B, nr = S.block ? (a->rows - r < B ? a->rows - r : B) : 1;
+        const int64_t nc = a->cols - c0 < B ? a->cols - c0 : B;
+        refd_segment2(&d, a->amax_bound, x + (size_t)(r * xs + c0) * es, y + (size_t)(r * ys + c0), nr, nc, xs, ys,
+                      a->out_scales, a->out_zero_points, ref_scale_index(&S, r, c0));
+      }
+    if (S.x4) /* each parameter row's last word: the bytes past its last group are 0 */
+      for (r = 0; r < S.prows; r++)
+        for (g = S.nb; g % 4; g++) ((unsigned char *)a->out_scales)[ref_scale_index(&S, r, g * B)] = 0;
     return 0;
   }
   default:

@@ -9,7 +9,10 @@
    test `shapes` runs random shapes through the host's own choice of kernel; `by_name` makes
    the host take each entry point in turn (bq__affine_force_entry) over shapes it serves.
    FP8 storage (e4m3, e5m2) passes no zero points, dequantizes random codes (all 256) and
-   quantizes data that adds the type's edges (fp8_value) to the usual values. */
+   quantizes data that adds the type's edges (fp8_value) to the usual values. Per block
+   (B x B tiles, edge tiles partial), MN-major per-group scales (layout=mn) and packed UE8M0
+   scales (scale=ue8m0x4, no zero points) run the same tests with their own scale indexing
+   (reference.h's ref_scale_index) and leading dimensions, default or larger. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -39,7 +42,10 @@ namespace emu_aff {
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
-#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
+/* per group and per block: scales (and zero points) indexed as a matrix (ref_scale_index) */
+#define EMU_GROUPED (EMU_GRAN == BQ_GRAN_GROUP || EMU_GRAN == BQ_GRAN_BLOCK)
+static const int X4 = EMU_ST == BQ_UE8M0X4; /* packed UE8M0 scales: no zero points */
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GROUPED
 static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff::bq_affine_params *)p); }
 #endif
 #if EMU_GRAN != BQ_GRAN_TENSOR
@@ -62,7 +68,7 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #if EMU_GRAN == BQ_GRAN_CHANNEL
   g_cols += k == k_affine_cols;
 #endif
-#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GROUPED
   g_odd += k == k_affine_odd;
 #endif
 #if EMU_GRAN != BQ_GRAN_TENSOR
@@ -98,7 +104,14 @@ static bq_desc the_desc(void) {
   d.qmin = EMU_QMIN;
   d.qmax = EMU_QMAX;
   d.scale_type = (bq_dtype)EMU_ST;
+  d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
   return d;
+}
+
+/* per group and per block: a leading dimension for the scales (emu_pick_ld) */
+static int64_t pick_ld(const bq_args &a) {
+  const bq_desc d = the_desc();
+  return EMU_GROUPED ? emu_pick_ld(&d, &a) : 0;
 }
 
 static const int FP8 = I == BQ_E4M3 || I == BQ_E5M2;
@@ -187,7 +200,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
   entry.fn[BQ__AFFINE_ROW] = (bq__CUfunction)k_affine;
-#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GRAN == BQ_GRAN_GROUP
+#if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GROUPED
   /* Both row kernels are right on every shape (bq_affine redoes straddling accesses element
      by element): half the cases swap them, so each runs on aligned and unaligned shapes.
      Which half: the top bit of the case's number times 2^32 / golden ratio, a sequence
@@ -218,6 +231,11 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq_desc n = ref_desc_normalize(&d);
   const bq_dtype xt = ref_x_type(&n), yt = ref_y_type(&n), ot = ref_out_type(&n);
   const bq_dtype st = n.scale_type;
+  if (EMU_GROUPED) { /* the parameters' extent in the layout (bytes when packed) */
+    ref_layout L;
+    cr_assert_eq(ref_layout_init(&L, &n, &a), 0, "bad case: %s", what);
+    nparams = std::max(nparams, L.n_params);
+  }
   const int bwd = EMU_BWD;
   const int64_t guard = 21;
   /* x (or x for the mask), y / dy, out (y or dx) */
@@ -235,7 +253,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     if (rnd() % 37 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 600 : -600); /* f64: outside [2^-500, 2^500] */
     if (rnd() % 41 == 0) s = ldexp(1.0 + rnd_unit(), (rnd() & 1) ? 100 : -100); /* f32: outside [2^-90, 2^90] */
     if (g_wide_scales && rnd() % 3 == 0) s = ldexp(1.0 + rnd_unit(), (int)rnd_range(30, 60));
-    if (st == BQ_UE8M0) { /* a byte: mostly near 2^0, the edges (0: 2^-127, an f32 subnormal; 255: NaN), any */
+    if (st == BQ_UE8M0 || st == BQ_UE8M0X4) { /* a byte: mostly near 2^0, the edges (0: 2^-127, an f32 subnormal; 255: NaN), any */
       static const int edge[] = {0, 1, 126, 127, 128, 254, 255};
       int e = (int)rnd_range(119, 131);
       if (rnd() % 6 == 0) e = edge[rnd() % 7];
@@ -248,6 +266,20 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     zb[(size_t)i] = rnd() % 5 == 0 ? (int32_t)rnd_range(-100000, 100000) : (int32_t)rnd_range(n.qmin, n.qmax);
     if (rnd() % 23 == 0) /* within the q-range's width of an int32 limit: quantize's general path */
       zb[(size_t)i] = (rnd() & 1) ? (int32_t)(INT32_MAX - rnd_range(0, 300)) : (int32_t)(INT32_MIN + rnd_range(0, 300));
+  }
+  if (EMU_GROUPED) { /* entries no element reads (padded rows, the leading dimension's slack, packed
+                        bytes past a row's groups) hold NaN scales and zero points far outside the
+                        q-range: a kernel that reads one gets another result */
+    ref_layout L;
+    cr_assert_eq(ref_layout_init(&L, &n, &a), 0);
+    std::vector<unsigned char> used((size_t)nparams + 1);
+    ref_scales_mark_used(&L.S, a.rows, a.cols, used.data());
+    for (int64_t i = 0; i < nparams; i++)
+      if (!used[(size_t)i]) {
+        if (st == BQ_UE8M0 || st == BQ_UE8M0X4) sb[(size_t)i] = 255;
+        else store_any(st, sb.data(), i, NAN);
+        zb[(size_t)i] = INT32_MIN + 5;
+      }
   }
   unsigned char *x = xb.data() + 8 * 8 + (size_t)(guard + off_x) * ref_dtype_size(xt);
   for (int64_t i = 0; i < xtot; i++) {
@@ -279,7 +311,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   a.zero_point = FP8 ? 0 : (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
   if (EMU_GRAN != BQ_GRAN_TENSOR) {
     a.scales = sb.data();
-    a.zero_points = !FP8 && rnd() % 4 ? zb.data() : NULL; /* FP8 takes none */
+    a.zero_points = !FP8 && !X4 && rnd() % 4 ? zb.data() : NULL; /* FP8 and packed scales take none */
   }
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
@@ -308,7 +340,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
      most of them off the 16-byte grid (bq_affine_flat). */
   /* (per channel, f64 quantize forward: 120, since bq_affine_narrow takes the runs of 64
      elements or more from the row kernels) */
-  const int reps = EMU_GRAN == BQ_GRAN_CHANNEL ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GRAN == BQ_GRAN_GROUP ? 112 : EMU_GRAN == BQ_GRAN_TOKEN ? 88 : 64;
+  const int reps = EMU_GRAN == BQ_GRAN_CHANNEL ? (EMU_NA && !EMU_BWD ? 120 : 88) : EMU_GROUPED ? 112 : EMU_GRAN == BQ_GRAN_TOKEN ? 88 : 64;
   for (int rep = 0; rep < reps; rep++) {
     bq_args a;
     memset(&a, 0, sizeof a);
@@ -355,7 +387,21 @@ Test(emulated_affine, shapes, .timeout = 600) {
 #else
     a.rows = rep >= 52 ? rnd_range(100, 400) : rnd_range(1, 40);
     g_num_sms = rep % 2 ? 1 : 132;
-#if EMU_GRAN == BQ_GRAN_GROUP
+#if EMU_GRAN == BQ_GRAN_BLOCK
+    /* B x B tiles: rows and columns mostly not multiples of B (partial edge tiles); a
+       quarter of the cases whole aligned accesses a block with cols a multiple of B
+       (bq_affine_blocks, or bq_affine_narrow) */
+    static const int64_t bs[] = {1, 2, 3, 5, 8, 16, 33, 64, 100, 128};
+    const int64_t p = 16 / ref_dtype_size(T);
+    const int aligned = rep % 4 == 1;
+    const int64_t B = aligned ? p * (int64_t)(1 + rnd() % 12) : bs[rnd() % 10];
+    a.group_size = B;
+    a.rows = rnd_range(1, B < 20 ? 4 * B + 3 : rep % 3 ? 2 * B : 5);
+    a.cols = aligned ? B * rnd_range(1, 600 / B + 2) : rnd_range(1, B < 20 ? 6 * B + 5 : 3 * B);
+    if (a.rows * a.cols > 40000) a.rows = 40000 / a.cols + 1;
+    np = 0; /* run() takes the layout's extent */
+    const int flat = 0;
+#elif EMU_GRAN == BQ_GRAN_GROUP
     static const int64_t gs[] = {1, 2, 3, 8, 16, 32, 64, 128, 7, 100};
     const int64_t p = 16 / ref_dtype_size(T);
     static const int64_t as[] = {1, 2, 3, 4, 12, 16, 40, 130, 300}; /* accesses a group, aligned rows */
@@ -401,13 +447,16 @@ Test(emulated_affine, shapes, .timeout = 600) {
       if (rnd() % 4 == 0) offx = offy = 8 - (int)(21 % 8); /* aligned: straddles only where G is odd */
     }
 #endif
-#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
+#if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GROUPED)
     if (aligned) { /* row strides whole accesses of x and y (either may lead), bases aligned */
       if (a.cols > 600) a.rows = rnd_range(1, 6);
       a.x_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
       a.y_row_stride = rnd() & 1 ? 0 : a.cols + 16 * rnd_range(0, 2);
       offx = offy = 8 - (int)(21 % 8);
     }
+#endif
+#if EMU_GROUPED /* per block, MN-major and packed scales: the layout's own least and default */
+    if (EMU_GRAN == BQ_GRAN_BLOCK || EMU_LAYOUT || X4) a.group_row_stride = pick_ld(a);
 #endif
     emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
@@ -417,7 +466,8 @@ Test(emulated_affine, shapes, .timeout = 600) {
   /* the kernels the dispatch table turns off for this specialization are never taken (the
      test by_name runs each of the others by name) */
   if (!EMU_GA) cr_assert(g_blocks == 0, "%d cases took bq_affine_blocks", g_blocks);
-  if (!EMU_FR) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
+  /* (bq_affine_flat reads parameters at a flat index: never MN-major) */
+  if (!EMU_FR || EMU_LAYOUT) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
   if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
 }
 
@@ -458,7 +508,7 @@ static bq_args rows_args(int64_t rows, int64_t cols, int64_t g, int64_t pad) {
   return a;
 }
 static int64_t rows_params(const bq_args &a) {
-  return EMU_GRAN == BQ_GRAN_GROUP ? a.rows * (a.cols / a.group_size) : a.rows;
+  return EMU_GRAN == BQ_GRAN_GROUP ? a.rows * (a.cols / a.group_size) : a.rows; /* (grouped: run() takes the layout's) */
 }
 static bq_args channel_args(int rank, int64_t s0, int64_t s1, int64_t s2, int axis) {
   bq_args a;
@@ -512,6 +562,37 @@ Test(emulated_affine, by_name, .timeout = 600) {
       bq_args a = channel_args(2, 1 + 2 * i, g, 1, 0);
       named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, a.shape[0], un, "runs of 64 or more");
     }
+#elif EMU_GRAN == BQ_GRAN_BLOCK
+  /* the row kernels: B short, odd, whole accesses, long; rows and columns past a multiple of
+     B (partial edge tiles) or not; rows strided or not */
+  static const int64_t bs[] = {1, 3, 7, 16, 100, 130};
+  for (int i = 0; i < 6; i++) {
+    const int64_t B = bs[i], cols = B * (i % 3 + 1) + (i % 2 ? B / 2 + 1 : 0), rows = B < 20 ? 2 * B + i : i + 1;
+    bq_args a = rows_args(rows, cols, B, i % 2 ? 3 : 0);
+    a.group_row_stride = i % 3 == 2 ? (cols + B - 1) / B + 2 : 0;
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, 0, i % 3 ? un : al, "row");
+    named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, 0, i % 3 ? un : al, "row");
+  }
+  { /* rows shorter than one access, B longer, rows 16-byte aligned: a tile with no whole
+       access (the slot kernels' span of blocks must then be empty). KNOWN FAILURE at
+       6c72152: affine.cu's bq_slot_span takes bq_blk(e0 - 1) with e0 = 0, which wraps in
+       32 bits, and reads scales far out of bounds (a crash here; `shapes` meets it too). */
+    bq_args a = rows_args(5, p > 1 ? p - 1 : 1, p + 3, 0);
+    named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, 0, al, "a row shorter than an access");
+    named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, 0, al, "a row shorter than an access");
+  }
+  if (EMU_GA) /* B whole accesses, cols a multiple of B, rows 16-byte aligned; rows partial */
+    for (int i = 0; i < 4; i++) {
+      const int64_t m = i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 9 : 17, B = p * m;
+      bq_args a = rows_args(i == 0 ? 2 * B + 1 : i + 2, 3 * B, B, i % 2 ? 16 : 0);
+      named_case(BQ__AFFINE_BLOCKS, k_affine_blocks, "bq_affine_blocks", a, 0, al, "aligned blocks");
+    }
+  if (EMU_NA) /* B of 64 elements or more, cols a multiple of B, straddling */
+    for (int i = 0; i < 3; i++) {
+      const int64_t B = i == 0 ? 64 : i == 1 ? 65 : 301;
+      bq_args a = rows_args(i == 0 ? 65 : 1 + 2 * i, 2 * B, B, i == 1 ? 5 : 0);
+      named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, 0, un, "blocks of 64 or more");
+    }
 #else
   const int tok = EMU_GRAN == BQ_GRAN_TOKEN;
   /* the row kernels: groups (rows) short, odd, whole accesses, long; rows strided or not */
@@ -530,10 +611,12 @@ Test(emulated_affine, by_name, .timeout = 600) {
       bq_args a = rows_args(i == 3 ? 2 : 1 + 3 * i, tok ? g : 3 * g, tok ? 0 : g, i % 2 ? 16 : 0);
       named_case(BQ__AFFINE_BLOCKS, k_affine_blocks, "bq_affine_blocks", a, rows_params(a), al, "aligned blocks");
     }
-  if (EMU_FR) /* one flat array whose accesses straddle blocks */
+  if (EMU_FR && !EMU_LAYOUT) /* one flat array whose accesses straddle blocks (row-major parameters) */
     for (int i = 0; i < 4; i++) {
       const int64_t g = i % 2 ? p * 13 + 3 : p * 5 + 1;
-      bq_args a = rows_args(i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 40 : 3, tok ? g : g * (1 + i), tok ? 0 : g, 0);
+      /* packed scales: dense rows of words (whole words a row) or one row */
+      const int64_t ng = X4 && i ? 4 * (1 + i % 2) : 1 + i;
+      bq_args a = rows_args(i == 0 ? 1 : i == 1 ? 4 : i == 2 ? 40 : 3, tok ? g : g * ng, tok ? 0 : g, 0);
       named_case(BQ__AFFINE_FLAT, k_affine_flat, "bq_affine_flat", a, rows_params(a), i == 3 ? un : al, "flat");
     }
   if (EMU_NA) /* blocks (rows) of 64 elements or more, straddling */

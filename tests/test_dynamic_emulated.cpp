@@ -9,7 +9,12 @@
    e5m2; symmetric) adds segments of the type's edges (fp8_edge) to the usual data.
    Power-of-two scales (pow2=1, or scale=ue8m0, which implies them): every stored scale is
    checked to be a power of two (or 0, inf, NaN) besides bit for bit; symmetric plans run
-   half their cases with args.amax_bound, random, often below the data's amax. */
+   half their cases with args.amax_bound, random, often below the data's amax. Per block
+   (bq_dynamic_tiles: B x B tiles, edge tiles partial, each tile on its vector path or
+   element by element), MN-major per-group scales (layout=mn: the padded rows' entries are
+   never written) and packed UE8M0 (scale=ue8m0x4: each row's bytes past its last group
+   written 0) index their parameters by reference.h's ref_scale_index; the scale buffer is
+   compared whole, guards and padding included. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -41,6 +46,9 @@ static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), 
 #if EMU_GRAN == BQ_GRAN_TENSOR
 static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const emu_dyn::bq_dynamic_params *)p); }
 static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dynamic_params *)p); }
+#elif EMU_GRAN == BQ_GRAN_BLOCK
+static void k0(const void *p) { emu_dyn::bq_dynamic_tiles(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k1(const void *p) { (void)p; abort(); }
 #else
 static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
 #if EMU_GRAN == BQ_GRAN_TOKEN
@@ -54,13 +62,33 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
   (void)gx, (void)gy, (void)bx, (void)smem;
   g_last = k;
 }
+/* the last launch's parameters (per block: fast_groups says whether tiles may take the
+   vector path) */
+static bq__dynamic_params g_params;
+static bq__CUresult note_params(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra) {
+  memcpy(&g_params, params[0], sizeof g_params);
+  return emu_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
 static void init(void) {
   emu_test_init();
   emu_launch_check = note_kernel;
+  bq__drv.cuLaunchKernel = note_params;
 }
 TestSuite(emulated_dynamic, .init = init);
 
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
+static const int X4 = EMU_ST == BQ_UE8M0X4; /* packed UE8M0: the scales are bytes */
+/* what the scales' layout depends on (emu_pick_ld) */
+static bq_desc layout_desc(void) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_DYNAMIC_QUANTIZE;
+  d.granularity = (bq_granularity)EMU_GRAN;
+  d.scale_type = (bq_dtype)EMU_ST;
+  d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
+  return d;
+}
 
 
 static const int FP8 = I == BQ_E4M3 || I == BQ_E5M2;
@@ -140,6 +168,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   d.scale_type = (bq_dtype)EMU_ST;
   d.asymmetric = EMU_ASYM;
   d.pow2_scales = EMU_POW2;
+  d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   bq__target tg = {90, 0, 0};
@@ -159,12 +188,18 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   plan.entry = &entry;
   plan.num_sms = 132;
 
-  const bq_dtype st = (bq_dtype)EMU_ST;
+  const bq_dtype st = X4 ? BQ_UE8M0 : (bq_dtype)EMU_ST; /* packed: bytes at byte indices */
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(st);
-  const int64_t guard = 19;
+  ref_layout L;
+  memset(&L, 0, sizeof L);
+  if (EMU_GRAN == BQ_GRAN_GROUP || EMU_GRAN == BQ_GRAN_BLOCK) { /* the parameters' extent in the layout */
+    cr_assert_eq(ref_layout_init(&L, &d, &a), 0, "bad case: %s", what);
+    nparams = L.n_params;
+  }
+  const int64_t guard = 19, sguard = X4 ? 20 : guard; /* (packed scales: words, 4-byte aligned) */
   std::vector<unsigned char> xb((size_t)(xtot + 2 * guard + 16) * ts + 64);
   std::vector<unsigned char> yb((size_t)(ytot + 2 * guard + 16) + 64), eyb(yb.size());
-  std::vector<unsigned char> sb((size_t)(nparams + 2 * guard) * ss + 64), esb(sb.size());
+  std::vector<unsigned char> sb((size_t)(nparams + 2 * sguard) * ss + 64), esb(sb.size());
   std::vector<int32_t> zb((size_t)(nparams + 2 * guard)), ezb(zb.size());
   unsigned char *x = xb.data() + 64 + (size_t)off_x * ts;
   const int kinds = FP8 ? 8 : 6;
@@ -188,7 +223,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   unsigned char *y = yb.data() + 64 + (size_t)(guard + off_y), *ey = eyb.data() + 64 + (size_t)(guard + off_y);
   a.x = x;
   a.y = y;
-  a.out_scales = sb.data() + 64 + (size_t)guard * ss;
+  a.out_scales = sb.data() + 64 + (size_t)sguard * ss;
   a.out_zero_points = EMU_ASYM ? zb.data() + guard : NULL;
   size_t ws_bytes = 0;
   cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws_bytes), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
@@ -198,21 +233,49 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   bq_args r = a;
   r.y = ey;
-  r.out_scales = esb.data() + 64 + (size_t)guard * ss;
+  r.out_scales = esb.data() + 64 + (size_t)sguard * ss;
   r.out_zero_points = EMU_ASYM ? ezb.data() + guard : NULL;
   cr_assert_eq(refd_run(&d, &r), 0, "%s", what);
   char msg[2048];
   size_t bad = ref_compare(I, eyb.data(), yb.data(), (int64_t)yb.size(), msg, sizeof msg);
   cr_assert_eq(bad, 0, "data: %zu bytes differ:\n%s| %s", bad, msg, what);
-  bad = ref_compare(st, esb.data() + 64, sb.data() + 64, nparams + 2 * guard, msg, sizeof msg);
-  cr_assert_eq(bad, 0, "scales: %zu differ (index from the front guard of %lld):\n%s| %s", bad, (long long)guard, msg,
+  bad = ref_compare(st, esb.data() + 64, sb.data() + 64, nparams + 2 * sguard, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "scales: %zu differ (index from the front guard of %lld):\n%s| %s", bad, (long long)sguard, msg,
                what);
   cr_assert(!memcmp(zb.data(), ezb.data(), zb.size() * 4), "zero points differ | %s", what);
+  if (X4) /* each row's bytes past its last group, to its word's end, are 0 */
+    for (int64_t r = 0; r < L.S.prows; r++)
+      for (int64_t g = L.S.nb; g % 4; g++)
+        cr_assert_eq(((unsigned char *)a.out_scales)[ref_scale_index(&L.S, r, g * L.S.B)], 0,
+                     "row %lld's byte for group %lld | %s", (long long)r, (long long)g, what);
   if (EMU_POW2)
     for (int64_t i = 0; i < nparams; i++)
       cr_assert(stored_pow2(st, a.out_scales, i) || !memcmp((unsigned char *)a.out_scales + i * ss, "\xA5\xA5\xA5\xA5\xA5\xA5\xA5\xA5", ss),
                 "scale %lld is not a power of two | %s", (long long)i, what);
 }
+
+#if EMU_GRAN == BQ_GRAN_BLOCK
+/* A random per-block shape: half the cases shaped for the vector path (x 16-byte aligned,
+   row strides and B whole accesses; the right edge tile whole accesses or not), the others
+   anything (B any, strides and offsets odd). Rows and columns mostly not multiples of B. */
+static void block_shape(bq_args *a, int rep, int *offx) {
+  static const int64_t bs[] = {1, 2, 3, 8, 16, 33, 64, 100, 128, 256};
+  const int64_t p = 16 / ref_dtype_size(T);
+  const int vec = rep % 2 == 0;
+  static const int64_t vm[] = {1, 2, 3, 8, 16};
+  const int64_t B = vec ? p * vm[rnd() % 5] : bs[rnd() % 10];
+  a->group_size = B;
+  a->cols = B * rnd_range(0, 3) + (vec && rnd() % 3 ? p * rnd_range(1, B / p) : rnd_range(1, B));
+  a->rows = rnd_range(1, B <= 16 ? 5 * B : 2 * B + 3);
+  if (a->rows * a->cols > 60000) a->rows = 60000 / a->cols + 1;
+  const int64_t cp = (a->cols + p - 1) / p * p; /* cols rounded up to whole accesses */
+  a->x_row_stride = vec ? (rnd() & 1 && a->cols == cp ? 0 : cp + p * rnd_range(0, 2)) : (rnd() & 1 ? 0 : a->cols + rnd_range(0, 9));
+  a->y_row_stride = rnd() & 1 ? 0 : a->cols + rnd_range(0, 9);
+  const bq_desc d = layout_desc();
+  a->group_row_stride = emu_pick_ld(&d, a);
+  if (vec) *offx = 0;
+}
+#endif
 
 Test(emulated_dynamic, shapes, .timeout = 600) {
   /* per token, 16 more cases of contiguous rows, most of them off the 16-byte grid (each
@@ -239,16 +302,25 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     a.cols = g * rnd_range(1, g >= 256 ? 3 : 10);
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
-    np = a.rows * (a.group_row_stride ? a.group_row_stride : a.cols / g);
+    if (EMU_LAYOUT || X4) { /* the layout's own least and default */
+      const bq_desc dd = layout_desc();
+      a.group_row_stride = emu_pick_ld(&dd, &a);
+    }
+    np = 0; /* run() takes the layout's extent */
     offx = rnd() & 1 ? 0 : offx; /* aligned rows take the shuffle path */
+#elif EMU_GRAN == BQ_GRAN_BLOCK
+    block_shape(&a, rep, &offx);
+    np = 0;
 #else
     /* short rows; past 1024 accesses, rows for bq_dynamic_long, which keeps up to 4096 on
        chip and reads longer ones twice */
     a.cols = rep < 30 || rep >= 40 ? rnd_range(1, 3000) : rnd_range(4100, 40000);
     np = a.rows;
 #endif
+#if EMU_GRAN != BQ_GRAN_BLOCK /* (block_shape sets its own) */
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9) * (rnd() & 1 ? 8 : 1);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+#endif
     if (rep >= 40) { /* contiguous rows, a row stride of 0 or the row length */
       a.rows = rnd_range(2, 24);
       a.x_row_stride = rnd() & 1 ? 0 : a.cols;
@@ -286,5 +358,48 @@ Test(emulated_dynamic, by_name, .timeout = 600) {
       bq__dynamic_force_entry = -1;
       cr_assert(g_last == (e ? (emu_kernel)k1 : (emu_kernel)k0), "%s took another kernel", what);
     }
+}
+#endif
+
+#if EMU_GRAN == BQ_GRAN_BLOCK
+/* Named shapes, each with the path its tiles must take (the launch's fast_groups: vector
+   accesses where the right edge tile allows): aligned rows with B whole accesses and edge
+   tiles partial both ways; the right edge tile off the access grid (scalar there); B not a
+   multiple of the access; an odd x row stride and an unaligned x; the whole matrix in one
+   tile; a tile larger than the threads' registers (read twice); B = 1. */
+Test(emulated_dynamic, paths, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T);
+  struct {
+    int64_t rows, cols, B, xs, ys, grs;
+    int offx, fast;
+    const char *name;
+  } c[] = {
+      {3 * 8 + 5, 4 * 8 * p + 2 * p, 8 * p, 0, 0, 0, 0, 1, "vector, edge tiles partial"},
+      {2 * 4 * p + 1, 2 * 4 * p + 3, 4 * p, 10 * p, 0, 5, 0, 1, "vector, right edge tile scalar"},
+      {50, 3 * (p + 1) + 2, p + 1, 0, 3 * (p + 1) + 7, 0, 0, 0, "B not whole accesses"},
+      {40, 6 * p, 2 * p, 6 * p + 1, 0, 4, 0, 0, "odd x row stride"},
+      {20, 6 * p, 2 * p, 0, 0, 0, 3, 0, "x off the 16-byte grid"},
+      {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 0, 1, "the whole matrix in one tile"},
+      {300, 64 * p + 3 * p, 64 * p, 0, 0, 0, 0, 1, "tiles past the registers"},
+      {7, 9, 1, 0, 11, 0, 0, p == 1, "B = 1"},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.rows = c[i].rows;
+    a.cols = c[i].cols;
+    a.group_size = c[i].B;
+    a.x_row_stride = c[i].xs;
+    a.y_row_stride = c[i].ys;
+    a.group_row_stride = c[i].grs;
+    int64_t xtot, ytot;
+    char shape[200], what[260];
+    emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
+    snprintf(what, sizeof what, "%s: %s", c[i].name, shape);
+    memset(&g_params, 0, sizeof g_params);
+    run(a, xtot, ytot, 0, c[i].offx, (int)i % 4, what);
+    cr_assert_eq(g_params.fast_groups != 0, c[i].fast, "%s: fast_groups %d", what, g_params.fast_groups);
+    cr_assert_eq(g_params.group, c[i].B, "%s", what);
+  }
 }
 #endif

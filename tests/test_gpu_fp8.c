@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #define PLAN_CACHE_MAX 128
+#define GPU_UTIL_BUFFERS
 #include "gpu_util.h"
 
 #define BQ_OK(call, ...)                                                               \
@@ -73,7 +74,7 @@
   } while (0)
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-#define GUARD 256 /* bytes of poison before and after every output, garbage around inputs */
+#define GUARD GPU_GUARD /* bytes of poison before and after every output, garbage around inputs */
 
 static const bq_dtype k_float_types[4] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 static const bq_dtype k_fp8_types[2] = {BQ_E4M3, BQ_E5M2};
@@ -152,13 +153,6 @@ static void bump_bits(bq_dtype t, void *buf, int64_t i, int delta)
   mag = delta < 0 ? mag - (uint64_t)-delta : mag + (uint64_t)delta;
   if (mag >= inf_bits(t)) return;
   store_bits(t, buf, i, sg | mag);
-}
-
-static void fill_garbage(unsigned char *p, size_t n)
-{
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) { uint64_t r = rnd(); memcpy(p + i, &r, 8); }
-  for (; i < n; i++) p[i] = (unsigned char)rnd();
 }
 
 /* ==== the FP8 edge values (in quotient space: x / s) ========================================= */
@@ -378,46 +372,7 @@ static void store_scale(bq_dtype st, void *buf, int64_t i, double v)
   else ref_store_f(st, buf, i, (float)v);
 }
 
-/* ==== buffers ================================================================================= */
-
-typedef struct dbuf {
-  unsigned char *h;   /* host image of the whole allocation */
-  unsigned char *dev; /* device allocation (256-byte aligned) */
-  size_t total, pre;  /* bytes; the data starts at pre */
-} dbuf;
-
-static void dbuf_make(dbuf *b, size_t es, int64_t count, int off)
-{
-  void *p = NULL;
-  b->pre = GUARD + (size_t)off * es;
-  b->total = b->pre + (size_t)count * es + GUARD;
-  b->h = (unsigned char *)malloc(b->total);
-  cr_assert(b->h != NULL, "host malloc(%zu)", b->total);
-  BQ_OK(bq_malloc(&p, b->total), "bq_malloc(%zu)", b->total);
-  cr_assert_eq((uintptr_t)p % 256, 0, "bq_malloc returned %p: not 256-byte aligned", p);
-  b->dev = (unsigned char *)p;
-}
-
-static void dbuf_free(dbuf *b)
-{
-  if (b->dev) bq_free(b->dev);
-  free(b->h);
-  memset(b, 0, sizeof *b);
-}
-
-static void check_unchanged(const dbuf *b, const char *name, const char *what)
-{
-  unsigned char *tmp;
-  size_t i;
-  if (!b->dev) return;
-  tmp = (unsigned char *)malloc(b->total);
-  cr_assert(tmp != NULL);
-  BQ_OK(bq_memcpy_to_host(tmp, b->dev, b->total), "%s", what);
-  for (i = 0; i < b->total && tmp[i] == b->h[i]; i++) {}
-  free(tmp);
-  cr_assert(i == b->total, "%s\n  input %s was modified at byte %zu of its allocation (data starts at %zu)",
-            what, name, i, b->pre);
-}
+/* ==== buffers: gpu_util.h's dbuf ============================================================== */
 
 /* ==== plans: the hardware form (plan_get's cache) and the software form (its own) ============= */
 

@@ -10,6 +10,7 @@
 
 #include "../baracuda_quant.h"
 #include "reference.h"
+#include "reference_dynamic.h"
 #include "reference_linear.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
@@ -786,6 +787,251 @@ Test(layout, zero_size_writes_nothing)
   a.axis = 2;
   cr_assert_eq(ref_run(&d, &a), 0);
   cr_assert_arr_eq(q, w, 4);
+}
+
+/* ---- per block, MN-major and packed UE8M0 scales ------------------------------------------ */
+
+Test(layout, scale_index_by_layout)
+{
+  /* the index rules of the header's BQ_PER_BLOCK, BQ_SCALES_MN_MAJOR and BQ_UE8M0X4, for a
+     [9, 10] matrix; group_row_stride 0 takes each layout's default */
+  bq_desc d = {.op = BQ_QUANTIZE, .float_type = BQ_F32, .granularity = BQ_PER_BLOCK};
+  ref_scales S;
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 4, 0), 0); /* 3 x 3 blocks, ld 3 */
+  cr_assert_eq(S.prows, 3); cr_assert_eq(S.nb, 3); cr_assert_eq(S.ld, 3);
+  cr_assert_eq(ref_scale_index(&S, 0, 0), 0);
+  cr_assert_eq(ref_scale_index(&S, 3, 9), 2);
+  cr_assert_eq(ref_scale_index(&S, 4, 0), 3);
+  cr_assert_eq(ref_scale_index(&S, 8, 9), 8);
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 4, 5), 0);
+  cr_assert_eq(ref_scale_index(&S, 8, 5), 2 * 5 + 1);
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 4, 2), -1); /* ld below 3 blocks a row */
+  d.scale_layout = BQ_SCALES_MN_MAJOR;
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 4, 0), -1); /* MN-major is per group only */
+  d.granularity = BQ_PER_GROUP;
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 4, 0), -1); /* 4 does not divide 10 */
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 2, 0), 0);  /* 5 groups, ld 12 (9 rows rounded up) */
+  cr_assert_eq(S.ld, 12); cr_assert_eq(S.span, 60);
+  cr_assert_eq(ref_scale_index(&S, 8, 9), 4 * 12 + 8);
+  cr_assert_eq(ref_scale_index(&S, 1, 2), 12 + 1);
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 2, 8), -1); /* ld below rows */
+  d.scale_type = BQ_UE8M0X4; /* MN-major words: byte 4 ((g / 4) ld + r) + g % 4 */
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 2, 0), 0);
+  cr_assert_eq(S.ld, 12); cr_assert_eq(S.span, 24); /* 2 words along the groups */
+  cr_assert_eq(ref_scale_index(&S, 8, 9), 4 * (12 + 8) + 0);
+  cr_assert_eq(ref_scale_index(&S, 2, 7), 4 * 2 + 3);
+  d.scale_layout = BQ_SCALES_ROW_MAJOR; /* row-major words: byte 4 (r ld + g / 4) + g % 4 */
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 2, 0), 0);
+  cr_assert_eq(S.ld, 2); cr_assert_eq(S.span, 18);
+  cr_assert_eq(ref_scale_index(&S, 3, 9), 4 * (3 * 2 + 1) + 0);
+  cr_assert_eq(ref_scale_index(&S, 3, 7), 4 * (3 * 2) + 3);
+  cr_assert_eq(ref_scales_init(&S, &d, 9, 10, 2, 1), -1); /* 5 groups need 2 words */
+}
+
+Test(layout, per_block_partial_tiles)
+{
+  /* [3, 5] in 2 x 2 blocks (2 x 3 of them, the last row and column partial), scales' ld 4:
+     element (r, c) takes s[(r / 2) * 4 + c / 2]; s[3] and s[7] are never read */
+  float x[15], s[8] = {1, 2, 4, 1000, 8, 16, 32, 1000};
+  int8_t q[18], w[18] = {64, 64, 32, 32, 16, 0x5a, 64, 64, 32, 32, 16, 0x5a, 8, 8, 4, 4, 2, 0x5a};
+  int32_t zp[8] = {0, 1, 0, 0, 0, 0, -1, 0};
+  bq_desc d = {.op = BQ_QUANTIZE, .granularity = BQ_PER_BLOCK, .float_type = BQ_F32};
+  bq_args a = {.x = x, .y = q, .rows = 3, .cols = 5, .y_row_stride = 6, .group_size = 2,
+               .group_row_stride = 4, .scales = s};
+  ref_layout L;
+  for (int i = 0; i < 15; i++) x[i] = 64;
+  memset(q, 0x5a, sizeof q);
+  cr_assert_eq(ref_run(&d, &a), 0);
+  cr_assert_arr_eq(q, w, sizeof q);
+  cr_assert_eq(ref_layout_init(&L, &d, &a), 0);
+  cr_assert_eq(L.n_params, 7);
+  a.zero_points = zp; /* the same index */
+  cr_assert_eq(ref_run(&d, &a), 0);
+  cr_assert_eq(q[2], 33); cr_assert_eq(q[8], 33); cr_assert_eq(q[16], 1); cr_assert_eq(q[14], 4);
+  a.zero_points = NULL;
+  a.group_row_stride = 0; /* default 3 blocks a row: row 2 takes s[3..5] */
+  cr_assert_eq(ref_run(&d, &a), 0);
+  cr_assert_eq(q[12], 0); cr_assert_eq(q[14], 8); cr_assert_eq(q[16], 4);
+  a.group_row_stride = 2; /* smaller than the 3 blocks a row */
+  cr_assert_eq(ref_run(&d, &a), -1);
+  { /* dequantize reads the same entries */
+    int8_t qi[15];
+    float y[15];
+    bq_desc dd = {.op = BQ_DEQUANTIZE, .granularity = BQ_PER_BLOCK, .float_type = BQ_F32};
+    bq_args ad = {.x = qi, .y = y, .rows = 3, .cols = 5, .group_size = 2, .group_row_stride = 4, .scales = s};
+    for (int i = 0; i < 15; i++) qi[i] = 1;
+    cr_assert_eq(ref_run(&dd, &ad), 0);
+    const float wy[15] = {1, 1, 2, 2, 4, 1, 1, 2, 2, 4, 8, 8, 16, 16, 32};
+    cr_assert_arr_eq(y, wy, sizeof y);
+  }
+}
+
+Test(layout, per_group_mn_major)
+{
+  /* [3, 4], G = 2, MN-major: element (r, c) takes s[(c / 2) * ld + r], ld 4 by default (3
+     rows rounded up); s[3] and s[7] are the padded rows, never read */
+  float x[12], s[8] = {1, 2, 4, 1000, 8, 16, 32, 1000};
+  int8_t q[12], w[12] = {64, 64, 8, 8, 32, 32, 4, 4, 16, 16, 2, 2};
+  bq_desc d = {.op = BQ_QUANTIZE, .granularity = BQ_PER_GROUP, .float_type = BQ_F32,
+               .scale_layout = BQ_SCALES_MN_MAJOR};
+  bq_args a = {.x = x, .y = q, .rows = 3, .cols = 4, .group_size = 2, .scales = s};
+  ref_layout L;
+  for (int i = 0; i < 12; i++) x[i] = 64;
+  cr_assert_eq(ref_run(&d, &a), 0);
+  cr_assert_arr_eq(q, w, sizeof q);
+  cr_assert_eq(ref_layout_init(&L, &d, &a), 0);
+  cr_assert_eq(L.n_params, 7);
+  a.group_row_stride = 3; /* ld 3: the second group's scales are s[3..5] */
+  cr_assert_eq(ref_run(&d, &a), 0);
+  cr_assert_eq(q[2], 0); cr_assert_eq(q[6], 8); cr_assert_eq(q[10], 4);
+  a.group_row_stride = 2; /* smaller than rows */
+  cr_assert_eq(ref_run(&d, &a), -1);
+}
+
+Test(layout, packed_ue8m0_static)
+{
+  /* dequantize of q = 1 gives each element's scale 2^(e - 127) */
+  int8_t qi[30];
+  float y[30];
+  uint8_t sb[64];
+  bq_desc d = {.op = BQ_DEQUANTIZE, .granularity = BQ_PER_GROUP, .float_type = BQ_F32,
+               .scale_type = BQ_UE8M0X4};
+  for (int i = 0; i < 30; i++) qi[i] = 1;
+  for (int i = 0; i < 64; i++) sb[i] = (uint8_t)(100 + i); /* byte i: 2^(i - 27) */
+  /* row-major, [2, 10], G = 2 (5 groups: 2 words a row), ld 3 words: row r, group g at byte
+     4 (3 r + g / 4) + g % 4 */
+  bq_args a = {.x = qi, .y = y, .rows = 2, .cols = 10, .group_size = 2, .group_row_stride = 3, .scales = sb};
+  cr_assert_eq(ref_run(&d, &a), 0);
+  const int rm[10] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4}; /* row 0's bytes; row 1's are 12 on */
+  for (int c = 0; c < 10; c++) {
+    cr_assert_eq(y[c], ldexpf(1.0f, rm[c] - 27), "row 0 col %d: %g", c, y[c]);
+    cr_assert_eq(y[10 + c], ldexpf(1.0f, 12 + rm[c] - 27), "row 1 col %d: %g", c, y[10 + c]);
+  }
+  ref_layout L;
+  cr_assert_eq(ref_layout_init(&L, &d, &a), 0);
+  cr_assert_eq(L.n_params, 4 * (3 + 2)); /* to the end of row 1's second word */
+  /* MN-major, [3, 10], G = 2, ld 4 words by default: group g of row r at byte
+     4 ((g / 4) 4 + r) + g % 4 */
+  d.scale_layout = BQ_SCALES_MN_MAJOR;
+  a.rows = 3;
+  a.group_row_stride = 0;
+  cr_assert_eq(ref_run(&d, &a), 0);
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 10; c++) {
+      const int g = c / 2, byte = 4 * ((g / 4) * 4 + r) + g % 4;
+      cr_assert_eq(y[r * 10 + c], ldexpf(1.0f, byte - 27), "MN row %d col %d: %g", r, c, y[r * 10 + c]);
+    }
+  cr_assert_eq(y[2 * 10 + 9], ldexpf(1.0f, 24 - 27)); /* row 2, group 4: word 6, byte 24 */
+  cr_assert_eq(y[1 * 10 + 7], ldexpf(1.0f, 7 - 27));  /* row 1, group 3: word 1, byte 7 */
+  cr_assert_eq(ref_layout_init(&L, &d, &a), 0);
+  cr_assert_eq(L.n_params, 4 * (4 + 3));
+}
+
+/* dynamic quantize of host arrays */
+static void dyn_run(bq_desc d, bq_args a)
+{
+  d.op = BQ_DYNAMIC_QUANTIZE;
+  cr_assert_eq(refd_run(&d, &a), 0);
+}
+
+Test(dynamic_layout, per_block_partial_tiles)
+{
+  /* [3, 3] f32 in 2 x 2 tiles, s8 symmetric, scales' ld 3 (entries 2 and 5 untouched):
+       tile (0, 0) rows 0-1 cols 0-1: amax 127 -> s 1; 63.5 rounds to even 64
+       tile (0, 1) rows 0-1 col 2: amax 254 -> s 2
+       tile (1, 0) row 2 cols 0-1: NaN ignored, amax 12.7 -> s 12.7 / 127
+       tile (1, 1) row 2 col 2: amax 0.5 -> s 0.5 / 127 */
+  float x[12] = {1, -127, 254, 99, 63.5f, 2, -0.0f, 99, NAN, -12.7f, 0.5f, 99}; /* row stride 4 */
+  int8_t y[12];
+  float s[6];
+  const float p = ref_bits_f32(0x5a5a5a5au);
+  volatile float s10 = 12.7f / 127.0f, s11 = 0.5f / 127.0f;
+  bq_desc d = {.granularity = BQ_PER_BLOCK, .float_type = BQ_F32, .int_type = BQ_S8};
+  bq_args a = {.x = x, .y = y, .rows = 3, .cols = 3, .x_row_stride = 4, .y_row_stride = 4, .group_size = 2,
+               .group_row_stride = 3, .out_scales = s};
+  memset(y, 0x5a, sizeof y);
+  memset(s, 0x5a, sizeof s);
+  dyn_run(d, a);
+  const int8_t wy[12] = {1, -127, 127, 0x5a, 64, 2, 0, 0x5a, 0, -127, 127, 0x5a};
+  cr_assert_arr_eq(y, wy, sizeof y);
+  cr_assert_eq(s[0], 1.0f); cr_assert_eq(s[1], 2.0f);
+  cr_assert_eq(s[3], (float)s10); cr_assert_eq(s[4], (float)s11);
+  cr_assert(!memcmp(&s[2], &p, 4) && !memcmp(&s[5], &p, 4), "entries past a row's 2 blocks were written");
+  /* asymmetric u8, the whole matrix one tile (B = 4 > rows, cols): lo -127, hi 254,
+     s = 381 / 255, zp = 0 - rne(-127 / s) = 85 */
+  uint8_t yu[12];
+  int32_t zp[1] = {77};
+  d.int_type = BQ_U8;
+  d.asymmetric = 1;
+  a.y = yu;
+  a.group_size = 4;
+  a.group_row_stride = 0;
+  a.out_zero_points = zp;
+  dyn_run(d, a);
+  volatile float su = 381.0f / 255.0f;
+  cr_assert_eq(s[0], (float)su);
+  cr_assert_eq(zp[0], 85);
+  volatile float v = 254.0f / (float)su;
+  cr_assert_eq(yu[2], (uint8_t)(nearbyintf(v) + 85));
+  cr_assert_eq(yu[1], 0);
+}
+
+Test(dynamic_layout, per_group_mn_major)
+{
+  /* [2, 4], G = 2, MN-major, ld 4 by default: row r, group g at s[4 g + r]; the padded rows
+     2, 3 (entries 2, 3, 6, 7) untouched */
+  float x[8] = {127, 1, 254, 2, 12.7f, -1, 0, 0};
+  int8_t y[8];
+  float s[8];
+  const float p = ref_bits_f32(0x5a5a5a5au);
+  volatile float s01 = 12.7f / 127.0f;
+  bq_desc d = {.granularity = BQ_PER_GROUP, .float_type = BQ_F32, .int_type = BQ_S8,
+               .scale_layout = BQ_SCALES_MN_MAJOR};
+  bq_args a = {.x = x, .y = y, .rows = 2, .cols = 4, .group_size = 2, .out_scales = s};
+  memset(s, 0x5a, sizeof s);
+  dyn_run(d, a);
+  cr_assert_eq(s[0], 1.0f);          /* row 0 group 0 */
+  cr_assert_eq(s[1], (float)s01);    /* row 1 group 0 */
+  cr_assert_eq(s[4], 2.0f);          /* row 0 group 1 */
+  cr_assert_eq(s[5], 1.0f);          /* row 1 group 1: amax 0 */
+  for (int i = 2; i < 8; i += (i == 3 ? 3 : 1)) cr_assert(!memcmp(&s[i], &p, 4), "padded entry %d written", i);
+  const int8_t wy[8] = {127, 1, 127, 1, 127, -10, 0, 0};
+  cr_assert_arr_eq(y, wy, sizeof y);
+}
+
+Test(dynamic_layout, packed_ue8m0_zeroes_padding)
+{
+  /* [2, 6] f32 to e4m3, G = 2 (3 groups: one word a row), UE8M0X4 row-major with ld 2 words:
+     row r's bytes 8 r + g, byte 8 r + 3 zeroed, bytes 8 r + 4 .. 7 untouched.
+       row 0: amax 448 -> s 1 (127); 896 -> 2 (128); 0 -> 1 (127)
+       row 1: amax 1 -> 1 / 448 rounded up to 2^-8 (119); NaN ignored, 2 -> 2^-7 (120);
+              -inf -> s inf, stored 255 (NaN): codes 0x7F */
+  float x[12] = {448, -1, 896, 3, 0, -0.0f, 1, 1, NAN, 2, -INFINITY, 4};
+  uint8_t y[12], sb[16];
+  bq_desc d = {.granularity = BQ_PER_GROUP, .float_type = BQ_F32, .int_type = BQ_E4M3,
+               .scale_type = BQ_UE8M0X4};
+  bq_args a = {.x = x, .y = y, .rows = 2, .cols = 6, .group_size = 2, .group_row_stride = 2, .out_scales = sb};
+  memset(sb, 0x5a, sizeof sb);
+  dyn_run(d, a);
+  const uint8_t ws[16] = {127, 128, 127, 0, 0x5a, 0x5a, 0x5a, 0x5a, 119, 120, 255, 0, 0x5a, 0x5a, 0x5a, 0x5a};
+  cr_assert_arr_eq(sb, ws, 16);
+  const uint8_t wy[12] = {0x7E, 0xB8, 0x7E, 0x3C, 0x00, 0x80, 0x78, 0x78, 0x7F, 0x78, 0x7F, 0x7F};
+  cr_assert_arr_eq(y, wy, 12);
+  /* MN-major, the same [2, 6]: ld 4 words by default, row r's word r, bytes 4 r + g (byte
+     4 r + 3 zeroed); the padded rows' words 2 and 3 untouched */
+  d.scale_layout = BQ_SCALES_MN_MAJOR;
+  a.group_row_stride = 0;
+  memset(sb, 0x5a, sizeof sb);
+  dyn_run(d, a);
+  const uint8_t wm[16] = {127, 128, 127, 0, 119, 120, 255, 0, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a};
+  cr_assert_arr_eq(sb, wm, 16);
+  cr_assert_arr_eq(y, wy, 12);
+  /* asymmetric and other granularities are not packed */
+  d.asymmetric = 1;
+  cr_assert_eq(refd_run(&(bq_desc){.op = BQ_DYNAMIC_QUANTIZE, .granularity = BQ_PER_GROUP, .float_type = BQ_F32,
+                                   .int_type = BQ_U8, .asymmetric = 1, .scale_type = BQ_UE8M0X4}, &a), -1);
+  cr_assert_eq(refd_run(&(bq_desc){.op = BQ_DYNAMIC_QUANTIZE, .granularity = BQ_PER_TOKEN, .float_type = BQ_F32,
+                                   .int_type = BQ_E4M3, .scale_type = BQ_UE8M0X4}, &a), -1);
 }
 
 /* ---- comparison -------------------------------------------------------------------------- */

@@ -35,6 +35,16 @@ static void emu_rows_case(const bq_args *a, int64_t *xtot, int64_t *ytot, char *
            (long long)a->group_row_stride);
 }
 
+/* Per group and per block: a leading dimension for the scales of d (group_size set): 0 (the
+   layout's default), the least valid one plus 0 to 3 (MN-major: the parameter rows, not
+   rounded up) or the default plus 1 to 5, a third of the time each */
+static int64_t emu_pick_ld(const bq_desc *d, const bq_args *a) {
+  ref_scales S;
+  const int k = (int)(rnd() % 3);
+  if (k == 0 || ref_scales_init(&S, d, a->rows, a->cols, a->group_size, 0)) return 0;
+  return k == 1 ? (S.mn ? S.prows : S.ld) + rnd_range(0, 3) : S.ld + rnd_range(1, 5);
+}
+
 typedef void (*emu_kernel)(const void *);
 static int g_launches;
 static void (*emu_launch_check)(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem);
