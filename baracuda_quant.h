@@ -1471,6 +1471,9 @@ static const char bq__src_affine_cu[] =
   "    const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;\n"
   "    blk0 = bq_blk(p, e0);\n"
   "    nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;\n"
+  "#if BQ_GRAN == BQ_GRAN_BLOCK\n"
+  "    if (nt <= 0) nblk = 0; // a row shorter than an access from an aligned start (B may exceed the row)\n"
+  "#endif\n"
   "  } else {\n"
   "#pragma unroll\n"
   "    for (int u = 0; u < BQ_U; u++)\n"
@@ -5992,7 +5995,7 @@ BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name
   if (d->scale_type == BQ_UE8M0X4 && d->granularity != BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity "
                     "must be BQ_PER_GROUP", name);
-  if (d->scale_type == BQ_UE8M0X4 && d->asymmetric)
+  if (d->scale_type == BQ_UE8M0X4 && d->op == BQ_DYNAMIC_QUANTIZE && d->asymmetric == 1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) needs zero points, which packed scales "
                     "(desc.scale_type ue8m0x4) do not carry", name);
   if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->granularity != BQ_PER_GROUP)
@@ -6215,7 +6218,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
     if (d->granularity == BQ_PER_CHANNEL)
       return bq__fail(BQ_ERROR_NOT_SUPPORTED,
                       "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
-                      "use per_token, per_group or per_tensor", name);
+                      "use per_token, per_group, per_block or per_tensor", name);
     if (d->asymmetric != 0 && d->asymmetric != 1)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name,
                       d->asymmetric);
@@ -6312,7 +6315,7 @@ BQ__FN bq_status bq__group_shape(const char *n, const bq_desc *d, const bq_args 
                     (long long)a->group_row_stride,
                     mn ? "args.rows" : block ? "cols / group_size rounded up" : x4 ? "the row's int32 words of packed "
                     "scales" : "cols / group_size", (long long)need);
-  if (count && rs > BQ__MAX_ELEMS / 4 / count)
+  if (count && rs > BQ__MAX_ELEMS / (x4 ? 4 : 1) / count) /* (packed: the kernels index bytes) */
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)rs);
   *group = B;
   *ngroups = ng;
@@ -7016,15 +7019,15 @@ BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
 BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
   bq__view v;
   bq_status st = bq__view_of(p, a, &v);
-  if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
+  if (!st && d->granularity == BQ_PER_BLOCK && v.group > BQ__DYN_MAX_BLOCK) /* a tile's indices fit 32 bits */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest block "
+                    "dynamic quantize offers", p->name, (long long)v.group, BQ__DYN_MAX_BLOCK);
+  if (st || v.numel == 0) return st;
   if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
   if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
   if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
-  if (d->granularity == BQ_PER_BLOCK && v.group > BQ__DYN_MAX_BLOCK) /* a tile's indices fit 32 bits */
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest block "
-                    "dynamic quantize offers", p->name, (long long)v.group, BQ__DYN_MAX_BLOCK);
   return BQ_SUCCESS;
 }
 

@@ -480,6 +480,9 @@ static __device__ __forceinline__ bq_i64 bq_slot_span(const bq_affine_params &p,
     const bq_i64 e0 = pro + t * BQ_TILE * BQ_P, nt = nacc - t * BQ_TILE;
     blk0 = bq_blk(p, e0);
     nblk = bq_blk(p, e0 + (nt < BQ_TILE ? nt : BQ_TILE) * BQ_P - 1) - blk0 + 1;
+#if BQ_GRAN == BQ_GRAN_BLOCK
+    if (nt <= 0) nblk = 0; // a row shorter than an access from an aligned start (B may exceed the row)
+#endif
   } else {
 #pragma unroll
     for (int u = 0; u < BQ_U; u++)

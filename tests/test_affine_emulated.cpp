@@ -574,9 +574,7 @@ Test(emulated_affine, by_name, .timeout = 600) {
     named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, 0, i % 3 ? un : al, "row");
   }
   { /* rows shorter than one access, B longer, rows 16-byte aligned: a tile with no whole
-       access (the slot kernels' span of blocks must then be empty). KNOWN FAILURE at
-       6c72152: affine.cu's bq_slot_span takes bq_blk(e0 - 1) with e0 = 0, which wraps in
-       32 bits, and reads scales far out of bounds (a crash here; `shapes` meets it too). */
+       access (the slot kernels' span of blocks must then be empty). */
     bq_args a = rows_args(5, p > 1 ? p - 1 : 1, p + 3, 0);
     named_case(BQ__AFFINE_ROW, k_affine, "bq_affine", a, 0, al, "a row shorter than an access");
     named_case(BQ__AFFINE_ODD, k_affine_odd, "bq_affine_odd", a, 0, al, "a row shorter than an access");

@@ -367,9 +367,7 @@ static void static_forced(const bq_desc *d)
       run_static(&c);
     }
   }
-  if (block) { /* rows shorter than one access, B longer, rows aligned: a tile without a whole access.
-                  KNOWN FAILURE at 6c72152: affine.cu's bq_slot_span takes the block of element
-                  e0 - 1 with e0 = 0, which wraps, and reads scales far out of bounds */
+  if (block) { /* rows shorter than one access, B longer, rows aligned: a tile without a whole access. */
     scase c = new_case(d, 5, p > 1 ? p - 1 : 1, p + 3, BQ__AFFINE_ROW);
     run_static(&c);
     c.force = BQ__AFFINE_ODD;

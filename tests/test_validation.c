@@ -1302,13 +1302,17 @@ Test(args, group_row_stride_too_large) {
     a.rows = 2;
     a.group_row_stride = INT64_MAX;
     expect_args_invalid(&c[i], &a, "args.group_row_stride (9223372036854775807) is too large");
-    /* the bound is the array's bytes at 4 bytes an entry (packed scales' words included):
-       rows * group_row_stride <= 2^54 */
+    /* the bound: rows * group_row_stride <= 2^56 entries, 2^54 int32 words of packed scales
+       (whose kernels index bytes) */
+    const int x4 = c[i].d.scale_type == BQ_UE8M0X4;
+    const int64_t lim = (int64_t)1 << (x4 ? 34 : 36);
+    char msg[96];
     a.rows = (int64_t)1 << 20;
-    a.group_row_stride = ((int64_t)1 << 34) + 1;
-    expect_args_invalid(&c[i], &a, "args.group_row_stride (17179869185) is too large");
-    a.group_row_stride = (int64_t)1 << 34;
-    expect_args_ok(&c[i], &a, 0, "rows * group_row_stride == 2^54");
+    a.group_row_stride = lim + 1;
+    snprintf(msg, sizeof msg, "args.group_row_stride (%lld) is too large", (long long)(lim + 1));
+    expect_args_invalid(&c[i], &a, msg);
+    a.group_row_stride = lim;
+    expect_args_ok(&c[i], &a, 0, "rows * group_row_stride at the bound");
   }
 }
 
@@ -3155,15 +3159,15 @@ Test(args, per_block_group_row_stride_too_large) {
   size_t n = combos(c, G_BLOCK);
   for (size_t i = 0; i < n; i++) {
     bq_args a = base_args(BQ_PER_BLOCK);
-    a.rows = (int64_t)1 << 24; /* 2^20 rows of blocks */
-    a.group_row_stride = ((int64_t)1 << 34) + 1;
-    expect_args_invalid(&c[i], &a, "args.group_row_stride (17179869185) is too large");
+    a.rows = (int64_t)1 << 24; /* 2^20 rows of blocks: at most 2^56 entries */
+    a.group_row_stride = ((int64_t)1 << 36) + 1;
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (68719476737) is too large");
     a.group_row_stride = INT64_MAX;
     expect_args_invalid(&c[i], &a, "args.group_row_stride (9223372036854775807) is too large");
-    a.group_row_stride = (int64_t)1 << 34;
-    expect_args_ok(&c[i], &a, 0, "2^20 rows of blocks * 2^34");
+    a.group_row_stride = (int64_t)1 << 36;
+    expect_args_ok(&c[i], &a, 0, "2^20 rows of blocks * 2^36");
     a.rows = ((int64_t)1 << 24) + 1; /* one more (partial) row of blocks */
-    expect_args_invalid(&c[i], &a, "args.group_row_stride (17179869184) is too large");
+    expect_args_invalid(&c[i], &a, "args.group_row_stride (68719476736) is too large");
   }
 }
 
@@ -3242,13 +3246,16 @@ Test(args, mn_major_group_row_stride) {
     a.group_size = 1; /* 64 groups */
     a.group_row_stride = 2;
     expect_args_ok(&cc, &a, 0, "2 rows, 64 groups, ld 2");
-    /* the array is ngroups columns of ld: bounded */
+    /* the array is ngroups columns of ld: at most 2^56 entries (2^54 words when packed) */
     a.rows = 4;
     a.group_size = 16;
-    a.group_row_stride = ((int64_t)1 << 52) + 1; /* 4 groups */
-    expect_args_invalid(&cc, &a, "args.group_row_stride (4503599627370497) is too large");
-    a.group_row_stride = (int64_t)1 << 52;
-    expect_args_ok(&cc, &a, 0, "4 * 2^52");
+    const int64_t lim = (int64_t)1 << (cc.d.scale_type == BQ_UE8M0X4 ? 52 : 54); /* 4 groups */
+    char msg[96];
+    snprintf(msg, sizeof msg, "args.group_row_stride (%lld) is too large", (long long)(lim + 1));
+    a.group_row_stride = lim + 1;
+    expect_args_invalid(&cc, &a, msg);
+    a.group_row_stride = lim;
+    expect_args_ok(&cc, &a, 0, "4 groups * the bound");
   }
 }
 
