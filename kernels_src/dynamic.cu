@@ -228,7 +228,8 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses
 // (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a
 // time each in registers: a tile that fits is read from DRAM once, a larger one again (from
-// L2) for the quantize pass. Other tiles go element by element, read twice.
+// L2) for the quantize pass. Other tiles go element by element, a warp along a row, read
+// twice.
 #define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch
 #define BQ_TILE_CPT 8
 // a tile's accesses i0 + k BQ_TILE_THREADS (those below n), rows of apr accesses; the form
@@ -248,7 +249,8 @@ static __device__ __forceinline__ void bq_tile_quantize(const bq_xchunk (&a)[BQ_
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
+// (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)
+extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
   const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
   const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
@@ -282,18 +284,21 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles(c
         }
         bq_tile_quantize(a, y, b0 + tid, n, apr, p.ys, q);
       }
-    } else {
-      const bq_u32 n = nr * nc;
-      for (bq_u32 i = tid; i < n; i += BQ_TILE_THREADS) {
-        const bq_u32 rr = i / nc;
-        bq_red_add(red, bq_to_c(x[rr * p.xs + (i - rr * nc)]));
+    } else { // a warp a row at a time, its lanes along it
+      const bq_u32 warp = tid >> 5, lane = tid & 31;
+      for (bq_u32 rr = warp; rr < nr; rr += BQ_TILE_THREADS / 32) {
+        const bq_t *xr = x + rr * p.xs;
+#pragma unroll 4
+        for (bq_u32 cc = lane; cc < nc; cc += 32) bq_red_add(red, bq_to_c(xr[cc]));
       }
       red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);
       if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
-      for (bq_u32 i = tid; i < n; i += BQ_TILE_THREADS) {
-        const bq_u32 rr = i / nc, cc = i - rr * nc;
-        y[rr * p.ys + cc] = (bq_i)bq_quantize_int(bq_to_c(x[rr * p.xs + cc]), q.s, q.z);
+      for (bq_u32 rr = warp; rr < nr; rr += BQ_TILE_THREADS / 32) {
+        const bq_t *xr = x + rr * p.xs;
+        bq_i *yr = y + rr * p.ys;
+#pragma unroll 4
+        for (bq_u32 cc = lane; cc < nc; cc += 32) yr[cc] = (bq_i)bq_quantize_int(bq_to_c(xr[cc]), q.s, q.z);
       }
     }
   }

@@ -4,8 +4,9 @@
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
 # `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic,
-# fused, FP8 (all but its exhaustive conversion test) and cache suites; `races` racecheck over the dynamic, fused
-# and FP8 suites (the same FP8 tests) and the affine kernels that use shared memory; `linear` the linear
+# fused, FP8 (all but its exhaustive conversion test), per-block/scale-layout and cache suites; `races` racecheck
+# over the dynamic, fused, FP8 (the same FP8 tests) and per-block suites and the affine kernels that use shared
+# memory; `linear` the linear
 # layers' suite, sanitizers and benchmark rows. `all` is all four.
 # `pair` (two GPUs): both sides at once, see pair() below.
 # `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
@@ -39,7 +40,7 @@ linear() {
 if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
   for e in w8a8_linear qat_step per_group_weights; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
-  for t in gpu_cache gpu_affine gpu_batch gpu_devices gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation validation_linear validation_fused cache; do suite $t; done
+  for t in gpu_cache gpu_affine gpu_batch gpu_blocks gpu_devices gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation validation_linear validation_fused cache; do suite $t; done
 fi
 # the FP8 suite under the sanitizers: every test but the exhaustive one (2^32 elements a conversion)
 FP8_SAN_FILTER='!(fp8_conversions/quantize_every_f32)'
@@ -52,12 +53,14 @@ if [ "$what" = all ] || [ "$what" = sanitizers ]; then
   san memcheck gpu_dynamic
   TMO=280 san memcheck gpu_fused
   TMO=280 san memcheck gpu_fp8 --filter "$FP8_SAN_FILTER"
+  TMO=280 san memcheck gpu_blocks
   san memcheck gpu_cache
 fi
 if [ "$what" = all ] || [ "$what" = races ]; then
   TMO=400 san racecheck gpu_dynamic
   TMO=400 san racecheck gpu_fused
   TMO=400 san racecheck gpu_fp8 --filter "$FP8_SAN_FILTER"
+  TMO=400 san racecheck gpu_blocks
   race_affine
 fi
 if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
