@@ -3299,8 +3299,7 @@ static const char bq__src_dynamic_cu[] =
   "// over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses\n"
   "// (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a\n"
   "// time each in registers: a tile that fits is read from DRAM once, a larger one again (from\n"
-  "// L2) for the quantize pass. Other tiles go element by element, a warp along a row, read\n"
-  "// twice.\n"
+  "// L2) for the quantize pass. Tiles off the grid go a warp a row (bq_tile_rows), read twice.\n"
   "#define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch\n"
   "#define BQ_TILE_CPT 8\n"
   "// a tile's accesses i0 + k BQ_TILE_THREADS (those below n), rows of apr accesses; the form\n"
@@ -3319,6 +3318,81 @@ static const char bq__src_dynamic_cu[] =
   "      bq_store(yp, o, bq_width(yp));\n"
   "    }\n"
   "  }\n"
+  "}\n"
+  "// A tile whose rows are off the 16-byte grid: a warp takes RB rows at a time, each\n"
+  "// row's 16-byte accesses (after its own prologue) by its first lanes, its prologue and\n"
+  "// tail elements (fewer than an access each) by lanes too, all loads of the rows issued\n"
+  "// before any is used. QUANT: the second pass, which reads the tile again (from L2) and\n"
+  "// quantizes with q; else the first, which reduces into r. Rows of more than 32 accesses\n"
+  "// take the rest in a loop.\n"
+  "template <int RB, bool QUANT, typename Q>\n"
+  "static __device__ __forceinline__ void bq_tile_rows(const bq_t *x, bq_i *y, bq_u32 nr, bq_u32 nc, bq_i64 xs, bq_i64 ys,\n"
+  "                                                    bq_red &r, const Q &q) {\n"
+  "  const bq_u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = BQ_TILE_THREADS / 32;\n"
+  "  for (bq_u32 r0 = warp; r0 < nr; r0 += RB * nw) {\n"
+  "    bq_xchunk a[RB];\n"
+  "    bq_t ends[RB];\n"
+  "    bq_u32 pro[RB], nv[RB];\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < RB; k++) {\n"
+  "      const bq_u32 rr = r0 + k * nw;\n"
+  "      pro[k] = nv[k] = 0;\n"
+  "      if (rr < nr) {\n"
+  "        const bq_t *xr = x + rr * xs;\n"
+  "        pro[k] = (bq_u32)bq_prologue(xr, nc);\n"
+  "        nv[k] = (nc - pro[k]) / BQ_VEC;\n"
+  "        if (lane < nv[k]) bq_load(a[k], xr + pro[k] + lane * BQ_VEC, 16);\n"
+  "        const bq_u32 t0 = pro[k] + nv[k] * BQ_VEC; // lanes below pro take the prologue, the next ones the tail\n"
+  "        const bq_u32 e = lane < pro[k] ? lane : t0 + (lane - pro[k]);\n"
+  "        if (lane < pro[k] || e < nc) ends[k] = xr[e];\n"
+  "      }\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < RB; k++) {\n"
+  "      const bq_u32 rr = r0 + k * nw;\n"
+  "      if (rr >= nr) continue;\n"
+  "      const bq_t *xr = x + rr * xs;\n"
+  "      bq_i *yr = y + rr * ys;\n"
+  "      const bq_u32 t0 = pro[k] + nv[k] * BQ_VEC, e = lane < pro[k] ? lane : t0 + (lane - pro[k]);\n"
+  "      const bool has_end = lane < pro[k] || e < nc;\n"
+  "      if constexpr (QUANT) {\n"
+  "        if (lane < nv[k]) {\n"
+  "          bq_qchunk o;\n"
+  "          bq_quantize_chunk(a[k], o, q);\n"
+  "          bq_i *yp = yr + pro[k] + lane * BQ_VEC;\n"
+  "          bq_store(yp, o, bq_width(yp));\n"
+  "        }\n"
+  "        if (has_end) yr[e] = (bq_i)bq_quantize_int(bq_to_c(ends[k]), q.s, q.z);\n"
+  "        for (bq_u32 j = lane + 32; j < nv[k]; j += 32) { // rows of more than 32 accesses\n"
+  "          bq_xchunk b;\n"
+  "          bq_qchunk o;\n"
+  "          bq_load(b, xr + pro[k] + j * BQ_VEC, 16);\n"
+  "          bq_quantize_chunk(b, o, q);\n"
+  "          bq_i *yp = yr + pro[k] + j * BQ_VEC;\n"
+  "          bq_store(yp, o, bq_width(yp));\n"
+  "        }\n"
+  "      } else {\n"
+  "        if (lane < nv[k]) bq_reduce_chunk(a[k], r);\n"
+  "        if (has_end) bq_red_add(r, bq_to_c(ends[k]));\n"
+  "        for (bq_u32 j = lane + 32; j < nv[k]; j += 32) {\n"
+  "          bq_xchunk b;\n"
+  "          bq_load(b, xr + pro[k] + j * BQ_VEC, 16);\n"
+  "          bq_reduce_chunk(b, r);\n"
+  "        }\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "// One tile off the grid: reduce, store its scale, quantize (bq_tile_rows, RB rows at once)\n"
+  "template <int RB>\n"
+  "static __device__ __forceinline__ void bq_tile_off_grid(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, const bq_t *x,\n"
+  "                                                        bq_i *y, bq_u32 nr, bq_u32 nc, bq_red *red_smem) {\n"
+  "  bq_red red = bq_red_init();\n"
+  "  bq_tile_rows<RB, false>(x, y, nr, nc, p.xs, p.ys, red, red);\n"
+  "  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);\n"
+  "  const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
+  "  if (threadIdx.x == 0) bq_write_params(p, tr * p.grs + tc, q);\n"
+  "  bq_tile_rows<RB, true>(x, y, nr, nc, p.xs, p.ys, red, q);\n"
   "}\n"
   "// (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {\n"
@@ -3355,23 +3429,21 @@ static const char bq__src_dynamic_cu[] =
   "        }\n"
   "        bq_tile_quantize(a, y, b0 + tid, n, apr, p.ys, q);\n"
   "      }\n"
-  "    } else { // a warp a row at a time, its lanes along it\n"
-  "      const bq_u32 warp = tid >> 5, lane = tid & 31;\n"
-  "      for (bq_u32 rr = warp; rr < nr; rr += BQ_TILE_THREADS / 32) {\n"
-  "        const bq_t *xr = x + rr * p.xs;\n"
-  "#pragma unroll 4\n"
-  "        for (bq_u32 cc = lane; cc < nc; cc += 32) bq_red_add(red, bq_to_c(xr[cc]));\n"
-  "      }\n"
-  "      red = bq_red_team(red, BQ_TILE_THREADS, red_smem);\n"
-  "      const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
-  "      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);\n"
-  "      for (bq_u32 rr = warp; rr < nr; rr += BQ_TILE_THREADS / 32) {\n"
-  "        const bq_t *xr = x + rr * p.xs;\n"
-  "        bq_i *yr = y + rr * p.ys;\n"
-  "#pragma unroll 4\n"
-  "        for (bq_u32 cc = lane; cc < nc; cc += 32) yr[cc] = (bq_i)bq_quantize_int(bq_to_c(xr[cc]), q.s, q.z);\n"
-  "      }\n"
+  "    } else { // a right-edge tile that is not whole accesses: a warp a row at a time\n"
+  "      bq_tile_off_grid<1>(p, tr, tc, x, y, nr, nc, red_smem);\n"
   "    }\n"
+  "  }\n"
+  "}\n"
+  "// Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x\n"
+  "// itself off it: the host's choice), four rows a warp at a time in registers that the\n"
+  "// 64-register bound of bq_dynamic_tiles would spill.\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {\n"
+  "  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];\n"
+  "  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;\n"
+  "  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {\n"
+  "    const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;\n"
+  "    const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);\n"
+  "    bq_tile_off_grid<4>(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);\n"
   "  }\n"
   "}\n"
   "#elif BQ_GRAN != BQ_GRAN_TENSOR\n"
@@ -6963,7 +7035,7 @@ BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->flo
 
 #define BQ__DYN_MAX_BLOCK 32768
 /* The dynamic entry points: the index of each in a plan's module (bq__family.kernels);
-   per block's one, bq_dynamic_tiles, is at BQ__DYN_ROW. */
+   per block's bq_dynamic_tiles is at BQ__DYN_ROW, bq_dynamic_tiles_rows at BQ__DYN_LONG. */
 enum {
   BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
   BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
@@ -7090,11 +7162,12 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     return st;
   }
   if (d->granularity == BQ_PER_BLOCK) {
-    /* a thread block a tile (striding past the grid's limit); vector accesses where every
-       row starts 16-byte aligned and a block is whole accesses */
+    /* a thread block a tile (striding past the grid's limit): bq_dynamic_tiles where every
+       row starts 16-byte aligned and a block is whole accesses, else bq_dynamic_tiles_rows */
     int64_t tiles = (v.rows + v.group - 1) / v.group * v.ngroups;
     k.fast_groups = v.group % p->vec == 0 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
-    return bq__launch(p, BQ__DYN_ROW, bq__grid(tiles, 1), 1, 2048 / p->vec, 0, &k, stream); /* dynamic.cu's BQ_TILE_THREADS */
+    return bq__launch(p, k.fast_groups ? BQ__DYN_ROW : BQ__DYN_LONG, bq__grid(tiles, 1), 1, 2048 / p->vec, 0, &k,
+                      stream); /* dynamic.cu's BQ_TILE_THREADS */
   }
   int64_t chunks, segs;
   if (d->granularity == BQ_PER_TOKEN) {
@@ -7126,7 +7199,7 @@ static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run,
   {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
-   {"bq_dynamic_tiles"}}};
+   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}}};
 
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
 /* Mirrors struct bq_fused_params in kernels_src/fused.cu. */

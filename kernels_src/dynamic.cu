@@ -228,8 +228,7 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses
 // (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a
 // time each in registers: a tile that fits is read from DRAM once, a larger one again (from
-// L2) for the quantize pass. Other tiles go element by element, a warp along a row, read
-// twice.
+// L2) for the quantize pass. Tiles off the grid go a warp a row (bq_tile_rows), read twice.
 #define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch
 #define BQ_TILE_CPT 8
 // a tile's accesses i0 + k BQ_TILE_THREADS (those below n), rows of apr accesses; the form
@@ -248,6 +247,81 @@ static __device__ __forceinline__ void bq_tile_quantize(const bq_xchunk (&a)[BQ_
       bq_store(yp, o, bq_width(yp));
     }
   }
+}
+// A tile whose rows are off the 16-byte grid: a warp takes RB rows at a time, each
+// row's 16-byte accesses (after its own prologue) by its first lanes, its prologue and
+// tail elements (fewer than an access each) by lanes too, all loads of the rows issued
+// before any is used. QUANT: the second pass, which reads the tile again (from L2) and
+// quantizes with q; else the first, which reduces into r. Rows of more than 32 accesses
+// take the rest in a loop.
+template <int RB, bool QUANT, typename Q>
+static __device__ __forceinline__ void bq_tile_rows(const bq_t *x, bq_i *y, bq_u32 nr, bq_u32 nc, bq_i64 xs, bq_i64 ys,
+                                                    bq_red &r, const Q &q) {
+  const bq_u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = BQ_TILE_THREADS / 32;
+  for (bq_u32 r0 = warp; r0 < nr; r0 += RB * nw) {
+    bq_xchunk a[RB];
+    bq_t ends[RB];
+    bq_u32 pro[RB], nv[RB];
+#pragma unroll
+    for (int k = 0; k < RB; k++) {
+      const bq_u32 rr = r0 + k * nw;
+      pro[k] = nv[k] = 0;
+      if (rr < nr) {
+        const bq_t *xr = x + rr * xs;
+        pro[k] = (bq_u32)bq_prologue(xr, nc);
+        nv[k] = (nc - pro[k]) / BQ_VEC;
+        if (lane < nv[k]) bq_load(a[k], xr + pro[k] + lane * BQ_VEC, 16);
+        const bq_u32 t0 = pro[k] + nv[k] * BQ_VEC; // lanes below pro take the prologue, the next ones the tail
+        const bq_u32 e = lane < pro[k] ? lane : t0 + (lane - pro[k]);
+        if (lane < pro[k] || e < nc) ends[k] = xr[e];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < RB; k++) {
+      const bq_u32 rr = r0 + k * nw;
+      if (rr >= nr) continue;
+      const bq_t *xr = x + rr * xs;
+      bq_i *yr = y + rr * ys;
+      const bq_u32 t0 = pro[k] + nv[k] * BQ_VEC, e = lane < pro[k] ? lane : t0 + (lane - pro[k]);
+      const bool has_end = lane < pro[k] || e < nc;
+      if constexpr (QUANT) {
+        if (lane < nv[k]) {
+          bq_qchunk o;
+          bq_quantize_chunk(a[k], o, q);
+          bq_i *yp = yr + pro[k] + lane * BQ_VEC;
+          bq_store(yp, o, bq_width(yp));
+        }
+        if (has_end) yr[e] = (bq_i)bq_quantize_int(bq_to_c(ends[k]), q.s, q.z);
+        for (bq_u32 j = lane + 32; j < nv[k]; j += 32) { // rows of more than 32 accesses
+          bq_xchunk b;
+          bq_qchunk o;
+          bq_load(b, xr + pro[k] + j * BQ_VEC, 16);
+          bq_quantize_chunk(b, o, q);
+          bq_i *yp = yr + pro[k] + j * BQ_VEC;
+          bq_store(yp, o, bq_width(yp));
+        }
+      } else {
+        if (lane < nv[k]) bq_reduce_chunk(a[k], r);
+        if (has_end) bq_red_add(r, bq_to_c(ends[k]));
+        for (bq_u32 j = lane + 32; j < nv[k]; j += 32) {
+          bq_xchunk b;
+          bq_load(b, xr + pro[k] + j * BQ_VEC, 16);
+          bq_reduce_chunk(b, r);
+        }
+      }
+    }
+  }
+}
+// One tile off the grid: reduce, store its scale, quantize (bq_tile_rows, RB rows at once)
+template <int RB>
+static __device__ __forceinline__ void bq_tile_off_grid(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, const bq_t *x,
+                                                        bq_i *y, bq_u32 nr, bq_u32 nc, bq_red *red_smem) {
+  bq_red red = bq_red_init();
+  bq_tile_rows<RB, false>(x, y, nr, nc, p.xs, p.ys, red, red);
+  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
+  const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+  if (threadIdx.x == 0) bq_write_params(p, tr * p.grs + tc, q);
+  bq_tile_rows<RB, true>(x, y, nr, nc, p.xs, p.ys, red, q);
 }
 // (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)
 extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
@@ -284,23 +358,21 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
         }
         bq_tile_quantize(a, y, b0 + tid, n, apr, p.ys, q);
       }
-    } else { // a warp a row at a time, its lanes along it
-      const bq_u32 warp = tid >> 5, lane = tid & 31;
-      for (bq_u32 rr = warp; rr < nr; rr += BQ_TILE_THREADS / 32) {
-        const bq_t *xr = x + rr * p.xs;
-#pragma unroll 4
-        for (bq_u32 cc = lane; cc < nc; cc += 32) bq_red_add(red, bq_to_c(xr[cc]));
-      }
-      red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
-      const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
-      for (bq_u32 rr = warp; rr < nr; rr += BQ_TILE_THREADS / 32) {
-        const bq_t *xr = x + rr * p.xs;
-        bq_i *yr = y + rr * p.ys;
-#pragma unroll 4
-        for (bq_u32 cc = lane; cc < nc; cc += 32) yr[cc] = (bq_i)bq_quantize_int(bq_to_c(xr[cc]), q.s, q.z);
-      }
+    } else { // a right-edge tile that is not whole accesses: a warp a row at a time
+      bq_tile_off_grid<1>(p, tr, tc, x, y, nr, nc, red_smem);
     }
+  }
+}
+// Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x
+// itself off it: the host's choice), four rows a warp at a time in registers that the
+// 64-register bound of bq_dynamic_tiles would spill.
+extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {
+  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
+  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
+  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;
+    const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);
+    bq_tile_off_grid<4>(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);
   }
 }
 #elif BQ_GRAN != BQ_GRAN_TENSOR

@@ -48,7 +48,7 @@ static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const emu_dyn::bq_d
 static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dynamic_params *)p); }
 #elif EMU_GRAN == BQ_GRAN_BLOCK
 static void k0(const void *p) { emu_dyn::bq_dynamic_tiles(*(const emu_dyn::bq_dynamic_params *)p); }
-static void k1(const void *p) { (void)p; abort(); }
+static void k1(const void *p) { emu_dyn::bq_dynamic_tiles_rows(*(const emu_dyn::bq_dynamic_params *)p); }
 #else
 static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
 #if EMU_GRAN == BQ_GRAN_TOKEN
@@ -400,6 +400,9 @@ Test(emulated_dynamic, paths, .timeout = 600) {
     run(a, xtot, ytot, 0, c[i].offx, (int)i % 4, what);
     cr_assert_eq(g_params.fast_groups != 0, c[i].fast, "%s: fast_groups %d", what, g_params.fast_groups);
     cr_assert_eq(g_params.group, c[i].B, "%s", what);
+    /* off the grid, every tile goes to bq_dynamic_tiles_rows */
+    cr_assert(g_last == (c[i].fast ? (emu_kernel)k0 : (emu_kernel)k1), "%s: %s launched", what,
+              c[i].fast ? "bq_dynamic_tiles not" : "bq_dynamic_tiles_rows not");
   }
 }
 #endif
