@@ -172,9 +172,11 @@ static void *fill_part(void *p) {
   const fill_job *j = p;
   uint64_t s = j->seed;
   switch (j->t) {
-  case BQ_UE8M0: case BQ_UE8M0X4: { /* scales: powers of two whose span covers [lo, hi] */
+  case BQ_UE8M0: case BQ_UE8M0X4: { /* scales: powers of two whose span covers [lo, hi] (every
+                                      byte of a packed word) */
     int elo = (int)floor(log2(j->lo)), ehi = (int)ceil(log2(j->hi));
-    for (size_t i = j->begin; i < j->end; i++)
+    size_t w = j->t == BQ_UE8M0X4 ? 4 : 1;
+    for (size_t i = j->begin * w; i < j->end * w; i++)
       j->host[i] = (unsigned char)(127 + elo + (int)(splitmix64(&s) % (uint64_t)(ehi - elo + 1)));
     break;
   }
