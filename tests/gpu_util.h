@@ -113,7 +113,7 @@ static void fill_garbage(unsigned char *p, size_t n)
 }
 
 /* an input's device allocation still equals its host image */
-static void check_unchanged(const dbuf *b, const char *name, const char *what)
+static inline void check_unchanged(const dbuf *b, const char *name, const char *what)
 {
   unsigned char *tmp;
   size_t i;

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #define PLAN_CACHE_MAX 96
+#define GPU_UTIL_BUFFERS
 #include "gpu_util.h"
 
 /* Every test starts here: skip without a GPU (not pass), then draw the seed. */
@@ -198,7 +199,7 @@ static void store_scale(bq_dtype st, void *buf, int64_t i, double v)
 
 /* ==== one run: buffers with guards, generation, launch, check ============================ */
 
-#define GUARD 256 /* bytes of poison before and after every output, garbage around inputs */
+#define GUARD GPU_GUARD /* bytes of poison before and after every output, garbage around inputs */
 
 typedef struct gcase {
   bq_desc d;     /* as given to bq_plan_select */
@@ -209,12 +210,6 @@ typedef struct gcase {
   int specials;  /* splice edge values */
   unsigned char poison;
 } gcase;
-
-typedef struct dbuf {
-  unsigned char *h;   /* host image of the whole allocation */
-  unsigned char *dev; /* device allocation (256-byte aligned) */
-  size_t total, pre;  /* bytes; the data starts at pre */
-} dbuf;
 
 typedef struct prep {
   gcase c;
@@ -227,32 +222,6 @@ typedef struct prep {
   bq_args ha, da; /* host and device arguments */
   char what[640];
 } prep;
-
-static void dbuf_make(dbuf *b, size_t es, int64_t count, int off)
-{
-  void *p = NULL;
-  b->pre = GUARD + (size_t)off * es;
-  b->total = b->pre + (size_t)count * es + GUARD;
-  b->h = (unsigned char *)malloc(b->total);
-  cr_assert(b->h != NULL, "host malloc(%zu)", b->total);
-  BQ_OK(bq_malloc(&p, b->total), "bq_malloc(%zu)", b->total);
-  cr_assert_eq((uintptr_t)p % 256, 0, "bq_malloc returned %p: not 256-byte aligned", p);
-  b->dev = (unsigned char *)p;
-}
-
-static void dbuf_free(dbuf *b)
-{
-  if (b->dev) bq_free(b->dev);
-  free(b->h);
-  memset(b, 0, sizeof *b);
-}
-
-static void fill_garbage(unsigned char *p, size_t n)
-{
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) { uint64_t r = rnd(); memcpy(p + i, &r, 8); }
-  for (; i < n; i++) p[i] = (unsigned char)rnd();
-}
 
 static void prep_describe(prep *P)
 {
@@ -388,20 +357,6 @@ static void prep_upload(prep *P)
   if (P->sc.dev) BQ_OK(bq_memcpy_to_device(P->sc.dev, P->sc.h, P->sc.total), "%s", P->what);
   if (P->zp.dev) BQ_OK(bq_memcpy_to_device(P->zp.dev, P->zp.h, P->zp.total), "%s", P->what);
   BQ_OK(bq_memset(P->out.dev, P->c.poison, P->out.total), "%s", P->what);
-}
-
-static void check_unchanged(const dbuf *b, const char *name, const char *what)
-{
-  unsigned char *tmp;
-  size_t i;
-  if (!b->dev) return;
-  tmp = (unsigned char *)malloc(b->total);
-  cr_assert(tmp != NULL);
-  BQ_OK(bq_memcpy_to_host(tmp, b->dev, b->total), "%s", what);
-  for (i = 0; i < b->total && tmp[i] == b->h[i]; i++) {}
-  free(tmp);
-  cr_assert(i == b->total, "%s\n  input %s was modified at byte %zu of its allocation (data starts at %zu)",
-            what, name, i, b->pre);
 }
 
 /* Downloads the output allocation and compares all of it with the reference. */

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define GPU_UTIL_BUFFERS
 #include "gpu_util.h"
 
 #define BQ_OK(call, what)                                                                    \
@@ -279,7 +280,7 @@ static int kind_of(int kind, int64_t s)
 
 /* ==== one case: buffers with guards, generation, launch, check =========================== */
 
-#define GUARD 256 /* bytes of poison before and after every output, garbage around x */
+#define GUARD GPU_GUARD /* bytes of poison before and after every output, garbage around x */
 #define POISON 0xA5
 
 typedef struct dcase {
@@ -292,38 +293,6 @@ typedef struct dcase {
   int kind;    /* segment content: < 0 mixed (see kind_of), else every segment */
   int repeat;  /* run a second time on the same input: identical bits required */
 } dcase;
-
-typedef struct dbuf {
-  unsigned char *h;   /* host image of the whole allocation */
-  unsigned char *dev; /* device allocation (256-byte aligned) */
-  size_t total, pre;  /* bytes; the data starts at pre */
-} dbuf;
-
-static void dbuf_make(dbuf *b, size_t es, int64_t count, int off, const char *what)
-{
-  void *p = NULL;
-  b->pre = GUARD + (size_t)off * es;
-  b->total = b->pre + (size_t)count * es + GUARD;
-  b->h = (unsigned char *)malloc(b->total);
-  cr_assert(b->h != NULL, "host malloc(%zu) | %s", b->total, what);
-  BQ_OK(bq_malloc(&p, b->total), what);
-  cr_assert_eq((uintptr_t)p % 256, 0, "bq_malloc returned %p: not 256-byte aligned", p);
-  b->dev = (unsigned char *)p;
-}
-
-static void dbuf_free(dbuf *b)
-{
-  if (b->dev) bq_free(b->dev);
-  free(b->h);
-  memset(b, 0, sizeof *b);
-}
-
-static void fill_garbage(unsigned char *p, size_t n)
-{
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) { uint64_t r = rnd(); memcpy(p + i, &r, 8); }
-  for (; i < n; i++) p[i] = (unsigned char)rnd();
-}
 
 typedef struct drun {
   dcase c;
@@ -389,10 +358,10 @@ static void drun_init(drun *R, const dcase *c)
     R->nparams = R->L.n_params;
     R->nseg = R->L.count ? R->L.rows * R->ngroups : 0;
   }
-  dbuf_make(&R->x, R->ts, R->L.x_extent, c->xoff, R->what);
-  dbuf_make(&R->y, 1, R->L.y_extent, c->yoff, R->what);
-  dbuf_make(&R->sc, R->ss, R->nparams, c->soff, R->what);
-  if (!R->c.zp_null) dbuf_make(&R->zp, 4, R->nparams, c->soff, R->what);
+  dbuf_make(&R->x, R->ts, R->L.x_extent, c->xoff);
+  dbuf_make(&R->y, 1, R->L.y_extent, c->yoff);
+  dbuf_make(&R->sc, R->ss, R->nparams, c->soff);
+  if (!R->c.zp_null) dbuf_make(&R->zp, 4, R->nparams, c->soff);
   R->ey = (unsigned char *)malloc(R->y.total);
   R->gy = (unsigned char *)malloc(R->y.total);
   R->es = (unsigned char *)malloc(R->sc.total);
