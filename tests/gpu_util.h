@@ -40,6 +40,17 @@ static int64_t rnd_range(int64_t lo, int64_t hi) /* inclusive */
 
 #define PICK(arr) ((arr)[rnd() % (sizeof(arr) / sizeof((arr)[0]))])
 
+/* A library call that must succeed; the rest is the failure message's format and values
+   (suites with a message argument of their own define BQ_OK first) */
+#ifndef BQ_OK
+#define BQ_OK(call, ...)                                                               \
+  do {                                                                                 \
+    bq_status st_ = (call);                                                            \
+    cr_assert_eq(st_, BQ_SUCCESS, "%s -> %s: %s | " __VA_ARGS__, #call,               \
+                 bq_status_name(st_), bq_last_error());                                \
+  } while (0)
+#endif
+
 /* Every test calls this first: skip (never pass) without a driver and a device. */
 static void gpu_begin(void)
 {

@@ -31,12 +31,6 @@
 /* Every test starts here: skip without a GPU (not pass), then draw the seed. */
 #define GPU_BEGIN() gpu_begin()
 
-#define BQ_OK(call, ...)                                                               \
-  do {                                                                                 \
-    bq_status st_ = (call);                                                            \
-    cr_assert_eq(st_, BQ_SUCCESS, "%s -> %s: %s | " __VA_ARGS__, #call,               \
-                 bq_status_name(st_), bq_last_error());                                \
-  } while (0)
 
 /* ==== value generators ================================================================== */
 

@@ -43,6 +43,7 @@
 #define LIN_K 256
 #define LIN_N 256
 
+#undef BQ_OK /* gpu_util.h's: this suite's takes one message argument */
 #define BQ_OK(call, what)                                                                    \
   do {                                                                                       \
     bq_status st_ = (call);                                                                  \

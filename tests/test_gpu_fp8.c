@@ -66,12 +66,6 @@
 #define GPU_UTIL_BUFFERS
 #include "gpu_util.h"
 
-#define BQ_OK(call, ...)                                                               \
-  do {                                                                                 \
-    bq_status st_ = (call);                                                            \
-    cr_assert_eq(st_, BQ_SUCCESS, "%s -> %s: %s | " __VA_ARGS__, #call,               \
-                 bq_status_name(st_), bq_last_error());                                \
-  } while (0)
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define GUARD GPU_GUARD /* bytes of poison before and after every output, garbage around inputs */

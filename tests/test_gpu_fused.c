@@ -38,6 +38,7 @@
 
 #include "gpu_util.h"
 
+#undef BQ_OK /* gpu_util.h's: this suite's takes one message argument */
 #define BQ_OK(call, what)                                                                    \
   do {                                                                                       \
     bq_status st_ = (call);                                                                  \

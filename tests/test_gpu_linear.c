@@ -37,6 +37,7 @@ static void linear_begin(void)
   bq__linear_force_config = -1;
 }
 
+#undef BQ_OK /* gpu_util.h's: this suite's takes one message argument */
 #define BQ_OK(call, what)                                                                    \
   do {                                                                                       \
     bq_status st_ = (call);                                                                  \
