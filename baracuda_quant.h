@@ -6863,7 +6863,8 @@ BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64
   k->chunks = ipr;
   k->fast32 = 1;
   k->fd_chunks = bq__make_fastdiv((uint32_t)ipr);
-  k->fd_group = bq__make_fastdiv((uint32_t)g); /* per block: a row's row of blocks (affine.cu's bq_prow) */
+  /* per block: a row's row of blocks (affine.cu's bq_prow; the callers bound its B); elsewhere unused */
+  k->fd_group = bq__make_fastdiv((uint32_t)(g < lim ? g : 1));
   k->fd_parts = bq__make_fastdiv((uint32_t)parts);
   k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
   return 1;
@@ -6872,6 +6873,7 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
   const bq_desc *d = &p->desc;
   int64_t ga = bq__affine_ga(d), g = bq__affine_block_len(d, k, v);
   if (!ga || bq__affine_straddles(p, k, v, g) || v->cols % g) return 0; /* (per block: a partial last block) */
+  if (d->granularity == BQ_PER_BLOCK && g >= ((int64_t)1 << 31)) return 0; /* bq_prow divides in 32 bits */
   return bq__affine_blocks_fill(k, v, g, g / p->vec, ga);
 }
 
@@ -6889,6 +6891,7 @@ BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__v
   const bq_desc *d = &p->desc;
   int64_t na = bq__affine_na(d), g = bq__affine_block_len(d, k, v);
   if (!na || g < 64 || v->cols % g) return 0; /* (per block: a partial last block) */
+  if (d->granularity == BQ_PER_BLOCK && g >= ((int64_t)1 << 31)) return 0; /* bq_prow divides in 32 bits */
   if (d->direction == BQ_BACKWARD && d->granularity != BQ_PER_TOKEN && !bq__affine_straddles(p, k, v, g)) return 0;
   return bq__affine_blocks_fill(k, v, g, g, na);
 }
