@@ -989,6 +989,11 @@ static __device__ __forceinline__ void bq_quantize_chunk_as(const bq_xchunk &a, 
 #endif
   bq_quantize_chunk(a, o, q);
 }
+// the form picked for this chunk alone (uniform across the segment all the same)
+static __device__ __forceinline__ void bq_quantize_chunk_any(const bq_xchunk &a, bq_qchunk &o, const bq_qp &q) {
+  if (bq_is_lean(q)) bq_quantize_chunk_as<true>(a, o, q);
+  else bq_quantize_chunk_as<false>(a, o, q);
+}
 static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_red &r) {
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));

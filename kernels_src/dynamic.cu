@@ -81,8 +81,7 @@ static __device__ __forceinline__ void bq_quantize_batch(const bq_xchunk (&a)[N]
       const bq_i64 c = c0 + (bq_i64)i * step;
       if (c < nch) {
         bq_qchunk o;
-        if (bq_is_lean(q)) bq_quantize_chunk_as<true>(a[i], o, q);
-        else bq_quantize_chunk_as<false>(a[i], o, q);
+        bq_quantize_chunk_any(a[i], o, q);
         bq_store(y + c * BQ_VEC, o, w);
       }
     }
@@ -241,8 +240,7 @@ static __device__ __forceinline__ void bq_tile_quantize(const bq_xchunk (&a)[BQ_
     const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = i / apr;
     if (i < n) {
       bq_qchunk o;
-      if (bq_is_lean(q)) bq_quantize_chunk_as<true>(a[k], o, q);
-      else bq_quantize_chunk_as<false>(a[k], o, q);
+      bq_quantize_chunk_any(a[k], o, q);
       bq_i *yp = y + rr * ys + (i - rr * apr) * BQ_VEC;
       bq_store(yp, o, bq_width(yp));
     }
