@@ -45,8 +45,8 @@
                    backward     dy (T), x (T)                 dx (T)
      BQ_DEQUANTIZE forward      x (I)                         y (T)
                    backward     dy (T)                        dx (T)
-     BQ_FAKE_QUANTIZE fwd       x (T)                         y (T)
-                   backward     dy (T), x (T)                 dx (T)
+     BQ_FAKE_QUANTIZE fwd       x (T)                         y (T) (+ mask)
+                   backward     dy (T), x (T) or mask         dx (T)
      BQ_DYNAMIC_QUANTIZE        x (T)                         y (I), out_scales,
                                                               out_zero_points (asymmetric)
      T: BQ_F32, BQ_F64, BQ_F16, BQ_BF16.  I: BQ_S8, BQ_U8 with any [qmin, qmax] inside,
@@ -161,7 +161,9 @@
        fake quantize y = dequantize(quantize(x)), bit for bit
        backward      m = (qmin <= rne(x / s) + zp <= qmax), 0 when x / s is NaN;
                      quantize dx = m ? T(dy / s) : 0; dequantize dx = T(dy * s);
-                     fake quantize dx = m ? dy : 0
+                     fake quantize dx = m ? dy : 0; per tensor and per channel the
+                     forward pass may save m in args.mask (a bit an element), which the
+                     backward pass then reads instead of x
        dynamic       symmetric s = max|x| / qmax (1 if 0), asymmetric
                      s = (max(0, max x) - min(0, min x)) / (qmax - qmin) (1 if 0),
                      zp = sat(qmin - rne(lo / s)); NaN elements ignored; the data is
@@ -384,6 +386,12 @@ typedef struct bq_args {
   /* dynamic quantize, symmetric: 0, or an upper bound on each segment's max |x| (finite and
      > 0 in C): amax = min(amax, C(amax_bound)), and elements beyond it saturate */
   double amax_bound;
+  /* fake quantize per tensor and per channel: NULL, or ceil(numel / 32) 32-bit words (4-byte
+     aligned) holding the straight-through mask, bit e % 32 of word e / 32 for element e
+     (row-major). The forward pass writes it (1 where element e is in range; the last word's
+     bits past numel are 0), and the backward pass then reads it instead of x: dx = dy where
+     the bit is 1, else 0 (x may be NULL) */
+  void *mask;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -1070,6 +1078,7 @@ static const char bq__src_affine_cu[] =
   "  bq_i64 nblk;\n"
   "  bq_fastdiv fd_parts;\n"
   "  int gl, parts;\n"
+  "  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words\n"
   "};\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
@@ -2052,6 +2061,144 @@ static const char bq__src_affine_cu[] =
   "  else\n"
   "#endif\n"
   "    bq_cols_rows<false, BQ_R>(p, s, z, slow, c0);\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL\n"
+  "// ---- fake quantize with a saved mask: bq_affine_mask ----------------------------------------\n"
+  "// Per tensor and per channel, over one dense array of n = p.cols elements. The forward pass\n"
+  "// writes y and the straight-through mask, a bit an element: bit e % 32 of word e / 32 is 1\n"
+  "// where element e is in range (bq_in_range), and the last word's bits past n are 0. The\n"
+  "// backward pass reads dy and that mask instead of x: dx = dy where the bit is 1, else 0,\n"
+  "// an eighth of a byte an element where x cost its whole width. A warp takes BQ_MU chunks a\n"
+  "// step, each 32 accesses of BQ_P elements (BQ_P words of the mask), and loads them all\n"
+  "// before it computes. A lane's BQ_P bits are shifted into place and OR-ed over the\n"
+  "// 32 / BQ_P lanes that share a word (shuffles), and the first of them stores it. A partial\n"
+  "// chunk, or streams off the 16-byte grid, go element by element: lane l takes elements\n"
+  "// l, l + 32, ... of the chunk, and a ballot gives each word. The other ops' modules get an\n"
+  "// empty kernel of the name, never launched.\n"
+  "#if BQ_OP == BQ_OP_FAKE_QUANTIZE\n"
+  "#define BQ_MU 2            // chunks a warp loads before it computes\n"
+  "#define BQ_LPW (32 / BQ_P) // lanes whose elements share a mask word\n"
+  "\n"
+  "// The scale and zero point of element k (per channel, of its channel)\n"
+  "static __device__ __forceinline__ void bq_mask_params(const bq_affine_params &p, bq_i64 k, bq_scale &s, bq_zp &z) {\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  (void)k;\n"
+  "  s = bq_scale_of((bq_c)p.scale);\n"
+  "  z = bq_zp_of(p.zp);\n"
+  "#else\n"
+  "  const bq_prep q = bq_prep_of(p, 0, p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group));\n"
+  "  s = q.s;\n"
+  "  z = q.z;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// Chunk c of the forward pass (x -> y and the mask) or of the backward pass (dy and the mask\n"
+  "// -> dx), element by element\n"
+  "static __device__ __forceinline__ void bq_mask_chunk_scalar(const bq_affine_params &p, bq_i64 c, int lane) {\n"
+  "  const bq_t *in = (const bq_t *)p.in0;\n"
+  "  bq_t *out = (bq_t *)p.out;\n"
+  "  bq_u32 *mask = (bq_u32 *)p.mask;\n"
+  "#pragma unroll 1\n"
+  "  for (int j = 0; j < BQ_P; j++) {\n"
+  "    const bq_i64 w = c * BQ_P + j, e = w * 32 + lane; // the word, and this lane's element\n"
+  "    const bool ok = e < p.cols;\n"
+  "#if !BQ_BWD\n"
+  "    bool in_range = false;\n"
+  "    if (ok) {\n"
+  "      bq_scale s;\n"
+  "      bq_zp z;\n"
+  "      bq_mask_params(p, e, s, z);\n"
+  "      const bq_c v = bq_to_c(in[e]);\n"
+  "      out[e] = bq_from_c(bq_fake_quantize(v, s, z));\n"
+  "      in_range = bq_in_range(v, s, z);\n"
+  "    }\n"
+  "    const bq_u32 word = __ballot_sync(0xffffffffu, in_range);\n"
+  "    if (lane == 0 && w * 32 < p.cols) mask[w] = word;\n"
+  "#else\n"
+  "    if (ok) out[e] = (__ldg(mask + w) >> lane & 1) ? in[e] : (bq_t)0;\n"
+  "#endif\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {\n"
+  "  const int lane = threadIdx.x & 31;\n"
+  "  const bq_i64 chunk = 32 * BQ_P, chunks = (p.cols + chunk - 1) / chunk;\n"
+  "  const bool vec = ((p.in0 | p.out) & 15) == 0; // both streams on the 16-byte grid\n"
+  "  const bq_t *in = (const bq_t *)p.in0;\n"
+  "  bq_t *out = (bq_t *)p.out;\n"
+  "  bq_u32 *mask = (bq_u32 *)p.mask;\n"
+  "  const int sub = lane % BQ_LPW; // this lane's place among those sharing its word\n"
+  "#if !BQ_BWD && BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  bq_scale st;\n"
+  "  bq_zp zt;\n"
+  "  bq_mask_params(p, 0, st, zt);\n"
+  "#elif !BQ_BWD\n"
+  "  const bool one = (p.group & (BQ_P - 1)) == 0; // an access never straddles two channels\n"
+  "#endif\n"
+  "  const bq_i64 step = ((bq_i64)gridDim.x * blockDim.x >> 5) * BQ_MU;\n"
+  "  for (bq_i64 c0 = (((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * BQ_MU; c0 < chunks; c0 += step) {\n"
+  "    if (!vec || (c0 + BQ_MU) * chunk > p.cols) {\n"
+  "#pragma unroll 1\n"
+  "      for (int u = 0; u < BQ_MU && c0 + u < chunks; u++) bq_mask_chunk_scalar(p, c0 + u, lane);\n"
+  "      continue;\n"
+  "    }\n"
+  "    bq_piece<bq_t> a[BQ_MU];\n"
+  "#if BQ_BWD\n"
+  "    bq_u32 m[BQ_MU];\n"
+  "#endif\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_MU; u++) {\n"
+  "      const bq_i64 e = (c0 + u) * chunk + lane * BQ_P;\n"
+  "      bq_load(a[u], in + e, 16);\n"
+  "#if BQ_BWD\n"
+  "      m[u] = __ldg(mask + e / 32) >> (sub * BQ_P);\n"
+  "#endif\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int u = 0; u < BQ_MU; u++) {\n"
+  "      const bq_i64 e = (c0 + u) * chunk + lane * BQ_P;\n"
+  "      bq_piece<bq_t> y;\n"
+  "#if BQ_BWD\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_P; j++) y.e[j] = (m[u] >> j & 1) ? a[u].e[j] : (bq_t)0;\n"
+  "#else\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "      const bq_scale &s = st;\n"
+  "      const bq_zp &z = zt;\n"
+  "#else\n"
+  "      bq_scale s;\n"
+  "      bq_zp z;\n"
+  "      if (one) bq_mask_params(p, e, s, z);\n"
+  "#endif\n"
+  "      bq_u32 bits = 0;\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < BQ_P; j++) {\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
+  "        if (!one) bq_mask_params(p, e + j, s, z);\n"
+  "#endif\n"
+  "        const bq_c v = bq_to_c(a[u].e[j]);\n"
+  "        y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));\n"
+  "        bits |= (bq_u32)bq_in_range(v, s, z) << j;\n"
+  "      }\n"
+  "      bits <<= sub * BQ_P;\n"
+  "#pragma unroll\n"
+  "      for (int o = 1; o < BQ_LPW; o <<= 1) bits |= (bq_u32)__shfl_xor_sync(0xffffffffu, (int)bits, o);\n"
+  "      if (sub == 0) mask[e / 32] = bits;\n"
+  "#endif\n"
+  "      bq_store(out + e, y, 16);\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "extern \"C\" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {\n"
+  "#if BQ_OP == BQ_OP_FAKE_QUANTIZE\n"
+  "  bq_mask_body(p);\n"
+  "#else\n"
+  "  (void)p;\n"
+  "#endif\n"
   "}\n"
   "#endif\n"
 ;
@@ -5629,7 +5776,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 6
+#define BQ__MAX_KERNELS 7
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -6538,6 +6685,7 @@ typedef struct bq__affine_params {
   int64_t nblk; /* bq_affine_blocks only */
   bq__fastdiv fd_parts;
   int32_t gl, parts;
+  uint64_t mask; /* bq_affine_mask: the mask's words */
 } bq__affine_params;
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
@@ -6561,12 +6709,13 @@ enum {
   BQ__AFFINE_BLOCKS, /* bq_affine_blocks: whole parameter blocks a lane */
   BQ__AFFINE_FLAT,   /* bq_affine_flat: per group and per token over one flat array */
   BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
+  BQ__AFFINE_MASK,   /* bq_affine_mask: fake quantize per tensor and per channel with args.mask */
   BQ__AFFINE_ENTRIES
 };
 #define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
   {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
    (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
-   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL}
+   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL, (tok) || (grp) ? NULL : "bq_affine_mask"}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -6759,7 +6908,7 @@ BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_block
 }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
-  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW"};
+  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK"};
   const bq__affine_row *r = bq__affine_row_of(d);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
@@ -6791,13 +6940,15 @@ BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
                           "symmetric", p->name, (const void *)a->zero_points, bq__dtype_name(d->int_type));
   if (v.numel == 0) return BQ_SUCCESS;
   int t = bq__dtype_size(d->float_type);
+  if (a->mask && (st = bq__check_ptr(p, "args.mask", a->mask, 4))) return st;
   if (d->direction == BQ_FORWARD) {
     if ((st = bq__check_ptr(p, "args.x", a->x, d->op == BQ_DEQUANTIZE ? 1 : t))) return st;
     if ((st = bq__check_ptr(p, "args.y", a->y, d->op == BQ_QUANTIZE ? 1 : t))) return st;
   } else {
     if ((st = bq__check_ptr(p, "args.dy", a->dy, t))) return st;
     if ((st = bq__check_ptr(p, "args.dx", a->dx, t))) return st;
-    if (d->op != BQ_DEQUANTIZE && (st = bq__check_ptr(p, "args.x", a->x, t))) return st;
+    /* x, for the mask, unless the forward pass saved it in args.mask */
+    if (d->op != BQ_DEQUANTIZE && !a->mask && (st = bq__check_ptr(p, "args.x", a->x, t))) return st;
   }
   if (d->granularity != BQ_PER_TENSOR) {
     if ((st = bq__check_ptr(p, "args.scales", a->scales, bq__dtype_size(d->scale_type)))) return st;
@@ -6959,6 +7110,21 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.zp = a->zero_point;
   const int f = bq__affine_force_entry;
   const bq__affine_row *row = bq__affine_row_of(d);
+  if (a->mask) {
+    /* fake quantize with a saved mask (bq_affine_mask): the tensor as one dense array of
+       chunks of 32 accesses, two chunks a warp (affine.cu's BQ_MU), each warp striding */
+    int64_t n = v.numel, chunks = (n + 32 * p->vec - 1) / (32 * p->vec);
+    k.mask = (uint64_t)(uintptr_t)a->mask;
+    k.in1 = 0;
+    k.rows = 1;
+    k.cols = n;
+    k.fast32 = n <= ((int64_t)1 << 31);
+    if (k.fast32) {
+      k.fd_group = bq__make_fastdiv((uint32_t)k.group);
+      k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
+    }
+    return bq__launch(p, BQ__AFFINE_MASK, bq__grid((chunks + 1) / 2, 8), 1, 256, 0, &k, stream);
+  }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */
@@ -8202,10 +8368,15 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
   return st;
 }
 
-/* args.amax_bound: dynamic quantize's, symmetric, 0 or finite and > 0 in C; 0 elsewhere */
-BQ__FN bq_status bq__check_amax_bound(const bq_plan *p, const bq_args *a) {
+/* The fields one op owns: args.amax_bound (dynamic quantize's, symmetric, 0 or finite and
+   > 0 in C; 0 elsewhere) and args.mask (fake quantize's per tensor and per channel; NULL
+   elsewhere) */
+BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
+  if (a->mask && (d->op != BQ_FAKE_QUANTIZE || (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_CHANNEL)))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
+                    "per channel keep a mask", p->name, a->mask);
   if (b == 0) return BQ_SUCCESS;
   if (d->op != BQ_DYNAMIC_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
@@ -8220,7 +8391,7 @@ BQ__FN bq_status bq__check_amax_bound(const bq_plan *p, const bq_args *a) {
 BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_can_implement: plan is NULL");
   if (a) {
-    bq_status st = bq__check_amax_bound(p, a);
+    bq_status st = bq__check_op_fields(p, a);
     if (st) return st;
   }
   return p->fam->check(p, a);
@@ -8260,7 +8431,7 @@ BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspac
                               void *stream) {
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_run: plan is NULL");
   if (a) {
-    bq_status st = bq__check_amax_bound(p, a);
+    bq_status st = bq__check_op_fields(p, a);
     if (st) return st;
   }
   if (!p->ctx) return p->fam->run(p, a, workspace, workspace_bytes, stream); /* built without a device: validates */

@@ -79,6 +79,7 @@ struct bq_affine_params {
   bq_i64 nblk;
   bq_fastdiv fd_parts;
   int gl, parts;
+  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words
 };
 
 // One element. `fix` is non-null in the vector loops: there an op may take a fast form and
@@ -1061,5 +1062,143 @@ extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
   else
 #endif
     bq_cols_rows<false, BQ_R>(p, s, z, slow, c0);
+}
+#endif
+
+#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL
+// ---- fake quantize with a saved mask: bq_affine_mask ----------------------------------------
+// Per tensor and per channel, over one dense array of n = p.cols elements. The forward pass
+// writes y and the straight-through mask, a bit an element: bit e % 32 of word e / 32 is 1
+// where element e is in range (bq_in_range), and the last word's bits past n are 0. The
+// backward pass reads dy and that mask instead of x: dx = dy where the bit is 1, else 0,
+// an eighth of a byte an element where x cost its whole width. A warp takes BQ_MU chunks a
+// step, each 32 accesses of BQ_P elements (BQ_P words of the mask), and loads them all
+// before it computes. A lane's BQ_P bits are shifted into place and OR-ed over the
+// 32 / BQ_P lanes that share a word (shuffles), and the first of them stores it. A partial
+// chunk, or streams off the 16-byte grid, go element by element: lane l takes elements
+// l, l + 32, ... of the chunk, and a ballot gives each word. The other ops' modules get an
+// empty kernel of the name, never launched.
+#if BQ_OP == BQ_OP_FAKE_QUANTIZE
+#define BQ_MU 2            // chunks a warp loads before it computes
+#define BQ_LPW (32 / BQ_P) // lanes whose elements share a mask word
+
+// The scale and zero point of element k (per channel, of its channel)
+static __device__ __forceinline__ void bq_mask_params(const bq_affine_params &p, bq_i64 k, bq_scale &s, bq_zp &z) {
+#if BQ_GRAN == BQ_GRAN_TENSOR
+  (void)k;
+  s = bq_scale_of((bq_c)p.scale);
+  z = bq_zp_of(p.zp);
+#else
+  const bq_prep q = bq_prep_of(p, 0, p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group));
+  s = q.s;
+  z = q.z;
+#endif
+}
+
+// Chunk c of the forward pass (x -> y and the mask) or of the backward pass (dy and the mask
+// -> dx), element by element
+static __device__ __forceinline__ void bq_mask_chunk_scalar(const bq_affine_params &p, bq_i64 c, int lane) {
+  const bq_t *in = (const bq_t *)p.in0;
+  bq_t *out = (bq_t *)p.out;
+  bq_u32 *mask = (bq_u32 *)p.mask;
+#pragma unroll 1
+  for (int j = 0; j < BQ_P; j++) {
+    const bq_i64 w = c * BQ_P + j, e = w * 32 + lane; // the word, and this lane's element
+    const bool ok = e < p.cols;
+#if !BQ_BWD
+    bool in_range = false;
+    if (ok) {
+      bq_scale s;
+      bq_zp z;
+      bq_mask_params(p, e, s, z);
+      const bq_c v = bq_to_c(in[e]);
+      out[e] = bq_from_c(bq_fake_quantize(v, s, z));
+      in_range = bq_in_range(v, s, z);
+    }
+    const bq_u32 word = __ballot_sync(0xffffffffu, in_range);
+    if (lane == 0 && w * 32 < p.cols) mask[w] = word;
+#else
+    if (ok) out[e] = (__ldg(mask + w) >> lane & 1) ? in[e] : (bq_t)0;
+#endif
+  }
+}
+
+static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
+  const int lane = threadIdx.x & 31;
+  const bq_i64 chunk = 32 * BQ_P, chunks = (p.cols + chunk - 1) / chunk;
+  const bool vec = ((p.in0 | p.out) & 15) == 0; // both streams on the 16-byte grid
+  const bq_t *in = (const bq_t *)p.in0;
+  bq_t *out = (bq_t *)p.out;
+  bq_u32 *mask = (bq_u32 *)p.mask;
+  const int sub = lane % BQ_LPW; // this lane's place among those sharing its word
+#if !BQ_BWD && BQ_GRAN == BQ_GRAN_TENSOR
+  bq_scale st;
+  bq_zp zt;
+  bq_mask_params(p, 0, st, zt);
+#elif !BQ_BWD
+  const bool one = (p.group & (BQ_P - 1)) == 0; // an access never straddles two channels
+#endif
+  const bq_i64 step = ((bq_i64)gridDim.x * blockDim.x >> 5) * BQ_MU;
+  for (bq_i64 c0 = (((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * BQ_MU; c0 < chunks; c0 += step) {
+    if (!vec || (c0 + BQ_MU) * chunk > p.cols) {
+#pragma unroll 1
+      for (int u = 0; u < BQ_MU && c0 + u < chunks; u++) bq_mask_chunk_scalar(p, c0 + u, lane);
+      continue;
+    }
+    bq_piece<bq_t> a[BQ_MU];
+#if BQ_BWD
+    bq_u32 m[BQ_MU];
+#endif
+#pragma unroll
+    for (int u = 0; u < BQ_MU; u++) {
+      const bq_i64 e = (c0 + u) * chunk + lane * BQ_P;
+      bq_load(a[u], in + e, 16);
+#if BQ_BWD
+      m[u] = __ldg(mask + e / 32) >> (sub * BQ_P);
+#endif
+    }
+#pragma unroll
+    for (int u = 0; u < BQ_MU; u++) {
+      const bq_i64 e = (c0 + u) * chunk + lane * BQ_P;
+      bq_piece<bq_t> y;
+#if BQ_BWD
+#pragma unroll
+      for (int j = 0; j < BQ_P; j++) y.e[j] = (m[u] >> j & 1) ? a[u].e[j] : (bq_t)0;
+#else
+#if BQ_GRAN == BQ_GRAN_TENSOR
+      const bq_scale &s = st;
+      const bq_zp &z = zt;
+#else
+      bq_scale s;
+      bq_zp z;
+      if (one) bq_mask_params(p, e, s, z);
+#endif
+      bq_u32 bits = 0;
+#pragma unroll
+      for (int j = 0; j < BQ_P; j++) {
+#if BQ_GRAN == BQ_GRAN_CHANNEL
+        if (!one) bq_mask_params(p, e + j, s, z);
+#endif
+        const bq_c v = bq_to_c(a[u].e[j]);
+        y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));
+        bits |= (bq_u32)bq_in_range(v, s, z) << j;
+      }
+      bits <<= sub * BQ_P;
+#pragma unroll
+      for (int o = 1; o < BQ_LPW; o <<= 1) bits |= (bq_u32)__shfl_xor_sync(0xffffffffu, (int)bits, o);
+      if (sub == 0) mask[e / 32] = bits;
+#endif
+      bq_store(out + e, y, 16);
+    }
+  }
+}
+#endif
+
+extern "C" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {
+#if BQ_OP == BQ_OP_FAKE_QUANTIZE
+  bq_mask_body(p);
+#else
+  (void)p;
+#endif
 }
 #endif

@@ -223,7 +223,7 @@ static void base_args(const bq_desc *n, bq_args *a) {
 
 static void edit_args(reader *r, bq_args *a) {
   while (r->n) {
-    uint8_t f = u8(r) % 26;
+    uint8_t f = u8(r) % 27;
     switch (f) {
     case 0: a->x = ptr_value(r); break;
     case 1: a->y = (void *)ptr_value(r); break;
@@ -250,6 +250,7 @@ static void edit_args(reader *r, bq_args *a) {
     case 22: a->w_scales = ptr_value(r); break;
     case 23: a->bias = ptr_value(r); break;
     case 24: a->w_sums = (const int32_t *)ptr_value(r); break;
+    case 25: a->mask = (void *)ptr_value(r); break;
     default: { /* a rank-8 shape at once */
       for (int k = 0; k < BQ_MAX_RANK; k++) a->shape[k] = size_value(r);
       break;

@@ -599,6 +599,17 @@ REF_API int32_t ref_zero_point(const bq_desc *d, const bq_args *a, int64_t pi)
 
 /* ==== the driver ====================================================================== */
 
+/* Fake quantize's saved mask (args.mask): bit e % 32 of word e / 32 for element e */
+REF_API int ref_mask_bit(const bq_args *a, int64_t e)
+{
+  return (int)(((const uint32_t *)a->mask)[e / 32] >> (e % 32) & 1u);
+}
+REF_API void ref_mask_set(const bq_args *a, int64_t e, int in)
+{
+  uint32_t *w = (uint32_t *)a->mask + e / 32;
+  *w = in ? *w | (1u << (e % 32)) : *w & ~(1u << (e % 32));
+}
+
 /* One element. xi/yi: indices in the x / y layouts; pi: parameter index. */
 REF_API void ref_elem(const bq_desc *d, const bq_args *a, int qmin, int qmax, int64_t xi,
                       int64_t yi, int64_t pi)
@@ -637,8 +648,9 @@ REF_API void ref_elem(const bq_desc *d, const bq_args *a, int qmin, int qmax, in
     case BQ_FAKE_QUANTIZE:
       if (!bwd) {
         int32_t q = ref_quantize_d(ref_load_d(T, a->x, xi), s, zp, qmin, qmax);
+        if (a->mask) ref_mask_set(a, xi, ref_mask_d(ref_load_d(T, a->x, xi), s, zp, qmin, qmax));
         ref_store_d(a->y, yi, ref_dequantize_d(q, s, zp));
-      } else if (ref_mask_d(ref_load_d(T, a->x, xi), s, zp, qmin, qmax)) {
+      } else if (a->mask ? ref_mask_bit(a, xi) : ref_mask_d(ref_load_d(T, a->x, xi), s, zp, qmin, qmax)) {
         ref_copy_elem(T, a->dx, xi, a->dy, yi);
       } else {
         ref_store_zero(T, a->dx, xi);
@@ -670,8 +682,9 @@ REF_API void ref_elem(const bq_desc *d, const bq_args *a, int qmin, int qmax, in
     case BQ_FAKE_QUANTIZE:
       if (!bwd) {
         int32_t q = ref_quantize_f(ref_load_f(T, a->x, xi), s, zp, qmin, qmax);
+        if (a->mask) ref_mask_set(a, xi, ref_mask_f(ref_load_f(T, a->x, xi), s, zp, qmin, qmax));
         ref_store_f(T, a->y, yi, ref_dequantize_f(q, s, zp));
-      } else if (ref_mask_f(ref_load_f(T, a->x, xi), s, zp, qmin, qmax)) {
+      } else if (a->mask ? ref_mask_bit(a, xi) : ref_mask_f(ref_load_f(T, a->x, xi), s, zp, qmin, qmax)) {
         ref_copy_elem(T, a->dx, xi, a->dy, yi);
       } else {
         ref_store_zero(T, a->dx, xi);
@@ -692,7 +705,9 @@ REF_API void ref_elem(const bq_desc *d, const bq_args *a, int qmin, int qmax, in
 /* Runs the op of `d` on HOST buffers: a->x, a->dy, a->scales, a->zero_points are read
    (zero_points NULL: all zero), a->y (forward) or a->dx (backward) is written. Only the
    elements of the problem are written: gaps between strided rows keep what the caller
-   put there. Returns 0, or -1 when the problem is not valid. */
+   put there. Fake quantize per tensor and per channel with a->mask: the forward pass also
+   writes the mask's ceil(numel / 32) words (bits past numel 0), the backward pass reads it
+   instead of x. Returns 0, or -1 when the problem is not valid. */
 REF_API int ref_run(const bq_desc *desc, const bq_args *a)
 {
   bq_desc d = ref_desc_normalize(desc);
@@ -702,6 +717,8 @@ REF_API int ref_run(const bq_desc *desc, const bq_args *a)
     return -1;
   if (d.op != BQ_QUANTIZE && d.op != BQ_DEQUANTIZE && d.op != BQ_FAKE_QUANTIZE) return -1;
   if (ref_layout_init(&L, &d, a)) return -1;
+  if (a->mask && (d.op != BQ_FAKE_QUANTIZE || (L.g != BQ_PER_TENSOR && L.g != BQ_PER_CHANNEL))) return -1;
+  if (a->mask && d.direction != BQ_BACKWARD) memset(a->mask, 0, (size_t)((L.count + 31) / 32) * 4);
   for (e = 0; e < L.count; e++) {
     ref_layout_index(&L, e, &xi, &yi, &pi);
     ref_elem(&d, a, d.qmin, d.qmax, xi, yi, pi);

@@ -58,6 +58,11 @@ static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_a
 #if EMU_GRAN == BQ_GRAN_CHANNEL
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
 #endif
+/* fake quantize per tensor and per channel keep a mask (args.mask, bq_affine_mask) */
+#define EMU_MASK (EMU_OP == BQ_OP_FAKE_QUANTIZE && (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_CHANNEL))
+#if EMU_MASK
+static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const emu_aff::bq_affine_params *)p); }
+#endif
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
 static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow;
@@ -225,6 +230,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #if EMU_GRAN == BQ_GRAN_CHANNEL
   entry.fn[BQ__AFFINE_COLS] = (bq__CUfunction)k_affine_cols;
 #endif
+#if EMU_MASK
+  entry.fn[BQ__AFFINE_MASK] = (bq__CUfunction)k_affine_mask;
+#endif
   plan.entry = &entry;
   plan.num_sms = g_num_sms;
 
@@ -329,6 +337,40 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   cr_assert_eq(bad, 0, "%zu of %lld elements differ (index from the buffer's front, output at %lld):\n%s| %s", bad,
                (long long)total, (long long)(guard + off_o), msg, what);
   (void)yt;
+#if EMU_MASK
+  /* Again with a saved mask (bq_affine_mask): the forward pass writes y and the mask, the
+     backward pass reads random mask words and no x. Output and mask start poisoned, with
+     guard words either side that must stay so. */
+  const emu_kernel taken = g_last; /* (the test by_name asks which kernel the case took) */
+  const int64_t words = (otot + 31) / 32, gw = 3;
+  std::vector<uint32_t> mb((size_t)(words + 2 * gw), 0xA5A5A5A5u);
+  if (bwd)
+    for (int64_t i = 0; i < words; i++) mb[(size_t)(gw + i)] = (uint32_t)rnd();
+  std::vector<uint32_t> me = mb;
+  memset(ob.data(), 0xA5, ob.size());
+  memset(eb.data(), 0xA5, eb.size());
+  bq_args m = a;
+  m.mask = mb.data() + gw;
+  if (bwd) m.x = NULL;
+  g_launches = 0;
+  g_last = NULL;
+  cr_assert_eq(bq_plan_run(&plan, &m, NULL, 0, NULL), BQ_SUCCESS, "mask: %s | %s", bq_last_error(), what);
+  cr_assert_eq(g_launches, otot > 0 ? 1 : 0, "mask: %s", what);
+  cr_assert(otot == 0 || g_last == k_affine_mask, "mask: another kernel ran | %s", what);
+  bq_args rm = m;
+  rm.mask = me.data() + gw;
+  if (bwd) rm.dx = exp;
+  else rm.y = exp;
+  rm.scale = r.scale;
+  cr_assert_eq(ref_run(&d, &rm), 0, "%s", what);
+  bad = ref_compare(ot, e0, o0, total, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "mask: %zu of %lld elements differ (output at %lld):\n%s| %s", bad, (long long)total,
+               (long long)(guard + off_o), msg, what);
+  for (size_t i = 0; i < mb.size(); i++)
+    cr_assert_eq(mb[i], me[i], "mask word %lld of %lld: 0x%08x, expected 0x%08x | %s", (long long)i - gw,
+                 (long long)words, mb[i], me[i], what);
+  g_last = taken;
+#endif
 }
 
 Test(emulated_affine, shapes, .timeout = 600) {
@@ -470,6 +512,39 @@ Test(emulated_affine, shapes, .timeout = 600) {
   if (!EMU_FR || EMU_LAYOUT) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
   if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
 }
+
+#if EMU_MASK
+/* bq_affine_mask over the sizes its chunks (32 accesses, two a warp) fall on either side of,
+   with every stream on the 16-byte grid (the vector path) and off it (element by element);
+   per channel, runs of one channel that are whole accesses (a scale an access) and not */
+Test(emulated_affine, mask, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T), c = 32 * p;
+  const int al = 8 - (int)(21 % 8); /* offsets that align every stream (a 21-element guard) */
+  const int64_t ns[] = {1, 31, 33, c - 1, c, c + 1, 2 * c - 3, 2 * c, 2 * c + 5, 3 * c, 5 * c + 17, 4099, 9 * c};
+  for (int k = 0; k < 2 * (int)(sizeof ns / sizeof ns[0]); k++) {
+    const int64_t n = ns[k / 2];
+    const int off = k % 2 ? al : al - 1;
+    char shape[160];
+    bq_args a;
+    memset(&a, 0, sizeof a);
+#if EMU_GRAN == BQ_GRAN_TENSOR
+    a.numel = n;
+    snprintf(shape, sizeof shape, "mask: numel %lld off %d", (long long)n, off);
+    run(a, n, n, 1, off, off, shape);
+#else
+    /* [C, inner] with inner a multiple of p on even k and of no access on odd k */
+    const int64_t inner = k % 4 < 2 ? p * (1 + (int64_t)(rnd() % 5)) : 1 + 2 * (int64_t)(rnd() % 7);
+    a.rank = 2;
+    a.shape[0] = (n + inner - 1) / inner;
+    a.shape[1] = inner;
+    a.axis = 0;
+    const int64_t tot = a.shape[0] * inner;
+    snprintf(shape, sizeof shape, "mask: [%lld, %lld] axis 0 off %d", (long long)a.shape[0], (long long)inner, off);
+    run(a, tot, tot, a.shape[0], off, off, shape);
+#endif
+  }
+}
+#endif
 
 /* ---- every entry point by name --------------------------------------------------------- */
 /* One case with the host made to take `entry` (bq__affine_force_entry): it must launch `fn`. */

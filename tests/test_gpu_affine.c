@@ -590,6 +590,106 @@ AFFINE_SUITE(per_channel, BQ_PER_CHANNEL)
 AFFINE_SUITE(per_token, BQ_PER_TOKEN)
 AFFINE_SUITE(per_group, BQ_PER_GROUP)
 
+/* ==== fake quantize with a saved mask (args.mask, bq_affine_mask) ============================ */
+
+/* The forward pass of case cf (fake quantize, per tensor or per channel) with args.mask:
+   y and the mask against the reference, the mask's guard words untouched. Then the
+   backward pass from that device mask, x NULL: dx against the reference, and that equals
+   the backward pass computed from x (the mask is the STE mask, bit for bit). */
+static void run_mask_pair(const gcase *cf)
+{
+  prep F, B;
+  bq_plan *plan;
+  dbuf mk;
+  unsigned char *got;
+  size_t i;
+  int64_t words;
+  gcase cb = *cf;
+  prep_init(&F, cf);
+  prep_generate(&F, 0);
+  prep_upload(&F);
+  words = (F.L.count + 31) / 32;
+  dbuf_make(&mk, 4, words, cf->off[1] % 4); /* 4-byte words, 16-byte aligned or not */
+  memset(mk.h, cf->poison, mk.total);
+  BQ_OK(bq_memset(mk.dev, cf->poison, mk.total), "%s", F.what);
+  F.da.mask = mk.dev + mk.pre;
+  F.ha.mask = mk.h + mk.pre;
+  plan = plan_get(&cf->d, F.what);
+  BQ_OK(bq_plan_run(plan, &F.da, NULL, 0, NULL), "mask forward: %s", F.what);
+  BQ_OK(bq_synchronize(NULL), "%s", F.what);
+  prep_check(&F); /* y, and the expected mask words into mk.h */
+  got = (unsigned char *)malloc(mk.total);
+  cr_assert(got != NULL);
+  BQ_OK(bq_memcpy_to_host(got, mk.dev, mk.total), "%s", F.what);
+  for (i = 0; i < mk.total && got[i] == mk.h[i]; i++) {}
+  cr_assert(i == mk.total, "mask forward: %s\n  mask byte %lld of %lld words differs: 0x%02x, expected 0x%02x", F.what,
+            (long long)i - (long long)mk.pre, (long long)words, got[i], mk.h[i]);
+
+  cb.d.direction = BQ_BACKWARD;
+  prep_init(&B, &cb);
+  B.ha.scale = B.da.scale = F.ha.scale; /* the forward pass's parameters and x */
+  B.ha.zero_point = B.da.zero_point = F.ha.zero_point;
+  prep_generate(&B, 1);
+  memcpy(B.x.h, F.x.h, F.x.total);
+  if (F.sc.h) memcpy(B.sc.h, F.sc.h, F.sc.total);
+  if (F.zp.h) memcpy(B.zp.h, F.zp.h, F.zp.total);
+  prep_upload(&B);
+  B.da.mask = F.da.mask;
+  B.ha.mask = F.ha.mask;
+  B.da.x = NULL; /* not read */
+  plan = plan_get(&cb.d, B.what);
+  BQ_OK(bq_plan_run(plan, &B.da, NULL, 0, NULL), "mask backward: %s", B.what);
+  BQ_OK(bq_synchronize(NULL), "%s", B.what);
+  prep_check(&B); /* dx from the mask */
+  {
+    bq_args r = B.ha;
+    r.mask = NULL;
+    r.dx = got = (unsigned char *)realloc(got, B.out.total);
+    cr_assert(got != NULL);
+    memset(got, cb.poison, B.out.total);
+    r.dx = got + B.out.pre;
+    cr_assert_eq(ref_run(&cb.d, &r), 0);
+    cr_assert(memcmp(got, B.expected, B.out.total) == 0, "mask backward: %s\n  the mask's dx differs from x's",
+              B.what);
+  }
+  free(got);
+  dbuf_free(&mk);
+  prep_free(&F);
+  prep_free(&B);
+}
+
+/* Every float type x int type x q range, the small shapes and two large ones */
+static void run_mask_matrix(bq_granularity g)
+{
+  int ti, ii, qi, k;
+  GPU_BEGIN();
+  for (ti = 0; ti < 4; ti++)
+    for (ii = 0; ii < 2; ii++)
+      for (qi = 0; qi < 3; qi++) {
+        gcase c;
+        memset(&c, 0, sizeof c);
+        c.d.op = BQ_FAKE_QUANTIZE;
+        c.d.granularity = g;
+        c.d.float_type = k_float_types[ti];
+        c.d.int_type = k_int_types[ii];
+        c.d.qmin = k_qranges[ii][qi][0];
+        c.d.qmax = k_qranges[ii][qi][1];
+        if (g != BQ_PER_TENSOR) c.d.scale_type = (ti + qi) % 2 ? BQ_F32 : BQ_DTYPE_DEFAULT;
+        for (k = 0; k < n_cases(g) + 2; k++) {
+          if (k < n_cases(g)) set_shape(&c, g, k);
+          else set_big_shape(&c, g, k - n_cases(g), ti);
+          set_offsets(&c, k % 3);
+          c.zp_null = rnd() % 4 == 0;
+          c.specials = k % 5 != 1;
+          c.poison = (rnd() & 1) ? 0xa5 : 0x5a;
+          run_mask_pair(&c);
+        }
+      }
+}
+
+Test(mask, per_tensor) { run_mask_matrix(BQ_PER_TENSOR); }
+Test(mask, per_channel) { run_mask_matrix(BQ_PER_CHANNEL); }
+
 /* ==== CUDA graphs ============================================================================ */
 
 /* A graph captured around bq_plan_run on a fresh plan replays correctly, reading the

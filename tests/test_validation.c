@@ -1440,6 +1440,33 @@ Test(args, required_pointer_null) {
   cr_assert(checked > 300, "only %d cases", checked);
 }
 
+/* args.mask: fake quantize per tensor and per channel keep it (4-byte words); backward then
+   needs no x. Every other plan refuses it, naming the field. */
+Test(args, mask) {
+  combo c[MAX_COMBOS];
+  size_t n = combos(c, G_ALL);
+  int kept = 0, refused = 0;
+  for (size_t i = 0; i < n; i++) {
+    const bq_desc *d = &c[i].d;
+    bq_args a = base_args(d->granularity);
+    a.mask = (void *)(uintptr_t)0x900000;
+    if (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL)) {
+      expect_args_ok(&c[i], &a, 0, "mask");
+      if (d->direction == BQ_BACKWARD) {
+        a.x = NULL; /* the saved mask replaces x */
+        expect_args_ok(&c[i], &a, 0, "mask without x");
+      }
+      a.mask = (void *)(uintptr_t)0x900002;
+      expect_args_invalid(&c[i], &a, "args.mask (0x900002) is not aligned to its element size (4 bytes)");
+      kept++;
+    } else {
+      expect_args_invalid(&c[i], &a, "must be NULL: only fake quantize per tensor and per channel keep a mask");
+      refused++;
+    }
+  }
+  cr_assert(kept >= 8 && refused >= 30, "kept %d, refused %d", kept, refused);
+}
+
 /* only what the op reads or writes is needed: everything else may be NULL at once */
 Test(args, unused_pointers_may_all_be_null) {
   static combo c[2 * MAX_COMBOS];

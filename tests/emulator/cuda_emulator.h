@@ -5,7 +5,7 @@
    compiles, index arithmetic, tiling, tails and epilogue included:
    - a CTA's threads are user-level fibers (ucontext), run one at a time until they
      block at a barrier; __syncthreads and warp collectives are real barriers;
-   - mma.sync m16n8k32 (s8/u8 x s8 -> s32), ldmatrix .x4, __shfl_xor_sync, __all_sync and __dp4a
+   - mma.sync m16n8k32 (s8/u8 x s8 -> s32), ldmatrix .x4, __shfl_xor_sync, __all_sync, __ballot_sync and __dp4a
      follow the register layouts of the PTX ISA;
    - cp.async copies are queued per thread and land only at cp.async.wait_group (zero
      filling past src-size), so a kernel that reads a stage before waiting for it reads
@@ -307,6 +307,19 @@ static inline int __all_sync(unsigned mask, int pred) {
     int v;
     memcpy(&v, emu_slot(l), 4);
     r &= v != 0;
+  }
+  emu_warp_sync();
+  return r;
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred) {
+  (void)mask;
+  memcpy(emu_slot(emu_lane()), &pred, 4);
+  emu_warp_sync();
+  unsigned r = 0;
+  for (int l = 0; l < 32; l++) {
+    int v;
+    memcpy(&v, emu_slot(l), 4);
+    r |= (unsigned)(v != 0) << l;
   }
   emu_warp_sync();
   return r;
