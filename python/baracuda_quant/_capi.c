@@ -35,7 +35,7 @@ BQ_PY_EXPORT size_t bq_py_offsetof(const char *type, const char *field) {
   BQ_PY_FIELD(bq_args, w_scales) BQ_PY_FIELD(bq_args, bias) BQ_PY_FIELD(bq_args, w_sums)
   BQ_PY_FIELD(bq_args, residual) BQ_PY_FIELD(bq_args, residual_row_stride)
   BQ_PY_FIELD(bq_args, norm_weight) BQ_PY_FIELD(bq_args, eps) BQ_PY_FIELD(bq_args, out)
-  BQ_PY_FIELD(bq_args, out_row_stride) BQ_PY_FIELD(bq_args, amax_bound)
+  BQ_PY_FIELD(bq_args, out_row_stride) BQ_PY_FIELD(bq_args, amax_bound) BQ_PY_FIELD(bq_args, mask)
   BQ_PY_FIELD(bq_cache_stats, memory_hits) BQ_PY_FIELD(bq_cache_stats, disk_hits)
   BQ_PY_FIELD(bq_cache_stats, misses) BQ_PY_FIELD(bq_cache_stats, compiles)
   BQ_PY_FIELD(bq_cache_stats, corrupt) BQ_PY_FIELD(bq_cache_stats, write_failures)

@@ -153,12 +153,13 @@ def affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type
 
 
 def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, qmax, scale=None,
-           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, stream=None, alloc=None,
+           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, mask=None, stream=None, alloc=None,
            prepare=False):
     """Quantize, dequantize or fake quantize, forward or backward. fl is the float-side view
     (its dtype is the float type); the views have the shapes of the library's layout:
     per tensor and per channel dense (contiguous), per token and per group [rows, cols]
-    with unit column stride."""
+    with unit column stride. mask (fake quantize per tensor and per channel): int32 words, a
+    bit an element, written by the forward pass and read by the backward pass instead of x."""
     check_float("float input/output", fl)
     check_int("integer type", int_type)
     qmin, qmax = qrange(int_type, qmin, qmax)
@@ -166,7 +167,14 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     float_type = fl.dtype
     a = Args()
     views = [("x", x), ("y", y), ("dy", dy), ("dx", dx), ("scales", scales), ("zero_points", zero_points)]
-    device = same_device(*views)
+    device = same_device(*(views + [("mask", mask)]))
+    if mask is not None:
+        if Op(op) != Op.FAKE_QUANTIZE or gran not in (Granularity.PER_TENSOR, Granularity.PER_CHANNEL):
+            raise invalid("mask: only fake quantize per tensor and per channel keep a mask")
+        words = (fl.numel + 31) // 32
+        if mask.dtype != DType.S32 or not mask.is_contiguous() or mask.numel < words:
+            raise invalid("mask: %d contiguous int32 words expected, got %s %s" % (words, mask.dtype.name,
+                                                                                  tuple(mask.shape)))
     if gran == Granularity.PER_TENSOR:
         scale = float(scale)
         if not (scale > 0 and scale != float("inf")):
@@ -234,6 +242,7 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
                 a.group_size, a.group_row_stride = group_size, grs
         a.scales, a.zero_points = _ptr(scales), _ptr(zero_points)
     a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
+    a.mask = _ptr(mask)
     key = affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type)
     return _launch(key, device, a, stream, alloc, prepare)
 

@@ -83,6 +83,7 @@ class Args(ctypes.Structure):
         ("out", ctypes.c_void_p),
         ("out_row_stride", ctypes.c_int64),
         ("amax_bound", ctypes.c_double),
+        ("mask", ctypes.c_void_p),
     ]
 
 

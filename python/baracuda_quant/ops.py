@@ -175,14 +175,14 @@ def _ops(*tensors):
 
 # ---- quantize ---------------------------------------------------------------------------
 def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_points=None, scale=None,
-            zero_point=0, **kw):
+            zero_point=0, mask=None, **kw):
     # fl (whose dtype is the float type) is x or y itself: which one is part of the key. A
     # per-tensor scale and zero point are not: they are set at each launch (the library
     # checks the scale on every run), so a scale that changes every step (QAT) reuses the call.
     key = ("affine", op, direction, gran, fl is x, _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
-           tuple(kw.items()))
+           _g(mask), tuple(kw.items()))
     ptrs = {"x": _p(x), "y": _p(y), "dy": _p(dy), "dx": _p(dx), "scales": _p(scales),
-            "zero_points": _p(zero_points)}
+            "zero_points": _p(zero_points), "mask": _p(mask)}
     if gran == Granularity.PER_TENSOR:
         scale, zero_point = float(scale), int(zero_point)
         if not -2**31 <= zero_point < 2**31:
@@ -190,8 +190,8 @@ def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_p
         ptrs["scale"], ptrs["zero_point"] = scale, zero_point
     return _call(key, fl.device.index, lambda stream, alloc: _core.affine(
         op, direction, gran, fl=_view(fl), x=_view(x), y=_view(y), dy=_view(dy), dx=_view(dx),
-        scales=_view(scales), zero_points=_view(zero_points), scale=scale, zero_point=zero_point, stream=stream,
-        alloc=alloc, prepare=True, **kw), ptrs)
+        scales=_view(scales), zero_points=_view(zero_points), scale=scale, zero_point=zero_point,
+        mask=_view(mask), stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
 
 
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
@@ -475,6 +475,121 @@ _fq_tensor.register_autograd(_fq_tensor_backward, setup_context=_fq_tensor_setup
 _fq_channel.register_autograd(_fq_channel_backward, setup_context=_fq_channel_setup)
 
 
+# ---- fake quantize that saves its mask: what the public functions run when a gradient is to
+# be recorded. The forward pass also writes the STE mask, a bit an element in int32 words
+# (bit e % 32 of word e // 32), and the backward pass reads it instead of x: an eighth of a
+# byte an element instead of x's whole width.
+def _mask_words(x):
+    return torch.empty(((x.numel() + 31) // 32,), dtype=torch.int32, device=x.device)
+
+
+def _fq_tensor_mask_impl(x: torch.Tensor, scale: float, zero_point: int, quant_min: int,
+                         quant_max: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    x = x.contiguous()
+    y, mask = torch.empty_like(x), _mask_words(x)
+    if x.numel():
+        _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, mask=mask,
+                int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
+                zero_point=zero_point)
+    return y, mask
+
+
+_fq_tensor_mask = _op("fake_quantize_per_tensor_mask", _fq_tensor_mask_impl)
+
+
+def _fq_tensor_mask_bwd_impl(dy: torch.Tensor, mask: torch.Tensor, scale: float, zero_point: int, quant_min: int,
+                             quant_max: int) -> torch.Tensor:
+    dy = dy.contiguous()
+    dx = torch.empty_like(dy)
+    if dy.numel():
+        _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_TENSOR, dy, None, None, dy=dy, dx=dx,
+                mask=mask, int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+                scale=scale, zero_point=zero_point)
+    return dx
+
+
+_fq_tensor_mask_bwd = _op("fake_quantize_per_tensor_mask_backward", _fq_tensor_mask_bwd_impl)
+
+
+def _fq_channel_mask_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int, quant_min: int,
+                          quant_max: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    x = x.contiguous()
+    y, mask = torch.empty_like(x), _mask_words(x)
+    if x.numel():
+        _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y, mask=mask,
+                int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+                scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis)
+    return y, mask
+
+
+_fq_channel_mask = _op("fake_quantize_per_channel_mask", _fq_channel_mask_impl)
+
+
+def _fq_channel_mask_bwd_impl(dy: torch.Tensor, mask: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor,
+                              axis: int, quant_min: int, quant_max: int) -> torch.Tensor:
+    dy = dy.contiguous()
+    dx = torch.empty_like(dy)
+    if dy.numel():
+        _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_CHANNEL, dy, None, None, dy=dy, dx=dx,
+                mask=mask, int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
+                scales=_scales(scales, dy.dtype), zero_points=_zps(zero_points), axis=axis)
+    return dx
+
+
+_fq_channel_mask_bwd = _op("fake_quantize_per_channel_mask_backward", _fq_channel_mask_bwd_impl)
+
+
+@_fq_tensor_mask.register_fake
+def _(x, scale, zero_point, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device), _mask_words(x)
+
+
+@_fq_channel_mask.register_fake
+def _(x, scales, zero_points, axis, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device), _mask_words(x)
+
+
+@_fq_tensor_mask_bwd.register_fake
+def _(dy, mask, scale, zero_point, quant_min, quant_max):
+    return torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
+
+
+@_fq_channel_mask_bwd.register_fake
+def _(dy, mask, scales, zero_points, axis, quant_min, quant_max):
+    return torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
+
+
+def _fq_tensor_mask_setup(ctx, inputs, output):
+    x, scale, zero_point, quant_min, quant_max = inputs
+    ctx.save_for_backward(output[1])
+    ctx.params = (scale, zero_point, quant_min, quant_max)
+
+
+def _fq_tensor_mask_backward(ctx, grad, _grad_mask):
+    (mask,) = ctx.saved_tensors
+    return _fq_tensor_mask_bwd(grad, mask, *ctx.params), None, None, None, None
+
+
+def _fq_channel_mask_setup(ctx, inputs, output):
+    x, scales, zero_points, axis, quant_min, quant_max = inputs
+    ctx.save_for_backward(output[1], scales, zero_points)
+    ctx.params = (axis, quant_min, quant_max)
+
+
+def _fq_channel_mask_backward(ctx, grad, _grad_mask):
+    mask, scales, zero_points = ctx.saved_tensors
+    return _fq_channel_mask_bwd(grad, mask, scales, zero_points, *ctx.params), None, None, None, None, None
+
+
+_fq_tensor_mask.register_autograd(_fq_tensor_mask_backward, setup_context=_fq_tensor_mask_setup)
+_fq_channel_mask.register_autograd(_fq_channel_mask_backward, setup_context=_fq_channel_mask_setup)
+
+
+def _records_grad(x):
+    """A gradient will flow back to x through this call (eager or traced)."""
+    return torch.is_grad_enabled() and x.requires_grad
+
+
 # ---- dynamic quantize -------------------------------------------------------------------------
 def _dynamic_per_token_impl(x: torch.Tensor, symmetric: bool, dtype: torch.dtype, quant_min: int,
                             quant_max: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -743,6 +858,9 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_m
         z = torch.as_tensor(zero_point, device=input.device).reshape(1)
         return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min,
                                                 quant_max).view(input.shape)
+    if _records_grad(input):
+        return torch.ops.baracuda_quant.fake_quantize_per_tensor_mask(input, float(scale), int(zero_point),
+                                                                      int(quant_min), int(quant_max))[0]
     return _ops(input).fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
                                                           int(quant_max))
 
@@ -752,6 +870,9 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     _check_float("input", input)
     _check_cuda("scale", scale)
     _check_cuda("zero_point", zero_point)
+    if _records_grad(input):
+        return torch.ops.baracuda_quant.fake_quantize_per_channel_mask(
+            input, scale, zero_point, int(axis), int(quant_min), int(quant_max))[0]
     return _ops(input, scale, zero_point).fake_quantize_per_channel(
         input, scale, zero_point, int(axis), int(quant_min), int(quant_max))
 

@@ -66,6 +66,23 @@ def test_per_tensor_needs_contiguous():
     no_plan(q(Granularity.PER_TENSOR, x, dense((4, 8), DType.S8), scale=1.0), "contiguous")
 
 
+def test_mask_checked():
+    """args.mask: fake quantize per tensor and per channel only, ceil(n / 32) int32 words"""
+    x, y = dense((4, 40), DType.F32), dense((4, 40), DType.F32)
+
+    def fq(gran, mask, op=Op.FAKE_QUANTIZE, **kw):
+        kw.setdefault("scale", 1.0)
+        return lambda: _core.affine(op, Direction.FORWARD, gran, fl=x, x=x, y=y, int_type=DType.S8, qmin=None,
+                                    qmax=None, mask=mask, **kw)
+    no_plan(fq(Granularity.PER_TENSOR, dense((5,), DType.F32)), "int32 words")
+    no_plan(fq(Granularity.PER_TENSOR, dense((4,), DType.S32)), "5 contiguous int32 words")
+    no_plan(fq(Granularity.PER_TENSOR, V(0x10000, (5,), (2,), DType.S32, 0)), "contiguous int32")
+    no_plan(fq(Granularity.PER_TENSOR, dense((5,), DType.S32), op=Op.QUANTIZE), "only fake quantize")
+    no_plan(fq(Granularity.PER_TOKEN, dense((5,), DType.S32), scale=None, scales=dense((4,), DType.F32)),
+            "only fake quantize")
+    no_plan(fq(Granularity.PER_TENSOR, dense((5,), DType.S32, device=1)), "cuda:1")
+
+
 def test_per_channel_shapes():
     x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8)
     no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((8,), DType.F32), axis=0), r"expected \(4,\)")

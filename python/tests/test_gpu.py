@@ -230,6 +230,36 @@ def test_fake_quantize_against_torch(fname):
     assert same(bqo.fake_quantize_per_tensor_affine(x, st, zt, qmin, qmax), ours)
 
 
+@pytest.mark.parametrize("fname", ["float32", "float64", "float16", "bfloat16"])
+def test_fake_quantize_mask_matches_x_backward(fname):
+    """The saved mask (a bit an element) gives the backward pass computed from x, bit for bit:
+    odd sizes (a partial last word), a view off the 16-byte grid, specials, per channel with
+    runs of one channel that are not whole accesses; the mask's unused bits are 0."""
+    T = dt(fname)
+    d = torch.ops.baracuda_quant
+    for n, off in ((1, 0), (31, 0), (4097, 0), (1000003, 0), (70001, 1), (4096, 3)):
+        base = gen((n + off,), T, seed=20 + n, specials=True).to(DEV)
+        x = base[off:]
+        dy = gen((n,), T, seed=30 + n, specials=True).to(DEV)
+        y, m = d.fake_quantize_per_tensor_mask(x, 0.05, 3, -128, 127)
+        assert same(y, d.fake_quantize_per_tensor(x, 0.05, 3, -128, 127))
+        r = ref_mask(x.cpu(), torch.tensor(0.05, dtype=torch.float64), 3, -128, 127).reshape(-1)
+        bits = torch.zeros(m.numel() * 32, dtype=torch.bool)
+        bits[:n] = r
+        words = (bits.view(-1, 32).long() << torch.arange(32)).sum(1)
+        assert torch.equal(m.cpu().long() & 0xffffffff, words), "mask words, n=%d off=%d" % (n, off)
+        assert same(d.fake_quantize_per_tensor_mask_backward(dy, m, 0.05, 3, -128, 127),
+                    d.fake_quantize_per_tensor_backward(dy, x, 0.05, 3, -128, 127))
+        rows = 7 if n >= 7 else 1
+        xc, dyc = x[:n - n % rows].view(rows, -1), dy[:n - n % rows].view(rows, -1)
+        sc = (torch.rand(rows, generator=torch.Generator().manual_seed(n)) * 0.1 + 0.01).float().to(DEV)
+        zc = torch.randint(0, 255, (rows,), generator=torch.Generator().manual_seed(n + 1), dtype=torch.int32).to(DEV)
+        y, m = d.fake_quantize_per_channel_mask(xc, sc, zc, 0, 0, 255)
+        assert same(y, d.fake_quantize_per_channel(xc, sc, zc, 0, 0, 255))
+        assert same(d.fake_quantize_per_channel_mask_backward(dyc, m, sc, zc, 0, 0, 255),
+                    d.fake_quantize_per_channel_backward(dyc, xc, sc, zc, 0, 0, 255))
+
+
 @pytest.mark.parametrize("fname", ["float32", "float16"])
 def test_fake_quantize_per_channel_against_torch(fname):
     T = dt(fname)
@@ -430,6 +460,9 @@ def test_torch_compile_fullgraph():
     f = torch.compile(lambda t: bqo.fake_quantize_per_tensor_affine(t, 0.05, 0, -128, 127).sum(), fullgraph=True)
     f(x).backward()
     assert x.grad is not None and x.grad.shape == x.shape
+    xe = x.detach().clone().requires_grad_()
+    bqo.fake_quantize_per_tensor_affine(xe, 0.05, 0, -128, 127).sum().backward()
+    assert same(x.grad, xe.grad)
 
 
 def test_cuda_graph_replay():

@@ -35,6 +35,25 @@ def test_fake_quantize_shapes():
     assert y.shape == x.shape and y.dtype == x.dtype
 
 
+def test_fake_quantize_mask_shapes():
+    """the ops that save the STE mask: (y, int32 words, a bit an element) and the backward pass"""
+    d = torch.ops.baracuda_quant
+    for shape, words in (((3, 5, 8), 4), ((33,), 2), ((0, 4), 0), ((64,), 2)):
+        x = torch.empty(shape, dtype=torch.float16, device=M)
+        y, m = d.fake_quantize_per_tensor_mask(x, 0.1, 0, -128, 127)
+        assert y.shape == x.shape and y.dtype == x.dtype
+        assert m.shape == (words,) and m.dtype == torch.int32
+        y, m = d.fake_quantize_per_channel_mask(x, torch.empty(shape[0], device=M),
+                                                torch.empty(shape[0], dtype=torch.int32, device=M), 0, -128, 127)
+        assert y.shape == x.shape and m.shape == (words,) and m.dtype == torch.int32
+        dx = d.fake_quantize_per_tensor_mask_backward(x, m, 0.1, 0, -128, 127)
+        assert dx.shape == x.shape and dx.dtype == x.dtype
+        dx = d.fake_quantize_per_channel_mask_backward(x, m, torch.empty(shape[0], device=M),
+                                                       torch.empty(shape[0], dtype=torch.int32, device=M), 0,
+                                                       -128, 127)
+        assert dx.shape == x.shape and dx.dtype == x.dtype
+
+
 def test_fake_dynamic_and_linear_shapes():
     d = torch.ops.baracuda_quant
     x = torch.empty(2, 7, 64, dtype=torch.float16, device=M)
