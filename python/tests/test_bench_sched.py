@@ -105,3 +105,16 @@ def test_spin_covers_every_contender_and_is_capped():
     assert gpu.log == ["flush", "record", "a", "record"] * 2 + ["flush", "record", "b", "record"] * 2
     assert sched.spin_us(host, 60) == pytest.approx(2 * 60 * 10.0 + 1000)
     assert sched.spin_us({"a": 1e4, "b": 1e4}, 60) == 2e6
+
+
+def test_bench_table_names_the_method_the_file_records():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench_table.py")
+    spec = importlib.util.spec_from_file_location("bench_table", path)
+    bt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bt)
+    old = {"reps": 60, "provenance": {"gpu": "G"}}
+    new = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved"}}
+    assert bt.python_timing(old) == "median of 60 calls, each timed alone with CUDA events after an L2 flush"
+    assert "timed in turn, round after round" in bt.python_timing(new)
+    assert "timed alone" not in bt.python_timing(new)
+    assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
