@@ -2,11 +2,16 @@
 """baracuda_quant's torch ops against PyTorch: eager, torch.compile and (for the GEMM)
 torch._int_mm, in one process on one GPU.
 
-Each timing is the median of 60 calls after warm-up, each call timed alone with CUDA events
-after a 256 MiB write that flushes L2, behind a spin kernel that lets the host queue every
-call first (so the numbers are GPU time, for every contender alike); a device copy of the
-same bytes (read plus written) is timed the same way as the memory-bound reference. The host overhead of a small
-op (4096 elements) is host time per call over 10000 calls without synchronization.
+All contenders of a row (ours, PyTorch eager, torch.compile, the unfused pair where there is
+one, and a device copy of the same bytes, read plus written, as the memory-bound reference)
+are first warmed up (torch.compile's compiled), then timed interleaved: 60 rounds queued in
+one sequence, each round every contender in turn, with CUDA events after a 256 MiB write that
+flushes L2, behind a spin kernel that lets the host queue every call first. Each timing is
+the median of its 60 calls: GPU time, measured under the same conditions for every
+contender (timing one after another favoured whichever ran after an idle GPU, such as
+torch.compile after its compile). A contender that PyTorch refuses is recorded as its error.
+The host overhead of a small op (4096 elements) is host time per call over 10000 calls
+without synchronization.
 
     python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV] [--fused-only | --no-fused]
 
@@ -14,11 +19,12 @@ The fused producers (rms_norm_quant with and without a residual, silu_and_mul_qu
 [8192, 4096] and [8192, 14336], per token) are timed against the unfused pair (PyTorch's
 F.rms_norm or F.silu(g) * u in eager, then this package's dynamic_per_token_quant), PyTorch
 eager of the whole composition and torch.compile of it, and the copy of the same bytes;
-the ratios the issue's targets name are printed (--fused-only: just these rows).
+the ratios are printed against their targets (--fused-only: just these rows).
 
 The JSON's provenance names the GPU, driver, torch, the commit (--commit, else
 $BQ_BENCH_COMMIT, else the first line of .bench_commit at the repository root) and the
-sha256 of baracuda_quant.h and of the package's modules; tools/bench_table.py --python
+sha256 of baracuda_quant.h and of the package's modules, and "timing": "interleaved" (a
+file without it was timed one contender after another); tools/bench_table.py --python
 turns it into the README's "From PyTorch" table and a section of docs/performance.md.
 """
 import argparse
@@ -26,7 +32,6 @@ import glob
 import hashlib
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -34,6 +39,7 @@ import torch
 
 import baracuda_quant as bq
 import baracuda_quant.ops as bqo
+import bench_sched  # beside this file: the order the contenders of a row are timed in
 
 DEV = "cuda"
 REPS = 60
@@ -61,53 +67,60 @@ def _calibrate_sleep():
     return _cycles_per_us
 
 
-def time_gpu(fn, reps=REPS, warmup=10):
-    """Median GPU time (us) of fn over reps calls, each between two events after an L2 flush.
-    A spin kernel enqueued first holds the GPU until the host has queued every call, so host
-    overhead (ours or PyTorch's) never shows up as GPU time; host cost is measured apart."""
-    for _ in range(warmup):
-        fn()
+def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
+    """Median GPU time (us) of each contender of fns (a dict: key -> callable), all timed under the
+    same conditions: each warmed up (a torch.compile one compiled), then reps rounds queued in one
+    sequence, each round every contender in turn between two events after an L2 flush. A spin
+    kernel enqueued first holds the GPU until the host has queued every call, so host overhead
+    (ours or PyTorch's) never shows up as GPU time; host cost is measured apart. A contender that
+    raises in its warm-up is left out: its error goes into errors[key], or propagates when errors
+    is None."""
+    ok = bench_sched.warm_up(fns, warmup, torch.cuda.synchronize, errors)
+    if not ok:
+        return {}
+    new_event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    host = bench_sched.host_us(ok, flush_l2, new_event, time.perf_counter)
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(3):
-        flush_l2()
-        fn()
-    host_us = (time.perf_counter() - t0) / 3 * 1e6
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    torch.cuda._sleep(int(min(2.0 * reps * host_us + 1000, 2e6) * _calibrate_sleep()))
+    marks = bench_sched.make_marks(ok, reps, new_event)
+    torch.cuda._sleep(int(bench_sched.spin_us(host, reps) * _calibrate_sleep()))
     slept = torch.cuda.Event()
     slept.record()
-    for i in range(reps):
-        flush_l2()
-        starts[i].record()
-        fn()
-        ends[i].record()
+    bench_sched.queue_interleaved(ok, marks, flush_l2)
     if slept.query():  # the spin ended before the host had queued every call
         print("  warning: the GPU caught up with the host; host time may show in this row", file=sys.stderr)
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))  # us
+    return bench_sched.medians(marks, lambda s, e: s.elapsed_time(e) * 1000.0)  # us
 
 
-def copy_ref(nbytes_moved):
-    """A device copy that reads and writes nbytes_moved in all."""
+def time_gpu(fn, reps=REPS, warmup=10):
+    """time_gpu_multi of one callable: its median GPU time (us); an error propagates."""
+    return time_gpu_multi({"fn": fn}, reps, warmup)["fn"]
+
+
+def copy_fn(nbytes_moved):
+    """A device copy that reads and writes nbytes_moved in all: the memory-bound reference."""
     n = max(nbytes_moved // 2, 1)
     src = torch.empty(n, dtype=torch.uint8, device=DEV)
     dst = torch.empty_like(src)
-    return time_gpu(lambda: dst.copy_(src))
+    return lambda: dst.copy_(src)
 
 
 def nbytes(*ts):
     return sum(t.numel() * t.element_size() for t in ts)
 
 
-def timed(row, key, fn):
-    """row[key + "_us"], or row[key + "_error"] when PyTorch refuses the case (reported)."""
-    try:
-        row[key + "_us"] = time_gpu(fn)
-    except Exception as e:
-        row[key + "_error"] = "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:200])
+def time_row(row, fns, required=("copy",)):
+    """Times a row's contenders together (time_gpu_multi): row[key + "_us"] for each, or
+    row[key + "_error"] when PyTorch refuses the case (reported); a required one must run."""
+    errors = {}
+    us = time_gpu_multi(fns, errors=errors)
+    for key in fns:  # in fns' order, as the JSON always listed them
+        if key in us:
+            row[key + "_us"] = us[key]
+        elif key in required:
+            raise RuntimeError("%s: %s failed: %s" % (row["op"], key, errors[key]))
+        else:
+            row[key + "_error"] = errors[key]
 
 
 def maybe_compile(fn, enabled):
@@ -272,14 +285,13 @@ def run_fused(args):
     rows = []
     for name, ours, pair, eager, (tfn, targs), moved in fused_cases(args.quick):
         row = {"op": name, "bytes": moved}
-        timed(row, "ours", ours)
-        timed(row, "unfused_pair", pair)
-        timed(row, "torch_eager", eager)
+        fns = {"ours": ours, "unfused_pair": pair, "torch_eager": eager}
         if not args.no_compile:
             # static shapes: each shape gets its own specialized kernels (as tools/compare_torch.py)
             c = torch.compile(tfn, fullgraph=True, dynamic=False)
-            timed(row, "torch_compile", lambda: c(*targs))
-        row["copy_us"] = copy_ref(moved)
+            fns["torch_compile"] = lambda c=c, targs=targs: c(*targs)
+        fns["copy"] = copy_fn(moved)
+        time_row(row, fns)
         o = row.get("ours_us")
         if o:
             row["copy_over_ours"] = row["copy_us"] / o  # the share of copy bandwidth (bytes counted once)
@@ -313,7 +325,7 @@ def print_fused(rows):
         for k in ("ours", "unfused_pair", "torch_eager", "torch_compile"):
             if k + "_error" in r:
                 print("    %s: %s" % (k, r[k + "_error"]))
-    print("targets (issue): " + "; ".join("%s >= %.2f" % (what, t) for _, t, what in FUSED_TARGETS))
+    print("targets: " + "; ".join("%s >= %.2f" % (what, t) for _, t, what in FUSED_TARGETS))
     for r in rows:
         verdict = []
         for k, t, what in FUSED_TARGETS:
@@ -367,6 +379,7 @@ def provenance(commit):
             "torch": torch.__version__, "cuda_runtime": torch.version.cuda, "commit": commit,
             "header_sha256": sha(os.path.join(root, "baracuda_quant.h")),
             "package_sha256": h.hexdigest(), "argv": sys.argv[1:],
+            "timing": "interleaved",  # absent in older files: each contender was timed alone
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -387,12 +400,12 @@ def main():
     table, _ = cases(args.quick) if not args.fused_only else ([], None)
     for name, ours, eager, (tfn, targs), moved in table:
         row = {"op": name, "bytes": moved}
-        row["ours_us"] = time_gpu(ours)
-        timed(row, "torch_eager", eager)
+        fns = {"ours": ours, "torch_eager": eager}
         if not args.no_compile:
             c = maybe_compile(tfn, True) if targs else tfn  # no args: tfn runs compiled code itself
-            timed(row, "torch_compile", lambda: c(*targs))
-        row["copy_us"] = copy_ref(moved)
+            fns["torch_compile"] = lambda c=c, targs=targs: c(*targs)
+        fns["copy"] = copy_fn(moved)
+        time_row(row, fns, required=("ours", "copy"))
         rows.append(row)
         print("  %-44s done" % name, file=sys.stderr)
     fused = run_fused(args) if not args.no_fused else []

@@ -689,10 +689,18 @@ def python_block(py, path):
         o += ["| call | µs |", "|---|---:|"]
     for k, v in host.items():
         o.append("| `%s` | %.1f |" % (k, v))
-    o += ["", "%s, torch %s; GPU time = median of %s calls, each timed alone with CUDA events after an "
-          "L2 flush; raw output: `%s`." % (p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch"),
-                                            py.get("reps", "?"), path), ""]
+    o += ["", "%s, torch %s; GPU time = %s; raw output: `%s`." % (
+        p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch"), python_timing(py), path), ""]
     return "\n".join(o)
+
+
+def python_timing(py):
+    """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved"), or,
+    absent (older files), each contender alone, one after another."""
+    if (py.get("provenance") or {}).get("timing") == "interleaved":
+        return ("median of %s calls, the contenders of a row timed in turn, round after round, "
+                "with CUDA events after an L2 flush" % py.get("reps", "?"))
+    return "median of %s calls, each timed alone with CUDA events after an L2 flush" % py.get("reps", "?")
 
 
 PY_FUSED_TARGETS = (("copy_over_ours", 0.90, "copy / fused", "%.2f"),
@@ -705,9 +713,8 @@ PY_FUSED_TEXT = (
     "row, x / s, round, clamp, to int8). Bytes counted once each: x read (gated: [M, 2 D]), the "
     "residual read and written, the weight, q and the scales written; the copy moves as many bytes "
     "(read plus written), so copy / fused is the share of the copy's bandwidth. Each time is the "
-    "median of %s calls, each timed alone with CUDA events after an L2 flush. Targets: copy / fused "
-    "≥ 0.90, fused against the unfused pair (pair / fused) ≥ 1.5×, fused against torch.compile "
-    "(compile / fused) ≥ 1.0×.")
+    "%s. Targets: copy / fused ≥ 0.90, fused against the unfused pair (pair / fused) ≥ 1.5×, fused "
+    "against torch.compile (compile / fused) ≥ 1.0×.")
 
 
 def python_fused_table(rows):
@@ -762,7 +769,7 @@ def python_fused_subsection(pyf, path):
              "measured %s" % p["date"] if p.get("date") else "date not recorded"]
     o = ["### Fused producers against PyTorch", "",
          "From `%s`: %s." % (path, ", ".join(x for x in parts if x)), "",
-         PY_FUSED_TEXT % pyf.get("reps", "?"), ""]
+         PY_FUSED_TEXT % python_timing(pyf), ""]
     return o + python_fused_table(pyf["fused"]) + [""]
 
 
@@ -779,7 +786,7 @@ def python_section(py, path, fused=True):
             o.append("| %s | %s |" % (k.replace("_", " "), "`%s`" % p[k] if "sha" in k or k == "commit" else p[k]))
     o += [""] + python_block(py, path).split("\n")
     if fused and py.get("fused"):
-        o += ["", "### Fused producers against PyTorch", "", PY_FUSED_TEXT % py.get("reps", "?"), ""]
+        o += ["", "### Fused producers against PyTorch", "", PY_FUSED_TEXT % python_timing(py), ""]
         o += python_fused_table(py["fused"])
         o.append("")
     return "\n".join(o)

@@ -1,0 +1,72 @@
+"""How python/bench.py times the contenders of one row, with no torch import so that a CPU
+test can drive it with fake events: each contender warmed up (a failing one set aside with
+its error), then every contender timed in turn, round after round, in one queued sequence,
+so that all of them run under the same conditions (GPU clocks, idle gaps, what ran before)."""
+import statistics
+
+
+def error_text(e):
+    """The first line of an exception, as a row's "<key>_error" records it."""
+    return "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:200])
+
+
+def warm_up(fns, warmup, sync, errors=None):
+    """Calls each contender warmup times (the first call of a torch.compile contender compiles
+    it), then sync(), so that an error is raised by its own contender. Returns the contenders
+    that ran, in order; one that raised goes into errors[key], or the error propagates when
+    errors is None."""
+    ok = {}
+    for key, fn in fns.items():
+        try:
+            for _ in range(warmup):
+                fn()
+            sync()
+        except Exception as e:
+            if errors is None:
+                raise
+            errors[key] = error_text(e)
+        else:
+            ok[key] = fn
+    return ok
+
+
+def host_us(fns, flush, new_event, clock, calls=3):
+    """Host time (us) to queue one timed call of each contender: flush, event, call, event."""
+    out = {}
+    for key, fn in fns.items():
+        t0 = clock()
+        for _ in range(calls):
+            flush()
+            new_event().record()
+            fn()
+            new_event().record()
+        out[key] = (clock() - t0) / calls * 1e6
+    return out
+
+
+def spin_us(host, reps, cap_us=2e6):
+    """How long the spin kernel must hold the GPU (us): the host time of queueing every call
+    of every contender, twice over, plus 1 ms; capped (the caller warns if the GPU caught up)."""
+    return min(2.0 * reps * sum(host.values()) + 1000.0, cap_us)
+
+
+def make_marks(keys, reps, new_event):
+    """A (start, end) event pair per contender and rep, made before anything is queued."""
+    return {key: [(new_event(), new_event()) for _ in range(reps)] for key in keys}
+
+
+def queue_interleaved(fns, marks, flush):
+    """Rep by rep, each contender in turn: flush(); start.record(); fn(); end.record()."""
+    reps = len(next(iter(marks.values()))) if marks else 0
+    for i in range(reps):
+        for key, fn in fns.items():
+            start, end = marks[key][i]
+            flush()
+            start.record()
+            fn()
+            end.record()
+
+
+def medians(marks, elapsed_us):
+    """The median of elapsed_us(start, end) over each contender's reps."""
+    return {key: statistics.median(elapsed_us(s, e) for s, e in pairs) for key, pairs in marks.items()}

@@ -1,0 +1,120 @@
+"""python/bench.py's timing order (python/bench_sched.py), on a fake GPU: a log of what is
+queued and a clock that each call advances by its contender's duration."""
+import importlib.util
+import os
+
+import pytest
+
+_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench_sched.py")
+_spec = importlib.util.spec_from_file_location("bench_sched", _path)
+sched = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sched)
+
+
+class FakeGpu:
+    def __init__(self):
+        self.log, self.now = [], 0.0
+
+    def flush(self):
+        self.log.append("flush")
+        self.now += 1000.0
+
+    def new_event(self):
+        gpu = self
+
+        class Event:
+            t = None
+
+            def record(self):
+                gpu.log.append("record")
+                self.t = gpu.now
+        return Event()
+
+    def contender(self, key, durations):
+        """A callable that runs durations[0], durations[1], ... (cycling) on the fake GPU."""
+        calls = [0]
+
+        def fn():
+            self.log.append(key)
+            self.now += durations[calls[0] % len(durations)]
+            calls[0] += 1
+        fn.calls = calls
+        return fn
+
+
+def test_interleaved_rounds_and_medians():
+    gpu = FakeGpu()
+    fns = {"ours": gpu.contender("ours", [20.0, 22.0, 21.0]),
+           "eager": gpu.contender("eager", [50.0]),
+           "copy": gpu.contender("copy", [30.0, 90.0, 30.0])}
+    reps = 5
+    marks = sched.make_marks(fns, reps, gpu.new_event)
+    assert gpu.log == []  # events made, nothing queued yet
+    sched.queue_interleaved(fns, marks, gpu.flush)
+    one = lambda k: ["flush", "record", k, "record"]  # noqa: E731
+    assert gpu.log == (one("ours") + one("eager") + one("copy")) * reps
+    got = sched.medians(marks, lambda s, e: e.t - s.t)
+    # ours ran 20, 22, 21, 20, 22; copy 30, 90, 30, 30, 90: the flush is outside every pair
+    assert got == {"ours": 21.0, "eager": 50.0, "copy": 30.0}
+    assert list(got) == ["ours", "eager", "copy"]
+
+
+def test_warm_up_sets_a_failing_contender_aside():
+    gpu = FakeGpu()
+    syncs = []
+
+    def refused():
+        raise RuntimeError("not implemented for 'BFloat16'\nsecond line")
+    fns = {"ours": gpu.contender("ours", [1.0]), "torch_compile": refused,
+           "copy": gpu.contender("copy", [1.0])}
+    errors = {}
+    ok = sched.warm_up(fns, 4, lambda: syncs.append(1), errors)
+    assert list(ok) == ["ours", "copy"]
+    assert errors == {"torch_compile": "RuntimeError: not implemented for 'BFloat16'"}
+    assert fns["ours"].calls[0] == 4 and fns["copy"].calls[0] == 4 and len(syncs) == 2
+    marks = sched.make_marks(ok, 3, gpu.new_event)
+    gpu.log.clear()
+    sched.queue_interleaved(ok, marks, gpu.flush)
+    assert [x for x in gpu.log if x not in ("flush", "record")] == ["ours", "copy"] * 3
+    with pytest.raises(RuntimeError, match="BFloat16"):
+        sched.warm_up(fns, 1, lambda: None)  # no errors dict: the error propagates
+
+
+def test_an_error_raised_by_sync_is_its_contenders():
+    pending = []
+
+    def launches_bad():
+        pending.append("bad")
+
+    def sync():
+        if pending:
+            pending.clear()
+            raise RuntimeError("illegal address")
+    errors = {}
+    ok = sched.warm_up({"a": lambda: None, "b": launches_bad, "c": lambda: None}, 2, sync, errors)
+    assert list(ok) == ["a", "c"] and list(errors) == ["b"]
+
+
+def test_spin_covers_every_contender_and_is_capped():
+    gpu = FakeGpu()
+    ticks = iter(range(100))
+    clock = lambda: next(ticks) * 1e-5  # noqa: E731  each reading 10 us after the last
+    host = sched.host_us({"a": gpu.contender("a", [1.0]), "b": gpu.contender("b", [1.0])},
+                         gpu.flush, gpu.new_event, clock, calls=2)
+    assert host == pytest.approx({"a": 5.0, "b": 5.0})
+    assert gpu.log == ["flush", "record", "a", "record"] * 2 + ["flush", "record", "b", "record"] * 2
+    assert sched.spin_us(host, 60) == pytest.approx(2 * 60 * 10.0 + 1000)
+    assert sched.spin_us({"a": 1e4, "b": 1e4}, 60) == 2e6
+
+
+def test_bench_table_names_the_method_the_file_records():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench_table.py")
+    spec = importlib.util.spec_from_file_location("bench_table", path)
+    bt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bt)
+    old = {"reps": 60, "provenance": {"gpu": "G"}}
+    new = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved"}}
+    assert bt.python_timing(old) == "median of 60 calls, each timed alone with CUDA events after an L2 flush"
+    assert "timed in turn, round after round" in bt.python_timing(new)
+    assert "timed alone" not in bt.python_timing(new)
+    assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
