@@ -192,6 +192,7 @@ def cases(quick):
             return torch.autograd.grad(y, xr, dy)
         return run
     t_fq_c = torch.compile(t_fq, fullgraph=True)
+    t_fq_ch_c = torch.compile(lambda t: t_fq_ch(t, sc, zc), fullgraph=True)
     return [
         # name, ours, torch eager, torch function to compile (args), bytes moved
         ("quantize_per_tensor f16->s8 %dx%d" % (M, K), lambda: bqo.quantize_per_tensor(x16, s, zp),
@@ -214,6 +215,9 @@ def cases(quick):
         ("fake_quantize_per_tensor f32 %dx%d fwd+bwd" % (M, K),
          fq_bwd(lambda t: bqo.fake_quantize_per_tensor_affine(t, s, zp, -128, 127)), fq_bwd(t_fq),
          (fq_bwd(t_fq_c), ()), 5 * nbytes(x32)),
+        ("fake_quantize_per_channel f32 %dx%d axis 0 fwd+bwd" % (M, K),
+         fq_bwd(lambda t: bqo.fake_quantize_per_channel_affine(t, sc, zc, 0, -128, 127)),
+         fq_bwd(lambda t: t_fq_ch(t, sc, zc)), (fq_bwd(t_fq_ch_c), ()), 5 * nbytes(x32)),
         ("dynamic_per_token_quant f16 %dx%d" % (M, K), lambda: bqo.dynamic_per_token_quant(x16),
          lambda: t_dyn(x16), (t_dyn, (x16,)), nbytes(x16, q8)),
         ("int8_linear %dx%dx%d -> f16" % (M, N, K), lambda: bqo.int8_linear(a8, w8, sa, sw, bias),
