@@ -43,6 +43,7 @@ import bench_sched  # beside this file: the order the contenders of a row are ti
 
 DEV = "cuda"
 REPS = 60
+BLOCK = 10  # timed calls a contender queues behind one spin before the next takes its turn
 _flush = None
 
 
@@ -69,10 +70,10 @@ def _calibrate_sleep():
 
 def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
     """Median GPU time (us) of each contender of fns (a dict: key -> callable), all timed under the
-    same conditions: each warmed up (a torch.compile one compiled), then reps rounds queued in one
-    sequence, each round every contender in turn between two events after an L2 flush. A spin
-    kernel enqueued first holds the GPU until the host has queued every call, so host overhead
-    (ours or PyTorch's) never shows up as GPU time; host cost is measured apart. A contender that
+    same conditions: each warmed up (a torch.compile one compiled), then the contenders take
+    turns, BLOCK calls each, each call between two events after an L2 flush. A spin kernel
+    enqueued ahead of each block holds the GPU until the host has queued the block, so host
+    overhead (ours or PyTorch's) never shows up as GPU time; host cost is measured apart. A contender that
     raises in its warm-up is left out: its error goes into errors[key], or propagates when errors
     is None."""
     ok = bench_sched.warm_up(fns, warmup, torch.cuda.synchronize, errors)
@@ -82,13 +83,22 @@ def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
     host = bench_sched.host_us(ok, flush_l2, new_event, time.perf_counter)
     torch.cuda.synchronize()
     marks = bench_sched.make_marks(ok, reps, new_event)
-    torch.cuda._sleep(int(bench_sched.spin_us(host, reps) * _calibrate_sleep()))
-    slept = torch.cuda.Event()
-    slept.record()
-    bench_sched.queue_interleaved(ok, marks, flush_l2)
-    if slept.query():  # the spin ended before the host had queued every call
+    # the contenders take turns, BLOCK calls each behind a spin of their own: every block
+    # starts on a busy GPU, and the queue stays short (a long one fills the driver's launch
+    # queue, and the host then waits for a GPU that waits for it)
+    cpu = _calibrate_sleep()
+    slept, late = torch.cuda.Event(), [False]
+
+    def spin(key, n):
+        torch.cuda._sleep(int(bench_sched.spin_us({key: host[key]}, n) * cpu))
+        slept.record()
+
+    def wait():
+        late[0] |= slept.query()  # the spin ended before the host had queued the block
+        torch.cuda.synchronize()
+    bench_sched.queue_blocks(ok, marks, flush_l2, BLOCK, spin, wait)
+    if late[0]:
         print("  warning: the GPU caught up with the host; host time may show in this row", file=sys.stderr)
-    torch.cuda.synchronize()
     return bench_sched.medians(marks, lambda s, e: s.elapsed_time(e) * 1000.0)  # us
 
 

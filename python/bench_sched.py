@@ -1,7 +1,7 @@
 """How python/bench.py times the contenders of one row, with no torch import so that a CPU
 test can drive it with fake events: each contender warmed up (a failing one set aside with
-its error), then every contender timed in turn, round after round, in one queued sequence,
-so that all of them run under the same conditions (GPU clocks, idle gaps, what ran before)."""
+its error), then the contenders timed in turns, a short block of calls each, so that all of
+them run under the same conditions (GPU clocks, idle gaps, what ran before)."""
 import statistics
 
 
@@ -55,16 +55,23 @@ def make_marks(keys, reps, new_event):
     return {key: [(new_event(), new_event()) for _ in range(reps)] for key in keys}
 
 
-def queue_interleaved(fns, marks, flush):
-    """Rep by rep, each contender in turn: flush(); start.record(); fn(); end.record()."""
+def queue_blocks(fns, marks, flush, per, before=None, after=None):
+    """The contenders take turns, a block of `per` reps each: before(key, n) ahead of each
+    block (the spin that lets the host queue it), then n times flush(); start.record(); fn();
+    end.record(), then after() (the wait for it). per = 1: rep by rep."""
     reps = len(next(iter(marks.values()))) if marks else 0
-    for i in range(reps):
+    for r0 in range(0, reps, per):
         for key, fn in fns.items():
-            start, end = marks[key][i]
-            flush()
-            start.record()
-            fn()
-            end.record()
+            pairs = marks[key][r0:r0 + per]
+            if before:
+                before(key, len(pairs))
+            for start, end in pairs:
+                flush()
+                start.record()
+                fn()
+                end.record()
+            if after:
+                after()
 
 
 def medians(marks, elapsed_us):

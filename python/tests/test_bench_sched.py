@@ -42,7 +42,7 @@ class FakeGpu:
         return fn
 
 
-def test_interleaved_rounds_and_medians():
+def test_blocks_in_turn_and_medians():
     gpu = FakeGpu()
     fns = {"ours": gpu.contender("ours", [20.0, 22.0, 21.0]),
            "eager": gpu.contender("eager", [50.0]),
@@ -50,9 +50,12 @@ def test_interleaved_rounds_and_medians():
     reps = 5
     marks = sched.make_marks(fns, reps, gpu.new_event)
     assert gpu.log == []  # events made, nothing queued yet
-    sched.queue_interleaved(fns, marks, gpu.flush)
+    sched.queue_blocks(fns, marks, gpu.flush, 2, lambda k, n: gpu.log.append("spin %s %d" % (k, n)),
+                       lambda: gpu.log.append("wait"))
     one = lambda k: ["flush", "record", k, "record"]  # noqa: E731
-    assert gpu.log == (one("ours") + one("eager") + one("copy")) * reps
+    block = lambda k, n: ["spin %s %d" % (k, n)] + one(k) * n + ["wait"]  # noqa: E731
+    assert gpu.log == (block("ours", 2) + block("eager", 2) + block("copy", 2)) * 2 + \
+        block("ours", 1) + block("eager", 1) + block("copy", 1)
     got = sched.medians(marks, lambda s, e: e.t - s.t)
     # ours ran 20, 22, 21, 20, 22; copy 30, 90, 30, 30, 90: the flush is outside every pair
     assert got == {"ours": 21.0, "eager": 50.0, "copy": 30.0}
@@ -74,7 +77,7 @@ def test_warm_up_sets_a_failing_contender_aside():
     assert fns["ours"].calls[0] == 4 and fns["copy"].calls[0] == 4 and len(syncs) == 2
     marks = sched.make_marks(ok, 3, gpu.new_event)
     gpu.log.clear()
-    sched.queue_interleaved(ok, marks, gpu.flush)
+    sched.queue_blocks(ok, marks, gpu.flush, 1)
     assert [x for x in gpu.log if x not in ("flush", "record")] == ["ours", "copy"] * 3
     with pytest.raises(RuntimeError, match="BFloat16"):
         sched.warm_up(fns, 1, lambda: None)  # no errors dict: the error propagates
