@@ -6731,8 +6731,10 @@ enum {
      BQ_GA), 0 where that kernel is never taken: the ops where it is faster than the row
      kernel. Quantize forward 4; quantize backward 2 for f64, f16 and bf16 (with 4, f64
      holds so many registers that an SM takes half the blocks), 4 for f32; fake quantize
-     forward 4, f64 fake quantize backward 4; per token (a row one block), f64 quantize and
-     fake quantize backward, 2 and 4. Dequantize, and fake quantize backward of f32, f16 and
+     forward 4, f64 fake quantize backward 4; per token (a row one block), f16 and bf16
+     quantize forward 4 (the row kernel's registers leave an SM 3 blocks; 16 M elements run
+     faster, 256 MiB as fast or faster), f64 quantize and fake quantize backward, 2 and 4.
+     Dequantize, and fake quantize backward of f32, f16 and
      bf16, keep the row kernel: their per-access lookups cost little (no reciprocal) and its
      lane-contiguous accesses are faster for them.
    - fr: accesses a lane takes in bq_affine_flat (affine.cu's BQ_FR), 0 where never taken;
@@ -6797,8 +6799,8 @@ static const bq__affine_row bq__affine_table[] = {
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8, 256, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,  64, 1,   2,    1,   4,    0, {3, 0, 3, 4, 0, 4}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
