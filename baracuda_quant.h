@@ -2064,6 +2064,73 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "\n"
+  "\n"
+  "// ---- dense data: one flat array of p.cols elements ----------------------------------------\n"
+  "// The scale and zero point of element e of dense data (p.group: per channel the inner size,\n"
+  "// per token the row length, per group G), prepared\n"
+  "static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p, bq_i64 e, bq_scale &s, bq_zp &z) {\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  (void)e;\n"
+  "  s = bq_scale_of((bq_c)p.scale);\n"
+  "  z = bq_zp_of(p.zp);\n"
+  "#elif BQ_GRAN == BQ_GRAN_BLOCK\n"
+  "  (void)p, (void)e, (void)s, (void)z; // (no dense kernel)\n"
+  "#else\n"
+  "  const bq_i64 b = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "  const bq_prep q = bq_prep_of(p, b, 0); // b: the row\n"
+  "#else\n"
+  "  const bq_prep q = bq_prep_of(p, 0, b); // the channel's run (bq_prep_of takes it modulo p.gmod) or the group\n"
+  "#endif\n"
+  "  s = q.s;\n"
+  "  z = q.z;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "#if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
+  "// ---- bq_affine_lean ---------------------------------------------------------------------------\n"
+  "// Quantize and dequantize forward, per tensor, per token and per group, over dense data whose\n"
+  "// lead stream starts on the 16-byte grid, rows and groups a whole number of accesses (the\n"
+  "// host checks; per group, row-major scales with a row of groups a row): one access a thread,\n"
+  "// its parameters looked up and prepared in registers after its load, nothing else. The\n"
+  "// kernel holds few registers, so an SM holds many warps, which tensors of a few waves need\n"
+  "// (the row kernels pay a row's set-up per warp). The thread past the last whole access\n"
+  "// takes the elements after it.\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {\n"
+  "  const bq_i64 a = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, na = p.tiles;\n"
+  "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
+  "  bq_out *out = (bq_out *)p.out;\n"
+  "  bq_scale s;\n"
+  "  bq_zp z;\n"
+  "  if (a < na) {\n"
+  "    const bq_i64 e = a * BQ_P;\n"
+  "    bq_piece<bq_in0> x;\n"
+  "    bq_load(x, in0 + e, BQ_OUT_LEADS ? bq_width(in0 + e) : 16);\n"
+  "    bq_dense_params(p, e, s, z);\n"
+  "    bool fix = false;\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE\n"
+  "    fix = !z.iok; // a zero point within the q-range's width of an int32 limit\n"
+  "#endif\n"
+  "    bq_piece<bq_out> y;\n"
+  "    if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);\n"
+  "    if (!fix) {\n"
+  "      bq_store(out + e, y, BQ_OUT_LEADS ? 16 : bq_width(out + e));\n"
+  "      return;\n"
+  "    }\n"
+  "#pragma unroll 1\n"
+  "    for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
+  "  } else if (a == na) {\n"
+  "#pragma unroll 1\n"
+  "    for (bq_i64 e = na * BQ_P; e < p.cols; e++) {\n"
+  "      bq_dense_params(p, e, s, z);\n"
+  "      bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) { (void)p; } // never launched\n"
+  "#endif\n"
+  "\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL\n"
   "// ---- fake quantize with a saved mask: bq_affine_mask ----------------------------------------\n"
   "// Per tensor and per channel, over one dense array of n = p.cols elements. The forward pass\n"
@@ -2081,19 +2148,6 @@ static const char bq__src_affine_cu[] =
   "#define BQ_MU 2            // chunks a warp loads before it computes\n"
   "#define BQ_LPW (32 / BQ_P) // lanes whose elements share a mask word\n"
   "\n"
-  "// The scale and zero point of element k (per channel, of its channel)\n"
-  "static __device__ __forceinline__ void bq_mask_params(const bq_affine_params &p, bq_i64 k, bq_scale &s, bq_zp &z) {\n"
-  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
-  "  (void)k;\n"
-  "  s = bq_scale_of((bq_c)p.scale);\n"
-  "  z = bq_zp_of(p.zp);\n"
-  "#else\n"
-  "  const bq_prep q = bq_prep_of(p, 0, p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group));\n"
-  "  s = q.s;\n"
-  "  z = q.z;\n"
-  "#endif\n"
-  "}\n"
-  "\n"
   "// Chunk c of the forward pass (x -> y and the mask) or of the backward pass (dy and the mask\n"
   "// -> dx), element by element\n"
   "static __device__ __forceinline__ void bq_mask_chunk_scalar(const bq_affine_params &p, bq_i64 c, int lane) {\n"
@@ -2109,7 +2163,7 @@ static const char bq__src_affine_cu[] =
   "    if (ok) {\n"
   "      bq_scale s;\n"
   "      bq_zp z;\n"
-  "      bq_mask_params(p, e, s, z);\n"
+  "      bq_dense_params(p, e, s, z);\n"
   "      const bq_c v = bq_to_c(in[e]);\n"
   "      out[e] = bq_from_c(bq_fake_quantize(v, s, z));\n"
   "      in_range = bq_in_range(v, s, z);\n"
@@ -2133,7 +2187,7 @@ static const char bq__src_affine_cu[] =
   "#if !BQ_BWD && BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  bq_scale st;\n"
   "  bq_zp zt;\n"
-  "  bq_mask_params(p, 0, st, zt);\n"
+  "  bq_dense_params(p, 0, st, zt);\n"
   "#elif !BQ_BWD\n"
   "  const bool one = (p.group & (BQ_P - 1)) == 0; // an access never straddles two channels\n"
   "#endif\n"
@@ -2170,13 +2224,13 @@ static const char bq__src_affine_cu[] =
   "#else\n"
   "      bq_scale s;\n"
   "      bq_zp z;\n"
-  "      if (one) bq_mask_params(p, e, s, z);\n"
+  "      if (one) bq_dense_params(p, e, s, z);\n"
   "#endif\n"
   "      bq_u32 bits = 0;\n"
   "#pragma unroll\n"
   "      for (int j = 0; j < BQ_P; j++) {\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
-  "        if (!one) bq_mask_params(p, e + j, s, z);\n"
+  "        if (!one) bq_dense_params(p, e + j, s, z);\n"
   "#endif\n"
   "        const bq_c v = bq_to_c(a[u].e[j]);\n"
   "        y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));\n"
@@ -5776,7 +5830,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 7
+#define BQ__MAX_KERNELS 8
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -6710,12 +6764,14 @@ enum {
   BQ__AFFINE_FLAT,   /* bq_affine_flat: per group and per token over one flat array */
   BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
   BQ__AFFINE_MASK,   /* bq_affine_mask: fake quantize per tensor and per channel with args.mask */
+  BQ__AFFINE_LEAN,   /* bq_affine_lean: forward quantize and dequantize over small dense tensors */
   BQ__AFFINE_ENTRIES
 };
 #define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
   {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
    (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
-   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL, (tok) || (grp) ? NULL : "bq_affine_mask"}
+   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL, (tok) || (grp) ? NULL : "bq_affine_mask", \
+   (ch) ? NULL : "bq_affine_lean"}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -6768,6 +6824,13 @@ enum {
    - cwave: bq_affine_cols' grid. 1: one wave of blocks (as many as its launch bounds let
      an SM hold) striding down the rows (f16 and bf16 quantize and fake quantize forward,
      slower with more); 0: a block for every affine.cu BQ_R rows.
+   - lean: where bq_affine_lean (an access a thread, its parameters prepared in registers)
+     replaces the kernels above for dense data (bq__affine_lean): -1 at any size, else up to
+     that many MiB of the float stream, 0 never. Its few registers let an SM hold many
+     warps, which pays on tensors of a few waves; per token and per group it loses from 64
+     MiB on (the row and blocks kernels prepare a scale once for many accesses), so only
+     16-bit quantize, measured faster at 32 MiB, takes it there. Per tensor it is as fast or
+     faster at every size measured, except f64 (quantize at 256 MiB, dequantize at 8 MiB).
    - lb: each entry point's launch bounds, the least blocks an SM ptxas must fit (256
      threads a block; 0: none named, which differs from 1: that lets ptxas spend more
      registers). Row kernel: 3 for the forward slot kernels (left alone, ptxas gives some of
@@ -6784,107 +6847,107 @@ typedef struct bq__affine_row {
   bq_direction dir;
   bq_granularity gran;
   bq_dtype ft;
-  int u, ga, fr, na, warps, odd, slots, items, bcap, cwave;
+  int u, ga, fr, na, warps, odd, slots, items, bcap, cwave, lean;
   int lb[BQ__AFFINE_ENTRIES]; /* by entry point: the least blocks an SM it is compiled for */
 } bq__affine_row;
 static const bq__affine_row bq__affine_table[] = {
-  /* op, direction, granularity, float type                 u ga fr na warps odd slots items bcap cwave  lb: row cols odd blocks flat narrow */
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,  64, 1,   1,    0,   0,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,  64, 1,   2,    2,   4,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8, 256, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,  64, 1,   2,    1,   4,    0, {3, 0, 3, 4, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,  64, 1,   1,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,  64, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,  64, 1,   2,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0, 256, 0,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 0,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,  64, 1,   0,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,  64, 0,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0, 256, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,  64, 1,   0,    0,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0, 128, 1,   0,    0,   0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,  64, 1,   1,    0,   0,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1,   1,    0,   4,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,  64, 1,   1,    0,   0,    1, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0, 256, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,  64, 1,   1,    1,   4,    0, {3, 0, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0, 128, 1,   1,    1,   0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,  64, 0,   0,    0,   0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,  64, 1,   1,    0,   4,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,  64, 1,   0,    0,   0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,  64, 0,   0,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0, 256, 0,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,  64, 1,   1,    1,   4,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0, 128, 1,   0,    1,   0,    0, {0, 0, 0, 0, 0, 4}},
+  /* op, direction, granularity, float type                 u ga fr na warps odd slots items bcap cwave lean  lb: row cols odd blocks flat narrow */
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0,   0,    0,   0,    0,   32, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,  64, 1,   1,    0,   0,    0,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,  64, 1,   2,    2,   4,    0,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8, 256, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0, 256, 0,   0,    1,   0,    0,   32, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0, 256, 0,   0,    1,   0,    0,   32, {0, 0, 0, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,  64, 1,   2,    1,   4,    0,    0, {3, 0, 3, 4, 0, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0,   32, {3, 0, 3, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0, 128, 1,   1,    1,   0,    0,   32, {3, 0, 3, 0, 4, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,  64, 1,   1,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,  64, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,  64, 1,   2,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0, 256, 0,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 0,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,  64, 1,   0,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,  64, 0,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,  64, 1,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,  64, 1,   1,    0,   0,    0,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1,   1,    0,   4,    0,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0, 256, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,  64, 1,   1,    1,   4,    0,    0, {3, 0, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,  64, 1,   1,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,  64, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,  64, 1,   1,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
 };
 #define BQ__AFFINE_ROWS ((int)(sizeof bq__affine_table / sizeof bq__affine_table[0]))
 /* a normalized affine desc's row (the table's order is its key's) */
@@ -6910,7 +6973,7 @@ BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_block
 }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
-  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK"};
+  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN"};
   const bq__affine_row *r = bq__affine_row_of(d);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
@@ -7080,6 +7143,36 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   return n / (32 * fr * p->vec) + 1;
 }
 
+/* Forward quantize and dequantize per tensor, per token and per group take bq_affine_lean
+   where the table's `lean` allows (-1: any size; else the tensor's float stream is at most
+   that many MiB; 0: never), the tensor has fewer than 2^31 elements, the data is dense
+   (every row stride the row length), the lead stream 16-byte aligned, rows (per token) and
+   groups whole accesses, and per group the scales row-major and dense (not packed). Fills
+   in k's fields for that kernel (p.cols the element count, p.tiles the whole accesses) and
+   returns the threads to launch, or returns 0. Forced (tests), the table is not asked. */
+BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__affine_params *k, const bq__view *v,
+                               int forced) {
+  const bq_desc *d = &p->desc;
+  int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
+  int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
+  if (d->direction != BQ_FORWARD || n >= ((int64_t)1 << 31)) return 0;
+  if (!forced && (!row->lean || (row->lean > 0 && n > ((int64_t)row->lean << 20) / t))) return 0;
+  if ((out_leads ? k->out : k->in0) % 16) return 0;
+  if (v->rows > 1 && (k->in0_stride != v->cols || k->out_stride != v->cols)) return 0;
+  if (d->granularity == BQ_PER_GROUP &&
+      (k->group % p->vec || d->scale_layout == BQ_SCALES_MN_MAJOR || d->scale_type == BQ_UE8M0X4 ||
+       (v->rows > 1 && k->grs != v->cols / k->group)))
+    return 0;
+  if (tok && v->cols % p->vec) return 0;
+  k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP ? k->group : 1;
+  k->cols = n;
+  k->rows = 1;
+  k->tiles = n / p->vec;
+  k->fast32 = 1;
+  k->fd_group = bq__make_fastdiv((uint32_t)(k->group > 0 ? k->group : 1));
+  return k->tiles + (n % p->vec != 0);
+}
+
 /* Tests: a BQ__AFFINE_* entry point the next runs take wherever its own rules let it (the
    other special kernels are then passed over); bq_affine_odd and bq_affine serve every shape
    of their granularities. -1: the host's choice. */
@@ -7127,6 +7220,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     }
     return bq__launch(p, BQ__AFFINE_MASK, bq__grid((chunks + 1) / 2, 8), 1, 256, 0, &k, stream);
   }
+  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN] ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN) : 0;
+  if (lean) return bq__launch(p, BQ__AFFINE_LEAN, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access a thread */
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */

@@ -1065,6 +1065,73 @@ extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
 }
 #endif
 
+
+// ---- dense data: one flat array of p.cols elements ----------------------------------------
+// The scale and zero point of element e of dense data (p.group: per channel the inner size,
+// per token the row length, per group G), prepared
+static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p, bq_i64 e, bq_scale &s, bq_zp &z) {
+#if BQ_GRAN == BQ_GRAN_TENSOR
+  (void)e;
+  s = bq_scale_of((bq_c)p.scale);
+  z = bq_zp_of(p.zp);
+#elif BQ_GRAN == BQ_GRAN_BLOCK
+  (void)p, (void)e, (void)s, (void)z; // (no dense kernel)
+#else
+  const bq_i64 b = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
+#if BQ_GRAN == BQ_GRAN_TOKEN
+  const bq_prep q = bq_prep_of(p, b, 0); // b: the row
+#else
+  const bq_prep q = bq_prep_of(p, 0, b); // the channel's run (bq_prep_of takes it modulo p.gmod) or the group
+#endif
+  s = q.s;
+  z = q.z;
+#endif
+}
+
+#if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
+// ---- bq_affine_lean ---------------------------------------------------------------------------
+// Quantize and dequantize forward, per tensor, per token and per group, over dense data whose
+// lead stream starts on the 16-byte grid, rows and groups a whole number of accesses (the
+// host checks; per group, row-major scales with a row of groups a row): one access a thread,
+// its parameters looked up and prepared in registers after its load, nothing else. The
+// kernel holds few registers, so an SM holds many warps, which tensors of a few waves need
+// (the row kernels pay a row's set-up per warp). The thread past the last whole access
+// takes the elements after it.
+extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
+  const bq_i64 a = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, na = p.tiles;
+  const bq_in0 *in0 = (const bq_in0 *)p.in0;
+  bq_out *out = (bq_out *)p.out;
+  bq_scale s;
+  bq_zp z;
+  if (a < na) {
+    const bq_i64 e = a * BQ_P;
+    bq_piece<bq_in0> x;
+    bq_load(x, in0 + e, BQ_OUT_LEADS ? bq_width(in0 + e) : 16);
+    bq_dense_params(p, e, s, z);
+    bool fix = false;
+#if BQ_OP == BQ_OP_QUANTIZE
+    fix = !z.iok; // a zero point within the q-range's width of an int32 limit
+#endif
+    bq_piece<bq_out> y;
+    if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);
+    if (!fix) {
+      bq_store(out + e, y, BQ_OUT_LEADS ? 16 : bq_width(out + e));
+      return;
+    }
+#pragma unroll 1
+    for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
+  } else if (a == na) {
+#pragma unroll 1
+    for (bq_i64 e = na * BQ_P; e < p.cols; e++) {
+      bq_dense_params(p, e, s, z);
+      bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
+    }
+  }
+}
+#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
+extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) { (void)p; } // never launched
+#endif
+
 #if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL
 // ---- fake quantize with a saved mask: bq_affine_mask ----------------------------------------
 // Per tensor and per channel, over one dense array of n = p.cols elements. The forward pass
@@ -1082,19 +1149,6 @@ extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
 #define BQ_MU 2            // chunks a warp loads before it computes
 #define BQ_LPW (32 / BQ_P) // lanes whose elements share a mask word
 
-// The scale and zero point of element k (per channel, of its channel)
-static __device__ __forceinline__ void bq_mask_params(const bq_affine_params &p, bq_i64 k, bq_scale &s, bq_zp &z) {
-#if BQ_GRAN == BQ_GRAN_TENSOR
-  (void)k;
-  s = bq_scale_of((bq_c)p.scale);
-  z = bq_zp_of(p.zp);
-#else
-  const bq_prep q = bq_prep_of(p, 0, p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group));
-  s = q.s;
-  z = q.z;
-#endif
-}
-
 // Chunk c of the forward pass (x -> y and the mask) or of the backward pass (dy and the mask
 // -> dx), element by element
 static __device__ __forceinline__ void bq_mask_chunk_scalar(const bq_affine_params &p, bq_i64 c, int lane) {
@@ -1110,7 +1164,7 @@ static __device__ __forceinline__ void bq_mask_chunk_scalar(const bq_affine_para
     if (ok) {
       bq_scale s;
       bq_zp z;
-      bq_mask_params(p, e, s, z);
+      bq_dense_params(p, e, s, z);
       const bq_c v = bq_to_c(in[e]);
       out[e] = bq_from_c(bq_fake_quantize(v, s, z));
       in_range = bq_in_range(v, s, z);
@@ -1134,7 +1188,7 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
 #if !BQ_BWD && BQ_GRAN == BQ_GRAN_TENSOR
   bq_scale st;
   bq_zp zt;
-  bq_mask_params(p, 0, st, zt);
+  bq_dense_params(p, 0, st, zt);
 #elif !BQ_BWD
   const bool one = (p.group & (BQ_P - 1)) == 0; // an access never straddles two channels
 #endif
@@ -1171,13 +1225,13 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
 #else
       bq_scale s;
       bq_zp z;
-      if (one) bq_mask_params(p, e, s, z);
+      if (one) bq_dense_params(p, e, s, z);
 #endif
       bq_u32 bits = 0;
 #pragma unroll
       for (int j = 0; j < BQ_P; j++) {
 #if BQ_GRAN == BQ_GRAN_CHANNEL
-        if (!one) bq_mask_params(p, e + j, s, z);
+        if (!one) bq_dense_params(p, e + j, s, z);
 #endif
         const bq_c v = bq_to_c(a[u].e[j]);
         y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));

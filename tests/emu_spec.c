@@ -15,7 +15,7 @@
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
-     EMU_NA) and EMU_PRELUDE, the prelude text, for checks (EMU_PRELUDE_ACT, the activation kernel's);
+     EMU_NA, EMU_LEAN) and EMU_PRELUDE, the prelude text, for checks (EMU_PRELUDE_ACT, the activation kernel's);
    - with EMU_SECTION 1: the prelude bq__build_source writes for the plan's kernel;
      2: the linear weight sums' prelude; 3: QuantizedLinear's activation kernel's prelude.
    So a suite compiles exactly the specialization the host would, and nothing in it or in
@@ -145,8 +145,8 @@ int main(int argc, char **argv) {
   fprintf(f, "#define EMU_ACT %d\n", (int)d.activation); /* the gated op's bq_activation (0 elsewhere) */
   fprintf(f, "#define EMU_POW2 %d\n", d.pow2_scales); /* dynamic: power-of-two scales (UE8M0 implies them) */
   if (d.op <= BQ_FAKE_QUANTIZE) /* the affine family */
-    fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n", bq__affine_u(&d),
-            bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d));
+    fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n#define EMU_LEAN %d\n",
+            bq__affine_u(&d), bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d), bq__affine_row_of(&d)->lean);
   fprintf(f, "#define EMU_PRELUDE ");
   literal(f, &p1);
   if (ql) {

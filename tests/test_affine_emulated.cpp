@@ -63,9 +63,15 @@ static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_a
 #if EMU_MASK
 static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const emu_aff::bq_affine_params *)p); }
 #endif
+/* forward quantize and dequantize per tensor, per token and per group have bq_affine_lean */
+#define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && \
+                      (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP))
+#if EMU_HAS_LEAN
+static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_aff::bq_affine_params *)p); }
+#endif
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
-static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow;
+static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow, g_lean;
 static emu_kernel g_last; /* the kernel the last case launched */
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
@@ -82,6 +88,9 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #endif
 #if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
   g_flat += k == k_affine_flat;
+#endif
+#if EMU_HAS_LEAN
+  g_lean += k == k_affine_lean;
 #endif
   g_even += k == k_affine;
 }
@@ -232,6 +241,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #endif
 #if EMU_MASK
   entry.fn[BQ__AFFINE_MASK] = (bq__CUfunction)k_affine_mask;
+#endif
+#if EMU_HAS_LEAN
+  entry.fn[BQ__AFFINE_LEAN] = (bq__CUfunction)k_affine_lean; /* small dense tensors, where the table says so */
 #endif
   plan.entry = &entry;
   plan.num_sms = g_num_sms;
@@ -511,6 +523,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
   /* (bq_affine_flat reads parameters at a flat index: never MN-major) */
   if (!EMU_FR || EMU_LAYOUT) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
   if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
+  if (!EMU_LEAN) cr_assert(g_lean == 0, "%d cases took bq_affine_lean", g_lean);
 }
 
 #if EMU_MASK
@@ -698,5 +711,25 @@ Test(emulated_affine, by_name, .timeout = 600) {
       bq_args a = rows_args(1 + 2 * i, tok ? g : 2 * g, tok ? 0 : g, i == 1 ? 5 : 0);
       named_case(BQ__AFFINE_NARROW, k_affine_narrow, "bq_affine_narrow", a, rows_params(a), un, "blocks of 64 or more");
     }
+#endif
+#if EMU_HAS_LEAN
+  /* bq_affine_lean, whatever the table's size limit: dense data, the lead stream aligned, whole
+     accesses, elements past the last one (per tensor) */
+  for (int i = 0; i < 6; i++) {
+#if EMU_GRAN == BQ_GRAN_TENSOR
+    static const int64_t ln[] = {1, 7, p, 32 * p + 3, 5000, 70001};
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.numel = ln[i];
+    named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, 1, al, "dense");
+#else
+    const int lt = EMU_GRAN == BQ_GRAN_TOKEN;
+    const int64_t g = p * (i % 3 + 1), cols = lt ? p * (i + 1) : g * (i + 2);
+    bq_args a = rows_args(i == 0 ? 1 : 3 * i + 1, cols, lt ? 0 : g, 0);
+    if (EMU_GROUPED && !X4 && !EMU_LAYOUT) a.group_row_stride = 0; /* dense row-major scales */
+    if (EMU_GRAN == BQ_GRAN_TOKEN || (!X4 && !EMU_LAYOUT))
+      named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), al, "dense");
+#endif
+  }
 #endif
 }

@@ -590,6 +590,83 @@ AFFINE_SUITE(per_channel, BQ_PER_CHANNEL)
 AFFINE_SUITE(per_token, BQ_PER_TOKEN)
 AFFINE_SUITE(per_group, BQ_PER_GROUP)
 
+/* ==== bq_affine_lean by name ================================================================== */
+
+/* which kernel the last launch ran */
+static bq__CUfunction g_last_fn;
+static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, bq__CUstream, void **, void **);
+static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra)
+{
+  g_last_fn = f;
+  return g_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+
+/* Forward quantize and dequantize per tensor, per token and per group through bq_affine_lean,
+   whatever the table's size limit: dense data, the lead stream aligned and the other one at
+   any element offset, elements past the last whole access, every float type, int type and
+   q-range, against the reference with guards. */
+static void run_lean(bq_granularity g, bq_op op)
+{
+  static const int64_t sizes[] = {1, 7, 8, 17, 1000, 4097, 65537, 1000003};
+  static const tok_case toks[] = {{1, 8, 0, 0}, {3, 64, 0, 0}, {33, 256, 0, 0}, {1000, 1024, 0, 0}, {2, 4096, 0, 0}};
+  static const grp_case grps[] = {{1, 16, 8, 0, 0, 0}, {3, 96, 32, 0, 0, 0}, {4, 4096, 128, 0, 0, 0},
+                                  {1000, 1024, 64, 0, 0, 0}, {7, 48, 16, 0, 0, 0}};
+  int ti, ii, qi, k, n = g == BQ_PER_TENSOR ? COUNT(sizes) : g == BQ_PER_TOKEN ? COUNT(toks) : COUNT(grps);
+  GPU_BEGIN();
+  if (bq__drv.cuLaunchKernel != note_launch) {
+    g_launch = bq__drv.cuLaunchKernel;
+    bq__drv.cuLaunchKernel = note_launch;
+  }
+  for (ti = 0; ti < 4; ti++)
+    for (ii = 0; ii < 2; ii++)
+      for (qi = 0; qi < 3; qi++)
+        for (k = 0; k < n; k++) {
+          gcase c;
+          prep P;
+          bq_plan *plan;
+          memset(&c, 0, sizeof c);
+          c.d.op = op;
+          c.d.granularity = g;
+          c.d.float_type = k_float_types[ti];
+          c.d.int_type = k_int_types[ii];
+          c.d.qmin = k_qranges[ii][qi][0];
+          c.d.qmax = k_qranges[ii][qi][1];
+          if (g != BQ_PER_TENSOR) c.d.scale_type = (ti + qi) % 2 ? BQ_F32 : BQ_DTYPE_DEFAULT;
+          if (g == BQ_PER_TENSOR) c.a.numel = sizes[k];
+          else if (g == BQ_PER_TOKEN) c.a.rows = toks[k].rows, c.a.cols = toks[k].cols;
+          else c.a.rows = grps[k].rows, c.a.cols = grps[k].cols, c.a.group_size = grps[k].g;
+          /* the lead stream (x, or dequantize's y) aligned; the other at an element offset */
+          c.off[0] = op == BQ_DEQUANTIZE ? (int)rnd_range(0, 15) : 0;
+          c.off[1] = op == BQ_DEQUANTIZE ? 0 : (int)rnd_range(0, 15);
+          c.zp_null = rnd() % 4 == 0;
+          c.specials = k % 3 != 1;
+          c.poison = (rnd() & 1) ? 0xa5 : 0x5a;
+          prep_init(&P, &c);
+          prep_generate(&P, 0);
+          prep_upload(&P);
+          plan = plan_get(&c.d, P.what);
+          bq__affine_force_entry = BQ__AFFINE_LEAN;
+          g_last_fn = NULL;
+          bq_status st = bq_plan_run(plan, &P.da, NULL, 0, NULL);
+          bq__affine_force_entry = -1;
+          cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), P.what);
+          BQ_OK(bq_synchronize(NULL), "%s", P.what);
+          cr_assert(g_last_fn != NULL && g_last_fn == plan->entry->fn[BQ__AFFINE_LEAN],
+                    "bq_affine_lean was not the kernel launched | %s", P.what);
+          prep_check(&P);
+          prep_free(&P);
+        }
+}
+
+Test(lean, quantize_per_tensor) { run_lean(BQ_PER_TENSOR, BQ_QUANTIZE); }
+Test(lean, dequantize_per_tensor) { run_lean(BQ_PER_TENSOR, BQ_DEQUANTIZE); }
+Test(lean, quantize_per_token) { run_lean(BQ_PER_TOKEN, BQ_QUANTIZE); }
+Test(lean, dequantize_per_token) { run_lean(BQ_PER_TOKEN, BQ_DEQUANTIZE); }
+Test(lean, quantize_per_group) { run_lean(BQ_PER_GROUP, BQ_QUANTIZE); }
+Test(lean, dequantize_per_group) { run_lean(BQ_PER_GROUP, BQ_DEQUANTIZE); }
+
 /* ==== fake quantize with a saved mask (args.mask, bq_affine_mask) ============================ */
 
 /* The forward pass of case cf (fake quantize, per tensor or per channel) with args.mask:
