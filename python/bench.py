@@ -4,9 +4,9 @@ torch._int_mm, in one process on one GPU.
 
 All contenders of a row (ours, PyTorch eager, torch.compile, the unfused pair where there is
 one, and a device copy of the same bytes, read plus written, as the memory-bound reference)
-are first warmed up (torch.compile's compiled), then timed interleaved: 60 rounds queued in
-one sequence, each round every contender in turn, with CUDA events after a 256 MiB write that
-flushes L2, behind a spin kernel that lets the host queue every call first. Each timing is
+are first warmed up (torch.compile's compiled), then timed interleaved: the contenders take
+turns, 10 calls each (BLOCK), each call between CUDA events after a 256 MiB write that flushes
+L2, each turn behind a spin kernel that lets the host queue its calls first. Each timing is
 the median of its 60 calls: GPU time, measured under the same conditions for every
 contender (timing one after another favoured whichever ran after an idle GPU, such as
 torch.compile after its compile). A contender that PyTorch refuses is recorded as its error.

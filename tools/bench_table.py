@@ -698,8 +698,8 @@ def python_timing(py):
     """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved"), or,
     absent (older files), each contender alone, one after another."""
     if (py.get("provenance") or {}).get("timing") == "interleaved":
-        return ("median of %s calls, the contenders of a row timed in turn, round after round, "
-                "with CUDA events after an L2 flush" % py.get("reps", "?"))
+        return ("median of %s calls, the contenders of a row timed in turns of 10 calls, each behind a "
+                "spin kernel, with CUDA events after an L2 flush" % py.get("reps", "?"))
     return "median of %s calls, each timed alone with CUDA events after an L2 flush" % py.get("reps", "?")
 
 

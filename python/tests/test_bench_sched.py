@@ -118,6 +118,6 @@ def test_bench_table_names_the_method_the_file_records():
     old = {"reps": 60, "provenance": {"gpu": "G"}}
     new = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved"}}
     assert bt.python_timing(old) == "median of 60 calls, each timed alone with CUDA events after an L2 flush"
-    assert "timed in turn, round after round" in bt.python_timing(new)
+    assert "timed in turns of 10 calls" in bt.python_timing(new)
     assert "timed alone" not in bt.python_timing(new)
     assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
