@@ -530,6 +530,20 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
 /* Every float type x int type x q range (x scale type) for one granularity, op and
    direction: the small cases with fresh parameters and offsets, plus one large problem
    per float type. */
+/* A case's descriptor: float type ti, int type ii with its q-range qi, and per tensor no
+   scale type (the caller sets it otherwise); the rest of c zeroed */
+static void case_desc(gcase *c, bq_op op, bq_direction dir, bq_granularity g, int ti, int ii, int qi)
+{
+  memset(c, 0, sizeof *c);
+  c->d.op = op;
+  c->d.direction = dir;
+  c->d.granularity = g;
+  c->d.float_type = k_float_types[ti];
+  c->d.int_type = k_int_types[ii];
+  c->d.qmin = k_qranges[ii][qi][0];
+  c->d.qmax = k_qranges[ii][qi][1];
+}
+
 static void run_matrix(bq_granularity g, bq_op op, bq_direction dir)
 {
   int ti, ii, qi, sti, k;
@@ -540,14 +554,8 @@ static void run_matrix(bq_granularity g, bq_op op, bq_direction dir)
         int nst = (g == BQ_PER_TENSOR || k_float_types[ti] == BQ_F32) ? 1 : 2;
         for (sti = 0; sti < nst; sti++) {
           gcase c;
-          memset(&c, 0, sizeof c);
-          c.d.op = op;
-          c.d.direction = dir;
-          c.d.granularity = g;
-          c.d.float_type = k_float_types[ti];
-          c.d.int_type = (ii == 0 && (ti + qi) % 2) ? BQ_DTYPE_DEFAULT : k_int_types[ii]; /* 0 means s8 */
-          c.d.qmin = k_qranges[ii][qi][0];
-          c.d.qmax = k_qranges[ii][qi][1];
+          case_desc(&c, op, dir, g, ti, ii, qi);
+          if (ii == 0 && (ti + qi) % 2) c.d.int_type = BQ_DTYPE_DEFAULT; /* 0 means s8 */
           /* scale type: the float type or f32 (as 0 = default or spelled out) */
           if (g != BQ_PER_TENSOR)
             c.d.scale_type = sti || nst == 1 ? ((ti + ii + qi) % 2 ? BQ_F32 : BQ_DTYPE_DEFAULT) : k_float_types[ti];
@@ -626,13 +634,7 @@ static void run_lean(bq_granularity g, bq_op op)
           gcase c;
           prep P;
           bq_plan *plan;
-          memset(&c, 0, sizeof c);
-          c.d.op = op;
-          c.d.granularity = g;
-          c.d.float_type = k_float_types[ti];
-          c.d.int_type = k_int_types[ii];
-          c.d.qmin = k_qranges[ii][qi][0];
-          c.d.qmax = k_qranges[ii][qi][1];
+          case_desc(&c, op, BQ_FORWARD, g, ti, ii, qi);
           if (g != BQ_PER_TENSOR) c.d.scale_type = (ti + qi) % 2 ? BQ_F32 : BQ_DTYPE_DEFAULT;
           if (g == BQ_PER_TENSOR) c.a.numel = sizes[k];
           else if (g == BQ_PER_TOKEN) c.a.rows = toks[k].rows, c.a.cols = toks[k].cols;
@@ -744,13 +746,7 @@ static void run_mask_matrix(bq_granularity g)
     for (ii = 0; ii < 2; ii++)
       for (qi = 0; qi < 3; qi++) {
         gcase c;
-        memset(&c, 0, sizeof c);
-        c.d.op = BQ_FAKE_QUANTIZE;
-        c.d.granularity = g;
-        c.d.float_type = k_float_types[ti];
-        c.d.int_type = k_int_types[ii];
-        c.d.qmin = k_qranges[ii][qi][0];
-        c.d.qmax = k_qranges[ii][qi][1];
+        case_desc(&c, BQ_FAKE_QUANTIZE, BQ_FORWARD, g, ti, ii, qi);
         if (g != BQ_PER_TENSOR) c.d.scale_type = (ti + qi) % 2 ? BQ_F32 : BQ_DTYPE_DEFAULT;
         for (k = 0; k < n_cases(g) + 2; k++) {
           if (k < n_cases(g)) set_shape(&c, g, k);
