@@ -1191,6 +1191,9 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
   bq_dense_params(p, 0, st, zt);
 #elif !BQ_BWD
   const bool one = (p.group & (BQ_P - 1)) == 0; // an access never straddles two channels
+  bq_scale sc;                                   // the parameters of run rc, kept for the next
+  bq_zp zc;                                      // access of the same run
+  bq_i64 rc = -1;
 #endif
   const bq_i64 step = ((bq_i64)gridDim.x * blockDim.x >> 5) * BQ_MU;
   for (bq_i64 c0 = (((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * BQ_MU; c0 < chunks; c0 += step) {
@@ -1223,9 +1226,12 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
       const bq_scale &s = st;
       const bq_zp &z = zt;
 #else
-      bq_scale s;
-      bq_zp z;
-      if (one) bq_dense_params(p, e, s, z);
+      bq_scale &s = sc;
+      bq_zp &z = zc;
+      if (one) { // a run's parameters prepared once for all of this lane's accesses of it
+        const bq_i64 r = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
+        if (r != rc) bq_dense_params(p, e, s, z), rc = r;
+      }
 #endif
       bq_u32 bits = 0;
 #pragma unroll
