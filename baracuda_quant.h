@@ -7149,6 +7149,18 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   return n / (32 * fr * p->vec) + 1;
 }
 
+/* bq_affine_mask's and bq_affine_lean's view (affine.cu's bq_dense_params): the tensor as one
+   dense array of n elements, parameter runs of k->group (k->gmod channels) */
+BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
+  k->rows = 1;
+  k->cols = n;
+  k->fast32 = n <= ((int64_t)1 << 31);
+  if (k->fast32) {
+    k->fd_group = bq__make_fastdiv((uint32_t)k->group);
+    k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
+  }
+}
+
 /* Forward quantize and dequantize per tensor, per token and per group take bq_affine_lean
    where the table's `lean` allows (-1: any size; else the tensor's float stream is at most
    that many MiB; 0: never), the tensor has fewer than 2^31 elements, the data is dense
@@ -7171,11 +7183,8 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__
     return 0;
   if (tok && v->cols % p->vec) return 0;
   k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP ? k->group : 1;
-  k->cols = n;
-  k->rows = 1;
+  bq__affine_dense(k, n);
   k->tiles = n / p->vec;
-  k->fast32 = 1;
-  k->fd_group = bq__make_fastdiv((uint32_t)(k->group > 0 ? k->group : 1));
   return k->tiles + (n % p->vec != 0);
 }
 
@@ -7216,17 +7225,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
        chunks of 32 accesses, two chunks a warp (affine.cu's BQ_MU), each warp striding */
     int64_t n = v.numel, chunks = (n + 32 * p->vec - 1) / (32 * p->vec);
     k.mask = (uint64_t)(uintptr_t)a->mask;
-    k.in1 = 0;
-    k.rows = 1;
-    k.cols = n;
-    k.fast32 = n <= ((int64_t)1 << 31);
-    if (k.fast32) {
-      k.fd_group = bq__make_fastdiv((uint32_t)k.group);
-      k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
-    }
+    bq__affine_dense(&k, n);
     return bq__launch(p, BQ__AFFINE_MASK, bq__grid((chunks + 1) / 2, 8), 1, 256, 0, &k, stream);
   }
-  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN] ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN) : 0;
+  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN]
+                     ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN)
+                     : 0;
   if (lean) return bq__launch(p, BQ__AFFINE_LEAN, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access a thread */
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {

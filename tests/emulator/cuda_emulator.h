@@ -298,19 +298,6 @@ static inline int __shfl_xor_sync(unsigned mask, int v, int lanemask) {
   emu_warp_sync();
   return r;
 }
-static inline int __all_sync(unsigned mask, int pred) {
-  (void)mask;
-  memcpy(emu_slot(emu_lane()), &pred, 4);
-  emu_warp_sync();
-  int r = 1;
-  for (int l = 0; l < 32; l++) {
-    int v;
-    memcpy(&v, emu_slot(l), 4);
-    r &= v != 0;
-  }
-  emu_warp_sync();
-  return r;
-}
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
   (void)mask;
   memcpy(emu_slot(emu_lane()), &pred, 4);
@@ -324,6 +311,7 @@ static inline unsigned __ballot_sync(unsigned mask, int pred) {
   emu_warp_sync();
   return r;
 }
+static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == 0xffffffffu; }
 static inline float __shfl_xor_sync(unsigned mask, float v, int lanemask) {
   return __uint_as_float((unsigned)__shfl_xor_sync(mask, (int)__float_as_uint(v), lanemask));
 }
