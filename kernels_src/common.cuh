@@ -624,11 +624,16 @@ template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v
 #endif
   return t;
 }
+// (x: T values, or values already in C)
+static __device__ __forceinline__ float bq_widen(float v) { return v; }
+#if BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16
+static __device__ __forceinline__ float bq_widen(bq_u16 v) { return bq_to_c(v); }
+#endif
 template <bool GUARD, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int zp, bq_i (&y)[N]) {
   int t[N];
 #pragma unroll
-  for (int j = 0; j < N; j++) t[j] = bq_near_elem<GUARD>(bq_to_c(x[j]), s, zp);
+  for (int j = 0; j < N; j++) t[j] = bq_near_elem<GUARD>(bq_widen(x[j]), s, zp);
 #pragma unroll // (y is a chunk's elements: whole aligned words)
   for (int j = 0; j < N; j += 4) *(bq_u32 *)&y[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
 }
@@ -942,19 +947,35 @@ static __device__ __forceinline__ float bq_f8_lean_quotient(float x, const bq_sc
 #endif
 
 // (bq_params_of clamps the zero point into the q-range, so bq_quantize_int is exact here)
-static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
+// A chunk's values, already in C (c: T values widened)
+static __device__ __forceinline__ void bq_quantize_vals(const bq_c (&c)[BQ_VEC], bq_qchunk &o, const bq_qp &q) {
   if (q.bounded) { // uniform across the segment
-#if BQ_FP8
+#if BQ_FP8 || BQ_FT == BQ_TYPE_F64
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(c[j], q.s, q.z);
+#elif !BQ_ASYM
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(c[j], q.s);
+#else
+    bq_quantize_near<false>(c, q.s, q.zp, o.e); // the zero point lies in the q-range
+#endif
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_int(c[j], q.s, q.z);
+  }
+}
+// The same from the chunk's T values (the dynamic kernels' form: its machine code differs
+// from widening first and calling bq_quantize_vals)
+static __device__ __forceinline__ void bq_quantize_chunk(const bq_xchunk &a, bq_qchunk &o, bq_qp q) {
+  if (q.bounded) {
+#if BQ_FP8 || BQ_FT == BQ_TYPE_F64
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(bq_to_c(a.e[j]), q.s, q.z);
-#elif !BQ_ASYM && BQ_FT != BQ_TYPE_F64
+#elif !BQ_ASYM
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(bq_to_c(a.e[j]), q.s);
-#elif BQ_FT != BQ_TYPE_F64
-    bq_quantize_near<false>(a.e, q.s, q.zp, o.e); // the zero point lies in the q-range
 #else
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(bq_to_c(a.e[j]), q.s, q.z);
+    bq_quantize_near<false>(a.e, q.s, q.zp, o.e);
 #endif
   } else {
 #pragma unroll

@@ -5,12 +5,17 @@
 // BQ_OP_GATED_QUANTIZE), BQ_ACT (BQ_ACT_SILU or BQ_ACT_GELU_TANH; gated only), BQ_GRAN
 // (BQ_GRAN_TENSOR, BQ_GRAN_TOKEN or BQ_GRAN_GROUP), BQ_ASYM (dynamic: 1 asymmetric).
 //
-// A block of BQ_THREADS threads takes a row. Access a of a row holds its elements
-// [a V, a V + V) (V = BQ_VEC, 16 bytes of T), and thread t takes the accesses t, t + 256,
-// t + 512, ...: the order the contract fixes for RMSNorm's sum of squares, so the sum is
-// the same whatever the number of rows, the grid or the entry point.
-// bq_fused_c1 .. bq_fused_c8 keep a row of up to 256 CPT accesses in registers from its
-// load to its quantize: one read of DRAM. bq_fused_long takes any row in batches of 256
+// A block of TPR threads takes a row. Access a of a row holds its elements [a V, a V + V)
+// (V = BQ_VEC, 16 bytes of T). The contract fixes RMSNorm's sum of squares over 256 lanes
+// (BQ_THREADS): lane l adds the accesses l, l + 256, l + 512, ... in order. Thread t of a
+// block of TPR threads takes the accesses t, t + TPR, t + 2 TPR, ... and keeps a partial
+// sum for each of its 256 / TPR lanes (t, t + TPR, ...), so the sum is the same whatever
+// the number of rows, the grid, the block or the entry point.
+// bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4, bq_fused_m8 (128 threads: fewer
+// warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep
+// a row of up to TPR CPT accesses in registers from its load to its quantize: one read of
+// DRAM. In 256-thread blocks a row's rstd and scale are computed once, by thread 0, and
+// read by the block. bq_fused_long takes any row in batches of 256
 // BQ_LONG_CPT accesses and reads the row again for each pass it needs (from L2).
 // Rows whose streams all start 16 bytes aligned (p.aligned) move in 16-byte accesses;
 // others element by element, with the same results.
@@ -157,12 +162,27 @@ static __device__ __forceinline__ void bq_round_chunk(const bq_c (&c)[BQ_VEC], b
 #else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(c[j + 1]), "f"(c[j]));
 #endif
-    o.e[j] = (bq_t)(w & 0xffffu);
-    o.e[j + 1] = (bq_t)(w >> 16);
+    ((bq_u32 *)&o)[j / 2] = w; // elements j, j + 1
   }
 #else
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) o.e[j] = bq_from_c(c[j]);
+#endif
+}
+
+// T values of a chunk in C (exact). A bf16 pair's word widens with two bit operations: the
+// low half shifted up, the high half masked.
+static __device__ __forceinline__ void bq_chunk_c(const bq_xchunk &x, bq_c (&c)[BQ_VEC]) {
+#if !defined(BQ_EMULATED) && BQ_FT == BQ_TYPE_BF16
+  const bq_u32 *w = (const bq_u32 *)&x;
+#pragma unroll
+  for (int j = 0; j < BQ_VEC / 2; j++) {
+    c[2 * j] = __uint_as_float(w[j] << 16);
+    c[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) c[j] = bq_to_c(x.e[j]);
 #endif
 }
 
@@ -244,10 +264,12 @@ static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64
 // n = T((C(h) * rstd) * C(w)), in place
 // (red: the values before their rounding to T are reduced; see bq_red_round)
 static __device__ __forceinline__ void bq_rms_nw(bq_xchunk &h, const bq_xchunk w, bq_c rstd, bq_red &red) {
-  bq_c c[BQ_VEC];
+  bq_c c[BQ_VEC], wc[BQ_VEC];
+  bq_chunk_c(h, c);
+  bq_chunk_c(w, wc);
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) {
-    c[j] = bq_mul(bq_mul(bq_to_c(h.e[j]), rstd), bq_to_c(w.e[j]));
+    c[j] = bq_mul(bq_mul(c[j], rstd), wc[j]);
     bq_red_add(red, c[j]);
   }
   bq_round_chunk(c, h);
@@ -271,10 +293,12 @@ static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_
 #else
 // a = T(act(C(gate)) * C(up)), into the gate's chunk
 static __device__ __forceinline__ void bq_gate(bq_xchunk &g, const bq_xchunk &u, bq_red &red) {
-  bq_c c[BQ_VEC];
+  bq_c c[BQ_VEC], uc[BQ_VEC];
+  bq_chunk_c(g, c);
+  bq_chunk_c(u, uc);
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) {
-    c[j] = bq_mul(bq_act(bq_to_c(g.e[j])), bq_to_c(u.e[j]));
+    c[j] = bq_mul(bq_act(c[j]), uc[j]);
     bq_red_add(red, c[j]);
   }
   bq_round_chunk(c, g);
@@ -297,19 +321,52 @@ static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_
 
 // ---- the block's reductions -----------------------------------------------------------
 #if BQ_RMS
-// rstd from each thread's partial sum of squares: the contract's xor butterfly in each
-// warp, then the warps' sums left to right.
-static __device__ __forceinline__ bq_c bq_rstd(const bq_fused_params &p, bq_c v, bq_c *ss_smem) {
+// rstd from the partial sums of squares of the contract's lanes this thread holds (lane
+// t + j TPR in v[j]): the contract's xor butterfly in each warp, then the 8 warps' sums
+// left to right (lane t + j TPR is in the contract's warp t / 32 + j TPR / 32).
+template <int TPR>
+static __device__ __forceinline__ bq_c bq_rstd(const bq_fused_params &p, bq_c (&v)[BQ_THREADS / TPR], bq_c *ss_smem) {
 #pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) v = bq_add(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) ss_smem[threadIdx.x >> 5] = v;
+  for (int j = 0; j < BQ_THREADS / TPR; j++) {
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) v[j] = bq_add(v[j], __shfl_xor_sync(0xffffffffu, v[j], o));
+    if ((threadIdx.x & 31) == 0) ss_smem[(threadIdx.x >> 5) + j * (TPR / 32)] = v[j];
+  }
   __syncthreads();
-  bq_c ss = ss_smem[0];
+  // 256-thread blocks: thread 0 alone, into the slot after the warps' (ss_smem holds
+  // BQ_THREADS / 32 + 1), so that 7 warps fewer spend issue slots on it; narrower blocks, with
+  // fewer warps to hide a lone thread's latency, each thread.
+  constexpr bool ONE = TPR == BQ_THREADS;
+  bq_c rs = 0;
+  if (!ONE || threadIdx.x == 0) {
+    bq_c ss = ss_smem[0];
 #pragma unroll
-  for (int w = 1; w < BQ_THREADS / 32; w++) ss = bq_add(ss, ss_smem[w]);
-  __syncthreads(); // the slots are reused by the block's next row
-  const bq_c mean = bq_div(ss, (bq_c)p.cols);
-  return bq_div((bq_c)1, bq_sqrt(bq_add(mean, (bq_c)p.eps)));
+    for (int w = 1; w < BQ_THREADS / 32; w++) ss = bq_add(ss, ss_smem[w]);
+    const bq_c mean = bq_div(ss, (bq_c)p.cols);
+    rs = bq_div((bq_c)1, bq_sqrt(bq_add(mean, (bq_c)p.eps)));
+    if (ONE) ss_smem[BQ_THREADS / 32] = rs;
+  }
+  __syncthreads(); // (the slots are rewritten after the block's next barrier, once all have read)
+  return ONE ? ss_smem[BQ_THREADS / 32] : rs;
+}
+// adds an access's squares to a lane's partial sum (elements past D are 0 and add nothing).
+// A bf16 pair widens here by byte permutes: the same values as bq_chunk_c's, in a form the
+// compiler does not merge with the normalizing pass's, so that the row stays packed in
+// registers between the two passes.
+static __device__ __forceinline__ void bq_add_squares(bq_c &ss, const bq_xchunk &h) {
+  bq_c c[BQ_VEC];
+#if !defined(BQ_EMULATED) && BQ_FT == BQ_TYPE_BF16
+  const bq_u32 *w = (const bq_u32 *)&h;
+#pragma unroll
+  for (int j = 0; j < BQ_VEC / 2; j++) {
+    c[2 * j] = __uint_as_float(__byte_perm(w[j], 0u, 0x1044u));
+    c[2 * j + 1] = __uint_as_float(__byte_perm(w[j], 0u, 0x3244u));
+  }
+#else
+  bq_chunk_c(h, c);
+#endif
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) ss = bq_add(ss, bq_mul(c[j], c[j]));
 }
 #endif
 
@@ -322,6 +379,15 @@ static __device__ __forceinline__ bq_red bq_red_round(bq_red r) {
   return r;
 }
 
+// an access's T values quantized with a static scale (per tensor)
+static __device__ __forceinline__ void bq_quantize_static(const bq_xchunk &v, bq_qchunk &o, const bq_scale &s,
+                                                          const bq_zp &z) {
+  bq_c c[BQ_VEC];
+  bq_chunk_c(v, c);
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(c[j], s, z);
+}
+
 #if BQ_GRAN != BQ_GRAN_TENSOR
 static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params &p, bq_i64 i, const bq_qp &q) {
   ((bq_s *)p.scales)[i] = q.stored;
@@ -332,11 +398,24 @@ static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params
 #endif
 
 #if BQ_GRAN == BQ_GRAN_TOKEN
-// Per token: the block's reduction, then the row's scale (written by thread 0)
-static __device__ __forceinline__ bq_qp bq_row_params(const bq_fused_params &p, bq_i64 r, bq_red red, bq_red *red_smem) {
-  const bq_qp q = bq_params_of(bq_red_round(bq_red_team(red, BQ_THREADS, red_smem)));
-  if (threadIdx.x == 0) bq_fused_params_out(p, r, q);
-  return q;
+// Per token: the block's reduction, then the row's scale (written by thread 0). 256-thread
+// blocks have thread 0 alone compute it and read it from q_smem (as bq_rstd).
+template <int TPR>
+static __device__ __forceinline__ bq_qp bq_row_params(const bq_fused_params &p, bq_i64 r, bq_red red, bq_red *red_smem,
+                                                      bq_qp *q_smem) {
+  red = bq_red_team(red, TPR, red_smem);
+  if (TPR < BQ_THREADS) {
+    const bq_qp q = bq_params_of(bq_red_round(red));
+    if (threadIdx.x == 0) bq_fused_params_out(p, r, q);
+    return q;
+  }
+  if (threadIdx.x == 0) {
+    const bq_qp q = bq_params_of(bq_red_round(red));
+    bq_fused_params_out(p, r, q);
+    *q_smem = q;
+  }
+  __syncthreads(); // (thread 0 rewrites q_smem after the next row's reduction's barriers)
+  return *q_smem;
 }
 #endif
 
@@ -346,7 +425,7 @@ static __device__ __forceinline__ bq_qp bq_row_params(const bq_fused_params &p, 
 static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &p, bq_i64 r, bq_i *y, bq_c rstd) {
   __syncthreads(); // the block's residual writes (h) are visible to every thread
   const int G = (int)p.group, ng = (int)p.cols / G;
-  for (int g = threadIdx.x; g < ng; g += BQ_THREADS) {
+  for (int g = threadIdx.x; g < ng; g += blockDim.x) {
     bq_red red = bq_red_init();
     for (int e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));
     const bq_qp q = bq_params_of(red);
@@ -357,11 +436,20 @@ static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &
 #endif
 
 // ---- a row -------------------------------------------------------------------------------
-// CPT accesses a thread a batch; HOLD: the row is one batch, kept in registers throughout.
-template <int CPT, bool HOLD>
-static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem) {
+// A block of TPR threads, CPT accesses a thread a batch; HOLD: the row is one batch, kept in
+// registers throughout.
+static __device__ __forceinline__ void bq_fquantize(const bq_xchunk &v, bq_qchunk &o, const bq_qp &q) {
+  bq_c c[BQ_VEC];
+  bq_chunk_c(v, c);
+  bq_quantize_vals(c, o, q);
+}
+template <int TPR, int CPT, bool HOLD>
+static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,
+                                                    bq_qp *q_smem) {
+  constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds
+  static_assert(BQ_THREADS % TPR == 0 && TPR % 32 == 0 && CPT % R == 0, "lanes");
   const int t = threadIdx.x;
-  const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = BQ_THREADS * CPT;
+  const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = TPR * CPT;
   const int nb = HOLD ? batch : nacc; // the batch loops' end
   bq_xchunk v[CPT];
   bq_c rstd = 0;
@@ -370,28 +458,23 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   // load (longer ones keep the registers, which buy more blocks an SM)
   constexpr bool WPRE = HOLD && CPT == 1;
   bq_xchunk wv[WPRE ? CPT : 1];
-  bq_c ss = 0; // this thread's sum of squares, its accesses in ascending order
-  for (int b = 0; b < nb; b += batch) {
+  bq_c ss[R]; // lane t + j TPR's sum of squares, its accesses in ascending order
+#pragma unroll
+  for (int j = 0; j < R; j++) ss[j] = 0;
+  for (int b = 0; b < nb; b += batch) { // (batch is a multiple of 256: access i is in lane t + (i % R) TPR)
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      const int a = b + t + i * BQ_THREADS;
+      const int a = b + t + i * TPR;
       if (a < nacc) {
         bq_rms_h(p, r, a, v[i]);
         if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
       }
     }
 #pragma unroll
-    for (int i = 0; i < CPT; i++) {
-      if (b + t + i * BQ_THREADS < nacc) {
-#pragma unroll
-        for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing
-          const bq_c c = bq_to_c(v[i].e[j]);
-          ss = bq_add(ss, bq_mul(c, c));
-        }
-      }
-    }
+    for (int i = 0; i < CPT; i++)
+      if (b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);
   }
-  rstd = bq_rstd(p, ss, ss_smem);
+  rstd = bq_rstd<TPR>(p, ss, ss_smem);
 #endif
   bq_i *y = (bq_i *)p.y + r * p.ys;
   const int yw = bq_qwidth(y);
@@ -409,7 +492,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #endif
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      const int a = b + t + i * BQ_THREADS;
+      const int a = b + t + i * TPR;
 #if BQ_GRAN == BQ_GRAN_TOKEN
       bq_red &rd = red; // the row's reduction
 #else
@@ -427,8 +510,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
         if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_TENSOR
         bq_qchunk o;
-#pragma unroll
-        for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v[i].e[j]), s, z);
+        bq_quantize_static(v[i], o, s, z);
         bq_qstore(y, o, a, D, yw);
 #endif
       }
@@ -437,13 +519,13 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
     if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
-        const int a = b + t + i * BQ_THREADS;
+        const int a = b + t + i * TPR;
         const bq_red g = bq_red_round(bq_red_lanes(gr[i], gc));
         if (a < nacc) {
           const bq_qp q = bq_params_of(g);
           if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
           bq_qchunk o;
-          bq_quantize_chunk(v[i], o, q);
+          bq_fquantize(v[i], o, q);
           bq_qstore(y, o, a, D, yw);
         }
       }
@@ -451,16 +533,16 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #endif
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  const bq_qp q = bq_row_params(p, r, red, red_smem);
+  const bq_qp q = bq_row_params<TPR>(p, r, red, red_smem, q_smem);
   for (int b = 0; b < nb; b += batch) {
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      const int a = b + t + i * BQ_THREADS;
+      const int a = b + t + i * TPR;
       if (a < nacc) {
         bq_red unused = bq_red_init();
         if (!HOLD) bq_value(p, r, a, rstd, v[i], unused);
         bq_qchunk o;
-        bq_quantize_chunk(v[i], o, q);
+        bq_fquantize(v[i], o, q);
         bq_qstore(y, o, a, D, yw);
       }
     }
@@ -508,11 +590,11 @@ static __device__ __forceinline__ void bq_stage(const bq_fused_params &p, bq_i64
 // One staged row: S[0, nacc) is x (RMSNorm; h after the first pass) or the gate (a after
 // the second), S[nacc, 2 nacc) the residual or up; W the weight (RMSNorm), staged once.
 static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, bq_i64 r, bq_xchunk *S, const bq_xchunk *W,
-                                                     int nacc, bq_c *ss_smem, bq_red *red_smem) {
+                                                     int nacc, bq_c *ss_smem, bq_red *red_smem, bq_qp *q_smem) {
   const int t = threadIdx.x, D = (int)p.cols;
   bq_c rstd = 0;
 #if BQ_RMS
-  bq_c ss = 0;
+  bq_c ss[1] = {0};
   bq_t *const rr = p.res ? (bq_t *)p.res + r * p.rs : (bq_t *)0;
   for (int a = t; a < nacc; a += BQ_THREADS) {
     bq_xchunk h = S[a];
@@ -521,13 +603,9 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
       bq_fstore(rr, h, a, D, true);
       S[a] = h;
     }
-#pragma unroll
-    for (int j = 0; j < BQ_VEC; j++) { // elements past D are 0 and add nothing
-      const bq_c c = bq_to_c(h.e[j]);
-      ss = bq_add(ss, bq_mul(c, c));
-    }
+    bq_add_squares(ss[0], h);
   }
-  rstd = bq_rstd(p, ss, ss_smem);
+  rstd = bq_rstd<BQ_THREADS>(p, ss, ss_smem);
 #endif
   bq_i *y = (bq_i *)p.y + r * p.ys;
   bq_t *const out = p.out ? (bq_t *)p.out + r * p.os : (bq_t *)0;
@@ -565,8 +643,7 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
       if (out) bq_fstore(out, v, a, D, true);
 #if BQ_GRAN == BQ_GRAN_TENSOR
       bq_qchunk o;
-#pragma unroll
-      for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize(bq_to_c(v.e[j]), s, z);
+      bq_quantize_static(v, o, s, z);
       bq_qstore(y, o, a, D, yw);
 #endif
     }
@@ -577,18 +654,18 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
         const bq_qp q = bq_params_of(g);
         if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
         bq_qchunk o;
-        bq_quantize_chunk(v, o, q);
+        bq_fquantize(v, o, q);
         bq_qstore(y, o, a, D, yw);
       }
     }
 #endif
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  const bq_qp q = bq_row_params(p, r, red, red_smem);
+  const bq_qp q = bq_row_params<BQ_THREADS>(p, r, red, red_smem, q_smem);
   for (int a = t; a < nacc; a += BQ_THREADS) {
     const bq_xchunk v = S[a];
     bq_qchunk o;
-    bq_quantize_chunk(v, o, q);
+    bq_fquantize(v, o, q);
     bq_qstore(y, o, a, D, yw);
   }
 #elif BQ_GRAN == BQ_GRAN_GROUP
@@ -598,8 +675,9 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
 
 extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const bq_fused_params p) {
   BQ_DYNAMIC_SMEM(smem);
-  __shared__ bq_c ss_smem[BQ_THREADS / 32];
+  __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];
   __shared__ bq_red red_smem[BQ_THREADS / 32];
+  __shared__ bq_qp q_smem;
   const int nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;
   // the weight (RMSNorm), then rows r, r + g, r + 2 g, ... in slots 0, 1, 0, ...
   const int wbytes = BQ_RMS && p.wstage ? nacc * 16 : 0;
@@ -618,18 +696,26 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
     if (r + g < p.rows) bq_stage(p, r + g, base + (bq_u32)((s ^ 1) * p.slot), nacc); // the slot the last row used
     bq_cp_commit();
     bq_cp_wait<1>(); // this row's copies have landed; the next row's may be in flight
-    bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem);
+    bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem,
+                  &q_smem);
   }
 }
 
-#define BQ_FUSED_ENTRY(name, CPT, HOLD)                                                      \
-  extern "C" __global__ void __launch_bounds__(BQ_THREADS) name(const bq_fused_params p) {   \
-    __shared__ bq_c ss_smem[BQ_THREADS / 32];                                                \
+// MINB: blocks an SM the registers must allow (0: the compiler's choice)
+#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB)                                           \
+  extern "C" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \
+    __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \
     __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \
-    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x) bq_fused_row<CPT, HOLD>(p, r, ss_smem, red_smem); \
+    __shared__ bq_qp q_smem;                                                                 \
+    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \
+      bq_fused_row<TPR, CPT, HOLD>(p, r, ss_smem, red_smem, &q_smem);                        \
   }
-BQ_FUSED_ENTRY(bq_fused_c1, 1, true)
-BQ_FUSED_ENTRY(bq_fused_c2, 2, true)
-BQ_FUSED_ENTRY(bq_fused_c4, 4, true)
-BQ_FUSED_ENTRY(bq_fused_c8, 8, true)
-BQ_FUSED_ENTRY(bq_fused_long, BQ_LONG_CPT, false)
+// (threads, accesses a thread): the host's bq__fused_shapes, by entry
+BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0)
+BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0)
+BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0)
+BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0)
+BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0)
+// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM)
+BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6)
+BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6)

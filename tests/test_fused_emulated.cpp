@@ -44,7 +44,18 @@ static void k2(const void *p) { emu_fused::bq_fused_c4(*(const fparams *)p); }
 static void k3(const void *p) { emu_fused::bq_fused_c8(*(const fparams *)p); }
 static void k4(const void *p) { emu_fused::bq_fused_long(*(const fparams *)p); }
 static void k5(const void *p) { emu_fused::bq_fused_staged(*(const fparams *)p); }
-static const emu_kernel g_kernels[6] = {k0, k1, k2, k3, k4, k5};
+static void k6(const void *p) { emu_fused::bq_fused_m4(*(const fparams *)p); }
+static void k7(const void *p) { emu_fused::bq_fused_m8(*(const fparams *)p); }
+static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7};
+/* the rows an entry holds in registers (0: bq_fused_long and bq_fused_staged, any) */
+static int64_t held_accesses(int e) {
+  return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1];
+}
+static int entry_of(emu_kernel k) {
+  for (int e = 0; e < BQ__FUSED_ENTRIES; e++)
+    if (g_kernels[e] == k) return e;
+  return -1;
+}
 
 static emu_kernel g_last; /* the last kernel launched */
 static unsigned g_last_block, g_last_grid, g_last_smem;
@@ -168,7 +179,7 @@ static void run(const fcase &c, const char *label) {
   free(ks.source.p);
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
-  for (int e = 0; e < 6; e++) entry.fn[e] = (bq__CUfunction)g_kernels[e];
+  for (int e = 0; e < BQ__FUSED_ENTRIES; e++) entry.fn[e] = (bq__CUfunction)g_kernels[e];
   plan.entry = &entry;
   plan.num_sms = c.sms ? c.sms : 132;
   plan.smem_max = EMU_SMEM_MAX;
@@ -262,7 +273,9 @@ static void run(const fcase &c, const char *label) {
   bq_status st = bq_plan_run(&plan, &a, NULL, 0, NULL);
   bq__fused_force_entry = -1;
   cr_assert_eq(st, BQ_SUCCESS, "%s | %s", bq_last_error(), what);
-  cr_assert(c.rows == 0 || D == 0 || (g_launches == 1 && g_last_block == 256), "%d launches | %s", g_launches, what);
+  cr_assert(c.rows == 0 || D == 0 ||
+                (g_launches == 1 && entry_of(g_last) >= 0 && (int)g_last_block == bq__fused_shapes[entry_of(g_last)][0]),
+            "%d launches, block %u | %s", g_launches, g_last_block, what);
 
   char msg[2048];
   size_t bad = ref_compare(I, ey.base(), y.base(), (int64_t)y.total(), msg, sizeof msg);
@@ -325,7 +338,7 @@ Test(emulated_fused, shapes, .timeout = 600) {
     c.offr = rnd() % 2 ? 0 : (int)rnd_range(0, V - 1);
     c.offo = rnd() % 2 ? 0 : (int)rnd_range(0, V - 1);
     c.offy = (int)rnd_range(0, 15);
-    c.force = rep % 5 == 4 ? 5 : -1;
+    c.force = rep % 5 == 4 ? 5 : rep % 5 == 2 ? BQ__FUSED_M4 + (int)(rnd() % 2) : -1; /* staged; a narrow entry */
     c.sms = rep % 3 == 0 ? 1 : rep % 3 == 1 ? 2 : 0;
     if (rep % 4 == 1) { /* aligned rows: the staged entry, a persistent block taking several */
       c.rows = rnd_range(3, 9);
@@ -355,11 +368,12 @@ static int staged_fits(const fcase &c) {
 }
 
 /* Every entry point by name (bq__fused_force_entry): rows each can hold (1, odd, exactly
-   its 256 k accesses) must launch that kernel; a row it cannot hold takes bq_fused_long. */
+   its threads times accesses) must launch that kernel; a row it cannot hold takes
+   bq_fused_long. */
 Test(emulated_fused, by_name, .timeout = 600) {
-  static const int ks[] = {1, 2, 4, 8};
-  for (int e = 0; e < 6; e++) {
-    const int64_t cap = e < 4 ? 256 * ks[e] * V : e == 4 ? 2048 * V + 3 * V : (EMU_SMEM_MAX / 64) * V;
+  for (int e = 0; e < BQ__FUSED_ENTRIES; e++) {
+    const int64_t held = held_accesses(e);
+    const int64_t cap = held ? held * V : e == 4 ? 2048 * V + 3 * V : (EMU_SMEM_MAX / 64) * V;
     const int64_t lens[] = {1, V * 3 + 1, cap - 1, cap, cap + V + 1};
     for (int li = 0; li < 5; li++) {
       if (e == 4 && li == 4) continue;
@@ -369,7 +383,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       if (e == 5) c.rows = li < 2 ? 7 : 2;
       c.cols = lens[li];
       c.G = group_for(&c.cols);
-      if (EMU_GRAN == BQ_GRAN_GROUP && e < 4 && li < 4 && (c.cols + V - 1) / V > 256 * ks[e] && c.cols > c.G) c.cols -= c.G;
+      if (EMU_GRAN == BQ_GRAN_GROUP && held && li < 4 && (c.cols + V - 1) / V > held && c.cols > c.G) c.cols -= c.G;
       c.xs = li == 2 ? (RMS ? c.cols : 2 * c.cols) + 3 : 0;
       c.offx = li == 1 ? 1 % (int)V : 0;
       c.res = (int)(li % 3);
@@ -381,7 +395,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       snprintf(label, sizeof label, "entry %d, %s", e, li == 4 ? "too long: falls back to long" : "fits");
       run(c, label);
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int want = e == 5 ? (staged_fits(c) ? 5 : 4) : e == 4 || nacc > 256 * ks[e] ? 4 : e;
+      const int want = e == 5 ? (staged_fits(c) ? 5 : 4) : e == 4 || nacc > held ? 4 : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
                 (long long)c.cols, want, (unsigned long long)g_seed);
     }
@@ -409,4 +423,28 @@ Test(emulated_fused, by_name, .timeout = 600) {
                 (long long)nacc, al ? "aligned" : "misaligned", want, (unsigned long long)g_seed);
       if (want == 5) cr_assert(g_last_grid <= 1 && g_last_smem > 0, "staged: grid %u smem %u", g_last_grid, g_last_smem);
     }
+  /* batches of BQ__FUSED_NARROW_ROWS rows an SM or more, RMSNorm per token without a
+     residual: the narrow entry that holds the row; the rules above for longer rows and
+     every other case */
+  static const int64_t naccs[] = {1, 256, 257, 512, 513, 1024, 1025};
+  for (int i = 0; i < 7; i++) {
+    fcase c;
+    memset(&c, 0, sizeof c);
+    c.rows = BQ__FUSED_NARROW_ROWS + (int64_t)(rnd() % 2);
+    c.cols = naccs[i] * V;
+    c.G = group_for(&c.cols);
+    c.res = (int)(rnd() % 3) * (i % 2); /* half the rows without a residual */
+    c.force = -1;
+    c.sms = 1;
+    c.eps = 1e-6;
+    run(c, "host's choice, a large batch");
+    const int64_t nacc = (c.cols + V - 1) / V;
+    const int narrow = RMS && !c.res && EMU_GRAN == BQ_GRAN_TOKEN;
+    const int want = narrow && nacc <= 512    ? BQ__FUSED_M4
+                     : narrow && nacc <= 1024 ? BQ__FUSED_M8
+                     : staged_fits(c) && nacc > 512 ? BQ__FUSED_STAGED
+                     : nacc <= 256 ? BQ__FUSED_C1 : nacc <= 512 ? BQ__FUSED_C2 : nacc <= 1024 ? BQ__FUSED_C4 : BQ__FUSED_C8;
+    cr_assert(g_last == g_kernels[want], "large batch: %lld accesses took another kernel than %d (seed 0x%llx)",
+              (long long)nacc, want, (unsigned long long)g_seed);
+  }
 }

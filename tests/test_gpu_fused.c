@@ -10,10 +10,11 @@
    x scale type (T, f32). Edge rows: all zeros, one huge element, NaN and +-inf elements,
    D = 1, odd D, rows longer than a block holds in registers, strided rows with gaps,
    misaligned streams, eps = 0. Every kernel entry forced by name (bq__fused_force_entry:
-   the register entries, the long one and the staged one).
+   the register entries, wide and narrow, the long one and the staged one).
    Fused == unfused: the reference's producer values run through the library's own
    BQ_DYNAMIC_QUANTIZE / BQ_QUANTIZE plan give the fused op's integers and scales. Batch
-   invariance: a row's results in a batch of M rows (M = 1 .. 300) equal the same row alone.
+   invariance: a row's results in a batch of M rows (M = 1 .. 300, and 2300, a batch the
+   narrow entries take on an H100) equal the same row alone.
 
    Every output allocation is poisoned with 0xA5 first and compared whole afterwards:
    guard bytes before and after and the gaps between strided rows must keep their poison
@@ -947,22 +948,24 @@ Test(fused_edges, residual_in_place)
     }
 }
 
-/* Each kernel entry by name: 0..3 the row in registers (k = 1, 2, 4, 8 accesses a thread,
-   rows up to 256 k accesses), 4 any row from memory, 5 rows staged in shared memory by
-   persistent blocks (16-byte aligned rows whose two slots fit the block's shared memory);
+/* Each kernel entry by name: the row in registers (bq_fused_c1 .. c8: 256 threads of k = 1,
+   2, 4, 8 accesses; bq_fused_m4, m8: 128 threads of 4, 8 accesses),
+   bq_fused_long (any row from memory), bq_fused_staged (rows staged in shared memory by
+   persistent blocks: 16-byte aligned rows whose two slots fit the block's shared memory);
    a forced entry that cannot take the row falls back to the long one. */
 Test(fused_edges, every_entry_by_name)
 {
-  static const int caps[] = {1, 2, 4, 8};
   int op, ti, e;
   gpu_begin();
   for (op = 0; op < 3; op++)
     for (ti = 0; ti < 4; ti++)
-      for (e = 0; e < 6; e++) {
+      for (e = 0; e < BQ__FUSED_ENTRIES; e++) {
         const bq_dtype T = g_types[ti];
         const int64_t V = vec_of(T);
+        const int64_t held = (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1];
         /* staged: two slots of x and the residual (or gate and up), 226 KiB on an H100 */
-        const int64_t cap = e < 4 ? (int64_t)256 * caps[e] * V : e == 4 ? (int64_t)2048 * V + 5 * V : (int64_t)3616 * V;
+        const int64_t cap = e == BQ__FUSED_LONG ? (int64_t)2048 * V + 5 * V
+                            : e == BQ__FUSED_STAGED ? (int64_t)3616 * V : held * V;
         int qi;
         for (qi = 0; qi < 3; qi++) {
           const int64_t lens[] = {1, cap / 2 + 1, cap - 1, cap, cap + V + 3};
@@ -970,9 +973,9 @@ Test(fused_edges, every_entry_by_name)
           for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             fcase c = base_case(op, T, FOCUS_Q[qi]);
             c.force = e;
-            c.rows = e == 5 ? 40 : 3; /* staged: persistent blocks take several rows each */
+            c.rows = e == BQ__FUSED_STAGED ? 40 : 3; /* staged: persistent blocks take several rows each */
             c.cols = lens[li];
-            if (e == 5 && li == 1) c.cols = V * (cap / (2 * V)); /* aligned dense rows */
+            if (e == BQ__FUSED_STAGED && li == 1) c.cols = V * (cap / (2 * V)); /* aligned dense rows */
             if (c.g == BQ_PER_GROUP) {
               c.G = li % 2 ? 128 : generic_g(T);
               c.cols = (lens[li] + c.G - 1) / c.G * c.G;
@@ -992,7 +995,7 @@ Test(fused_edges, every_entry_by_name)
    bit for bit (NaN payloads included: the same kernel runs either way). */
 static void batch_invariance(int op, bq_dtype T, int q)
 {
-  static const int64_t Ms[] = {1, 2, 3, 17, 64, 255, 300};
+  static const int64_t Ms[] = {1, 2, 3, 17, 64, 255, 300, 2300}; /* 2300: a narrow entry (H100) */
   static const int64_t cols_of[] = {4096, 1000, 12288};
   size_t mi;
   for (mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
