@@ -3998,10 +3998,11 @@ static const char bq__src_fused_cu[] =
   "\n"
   "// ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------\n"
   "// x and the residual are read once (streaming); the weight stays cached for every row.\n"
-  "template <bool KEEP>\n"
+  "// DENSE: the caller knows the stream's rows are 16-byte aligned and D a multiple of V.\n"
+  "template <bool KEEP, bool DENSE = false>\n"
   "static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, int a, int D, bool aligned) {\n"
   "  const int e0 = a * BQ_VEC;\n"
-  "  if (aligned && e0 + BQ_VEC <= D) {\n"
+  "  if (DENSE || (aligned && e0 + BQ_VEC <= D)) {\n"
   "    if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));\n"
   "    else bq_load(c, row + e0, 16);\n"
   "  } else {\n"
@@ -4009,9 +4010,10 @@ static const char bq__src_fused_cu[] =
   "    for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;\n"
   "  }\n"
   "}\n"
+  "template <bool DENSE = false>\n"
   "static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, int a, int D, bool aligned) {\n"
   "  const int e0 = a * BQ_VEC;\n"
-  "  if (aligned && e0 + BQ_VEC <= D) {\n"
+  "  if (DENSE || (aligned && e0 + BQ_VEC <= D)) {\n"
   "    bq_store(row + e0, c, 16);\n"
   "  } else {\n"
   "#pragma unroll\n"
@@ -4024,9 +4026,10 @@ static const char bq__src_fused_cu[] =
   "  const int w = bq_width(row);\n"
   "  return w < (int)sizeof(bq_qchunk) ? w : (int)sizeof(bq_qchunk);\n"
   "}\n"
+  "template <bool DENSE = false>\n"
   "static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, int a, int D, int w) {\n"
   "  const int e0 = a * BQ_VEC;\n"
-  "  if (e0 + BQ_VEC <= D) {\n"
+  "  if (DENSE || e0 + BQ_VEC <= D) {\n"
   "    bq_store(row + e0, o, w);\n"
   "  } else {\n"
   "#pragma unroll\n"
@@ -4038,9 +4041,11 @@ static const char bq__src_fused_cu[] =
   "// ---- the producers, an access at a time -----------------------------------------------\n"
   "#if BQ_RMS\n"
   "// h = T(C(x) + C(residual)), written back to the residual; h = x without one.\n"
+  "// (DENSE: also no residual)\n"
+  "template <bool DENSE>\n"
   "static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {\n"
-  "  bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
-  "  if (p.res) {\n"
+  "  bq_fload<false, DENSE>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
+  "  if (!DENSE && p.res) {\n"
   "    bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
   "    bq_xchunk v;\n"
   "    bq_fload<false>(v, rr, a, p.cols, p.aligned);\n"
@@ -4061,9 +4066,10 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "  bq_round_chunk(c, h);\n"
   "}\n"
+  "template <bool DENSE>\n"
   "static __device__ __forceinline__ void bq_rms_n(const bq_fused_params &p, int a, bq_xchunk &h, bq_c rstd, bq_red &red) {\n"
   "  bq_xchunk w;\n"
-  "  bq_fload<true>(w, (const bq_t *)p.w, a, p.cols, p.aligned);\n"
+  "  bq_fload<true, DENSE>(w, (const bq_t *)p.w, a, p.cols, p.aligned);\n"
   "  bq_rms_nw(h, w, rstd, red);\n"
   "}\n"
   "// n again, from h in memory (the residual buffer, or x)\n"
@@ -4071,7 +4077,7 @@ static const char bq__src_fused_cu[] =
   "                                                bq_red &red) {\n"
   "  if (p.res) bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);\n"
   "  else bq_fload<false>(v, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
-  "  bq_rms_n(p, a, v, rstd, red);\n"
+  "  bq_rms_n<false>(p, a, v, rstd, red);\n"
   "}\n"
   "static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, int e, bq_c rstd) {\n"
   "  const bq_t h = p.res ? ((const bq_t *)p.res)[r * p.rs + e] : ((const bq_t *)p.x)[r * p.xs + e];\n"
@@ -4090,13 +4096,14 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "  bq_round_chunk(c, g);\n"
   "}\n"
+  "template <bool DENSE = false>\n"
   "static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, int a, bq_c rstd, bq_xchunk &v,\n"
   "                                                bq_red &red) {\n"
   "  (void)rstd;\n"
   "  const bq_t *g = (const bq_t *)p.x + r * p.xs;\n"
   "  bq_xchunk u;\n"
-  "  bq_fload<false>(v, g, a, p.cols, p.aligned);\n"
-  "  bq_fload<false>(u, g + p.cols, a, p.cols, p.aligned);\n"
+  "  bq_fload<false, DENSE>(v, g, a, p.cols, p.aligned);\n"
+  "  bq_fload<false, DENSE>(u, g + p.cols, a, p.cols, p.aligned);\n"
   "  bq_gate(v, u, red);\n"
   "}\n"
   "static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, int e, bq_c rstd) {\n"
@@ -4230,7 +4237,9 @@ static const char bq__src_fused_cu[] =
   "  bq_chunk_c(v, c);\n"
   "  bq_quantize_vals(c, o, q);\n"
   "}\n"
-  "template <int TPR, int CPT, bool HOLD>\n"
+  "// DENSE: every stream's rows 16-byte aligned, D a multiple of V and, for RMSNorm, no\n"
+  "// residual (the host's promise): no element path, no residual code.\n"
+  "template <int TPR, int CPT, bool HOLD, bool DENSE>\n"
   "static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,\n"
   "                                                    bq_qp *q_smem) {\n"
   "  constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds\n"
@@ -4253,7 +4262,7 @@ static const char bq__src_fused_cu[] =
   "    for (int i = 0; i < CPT; i++) {\n"
   "      const int a = b + t + i * TPR;\n"
   "      if (a < nacc) {\n"
-  "        bq_rms_h(p, r, a, v[i]);\n"
+  "        bq_rms_h<DENSE>(p, r, a, v[i]);\n"
   "        if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);\n"
   "      }\n"
   "    }\n"
@@ -4289,16 +4298,16 @@ static const char bq__src_fused_cu[] =
   "      if (a < nacc) {\n"
   "#if BQ_RMS\n"
   "        if (WPRE) bq_rms_nw(v[i], wv[WPRE ? i : 0], rstd, rd);\n"
-  "        else if (HOLD) bq_rms_n(p, a, v[i], rstd, rd);\n"
+  "        else if (HOLD) bq_rms_n<DENSE>(p, a, v[i], rstd, rd);\n"
   "        else bq_value(p, r, a, rstd, v[i], rd);\n"
   "#else\n"
-  "        bq_value(p, r, a, rstd, v[i], rd);\n"
+  "        bq_value<DENSE>(p, r, a, rstd, v[i], rd);\n"
   "#endif\n"
-  "        if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);\n"
+  "        if (p.out) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "        bq_qchunk o;\n"
   "        bq_quantize_static(v[i], o, s, z);\n"
-  "        bq_qstore(y, o, a, D, yw);\n"
+  "        bq_qstore<DENSE>(y, o, a, D, yw);\n"
   "#endif\n"
   "      }\n"
   "    }\n"
@@ -4313,7 +4322,7 @@ static const char bq__src_fused_cu[] =
   "          if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);\n"
   "          bq_qchunk o;\n"
   "          bq_fquantize(v[i], o, q);\n"
-  "          bq_qstore(y, o, a, D, yw);\n"
+  "          bq_qstore<DENSE>(y, o, a, D, yw);\n"
   "        }\n"
   "      }\n"
   "    }\n"
@@ -4330,7 +4339,7 @@ static const char bq__src_fused_cu[] =
   "        if (!HOLD) bq_value(p, r, a, rstd, v[i], unused);\n"
   "        bq_qchunk o;\n"
   "        bq_fquantize(v[i], o, q);\n"
-  "        bq_qstore(y, o, a, D, yw);\n"
+  "        bq_qstore<DENSE>(y, o, a, D, yw);\n"
   "      }\n"
   "    }\n"
   "  }\n"
@@ -4488,24 +4497,25 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "}\n"
   "\n"
-  "// MINB: blocks an SM the registers must allow (0: the compiler's choice)\n"
-  "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB)                                           \\\n"
+  "// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE: as for\n"
+  "// bq_fused_row\n"
+  "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE)                                    \\\n"
   "  extern \"C\" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \\\n"
   "    __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \\\n"
   "    __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \\\n"
   "    __shared__ bq_qp q_smem;                                                                 \\\n"
   "    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \\\n"
-  "      bq_fused_row<TPR, CPT, HOLD>(p, r, ss_smem, red_smem, &q_smem);                        \\\n"
+  "      bq_fused_row<TPR, CPT, HOLD, DENSE>(p, r, ss_smem, red_smem, &q_smem);                 \\\n"
   "  }\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
-  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0)\n"
-  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0)\n"
-  "// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false)\n"
+  "// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM), dense rows\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true)\n"
 ;
 static const char bq__src_linear_cu[] =
   "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
@@ -7709,8 +7719,9 @@ BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
   return bq__fused_view_of(p, a, &v);
 }
 
-/* Tests: an entry point by index for every run (a register entry too small for the row
-   takes bq_fused_long); -1: the host's choice. */
+/* Tests: an entry point by index for every run (a register entry too small for the row,
+   or a narrow one given rows that are not dense, takes bq_fused_long); -1: the host's
+   choice. */
 static int bq__fused_force_entry = -1;
 BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
   return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
@@ -7753,7 +7764,10 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   int which = BQ__FUSED_LONG, narrow = 0;
   for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
     if (nacc <= (int64_t)BQ__FUSED_THREADS << e) { which = e; break; }
-  if (rms && !k.res && d->granularity == BQ_PER_TOKEN &&
+  /* the narrow entries take dense rows only: every stream 16-byte aligned, D whole
+     accesses, no residual (their code has no element path and no residual) */
+  const int dense = k.aligned && v.cols % p->vec == 0 && !k.res;
+  if (rms && dense && d->granularity == BQ_PER_TOKEN &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
     for (int e = BQ__FUSED_M4; e <= BQ__FUSED_M8 && !narrow; e++)
       if (nacc <= (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]) which = e, narrow = 1;
@@ -7782,6 +7796,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
         nacc > (int64_t)bq__fused_shapes[which][0] * bq__fused_shapes[which][1])
       which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
+    if ((which == BQ__FUSED_M4 || which == BQ__FUSED_M8) && !dense) which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
     k.slot = (int32_t)slot;

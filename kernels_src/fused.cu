@@ -211,10 +211,11 @@ static __device__ __forceinline__ void bq_add_chunk(bq_xchunk &h, const bq_xchun
 
 // ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------
 // x and the residual are read once (streaming); the weight stays cached for every row.
-template <bool KEEP>
+// DENSE: the caller knows the stream's rows are 16-byte aligned and D a multiple of V.
+template <bool KEEP, bool DENSE = false>
 static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, int a, int D, bool aligned) {
   const int e0 = a * BQ_VEC;
-  if (aligned && e0 + BQ_VEC <= D) {
+  if (DENSE || (aligned && e0 + BQ_VEC <= D)) {
     if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));
     else bq_load(c, row + e0, 16);
   } else {
@@ -222,9 +223,10 @@ static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, i
     for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;
   }
 }
+template <bool DENSE = false>
 static __device__ __forceinline__ void bq_fstore(bq_t *row, const bq_xchunk &c, int a, int D, bool aligned) {
   const int e0 = a * BQ_VEC;
-  if (aligned && e0 + BQ_VEC <= D) {
+  if (DENSE || (aligned && e0 + BQ_VEC <= D)) {
     bq_store(row + e0, c, 16);
   } else {
 #pragma unroll
@@ -237,9 +239,10 @@ static __device__ __forceinline__ int bq_qwidth(const bq_i *row) {
   const int w = bq_width(row);
   return w < (int)sizeof(bq_qchunk) ? w : (int)sizeof(bq_qchunk);
 }
+template <bool DENSE = false>
 static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, int a, int D, int w) {
   const int e0 = a * BQ_VEC;
-  if (e0 + BQ_VEC <= D) {
+  if (DENSE || e0 + BQ_VEC <= D) {
     bq_store(row + e0, o, w);
   } else {
 #pragma unroll
@@ -251,9 +254,11 @@ static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, 
 // ---- the producers, an access at a time -----------------------------------------------
 #if BQ_RMS
 // h = T(C(x) + C(residual)), written back to the residual; h = x without one.
+// (DENSE: also no residual)
+template <bool DENSE>
 static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {
-  bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
-  if (p.res) {
+  bq_fload<false, DENSE>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
+  if (!DENSE && p.res) {
     bq_t *rr = (bq_t *)p.res + r * p.rs;
     bq_xchunk v;
     bq_fload<false>(v, rr, a, p.cols, p.aligned);
@@ -274,9 +279,10 @@ static __device__ __forceinline__ void bq_rms_nw(bq_xchunk &h, const bq_xchunk w
   }
   bq_round_chunk(c, h);
 }
+template <bool DENSE>
 static __device__ __forceinline__ void bq_rms_n(const bq_fused_params &p, int a, bq_xchunk &h, bq_c rstd, bq_red &red) {
   bq_xchunk w;
-  bq_fload<true>(w, (const bq_t *)p.w, a, p.cols, p.aligned);
+  bq_fload<true, DENSE>(w, (const bq_t *)p.w, a, p.cols, p.aligned);
   bq_rms_nw(h, w, rstd, red);
 }
 // n again, from h in memory (the residual buffer, or x)
@@ -284,7 +290,7 @@ static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64
                                                 bq_red &red) {
   if (p.res) bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);
   else bq_fload<false>(v, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
-  bq_rms_n(p, a, v, rstd, red);
+  bq_rms_n<false>(p, a, v, rstd, red);
 }
 static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, int e, bq_c rstd) {
   const bq_t h = p.res ? ((const bq_t *)p.res)[r * p.rs + e] : ((const bq_t *)p.x)[r * p.xs + e];
@@ -303,13 +309,14 @@ static __device__ __forceinline__ void bq_gate(bq_xchunk &g, const bq_xchunk &u,
   }
   bq_round_chunk(c, g);
 }
+template <bool DENSE = false>
 static __device__ __forceinline__ void bq_value(const bq_fused_params &p, bq_i64 r, int a, bq_c rstd, bq_xchunk &v,
                                                 bq_red &red) {
   (void)rstd;
   const bq_t *g = (const bq_t *)p.x + r * p.xs;
   bq_xchunk u;
-  bq_fload<false>(v, g, a, p.cols, p.aligned);
-  bq_fload<false>(u, g + p.cols, a, p.cols, p.aligned);
+  bq_fload<false, DENSE>(v, g, a, p.cols, p.aligned);
+  bq_fload<false, DENSE>(u, g + p.cols, a, p.cols, p.aligned);
   bq_gate(v, u, red);
 }
 static __device__ __forceinline__ bq_t bq_value_at(const bq_fused_params &p, bq_i64 r, int e, bq_c rstd) {
@@ -443,7 +450,9 @@ static __device__ __forceinline__ void bq_fquantize(const bq_xchunk &v, bq_qchun
   bq_chunk_c(v, c);
   bq_quantize_vals(c, o, q);
 }
-template <int TPR, int CPT, bool HOLD>
+// DENSE: every stream's rows 16-byte aligned, D a multiple of V and, for RMSNorm, no
+// residual (the host's promise): no element path, no residual code.
+template <int TPR, int CPT, bool HOLD, bool DENSE>
 static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,
                                                     bq_qp *q_smem) {
   constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds
@@ -466,7 +475,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * TPR;
       if (a < nacc) {
-        bq_rms_h(p, r, a, v[i]);
+        bq_rms_h<DENSE>(p, r, a, v[i]);
         if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
       }
     }
@@ -502,16 +511,16 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
       if (a < nacc) {
 #if BQ_RMS
         if (WPRE) bq_rms_nw(v[i], wv[WPRE ? i : 0], rstd, rd);
-        else if (HOLD) bq_rms_n(p, a, v[i], rstd, rd);
+        else if (HOLD) bq_rms_n<DENSE>(p, a, v[i], rstd, rd);
         else bq_value(p, r, a, rstd, v[i], rd);
 #else
-        bq_value(p, r, a, rstd, v[i], rd);
+        bq_value<DENSE>(p, r, a, rstd, v[i], rd);
 #endif
-        if (p.out) bq_fstore((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
+        if (p.out) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_TENSOR
         bq_qchunk o;
         bq_quantize_static(v[i], o, s, z);
-        bq_qstore(y, o, a, D, yw);
+        bq_qstore<DENSE>(y, o, a, D, yw);
 #endif
       }
     }
@@ -526,7 +535,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
           if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
           bq_qchunk o;
           bq_fquantize(v[i], o, q);
-          bq_qstore(y, o, a, D, yw);
+          bq_qstore<DENSE>(y, o, a, D, yw);
         }
       }
     }
@@ -543,7 +552,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
         if (!HOLD) bq_value(p, r, a, rstd, v[i], unused);
         bq_qchunk o;
         bq_fquantize(v[i], o, q);
-        bq_qstore(y, o, a, D, yw);
+        bq_qstore<DENSE>(y, o, a, D, yw);
       }
     }
   }
@@ -701,21 +710,22 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
   }
 }
 
-// MINB: blocks an SM the registers must allow (0: the compiler's choice)
-#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB)                                           \
+// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE: as for
+// bq_fused_row
+#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE)                                    \
   extern "C" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \
     __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \
     __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \
     __shared__ bq_qp q_smem;                                                                 \
     for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \
-      bq_fused_row<TPR, CPT, HOLD>(p, r, ss_smem, red_smem, &q_smem);                        \
+      bq_fused_row<TPR, CPT, HOLD, DENSE>(p, r, ss_smem, red_smem, &q_smem);                 \
   }
 // (threads, accesses a thread): the host's bq__fused_shapes, by entry
-BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0)
-BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0)
-BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0)
-BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0)
-BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0)
-// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM)
-BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6)
-BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6)
+BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false)
+BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0, false)
+BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false)
+BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false)
+BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false)
+// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM), dense rows
+BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true)
+BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true)

@@ -367,9 +367,18 @@ static int staged_fits(const fcase &c) {
   return aligned && 2 * slot <= EMU_SMEM_MAX;
 }
 
+/* the narrow entries serve dense rows only: every stream 16-byte aligned, D a multiple of
+   V, no residual (the host's rule, restated) */
+static int dense(const fcase &c) {
+  const int64_t t = (int64_t)sizeof(emu_fused::bq_t);
+  const int64_t xs = c.xs ? c.xs : (RMS ? c.cols : 2 * c.cols), os = c.os ? c.os : c.cols;
+  return c.offx * t % 16 == 0 && xs * t % 16 == 0 && c.cols % V == 0 && !(RMS && c.res) &&
+         (!c.with_out || (c.offo * t % 16 == 0 && os * t % 16 == 0));
+}
+
 /* Every entry point by name (bq__fused_force_entry): rows each can hold (1, odd, exactly
    its threads times accesses) must launch that kernel; a row it cannot hold takes
-   bq_fused_long. */
+   bq_fused_long, as does a row that is not dense for a narrow entry. */
 Test(emulated_fused, by_name, .timeout = 600) {
   for (int e = 0; e < BQ__FUSED_ENTRIES; e++) {
     const int64_t held = held_accesses(e);
@@ -382,6 +391,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.rows = li < 2 ? 3 : 1;
       if (e == 5) c.rows = li < 2 ? 7 : 2;
       c.cols = lens[li];
+      if (e >= BQ__FUSED_M4 && li < 2) c.cols = (c.cols + V - 1) / V * V; /* dense, for a narrow entry */
       c.G = group_for(&c.cols);
       if (EMU_GRAN == BQ_GRAN_GROUP && held && li < 4 && (c.cols + V - 1) / V > held && c.cols > c.G) c.cols -= c.G;
       c.xs = li == 2 ? (RMS ? c.cols : 2 * c.cols) + 3 : 0;
@@ -395,7 +405,10 @@ Test(emulated_fused, by_name, .timeout = 600) {
       snprintf(label, sizeof label, "entry %d, %s", e, li == 4 ? "too long: falls back to long" : "fits");
       run(c, label);
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int want = e == 5 ? (staged_fits(c) ? 5 : 4) : e == 4 || nacc > held ? 4 : e;
+      const int want = e == 5                            ? (staged_fits(c) ? 5 : 4)
+                       : e == 4 || nacc > held             ? 4
+                       : e >= BQ__FUSED_M4 && !dense(c)    ? 4
+                                                           : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
                 (long long)c.cols, want, (unsigned long long)g_seed);
     }
@@ -439,7 +452,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
     c.eps = 1e-6;
     run(c, "host's choice, a large batch");
     const int64_t nacc = (c.cols + V - 1) / V;
-    const int narrow = RMS && !c.res && EMU_GRAN == BQ_GRAN_TOKEN;
+    const int narrow = RMS && dense(c) && EMU_GRAN == BQ_GRAN_TOKEN;
     const int want = narrow && nacc <= 512    ? BQ__FUSED_M4
                      : narrow && nacc <= 1024 ? BQ__FUSED_M8
                      : staged_fits(c) && nacc > 512 ? BQ__FUSED_STAGED

@@ -952,7 +952,8 @@ Test(fused_edges, residual_in_place)
    2, 4, 8 accesses; bq_fused_m4, m8: 128 threads of 4, 8 accesses),
    bq_fused_long (any row from memory), bq_fused_staged (rows staged in shared memory by
    persistent blocks: 16-byte aligned rows whose two slots fit the block's shared memory);
-   a forced entry that cannot take the row falls back to the long one. */
+   a forced entry that cannot take the row (too long; for a narrow entry, rows that are not
+   dense: misaligned, D not whole accesses, a residual) falls back to the long one. */
 Test(fused_edges, every_entry_by_name)
 {
   int op, ti, e;
@@ -976,6 +977,7 @@ Test(fused_edges, every_entry_by_name)
             c.rows = e == BQ__FUSED_STAGED ? 40 : 3; /* staged: persistent blocks take several rows each */
             c.cols = lens[li];
             if (e == BQ__FUSED_STAGED && li == 1) c.cols = V * (cap / (2 * V)); /* aligned dense rows */
+            if (e >= BQ__FUSED_M4 && li < 2) c.cols = (lens[li] + V - 1) / V * V; /* dense: narrow entries */
             if (c.g == BQ_PER_GROUP) {
               c.G = li % 2 ? 128 : generic_g(T);
               c.cols = (lens[li] + c.G - 1) / c.G * c.G;
