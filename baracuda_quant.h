@@ -4238,8 +4238,9 @@ static const char bq__src_fused_cu[] =
   "  bq_quantize_vals(c, o, q);\n"
   "}\n"
   "// DENSE: every stream's rows 16-byte aligned, D a multiple of V and, for RMSNorm, no\n"
-  "// residual (the host's promise): no element path, no residual code.\n"
-  "template <int TPR, int CPT, bool HOLD, bool DENSE>\n"
+  "// residual (the host's promise): no element path, no residual code. FULL: the row is\n"
+  "// exactly TPR CPT accesses (the host's promise too): no access is checked against its end.\n"
+  "template <int TPR, int CPT, bool HOLD, bool DENSE, bool FULL>\n"
   "static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,\n"
   "                                                    bq_qp *q_smem) {\n"
   "  constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds\n"
@@ -4261,14 +4262,14 @@ static const char bq__src_fused_cu[] =
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++) {\n"
   "      const int a = b + t + i * TPR;\n"
-  "      if (a < nacc) {\n"
+  "      if (FULL || a < nacc) {\n"
   "        bq_rms_h<DENSE>(p, r, a, v[i]);\n"
   "        if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);\n"
   "      }\n"
   "    }\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++)\n"
-  "      if (b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);\n"
+  "      if (FULL || b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);\n"
   "  }\n"
   "  rstd = bq_rstd<TPR>(p, ss, ss_smem);\n"
   "#endif\n"
@@ -4295,7 +4296,7 @@ static const char bq__src_fused_cu[] =
   "      gr[i] = bq_red_init();\n"
   "      bq_red &rd = gr[i];\n"
   "#endif\n"
-  "      if (a < nacc) {\n"
+  "      if (FULL || a < nacc) {\n"
   "#if BQ_RMS\n"
   "        if (WPRE) bq_rms_nw(v[i], wv[WPRE ? i : 0], rstd, rd);\n"
   "        else if (HOLD) bq_rms_n<DENSE>(p, a, v[i], rstd, rd);\n"
@@ -4317,7 +4318,7 @@ static const char bq__src_fused_cu[] =
   "      for (int i = 0; i < CPT; i++) {\n"
   "        const int a = b + t + i * TPR;\n"
   "        const bq_red g = bq_red_round(bq_red_lanes(gr[i], gc));\n"
-  "        if (a < nacc) {\n"
+  "        if (FULL || a < nacc) {\n"
   "          const bq_qp q = bq_params_of(g);\n"
   "          if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);\n"
   "          bq_qchunk o;\n"
@@ -4334,7 +4335,7 @@ static const char bq__src_fused_cu[] =
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++) {\n"
   "      const int a = b + t + i * TPR;\n"
-  "      if (a < nacc) {\n"
+  "      if (FULL || a < nacc) {\n"
   "        bq_red unused = bq_red_init();\n"
   "        if (!HOLD) bq_value(p, r, a, rstd, v[i], unused);\n"
   "        bq_qchunk o;\n"
@@ -4497,25 +4498,29 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "}\n"
   "\n"
-  "// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE: as for\n"
-  "// bq_fused_row\n"
-  "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE)                                    \\\n"
+  "// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL: as\n"
+  "// for bq_fused_row\n"
+  "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL)                                    \\\n"
   "  extern \"C\" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \\\n"
   "    __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \\\n"
   "    __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \\\n"
   "    __shared__ bq_qp q_smem;                                                                 \\\n"
   "    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \\\n"
-  "      bq_fused_row<TPR, CPT, HOLD, DENSE>(p, r, ss_smem, red_smem, &q_smem);                 \\\n"
+  "      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL>(p, r, ss_smem, red_smem, &q_smem);           \\\n"
   "  }\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
-  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false)\n"
-  "// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM), dense rows\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)\n"
+  "// the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;\n"
+  "// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71); the f entries for rows\n"
+  "// of exactly 512 or 1024 accesses\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true)\n"
 ;
 static const char bq__src_linear_cu[] =
   "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
@@ -5953,7 +5958,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 8
+#define BQ__MAX_KERNELS 10
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -7612,16 +7617,18 @@ typedef struct bq__fused_params {
    bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in
    flight while a row is worked on. bq_fused_m4 and bq_fused_m8 hold a row of up to 512 or
    1024 accesses in registers with 128 threads (4 or 8 accesses each): a row's fixed work (its
-   reductions, rstd and scale) is done by half as many warps. */
+   reductions, rstd and scale) is done by half as many warps. bq_fused_m4f and bq_fused_m8f
+   are the same for rows of exactly 512 or 1024 accesses, whose accesses need no check
+   against the row's end. */
 enum {
   BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
-  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_ENTRIES
+  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_ENTRIES
 };
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
-static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4},  {256, 8},
-                                                           {256, 4}, {256, 0}, {128, 4}, {128, 8}};
+static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
+                                                           {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}};
 /* the narrow entries take RMSNorm per token without a residual, in batches of at least this
    many rows an SM: there the fixed work a row is the largest share. (H100, bf16 [8192, 4096]:
    0.90 of the 256-thread kernel's time; with a residual, per group and for the gated op
@@ -7720,8 +7727,8 @@ BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
 }
 
 /* Tests: an entry point by index for every run (a register entry too small for the row,
-   or a narrow one given rows that are not dense, takes bq_fused_long); -1: the host's
-   choice. */
+   a narrow one given rows that are not dense, or a full one rows of another length, takes
+   bq_fused_long); -1: the host's choice. */
 static int bq__fused_force_entry = -1;
 BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
   return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
@@ -7770,7 +7777,10 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (rms && dense && d->granularity == BQ_PER_TOKEN &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
     for (int e = BQ__FUSED_M4; e <= BQ__FUSED_M8 && !narrow; e++)
-      if (nacc <= (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]) which = e, narrow = 1;
+      if (nacc <= (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]) {
+        narrow = 1;
+        which = nacc == (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1] ? e + BQ__FUSED_M4F - BQ__FUSED_M4 : e;
+      }
   /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
      (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
      are faster held in registers (bq_fused_c1, bq_fused_c2), so they skip the occupancy
@@ -7796,7 +7806,9 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
         nacc > (int64_t)bq__fused_shapes[which][0] * bq__fused_shapes[which][1])
       which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
-    if ((which == BQ__FUSED_M4 || which == BQ__FUSED_M8) && !dense) which = BQ__FUSED_LONG;
+    if (which >= BQ__FUSED_M4 && !dense) which = BQ__FUSED_LONG;
+    if (which >= BQ__FUSED_M4F && nacc != (int64_t)bq__fused_shapes[which][0] * bq__fused_shapes[which][1])
+      which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
     k.slot = (int32_t)slot;
@@ -7812,7 +7824,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
 static const char *const bq__src_fused = bq__src_fused_cu;
 #define BQ__FUSED_KERNELS                                                                                  \
   {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
-   "bq_fused_m8"}
+   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f"}
 static const bq__family bq__fused_family = {
   "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_check, bq__no_workspace, bq__fused_run,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};

@@ -451,8 +451,9 @@ static __device__ __forceinline__ void bq_fquantize(const bq_xchunk &v, bq_qchun
   bq_quantize_vals(c, o, q);
 }
 // DENSE: every stream's rows 16-byte aligned, D a multiple of V and, for RMSNorm, no
-// residual (the host's promise): no element path, no residual code.
-template <int TPR, int CPT, bool HOLD, bool DENSE>
+// residual (the host's promise): no element path, no residual code. FULL: the row is
+// exactly TPR CPT accesses (the host's promise too): no access is checked against its end.
+template <int TPR, int CPT, bool HOLD, bool DENSE, bool FULL>
 static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,
                                                     bq_qp *q_smem) {
   constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds
@@ -474,14 +475,14 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * TPR;
-      if (a < nacc) {
+      if (FULL || a < nacc) {
         bq_rms_h<DENSE>(p, r, a, v[i]);
         if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
       }
     }
 #pragma unroll
     for (int i = 0; i < CPT; i++)
-      if (b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);
+      if (FULL || b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);
   }
   rstd = bq_rstd<TPR>(p, ss, ss_smem);
 #endif
@@ -508,7 +509,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
       gr[i] = bq_red_init();
       bq_red &rd = gr[i];
 #endif
-      if (a < nacc) {
+      if (FULL || a < nacc) {
 #if BQ_RMS
         if (WPRE) bq_rms_nw(v[i], wv[WPRE ? i : 0], rstd, rd);
         else if (HOLD) bq_rms_n<DENSE>(p, a, v[i], rstd, rd);
@@ -530,7 +531,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
         const bq_red g = bq_red_round(bq_red_lanes(gr[i], gc));
-        if (a < nacc) {
+        if (FULL || a < nacc) {
           const bq_qp q = bq_params_of(g);
           if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
           bq_qchunk o;
@@ -547,7 +548,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * TPR;
-      if (a < nacc) {
+      if (FULL || a < nacc) {
         bq_red unused = bq_red_init();
         if (!HOLD) bq_value(p, r, a, rstd, v[i], unused);
         bq_qchunk o;
@@ -710,22 +711,26 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
   }
 }
 
-// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE: as for
-// bq_fused_row
-#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE)                                    \
+// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL: as
+// for bq_fused_row
+#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL)                                    \
   extern "C" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \
     __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \
     __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \
     __shared__ bq_qp q_smem;                                                                 \
     for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \
-      bq_fused_row<TPR, CPT, HOLD, DENSE>(p, r, ss_smem, red_smem, &q_smem);                 \
+      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL>(p, r, ss_smem, red_smem, &q_smem);           \
   }
 // (threads, accesses a thread): the host's bq__fused_shapes, by entry
-BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false)
-BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0, false)
-BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false)
-BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false)
-BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false)
-// the narrow entries: 128 threads a row, at most 80 registers (6 blocks an SM), dense rows
-BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true)
-BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true)
+BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)
+BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, 0, false, false)
+BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false)
+BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false, false)
+BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)
+// the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;
+// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71); the f entries for rows
+// of exactly 512 or 1024 accesses
+BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false)
+BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false)
+BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true)
+BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true)

@@ -46,7 +46,9 @@ static void k4(const void *p) { emu_fused::bq_fused_long(*(const fparams *)p); }
 static void k5(const void *p) { emu_fused::bq_fused_staged(*(const fparams *)p); }
 static void k6(const void *p) { emu_fused::bq_fused_m4(*(const fparams *)p); }
 static void k7(const void *p) { emu_fused::bq_fused_m8(*(const fparams *)p); }
-static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7};
+static void k8(const void *p) { emu_fused::bq_fused_m4f(*(const fparams *)p); }
+static void k9(const void *p) { emu_fused::bq_fused_m8f(*(const fparams *)p); }
+static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9};
 /* the rows an entry holds in registers (0: bq_fused_long and bq_fused_staged, any) */
 static int64_t held_accesses(int e) {
   return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1];
@@ -338,7 +340,7 @@ Test(emulated_fused, shapes, .timeout = 600) {
     c.offr = rnd() % 2 ? 0 : (int)rnd_range(0, V - 1);
     c.offo = rnd() % 2 ? 0 : (int)rnd_range(0, V - 1);
     c.offy = (int)rnd_range(0, 15);
-    c.force = rep % 5 == 4 ? 5 : rep % 5 == 2 ? BQ__FUSED_M4 + (int)(rnd() % 2) : -1; /* staged; a narrow entry */
+    c.force = rep % 5 == 4 ? 5 : rep % 5 == 2 ? BQ__FUSED_M4 + (int)(rnd() % 4) : -1; /* staged; a narrow entry */
     c.sms = rep % 3 == 0 ? 1 : rep % 3 == 1 ? 2 : 0;
     if (rep % 4 == 1) { /* aligned rows: the staged entry, a persistent block taking several */
       c.rows = rnd_range(3, 9);
@@ -408,6 +410,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       const int want = e == 5                            ? (staged_fits(c) ? 5 : 4)
                        : e == 4 || nacc > held             ? 4
                        : e >= BQ__FUSED_M4 && !dense(c)    ? 4
+                       : e >= BQ__FUSED_M4F && nacc != held ? 4
                                                            : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
                 (long long)c.cols, want, (unsigned long long)g_seed);
@@ -453,8 +456,10 @@ Test(emulated_fused, by_name, .timeout = 600) {
     run(c, "host's choice, a large batch");
     const int64_t nacc = (c.cols + V - 1) / V;
     const int narrow = RMS && dense(c) && EMU_GRAN == BQ_GRAN_TOKEN;
-    const int want = narrow && nacc <= 512    ? BQ__FUSED_M4
-                     : narrow && nacc <= 1024 ? BQ__FUSED_M8
+    const int want = narrow && nacc == 512    ? BQ__FUSED_M4F
+                     : narrow && nacc < 512   ? BQ__FUSED_M4
+                     : narrow && nacc == 1024 ? BQ__FUSED_M8F
+                     : narrow && nacc < 1024  ? BQ__FUSED_M8
                      : staged_fits(c) && nacc > 512 ? BQ__FUSED_STAGED
                      : nacc <= 256 ? BQ__FUSED_C1 : nacc <= 512 ? BQ__FUSED_C2 : nacc <= 1024 ? BQ__FUSED_C4 : BQ__FUSED_C8;
     cr_assert(g_last == g_kernels[want], "large batch: %lld accesses took another kernel than %d (seed 0x%llx)",
