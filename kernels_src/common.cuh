@@ -953,6 +953,14 @@ static __device__ __forceinline__ void bq_quantize_vals(const bq_c (&c)[BQ_VEC],
 #if BQ_FP8 || BQ_FT == BQ_TYPE_F64
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_bounded(c[j], q.s, q.z);
+#elif !BQ_ASYM && !defined(BQ_EMULATED) && BQ_IT == BQ_TYPE_S8 && BQ_QMIN == BQ_I_MIN && BQ_QMAX == BQ_I_MAX
+    // s8's whole range: rne to int32 (saturating, NaN -> 0), then four a word saturated to
+    // s8 by bq_pack4, bq_quantize_sym's codes with a byte permute fewer per four elements
+    int t[BQ_VEC];
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) t[j] = __float2int_rn(bq_quotient_plain<false>(c[j], q.s));
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j += 4) *(bq_u32 *)&o.e[j] = bq_pack4(t[j], t[j + 1], t[j + 2], t[j + 3]);
 #elif !BQ_ASYM
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) o.e[j] = (bq_i)bq_quantize_sym(c[j], q.s);
@@ -1021,9 +1029,18 @@ static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_re
 }
 
 // Team-wide reduction; every lane gets the result. red_smem holds one slot per warp of
-// a block-wide team.
+// a block-wide team. REDUX (symmetric, f32 compute): the warp's step is one redux.sync on
+// the bits of max |x|, which are >= +0 and never NaN and so order as the values do.
+template <bool REDUX = false>
 static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *red_smem) {
-  r = bq_red_lanes(r, 32);
+#if !defined(BQ_EMULATED) && !BQ_ASYM && BQ_FT != BQ_TYPE_F64
+  if (REDUX) {
+    bq_u32 m;
+    asm("redux.sync.max.u32 %0, %1, 0xffffffff;" : "=r"(m) : "r"(__float_as_uint(r.a)));
+    r.a = __uint_as_float(m);
+  } else
+#endif
+    r = bq_red_lanes(r, 32);
   if (tpr > 32) {
     const int warp = threadIdx.x >> 5, nw = tpr >> 5;
     if ((threadIdx.x & 31) == 0) red_smem[warp] = r;

@@ -410,7 +410,7 @@ static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params
 template <int TPR>
 static __device__ __forceinline__ bq_qp bq_row_params(const bq_fused_params &p, bq_i64 r, bq_red red, bq_red *red_smem,
                                                       bq_qp *q_smem) {
-  red = bq_red_team(red, TPR, red_smem);
+  red = bq_red_team<true>(red, TPR, red_smem);
   if (TPR < BQ_THREADS) {
     const bq_qp q = bq_params_of(bq_red_round(red));
     if (threadIdx.x == 0) bq_fused_params_out(p, r, q);
