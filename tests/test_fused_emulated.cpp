@@ -355,28 +355,26 @@ Test(emulated_fused, shapes, .timeout = 600) {
   }
 }
 
-/* bq_fused_staged serves a case when every stream is 16-byte aligned and two slots of the
-   row fit (the host's rule, restated) */
-static int staged_fits(const fcase &c) {
-  const int64_t t = (int64_t)sizeof(emu_fused::bq_t), nacc = (c.cols + V - 1) / V;
+/* every T stream's rows start 16-byte aligned (the host's k.aligned, restated) */
+static int aligned(const fcase &c) {
+  const int64_t t = (int64_t)sizeof(emu_fused::bq_t);
   const int64_t xs = c.xs ? c.xs : (RMS ? c.cols : 2 * c.cols), rs = c.res == 2 ? xs : c.rs ? c.rs : c.cols;
   const int64_t os = c.os ? c.os : c.cols;
   const int res = RMS && c.res;
-  const int aligned = c.offx * t % 16 == 0 && xs * t % 16 == 0 && (RMS || c.cols * t % 16 == 0) &&
-                      (!res || c.res == 2 || (c.offr * t % 16 == 0 && rs * t % 16 == 0)) &&
-                      (!c.with_out || (c.offo * t % 16 == 0 && os * t % 16 == 0));
-  const int64_t slot = nacc * 16 * (RMS && !res ? 1 : 2);
-  return aligned && 2 * slot <= EMU_SMEM_MAX;
+  return c.offx * t % 16 == 0 && xs * t % 16 == 0 && (RMS || c.cols * t % 16 == 0) &&
+         (!res || c.res == 2 || (c.offr * t % 16 == 0 && rs * t % 16 == 0)) &&
+         (!c.with_out || (c.offo * t % 16 == 0 && os * t % 16 == 0));
+}
+/* bq_fused_staged serves a case when every stream is 16-byte aligned and two slots of the
+   row fit (the host's rule, restated) */
+static int staged_fits(const fcase &c) {
+  const int64_t nacc = (c.cols + V - 1) / V, slot = nacc * 16 * (RMS && !c.res ? 1 : 2);
+  return aligned(c) && 2 * slot <= EMU_SMEM_MAX;
 }
 
 /* the narrow entries serve dense rows only: every stream 16-byte aligned, D a multiple of
    V, no residual (the host's rule, restated) */
-static int dense(const fcase &c) {
-  const int64_t t = (int64_t)sizeof(emu_fused::bq_t);
-  const int64_t xs = c.xs ? c.xs : (RMS ? c.cols : 2 * c.cols), os = c.os ? c.os : c.cols;
-  return c.offx * t % 16 == 0 && xs * t % 16 == 0 && c.cols % V == 0 && !(RMS && c.res) &&
-         (!c.with_out || (c.offo * t % 16 == 0 && os * t % 16 == 0));
-}
+static int dense(const fcase &c) { return aligned(c) && c.cols % V == 0 && !(RMS && c.res); }
 
 /* Every entry point by name (bq__fused_force_entry): rows each can hold (1, odd, exactly
    its threads times accesses) must launch that kernel; a row it cannot hold takes
