@@ -1096,7 +1096,9 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 // its parameters looked up and prepared in registers after its load, nothing else. The
 // kernel holds few registers, so an SM holds many warps, which tensors of a few waves need
 // (the row kernels pay a row's set-up per warp). The thread past the last whole access
-// takes the elements after it.
+// takes the elements after it. Dequantize streams its narrow input (read once) and stores its
+// output with the default cache policy, as its consumer reads it next: streaming the output
+// measured about 2 % slower on the H100.
 extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
   const bq_i64 a = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, na = p.tiles;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
@@ -1106,7 +1108,7 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
   if (a < na) {
     const bq_i64 e = a * BQ_P;
     bq_piece<bq_in0> x;
-    bq_load(x, in0 + e, BQ_OUT_LEADS ? bq_width(in0 + e) : 16);
+    bq_load<true>(x, in0 + e, BQ_OUT_LEADS ? bq_width(in0 + e) : 16);
     bq_dense_params(p, e, s, z);
     bool fix = false;
 #if BQ_OP == BQ_OP_QUANTIZE
@@ -1115,7 +1117,7 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
     bq_piece<bq_out> y;
     if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);
     if (!fix) {
-      bq_store(out + e, y, BQ_OUT_LEADS ? 16 : bq_width(out + e));
+      bq_store<true>(out + e, y, BQ_OUT_LEADS ? 16 : bq_width(out + e));
       return;
     }
 #pragma unroll 1

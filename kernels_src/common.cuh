@@ -703,7 +703,12 @@ static __device__ __forceinline__ int bq_width(const void *p) {
   return a == 0 ? 16 : (int)(a & (0u - a));
 }
 
-template <typename C> static __device__ __forceinline__ void bq_load(C &dst, const void *src, int w) {
+// Cache policy: 16-byte accesses stream (ld.cs / st.cs: evict first), narrower ones take the
+// default. STREAM8 streams 8-byte loads too; KEEP16 stores 16-byte accesses with the default
+// policy, for an output its consumer reads next (bq_affine_lean's dequantize, where the
+// wide stream is the output).
+template <bool STREAM8 = false, typename C>
+static __device__ __forceinline__ void bq_load(C &dst, const void *src, int w) {
   w = w < (int)sizeof(C) ? w : (int)sizeof(C);
 #define BQ_LOAD_AS(W)                                                                      \
   {                                                                                        \
@@ -716,6 +721,11 @@ template <typename C> static __device__ __forceinline__ void bq_load(C &dst, con
     uint4 *d = (uint4 *)&dst;
 #pragma unroll
     for (int i = 0; i < (int)(sizeof(C) / 16); i++) d[i] = __ldcs(s + i);
+  } else if (w == 8 && STREAM8) {
+    const uint2 *s = (const uint2 *)src;
+    uint2 *d = (uint2 *)&dst;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(C) / 8); i++) d[i] = __ldcs(s + i);
   } else if (w == 8) BQ_LOAD_AS(uint2)
   else if (w == 4) BQ_LOAD_AS(bq_u32)
   else if (w == 2) BQ_LOAD_AS(bq_u16)
@@ -723,7 +733,8 @@ template <typename C> static __device__ __forceinline__ void bq_load(C &dst, con
 #undef BQ_LOAD_AS
 }
 
-template <typename C> static __device__ __forceinline__ void bq_store(void *dst, const C &src, int w) {
+template <bool KEEP16 = false, typename C>
+static __device__ __forceinline__ void bq_store(void *dst, const C &src, int w) {
   w = w < (int)sizeof(C) ? w : (int)sizeof(C);
 #define BQ_STORE_AS(W)                                                                     \
   {                                                                                        \
@@ -731,7 +742,8 @@ template <typename C> static __device__ __forceinline__ void bq_store(void *dst,
     const W *s = (const W *)&src;                                                          \
     _Pragma("unroll") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \
   }
-  if (w == 16) {
+  if (w == 16 && KEEP16) BQ_STORE_AS(uint4)
+  else if (w == 16) {
     uint4 *d = (uint4 *)dst;
     const uint4 *s = (const uint4 *)&src;
 #pragma unroll
