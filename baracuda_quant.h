@@ -3832,9 +3832,13 @@ static const char bq__src_fused_cu[] =
   "// bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4, bq_fused_m8 (128 threads: fewer\n"
   "// warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep\n"
   "// a row of up to TPR CPT accesses in registers from its load to its quantize: one read of\n"
-  "// DRAM. In 256-thread blocks a row's rstd and scale are computed once, by thread 0, and\n"
-  "// read by the block. bq_fused_long takes any row in batches of 256\n"
-  "// BQ_LONG_CPT accesses and reads the row again for each pass it needs (from L2).\n"
+  "// DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,\n"
+  "// whole accesses, no residual), so they carry no element path; bq_fused_m4f and\n"
+  "// bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against\n"
+  "// the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread\n"
+  "// 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT\n"
+  "// accesses and reads the row again for each pass it needs (from L2); bq_fused_staged copies\n"
+  "// long rows into shared memory ahead of their use (cp.async, two slots).\n"
   "// Rows whose streams all start 16 bytes aligned (p.aligned) move in 16-byte accesses;\n"
   "// others element by element, with the same results.\n"
   "// Per group, groups of gc accesses (gc a power of two up to 32) lie in gc consecutive lanes\n"
@@ -7660,10 +7664,12 @@ enum {
    kernel's accesses a thread follow the row) */
 static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
                                                            {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}};
+/* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged: 0) */
+BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]; }
 /* the narrow entries take RMSNorm per token without a residual, in batches of at least this
    many rows an SM: there the fixed work a row is the largest share. (H100, bf16 [8192, 4096]:
-   0.90 of the 256-thread kernel's time; with a residual, per group and for the gated op
-   they were slower.) */
+   about 0.8 of the 256-thread kernel's time; with a residual, per group and for the gated
+   op they were slower.) */
 #define BQ__FUSED_NARROW_ROWS 16
 #define BQ__FUSED_MAX_COLS ((int64_t)1 << 30)
 
@@ -7808,9 +7814,9 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (rms && dense && d->granularity == BQ_PER_TOKEN &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
     for (int e = BQ__FUSED_M4; e <= BQ__FUSED_M8 && !narrow; e++)
-      if (nacc <= (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]) {
+      if (nacc <= bq__fused_held(e)) {
         narrow = 1;
-        which = nacc == (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1] ? e + BQ__FUSED_M4F - BQ__FUSED_M4 : e;
+        which = nacc == bq__fused_held(e) ? e + BQ__FUSED_M4F - BQ__FUSED_M4 : e;
       }
   /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
      (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
@@ -7834,11 +7840,11 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (forced) {
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED &&
-        nacc > (int64_t)bq__fused_shapes[which][0] * bq__fused_shapes[which][1])
+        nacc > bq__fused_held(which))
       which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
     if (which >= BQ__FUSED_M4 && !dense) which = BQ__FUSED_LONG;
-    if (which >= BQ__FUSED_M4F && nacc != (int64_t)bq__fused_shapes[which][0] * bq__fused_shapes[which][1])
+    if (which >= BQ__FUSED_M4F && nacc != bq__fused_held(which))
       which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */

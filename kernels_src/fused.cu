@@ -14,9 +14,13 @@
 // bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4, bq_fused_m8 (128 threads: fewer
 // warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep
 // a row of up to TPR CPT accesses in registers from its load to its quantize: one read of
-// DRAM. In 256-thread blocks a row's rstd and scale are computed once, by thread 0, and
-// read by the block. bq_fused_long takes any row in batches of 256
-// BQ_LONG_CPT accesses and reads the row again for each pass it needs (from L2).
+// DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,
+// whole accesses, no residual), so they carry no element path; bq_fused_m4f and
+// bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against
+// the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread
+// 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT
+// accesses and reads the row again for each pass it needs (from L2); bq_fused_staged copies
+// long rows into shared memory ahead of their use (cp.async, two slots).
 // Rows whose streams all start 16 bytes aligned (p.aligned) move in 16-byte accesses;
 // others element by element, with the same results.
 // Per group, groups of gc accesses (gc a power of two up to 32) lie in gc consecutive lanes

@@ -51,7 +51,7 @@ static void k9(const void *p) { emu_fused::bq_fused_m8f(*(const fparams *)p); }
 static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9};
 /* the rows an entry holds in registers (0: bq_fused_long and bq_fused_staged, any) */
 static int64_t held_accesses(int e) {
-  return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1];
+  return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : bq__fused_held(e);
 }
 static int entry_of(emu_kernel k) {
   for (int e = 0; e < BQ__FUSED_ENTRIES; e++)

@@ -964,7 +964,7 @@ Test(fused_edges, every_entry_by_name)
       for (e = 0; e < BQ__FUSED_ENTRIES; e++) {
         const bq_dtype T = g_types[ti];
         const int64_t V = vec_of(T);
-        const int64_t held = (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1];
+        const int64_t held = bq__fused_held(e);
         /* staged: two slots of x and the residual (or gate and up), 226 KiB on an H100 */
         const int64_t cap = e == BQ__FUSED_LONG ? (int64_t)2048 * V + 5 * V
                             : e == BQ__FUSED_STAGED ? (int64_t)3616 * V : held * V;
