@@ -407,6 +407,16 @@ static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params
 #endif
 }
 #endif
+#if BQ_GRAN == BQ_GRAN_GROUP
+// bq_red_lanes over a group of gc lanes (a power of two up to 32), its butterfly unrolled
+// under uniform guards: the same merges in the same order, without the loop
+static __device__ __forceinline__ bq_red bq_red_group(bq_red r, int gc) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    if (off < gc) r = bq_red_merge(r, bq_red_shfl(r, off));
+  return r;
+}
+#endif
 
 #if BQ_GRAN == BQ_GRAN_TOKEN
 // Per token: the block's reduction, then the row's scale (written by thread 0). 256-thread
@@ -498,7 +508,8 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #elif BQ_GRAN == BQ_GRAN_TOKEN
   bq_red red = bq_red_init();
 #else
-  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
+  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1),
+            gsh = (gc >= 2) + (gc >= 4) + (gc >= 8) + (gc >= 16) + (gc >= 32); // fast_groups: gc = 2^gsh
 #endif
   for (int b = 0; b < nb; b += batch) {
 #if BQ_GRAN != BQ_GRAN_TOKEN
@@ -534,10 +545,10 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
-        const bq_red g = bq_red_round(bq_red_lanes(gr[i], gc));
+        const bq_red g = bq_red_round(bq_red_group(gr[i], gc));
         if (FULL || a < nacc) {
           const bq_qp q = bq_params_of(g);
-          if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
+          if (sub == 0) bq_fused_params_out(p, r * p.grs + (a >> gsh), q);
           bq_qchunk o;
           bq_fquantize(v[i], o, q);
           bq_qstore<DENSE>(y, o, a, D, yw);
@@ -630,7 +641,8 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
 #elif BQ_GRAN == BQ_GRAN_TOKEN
   bq_red red = bq_red_init();
 #else
-  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1);
+  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1),
+            gsh = (gc >= 2) + (gc >= 4) + (gc >= 8) + (gc >= 16) + (gc >= 32); // fast_groups: gc = 2^gsh
 #endif
   for (int b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles
     const int a = b + t;
@@ -663,10 +675,10 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
     }
 #if BQ_GRAN == BQ_GRAN_GROUP
     if (p.fast_groups) {
-      const bq_red g = bq_red_round(bq_red_lanes(gr, gc));
+      const bq_red g = bq_red_round(bq_red_group(gr, gc));
       if (a < nacc) {
         const bq_qp q = bq_params_of(g);
-        if (sub == 0) bq_fused_params_out(p, r * p.grs + a / gc, q);
+        if (sub == 0) bq_fused_params_out(p, r * p.grs + (a >> gsh), q);
         bq_qchunk o;
         bq_fquantize(v, o, q);
         bq_qstore(y, o, a, D, yw);
