@@ -691,7 +691,7 @@ def python_table(py):
 
 
 def python_block(py, path):
-    """The README's "From PyTorch" table: the ops, then the host cost of one small call."""
+    """docs/performance.md's "From PyTorch" tables: the ops, then the host cost of one small call."""
     p = py.get("provenance") or {}
     o = python_table(py)
     host = py.get("host_overhead_us_per_call") or {}
@@ -702,6 +702,17 @@ def python_block(py, path):
         o.append("| `%s` | %.1f |" % (k, v))
     o += ["", "%s, torch %s; GPU time = %s; raw output: `%s`." % (
         p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch"), python_timing(py), path), ""]
+    return "\n".join(o)
+
+
+def python_readme_block(py):
+    """The README's "From PyTorch" table: the ops alone; the host cost of a call, the method and
+    the raw file are in docs/performance.md."""
+    p = py.get("provenance") or {}
+    o = python_table(py)
+    o += ["", "%s, torch %s. The method, the host time of a call and the raw output: "
+          "[docs/performance.md](docs/performance.md#from-pytorch-pythonbenchpy)." % (
+              p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch")), ""]
     return "\n".join(o)
 
 
@@ -901,7 +912,7 @@ def main():
                 text = f.read()
             text = replace_between_markers(text, headline(bench, torch), a.readme)
             if py:
-                text = replace_between_markers(text, python_block(py, rel(a.python)), a.readme, PY_BEGIN, PY_END)
+                text = replace_between_markers(text, python_readme_block(py), a.readme, PY_BEGIN, PY_END)
             outputs.append((a.readme, text))
         except (OSError, ValueError) as e:
             print("bench_table: %s" % e, file=sys.stderr)
