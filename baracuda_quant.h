@@ -4226,6 +4226,33 @@ static const char bq__src_fused_cu[] =
   "}\n"
   "#endif\n"
   "#if BQ_GRAN == BQ_GRAN_GROUP\n"
+  "// A row's groups on the fast path (p.fast_groups): a group is gc = 2^gsh accesses in gc\n"
+  "// consecutive lanes, this thread its sub-th; access a's group is a >> gsh. The row's first\n"
+  "// scale (and zero point) is found once a row, not once an access.\n"
+  "struct bq_gshape {\n"
+  "  int gc, sub, gsh;\n"
+  "  bq_s *scales; // the row's\n"
+  "#if BQ_ASYM\n"
+  "  int *zps;\n"
+  "#endif\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_gshape bq_gshape_of(const bq_fused_params &p, bq_i64 r) {\n"
+  "  bq_gshape g;\n"
+  "  g.gc = (int)(p.group / BQ_VEC);\n"
+  "  g.sub = threadIdx.x & (g.gc - 1);\n"
+  "  g.gsh = 31 - __clz(g.gc); // log2 gc wherever fast_groups holds\n"
+  "  g.scales = (bq_s *)p.scales + r * p.grs;\n"
+  "#if BQ_ASYM\n"
+  "  g.zps = (int *)p.zps + r * p.grs;\n"
+  "#endif\n"
+  "  return g;\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_fused_group_out(const bq_gshape &g, int a, const bq_qp &q) {\n"
+  "  g.scales[a >> g.gsh] = q.stored;\n"
+  "#if BQ_ASYM\n"
+  "  g.zps[a >> g.gsh] = q.zp;\n"
+  "#endif\n"
+  "}\n"
   "// bq_red_lanes over a group of gc lanes (a power of two up to 32), its butterfly unrolled\n"
   "// under uniform guards: the same merges in the same order, without the loop\n"
   "static __device__ __forceinline__ bq_red bq_red_group(bq_red r, int gc) {\n"
@@ -4326,8 +4353,7 @@ static const char bq__src_fused_cu[] =
   "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  bq_red red = bq_red_init();\n"
   "#else\n"
-  "  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1),\n"
-  "            gsh = (gc >= 2) + (gc >= 4) + (gc >= 8) + (gc >= 16) + (gc >= 32); // fast_groups: gc = 2^gsh\n"
+  "  const bq_gshape gs = bq_gshape_of(p, r);\n"
   "#endif\n"
   "  for (int b = 0; b < nb; b += batch) {\n"
   "#if BQ_GRAN != BQ_GRAN_TOKEN\n"
@@ -4363,10 +4389,10 @@ static const char bq__src_fused_cu[] =
   "#pragma unroll\n"
   "      for (int i = 0; i < CPT; i++) {\n"
   "        const int a = b + t + i * TPR;\n"
-  "        const bq_red g = bq_red_round(bq_red_group(gr[i], gc));\n"
+  "        const bq_red g = bq_red_round(bq_red_group(gr[i], gs.gc));\n"
   "        if (FULL || a < nacc) {\n"
   "          const bq_qp q = bq_params_of(g);\n"
-  "          if (sub == 0) bq_fused_params_out(p, r * p.grs + (a >> gsh), q);\n"
+  "          if (gs.sub == 0) bq_fused_group_out(gs, a, q);\n"
   "          bq_qchunk o;\n"
   "          bq_fquantize(v[i], o, q);\n"
   "          bq_qstore<DENSE>(y, o, a, D, yw);\n"
@@ -4459,8 +4485,7 @@ static const char bq__src_fused_cu[] =
   "#elif BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  bq_red red = bq_red_init();\n"
   "#else\n"
-  "  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1),\n"
-  "            gsh = (gc >= 2) + (gc >= 4) + (gc >= 8) + (gc >= 16) + (gc >= 32); // fast_groups: gc = 2^gsh\n"
+  "  const bq_gshape gs = bq_gshape_of(p, r);\n"
   "#endif\n"
   "  for (int b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles\n"
   "    const int a = b + t;\n"
@@ -4493,10 +4518,10 @@ static const char bq__src_fused_cu[] =
   "    }\n"
   "#if BQ_GRAN == BQ_GRAN_GROUP\n"
   "    if (p.fast_groups) {\n"
-  "      const bq_red g = bq_red_round(bq_red_group(gr, gc));\n"
+  "      const bq_red g = bq_red_round(bq_red_group(gr, gs.gc));\n"
   "      if (a < nacc) {\n"
   "        const bq_qp q = bq_params_of(g);\n"
-  "        if (sub == 0) bq_fused_params_out(p, r * p.grs + (a >> gsh), q);\n"
+  "        if (gs.sub == 0) bq_fused_group_out(gs, a, q);\n"
   "        bq_qchunk o;\n"
   "        bq_fquantize(v, o, q);\n"
   "        bq_qstore(y, o, a, D, yw);\n"
@@ -7819,7 +7844,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int64_t nacc = (v.cols + p->vec - 1) / p->vec;
   int which = BQ__FUSED_LONG, narrow = 0;
   for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
-    if (nacc <= (int64_t)BQ__FUSED_THREADS << e) { which = e; break; }
+    if (nacc <= bq__fused_held(e)) { which = e; break; }
   /* the narrow entries take dense rows only: every stream 16-byte aligned, D whole
      accesses, no residual (their code has no element path and no residual) */
   const int dense = k.aligned && v.cols % p->vec == 0 && !k.res;
@@ -7851,13 +7876,10 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (staged_blocks > 0 && nacc > 2 * BQ__FUSED_THREADS && !narrow) which = BQ__FUSED_STAGED;
   if (forced) {
     which = bq__fused_force_entry;
-    if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED &&
-        nacc > bq__fused_held(which))
-      which = BQ__FUSED_LONG;
+    if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
     if (which >= BQ__FUSED_M4 && !dense) which = BQ__FUSED_LONG;
-    if (which >= BQ__FUSED_M4F && nacc != bq__fused_held(which))
-      which = BQ__FUSED_LONG;
+    if (which >= BQ__FUSED_M4F && nacc != bq__fused_held(which)) which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
     k.slot = (int32_t)slot;

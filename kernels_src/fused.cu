@@ -408,6 +408,33 @@ static __device__ __forceinline__ void bq_fused_params_out(const bq_fused_params
 }
 #endif
 #if BQ_GRAN == BQ_GRAN_GROUP
+// A row's groups on the fast path (p.fast_groups): a group is gc = 2^gsh accesses in gc
+// consecutive lanes, this thread its sub-th; access a's group is a >> gsh. The row's first
+// scale (and zero point) is found once a row, not once an access.
+struct bq_gshape {
+  int gc, sub, gsh;
+  bq_s *scales; // the row's
+#if BQ_ASYM
+  int *zps;
+#endif
+};
+static __device__ __forceinline__ bq_gshape bq_gshape_of(const bq_fused_params &p, bq_i64 r) {
+  bq_gshape g;
+  g.gc = (int)(p.group / BQ_VEC);
+  g.sub = threadIdx.x & (g.gc - 1);
+  g.gsh = 31 - __clz(g.gc); // log2 gc wherever fast_groups holds
+  g.scales = (bq_s *)p.scales + r * p.grs;
+#if BQ_ASYM
+  g.zps = (int *)p.zps + r * p.grs;
+#endif
+  return g;
+}
+static __device__ __forceinline__ void bq_fused_group_out(const bq_gshape &g, int a, const bq_qp &q) {
+  g.scales[a >> g.gsh] = q.stored;
+#if BQ_ASYM
+  g.zps[a >> g.gsh] = q.zp;
+#endif
+}
 // bq_red_lanes over a group of gc lanes (a power of two up to 32), its butterfly unrolled
 // under uniform guards: the same merges in the same order, without the loop
 static __device__ __forceinline__ bq_red bq_red_group(bq_red r, int gc) {
@@ -508,8 +535,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #elif BQ_GRAN == BQ_GRAN_TOKEN
   bq_red red = bq_red_init();
 #else
-  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1),
-            gsh = (gc >= 2) + (gc >= 4) + (gc >= 8) + (gc >= 16) + (gc >= 32); // fast_groups: gc = 2^gsh
+  const bq_gshape gs = bq_gshape_of(p, r);
 #endif
   for (int b = 0; b < nb; b += batch) {
 #if BQ_GRAN != BQ_GRAN_TOKEN
@@ -545,10 +571,10 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
-        const bq_red g = bq_red_round(bq_red_group(gr[i], gc));
+        const bq_red g = bq_red_round(bq_red_group(gr[i], gs.gc));
         if (FULL || a < nacc) {
           const bq_qp q = bq_params_of(g);
-          if (sub == 0) bq_fused_params_out(p, r * p.grs + (a >> gsh), q);
+          if (gs.sub == 0) bq_fused_group_out(gs, a, q);
           bq_qchunk o;
           bq_fquantize(v[i], o, q);
           bq_qstore<DENSE>(y, o, a, D, yw);
@@ -641,8 +667,7 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
 #elif BQ_GRAN == BQ_GRAN_TOKEN
   bq_red red = bq_red_init();
 #else
-  const int gc = (int)(p.group / BQ_VEC), sub = t & (gc - 1),
-            gsh = (gc >= 2) + (gc >= 4) + (gc >= 8) + (gc >= 16) + (gc >= 32); // fast_groups: gc = 2^gsh
+  const bq_gshape gs = bq_gshape_of(p, r);
 #endif
   for (int b = 0; b < nacc; b += BQ_THREADS) { // uniform trip count: the group path shuffles
     const int a = b + t;
@@ -675,10 +700,10 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
     }
 #if BQ_GRAN == BQ_GRAN_GROUP
     if (p.fast_groups) {
-      const bq_red g = bq_red_round(bq_red_group(gr, gc));
+      const bq_red g = bq_red_round(bq_red_group(gr, gs.gc));
       if (a < nacc) {
         const bq_qp q = bq_params_of(g);
-        if (sub == 0) bq_fused_params_out(p, r * p.grs + (a >> gsh), q);
+        if (gs.sub == 0) bq_fused_group_out(gs, a, q);
         bq_qchunk o;
         bq_fquantize(v, o, q);
         bq_qstore(y, o, a, D, yw);
