@@ -3844,6 +3844,8 @@ static const char bq__src_fused_cu[] =
   "// Per group, groups of gc accesses (gc a power of two up to 32) lie in gc consecutive lanes\n"
   "// of a warp, which reduce them with shuffles; any other group size takes a generic pass in\n"
   "// which a thread takes a group and recomputes its values from memory.\n"
+  "// BQ_ACT_TAB (gated, T = bf16): act(g) is read from a table of the contract's values in\n"
+  "// shared memory rather than computed (see \"the activation's table\" below).\n"
   "\n"
   "#define BQ_THREADS 256\n"
   "#define BQ_LONG_CPT 4\n"
@@ -3970,6 +3972,94 @@ static const char bq__src_fused_cu[] =
   "  return bq_mul(bq_mul((bq_c)0.5, g), bq_add((bq_c)1, t));\n"
   "#endif\n"
   "}\n"
+  "#endif\n"
+  "\n"
+  "// ---- the activation's table (BQ_ACT_TAB) ------------------------------------------------\n"
+  "// A bf16 gate has 2^16 values, so act(C(g)) can be looked up instead of computed: the\n"
+  "// contract's formula costs several times the instructions a DRAM pass leaves for it. The\n"
+  "// table holds act(g), computed by bq_act itself, for every bf16 g whose exponent field is\n"
+  "// in [BQ_ACT_E0, BQ_ACT_E0 + 32), |g| in [2^-25, 2^7): entry (sign, exponent - E0,\n"
+  "// mantissa). Any other g (zeros, tiny, huge, inf, NaN) is computed with the formula, an\n"
+  "// access at a time where one of its values needs it. The values, and so the results, are\n"
+  "// the formula's, bit for bit.\n"
+  "// Each block copies the table into the first BQ_ACT_BYTES of its dynamic shared memory\n"
+  "// (the host launches as many blocks as fit at once, so this is once a block, not once a\n"
+  "// row). The first blocks of a module's first launch find no table in global memory yet:\n"
+  "// they compute their copy, and the first of them to claim bq_act_state publishes it.\n"
+  "#if BQ_ACT_TAB\n"
+  "#define BQ_ACT_E0 102\n"
+  "#define BQ_ACT_N 8192\n"
+  "#define BQ_ACT_BYTES (BQ_ACT_N * 4)\n"
+  "__device__ float bq_act_global[BQ_ACT_N];\n"
+  "__device__ int bq_act_state; // 0: not published, 1: being published, 2: published\n"
+  "#ifdef BQ_EMULATED\n"
+  "static inline int bq_act_state_get() { return bq_act_state; }\n"
+  "static inline bool bq_act_claim() { return bq_act_state == 0 ? (bq_act_state = 1, true) : false; }\n"
+  "static inline void bq_act_publish() { bq_act_state = 2; }\n"
+  "static inline float bq_act_global_at(int i) { return bq_act_global[i]; }\n"
+  "static inline float *bq_act_smem() { return (float *)emu.smem; }\n"
+  "#else\n"
+  "static __device__ __forceinline__ int bq_act_state_get() {\n"
+  "  int v;\n"
+  "  asm volatile(\"ld.acquire.gpu.global.b32 %0, [%1];\" : \"=r\"(v) : \"l\"(&bq_act_state) : \"memory\");\n"
+  "  return v;\n"
+  "}\n"
+  "static __device__ __forceinline__ bool bq_act_claim() {\n"
+  "  int old;\n"
+  "  asm volatile(\"atom.acq_rel.gpu.global.cas.b32 %0, [%1], 0, 1;\" : \"=r\"(old) : \"l\"(&bq_act_state) : \"memory\");\n"
+  "  return old == 0;\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_act_publish() {\n"
+  "  asm volatile(\"st.release.gpu.global.b32 [%0], 2;\" ::\"l\"(&bq_act_state) : \"memory\");\n"
+  "}\n"
+  "// through L2: written by another block during this launch, so neither L1 nor the\n"
+  "// read-only path may hold it\n"
+  "static __device__ __forceinline__ float bq_act_global_at(int i) { return __ldcg(&bq_act_global[i]); }\n"
+  "extern __shared__ __align__(128) unsigned char bq_act_dsmem[];\n"
+  "static __device__ __forceinline__ float *bq_act_smem() { return (float *)bq_act_dsmem; }\n"
+  "#endif\n"
+  "// the gate of entry i\n"
+  "static __device__ __forceinline__ bq_c bq_act_arg(int i) {\n"
+  "  const bq_u32 b = ((bq_u32)(i >> 12) << 15) | (((bq_u32)BQ_ACT_E0 << 7) + (bq_u32)(i & 4095));\n"
+  "  return __uint_as_float(b << 16);\n"
+  "}\n"
+  "static __device__ void bq_act_fill() {\n"
+  "  __shared__ int claimed;\n"
+  "  float *tab = bq_act_smem();\n"
+  "  const bool published = bq_act_state_get() == 2;\n"
+  "  for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = published ? bq_act_global_at(i) : bq_act(bq_act_arg(i));\n"
+  "  if (threadIdx.x == 0) claimed = !published && bq_act_claim();\n"
+  "  __syncthreads();\n"
+  "  if (claimed) {\n"
+  "    for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) bq_act_global[i] = tab[i];\n"
+  "    __threadfence();\n"
+  "    __syncthreads();\n"
+  "    if (threadIdx.x == 0) bq_act_publish();\n"
+  "  }\n"
+  "}\n"
+  "// the formula, for the rare access that holds a gate outside the table\n"
+  "static __device__ __noinline__ bq_c bq_act_far(bq_c g) { return bq_act(g); }\n"
+  "// act of an access's gates (T values in C)\n"
+  "static __device__ __forceinline__ void bq_act_chunk(bq_c (&c)[BQ_VEC]) {\n"
+  "  const float *tab = bq_act_smem();\n"
+  "  bq_u32 far = 0;\n"
+  "  bq_c a[BQ_VEC];\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) {\n"
+  "    const bq_u32 b = __float_as_uint(c[j]) >> 16, d = (b & 0x7fffu) - ((bq_u32)BQ_ACT_E0 << 7);\n"
+  "    far |= (bq_u32)(d >= 4096u) << j;\n"
+  "    a[j] = tab[(d & 4095u) | ((b >> 3) & 4096u)];\n"
+  "  }\n"
+  "  if (far) {\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BQ_VEC; j++)\n"
+  "      if (far >> j & 1) a[j] = bq_act_far(c[j]);\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) c[j] = a[j];\n"
+  "}\n"
+  "#else\n"
+  "#define BQ_ACT_BYTES 0\n"
   "#endif\n"
   "\n"
   "// ---- C values rounded to T: two at a time where T has 16 bits (one packed conversion, the\n"
@@ -4124,9 +4214,15 @@ static const char bq__src_fused_cu[] =
   "  bq_c c[BQ_VEC], uc[BQ_VEC];\n"
   "  bq_chunk_c(g, c);\n"
   "  bq_chunk_c(u, uc);\n"
+  "#if BQ_ACT_TAB\n"
+  "  bq_act_chunk(c);\n"
+  "#else\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) c[j] = bq_act(c[j]);\n"
+  "#endif\n"
   "#pragma unroll\n"
   "  for (int j = 0; j < BQ_VEC; j++) {\n"
-  "    c[j] = bq_mul(bq_act(c[j]), uc[j]);\n"
+  "    c[j] = bq_mul(c[j], uc[j]);\n"
   "    bq_red_add(red, c[j]);\n"
   "  }\n"
   "  bq_round_chunk(c, g);\n"
@@ -4550,7 +4646,10 @@ static const char bq__src_fused_cu[] =
   "  const int nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;\n"
   "  // the weight (RMSNorm), then rows r, r + g, r + 2 g, ... in slots 0, 1, 0, ...\n"
   "  const int wbytes = BQ_RMS && p.wstage ? nacc * 16 : 0;\n"
-  "  const bq_u32 wbase = bq_smem_addr(smem), base = wbase + (bq_u32)wbytes;\n"
+  "  const bq_u32 wbase = bq_smem_addr(smem + BQ_ACT_BYTES), base = wbase + (bq_u32)wbytes;\n"
+  "#if BQ_ACT_TAB\n"
+  "  bq_act_fill();\n"
+  "#endif\n"
   "#if BQ_RMS\n"
   "  for (int a = threadIdx.x; a < nacc && p.wstage; a += BQ_THREADS) {\n"
   "    const int e0 = a * BQ_VEC, left = (int)p.cols - e0;\n"
@@ -4565,11 +4664,16 @@ static const char bq__src_fused_cu[] =
   "    if (r + g < p.rows) bq_stage(p, r + g, base + (bq_u32)((s ^ 1) * p.slot), nacc); // the slot the last row used\n"
   "    bq_cp_commit();\n"
   "    bq_cp_wait<1>(); // this row's copies have landed; the next row's may be in flight\n"
-  "    bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem,\n"
-  "                  &q_smem);\n"
+  "    bq_staged_row(p, r, (bq_xchunk *)(smem + BQ_ACT_BYTES + wbytes + s * p.slot), (const bq_xchunk *)(smem + BQ_ACT_BYTES),\n"
+  "                  nacc, ss_smem, red_smem, &q_smem);\n"
   "  }\n"
   "}\n"
   "\n"
+  "#if BQ_ACT_TAB\n"
+  "#define BQ_ACT_FILL() bq_act_fill()\n"
+  "#else\n"
+  "#define BQ_ACT_FILL() (void)0\n"
+  "#endif\n"
   "// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL: as\n"
   "// for bq_fused_row\n"
   "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL)                                    \\\n"
@@ -4577,6 +4681,7 @@ static const char bq__src_fused_cu[] =
   "    __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \\\n"
   "    __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \\\n"
   "    __shared__ bq_qp q_smem;                                                                 \\\n"
+  "    BQ_ACT_FILL();                                                                           \\\n"
   "    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \\\n"
   "      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL>(p, r, ss_smem, red_smem, &q_smem);           \\\n"
   "  }\n"
@@ -7712,10 +7817,15 @@ BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * 
 
 BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
+/* gated with bf16 gates: act(g) comes from a table of its 8192 values that need the
+   formula, copied into each block's shared memory (fused.cu, "the activation's table") */
+#define BQ__FUSED_ACT_BYTES (8192 * 4)
+BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUANTIZE && d->float_type == BQ_BF16; }
+
 BQ__FN void bq__fused_prelude(const bq_desc *d, bq__str *s) {
-  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n", bq__spec("OP", d->op),
-              d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0", bq__spec("GRAN", d->granularity),
-              d->asymmetric);
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
+              bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
+              bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
 }
 
 /* One call's shape, strides (elements) and pointers, validated. */
@@ -7861,15 +7971,16 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
      queries unless a test forces the entry */
   const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
   const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
+  const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
   int64_t wbytes = 0;
   int staged_blocks = 0;
   /* the weight is staged too where that costs no block an SM (else it is read through L1) */
   for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow) || forced) && ws_try >= 0; ws_try--) {
     int nb = 0;
     const int64_t wb = ws_try ? nacc * 16 : 0;
-    if (wb + 2 * slot <= p->smem_max &&
+    if (tab + wb + 2 * slot <= p->smem_max &&
         bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p->entry->fn[BQ__FUSED_STAGED], BQ__FUSED_THREADS,
-                                                            (size_t)(wb + 2 * slot)) == 0 &&
+                                                            (size_t)(tab + wb + 2 * slot)) == 0 &&
         nb > staged_blocks)
       staged_blocks = nb, wbytes = wb;
   }
@@ -7886,10 +7997,20 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
     k.wstage = wbytes > 0;
     int64_t blocks = (int64_t)staged_blocks * (p->num_sms > 0 ? p->num_sms : 1);
     return bq__launch(p, which, v.rows < blocks ? v.rows : blocks, 1, BQ__FUSED_THREADS,
-                      (unsigned)(wbytes + 2 * slot), &k, stream);
+                      (unsigned)(tab + wbytes + 2 * slot), &k, stream);
   }
-  /* a block a row (a block takes several when rows exceed the grid's limit) */
-  return bq__launch(p, which, v.rows < 0x7fffffff ? v.rows : 0x7fffffff, 1, bq__fused_shapes[which][0], 0, &k, stream);
+  /* a block a row (a block takes several when rows exceed the grid's limit); with the
+     activation's table, which each block copies in first, as many blocks as fit at once */
+  int64_t blocks = v.rows < 0x7fffffff ? v.rows : 0x7fffffff;
+  if (tab) {
+    int nb = 0;
+    bq__CUresult r = bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p->entry->fn[which],
+                                                                         bq__fused_shapes[which][0], (size_t)tab);
+    if (r) return bq__cu_fail(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    const int64_t fit = (int64_t)(nb > 0 ? nb : 1) * (p->num_sms > 0 ? p->num_sms : 1);
+    if (blocks > fit) blocks = fit;
+  }
+  return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
 }
 
 static const char *const bq__src_fused = bq__src_fused_cu;

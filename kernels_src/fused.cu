@@ -26,6 +26,8 @@
 // Per group, groups of gc accesses (gc a power of two up to 32) lie in gc consecutive lanes
 // of a warp, which reduce them with shuffles; any other group size takes a generic pass in
 // which a thread takes a group and recomputes its values from memory.
+// BQ_ACT_TAB (gated, T = bf16): act(g) is read from a table of the contract's values in
+// shared memory rather than computed (see "the activation's table" below).
 
 #define BQ_THREADS 256
 #define BQ_LONG_CPT 4
@@ -152,6 +154,94 @@ static __device__ __forceinline__ bq_c bq_act(bq_c g) {
   return bq_mul(bq_mul((bq_c)0.5, g), bq_add((bq_c)1, t));
 #endif
 }
+#endif
+
+// ---- the activation's table (BQ_ACT_TAB) ------------------------------------------------
+// A bf16 gate has 2^16 values, so act(C(g)) can be looked up instead of computed: the
+// contract's formula costs several times the instructions a DRAM pass leaves for it. The
+// table holds act(g), computed by bq_act itself, for every bf16 g whose exponent field is
+// in [BQ_ACT_E0, BQ_ACT_E0 + 32), |g| in [2^-25, 2^7): entry (sign, exponent - E0,
+// mantissa). Any other g (zeros, tiny, huge, inf, NaN) is computed with the formula, an
+// access at a time where one of its values needs it. The values, and so the results, are
+// the formula's, bit for bit.
+// Each block copies the table into the first BQ_ACT_BYTES of its dynamic shared memory
+// (the host launches as many blocks as fit at once, so this is once a block, not once a
+// row). The first blocks of a module's first launch find no table in global memory yet:
+// they compute their copy, and the first of them to claim bq_act_state publishes it.
+#if BQ_ACT_TAB
+#define BQ_ACT_E0 102
+#define BQ_ACT_N 8192
+#define BQ_ACT_BYTES (BQ_ACT_N * 4)
+__device__ float bq_act_global[BQ_ACT_N];
+__device__ int bq_act_state; // 0: not published, 1: being published, 2: published
+#ifdef BQ_EMULATED
+static inline int bq_act_state_get() { return bq_act_state; }
+static inline bool bq_act_claim() { return bq_act_state == 0 ? (bq_act_state = 1, true) : false; }
+static inline void bq_act_publish() { bq_act_state = 2; }
+static inline float bq_act_global_at(int i) { return bq_act_global[i]; }
+static inline float *bq_act_smem() { return (float *)emu.smem; }
+#else
+static __device__ __forceinline__ int bq_act_state_get() {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(&bq_act_state) : "memory");
+  return v;
+}
+static __device__ __forceinline__ bool bq_act_claim() {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(&bq_act_state) : "memory");
+  return old == 0;
+}
+static __device__ __forceinline__ void bq_act_publish() {
+  asm volatile("st.release.gpu.global.b32 [%0], 2;" ::"l"(&bq_act_state) : "memory");
+}
+// through L2: written by another block during this launch, so neither L1 nor the
+// read-only path may hold it
+static __device__ __forceinline__ float bq_act_global_at(int i) { return __ldcg(&bq_act_global[i]); }
+extern __shared__ __align__(128) unsigned char bq_act_dsmem[];
+static __device__ __forceinline__ float *bq_act_smem() { return (float *)bq_act_dsmem; }
+#endif
+// the gate of entry i
+static __device__ __forceinline__ bq_c bq_act_arg(int i) {
+  const bq_u32 b = ((bq_u32)(i >> 12) << 15) | (((bq_u32)BQ_ACT_E0 << 7) + (bq_u32)(i & 4095));
+  return __uint_as_float(b << 16);
+}
+static __device__ void bq_act_fill() {
+  __shared__ int claimed;
+  float *tab = bq_act_smem();
+  const bool published = bq_act_state_get() == 2;
+  for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = published ? bq_act_global_at(i) : bq_act(bq_act_arg(i));
+  if (threadIdx.x == 0) claimed = !published && bq_act_claim();
+  __syncthreads();
+  if (claimed) {
+    for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) bq_act_global[i] = tab[i];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) bq_act_publish();
+  }
+}
+// the formula, for the rare access that holds a gate outside the table
+static __device__ __noinline__ bq_c bq_act_far(bq_c g) { return bq_act(g); }
+// act of an access's gates (T values in C)
+static __device__ __forceinline__ void bq_act_chunk(bq_c (&c)[BQ_VEC]) {
+  const float *tab = bq_act_smem();
+  bq_u32 far = 0;
+  bq_c a[BQ_VEC];
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) {
+    const bq_u32 b = __float_as_uint(c[j]) >> 16, d = (b & 0x7fffu) - ((bq_u32)BQ_ACT_E0 << 7);
+    far |= (bq_u32)(d >= 4096u) << j;
+    a[j] = tab[(d & 4095u) | ((b >> 3) & 4096u)];
+  }
+  if (far) {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++)
+      if (far >> j & 1) a[j] = bq_act_far(c[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) c[j] = a[j];
+}
+#else
+#define BQ_ACT_BYTES 0
 #endif
 
 // ---- C values rounded to T: two at a time where T has 16 bits (one packed conversion, the
@@ -306,9 +396,15 @@ static __device__ __forceinline__ void bq_gate(bq_xchunk &g, const bq_xchunk &u,
   bq_c c[BQ_VEC], uc[BQ_VEC];
   bq_chunk_c(g, c);
   bq_chunk_c(u, uc);
+#if BQ_ACT_TAB
+  bq_act_chunk(c);
+#else
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) c[j] = bq_act(c[j]);
+#endif
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) {
-    c[j] = bq_mul(bq_act(c[j]), uc[j]);
+    c[j] = bq_mul(c[j], uc[j]);
     bq_red_add(red, c[j]);
   }
   bq_round_chunk(c, g);
@@ -732,7 +828,10 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
   const int nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;
   // the weight (RMSNorm), then rows r, r + g, r + 2 g, ... in slots 0, 1, 0, ...
   const int wbytes = BQ_RMS && p.wstage ? nacc * 16 : 0;
-  const bq_u32 wbase = bq_smem_addr(smem), base = wbase + (bq_u32)wbytes;
+  const bq_u32 wbase = bq_smem_addr(smem + BQ_ACT_BYTES), base = wbase + (bq_u32)wbytes;
+#if BQ_ACT_TAB
+  bq_act_fill();
+#endif
 #if BQ_RMS
   for (int a = threadIdx.x; a < nacc && p.wstage; a += BQ_THREADS) {
     const int e0 = a * BQ_VEC, left = (int)p.cols - e0;
@@ -747,11 +846,16 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
     if (r + g < p.rows) bq_stage(p, r + g, base + (bq_u32)((s ^ 1) * p.slot), nacc); // the slot the last row used
     bq_cp_commit();
     bq_cp_wait<1>(); // this row's copies have landed; the next row's may be in flight
-    bq_staged_row(p, r, (bq_xchunk *)(smem + wbytes + s * p.slot), (const bq_xchunk *)smem, nacc, ss_smem, red_smem,
-                  &q_smem);
+    bq_staged_row(p, r, (bq_xchunk *)(smem + BQ_ACT_BYTES + wbytes + s * p.slot), (const bq_xchunk *)(smem + BQ_ACT_BYTES),
+                  nacc, ss_smem, red_smem, &q_smem);
   }
 }
 
+#if BQ_ACT_TAB
+#define BQ_ACT_FILL() bq_act_fill()
+#else
+#define BQ_ACT_FILL() (void)0
+#endif
 // MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL: as
 // for bq_fused_row
 #define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL)                                    \
@@ -759,6 +863,7 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
     __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \
     __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \
     __shared__ bq_qp q_smem;                                                                 \
+    BQ_ACT_FILL();                                                                           \
     for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \
       bq_fused_row<TPR, CPT, HOLD, DENSE, FULL>(p, r, ss_smem, red_smem, &q_smem);           \
   }

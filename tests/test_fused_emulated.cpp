@@ -68,11 +68,22 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
   g_last_grid = gx;
   g_last_smem = smem;
 }
+/* gated with bf16 gates: the activation's table takes the first BQ__FUSED_ACT_BYTES of
+   shared memory */
+#define EMU_TAB (EMU_OP != BQ_OP_RMSNORM_QUANTIZE && EMU_T == BQ_BF16)
 /* bq_fused_staged's occupancy: one block an SM (so that a block takes many rows, each
-   staged while the last is worked on), none when the slots do not fit */
+   staged while the last is worked on), none when the slots do not fit. The register
+   entries are asked only by gated bf16 plans (the activation's table in shared memory):
+   two blocks an SM, so that a block takes several rows there too. */
 #define EMU_SMEM_MAX (227 * 1024 - 1024) /* an H100's opt-in, less the host's margin */
 static bq__CUresult emu_occupancy(int *n, bq__CUfunction f, int block, size_t smem) {
-  cr_assert(f == (bq__CUfunction)k5 && block == 256, "occupancy asked of another kernel");
+  const int e = entry_of((emu_kernel)f);
+  cr_assert(e >= 0 && block == bq__fused_shapes[e][0], "occupancy asked of an unknown kernel or block");
+  if (e != BQ__FUSED_STAGED) {
+    cr_assert(EMU_TAB && smem == BQ__FUSED_ACT_BYTES, "a register entry's occupancy asked without the table");
+    *n = 2;
+    return 0;
+  }
   *n = smem <= (size_t)EMU_SMEM_MAX ? 1 : 0;
   return 0;
 }
@@ -369,7 +380,7 @@ static int aligned(const fcase &c) {
    row fit (the host's rule, restated) */
 static int staged_fits(const fcase &c) {
   const int64_t nacc = (c.cols + V - 1) / V, slot = nacc * 16 * (RMS && !c.res ? 1 : 2);
-  return aligned(c) && 2 * slot <= EMU_SMEM_MAX;
+  return aligned(c) && (EMU_TAB ? BQ__FUSED_ACT_BYTES : 0) + 2 * slot <= EMU_SMEM_MAX;
 }
 
 /* the narrow entries serve dense rows only: every stream 16-byte aligned, D a multiple of

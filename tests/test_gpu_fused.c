@@ -67,9 +67,13 @@ enum {
   K_WIDE,     /* magnitudes over the whole useful range (exp / tanh saturation for the gated op) */
   K_TINY,     /* subnormal-sized values */
   K_CONST,    /* one value repeated */
-  NKINDS
+  NKINDS,
+  K_EVERY = NKINDS /* asked for by name only: the gates' bit patterns in turn, 0 to 0xffff and
+                      round again (every 16-bit gate over 2^16 gates), the rest random */
 };
-static const char *const kind_names[NKINDS] = {"random", "zero", "huge", "nan", "inf", "wide", "tiny", "const"};
+static const char *const kind_names[NKINDS + 1] = {"random", "zero", "huge", "nan",  "inf",
+                                                   "wide",   "tiny", "const", "every gate"};
+static uint32_t g_every; /* K_EVERY's next bit pattern */
 
 typedef struct fcase {
   int op;
@@ -223,6 +227,12 @@ static void gen_row(const fcase *c, void *x, int64_t n, int kind)
   if (kind == K_CONST) {
     double v = ((rnd() & 1) ? 1.0 : -1.0) * (0.5 + rnd_unit()) * mag;
     for (i = 0; i < n; i++) store_t(T, x, i, v);
+    return;
+  }
+  if (kind == K_EVERY) {
+    for (i = 0; i < n; i++)
+      if (i < c->cols && ref_dtype_size(T) == 2) store_bits(T, x, i, g_every++ & 0xffffu);
+      else store_t(T, x, i, value_of(c, K_RANDOM, mag));
     return;
   }
   for (i = 0; i < n; i++) store_t(T, x, i, value_of(c, kind, mag));
@@ -965,9 +975,11 @@ Test(fused_edges, every_entry_by_name)
         const bq_dtype T = g_types[ti];
         const int64_t V = vec_of(T);
         const int64_t held = bq__fused_held(e);
-        /* staged: two slots of x and the residual (or gate and up), 226 KiB on an H100 */
+        /* staged: two slots of x and the residual (or gate and up), 226 KiB on an H100, less
+           the activation's table where there is one */
+        const int tab = op != OP_RMS && T == BQ_BF16;
         const int64_t cap = e == BQ__FUSED_LONG ? (int64_t)2048 * V + 5 * V
-                            : e == BQ__FUSED_STAGED ? (int64_t)3616 * V : held * V;
+                            : e == BQ__FUSED_STAGED ? (int64_t)(tab ? 3104 : 3616) * V : held * V;
         int qi;
         for (qi = 0; qi < 3; qi++) {
           const int64_t lens[] = {1, cap / 2 + 1, cap - 1, cap, cap + V + 3};
@@ -992,6 +1004,48 @@ Test(fused_edges, every_entry_by_name)
           }
         }
       }
+}
+
+/* destroys the plans plan_get keeps, then drops the library's loaded modules: the next
+   select loads its module afresh (from disk) */
+static void plans_drop(void)
+{
+  int i;
+  for (i = 0; i < g_nplans; i++) bq_plan_destroy(g_plans[i].p);
+  g_nplans = 0;
+  bq_cache_clear_memory();
+}
+/* The activation's table (gated, bf16 gates): every 16-bit gate pattern, through each
+   register entry, the long one and the staged one, and through a module's first launch,
+   whose first blocks compute the table and publish it (the memory cache is cleared before
+   it, so the module is loaded afresh), then a second launch, whose blocks copy it. f16 gates
+   take the formula; they are swept too. */
+Test(fused_edges, every_16_bit_gate)
+{
+  static const bq_dtype types[] = {BQ_BF16, BQ_F16};
+  int op, ti, e, launch;
+  gpu_begin();
+  for (op = 1; op < 3; op++)
+    for (ti = 0; ti < 2; ti++) {
+      const int64_t V = vec_of(types[ti]);
+      for (e = -1; e <= BQ__FUSED_STAGED; e++) {
+        fcase c = base_case(op, types[ti], FOCUS_Q[e < 0 ? 0 : e % 3]);
+        c.force = e;
+        c.kind = K_EVERY;
+        c.cols = e < 0 ? 4096 : e == BQ__FUSED_LONG ? 2048 * V + 3 * V : e == BQ__FUSED_STAGED ? 1024 * V
+                                                                       : bq__fused_held(e) * V;
+        c.rows = 65536 / c.cols + 1;
+        if (c.g == BQ_PER_GROUP) c.G = 128;
+        if (e < 0) { /* the host's choice, as many blocks as fit: a fresh module, twice */
+          c.rows = 2048;
+          plans_drop();
+        }
+        for (launch = 0; launch < (e < 0 ? 2 : 1); launch++) {
+          g_every = (uint32_t)rnd();
+          run_case(&c);
+        }
+      }
+    }
 }
 
 /* Batch invariance: the rows of a batch of M equal the same rows computed alone (M = 1),
