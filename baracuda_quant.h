@@ -137,7 +137,9 @@
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
      to 512 16-byte accesses), or staged in shared memory (longer rows whose streams start
      16-byte aligned, up to what two rows' slots of shared memory hold); other rows are
-     read again from L2 for each pass. A row has at most 2^30 elements.
+     read again from L2 for each pass. A row has at most 2^30 elements. With bf16 gates
+     the activation is read from a 32 KiB table of its values in shared memory, which a
+     module's first launch builds on the GPU (the same bits as computing it).
 
    DEVICES
      desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
