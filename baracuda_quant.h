@@ -4698,11 +4698,15 @@ static const char bq__src_fused_cu[] =
   "// ran slower); the gated op that computes the formula keeps the compiler's choice (at 48\n"
   "// registers it spills)\n"
   "#define BQ_C2_MINB (BQ_RMS ? (BQ_ASYM ? 5 : 6) : BQ_ACT_TAB ? 5 : 0)\n"
+  "// bq_fused_c8 with the activation's table (gated rows of 1025 to 2048 accesses, which it\n"
+  "// takes in place of the staged kernel) is held to 4 blocks an SM (64 registers): it spills\n"
+  "// a few words, and ran faster (bf16 [8192, 14336]: 251 us at 3 blocks, 237 at 4)\n"
+  "#define BQ_C8_MINB (BQ_ACT_TAB ? 4 : 0)\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
   "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, 0, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)\n"
   "// the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;\n"
   "// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71); the f entries for rows\n"
@@ -7997,7 +8001,11 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
         nb > staged_blocks)
       staged_blocks = nb, wbytes = wb;
   }
-  if (staged_blocks > 0 && nacc > 2 * BQ__FUSED_THREADS && !narrow) which = BQ__FUSED_STAGED;
+  /* with the activation's table, rows that bq_fused_c8 holds but bq_fused_c4 does not are
+     faster in registers (H100, bf16 [8192, 14336]: 237 us against 260 staged; from 513 to
+     1024 accesses staged was faster) */
+  const int tab_c8 = tab && nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
+  if (staged_blocks > 0 && nacc > 2 * BQ__FUSED_THREADS && !narrow && !tab_c8) which = BQ__FUSED_STAGED;
   if (forced) {
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
