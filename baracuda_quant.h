@@ -4041,24 +4041,26 @@ static const char bq__src_fused_cu[] =
   "}\n"
   "// the formula, for the rare access that holds a gate outside the table\n"
   "static __device__ __noinline__ bq_c bq_act_far(bq_c g) { return bq_act(g); }\n"
-  "// act of an access's gates (T values in C). A gate's f32 bits are its bf16 bits << 16: d,\n"
-  "// its exponent and mantissa less the table's first, is below 4096 << 16 in the table, and\n"
-  "// its entry's byte offset is d >> 14, plus 16 KiB for a negative gate. An access whose d\n"
-  "// all lie in the table (their OR below 2^28) takes no branch.\n"
+  "// A gate's f32 bits are its bf16 bits << 16: d, its exponent and mantissa less the table's\n"
+  "// first, is below 4096 << 16 in the table, and its entry's byte offset is d >> 14, plus\n"
+  "// 16 KiB for a negative gate.\n"
+  "static __device__ __forceinline__ bq_u32 bq_act_d(bq_u32 u) { return (u & 0x7fff0000u) - ((bq_u32)BQ_ACT_E0 << 23); }\n"
+  "// act of an access's gates (T values in C). An access whose d all lie in the table (their\n"
+  "// OR below 2^28) takes no branch.\n"
   "static __device__ __forceinline__ void bq_act_chunk(bq_c (&c)[BQ_VEC]) {\n"
   "  const unsigned char *tab = (const unsigned char *)bq_act_smem();\n"
   "  bq_u32 any = 0;\n"
   "  bq_c a[BQ_VEC];\n"
   "#pragma unroll\n"
   "  for (int j = 0; j < BQ_VEC; j++) {\n"
-  "    const bq_u32 u = __float_as_uint(c[j]), d = (u & 0x7fff0000u) - ((bq_u32)BQ_ACT_E0 << 23);\n"
+  "    const bq_u32 u = __float_as_uint(c[j]), d = bq_act_d(u);\n"
   "    any |= d;\n"
   "    a[j] = *(const float *)(tab + (((d >> 14) & 0x3ffcu) + ((u >> 31) << 14)));\n"
   "  }\n"
   "  if (any >> 28) {\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < BQ_VEC; j++)\n"
-  "      if ((__float_as_uint(c[j]) & 0x7fff0000u) - ((bq_u32)BQ_ACT_E0 << 23) >= (4096u << 16)) a[j] = bq_act_far(c[j]);\n"
+  "      if (bq_act_d(__float_as_uint(c[j])) >= (4096u << 16)) a[j] = bq_act_far(c[j]);\n"
   "  }\n"
   "#pragma unroll\n"
   "  for (int j = 0; j < BQ_VEC; j++) c[j] = a[j];\n"
@@ -6871,6 +6873,8 @@ struct bq_plan {
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
   int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
   int64_t smem_max; /* fused: the dynamic shared memory bq_fused_staged may take (bytes) */
+  int tab_blocks[16]; /* fused, with the activation's table: each entry's blocks an SM (by
+                         entry; found once, at select, since the table's size is fixed) */
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -7818,6 +7822,7 @@ enum {
   BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
   BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_ENTRIES
 };
+typedef char bq__fused_entries_fit[BQ__FUSED_ENTRIES <= 16 ? 1 : -1]; /* bq_plan.tab_blocks */
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
@@ -7989,10 +7994,15 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
   const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
   const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
+  /* with the activation's table, rows that bq_fused_c8 holds but bq_fused_c4 does not are
+     faster in registers (H100, bf16 [8192, 14336]: 237 us against 260 staged; from 513 to
+     1024 accesses staged was faster) */
+  const int tab_c8 = tab && nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
   int64_t wbytes = 0;
   int staged_blocks = 0;
   /* the weight is staged too where that costs no block an SM (else it is read through L1) */
-  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow) || forced) && ws_try >= 0; ws_try--) {
+  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !tab_c8) || forced) && ws_try >= 0;
+       ws_try--) {
     int nb = 0;
     const int64_t wb = ws_try ? nacc * 16 : 0;
     if (tab + wb + 2 * slot <= p->smem_max &&
@@ -8001,11 +8011,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
         nb > staged_blocks)
       staged_blocks = nb, wbytes = wb;
   }
-  /* with the activation's table, rows that bq_fused_c8 holds but bq_fused_c4 does not are
-     faster in registers (H100, bf16 [8192, 14336]: 237 us against 260 staged; from 513 to
-     1024 accesses staged was faster) */
-  const int tab_c8 = tab && nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
-  if (staged_blocks > 0 && nacc > 2 * BQ__FUSED_THREADS && !narrow && !tab_c8) which = BQ__FUSED_STAGED;
+  if (staged_blocks > 0 && !forced) which = BQ__FUSED_STAGED; /* (a forced entry is chosen below) */
   if (forced) {
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
@@ -8024,11 +8030,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
      activation's table, which each block copies in first, as many blocks as fit at once */
   int64_t blocks = v.rows < 0x7fffffff ? v.rows : 0x7fffffff;
   if (tab) {
-    int nb = 0;
-    bq__CUresult r = bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p->entry->fn[which],
-                                                                         bq__fused_shapes[which][0], (size_t)tab);
-    if (r) return bq__cu_fail(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    const int64_t fit = (int64_t)(nb > 0 ? nb : 1) * (p->num_sms > 0 ? p->num_sms : 1);
+    const int64_t fit = (int64_t)(p->tab_blocks[which] > 0 ? p->tab_blocks[which] : 1) * (p->num_sms > 0 ? p->num_sms : 1);
     if (blocks > fit) blocks = fit;
   }
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
@@ -8793,6 +8795,12 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
       r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__FUSED_STAGED], BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max);
     }
     if (r) p->smem_max = 0; /* the register entries serve every row */
+    /* with the activation's table, the register entries run as many blocks as fit */
+    for (int e = 0; e < BQ__FUSED_ENTRIES && bq__fused_act_table(&p->desc); e++)
+      if (e != BQ__FUSED_STAGED &&
+          bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->tab_blocks[e], p->entry->fn[e], bq__fused_shapes[e][0],
+                                                              BQ__FUSED_ACT_BYTES))
+        p->tab_blocks[e] = 0; /* (then one block an SM) */
   }
   if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
     /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8: the pipelines exceed 48 KiB */

@@ -221,24 +221,26 @@ static __device__ void bq_act_fill() {
 }
 // the formula, for the rare access that holds a gate outside the table
 static __device__ __noinline__ bq_c bq_act_far(bq_c g) { return bq_act(g); }
-// act of an access's gates (T values in C). A gate's f32 bits are its bf16 bits << 16: d,
-// its exponent and mantissa less the table's first, is below 4096 << 16 in the table, and
-// its entry's byte offset is d >> 14, plus 16 KiB for a negative gate. An access whose d
-// all lie in the table (their OR below 2^28) takes no branch.
+// A gate's f32 bits are its bf16 bits << 16: d, its exponent and mantissa less the table's
+// first, is below 4096 << 16 in the table, and its entry's byte offset is d >> 14, plus
+// 16 KiB for a negative gate.
+static __device__ __forceinline__ bq_u32 bq_act_d(bq_u32 u) { return (u & 0x7fff0000u) - ((bq_u32)BQ_ACT_E0 << 23); }
+// act of an access's gates (T values in C). An access whose d all lie in the table (their
+// OR below 2^28) takes no branch.
 static __device__ __forceinline__ void bq_act_chunk(bq_c (&c)[BQ_VEC]) {
   const unsigned char *tab = (const unsigned char *)bq_act_smem();
   bq_u32 any = 0;
   bq_c a[BQ_VEC];
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) {
-    const bq_u32 u = __float_as_uint(c[j]), d = (u & 0x7fff0000u) - ((bq_u32)BQ_ACT_E0 << 23);
+    const bq_u32 u = __float_as_uint(c[j]), d = bq_act_d(u);
     any |= d;
     a[j] = *(const float *)(tab + (((d >> 14) & 0x3ffcu) + ((u >> 31) << 14)));
   }
   if (any >> 28) {
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++)
-      if ((__float_as_uint(c[j]) & 0x7fff0000u) - ((bq_u32)BQ_ACT_E0 << 23) >= (4096u << 16)) a[j] = bq_act_far(c[j]);
+      if (bq_act_d(__float_as_uint(c[j])) >= (4096u << 16)) a[j] = bq_act_far(c[j]);
   }
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) c[j] = a[j];

@@ -71,19 +71,14 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
 /* gated with bf16 gates: the activation's table takes the first BQ__FUSED_ACT_BYTES of
    shared memory */
 #define EMU_TAB (EMU_OP != BQ_OP_RMSNORM_QUANTIZE && EMU_T == BQ_BF16)
+/* the table's rows that bq_fused_c8 takes in place of the staged kernel (the host's rule,
+   restated) */
+static int table_c8(int64_t nacc) { return EMU_TAB && nacc > 1024 && nacc <= 2048; }
 /* bq_fused_staged's occupancy: one block an SM (so that a block takes many rows, each
-   staged while the last is worked on), none when the slots do not fit. The register
-   entries are asked only by gated bf16 plans (the activation's table in shared memory):
-   two blocks an SM, so that a block takes several rows there too. */
+   staged while the last is worked on), none when the slots do not fit */
 #define EMU_SMEM_MAX (227 * 1024 - 1024) /* an H100's opt-in, less the host's margin */
 static bq__CUresult emu_occupancy(int *n, bq__CUfunction f, int block, size_t smem) {
-  const int e = entry_of((emu_kernel)f);
-  cr_assert(e >= 0 && block == bq__fused_shapes[e][0], "occupancy asked of an unknown kernel or block");
-  if (e != BQ__FUSED_STAGED) {
-    cr_assert(EMU_TAB && smem == BQ__FUSED_ACT_BYTES, "a register entry's occupancy asked without the table");
-    *n = 2;
-    return 0;
-  }
+  cr_assert(f == (bq__CUfunction)k5 && block == 256, "occupancy asked of another kernel");
   *n = smem <= (size_t)EMU_SMEM_MAX ? 1 : 0;
   return 0;
 }
@@ -196,6 +191,9 @@ static void run(const fcase &c, const char *label) {
   plan.entry = &entry;
   plan.num_sms = c.sms ? c.sms : 132;
   plan.smem_max = EMU_SMEM_MAX;
+  /* with the table, what select would find: two blocks an SM for each register entry, so
+     that a block takes several rows */
+  for (int e = 0; e < BQ__FUSED_ENTRIES && EMU_TAB; e++) plan.tab_blocks[e] = 2;
 
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(quant_desc().scale_type);
   const int64_t guard = 19;
@@ -443,8 +441,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.eps = 1e-6;
       run(c, al ? "host's choice, aligned" : "host's choice, misaligned");
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int tab_c8 = EMU_TAB && nacc > 1024 && nacc <= 2048; /* the table's rows for bq_fused_c8 */
-      const int want = staged_fits(c) && nacc > 512 && !tab_c8 ? 5
+      const int want = staged_fits(c) && nacc > 512 && !table_c8(nacc) ? 5
                        : nacc <= 256 ? 0 : nacc <= 512 ? 1 : nacc <= 1024 ? 2 : nacc <= 2048 ? 3 : 4;
       cr_assert(g_last == g_kernels[want], "host's choice: %lld accesses (%s) took another kernel than %d (seed 0x%llx)",
                 (long long)nacc, al ? "aligned" : "misaligned", want, (unsigned long long)g_seed);
@@ -471,7 +468,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
                      : narrow && nacc < 512   ? BQ__FUSED_M4
                      : narrow && nacc == 1024 ? BQ__FUSED_M8F
                      : narrow && nacc < 1024  ? BQ__FUSED_M8
-                     : staged_fits(c) && nacc > 512 && !(EMU_TAB && nacc > 1024 && nacc <= 2048) ? BQ__FUSED_STAGED
+                     : staged_fits(c) && nacc > 512 && !table_c8(nacc) ? BQ__FUSED_STAGED
                      : nacc <= 256 ? BQ__FUSED_C1 : nacc <= 512 ? BQ__FUSED_C2 : nacc <= 1024 ? BQ__FUSED_C4 : BQ__FUSED_C8;
     cr_assert(g_last == g_kernels[want], "large batch: %lld accesses took another kernel than %d (seed 0x%llx)",
               (long long)nacc, want, (unsigned long long)g_seed);
