@@ -3831,7 +3831,7 @@ static const char bq__src_fused_cu[] =
   "// block of TPR threads takes the accesses t, t + TPR, t + 2 TPR, ... and keeps a partial\n"
   "// sum for each of its 256 / TPR lanes (t, t + TPR, ...), so the sum is the same whatever\n"
   "// the number of rows, the grid, the block or the entry point.\n"
-  "// bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4, bq_fused_m8 (128 threads: fewer\n"
+  "// bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4 .. bq_fused_m16 (128 threads: fewer\n"
   "// warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep\n"
   "// a row of up to TPR CPT accesses in registers from its load to its quantize: one read of\n"
   "// DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,\n"
@@ -4172,17 +4172,36 @@ static const char bq__src_fused_cu[] =
   "\n"
   "// ---- the producers, an access at a time -----------------------------------------------\n"
   "#if BQ_RMS\n"
-  "// h = T(C(x) + C(residual)), written back to the residual; h = x without one.\n"
-  "// (DENSE: also no residual)\n"
-  "template <bool DENSE>\n"
-  "static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {\n"
-  "  bq_fload<false, DENSE>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
-  "  if (!DENSE && p.res) {\n"
-  "    bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
-  "    bq_xchunk v;\n"
-  "    bq_fload<false>(v, rr, a, p.cols, p.aligned);\n"
-  "    bq_add_chunk(h, v);\n"
-  "    bq_fstore(rr, h, a, p.cols, p.aligned);\n"
+  "// h = T(C(x) + C(residual)), written back to the residual, an access at a time (x already\n"
+  "// in h)\n"
+  "static __device__ __forceinline__ void bq_rms_res1(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {\n"
+  "  bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
+  "  bq_xchunk v;\n"
+  "  bq_fload<false>(v, rr, a, p.cols, p.aligned);\n"
+  "  bq_add_chunk(h, v);\n"
+  "  bq_fstore(rr, h, a, p.cols, p.aligned);\n"
+  "}\n"
+  "// The same for both accesses b + t + i TPR a thread of bq_fused_c1 or _c2 holds, both\n"
+  "// loads before the stores: a store to the residual may alias x (in place) or a later\n"
+  "// load, so the access-at-a-time form waits for each access's loads in turn. (Wider\n"
+  "// entries keep that form: the loads' registers made them spill.)\n"
+  "template <int TPR, int CPT, bool FULL>\n"
+  "static __device__ __forceinline__ void bq_rms_res(const bq_fused_params &p, bq_i64 r, int b, int nacc,\n"
+  "                                                  bq_xchunk (&v)[CPT]) {\n"
+  "  bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
+  "  bq_xchunk u[CPT];\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < CPT; i++) {\n"
+  "    const int a = b + (int)threadIdx.x + i * TPR;\n"
+  "    if (FULL || a < nacc) bq_fload<false>(u[i], rr, a, p.cols, p.aligned);\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < CPT; i++) {\n"
+  "    const int a = b + (int)threadIdx.x + i * TPR;\n"
+  "    if (FULL || a < nacc) {\n"
+  "      bq_add_chunk(v[i], u[i]);\n"
+  "      bq_fstore(rr, v[i], a, p.cols, p.aligned);\n"
+  "    }\n"
   "  }\n"
   "}\n"
   "// n = T((C(h) * rstd) * C(w)), in place\n"
@@ -4429,6 +4448,7 @@ static const char bq__src_fused_cu[] =
   "  // the shortest rows load the weight with the row, so that normalizing waits on no further\n"
   "  // load (longer ones keep the registers, which buy more blocks an SM)\n"
   "  constexpr bool WPRE = HOLD && CPT == 1;\n"
+  "  constexpr bool RBATCH = CPT <= 2; // the residual's loads: bq_rms_res, else bq_rms_res1\n"
   "  bq_xchunk wv[WPRE ? CPT : 1];\n"
   "  bq_c ss[R]; // lane t + j TPR's sum of squares, its accesses in ascending order\n"
   "#pragma unroll\n"
@@ -4438,10 +4458,12 @@ static const char bq__src_fused_cu[] =
   "    for (int i = 0; i < CPT; i++) {\n"
   "      const int a = b + t + i * TPR;\n"
   "      if (FULL || a < nacc) {\n"
-  "        bq_rms_h<DENSE>(p, r, a, v[i]);\n"
+  "        bq_fload<false, DENSE>(v[i], (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
+  "        if (!DENSE && !RBATCH && p.res) bq_rms_res1(p, r, a, v[i]);\n"
   "        if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);\n"
   "      }\n"
   "    }\n"
+  "    if (!DENSE && RBATCH && p.res) bq_rms_res<TPR, CPT, FULL>(p, r, b, nacc, v); // (DENSE: no residual)\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++)\n"
   "      if (FULL || b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);\n"
@@ -4695,15 +4717,16 @@ static const char bq__src_fused_cu[] =
   "// bq_fused_c2 (rows of 257 to 512 accesses, bf16 D = 4096) is held to more blocks an SM\n"
   "// than the compiler's 64 registers allow, where that spills nothing: more warps hide its\n"
   "// latency (H100, bf16 [8192, 4096]: RMSNorm per group 60.0 us at 4 blocks, 53.5 at 6).\n"
-  "// Symmetric and static RMSNorm take 6 blocks (40 registers); the asymmetric reductions 5\n"
-  "// (48: at 40 they spill); the gated op with the activation's table 5 (at 6 it spills and\n"
-  "// ran slower); the gated op that computes the formula keeps the compiler's choice (at 48\n"
-  "// registers it spills)\n"
-  "#define BQ_C2_MINB (BQ_RMS ? (BQ_ASYM ? 5 : 6) : BQ_ACT_TAB ? 5 : 0)\n"
+  "// RMSNorm takes 5 blocks (48 registers: at 40 the residual's batched loads and the\n"
+  "// asymmetric reductions spill); the gated op with the activation's table 5 (at 6 it spills\n"
+  "// and ran slower); the gated op that computes the formula keeps the compiler's choice (at\n"
+  "// 48 registers it spills)\n"
+  "#define BQ_C2_MINB (BQ_RMS || BQ_ACT_TAB ? 5 : 0)\n"
   "// bq_fused_c8 with the activation's table (gated rows of 1025 to 2048 accesses, which it\n"
   "// takes in place of the staged kernel) is held to 4 blocks an SM (64 registers): it spills\n"
-  "// a few words, and ran faster (bf16 [8192, 14336]: 251 us at 3 blocks, 237 at 4)\n"
-  "#define BQ_C8_MINB (BQ_ACT_TAB ? 4 : 0)\n"
+  "// a few words, and ran faster (bf16 [8192, 14336]: 251 us at 3 blocks, 237 at 4); so is\n"
+  "// RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4)\n"
+  "#define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
   "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false)\n"
@@ -4711,12 +4734,13 @@ static const char bq__src_fused_cu[] =
   "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)\n"
   "// the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;\n"
-  "// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71); the f entries for rows\n"
-  "// of exactly 512 or 1024 accesses\n"
+  "// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71; bq_fused_m16 128, 4\n"
+  "// blocks: its row's 64 registers); the f entries for rows of exactly 512 or 1024 accesses\n"
   "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true)\n"
   "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false)\n"
 ;
 static const char bq__src_linear_cu[] =
   "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
@@ -6154,7 +6178,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 10
+#define BQ__MAX_KERNELS 11
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -7813,27 +7837,27 @@ typedef struct bq__fused_params {
 /* The fused entry points, by index: bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
    accesses in registers (k = 1, 2, 4, 8), bq_fused_long takes any row in batches, and
    bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in
-   flight while a row is worked on. bq_fused_m4 and bq_fused_m8 hold a row of up to 512 or
-   1024 accesses in registers with 128 threads (4 or 8 accesses each): a row's fixed work (its
-   reductions, rstd and scale) is done by half as many warps. bq_fused_m4f and bq_fused_m8f
-   are the same for rows of exactly 512 or 1024 accesses, whose accesses need no check
-   against the row's end. */
+   flight while a row is worked on. bq_fused_m4, bq_fused_m8 and bq_fused_m16 hold a row of
+   up to 512, 1024 or 2048 accesses in registers with 128 threads (4, 8 or 16 accesses each):
+   a row's fixed work (its reductions, rstd and scale) is done by half as many warps.
+   bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose
+   accesses need no check against the row's end. */
 enum {
   BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
-  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_ENTRIES
+  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_ENTRIES
 };
 typedef char bq__fused_entries_fit[BQ__FUSED_ENTRIES <= 16 ? 1 : -1]; /* bq_plan.tab_blocks */
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
 static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
-                                                           {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}};
+                                                           {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}, {128, 16}};
 /* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged: 0) */
 BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]; }
-/* the narrow entries take RMSNorm per token without a residual, in batches of at least this
-   many rows an SM: there the fixed work a row is the largest share. (H100, bf16 [8192, 4096]:
-   about 0.8 of the 256-thread kernel's time; with a residual, per group and for the gated
-   op they were slower.) */
+/* the narrow entries take RMSNorm per token and per group without a residual, in batches of
+   at least this many rows an SM: there the fixed work a row is the largest share. (H100,
+   bf16 [8192, 4096]: about 0.8 of the 256-thread kernel's time; for the gated op they were
+   slower.) */
 #define BQ__FUSED_NARROW_ROWS 16
 #define BQ__FUSED_MAX_COLS ((int64_t)1 << 30)
 
@@ -7980,13 +8004,17 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   /* the narrow entries take dense rows only: every stream 16-byte aligned, D whole
      accesses, no residual (their code has no element path and no residual) */
   const int dense = k.aligned && v.cols % p->vec == 0 && !k.res;
-  if (rms && dense && d->granularity == BQ_PER_TOKEN &&
+  if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
-    for (int e = BQ__FUSED_M4; e <= BQ__FUSED_M8 && !narrow; e++)
+    for (int i = 0; i < (t == 8 ? 2 : 3) && !narrow; i++) { /* (f64's bq_fused_m16 spills) */
+      static const int by_size[3][2] = {{BQ__FUSED_M4, BQ__FUSED_M4F}, {BQ__FUSED_M8, BQ__FUSED_M8F},
+                                        {BQ__FUSED_M16, BQ__FUSED_M16}}; /* (any row, a full row) */
+      const int e = by_size[i][0];
       if (nacc <= bq__fused_held(e)) {
         narrow = 1;
-        which = nacc == bq__fused_held(e) ? e + BQ__FUSED_M4F - BQ__FUSED_M4 : e;
+        which = nacc == bq__fused_held(e) ? by_size[i][1] : e;
       }
+    }
   /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
      (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
      are faster held in registers (bq_fused_c1, bq_fused_c2), so they skip the occupancy
@@ -7994,10 +8022,12 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
   const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
   const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
-  /* with the activation's table, rows that bq_fused_c8 holds but bq_fused_c4 does not are
-     faster in registers (H100, bf16 [8192, 14336]: 237 us against 260 staged; from 513 to
-     1024 accesses staged was faster) */
-  const int tab_c8 = tab && nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
+  /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
+     staged with the activation's table (H100, bf16 [8192, 14336]: 237 us against 260; from
+     513 to 1024 accesses staged was faster), and for 16-bit RMSNorm per token with a
+     residual, whose two slots leave the staged kernel one block an SM */
+  const int tab_c8 = (tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) &&
+                     nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
   int64_t wbytes = 0;
   int staged_blocks = 0;
   /* the weight is staged too where that costs no block an SM (else it is read through L1) */
@@ -8017,7 +8047,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
     if (which >= BQ__FUSED_M4 && !dense) which = BQ__FUSED_LONG;
-    if (which >= BQ__FUSED_M4F && nacc != bq__fused_held(which)) which = BQ__FUSED_LONG;
+    if ((which == BQ__FUSED_M4F || which == BQ__FUSED_M8F) && nacc != bq__fused_held(which)) which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
     k.slot = (int32_t)slot;
@@ -8039,7 +8069,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
 static const char *const bq__src_fused = bq__src_fused_cu;
 #define BQ__FUSED_KERNELS                                                                                  \
   {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
-   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f"}
+   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16"}
 static const bq__family bq__fused_family = {
   "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_check, bq__no_workspace, bq__fused_run,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};

@@ -11,7 +11,7 @@
 // block of TPR threads takes the accesses t, t + TPR, t + 2 TPR, ... and keeps a partial
 // sum for each of its 256 / TPR lanes (t, t + TPR, ...), so the sum is the same whatever
 // the number of rows, the grid, the block or the entry point.
-// bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4, bq_fused_m8 (128 threads: fewer
+// bq_fused_c1 .. bq_fused_c8 (256 threads) and bq_fused_m4 .. bq_fused_m16 (128 threads: fewer
 // warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep
 // a row of up to TPR CPT accesses in registers from its load to its quantize: one read of
 // DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,
@@ -352,17 +352,36 @@ static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, 
 
 // ---- the producers, an access at a time -----------------------------------------------
 #if BQ_RMS
-// h = T(C(x) + C(residual)), written back to the residual; h = x without one.
-// (DENSE: also no residual)
-template <bool DENSE>
-static __device__ __forceinline__ void bq_rms_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {
-  bq_fload<false, DENSE>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
-  if (!DENSE && p.res) {
-    bq_t *rr = (bq_t *)p.res + r * p.rs;
-    bq_xchunk v;
-    bq_fload<false>(v, rr, a, p.cols, p.aligned);
-    bq_add_chunk(h, v);
-    bq_fstore(rr, h, a, p.cols, p.aligned);
+// h = T(C(x) + C(residual)), written back to the residual, an access at a time (x already
+// in h)
+static __device__ __forceinline__ void bq_rms_res1(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {
+  bq_t *rr = (bq_t *)p.res + r * p.rs;
+  bq_xchunk v;
+  bq_fload<false>(v, rr, a, p.cols, p.aligned);
+  bq_add_chunk(h, v);
+  bq_fstore(rr, h, a, p.cols, p.aligned);
+}
+// The same for both accesses b + t + i TPR a thread of bq_fused_c1 or _c2 holds, both
+// loads before the stores: a store to the residual may alias x (in place) or a later
+// load, so the access-at-a-time form waits for each access's loads in turn. (Wider
+// entries keep that form: the loads' registers made them spill.)
+template <int TPR, int CPT, bool FULL>
+static __device__ __forceinline__ void bq_rms_res(const bq_fused_params &p, bq_i64 r, int b, int nacc,
+                                                  bq_xchunk (&v)[CPT]) {
+  bq_t *rr = (bq_t *)p.res + r * p.rs;
+  bq_xchunk u[CPT];
+#pragma unroll
+  for (int i = 0; i < CPT; i++) {
+    const int a = b + (int)threadIdx.x + i * TPR;
+    if (FULL || a < nacc) bq_fload<false>(u[i], rr, a, p.cols, p.aligned);
+  }
+#pragma unroll
+  for (int i = 0; i < CPT; i++) {
+    const int a = b + (int)threadIdx.x + i * TPR;
+    if (FULL || a < nacc) {
+      bq_add_chunk(v[i], u[i]);
+      bq_fstore(rr, v[i], a, p.cols, p.aligned);
+    }
   }
 }
 // n = T((C(h) * rstd) * C(w)), in place
@@ -609,6 +628,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   // the shortest rows load the weight with the row, so that normalizing waits on no further
   // load (longer ones keep the registers, which buy more blocks an SM)
   constexpr bool WPRE = HOLD && CPT == 1;
+  constexpr bool RBATCH = CPT <= 2; // the residual's loads: bq_rms_res, else bq_rms_res1
   bq_xchunk wv[WPRE ? CPT : 1];
   bq_c ss[R]; // lane t + j TPR's sum of squares, its accesses in ascending order
 #pragma unroll
@@ -618,10 +638,12 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * TPR;
       if (FULL || a < nacc) {
-        bq_rms_h<DENSE>(p, r, a, v[i]);
+        bq_fload<false, DENSE>(v[i], (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
+        if (!DENSE && !RBATCH && p.res) bq_rms_res1(p, r, a, v[i]);
         if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
       }
     }
+    if (!DENSE && RBATCH && p.res) bq_rms_res<TPR, CPT, FULL>(p, r, b, nacc, v); // (DENSE: no residual)
 #pragma unroll
     for (int i = 0; i < CPT; i++)
       if (FULL || b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);
@@ -875,15 +897,16 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
 // bq_fused_c2 (rows of 257 to 512 accesses, bf16 D = 4096) is held to more blocks an SM
 // than the compiler's 64 registers allow, where that spills nothing: more warps hide its
 // latency (H100, bf16 [8192, 4096]: RMSNorm per group 60.0 us at 4 blocks, 53.5 at 6).
-// Symmetric and static RMSNorm take 6 blocks (40 registers); the asymmetric reductions 5
-// (48: at 40 they spill); the gated op with the activation's table 5 (at 6 it spills and
-// ran slower); the gated op that computes the formula keeps the compiler's choice (at 48
-// registers it spills)
-#define BQ_C2_MINB (BQ_RMS ? (BQ_ASYM ? 5 : 6) : BQ_ACT_TAB ? 5 : 0)
+// RMSNorm takes 5 blocks (48 registers: at 40 the residual's batched loads and the
+// asymmetric reductions spill); the gated op with the activation's table 5 (at 6 it spills
+// and ran slower); the gated op that computes the formula keeps the compiler's choice (at
+// 48 registers it spills)
+#define BQ_C2_MINB (BQ_RMS || BQ_ACT_TAB ? 5 : 0)
 // bq_fused_c8 with the activation's table (gated rows of 1025 to 2048 accesses, which it
 // takes in place of the staged kernel) is held to 4 blocks an SM (64 registers): it spills
-// a few words, and ran faster (bf16 [8192, 14336]: 251 us at 3 blocks, 237 at 4)
-#define BQ_C8_MINB (BQ_ACT_TAB ? 4 : 0)
+// a few words, and ran faster (bf16 [8192, 14336]: 251 us at 3 blocks, 237 at 4); so is
+// RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4)
+#define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)
 // (threads, accesses a thread): the host's bq__fused_shapes, by entry
 BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)
 BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false)
@@ -891,9 +914,10 @@ BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false)
 BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false)
 BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)
 // the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;
-// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71); the f entries for rows
-// of exactly 512 or 1024 accesses
+// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71; bq_fused_m16 128, 4
+// blocks: its row's 64 registers); the f entries for rows of exactly 512 or 1024 accesses
 BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false)
 BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false)
 BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true)
 BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true)
+BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false)

@@ -48,7 +48,8 @@ static void k6(const void *p) { emu_fused::bq_fused_m4(*(const fparams *)p); }
 static void k7(const void *p) { emu_fused::bq_fused_m8(*(const fparams *)p); }
 static void k8(const void *p) { emu_fused::bq_fused_m4f(*(const fparams *)p); }
 static void k9(const void *p) { emu_fused::bq_fused_m8f(*(const fparams *)p); }
-static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9};
+static void k10(const void *p) { emu_fused::bq_fused_m16(*(const fparams *)p); }
+static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10};
 /* the rows an entry holds in registers (0: bq_fused_long and bq_fused_staged, any) */
 static int64_t held_accesses(int e) {
   return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : bq__fused_held(e);
@@ -71,9 +72,12 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
 /* gated with bf16 gates: the activation's table takes the first BQ__FUSED_ACT_BYTES of
    shared memory */
 #define EMU_TAB (EMU_OP != BQ_OP_RMSNORM_QUANTIZE && EMU_T == BQ_BF16)
-/* the table's rows that bq_fused_c8 takes in place of the staged kernel (the host's rule,
-   restated) */
-static int table_c8(int64_t nacc) { return EMU_TAB && nacc > 1024 && nacc <= 2048; }
+/* the rows that bq_fused_c8 takes in place of the staged kernel: the table's, and 16-bit
+   RMSNorm per token with a residual (the host's rule, restated) */
+static int reg_c8(int64_t nacc, int res) {
+  const int rms_res = EMU_OP == BQ_OP_RMSNORM_QUANTIZE && res && sizeof(emu_fused::bq_t) == 2 && EMU_GRAN == BQ_GRAN_TOKEN;
+  return (EMU_TAB || rms_res) && nacc > 1024 && nacc <= 2048;
+}
 /* bq_fused_staged's occupancy: one block an SM (so that a block takes many rows, each
    staged while the last is worked on), none when the slots do not fit */
 #define EMU_SMEM_MAX (227 * 1024 - 1024) /* an H100's opt-in, less the host's margin */
@@ -417,7 +421,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       const int want = e == 5                            ? (staged_fits(c) ? 5 : 4)
                        : e == 4 || nacc > held             ? 4
                        : e >= BQ__FUSED_M4 && !dense(c)    ? 4
-                       : e >= BQ__FUSED_M4F && nacc != held ? 4
+                       : (e == BQ__FUSED_M4F || e == BQ__FUSED_M8F) && nacc != held ? 4
                                                            : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
                 (long long)c.cols, want, (unsigned long long)g_seed);
@@ -441,17 +445,17 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.eps = 1e-6;
       run(c, al ? "host's choice, aligned" : "host's choice, misaligned");
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int want = staged_fits(c) && nacc > 512 && !table_c8(nacc) ? 5
+      const int want = staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? 5
                        : nacc <= 256 ? 0 : nacc <= 512 ? 1 : nacc <= 1024 ? 2 : nacc <= 2048 ? 3 : 4;
       cr_assert(g_last == g_kernels[want], "host's choice: %lld accesses (%s) took another kernel than %d (seed 0x%llx)",
                 (long long)nacc, al ? "aligned" : "misaligned", want, (unsigned long long)g_seed);
       if (want == 5) cr_assert(g_last_grid <= 1 && g_last_smem > 0, "staged: grid %u smem %u", g_last_grid, g_last_smem);
     }
-  /* batches of BQ__FUSED_NARROW_ROWS rows an SM or more, RMSNorm per token without a
-     residual: the narrow entry that holds the row; the rules above for longer rows and
-     every other case */
-  static const int64_t naccs[] = {1, 256, 257, 512, 513, 1024, 1025};
-  for (int i = 0; i < 7; i++) {
+  /* batches of BQ__FUSED_NARROW_ROWS rows an SM or more, RMSNorm per token or per group
+     without a residual: the narrow entry that holds the row; the rules above for longer
+     rows and every other case */
+  static const int64_t naccs[] = {1, 256, 257, 512, 513, 1024, 1025, 2048, 2049};
+  for (int i = 0; i < 9; i++) {
     fcase c;
     memset(&c, 0, sizeof c);
     c.rows = BQ__FUSED_NARROW_ROWS + (int64_t)(rnd() % 2);
@@ -463,12 +467,13 @@ Test(emulated_fused, by_name, .timeout = 600) {
     c.eps = 1e-6;
     run(c, "host's choice, a large batch");
     const int64_t nacc = (c.cols + V - 1) / V;
-    const int narrow = RMS && dense(c) && EMU_GRAN == BQ_GRAN_TOKEN;
+    const int narrow = RMS && dense(c) && (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP);
     const int want = narrow && nacc == 512    ? BQ__FUSED_M4F
                      : narrow && nacc < 512   ? BQ__FUSED_M4
                      : narrow && nacc == 1024 ? BQ__FUSED_M8F
                      : narrow && nacc < 1024  ? BQ__FUSED_M8
-                     : staged_fits(c) && nacc > 512 && !table_c8(nacc) ? BQ__FUSED_STAGED
+                     : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 ? BQ__FUSED_M16
+                     : staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? BQ__FUSED_STAGED
                      : nacc <= 256 ? BQ__FUSED_C1 : nacc <= 512 ? BQ__FUSED_C2 : nacc <= 1024 ? BQ__FUSED_C4 : BQ__FUSED_C8;
     cr_assert(g_last == g_kernels[want], "large batch: %lld accesses took another kernel than %d (seed 0x%llx)",
               (long long)nacc, want, (unsigned long long)g_seed);
