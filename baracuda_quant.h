@@ -3835,7 +3835,8 @@ static const char bq__src_fused_cu[] =
   "// warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep\n"
   "// a row of up to TPR CPT accesses in registers from its load to its quantize: one read of\n"
   "// DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,\n"
-  "// whole accesses, no residual), so they carry no element path; bq_fused_m4f and\n"
+  "// whole accesses; and no residual), so they carry no element path, nor does bq_fused_c2d\n"
+  "// or bq_fused_c8d (dense rows, a residual allowed); bq_fused_m4f and\n"
   "// bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against\n"
   "// the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread\n"
   "// 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT\n"
@@ -4174,18 +4175,19 @@ static const char bq__src_fused_cu[] =
   "#if BQ_RMS\n"
   "// h = T(C(x) + C(residual)), written back to the residual, an access at a time (x already\n"
   "// in h)\n"
+  "template <bool DENSE>\n"
   "static __device__ __forceinline__ void bq_rms_res1(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {\n"
   "  bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
   "  bq_xchunk v;\n"
-  "  bq_fload<false>(v, rr, a, p.cols, p.aligned);\n"
+  "  bq_fload<false, DENSE>(v, rr, a, p.cols, p.aligned);\n"
   "  bq_add_chunk(h, v);\n"
-  "  bq_fstore(rr, h, a, p.cols, p.aligned);\n"
+  "  bq_fstore<DENSE>(rr, h, a, p.cols, p.aligned);\n"
   "}\n"
   "// The same for both accesses b + t + i TPR a thread of bq_fused_c1 or _c2 holds, both\n"
   "// loads before the stores: a store to the residual may alias x (in place) or a later\n"
   "// load, so the access-at-a-time form waits for each access's loads in turn. (Wider\n"
   "// entries keep that form: the loads' registers made them spill.)\n"
-  "template <int TPR, int CPT, bool FULL>\n"
+  "template <int TPR, int CPT, bool DENSE, bool FULL>\n"
   "static __device__ __forceinline__ void bq_rms_res(const bq_fused_params &p, bq_i64 r, int b, int nacc,\n"
   "                                                  bq_xchunk (&v)[CPT]) {\n"
   "  bq_t *rr = (bq_t *)p.res + r * p.rs;\n"
@@ -4193,14 +4195,14 @@ static const char bq__src_fused_cu[] =
   "#pragma unroll\n"
   "  for (int i = 0; i < CPT; i++) {\n"
   "    const int a = b + (int)threadIdx.x + i * TPR;\n"
-  "    if (FULL || a < nacc) bq_fload<false>(u[i], rr, a, p.cols, p.aligned);\n"
+  "    if (FULL || a < nacc) bq_fload<false, DENSE>(u[i], rr, a, p.cols, p.aligned);\n"
   "  }\n"
   "#pragma unroll\n"
   "  for (int i = 0; i < CPT; i++) {\n"
   "    const int a = b + (int)threadIdx.x + i * TPR;\n"
   "    if (FULL || a < nacc) {\n"
   "      bq_add_chunk(v[i], u[i]);\n"
-  "      bq_fstore(rr, v[i], a, p.cols, p.aligned);\n"
+  "      bq_fstore<DENSE>(rr, v[i], a, p.cols, p.aligned);\n"
   "    }\n"
   "  }\n"
   "}\n"
@@ -4431,10 +4433,10 @@ static const char bq__src_fused_cu[] =
   "  bq_chunk_c(v, c);\n"
   "  bq_quantize_vals(c, o, q);\n"
   "}\n"
-  "// DENSE: every stream's rows 16-byte aligned, D a multiple of V and, for RMSNorm, no\n"
-  "// residual (the host's promise): no element path, no residual code. FULL: the row is\n"
-  "// exactly TPR CPT accesses (the host's promise too): no access is checked against its end.\n"
-  "template <int TPR, int CPT, bool HOLD, bool DENSE, bool FULL>\n"
+  "// DENSE: every stream's rows 16-byte aligned and D a multiple of V (the host's promise): no\n"
+  "// element path. FULL: the row is exactly TPR CPT accesses (the host's promise too): no\n"
+  "// access is checked against its end. RES: the code for a residual (RMSNorm), else none.\n"
+  "template <int TPR, int CPT, bool HOLD, bool DENSE, bool FULL, bool RES>\n"
   "static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,\n"
   "                                                    bq_qp *q_smem) {\n"
   "  constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds\n"
@@ -4459,11 +4461,11 @@ static const char bq__src_fused_cu[] =
   "      const int a = b + t + i * TPR;\n"
   "      if (FULL || a < nacc) {\n"
   "        bq_fload<false, DENSE>(v[i], (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
-  "        if (!DENSE && !RBATCH && p.res) bq_rms_res1(p, r, a, v[i]);\n"
+  "        if (RES && !RBATCH && p.res) bq_rms_res1<DENSE>(p, r, a, v[i]);\n"
   "        if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);\n"
   "      }\n"
   "    }\n"
-  "    if (!DENSE && RBATCH && p.res) bq_rms_res<TPR, CPT, FULL>(p, r, b, nacc, v); // (DENSE: no residual)\n"
+  "    if (RES && RBATCH && p.res) bq_rms_res<TPR, CPT, DENSE, FULL>(p, r, b, nacc, v);\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++)\n"
   "      if (FULL || b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);\n"
@@ -4703,16 +4705,16 @@ static const char bq__src_fused_cu[] =
   "#else\n"
   "#define BQ_ACT_FILL() (void)0\n"
   "#endif\n"
-  "// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL: as\n"
+  "// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL, RES: as\n"
   "// for bq_fused_row\n"
-  "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL)                                    \\\n"
+  "#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL, RES)                               \\\n"
   "  extern \"C\" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \\\n"
   "    __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \\\n"
   "    __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \\\n"
   "    __shared__ bq_qp q_smem;                                                                 \\\n"
   "    BQ_ACT_FILL();                                                                           \\\n"
   "    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \\\n"
-  "      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL>(p, r, ss_smem, red_smem, &q_smem);           \\\n"
+  "      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL, RES>(p, r, ss_smem, red_smem, &q_smem);      \\\n"
   "  }\n"
   "// bq_fused_c2 (rows of 257 to 512 accesses, bf16 D = 4096) is held to more blocks an SM\n"
   "// than the compiler's 64 registers allow, where that spills nothing: more warps hide its\n"
@@ -4728,19 +4730,23 @@ static const char bq__src_fused_cu[] =
   "// RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4)\n"
   "#define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
-  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)\n"
   "// the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;\n"
   "// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71; bq_fused_m16 128, 4\n"
   "// blocks: its row's 64 registers); the f entries for rows of exactly 512 or 1024 accesses\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)\n"
+  "// bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which\n"
+  "// costs the wide entries registers (bq_fused_c8 spills without it) and instruction fetch\n"
+  "BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)\n"
+  "BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)\n"
 ;
 static const char bq__src_linear_cu[] =
   "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
@@ -6178,7 +6184,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 11
+#define BQ__MAX_KERNELS 13
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -7841,17 +7847,21 @@ typedef struct bq__fused_params {
    up to 512, 1024 or 2048 accesses in registers with 128 threads (4, 8 or 16 accesses each):
    a row's fixed work (its reductions, rstd and scale) is done by half as many warps.
    bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose
-   accesses need no check against the row's end. */
+   accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are
+   bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole
+   accesses), a residual allowed: no element path. */
 enum {
   BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
-  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_ENTRIES
+  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
+  BQ__FUSED_ENTRIES
 };
 typedef char bq__fused_entries_fit[BQ__FUSED_ENTRIES <= 16 ? 1 : -1]; /* bq_plan.tab_blocks */
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
 static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
-                                                           {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}, {128, 16}};
+                                                           {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}, {128, 16},
+                                                           {256, 2}, {256, 8}};
 /* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged: 0) */
 BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]; }
 /* the narrow entries take RMSNorm per token and per group without a residual, in batches of
@@ -8001,9 +8011,9 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   int which = BQ__FUSED_LONG, narrow = 0;
   for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
     if (nacc <= bq__fused_held(e)) { which = e; break; }
-  /* the narrow entries take dense rows only: every stream 16-byte aligned, D whole
-     accesses, no residual (their code has no element path and no residual) */
-  const int dense = k.aligned && v.cols % p->vec == 0 && !k.res;
+  /* dense rows: every stream 16-byte aligned, D whole accesses; the narrow entries take them
+     without a residual (their code has no element path and no residual) */
+  const int whole = k.aligned && v.cols % p->vec == 0, dense = whole && !k.res;
   if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
     for (int i = 0; i < (t == 8 ? 2 : 3) && !narrow; i++) { /* (f64's bq_fused_m16 spills) */
@@ -8042,11 +8052,15 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
       staged_blocks = nb, wbytes = wb;
   }
   if (staged_blocks > 0 && !forced) which = BQ__FUSED_STAGED; /* (a forced entry is chosen below) */
+  /* dense rows in the wide entries without an element path (H100, bf16 [8192, 14336],
+     RMSNorm with a residual: 315 -> 297 us) */
+  if (whole && !forced) which = which == BQ__FUSED_C2 ? BQ__FUSED_C2D : which == BQ__FUSED_C8 ? BQ__FUSED_C8D : which;
   if (forced) {
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
-    if (which >= BQ__FUSED_M4 && !dense) which = BQ__FUSED_LONG;
+    if (which >= BQ__FUSED_M4 && which <= BQ__FUSED_M16 && !dense) which = BQ__FUSED_LONG;
+    if ((which == BQ__FUSED_C2D || which == BQ__FUSED_C8D) && !whole) which = BQ__FUSED_LONG;
     if ((which == BQ__FUSED_M4F || which == BQ__FUSED_M8F) && nacc != bq__fused_held(which)) which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
@@ -8069,7 +8083,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
 static const char *const bq__src_fused = bq__src_fused_cu;
 #define BQ__FUSED_KERNELS                                                                                  \
   {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
-   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16"}
+   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
 static const bq__family bq__fused_family = {
   "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_check, bq__no_workspace, bq__fused_run,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};

@@ -15,7 +15,8 @@
 // warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep
 // a row of up to TPR CPT accesses in registers from its load to its quantize: one read of
 // DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,
-// whole accesses, no residual), so they carry no element path; bq_fused_m4f and
+// whole accesses; and no residual), so they carry no element path, nor does bq_fused_c2d
+// or bq_fused_c8d (dense rows, a residual allowed); bq_fused_m4f and
 // bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against
 // the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread
 // 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT
@@ -354,18 +355,19 @@ static __device__ __forceinline__ void bq_qstore(bq_i *row, const bq_qchunk &o, 
 #if BQ_RMS
 // h = T(C(x) + C(residual)), written back to the residual, an access at a time (x already
 // in h)
+template <bool DENSE>
 static __device__ __forceinline__ void bq_rms_res1(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {
   bq_t *rr = (bq_t *)p.res + r * p.rs;
   bq_xchunk v;
-  bq_fload<false>(v, rr, a, p.cols, p.aligned);
+  bq_fload<false, DENSE>(v, rr, a, p.cols, p.aligned);
   bq_add_chunk(h, v);
-  bq_fstore(rr, h, a, p.cols, p.aligned);
+  bq_fstore<DENSE>(rr, h, a, p.cols, p.aligned);
 }
 // The same for both accesses b + t + i TPR a thread of bq_fused_c1 or _c2 holds, both
 // loads before the stores: a store to the residual may alias x (in place) or a later
 // load, so the access-at-a-time form waits for each access's loads in turn. (Wider
 // entries keep that form: the loads' registers made them spill.)
-template <int TPR, int CPT, bool FULL>
+template <int TPR, int CPT, bool DENSE, bool FULL>
 static __device__ __forceinline__ void bq_rms_res(const bq_fused_params &p, bq_i64 r, int b, int nacc,
                                                   bq_xchunk (&v)[CPT]) {
   bq_t *rr = (bq_t *)p.res + r * p.rs;
@@ -373,14 +375,14 @@ static __device__ __forceinline__ void bq_rms_res(const bq_fused_params &p, bq_i
 #pragma unroll
   for (int i = 0; i < CPT; i++) {
     const int a = b + (int)threadIdx.x + i * TPR;
-    if (FULL || a < nacc) bq_fload<false>(u[i], rr, a, p.cols, p.aligned);
+    if (FULL || a < nacc) bq_fload<false, DENSE>(u[i], rr, a, p.cols, p.aligned);
   }
 #pragma unroll
   for (int i = 0; i < CPT; i++) {
     const int a = b + (int)threadIdx.x + i * TPR;
     if (FULL || a < nacc) {
       bq_add_chunk(v[i], u[i]);
-      bq_fstore(rr, v[i], a, p.cols, p.aligned);
+      bq_fstore<DENSE>(rr, v[i], a, p.cols, p.aligned);
     }
   }
 }
@@ -611,10 +613,10 @@ static __device__ __forceinline__ void bq_fquantize(const bq_xchunk &v, bq_qchun
   bq_chunk_c(v, c);
   bq_quantize_vals(c, o, q);
 }
-// DENSE: every stream's rows 16-byte aligned, D a multiple of V and, for RMSNorm, no
-// residual (the host's promise): no element path, no residual code. FULL: the row is
-// exactly TPR CPT accesses (the host's promise too): no access is checked against its end.
-template <int TPR, int CPT, bool HOLD, bool DENSE, bool FULL>
+// DENSE: every stream's rows 16-byte aligned and D a multiple of V (the host's promise): no
+// element path. FULL: the row is exactly TPR CPT accesses (the host's promise too): no
+// access is checked against its end. RES: the code for a residual (RMSNorm), else none.
+template <int TPR, int CPT, bool HOLD, bool DENSE, bool FULL, bool RES>
 static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq_i64 r, bq_c *ss_smem, bq_red *red_smem,
                                                     bq_qp *q_smem) {
   constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds
@@ -639,11 +641,11 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
       const int a = b + t + i * TPR;
       if (FULL || a < nacc) {
         bq_fload<false, DENSE>(v[i], (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
-        if (!DENSE && !RBATCH && p.res) bq_rms_res1(p, r, a, v[i]);
+        if (RES && !RBATCH && p.res) bq_rms_res1<DENSE>(p, r, a, v[i]);
         if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
       }
     }
-    if (!DENSE && RBATCH && p.res) bq_rms_res<TPR, CPT, FULL>(p, r, b, nacc, v); // (DENSE: no residual)
+    if (RES && RBATCH && p.res) bq_rms_res<TPR, CPT, DENSE, FULL>(p, r, b, nacc, v);
 #pragma unroll
     for (int i = 0; i < CPT; i++)
       if (FULL || b + t + i * TPR < nacc) bq_add_squares(ss[i % R], v[i]);
@@ -883,16 +885,16 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
 #else
 #define BQ_ACT_FILL() (void)0
 #endif
-// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL: as
+// MINB: blocks an SM the registers must allow (0: the compiler's choice); DENSE, FULL, RES: as
 // for bq_fused_row
-#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL)                                    \
+#define BQ_FUSED_ENTRY(name, TPR, CPT, HOLD, MINB, DENSE, FULL, RES)                               \
   extern "C" __global__ void __launch_bounds__(TPR, MINB) name(const bq_fused_params p) {    \
     __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];                                            \
     __shared__ bq_red red_smem[BQ_THREADS / 32];                                             \
     __shared__ bq_qp q_smem;                                                                 \
     BQ_ACT_FILL();                                                                           \
     for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x)                                  \
-      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL>(p, r, ss_smem, red_smem, &q_smem);           \
+      bq_fused_row<TPR, CPT, HOLD, DENSE, FULL, RES>(p, r, ss_smem, red_smem, &q_smem);      \
   }
 // bq_fused_c2 (rows of 257 to 512 accesses, bf16 D = 4096) is held to more blocks an SM
 // than the compiler's 64 registers allow, where that spills nothing: more warps hide its
@@ -908,16 +910,20 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
 // RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4)
 #define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)
 // (threads, accesses a thread): the host's bq__fused_shapes, by entry
-BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false)
-BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false)
-BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false)
-BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false)
-BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false)
+BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false, true)
+BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false, true)
+BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false, true)
+BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false, true)
+BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)
 // the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;
 // bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71; bq_fused_m16 128, 4
 // blocks: its row's 64 registers); the f entries for rows of exactly 512 or 1024 accesses
-BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false)
-BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false)
-BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true)
-BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true)
-BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false)
+BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, false)
+BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)
+BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, false)
+BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)
+BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)
+// bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which
+// costs the wide entries registers (bq_fused_c8 spills without it) and instruction fetch
+BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)
+BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)

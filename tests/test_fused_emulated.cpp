@@ -49,7 +49,9 @@ static void k7(const void *p) { emu_fused::bq_fused_m8(*(const fparams *)p); }
 static void k8(const void *p) { emu_fused::bq_fused_m4f(*(const fparams *)p); }
 static void k9(const void *p) { emu_fused::bq_fused_m8f(*(const fparams *)p); }
 static void k10(const void *p) { emu_fused::bq_fused_m16(*(const fparams *)p); }
-static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10};
+static void k11(const void *p) { emu_fused::bq_fused_c2d(*(const fparams *)p); }
+static void k12(const void *p) { emu_fused::bq_fused_c8d(*(const fparams *)p); }
+static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12};
 /* the rows an entry holds in registers (0: bq_fused_long and bq_fused_staged, any) */
 static int64_t held_accesses(int e) {
   return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : bq__fused_held(e);
@@ -385,9 +387,19 @@ static int staged_fits(const fcase &c) {
   return aligned(c) && (EMU_TAB ? BQ__FUSED_ACT_BYTES : 0) + 2 * slot <= EMU_SMEM_MAX;
 }
 
-/* the narrow entries serve dense rows only: every stream 16-byte aligned, D a multiple of
-   V, no residual (the host's rule, restated) */
-static int dense(const fcase &c) { return aligned(c) && c.cols % V == 0 && !(RMS && c.res); }
+/* dense rows: every stream 16-byte aligned, D a multiple of V; the narrow entries serve
+   them without a residual (the host's rule, restated) */
+static int whole(const fcase &c) { return aligned(c) && c.cols % V == 0; }
+static int dense(const fcase &c) { return whole(c) && !(RMS && c.res); }
+/* the host's wide register entry for a row of nacc accesses: bq_fused_c2 and bq_fused_c8
+   give dense rows to bq_fused_c2d and bq_fused_c8d */
+static int wide_entry(const fcase &c, int64_t nacc) {
+  return nacc <= 256    ? BQ__FUSED_C1
+         : nacc <= 512  ? (whole(c) ? BQ__FUSED_C2D : BQ__FUSED_C2)
+         : nacc <= 1024 ? BQ__FUSED_C4
+         : nacc <= 2048 ? (whole(c) ? BQ__FUSED_C8D : BQ__FUSED_C8)
+                        : BQ__FUSED_LONG;
+}
 
 /* Every entry point by name (bq__fused_force_entry): rows each can hold (1, odd, exactly
    its threads times accesses) must launch that kernel; a row it cannot hold takes
@@ -410,6 +422,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.xs = li == 2 ? (RMS ? c.cols : 2 * c.cols) + 3 : 0;
       c.offx = li == 1 ? 1 % (int)V : 0;
       c.res = (int)(li % 3);
+      if ((e == BQ__FUSED_C2D || e == BQ__FUSED_C8D) && li == 3) c.res = 1 + (int)(rnd() % 2); /* dense, a residual */
       c.with_out = li & 1;
       c.force = e;
       c.sms = e == 5 ? 1 + (int)(rnd() % 2) : 0;
@@ -420,7 +433,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
       const int64_t nacc = (c.cols + V - 1) / V;
       const int want = e == 5                            ? (staged_fits(c) ? 5 : 4)
                        : e == 4 || nacc > held             ? 4
-                       : e >= BQ__FUSED_M4 && !dense(c)    ? 4
+                       : e >= BQ__FUSED_M4 && e <= BQ__FUSED_M16 && !dense(c) ? 4
+                       : (e == BQ__FUSED_C2D || e == BQ__FUSED_C8D) && !whole(c) ? 4
                        : (e == BQ__FUSED_M4F || e == BQ__FUSED_M8F) && nacc != held ? 4
                                                            : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
@@ -445,8 +459,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.eps = 1e-6;
       run(c, al ? "host's choice, aligned" : "host's choice, misaligned");
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int want = staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? 5
-                       : nacc <= 256 ? 0 : nacc <= 512 ? 1 : nacc <= 1024 ? 2 : nacc <= 2048 ? 3 : 4;
+      const int want = staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? 5 : wide_entry(c, nacc);
       cr_assert(g_last == g_kernels[want], "host's choice: %lld accesses (%s) took another kernel than %d (seed 0x%llx)",
                 (long long)nacc, al ? "aligned" : "misaligned", want, (unsigned long long)g_seed);
       if (want == 5) cr_assert(g_last_grid <= 1 && g_last_smem > 0, "staged: grid %u smem %u", g_last_grid, g_last_smem);
@@ -474,7 +487,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
                      : narrow && nacc < 1024  ? BQ__FUSED_M8
                      : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 ? BQ__FUSED_M16
                      : staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? BQ__FUSED_STAGED
-                     : nacc <= 256 ? BQ__FUSED_C1 : nacc <= 512 ? BQ__FUSED_C2 : nacc <= 1024 ? BQ__FUSED_C4 : BQ__FUSED_C8;
+                                                                            : wide_entry(c, nacc);
     cr_assert(g_last == g_kernels[want], "large batch: %lld accesses took another kernel than %d (seed 0x%llx)",
               (long long)nacc, want, (unsigned long long)g_seed);
   }

@@ -959,12 +959,13 @@ Test(fused_edges, residual_in_place)
 }
 
 /* Each kernel entry by name: the row in registers (bq_fused_c1 .. c8: 256 threads of k = 1,
-   2, 4, 8 accesses; bq_fused_m4, m8, m16: 128 threads of 4, 8, 16 accesses, and m4f, m8f
-   for rows of exactly 512 or 1024 accesses),
+   2, 4, 8 accesses, and c2d, c8d for dense rows; bq_fused_m4, m8, m16: 128 threads of 4, 8,
+   16 accesses, and m4f, m8f for rows of exactly 512 or 1024 accesses),
    bq_fused_long (any row from memory), bq_fused_staged (rows staged in shared memory by
    persistent blocks: 16-byte aligned rows whose two slots fit the block's shared memory);
    a forced entry that cannot take the row (too long; for a narrow entry, rows that are not
-   dense: misaligned, D not whole accesses, a residual) falls back to the long one. */
+   dense: misaligned, D not whole accesses, a residual; for c2d and c8d, misaligned or D not
+   whole accesses) falls back to the long one. */
 Test(fused_edges, every_entry_by_name)
 {
   int op, ti, e;
