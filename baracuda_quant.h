@@ -4744,7 +4744,8 @@ static const char bq__src_fused_cu[] =
   "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)\n"
   "// bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which\n"
-  "// costs the wide entries registers (bq_fused_c8 spills without it) and instruction fetch\n"
+  "// costs the wide entries registers (bq_fused_c8 spills with it, not without) and\n"
+  "// instruction fetch\n"
   "BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)\n"
   "BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)\n"
 ;
@@ -8036,12 +8037,12 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
      staged with the activation's table (H100, bf16 [8192, 14336]: 237 us against 260; from
      513 to 1024 accesses staged was faster), and for 16-bit RMSNorm per token with a
      residual, whose two slots leave the staged kernel one block an SM */
-  const int tab_c8 = (tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) &&
+  const int reg_c8 = (tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) &&
                      nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
   int64_t wbytes = 0;
   int staged_blocks = 0;
   /* the weight is staged too where that costs no block an SM (else it is read through L1) */
-  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !tab_c8) || forced) && ws_try >= 0;
+  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !reg_c8) || forced) && ws_try >= 0;
        ws_try--) {
     int nb = 0;
     const int64_t wb = ws_try ? nacc * 16 : 0;

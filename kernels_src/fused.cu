@@ -924,6 +924,7 @@ BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, false)
 BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)
 BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)
 // bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which
-// costs the wide entries registers (bq_fused_c8 spills without it) and instruction fetch
+// costs the wide entries registers (bq_fused_c8 spills with it, not without) and
+// instruction fetch
 BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)
 BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)
