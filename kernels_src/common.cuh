@@ -855,9 +855,13 @@ static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
 #endif
   return o;
 }
-// reduce over aligned groups of `width` lanes (a power of two <= 32)
+// reduce over aligned groups of `width` lanes (a power of two <= 32, uniform across the
+// warp): the butterfly's merges at offsets width / 2, ..., 1, in that order, unrolled under
+// uniform guards rather than looped
 static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
-  for (int off = width >> 1; off > 0; off >>= 1) r = bq_red_merge(r, bq_red_shfl(r, off));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    if (off < width) r = bq_red_merge(r, bq_red_shfl(r, off));
   return r;
 }
 

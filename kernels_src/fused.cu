@@ -557,14 +557,6 @@ static __device__ __forceinline__ void bq_fused_group_out(const bq_gshape &g, in
   g.zps[a >> g.gsh] = q.zp;
 #endif
 }
-// bq_red_lanes over a group of gc lanes (a power of two up to 32), its butterfly unrolled
-// under uniform guards: the same merges in the same order, without the loop
-static __device__ __forceinline__ bq_red bq_red_group(bq_red r, int gc) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
-    if (off < gc) r = bq_red_merge(r, bq_red_shfl(r, off));
-  return r;
-}
 #endif
 
 #if BQ_GRAN == BQ_GRAN_TOKEN
@@ -696,7 +688,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
-        const bq_red g = bq_red_round(bq_red_group(gr[i], gs.gc));
+        const bq_red g = bq_red_round(bq_red_lanes(gr[i], gs.gc));
         if (FULL || a < nacc) {
           const bq_qp q = bq_params_of(g);
           if (gs.sub == 0) bq_fused_group_out(gs, a, q);
@@ -825,7 +817,7 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
     }
 #if BQ_GRAN == BQ_GRAN_GROUP
     if (p.fast_groups) {
-      const bq_red g = bq_red_round(bq_red_group(gr, gs.gc));
+      const bq_red g = bq_red_round(bq_red_lanes(gr, gs.gc));
       if (a < nacc) {
         const bq_qp q = bq_params_of(g);
         if (gs.sub == 0) bq_fused_group_out(gs, a, q);
