@@ -6900,8 +6900,8 @@ struct bq_plan {
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
   int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
   int64_t smem_max; /* fused: the dynamic shared memory bq_fused_staged may take (bytes) */
-  int tab_blocks[16]; /* fused, with the activation's table: each entry's blocks an SM (by
-                         entry; found once, at select, since the table's size is fixed) */
+  int tab_blocks[BQ__MAX_KERNELS]; /* fused, with the activation's table: each entry's blocks
+                                      an SM (found once, at select: the table's size is fixed) */
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -7852,7 +7852,6 @@ enum {
   BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
   BQ__FUSED_ENTRIES
 };
-typedef char bq__fused_entries_fit[BQ__FUSED_ENTRIES <= 16 ? 1 : -1]; /* bq_plan.tab_blocks */
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
