@@ -157,6 +157,20 @@ static __device__ __forceinline__ bq_c bq_act(bq_c g) {
 }
 #endif
 
+// ---- cp.async: 16-byte copies from global to shared memory (through L2), waited on by
+// group (the activation's table, bq_fused_staged's rows)
+#ifndef BQ_EMULATED
+#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void bq_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
+#endif
+
 // ---- the activation's table (BQ_ACT_TAB) ------------------------------------------------
 // A bf16 gate has 2^16 values, so act(C(g)) can be looked up instead of computed: the
 // contract's formula costs several times the instructions a DRAM pass leaves for it. The
@@ -167,13 +181,15 @@ static __device__ __forceinline__ bq_c bq_act(bq_c g) {
 // the formula's, bit for bit.
 // Each block copies the table into the first BQ_ACT_BYTES of its dynamic shared memory
 // (the host launches as many blocks as fit at once, so this is once a block, not once a
-// row). The first blocks of a module's first launch find no table in global memory yet:
-// they compute their copy, and the first of them to claim bq_act_state publishes it.
+// row) with cp.async, every copy in flight at once (a loop of loads, each waited on in
+// turn, held every block of a launch about 10 us before its first row). The first blocks
+// of a module's first launch find no table in global memory yet: they compute their copy,
+// and the first of them to claim bq_act_state publishes it.
 #if BQ_ACT_TAB
 #define BQ_ACT_E0 102
 #define BQ_ACT_N 8192
 #define BQ_ACT_BYTES (BQ_ACT_N * 4)
-__device__ float bq_act_global[BQ_ACT_N];
+__device__ __align__(16) float bq_act_global[BQ_ACT_N]; // (16: cp.async's copies)
 __device__ int bq_act_state; // 0: not published, 1: being published, 2: published
 #ifdef BQ_EMULATED
 static inline int bq_act_state_get() { return bq_act_state; }
@@ -210,7 +226,15 @@ static __device__ void bq_act_fill() {
   __shared__ int claimed;
   float *tab = bq_act_smem();
   const bool published = bq_act_state_get() == 2;
-  for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = published ? bq_act_global_at(i) : bq_act(bq_act_arg(i));
+#ifndef BQ_EMULATED
+  if (published) { // (cp.async.cg reads through L2, as bq_act_global_at must)
+    const bq_u32 s0 = bq_smem_addr(tab);
+    for (int i = threadIdx.x; i < BQ_ACT_N / 4; i += blockDim.x) bq_cp_async16(s0 + (bq_u32)i * 16u, bq_act_global + 4 * i, 16);
+    bq_cp_commit();
+    bq_cp_wait<0>();
+  } else
+#endif
+    for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = published ? bq_act_global_at(i) : bq_act(bq_act_arg(i));
   if (threadIdx.x == 0) claimed = !published && bq_act_claim();
   __syncthreads();
   if (claimed) {
@@ -728,17 +752,6 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 // register holds a row: any row that fits two slots is read from DRAM once. Thread t
 // copies exactly the accesses it later reads, so its own cp.async.wait_group is all the
 // synchronization a slot needs. Only rows whose streams start 16 bytes aligned come here.
-#ifndef BQ_EMULATED
-#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> static __device__ __forceinline__ void bq_cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
-#endif
 
 static __device__ __forceinline__ void bq_stage(const bq_fused_params &p, bq_i64 r, bq_u32 slot, int nacc) {
   const bq_t *s0 = (const bq_t *)p.x + r * p.xs;
