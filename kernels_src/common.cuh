@@ -793,6 +793,22 @@ static __device__ __forceinline__ void bq_team_sync(int tpr) {
   else __syncwarp();
 }
 
+// ---- dynamic shared memory and cp.async ------------------------------------------------
+// 16-byte copies from global to shared memory through L2 (cp.async.cg, sm_80 and up),
+// committed and waited on by group: the linear layers' pipelines and the fused family's
+// activation table and staged rows. (The CPU emulator supplies host versions.)
+#ifndef BQ_EMULATED
+#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void bq_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
+#endif
+
 // ---- programmatic dependent launch (sm_90 and up) ------------------------------------
 // QuantizedLinear's weight streaming is launched with programmatic stream serialization
 // right after its activations' quantization: bq_launch_dependents (in that kernel) lets it

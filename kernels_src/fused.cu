@@ -157,20 +157,6 @@ static __device__ __forceinline__ bq_c bq_act(bq_c g) {
 }
 #endif
 
-// ---- cp.async: 16-byte copies from global to shared memory (through L2), waited on by
-// group (the activation's table, bq_fused_staged's rows)
-#ifndef BQ_EMULATED
-#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> static __device__ __forceinline__ void bq_cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
-#endif
-
 // ---- the activation's table (BQ_ACT_TAB) ------------------------------------------------
 // A bf16 gate has 2^16 values, so act(C(g)) can be looked up instead of computed: the
 // contract's formula costs several times the instructions a DRAM pass leaves for it. The

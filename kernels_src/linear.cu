@@ -95,11 +95,10 @@ static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, 
   }
 }
 
-// ---- tensor-core, shared-memory and copy primitives ----------------------------------------------
+// ---- tensor-core and shared-memory primitives (cp.async: common.cuh) ----------------------------
 // The only inline PTX of this file. (tests/emulator supplies host versions of these under
 // BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)
 #ifndef BQ_EMULATED
-#define BQ_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #if BQ_IT == BQ_TYPE_U8
 #define BQ_MMA_TYPES ".s32.u8.s8.s32"
 #define BQ_MMA_TYPES_WG ".s32.u8.s8"
@@ -120,14 +119,6 @@ static __device__ __forceinline__ void bq_ldmatrix4(bq_u32 (&r)[4], bq_u32 addr)
                : "r"(addr));
 }
 
-static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> static __device__ __forceinline__ void bq_cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-static __device__ __forceinline__ bq_u32 bq_smem_addr(const void *p) { return (bq_u32)__cvta_generic_to_shared(p); }
 #if BQ_WGMMA
 // sm_90a warpgroup MMA: D[64 x 256] (+)= A[64 x 32] B[256 x 32]^T, both K-major in shared
 // memory behind descriptors; thread t of warp w of the warpgroup holds in d[i] row
