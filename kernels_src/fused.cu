@@ -181,7 +181,9 @@ __device__ int bq_act_state; // 0: not published, 1: being published, 2: publish
 static inline int bq_act_state_get() { return bq_act_state; }
 static inline bool bq_act_claim() { return bq_act_state == 0 ? (bq_act_state = 1, true) : false; }
 static inline void bq_act_publish() { bq_act_state = 2; }
-static inline float bq_act_global_at(int i) { return bq_act_global[i]; }
+static inline void bq_act_copy(float *tab) {
+  for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = bq_act_global[i];
+}
 static inline float *bq_act_smem() { return (float *)emu.smem; }
 #else
 static __device__ __forceinline__ int bq_act_state_get() {
@@ -197,9 +199,14 @@ static __device__ __forceinline__ bool bq_act_claim() {
 static __device__ __forceinline__ void bq_act_publish() {
   asm volatile("st.release.gpu.global.b32 [%0], 2;" ::"l"(&bq_act_state) : "memory");
 }
-// through L2: written by another block during this launch, so neither L1 nor the
-// read-only path may hold it
-static __device__ __forceinline__ float bq_act_global_at(int i) { return __ldcg(&bq_act_global[i]); }
+// the published table into the block's copy: read through L2 (cp.async.cg), as another
+// block wrote it during this launch, so neither L1 nor the read-only path may hold it
+static __device__ __forceinline__ void bq_act_copy(float *tab) {
+  const bq_u32 s0 = bq_smem_addr(tab);
+  for (int i = threadIdx.x; i < BQ_ACT_N / 4; i += blockDim.x) bq_cp_async16(s0 + (bq_u32)i * 16u, bq_act_global + 4 * i, 16);
+  bq_cp_commit();
+  bq_cp_wait<0>();
+}
 extern __shared__ __align__(128) unsigned char bq_act_dsmem[];
 static __device__ __forceinline__ float *bq_act_smem() { return (float *)bq_act_dsmem; }
 #endif
@@ -212,15 +219,9 @@ static __device__ void bq_act_fill() {
   __shared__ int claimed;
   float *tab = bq_act_smem();
   const bool published = bq_act_state_get() == 2;
-#ifndef BQ_EMULATED
-  if (published) { // (cp.async.cg reads through L2, as bq_act_global_at must)
-    const bq_u32 s0 = bq_smem_addr(tab);
-    for (int i = threadIdx.x; i < BQ_ACT_N / 4; i += blockDim.x) bq_cp_async16(s0 + (bq_u32)i * 16u, bq_act_global + 4 * i, 16);
-    bq_cp_commit();
-    bq_cp_wait<0>();
-  } else
-#endif
-    for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = published ? bq_act_global_at(i) : bq_act(bq_act_arg(i));
+  if (published) bq_act_copy(tab);
+  else
+    for (int i = threadIdx.x; i < BQ_ACT_N; i += blockDim.x) tab[i] = bq_act(bq_act_arg(i));
   if (threadIdx.x == 0) claimed = !published && bq_act_claim();
   __syncthreads();
   if (claimed) {
