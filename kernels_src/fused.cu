@@ -616,6 +616,22 @@ static __device__ __forceinline__ void bq_fquantize(const bq_xchunk &v, bq_qchun
   bq_chunk_c(v, c);
   bq_quantize_vals(c, o, q);
 }
+#if BQ_GRAN == BQ_GRAN_TOKEN
+// The narrow entries' last pass: the row's held values quantized, the scale's form (q.bounded)
+// fixed for the whole row so that the accesses' arithmetic interleaves without a branch
+template <int TPR, int CPT, bool FULL, int BOUNDED>
+static __device__ __forceinline__ void bq_fused_qrow(const bq_xchunk (&v)[CPT], bq_qp q, bq_i *y, int nacc, int D,
+                                                     int yw) {
+  q.bounded = BOUNDED != 0;
+#pragma unroll
+  for (int i = 0; i < CPT; i++) {
+    const int a = threadIdx.x + i * TPR;
+    bq_qchunk o;
+    bq_fquantize(v[i], o, q);
+    if (FULL || a < nacc) bq_qstore<true>(y, o, a, D, yw);
+  }
+}
+#endif
 // DENSE: every stream's rows 16-byte aligned and D a multiple of V (the host's promise): no
 // element path. FULL: the row is exactly TPR CPT accesses (the host's promise too): no
 // access is checked against its end. RES: the code for a residual (RMSNorm), else none.
@@ -624,6 +640,11 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
                                                     bq_qp *q_smem) {
   constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds
   static_assert(BQ_THREADS % TPR == 0 && TPR % 32 == 0 && CPT % R == 0, "lanes");
+  // NARROW: the narrow entries (the row held, dense, no residual, and y's rows aligned to a
+  // chunk of codes: the host's promise), whose code has fewer branches an access: y's
+  // stores take one width, n's optional stores follow the pass that computes it, and per
+  // token the last pass picks the scale's form once for the row
+  constexpr bool NARROW = HOLD && DENSE && !RES;
   const int t = threadIdx.x;
   const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = TPR * CPT;
   const int nb = HOLD ? batch : nacc; // the batch loops' end
@@ -656,7 +677,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   rstd = bq_rstd<TPR>(p, ss, ss_smem);
 #endif
   bq_i *y = (bq_i *)p.y + r * p.ys;
-  const int yw = bq_qwidth(y);
+  const int yw = NARROW ? (int)sizeof(bq_qchunk) : bq_qwidth(y);
 #if BQ_GRAN == BQ_GRAN_TENSOR
   const bq_scale s = bq_scale_of((bq_c)p.scale);
   const bq_zp z = bq_zp_of(p.zp);
@@ -672,13 +693,14 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * TPR;
+      const bool in = FULL || a < nacc;
 #if BQ_GRAN == BQ_GRAN_TOKEN
       bq_red &rd = red; // the row's reduction
 #else
       gr[i] = bq_red_init();
       bq_red &rd = gr[i];
 #endif
-      if (FULL || a < nacc) {
+      if (in) {
 #if BQ_RMS
         if (WPRE) bq_rms_nw(v[i], wv[WPRE ? i : 0], rstd, rd);
         else if (HOLD) bq_rms_n<DENSE>(p, a, v[i], rstd, rd);
@@ -686,7 +708,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #else
         bq_value<DENSE>(p, r, a, rstd, v[i], rd);
 #endif
-        if (p.out) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
+        if (!NARROW && p.out) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], a, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_TENSOR
         bq_qchunk o;
         bq_quantize_static(v[i], o, s, z);
@@ -694,13 +716,24 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #endif
       }
     }
+    if (NARROW && p.out) // n, once every access has it (one branch a row, not one an access)
+#pragma unroll
+      for (int i = 0; i < CPT; i++)
+        if (FULL || b + t + i * TPR < nacc) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], b + t + i * TPR, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_GROUP
     if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
         const bq_red g = bq_red_round(bq_red_lanes(gr[i], gs.gc));
-        if (FULL || a < nacc) {
+        if (NARROW) {
+          const bq_qp q = bq_params_of(g);
+          const bool in = FULL || a < nacc;
+          if (in && gs.sub == 0) bq_fused_group_out(gs, a, q);
+          bq_qchunk o;
+          bq_fquantize(v[i], o, q);
+          if (in) bq_qstore<DENSE>(y, o, a, D, yw);
+        } else if (FULL || a < nacc) {
           const bq_qp q = bq_params_of(g);
           if (gs.sub == 0) bq_fused_group_out(gs, a, q);
           bq_qchunk o;
@@ -713,6 +746,11 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   }
 #if BQ_GRAN == BQ_GRAN_TOKEN
   const bq_qp q = bq_row_params<TPR>(p, r, red, red_smem, q_smem);
+  if (NARROW) { // the scale's form picked once for the row
+    if (q.bounded) bq_fused_qrow<TPR, CPT, FULL, 1>(v, q, y, nacc, D, yw);
+    else bq_fused_qrow<TPR, CPT, FULL, 0>(v, q, y, nacc, D, yw);
+    return;
+  }
   for (int b = 0; b < nb; b += batch) {
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
@@ -907,9 +945,10 @@ BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false, true)
 BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false, true)
 BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false, true)
 BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)
-// the narrow entries: 128 threads a row, dense rows, at most 80 registers (6 blocks an SM;
-// bq_fused_m4f 64, 8 blocks: its loads all hoisted, it asked for 71; bq_fused_m16 128, 4
-// blocks: its row's 64 registers); the f entries for rows of exactly 512 or 1024 accesses
+// the narrow entries: 128 threads a row, dense rows with y's rows aligned to a chunk of codes,
+// at most 80 registers (6 blocks an SM; bq_fused_m4f 64, 8 blocks: its loads all hoisted, it
+// asked for 71; bq_fused_m16 128, 4 blocks: its row's 64 registers); the f entries for rows
+// of exactly 512 or 1024 accesses
 BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, false)
 BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)
 BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, false)

@@ -388,9 +388,12 @@ static int staged_fits(const fcase &c) {
 }
 
 /* dense rows: every stream 16-byte aligned, D a multiple of V; the narrow entries serve
-   them without a residual (the host's rule, restated) */
+   them without a residual and with y's rows aligned to a chunk of V codes (the host's rule,
+   restated) */
 static int whole(const fcase &c) { return aligned(c) && c.cols % V == 0; }
-static int dense(const fcase &c) { return whole(c) && !(RMS && c.res); }
+static int dense(const fcase &c) {
+  return whole(c) && !(RMS && c.res) && c.offy % V == 0 && (c.ys ? c.ys : c.cols) % V == 0;
+}
 /* the host's wide register entry for a row of nacc accesses: bq_fused_c2 and bq_fused_c8
    give dense rows to bq_fused_c2d and bq_fused_c8d */
 static int wide_entry(const fcase &c, int64_t nacc) {
@@ -475,20 +478,24 @@ Test(emulated_fused, by_name, .timeout = 600) {
     c.cols = naccs[i] * V;
     c.G = group_for(&c.cols);
     c.res = (int)(rnd() % 3) * (i % 2); /* half the rows without a residual */
-    c.force = -1;
-    c.sms = 1;
-    c.eps = 1e-6;
-    run(c, "host's choice, a large batch");
-    const int64_t nacc = (c.cols + V - 1) / V;
-    const int narrow = RMS && dense(c) && (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP);
-    const int want = narrow && nacc == 512    ? BQ__FUSED_M4F
-                     : narrow && nacc < 512   ? BQ__FUSED_M4
-                     : narrow && nacc == 1024 ? BQ__FUSED_M8F
-                     : narrow && nacc < 1024  ? BQ__FUSED_M8
-                     : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 ? BQ__FUSED_M16
-                     : staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? BQ__FUSED_STAGED
-                                                                            : wide_entry(c, nacc);
-    cr_assert(g_last == g_kernels[want], "large batch: %lld accesses took another kernel than %d (seed 0x%llx)",
-              (long long)nacc, want, (unsigned long long)g_seed);
+    for (int yk = 0; yk < 3; yk++) { /* y's rows: aligned, their start off a chunk, their stride */
+      c.offy = yk == 1 ? 1 + (int)(rnd() % (V - 1)) : 0; /* (V >= 2) */
+      c.ys = yk == 2 ? c.cols + 1 + 2 * (int64_t)(rnd() % 4) : 0;
+      c.force = -1;
+      c.sms = 1;
+      c.eps = 1e-6;
+      run(c, "host's choice, a large batch");
+      const int64_t nacc = (c.cols + V - 1) / V;
+      const int narrow = RMS && dense(c) && (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP);
+      const int want = narrow && nacc == 512    ? BQ__FUSED_M4F
+                       : narrow && nacc < 512   ? BQ__FUSED_M4
+                       : narrow && nacc == 1024 ? BQ__FUSED_M8F
+                       : narrow && nacc < 1024  ? BQ__FUSED_M8
+                       : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 ? BQ__FUSED_M16
+                       : staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? BQ__FUSED_STAGED
+                                                                              : wide_entry(c, nacc);
+      cr_assert(g_last == g_kernels[want], "large batch: %lld accesses, y %d took another kernel than %d (seed 0x%llx)",
+                (long long)nacc, yk, want, (unsigned long long)g_seed);
+    }
   }
 }

@@ -10,7 +10,8 @@
    x scale type (T, f32). Edge rows: all zeros, one huge element, NaN and +-inf elements,
    D = 1, odd D, rows longer than a block holds in registers, strided rows with gaps,
    misaligned streams, eps = 0. Every kernel entry forced by name (bq__fused_force_entry:
-   the register entries, wide and narrow, the long one and the staged one).
+   the register entries, wide and narrow, the long one and the staged one), and batches
+   the narrow entries take with y's rows off the chunk of codes they store.
    Fused == unfused: the reference's producer values run through the library's own
    BQ_DYNAMIC_QUANTIZE / BQ_QUANTIZE plan give the fused op's integers and scales. Batch
    invariance: a row's results in a batch of M rows (M = 1 .. 300, and 2300, a batch the
@@ -1004,6 +1005,32 @@ Test(fused_edges, every_entry_by_name)
             run_case(&c);
           }
         }
+      }
+}
+
+/* The narrow entries store y a chunk of codes at a time, so the host gives them only rows
+   whose y rows are aligned to a chunk (V bytes). RMSNorm at batches they take (2300 rows:
+   16 an SM on an H100), bf16 D = 4096 (bq_fused_m4f) and 14336 (bq_fused_m16), f32 D = 4096
+   (bq_fused_m8f): y aligned, then y's start off the chunk, then its row stride not a
+   multiple of V (the host gives those rows to another entry); each against the reference. */
+Test(fused_edges, narrow_y_alignment)
+{
+  static const struct { bq_dtype T; int64_t cols; } shapes[] = {{BQ_BF16, 4096}, {BQ_BF16, 14336}, {BQ_F32, 4096}};
+  size_t si;
+  int q, k;
+  gpu_begin();
+  for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (q = 0; q < NFOCUS; q++)
+      for (k = 0; k < 3; k++) {
+        const bq_dtype T = shapes[si].T;
+        fcase c = base_case(OP_RMS, T, FOCUS_Q[q]);
+        if (c.g == BQ_PER_TENSOR) continue;
+        c.res = RES_NONE;
+        c.rows = 2300;
+        c.cols = shapes[si].cols;
+        if (k == 1) c.yoff = 1 + (int)rnd_range(0, vec_of(T) - 2);
+        if (k == 2) c.ypad = odd_pad();
+        run_case(&c);
       }
 }
 
