@@ -873,12 +873,21 @@ static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
 }
 // reduce over aligned groups of `width` lanes (a power of two <= 32, uniform across the
 // warp): the butterfly's merges at offsets width / 2, ..., 1, in that order, unrolled under
-// uniform guards rather than looped
-static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
+// uniform guards rather than looped; N reductions at once, each offset's shuffles in flight
+// together
+template <int N>
+static __device__ __forceinline__ void bq_red_lanes_n(bq_red (&r)[N], int width) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1)
-    if (off < width) r = bq_red_merge(r, bq_red_shfl(r, off));
-  return r;
+    if (off < width) {
+#pragma unroll
+      for (int i = 0; i < N; i++) r[i] = bq_red_merge(r[i], bq_red_shfl(r[i], off));
+    }
+}
+static __device__ __forceinline__ bq_red bq_red_lanes(bq_red r, int width) {
+  bq_red a[1] = {r};
+  bq_red_lanes_n<1>(a, width);
+  return a[0];
 }
 
 // The scale (as stored) and zero point from a reduction: docs/numerics.md, "Dynamic quantization".

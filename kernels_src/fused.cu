@@ -632,6 +632,44 @@ static __device__ __forceinline__ void bq_fused_qrow(const bq_xchunk (&v)[CPT], 
   }
 }
 #endif
+#if BQ_GRAN == BQ_GRAN_GROUP
+// The narrow entries' groups (p.fast_groups): every access's group reduced, then every
+// scale, then the quantize, with the scale's form picked once for the thread's accesses
+template <int TPR, int CPT, bool FULL>
+static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const bq_xchunk (&v)[CPT], const bq_gshape &gs,
+                                                       bq_i *y, int b, int nacc, int D, int yw) {
+  constexpr int N = CPT < 4 ? CPT : 4; // accesses at a time (more spill)
+#pragma unroll
+  for (int c0 = 0; c0 < CPT; c0 += N) {
+    bq_red g[N];
+#pragma unroll
+    for (int i = 0; i < N; i++) g[i] = gr[c0 + i];
+    bq_red_lanes_n<N>(g, gs.gc);
+    bq_qp q[N];
+    bool all = true;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+      q[i] = bq_params_of(bq_red_round(g[i]));
+      all = all && q[i].bounded;
+      const int a = b + threadIdx.x + (c0 + i) * TPR;
+      if ((FULL || a < nacc) && gs.sub == 0) bq_fused_group_out(gs, a, q[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+      const int a = b + threadIdx.x + (c0 + i) * TPR;
+      bq_qchunk o;
+      if (all) {
+        bq_qp qb = q[i];
+        qb.bounded = true;
+        bq_fquantize(v[c0 + i], o, qb);
+      } else {
+        bq_fquantize(v[c0 + i], o, q[i]);
+      }
+      if (FULL || a < nacc) bq_qstore<true>(y, o, a, D, yw);
+    }
+  }
+}
+#endif
 // DENSE: every stream's rows 16-byte aligned and D a multiple of V (the host's promise): no
 // element path. FULL: the row is exactly TPR CPT accesses (the host's promise too): no
 // access is checked against its end. RES: the code for a residual (RMSNorm), else none.
@@ -721,19 +759,13 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
       for (int i = 0; i < CPT; i++)
         if (FULL || b + t + i * TPR < nacc) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], b + t + i * TPR, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_GROUP
-    if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
+    if (NARROW && p.fast_groups) bq_fused_groups<TPR, CPT, FULL>(gr, v, gs, y, b, nacc, D, yw);
+    else if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
         const bq_red g = bq_red_round(bq_red_lanes(gr[i], gs.gc));
-        if (NARROW) {
-          const bq_qp q = bq_params_of(g);
-          const bool in = FULL || a < nacc;
-          if (in && gs.sub == 0) bq_fused_group_out(gs, a, q);
-          bq_qchunk o;
-          bq_fquantize(v[i], o, q);
-          if (in) bq_qstore<DENSE>(y, o, a, D, yw);
-        } else if (FULL || a < nacc) {
+        if (FULL || a < nacc) {
           const bq_qp q = bq_params_of(g);
           if (gs.sub == 0) bq_fused_group_out(gs, a, q);
           bq_qchunk o;
