@@ -861,6 +861,17 @@ static __device__ __forceinline__ bq_red bq_red_merge(bq_red u, bq_red v) {
 #endif
   return u;
 }
+// lane src's reduction (every lane of the warp takes part)
+static __device__ __forceinline__ bq_red bq_red_from(bq_red r, int src) {
+  bq_red o;
+  o.a = __shfl_sync(0xffffffffu, r.a, src);
+#if BQ_ASYM
+  o.b = __shfl_sync(0xffffffffu, r.b, src);
+#else
+  o.b = 0; // unused
+#endif
+  return o;
+}
 static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
   bq_red o;
   o.a = __shfl_xor_sync(0xffffffffu, r.a, off);

@@ -633,8 +633,9 @@ static __device__ __forceinline__ void bq_fused_qrow(const bq_xchunk (&v)[CPT], 
 }
 #endif
 #if BQ_GRAN == BQ_GRAN_GROUP
-// The narrow entries' groups (p.fast_groups): every access's group reduced, then every
-// scale, then the quantize, with the scale's form picked once for the thread's accesses
+// The narrow entries' groups (p.fast_groups), up to four accesses at a time: their groups
+// reduced together, each group's scale found by one lane and handed to the others, then
+// the quantize, with the scale's form picked once for the accesses
 template <int TPR, int CPT, bool FULL>
 static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const bq_xchunk (&v)[CPT], const bq_gshape &gs,
                                                        bq_i *y, int b, int nacc, int D, int yw) {
@@ -645,6 +646,43 @@ static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const 
 #pragma unroll
     for (int i = 0; i < N; i++) g[i] = gr[c0 + i];
     bq_red_lanes_n<N>(g, gs.gc);
+#if !BQ_FP8 && BQ_FT != BQ_TYPE_F64
+    // Each group's scale found once, not by each of its lanes: the warp's N * 32 / gc groups
+    // (at most 32 where gc >= N) go a lane each. Lane L takes the group k = L % ng of access
+    // c0 + L / ng (ng = 32 / gc groups an access in the warp), whose lanes start at k gc; then,
+    // where every one of them is bounded (uniform across the warp), each lane takes back its
+    // groups' quotient parameters, which are all the bounded quantize reads (the reciprocal,
+    // the scaled scale and the zero point). Otherwise every lane computes its own, below.
+    if (gs.gc >= N) {
+      const int L = threadIdx.x & 31, ng = 32 >> gs.gsh, pi = L >> (5 - gs.gsh), pk = L & (ng - 1);
+      bq_red m = bq_red_init();
+#pragma unroll
+      for (int i = 0; i < N; i++) {
+        const bq_red x = bq_red_from(g[i], pk << gs.gsh);
+        if (pi == i) m = x;
+      }
+      const bq_qp qm = bq_params_of(bq_red_round(m));
+      const int a0 = b + (threadIdx.x & ~31) + (pk << gs.gsh) + (c0 + pi) * TPR; // the group's first access
+      if (pi < N && (FULL || a0 < nacc)) bq_fused_group_out(gs, a0, qm);
+      if (__all_sync(0xffffffffu, qm.bounded || pi >= N)) {
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+          const int src = i * ng + (L >> gs.gsh), a = b + threadIdx.x + (c0 + i) * TPR;
+          bq_qp qb = qm;
+          qb.s.rcp = __shfl_sync(0xffffffffu, qm.s.rcp, src);
+          qb.s.ss = __shfl_sync(0xffffffffu, qm.s.ss, src);
+#if BQ_ASYM
+          qb.zp = __shfl_sync(0xffffffffu, qm.zp, src);
+#endif
+          qb.bounded = true;
+          bq_qchunk o;
+          bq_fquantize(v[c0 + i], o, qb);
+          if (FULL || a < nacc) bq_qstore<true>(y, o, a, D, yw);
+        }
+        continue;
+      }
+    }
+#endif
     bq_qp q[N];
     bool all = true;
 #pragma unroll
@@ -652,7 +690,7 @@ static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const 
       q[i] = bq_params_of(bq_red_round(g[i]));
       all = all && q[i].bounded;
       const int a = b + threadIdx.x + (c0 + i) * TPR;
-      if ((FULL || a < nacc) && gs.sub == 0) bq_fused_group_out(gs, a, q[i]);
+      if ((FULL || a < nacc) && gs.sub == 0) bq_fused_group_out(gs, a, q[i]); // (again, where stored above: the same)
     }
 #pragma unroll
     for (int i = 0; i < N; i++) {

@@ -300,6 +300,27 @@ static inline int __shfl_xor_sync(unsigned mask, int v, int lanemask) {
   emu_warp_sync();
   return r;
 }
+static inline int __shfl_sync(unsigned mask, int v, int src) {
+  (void)mask;
+  memcpy(emu_slot(emu_lane()), &v, 4);
+  emu_warp_sync();
+  int r;
+  memcpy(&r, emu_slot(src & 31), 4);
+  emu_warp_sync();
+  return r;
+}
+static inline float __shfl_sync(unsigned mask, float v, int src) {
+  return __uint_as_float((unsigned)__shfl_sync(mask, (int)__float_as_uint(v), src));
+}
+static inline double __shfl_sync(unsigned mask, double v, int src) {
+  (void)mask;
+  memcpy(emu_slot(emu_lane()), &v, 8);
+  emu_warp_sync();
+  double r;
+  memcpy(&r, emu_slot(src & 31), 8);
+  emu_warp_sync();
+  return r;
+}
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
   (void)mask;
   memcpy(emu_slot(emu_lane()), &pred, 4);
