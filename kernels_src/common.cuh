@@ -861,22 +861,13 @@ static __device__ __forceinline__ bq_red bq_red_merge(bq_red u, bq_red v) {
 #endif
   return u;
 }
-// lane src's reduction (every lane of the warp takes part)
-static __device__ __forceinline__ bq_red bq_red_from(bq_red r, int src) {
+// lane l's reduction (XOR: lane ^ l's); every lane of the warp takes part
+template <bool XOR = true>
+static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int l) {
   bq_red o;
-  o.a = __shfl_sync(0xffffffffu, r.a, src);
+  o.a = XOR ? __shfl_xor_sync(0xffffffffu, r.a, l) : __shfl_sync(0xffffffffu, r.a, l);
 #if BQ_ASYM
-  o.b = __shfl_sync(0xffffffffu, r.b, src);
-#else
-  o.b = 0; // unused
-#endif
-  return o;
-}
-static __device__ __forceinline__ bq_red bq_red_shfl(bq_red r, int off) {
-  bq_red o;
-  o.a = __shfl_xor_sync(0xffffffffu, r.a, off);
-#if BQ_ASYM
-  o.b = __shfl_xor_sync(0xffffffffu, r.b, off);
+  o.b = XOR ? __shfl_xor_sync(0xffffffffu, r.b, l) : __shfl_sync(0xffffffffu, r.b, l);
 #else
   o.b = 0; // unused
 #endif

@@ -658,7 +658,7 @@ static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const 
       bq_red m = bq_red_init();
 #pragma unroll
       for (int i = 0; i < N; i++) {
-        const bq_red x = bq_red_from(g[i], pk << gs.gsh);
+        const bq_red x = bq_red_shfl<false>(g[i], pk << gs.gsh);
         if (pi == i) m = x;
       }
       const bq_qp qm = bq_params_of(bq_red_round(m));

@@ -291,36 +291,21 @@ static inline int __dp4a(int a, int b, int c) {
   for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
   return c;
 }
-static inline int __shfl_xor_sync(unsigned mask, int v, int lanemask) {
-  (void)mask;
-  memcpy(emu_slot(emu_lane()), &v, 4);
+/* a warp's shuffle: every lane's v, read back from lane src */
+template <typename V> static inline V emu_shfl(V v, int src) {
+  memcpy(emu_slot(emu_lane()), &v, sizeof v);
   emu_warp_sync();
-  int r;
-  memcpy(&r, emu_slot(emu_lane() ^ lanemask), 4);
-  emu_warp_sync();
-  return r;
-}
-static inline int __shfl_sync(unsigned mask, int v, int src) {
-  (void)mask;
-  memcpy(emu_slot(emu_lane()), &v, 4);
-  emu_warp_sync();
-  int r;
-  memcpy(&r, emu_slot(src & 31), 4);
+  V r;
+  memcpy(&r, emu_slot(src & 31), sizeof r);
   emu_warp_sync();
   return r;
 }
+static inline int __shfl_xor_sync(unsigned, int v, int lanemask) { return emu_shfl(v, emu_lane() ^ lanemask); }
+static inline int __shfl_sync(unsigned, int v, int src) { return emu_shfl(v, src); }
 static inline float __shfl_sync(unsigned mask, float v, int src) {
   return __uint_as_float((unsigned)__shfl_sync(mask, (int)__float_as_uint(v), src));
 }
-static inline double __shfl_sync(unsigned mask, double v, int src) {
-  (void)mask;
-  memcpy(emu_slot(emu_lane()), &v, 8);
-  emu_warp_sync();
-  double r;
-  memcpy(&r, emu_slot(src & 31), 8);
-  emu_warp_sync();
-  return r;
-}
+static inline double __shfl_sync(unsigned, double v, int src) { return emu_shfl(v, src); }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
   (void)mask;
   memcpy(emu_slot(emu_lane()), &pred, 4);
@@ -338,15 +323,7 @@ static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mas
 static inline float __shfl_xor_sync(unsigned mask, float v, int lanemask) {
   return __uint_as_float((unsigned)__shfl_xor_sync(mask, (int)__float_as_uint(v), lanemask));
 }
-static inline double __shfl_xor_sync(unsigned mask, double v, int lanemask) {
-  (void)mask;
-  memcpy(emu_slot(emu_lane()), &v, 8);
-  emu_warp_sync();
-  double r;
-  memcpy(&r, emu_slot(emu_lane() ^ lanemask), 8);
-  emu_warp_sync();
-  return r;
-}
+static inline double __shfl_xor_sync(unsigned, double v, int lanemask) { return emu_shfl(v, emu_lane() ^ lanemask); }
 
 /* ---- shared memory and the PTX wrappers of linear.cu ---------------------------------------------- */
 #define BQ_DYNAMIC_SMEM(name) unsigned char *name = emu.smem
