@@ -3866,8 +3866,9 @@ static const char bq__src_fused_cu[] =
   "// warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep\n"
   "// a row of up to TPR CPT accesses in registers from its load to its quantize: one read of\n"
   "// DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,\n"
-  "// whole accesses; and no residual), so they carry no element path, nor does bq_fused_c2d\n"
-  "// or bq_fused_c8d (dense rows, a residual allowed); bq_fused_m4f and\n"
+  "// whole accesses; a residual only in bq_fused_m4 and bq_fused_m4f), so they carry no\n"
+  "// element path, nor does bq_fused_c2d or bq_fused_c8d (dense rows, a residual allowed);\n"
+  "// bq_fused_m4f and\n"
   "// bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against\n"
   "// the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread\n"
   "// 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT\n"
@@ -4567,11 +4568,12 @@ static const char bq__src_fused_cu[] =
   "                                                    bq_qp *q_smem) {\n"
   "  constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds\n"
   "  static_assert(BQ_THREADS % TPR == 0 && TPR % 32 == 0 && CPT % R == 0, \"lanes\");\n"
-  "  // NARROW: the narrow entries (the row held, dense, no residual, and y's rows aligned to a\n"
-  "  // chunk of codes: the host's promise), whose code has fewer branches an access: y's\n"
-  "  // stores take one width, n's optional stores follow the pass that computes it, and per\n"
-  "  // token the last pass picks the scale's form once for the row\n"
-  "  constexpr bool NARROW = HOLD && DENSE && !RES;\n"
+  "  // NARROW: the row held, dense, and y's rows aligned to a chunk of codes (the host's\n"
+  "  // promise): the narrow entries and bq_fused_c2d, whose code has fewer branches an access:\n"
+  "  // y's stores take one width, n's optional stores follow the pass that computes it, and per\n"
+  "  // token the last pass picks the scale's form once for the row. (bq_fused_c8d keeps the\n"
+  "  // general form: with it, it spills.)\n"
+  "  constexpr bool NARROW = HOLD && DENSE && (TPR < BQ_THREADS || CPT <= 2);\n"
   "  const int t = threadIdx.x;\n"
   "  const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = TPR * CPT;\n"
   "  const int nb = HOLD ? batch : nacc; // the batch loops' end\n"
@@ -4581,7 +4583,7 @@ static const char bq__src_fused_cu[] =
   "  // the shortest rows load the weight with the row, so that normalizing waits on no further\n"
   "  // load (longer ones keep the registers, which buy more blocks an SM)\n"
   "  constexpr bool WPRE = HOLD && CPT == 1;\n"
-  "  constexpr bool RBATCH = CPT <= 2; // the residual's loads: bq_rms_res, else bq_rms_res1\n"
+  "  constexpr bool RBATCH = CPT <= 2 || (TPR < BQ_THREADS && CPT <= 4); // the residual's loads: bq_rms_res, else bq_rms_res1\n"
   "  bq_xchunk wv[WPRE ? CPT : 1];\n"
   "  bq_c ss[R]; // lane t + j TPR's sum of squares, its accesses in ascending order\n"
   "#pragma unroll\n"
@@ -4869,10 +4871,11 @@ static const char bq__src_fused_cu[] =
   "// the narrow entries: 128 threads a row, dense rows with y's rows aligned to a chunk of codes,\n"
   "// at most 80 registers (6 blocks an SM; bq_fused_m4f 64, 8 blocks: its loads all hoisted, it\n"
   "// asked for 71; bq_fused_m16 128, 4 blocks: its row's 64 registers); the f entries for rows\n"
-  "// of exactly 512 or 1024 accesses\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, false)\n"
+  "// of exactly 512 or 1024 accesses. bq_fused_m4 and bq_fused_m4f take a residual too (the\n"
+  "// wider ones spilled or ran slower with it)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, true)\n"
   "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, false)\n"
+  "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, true)\n"
   "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)\n"
   "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)\n"
   "// bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which\n"
@@ -8134,14 +8137,16 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   int which = BQ__FUSED_LONG, narrow = 0;
   for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
     if (nacc <= bq__fused_held(e)) { which = e; break; }
-  /* dense rows: every stream 16-byte aligned, D whole accesses; the narrow entries take them
-     without a residual (their code has no element path and no residual) and with y's rows
-     aligned to a chunk of codes */
+  /* dense rows: every stream 16-byte aligned, D whole accesses; with y's rows aligned to a
+     chunk of codes, the narrow entries and bq_fused_c2d take them (their code has no element
+     path and stores y in one width); bq_fused_m4 and bq_fused_m4f take a residual too (H100,
+     bf16 [8192, 4096] with a residual: per token 86.7 -> 85.8 us, per group 87.9 -> 86.3) */
   const int whole = k.aligned && v.cols % p->vec == 0;
-  const int dense = whole && !k.res && (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
+  const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
+  const int dense = whole && yal;
   if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
-    for (int i = 0; i < (t == 8 ? 2 : 3) && !narrow; i++) { /* (f64's bq_fused_m16 spills) */
+    for (int i = 0; i < (k.res ? 1 : t == 8 ? 2 : 3) && !narrow; i++) { /* (f64's bq_fused_m16 spills) */
       static const int by_size[3][2] = {{BQ__FUSED_M4, BQ__FUSED_M4F}, {BQ__FUSED_M8, BQ__FUSED_M8F},
                                         {BQ__FUSED_M16, BQ__FUSED_M16}}; /* (any row, a full row) */
       const int e = by_size[i][0];
@@ -8179,13 +8184,14 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (staged_blocks > 0 && !forced) which = BQ__FUSED_STAGED; /* (a forced entry is chosen below) */
   /* dense rows in the wide entries without an element path (H100, bf16 [8192, 14336],
      RMSNorm with a residual: 315 -> 297 us) */
-  if (whole && !forced) which = which == BQ__FUSED_C2 ? BQ__FUSED_C2D : which == BQ__FUSED_C8 ? BQ__FUSED_C8D : which;
+  if (whole && !forced) which = which == BQ__FUSED_C2 && yal ? BQ__FUSED_C2D : which == BQ__FUSED_C8 ? BQ__FUSED_C8D : which;
   if (forced) {
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
     if (which >= BQ__FUSED_M4 && which <= BQ__FUSED_M16 && !dense) which = BQ__FUSED_LONG;
-    if ((which == BQ__FUSED_C2D || which == BQ__FUSED_C8D) && !whole) which = BQ__FUSED_LONG;
+    if (k.res && which >= BQ__FUSED_M8 && which <= BQ__FUSED_M16 && which != BQ__FUSED_M4F) which = BQ__FUSED_LONG;
+    if ((which == BQ__FUSED_C2D && !dense) || (which == BQ__FUSED_C8D && !whole)) which = BQ__FUSED_LONG;
     if ((which == BQ__FUSED_M4F || which == BQ__FUSED_M8F) && nacc != bq__fused_held(which)) which = BQ__FUSED_LONG;
   }
   if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */

@@ -15,8 +15,9 @@
 // warps a row, so that a row's fixed work, its reductions, is shared by more elements) keep
 // a row of up to TPR CPT accesses in registers from its load to its quantize: one read of
 // DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,
-// whole accesses; and no residual), so they carry no element path, nor does bq_fused_c2d
-// or bq_fused_c8d (dense rows, a residual allowed); bq_fused_m4f and
+// whole accesses; a residual only in bq_fused_m4 and bq_fused_m4f), so they carry no
+// element path, nor does bq_fused_c2d or bq_fused_c8d (dense rows, a residual allowed);
+// bq_fused_m4f and
 // bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against
 // the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread
 // 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT
@@ -716,11 +717,12 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
                                                     bq_qp *q_smem) {
   constexpr int R = BQ_THREADS / TPR; // the contract's lanes a thread holds
   static_assert(BQ_THREADS % TPR == 0 && TPR % 32 == 0 && CPT % R == 0, "lanes");
-  // NARROW: the narrow entries (the row held, dense, no residual, and y's rows aligned to a
-  // chunk of codes: the host's promise), whose code has fewer branches an access: y's
-  // stores take one width, n's optional stores follow the pass that computes it, and per
-  // token the last pass picks the scale's form once for the row
-  constexpr bool NARROW = HOLD && DENSE && !RES;
+  // NARROW: the row held, dense, and y's rows aligned to a chunk of codes (the host's
+  // promise): the narrow entries and bq_fused_c2d, whose code has fewer branches an access:
+  // y's stores take one width, n's optional stores follow the pass that computes it, and per
+  // token the last pass picks the scale's form once for the row. (bq_fused_c8d keeps the
+  // general form: with it, it spills.)
+  constexpr bool NARROW = HOLD && DENSE && (TPR < BQ_THREADS || CPT <= 2);
   const int t = threadIdx.x;
   const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = TPR * CPT;
   const int nb = HOLD ? batch : nacc; // the batch loops' end
@@ -730,7 +732,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   // the shortest rows load the weight with the row, so that normalizing waits on no further
   // load (longer ones keep the registers, which buy more blocks an SM)
   constexpr bool WPRE = HOLD && CPT == 1;
-  constexpr bool RBATCH = CPT <= 2; // the residual's loads: bq_rms_res, else bq_rms_res1
+  constexpr bool RBATCH = CPT <= 2 || (TPR < BQ_THREADS && CPT <= 4); // the residual's loads: bq_rms_res, else bq_rms_res1
   bq_xchunk wv[WPRE ? CPT : 1];
   bq_c ss[R]; // lane t + j TPR's sum of squares, its accesses in ascending order
 #pragma unroll
@@ -1018,10 +1020,11 @@ BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)
 // the narrow entries: 128 threads a row, dense rows with y's rows aligned to a chunk of codes,
 // at most 80 registers (6 blocks an SM; bq_fused_m4f 64, 8 blocks: its loads all hoisted, it
 // asked for 71; bq_fused_m16 128, 4 blocks: its row's 64 registers); the f entries for rows
-// of exactly 512 or 1024 accesses
-BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, false)
+// of exactly 512 or 1024 accesses. bq_fused_m4 and bq_fused_m4f take a residual too (the
+// wider ones spilled or ran slower with it)
+BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, true)
 BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)
-BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, false)
+BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, true)
 BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)
 BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)
 // bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which

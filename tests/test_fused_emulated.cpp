@@ -387,18 +387,17 @@ static int staged_fits(const fcase &c) {
   return aligned(c) && (EMU_TAB ? BQ__FUSED_ACT_BYTES : 0) + 2 * slot <= EMU_SMEM_MAX;
 }
 
-/* dense rows: every stream 16-byte aligned, D a multiple of V; the narrow entries serve
-   them without a residual and with y's rows aligned to a chunk of V codes (the host's rule,
-   restated) */
+/* dense rows: every stream 16-byte aligned, D a multiple of V, and y's rows aligned to a
+   chunk of V codes; the narrow entries serve them (with a residual only bq_fused_m4 and
+   bq_fused_m4f), and so does bq_fused_c2d (the host's rule, restated) */
 static int whole(const fcase &c) { return aligned(c) && c.cols % V == 0; }
-static int dense(const fcase &c) {
-  return whole(c) && !(RMS && c.res) && c.offy % V == 0 && (c.ys ? c.ys : c.cols) % V == 0;
-}
-/* the host's wide register entry for a row of nacc accesses: bq_fused_c2 and bq_fused_c8
-   give dense rows to bq_fused_c2d and bq_fused_c8d */
+static int dense(const fcase &c) { return whole(c) && c.offy % V == 0 && (c.ys ? c.ys : c.cols) % V == 0; }
+static int has_res(const fcase &c) { return RMS && c.res; }
+/* the host's wide register entry for a row of nacc accesses: bq_fused_c2 gives dense rows
+   to bq_fused_c2d, bq_fused_c8 rows of whole aligned accesses to bq_fused_c8d */
 static int wide_entry(const fcase &c, int64_t nacc) {
   return nacc <= 256    ? BQ__FUSED_C1
-         : nacc <= 512  ? (whole(c) ? BQ__FUSED_C2D : BQ__FUSED_C2)
+         : nacc <= 512  ? (dense(c) ? BQ__FUSED_C2D : BQ__FUSED_C2)
          : nacc <= 1024 ? BQ__FUSED_C4
          : nacc <= 2048 ? (whole(c) ? BQ__FUSED_C8D : BQ__FUSED_C8)
                         : BQ__FUSED_LONG;
@@ -425,7 +424,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.xs = li == 2 ? (RMS ? c.cols : 2 * c.cols) + 3 : 0;
       c.offx = li == 1 ? 1 % (int)V : 0;
       c.res = (int)(li % 3);
-      if ((e == BQ__FUSED_C2D || e == BQ__FUSED_C8D) && li == 3) c.res = 1 + (int)(rnd() % 2); /* dense, a residual */
+      if ((e == BQ__FUSED_C2D || e == BQ__FUSED_C8D || e == BQ__FUSED_M4 || e == BQ__FUSED_M4F) && li == 3)
+        c.res = 1 + (int)(rnd() % 2); /* dense, a residual */
       c.with_out = li & 1;
       c.force = e;
       c.sms = e == 5 ? 1 + (int)(rnd() % 2) : 0;
@@ -437,7 +437,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
       const int want = e == 5                            ? (staged_fits(c) ? 5 : 4)
                        : e == 4 || nacc > held             ? 4
                        : e >= BQ__FUSED_M4 && e <= BQ__FUSED_M16 && !dense(c) ? 4
-                       : (e == BQ__FUSED_C2D || e == BQ__FUSED_C8D) && !whole(c) ? 4
+                       : e >= BQ__FUSED_M8 && e <= BQ__FUSED_M16 && e != BQ__FUSED_M4F && has_res(c) ? 4
+                       : (e == BQ__FUSED_C2D && !dense(c)) || (e == BQ__FUSED_C8D && !whole(c)) ? 4
                        : (e == BQ__FUSED_M4F || e == BQ__FUSED_M8F) && nacc != held ? 4
                                                            : e;
       cr_assert(g_last == g_kernels[want], "%s: cols %lld took another kernel than entry %d (seed 0x%llx)", label,
@@ -468,8 +469,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
       if (want == 5) cr_assert(g_last_grid <= 1 && g_last_smem > 0, "staged: grid %u smem %u", g_last_grid, g_last_smem);
     }
   /* batches of BQ__FUSED_NARROW_ROWS rows an SM or more, RMSNorm per token or per group
-     without a residual: the narrow entry that holds the row; the rules above for longer
-     rows and every other case */
+     (with a residual, rows of up to 512 accesses): the narrow entry that holds the row; the
+     rules above for longer rows and every other case */
   static const int64_t naccs[] = {1, 256, 257, 512, 513, 1024, 1025, 2048, 2049};
   for (int i = 0; i < 9; i++) {
     fcase c;
@@ -477,7 +478,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
     c.rows = BQ__FUSED_NARROW_ROWS + (int64_t)(rnd() % 2);
     c.cols = naccs[i] * V;
     c.G = group_for(&c.cols);
-    c.res = (int)(rnd() % 3) * (i % 2); /* half the rows without a residual */
+    c.res = i % 2 ? 1 + (int)(rnd() % 2) : 0; /* half the rows with a residual: a buffer or in place */
     for (int yk = 0; yk < 3; yk++) { /* y's rows: aligned, their start off a chunk, their stride */
       c.offy = yk == 1 ? 1 + (int)(rnd() % (V - 1)) : 0; /* (V >= 2) */
       c.ys = yk == 2 ? c.cols + 1 + 2 * (int64_t)(rnd() % 4) : 0;
@@ -486,7 +487,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
       c.eps = 1e-6;
       run(c, "host's choice, a large batch");
       const int64_t nacc = (c.cols + V - 1) / V;
-      const int narrow = RMS && dense(c) && (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP);
+      const int narrow = RMS && dense(c) && (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP) &&
+                         (!has_res(c) || nacc <= 512);
       const int want = narrow && nacc == 512    ? BQ__FUSED_M4F
                        : narrow && nacc < 512   ? BQ__FUSED_M4
                        : narrow && nacc == 1024 ? BQ__FUSED_M8F

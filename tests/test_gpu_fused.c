@@ -1012,7 +1012,9 @@ Test(fused_edges, every_entry_by_name)
    whose y rows are aligned to a chunk (V bytes). RMSNorm at batches they take (2300 rows:
    16 an SM on an H100), bf16 D = 4096 (bq_fused_m4f) and 14336 (bq_fused_m16), f32 D = 4096
    (bq_fused_m8f): y aligned, then y's start off the chunk, then its row stride not a
-   multiple of V (the host gives those rows to another entry); each against the reference. */
+   multiple of V (the host gives those rows to another entry); then with a residual, a
+   buffer and in place, y aligned (bf16 D = 4096: bq_fused_m4f; the others take the
+   256-thread entries); each against the reference. */
 Test(fused_edges, narrow_y_alignment)
 {
   static const struct { bq_dtype T; int64_t cols; } shapes[] = {{BQ_BF16, 4096}, {BQ_BF16, 14336}, {BQ_F32, 4096}};
@@ -1021,11 +1023,11 @@ Test(fused_edges, narrow_y_alignment)
   gpu_begin();
   for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (q = 0; q < NFOCUS; q++)
-      for (k = 0; k < 3; k++) {
+      for (k = 0; k < 5; k++) {
         const bq_dtype T = shapes[si].T;
         fcase c = base_case(OP_RMS, T, FOCUS_Q[q]);
         if (c.g == BQ_PER_TENSOR) continue;
-        c.res = RES_NONE;
+        c.res = k == 3 ? RES_BUFFER : k == 4 ? RES_IN_PLACE : RES_NONE;
         c.rows = 2300;
         c.cols = shapes[si].cols;
         if (k == 1) c.yoff = 1 + (int)rnd_range(0, vec_of(T) - 2);
