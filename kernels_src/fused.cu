@@ -322,14 +322,18 @@ static __device__ __forceinline__ void bq_add_chunk(bq_xchunk &h, const bq_xchun
 }
 
 // ---- one access of a row: elements [a V, a V + V) past D read as 0, never written -------
-// x and the residual are read once (streaming); the weight stays cached for every row.
+// x and the residual are read once, with the default cache policy (streaming them, ld.cs,
+// measured 2-3% slower on the H100 in every large row); the weight stays cached for every
+// row. CS streams them all the same (bq_fused_m8f: ptxas schedules the plain loads
+// differently there, and it spills 40-112 bytes).
 // DENSE: the caller knows the stream's rows are 16-byte aligned and D a multiple of V.
-template <bool KEEP, bool DENSE = false>
+template <bool KEEP, bool DENSE = false, bool CS = false>
 static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, int a, int D, bool aligned) {
   const int e0 = a * BQ_VEC;
   if (DENSE || (aligned && e0 + BQ_VEC <= D)) {
     if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));
-    else bq_load(c, row + e0, 16);
+    else if (CS) bq_load(c, row + e0, 16);
+    else *(uint4 *)&c = *(const uint4 *)(row + e0);
   } else {
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;
@@ -723,6 +727,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   // token the last pass picks the scale's form once for the row. (bq_fused_c8d keeps the
   // general form: with it, it spills.)
   constexpr bool NARROW = HOLD && DENSE && (TPR < BQ_THREADS || CPT <= 2);
+  constexpr bool XCS = TPR < BQ_THREADS && CPT == 8 && FULL; // bq_fused_m8f streams x (bq_fload)
   const int t = threadIdx.x;
   const int D = (int)p.cols, nacc = (D + BQ_VEC - 1) / BQ_VEC, batch = TPR * CPT;
   const int nb = HOLD ? batch : nacc; // the batch loops' end
@@ -742,7 +747,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
     for (int i = 0; i < CPT; i++) {
       const int a = b + t + i * TPR;
       if (FULL || a < nacc) {
-        bq_fload<false, DENSE>(v[i], (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
+        bq_fload<false, DENSE, XCS>(v[i], (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
         if (RES && !RBATCH && p.res) bq_rms_res1<DENSE>(p, r, a, v[i]);
         if (WPRE) bq_fload<true>(wv[WPRE ? i : 0], (const bq_t *)p.w, a, p.cols, p.aligned);
       }
