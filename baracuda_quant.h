@@ -4176,7 +4176,7 @@ static const char bq__src_fused_cu[] =
   "// x and the residual are read once, with the default cache policy (streaming them, ld.cs,\n"
   "// measured 2-3% slower on the H100 in every large row); the weight stays cached for every\n"
   "// row. CS streams them all the same (bq_fused_m8f: ptxas schedules the plain loads\n"
-  "// differently there, and it spills 40-112 bytes).\n"
+  "// differently there, and it spills).\n"
   "// DENSE: the caller knows the stream's rows are 16-byte aligned and D a multiple of V.\n"
   "template <bool KEEP, bool DENSE = false, bool CS = false>\n"
   "static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, int a, int D, bool aligned) {\n"
@@ -8144,8 +8144,8 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
     if (nacc <= bq__fused_held(e)) { which = e; break; }
   /* dense rows: every stream 16-byte aligned, D whole accesses; with y's rows aligned to a
      chunk of codes, the narrow entries and bq_fused_c2d take them (their code has no element
-     path and stores y in one width); bq_fused_m4 and bq_fused_m4f take a residual too (H100,
-     bf16 [8192, 4096] with a residual: per token 86.7 -> 85.8 us, per group 87.9 -> 86.3) */
+     path and stores y in one width); bq_fused_m4 and bq_fused_m4f take a residual too (about
+     1% faster than the 256-thread kernels on the H100; the wider ones spill with it) */
   const int whole = k.aligned && v.cols % p->vec == 0;
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
   const int dense = whole && yal;

@@ -325,7 +325,7 @@ static __device__ __forceinline__ void bq_add_chunk(bq_xchunk &h, const bq_xchun
 // x and the residual are read once, with the default cache policy (streaming them, ld.cs,
 // measured 2-3% slower on the H100 in every large row); the weight stays cached for every
 // row. CS streams them all the same (bq_fused_m8f: ptxas schedules the plain loads
-// differently there, and it spills 40-112 bytes).
+// differently there, and it spills).
 // DENSE: the caller knows the stream's rows are 16-byte aligned and D a multiple of V.
 template <bool KEEP, bool DENSE = false, bool CS = false>
 static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, int a, int D, bool aligned) {
