@@ -1071,8 +1071,9 @@ extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
 
 // ---- dense data: one flat array of p.cols elements ----------------------------------------
 // The scale and zero point of element e of dense data (p.group: per channel the inner size,
-// per token the row length, per group G), prepared (Z0: as bq_prep_of's)
-template <bool Z0 = false>
+// per token the row length, per group G), prepared (Z0: as bq_prep_of's; S32: the caller knows
+// the tensor has fewer than 2^31 elements, so p.fast32 holds)
+template <bool Z0 = false, bool S32 = false>
 static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p, bq_i64 e, bq_scale &s, bq_zp &z) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   (void)e;
@@ -1081,7 +1082,7 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 #elif BQ_GRAN == BQ_GRAN_BLOCK
   (void)p, (void)e, (void)s, (void)z; // (no dense kernel)
 #else
-  const bq_i64 b = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
+  const bq_i64 b = S32 || p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
 #if BQ_GRAN == BQ_GRAN_TOKEN
   const bq_prep q = bq_prep_of<Z0>(p, b, 0); // b: the row
 #else
@@ -1103,18 +1104,19 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 // takes the elements after it. Dequantize streams its narrow input (read once) and stores its
 // output with the default cache policy, as its consumer reads it next: streaming the output
 // measured slower on the H100. Without zero points (per tensor: a zero point of 0) the body
-// runs in a form with the zero point folded away, chosen once for the launch.
+// runs in a form with the zero point folded away, chosen once for the launch. Its indices are
+// 32-bit: the host gives it tensors of fewer than 2^31 elements.
 template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {
-  const bq_i64 a = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, na = p.tiles;
+  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   bq_out *out = (bq_out *)p.out;
   bq_scale s;
   bq_zp z;
   if (a < na) {
-    const bq_i64 e = a * BQ_P;
+    const bq_u32 e = a * BQ_P;
     bq_piece<bq_in0> x;
     bq_load<true>(x, in0 + e, BQ_OUT_LEADS ? bq_width(in0 + e) : 16);
-    bq_dense_params<Z0>(p, e, s, z);
+    bq_dense_params<Z0, true>(p, e, s, z);
     bool fix = false;
 #if BQ_OP == BQ_OP_QUANTIZE
     fix = !z.iok; // a zero point within the q-range's width of an int32 limit
