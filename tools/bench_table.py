@@ -132,12 +132,16 @@ PyTorch alternative.
 
 Inductor autotunes a pointwise kernel at its first call and keeps the configuration that
 measured fastest, so torch.compile's time for a row can differ from one machine to the
-next. Per-group quantize (bf16, G = 128, 4096 × 4096) on four fresh H100 machines the same
-day: torch.compile 21.5 to 22.5 µs, ours 22.2 to 22.7 µs in the same runs (ours /
-torch.compile 1.003 to 1.04). Its faster configuration (256 threads, 16 elements a thread)
-loads x with an `L2::evict_last` policy; `bq_affine_lean` with that policy measured slower
-(docs/design.md, "Measured and not kept"). Dequantize per tensor (s8 → f16) is within
-0.5 % of torch.compile either way.
+next. Per-group quantize (bf16, G = 128, 4096 × 4096), timed as `python/bench.py` times
+it, on four H100 machines in one day: torch.compile 21.6 to 21.9 µs on three of them and
+22.3 to 22.6 µs on the fourth; ours 21.9 to 22.3 µs, and 22.5 µs in the run above (ours /
+torch.compile, in time, 0.97 to 1.04). Its faster configuration (256 threads, 16 elements
+a thread) loads x with an `L2::evict_last` policy and divides with `div.full.f32`, an
+approximate division (its codes differ from PyTorch eager's in 16 of the 16 M elements);
+ours divides exactly and executes more instructions an element. `bq_affine_lean` with that
+cache policy, with 16 elements a thread and with larger blocks measured slower
+(docs/design.md, "Measured and not kept"). Dequantize per tensor (s8 → f16) is within 1 %
+of torch.compile either way.
 
 ### Reproducing
 
