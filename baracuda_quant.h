@@ -54,7 +54,7 @@
      asymmetric and zero points left 0): q = fp8(C(x) / C(s)), one round to nearest even,
      saturating to +-max, NaN -> code 0x7F (cvt.rn.satfinite on sm_89+, the same in
      software on sm_80); dequantize y = T(C(q) * C(s)); backward mask |x / s| <= max;
-     dynamic s = amax / max. Not for linear layers or fused producers.
+     dynamic s = amax / max. Not for linear layers.
      Scale arrays (scale_type): BQ_F32 (the default), T, or BQ_UE8M0: a byte e meaning
      2^(e - 127), 255 NaN (not for a static per-tensor scale, a host double); per group
      also BQ_UE8M0X4, the same bytes four to an int32 along the group axis (group g in
@@ -131,7 +131,8 @@
      Then n or a goes to y (I) as the existing ops would quantize it: BQ_PER_TOKEN (the
      default) and BQ_PER_GROUP are dynamic quantize's (out_scales, out_zero_points,
      desc.asymmetric, group_size, group_row_stride); BQ_PER_TENSOR is quantize's, with a
-     static args.scale and args.zero_point. args.out, when set, receives n or a as well.
+     static args.scale and args.zero_point. I is any storage type, FP8 included (symmetric:
+     no zero points). args.out, when set, receives n or a as well.
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
@@ -6798,12 +6799,14 @@ static int bq__fp8_soft;
 
 /* bq__normalize's own rules for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2), where the
    integer types' q-range rules stand: quantize, dequantize and fake quantize in either
-   direction, and dynamic quantize; symmetric, with no q-range (qmin and qmax stay 0). */
+   direction, dynamic quantize and the fused producers; symmetric, with no q-range (qmin and
+   qmax stay 0). */
 BQ__FN bq_status bq__normalize_fp8(const bq_desc *d, const char *name) {
   const char *t = bq__dtype_name(d->int_type);
-  if (bq__is_linear(d->op) || bq__is_fused(d->op))
+  if (bq__is_linear(d->op))
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.int_type (%s) is not offered for %s: FP8 storage serves "
-                    "quantize, dequantize, fake quantize and dynamic quantize", name, t, bq__op_name(d->op));
+                    "quantize, dequantize, fake quantize, dynamic quantize and the fused producers", name, t,
+                    bq__op_name(d->op));
   if (d->qmin != 0 || d->qmax != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be 0: %s has no q-range "
                     "(it saturates to its largest finite value)", name, d->qmin, d->qmax, t);
@@ -6987,7 +6990,7 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
         return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
                         "(per_token, per_group): a static per-tensor scale takes args.zero_point", name);
       d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
-    } else if (!d->asymmetric && d->qmax <= 0) {
+    } else if (!d->asymmetric && d->qmax <= 0 && !fp8) { /* (FP8 has no q-range) */
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric scales", name, d->qmax);
     } else if (d->asymmetric && d->qmax == d->qmin) {
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric scales",
@@ -8079,6 +8082,9 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
       !(isfinite(a->scale) && a->scale > 0 && (c64 || ((float)a->scale > 0 && isfinite((float)a->scale)))))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0 in the compute type", n,
                     a->scale);
+  if (d->granularity == BQ_PER_TENSOR && bq__is_fp8(d->int_type) && a->zero_point != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: %s storage is symmetric", n,
+                    (int)a->zero_point, bq__dtype_name(d->int_type));
   if (rms && !(isfinite(a->eps) && a->eps >= 0 && (c64 || isfinite((float)a->eps))))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.eps (%g) must be finite and >= 0 in the compute type", n,
                     a->eps);

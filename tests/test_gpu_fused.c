@@ -5,9 +5,9 @@
 
    Coverage: RMSNorm (no residual, a residual buffer, the residual in place: residual == x)
    and the gated op (SiLU, GELU-tanh) x f32/f64/f16/bf16 x s8/u8 (full and narrow ranges:
-   s8 [-7, 7], u8 [3, 250]) x static per tensor with a zero point, per token symmetric and
-   asymmetric, per group symmetric and asymmetric (G = 128 and a generic G = 3 V or 96)
-   x scale type (T, f32). Edge rows: all zeros, one huge element, NaN and +-inf elements,
+   s8 [-7, 7], u8 [3, 250]) and FP8 (e4m3, e5m2) x static per tensor with a zero point (FP8:
+   none), per token symmetric and asymmetric, per group symmetric and asymmetric (G = 128
+   and a generic G = 3 V or 96) x scale type (T, f32). Edge rows: all zeros, one huge element, NaN and +-inf elements,
    D = 1, odd D, rows longer than a block holds in registers, strided rows with gaps,
    misaligned streams, eps = 0. Every kernel entry forced by name (bq__fused_force_entry:
    the register entries, wide and narrow, the long one and the staged one), and batches
@@ -707,6 +707,9 @@ static const qset QSETS[] = {
   {BQ_PER_TOKEN, BQ_S8, -7, 7, 1, 1},   /* Q5: per token asymmetric narrow s8, scales in T */
   {BQ_PER_GROUP, BQ_S8, -7, 7, 0, 0},   /* Q6: per group symmetric narrow s8, f32 scales */
   {BQ_PER_GROUP, BQ_U8, 0, 0, 1, 1},    /* Q7: per group asymmetric u8, scales in T */
+  {BQ_PER_TENSOR, BQ_E4M3, 0, 0, 0, 0}, /* Q8: static e4m3 (no zero point) */
+  {BQ_PER_TOKEN, BQ_E4M3, 0, 0, 0, 1},  /* Q9: per token e4m3, scales in T */
+  {BQ_PER_GROUP, BQ_E5M2, 0, 0, 0, 0},  /* Q10: per group e5m2, f32 scales */
 };
 #define NQSETS ((int)(sizeof QSETS / sizeof QSETS[0]))
 
@@ -740,6 +743,7 @@ static fcase base_case(int op, bq_dtype T, int q)
     c.scale = ldexp(1.0 + rnd_unit(), (int)rnd_range(-9, -3)) * (s->qmin || s->qmax ? 8.0 : 1.0);
     c.zp = (int32_t)rnd_range(lo, hi);
     if (rnd() % 4 == 0) c.zp = (lo + hi) / 2;
+    if (s->I == BQ_E4M3 || s->I == BQ_E5M2) c.zp = 0; /* FP8 is symmetric */
   }
   c.kind = -1;
   c.force = -1;
@@ -967,14 +971,14 @@ Test(fused_edges, residual_in_place)
    a forced entry that cannot take the row (too long; for a narrow entry, rows that are not
    dense: misaligned, D not whole accesses, a residual; for c2d and c8d, misaligned or D not
    whole accesses) falls back to the long one. */
-Test(fused_edges, every_entry_by_name)
+static void entries_by_name(const int *qsets, int nq, const bq_dtype *types, int nt)
 {
   int op, ti, e;
   gpu_begin();
   for (op = 0; op < 3; op++)
-    for (ti = 0; ti < 4; ti++)
+    for (ti = 0; ti < nt; ti++)
       for (e = 0; e < BQ__FUSED_ENTRIES; e++) {
-        const bq_dtype T = g_types[ti];
+        const bq_dtype T = types[ti];
         const int64_t V = vec_of(T);
         const int64_t held = bq__fused_held(e);
         /* staged: two slots of x and the residual (or gate and up), 226 KiB on an H100, less
@@ -983,11 +987,11 @@ Test(fused_edges, every_entry_by_name)
         const int64_t cap = e == BQ__FUSED_LONG ? (int64_t)2048 * V + 5 * V
                             : e == BQ__FUSED_STAGED ? (int64_t)(tab ? 3104 : 3616) * V : held * V;
         int qi;
-        for (qi = 0; qi < 3; qi++) {
+        for (qi = 0; qi < nq; qi++) {
           const int64_t lens[] = {1, cap / 2 + 1, cap - 1, cap, cap + V + 3};
           size_t li;
           for (li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            fcase c = base_case(op, T, FOCUS_Q[qi]);
+            fcase c = base_case(op, T, qsets[qi]);
             c.force = e;
             c.rows = e == BQ__FUSED_STAGED ? 40 : 3; /* staged: persistent blocks take several rows each */
             c.cols = lens[li];
@@ -1006,6 +1010,15 @@ Test(fused_edges, every_entry_by_name)
           }
         }
       }
+}
+Test(fused_edges, every_entry_by_name) { entries_by_name(FOCUS_Q, 3, g_types, 4); }
+/* FP8 storage through every entry, bf16 and f32 (the matrix has every T): per token e4m3 and
+   per group e5m2, whose quantize takes FP8's forms of the row's and the group's code */
+Test(fused_edges, fp8_every_entry_by_name)
+{
+  static const int fp8_q[] = {9, 10};
+  static const bq_dtype types[] = {BQ_BF16, BQ_F32};
+  entries_by_name(fp8_q, 2, types, 2);
 }
 
 /* The narrow entries store y a chunk of codes at a time, so the host gives them only rows

@@ -542,17 +542,23 @@ Test(compile, fp8_soft_on_sm_90, .timeout = 600, .init = fp8_soft) { compile_all
 
 /* The fused producers, one op (the gated one with one activation): every granularity it
    has x float type x int type x symmetric or asymmetric (the dynamic ones) with the full
-   q-range, plus a narrow range per token. */
+   q-range, plus a narrow range per token; FP8 storage (symmetric) for every granularity x
+   FP8 type, the float type rotating so that each meets each FP8 type across the set. */
 static size_t fused_set_of(bq_op op, bq_activation act, bq_desc *out) {
   static const bq_granularity fgrans[] = {BQ_PER_TENSOR, BQ_PER_TOKEN, BQ_PER_GROUP};
-  size_t n = 0;
-  for (size_t g = 0; g < NELEM(fgrans); g++)
+  size_t n = 0, k = 0;
+  for (size_t g = 0; g < NELEM(fgrans); g++) {
     for (size_t f = 0; f < NELEM(FTS); f++)
       for (size_t i = 0; i < NELEM(ITS); i++)
         for (int asym = 0; asym < (fgrans[g] == BQ_PER_TENSOR ? 1 : 2); asym++) {
           out[n] = mk(op, BQ_FORWARD, fgrans[g], FTS[f], ITS[i], 0, 0, asym);
           out[n++].activation = act;
         }
+    for (int i = 0; i < 2; i++, k++) {
+      out[n] = mk(op, BQ_FORWARD, fgrans[g], FTS[(k + (size_t)act) % NELEM(FTS)], i ? BQ_E5M2 : BQ_E4M3, 0, 0, 0);
+      out[n++].activation = act;
+    }
+  }
   out[n] = mk(op, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, BQ_S8, -7, 7, 0);
   out[n++].activation = act;
   return n;

@@ -127,8 +127,8 @@ typedef struct fcombo {
 #define MAX_FCOMBOS 4096
 static size_t fused_combos(fcombo *out) {
   static const bq_granularity GR[] = {BQ_GRANULARITY_DEFAULT, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_TENSOR};
-  static const int QR[][3] = {{BQ_DTYPE_DEFAULT, 0, 0}, {BQ_S8, 0, 0},   {BQ_S8, -7, 7},
-                              {BQ_U8, 0, 0},            {BQ_U8, 3, 250}, {BQ_S8, -128, 127}};
+  static const int QR[][3] = {{BQ_DTYPE_DEFAULT, 0, 0}, {BQ_S8, 0, 0},      {BQ_S8, -7, 7}, {BQ_U8, 0, 0},
+                              {BQ_U8, 3, 250},          {BQ_S8, -128, 127}, {BQ_E4M3, 0, 0}, {BQ_E5M2, 0, 0}};
   size_t n = 0;
   for (int k = 0; k < NOPS; k++)
     for (size_t f = 0; f < NELEM(FTS); f++)
@@ -137,6 +137,9 @@ static size_t fused_combos(fcombo *out) {
           for (size_t q = 0; q < NELEM(QR); q++)
             for (int st = 0; st < 3; st++) {
               if (GR[g] == BQ_PER_TENSOR && asym) continue;
+              if (QR[q][0] == BQ_E4M3 || QR[q][0] == BQ_E5M2) { /* FP8: symmetric, no q-range */
+                if (asym) continue;
+              }
               /* per tensor: the host scale in C; scale_type left default, or f32 where C is f32 */
               if (GR[g] == BQ_PER_TENSOR && (st == 2 || (st == 1 && FTS[f] == BQ_F64))) continue;
               bq_desc d = fdesc(k, GR[g], FTS[f], asym);
@@ -403,6 +406,36 @@ Test(fused_desc, q_ranges) {
     d.qmax = 7;
     expect_desc_valid(&d, "per tensor s8 [-7, 7]");
   }
+}
+
+/* FP8 storage: every op and granularity, symmetric with no q-range; an asymmetric plan or
+   a q-range is refused, naming the field */
+Test(fused_desc, fp8_storage) {
+  static const bq_granularity GR[] = {BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_TENSOR};
+  static const bq_dtype F8[] = {BQ_E4M3, BQ_E5M2};
+  for (int k = 0; k < NOPS; k++)
+    for (size_t g = 0; g < NELEM(GR); g++)
+      for (size_t i = 0; i < NELEM(F8); i++) {
+        char ctx[192];
+        bq_desc d = fdesc(k, GR[g], FTS[(k + g + i) % NELEM(FTS)], 0);
+        d.int_type = F8[i];
+        ctx_of(&d, ctx, sizeof ctx);
+        expect_desc_valid(&d, ctx);
+        bq_plan plan;
+        cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+        cr_assert_eq(plan.desc.qmin, 0, "%s", ctx);
+        cr_assert_eq(plan.desc.qmax, 0, "%s", ctx);
+        char sku[256];
+        cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+        cr_assert(strstr(sku, F8[i] == BQ_E4M3 ? ".e4m3." : ".e5m2.") && !strstr(sku, "q["), "%s: %s", ctx, sku);
+        d.qmin = -7;
+        d.qmax = 7;
+        expect_desc_invalid(&d, NULL, "desc.qmin (-7) and desc.qmax (7) must be 0", ctx);
+        if (GR[g] == BQ_PER_TENSOR) continue;
+        d.qmin = d.qmax = 0;
+        d.asymmetric = 1;
+        expect_desc_invalid(&d, NULL, "desc.asymmetric (1) must be 0", ctx);
+      }
 }
 
 Test(fused_desc, int_float_scale_and_out_types) {
@@ -864,6 +897,21 @@ Test(fused_args, per_tensor_scale) {
       a.scale = 1e300;
       expect_ok(&d, &a, 0, "f64 scale 1e300");
     }
+  }
+}
+
+/* FP8 per tensor takes no zero point: args.zero_point must be 0 */
+Test(fused_args, fp8_per_tensor_zero_point) {
+  for (int k = 0; k < NOPS; k++) {
+    bq_desc d = fdesc(k, BQ_PER_TENSOR, k % 2 ? BQ_BF16 : BQ_F32, 0);
+    d.int_type = k < 2 ? BQ_E4M3 : BQ_E5M2;
+    bq_args a = fargs(&d);
+    a.zero_point = 3;
+    expect_invalid(&d, &a, "args.zero_point (3) must be 0");
+    a.zero_point = -1;
+    expect_invalid(&d, &a, "args.zero_point (-1) must be 0");
+    a.zero_point = 0;
+    expect_ok(&d, &a, 0, "FP8 per tensor, zero point 0");
   }
 }
 
