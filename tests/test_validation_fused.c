@@ -902,14 +902,17 @@ Test(fused_args, per_tensor_scale) {
 
 /* FP8 per tensor takes no zero point: args.zero_point must be 0 */
 Test(fused_args, fp8_per_tensor_zero_point) {
+  static const int32_t bad[] = {3, -1, INT32_MIN};
   for (int k = 0; k < NOPS; k++) {
     bq_desc d = fdesc(k, BQ_PER_TENSOR, k % 2 ? BQ_BF16 : BQ_F32, 0);
     d.int_type = k < 2 ? BQ_E4M3 : BQ_E5M2;
     bq_args a = fargs(&d);
-    a.zero_point = 3;
-    expect_invalid(&d, &a, "args.zero_point (3) must be 0");
-    a.zero_point = -1;
-    expect_invalid(&d, &a, "args.zero_point (-1) must be 0");
+    for (size_t b = 0; b < NELEM(bad); b++) {
+      char needle[64];
+      snprintf(needle, sizeof needle, "args.zero_point (%d) must be 0", (int)bad[b]);
+      a.zero_point = bad[b];
+      expect_invalid(&d, &a, needle);
+    }
     a.zero_point = 0;
     expect_ok(&d, &a, 0, "FP8 per tensor, zero point 0");
   }
