@@ -17,10 +17,9 @@
 // DRAM. The 128-thread entries take dense rows only (DENSE: every stream 16-byte aligned,
 // whole accesses; a residual only in bq_fused_m4 and bq_fused_m4f), so they carry no
 // element path, nor does bq_fused_c2d or bq_fused_c8d (dense rows, a residual allowed);
-// bq_fused_m4f and
-// bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is checked against
-// the row's end). In 256-thread blocks a row's rstd and scale are computed once, by thread
-// 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT
+// bq_fused_m4f and bq_fused_m8f take rows of exactly TPR CPT accesses (FULL: no access is
+// checked against the row's end). In 256-thread blocks a row's rstd and scale are computed
+// once, by thread 0, and read by the block. bq_fused_long takes any row in batches of 256 BQ_LONG_CPT
 // accesses and reads the row again for each pass it needs (from L2); bq_fused_staged copies
 // long rows into shared memory ahead of their use (cp.async, two slots).
 // Rows whose streams all start 16 bytes aligned (p.aligned) move in 16-byte accesses;
