@@ -7487,6 +7487,14 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
   for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], r->lb[e]);
 }
 
+/* FP8 storage is symmetric: a static per-tensor zero point (quantize's and the fused
+   producers' args.zero_point) must be 0 */
+BQ__FN bq_status bq__fp8_zero_point(const bq_plan *p, int32_t zp) {
+  if (!bq__is_fp8(p->desc.int_type) || zp == 0) return BQ_SUCCESS;
+  return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: %s storage is symmetric", p->name,
+                  (int)zp, bq__dtype_name(p->desc.int_type));
+}
+
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
   bq__view v;
   bq_status st = bq__view_of(p, a, &v);
@@ -7502,12 +7510,10 @@ BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
   if (d->scale_type == BQ_UE8M0X4 && a->zero_points)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: packed scales (ue8m0x4) carry "
                     "no zero points", p->name, (const void *)a->zero_points);
-  if (bq__is_fp8(d->int_type) && (d->granularity == BQ_PER_TENSOR ? a->zero_point != 0 : a->zero_points != NULL))
-    return d->granularity == BQ_PER_TENSOR
-               ? bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: %s storage is symmetric",
-                          p->name, (int)a->zero_point, bq__dtype_name(d->int_type))
-               : bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: %s storage is "
-                          "symmetric", p->name, (const void *)a->zero_points, bq__dtype_name(d->int_type));
+  if (d->granularity == BQ_PER_TENSOR && (st = bq__fp8_zero_point(p, a->zero_point))) return st;
+  if (bq__is_fp8(d->int_type) && d->granularity != BQ_PER_TENSOR && a->zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: %s storage is symmetric",
+                    p->name, (const void *)a->zero_points, bq__dtype_name(d->int_type));
   if (v.numel == 0) return BQ_SUCCESS;
   int t = bq__dtype_size(d->float_type);
   if (a->mask && (st = bq__check_ptr(p, "args.mask", a->mask, 4))) return st;
@@ -8081,9 +8087,7 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
       !(isfinite(a->scale) && a->scale > 0 && (c64 || ((float)a->scale > 0 && isfinite((float)a->scale)))))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0 in the compute type", n,
                     a->scale);
-  if (d->granularity == BQ_PER_TENSOR && bq__is_fp8(d->int_type) && a->zero_point != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: %s storage is symmetric", n,
-                    (int)a->zero_point, bq__dtype_name(d->int_type));
+  if (d->granularity == BQ_PER_TENSOR && (st = bq__fp8_zero_point(p, a->zero_point))) return st;
   if (rms && !(isfinite(a->eps) && a->eps >= 0 && (c64 || isfinite((float)a->eps))))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.eps (%g) must be finite and >= 0 in the compute type", n,
                     a->eps);
