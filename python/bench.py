@@ -40,14 +40,18 @@ import torch
 import baracuda_quant as bq
 import baracuda_quant.ops as bqo
 import bench_sched  # beside this file: the order the contenders of a row are timed in
+import l2_scrub  # beside this file: L2's evict-last lines out before each flush
 
 DEV = "cuda"
 REPS = 60
 BLOCK = 10  # timed calls a contender queues behind one spin before the next takes its turn
 _flush = None
+_scrub = None  # l2_scrub.make()'s: run before each flush
 
 
 def flush_l2():
+    if _scrub is not None:
+        _scrub()
     _flush.fill_(1)
 
 
@@ -394,11 +398,13 @@ def provenance(commit):
             "header_sha256": sha(os.path.join(root, "baracuda_quant.h")),
             "package_sha256": h.hexdigest(), "argv": sys.argv[1:],
             "timing": "interleaved",  # absent in older files: each contender was timed alone
+            # absent in older files: a write alone, which left L2's evict-last lines in place
+            "l2_flush": "evict-last scrub and write" if _scrub is not None else "write",
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def main():
-    global _flush
+    global _flush, _scrub
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
@@ -409,6 +415,7 @@ def main():
     ap.add_argument("--no-fused", action="store_true", help="leave the fused producers out")
     args = ap.parse_args()
     _flush = torch.empty(256 << 20, dtype=torch.uint8, device=DEV)
+    _scrub = l2_scrub.make(DEV)
     t_start = time.time()
     rows = []
     table, _ = cases(args.quick) if not args.fused_only else ([], None)
