@@ -257,9 +257,6 @@ struct bq_prep {
   bq_scale s;
   bq_zp z;
 };
-// Z0: the caller knows every zero point is 0 (no zero points given), which the compiler then
-// folds into the quantize.
-template <bool Z0 = false>
 static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, bq_i64 r, bq_i64 b) {
 #if BQ_GRAN == BQ_GRAN_CHANNEL
   const bq_i64 i = b - (p.fast32 ? (bq_i64)bq_div_u32((bq_u32)b, p.fd_gmod) : bq_div64(b, p.gmod)) * p.gmod;
@@ -270,7 +267,7 @@ static __device__ __forceinline__ bq_prep bq_prep_of(const bq_affine_params &p, 
 #endif
   bq_prep q;
   q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + i)));
-  q.z = bq_zp_of(!Z0 && p.zps ? __ldg((const int *)p.zps + i) : 0);
+  q.z = bq_zp_of(p.zps ? __ldg((const int *)p.zps + i) : 0);
   return q;
 }
 #endif
@@ -1071,22 +1068,20 @@ extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
 
 // ---- dense data: one flat array of p.cols elements ----------------------------------------
 // The scale and zero point of element e of dense data (p.group: per channel the inner size,
-// per token the row length, per group G), prepared (Z0: as bq_prep_of's; S32: the caller knows
-// the tensor has fewer than 2^31 elements, so p.fast32 holds)
-template <bool Z0 = false, bool S32 = false>
+// per token the row length, per group G), prepared
 static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p, bq_i64 e, bq_scale &s, bq_zp &z) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   (void)e;
   s = bq_scale_of((bq_c)p.scale);
-  z = bq_zp_of(Z0 ? 0 : p.zp);
+  z = bq_zp_of(p.zp);
 #elif BQ_GRAN == BQ_GRAN_BLOCK
   (void)p, (void)e, (void)s, (void)z; // (no dense kernel)
 #else
-  const bq_i64 b = S32 || p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
+  const bq_i64 b = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)e, p.fd_group) : bq_div64(e, p.group);
 #if BQ_GRAN == BQ_GRAN_TOKEN
-  const bq_prep q = bq_prep_of<Z0>(p, b, 0); // b: the row
+  const bq_prep q = bq_prep_of(p, b, 0); // b: the row
 #else
-  const bq_prep q = bq_prep_of<Z0>(p, 0, b); // the channel's run (bq_prep_of takes it modulo p.gmod) or the group
+  const bq_prep q = bq_prep_of(p, 0, b); // the channel's run (bq_prep_of takes it modulo p.gmod) or the group
 #endif
   s = q.s;
   z = q.z;
@@ -1096,16 +1091,18 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 #if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
 // ---- bq_affine_lean ---------------------------------------------------------------------------
 // Quantize and dequantize forward, per tensor, per token and per group, over dense data whose
-// lead stream starts on the 16-byte grid, rows and groups a whole number of accesses (the
-// host checks; per group, row-major scales with a row of groups a row): one access a thread,
-// its parameters looked up and prepared in registers after its load, nothing else. The
-// kernel holds few registers, so an SM holds many warps, which tensors of a few waves need
-// (the row kernels pay a row's set-up per warp). The thread past the last whole access
-// takes the elements after it. Dequantize streams its narrow input (read once) and stores its
-// output with the default cache policy, as its consumer reads it next: streaming the output
-// measured slower on the H100. Without zero points (per tensor: a zero point of 0) the body
-// runs in a form with the zero point folded away, chosen once for the launch. Its indices are
-// 32-bit: the host gives it tensors of fewer than 2^31 elements.
+// streams start on their accesses' grid (the lead stream on the 16-byte one), rows and groups
+// a whole number of accesses (the host checks; per group, row-major scales with a row of
+// groups a row): one access a thread, its parameters looked up and prepared in registers
+// after its load, nothing else. The kernel holds few registers, so an SM holds many warps,
+// which tensors of a few waves need (the row kernels pay a row's set-up per warp). The
+// thread past the last whole access takes the elements after it. Dequantize streams its
+// narrow input (read once) and stores its output with the default cache policy, as its
+// consumer reads it next: streaming the output measured slower on the H100. Without zero
+// points (per tensor: a zero point of 0) the body runs in a form with the zero point folded
+// away, chosen once for the launch; there quantize takes a scale that needs no power-of-two
+// bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives it tensors of
+// fewer than 2^31 elements.
 template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {
   const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
@@ -1115,16 +1112,36 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affin
   if (a < na) {
     const bq_u32 e = a * BQ_P;
     bq_piece<bq_in0> x;
-    bq_load<true>(x, in0 + e, BQ_OUT_LEADS ? bq_width(in0 + e) : 16);
-    bq_dense_params<Z0, true>(p, e, s, z);
+    bq_load<true>(x, in0 + e, 16); // (a narrow stream's access is narrower: bq_load takes its size)
+#if BQ_GRAN == BQ_GRAN_TENSOR
+    const bq_c sv = (bq_c)p.scale;
+    z = bq_zp_of(Z0 ? 0 : p.zp);
+#else
+    const bq_u32 b = bq_div_u31(e, p.fd_group); // per token the row, per group the group
+    const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + b));
+    z = bq_zp_of(!Z0 && p.zps ? __ldg((const int *)p.zps + b) : 0);
+#endif
+    bq_piece<bq_out> y;
+#if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
+    if (Z0 && bq_abs(sv) >= BQ_RCP_LO && bq_abs(sv) <= BQ_RCP_HI) { // bq_scale_of's plain scale
+      bq_scale q;
+      q.s = q.ss = sv;
+      q.m = (bq_c)1;
+      q.rcp = bq_rcp(sv);
+      q.corr = q.plain = true;
+      bq_quantize_near<true>(x.e, q, 0, y.e);
+      bq_store<true>(out + e, y, 16);
+      return;
+    }
+#endif
+    s = bq_scale_of(sv);
     bool fix = false;
 #if BQ_OP == BQ_OP_QUANTIZE
     fix = !z.iok; // a zero point within the q-range's width of an int32 limit
 #endif
-    bq_piece<bq_out> y;
     if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);
     if (!fix) {
-      bq_store<true>(out + e, y, BQ_OUT_LEADS ? 16 : bq_width(out + e));
+      bq_store<true>(out + e, y, 16);
       return;
     }
 #pragma unroll 1

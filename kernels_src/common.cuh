@@ -689,6 +689,10 @@ static __device__ __forceinline__ bq_u32 bq_div_u32(bq_u32 n, bq_fastdiv f) {
   bq_u32 t = __umulhi(n, f.magic);
   return (bq_u32)(((bq_u64)t + n) >> f.shift);
 }
+// The same for n < 2^31, where t + n stays below 2^32
+static __device__ __forceinline__ bq_u32 bq_div_u31(bq_u32 n, bq_fastdiv f) {
+  return (__umulhi(n, f.magic) + n) >> f.shift;
+}
 
 // ---- vector access -------------------------------------------------------------------
 // A chunk is a few elements of one stream held in registers (a power of two bytes). It
