@@ -118,8 +118,9 @@ Run on the same GPU right after the benchmark. For each headline row, what a use
 run instead: PyTorch eager, and `torch.compile` (mode "default", `dynamic=False`) of the
 same computation; for the linear rows also the unquantized 16-bit `F.linear` at the same
 shape. Timed in the benchmark's spirit: fresh random data (never zeros), warm-up calls,
-then CUDA events around each call with L2 flushed before it (a 256 MiB write; 30 such
-writes are queued first so that the host runs ahead of the GPU), median and minimum of
+then CUDA events around each call with L2 flushed before it (`python/l2_scrub.py`'s
+scrub of evict-last lines where the file's "l2_flush" names it, then a 256 MiB write; 30
+such writes are queued first so that the host runs ahead of the GPU), median and minimum of
 100 calls. The first call of a compiled function (its compile) is reported apart and never
 timed. The device-to-device copy of the row's bytes (`dst.copy_(src)`) is timed the same
 way in the same run: compare it with the benchmark's copy to see that the two runs saw the
@@ -131,17 +132,20 @@ PyTorch alternative.
 ### Where torch.compile is ahead (`python/bench.py`)
 
 Inductor autotunes a pointwise kernel at its first call and keeps the configuration that
-measured fastest, so torch.compile's time for a row can differ from one machine to the
-next. Per-group quantize (bf16, G = 128, 4096 × 4096), timed as `python/bench.py` times
-it, on four H100 machines in one day: torch.compile 21.6 to 21.9 µs on three of them and
-22.3 to 22.6 µs on the fourth; ours 21.9 to 22.3 µs, and 22.5 µs in the run above (ours /
-torch.compile, in time, 0.97 to 1.04). Its faster configuration (256 threads, 16 elements
-a thread) loads x with an `L2::evict_last` policy and divides with `div.full.f32`, an
+measured fastest, so torch.compile's time for a row can differ from one process or machine
+to the next. Per-group quantize (bf16, G = 128, 4096 × 4096): its faster configuration
+(256 threads, 16 elements a thread) runs 21.7 to 22.2 µs, its slower one 22.4 to 23.1;
+ours 21.9 to 23.1 µs across this day's processes and 22.4 in the run above (ours /
+torch.compile, in time, 0.95 to 1.03). That kernel divides with `div.full.f32`, an
 approximate division (its codes differ from PyTorch eager's in 16 of the 16 M elements);
-ours divides exactly and executes more instructions an element. `bq_affine_lean` with that
-cache policy, with 16 elements a thread and with larger blocks measured slower
-(docs/design.md, "Measured and not kept"). Dequantize per tensor (s8 → f16) is within 1 %
-of torch.compile either way.
+ours divides exactly. Dequantize per tensor (s8 → f16) is within 1 % of torch.compile
+(22.0 against 21.9 µs above): Triton's kernel bakes the scale and zero point into its
+code and holds 16 registers to our 22. The benchmarks scrub L2's evict-last lines before
+each flush (`python/l2_scrub.py`): Triton loads some inputs with that policy, and such
+lines outlive a plain write, so torch.compile's kernels used to find their input in L2
+on the next timed call (dequantize timed 17.9 µs after a kernel of ours had loaded its
+input that way, 21.6 cold). The variants of `bq_affine_lean` tried against these rows
+are in docs/design.md, "Measured and not kept".
 
 ### Reproducing
 
@@ -723,10 +727,13 @@ def python_readme_block(py):
 def python_timing(py):
     """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved"), or,
     absent (older files), each contender alone, one after another."""
-    if (py.get("provenance") or {}).get("timing") == "interleaved":
+    prov = py.get("provenance") or {}
+    flush = ("an L2 flush (evict-last lines scrubbed, then a 256 MiB write)"
+             if prov.get("l2_flush") == "evict-last scrub and write" else "an L2 flush (a 256 MiB write)")
+    if prov.get("timing") == "interleaved":
         return ("median of %s calls, the contenders of a row timed in turns of 10 calls, each behind a "
-                "spin kernel, with CUDA events after an L2 flush" % py.get("reps", "?"))
-    return "median of %s calls, each timed alone with CUDA events after an L2 flush" % py.get("reps", "?")
+                "spin kernel, with CUDA events after %s" % (py.get("reps", "?"), flush))
+    return "median of %s calls, each timed alone with CUDA events after %s" % (py.get("reps", "?"), flush)
 
 
 PY_FUSED_TARGETS = (("copy_over_ours", 0.90, "copy / fused", "%.2f"),

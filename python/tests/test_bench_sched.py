@@ -117,7 +117,12 @@ def test_bench_table_names_the_method_the_file_records():
     spec.loader.exec_module(bt)
     old = {"reps": 60, "provenance": {"gpu": "G"}}
     new = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved"}}
-    assert bt.python_timing(old) == "median of 60 calls, each timed alone with CUDA events after an L2 flush"
+    scrubbed = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved",
+                                           "l2_flush": "evict-last scrub and write"}}
+    assert bt.python_timing(old) == ("median of 60 calls, each timed alone with CUDA events after an L2 "
+                                     "flush (a 256 MiB write)")
     assert "timed in turns of 10 calls" in bt.python_timing(new)
     assert "timed alone" not in bt.python_timing(new)
+    assert "evict-last" not in bt.python_timing(new)
+    assert "evict-last lines scrubbed" in bt.python_timing(scrubbed)
     assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
