@@ -1123,13 +1123,8 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affin
 #endif
     bq_piece<bq_out> y;
 #if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
-    if (Z0 && bq_abs(sv) >= BQ_RCP_LO && bq_abs(sv) <= BQ_RCP_HI) { // bq_scale_of's plain scale
-      bq_scale q;
-      q.s = q.ss = sv;
-      q.m = (bq_c)1;
-      q.rcp = bq_rcp(sv);
-      q.corr = q.plain = true;
-      bq_quantize_near<true>(x.e, q, 0, y.e);
+    if (Z0 && bq_scale_is_plain(sv)) {
+      bq_quantize_near<true>(x.e, bq_scale_plain_of(sv), 0, y.e);
       bq_store<true>(out + e, y, 16);
       return;
     }

@@ -308,6 +308,15 @@ struct bq_scale {
   float dlo, dhi; // bq_div_near's window for |dy|
 #endif
 };
+// bq_div_near's window for |dy|, from a = |s|
+static __device__ __forceinline__ void bq_scale_window(bq_scale &q, bq_c a) {
+#if BQ_FT != BQ_TYPE_F64
+  q.dlo = fmaxf(0x1p-96f, __fmul_rn(a, 0x1p-96f));
+  q.dhi = fminf(__fmul_rn(a, 0x1p96f), 0x1.fffffep127f); // finite: an infinite dy divides outright
+#else
+  (void)q, (void)a;
+#endif
+}
 static __device__ __forceinline__ bq_scale bq_scale_of(bq_c s) {
   bq_scale q;
   const bq_c a = bq_abs(s);
@@ -317,10 +326,22 @@ static __device__ __forceinline__ bq_scale bq_scale_of(bq_c s) {
   q.rcp = bq_rcp(q.ss);
   q.corr = a > (bq_c)0 && a <= BQ_C_MAX;
   q.plain = q.m == (bq_c)1 && q.corr;
-#if BQ_FT != BQ_TYPE_F64
-  q.dlo = fmaxf(0x1p-96f, __fmul_rn(a, 0x1p-96f));
-  q.dhi = fminf(__fmul_rn(a, 0x1p96f), 0x1.fffffep127f); // finite: an infinite dy divides outright
-#endif
+  bq_scale_window(q, a);
+  return q;
+}
+// Whether s needs no bracket (m == 1) and its reciprocal corrects (bq_scale_of's plain)
+static __device__ __forceinline__ bool bq_scale_is_plain(bq_c s) {
+  const bq_c a = bq_abs(s);
+  return a >= BQ_RCP_LO && a <= BQ_RCP_HI;
+}
+// bq_scale_of(s) where bq_scale_is_plain(s), without the bracket's selects and product
+static __device__ __forceinline__ bq_scale bq_scale_plain_of(bq_c s) {
+  bq_scale q;
+  q.s = q.ss = s;
+  q.m = (bq_c)1;
+  q.rcp = bq_rcp(s);
+  q.corr = q.plain = true;
+  bq_scale_window(q, bq_abs(s));
   return q;
 }
 // x / s as far as rne needs it: exact where it matters, NaN where x / s is NaN
