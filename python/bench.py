@@ -399,7 +399,7 @@ def provenance(commit):
             "package_sha256": h.hexdigest(), "argv": sys.argv[1:],
             "timing": "interleaved",  # absent in older files: each contender was timed alone
             # absent in older files: a write alone, which left L2's evict-last lines in place
-            "l2_flush": "evict-last scrub and write" if _scrub is not None else "write",
+            "l2_flush": l2_scrub.flush_name(_scrub),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 

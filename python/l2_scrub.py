@@ -9,10 +9,15 @@ evict-last policy, whose lines take the place of the others, then reads it again
 evict-first, so that the write evicts them too. It needs Triton (which torch.compile needs);
 without it make() returns None.
 """
-import torch
+
+
+def flush_name(scrub):
+    """The flush as a benchmark's JSON records it ("l2_flush"), scrub being make()'s result."""
+    return "evict-last scrub and write" if scrub is not None else "write"
 
 
 def make(device="cuda", nbytes=128 << 20):
+    import torch
     try:
         import triton
         import triton.language as tl

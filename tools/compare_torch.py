@@ -4,8 +4,9 @@
 For every row of the README's headline table: PyTorch eager and torch.compile of the same
 computation (and, for the linear rows, a bf16 F.linear), each timed as tools/bench.c times
 its rows: fresh random data, warm-up runs, then CUDA events around each call with L2
-flushed before it (python/l2_scrub.py, then a 256 MiB write), median and minimum of --reps calls; the device-to-
-device copy of the same bytes (dst.copy_(src)) is timed the same way in the same run.
+flushed before it (python/l2_scrub.py, then a 256 MiB write), median and minimum of
+--reps calls; the device-to-device copy of the same bytes (dst.copy_(src)) is timed the
+same way in the same run.
 
     python3 tools/compare_torch.py --json torch.json [--reps 100] [--warmup 10]
 
@@ -25,6 +26,9 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import l2_scrub  # noqa: E402  (python/l2_scrub.py; it imports torch when called, as main() does)
+
 FLUSH_BYTES = 256 << 20  # L2 is 50 MB on an H100: a 256 MiB write evicts every input
 HEAD_START = 30          # flushes queued before the timed calls, so the host runs ahead
 COMPILE_BUDGET_S = 200   # past this much compile time, remaining compiled alternatives skip
@@ -42,10 +46,7 @@ class Timer:
         self.reps = reps
         self.warmup = warmup
         self.flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-        # L2's evict-last lines out of the write's way first (python/l2_scrub.py)
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
-        import l2_scrub
-        self.scrub = l2_scrub.make()
+        self.scrub = l2_scrub.make()  # L2's evict-last lines out of the write's way first
 
     def time(self, fn):
         torch = self.torch
@@ -460,7 +461,7 @@ def main():
         "warmup": args.warmup,
         "flush_bytes": FLUSH_BYTES,
         # absent in older files: a write alone, which left L2's evict-last lines in place
-        "l2_flush": "evict-last scrub and write" if timer.scrub is not None else "write",
+        "l2_flush": l2_scrub.flush_name(timer.scrub),
         "only": args.only,
         "compile_s": round(compile_s[0], 3),
         "wall_s": round(time.time() - t_start, 1),
