@@ -2300,14 +2300,29 @@ static const char bq__src_affine_cu[] =
   "      }\n"
   "#endif\n"
   "      bq_u32 bits = 0;\n"
-  "#pragma unroll\n"
-  "      for (int j = 0; j < BQ_P; j++) {\n"
+  "      // bq_fake_quantize_near's and bq_in_range_near's condition, for the access's one run\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
-  "        if (!one) bq_dense_params(p, e + j, s, z);\n"
+  "      const bool near = one && s.plain && z.lo == z.a && z.hi == z.b;\n"
+  "#else\n"
+  "      const bool near = s.plain && z.lo == z.a && z.hi == z.b;\n"
   "#endif\n"
-  "        const bq_c v = bq_to_c(a[u].e[j]);\n"
-  "        y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));\n"
-  "        bits |= (bq_u32)bq_in_range(v, s, z) << j;\n"
+  "      if (near) {\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_P; j++) {\n"
+  "          const bq_c v = bq_to_c(a[u].e[j]);\n"
+  "          y.e[j] = bq_from_c(bq_fake_quantize_near(v, s, z));\n"
+  "          bits |= (bq_u32)bq_in_range_near(v, s, z) << j;\n"
+  "        }\n"
+  "      } else {\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < BQ_P; j++) {\n"
+  "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
+  "          if (!one) bq_dense_params(p, e + j, s, z);\n"
+  "#endif\n"
+  "          const bq_c v = bq_to_c(a[u].e[j]);\n"
+  "          y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));\n"
+  "          bits |= (bq_u32)bq_in_range(v, s, z) << j;\n"
+  "        }\n"
   "      }\n"
   "      bits <<= sub * BQ_P;\n"
   "#pragma unroll\n"
@@ -7418,6 +7433,8 @@ enum {
      fewer). bq_affine_flat: 4 for forward quantize and fake quantize with f32 compute (one
      more than their registers allow; dequantize is slower so, and f64 gains nothing).
      bq_affine_narrow: 4. bq_affine_cols: 3 (f16 and bf16 forward take one wave of them).
+     bq_affine_mask: 4 for per-channel fake quantize forward (f32 takes 72 registers, 3
+     blocks, otherwise; 4 is faster though f32 then keeps 24 bytes on the stack).
      0 also where the granularity has no such kernel. */
 typedef struct bq__affine_row {
   bq_op op;
@@ -7428,7 +7445,7 @@ typedef struct bq__affine_row {
   int lb[BQ__AFFINE_ENTRIES]; /* by entry point: the least blocks an SM it is compiled for */
 } bq__affine_row;
 static const bq__affine_row bq__affine_table[] = {
-  /* op, direction, granularity, float type                 u ga fr na warps odd slots items bcap cwave lean  lb: row cols odd blocks flat narrow */
+  /* op, direction, granularity, float type                 u ga fr na warps odd slots items bcap cwave lean  lb: row cols odd blocks flat narrow mask */
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0,   0,    0,   0,    0,   32, {0, 0, 0, 0, 0, 0}},
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
@@ -7497,10 +7514,10 @@ static const bq__affine_row bq__affine_table[] = {
   {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
   {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
   {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,  64, 1,   1,    0,   0,    0,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1,   1,    0,   4,    0,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,  64, 1,   1,    0,   0,    0,    0, {3, 3, 3, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1,   1,    0,   4,    0,    0, {3, 3, 3, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4, 4}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4, 4}},
   {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
   {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0, 256, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
   {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},

@@ -1298,14 +1298,29 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
       }
 #endif
       bq_u32 bits = 0;
-#pragma unroll
-      for (int j = 0; j < BQ_P; j++) {
+      // bq_fake_quantize_near's and bq_in_range_near's condition, for the access's one run
 #if BQ_GRAN == BQ_GRAN_CHANNEL
-        if (!one) bq_dense_params(p, e + j, s, z);
+      const bool near = one && s.plain && z.lo == z.a && z.hi == z.b;
+#else
+      const bool near = s.plain && z.lo == z.a && z.hi == z.b;
 #endif
-        const bq_c v = bq_to_c(a[u].e[j]);
-        y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));
-        bits |= (bq_u32)bq_in_range(v, s, z) << j;
+      if (near) {
+#pragma unroll
+        for (int j = 0; j < BQ_P; j++) {
+          const bq_c v = bq_to_c(a[u].e[j]);
+          y.e[j] = bq_from_c(bq_fake_quantize_near(v, s, z));
+          bits |= (bq_u32)bq_in_range_near(v, s, z) << j;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < BQ_P; j++) {
+#if BQ_GRAN == BQ_GRAN_CHANNEL
+          if (!one) bq_dense_params(p, e + j, s, z);
+#endif
+          const bq_c v = bq_to_c(a[u].e[j]);
+          y.e[j] = bq_from_c(bq_fake_quantize(v, s, z));
+          bits |= (bq_u32)bq_in_range(v, s, z) << j;
+        }
       }
       bits <<= sub * BQ_P;
 #pragma unroll

@@ -29,17 +29,17 @@ static void tables(bq__str *s) {
                  "blocks an SM at most for `bq_affine_blocks` and `bq_affine_narrow` (0: none); `cwave`, "
                  "whether `bq_affine_cols` takes one wave of blocks; `lean`, where `bq_affine_lean` takes dense "
                  "data (-1: any size, else up to that many MiB of the float stream, 0: never); `lb`, the launch "
-                 "bounds' least blocks an SM of `bq_affine`, `_cols`, `_odd`, `_blocks`, `_flat` and `_narrow` "
-                 "(0: none named; `bq_affine_mask` and `bq_affine_lean` name none).\n\n"
+                 "bounds' least blocks an SM of `bq_affine`, `_cols`, `_odd`, `_blocks`, `_flat`, `_narrow` and "
+                 "`_mask` (0: none named; `bq_affine_lean` names none).\n\n"
                  "| op | direction | granularity | T | u | ga | fr | na | warps | odd | slots | items | bcap | "
                  "cwave | lean | lb |\n"
                  "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
     const bq__affine_row *r = &bq__affine_table[i];
-    bq__str_fmt(s, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d %d %d %d %d %d |\n",
+    bq__str_fmt(s, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d %d %d %d %d %d %d |\n",
                 bq__op_name(r->op), dir_name(r->dir), bq__gran_name(r->gran), bq__dtype_name(r->ft), r->u, r->ga,
                 r->fr, r->na, r->warps, r->odd, r->slots, r->items, r->bcap, r->cwave, r->lean, r->lb[0], r->lb[1],
-                r->lb[2], r->lb[3], r->lb[4], r->lb[5]);
+                r->lb[2], r->lb[3], r->lb[4], r->lb[5], r->lb[6]);
   }
   bq__str_cat(s, "\n#### Dynamic quantization: `bq__dynamic_table`\n\n"
                  "`cpt` and `block`: `bq_dynamic`'s accesses a thread and largest team (the per-tensor "
