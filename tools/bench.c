@@ -412,6 +412,8 @@ struct bench_case {
   int qmin, qmax;             /* both 0: the full range */
   int quick;                  /* also run under --quick */
   int asymmetric;             /* dynamic quantize: min/max with a zero point */
+  int mask;                   /* fake quantize: the forward pass saves the straight-through mask
+                                 (args.mask), the backward pass reads it instead of x */
   case_runner runner;         /* NULL: run_quant_case */
   /* set by the expansion */
   bq_op op;
@@ -445,6 +447,7 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TENSOR, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_F32), .quick = 1},
     {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_F32), .quick = 1},
     {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_FAKE_QUANTIZE), .dirs = DIRS_ALL, .types = TYM(BQ_F32), .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {8192, 4096}, .axis = 0, .ops = OPM(BQ_FAKE_QUANTIZE), .dirs = DIRS_ALL, .types = TYM(BQ_F32), .mask = 1, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DEQUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
@@ -539,6 +542,7 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   char q[32] = "";
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
+  if (c->mask) snprintf(q, sizeof q, "/mask");
   char st[32] = ""; /* scale arrays of another type than the float type */
   if (case_scale_type(c) != c->float_type)
     snprintf(st, sizeof st, "/scale=%s", bq__dtype_name(case_scale_type(c)));
@@ -548,7 +552,7 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
 }
 
 /* ---- the quantization runner ------------------------------------------------------------ */
-enum { R_X, R_Y, R_DY, R_DX, R_SCALES, R_ZP, R_COUNT };
+enum { R_X, R_Y, R_DY, R_DX, R_SCALES, R_ZP, R_MASK, R_COUNT };
 typedef struct role {
   bq_dtype type; /* 0: unused */
   size_t elems;  /* per set */
@@ -577,6 +581,7 @@ static void quant_args(const quant_ctx *q, long set, bq_args *a) {
   a->y = AT(R_Y);
   a->dy = AT(R_DY);
   a->dx = AT(R_DX);
+  a->mask = AT(R_MASK);
   if (q->dynamic) {
     a->out_scales = AT(R_SCALES);
     a->out_zero_points = AT(R_ZP);
@@ -684,6 +689,10 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     ro[R_X] = (role){.type = x_type, .elems = x_elems, .input = 1, .lo = -3, .hi = 3,
                      .counted = c->op != BQ_DEQUANTIZE};
   }
+  if (c->mask) { /* a bit an element, in 32-bit words; the backward pass reads it, not x */
+    ro[R_MASK] = (role){.type = BQ_U8, .elems = (size_t)((rows * cols + 31) / 32 * 4), .input = !fwd, .counted = 1};
+    if (!fwd) ro[R_X] = (role){0};
+  }
   q.pass_x = ro[R_X].counted || fwd;
   if (nscales && q.dynamic) { /* written by the op */
     ro[R_SCALES] = (role){.type = S, .elems = (size_t)nscales, .counted = 1};
@@ -703,7 +712,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
     /* only the logical elements move: the padding of strided rows is not read */
     if (ro[i].counted)
       moved += (double)bq__dtype_size(ro[i].type) *
-               (double)(i == R_SCALES || i == R_ZP ? (int64_t)ro[i].elems : rows * cols);
+               (double)(i == R_SCALES || i == R_ZP || i == R_MASK ? (int64_t)ro[i].elems : rows * cols);
   }
   r->bytes = moved;
   long nsets = pick_nsets(set_bytes);

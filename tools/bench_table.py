@@ -42,14 +42,15 @@ PY_END = "<!-- python-table:end -->"
 SKIP = 77
 
 # The headline rows: the bench row's exact name (an sm_90 run appends "/wgmma" to the
-# linear rows' names, matched too), what the table calls it, its shape, and notes.
+# linear rows' names, matched too), what the table calls it, its shape, and the
+# compare_torch row's name where it differs.
 HEADLINE = [
     ("per_tensor/quantize/fwd/f32/s8/[8192,4096]", "quantize, per tensor, f32", "8192 × 4096"),
     ("per_channel/quantize/fwd/f32/s8/[8192,4096]/axis=0", "quantize, per channel, f32", "8192 × 4096"),
     ("per_channel/fake_quantize/fwd/f32/s8/[8192,4096]/axis=0", "fake quantize, per channel, f32, forward",
      "8192 × 4096"),
-    ("per_channel/fake_quantize/bwd/f32/s8/[8192,4096]/axis=0", "fake quantize, per channel, f32, backward",
-     "8192 × 4096"),
+    ("per_channel/fake_quantize/bwd/f32/s8/[8192,4096]/axis=0/mask", "fake quantize, per channel, f32, backward",
+     "8192 × 4096", "per_channel/fake_quantize/bwd/f32/s8/[8192,4096]/axis=0"),
     ("per_token/dequantize/fwd/bf16/s8/[8192,4096]/scale=f32", "dequantize, per token, to bf16", "8192 × 4096"),
     ("per_token/dynamic_quantize/fwd/bf16/s8/[8192,4096]/scale=f32", "dynamic quantize, per token, bf16",
      "8192 × 4096"),
@@ -224,9 +225,9 @@ def headline(bench, torch):
         "| op | shape | ours (us) | vs copy | %s |" % " | ".join(c[1] for c in COLUMNS),
         "|---|---|---:|---:|" + "---:|" * len(COLUMNS),
     ]
-    for key, label, shape in HEADLINE:
+    for key, label, shape, *tkey in HEADLINE:
         b = find_bench_row(bench, key)
-        t = find_torch_row(torch, key)
+        t = find_torch_row(torch, tkey[0] if tkey else key)
         if not b or not b.get("ok") or b.get("median_us") is None:
             out.append("| %s | %s | not measured | — |%s" % (label, shape, " — |" * len(COLUMNS)))
             continue
@@ -251,7 +252,9 @@ def headline(bench, torch):
         "`torch.quantize_per_channel`, `torch.fake_quantize_per_channel_affine`), else the formula; "
         "torch.compile compiles the same computation. W8A8 row: eager is `torch._int_mm` alone "
         "(cuBLASLt, no scales applied), compiled is `torch._int_mm` + the scale and bias epilogue. "
-        "The decode row has no int8 PyTorch path (`torch._int_mm` takes M > 16 only).",
+        "The decode row has no int8 PyTorch path (`torch._int_mm` takes M > 16 only). The fake quantize "
+        "backward row reads dy and the mask its forward pass saved (`args.mask`, a bit an element), as "
+        "PyTorch's backward reads the mask its forward saved (a byte an element).",
     ]
     return "\n".join(out) + "\n"
 
@@ -724,12 +727,19 @@ def python_readme_block(py):
     return "\n".join(o)
 
 
+# How a JSON's "l2_flush" (python/l2_scrub.py's flush_name) reads in the method text
+FLUSHES = {
+    "evict-last scrub, lines reset to normal priority, and write":
+        "an L2 flush (evict-last lines scrubbed and reset to normal priority, then a 256 MiB write)",
+    "evict-last scrub and write": "an L2 flush (evict-last lines scrubbed, then a 256 MiB write)",
+}
+
+
 def python_timing(py):
     """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved"), or,
     absent (older files), each contender alone, one after another."""
     prov = py.get("provenance") or {}
-    flush = ("an L2 flush (evict-last lines scrubbed, then a 256 MiB write)"
-             if prov.get("l2_flush") == "evict-last scrub and write" else "an L2 flush (a 256 MiB write)")
+    flush = FLUSHES.get(prov.get("l2_flush"), "an L2 flush (a 256 MiB write)")
     if prov.get("timing") == "interleaved":
         return ("median of %s calls, the contenders of a row timed in turns of 10 calls, each behind a "
                 "spin kernel, with CUDA events after %s" % (py.get("reps", "?"), flush))
