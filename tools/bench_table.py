@@ -132,21 +132,20 @@ PyTorch alternative.
 
 ### Where torch.compile is ahead (`python/bench.py`)
 
-Inductor autotunes a pointwise kernel at its first call and keeps the configuration that
-measured fastest, so torch.compile's time for a row can differ from one process or machine
-to the next. Per-group quantize (bf16, G = 128, 4096 × 4096): its faster configuration
-(256 threads, 16 elements a thread) runs 21.7 to 22.2 µs, its slower one 22.4 to 23.1;
-ours 21.9 to 23.1 µs across this day's processes and 22.4 in the run above (ours /
-torch.compile, in time, 0.95 to 1.03). That kernel divides with `div.full.f32`, an
+One row: per-group quantize (bf16, G = 128, 4096 × 4096). Inductor autotunes a pointwise
+kernel at its first call and keeps the configuration that measured fastest; for this row
+its faster one (256 threads, 16 elements a thread) runs 21.7 to 22.2 µs, about the copy of
+the same bytes (21.8 to 22.2), and ours 22.4 to 23.1 (22.4 in the run above): 0.95 to
+0.97 of torch.compile in this version's runs. That kernel divides with `div.full.f32`, an
 approximate division (its codes differ from PyTorch eager's in 16 of the 16 M elements);
-ours divides exactly. Dequantize per tensor (s8 → f16) is within 1 % of torch.compile
-(22.0 against 21.9 µs above): Triton's kernel bakes the scale and zero point into its
-code and holds 16 registers to our 22. The benchmarks scrub L2's evict-last lines before
-each flush (`python/l2_scrub.py`): Triton loads some inputs with that policy, and such
-lines outlive a plain write, so torch.compile's kernels used to find their input in L2
-on the next timed call (dequantize timed 17.9 µs after a kernel of ours had loaded its
-input that way, 21.6 cold). The variants of `bq_affine_lean` tried against these rows
-are in docs/design.md, "Measured and not kept".
+ours divides exactly. Ours runs the same kernel per token (22.6 to 22.9 µs, where
+torch.compile takes 23.1 to 23.7) and per tensor (21.6 to 22.3): the per-group scale's
+load and preparation cost it about 1 µs over per tensor. The benchmarks scrub L2's
+evict-last lines before each flush (`python/l2_scrub.py`): Triton loads some inputs with
+that policy, and such lines outlive a plain write, so torch.compile's kernels used to find
+their input in L2 on the next timed call (dequantize timed 17.9 µs after a kernel had
+loaded its input that way, 21.6 cold). The variants of `bq_affine_lean` tried against this
+row are in docs/design.md, "Measured and not kept".
 
 ### Reproducing
 
