@@ -1096,15 +1096,15 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 // groups a row): one access a thread, its parameters looked up and prepared in registers
 // after its load, nothing else. The kernel holds few registers, so an SM holds many warps,
 // which tensors of a few waves need (the row kernels pay a row's set-up per warp). The
-// thread past the last whole access takes the elements after it. Dequantize streams its
-// input with an L2 evict-last policy and hands each line back to normal priority once its
-// accesses are done (bq_lean_load, bq_lean_release); it stores its output with the default
-// cache policy, as its consumer reads it next: streaming the output measured slower on the
-// H100. Without zero points (per tensor: a zero point of 0) the body runs in a form with the zero point folded
-// away, chosen once for the launch; there quantize takes a scale that needs no power-of-two
-// bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives it tensors of
-// fewer than 2^31 elements.
-// An access of the input (8 or 16 bytes; narrower ones take bq_load) with an L2 evict-last
+// thread past the last whole access takes the elements after it. The input is loaded with
+// an L2 evict-last policy and each line handed back to normal priority once its accesses are
+// done (bq_lean_load, bq_lean_release). Dequantize stores its output with the default cache
+// policy, as its consumer reads it next: streaming the output measured slower on the H100.
+// Without zero points (per tensor: a zero point of 0) the body runs in a form with the zero
+// point folded away, chosen once for the launch; there quantize takes a scale that needs no
+// power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives
+// it tensors of fewer than 2^31 elements.
+// A vector access of the input (narrower than 8 bytes: bq_load) with an L2 evict-last
 // policy: on the H100 faster than streaming it (ld.cs) or the default policy, as a line then
 // stays in L2 until all of its accesses have been served. bq_lean_release puts the line back
 // at normal priority, so that none outlives the call at evict-last priority, where later
