@@ -14,11 +14,16 @@ make() returns None.
 """
 
 
+# The flushes as a benchmark's JSON records them ("l2_flush"): this scrub, then the write;
+# the earlier scrub (its buffer read again with evict-first), then the write; the write alone
+SCRUBBED = "evict-last scrub, lines reset to normal priority, and write"
+SCRUBBED_EVICT_FIRST = "evict-last scrub and write"
+WRITE = "write"
+
+
 def flush_name(scrub):
-    """The flush as a benchmark's JSON records it ("l2_flush"), scrub being make()'s result.
-    (Files of the earlier scrub, which read its buffer again with evict-first, say
-    "evict-last scrub and write".)"""
-    return "evict-last scrub, lines reset to normal priority, and write" if scrub is not None else "write"
+    """The flush as a benchmark's JSON records it ("l2_flush"), scrub being make()'s result."""
+    return SCRUBBED if scrub is not None else WRITE
 
 
 def make(device="cuda", nbytes=128 << 20):

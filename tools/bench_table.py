@@ -35,6 +35,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import l2_scrub  # noqa: E402  (python/l2_scrub.py: the names of the flushes; it imports torch only in make())
+
 BEGIN = "<!-- headline-table:begin -->"
 END = "<!-- headline-table:end -->"
 PY_BEGIN = "<!-- python-table:begin -->"
@@ -728,9 +731,8 @@ def python_readme_block(py):
 
 # How a JSON's "l2_flush" (python/l2_scrub.py's flush_name) reads in the method text
 FLUSHES = {
-    "evict-last scrub, lines reset to normal priority, and write":
-        "an L2 flush (evict-last lines scrubbed and reset to normal priority, then a 256 MiB write)",
-    "evict-last scrub and write": "an L2 flush (evict-last lines scrubbed, then a 256 MiB write)",
+    l2_scrub.SCRUBBED: "an L2 flush (evict-last lines scrubbed and reset to normal priority, then a 256 MiB write)",
+    l2_scrub.SCRUBBED_EVICT_FIRST: "an L2 flush (evict-last lines scrubbed, then a 256 MiB write)",
 }
 
 

@@ -125,4 +125,8 @@ def test_bench_table_names_the_method_the_file_records():
     assert "timed alone" not in bt.python_timing(new)
     assert "evict-last" not in bt.python_timing(new)
     assert "evict-last lines scrubbed" in bt.python_timing(scrubbed)
+    # what l2_scrub records today reads as that flush, not as a plain write
+    reset = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved",
+                                        "l2_flush": bt.l2_scrub.flush_name(object())}}
+    assert "reset to normal priority" in bt.python_timing(reset)
     assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
