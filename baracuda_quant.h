@@ -1082,6 +1082,7 @@ static const char bq__src_affine_cu[] =
   "  bq_fastdiv fd_parts;\n"
   "  int gl, parts;\n"
   "  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words\n"
+  "  int pair;                             // bq_affine_lean: two adjacent accesses a thread\n"
   "};\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
@@ -2105,7 +2106,8 @@ static const char bq__src_affine_cu[] =
   "// Without zero points (per tensor: a zero point of 0) the body runs in a form with the zero\n"
   "// point folded away, chosen once for the launch; there quantize takes a scale that needs no\n"
   "// power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives\n"
-  "// it tensors of fewer than 2^31 elements.\n"
+  "// it tensors of fewer than 2^31 elements. Quantize from 16-bit data without zero points\n"
+  "// takes two accesses a thread where the host allows (bq_lean_pair).\n"
   "// A vector access of the input (narrower than 8 bytes: bq_load) with an L2 evict-last\n"
   "// policy: on the H100 faster than streaming it (ld.cs) or the default policy, as a line then\n"
   "// stays in L2 until all of its accesses have been served. bq_lean_release puts the line back\n"
@@ -2137,12 +2139,56 @@ static const char bq__src_affine_cu[] =
   "  (void)src, (void)first;\n"
   "#endif\n"
   "}\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
+  "// Quantize from 16-bit data without zero points, where the host sets p.pair (rows and groups\n"
+  "// whole pairs of accesses, the output 16-byte aligned): thread a takes accesses 2a and\n"
+  "// 2a + 1, which share one scale, and stores their 16 codes at once. The loads are used on\n"
+  "// both sides of the plain-scale test, which keeps them issued ahead of it. There are\n"
+  "// p.tiles / 2 threads and no elements past the last pair.\n"
+  "static __device__ __forceinline__ void bq_lean_pair(const bq_affine_params &p, bq_u32 a) {\n"
+  "  if (a >= (bq_u32)p.tiles / 2) return;\n"
+  "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
+  "  bq_out *out = (bq_out *)p.out;\n"
+  "  const bq_u32 e = a * (2 * BQ_P);\n"
+  "  bq_piece<bq_in0> x0, x1;\n"
+  "  bq_lean_load(x0, in0 + e);\n"
+  "  bq_lean_load(x1, in0 + e + BQ_P);\n"
+  "  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));\n"
+  "  bq_piece<bq_out, 2 * BQ_P> y;\n"
+  "  bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);\n"
+  "  bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);\n"
+  "  bool fix = false;\n"
+  "  bq_scale s;\n"
+  "  if (bq_scale_is_plain(sv)) {\n"
+  "    s = bq_scale_plain_of(sv);\n"
+  "    bq_quantize_near<true>(x0.e, s, 0, y0.e);\n"
+  "    bq_quantize_near<true>(x1.e, s, 0, y1.e);\n"
+  "  } else {\n"
+  "    s = bq_scale_of(sv);\n"
+  "    const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)\n"
+  "    bq_apply_piece<true>(x0, bq_piece<bq_in1>(), s, z, y0, &fix);\n"
+  "    bq_apply_piece<true>(x1, bq_piece<bq_in1>(), s, z, y1, &fix);\n"
+  "  }\n"
+  "  if (!fix) bq_store<true>(out + e, y, 16);\n"
+  "  bq_lean_release(in0 + e, a == 0);\n"
+  "  if (fix) {\n"
+  "#pragma unroll 1\n"
+  "    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
   "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {\n"
   "  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
   "  bq_out *out = (bq_out *)p.out;\n"
   "  bq_scale s;\n"
   "  bq_zp z;\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
+  "  if (Z0 && BQ_LEAD_SIZE == 2 && p.pair) { // (BQ_LEAD_SIZE: 16-bit data, the host's only case)\n"
+  "    bq_lean_pair(p, a);\n"
+  "    return;\n"
+  "  }\n"
+  "#endif\n"
   "  if (a < na) {\n"
   "    const bq_u32 e = a * BQ_P;\n"
   "    bq_piece<bq_in0> x;\n"
@@ -7332,6 +7378,7 @@ typedef struct bq__affine_params {
   bq__fastdiv fd_parts;
   int32_t gl, parts;
   uint64_t mask; /* bq_affine_mask: the mask's words */
+  int32_t pair;  /* bq_affine_lean: two adjacent accesses a thread */
 } bq__affine_params;
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
@@ -7782,7 +7829,12 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__
   k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP ? k->group : 1;
   bq__affine_dense(k, n);
   k->tiles = n / p->vec;
-  return k->tiles + (n % p->vec != 0);
+  /* quantize from 16-bit data without zero points, rows and groups whole pairs of accesses,
+     the output 16-byte aligned: a thread takes two accesses under one scale (affine.cu's
+     bq_lean_pair); n is then whole pairs */
+  k->pair = d->op == BQ_QUANTIZE && d->granularity != BQ_PER_TENSOR && t == 2 && !k->zps &&
+            k->group % (2 * p->vec) == 0 && k->out % 16 == 0;
+  return k->pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
 }
 
 /* Tests: a BQ__AFFINE_* entry point the next runs take wherever its own rules let it (the

@@ -67,8 +67,13 @@ static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const emu_a
 #define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && \
                       (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP))
 #if EMU_HAS_LEAN
-static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_aff::bq_affine_params *)p); }
+static int g_lean_pair; /* a launch of bq_affine_lean with p.pair set */
+static void k_affine_lean(const void *p) {
+  g_lean_pair |= ((const emu_aff::bq_affine_params *)p)->pair;
+  emu_aff::bq_affine_lean(*(const emu_aff::bq_affine_params *)p);
+}
 #endif
+static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
 static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow, g_lean;
@@ -259,8 +264,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   const int bwd = EMU_BWD;
   const int64_t guard = 21;
   /* x (or x for the mask), y / dy, out (y or dx) */
-  std::vector<unsigned char> xb((size_t)(xtot + 2 * guard + 16) * 8), yb((size_t)(ytot + 2 * guard + 16) * 8),
-      ob((size_t)(std::max(xtot, ytot) + 2 * guard + 16) * 8), eb(ob.size());
+  std::vector<unsigned char> xb((size_t)(xtot + 2 * guard + 32) * 8), yb((size_t)(ytot + 2 * guard + 32) * 8),
+      ob((size_t)(std::max(xtot, ytot) + 2 * guard + 32) * 8), eb(ob.size());
   std::vector<unsigned char> sb((size_t)(nparams + 1) * 8);
   std::vector<int32_t> zb((size_t)nparams + 1);
   double s_pt = ldexp(1.0, (int)rnd_range(-8, 4)) * ((rnd() & 1) ? 1.0 : 1.0 + rnd_unit());
@@ -331,7 +336,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   a.zero_point = FP8 ? 0 : (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
   if (EMU_GRAN != BQ_GRAN_TENSOR) {
     a.scales = sb.data();
-    a.zero_points = !FP8 && !X4 && rnd() % 4 ? zb.data() : NULL; /* FP8 and packed scales take none */
+    /* FP8 and packed scales take none */
+    a.zero_points = !FP8 && !X4 && (g_zps < 0 ? rnd() % 4 != 0 : g_zps) ? zb.data() : NULL;
   }
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
@@ -731,5 +737,26 @@ Test(emulated_affine, by_name, .timeout = 600) {
       named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), al, "dense");
 #endif
   }
+#if EMU_GRAN != BQ_GRAN_TENSOR
+  /* bq_affine_lean's pairs (p.pair: quantize from 16-bit data without zero points, rows and
+     groups whole pairs of accesses, the output 16-byte aligned) and, for each condition, a
+     case that misses only it and takes single accesses */
+  const int al16 = 16 - (int)(21 % 16); /* offset that puts a 1-byte output on the 16-byte grid too */
+  for (int i = 0; i < 5; i++) {
+    const int lt = EMU_GRAN == BQ_GRAN_TOKEN;
+    const int64_t g = p * (i == 1 ? 4 : i == 2 ? 3 : 2); /* (i == 2: an odd number of accesses) */
+    bq_args a = rows_args(i == 1 ? 5 : 3, lt ? g : g * (i + 2), lt ? 0 : g, 0);
+    if (EMU_GROUPED && !X4 && !EMU_LAYOUT) a.group_row_stride = 0;
+    if (EMU_GRAN != BQ_GRAN_TOKEN && (X4 || EMU_LAYOUT)) continue;
+    g_zps = i == 3; /* (i == 3: zero points, where the type takes them) */
+    g_lean_pair = 0;
+    named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), i == 4 ? al : al16,
+               i == 4 ? "pairs, the output off the 16-byte grid" : "pairs");
+    g_zps = -1;
+    const int out1 = EMU_OP == BQ_OP_QUANTIZE && ref_dtype_size(T) == 2; /* 16-bit data to 1-byte codes */
+    const int want = out1 && i != 2 && i != 4 && !(i == 3 && !FP8 && !X4);
+    cr_assert_eq(g_lean_pair, want, "case %d: bq_affine_lean %s pairs", i, want ? "did not take" : "took");
+  }
+#endif
 #endif
 }

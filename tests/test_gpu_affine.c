@@ -602,12 +602,14 @@ AFFINE_SUITE(per_group, BQ_PER_GROUP)
 
 /* which kernel the last launch ran */
 static bq__CUfunction g_last_fn;
+static const void *g_last_params; /* and its parameter block */
 static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 unsigned, bq__CUstream, void **, void **);
 static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra)
 {
   g_last_fn = f;
+  g_last_params = params ? params[0] : NULL;
   return g_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
 }
 
@@ -615,14 +617,16 @@ static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsi
    whatever the table's size limit: dense data, the lead stream aligned and the other one at
    any element offset, elements past the last whole access, every float type, int type and
    q-range, against the reference with guards. The kernel takes the other stream on its
-   accesses' grid only (half the cases); off it, another kernel runs, checked the same. */
+   accesses' grid only (half the cases); off it, another kernel runs, checked the same.
+   Quantize from 16-bit data without zero points takes two accesses a thread where rows and
+   groups are whole pairs and the output is 16-byte aligned (p.pair), and only there. */
 static void run_lean(bq_granularity g, bq_op op)
 {
   static const int64_t sizes[] = {1, 7, 8, 17, 1000, 4097, 65537, 1000003};
   static const tok_case toks[] = {{1, 8, 0, 0}, {3, 64, 0, 0}, {33, 256, 0, 0}, {1000, 1024, 0, 0}, {2, 4096, 0, 0}};
   static const grp_case grps[] = {{1, 16, 8, 0, 0, 0}, {3, 96, 32, 0, 0, 0}, {4, 4096, 128, 0, 0, 0},
                                   {1000, 1024, 64, 0, 0, 0}, {7, 48, 16, 0, 0, 0}};
-  int ti, ii, qi, k, n = g == BQ_PER_TENSOR ? COUNT(sizes) : g == BQ_PER_TOKEN ? COUNT(toks) : COUNT(grps);
+  int ti, ii, qi, k, pairs = 0, n = g == BQ_PER_TENSOR ? COUNT(sizes) : g == BQ_PER_TOKEN ? COUNT(toks) : COUNT(grps);
   GPU_BEGIN();
   if (bq__drv.cuLaunchKernel != note_launch) {
     g_launch = bq__drv.cuLaunchKernel;
@@ -641,10 +645,10 @@ static void run_lean(bq_granularity g, bq_op op)
           else if (g == BQ_PER_TOKEN) c.a.rows = toks[k].rows, c.a.cols = toks[k].cols;
           else c.a.rows = grps[k].rows, c.a.cols = grps[k].cols, c.a.group_size = grps[k].g;
           /* the lead stream (x, or dequantize's y) aligned; the other at an element offset */
-          const int off = rnd() % 2 ? 0 : (int)rnd_range(1, 15);
+          const int off = rnd() % 2 || (k == 2 && qi == 0) ? 0 : (int)rnd_range(1, 15);
           c.off[0] = op == BQ_DEQUANTIZE ? off : 0;
           c.off[1] = op == BQ_DEQUANTIZE ? 0 : off;
-          c.zp_null = rnd() % 4 == 0;
+          c.zp_null = rnd() % 4 == 0 || (k == 2 && qi == 0); /* (k == 2, qi == 0: pairs, where they apply) */
           c.specials = k % 3 != 1;
           c.poison = (rnd() & 1) ? 0xa5 : 0x5a;
           prep_init(&P, &c);
@@ -657,15 +661,22 @@ static void run_lean(bq_granularity g, bq_op op)
           bq__affine_force_entry = -1;
           cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), P.what);
           BQ_OK(bq_synchronize(NULL), "%s", P.what);
-          if (off % plan->vec == 0)
+          if (off % plan->vec == 0) {
             cr_assert(g_last_fn != NULL && g_last_fn == plan->entry->fn[BQ__AFFINE_LEAN],
                       "bq_affine_lean was not the kernel launched | %s", P.what);
-          else
+            const bq__affine_params *kp = (const bq__affine_params *)g_last_params;
+            const int64_t run = g == BQ_PER_TOKEN ? c.a.cols : c.a.group_size;
+            const int want = op == BQ_QUANTIZE && g != BQ_PER_TENSOR && bq__dtype_size(c.d.float_type) == 2 &&
+                             c.zp_null && run % 16 == 0 && kp->out % 16 == 0;
+            pairs += want;
+            cr_assert_eq(kp->pair, want, "bq_affine_lean %s pairs | %s", want ? "did not take" : "took", P.what);
+          } else
             cr_assert(g_last_fn != NULL && g_last_fn != plan->entry->fn[BQ__AFFINE_LEAN],
                       "bq_affine_lean took a stream off its accesses' grid | %s", P.what);
           prep_check(&P);
           prep_free(&P);
         }
+  if (op == BQ_QUANTIZE && g != BQ_PER_TENSOR) cr_assert(pairs > 0, "no case took bq_affine_lean's pairs");
 }
 
 Test(lean, quantize_per_tensor) { run_lean(BQ_PER_TENSOR, BQ_QUANTIZE); }
