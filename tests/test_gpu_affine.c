@@ -602,14 +602,14 @@ AFFINE_SUITE(per_group, BQ_PER_GROUP)
 
 /* which kernel the last launch ran */
 static bq__CUfunction g_last_fn;
-static const void *g_last_params; /* and its parameter block */
+static bq__affine_params g_last_k; /* and its parameter block (an affine launch's) */
 static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 unsigned, bq__CUstream, void **, void **);
 static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra)
 {
   g_last_fn = f;
-  g_last_params = params ? params[0] : NULL;
+  if (params) memcpy(&g_last_k, params[0], sizeof g_last_k); /* (run_lean launches affine kernels alone) */
   return g_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
 }
 
@@ -664,7 +664,7 @@ static void run_lean(bq_granularity g, bq_op op)
           if (off % plan->vec == 0) {
             cr_assert(g_last_fn != NULL && g_last_fn == plan->entry->fn[BQ__AFFINE_LEAN],
                       "bq_affine_lean was not the kernel launched | %s", P.what);
-            const bq__affine_params *kp = (const bq__affine_params *)g_last_params;
+            const bq__affine_params *kp = &g_last_k;
             const int64_t run = g == BQ_PER_TOKEN ? c.a.cols : c.a.group_size;
             const int want = op == BQ_QUANTIZE && g != BQ_PER_TENSOR && bq__dtype_size(c.d.float_type) == 2 &&
                              c.zp_null && run % 16 == 0 && kp->out % 16 == 0;
