@@ -133,21 +133,22 @@ The backward row times `torch.autograd.grad` alone (the forward runs before the 
 `torch._int_mm` (cuBLASLt's int8 GEMM) takes M > 16 only, so the decode row has no int8
 PyTorch alternative.
 
-### Where torch.compile is ahead (`python/bench.py`)
+### Per-group quantize against torch.compile (`python/bench.py`)
 
-One row: per-group quantize (bf16, G = 128, 4096 × 4096). Inductor autotunes a pointwise
-kernel at its first call and keeps the configuration that measured fastest; for this row
-its faster one (256 threads, 16 elements a thread) runs 21.7 to 22.2 µs, about the copy of
-the same bytes (21.8 to 22.2), and ours 22.4 to 23.1 (22.4 in the run above): 0.95 to
-0.97 of torch.compile in this version's runs. That kernel divides with `div.full.f32`, an
-approximate division (its codes differ from PyTorch eager's in 16 of the 16 M elements);
-ours divides exactly. Ours runs the same kernel per token (22.6 to 22.9 µs, where
-torch.compile takes 23.1 to 23.7) and per tensor (21.6 to 22.3): the per-group scale's
-load and preparation cost it about 1 µs over per tensor. The benchmarks scrub L2's
-evict-last lines before each flush (`python/l2_scrub.py`): Triton loads some inputs with
-that policy, and such lines outlive a plain write, so torch.compile's kernels used to find
-their input in L2 on the next timed call (dequantize timed 17.9 µs after a kernel had
-loaded its input that way, 21.6 cold). The variants of `bq_affine_lean` tried against this
+Per-group quantize (bf16, G = 128, 4096 × 4096) is the row where the two are closest.
+Inductor autotunes a pointwise kernel at its first call and keeps the configuration that
+measured fastest, which differs from process to process. Its faster one (256 threads, 16
+elements a thread) runs 21.8 to 22.1 µs, about the copy of the same bytes, and its slower
+one 22.3 to 22.9; ours runs 22.1 to 22.6 in this version's runs (21.8 in the run above):
+0.97 to 0.99 of the faster configuration, 1.01 to 1.02 of the slower. That kernel divides
+with `div.full.f32`, an approximate division (its codes differ from PyTorch eager's in 16
+of the 16 M elements); ours divides exactly. Ours runs the same kernel per token (21.8 to
+22.4 µs, where torch.compile takes 23.4 to 23.9): per group, warps wait longest on the
+scale's load (an Nsight Compute profile puts half the stall samples there).
+The benchmarks scrub L2's evict-last lines before each flush (`python/l2_scrub.py`):
+Triton loads some inputs with that policy, and such lines outlive a plain write, so
+torch.compile's kernels used to find their input in L2 on the next timed call (dequantize
+timed 17.9 µs after a kernel had loaded its input that way, 21.6 cold). The variants of `bq_affine_lean` tried against this
 row are in docs/design.md, "Measured and not kept".
 
 ### Reproducing
