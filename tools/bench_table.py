@@ -148,8 +148,8 @@ scale's load (an Nsight Compute profile puts half the stall samples there).
 The benchmarks scrub L2's evict-last lines before each flush (`python/l2_scrub.py`):
 Triton loads some inputs with that policy, and such lines outlive a plain write, so
 torch.compile's kernels used to find their input in L2 on the next timed call (dequantize
-timed 17.9 µs after a kernel had loaded its input that way, 21.6 cold). The variants of `bq_affine_lean` tried against this
-row are in docs/design.md, "Measured and not kept".
+timed 17.9 µs after a kernel had loaded its input that way, 21.6 cold). The variants of
+`bq_affine_lean` tried against this row are in docs/design.md, "Measured and not kept".
 
 ### Reproducing
 
