@@ -1082,7 +1082,6 @@ static const char bq__src_affine_cu[] =
   "  bq_fastdiv fd_parts;\n"
   "  int gl, parts;\n"
   "  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words\n"
-  "  int pair;                             // bq_affine_lean: two adjacent accesses a thread\n"
   "};\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
@@ -2107,7 +2106,7 @@ static const char bq__src_affine_cu[] =
   "// point folded away, chosen once for the launch; there quantize takes a scale that needs no\n"
   "// power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives\n"
   "// it tensors of fewer than 2^31 elements. Quantize from 16-bit data without zero points\n"
-  "// takes two accesses a thread where the host allows (bq_lean_pair).\n"
+  "// takes bq_affine_pair instead where the host allows.\n"
   "// A vector access of the input (narrower than 8 bytes: bq_load) with an L2 evict-last\n"
   "// policy: on the H100 faster than streaming it (ld.cs) or the default policy, as a line then\n"
   "// stays in L2 until all of its accesses have been served. bq_lean_release puts the line back\n"
@@ -2139,56 +2138,12 @@ static const char bq__src_affine_cu[] =
   "  (void)src, (void)first;\n"
   "#endif\n"
   "}\n"
-  "#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
-  "// Quantize from 16-bit data without zero points, where the host sets p.pair (rows and groups\n"
-  "// whole pairs of accesses, the output 16-byte aligned): thread a takes accesses 2a and\n"
-  "// 2a + 1, which share one scale, and stores their 16 codes at once. The loads are used on\n"
-  "// both sides of the plain-scale test, which keeps them issued ahead of it. There are\n"
-  "// p.tiles / 2 threads and no elements past the last pair.\n"
-  "static __device__ __forceinline__ void bq_lean_pair(const bq_affine_params &p, bq_u32 a) {\n"
-  "  if (a >= (bq_u32)p.tiles / 2) return;\n"
-  "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
-  "  bq_out *out = (bq_out *)p.out;\n"
-  "  const bq_u32 e = a * (2 * BQ_P);\n"
-  "  bq_piece<bq_in0> x0, x1;\n"
-  "  bq_lean_load(x0, in0 + e);\n"
-  "  bq_lean_load(x1, in0 + e + BQ_P);\n"
-  "  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));\n"
-  "  bq_piece<bq_out, 2 * BQ_P> y;\n"
-  "  bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);\n"
-  "  bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);\n"
-  "  bool fix = false;\n"
-  "  bq_scale s;\n"
-  "  if (bq_scale_is_plain(sv)) {\n"
-  "    s = bq_scale_plain_of(sv);\n"
-  "    bq_quantize_near<true>(x0.e, s, 0, y0.e);\n"
-  "    bq_quantize_near<true>(x1.e, s, 0, y1.e);\n"
-  "  } else {\n"
-  "    s = bq_scale_of(sv);\n"
-  "    const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)\n"
-  "    bq_apply_piece<true>(x0, bq_piece<bq_in1>(), s, z, y0, &fix);\n"
-  "    bq_apply_piece<true>(x1, bq_piece<bq_in1>(), s, z, y1, &fix);\n"
-  "  }\n"
-  "  if (!fix) bq_store<true>(out + e, y, 16);\n"
-  "  bq_lean_release(in0 + e, a == 0);\n"
-  "  if (fix) {\n"
-  "#pragma unroll 1\n"
-  "    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);\n"
-  "  }\n"
-  "}\n"
-  "#endif\n"
   "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {\n"
   "  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
   "  bq_out *out = (bq_out *)p.out;\n"
   "  bq_scale s;\n"
   "  bq_zp z;\n"
-  "#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
-  "  if (Z0 && BQ_LEAD_SIZE == 2 && p.pair) { // (BQ_LEAD_SIZE: 16-bit data, the host's only case)\n"
-  "    bq_lean_pair(p, a);\n"
-  "    return;\n"
-  "  }\n"
-  "#endif\n"
   "  if (a < na) {\n"
   "    const bq_u32 e = a * BQ_P;\n"
   "    bq_piece<bq_in0> x;\n"
@@ -2242,6 +2197,54 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
   "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) { (void)p; } // never launched\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if !BQ_BWD && BQ_OP == BQ_OP_QUANTIZE && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)\n"
+  "// ---- bq_affine_pair --------------------------------------------------------------------------\n"
+  "// bq_affine_lean's path for quantize from 16-bit data without zero points, per token and per\n"
+  "// group, where rows and groups are whole pairs of accesses and the output is 16-byte aligned\n"
+  "// (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one\n"
+  "// scale, and stores their 16 codes at once. An entry point of its own, so that nothing is\n"
+  "// tested before the loads: a thread past the last pair loads the last pair again and\n"
+  "// returns before it stores. The loads are used on both sides of the plain-scale test, which\n"
+  "// keeps them issued ahead of it. There are p.tiles / 2 pairs and no elements past them.\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {\n"
+  "  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = (bq_u32)p.tiles / 2;\n"
+  "  const bq_u32 a = min(t, np - 1);\n"
+  "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
+  "  bq_out *out = (bq_out *)p.out;\n"
+  "  const bq_u32 e = a * (2 * BQ_P);\n"
+  "  bq_piece<bq_in0> x0, x1;\n"
+  "  bq_lean_load(x0, in0 + e);\n"
+  "  bq_lean_load(x1, in0 + e + BQ_P);\n"
+  "  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));\n"
+  "  bq_piece<bq_out, 2 * BQ_P> y;\n"
+  "  bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);\n"
+  "  bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);\n"
+  "  bool fix = false;\n"
+  "  bq_scale s;\n"
+  "  if (bq_scale_is_plain(sv)) {\n"
+  "    s = bq_scale_plain_of(sv);\n"
+  "    bq_quantize_near<true>(x0.e, s, 0, y0.e);\n"
+  "    bq_quantize_near<true>(x1.e, s, 0, y1.e);\n"
+  "  } else {\n"
+  "    s = bq_scale_of(sv);\n"
+  "    const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)\n"
+  "    bq_apply_piece<true>(x0, bq_piece<bq_in1>(), s, z, y0, &fix);\n"
+  "    bq_apply_piece<true>(x1, bq_piece<bq_in1>(), s, z, y1, &fix);\n"
+  "  }\n"
+  "  if (t >= np) return;\n"
+  "  if (!fix) bq_store<true>(out + e, y, 16);\n"
+  "  bq_lean_release(in0 + e, a == 0);\n"
+  "  if (fix) {\n"
+  "#pragma unroll 1\n"
+  "    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);\n"
+  "  }\n"
+  "}\n"
+  "#else\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) { (void)p; } // never launched\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL\n"
@@ -7378,7 +7381,6 @@ typedef struct bq__affine_params {
   bq__fastdiv fd_parts;
   int32_t gl, parts;
   uint64_t mask; /* bq_affine_mask: the mask's words */
-  int32_t pair;  /* bq_affine_lean: two adjacent accesses a thread */
 } bq__affine_params;
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
@@ -7404,13 +7406,14 @@ enum {
   BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
   BQ__AFFINE_MASK,   /* bq_affine_mask: fake quantize per tensor and per channel with args.mask */
   BQ__AFFINE_LEAN,   /* bq_affine_lean: forward quantize and dequantize over small dense tensors */
+  BQ__AFFINE_PAIR,   /* bq_affine_pair: bq_affine_lean's two accesses a thread (16-bit quantize) */
   BQ__AFFINE_ENTRIES
 };
 #define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
   {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
    (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
    (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL, (tok) || (grp) ? NULL : "bq_affine_mask", \
-   (ch) ? NULL : "bq_affine_lean"}
+   (ch) ? NULL : "bq_affine_lean", (tok) || (grp) ? "bq_affine_pair" : NULL}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -7470,6 +7473,8 @@ enum {
      MiB on (the row and blocks kernels prepare a scale once for many accesses), so only
      16-bit quantize, measured faster at 32 MiB, takes it there. Per tensor it is as fast or
      faster at every size measured, except f64 (quantize at 256 MiB, dequantize at 8 MiB).
+     Where it is taken, 16-bit quantize without zero points over rows and groups of whole
+     pairs of accesses runs bq_affine_pair, its form with two accesses a thread.
    - lb: each entry point's launch bounds, the least blocks an SM ptxas must fit (256
      threads a block; 0: none named, which differs from 1: that lets ptxas spend more
      registers). Row kernel: 3 for the forward slot kernels (left alone, ptxas gives some of
@@ -7482,7 +7487,8 @@ enum {
      bq_affine_narrow: 4. bq_affine_cols: 3 (f16 and bf16 forward take one wave of them).
      bq_affine_mask: 4 for per-channel fake quantize forward (f32 takes 72 registers, 3
      blocks, otherwise; 4 is faster though f32 then keeps 24 bytes on the stack).
-     0 also where the granularity has no such kernel. */
+     bq_affine_lean and bq_affine_pair: 0 (the rows leave them out). 0 also where the
+     granularity has no such kernel. */
 typedef struct bq__affine_row {
   bq_op op;
   bq_direction dir;
@@ -7614,7 +7620,8 @@ BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_block
 }
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
-  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN"};
+  static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN",
+                                                                  "PAIR"};
   const bq__affine_row *r = bq__affine_row_of(d);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
@@ -7808,10 +7815,11 @@ BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
    (every row stride the row length), the lead stream 16-byte aligned and the other on its
    accesses' grid, rows (per token) and
    groups whole accesses, and per group the scales row-major and dense (not packed). Fills
-   in k's fields for that kernel (p.cols the element count, p.tiles the whole accesses) and
+   in k's fields for that kernel (p.cols the element count, p.tiles the whole accesses), sets
+   *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
    returns the threads to launch, or returns 0. Forced (tests), the table is not asked. */
 BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__affine_params *k, const bq__view *v,
-                               int forced) {
+                               int forced, int *which) {
   const bq_desc *d = &p->desc;
   int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
   int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
@@ -7830,11 +7838,12 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__
   bq__affine_dense(k, n);
   k->tiles = n / p->vec;
   /* quantize from 16-bit data without zero points, rows and groups whole pairs of accesses,
-     the output 16-byte aligned: a thread takes two accesses under one scale (affine.cu's
-     bq_lean_pair); n is then whole pairs */
-  k->pair = d->op == BQ_QUANTIZE && d->granularity != BQ_PER_TENSOR && t == 2 && !k->zps &&
-            k->group % (2 * p->vec) == 0 && k->out % 16 == 0;
-  return k->pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
+     the output 16-byte aligned: bq_affine_pair, a thread for two accesses under one scale
+     (n is then whole pairs) */
+  int pair = d->op == BQ_QUANTIZE && d->granularity != BQ_PER_TENSOR && t == 2 && !k->zps &&
+             k->group % (2 * p->vec) == 0 && k->out % 16 == 0 && p->entry->fn[BQ__AFFINE_PAIR];
+  *which = pair ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
+  return pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
 }
 
 /* Tests: a BQ__AFFINE_* entry point the next runs take wherever its own rules let it (the
@@ -7877,10 +7886,12 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     bq__affine_dense(&k, n);
     return bq__launch(p, BQ__AFFINE_MASK, bq__grid((chunks + 1) / 2, 8), 1, 256, 0, &k, stream);
   }
+  /* forcing BQ__AFFINE_LEAN forces the lean route: bq_affine_lean or bq_affine_pair */
+  int lw = BQ__AFFINE_LEAN;
   int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN]
-                     ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN)
+                     ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN, &lw)
                      : 0;
-  if (lean) return bq__launch(p, BQ__AFFINE_LEAN, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access a thread */
+  if (lean) return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access (pair) a thread */
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */

@@ -80,7 +80,6 @@ struct bq_affine_params {
   bq_fastdiv fd_parts;
   int gl, parts;
   bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words
-  int pair;                             // bq_affine_lean: two adjacent accesses a thread
 };
 
 // One element. `fix` is non-null in the vector loops: there an op may take a fast form and
@@ -1105,7 +1104,7 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 // point folded away, chosen once for the launch; there quantize takes a scale that needs no
 // power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives
 // it tensors of fewer than 2^31 elements. Quantize from 16-bit data without zero points
-// takes two accesses a thread where the host allows (bq_lean_pair).
+// takes bq_affine_pair instead where the host allows.
 // A vector access of the input (narrower than 8 bytes: bq_load) with an L2 evict-last
 // policy: on the H100 faster than streaming it (ld.cs) or the default policy, as a line then
 // stays in L2 until all of its accesses have been served. bq_lean_release puts the line back
@@ -1137,56 +1136,12 @@ static __device__ __forceinline__ void bq_lean_release(const void *src, bool fir
   (void)src, (void)first;
 #endif
 }
-#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
-// Quantize from 16-bit data without zero points, where the host sets p.pair (rows and groups
-// whole pairs of accesses, the output 16-byte aligned): thread a takes accesses 2a and
-// 2a + 1, which share one scale, and stores their 16 codes at once. The loads are used on
-// both sides of the plain-scale test, which keeps them issued ahead of it. There are
-// p.tiles / 2 threads and no elements past the last pair.
-static __device__ __forceinline__ void bq_lean_pair(const bq_affine_params &p, bq_u32 a) {
-  if (a >= (bq_u32)p.tiles / 2) return;
-  const bq_in0 *in0 = (const bq_in0 *)p.in0;
-  bq_out *out = (bq_out *)p.out;
-  const bq_u32 e = a * (2 * BQ_P);
-  bq_piece<bq_in0> x0, x1;
-  bq_lean_load(x0, in0 + e);
-  bq_lean_load(x1, in0 + e + BQ_P);
-  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));
-  bq_piece<bq_out, 2 * BQ_P> y;
-  bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);
-  bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);
-  bool fix = false;
-  bq_scale s;
-  if (bq_scale_is_plain(sv)) {
-    s = bq_scale_plain_of(sv);
-    bq_quantize_near<true>(x0.e, s, 0, y0.e);
-    bq_quantize_near<true>(x1.e, s, 0, y1.e);
-  } else {
-    s = bq_scale_of(sv);
-    const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)
-    bq_apply_piece<true>(x0, bq_piece<bq_in1>(), s, z, y0, &fix);
-    bq_apply_piece<true>(x1, bq_piece<bq_in1>(), s, z, y1, &fix);
-  }
-  if (!fix) bq_store<true>(out + e, y, 16);
-  bq_lean_release(in0 + e, a == 0);
-  if (fix) {
-#pragma unroll 1
-    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);
-  }
-}
-#endif
 template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {
   const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   bq_out *out = (bq_out *)p.out;
   bq_scale s;
   bq_zp z;
-#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
-  if (Z0 && BQ_LEAD_SIZE == 2 && p.pair) { // (BQ_LEAD_SIZE: 16-bit data, the host's only case)
-    bq_lean_pair(p, a);
-    return;
-  }
-#endif
   if (a < na) {
     const bq_u32 e = a * BQ_P;
     bq_piece<bq_in0> x;
@@ -1240,6 +1195,54 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
 }
 #elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
 extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) { (void)p; } // never launched
+#endif
+
+#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP
+#if !BQ_BWD && BQ_OP == BQ_OP_QUANTIZE && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)
+// ---- bq_affine_pair --------------------------------------------------------------------------
+// bq_affine_lean's path for quantize from 16-bit data without zero points, per token and per
+// group, where rows and groups are whole pairs of accesses and the output is 16-byte aligned
+// (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one
+// scale, and stores their 16 codes at once. An entry point of its own, so that nothing is
+// tested before the loads: a thread past the last pair loads the last pair again and
+// returns before it stores. The loads are used on both sides of the plain-scale test, which
+// keeps them issued ahead of it. There are p.tiles / 2 pairs and no elements past them.
+extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {
+  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = (bq_u32)p.tiles / 2;
+  const bq_u32 a = min(t, np - 1);
+  const bq_in0 *in0 = (const bq_in0 *)p.in0;
+  bq_out *out = (bq_out *)p.out;
+  const bq_u32 e = a * (2 * BQ_P);
+  bq_piece<bq_in0> x0, x1;
+  bq_lean_load(x0, in0 + e);
+  bq_lean_load(x1, in0 + e + BQ_P);
+  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));
+  bq_piece<bq_out, 2 * BQ_P> y;
+  bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);
+  bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);
+  bool fix = false;
+  bq_scale s;
+  if (bq_scale_is_plain(sv)) {
+    s = bq_scale_plain_of(sv);
+    bq_quantize_near<true>(x0.e, s, 0, y0.e);
+    bq_quantize_near<true>(x1.e, s, 0, y1.e);
+  } else {
+    s = bq_scale_of(sv);
+    const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)
+    bq_apply_piece<true>(x0, bq_piece<bq_in1>(), s, z, y0, &fix);
+    bq_apply_piece<true>(x1, bq_piece<bq_in1>(), s, z, y1, &fix);
+  }
+  if (t >= np) return;
+  if (!fix) bq_store<true>(out + e, y, 16);
+  bq_lean_release(in0 + e, a == 0);
+  if (fix) {
+#pragma unroll 1
+    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);
+  }
+}
+#else
+extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) { (void)p; } // never launched
+#endif
 #endif
 
 #if BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_CHANNEL

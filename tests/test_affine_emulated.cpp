@@ -67,16 +67,18 @@ static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const emu_a
 #define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && \
                       (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP))
 #if EMU_HAS_LEAN
-static int g_lean_pair; /* a launch of bq_affine_lean with p.pair set */
-static void k_affine_lean(const void *p) {
-  g_lean_pair |= ((const emu_aff::bq_affine_params *)p)->pair;
-  emu_aff::bq_affine_lean(*(const emu_aff::bq_affine_params *)p);
-}
+static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_aff::bq_affine_params *)p); }
+#endif
+/* and of those, quantize from 16-bit data has bq_affine_pair (per token and per group) */
+#define EMU_HAS_PAIR (EMU_HAS_LEAN && EMU_OP == BQ_OP_QUANTIZE && EMU_GRAN != BQ_GRAN_TENSOR && \
+                      (EMU_T == BQ_TYPE_F16 || EMU_T == BQ_TYPE_BF16))
+#if EMU_HAS_PAIR
+static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_aff::bq_affine_params *)p); }
 #endif
 static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
-static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow, g_lean;
+static int g_cols, g_odd, g_even, g_blocks, g_flat, g_narrow, g_lean, g_pair;
 static emu_kernel g_last; /* the kernel the last case launched */
 static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
@@ -96,6 +98,9 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
 #endif
 #if EMU_HAS_LEAN
   g_lean += k == k_affine_lean;
+#endif
+#if EMU_HAS_PAIR
+  g_pair += k == k_affine_pair;
 #endif
   g_even += k == k_affine;
 }
@@ -249,6 +254,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #endif
 #if EMU_HAS_LEAN
   entry.fn[BQ__AFFINE_LEAN] = (bq__CUfunction)k_affine_lean; /* small dense tensors, where the table says so */
+#endif
+#if EMU_HAS_PAIR
+  entry.fn[BQ__AFFINE_PAIR] = (bq__CUfunction)k_affine_pair; /* the lean route's 16-bit quantize in pairs */
 #endif
   plan.entry = &entry;
   plan.num_sms = g_num_sms;
@@ -529,7 +537,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
   /* (bq_affine_flat reads parameters at a flat index: never MN-major) */
   if (!EMU_FR || EMU_LAYOUT) cr_assert(g_flat == 0, "%d cases took bq_affine_flat", g_flat);
   if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
-  if (!EMU_LEAN) cr_assert(g_lean == 0, "%d cases took bq_affine_lean", g_lean);
+  if (!EMU_LEAN) cr_assert(g_lean + g_pair == 0, "%d cases took bq_affine_lean or bq_affine_pair", g_lean + g_pair);
 }
 
 #if EMU_MASK
@@ -588,6 +596,11 @@ static void named_case(int entry, emu_kernel fn, const char *name, bq_args a, in
   g_last = NULL;
   run(a, xtot, ytot, np, off, off, shape);
   bq__affine_force_entry = -1;
+  /* forcing bq_affine_lean forces the lean route, which takes bq_affine_pair where it applies
+     (the pair cases below say where) */
+#if EMU_HAS_PAIR
+  if (entry == BQ__AFFINE_LEAN && g_last == k_affine_pair) return;
+#endif
   cr_assert(g_last == fn, "%s took another kernel", shape);
 }
 /* [rows, cols] (per token, per group of g) with row strides cols + pad; a single row, or
@@ -738,9 +751,9 @@ Test(emulated_affine, by_name, .timeout = 600) {
 #endif
   }
 #if EMU_GRAN != BQ_GRAN_TENSOR
-  /* bq_affine_lean's pairs (p.pair: quantize from 16-bit data without zero points, rows and
-     groups whole pairs of accesses, the output 16-byte aligned) and, for each condition, a
-     case that misses only it and takes single accesses */
+  /* bq_affine_pair (quantize from 16-bit data without zero points, rows and groups whole
+     pairs of accesses, the output 16-byte aligned) and, for each condition, a case that
+     misses only it and takes bq_affine_lean */
   const int al16 = 16 - (int)(21 % 16); /* offset that puts a 1-byte output on the 16-byte grid too */
   for (int i = 0; i < 5; i++) {
     const int lt = EMU_GRAN == BQ_GRAN_TOKEN;
@@ -749,13 +762,17 @@ Test(emulated_affine, by_name, .timeout = 600) {
     if (EMU_GROUPED && !X4 && !EMU_LAYOUT) a.group_row_stride = 0;
     if (EMU_GRAN != BQ_GRAN_TOKEN && (X4 || EMU_LAYOUT)) continue;
     g_zps = i == 3; /* (i == 3: zero points, where the type takes them) */
-    g_lean_pair = 0;
     named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), i == 4 ? al : al16,
                i == 4 ? "pairs, the output off the 16-byte grid" : "pairs");
     g_zps = -1;
     const int out1 = EMU_OP == BQ_OP_QUANTIZE && ref_dtype_size(T) == 2; /* 16-bit data to 1-byte codes */
     const int want = out1 && i != 2 && i != 4 && !(i == 3 && !FP8 && !X4);
-    cr_assert_eq(g_lean_pair, want, "case %d: bq_affine_lean %s pairs", i, want ? "did not take" : "took");
+#if EMU_HAS_PAIR
+    const int took = g_last == k_affine_pair;
+#else
+    const int took = 0;
+#endif
+    cr_assert_eq(took, want, "case %d: %s bq_affine_pair", i, want ? "did not take" : "took");
   }
 #endif
 #endif

@@ -598,7 +598,7 @@ AFFINE_SUITE(per_channel, BQ_PER_CHANNEL)
 AFFINE_SUITE(per_token, BQ_PER_TOKEN)
 AFFINE_SUITE(per_group, BQ_PER_GROUP)
 
-/* ==== bq_affine_lean by name ================================================================== */
+/* ==== bq_affine_lean and bq_affine_pair by name ============================================== */
 
 /* which kernel the last launch ran */
 static bq__CUfunction g_last_fn;
@@ -618,8 +618,8 @@ static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsi
    any element offset, elements past the last whole access, every float type, int type and
    q-range, against the reference with guards. The kernel takes the other stream on its
    accesses' grid only (half the cases); off it, another kernel runs, checked the same.
-   Quantize from 16-bit data without zero points takes two accesses a thread where rows and
-   groups are whole pairs and the output is 16-byte aligned (p.pair), and only there. */
+   Quantize from 16-bit data without zero points takes bq_affine_pair (two accesses a thread)
+   where rows and groups are whole pairs and the output is 16-byte aligned, and only there. */
 static void run_lean(bq_granularity g, bq_op op)
 {
   static const int64_t sizes[] = {1, 7, 8, 17, 1000, 4097, 65537, 1000003};
@@ -662,21 +662,21 @@ static void run_lean(bq_granularity g, bq_op op)
           cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), P.what);
           BQ_OK(bq_synchronize(NULL), "%s", P.what);
           if (off % plan->vec == 0) {
-            cr_assert(g_last_fn != NULL && g_last_fn == plan->entry->fn[BQ__AFFINE_LEAN],
-                      "bq_affine_lean was not the kernel launched | %s", P.what);
-            const bq__affine_params *kp = &g_last_k;
             const int64_t run = g == BQ_PER_TOKEN ? c.a.cols : c.a.group_size;
             const int want = op == BQ_QUANTIZE && g != BQ_PER_TENSOR && bq__dtype_size(c.d.float_type) == 2 &&
-                             c.zp_null && run % 16 == 0 && kp->out % 16 == 0;
+                             c.zp_null && run % 16 == 0 && g_last_k.out % 16 == 0;
+            const int e = want ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
             pairs += want;
-            cr_assert_eq(kp->pair, want, "bq_affine_lean %s pairs | %s", want ? "did not take" : "took", P.what);
+            cr_assert(g_last_fn != NULL && plan->entry->fn[e] != NULL && g_last_fn == plan->entry->fn[e],
+                      "%s was not the kernel launched | %s", want ? "bq_affine_pair" : "bq_affine_lean", P.what);
           } else
-            cr_assert(g_last_fn != NULL && g_last_fn != plan->entry->fn[BQ__AFFINE_LEAN],
-                      "bq_affine_lean took a stream off its accesses' grid | %s", P.what);
+            cr_assert(g_last_fn != NULL && g_last_fn != plan->entry->fn[BQ__AFFINE_LEAN] &&
+                          (g == BQ_PER_TENSOR || g_last_fn != plan->entry->fn[BQ__AFFINE_PAIR]),
+                      "the lean route took a stream off its accesses' grid | %s", P.what);
           prep_check(&P);
           prep_free(&P);
         }
-  if (op == BQ_QUANTIZE && g != BQ_PER_TENSOR) cr_assert(pairs > 0, "no case took bq_affine_lean's pairs");
+  if (op == BQ_QUANTIZE && g != BQ_PER_TENSOR) cr_assert(pairs > 0, "no case took bq_affine_pair");
 }
 
 Test(lean, quantize_per_tensor) { run_lean(BQ_PER_TENSOR, BQ_QUANTIZE); }

@@ -156,7 +156,8 @@ typedef struct scase {
 
 static const char *const k_entry_names[BQ__AFFINE_ENTRIES] = {"bq_affine", "bq_affine_cols", "bq_affine_odd",
                                                               "bq_affine_blocks", "bq_affine_flat",
-                                                              "bq_affine_narrow", "bq_affine_mask", "bq_affine_lean"};
+                                                              "bq_affine_narrow", "bq_affine_mask", "bq_affine_lean",
+                                                              "bq_affine_pair"};
 
 static void run_static(const scase *c)
 {

@@ -36,6 +36,9 @@
 #undef BQ_LB_BLOCKS
 #undef BQ_LB_FLAT
 #undef BQ_LB_NARROW
+#undef BQ_LB_MASK
+#undef BQ_LB_LEAN
+#undef BQ_LB_PAIR
 #undef BQ_CLAMP_BIG
 #undef BQ_COLS_SMEM
 #undef BQ_CPT
