@@ -149,7 +149,9 @@ codes differ from PyTorch eager's in 16 of the 16 M elements); ours divides exac
 token the same kernel of ours runs 21.4 to 21.7 µs, where torch.compile takes 22.9 to
 23.1. The gap is a fixed cost of each launch, not bandwidth: over a [1, 256] tensor ours
 takes about 0.3 µs longer than torch.compile's kernel, and the same loads and stores
-without the arithmetic run no faster than ours.
+without the arithmetic run no faster than ours. Under Nsight Compute (L2 flushed clean,
+clocks locked) the order reverses: ours 17.5 µs, torch.compile's kernel 19.3, with 40% fewer
+instructions (docs/design.md, "Measured and not kept").
 The benchmarks scrub L2's evict-last lines before each flush (`python/l2_scrub.py`):
 Triton loads some inputs with that policy, and such lines outlive a plain write, so
 torch.compile's kernels used to find their input in L2 on the next timed call (dequantize
