@@ -5,8 +5,9 @@ torch._int_mm, in one process on one GPU.
 All contenders of a row (ours, PyTorch eager, torch.compile, the unfused pair where there is
 one, and a device copy of the same bytes, read plus written, as the memory-bound reference)
 are first warmed up (torch.compile's compiled), then timed interleaved: the contenders take
-turns, 10 calls each (BLOCK), each call between CUDA events after a 256 MiB write that flushes
-L2, each turn behind a spin kernel that lets the host queue its calls first. Each timing is
+turns, 10 calls each (BLOCK), each turn starting one contender further on, each call between
+CUDA events after a 256 MiB write that flushes L2, each block of calls behind a spin kernel
+that lets the host queue them first. Each timing is
 the median of its 60 calls: GPU time, measured under the same conditions for every
 contender (timing one after another favoured whichever ran after an idle GPU, such as
 torch.compile after its compile). A contender that PyTorch refuses is recorded as its error.
@@ -75,7 +76,8 @@ def _calibrate_sleep():
 def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
     """Median GPU time (us) of each contender of fns (a dict: key -> callable), all timed under the
     same conditions: each warmed up (a torch.compile one compiled), then the contenders take
-    turns, BLOCK calls each, each call between two events after an L2 flush. A spin kernel
+    turns, BLOCK calls each (bench_sched.queue_blocks: each turn starts one contender further
+    on), each call between two events after an L2 flush. A spin kernel
     enqueued ahead of each block holds the GPU until the host has queued the block, so host
     overhead (ours or PyTorch's) never shows up as GPU time; host cost is measured apart. A contender that
     raises in its warm-up is left out: its error goes into errors[key], or propagates when errors

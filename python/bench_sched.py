@@ -58,10 +58,15 @@ def make_marks(keys, reps, new_event):
 def queue_blocks(fns, marks, flush, per, before=None, after=None):
     """The contenders take turns, a block of `per` reps each: before(key, n) ahead of each
     block (the spin that lets the host queue it), then n times flush(); start.record(); fn();
-    end.record(), then after() (the wait for it). per = 1: rep by rep."""
+    end.record(), then after() (the wait for it). per = 1: rep by rep. Each turn starts one
+    contender further on, so that no contender always runs first or after the same one: the
+    GPU's timing was seen to depend on a contender's place in the turn."""
     reps = len(next(iter(marks.values()))) if marks else 0
-    for r0 in range(0, reps, per):
-        for key, fn in fns.items():
+    keys = list(fns)
+    for turn, r0 in enumerate(range(0, reps, per)):
+        k = turn % len(keys) if keys else 0
+        for key in keys[k:] + keys[:k]:
+            fn = fns[key]
             pairs = marks[key][r0:r0 + per]
             if before:
                 before(key, len(pairs))

@@ -54,8 +54,10 @@ def test_blocks_in_turn_and_medians():
                        lambda: gpu.log.append("wait"))
     one = lambda k: ["flush", "record", k, "record"]  # noqa: E731
     block = lambda k, n: ["spin %s %d" % (k, n)] + one(k) * n + ["wait"]  # noqa: E731
-    assert gpu.log == (block("ours", 2) + block("eager", 2) + block("copy", 2)) * 2 + \
-        block("ours", 1) + block("eager", 1) + block("copy", 1)
+    # each turn starts one contender further on
+    assert gpu.log == block("ours", 2) + block("eager", 2) + block("copy", 2) + \
+        block("eager", 2) + block("copy", 2) + block("ours", 2) + \
+        block("copy", 1) + block("ours", 1) + block("eager", 1)
     got = sched.medians(marks, lambda s, e: e.t - s.t)
     # ours ran 20, 22, 21, 20, 22; copy 30, 90, 30, 30, 90: the flush is outside every pair
     assert got == {"ours": 21.0, "eager": 50.0, "copy": 30.0}
@@ -78,7 +80,7 @@ def test_warm_up_sets_a_failing_contender_aside():
     marks = sched.make_marks(ok, 3, gpu.new_event)
     gpu.log.clear()
     sched.queue_blocks(ok, marks, gpu.flush, 1)
-    assert [x for x in gpu.log if x not in ("flush", "record")] == ["ours", "copy"] * 3
+    assert [x for x in gpu.log if x not in ("flush", "record")] == ["ours", "copy", "copy", "ours", "ours", "copy"]
     with pytest.raises(RuntimeError, match="BFloat16"):
         sched.warm_up(fns, 1, lambda: None)  # no errors dict: the error propagates
 
