@@ -24,9 +24,11 @@ the ratios are printed against their targets (--fused-only: just these rows).
 
 The JSON's provenance names the GPU, driver, torch, the commit (--commit, else
 $BQ_BENCH_COMMIT, else the first line of .bench_commit at the repository root) and the
-sha256 of baracuda_quant.h and of the package's modules, and "timing": "interleaved" (a
-file without it was timed one contender after another); tools/bench_table.py --python
-turns it into the README's "From PyTorch" table and a section of docs/performance.md.
+sha256 of baracuda_quant.h and of the package's modules, and "timing": "interleaved, rotating"
+("interleaved": each turn in the same order; absent: one contender after another). A row's
+"host_time_may_show" names the contenders whose blocks the GPU caught up with.
+tools/bench_table.py --python turns the JSON into the README's "From PyTorch" table and a
+section of docs/performance.md.
 """
 import argparse
 import glob
@@ -73,7 +75,7 @@ def _calibrate_sleep():
     return _cycles_per_us
 
 
-def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
+def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None, late=None):
     """Median GPU time (us) of each contender of fns (a dict: key -> callable), all timed under the
     same conditions: each warmed up (a torch.compile one compiled), then the contenders take
     turns, BLOCK calls each (bench_sched.queue_blocks: each turn starts one contender further
@@ -81,7 +83,9 @@ def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
     enqueued ahead of each block holds the GPU until the host has queued the block, so host
     overhead (ours or PyTorch's) never shows up as GPU time; host cost is measured apart. A contender that
     raises in its warm-up is left out: its error goes into errors[key], or propagates when errors
-    is None."""
+    is None. A contender whose block the GPU caught up with (its spin ended before the host had
+    queued the block, so host time may show in its time) is named in a warning and added to
+    the set late."""
     ok = bench_sched.warm_up(fns, warmup, torch.cuda.synchronize, errors)
     if not ok:
         return {}
@@ -93,18 +97,22 @@ def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None):
     # starts on a busy GPU, and the queue stays short (a long one fills the driver's launch
     # queue, and the host then waits for a GPU that waits for it)
     cpu = _calibrate_sleep()
-    slept, late = torch.cuda.Event(), [False]
+    slept, caught = torch.cuda.Event(), []
 
     def spin(key, n):
         torch.cuda._sleep(int(bench_sched.spin_us({key: host[key]}, n) * cpu))
         slept.record()
 
-    def wait():
-        late[0] |= slept.query()  # the spin ended before the host had queued the block
+    def wait(key):
+        if slept.query() and key not in caught:  # the spin ended before the host had queued the block
+            caught.append(key)
         torch.cuda.synchronize()
     bench_sched.queue_blocks(ok, marks, flush_l2, BLOCK, spin, wait)
-    if late[0]:
-        print("  warning: the GPU caught up with the host; host time may show in this row", file=sys.stderr)
+    if caught:
+        print("  warning: the GPU caught up with the host in blocks of %s; host time may show in their times"
+              % ", ".join(caught), file=sys.stderr)
+        if late is not None:
+            late.update(caught)
     return bench_sched.medians(marks, lambda s, e: s.elapsed_time(e) * 1000.0)  # us
 
 
@@ -127,9 +135,12 @@ def nbytes(*ts):
 
 def time_row(row, fns, required=("copy",)):
     """Times a row's contenders together (time_gpu_multi): row[key + "_us"] for each, or
-    row[key + "_error"] when PyTorch refuses the case (reported); a required one must run."""
-    errors = {}
-    us = time_gpu_multi(fns, errors=errors)
+    row[key + "_error"] when PyTorch refuses the case (reported); a required one must run.
+    row["host_time_may_show"] lists the contenders whose blocks the GPU caught up with."""
+    errors, late = {}, set()
+    us = time_gpu_multi(fns, errors=errors, late=late)
+    if late:
+        row["host_time_may_show"] = [key for key in fns if key in late]
     for key in fns:  # in fns' order, as the JSON always listed them
         if key in us:
             row[key + "_us"] = us[key]
@@ -399,7 +410,8 @@ def provenance(commit):
             "torch": torch.__version__, "cuda_runtime": torch.version.cuda, "commit": commit,
             "header_sha256": sha(os.path.join(root, "baracuda_quant.h")),
             "package_sha256": h.hexdigest(), "argv": sys.argv[1:],
-            "timing": "interleaved",  # absent in older files: each contender was timed alone
+            # "interleaved" in older files: each turn in the same order; absent: each contender alone
+            "timing": "interleaved, rotating",
             # absent in older files: a write alone, which left L2's evict-last lines in place
             "l2_flush": l2_scrub.flush_name(_scrub),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

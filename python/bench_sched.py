@@ -58,7 +58,7 @@ def make_marks(keys, reps, new_event):
 def queue_blocks(fns, marks, flush, per, before=None, after=None):
     """The contenders take turns, a block of `per` reps each: before(key, n) ahead of each
     block (the spin that lets the host queue it), then n times flush(); start.record(); fn();
-    end.record(), then after() (the wait for it). per = 1: rep by rep. Each turn starts one
+    end.record(), then after(key) (the wait for it). per = 1: rep by rep. Each turn starts one
     contender further on, so that no contender always runs first or after the same one: the
     GPU's timing was seen to depend on a contender's place in the turn."""
     reps = len(next(iter(marks.values()))) if marks else 0
@@ -76,7 +76,7 @@ def queue_blocks(fns, marks, flush, per, before=None, after=None):
                 fn()
                 end.record()
             if after:
-                after()
+                after(key)
 
 
 def medians(marks, elapsed_us):

@@ -699,13 +699,23 @@ def python_table(py):
     """The table of python/bench.py's JSON: each op's GPU time against PyTorch's in one process."""
     o = ["| op (PyTorch tensors) | baracuda_quant | PyTorch eager | torch.compile | copy of the same bytes |"
          " fastest PyTorch / ours |", "|---|---:|---:|---:|---:|---:|"]
+    late_any = False
     for r in py["ops"]:
         theirs = [r[k] for k in ("torch_eager_us", "torch_compile_us") if r.get(k) is not None]
-        cell = lambda k: "%.1f µs" % r[k] if r.get(k) is not None else ("error" if r.get(k[:-3] + "_error")
-                                                                          else "—")
-        o.append("| %s | %.1f µs | %s | %s | %.1f µs | %s |" % (
-            r["op"], r["ours_us"], cell("torch_eager_us"), cell("torch_compile_us"), r["copy_us"],
+        late = r.get("host_time_may_show") or []
+        late_any |= bool(late)
+        mark = lambda k: " †" if k[:-3] in late else ""  # noqa: E731
+
+        def cell(k):
+            if r.get(k) is not None:
+                return "%.1f µs%s" % (r[k], mark(k))
+            return "error" if r.get(k[:-3] + "_error") else "—"
+        o.append("| %s | %s | %s | %s | %s | %s |" % (
+            r["op"], cell("ours_us"), cell("torch_eager_us"), cell("torch_compile_us"), cell("copy_us"),
             "%.2f×" % (min(theirs) / r["ours_us"]) if theirs else "—"))
+    if late_any:
+        o += ["", "† The GPU caught up with the host in some of that contender's blocks of calls: host "
+              "time may show in its time."]
     return o
 
 
@@ -743,13 +753,15 @@ FLUSHES = {
 
 
 def python_timing(py):
-    """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved"), or,
-    absent (older files), each contender alone, one after another."""
+    """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved, rotating"
+    or, older, "interleaved"), or, absent (older files), each contender alone, one after another."""
     prov = py.get("provenance") or {}
     flush = FLUSHES.get(prov.get("l2_flush"), "an L2 flush (a 256 MiB write)")
-    if prov.get("timing") == "interleaved":
-        return ("median of %s calls, the contenders of a row timed in turns of 10 calls, each behind a "
-                "spin kernel, with CUDA events after %s" % (py.get("reps", "?"), flush))
+    if prov.get("timing") in ("interleaved", "interleaved, rotating"):
+        turns = ("turns of 10 calls, each turn starting one contender further on"
+                 if prov["timing"] == "interleaved, rotating" else "turns of 10 calls")
+        return ("median of %s calls, the contenders of a row timed in %s, each block of calls behind a "
+                "spin kernel, with CUDA events after %s" % (py.get("reps", "?"), turns, flush))
     return "median of %s calls, each timed alone with CUDA events after %s" % (py.get("reps", "?"), flush)
 
 

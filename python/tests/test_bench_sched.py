@@ -51,7 +51,7 @@ def test_blocks_in_turn_and_medians():
     marks = sched.make_marks(fns, reps, gpu.new_event)
     assert gpu.log == []  # events made, nothing queued yet
     sched.queue_blocks(fns, marks, gpu.flush, 2, lambda k, n: gpu.log.append("spin %s %d" % (k, n)),
-                       lambda: gpu.log.append("wait"))
+                       lambda k: gpu.log.append("wait"))
     one = lambda k: ["flush", "record", k, "record"]  # noqa: E731
     block = lambda k, n: ["spin %s %d" % (k, n)] + one(k) * n + ["wait"]  # noqa: E731
     # each turn starts one contender further on
@@ -132,3 +132,19 @@ def test_bench_table_names_the_method_the_file_records():
                                         "l2_flush": bt.l2_scrub.flush_name(object())}}
     assert "reset to normal priority" in bt.python_timing(reset)
     assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
+    rotating = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved, rotating"}}
+    assert "each turn starting one contender further on" in bt.python_timing(rotating)
+    assert "further on" not in bt.python_timing(new)
+
+
+def test_bench_table_marks_times_host_time_may_show_in():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench_table.py")
+    spec = importlib.util.spec_from_file_location("bench_table", path)
+    bt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bt)
+    row = {"op": "q", "ours_us": 20.0, "torch_eager_us": 100.0, "torch_compile_us": 21.0, "copy_us": 22.0}
+    clean = bt.python_table({"ops": [dict(row)]})
+    assert clean[2] == "| q | 20.0 µs | 100.0 µs | 21.0 µs | 22.0 µs | 1.05× |" and len(clean) == 3
+    late = bt.python_table({"ops": [dict(row, host_time_may_show=["torch_eager"])]})
+    assert late[2] == "| q | 20.0 µs | 100.0 µs † | 21.0 µs | 22.0 µs | 1.05× |"
+    assert late[-1].startswith("† The GPU caught up with the host")
