@@ -135,23 +135,25 @@ PyTorch alternative.
 
 ### Per-group quantize against torch.compile (`python/bench.py`)
 
-Per-group quantize (bf16, G = 128, 4096 × 4096) is the row where the two are closest, and
-the one where torch.compile is ahead. Inductor autotunes a pointwise kernel at its first
-call and keeps the configuration that measured fastest, which differs from process to
-process and from machine to machine (256 threads and 16 elements a thread on most). Over
-nine runs of `python/bench.py` on this version (each its own process; two H100 machines,
-the run above among them) torch.compile's kernel took 21.3 to 21.7 µs, below the copy of
-the same bytes (21.9 to 22.9), and ours 21.4 to 21.9: 0.976 to 1.005 of torch.compile's
-speed, median 0.979. Earlier
-machines ran that configuration at 21.8 to 22.2 and a slower one at 22.5 to 22.9 (ours
-1.01 to 1.02 of it). That kernel divides with `div.full.f32`, an approximate division (its
-codes differ from PyTorch eager's in 16 of the 16 M elements); ours divides exactly. Per
-token the same kernel of ours runs 21.4 to 21.7 µs, where torch.compile takes 22.9 to
-23.1. The gap is a fixed cost of each launch, not bandwidth: over a [1, 256] tensor ours
-takes about 0.3 µs longer than torch.compile's kernel, and the same loads and stores
-without the arithmetic run no faster than ours. Under Nsight Compute (L2 flushed clean,
-clocks locked) the order reverses: ours 17.5 µs, torch.compile's kernel 19.3, with 40% fewer
-instructions (docs/design.md, "Measured and not kept").
+Per-group quantize (bf16, G = 128, 4096 × 4096) and dequantize per tensor are the rows where
+the two are closest. Over eleven runs of `python/bench.py` on this version (each its own
+process, on three H100 machines, the run above among them; raw output in
+`docs/bench/ab/h100-python-rotating/`) per group took 21.86 to 22.19 µs with ours and 21.58 to
+22.46 with torch.compile, the copy of the same bytes 21.92 to 22.16: 0.978 to 1.024 of
+torch.compile's speed, median 1.011. All three runs on one machine came out at 0.978 to
+0.988, the eight on the other two at 1.006 to 1.024. Dequantize per tensor: 0.996 to 1.013,
+median 1.004; every other row was ahead in every run. Ours varies little from run to run,
+torch.compile's more: its autotuner keeps the configuration that measured fastest at the
+first call, which earlier runs found to differ between processes (256 threads and 16
+elements a thread on most). That kernel divides with `div.full.f32`, an approximate division (on one random input its codes
+differ from ours, which are exact, in 19 of the 16 M elements). Launched directly in one process,
+both writing the same output buffer (nine rounds, the order rotating), torch.compile's
+kernel took 21.68 to 21.90 µs and ours 21.94 to 22.10; a CUDA kernel with our kernel's loads,
+exact quotient and stores and nothing else, 21.78 to 21.92 (docs/design.md, "Measured and not
+kept"). Under Nsight Compute (L2 flushed clean, clocks locked) the order reverses: ours 17.5
+µs, torch.compile's kernel 19.3, with 40% fewer instructions. The turns of a row rotate
+because on one machine the block in a turn's second and sixth places ran 0.3 to 0.7 µs
+slower, whichever contender it was.
 The benchmarks scrub L2's evict-last lines before each flush (`python/l2_scrub.py`):
 Triton loads some inputs with that policy, and such lines outlive a plain write, so
 torch.compile's kernels used to find their input in L2 on the next timed call (dequantize
