@@ -9,12 +9,15 @@ on torch's stream:
     each a replica of bq_affine_pair's hot path or of torch.compile's kernel with one feature
     changed (the F_* flags);
   - PG_REAL=k_real_X,...: library cubins named real_X.cubin beside CUBIN, launched with a
-    bq__affine_params block built here (tools/kernel_dump writes them:
-    kernel_dump --out DIR --all --family affine
-      --filter 'quantize.fwd.per_group.bf16.s8.q[-128,127].scale_f32.vec');
+    bq__affine_params block built here for G = 128. tools/kernel_dump builds them:
+      kernel_dump --out DIR --all --family affine
+        --filter 'quantize.fwd.per_group.bf16.s8.q[-128,127].scale_f32.vec'
+    writes one cubin per SKU that contains the text (fake and dynamic quantize too); copy
+    DIR/quantize.fwd.per_group.bf16.s8.q_-128_127_.scale_f32.vec8x4.sm_90.cubin to real_X.cubin;
   - k_triton: torch.compile's Triton kernel from tri_y32.ptx beside CUBIN, where that file
     exists (its PTX from the inductor cache, XBLOCK 128 and YBLOCK 32; 4096 x 4096 only).
-Each output is checked against ours (and counted against torch.compile's) before timing;
+Before timing, each output's codes that differ from ours and from torch.compile's are
+counted and printed (a replica of ours should print 0 and 19, torch.compile's kernel 19 and 0);
 PG_SHARED_Y=1 gives every direct launch one output buffer, so that none gains from where its
 output lies. Run on the GPU host from the repository root, the package's library built:
 
@@ -31,6 +34,8 @@ import bench, l2_scrub
 import baracuda_quant.ops as bqo
 
 DEV = "cuda"
+if len(sys.argv) < 2:
+    sys.exit("usage: pergroup_ab.py CUBIN [MxK ...]  (see the top of this file)")
 cu = ctypes.CDLL("libcuda.so.1")
 cu.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 torch.zeros(1, device=DEV)
@@ -129,6 +134,7 @@ def real_module(name):
 
 
 def real_launcher(name, x, s, y, M, K, G):
+    assert G == 128, "the parameter block below divides by 128"
     m, f = real_module(name)
     n = M * K
     p = AP()
