@@ -5,9 +5,11 @@ torch._int_mm, in one process on one GPU.
 All contenders of a row (ours, PyTorch eager, torch.compile, the unfused pair where there is
 one, and a device copy of the same bytes, read plus written, as the memory-bound reference)
 are first warmed up (torch.compile's compiled), then timed interleaved: the contenders take
-turns, 10 calls each (BLOCK), each turn starting one contender further on, each call between
-CUDA events after a 256 MiB write that flushes L2, each block of calls behind a spin kernel
-that lets the host queue them first. Each timing is
+turns, each turn starting one contender further on, at most 10 calls each (BLOCK; fewer
+where that makes the turns a whole multiple of the contenders, so that each takes each place
+in a turn equally often: 5 calls for a row of four), each call between CUDA events after a
+256 MiB write that flushes L2, each block of calls behind a spin kernel that lets the host
+queue them first. Each timing is
 the median of its 60 calls: GPU time, measured under the same conditions for every
 contender (timing one after another favoured whichever ran after an idle GPU, such as
 torch.compile after its compile). A contender that PyTorch refuses is recorded as its error.
@@ -24,8 +26,10 @@ the ratios are printed against their targets (--fused-only: just these rows).
 
 The JSON's provenance names the GPU, driver, torch, the commit (--commit, else
 $BQ_BENCH_COMMIT, else the first line of .bench_commit at the repository root) and the
-sha256 of baracuda_quant.h and of the package's modules, and "timing": "interleaved, rotating"
-("interleaved": each turn in the same order; absent: one contender after another). A row's
+sha256 of baracuda_quant.h and of the package's modules, and "timing": "interleaved, balanced"
+(older files: "interleaved, rotating", turns of 10 calls each starting one contender further
+on, which for four contenders is not a whole number of rotations; "interleaved", each turn in
+the same order; absent, one contender after another). A row's
 "host_time_may_show" names the contenders whose blocks the GPU caught up with.
 tools/bench_table.py --python turns the JSON into the README's "From PyTorch" table and a
 section of docs/performance.md.
@@ -78,8 +82,9 @@ def _calibrate_sleep():
 def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None, late=None):
     """Median GPU time (us) of each contender of fns (a dict: key -> callable), all timed under the
     same conditions: each warmed up (a torch.compile one compiled), then the contenders take
-    turns, BLOCK calls each (bench_sched.queue_blocks: each turn starts one contender further
-    on), each call between two events after an L2 flush. A spin kernel
+    turns of at most BLOCK calls each (bench_sched.queue_blocks: each turn starts one contender
+    further on; bench_sched.balanced_per: every contender takes every place equally often),
+    each call between two events after an L2 flush. A spin kernel
     enqueued ahead of each block holds the GPU until the host has queued the block, so host
     overhead (ours or PyTorch's) never shows up as GPU time; host cost is measured apart. A contender that
     raises in its warm-up is left out: its error goes into errors[key], or propagates when errors
@@ -93,7 +98,7 @@ def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None, late=None):
     host = bench_sched.host_us(ok, flush_l2, new_event, time.perf_counter)
     torch.cuda.synchronize()
     marks = bench_sched.make_marks(ok, reps, new_event)
-    # the contenders take turns, BLOCK calls each behind a spin of their own: every block
+    # the contenders take turns, up to BLOCK calls each behind a spin of their own: every block
     # starts on a busy GPU, and the queue stays short (a long one fills the driver's launch
     # queue, and the host then waits for a GPU that waits for it)
     cpu = _calibrate_sleep()
@@ -107,7 +112,7 @@ def time_gpu_multi(fns, reps=REPS, warmup=10, errors=None, late=None):
         if slept.query() and key not in caught:  # the spin ended before the host had queued the block
             caught.append(key)
         torch.cuda.synchronize()
-    bench_sched.queue_blocks(ok, marks, flush_l2, BLOCK, spin, wait)
+    bench_sched.queue_blocks(ok, marks, flush_l2, bench_sched.balanced_per(reps, len(ok), BLOCK), spin, wait)
     if caught:
         print("  warning: the GPU caught up with the host in blocks of %s; host time may show in their times"
               % ", ".join(caught), file=sys.stderr)
@@ -410,8 +415,9 @@ def provenance(commit):
             "torch": torch.__version__, "cuda_runtime": torch.version.cuda, "commit": commit,
             "header_sha256": sha(os.path.join(root, "baracuda_quant.h")),
             "package_sha256": h.hexdigest(), "argv": sys.argv[1:],
-            # "interleaved" in older files: each turn in the same order; absent: each contender alone
-            "timing": "interleaved, rotating",
+            # older files: "interleaved, rotating" (turns of 10), "interleaved" (a fixed order)
+            # or absent (each contender alone)
+            "timing": "interleaved, balanced",
             # absent in older files: a write alone, which left L2's evict-last lines in place
             "l2_flush": l2_scrub.flush_name(_scrub),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

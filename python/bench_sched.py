@@ -55,12 +55,24 @@ def make_marks(keys, reps, new_event):
     return {key: [(new_event(), new_event()) for _ in range(reps)] for key in keys}
 
 
+def balanced_per(reps, n, block):
+    """The calls a contender queues in a turn, so that the turns are a whole multiple of n (the
+    contenders): with each turn starting one contender further on, every contender then takes
+    every place in the turn equally often. The fewest turns of at most `block` calls each that
+    allow it; `block` where none does (reps with no such divisor)."""
+    for turns in range(-(-reps // block), reps + 1):
+        if n and turns % n == 0 and reps % turns == 0:
+            return reps // turns
+    return block
+
+
 def queue_blocks(fns, marks, flush, per, before=None, after=None):
     """The contenders take turns, a block of `per` reps each: before(key, n) ahead of each
     block (the spin that lets the host queue it), then n times flush(); start.record(); fn();
     end.record(), then after(key) (the wait for it). per = 1: rep by rep. Each turn starts one
-    contender further on, so that no contender always runs first or after the same one: the
-    GPU's timing was seen to depend on a contender's place in the turn."""
+    contender further on, so that no contender always takes the same place (the GPU's timing
+    was seen to depend on a kernel's place in a turn); with balanced_per's `per`, every
+    contender takes every place equally often."""
     reps = len(next(iter(marks.values()))) if marks else 0
     keys = list(fns)
     for turn, r0 in enumerate(range(0, reps, per)):

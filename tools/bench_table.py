@@ -148,12 +148,17 @@ first call, which earlier runs found to differ between processes (256 threads an
 elements a thread on most). That kernel divides with `div.full.f32`, an approximate division (on one random input its codes
 differ from ours, which are exact, in 19 of the 16 M elements). Launched directly in one process,
 both writing the same output buffer (nine rounds, the order rotating), torch.compile's
-kernel took 21.68 to 21.90 µs and ours 21.94 to 22.10; a CUDA kernel with our kernel's loads,
-exact quotient and stores and nothing else, 21.78 to 21.92 (docs/design.md, "Measured and not
-kept"). Under Nsight Compute (L2 flushed clean, clocks locked) the order reverses: ours 17.5
+kernel took 21.68 to 21.90 µs and ours 21.94 to 22.10, and a replica of our kernel's hot path
+(its loads, exact quotient, clamp, priority reset and store) 21.78 to 21.92 (docs/design.md,
+"Measured and not kept"). Under Nsight Compute (L2 flushed clean, clocks locked) the order reverses: ours 17.5
 µs, torch.compile's kernel 19.3, with 40% fewer instructions. The turns of a row rotate
-because on one machine the block in a turn's second and sixth places ran 0.3 to 0.7 µs
-slower, whichever contender it was.
+because, in an in-process A/B of eight kernels in a fixed order (`tools/pergroup_ab`), the
+kernels in a turn's second and sixth places ran 0.3 to 0.7 µs slower, whichever they were.
+With a fixed order (ours first, torch.compile third) nine runs of the same kernels had given
+per group 0.976 to 1.005, median 0.979. The eleven runs here rotate in six turns of 10 calls,
+so ours took the first place in two turns and torch.compile the second place in two; the
+benchmark now sizes its turns so that every contender takes every place equally often, and
+these rows have not been timed that way yet.
 The benchmarks scrub L2's evict-last lines before each flush (`python/l2_scrub.py`):
 Triton loads some inputs with that policy, and such lines outlive a plain write, so
 torch.compile's kernels used to find their input in L2 on the next timed call (dequantize
@@ -697,27 +702,36 @@ def replace_between_markers(text, block, path, begin=BEGIN, end=END):
     return text[:b + len(begin)] + "\n" + block + text[e:]
 
 
+LATE_NOTE = ("† The GPU caught up with the host in some of that contender's blocks of calls: host "
+             "time may show in its time (and in a ratio made from it).")
+
+
+def late_mark(r, key):
+    """" †" where python/bench.py recorded host time as possibly showing in r's time for key."""
+    return " †" if key in (r.get("host_time_may_show") or []) else ""
+
+
 def python_table(py):
     """The table of python/bench.py's JSON: each op's GPU time against PyTorch's in one process."""
     o = ["| op (PyTorch tensors) | baracuda_quant | PyTorch eager | torch.compile | copy of the same bytes |"
          " fastest PyTorch / ours |", "|---|---:|---:|---:|---:|---:|"]
     late_any = False
     for r in py["ops"]:
-        theirs = [r[k] for k in ("torch_eager_us", "torch_compile_us") if r.get(k) is not None]
-        late = r.get("host_time_may_show") or []
-        late_any |= bool(late)
-        mark = lambda k: " †" if k[:-3] in late else ""  # noqa: E731
+        theirs = [(r[k], k[:-3]) for k in ("torch_eager_us", "torch_compile_us") if r.get(k) is not None]
+        late_any |= bool(r.get("host_time_may_show"))
 
         def cell(k):
             if r.get(k) is not None:
-                return "%.1f µs%s" % (r[k], mark(k))
+                return "%.1f µs%s" % (r[k], late_mark(r, k[:-3]))
             return "error" if r.get(k[:-3] + "_error") else "—"
+        ratio = "—"
+        if theirs:
+            best, key = min(theirs)
+            ratio = "%.2f×%s" % (best / r["ours_us"], late_mark(r, "ours") or late_mark(r, key))
         o.append("| %s | %s | %s | %s | %s | %s |" % (
-            r["op"], cell("ours_us"), cell("torch_eager_us"), cell("torch_compile_us"), cell("copy_us"),
-            "%.2f×" % (min(theirs) / r["ours_us"]) if theirs else "—"))
+            r["op"], cell("ours_us"), cell("torch_eager_us"), cell("torch_compile_us"), cell("copy_us"), ratio))
     if late_any:
-        o += ["", "† The GPU caught up with the host in some of that contender's blocks of calls: host "
-              "time may show in its time."]
+        o += ["", LATE_NOTE]
     return o
 
 
@@ -755,13 +769,18 @@ FLUSHES = {
 
 
 def python_timing(py):
-    """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved, rotating"
-    or, older, "interleaved"), or, absent (older files), each contender alone, one after another."""
+    """How python/bench.py timed the file's rows: its provenance's "timing" ("interleaved, balanced";
+    older, "interleaved, rotating" or "interleaved"), or, absent (older files), each contender
+    alone, one after another."""
     prov = py.get("provenance") or {}
     flush = FLUSHES.get(prov.get("l2_flush"), "an L2 flush (a 256 MiB write)")
-    if prov.get("timing") in ("interleaved", "interleaved, rotating"):
-        turns = ("turns of 10 calls, each turn starting one contender further on"
-                 if prov["timing"] == "interleaved, rotating" else "turns of 10 calls")
+    turns = {"interleaved": "turns of 10 calls",
+             "interleaved, rotating": "turns of 10 calls, each turn starting one contender further on (six "
+                                      "turns: with four contenders, the first two of them take the first place "
+                                      "twice and the other two once)",
+             "interleaved, balanced": "turns of at most 10 calls, each turn starting one contender further "
+                                      "on, each contender in each place of a turn equally often"}.get(prov.get("timing"))
+    if turns:
         return ("median of %s calls, the contenders of a row timed in %s, each block of calls behind a "
                 "spin kernel, with CUDA events after %s" % (py.get("reps", "?"), turns, flush))
     return "median of %s calls, each timed alone with CUDA events after %s" % (py.get("reps", "?"), flush)
@@ -793,7 +812,7 @@ def python_fused_table(rows):
 
     def us(r, k):
         if r.get(k + "_us") is not None:
-            return "%.1f µs" % r[k + "_us"]
+            return "%.1f µs%s" % (r[k + "_us"], late_mark(r, k))
         return "error" if r.get(k + "_error") else "—"
 
     for r in rows:
@@ -808,7 +827,10 @@ def python_fused_table(rows):
             cells.append("%s | %s" % (fmt % v, met(v >= t)))
         o.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             r["op"], us(r, "ours"), us(r, "unfused_pair"), us(r, "torch_eager"), us(r, "torch_compile"),
-            fnum(r.get("copy_us"), "%.1f µs"), " | ".join(cells)))
+            fnum(r.get("copy_us"), "%.1f µs") + (late_mark(r, "copy") if r.get("copy_us") is not None else ""),
+            " | ".join(cells)))
+    if any(r.get("host_time_may_show") for r in rows):
+        o += ["", LATE_NOTE]
     o += ["", "Targets met: %s." % "; ".join(
         "%s ≥ %s in %d of %d rows" % (label, fmt % t, c[0], c[1])
         for (_, t, label, fmt), c in zip(PY_FUSED_TARGETS, counts))]

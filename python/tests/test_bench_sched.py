@@ -51,9 +51,9 @@ def test_blocks_in_turn_and_medians():
     marks = sched.make_marks(fns, reps, gpu.new_event)
     assert gpu.log == []  # events made, nothing queued yet
     sched.queue_blocks(fns, marks, gpu.flush, 2, lambda k, n: gpu.log.append("spin %s %d" % (k, n)),
-                       lambda k: gpu.log.append("wait"))
+                       lambda k: gpu.log.append("wait %s" % k))
     one = lambda k: ["flush", "record", k, "record"]  # noqa: E731
-    block = lambda k, n: ["spin %s %d" % (k, n)] + one(k) * n + ["wait"]  # noqa: E731
+    block = lambda k, n: ["spin %s %d" % (k, n)] + one(k) * n + ["wait %s" % k]  # noqa: E731
     # each turn starts one contender further on
     assert gpu.log == block("ours", 2) + block("eager", 2) + block("copy", 2) + \
         block("eager", 2) + block("copy", 2) + block("ours", 2) + \
@@ -62,6 +62,36 @@ def test_blocks_in_turn_and_medians():
     # ours ran 20, 22, 21, 20, 22; copy 30, 90, 30, 30, 90: the flush is outside every pair
     assert got == {"ours": 21.0, "eager": 50.0, "copy": 30.0}
     assert list(got) == ["ours", "eager", "copy"]
+
+
+@pytest.mark.parametrize("n, per", [(1, 10), (2, 10), (3, 10), (4, 5), (5, 6), (6, 10)])
+def test_balanced_turns_put_every_contender_in_every_place_equally_often(n, per):
+    reps = 60
+    assert sched.balanced_per(reps, n, 10) == per
+    gpu = FakeGpu()
+    keys = ["c%d" % i for i in range(n)]
+    fns = {k: gpu.contender(k, [1.0]) for k in keys}
+    marks = sched.make_marks(fns, reps, gpu.new_event)
+    sched.queue_blocks(fns, marks, gpu.flush, per)
+    order = [x for x in gpu.log if x in fns]
+    assert len(order) == n * reps
+    blocks = [order[i] for i in range(0, len(order), per)]  # a block's contender, block by block
+    places = {k: [0] * n for k in keys}
+    for b, k in enumerate(blocks):
+        places[k][b % n] += 1
+    assert all(c == [reps // per // n] * n for c in places.values()), places
+    # four contenders in blocks of 10 (six turns): the unbalanced rotation of "interleaved, rotating"
+    gpu = FakeGpu()
+    fns = {k: gpu.contender(k, [1.0]) for k in "abcd"}
+    sched.queue_blocks(fns, sched.make_marks(fns, reps, gpu.new_event), gpu.flush, 10)
+    order = [x for x in gpu.log if x in fns]
+    assert [order[i] for i in range(0, 24 * 10, 10)][::4] == ["a", "b", "c", "d", "a", "b"]
+
+
+def test_balanced_per_falls_back_where_no_whole_rotation_divides_the_reps():
+    assert sched.balanced_per(60, 7, 10) == 10
+    assert sched.balanced_per(7, 7, 10) == 1
+    assert sched.balanced_per(60, 0, 10) == 10
 
 
 def test_warm_up_sets_a_failing_contender_aside():
@@ -134,7 +164,11 @@ def test_bench_table_names_the_method_the_file_records():
     assert bt.python_timing(new) in bt.PY_FUSED_TEXT % bt.python_timing(new)
     rotating = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved, rotating"}}
     assert "each turn starting one contender further on" in bt.python_timing(rotating)
+    assert "first place twice" in bt.python_timing(rotating)
     assert "further on" not in bt.python_timing(new)
+    balanced = {"reps": 60, "provenance": {"gpu": "G", "timing": "interleaved, balanced"}}
+    assert "each contender in each place of a turn equally often" in bt.python_timing(balanced)
+    assert "twice" not in bt.python_timing(balanced)
 
 
 def test_bench_table_marks_times_host_time_may_show_in():
@@ -147,4 +181,23 @@ def test_bench_table_marks_times_host_time_may_show_in():
     assert clean[2] == "| q | 20.0 µs | 100.0 µs | 21.0 µs | 22.0 µs | 1.05× |" and len(clean) == 3
     late = bt.python_table({"ops": [dict(row, host_time_may_show=["torch_eager"])]})
     assert late[2] == "| q | 20.0 µs | 100.0 µs † | 21.0 µs | 22.0 µs | 1.05× |"
-    assert late[-1].startswith("† The GPU caught up with the host")
+    assert late[-1] == bt.LATE_NOTE and late.count(bt.LATE_NOTE) == 1
+    # the ratio is marked where it is made from a marked time: ours, or the faster PyTorch contender
+    both = bt.python_table({"ops": [dict(row, host_time_may_show=["ours", "torch_compile", "copy"]),
+                                    dict(row, op="r", host_time_may_show=["torch_compile"])]})
+    assert both[2] == "| q | 20.0 µs † | 100.0 µs | 21.0 µs † | 22.0 µs † | 1.05× † |"
+    assert both[3] == "| r | 20.0 µs | 100.0 µs | 21.0 µs † | 22.0 µs | 1.05× † |"
+    assert both.count(bt.LATE_NOTE) == 1
+    # an error cell stays an error
+    err = dict(row, host_time_may_show=["torch_compile"])
+    del err["torch_compile_us"]
+    err["torch_compile_error"] = "RuntimeError: no"
+    assert bt.python_table({"ops": [err]})[2] == "| q | 20.0 µs | 100.0 µs | error | 22.0 µs | 5.00× |"
+    # the fused table marks its cells too
+    fused = {"op": "f", "ours_us": 40.0, "unfused_pair_us": 90.0, "torch_eager_us": 600.0, "torch_compile_us": 60.0,
+             "copy_us": 38.0, "copy_over_ours": 0.95, "unfused_pair_over_ours": 2.25, "torch_compile_over_ours": 1.5}
+    rows = bt.python_fused_table([fused, dict(fused, op="g", host_time_may_show=["unfused_pair", "copy"])])
+    assert "| f | 40.0 µs | 90.0 µs | 600.0 µs | 60.0 µs | 38.0 µs |" in rows[2]
+    assert "| g | 40.0 µs | 90.0 µs † | 600.0 µs | 60.0 µs | 38.0 µs † |" in rows[3]
+    assert rows.count(bt.LATE_NOTE) == 1
+    assert bt.LATE_NOTE not in bt.python_fused_table([fused])
