@@ -152,8 +152,9 @@ kernel took 21.68 to 21.90 µs and ours 21.94 to 22.10, and a replica of our ker
 (its loads, exact quotient, clamp, priority reset and store) 21.78 to 21.92 (docs/design.md,
 "Measured and not kept"). Under Nsight Compute (L2 flushed clean, clocks locked) the order reverses: ours 17.5
 µs, torch.compile's kernel 19.3, with 40% fewer instructions. The turns of a row rotate
-because, in an in-process A/B of eight kernels in a fixed order (`tools/pergroup_ab`), the
-kernels in a turn's second and sixth places ran 0.3 to 0.7 µs slower, whichever they were.
+because, in an in-process A/B of eight kernels whose order was reversed every other round
+(`tools/pergroup_ab`), the kernels in a turn's second and sixth places ran 0.3 to 0.7 µs
+slower, whichever they were.
 With a fixed order (ours first, torch.compile third) nine runs of the same kernels had given
 per group 0.976 to 1.005, median 0.979. The eleven runs here rotate in six turns of 10 calls,
 so ours took the first place in two turns and torch.compile the second place in two; the
