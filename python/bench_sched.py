@@ -76,7 +76,7 @@ def queue_blocks(fns, marks, flush, per, before=None, after=None):
     reps = len(next(iter(marks.values()))) if marks else 0
     keys = list(fns)
     for turn, r0 in enumerate(range(0, reps, per)):
-        k = turn % len(keys) if keys else 0
+        k = turn % len(keys)  # (no contenders: no marks, no turns)
         for key in keys[k:] + keys[:k]:
             fn = fns[key]
             pairs = marks[key][r0:r0 + per]

@@ -712,6 +712,14 @@ def late_mark(r, key):
     return " †" if key in (r.get("host_time_may_show") or []) else ""
 
 
+def time_cell(r, key):
+    """A python/bench.py row's time for contender key (late_mark'ed), "error" where PyTorch
+    refused the case, "—" where it was not run."""
+    if r.get(key + "_us") is not None:
+        return "%.1f µs%s" % (r[key + "_us"], late_mark(r, key))
+    return "error" if r.get(key + "_error") else "—"
+
+
 def python_table(py):
     """The table of python/bench.py's JSON: each op's GPU time against PyTorch's in one process."""
     o = ["| op (PyTorch tensors) | baracuda_quant | PyTorch eager | torch.compile | copy of the same bytes |"
@@ -720,17 +728,12 @@ def python_table(py):
     for r in py["ops"]:
         theirs = [(r[k], k[:-3]) for k in ("torch_eager_us", "torch_compile_us") if r.get(k) is not None]
         late_any |= bool(r.get("host_time_may_show"))
-
-        def cell(k):
-            if r.get(k) is not None:
-                return "%.1f µs%s" % (r[k], late_mark(r, k[:-3]))
-            return "error" if r.get(k[:-3] + "_error") else "—"
         ratio = "—"
         if theirs:
             best, key = min(theirs)
             ratio = "%.2f×%s" % (best / r["ours_us"], late_mark(r, "ours") or late_mark(r, key))
         o.append("| %s | %s | %s | %s | %s | %s |" % (
-            r["op"], cell("ours_us"), cell("torch_eager_us"), cell("torch_compile_us"), cell("copy_us"), ratio))
+            r["op"], *(time_cell(r, k) for k in ("ours", "torch_eager", "torch_compile", "copy")), ratio))
     if late_any:
         o += ["", LATE_NOTE]
     return o
@@ -811,11 +814,6 @@ def python_fused_table(rows):
          "|---|---:|---:|---:|---:|---:|" + "---:|---|" * len(PY_FUSED_TARGETS)]
     counts = [[0, 0] for _ in PY_FUSED_TARGETS]
 
-    def us(r, k):
-        if r.get(k + "_us") is not None:
-            return "%.1f µs%s" % (r[k + "_us"], late_mark(r, k))
-        return "error" if r.get(k + "_error") else "—"
-
     for r in rows:
         cells = []
         for i, (k, t, _, fmt) in enumerate(PY_FUSED_TARGETS):
@@ -827,8 +825,7 @@ def python_fused_table(rows):
             counts[i][1] += 1
             cells.append("%s | %s" % (fmt % v, met(v >= t)))
         o.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            r["op"], us(r, "ours"), us(r, "unfused_pair"), us(r, "torch_eager"), us(r, "torch_compile"),
-            fnum(r.get("copy_us"), "%.1f µs") + (late_mark(r, "copy") if r.get("copy_us") is not None else ""),
+            r["op"], *(time_cell(r, k) for k in ("ours", "unfused_pair", "torch_eager", "torch_compile", "copy")),
             " | ".join(cells)))
     if any(r.get("host_time_may_show") for r in rows):
         o += ["", LATE_NOTE]
