@@ -2,6 +2,8 @@
 // for tools/pergroup_ab/pergroup_ab.py's in-process A/B against the library's bq_affine_pair
 // and torch.compile's kernel. k_ours replicates bq_affine_pair's hot path; k_tri does what
 // torch.compile's kernel does (approximate division); k_co* take warp-contiguous loads.
+// k_ours_b* launch k_ours's body in blocks of another size; k_quad takes four accesses a thread
+// and k_tl torch.compile's layout, both with k_ours's exact quotient, policy and priority reset.
 // Not a quantizer for any other shape: group 128 and whole 16-element pieces are assumed.
 
 typedef unsigned long long u64;
@@ -209,3 +211,71 @@ KC(k_co, F_POLICY | F_APPLY)
 KC(k_co_noapply, F_POLICY)
 KC(k_co_nopol, 0)
 KC(k_co_l1el, F_POLICY | F_L1EL | F_SCALE_L1 | F_APPLY)
+
+// k_ours in blocks of 128, 512 and 1024 threads (the launcher sizes the grid to match)
+#define KB(name, F, T)                                                                                          \
+  extern "C" __global__ void __launch_bounds__(T) name(const void *x, const float *s, void *y, u32 np, u32 m, u32 sh) { \
+    body<F>(x, s, y, np, m, sh);                                                                                 \
+  }
+KB(k_ours_b128, OURS, 128)
+KB(k_ours_b512, OURS, 512)
+KB(k_ours_b1024, OURS, 1024)
+
+__device__ __forceinline__ u32 pack16x4(const int (&q)[16], int o) {
+  return pack4(q[o], q[o + 1], q[o + 2], q[o + 3]);
+}
+// 16 elements from two 16-byte words under one scale, exact quotient (plain scales only: the
+// inputs here never need the general path)
+__device__ __forceinline__ void q16(const uint4 &v0, const uint4 &v1, float s, int (&q)[16]) {
+  const float rcp = __frcp_rn(s);
+  const u32 w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+  for (int j = 0; j < 8; j++) q[2 * j] = qexact<0>(lo(w[j]), s, rcp), q[2 * j + 1] = qexact<0>(hi(w[j]), s, rcp);
+}
+__device__ __forceinline__ void release(const char *xb, bool first) {
+  if ((((u64)xb) & 127) == 0 || first) asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"((u64)xb & ~127ull) : "memory");
+}
+// four accesses a thread: 32 elements (64 bytes), one scale; np counts 32-element pieces
+extern "C" __global__ void __launch_bounds__(256) k_quad(const void *xv, const float *sv, void *yv, u32 np, u32 m, u32 sh) {
+  const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= np) return;
+  const u32 e = t * 32;
+  const char *xb = (const char *)xv + (u64)e * 2;
+  uint4 v[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) load16<F_POLICY>(v[i], xb + 16 * i);
+  const float s = __ldg(sv + (e >> 7));
+  int q0[16], q1[16];
+  q16(v[0], v[1], s, q0);
+  q16(v[2], v[3], s, q1);
+  *(uint4 *)((char *)yv + e) = make_uint4(pack16x4(q0, 0), pack16x4(q0, 4), pack16x4(q0, 8), pack16x4(q0, 12));
+  *(uint4 *)((char *)yv + e + 16) = make_uint4(pack16x4(q1, 0), pack16x4(q1, 4), pack16x4(q1, 8), pack16x4(q1, 12));
+  release(xb, t == 0);
+}
+// torch.compile's layout (XBLOCK 128, YBLOCK 32, 8 warps): a block takes 32 groups of 128; lane
+// l of warp w takes 8 elements at column 8 (l % 16) of groups 2 w + l / 16 and 16 more, so each
+// of a warp's two loads covers 512 contiguous bytes and they lie 4 KiB apart; np counts blocks
+extern "C" __global__ void __launch_bounds__(256) k_tl(const void *xv, const float *sv, void *yv, u32 np, u32 m, u32 sh) {
+  const u32 w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  const u32 g0 = blockIdx.x * 32 + 2 * w + (l >> 4), g1 = g0 + 16;
+  const u32 e0 = g0 * 128 + 8 * (l & 15), e1 = g1 * 128 + 8 * (l & 15);
+  const char *x0 = (const char *)xv + (u64)e0 * 2, *x1 = (const char *)xv + (u64)e1 * 2;
+  uint4 v0, v1;
+  load16<F_POLICY>(v0, x0);
+  load16<F_POLICY>(v1, x1);
+  const float s0 = __ldg(sv + g0), s1 = __ldg(sv + g1);
+  const float r0 = __frcp_rn(s0), r1 = __frcp_rn(s1);
+  const u32 a[4] = {v0.x, v0.y, v0.z, v0.w}, b[4] = {v1.x, v1.y, v1.z, v1.w};
+  int q[16];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    q[2 * j] = qexact<0>(lo(a[j]), s0, r0), q[2 * j + 1] = qexact<0>(hi(a[j]), s0, r0);
+    q[8 + 2 * j] = qexact<0>(lo(b[j]), s1, r1), q[9 + 2 * j] = qexact<0>(hi(b[j]), s1, r1);
+  }
+  *(uint2 *)((char *)yv + e0) = make_uint2(pack16x4(q, 0), pack16x4(q, 4));
+  *(uint2 *)((char *)yv + e1) = make_uint2(pack16x4(q, 8), pack16x4(q, 12));
+  if ((l & 7) == 0) {
+    release(x0, false);
+    release(x1, false);
+  }
+}

@@ -7,7 +7,7 @@ Contenders: this package's quantize_per_group ("ours"), torch.compile of the eag
 on torch's stream:
   - the micro-kernels of pergroup_ab.cu (PG_ONLY=k_ours,k_tri,... picks them; all by default),
     each a replica of bq_affine_pair's hot path or of torch.compile's kernel with one feature
-    changed (the F_* flags);
+    changed (the F_* flags), or with another launch shape (SHAPE: k_ours_b*, k_quad, k_tl);
   - PG_REAL=k_real_X,...: library cubins named real_X.cubin beside CUBIN, launched with a
     bq__affine_params block built here for G = 128. tools/kernel_dump builds them:
       kernel_dump --out DIR --all --family affine
@@ -62,9 +62,17 @@ class Big(ctypes.Structure):
                 ("magic", ctypes.c_uint), ("shift", ctypes.c_uint), ("pad", ctypes.c_uint * 50)]
 
 
+# launch shape by kernel: (threads a block, elements a thread); k_tl: a block per 4096 elements
+SHAPE = {"k_ours_b128": (128, 16), "k_ours_b512": (512, 16), "k_ours_b1024": (1024, 16), "k_quad": (256, 32),
+         "k_tl": (256, 16)}
+
+
 def launcher(name, x, s, y):
-    np_ = x.numel() // 16
-    grid = (np_ + 255) // 256
+    threads, per = SHAPE.get(name, (256, 16))
+    np_ = x.numel() // per
+    grid = (np_ + threads - 1) // threads
+    if name == "k_tl":
+        np_ = grid
     # magic/shift for /128: (umulhi(e, magic) + e) >> shift with magic = 0, shift = 7
     if name == "k_ours_big":
         b = Big(x.data_ptr(), s.data_ptr(), y.data_ptr(), np_, 0, 7)
@@ -76,7 +84,7 @@ def launcher(name, x, s, y):
     f = fns[name]
 
     def go():
-        r = cu.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, torch.cuda.current_stream().cuda_stream, arr, None)
+        r = cu.cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, torch.cuda.current_stream().cuda_stream, arr, None)
         assert r == 0, r
     go.keep = (args, arr)
     return go
