@@ -1207,23 +1207,6 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
 // tested before the loads: a thread past the last pair loads the last pair again and
 // returns before it stores. The loads are used on both sides of the plain-scale test, which
 // keeps them issued ahead of it. There are p.tiles / 2 pairs and no elements past them.
-// bq_quantize_near over one access of the pair. bf16 to an int type widens a word at a time,
-// the low half shifted up and the high half masked, where extracting each half first costs
-// a permute more per pair of elements (bq_chunk_c does the same for the fused producers).
-static __device__ __forceinline__ void bq_pair_near(const bq_piece<bq_in0> &x, const bq_scale &s, bq_piece<bq_out> &y) {
-#if !defined(BQ_EMULATED) && BQ_FT == BQ_TYPE_BF16 && !BQ_FP8
-  const bq_u32 *w = (const bq_u32 *)&x;
-  float c[BQ_P];
-#pragma unroll
-  for (int j = 0; j < BQ_P / 2; j++) {
-    c[2 * j] = __uint_as_float(w[j] << 16);
-    c[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-  }
-  bq_quantize_near<true>(c, s, 0, y.e);
-#else
-  bq_quantize_near<true>(x.e, s, 0, y.e);
-#endif
-}
 extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {
   const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = (bq_u32)p.tiles / 2;
   const bq_u32 a = min(t, np - 1);
@@ -1241,8 +1224,8 @@ extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {
   bq_scale s;
   if (bq_scale_is_plain(sv)) {
     s = bq_scale_plain_of(sv);
-    bq_pair_near(x0, s, y0);
-    bq_pair_near(x1, s, y1);
+    bq_quantize_near<true>(x0.e, s, 0, y0.e);
+    bq_quantize_near<true>(x1.e, s, 0, y1.e);
   } else {
     s = bq_scale_of(sv);
     const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)
