@@ -149,12 +149,12 @@ processes, so the runs on one machine share one draw (on `d` its dequantize per 
 29.4 µs, 21.6 on the others). Every other row was ahead in every run, dequantize per tensor
 by 1.009 to 1.385 (median 1.015). torch.compile's kernel divides with `div.full.f32`, an
 approximate division (on one random input its codes differ from ours, which are exact, in
-19 of the 16 M elements). Launched directly in one process, both writing the same output
-buffer, torch.compile's kernel took 21.68 to 21.90 µs and ours 21.94 to 22.10, a replica
-of our kernel's hot path 21.78 to 21.92; those rounds rotated eight kernels unevenly, the
-bias described next, and the replica's machine code differs from the library's only in
-how it unpacks bf16: a mask where the library permutes and shifts, 8 instructions fewer
-(docs/design.md, "Measured and not kept"). Under
+19 of the 16 M elements). Launched directly in one process, all writing the same output
+buffer (21 or 22 rounds, each starting a place later; three processes on two machines),
+torch.compile's kernel took 21.59 to 21.73 µs, ours 21.91 to 22.11 and a replica of our
+kernel's hot path 21.66 to 21.84: ours runs about 1% behind its own replica, for a reason
+not yet found (not the bf16 unpacking, the block size or Triton's layout; docs/design.md,
+"Measured and not kept"). Under
 Nsight Compute (L2 flushed clean, clocks locked) the order reverses: ours 17.5 µs,
 torch.compile's kernel 19.3, with 40% fewer instructions.
 The turns of a row are balanced because, in an in-process A/B of eight kernels whose order
