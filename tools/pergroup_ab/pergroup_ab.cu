@@ -2,9 +2,11 @@
 // for tools/pergroup_ab/pergroup_ab.py's in-process A/B against the library's bq_affine_pair
 // and torch.compile's kernel. k_ours replicates bq_affine_pair's hot path; k_tri does what
 // torch.compile's kernel does (approximate division); k_co* take warp-contiguous loads.
-// k_ours_b* launch k_ours's body in blocks of another size; k_quad takes four accesses a thread
-// and k_tl torch.compile's layout, both with k_ours's exact quotient, policy and priority reset.
-// Not a quantizer for any other shape: group 128 and whole 16-element pieces are assumed.
+// k_ours_b* launch k_ours's body in blocks of another size. k_quad takes four accesses a thread
+// and k_tl gives each thread half of two groups 4 KiB apart; both keep k_ours's loads, exact
+// quotient and priority reset but drop its plain-scale test, clamp and magic-number group index.
+// Not a quantizer for any other shape: group 128 and whole 16-element pieces are assumed (k_tl:
+// whole blocks of 4096 elements; the launcher skips it otherwise).
 
 typedef unsigned long long u64;
 typedef unsigned u32;
@@ -252,9 +254,10 @@ extern "C" __global__ void __launch_bounds__(256) k_quad(const void *xv, const f
   *(uint4 *)((char *)yv + e + 16) = make_uint4(pack16x4(q1, 0), pack16x4(q1, 4), pack16x4(q1, 8), pack16x4(q1, 12));
   release(xb, t == 0);
 }
-// torch.compile's layout (XBLOCK 128, YBLOCK 32, 8 warps): a block takes 32 groups of 128; lane
-// l of warp w takes 8 elements at column 8 (l % 16) of groups 2 w + l / 16 and 16 more, so each
-// of a warp's two loads covers 512 contiguous bytes and they lie 4 KiB apart; np counts blocks
+// A block takes 32 groups of 128; lane l of warp w takes 8 elements at column 8 (l % 16) of
+// groups 2 w + l / 16 and 16 more, so each of a warp's two loads covers 512 contiguous bytes
+// and they lie 4 KiB apart (torch.compile's kernel instead gives a thread 16 contiguous
+// elements, as k_ours does); np counts blocks
 extern "C" __global__ void __launch_bounds__(256) k_tl(const void *xv, const float *sv, void *yv, u32 np, u32 m, u32 sh) {
   const u32 w = threadIdx.x >> 5, l = threadIdx.x & 31;
   const u32 g0 = blockIdx.x * 32 + 2 * w + (l >> 4), g1 = g0 + 16;

@@ -7,7 +7,8 @@ Contenders: this package's quantize_per_group ("ours"), torch.compile of the eag
 on torch's stream:
   - the micro-kernels of pergroup_ab.cu (PG_ONLY=k_ours,k_tri,... picks them; all by default),
     each a replica of bq_affine_pair's hot path or of torch.compile's kernel with one feature
-    changed (the F_* flags), or with another launch shape (SHAPE: k_ours_b*, k_quad, k_tl);
+    changed (the F_* flags), or with another launch shape (SHAPE: k_ours_b*, k_quad, k_tl; k_tl
+    only where the tensor is whole blocks of 4096 elements);
   - PG_REAL=k_real_X,...: library cubins named real_X.cubin beside CUBIN, launched with a
     bq__affine_params block built here for G = 128. tools/kernel_dump builds them:
       kernel_dump --out DIR --all --family affine
@@ -24,7 +25,9 @@ output lies. Run on the GPU host from the repository root, the package's library
   nvcc -cubin -arch=sm_90 -o pg.cubin tools/pergroup_ab/pergroup_ab.cu   (or NVRTC)
   PYTHONPATH=python BARACUDA_QUANT_PYLIB=... PG_ROUNDS=9 python3 tools/pergroup_ab/pergroup_ab.py pg.cubin 4096x4096
 
-It prints each contender's median over the rounds and torch.compile's time over it.
+It prints each contender's median over the rounds and torch.compile's time over it. Each
+round starts one place later, so every contender takes every place equally often when
+PG_ROUNDS is a multiple of the number of contenders.
 docs/design.md ("Measured and not kept") has what it found.
 """
 import ctypes, os, sys, statistics
@@ -45,7 +48,7 @@ r = cu.cuModuleLoad(ctypes.byref(mod), sys.argv[1].encode())
 assert r == 0, r
 NAMES = ["k_tri", "k_tri_exact", "k_ours", "k_ours_noapply", "k_ours_approx", "k_ours_noplain", "k_ours_noclamp",
          "k_ours_nofdiv", "k_ours_l1el", "k_ours_scalel1", "k_ours_nopolicy", "k_ours_big", "k_ours_split", "k_tri_plain",
-         "k_tri_plain_split"]
+         "k_tri_plain_split", "k_ours_b128", "k_ours_b512", "k_ours_b1024", "k_quad", "k_tl"]
 only = os.environ.get("PG_ONLY")
 if only:
     NAMES = only.split(",")
@@ -176,11 +179,12 @@ def case(M, K, G=128, rounds=3):
     contenders = {"ours": lambda: bqo.quantize_per_group(xb, sg, None, G), "compile": lambda: comp(xb, sg)}
     outs = {}
     shared = torch.full((M, K), 77, dtype=torch.int8, device=DEV) if os.environ.get("PG_SHARED_Y") else None
-    for n in NAMES:
+    direct = [n for n in NAMES if n != "k_tl" or M * K % 4096 == 0]  # (k_tl: whole blocks only)
+    for n in direct:
         y = shared if shared is not None else torch.full((M, K), 77, dtype=torch.int8, device=DEV)
         outs[n] = y
         contenders[n] = launcher(n, xb, sg, y)
-    names = list(NAMES)
+    names = list(direct)
     for rn in os.environ.get("PG_REAL", "").split(","):
         if rn:
             y = shared if shared is not None else torch.full((M, K), 77, dtype=torch.int8, device=DEV)
