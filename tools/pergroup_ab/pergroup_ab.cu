@@ -77,14 +77,27 @@ __device__ __forceinline__ int qslow(float x, float ss, float m, float rcp, bool
   asm("cvt.rni.s16.f32 %0, %1;" : "=r"(r) : "f"(q));
   return r;
 }
+__device__ __forceinline__ u32 pack16x4(const int (&q)[16], int o) {
+  return pack4(q[o], q[o + 1], q[o + 2], q[o + 3]);
+}
+__device__ __forceinline__ uint4 pack16(const int (&q)[16]) {
+  return make_uint4(pack16x4(q, 0), pack16x4(q, 4), pack16x4(q, 8), pack16x4(q, 12));
+}
+// 16 elements from two 16-byte words under one scale, exact quotient (a plain scale)
+__device__ __forceinline__ void q16(const uint4 &v0, const uint4 &v1, float s, int (&q)[16]) {
+  const float rcp = __frcp_rn(s);
+  const u32 w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+  for (int j = 0; j < 8; j++) q[2 * j] = qexact<0>(lo(w[j]), s, rcp), q[2 * j + 1] = qexact<0>(hi(w[j]), s, rcp);
+}
+// the input's 128-byte line back to normal priority, by the access that starts it (or first)
+__device__ __forceinline__ void release(const char *xb, bool first) {
+  if ((((u64)xb) & 127) == 0 || first) asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"((u64)xb & ~127ull) : "memory");
+}
 template <int F> __device__ __forceinline__ void finish(const int (&q)[16], u32 t, u32 np, u32 a, u32 e, const char *xb, void *yv) {
   if ((F & F_CLAMP) && t >= np) return;
-  uint4 o = make_uint4(pack4(q[0], q[1], q[2], q[3]), pack4(q[4], q[5], q[6], q[7]), pack4(q[8], q[9], q[10], q[11]),
-                       pack4(q[12], q[13], q[14], q[15]));
-  *(uint4 *)((char *)yv + e) = o;
-  if (F & F_APPLY) {
-    if ((((u64)xb) & 127) == 0 || a == 0) asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"((u64)xb & ~127ull) : "memory");
-  }
+  *(uint4 *)((char *)yv + e) = pack16(q);
+  if (F & F_APPLY) release(xb, a == 0);
 }
 template <int F> __device__ __forceinline__ void body(const void *xv, const float *sv, void *yv, u32 np, u32 magic, u32 shift) {
   const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -107,9 +120,7 @@ template <int F> __device__ __forceinline__ void body(const void *xv, const floa
   }
   if (!slow) {
     if (F & F_EXACT) {
-      const float rcp = __frcp_rn(s);
-#pragma unroll
-      for (int j = 0; j < 8; j++) q[2 * j] = qexact<F>(lo(w[j]), s, rcp), q[2 * j + 1] = qexact<F>(hi(w[j]), s, rcp);
+      q16(v0, v1, s, q);
     } else {
 #pragma unroll
       for (int j = 0; j < 8; j++) q[2 * j] = qapprox(lo(w[j]), s), q[2 * j + 1] = qapprox(hi(w[j]), s);
@@ -223,20 +234,6 @@ KB(k_ours_b128, OURS, 128)
 KB(k_ours_b512, OURS, 512)
 KB(k_ours_b1024, OURS, 1024)
 
-__device__ __forceinline__ u32 pack16x4(const int (&q)[16], int o) {
-  return pack4(q[o], q[o + 1], q[o + 2], q[o + 3]);
-}
-// 16 elements from two 16-byte words under one scale, exact quotient (plain scales only: the
-// inputs here never need the general path)
-__device__ __forceinline__ void q16(const uint4 &v0, const uint4 &v1, float s, int (&q)[16]) {
-  const float rcp = __frcp_rn(s);
-  const u32 w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-#pragma unroll
-  for (int j = 0; j < 8; j++) q[2 * j] = qexact<0>(lo(w[j]), s, rcp), q[2 * j + 1] = qexact<0>(hi(w[j]), s, rcp);
-}
-__device__ __forceinline__ void release(const char *xb, bool first) {
-  if ((((u64)xb) & 127) == 0 || first) asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"((u64)xb & ~127ull) : "memory");
-}
 // four accesses a thread: 32 elements (64 bytes), one scale; np counts 32-element pieces
 extern "C" __global__ void __launch_bounds__(256) k_quad(const void *xv, const float *sv, void *yv, u32 np, u32 m, u32 sh) {
   const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -250,14 +247,14 @@ extern "C" __global__ void __launch_bounds__(256) k_quad(const void *xv, const f
   int q0[16], q1[16];
   q16(v[0], v[1], s, q0);
   q16(v[2], v[3], s, q1);
-  *(uint4 *)((char *)yv + e) = make_uint4(pack16x4(q0, 0), pack16x4(q0, 4), pack16x4(q0, 8), pack16x4(q0, 12));
-  *(uint4 *)((char *)yv + e + 16) = make_uint4(pack16x4(q1, 0), pack16x4(q1, 4), pack16x4(q1, 8), pack16x4(q1, 12));
+  *(uint4 *)((char *)yv + e) = pack16(q0);
+  *(uint4 *)((char *)yv + e + 16) = pack16(q1);
   release(xb, t == 0);
 }
 // A block takes 32 groups of 128; lane l of warp w takes 8 elements at column 8 (l % 16) of
 // groups 2 w + l / 16 and 16 more, so each of a warp's two loads covers 512 contiguous bytes
 // and they lie 4 KiB apart (torch.compile's kernel instead gives a thread 16 contiguous
-// elements, as k_ours does); np counts blocks
+// elements, as k_ours does); np is not read (the launcher gives whole blocks only)
 extern "C" __global__ void __launch_bounds__(256) k_tl(const void *xv, const float *sv, void *yv, u32 np, u32 m, u32 sh) {
   const u32 w = threadIdx.x >> 5, l = threadIdx.x & 31;
   const u32 g0 = blockIdx.x * 32 + 2 * w + (l >> 4), g1 = g0 + 16;

@@ -65,7 +65,7 @@ class Big(ctypes.Structure):
                 ("magic", ctypes.c_uint), ("shift", ctypes.c_uint), ("pad", ctypes.c_uint * 50)]
 
 
-# launch shape by kernel: (threads a block, elements a thread); k_tl: a block per 4096 elements
+# launch shape by kernel: (threads a block, elements a thread)
 SHAPE = {"k_ours_b128": (128, 16), "k_ours_b512": (512, 16), "k_ours_b1024": (1024, 16), "k_quad": (256, 32),
          "k_tl": (256, 16)}
 
@@ -74,8 +74,6 @@ def launcher(name, x, s, y):
     threads, per = SHAPE.get(name, (256, 16))
     np_ = x.numel() // per
     grid = (np_ + threads - 1) // threads
-    if name == "k_tl":
-        np_ = grid
     # magic/shift for /128: (umulhi(e, magic) + e) >> shift with magic = 0, shift = 7
     if name == "k_ours_big":
         b = Big(x.data_ptr(), s.data_ptr(), y.data_ptr(), np_, 0, 7)
