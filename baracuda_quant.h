@@ -1083,6 +1083,13 @@ static const char bq__src_affine_cu[] =
   "  int gl, parts;\n"
   "  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words\n"
   "};\n"
+  "// bq_affine_pair's own parameter block: only what it reads. A launch carries its kernel's\n"
+  "// parameters, and the pair kernel ran slower on the H100 taking all of bq_affine_params.\n"
+  "struct bq_pair_params {\n"
+  "  bq_u64 in0, out, scales; // device pointers: the 16-bit input, its codes, the scales\n"
+  "  bq_u32 pairs;            // the threads with work: elements / (2 * BQ_P)\n"
+  "  bq_fastdiv fd_group;     // per token the row length, per group G\n"
+  "};\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
   "// raise *fix where that form does not apply (f64 quantize backward divides through the\n"
@@ -2208,9 +2215,9 @@ static const char bq__src_affine_cu[] =
   "// scale, and stores their 16 codes at once. An entry point of its own, so that nothing is\n"
   "// tested before the loads: a thread past the last pair loads the last pair again and\n"
   "// returns before it stores. The loads are used on both sides of the plain-scale test, which\n"
-  "// keeps them issued ahead of it. There are p.tiles / 2 pairs and no elements past them.\n"
-  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {\n"
-  "  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = (bq_u32)p.tiles / 2;\n"
+  "// keeps them issued ahead of it. There are p.pairs pairs and no elements past them.\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {\n"
+  "  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;\n"
   "  const bq_u32 a = min(t, np - 1);\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
   "  bq_out *out = (bq_out *)p.out;\n"
@@ -2243,7 +2250,7 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "}\n"
   "#else\n"
-  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) { (void)p; } // never launched\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) { (void)p; } // never launched\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -7382,6 +7389,12 @@ typedef struct bq__affine_params {
   int32_t gl, parts;
   uint64_t mask; /* bq_affine_mask: the mask's words */
 } bq__affine_params;
+/* Mirrors struct bq_pair_params: bq_affine_pair's own, smaller parameter block. */
+typedef struct bq__pair_params {
+  uint64_t in0, out, scales;
+  uint32_t pairs;
+  bq__fastdiv fd_group;
+} bq__pair_params;
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
    (Granlund-Montgomery with a 33-bit multiplier). */
@@ -7891,7 +7904,11 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN]
                      ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN, &lw)
                      : 0;
-  if (lean) return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access (pair) a thread */
+  if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread, with its own parameter block */
+    bq__pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
+    return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
+  }
+  if (lean) return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access a thread */
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */

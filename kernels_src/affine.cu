@@ -81,6 +81,13 @@ struct bq_affine_params {
   int gl, parts;
   bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words
 };
+// bq_affine_pair's own parameter block: only what it reads. A launch carries its kernel's
+// parameters, and the pair kernel ran slower on the H100 taking all of bq_affine_params.
+struct bq_pair_params {
+  bq_u64 in0, out, scales; // device pointers: the 16-bit input, its codes, the scales
+  bq_u32 pairs;            // the threads with work: elements / (2 * BQ_P)
+  bq_fastdiv fd_group;     // per token the row length, per group G
+};
 
 // One element. `fix` is non-null in the vector loops: there an op may take a fast form and
 // raise *fix where that form does not apply (f64 quantize backward divides through the
@@ -1206,9 +1213,9 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
 // scale, and stores their 16 codes at once. An entry point of its own, so that nothing is
 // tested before the loads: a thread past the last pair loads the last pair again and
 // returns before it stores. The loads are used on both sides of the plain-scale test, which
-// keeps them issued ahead of it. There are p.tiles / 2 pairs and no elements past them.
-extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {
-  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = (bq_u32)p.tiles / 2;
+// keeps them issued ahead of it. There are p.pairs pairs and no elements past them.
+extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {
+  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;
   const bq_u32 a = min(t, np - 1);
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   bq_out *out = (bq_out *)p.out;
@@ -1241,7 +1248,7 @@ extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) {
   }
 }
 #else
-extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_affine_params p) { (void)p; } // never launched
+extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) { (void)p; } // never launched
 #endif
 #endif
 

@@ -40,6 +40,7 @@ namespace emu_aff {
 #include <vector>
 
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
+static_assert(sizeof(bq__pair_params) == sizeof(emu_aff::bq_pair_params), "pair params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
 /* per group and per block: scales (and zero points) indexed as a matrix (ref_scale_index) */
@@ -73,7 +74,7 @@ static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_a
 #define EMU_HAS_PAIR (EMU_HAS_LEAN && EMU_OP == BQ_OP_QUANTIZE && EMU_GRAN != BQ_GRAN_TENSOR && \
                       (EMU_T == BQ_TYPE_F16 || EMU_T == BQ_TYPE_BF16))
 #if EMU_HAS_PAIR
-static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_aff::bq_pair_params *)p); }
 #endif
 static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,

@@ -10,7 +10,8 @@ on torch's stream:
     changed (the F_* flags), or with another launch shape (SHAPE: k_ours_b*, k_quad, k_tl; k_tl
     only where the tensor is whole blocks of 4096 elements);
   - PG_REAL=k_real_X,...: library cubins named real_X.cubin beside CUBIN, launched with a
-    bq__affine_params block built here for G = 128. tools/kernel_dump builds them:
+    bq__affine_params block built here for G = 128 (a bq_pair_params block where X has
+    "small": the cubins since the pair kernel took its own). tools/kernel_dump builds them:
       kernel_dump --out DIR --all --family affine
         --filter 'quantize.fwd.per_group.bf16.s8.q[-128,127].scale_f32.vec'
     writes one cubin per SKU that contains the text (fake and dynamic quantize too); copy
@@ -20,7 +21,8 @@ on torch's stream:
 Before timing, each output's codes that differ from ours and from torch.compile's are
 counted and printed (a replica of ours should print 0 and 19, torch.compile's kernel 19 and 0);
 PG_SHARED_Y=1 gives every direct launch one output buffer, so that none gains from where its
-output lies. Run on the GPU host from the repository root, the package's library built:
+output lies; PG_YBUFS=n instead runs each direct kernel into each of n outputs spaced apart
+by other allocations (contenders NAME@i), to see how much where an output lies matters. Run on the GPU host from the repository root, the package's library built:
 
   nvcc -cubin -arch=sm_90 -o pg.cubin tools/pergroup_ab/pergroup_ab.cu   (or NVRTC)
   PYTHONPATH=python BARACUDA_QUANT_PYLIB=... PG_ROUNDS=9 python3 tools/pergroup_ab/pergroup_ab.py pg.cubin 4096x4096
@@ -125,6 +127,12 @@ class AP(ctypes.Structure):
          ("mask", ctypes.c_uint64)]
 
 
+class PP(ctypes.Structure):
+    """bq_pair_params (the pair kernel's own block, where the cubin's name has "small")"""
+    _fields_ = [("in0", ctypes.c_uint64), ("out", ctypes.c_uint64), ("scales", ctypes.c_uint64),
+                ("pairs", ctypes.c_uint32), ("fd_group", ctypes.c_uint32 * 3)]
+
+
 real_fns = {}
 
 
@@ -146,12 +154,15 @@ def real_launcher(name, x, s, y, M, K, G):
     assert G == 128, "the parameter block below divides by 128"
     m, f = real_module(name)
     n = M * K
-    p = AP()
-    p.in0, p.out, p.scales = x.data_ptr(), y.data_ptr(), s.data_ptr()
-    p.rows, p.cols, p.in0_stride, p.out_stride = M, K, K, K
-    p.tiles, p.group, p.gmod, p.grs = n // 8, G, G, K // G
+    if "small" in name:
+        p = PP(x.data_ptr(), y.data_ptr(), s.data_ptr(), n // 16)
+    else:
+        p = AP()
+        p.in0, p.out, p.scales = x.data_ptr(), y.data_ptr(), s.data_ptr()
+        p.rows, p.cols, p.in0_stride, p.out_stride = M, K, K, K
+        p.tiles, p.group, p.gmod, p.grs = n // 8, G, G, K // G
+        p.fast32 = 1
     p.fd_group[0], p.fd_group[1], p.fd_group[2] = G, 0, 7  # n / 128
-    p.fast32 = 1
     args = [p]
     arr = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(p), ctypes.c_void_p))
     grid = (n // 16 + 255) // 256
@@ -194,6 +205,27 @@ def case(M, K, G=128, rounds=3):
         outs["k_triton"] = y
         contenders["k_triton"] = triton_launcher(xb, sg, y)
         names.append("k_triton")
+    nbuf = int(os.environ.get("PG_YBUFS", "0"))
+    if nbuf:  # each direct kernel into each of nbuf outputs, spaced apart by allocations
+        keep, make = [], {}
+        for n in names:
+            make[n] = (lambda n: (lambda y: real_launcher(n, xb, sg, y, M, K, G)) if n.startswith("k_real")
+                       else (lambda y: triton_launcher(xb, sg, y)) if n == "k_triton"
+                       else (lambda y: launcher(n, xb, sg, y)))(n)
+            del contenders[n]
+        placed = []
+        for i in range(nbuf):
+            keep.append(torch.empty((2 * i + 1) << 20, dtype=torch.uint8, device=DEV))
+            y = torch.full((M, K), 77, dtype=torch.int8, device=DEV)
+            keep.append(y)
+            print("  output %d at %#x" % (i, y.data_ptr()))
+            for n in names:
+                contenders["%s@%d" % (n, i)] = make[n](y)
+                outs["%s@%d" % (n, i)] = y
+                placed.append("%s@%d" % (n, i))
+        names = placed
+        case.keep = keep
+    print("  ours writes to %#x, compile to %#x" % (contenders["ours"]().data_ptr(), contenders["compile"]().data_ptr()))
     nb = xb.numel() * 2 + M * K
     contenders["copy"] = bench.copy_fn(nb)
     cref = comp(xb, sg)
