@@ -1083,8 +1083,16 @@ static const char bq__src_affine_cu[] =
   "  int gl, parts;\n"
   "  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words\n"
   "};\n"
-  "// bq_affine_pair's own parameter block: only what it reads. A launch carries its kernel's\n"
-  "// parameters, and the pair kernel ran slower on the H100 taking all of bq_affine_params.\n"
+  "// bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads. A launch\n"
+  "// carries its kernel's parameters, and the pair kernel ran slower on the H100 taking all of\n"
+  "// bq_affine_params.\n"
+  "struct bq_lean_params {\n"
+  "  bq_u64 in0, out, scales, zps; // device pointers (zps may be 0: all zero)\n"
+  "  double scale;                 // per tensor: the scale, already a C value\n"
+  "  bq_u32 accesses, n;           // whole accesses; elements (fewer than 2^31)\n"
+  "  bq_fastdiv fd_group;          // per token the row length, per group G\n"
+  "  int zp;                       // per tensor\n"
+  "};\n"
   "struct bq_pair_params {\n"
   "  bq_u64 in0, out, scales; // device pointers: the 16-bit input, its codes, the scales\n"
   "  bq_u32 pairs;            // the threads with work: elements / (2 * BQ_P)\n"
@@ -2145,8 +2153,20 @@ static const char bq__src_affine_cu[] =
   "  (void)src, (void)first;\n"
   "#endif\n"
   "}\n"
-  "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {\n"
-  "  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;\n"
+  "// Element e's scale and zero point (the thread past the last whole access)\n"
+  "static __device__ __forceinline__ void bq_lean_params_at(const bq_lean_params &p, bq_u32 e, bq_scale &s, bq_zp &z) {\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  (void)e;\n"
+  "  s = bq_scale_of((bq_c)p.scale);\n"
+  "  z = bq_zp_of(p.zp);\n"
+  "#else\n"
+  "  const bq_u32 b = bq_div_u31(e, p.fd_group);\n"
+  "  s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + b)));\n"
+  "  z = bq_zp_of(p.zps ? __ldg((const int *)p.zps + b) : 0);\n"
+  "#endif\n"
+  "}\n"
+  "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_params &p) {\n"
+  "  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = p.accesses;\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
   "  bq_out *out = (bq_out *)p.out;\n"
   "  bq_scale s;\n"
@@ -2188,13 +2208,13 @@ static const char bq__src_affine_cu[] =
   "    for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
   "  } else if (a == na) {\n"
   "#pragma unroll 1\n"
-  "    for (bq_i64 e = na * BQ_P; e < p.cols; e++) {\n"
-  "      bq_dense_params(p, e, s, z);\n"
+  "    for (bq_u32 e = na * BQ_P; e < p.n; e++) {\n"
+  "      bq_lean_params_at(p, e, s, z);\n"
   "      bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
   "    }\n"
   "  }\n"
   "}\n"
-  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  if (p.zp == 0) bq_lean<true>(p);\n"
   "#else\n"
@@ -2203,7 +2223,7 @@ static const char bq__src_affine_cu[] =
   "  else bq_lean<false>(p);\n"
   "}\n"
   "#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
-  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) { (void)p; } // never launched\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (void)p; } // never launched\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP\n"
@@ -7389,7 +7409,15 @@ typedef struct bq__affine_params {
   int32_t gl, parts;
   uint64_t mask; /* bq_affine_mask: the mask's words */
 } bq__affine_params;
-/* Mirrors struct bq_pair_params: bq_affine_pair's own, smaller parameter block. */
+/* Mirror struct bq_lean_params and bq_pair_params: bq_affine_lean's and bq_affine_pair's own,
+   smaller parameter blocks. */
+typedef struct bq__lean_params {
+  uint64_t in0, out, scales, zps;
+  double scale;
+  uint32_t accesses, n;
+  bq__fastdiv fd_group;
+  int32_t zp;
+} bq__lean_params;
 typedef struct bq__pair_params {
   uint64_t in0, out, scales;
   uint32_t pairs;
@@ -7828,7 +7856,8 @@ BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
    (every row stride the row length), the lead stream 16-byte aligned and the other on its
    accesses' grid, rows (per token) and
    groups whole accesses, and per group the scales row-major and dense (not packed). Fills
-   in k's fields for that kernel (p.cols the element count, p.tiles the whole accesses), sets
+   in k's fields the kernels' own blocks take (k->cols the element count, k->tiles the whole
+   accesses, k->fd_group), sets
    *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
    returns the threads to launch, or returns 0. Forced (tests), the table is not asked. */
 BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__affine_params *k, const bq__view *v,
@@ -7904,11 +7933,14 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN]
                      ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN, &lw)
                      : 0;
-  if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread, with its own parameter block */
+  if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
     bq__pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
   }
-  if (lean) return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &k, stream); /* an access a thread */
+  if (lean) { /* an access a thread (the one past the last whole access takes the rest) */
+    bq__lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
+    return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);
+  }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
     /* the channel axis innermost: [numel / C, C] with a scale per column (bq_affine_cols) */

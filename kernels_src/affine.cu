@@ -81,8 +81,16 @@ struct bq_affine_params {
   int gl, parts;
   bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words
 };
-// bq_affine_pair's own parameter block: only what it reads. A launch carries its kernel's
-// parameters, and the pair kernel ran slower on the H100 taking all of bq_affine_params.
+// bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads. A launch
+// carries its kernel's parameters, and the pair kernel ran slower on the H100 taking all of
+// bq_affine_params.
+struct bq_lean_params {
+  bq_u64 in0, out, scales, zps; // device pointers (zps may be 0: all zero)
+  double scale;                 // per tensor: the scale, already a C value
+  bq_u32 accesses, n;           // whole accesses; elements (fewer than 2^31)
+  bq_fastdiv fd_group;          // per token the row length, per group G
+  int zp;                       // per tensor
+};
 struct bq_pair_params {
   bq_u64 in0, out, scales; // device pointers: the 16-bit input, its codes, the scales
   bq_u32 pairs;            // the threads with work: elements / (2 * BQ_P)
@@ -1143,8 +1151,20 @@ static __device__ __forceinline__ void bq_lean_release(const void *src, bool fir
   (void)src, (void)first;
 #endif
 }
-template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affine_params &p) {
-  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = (bq_u32)p.tiles;
+// Element e's scale and zero point (the thread past the last whole access)
+static __device__ __forceinline__ void bq_lean_params_at(const bq_lean_params &p, bq_u32 e, bq_scale &s, bq_zp &z) {
+#if BQ_GRAN == BQ_GRAN_TENSOR
+  (void)e;
+  s = bq_scale_of((bq_c)p.scale);
+  z = bq_zp_of(p.zp);
+#else
+  const bq_u32 b = bq_div_u31(e, p.fd_group);
+  s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + b)));
+  z = bq_zp_of(p.zps ? __ldg((const int *)p.zps + b) : 0);
+#endif
+}
+template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_params &p) {
+  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = p.accesses;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   bq_out *out = (bq_out *)p.out;
   bq_scale s;
@@ -1186,13 +1206,13 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_affin
     for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
   } else if (a == na) {
 #pragma unroll 1
-    for (bq_i64 e = na * BQ_P; e < p.cols; e++) {
-      bq_dense_params(p, e, s, z);
+    for (bq_u32 e = na * BQ_P; e < p.n; e++) {
+      bq_lean_params_at(p, e, s, z);
       bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
     }
   }
 }
-extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   if (p.zp == 0) bq_lean<true>(p);
 #else
@@ -1201,7 +1221,7 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) {
   else bq_lean<false>(p);
 }
 #elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
-extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_affine_params p) { (void)p; } // never launched
+extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (void)p; } // never launched
 #endif
 
 #if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP

@@ -40,6 +40,7 @@ namespace emu_aff {
 #include <vector>
 
 static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
+static_assert(sizeof(bq__lean_params) == sizeof(emu_aff::bq_lean_params), "lean params size");
 static_assert(sizeof(bq__pair_params) == sizeof(emu_aff::bq_pair_params), "pair params size");
 
 static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
@@ -68,7 +69,7 @@ static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const emu_a
 #define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && \
                       (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP))
 #if EMU_HAS_LEAN
-static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_aff::bq_lean_params *)p); }
 #endif
 /* and of those, quantize from 16-bit data has bq_affine_pair (per token and per group) */
 #define EMU_HAS_PAIR (EMU_HAS_LEAN && EMU_OP == BQ_OP_QUANTIZE && EMU_GRAN != BQ_GRAN_TENSOR && \
