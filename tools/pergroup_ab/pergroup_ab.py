@@ -22,7 +22,8 @@ Before timing, each output's codes that differ from ours and from torch.compile'
 counted and printed (a replica of ours should print 0 and 19, torch.compile's kernel 19 and 0);
 PG_SHARED_Y=1 gives every direct launch one output buffer, so that none gains from where its
 output lies; PG_YBUFS=n instead runs each direct kernel into each of n outputs spaced apart
-by other allocations (contenders NAME@i), to see how much where an output lies matters. Run on the GPU host from the repository root, the package's library built:
+by other allocations (contenders NAME@i), to see how much where an output lies matters.
+Run on the GPU host from the repository root, the package's library built:
 
   nvcc -cubin -arch=sm_90 -o pg.cubin tools/pergroup_ab/pergroup_ab.cu   (or NVRTC)
   PYTHONPATH=python BARACUDA_QUANT_PYLIB=... PG_ROUNDS=9 python3 tools/pergroup_ab/pergroup_ab.py pg.cubin 4096x4096
@@ -186,45 +187,32 @@ def case(M, K, G=128, rounds=3):
     comp = torch.compile(t_quant_grp, fullgraph=True)
     ref = bqo.quantize_per_group(xb, sg, None, G)
     contenders = {"ours": lambda: bqo.quantize_per_group(xb, sg, None, G), "compile": lambda: comp(xb, sg)}
-    outs = {}
-    shared = torch.full((M, K), 77, dtype=torch.int8, device=DEV) if os.environ.get("PG_SHARED_Y") else None
-    direct = [n for n in NAMES if n != "k_tl" or M * K % 4096 == 0]  # (k_tl: whole blocks only)
-    for n in direct:
-        y = shared if shared is not None else torch.full((M, K), 77, dtype=torch.int8, device=DEV)
-        outs[n] = y
-        contenders[n] = launcher(n, xb, sg, y)
-    names = list(direct)
-    for rn in os.environ.get("PG_REAL", "").split(","):
-        if rn:
-            y = shared if shared is not None else torch.full((M, K), 77, dtype=torch.int8, device=DEV)
-            outs[rn] = y
-            contenders[rn] = real_launcher(rn, xb, sg, y, M, K, G)
-            names.append(rn)
+    kernels = [n for n in NAMES if n != "k_tl" or M * K % 4096 == 0]  # (k_tl: whole blocks only)
+    kernels += [n for n in os.environ.get("PG_REAL", "").split(",") if n]
     if tfn is not None and M * K == 4096 * 4096 and G == 128:
-        y = shared if shared is not None else torch.full((M, K), 77, dtype=torch.int8, device=DEV)
-        outs["k_triton"] = y
-        contenders["k_triton"] = triton_launcher(xb, sg, y)
-        names.append("k_triton")
+        kernels.append("k_triton")
+
+    def make(n, y):  # a direct launch of kernel n into y
+        if n.startswith("k_real"):
+            return real_launcher(n, xb, sg, y, M, K, G)
+        return triton_launcher(xb, sg, y) if n == "k_triton" else launcher(n, xb, sg, y)
+    new_y = lambda: torch.full((M, K), 77, dtype=torch.int8, device=DEV)  # noqa: E731
     nbuf = int(os.environ.get("PG_YBUFS", "0"))
-    if nbuf:  # each direct kernel into each of nbuf outputs, spaced apart by allocations
-        keep, make = [], {}
-        for n in names:
-            make[n] = (lambda n: (lambda y: real_launcher(n, xb, sg, y, M, K, G)) if n.startswith("k_real")
-                       else (lambda y: triton_launcher(xb, sg, y)) if n == "k_triton"
-                       else (lambda y: launcher(n, xb, sg, y)))(n)
-            del contenders[n]
-        placed = []
+    if nbuf:  # each kernel into each of nbuf outputs, spaced apart by allocations
+        ys, case.keep = {}, []
         for i in range(nbuf):
-            keep.append(torch.empty((2 * i + 1) << 20, dtype=torch.uint8, device=DEV))
-            y = torch.full((M, K), 77, dtype=torch.int8, device=DEV)
-            keep.append(y)
-            print("  output %d at %#x" % (i, y.data_ptr()))
-            for n in names:
-                contenders["%s@%d" % (n, i)] = make[n](y)
-                outs["%s@%d" % (n, i)] = y
-                placed.append("%s@%d" % (n, i))
-        names = placed
-        case.keep = keep
+            case.keep.append(torch.empty((2 * i + 1) << 20, dtype=torch.uint8, device=DEV))
+            ys["@%d" % i] = new_y()
+            print("  output %d at %#x" % (i, ys["@%d" % i].data_ptr()))
+    else:  # one output: shared by all (PG_SHARED_Y) or each kernel's own
+        shared = new_y() if os.environ.get("PG_SHARED_Y") else None
+        ys = {"": shared}
+    outs, names = {}, []
+    for at, y in ys.items():
+        for n in kernels:
+            names.append(n + at)
+            outs[n + at] = y if y is not None else new_y()
+            contenders[n + at] = make(n, outs[n + at])
     print("  ours writes to %#x, compile to %#x" % (contenders["ours"]().data_ptr(), contenders["compile"]().data_ptr()))
     nb = xb.numel() * 2 + M * K
     contenders["copy"] = bench.copy_fn(nb)
