@@ -1151,16 +1151,17 @@ static __device__ __forceinline__ void bq_lean_release(const void *src, bool fir
   (void)src, (void)first;
 #endif
 }
-// Element e's scale and zero point (the thread past the last whole access)
-static __device__ __forceinline__ void bq_lean_params_at(const bq_lean_params &p, bq_u32 e, bq_scale &s, bq_zp &z) {
+// Element e's scale, as a C value, and its zero point (Z0: none)
+template <bool Z0> static __device__ __forceinline__ bq_c bq_lean_param(const bq_lean_params &p, bq_u32 e, bq_zp &z) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   (void)e;
-  s = bq_scale_of((bq_c)p.scale);
-  z = bq_zp_of(p.zp);
+  z = bq_zp_of(Z0 ? 0 : p.zp);
+  return (bq_c)p.scale;
 #else
-  const bq_u32 b = bq_div_u31(e, p.fd_group);
-  s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + b)));
-  z = bq_zp_of(p.zps ? __ldg((const int *)p.zps + b) : 0);
+  const bq_u32 b = bq_div_u31(e, p.fd_group); // per token the row, per group the group
+  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + b));
+  z = bq_zp_of(!Z0 && p.zps ? __ldg((const int *)p.zps + b) : 0);
+  return sv;
 #endif
 }
 template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_params &p) {
@@ -1173,14 +1174,7 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
     const bq_u32 e = a * BQ_P;
     bq_piece<bq_in0> x;
     bq_lean_load(x, in0 + e);
-#if BQ_GRAN == BQ_GRAN_TENSOR
-    const bq_c sv = (bq_c)p.scale;
-    z = bq_zp_of(Z0 ? 0 : p.zp);
-#else
-    const bq_u32 b = bq_div_u31(e, p.fd_group); // per token the row, per group the group
-    const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + b));
-    z = bq_zp_of(!Z0 && p.zps ? __ldg((const int *)p.zps + b) : 0);
-#endif
+    const bq_c sv = bq_lean_param<Z0>(p, e, z);
     bq_piece<bq_out> y;
 #if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
     if (Z0 && bq_scale_is_plain(sv)) {
@@ -1207,7 +1201,7 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
   } else if (a == na) {
 #pragma unroll 1
     for (bq_u32 e = na * BQ_P; e < p.n; e++) {
-      bq_lean_params_at(p, e, s, z);
+      s = bq_scale_of(bq_lean_param<false>(p, e, z));
       bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
     }
   }
