@@ -1,4 +1,4 @@
-/* test_sku.c - SKUs name kernels one to one, and NVRTC compiles every one of them.
+/* test_sku.c - SKUs name kernels one to one, and NVRTC compiles them.
 
    (a) Every valid combination of op (quantize, dequantize, fake quantize, dynamic
        quantize), direction, granularity (per block included), float type, int type (s8, u8,
@@ -8,10 +8,13 @@
        equal SKUs mean byte-identical source and the same target; different normalized
        descriptors or targets mean different SKUs; SKUs are readable and their file names
        safe; bq_sku agrees with bq__kernel_for.
-   (b) NVRTC compiles every SKU for sm_80 and sm_90 (bq_cache_warm, disk cache off), the
-       fused producers' included; the FP8 storage types' for sm_80, sm_89 and sm_90 too,
-       and the software conversion's (.soft) for sm_89 and sm_90; a sample of per block,
-       MN-major and packed UE8M0 SKUs on sm_80, sm_89 and sm_90.
+   (b) NVRTC compiles the SKUs of these sets (bq_cache_warm, disk cache off): every op for
+       sm_80 and sm_90, the fused producers' and the linear layers' included; the FP8
+       storage types' for sm_80, sm_89 and sm_90 too, and the software conversion's (.soft)
+       for sm_89 and sm_90; per block, MN-major and packed UE8M0 SKUs on sm_80, sm_89 and
+       sm_90. With BQ_SKU_ALL=1 (tools/gpu_check.sh sku) every SKU of every set; otherwise a
+       sample of each pool of sets that holds every float type, storage type and op of the
+       pool, for each arch (see sample()).
        NVRTC must be present: CI installs it, and a compile test that cannot compile
        fails rather than skips.
    Criterion runs every test in its own process, so each starts with fresh counters. */
@@ -441,13 +444,138 @@ static size_t dynamic_set(bq_op op, int sm, bq_desc *out) {
   return n;
 }
 
-static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *)) {
+/* Which SKUs of a set a run compiles. On the GPU host (tools/gpu_check.sh sku), with
+   BQ_SKU_ALL=1, every one. Elsewhere (CI, tools/run.sh test) a sample: SKUs drawn in a
+   random order are kept while they bring a float type or a storage type the sample lacks
+   (so every float type and every storage type of the set is compiled for the test's arch),
+   then BQ_SKU_EXTRA (default 1) more. The order comes from BQ_SKU_SEED (meson passes the
+   commit's hash, so each commit compiles another sample and a failure reproduces with
+   its seed) and the test's name; the log names the seed and every SKU compiled. */
+static int sku_all(void) {
+  const char *v = getenv("BQ_SKU_ALL");
+  return v && *v && strcmp(v, "0") != 0;
+}
+static uint64_t sku_seed(void) {
+  const char *v = getenv("BQ_SKU_SEED");
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; v && *v; v++) h = (h ^ (unsigned char)*v) * 0x100000001b3ull;
+  return h;
+}
+static size_t sku_extra(void) {
+  const char *v = getenv("BQ_SKU_EXTRA");
+  return v && *v ? (size_t)strtoul(v, NULL, 10) : 1;
+}
+/* what a SKU brings to the sample: its float (or output) type, storage type and kind (op and
+   activation), each a bit of one 64-bit word */
+static uint64_t axes(const bq_desc *d) {
+  const bq_dtype ft = d->out_type ? d->out_type : d->float_type;
+  return 1ull << ((unsigned)ft & 15) | 1ull << (16 + ((unsigned)d->int_type & 15)) |
+         1ull << (32 + (((unsigned)d->op * 3 + (unsigned)d->activation) & 31));
+}
+static int popcount64(uint64_t v) {
+  int c = 0;
+  for (; v; v &= v - 1) c++;
+  return c;
+}
+/* the sample, moved to the front of set[0, n) (own[] moves with it); returns its size */
+static size_t sample(bq_desc *set, int *own, size_t n, const char *name) {
+  if (sku_all()) return n;
+  uint64_t st = sku_seed();
+  for (const char *c = name; *c; c++) st = (st ^ (unsigned char)*c) * 0x100000001b3ull;
+  st |= 1;
+#define SWAP(i, j)                                                                               \
+  do {                                                                                           \
+    bq_desc t_ = set[i];                                                                         \
+    set[i] = set[j];                                                                             \
+    set[j] = t_;                                                                                 \
+    int o_ = own[i];                                                                             \
+    own[i] = own[j];                                                                             \
+    own[j] = o_;                                                                                 \
+  } while (0)
+  for (size_t i = n; i > 1; i--) { /* Fisher-Yates with xorshift64 */
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    const size_t j = (size_t)(st % i);
+    SWAP(i - 1, j);
+  }
+  /* greedily, the first SKU (in that order) that brings the most the sample lacks */
+  uint64_t have = 0;
+  size_t k = 0;
+  for (;;) {
+    size_t best = n;
+    int gain = 0;
+    for (size_t i = k; i < n; i++) {
+      const int g = popcount64(axes(&set[i]) & ~have);
+      if (g > gain) gain = g, best = i;
+    }
+    if (best == n) break;
+    have |= axes(&set[best]);
+    SWAP(k, best);
+    k++;
+  }
+#undef SWAP
+  const size_t extra = sku_extra();
+  return k + extra < n ? k + extra : n;
+}
+
+/* The tests' sets and the pools they are sampled in together: a test (op, set) compiles its
+   own members of its pool's sample, so that a pool of ops is covered once per arch rather
+   than once per op. A test in no pool is a pool of its own. */
+typedef size_t (*set_fn)(bq_op, int, bq_desc *);
+typedef struct member { bq_op op; set_fn set; } member;
+static size_t fp8_set(bq_op op, int sm, bq_desc *out);
+static size_t affine_set(bq_op op, int sm, bq_desc *out);
+static size_t rmsnorm_set(bq_op op, int sm, bq_desc *out);
+static size_t silu_set(bq_op op, int sm, bq_desc *out);
+static size_t gelu_set(bq_op op, int sm, bq_desc *out);
+static size_t linear_set(bq_op op, int sm, bq_desc *out);
+static const member POOLS[][5] = {
+    {{BQ_QUANTIZE, fp8_set}, {BQ_DEQUANTIZE, fp8_set}, {BQ_FAKE_QUANTIZE, fp8_set}, {BQ_DYNAMIC_QUANTIZE, fp8_set}},
+    {{BQ_QUANTIZE, affine_set}, {BQ_DEQUANTIZE, affine_set}, {BQ_FAKE_QUANTIZE, affine_set}},
+    {{BQ_RMSNORM_QUANTIZE, rmsnorm_set}, {BQ_GATED_QUANTIZE, silu_set}, {BQ_GATED_QUANTIZE, gelu_set}},
+    {{BQ_QUANTIZED_LINEAR, linear_set}, {BQ_SMOOTHQUANT_LINEAR, linear_set}},
+};
+
+static void compile_all(bq_op op, int sm, set_fn set_of) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
   cr_assert_null(bq_cache_directory(), "the disk cache is still on");
-  static bq_desc set[512];
-  size_t n = set_of(op, sm, set);
-  cr_assert(n > 0 && n <= NELEM(set));
+  static bq_desc set[1024];
+  static int own[1024];
+  const member self[1] = {{op, set_of}};
+  const member *pool = self;
+  size_t np = 1, p = 0;
+  for (size_t i = 0; i < NELEM(POOLS) && pool == self; i++)
+    for (size_t j = 0; j < NELEM(POOLS[i]) && POOLS[i][j].set; j++)
+      if (POOLS[i][j].op == op && POOLS[i][j].set == set_of) {
+        pool = POOLS[i];
+        p = i + 1;
+        for (np = 0; np < NELEM(POOLS[i]) && POOLS[i][np].set; np++) {}
+      }
+  size_t all = 0, mine = 0;
+  for (size_t j = 0; j < np; j++) {
+    const size_t m = pool[j].set(pool[j].op, sm, set + all);
+    for (size_t i = 0; i < m; i++) own[all + i] = pool[j].op == op && pool[j].set == set_of;
+    all += m;
+    cr_assert(m > 0 && all <= NELEM(set));
+  }
+  char name[80];
+  snprintf(name, sizeof name, "pool %zu op %d sm_%d", p, p ? 0 : (int)op, sm);
+  const size_t taken = sample(set, own, all, name);
+  size_t n = 0; /* this test's members of the sample, first */
+  for (size_t i = 0; i < taken; i++)
+    if (own[i]) {
+      bq_desc t = set[n];
+      set[n] = set[i];
+      set[i] = t;
+      own[i] = own[n];
+      own[n++] = 1;
+    }
+  for (size_t i = 0; i < all; i++) mine += own[i];
+  /* each member has a kind or a storage type of its own, which the sample covers */
+  cr_assert(n > 0, "sm_%d: none of this set's %zu SKUs is in its pool's sample", sm, mine);
+  all = mine;
 
   /* every SKU in the set is distinct, so each warm is one compile */
   static char skus[512][256];
@@ -482,7 +610,9 @@ static void compile_all(bq_op op, int sm, size_t (*set_of)(bq_op, int, bq_desc *
   cr_assert_eq(after.misses - before.misses, n + extra);
   cr_assert_eq(after.disk_hits, before.disk_hits, "the disk cache was used while disabled");
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  cr_log_info("sm_%d: %zu SKUs compiled in %.1f s (%.0f ms each)", sm, n, s, 1e3 * s / (double)n);
+  cr_log_info("sm_%d: %zu of %zu SKUs compiled in %.1f s (%.0f ms each), seed '%s'", sm, n, all, s,
+              1e3 * s / (double)n, getenv("BQ_SKU_SEED") ? getenv("BQ_SKU_SEED") : "");
+  for (size_t i = 0; i < n && n < all; i++) cr_log_info("  %s", skus[i]);
 }
 
 /* FP8 storage (e4m3, e5m2), one op: every direction x granularity x float type (dynamic

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|warmcheck|python|fused|fp8|pair|ab] - on a GPU host, from
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|sku|warmcheck|python|fused|fp8|pair|ab] - on a GPU host, from
 # the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
@@ -8,7 +8,8 @@
 # over the dynamic, fused, FP8 (the same FP8 tests) and per-block suites and the affine kernels that use shared
 # memory; `linear` the linear
 # layers' suite, sanitizers and benchmark rows. `all` is all four.
-# `pair` (two GPUs): both sides at once, see pair() below.
+# `pair` (two GPUs): both sides at once, see pair() below. `sku`: NVRTC compiles every SKU of
+# test_sku's sets for every arch they name (CI compiles a sample).
 # `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
 # and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
 # compiles. `python` the Python package's pytest suite and python/bench.py (needs
@@ -64,6 +65,12 @@ if [ "$what" = all ] || [ "$what" = races ]; then
   race_affine
 fi
 if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
+# `sku` (NVRTC only, no GPU needed): every SKU of test_sku's compile sets, which CI samples
+# (BQ_SKU_ALL=1), on all the host's cores
+if [ "$what" = sku ]; then
+  BQ_SKU_ALL=1 BQ_TEST_SOURCE_DIR=$PWD /usr/bin/time -f "%e s" $B/tests/test_sku --filter 'compile/*' -j$(nproc) \
+    > $OUT/sku-all.txt 2>&1; echo "sku (every SKU) rc=$? $(tail -1 $OUT/sku-all.txt)"; grep -E "^\[FAIL|Synthesis" $OUT/sku-all.txt | tail -3
+fi
 
 warmcheck() {
   local A=$BARACUDA_QUANT_CACHE_DIR C=/tmp/bq-cache-warmed Q=$B/tools/baracuda-quant

@@ -11,6 +11,7 @@
 # meson, ninja, pkg-config, Criterion and python3 with apt-get when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
 what=${1:-}
 case "$what" in demo|test|gpu-bundle) ;; *) echo "usage: $0 demo|test|gpu-bundle" >&2; exit 2 ;; esac
 
@@ -147,7 +148,7 @@ gpu-bundle)
   # suites and the object files stay behind), so that `.deps` alone is carried.
   tools/stage-criterion-runtime.sh .deps
   rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
-  cp build/tests/test_gpu_{affine,batch,blocks,cache,devices,dynamic,fp8,fused,linear} build/tests/test_validation{,_linear,_fused} build/tests/test_cache \
+  cp build/tests/test_gpu_{affine,batch,blocks,cache,devices,dynamic,fp8,fused,linear} build/tests/test_validation{,_linear,_fused} build/tests/test_cache build/tests/test_sku \
     build/tests/libbq_fake_driver.so .deps/build/tests/
   cp build/tools/bench build/tools/baracuda-quant .deps/build/tools/
   cp build/examples/{demo,w8a8_linear,qat_step,per_group_weights} .deps/build/examples/
@@ -170,6 +171,7 @@ test)
   set -e
   grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' build/pytest.log || true
   summary=$(python3 tools/test_summary.py build/meson-logs/testlog.json build/test-asan.log build/pytest.xml)
+  echo "wall time: $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s (installs, build and every suite)"
   echo "$summary"
   case "$summary" in *" 0 failed,"*) ;; *) rc=1 ;; esac
   [ $rc -ne 0 ] || rc=$pyrc

@@ -3,8 +3,11 @@
    Not a GPU and not a timing model: a functional model of the few CUDA features the
    linear kernels use, so that CI (which has no GPU) executes the very source NVRTC
    compiles, index arithmetic, tiling, tails and epilogue included:
-   - a CTA's threads are user-level fibers (ucontext), run one at a time until they
-     block at a barrier; __syncthreads and warp collectives are real barriers;
+   - a CTA's threads are user-level fibers, run one at a time until they block at a
+     barrier; __syncthreads and warp collectives are real barriers. On x86-64 a fiber
+     switch saves the callee-saved registers and the stack pointer (emu_switch);
+     elsewhere, or with EMU_UCONTEXT, ucontext's swapcontext, whose signal-mask system
+     calls made it most of the linear suites' time;
    - mma.sync m16n8k32 (s8/u8 x s8 -> s32), ldmatrix .x4, __shfl_xor_sync, __all_sync, __ballot_sync and __dp4a
      follow the register layouts of the PTX ISA;
    - cp.async copies are queued per thread and land only at cp.async.wait_group (zero
@@ -50,8 +53,31 @@ struct emu_dim3 { unsigned x, y, z; };
 /* ---- the fiber runtime ------------------------------------------------------------------ */
 struct emu_copy { unsigned dst; const unsigned char *src; int bytes; };
 struct emu_wgmma { int *d; unsigned long long da, db; };
+/* ---- fibers ------------------------------------------------------------------------------------ */
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+#define EMU_FAST_SWITCH 1
+/* emu_switch(&from, to): pushes the SysV callee-saved registers (and the x87 and SSE control
+   words) on the current stack, stores the stack pointer in *from, loads to and pops the same */
+extern "C" void emu_switch(void **from, void *to);
+__asm__(".text\n"
+        ".globl emu_switch\n"
+        ".hidden emu_switch\n"
+        ".type emu_switch, @function\n"
+        "emu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $16, %rsp\n  stmxcsr 8(%rsp)\n  fnstcw (%rsp)\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  ldmxcsr 8(%rsp)\n  fldcw (%rsp)\n  addq $16, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size emu_switch, .-emu_switch\n");
+typedef void *emu_ctx; /* a suspended fiber's stack pointer */
+#else
+typedef ucontext_t emu_ctx;
+#endif
+
 struct emu_thread {
-  ucontext_t ctx;
+  emu_ctx ctx;
   emu_dim3 tid;
   int done;
   std::vector<emu_copy> open;                 /* cp.async since the last commit */
@@ -67,7 +93,7 @@ static struct {
   emu_thread th[EMU_MAX_THREADS];
   int nthreads, live, warp_live[32];
   emu_thread *cur;
-  ucontext_t sched;
+  emu_ctx sched;
   unsigned bar_gen, warp_gen[32];
   unsigned long long progress; /* barrier arrivals and exits: a pass without any is a deadlock */
   int eager_copies;            /* 1: cp.async lands at issue instead of at its wait */
@@ -85,7 +111,14 @@ static struct {
 #define blockDim (emu.block_dim)
 #define gridDim (emu.grid_dim)
 
-static inline void emu_yield() { swapcontext(&emu.cur->ctx, &emu.sched); }
+#ifdef EMU_FAST_SWITCH
+static inline void emu_to_sched() { emu_switch(&emu.cur->ctx, emu.sched); }
+static inline void emu_to_thread(emu_thread *th) { emu_switch(&emu.sched, th->ctx); }
+#else
+static inline void emu_to_sched() { swapcontext(&emu.cur->ctx, &emu.sched); }
+static inline void emu_to_thread(emu_thread *th) { swapcontext(&emu.sched, &th->ctx); }
+#endif
+static inline void emu_yield() { emu_to_sched(); }
 static inline int emu_index() { return (int)(emu.cur - emu.th); }
 
 static void emu_release_barriers() {
@@ -120,7 +153,35 @@ static void emu_entry() {
   emu.live--;
   emu.warp_live[emu_index() >> 5]--;
   emu_release_barriers();
-  swapcontext(&emu.cur->ctx, &emu.sched);
+  emu_to_sched(); /* never resumed */
+  abort();
+}
+
+/* a fresh fiber on th's stack that starts in emu_entry */
+static void emu_fiber_init(emu_thread *th, size_t stack_bytes) {
+#ifdef EMU_FAST_SWITCH
+  /* emu_switch's frame, as it pops it: the control words (16 bytes), six registers, then
+     the return address, emu_entry, entered with the stack 8 bytes past a 16-byte boundary */
+  uintptr_t top = ((uintptr_t)th->stack + stack_bytes) & ~(uintptr_t)15;
+  void **sp = (void **)(top - 8); /* emu_entry's own return slot (never used) */
+  *--sp = (void *)emu_entry;
+  for (int r = 0; r < 6; r++) *--sp = NULL;
+  sp -= 2;
+  unsigned mxcsr;
+  unsigned short fcw;
+  __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+  __asm__ volatile("fnstcw %0" : "=m"(fcw));
+  memset(sp, 0, 16);
+  memcpy((char *)sp + 8, &mxcsr, 4);
+  memcpy(sp, &fcw, 2);
+  th->ctx = sp;
+#else
+  getcontext(&th->ctx);
+  th->ctx.uc_stack.ss_sp = th->stack;
+  th->ctx.uc_stack.ss_size = stack_bytes;
+  th->ctx.uc_link = &emu.sched;
+  makecontext(&th->ctx, emu_entry, 0);
+#endif
 }
 
 /* Runs kernel(params) over the grid (gx x gy blocks of `block` threads, `smem` bytes of
@@ -151,11 +212,7 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
       th->wg_open.clear();
       th->wg_groups.clear();
       if (!th->stack) th->stack = (unsigned char *)malloc(STACK);
-      getcontext(&th->ctx);
-      th->ctx.uc_stack.ss_sp = th->stack;
-      th->ctx.uc_stack.ss_size = STACK;
-      th->ctx.uc_link = &emu.sched;
-      makecontext(&th->ctx, emu_entry, 0);
+      emu_fiber_init(th, STACK);
     }
     for (int live = 1; live;) {
       unsigned long long before = emu.progress;
@@ -164,7 +221,7 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
         emu_thread *th = &emu.th[t];
         if (th->done) continue;
         emu.cur = th;
-        swapcontext(&emu.sched, &th->ctx);
+        emu_to_thread(th);
         live |= !th->done;
       }
       if (live && emu.progress == before) {
