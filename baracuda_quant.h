@@ -24,18 +24,24 @@
      bq_memcpy_to_device, bq_memcpy_to_host, bq_free and wait with bq_synchronize.
 
    PLANS (the cuBLASLt / CUTLASS lifecycle)
-     bq_plan_select(desc, &plan)   validates the descriptor and compiles the kernel (or
-                                   takes it from the memory or disk cache) in desc.device's
-                                   context (DEVICES)
+     bq_plan_select(desc, &plan)   validates the descriptor and compiles the kernel a
+                                   typical problem takes (or takes it from the memory or
+                                   disk cache) in desc.device's context (DEVICES)
      bq_plan_can_implement(plan, args)   validates one call's arguments
      bq_plan_workspace_size(plan, args, &bytes)  device bytes run needs (0 for most ops);
                                    validates the shape; on an error *bytes = 0
      bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches in the plan's
-                                   context; never allocates, never synchronizes, works
-                                   under CUDA graph capture; a zero-size problem succeeds
-                                   and launches nothing
+                                   context; never allocates device memory for data, never
+                                   synchronizes, works under CUDA graph capture; a
+                                   zero-size problem succeeds and launches nothing
      bq_plan_destroy(plan);  bq_plan_sku(plan);  bq_plan_precision_guarantee(plan)
      Plans are immutable: one plan may run from many threads and streams at once.
+     A plan's kernels are modules of one entry point each (named "<SKU>@<entry point>"):
+     select loads the one (or two) that a [4096, 4096] dense problem takes, and a run whose
+     shape needs another (odd sizes, misaligned or strided data, other M) loads it the
+     first time, from the caches or NVRTC, in the plan's context; under stream capture that
+     load enqueues nothing, so the capture stays valid. BARACUDA_QUANT_LAZY=0 makes select
+     load them all; bq_cache_warm and `baracuda-quant warm` compile them all.
      Descriptors are zero-is-default: granularity 0 (BQ_GRANULARITY_DEFAULT) is per tensor,
      per token for QuantizedLinear; qmin == qmax == 0 the int type's full range; int_type 0
      s8; scale_type 0 BQ_F32 for every op and float type; device 0 the current context.
@@ -113,8 +119,8 @@
      not fill the GPU once), else 128x256 tiles. On an sm_90 device (compute capability 9.0) the plan's
      module is built for sm_90a and those tiles are warpgroup MMA (wgmma m64n256k32, two
      warpgroups, a 4-stage cp.async pipeline); elsewhere, or with BARACUDA_QUANT_WGMMA=0,
-     they are mma.sync with a 3-stage pipeline. The first select of a GEMM SKU compiles
-     for a few seconds (then it is cached like every kernel). A QuantizedLinear plan
+     they are mma.sync with a 3-stage pipeline. A GEMM's tiles compile for about a second
+     the first time (then they are cached like every kernel). A QuantizedLinear plan
      holds two kernels: bq_plan_sku names both ("<gemm> + <dynamic>"), bq_sku the GEMM,
      and bq_cache_warm compiles both, in the form bq_plan_select would use. On sm_90 and
      later (driver 12.3 or newer) its weight streaming (M <= 64, or 256 in passes) is
@@ -182,8 +188,8 @@
 
    THE KERNEL CACHE
      In memory per (SKU, context); on disk in $BARACUDA_QUANT_CACHE_DIR, else
-     $XDG_CACHE_HOME/baracuda_quant, else ~/.cache/baracuda_quant. One file per kernel,
-     named by its SKU, validated (magic, version, lengths, full key, checksum) before the
+     $XDG_CACHE_HOME/baracuda_quant, else ~/.cache/baracuda_quant. One file per module,
+     named by its SKU and entry point, validated (magic, version, lengths, full key, checksum) before the
      driver sees it; anything wrong is a miss that recompiles and rewrites, with one
      warning. An unwritable directory means memory only, with one warning (without
      HOME, the user database's home directory is used). Only regular files are read,
@@ -213,9 +219,12 @@
                                    not overlapping it
      BARACUDA_QUANT_STATS          1: print this process's cache counters (hits, misses,
                                    compiles) on stderr once at exit, one line
-   The on/off variables (DISABLE_CACHE, FORCE_PTX, QUIET, WGMMA, PDL) read 1, true, yes or
-   on as on and 0, false, no or off as off, in any case; unset or empty means the default
-   (off, but on for WGMMA and PDL); any other value means the default, with one warning.
+     BARACUDA_QUANT_LAZY           0: select loads every entry point's module of a plan,
+                                   not only those a typical problem takes
+   The on/off variables (DISABLE_CACHE, FORCE_PTX, QUIET, WGMMA, PDL, LAZY) read 1, true,
+   yes or on as on and 0, false, no or off as off, in any case; unset or empty means the
+   default (off, but on for WGMMA, PDL and LAZY); any other value means the default, with
+   one warning.
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -578,6 +587,7 @@ enum {
                      unsigned by, unsigned bz, unsigned smem, bq__CUstream s, void **params,   \
                      void **extra))                                                            \
   X(cuLaunchKernelEx, (const bq__CUlaunchConfig *c, bq__CUfunction f, void **params, void **extra)) \
+  X(cuThreadExchangeStreamCaptureMode, (int *mode))                                            \
   X(cuMemAlloc, (bq__CUdeviceptr * p, size_t n))                                               \
   X(cuMemFree, (bq__CUdeviceptr p))                                                            \
   X(cuMemcpyHtoD, (bq__CUdeviceptr dst, const void *src, size_t n))                            \
@@ -1651,9 +1661,13 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "}\n"
   "\n"
+  "#if BQ_E_AFFINE\n"
   "extern \"C\" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
+  "#endif\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
+  "#if BQ_E_AFFINE_ODD\n"
   "extern \"C\" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
@@ -1733,11 +1747,13 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
+  "#if BQ_E_AFFINE_BLOCKS\n"
   "extern \"C\" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params p) {\n"
   "#if BQ_GA\n"
   "  bq_blocks_body<BQ_P, BQ_GA>(p);\n"
   "#endif\n"
   "}\n"
+  "#endif\n"
   "\n"
   "// f64 quantize, per channel, per group and per token (a block a row): bq_affine_blocks'\n"
   "// layout with accesses of one element (8 bytes), BQ_NA a lane (the host's prelude: 0 in\n"
@@ -1746,11 +1762,13 @@ static const char bq__src_affine_cu[] =
   "// instruction still reads gl contiguous elements of each of its blocks (a whole 32-byte\n"
   "// sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its\n"
   "// elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.\n"
+  "#if BQ_E_AFFINE_NARROW\n"
   "extern \"C\" __global__ void BQ_LB_NARROW bq_affine_narrow(const bq_affine_params p) {\n"
   "#if BQ_NA\n"
   "  bq_blocks_body<1, BQ_NA>(p);\n"
   "#endif\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP\n"
@@ -1918,6 +1936,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "\n"
   "#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)\n"
+  "#if BQ_E_AFFINE_FLAT\n"
   "extern \"C\" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {\n"
   "#if BQ_FR\n"
   "  __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups\n"
@@ -1975,6 +1994,7 @@ static const char bq__src_affine_cu[] =
   "  bq_flat_ends(p, in0, in1, out, n, pro, nacc);\n"
   "#endif\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL\n"
@@ -2058,6 +2078,7 @@ static const char bq__src_affine_cu[] =
   "\n"
   "// (the host gives the ops the table's cwave names one wave of blocks, the others a block for\n"
   "// every BQ_R rows)\n"
+  "#if BQ_E_AFFINE_COLS\n"
   "extern \"C\" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {\n"
   "  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) * BQ_CP;\n"
   "  if (c0 >= C) return;\n"
@@ -2080,6 +2101,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "    bq_cols_rows<false, BQ_R>(p, s, z, slow, c0);\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "\n"
@@ -2208,6 +2230,7 @@ static const char bq__src_affine_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
+  "#if BQ_E_AFFINE_LEAN\n"
   "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  if (p.zp == 0) bq_lean<true>(p);\n"
@@ -2216,8 +2239,11 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "  else bq_lean<false>(p);\n"
   "}\n"
+  "#endif\n"
   "#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
+  "#if BQ_E_AFFINE_LEAN\n"
   "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (void)p; } // never launched\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP\n"
@@ -2230,6 +2256,7 @@ static const char bq__src_affine_cu[] =
   "// tested before the loads: a thread past the last pair loads the last pair again and\n"
   "// returns before it stores. The loads are used on both sides of the plain-scale test, which\n"
   "// keeps them issued ahead of it. There are p.pairs pairs and no elements past them.\n"
+  "#if BQ_E_AFFINE_PAIR\n"
   "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {\n"
   "  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;\n"
   "  const bq_u32 a = min(t, np - 1);\n"
@@ -2263,8 +2290,11 @@ static const char bq__src_affine_cu[] =
   "    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);\n"
   "  }\n"
   "}\n"
+  "#endif\n"
   "#else\n"
+  "#if BQ_E_AFFINE_PAIR\n"
   "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) { (void)p; } // never launched\n"
+  "#endif\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -2405,6 +2435,7 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "\n"
+  "#if BQ_E_AFFINE_MASK\n"
   "extern \"C\" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {\n"
   "#if BQ_OP == BQ_OP_FAKE_QUANTIZE\n"
   "  bq_mask_body(p);\n"
@@ -2412,6 +2443,7 @@ static const char bq__src_affine_cu[] =
   "  (void)p;\n"
   "#endif\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
 ;
 static const char bq__src_common_cuh[] =
@@ -2425,6 +2457,9 @@ static const char bq__src_common_cuh[] =
   "//   BQ_QMIN, BQ_QMAX   the q-range (integer types; 0 and 0 for FP8)\n"
   "//   BQ_ST   scale array element type: BQ_TYPE_F32, T or BQ_TYPE_UE8M0\n"
   "//   BQ_SL   the per-group scales' layout: BQ_SL_ROWS, BQ_SL_MN or BQ_SL_MN_X4 (bq_pbase)\n"
+  "//   BQ_E_<NAME>  the entry points this source compiles (bq_affine_lean: BQ_E_AFFINE_LEAN): the\n"
+  "//           host compiles a module for each entry point alone, so every kernel file\n"
+  "//           wraps each of its entry points in #if BQ_E_<NAME>\n"
   "// Numerics: docs/numerics.md in the repository. Every rounding is explicit\n"
   "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
   "\n"
@@ -3863,6 +3898,7 @@ static const char bq__src_dynamic_cu[] =
   "  bq_tile_rows<RB, true>(x, y, nr, nc, p.xs, p.ys, red, q);\n"
   "}\n"
   "// (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)\n"
+  "#if BQ_E_DYNAMIC_TILES\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];\n"
   "  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;\n"
@@ -3902,9 +3938,11 @@ static const char bq__src_dynamic_cu[] =
   "    }\n"
   "  }\n"
   "}\n"
+  "#endif\n"
   "// Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x\n"
   "// itself off it: the host's choice), four rows a warp at a time in registers that the\n"
   "// 64-register bound of bq_dynamic_tiles would spill.\n"
+  "#if BQ_E_DYNAMIC_TILES_ROWS\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];\n"
   "  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;\n"
@@ -3914,6 +3952,7 @@ static const char bq__src_dynamic_cu[] =
   "    bq_tile_off_grid<4>(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);\n"
   "  }\n"
   "}\n"
+  "#endif\n"
   "#elif BQ_GRAN != BQ_GRAN_TENSOR\n"
   "// Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp\n"
   "// teams, eight.\n"
@@ -3939,6 +3978,7 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "// Per token, QuantizedLinear's weight streaming may start as soon as every block of this\n"
   "// grid is running (bq_launch_dependents): it streams weights until this grid is done.\n"
+  "#if BQ_E_DYNAMIC\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
@@ -3946,6 +3986,7 @@ static const char bq__src_dynamic_cu[] =
   "#endif\n"
   "  bq_dynamic_body<BQ_CPT>(p, red_smem);\n"
   "}\n"
+  "#endif\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "// Symmetric: at most 64 registers, two 512-thread blocks an SM, as the code without a bound\n"
   "// (args.amax_bound) fits; the bound's branch would otherwise cost one block an SM.\n"
@@ -3954,14 +3995,17 @@ static const char bq__src_dynamic_cu[] =
   "#else\n"
   "#define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))\n"
   "#endif\n"
+  "#if BQ_E_DYNAMIC_LONG\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) bq_dynamic_long(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];\n"
   "  bq_launch_dependents();\n"
   "  bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);\n"
   "}\n"
   "#endif\n"
+  "#endif\n"
   "#else\n"
   "// Per tensor, pass 1: one partial reduction per block into the workspace.\n"
+  "#if BQ_E_DYNAMIC_REDUCE\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "  const bq_t *x = (const bq_t *)p.x;\n"
@@ -3982,9 +4026,11 @@ static const char bq__src_dynamic_cu[] =
   "  r = bq_red_team(r, blockDim.x, red_smem);\n"
   "  if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;\n"
   "}\n"
+  "#endif\n"
   "\n"
   "// Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores\n"
   "// the scale, and all quantize.\n"
+  "#if BQ_E_DYNAMIC_APPLY\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "  bq_red r = bq_red_init();\n"
@@ -4019,6 +4065,7 @@ static const char bq__src_dynamic_cu[] =
   "  const bq_i64 kt = pro + nch * BQ_VEC + tid;\n"
   "  if (kt < n) y[kt] = (bq_i)bq_quantize_int(bq_to_c(x[kt]), q.s, q.z);\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
 ;
 static const char bq__src_fused_cu[] =
@@ -4979,6 +5026,7 @@ static const char bq__src_fused_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "#if BQ_E_FUSED_STAGED\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const bq_fused_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];\n"
@@ -5009,6 +5057,7 @@ static const char bq__src_fused_cu[] =
   "                  nacc, ss_smem, red_smem, &q_smem);\n"
   "  }\n"
   "}\n"
+  "#endif\n"
   "\n"
   "#if BQ_ACT_TAB\n"
   "#define BQ_ACT_FILL() bq_act_fill()\n"
@@ -5040,26 +5089,50 @@ static const char bq__src_fused_cu[] =
   "// RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4)\n"
   "#define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
+  "#if BQ_E_FUSED_C1\n"
   "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_C2\n"
   "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_C4\n"
   "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_C8\n"
   "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_LONG\n"
   "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)\n"
+  "#endif\n"
   "// the narrow entries: 128 threads a row, dense rows with y's rows aligned to a chunk of codes,\n"
   "// at most 80 registers (6 blocks an SM; bq_fused_m4f 64, 8 blocks: its loads all hoisted, it\n"
   "// asked for 71; bq_fused_m16 128, 4 blocks: its row's 64 registers); the f entries for rows\n"
   "// of exactly 512 or 1024 accesses. bq_fused_m4 and bq_fused_m4f take a residual too (the\n"
   "// wider ones spilled or ran slower with it)\n"
+  "#if BQ_E_FUSED_M4\n"
   "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_M8\n"
   "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_M4F\n"
   "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_M8F\n"
   "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_M16\n"
   "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)\n"
+  "#endif\n"
   "// bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which\n"
   "// costs the wide entries registers (bq_fused_c8 spills with it, not without) and\n"
   "// instruction fetch\n"
+  "#if BQ_E_FUSED_C2D\n"
   "BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)\n"
+  "#endif\n"
+  "#if BQ_E_FUSED_C8D\n"
   "BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)\n"
+  "#endif\n"
 ;
 static const char bq__src_linear_cu[] =
   "// linear.cu - W8A8 linear layers: an int8 tensor-core GEMM with a fused dequantizing\n"
@@ -5468,13 +5541,17 @@ static const char bq__src_linear_cu[] =
   "// 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory). (A\n"
   "// 128 x 128 variant with two CTAs an SM is one template argument away; it is left out\n"
   "// until the benchmark shows a shape that needs it: every tile costs compile time.)\n"
+  "#if BQ_E_GEMM_LARGE\n"
   "extern \"C\" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);\n"
   "}\n"
+  "#endif\n"
   "#else\n"
   "// an sm_90a module tiles with wgmma only (the host never launches this there)\n"
+  "#if BQ_E_GEMM_LARGE\n"
   "extern \"C\" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "// ---- sm_90a: warpgroup MMA (wgmma) --------------------------------------------------------------------\n"
@@ -5491,6 +5568,7 @@ static const char bq__src_linear_cu[] =
   "  return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);\n"
   "}\n"
   "\n"
+  "#if BQ_E_GEMM_WGMMA\n"
   "extern \"C\" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;\n"
@@ -5544,8 +5622,11 @@ static const char bq__src_linear_cu[] =
   "  __syncthreads();\n"
   "  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);\n"
   "}\n"
+  "#endif\n"
   "#else\n"
+  "#if BQ_E_GEMM_WGMMA\n"
   "extern \"C\" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "// ---- M <= 64: weight streaming ----------------------------------------------------------------------\n"
@@ -5753,22 +5834,29 @@ static const char bq__src_linear_cu[] =
   "\n"
   "// M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic\n"
   "// shared memory\n"
+  "#if BQ_E_GEMV\n"
   "extern \"C\" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<1>(p, smem);\n"
   "}\n"
+  "#endif\n"
+  "#if BQ_E_GEMV32\n"
   "extern \"C\" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<2>(p, smem);\n"
   "}\n"
+  "#endif\n"
+  "#if BQ_E_GEMV64\n"
   "extern \"C\" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<4>(p, smem);\n"
   "}\n"
+  "#endif\n"
   "\n"
   "#else\n"
   "// ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------\n"
   "// A warp per row; 16-byte loads summed with dp4a against ones.\n"
+  "#if BQ_E_WEIGHT_SUMS\n"
   "extern \"C\" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {\n"
   "  const int lane = threadIdx.x & 31;\n"
   "  const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);\n"
@@ -5786,6 +5874,7 @@ static const char bq__src_linear_cu[] =
   "  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);\n"
   "  if (lane == 0) ((int *)p.w_sums)[n] = s;\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
 ;
 /* END EMBEDDED KERNELS */
@@ -5849,10 +5938,14 @@ BQ__FN bq_status bq__plan_context(int device, bq__CUcontext *ctx, int *pushed, b
 
 /* What NVRTC is asked for: a cubin for the device's own arch, or PTX for the newest
    virtual arch NVRTC supports when the device is newer (or BARACUDA_QUANT_FORCE_PTX). */
+#define BQ__HAVE_MODULES 1 /* (for tools built against several headers) */
 typedef struct bq__target {
   int arch;  /* 90 */
   int ptx;   /* 1: PTX for compute_<arch>, finished by the driver */
   int arch_a; /* 1: the arch-specific variant (sm_90a) */
+  int module; /* 0: the plan's every entry point in one source (tools, the CPU emulator);
+                 e + 1: the module of entry point e alone, which is what is compiled,
+                 cached and loaded */
 } bq__target;
 
 BQ__FN void bq__target_name(const bq__target *t, char *buf, size_t n) {
@@ -6497,9 +6590,14 @@ typedef struct bq__kernel_src {
   const char *kernels[BQ__MAX_KERNELS]; /* entry points by the family's enum; NULL: not in this module */
 } bq__kernel_src;
 
-/* NVRTC options. BARACUDA_QUANT_NVRTC_OPTIONS adds one more, for experiments (it is part of
-   the cache key; results under it carry no numerics guarantee). */
-BQ__FN void bq__options(const bq__target *t, char arch_opt[64], const char *opts[5], int *n) {
+/* NVRTC options, for the NVRTC whose identity string ("nvrtc 13.0 file ...") is given.
+   NVRTC 12.4 and newer take -minimal: it leaves out the runtime API's declarations, which
+   the kernels never use, and the machine code stays byte for byte the same (a third of the
+   front end's time). BARACUDA_QUANT_NVRTC_OPTIONS adds one more, for experiments (it is
+   part of the cache key; results under it carry no numerics guarantee). */
+#define BQ__MAX_OPTIONS 6
+BQ__FN void bq__options(const bq__target *t, const char *identity, char arch_opt[64],
+                        const char *opts[BQ__MAX_OPTIONS], int *n) {
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
   snprintf(arch_opt, 64, "--gpu-architecture=%s", tn);
@@ -6507,6 +6605,9 @@ BQ__FN void bq__options(const bq__target *t, char arch_opt[64], const char *opts
   opts[1] = "--fmad=false";
   opts[2] = "--std=c++17";
   *n = 3;
+  int major = 0, minor = 0;
+  if (identity && sscanf(identity, "nvrtc %d.%d", &major, &minor) == 2 && major * 100 + minor >= 1204)
+    opts[(*n)++] = "-minimal";
   const char *extra = getenv("BARACUDA_QUANT_NVRTC_OPTIONS");
   if (extra && *extra) opts[(*n)++] = extra;
 }
@@ -6515,9 +6616,9 @@ BQ__FN bq_status bq__compile(const bq__kernel_src *k, void **out, size_t *out_le
   const bq__nvrtc_api *nv = bq__nvrtc_get();
   if (!nv) return bq__nv_status;
   char arch_opt[64];
-  const char *opts[5];
+  const char *opts[BQ__MAX_OPTIONS];
   int nopt;
-  bq__options(&k->target, arch_opt, opts, &nopt);
+  bq__options(&k->target, nv->identity, arch_opt, opts, &nopt);
   bq__nvrtcProgram prog = NULL;
   bq__nvrtcResult r = nv->nvrtcCreateProgram(&prog, k->source.p, k->file, 0, NULL, NULL);
   if (r) return bq__fail(BQ_ERROR_COMPILE_FAILED, "%s: nvrtcCreateProgram failed (%d)", k->sku, r);
@@ -6556,9 +6657,9 @@ BQ__FN bq_status bq__full_key(const bq__kernel_src *k, bq__str *key) {
   bq_status st = bq__nvrtc_identity(&id);
   if (st) return st;
   char arch_opt[64], tn[32];
-  const char *opts[5];
+  const char *opts[BQ__MAX_OPTIONS];
   int nopt;
-  bq__options(&k->target, arch_opt, opts, &nopt);
+  bq__options(&k->target, id.identity, arch_opt, opts, &nopt);
   bq__target_name(&k->target, tn, sizeof tn);
   bq__str_fmt(key, "baracuda_quant kernel cache format %u\nlibrary %s\nsku %s\ntarget %s %s\n%s\noptions",
               BQ__CACHE_FORMAT, BQ_VERSION_STRING, k->sku, tn, k->target.ptx ? "ptx" : "cubin",
@@ -7191,26 +7292,39 @@ typedef struct bq__family {
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
+  /* entry point e has code for d on t (the kernel source leaves an empty one where it does
+     not); NULL: every entry point kernels[] names does */
+  int (*has)(const bq_desc *d, const bq__target *t, int e);
+  /* what entry point e needs once its module loads, before a run may take it (NULL: nothing) */
+  bq_status (*setup)(struct bq_plan *p, int e, bq__CUfunction fn);
   const char *kernels[5][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
                                               family's enum (NULL where the source has none) */
 } bq__family;
 
+/* A plan is immutable but for its modules: each entry point's is loaded the first time a
+   run takes it (select loads the ones a typical problem takes, bq__plan_prime), published
+   with an atomic store once its set-up (the family's `setup`: attributes, occupancy) is
+   done, so a run that sees a module also sees its set-up. */
 struct bq_plan {
   bq_desc desc; /* normalized */
   char name[96];
   char sku[512];
   struct bq_plan *sub; /* QuantizedLinear: its per-token dynamic quantize plan */
   const bq__family *fam;
-  bq__entry *entry;
+  bq__target target; /* its modules' target (module 0: bq__plan_load names each one's) */
+  const char *kernels[BQ__MAX_KERNELS]; /* its entry points with code (bq__kernels_of) */
+  bq__entry *mod[BQ__MAX_KERNELS];      /* each entry point's module, once loaded */
+  pthread_mutex_t lock;                 /* held while a module is published */
   bq__CUcontext ctx; /* the context its modules live in: run needs it current, or none */
   int device;        /* ctx's device ordinal */
   int num_sms;
   int vec;
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
   int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
-  int64_t smem_max; /* fused: the dynamic shared memory bq_fused_staged may take (bytes) */
+  int64_t smem_max;    /* fused: the dynamic shared memory a block may opt into, less a margin */
+  int64_t staged_smem; /* fused: what bq_fused_staged was given (0 where the driver refused) */
   int tab_blocks[BQ__MAX_KERNELS]; /* fused, with the activation's table: each entry's blocks
-                                      an SM (found once, at select: the table's size is fixed) */
+                                      an SM (found when it loads: the table's size is fixed) */
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -7351,14 +7465,83 @@ BQ__FN int bq__grid_invalid(const bq_plan *p, int64_t blocks, int64_t blocks_y) 
   return 1;
 }
 
-/* Kernel `which` of the plan's module over a [blocks, blocks_y] grid, with `smem` bytes of
-   dynamic shared memory; params is the kernel's one parameter block. */
+/* ---- a plan's modules: one an entry point, loaded on first use ------------------------------- */
+BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k);
+BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k);
+
+/* Loads entry point e's module into the plan (the memory cache, the disk cache or NVRTC, as
+   select does), runs the family's set-up for it and publishes it. A run that needs it
+   first loads it here: under stream capture the thread's capture mode is relaxed for the
+   load, which enqueues nothing. Two threads may load one module at once; the memory cache
+   compiles it once, and one of them publishes it. */
+BQ__FN bq_status bq__plan_load(bq_plan *p, int e, bq__entry **out) {
+  if (e < 0 || e >= BQ__MAX_KERNELS || !p->kernels[e])
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: its kernels have no entry point %d", p->name, e);
+  if (!p->ctx) return bq__fail(BQ_ERROR_NO_DEVICE, "%s: the plan has no device to load %s on", p->name, p->kernels[e]);
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__target t = p->target;
+  t.module = e + 1;
+  bq__sku_of(&p->desc, &t, &k);
+  int mode = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED */
+  bq__drv.cuThreadExchangeStreamCaptureMode(&mode);
+  bq__entry *got = NULL;
+  bq_status st = bq__get_entry(&k, p->ctx, bq__build_source, &p->desc, &got);
+  BQ_FREE(k.source.p);
+  if (st) {
+    char msg[sizeof bq__err_buf];
+    memcpy(msg, bq__err_buf, sizeof msg);
+    bq__fail(st, "%s: %s", p->name, msg);
+  }
+  pthread_mutex_lock(&p->lock);
+  bq__entry *cur = p->mod[e];
+  if (!st && !cur) {
+    if (p->fam->setup) st = p->fam->setup(p, e, got->fn[e]);
+    if (!st) {
+      __atomic_store_n(&p->mod[e], got, __ATOMIC_RELEASE);
+      cur = got;
+      got = NULL;
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  bq__drv.cuThreadExchangeStreamCaptureMode(&mode);
+  if (got) bq__entry_release(got);
+  if (st) return st;
+  *out = cur;
+  return BQ_SUCCESS;
+}
+
+/* Entry point e's function, its module loaded first where no run has taken it yet */
+BQ__FN bq_status bq__plan_fn(const bq_plan *cp, int e, bq__CUfunction *fn) {
+  bq_plan *p = (bq_plan *)cp; /* (the module table is filled in once per entry point) */
+  bq__entry *m = e >= 0 && e < BQ__MAX_KERNELS ? __atomic_load_n(&p->mod[e], __ATOMIC_ACQUIRE) : NULL;
+  if (!m) {
+    bq_status st = bq__plan_load(p, e, &m);
+    if (st) return st;
+  }
+  *fn = m->fn[e];
+  return BQ_SUCCESS;
+}
+
+/* Select's dry run (bq__plan_prime): launches record which entry points the plan's own runs
+   take, and launch nothing */
+static __thread struct { const bq_plan *plan; unsigned taken; } bq__dry;
+
+/* Kernel `which` of the plan over a [blocks, blocks_y] grid, with `smem` bytes of dynamic
+   shared memory; params is the kernel's one parameter block. */
 BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads, unsigned smem,
                             void *params, void *stream) {
   void *args[1] = {params};
   if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
-  bq__CUresult r = bq__drv.cuLaunchKernel(p->entry->fn[which], (unsigned)blocks, (unsigned)blocks_y, 1,
-                                          (unsigned)threads, 1, 1, smem, (bq__CUstream)stream, args, NULL);
+  if (bq__dry.plan) {
+    if (bq__dry.plan == p) bq__dry.taken |= 1u << which;
+    return BQ_SUCCESS;
+  }
+  bq__CUfunction f;
+  bq_status st = bq__plan_fn(p, which, &f);
+  if (st) return st;
+  bq__CUresult r = bq__drv.cuLaunchKernel(f, (unsigned)blocks, (unsigned)blocks_y, 1, (unsigned)threads, 1, 1, smem,
+                                          (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
 }
 /* The same with programmatic stream serialization: the grid may start before the stream's
@@ -7374,7 +7557,14 @@ BQ__FN bq_status bq__launch_overlapped(const bq_plan *p, int which, int64_t bloc
   at.value.i = 1;
   bq__CUlaunchConfig c = {(unsigned)blocks, (unsigned)blocks_y, 1, (unsigned)threads, 1, 1, smem, (bq__CUstream)stream,
                           &at, 1};
-  bq__CUresult r = bq__drv.cuLaunchKernelEx(&c, p->entry->fn[which], args, NULL);
+  if (bq__dry.plan) {
+    if (bq__dry.plan == p) bq__dry.taken |= 1u << which;
+    return BQ_SUCCESS;
+  }
+  bq__CUfunction f;
+  bq_status st = bq__plan_fn(p, which, &f);
+  if (st) return st;
+  bq__CUresult r = bq__drv.cuLaunchKernelEx(&c, f, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernelEx (programmatic stream serialization)") : BQ_SUCCESS;
 }
 
@@ -7877,7 +8067,7 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__
      the output 16-byte aligned: bq_affine_pair, a thread for two accesses under one scale
      (n is then whole pairs) */
   int pair = d->op == BQ_QUANTIZE && d->granularity != BQ_PER_TENSOR && t == 2 && !k->zps &&
-             k->group % (2 * p->vec) == 0 && k->out % 16 == 0 && p->entry->fn[BQ__AFFINE_PAIR];
+             k->group % (2 * p->vec) == 0 && k->out % 16 == 0 && p->kernels[BQ__AFFINE_PAIR];
   *which = pair ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
   return pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
 }
@@ -7924,7 +8114,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   }
   /* forcing BQ__AFFINE_LEAN forces the lean route: bq_affine_lean or bq_affine_pair */
   int lw = BQ__AFFINE_LEAN;
-  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->entry->fn[BQ__AFFINE_LEAN]
+  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->kernels[BQ__AFFINE_LEAN]
                      ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN, &lw)
                      : 0;
   if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
@@ -7992,14 +8182,32 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* bq_affine_odd where the table says so and an access can straddle two parameter blocks
      (bq__affine_straddles) */
   int which = row->odd && bq__affine_straddles(p, &k, &v, k.group) ? BQ__AFFINE_ODD : BQ__AFFINE_ROW;
-  if (f == BQ__AFFINE_ROW || (f == BQ__AFFINE_ODD && p->entry->fn[BQ__AFFINE_ODD])) which = f;
+  if (f == BQ__AFFINE_ROW || (f == BQ__AFFINE_ODD && p->kernels[BQ__AFFINE_ODD])) which = f;
   return bq__launch(p, which, bq__grid(v.rows * k.chunks, 8), 1, 256, 0, &k, stream); /* a warp per item */
+}
+
+/* The entry points with code for d: the rest of affine.cu's are empty there (the table's
+   ga, fr and na say where bq_affine_blocks, bq_affine_flat and bq_affine_narrow have a
+   body; bq_affine_lean and bq_affine_pair exist for the forward ops named). */
+BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)t;
+  const int fwd = d->direction == BQ_FORWARD, g = d->granularity;
+  const int half = d->float_type == BQ_F16 || d->float_type == BQ_BF16;
+  switch (e) {
+  case BQ__AFFINE_BLOCKS: return bq__affine_ga(d) > 0;
+  case BQ__AFFINE_FLAT: return bq__affine_fr(d) > 0;
+  case BQ__AFFINE_NARROW: return bq__affine_na(d) > 0;
+  case BQ__AFFINE_MASK: return d->op == BQ_FAKE_QUANTIZE;
+  case BQ__AFFINE_LEAN: return fwd && d->op != BQ_FAKE_QUANTIZE;
+  case BQ__AFFINE_PAIR: return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP);
+  default: return 1;
+  }
 }
 
 static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
   "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
-  bq__no_workspace, bq__affine_run,
+  bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
    {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}}};
 
@@ -8179,7 +8387,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
   "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
-  bq__dynamic_workspace, bq__dynamic_run,
+  bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
   {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
    {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}}};
 
@@ -8397,14 +8605,18 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
                      nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
   int64_t wbytes = 0;
   int staged_blocks = 0;
-  /* the weight is staged too where that costs no block an SM (else it is read through L1) */
+  /* the weight is staged too where that costs no block an SM (else it is read through L1);
+     the staged kernel's module loads before its occupancy is asked (bq__fused_setup gives it
+     its shared memory) */
   for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !reg_c8) || forced) && ws_try >= 0;
        ws_try--) {
     int nb = 0;
     const int64_t wb = ws_try ? nacc * 16 : 0;
-    if (tab + wb + 2 * slot <= p->smem_max &&
-        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p->entry->fn[BQ__FUSED_STAGED], BQ__FUSED_THREADS,
-                                                            (size_t)(tab + wb + 2 * slot)) == 0 &&
+    bq__CUfunction sf = NULL;
+    if (tab + wb + 2 * slot > p->smem_max) continue;
+    if ((st = bq__plan_fn(p, BQ__FUSED_STAGED, &sf))) return st;
+    if (tab + wb + 2 * slot <= p->staged_smem &&
+        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, sf, BQ__FUSED_THREADS, (size_t)(tab + wb + 2 * slot)) == 0 &&
         nb > staged_blocks)
       staged_blocks = nb, wbytes = wb;
   }
@@ -8431,11 +8643,29 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   /* a block a row (a block takes several when rows exceed the grid's limit); with the
      activation's table, which each block copies in first, as many blocks as fit at once */
   int64_t blocks = v.rows < 0x7fffffff ? v.rows : 0x7fffffff;
-  if (tab) {
+  if (tab) { /* (its module loaded first: bq__fused_setup counts its blocks) */
+    bq__CUfunction fn;
+    if (!bq__dry.plan && (st = bq__plan_fn(p, which, &fn))) return st;
     const int64_t fit = (int64_t)(p->tab_blocks[which] > 0 ? p->tab_blocks[which] : 1) * (p->num_sms > 0 ? p->num_sms : 1);
     if (blocks > fit) blocks = fit;
   }
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
+}
+
+/* bq_fused_staged gets the dynamic shared memory its rows may take (where the driver refuses,
+   the register entries serve every row); with the activation's table, each register entry
+   gets its blocks an SM */
+BQ__FN bq_status bq__fused_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  if (e == BQ__FUSED_STAGED)
+    p->staged_smem = p->smem_max > 0 &&
+                             !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max)
+                         ? p->smem_max
+                         : 0;
+  else if (bq__fused_act_table(&p->desc) &&
+           bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->tab_blocks[e], fn, bq__fused_shapes[e][0],
+                                                               BQ__FUSED_ACT_BYTES))
+    p->tab_blocks[e] = 0; /* (then one block an SM) */
+  return BQ_SUCCESS;
 }
 
 static const char *const bq__src_fused = bq__src_fused_cu;
@@ -8444,6 +8674,7 @@ static const char *const bq__src_fused = bq__src_fused_cu;
    "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
 static const bq__family bq__fused_family = {
   "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_check, bq__no_workspace, bq__fused_run,
+  NULL, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};
 #undef BQ__FUSED_KERNELS
 
@@ -8752,14 +8983,34 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
                        cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_WGMMA, &k, stream);
 }
 
+/* The dynamic shared memory each GEMM entry point's pipeline takes (over 48 KiB: an opt-in,
+   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) */
+BQ__FN bq_status bq__linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  (void)p;
+  const int smem = e == BQ__GEMM_WGMMA ? BQ__GEMM_SMEM_WGMMA
+                   : e == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE
+                                         : (int)bq__gemv_smem_max(e);
+  bq__CUresult r = bq__drv.cuFuncSetAttribute(fn, 8, smem);
+  return r ? bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM kernels)") : BQ_SUCCESS;
+}
+
+/* An sm_90a module's GEMM tiles are bq_gemm_wgmma's; elsewhere bq_gemm_large's (the other
+   is an empty entry point that traps) */
+BQ__FN int bq__linear_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)d;
+  if (e == BQ__GEMM_LARGE) return !t->arch_a;
+  if (e == BQ__GEMM_WGMMA) return t->arch_a;
+  return 1;
+}
+
 static const char *const bq__src_linear = bq__src_linear_cu;
 static const bq__family bq__linear_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
-  bq__linear_workspace, bq__linear_run,
+  bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
   {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES}};
 static const bq__family bq__weight_sums_family = {
   "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
-  bq__no_workspace, bq__linear_run,
+  bq__no_workspace, bq__linear_run, NULL, NULL,
   {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}}};
 
 BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
@@ -8770,15 +9021,41 @@ BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
 }
 
 /* ---- kernel specialization ------------------------------------------------------------------ */
-/* The SKU names one compiled kernel: op, direction, granularity, float and int types,
-   q-range, scale type, variant (elements per chunk; symmetric or asymmetric) and target. */
+/* The entry points with code for d on t, by the family's enum (NULL: none); returns how many */
+BQ__FN int bq__kernels_of(const bq_desc *d, const bq__target *t, const char *out[BQ__MAX_KERNELS]) {
+  const bq__family *f = bq__family_of(d);
+  const char *const *names = f->kernels[bq__gran_code(d->granularity)];
+  int n = 0;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    out[e] = names[e] && (!f->has || f->has(d, t, e)) ? names[e] : NULL;
+    n += out[e] != NULL;
+  }
+  return n;
+}
+
+/* A module's SKU: the plan's, then '@' and its entry point */
+BQ__FN void bq__sku_module(const bq__target *t, bq__kernel_src *k) {
+  const int m = t->module - 1;
+  if (m < 0) return;
+  const size_t n = strlen(k->sku);
+  if (m >= BQ__MAX_KERNELS || !k->kernels[m]) k->sku[0] = 0;
+  else snprintf(k->sku + n, sizeof k->sku - n, "@%s", k->kernels[m]);
+}
+
+/* The SKU names a plan's kernels: op, direction, granularity, float and int types, q-range,
+   scale type, variant (elements per chunk; symmetric or asymmetric) and target. A module
+   (t->module = e + 1) holds entry point e alone, named after it: "<SKU>@bq_affine_lean".
+   A module of an entry point d lacks gets no kernels and an empty SKU. */
 BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
   const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
-  const char *const *names = f->kernels[bq__gran_code(d->granularity)];
-  for (int j = 0; j < BQ__MAX_KERNELS; j++) k->kernels[j] = names[j];
+  bq__kernels_of(d, t, k->kernels);
   k->target = *t;
+  const int m = t->module - 1;
+  if (m >= 0)
+    for (int e = 0; e < BQ__MAX_KERNELS; e++)
+      if (e != m) k->kernels[e] = NULL;
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     snprintf(k->sku, sizeof k->sku, "linear_weight_sums.s8.dp4a.%s", tn);
   } else if (bq__is_linear(d->op)) {
@@ -8788,6 +9065,7 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
              bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "", tn);
   }
   if (bq__is_linear(d->op)) {
+    bq__sku_module(t, k);
     size_t i = 0;
     for (; k->sku[i] && i + 1 < sizeof k->file; i++) k->file[i] = k->sku[i];
     k->file[i] = 0;
@@ -8808,6 +9086,7 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
            d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
            bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
            d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
+  bq__sku_module(t, k);
   size_t i = 0; /* the file name: the SKU with [ ] , made safe */
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
     k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
@@ -8837,11 +9116,23 @@ BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
   bq__family_of(d)->prelude(d, s);
 }
 
+/* The entry points a source compiles: BQ_E_<NAME> for each (bq_affine_lean: BQ_E_AFFINE_LEAN);
+   the kernel files compile an entry point only where its macro is defined */
+BQ__FN void bq__entry_defines(const char *const names[BQ__MAX_KERNELS], bq__str *s) {
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    if (!names[e]) continue;
+    bq__str_cat(s, "#define BQ_E_");
+    for (const char *c = names[e] + 3; *c; c++) bq__str_fmt(s, "%c", *c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    bq__str_cat(s, " 1\n");
+  }
+}
+
 BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
   const bq_desc *d = (const bq_desc *)data;
   const bq__family *f = bq__family_of(d);
   bq__str *s = &k->source;
   bq__prelude(d, k, s);
+  bq__entry_defines(k->kernels, s);
   bq__str_cat(s, "#line 1 \"common.cuh\"\n");
   bq__str_cat(s, bq__src_common_cuh);
   bq__str_fmt(s, "#line 1 \"%s\"\n", f->src_name);
@@ -8955,12 +9246,13 @@ BQ__FN int bq__pdl_wanted(const bq__target *t) {
   return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
 }
 
-/* One kernel, the normalized desc d for target t, into the disk cache (a disk hit does
+/* One module (t->module > 0) of the normalized desc d into the disk cache (a disk hit does
    nothing); *compiled says whether NVRTC ran. */
-BQ__FN bq_status bq__warm_one(const bq_desc *d, const bq__target *t, int *compiled) {
+BQ__FN bq_status bq__warm_module(const bq_desc *d, const bq__target *t, int *compiled) {
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
   bq__sku_of(d, t, &k);
+  if (!k.sku[0]) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "the kernel has no entry point %d", t->module - 1);
   bq_status st = bq__build_source(d, &k);
   if (!st) {
     void *bin = NULL;
@@ -8973,6 +9265,29 @@ BQ__FN bq_status bq__warm_one(const bq_desc *d, const bq__target *t, int *compil
   }
   BQ_FREE(k.source.p);
   return st;
+}
+
+/* Every module of d (t->module 0) or the one t names into the disk cache; *compiled counts
+   the modules NVRTC compiled */
+BQ__FN bq_status bq__warm_one(const bq_desc *d, const bq__target *t, int *compiled) {
+  int c = 0;
+  if (compiled) *compiled = 0;
+  if (t->module) {
+    bq_status st = bq__warm_module(d, t, &c);
+    if (compiled) *compiled = c;
+    return st;
+  }
+  const char *names[BQ__MAX_KERNELS];
+  bq__kernels_of(d, t, names);
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    if (!names[e]) continue;
+    bq__target m = *t;
+    m.module = e + 1;
+    bq_status st = bq__warm_module(d, &m, &c);
+    if (st) return st;
+    if (compiled) *compiled += c;
+  }
+  return BQ_SUCCESS;
 }
 
 BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
@@ -9000,8 +9315,8 @@ BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
   return 0;
 }
 
-/* The normalized desc and target a SKU (as bq_sku and bq_plan_sku print it) names: the
-   inverse of bq__sku_of, for tools. The result's SKU must be the very string given. A GEMM
+/* The normalized desc and target a SKU (as bq_sku and bq_plan_sku print it, or a module's,
+   "<SKU>@<entry point>", which sets t->module) names: the inverse of bq__sku_of, for tools. The result's SKU must be the very string given. A GEMM
    with f32 activation scales and other weight scales comes back as QuantizedLinear (whose
    SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token. */
 BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq__target *t) {
@@ -9014,6 +9329,8 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   if (!sku || !*sku || strlen(sku) >= sizeof buf)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "SKU (%.60s) is empty or too long", sku ? sku : "NULL");
   memcpy(buf, sku, strlen(sku) + 1);
+  char *entry = strchr(buf, '@'); /* a module: "<SKU>@<entry point>" */
+  if (entry) *entry++ = 0;
   for (char *p = buf; n < 16;) {
     tok[n++] = p;
     if (!(p = strchr(p, '.'))) break;
@@ -9070,10 +9387,27 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   char name[96];
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
-  if (ok && bq__normalize(&d, out, name, sizeof name) == BQ_SUCCESS) bq__sku_of(out, t, &k);
+  if (ok && bq__normalize(&d, out, name, sizeof name) == BQ_SUCCESS) {
+    const char *names[BQ__MAX_KERNELS];
+    bq__kernels_of(out, t, names);
+    for (int e = 0; entry && e < BQ__MAX_KERNELS; e++)
+      if (names[e] && !strcmp(names[e], entry)) t->module = e + 1;
+    if (!entry || t->module) bq__sku_of(out, t, &k);
+  }
   if (strcmp(k.sku, sku) != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "SKU (%s) is not one this library (%s) names", sku, BQ_VERSION_STRING);
   return BQ_SUCCESS;
+}
+
+/* The families by name, for tools: bit i of bq__all_descs' set is bq__family_names[i] */
+static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused"};
+#define BQ__ALL_FAMILIES 15u
+#define BQ__FAMILY_LIST "affine, dynamic, linear or fused"
+#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused"
+BQ__FN BQ__UNUSED unsigned bq__family_bit(const char *name) {
+  for (unsigned i = 0; i < sizeof bq__family_names / sizeof bq__family_names[0]; i++)
+    if (!strcmp(name, bq__family_names[i])) return 1u << i;
+  return 0;
 }
 
 /* Every kernel of the families asked for (1: quantize, dequantize, fake quantize; 2: dynamic
@@ -9083,7 +9417,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
 BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
   static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
-  const bq__target t = {80, 0, 0}; /* SKUs differ in their target alone across targets */
+  const bq__target t = {80, 0, 0, 0}; /* SKUs differ in their target alone across targets */
   int n = 0, nseen = 0, seen_cap = 0;
   char(*seen)[256] = NULL;
   for (int op = BQ_QUANTIZE; op <= BQ_GATED_QUANTIZE; op++) {
@@ -9156,6 +9490,63 @@ BQ__FN bq_status bq__plan_init(const bq_desc *desc, bq_plan *p) {
   if (st) return st;
   p->fam = bq__family_of(&p->desc);
   p->vec = p->fam->vec(&p->desc);
+  bq__kernels_of(&p->desc, &p->target, p->kernels); /* (select names them again for its target) */
+  pthread_mutex_init(&p->lock, NULL);
+  return BQ_SUCCESS;
+}
+
+/* A typical problem for the dry run: [4096, 4096] (per tensor its 2^24 elements, per channel
+   4096 channels of 4096, per group and per block 128), dense, every pointer 2^34 bytes from
+   the next and aligned to 2^40, never dereferenced. */
+BQ__FN size_t bq__typical_args(const bq_plan *p, bq_args *a) {
+  memset(a, 0, sizeof *a);
+  uintptr_t next = (uintptr_t)1 << 40;
+#define BQ__FAKE_PTR() ((void *)(next += (uintptr_t)1 << 34))
+  a->x = BQ__FAKE_PTR();
+  a->y = BQ__FAKE_PTR();
+  a->dy = BQ__FAKE_PTR();
+  a->dx = BQ__FAKE_PTR();
+  a->numel = (int64_t)4096 * 4096;
+  a->rank = 2;
+  a->shape[0] = a->shape[1] = 4096;
+  a->rows = a->cols = a->n = 4096;
+  a->group_size = 128;
+  a->scale = 1.0;
+  a->scales = BQ__FAKE_PTR();
+  a->out_scales = BQ__FAKE_PTR();
+  a->out_zero_points = p->desc.asymmetric ? (int32_t *)BQ__FAKE_PTR() : NULL;
+  a->w = BQ__FAKE_PTR();
+  a->w_scales = BQ__FAKE_PTR();
+  a->w_sums = p->desc.asymmetric ? (const int32_t *)BQ__FAKE_PTR() : NULL;
+  a->norm_weight = p->desc.op == BQ_RMSNORM_QUANTIZE ? BQ__FAKE_PTR() : NULL;
+  a->eps = p->desc.op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
+#undef BQ__FAKE_PTR
+  return p->fam->workspace(p, a);
+}
+/* The entry points the plan's own run takes on the typical problem: a dry run, whose
+   launches record and launch nothing (0 where the run refuses the problem) */
+BQ__FN unsigned bq__plan_typical(const bq_plan *p) {
+  bq_args a;
+  const size_t ws = bq__typical_args(p, &a);
+  bq__dry.plan = p;
+  bq__dry.taken = 0;
+  const bq_status st = p->fam->run(p, &a, ws ? (void *)((uintptr_t)1 << 39) : NULL, ws, NULL);
+  const unsigned taken = bq__dry.taken;
+  bq__dry.plan = NULL;
+  return st ? 0 : taken;
+}
+/* Select loads the modules of the entry points a typical problem takes (bq__plan_typical);
+   the others load when a run first takes them. Every one with BARACUDA_QUANT_LAZY=0, or
+   where the dry run takes none. */
+BQ__FN int bq__lazy(void) { return bq__env_bool("BARACUDA_QUANT_LAZY", 1); }
+BQ__FN bq_status bq__plan_prime(bq_plan *p) {
+  const unsigned want = bq__lazy() ? bq__plan_typical(p) : 0;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    bq__CUfunction f;
+    if (!p->kernels[e] || (want && !(want >> e & 1))) continue;
+    bq_status st = bq__plan_fn(p, e, &f);
+    if (st) return st;
+  }
   return BQ_SUCCESS;
 }
 
@@ -9172,48 +9563,25 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   bq__target t;
   if (!st && (st = bq__target_for(&p->desc, dev.sm, &t))) bq__refail(st, p->name);
   if (st) { BQ_FREE(p); return st; }
+  p->target = t;
+  bq__kernels_of(&p->desc, &t, p->kernels);
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
   bq__sku_of(&p->desc, &t, &k);
-  st = bq__get_entry(&k, p->ctx, bq__build_source, &p->desc, &p->entry);
-  BQ_FREE(k.source.p);
-  if (st) {
-    char msg[sizeof bq__err_buf];
-    memcpy(msg, bq__err_buf, sizeof msg);
-    bq__fail(st, "%s: %s", p->name, msg);
-    BQ_FREE(p);
-    return st;
-  }
   bq__copy(p->sku, sizeof p->sku, k.sku);
   p->num_sms = dev.num_sms;
   if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less
-                                     its static reductions' and a margin */
+                                     its static reductions' and a margin (bq__fused_setup gives it) */
     int optin = 0;
     bq__CUdevice cd = 0;
     bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
     if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-    if (!r && optin > 1024) {
-      p->smem_max = optin - 1024;
-      r = bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__FUSED_STAGED], BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max);
-    }
-    if (r) p->smem_max = 0; /* the register entries serve every row */
-    /* with the activation's table, the register entries run as many blocks as fit */
-    for (int e = 0; e < BQ__FUSED_ENTRIES && bq__fused_act_table(&p->desc); e++)
-      if (e != BQ__FUSED_STAGED &&
-          bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->tab_blocks[e], p->entry->fn[e], bq__fused_shapes[e][0],
-                                                              BQ__FUSED_ACT_BYTES))
-        p->tab_blocks[e] = 0; /* (then one block an SM) */
+    p->smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
   }
   if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
-    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8: the pipelines exceed 48 KiB */
     p->wgmma = t.arch_a;
-    bq__CUresult r = p->wgmma ? bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_WGMMA], 8, BQ__GEMM_SMEM_WGMMA)
-                              : bq__drv.cuFuncSetAttribute(p->entry->fn[BQ__GEMM_LARGE], 8, BQ__GEMM_SMEM_LARGE);
-    for (int f = BQ__GEMV; !r && f <= BQ__GEMV64; f++)
-      r = bq__drv.cuFuncSetAttribute(p->entry->fn[f], 8, (int)bq__gemv_smem_max(f));
-    if (r) st = bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM kernels)");
     p->pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&t);
-    if (!st && p->desc.op == BQ_QUANTIZED_LINEAR) {
+    if (p->desc.op == BQ_QUANTIZED_LINEAR) {
       bq_desc q;
       bq__linear_activation_desc(&p->desc, &q);
       st = bq_plan_select(&q, &p->sub);
@@ -9222,12 +9590,11 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
         snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
       }
     }
-    if (st) {
-      char msg[sizeof bq__err_buf];
-      memcpy(msg, bq__err_buf, sizeof msg);
-      bq_plan_destroy(p);
-      return bq__fail(st, "%s: %s", bq__op_name(desc->op), msg);
-    }
+  }
+  if (!st) st = bq__plan_prime(p);
+  if (st) { /* (the message names the plan: bq__plan_load's, or the sub-plan's select's) */
+    bq_plan_destroy(p);
+    return st;
   }
   *out = p;
   return BQ_SUCCESS;
@@ -9334,8 +9701,10 @@ BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspac
 
 BQ__DEF void bq_plan_destroy(bq_plan *p) {
   if (!p) return;
-  if (p->entry) bq__entry_release(p->entry);
+  for (int e = 0; e < BQ__MAX_KERNELS; e++)
+    if (p->mod[e]) bq__entry_release(p->mod[e]);
   bq_plan_destroy(p->sub);
+  pthread_mutex_destroy(&p->lock);
   BQ_FREE(p);
 }
 

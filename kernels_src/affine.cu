@@ -649,9 +649,13 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
   }
 }
 
+#if BQ_E_AFFINE
 extern "C" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
+#endif
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
+#if BQ_E_AFFINE_ODD
 extern "C" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
+#endif
 #endif
 
 #if BQ_GRAN != BQ_GRAN_TENSOR
@@ -731,11 +735,13 @@ template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(c
     }
   }
 }
+#if BQ_E_AFFINE_BLOCKS
 extern "C" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params p) {
 #if BQ_GA
   bq_blocks_body<BQ_P, BQ_GA>(p);
 #endif
 }
+#endif
 
 // f64 quantize, per channel, per group and per token (a block a row): bq_affine_blocks'
 // layout with accesses of one element (8 bytes), BQ_NA a lane (the host's prelude: 0 in
@@ -744,11 +750,13 @@ extern "C" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params 
 // instruction still reads gl contiguous elements of each of its blocks (a whole 32-byte
 // sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its
 // elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.
+#if BQ_E_AFFINE_NARROW
 extern "C" __global__ void BQ_LB_NARROW bq_affine_narrow(const bq_affine_params p) {
 #if BQ_NA
   bq_blocks_body<1, BQ_NA>(p);
 #endif
 }
+#endif
 #endif
 
 #if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP
@@ -916,6 +924,7 @@ static __device__ __forceinline__ void bq_flat_ends(const bq_affine_params &p, c
 #endif
 
 #define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)
+#if BQ_E_AFFINE_FLAT
 extern "C" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {
 #if BQ_FR
   __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups
@@ -973,6 +982,7 @@ extern "C" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {
   bq_flat_ends(p, in0, in1, out, n, pro, nacc);
 #endif
 }
+#endif
 #endif
 
 #if BQ_GRAN == BQ_GRAN_CHANNEL
@@ -1056,6 +1066,7 @@ static __device__ __forceinline__ void bq_cols_rows(const bq_affine_params &p, c
 
 // (the host gives the ops the table's cwave names one wave of blocks, the others a block for
 // every BQ_R rows)
+#if BQ_E_AFFINE_COLS
 extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
   const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) * BQ_CP;
   if (c0 >= C) return;
@@ -1078,6 +1089,7 @@ extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
 #endif
     bq_cols_rows<false, BQ_R>(p, s, z, slow, c0);
 }
+#endif
 #endif
 
 
@@ -1206,6 +1218,7 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
     }
   }
 }
+#if BQ_E_AFFINE_LEAN
 extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   if (p.zp == 0) bq_lean<true>(p);
@@ -1214,8 +1227,11 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {
 #endif
   else bq_lean<false>(p);
 }
+#endif
 #elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
+#if BQ_E_AFFINE_LEAN
 extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (void)p; } // never launched
+#endif
 #endif
 
 #if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP
@@ -1228,6 +1244,7 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (
 // tested before the loads: a thread past the last pair loads the last pair again and
 // returns before it stores. The loads are used on both sides of the plain-scale test, which
 // keeps them issued ahead of it. There are p.pairs pairs and no elements past them.
+#if BQ_E_AFFINE_PAIR
 extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {
   const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;
   const bq_u32 a = min(t, np - 1);
@@ -1261,8 +1278,11 @@ extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {
     for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);
   }
 }
+#endif
 #else
+#if BQ_E_AFFINE_PAIR
 extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) { (void)p; } // never launched
+#endif
 #endif
 #endif
 
@@ -1403,6 +1423,7 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
 }
 #endif
 
+#if BQ_E_AFFINE_MASK
 extern "C" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE
   bq_mask_body(p);
@@ -1410,4 +1431,5 @@ extern "C" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {
   (void)p;
 #endif
 }
+#endif
 #endif

@@ -8,6 +8,9 @@
 //   BQ_QMIN, BQ_QMAX   the q-range (integer types; 0 and 0 for FP8)
 //   BQ_ST   scale array element type: BQ_TYPE_F32, T or BQ_TYPE_UE8M0
 //   BQ_SL   the per-group scales' layout: BQ_SL_ROWS, BQ_SL_MN or BQ_SL_MN_X4 (bq_pbase)
+//   BQ_E_<NAME>  the entry points this source compiles (bq_affine_lean: BQ_E_AFFINE_LEAN): the
+//           host compiles a module for each entry point alone, so every kernel file
+//           wraps each of its entry points in #if BQ_E_<NAME>
 // Numerics: docs/numerics.md in the repository. Every rounding is explicit
 // (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.
 

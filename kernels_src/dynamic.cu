@@ -322,6 +322,7 @@ static __device__ __forceinline__ void bq_tile_off_grid(const bq_dynamic_params 
   bq_tile_rows<RB, true>(x, y, nr, nc, p.xs, p.ys, red, q);
 }
 // (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)
+#if BQ_E_DYNAMIC_TILES
 extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
   const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
@@ -361,9 +362,11 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
     }
   }
 }
+#endif
 // Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x
 // itself off it: the host's choice), four rows a warp at a time in registers that the
 // 64-register bound of bq_dynamic_tiles would spill.
+#if BQ_E_DYNAMIC_TILES_ROWS
 extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
   const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
@@ -373,6 +376,7 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles_r
     bq_tile_off_grid<4>(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);
   }
 }
+#endif
 #elif BQ_GRAN != BQ_GRAN_TENSOR
 // Teams of tpr threads (p.tpr), a row or group each; a block holds one team or, for warp
 // teams, eight.
@@ -398,6 +402,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 }
 // Per token, QuantizedLinear's weight streaming may start as soon as every block of this
 // grid is running (bq_launch_dependents): it streams weights until this grid is done.
+#if BQ_E_DYNAMIC
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
 #if BQ_GRAN == BQ_GRAN_TOKEN
@@ -405,6 +410,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
 #endif
   bq_dynamic_body<BQ_CPT>(p, red_smem);
 }
+#endif
 #if BQ_GRAN == BQ_GRAN_TOKEN
 // Symmetric: at most 64 registers, two 512-thread blocks an SM, as the code without a bound
 // (args.amax_bound) fits; the bound's branch would otherwise cost one block an SM.
@@ -413,14 +419,17 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
 #else
 #define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))
 #endif
+#if BQ_E_DYNAMIC_LONG
 extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) bq_dynamic_long(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];
   bq_launch_dependents();
   bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);
 }
 #endif
+#endif
 #else
 // Per tensor, pass 1: one partial reduction per block into the workspace.
+#if BQ_E_DYNAMIC_REDUCE
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
   const bq_t *x = (const bq_t *)p.x;
@@ -441,9 +450,11 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const b
   r = bq_red_team(r, blockDim.x, red_smem);
   if (threadIdx.x == 0) ((bq_red *)p.partial)[blockIdx.x] = r;
 }
+#endif
 
 // Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores
 // the scale, and all quantize.
+#if BQ_E_DYNAMIC_APPLY
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
   bq_red r = bq_red_init();
@@ -478,4 +489,5 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq
   const bq_i64 kt = pro + nch * BQ_VEC + tid;
   if (kt < n) y[kt] = (bq_i)bq_quantize_int(bq_to_c(x[kt]), q.s, q.z);
 }
+#endif
 #endif

@@ -404,13 +404,17 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 // 128 x 256 tiles, 8 warps of 64 x 64, 3 slices in flight (144 KiB of shared memory). (A
 // 128 x 128 variant with two CTAs an SM is one template argument away; it is left out
 // until the benchmark shows a shape that needs it: every tile costs compile time.)
+#if BQ_E_GEMM_LARGE
 extern "C" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);
 }
+#endif
 #else
 // an sm_90a module tiles with wgmma only (the host never launches this there)
+#if BQ_E_GEMM_LARGE
 extern "C" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }
+#endif
 #endif
 
 // ---- sm_90a: warpgroup MMA (wgmma) --------------------------------------------------------------------
@@ -427,6 +431,7 @@ static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {
   return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);
 }
 
+#if BQ_E_GEMM_WGMMA
 extern "C" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;
@@ -480,8 +485,11 @@ extern "C" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params
   __syncthreads();
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
+#endif
 #else
+#if BQ_E_GEMM_WGMMA
 extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
 #endif
 
 // ---- M <= 64: weight streaming ----------------------------------------------------------------------
@@ -689,22 +697,29 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
 
 // M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic
 // shared memory
+#if BQ_E_GEMV
 extern "C" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<1>(p, smem);
 }
+#endif
+#if BQ_E_GEMV32
 extern "C" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<2>(p, smem);
 }
+#endif
+#if BQ_E_GEMV64
 extern "C" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
 }
+#endif
 
 #else
 // ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------
 // A warp per row; 16-byte loads summed with dp4a against ones.
+#if BQ_E_WEIGHT_SUMS
 extern "C" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {
   const int lane = threadIdx.x & 31;
   const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);
@@ -722,4 +737,5 @@ extern "C" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_para
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane == 0) ((int *)p.w_sums)[n] = s;
 }
+#endif
 #endif

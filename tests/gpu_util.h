@@ -84,6 +84,13 @@ static bq_plan *plan_get(const bq_desc *d, const char *what)
   return p;
 }
 
+/* Entry point e's function in the plan, or NULL while no run has loaded its module */
+static inline bq__CUfunction plan_fn(const bq_plan *p, int e)
+{
+  bq__entry *m = __atomic_load_n(&((bq_plan *)p)->mod[e], __ATOMIC_ACQUIRE);
+  return m ? m->fn[e] : NULL;
+}
+
 /* Device buffers with guards (suites that define GPU_UTIL_BUFFERS before including this):
    a host image of the whole allocation, GPU_GUARD bytes of poison or garbage either side
    of the data, which starts `off` elements past the front guard (misaligned streams). */

@@ -218,7 +218,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   bq_desc d = the_desc();
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
-  bq__target tg = {90, 0, 0};
+  bq__target tg = {90, 0, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
@@ -260,7 +260,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #if EMU_HAS_PAIR
   entry.fn[BQ__AFFINE_PAIR] = (bq__CUfunction)k_affine_pair; /* the lean route's 16-bit quantize in pairs */
 #endif
-  plan.entry = &entry;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = g_num_sms;
 
   bq_desc n = ref_desc_normalize(&d);

@@ -13,10 +13,12 @@
 #define BQ_TEST_DIR_TEMPLATE "/tmp/bq_cache_test_XXXXXX"
 #include "host_util.h"
 
+/* quantize backward per tensor: one entry point (bq_affine), so one module a warm */
 static bq_desc desc_(void) {
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_QUANTIZE;
+  d.direction = BQ_BACKWARD;
   d.float_type = BQ_F32;
   return d;
 }
@@ -55,7 +57,7 @@ Test(cache, round_trip_then_disk_hit) {
   cr_assert_eq(s.disk_hits, 0);
   char path[512];
   entry_path(path, sizeof path);
-  cr_assert(strstr(path, "quantize.fwd.per_tensor.f32.s8"), "file named after the SKU: %s", path);
+  cr_assert(strstr(path, "quantize.bwd.per_tensor.f32.s8") && strstr(path, "@bq_affine-"), "file named after the module's SKU: %s", path);
   warm_ok(&d);
   s = stats_();
   cr_assert_eq(s.disk_hits, 1);
@@ -236,7 +238,7 @@ Test(cache, default_directory) {
 
 Test(cache, key_covers_everything_that_changes_the_bytes) {
   fresh_dir();
-  bq__target t90 = {90, 0, 0}, t80 = {80, 0, 0}, p90 = {90, 1, 0};
+  bq__target t90 = {90, 0, 0, 0}, t80 = {80, 0, 0, 0}, p90 = {90, 1, 0, 0};
   bq_desc d = desc_();
   bq__kernel_src a, b, c;
   cr_assert_eq(bq__kernel_for(&d, &t90, &a), BQ_SUCCESS);
@@ -295,11 +297,12 @@ Test(cache, two_processes_race_on_a_cold_cache) {
     waitpid(kids[i], &status, 0);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "racer %d failed", i);
   }
-  cr_assert_eq(count_files(dir_, ".bqk"), 1, "one entry, however many writers");
+  /* fake quantize backward per tensor: two modules, bq_affine's and bq_affine_mask's */
+  cr_assert_eq(count_files(dir_, ".bqk"), 2, "one entry a module, however many writers");
   cr_assert_eq(count_files(dir_, ".tmp."), 0, "no temporary file left behind");
   warm_ok(&d);
   bq_cache_stats s = stats_();
-  cr_assert_eq(s.disk_hits, 1, "the raced entry is valid");
+  cr_assert_eq(s.disk_hits, 2, "the raced entries are valid");
   cr_assert_eq(s.compiles, 0);
 }
 
@@ -356,6 +359,29 @@ static int entry_skus(char skus[][256], int cap) {
   }
   closedir(d);
   qsort(skus, (size_t)n, 256, (int (*)(const void *, const void *))strcmp);
+  return n;
+}
+
+/* the module SKUs ("<SKU>@<entry point>") of desc on sm, as select names them, appended to
+   out; returns how many */
+static int module_skus(const bq_desc *desc, int sm, char out[][256]) {
+  bq_desc d;
+  char name[96];
+  cr_assert_eq(bq__normalize(desc, &d, name, sizeof name), BQ_SUCCESS);
+  bq__target t;
+  cr_assert_eq(bq__target_for(&d, sm, &t), BQ_SUCCESS, "%s", bq_last_error());
+  const char *names[BQ__MAX_KERNELS];
+  bq__kernels_of(&d, &t, names);
+  int n = 0;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    if (!names[e]) continue;
+    bq__kernel_src k;
+    memset(&k, 0, sizeof k);
+    t.module = e + 1;
+    bq__sku_of(&d, &t, &k);
+    cr_assert(strstr(k.sku, "@"), "%s", k.sku);
+    memcpy(out[n++], k.sku, sizeof k.sku);
+  }
   return n;
 }
 
@@ -479,10 +505,17 @@ Test(target, sku_warm_and_select_agree_for_linear_on_sm_90, .timeout = 300) {
   select_sku(&q, 90, act_sel);
   cr_assert_str_eq(act_sku, act_sel);
   warm_ok(&d);
-  char got[4][256];
-  cr_assert_eq(entry_skus(got, 4), 2, "the GEMM and the activations' kernel");
-  cr_assert(!strcmp(got[0], act_sku) || !strcmp(got[1], act_sku), "%s / %s vs %s", got[0], got[1], act_sku);
-  cr_assert(!strcmp(got[0], sku) || !strcmp(got[1], sku), "%s / %s vs %s", got[0], got[1], sku);
+  /* the GEMM's modules (sm_90a: the warpgroup-MMA tiles and the GEMVs) and the activations' */
+  char got[16][256], want[16][256];
+  int nw = module_skus(&d, 90, want);
+  cr_assert_eq(nw, 4, "bq_gemm_wgmma and the three GEMVs");
+  nw += module_skus(&q, 90, want + nw);
+  qsort(want, (size_t)nw, 256, (int (*)(const void *, const void *))strcmp);
+  cr_assert_eq(entry_skus(got, 16), nw, "the GEMM's and the activations' modules");
+  for (int i = 0; i < nw; i++) {
+    cr_assert_str_eq(got[i], want[i]);
+    cr_assert(!strncmp(got[i], sku, strlen(sku)) || !strncmp(got[i], act_sku, strlen(act_sku)), "%s", got[i]);
+  }
   /* and a warmed entry is what a select-time lookup reads: same file name, same key */
   bq_desc dn;
   bq__normalize(&d, &dn, name, sizeof name);
@@ -490,7 +523,7 @@ Test(target, sku_warm_and_select_agree_for_linear_on_sm_90, .timeout = 300) {
   cr_assert_eq(bq__target_for(&dn, 90, &t), BQ_SUCCESS);
   bq_cache_stats before = stats_();
   cr_assert_eq(bq__warm_one(&dn, &t, NULL), BQ_SUCCESS);
-  cr_assert_eq(stats_().disk_hits, before.disk_hits + 1);
+  cr_assert_eq(stats_().disk_hits, before.disk_hits + 4);
   cr_assert_eq(stats_().compiles, before.compiles);
 }
 
@@ -504,14 +537,16 @@ Test(target, force_ptx_changes_sku_and_warm_together) {
   cr_assert(strstr(sku, ".compute_90") && sku[strlen(sku) - 1] == '0', "%s", sku);
   cr_assert_eq(bq_sku(&l, 90, lsku, sizeof lsku), BQ_SUCCESS);
   cr_assert_str_eq(lsku, "linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.compute_90");
-  warm_ok(&d);
+  warm_ok(&d); /* (desc_ has one module, bq_affine's) */
   cr_assert_eq(entry_skus(got, 2), 1);
+  strcat(sku, "@bq_affine");
   cr_assert_str_eq(got[0], sku);
   unsetenv("BARACUDA_QUANT_FORCE_PTX");
   cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
   cr_assert(strstr(sku, ".sm_90") && !strstr(sku, "compute"), "%s", sku);
   warm_ok(&d);
   cr_assert_eq(entry_skus(got, 2), 2, "the cubin is another entry");
+  strcat(sku, "@bq_affine");
   cr_assert(!strcmp(got[0], sku) || !strcmp(got[1], sku));
 }
 
@@ -528,6 +563,7 @@ Test(target, newer_than_nvrtc_warms_the_ptx) {
   cr_assert(n > w && !strcmp(sku + n - w, want), "sm %d: %s, want ...%s", sm, sku, want);
   cr_assert_eq(bq_cache_warm(&d, sm), BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_eq(entry_skus(got, 1), 1);
+  strcat(sku, "@bq_affine"); /* (desc_'s one module) */
   cr_assert_str_eq(got[0], sku);
   cr_log_info("sm_%d (NVRTC's newest sm_%d): %s", sm, newest, sku);
 }

@@ -53,10 +53,12 @@ static void expect_stats(uint64_t disk_hits, uint64_t misses, uint64_t compiles,
 }
 
 /* ---- descs, entries, files ---------------------------------------------------------------- */
+/* the affine ops backward per tensor: one entry point (bq_affine), one module a kernel */
 static bq_desc desc_(bq_op op) {
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = op;
+  d.direction = op == BQ_DYNAMIC_QUANTIZE ? BQ_FORWARD : BQ_BACKWARD;
   d.float_type = BQ_F32;
   if (op == BQ_DYNAMIC_QUANTIZE) d.granularity = BQ_PER_TOKEN;
   return d;
@@ -68,9 +70,9 @@ static void warm_ok(bq_op op) {
   cr_assert_eq(st, BQ_SUCCESS, "bq_cache_warm: %s: %s", bq_status_name(st), bq_last_error());
 }
 
-/* where the entry of op on sm_90 lives in dir_ (loads the NVRTC identity) */
+/* where the entry of op on sm_90 lives in dir_: its one module's (loads the NVRTC identity) */
 static void entry_path(bq_op op, char *path, size_t n) {
-  bq__target t = {90, 0, 0};
+  bq__target t = {90, 0, 0, 1};
   bq_desc d = desc_(op);
   bq__kernel_src k;
   cr_assert_eq(bq__kernel_for(&d, &t, &k), BQ_SUCCESS);
@@ -810,7 +812,7 @@ static void racer(unsigned seed) {
     if (i % 2 == 0) {
       bq_cache_warm(&d, 90);
     } else {
-      bq__target t = {90, 0, 0};
+      bq__target t = {90, 0, 0, 1}; /* (entry point 0's module: bq_affine's, bq_dynamic's) */
       bq__kernel_src k;
       void *bin = NULL;
       size_t len = 0;

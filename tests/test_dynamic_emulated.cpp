@@ -171,7 +171,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
-  bq__target tg = {90, 0, 0};
+  bq__target tg = {90, 0, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
@@ -185,7 +185,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k0;
   entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k1;
 #endif
-  plan.entry = &entry;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = 132;
 
   const bq_dtype st = X4 ? BQ_UE8M0 : (bq_dtype)EMU_ST; /* packed: bytes at byte indices */

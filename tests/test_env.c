@@ -137,13 +137,16 @@ static int wgmma(void) { return target_90(BQ_SMOOTHQUANT_LINEAR, BQ_F16).arch_a;
 Test(env, wgmma) { check_variable("BARACUDA_QUANT_WGMMA", 1, wgmma); }
 
 static int pdl(void) {
-  bq__target t = {90, 0, 1};
+  bq__target t = {90, 0, 1, 0};
   return bq__pdl_wanted(&t);
 }
 Test(env, pdl) {
   bq__drv.version = 13000; /* a driver with programmatic edges in graphs; none is loaded */
   check_variable("BARACUDA_QUANT_PDL", 1, pdl);
 }
+
+static int lazy(void) { return bq__lazy(); }
+Test(env, lazy) { check_variable("BARACUDA_QUANT_LAZY", 1, lazy); }
 
 /* QUIET silences stderr only: a warning reaches the handler whatever it says. */
 static void warn_probe(void) { bq__warn("probe %d", 7); }
@@ -195,7 +198,7 @@ static void uninstalling(const char *msg, void *user) {
   d.float_type = BQ_F32;
   cr_assert_eq(bq_sku(&d, 90, buf, sizeof buf), BQ_SUCCESS); /* another library call */
   setenv("BARACUDA_QUANT_PDL", "maybe", 1);
-  bq__target t = {90, 0, 0};
+  bq__target t = {90, 0, 0, 0};
   bq__pdl_wanted(&t); /* and one that warns, now to stderr */
 }
 static void rewarn(void) { bq__warn("first"); }

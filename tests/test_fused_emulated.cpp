@@ -186,7 +186,7 @@ static void run(const fcase &c, const char *label) {
   bq_desc d = the_desc();
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
-  bq__target tg = {90, 0, 0};
+  bq__target tg = {90, 0, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
@@ -194,9 +194,9 @@ static void run(const fcase &c, const char *label) {
   bq__entry entry;
   memset(&entry, 0, sizeof entry);
   for (int e = 0; e < BQ__FUSED_ENTRIES; e++) entry.fn[e] = (bq__CUfunction)g_kernels[e];
-  plan.entry = &entry;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = c.sms ? c.sms : 132;
-  plan.smem_max = EMU_SMEM_MAX;
+  plan.smem_max = plan.staged_smem = EMU_SMEM_MAX; /* (what bq__fused_setup gives bq_fused_staged) */
   /* with the table, what select would find: two blocks an SM for each register entry, so
      that a block takes several rows */
   for (int e = 0; e < BQ__FUSED_ENTRIES && EMU_TAB; e++) plan.tab_blocks[e] = 2;

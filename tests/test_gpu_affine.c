@@ -667,11 +667,11 @@ static void run_lean(bq_granularity g, bq_op op)
                              c.zp_null && run % 16 == 0 && g_last_k.out % 16 == 0;
             const int e = want ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
             pairs += want;
-            cr_assert(g_last_fn != NULL && plan->entry->fn[e] != NULL && g_last_fn == plan->entry->fn[e],
+            cr_assert(g_last_fn != NULL && plan_fn(plan, e) != NULL && g_last_fn == plan_fn(plan, e),
                       "%s was not the kernel launched | %s", want ? "bq_affine_pair" : "bq_affine_lean", P.what);
           } else
-            cr_assert(g_last_fn != NULL && g_last_fn != plan->entry->fn[BQ__AFFINE_LEAN] &&
-                          (g == BQ_PER_TENSOR || g_last_fn != plan->entry->fn[BQ__AFFINE_PAIR]),
+            cr_assert(g_last_fn != NULL && g_last_fn != plan_fn(plan, BQ__AFFINE_LEAN) &&
+                          (g == BQ_PER_TENSOR || g_last_fn != plan_fn(plan, BQ__AFFINE_PAIR)),
                       "the lean route took a stream off its accesses' grid | %s", P.what);
           prep_check(&P);
           prep_free(&P);

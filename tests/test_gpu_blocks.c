@@ -251,7 +251,7 @@ static void run_static(const scase *c)
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), what);
   BQ_OK(bq_synchronize(NULL), "%s", what);
   if (c->force >= 0)
-    cr_assert(g_last_fn != NULL && g_last_fn == plan->entry->fn[c->force], "%s was not the kernel launched | %s",
+    cr_assert(g_last_fn != NULL && g_last_fn == plan_fn(plan, c->force), "%s was not the kernel launched | %s",
               k_entry_names[c->force], what);
   /* the reference, into a copy of the poisoned image */
   unsigned char *expected = (unsigned char *)malloc(out.total), *got = (unsigned char *)malloc(out.total);

@@ -236,3 +236,63 @@ Test(gpu_cache, a_hit_never_waits_for_another_keys_compile) {
                compile_ms / compiled);
   bq_plan_destroy(warm);
 }
+
+/* An entry point that no run has taken loads its module when a run first takes it, and
+   under stream capture (global mode) too: the load enqueues nothing, the capture stays
+   valid and its graph computes the contract. Per tensor quantize's select loads
+   bq_affine_lean (what a dense, aligned tensor takes); x off the 16-byte grid takes the
+   row kernel, compiled here during the capture. */
+Test(gpu_cache, a_module_loads_on_first_use_even_under_stream_capture) {
+  need_gpu();
+  fresh_dir();
+  const bq__driver_api *drv = bq__driver_get();
+  bq_desc d = desc_(50);
+  bq_plan *p;
+  cr_assert_eq(bq_plan_select(&d, &p), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_not_null(p->mod[BQ__AFFINE_LEAN], "select did not load bq_affine_lean");
+  cr_assert_null(p->mod[BQ__AFFINE_ROW], "select loaded bq_affine, which a typical tensor never takes");
+  enum { N = 4099 };
+  static float x[N + 1];
+  static signed char q[N];
+  const float s = 0.25f;
+  for (int i = 0; i <= N; i++) x[i] = (float)((i * 37) % 1001 - 500) * 0.0625f;
+  void *dx, *dq;
+  cr_assert_eq(bq_malloc(&dx, sizeof x), BQ_SUCCESS);
+  cr_assert_eq(bq_malloc(&dq, sizeof q), BQ_SUCCESS);
+  bq_memcpy_to_device(dx, x, sizeof x);
+  bq_memset(dq, 0xA5, sizeof q);
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = (const float *)dx + 1, a.y = dq, a.numel = N, a.scale = s; /* x 4 bytes past the grid */
+  bq_cache_stats s0, s1;
+  bq_cache_get_stats(&s0);
+  bq__CUstream st;
+  bq__CUgraph g;
+  bq__CUgraphExec ex;
+  cr_assert_eq(drv->cuStreamCreate(&st, 0), 0);
+  cr_assert_eq(drv->cuStreamBeginCapture(st, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
+  bq_status rs = bq_plan_run(p, &a, NULL, 0, st);
+  bq__CUresult r = drv->cuStreamEndCapture(st, &g);
+  cr_assert_eq(rs, BQ_SUCCESS, "run under capture: %s", bq_last_error());
+  cr_assert_eq(r, 0, "cuStreamEndCapture -> %d", r);
+  bq_cache_get_stats(&s1);
+  cr_assert_eq(s1.compiles, s0.compiles + 1, "the row kernel's module was not compiled by the run");
+  cr_assert_not_null(p->mod[BQ__AFFINE_ROW]);
+  cr_assert_eq(drv->cuGraphInstantiateWithFlags(&ex, g, 0), 0);
+  cr_assert_eq(drv->cuGraphLaunch(ex, st), 0);
+  cr_assert_eq(drv->cuStreamSynchronize(st), 0);
+  bq_memcpy_to_host(q, dq, sizeof q);
+  for (int i = 0; i < N; i++) {
+    const float v = x[i + 1] / s;
+    double w = nearbyint(v);
+    w = w < -128 ? -128 : w > 127 ? 127 : w;
+    const int want = (int)w < -50 ? -50 : (int)w > 50 ? 50 : (int)w;
+    cr_assert_eq(q[i], want, "element %d: x %g got %d want %d", i, x[i + 1], q[i], want);
+  }
+  drv->cuGraphExecDestroy(ex);
+  drv->cuGraphDestroy(g);
+  drv->cuStreamDestroy(st);
+  bq_free(dx);
+  bq_free(dq);
+  bq_plan_destroy(p);
+}

@@ -140,7 +140,7 @@ static void run(const ecase *c0) {
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   /* this binary's kernels must be the ones the plan's SKU names */
   bq__kernel_src ks;
-  bq__target tg = {90, 0, EMU_WGMMA};
+  bq__target tg = {90, 0, EMU_WGMMA, 0};
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
   cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
@@ -151,7 +151,7 @@ static void run(const ecase *c0) {
   entry.fn[BQ__GEMV32] = (bq__CUfunction)k_gemv32;
   entry.fn[BQ__GEMV64] = (bq__CUfunction)k_gemv64;
   entry.fn[BQ__GEMM_WGMMA] = (bq__CUfunction)k_wgmma;
-  plan.entry = &entry;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = 132;
   plan.wgmma = EMU_WGMMA;
   plan.pdl = EMU_QL; /* QuantizedLinear on sm_90: weight streaming overlaps the activations' kernel */
@@ -168,7 +168,7 @@ static void run(const ecase *c0) {
   qd.asymmetric = c->asym;
   bq_plan sub;
   cr_assert_eq(bq__plan_init(&qd, &sub), BQ_SUCCESS, "%s", bq_last_error());
-  const bq__target tq = {90, 0, 0}; /* dynamic quantize has no sm_90a module */
+  const bq__target tq = {90, 0, 0, 0}; /* dynamic quantize has no sm_90a module */
   cr_assert_eq(bq__kernel_for(&qd, &tq, &ks), BQ_SUCCESS);
   cr_assert(strstr(ks.source.p, EMU_PRELUDE_ACT), "the dynamic SKU's prelude differs from this build's: %s", what);
   free(ks.source.p);
@@ -176,7 +176,7 @@ static void run(const ecase *c0) {
   memset(&sub_entry, 0, sizeof sub_entry);
   sub_entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k_dyn;
   sub_entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k_dyn_long;
-  sub.entry = &sub_entry;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) sub.mod[e] = &sub_entry;
   sub.num_sms = 132;
   plan.sub = &sub;
 #endif
@@ -227,7 +227,7 @@ static void run(const ecase *c0) {
     bq__entry se;
     memset(&se, 0, sizeof se);
     se.fn[0] = (bq__CUfunction)k_sums;
-    sp.entry = &se;
+    for (int e = 0; e < BQ__MAX_KERNELS; e++) sp.mod[e] = &se;
     std::vector<int32_t> got((size_t)N + 1, (int32_t)0xA5A5A5A5);
     bq_args sa_args;
     memset(&sa_args, 0, sizeof sa_args);

@@ -54,10 +54,10 @@ static const qrange Q_U8[] = {{0, 0}, {0, 255}, {3, 200}, {5, 5}, {0, 1}};
 #define NLAYOUT 2
 
 static const bq__target TARGETS[] = {
-    {80, 0, 0}, /* sm_80 cubin */
-    {90, 0, 0}, /* sm_90 cubin */
-    {90, 1, 0}, /* compute_90 PTX */
-    {90, 0, 1}, /* sm_90a cubin */
+    {80, 0, 0, 0}, /* sm_80 cubin */
+    {90, 0, 0, 0}, /* sm_90 cubin */
+    {90, 1, 0, 0}, /* compute_90 PTX */
+    {90, 0, 1, 0}, /* sm_90a cubin */
 };
 
 typedef struct entry {
@@ -537,6 +537,26 @@ static const member POOLS[][5] = {
     {{BQ_QUANTIZED_LINEAR, linear_set}, {BQ_SMOOTHQUANT_LINEAR, linear_set}},
 };
 
+/* the modules bq_cache_warm compiles for a desc on sm: one for each entry point with code
+   (bq__kernels_of), QuantizedLinear's activations' kernel's too */
+static size_t modules_of(const bq_desc *in, int sm) {
+  bq_desc d, q, qn;
+  char name[96];
+  bq__target t;
+  const char *names[BQ__MAX_KERNELS];
+  cr_assert_eq(bq__normalize(in, &d, name, sizeof name), BQ_SUCCESS);
+  cr_assert_eq(bq__target_for(&d, sm, &t), BQ_SUCCESS);
+  size_t n = (size_t)bq__kernels_of(&d, &t, names);
+  if (d.op == BQ_QUANTIZED_LINEAR) {
+    bq__linear_activation_desc(&d, &q);
+    cr_assert_eq(bq__normalize(&q, &qn, name, sizeof name), BQ_SUCCESS);
+    cr_assert_eq(bq__target_for(&qn, sm, &t), BQ_SUCCESS);
+    n += (size_t)bq__kernels_of(&qn, &t, names);
+  }
+  cr_assert(n > 0, "%s: no entry point", name);
+  return n;
+}
+
 static void compile_all(bq_op op, int sm, set_fn set_of) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
@@ -602,16 +622,17 @@ static void compile_all(bq_op op, int sm, set_fn set_of) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   bq_cache_get_stats(&after);
   cr_assert_eq(failed, 0, "%zu of %zu SKUs failed to compile for sm_%d (see the log above)", failed, n, sm);
-  /* warming a QuantizedLinear SKU also warms its activations' dynamic-quantize kernel */
-  size_t extra = 0;
-  for (size_t i = 0; i < n; i++) extra += set[i].op == BQ_QUANTIZED_LINEAR;
-  cr_assert_eq(after.compiles - before.compiles, n + extra, "sm_%d: %llu compiles for %zu SKUs (+%zu)", sm,
-               (unsigned long long)(after.compiles - before.compiles), n, extra);
-  cr_assert_eq(after.misses - before.misses, n + extra);
+  /* a module an entry point with code; warming a QuantizedLinear SKU also warms its
+     activations' dynamic-quantize kernel */
+  size_t modules = 0;
+  for (size_t i = 0; i < n; i++) modules += modules_of(&set[i], sm);
+  cr_assert_eq(after.compiles - before.compiles, modules, "sm_%d: %llu compiles for %zu SKUs (%zu modules)", sm,
+               (unsigned long long)(after.compiles - before.compiles), n, modules);
+  cr_assert_eq(after.misses - before.misses, modules);
   cr_assert_eq(after.disk_hits, before.disk_hits, "the disk cache was used while disabled");
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  cr_log_info("sm_%d: %zu of %zu SKUs compiled in %.1f s (%.0f ms each), seed '%s'", sm, n, all, s,
-              1e3 * s / (double)n, getenv("BQ_SKU_SEED") ? getenv("BQ_SKU_SEED") : "");
+  cr_log_info("sm_%d: %zu of %zu SKUs compiled in %.1f s (%zu modules, %.0f ms each), seed '%s'", sm, n, all, s,
+              modules, 1e3 * s / (double)modules, getenv("BQ_SKU_SEED") ? getenv("BQ_SKU_SEED") : "");
   for (size_t i = 0; i < n && n < all; i++) cr_log_info("  %s", skus[i]);
 }
 
@@ -1194,4 +1215,42 @@ Test(sku, dispatch_tables_are_keyed_as_looked_up) {
     cr_assert_eq(bq__dynamic_row_of(&d), &bq__dynamic_table[i], "dynamic row %d is not its key's", i);
   }
   for (int i = 0; i < BQ__GEMM_CONFIGS; i++) cr_assert_eq(bq__linear_table[i].entry, i, "linear row %d", i);
+}
+
+/* ---- modules: one an entry point -------------------------------------------------------------- */
+/* Select loads the modules of the entry points a typical problem takes (bq__plan_typical's
+   dry run): for every kernel the families name, that run succeeds and takes one or more of
+   the plan's own entry points (a plan whose dry run took none would load them all). */
+Test(sku, typical_problem_takes_the_plans_own_entry_points) {
+  const int n = bq__all_descs(BQ__ALL_FAMILIES, NULL, 0);
+  cr_assert(n > 2000, "%d kernels", n);
+  bq_desc *all = calloc((size_t)n, sizeof *all);
+  cr_assert_not_null(all);
+  cr_assert_eq(bq__all_descs(BQ__ALL_FAMILIES, all, n), n);
+  int by_count[4] = {0};
+  for (int i = 0; i < n; i++) {
+    bq_plan p, sub;
+    char sku[256];
+    cr_assert_eq(bq__plan_init(&all[i], &p), BQ_SUCCESS, "%s", bq_last_error());
+    if (p.desc.op == BQ_QUANTIZED_LINEAR) { /* its activations' plan, as select makes it */
+      bq_desc q;
+      bq__linear_activation_desc(&p.desc, &q);
+      cr_assert_eq(bq__plan_init(&q, &sub), BQ_SUCCESS, "%s", bq_last_error());
+      p.sub = &sub;
+    }
+    bq_sku(&all[i], 90, sku, sizeof sku);
+    const unsigned taken = bq__plan_typical(&p);
+    cr_assert(taken != 0, "%s: the dry run took no entry point (%s)", sku, bq_last_error());
+    int count = 0;
+    for (int e = 0; e < BQ__MAX_KERNELS; e++)
+      if (taken >> e & 1) {
+        cr_assert_not_null(p.kernels[e], "%s: the dry run took entry point %d, which it lacks", sku, e);
+        count++;
+      }
+    by_count[count < 3 ? count : 3]++;
+  }
+  /* (per tensor dynamic quantize takes two: its reduction and its quantize pass) */
+  cr_log_info("%d kernels: %d take one entry point on the typical problem, %d two, %d more", n, by_count[1],
+              by_count[2], by_count[3]);
+  free(all);
 }

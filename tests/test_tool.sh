@@ -46,18 +46,20 @@ fi
 
 # ---- warm --all, one family and a filter, into an empty directory ----
 # (per_token.f32: s8 and u8, symmetric and asymmetric, and the FP8 types, symmetric; each with
-# f32 scales, power-of-two f32 scales and UE8M0 scales: 18 SKUs)
+# f32 scales, power-of-two f32 scales and UE8M0 scales: 18 SKUs, each two entry points,
+# bq_dynamic and bq_dynamic_long, so 36 kernels, a module and an entry each)
 A="$W/a"
 expect 0 "warm --all --family dynamic --filter per_token.f32" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
-has "18 SKUs into $A: 18 compiled, 0 already cached, 0 failed" "warm compiled the 18 SKUs"
-[ "$(count "$A" '*.bqk')" = 18 ] && ok "18 entries written" || bad "$(count "$A" '*.bqk') entries written, want 18"
+has "18 SKUs (36 kernels) into $A: 18 compiled, 0 already cached, 0 failed" "warm compiled the 18 SKUs"
+[ "$(count "$A" '*.bqk')" = 36 ] && ok "36 entries written" || bad "$(count "$A" '*.bqk') entries written, want 36"
 expect 0 "warm again" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
 has "0 compiled, 18 already cached" "the second warm compiles nothing"
 expect 0 "list" "$T" list --dir "$A"
-has "18 entries (18 valid, 0 invalid" "list: all valid"
-[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 18 ] && ok "list names the 18 SKUs" || bad "list lines"
+has "36 entries (36 valid, 0 invalid" "list: all valid"
+[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 36 ] && ok "list names the 36 modules" || bad "list lines"
 expect 0 "list --skus" "$T" list --dir "$A" --skus
-[ "$(wc -l <"$W/out")" = 18 ] && ! grep -qv '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90$' "$W/out" && ok "list --skus: SKUs only" || bad "list --skus"
+[ "$(wc -l <"$W/out")" = 36 ] && ! grep -qvE '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90@bq_dynamic(_long)?$' "$W/out" &&
+  ok "list --skus: module SKUs only" || bad "list --skus"
 expect 0 "verify, all valid" "$T" verify --dir "$A"
 
 # ---- a flipped byte: verify names it, --fix removes it ----
@@ -67,7 +69,7 @@ printf '\x5a' | dd of="$victim" bs=1 seek=$((size - 50)) conv=notrunc status=non
 expect 1 "verify after a flipped byte" "$T" verify --dir "$A"
 has "invalid $(basename "$victim"): payload checksum mismatch" "verify names the corrupt entry"
 expect 0 "list still exits 0" "$T" list --dir "$A"
-has "17 valid, 1 invalid" "list counts it invalid"
+has "35 valid, 1 invalid" "list counts it invalid"
 touch -d '2 hours ago' "$A/x.bqk.tmp.999999.1.0.0"
 echo "mine" >"$A/notes.txt"
 expect 1 "verify with a stale temporary file" "$T" verify --dir "$A"
@@ -77,24 +79,33 @@ has "(removed)" "verify --fix removes"
 [ ! -e "$victim" ] && [ ! -e "$A/x.bqk.tmp.999999.1.0.0" ] && ok "the corrupt entry and the temporary file are gone" || bad "not removed"
 [ -e "$A/notes.txt" ] && ok "verify --fix leaves a foreign file" || bad "foreign file removed"
 expect 0 "verify after --fix" "$T" verify --dir "$A"
-[ "$(count "$A" '*.bqk')" = 17 ] && ok "17 entries left" || bad "$(count "$A" '*.bqk') entries left"
+[ "$(count "$A" '*.bqk')" = 35 ] && ok "35 entries left" || bad "$(count "$A" '*.bqk') entries left"
 
 # ---- clear: only what the library writes ----
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
-[ "$(count "$A" '*.bqk')" = 17 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
+[ "$(count "$A" '*.bqk')" = 35 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
 expect 0 "clear --yes" "$T" clear --dir "$A" --yes
 has "left 1 files the library does not write alone: notes.txt" "clear names what it left"
 [ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"
 [ "$(cat "$A/notes.txt")" = mine ] && ok "the foreign file is intact" || bad "foreign file changed"
 
 # ---- the weight sums: listed valid and round-tripped like every other entry ----
+# ---- warm --all covers every family, the fused producers included ----
+expect 0 "warm --all --dry-run" "$T" warm --arch 90 --all --dry-run
+for f in quantize dequantize fake_quantize dynamic_quantize rmsnorm_quantize silu_mul_quantize gelu_tanh_mul_quantize linear_gemm linear_weight_sums; do
+  has "^$f\." "warm --all lists $f"
+done
+expect 0 "warm --all --family fused --dry-run" "$T" warm --arch 90 --all --family fused --dry-run
+[ "$(grep -cvE '^(rmsnorm_quantize|silu_mul_quantize|gelu_tanh_mul_quantize)\.' "$W/out")" = 0 ] && [ -s "$W/out" ] &&
+  ok "--family fused: the fused producers alone" || bad "--family fused"
+
 expect 0 "warm --all --family linear --dry-run" "$T" warm --arch 90 --all --family linear --dry-run
 has "linear_weight_sums.s8.dp4a.sm_90" "warm --all includes the weight sums"
 WS='linear_weight_sums.s8.dp4a.sm_80'
 printf '%s\n' "$WS" >"$W/ws"
 expect 0 "warm --skus the weight sums" "$T" warm --arch 80 --skus "$W/ws" --dir "$W/ws_dir"
 expect 0 "list --skus of the weight sums" "$T" list --dir "$W/ws_dir" --skus
-[ "$(cat "$W/out")" = "$WS" ] && ok "the weight sums entry is valid and listed" || bad "weight sums not listed"
+[ "$(cat "$W/out")" = "$WS@bq_weight_sums" ] && ok "the weight sums entry is valid and listed" || bad "weight sums not listed"
 
 # ---- per block, MN-major and packed UE8M0 scales: listed by warm --all, warmed by SKU ----
 # (dynamic per block bf16 -> e4m3: f32 and bf16 scales each with and without pow2, UE8M0: 5 SKUs)
@@ -107,24 +118,30 @@ E="$W/e"
 printf '%s\n%s\n' 'dynamic_quantize.fwd.per_block.bf16.e4m3.scale_ue8m0.vec8.sym.pow2.sm_80' \
   'dequantize.fwd.per_group.f16.e4m3.scale_mn_ue8m0x4.vec8x2.sm_80' >"$W/block_skus"
 expect 0 "warm --skus, per block and MN-major packed" "$T" warm --arch 80 --skus "$W/block_skus" --dir "$E"
-has "2 SKUs into $E: 2 compiled" "both compiled"
+has "2 SKUs ([0-9]* kernels) into $E: 2 compiled" "both compiled"
+kernels=$(sed -n 's/.*2 SKUs (\([0-9]*\) kernels).*/\1/p' "$W/out")
 expect 0 "list --skus of them" "$T" list --dir "$E" --skus
-sort "$W/block_skus" | diff -q - <(sort "$W/out") >/dev/null && ok "listed back as warmed" || bad "listed SKUs differ"
+# every module listed is one of a warmed SKU's, and there are as many as warm said
+[ "$(wc -l <"$W/out")" = "$kernels" ] && [ "$(sed 's/@.*//' "$W/out" | sort -u | diff - <(sort "$W/block_skus") | wc -l)" = 0 ] &&
+  ok "listed back as warmed: $kernels modules" || bad "listed SKUs differ"
 
 # ---- warm --skus: a QuantizedLinear plan's "A + B" line, for sm_80 ----
 B="$W/b"
 GEMM='linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_80'
 ACT='dynamic_quantize.fwd.per_token.f16.s8.q[-128,127].scale_f32.vec8.sym.sm_80'
 printf '# a QuantizedLinear plan\n%s + %s\n\n' "$GEMM" "$ACT" >"$W/skus"
+# (the GEMM on sm_80: bq_gemm_large and the three GEMVs; the activations': bq_dynamic and
+# bq_dynamic_long)
 expect 0 "warm --skus with an A + B line" "$T" warm --arch 80 --skus "$W/skus" --dir "$B"
-has "2 SKUs into $B: 2 compiled" "both kernels compiled"
+has "2 SKUs (6 kernels) into $B: 2 compiled" "both kernels compiled"
 expect 0 "list --skus after warm --skus" "$T" list --dir "$B" --skus
-printf '%s\n%s\n' "$ACT" "$GEMM" | sort >"$W/want"
-sort "$W/out" | diff -q - "$W/want" >/dev/null && ok "the entries are exactly the SKUs asked for" || bad "SKUs differ"
+{ for e in bq_gemm_large bq_gemv bq_gemv32 bq_gemv64; do echo "$GEMM@$e"; done
+  for e in bq_dynamic bq_dynamic_long; do echo "$ACT@$e"; done; } | sort >"$W/want"
+sort "$W/out" | diff -q - "$W/want" >/dev/null && ok "the entries are exactly the modules of the SKUs asked for" || bad "SKUs differ"
 # the warmed list, fed back: every entry already there
 "$T" list --dir "$B" --skus >"$W/listed"
 expect 0 "warm --skus from list --skus" "$T" warm --arch 80 --skus "$W/listed" --dir "$B"
-has "0 compiled, 2 already cached" "list --skus round-trips through warm --skus"
+has "0 compiled, 6 already cached" "list --skus round-trips through warm --skus"
 # into an empty directory: the same files, byte for byte
 expect 0 "warm --skus from list --skus into an empty directory" "$T" warm --arch 80 --skus "$W/listed" --dir "$W/b2"
 (cd "$B" && ls *.bqk) >"$W/names_b"
@@ -141,19 +158,21 @@ has "never loads this target on the archs given" "the mismatch explained"
 printf 'quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_80\nnot-a-sku\n' >"$W/badskus"
 expect 1 "warm --skus with a line that is no SKU" "$T" warm --arch 80 --skus "$W/badskus" --dir "$B"
 has "badskus:2: SKU (not-a-sku)" "the bad line named"
-[ "$(count "$B" '*.bqk')" = 2 ] && ok "nothing warmed from a file with a bad line" || bad "warmed despite a bad line"
+[ "$(count "$B" '*.bqk')" = 6 ] && ok "nothing warmed from a file with a bad line" || bad "warmed despite a bad line"
 expect 1 "warm --skus, missing file" "$T" warm --arch 80 --skus "$W/none" --dir "$B"
 
 # ---- an entry built with other NVRTC options: "other", never read here, left alone ----
 C="$W/c"
 expect 0 "warm under BARACUDA_QUANT_NVRTC_OPTIONS" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" warm --arch 80 --all --family affine --filter quantize.fwd.per_tensor.f32.s8 --dir "$C"
-has "3 SKUs into $C: 3 compiled" "three affine SKUs compiled (quantize, dequantize, fake quantize)"
+# (quantize and dequantize forward: bq_affine and bq_affine_lean; fake quantize: bq_affine and
+# bq_affine_mask)
+has "3 SKUs (6 kernels) into $C: 3 compiled" "three affine SKUs compiled (quantize, dequantize, fake quantize)"
 expect 0 "list without the option" "$T" list --dir "$C"
 has "^other .*built with other NVRTC options" "list calls it other"
 expect 0 "verify --fix leaves it" "$T" verify --dir "$C" --fix
-[ "$(count "$C" '*.bqk')" = 3 ] && ok "the other entries are kept" || bad "other entries removed"
+[ "$(count "$C" '*.bqk')" = 6 ] && ok "the other entries are kept" || bad "other entries removed"
 expect 0 "list with the option" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" list --dir "$C"
-has "3 entries (3 valid" "valid under their own options"
+has "6 entries (6 valid" "valid under their own options"
 
 # ---- the disk cache turned off ----
 expect 1 "warm with the disk cache off" env BARACUDA_QUANT_DISABLE_CACHE=1 "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.s8

@@ -563,7 +563,7 @@ Test(desc, kernel_granularity_names) {
   const char *const names[] = {"BQ_GRAN_TENSOR", "BQ_GRAN_CHANNEL", "BQ_GRAN_TOKEN", "BQ_GRAN_GROUP"};
   for (int k = 0; k < 4; k++) {
     bq_desc d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, g[k], BQ_F32);
-    bq__target t = {90, 0, 0};
+    bq__target t = {90, 0, 0, 0};
     bq__kernel_src ks;
     char want[64], value[64];
     snprintf(want, sizeof want, "#define BQ_GRAN %s\n", names[k]);
@@ -798,7 +798,7 @@ static bq_args base_args(bq_granularity g) {
 static void expect_args_invalid(const combo *c, const bq_args *a, const char *needle) {
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
-  cr_assert_null(plan.entry);
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) cr_assert_null(plan.mod[e]);
   char prefix[128], msg[1024];
   prefix_of(c, prefix, sizeof prefix);
   clear_error();
@@ -1895,7 +1895,7 @@ static void plan_on(int device, bq_plan *plan, bq__entry *entry) {
   cr_assert_eq(current(), device == BQ_DEVICE_CURRENT && !before ? plan->ctx : before);
   plan->device = info.ordinal;
   memset(entry, 0, sizeof *entry);
-  plan->entry = entry;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan->mod[e] = entry;
 }
 
 Test(devices, run_refuses_another_devices_context_and_pushes_its_own_when_none) {
@@ -2274,7 +2274,7 @@ Test(desc, fp8_skus) {
               cr_assert(!strstr(sku, "q["), "%s: %s names a q-range", c[i].ctx, sku);
               cr_assert_eq(strstr(sku, ".soft.") != NULL, soft, "%s: %s", c[i].ctx, sku);
               /* the prelude is the kernel's: the soft form defines BQ_FP8_SOFT */
-              bq__target tg = {targets[t], 0, 0};
+              bq__target tg = {targets[t], 0, 0, 0};
               bq__kernel_src ks;
               bq__fp8_soft = soft;
               st = bq__kernel_for(&d, &tg, &ks);
@@ -2386,7 +2386,7 @@ Test(fp8_launch, zero_points_refused_before_any_launch) {
         cr_assert_eq(bq__plan_context(plan.desc.device, &plan.ctx, &pushed, &info), BQ_SUCCESS, "%s", bq_last_error());
         plan.device = info.ordinal;
         memset(&entry, 0, sizeof entry);
-        plan.entry = &entry;
+        for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
         if (!launches) launches = fake_counter("fake_launches");
         bq_args a = base_args(GRANS[g]);
         a.zero_point = 0;
@@ -3099,7 +3099,7 @@ Test(desc, kernel_prelude_of_block_and_layouts) {
     bq_desc d = mkdesc(k[i].op, BQ_FORWARD, k[i].g, BQ_BF16);
     d.scale_type = k[i].st;
     d.scale_layout = k[i].lay;
-    bq__target t = {90, 0, 0};
+    bq__target t = {90, 0, 0, 0};
     bq__kernel_src ks;
     cr_assert_eq(bq__kernel_for(&d, &t, &ks), BQ_SUCCESS, "#%zu: %s", i, bq_last_error());
     char want[64];

@@ -454,7 +454,7 @@ static bq_args base(const bq_desc *d) {
 
 static void plan_of(const bq_desc *d, bq_plan *p) {
   cr_assert_eq(bq__plan_init(d, p), BQ_SUCCESS, "%s", bq_last_error());
-  cr_assert_null(p->entry);
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) cr_assert_null(p->mod[e]);
 }
 
 static void expect_invalid(const bq_desc *d, const bq_args *a, const char *needle) {

@@ -7,16 +7,19 @@
      warm --arch 90[,89,...] (--all | --skus FILE) [-j N] [--family F[,F]] [--filter TEXT]
           [--dir D] [--dry-run]
               compile kernels into the disk cache with NVRTC alone (no GPU needed), in N
-              processes: the same entries (file name and key) bq_plan_select loads on a
-              device of each arch. --all: every kernel of the families (affine, dynamic,
-              linear) with the int types' full q-ranges, under the current environment
+              processes: the same entries (file name and key) bq_plan_select and
+              bq_plan_run load on a device of each arch, a module for each entry point of
+              a SKU. --all: every kernel of the families (affine, dynamic, linear, fused)
+              with the int types' full q-ranges, under the current environment
               (BARACUDA_QUANT_FORCE_PTX, BARACUDA_QUANT_WGMMA); --skus: one SKU a line as
-              bq_plan_sku and `list --skus` print them ("A + B" warms both), each for the
-              target it names. --filter keeps the SKUs whose name contains TEXT.
+              bq_plan_sku and `list --skus` print them ("A + B" warms both; "SKU@entry"
+              one module), each for the target it names. --filter keeps the SKUs whose
+              name contains TEXT.
      list [--dir D] [--skus]
               every file: status (valid, invalid, other: built by another library, NVRTC
-              or options), target, size and SKU, the NVRTC memo, temporary and stray
-              files. --skus prints the valid entries' SKUs alone, for warm --skus.
+              or options), target, size and module SKU, the NVRTC memo, temporary and
+              stray files. --skus prints the valid entries' module SKUs alone, for warm
+              --skus.
      verify [--dir D] [--fix]
               checks every entry as the library reads it (magic, format, lengths, key,
               checksum, file name); --fix removes invalid entries, unreadable memos and
@@ -204,14 +207,15 @@ static int cmd_info(int argc, char **argv) {
 /* ---- warm ------------------------------------------------------------------------------- */
 static const char *USAGE_WARM =
     "usage: baracuda-quant warm --arch SM[,SM...] (--all | --skus FILE) [-j N]\n"
-    "                           [--family affine,dynamic,linear] [--filter TEXT] [--dir D] [--dry-run]\n"
+    "                           [--family " BQ__FAMILY_LIST_COMMAS "] [--filter TEXT] [--dir D] [--dry-run]\n"
     "  compile kernels into the disk cache with NVRTC alone (no GPU), exactly as bq_plan_select\n"
-    "  loads them on a device of each arch (SM = 10 * major + minor: 90 for sm_90)\n"
-    "  --all          every kernel of the families (default: all three), full q-ranges, for the\n"
+    "  and bq_plan_run load them on a device of each arch (SM = 10 * major + minor: 90 for sm_90):\n"
+    "  a SKU's every entry point, each a module of its own\n"
+    "  --all          every kernel of the families (default: all of them), full q-ranges, for the\n"
     "                 targets select picks under this environment (BARACUDA_QUANT_FORCE_PTX, _WGMMA)\n"
     "  --skus FILE    one SKU a line as bq_plan_sku or `list --skus` print them (\"A + B\" is two;\n"
-    "                 '-' is standard input), each for the target it names, which must be one\n"
-    "                 select uses on one of the archs\n"
+    "                 \"SKU@entry\" one module; '-' is standard input), each for the target it\n"
+    "                 names, which must be one select uses on one of the archs\n"
     "  -j N           N processes (default: the number of CPUs)\n"
     "  --filter TEXT  only SKUs whose name (before the target) contains TEXT\n"
     "  --dir D        the cache directory (default: the library's)\n"
@@ -224,7 +228,7 @@ typedef struct item {
   char sku[256];
 } item;
 
-typedef struct kid_result { int compiled, cached, failed; } kid_result;
+typedef struct kid_result { int compiled, cached, failed, kernels; } kid_result;
 
 static int parse_archs(const char *s, int *archs, int *n, char *err, size_t errn) {
   *n = 0;
@@ -323,6 +327,7 @@ static int item_target(const item *it, const int *archs, int narchs, bq__target 
         }
         if (c.arch == it->t.arch && c.ptx == it->t.ptx && c.arch_a == it->t.arch_a) {
           *t = c;
+          t->module = it->t.module; /* (a module's SKU: that entry point's alone) */
           return 0;
         }
       }
@@ -348,6 +353,8 @@ static void warm_share(const item *items, int n, int kid, int nkids, const int *
     bq_cache_get_stats(&before);
     int compiled = 0;
     double t0 = now_s();
+    const char *names[BQ__MAX_KERNELS];
+    res->kernels += t.module ? 1 : bq__kernels_of(&it->d, &t, names); /* a module an entry point */
     bq_status st = bq__warm_one(&it->d, &t, &compiled);
     bq_cache_get_stats(&after);
     if (!st && after.write_failures != before.write_failures) {
@@ -358,7 +365,7 @@ static void warm_share(const item *items, int n, int kid, int nkids, const int *
       printf("FAILED    %s: %s\n", k.sku, bq_last_error());
       res->failed++;
     } else if (compiled) {
-      printf("compiled  %s (%.2f s)\n", k.sku, now_s() - t0);
+      printf("compiled  %s (%.2f s, %d kernels)\n", k.sku, now_s() - t0, compiled);
       res->compiled++;
     } else {
       printf("cached    %s\n", k.sku);
@@ -398,10 +405,9 @@ static int cmd_warm(int argc, char **argv) {
       char buf[256];
       snprintf(buf, sizeof buf, "%s", optarg);
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (!strcmp(tok, "affine")) families |= 1u;
-        else if (!strcmp(tok, "dynamic")) families |= 2u;
-        else if (!strcmp(tok, "linear")) families |= 4u;
-        else return usage_error(USAGE_WARM, "--family: \"%s\" is not affine, dynamic or linear", tok);
+        unsigned f = bq__family_bit(tok);
+        if (!f) return usage_error(USAGE_WARM, "--family: \"%s\" is not %s", tok, BQ__FAMILY_LIST);
+        families |= f;
       }
       break;
     }
@@ -415,7 +421,7 @@ static int cmd_warm(int argc, char **argv) {
   if (!narchs) return usage_error(USAGE_WARM, "--arch is required");
   if (all == !!skus) return usage_error(USAGE_WARM, "give one of --all and --skus FILE");
   if (skus && families) return usage_error(USAGE_WARM, "--family applies to --all");
-  if (!families) families = 7u;
+  if (!families) families = BQ__ALL_FAMILIES;
 
   item *items = NULL;
   int n = 0;
@@ -427,7 +433,7 @@ static int cmd_warm(int argc, char **argv) {
     items = (item *)calloc((size_t)(nd > 0 ? nd : 1) * (size_t)narchs, sizeof *items);
     if (nd < 0 || !descs || !items) { fprintf(stderr, "baracuda-quant warm: out of memory\n"); return 1; }
     bq__all_descs(families, descs, nd);
-    const bq__target any = {80, 0, 0};
+    const bq__target any = {80, 0, 0, 0};
     for (int a = 0; a < narchs; a++)
       for (int i = 0; i < nd; i++) {
         bq__kernel_src k;
@@ -497,11 +503,12 @@ static int cmd_warm(int argc, char **argv) {
       failed_kids++;
     }
   }
-  kid_result sum = {0, 0, 0};
-  for (int k = 0; k < nkids; k++) sum.compiled += res[k].compiled, sum.cached += res[k].cached, sum.failed += res[k].failed;
+  kid_result sum = {0, 0, 0, 0};
+  for (int k = 0; k < nkids; k++)
+    sum.compiled += res[k].compiled, sum.cached += res[k].cached, sum.failed += res[k].failed, sum.kernels += res[k].kernels;
   int done = sum.compiled + sum.cached + sum.failed;
-  printf("warm: %d SKUs into %s: %d compiled, %d already cached, %d failed (%.1f s, %d processes)\n", n, dir,
-         sum.compiled, sum.cached, sum.failed + (n - done), now_s() - t0, nkids);
+  printf("warm: %d SKUs (%d kernels) into %s: %d compiled, %d already cached, %d failed (%.1f s, %d processes)\n", n,
+         sum.kernels, dir, sum.compiled, sum.cached, sum.failed + (n - done), now_s() - t0, nkids);
   munmap(res, (size_t)nkids * sizeof *res);
   free(pids);
   free(items);

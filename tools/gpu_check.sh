@@ -1,5 +1,6 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|sku|warmcheck|python|fused|fp8|pair|ab] - on a GPU host, from
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|sku|warmcheck|compiletimes|python|fused|fp8|pair|ab] - on a
+# GPU host, from
 # the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
@@ -9,7 +10,8 @@
 # memory; `linear` the linear
 # layers' suite, sanitizers and benchmark rows. `all` is all four.
 # `pair` (two GPUs): both sides at once, see pair() below. `sku`: NVRTC compiles every SKU of
-# test_sku's sets for every arch they name (CI compiles a sample).
+# test_sku's sets for every arch they name (CI compiles a sample). `compiletimes` (after
+# `suites`): each family's compile times over a sample of the modules the suites loaded.
 # `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
 # and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
 # compiles. `python` the Python package's pytest suite and python/bench.py (needs
@@ -98,6 +100,27 @@ warmcheck() {
         if ($(i+1) == "disk") d += $i } } END { printf "warmcheck: %d processes, %d compiles, %d misses, %d disk hits\n", NR, c, m, d }' \
     $OUT/warm-stats.txt
 }
+# `compiletimes` (after `suites`): the modules the suites loaded, a sample of up to CT_N (60) of
+# each family at random, compiled again with NVRTC alone in one process (-j 1) into an empty
+# cache, for sm_90 and for sm_80 (the same kernels; FP8 converts in software there, and the
+# sm_90a GEMM tiles become the mma.sync ones), then tools/compile_times.py's table
+compiletimes() {
+  local A=$BARACUDA_QUANT_CACHE_DIR C=/tmp/bq-cache-times Q=$B/tools/baracuda-quant n=${CT_N:-60}
+  $Q list --dir $A --skus | grep -v "\.soft\." | sort -u > $OUT/ct-all-90.txt
+  for fam in '^(quantize|dequantize|fake_quantize)\.' '^dynamic_quantize\.' '^(rmsnorm|silu_mul|gelu_tanh_mul)_quantize\.' \
+             '^linear_gemm\.' '^linear_weight_sums\.'; do
+    grep -E "$fam" $OUT/ct-all-90.txt | shuf -n $n --random-source=<(yes)
+  done > $OUT/ct-skus-90.txt
+  sed -e 's/+wgmma_m64n256k32\.sm_90a@bq_gemm_wgmma$/.sm_80@bq_gemm_large/' -e 's/+wgmma_m64n256k32\.sm_90a@/.sm_80@/' \
+      -e 's/\.sm_90@/.sm_80@/' $OUT/ct-skus-90.txt | sort -u > $OUT/ct-skus-80.txt
+  echo "compiletimes: $(wc -l < $OUT/ct-all-90.txt) modules loaded by the suites; $(wc -l < $OUT/ct-skus-90.txt) sampled"
+  for sm in 90 80; do
+    rm -rf $C
+    CUDA_VISIBLE_DEVICES= BARACUDA_QUANT_DRIVER=/nonexistent $Q warm --arch $sm --skus $OUT/ct-skus-$sm.txt --dir $C -j 1 \
+      > $OUT/ct-$sm.txt 2>&1; echo "warm sm_$sm rc=$?"; tail -1 $OUT/ct-$sm.txt
+  done
+  python3 tools/compile_times.py $OUT/ct-90.txt $OUT/ct-80.txt | tee $OUT/compile-times.txt
+}
 py_env() { BARACUDA_QUANT_PYLIB=$PWD/${PYLIB:-build-py/libbaracuda_quant_c.so} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} "$@"; }
 py_tests() {
   if ! python3 -c "import pytest" 2>/dev/null; then
@@ -177,6 +200,7 @@ ab() {
 }
 if [ "$what" = ab ]; then ab; fi
 if [ "$what" = warmcheck ]; then warmcheck; fi
+if [ "$what" = compiletimes ]; then compiletimes; fi
 if [ "$what" = python ]; then python_gpu; fi
 if [ "$what" = fused ]; then fused; fi
 

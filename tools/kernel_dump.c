@@ -12,6 +12,7 @@
 
    usage: kernel_dump --out DIR (--skus FILE | --all) [--arch 90[,80...]]
                       [--family affine,dynamic,linear,fused] [--filter TEXT] [--shard I/N] [--list]
+                      [--modules]
      --skus FILE  one SKU a line as `baracuda-quant list --skus` prints them ("A + B" is
                   both; '#' starts a comment), each built for the target it names; --arch,
                   when given, keeps the SKUs whose target is of one of those archs
@@ -21,6 +22,9 @@
      --family F   only those families; --filter TEXT: only SKUs containing TEXT
      --shard I/N  only the SKUs whose position in the list is I modulo N
      --list       print the SKUs (marking those this header does not name), build nothing
+     --modules    each SKU as select loads it, a module for each entry point (named
+                  "SKU@entry"), rather than all its entry points in one source (headers
+                  that have modules)
    Writes DIR/<SKU's file name>.cubin (or .ptx) and one line per SKU to DIR/index.I:
      ok<TAB>SKU<TAB>FILE | nosku<TAB>SKU<TAB>why | failed<TAB>SKU<TAB>why
    (nosku: this header does not name that SKU; failed: NVRTC could not build it).
@@ -45,7 +49,8 @@
 
 static const char *USAGE =
     "usage: kernel_dump --out DIR (--skus FILE | --all) [--arch 90[,80...]]\n"
-    "                   [--family affine,dynamic,linear,fused] [--filter TEXT] [--shard I/N] [--list]\n";
+    "                   [--family affine,dynamic,linear,fused] [--filter TEXT] [--shard I/N] [--list]\n"
+    "                   [--modules]\n";
 
 typedef struct kd_item {
   char sku[256];
@@ -170,7 +175,7 @@ static bq_status kd_desc_from_sku(const char *sku, bq_desc *out, bq__target *t) 
    kernels too; one desc per SKU. Returns how many (all of them when out is NULL), -1 when
    out of memory. */
 static int kd_all_descs(unsigned families, bq_desc *out, int cap) {
-  const bq__target t = {80, 0, 0};
+  const bq__target t = {.arch = 80};
   int n = 0, nseen = 0, seen_cap = 0;
   char(*seen)[256] = NULL;
   for (int op = BQ_QUANTIZE; op <= BQ_LINEAR_WEIGHT_SUMS; op++) {
@@ -308,7 +313,7 @@ static int kd_all_skus(unsigned families, const char *filter, const int *archs, 
       bq__kernel_src k;
       memset(&k, 0, sizeof k);
       if (KD_TARGET_FOR(&descs[i], archs[a], &t) != BQ_SUCCESS) {
-        bq__target any = {archs[a], 0, 0};
+        bq__target any = {.arch = archs[a]};
         bq__sku_of(&descs[i], &any, &k);
         if (index && (!filter || strstr(k.sku, filter))) fprintf(index, "failed\t%s\tno target: %s\n", k.sku, bq_last_error());
         continue;
@@ -322,6 +327,8 @@ static int kd_all_skus(unsigned families, const char *filter, const int *archs, 
 }
 
 /* ---- one SKU ------------------------------------------------------------------------------- */
+static void kd_module(const char *sku, const bq_desc *dp, const bq__target *tp, const char *out_dir, FILE *index);
+static int kd_modules; /* --modules: each entry point's module of a SKU, as select loads them */
 static void kd_one(const char *sku, const char *out_dir, FILE *index) {
   bq_desc d;
   bq__target t;
@@ -329,6 +336,27 @@ static void kd_one(const char *sku, const char *out_dir, FILE *index) {
     fprintf(index, "nosku\t%s\t%s\n", sku, bq_last_error());
     return;
   }
+#ifdef BQ__HAVE_MODULES
+  if (kd_modules && !t.module) {
+    const char *names[BQ__MAX_KERNELS];
+    bq__kernels_of(&d, &t, names);
+    for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+      if (!names[e]) continue;
+      bq__target m = t;
+      m.module = e + 1;
+      bq__kernel_src k;
+      memset(&k, 0, sizeof k);
+      bq__sku_of(&d, &m, &k);
+      kd_module(k.sku, &d, &m, out_dir, index);
+    }
+    return;
+  }
+#endif
+  kd_module(sku, &d, &t, out_dir, index);
+}
+static void kd_module(const char *sku, const bq_desc *dp, const bq__target *tp, const char *out_dir, FILE *index) {
+  bq_desc d = *dp;
+  bq__target t = *tp;
   bq__kernel_src k;
   memset(&k, 0, sizeof k);
   bq__sku_of(&d, &t, &k);
@@ -382,6 +410,14 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(a, "--all")) { all = 1; continue; }
     if (!strcmp(a, "--list")) { list = 1; continue; }
+    if (!strcmp(a, "--modules")) {
+#ifdef BQ__HAVE_MODULES
+      kd_modules = 1;
+      continue;
+#else
+      return usage("%s: this header compiles one module a SKU", a);
+#endif
+    }
     if (!has) return usage("%s needs an argument (or is unknown)", a);
     const char *v = argv[++i];
     if (!strcmp(a, "--out")) out = v;

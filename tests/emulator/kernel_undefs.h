@@ -1,6 +1,41 @@
 /* tests/emulator/kernel_undefs.h - forget the prelude and every macro kernels_src/ defines,
    so that the next specialization of the sources can be included (cuda_emulator.h). A new
    kernel macro whose value depends on the prelude belongs here too: the compiler says so. */
+/* the entry points a source compiles (bq__entry_defines) */
+#undef BQ_E_AFFINE
+#undef BQ_E_AFFINE_BLOCKS
+#undef BQ_E_AFFINE_COLS
+#undef BQ_E_AFFINE_FLAT
+#undef BQ_E_AFFINE_LEAN
+#undef BQ_E_AFFINE_MASK
+#undef BQ_E_AFFINE_NARROW
+#undef BQ_E_AFFINE_ODD
+#undef BQ_E_AFFINE_PAIR
+#undef BQ_E_DYNAMIC
+#undef BQ_E_DYNAMIC_APPLY
+#undef BQ_E_DYNAMIC_LONG
+#undef BQ_E_DYNAMIC_REDUCE
+#undef BQ_E_DYNAMIC_TILES
+#undef BQ_E_DYNAMIC_TILES_ROWS
+#undef BQ_E_FUSED_C1
+#undef BQ_E_FUSED_C2
+#undef BQ_E_FUSED_C2D
+#undef BQ_E_FUSED_C4
+#undef BQ_E_FUSED_C8
+#undef BQ_E_FUSED_C8D
+#undef BQ_E_FUSED_LONG
+#undef BQ_E_FUSED_M16
+#undef BQ_E_FUSED_M4
+#undef BQ_E_FUSED_M4F
+#undef BQ_E_FUSED_M8
+#undef BQ_E_FUSED_M8F
+#undef BQ_E_FUSED_STAGED
+#undef BQ_E_GEMM_LARGE
+#undef BQ_E_GEMM_WGMMA
+#undef BQ_E_GEMV
+#undef BQ_E_GEMV32
+#undef BQ_E_GEMV64
+#undef BQ_E_WEIGHT_SUMS
 #undef BQ_FT
 #undef BQ_IT
 #undef BQ_I_MIN
