@@ -449,6 +449,10 @@ BQ_API bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size)
 /* Compile, with NVRTC alone (no GPU needed), into the disk cache what bq_plan_select would
    load for desc on a device of arch sm (the same file and key; sm as for bq_sku). */
 BQ_API bq_status bq_cache_warm(const bq_desc *desc, int sm);
+/* bq_cache_warm for each of n descriptors, their modules compiled on up to `threads` threads
+   at once (0: one a CPU). Every descriptor is tried; the first failure in the list is
+   returned, its message naming the descriptor's index. */
+BQ_API bq_status bq_cache_warm_many(const bq_desc *descs, int n, int sm, int threads);
 
 /* ---- device memory helpers, for programs that do not use the CUDA runtime -------- */
 BQ_API bq_status bq_malloc(void **ptr, size_t bytes);
@@ -9306,6 +9310,102 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
     if ((st = bq__warm_one(&q, &tq, NULL))) return st;
   }
   return bq__warm_one(&d, &t, NULL);
+}
+
+/* bq_cache_warm_many: the modules of the list, then threads that take them in turn (NVRTC
+   13 compiles on several threads of a process at once) */
+typedef struct bq__warm_job {
+  bq_desc d;
+  bq__target t; /* one module */
+  int index;    /* its descriptor's */
+  bq_status st;
+  char msg[256];
+} bq__warm_job;
+typedef struct bq__warm_pool {
+  bq__warm_job *jobs;
+  int n, next;
+} bq__warm_pool;
+BQ__FN void *bq__warm_worker(void *arg) {
+  bq__warm_pool *w = (bq__warm_pool *)arg;
+  for (int i; (i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n;) {
+    bq__warm_job *j = &w->jobs[i];
+    if ((j->st = bq__warm_module(&j->d, &j->t, NULL))) bq__copy(j->msg, sizeof j->msg, bq__err_buf);
+  }
+  return NULL;
+}
+/* the modules of desc on sm (QuantizedLinear's activations' too) appended to *jobs */
+BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_job **jobs, int *n, int *cap) {
+  bq_desc d[2], q;
+  char name[96];
+  bq__target t[2];
+  bq_status st = bq__normalize(desc, &d[0], name, sizeof name);
+  if (!st) st = bq__target_for(&d[0], sm, &t[0]);
+  int nd = 1;
+  if (!st && d[0].op == BQ_QUANTIZED_LINEAR) {
+    bq__linear_activation_desc(&d[0], &q);
+    if (!(st = bq__normalize(&q, &d[1], name, sizeof name))) st = bq__target_for(&d[1], sm, &t[1]);
+    nd = 2;
+  }
+  if (st) return bq__refail(st, "bq_cache_warm_many");
+  for (int k = 0; k < nd; k++) {
+    const char *names[BQ__MAX_KERNELS];
+    bq__kernels_of(&d[k], &t[k], names);
+    for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+      if (!names[e]) continue;
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        bq__warm_job *grown = (bq__warm_job *)BQ_REALLOC(*jobs, (size_t)*cap * sizeof **jobs);
+        if (!grown) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_cache_warm_many: out of memory");
+        *jobs = grown;
+      }
+      bq__warm_job *j = &(*jobs)[(*n)++];
+      memset(j, 0, sizeof *j);
+      j->d = d[k];
+      j->t = t[k];
+      j->t.module = e + 1;
+      j->index = index;
+    }
+  }
+  return BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_cache_warm_many(const bq_desc *descs, int n, int sm, int threads) {
+  pthread_once(&bq__stats_once, bq__stats_register);
+  if (n < 0 || (n > 0 && !descs))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_cache_warm_many: descs (%p) and n (%d) name no list",
+                    (const void *)descs, n);
+  if (threads < 0) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_cache_warm_many: threads (%d) is negative", threads);
+  bq_status st = bq__check_sm(sm);
+  if (st) return st;
+  bq__warm_pool w = {NULL, 0, 0};
+  int cap = 0, bad = -1;
+  bq_status first = BQ_SUCCESS;
+  char msg[sizeof bq__err_buf];
+  for (int i = 0; i < n; i++)
+    if ((st = bq__warm_jobs(&descs[i], i, sm, &w.jobs, &w.n, &cap)) && bad < 0) {
+      if (st == BQ_ERROR_OUT_OF_MEMORY) { BQ_FREE(w.jobs); return st; }
+      bad = i, first = st;
+      memcpy(msg, bq__err_buf, sizeof msg);
+    }
+  if (threads == 0) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = c > 0 ? (int)c : 1;
+  }
+  if (threads > w.n) threads = w.n;
+  if (threads > 64) threads = 64;
+  pthread_t th[64];
+  int started = 0;
+  for (; started < threads - 1; started++) /* (this thread is the last worker) */
+    if (pthread_create(&th[started], NULL, bq__warm_worker, &w)) break;
+  bq__warm_worker(&w);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < w.n; i++) /* the first failure in the list */
+    if (w.jobs[i].st && (bad < 0 || w.jobs[i].index < bad)) {
+      bad = w.jobs[i].index, first = w.jobs[i].st;
+      bq__copy(msg, sizeof msg, w.jobs[i].msg);
+    }
+  BQ_FREE(w.jobs);
+  if (bad >= 0) return bq__fail(first, "bq_cache_warm_many: descs[%d]: %s", bad, msg);
+  return BQ_SUCCESS;
 }
 
 /* ---- SKUs back to descriptors, and every kernel, for tools --------------------------- */

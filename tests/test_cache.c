@@ -673,3 +673,29 @@ Test(cache, stats_printed_at_exit) {
   stats_line_of_child(0, line, sizeof line, &pid);
   cr_assert_str_eq(line, "", "printed without BARACUDA_QUANT_STATS: %s", line);
 }
+
+/* bq_cache_warm_many: every module of every descriptor, on threads; the first failure in the
+   list is reported by its index, and the others are warmed all the same */
+Test(cache, warm_many_on_threads) {
+  fresh_dir();
+  bq_desc d[3] = {desc_(), desc_(), desc_()};
+  d[1].op = BQ_DYNAMIC_QUANTIZE; /* per token: bq_dynamic and bq_dynamic_long */
+  d[1].direction = BQ_FORWARD;
+  d[1].granularity = BQ_PER_TOKEN;
+  d[2].op = BQ_FAKE_QUANTIZE; /* backward per tensor: bq_affine and bq_affine_mask */
+  cr_assert_eq(bq_cache_warm_many(d, 3, 90, 2), BQ_SUCCESS, "%s", bq_last_error());
+  bq_cache_stats s = stats_();
+  cr_assert_eq(s.compiles, 5, "%llu compiles", (unsigned long long)s.compiles);
+  cr_assert_eq(count_files(dir_, ".bqk"), 5);
+  cr_assert_eq(bq_cache_warm_many(d, 3, 90, 0), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(stats_().compiles, 5, "the second warm compiled");
+  cr_assert_eq(stats_().disk_hits, 5);
+  fresh_dir();
+  d[1].op = (bq_op)99;
+  cr_assert_eq(bq_cache_warm_many(d, 3, 90, 3), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "descs[1]"), "%s", bq_last_error());
+  cr_assert_eq(count_files(dir_, ".bqk"), 3, "the valid descriptors were not warmed");
+  cr_assert_eq(bq_cache_warm_many(NULL, 2, 90, 1), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_eq(bq_cache_warm_many(d, 1, 90, -1), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert_eq(bq_cache_warm_many(d, 0, 90, 1), BQ_SUCCESS);
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/run.sh demo | test | gpu-bundle
-#   demo        install what is missing, build, run examples/demo
+#   demo        build examples/demo with the C compiler alone (one file, seconds) and run it
 #   test        install what is missing, build, run every test suite (GPU suites skip
 #               without a driver), then the host suites under AddressSanitizer and
 #               UndefinedBehaviorSanitizer and the API fuzz target under libFuzzer
@@ -16,14 +16,16 @@ what=${1:-}
 case "$what" in demo|test|gpu-bundle) ;; *) echo "usage: $0 demo|test|gpu-bundle" >&2; exit 2 ;; esac
 
 need=()
-command -v meson >/dev/null || need+=(meson)
-command -v ninja >/dev/null || need+=(ninja-build)
-command -v pkg-config >/dev/null || need+=(pkg-config)
-command -v python3 >/dev/null || need+=(python3)
-command -v readelf >/dev/null || need+=(binutils)
 command -v cc >/dev/null || need+=(gcc)
-command -v c++ >/dev/null || need+=(g++)
-pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
+if [ "$what" != demo ]; then # the demo needs a C compiler alone
+  command -v meson >/dev/null || need+=(meson)
+  command -v ninja >/dev/null || need+=(ninja-build)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+  command -v python3 >/dev/null || need+=(python3)
+  command -v readelf >/dev/null || need+=(binutils)
+  command -v c++ >/dev/null || need+=(g++)
+  pkg-config --exists criterion 2>/dev/null || need+=(libcriterion-dev)
+fi
 # `test` builds the Python package in a venv: ensurepip comes with python3-venv on Debian
 [ "$what" = test ] && { python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv); }
 if [ ${#need[@]} -gt 0 ]; then
@@ -55,6 +57,7 @@ find_nvrtc() {
   return 1
 }
 if ! find_nvrtc; then
+  command -v python3 >/dev/null || { echo "python3 is needed to install NVIDIA's NVRTC wheel" >&2; exit 1; }
   echo "NVRTC is not on the loader path nor in a CUDA toolkit folder: installing NVIDIA's wheel into .deps/nvrtc"
   python3 -m pip install -q --target .deps/nvrtc nvidia-cuda-nvrtc-cu12 >/dev/null || true
   if ! find_nvrtc; then
@@ -74,6 +77,11 @@ python_tests() {
   (cd build && pyvenv/bin/python -m pytest -q -rs -p no:cacheprovider --junitxml=pytest.xml ../python/tests)
 }
 
+if [ "$what" = demo ]; then # the header and one C file: no build system, no test tree
+  mkdir -p build
+  cc -std=c11 -O2 -I. examples/demo.c -o build/demo-standalone -ldl -lpthread -lm
+  exec build/demo-standalone
+fi
 [ -f build/build.ninja ] || meson setup build >/dev/null
 meson compile -C build >/dev/null
 
@@ -141,8 +149,6 @@ libfuzzer() {
 }
 
 case "$what" in
-demo)
-  exec build/examples/demo ;;
 gpu-bundle)
   # Criterion's runtime, and a lean copy of the binaries a GPU run needs (the emulated
   # suites and the object files stay behind), so that `.deps` alone is carried.
