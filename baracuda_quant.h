@@ -7531,19 +7531,25 @@ BQ__FN bq_status bq__plan_fn(const bq_plan *cp, int e, bq__CUfunction *fn) {
    take, and launch nothing */
 static __thread struct { const bq_plan *plan; unsigned taken; } bq__dry;
 
+/* What launching entry point `which` over a [blocks, blocks_y] grid needs first: the grid
+   within the launch limits, then in a dry run the entry point recorded (*f stays NULL:
+   launch nothing), else its function, its module loaded where no run has taken it yet */
+BQ__FN bq_status bq__launch_prep(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, bq__CUfunction *f) {
+  *f = NULL;
+  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
+  if (!bq__dry.plan) return bq__plan_fn(p, which, f);
+  if (bq__dry.plan == p) bq__dry.taken |= 1u << which;
+  return BQ_SUCCESS;
+}
+
 /* Kernel `which` of the plan over a [blocks, blocks_y] grid, with `smem` bytes of dynamic
    shared memory; params is the kernel's one parameter block. */
 BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads, unsigned smem,
                             void *params, void *stream) {
   void *args[1] = {params};
-  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
-  if (bq__dry.plan) {
-    if (bq__dry.plan == p) bq__dry.taken |= 1u << which;
-    return BQ_SUCCESS;
-  }
   bq__CUfunction f;
-  bq_status st = bq__plan_fn(p, which, &f);
-  if (st) return st;
+  bq_status st = bq__launch_prep(p, which, blocks, blocks_y, &f);
+  if (st || !f) return st;
   bq__CUresult r = bq__drv.cuLaunchKernel(f, (unsigned)blocks, (unsigned)blocks_y, 1, (unsigned)threads, 1, 1, smem,
                                           (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
@@ -7554,20 +7560,15 @@ BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t
 BQ__FN bq_status bq__launch_overlapped(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, int threads,
                                        unsigned smem, void *params, void *stream) {
   void *args[1] = {params};
-  if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
+  bq__CUfunction f;
+  bq_status st = bq__launch_prep(p, which, blocks, blocks_y, &f);
+  if (st || !f) return st;
   bq__CUlaunchAttribute at;
   memset(&at, 0, sizeof at);
   at.id = BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION;
   at.value.i = 1;
   bq__CUlaunchConfig c = {(unsigned)blocks, (unsigned)blocks_y, 1, (unsigned)threads, 1, 1, smem, (bq__CUstream)stream,
                           &at, 1};
-  if (bq__dry.plan) {
-    if (bq__dry.plan == p) bq__dry.taken |= 1u << which;
-    return BQ_SUCCESS;
-  }
-  bq__CUfunction f;
-  bq_status st = bq__plan_fn(p, which, &f);
-  if (st) return st;
   bq__CUresult r = bq__drv.cuLaunchKernelEx(&c, f, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernelEx (programmatic stream serialization)") : BQ_SUCCESS;
 }

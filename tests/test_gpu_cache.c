@@ -29,15 +29,17 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* quantize f32 -> s8 per tensor with the plan and check against the contract */
-static void check_quantize(bq_plan *p, int qmin, int qmax) {
+/* quantize f32 -> s8 per tensor with the plan and check against the contract; x starts
+   `off` elements into its buffer (1: off the 16-byte grid); with `capture`, the run is
+   captured on a stream (global mode) and the graph launched */
+static void run_quantize(bq_plan *p, int qmin, int qmax, int off, int capture) {
   enum { N = 4099 };
-  static float x[N];
+  static float x[N + 1];
   static signed char q[N];
   const float s = 0.25f;
   const int zp = 3;
-  for (int i = 0; i < N; i++) x[i] = (float)((i * 37) % 1001 - 500) * 0.0625f;
-  x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.125f; /* a tie: 0.5 -> 0 */
+  for (int i = 0; i < N; i++) x[off + i] = (float)((i * 37) % 1001 - 500) * 0.0625f;
+  x[off] = NAN, x[off + 1] = INFINITY, x[off + 2] = -INFINITY, x[off + 3] = 0.125f; /* a tie: 0.5 -> 0 */
   void *dx, *dq;
   cr_assert_eq(bq_malloc(&dx, sizeof x), BQ_SUCCESS);
   cr_assert_eq(bq_malloc(&dq, sizeof q), BQ_SUCCESS);
@@ -45,21 +47,41 @@ static void check_quantize(bq_plan *p, int qmin, int qmax) {
   bq_memset(dq, 0xA5, sizeof q);
   bq_args a;
   memset(&a, 0, sizeof a);
-  a.x = dx, a.y = dq, a.numel = N, a.scale = s, a.zero_point = zp;
-  cr_assert_eq(bq_plan_run(p, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
-  cr_assert_eq(bq_synchronize(NULL), BQ_SUCCESS, "%s", bq_last_error());
+  a.x = (const float *)dx + off, a.y = dq, a.numel = N, a.scale = s, a.zero_point = zp;
+  if (capture) {
+    const bq__driver_api *drv = bq__driver_get();
+    bq__CUstream st;
+    bq__CUgraph g;
+    bq__CUgraphExec ex;
+    cr_assert_eq(drv->cuStreamCreate(&st, 0), 0);
+    cr_assert_eq(drv->cuStreamBeginCapture(st, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
+    bq_status rs = bq_plan_run(p, &a, NULL, 0, st);
+    bq__CUresult r = drv->cuStreamEndCapture(st, &g);
+    cr_assert_eq(rs, BQ_SUCCESS, "run under capture: %s", bq_last_error());
+    cr_assert_eq(r, 0, "cuStreamEndCapture -> %d", r);
+    cr_assert_eq(drv->cuGraphInstantiateWithFlags(&ex, g, 0), 0);
+    cr_assert_eq(drv->cuGraphLaunch(ex, st), 0);
+    cr_assert_eq(drv->cuStreamSynchronize(st), 0);
+    drv->cuGraphExecDestroy(ex);
+    drv->cuGraphDestroy(g);
+    drv->cuStreamDestroy(st);
+  } else {
+    cr_assert_eq(bq_plan_run(p, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(bq_synchronize(NULL), BQ_SUCCESS, "%s", bq_last_error());
+  }
   bq_memcpy_to_host(q, dq, sizeof q);
   for (int i = 0; i < N; i++) {
-    float v = x[i] / s;
+    float v = x[off + i] / s;
     double r = v != v ? 0 : nearbyint(v);
     r = r > 1e6 ? 1e6 : r < -1e6 ? -1e6 : r;
     int want = (int)r + zp;
     want = want < qmin ? qmin : want > qmax ? qmax : want;
-    cr_assert_eq(q[i], want, "element %d: x %g got %d want %d", i, x[i], q[i], want);
+    cr_assert_eq(q[i], want, "element %d: x %g got %d want %d", i, x[off + i], q[i], want);
   }
   bq_free(dx);
   bq_free(dq);
 }
+static void check_quantize(bq_plan *p, int qmin, int qmax) { run_quantize(p, qmin, qmax, 0, 0); }
 
 static bq_desc desc_(int k) {
   bq_desc d;
@@ -245,54 +267,16 @@ Test(gpu_cache, a_hit_never_waits_for_another_keys_compile) {
 Test(gpu_cache, a_module_loads_on_first_use_even_under_stream_capture) {
   need_gpu();
   fresh_dir();
-  const bq__driver_api *drv = bq__driver_get();
   bq_desc d = desc_(50);
   bq_plan *p;
   cr_assert_eq(bq_plan_select(&d, &p), BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_not_null(p->mod[BQ__AFFINE_LEAN], "select did not load bq_affine_lean");
   cr_assert_null(p->mod[BQ__AFFINE_ROW], "select loaded bq_affine, which a typical tensor never takes");
-  enum { N = 4099 };
-  static float x[N + 1];
-  static signed char q[N];
-  const float s = 0.25f;
-  for (int i = 0; i <= N; i++) x[i] = (float)((i * 37) % 1001 - 500) * 0.0625f;
-  void *dx, *dq;
-  cr_assert_eq(bq_malloc(&dx, sizeof x), BQ_SUCCESS);
-  cr_assert_eq(bq_malloc(&dq, sizeof q), BQ_SUCCESS);
-  bq_memcpy_to_device(dx, x, sizeof x);
-  bq_memset(dq, 0xA5, sizeof q);
-  bq_args a;
-  memset(&a, 0, sizeof a);
-  a.x = (const float *)dx + 1, a.y = dq, a.numel = N, a.scale = s; /* x 4 bytes past the grid */
   bq_cache_stats s0, s1;
   bq_cache_get_stats(&s0);
-  bq__CUstream st;
-  bq__CUgraph g;
-  bq__CUgraphExec ex;
-  cr_assert_eq(drv->cuStreamCreate(&st, 0), 0);
-  cr_assert_eq(drv->cuStreamBeginCapture(st, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
-  bq_status rs = bq_plan_run(p, &a, NULL, 0, st);
-  bq__CUresult r = drv->cuStreamEndCapture(st, &g);
-  cr_assert_eq(rs, BQ_SUCCESS, "run under capture: %s", bq_last_error());
-  cr_assert_eq(r, 0, "cuStreamEndCapture -> %d", r);
+  run_quantize(p, -50, 50, 1, 1);
   bq_cache_get_stats(&s1);
   cr_assert_eq(s1.compiles, s0.compiles + 1, "the row kernel's module was not compiled by the run");
   cr_assert_not_null(p->mod[BQ__AFFINE_ROW]);
-  cr_assert_eq(drv->cuGraphInstantiateWithFlags(&ex, g, 0), 0);
-  cr_assert_eq(drv->cuGraphLaunch(ex, st), 0);
-  cr_assert_eq(drv->cuStreamSynchronize(st), 0);
-  bq_memcpy_to_host(q, dq, sizeof q);
-  for (int i = 0; i < N; i++) {
-    const float v = x[i + 1] / s;
-    double w = nearbyint(v);
-    w = w < -128 ? -128 : w > 127 ? 127 : w;
-    const int want = (int)w < -50 ? -50 : (int)w > 50 ? 50 : (int)w;
-    cr_assert_eq(q[i], want, "element %d: x %g got %d want %d", i, x[i + 1], q[i], want);
-  }
-  drv->cuGraphExecDestroy(ex);
-  drv->cuGraphDestroy(g);
-  drv->cuStreamDestroy(st);
-  bq_free(dx);
-  bq_free(dq);
   bq_plan_destroy(p);
 }
