@@ -7376,7 +7376,8 @@ BQ__FN bq_status bq__group_shape(const char *n, const bq_desc *d, const bq_args 
                     (long long)a->group_row_stride,
                     mn ? "args.rows" : block ? "cols / group_size rounded up" : x4 ? "the row's int32 words of packed "
                     "scales" : "cols / group_size", (long long)need);
-  if (count && rs > BQ__MAX_ELEMS / (x4 ? 4 : 1) / count) /* (packed: the kernels index bytes) */
+  /* (packed: the kernels index bytes; bounded with no rows too, where it still scales) */
+  if (rs > BQ__MAX_ELEMS / (x4 ? 4 : 1) / (count ? count : 1))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) is too large", n, (long long)rs);
   *group = B;
   *ngroups = ng;
@@ -7532,12 +7533,14 @@ BQ__FN bq_status bq__plan_fn(const bq_plan *cp, int e, bq__CUfunction *fn) {
 static __thread struct { const bq_plan *plan; unsigned taken; } bq__dry;
 
 /* What launching entry point `which` over a [blocks, blocks_y] grid needs first: the grid
-   within the launch limits, then in a dry run the entry point recorded (*f stays NULL:
-   launch nothing), else its function, its module loaded where no run has taken it yet */
-BQ__FN bq_status bq__launch_prep(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, bq__CUfunction *f) {
+   within the launch limits, then in a dry run the entry point recorded (*dry set: launch
+   nothing), else its function, its module loaded where no run has taken it yet */
+BQ__FN bq_status bq__launch_prep(const bq_plan *p, int which, int64_t blocks, int64_t blocks_y, bq__CUfunction *f,
+                                 int *dry) {
   *f = NULL;
+  *dry = bq__dry.plan != NULL;
   if (bq__grid_invalid(p, blocks, blocks_y)) return BQ_ERROR_NOT_SUPPORTED;
-  if (!bq__dry.plan) return bq__plan_fn(p, which, f);
+  if (!*dry) return bq__plan_fn(p, which, f);
   if (bq__dry.plan == p) bq__dry.taken |= 1u << which;
   return BQ_SUCCESS;
 }
@@ -7548,8 +7551,9 @@ BQ__FN bq_status bq__launch(const bq_plan *p, int which, int64_t blocks, int64_t
                             void *params, void *stream) {
   void *args[1] = {params};
   bq__CUfunction f;
-  bq_status st = bq__launch_prep(p, which, blocks, blocks_y, &f);
-  if (st || !f) return st;
+  int dry;
+  bq_status st = bq__launch_prep(p, which, blocks, blocks_y, &f, &dry);
+  if (st || dry) return st;
   bq__CUresult r = bq__drv.cuLaunchKernel(f, (unsigned)blocks, (unsigned)blocks_y, 1, (unsigned)threads, 1, 1, smem,
                                           (bq__CUstream)stream, args, NULL);
   return r ? bq__cu_fail(r, "cuLaunchKernel") : BQ_SUCCESS;
@@ -7561,8 +7565,9 @@ BQ__FN bq_status bq__launch_overlapped(const bq_plan *p, int which, int64_t bloc
                                        unsigned smem, void *params, void *stream) {
   void *args[1] = {params};
   bq__CUfunction f;
-  bq_status st = bq__launch_prep(p, which, blocks, blocks_y, &f);
-  if (st || !f) return st;
+  int dry;
+  bq_status st = bq__launch_prep(p, which, blocks, blocks_y, &f, &dry);
+  if (st || dry) return st;
   bq__CUlaunchAttribute at;
   memset(&at, 0, sizeof at);
   at.id = BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION;
@@ -8010,7 +8015,7 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
   const bq_desc *d = &p->desc;
   int tok = d->granularity == BQ_PER_TOKEN; /* per token: a group a row */
   int64_t fr = bq__affine_fr(d), g = bq__affine_block_len(d, k, v), n = v->rows * v->cols;
-  if (!fr || 32 * fr * p->vec > 30 * g || g >= ((int64_t)1 << 31)) return 0;
+  if (!fr || g >= ((int64_t)1 << 31) || 32 * fr * p->vec > 30 * g) return 0; /* (g bounded first: 30 g fits) */
   /* parameters at flat index e / G: row-major per-group scales (packed ones are their bytes) */
   if (d->granularity == BQ_PER_BLOCK || d->scale_layout == BQ_SCALES_MN_MAJOR) return 0;
   int fwd = d->direction == BQ_FORWARD, has_in1 = !fwd && d->op != BQ_DEQUANTIZE;

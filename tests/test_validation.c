@@ -3428,3 +3428,55 @@ Test(args, ue8m0x4_static_zero_points_refused) {
     expect_args_invalid(&cc, &a, "args.amax_bound (");
   }
 }
+
+/* ---- the second probe's findings ----------------------------------------------------------- */
+TestSuite(probe2, .init = two_devices);
+/* a plan for d on the fake driver's device, every entry point the fake entry (launches run
+   nothing and are checked against the launch limits) */
+static void fake_plan(const bq_desc *d, bq_plan *plan, bq__entry *entry) {
+  cr_assert_eq(bq__plan_init(d, plan), BQ_SUCCESS, "%s", bq_last_error());
+  int pushed = -1;
+  bq__device_info info;
+  cr_assert_eq(bq__plan_context(plan->desc.device, &plan->ctx, &pushed, &info), BQ_SUCCESS, "%s", bq_last_error());
+  if (pushed) {
+    bq__CUcontext c;
+    bq__drv.cuCtxPopCurrent(&c);
+  }
+  plan->device = info.ordinal;
+  plan->num_sms = 132;
+  memset(entry, 0, sizeof *entry);
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan->mod[e] = entry;
+}
+
+/* Signed overflows on calls the library accepts (UndefinedBehaviorSanitizer, which
+   tools/run.sh test runs this suite under, stops on them): per block with B near 2^62
+   (bq__affine_flat's bound on the groups a warp's tile touches), and packed UE8M0 scales
+   with zero rows and a leading dimension near 2^62 (bq__group_shape's bytes of it: such a
+   stride is refused, as with rows, naming the field). */
+Test(probe2, huge_block_and_packed_stride_overflow_nothing) {
+  bq_plan plan;
+  bq__entry entry;
+  for (int op = 0; op < 3; op++) {
+    bq_desc d = mkdesc(OPS[op], BQ_FORWARD, BQ_PER_BLOCK, BQ_F32);
+    fake_plan(&d, &plan, &entry);
+    bq_args a = base_args(BQ_PER_BLOCK);
+    a.group_size = (int64_t)1 << 62; /* one partial tile */
+    a.zero_points = NULL;
+    bq_status st = bq_plan_run(&plan, &a, NULL, 0, NULL);
+    cr_assert(st == BQ_SUCCESS || st == BQ_ERROR_NOT_SUPPORTED, "%s: %s", bq_status_name(st), bq_last_error());
+  }
+  bq_desc d = mkdesc(BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
+  d.int_type = BQ_E4M3;
+  d.scale_type = BQ_UE8M0X4;
+  fake_plan(&d, &plan, &entry);
+  bq_args a = base_args(BQ_PER_GROUP);
+  a.zero_points = NULL;
+  a.rows = 0;
+  a.group_row_stride = ((int64_t)1 << 62) + 1;
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_ERROR_INVALID_ARGUMENT);
+  cr_assert(strstr(bq_last_error(), "args.group_row_stride (4611686018427387905) is too large"), "%s", bq_last_error());
+  size_t ws = 1;
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_ERROR_INVALID_ARGUMENT);
+  a.group_row_stride = 4; /* an ordinary one: the empty call is accepted */
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+}
