@@ -12,9 +12,10 @@
        sm_80 and sm_90, the fused producers' and the linear layers' included; the FP8
        storage types' for sm_80, sm_89 and sm_90 too, and the software conversion's (.soft)
        for sm_89 and sm_90; per block, MN-major and packed UE8M0 SKUs on sm_80, sm_89 and
-       sm_90. With BQ_SKU_ALL=1 (tools/gpu_check.sh sku) every SKU of every set; otherwise a
-       sample of each pool of sets that holds every float type, storage type and op of the
-       pool, for each arch (see sample()).
+       sm_90, each SKU's kernels a module an entry point. With BQ_SKU_ALL=1
+       (tools/gpu_check.sh sku) every module of every set; otherwise a sample of each pool
+       of sets that holds every float type, storage type, op and entry point of the pool,
+       for each arch (see sample()).
        NVRTC must be present: CI installs it, and a compile test that cannot compile
        fails rather than skips.
    Criterion runs every test in its own process, so each starts with fresh counters. */
@@ -444,13 +445,15 @@ static size_t dynamic_set(bq_op op, int sm, bq_desc *out) {
   return n;
 }
 
-/* Which SKUs of a set a run compiles. On the GPU host (tools/gpu_check.sh sku), with
-   BQ_SKU_ALL=1, every one. Elsewhere (CI, tools/run.sh test) a sample: SKUs drawn in a
-   random order are kept while they bring a float type or a storage type the sample lacks
-   (so every float type and every storage type of the set is compiled for the test's arch),
-   then BQ_SKU_EXTRA (default 1) more. The order comes from BQ_SKU_SEED (meson passes the
-   commit's hash, so each commit compiles another sample and a failure reproduces with
-   its seed) and the test's name; the log names the seed and every SKU compiled. */
+/* Which kernels of a set a run compiles. A SKU's kernels are modules of one entry point each
+   (bq__kernels_of); a unit here is one such module. On the GPU host (tools/gpu_check.sh
+   sku), with BQ_SKU_ALL=1, every module of every SKU. Elsewhere (CI, tools/run.sh test) a
+   sample of each pool of sets (below): modules drawn in a random order are kept while they
+   bring a float type, storage type, op or entry point the sample lacks (so every one of
+   each that the pool has is compiled for the test's arch), then BQ_SKU_EXTRA (default 1)
+   more. The order comes from BQ_SKU_SEED (meson passes the commit's hash, so each commit
+   compiles another sample and a failure reproduces with its seed) and the pool's name; the
+   log names the seed and every module compiled. */
 static int sku_all(void) {
   const char *v = getenv("BQ_SKU_ALL");
   return v && *v && strcmp(v, "0") != 0;
@@ -465,56 +468,63 @@ static size_t sku_extra(void) {
   const char *v = getenv("BQ_SKU_EXTRA");
   return v && *v ? (size_t)strtoul(v, NULL, 10) : 1;
 }
-/* what a SKU brings to the sample: its float (or output) type, storage type and kind (op and
-   activation), each a bit of one 64-bit word */
-static uint64_t axes(const bq_desc *d) {
+/* a module of a set: its normalized desc, target (module set) and whether the test owns it */
+typedef struct unit {
+  bq_desc d;
+  bq__target t;
+  int own;
+} unit;
+/* what a module brings to the sample, in two words: its float (or output) type, storage
+   type and kind (op and activation); its entry point (its family's enum, a 16-bit field a
+   family) */
+static void axes(const unit *u, uint64_t w[2]) {
+  const bq_desc *d = &u->d;
   const bq_dtype ft = d->out_type ? d->out_type : d->float_type;
-  return 1ull << ((unsigned)ft & 15) | 1ull << (16 + ((unsigned)d->int_type & 15)) |
+  const unsigned fam = d->op <= BQ_FAKE_QUANTIZE ? 0 : d->op == BQ_DYNAMIC_QUANTIZE ? 1 : bq__is_fused(d->op) ? 2 : 3;
+  w[0] = 1ull << ((unsigned)ft & 15) | 1ull << (16 + ((unsigned)d->int_type & 15)) |
          1ull << (32 + (((unsigned)d->op * 3 + (unsigned)d->activation) & 31));
+  w[1] = 1ull << (16 * fam + (unsigned)(u->t.module - 1));
 }
 static int popcount64(uint64_t v) {
   int c = 0;
   for (; v; v &= v - 1) c++;
   return c;
 }
-/* the sample, moved to the front of set[0, n) (own[] moves with it); returns its size */
-static size_t sample(bq_desc *set, int *own, size_t n, const char *name) {
+/* the sample, moved to the front of set[0, n); returns its size */
+static size_t sample(unit *set, size_t n, const char *name) {
   if (sku_all()) return n;
   uint64_t st = sku_seed();
   for (const char *c = name; *c; c++) st = (st ^ (unsigned char)*c) * 0x100000001b3ull;
   st |= 1;
-#define SWAP(i, j)                                                                               \
-  do {                                                                                           \
-    bq_desc t_ = set[i];                                                                         \
-    set[i] = set[j];                                                                             \
-    set[j] = t_;                                                                                 \
-    int o_ = own[i];                                                                             \
-    own[i] = own[j];                                                                             \
-    own[j] = o_;                                                                                 \
-  } while (0)
   for (size_t i = n; i > 1; i--) { /* Fisher-Yates with xorshift64 */
     st ^= st << 13;
     st ^= st >> 7;
     st ^= st << 17;
     const size_t j = (size_t)(st % i);
-    SWAP(i - 1, j);
+    const unit u = set[i - 1];
+    set[i - 1] = set[j];
+    set[j] = u;
   }
-  /* greedily, the first SKU (in that order) that brings the most the sample lacks */
-  uint64_t have = 0;
+  /* greedily, the first module (in that order) that brings the most the sample lacks */
+  uint64_t have[2] = {0, 0};
   size_t k = 0;
   for (;;) {
     size_t best = n;
     int gain = 0;
     for (size_t i = k; i < n; i++) {
-      const int g = popcount64(axes(&set[i]) & ~have);
+      uint64_t w[2];
+      axes(&set[i], w);
+      const int g = popcount64(w[0] & ~have[0]) + popcount64(w[1] & ~have[1]);
       if (g > gain) gain = g, best = i;
     }
     if (best == n) break;
-    have |= axes(&set[best]);
-    SWAP(k, best);
-    k++;
+    uint64_t w[2];
+    axes(&set[best], w);
+    have[0] |= w[0], have[1] |= w[1];
+    const unit u = set[k];
+    set[k++] = set[best];
+    set[best] = u;
   }
-#undef SWAP
   const size_t extra = sku_extra();
   return k + extra < n ? k + extra : n;
 }
@@ -537,23 +547,26 @@ static const member POOLS[][5] = {
     {{BQ_QUANTIZED_LINEAR, linear_set}, {BQ_SMOOTHQUANT_LINEAR, linear_set}},
 };
 
-/* the modules bq_cache_warm compiles for a desc on sm: one for each entry point with code
-   (bq__kernels_of), QuantizedLinear's activations' kernel's too */
-static size_t modules_of(const bq_desc *in, int sm) {
-  bq_desc d, q, qn;
-  char name[96];
-  bq__target t;
-  const char *names[BQ__MAX_KERNELS];
-  cr_assert_eq(bq__normalize(in, &d, name, sizeof name), BQ_SUCCESS);
-  cr_assert_eq(bq__target_for(&d, sm, &t), BQ_SUCCESS);
-  size_t n = (size_t)bq__kernels_of(&d, &t, names);
-  if (d.op == BQ_QUANTIZED_LINEAR) {
-    bq__linear_activation_desc(&d, &q);
-    cr_assert_eq(bq__normalize(&q, &qn, name, sizeof name), BQ_SUCCESS);
-    cr_assert_eq(bq__target_for(&qn, sm, &t), BQ_SUCCESS);
-    n += (size_t)bq__kernels_of(&qn, &t, names);
+/* the modules of the descs of a set for sm, appended to units */
+static size_t units_of(const bq_desc *descs, size_t nd, int sm, int own, unit *out, size_t cap) {
+  size_t n = 0;
+  for (size_t i = 0; i < nd; i++) {
+    bq_desc d;
+    char name[96];
+    bq__target t;
+    const char *names[BQ__MAX_KERNELS];
+    cr_assert_eq(bq__normalize(&descs[i], &d, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(bq__target_for(&d, sm, &t), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(bq__kernels_of(&d, &t, names) > 0, "%s: no entry point", name);
+    for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+      if (!names[e]) continue;
+      cr_assert(n < cap);
+      out[n].d = d;
+      out[n].t = t;
+      out[n].t.module = e + 1;
+      out[n++].own = own;
+    }
   }
-  cr_assert(n > 0, "%s: no entry point", name);
   return n;
 }
 
@@ -561,8 +574,8 @@ static void compile_all(bq_op op, int sm, set_fn set_of) {
   setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
   cr_assert_null(bq_cache_directory(), "the disk cache is still on");
-  static bq_desc set[1024];
-  static int own[1024];
+  static bq_desc descs[512];
+  static unit set[8192];
   const member self[1] = {{op, set_of}};
   const member *pool = self;
   size_t np = 1, p = 0;
@@ -575,33 +588,33 @@ static void compile_all(bq_op op, int sm, set_fn set_of) {
       }
   size_t all = 0, mine = 0;
   for (size_t j = 0; j < np; j++) {
-    const size_t m = pool[j].set(pool[j].op, sm, set + all);
-    for (size_t i = 0; i < m; i++) own[all + i] = pool[j].op == op && pool[j].set == set_of;
-    all += m;
-    cr_assert(m > 0 && all <= NELEM(set));
+    const size_t m = pool[j].set(pool[j].op, sm, descs);
+    cr_assert(m > 0 && m <= NELEM(descs));
+    all += units_of(descs, m, sm, pool[j].op == op && pool[j].set == set_of, set + all, NELEM(set) - all);
   }
   char name[80];
   snprintf(name, sizeof name, "pool %zu op %d sm_%d", p, p ? 0 : (int)op, sm);
-  const size_t taken = sample(set, own, all, name);
+  const size_t taken = sample(set, all, name);
   size_t n = 0; /* this test's members of the sample, first */
   for (size_t i = 0; i < taken; i++)
-    if (own[i]) {
-      bq_desc t = set[n];
-      set[n] = set[i];
-      set[i] = t;
-      own[i] = own[n];
-      own[n++] = 1;
+    if (set[i].own) {
+      const unit u = set[n];
+      set[n++] = set[i];
+      set[i] = u;
     }
-  for (size_t i = 0; i < all; i++) mine += own[i];
+  for (size_t i = 0; i < all; i++) mine += set[i].own;
   /* each member has a kind or a storage type of its own, which the sample covers */
-  cr_assert(n > 0, "sm_%d: none of this set's %zu SKUs is in its pool's sample", sm, mine);
-  all = mine;
+  cr_assert(n > 0, "sm_%d: none of this set's %zu modules is in its pool's sample", sm, mine);
 
-  /* every SKU in the set is distinct, so each warm is one compile */
-  static char skus[512][256];
+  /* every module is distinct, so each warm is one compile */
+  static char skus[8192][256];
   for (size_t i = 0; i < n; i++) {
-    cr_assert_eq(bq_sku(&set[i], sm, skus[i], sizeof skus[i]), BQ_SUCCESS, "%s", bq_last_error());
-    for (size_t j = 0; j < i; j++) cr_assert_str_neq(skus[i], skus[j]);
+    bq__kernel_src k;
+    memset(&k, 0, sizeof k);
+    bq__sku_of(&set[i].d, &set[i].t, &k);
+    cr_assert(strchr(k.sku, '@'), "%s names no module", k.sku);
+    memcpy(skus[i], k.sku, sizeof k.sku);
+    for (size_t j = 0; j < i && n < 512; j++) cr_assert_str_neq(skus[i], skus[j]);
   }
 
   bq_cache_stats before, after;
@@ -610,7 +623,7 @@ static void compile_all(bq_op op, int sm, set_fn set_of) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   size_t failed = 0;
   for (size_t i = 0; i < n; i++) {
-    bq_status st = bq_cache_warm(&set[i], sm);
+    bq_status st = bq__warm_one(&set[i].d, &set[i].t, NULL);
     if (st == BQ_ERROR_NO_NVRTC)
       cr_assert_fail("NVRTC could not be loaded (%s): this test needs it (CI installs it; set "
                      "BARACUDA_QUANT_NVRTC to its path) and does not skip", bq_last_error());
@@ -621,19 +634,15 @@ static void compile_all(bq_op op, int sm, set_fn set_of) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   bq_cache_get_stats(&after);
-  cr_assert_eq(failed, 0, "%zu of %zu SKUs failed to compile for sm_%d (see the log above)", failed, n, sm);
-  /* a module an entry point with code; warming a QuantizedLinear SKU also warms its
-     activations' dynamic-quantize kernel */
-  size_t modules = 0;
-  for (size_t i = 0; i < n; i++) modules += modules_of(&set[i], sm);
-  cr_assert_eq(after.compiles - before.compiles, modules, "sm_%d: %llu compiles for %zu SKUs (%zu modules)", sm,
-               (unsigned long long)(after.compiles - before.compiles), n, modules);
-  cr_assert_eq(after.misses - before.misses, modules);
+  cr_assert_eq(failed, 0, "%zu of %zu modules failed to compile for sm_%d (see the log above)", failed, n, sm);
+  cr_assert_eq(after.compiles - before.compiles, n, "sm_%d: %llu compiles for %zu modules", sm,
+               (unsigned long long)(after.compiles - before.compiles), n);
+  cr_assert_eq(after.misses - before.misses, n);
   cr_assert_eq(after.disk_hits, before.disk_hits, "the disk cache was used while disabled");
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  cr_log_info("sm_%d: %zu of %zu SKUs compiled in %.1f s (%zu modules, %.0f ms each), seed '%s'", sm, n, all, s,
-              modules, 1e3 * s / (double)modules, getenv("BQ_SKU_SEED") ? getenv("BQ_SKU_SEED") : "");
-  for (size_t i = 0; i < n && n < all; i++) cr_log_info("  %s", skus[i]);
+  cr_log_info("sm_%d: %zu of %zu modules compiled in %.1f s (%.0f ms each), seed '%s'", sm, n, mine, s,
+              1e3 * s / (double)n, getenv("BQ_SKU_SEED") ? getenv("BQ_SKU_SEED") : "");
+  for (size_t i = 0; i < n && n < mine; i++) cr_log_info("  %s", skus[i]);
 }
 
 /* FP8 storage (e4m3, e5m2), one op: every direction x granularity x float type (dynamic

@@ -45,20 +45,20 @@ if [ -n "$FAKE" ]; then
 fi
 
 # ---- warm --all, one family and a filter, into an empty directory ----
-# (per_token.f32: s8 and u8, symmetric and asymmetric, and the FP8 types, symmetric; each with
-# f32 scales, power-of-two f32 scales and UE8M0 scales: 18 SKUs, each two entry points,
-# bq_dynamic and bq_dynamic_long, so 36 kernels, a module and an entry each)
+# (per_token.f32.u8: symmetric and asymmetric, each with f32 scales, power-of-two f32 scales
+# and UE8M0 scales: 6 SKUs, each two entry points, bq_dynamic and bq_dynamic_long, so 12
+# kernels, a module and an entry each)
 A="$W/a"
-expect 0 "warm --all --family dynamic --filter per_token.f32" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
-has "18 SKUs (36 kernels) into $A: 18 compiled, 0 already cached, 0 failed" "warm compiled the 18 SKUs"
-[ "$(count "$A" '*.bqk')" = 36 ] && ok "36 entries written" || bad "$(count "$A" '*.bqk') entries written, want 36"
-expect 0 "warm again" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32 -j 2 --dir "$A"
-has "0 compiled, 18 already cached" "the second warm compiles nothing"
+expect 0 "warm --all --family dynamic --filter per_token.f32.u8" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.u8 -j 2 --dir "$A"
+has "6 SKUs (12 kernels) into $A: 6 compiled, 0 already cached, 0 failed" "warm compiled the 6 SKUs"
+[ "$(count "$A" '*.bqk')" = 12 ] && ok "12 entries written" || bad "$(count "$A" '*.bqk') entries written, want 12"
+expect 0 "warm again" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.u8 -j 2 --dir "$A"
+has "0 compiled, 6 already cached" "the second warm compiles nothing"
 expect 0 "list" "$T" list --dir "$A"
-has "36 entries (36 valid, 0 invalid" "list: all valid"
-[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 36 ] && ok "list names the 36 modules" || bad "list lines"
+has "12 entries (12 valid, 0 invalid" "list: all valid"
+[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 12 ] && ok "list names the 12 modules" || bad "list lines"
 expect 0 "list --skus" "$T" list --dir "$A" --skus
-[ "$(wc -l <"$W/out")" = 36 ] && ! grep -qvE '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90@bq_dynamic(_long)?$' "$W/out" &&
+[ "$(wc -l <"$W/out")" = 12 ] && ! grep -qvE '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90@bq_dynamic(_long)?$' "$W/out" &&
   ok "list --skus: module SKUs only" || bad "list --skus"
 expect 0 "verify, all valid" "$T" verify --dir "$A"
 
@@ -69,7 +69,7 @@ printf '\x5a' | dd of="$victim" bs=1 seek=$((size - 50)) conv=notrunc status=non
 expect 1 "verify after a flipped byte" "$T" verify --dir "$A"
 has "invalid $(basename "$victim"): payload checksum mismatch" "verify names the corrupt entry"
 expect 0 "list still exits 0" "$T" list --dir "$A"
-has "35 valid, 1 invalid" "list counts it invalid"
+has "11 valid, 1 invalid" "list counts it invalid"
 touch -d '2 hours ago' "$A/x.bqk.tmp.999999.1.0.0"
 echo "mine" >"$A/notes.txt"
 expect 1 "verify with a stale temporary file" "$T" verify --dir "$A"
@@ -79,11 +79,11 @@ has "(removed)" "verify --fix removes"
 [ ! -e "$victim" ] && [ ! -e "$A/x.bqk.tmp.999999.1.0.0" ] && ok "the corrupt entry and the temporary file are gone" || bad "not removed"
 [ -e "$A/notes.txt" ] && ok "verify --fix leaves a foreign file" || bad "foreign file removed"
 expect 0 "verify after --fix" "$T" verify --dir "$A"
-[ "$(count "$A" '*.bqk')" = 35 ] && ok "35 entries left" || bad "$(count "$A" '*.bqk') entries left"
+[ "$(count "$A" '*.bqk')" = 11 ] && ok "11 entries left" || bad "$(count "$A" '*.bqk') entries left"
 
 # ---- clear: only what the library writes ----
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
-[ "$(count "$A" '*.bqk')" = 35 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
+[ "$(count "$A" '*.bqk')" = 11 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
 expect 0 "clear --yes" "$T" clear --dir "$A" --yes
 has "left 1 files the library does not write alone: notes.txt" "clear names what it left"
 [ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"
