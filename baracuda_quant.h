@@ -9151,12 +9151,17 @@ BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
 }
 
 /* ---- the compile target ------------------------------------------------------------ */
-/* sm must be a compute capability, 10 * major + minor with major >= 5: checked before
-   NVRTC is touched. */
+/* sm must be a compute capability, 10 * major + minor, and one the kernels run on (their
+   bf16 conversions, cp.async and int8 mma.sync are sm_80's): checked before NVRTC is
+   touched. An older one is a real GPU this library does not support, not a bad value. */
+#define BQ__MIN_SM 80
 BQ__FN bq_status bq__check_sm(int sm) {
-  if (sm < 50 || sm > 999)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                    "sm (%d) is not a compute capability 10 * major + minor with major 5 to 99", sm);
+  if (sm < 10 || sm > 999)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "sm (%d) is not a compute capability 10 * major + minor", sm);
+  if (sm < BQ__MIN_SM)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED,
+                    "sm (%d): compute capability %d.%d is older than %d.%d, the oldest this library supports", sm,
+                    sm / 10, sm % 10, BQ__MIN_SM / 10, BQ__MIN_SM % 10);
   return BQ_SUCCESS;
 }
 

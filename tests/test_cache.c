@@ -465,20 +465,25 @@ Test(target, device_older_than_nvrtc_supports) {
   cr_assert_eq(count_files(dir_, ".bqk"), 0);
 }
 
-/* sm values that are no compute capability: rejected by bq_sku and bq_cache_warm, naming
-   sm and its value, before NVRTC is even loaded */
+/* sm values that are no compute capability (BQ_ERROR_INVALID_ARGUMENT), and real ones older
+   than sm_80 (BQ_ERROR_NOT_SUPPORTED, naming the oldest supported): rejected by bq_sku and
+   bq_cache_warm, naming sm and its value, before NVRTC is even loaded */
 Test(target, invalid_sm_rejected_without_nvrtc) {
   fresh_dir();
-  static const int bad[] = {-5, -1, 0, 9, 35, 49, 1000, 100000};
+  static const int bad[] = {-5, -1, 0, 9, 1000, 100000, 10, 35, 49, 75, 79};
   bq_desc descs[2] = {desc_(), linear_desc_()};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     for (int j = 0; j < 2; j++) {
+      const int old = bad[i] >= 10 && bad[i] < 80;
+      const bq_status want_st = old ? BQ_ERROR_NOT_SUPPORTED : BQ_ERROR_INVALID_ARGUMENT;
       char want[32], buf[256] = "untouched";
       snprintf(want, sizeof want, "sm (%d)", bad[i]);
-      cr_assert_eq(bq_sku(&descs[j], bad[i], buf, sizeof buf), BQ_ERROR_INVALID_ARGUMENT, "bq_sku sm %d", bad[i]);
+      cr_assert_eq(bq_sku(&descs[j], bad[i], buf, sizeof buf), want_st, "bq_sku sm %d", bad[i]);
       cr_assert(strstr(bq_last_error(), "bq_sku: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
+      cr_assert(!old || strstr(bq_last_error(), "older than 8.0, the oldest this library supports"), "%s",
+                bq_last_error());
       cr_assert_str_eq(buf, "untouched");
-      cr_assert_eq(bq_cache_warm(&descs[j], bad[i]), BQ_ERROR_INVALID_ARGUMENT, "warm sm %d", bad[i]);
+      cr_assert_eq(bq_cache_warm(&descs[j], bad[i]), want_st, "warm sm %d", bad[i]);
       cr_assert(strstr(bq_last_error(), "bq_cache_warm: ") && strstr(bq_last_error(), want), "%s", bq_last_error());
     }
   cr_assert_eq(bq__nv.num_archs, 0, "NVRTC was loaded");
@@ -607,6 +612,18 @@ Test(loader, no_device) {
   setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
   setenv("FAKE_CUDA_MODE", "nodevice", 1);
   expect_select(BQ_ERROR_NO_DEVICE, "cuInit");
+}
+/* a real GPU older than the kernels need: select says so by name, before NVRTC is touched */
+Test(loader, pre_ampere_device_not_supported) {
+  setenv("BARACUDA_QUANT_DRIVER", fake_driver(), 1);
+  setenv("FAKE_CUDA_SM", "35", 1);
+  setenv("BARACUDA_QUANT_NVRTC", "/nonexistent/libnvrtc.so.13", 1);
+  bq_desc d = desc_();
+  bq_plan *p = (bq_plan *)0x1;
+  bq_status st = bq_plan_select(&d, &p);
+  cr_assert_eq(st, BQ_ERROR_NOT_SUPPORTED, "got %s: %s", bq_status_name(st), bq_last_error());
+  cr_assert_null(p);
+  cr_assert(strstr(bq_last_error(), "sm (35): compute capability 3.5 is older than 8.0"), "%s", bq_last_error());
 }
 Test(loader, no_nvrtc) {
   setenv("BARACUDA_QUANT_NVRTC", "/nonexistent/libnvrtc.so.13", 1);
