@@ -19,11 +19,25 @@ expect 2 "unknown option" "$T" list --bogus
 expect 2 "warm without --arch" "$T" warm --all
 expect 2 "warm without --all or --skus" "$T" warm --arch 90
 expect 2 "warm with both --all and --skus" "$T" warm --arch 90 --all --skus /dev/null
-expect 2 "warm --arch 35 (not sm 5.0 or newer)" "$T" warm --arch 35 --all
+expect 2 "warm --arch 35 (older than sm_80)" "$T" warm --arch 35 --all
 has "sm (35)" "the bad arch named"
 expect 2 "warm --arch -1" "$T" warm --arch -1 --all
 expect 2 "warm --arch abc" "$T" warm --arch abc --all
 expect 2 "warm --family bogus" "$T" warm --arch 90 --all --family bogus
+for c in "warm --arch 90 --all" list verify clear; do
+  expect 2 "$c --dir ''" "$T" $c --dir ''
+  has "the path is empty" "$c: an empty --dir is named"
+done
+expect 1 "a --dir too long" "$T" list --dir "/tmp/$(printf 'd%.0s' $(seq 1 5000))"
+has "is too long for a cache directory" "a long --dir is named as such"
+hasnt "BARACUDA_QUANT_DISABLE_CACHE" "a long --dir is not called the disk cache being off"
+expect 1 "warm --skus /dev/zero" timeout 20 "$T" warm --arch 90 --skus /dev/zero --dry-run
+has "not a regular file" "a device as the SKU list is refused"
+SKU1='quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_90'
+expect 1 "warm --skus - with an endless input" timeout 60 bash -c "yes '$SKU1' | '$T' warm --arch 90 --skus - --dry-run"
+has "more than 2^18 lines" "an endless list ends with an error"
+expect 1 "warm --skus - with a NUL" bash -c "printf 'ab\\0cd\\n' | '$T' warm --arch 90 --skus - --dry-run"
+has "holding a NUL" "a NUL in a line is refused"
 expect 2 "warm -j 0" "$T" warm --arch 90 --all -j 0
 expect 2 "list with an argument" "$T" list extra
 for c in info warm list verify clear; do
@@ -72,12 +86,24 @@ expect 0 "list still exits 0" "$T" list --dir "$A"
 has "11 valid, 1 invalid" "list counts it invalid"
 touch -d '2 hours ago' "$A/x.bqk.tmp.999999.1.0.0"
 echo "mine" >"$A/notes.txt"
+# a file with .tmp. in its name that is not the library's pattern, and (as root) one of the
+# library's pattern that belongs to another user: neither is verify's or clear's to remove
+echo "keep" >"$A/draft.tmp.txt"
+touch -d '2 hours ago' "$A/draft.tmp.txt"
+other=0
+if [ "$(id -u)" = 0 ]; then
+  touch -d '2 hours ago' "$A/y.bqk.tmp.999998.1.0.0" && chown 12345 "$A/y.bqk.tmp.999998.1.0.0" && other=1
+fi
 expect 1 "verify with a stale temporary file" "$T" verify --dir "$A"
 has "stale x.bqk.tmp.999999.1.0.0" "verify names the stale temporary file"
 expect 0 "verify --fix" "$T" verify --dir "$A" --fix
 has "(removed)" "verify --fix removes"
 [ ! -e "$victim" ] && [ ! -e "$A/x.bqk.tmp.999999.1.0.0" ] && ok "the corrupt entry and the temporary file are gone" || bad "not removed"
 [ -e "$A/notes.txt" ] && ok "verify --fix leaves a foreign file" || bad "foreign file removed"
+[ -e "$A/draft.tmp.txt" ] && ok "verify --fix leaves a .tmp. file not of the library's pattern" || bad "draft.tmp.txt removed"
+if [ $other = 1 ]; then
+  [ -e "$A/y.bqk.tmp.999998.1.0.0" ] && ok "verify --fix leaves another user's temporary file" || bad "another user's temporary file removed"
+fi
 expect 0 "verify after --fix" "$T" verify --dir "$A"
 [ "$(count "$A" '*.bqk')" = 11 ] && ok "11 entries left" || bad "$(count "$A" '*.bqk') entries left"
 
@@ -85,7 +111,11 @@ expect 0 "verify after --fix" "$T" verify --dir "$A"
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
 [ "$(count "$A" '*.bqk')" = 11 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
 expect 0 "clear --yes" "$T" clear --dir "$A" --yes
-has "left 1 files the library does not write alone: notes.txt" "clear names what it left"
+has "left $((2 + other)) files the library does not write alone: draft.tmp.txt notes.txt" "clear names what it left"
+[ -e "$A/draft.tmp.txt" ] && ok "clear leaves a .tmp. file not of the library's pattern" || bad "clear removed draft.tmp.txt"
+if [ $other = 1 ]; then
+  [ -e "$A/y.bqk.tmp.999998.1.0.0" ] && ok "clear leaves another user's temporary file" || bad "clear removed another user's temporary file"
+fi
 [ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"
 [ "$(cat "$A/notes.txt")" = mine ] && ok "the foreign file is intact" || bad "foreign file changed"
 

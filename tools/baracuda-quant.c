@@ -81,10 +81,18 @@ static double now_s(void) {
 
 static void target_name(const bq__target *t, char *buf, size_t n) { bq__target_name(t, buf, n); }
 
-/* The directory to work on: --dir (which the library then uses too), else the library's. */
-static const char *cache_dir(const char *opt) {
+/* The directory to work on: --dir (which the library then uses too), else the library's;
+   NULL (reported) where there is none: the disk cache off, or --dir too long. (An empty
+   --dir is a usage error, caught by dir_opt_ok before.) */
+static const char *cache_dir(const char *cmd, const char *opt) {
   if (opt) setenv("BARACUDA_QUANT_CACHE_DIR", opt, 1);
-  return bq_cache_directory();
+  const char *dir = bq_cache_directory();
+  if (dir) return dir;
+  if (opt && !bq__env_flag("BARACUDA_QUANT_DISABLE_CACHE"))
+    fprintf(stderr, "baracuda-quant %s: --dir (%zu characters) is too long for a cache directory (at most %d)\n", cmd,
+            strlen(opt), BQ__PATH_MAX - 1);
+  else fprintf(stderr, "baracuda-quant %s: the disk cache is off (BARACUDA_QUANT_DISABLE_CACHE)\n", cmd);
+  return NULL;
 }
 
 /* ---- info ----------------------------------------------------------------------------- */
@@ -263,18 +271,42 @@ static void trim(char *s) {
   memmove(s, s + k, n - k + 1);
 }
 
-/* The SKUs of FILE as items; every unreadable one reported. -1 on error. */
+/* The SKUs of FILE as items; every unreadable one reported. -1 on error. FILE is a regular
+   file, or '-' for standard input; a line is at most 2046 characters with no NUL, and a
+   list at most SKUS_MAX lines (every module of every SKU, for several archs, is far fewer) (so an endless input, /dev/zero or a pipe that never stops,
+   ends with an error). */
+#define SKUS_MAX (1 << 18)
 static int read_skus(const char *file, item **items, int *n) {
-  FILE *f = strcmp(file, "-") ? fopen(file, "r") : stdin;
-  if (!f) {
-    fprintf(stderr, "baracuda-quant warm: cannot open %s: %s\n", file, strerror(errno));
-    return -1;
+  FILE *f = stdin;
+  if (strcmp(file, "-")) {
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+      close(fd);
+      fprintf(stderr, "baracuda-quant warm: %s is not a regular file (give - to read standard input)\n", file);
+      return -1;
+    }
+    f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+      fprintf(stderr, "baracuda-quant warm: cannot open %s: %s\n", file, strerror(errno));
+      if (fd >= 0) close(fd);
+      return -1;
+    }
   }
   char line[2048];
   int lineno = 0, bad = 0, cap = 0;
   *n = 0;
   while (fgets(line, sizeof line, f)) {
     lineno++;
+    const size_t len = strlen(line);
+    /* (a line that does not end in a newline before the end of the input is too long or
+       holds a NUL, which ends the string early) */
+    if (lineno > SKUS_MAX || len == 0 || (line[len - 1] != '\n' && !feof(f))) {
+      fprintf(stderr, "baracuda-quant warm: %s:%d: %s\n", file, lineno,
+              lineno > SKUS_MAX ? "more than 2^18 lines" : "a line longer than 2046 characters or holding a NUL");
+      bad++;
+      break;
+    }
     trim(line);
     if (!line[0] || line[0] == '#') continue;
     for (char *part = line; part;) {
@@ -419,6 +451,7 @@ static int cmd_warm(int argc, char **argv) {
   }
   if (optind < argc) return usage_error(USAGE_WARM, "unexpected argument %s", argv[optind]);
   if (!narchs) return usage_error(USAGE_WARM, "--arch is required");
+  if (dir_opt && !*dir_opt) return usage_error(USAGE_WARM, "--dir: the path is empty");
   if (all == !!skus) return usage_error(USAGE_WARM, "give one of --all and --skus FILE");
   if (skus && families) return usage_error(USAGE_WARM, "--family applies to --all");
   if (!families) families = BQ__ALL_FAMILIES;
@@ -466,9 +499,8 @@ static int cmd_warm(int argc, char **argv) {
     free(items);
     return bad ? 1 : 0;
   }
-  const char *dir = cache_dir(dir_opt);
+  const char *dir = cache_dir("warm", dir_opt);
   if (!dir) {
-    fprintf(stderr, "baracuda-quant warm: the disk cache is off (BARACUDA_QUANT_DISABLE_CACHE): nothing to warm into\n");
     free(items);
     return 1;
   }
@@ -492,7 +524,7 @@ static int cmd_warm(int argc, char **argv) {
       setvbuf(stdout, NULL, _IOLBF, 0);
       warm_share(items, n, k, nkids, archs, narchs, &res[k]);
       fflush(NULL);
-      exit(0);
+      _exit(0); /* (the parent's memory is the parent's to free: no exit handlers, no leak check) */
     }
     if (pids[k] < 0) { perror("baracuda-quant warm: fork"); failed_kids++; }
   }
@@ -523,16 +555,33 @@ static const char *const STATUS_NAMES[] = {"valid", "invalid", "other", "uncheck
 typedef struct fent {
   char name[256];
   int kind, status;
+  int mine; /* owned by this user */
   long long size;
   char sku[256], target[32], why[512];
 } fent;
 
+/* The first max bytes of a regular file, opened as the library opens its cache files: not
+   through a link, without blocking (whatever was put at the path after the listing is
+   refused before anything could wait on it), checked with fstat. */
 static unsigned char *slurp(const char *path, size_t max, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  unsigned char *buf = (unsigned char *)malloc(max + 1);
-  *n = buf ? fread(buf, 1, max, f) : 0;
-  fclose(f);
+  *n = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t want = (uint64_t)st.st_size < max ? (size_t)st.st_size : max;
+  unsigned char *buf = (unsigned char *)malloc(want + 1);
+  while (buf && *n < want) {
+    ssize_t r = read(fd, buf + *n, want - *n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    *n += (size_t)r;
+  }
+  close(fd);
   if (buf) buf[*n] = 0;
   return buf;
 }
@@ -696,7 +745,8 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
     int reg = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
     size_t len = strlen(e->name);
     e->size = reg ? (long long)st.st_size : 0;
-    if (reg && strstr(e->name, ".tmp.")) e->kind = K_TMP;
+    e->mine = reg && st.st_uid == geteuid();
+    if (reg && bq__is_temp_name(e->name)) e->kind = K_TMP;
     else if (reg && len > 4 && !strcmp(e->name + len - 4, ".bqk")) e->kind = K_ENTRY;
     else if (reg && !strncmp(e->name, "nvrtc-", 6) && len > 9 && !strcmp(e->name + len - 3, ".id")) e->kind = K_MEMO;
     else e->kind = K_STRAY, e->status = S_STRAY;
@@ -713,7 +763,7 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
 /* a problem verify reports (and --fix removes) */
 static int is_problem(const fent *e) {
   return (e->kind == K_ENTRY && (e->status == S_INVALID || e->status == S_UNCHECKED)) ||
-         (e->kind == K_MEMO && e->status == S_INVALID) || (e->kind == K_TMP && e->status == S_STALE);
+         (e->kind == K_MEMO && e->status == S_INVALID) || (e->kind == K_TMP && e->status == S_STALE && e->mine);
 }
 
 static void print_fent(const fent *e) {
@@ -763,8 +813,9 @@ static int cmd_list(int argc, char **argv) {
     else return usage_error(USAGE_LIST, "unknown option or missing argument: %s", argv[optind - 1]);
   }
   if (optind < argc) return usage_error(USAGE_LIST, "unexpected argument %s", argv[optind]);
-  const char *dir = cache_dir(dir_opt);
-  if (!dir) { fprintf(stderr, "baracuda-quant list: the disk cache is off (BARACUDA_QUANT_DISABLE_CACHE)\n"); return 1; }
+  if (dir_opt && !*dir_opt) return usage_error(USAGE_LIST, "--dir: the path is empty");
+  const char *dir = cache_dir("list", dir_opt);
+  if (!dir) return 1;
   char dirbuf[BQ__PATH_MAX];
   snprintf(dirbuf, sizeof dirbuf, "%s", dir);
   fent *f;
@@ -803,8 +854,9 @@ static int cmd_verify(int argc, char **argv) {
     else return usage_error(USAGE_VERIFY, "unknown option or missing argument: %s", argv[optind - 1]);
   }
   if (optind < argc) return usage_error(USAGE_VERIFY, "unexpected argument %s", argv[optind]);
-  const char *dir = cache_dir(dir_opt);
-  if (!dir) { fprintf(stderr, "baracuda-quant verify: the disk cache is off (BARACUDA_QUANT_DISABLE_CACHE)\n"); return 1; }
+  if (dir_opt && !*dir_opt) return usage_error(USAGE_VERIFY, "--dir: the path is empty");
+  const char *dir = cache_dir("verify", dir_opt);
+  if (!dir) return 1;
   char dirbuf[BQ__PATH_MAX];
   snprintf(dirbuf, sizeof dirbuf, "%s", dir);
   fent *f;
@@ -848,14 +900,17 @@ static int cmd_clear(int argc, char **argv) {
     else return usage_error(USAGE_CLEAR, "unknown option or missing argument: %s", argv[optind - 1]);
   }
   if (optind < argc) return usage_error(USAGE_CLEAR, "unexpected argument %s", argv[optind]);
-  const char *dir = cache_dir(dir_opt);
-  if (!dir) { fprintf(stderr, "baracuda-quant clear: the disk cache is off (BARACUDA_QUANT_DISABLE_CACHE)\n"); return 1; }
+  if (dir_opt && !*dir_opt) return usage_error(USAGE_CLEAR, "--dir: the path is empty");
+  const char *dir = cache_dir("clear", dir_opt);
+  if (!dir) return 1;
   char dirbuf[BQ__PATH_MAX];
   snprintf(dirbuf, sizeof dirbuf, "%s", dir);
   fent *f;
   int n, missing, ours = 0, others = 0;
   if (scan(dirbuf, 0, &f, &n, &missing)) return 1;
   if (missing) { printf("%s does not exist: nothing to clear\n", dirbuf); return 0; }
+  for (int i = 0; i < n; i++) /* (another user's temporary file is left to its writer) */
+    if (f[i].kind == K_TMP && !f[i].mine) f[i].kind = K_STRAY;
   for (int i = 0; i < n; i++) ours += f[i].kind != K_STRAY, others += f[i].kind == K_STRAY;
   if (!yes && ours) {
     if (!isatty(0)) {

@@ -87,13 +87,14 @@ meson compile -C build >/dev/null
 
 # `test`'s second half: the host Criterion suites built again with AddressSanitizer and
 # UndefinedBehaviorSanitizer (build-asan: only those targets; test_sku's naming tests only,
-# its NVRTC compiles having run in build/), the fuzz corpus replayed there, then the fuzz
+# its NVRTC compiles having run in build/), the cache tool's test with the tool built so, the
+# fuzz corpus replayed there, then the fuzz
 # target under libFuzzer for BQ_FUZZ_SECONDS (default 75) from the committed corpus.
 # Prints Criterion's lines and "check NAME: OK|FAIL|SKIP" lines for tools/test_summary.py;
 # a suite whose process exits non-zero (a sanitizer report) adds one failure.
 sanitized() {
   local suites="reference validation validation_linear sku cache division env launch" t rc
-  local targets="tests/fuzz_api tests/bq_fake_driver"
+  local targets="tests/fuzz_api tests/bq_fake_driver tools/baracuda-quant"
   for t in $suites; do targets="$targets tests/test_$t"; done
   echo "== sanitizers: building build-asan"
   [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
@@ -110,6 +111,13 @@ sanitized() {
       rc=$?
       [ $rc = 0 ] || echo "check asan:test_$t: FAIL (exit $rc)"
     done
+    echo "== sanitizers: the tool (tests/test_tool.sh)"
+    if bash tests/test_tool.sh build-asan/tools/baracuda-quant "$BQ_FAKE_DRIVER" > build-asan/tool.log 2>&1; then
+      echo "check asan:tool: OK ($(tail -1 build-asan/tool.log))"
+    else
+      grep -E "^FAIL|ERROR|runtime error" build-asan/tool.log | head -20
+      echo "check asan:tool: FAIL"
+    fi
     echo "== sanitizers: fuzz corpus"
     if build-asan/tests/fuzz_api tests/fuzz_corpus; then echo "check asan:fuzz_corpus: OK"
     else echo "check asan:fuzz_corpus: FAIL"; fi
