@@ -7293,6 +7293,9 @@ typedef struct bq__family {
   const char *const *src;     /* its embedded text */
   void (*prelude)(const bq_desc *d, bq__str *s);
   int (*vec)(const bq_desc *d);
+  /* the shape rules alone (what the workspace size depends on): the first thing `check`
+     does, so bq_plan_workspace_size refuses a shape with check's very status and message */
+  bq_status (*shape)(const struct bq_plan *p, const bq_args *a);
   bq_status (*check)(const struct bq_plan *p, const bq_args *a);
   size_t (*workspace)(const struct bq_plan *p, const bq_args *a);
   bq_status (*run)(const struct bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream);
@@ -7873,6 +7876,10 @@ BQ__FN bq_status bq__fp8_zero_point(const bq_plan *p, int32_t zp) {
                   (int)zp, bq__dtype_name(p->desc.int_type));
 }
 
+BQ__FN bq_status bq__affine_shape(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__view_of(p, a, &v);
+}
 BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
   bq__view v;
   bq_status st = bq__view_of(p, a, &v);
@@ -8216,7 +8223,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
 
 static const char *const bq__src_affine = bq__src_affine_cu;
 static const bq__family bq__affine_family = {
-  "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_check,
+  "affine.cu", &bq__src_affine, bq__affine_prelude, bq__affine_vec, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
    {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}}};
@@ -8293,13 +8300,21 @@ BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
               bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team, d->pow2_scales);
 }
 
+BQ__FN bq_status bq__dynamic_view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
+  bq_status st = bq__view_of(p, a, v);
+  if (!st && p->desc.granularity == BQ_PER_BLOCK && v->group > BQ__DYN_MAX_BLOCK) /* a tile's indices fit 32 bits */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest block "
+                    "dynamic quantize offers", p->name, (long long)v->group, BQ__DYN_MAX_BLOCK);
+  return st;
+}
+BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__dynamic_view_of(p, a, &v);
+}
 BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
   bq__view v;
-  bq_status st = bq__view_of(p, a, &v);
+  bq_status st = bq__dynamic_view_of(p, a, &v);
   const bq_desc *d = &p->desc;
-  if (!st && d->granularity == BQ_PER_BLOCK && v.group > BQ__DYN_MAX_BLOCK) /* a tile's indices fit 32 bits */
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest block "
-                    "dynamic quantize offers", p->name, (long long)v.group, BQ__DYN_MAX_BLOCK);
   if (st || v.numel == 0) return st;
   if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
@@ -8396,7 +8411,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
 
 static const char *const bq__src_dynamic = bq__src_dynamic_cu;
 static const bq__family bq__dynamic_family = {
-  "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_check,
+  "dynamic.cu", &bq__src_dynamic, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_shape, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
   {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
    {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}}};
@@ -8459,10 +8474,11 @@ typedef struct bq__fused_view {
   int64_t rows, cols, xs, ys, rs, os, group, ngroups, grs;
 } bq__fused_view;
 
-BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused_view *v) {
+/* The shape rules: rows, cols, the row strides and the groups */
+BQ__FN bq_status bq__fused_shape_of(const bq_plan *p, const bq_args *a, bq__fused_view *v) {
   const bq_desc *d = &p->desc;
   const char *n = p->name;
-  const int rms = d->op == BQ_RMSNORM_QUANTIZE, t = bq__dtype_size(d->float_type);
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE;
   memset(v, 0, sizeof *v);
   if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
   if (a->rows < 0 || a->rows > BQ__MAX_ELEMS)
@@ -8495,9 +8511,20 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
                   v->rs > BQ__MAX_ELEMS / v->rows || v->os > BQ__MAX_ELEMS / v->rows))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
                     (long long)a->rows);
-  bq_status st;
-  if (d->granularity == BQ_PER_GROUP && (st = bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs)))
-    return st;
+  if (d->granularity == BQ_PER_GROUP) return bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__fused_shape(const bq_plan *p, const bq_args *a) {
+  bq__fused_view v;
+  return bq__fused_shape_of(p, a, &v);
+}
+/* Then the scalars and the pointers */
+BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused_view *v) {
+  const bq_desc *d = &p->desc;
+  const char *n = p->name;
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE, t = bq__dtype_size(d->float_type);
+  bq_status st = bq__fused_shape_of(p, a, v);
+  if (st) return st;
   const int c64 = d->float_type == BQ_F64; /* scalars are used in C: f64, or rounded to f32 */
   if (d->granularity == BQ_PER_TENSOR &&
       !(isfinite(a->scale) && a->scale > 0 && (c64 || ((float)a->scale > 0 && isfinite((float)a->scale)))))
@@ -8683,8 +8710,8 @@ static const char *const bq__src_fused = bq__src_fused_cu;
   {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
    "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
 static const bq__family bq__fused_family = {
-  "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_check, bq__no_workspace, bq__fused_run,
-  NULL, bq__fused_setup,
+  "fused.cu", &bq__src_fused, bq__fused_prelude, bq__fused_vec, bq__fused_shape, bq__fused_check, bq__no_workspace,
+  bq__fused_run, NULL, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};
 #undef BQ__FUSED_KERNELS
 
@@ -8874,6 +8901,10 @@ BQ__FN bq_status bq__linear_validate(const bq_plan *p, const bq_args *a, bq__lin
   }
   return BQ_SUCCESS;
 }
+BQ__FN bq_status bq__linear_shape(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  return bq__linear_view_of(p, a, &v);
+}
 BQ__FN bq_status bq__linear_check(const bq_plan *p, const bq_args *a) {
   bq__linear_view v;
   return bq__linear_validate(p, a, &v);
@@ -9015,11 +9046,11 @@ BQ__FN int bq__linear_has(const bq_desc *d, const bq__target *t, int e) {
 
 static const char *const bq__src_linear = bq__src_linear_cu;
 static const bq__family bq__linear_family = {
-  "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
+  "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
   bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
   {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES}};
 static const bq__family bq__weight_sums_family = {
-  "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_check,
+  "linear.cu", &bq__src_linear, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
   bq__no_workspace, bq__linear_run, NULL, NULL,
   {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}}};
 
@@ -9761,19 +9792,13 @@ BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
   return p->fam->check(p, a);
 }
 
-/* Validates what the size depends on (the problem's shape), not the pointers. */
+/* Validates what the size depends on (the problem's shape, by the family's own rules, the
+   first of its check's), not the pointers, which a caller may not have allocated yet. */
 BQ__DEF bq_status bq_plan_workspace_size(const bq_plan *p, const bq_args *a, size_t *bytes) {
   if (bytes) *bytes = 0;
   if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_workspace_size: plan is NULL");
   if (!bytes) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: bq_plan_workspace_size: bytes is NULL", p->name);
-  bq_status st;
-  if (bq__is_linear(p->desc.op)) {
-    bq__linear_view lv;
-    st = bq__linear_view_of(p, a, &lv);
-  } else {
-    bq__view v;
-    st = bq__view_of(p, a, &v);
-  }
+  bq_status st = p->fam->shape(p, a);
   if (!st) *bytes = p->fam->workspace(p, a);
   return st;
 }

@@ -795,6 +795,20 @@ static bq_args base_args(bq_granularity g) {
 
 /* can_implement and run both reject a with a message "<plan name>: ..." containing needle,
    and the same message: run validated and launched nothing (the plan has no kernel). */
+/* bq_plan_workspace_size runs the shape rules, the first of check's: it accepts a call, or
+   refuses it with can_implement's very status and message */
+static void expect_workspace_agrees(const bq_plan *p, const bq_args *a, bq_status want, const char *msg,
+                                    const char *ctx) {
+  size_t b = 12345;
+  bq_status w = bq_plan_workspace_size(p, a, &b);
+  if (w == BQ_SUCCESS) return;
+  cr_assert_eq(w, want, "%s: workspace_size %s (%s), can_implement %s (%s)", ctx, bq_status_name(w), bq_last_error(),
+               bq_status_name(want), msg);
+  cr_assert_str_eq(bq_last_error(), msg, "%s: workspace_size says \"%s\", can_implement said \"%s\"", ctx,
+                   bq_last_error(), msg);
+  cr_assert_eq(b, 0, "%s: a refused workspace size is 0", ctx);
+}
+
 static void expect_args_invalid(const combo *c, const bq_args *a, const char *needle) {
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
@@ -812,6 +826,7 @@ static void expect_args_invalid(const combo *c, const bq_args *a, const char *ne
   cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s run: got %s (%s)", c->ctx, bq_status_name(st), bq_last_error());
   cr_assert_str_eq(bq_last_error(), msg, "%s: run says \"%s\", can_implement said \"%s\"", c->ctx,
                    bq_last_error(), msg);
+  expect_workspace_agrees(&plan, a, BQ_ERROR_INVALID_ARGUMENT, msg, c->ctx);
 }
 
 /* can_implement accepts a. With run_too (only for zero-size calls, which launch nothing),
@@ -821,6 +836,7 @@ static void expect_args_ok(const combo *c, const bq_args *a, int run_too, const 
   cr_assert_eq(bq__plan_init(&c->d, &plan), BQ_SUCCESS, "%s: %s", c->ctx, bq_last_error());
   bq_status st = bq_plan_can_implement(&plan, a);
   cr_assert_eq(st, BQ_SUCCESS, "%s %s: can_implement: %s (%s)", c->ctx, what, bq_status_name(st), bq_last_error());
+  expect_workspace_agrees(&plan, a, BQ_SUCCESS, "", c->ctx);
   if (run_too) {
     st = bq_plan_run(&plan, a, NULL, 0, NULL);
     cr_assert_eq(st, BQ_SUCCESS, "%s %s: run: %s (%s)", c->ctx, what, bq_status_name(st), bq_last_error());
@@ -2803,6 +2819,7 @@ static void expect_args_status(const combo *c, const bq_args *a, bq_status want,
   st = bq_plan_run(&plan, a, NULL, 0, NULL);
   cr_assert_eq(st, want, "%s run: got %s (%s)", c->ctx, bq_status_name(st), bq_last_error());
   cr_assert_str_eq(bq_last_error(), msg, "%s: run says \"%s\", can_implement said \"%s\"", c->ctx, bq_last_error(), msg);
+  expect_workspace_agrees(&plan, a, want, msg, c->ctx);
 }
 
 /* the view bq_plan_run would launch with: B or G, blocks a row, and the kernels' leading

@@ -615,6 +615,20 @@ static void plan_of(const bq_desc *d, bq_plan *p) {
   for (int e = 0; e < BQ__MAX_KERNELS; e++) cr_assert_null(p->mod[e]);
 }
 
+/* bq_plan_workspace_size runs the shape rules, the first of check's: it accepts a call, or
+   refuses it with can_implement's very status and message */
+static void expect_workspace_agrees(const bq_plan *p, const bq_args *a, bq_status want, const char *msg,
+                                    const char *ctx) {
+  size_t b = 12345;
+  bq_status w = bq_plan_workspace_size(p, a, &b);
+  if (w == BQ_SUCCESS) return;
+  cr_assert_eq(w, want, "%s: workspace_size %s (%s), can_implement %s (%s)", ctx, bq_status_name(w), bq_last_error(),
+               bq_status_name(want), msg);
+  cr_assert_str_eq(bq_last_error(), msg, "%s: workspace_size says \"%s\", can_implement said \"%s\"", ctx,
+                   bq_last_error(), msg);
+  cr_assert_eq(b, 0, "%s: a refused workspace size is 0", ctx);
+}
+
 static void expect_args_status(const bq_desc *d, const bq_args *a, bq_status want, const char *needle) {
   bq_plan plan;
   plan_of(d, &plan);
@@ -631,6 +645,7 @@ static void expect_args_status(const bq_desc *d, const bq_args *a, bq_status wan
   cr_assert_eq(st, want, "%s run: got %s (%s)", plan.name, bq_status_name(st), bq_last_error());
   cr_assert_str_eq(bq_last_error(), msg, "%s: run says \"%s\", can_implement said \"%s\"", plan.name,
                    bq_last_error(), msg);
+  expect_workspace_agrees(&plan, a, want, msg, plan.name);
 }
 static void expect_invalid(const bq_desc *d, const bq_args *a, const char *needle) {
   expect_args_status(d, a, BQ_ERROR_INVALID_ARGUMENT, needle);
@@ -923,6 +938,9 @@ Test(fused_args, fields_of_other_granularities_ignored) {
   for (int i = 0; i < NSHAPES; i++) {
     bq_desc d = shape_of(i);
     bq_args a = fargs(&d);
+    a.numel = -1; /* never read by the fused ops (a per-tensor view's field) */
+    a.rank = -1;
+    a.axis = 99;
     if (d.granularity == BQ_PER_TENSOR) {
       a.group_size = 7;
       a.out_scales = (char *)PTR(3) + 1;

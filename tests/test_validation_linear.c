@@ -457,6 +457,20 @@ static void plan_of(const bq_desc *d, bq_plan *p) {
   for (int e = 0; e < BQ__MAX_KERNELS; e++) cr_assert_null(p->mod[e]);
 }
 
+/* bq_plan_workspace_size runs the shape rules, the first of check's: it accepts a call, or
+   refuses it with can_implement's very status and message */
+static void expect_workspace_agrees(const bq_plan *p, const bq_args *a, bq_status want, const char *msg,
+                                    const char *ctx) {
+  size_t b = 12345;
+  bq_status w = bq_plan_workspace_size(p, a, &b);
+  if (w == BQ_SUCCESS) return;
+  cr_assert_eq(w, want, "%s: workspace_size %s (%s), can_implement %s (%s)", ctx, bq_status_name(w), bq_last_error(),
+               bq_status_name(want), msg);
+  cr_assert_str_eq(bq_last_error(), msg, "%s: workspace_size says \"%s\", can_implement said \"%s\"", ctx,
+                   bq_last_error(), msg);
+  cr_assert_eq(b, 0, "%s: a refused workspace size is 0", ctx);
+}
+
 static void expect_invalid(const bq_desc *d, const bq_args *a, const char *needle) {
   bq_plan plan;
   plan_of(d, &plan);
@@ -472,6 +486,7 @@ static void expect_invalid(const bq_desc *d, const bq_args *a, const char *needl
   st = bq_plan_run(&plan, a, NULL, 0, NULL);
   cr_assert_eq(st, BQ_ERROR_INVALID_ARGUMENT, "%s run: got %s (%s)", plan.name, bq_status_name(st), bq_last_error());
   cr_assert_str_eq(bq_last_error(), msg);
+  expect_workspace_agrees(&plan, a, BQ_ERROR_INVALID_ARGUMENT, msg, plan.name);
 }
 
 static void expect_ok(const bq_desc *d, const bq_args *a, const char *what) {
@@ -479,6 +494,7 @@ static void expect_ok(const bq_desc *d, const bq_args *a, const char *what) {
   plan_of(d, &plan);
   bq_status st = bq_plan_can_implement(&plan, a);
   cr_assert_eq(st, BQ_SUCCESS, "%s %s: %s (%s)", plan.name, what, bq_status_name(st), bq_last_error());
+  expect_workspace_agrees(&plan, a, BQ_SUCCESS, "", plan.name);
 }
 
 /* the four plan shapes every argument rule is tried on */
