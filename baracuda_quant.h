@@ -6112,7 +6112,7 @@ BQ__FN int bq__nvrtc_id_fresh(const char *identity) {
 
 BQ__FN const char *bq__cache_dir_now(char *buf, size_t n); /* below */
 BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void *a, size_t na,
-                            const void *b, size_t nb, const void *c, size_t nc);
+                            const void *b, size_t nb, const void *c, size_t nc, int quiet);
 
 BQ__FN void bq__memo_path(const char *dir, uint64_t key, char *path, size_t n) {
   snprintf(path, n, "%s/nvrtc-%016llx.id", dir, (unsigned long long)key);
@@ -6192,7 +6192,10 @@ BQ__FN void bq__memo_write(const char *dir, const char *path, const bq__nvrtc_id
   for (int i = 0; i < id->num_archs; i++) bq__str_fmt(&s, " %d", id->archs[i]);
   bq__str_cat(&s, "\n");
   if (!s.oom) bq__str_fmt(&s, "checksum %016llx\n", (unsigned long long)bq__fnv1a(s.p, s.n, BQ__FNV_SEED));
-  if (!s.oom) bq__write_atomic(dir, path, s.p, s.n, NULL, 0, NULL, 0);
+  /* quiet: a memo that cannot be written costs asking NVRTC again at the next start, and
+     nothing else; "kernels are cached in memory only" would be false where they came from
+     disk (a read-only cache warmed with another NVRTC lookup path) */
+  if (!s.oom) bq__write_atomic(dir, path, s.p, s.n, NULL, 0, NULL, 0, 1);
   BQ_FREE(s.p);
 }
 
@@ -6457,10 +6460,11 @@ BQ__FN void bq__sweep_temps(const char *dir) {
 /* Write a+b+c to final_path through a unique temporary file in the same directory:
    created exclusively (never through a link), written, closed, then renamed, so readers
    see a whole file or none, and whatever stood at final_path (a FIFO, a link) is replaced,
-   never written through. 0 on success; a failure warns once per cause and directory,
-   except where the reader already named the cause (a directory at final_path). */
+   never written through; an empty directory there (debris: nothing the library writes) is
+   removed first. 0 on success; a failure warns once per cause and directory (unless quiet),
+   except where the reader already named the cause (a directory with files at final_path). */
 BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void *a, size_t na,
-                            const void *b, size_t nb, const void *c, size_t nc) {
+                            const void *b, size_t nb, const void *c, size_t nc, int quiet) {
   static unsigned counter;
   char tmp[BQ__PATH_MAX + 400];
   const char *step = NULL;
@@ -6488,7 +6492,14 @@ BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void 
     }
   }
   if (fd >= 0 && close(fd) != 0 && !step) step = "write";
-  if (!step && rename(tmp, final_path) != 0) step = "rename";
+  if (!step && rename(tmp, final_path) != 0) {
+    int e = errno;
+    step = "rename";
+    if (e == EISDIR || e == ENOTEMPTY || e == EEXIST) {
+      if (rmdir(final_path) != 0) errno = e; /* a directory with files: the reader named it */
+      else if (rename(tmp, final_path) == 0) step = NULL;
+    }
+  }
   if (!step) return 0;
   err = errno;
   if (fd >= 0) unlink(tmp);
@@ -6498,7 +6509,7 @@ BQ__FN int bq__write_atomic(const char *dir, const char *final_path, const void 
   if (!strcmp(step, "rename") && (err == EISDIR || err == ENOTEMPTY || err == EEXIST ||
                                    err == EPERM || err == EBUSY))
     return -1; /* a directory or another user's file stands there: the reader said so */
-  if (!bq__first_warning(key, dir)) return -1;
+  if (quiet || !bq__first_warning(key, dir)) return -1;
   if (!strcmp(step, "mkdir"))
     bq__warn("kernel cache directory %s cannot be created (%s): kernels are cached in memory only",
              dir, cause);
@@ -6716,7 +6727,7 @@ BQ__FN bq_status bq__obtain(const bq__kernel_src *k, int flags, void **out, size
   if (!st && d && (flags & BQ__WRITE)) {
     unsigned char h[BQ__CACHE_HEADER];
     bq__cache_header(h, key.n, *out, *len);
-    if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, *out, *len) != 0) BQ__COUNT(write_failures);
+    if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, *out, *len, 0) != 0) BQ__COUNT(write_failures);
     else bq__sweep_temps(d);
   }
   BQ_FREE(key.p);
@@ -6738,7 +6749,7 @@ BQ__FN void bq__store_binary(const bq__kernel_src *k, const void *bin, size_t le
     unsigned char h[BQ__CACHE_HEADER];
     bq__entry_path(k, &key, d, path, sizeof path);
     bq__cache_header(h, key.n, bin, len);
-    if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, bin, len) != 0) BQ__COUNT(write_failures);
+    if (bq__write_atomic(d, path, h, sizeof h, key.p, key.n, bin, len, 0) != 0) BQ__COUNT(write_failures);
     else bq__sweep_temps(d);
   }
   BQ_FREE(key.p);

@@ -186,6 +186,9 @@ Test(abuse, fifo_at_memo_path) {
   free(text);
 }
 
+/* An empty directory at an entry's path is debris (the library writes none): the write
+   removes it and puts the entry there, so the next process hits rather than recompiling
+   and warning at every start. */
 Test(abuse, directory_at_entry_path) {
   fresh_dir();
   count_warnings();
@@ -195,10 +198,31 @@ Test(abuse, directory_at_entry_path) {
   warm_ok(BQ_QUANTIZE);
   expect_warnings(1, "is a directory");
   cr_assert(!strstr(warning_[0], "not writable"), "%s", warning_[0]);
-  expect_stats(0, 1, 1, 1, 1); /* the directory stays: nothing can be written there */
+  expect_stats(0, 1, 1, 1, 0);
+  cr_assert(is_regular(path), "the entry replaced the empty directory");
+  warm_ok(BQ_QUANTIZE);
+  expect_warnings(1, NULL);
+  expect_stats(1, 1, 1, 1, 0);
+}
+
+/* A directory with files at an entry's path is not the library's to remove: the kernel is
+   compiled and kept in memory, with one warning naming the directory, and nothing else in
+   the directory is affected. */
+Test(abuse, directory_with_files_at_entry_path) {
+  fresh_dir();
+  count_warnings();
+  char path[4096], inner[4200];
+  entry_path(BQ_QUANTIZE, path, sizeof path);
+  cr_assert_eq(mkdir(path, 0700), 0);
+  snprintf(inner, sizeof inner, "%s/keep", path);
+  write_all(inner, "mine", 4);
+  warm_ok(BQ_QUANTIZE);
+  expect_warnings(1, "is a directory");
+  expect_stats(0, 1, 1, 1, 1);
   warm_ok(BQ_QUANTIZE);
   expect_warnings(1, NULL); /* the same cause: no second warning */
   expect_stats(0, 2, 2, 2, 2);
+  cr_assert_eq(access(inner, F_OK), 0, "the directory's file is untouched");
   warm_ok(BQ_DEQUANTIZE); /* other entries in the directory are cached as ever */
   warm_ok(BQ_DEQUANTIZE);
   expect_stats(1, 3, 3, 2, 2);
@@ -539,6 +563,38 @@ Test(abuse, read_only_directory) {
   cr_assert_eq(code, 0, "child failed with %d", code);
   cr_assert_eq(count_files(dir_, ".bqk"), 0);
   expect_stats(0, 0, 0, 0, 0); /* nothing happened in this process */
+}
+
+/* A read-only cache warmed under another NVRTC lookup path (LD_LIBRARY_PATH differs, so
+   its memo is keyed for another loader): the entry is read from disk and nothing warns,
+   although this process's memo cannot be written. */
+static int hit_in_read_only_dir_without_memo(void) {
+  count_warnings();
+  bq_desc d = desc_(BQ_QUANTIZE);
+  const bq_cache_stats s0 = stats_(); /* (the parent's warm, counted before the fork) */
+  if (bq_cache_warm(&d, 90) != BQ_SUCCESS) return 1;
+  bq_cache_stats s = stats_();
+  if (s.disk_hits != s0.disk_hits + 1 || s.compiles != s0.compiles) return 2;
+  if (warnings_ != 0) {
+    fprintf(stderr, "warned: %s\n", warning_[0]);
+    return 3;
+  }
+  char memo[4096];
+  memo_path(memo, sizeof memo);
+  if (access(memo, F_OK) == 0) return 4;
+  return 0;
+}
+Test(abuse, read_only_directory_hit_with_a_memo_of_another_loader_path) {
+  fresh_dir();
+  warm_ok(BQ_QUANTIZE);
+  const char *old = getenv("LD_LIBRARY_PATH");
+  char path[8192];
+  snprintf(path, sizeof path, "%s%s/nonexistent-lib-dir", old ? old : "", old && *old ? ":" : "");
+  setenv("LD_LIBRARY_PATH", path, 1); /* another lookup key: this process's memo is absent */
+  cr_assert_eq(chmod(dir_, 0555), 0);
+  if (geteuid() == 0) cr_assert_eq(chown(dir_, 65534, 65534), 0);
+  int code = as_user(65534, hit_in_read_only_dir_without_memo);
+  cr_assert_eq(code, 0, "child failed with %d", code);
 }
 
 Test(abuse, file_where_the_directory_should_be) {

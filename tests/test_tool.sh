@@ -106,6 +106,17 @@ if [ $other = 1 ]; then
 fi
 expect 0 "verify after --fix" "$T" verify --dir "$A"
 [ "$(count "$A" '*.bqk')" = 11 ] && ok "11 entries left" || bad "$(count "$A" '*.bqk') entries left"
+# directories where the library writes an entry or a memo: an empty one is debris and goes,
+# one holding files is named and left
+mkdir "$A/blocked-0000000000000000.bqk" "$A/held-0000000000000000.bqk" && echo mine >"$A/held-0000000000000000.bqk/keep"
+expect 1 "verify with directories at entry paths" "$T" verify --dir "$A"
+has "blocked-0000000000000000.bqk: a directory stands where the library writes an entry" "verify names the directory"
+expect 1 "verify --fix with a directory holding files" "$T" verify --dir "$A" --fix
+has "blocked-0000000000000000.bqk: a directory stands where the library writes an entry (every process recompiles it) (removed)" "verify --fix removes the empty directory"
+has "held-0000000000000000.bqk: a directory stands where the library writes an entry (every process recompiles it) (it holds files: not removed, remove it by hand)" "verify --fix names the directory it leaves"
+[ ! -e "$A/blocked-0000000000000000.bqk" ] && [ "$(cat "$A/held-0000000000000000.bqk/keep")" = mine ] && ok "the empty directory is gone, the other intact" || bad "directories"
+rm -r "$A/held-0000000000000000.bqk"
+expect 0 "verify after removing it" "$T" verify --dir "$A"
 
 # ---- clear: only what the library writes ----
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null

@@ -548,7 +548,9 @@ static int cmd_warm(int argc, char **argv) {
 }
 
 /* ---- scanning a cache directory ---------------------------------------------------------- */
-enum { K_ENTRY, K_MEMO, K_TMP, K_STRAY };
+/* K_BLOCK: something that is not a regular file (a directory, a link, a FIFO) under an
+   entry's or a memo's name, where the library would write one */
+enum { K_ENTRY, K_MEMO, K_TMP, K_STRAY, K_BLOCK };
 enum { S_VALID, S_INVALID, S_OTHER, S_UNCHECKED, S_STALE, S_LIVE, S_STRAY };
 static const char *const STATUS_NAMES[] = {"valid", "invalid", "other", "unchecked", "stale", "temporary", "stray"};
 
@@ -742,14 +744,22 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
     char path[BQ__PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/%s", dir, e->name);
     struct stat st;
-    int reg = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+    int there = lstat(path, &st) == 0, reg = there && S_ISREG(st.st_mode);
     size_t len = strlen(e->name);
+    const int entry_name = len > 4 && !strcmp(e->name + len - 4, ".bqk"),
+              memo_name = !strncmp(e->name, "nvrtc-", 6) && len > 9 && !strcmp(e->name + len - 3, ".id");
     e->size = reg ? (long long)st.st_size : 0;
     e->mine = reg && st.st_uid == geteuid();
     if (reg && bq__is_temp_name(e->name)) e->kind = K_TMP;
-    else if (reg && len > 4 && !strcmp(e->name + len - 4, ".bqk")) e->kind = K_ENTRY;
-    else if (reg && !strncmp(e->name, "nvrtc-", 6) && len > 9 && !strcmp(e->name + len - 3, ".id")) e->kind = K_MEMO;
-    else e->kind = K_STRAY, e->status = S_STRAY;
+    else if (reg && entry_name) e->kind = K_ENTRY;
+    else if (reg && memo_name) e->kind = K_MEMO;
+    else if (there && (entry_name || memo_name) && !bq__is_temp_name(e->name)) {
+      e->kind = K_BLOCK, e->status = S_INVALID;
+      snprintf(e->why, sizeof e->why, "%s stands where the library writes %s",
+               S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link" :
+               S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a special file",
+               entry_name ? "an entry (every process recompiles it)" : "its NVRTC memo");
+    } else e->kind = K_STRAY, e->status = S_STRAY;
     if (e->kind == K_TMP) check_tmp(e, st.st_mtime);
     if (!check) continue;
     if (e->kind == K_ENTRY) check_entry(dir, e);
@@ -763,7 +773,8 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
 /* a problem verify reports (and --fix removes) */
 static int is_problem(const fent *e) {
   return (e->kind == K_ENTRY && (e->status == S_INVALID || e->status == S_UNCHECKED)) ||
-         (e->kind == K_MEMO && e->status == S_INVALID) || (e->kind == K_TMP && e->status == S_STALE && e->mine);
+         (e->kind == K_MEMO && e->status == S_INVALID) || (e->kind == K_TMP && e->status == S_STALE && e->mine) ||
+         e->kind == K_BLOCK;
 }
 
 static void print_fent(const fent *e) {
@@ -781,8 +792,8 @@ static void print_fent(const fent *e) {
 static void summary(const char *dir, const fent *f, int n) {
   int count[7] = {0}, entries = 0, memos = 0, tmps = 0;
   for (int i = 0; i < n; i++) {
-    count[f[i].status] += f[i].kind == K_ENTRY;
-    entries += f[i].kind == K_ENTRY;
+    count[f[i].status] += f[i].kind == K_ENTRY || f[i].kind == K_BLOCK; /* (a blocked entry is invalid) */
+    entries += f[i].kind == K_ENTRY || f[i].kind == K_BLOCK;
     memos += f[i].kind == K_MEMO;
     tmps += f[i].kind == K_TMP;
   }
@@ -867,9 +878,13 @@ static int cmd_verify(int argc, char **argv) {
     if (!is_problem(&f[i])) continue;
     char path[BQ__PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/%s", dirbuf, f[i].name);
-    int gone = fix && f[i].status != S_UNCHECKED && unlink(path) == 0;
+    struct stat st;
+    const int dir = f[i].kind == K_BLOCK && lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    /* a directory goes only when empty: its files are not the library's to remove */
+    int gone = fix && f[i].status != S_UNCHECKED && (dir ? rmdir(path) : unlink(path)) == 0;
     printf("%s %s: %s%s\n", f[i].status == S_STALE ? "stale" : f[i].status == S_UNCHECKED ? "unchecked" : "invalid",
-           f[i].name, f[i].why, gone ? " (removed)" : "");
+           f[i].name, f[i].why,
+           gone ? " (removed)" : fix && dir ? " (it holds files: not removed, remove it by hand)" : "");
     removed += gone;
     left += !gone;
   }
@@ -909,8 +924,9 @@ static int cmd_clear(int argc, char **argv) {
   int n, missing, ours = 0, others = 0;
   if (scan(dirbuf, 0, &f, &n, &missing)) return 1;
   if (missing) { printf("%s does not exist: nothing to clear\n", dirbuf); return 0; }
-  for (int i = 0; i < n; i++) /* (another user's temporary file is left to its writer) */
-    if (f[i].kind == K_TMP && !f[i].mine) f[i].kind = K_STRAY;
+  for (int i = 0; i < n; i++) /* (another user's temporary file is left to its writer; what
+                                  blocks an entry's path was not written by the library) */
+    if ((f[i].kind == K_TMP && !f[i].mine) || f[i].kind == K_BLOCK) f[i].kind = K_STRAY;
   for (int i = 0; i < n; i++) ours += f[i].kind != K_STRAY, others += f[i].kind == K_STRAY;
   if (!yes && ours) {
     if (!isatty(0)) {
