@@ -13,12 +13,18 @@
                module (no function) is recorded, not checked, with the device whose context
                was current (fake_launches, fake_launch_device)
    FAKE_CUDA_SM sets the device's compute capability (10 * major + minor, default 90).
+   FAKE_CUDA_OCCUPANCY=n (n >= 1): cuOccupancyMaxActiveBlocksPerMultiprocessor answers n
+   blocks an SM (0 where the dynamic shared memory asked exceeds the opt-in bound) and the
+   device reports 227 KiB of opt-in shared memory a block; unset, the query fails (999) and
+   the device reports none, as before.
 
    Launch limits (an sm_90 device's): grid x 1 .. 2^31 - 1, grid y and z 1 .. 65535, block
    x and y 1 .. 1024, z 1 .. 64, at most 1024 threads a block, dynamic shared memory at most
    48 KiB unless cuFuncSetAttribute raised the function's bound (at most 227 KiB). A launch
    outside them prints what it asked for and aborts: the library must never ask. Every
-   launch is recorded for the tests (fake_cuda_launches, fake_cuda_last_launch). */
+   launch is recorded for the tests (fake_cuda_launches, fake_cuda_last_launch), and then
+   handed to the hook a test may set (fake_cuda_set_launch_hook: tests/fuzz_api.c checks
+   there what the kernel's parameters tell it to read and write). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,6 +94,7 @@ static CUresult fake_device_attribute(int *v, int attr, int d) {
   case 16: *v = 132; break;    /* multiprocessors */
   case 75: *v = sm / 10; break; /* compute capability */
   case 76: *v = sm % 10; break;
+  case 97: *v = getenv("FAKE_CUDA_OCCUPANCY") ? SMEM_OPTIN : 0; break; /* opt-in shared memory a block */
   default: *v = 0; break;
   }
   return 0;
@@ -188,6 +195,15 @@ static CUresult fake_func_attribute(void *f, int attr, int value) {
   return 0;
 }
 
+static CUresult fake_occupancy(int *n, void *f, int block, size_t smem) {
+  const char *e = getenv("FAKE_CUDA_OCCUPANCY");
+  fake_fn *fn = f;
+  if (!e || atoi(e) < 1) return 999;
+  if (!fn || !n || block < 1 || block > 1024) return INVALID_VALUE;
+  *n = smem > (size_t)fn->max_dynamic_smem ? 0 : atoi(e);
+  return 0;
+}
+
 /* ---- launches ----------------------------------------------------------------------------- */
 typedef struct fake_launch {
   unsigned gx, gy, gz, bx, by, bz, smem;
@@ -195,9 +211,20 @@ typedef struct fake_launch {
 } fake_launch;
 static unsigned long long launches;
 static fake_launch last;
+/* the test's hook: the kernel's name, its grid, block and shared memory (as
+   fake_cuda_last_launch's dims) and cuLaunchKernel's params (one parameter block: params[0]) */
+typedef void (*fake_cuda_launch_hook)(const char *name, const unsigned dims[7], void **params, void *user);
+static fake_cuda_launch_hook hook;
+static void *hook_user;
+void fake_cuda_set_launch_hook(fake_cuda_launch_hook fn, void *user) {
+  pthread_mutex_lock(&lock);
+  hook = fn;
+  hook_user = user;
+  pthread_mutex_unlock(&lock);
+}
 
 static void check_launch(fake_fn *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                         unsigned smem, const char *how) {
+                         unsigned smem, const char *how, void **params) {
   const char *bad = NULL;
   if (!fn && !strcmp(mode(), "twodev")) {
     pthread_mutex_lock(&lock);
@@ -222,14 +249,20 @@ static void check_launch(fake_fn *fn, unsigned gx, unsigned gy, unsigned gz, uns
   launches++;
   last = (fake_launch){gx, gy, gz, bx, by, bz, smem, ""};
   snprintf(last.name, sizeof last.name, "%s", fn->name);
+  fake_cuda_launch_hook h = hook;
+  void *u = hook_user;
   pthread_mutex_unlock(&lock);
+  if (h) {
+    const unsigned dims[7] = {gx, gy, gz, bx, by, bz, smem};
+    h(fn->name, dims, params, u);
+  }
 }
 static CUresult fake_launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
   (void)stream;
   (void)extra;
   if (!params) return INVALID_VALUE;
-  check_launch(f, gx, gy, gz, bx, by, bz, smem, "cuLaunchKernel");
+  check_launch(f, gx, gy, gz, bx, by, bz, smem, "cuLaunchKernel", params);
   return 0;
 }
 typedef struct fake_config {
@@ -241,7 +274,7 @@ typedef struct fake_config {
 static CUresult fake_launch_kernel_ex(const fake_config *c, void *f, void **params, void **extra) {
   (void)extra;
   if (!c || !params) return INVALID_VALUE;
-  check_launch(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, "cuLaunchKernelEx");
+  check_launch(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, "cuLaunchKernelEx", params);
   return 0;
 }
 
@@ -293,6 +326,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsign
     {"cuModuleUnload", (void *)fake_module_unload},
     {"cuModuleGetFunction", (void *)fake_module_function},
     {"cuFuncSetAttribute", (void *)fake_func_attribute},
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessor", (void *)fake_occupancy},
     {"cuLaunchKernel", (void *)fake_launch_kernel},
     {"cuLaunchKernelEx", (void *)fake_launch_kernel_ex},
     {"cuMemAlloc", (void *)fake_mem_alloc},

@@ -1,35 +1,99 @@
 /* fuzz_api.c - the public plan API under arbitrary descriptors and arguments, against the
-   fake driver (tests/fake_driver.c), which aborts on any launch outside the launch limits.
+   fake driver (tests/fake_driver.c) and the fake NVRTC (tests/fake_nvrtc.c), with every
+   launch checked against the buffers the documentation tells a user to allocate.
 
    Built two ways: with libFuzzer (clang -fsanitize=fuzzer,address,undefined
    -DBQ_LIBFUZZER), and as a plain program (any C compiler) whose main() replays the files
-   and directories it is given, so that the committed corpus runs in every build.
+   and directories it is given, so that the committed corpus runs in every build; the plain
+   program's --self-test runs every enumerated plan instead (below).
 
-   The input decodes (missing bytes read as 0) as:
-     u8 kind % 4   0: a descriptor of the prebuilt table (u8 index), then u8 count edits of
-                      (u8 field, i32 value); 1: eleven raw i32 fields; 2: a NULL desc;
-                      3: calls with a NULL plan
-     u8 base       odd: arguments start from a valid call of the plan's kind, else zeros
-     u8 workspace  0 NULL, 1 what the plan asks, 2 one byte less, 3 misaligned, 4 huge
+   DESCRIPTORS come from the library's own enumeration: bq__all_descs(BQ__ALL_FAMILIES),
+   the normalized desc of every kernel SKU of every family (affine, dynamic, linear, fused:
+   each op, direction, granularity, float, storage and scale type, layout, symmetry,
+   activation, pow2 option), which `warm --all` and the tests use. Edits then set any
+   member of bq_desc: the desc is taken as its sizeof(bq_desc) / sizeof(int) int-sized
+   members (every member is an int or an enum, checked at compile time), so a member added
+   later is edited too without a change here. An edit writes a raw value, a small one, the
+   old one plus a small delta, or the same member of another enumerated desc (a value the
+   enumeration uses for that member). A raw desc is all members from the input.
+   Every desc that validates is selected: the fake NVRTC "compiles" in microseconds an image
+   the fake driver loads (the disk cache is off: BARACUDA_QUANT_DISABLE_CACHE=1), so select,
+   lazy module loading (a run loading an entry point no select loaded) and
+   BARACUDA_QUANT_LAZY=0 (an input bit) all run as on a GPU host.
+
+   ARGUMENTS start from bq__typical_args (its fake pointers, 2^34 bytes apart) with the
+   shape of one of a few small valid calls (valid_args: eight variants of rows, columns,
+   groups, strides, alignment and optional buffers), then edits set any 8-byte slot of
+   bq_args (sizeof(bq_args) / 8 of them: every member, whatever is added later) to a size
+   (interesting values or raw 64-bit), a pointer (fake, aligned or not), a double, an int32,
+   a small value, or the old value plus a small delta.
+
+   THE INPUT decodes (missing bytes read as 0; u16, i32 and u64 little-endian) as:
+     u8 kind % 4   0: an enumerated desc (u16 index, modulo the count), then u8 count % 8
+                      edits of (u8 member, u8 how % 4, value: 0 i32 raw, 1 u16 index of the
+                      desc to copy the member from, 2 i8 small, 3 i8 delta);
+                   1: a raw desc, one i32 a member;  2: a NULL desc;  3: calls with a NULL plan
+     u8 flags      bit 0: arguments start from a valid call (else zeros); bit 1: NULL args;
+                   for the select, bit 2: BARACUDA_QUANT_LAZY=0, bit 3: BARACUDA_QUANT_WGMMA=0,
+                   bit 4: BARACUDA_QUANT_FORCE_PTX=1 (PTX images, compute_90 SKUs); bits 5-7:
+                   bq_sku also for sm 90, 80, 86, 89, 100, 87, 75 or 5
+     u8 variant    the valid call (% 8)
+     u8 workspace  % 5: 0 NULL, 1 what the plan asks, 2 one byte less, 3 misaligned, 4 huge
      u8 stream     0 NULL, else a fake stream
-     then (u8 field, value) edits of bq_args until the input ends: pointers, sizes
-     (interesting values or raw 64-bit), ints and doubles.
-   A descriptor that validates is selected only where its normalized form equals one of the
-   prebuilt table's (each compiles once, into BARACUDA_QUANT_CACHE_DIR, a temporary
-   directory by default), so the fuzzer never waits on NVRTC; the others still go through
-   every validation rule.
+     then (u8 slot, u8 how % 6, value) edits of bq_args until the input ends: 0 a size (u8
+     index into INTERESTING, small multiples of 4, or 255 then u64), 1 a pointer (u8: 0 NULL,
+     1..31 typical-args regions, 32..159 misaligned by 1..8 bytes, 160..254 16-byte offsets,
+     255 then u64), 2 a double (u8 index, or past the table u64 bits), 3 i32 (the slot's
+     low half; the high half 0), 4 u8 small, 5 i8 delta.
+   tests/make_fuzz_corpus.py writes the seed corpus in this format (its regress_* inputs
+   reproduce the bugs the fuzzers found, among them the two signed overflows of issue 54:
+   per block with B near 2^62 in bq__affine_flat, packed UE8M0 scales with no rows and a
+   group_row_stride near 2^62 in bq__group_shape).
+
+   THE BUFFER CHECKS. For a call that bq_plan_can_implement accepted, the fuzzer computes,
+   from the header's manual alone (document()), the bytes a user must allocate behind each
+   pointer argument (x, y, dy, dx, scales, zero_points, mask, out_scales, out_zero_points,
+   w, w_scales, bias, w_sums, residual, norm_weight, out, and the workspace as
+   bq_plan_workspace_size reported it), and registers them by role, with which of them the
+   op may write. The fake driver hands every launch to a hook (on_launch) that knows the
+   kernel by the name given to cuModuleGetFunction and decodes its parameter block (the
+   host's mirrors bq__affine_params, bq__lean_params, bq__pair_params,
+   bq__dynamic_params, bq__fused_params, bq__linear_params): from each pointer and the
+   extents, strides, groups and layout the block tells the kernel, the byte range it may
+   read or write (span: (rows - 1) * stride + cols elements; parameter arrays by
+   granularity and layout, packed UE8M0 as whole int32 words). Each range must lie inside
+   the registered buffer of its role, writes only in the writable ones; a kernel name the
+   hook does not know fails too, so a new entry point must get a decoder. Every entry point
+   gets this full extent check: bq_affine, _cols, _odd, _blocks, _flat, _narrow, _mask,
+   _lean, _pair; bq_dynamic, _long, _reduce, _apply, _tiles, _tiles_rows; bq_fused_c1 .. c8,
+   c2d, c8d, m4, m8, m4f, m8f, m16, long, staged; bq_gemv, bq_gemv32, bq_gemv64,
+   bq_gemm_large, bq_gemm_wgmma; bq_weight_sums. It checks what the host tells a kernel, not
+   the kernel's own indexing (tests/emulator runs that). QuantizedLinear's activation
+   kernel writes, and its GEMM reads, inside the workspace.
+   --self-test shows the checks can fail: for every enumerated desc (linear ones also with
+   BARACUDA_QUANT_WGMMA=0 and with PTX) and each valid call variant, the call must be
+   accepted, launch, and stay inside its buffers; every buffer but the workspace must be
+   reached to its documented end (the decoders are no looser than the manual), and each
+   touched buffer, registered one element short in turn, must be reported. It prints the
+   launches checked by kernel (every entry point above but bq_fused_c2, which the corpus
+   and the fuzzer reach).
 
    What fails the run (abort):
-   - a launch outside the launch limits (the fake driver aborts);
+   - a launch outside the launch limits (the fake driver aborts), or a range outside the
+     documented buffers (above), or a launch while no accepted call runs;
    - a rejection whose status is not BQ_ERROR_INVALID_ARGUMENT, BQ_ERROR_NOT_SUPPORTED or
      BQ_ERROR_INSUFFICIENT_WORKSPACE, or whose message names no field: it must contain
      "desc." or "args." or "workspace (", or be one of the NULL-argument messages of the
      function called ("bq_plan_select: desc is NULL", "<plan>: args is NULL", "...: plan
-     is NULL");
+     is NULL"), or for bq_sku on another arch name the "sm (";
    - bq_plan_run disagreeing with bq_plan_can_implement: when the arguments are rejected,
      run must return the same status and message; when they are accepted, run may fail only
      for its workspace (BQ_ERROR_INSUFFICIENT_WORKSPACE or a misaligned one);
-   - bq_plan_select and bq_sku disagreeing on a descriptor's status;
+   - bq_plan_workspace_size refusing a shape can_implement accepted;
+   - bq_plan_select and bq_sku disagreeing with validation on a descriptor's status, or a
+     selected plan's desc other than the normalized one, its SKU not starting with bq_sku's,
+     no precision guarantee, or (not linear) its SKU not parsing back to its desc
+     (bq__desc_from_sku);
    - a crash, or what AddressSanitizer and UndefinedBehaviorSanitizer report. */
 #define _GNU_SOURCE
 #define BARACUDA_QUANT_IMPLEMENTATION
@@ -37,6 +101,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +110,14 @@
 #include <unistd.h>
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define DESC_MEMBERS ((int)(sizeof(bq_desc) / sizeof(int)))
+#define ARGS_SLOTS ((int)(sizeof(bq_args) / 8))
+/* the desc is edited as int-sized members: every member must be one */
+_Static_assert(sizeof(bq_desc) % sizeof(int) == 0, "bq_desc is not a sequence of int-sized members");
+_Static_assert(sizeof(bq_op) == sizeof(int) && sizeof(bq_dtype) == sizeof(int) &&
+                   sizeof(bq_granularity) == sizeof(int) && sizeof(bq_scale_layout) == sizeof(int),
+               "bq_desc's enums are not int-sized");
+_Static_assert(sizeof(bq_args) % 8 == 0, "bq_args is not a sequence of 8-byte slots");
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "fuzz_api: %s: %s\n", what, detail);
@@ -57,6 +130,10 @@ static uint8_t u8(reader *r) {
   if (!r->n) return 0;
   r->n--;
   return *r->p++;
+}
+static uint16_t u16(reader *r) {
+  uint16_t v = u8(r);
+  return (uint16_t)(v | (uint16_t)u8(r) << 8);
 }
 static uint64_t u64(reader *r) {
   uint64_t v = 0;
@@ -74,24 +151,27 @@ static const int64_t INTERESTING[] = {
   ((int64_t)1 << 24) - 1, (int64_t)1 << 24, ((int64_t)1 << 24) + 1, ((int64_t)1 << 27) + 3,
   0x7fffffffLL, 0x80000000LL, 0xffffffffLL, (int64_t)1 << 32, ((int64_t)1 << 39) - 1, (int64_t)1 << 39,
   ((int64_t)1 << 39) + 1, (int64_t)1 << 41, ((int64_t)1 << 56) - 1, (int64_t)1 << 56, ((int64_t)1 << 56) + 1,
-  (int64_t)1 << 62, INT64_MAX, -1, -2, -4096, INT64_MIN};
+  (int64_t)1 << 62, INT64_MAX, -1, -2, -4096, INT64_MIN, 32768, 32769, ((int64_t)1 << 30) + 1, (int64_t)1 << 61,
+  ((int64_t)1 << 62) + 1, ((int64_t)1 << 54) + 1};
 static int64_t size_value(reader *r) {
   uint8_t s = u8(r);
   if (s < NELEM(INTERESTING)) return INTERESTING[s];
-  if (s < 200) return (int64_t)(s - NELEM(INTERESTING)) * 4;
+  if (s < 255) return (int64_t)(s - NELEM(INTERESTING)) * 4;
   return (int64_t)u64(r);
 }
-/* fake device addresses, 256-byte aligned, never dereferenced */
-static const void *ptr_value(reader *r) {
+/* fake device addresses (bq__typical_args' regions: 2^40 + k 2^34), never dereferenced */
+static uint64_t region(int k) { return ((uint64_t)1 << 40) + (uint64_t)k * ((uint64_t)1 << 34); }
+static uint64_t ptr_value(reader *r) {
   uint8_t s = u8(r);
-  if (s == 0) return NULL;
-  if (s < 128) return (const void *)(uintptr_t)(0x100000000ull + (uint64_t)s * 0x1000000ull);
-  if (s < 240) return (const void *)(uintptr_t)(0x100000000ull + (uint64_t)(s & 15) * 0x1000000ull + (s >> 4 & 7) + 1);
-  return (const void *)(uintptr_t)u64(r);
+  if (s == 0) return 0;
+  if (s < 32) return region(s);
+  if (s < 160) return region(s & 15) + (uint64_t)((s - 32) >> 4) + 1;
+  if (s < 255) return region((s - 160) % 16) + 16 * (uint64_t)((s - 160) / 16 + 1);
+  return u64(r);
 }
 static double double_value(reader *r) {
   static const double D[] = {0.25, 1.0, 0.0, -1.0, 1e-30, 1e-45, 1e-300, 3.5e38, 1e300, 1.0 / 0.0, -1.0 / 0.0,
-                             0.0 / 0.0, 2.0, 0.1};
+                             0.0 / 0.0, 2.0, 0.1, 1e-6, 448.0, 4e38};
   uint8_t s = u8(r);
   if (s < NELEM(D)) return D[s];
   uint64_t bits = u64(r);
@@ -100,71 +180,465 @@ static double double_value(reader *r) {
   return d;
 }
 
-/* ---- the prebuilt plans ------------------------------------------------------------------ */
-typedef struct tdesc { bq_op op; bq_direction dir; bq_granularity g; bq_dtype ft; int asym; bq_dtype out; } tdesc;
-static const tdesc TABLE[] = {
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32, 0, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32, 0, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64, 0, 0},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, 0, 0},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16, 0, 0},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32, 0, 0},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64, 0, 0},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16, 0, 0},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16, 0, 0},
-  {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32, 0, 0},
-  {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, 0, 0},
-  {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16, 1, 0},
-  {BQ_LINEAR_WEIGHT_SUMS, BQ_FORWARD, 0, 0, 0, 0},
-  {BQ_SMOOTHQUANT_LINEAR, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16, 0, 0},
-  {BQ_SMOOTHQUANT_LINEAR, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16, 1, 0},
-  {BQ_QUANTIZED_LINEAR, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32, 0, BQ_F16},
-};
-static bq_desc table_desc[NELEM(TABLE)], table_norm[NELEM(TABLE)];
-static bq_plan *table_plan[NELEM(TABLE)];
+/* ---- the enumeration --------------------------------------------------------------------- */
+static bq_desc *descs;
+static int ndescs;
+static unsigned long long (*launch_count)(void);
+static void on_launch(const char *name, const unsigned dims[7], void **params, void *user);
 
-static const char *driver_path(const char *argv0) {
-  static char path[4096];
-  const char *env = getenv("BQ_FAKE_DRIVER");
-  if (env && *env) return env;
+static const char *beside_exe(const char *env, const char *file) {
+  static char paths[2][4096];
+  static int which;
+  const char *e = getenv(env);
+  if (e && *e) return e;
   char exe[2048];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) n = 0;
   exe[n] = 0;
-  (void)argv0;
   char *slash = strrchr(exe, '/');
   if (slash) *slash = 0;
-  snprintf(path, sizeof path, "%s/libbq_fake_driver.so", exe);
+  char *path = paths[which++ & 1];
+  snprintf(path, sizeof paths[0], "%s/%s", exe, file);
   return path;
 }
 
 static int initialized;
-static void setup(const char *argv0) {
+static void setup(void) {
   if (initialized) return;
   initialized = 1;
-  setenv("BARACUDA_QUANT_DRIVER", driver_path(argv0), 1);
-  unsetenv("FAKE_CUDA_MODE");
+  const char *drv = beside_exe("BQ_FAKE_DRIVER", "libbq_fake_driver.so");
+  setenv("BARACUDA_QUANT_DRIVER", drv, 1);
+  setenv("BARACUDA_QUANT_NVRTC", beside_exe("BQ_FAKE_NVRTC", "libbq_fake_nvrtc.so"), 1);
+  setenv("BARACUDA_QUANT_DISABLE_CACHE", "1", 1);
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
-  if (!getenv("BARACUDA_QUANT_CACHE_DIR")) {
-    static char dir[] = "/tmp/bq_fuzz_cache_XXXXXX";
-    if (!mkdtemp(dir)) die("mkdtemp", dir);
-    setenv("BARACUDA_QUANT_CACHE_DIR", dir, 1);
+  setenv("FAKE_CUDA_OCCUPANCY", "2", 1); /* bq_fused_staged and the activation table's blocks */
+  unsetenv("FAKE_CUDA_MODE");
+  unsetenv("FAKE_CUDA_SM");
+  unsetenv("BARACUDA_QUANT_LAZY");
+  unsetenv("BARACUDA_QUANT_FORCE_PTX");
+  /* the library opens the same file: one handle, one hook */
+  void *h = dlopen(drv, RTLD_NOW | RTLD_GLOBAL);
+  if (!h) die("cannot open the fake driver", dlerror());
+  void (*set_hook)(void (*)(const char *, const unsigned *, void **, void *), void *) = NULL;
+  *(void **)&set_hook = dlsym(h, "fake_cuda_set_launch_hook");
+  *(void **)&launch_count = dlsym(h, "fake_cuda_launches");
+  if (!set_hook || !launch_count) die("the fake driver lacks its test hooks", drv);
+  set_hook(on_launch, NULL);
+  ndescs = bq__all_descs(BQ__ALL_FAMILIES, NULL, 0);
+  if (ndescs < 1) die("bq__all_descs", "no descriptors");
+  descs = calloc((size_t)ndescs, sizeof *descs);
+  if (!descs || bq__all_descs(BQ__ALL_FAMILIES, descs, ndescs) != ndescs) die("bq__all_descs", "out of memory");
+}
+
+/* ---- saturating byte arithmetic ------------------------------------------------------------ */
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static uint64_t sat_mul(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+static uint64_t u(int64_t v) { return v < 0 ? 0 : (uint64_t)v; } /* (shapes here are validated: >= 0) */
+/* elements of [rows, cols] with a row stride: (rows - 1) stride + cols */
+static uint64_t span(int64_t rows, int64_t cols, int64_t stride) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return sat_add(sat_mul(u(rows - 1), u(stride)), u(cols));
+}
+static uint64_t cdiv(uint64_t a, uint64_t b) { return b ? a / b + (a % b != 0) : 0; }
+
+/* ---- the documented buffers of one accepted call ------------------------------------------- */
+typedef struct buffer {
+  const char *role;
+  uint64_t base, bytes, elem;
+  uint64_t reach; /* the farthest byte a launch was told it may touch, + 1 */
+  int writable, touched;
+} buffer;
+static struct {
+  const bq_plan *plan; /* the call running, NULL between calls */
+  buffer buf[24];
+  int nbuf;
+  int shrink;         /* self-test: the buffer registered one element short (-1: none) */
+  int record;         /* self-test: count violations instead of aborting */
+  int violations;
+  unsigned long long launches;
+  char first[600];
+} call = {.shrink = -1};
+
+static void reg(const char *role, const void *ptr, uint64_t count, uint64_t elem, int writable) {
+  if (!ptr || !count) return;
+  if (call.nbuf == (int)NELEM(call.buf)) die("document", "too many buffers");
+  buffer *b = &call.buf[call.nbuf];
+  *b = (buffer){role, (uint64_t)(uintptr_t)ptr, sat_mul(count, elem), elem, 0, writable, 0};
+  if (call.shrink == call.nbuf) b->bytes -= elem;
+  call.nbuf++;
+}
+
+/* The count (elements, or bytes for packed UE8M0X4 whole words) of a per-group or per-block
+   parameter array of the manual: scales [r][g] at r * ld + g (row-major; ld 0: the row's
+   groups, packed: its words) or [g][r] at g * ld + r (MN-major; 0: rows rounded up to 4) */
+static uint64_t group_doc(const bq_desc *d, const bq_args *a, int64_t rows, int64_t cols) {
+  const int block = d->granularity == BQ_PER_BLOCK, mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+  const int x4 = d->scale_type == BQ_UE8M0X4;
+  const uint64_t B = u(a->group_size);
+  const uint64_t ng = block ? cdiv(u(cols), B) : u(cols) / B, sr = block ? cdiv(u(rows), B) : u(rows);
+  if (!ng || !sr) return 0;
+  const uint64_t words = cdiv(ng, 4), lead = mn ? (x4 ? words : ng) : sr, inner = mn ? sr : (x4 ? words : ng);
+  const uint64_t ld = a->group_row_stride ? u(a->group_row_stride) : mn ? cdiv(sr, 4) * 4 : inner;
+  return sat_add(sat_mul(lead - 1, ld), inner); /* x4: words */
+}
+static uint64_t param_elem(const bq_desc *d) {
+  return d->scale_type == BQ_UE8M0X4 ? 4 : (uint64_t)bq__dtype_size(d->scale_type);
+}
+
+/* What the manual tells a user to allocate for an accepted call of plan p. */
+static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t need) {
+  const bq_desc *d = &p->desc;
+  const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
+  const uint64_t S = param_elem(d);
+  call.nbuf = 0;
+  if (need) reg("workspace", ws, need, 1, 1);
+  if (bq__is_linear(d->op)) {
+    /* x [M, K] (x_row_stride), y [M, N] (y_row_stride), w s8 [N, K], w_scales[N], bias[N],
+       w_sums[N]; SmoothQuantLinear per token: scales[M], zero_points[M]; the sums: y int32 [N] */
+    const int64_t M = a->rows, K = a->cols, N = a->n;
+    if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+      reg("w", a->w, sat_mul(u(N), u(K)), 1, 0);
+      reg("y", a->y, u(N), 4, 1);
+      return;
+    }
+    const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), WS = (uint64_t)bq__dtype_size(d->scale_type);
+    const int sq = d->op == BQ_SMOOTHQUANT_LINEAR;
+    reg("x", a->x, span(M, K, a->x_row_stride ? a->x_row_stride : K), sq ? 1 : T, 0);
+    reg("y", a->y, span(M, N, a->y_row_stride ? a->y_row_stride : N), O, 1);
+    reg("w", a->w, sat_mul(u(N), u(K)), 1, 0);
+    reg("w_scales", a->w_scales, u(N), WS, 0);
+    reg("bias", a->bias, u(N), O, 0);
+    if (d->asymmetric) reg("w_sums", a->w_sums, u(N), 4, 0);
+    if (sq && d->granularity == BQ_PER_TOKEN) {
+      reg("scales", a->scales, u(M), WS, 0);
+      if (d->asymmetric) reg("zero_points", a->zero_points, u(M), 4, 0);
+    }
+    return;
   }
-  for (size_t i = 0; i < NELEM(TABLE); i++) {
-    bq_desc d;
-    memset(&d, 0, sizeof d);
-    d.op = TABLE[i].op;
-    d.direction = TABLE[i].dir;
-    d.granularity = TABLE[i].g;
-    d.float_type = TABLE[i].ft;
-    d.asymmetric = TABLE[i].asym;
-    d.out_type = TABLE[i].out;
-    table_desc[i] = d;
-    char name[96];
-    if (bq__normalize(&d, &table_norm[i], name, sizeof name)) die("table desc invalid", bq_last_error());
-    bq_status st = bq_plan_select(&d, &table_plan[i]);
-    if (st) die("prebuilding a plan", bq_last_error());
+  if (bq__is_fused(d->op)) {
+    /* x [rows, cols] (RMSNorm) or [rows, 2 cols] (gated), y, residual, out [rows, cols] with
+       their row strides, norm_weight [cols]; out_scales per token [rows], per group as
+       scales */
+    const int rms = d->op == BQ_RMSNORM_QUANTIZE;
+    const int64_t R = a->rows, C = a->cols, IC = rms ? C : 2 * C;
+    reg("x", a->x, span(R, IC, a->x_row_stride ? a->x_row_stride : IC), T, 0);
+    reg("y", a->y, span(R, C, a->y_row_stride ? a->y_row_stride : C), I, 1);
+    if (rms) {
+      reg("residual", a->residual, span(R, C, a->residual_row_stride ? a->residual_row_stride : C), T, 1);
+      reg("norm_weight", a->norm_weight, u(C), T, 0);
+    }
+    reg("out", a->out, span(R, C, a->out_row_stride ? a->out_row_stride : C), T, 1);
+    if (d->granularity != BQ_PER_TENSOR) {
+      uint64_t n = d->granularity == BQ_PER_TOKEN ? u(R) : group_doc(d, a, R, C);
+      reg("out_scales", a->out_scales, n, S, 1);
+      if (d->asymmetric) reg("out_zero_points", a->out_zero_points, n, 4, 1);
+    }
+    return;
   }
+  /* quantize, dequantize, fake quantize, dynamic quantize: the granularity's shape */
+  int64_t rows = 1, cols = 0, xs, ys;
+  uint64_t nparams = 0;
+  switch (d->granularity) {
+  case BQ_PER_CHANNEL: {
+    int64_t n = 1;
+    for (int i = 0; i < a->rank; i++) n *= a->shape[i]; /* (validated: at most 2^56) */
+    cols = n;
+    nparams = u(a->shape[a->axis < 0 ? a->axis + a->rank : a->axis]);
+    break;
+  }
+  case BQ_PER_TOKEN: case BQ_PER_GROUP: case BQ_PER_BLOCK:
+    rows = a->rows;
+    cols = a->cols;
+    nparams = d->granularity == BQ_PER_TOKEN ? u(rows) : group_doc(d, a, rows, cols);
+    break;
+  default: /* per tensor */
+    cols = a->numel;
+    nparams = d->op == BQ_DYNAMIC_QUANTIZE; /* dynamic: out_scales[0] */
+    break;
+  }
+  const int strided = d->granularity >= BQ_PER_TOKEN;
+  xs = strided && a->x_row_stride ? a->x_row_stride : cols;
+  ys = strided && a->y_row_stride ? a->y_row_stride : cols;
+  if (d->op == BQ_DYNAMIC_QUANTIZE) {
+    reg("x", a->x, span(rows, cols, xs), T, 0);
+    reg("y", a->y, span(rows, cols, ys), I, 1);
+    reg("out_scales", a->out_scales, nparams, S, 1);
+    if (d->asymmetric) reg("out_zero_points", a->out_zero_points, nparams, 4, 1);
+    return;
+  }
+  const int fwd = d->direction == BQ_FORWARD;
+  if (fwd) {
+    reg("x", a->x, span(rows, cols, xs), d->op == BQ_DEQUANTIZE ? I : T, 0);
+    reg("y", a->y, span(rows, cols, ys), d->op == BQ_QUANTIZE ? I : T, 1);
+  } else {
+    reg("dy", a->dy, span(rows, cols, ys), T, 0);
+    reg("dx", a->dx, span(rows, cols, xs), T, 1);
+    if (d->op != BQ_DEQUANTIZE) reg("x", a->x, span(rows, cols, xs), T, 0);
+  }
+  /* the mask: ceil(numel / 32) 32-bit words, written forward, read backward */
+  reg("mask", a->mask, cdiv(span(rows, cols, cols), 32), 4, fwd);
+  if (d->granularity != BQ_PER_TENSOR) {
+    reg("scales", a->scales, nparams, S, 0);
+    reg("zero_points", a->zero_points, nparams, 4, 0);
+  }
+}
+
+/* ---- the launch check ------------------------------------------------------------------------ */
+static void violation(const char *fmt, ...) {
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (call.record) {
+    if (!call.violations++) snprintf(call.first, sizeof call.first, "%s", msg);
+    return;
+  }
+  die("a launch outside the documented buffers", msg);
+}
+
+/* The range [ptr, ptr + bytes) a kernel is told it may touch (as role) must lie in that
+   role's documented buffer. */
+static void touch(const char *kernel, const char *role, uint64_t ptr, uint64_t bytes, int write) {
+  if (!bytes) return;
+  const char *plan = call.plan ? call.plan->name : "?";
+  for (int i = 0; i < call.nbuf; i++) {
+    buffer *b = &call.buf[i];
+    if (strcmp(b->role, role)) continue;
+    b->touched = 1;
+    if (ptr >= b->base && sat_add(ptr - b->base, bytes) > b->reach) b->reach = sat_add(ptr - b->base, bytes);
+    if (ptr < b->base || ptr - b->base > b->bytes || bytes > b->bytes - (ptr - b->base))
+      return violation("%s: %s %s %s [0x%llx, +%llu bytes), outside its documented %llu bytes at 0x%llx", plan,
+                       kernel, write ? "writes" : "reads", role, (unsigned long long)ptr, (unsigned long long)bytes,
+                       (unsigned long long)b->bytes, (unsigned long long)b->base);
+    if (write && !b->writable)
+      return violation("%s: %s writes %s, an input", plan, kernel, role);
+    return;
+  }
+  violation("%s: %s %s %s [0x%llx, +%llu bytes), which the call does not pass (NULL, or none documented)", plan,
+            kernel, write ? "writes" : "reads", role, (unsigned long long)ptr, (unsigned long long)bytes);
+}
+
+/* a parameter array's extent as the host describes it to the kernels: count (elements; bytes
+   for packed UE8M0, as whole words) for [rows, cols] in parameter blocks of `group` with
+   leading dimension grs (bq_pbase's: bytes for packed scales) */
+static uint64_t params_extent(const bq_desc *d, int64_t rows, int64_t cols, int64_t group, int64_t gmod,
+                              int64_t grs, int64_t ngroups) {
+  const int x4 = d->scale_type == BQ_UE8M0X4, mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+  switch (d->granularity) {
+  case BQ_PER_CHANNEL: return u(gmod);
+  case BQ_PER_TOKEN: return u(rows);
+  case BQ_PER_GROUP: case BQ_PER_BLOCK: {
+    const int block = d->granularity == BQ_PER_BLOCK;
+    const uint64_t ng = ngroups ? u(ngroups) : block ? cdiv(u(cols), u(group)) : u(cols) / u(group);
+    const uint64_t sr = block ? cdiv(u(rows), u(group)) : u(rows);
+    if (!ng || !sr) return 0;
+    if (!x4) return mn ? sat_add(sat_mul(ng - 1, u(grs)), sr) : sat_add(sat_mul(sr - 1, u(grs)), ng);
+    /* bytes, whole words: row-major r grs + g, MN-major (g / 4) grs + 4 r + g % 4 */
+    return mn ? sat_add(sat_mul((ng - 1) / 4, u(grs)), 4 * sr) : sat_add(sat_mul(sr - 1, u(grs)), 4 * cdiv(ng, 4));
+  }
+  default: return 0;
+  }
+}
+static uint64_t params_bytes(const bq_desc *d, uint64_t extent) {
+  return d->scale_type == BQ_UE8M0X4 ? extent : sat_mul(extent, (uint64_t)bq__dtype_size(d->scale_type));
+}
+
+static void check_affine(const char *name, const bq_desc *d, const void *params) {
+  const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
+  const int fwd = d->direction == BQ_FORWARD, deq = d->op == BQ_DEQUANTIZE;
+  const uint64_t in0 = fwd && deq ? I : T, out = fwd && d->op == BQ_QUANTIZE ? I : T;
+  const int lean = !strcmp(name, "bq_affine_lean"), pair = !strcmp(name, "bq_affine_pair");
+  if (lean || pair) { /* forward, one dense array of n elements, parameters at e / group */
+    bq__lean_params lp;
+    bq__pair_params pp;
+    uint64_t n, g, x, y, sc, zps = 0;
+    if (lean) {
+      memcpy(&lp, params, sizeof lp);
+      n = lp.n, g = lp.fd_group.d, x = lp.in0, y = lp.out, sc = lp.scales, zps = lp.zps;
+      if ((uint64_t)lp.accesses * (uint64_t)call.plan->vec > n + (uint64_t)call.plan->vec)
+        violation("%s: %s: %u accesses for %llu elements", call.plan->name, name, lp.accesses, (unsigned long long)n);
+    } else {
+      memcpy(&pp, params, sizeof pp);
+      n = (uint64_t)pp.pairs * 2 * (uint64_t)call.plan->vec, g = pp.fd_group.d, x = pp.in0, y = pp.out, sc = pp.scales;
+    }
+    if (!fwd) violation("%s: %s launched for a backward plan", call.plan->name, name);
+    touch(name, "x", x, sat_mul(n, in0), 0);
+    touch(name, "y", y, sat_mul(n, out), 1);
+    if (d->granularity != BQ_PER_TENSOR) {
+      if (!g) return violation("%s: %s: parameter blocks of 0 elements", call.plan->name, name);
+      const uint64_t np = params_bytes(d, d->scale_type == BQ_UE8M0X4 ? 4 * cdiv(cdiv(n, g), 4) : cdiv(n, g));
+      touch(name, "scales", sc, np, 0);
+      if (zps) touch(name, "zero_points", zps, sat_mul(cdiv(n, g), 4), 0);
+    }
+    return;
+  }
+  bq__affine_params k;
+  memcpy(&k, params, sizeof k);
+  const int mask = !strcmp(name, "bq_affine_mask");
+  touch(name, fwd ? "x" : "dy", k.in0, sat_mul(span(k.rows, k.cols, k.in0_stride), in0), 0);
+  if (!fwd && !deq && !mask) touch(name, "x", k.in1, sat_mul(span(k.rows, k.cols, k.in1_stride), T), 0);
+  touch(name, fwd ? "y" : "dx", k.out, sat_mul(span(k.rows, k.cols, k.out_stride), out), 1);
+  if (mask) touch(name, "mask", k.mask, sat_mul(cdiv(span(k.rows, k.cols, k.cols), 32), 4), fwd);
+  if (d->granularity == BQ_PER_TENSOR) return;
+  if (d->granularity != BQ_PER_CHANNEL && d->granularity != BQ_PER_TOKEN && k.group < 1)
+    return violation("%s: %s: parameter blocks of %lld elements", call.plan->name, name, (long long)k.group);
+  const uint64_t e = params_extent(d, k.rows, k.cols, k.group, k.gmod, k.grs, 0);
+  touch(name, "scales", k.scales, params_bytes(d, e), 0);
+  if (k.zps) touch(name, "zero_points", k.zps, sat_mul(e, 4), 0);
+}
+
+static void check_dynamic(const char *name, const bq_desc *d, const void *params, int in_workspace) {
+  bq__dynamic_params k;
+  memcpy(&k, params, sizeof k);
+  const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
+  const char *out = in_workspace ? "workspace" : "y";
+  if ((d->granularity == BQ_PER_GROUP || d->granularity == BQ_PER_BLOCK) && k.group < 1)
+    return violation("%s: %s: parameter blocks of %lld elements", call.plan->name, name, (long long)k.group);
+  touch(name, "x", k.x, sat_mul(span(k.rows, k.cols, k.xs), T), 0);
+  touch(name, out, k.y, sat_mul(span(k.rows, k.cols, k.ys), I), 1);
+  uint64_t e = d->granularity == BQ_PER_TENSOR ? 1 : params_extent(d, k.rows, k.cols, k.group, 0, k.grs, k.ngroups);
+  touch(name, in_workspace ? "workspace" : "out_scales", k.scales, params_bytes(d, e), 1);
+  if (d->asymmetric) touch(name, in_workspace ? "workspace" : "out_zero_points", k.zps, sat_mul(e, 4), 1);
+  if (d->granularity == BQ_PER_TENSOR) {
+    if (k.nblocks < 1) violation("%s: %s: %d partials", call.plan->name, name, k.nblocks);
+    touch(name, "workspace", k.partial, sat_mul(u(k.nblocks), 16), 1);
+  }
+}
+
+static void check_fused(const char *name, const bq_desc *d, const void *params) {
+  bq__fused_params k;
+  memcpy(&k, params, sizeof k);
+  const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE;
+  touch(name, "x", k.x, sat_mul(span(k.rows, rms ? k.cols : 2 * k.cols, k.xs), T), 0);
+  if (k.res) touch(name, "residual", k.res, sat_mul(span(k.rows, k.cols, k.rs), T), 1);
+  if (rms) touch(name, "norm_weight", k.w, sat_mul(u(k.cols), T), 0);
+  if (k.out) touch(name, "out", k.out, sat_mul(span(k.rows, k.cols, k.os), T), 1);
+  touch(name, "y", k.y, sat_mul(span(k.rows, k.cols, k.ys), I), 1);
+  if (d->granularity == BQ_PER_TENSOR) return;
+  if (d->granularity == BQ_PER_GROUP && k.group < 1)
+    return violation("%s: %s: groups of %lld elements", call.plan->name, name, (long long)k.group);
+  const uint64_t e = params_extent(d, k.rows, k.cols, k.group, 0, k.grs, 0);
+  touch(name, "out_scales", k.scales, params_bytes(d, e), 1);
+  if (d->asymmetric) touch(name, "out_zero_points", k.zps, sat_mul(e, 4), 1);
+}
+
+static void check_linear(const char *name, const bq_desc *d, const void *params) {
+  bq__linear_params k;
+  memcpy(&k, params, sizeof k);
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
+    touch(name, "y", k.w_sums, sat_mul(u(k.n), 4), 1);
+    return;
+  }
+  const int ql = d->op == BQ_QUANTIZED_LINEAR;
+  const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), S = (uint64_t)bq__dtype_size(d->scale_type);
+  if (!(k.flags & BQ__LF_K0)) {
+    touch(name, ql ? "workspace" : "x", k.a, span(k.m, k.k, k.lda), 0);
+    touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
+  }
+  touch(name, "y", k.y, sat_mul(span(k.m, k.n, k.ldy), O), 1);
+  touch(name, "w_scales", k.w_scales, sat_mul(u(k.n), S), 0);
+  if (k.flags & BQ__LF_BIAS) touch(name, "bias", k.bias, sat_mul(u(k.n), O), 0);
+  if (k.flags & BQ__LF_SA_ROW) touch(name, ql ? "workspace" : "scales", k.a_scales, sat_mul(u(k.m), ql ? 4 : S), 0);
+  if (k.flags & BQ__LF_ZP_ROW) touch(name, ql ? "workspace" : "zero_points", k.a_zps, sat_mul(u(k.m), 4), 0);
+  if (k.flags & BQ__LF_ZP) touch(name, "w_sums", k.w_sums, sat_mul(u(k.n), 4), 0);
+}
+
+/* launches checked, by kernel (the self-test lists them) */
+static struct { char name[48]; unsigned long long launches; } kernels[64];
+
+static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+static void on_launch(const char *name, const unsigned dims[7], void **params, void *user) {
+  (void)user, (void)dims;
+  const bq_plan *p = call.plan;
+  if (!p) die("a launch while no accepted call runs", name);
+  if (!params || !params[0]) die("a launch without its parameter block", name);
+  call.launches++;
+  for (int i = 0; i < (int)NELEM(kernels); i++)
+    if (!kernels[i].name[0] || !strcmp(kernels[i].name, name)) {
+      snprintf(kernels[i].name, sizeof kernels[i].name, "%s", name);
+      kernels[i].launches++;
+      break;
+    }
+  const bq_desc *d = &p->desc;
+  if (starts(name, "bq_dynamic")) {
+    const int sub = d->op == BQ_QUANTIZED_LINEAR; /* its activations' kernel, into the workspace */
+    if (d->op != BQ_DYNAMIC_QUANTIZE && !sub) die("a dynamic kernel launched by another plan", p->name);
+    check_dynamic(name, sub ? &p->sub->desc : d, params[0], sub);
+  } else if (starts(name, "bq_affine")) {
+    if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE)
+      die("an affine kernel launched by another plan", p->name);
+    check_affine(name, d, params[0]);
+  } else if (starts(name, "bq_fused")) {
+    if (!bq__is_fused(d->op)) die("a fused kernel launched by another plan", p->name);
+    check_fused(name, d, params[0]);
+  } else if (starts(name, "bq_gem") || !strcmp(name, "bq_weight_sums")) {
+    if (!bq__is_linear(d->op) || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
+      die("a linear kernel launched by another plan", p->name);
+    check_linear(name, d, params[0]);
+  } else {
+    die("a kernel the fuzzer cannot decode (give it a check in on_launch)", name);
+  }
+}
+
+/* ---- valid calls ---------------------------------------------------------------------------- */
+#define VARIANTS 8
+/* bq__typical_args' pointers, with a small problem of the plan's kind: variant picks rows,
+   cols, groups, strides, alignment and which optional buffers are passed */
+static void valid_args(const bq_plan *p, int variant, bq_args *a) {
+  static const struct { int64_t rows, cols, group, n; int pad, skew; } V[VARIANTS] = {
+    {3, 256, 128, 5, 0, 0}, {20, 96, 32, 17, 3, 1}, {64, 512, 16, 64, 0, 0}, {1, 4100, 1025, 300, 0, 1},
+    {300, 64, 8, 300, 5, 0}, {2, 8200, 40, 8, 0, 0}, {2200, 2048, 64, 20, 0, 0}, {2200, 6000, 40, 100, 0, 0}};
+  static const struct { int rank, axis; int64_t shape[4]; } CH[VARIANTS] = {
+    {3, 2, {2, 3, 64}}, {2, 0, {5, 7}}, {2, -1, {4, 256}}, {4, 1, {3, 5, 7, 2}}, {1, 0, {1000}}, {2, 1, {2, 4096}},
+    {3, -2, {2, 2200, 3}}, {2, 1, {7, 6000}}};
+  const bq_desc *d = &p->desc;
+  const int v = variant % VARIANTS, odd = v & 1;
+  const int64_t T = bq__dtype_size(d->float_type);
+  bq__typical_args(p, a);
+  a->rows = V[v].rows;
+  a->cols = V[v].cols;
+  a->n = V[v].n;
+  a->numel = V[v].rows * V[v].cols;
+  a->rank = CH[v].rank;
+  a->axis = CH[v].axis;
+  memset(a->shape, 0, sizeof a->shape);
+  memcpy(a->shape, CH[v].shape, sizeof CH[v].shape);
+  a->group_size = d->granularity == BQ_PER_BLOCK ? (v == 3 ? 1000 : v == 4 ? 7 : 16) : V[v].group;
+  if (V[v].skew) a->x = (const char *)a->x + T; /* aligned to an element, not to 16 bytes */
+  if (V[v].pad) {
+    const int64_t in_cols = d->op == BQ_GATED_QUANTIZE ? 2 * a->cols : a->cols;
+    const int lin = bq__is_linear(d->op);
+    a->x_row_stride = in_cols + V[v].pad;
+    a->y_row_stride = (lin ? a->n : a->cols) + 2 * V[v].pad;
+    a->residual_row_stride = a->cols + 1;
+    a->out_row_stride = a->cols + 4;
+    if (d->granularity == BQ_PER_GROUP || d->granularity == BQ_PER_BLOCK) {
+      const int block = d->granularity == BQ_PER_BLOCK;
+      const int64_t ng = block ? (a->cols + a->group_size - 1) / a->group_size : a->cols / a->group_size;
+      const int64_t sr = block ? (a->rows + a->group_size - 1) / a->group_size : a->rows;
+      const int64_t inner = d->scale_type == BQ_UE8M0X4 ? (ng + 3) / 4 : ng;
+      a->group_row_stride = (d->scale_layout == BQ_SCALES_MN_MAJOR ? sr : inner) + V[v].pad;
+    }
+  }
+  const int fp8 = bq__is_fp8(d->int_type), x4 = d->scale_type == BQ_UE8M0X4;
+  const uint64_t extra = region(20);
+  /* optional buffers */
+  if (d->op <= BQ_FAKE_QUANTIZE && d->granularity != BQ_PER_TENSOR && !fp8 && !x4 && odd)
+    a->zero_points = (const int32_t *)(uintptr_t)region(21);
+  if (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
+      (v == 2 || v == 3))
+    a->mask = (void *)(uintptr_t)region(22);
+  if (d->op == BQ_RMSNORM_QUANTIZE && (v == 1 || v == 2 || v == 5)) a->residual = (void *)(uintptr_t)extra;
+  if (d->op == BQ_RMSNORM_QUANTIZE && v == 3) a->residual = (void *)(uintptr_t)a->x, a->residual_row_stride = 0;
+  if (bq__is_fused(d->op) && (v == 2 || v == 5)) a->out = (void *)(uintptr_t)region(23);
+  if (bq__is_linear(d->op) && (v == 0 || v == 2)) a->bias = (const void *)(uintptr_t)region(24);
+  if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric) a->zero_points = (const int32_t *)(uintptr_t)region(21);
+  if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric && d->granularity == BQ_PER_TENSOR) a->zero_point = 3;
+  if (d->op == BQ_DYNAMIC_QUANTIZE && !d->asymmetric && odd) a->amax_bound = 3.0;
 }
 
 /* ---- the rules ----------------------------------------------------------------------------- */
@@ -183,100 +657,10 @@ static void check_rejection(bq_status st, const char *where) {
   die("a rejection that names no field", buf);
 }
 
-static int same_norm(const bq_desc *a, const bq_desc *b) {
-  return a->op == b->op && a->direction == b->direction && a->granularity == b->granularity &&
-         a->float_type == b->float_type && a->int_type == b->int_type && a->qmin == b->qmin && a->qmax == b->qmax &&
-         a->scale_type == b->scale_type && a->asymmetric == b->asymmetric && a->out_type == b->out_type;
-}
+static const uint64_t WS_BASE = (uint64_t)1 << 39;
 
-/* a valid, small call of the plan's kind, every pointer set and aligned */
-static void base_args(const bq_desc *n, bq_args *a) {
-  a->x = (const void *)(uintptr_t)0x100000000ull;
-  a->y = (void *)(uintptr_t)0x200000000ull;
-  a->dy = (const void *)(uintptr_t)0x300000000ull;
-  a->dx = (void *)(uintptr_t)0x400000000ull;
-  a->scales = (const void *)(uintptr_t)0x500000000ull;
-  a->out_scales = (void *)(uintptr_t)0x600000000ull;
-  a->out_zero_points = (int32_t *)(uintptr_t)0x700000000ull;
-  a->w = (const void *)(uintptr_t)0x800000000ull;
-  a->w_scales = (const void *)(uintptr_t)0x900000000ull;
-  a->scale = 0.25;
-  if (bq__is_linear(n->op)) {
-    a->rows = 33;
-    a->cols = 256;
-    a->n = 65;
-    if (n->asymmetric) {
-      a->w_sums = (const int32_t *)(uintptr_t)0xa00000000ull;
-      a->zero_points = (const int32_t *)(uintptr_t)0xb00000000ull;
-      a->zero_point = 3;
-    }
-    return;
-  }
-  a->zero_points = (const int32_t *)(uintptr_t)0xb00000000ull;
-  switch (n->granularity) {
-  case BQ_PER_TENSOR: a->numel = 1000; break;
-  case BQ_PER_CHANNEL: a->rank = 3; a->shape[0] = 2; a->shape[1] = 3; a->shape[2] = 64; a->axis = 2; break;
-  case BQ_PER_TOKEN: a->rows = 4; a->cols = 64; break;
-  default: a->rows = 4; a->cols = 64; a->group_size = 16; break;
-  }
-}
-
-static void edit_args(reader *r, bq_args *a) {
-  while (r->n) {
-    uint8_t f = u8(r) % 27;
-    switch (f) {
-    case 0: a->x = ptr_value(r); break;
-    case 1: a->y = (void *)ptr_value(r); break;
-    case 2: a->dy = ptr_value(r); break;
-    case 3: a->dx = (void *)ptr_value(r); break;
-    case 4: a->numel = size_value(r); break;
-    case 5: a->rank = i32(r); break;
-    case 6: { uint8_t k = u8(r) % BQ_MAX_RANK; a->shape[k] = size_value(r); break; }
-    case 7: a->axis = i32(r); break;
-    case 8: a->rows = size_value(r); break;
-    case 9: a->cols = size_value(r); break;
-    case 10: a->x_row_stride = size_value(r); break;
-    case 11: a->y_row_stride = size_value(r); break;
-    case 12: a->group_size = size_value(r); break;
-    case 13: a->group_row_stride = size_value(r); break;
-    case 14: a->scale = double_value(r); break;
-    case 15: a->zero_point = i32(r); break;
-    case 16: a->scales = ptr_value(r); break;
-    case 17: a->zero_points = (const int32_t *)ptr_value(r); break;
-    case 18: a->out_scales = (void *)ptr_value(r); break;
-    case 19: a->out_zero_points = (int32_t *)ptr_value(r); break;
-    case 20: a->n = size_value(r); break;
-    case 21: a->w = ptr_value(r); break;
-    case 22: a->w_scales = ptr_value(r); break;
-    case 23: a->bias = ptr_value(r); break;
-    case 24: a->w_sums = (const int32_t *)ptr_value(r); break;
-    case 25: a->mask = (void *)ptr_value(r); break;
-    default: { /* a rank-8 shape at once */
-      for (int k = 0; k < BQ_MAX_RANK; k++) a->shape[k] = size_value(r);
-      break;
-    }
-    }
-  }
-}
-
-static void set_desc_field(bq_desc *d, uint8_t f, int32_t v) {
-  switch (f % 11) {
-  case 0: d->op = (bq_op)v; break;
-  case 1: d->direction = (bq_direction)v; break;
-  case 2: d->granularity = (bq_granularity)v; break;
-  case 3: d->float_type = (bq_dtype)v; break;
-  case 4: d->int_type = (bq_dtype)v; break;
-  case 5: d->qmin = v; break;
-  case 6: d->qmax = v; break;
-  case 7: d->scale_type = (bq_dtype)v; break;
-  case 8: d->device = v; break;
-  case 9: d->asymmetric = v; break;
-  default: d->out_type = (bq_dtype)v; break;
-  }
-}
-
-/* can_implement, workspace_size and run on one plan and one call */
-static void exercise(const bq_plan *p, const bq_args *a, uint8_t ws_mode, uint8_t stream_mode) {
+/* can_implement, workspace_size and run on one plan and one call; returns the launches */
+static unsigned long long exercise(const bq_plan *p, const bq_args *a, uint8_t ws_mode, uint8_t stream_mode) {
   char ctx[160];
   snprintf(ctx, sizeof ctx, "plan %s", p ? p->name : "NULL");
   bq_status ok = bq_plan_can_implement(p, a);
@@ -292,24 +676,30 @@ static void exercise(const bq_plan *p, const bq_args *a, uint8_t ws_mode, uint8_
   size_t ws_bytes = 0;
   switch (ws_mode % 5) {
   case 0: break;
-  case 1: ws = (void *)(uintptr_t)0xc00000000ull; ws_bytes = need; break;
-  case 2: ws = (void *)(uintptr_t)0xc00000000ull; ws_bytes = need ? need - 1 : 0; break;
-  case 3: ws = (void *)(uintptr_t)0xc00000004ull; ws_bytes = need; break;
-  default: ws = (void *)(uintptr_t)0xc00000000ull; ws_bytes = SIZE_MAX; break;
+  case 1: ws = (void *)(uintptr_t)WS_BASE; ws_bytes = need; break;
+  case 2: ws = (void *)(uintptr_t)WS_BASE; ws_bytes = need ? need - 1 : 0; break;
+  case 3: ws = (void *)(uintptr_t)(WS_BASE + 4); ws_bytes = need; break;
+  default: ws = (void *)(uintptr_t)WS_BASE; ws_bytes = SIZE_MAX; break;
   }
   void *stream = stream_mode ? (void *)(uintptr_t)0xd00000000ull : NULL;
+  const unsigned long long before = call.launches;
+  if (!ok && p && a) {
+    document(p, a, ws, need);
+    call.plan = p;
+  }
   bq_status st = bq_plan_run(p, a, ws, ws_bytes, stream);
+  call.plan = NULL;
   char buf[2600];
   if (!p) {
     if (!st) die("bq_plan_run accepted a NULL plan", ctx);
     check_rejection(st, ctx);
-    return;
+    return 0;
   }
   if (ok) {
     snprintf(buf, sizeof buf, "%s: can_implement %s \"%s\", run %s \"%s\"", ctx, bq_status_name(ok), msg,
              bq_status_name(st), bq_last_error());
     if (st != ok || strcmp(bq_last_error(), msg)) die("run and can_implement disagree", buf);
-    return;
+    return 0;
   }
   if (st) {
     check_rejection(st, ctx);
@@ -317,78 +707,211 @@ static void exercise(const bq_plan *p, const bq_args *a, uint8_t ws_mode, uint8_
     snprintf(buf, sizeof buf, "%s: can_implement accepted, run %s \"%s\"", ctx, bq_status_name(st), bq_last_error());
     if (!ws_fail) die("run rejected what can_implement accepted", buf);
   }
+  return call.launches - before;
+}
+
+/* select through the public API, every rule of a descriptor checked; NULL where refused.
+   env: 1 BARACUDA_QUANT_LAZY=0, 2 BARACUDA_QUANT_WGMMA=0, 4 BARACUDA_QUANT_FORCE_PTX=1 */
+static void set_env(int env) {
+  if (env & 1) setenv("BARACUDA_QUANT_LAZY", "0", 1);
+  else unsetenv("BARACUDA_QUANT_LAZY");
+  if (env & 2) setenv("BARACUDA_QUANT_WGMMA", "0", 1);
+  else unsetenv("BARACUDA_QUANT_WGMMA");
+  if (env & 4) setenv("BARACUDA_QUANT_FORCE_PTX", "1", 1);
+  else unsetenv("BARACUDA_QUANT_FORCE_PTX");
+}
+static bq_plan *select_checked(const bq_desc *dp, int env, int sm) {
+  set_env(env);
+  char sku[512];
+  if (sm != 90) { /* another arch's SKU (PTX where NVRTC lacks it; refused where too old or no arch) */
+    bq_status s = bq_sku(dp, sm, sku, sizeof sku);
+    if (s && !strstr(bq_last_error(), "sm (")) check_rejection(s, "bq_sku"); /* (or it names the sm) */
+  }
+  bq_status s1 = bq_sku(dp, 90, sku, sizeof sku);
+  if (s1) check_rejection(s1, "bq_sku");
+  bq_desc norm;
+  char name[96];
+  bq_status sn = bq__normalize(dp, &norm, name, sizeof name);
+  if ((sn != BQ_SUCCESS) != (s1 != BQ_SUCCESS)) die("bq_sku and validation disagree", bq_last_error());
+  bq_plan *p = NULL;
+  bq_status s2 = bq_plan_select(dp, &p);
+  set_env(0);
+  /* BQ_DEVICE(n) past the fake driver's one device is valid, and absent when selected */
+  int absent = !sn && norm.device > BQ_DEVICE(0) && s2 == BQ_ERROR_NO_DEVICE && strstr(bq_last_error(), "does not exist");
+  char buf[1400];
+  if (!absent && ((s2 != BQ_SUCCESS) != (sn != BQ_SUCCESS) || (sn && s2 != sn))) {
+    snprintf(buf, sizeof buf, "validation %s, bq_plan_select %s: %s", bq_status_name(sn), bq_status_name(s2),
+             bq_last_error());
+    die("bq_plan_select and validation disagree", buf);
+  }
+  if (s2 && !absent) check_rejection(s2, "bq_plan_select");
+  if (!p) return NULL;
+  if (memcmp(&p->desc, &norm, sizeof norm)) die("a plan whose desc is not the normalized one", p->name);
+  if (!*bq_plan_precision_guarantee(p) || strncmp(bq_plan_sku(p), sku, strlen(sku)))
+    die("a plan without a guarantee, or whose SKU is not bq_sku's", bq_plan_sku(p));
+  if (!bq__is_linear(norm.op)) {
+    bq_desc back;
+    bq__target t;
+    if (bq__desc_from_sku(p->sku, &back, &t)) die("a plan SKU that does not parse back", p->sku);
+    back.device = norm.device;
+    if (memcmp(&back, &norm, sizeof norm)) die("a plan SKU that parses back to another desc", p->sku);
+  }
+  return p;
+}
+
+static void set_desc_member(bq_desc *d, int m, int32_t v) { memcpy((char *)d + (size_t)m * sizeof(int), &v, sizeof v); }
+static int32_t desc_member(const bq_desc *d, int m) {
+  int32_t v;
+  memcpy(&v, (const char *)d + (size_t)m * sizeof(int), sizeof v);
+  return v;
+}
+
+static void edit_args(reader *r, bq_args *a) {
+  while (r->n) {
+    const int slot = u8(r) % ARGS_SLOTS, how = u8(r) % 6;
+    char *at = (char *)a + (size_t)slot * 8;
+    int64_t old, v;
+    memcpy(&old, at, 8);
+    switch (how) {
+    case 0: v = size_value(r); break;
+    case 1: v = (int64_t)ptr_value(r); break;
+    case 2: { double dv = double_value(r); memcpy(&v, &dv, 8); break; }
+    case 3: v = (int64_t)(uint32_t)i32(r); break;
+    case 4: v = u8(r); break;
+    default: v = (int64_t)((uint64_t)old + (uint64_t)(int64_t)(int8_t)u8(r)); break;
+    }
+    memcpy(at, &v, 8);
+  }
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  setup(argc && *argc > 0 ? (*argv)[0] : "");
+  (void)argc, (void)argv;
+  setup();
   return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  setup("");
+  setup();
   reader r = {data, size};
-  uint8_t kind = u8(&r) % 4;
-  bq_desc d;
+  const uint8_t kind = u8(&r) % 4;
+  bq_desc d, base;
   memset(&d, 0, sizeof d);
-  const bq_plan *plan = NULL;
-  int null_desc = 0;
+  int index = 0;
   if (kind == 0) {
-    d = table_desc[u8(&r) % NELEM(TABLE)];
-    uint8_t edits = u8(&r) % 8;
+    index = u16(&r) % ndescs;
+    d = descs[index];
+    const uint8_t edits = u8(&r) % 8;
     for (uint8_t i = 0; i < edits; i++) {
-      uint8_t f = u8(&r);
-      set_desc_field(&d, f, i32(&r));
+      const int m = u8(&r) % DESC_MEMBERS, how = u8(&r) % 4;
+      int32_t v;
+      switch (how) {
+      case 0: v = i32(&r); break;
+      case 1: v = desc_member(&descs[u16(&r) % ndescs], m); break;
+      case 2: v = (int8_t)u8(&r); break;
+      default: v = (int32_t)((uint32_t)desc_member(&d, m) + (uint32_t)(int8_t)u8(&r)); break;
+      }
+      set_desc_member(&d, m, v);
     }
   } else if (kind == 1) {
-    for (uint8_t f = 0; f < 11; f++) set_desc_field(&d, f, i32(&r));
-  } else if (kind == 2) {
-    null_desc = 1;
+    for (int m = 0; m < DESC_MEMBERS; m++) set_desc_member(&d, m, i32(&r));
+    index = (int)(size % (size_t)ndescs);
   }
+  const uint8_t flags = u8(&r), variant = u8(&r), ws_mode = u8(&r), stream_mode = u8(&r);
+  bq_plan *plan = NULL;
   if (kind != 3) {
-    /* bq_sku and bq_plan_select validate alike; select runs only where no compile is needed */
-    char sku[512];
-    bq_status s1 = bq_sku(null_desc ? NULL : &d, 90, sku, sizeof sku);
-    if (s1) check_rejection(s1, "bq_sku");
-    bq_desc norm;
-    char name[96];
-    bq_status sn = bq__normalize(null_desc ? NULL : &d, &norm, name, sizeof name);
-    if ((sn != BQ_SUCCESS) != (s1 != BQ_SUCCESS)) die("bq_sku and validation disagree", bq_last_error());
-    int known = -1;
-    for (size_t i = 0; !sn && i < NELEM(TABLE); i++)
-      if (same_norm(&norm, &table_norm[i])) known = (int)i;
-    if (sn || known >= 0) {
-      bq_plan *p = NULL;
-      bq_status s2 = bq_plan_select(null_desc ? NULL : &d, &p);
-      /* BQ_DEVICE(n) past the fake driver's one device is valid, and absent when selected */
-      int absent = !sn && norm.device > BQ_DEVICE(0) && s2 == BQ_ERROR_NO_DEVICE && strstr(bq_last_error(), "does not exist");
-      if (!absent && ((s2 != BQ_SUCCESS) != (sn != BQ_SUCCESS) || (sn && s2 != sn))) {
-        char buf[1200];
-        snprintf(buf, sizeof buf, "validation %s, bq_plan_select %s: %s", bq_status_name(sn), bq_status_name(s2),
-                 bq_last_error());
-        die("bq_plan_select and validation disagree", buf);
-      }
-      if (s2 && !absent) check_rejection(s2, "bq_plan_select");
-      bq_plan_destroy(p); /* the prebuilt plan of the same SKU keeps the module */
+    static const int SMS[8] = {90, 80, 86, 89, 100, 87, 75, 5};
+    plan = select_checked(kind == 2 ? NULL : &d, flags >> 2 & 7, SMS[flags >> 5]);
+    if (!plan) { /* the arguments still go through a plan: the enumerated desc's */
+      base = descs[index];
+      plan = select_checked(&base, 0, 90);
+      if (!plan) die("an enumerated desc that does not select", bq_last_error());
     }
-    if (known < 0) {
-      /* arguments still go through a plan: the nearest prebuilt one */
-      known = (int)(size % NELEM(TABLE));
-    }
-    plan = table_plan[known];
   }
   bq_args a;
   memset(&a, 0, sizeof a);
-  uint8_t base = u8(&r), ws_mode = u8(&r), stream_mode = u8(&r);
-  if (plan && (base & 1)) base_args(&plan->desc, &a);
+  if (plan && (flags & 1)) valid_args(plan, variant, &a);
   edit_args(&r, &a);
-  exercise(plan, (base & 2) ? NULL : &a, ws_mode, stream_mode);
+  if (kind == 3 || plan) exercise(plan, (flags & 2) ? NULL : &a, ws_mode, stream_mode);
+  bq_plan_destroy(plan);
   return 0;
 }
 
 #ifndef BQ_LIBFUZZER
+static void print_kernels(const char *who) {
+  printf("%s: launches checked by kernel:", who);
+  for (int i = 0; i < (int)NELEM(kernels) && kernels[i].name[0]; i++)
+    printf("%s %s %llu", i ? "," : "", kernels[i].name, kernels[i].launches);
+  printf("\n");
+}
+
+/* Every enumerated desc with each valid call: accepted, launched, inside the documented
+   buffers; then each buffer a launch touched, registered one element short, must be
+   reported. Prints counts; exits 1 where a check could not fail or a valid call failed. */
+static int self_test(void) {
+  unsigned long long calls = 0, shrinks = 0, missed = 0, failed = 0, slack = 0;
+  call.record = 1;
+  for (int i = 0; i < ndescs; i++)
+  for (int env = 0; env < (bq__is_linear(descs[i].op) ? 3 : 1); env++) { /* linear: WGMMA=0, FORCE_PTX=1 too */
+    bq_plan *p = select_checked(&descs[i], env ? 1 << env : 0, 90);
+    if (!p) die("an enumerated desc that does not select", bq_last_error());
+    for (int v = 0; v < VARIANTS; v++) {
+      bq_args a;
+      valid_args(p, v, &a);
+      size_t need = 0;
+      if (bq_plan_can_implement(p, &a) || bq_plan_workspace_size(p, &a, &need)) {
+        fprintf(stderr, "self-test: %s variant %d refused: %s\n", p->name, v, bq_last_error());
+        failed++;
+        continue;
+      }
+      call.shrink = -1;
+      call.violations = 0;
+      unsigned long long n = exercise(p, &a, 1, 0);
+      calls++;
+      if (!n || call.violations) {
+        fprintf(stderr, "self-test: %s (%s) variant %d: %llu launches, %d violations: %s\n", p->name, p->sku, v, n,
+                call.violations, call.first);
+        failed++;
+        continue;
+      }
+      buffer full[NELEM(call.buf)];
+      const int nbuf = call.nbuf;
+      memcpy(full, call.buf, sizeof full);
+      for (int b = 0; b < nbuf; b++) {
+        if (!full[b].touched) continue;
+        /* the workspace is what bq_plan_workspace_size asks, which a small call may not use
+           whole; every other buffer is used to its documented end */
+        if (full[b].reach < full[b].bytes) {
+          if (!strcmp(full[b].role, "workspace")) continue;
+          fprintf(stderr, "self-test: %s (%s) variant %d: %s documented %llu bytes, launches told to touch %llu\n",
+                  p->name, p->sku, v, full[b].role, (unsigned long long)full[b].bytes,
+                  (unsigned long long)full[b].reach);
+          slack++;
+        }
+        call.shrink = b;
+        call.violations = 0;
+        exercise(p, &a, 1, 0);
+        shrinks++;
+        if (!call.violations) {
+          fprintf(stderr, "self-test: %s (%s) variant %d: %s one element short (%llu bytes) went unreported\n",
+                  p->name, p->sku, v, full[b].role, (unsigned long long)(full[b].bytes - full[b].elem));
+          missed++;
+        }
+      }
+      call.shrink = -1;
+    }
+    bq_plan_destroy(p);
+  }
+  call.record = 0;
+  print_kernels("fuzz_api --self-test");
+  printf("fuzz_api --self-test: %d descs, %llu valid calls, %llu launches, %llu buffers one element short: %llu "
+         "unreported; %llu buffers not used to their documented end, %llu calls failed\n", ndescs, calls,
+         call.launches, shrinks, missed, slack, failed);
+  return missed || failed || slack || !shrinks;
+}
+
 /* Replays every file given, and every file of every directory given; prints a count. */
 static size_t replay_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -411,6 +934,7 @@ static size_t replay_file(const char *path) {
 }
 int main(int argc, char **argv) {
   LLVMFuzzerInitialize(&argc, &argv);
+  if (argc == 2 && !strcmp(argv[1], "--self-test")) return self_test();
   size_t runs = 0;
   int dirs = 0;
   for (int i = 1; i < argc; i++) {
@@ -432,16 +956,13 @@ int main(int argc, char **argv) {
     }
     closedir(dir);
   }
-  for (size_t i = 0; i < NELEM(TABLE); i++) bq_plan_destroy(table_plan[i]);
-  /* the fake driver the library loaded, for its launch count: a corpus (a directory)
-     that never launches would test none of the launch limits */
-  void *drv = dlopen(getenv("BARACUDA_QUANT_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
-  unsigned long long (*count)(void) = NULL;
-  if (drv) *(void **)&count = dlsym(drv, "fake_cuda_launches");
-  if (!count) die("the fake driver's launch count", getenv("BARACUDA_QUANT_DRIVER"));
-  unsigned long long launches = count();
-  printf("fuzz_api: %zu inputs replayed, %llu launches, every rule held\n", runs, launches);
+  /* a corpus (a directory) that never launches would test none of the launch checks */
+  unsigned long long launches = launch_count();
+  print_kernels("fuzz_api");
+  printf("fuzz_api: %zu inputs replayed, %llu launches (%llu checked), every rule held\n", runs, launches,
+         call.launches);
   if (dirs && runs && !launches) die("no input of the corpus launched a kernel", "it misses every accepted call");
+  free(descs);
   return 0;
 }
 #endif

@@ -94,7 +94,7 @@ meson compile -C build >/dev/null
 # a suite whose process exits non-zero (a sanitizer report) adds one failure.
 sanitized() {
   local suites="reference validation validation_linear sku cache division env launch" t rc
-  local targets="tests/fuzz_api tests/bq_fake_driver tools/baracuda-quant"
+  local targets="tests/fuzz_api tests/bq_fake_driver tests/bq_fake_nvrtc tools/baracuda-quant"
   for t in $suites; do targets="$targets tests/test_$t"; done
   echo "== sanitizers: building build-asan"
   [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
@@ -121,6 +121,9 @@ sanitized() {
     echo "== sanitizers: fuzz corpus"
     if build-asan/tests/fuzz_api tests/fuzz_corpus; then echo "check asan:fuzz_corpus: OK"
     else echo "check asan:fuzz_corpus: FAIL"; fi
+    echo "== sanitizers: fuzz self-test (every enumerated plan; each buffer one element short reported)"
+    if build-asan/tests/fuzz_api --self-test; then echo "check asan:fuzz_self_test: OK"
+    else echo "check asan:fuzz_self_test: FAIL"; fi
     libfuzzer
   )
 }
@@ -144,12 +147,15 @@ libfuzzer() {
     echo "check libfuzzer: FAIL (build)"
     return
   fi
-  # its own fake driver, without gcc's sanitizer runtime (two ASan runtimes cannot mix)
+  # its own fake driver and NVRTC, without gcc's sanitizer runtime (two ASan runtimes cannot mix)
   clang -shared -fPIC -O1 tests/fake_driver.c -o build-asan/libbq_fake_driver_clang.so -lpthread
+  clang -shared -fPIC -O1 tests/fake_nvrtc.c -o build-asan/libbq_fake_nvrtc_clang.so
   rm -rf build-asan/fuzz-work && mkdir -p build-asan/fuzz-work && cp tests/fuzz_corpus/* build-asan/fuzz-work/
-  if BQ_FAKE_DRIVER=$PWD/build-asan/libbq_fake_driver_clang.so build-asan/fuzz_api_libfuzzer -max_total_time="$secs" \
+  if BQ_FAKE_DRIVER=$PWD/build-asan/libbq_fake_driver_clang.so BQ_FAKE_NVRTC=$PWD/build-asan/libbq_fake_nvrtc_clang.so \
+       build-asan/fuzz_api_libfuzzer -max_total_time="$secs" \
        -print_final_stats=1 -artifact_prefix=build-asan/ build-asan/fuzz-work > $log 2>&1; then
-    echo "check libfuzzer: OK ($(sed -n 's/^stat::number_of_executed_units: *//p' $log) runs in $secs s)"
+    echo "check libfuzzer: OK ($(sed -n 's/^stat::number_of_executed_units: *//p' $log) runs in $secs s," \
+      "$(grep -o 'cov: [0-9]*' $log | tail -1) edges)"
   else
     tail -40 $log
     echo "check libfuzzer: FAIL (the input is under build-asan/, crash-* or leak-*)"
