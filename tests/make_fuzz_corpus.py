@@ -238,6 +238,14 @@ seeds["regress_blocks_fill_channel_run_2p33"] = raw(
     args=[("rank", 2), (("shape", 0), 3), (("shape", 1), 1 << 33), ("axis", 0)])
 # BQ_DEVICE(n) of a device that does not exist: valid, and absent when selected
 seeds["regress_device_absent"] = enum(600, [("device", 0, 23817067)], flags=0, stream=1)
+# bq_plan_workspace_size validated a fused plan with the affine view: per tensor, it refused
+# args.numel, which the fused ops never read (can_implement and run accepted the call)
+for op in ("rmsnorm", "gated"):
+    seeds["regress_fused_workspace_numel_%s" % op] = raw(
+        dict(op=OP[op], granularity=GRAN["tensor"], float_type=T["f16"]), args=[("numel", -1)])
+# bq_sku for a compute capability older than the library supports (sm 75 here; flags bits
+# 5-7 = 6): BQ_ERROR_NOT_SUPPORTED naming sm, not "not a compute capability"
+seeds["regress_sku_pre_ampere"] = raw(dict(op=1, float_type=T["f32"]), flags=1 | (6 << 5))
 # bq__affine_flat's parameter rows: a per-group row stride past the rows' extent
 seeds["regress_flat_grs_overflow"] = raw(dict(op=1, granularity=GRAN["group"], float_type=T["f32"]),
                                          args=[("rows", 1 << 15), ("cols", 1 << 40), ("group_size", 1 << 40),
