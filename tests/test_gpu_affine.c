@@ -602,14 +602,12 @@ AFFINE_SUITE(per_group, BQ_PER_GROUP)
 
 /* which kernel the last launch ran */
 static bq__CUfunction g_last_fn;
-static bq__affine_params g_last_k; /* and its parameter block (an affine launch's) */
 static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 unsigned, bq__CUstream, void **, void **);
 static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra)
 {
   g_last_fn = f;
-  if (params) memcpy(&g_last_k, params[0], sizeof g_last_k); /* (run_lean launches affine kernels alone) */
   return g_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
 }
 
@@ -664,7 +662,7 @@ static void run_lean(bq_granularity g, bq_op op)
           if (off % plan->vec == 0) {
             const int64_t run = g == BQ_PER_TOKEN ? c.a.cols : c.a.group_size;
             const int want = op == BQ_QUANTIZE && g != BQ_PER_TENSOR && bq__dtype_size(c.d.float_type) == 2 &&
-                             c.zp_null && run % 16 == 0 && g_last_k.out % 16 == 0;
+                             c.zp_null && run % 16 == 0 && (uintptr_t)P.da.y % 16 == 0;
             const int e = want ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
             pairs += want;
             cr_assert(g_last_fn != NULL && plan_fn(plan, e) != NULL && g_last_fn == plan_fn(plan, e),

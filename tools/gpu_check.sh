@@ -95,7 +95,9 @@ warmcheck() {
   $Q list --dir $C --skus | sed 's/@.*//' | sort -u > $OUT/warm-listed.txt
   if sort -u $OUT/warm-skus.txt | diff -q - $OUT/warm-listed.txt >/dev/null; then echo "warmcheck: list --skus gives back every SKU warmed"
   else echo "warmcheck: list --skus differs from the SKUs warmed"; fi
-  for t in gpu_affine gpu_batch gpu_dynamic gpu_linear; do
+  # every family's suite (gpu_fp8 builds test-hook .soft kernels no descriptor names, and
+  # gpu_cache and gpu_devices test the cache itself); WARM_SUITES picks fewer
+  for t in ${WARM_SUITES:-gpu_affine gpu_batch gpu_dynamic gpu_linear gpu_blocks gpu_fused}; do
     BARACUDA_QUANT_STATS=1 BARACUDA_QUANT_CACHE_DIR=$C $B/tests/test_$t -j8 > $OUT/warm_$t.txt 2>&1
     echo "warmed $t rc=$? $(grep Synthesis $OUT/warm_$t.txt)"
   done
