@@ -3,6 +3,8 @@ keys, bq_args, launch. ops.py (PyTorch) and dlpack.py (any __dlpack__ producer) 
 
 Every check here runs before the library is called, so wrong dtypes, shapes and devices
 raise InvalidArgumentError without touching the GPU."""
+import operator
+
 from . import _lib
 from ._enums import Activation, DType, Direction, Granularity, Op
 from ._lib import Args, invalid
@@ -73,11 +75,64 @@ def int_type_for(qmin, qmax):
     raise _lib.NotSupportedError("[quant_min, quant_max] = [%d, %d] fits neither int8 nor uint8" % (qmin, qmax), 2)
 
 
+_I64 = 1 << 63
+
+
+def check_view(name, v):
+    """What the library's int64 fields and its row strides can express: sizes in [0, 2^63),
+    strides in int64, no zero or negative stride on a dimension of more than one element (a
+    broadcast or flipped view: the library would read 0 as "dense" and run past the
+    array), and a span whose bytes fit 2^63 from a 64-bit address."""
+    if not isinstance(v.ptr, int) or not 0 <= v.ptr < 1 << 64:
+        raise invalid("%s: data pointer %r is not a 64-bit address" % (name, v.ptr))
+    if len(v.strides) != len(v.shape):
+        raise invalid("%s: %d strides for %d dimensions" % (name, len(v.strides), len(v.shape)))
+    span, n = 0, 1
+    for size, stride in zip(v.shape, v.strides):
+        if not isinstance(size, int) or not 0 <= size < _I64:
+            raise invalid("%s: size %r in shape %s is negative or past 2^63" % (name, size, v.shape))
+        if not isinstance(stride, int) or not -_I64 <= stride < _I64:
+            raise invalid("%s: stride %r in strides %s does not fit int64" % (name, stride, v.strides))
+        if size > 1 and stride <= 0:
+            raise invalid("%s: stride %d on a dimension of %d elements (shape %s, strides %s): a %s view, which "
+                          "the library cannot express" % (name, stride, size, v.shape, v.strides,
+                                                          "broadcast" if stride == 0 else "flipped"))
+        span += (size - 1) * stride
+        n *= size
+    if n >= _I64 or (n and ((span + 1) * ITEMSIZE.get(v.dtype, 8) >= _I64 or v.ptr + (span + 1) * ITEMSIZE.get(
+            v.dtype, 8) > 1 << 64)):
+        raise invalid("%s: shape %s and strides %s span more than 2^63 bytes" % (name, v.shape, v.strides))
+
+
+def number(name, value):
+    """A real number given as a scalar (int, float, or what float() takes but a string)."""
+    if isinstance(value, (str, bytes, bytearray)) or value is None:
+        raise invalid("%s (%r) is not a number" % (name, value))
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise invalid("%s (%r) is not a number" % (name, value)) from None
+
+
+def integer(name, value):
+    """An integer: an int, what operator.index takes, or a number with no fraction."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    v = number(name, value)
+    if not (v == v and abs(v) != float("inf") and v == int(v)):
+        raise invalid("%s (%r) is not an integer" % (name, value))
+    return int(v)
+
+
 def same_device(*views):
+    """Checks each view (check_view) and that all share one device, which it returns."""
     dev = None
     for name, v in views:
         if v is None:
             continue
+        check_view(name, v)
         if dev is None:
             dev = v.device
         elif v.device != dev:
@@ -106,6 +161,9 @@ def rows_2d(name, v):
         raise invalid("%s: expected 2 dimensions [rows, cols], got shape %s" % (name, v.shape))
     if v.shape[1] > 1 and v.strides[1] != 1:
         raise invalid("%s: the last dimension must be contiguous (stride %d)" % (name, v.strides[1]))
+    if v.shape[0] > 1 and v.strides[0] < v.shape[1]:
+        raise invalid("%s: row stride %d is smaller than a row's %d elements (rows that overlap or are broadcast)"
+                      % (name, v.strides[0], v.shape[1]))
     return v.shape[0], v.shape[1], (v.strides[0] if v.shape[0] > 1 else v.shape[1])
 
 
@@ -176,10 +234,10 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
             raise invalid("mask: %d contiguous int32 words expected, got %s %s" % (words, mask.dtype.name,
                                                                                   tuple(mask.shape)))
     if gran == Granularity.PER_TENSOR:
-        scale = float(scale)
+        scale = number("scale", scale)
         if not (scale > 0 and scale != float("inf")):
             raise invalid("scale (%r) must be finite and > 0" % scale)
-        zero_point = int(zero_point)
+        zero_point = integer("zero_point", zero_point)
         if not -2**31 <= zero_point < 2**31:
             raise invalid("zero_point (%d) must fit int32" % zero_point)
         for name, v in views[:4]:
@@ -226,7 +284,7 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
                 if zero_points is not None:
                     check_vector("zero_points", zero_points, rows, (DType.S32,))
             else:
-                group_size = int(group_size)
+                group_size = integer("group_size", group_size)
                 if group_size < 1 or cols % group_size:
                     raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
                 ng = cols // group_size
@@ -234,6 +292,9 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
                     raise invalid("scales: shape %s, expected (%d, %d) with the last dimension contiguous"
                                   % (scales.shape, rows, ng))
                 grs = scales.strides[0] if rows > 1 else ng
+                if rows > 1 and grs < ng:
+                    raise invalid("scales: row stride %d is smaller than a row's %d groups (rows that overlap or are "
+                                  "broadcast)" % (grs, ng))
                 if zero_points is not None:
                     if zero_points.shape != scales.shape or (rows > 1 and zero_points.strides[0] != grs) or \
                             zero_points.dtype != DType.S32:
@@ -273,7 +334,7 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
         a.rows, a.cols, a.x_row_stride, a.y_row_stride = rows, cols, xs, ys
         nscales = rows
         if gran == Granularity.PER_GROUP:
-            group_size = int(group_size)
+            group_size = integer("group_size", group_size)
             if group_size < 1 or cols % group_size:
                 raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
             a.group_size = group_size
@@ -375,16 +436,16 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
         if norm_weight is None:
             raise invalid("%s: norm_weight is required" % name)
         check_vector("norm_weight", norm_weight, d, (x.dtype,))
-        eps = float(eps)
+        eps = number("%s: eps" % name, eps)
         if not (eps >= 0 and eps != float("inf")):
             raise invalid("%s: eps (%r) must be finite and >= 0" % (name, eps))
         a.eps = eps
     asym = 0
     if scale is not None:
-        scale = float(scale)
+        scale = number("%s: scale" % name, scale)
         if not (scale > 0 and scale != float("inf")):
             raise invalid("%s: scale (%r) must be finite and > 0" % (name, scale))
-        zero_point = int(zero_point)
+        zero_point = integer("%s: zero_point" % name, zero_point)
         if not -2**31 <= zero_point < 2**31:
             raise invalid("%s: zero_point (%d) must fit int32" % (name, zero_point))
         if out_scales is not None or out_zero_points is not None:
@@ -397,7 +458,7 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
         if out_scales.dtype != DType.F32:
             raise invalid("%s: out_scales: dtype %s, expected F32" % (name, out_scales.dtype.name))
         gran, scale_type, nscales = Granularity.PER_TOKEN, DType.F32, rows
-        group_size = int(group_size or 0)
+        group_size = integer("group_size", group_size or 0)
         if group_size:
             if group_size < 1 or d % group_size:
                 raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, d))

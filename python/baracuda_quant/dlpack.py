@@ -104,6 +104,9 @@ def view_of_capsule(cap, name="array"):
         if dt is None:
             raise invalid("%s: DLPack dtype (code %d, %d bits, %d lanes) is not supported"
                           % (name, t.dtype.code, t.dtype.bits, t.dtype.lanes))
+        if not 0 <= t.ndim <= 64 or (t.ndim and not t.shape):
+            raise invalid("%s: DLPack ndim %d is not a number of dimensions (0 to 64, with a shape)"
+                          % (name, t.ndim))
         shape = tuple(t.shape[i] for i in range(t.ndim))
         if t.strides:
             strides = tuple(t.strides[i] for i in range(t.ndim))

@@ -30,16 +30,20 @@ def _view(t, name="tensor"):
 
 
 def _rows(t, name):
-    """t as [rows, last dim] with a unit last stride: a view where the rows have one stride,
-    else a contiguous copy."""
+    """An input t as [rows, last dim] with a unit last stride: a view where the rows have one
+    stride and neither overlap nor repeat, else a contiguous copy (a broadcast input, as
+    expand makes, is materialized: the library reads a zero row stride as dense)."""
     if t.dim() == 0:
         raise _lib.invalid("%s: expected at least 1 dimension" % name)
     k = t.shape[-1]
-    if t.dim() == 2 and (t.stride(1) == 1 or k <= 1):
+
+    def whole_rows(v):
+        return (v.stride(1) == 1 or k <= 1) and (v.shape[0] <= 1 or v.stride(0) >= k)
+    if t.dim() == 2 and whole_rows(t):
         return t
     try:
         v = t.view(-1, k)
-        if v.stride(1) == 1 or k <= 1:
+        if whole_rows(v):
             return v
     except RuntimeError:
         pass
@@ -674,9 +678,10 @@ def _residual_rows(residual, x, k):
         r2 = residual.view(-1, k)
     except RuntimeError:
         r2 = None
-    if r2 is None or (k > 1 and r2.stride(1) != 1):
-        raise _lib.invalid("residual: must be viewable as [rows, %d] with a contiguous last dimension "
-                           "(it is updated in place)" % k)
+    if r2 is None or (k > 1 and r2.stride(1) != 1) or (r2.shape[0] > 1 and r2.stride(0) < k):
+        raise _lib.invalid("residual: must be viewable as [rows, %d] with a contiguous last dimension and rows "
+                           "that neither overlap nor repeat (it is updated in place; a broadcast residual "
+                           "cannot be)" % k)
     return r2
 
 

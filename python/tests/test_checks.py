@@ -131,3 +131,54 @@ def test_linear_checks():
     no_plan(lin(a_scales=None), "a_scales is required")
     no_plan(lambda: _core.linear(Op.QUANTIZED_LINEAR, x=dense((16, 64), DType.F32), w=w, w_scales=sw, y=y),
             "one dtype")
+
+
+def test_broadcast_flipped_and_overlapping_rows_refused():
+    """A zero row stride (a broadcast view) reads as "dense" in the library, which would run
+    past the array: refused by name, as are negative strides and rows that overlap."""
+    y, s = dense((4, 8), DType.S8), dense((4,), DType.F32)
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (0, 1), DType.F16, 0), y, scales=s), "x: stride 0 .*broadcast")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (-8, 1), DType.F16, 0), y, scales=s), "x: stride -8 .*flipped")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (4, 1), DType.F16, 0), y, scales=s), "x: row stride 4 .*overlap")
+    no_plan(q(Granularity.PER_TOKEN, dense((4, 8), DType.F16), V(0x20000, (4, 8), (0, 1), DType.S8, 0), scales=s),
+            "y: stride 0")
+    no_plan(q(Granularity.PER_TOKEN, dense((4, 8), DType.F16), y, scales=V(0x30000, (4,), (0,), DType.F32, 0)),
+            "scales: stride 0")
+    g = q(Granularity.PER_GROUP, dense((4, 8), DType.F16), y, scales=V(0x30000, (4, 2), (1, 1), DType.F32, 0),
+          group_size=4)
+    no_plan(g, "scales: row stride 1 is smaller than a row's 2 groups")
+    # a broadcast residual would be written past its memory
+    x, w = dense((4, 8), DType.F16), dense((8,), DType.F16)
+    no_plan(lambda: _core.fused(Op.RMSNORM_QUANTIZE, x=x, y=y, out_scales=dense((4,), DType.F32), norm_weight=w,
+                                residual=V(0x40000, (4, 8), (0, 1), DType.F16, 0), eps=1e-6), "residual: stride 0")
+    # size-1 dimensions may have any stride; a row stride of 0 with one row is dense
+    ok = V(0x10000, (1, 8), (0, 1), DType.F16, 0)
+    _core.check_view("x", ok)
+
+
+def test_sizes_and_spans_past_int64_refused():
+    """Sizes past 2^63 would wrap in ctypes into a zero-size call; spans past 2^63 bytes
+    overflow the library's offsets."""
+    y, s = dense((4, 8), DType.S8), dense((4,), DType.F32)
+    no_plan(q(Granularity.PER_TENSOR, V(0x10000, (2**64,), (1,), DType.F32, 0), y, scale=1.0), "past 2\\^63")
+    no_plan(q(Granularity.PER_TENSOR, V(0x10000, (-1,), (1,), DType.F32, 0), y, scale=1.0), "negative")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (2**40, 2**30), (2**30, 1), DType.F32, 0),
+              V(0x20000, (2**40, 2**30), (2**30, 1), DType.S8, 0), scales=dense((2**40,), DType.F32)),
+            "span more than 2\\^63 bytes")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (2**64, 1), DType.F32, 0), y, scales=s), "does not fit int64")
+    no_plan(q(Granularity.PER_TENSOR, V(-5, (4, 8), (8, 1), DType.F32, 0), y, scale=1.0), "64-bit address")
+    no_plan(q(Granularity.PER_TENSOR, V(2**64 - 16, (4, 8), (8, 1), DType.F32, 0), y, scale=1.0), "span more")
+
+
+def test_scalars_that_are_not_numbers_refused():
+    x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8)
+    for bad in ("abc", "1.5", None, [1.0], b"1"):
+        no_plan(q(Granularity.PER_TENSOR, x, y, scale=bad), "scale .* is not a number")
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, zero_point="3"), "zero_point .* is not a number")
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, zero_point=2.5), "zero_point .* is not an integer")
+    no_plan(q(Granularity.PER_GROUP, x, y, scales=dense((4, 2), DType.F32), group_size="4"), "group_size")
+    w = dense((8,), DType.F32)
+    no_plan(lambda: _core.fused(Op.RMSNORM_QUANTIZE, x=x, y=y, out_scales=dense((4,), DType.F32), norm_weight=w,
+                                eps="small"), "eps .* is not a number")
+    no_plan(lambda: _core.fused(Op.RMSNORM_QUANTIZE, x=x, y=y, norm_weight=w, eps=1e-6, scale="x"),
+            "scale .* is not a number")

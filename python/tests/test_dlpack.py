@@ -106,3 +106,20 @@ def test_numpy_producer_is_refused():
         bq.quantize_per_tensor(a, 0.5)
     with pytest.raises(bq.InvalidArgumentError, match="CUDA device"):
         dlpack.view_of_capsule(a.__dlpack__(), "a")
+
+
+@pytest.mark.parametrize("ndim", [-1, -2**31, 65])
+def test_capsule_with_a_bad_ndim_is_refused_and_released(ndim):
+    """A capsule whose DLTensor claims a negative (or absurd) number of dimensions is refused
+    by name, not read as a 0-d array, and the producer's deleter still runs."""
+    arr = dlpack.DeviceArray(0x7000, (3, 5), DType.F32, 0)
+    before = dlpack.live_exports()
+    cap = arr.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    managed = ctypes.cast(get(cap, b"dltensor"), ctypes.POINTER(dlpack.DLManagedTensor)).contents
+    managed.dl_tensor.ndim = ndim
+    with pytest.raises(bq.InvalidArgumentError, match="x: DLPack ndim %d" % ndim):
+        dlpack.view_of_capsule(cap, "x")
+    del cap
+    assert dlpack.live_exports() == before

@@ -178,6 +178,29 @@ def test_per_token_row_strides():
     assert same(qt, bqo.quantize_per_tensor(x.t().contiguous(), 0.05, 0))
 
 
+def test_broadcast_inputs_are_copied_outputs_refused():
+    """A broadcast input (expand: a zero row stride, which the library reads as dense) is
+    copied before the call and gives the bits of its contiguous copy; rows that overlap are
+    copied too. A broadcast tensor the op writes (rms_norm_quant's residual) is refused."""
+    row = gen((1, 4096), torch.bfloat16, seed=9).to(DEV)
+    x = row.expand(64, 4096)
+    s = torch.full((64,), 0.05, device=DEV)
+    assert same(bqo.quantize_per_token(x, s, None, torch.int8), bqo.quantize_per_token(x.contiguous(), s, None,
+                                                                                        torch.int8))
+    q, sc, _ = bqo.dynamic_per_token_quant(x)
+    q2, sc2, _ = bqo.dynamic_per_token_quant(x.contiguous())
+    assert same(q, q2) and same(sc, sc2)
+    flat = gen((4096 + 63 * 8,), torch.float16, seed=10).to(DEV)
+    over = flat.as_strided((64, 4096), (8, 1))  # rows 8 apart: they overlap
+    s16 = torch.full((64,), 0.05, device=DEV)
+    assert same(bqo.quantize_per_token(over, s16, None, torch.int8),
+                bqo.quantize_per_token(over.contiguous(), s16, None, torch.int8))
+    w = torch.ones(4096, dtype=torch.bfloat16, device=DEV)
+    xr = gen((64, 4096), torch.bfloat16, seed=11).to(DEV)
+    with pytest.raises(bqo._lib.InvalidArgumentError, match="residual"):
+        bqo.rms_norm_quant(xr, w, 1e-6, residual=row.expand(64, 4096))
+
+
 # ---- against PyTorch's quantize ops ------------------------------------------------------------
 @pytest.mark.parametrize("itype,qt", [("int8", "qint8"), ("uint8", "quint8")])
 def test_against_torch_quantize(itype, qt):
