@@ -314,6 +314,8 @@ def _new_like(v, dtype, stream, shape=None):
 
 
 def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), **kw):
+    if "group_size" in kw:
+        kw["group_size"] = _core.integer("group_size", kw["group_size"])
     with _Inputs(stream) as inp:
         xv = inp.get(x, "x")
         arrays = {k: inp.get(a, k) for k, a in scale_arrays}
@@ -362,7 +364,7 @@ def quantize_per_token(x, scales, zero_points=None, dtype="int8", quant_min=None
 def quantize_per_group(x, scales, zero_points, group_size, dtype="int8", quant_min=None, quant_max=None,
                        stream=None):
     return _affine_out(Op.QUANTIZE, Granularity.PER_GROUP, x, _dtype(dtype, DType.S8), stream,
-                       (("scales", scales), ("zero_points", zero_points)), group_size=int(group_size),
+                       (("scales", scales), ("zero_points", zero_points)), group_size=group_size,
                        qmin=quant_min, qmax=quant_max)
 
 
@@ -378,7 +380,7 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=
                            qmin=None, qmax=None)
     if group_size is not None:
         return _affine_out(Op.DEQUANTIZE, Granularity.PER_GROUP, q, od, stream, arrays,
-                           group_size=int(group_size), qmin=None, qmax=None)
+                           group_size=group_size, qmin=None, qmax=None)
     return _affine_out(Op.DEQUANTIZE, Granularity.PER_TOKEN, q, od, stream, arrays, qmin=None, qmax=None)
 
 
@@ -441,7 +443,7 @@ def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, ze
         raise invalid("group_size: a static scale is per tensor")
     if scale is None and zero_point not in (0, None):
         raise invalid("zero_point: only with a static scale (dynamic zero points come from symmetric=False)")
-    g = 0 if group_size is None else int(group_size)
+    g = 0 if group_size is None else _core.integer("group_size", group_size)
     if group_size is not None and g < 1:
         raise invalid("group_size (%d) must be >= 1" % g)
     with _Inputs(stream) as inp:

@@ -805,7 +805,8 @@ def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None
     """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8 (docs/numerics.md)."""
     _check_float("x", x)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return _ops(x).quantize_per_tensor(x, float(scale), int(zero_point), dtype, qmin, qmax)
+    scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
+    return _ops(x).quantize_per_tensor(x, scale, zero_point, dtype, qmin, qmax)
 
 
 def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -829,7 +830,8 @@ def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, qua
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return _ops(x, scales, zero_points).quantize_per_group(x, scales, zero_points, int(group_size), dtype, qmin, qmax)
+    g = _core.integer("group_size", group_size)
+    return _ops(x, scales, zero_points).quantize_per_group(x, scales, zero_points, g, dtype, qmin, qmax)
 
 
 def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=torch.float32):
@@ -842,14 +844,15 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=
     d = _ops(q, scale if isinstance(scale, torch.Tensor) else None,
              zero_point if isinstance(zero_point, torch.Tensor) else None)
     if not isinstance(scale, torch.Tensor):
-        return d.dequantize_per_tensor(q, float(scale), int(zero_point), out_dtype)
+        scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
+        return d.dequantize_per_tensor(q, scale, zero_point, out_dtype)
     zps = zero_point if isinstance(zero_point, torch.Tensor) else None
     if zps is None and zero_point not in (0, None):
         raise _lib.invalid("zero_point: a tensor is needed with a scale tensor")
     if axis is not None:
         return d.dequantize_per_channel(q, scale, zps, int(axis), out_dtype)
     if group_size is not None:
-        return d.dequantize_per_group(q, scale, zps, int(group_size), out_dtype)
+        return d.dequantize_per_group(q, scale, zps, _core.integer("group_size", group_size), out_dtype)
     return d.dequantize_per_token(q, scale, zps, out_dtype)
 
 
@@ -863,11 +866,11 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_m
         z = torch.as_tensor(zero_point, device=input.device).reshape(1)
         return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min,
                                                 quant_max).view(input.shape)
+    scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
     if _records_grad(input):
-        return torch.ops.baracuda_quant.fake_quantize_per_tensor_mask(input, float(scale), int(zero_point),
-                                                                      int(quant_min), int(quant_max))[0]
-    return _ops(input).fake_quantize_per_tensor(input, float(scale), int(zero_point), int(quant_min),
-                                                          int(quant_max))
+        return torch.ops.baracuda_quant.fake_quantize_per_tensor_mask(input, scale, zero_point, int(quant_min),
+                                                                      int(quant_max))[0]
+    return _ops(input).fake_quantize_per_tensor(input, scale, zero_point, int(quant_min), int(quant_max))
 
 
 def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max):
@@ -911,13 +914,13 @@ def _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min, 
             raise _lib.invalid("group_size: a static scale is per tensor")
         if isinstance(scale, torch.Tensor):
             raise _lib.invalid("scale: a static scale is a number (the library takes it on the host)")
-        scale = float(scale)
+        scale = _core.number("scale", scale)
         if not (scale > 0 and scale != float("inf")):
             raise _lib.invalid("scale (%r) must be finite and > 0" % scale)
-        return 0, scale, int(zero_point), qmin, qmax
+        return 0, scale, _core.integer("zero_point", zero_point), qmin, qmax
     if zero_point not in (0, None):
         raise _lib.invalid("zero_point: only with a static scale (dynamic zero points come from symmetric=False)")
-    g = 0 if group_size is None else int(group_size)
+    g = 0 if group_size is None else _core.integer("group_size", group_size)
     if group_size is not None and g < 1:
         raise _lib.invalid("group_size (%d) must be >= 1" % g)
     if symmetric and qmax <= 0:
@@ -955,7 +958,7 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
         if residual.dtype != x.dtype or tuple(residual.shape) != tuple(x.shape):
             raise _lib.invalid("residual: shape %s dtype %s, expected x's %s %s"
                                % (tuple(residual.shape), residual.dtype, tuple(x.shape), x.dtype))
-    eps = float(eps)
+    eps = _core.number("eps", eps)
     if not (eps >= 0 and eps != float("inf")):
         raise _lib.invalid("eps (%r) must be finite and >= 0" % eps)
     g, scale, zero_point, qmin, qmax = _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min,
