@@ -44,10 +44,18 @@ import time
 
 import torch
 
-import baracuda_quant as bq
-import baracuda_quant.ops as bqo
-import bench_sched  # beside this file: the order the contenders of a row are timed in
-import l2_scrub  # beside this file: L2's evict-last lines out before each flush
+# The installed package, not the source folder beside this script (which has no compiled
+# library): Python puts the script's folder first on sys.path, so it goes last here, where
+# only bench_sched and l2_scrub are found. PYTHONPATH=python (with BARACUDA_QUANT_PYLIB) still
+# runs the source tree on purpose.
+_here = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _here:
+    sys.path.append(sys.path.pop(0))
+
+import baracuda_quant as bq  # noqa: E402
+import baracuda_quant.ops as bqo  # noqa: E402
+import bench_sched  # noqa: E402  beside this file: the order the contenders of a row are timed in
+import l2_scrub  # noqa: E402  beside this file: L2's evict-last lines out before each flush
 
 DEV = "cuda"
 REPS = 60
