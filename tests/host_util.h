@@ -1,7 +1,8 @@
 /* host_util.h - helpers shared by the host-side (no GPU) Criterion tests: a fresh cache
-   directory, the fake driver's path, a warning counter, the cache counters and whole-file
-   reads and writes. Include it after baracuda_quant.h and criterion.h. Everything is
-   static and marked unused, so a test includes it whole and uses what it needs.
+   directory, the fake driver's path, a warning counter, the cache counters, whole-file
+   reads and writes, and the validation suites' workspace check. Include it after
+   baracuda_quant.h and criterion.h. Everything is static and marked unused, so a test
+   includes it whole and uses what it needs.
 
    fresh_dir() makes dir_ from BQ_TEST_DIR_TEMPLATE (a mkdtemp template); a test may define
    it, and dir_'s size BQ_TEST_DIR_SIZE, before the include. */
@@ -107,6 +108,21 @@ BQ_TEST_UNUSED static void write_all(const char *path, const void *p, size_t n) 
   cr_assert_not_null(f, "create %s", path);
   cr_assert_eq(fwrite(p, 1, n, f), n);
   fclose(f);
+}
+
+/* ---- validation ---------------------------------------------------------------------------- */
+/* bq_plan_workspace_size runs the shape rules, the first of check's: it accepts a call, or
+   refuses it with can_implement's very status and message */
+BQ_TEST_UNUSED static void expect_workspace_agrees(const bq_plan *p, const bq_args *a, bq_status want,
+                                                   const char *msg, const char *ctx) {
+  size_t b = 12345;
+  bq_status w = bq_plan_workspace_size(p, a, &b);
+  if (w == BQ_SUCCESS) return;
+  cr_assert_eq(w, want, "%s: workspace_size %s (%s), can_implement %s (%s)", ctx, bq_status_name(w), bq_last_error(),
+               bq_status_name(want), msg);
+  cr_assert_str_eq(bq_last_error(), msg, "%s: workspace_size says \"%s\", can_implement said \"%s\"", ctx,
+                   bq_last_error(), msg);
+  cr_assert_eq(b, 0, "%s: a refused workspace size is 0", ctx);
 }
 
 #endif

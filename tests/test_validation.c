@@ -795,19 +795,6 @@ static bq_args base_args(bq_granularity g) {
 
 /* can_implement and run both reject a with a message "<plan name>: ..." containing needle,
    and the same message: run validated and launched nothing (the plan has no kernel). */
-/* bq_plan_workspace_size runs the shape rules, the first of check's: it accepts a call, or
-   refuses it with can_implement's very status and message */
-static void expect_workspace_agrees(const bq_plan *p, const bq_args *a, bq_status want, const char *msg,
-                                    const char *ctx) {
-  size_t b = 12345;
-  bq_status w = bq_plan_workspace_size(p, a, &b);
-  if (w == BQ_SUCCESS) return;
-  cr_assert_eq(w, want, "%s: workspace_size %s (%s), can_implement %s (%s)", ctx, bq_status_name(w), bq_last_error(),
-               bq_status_name(want), msg);
-  cr_assert_str_eq(bq_last_error(), msg, "%s: workspace_size says \"%s\", can_implement said \"%s\"", ctx,
-                   bq_last_error(), msg);
-  cr_assert_eq(b, 0, "%s: a refused workspace size is 0", ctx);
-}
 
 static void expect_args_invalid(const combo *c, const bq_args *a, const char *needle) {
   bq_plan plan;
