@@ -418,7 +418,9 @@ static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, 
 // elsewhere (and in the CPU emulator, or with BQ_FP8_SOFT, which the tests use to check this
 // form on an H100) the same rounding from the bits: the significand keeps BQ_F8_M bits
 // above the type's quantum at x's exponent (its smallest normal exponent below that).
-static __device__ __forceinline__ int bq_f8_soft(float v) {
+// Not inlined: one call per element, where a copy in every element of every unrolled
+// access made these kernels the slowest to compile (up to a few times slower).
+static __device__ __noinline__ int bq_f8_soft(float v) {
   const bq_u32 b = __float_as_uint(v);
   const int sign = (int)((b >> 24) & 0x80u);
   const bq_u32 a = b & 0x7fffffffu;
