@@ -79,29 +79,36 @@ _I64 = 1 << 63
 
 
 def check_view(name, v):
-    """What the library's int64 fields and its row strides can express: sizes in [0, 2^63),
-    strides in int64, no zero or negative stride on a dimension of more than one element (a
+    """What the library's int64 fields and its row strides can express: integer sizes in
+    [0, 2^63), no zero or negative stride on a dimension of more than one element (a
     broadcast or flipped view: the library would read 0 as "dense" and run past the
-    array), and a span whose bytes fit 2^63 from a 64-bit address."""
-    if not isinstance(v.ptr, int) or not 0 <= v.ptr < 1 << 64:
-        raise invalid("%s: data pointer %r is not a 64-bit address" % (name, v.ptr))
-    if len(v.strides) != len(v.shape):
-        raise invalid("%s: %d strides for %d dimensions" % (name, len(v.strides), len(v.shape)))
+    array), and a span whose bytes fit 2^63 from a 64-bit address. (One pass of plain
+    comparisons: it runs on every view of every call. The strides of one-element
+    dimensions are never passed on, so only the others are bounded, through the span.)"""
+    shape, strides, ptr = v.shape, v.strides, v.ptr
+    if len(strides) != len(shape):
+        raise invalid("%s: %d strides for %d dimensions" % (name, len(strides), len(shape)))
     span, n = 0, 1
-    for size, stride in zip(v.shape, v.strides):
-        if not isinstance(size, int) or not 0 <= size < _I64:
-            raise invalid("%s: size %r in shape %s is negative or past 2^63" % (name, size, v.shape))
-        if not isinstance(stride, int) or not -_I64 <= stride < _I64:
-            raise invalid("%s: stride %r in strides %s does not fit int64" % (name, stride, v.strides))
-        if size > 1 and stride <= 0:
-            raise invalid("%s: stride %d on a dimension of %d elements (shape %s, strides %s): a %s view, which "
-                          "the library cannot express" % (name, stride, size, v.shape, v.strides,
-                                                          "broadcast" if stride == 0 else "flipped"))
-        span += (size - 1) * stride
+    for size, stride in zip(shape, strides):
+        if size > 1:
+            if stride <= 0:
+                raise invalid("%s: stride %d on a dimension of %d elements (shape %s, strides %s): a %s view, "
+                              "which the library cannot express" % (name, stride, size, shape, strides,
+                                                                    "broadcast" if stride == 0 else "flipped"))
+            span += (size - 1) * stride
+        elif size < 0:
+            raise invalid("%s: size %r in shape %s is negative" % (name, size, shape))
         n *= size
-    if n >= _I64 or (n and ((span + 1) * ITEMSIZE.get(v.dtype, 8) >= _I64 or v.ptr + (span + 1) * ITEMSIZE.get(
-            v.dtype, 8) > 1 << 64)):
-        raise invalid("%s: shape %s and strides %s span more than 2^63 bytes" % (name, v.shape, v.strides))
+    if type(n) is not int or type(span) is not int:
+        raise invalid("%s: shape %s and strides %s must be integers" % (name, shape, strides))
+    if type(ptr) is not int or not 0 <= ptr < 1 << 64:
+        raise invalid("%s: data pointer %r is not a 64-bit address" % (name, ptr))
+    if n >= _I64:
+        raise invalid("%s: shape %s has 2^63 elements or more (a size past 2^63)" % (name, shape))
+    if n:
+        end = (span + 1) * ITEMSIZE.get(v.dtype, 8)
+        if end >= _I64 or ptr + end > 1 << 64:
+            raise invalid("%s: shape %s and strides %s span more than 2^63 bytes" % (name, shape, strides))
 
 
 def number(name, value):

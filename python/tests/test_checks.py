@@ -164,8 +164,12 @@ def test_sizes_and_spans_past_int64_refused():
     no_plan(q(Granularity.PER_TENSOR, V(0x10000, (-1,), (1,), DType.F32, 0), y, scale=1.0), "negative")
     no_plan(q(Granularity.PER_TOKEN, V(0x10000, (2**40, 2**30), (2**30, 1), DType.F32, 0),
               V(0x20000, (2**40, 2**30), (2**30, 1), DType.S8, 0), scales=dense((2**40,), DType.F32)),
+            "2\\^63 elements or more")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (2**20, 16), (2**50, 1), DType.F32, 0),
+              V(0x20000, (2**20, 16), (16, 1), DType.S8, 0), scales=dense((2**20,), DType.F32)),
             "span more than 2\\^63 bytes")
-    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (2**64, 1), DType.F32, 0), y, scales=s), "does not fit int64")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8), (2**64, 1), DType.F32, 0), y, scales=s), "span more")
+    no_plan(q(Granularity.PER_TOKEN, V(0x10000, (4, 8.0), (8, 1), DType.F32, 0), y, scales=s), "must be integers")
     no_plan(q(Granularity.PER_TENSOR, V(-5, (4, 8), (8, 1), DType.F32, 0), y, scale=1.0), "64-bit address")
     no_plan(q(Granularity.PER_TENSOR, V(2**64 - 16, (4, 8), (8, 1), DType.F32, 0), y, scale=1.0), "span more")
 
