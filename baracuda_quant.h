@@ -29,7 +29,9 @@
                                    disk cache) in desc.device's context (DEVICES)
      bq_plan_can_implement(plan, args)   validates one call's arguments
      bq_plan_workspace_size(plan, args, &bytes)  device bytes run needs (0 for most ops);
-                                   validates the shape; on an error *bytes = 0
+                                   validates the shape by the plan's own rules (the
+                                   first of can_implement's: the same status and
+                                   message); on an error *bytes = 0
      bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches in the plan's
                                    context; never allocates device memory for data, never
                                    synchronizes, works under CUDA graph capture; a
@@ -184,7 +186,8 @@
      Every function returns a bq_status; bq_last_error() is this thread's message, naming
      the plan, the field and its value ("quantize_per_token: args.x_row_stride (7) is
      smaller than args.cols (8)"). Nothing invalid is launched. Distinct statuses for no
-     driver, a driver older than CUDA 12, no device, no NVRTC.
+     driver, a driver older than CUDA 12, no device, no NVRTC; a GPU older than compute
+     capability 8.0 is BQ_ERROR_NOT_SUPPORTED.
 
    THE KERNEL CACHE
      In memory per (SKU, context); on disk in $BARACUDA_QUANT_CACHE_DIR, else
@@ -440,11 +443,11 @@ typedef struct bq_cache_stats {
 BQ_API void bq_cache_get_stats(bq_cache_stats *stats);
 BQ_API void bq_cache_clear_memory(void);   /* forget in-memory entries (live plans keep theirs) */
 BQ_API const char *bq_cache_directory(void); /* NULL when the disk cache is off */
-/* The SKU desc gets from bq_plan_select on a device of arch sm (10 * major + minor, major
-   >= 5; else BQ_ERROR_INVALID_ARGUMENT), written into buf: the target is chosen as select
+/* The SKU desc gets from bq_plan_select on a device of arch sm (10 * major + minor, 10 to
+   999; else BQ_ERROR_INVALID_ARGUMENT), written into buf: the target is chosen as select
    chooses it (NVRTC's archs, BARACUDA_QUANT_FORCE_PTX, BARACUDA_QUANT_WGMMA), so NVRTC's
-   arch list is needed (memoized in the cache directory). An sm older than every arch
-   NVRTC supports is BQ_ERROR_NOT_SUPPORTED. */
+   arch list is needed (memoized in the cache directory). An sm older than 80 (the oldest
+   the kernels run on) or than every arch NVRTC supports is BQ_ERROR_NOT_SUPPORTED. */
 BQ_API bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size);
 /* Compile, with NVRTC alone (no GPU needed), into the disk cache what bq_plan_select would
    load for desc on a device of arch sm (the same file and key; sm as for bq_sku). */
