@@ -227,7 +227,9 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses
 // (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a
 // time each in registers: a tile that fits is read from DRAM once, a larger one again (from
-// L2) for the quantize pass. Tiles off the grid go a warp a row (bq_tile_rows), read twice.
+// L2) for the quantize pass. Tiles whose rows are off the grid are spread the same way in
+// units (bq_tile_units); a right edge tile that is not whole accesses goes a warp a row
+// (bq_tile_rows), read twice.
 #define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch
 #define BQ_TILE_CPT 8
 // a tile's accesses i0 + k BQ_TILE_THREADS (those below n), rows of apr accesses; the form
@@ -363,17 +365,101 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
   }
 }
 #endif
+// A tile whose rows are off the grid, in units: each row's nc elements are ceil(nc /
+// BQ_VEC) units, first its 16-byte accesses after its prologue, then its prologue and tail
+// elements (fewer than two accesses' worth) gathered into the last one or two. The tile's
+// units are spread over the threads as bq_dynamic_tiles spreads accesses, BQ_TILE_CPT at a
+// time each, every load in flight before any is used: a tile that fits (128 x 128 of 16-bit
+// data) is read from DRAM once, at the aligned tiles' occupancy. A gathered unit's elements
+// past the row are 0, and neither reduced nor stored.
+// Unit u of row xr (nc elements): the element of its slot i, or nc where there is none.
+static __device__ __forceinline__ bq_u32 bq_unit_elem(bq_u32 u, int i, bq_u32 pro, bq_u32 nv, bq_u32 nc) {
+  const bq_u32 k = (u - nv) * BQ_VEC + (bq_u32)i, e = k < pro ? k : k + nv * BQ_VEC;
+  return e < nc ? e : nc;
+}
+static __device__ __forceinline__ void bq_unit_load(bq_xchunk &a, const bq_t *xr, bq_u32 u, bq_u32 nc) {
+  const bq_u32 pro = (bq_u32)bq_prologue(xr, nc), nv = (nc - pro) / BQ_VEC;
+  if (u < nv) {
+    bq_load(a, xr + pro + u * BQ_VEC, 16);
+  } else {
+#pragma unroll
+    for (int i = 0; i < BQ_VEC; i++) {
+      const bq_u32 e = bq_unit_elem(u, i, pro, nv, nc);
+      a.e[i] = e < nc ? xr[e] : bq_t(0);
+    }
+  }
+}
+static __device__ __forceinline__ void bq_unit_reduce(const bq_xchunk &a, const bq_t *xr, bq_u32 u, bq_u32 nc,
+                                                      bq_red &r) {
+  const bq_u32 pro = (bq_u32)bq_prologue(xr, nc), nv = (nc - pro) / BQ_VEC;
+  if (u < nv) {
+    bq_reduce_chunk(a, r);
+  } else {
+#pragma unroll
+    for (int i = 0; i < BQ_VEC; i++)
+      if (bq_unit_elem(u, i, pro, nv, nc) < nc) bq_red_add(r, bq_to_c(a.e[i]));
+  }
+}
+static __device__ __forceinline__ void bq_unit_quantize(const bq_xchunk &a, const bq_t *xr, bq_i *yr, bq_u32 u,
+                                                        bq_u32 nc, const bq_qp &q) {
+  const bq_u32 pro = (bq_u32)bq_prologue(xr, nc), nv = (nc - pro) / BQ_VEC;
+  bq_qchunk o;
+  bq_quantize_chunk_any(a, o, q);
+  if (u < nv) {
+    bq_i *yp = yr + pro + u * BQ_VEC;
+    bq_store(yp, o, bq_width(yp));
+  } else {
+#pragma unroll
+    for (int i = 0; i < BQ_VEC; i++) {
+      const bq_u32 e = bq_unit_elem(u, i, pro, nv, nc);
+      if (e < nc) yr[e] = o.e[i];
+    }
+  }
+}
+static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, const bq_t *x,
+                                                     bq_i *y, bq_u32 nr, bq_u32 nc, bq_red *red_smem) {
+  const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
+  const bq_u32 upr = (nc + BQ_VEC - 1) / BQ_VEC, n = nr * upr; // units a row, and the tile's
+  bq_xchunk a[BQ_TILE_CPT];
+  bq_red red = bq_red_init();
+  for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
+#pragma unroll
+    for (int k = 0; k < BQ_TILE_CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
+      if (i < n) bq_unit_load(a[k], x + rr * p.xs, i - rr * upr, nc);
+    }
+#pragma unroll
+    for (int k = 0; k < BQ_TILE_CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
+      if (i < n) bq_unit_reduce(a[k], x + rr * p.xs, i - rr * upr, nc, red);
+    }
+  }
+  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
+  const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+  if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
+  for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
+#pragma unroll
+    for (int k = 0; k < BQ_TILE_CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
+      if (i < n && n > batch) bq_unit_load(a[k], x + rr * p.xs, i - rr * upr, nc); // else still in a
+    }
+#pragma unroll
+    for (int k = 0; k < BQ_TILE_CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
+      if (i < n) bq_unit_quantize(a[k], x + rr * p.xs, y + rr * p.ys, i - rr * upr, nc, q);
+    }
+  }
+}
 // Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x
-// itself off it: the host's choice), four rows a warp at a time in registers that the
-// 64-register bound of bq_dynamic_tiles would spill.
+// itself off it: the host's choice), in units (bq_tile_units), at bq_dynamic_tiles' bound.
 #if BQ_E_DYNAMIC_TILES_ROWS
-extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
   const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
   for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;
     const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);
-    bq_tile_off_grid<4>(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);
+    bq_tile_units(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);
   }
 }
 #endif
