@@ -416,22 +416,40 @@ static __device__ __forceinline__ void bq_unit_quantize(const bq_xchunk &a, cons
     }
   }
 }
+// The tile's units in the order the threads take them: each row's first wa = upr - nb units
+// (always whole accesses) for all rows, then each row's last nb (at most two, those that may
+// gather). A warp then meets gathered units in one batch of BQ_TILE_CPT in eight (a 128 x 128
+// tile of 16-bit data), where in row order two lanes of every warp gathered in each.
+struct bq_unit_at {
+  bq_u32 rr, u;
+};
+static __device__ __forceinline__ bq_unit_at bq_unit_of(bq_u32 i, bq_u32 wa, bq_u32 nb, bq_u32 na) {
+  if (i < na) {
+    const bq_u32 rr = i / wa;
+    return {rr, i - rr * wa};
+  }
+  const bq_u32 j = i - na, rr = nb == 2 ? j >> 1 : j;
+  return {rr, wa + (j - rr * nb)};
+}
 static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, const bq_t *x,
                                                      bq_i *y, bq_u32 nr, bq_u32 nc, bq_red *red_smem) {
   const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
   const bq_u32 upr = (nc + BQ_VEC - 1) / BQ_VEC, n = nr * upr; // units a row, and the tile's
+  const bq_u32 nb = upr < 2 ? upr : 2, wa = upr - nb, na = nr * wa;
   bq_xchunk a[BQ_TILE_CPT];
   bq_red red = bq_red_init();
   for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
-      if (i < n) bq_unit_load(a[k], x + rr * p.xs, i - rr * upr, nc);
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      if (i < n) bq_unit_load(a[k], x + at.rr * p.xs, at.u, nc);
     }
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
-      if (i < n) bq_unit_reduce(a[k], x + rr * p.xs, i - rr * upr, nc, red);
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      if (i < n) bq_unit_reduce(a[k], x + at.rr * p.xs, at.u, nc, red);
     }
   }
   red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
@@ -440,13 +458,15 @@ static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p,
   for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
-      if (i < n && n > batch) bq_unit_load(a[k], x + rr * p.xs, i - rr * upr, nc); // else still in a
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      if (i < n && n > batch) bq_unit_load(a[k], x + at.rr * p.xs, at.u, nc); // else still in a
     }
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / upr;
-      if (i < n) bq_unit_quantize(a[k], x + rr * p.xs, y + rr * p.ys, i - rr * upr, nc, q);
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      if (i < n) bq_unit_quantize(a[k], x + at.rr * p.xs, y + at.rr * p.ys, at.u, nc, q);
     }
   }
 }
