@@ -329,14 +329,6 @@ def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), **kw):
                 a = arrays.get(k)
                 if a is not None and len(a.shape) != 1 and a.is_contiguous():
                     arrays[k] = _core.View(a.ptr, (a.numel,), (1,), a.dtype, a.device)
-            if gran == Granularity.PER_GROUP and arrays.get("scales") is not None:
-                s = arrays["scales"]
-                ng = xv.shape[1] // kw["group_size"] if kw.get("group_size") else 0
-                if s.numel == xv.shape[0] * ng and s.is_contiguous():
-                    arrays["scales"] = _core.View(s.ptr, (xv.shape[0], ng), (ng, 1), s.dtype, s.device)
-                z = arrays.get("zero_points")
-                if z is not None and z.numel == xv.shape[0] * ng and z.is_contiguous():
-                    arrays["zero_points"] = _core.View(z.ptr, (xv.shape[0], ng), (ng, 1), z.dtype, z.device)
         fl = ov if op == Op.DEQUANTIZE else xv
         int_type = xv.dtype if op == Op.DEQUANTIZE else (out_dtype if op == Op.QUANTIZE else kw.pop("int_type"))
         out._keep = tuple(_run(xv.device, stream, lambda s, alloc: _core.affine(
