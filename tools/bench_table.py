@@ -149,7 +149,7 @@ run, dequantize per tensor by 1.014 to 1.025.
 What closed the gap: `bq_affine_lean` and `bq_affine_pair` take parameter blocks of their
 own (64 and 40 bytes) instead of the 224-byte `bq_affine_params`. On `h`, two alternating
 pairs of runs of the package built from the header before the change (`h-old1`, `h-old2`,
-library `build-py-old`, header of commit `e5ee552`; their provenance names the new header,
+library `build-py-old`, the header before the change; their provenance names the new header,
 which the tree held) and after it (`h-new1`, `h-new2`) gave per group 0.994 and 0.993
 against 1.002 and 1.003 (ours 21.60 to 21.63 µs, then 21.41 to 21.49). In
 `tools/pergroup_ab` (direct launches, balanced rounds) a replica of the pair kernel's hot
@@ -226,7 +226,7 @@ def is_gemm(name, row):
 
 
 def prov_line(bench, torch):
-    """The README table's provenance: GPU, version, date, PyTorch (performance.md names the commit)."""
+    """The README table's provenance: GPU, version, date, PyTorch (performance.md names the header by its sha256)."""
     p = bench.get("provenance") or {}
     gpu = p.get("gpu") or bench.get("device") or "unknown GPU"
     parts = [gpu, "baracuda_quant %s" % (p.get("library_version") or bench.get("library_version"))]
@@ -337,6 +337,20 @@ def split_fused(name):
             "shape": "%d × %d" % (rows, d), "gran": gran, "residual": "residual" in rest}
 
 
+def shown_argv(argv, *drop):
+    """A run's command as the tables print it: without --commit (the raw file keeps it, the docs
+    name the header by its sha256) and the options in drop, each with its value."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--commit" or a in drop:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
 def met(ok):
     return "met" if ok else "**not met**"
 
@@ -344,11 +358,9 @@ def met(ok):
 def fused_prov(fb, path):
     """One line: where the tools/bench.c run of the fused rows comes from (it may be a run of its own)."""
     p = fb.get("provenance") or {}
-    sha = p.get("commit")
     parts = ["`tools/bench.c`%s on %s" % (" `--filter %s`" % fb["filter"] if fb.get("filter") else "",
                                           p.get("gpu") or fb.get("device") or "unknown GPU"),
              "baracuda_quant %s" % (p.get("library_version") or fb.get("library_version")),
-             "commit `%s`" % sha if sha else "commit not recorded (docs/bench/README.md names the code measured)",
              "baracuda_quant.h sha256 `%s`" % p["header_sha256"] if p.get("header_sha256")
              else "header sha256 not recorded",
              "measured %s" % p["date_utc"] if p.get("date_utc") else "date not recorded",
@@ -588,10 +600,9 @@ def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf
        "CUDA %s; %s" % (dv, " ".join(p["kernel_driver"].split())))
     kv("NVRTC", p.get("nvrtc_version"))
     kv("baracuda_quant", p.get("library_version") or bench.get("library_version"))
-    kv("commit", "`%s`" % p["commit"] if p.get("commit") else "not recorded")
     kv("baracuda_quant.h sha256", "`%s`" % p["header_sha256"] if p.get("header_sha256") else "not recorded")
     kv("date (UTC)", p.get("date_utc"))
-    kv("command", "`%s`" % " ".join(p["argv"]) if p.get("argv") else None)
+    kv("command", "`%s`" % " ".join(shown_argv(p["argv"])) if p.get("argv") else None)
     kv("runs per row", "%s timed after %s warm-up%s" % (bench.get("reps"), bench.get("warmup"),
                                                         " (--quick)" if bench.get("quick") else ""))
     if bench.get("filter"):
@@ -849,15 +860,10 @@ def python_fused_table(rows):
 def python_fused_subsection(pyf, path):
     """"Fused producers against PyTorch" from a python/bench.py JSON (--fused-only or a full run)."""
     p = pyf.get("provenance") or {}
-    argv = list(p.get("argv") or [])
-    if "--json" in argv[:-1]:  # where it wrote the JSON says nothing about the run
-        i = argv.index("--json")
-        del argv[i:i + 2]
+    argv = shown_argv(p.get("argv") or [], "--json")
     parts = ["`%s` on %s" % (" ".join(["python/bench.py"] + argv), p.get("gpu") or pyf.get("device") or "unknown GPU"),
              "torch %s (CUDA %s)" % (p.get("torch") or pyf.get("torch"), p.get("cuda_runtime")),
              "baracuda_quant %s" % pyf.get("baracuda_quant"),
-             "commit `%s`" % p["commit"] if p.get("commit")
-             else "commit not recorded (docs/bench/README.md names the code measured)",
              "baracuda_quant.h sha256 `%s`" % p["header_sha256"] if p.get("header_sha256")
              else "header sha256 not recorded",
              "package sha256 `%s`" % p["package_sha256"] if p.get("package_sha256") else None,
@@ -875,10 +881,9 @@ def python_section(py, path, fused=True):
          "The package's torch ops against PyTorch eager and `torch.compile` of the same formula "
          "(and `torch._int_mm` for the GEMM) in one process, from `%s`." % path, ""]
     o += ["| | |", "|---|---|"]
-    for k in ("gpu", "compute_capability", "torch", "cuda_runtime", "commit", "header_sha256", "package_sha256",
-              "date"):
+    for k in ("gpu", "compute_capability", "torch", "cuda_runtime", "header_sha256", "package_sha256", "date"):
         if p.get(k):
-            o.append("| %s | %s |" % (k.replace("_", " "), "`%s`" % p[k] if "sha" in k or k == "commit" else p[k]))
+            o.append("| %s | %s |" % (k.replace("_", " "), "`%s`" % p[k] if "sha" in k else p[k]))
     o += [""] + python_block(py, path).split("\n")
     if fused and py.get("fused"):
         o += ["", "### Fused producers against PyTorch", "", PY_FUSED_TEXT % python_timing(py), ""]
