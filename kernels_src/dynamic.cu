@@ -372,7 +372,8 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
 // time each, every load in flight before any is used: a tile that fits (128 x 128 of 16-bit
 // data) is read from DRAM once, at the aligned tiles' occupancy. A gathered unit's elements
 // past the row are 0, and neither reduced nor stored.
-// Unit u of row xr (nc elements): the element of its slot i, or nc where there is none.
+// A gathering unit u (at or past the row's nv accesses; nc elements, pro of them before the
+// first access): the element its slot i holds, or nc where it holds none.
 static __device__ __forceinline__ bq_u32 bq_unit_elem(bq_u32 u, int i, bq_u32 pro, bq_u32 nv, bq_u32 nc) {
   const bq_u32 k = (u - nv) * BQ_VEC + (bq_u32)i, e = k < pro ? k : k + nv * BQ_VEC;
   return e < nc ? e : nc;
