@@ -204,6 +204,18 @@
      The installed tool baracuda-quant (tools/baracuda-quant.c) shows the setup (info) and
      warms, lists, verifies and clears the disk cache.
 
+   THE FIRST-USE TUNE
+     Where the rules cannot tell which of two kernels that compute the same bits is faster
+     on the GPU in use (today: the lean one-access-a-thread kernels against the row kernels
+     for forward quantize and dequantize of tensors larger than L2), a plan's first run on a
+     shape class (the element count's power of two) times each once, a few milliseconds,
+     on scratch buffers the library allocates, and keeps the faster (by 2% or more, else
+     the rule's). The choice is kept in memory and in the cache directory (tune-*.txt),
+     keyed by the GPU's name, SM count and memory clock, the driver, the SKU and the class,
+     and checked like a kernel entry. Under stream capture, and where scratch cannot be
+     allocated, the rule's kernel runs. Results never depend on it. `baracuda-quant tune`
+     tunes SKUs and shapes ahead of time (container images); list shows the choices.
+
    ENVIRONMENT
      BARACUDA_QUANT_CACHE_DIR      the disk cache's directory
      BARACUDA_QUANT_DISABLE_CACHE  1: no disk cache
@@ -224,10 +236,11 @@
                                    compiles) on stderr once at exit, one line
      BARACUDA_QUANT_LAZY           0: select loads every entry point's module of a plan,
                                    not only those a typical problem takes
-   The on/off variables (DISABLE_CACHE, FORCE_PTX, QUIET, WGMMA, PDL, LAZY) read 1, true,
-   yes or on as on and 0, false, no or off as off, in any case; unset or empty means the
-   default (off, but on for WGMMA, PDL and LAZY); any other value means the default, with
-   one warning.
+     BARACUDA_QUANT_TUNE           0: no first-use tune: the rules choose every kernel
+   The on/off variables (DISABLE_CACHE, FORCE_PTX, QUIET, WGMMA, PDL, LAZY, TUNE) read 1,
+   true, yes or on as on and 0, false, no or off as off, in any case; unset or empty means
+   the default (off, but on for WGMMA, PDL, LAZY and TUNE); any other value means the
+   default, with one warning.
 */
 #ifndef BARACUDA_QUANT_H
 #define BARACUDA_QUANT_H
@@ -441,7 +454,8 @@ typedef struct bq_cache_stats {
   uint64_t write_failures; /* disk entries that could not be written */
 } bq_cache_stats;
 BQ_API void bq_cache_get_stats(bq_cache_stats *stats);
-BQ_API void bq_cache_clear_memory(void);   /* forget in-memory entries (live plans keep theirs) */
+BQ_API void bq_cache_clear_memory(void);   /* forget in-memory entries and tuned choices (live plans
+                                              keep their modules) */
 BQ_API const char *bq_cache_directory(void); /* NULL when the disk cache is off */
 /* The SKU desc gets from bq_plan_select on a device of arch sm (10 * major + minor, 10 to
    999; else BQ_ERROR_INVALID_ARGUMENT), written into buf: the target is chosen as select
@@ -558,6 +572,8 @@ enum {
   BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
   BQ__CU_ATTR_CC_MAJOR = 75,
   BQ__CU_ATTR_CC_MINOR = 76,
+  BQ__CU_ATTR_MEMORY_CLOCK_RATE = 36, /* kHz */
+  BQ__CU_ATTR_L2_CACHE_SIZE = 38,
   BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
   BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION = 6,
   BQ__CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
@@ -616,7 +632,8 @@ enum {
   X(cuEventDestroy, (bq__CUevent e))                                                           \
   X(cuEventRecord, (bq__CUevent e, bq__CUstream s))                                            \
   X(cuEventSynchronize, (bq__CUevent e))                                                       \
-  X(cuEventElapsedTime, (float *ms, bq__CUevent a, bq__CUevent b))
+  X(cuEventElapsedTime, (float *ms, bq__CUevent a, bq__CUevent b))                           \
+  X(cuStreamIsCapturing, (bq__CUstream s, int *status))
 
 typedef struct bq__driver_api {
 #define BQ__DRV_MEMBER(name, params) bq__CUresult (*name) params;
@@ -5998,6 +6015,9 @@ static const char bq__src_linear_cu[] =
 /* ---- devices and targets ---------------------------------------------------------- */
 typedef struct bq__device_info {
   int known, sm, num_sms, ordinal;
+  int mem_khz;      /* the memory's peak clock (0: not reported) */
+  int64_t l2_bytes; /* (0: not reported) */
+  char name[96];
 } bq__device_info;
 #define BQ__MAX_DEVICES 64
 static bq__device_info bq__devices[BQ__MAX_DEVICES];
@@ -6024,6 +6044,17 @@ BQ__FN bq_status bq__current_device(int fallback_device, bq__CUcontext *ctx, bq_
     info.known = 1;
     info.sm = major * 10 + minor;
     info.num_sms = sms;
+    /* what tells two GPUs of one arch apart for the tune (its entries are keyed by them);
+       a driver that does not report one leaves it 0 */
+    int clk = 0, l2 = 0;
+    if (d->cuDeviceGetAttribute(&clk, BQ__CU_ATTR_MEMORY_CLOCK_RATE, dev)) clk = 0;
+    if (d->cuDeviceGetAttribute(&l2, BQ__CU_ATTR_L2_CACHE_SIZE, dev)) l2 = 0;
+    info.mem_khz = clk > 0 ? clk : 0;
+    info.l2_bytes = l2 > 0 ? l2 : 0;
+    if (d->cuDeviceGetName(info.name, (int)sizeof info.name, dev)) bq__copy(info.name, sizeof info.name, "?");
+    info.name[sizeof info.name - 1] = 0;
+    for (char *c = info.name; *c; c++) /* (one word in the tune's key and file) */
+      if (*c <= ' ' || *c > '~') *c = '_';
     pthread_mutex_lock(&bq__dev_lock);
     bq__devices[dev] = info;
     pthread_mutex_unlock(&bq__dev_lock);
@@ -6913,6 +6944,7 @@ BQ__FN void bq__entry_release(bq__entry *e) {
   if (last) bq__entry_free(e);
 }
 
+BQ__FN void bq__tune_forget(void); /* (the tune's choices in memory, below) */
 BQ__DEF void bq_cache_clear_memory(void) {
   bq__entry *dead = NULL;
   pthread_mutex_lock(&bq__mem_lock);
@@ -6926,6 +6958,7 @@ BQ__DEF void bq_cache_clear_memory(void) {
   }
   pthread_mutex_unlock(&bq__mem_lock);
   while (dead) { bq__entry *n = dead->next; bq__entry_free(dead); dead = n; }
+  bq__tune_forget();
 }
 
 /* Loads a disk entry, else a fresh compile, which is written to disk only once the driver
@@ -7448,6 +7481,8 @@ struct bq_plan {
   bq__CUcontext ctx; /* the context its modules live in: run needs it current, or none */
   int device;        /* ctx's device ordinal */
   int num_sms;
+  int64_t l2_bytes; /* the device's L2 (0: not reported) */
+  char gpu[160];    /* the device for the tune's keys: "<name> sms <n> mem <kHz>" */
   int vec;
   int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
   int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
@@ -7712,6 +7747,250 @@ BQ__FN bq_status bq__check_workspace(const bq_plan *p, const void *ws, size_t ws
   if ((uintptr_t)ws % 16)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: workspace (%p) is not 16-byte aligned", p->name, ws);
   return BQ_SUCCESS;
+}
+
+/* ---- the first-use tune ------------------------------------------------------------------
+   Where the rules cannot tell which of a family's kernels is faster on this GPU, and every
+   one of them computes the same bits (the GPU suites force each and compare), the family
+   asks bq__tune_choice. The first run of a plan on a shape class times each candidate once,
+   on scratch buffers the library allocates (the caller's scales and zero points are read,
+   never written; the caller's input and output are not touched), on a stream of its own
+   after the caller's stream has drained, and keeps the winner in memory and on disk beside
+   the kernels (tune-<hash>.txt), keyed by the GPU (name, SMs, memory clock), the driver,
+   the plan's SKU, the decision and the class. A run under stream capture, a dry run, a
+   scratch allocation that fails, or BARACUDA_QUANT_TUNE=0 takes the rule's candidate (the
+   first two without remembering anything, so a later plain run may still tune). The timing
+   takes a warm-up launch and three alternating launches of each candidate, which for the
+   DRAM-sized tensors tuned is a few milliseconds; a candidate's module is compiled (or read
+   from the cache) first. A candidate replaces the rule's only when it is at least 2% faster,
+   so that noise does not flip a choice between runs.
+   The file, one entry each, checked in full before use (anything else is re-tuned and
+   rewritten, with one warning):
+     baracuda_quant tune 1
+     key <gpu name> sms <n> mem <kHz> driver <version> sku <SKU> tune <decision> class <n>
+     choice <k> of <n>
+     us <each candidate's best time, microseconds>
+     checksum <FNV-1a 64 of every byte above, 16 hex digits> */
+#define BQ__TUNE_MAGIC "baracuda_quant tune 1\n"
+#define BQ__TUNE_MAX 4 /* candidates a decision may have */
+#define BQ__TUNE_MAX_SCRATCH ((size_t)1 << 30)
+typedef struct bq__tuned {
+  struct bq__tuned *next;
+  uint64_t hash;
+  int choice;
+  char key[];
+} bq__tuned;
+static pthread_mutex_t bq__tune_lock = PTHREAD_MUTEX_INITIALIZER;
+static bq__tuned *bq__tune_head;
+static __thread int bq__tune_forced = -1; /* the candidate a timing launch takes */
+static uint64_t bq__tune_count;           /* tunes timed by this process (for the tests) */
+
+/* A decision: its name (part of the key), the shape class, the candidates and the rule's,
+   and the scratch a timing needs: bytes[i] for buffer i, and point() making a copy of the
+   caller's arguments that reads and writes those buffers instead. */
+typedef struct bq__tune_req {
+  const char *what;
+  int cls, n, rule;
+  size_t bytes[2];
+  void (*point)(bq_args *s, const bq_args *a, void *const buf[2]);
+} bq__tune_req;
+
+BQ__FN int bq__tune_enabled(void) { return bq__env_bool("BARACUDA_QUANT_TUNE", 1); }
+
+BQ__FN void bq__tune_key(const bq_plan *p, const bq__tune_req *r, bq__str *key) {
+  bq__str_fmt(key, "%s driver %d sku %s tune %s class %d", p->gpu, bq__drv.version, p->sku, r->what, r->cls);
+}
+
+BQ__FN void bq__tune_path(const char *dir, uint64_t hash, char *path, size_t n) {
+  snprintf(path, n, "%s/tune-%016llx.txt", dir, (unsigned long long)hash);
+}
+
+/* Parses an entry's text (NUL-terminated, n bytes): NULL when sane, with its key (up to
+   key_cap bytes), its choice and its candidates' count; else what is wrong. */
+BQ__FN const char *bq__tune_parse(const char *text, size_t n, char *key, size_t key_cap, int *choice, int *of) {
+  const size_t m = strlen(BQ__TUNE_MAGIC);
+  if (n != strlen(text)) return "it holds a NUL byte";
+  if (n < m || memcmp(text, BQ__TUNE_MAGIC, m) != 0) return "bad magic";
+  const char *c = strstr(text, "\nchecksum ");
+  if (!c) return "no checksum";
+  c++;
+  char want[40];
+  snprintf(want, sizeof want, "checksum %016llx\n", (unsigned long long)bq__fnv1a(text, (size_t)(c - text), BQ__FNV_SEED));
+  if (strcmp(c, want) != 0) return "checksum mismatch";
+  const char *p = text + m, *eol = strchr(p, '\n');
+  if (strncmp(p, "key ", 4) != 0 || !eol || eol > c) return "no key line";
+  if ((size_t)(eol - p - 4) >= key_cap) return "key too long";
+  for (const char *q = p + 4; q < eol; q++)
+    if (*q < 0x20 || *q > 0x7e) return "key not printable";
+  memcpy(key, p + 4, (size_t)(eol - p - 4));
+  key[eol - p - 4] = 0;
+  p = eol + 1;
+  int k = -1, cands = -1, used = 0;
+  if (sscanf(p, "choice %d of %d\n%n", &k, &cands, &used) != 2 || used == 0) return "no choice line";
+  if (cands < 2 || cands > BQ__TUNE_MAX || k < 0 || k >= cands) return "choice out of range";
+  p += used;
+  eol = strchr(p, '\n');
+  if (strncmp(p, "us", 2) != 0 || !eol) return "no times line";
+  if (eol + 1 != c) return "times line malformed";
+  for (const char *q = p + 2; q < eol; q++)
+    if (!(*q == ' ' || *q == '.' || (*q >= '0' && *q <= '9'))) return "times not numbers";
+  *choice = k;
+  *of = cands;
+  return NULL;
+}
+
+/* 1 with *choice set where dir holds a sane entry for key, of n_cand candidates; one warning
+   for a file there that is not one */
+BQ__FN int bq__tune_read(const char *dir, const char *key, uint64_t hash, int n_cand, int *choice) {
+  char path[BQ__PATH_MAX + 64], text[2048], got_key[1024];
+  bq__tune_path(dir, hash, path, sizeof path);
+  struct stat st;
+  const char *why = NULL;
+  int k = -1, of = -1, fd = bq__open_cache_file(path, &st, &why);
+  if (fd >= 0) {
+    long got = bq__read_small(fd, text, sizeof text - 1);
+    close(fd);
+    if (got < 0) why = "unreadable or too long";
+    else {
+      text[got] = 0;
+      why = bq__tune_parse(text, (size_t)got, got_key, sizeof got_key, &k, &of);
+      if (!why && strcmp(got_key, key) != 0) why = "another key";
+      else if (!why && of != n_cand) why = "choice out of range";
+    }
+  }
+  if (why && bq__first_warning("tune", dir))
+    bq__warn("ignoring tune entry %s (%s): tuning again and rewriting it", path, why);
+  if (fd < 0 || why) return 0;
+  *choice = k;
+  return 1;
+}
+
+BQ__FN void bq__tune_write(const char *dir, const char *key, uint64_t hash, int choice, int n, const double *us) {
+  char path[BQ__PATH_MAX + 64];
+  bq__tune_path(dir, hash, path, sizeof path);
+  bq__str s;
+  memset(&s, 0, sizeof s);
+  bq__str_fmt(&s, "%skey %s\nchoice %d of %d\nus", BQ__TUNE_MAGIC, key, choice, n);
+  for (int i = 0; i < n; i++) bq__str_fmt(&s, " %.2f", us[i]);
+  bq__str_fmt(&s, "\n");
+  if (!s.oom) bq__str_fmt(&s, "checksum %016llx\n", (unsigned long long)bq__fnv1a(s.p, s.n, BQ__FNV_SEED));
+  if (!s.oom && bq__write_atomic(dir, path, s.p, s.n, NULL, 0, NULL, 0, 1) != 0) BQ__COUNT(write_failures);
+  BQ_FREE(s.p);
+}
+
+BQ__FN int bq__tune_find(const char *key, uint64_t hash, int *choice) {
+  int found = 0;
+  pthread_mutex_lock(&bq__tune_lock);
+  for (bq__tuned *t = bq__tune_head; t && !found; t = t->next)
+    if (t->hash == hash && !strcmp(t->key, key)) *choice = t->choice, found = 1;
+  pthread_mutex_unlock(&bq__tune_lock);
+  return found;
+}
+BQ__FN void bq__tune_remember(const char *key, uint64_t hash, int choice) {
+  int had;
+  if (bq__tune_find(key, hash, &had)) return;
+  size_t n = strlen(key);
+  bq__tuned *t = (bq__tuned *)BQ_MALLOC(sizeof *t + n + 1);
+  if (!t) return;
+  t->hash = hash;
+  t->choice = choice;
+  memcpy(t->key, key, n + 1);
+  pthread_mutex_lock(&bq__tune_lock);
+  t->next = bq__tune_head;
+  bq__tune_head = t;
+  pthread_mutex_unlock(&bq__tune_lock);
+}
+BQ__FN void bq__tune_forget(void) {
+  pthread_mutex_lock(&bq__tune_lock);
+  bq__tuned *t = bq__tune_head;
+  bq__tune_head = NULL;
+  pthread_mutex_unlock(&bq__tune_lock);
+  while (t) {
+    bq__tuned *next = t->next;
+    BQ_FREE(t);
+    t = next;
+  }
+}
+
+/* Times each candidate of r on scratch; 0 with us[] filled, else -1 (nothing timed). The
+   caller's stream has drained; this thread's capture mode is relaxed meanwhile, so that the
+   allocations do not disturb another thread's capture. */
+BQ__FN int bq__tune_time(const bq_plan *p, const bq_args *a, const bq__tune_req *r, double *us) {
+  const bq__driver_api *d = &bq__drv;
+  bq__CUdeviceptr buf[2] = {0, 0};
+  bq__CUstream ts = NULL;
+  bq__CUevent ev[2] = {NULL, NULL};
+  int ok = 1;
+  for (int i = 0; i < 2 && ok; i++)
+    if (r->bytes[i] && (d->cuMemAlloc(&buf[i], r->bytes[i]) || d->cuMemsetD8(buf[i], 0, r->bytes[i]))) ok = 0;
+  if (ok && (d->cuStreamCreate(&ts, 1 /* non-blocking */) || d->cuEventCreate(&ev[0], BQ__CU_EVENT_DEFAULT) ||
+             d->cuEventCreate(&ev[1], BQ__CU_EVENT_DEFAULT)))
+    ok = 0;
+  bq_args s;
+  void *ptr[2] = {(void *)(uintptr_t)buf[0], (void *)(uintptr_t)buf[1]};
+  r->point(&s, a, ptr);
+  for (int i = 0; i < r->n; i++) us[i] = 1e30;
+  for (int rep = 0; rep < 4 && ok; rep++) /* a warm-up round, then three timed */
+    for (int c = 0; c < r->n && ok; c++) {
+      float ms = 0;
+      bq__tune_forced = c;
+      ok = !d->cuEventRecord(ev[0], ts) && !p->fam->run(p, &s, NULL, 0, ts) && !d->cuEventRecord(ev[1], ts) &&
+           !d->cuEventSynchronize(ev[1]) && !d->cuEventElapsedTime(&ms, ev[0], ev[1]);
+      bq__tune_forced = -1;
+      if (ok && rep > 0 && 1e3 * ms < us[c]) us[c] = 1e3 * ms;
+    }
+  if (ts) d->cuStreamSynchronize(ts);
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) d->cuEventDestroy(ev[i]);
+  if (ts) d->cuStreamDestroy(ts);
+  for (int i = 0; i < 2; i++)
+    if (buf[i]) d->cuMemFree(buf[i]);
+  return ok ? 0 : -1;
+}
+
+/* Times r's candidates for p on a and keeps the winner: in memory, and in dir where there is
+   one. Nothing happens under stream capture (the rule's candidate, not remembered, so a later
+   plain run may still tune); an allocation or launch that fails keeps the rule's in memory. */
+BQ__FN int bq__tune_now(const bq_plan *p, const bq_args *a, void *stream, const bq__tune_req *r, const char *key,
+                        uint64_t hash, const char *dir) {
+  int capturing = 1, mode = BQ__CU_STREAM_CAPTURE_MODE_RELAXED, choice = r->rule;
+  if (bq__drv.cuStreamIsCapturing((bq__CUstream)stream, &capturing) || capturing) return r->rule;
+  bq__drv.cuThreadExchangeStreamCaptureMode(&mode);
+  double us[BQ__TUNE_MAX];
+  const int timed = r->bytes[0] + r->bytes[1] <= BQ__TUNE_MAX_SCRATCH &&
+                    !bq__drv.cuStreamSynchronize((bq__CUstream)stream) && bq__tune_time(p, a, r, us) == 0;
+  bq__drv.cuThreadExchangeStreamCaptureMode(&mode);
+  if (timed) {
+    int best = r->rule;
+    for (int c = 0; c < r->n; c++)
+      if (us[c] < us[best]) best = c;
+    choice = us[best] < 0.98 * us[r->rule] ? best : r->rule;
+    __atomic_add_fetch(&bq__tune_count, 1, __ATOMIC_RELAXED);
+    if (dir) bq__tune_write(dir, key, hash, choice, r->n, us);
+  }
+  bq__tune_remember(key, hash, choice);
+  return choice;
+}
+
+/* The candidate a run of p on a takes for decision r: the tuned one (tuned now, on first
+   use, where it may be), else the rule's */
+BQ__FN int bq__tune_choice(const bq_plan *p, const bq_args *a, void *stream, const bq__tune_req *r) {
+  if (bq__tune_forced >= 0) return bq__tune_forced < r->n ? bq__tune_forced : r->rule;
+  if (bq__dry.plan || r->n < 2 || r->n > BQ__TUNE_MAX || !bq__tune_enabled()) return r->rule;
+  bq__str key;
+  memset(&key, 0, sizeof key);
+  bq__tune_key(p, r, &key);
+  if (key.oom) return r->rule;
+  const uint64_t hash = bq__fnv1a(key.p, key.n, BQ__FNV_SEED);
+  int choice = r->rule;
+  char dirbuf[BQ__PATH_MAX];
+  if (!bq__tune_find(key.p, hash, &choice)) {
+    const char *dir = bq__cache_dir_now(dirbuf, sizeof dirbuf);
+    if (dir && bq__tune_read(dir, key.p, hash, r->n, &choice)) bq__tune_remember(key.p, hash, choice);
+    else choice = bq__tune_now(p, a, stream, r, key.p, hash, dir);
+  }
+  BQ_FREE(key.p);
+  return choice;
 }
 
 /* ---- the affine family: quantize, dequantize, fake quantize ------------------------------ */
@@ -8184,13 +8463,11 @@ BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
    accesses, k->fd_group), sets
    *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
    returns the threads to launch, or returns 0. Forced (tests), the table is not asked. */
-BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__affine_params *k, const bq__view *v,
-                               int forced, int *which) {
+BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq__affine_params *k, const bq__view *v, int *which) {
   const bq_desc *d = &p->desc;
   int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
   int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
   if (d->direction != BQ_FORWARD || n >= ((int64_t)1 << 31)) return 0;
-  if (!forced && (!row->lean || (row->lean > 0 && n > ((int64_t)row->lean << 20) / t))) return 0;
   if ((out_leads ? k->out : k->in0) % 16) return 0;
   /* the narrow stream's accesses (p->vec int elements) aligned too: no width check a thread */
   if ((out_leads ? k->in0 : k->out) % (uint64_t)(p->vec * bq__dtype_size(d->int_type))) return 0;
@@ -8210,6 +8487,34 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, const bq__affine_row *row, bq__
              k->group % (2 * p->vec) == 0 && k->out % 16 == 0 && p->kernels[BQ__AFFINE_PAIR];
   *which = pair ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
   return pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
+}
+
+/* The table's lean column for n elements of the float type's t bytes: the rule takes the
+   lean route */
+BQ__FN int bq__affine_lean_rule(const bq__affine_row *row, int64_t n, int64_t t) {
+  return row->lean < 0 || (row->lean > 0 && n <= ((int64_t)row->lean << 20) / t);
+}
+/* the tune's scratch for bq__affine_tuned: x and y in buffers of their own */
+BQ__FN void bq__affine_tune_point(bq_args *s, const bq_args *a, void *const buf[2]) {
+  *s = *a;
+  s->x = buf[0];
+  s->y = buf[1];
+}
+/* Where the rule takes the row kernels but the lean route could serve a tensor larger than
+   L2, which is faster depends on the GPU: on the H100 the row kernels, which prepare a scale
+   once for many accesses, and on the H200 lean for per-group dequantize and most 16-bit and
+   FP8 quantize, the row kernels for f32 and f64 per token. The tune decides: candidate 0 the
+   rule's kernels, 1 the lean route. */
+BQ__FN int bq__affine_tuned(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
+  const bq_desc *d = &p->desc;
+  const int64_t n = v->numel, tf = bq__dtype_size(d->float_type), ti = bq__dtype_size(d->int_type);
+  if (p->l2_bytes <= 0 || n * tf < p->l2_bytes) return 0;
+  int cls = 0;
+  while (cls < 62 && ((int64_t)1 << (cls + 1)) <= n) cls++; /* floor(log2 n) */
+  const int q = d->op == BQ_QUANTIZE;
+  bq__tune_req r = {"affine_lean", cls, 2, 0, {(size_t)(n * (q ? tf : ti)), (size_t)(n * (q ? ti : tf))},
+                    bq__affine_tune_point};
+  return bq__tune_choice(p, a, stream, &r) == 1;
 }
 
 /* Tests: a BQ__AFFINE_* entry point the next runs take wherever its own rules let it (the
@@ -8252,11 +8557,15 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     bq__affine_dense(&k, n);
     return bq__launch(p, BQ__AFFINE_MASK, bq__grid((chunks + 1) / 2, 8), 1, 256, 0, &k, stream);
   }
-  /* forcing BQ__AFFINE_LEAN forces the lean route: bq_affine_lean or bq_affine_pair */
+  /* forcing BQ__AFFINE_LEAN forces the lean route: bq_affine_lean or bq_affine_pair; else
+     the table's lean column takes it, or the tune where it is undecided */
   int lw = BQ__AFFINE_LEAN;
-  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->kernels[BQ__AFFINE_LEAN]
-                     ? bq__affine_lean(p, row, &k, &v, f == BQ__AFFINE_LEAN, &lw)
-                     : 0;
+  bq__affine_params lk = k;
+  int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->kernels[BQ__AFFINE_LEAN] ? bq__affine_lean(p, &lk, &v, &lw) : 0;
+  if (lean && f < 0 && !bq__affine_lean_rule(row, v.numel, bq__dtype_size(d->float_type)) &&
+      !bq__affine_tuned(p, a, &v, stream))
+    lean = 0;
+  if (lean) k = lk;
   if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
     bq__pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
@@ -9822,7 +10131,8 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   if (!p) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_plan_select: out of memory");
   pthread_once(&bq__stats_once, bq__stats_register);
   bq_status st = bq__plan_init(desc, p);
-  bq__device_info dev = {0, 0, 0, 0};
+  bq__device_info dev;
+  memset(&dev, 0, sizeof dev);
   if (!st) st = bq__plan_context(p->desc.device, &p->ctx, pushed, &dev);
   p->device = dev.ordinal;
   bq__target t;
@@ -9835,6 +10145,8 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   bq__sku_of(&p->desc, &t, &k);
   bq__copy(p->sku, sizeof p->sku, k.sku);
   p->num_sms = dev.num_sms;
+  p->l2_bytes = dev.l2_bytes;
+  snprintf(p->gpu, sizeof p->gpu, "%s sms %d mem %d", dev.name[0] ? dev.name : "?", dev.num_sms, dev.mem_khz);
   if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less
                                      its static reductions' and a margin (bq__fused_setup gives it) */
     int optin = 0;

@@ -716,3 +716,140 @@ Test(cache, warm_many_on_threads) {
   cr_assert_eq(bq_cache_warm_many(d, 1, 90, -1), BQ_ERROR_INVALID_ARGUMENT);
   cr_assert_eq(bq_cache_warm_many(d, 0, 90, 1), BQ_SUCCESS);
 }
+
+/* ==== the tune's entries (tune-<hash>.txt beside the kernels) ================================== */
+
+/* One entry written and read back, then each way a file there can be wrong: every one is
+   ignored with one warning (no choice taken from it), and a rewrite makes it good again. */
+#define TUNE_KEY "NVIDIA_H200 sms 132 mem 3201000 driver 13000 sku quantize.fwd.per_token.bf16.s8 tune affine_lean class 26"
+static int tune_read_(int n_cand, int *choice) {
+  return bq__tune_read(dir_, TUNE_KEY, bq__fnv1a(TUNE_KEY, strlen(TUNE_KEY), BQ__FNV_SEED), n_cand, choice);
+}
+static void tune_path_(char *path, size_t n) {
+  bq__tune_path(dir_, bq__fnv1a(TUNE_KEY, strlen(TUNE_KEY), BQ__FNV_SEED), path, n);
+}
+static void tune_write_(int choice) {
+  const double us[2] = {101.25, 96.5};
+  bq__tune_write(dir_, TUNE_KEY, bq__fnv1a(TUNE_KEY, strlen(TUNE_KEY), BQ__FNV_SEED), choice, 2, us);
+}
+
+Test(cache, tune_entry_round_trip) {
+  fresh_dir();
+  count_warnings();
+  int choice = -1;
+  cr_assert_not(tune_read_(2, &choice), "an entry where none was written");
+  expect_warnings(0, NULL);
+  tune_write_(1);
+  cr_assert(tune_read_(2, &choice));
+  cr_assert_eq(choice, 1);
+  tune_write_(0); /* a rewrite replaces it */
+  cr_assert(tune_read_(2, &choice));
+  cr_assert_eq(choice, 0);
+  char path[1024], text[2048];
+  tune_path_(path, sizeof path);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  char want[1024];
+  snprintf(want, sizeof want, "baracuda_quant tune 1\nkey %s\nchoice 0 of 2\nus 101.25 96.50\nchecksum ", TUNE_KEY);
+  cr_assert(!strncmp(text, want, strlen(want)), "the entry reads\n%s", text);
+  cr_assert_not(tune_read_(3, &choice), "an entry for two candidates taken for three");
+  expect_warnings(1, "choice out of range");
+}
+
+/* each damage: the text of a good entry changed by fn, then read */
+static void tune_damaged(void (*fn)(char *text, size_t *n), const char *why) {
+  fresh_dir();
+  count_warnings();
+  tune_write_(1);
+  char path[1024], text[4096];
+  tune_path_(path, sizeof path);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  fn(text, &n);
+  f = fopen(path, "w");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(text, 1, n, f), n);
+  fclose(f);
+  int choice = -1;
+  cr_assert_not(tune_read_(2, &choice), "a damaged entry was taken (%s)", why);
+  cr_assert_eq(choice, -1);
+  expect_warnings(1, why);
+  tune_write_(1);
+  cr_assert(tune_read_(2, &choice), "the rewritten entry");
+  cr_assert_eq(choice, 1);
+}
+static void t_flip(char *t, size_t *n) { (void)n; t[40] ^= 1; }                       /* in the key */
+static void t_choice(char *t, size_t *n) { (void)n; *strstr(t, "choice 1") = 'C'; }     /* its line */
+static void t_truncate(char *t, size_t *n) { *n /= 2; t[*n] = 0; }
+static void t_empty(char *t, size_t *n) { *n = 0; t[0] = 0; }
+static void t_nul(char *t, size_t *n) { (void)n; t[30] = 0; }
+static void t_magic(char *t, size_t *n) { (void)n; t[0] = 'B'; }
+static void t_trailing(char *t, size_t *n) { strcat(t, "more\n"); *n += 5; }
+static void t_other_key(char *t, size_t *n) { /* a valid entry for another class */
+  (void)n;
+  const char *k = TUNE_KEY " 7";
+  char s[2048];
+  int len = snprintf(s, sizeof s, "baracuda_quant tune 1\nkey %s\nchoice 1 of 2\nus 1 2\n", k);
+  snprintf(t, 4096, "%schecksum %016llx\n", s, (unsigned long long)bq__fnv1a(s, (size_t)len, BQ__FNV_SEED));
+  *n = strlen(t);
+}
+static void t_bad_times(char *t, size_t *n) { /* "us" holding a letter, checksum made good */
+  char *u = strstr(t, "\nus ") + 4;
+  *u = 'x';
+  char *c = strstr(t, "\nchecksum ") + 1;
+  snprintf(c, 40, "checksum %016llx\n", (unsigned long long)bq__fnv1a(t, (size_t)(c - t), BQ__FNV_SEED));
+  *n = strlen(t);
+}
+Test(cache, tune_entry_flipped_key_byte) { tune_damaged(t_flip, "checksum mismatch"); }
+Test(cache, tune_entry_damaged_choice) { tune_damaged(t_choice, "checksum mismatch"); }
+Test(cache, tune_entry_truncated) { tune_damaged(t_truncate, "checksum"); }
+Test(cache, tune_entry_empty) { tune_damaged(t_empty, "bad magic"); }
+Test(cache, tune_entry_nul_byte) { tune_damaged(t_nul, "NUL byte"); }
+Test(cache, tune_entry_bad_magic) { tune_damaged(t_magic, "bad magic"); }
+Test(cache, tune_entry_trailing_bytes) { tune_damaged(t_trailing, "checksum mismatch"); }
+Test(cache, tune_entry_of_another_key) { tune_damaged(t_other_key, "another key"); }
+Test(cache, tune_entry_times_not_numbers) { tune_damaged(t_bad_times, "times not numbers"); }
+
+/* what stands at an entry's name and is not a regular file of ours is never read */
+Test(cache, tune_entry_not_a_regular_file) {
+  fresh_dir();
+  count_warnings();
+  char path[1024];
+  tune_path_(path, sizeof path);
+  cr_assert_eq(symlink("/etc/passwd", path), 0);
+  int choice = -1;
+  cr_assert_not(tune_read_(2, &choice));
+  expect_warnings(1, "symbolic link");
+  tune_write_(1); /* the rename replaces the link itself */
+  cr_assert(tune_read_(2, &choice));
+  cr_assert_eq(choice, 1);
+  unlink(path);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  cr_assert_not(tune_read_(2, &choice)); /* (refused before anything could wait on it) */
+}
+
+/* BARACUDA_QUANT_TUNE=0 (or off): the rule's candidate, nothing timed, read or written */
+Test(cache, tune_disabled_takes_the_rule) {
+  fresh_dir();
+  setenv("BARACUDA_QUANT_TUNE", "0", 1);
+  cr_assert_not(bq__tune_enabled());
+  bq_plan p;
+  memset(&p, 0, sizeof p);
+  bq__tune_req r = {"affine_lean", 26, 2, 0, {16, 16}, bq__affine_tune_point};
+  const uint64_t before = bq__tune_count;
+  cr_assert_eq(bq__tune_choice(&p, NULL, NULL, &r), 0);
+  cr_assert_eq(bq__tune_count, before);
+  cr_assert_eq(count_files(dir_, "tune-"), 0);
+  setenv("BARACUDA_QUANT_TUNE", "off", 1);
+  cr_assert_not(bq__tune_enabled());
+  setenv("BARACUDA_QUANT_TUNE", "1", 1);
+  cr_assert(bq__tune_enabled());
+  unsetenv("BARACUDA_QUANT_TUNE");
+  cr_assert(bq__tune_enabled());
+}

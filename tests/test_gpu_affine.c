@@ -15,6 +15,7 @@
 #include "reference.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <float.h>
 #include <math.h>
@@ -683,6 +684,185 @@ Test(lean, quantize_per_token) { run_lean(BQ_PER_TOKEN, BQ_QUANTIZE); }
 Test(lean, dequantize_per_token) { run_lean(BQ_PER_TOKEN, BQ_DEQUANTIZE); }
 Test(lean, quantize_per_group) { run_lean(BQ_PER_GROUP, BQ_QUANTIZE); }
 Test(lean, dequantize_per_group) { run_lean(BQ_PER_GROUP, BQ_DEQUANTIZE); }
+
+/* ==== the first-use tune between the lean route and the row kernels ========================== */
+
+/* the tune entries in dir */
+static int tune_files(const char *dir)
+{
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "tune-", 5)) n++;
+  if (d) closedir(d);
+  return n;
+}
+static void tune_unlink(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[1024];
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "tune-", 5)) {
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+  if (d) closedir(d);
+}
+
+/* Two DRAM-sized problems whose rule takes the row kernels where the lean route could serve
+   them (per-group dequantize bf16, per-token quantize f32): each candidate forced by name
+   computes the reference's bits; the first plain run times both once (one tune), writes one
+   entry and computes the same bits; a second run, and a run after the memory is cleared
+   (the entry read back), tune nothing; a damaged entry is tuned again and rewritten; under
+   stream capture, and with BARACUDA_QUANT_TUNE=0, nothing is timed or written and the bits
+   are the same. */
+Test(tune, lean_or_row_kernels, .timeout = 600)
+{
+  char dir[] = "/tmp/bq_tune_test_XXXXXX";
+  int ci, cand;
+  GPU_BEGIN();
+  cr_assert_not_null(mkdtemp(dir));
+  setenv("BARACUDA_QUANT_CACHE_DIR", dir, 1);
+  unsetenv("BARACUDA_QUANT_TUNE");
+  if (bq__drv.cuLaunchKernel != note_launch) {
+    g_launch = bq__drv.cuLaunchKernel;
+    bq__drv.cuLaunchKernel = note_launch;
+  }
+  for (ci = 0; ci < 2; ci++) {
+    gcase c;
+    prep P;
+    bq_plan *plan = NULL;
+    memset(&c, 0, sizeof c);
+    if (ci == 0) {
+      c.d.op = BQ_DEQUANTIZE;
+      c.d.granularity = BQ_PER_GROUP;
+      c.d.float_type = BQ_BF16;
+      c.d.scale_type = BQ_F32;
+      c.a.rows = 16384, c.a.cols = 4096, c.a.group_size = 128;
+    } else {
+      c.d.op = BQ_QUANTIZE;
+      c.d.granularity = BQ_PER_TOKEN;
+      c.d.float_type = BQ_F32;
+      c.a.rows = 8192, c.a.cols = 4096;
+      c.zp_null = 1;
+    }
+    c.specials = 1;
+    c.poison = 0xa5;
+    prep_init(&P, &c);
+    prep_generate(&P, 0);
+    prep_upload(&P);
+    bq_cache_clear_memory();
+    BQ_OK(bq_plan_select(&c.d, &plan), "%s", P.what);
+    cr_assert(plan->l2_bytes > 0, "the device reports no L2 size: nothing is tuned | %s", P.what);
+    cr_assert(c.a.rows * c.a.cols * bq__dtype_size(c.d.float_type) >= plan->l2_bytes,
+              "the case fits in L2 (%lld bytes): nothing is tuned | %s", (long long)plan->l2_bytes, P.what);
+    /* each candidate by name: 0 the rule's row kernels, 1 the lean route */
+    for (cand = 0; cand < 2; cand++) {
+      const bq__CUfunction lean_fn = plan_fn(plan, BQ__AFFINE_LEAN), pair_fn = plan_fn(plan, BQ__AFFINE_PAIR);
+      bq_status st;
+      bq__tune_forced = cand;
+      g_last_fn = NULL;
+      st = bq_plan_run(plan, &P.da, NULL, 0, NULL);
+      bq__tune_forced = -1;
+      cr_assert_eq(st, BQ_SUCCESS, "candidate %d: %s | %s", cand, bq_last_error(), P.what);
+      BQ_OK(bq_synchronize(NULL), "%s", P.what);
+      const int took_lean = g_last_fn != NULL && (g_last_fn == plan_fn(plan, BQ__AFFINE_LEAN) ||
+                                                   g_last_fn == plan_fn(plan, BQ__AFFINE_PAIR));
+      cr_assert_eq(took_lean, cand, "candidate %d launched %s | %s", cand, took_lean ? "the lean route" : "another kernel",
+                   P.what);
+      (void)lean_fn, (void)pair_fn;
+      prep_check(&P);
+      BQ_OK(bq_memset(P.out.dev, c.poison, P.out.total), "%s", P.what);
+    }
+    /* the first plain run tunes, once */
+    uint64_t n0 = bq__tune_count;
+    cr_assert_eq(tune_files(dir), 0, "%s", P.what);
+    BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+    BQ_OK(bq_synchronize(NULL), "%s", P.what);
+    cr_assert_eq(bq__tune_count, n0 + 1, "the first run did not tune | %s", P.what);
+    cr_assert_eq(tune_files(dir), 1, "%s", P.what);
+    prep_check(&P);
+    BQ_OK(bq_memset(P.out.dev, c.poison, P.out.total), "%s", P.what);
+    BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+    BQ_OK(bq_synchronize(NULL), "%s", P.what);
+    cr_assert_eq(bq__tune_count, n0 + 1, "the second run tuned again | %s", P.what);
+    prep_check(&P);
+    /* from disk after the memory is cleared */
+    bq_cache_clear_memory();
+    BQ_OK(bq_memset(P.out.dev, c.poison, P.out.total), "%s", P.what);
+    BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+    BQ_OK(bq_synchronize(NULL), "%s", P.what);
+    cr_assert_eq(bq__tune_count, n0 + 1, "the entry on disk was not read | %s", P.what);
+    prep_check(&P);
+    /* a damaged entry: tuned again and rewritten */
+    {
+      DIR *d = opendir(dir);
+      struct dirent *e;
+      char path[1024] = "";
+      while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, "tune-", 5)) snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (d) closedir(d);
+      FILE *f = fopen(path, "r+");
+      cr_assert_not_null(f, "%s | %s", path, P.what);
+      fseek(f, 30, SEEK_SET);
+      fputc('#', f);
+      fclose(f);
+    }
+    bq_cache_clear_memory();
+    BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+    BQ_OK(bq_synchronize(NULL), "%s", P.what);
+    cr_assert_eq(bq__tune_count, n0 + 2, "a damaged entry was taken | %s", P.what);
+    cr_assert_eq(tune_files(dir), 1, "%s", P.what);
+    bq_cache_clear_memory();
+    BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+    BQ_OK(bq_synchronize(NULL), "%s", P.what);
+    cr_assert_eq(bq__tune_count, n0 + 2, "the rewritten entry was not read | %s", P.what);
+    /* under stream capture: nothing timed or written, the graph computes the same bits */
+    {
+      bq__CUstream s = NULL;
+      bq__CUgraph gr = NULL;
+      bq__CUgraphExec ex = NULL;
+      bq_status st;
+      int r;
+      tune_unlink(dir);
+      bq_cache_clear_memory();
+      BQ_OK(bq_memset(P.out.dev, c.poison, P.out.total), "%s", P.what);
+      cr_assert_eq(bq__drv.cuStreamCreate(&s, 0), 0);
+      cr_assert_eq(bq__drv.cuStreamBeginCapture(s, BQ__CU_STREAM_CAPTURE_MODE_GLOBAL), 0);
+      st = bq_plan_run(plan, &P.da, NULL, 0, s);
+      r = bq__drv.cuStreamEndCapture(s, &gr);
+      cr_assert_eq(st, BQ_SUCCESS, "run under capture: %s | %s", bq_last_error(), P.what);
+      cr_assert_eq(r, 0, "cuStreamEndCapture -> %d | %s", r, P.what);
+      cr_assert_eq(bq__tune_count, n0 + 2, "a run under capture tuned | %s", P.what);
+      cr_assert_eq(tune_files(dir), 0, "%s", P.what);
+      cr_assert_eq(bq__drv.cuGraphInstantiateWithFlags(&ex, gr, 0), 0, "%s", P.what);
+      cr_assert_eq(bq__drv.cuGraphLaunch(ex, s), 0, "%s", P.what);
+      cr_assert_eq(bq__drv.cuStreamSynchronize(s), 0, "%s", P.what);
+      prep_check(&P);
+      bq__drv.cuGraphExecDestroy(ex);
+      bq__drv.cuGraphDestroy(gr);
+      bq__drv.cuStreamDestroy(s);
+    }
+    /* BARACUDA_QUANT_TUNE=0: the rule's kernels, nothing timed or written */
+    setenv("BARACUDA_QUANT_TUNE", "0", 1);
+    bq_cache_clear_memory();
+    BQ_OK(bq_memset(P.out.dev, c.poison, P.out.total), "%s", P.what);
+    g_last_fn = NULL;
+    BQ_OK(bq_plan_run(plan, &P.da, NULL, 0, NULL), "%s", P.what);
+    BQ_OK(bq_synchronize(NULL), "%s", P.what);
+    unsetenv("BARACUDA_QUANT_TUNE");
+    cr_assert_eq(bq__tune_count, n0 + 2, "BARACUDA_QUANT_TUNE=0 tuned | %s", P.what);
+    cr_assert_eq(tune_files(dir), 0, "%s", P.what);
+    cr_assert(g_last_fn != NULL && g_last_fn != plan_fn(plan, BQ__AFFINE_LEAN) &&
+                  g_last_fn != plan_fn(plan, BQ__AFFINE_PAIR),
+              "BARACUDA_QUANT_TUNE=0 did not take the rule's kernels | %s", P.what);
+    prep_check(&P);
+    bq_plan_destroy(plan);
+    prep_free(&P);
+  }
+}
 
 /* ==== fake quantize with a saved mask (args.mask, bq_affine_mask) ============================ */
 
