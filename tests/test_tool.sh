@@ -40,7 +40,17 @@ expect 1 "warm --skus - with a NUL" bash -c "printf 'ab\\0cd\\n' | '$T' warm --a
 has "holding a NUL" "a NUL in a line is refused"
 expect 2 "warm -j 0" "$T" warm --arch 90 --all -j 0
 expect 2 "list with an argument" "$T" list extra
-for c in info warm list verify clear; do
+expect 2 "tune without --skus" "$T" tune --shape 8x8
+expect 2 "tune without --shape" "$T" tune --skus /dev/null
+expect 2 "tune --shape 8by8" "$T" tune --skus - --shape 8by8
+has "is not ROWSxCOLS" "a bad shape is named"
+expect 2 "tune --shape 8x8/0" "$T" tune --skus - --shape 8x8/0
+expect 2 "tune --dir ''" "$T" tune --skus - --shape 8x8 --dir ''
+expect 1 "tune with BARACUDA_QUANT_TUNE=0" env BARACUDA_QUANT_TUNE=0 "$T" tune --skus - --shape 8x8
+has "BARACUDA_QUANT_TUNE is off" "tune says the tune is off"
+expect 1 "tune without a GPU" bash -c "echo '$SKU1' | BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1 '$T' tune --skus - --shape 64x64 --dir '$W/t0'"
+has "baracuda-quant tune: quantize.fwd.per_tensor.f32.s8.*: no NVIDIA driver" "tune names the SKU it could not run and why"
+for c in info warm list verify clear tune; do
   expect 0 "$c --help" "$T" "$c" --help
   has "usage: baracuda-quant $c" "$c --help prints its usage"
 done
@@ -118,6 +128,38 @@ has "held-0000000000000000.bqk: a directory stands where the library writes an e
 rm -r "$A/held-0000000000000000.bqk"
 expect 0 "verify after removing it" "$T" verify --dir "$A"
 
+# ---- tune entries (tune-<FNV-1a of the key>.txt): listed, checked, removed when damaged ----
+tune_entry() { # DIR KEY CHOICE [NAME]: a tune entry as the library writes it
+  python3 - "$@" <<'PY'
+import sys
+d, key, choice = sys.argv[1], sys.argv[2], sys.argv[3]
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for c in b: h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+body = "baracuda_quant tune 1\nkey %s\nchoice %s of 2\nus 120.50 101.25\n" % (key, choice)
+text = body + "checksum %016x\n" % fnv(body.encode())
+name = sys.argv[4] if len(sys.argv) > 4 else "tune-%016x.txt" % fnv(key.encode())
+open(d + "/" + name, "w").write(text)
+PY
+}
+K="NVIDIA_H200 sms 132 mem 3201000 driver 13000 sku dequantize.fwd.per_group.bf16.s8 tune affine_lean class 26"
+tune_entry "$A" "$K" 1
+expect 0 "list with a tune entry" "$T" list --dir "$A"
+has "tuned .*tune-.*\.txt: tuned: $K: candidate 1 of 2" "list shows the tuned choice"
+has "1 tuned choices" "list counts it"
+expect 0 "verify with a tune entry" "$T" verify --dir "$A"
+tune_entry "$A" "$K" 0 tune-0000000000000000.txt
+expect 1 "verify with a tune entry under another name" "$T" verify --dir "$A"
+has "tune-0000000000000000.txt: tune entry: its name is not its key's" "verify names the misnamed entry"
+victim=$(find "$A" -name 'tune-*.txt' ! -name 'tune-0000000000000000.txt' | head -1)
+printf 'X' | dd of="$victim" bs=1 seek=30 conv=notrunc status=none
+expect 1 "verify after a flipped byte in a tune entry" "$T" verify --dir "$A"
+has "$(basename "$victim"): tune entry: checksum mismatch" "verify names the damaged tune entry"
+expect 0 "verify --fix removes the bad tune entries" "$T" verify --dir "$A" --fix
+[ "$(count "$A" 'tune-*.txt')" = 0 ] && ok "both tune entries removed" || bad "tune entries left"
+tune_entry "$A" "$K" 1
+
 # ---- clear: only what the library writes ----
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
 [ "$(count "$A" '*.bqk')" = 11 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
@@ -127,7 +169,8 @@ has "left $((2 + other)) files the library does not write alone: draft.tmp.txt n
 if [ $other = 1 ]; then
   [ -e "$A/y.bqk.tmp.999998.1.0.0" ] && ok "clear leaves another user's temporary file" || bad "clear removed another user's temporary file"
 fi
-[ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && ok "entries and memo removed" || bad "entries left"
+[ "$(count "$A" '*.bqk')" = 0 ] && [ "$(count "$A" 'nvrtc-*.id')" = 0 ] && [ "$(count "$A" 'tune-*.txt')" = 0 ] &&
+  ok "entries, memo and tune entries removed" || bad "entries left"
 [ "$(cat "$A/notes.txt")" = mine ] && ok "the foreign file is intact" || bad "foreign file changed"
 
 # ---- the weight sums: listed valid and round-tripped like every other entry ----

@@ -25,8 +25,13 @@
               checksum, file name); --fix removes invalid entries, unreadable memos and
               stale temporary files. Exit 0 when every entry is valid (after fixing).
      clear [--dir D] [--yes]
-              removes the cache entries (*.bqk), the NVRTC memo (nvrtc-*.id) and
-              temporary files (*.tmp.*), nothing else; asks first unless --yes.
+              removes the cache entries (*.bqk), the NVRTC memo (nvrtc-*.id), the tuned
+              choices (tune-*.txt) and temporary files (*.tmp.*), nothing else; asks first
+              unless --yes.
+     tune --skus FILE --shape ROWSxCOLS[/G][,...] [--dir D]
+              on a GPU: one run of each SKU on each shape, whose first use times the
+              kernels the rules leave undecided and keeps the winner in the cache (the
+              tune a plan's first run does), for container images.
    --dir defaults to the library's cache directory (BARACUDA_QUANT_CACHE_DIR, else
    $XDG_CACHE_HOME/baracuda_quant, else ~/.cache/baracuda_quant).
    Exit status: 0 success, 1 failure, 2 usage error. */
@@ -181,7 +186,7 @@ static int cmd_info(int argc, char **argv) {
   if (!dir) printf("cache: off (BARACUDA_QUANT_DISABLE_CACHE)\n");
   else if (stat(dir, &st) != 0) printf("cache: %s (does not exist yet)\n", dir);
   else {
-    int entries = 0;
+    int entries = 0, tuned = 0;
     long long bytes = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -193,9 +198,10 @@ static int cmd_info(int argc, char **argv) {
         entries++;
         bytes += (long long)st.st_size;
       }
+      tuned += !strncmp(e->d_name, "tune-", 5) && n > 9 && !strcmp(e->d_name + n - 4, ".txt");
     }
     if (d) closedir(d);
-    printf("cache: %s (%d entries, %lld bytes)\n", dir, entries, bytes);
+    printf("cache: %s (%d entries, %lld bytes; %d tuned choices: `list` shows them)\n", dir, entries, bytes, tuned);
   }
 
   bq_cache_stats s;
@@ -283,12 +289,12 @@ static int read_skus(const char *file, item **items, int *n) {
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
       close(fd);
-      fprintf(stderr, "baracuda-quant warm: %s is not a regular file (give - to read standard input)\n", file);
+      fprintf(stderr, "baracuda-quant %s: %s is not a regular file (give - to read standard input)\n", g_cmd, file);
       return -1;
     }
     f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
-      fprintf(stderr, "baracuda-quant warm: cannot open %s: %s\n", file, strerror(errno));
+      fprintf(stderr, "baracuda-quant %s: cannot open %s: %s\n", g_cmd, file, strerror(errno));
       if (fd >= 0) close(fd);
       return -1;
     }
@@ -302,7 +308,7 @@ static int read_skus(const char *file, item **items, int *n) {
     /* (a line that does not end in a newline before the end of the input is too long or
        holds a NUL, which ends the string early) */
     if (lineno > SKUS_MAX || len == 0 || (line[len - 1] != '\n' && !feof(f))) {
-      fprintf(stderr, "baracuda-quant warm: %s:%d: %s\n", file, lineno,
+      fprintf(stderr, "baracuda-quant %s: %s:%d: %s\n", g_cmd, file, lineno,
               lineno > SKUS_MAX ? "more than 2^18 lines" : "a line longer than 2046 characters or holding a NUL");
       bad++;
       break;
@@ -319,7 +325,7 @@ static int read_skus(const char *file, item **items, int *n) {
       item it;
       memset(&it, 0, sizeof it);
       if (bq__desc_from_sku(sku, &it.d, &it.t)) {
-        fprintf(stderr, "baracuda-quant warm: %s:%d: %s\n", file, lineno, bq_last_error());
+        fprintf(stderr, "baracuda-quant %s: %s:%d: %s\n", g_cmd, file, lineno, bq_last_error());
         bad++;
         continue;
       }
@@ -330,7 +336,7 @@ static int read_skus(const char *file, item **items, int *n) {
       if (*n == cap) {
         cap = cap ? 2 * cap : 64;
         item *grown = (item *)realloc(*items, (size_t)cap * sizeof *grown);
-        if (!grown) { fprintf(stderr, "baracuda-quant warm: out of memory\n"); bad++; break; }
+        if (!grown) { fprintf(stderr, "baracuda-quant %s: out of memory\n", g_cmd); bad++; break; }
         *items = grown;
       }
       (*items)[(*n)++] = it;
@@ -549,8 +555,8 @@ static int cmd_warm(int argc, char **argv) {
 
 /* ---- scanning a cache directory ---------------------------------------------------------- */
 /* K_BLOCK: something that is not a regular file (a directory, a link, a FIFO) under an
-   entry's or a memo's name, where the library would write one */
-enum { K_ENTRY, K_MEMO, K_TMP, K_STRAY, K_BLOCK };
+   entry's, a memo's or a tune entry's name, where the library would write one */
+enum { K_ENTRY, K_MEMO, K_TMP, K_STRAY, K_BLOCK, K_TUNE };
 enum { S_VALID, S_INVALID, S_OTHER, S_UNCHECKED, S_STALE, S_LIVE, S_STRAY };
 static const char *const STATUS_NAMES[] = {"valid", "invalid", "other", "unchecked", "stale", "temporary", "stray"};
 
@@ -702,6 +708,24 @@ static void check_memo(const char *dir, fent *e) {
   free(buf);
 }
 
+/* a tune entry: the library's own parser, and its name the hash of its key */
+static void check_tune(const char *dir, fent *e) {
+  char path[BQ__PATH_MAX + 300], key[1024], want[BQ__PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/%s", dir, e->name);
+  size_t n = 0;
+  char *buf = (char *)slurp(path, 2047, &n);
+  int choice = -1, of = 0;
+  const char *bad = buf ? bq__tune_parse(buf, n, key, sizeof key, &choice, &of) : "unreadable";
+  if (!bad) {
+    bq__tune_path(dir, bq__fnv1a(key, strlen(key), BQ__FNV_SEED), want, sizeof want);
+    if (strcmp(want, path) != 0) bad = "its name is not its key's";
+  }
+  e->status = bad ? S_INVALID : S_VALID;
+  if (bad) snprintf(e->why, sizeof e->why, "tune entry: %s", bad);
+  else snprintf(e->why, sizeof e->why, "tuned: %.400s: candidate %d of %d", key, choice, of);
+  free(buf);
+}
+
 static void check_tmp(fent *e, time_t mtime) {
   const char *p = strstr(e->name, ".tmp.");
   long pid = p ? strtol(p + 5, NULL, 10) : 0;
@@ -747,23 +771,26 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
     int there = lstat(path, &st) == 0, reg = there && S_ISREG(st.st_mode);
     size_t len = strlen(e->name);
     const int entry_name = len > 4 && !strcmp(e->name + len - 4, ".bqk"),
-              memo_name = !strncmp(e->name, "nvrtc-", 6) && len > 9 && !strcmp(e->name + len - 3, ".id");
+              memo_name = !strncmp(e->name, "nvrtc-", 6) && len > 9 && !strcmp(e->name + len - 3, ".id"),
+              tune_name = !strncmp(e->name, "tune-", 5) && len > 9 && !strcmp(e->name + len - 4, ".txt");
     e->size = reg ? (long long)st.st_size : 0;
     e->mine = reg && st.st_uid == geteuid();
     if (reg && bq__is_temp_name(e->name)) e->kind = K_TMP;
     else if (reg && entry_name) e->kind = K_ENTRY;
     else if (reg && memo_name) e->kind = K_MEMO;
-    else if (there && (entry_name || memo_name) && !bq__is_temp_name(e->name)) {
+    else if (reg && tune_name) e->kind = K_TUNE;
+    else if (there && (entry_name || memo_name || tune_name) && !bq__is_temp_name(e->name)) {
       e->kind = K_BLOCK, e->status = S_INVALID;
       snprintf(e->why, sizeof e->why, "%s stands where the library writes %s",
                S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link" :
                S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a special file",
-               entry_name ? "an entry (every process recompiles it)" : "its NVRTC memo");
+               entry_name ? "an entry (every process recompiles it)" : memo_name ? "its NVRTC memo" : "a tune entry");
     } else e->kind = K_STRAY, e->status = S_STRAY;
     if (e->kind == K_TMP) check_tmp(e, st.st_mtime);
     if (!check) continue;
     if (e->kind == K_ENTRY) check_entry(dir, e);
     if (e->kind == K_MEMO) check_memo(dir, e);
+    if (e->kind == K_TUNE) check_tune(dir, e);
   }
   closedir(d);
   if (*n) qsort(*out, (size_t)*n, sizeof **out, by_name);
@@ -773,7 +800,7 @@ static int scan(const char *dir, int check, fent **out, int *n, int *missing) {
 /* a problem verify reports (and --fix removes) */
 static int is_problem(const fent *e) {
   return (e->kind == K_ENTRY && (e->status == S_INVALID || e->status == S_UNCHECKED)) ||
-         (e->kind == K_MEMO && e->status == S_INVALID) || (e->kind == K_TMP && e->status == S_STALE && e->mine) ||
+         ((e->kind == K_MEMO || e->kind == K_TUNE) && e->status == S_INVALID) || (e->kind == K_TMP && e->status == S_STALE && e->mine) ||
          e->kind == K_BLOCK;
 }
 
@@ -785,22 +812,27 @@ static void print_fent(const fent *e) {
   else if (e->kind == K_STRAY)
     printf("%-9s %-12s %10lld  %s (not written by the library: left alone)\n", "stray", "-", e->size, e->name);
   else
-    printf("%-9s %-12s %10lld  %s: %s\n", e->kind == K_MEMO && e->status == S_VALID ? "memo" : STATUS_NAMES[e->status],
+    printf("%-9s %-12s %10lld  %s: %s\n",
+           e->kind == K_MEMO && e->status == S_VALID   ? "memo"
+           : e->kind == K_TUNE && e->status == S_VALID ? "tuned"
+                                                       : STATUS_NAMES[e->status],
            e->kind == K_ENTRY ? e->target : "-", e->size, e->name, e->why);
 }
 
 static void summary(const char *dir, const fent *f, int n) {
-  int count[7] = {0}, entries = 0, memos = 0, tmps = 0;
+  int count[7] = {0}, entries = 0, memos = 0, tmps = 0, tunes = 0;
   for (int i = 0; i < n; i++) {
     count[f[i].status] += f[i].kind == K_ENTRY || f[i].kind == K_BLOCK; /* (a blocked entry is invalid) */
     entries += f[i].kind == K_ENTRY || f[i].kind == K_BLOCK;
     memos += f[i].kind == K_MEMO;
+    tunes += f[i].kind == K_TUNE;
     tmps += f[i].kind == K_TMP;
   }
   int strays = 0;
   for (int i = 0; i < n; i++) strays += f[i].kind == K_STRAY;
-  printf("%s: %d entries (%d valid, %d invalid, %d other, %d unchecked), %d NVRTC memos, %d temporary, %d stray\n",
-         dir, entries, count[S_VALID], count[S_INVALID], count[S_OTHER], count[S_UNCHECKED], memos, tmps, strays);
+  printf("%s: %d entries (%d valid, %d invalid, %d other, %d unchecked), %d NVRTC memos, %d tuned choices, "
+         "%d temporary, %d stray\n", dir, entries, count[S_VALID], count[S_INVALID], count[S_OTHER], count[S_UNCHECKED],
+         memos, tunes, tmps, strays);
 }
 
 /* ---- list --------------------------------------------------------------------------------- */
@@ -808,7 +840,7 @@ static const char *USAGE_LIST =
     "usage: baracuda-quant list [--dir D] [--skus]\n"
     "  every file of the cache directory: status (valid; invalid with the reason; other: built\n"
     "  by another library version, NVRTC or NVRTC options, never read here), target, size and\n"
-    "  SKU; the NVRTC memo; temporary and stray files\n"
+    "  SKU; the NVRTC memo; the tuned choices (key and choice); temporary and stray files\n"
     "  --skus   the valid entries' SKUs alone, one a line (input for warm --skus)\n"
     "  --dir D  the cache directory (default: the library's)\n";
 
@@ -898,8 +930,9 @@ static int cmd_verify(int argc, char **argv) {
 /* ---- clear -------------------------------------------------------------------------------- */
 static const char *USAGE_CLEAR =
     "usage: baracuda-quant clear [--dir D] [--yes]\n"
-    "  remove the cache entries (*.bqk), the NVRTC memo (nvrtc-*.id) and temporary files\n"
-    "  (*.tmp.*): only files the library writes; anything else stays (and is named)\n"
+    "  remove the cache entries (*.bqk), the NVRTC memo (nvrtc-*.id), the tuned choices\n"
+    "  (tune-*.txt) and temporary files (*.tmp.*): only files the library writes; anything\n"
+    "  else stays (and is named)\n"
     "  --yes    do not ask (needed when standard input is not a terminal)\n"
     "  --dir D  the cache directory (default: the library's)\n";
 
@@ -962,6 +995,171 @@ static int cmd_clear(int argc, char **argv) {
   return failed ? 1 : 0;
 }
 
+/* ---- tune ----------------------------------------------------------------------------------- */
+static const char *USAGE_TUNE =
+    "usage: baracuda-quant tune --skus FILE --shape ROWSxCOLS[/G][,...] [--dir D]\n"
+    "  on this machine's GPU (the current device, else device 0): for each SKU and shape, one\n"
+    "  run on buffers of that shape (zero data, scales of 1/64), whose first use times the\n"
+    "  kernels the rules leave undecided and keeps the winner beside the kernels, as a plan's\n"
+    "  first run would; for container images, with the kernels from `warm`. Each line says\n"
+    "  whether the run tuned a choice or the rules decided every one. Forward quantize and\n"
+    "  dequantize per tensor, per token and per group with row-major scales run; other SKUs\n"
+    "  are named and left (nothing of theirs is tuned).\n"
+    "  --skus FILE  one SKU a line, as for warm --skus (each for the target select picks here)\n"
+    "  --shape S    ROWSxCOLS, with /G for per group (G elements a group); several, comma-separated\n"
+    "  --dir D      the cache directory (default: the library's)\n";
+
+typedef struct tshape { int64_t rows, cols, g; } tshape;
+
+static int parse_shapes(const char *s, tshape *out, int *n, int cap) {
+  *n = 0;
+  while (*s) {
+    long long r = 0, c = 0, g = 0;
+    int used = 0;
+    if (*n == cap) return -1;
+    if (sscanf(s, "%lldx%lld%n", &r, &c, &used) != 2 || r <= 0 || c <= 0) return -1;
+    s += used;
+    if (*s == '/') {
+      int u2 = 0;
+      if (sscanf(s + 1, "%lld%n", &g, &u2) != 1 || g <= 0) return -1;
+      s += 1 + u2;
+    }
+    if (*s && *s != ',') return -1;
+    if (*s) s++;
+    out[(*n)++] = (tshape){r, c, g};
+  }
+  return *n ? 0 : -1;
+}
+
+/* 1/64 in scale type t, its bytes into b; the size, or 0 for a type the command does not fill */
+static int scale_pattern(bq_dtype t, unsigned char b[8]) {
+  const float f = 1.0f / 64;
+  const double dd = 1.0 / 64;
+  uint16_t h = 0;
+  switch (t) {
+  case BQ_F32: memcpy(b, &f, 4); return 4;
+  case BQ_F64: memcpy(b, &dd, 8); return 8;
+  case BQ_F16: h = 0x2400; memcpy(b, &h, 2); return 2;
+  case BQ_BF16: h = 0x3c80; memcpy(b, &h, 2); return 2;
+  case BQ_UE8M0: b[0] = 121; return 1;
+  default: return 0;
+  }
+}
+
+static int cmd_tune(int argc, char **argv) {
+  static const struct option longs[] = {{"help", no_argument, 0, 'h'},
+                                        {"skus", required_argument, 0, 's'},
+                                        {"shape", required_argument, 0, 'S'},
+                                        {"dir", required_argument, 0, 'd'},
+                                        {0, 0, 0, 0}};
+  const char *skus = NULL, *dir_opt = NULL;
+  tshape shapes[64];
+  int nshapes = 0, c;
+  while ((c = next_opt(argc, argv, "h", longs)) != -1) {
+    switch (c) {
+    case 'h': fputs(USAGE_TUNE, stdout); return 0;
+    case 's': skus = optarg; break;
+    case 'd': dir_opt = optarg; break;
+    case 'S':
+      if (parse_shapes(optarg, shapes, &nshapes, 64))
+        return usage_error(USAGE_TUNE, "--shape: \"%s\" is not ROWSxCOLS[/G][,...] (at most 64)", optarg);
+      break;
+    default: return usage_error(USAGE_TUNE, "unknown option or missing argument: %s", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return usage_error(USAGE_TUNE, "unexpected argument %s", argv[optind]);
+  if (!skus) return usage_error(USAGE_TUNE, "--skus is required");
+  if (!nshapes) return usage_error(USAGE_TUNE, "--shape is required");
+  if (dir_opt && !*dir_opt) return usage_error(USAGE_TUNE, "--dir: the path is empty");
+  if (dir_opt) setenv("BARACUDA_QUANT_CACHE_DIR", dir_opt, 1);
+  if (!bq__tune_enabled()) {
+    fprintf(stderr, "baracuda-quant tune: BARACUDA_QUANT_TUNE is off: nothing would be tuned\n");
+    return 1;
+  }
+  item *items = NULL;
+  int n = 0, failed = 0, tuned = 0;
+  if (read_skus(skus, &items, &n)) { free(items); return 1; }
+  for (int i = 0; i < n; i++) {
+    const bq_desc *d = &items[i].d;
+    const int ok_kind = (d->op == BQ_QUANTIZE || d->op == BQ_DEQUANTIZE) && d->direction == BQ_FORWARD &&
+                        (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_TOKEN ||
+                         d->granularity == BQ_PER_GROUP) &&
+                        d->scale_layout != BQ_SCALES_MN_MAJOR;
+    unsigned char pat[8];
+    const int ssize = scale_pattern(d->scale_type, pat);
+    if (!ok_kind || (d->granularity != BQ_PER_TENSOR && !ssize)) {
+      printf("%s: not tuned by this command\n", items[i].sku);
+      continue;
+    }
+    bq_plan *plan = NULL;
+    if (bq_plan_select(d, &plan)) {
+      fprintf(stderr, "baracuda-quant tune: %s: %s\n", items[i].sku, bq_last_error());
+      failed++;
+      continue;
+    }
+    if (strcmp(bq_plan_sku(plan), items[i].sku) != 0) {
+      printf("%s: this GPU's plan is %s: skipped\n", items[i].sku, bq_plan_sku(plan));
+      bq_plan_destroy(plan);
+      continue;
+    }
+    const int in_size = bq__dtype_size(d->op == BQ_QUANTIZE ? d->float_type : d->int_type),
+              out_size = bq__dtype_size(d->op == BQ_QUANTIZE ? d->int_type : d->float_type);
+    for (int k = 0; k < nshapes; k++) {
+      const tshape *sh = &shapes[k];
+      bq_args a;
+      memset(&a, 0, sizeof a);
+      const int64_t numel = sh->rows * sh->cols;
+      int64_t nscales = 0;
+      if (d->granularity == BQ_PER_TENSOR) a.numel = numel, a.scale = 1.0 / 64;
+      else {
+        a.rows = sh->rows, a.cols = sh->cols;
+        if (d->granularity == BQ_PER_GROUP) {
+          if (!sh->g) {
+            printf("%s [%lld, %lld]: per group needs /G in the shape: skipped\n", items[i].sku, (long long)sh->rows,
+                   (long long)sh->cols);
+            continue;
+          }
+          a.group_size = sh->g;
+          nscales = sh->rows * ((sh->cols + sh->g - 1) / sh->g);
+        } else nscales = sh->rows;
+      }
+      void *x = NULL, *y = NULL, *sc = NULL;
+      unsigned char *host = NULL;
+      bq_status st = bq_malloc(&x, (size_t)numel * in_size);
+      if (!st) st = bq_malloc(&y, (size_t)numel * out_size);
+      if (!st) st = bq_memset(x, 0, (size_t)numel * in_size);
+      if (!st && nscales) {
+        host = (unsigned char *)malloc((size_t)nscales * ssize);
+        st = host ? bq_malloc(&sc, (size_t)nscales * ssize) : BQ_ERROR_OUT_OF_MEMORY;
+        for (int64_t e = 0; !st && e < nscales; e++) memcpy(host + e * ssize, pat, (size_t)ssize);
+        if (!st) st = bq_memcpy_to_device(sc, host, (size_t)nscales * ssize);
+      }
+      a.x = x, a.y = y, a.scales = sc;
+      const uint64_t before = bq__tune_count;
+      if (!st) st = bq_plan_run(plan, &a, NULL, 0, NULL);
+      if (!st) st = bq_synchronize(NULL);
+      if (st) {
+        fprintf(stderr, "baracuda-quant tune: %s [%lld, %lld]: %s\n", items[i].sku, (long long)sh->rows,
+                (long long)sh->cols, bq_last_error());
+        failed++;
+      } else {
+        const uint64_t got = bq__tune_count - before;
+        tuned += (int)got;
+        printf("%s [%lld, %lld]%s: %s\n", items[i].sku, (long long)sh->rows, (long long)sh->cols,
+               d->granularity == BQ_PER_GROUP ? " per group" : "",
+               got ? "tuned" : "the rules decide (or a choice was tuned before)");
+      }
+      bq_free(x), bq_free(y), bq_free(sc);
+      free(host);
+    }
+    bq_plan_destroy(plan);
+  }
+  const char *dir = bq_cache_directory();
+  printf("tune: %d choices tuned%s%s\n", tuned, dir ? " into " : " (the disk cache is off: memory only)", dir ? dir : "");
+  free(items);
+  return failed ? 1 : 0;
+}
+
 /* ---- main --------------------------------------------------------------------------------- */
 static const char *USAGE =
     "usage: baracuda-quant COMMAND [OPTIONS]   (COMMAND --help for its options)\n"
@@ -969,14 +1167,15 @@ static const char *USAGE =
     "  warm     compile kernels into the cache with NVRTC alone (no GPU)\n"
     "  list     the cache's entries, their status, target, size and SKU\n"
     "  verify   check every entry; --fix removes invalid ones\n"
-    "  clear    remove the entries and the NVRTC memo, nothing else\n"
+    "  clear    remove the entries, the NVRTC memo and the tuned choices, nothing else\n"
+    "  tune     on a GPU: time the kernels the rules leave undecided for SKUs and shapes\n"
     "exit status: 0 success, 1 failure, 2 usage error\n";
 
 int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(int, char **);
-  } cmds[] = {{"info", cmd_info}, {"warm", cmd_warm}, {"list", cmd_list}, {"verify", cmd_verify}, {"clear", cmd_clear}};
+  } cmds[] = {{"info", cmd_info}, {"warm", cmd_warm}, {"list", cmd_list}, {"verify", cmd_verify}, {"clear", cmd_clear}, {"tune", cmd_tune}};
   if (argc < 2) { fputs(USAGE, stderr); return EXIT_USAGE; }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(USAGE, stdout);
