@@ -574,6 +574,7 @@ enum {
   BQ__CU_ATTR_CC_MINOR = 76,
   BQ__CU_ATTR_MEMORY_CLOCK_RATE = 36, /* kHz */
   BQ__CU_ATTR_L2_CACHE_SIZE = 38,
+  BQ__CU_ATTR_MAX_THREADS_PER_SM = 39,
   BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
   BQ__CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION = 6,
   BQ__CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
@@ -6015,6 +6016,7 @@ static const char bq__src_linear_cu[] =
 /* ---- devices and targets ---------------------------------------------------------- */
 typedef struct bq__device_info {
   int known, sm, num_sms, ordinal;
+  int threads_sm;   /* the threads an SM holds (0: not reported) */
   int mem_khz;      /* the memory's peak clock (0: not reported) */
   int64_t l2_bytes; /* (0: not reported) */
   char name[96];
@@ -6046,7 +6048,9 @@ BQ__FN bq_status bq__current_device(int fallback_device, bq__CUcontext *ctx, bq_
     info.num_sms = sms;
     /* what tells two GPUs of one arch apart for the tune (its entries are keyed by them);
        a driver that does not report one leaves it 0 */
-    int clk = 0, l2 = 0;
+    int clk = 0, l2 = 0, th = 0;
+    if (d->cuDeviceGetAttribute(&th, BQ__CU_ATTR_MAX_THREADS_PER_SM, dev)) th = 0;
+    info.threads_sm = th > 0 ? th : 0;
     if (d->cuDeviceGetAttribute(&clk, BQ__CU_ATTR_MEMORY_CLOCK_RATE, dev)) clk = 0;
     if (d->cuDeviceGetAttribute(&l2, BQ__CU_ATTR_L2_CACHE_SIZE, dev)) l2 = 0;
     info.mem_khz = clk > 0 ? clk : 0;
@@ -7481,6 +7485,7 @@ struct bq_plan {
   bq__CUcontext ctx; /* the context its modules live in: run needs it current, or none */
   int device;        /* ctx's device ordinal */
   int num_sms;
+  int threads_sm;   /* the threads an SM holds (0: not reported; the launch rules take 2048) */
   int64_t l2_bytes; /* the device's L2 (0: not reported) */
   char gpu[160];    /* the device for the tune's keys: "<name> sms <n> mem <kHz>" */
   int vec;
@@ -7993,6 +7998,25 @@ BQ__FN int bq__tune_choice(const bq_plan *p, const bq_args *a, void *stream, con
   return choice;
 }
 
+/* ---- launch rules ------------------------------------------------------------------------
+   The dispatch tables say what a kernel needs (registers a thread, waves of an SM's warps, a
+   share of an SM); these rules turn that into counts for the device in use, read once per
+   device: its SMs and the threads an SM holds. Launch bounds are compiled before any device
+   is known, from the register file every arch from sm_80 on has. */
+#define BQ__REGS_PER_SM 65536 /* 32-bit registers an SM, sm_80 to sm_120 */
+typedef struct bq__limits { int64_t sms, threads_sm; } bq__limits;
+BQ__FN bq__limits bq__limits_of(const bq_plan *p) {
+  bq__limits l = {p->num_sms > 0 ? p->num_sms : 1, p->threads_sm >= 256 ? p->threads_sm : 2048};
+  return l;
+}
+/* the least blocks of `threads` an SM must hold for ptxas to give each thread at most `regs`
+   registers: the launch bounds' second argument (0: none named) */
+BQ__FN int bq__lb_blocks(int regs, int threads) { return regs > 0 ? BQ__REGS_PER_SM / (threads * regs) : 0; }
+/* the warps of `waves` SM-fulls of resident warps, on one SM */
+BQ__FN int64_t bq__wave_warps(const bq__limits *l, int waves) { return (int64_t)waves * (l->threads_sm / 32); }
+/* the bytes of `waves` waves of 16-byte accesses, one access for every thread the SMs hold */
+BQ__FN int64_t bq__wave_bytes(const bq__limits *l, int waves) { return (int64_t)waves * l->sms * l->threads_sm * 16; }
+
 /* ---- the affine family: quantize, dequantize, fake quantize ------------------------------ */
 /* Mirrors struct bq_affine_params in kernels_src/affine.cu, field for field. */
 typedef struct bq__fastdiv { uint32_t d, magic, shift; } bq__fastdiv;
@@ -8057,7 +8081,11 @@ enum {
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
-   the H100 at 256 MiB. Changing a tuning decision is changing its row. Columns:
+   the H100 at 256 MiB. Changing a tuning decision is changing its row. Where a column
+   sizes a launch it holds what the kernel needs (registers a thread, waves of an SM's
+   warps, a share of an SM), and the launch rules below turn it into counts for the device
+   in use; on the H100 and the H200 they give the counts measured (tests/test_launch.c
+   checks it). Columns:
    - u: accesses per lane per tile in the row kernels (affine.cu's BQ_U; it names the SKU's
      variant). f64 4, but 2 per token backward (its two f64 inputs); per tensor 2 (its
      kernel is the leanest); per channel and per group, 4 in the slot kernels (affine.cu's
@@ -8083,9 +8111,10 @@ enum {
      which keep the row kernel, faster for them.
    - na: elements a lane takes in bq_affine_narrow (affine.cu's BQ_NA), f64 quantize only,
      0 elsewhere: forward 8, backward per token 2, else 4.
-   - warps: the row kernel's items an SM (bq__affine_run): more, shorter items balance the
-     SMs' last wave better, fewer pay the row's set-up less often. Per token 256, per group
-     128, and 64 for f64 backward per token (its reciprocal is dearer) and f64 per group.
+   - waves: the row kernel's items an SM, in SM-fulls of resident warps (bq__wave_warps;
+     64 warps on the H100): more, shorter items balance the SMs' last wave better, fewer pay
+     the row's set-up less often. Per token 4, per group 2, and 1 for f64 backward per
+     token (its reciprocal is dearer) and f64 per group.
    - odd: 1 where straddling accesses take bq_affine_odd rather than the row kernel's
      element-by-element redo; not f64 dequantize forward, whose two elements an access
      straddle seldom (the odd kernel's registers cost more than redoing them).
@@ -8100,33 +8129,38 @@ enum {
      dequantize, more warps in flight); 1: several tiles of a row where there are several
      rows, so that a row's set-up (its scale's reciprocal) is paid once (per token and per
      group); 2: several tiles always (the per-channel rows with slots 2).
-   - bcap: blocks an SM at most for bq_affine_blocks and bq_affine_narrow, each warp
-     striding over the items (f64: fewer blocks than the SM could hold are faster); 0: one
-     item a warp.
+   - bcap: the share of an SM's threads bq_affine_blocks and bq_affine_narrow take at most,
+     as 1/bcap (2: half, 4 blocks of 256 on the H100), each warp striding over the items
+     (f64: fewer blocks than the SM could hold are faster); 0: one item a warp.
    - cwave: bq_affine_cols' grid. 1: one wave of blocks (as many as its launch bounds let
-     an SM hold) striding down the rows (f16 and bf16 quantize and fake quantize forward,
-     slower with more); 0: a block for every affine.cu BQ_R rows.
+     an SM hold, bq__lb_blocks) striding down the rows (f16 and bf16 quantize and fake
+     quantize forward, slower with more); 0: a block for every affine.cu BQ_R rows.
    - lean: where bq_affine_lean (an access a thread, its parameters prepared in registers)
      replaces the kernels above for dense data (bq__affine_lean): -1 at any size, else up to
-     that many MiB of the float stream, 0 never. Its few registers let an SM hold many
-     warps, which pays on tensors of a few waves; per token and per group it loses from 64
-     MiB on (the row and blocks kernels prepare a scale once for many accesses), so only
-     16-bit quantize, measured faster at 32 MiB, takes it there. Per tensor it is as fast or
-     faster at every size measured, except f64 (quantize at 256 MiB, dequantize at 8 MiB).
+     that many waves of the float stream (a wave: a 16-byte access for every thread the
+     SMs hold, 4.1 MiB on the H100; bq__affine_lean_rule), 0 never. Its few registers let
+     an SM hold many warps, which pays on tensors of a few waves; per token and per group it
+     loses on the H100 from 64 MiB on (the row and blocks kernels prepare a scale once for
+     many accesses), so only 16-bit quantize, measured faster at 32 MiB, takes it there (8
+     waves: 33 MiB). Per tensor it is as fast or faster at every size measured, except f64
+     (quantize at 256 MiB, dequantize at 8 MiB). Beyond L2, where the rule says no, the
+     first-use tune decides (bq__affine_tuned).
      Where it is taken, 16-bit quantize without zero points over rows and groups of whole
      pairs of accesses runs bq_affine_pair, its form with two accesses a thread.
-   - lb: each entry point's launch bounds, the least blocks an SM ptxas must fit (256
-     threads a block; 0: none named, which differs from 1: that lets ptxas spend more
-     registers). Row kernel: 3 for the forward slot kernels (left alone, ptxas gives some of
-     them more registers and fewer blocks; backward ones would spill). bq_affine_odd: as the
-     row kernel, but 4 for dequantize of f32, f16 and bf16 (one more block than its
-     registers would otherwise allow, which is faster; f64 spills so). bq_affine_blocks: 4
-     for per-group f64 quantize forward (its registers, a few over, would allow one block
-     fewer). bq_affine_flat: 4 for forward quantize and fake quantize with f32 compute (one
-     more than their registers allow; dequantize is slower so, and f64 gains nothing).
-     bq_affine_narrow: 4. bq_affine_cols: 3 (f16 and bf16 forward take one wave of them).
-     bq_affine_mask: 4 for per-channel fake quantize forward (f32 takes 72 registers, 3
-     blocks, otherwise; 4 is faster though f32 then keeps 24 bytes on the stack).
+   - regs: each entry point's register budget a thread, which its launch bounds ask ptxas
+     to meet as the least blocks of 256 an SM must hold (bq__lb_blocks: 80 registers are 3
+     blocks, 64 are 4; 0: none named, which differs from a budget: that lets ptxas spend
+     more registers). Row kernel: 80 for the forward slot kernels (left alone, ptxas gives
+     some of them more registers and fewer blocks; backward ones would spill).
+     bq_affine_odd: as the row kernel, but 64 for dequantize of f32, f16 and bf16 (one more
+     block than its registers would otherwise allow, which is faster; f64 spills so).
+     bq_affine_blocks: 64 for per-group f64 quantize forward (its registers, a few over,
+     would allow one block fewer). bq_affine_flat: 64 for forward quantize and fake
+     quantize with f32 compute (one more block than their registers allow; dequantize is
+     slower so, and f64 gains nothing). bq_affine_narrow: 64. bq_affine_cols: 80 (f16 and
+     bf16 forward take one wave of them). bq_affine_mask: 64 for per-channel fake quantize
+     forward (f32 takes 72 registers, 3 blocks, otherwise; 64 is faster though f32 then
+     keeps 24 bytes on the stack).
      bq_affine_lean and bq_affine_pair: 0 (the rows leave them out). 0 also where the
      granularity has no such kernel. */
 typedef struct bq__affine_row {
@@ -8134,107 +8168,107 @@ typedef struct bq__affine_row {
   bq_direction dir;
   bq_granularity gran;
   bq_dtype ft;
-  int u, ga, fr, na, warps, odd, slots, items, bcap, cwave, lean;
-  int lb[BQ__AFFINE_ENTRIES]; /* by entry point: the least blocks an SM it is compiled for */
+  int u, ga, fr, na, waves, odd, slots, items, bcap, cwave, lean;
+  int regs[BQ__AFFINE_ENTRIES]; /* by entry point: the registers a thread it is compiled for (bq__lb_blocks) */
 } bq__affine_row;
 static const bq__affine_row bq__affine_table[] = {
-  /* op, direction, granularity, float type                 u ga fr na warps odd slots items bcap cwave lean  lb: row cols odd blocks flat narrow mask */
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,  64, 0,   0,    0,   0,    0,   32, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,  64, 1,   1,    0,   0,    0,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,  64, 1,   2,    2,   4,    0,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8, 256, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0, 256, 0,   0,    1,   0,    0,   32, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0, 256, 0,   0,    1,   0,    0,   32, {0, 0, 0, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,  64, 1,   2,    1,   4,    0,    0, {3, 0, 3, 4, 0, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0, 128, 1,   1,    1,   0,    0,   32, {3, 0, 3, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0, 128, 1,   1,    1,   0,    0,   32, {3, 0, 3, 0, 4, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,  64, 1,   1,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,  64, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,  64, 1,   2,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0, 256, 0,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,  64, 0,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,  64, 1,   0,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,  64, 0,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0, 256, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,  64, 1,   0,    0,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0, 128, 1,   0,    0,   0,    0,    0, {0, 0, 4, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,  64, 1,   1,    0,   0,    0,    0, {3, 3, 3, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,  64, 1,   1,    0,   4,    0,    0, {3, 3, 3, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,  64, 1,   1,    0,   0,    1,    0, {3, 3, 3, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0, 256, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,  64, 1,   1,    1,   4,    0,    0, {3, 0, 3, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0, 128, 1,   1,    1,   0,    0,    0, {3, 0, 3, 0, 4, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,  64, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,  64, 1,   1,    0,   4,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,  64, 1,   0,    0,   0,    0,    0, {0, 3, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,  64, 0,   0,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0, 256, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,  64, 1,   1,    1,   4,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0, 128, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 4}},
+  /* op, direction, granularity, float type                 u ga fr na waves odd slots items bcap cwave lean  regs: row cols odd blocks flat narrow mask */
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    8, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,   1, 1,   1,    0,   0,    0,    0, {80, 80, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,   1, 1,   2,    2,   2,    0,    0, {80, 80, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 80, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 80, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8,   4, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0,   4, 0,   0,    1,   0,    0,    8, {0, 0, 0, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0,   4, 0,   0,    1,   0,    0,    8, {0, 0, 0, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,   1, 1,   2,    1,   2,    0,    0, {80, 0, 80, 64, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8, {80, 0, 80, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8, {80, 0, 80, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,   1, 1,   1,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,   1, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,   1, 1,   2,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,   1, 0,   0,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0,   4, 0,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,   1, 0,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,   1, 1,   0,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,   1, 0,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,   1, 1,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,   1, 1,   1,    0,   0,    0,    0, {80, 80, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,   1, 1,   1,    0,   2,    0,    0, {80, 80, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 80, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 80, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0,   4, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,   1, 1,   1,    1,   2,    0,    0, {80, 0, 80, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,   1, 1,   1,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,   1, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,   1, 1,   1,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
 };
 #define BQ__AFFINE_ROWS ((int)(sizeof bq__affine_table / sizeof bq__affine_table[0]))
 /* a normalized affine desc's row (the table's order is its key's) */
@@ -8267,7 +8301,7 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
-  for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], r->lb[e]);
+  for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], bq__lb_blocks(r->regs[e], 256));
 }
 
 /* FP8 storage is symmetric: a static per-tensor zero point (quantize's and the fused
@@ -8489,10 +8523,10 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq__affine_params *k, const bq_
   return pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
 }
 
-/* The table's lean column for n elements of the float type's t bytes: the rule takes the
-   lean route */
-BQ__FN int bq__affine_lean_rule(const bq__affine_row *row, int64_t n, int64_t t) {
-  return row->lean < 0 || (row->lean > 0 && n <= ((int64_t)row->lean << 20) / t);
+/* The table's lean column for n elements of the float type's t bytes on a device of limits
+   l: the rule takes the lean route */
+BQ__FN int bq__affine_lean_rule(const bq__affine_row *row, int64_t n, int64_t t, const bq__limits *l) {
+  return row->lean < 0 || (row->lean > 0 && n * t <= bq__wave_bytes(l, row->lean));
 }
 /* the tune's scratch for bq__affine_tuned: x and y in buffers of their own */
 BQ__FN void bq__affine_tune_point(bq_args *s, const bq_args *a, void *const buf[2]) {
@@ -8562,7 +8596,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   int lw = BQ__AFFINE_LEAN;
   bq__affine_params lk = k;
   int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->kernels[BQ__AFFINE_LEAN] ? bq__affine_lean(p, &lk, &v, &lw) : 0;
-  if (lean && f < 0 && !bq__affine_lean_rule(row, v.numel, bq__dtype_size(d->float_type)) &&
+  const bq__limits lim = bq__limits_of(p);
+  if (lean && f < 0 && !bq__affine_lean_rule(row, v.numel, bq__dtype_size(d->float_type), &lim) &&
       !bq__affine_tuned(p, a, &v, stream))
     lean = 0;
   if (lean) k = lk;
@@ -8587,7 +8622,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     int64_t gx = (chunks + 32 * wpb - 1) / (32 * wpb);
     int64_t r = (d->op == BQ_FAKE_QUANTIZE ? 32 : 64) / (cp * t), gy = (rows + r - 1) / r;
     if (row->cwave) {
-      int64_t wave = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 24 / wpb / gx;
+      int64_t wave = lim.sms * bq__lb_blocks(row->regs[BQ__AFFINE_COLS], 256) * 8 / wpb / gx;
       if (gy > wave) gy = wave > 0 ? wave : 1;
     }
     if (gy > 65535) gy = 65535;
@@ -8599,8 +8634,8 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (narrow || ((f < 0 || f == BQ__AFFINE_BLOCKS) && bq__affine_blocks(p, &k, &v))) {
     /* whole blocks a lane (bq_affine_narrow, f64 only, and bq_affine_blocks): an item a
        warp, or the table's bcap blocks an SM at most, each warp striding over the items */
-    int64_t items = k.rows * k.chunks, sms = p->num_sms > 0 ? p->num_sms : 1;
-    int64_t blocks = bq__grid(items, 8), cap = row->bcap ? sms * row->bcap : blocks;
+    int64_t items = k.rows * k.chunks;
+    int64_t blocks = bq__grid(items, 8), cap = row->bcap ? lim.sms * (lim.threads_sm / row->bcap / 256) : blocks;
     /* the kernel's 32-bit lane index (blockIdx.x * blockDim.x) must not wrap: fewer than
        2^24 blocks of 256, each warp striding over the items */
     if (cap > BQ__BLOCKS_MAX_GRID) cap = BQ__BLOCKS_MAX_GRID;
@@ -8613,16 +8648,16 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* the table's items: an item takes several tiles of a row, which pays the row's scale (its
      reciprocal) once, while the grid keeps the table's `warps` items an SM */
   k.tpw = 1;
-  int64_t warps = row->warps;
+  int64_t warps = bq__wave_warps(&lim, row->waves);
   if (row->items == 2 || (row->items == 1 && v.rows > 1)) {
-    int64_t per = v.rows * k.tiles / ((int64_t)(p->num_sms > 0 ? p->num_sms : 1) * warps);
+    int64_t per = v.rows * k.tiles / (lim.sms * warps);
     if (per > 1) k.tpw = per < k.tiles ? per : k.tiles;
   }
   k.chunks = (k.tiles + k.tpw - 1) / k.tpw;
   k.tpw = (k.tiles + k.chunks - 1) / k.chunks; /* the same count of tiles in every item */
   /* 32-bit index arithmetic when every index fits */
-  int64_t lim = (int64_t)1 << 31;
-  k.fast32 = v.cols <= lim && k.group <= lim && k.gmod <= lim && v.rows * k.tiles <= lim;
+  const int64_t i31 = (int64_t)1 << 31;
+  k.fast32 = v.cols <= i31 && k.group <= i31 && k.gmod <= i31 && v.rows * k.tiles <= i31;
   if (k.fast32) {
     k.fd_group = bq__make_fastdiv((uint32_t)k.group);
     k.fd_gmod = bq__make_fastdiv((uint32_t)k.gmod);
@@ -8755,8 +8790,13 @@ BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
   return BQ_SUCCESS;
 }
 
-/* per tensor: one partial (two C values) per block of the reduction pass */
-BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) { return (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 2; }
+/* per tensor: one partial (two C values) per block of the reduction pass, a wave of them (as
+   many as the SMs hold of the table's block) */
+BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) {
+  const bq__limits l = bq__limits_of(p);
+  const int64_t per = l.threads_sm / bq__dynamic_row_of(&p->desc)->block;
+  return l.sms * (per > 0 ? per : 1);
+}
 BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
   if (p->desc.granularity != BQ_PER_TENSOR || !a || a->numel <= 0) return 0;
   return (size_t)bq__dynamic_blocks(p) * 16;
@@ -10145,6 +10185,7 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   bq__sku_of(&p->desc, &t, &k);
   bq__copy(p->sku, sizeof p->sku, k.sku);
   p->num_sms = dev.num_sms;
+  p->threads_sm = dev.threads_sm;
   p->l2_bytes = dev.l2_bytes;
   snprintf(p->gpu, sizeof p->gpu, "%s sms %d mem %d", dev.name[0] ? dev.name : "?", dev.num_sms, dev.mem_khz);
   if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less

@@ -21,26 +21,28 @@ static void tables(bq__str *s) {
   bq__str_cat(s, "\n#### Affine: `bq__affine_table`\n\n"
                  "A row per op, direction, granularity and float type; `u`, `ga`, `fr`, `na` are the accesses "
                  "(elements, for `na`) a lane takes in the row kernels, `bq_affine_blocks`, `bq_affine_flat` "
-                 "and `bq_affine_narrow` (0: that kernel is never taken); `warps`, the row kernel's items an "
-                 "SM; `odd`, whether straddling accesses take `bq_affine_odd`; `slots`, how the row kernels "
+                 "and `bq_affine_narrow` (0: that kernel is never taken); `waves`, the row kernel's items an "
+                 "SM in SM-fulls of resident warps (64 warps on the H100 and H200); `odd`, whether straddling accesses take `bq_affine_odd`; `slots`, how the row kernels "
                  "give per-channel and per-group accesses their parameters (0: looked up, 1: prepared a tile "
                  "at a time in shared memory, 2: an item at a time); `items`, the row kernel's item (0: a "
                  "tile, 1: several tiles of a row where there are several rows, 2: several always); `bcap`, "
-                 "blocks an SM at most for `bq_affine_blocks` and `bq_affine_narrow` (0: none); `cwave`, "
+                 "the share of an SM's threads `bq_affine_blocks` and `bq_affine_narrow` take at most, as "
+                 "1/bcap (0: no cap); `cwave`, "
                  "whether `bq_affine_cols` takes one wave of blocks; `lean`, where `bq_affine_lean` (and "
                  "`bq_affine_pair`, its 16-bit quantize in pairs) takes dense data (-1: any size, else up to "
-                 "that many MiB of the float stream, 0: never); `lb`, the launch bounds' least blocks an SM of "
-                 "`bq_affine`, `_cols`, `_odd`, `_blocks`, `_flat`, `_narrow` and `_mask` (0: none named; "
-                 "`bq_affine_lean` and `bq_affine_pair` name none).\n\n"
-                 "| op | direction | granularity | T | u | ga | fr | na | warps | odd | slots | items | bcap | "
-                 "cwave | lean | lb |\n"
+                 "that many waves of the float stream, a wave being a 16-byte access for every thread the "
+                 "SMs hold, 0: never); `regs`, the register budget a thread of `bq_affine`, `_cols`, `_odd`, "
+                 "`_blocks`, `_flat`, `_narrow` and `_mask`, which their launch bounds ask for as blocks of "
+                 "256 an SM (0: none named; `bq_affine_lean` and `bq_affine_pair` name none).\n\n"
+                 "| op | direction | granularity | T | u | ga | fr | na | waves | odd | slots | items | bcap | "
+                 "cwave | lean | regs |\n"
                  "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
     const bq__affine_row *r = &bq__affine_table[i];
     bq__str_fmt(s, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d %d %d %d %d %d %d |\n",
                 bq__op_name(r->op), dir_name(r->dir), bq__gran_name(r->gran), bq__dtype_name(r->ft), r->u, r->ga,
-                r->fr, r->na, r->warps, r->odd, r->slots, r->items, r->bcap, r->cwave, r->lean, r->lb[0], r->lb[1],
-                r->lb[2], r->lb[3], r->lb[4], r->lb[5], r->lb[6]);
+                r->fr, r->na, r->waves, r->odd, r->slots, r->items, r->bcap, r->cwave, r->lean, r->regs[0], r->regs[1],
+                r->regs[2], r->regs[3], r->regs[4], r->regs[5], r->regs[6]);
   }
   bq__str_cat(s, "\n#### Dynamic quantization: `bq__dynamic_table`\n\n"
                  "`cpt` and `block`: `bq_dynamic`'s accesses a thread and largest team (the per-tensor "

@@ -141,3 +141,123 @@ Test(launch, grid_outside_the_limits_is_refused) {
   cr_assert_eq(launches(), before + 1);
   bq_plan_destroy(p);
 }
+
+/* ==== the launch rules on the H100's properties give the H100's measured counts ============== */
+/* The affine table's launch columns before they became rules (the counts measured on the
+   H100, a row each in the table's order): the row kernel's items an SM, the blocks
+   kernels' blocks an SM at most (0: none), the lean route's limit in MiB of the float
+   stream (-1: any size, 0: never), and each entry point's launch bounds' least blocks an SM
+   (row, cols, odd, blocks, flat, narrow, mask). */
+static const int h100_warps[] = {
+  64, 64, 64, 64, 64, 64, 64, 64, 256, 256, 256, 256, 128, 64, 128, 128,
+  64, 64, 64, 64, 64, 64, 64, 64, 256, 64, 256, 256, 128, 64, 128, 128,
+  64, 64, 64, 64, 64, 64, 64, 64, 256, 256, 256, 256, 128, 64, 128, 128,
+  64, 64, 64, 64, 64, 64, 64, 64, 256, 64, 256, 256, 128, 64, 128, 128,
+  64, 64, 64, 64, 64, 64, 64, 64, 256, 256, 256, 256, 128, 64, 128, 128,
+  64, 64, 64, 64, 64, 64, 64, 64, 256, 64, 256, 256, 128, 64, 128, 128,
+};
+static const int h100_bcap[] = {
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0,
+};
+static const int h100_lean_mib[] = {
+  -1, 32, -1, -1, 0, 0, 0, 0, 0, 0, 32, 32, 0, 0, 32, 32,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  -1, 0, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+static const int h100_lb[] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 0, 0, 4, 0, 3, 3, 3, 0, 0, 4, 0,
+  3, 3, 3, 0, 0, 4, 0, 3, 3, 3, 0, 0, 4, 0, 0, 0, 0, 0, 4, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 4, 4, 0, 0, 0, 0, 0, 4, 4, 0,
+  3, 0, 3, 0, 4, 4, 0, 3, 0, 3, 4, 0, 4, 0, 3, 0, 3, 0, 4, 4, 0,
+  3, 0, 3, 0, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 4, 0,
+  0, 3, 0, 0, 0, 4, 0, 0, 3, 0, 0, 0, 4, 0, 0, 3, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 3, 4, 0, 0, 4, 0, 0, 3, 0, 0, 0, 4, 0, 0, 3, 4, 0, 0, 4, 0,
+  0, 3, 4, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 4, 0, 0, 0, 4, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 3, 4, 0, 0, 4, 0, 0, 3, 0, 0, 0, 4, 0,
+  0, 3, 4, 0, 0, 4, 0, 0, 3, 4, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 4, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 4, 0,
+  0, 0, 4, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 0, 0, 4, 4,
+  3, 3, 3, 0, 0, 4, 4, 3, 3, 3, 0, 0, 4, 4, 3, 3, 3, 0, 0, 4, 4,
+  0, 0, 0, 0, 4, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 4, 4, 0,
+  0, 0, 0, 0, 4, 4, 0, 3, 0, 3, 0, 4, 4, 0, 3, 0, 3, 0, 0, 4, 0,
+  3, 0, 3, 0, 4, 4, 0, 3, 0, 3, 0, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 3, 0, 0, 0, 4, 0, 0, 3, 0, 0, 0, 4, 0, 0, 3, 0, 0, 0, 4, 0,
+  0, 3, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+  0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 4, 0,
+};
+
+static const bq__limits h100 = {132, 2048}; /* the H200's are the same */
+
+Test(rules, h100_properties_give_the_h100_counts) {
+  cr_assert_eq(BQ__AFFINE_ROWS, (int)(sizeof h100_warps / sizeof h100_warps[0]));
+  for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
+    const bq__affine_row *r = &bq__affine_table[i];
+    const int64_t t = bq__dtype_size(r->ft);
+    cr_assert_eq(bq__wave_warps(&h100, r->waves), h100_warps[i], "row %d: items an SM", i);
+    cr_assert_eq(r->bcap ? h100.threads_sm / r->bcap / 256 : 0, h100_bcap[i], "row %d: blocks an SM", i);
+    for (int e = 0; e < 7; e++)
+      cr_assert_eq(bq__lb_blocks(r->regs[e], 256), h100_lb[7 * i + e], "row %d, entry %d: launch bounds", i, e);
+    cr_assert_eq(r->regs[BQ__AFFINE_LEAN], 0, "row %d: bq_affine_lean names no bounds", i);
+    cr_assert_eq(r->regs[BQ__AFFINE_PAIR], 0, "row %d: bq_affine_pair names no bounds", i);
+    /* the lean limit at the sizes it was measured at (8 to 256 MiB of the float stream);
+       between 32 and 64 MiB, where nothing was measured, it moved from 32 to 33 MiB */
+    for (int64_t mib = 8; mib <= 256; mib *= 2) {
+      const int64_t n = (mib << 20) / t;
+      const int was = h100_lean_mib[i] < 0 || (h100_lean_mib[i] > 0 && mib <= h100_lean_mib[i]);
+      cr_assert_eq(bq__affine_lean_rule(r, n, t, &h100), was, "row %d at %lld MiB: the lean route", i, (long long)mib);
+    }
+    if (r->cwave) /* bq_affine_cols' one wave: 24 warps an SM */
+      cr_assert_eq(bq__lb_blocks(r->regs[BQ__AFFINE_COLS], 256) * 8, 24, "row %d: the columns kernel's wave", i);
+  }
+  /* dynamic per tensor: two blocks of 1024 an SM */
+  bq_plan p;
+  memset(&p, 0, sizeof p);
+  p.desc.op = BQ_DYNAMIC_QUANTIZE;
+  p.desc.granularity = BQ_PER_TENSOR;
+  p.desc.float_type = BQ_BF16;
+  p.num_sms = 132, p.threads_sm = 2048;
+  cr_assert_eq(bq__dynamic_blocks(&p), 264);
+  p.threads_sm = 0; /* not reported: the rules take 2048 */
+  cr_assert_eq(bq__dynamic_blocks(&p), 264);
+}
+
+/* A device whose SMs hold 1536 threads (compute capability 8.6 and 8.9) gets counts of its
+   own from the same rows: three quarters of the warps, three blocks of 256 for a half
+   share, one 1024-thread block an SM; launch bounds are the register file's, the same. */
+Test(rules, a_smaller_sm_gets_its_own_counts) {
+  const bq__limits l = {84, 1536};
+  for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
+    const bq__affine_row *r = &bq__affine_table[i];
+    cr_assert_eq(bq__wave_warps(&l, r->waves), h100_warps[i] * 3 / 4, "row %d", i);
+    if (r->bcap) cr_assert_eq(l.threads_sm / r->bcap / 256, 3, "row %d", i);
+  }
+  cr_assert_eq(bq__wave_bytes(&l, 8), (int64_t)8 * 84 * 1536 * 16);
+  bq_plan p;
+  memset(&p, 0, sizeof p);
+  p.desc.op = BQ_DYNAMIC_QUANTIZE;
+  p.desc.granularity = BQ_PER_TENSOR;
+  p.desc.float_type = BQ_F32;
+  p.num_sms = 84, p.threads_sm = 1536;
+  cr_assert_eq(bq__dynamic_blocks(&p), 84);
+}
