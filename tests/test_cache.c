@@ -728,6 +728,17 @@ static int tune_read_(int n_cand, int *choice) {
 static void tune_path_(char *path, size_t n) {
   bq__tune_path(dir_, bq__fnv1a(TUNE_KEY, strlen(TUNE_KEY), BQ__FNV_SEED), path, n);
 }
+/* the entry's text, NUL-terminated; its length */
+static size_t tune_text_(char *text, size_t cap) {
+  char path[1024];
+  tune_path_(path, sizeof path);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(text, 1, cap - 1, f);
+  fclose(f);
+  text[n] = 0;
+  return n;
+}
 static void tune_write_(int choice) {
   const double us[2] = {101.25, 96.5};
   bq__tune_write(dir_, TUNE_KEY, bq__fnv1a(TUNE_KEY, strlen(TUNE_KEY), BQ__FNV_SEED), choice, 2, us);
@@ -745,13 +756,8 @@ Test(cache, tune_entry_round_trip) {
   tune_write_(0); /* a rewrite replaces it */
   cr_assert(tune_read_(2, &choice));
   cr_assert_eq(choice, 0);
-  char path[1024], text[2048];
-  tune_path_(path, sizeof path);
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f);
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = 0;
+  char text[2048];
+  tune_text_(text, sizeof text);
   char want[1024];
   snprintf(want, sizeof want, "baracuda_quant tune 1\nkey %s\nchoice 0 of 2\nus 101.25 96.50\nchecksum ", TUNE_KEY);
   cr_assert(!strncmp(text, want, strlen(want)), "the entry reads\n%s", text);
@@ -765,14 +771,10 @@ static void tune_damaged(void (*fn)(char *text, size_t *n), const char *why) {
   count_warnings();
   tune_write_(1);
   char path[1024], text[4096];
-  tune_path_(path, sizeof path);
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f);
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = 0;
+  size_t n = tune_text_(text, sizeof text);
   fn(text, &n);
-  f = fopen(path, "w");
+  tune_path_(path, sizeof path);
+  FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
   cr_assert_eq(fwrite(text, 1, n, f), n);
   fclose(f);

@@ -209,6 +209,17 @@ static const int h100_lb[] = {
 
 static const bq__limits h100 = {132, 2048}; /* the H200's are the same */
 
+/* dynamic per tensor's reduction grid on a device of sms SMs of threads_sm threads */
+static int64_t dynamic_blocks(int sms, int threads_sm, bq_dtype ft) {
+  bq_plan p;
+  memset(&p, 0, sizeof p);
+  p.desc.op = BQ_DYNAMIC_QUANTIZE;
+  p.desc.granularity = BQ_PER_TENSOR;
+  p.desc.float_type = ft;
+  p.num_sms = sms, p.threads_sm = threads_sm;
+  return bq__dynamic_blocks(&p);
+}
+
 Test(rules, h100_properties_give_the_h100_counts) {
   cr_assert_eq(BQ__AFFINE_ROWS, (int)(sizeof h100_warps / sizeof h100_warps[0]));
   for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
@@ -230,16 +241,9 @@ Test(rules, h100_properties_give_the_h100_counts) {
     if (r->cwave) /* bq_affine_cols' one wave: 24 warps an SM */
       cr_assert_eq(bq__lb_blocks(r->regs[BQ__AFFINE_COLS], 256) * 8, 24, "row %d: the columns kernel's wave", i);
   }
-  /* dynamic per tensor: two blocks of 1024 an SM */
-  bq_plan p;
-  memset(&p, 0, sizeof p);
-  p.desc.op = BQ_DYNAMIC_QUANTIZE;
-  p.desc.granularity = BQ_PER_TENSOR;
-  p.desc.float_type = BQ_BF16;
-  p.num_sms = 132, p.threads_sm = 2048;
-  cr_assert_eq(bq__dynamic_blocks(&p), 264);
-  p.threads_sm = 0; /* not reported: the rules take 2048 */
-  cr_assert_eq(bq__dynamic_blocks(&p), 264);
+  /* dynamic per tensor: two blocks of 1024 an SM (a device that reports no thread count: 2048) */
+  cr_assert_eq(dynamic_blocks(132, 2048, BQ_BF16), 264);
+  cr_assert_eq(dynamic_blocks(132, 0, BQ_BF16), 264);
 }
 
 /* A device whose SMs hold 1536 threads (compute capability 8.6 and 8.9) gets counts of its
@@ -253,11 +257,5 @@ Test(rules, a_smaller_sm_gets_its_own_counts) {
     if (r->bcap) cr_assert_eq(l.threads_sm / r->bcap / 256, 3, "row %d", i);
   }
   cr_assert_eq(bq__wave_bytes(&l, 8), (int64_t)8 * 84 * 1536 * 16);
-  bq_plan p;
-  memset(&p, 0, sizeof p);
-  p.desc.op = BQ_DYNAMIC_QUANTIZE;
-  p.desc.granularity = BQ_PER_TENSOR;
-  p.desc.float_type = BQ_F32;
-  p.num_sms = 84, p.threads_sm = 1536;
-  cr_assert_eq(bq__dynamic_blocks(&p), 84);
+  cr_assert_eq(dynamic_blocks(84, 1536, BQ_F32), 84);
 }
