@@ -58,11 +58,15 @@ expect 0 "--help" "$T" --help
 
 # ---- info with no GPU: exit 0, every section ----
 expect 0 "info, no driver" env BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1 BARACUDA_QUANT_CACHE_DIR="$W/c0" "$T" info
-for s in "library: baracuda_quant" "driver: none" "nvrtc: " "devices: none" "cache: $W/c0" "counters (this process): 0 memory hits" "environment:" "BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1"; do
+for s in "library: baracuda_quant" "driver: none" "nvrtc: " "devices: none" "cache: $W/c0" "first-use tune: on" "counters (this process): 0 memory hits" "environment:" "BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1"; do
   has "$s" "info prints \"$s\""
 done
 has "archs sm_" "info lists NVRTC's archs"
+expect 0 "info, the tune off" env BARACUDA_QUANT_TUNE=0 BARACUDA_QUANT_DRIVER=/nonexistent/libcuda.so.1 "$T" info
+has "first-use tune: off" "info says the tune is off"
 if [ -n "$FAKE" ]; then
+  expect 0 "info, a fake device" env BARACUDA_QUANT_DRIVER="$FAKE" "$T" info
+  has "0: fake device, sm_90, 132 SMs of 0 threads, L2 0 KiB, memory clock 0 MHz" "info gives the device's launch properties"
   expect 0 "info, a driver with no device" env BARACUDA_QUANT_DRIVER="$FAKE" FAKE_CUDA_MODE=nodevice "$T" info
   has "devices: none" "info says none"
   has "driver: $FAKE" "info names the driver's path"

@@ -178,7 +178,13 @@ static int cmd_info(int argc, char **argv) {
     }
     target_name(&ta, na, sizeof na);
     target_name(&tl, nl, sizeof nl);
-    printf("  %d: %s, sm_%d, %d SMs; kernels built for %s, linear GEMMs for %s\n", i, name, sm, sms, na, nl);
+    /* what the launch rules and the tune's keys read (0: not reported) */
+    int threads = 0, l2 = 0, clk = 0;
+    if (drv->cuDeviceGetAttribute(&threads, BQ__CU_ATTR_MAX_THREADS_PER_SM, dev)) threads = 0;
+    if (drv->cuDeviceGetAttribute(&l2, BQ__CU_ATTR_L2_CACHE_SIZE, dev)) l2 = 0;
+    if (drv->cuDeviceGetAttribute(&clk, BQ__CU_ATTR_MEMORY_CLOCK_RATE, dev)) clk = 0;
+    printf("  %d: %s, sm_%d, %d SMs of %d threads, L2 %d KiB, memory clock %d MHz; kernels built for %s, "
+           "linear GEMMs for %s\n", i, name, sm, sms, threads, l2 >> 10, clk / 1000, na, nl);
   }
 
   const char *dir = bq_cache_directory();
@@ -204,6 +210,7 @@ static int cmd_info(int argc, char **argv) {
     printf("cache: %s (%d entries, %lld bytes; %d tuned choices: `list` shows them)\n", dir, entries, bytes, tuned);
   }
 
+  printf("first-use tune: %s\n", bq__tune_enabled() ? "on (BARACUDA_QUANT_TUNE=0 turns it off)" : "off (BARACUDA_QUANT_TUNE)");
   bq_cache_stats s;
   bq_cache_get_stats(&s);
   printf("counters (this process): %llu memory hits, %llu disk hits, %llu misses, %llu compiles, %llu corrupt, "
