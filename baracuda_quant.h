@@ -33,9 +33,10 @@
                                    first of can_implement's: the same status and
                                    message); on an error *bytes = 0
      bq_plan_run(plan, args, ws, ws_bytes, stream)  validates, then launches in the plan's
-                                   context; never allocates device memory for data, never
-                                   synchronizes, works under CUDA graph capture; a
-                                   zero-size problem succeeds and launches nothing
+                                   context; never allocates device memory for data and
+                                   never synchronizes, but for a first-use tune (below;
+                                   never under capture); works under CUDA graph capture;
+                                   a zero-size problem succeeds and launches nothing
      bq_plan_destroy(plan);  bq_plan_sku(plan);  bq_plan_precision_guarantee(plan)
      Plans are immutable: one plan may run from many threads and streams at once.
      A plan's kernels are modules of one entry point each (named "<SKU>@<entry point>"):
