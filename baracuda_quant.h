@@ -6051,9 +6051,9 @@ BQ__FN bq_status bq__current_device(int fallback_device, bq__CUcontext *ctx, bq_
        a driver that does not report one leaves it 0 */
     int clk = 0, l2 = 0, th = 0;
     if (d->cuDeviceGetAttribute(&th, BQ__CU_ATTR_MAX_THREADS_PER_SM, dev)) th = 0;
-    info.threads_sm = th > 0 ? th : 0;
     if (d->cuDeviceGetAttribute(&clk, BQ__CU_ATTR_MEMORY_CLOCK_RATE, dev)) clk = 0;
     if (d->cuDeviceGetAttribute(&l2, BQ__CU_ATTR_L2_CACHE_SIZE, dev)) l2 = 0;
+    info.threads_sm = th > 0 ? th : 0;
     info.mem_khz = clk > 0 ? clk : 0;
     info.l2_bytes = l2 > 0 ? l2 : 0;
     if (d->cuDeviceGetName(info.name, (int)sizeof info.name, dev)) bq__copy(info.name, sizeof info.name, "?");
@@ -6198,6 +6198,23 @@ BQ__FN long bq__read_small(int fd, char *buf, size_t cap) {
   }
 }
 
+/* A small cache file's whole text, NUL-terminated, into text (cap bytes, the NUL included):
+   its length; -1 where there is no such file (*why NULL) or it cannot be read as one of
+   ours (*why says why: bq__open_cache_file's checks, or too long) */
+BQ__FN long bq__read_cache_text(const char *path, char *text, size_t cap, const char **why) {
+  struct stat st;
+  int fd = bq__open_cache_file(path, &st, why);
+  if (fd < 0) return -1;
+  long n = bq__read_small(fd, text, cap - 1);
+  close(fd);
+  if (n < 0) {
+    *why = "unreadable or too long";
+    return -1;
+  }
+  text[n] = 0;
+  return n;
+}
+
 /* ---- NVRTC identity, memoized on disk so that a disk-cache hit never loads NVRTC ------ */
 /* Loading libnvrtc costs milliseconds (its static initializers), far more than a cache
    hit may. The memo file records, for one way of finding NVRTC (BARACUDA_QUANT_NVRTC,
@@ -6310,27 +6327,18 @@ BQ__FN const char *bq__memo_parse(const char *text, size_t n, bq__nvrtc_id *id) 
 /* 1 with id filled when the memo at path is sane and its library unchanged; else 0, with
    one warning when the file is there but not a memo that makes sense. */
 BQ__FN int bq__memo_read(const char *path, const char *dir, bq__nvrtc_id *id) {
-  struct stat st;
   const char *why = NULL;
   char text[2048];
-  int fd = bq__open_cache_file(path, &st, &why);
-  if (fd >= 0) {
-    long n = bq__read_small(fd, text, sizeof text - 1);
-    close(fd);
-    if (n < 0) why = "unreadable or too long";
-    else {
-      text[n] = 0;
-      /* the layout before this one (no magic, no checksum) is replaced without a word */
-      if (!strncmp(text, "identity ", 9)) return 0;
-      why = bq__memo_parse(text, (size_t)n, id);
-    }
-  }
+  const long n = bq__read_cache_text(path, text, sizeof text, &why);
+  /* the layout before this one (no magic, no checksum) is replaced without a word */
+  if (n >= 0 && !strncmp(text, "identity ", 9)) return 0;
+  if (n >= 0) why = bq__memo_parse(text, (size_t)n, id);
   if (why) {
     if (bq__first_warning("memo", dir))
       bq__warn("ignoring NVRTC memo %s (%s): asking NVRTC itself and rewriting it", path, why);
     return 0;
   }
-  return fd >= 0 && bq__nvrtc_id_fresh(id->identity);
+  return n >= 0 && bq__nvrtc_id_fresh(id->identity);
 }
 
 BQ__FN void bq__memo_write(const char *dir, const char *path, const bq__nvrtc_id *id) {
@@ -7850,23 +7858,17 @@ BQ__FN const char *bq__tune_parse(const char *text, size_t n, char *key, size_t 
 BQ__FN int bq__tune_read(const char *dir, const char *key, uint64_t hash, int n_cand, int *choice) {
   char path[BQ__PATH_MAX + 64], text[2048], got_key[1024];
   bq__tune_path(dir, hash, path, sizeof path);
-  struct stat st;
   const char *why = NULL;
-  int k = -1, of = -1, fd = bq__open_cache_file(path, &st, &why);
-  if (fd >= 0) {
-    long got = bq__read_small(fd, text, sizeof text - 1);
-    close(fd);
-    if (got < 0) why = "unreadable or too long";
-    else {
-      text[got] = 0;
-      why = bq__tune_parse(text, (size_t)got, got_key, sizeof got_key, &k, &of);
-      if (!why && strcmp(got_key, key) != 0) why = "another key";
-      else if (!why && of != n_cand) why = "choice out of range";
-    }
+  int k = -1, of = -1;
+  const long n = bq__read_cache_text(path, text, sizeof text, &why);
+  if (n >= 0) {
+    why = bq__tune_parse(text, (size_t)n, got_key, sizeof got_key, &k, &of);
+    if (!why && strcmp(got_key, key) != 0) why = "another key";
+    else if (!why && of != n_cand) why = "choice out of range";
   }
   if (why && bq__first_warning("tune", dir))
     bq__warn("ignoring tune entry %s (%s): tuning again and rewriting it", path, why);
-  if (fd < 0 || why) return 0;
+  if (n < 0 || why) return 0;
   *choice = k;
   return 1;
 }
@@ -7892,9 +7894,8 @@ BQ__FN int bq__tune_find(const char *key, uint64_t hash, int *choice) {
   pthread_mutex_unlock(&bq__tune_lock);
   return found;
 }
+/* keeps key's choice unless another thread kept one first */
 BQ__FN void bq__tune_remember(const char *key, uint64_t hash, int choice) {
-  int had;
-  if (bq__tune_find(key, hash, &had)) return;
   size_t n = strlen(key);
   bq__tuned *t = (bq__tuned *)BQ_MALLOC(sizeof *t + n + 1);
   if (!t) return;
@@ -7902,8 +7903,9 @@ BQ__FN void bq__tune_remember(const char *key, uint64_t hash, int choice) {
   t->choice = choice;
   memcpy(t->key, key, n + 1);
   pthread_mutex_lock(&bq__tune_lock);
-  t->next = bq__tune_head;
-  bq__tune_head = t;
+  for (bq__tuned *o = bq__tune_head; o && t; o = o->next)
+    if (o->hash == hash && !strcmp(o->key, key)) BQ_FREE(t), t = NULL;
+  if (t) t->next = bq__tune_head, bq__tune_head = t;
   pthread_mutex_unlock(&bq__tune_lock);
 }
 BQ__FN void bq__tune_forget(void) {
