@@ -7486,6 +7486,8 @@ struct bq_plan {
   char name[96];
   char sku[512];
   struct bq_plan *sub; /* QuantizedLinear: its per-token dynamic quantize plan */
+  struct bq_plan *rows; /* per channel forward: its per-token plan, selected on first use
+                           (bq__affine_rows), published once with an atomic store */
   const bq__family *fam;
   bq__target target; /* its modules' target (module 0: bq__plan_load names each one's) */
   const char *kernels[BQ__MAX_KERNELS]; /* its entry points with code (bq__kernels_of) */
@@ -8558,6 +8560,42 @@ BQ__FN int bq__affine_tuned(const bq_plan *p, const bq_args *a, const bq__view *
    other special kernels are then passed over); bq_affine_odd and bq_affine serve every shape
    of their granularities. -1: the host's choice. */
 static int bq__affine_force_entry = -1;
+/* Per channel with the channel axis outermost (every axis before it of size 1), forward
+   quantize or dequantize, no mask: the tensor is [channels, inner] with a parameter block a
+   row, which is per token over those rows (one contract, docs/numerics.md), and the
+   per-token kernels run that layout faster than the per-channel ones (they prepare a row's
+   scale once; the per-channel row kernel prepares parameter blocks in shared memory a tile
+   at a time). Rows of at least BQ__ROWS_MIN_COLS elements take it, as the Python package's
+   per-channel ops have. The per-token plan is selected on first use (under stream capture
+   too: its modules load as a run's do) and kept. 1 with *q filled and *rp set where it
+   applies; 0 where not; -1 with the status in *st where the plan could not be selected. */
+#define BQ__ROWS_MIN_COLS 1024
+BQ__FN int bq__affine_rows(const bq_plan *p, const bq_args *a, const bq__view *v, bq_args *q, const bq_plan **rp,
+                           bq_status *st) {
+  const bq_desc *d = &p->desc;
+  if (d->granularity != BQ_PER_CHANNEL || d->direction != BQ_FORWARD || a->mask ||
+      (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE) || bq__affine_force_entry >= 0 || bq__dry.plan || !p->ctx)
+    return 0; /* (select's dry run primes the plan's own kernels; the per-token plan comes on first use) */
+  if (v->group < BQ__ROWS_MIN_COLS || v->group * v->gmod != v->numel) return 0; /* not outermost, or short rows */
+  bq_plan *r = __atomic_load_n(&((bq_plan *)p)->rows, __ATOMIC_ACQUIRE);
+  if (!r) {
+    bq_desc t = *d;
+    t.granularity = BQ_PER_TOKEN;
+    if ((*st = bq_plan_select(&t, &r))) return -1;
+    bq_plan *none = NULL;
+    if (!__atomic_compare_exchange_n(&((bq_plan *)p)->rows, &none, r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      bq_plan_destroy(r); /* another thread published one first */
+      r = none;
+    }
+  }
+  memset(q, 0, sizeof *q);
+  q->x = a->x, q->y = a->y;
+  q->rows = v->gmod, q->cols = v->group;
+  q->scales = a->scales, q->zero_points = a->zero_points;
+  *rp = r;
+  return 1;
+}
+
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -8566,6 +8604,11 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (!st) st = bq__view_of(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
+  bq_args rq;
+  const bq_plan *rp = NULL;
+  const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
+  if (rows < 0) return st;
+  if (rows) return rp->fam->run(rp, &rq, NULL, 0, stream); /* (its context is this plan's, current) */
   bq__affine_params k;
   memset(&k, 0, sizeof k);
   int fwd = d->direction == BQ_FORWARD;
@@ -10319,6 +10362,7 @@ BQ__DEF void bq_plan_destroy(bq_plan *p) {
   for (int e = 0; e < BQ__MAX_KERNELS; e++)
     if (p->mod[e]) bq__entry_release(p->mod[e]);
   bq_plan_destroy(p->sub);
+  bq_plan_destroy(p->rows);
   pthread_mutex_destroy(&p->lock);
   BQ_FREE(p);
 }

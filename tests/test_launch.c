@@ -259,3 +259,60 @@ Test(rules, a_smaller_sm_gets_its_own_counts) {
   cr_assert_eq(bq__wave_bytes(&l, 8), (int64_t)8 * 84 * 1536 * 16);
   cr_assert_eq(dynamic_blocks(84, 1536, BQ_F32), 84);
 }
+
+/* ==== per channel with the channel axis outermost runs as per token ========================== */
+
+/* the function the last launch ran (the fake driver's own launch underneath) */
+static bq__CUfunction g_fn;
+static bq__CUresult (*g_real_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                     unsigned, bq__CUstream, void **, void **);
+static bq__CUresult note_fn(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra) {
+  g_fn = f;
+  return g_real_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+/* runs a once; whether the launch ran one of plan q's functions */
+static int ran_from(bq_plan *p, const bq_args *a, const bq_plan *q) {
+  if (bq__drv.cuLaunchKernel != note_fn) {
+    g_real_launch = bq__drv.cuLaunchKernel;
+    bq__drv.cuLaunchKernel = note_fn;
+  }
+  g_fn = NULL;
+  bq_status st = bq_plan_run(p, a, NULL, 0, NULL);
+  cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run: %s", bq_last_error());
+  cr_assert_not_null(g_fn);
+  for (int e = 0; q && e < BQ__MAX_KERNELS; e++)
+    if (q->mod[e] && q->mod[e]->fn[e] == g_fn) return 1;
+  return 0;
+}
+
+/* Forward quantize and dequantize per channel over [C, inner] (or [1, C, inner]), inner >=
+   1024, run the per-token plan's kernels (selected on first use, kept); shorter rows, an
+   inner channel axis and fake quantize run the per-channel plan's own. */
+Test(launch, per_channel_outermost_runs_per_token) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE};
+  for (int oi = 0; oi < 3; oi++) {
+    bq_plan *p = select_(ops[oi], BQ_PER_CHANNEL, BQ_F16);
+    bq_args a = quantize_args();
+    a.rank = 2, a.shape[0] = 4096, a.shape[1] = 1024, a.axis = 0;
+    if (ops[oi] == BQ_FAKE_QUANTIZE) {
+      cr_assert(ran_from(p, &a, p), "fake quantize left its own kernels");
+      cr_assert_null(p->rows, "fake quantize selected a per-token plan");
+      bq_plan_destroy(p);
+      continue;
+    }
+    cr_assert_null(p->rows);
+    cr_assert(ran_from(p, &a, NULL) == 0 && p->rows != NULL, "no per-token plan for [4096, 1024], axis 0");
+    cr_assert(strstr(bq_plan_sku(p->rows), ".per_token.") != NULL, "%s", bq_plan_sku(p->rows));
+    const bq_plan *first = p->rows;
+    cr_assert(ran_from(p, &a, p->rows), "[4096, 1024], axis 0: not the per-token plan's kernel");
+    a.rank = 3, a.shape[0] = 1, a.shape[1] = 4096, a.shape[2] = 1024, a.axis = 1;
+    cr_assert(ran_from(p, &a, p->rows), "[1, 4096, 1024], axis 1: not the per-token plan's kernel");
+    cr_assert_eq(p->rows, first, "the per-token plan was selected again");
+    a.rank = 2, a.shape[0] = 4096, a.shape[1] = 1000, a.axis = 0; /* rows under 1024 elements */
+    cr_assert(ran_from(p, &a, p), "[4096, 1000], axis 0: not the per-channel plan's kernel");
+    a.rank = 3, a.shape[0] = 8, a.shape[1] = 512, a.shape[2] = 1024, a.axis = 1; /* not outermost */
+    cr_assert(ran_from(p, &a, p), "[8, 512, 1024], axis 1: not the per-channel plan's kernel");
+    bq_plan_destroy(p);
+  }
+}
