@@ -31,6 +31,7 @@ struct bq_dynamic_params {
   bq_i64 rows, cols, xs, ys;
   bq_i64 group, ngroups, grs; // per group (per block: B, blocks a row); grs as bq_pbase's ld
   int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector
+  int staged, pad;                        // per block: tiles staged in shared memory (bq_tiles_staged)
   double bound;                           // args.amax_bound (0: none)
 };
 
@@ -232,20 +233,44 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // (bq_tile_rows), read twice.
 #define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch
 #define BQ_TILE_CPT 8
+// Division by a tile's row length w (accesses or units, uniform across the block) for
+// indices below n: a multiply by ceil(2^32 / w), exact while n w < 2^32, else a division.
+// (A division an access was a tenth of the tile kernels' instructions.)
+struct bq_tdiv {
+  bq_u32 w, m; // m = 0: divide
+};
+static __device__ __forceinline__ bq_tdiv bq_tdiv_of(bq_u32 w, bq_u32 n) {
+  bq_tdiv d;
+  d.w = w > 0 ? w : 1;
+  d.m = d.w > 1 && (bq_u64)n * d.w < ((bq_u64)1 << 32) ? 0xFFFFFFFFu / d.w + 1 : 0;
+  return d;
+}
+static __device__ __forceinline__ bq_u32 bq_tdiv_q(bq_u32 i, const bq_tdiv &d) { return d.m ? __umulhi(i, d.m) : i / d.w; }
 // a tile's accesses i0 + k BQ_TILE_THREADS (those below n), rows of apr accesses; the form
 // chunk by chunk (picked once for the batch it was slower, 85.6 against 79.1 us on bf16
 // [8192, 8192])
 static __device__ __forceinline__ void bq_tile_quantize(const bq_xchunk (&a)[BQ_TILE_CPT], bq_i *y, bq_u32 i0, bq_u32 n,
                                                         bq_u32 apr, bq_i64 ys, const bq_qp &q) {
+  const bq_tdiv d = bq_tdiv_of(apr, n);
 #pragma unroll
   for (int k = 0; k < BQ_TILE_CPT; k++) {
-    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = i / apr;
+    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = bq_tdiv_q(i, d);
     if (i < n) {
       bq_qchunk o;
       bq_quantize_chunk_any(a[k], o, q);
       bq_i *yp = y + rr * ys + (i - rr * apr) * BQ_VEC;
       bq_store(yp, o, bq_width(yp));
     }
+  }
+}
+// loads the same accesses into a (x: the tile's first element, rows xs elements apart)
+static __device__ __forceinline__ void bq_tile_load(bq_xchunk (&a)[BQ_TILE_CPT], const bq_t *x, bq_u32 i0, bq_u32 n,
+                                                    bq_u32 apr, bq_i64 xs) {
+  const bq_tdiv d = bq_tdiv_of(apr, n);
+#pragma unroll
+  for (int k = 0; k < BQ_TILE_CPT; k++) {
+    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = bq_tdiv_q(i, d);
+    if (i < n) bq_load(a[k], x + rr * xs + (i - rr * apr) * BQ_VEC, 16);
   }
 }
 // A tile whose rows are off the 16-byte grid: a warp takes RB rows at a time, each
@@ -323,10 +348,91 @@ static __device__ __forceinline__ void bq_tile_off_grid(const bq_dynamic_params 
   if (threadIdx.x == 0) bq_write_params(p, tr * p.grs + tc, q);
   bq_tile_rows<RB, true>(x, y, nr, nc, p.xs, p.ys, red, q);
 }
+#define BQ_TILE_STAGED (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)
+#if BQ_E_DYNAMIC_TILES && BQ_TILE_STAGED
+// Staged tiles (p.staged: 16-bit data, rows 16-byte aligned, B whole accesses and a tile
+// of at most BQ_TILE_CPT accesses a thread): a persistent block takes tiles blockIdx.x,
+// + gridDim.x, ..., and while it reduces and quantizes one from registers, cp.async brings
+// its next into shared memory (one slot, BQ_TILE_THREADS * BQ_TILE_CPT accesses), so that
+// loads stay in flight through the arithmetic. Thread t copies exactly the accesses it
+// later reads, so its own cp.async.wait_group is all the synchronization the slot needs,
+// and it copies the next tile only after its reduction has consumed this one's. A right
+// edge tile that is not whole accesses is not staged: it runs as bq_dynamic_tiles runs it.
+struct bq_tile_at {
+  bq_i64 tr, tc;
+  bq_u32 nr, nc;
+};
+static __device__ __forceinline__ bq_tile_at bq_tile_of(const bq_dynamic_params &p, bq_i64 tile) {
+  bq_tile_at t;
+  t.tr = tile / p.ngroups;
+  t.tc = tile - t.tr * p.ngroups;
+  const bq_i64 r0 = t.tr * p.group, c0 = t.tc * p.group;
+  t.nr = (bq_u32)(p.rows - r0 < p.group ? p.rows - r0 : p.group);
+  t.nc = (bq_u32)(p.cols - c0 < p.group ? p.cols - c0 : p.group);
+  return t;
+}
+static __device__ __forceinline__ void bq_tile_stage(const bq_dynamic_params &p, const bq_tile_at &t, bq_u32 slot) {
+  const bq_t *x = (const bq_t *)p.x + t.tr * p.group * p.xs + t.tc * p.group;
+  const bq_u32 apr = t.nc / BQ_VEC, n = t.nr * apr, i0 = threadIdx.x;
+  const bq_tdiv d = bq_tdiv_of(apr, n);
+#pragma unroll
+  for (int k = 0; k < BQ_TILE_CPT; k++) {
+    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = bq_tdiv_q(i, d);
+    if (i < n) bq_cp_async16(slot + i * 16u, x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16);
+  }
+}
+static __device__ __forceinline__ void bq_tiles_staged(const bq_dynamic_params &p, bq_red *red_smem) {
+  BQ_DYNAMIC_SMEM(bq_tile_slot);
+  const bq_u32 slot = bq_smem_addr(bq_tile_slot), tid = threadIdx.x;
+  const bq_xchunk *S = (const bq_xchunk *)bq_tile_slot;
+  const bq_i64 ntiles = (p.rows + p.group - 1) / p.group * p.ngroups;
+  bq_i64 tile = blockIdx.x;
+  if (tile < ntiles) {
+    const bq_tile_at t = bq_tile_of(p, tile);
+    if (t.nc % BQ_VEC == 0) bq_tile_stage(p, t, slot);
+  }
+  bq_cp_commit();
+  for (; tile < ntiles; tile += gridDim.x) {
+    const bq_tile_at t = bq_tile_of(p, tile), tn = bq_tile_of(p, tile + gridDim.x);
+    const bool next = tile + gridDim.x < ntiles && tn.nc % BQ_VEC == 0;
+    const bq_t *x = (const bq_t *)p.x + t.tr * p.group * p.xs + t.tc * p.group;
+    bq_i *y = (bq_i *)p.y + t.tr * p.group * p.ys + t.tc * p.group;
+    if (t.nc % BQ_VEC != 0) { // not staged
+      if (next) bq_tile_stage(p, tn, slot);
+      bq_cp_commit();
+      bq_tile_off_grid<1>(p, t.tr, t.tc, x, y, t.nr, t.nc, red_smem);
+      continue;
+    }
+    const bq_u32 apr = t.nc / BQ_VEC, n = t.nr * apr;
+    bq_cp_wait<0>();
+    bq_xchunk a[BQ_TILE_CPT];
+    bq_red red = bq_red_init();
+#pragma unroll
+    for (int k = 0; k < BQ_TILE_CPT; k++)
+      if (tid + k * BQ_TILE_THREADS < n) {
+        a[k] = S[tid + k * BQ_TILE_THREADS];
+        bq_reduce_chunk(a[k], red);
+      }
+    if (next) bq_tile_stage(p, tn, slot); // this thread's accesses of the slot are in a, and reduced
+    bq_cp_commit();
+    red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
+    const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+    if (tid == 0) bq_write_params(p, t.tr * p.grs + t.tc, q);
+    bq_tile_quantize(a, y, tid, n, apr, p.ys, q);
+  }
+  bq_cp_wait<0>();
+}
+#endif
 // (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)
 #if BQ_E_DYNAMIC_TILES
 extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
+#if BQ_TILE_STAGED
+  if (p.staged) {
+    bq_tiles_staged(p, red_smem);
+    return;
+  }
+#endif
   const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
   const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
   for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -339,11 +445,7 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
       const bq_u32 apr = nc / BQ_VEC, n = nr * apr; // accesses a row, and the tile's
       bq_xchunk a[BQ_TILE_CPT];
       for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
-#pragma unroll
-        for (int k = 0; k < BQ_TILE_CPT; k++) {
-          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;
-          if (i < n) bq_load(a[k], x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16);
-        }
+        bq_tile_load(a, x, b0 + tid, n, apr, p.xs);
 #pragma unroll
         for (int k = 0; k < BQ_TILE_CPT; k++)
           if (b0 + tid + k * BQ_TILE_THREADS < n) bq_reduce_chunk(a[k], red);
@@ -352,11 +454,7 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);
       if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
       for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
-#pragma unroll
-        for (int k = 0; k < BQ_TILE_CPT; k++) {
-          const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS, rr = i / apr;
-          if (i < n && n > batch) bq_load(a[k], x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16); // else still in a
-        }
+        if (n > batch) bq_tile_load(a, x, b0 + tid, n, apr, p.xs); // else still in a
         bq_tile_quantize(a, y, b0 + tid, n, apr, p.ys, q);
       }
     } else { // a right-edge tile that is not whole accesses: a warp a row at a time
@@ -424,9 +522,9 @@ static __device__ __forceinline__ void bq_unit_quantize(const bq_xchunk &a, cons
 struct bq_unit_at {
   bq_u32 rr, u;
 };
-static __device__ __forceinline__ bq_unit_at bq_unit_of(bq_u32 i, bq_u32 wa, bq_u32 nb, bq_u32 na) {
+static __device__ __forceinline__ bq_unit_at bq_unit_of(bq_u32 i, const bq_tdiv &d, bq_u32 wa, bq_u32 nb, bq_u32 na) {
   if (i < na) {
-    const bq_u32 rr = i / wa;
+    const bq_u32 rr = bq_tdiv_q(i, d);
     return {rr, i - rr * wa};
   }
   const bq_u32 j = i - na, rr = nb == 2 ? j >> 1 : j;
@@ -437,19 +535,20 @@ static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p,
   const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
   const bq_u32 upr = (nc + BQ_VEC - 1) / BQ_VEC, n = nr * upr; // units a row, and the tile's
   const bq_u32 nb = upr < 2 ? upr : 2, wa = upr - nb, na = nr * wa;
+  const bq_tdiv d = bq_tdiv_of(wa, na); // (wa 0: no unit below na)
   bq_xchunk a[BQ_TILE_CPT];
   bq_red red = bq_red_init();
   for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
       const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
       if (i < n) bq_unit_load(a[k], x + at.rr * p.xs, at.u, nc);
     }
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
       const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
       if (i < n) bq_unit_reduce(a[k], x + at.rr * p.xs, at.u, nc, red);
     }
   }
@@ -460,13 +559,13 @@ static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p,
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
       const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
       if (i < n && n > batch) bq_unit_load(a[k], x + at.rr * p.xs, at.u, nc); // else still in a
     }
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++) {
       const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, wa, nb, na);
+      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
       if (i < n) bq_unit_quantize(a[k], x + at.rr * p.xs, y + at.rr * p.ys, at.u, nc, q);
     }
   }

@@ -58,6 +58,7 @@ static void k1(const void *p) { (void)p; abort(); }
 #endif
 #endif
 static emu_kernel g_last; /* the last kernel launched */
+static int g_sms = 132; /* the plan's SMs: fewer make persistent blocks take several tiles */
 static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
   g_last = k;
@@ -186,7 +187,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k1;
 #endif
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
-  plan.num_sms = 132;
+  plan.num_sms = g_sms;
 
   const bq_dtype st = X4 ? BQ_UE8M0 : (bq_dtype)EMU_ST; /* packed: bytes at byte indices */
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(st);
@@ -386,7 +387,14 @@ Test(emulated_dynamic, paths, .timeout = 600) {
       {420, 2 * 200 + 9, 200, 0, 0, 0, 1, 0, "odd rows past the registers, x off the grid"},
       {7, 9, 1, 0, 11, 0, 0, p == 1, "B = 1"},
   };
+  /* each case unstaged and, where its tiles may be, staged (16-bit data, tiles that fit the
+     registers: bq_tiles_staged), then staged again on one SM (4 persistent blocks, so a
+     block takes several tiles and stages its next while it works) */
+  for (int mode = 0; mode < 3; mode++)
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    bq__tiles_staged = mode > 0;
+    g_sms = mode == 2 ? 1 : 132;
+    const int staged = mode > 0 && c[i].fast && p == 8 && (c[i].B / p) * c[i].B <= 2048;
     bq_args a;
     memset(&a, 0, sizeof a);
     a.rows = c[i].rows;
@@ -406,6 +414,9 @@ Test(emulated_dynamic, paths, .timeout = 600) {
     /* off the grid, every tile goes to bq_dynamic_tiles_rows */
     cr_assert(g_last == (c[i].fast ? (emu_kernel)k0 : (emu_kernel)k1), "%s: %s launched", what,
               c[i].fast ? "bq_dynamic_tiles not" : "bq_dynamic_tiles_rows not");
+    cr_assert_eq(g_params.staged, staged, "%s: mode %d, staged %d", what, mode, g_params.staged);
   }
+  bq__tiles_staged = 1;
+  g_sms = 132;
 }
 #endif

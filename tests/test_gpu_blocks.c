@@ -671,8 +671,13 @@ static void dyn_block(const bq_desc *d)
     {50, 3 * (p + 1) + 2, p + 1, 0, 0, 0, 0},     /* B not whole accesses */
     {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 1},      /* the whole matrix in one tile */
     {600, 64 * p + 3 * p, 64 * p, 0, 0, 0, 1},    /* tiles past the registers: read twice */
+    {1100, 147 * p, 2 * p, 0, 0, 0, 1},           /* more tiles than a wave of blocks: staged, each block several */
   };
+  /* each named shape staged where it may be (f16 and bf16 tiles that fit the registers) and
+     a block a tile (bq__tiles_staged 0) */
+  for (int st = 0; st < 2; st++)
   for (int i = 0; i < COUNT(named); i++) {
+    bq__tiles_staged = st;
     dcase c = dyn_case(d, named[i].rows, named[i].cols, named[i].B);
     c.xs = named[i].xs;
     c.ys = named[i].ys;
@@ -682,6 +687,7 @@ static void dyn_block(const bq_desc *d)
     c.grs = pick_grs(d, c.rows, c.cols, c.B, i % 2);
     run_dynamic(&c);
   }
+  bq__tiles_staged = 1;
   static const int64_t bs[] = {1, 3, 8, 100, 128};
   for (int i = 0; i < COUNT(bs); i++) {
     const int64_t B = bs[i];
