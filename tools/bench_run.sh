@@ -70,6 +70,8 @@ if [ "$bench_rc" -ne 0 ] || [ "$torch_rc" -ne 0 ]; then
   exit 1
 fi
 version=$(sed -n 's/^#define BQ_VERSION_STRING "\(.*\)"/\1/p' baracuda_quant.h)
-say "done. Next: cp $OUT/bench.json docs/bench/h100-$version.json; cp $OUT/torch.json docs/bench/h100-$version-torch.json;"
-say "  python3 tools/bench_table.py --bench docs/bench/h100-$version.json --torch docs/bench/h100-$version-torch.json --performance docs/performance.md --readme README.md"
+# the files are named by the GPU that ran them (h200: the README's and docs/performance.md's)
+gpu=$("$PYTHON" -c 'import json,sys; g=(json.load(open(sys.argv[1])).get("provenance") or {}).get("gpu") or ""; w=[x for x in g.lower().split() if x != "nvidia"]; print(w[0] if w else "gpu")' "$OUT/bench.json" 2>/dev/null || echo gpu)
+say "done. Next: cp $OUT/bench.json docs/bench/$gpu-$version.json; cp $OUT/torch.json docs/bench/$gpu-$version-torch.json;"
+say "  python3 tools/bench_table.py --update"
 exit 0

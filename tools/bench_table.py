@@ -511,15 +511,18 @@ def int8_counterpart(rows, name):
     return None
 
 
-def fp8_section(fb, fb_path, ft=None, ft_path=None):
+def fp8_section(fb, fb_path, ft=None, ft_path=None, same_run=False):
     """The "FP8 storage" section: a tools/bench.c run of its own (--fp8) with the FP8 rows and the
     int8 dynamic rows they are held against, and compare_torch.py's FP8 rows (--fp8-torch)."""
     rows = fb.get("rows", [])
     fp8 = [r for r in rows if is_fp8_row(r["name"]) or is_layout_row(r["name"])]
     static = [r for r in fp8 if "/dynamic_quantize/" not in r["name"]]
     dyn = [r for r in fp8 if "/dynamic_quantize/" in r["name"]]
-    o = ["## FP8 storage", "", fused_prov(fb, fb_path) + " A run of its own: its ratios are against its own "
-         "copy reference, below.", ""] + fused_copy_table(fb)
+    if same_run:  # the page's own run: its FP8 rows gathered here, against the copy reference above
+        o = ["## FP8 storage", "", "The FP8 rows of the run above, gathered, with the targets they are held to.", ""]
+    else:
+        o = ["## FP8 storage", "", fused_prov(fb, fb_path) + " A run of its own: its ratios are against its own "
+             "copy reference, below.", ""] + fused_copy_table(fb)
     o += ["### Quantize, dequantize, fake quantize", "",
           "Target: ratio to copy at least %.2f at 256 MiB." % FP8_RATIO_MIN, "",
           "| case | time (us) | GB/s | ratio to copy | target |", "|---|---:|---:|---:|---|"]
@@ -697,6 +700,9 @@ def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf
         o += fused_section(fused, fb, fb_path, pyf, pyf_path)
     if f8 is not None:
         o += fp8_section(f8, f8_path, f8t, f8t_path)
+    elif any(is_fp8_row(r["name"]) for r in bench.get("rows", [])):  # the FP8 rows ran with the others
+        o += fp8_section(bench, bench_path, torch if torch and any(is_fp8_row(r["name"]) for r in torch.get("rows", []))
+                         else None, torch_path, same_run=True)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
@@ -905,6 +911,35 @@ def header_version(root):
     return m.group(1)
 
 
+def gpu_files(base):
+    """One GPU's files beside its bench file base + ".json" (those that exist), by option name."""
+    fs = {"bench": base + ".json"}
+    for k, suffix in (("torch", "-torch"), ("python", "-python"), ("fused", "-fused"),
+                      ("python_fused", "-python-fused"), ("fp8", "-fp8"), ("fp8_torch", "-fp8-torch")):
+        if os.path.exists(base + suffix + ".json"):
+            fs[k] = base + suffix + ".json"
+    return fs
+
+
+def gpu_name(fs):
+    b = load(fs["bench"])
+    return (b.get("provenance") or {}).get("gpu") or b.get("device") or os.path.basename(fs["bench"])
+
+
+def other_page(fs, rel, main_page):
+    """The performance page of another GPU's files, titled and introduced as such."""
+    ld = {k: load(v) for k, v in fs.items()}
+    page = performance(ld["bench"], ld.get("torch"), rel(fs["bench"]), rel(fs.get("torch")), ld.get("fused"),
+                       rel(fs.get("fused")), ld.get("python_fused"), rel(fs.get("python_fused")), ld.get("fp8"),
+                       rel(fs.get("fp8")), ld.get("fp8_torch"), rel(fs.get("fp8_torch")))
+    if ld.get("python"):
+        page = page.rstrip("\n") + "\n" + python_section(ld["python"], rel(fs["python"]),
+                                                          fused=ld.get("python_fused") is None)
+    return page.replace("# Performance\n", "# Performance on another GPU: %s\n\nAn earlier run on another GPU, kept "
+                        "as it was measured; [%s](%s) has the GPU the library is measured on now.\n" %
+                        (gpu_name(fs), main_page, main_page), 1)
+
+
 def main():
     ap = argparse.ArgumentParser(description="docs/performance.md and the README's headline table "
                                  "from the raw benchmark files")
@@ -922,6 +957,7 @@ def main():
                     "\"FP8 storage\" section (docs/bench/<gpu>-<version>-fp8.json)")
     ap.add_argument("--fp8-torch", help="compare_torch.py --only e4m3's JSON (docs/bench/<gpu>-<version>-fp8-torch.json)")
     ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
+    ap.add_argument("--update", action="store_true", help="as --check finds the files, but write the pages")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root, for --check's defaults (default: this script's ..)")
     try:
@@ -933,25 +969,22 @@ def main():
         sys.stdout.write(performance(load(a.legacy), None, a.legacy, None))
         return 0
     root = a.root
-    if a.check and not a.bench:
+    others = []  # (page, file set) of the GPUs other than the one the pages are of
+    if (a.check or a.update) and not a.bench:
         version = header_version(root)
         found = sorted(p for p in glob.glob(os.path.join(root, "docs", "bench", "*-%s.json" % version)))
         if not found:
             print("bench_table: skipped: no docs/bench/*-%s.json" % version)
             return SKIP
-        prefer = [p for p in found if os.path.basename(p).startswith("h100-")]
-        a.bench = (prefer or found)[0]
-        t = a.bench[:-len(".json")] + "-torch.json"
-        a.torch = a.torch or (t if os.path.exists(t) else None)
-        pys = sorted(glob.glob(os.path.join(root, "docs", "bench", "*-%s-python.json" % version)))
-        a.python = a.python or (pys[0] if pys else None)
-        base = a.bench[:-len(".json")]  # the fused runs of the same GPU, where there are
-        f, pf = base + "-fused.json", base + "-python-fused.json"
-        a.fused = a.fused or (f if os.path.exists(f) else None)
-        a.python_fused = a.python_fused or (pf if os.path.exists(pf) else None)
-        f8, f8t = base + "-fp8.json", base + "-fp8-torch.json"
-        a.fp8 = a.fp8 or (f8 if os.path.exists(f8) else None)
-        a.fp8_torch = a.fp8_torch or (f8t if os.path.exists(f8t) else None)
+        # the GPU development measures on (the H200) makes the README's tables and
+        # docs/performance.md; every other GPU's files a page of their own, labelled as such
+        prefixes = [os.path.basename(p)[:-len("-%s.json" % version)] for p in found]
+        primary = "h200" if "h200" in prefixes else prefixes[0]
+        sets = {g: gpu_files(os.path.join(root, "docs", "bench", "%s-%s" % (g, version))) for g in prefixes}
+        for k, v in sets[primary].items():
+            if getattr(a, k) is None:
+                setattr(a, k, v)
+        others = [(os.path.join(root, "docs", "performance-%s.md" % g), sets[g]) for g in prefixes if g != primary]
         a.performance = a.performance or os.path.join(root, "docs", "performance.md")
         a.readme = a.readme or os.path.join(root, "README.md")
     if not a.bench:
@@ -983,7 +1016,17 @@ def main():
                            f8, rel(a.fp8), f8t, rel(a.fp8_torch))
         if py:
             page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python), fused=pyf is None)
+        if others:
+            links = ", ".join("[%s](%s)" % (gpu_name(o[1]), os.path.basename(o[0])) for o in others)
+            page = page.replace("\n\n## Provenance\n", "\n\nThe same tables from another GPU, an earlier run: %s.\n\n"
+                                "## Provenance\n" % links, 1)
         outputs.append((a.performance, page))
+    try:
+        for path, fs in others:
+            outputs.append((path, other_page(fs, rel, os.path.basename(a.performance or "performance.md"))))
+    except (OSError, ValueError) as e:
+        print("bench_table: %s" % e, file=sys.stderr)
+        return 1
     if a.readme:
         try:
             with open(a.readme) as f:
