@@ -7559,7 +7559,7 @@ struct bq_plan;
 typedef struct bq__family {
   const char *src_name;       /* kernels_src/ file */
   const char *const *src;     /* its embedded text */
-  void (*prelude)(const bq_desc *d, bq__str *s);
+  void (*prelude)(const bq_desc *d, const bq__target *t, bq__str *s);
   int (*vec)(const bq_desc *d);
   /* the shape rules alone (what the workspace size depends on): the first thing `check`
      does, so bq_plan_workspace_size refuses a shape with check's very status and message */
@@ -8397,7 +8397,8 @@ BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_block
   else bq__str_fmt(s, "#define BQ_LB_%s __launch_bounds__(256)\n", name);
 }
 
-BQ__FN void bq__affine_prelude(const bq_desc *d, bq__str *s) {
+BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
   static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN",
                                                                   "PAIR"};
   const bq__affine_row *r = bq__affine_row_of(d);
@@ -8906,7 +8907,8 @@ BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
   return &bq__dynamic_table[0];
 }
 
-BQ__FN void bq__dynamic_prelude(const bq_desc *d, bq__str *s) {
+BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
   const bq__dynamic_row *r = bq__dynamic_row_of(d);
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
               "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
@@ -9091,7 +9093,8 @@ BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float
 #define BQ__FUSED_ACT_BYTES (8192 * 4)
 BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUANTIZE && d->float_type == BQ_BF16; }
 
-BQ__FN void bq__fused_prelude(const bq_desc *d, bq__str *s) {
+BQ__FN void bq__fused_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
               bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
               bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
@@ -9364,18 +9367,18 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
    and tiles would leave most SMs idle); unfilled_up_to: the largest M it serves while the
    large tiles would not fill the SMs once (passes of 64 rows, the weight coming back from
    L2). Past both, the tiles (bq_gemm_wgmma in an sm_90a module). bq__linear_config.
-   min_blocks: the CTAs an SM its __launch_bounds__ names (0: none named), which
-   bq__linear_prelude writes as BQ_LB_<ENTRY>. The tiles and bq_gemv are held to as many
-   as their shared memory allows; bq_gemv64 to as many as its shared memory allows at its
-   largest M: the bound lets ptxas use the registers that leaves, where left to itself it
-   spills. */
-typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; int min_blocks; } bq__linear_row;
+   smem_bound: 1 where its __launch_bounds__ name as many CTAs an SM as the arch's shared
+   memory holds of its own (bq__linear_min_blocks), which bq__linear_prelude writes as
+   BQ_LB_<ENTRY>; 0: none named. The tiles and bq_gemv are held so; bq_gemv64 to the count
+   at its largest M: the bound lets ptxas use the registers that leaves, where left to
+   itself it spills. */
+typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; int smem_bound; } bq__linear_row;
 static const bq__linear_row bq__linear_table[BQ__GEMM_CONFIGS] = {
-  /* entry           rows up_to unfilled_up_to min_blocks */
+  /* entry           rows up_to unfilled_up_to smem_bound */
   {BQ__GEMM_LARGE,    0,   0,   0, 1},
-  {BQ__GEMV,         16,  16,   0, 4},
+  {BQ__GEMV,         16,  16,   0, 1},
   {BQ__GEMV32,       32,  32,   0, 0},
-  {BQ__GEMV64,       64,  64, 256, 2},
+  {BQ__GEMV64,       64,  64, 256, 1},
   {BQ__GEMM_WGMMA,    0,   0,   0, 1},
 };
 /* the tiles' pipeline stages, then 256 columns and 128 rows of epilogue parameters
@@ -9398,14 +9401,35 @@ BQ__FN unsigned bq__gemv_smem_max(int cfg) {
   return most;
 }
 
+/* the dynamic shared memory an entry point's pipeline takes at most */
+BQ__FN int64_t bq__linear_smem(int e) {
+  return e == BQ__GEMM_WGMMA ? BQ__GEMM_SMEM_WGMMA : e == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : bq__gemv_smem_max(e);
+}
+/* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
+   and what the driver reserves of it a block: a module is compiled for an arch, so its
+   launch bounds follow the arch, every device of which has the same. */
+#define BQ__SMEM_BLOCK_RESERVED 1024
+BQ__FN int64_t bq__arch_smem_sm(int arch) {
+  if (arch == 80 || arch == 87) return 164 * 1024;
+  if (arch >= 90 && arch < 110) return 228 * 1024;
+  return 100 * 1024; /* 8.6, 8.9, 12.x */
+}
+/* The launch bounds' CTAs an SM for linear entry point e on arch: as many as the arch's
+   shared memory holds (at least 1) where the table's smem_bound says so, else 0 (none) */
+BQ__FN int bq__linear_min_blocks(int e, int arch) {
+  if (!bq__linear_table[e].smem_bound) return 0;
+  int64_t b = bq__arch_smem_sm(arch) / (bq__linear_smem(e) + BQ__SMEM_BLOCK_RESERVED);
+  return b > 1 ? (int)b : 1;
+}
+
 BQ__FN int bq__linear_vec(const bq_desc *d) { (void)d; return 16; }
 /* per-token activation scales are f32 (QuantizedLinear's own) while weight scales are not */
 BQ__FN int bq__linear_asf32(const bq_desc *d) { return d->op == BQ_QUANTIZED_LINEAR && d->scale_type != BQ_F32; }
 /* BQ_OP: the weight sums, or the GEMM both linear layers share (QuantizedLinear's own work
    is its activations' kernel and run-time flags), named for SmoothQuantLinear */
 /* One entry point's launch bounds, BQ_LB_<ENTRY> for entry point bq_<entry>: the block of
-   256 threads every linear kernel runs (bq__linear_run), and min_blocks CTAs an SM where
-   the table names a minimum. */
+   256 threads every linear kernel runs (bq__linear_run), and min_blocks CTAs an SM (0:
+   none named; bq__linear_min_blocks). */
 BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
   char name[32];
   size_t n = 0;
@@ -9414,7 +9438,7 @@ BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
   name[n] = 0;
   bq__launch_bounds_define(s, name, min_blocks);
 }
-BQ__FN void bq__linear_prelude(const bq_desc *d, bq__str *s) {
+BQ__FN void bq__linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
               d->op == BQ_LINEAR_WEIGHT_SUMS ? "BQ_OP_LINEAR_WEIGHT_SUMS" : "BQ_OP_SMOOTHQUANT_LINEAR",
               bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
@@ -9425,7 +9449,7 @@ BQ__FN void bq__linear_prelude(const bq_desc *d, bq__str *s) {
   }
   static const char *const entries[] = BQ__GEMM_ENTRIES;
   for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
-    bq__linear_bounds(s, entries[bq__linear_table[i].entry], bq__linear_table[i].min_blocks);
+    bq__linear_bounds(s, entries[bq__linear_table[i].entry], bq__linear_min_blocks(i, t->arch));
 }
 
 /* The largest K whose int32 accumulator cannot overflow: K * max|a| * 128 < 2^31 for
@@ -9656,9 +9680,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) */
 BQ__FN bq_status bq__linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
   (void)p;
-  const int smem = e == BQ__GEMM_WGMMA ? BQ__GEMM_SMEM_WGMMA
-                   : e == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE
-                                         : (int)bq__gemv_smem_max(e);
+  const int smem = (int)bq__linear_smem(e);
   bq__CUresult r = bq__drv.cuFuncSetAttribute(fn, 8, smem);
   return r ? bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM kernels)") : BQ_SUCCESS;
 }
@@ -9782,7 +9804,7 @@ BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
                 d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
                                             : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
                 bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
-  bq__family_of(d)->prelude(d, s);
+  bq__family_of(d)->prelude(d, &k->target, s);
 }
 
 /* The entry points a source compiles: BQ_E_<NAME> for each (bq_affine_lean: BQ_E_AFFINE_LEAN);

@@ -60,12 +60,15 @@ static void tables(bq__str *s) {
                  "`rows`: the activation rows a weight-streaming pass takes (0: a 128 x 256 tile kernel); "
                  "`up to`: the largest M the entry serves, the smallest such winning; `unfilled up to`: the "
                  "largest M it serves while the tiles would not fill the SMs once; `min blocks`: the CTAs "
-                 "an SM its `__launch_bounds__` names (0: none).\n\n"
-                 "| entry point | rows | up to | unfilled up to | min blocks |\n|---|---:|---:|---:|---:|\n");
+                 "an SM its `__launch_bounds__` names on sm_90, sm_80 and sm_89 (`bq__linear_min_blocks`: as "
+                 "many as the arch's shared memory holds where `smem_bound` is 1; 0: none).\n\n"
+                 "| entry point | rows | up to | unfilled up to | min blocks (sm_90, sm_80, sm_89) |\n"
+                 "|---|---:|---:|---:|---:|\n");
   for (int i = 0; i < BQ__GEMM_CONFIGS; i++) {
     const bq__linear_row *r = &bq__linear_table[i];
-    bq__str_fmt(s, "| `%s` | %lld | %lld | %lld | %d |\n", gemm[r->entry], (long long)r->rows, (long long)r->up_to,
-                (long long)r->unfilled_up_to, r->min_blocks);
+    bq__str_fmt(s, "| `%s` | %lld | %lld | %lld | %d, %d, %d |\n", gemm[r->entry], (long long)r->rows,
+                (long long)r->up_to, (long long)r->unfilled_up_to, bq__linear_min_blocks(i, 90),
+                bq__linear_min_blocks(i, 80), bq__linear_min_blocks(i, 89));
   }
   bq__str_cat(s, "\n" END);
 }

@@ -246,6 +246,42 @@ Test(rules, h100_properties_give_the_h100_counts) {
   cr_assert_eq(dynamic_blocks(132, 0, BQ_BF16), 264);
 }
 
+/* The linear entry points' launch bounds: on sm_90 (the H100's and H200's arch) the rule
+   gives the counts measured there, and the generated sm_90 sources are those of the
+   constants it replaced; sm_80 (164 KiB of shared memory an SM) and sm_89 (100 KiB) get
+   what their shared memory holds, never fewer than 1 where the table bounds an entry. */
+Test(rules, linear_bounds_follow_the_arch_shared_memory) {
+  static const int sm90[BQ__GEMM_CONFIGS] = {1, 4, 0, 2, 1}; /* large, gemv, gemv32, gemv64, wgmma */
+  static const int sm80[BQ__GEMM_CONFIGS] = {1, 2, 0, 1, 1};
+  static const int sm89[BQ__GEMM_CONFIGS] = {1, 1, 0, 1, 1};
+  for (int e = 0; e < BQ__GEMM_CONFIGS; e++) {
+    cr_assert_eq(bq__linear_min_blocks(e, 90), sm90[e], "entry %d on sm_90", e);
+    cr_assert_eq(bq__linear_min_blocks(e, 80), sm80[e], "entry %d on sm_80", e);
+    cr_assert_eq(bq__linear_min_blocks(e, 89), sm89[e], "entry %d on sm_89", e);
+    cr_assert_eq(bq__linear_min_blocks(e, 100), sm90[e], "entry %d on sm_100 (228 KiB, as sm_90)", e);
+  }
+  /* and the prelude writes them: sm_90's bq_gemv held to 4 CTAs, sm_80's to 2 */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_SMOOTHQUANT_LINEAR;
+  d.int_type = BQ_S8;
+  d.out_type = BQ_F16;
+  d.scale_type = BQ_F32;
+  for (int arch = 80; arch <= 90; arch += 10) {
+    bq__str s;
+    memset(&s, 0, sizeof s);
+    bq__target t;
+    memset(&t, 0, sizeof t);
+    t.arch = arch;
+    bq__linear_prelude(&d, &t, &s);
+    cr_assert_not_null(s.p);
+    cr_assert(strstr(s.p, arch == 90 ? "#define BQ_LB_GEMV __launch_bounds__(256, 4)\n"
+                                     : "#define BQ_LB_GEMV __launch_bounds__(256, 2)\n"), "sm_%d:\n%s", arch, s.p);
+    cr_assert(strstr(s.p, "#define BQ_LB_GEMV32 __launch_bounds__(256)\n"), "sm_%d:\n%s", arch, s.p);
+    free(s.p);
+  }
+}
+
 /* A device whose SMs hold 1536 threads (compute capability 8.6 and 8.9) gets counts of its
    own from the same rows: three quarters of the warps, three blocks of 256 for a half
    share, one 1024-thread block an SM; launch bounds are the register file's, the same. */
