@@ -11,6 +11,7 @@ from ._lib import Args, invalid
 
 FLOAT_TYPES = (DType.F32, DType.F64, DType.F16, DType.BF16)
 INT_TYPES = (DType.S8, DType.U8)
+FP8_TYPES = (DType.E4M3, DType.E5M2)  # symmetric storage: no q-range, no zero points
 ITEMSIZE = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.S8: 1, DType.U8: 1, DType.S32: 4}
 QRANGE = {DType.S8: (-128, 127), DType.U8: (0, 255)}
 
@@ -53,8 +54,20 @@ def check_int(name, dtype):
         raise invalid("%s: dtype %s must be int8 or uint8" % (name, DType(dtype).name))
 
 
+def check_storage(name, dtype):
+    """An integer type or FP8 (quantize, dequantize, fake quantize and dynamic quantize)."""
+    if DType(dtype) not in INT_TYPES + FP8_TYPES:
+        raise invalid("%s: dtype %s must be int8, uint8, E4M3 or E5M2" % (name, DType(dtype).name))
+
+
 def qrange(int_type, qmin, qmax):
-    """The explicit [qmin, qmax] of int_type (None: its full range), checked."""
+    """The explicit [qmin, qmax] of int_type (None: its full range), checked; FP8 has none
+    (0, 0 to the library)."""
+    if DType(int_type) in FP8_TYPES:
+        if qmin not in (None, 0) or qmax not in (None, 0):
+            raise invalid("quant_min and quant_max: %s has no q-range (its range is the format's)"
+                          % DType(int_type).name)
+        return 0, 0
     lo, hi = QRANGE[DType(int_type)]
     qmin = lo if qmin is None else int(qmin)
     qmax = hi if qmax is None else int(qmax)
@@ -226,7 +239,7 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     with unit column stride. mask (fake quantize per tensor and per channel): int32 words, a
     bit an element, written by the forward pass and read by the backward pass instead of x."""
     check_float("float input/output", fl)
-    check_int("integer type", int_type)
+    check_storage("integer type", int_type)
     qmin, qmax = qrange(int_type, qmin, qmax)
     gran = Granularity(gran)
     float_type = fl.dtype
@@ -320,7 +333,7 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
     """Dynamic quantize of x [rows, cols] (per token, per group) or dense x (per tensor) into y,
     writing f32 out_scales (and int32 out_zero_points when given: asymmetric)."""
     check_float("x", x)
-    check_int("y", y.dtype)
+    check_storage("y", y.dtype)
     qmin, qmax = qrange(y.dtype, qmin, qmax)
     asym = 1 if out_zero_points is not None else 0
     gran = Granularity(gran)

@@ -14,6 +14,9 @@ from ._enums import Activation, DType, Direction, Granularity, Op
 
 _DT = {torch.float32: DType.F32, torch.float64: DType.F64, torch.float16: DType.F16, torch.bfloat16: DType.BF16,
        torch.int8: DType.S8, torch.uint8: DType.U8, torch.int32: DType.S32}
+# FP8 storage: symmetric, no q-range and no zero points (docs/numerics.md)
+FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+_DT.update({t: (DType.E4M3 if t is getattr(torch, "float8_e4m3fn", None) else DType.E5M2) for t in FP8_DTYPES})
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _QRANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
 
@@ -64,8 +67,9 @@ def _check_float(name, t):
 
 
 def _check_int(name, dtype):
-    if dtype not in (torch.int8, torch.uint8):
-        raise _lib.invalid("%s: dtype %s, expected torch.int8 or torch.uint8" % (name, dtype))
+    if dtype not in (torch.int8, torch.uint8) + FP8_DTYPES:
+        raise _lib.invalid("%s: dtype %s, expected torch.int8, torch.uint8, torch.float8_e4m3fn or "
+                           "torch.float8_e5m2" % (name, dtype))
 
 
 # Validated calls, one per geometry (the shapes, strides, dtypes, devices and scalars of a
@@ -793,6 +797,8 @@ _IMPL = types.SimpleNamespace(**_IMPL_FUNCS)
 def _qargs(dtype, quant_min, quant_max):
     """The explicit q-range (plain Python on torch dtypes, so torch.compile traces it)."""
     _check_int("dtype", dtype)
+    if dtype in FP8_DTYPES:  # no q-range: (0, 0) to the library
+        return _core.qrange(_DT[dtype], quant_min, quant_max)
     lo, hi = _QRANGE[dtype]
     qmin = lo if quant_min is None else int(quant_min)
     qmax = hi if quant_max is None else int(quant_max)
@@ -802,7 +808,8 @@ def _qargs(dtype, quant_min, quant_max):
 
 
 def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
-    """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8 (docs/numerics.md)."""
+    """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn,
+    float8_e5m2): q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md)."""
     _check_float("x", x)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
@@ -886,12 +893,15 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8):
-    """vLLM's scaled_int8_quant: returns (q, scales [rows, 1] f32, zero points [rows, 1] int32
+    """vLLM's scaled_int8_quant (and, with an FP8 dtype, scaled_fp8_quant per token): returns (q,
+    scales [rows, 1] f32, zero points [rows, 1] int32
     or None). With a static scale (a one-element tensor) x is quantized per tensor with it
     (and azp) and (q, scale, azp) is returned."""
     _check_float("x", x)
     _check_int("dtype", dtype)
-    qmin, qmax = _QRANGE[dtype]
+    if dtype in FP8_DTYPES and not symmetric:
+        raise _lib.invalid("symmetric: FP8 (%s) is symmetric only" % dtype)
+    qmin, qmax = _QRANGE.get(dtype, (0, 0))
     if scale is not None:
         _check_cuda("scale", scale)
         if scale.numel() != 1:
@@ -908,6 +918,9 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
 def _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min, quant_max):
     """The fused producers' quantization arguments, checked: (group_size as int, 0 per token;
     scale as a float or None; zero_point; qmin; qmax)."""
+    if out_dtype in FP8_DTYPES:
+        raise _lib.NotSupportedError("out_dtype %s: FP8 from the fused producers is not in the package yet "
+                                     "(the C library has it)" % out_dtype, _lib.Status.ERROR_NOT_SUPPORTED)
     qmin, qmax = _qargs(out_dtype, quant_min, quant_max)
     if scale is not None:
         if group_size is not None:

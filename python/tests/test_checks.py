@@ -39,7 +39,18 @@ def test_float_input_required():
 def test_int_type_required():
     x = dense((4, 8), DType.F32)
     no_plan(q(Granularity.PER_TENSOR, x, dense((4, 8), DType.F16), scale=1.0, int_type=DType.F16),
-            "int8 or uint8")
+            "int8, uint8, E4M3 or E5M2")
+
+
+def test_fp8_has_no_qrange():
+    # FP8 storage: the format's range, 0 and 0 to the library; an explicit range is refused
+    assert _core.qrange(DType.E4M3, None, None) == (0, 0)
+    assert _core.qrange(DType.E5M2, 0, 0) == (0, 0)
+    x, y = dense((4, 8), DType.F32), dense((4, 8), DType.E4M3)
+    no_plan(q(Granularity.PER_TENSOR, x, y, scale=1.0, int_type=DType.E4M3, qmin=-100, qmax=100), "no q-range")
+    with pytest.raises(bq.InvalidArgumentError, match="E4M3 or E5M2"):
+        _core.check_storage("y", DType.S32)
+    _core.check_storage("y", DType.E5M2)
 
 
 def test_qrange_checked():
@@ -110,7 +121,7 @@ def test_dynamic_checks():
     no_plan(lambda: _core.dynamic(Granularity.PER_TOKEN, x=x, y=dense((4, 8), DType.S8),
                                   out_scales=dense((4, 1), DType.F16)), "F32")
     no_plan(lambda: _core.dynamic(Granularity.PER_TOKEN, x=x, y=dense((4, 8), DType.F32),
-                                  out_scales=dense((4, 1), DType.F32)), "int8 or uint8")
+                                  out_scales=dense((4, 1), DType.F32)), "int8, uint8, E4M3 or E5M2")
 
 
 def test_linear_checks():

@@ -78,7 +78,7 @@ def test_wrappers_check_before_the_library():
     xm = torch.empty(4, 8, device=M)
     with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
         ops.fake_quantize_per_tensor_affine(xm, 0.1, 0, -128, 127)
-    with pytest.raises(bq.InvalidArgumentError, match="int8 or torch.uint8"):
+    with pytest.raises(bq.InvalidArgumentError, match="torch.uint8, torch.float8_e4m3fn or torch.float8_e5m2"):
         ops._check_int("dtype", torch.int16)
     # the device is checked first: the dtype message needs a CUDA tensor
     with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
