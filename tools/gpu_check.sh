@@ -4,7 +4,7 @@
 # the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
 # memcheck and racecheck. The parts, each under ten minutes on one GPU:
-# `suites` the demo, the self-checking examples and every suite; `sanitizers` memcheck over the affine, dynamic,
+# `suites` the demo, the self-checking examples and every suite (the family suites at once); `sanitizers` memcheck over the affine, dynamic,
 # fused, FP8 (all but its exhaustive conversion test), per-block/scale-layout and cache suites; `races` racecheck
 # over the dynamic, fused, FP8 (the same FP8 tests) and per-block suites and the affine kernels that use shared
 # memory; `linear` the linear
@@ -26,7 +26,7 @@ OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.deps/lib PATH=$PATH:/usr/local/cuda/bin BARACUDA_QUANT_QUIET=1
 export BARACUDA_QUANT_CACHE_DIR=${BARACUDA_QUANT_CACHE_DIR:-/tmp/bq-cache-suites}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-suite() { t=$1; /usr/bin/time -f "%e s" $B/tests/test_$t -j8 > $OUT/$t.txt 2>&1; echo "$t rc=$? $(tail -1 $OUT/$t.txt)"; grep -E "^\[FAIL|Synthesis" $OUT/$t.txt | tail -2; }
+suite() { t=$1; /usr/bin/time -f "%e s" $B/tests/test_$t -j${J:-8} > $OUT/$t.txt 2>&1; echo "$t rc=$? $(tail -1 $OUT/$t.txt)"; grep -E "^\[FAIL|Synthesis" $OUT/$t.txt | tail -2; }
 san() { tool=$1; t=$2; shift 2; timeout ${TMO:-200} compute-sanitizer --tool $tool --print-limit 20 $B/tests/test_$t -j8 "$@" > $OUT/${tool}_$t.txt 2>&1; echo "$tool $t rc=$?"; grep -E "Synthesis|SUMMARY" $OUT/${tool}_$t.txt | tail -2; }
 # racecheck is slow: the linear suite's tests that cover every kernel and pipeline, one by one
 race_linear() { for f in tile_configurations streaming_passes wgmma_tiles mma_sync_tiles strided_and_misaligned; do
@@ -43,7 +43,17 @@ linear() {
 if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
   for e in w8a8_linear qat_step per_group_weights; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
-  for t in gpu_cache gpu_affine gpu_batch gpu_blocks gpu_devices gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation validation_linear validation_fused cache; do suite $t; done
+  # the family suites as processes of their own at once (NVRTC compiles a cold cache on all
+  # the host's cores: about 300 s for all where one after the other took 680), then those
+  # that test the cache itself, one after the other
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation_linear validation_fused; do
+    J=3 suite $t > $OUT/.suite_$t 2>&1 &
+  done
+  wait
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation_linear validation_fused; do
+    cat $OUT/.suite_$t; rm -f $OUT/.suite_$t
+  done
+  for t in gpu_cache gpu_devices validation cache; do suite $t; done
 fi
 # the FP8 suite under the sanitizers: every test but the exhaustive one (2^32 elements a conversion)
 FP8_SAN_FILTER='!(fp8_conversions/quantize_every_f32)'
