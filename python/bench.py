@@ -223,6 +223,27 @@ def cases(quick):
     def t_fq_ch(x, s, z):
         return torch.fake_quantize_per_channel_affine(x, s, z, 0, -128, 127)
 
+    E4M3 = torch.float8_e4m3fn
+    q8e = torch.empty(M, K, device=DEV, dtype=E4M3)
+    B = 128
+    sblk = torch.rand(M // B, K // B, device=DEV, generator=g) * 0.01 + 0.01
+
+    def t_dyn_block(x):  # FP8 per 128 x 128 block (DeepSeek-V3's weights)
+        xb_ = x.float().view(M // B, B, K // B, B)
+        amax = xb_.abs().amax(dim=(1, 3), keepdim=True)
+        sc = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        return (xb_ / sc).clamp(-448.0, 448.0).to(E4M3).view(M, K), sc.view(M // B, K // B)
+
+    def t_dyn_group(x):  # FP8 per 1 x 128 group (the activations)
+        xg = x.float().view(M, K // B, B)
+        amax = xg.abs().amax(-1, keepdim=True)
+        sc = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        return (xg / sc).clamp(-448.0, 448.0).to(E4M3).view(M, K), sc.view(M, K // B)
+
+    def t_quant_block(x, s):
+        xb_ = x.float().view(M // B, B, K // B, B)
+        return (xb_ / s.view(M // B, 1, K // B, 1)).clamp(-448.0, 448.0).to(E4M3).view(M, K)
+
     xr = x32.clone().requires_grad_()
     dy = torch.randn_like(x32)
 
@@ -260,6 +281,15 @@ def cases(quick):
          fq_bwd(lambda t: t_fq_ch(t, sc, zc)), (fq_bwd(t_fq_ch_c), ()), 5 * nbytes(x32)),
         ("dynamic_per_token_quant f16 %dx%d" % (M, K), lambda: bqo.dynamic_per_token_quant(x16),
          lambda: t_dyn(x16), (t_dyn, (x16,)), nbytes(x16, q8)),
+        ("dynamic_quant per block bf16->e4m3 %dx%d B=%d" % (M, K, B),
+         lambda: bqo.dynamic_quant(xb, "block", block_size=B, dtype=E4M3), lambda: t_dyn_block(xb),
+         (t_dyn_block, (xb,)), nbytes(xb, q8e)),
+        ("dynamic_quant per group bf16->e4m3 %dx%d g=%d" % (M, K, B),
+         lambda: bqo.dynamic_quant(xb, "group", group_size=B, dtype=E4M3), lambda: t_dyn_group(xb),
+         (t_dyn_group, (xb,)), nbytes(xb, q8e)),
+        ("quantize_per_block bf16->e4m3 %dx%d B=%d" % (M, K, B),
+         lambda: bqo.quantize_per_block(xb, sblk, None, B, E4M3), lambda: t_quant_block(xb, sblk),
+         (t_quant_block, (xb, sblk)), nbytes(xb, q8e)),
         ("int8_linear %dx%dx%d -> f16" % (M, N, K), lambda: bqo.int8_linear(a8, w8, sa, sw, bias),
          lambda: t_sq(a8, w8, sa, sw, bias), (t_sq, (a8, w8, sa, sw, bias)), nbytes(a8, w8, y16)),
         ("int8_linear decode 32x%dx%d -> f16" % (N, K), lambda: bqo.int8_linear(a8[:32], w8, sa[:32], sw, bias),
@@ -298,6 +328,14 @@ def fused_cases(quick):
         d = x.shape[-1] // 2
         return quant(F.silu(x[:, :d]) * x[:, d:])
 
+    def quant_e4m3(v):
+        amax = v.abs().amax(-1, keepdim=True).float()
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        return (v.float() / s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), s
+
+    def t_rms_e4m3(x, w):
+        return quant_e4m3(F.rms_norm(x, (x.shape[-1],), w, eps))
+
     out = []
     for d in (4096, 14336):
         x = torch.randn(rows, d, device=DEV, generator=g, dtype=torch.bfloat16) * 3
@@ -320,6 +358,10 @@ def fused_cases(quick):
              lambda xg=xg: bqo.silu_and_mul_quant(xg),
              lambda xg=xg, d=d: bqo.dynamic_per_token_quant(F.silu(xg[:, :d]) * xg[:, d:]),
              lambda xg=xg: t_silu(xg), (t_silu, (xg,)), nbytes(xg) + qb + sb),
+            ("rms_norm_quant bf16 %s per token -> e4m3" % shape,
+             lambda x=x, w=w: bqo.rms_norm_quant(x, w, eps, out_dtype=torch.float8_e4m3fn),
+             lambda x=x, w=w: bqo.dynamic_quant(F.rms_norm(x, (x.shape[-1],), w, eps), dtype=torch.float8_e4m3fn),
+             lambda x=x, w=w: t_rms_e4m3(x, w), (t_rms_e4m3, (x, w)), nbytes(x, w) + qb + sb),
         ]
     return out
 

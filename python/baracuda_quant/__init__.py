@@ -41,9 +41,10 @@ def _dispatch(name):
 
 
 _OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "quantize_per_group",
-        "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
-        "dynamic_per_token_quant", "int8_linear", "quantized_linear", "rms_norm_quant", "silu_and_mul_quant",
-        "gelu_tanh_and_mul_quant")
+        "quantize_per_block", "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
+        "fake_quantize", "fake_quantize_backward", "quantize_backward", "dequantize_backward",
+        "dynamic_per_token_quant", "dynamic_quant", "int8_linear", "quantized_linear", "linear_weight_sums",
+        "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant")
 for _name in _OPS:
     globals()[_name] = _dispatch(_name)
 

@@ -77,3 +77,24 @@ BQ_PY_EXPORT bq_status bq_py_validate(const bq_desc *desc, const bq_args *args) 
   bq_status st = bq__plan_init(desc, &p);
   return st ? st : p.fam->check(&p, args);
 }
+
+/* Every kernel the library offers, one normalized descriptor per SKU (what `baracuda-quant
+   warm --all` compiles): writes at most cap, returns how many. The package's coverage test
+   checks that each one is reachable from a Python function. */
+BQ_PY_EXPORT int bq_py_all_descs(bq_desc *out, int cap) { return bq__all_descs(BQ__ALL_FAMILIES, out, cap); }
+
+/* The SKU a descriptor normalizes to, for one fixed target (sm_80; SKUs differ across
+   targets in their target alone), with no NVRTC and no device: 0, or the status of an
+   invalid descriptor. */
+BQ_PY_EXPORT bq_status bq_py_sku(const bq_desc *desc, char *buf, size_t buf_size) {
+  bq_desc d;
+  char name[96];
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  if (st) return st;
+  const bq__target t = {80, 0, 0, 0};
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__sku_of(&d, &t, &k);
+  bq__copy(buf, buf_size, k.sku);
+  return BQ_SUCCESS;
+}

@@ -12,7 +12,8 @@ from ._lib import Args, invalid
 FLOAT_TYPES = (DType.F32, DType.F64, DType.F16, DType.BF16)
 INT_TYPES = (DType.S8, DType.U8)
 FP8_TYPES = (DType.E4M3, DType.E5M2)  # symmetric storage: no q-range, no zero points
-ITEMSIZE = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.S8: 1, DType.U8: 1, DType.S32: 4}
+ITEMSIZE = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.S8: 1, DType.U8: 1, DType.S32: 4,
+            DType.E4M3: 1, DType.E5M2: 1, DType.UE8M0: 1, DType.UE8M0X4: 4}
 QRANGE = {DType.S8: (-128, 127), DType.U8: (0, 255)}
 
 
@@ -169,11 +170,66 @@ def check_vector(name, v, n, dtypes):
         raise invalid("%s: dtype %s, expected %s" % (name, v.dtype.name, " or ".join(d.name for d in dtypes)))
 
 
-def scale_type_of(name, scales, float_type):
-    if scales.dtype not in (float_type, DType.F32):
-        raise invalid("%s: dtype %s must be float32 or the data's type (%s)"
-                      % (name, scales.dtype.name, DType(float_type).name))
-    return scales.dtype
+def scale_type_of(name, scales, float_type, gran=None, dynamic=False):
+    """The scale_type of a scale array: float32, the data's float type, or (but per tensor)
+    UE8M0 bytes; per group also int32 words, read as UE8M0X4 (four UE8M0 bytes along the
+    group axis)."""
+    t = scales.dtype
+    if gran == Granularity.PER_GROUP and t == DType.S32:
+        return DType.UE8M0X4
+    if t in (float_type, DType.F32) or (t == DType.UE8M0 and (dynamic or gran != Granularity.PER_TENSOR)):
+        return t
+    raise invalid("%s: dtype %s must be float32, the data's type (%s)%s" % (
+        name, t.name, DType(float_type).name, ", UE8M0 (float8_e8m0fnu) or, per group, int32 (UE8M0X4 words)"
+        if gran != Granularity.PER_TENSOR else ""))
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def group_scales(name, scales, zero_points, rows, cols, size, gran, scale_type):
+    """Per group (size = G, which divides cols) or per block (B x B tiles, edge tiles
+    partial): the scales' layout, checked, as (layout, group_row_stride). scales has the
+    shape [rows of scales, scales a row] (per group [rows, cols / G], int32 UE8M0X4 words
+    [rows, ceil(cols / G / 4)]; per block [ceil(rows / B), ceil(cols / B)]) and is
+    row-major (last dimension contiguous) or, per group, MN-major: a transposed view whose
+    rows are contiguous (strides (1, ld), ld >= rows), the layout FP8 GEMMs read. Zero
+    points, when given, are int32 laid out like the scales."""
+    size = integer("block_size" if gran == Granularity.PER_BLOCK else "group_size", size)
+    if gran == Granularity.PER_BLOCK:
+        if size < 1:
+            raise invalid("block_size (%d) must be >= 1" % size)
+        srows, ncol = _cdiv(rows, size), _cdiv(cols, size)
+    else:
+        if size < 1 or cols % size:
+            raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (size, cols))
+        srows, ncol = rows, cols // size
+        if scale_type == DType.UE8M0X4:
+            ncol = _cdiv(ncol, 4)
+    if scales.shape != (srows, ncol):
+        raise invalid("%s: shape %s, expected (%d, %d)" % (name, scales.shape, srows, ncol))
+    st = scales.strides
+    mn = gran == Granularity.PER_GROUP and ncol > 1 and st[1] != 1 and (srows == 1 or st[0] == 1)
+    if mn:
+        layout, lead = 1, st[1]
+        if lead < srows:
+            raise invalid("%s: MN-major (strides %s): the leading stride %d is smaller than the %d rows"
+                          % (name, st, lead, srows))
+    else:
+        layout, lead = 0, (st[0] if srows > 1 else ncol)
+        if ncol > 1 and st[1] != 1:
+            raise invalid("%s: strides %s: expected the last dimension contiguous (row-major) or, per group, "
+                          "the first (MN-major)" % (name, st))
+        if srows > 1 and lead < ncol:
+            raise invalid("%s: row stride %d is smaller than a row's %d %s (rows that overlap or are "
+                          "broadcast)" % (name, lead, ncol, "blocks" if gran == Granularity.PER_BLOCK else "groups"))
+    if zero_points is not None:
+        if zero_points.dtype != DType.S32 or zero_points.shape != scales.shape or \
+                any(a != b for a, b, n in zip(zero_points.strides, st, scales.shape) if n > 1):
+            raise invalid("zero_points: must be int32 laid out like scales (shape %s, strides %s)"
+                          % (scales.shape, st))
+    return layout, lead
 
 
 def rows_2d(name, v):
@@ -226,10 +282,6 @@ def _launch(key, device, args, stream, alloc, prepare=False):
     return prep.launch({}, stream, alloc)
 
 
-def affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type):
-    return _lib.desc_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type)
-
-
 def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, qmax, scale=None,
            zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, mask=None, stream=None, alloc=None,
            prepare=False):
@@ -244,6 +296,7 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     gran = Granularity(gran)
     float_type = fl.dtype
     a = Args()
+    layout = 0
     views = [("x", x), ("y", y), ("dy", dy), ("dx", dx), ("scales", scales), ("zero_points", zero_points)]
     device = same_device(*(views + [("mask", mask)]))
     if mask is not None:
@@ -269,7 +322,7 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     else:
         if scales is None:
             raise invalid("scales are required for %s" % gran.name.lower())
-        scale_type = scale_type_of("scales", scales, float_type)
+        scale_type = scale_type_of("scales", scales, float_type, gran)
         if gran == Granularity.PER_CHANNEL:
             for name, v in views[:4]:
                 if v is not None and not v.is_contiguous():
@@ -304,46 +357,38 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
                 if zero_points is not None:
                     check_vector("zero_points", zero_points, rows, (DType.S32,))
             else:
-                group_size = integer("group_size", group_size)
-                if group_size < 1 or cols % group_size:
-                    raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
-                ng = cols // group_size
-                if scales.shape != (rows, ng) or (ng > 1 and scales.strides[1] != 1):
-                    raise invalid("scales: shape %s, expected (%d, %d) with the last dimension contiguous"
-                                  % (scales.shape, rows, ng))
-                grs = scales.strides[0] if rows > 1 else ng
-                if rows > 1 and grs < ng:
-                    raise invalid("scales: row stride %d is smaller than a row's %d groups (rows that overlap or are "
-                                  "broadcast)" % (grs, ng))
-                if zero_points is not None:
-                    if zero_points.shape != scales.shape or (rows > 1 and zero_points.strides[0] != grs) or \
-                            zero_points.dtype != DType.S32:
-                        raise invalid("zero_points: must be int32 laid out like scales (shape %s, strides %s)"
-                                      % (scales.shape, scales.strides))
+                layout, grs = group_scales("scales", scales, zero_points, rows, cols, group_size, gran, scale_type)
                 a.group_size, a.group_row_stride = group_size, grs
         a.scales, a.zero_points = _ptr(scales), _ptr(zero_points)
     a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
     a.mask = _ptr(mask)
-    key = affine_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type)
+    key = _lib.desc_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type, scale_layout=layout)
     return _launch(key, device, a, stream, alloc, prepare)
 
 
 def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=None, group_size=0,
-            stream=None, alloc=None, prepare=False):
-    """Dynamic quantize of x [rows, cols] (per token, per group) or dense x (per tensor) into y,
-    writing f32 out_scales (and int32 out_zero_points when given: asymmetric)."""
+            pow2_scales=False, amax_bound=0.0, stream=None, alloc=None, prepare=False):
+    """Dynamic quantize of x into y: dense x per tensor, x [rows, cols] per token, per group
+    (group_size G) or per block (B x B tiles, group_size B). Writes out_scales (float32, x's
+    type, UE8M0 bytes, or per group int32 UE8M0X4 words; per group and per block laid out as
+    group_scales reads them: per tensor one element, per token rows) and, when given, int32
+    out_zero_points (asymmetric). pow2_scales rounds each scale up to a power of two (UE8M0
+    implies it); amax_bound (symmetric; 0: none) caps each segment's max |x|."""
     check_float("x", x)
     check_storage("y", y.dtype)
     qmin, qmax = qrange(y.dtype, qmin, qmax)
     asym = 1 if out_zero_points is not None else 0
     gran = Granularity(gran)
     device = same_device(("x", x), ("y", y), ("out_scales", out_scales), ("out_zero_points", out_zero_points))
-    if out_scales.dtype != DType.F32:
-        raise invalid("out_scales: dtype %s, expected F32" % out_scales.dtype.name)
-    a = Args()
+    scale_type = scale_type_of("out_scales", out_scales, x.dtype, gran, dynamic=True)
+    amax_bound = number("amax_bound", amax_bound or 0.0)
+    a = Args(amax_bound=amax_bound)
+    layout = 0
     if gran == Granularity.PER_TENSOR:
         if not (x.is_contiguous() and y.is_contiguous()):
             raise invalid("x and y must be contiguous for per tensor")
+        if x.shape != y.shape:
+            raise invalid("x shape %s and y shape %s differ" % (x.shape, y.shape))
         a.numel = x.numel
         nscales = 1
     else:
@@ -353,23 +398,31 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
             raise invalid("x shape %s and y shape %s differ" % (x.shape, y.shape))
         a.rows, a.cols, a.x_row_stride, a.y_row_stride = rows, cols, xs, ys
         nscales = rows
-        if gran == Granularity.PER_GROUP:
-            group_size = integer("group_size", group_size)
-            if group_size < 1 or cols % group_size:
-                raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
+        if gran in (Granularity.PER_GROUP, Granularity.PER_BLOCK):
+            layout, a.group_row_stride = group_scales("out_scales", out_scales, out_zero_points, rows, cols,
+                                                      group_size, gran, scale_type)
             a.group_size = group_size
-            nscales = rows * (cols // group_size)
-    for name, v, t in (("out_scales", out_scales, DType.F32), ("out_zero_points", out_zero_points, DType.S32)):
-        if v is not None and (v.numel != nscales or not v.is_contiguous() or v.dtype != t):
-            raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (name, nscales, t.name, v.shape))
+            nscales = None
+    if nscales is not None:
+        for name, v in (("out_scales", out_scales), ("out_zero_points", out_zero_points)):
+            if v is not None and (v.numel != nscales or not v.is_contiguous()):
+                raise invalid("%s: expected %d contiguous elements, got shape %s" % (name, nscales, v.shape))
+        if out_zero_points is not None and out_zero_points.dtype != DType.S32:
+            raise invalid("out_zero_points: dtype %s, expected S32" % out_zero_points.dtype.name)
     a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, out_scales.ptr, _ptr(out_zero_points)
-    key = _lib.desc_key(Op.DYNAMIC_QUANTIZE, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, DType.F32, asym)
+    key = _lib.desc_key(Op.DYNAMIC_QUANTIZE, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
+                        pow2_scales=1 if pow2_scales else 0, scale_layout=layout)
     return _launch(key, device, a, stream, alloc, prepare)
 
 
-def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, alloc=None, prepare=False):
-    """SmoothQuantLinear (x int8 [M, K], per-token a_scales[M]) or QuantizedLinear (x float
-    [M, K]): y[M, N] = x W^T * scales (+ bias), W int8 [N, K] with K contiguous."""
+def linear(op, *, x, w, w_scales, y, a_scales=None, a_scale=None, bias=None, a_zero_points=None, a_zero_point=0,
+           w_sums=None, act_type=DType.S8, qmin=None, qmax=None, asymmetric=False, stream=None, alloc=None,
+           prepare=False):
+    """SmoothQuantLinear (x int8 or uint8 [M, K]; per-token a_scales[M] and, asymmetric,
+    int32 a_zero_points[M], or per tensor a_scale and a_zero_point, numbers) or
+    QuantizedLinear (x float [M, K], quantized per token into act_type's [qmin, qmax],
+    asymmetric or not): y[M, N] = x W^T * scales (+ bias), W int8 [N, K] with K contiguous.
+    Asymmetric activations need w_sums (int32 [N], weight_sums of W)."""
     op = Op(op)
     m, k, xs = rows_2d("x", x)
     m2, n, ys = rows_2d("y", y)
@@ -389,25 +442,58 @@ def linear(op, *, x, w, w_scales, y, a_scales=None, bias=None, stream=None, allo
     if bias is not None:
         check_vector("bias", bias, n, (out_type,))
     device = same_device(("x", x), ("w", w), ("w_scales", w_scales), ("y", y), ("a_scales", a_scales),
-                         ("bias", bias))
+                         ("bias", bias), ("a_zero_points", a_zero_points), ("w_sums", w_sums))
     a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
     a.x, a.y, a.w, a.w_scales, a.bias = x.ptr, y.ptr, w.ptr, w_scales.ptr, _ptr(bias)
     if op == Op.SMOOTHQUANT_LINEAR:
-        if x.dtype != DType.S8:
-            raise invalid("a: dtype %s, expected int8" % x.dtype.name)
-        if a_scales is None:
+        if x.dtype not in INT_TYPES:
+            raise invalid("a: dtype %s, expected int8 or uint8" % x.dtype.name)
+        act_type = x.dtype
+        if a_scales is None and a_scale is None:
             raise invalid("a_scales is required")
-        check_vector("a_scales", a_scales, m, (st,))
-        a.scales = a_scales.ptr
-        key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_TOKEN, out_type, DType.S8, -128, 127, st,
-                            0, out_type)
+        gran = Granularity.PER_TOKEN
+        if a_scale is not None:  # per tensor: one host scale
+            a_scale = number("a_scale", a_scale)
+            if not (a_scale > 0 and a_scale != float("inf")):
+                raise invalid("a_scale (%r) must be finite and > 0" % a_scale)
+            a.scale, gran = a_scale, Granularity.PER_TENSOR
+            a.zero_point = integer("a_zero_point", a_zero_point)
+        else:
+            check_vector("a_scales", a_scales, m, (st,))
+            a.scales = a_scales.ptr
+            if a_zero_points is not None:
+                check_vector("a_zero_points", a_zero_points, m, (DType.S32,))
+                a.zero_points = a_zero_points.ptr
+        float_type = out_type
     else:
         check_float("x", x)
         if x.dtype != out_type:
             raise invalid("x (%s) and the output (%s) must have one dtype" % (x.dtype.name, out_type.name))
-        key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_TOKEN, x.dtype, DType.S8, -128, 127, st,
-                            0, out_type)
+        check_int("activations", act_type)
+        gran, float_type = Granularity.PER_TOKEN, x.dtype
+    qmin, qmax = qrange(act_type, qmin, qmax)
+    if asymmetric:
+        if w_sums is None:
+            raise invalid("w_sums: asymmetric activations need the weight's sums (linear_weight_sums)")
+        check_vector("w_sums", w_sums, n, (DType.S32,))
+        a.w_sums = w_sums.ptr
+    key = _lib.desc_key(op, Direction.FORWARD, gran, float_type, act_type, qmin, qmax, st, 1 if asymmetric else 0,
+                        out_type)
     return _launch(key, device, a, stream, alloc, prepare)
+
+
+def weight_sums(*, w, y, stream=None, alloc=None, prepare=False):
+    """y[n] = sum_k w[n, k] in int32, w int8 [N, K] with K contiguous: what asymmetric
+    linear plans take as w_sums."""
+    n, k, ws = rows_2d("w", w)
+    if w.dtype != DType.S8 or (n > 1 and ws != k):
+        raise invalid("w: shape %s strides %s dtype %s, expected a contiguous int8 (N, K) weight"
+                      % (w.shape, w.strides, w.dtype.name))
+    check_vector("y", y, n, (DType.S32,))
+    device = same_device(("w", w), ("y", y))
+    a = Args(cols=k, n=n)
+    a.w, a.y = w.ptr, y.ptr
+    return _launch(_lib.desc_key(Op.LINEAR_WEIGHT_SUMS), device, a, stream, alloc, prepare)
 
 
 def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, norm_weight=None, eps=0.0,
@@ -425,7 +511,7 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
         raise invalid("op %s is not a fused producer" % op.name)
     name = "rms_norm_quant" if op == Op.RMSNORM_QUANTIZE else "gated_quant"
     check_float("x", x)
-    check_int("y", y.dtype)
+    check_storage("y", y.dtype)
     qmin, qmax = qrange(y.dtype, qmin, qmax)
     device = same_device(("x", x), ("y", y), ("out_scales", out_scales), ("out_zero_points", out_zero_points),
                          ("residual", residual), ("norm_weight", norm_weight), ("out", out))
@@ -475,16 +561,17 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
     else:
         if out_scales is None:
             raise invalid("%s: out_scales is required without a static scale" % name)
-        if out_scales.dtype != DType.F32:
-            raise invalid("%s: out_scales: dtype %s, expected F32" % (name, out_scales.dtype.name))
-        gran, scale_type, nscales = Granularity.PER_TOKEN, DType.F32, rows
+        if out_scales.dtype not in (DType.F32, x.dtype):
+            raise invalid("%s: out_scales: dtype %s, expected F32 or x's %s" % (name, out_scales.dtype.name,
+                                                                              x.dtype.name))
+        gran, scale_type, nscales = Granularity.PER_TOKEN, out_scales.dtype, rows
         group_size = integer("group_size", group_size or 0)
         if group_size:
             if group_size < 1 or d % group_size:
                 raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, d))
             gran, nscales = Granularity.PER_GROUP, rows * (d // group_size)
             a.group_size = group_size
-        for vname, v, t in (("out_scales", out_scales, DType.F32), ("out_zero_points", out_zero_points, DType.S32)):
+        for vname, v, t in (("out_scales", out_scales, scale_type), ("out_zero_points", out_zero_points, DType.S32)):
             if v is not None and (v.numel != nscales or not v.is_contiguous() or v.dtype != t):
                 raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (vname, nscales, t.name,
                                                                                        v.shape))

@@ -130,6 +130,8 @@ bq_py_sizeof = _fn("bq_py_sizeof", _c.c_size_t, _c.c_char_p)
 bq_py_offsetof = _fn("bq_py_offsetof", _c.c_size_t, _c.c_char_p, _c.c_char_p)
 bq_py_enum = _fn("bq_py_enum", _c.c_int, _c.c_char_p)
 bq_py_validate = _fn("bq_py_validate", _c.c_int, _c.POINTER(Desc), _c.POINTER(Args))
+bq_py_all_descs = _fn("bq_py_all_descs", _c.c_int, _c.POINTER(Desc), _c.c_int)
+bq_py_sku = _fn("bq_py_sku", _c.c_int, _c.POINTER(Desc), _c.c_char_p, _c.c_size_t)
 
 VERSION_NUMBER = bq_version()
 VERSION = bq_version_string().decode()
@@ -200,16 +202,17 @@ _plans_lock = threading.Lock()
 
 def desc_key(op, direction=Direction.FORWARD, granularity=Granularity.DEFAULT, float_type=DType.DEFAULT,
              int_type=DType.DEFAULT, qmin=0, qmax=0, scale_type=DType.DEFAULT, asymmetric=0,
-             out_type=DType.DEFAULT, activation=0):
+             out_type=DType.DEFAULT, activation=0, pow2_scales=0, scale_layout=0):
     """The descriptor as a tuple of ints (the 0.2.0 values), in bq_desc's field order less device."""
     return (int(op), int(direction), int(granularity), int(float_type), int(int_type), int(qmin), int(qmax),
-            int(scale_type), int(asymmetric), int(out_type), int(activation))
+            int(scale_type), int(asymmetric), int(out_type), int(activation), int(pow2_scales), int(scale_layout))
 
 
 def make_desc(key, device_index):
-    op, direction, gran, ft, it, qmin, qmax, st, asym, ot, act = key
+    op, direction, gran, ft, it, qmin, qmax, st, asym, ot, act, pow2, layout = key
     return Desc(op=op, direction=direction, granularity=int(gran), float_type=ft, int_type=it, qmin=qmin, qmax=qmax,
-                scale_type=st, device=DEVICE(device_index), asymmetric=asym, out_type=ot, activation=act)
+                scale_type=st, device=DEVICE(device_index), asymmetric=asym, out_type=ot, activation=act,
+                pow2_scales=pow2, scale_layout=layout)
 
 
 _NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
@@ -264,6 +267,22 @@ def validate(key, device_index, args):
     """The library's validation of a descriptor and one call's arguments, with no device
     (for tests): raises like a run would."""
     check(bq_py_validate(ctypes.byref(make_desc(key, device_index)), ctypes.byref(args)))
+
+
+def all_descs():
+    """Every kernel the library offers, one normalized Desc per SKU (its enumeration for
+    `baracuda-quant warm --all`): what the package's coverage test walks."""
+    n = bq_py_all_descs(None, 0)
+    out = (Desc * max(n, 1))()
+    bq_py_all_descs(out, n)
+    return list(out[:n])
+
+
+def sku(desc):
+    """The SKU a descriptor compiles to, for sm_80 (no NVRTC, no device needed)."""
+    buf = ctypes.create_string_buffer(256)
+    check(bq_py_sku(ctypes.byref(desc), buf, 256))
+    return buf.value.decode()
 
 
 def cached_plan_keys():

@@ -16,6 +16,7 @@ from ._lib import invalid
 # ---- DLPack structs (dlpack.h, the unversioned DLManagedTensor)
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 kDLInt, kDLUInt, kDLFloat, kDLBfloat = 0, 1, 2, 4
+kDLFloat8_e4m3fn, kDLFloat8_e5m2, kDLFloat8_e8m0fnu = 10, 12, 14  # DLPack 1.1
 
 
 class DLDevice(ctypes.Structure):
@@ -40,7 +41,8 @@ _Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
 
 _DL_TO_BQ = {(kDLFloat, 32): DType.F32, (kDLFloat, 64): DType.F64, (kDLFloat, 16): DType.F16,
-             (kDLBfloat, 16): DType.BF16, (kDLInt, 8): DType.S8, (kDLUInt, 8): DType.U8, (kDLInt, 32): DType.S32}
+             (kDLBfloat, 16): DType.BF16, (kDLInt, 8): DType.S8, (kDLUInt, 8): DType.U8, (kDLInt, 32): DType.S32,
+             (kDLFloat8_e4m3fn, 8): DType.E4M3, (kDLFloat8_e5m2, 8): DType.E5M2, (kDLFloat8_e8m0fnu, 8): DType.UE8M0}
 _BQ_TO_DL = {v: k for k, v in _DL_TO_BQ.items()}
 
 # Capsule names: module constants, since a capsule keeps the pointer to its name.
@@ -239,7 +241,9 @@ def _dtype(d, default):
         return d
     name = str(getattr(d, "name", d)).split(".")[-1].lower()
     table = {"int8": DType.S8, "uint8": DType.U8, "float32": DType.F32, "float64": DType.F64,
-             "float16": DType.F16, "bfloat16": DType.BF16, "int32": DType.S32}
+             "float16": DType.F16, "bfloat16": DType.BF16, "int32": DType.S32, "float8_e4m3fn": DType.E4M3,
+             "e4m3": DType.E4M3, "float8_e5m2": DType.E5M2, "e5m2": DType.E5M2, "float8_e8m0fnu": DType.UE8M0,
+             "ue8m0": DType.UE8M0, "ue8m0x4": DType.S32}
     if name not in table:
         raise invalid("dtype %r is not supported" % (d,))
     return table[name]
@@ -313,28 +317,77 @@ def _new_like(v, dtype, stream, shape=None):
     return DeviceArray.empty(v.shape if shape is None else shape, dtype, v.device, stream)
 
 
-def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), **kw):
+_ROWS = (Granularity.PER_TOKEN, Granularity.PER_GROUP, Granularity.PER_BLOCK)
+
+
+def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), direction=Direction.FORWARD, dy=None, **kw):
+    """One quantize, dequantize or fake quantize call: forward, x to a new output of
+    out_dtype; backward, dy (and x, but for dequantize) to a new dx of dy's type."""
     if "group_size" in kw:
         kw["group_size"] = _core.integer("group_size", kw["group_size"])
+    bwd = direction == Direction.BACKWARD
     with _Inputs(stream) as inp:
         xv = inp.get(x, "x")
+        dyv = inp.get(dy, "dy")
         arrays = {k: inp.get(a, k) for k, a in scale_arrays}
-        _set_device(xv.device)  # outputs, plans and launches on x's device
-        out = _new_like(xv, out_dtype, stream)
+        lead = dyv if bwd else xv
+        _set_device(lead.device)  # outputs, plans and launches on the input's device
+        out = _new_like(lead, lead.dtype if bwd or out_dtype is None else out_dtype, stream)
         ov = out.view()
-        if gran in (Granularity.PER_TOKEN, Granularity.PER_GROUP):
-            xv, ov = _rows_view(xv, "x"), _rows_view(ov, "out")
+        if gran in _ROWS:
+            xv = None if xv is None else _rows_view(xv, "x")
+            dyv = None if dyv is None else _rows_view(dyv, "dy")
+            ov = _rows_view(ov, "out")
         if gran in (Granularity.PER_TOKEN, Granularity.PER_CHANNEL):  # [rows, 1] and the like: a vector
             for k in ("scales", "zero_points"):
                 a = arrays.get(k)
                 if a is not None and len(a.shape) != 1 and a.is_contiguous():
                     arrays[k] = _core.View(a.ptr, (a.numel,), (1,), a.dtype, a.device)
-        fl = ov if op == Op.DEQUANTIZE else xv
-        int_type = xv.dtype if op == Op.DEQUANTIZE else (out_dtype if op == Op.QUANTIZE else kw.pop("int_type"))
-        out._keep = tuple(_run(xv.device, stream, lambda s, alloc: _core.affine(
-            op, Direction.FORWARD, gran, fl=fl, x=xv, y=ov, int_type=int_type, stream=s, alloc=alloc,
-            **arrays, **kw)))
+        if bwd:
+            if xv is not None and gran in _ROWS and xv.shape[0] > 1 and xv.strides[0] != xv.shape[1]:
+                raise invalid("input: rows %d elements apart: the backward pass reads input and writes dx "
+                              "with one row stride, and dx is dense" % xv.strides[0])
+            io = dict(fl=ov, x=xv, y=None, dy=dyv, dx=ov)
+        else:
+            io = dict(fl=ov if op == Op.DEQUANTIZE else xv, x=xv, y=ov)
+        if op == Op.DEQUANTIZE and not bwd:
+            int_type = xv.dtype
+        elif op == Op.QUANTIZE and not bwd:
+            int_type = out_dtype
+        else:
+            int_type = kw.pop("int_type")
+        out._keep = tuple(_run(lead.device, stream, lambda s, alloc: _core.affine(
+            op, direction, gran, int_type=int_type, stream=s, alloc=alloc, **io, **arrays, **kw)))
         return out
+
+
+def _granularity(scale, axis, group_size, block_size):
+    """The granularity the arguments name: scale a number, per tensor; else per channel along
+    axis, per group of group_size, per block of block_size x block_size, or per token."""
+    given = [n for n, v in (("axis", axis), ("group_size", group_size), ("block_size", block_size))
+             if v is not None]
+    if len(given) > 1:
+        raise invalid("give at most one of axis, group_size and block_size (got %s)" % ", ".join(given))
+    if isinstance(scale, (int, float)):
+        if given:
+            raise invalid("%s: a scale that is a number is per tensor" % given[0])
+        return Granularity.PER_TENSOR, {}
+    if axis is not None:
+        return Granularity.PER_CHANNEL, {"axis": _core.integer("axis", axis)}
+    if group_size is not None:
+        return Granularity.PER_GROUP, {"group_size": group_size}
+    if block_size is not None:
+        return Granularity.PER_BLOCK, {"group_size": block_size}
+    return Granularity.PER_TOKEN, {}
+
+
+def _params(scale, zero_point, gran):
+    if gran == Granularity.PER_TENSOR:
+        return (), {"scale": scale, "zero_point": 0 if zero_point is None else zero_point}
+    zps = None if isinstance(zero_point, (int, float)) or zero_point is None else zero_point
+    if zps is None and zero_point not in (0, None):
+        raise invalid("zero_point: an array is needed with a scale array")
+    return (("scales", scale), ("zero_points", zps)), {}
 
 
 def quantize_per_tensor(x, scale, zero_point=0, dtype="int8", quant_min=None, quant_max=None, stream=None):
@@ -360,20 +413,71 @@ def quantize_per_group(x, scales, zero_points, group_size, dtype="int8", quant_m
                        qmin=quant_min, qmax=quant_max)
 
 
-def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype="float32", stream=None):
+def quantize_per_block(x, scales, zero_points, block_size, dtype="int8", quant_min=None, quant_max=None,
+                       stream=None):
+    """Per block of x [..., K] viewed as [rows, K]: B x B tiles (B = block_size, edge tiles
+    partial), scales [ceil(rows / B), ceil(K / B)] row-major."""
+    return _affine_out(Op.QUANTIZE, Granularity.PER_BLOCK, x, _dtype(dtype, DType.S8), stream,
+                       (("scales", scales), ("zero_points", zero_points)), group_size=block_size,
+                       qmin=quant_min, qmax=quant_max)
+
+
+def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype="float32",
+               stream=None):
+    """y = (q - zero_point) * scale; the granularity as _granularity reads the arguments."""
     od = _dtype(out_dtype, DType.F32)
-    if isinstance(scale, (int, float)):
-        return _affine_out(Op.DEQUANTIZE, Granularity.PER_TENSOR, q, od, stream, scale=scale,
-                           zero_point=zero_point, qmin=None, qmax=None)
-    zps = None if isinstance(zero_point, (int, float)) or zero_point is None else zero_point
-    arrays = (("scales", scale), ("zero_points", zps))
-    if axis is not None:
-        return _affine_out(Op.DEQUANTIZE, Granularity.PER_CHANNEL, q, od, stream, arrays, axis=int(axis),
-                           qmin=None, qmax=None)
-    if group_size is not None:
-        return _affine_out(Op.DEQUANTIZE, Granularity.PER_GROUP, q, od, stream, arrays,
-                           group_size=group_size, qmin=None, qmax=None)
-    return _affine_out(Op.DEQUANTIZE, Granularity.PER_TOKEN, q, od, stream, arrays, qmin=None, qmax=None)
+    gran, kw = _granularity(scale, axis, group_size, block_size)
+    arrays, scalars = _params(scale, zero_point, gran)
+    return _affine_out(Op.DEQUANTIZE, gran, q, od, stream, arrays, qmin=None, qmax=None, **kw, **scalars)
+
+
+def _storage(dtype, quant_min, quant_max):
+    """The storage type of a fake quantize or a backward pass: dtype when given (FP8 needs
+    it), else the integer type the q-range fits."""
+    if dtype is not None:
+        return _dtype(dtype, DType.S8)
+    if quant_min is None or quant_max is None:
+        raise invalid("quant_min and quant_max are required without dtype")
+    return _core.int_type_for(_core.integer("quant_min", quant_min), _core.integer("quant_max", quant_max))
+
+
+def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
+                  group_size=None, block_size=None, stream=None):
+    """dequantize(quantize(input)) at any granularity (as dequantize reads the arguments),
+    into int8/uint8 ranges or, with dtype, FP8 (forward only outside PyTorch)."""
+    gran, kw = _granularity(scale, axis, group_size, block_size)
+    arrays, scalars = _params(scale, zero_point, gran)
+    it = _storage(dtype, quant_min, quant_max)
+    return _affine_out(Op.FAKE_QUANTIZE, gran, input, None, stream, arrays, qmin=quant_min, qmax=quant_max,
+                       int_type=it, **kw, **scalars)
+
+
+def fake_quantize_backward(dy, input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None,
+                           axis=None, group_size=None, block_size=None, stream=None):
+    """The straight-through estimator: dx = dy where quantize(input) is in range, else 0."""
+    gran, kw = _granularity(scale, axis, group_size, block_size)
+    arrays, scalars = _params(scale, zero_point, gran)
+    return _affine_out(Op.FAKE_QUANTIZE, gran, input, None, stream, arrays, Direction.BACKWARD, dy,
+                       qmin=quant_min, qmax=quant_max, int_type=_storage(dtype, quant_min, quant_max), **kw,
+                       **scalars)
+
+
+def quantize_backward(dy, input, scale, zero_point=0, *, dtype="int8", quant_min=None, quant_max=None, axis=None,
+                      group_size=None, block_size=None, stream=None):
+    """Quantize's gradient: dx = dy / scale where quantize(input) is in range, else 0."""
+    gran, kw = _granularity(scale, axis, group_size, block_size)
+    arrays, scalars = _params(scale, zero_point, gran)
+    return _affine_out(Op.QUANTIZE, gran, input, None, stream, arrays, Direction.BACKWARD, dy, qmin=quant_min,
+                       qmax=quant_max, int_type=_dtype(dtype, DType.S8), **kw, **scalars)
+
+
+def dequantize_backward(dy, scale, zero_point=0, *, dtype="int8", axis=None, group_size=None, block_size=None,
+                        stream=None):
+    """Dequantize's gradient: dx = dy * scale (dtype: the quantized storage type)."""
+    gran, kw = _granularity(scale, axis, group_size, block_size)
+    arrays, scalars = _params(scale, zero_point, gran)
+    return _affine_out(Op.DEQUANTIZE, gran, None, None, stream, arrays, Direction.BACKWARD, dy, qmin=None,
+                       qmax=None, int_type=_dtype(dtype, DType.S8), **kw, **scalars)
 
 
 def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, stream=None):
@@ -428,9 +532,101 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
         return q, s, z
 
 
+_GRANULARITIES = {"tensor": Granularity.PER_TENSOR, "token": Granularity.PER_TOKEN, "group": Granularity.PER_GROUP,
+                  "block": Granularity.PER_BLOCK}
+
+
+def dynamic_shapes(gran, rows, cols, size, scale_dtype, mn_major):
+    """The scales' shape and the strides of their view for a dynamic quantize of [rows, cols]
+    (per tensor: (1,)), and the buffer to allocate: (view shape, view strides, buffer
+    shape). MN-major (per group) is a transposed view of a [scales a row, rows rounded up to
+    4] buffer."""
+    if gran == Granularity.PER_TENSOR:
+        return (1,), (1,), (1,)
+    if gran == Granularity.PER_TOKEN:
+        return (rows, 1), (1, 1), (rows, 1)
+    if gran == Granularity.PER_BLOCK:
+        shape = (-(-rows // size), -(-cols // size))
+        return shape, (shape[1], 1), shape
+    ng = cols // size
+    if scale_dtype == DType.S32:  # UE8M0X4 words
+        ng = -(-ng // 4)
+    if mn_major:
+        ld = -(-rows // 4) * 4
+        return (rows, ng), (1, ld), (ng, ld)
+    return (rows, ng), (ng, 1), (rows, ng)
+
+
+def _dyn_args(granularity, group_size, block_size, dtype, symmetric, scale_dtype, scale_layout, default_scale):
+    gran = _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None
+    if gran is None:
+        raise invalid("granularity (%r) must be one of %s" % (granularity, ", ".join(_GRANULARITIES)))
+    if (group_size is not None) != (gran == Granularity.PER_GROUP):
+        raise invalid("group_size: given with granularity 'group' and only then")
+    if (block_size is not None) != (gran == Granularity.PER_BLOCK):
+        raise invalid("block_size: given with granularity 'block' and only then")
+    size = _core.integer("group_size" if group_size is not None else "block_size",
+                         group_size if group_size is not None else block_size) if gran in (
+        Granularity.PER_GROUP, Granularity.PER_BLOCK) else 0
+    if scale_layout not in ("row", "mn"):
+        raise invalid("scale_layout (%r) must be 'row' or 'mn'" % (scale_layout,))
+    mn = scale_layout == "mn"
+    if mn and gran != Granularity.PER_GROUP:
+        raise invalid("scale_layout 'mn' is per group only")
+    if not symmetric and dtype in _core.FP8_TYPES:
+        raise invalid("symmetric: FP8 (%s) is symmetric only" % dtype.name)
+    sd = default_scale if scale_dtype is None else scale_dtype
+    return gran, size, mn, sd
+
+
+def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype="int8", symmetric=True,
+                  quant_min=None, quant_max=None, scale_dtype=None, scale_layout="row", pow2_scales=False,
+                  amax_bound=None, stream=None):
+    """Dynamic quantize of x [..., K] (viewed as [rows, K]) with scales it computes:
+    granularity "tensor", "token" (scales [rows, 1]), "group" (group_size; [rows, K / G]) or
+    "block" (block_size B; [ceil(rows / B), ceil(K / B)]). dtype: int8, uint8, float8_e4m3fn
+    or float8_e5m2 (symmetric only). scale_dtype: float32 (default), x's type, float8_e8m0fnu
+    (UE8M0, power-of-two scales) or, per group, "ue8m0x4" (int32 words of four UE8M0
+    scales). scale_layout "mn" (per group) returns the scales as a transposed view of a
+    [K / G, rows rounded up to 4] buffer (what FP8 GEMMs read). pow2_scales rounds each scale
+    up to a power of two; amax_bound (symmetric) caps each segment's max |x|. Returns (q,
+    scales, zero points like scales (int32) or None)."""
+    dt = _dtype(dtype, DType.S8)
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        gran, size, mn, sd = _dyn_args(granularity, group_size, block_size, dt, symmetric, scale_dtype,
+                                       scale_layout, "float32")
+        sdt = _dtype(sd, DType.F32)
+        _set_device(xv.device)
+        q = _new_like(xv, dt, stream)
+        if gran == Granularity.PER_TENSOR:
+            xk, qk, rows, cols = xv, q.view(), 1, xv.numel
+        else:
+            xk, qk = _rows_view(xv, "x"), _rows_view(q.view(), "q")
+            rows, cols = xk.shape
+        if gran == Granularity.PER_GROUP and (size < 1 or cols % size):
+            raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (size, cols))
+        if gran == Granularity.PER_BLOCK and size < 1:
+            raise invalid("block_size (%d) must be >= 1" % size)
+        shape, strides, buf = dynamic_shapes(gran, rows, cols, size, sdt, mn)
+        sb = DeviceArray.empty(buf, sdt, xv.device, stream)
+        s = DeviceArray(sb.ptr, shape, sdt, xv.device, owner=sb, strides=strides, stream=stream)
+        z = None
+        if not symmetric:
+            zb = DeviceArray.empty(buf, DType.S32, xv.device, stream)
+            z = DeviceArray(zb.ptr, shape, DType.S32, xv.device, owner=zb, strides=strides, stream=stream)
+        q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.dynamic(
+            gran, x=xk, y=qk, out_scales=s.view(), out_zero_points=None if z is None else z.view(),
+            qmin=quant_min, qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound,
+            stream=st, alloc=alloc)))
+        return q, s, z
+
+
 def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,
-               stream, residual=None, weight=None, eps=0.0, activation=0):
+               stream, residual=None, weight=None, eps=0.0, activation=0, scale_dtype=None):
     dt = _dtype(out_dtype, DType.S8)
+    if not symmetric and dt in _core.FP8_TYPES:
+        raise invalid("symmetric: FP8 (%s) is symmetric only" % dt.name)
     if scale is not None and group_size is not None:
         raise invalid("group_size: a static scale is per tensor")
     if scale is None and zero_point not in (0, None):
@@ -457,7 +653,7 @@ def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, ze
         s = z = None
         if scale is None:
             sshape = (rows, d // g) if g else (rows, 1)
-            s = DeviceArray.empty(sshape, DType.F32, xv.device, stream)
+            s = DeviceArray.empty(sshape, _dtype(scale_dtype, DType.F32), xv.device, stream)
             z = None if symmetric else DeviceArray.empty(sshape, DType.S32, xv.device, stream)
         vals = DeviceArray.empty(shape, xv.dtype, xv.device, stream) if return_values else None
         q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.fused(
@@ -470,54 +666,92 @@ def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, ze
 
 
 def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype="int8",
-                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, stream=None):
+                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None,
+                   stream=None):
     """baracuda_quant.ops.rms_norm_quant on __dlpack__ arrays: (q, scales, zero points or
     None[, n]); the residual (when given) is updated in place."""
     return _fused_out(Op.RMSNORM_QUANTIZE, x, out_dtype, symmetric, group_size, return_normed, scale, zero_point,
-                      quant_min, quant_max, stream, residual=residual, weight=weight, eps=eps)
+                      quant_min, quant_max, stream, residual=residual, weight=weight, eps=eps,
+                      scale_dtype=scale_dtype)
 
 
 def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
-                       zero_point=0, quant_min=None, quant_max=None, stream=None):
+                       zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None):
     """baracuda_quant.ops.silu_and_mul_quant on __dlpack__ arrays (x [..., 2 D])."""
     return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
-                      quant_min, quant_max, stream, activation=Activation.SILU)
+                      quant_min, quant_max, stream, activation=Activation.SILU, scale_dtype=scale_dtype)
 
 
 def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
-                            zero_point=0, quant_min=None, quant_max=None, stream=None):
+                            zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None):
     """baracuda_quant.ops.gelu_tanh_and_mul_quant on __dlpack__ arrays (x [..., 2 D])."""
     return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
-                      quant_min, quant_max, stream, activation=Activation.GELU_TANH)
+                      quant_min, quant_max, stream, activation=Activation.GELU_TANH, scale_dtype=scale_dtype)
 
 
-def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream):
+def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream, a_zero_points=None, w_sums=None,
+            act_type=DType.S8, quant_min=None, quant_max=None, symmetric=True):
     with _Inputs(stream) as inp:
         xv = _rows_view(inp.get(x, "x"), "x")
         wv, sv, bv = inp.get(w, "w"), inp.get(w_scales, "w_scales"), inp.get(bias, "bias")
+        a_scale = a_zero_point = None
+        if isinstance(a_scales, (int, float)):  # per tensor: one host scale (and zero point)
+            a_scale, a_scales = a_scales, None
+            a_zero_point, a_zero_points = a_zero_points, None
         av = inp.get(a_scales, "a_scales")
+        zv = inp.get(a_zero_points, "a_zero_points")
         if av is not None and av.numel == 1 and xv.shape[0] != 1:
-            raise _lib.NotSupportedError("a_scales: per-tensor (one element) scales need PyTorch here; "
-                                         "pass one scale per row", 2)
-        if av is not None:
-            av = _core.View(av.ptr, (av.numel,), (1,), av.dtype, av.device)
-        if sv is not None:
-            sv = _core.View(sv.ptr, (sv.numel,), (1,), sv.dtype, sv.device)
+            raise _lib.NotSupportedError("a_scales: a one-element array needs PyTorch here; pass one scale per "
+                                         "row, or the per-tensor scale as a number", 2)
+        av, zv, sv = [None if v is None else _core.View(v.ptr, (v.numel,), (1,), v.dtype, v.device)
+                      for v in (av, zv, sv)]
         n = wv.shape[0] if len(wv.shape) == 2 else 0
         if out_dtype is None:  # QuantizedLinear: the activations' type
             out_dtype = xv.dtype
+        asym = (not symmetric) if op == Op.QUANTIZED_LINEAR else (zv is not None or a_zero_point is not None)
         _set_device(xv.device)
+        if asym and w_sums is None:
+            w_sums = linear_weight_sums(wv_arr(wv), stream)
+        ws = inp.get(w_sums, "w_sums")
         out = DeviceArray.empty((xv.shape[0], n), out_dtype, xv.device, stream)
         out._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.linear(
-            op, x=xv, w=wv, w_scales=sv, y=out.view(), a_scales=av, bias=bv, stream=st, alloc=alloc)))
+            op, x=xv, w=wv, w_scales=sv, y=out.view(), a_scales=av, a_scale=a_scale, bias=bv, a_zero_points=zv,
+            a_zero_point=a_zero_point or 0, w_sums=ws, act_type=act_type, qmin=quant_min, qmax=quant_max,
+            asymmetric=asym, stream=st, alloc=alloc))) + ((w_sums,) if isinstance(w_sums, DeviceArray) else ())
         return out
 
 
-def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype="float16", stream=None):
-    """SmoothQuantLinear on [M, K] int8 activations (per-token a_scales[M]); output [M, N]."""
-    return _linear(Op.SMOOTHQUANT_LINEAR, a, w, w_scales, bias, a_scales, _dtype(out_dtype, DType.F16), stream)
+def wv_arr(v):
+    """A view as a DeviceArray that does not own its memory."""
+    return DeviceArray(v.ptr, v.shape, v.dtype, v.device, strides=v.strides)
 
 
-def quantized_linear(x, w, w_scales, bias=None, stream=None):
-    """QuantizedLinear on float [M, K] activations; output [M, N] of x's dtype."""
-    return _linear(Op.QUANTIZED_LINEAR, x, w, w_scales, bias, None, None, stream)
+def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype="float16", stream=None, *, a_zero_points=None,
+                w_sums=None, quant_min=None, quant_max=None):
+    """SmoothQuantLinear on [M, K] int8 or uint8 activations: per-token a_scales[M] (and
+    int32 a_zero_points[M]: asymmetric), or numbers (per tensor); w_sums (int32 [N]) for
+    asymmetric activations, computed when not given; output [M, N]."""
+    return _linear(Op.SMOOTHQUANT_LINEAR, a, w, w_scales, bias, a_scales, _dtype(out_dtype, DType.F16), stream,
+                   a_zero_points=a_zero_points, w_sums=w_sums, quant_min=quant_min, quant_max=quant_max)
+
+
+def quantized_linear(x, w, w_scales, bias=None, stream=None, *, symmetric=True, dtype="int8", quant_min=None,
+                     quant_max=None, w_sums=None):
+    """QuantizedLinear on float [M, K] activations, quantized per token into dtype's [quant_min,
+    quant_max] (asymmetric with symmetric=False: w_sums needed, computed when not given);
+    output [M, N] of x's dtype."""
+    return _linear(Op.QUANTIZED_LINEAR, x, w, w_scales, bias, None, None, stream, w_sums=w_sums,
+                   act_type=_dtype(dtype, DType.S8), quant_min=quant_min, quant_max=quant_max, symmetric=symmetric)
+
+
+def linear_weight_sums(w, stream=None):
+    """int32 [N] sums of the int8 weight w [N, K]'s rows (exact), for asymmetric activations."""
+    with _Inputs(stream) as inp:
+        wv = inp.get(w, "w")
+        if len(wv.shape) != 2:
+            raise invalid("w: shape %s, expected (N, K)" % (wv.shape,))
+        _set_device(wv.device)
+        out = DeviceArray.empty((wv.shape[0],), DType.S32, wv.device, stream)
+        out._keep = tuple(_run(wv.device, stream, lambda st, alloc: _core.weight_sums(
+            w=wv, y=out.view(), stream=st, alloc=alloc)))
+        return out

@@ -17,6 +17,11 @@ _DT = {torch.float32: DType.F32, torch.float64: DType.F64, torch.float16: DType.
 # FP8 storage: symmetric, no q-range and no zero points (docs/numerics.md)
 FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 _DT.update({t: (DType.E4M3 if t is getattr(torch, "float8_e4m3fn", None) else DType.E5M2) for t in FP8_DTYPES})
+# UE8M0 scales (a power of two a byte) where torch has the type; int32 per-group scales are
+# UE8M0X4 words (_core.scale_type_of)
+E8M0 = getattr(torch, "float8_e8m0fnu", None)
+if E8M0 is not None:
+    _DT[E8M0] = DType.UE8M0
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _QRANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
 
@@ -128,10 +133,15 @@ def prepared_count():
     return len(_prepared)
 
 
-def _scales(t, ref_dtype):
-    """Scale arrays go to the library as float32 or the data's float type."""
-    if t.dtype not in (torch.float32, ref_dtype):
+def _scales(t, ref_dtype, grouped=False):
+    """Scale arrays go to the library as float32, the data's float type or UE8M0 (and per
+    group int32 UE8M0X4 words); others are converted to float32. Per group and per block
+    (grouped: [rows of scales, scales a row]) a row-major or (per group) MN-major layout
+    is kept as it is, else made contiguous."""
+    if t.dtype not in (torch.float32, ref_dtype, E8M0) and not (grouped and t.dtype == torch.int32):
         t = t.to(torch.float32)
+    if grouped and t.dim() == 2 and (t.stride(1) == 1 or t.stride(0) == 1 or t.numel() <= 1):
+        return t
     return t.contiguous()
 
 
@@ -141,6 +151,17 @@ def _zps(t):
     if t.dtype.is_floating_point:  # PyTorch's fake quantize accepts float zero points
         t = t.round()
     return t.to(torch.int32).contiguous()
+
+
+def _zps_like(t, scales):
+    """Per-group and per-block zero points as int32 laid out like scales (a copy when not)."""
+    if t is None:
+        return None
+    t = t.reshape(scales.shape)
+    if t.dtype != torch.int32 or t.stride() != scales.stride():
+        t = torch.empty_strided(scales.shape, scales.stride(), dtype=torch.int32, device=t.device).copy_(
+            t.round() if t.dtype.is_floating_point else t)
+    return t
 
 
 _IMPL_FUNCS = {}
@@ -280,11 +301,10 @@ def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points:
                              group_size: int, dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty(x.shape, dtype=dtype, device=x.device)
-    ng = x2.shape[1] // group_size if group_size > 0 else 0
+    s2 = _scales(scales, x.dtype, True).reshape(x2.shape[0], -1)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, x2, x2, y.view(-1, x2.shape[1]),
-            int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size,
-            scales=_scales(scales, x.dtype).reshape(x2.shape[0], ng),
-            zero_points=_zps(zero_points).reshape(x2.shape[0], ng) if zero_points is not None else None)
+            int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size, scales=s2,
+            zero_points=_zps_like(zero_points, s2))
     return y
 
 
@@ -354,11 +374,9 @@ def _dequantize_per_group_impl(q: torch.Tensor, scales: torch.Tensor, zero_point
     q2 = _rows(q, "q")
     y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     y2 = y.view(-1, q2.shape[1])
-    ng = q2.shape[1] // group_size if group_size > 0 else 0
+    s2 = _scales(scales, out_dtype, True).reshape(q2.shape[0], -1)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, y2, q2, y2, int_type=_DT[q.dtype],
-            qmin=None, qmax=None, group_size=group_size,
-            scales=_scales(scales, out_dtype).reshape(q2.shape[0], ng),
-            zero_points=_zps(zero_points).reshape(q2.shape[0], ng) if zero_points is not None else None)
+            qmin=None, qmax=None, group_size=group_size, scales=s2, zero_points=_zps_like(zero_points, s2))
     return y
 
 
@@ -635,7 +653,7 @@ def _(x, symmetric, dtype, quant_min, quant_max):
 # the values quantized (n or a); what a call does not produce is an empty tensor, which the
 # public functions turn into None (or leave out). scale (a number) selects the static per-tensor
 # quantize; group_size 0 is per token, else per group.
-def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values):
+def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, scale_dtype=torch.float32):
     """The output tensors of a fused call on x [..., K] with D = d output columns."""
     rows = 1
     for s in x.shape[:-1]:
@@ -647,7 +665,7 @@ def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values):
     else:
         sshape = (rows, d // group_size) if group_size > 0 else (rows, 1)
         zshape = (0,) if symmetric else sshape
-    scales = torch.empty(sshape, dtype=torch.float32, device=x.device)
+    scales = torch.empty(sshape, dtype=scale_dtype, device=x.device)
     zps = torch.empty(zshape, dtype=torch.int32, device=x.device)
     vals = torch.empty(shape if return_values else (0,), dtype=x.dtype, device=x.device)
     return q, scales, zps, vals
@@ -691,12 +709,12 @@ def _residual_rows(residual, x, k):
 
 def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
                          symmetric: bool, group_size: int, scale: Optional[float], zero_point: int,
-                         dtype: torch.dtype, quant_min: int, quant_max: int,
-                         return_normed: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                         dtype: torch.dtype, quant_min: int, quant_max: int, return_normed: bool,
+                         scale_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     _check_cuda("weight", weight)
     k = x.shape[-1] if x.dim() else 0
-    q, scales, zps, normed = _fused_outputs(x, k, symmetric, group_size, scale, dtype, return_normed)
+    q, scales, zps, normed = _fused_outputs(x, k, symmetric, group_size, scale, dtype, return_normed, scale_dtype)
     if q.numel() == 0:
         return q, scales, zps, normed
     r2 = None if residual is None else _residual_rows(residual, x, k)
@@ -712,16 +730,16 @@ _rms_norm_quant = _op("rms_norm_quant", _rms_norm_quant_impl, mutates_args=("res
 
 @_rms_norm_quant.register_fake
 def _(x, weight, residual, eps, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max,
-      return_normed):
-    return _fused_outputs(x, x.shape[-1], symmetric, group_size, scale, dtype, return_normed)
+      return_normed, scale_dtype):
+    return _fused_outputs(x, x.shape[-1], symmetric, group_size, scale, dtype, return_normed, scale_dtype)
 
 
 def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_size: int, scale: Optional[float],
-                      zero_point: int, dtype: torch.dtype, quant_min: int, quant_max: int,
-                      return_act: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                      zero_point: int, dtype: torch.dtype, quant_min: int, quant_max: int, return_act: bool,
+                      scale_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     d = x.shape[-1] // 2 if x.dim() else 0
-    q, scales, zps, act = _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_act)
+    q, scales, zps, act = _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_act, scale_dtype)
     if q.numel() == 0:
         return q, scales, zps, act
     x2 = _rows(x, "x")
@@ -735,31 +753,48 @@ _gated_quant = _op("gated_quant", _gated_quant_impl)
 
 
 @_gated_quant.register_fake
-def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act):
-    return _fused_outputs(x, x.shape[-1] // 2, symmetric, group_size, scale, dtype, return_act)
+def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act, scale_dtype):
+    return _fused_outputs(x, x.shape[-1] // 2, symmetric, group_size, scale, dtype, return_act, scale_dtype)
 
 
 # ---- linear layers ---------------------------------------------------------------------------
-def _linear(op, x, w, w_scales, y, a_scales, bias):
-    key = ("linear", op, _g(x), _g(w), _g(w_scales), _g(y), _g(a_scales), _g(bias))
+def _linear(op, x, w, w_scales, y, a_scales, bias, a_zero_points=None, w_sums=None, act_dtype=torch.int8,
+            quant_min=None, quant_max=None, asymmetric=False, a_scale=None, a_zero_point=0):
+    key = ("linear", op, _g(x), _g(w), _g(w_scales), _g(y), _g(a_scales), _g(bias), _g(a_zero_points), _g(w_sums),
+           act_dtype, quant_min, quant_max, bool(asymmetric), a_scale is None)
+    ptrs = {"x": x.data_ptr(), "y": y.data_ptr(), "w": w.data_ptr(), "w_scales": w_scales.data_ptr(),
+            "bias": _p(bias), "scales": _p(a_scales), "zero_points": _p(a_zero_points), "w_sums": _p(w_sums)}
+    if a_scale is not None:
+        ptrs["scale"], ptrs["zero_point"] = float(a_scale), int(a_zero_point)
     return _call(key, x.device.index, lambda stream, alloc: _core.linear(
         op, x=_view(x), w=_view(w), w_scales=_view(w_scales), y=_view(y), a_scales=_view(a_scales),
-        bias=_view(bias), stream=stream, alloc=alloc, prepare=True),
-        {"x": x.data_ptr(), "y": y.data_ptr(), "w": w.data_ptr(), "w_scales": w_scales.data_ptr(),
-         "bias": _p(bias), "scales": _p(a_scales)})
+        bias=_view(bias), a_zero_points=_view(a_zero_points), w_sums=_view(w_sums), act_type=_DT[act_dtype],
+        qmin=quant_min, qmax=quant_max, asymmetric=asymmetric, a_scale=a_scale, a_zero_point=a_zero_point,
+        stream=stream, alloc=alloc, prepare=True), ptrs)
+
+
+def _c(t):
+    return None if t is None else t.contiguous()
 
 
 def _int8_linear_impl(a: torch.Tensor, w: torch.Tensor, a_scales: torch.Tensor, w_scales: torch.Tensor,
-                      bias: Optional[torch.Tensor], out_dtype: torch.dtype) -> torch.Tensor:
+                      bias: Optional[torch.Tensor], out_dtype: torch.dtype, a_zero_points: Optional[torch.Tensor],
+                      w_sums: Optional[torch.Tensor], quant_min: int, quant_max: int) -> torch.Tensor:
     a2 = _rows(a, "a")
     m, n = a2.shape[0], w.shape[0]
     sa = a_scales.reshape(-1)
     if sa.numel() == 1 and m != 1:  # per tensor: the one scale for every row (no host read)
         sa = sa.expand(m)
     sa = sa.contiguous()
+    za = None
+    if a_zero_points is not None:
+        za = a_zero_points.reshape(-1).to(torch.int32)
+        za = (za.expand(m) if za.numel() == 1 and m != 1 else za).contiguous()
     y = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
-    _linear(Op.SMOOTHQUANT_LINEAR, a2, w.contiguous(), w_scales.contiguous(), y.view(m, n), sa,
-            bias.contiguous() if bias is not None else None)
+    if y.numel():
+        _linear(Op.SMOOTHQUANT_LINEAR, a2, w.contiguous(), w_scales.contiguous(), y.view(m, n), sa, _c(bias),
+                a_zero_points=za, w_sums=_c(w_sums), act_dtype=a.dtype, quant_min=quant_min, quant_max=quant_max,
+                asymmetric=za is not None)
     return y
 
 
@@ -767,17 +802,42 @@ _int8_linear = _op("int8_linear", _int8_linear_impl)
 
 
 @_int8_linear.register_fake
-def _(a, w, a_scales, w_scales, bias, out_dtype):
+def _(a, w, a_scales, w_scales, bias, out_dtype, a_zero_points, w_sums, quant_min, quant_max):
     return torch.empty((*a.shape[:-1], w.shape[0]), dtype=out_dtype, device=a.device)
 
 
-def _quantized_linear_impl(x: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor,
-                           bias: Optional[torch.Tensor]) -> torch.Tensor:
+def _int8_linear_per_tensor_impl(a: torch.Tensor, w: torch.Tensor, a_scale: float, a_zero_point: int,
+                                 w_scales: torch.Tensor, bias: Optional[torch.Tensor], out_dtype: torch.dtype,
+                                 asymmetric: bool, w_sums: Optional[torch.Tensor], quant_min: int,
+                                 quant_max: int) -> torch.Tensor:
+    a2 = _rows(a, "a")
+    m, n = a2.shape[0], w.shape[0]
+    y = torch.empty((*a.shape[:-1], n), dtype=out_dtype, device=a.device)
+    if y.numel():
+        _linear(Op.SMOOTHQUANT_LINEAR, a2, w.contiguous(), w_scales.contiguous(), y.view(m, n), None, _c(bias),
+                w_sums=_c(w_sums), act_dtype=a.dtype, quant_min=quant_min, quant_max=quant_max,
+                asymmetric=asymmetric, a_scale=a_scale, a_zero_point=a_zero_point)
+    return y
+
+
+_int8_linear_per_tensor = _op("int8_linear_per_tensor", _int8_linear_per_tensor_impl)
+
+
+@_int8_linear_per_tensor.register_fake
+def _(a, w, a_scale, a_zero_point, w_scales, bias, out_dtype, asymmetric, w_sums, quant_min, quant_max):
+    return torch.empty((*a.shape[:-1], w.shape[0]), dtype=out_dtype, device=a.device)
+
+
+def _quantized_linear_impl(x: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor, bias: Optional[torch.Tensor],
+                           act_dtype: torch.dtype, symmetric: bool, quant_min: int, quant_max: int,
+                           w_sums: Optional[torch.Tensor]) -> torch.Tensor:
     x2 = _rows(x, "x")
     m, n = x2.shape[0], w.shape[0]
     y = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
-    _linear(Op.QUANTIZED_LINEAR, x2, w.contiguous(), w_scales.contiguous(), y.view(m, n), None,
-            bias.contiguous() if bias is not None else None)
+    if y.numel():
+        _linear(Op.QUANTIZED_LINEAR, x2, w.contiguous(), w_scales.contiguous(), y.view(m, n), None, _c(bias),
+                w_sums=_c(w_sums), act_dtype=act_dtype, quant_min=quant_min, quant_max=quant_max,
+                asymmetric=not symmetric)
     return y
 
 
@@ -785,8 +845,212 @@ _quantized_linear = _op("quantized_linear", _quantized_linear_impl)
 
 
 @_quantized_linear.register_fake
-def _(x, w, w_scales, bias):
+def _(x, w, w_scales, bias, act_dtype, symmetric, quant_min, quant_max, w_sums):
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
+
+
+# ---- per block, every granularity of fake quantize, and the backward passes ------------------
+# gran is a Granularity value and param its number: the axis per channel, G per group, B per
+# block (0 otherwise). Per tensor takes scale and zero_point (numbers), the others scales and
+# zero_points (tensors).
+_ROW_GRANS = (int(Granularity.PER_TOKEN), int(Granularity.PER_GROUP), int(Granularity.PER_BLOCK))
+
+
+def _affine_params(gran, param, scales, zero_points, ref_dtype, rows):
+    """kw for _affine: the scale arrays in the layout the granularity reads."""
+    if gran == Granularity.PER_TENSOR:
+        return {}
+    if gran in (Granularity.PER_GROUP, Granularity.PER_BLOCK):
+        if scales.dim() != 2:
+            lead = rows if gran == Granularity.PER_GROUP else -(-rows // max(param, 1))
+            scales = scales.reshape(lead, -1)
+        s2 = _scales(scales, ref_dtype, True)
+        return {"scales": s2, "zero_points": _zps_like(zero_points, s2), "group_size": param}
+    s1 = _scales(scales, ref_dtype).reshape(-1)
+    z1 = _zps(zero_points).reshape(-1) if zero_points is not None else None
+    kw = {"scales": s1, "zero_points": z1}
+    if gran == Granularity.PER_CHANNEL:
+        kw["axis"] = param
+    return kw
+
+
+def _shaped(gran, t, name):
+    """t as the granularity reads it: [rows, cols] rows, else dense."""
+    return _rows(t, name) if int(gran) in _ROW_GRANS else t.contiguous()
+
+
+def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_dtype, int_dtype, qmin, qmax):
+    """Quantize (x float to int_dtype), dequantize (x stored to out_dtype) or fake quantize."""
+    gran = Granularity(gran)
+    xk = _shaped(gran, x, "x")
+    y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    yk = y.view(xk.shape) if int(gran) in _ROW_GRANS else y
+    fl = yk if op == Op.DEQUANTIZE else xk
+    rows = xk.shape[0] if xk.dim() == 2 else 1
+    if x.numel():
+        _affine(op, Direction.FORWARD, gran, fl, xk, yk, int_type=_DT[int_dtype], qmin=qmin, qmax=qmax,
+                scale=scale, zero_point=zero_point, **_affine_params(gran, param, scales, zero_points, fl.dtype,
+                                                                     rows))
+    return y
+
+
+def _quantize_per_block_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                             block_size: int, dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+    return _affine_fwd(Op.QUANTIZE, x, 0.0, scales, 0, zero_points, Granularity.PER_BLOCK, block_size, dtype, dtype,
+                       quant_min, quant_max)
+
+
+_quantize_per_block = _op("quantize_per_block", _quantize_per_block_impl)
+
+
+def _dequantize_per_block_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
+                               block_size: int, out_dtype: torch.dtype) -> torch.Tensor:
+    return _affine_fwd(Op.DEQUANTIZE, q, 0.0, scales, 0, zero_points, Granularity.PER_BLOCK, block_size, out_dtype,
+                       q.dtype, None, None)
+
+
+_dequantize_per_block = _op("dequantize_per_block", _dequantize_per_block_impl)
+
+
+@_quantize_per_block.register_fake
+def _(x, scales, zero_points, block_size, dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+@_dequantize_per_block.register_fake
+def _(q, scales, zero_points, block_size, out_dtype):
+    return torch.empty(q.shape, dtype=out_dtype, device=q.device)
+
+
+def _fake_quantize_affine_impl(x: torch.Tensor, scale: float, scales: Optional[torch.Tensor], zero_point: int,
+                               zero_points: Optional[torch.Tensor], granularity: int, param: int,
+                               int_dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+    return _affine_fwd(Op.FAKE_QUANTIZE, x, scale, scales, zero_point, zero_points, granularity, param, x.dtype,
+                       int_dtype, quant_min, quant_max)
+
+
+_fake_quantize_affine = _op("fake_quantize_affine", _fake_quantize_affine_impl)
+
+
+def _affine_backward_impl(op: int, dy: torch.Tensor, x: Optional[torch.Tensor], scale: float,
+                          scales: Optional[torch.Tensor], zero_point: int, zero_points: Optional[torch.Tensor],
+                          granularity: int, param: int, int_dtype: torch.dtype, quant_min: int,
+                          quant_max: int) -> torch.Tensor:
+    """dx of quantize (dy / s where in range), dequantize (dy * s) or fake quantize (dy where
+    in range); x (the forward input) for quantize and fake quantize."""
+    gran = Granularity(granularity)
+    dyk = _shaped(gran, dy, "dy")
+    xk = None if x is None else _shaped(gran, x, "x")
+    if xk is not None and int(gran) in _ROW_GRANS and xk.shape[0] > 1 and xk.stride(0) != xk.shape[1]:
+        xk = xk.contiguous()  # x and dx share a row stride, and dx is dense
+    dx = torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
+    dxk = dx.view(dyk.shape) if int(gran) in _ROW_GRANS else dx
+    rows = dyk.shape[0] if dyk.dim() == 2 else 1
+    if dy.numel():
+        _affine(Op(op), Direction.BACKWARD, gran, dxk, xk, None, dy=dyk, dx=dxk, int_type=_DT[int_dtype],
+                qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point,
+                **_affine_params(gran, param, scales, zero_points, dy.dtype, rows))
+    return dx
+
+
+_affine_backward = _op("affine_backward", _affine_backward_impl)
+
+
+@_fake_quantize_affine.register_fake
+def _(x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_affine_backward.register_fake
+def _(op, dy, x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max):
+    return torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
+
+
+def _fqa_setup(ctx, inputs, output):
+    x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max = inputs
+    ctx.save_for_backward(x, scales, zero_points)
+    ctx.params = (scale, zero_point, granularity, param, int_dtype, quant_min, quant_max)
+
+
+def _fqa_backward(ctx, grad):
+    x, scales, zero_points = ctx.saved_tensors
+    scale, zero_point, granularity, param, int_dtype, qmin, qmax = ctx.params
+    dx = _affine_backward(int(Op.FAKE_QUANTIZE), grad, x, scale, scales, zero_point, zero_points, granularity, param,
+                          int_dtype, qmin, qmax)
+    return dx, None, None, None, None, None, None, None, None, None
+
+
+_fake_quantize_affine.register_autograd(_fqa_backward, setup_context=_fqa_setup)
+
+
+# ---- dynamic quantize at every granularity, with the scale formats -----------------------------
+def _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major):
+    """q, and the scales and zero points (an empty int32 tensor when symmetric) as
+    dlpack.dynamic_shapes lays them out."""
+    from .dlpack import dynamic_shapes
+    k = x.shape[-1] if x.dim() else 1
+    if gran == Granularity.PER_TENSOR:
+        rows, cols = 1, x.numel()
+    else:
+        rows = x.numel() // k if k else 0
+        cols = k
+    sdt = DType.S32 if scale_dtype == torch.int32 else None
+    shape, strides, buf = dynamic_shapes(gran, rows, cols, max(size, 1), sdt, mn_major)
+    q = torch.empty(x.shape, dtype=dtype, device=x.device)
+    scales = torch.empty_strided(shape, strides, dtype=scale_dtype, device=x.device)
+    zps = torch.empty_strided(shape, strides, dtype=torch.int32, device=x.device) if not symmetric else \
+        torch.empty((0,), dtype=torch.int32, device=x.device)
+    return q, scales, zps
+
+
+def _dynamic_quant_impl(x: torch.Tensor, granularity: int, size: int, dtype: torch.dtype, symmetric: bool,
+                        quant_min: int, quant_max: int, scale_dtype: torch.dtype, mn_major: bool, pow2_scales: bool,
+                        amax_bound: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gran = Granularity(granularity)
+    q, scales, zps = _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major)
+    if x.numel() == 0:
+        return q, scales, zps
+    if gran == Granularity.PER_TENSOR:
+        xk, qk = x.contiguous(), q
+    else:
+        xk = _rows(x, "x")
+        qk = q.view(xk.shape)
+    zp = None if symmetric else zps
+    key = ("dynamic2", int(gran), size, _g(xk), _g(qk), _g(scales), _g(zp), quant_min, quant_max, bool(pow2_scales),
+           float(amax_bound))
+    _call(key, x.device.index, lambda stream, alloc: _core.dynamic(
+        gran, x=_view(xk), y=_view(qk), out_scales=_view(scales), out_zero_points=_view(zp), qmin=quant_min,
+        qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound, stream=stream, alloc=alloc,
+        prepare=True), {"x": xk.data_ptr(), "y": qk.data_ptr(), "out_scales": scales.data_ptr(),
+                        "out_zero_points": _p(zp)})
+    return q, scales, zps
+
+
+_dynamic_quant = _op("dynamic_quant", _dynamic_quant_impl)
+
+
+@_dynamic_quant.register_fake
+def _(x, granularity, size, dtype, symmetric, quant_min, quant_max, scale_dtype, mn_major, pow2_scales, amax_bound):
+    return _dyn_buffers(x, Granularity(granularity), size, dtype, symmetric, scale_dtype, mn_major)
+
+
+# ---- the weight sums of asymmetric linear layers ---------------------------------------------
+def _linear_weight_sums_impl(w: torch.Tensor) -> torch.Tensor:
+    w = w.contiguous()
+    y = torch.empty((w.shape[0],), dtype=torch.int32, device=w.device)
+    if y.numel():
+        _call(("wsums", _g(w)), w.device.index, lambda stream, alloc: _core.weight_sums(
+            w=_view(w), y=_view(y), stream=stream, alloc=alloc, prepare=True), {"w": w.data_ptr(),
+                                                                                 "y": y.data_ptr()})
+    return y
+
+
+_linear_weight_sums = _op("linear_weight_sums", _linear_weight_sums_impl)
+
+
+@_linear_weight_sums.register_fake
+def _(w):
+    return torch.empty((w.shape[0],), dtype=torch.int32, device=w.device)
 
 
 # The implementations under the ops' names, for _ops' direct calls.
@@ -841,13 +1105,72 @@ def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, qua
     return _ops(x, scales, zero_points).quantize_per_group(x, scales, zero_points, g, dtype, qmin, qmax)
 
 
-def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, out_dtype=torch.float32):
+def _granularity(scale, axis, group_size, block_size):
+    """(Granularity, its number): scale a number, per tensor; a tensor, per channel along axis,
+    per group of group_size, per block of block_size x block_size, or else per token."""
+    given = [n for n, v in (("axis", axis), ("group_size", group_size), ("block_size", block_size)) if v is not None]
+    if len(given) > 1:
+        raise _lib.invalid("give at most one of axis, group_size and block_size (got %s)" % ", ".join(given))
+    if not isinstance(scale, torch.Tensor):
+        if given:
+            raise _lib.invalid("%s: a scale that is a number is per tensor" % given[0])
+        return Granularity.PER_TENSOR, 0
+    if axis is not None:
+        return Granularity.PER_CHANNEL, _core.integer("axis", axis)
+    if group_size is not None:
+        return Granularity.PER_GROUP, _core.integer("group_size", group_size)
+    if block_size is not None:
+        return Granularity.PER_BLOCK, _core.integer("block_size", block_size)
+    return Granularity.PER_TOKEN, 0
+
+
+def _affine_scalars(gran, scale, zero_point):
+    """(scale, scales, zero_point, zero_points) of the generic ops, checked."""
+    if gran == Granularity.PER_TENSOR:
+        return _core.number("scale", scale), None, _core.integer("zero_point", 0 if zero_point is None else
+                                                                 zero_point), None
+    zps = zero_point if isinstance(zero_point, torch.Tensor) else None
+    if zps is None and zero_point not in (0, None):
+        raise _lib.invalid("zero_point: a tensor is needed with a scale tensor")
+    _check_cuda("scale", scale)
+    return 0.0, scale, 0, zps
+
+
+def _storage_dtype(dtype, quant_min, quant_max):
+    """The storage type of fake quantize and the backward passes, with its q-range: dtype
+    when given (FP8 needs it), else the integer type [quant_min, quant_max] fits."""
+    if dtype is None:
+        if quant_min is None or quant_max is None:
+            raise _lib.invalid("quant_min and quant_max are required without dtype")
+        it = _core.int_type_for(_core.integer("quant_min", quant_min), _core.integer("quant_max", quant_max))
+        dtype = torch.int8 if it == DType.S8 else torch.uint8
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    return dtype, qmin, qmax
+
+
+def quantize_per_block(x, scales, zero_points, block_size, dtype=torch.int8, quant_min=None, quant_max=None):
+    """Per-block quantize of x [..., K] viewed as [rows, K]: B x B tiles (B = block_size; edge
+    tiles partial), scales [ceil(rows / B), ceil(K / B)] (float32, x's type or
+    float8_e8m0fnu), zero points (int32, like scales) or None."""
+    _check_float("x", x)
+    _check_cuda("scales", scales)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    b = _core.integer("block_size", block_size)
+    return _ops(x, scales, zero_points).quantize_per_block(x, scales, zero_points, b, dtype, qmin, qmax)
+
+
+def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype=torch.float32):
     """y = (q - zero_point) * scale. scale a float: per tensor; a tensor: per channel along axis
-    when axis is given, per group when group_size is given, else per token (one per row)."""
+    when axis is given, per group when group_size is given, per block when block_size is
+    given, else per token (one per row)."""
     _check_cuda("q", q)
     _check_int("q", q.dtype)
     if out_dtype not in FLOAT_DTYPES:
         raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
+    if block_size is not None:
+        gran, b = _granularity(scale, axis, group_size, block_size)
+        _, s, _, z = _affine_scalars(gran, scale, zero_point)
+        return _ops(q, s, z).dequantize_per_block(q, s, z, b, out_dtype)
     d = _ops(q, scale if isinstance(scale, torch.Tensor) else None,
              zero_point if isinstance(zero_point, torch.Tensor) else None)
     if not isinstance(scale, torch.Tensor):
@@ -892,6 +1215,112 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
         input, scale, zero_point, int(axis), int(quant_min), int(quant_max))
 
 
+def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
+                  group_size=None, block_size=None):
+    """dequantize(quantize(input)) at any granularity (chosen as dequantize chooses it), into
+    [quant_min, quant_max] of int8/uint8 or, with dtype float8_e4m3fn/float8_e5m2, FP8;
+    differentiable (the straight-through estimator)."""
+    _check_float("input", input)
+    gran, param = _granularity(scale, axis, group_size, block_size)
+    s, ss, z, zs = _affine_scalars(gran, scale, zero_point)
+    dt, qmin, qmax = _storage_dtype(dtype, quant_min, quant_max)
+    d = torch.ops.baracuda_quant if _records_grad(input) else _ops(input, ss, zs)
+    return d.fake_quantize_affine(input, s, ss, z, zs, int(gran), param, dt, qmin, qmax)
+
+
+def _backward(op, dy, x, scale, zero_point, dtype, quant_min, quant_max, axis, group_size, block_size):
+    _check_float("dy", dy)
+    if x is not None:
+        _check_float("input", x)
+        if x.dtype != dy.dtype or tuple(x.shape) != tuple(dy.shape):
+            raise _lib.invalid("input: shape %s dtype %s, expected dy's %s %s" % (tuple(x.shape), x.dtype,
+                                                                                 tuple(dy.shape), dy.dtype))
+    gran, param = _granularity(scale, axis, group_size, block_size)
+    s, ss, z, zs = _affine_scalars(gran, scale, zero_point)
+    dt, qmin, qmax = _storage_dtype(dtype, quant_min, quant_max)
+    return _ops(dy, x, ss, zs).affine_backward(int(op), dy, x, s, ss, z, zs, int(gran), param, dt, qmin, qmax)
+
+
+def fake_quantize_backward(dy, input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
+                           group_size=None, block_size=None):
+    """fake_quantize's gradient (the straight-through estimator): dy where quantize(input) is
+    inside the range, else 0."""
+    return _backward(Op.FAKE_QUANTIZE, dy, input, scale, zero_point, dtype, quant_min, quant_max, axis, group_size,
+                     block_size)
+
+
+def quantize_backward(dy, input, scale, zero_point=0, *, dtype=torch.int8, quant_min=None, quant_max=None,
+                      axis=None, group_size=None, block_size=None):
+    """Quantize's gradient with respect to input: dy / scale where quantize(input) is inside
+    the range, else 0 (dy: the gradient of the quantized values, in input's type)."""
+    return _backward(Op.QUANTIZE, dy, input, scale, zero_point, dtype, quant_min, quant_max, axis, group_size,
+                     block_size)
+
+
+def dequantize_backward(dy, scale, zero_point=0, *, dtype=torch.int8, axis=None, group_size=None, block_size=None):
+    """Dequantize's gradient with respect to its codes: dy * scale (dtype: the storage type)."""
+    return _backward(Op.DEQUANTIZE, dy, None, scale, zero_point, dtype, None, None, axis, group_size, block_size)
+
+
+_GRANULARITIES = {"tensor": Granularity.PER_TENSOR, "token": Granularity.PER_TOKEN, "group": Granularity.PER_GROUP,
+                  "block": Granularity.PER_BLOCK}
+
+
+def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype=torch.int8, symmetric=True,
+                  quant_min=None, quant_max=None, scale_dtype=torch.float32, scale_layout="row", pow2_scales=False,
+                  amax_bound=None):
+    """Dynamic quantize of x [..., K] (rows: x.view(-1, K)) with the scales it computes, per
+    "tensor" (scales (1,)), "token" ([rows, 1]), "group" (group_size G: [rows, K / G]) or
+    "block" (block_size B: [ceil(rows / B), ceil(K / B)]). dtype: int8, uint8 (any q-range),
+    float8_e4m3fn or float8_e5m2 (symmetric). scale_dtype: float32, x's type,
+    float8_e8m0fnu (UE8M0: powers of two) or, per group, int32 (UE8M0X4: four UE8M0 scales a
+    word along the row, [rows, ceil(K / G / 4)]). scale_layout "mn" (per group): the scales
+    come as the transposed view of a [K / G, rows rounded up to 4] buffer, the layout FP8
+    GEMMs read. pow2_scales rounds each scale up to a power of two; amax_bound (symmetric)
+    caps each segment's max |x| (docs/numerics.md). Returns (q, scales, zero points (int32,
+    like scales) or None)."""
+    _check_float("x", x)
+    _check_int("dtype", dtype)
+    gran = _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None
+    if gran is None:
+        raise _lib.invalid("granularity (%r) must be one of %s" % (granularity, ", ".join(_GRANULARITIES)))
+    for name, v, want in (("group_size", group_size, Granularity.PER_GROUP),
+                          ("block_size", block_size, Granularity.PER_BLOCK)):
+        if (v is not None) != (gran == want):
+            raise _lib.invalid("%s: given with granularity %r and only then" % (name, want.name.lower()[4:]))
+    size = _core.integer("group_size", group_size) if group_size is not None else \
+        _core.integer("block_size", block_size) if block_size is not None else 0
+    k = x.shape[-1] if x.dim() else 1
+    if gran == Granularity.PER_GROUP and (size < 1 or k % size):
+        raise _lib.invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (size, k))
+    if gran == Granularity.PER_BLOCK and size < 1:
+        raise _lib.invalid("block_size (%d) must be >= 1" % size)
+    if scale_layout not in ("row", "mn"):
+        raise _lib.invalid("scale_layout (%r) must be 'row' or 'mn'" % (scale_layout,))
+    if scale_layout == "mn" and gran != Granularity.PER_GROUP:
+        raise _lib.invalid("scale_layout 'mn' is per group only")
+    if scale_dtype not in (torch.float32, x.dtype, E8M0, torch.int32) or (
+            scale_dtype == torch.int32 and gran != Granularity.PER_GROUP):
+        raise _lib.invalid("scale_dtype %s: float32, x's %s, float8_e8m0fnu or, per group, int32 (UE8M0X4)"
+                           % (scale_dtype, x.dtype))
+    if dtype in FP8_DTYPES and not symmetric:
+        raise _lib.invalid("symmetric: FP8 (%s) is symmetric only" % dtype)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    bound = 0.0 if amax_bound is None else _core.number("amax_bound", amax_bound)
+    q, s, z = _ops(x).dynamic_quant(x, int(gran), size, dtype, bool(symmetric), qmin, qmax, scale_dtype,
+                                    scale_layout == "mn", bool(pow2_scales), bound)
+    return q, s, (None if symmetric else z)
+
+
+def linear_weight_sums(w):
+    """int32 [N]: the exact sums of the int8 weight w [N, K]'s rows (what asymmetric
+    activations need)."""
+    _check_cuda("w", w)
+    if w.dtype != torch.int8 or w.dim() != 2:
+        raise _lib.invalid("w: shape %s dtype %s, expected an int8 (N, K) weight" % (tuple(w.shape), w.dtype))
+    return _ops(w).linear_weight_sums(w)
+
+
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8):
     """vLLM's scaled_int8_quant (and, with an FP8 dtype, scaled_fp8_quant per token): returns (q,
     scales [rows, 1] f32, zero points [rows, 1] int32
@@ -918,10 +1347,12 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
 def _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min, quant_max):
     """The fused producers' quantization arguments, checked: (group_size as int, 0 per token;
     scale as a float or None; zero_point; qmin; qmax)."""
-    if out_dtype in FP8_DTYPES:
-        raise _lib.NotSupportedError("out_dtype %s: FP8 from the fused producers is not in the package yet "
-                                     "(the C library has it)" % out_dtype, _lib.Status.ERROR_NOT_SUPPORTED)
     qmin, qmax = _qargs(out_dtype, quant_min, quant_max)
+    if out_dtype in FP8_DTYPES:
+        if not symmetric:
+            raise _lib.invalid("symmetric: FP8 (%s) is symmetric only" % out_dtype)
+        if zero_point not in (0, None):
+            raise _lib.invalid("zero_point: FP8 (%s) has no zero point" % out_dtype)
     if scale is not None:
         if group_size is not None:
             raise _lib.invalid("group_size: a static scale is per tensor")
@@ -936,7 +1367,7 @@ def _fused_args(symmetric, group_size, scale, zero_point, out_dtype, quant_min, 
     g = 0 if group_size is None else _core.integer("group_size", group_size)
     if group_size is not None and g < 1:
         raise _lib.invalid("group_size (%d) must be >= 1" % g)
-    if symmetric and qmax <= 0:
+    if symmetric and qmax <= 0 and out_dtype not in FP8_DTYPES:
         raise _lib.invalid("quant_max (%d) must be > 0 for symmetric dynamic quantization" % qmax)
     if not symmetric and qmax <= qmin:
         raise _lib.invalid("quant_max (%d) must be > quant_min (%d) for asymmetric quantization" % (qmax, qmin))
@@ -951,8 +1382,15 @@ def _fused_result(q, scales, zps, vals, symmetric, scale, zero_point, return_val
     return out + (vals,) if return_values else out
 
 
+def _scale_dtype(scale_dtype, x):
+    sd = torch.float32 if scale_dtype is None else scale_dtype
+    if sd not in (torch.float32, x.dtype):
+        raise _lib.invalid("scale_dtype %s: the fused producers write float32 or x's %s scales" % (sd, x.dtype))
+    return sd
+
+
 def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype=torch.int8,
-                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None):
+                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None):
     """(residual add +) RMSNorm of x [..., D] with weight [D] (x's dtype), quantized in the same
     pass (docs/numerics.md, "Fused producers"): h = x + residual (written back to residual, in
     place) or x; n = (h * rstd) * weight, rstd = 1 / sqrt(mean(h^2) + eps), rounded to x's type;
@@ -979,11 +1417,13 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
     if g and x.dim() and x.shape[-1] % g:
         raise _lib.invalid("group_size (%d) must divide the last dimension (%d)" % (g, x.shape[-1]))
     q, s, z, n = _ops(x, weight, residual).rms_norm_quant(x, weight, residual, eps, bool(symmetric), g, scale,
-                                                          zero_point, out_dtype, qmin, qmax, bool(return_normed))
+                                                          zero_point, out_dtype, qmin, qmax, bool(return_normed),
+                                                          _scale_dtype(scale_dtype, x))
     return _fused_result(q, s, z, n, symmetric, scale, zero_point, return_normed)
 
 
-def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min, quant_max):
+def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min, quant_max,
+           scale_dtype=None):
     _check_float("x", x)
     if x.dim() == 0 or x.shape[-1] % 2:
         raise _lib.invalid("x: shape %s, expected [..., 2 D] (gate, then up)" % (tuple(x.shape),))
@@ -993,55 +1433,93 @@ def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, z
     if g and d % g:
         raise _lib.invalid("group_size (%d) must divide D (%d)" % (g, d))
     q, s, z, a = _ops(x).gated_quant(x, int(activation), bool(symmetric), g, scale, zero_point, out_dtype, qmin,
-                                     qmax, bool(return_act))
+                                     qmax, bool(return_act), _scale_dtype(scale_dtype, x))
     return _fused_result(q, s, z, a, symmetric, scale, zero_point, return_act)
 
 
 def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
-                       zero_point=0, quant_min=None, quant_max=None):
+                       zero_point=0, quant_min=None, quant_max=None, scale_dtype=None):
     """a = silu(gate) * up of x [..., 2 D] (gate = x[..., :D], up = x[..., D:]), rounded to x's
     type, quantized in the same pass as rms_norm_quant quantizes n. Returns (q [..., D], scales,
     zero points or None[, a]); with a static scale, (q, scale, zero_point[, a])."""
     return _gated(Activation.SILU, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
-                  quant_max)
+                  quant_max, scale_dtype)
 
 
 def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
-                            zero_point=0, quant_min=None, quant_max=None):
+                            zero_point=0, quant_min=None, quant_max=None, scale_dtype=None):
     """silu_and_mul_quant with GELU in its tanh form: a = gelu(gate, approximate="tanh") * up
     (the contract's own exp and tanh, docs/numerics.md)."""
     return _gated(Activation.GELU_TANH, x, symmetric, group_size, out_dtype, return_act, scale, zero_point,
-                  quant_min, quant_max)
+                  quant_min, quant_max, scale_dtype)
 
 
-def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype=torch.float16):
-    """SmoothQuantLinear: y = (a W^T) * a_scales[m] * w_scales[n] (+ bias), a int8 [..., K],
-    w int8 [N, K], a_scales [M] per token or one element per tensor, w_scales [N]."""
+def _w_sums(w, w_sums, asymmetric):
+    if not asymmetric:
+        return None
+    if w_sums is None:
+        return linear_weight_sums(w)
+    _check_cuda("w_sums", w_sums)
+    return w_sums
+
+
+def int8_linear(a, w, a_scales, w_scales, bias=None, out_dtype=torch.float16, *, a_zero_points=None, w_sums=None,
+                quant_min=None, quant_max=None):
+    """SmoothQuantLinear: y = (a W^T) * a_scales[m] * w_scales[n] (+ bias), a int8 or uint8
+    [..., K] (its values in [quant_min, quant_max], the dtype's range by default), w int8
+    [N, K], w_scales [N]; a_scales [M] per token or one element per tensor (read on the GPU),
+    or a number (per tensor, the library's host scale). a_zero_points (int32 [M], or a
+    number with a number a_scales) makes the activations asymmetric: acc - azp[m] * wsum[n],
+    with w_sums (int32 [N], linear_weight_sums(w)) computed when not given."""
     _check_cuda("a", a)
     _check_cuda("w", w)
-    _check_cuda("a_scales", a_scales)
     _check_cuda("w_scales", w_scales)
-    if a.dtype != torch.int8 or w.dtype != torch.int8:
-        raise _lib.invalid("a and w must be int8 (got %s, %s)" % (a.dtype, w.dtype))
+    if a.dtype not in (torch.int8, torch.uint8) or w.dtype != torch.int8:
+        raise _lib.invalid("a must be int8 or uint8 and w int8 (got %s, %s)" % (a.dtype, w.dtype))
+    if out_dtype not in FLOAT_DTYPES:
+        raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
+    qmin, qmax = _qargs(a.dtype, quant_min, quant_max)
+    if not isinstance(a_scales, torch.Tensor):
+        a_scale = _core.number("a_scales", a_scales)
+        if isinstance(a_zero_points, torch.Tensor):
+            raise _lib.invalid("a_zero_points: a number with a number a_scales (per tensor)")
+        asym = a_zero_points is not None
+        zp = _core.integer("a_zero_points", a_zero_points) if asym else 0
+        ws = _w_sums(w, w_sums, asym)
+        return _ops(a, w, w_scales, bias, ws).int8_linear_per_tensor(a, w, a_scale, zp, w_scales, bias, out_dtype,
+                                                                     asym, ws, qmin, qmax)
+    _check_cuda("a_scales", a_scales)
     if a_scales.dtype != w_scales.dtype:
         raise _lib.invalid("a_scales (%s) and w_scales (%s) must have one dtype" % (a_scales.dtype, w_scales.dtype))
     m = a.numel() // a.shape[-1] if a.shape[-1] else 0
     if a_scales.numel() not in (1, m):
         raise _lib.invalid("a_scales: %d elements, expected %d (per token) or 1 (per tensor)" % (a_scales.numel(), m))
-    if out_dtype not in FLOAT_DTYPES:
-        raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
-    return _ops(a, w, a_scales, w_scales, bias).int8_linear(a, w, a_scales, w_scales, bias, out_dtype)
+    if a_zero_points is not None:
+        _check_cuda("a_zero_points", a_zero_points)
+        if a_zero_points.numel() != a_scales.numel():
+            raise _lib.invalid("a_zero_points: %d elements, expected a_scales' %d" % (a_zero_points.numel(),
+                                                                                     a_scales.numel()))
+    ws = _w_sums(w, w_sums, a_zero_points is not None)
+    return _ops(a, w, a_scales, w_scales, bias, a_zero_points, ws).int8_linear(
+        a, w, a_scales, w_scales, bias, out_dtype, a_zero_points, ws, qmin, qmax)
 
 
-def quantized_linear(x, w, w_scales, bias=None):
-    """QuantizedLinear: x float [..., K] quantized per token on the GPU, then int8 GEMM with
-    w int8 [N, K] and w_scales [N]; the output has x's dtype."""
+def quantized_linear(x, w, w_scales, bias=None, *, symmetric=True, dtype=torch.int8, quant_min=None,
+                     quant_max=None, w_sums=None):
+    """QuantizedLinear: x float [..., K] quantized per token on the GPU (into dtype's
+    [quant_min, quant_max]; symmetric=False: asymmetric, with w_sums computed when not given),
+    then the int8 GEMM with w int8 [N, K] and w_scales [N]; the output has x's dtype."""
     _check_float("x", x)
     _check_cuda("w", w)
     _check_cuda("w_scales", w_scales)
     if w.dtype != torch.int8:
         raise _lib.invalid("w must be int8 (got %s)" % w.dtype)
-    return _ops(x, w, w_scales, bias).quantized_linear(x, w, w_scales, bias)
+    if dtype not in (torch.int8, torch.uint8):
+        raise _lib.invalid("dtype %s: the activations are int8 or uint8" % dtype)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    ws = _w_sums(w, w_sums, not symmetric)
+    return _ops(x, w, w_scales, bias, ws).quantized_linear(x, w, w_scales, bias, dtype, bool(symmetric), qmin, qmax,
+                                                           ws)
 
 
 class QuantizedLinear(torch.nn.Module):

@@ -98,7 +98,7 @@ def test_per_channel_shapes():
     x, y = dense((4, 8), DType.F32), dense((4, 8), DType.S8)
     no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((8,), DType.F32), axis=0), r"expected \(4,\)")
     no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F32), axis=2), "axis")
-    no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F16), axis=0), "float32 or the data")
+    no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F16), axis=0), "float32, the data")
     no_plan(q(Granularity.PER_CHANNEL, x, y, scales=dense((4,), DType.F32), zero_points=dense((4,), DType.S8),
               axis=0), "S32")
     no_plan(q(Granularity.PER_CHANNEL, x, y, axis=0), "scales are required")
@@ -138,7 +138,11 @@ def test_linear_checks():
     no_plan(lin(a_scales=dense((15,), DType.F32)), "a_scales")
     no_plan(lin(w_scales=dense((32,), DType.F64)), "w_scales")
     no_plan(lin(bias=dense((32,), DType.F32)), "bias")
-    no_plan(lin(x=dense((16, 64), DType.U8)), "a: dtype")
+    no_plan(lin(x=dense((16, 64), DType.F16)), "a: dtype")
+    no_plan(lin(x=dense((16, 64), DType.U8), a_zero_points=dense((16,), DType.S32), asymmetric=True), "w_sums")
+    no_plan(lin(a_zero_points=dense((15,), DType.S32), asymmetric=True, w_sums=dense((32,), DType.S32)),
+            "a_zero_points")
+    no_plan(lin(a_scales=None, a_scale=float("nan")), "a_scale")
     no_plan(lin(a_scales=None), "a_scales is required")
     no_plan(lambda: _core.linear(Op.QUANTIZED_LINEAR, x=dense((16, 64), DType.F32), w=w, w_scales=sw, y=y),
             "one dtype")

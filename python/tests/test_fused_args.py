@@ -107,7 +107,7 @@ def test_keys_and_args(launched):
 
 @pytest.mark.parametrize("call,match", [
     (lambda: rms(x=arr((4, 64), S8)), "not a float type"),
-    (lambda: rms(y=arr((4, 64), F)), "int8 or uint8"),
+    (lambda: rms(y=arr((4, 64), F)), "int8, uint8, E4M3 or E5M2"),
     (lambda: rms(x=arr((4, 32), BF16)), "x shape"),
     (lambda: rms(x=arr((5, 64), BF16)), "x shape"),
     (lambda: rms(norm_weight=None), "norm_weight is required"),
@@ -121,7 +121,7 @@ def test_keys_and_args(launched):
     (lambda: rms(out=arr((4, 64), F)), "out"),
     (lambda: rms(activation=Activation.SILU), "activation"),
     (lambda: rms(out_scales=None), "out_scales is required"),
-    (lambda: rms(out_scales=arr((4, 1), BF16)), "F32"),
+    (lambda: rms(out_scales=arr((4, 1), F16)), "F32 or x's"),
     (lambda: rms(out_scales=arr((3, 1), F)), "out_scales"),
     (lambda: rms(out_zero_points=arr((4, 1), F)), "out_zero_points"),
     (lambda: rms(out_scales=arr((4, 3), F), group_size=24), "group_size"),

@@ -103,8 +103,9 @@ def test_fp8_refusals():
         bqo.quantize_per_tensor(x, 0.1, 0, Q, quant_min=-100, quant_max=100)
     with pytest.raises(ValueError):
         bqo.quantize_per_tensor(x, 0.1, 3, Q)  # no zero points
-    with pytest.raises(NotImplementedError):
-        bqo.rms_norm_quant(x.bfloat16(), torch.ones(64, device=DEV, dtype=torch.bfloat16), 1e-6, out_dtype=Q)
+    with pytest.raises(ValueError, match="symmetric"):
+        bqo.rms_norm_quant(x.bfloat16(), torch.ones(64, device=DEV, dtype=torch.bfloat16), 1e-6, out_dtype=Q,
+                           symmetric=False)
 
 
 def test_fp8_compile_and_graph():

@@ -1,0 +1,165 @@
+"""Every kernel the C library offers is reachable from a Python function.
+
+The library enumerates its kernels (one normalized descriptor per SKU: what `baracuda-quant
+warm --all` compiles). For each one this test builds the Python call that should reach it,
+through the DLPack front end with no device (inputs are DLPack capsules of CUDA-typed
+arrays at made-up addresses; each launch is replaced by the library's own argument
+validation), and checks that the descriptor the call produced compiles to that very SKU. A
+C feature without a Python entry (a new op, granularity, storage or scale format, layout
+or flag) has no call here, or a call that reaches another SKU: the test fails and names it.
+The torch front end builds its calls with the same _core functions (test_gpu_* run them)."""
+import ctypes
+
+import pytest
+
+import baracuda_quant as bq
+from baracuda_quant import _core, _lib, dlpack
+from baracuda_quant._enums import Activation, DType, Direction, Granularity, Op
+
+_next = [0x200000]
+ROWS, COLS, G, B = 40, 256, 32, 16
+
+
+class Producer:
+    def __init__(self, shape, dtype, strides=None):
+        self.arr = dlpack.DeviceArray(_next[0], shape, dtype, 0, strides=strides)
+        _next[0] += 1 << 24
+
+    def __dlpack__(self, stream=None):
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+class HostBuffer:
+    def __init__(self, nbytes):
+        self.buf = ctypes.create_string_buffer(max(int(nbytes), 1) + 256)
+        self.ptr = (ctypes.addressof(self.buf) + 255) // 256 * 256
+        self.nbytes = nbytes
+
+
+@pytest.fixture
+def skus(monkeypatch):
+    seen = []
+
+    def launch(key, device, args, stream, alloc, prepare=False):
+        _lib.validate(key, device, args)
+        seen.append(_lib.sku(_lib.make_desc(key, 0)))
+    monkeypatch.setattr(_core, "_launch", launch)
+    monkeypatch.setattr(dlpack, "DeviceBuffer", HostBuffer)
+    monkeypatch.setattr(dlpack, "_set_device", lambda index: None)
+    return seen
+
+
+_NAMES = {DType.F32: "float32", DType.F64: "float64", DType.F16: "float16", DType.BF16: "bfloat16",
+          DType.S8: "int8", DType.U8: "uint8", DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
+          DType.UE8M0: "float8_e8m0fnu", DType.UE8M0X4: "ue8m0x4"}
+
+
+def _scales(gran, st, layout, rows=ROWS, cols=COLS):
+    """A scale array (and its keyword) for a static call of this granularity."""
+    at = DType.S32 if st == DType.UE8M0X4 else st
+    if gran == Granularity.PER_CHANNEL:
+        return Producer((cols,), at), {"axis": 1}
+    if gran == Granularity.PER_TOKEN:
+        return Producer((rows,), at), {}
+    if gran == Granularity.PER_BLOCK:
+        return Producer((-(-rows // B), -(-cols // B)), at), {"block_size": B}
+    ng = cols // G
+    if st == DType.UE8M0X4:
+        ng = -(-ng // 4)
+    if layout:
+        return Producer((rows, ng), at, strides=(1, -(-rows // 4) * 4)), {"group_size": G}
+    return Producer((rows, ng), at), {"group_size": G}
+
+
+def _call(d):
+    """The Python call that should reach desc d (a normalized _lib.Desc)."""
+    op, gran = Op(d.op), Granularity(d.granularity)
+    ft, it, st = DType(d.float_type), DType(d.int_type), DType(d.scale_type)
+    fp8 = it in _core.FP8_TYPES
+    x = Producer((ROWS, COLS), ft) if ft else None
+    if op in (Op.QUANTIZE, Op.DEQUANTIZE, Op.FAKE_QUANTIZE):
+        if gran == Granularity.PER_TENSOR:
+            scale, kw = 0.25, {}
+        else:
+            scale, kw = _scales(gran, st, d.scale_layout)
+        if d.direction == Direction.BACKWARD:
+            dy = Producer((ROWS, COLS), ft)
+            if op == Op.QUANTIZE:
+                return bq.quantize_backward(dy, x, scale, dtype=_NAMES[it], **kw)
+            if op == Op.DEQUANTIZE:
+                return bq.dequantize_backward(dy, scale, dtype=_NAMES[it], **kw)
+            return bq.fake_quantize_backward(dy, x, scale, dtype=_NAMES[it], **kw)
+        if op == Op.QUANTIZE:
+            if gran == Granularity.PER_TENSOR:
+                return bq.quantize_per_tensor(x, scale, dtype=_NAMES[it])
+            if gran == Granularity.PER_CHANNEL:
+                return bq.quantize_per_channel(x, scale, None, 1, dtype=_NAMES[it])
+            if gran == Granularity.PER_TOKEN:
+                return bq.quantize_per_token(x, scale, dtype=_NAMES[it])
+            if gran == Granularity.PER_GROUP:
+                return bq.quantize_per_group(x, scale, None, G, dtype=_NAMES[it])
+            return bq.quantize_per_block(x, scale, None, B, dtype=_NAMES[it])
+        if op == Op.DEQUANTIZE:
+            return bq.dequantize(Producer((ROWS, COLS), it), scale, out_dtype=_NAMES[ft], **kw)
+        return bq.fake_quantize(x, scale, dtype=_NAMES[it], **kw)
+    if op == Op.DYNAMIC_QUANTIZE:
+        g = {Granularity.PER_TENSOR: "tensor", Granularity.PER_TOKEN: "token", Granularity.PER_GROUP: "group",
+             Granularity.PER_BLOCK: "block"}[gran]
+        kw = {"group_size": G} if g == "group" else {"block_size": B} if g == "block" else {}
+        return bq.dynamic_quant(x, g, dtype=_NAMES[it], symmetric=not d.asymmetric, scale_dtype=_NAMES[st],
+                                scale_layout="mn" if d.scale_layout else "row", pow2_scales=bool(d.pow2_scales),
+                                **kw)
+    if op in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
+        kw = {"out_dtype": _NAMES[it], "symmetric": not d.asymmetric}
+        if gran == Granularity.PER_TENSOR:
+            kw["scale"] = 0.5
+        else:
+            kw["scale_dtype"] = _NAMES[st]
+            if gran == Granularity.PER_GROUP:
+                kw["group_size"] = G
+        if op == Op.RMSNORM_QUANTIZE:
+            return bq.rms_norm_quant(x, Producer((COLS,), ft), 1e-6, **kw)
+        x2 = Producer((ROWS, 2 * COLS), ft)
+        f = bq.silu_and_mul_quant if d.activation == Activation.SILU else bq.gelu_tanh_and_mul_quant
+        return f(x2, **kw)
+    w = Producer((48, COLS), DType.S8)
+    if op == Op.LINEAR_WEIGHT_SUMS:
+        return bq.linear_weight_sums(w)
+    ot = DType(d.out_type) or ft
+    ws = Producer((48,), st)
+    if op == Op.QUANTIZED_LINEAR:
+        return bq.quantized_linear(Producer((ROWS, COLS), ot), w, ws, symmetric=not d.asymmetric, dtype=_NAMES[it])
+    a = Producer((ROWS, COLS), it)
+    if gran == Granularity.PER_TENSOR:
+        return bq.int8_linear(a, w, 0.5, ws, out_dtype=_NAMES[ot], a_zero_points=3 if d.asymmetric else None)
+    return bq.int8_linear(a, w, Producer((ROWS,), st), ws, out_dtype=_NAMES[ot],
+                          a_zero_points=Producer((ROWS,), DType.S32) if d.asymmetric else None)
+
+
+def test_every_kernel_has_a_python_entry(skus):
+    descs = _lib.all_descs()
+    assert len(descs) > 1000  # the enumeration itself: every family, type and format
+    missing = []
+    for d in descs:
+        want = _lib.sku(d)
+        del skus[:]
+        try:
+            _call(d)
+        except Exception as e:  # noqa: BLE001 - reported with the SKU below
+            missing.append("%s: %s: %s" % (want, type(e).__name__, e))
+            continue
+        if want not in skus:
+            missing.append("%s: the call reached %s" % (want, skus))
+    assert not missing, "%d of %d kernels have no Python entry:\n%s" % (len(missing), len(descs),
+                                                                       "\n".join(missing[:40]))
+
+
+def test_the_check_fails_for_a_kernel_with_no_entry(skus):
+    """The test above can fail: a descriptor whose call is missing is reported."""
+    d = _lib.all_descs()[0]
+    d.granularity = 99  # no such granularity: no Python call reaches it
+    with pytest.raises(Exception):
+        _call(d)

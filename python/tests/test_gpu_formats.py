@@ -1,0 +1,408 @@
+"""GPU tests of the package's per-block ops, scale formats (UE8M0, packed UE8M0X4, MN-major),
+power-of-two scales and amax bounds, FP8 from the fused producers, the backward passes,
+and the asymmetric linear layers: bit for bit against the contract (docs/numerics.md)
+written in torch on the CPU, with C = f32 (f32, f16 and bf16 data). Outputs are fresh
+tensors, and every reference is computed independently of the library."""
+import pytest
+
+from conftest import cuda_available
+
+pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
+
+if cuda_available():
+    import torch
+    import baracuda_quant as bq
+    import baracuda_quant.ops as bqo
+
+    E8M0 = torch.float8_e8m0fnu
+    FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+    QR = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
+
+DEV = "cuda"
+FLOATS = ["float32", "float16", "bfloat16"]
+
+
+def data(shape, T, seed, specials=True):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=torch.float64) * 5
+    f = x.view(-1)
+    n = f.numel()
+    idx = torch.randperm(n, generator=g)[: n // 8]  # ties of simple scales
+    f[idx] = (torch.randint(-300, 300, (idx.numel(),), generator=g).double() + 0.5) * 0.0625
+    if specials:
+        f[0], f[1], f[2], f[3] = float("nan"), float("inf"), -float("inf"), -0.0
+    return x.to(T)
+
+
+def fmax(Q):
+    return 448.0 if Q == torch.float8_e4m3fn else 57344.0
+
+
+def bits(t):
+    t = t.cpu().contiguous()
+    return t.view(torch.uint8) if t.element_size() == 1 else t
+
+
+def same(a, b):
+    a, b = a.cpu(), b.cpu()
+    if a.dtype in FP8 or b.dtype in FP8 or a.dtype == E8M0:
+        return torch.equal(bits(a), bits(b))
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all()) and \
+            bool((torch.signbit(a) == torch.signbit(b))[~torch.isnan(a)].all())
+    return torch.equal(a, b)
+
+
+def quant_ref(x, s, zp, Q):
+    """sat(rne(C(x) / s) + zp) into Q (an integer type), or fp8(C(x) / s) saturating; s, zp
+    broadcast against x, in f32."""
+    v = x.cpu().float() / s.cpu().float()
+    if Q in FP8:  # saturating, NaN to the code 0x7F
+        r = v.clamp(-fmax(Q), fmax(Q)).to(Q).view(torch.uint8)
+        return torch.where(torch.isnan(v), torch.full_like(r, 0x7F), r).view(Q)
+    lo, hi = QR[Q]
+    zp = torch.as_tensor(zp).cpu().float()
+    r = torch.round(v) + zp
+    r = torch.where(torch.isnan(v), zp.expand_as(r), r)
+    return r.clamp(lo, hi).to(Q)
+
+
+def expand_blocks(s, rows, cols, B):
+    return s.cpu().repeat_interleave(B, 0).repeat_interleave(B, 1)[:rows, :cols]
+
+
+def pow2_up(s):
+    """The contract's rounding up to a power of two (f32): s if it is one, else the next."""
+    m, e = torch.frexp(s)
+    up = torch.where(m == 0.5, s, torch.ldexp(torch.ones_like(s), e))
+    return torch.where(torch.isinf(s) | torch.isnan(s), s, up)
+
+
+def to_e8m0(s):
+    """UE8M0 bytes of power-of-two f32 scales: e = log2 + 127 clamped to [0, 254]; inf/NaN 255."""
+    m, e = torch.frexp(s)
+    k = (e - 1).clamp(-127, 127) + 127
+    k = torch.where(torch.isinf(s) | torch.isnan(s), torch.full_like(k, 255), k)
+    return k.to(torch.uint8)
+
+
+def e8m0_value(b):
+    return torch.where(b == 255, torch.tensor(float("nan")), torch.ldexp(torch.tensor(1.0), b.long() - 127))
+
+
+def segments(x, gran, size):
+    """x [rows, cols] (f32, CPU) as [segments, elements] for the reductions, and the shape of
+    the scales."""
+    rows, cols = x.shape
+    if gran == "tensor":
+        return x.reshape(1, -1), (1,)
+    if gran == "token":
+        return x, (rows, 1)
+    if gran == "group":
+        return x.reshape(rows * (cols // size), size), (rows, cols // size)
+    br, bc = -(-rows // size), -(-cols // size)
+    p = torch.zeros(br * size, bc * size)  # zeros change no max |x|, min or max with 0
+    p[:rows, :cols] = x
+    return p.reshape(br, size, bc, size).permute(0, 2, 1, 3).reshape(br * bc, size * size), (br, bc)
+
+
+def broadcast(s, gran, rows, cols, size):
+    s = s.cpu()
+    if gran == "tensor":
+        return s.reshape(1, 1)
+    if gran == "token":
+        return s.reshape(rows, 1)
+    if gran == "group":
+        return s.reshape(rows, cols // size).repeat_interleave(size, 1)
+    return expand_blocks(s.reshape(-(-rows // size), -(-cols // size)), rows, cols, size)
+
+
+def dynamic_ref(x, gran, size, Q, symmetric=True, scale_dtype=None, pow2=False, bound=0.0):
+    """(q, scales as stored, zero points) of a dynamic quantize, from the contract."""
+    scale_dtype = scale_dtype or torch.float32
+    xf = x.cpu().float()
+    rows, cols = xf.shape
+    seg, sshape = segments(torch.where(torch.isnan(xf), torch.zeros_like(xf), xf), gran, size)
+    if Q in FP8:
+        qmax, qmin = fmax(Q), None
+    else:
+        qmin, qmax = QR[Q]
+    if symmetric:
+        amax = seg.abs().amax(1)
+        if bound:
+            amax = torch.minimum(amax, torch.tensor(bound, dtype=torch.float32))
+        s = amax / qmax
+    else:
+        hi, lo = seg.amax(1).clamp(min=0), seg.amin(1).clamp(max=0)
+        s = (hi - lo) / (qmax - qmin)
+    s = torch.where(s == 0, torch.ones_like(s), s)
+    if pow2 or scale_dtype in (E8M0, torch.int32):
+        s = pow2_up(s)
+    if scale_dtype in (E8M0, torch.int32):
+        stored = to_e8m0(s)
+        sq = e8m0_value(stored)
+    else:
+        stored = s.to(scale_dtype)
+        sq = stored.float()
+    zp = 0
+    if not symmetric:
+        lo = seg.amin(1).clamp(max=0)
+        zp = (qmin - torch.round(lo / sq)).clamp(qmin, qmax)
+        zp = torch.where(torch.isnan(zp), torch.zeros_like(zp), zp)
+    sb = broadcast(sq, gran, rows, cols, size)
+    zb = broadcast(torch.as_tensor(zp, dtype=torch.float32).expand(sq.shape), gran, rows, cols, size)
+    q = quant_ref(xf, sb, zb, Q)
+    return q, stored.reshape(sshape), (None if symmetric else zp.to(torch.int32).reshape(sshape))
+
+
+# ---- static per block ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("fname", FLOATS)
+@pytest.mark.parametrize("Qname", ["int8", "uint8", "float8_e4m3fn", "float8_e5m2"])
+def test_per_block_quantize_dequantize_fake(fname, Qname):
+    T, Q = getattr(torch, fname), getattr(torch, Qname)
+    rows, cols, B = 100, 300, 32  # edge tiles partial both ways
+    x = data((rows, cols), T, seed=1)
+    g = torch.Generator().manual_seed(2)
+    br, bc = -(-rows // B), -(-cols // B)
+    s = torch.rand(br, bc, generator=g) * 0.05 + 0.01
+    z = None if Q in FP8 else torch.randint(QR[Q][0] // 2, QR[Q][1] // 2 + 1, (br, bc), generator=g,
+                                            dtype=torch.int32)
+    sd, zd = s.to(DEV), (None if z is None else z.to(DEV))
+    q = bqo.quantize_per_block(x.to(DEV), sd, zd, B, Q)
+    sb = expand_blocks(s, rows, cols, B)
+    zb = 0 if z is None else expand_blocks(z, rows, cols, B).float()
+    assert same(q, quant_ref(x, sb, zb, Q))
+    y = bqo.dequantize(q, sd, zd, block_size=B, out_dtype=T)
+    assert same(y, ((q.cpu().float() - zb) * sb).to(T))
+    f = bqo.fake_quantize(x.to(DEV), sd, zd, dtype=Q, block_size=B)
+    assert same(f, ((quant_ref(x, sb, zb, Q).float() - zb) * sb).to(T))
+    # a 3-d input is [rows, cols] over its last dimension
+    q3 = bqo.quantize_per_block(x.to(DEV).view(4, 25, cols), sd, zd, B, Q)
+    assert same(q3.view(rows, cols), q)
+
+
+# ---- UE8M0, UE8M0X4 and MN-major scales in the static ops -----------------------------------------
+@pytest.mark.parametrize("fname", FLOATS)
+def test_ue8m0_and_mn_major_scales(fname):
+    T = getattr(torch, fname)
+    rows, cols, G = 37, 320, 32
+    ng = cols // G
+    x = data((rows, cols), T, seed=3)
+    g = torch.Generator().manual_seed(4)
+    e = torch.randint(117, 131, (rows, ng), generator=g, dtype=torch.uint8)
+    sv = e8m0_value(e)
+    want_i = quant_ref(x, sv.repeat_interleave(G, 1), 0, torch.int8)
+    want_f = quant_ref(x, sv.repeat_interleave(G, 1), 0, torch.float8_e4m3fn)
+    xd = x.to(DEV)
+    se = e.to(DEV).view(E8M0)
+    assert same(bqo.quantize_per_group(xd, se, None, G), want_i)
+    assert same(bqo.quantize_per_group(xd, se, None, G, torch.float8_e4m3fn), want_f)
+    # packed: four bytes a word along the row, the last word's unused bytes anything
+    nw = -(-ng // 4)
+    packed = torch.randint(0, 256, (rows, 4 * nw), generator=g, dtype=torch.uint8)
+    packed[:, :ng] = e
+    words = packed.view(torch.int32).to(DEV)
+    assert same(bqo.quantize_per_group(xd, words, None, G), want_i)
+    # MN-major: a transposed view of [groups, rows rounded up to 4]
+    ld = -(-rows // 4) * 4
+    mn = torch.zeros(ng, ld, dtype=torch.uint8)
+    mn[:, :rows] = e.t()
+    mnd = mn.to(DEV).view(E8M0)[:, :rows].t()
+    assert mnd.stride() == (1, ld)
+    assert same(bqo.quantize_per_group(xd, mnd, None, G), want_i)
+    q = bqo.quantize_per_group(xd, mnd, None, G)
+    assert same(bqo.dequantize(q, mnd, group_size=G, out_dtype=T), (q.cpu().float() * sv.repeat_interleave(G, 1)).to(T))
+    # per block and per token with UE8M0
+    eb = torch.randint(120, 130, (2, 10), generator=g, dtype=torch.uint8)
+    assert same(bqo.quantize_per_block(xd, eb.to(DEV).view(E8M0), None, 32),
+                quant_ref(x, expand_blocks(e8m0_value(eb), rows, cols, 32), 0, torch.int8))
+    et = torch.randint(120, 130, (rows,), generator=g, dtype=torch.uint8)
+    assert same(bqo.quantize_per_token(xd, et.to(DEV).view(E8M0)),
+                quant_ref(x, e8m0_value(et).view(rows, 1), 0, torch.int8))
+
+
+# ---- dynamic quantize: every granularity and scale format ------------------------------------------
+# (granularity, size, storage, symmetric, scale dtype ("T": the data's), pow2_scales, amax_bound)
+CASES = [
+    ("tensor", 0, "int8", True, "float32", False, 0.0),
+    ("tensor", 0, "uint8", False, "float32", False, 0.0),
+    ("tensor", 0, "float8_e4m3fn", True, "float8_e8m0fnu", False, 0.0),
+    ("token", 0, "int8", True, "float32", True, 0.0),
+    ("token", 0, "int8", True, "T", False, 0.0),
+    ("token", 0, "float8_e5m2", True, "float32", False, 3.0),
+    ("group", 64, "int8", False, "float32", False, 0.0),
+    ("group", 64, "float8_e4m3fn", True, "float8_e8m0fnu", False, 0.0),
+    ("group", 32, "float8_e4m3fn", True, "int32", False, 0.0),
+    ("group", 128, "int8", True, "float32", False, 2.5),
+    ("block", 128, "float8_e4m3fn", True, "float32", False, 0.0),
+    ("block", 32, "uint8", False, "float32", True, 0.0),
+    ("block", 64, "float8_e4m3fn", True, "float8_e8m0fnu", False, 0.0),
+]
+
+
+@pytest.mark.parametrize("fname", FLOATS)
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("layout", ["row", "mn"])
+def test_dynamic_quant(fname, case, layout):
+    gran, size, Q, sym, sdt, pow2, bound = CASES[case]
+    if layout == "mn" and gran != "group":
+        return  # MN-major is per group only (test_dynamic_quant_refusals)
+    T, Q = getattr(torch, fname), getattr(torch, Q)
+    sdt = T if sdt == "T" else getattr(torch, sdt)
+    rows, cols = 70, 640
+    x = data((rows, cols), T, seed=10 + case, specials=False)
+    x[5, 7] = float("nan")  # ignored by the reductions
+    x[3] = 0  # an all-zero row: scale 1 (per token)
+    kw = {"group_size": size} if gran == "group" else {"block_size": size} if gran == "block" else {}
+    q, s, z = bqo.dynamic_quant(x.to(DEV), gran, dtype=Q, symmetric=sym, scale_dtype=sdt, scale_layout=layout,
+                                pow2_scales=pow2, amax_bound=bound or None, **kw)
+    rq, rs, rz = dynamic_ref(x, gran, size, Q, sym, sdt, pow2, bound)
+    if sdt == torch.int32:  # packed: unpack the row's bytes, the unused ones written as 0
+        nw = s.shape[1]
+        b = s.cpu().contiguous().view(torch.uint8).view(rows, 4 * nw)
+        assert torch.equal(b[:, rs.shape[1]:], torch.zeros_like(b[:, rs.shape[1]:]))
+        assert torch.equal(b[:, :rs.shape[1]], rs)
+    else:
+        assert same(s.view(torch.uint8) if sdt == E8M0 else s, rs)
+    if layout == "mn":
+        assert s.stride() == (1, -(-rows // 4) * 4)
+    assert same(q, rq)
+    assert (z is None) == sym and (sym or torch.equal(z.cpu(), rz))
+
+
+def test_dynamic_quant_refusals():
+    x = torch.randn(8, 64, device=DEV)
+    with pytest.raises(ValueError, match="granularity"):
+        bqo.dynamic_quant(x, "channel")
+    with pytest.raises(ValueError, match="group_size"):
+        bqo.dynamic_quant(x, "token", group_size=8)
+    with pytest.raises(ValueError, match="mn"):
+        bqo.dynamic_quant(x, "token", scale_layout="mn")
+    with pytest.raises(ValueError, match="symmetric"):
+        bqo.dynamic_quant(x, "token", dtype=torch.float8_e4m3fn, symmetric=False)
+    with pytest.raises(ValueError):
+        bqo.dynamic_quant(x, "group", group_size=16, scale_dtype=torch.int32, symmetric=False)
+
+
+# ---- backward passes -------------------------------------------------------------------------------
+@pytest.mark.parametrize("fname", FLOATS)
+def test_backward_passes(fname):
+    T = getattr(torch, fname)
+    rows, cols, B = 50, 96, 16
+    x = data((rows, cols), T, seed=20)
+    dy = data((rows, cols), T, seed=21, specials=False)
+    g = torch.Generator().manual_seed(22)
+    s = torch.rand(-(-rows // B), -(-cols // B), generator=g) * 0.02 + 0.005
+    sb = expand_blocks(s, rows, cols, B)
+    xd, dyd, sd = x.to(DEV), dy.to(DEV), s.to(DEV)
+    v = x.float() / sb
+    inside = (torch.round(v) >= -128) & (torch.round(v) <= 127) & ~torch.isnan(v)
+    got = bqo.fake_quantize_backward(dyd, xd, sd, 0, -128, 127, block_size=B)
+    assert same(got, torch.where(inside, dy, torch.zeros_like(dy)))
+    got = bqo.quantize_backward(dyd, xd, sd, block_size=B)
+    assert same(got, torch.where(inside, (dy.float() / sb).to(T), torch.zeros_like(dy)))
+    got = bqo.dequantize_backward(dyd, sd, block_size=B)
+    assert same(got, (dy.float() * sb).to(T))
+    # autograd through fake_quantize at per group: the STE mask
+    G = 32
+    sg = (torch.rand(rows, cols // G, generator=g) * 0.02 + 0.005)
+    xr = xd.clone().requires_grad_(True)
+    y = bqo.fake_quantize(xr, sg.to(DEV), 0, -128, 127, group_size=G)
+    y.backward(dyd)
+    vg = x.float() / sg.repeat_interleave(G, 1)
+    ing = (torch.round(vg) >= -128) & (torch.round(vg) <= 127) & ~torch.isnan(vg)
+    assert same(xr.grad, torch.where(ing, dy, torch.zeros_like(dy)))
+
+
+# ---- FP8 from the fused producers ----------------------------------------------------------------------
+@pytest.mark.parametrize("fname", ["float16", "bfloat16"])
+@pytest.mark.parametrize("qi", range(2))
+def test_fused_fp8(fname, qi):
+    T, Q = getattr(torch, fname), [torch.float8_e4m3fn, torch.float8_e5m2][qi]
+    x = data((33, 512), T, seed=30, specials=False).to(DEV)
+    w = data((512,), T, seed=31, specials=False).to(DEV)
+    q, s, z, n = bqo.rms_norm_quant(x, w, 1e-6, out_dtype=Q, return_normed=True)
+    assert z is None and q.dtype == Q
+    rq, rs, _ = dynamic_ref(n.cpu(), "token", 0, Q)
+    assert same(s, rs) and same(q, rq)
+    # with the int8 path's normed values: one producer, any storage
+    _, _, _, n8 = bqo.rms_norm_quant(x, w, 1e-6, return_normed=True)
+    assert same(n, n8)
+    # per group, scales in x's type
+    q, s, _, n = bqo.rms_norm_quant(x, w, 1e-6, out_dtype=Q, group_size=128, return_normed=True, scale_dtype=T)
+    rq, rs, _ = dynamic_ref(n.cpu(), "group", 128, Q, scale_dtype=T)
+    assert same(s, rs) and same(q, rq)
+    xg = data((33, 1024), T, seed=32, specials=False).to(DEV)
+    q, s, _, a = bqo.silu_and_mul_quant(xg, out_dtype=Q, return_act=True)
+    rq, rs, _ = dynamic_ref(a.cpu(), "token", 0, Q)
+    assert same(s, rs) and same(q, rq)
+    q, _, _ = bqo.gelu_tanh_and_mul_quant(xg, out_dtype=Q, scale=0.125)
+    _, _, _, a = bqo.gelu_tanh_and_mul_quant(xg, return_act=True)
+    assert same(q, quant_ref(a, torch.tensor(0.125), 0, Q))
+    with pytest.raises(ValueError, match="symmetric"):
+        bqo.silu_and_mul_quant(xg, out_dtype=Q, symmetric=False)
+
+
+# ---- asymmetric and per-tensor linear layers ------------------------------------------------------------
+def test_linear_asymmetric_and_per_tensor():
+    g = torch.Generator().manual_seed(40)
+    m, k, n = 48, 256, 96
+    a = torch.randint(0, 256, (m, k), generator=g, dtype=torch.uint8)
+    w = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8)
+    zp = torch.randint(100, 156, (m,), generator=g, dtype=torch.int32)
+    sa = torch.rand(m, generator=g) * 0.01 + 1e-3
+    sw = torch.rand(n, generator=g) * 0.01 + 1e-3
+    wd = w.to(DEV)
+    sums = bqo.linear_weight_sums(wd)
+    assert torch.equal(sums.cpu(), w.long().sum(1).int())
+    acc = (a.long() - zp.long().view(m, 1)) @ w.long().t()
+    want = ((acc.float() * sa.view(m, 1)) * sw.view(1, n)).half()
+    y = bqo.int8_linear(a.to(DEV), wd, sa.to(DEV), sw.to(DEV), a_zero_points=zp.to(DEV))
+    assert same(y, want)
+    y = bqo.int8_linear(a.to(DEV), wd, sa.to(DEV), sw.to(DEV), a_zero_points=zp.to(DEV), w_sums=sums)
+    assert same(y, want)
+    # per tensor, a host scale and zero point
+    acc = (a.long() - 128) @ w.long().t()
+    want = ((acc.float() * torch.tensor(0.004)) * sw.view(1, n)).to(torch.bfloat16)
+    y = bqo.int8_linear(a.to(DEV), wd, 0.004, sw.to(DEV), out_dtype=torch.bfloat16, a_zero_points=128)
+    assert same(y, want)
+    # QuantizedLinear asymmetric into uint8: the per-token activations, then the GEMM
+    x = data((m, k), torch.float16, seed=41, specials=False).to(DEV)
+    y = bqo.quantized_linear(x, wd, sw.to(DEV), symmetric=False, dtype=torch.uint8)
+    qa, s, z = bqo.dynamic_quant(x, "token", dtype=torch.uint8, symmetric=False)
+    acc = (qa.cpu().long() - z.cpu().long().view(m, 1)) @ w.long().t()
+    assert same(y, ((acc.float() * s.cpu().view(m, 1)) * sw.view(1, n)).half())
+
+
+# ---- torch.compile and CUDA graphs of an FP8 block-scaled step ----------------------------------------
+def test_fp8_blocks_compile_and_graph():
+    import torch._dynamo
+    torch._dynamo.reset()
+    Q = torch.float8_e4m3fn
+    x = data((256, 512), torch.bfloat16, seed=50, specials=False).to(DEV)
+
+    def step(t):
+        q, s, _ = bqo.dynamic_quant(t, "block", block_size=128, dtype=Q)
+        qg, sg, _ = bqo.dynamic_quant(t, "group", group_size=128, dtype=Q, scale_dtype=torch.int32,
+                                      scale_layout="mn")
+        y = bqo.dequantize(q, s, block_size=128, out_dtype=torch.bfloat16)
+        return q, s, qg, sg, y, bqo.fake_quantize(t, s, dtype=Q, block_size=128)
+
+    eager = step(x)
+    got = torch.compile(step, fullgraph=True)(x)
+    for e, c in zip(eager, got):
+        assert e.dtype == c.dtype and e.shape == c.shape and same(e, c)
+    graph = torch.cuda.CUDAGraph()
+    step(x)  # plans selected outside the capture
+    with torch.cuda.graph(graph):
+        outs = step(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    for e, c in zip(eager, outs):
+        assert same(e, c)
+
+
+def test_top_level_dispatch():
+    x = torch.randn(8, 64, device=DEV)
+    q, s, _ = bq.dynamic_quant(x, "block", block_size=32, dtype=torch.float8_e4m3fn)
+    assert q.dtype == torch.float8_e4m3fn and s.shape == (1, 2)
