@@ -422,9 +422,15 @@ def print_fused(rows):
 
 
 def host_overhead(calls=10000):
+    import torch.nn.functional as F
     x = torch.randn(4096, device=DEV)
+    xt = torch.randn(16, 4096, device=DEV, dtype=torch.bfloat16)
+    w = torch.rand(4096, device=DEV, dtype=torch.bfloat16) + 0.5
     out = {}
     fns = {
+        "baracuda_quant.ops.dynamic_per_token_quant [16, 4096] bf16": lambda: bqo.dynamic_per_token_quant(xt),
+        "baracuda_quant.ops.rms_norm_quant [16, 4096] bf16": lambda: bqo.rms_norm_quant(xt, w, 1e-6),
+        "torch F.rms_norm [16, 4096] bf16 (no quantize)": lambda: F.rms_norm(xt, (4096,), w, 1e-6),
         "baracuda_quant.quantize_per_tensor": lambda: bq.quantize_per_tensor(x, 0.05, 0),
         "baracuda_quant.ops.quantize_per_tensor": lambda: bqo.quantize_per_tensor(x, 0.05, 0),
         "torch.ops.baracuda_quant.quantize_per_tensor (no wrapper)":
@@ -525,7 +531,8 @@ def main():
     if fused:
         print_fused(fused)
     if host:
-        print("\nhost time per call, quantize_per_tensor of 4096 elements, 10000 calls without sync:")
+        print("\nhost time per call (quantize_per_tensor of 4096 elements, and the decode-size ops), 10000 calls "
+              "without sync:")
     for k, v in host.items():
         print("  %-60s %7.2f us" % (k, v))
     print("total %.1f s" % res["seconds"])

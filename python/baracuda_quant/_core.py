@@ -263,7 +263,8 @@ class Prepared:
         which must live until the launch has run."""
         a = Args.from_buffer_copy(self.args)
         for field, p in ptrs.items():
-            setattr(a, field, p)
+            if p is not None:  # (None-ness is part of the geometry: the kept field is already NULL)
+                setattr(a, field, p)
         keep, ws = None, None
         n = self.workspace_bytes
         if n:

@@ -4,6 +4,7 @@ torch.compile(fullgraph=True) and autograd for fake quantize (the library's STE 
 Each op runs on the input's device (made current for the call, so the plan binds that
 device's context) and on torch.cuda.current_stream(); workspaces come from the caching
 allocator; nothing synchronizes the host."""
+import threading
 import types
 from typing import Optional, Tuple
 
@@ -125,7 +126,44 @@ def _call(key, device_index, build, ptrs):
         if len(_prepared) >= _PREPARED_MAX:
             _prepared.clear()
         _prepared[key] = prep
+    _last.prep = prep
     return prep.launch(ptrs, stream, alloc)
+
+
+# ---- the eager fast path ------------------------------------------------------------------------------
+# The small ops a decode step calls (quantize and dequantize per tensor, quantize per token,
+# dynamic per token) keep, per geometry of their public arguments, the validated call the
+# general path built for it: a repeated eager call checks that nothing traces it, allocates
+# its outputs, sets the pointers and runs, with no op dispatch and no argument rebuilding.
+# Only plain floats and ints and plain contiguous tensors of a geometry seen before take it;
+# everything else (and the first call) goes the general way, which fills the table. The
+# library still validates every run.
+_fast = {}
+_last = threading.local()  # the call _call just launched (this thread's)
+_I32 = 1 << 31
+_run_c = _lib.bq_plan_run
+_copy_args = _core.Args.from_buffer_copy
+
+
+def _fast_keep(key):
+    """Keeps the call the general path just launched for key (a fast-path geometry)."""
+    prep = getattr(_last, "prep", None)
+    if prep is not None and not prep.workspace_bytes:
+        if len(_fast) >= _PREPARED_MAX:
+            _fast.clear()
+        _fast[key] = prep
+    _last.prep = None
+
+
+def _fast_run(prep, a, dev):
+    """Runs the kept call with args a on dev and torch's current stream there; False where
+    dev is not the current device (the caller then takes the general path)."""
+    if _current_device() != dev:
+        return False
+    st = _run_c(prep.plan, a, None, 0, _raw_stream(dev))
+    if st:
+        raise _lib.error_for(st)
+    return True
 
 
 def prepared_count():
@@ -226,7 +264,7 @@ def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_p
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
                               quant_min: int, quant_max: int) -> torch.Tensor:
     x = x.contiguous()
-    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
             qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point)
     return y
@@ -274,7 +312,7 @@ def _per_channel(op, x, q, scales, zero_points, axis, **kw):
 def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
                                dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x = x.contiguous()
-    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _per_channel(Op.QUANTIZE, x, y, _scales(scales, x.dtype), _zps(zero_points), axis,
                  int_type=_DT[dtype], qmin=quant_min, qmax=quant_max)
     return y
@@ -286,7 +324,7 @@ _quantize_per_channel = _op("quantize_per_channel", _quantize_per_channel_impl)
 def _quantize_per_token_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                              dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x2 = _rows(x, "x")
-    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max,
             scales=_scales(scales, x.dtype).reshape(-1), zero_points=_zps(zero_points).reshape(-1)
@@ -300,7 +338,7 @@ _quantize_per_token = _op("quantize_per_token", _quantize_per_token_impl)
 def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                              group_size: int, dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
     x2 = _rows(x, "x")
-    y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     s2 = _scales(scales, x.dtype, True).reshape(x2.shape[0], -1)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size, scales=s2,
@@ -334,7 +372,7 @@ def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max):
 # ---- dequantize -------------------------------------------------------------------------
 def _dequantize_per_tensor_impl(q: torch.Tensor, scale: float, zero_point: int, out_dtype: torch.dtype) -> torch.Tensor:
     q = q.contiguous()
-    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, y, q, y, int_type=_DT[q.dtype],
             qmin=None, qmax=None, scale=scale, zero_point=zero_point)
     return y
@@ -346,7 +384,7 @@ _dequantize_per_tensor = _op("dequantize_per_tensor", _dequantize_per_tensor_imp
 def _dequantize_per_channel_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
                                  out_dtype: torch.dtype) -> torch.Tensor:
     q = q.contiguous()
-    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     _per_channel(Op.DEQUANTIZE, y, q, _scales(scales, out_dtype), _zps(zero_points), axis, int_type=_DT[q.dtype],
                  qmin=None, qmax=None)
     return y
@@ -358,7 +396,7 @@ _dequantize_per_channel = _op("dequantize_per_channel", _dequantize_per_channel_
 def _dequantize_per_token_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                                out_dtype: torch.dtype) -> torch.Tensor:
     q2 = _rows(q, "q")
-    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     y2 = y.view(-1, q2.shape[1])
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, y2, q2, y2, int_type=_DT[q.dtype],
             qmin=None, qmax=None, scales=_scales(scales, out_dtype).reshape(-1),
@@ -372,7 +410,7 @@ _dequantize_per_token = _op("dequantize_per_token", _dequantize_per_token_impl)
 def _dequantize_per_group_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                                group_size: int, out_dtype: torch.dtype) -> torch.Tensor:
     q2 = _rows(q, "q")
-    y = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     y2 = y.view(-1, q2.shape[1])
     s2 = _scales(scales, out_dtype, True).reshape(q2.shape[0], -1)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, y2, q2, y2, int_type=_DT[q.dtype],
@@ -653,7 +691,7 @@ def _(x, symmetric, dtype, quant_min, quant_max):
 # the values quantized (n or a); what a call does not produce is an empty tensor, which the
 # public functions turn into None (or leave out). scale (a number) selects the static per-tensor
 # quantize; group_size 0 is per token, else per group.
-def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, scale_dtype=torch.float32):
+def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, scale_dtype=None):
     """The output tensors of a fused call on x [..., K] with D = d output columns."""
     rows = 1
     for s in x.shape[:-1]:
@@ -665,7 +703,7 @@ def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, sca
     else:
         sshape = (rows, d // group_size) if group_size > 0 else (rows, 1)
         zshape = (0,) if symmetric else sshape
-    scales = torch.empty(sshape, dtype=scale_dtype, device=x.device)
+    scales = torch.empty(sshape, dtype=scale_dtype or torch.float32, device=x.device)
     zps = torch.empty(zshape, dtype=torch.int32, device=x.device)
     vals = torch.empty(shape if return_values else (0,), dtype=x.dtype, device=x.device)
     return q, scales, zps, vals
@@ -710,7 +748,8 @@ def _residual_rows(residual, x, k):
 def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
                          symmetric: bool, group_size: int, scale: Optional[float], zero_point: int,
                          dtype: torch.dtype, quant_min: int, quant_max: int, return_normed: bool,
-                         scale_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                         scale_dtype: Optional[torch.dtype] = None
+                         ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     _check_cuda("weight", weight)
     k = x.shape[-1] if x.dim() else 0
@@ -730,13 +769,14 @@ _rms_norm_quant = _op("rms_norm_quant", _rms_norm_quant_impl, mutates_args=("res
 
 @_rms_norm_quant.register_fake
 def _(x, weight, residual, eps, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max,
-      return_normed, scale_dtype):
+      return_normed, scale_dtype=None):
     return _fused_outputs(x, x.shape[-1], symmetric, group_size, scale, dtype, return_normed, scale_dtype)
 
 
 def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_size: int, scale: Optional[float],
                       zero_point: int, dtype: torch.dtype, quant_min: int, quant_max: int, return_act: bool,
-                      scale_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                      scale_dtype: Optional[torch.dtype] = None
+                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     d = x.shape[-1] // 2 if x.dim() else 0
     q, scales, zps, act = _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_act, scale_dtype)
@@ -753,7 +793,8 @@ _gated_quant = _op("gated_quant", _gated_quant_impl)
 
 
 @_gated_quant.register_fake
-def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act, scale_dtype):
+def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act,
+      scale_dtype=None):
     return _fused_outputs(x, x.shape[-1] // 2, symmetric, group_size, scale, dtype, return_act, scale_dtype)
 
 
@@ -778,8 +819,9 @@ def _c(t):
 
 
 def _int8_linear_impl(a: torch.Tensor, w: torch.Tensor, a_scales: torch.Tensor, w_scales: torch.Tensor,
-                      bias: Optional[torch.Tensor], out_dtype: torch.dtype, a_zero_points: Optional[torch.Tensor],
-                      w_sums: Optional[torch.Tensor], quant_min: int, quant_max: int) -> torch.Tensor:
+                      bias: Optional[torch.Tensor], out_dtype: torch.dtype,
+                      a_zero_points: Optional[torch.Tensor] = None, w_sums: Optional[torch.Tensor] = None,
+                      quant_min: Optional[int] = None, quant_max: Optional[int] = None) -> torch.Tensor:
     a2 = _rows(a, "a")
     m, n = a2.shape[0], w.shape[0]
     sa = a_scales.reshape(-1)
@@ -802,7 +844,7 @@ _int8_linear = _op("int8_linear", _int8_linear_impl)
 
 
 @_int8_linear.register_fake
-def _(a, w, a_scales, w_scales, bias, out_dtype, a_zero_points, w_sums, quant_min, quant_max):
+def _(a, w, a_scales, w_scales, bias, out_dtype, a_zero_points=None, w_sums=None, quant_min=None, quant_max=None):
     return torch.empty((*a.shape[:-1], w.shape[0]), dtype=out_dtype, device=a.device)
 
 
@@ -829,14 +871,15 @@ def _(a, w, a_scale, a_zero_point, w_scales, bias, out_dtype, asymmetric, w_sums
 
 
 def _quantized_linear_impl(x: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor, bias: Optional[torch.Tensor],
-                           act_dtype: torch.dtype, symmetric: bool, quant_min: int, quant_max: int,
-                           w_sums: Optional[torch.Tensor]) -> torch.Tensor:
+                           act_dtype: Optional[torch.dtype] = None, symmetric: bool = True,
+                           quant_min: Optional[int] = None, quant_max: Optional[int] = None,
+                           w_sums: Optional[torch.Tensor] = None) -> torch.Tensor:
     x2 = _rows(x, "x")
     m, n = x2.shape[0], w.shape[0]
     y = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
     if y.numel():
         _linear(Op.QUANTIZED_LINEAR, x2, w.contiguous(), w_scales.contiguous(), y.view(m, n), None, _c(bias),
-                w_sums=_c(w_sums), act_dtype=act_dtype, quant_min=quant_min, quant_max=quant_max,
+                w_sums=_c(w_sums), act_dtype=act_dtype or torch.int8, quant_min=quant_min, quant_max=quant_max,
                 asymmetric=not symmetric)
     return y
 
@@ -845,7 +888,7 @@ _quantized_linear = _op("quantized_linear", _quantized_linear_impl)
 
 
 @_quantized_linear.register_fake
-def _(x, w, w_scales, bias, act_dtype, symmetric, quant_min, quant_max, w_sums):
+def _(x, w, w_scales, bias, act_dtype=None, symmetric=True, quant_min=None, quant_max=None, w_sums=None):
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
 
 
@@ -1074,10 +1117,25 @@ def _qargs(dtype, quant_min, quant_max):
 def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
     """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn,
     float8_e5m2): q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md)."""
+    key = None
+    if type(x) is torch.Tensor and type(scale) is float and type(zero_point) is int:
+        key = ("qpt", x.shape, x.stride(), x.dtype, x.get_device(), dtype, quant_min, quant_max)
+        prep = _fast.get(key)
+        if prep is not None and -_I32 <= zero_point < _I32 and _ops(x) is _IMPL:
+            y = torch.empty_like(x, dtype=dtype)
+            a = _copy_args(prep.args)
+            a.x, a.y, a.scale, a.zero_point = x.data_ptr(), y.data_ptr(), scale, zero_point
+            if _fast_run(prep, a, key[4]):
+                return y
     _check_float("x", x)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
-    return _ops(x).quantize_per_tensor(x, scale, zero_point, dtype, qmin, qmax)
+    d = _ops(x)
+    _last.prep = None
+    y = d.quantize_per_tensor(x, scale, zero_point, dtype, qmin, qmax)
+    if key is not None and d is _IMPL and x.is_contiguous() and x.numel():
+        _fast_keep(key)
+    return y
 
 
 def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -1090,10 +1148,27 @@ def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_m
 
 def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=None, quant_max=None):
     """Per-row quantize of x [..., K]: one scale (and zero point) per row of x.view(-1, K)."""
+    key = None
+    if type(x) is torch.Tensor and type(scales) is torch.Tensor and zero_points is None:
+        key = ("qtok", x.shape, x.stride(), x.dtype, x.get_device(), scales.shape, scales.stride(), scales.dtype,
+               scales.get_device(), dtype, quant_min, quant_max)
+        prep = _fast.get(key)
+        if prep is not None and _ops(x, scales) is _IMPL:
+            y = torch.empty_like(x, dtype=dtype)
+            a = _copy_args(prep.args)
+            a.x, a.y, a.scales = x.data_ptr(), y.data_ptr(), scales.data_ptr()
+            if _fast_run(prep, a, key[4]):
+                return y
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return _ops(x, scales, zero_points).quantize_per_token(x, scales, zero_points, dtype, qmin, qmax)
+    d = _ops(x, scales, zero_points)
+    _last.prep = None
+    y = d.quantize_per_token(x, scales, zero_points, dtype, qmin, qmax)
+    if key is not None and d is _IMPL and x.is_contiguous() and scales.is_contiguous() and \
+            scales.dtype in (torch.float32, x.dtype) and x.numel():
+        _fast_keep(key)
+    return y
 
 
 def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -1163,6 +1238,25 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size
     """y = (q - zero_point) * scale. scale a float: per tensor; a tensor: per channel along axis
     when axis is given, per group when group_size is given, per block when block_size is
     given, else per token (one per row)."""
+    key = None
+    if type(q) is torch.Tensor and type(scale) is float and type(zero_point) is int and axis is None and \
+            group_size is None and block_size is None:
+        key = ("dqpt", q.shape, q.stride(), q.dtype, q.get_device(), out_dtype)
+        prep = _fast.get(key)
+        if prep is not None and -_I32 <= zero_point < _I32 and _ops(q) is _IMPL:
+            y = torch.empty_like(q, dtype=out_dtype)
+            a = _copy_args(prep.args)
+            a.x, a.y, a.scale, a.zero_point = q.data_ptr(), y.data_ptr(), scale, zero_point
+            if _fast_run(prep, a, key[4]):
+                return y
+    _last.prep = None
+    y = _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype)
+    if key is not None and q.is_contiguous() and q.numel() and _ops(q) is _IMPL:
+        _fast_keep(key)
+    return y
+
+
+def _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype):
     _check_cuda("q", q)
     _check_int("q", q.dtype)
     if out_dtype not in FLOAT_DTYPES:
@@ -1326,6 +1420,17 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
     scales [rows, 1] f32, zero points [rows, 1] int32
     or None). With a static scale (a one-element tensor) x is quantized per tensor with it
     (and azp) and (q, scale, azp) is returned."""
+    key = None
+    if type(x) is torch.Tensor and scale is None and symmetric is True and x.dim() >= 1:
+        key = ("dtok", x.shape, x.stride(), x.dtype, x.get_device(), dtype)
+        prep = _fast.get(key)
+        if prep is not None and _ops(x) is _IMPL:
+            q = torch.empty_like(x, dtype=dtype)
+            s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=torch.float32)
+            a = _copy_args(prep.args)
+            a.x, a.y, a.out_scales = x.data_ptr(), q.data_ptr(), s.data_ptr()
+            if _fast_run(prep, a, key[4]):
+                return q, s, None
     _check_float("x", x)
     _check_int("dtype", dtype)
     if dtype in FP8_DTYPES and not symmetric:
@@ -1340,7 +1445,11 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
         z = None if azp is None else azp.reshape(1).to(torch.int32).expand(rows).contiguous()
         q = _ops(x, s, z).quantize_per_token(x, s, z, dtype, qmin, qmax)
         return q, scale, azp
-    q, s, z = _ops(x).dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
+    d = _ops(x)
+    _last.prep = None
+    q, s, z = d.dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
+    if key is not None and d is _IMPL and x.is_contiguous() and x.numel():
+        _fast_keep(key)
     return q, s, (None if symmetric else z)
 
 
@@ -1399,6 +1508,35 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
     f32, zero points (int32, like scales) or None), and n as a fourth element with
     return_normed. With scale (a number), n is quantized per tensor with scale and zero_point
     instead, and (q, scale, zero_point[, n]) is returned."""
+    key = None
+    if type(x) is torch.Tensor and type(weight) is torch.Tensor and type(eps) is float and symmetric is True and \
+            group_size is None and scale is None and type(zero_point) is int and zero_point == 0 and \
+            quant_min is None and quant_max is None and not return_normed and (residual is None or type(residual) is torch.Tensor) and x.dim():
+        key = ("rms", x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
+               weight.get_device(), None if residual is None else (residual.shape, residual.stride(),
+                                                                    residual.get_device()), eps, out_dtype,
+               scale_dtype)
+        prep = _fast.get(key)
+        if prep is not None and _ops(x, weight, residual) is _IMPL:
+            q = torch.empty_like(x, dtype=out_dtype)
+            s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=scale_dtype or torch.float32)
+            a = _copy_args(prep.args)
+            a.x, a.y, a.out_scales, a.norm_weight = x.data_ptr(), q.data_ptr(), s.data_ptr(), weight.data_ptr()
+            if residual is not None:
+                a.residual = residual.data_ptr()
+            if _fast_run(prep, a, key[4]):
+                return q, s, None
+    _last.prep = None
+    out = _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, return_normed, scale,
+                          zero_point, quant_min, quant_max, scale_dtype)
+    if key is not None and x.is_contiguous() and weight.is_contiguous() and x.numel() and \
+            (residual is None or residual.is_contiguous()) and _ops(x, weight, residual) is _IMPL:
+        _fast_keep(key)
+    return out
+
+
+def _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, return_normed, scale, zero_point,
+                    quant_min, quant_max, scale_dtype):
     _check_float("x", x)
     _check_cuda("weight", weight)
     if weight.dtype != x.dtype or weight.dim() != 1 or weight.shape[0] != (x.shape[-1] if x.dim() else -1):
@@ -1424,6 +1562,29 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
 
 def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min, quant_max,
            scale_dtype=None):
+    key = None
+    if type(x) is torch.Tensor and symmetric is True and group_size is None and scale is None and \
+            type(zero_point) is int and zero_point == 0 and quant_min is None and quant_max is None and not return_act and x.dim():
+        key = ("gated", int(activation), x.shape, x.stride(), x.dtype, x.get_device(), out_dtype, scale_dtype)
+        prep = _fast.get(key)
+        if prep is not None and _ops(x) is _IMPL:
+            shape = x.shape[:-1] + (x.shape[-1] // 2,)
+            q = x.new_empty(shape, dtype=out_dtype)
+            s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=scale_dtype or torch.float32)
+            a = _copy_args(prep.args)
+            a.x, a.y, a.out_scales = x.data_ptr(), q.data_ptr(), s.data_ptr()
+            if _fast_run(prep, a, key[5]):
+                return q, s, None
+    _last.prep = None
+    out = _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
+                         quant_max, scale_dtype)
+    if key is not None and x.is_contiguous() and x.numel() and _ops(x) is _IMPL:
+        _fast_keep(key)
+    return out
+
+
+def _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
+                   quant_max, scale_dtype):
     _check_float("x", x)
     if x.dim() == 0 or x.shape[-1] % 2:
         raise _lib.invalid("x: shape %s, expected [..., 2 D] (gate, then up)" % (tuple(x.shape),))

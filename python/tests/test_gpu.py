@@ -452,6 +452,63 @@ def test_direct_path_and_prepared_calls():
         assert keep[0][i].data_ptr() != keep[1][i].data_ptr()
 
 
+def test_fast_path_kept_calls():
+    """The small ops' fast path: the first call of a geometry fills bqo._fast, later calls of
+    that geometry take it with their own pointers, scales and zero points, and give the
+    general path's bits; what it does not take (an int scale, a zero point past int32, a
+    gradient to record, a strided input) still works through the general path."""
+    bqo._fast.clear()
+    xs = [gen((16, 256), torch.bfloat16, seed=40 + i).to(DEV) for i in range(3)]
+    scs = [(torch.rand(16, generator=torch.Generator().manual_seed(50 + i)) * 0.05 + 0.01).to(DEV)
+           for i in range(3)]
+    outs = []
+    for i, (x, sc) in enumerate(zip(xs, scs)):
+        s, z = 0.03 + 0.01 * i, i - 1
+        q = bqo.quantize_per_tensor(x, s, z)
+        d = bqo.dequantize(q, s, z, out_dtype=torch.bfloat16)
+        qt = bqo.quantize_per_token(x, sc)
+        qd, sd, zd = bqo.dynamic_per_token_quant(x)
+        outs.append((q, d, qt, qd, sd))
+        assert zd is None
+        general = (torch.ops.baracuda_quant.quantize_per_tensor(x, s, z, torch.int8, -128, 127),
+                   torch.ops.baracuda_quant.dequantize_per_tensor(q, s, z, torch.bfloat16),
+                   torch.ops.baracuda_quant.quantize_per_token(x, sc, None, torch.int8, -128, 127),
+                   *torch.ops.baracuda_quant.dynamic_per_token_quant(x, True, torch.int8, -128, 127)[:2])
+        for got, want in zip(outs[-1], general):
+            assert same(got, want)
+        assert same(q, ref_quantize(x.cpu(), torch.tensor(s, dtype=torch.float64), z, -128, 127, torch.int8))
+    assert {k[0] for k in bqo._fast} == {"qpt", "dqpt", "qtok", "dtok"}
+    assert len(bqo._fast) == 4  # one geometry each
+    n = len(bqo._fast)
+    x = xs[0]
+    q_int = bqo.quantize_per_tensor(x, 1, 0)  # an int scale: the general path, the same bits as 1.0
+    assert same(q_int, bqo.quantize_per_tensor(x, 1.0, 0))
+    with pytest.raises(bqo._lib.InvalidArgumentError, match="zero_point"):
+        bqo.quantize_per_tensor(x, 0.05, 2**31)
+    with pytest.raises(bqo._lib.InvalidArgumentError, match="scale"):
+        bqo.quantize_per_tensor(x, float("inf"), 0)  # checked by the library on the fast path too
+    xt = gen((256, 16), torch.bfloat16, seed=60).to(DEV).t()  # strided: never kept
+    assert same(bqo.quantize_per_tensor(xt, 0.05, 0), bqo.quantize_per_tensor(xt.contiguous(), 0.05, 0))
+    assert len(bqo._fast) == n  # the strided input is never kept (its contiguous copy's geometry was)
+    xg = xs[1].float().requires_grad_()
+    assert same(bqo.quantize_per_tensor(xg, 0.05, 0), bqo.quantize_per_tensor(xs[1].float(), 0.05, 0))
+    # the fused producers' per-token form (the residual updated in place on both paths)
+    w = gen((256,), torch.bfloat16, seed=70, specials=False).to(DEV)
+    for i in range(3):
+        x = xs[i]
+        r1 = gen((16, 256), torch.bfloat16, seed=80 + i, specials=False).to(DEV)
+        r2 = r1.clone()
+        q, s, z = bqo.rms_norm_quant(x, w, 1e-6, residual=r1)
+        qo, so, _, _ = torch.ops.baracuda_quant.rms_norm_quant(x, w, r2, 1e-6, True, 0, None, 0, torch.int8, -128,
+                                                              127, False)
+        assert z is None and same(q, qo) and same(s, so) and same(r1, r2)
+        xg = torch.cat([x, xs[(i + 1) % 3]], -1)
+        q, s, _ = bqo.silu_and_mul_quant(xg, out_dtype=torch.float8_e4m3fn)
+        qo, so, _, _ = torch.ops.baracuda_quant.gated_quant(xg, 1, True, 0, None, 0, torch.float8_e4m3fn, 0, 0, False)
+        assert same(q.view(torch.uint8), qo.view(torch.uint8)) and same(s, so)
+    assert {"rms", "gated"} <= {k[0] for k in bqo._fast}
+
+
 # ---- torch.compile and CUDA graphs ------------------------------------------------------------
 def _block(x, w, sw, bias):
     q, s, _ = bqo.dynamic_per_token_quant(x)
