@@ -9249,7 +9249,8 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int dense = whole && yal;
   if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
       v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
-    for (int i = 0; i < (k.res ? 1 : t == 8 ? 2 : 3) && !narrow; i++) { /* (f64's bq_fused_m16 spills) */
+    /* (bq_fused_m16 spills for f64 data and for FP8 codes, whose conversion needs more registers) */
+    for (int i = 0; i < (k.res ? 1 : t == 8 || bq__is_fp8(d->int_type) ? 2 : 3) && !narrow; i++) {
       static const int by_size[3][2] = {{BQ__FUSED_M4, BQ__FUSED_M4F}, {BQ__FUSED_M8, BQ__FUSED_M8F},
                                         {BQ__FUSED_M16, BQ__FUSED_M16}}; /* (any row, a full row) */
       const int e = by_size[i][0];
