@@ -773,7 +773,8 @@ def python_block(py, path):
     o = python_table(py)
     host = py.get("host_overhead_us_per_call") or {}
     if host:
-        o += ["", "Host time per call, a 4096-element tensor (`python/bench.py`, 10000 calls):", ""]
+        o += ["", "Host time per call (`python/bench.py`, 10000 calls without synchronizing): a 4096-element "
+                  "tensor, and the decode-size ops on [16, 4096]:", ""]
         o += ["| call | µs |", "|---|---:|"]
     for k, v in host.items():
         o.append("| `%s` | %.1f |" % (k, v))
@@ -822,10 +823,11 @@ PY_FUSED_TARGETS = (("copy_over_ours", 0.90, "copy / fused", "%.2f"),
                     ("unfused_pair_over_ours", 1.5, "pair / fused", "%.2f×"),
                     ("torch_compile_over_ours", 1.0, "compile / fused", "%.2f×"))
 PY_FUSED_TEXT = (
-    "bf16 in, int8 out per token, f32 scales. Unfused pair: PyTorch's own `F.rms_norm` (after "
-    "`x + residual` where there is one) or `F.silu(g) * u`, eager, then this package's "
-    "`dynamic_per_token_quant`; eager and torch.compile run the whole composition (amax / 127 per "
-    "row, x / s, round, clamp, to int8). Bytes counted once each: x read (gated: [M, 2 D]), the "
+    "bf16 in, int8 out per token (e4m3 where the row says so), f32 scales. Unfused pair: PyTorch's "
+    "own `F.rms_norm` (after `x + residual` where there is one) or `F.silu(g) * u`, eager, then this "
+    "package's `dynamic_per_token_quant` (`dynamic_quant` for e4m3); eager and torch.compile run the "
+    "whole composition (amax / 127 per row, x / s, round, clamp, to int8; for e4m3 amax / 448, x / "
+    "s, clamp, to float8_e4m3fn). Bytes counted once each: x read (gated: [M, 2 D]), the "
     "residual read and written, the weight, q and the scales written; the copy moves as many bytes "
     "(read plus written), so copy / fused is the share of the copy's bandwidth. Each time is the "
     "%s. Targets: copy / fused ≥ 0.90, fused against the unfused pair (pair / fused) ≥ 1.5×, fused "
