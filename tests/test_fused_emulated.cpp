@@ -493,7 +493,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
                        : narrow && nacc < 512   ? BQ__FUSED_M4
                        : narrow && nacc == 1024 ? BQ__FUSED_M8F
                        : narrow && nacc < 1024  ? BQ__FUSED_M8
-                       : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 ? BQ__FUSED_M16
+                       : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 && I != BQ_E4M3 && I != BQ_E5M2
+                           ? BQ__FUSED_M16 /* (not f64 data or FP8 codes, for which it spills) */
                        : staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? BQ__FUSED_STAGED
                                                                               : wide_entry(c, nacc);
       cr_assert(g_last == g_kernels[want], "large batch: %lld accesses, y %d took another kernel than %d (seed 0x%llx)",
