@@ -22,6 +22,7 @@
    meson repeats the host's rules. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
+#define BARACUDA_QUANT_TOOLS /* bq__all_descs, bq__desc_from_sku and their kin */
 #include "../baracuda_quant.h"
 
 static int fail(const char *what, const char *arg) {

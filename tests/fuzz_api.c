@@ -97,6 +97,7 @@
    - a crash, or what AddressSanitizer and UndefinedBehaviorSanitizer report. */
 #define _GNU_SOURCE
 #define BARACUDA_QUANT_IMPLEMENTATION
+#define BARACUDA_QUANT_TOOLS /* bq__all_descs, bq__desc_from_sku and their kin */
 #include "../baracuda_quant.h"
 
 #include <dirent.h>

@@ -21,6 +21,7 @@
    Criterion runs every test in its own process, so each starts with fresh counters. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
+#define BARACUDA_QUANT_TOOLS /* bq__all_descs, bq__desc_from_sku and their kin */
 #include "../baracuda_quant.h"
 
 #include <criterion/criterion.h>

@@ -37,6 +37,7 @@
    Exit status: 0 success, 1 failure, 2 usage error. */
 #define _GNU_SOURCE 1
 #define BARACUDA_QUANT_IMPLEMENTATION
+#define BARACUDA_QUANT_TOOLS /* bq__all_descs, bq__desc_from_sku and their kin */
 #include "../baracuda_quant.h"
 
 #include <ctype.h>

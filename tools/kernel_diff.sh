@@ -159,7 +159,7 @@ build() {
   grep -q 'bq__desc_from_sku(' "$h" || defs+=(-DKD_NO_DESC_FROM_SKU)
   grep -q 'bq__all_descs(' "$h" || defs+=(-DKD_NO_ALL_DESCS)
   grep -q 'bq__target_for(' "$h" || defs+=(-DKD_NO_TARGET_FOR)
-  "${CC:-cc}" -std=c11 -D_POSIX_C_SOURCE=200809L -O1 "${defs[@]}" -DBARACUDA_QUANT_IMPLEMENTATION \
+  "${CC:-cc}" -std=c11 -D_POSIX_C_SOURCE=200809L -O1 "${defs[@]}" -DBARACUDA_QUANT_IMPLEMENTATION -DBARACUDA_QUANT_TOOLS \
     -include "$h" "$DUMP_SRC" -o "$W/$side/kernel_dump" -ldl -lpthread -lm >"$W/$side/cc.log" 2>&1
 }
 t0=$(date +%s.%N)

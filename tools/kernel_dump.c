@@ -3,7 +3,7 @@
    tools/kernel_diff.sh builds it once per header and compares two headers' output.
 
    Built against the header under test, which it does not include itself:
-     cc -std=c11 -D_POSIX_C_SOURCE=200809L -DBARACUDA_QUANT_IMPLEMENTATION \
+     cc -std=c11 -D_POSIX_C_SOURCE=200809L -DBARACUDA_QUANT_IMPLEMENTATION -DBARACUDA_QUANT_TOOLS \
         -include PATH/baracuda_quant.h tools/kernel_dump.c -ldl -lpthread -lm
    Headers that predate the tools' helpers (bq__desc_from_sku, bq__all_descs, bq__target_for)
    are built with -DKD_NO_DESC_FROM_SKU, -DKD_NO_ALL_DESCS, -DKD_NO_TARGET_FOR (kernel_diff.sh

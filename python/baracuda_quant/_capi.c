@@ -2,6 +2,7 @@
    plus probes of the public structs' layout and enum values, so that the package's ctypes
    mirrors are checked against this compiler's view of the header. */
 #define BARACUDA_QUANT_IMPLEMENTATION
+#define BARACUDA_QUANT_TOOLS /* bq__all_descs, bq__desc_from_sku and their kin */
 #include "baracuda_quant.h"
 
 #include <string.h>

@@ -1,0 +1,203 @@
+/* ---- the dynamic family: scales computed on the device ------------------------------------ */
+/* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
+typedef struct bq__dynamic_params {
+  uint64_t x, y, scales, zps, partial;
+  int64_t rows, cols, xs, ys, group, ngroups, grs;
+  int32_t tpr, fast_groups, nblocks, align_y;
+  int32_t staged, pad; /* per block: tiles staged in shared memory (dynamic.cu's bq_tiles_staged) */
+  double bound;        /* args.amax_bound (0: none) */
+} bq__dynamic_params;
+
+/* elements per 16-byte input access: dynamic.cu's BQ_VEC */
+BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+
+#define BQ__DYN_MAX_BLOCK 32768
+/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels);
+   per block's bq_dynamic_tiles is at BQ__DYN_ROW, bq_dynamic_tiles_rows at BQ__DYN_LONG. */
+enum {
+  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
+  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
+  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
+  BQ__DYN_APPLY
+};
+
+/* The dynamic dispatch table: a row per granularity and float type (the int type, q-range
+   and symmetry change no choice), each the fastest setting measured on the H100. The prelude
+   gives the kernels its numbers. Columns:
+   - cpt, block: bq_dynamic's accesses a thread kept on chip (dynamic.cu's BQ_CPT: 64 bytes,
+     16 registers) and its largest team, which is also the per-tensor kernels' block
+     (BQ_BLOCK). A segment that fits is read once; several accesses a thread keep enough
+     bytes in flight at the occupancy the registers allow.
+   - long_cpt, long_team: the same for bq_dynamic_long (BQ_LONG_CPT, BQ_LONG_TEAM).
+   - long: 1 where rows longer than a block's accesses (block * cpt) take bq_dynamic_long:
+     per token f16 and bf16, where fewer, fuller threads a row keep more rows on an SM (large
+     teams of 4 accesses a thread leave few rows an SM, whose barriers stall the loads).
+     Shorter rows, groups, and f32 and f64 rows keep bq_dynamic, faster for them. */
+typedef struct bq__dynamic_row {
+  bq_granularity gran;
+  bq_dtype ft;
+  int cpt, block, long_cpt, long_team, long_rows;
+} bq__dynamic_row;
+static const bq__dynamic_row bq__dynamic_table[] = {
+  /* granularity, float type   cpt block long_cpt long_team long */
+  {BQ_PER_TENSOR, BQ_F32,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_F64,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_F16,       4, 1024, 8, 512, 0},
+  {BQ_PER_TENSOR, BQ_BF16,      4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F16,        4, 1024, 8, 512, 1},
+  {BQ_PER_TOKEN, BQ_BF16,       4, 1024, 8, 512, 1},
+  {BQ_PER_GROUP, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_F16,        4, 1024, 8, 512, 0},
+  {BQ_PER_GROUP, BQ_BF16,       4, 1024, 8, 512, 0},
+};
+#define BQ__DYNAMIC_ROWS ((int)(sizeof bq__dynamic_table / sizeof bq__dynamic_table[0]))
+/* a normalized dynamic desc's row (bq__normalize refuses per channel) */
+BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
+  /* per block (bq_dynamic_tiles, whose sizes are its own) keeps per group's row */
+  const bq_granularity g = d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : d->granularity;
+  for (int i = 0; i < BQ__DYNAMIC_ROWS; i++)
+    if (bq__dynamic_table[i].gran == g && bq__dynamic_table[i].ft == d->float_type)
+      return &bq__dynamic_table[i];
+  return &bq__dynamic_table[0];
+}
+
+BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
+  const bq__dynamic_row *r = bq__dynamic_row_of(d);
+  bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
+              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
+              bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team, d->pow2_scales);
+}
+
+BQ__FN bq_status bq__dynamic_view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
+  bq_status st = bq__view_of(p, a, v);
+  if (!st && p->desc.granularity == BQ_PER_BLOCK && v->group > BQ__DYN_MAX_BLOCK) /* a tile's indices fit 32 bits */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest block "
+                    "dynamic quantize offers", p->name, (long long)v->group, BQ__DYN_MAX_BLOCK);
+  return st;
+}
+BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__dynamic_view_of(p, a, &v);
+}
+BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  bq_status st = bq__dynamic_view_of(p, a, &v);
+  const bq_desc *d = &p->desc;
+  if (st || v.numel == 0) return st;
+  if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
+  if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
+  if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
+  if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
+  return BQ_SUCCESS;
+}
+
+/* per tensor: one partial (two C values) per block of the reduction pass, a wave of them (as
+   many as the SMs hold of the table's block) */
+BQ__FN int64_t bq__dynamic_blocks(const bq_plan *p) {
+  const bq__limits l = bq__limits_of(p);
+  const int64_t per = l.threads_sm / bq__dynamic_row_of(&p->desc)->block;
+  return l.sms * (per > 0 ? per : 1);
+}
+BQ__FN size_t bq__dynamic_workspace(const bq_plan *p, const bq_args *a) {
+  if (p->desc.granularity != BQ_PER_TENSOR || !a || a->numel <= 0) return 0;
+  return (size_t)bq__dynamic_blocks(p) * 16;
+}
+
+/* team size for a segment of `chunks` accesses, each thread holding up to `cpt` of them:
+   a warp, or a block of 64 threads up to `max` (dynamic.cu's teams). A segment that fits is
+   read once; several accesses per thread keep enough bytes in flight at the occupancy the
+   kernel's registers allow. */
+BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
+  int tpr = 32;
+  while (tpr < max && (int64_t)tpr * cpt < chunks) tpr *= 2;
+  return tpr;
+}
+
+/* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
+   row), -1: the host's choice. */
+static int bq__dynamic_force_entry = -1;
+/* Tests: 0 runs per-block tiles unstaged (bq_dynamic_tiles' own loop) */
+static int bq__tiles_staged = 1;
+BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__view v;
+  bq_status st = bq__dynamic_check(p, a);
+  if (!st) st = bq__view_of(p, a, &v);
+  if (st || v.numel == 0) return st;
+  const bq_desc *d = &p->desc;
+  int t = bq__dtype_size(d->float_type);
+  const bq__dynamic_row *row = bq__dynamic_row_of(d);
+  bq__dynamic_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.scales = (uint64_t)(uintptr_t)a->out_scales;
+  k.zps = (uint64_t)(uintptr_t)a->out_zero_points;
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.xs = v.xs;
+  k.ys = v.ys;
+  k.group = v.group;
+  k.ngroups = v.ngroups;
+  k.grs = v.grs;
+  k.bound = a->amax_bound;
+  if (d->granularity == BQ_PER_TENSOR) {
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
+    int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
+    int64_t blocks = (chunks + row->block - 1) / row->block;
+    k.nblocks = (int32_t)(blocks < max_blocks ? blocks : max_blocks);
+    k.partial = (uint64_t)(uintptr_t)ws;
+    k.tpr = row->block;
+    st = bq__launch(p, BQ__DYN_REDUCE, k.nblocks, 1, row->block, 0, &k, stream);
+    if (!st) st = bq__launch(p, BQ__DYN_APPLY, k.nblocks, 1, row->block, 0, &k, stream);
+    return st;
+  }
+  if (d->granularity == BQ_PER_BLOCK) {
+    /* a thread block a tile (striding past the grid's limit): bq_dynamic_tiles where every
+       row starts 16-byte aligned and a block is whole accesses, else bq_dynamic_tiles_rows */
+    int64_t tiles = (v.rows + v.group - 1) / v.group * v.ngroups;
+    const int threads = 2048 / p->vec; /* dynamic.cu's BQ_TILE_THREADS, each BQ_TILE_CPT accesses */
+    k.fast_groups = v.group % p->vec == 0 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
+    /* 16-bit data whose tiles fit the threads' registers: staged, a persistent wave of
+       blocks (as many as the kernel's launch bounds let an SM hold) */
+    k.staged = k.fast_groups && p->vec == 8 && (v.group / p->vec) * v.group <= (int64_t)threads * 8 && bq__tiles_staged;
+    if (k.staged) {
+      const bq__limits l = bq__limits_of(p);
+      int64_t wave = l.sms * bq__lb_blocks(64, threads);
+      return bq__launch(p, BQ__DYN_ROW, tiles < wave ? tiles : wave, 1, threads, (unsigned)threads * 8 * 16, &k, stream);
+    }
+    return bq__launch(p, k.fast_groups ? BQ__DYN_ROW : BQ__DYN_LONG, bq__grid(tiles, 1), 1, threads, 0, &k, stream);
+  }
+  int64_t chunks, segs;
+  if (d->granularity == BQ_PER_TOKEN) {
+    chunks = (v.cols + p->vec - 1) / p->vec;
+    segs = v.rows;
+  } else {
+    /* groups of a power-of-two number of whole accesses (<= 128: 32 lanes of 4), rows
+       16-byte aligned: reduced by shuffles across the lanes holding them; otherwise each
+       group runs as a row */
+    int64_t gc = v.group / p->vec;
+    k.fast_groups = v.group % p->vec == 0 && gc <= 32 * row->cpt && (gc & (gc - 1)) == 0 &&
+                    (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
+    chunks = k.fast_groups ? v.cols / p->vec : (v.group + p->vec - 1) / p->vec;
+    segs = k.fast_groups ? v.rows : v.rows * v.ngroups;
+  }
+  /* bq_dynamic_long where the table says so and the row is longer than 256 threads' cpt
+     accesses (its teams' first size past bq_dynamic's) */
+  /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
+  k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
+  int lng = row->long_rows && chunks > 256 * row->cpt;
+  if (d->granularity == BQ_PER_TOKEN && bq__dynamic_force_entry >= 0) lng = bq__dynamic_force_entry == BQ__DYN_LONG;
+  k.tpr = lng ? bq__dynamic_team(chunks, row->long_cpt, row->long_team) : bq__dynamic_team(chunks, row->cpt, row->block);
+  int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
+  return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
+}
+
+static const bq__family bq__dynamic_family = {
+  "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_shape, bq__dynamic_check,
+  bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
+  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
+   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}}};

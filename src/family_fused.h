@@ -1,0 +1,299 @@
+/* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
+/* Mirrors struct bq_fused_params in kernels_src/fused.cu. */
+typedef struct bq__fused_params {
+  uint64_t x, res, w, out, y, scales, zps;
+  int64_t rows, cols, xs, rs, os, ys, group, grs;
+  double scale, eps;
+  int32_t zp, aligned, fast_groups;
+  int32_t slot, wstage;
+} bq__fused_params;
+
+/* The fused entry points, by index: bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
+   accesses in registers (k = 1, 2, 4, 8), bq_fused_long takes any row in batches, and
+   bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in
+   flight while a row is worked on. bq_fused_m4, bq_fused_m8 and bq_fused_m16 hold a row of
+   up to 512, 1024 or 2048 accesses in registers with 128 threads (4, 8 or 16 accesses each):
+   a row's fixed work (its reductions, rstd and scale) is done by half as many warps.
+   bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose
+   accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are
+   bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole
+   accesses), a residual allowed: no element path. */
+enum {
+  BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
+  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
+  BQ__FUSED_ENTRIES
+};
+#define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
+/* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
+   kernel's accesses a thread follow the row) */
+static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
+                                                           {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}, {128, 16},
+                                                           {256, 2}, {256, 8}};
+/* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged: 0) */
+BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]; }
+/* the narrow entries take RMSNorm per token and per group without a residual, in batches of
+   at least this many rows an SM: there the fixed work a row is the largest share. (H100,
+   bf16 [8192, 4096]: about 0.8 of the 256-thread kernel's time; for the gated op they were
+   slower.) */
+#define BQ__FUSED_NARROW_ROWS 16
+#define BQ__FUSED_MAX_COLS ((int64_t)1 << 30)
+
+BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+
+/* gated with bf16 gates: act(g) comes from a table of its 8192 values that need the
+   formula, copied into each block's shared memory (fused.cu, "the activation's table") */
+#define BQ__FUSED_ACT_BYTES (8192 * 4)
+BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUANTIZE && d->float_type == BQ_BF16; }
+
+BQ__FN void bq__fused_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
+              bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
+              bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
+}
+
+/* One call's shape, strides (elements) and pointers, validated. */
+typedef struct bq__fused_view {
+  int64_t rows, cols, xs, ys, rs, os, group, ngroups, grs;
+} bq__fused_view;
+
+/* The shape rules: rows, cols, the row strides and the groups */
+BQ__FN bq_status bq__fused_shape_of(const bq_plan *p, const bq_args *a, bq__fused_view *v) {
+  const bq_desc *d = &p->desc;
+  const char *n = p->name;
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE;
+  memset(v, 0, sizeof *v);
+  if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
+  if (a->rows < 0 || a->rows > BQ__MAX_ELEMS)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) is negative or too large", n, (long long)a->rows);
+  if (a->cols < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (%lld) is negative", n, (long long)a->cols);
+  if (a->cols > BQ__FUSED_MAX_COLS) /* the kernels index a row in 32 bits */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.cols (%lld) is larger than 2^30, the longest row offered", n,
+                    (long long)a->cols);
+  v->rows = a->rows;
+  v->cols = a->cols;
+  const int64_t in_cols = rms ? a->cols : 2 * a->cols;
+  v->xs = a->x_row_stride ? a->x_row_stride : in_cols;
+  v->ys = a->y_row_stride ? a->y_row_stride : a->cols;
+  v->rs = a->residual_row_stride ? a->residual_row_stride : a->cols;
+  v->os = a->out_row_stride ? a->out_row_stride : a->cols;
+  if (v->xs < in_cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.x_row_stride (%lld) is smaller than %s (%lld)", n,
+                    (long long)a->x_row_stride, rms ? "args.cols" : "2 * args.cols", (long long)in_cols);
+  if (v->ys < a->cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is smaller than args.cols (%lld)", n,
+                    (long long)a->y_row_stride, (long long)a->cols);
+  if (v->rs < a->cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual_row_stride (%lld) is smaller than args.cols (%lld)",
+                    n, (long long)a->residual_row_stride, (long long)a->cols);
+  if (v->os < a->cols)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.out_row_stride (%lld) is smaller than args.cols (%lld)", n,
+                    (long long)a->out_row_stride, (long long)a->cols);
+  if (v->rows && (v->xs > BQ__MAX_ELEMS / v->rows || v->ys > BQ__MAX_ELEMS / v->rows ||
+                  v->rs > BQ__MAX_ELEMS / v->rows || v->os > BQ__MAX_ELEMS / v->rows))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
+                    (long long)a->rows);
+  if (d->granularity == BQ_PER_GROUP) return bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__fused_shape(const bq_plan *p, const bq_args *a) {
+  bq__fused_view v;
+  return bq__fused_shape_of(p, a, &v);
+}
+/* Then the scalars and the pointers */
+BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused_view *v) {
+  const bq_desc *d = &p->desc;
+  const char *n = p->name;
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE, t = bq__dtype_size(d->float_type);
+  bq_status st = bq__fused_shape_of(p, a, v);
+  if (st) return st;
+  const int c64 = d->float_type == BQ_F64; /* scalars are used in C: f64, or rounded to f32 */
+  if (d->granularity == BQ_PER_TENSOR &&
+      !(isfinite(a->scale) && a->scale > 0 && (c64 || ((float)a->scale > 0 && isfinite((float)a->scale)))))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0 in the compute type", n,
+                    a->scale);
+  if (d->granularity == BQ_PER_TENSOR && (st = bq__fp8_zero_point(p, a->zero_point))) return st;
+  if (rms && !(isfinite(a->eps) && a->eps >= 0 && (c64 || isfinite((float)a->eps))))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.eps (%g) must be finite and >= 0 in the compute type", n,
+                    a->eps);
+  if (!rms) {
+    if (a->residual)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual (%p) applies to rmsnorm_quantize only", n, a->residual);
+    if (a->norm_weight)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.norm_weight (%p) applies to rmsnorm_quantize only", n,
+                      a->norm_weight);
+    if (a->eps != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.eps (%g) applies to rmsnorm_quantize only", n, a->eps);
+  }
+  if (rms && a->residual && a->residual == a->x && v->rs != v->xs)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual is args.x, but args.residual_row_stride (%lld) is "
+                    "not x's (%lld)", n, (long long)v->rs, (long long)v->xs);
+  if (v->rows == 0 || v->cols == 0) return BQ_SUCCESS;
+  if ((st = bq__check_ptr(p, "args.x", a->x, t))) return st;
+  if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
+  if (rms && (st = bq__check_ptr(p, "args.norm_weight", a->norm_weight, t))) return st;
+  if (a->residual && (st = bq__check_ptr(p, "args.residual", a->residual, t))) return st;
+  if (a->out && (st = bq__check_ptr(p, "args.out", a->out, t))) return st;
+  if (d->granularity != BQ_PER_TENSOR) {
+    if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
+    if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+
+BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
+  bq__fused_view v;
+  return bq__fused_view_of(p, a, &v);
+}
+
+/* Tests: an entry point by index for every run (a register entry too small for the row,
+   a narrow one given rows that are not dense, or a full one rows of another length, takes
+   bq_fused_long); -1: the host's choice. */
+static int bq__fused_force_entry = -1;
+BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
+  return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
+}
+BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  (void)ws, (void)ws_bytes;
+  bq__fused_view v;
+  bq_status st = bq__fused_view_of(p, a, &v);
+  if (st || v.rows == 0 || v.cols == 0) return st;
+  const bq_desc *d = &p->desc;
+  const int t = bq__dtype_size(d->float_type), rms = d->op == BQ_RMSNORM_QUANTIZE;
+  bq__fused_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.res = rms ? (uint64_t)(uintptr_t)a->residual : 0;
+  k.w = rms ? (uint64_t)(uintptr_t)a->norm_weight : 0;
+  k.out = (uint64_t)(uintptr_t)a->out;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.scales = (uint64_t)(uintptr_t)a->out_scales;
+  k.zps = (uint64_t)(uintptr_t)a->out_zero_points;
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.xs = v.xs;
+  k.rs = v.rs;
+  k.os = v.os;
+  k.ys = v.ys;
+  k.group = v.group;
+  k.grs = v.grs;
+  k.scale = a->scale;
+  k.eps = rms ? a->eps : 0;
+  k.zp = a->zero_point;
+  /* 16-byte accesses when every T stream's rows start 16-byte aligned */
+  k.aligned = bq__aligned16(a->x, v.xs * t) && (rms || (v.cols * t) % 16 == 0) &&
+              (!rms || bq__aligned16(a->norm_weight, 0)) && (!k.res || bq__aligned16(a->residual, v.rs * t)) &&
+              (!k.out || bq__aligned16(a->out, v.os * t));
+  /* groups of a power-of-two number of whole accesses, up to a warp's width */
+  const int64_t gc = v.group / p->vec;
+  k.fast_groups = d->granularity == BQ_PER_GROUP && v.group % p->vec == 0 && gc <= 32 && (gc & (gc - 1)) == 0;
+  const int64_t nacc = (v.cols + p->vec - 1) / p->vec;
+  int which = BQ__FUSED_LONG, narrow = 0;
+  for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
+    if (nacc <= bq__fused_held(e)) { which = e; break; }
+  /* dense rows: every stream 16-byte aligned, D whole accesses; with y's rows aligned to a
+     chunk of codes, the narrow entries and bq_fused_c2d take them (their code has no element
+     path and stores y in one width); bq_fused_m4 and bq_fused_m4f take a residual too (about
+     1% faster than the 256-thread kernels on the H100; the wider ones spill with it) */
+  const int whole = k.aligned && v.cols % p->vec == 0;
+  const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
+  const int dense = whole && yal;
+  if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
+      v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
+    /* (bq_fused_m16 spills for f64 data and for FP8 codes, whose conversion needs more registers) */
+    for (int i = 0; i < (k.res ? 1 : t == 8 || bq__is_fp8(d->int_type) ? 2 : 3) && !narrow; i++) {
+      static const int by_size[3][2] = {{BQ__FUSED_M4, BQ__FUSED_M4F}, {BQ__FUSED_M8, BQ__FUSED_M8F},
+                                        {BQ__FUSED_M16, BQ__FUSED_M16}}; /* (any row, a full row) */
+      const int e = by_size[i][0];
+      if (nacc <= bq__fused_held(e)) {
+        narrow = 1;
+        which = nacc == bq__fused_held(e) ? by_size[i][1] : e;
+      }
+    }
+  /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
+     (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
+     are faster held in registers (bq_fused_c1, bq_fused_c2), so they skip the occupancy
+     queries unless a test forces the entry */
+  const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
+  const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
+  const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
+  /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
+     staged with the activation's table (H100, bf16 [8192, 14336]: 237 us against 260; from
+     513 to 1024 accesses staged was faster), and for 16-bit RMSNorm per token with a
+     residual, whose two slots leave the staged kernel one block an SM */
+  const int reg_c8 = (tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) &&
+                     nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
+  int64_t wbytes = 0;
+  int staged_blocks = 0;
+  /* the weight is staged too where that costs no block an SM (else it is read through L1);
+     the staged kernel's module loads before its occupancy is asked (bq__fused_setup gives it
+     its shared memory) */
+  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !reg_c8) || forced) && ws_try >= 0;
+       ws_try--) {
+    int nb = 0;
+    const int64_t wb = ws_try ? nacc * 16 : 0;
+    bq__CUfunction sf = NULL;
+    if (tab + wb + 2 * slot > p->smem_max) continue;
+    if ((st = bq__plan_fn(p, BQ__FUSED_STAGED, &sf))) return st;
+    if (tab + wb + 2 * slot <= p->staged_smem &&
+        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, sf, BQ__FUSED_THREADS, (size_t)(tab + wb + 2 * slot)) == 0 &&
+        nb > staged_blocks)
+      staged_blocks = nb, wbytes = wb;
+  }
+  if (staged_blocks > 0 && !forced) which = BQ__FUSED_STAGED; /* (a forced entry is chosen below) */
+  /* dense rows in the wide entries without an element path (H100, bf16 [8192, 14336],
+     RMSNorm with a residual: 315 -> 297 us) */
+  if (whole && !forced) which = which == BQ__FUSED_C2 && yal ? BQ__FUSED_C2D : which == BQ__FUSED_C8 ? BQ__FUSED_C8D : which;
+  if (forced) {
+    which = bq__fused_force_entry;
+    if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
+    if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
+    if (which >= BQ__FUSED_M4 && which <= BQ__FUSED_M16 && !dense) which = BQ__FUSED_LONG;
+    if (k.res && which >= BQ__FUSED_M8 && which <= BQ__FUSED_M16 && which != BQ__FUSED_M4F) which = BQ__FUSED_LONG;
+    if ((which == BQ__FUSED_C2D && !dense) || (which == BQ__FUSED_C8D && !whole)) which = BQ__FUSED_LONG;
+    if ((which == BQ__FUSED_M4F || which == BQ__FUSED_M8F) && nacc != bq__fused_held(which)) which = BQ__FUSED_LONG;
+  }
+  if (which == BQ__FUSED_STAGED) { /* persistent blocks, as many as fit at once */
+    k.slot = (int32_t)slot;
+    k.wstage = wbytes > 0;
+    int64_t blocks = (int64_t)staged_blocks * (p->num_sms > 0 ? p->num_sms : 1);
+    return bq__launch(p, which, v.rows < blocks ? v.rows : blocks, 1, BQ__FUSED_THREADS,
+                      (unsigned)(tab + wbytes + 2 * slot), &k, stream);
+  }
+  /* a block a row (a block takes several when rows exceed the grid's limit); with the
+     activation's table, which each block copies in first, as many blocks as fit at once */
+  int64_t blocks = v.rows < 0x7fffffff ? v.rows : 0x7fffffff;
+  if (tab) { /* (its module loaded first: bq__fused_setup counts its blocks) */
+    bq__CUfunction fn;
+    if (!bq__dry.plan && (st = bq__plan_fn(p, which, &fn))) return st;
+    const int64_t fit = (int64_t)(p->tab_blocks[which] > 0 ? p->tab_blocks[which] : 1) * (p->num_sms > 0 ? p->num_sms : 1);
+    if (blocks > fit) blocks = fit;
+  }
+  return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
+}
+
+/* bq_fused_staged gets the dynamic shared memory its rows may take (where the driver refuses,
+   the register entries serve every row); with the activation's table, each register entry
+   gets its blocks an SM */
+BQ__FN bq_status bq__fused_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  if (e == BQ__FUSED_STAGED)
+    p->staged_smem = p->smem_max > 0 &&
+                             !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max)
+                         ? p->smem_max
+                         : 0;
+  else if (bq__fused_act_table(&p->desc) &&
+           bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->tab_blocks[e], fn, bq__fused_shapes[e][0],
+                                                               BQ__FUSED_ACT_BYTES))
+    p->tab_blocks[e] = 0; /* (then one block an SM) */
+  return BQ_SUCCESS;
+}
+
+#define BQ__FUSED_KERNELS                                                                                  \
+  {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
+   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
+static const bq__family bq__fused_family = {
+  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, bq__fused_shape, bq__fused_check, bq__no_workspace,
+  bq__fused_run, NULL, bq__fused_setup,
+  {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};
+#undef BQ__FUSED_KERNELS

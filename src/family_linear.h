@@ -1,0 +1,363 @@
+/* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
+/* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
+typedef struct bq__linear_params {
+  uint64_t a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
+  int64_t m, n, k, lda, ldy;
+  double a_scale;
+  int32_t a_zp, flags, tiles_m, tiles_n;
+} bq__linear_params;
+enum { /* linear.cu's BQ_LF_* */
+  BQ__LF_SA_ROW = 1, BQ__LF_ZP = 2, BQ__LF_ZP_ROW = 4, BQ__LF_BIAS = 8, BQ__LF_A16 = 16, BQ__LF_W16 = 32,
+  BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256, BQ__LF_PDL = 512
+};
+/* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
+enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };
+#define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
+/* The linear dispatch table: a row per entry point, by enum. rows: the activation rows a
+   weight-streaming pass takes (0: a tile kernel, 128 x 256); up_to: the largest M it
+   serves, the smallest such row winning (at these sizes the weight's bytes set the time,
+   and tiles would leave most SMs idle); unfilled_up_to: the largest M it serves while the
+   large tiles would not fill the SMs once (passes of 64 rows, the weight coming back from
+   L2). Past both, the tiles (bq_gemm_wgmma in an sm_90a module). bq__linear_config.
+   smem_bound: 1 where its __launch_bounds__ name as many CTAs an SM as the arch's shared
+   memory holds of its own (bq__linear_min_blocks), which bq__linear_prelude writes as
+   BQ_LB_<ENTRY>; 0: none named. The tiles and bq_gemv are held so; bq_gemv64 to the count
+   at its largest M: the bound lets ptxas use the registers that leaves, where left to
+   itself it spills. */
+typedef struct bq__linear_row { int entry; int64_t rows, up_to, unfilled_up_to; int smem_bound; } bq__linear_row;
+static const bq__linear_row bq__linear_table[BQ__GEMM_CONFIGS] = {
+  /* entry           rows up_to unfilled_up_to smem_bound */
+  {BQ__GEMM_LARGE,    0,   0,   0, 1},
+  {BQ__GEMV,         16,  16,   0, 1},
+  {BQ__GEMV32,       32,  32,   0, 0},
+  {BQ__GEMV64,       64,  64, 256, 1},
+  {BQ__GEMM_WGMMA,    0,   0,   0, 1},
+};
+/* the tiles' pipeline stages, then 256 columns and 128 rows of epilogue parameters
+   (BQ_COLS_SMEM, BQ_ROWS_SMEM) */
+#define BQ__GEMM_SMEM_LARGE (3 * (128 + 256) * 128 + 256 * 24 + 128 * 16)
+#define BQ__GEMM_SMEM_WGMMA (4 * (128 + 256) * 128 + 1024 + 256 * 24 + 128 * 16) /* + alignment to 1024 bytes */
+/* weight streaming, by the rows it takes (16, 32 or 64), and the dynamic shared memory of its
+   cp.async stages for M rows: 2 to 4 stages of 16 weight rows and min(rows, M) activation
+   rows, 576 bytes each, as many as fit in 56 KiB (BQ_GV_SMEM in linear.cu) */
+BQ__FN int64_t bq__gemv_rows(int cfg) { return cfg >= 0 && cfg < BQ__GEMM_CONFIGS ? bq__linear_table[cfg].rows : 0; }
+BQ__FN unsigned bq__gemv_smem(int cfg, int64_t m) {
+  int64_t rows = bq__gemv_rows(cfg), xr = m < rows ? m : rows, stage = (16 + xr) * 576, s = 57344 / stage;
+  return (unsigned)((s < 2 ? 2 : s > 4 ? 4 : s) * stage);
+}
+/* the most any M asks of it (the cuFuncSetAttribute bound) */
+BQ__FN unsigned bq__gemv_smem_max(int cfg) {
+  unsigned most = 0;
+  for (int64_t m = 1; m <= bq__gemv_rows(cfg); m++)
+    if (bq__gemv_smem(cfg, m) > most) most = bq__gemv_smem(cfg, m);
+  return most;
+}
+
+/* the dynamic shared memory an entry point's pipeline takes at most */
+BQ__FN int64_t bq__linear_smem(int e) {
+  return e == BQ__GEMM_WGMMA ? BQ__GEMM_SMEM_WGMMA : e == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : bq__gemv_smem_max(e);
+}
+/* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
+   and what the driver reserves of it a block: a module is compiled for an arch, so its
+   launch bounds follow the arch, every device of which has the same. */
+#define BQ__SMEM_BLOCK_RESERVED 1024
+BQ__FN int64_t bq__arch_smem_sm(int arch) {
+  if (arch == 80 || arch == 87) return 164 * 1024;
+  if (arch >= 90 && arch < 110) return 228 * 1024;
+  return 100 * 1024; /* 8.6, 8.9, 12.x */
+}
+/* The launch bounds' CTAs an SM for linear entry point e on arch: as many as the arch's
+   shared memory holds (at least 1) where the table's smem_bound says so, else 0 (none) */
+BQ__FN int bq__linear_min_blocks(int e, int arch) {
+  if (!bq__linear_table[e].smem_bound) return 0;
+  int64_t b = bq__arch_smem_sm(arch) / (bq__linear_smem(e) + BQ__SMEM_BLOCK_RESERVED);
+  return b > 1 ? (int)b : 1;
+}
+
+BQ__FN int bq__linear_vec(const bq_desc *d) { (void)d; return 16; }
+/* per-token activation scales are f32 (QuantizedLinear's own) while weight scales are not */
+BQ__FN int bq__linear_asf32(const bq_desc *d) { return d->op == BQ_QUANTIZED_LINEAR && d->scale_type != BQ_F32; }
+/* BQ_OP: the weight sums, or the GEMM both linear layers share (QuantizedLinear's own work
+   is its activations' kernel and run-time flags), named for SmoothQuantLinear */
+/* One entry point's launch bounds, BQ_LB_<ENTRY> for entry point bq_<entry>: the block of
+   256 threads every linear kernel runs (bq__linear_run), and min_blocks CTAs an SM (0:
+   none named; bq__linear_min_blocks). */
+BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
+  char name[32];
+  size_t n = 0;
+  for (const char *c = entry + 3; *c && n + 1 < sizeof name; c++) /* past "bq_", upper case */
+    name[n++] = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
+  name[n] = 0;
+  bq__launch_bounds_define(s, name, min_blocks);
+}
+BQ__FN void bq__linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
+              d->op == BQ_LINEAR_WEIGHT_SUMS ? "BQ_OP_LINEAR_WEIGHT_SUMS" : "BQ_OP_SMOOTHQUANT_LINEAR",
+              bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
+  /* the weight sums: a module of their own, outside the GEMM table; no minimum */
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    bq__linear_bounds(s, "bq_weight_sums", 0);
+    return;
+  }
+  static const char *const entries[] = BQ__GEMM_ENTRIES;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    bq__linear_bounds(s, entries[bq__linear_table[i].entry], bq__linear_min_blocks(i, t->arch));
+}
+
+/* The largest K whose int32 accumulator cannot overflow: K * max|a| * 128 < 2^31 for
+   activations in [qmin, qmax] and s8 weights, and, with zero points (which lie in
+   [qmin, qmax]), K * (qmax - qmin) * 128 < 2^31 for acc - azp * wsum. */
+BQ__FN int64_t bq__linear_max_k(const bq_desc *d) {
+  int64_t amax = d->qmin < 0 ? -(int64_t)d->qmin : d->qmin;
+  if (d->qmax > amax) amax = d->qmax;
+  if (amax < 1) amax = 1;
+  int64_t lim = 0x7fffffff / (amax * 128);
+  if (d->asymmetric && d->qmax > d->qmin) {
+    int64_t l2 = 0x7fffffff / ((int64_t)(d->qmax - d->qmin) * 128);
+    if (l2 < lim) lim = l2;
+  }
+  return lim;
+}
+
+typedef struct bq__linear_view { int64_t m, n, k, lda, ldy; } bq__linear_view;
+#define BQ__WSUM_MAX_K ((int64_t)1 << 24)
+
+BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__linear_view *v) {
+  const char *nm = p->name;
+  memset(v, 0, sizeof *v);
+  if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", nm);
+  int wsum = p->desc.op == BQ_LINEAR_WEIGHT_SUMS;
+  if (!wsum && (a->rows < 0 || a->rows > 0x7fffffffLL))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) is negative or too large", nm, (long long)a->rows);
+  if (a->n < 0 || a->n > 0x7fffffffLL)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.n (N = %lld) is negative or too large", nm, (long long)a->n);
+  if (a->cols < 0 || a->cols > BQ__MAX_ELEMS)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) is negative or too large", nm, (long long)a->cols);
+  v->m = wsum ? 0 : a->rows;
+  v->n = a->n;
+  v->k = a->cols;
+  if (v->n && v->k > BQ__MAX_ELEMS / v->n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.n (N = %lld) times args.cols (K = %lld) is too large: the "
+                    "weight holds more than 2^56 elements", nm, (long long)v->n, (long long)v->k);
+  /* the sums: |w| <= 128, so K <= 2^24 keeps every int32 partial sum exact */
+  if (wsum && v->k > BQ__WSUM_MAX_K)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
+                    "sums of s8 weights cannot overflow", nm, (long long)v->k, (long long)BQ__WSUM_MAX_K);
+  if (wsum) return BQ_SUCCESS;
+  int64_t max_k = bq__linear_max_k(&p->desc);
+  if (v->k > max_k)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
+                    "accumulator cannot overflow for activations in [%d, %d] and s8 weights", nm, (long long)v->k,
+                    (long long)max_k, p->desc.qmin, p->desc.qmax);
+  v->lda = a->x_row_stride ? a->x_row_stride : v->k;
+  v->ldy = a->y_row_stride ? a->y_row_stride : v->n;
+  if (v->lda < v->k)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.x_row_stride (%lld) is smaller than args.cols (K = %lld)", nm,
+                    (long long)a->x_row_stride, (long long)v->k);
+  if (v->ldy < v->n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is smaller than args.n (N = %lld)", nm,
+                    (long long)a->y_row_stride, (long long)v->n);
+  if (v->m && (v->lda > BQ__MAX_ELEMS / v->m || v->ldy > BQ__MAX_ELEMS / v->m))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times a row stride is too large", nm,
+                    (long long)v->m);
+  if (((v->m + 127) / 128) * ((v->n + 127) / 128) > 0x7fffffffLL) /* one CTA per tile, a 1-D grid */
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (M = %lld) times args.n (N = %lld) is too large", nm,
+                    (long long)v->m, (long long)v->n);
+  return BQ_SUCCESS;
+}
+
+/* Every rule of one call; the problem's view on success (run uses it, so it validates once). */
+BQ__FN bq_status bq__linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp) {
+  bq__linear_view v;
+  bq_status st = bq__linear_view_of(p, a, &v);
+  if (st) return st;
+  *vp = v;
+  const bq_desc *d = &p->desc;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    if (v.n == 0) return BQ_SUCCESS;
+    if (v.k && (st = bq__check_ptr(p, "args.w", a->w, 1))) return st;
+    return bq__check_ptr(p, "args.y", a->y, 4);
+  }
+  int sq = d->op == BQ_SMOOTHQUANT_LINEAR, per_tensor = sq && d->granularity == BQ_PER_TENSOR;
+  if (!d->asymmetric && sq && (per_tensor ? a->zero_point != 0 : a->zero_points != NULL))
+    return per_tensor ? bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_point (%d) must be 0: the plan is symmetric "
+                                 "(desc.asymmetric = 0)", p->name, (int)a->zero_point)
+                      : bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: the plan is "
+                                 "symmetric (desc.asymmetric = 0)", p->name, (const void *)a->zero_points);
+  if (per_tensor) {
+    double c = d->out_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+    if (!(isfinite(c) && c > 0))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.scale (%g) must be finite and > 0 in the compute type",
+                      p->name, a->scale);
+  }
+  if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
+  int ts = bq__dtype_size(d->out_type), ss = bq__dtype_size(d->scale_type);
+  if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
+  if ((st = bq__check_ptr(p, "args.w_scales", a->w_scales, ss))) return st;
+  if (a->bias && (st = bq__check_ptr(p, "args.bias", a->bias, ts))) return st;
+  if (v.k == 0) return BQ_SUCCESS; /* y = bias (or 0): nothing else is read */
+  if ((st = bq__check_ptr(p, "args.x", a->x, sq ? 1 : bq__dtype_size(d->float_type)))) return st;
+  if ((st = bq__check_ptr(p, "args.w", a->w, 1))) return st;
+  if (sq && !per_tensor && (st = bq__check_ptr(p, "args.scales", a->scales, ss))) return st;
+  if (d->asymmetric) {
+    if (sq && !per_tensor && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return st;
+    if ((st = bq__check_ptr(p, "args.w_sums", a->w_sums, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__linear_shape(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  return bq__linear_view_of(p, a, &v);
+}
+BQ__FN bq_status bq__linear_check(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  return bq__linear_validate(p, a, &v);
+}
+
+/* QuantizedLinear's workspace: the int8 activations (rows padded to 16 bytes), their f32
+   scales and int32 zero points, each part 256-byte aligned. */
+BQ__FN int64_t bq__al256(int64_t x) { return (x + 255) & ~(int64_t)255; }
+BQ__FN int64_t bq__linear_lda_ws(int64_t k) { return (k + 15) & ~(int64_t)15; }
+BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  if (p->desc.op != BQ_QUANTIZED_LINEAR || !a || a->rows <= 0 || a->n <= 0 || a->cols <= 0) return 0;
+  if (bq__linear_view_of(p, a, &v)) return 0;
+  return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
+}
+
+/* The entry point for M rows and N columns: the linear dispatch table's choice. */
+static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
+BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
+  int f = bq__linear_force_config;
+  if (p->wgmma && f == BQ__GEMM_LARGE) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
+  if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
+      (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
+    return f;
+  int best = -1;
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    if (m <= bq__linear_table[i].up_to && (best < 0 || bq__linear_table[i].up_to < bq__linear_table[best].up_to))
+      best = i;
+  if (best >= 0) return bq__linear_table[best].entry;
+  int64_t sms = p->num_sms > 0 ? p->num_sms : 1;
+  int64_t tl = ((m + 127) / 128) * ((n + 255) / 256);
+  for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
+    if (m <= bq__linear_table[i].unfilled_up_to && tl < sms) return bq__linear_table[i].entry;
+  return p->wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
+}
+
+BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__linear_view v;
+  bq_status st = bq__linear_validate(p, a, &v);
+  if (st) return st;
+  const bq_desc *d = &p->desc;
+  bq__linear_params k;
+  memset(&k, 0, sizeof k);
+  k.n = v.n;
+  k.k = v.k;
+  k.w = (uint64_t)(uintptr_t)a->w;
+  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ__LF_W16;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    if (v.n == 0) return BQ_SUCCESS;
+    k.w_sums = (uint64_t)(uintptr_t)a->y;
+    return bq__launch(p, 0, (v.n + 7) / 8, 1, 256, 0, &k, stream);
+  }
+  if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
+  k.m = v.m;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.ldy = v.ldy;
+  k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
+  k.bias = (uint64_t)(uintptr_t)a->bias;
+  k.w_sums = (uint64_t)(uintptr_t)a->w_sums;
+  int ts = bq__dtype_size(d->out_type);
+  if (a->bias) k.flags |= BQ__LF_BIAS;
+  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ__LF_Y2;
+  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ__LF_Y8;
+  if (v.k == 0) k.flags |= BQ__LF_K0;
+  if (d->asymmetric) k.flags |= BQ__LF_ZP;
+  if (d->op == BQ_QUANTIZED_LINEAR) {
+    k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+    if (v.k) {
+      if ((st = bq__check_workspace(p, ws, ws_bytes, bq__linear_workspace(p, a)))) return st;
+      int64_t lda = bq__linear_lda_ws(v.k);
+      char *base = (char *)ws;
+      bq_args q;
+      memset(&q, 0, sizeof q);
+      q.x = a->x;
+      q.rows = v.m;
+      q.cols = v.k;
+      q.x_row_stride = v.lda;
+      q.y = base;
+      q.y_row_stride = lda;
+      q.out_scales = base + bq__al256(v.m * lda);
+      q.out_zero_points = d->asymmetric ? (int32_t *)(base + bq__al256(v.m * lda) + bq__al256(v.m * 4)) : NULL;
+      st = bq_plan_run(p->sub, &q, NULL, 0, stream);
+      if (st) return st;
+      k.a = (uint64_t)(uintptr_t)q.y;
+      k.lda = lda;
+      k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
+      k.a_zps = (uint64_t)(uintptr_t)q.out_zero_points;
+      k.flags |= BQ__LF_A16;
+    }
+  } else {
+    k.a = (uint64_t)(uintptr_t)a->x;
+    k.lda = v.lda;
+    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ__LF_A16;
+    if (d->granularity == BQ_PER_TOKEN) {
+      k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+      k.a_scales = (uint64_t)(uintptr_t)a->scales;
+      k.a_zps = (uint64_t)(uintptr_t)a->zero_points;
+    } else {
+      k.a_scale = d->out_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+      k.a_zp = a->zero_point;
+    }
+  }
+  /* K == 0: y = bias; no activation scale, zero point or weight sum exists to be read */
+  if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
+  int cfg = bq__linear_config(p, v.m, v.n);
+  if (bq__gemv_rows(cfg)) {
+    /* QuantizedLinear: the weight streams while the activations' kernel runs (p->pdl) */
+    int64_t rows = bq__gemv_rows(cfg);
+    int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->pdl;
+    if (pdl) k.flags |= BQ__LF_PDL;
+    return (pdl ? bq__launch_overlapped : bq__launch)(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256,
+                                                     bq__gemv_smem(cfg, v.m), &k, stream);
+  }
+  k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 256 tiles, both kinds */
+  k.tiles_n = (int32_t)((v.n + 255) / 256);
+  return bq__launch(p, cfg, (int64_t)k.tiles_m * k.tiles_n, 1, 256,
+                       cfg == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : BQ__GEMM_SMEM_WGMMA, &k, stream);
+}
+
+/* The dynamic shared memory each GEMM entry point's pipeline takes (over 48 KiB: an opt-in,
+   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) */
+BQ__FN bq_status bq__linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  (void)p;
+  const int smem = (int)bq__linear_smem(e);
+  bq__CUresult r = bq__drv.cuFuncSetAttribute(fn, 8, smem);
+  return r ? bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the GEMM kernels)") : BQ_SUCCESS;
+}
+
+/* An sm_90a module's GEMM tiles are bq_gemm_wgmma's; elsewhere bq_gemm_large's (the other
+   is an empty entry point that traps) */
+BQ__FN int bq__linear_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)d;
+  if (e == BQ__GEMM_LARGE) return !t->arch_a;
+  if (e == BQ__GEMM_WGMMA) return t->arch_a;
+  return 1;
+}
+
+static const bq__family bq__linear_family = {
+  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
+  bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
+  {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES}};
+static const bq__family bq__weight_sums_family = {
+  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
+  bq__no_workspace, bq__linear_run, NULL, NULL,
+  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}}};
+
+BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) return &bq__weight_sums_family;
+  if (bq__is_linear(d->op)) return &bq__linear_family;
+  if (bq__is_fused(d->op)) return &bq__fused_family;
+  return d->op == BQ_DYNAMIC_QUANTIZE ? &bq__dynamic_family : &bq__affine_family;
+}

@@ -1,0 +1,642 @@
+/* ---- kernel specialization ------------------------------------------------------------------ */
+/* The entry points with code for d on t, by the family's enum (NULL: none); returns how many */
+BQ__FN int bq__kernels_of(const bq_desc *d, const bq__target *t, const char *out[BQ__MAX_KERNELS]) {
+  const bq__family *f = bq__family_of(d);
+  const char *const *names = f->kernels[bq__gran_code(d->granularity)];
+  int n = 0;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    out[e] = names[e] && (!f->has || f->has(d, t, e)) ? names[e] : NULL;
+    n += out[e] != NULL;
+  }
+  return n;
+}
+
+/* A module's SKU: the plan's, then '@' and its entry point */
+BQ__FN void bq__sku_module(const bq__target *t, bq__kernel_src *k) {
+  const int m = t->module - 1;
+  if (m < 0) return;
+  const size_t n = strlen(k->sku);
+  if (m >= BQ__MAX_KERNELS || !k->kernels[m]) k->sku[0] = 0;
+  else snprintf(k->sku + n, sizeof k->sku - n, "@%s", k->kernels[m]);
+}
+
+/* The SKU names a plan's kernels: op, direction, granularity, float and int types, q-range,
+   scale type, variant (elements per chunk; symmetric or asymmetric) and target. A module
+   (t->module = e + 1) holds entry point e alone, named after it: "<SKU>@bq_affine_lean".
+   A module of an entry point d lacks gets no kernels and an empty SKU. */
+BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
+  const bq__family *f = bq__family_of(d);
+  char tn[32];
+  bq__target_name(t, tn, sizeof tn);
+  bq__kernels_of(d, t, k->kernels);
+  k->target = *t;
+  const int m = t->module - 1;
+  if (m >= 0)
+    for (int e = 0; e < BQ__MAX_KERNELS; e++)
+      if (e != m) k->kernels[e] = NULL;
+  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
+    snprintf(k->sku, sizeof k->sku, "linear_weight_sums.s8.dp4a.%s", tn);
+  } else if (bq__is_linear(d->op)) {
+    /* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
+    snprintf(k->sku, sizeof k->sku, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32%s.%s",
+             bq__dtype_name(d->int_type), bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
+             bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "", tn);
+  }
+  if (bq__is_linear(d->op)) {
+    bq__sku_module(t, k);
+    size_t i = 0;
+    for (; k->sku[i] && i + 1 < sizeof k->file; i++) k->file[i] = k->sku[i];
+    k->file[i] = 0;
+    return;
+  }
+  char variant[32];
+  if (d->op == BQ_DYNAMIC_QUANTIZE)
+    snprintf(variant, sizeof variant, "vec%d.%s%s", f->vec(d), d->asymmetric ? "asym" : "sym",
+             d->pow2_scales ? ".pow2" : "");
+  else if (bq__is_fused(d->op))
+    snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d),
+             d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
+  else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
+  char range[40] = ""; /* FP8 has no q-range; its test hook's software conversion is named */
+  if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
+  else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
+  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s%s.scale_%s%s.%s.%s", bq__op_label(d),
+           d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
+           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
+           d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
+  bq__sku_module(t, k);
+  size_t i = 0; /* the file name: the SKU with [ ] , made safe */
+  for (; k->sku[i] && i + 1 < sizeof k->file; i++)
+    k->file[i] = strchr("[],", k->sku[i]) ? '_' : k->sku[i];
+  k->file[i] = 0;
+}
+
+/* The prelude: the SKU, the names (bq__spec_names), common.cuh's specialization, then the
+   family's. The emulated tests compile the very same text (tests/emu_prelude.c). */
+BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
+  bq__str_fmt(s, "// %s\n", k->sku);
+  bq__spec_names(s);
+  if (bq__is_linear(d->op)) /* T is the output type, and so are common.cuh's scales (the GEMM
+                                reads its own, BQ_WST); the q-range is the host's business (the K bound) */
+    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+                "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
+                bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), k->target.arch_a);
+  else
+    /* packed UE8M0 scales are UE8M0 bytes to the kernels, which address them by layout:
+       common.cuh's BQ_SL */
+    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+                "#define BQ_ST %s\n#define BQ_SL %d\n%s", bq__spec("TYPE", d->float_type),
+                bq__spec("TYPE", d->int_type), d->qmin, d->qmax,
+                bq__spec("TYPE", d->scale_type == BQ_UE8M0X4 ? BQ_UE8M0 : d->scale_type),
+                d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
+                                            : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
+                bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
+  bq__family_of(d)->prelude(d, &k->target, s);
+}
+
+/* The entry points a source compiles: BQ_E_<NAME> for each (bq_affine_lean: BQ_E_AFFINE_LEAN);
+   the kernel files compile an entry point only where its macro is defined */
+BQ__FN void bq__entry_defines(const char *const names[BQ__MAX_KERNELS], bq__str *s) {
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    if (!names[e]) continue;
+    bq__str_cat(s, "#define BQ_E_");
+    for (const char *c = names[e] + 3; *c; c++) bq__str_fmt(s, "%c", *c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    bq__str_cat(s, " 1\n");
+  }
+}
+
+BQ__FN bq_status bq__build_source(const void *data, bq__kernel_src *k) {
+  const bq_desc *d = (const bq_desc *)data;
+  const bq__family *f = bq__family_of(d);
+  bq__str *s = &k->source;
+  bq__prelude(d, k, s);
+  bq__entry_defines(k->kernels, s);
+  bq__str_cat(s, "#line 1 \"common.cuh\"\n");
+  bq__str_cat(s, bq__text_common_cuh());
+  bq__str_fmt(s, "#line 1 \"%s\"\n", f->src_name);
+  bq__str_cat(s, f->src());
+  return s->oom ? bq__fail(BQ_ERROR_OUT_OF_MEMORY, "out of memory building kernel source") : BQ_SUCCESS;
+}
+
+/* ---- the compile target ------------------------------------------------------------ */
+/* sm must be a compute capability, 10 * major + minor, and one the kernels run on (their
+   bf16 conversions, cp.async and int8 mma.sync are sm_80's): checked before NVRTC is
+   touched. An older one is a real GPU this library does not support, not a bad value. */
+#define BQ__MIN_SM 80
+BQ__FN bq_status bq__check_sm(int sm) {
+  if (sm < 10 || sm > 999)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "sm (%d) is not a compute capability 10 * major + minor", sm);
+  if (sm < BQ__MIN_SM)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED,
+                    "sm (%d): compute capability %d.%d is older than %d.%d, the oldest this library supports", sm,
+                    sm / 10, sm % 10, BQ__MIN_SM / 10, BQ__MIN_SM % 10);
+  return BQ_SUCCESS;
+}
+
+/* The one choice of what NVRTC builds for a desc on an arch, shared by bq_plan_select (the
+   device's sm), bq_cache_warm and bq_sku, so that what is warmed and named is what select
+   loads. A cubin for sm itself when NVRTC supports that arch and force_ptx is off; the
+   linear GEMMs get the arch-specific sm_90a (the warpgroup-MMA tiles) there on sm_90 when
+   wgmma is on. Otherwise PTX for the newest virtual arch NVRTC supports at or below sm,
+   which the driver finishes (devices newer than NVRTC). bq__target_for takes force_ptx
+   and wgmma from the environment; tools may ask for either setting. */
+BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wgmma, bq__target *t) {
+  memset(t, 0, sizeof *t);
+  bq_status st = bq__check_sm(sm);
+  if (st) return st;
+  bq__nvrtc_id id;
+  if ((st = bq__nvrtc_identity(&id))) return st;
+  int exact = 0, best = -1, oldest = INT_MAX;
+  for (int i = 0; i < id.num_archs; i++) {
+    if (id.archs[i] == sm) exact = 1;
+    if (id.archs[i] <= sm && id.archs[i] > best) best = id.archs[i];
+    if (id.archs[i] < oldest) oldest = id.archs[i];
+  }
+  if (best < 0)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "sm (%d) is older than every arch NVRTC supports (oldest sm_%d)",
+                    sm, oldest);
+  if (exact && !force_ptx) {
+    t->arch = sm;
+    t->arch_a = wgmma && sm == 90 && bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS;
+  } else {
+    t->arch = best;
+    t->ptx = 1;
+  }
+  return BQ_SUCCESS;
+}
+
+/* BARACUDA_QUANT_WGMMA=0 turns the warpgroup-MMA tiles off */
+BQ__FN int bq__wgmma_env(void) { return bq__env_bool("BARACUDA_QUANT_WGMMA", 1); }
+
+BQ__FN bq_status bq__target_for(const bq_desc *d, int sm, bq__target *t) {
+  return bq__target_pick(d, sm, bq__env_flag("BARACUDA_QUANT_FORCE_PTX"), bq__wgmma_env(), t);
+}
+
+/* Prefix this thread's error message with who */
+BQ__FN bq_status bq__refail(bq_status st, const char *who) {
+  char msg[sizeof bq__err_buf];
+  memcpy(msg, bq__err_buf, sizeof msg);
+  return bq__fail(st, "%s: %s", who, msg);
+}
+
+/* ---- plans --------------------------------------------------------------------------- */
+BQ__DEF bq_status bq_sku(const bq_desc *desc, int sm, char *buf, size_t buf_size) {
+  bq_desc d;
+  char name[96];
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  if (st) return st;
+  if (!buf || buf_size == 0) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_sku: buf is NULL");
+  bq__target t;
+  if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_sku");
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__sku_of(&d, &t, &k);
+  if (strlen(k.sku) >= buf_size) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_sku: buf_size (%zu) is too small", buf_size);
+  memcpy(buf, k.sku, strlen(k.sku) + 1);
+  return BQ_SUCCESS;
+}
+
+/* The kernel source and full disk key a desc gets on an arch, for tools and tests. */
+BQ__FN BQ__UNUSED bq_status bq__kernel_for(const bq_desc *desc, const bq__target *t, bq__kernel_src *k) {
+  bq_desc d;
+  char name[96];
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  memset(k, 0, sizeof *k);
+  if (st) return st;
+  bq__sku_of(&d, t, k);
+  return bq__build_source(&d, k);
+}
+
+/* QuantizedLinear's activations: dynamic quantize per token with f32 scales */
+BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->granularity = BQ_PER_TOKEN;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = BQ_F32;
+  q->device = d->device;
+  q->asymmetric = d->asymmetric;
+}
+
+/* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
+   dependent launch) where the module is built for sm_90 or later (its griddepcontrol
+   instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
+   unless BARACUDA_QUANT_PDL=0. */
+BQ__FN int bq__pdl_wanted(const bq__target *t) {
+  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
+}
+
+/* One module (t->module > 0) of the normalized desc d into the disk cache (a disk hit does
+   nothing); *compiled says whether NVRTC ran. */
+BQ__FN bq_status bq__warm_module(const bq_desc *d, const bq__target *t, int *compiled) {
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__sku_of(d, t, &k);
+  if (!k.sku[0]) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "the kernel has no entry point %d", t->module - 1);
+  bq_status st = bq__build_source(d, &k);
+  if (!st) {
+    void *bin = NULL;
+    size_t len = 0;
+    int from_disk = 0;
+    st = bq__obtain_binary(&k, 1, &bin, &len, &from_disk);
+    if (!st) { if (from_disk) BQ__COUNT(disk_hits); else BQ__COUNT(misses); }
+    if (!st && compiled) *compiled = !from_disk;
+    BQ_FREE(bin);
+  }
+  BQ_FREE(k.source.p);
+  return st;
+}
+
+/* Every module of d (t->module 0) or the one t names into the disk cache; *compiled counts
+   the modules NVRTC compiled */
+BQ__FN bq_status bq__warm_one(const bq_desc *d, const bq__target *t, int *compiled) {
+  int c = 0;
+  if (compiled) *compiled = 0;
+  if (t->module) {
+    bq_status st = bq__warm_module(d, t, &c);
+    if (compiled) *compiled = c;
+    return st;
+  }
+  const char *names[BQ__MAX_KERNELS];
+  bq__kernels_of(d, t, names);
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    if (!names[e]) continue;
+    bq__target m = *t;
+    m.module = e + 1;
+    bq_status st = bq__warm_module(d, &m, &c);
+    if (st) return st;
+    if (compiled) *compiled += c;
+  }
+  return BQ_SUCCESS;
+}
+
+BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
+  pthread_once(&bq__stats_once, bq__stats_register);
+  bq_desc d, q0, q;
+  char name[96];
+  bq__target t;
+  bq_status st = bq__normalize(desc, &d, name, sizeof name);
+  if (st) return st;
+  if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_cache_warm");
+  if (d.op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too, as select would load it */
+    bq__target tq;
+    bq__linear_activation_desc(&d, &q0);
+    if ((st = bq__normalize(&q0, &q, name, sizeof name))) return st;
+    if ((st = bq__target_for(&q, sm, &tq))) return bq__refail(st, "bq_cache_warm");
+    if ((st = bq__warm_one(&q, &tq, NULL))) return st;
+  }
+  return bq__warm_one(&d, &t, NULL);
+}
+
+/* bq_cache_warm_many: the modules of the list, then threads that take them in turn (NVRTC
+   13 compiles on several threads of a process at once) */
+typedef struct bq__warm_job {
+  bq_desc d;
+  bq__target t; /* one module */
+  int index;    /* its descriptor's */
+  bq_status st;
+  char msg[256];
+} bq__warm_job;
+typedef struct bq__warm_pool {
+  bq__warm_job *jobs;
+  int n, next;
+} bq__warm_pool;
+BQ__FN void *bq__warm_worker(void *arg) {
+  bq__warm_pool *w = (bq__warm_pool *)arg;
+  for (int i; (i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n;) {
+    bq__warm_job *j = &w->jobs[i];
+    if ((j->st = bq__warm_module(&j->d, &j->t, NULL))) bq__copy(j->msg, sizeof j->msg, bq__err_buf);
+  }
+  return NULL;
+}
+/* the modules of desc on sm (QuantizedLinear's activations' too) appended to *jobs */
+BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_job **jobs, int *n, int *cap) {
+  bq_desc d[2], q;
+  char name[96];
+  bq__target t[2];
+  bq_status st = bq__normalize(desc, &d[0], name, sizeof name);
+  if (!st) st = bq__target_for(&d[0], sm, &t[0]);
+  int nd = 1;
+  if (!st && d[0].op == BQ_QUANTIZED_LINEAR) {
+    bq__linear_activation_desc(&d[0], &q);
+    if (!(st = bq__normalize(&q, &d[1], name, sizeof name))) st = bq__target_for(&d[1], sm, &t[1]);
+    nd = 2;
+  }
+  if (st) return bq__refail(st, "bq_cache_warm_many");
+  for (int k = 0; k < nd; k++) {
+    const char *names[BQ__MAX_KERNELS];
+    bq__kernels_of(&d[k], &t[k], names);
+    for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+      if (!names[e]) continue;
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        bq__warm_job *grown = (bq__warm_job *)BQ_REALLOC(*jobs, (size_t)*cap * sizeof **jobs);
+        if (!grown) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_cache_warm_many: out of memory");
+        *jobs = grown;
+      }
+      bq__warm_job *j = &(*jobs)[(*n)++];
+      memset(j, 0, sizeof *j);
+      j->d = d[k];
+      j->t = t[k];
+      j->t.module = e + 1;
+      j->index = index;
+    }
+  }
+  return BQ_SUCCESS;
+}
+BQ__DEF bq_status bq_cache_warm_many(const bq_desc *descs, int n, int sm, int threads) {
+  pthread_once(&bq__stats_once, bq__stats_register);
+  if (n < 0 || (n > 0 && !descs))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_cache_warm_many: descs (%p) and n (%d) name no list",
+                    (const void *)descs, n);
+  if (threads < 0) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_cache_warm_many: threads (%d) is negative", threads);
+  bq_status st = bq__check_sm(sm);
+  if (st) return st;
+  bq__warm_pool w = {NULL, 0, 0};
+  int cap = 0, bad = -1;
+  bq_status first = BQ_SUCCESS;
+  char msg[sizeof bq__err_buf];
+  for (int i = 0; i < n; i++)
+    if ((st = bq__warm_jobs(&descs[i], i, sm, &w.jobs, &w.n, &cap)) && bad < 0) {
+      if (st == BQ_ERROR_OUT_OF_MEMORY) { BQ_FREE(w.jobs); return st; }
+      bad = i, first = st;
+      memcpy(msg, bq__err_buf, sizeof msg);
+    }
+  if (threads == 0) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = c > 0 ? (int)c : 1;
+  }
+  if (threads > w.n) threads = w.n;
+  if (threads > 64) threads = 64;
+  pthread_t th[64];
+  int started = 0;
+  for (; started < threads - 1; started++) /* (this thread is the last worker) */
+    if (pthread_create(&th[started], NULL, bq__warm_worker, &w)) break;
+  bq__warm_worker(&w);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < w.n; i++) /* the first failure in the list */
+    if (w.jobs[i].st && (bad < 0 || w.jobs[i].index < bad)) {
+      bad = w.jobs[i].index, first = w.jobs[i].st;
+      bq__copy(msg, sizeof msg, w.jobs[i].msg);
+    }
+  BQ_FREE(w.jobs);
+  if (bad >= 0) return bq__fail(first, "bq_cache_warm_many: descs[%d]: %s", bad, msg);
+  return BQ_SUCCESS;
+}
+
+
+/* Everything about a plan that needs no device: the normalized desc, its name, the
+   kernel's shape. (The tests build plans this way to check argument validation on
+   machines without a GPU; such a plan has no kernel and must never reach a launch.) */
+BQ__FN bq_status bq__plan_init(const bq_desc *desc, bq_plan *p) {
+  memset(p, 0, sizeof *p);
+  bq_status st = bq__normalize(desc, &p->desc, p->name, sizeof p->name);
+  if (st) return st;
+  p->fam = bq__family_of(&p->desc);
+  p->vec = p->fam->vec(&p->desc);
+  bq__kernels_of(&p->desc, &p->target, p->kernels); /* (select names them again for its target) */
+  pthread_mutex_init(&p->lock, NULL);
+  return BQ_SUCCESS;
+}
+
+/* A typical problem for the dry run: [4096, 4096] (per tensor its 2^24 elements, per channel
+   4096 channels of 4096, per group and per block 128), dense, every pointer 2^34 bytes from
+   the next and aligned to 2^40, never dereferenced. */
+BQ__FN size_t bq__typical_args(const bq_plan *p, bq_args *a) {
+  memset(a, 0, sizeof *a);
+  uintptr_t next = (uintptr_t)1 << 40;
+#define BQ__FAKE_PTR() ((void *)(next += (uintptr_t)1 << 34))
+  a->x = BQ__FAKE_PTR();
+  a->y = BQ__FAKE_PTR();
+  a->dy = BQ__FAKE_PTR();
+  a->dx = BQ__FAKE_PTR();
+  a->numel = (int64_t)4096 * 4096;
+  a->rank = 2;
+  a->shape[0] = a->shape[1] = 4096;
+  a->rows = a->cols = a->n = 4096;
+  a->group_size = 128;
+  a->scale = 1.0;
+  a->scales = BQ__FAKE_PTR();
+  a->out_scales = BQ__FAKE_PTR();
+  a->out_zero_points = p->desc.asymmetric ? (int32_t *)BQ__FAKE_PTR() : NULL;
+  a->w = BQ__FAKE_PTR();
+  a->w_scales = BQ__FAKE_PTR();
+  a->w_sums = p->desc.asymmetric ? (const int32_t *)BQ__FAKE_PTR() : NULL;
+  a->norm_weight = p->desc.op == BQ_RMSNORM_QUANTIZE ? BQ__FAKE_PTR() : NULL;
+  a->eps = p->desc.op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
+#undef BQ__FAKE_PTR
+  return p->fam->workspace(p, a);
+}
+/* The entry points the plan's own run takes on the typical problem: a dry run, whose
+   launches record and launch nothing (0 where the run refuses the problem) */
+BQ__FN unsigned bq__plan_typical(const bq_plan *p) {
+  bq_args a;
+  const size_t ws = bq__typical_args(p, &a);
+  bq__dry.plan = p;
+  bq__dry.taken = 0;
+  const bq_status st = p->fam->run(p, &a, ws ? (void *)((uintptr_t)1 << 39) : NULL, ws, NULL);
+  const unsigned taken = bq__dry.taken;
+  bq__dry.plan = NULL;
+  return st ? 0 : taken;
+}
+/* Select loads the modules of the entry points a typical problem takes (bq__plan_typical);
+   the others load when a run first takes them. Every one with BARACUDA_QUANT_LAZY=0, or
+   where the dry run takes none. */
+BQ__FN int bq__lazy(void) { return bq__env_bool("BARACUDA_QUANT_LAZY", 1); }
+BQ__FN bq_status bq__plan_prime(bq_plan *p) {
+  const unsigned want = bq__lazy() ? bq__plan_typical(p) : 0;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) {
+    bq__CUfunction f;
+    if (!p->kernels[e] || (want && !(want >> e & 1))) continue;
+    bq_status st = bq__plan_fn(p, e, &f);
+    if (st) return st;
+  }
+  return BQ_SUCCESS;
+}
+
+BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
+  if (!out) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: plan is NULL");
+  *out = NULL;
+  bq_plan *p = (bq_plan *)BQ_MALLOC(sizeof *p);
+  if (!p) return bq__fail(BQ_ERROR_OUT_OF_MEMORY, "bq_plan_select: out of memory");
+  pthread_once(&bq__stats_once, bq__stats_register);
+  bq_status st = bq__plan_init(desc, p);
+  bq__device_info dev;
+  memset(&dev, 0, sizeof dev);
+  if (!st) st = bq__plan_context(p->desc.device, &p->ctx, pushed, &dev);
+  p->device = dev.ordinal;
+  bq__target t;
+  if (!st && (st = bq__target_for(&p->desc, dev.sm, &t))) bq__refail(st, p->name);
+  if (st) { BQ_FREE(p); return st; }
+  p->target = t;
+  bq__kernels_of(&p->desc, &t, p->kernels);
+  bq__kernel_src k;
+  memset(&k, 0, sizeof k);
+  bq__sku_of(&p->desc, &t, &k);
+  bq__copy(p->sku, sizeof p->sku, k.sku);
+  p->num_sms = dev.num_sms;
+  p->threads_sm = dev.threads_sm;
+  p->l2_bytes = dev.l2_bytes;
+  snprintf(p->gpu, sizeof p->gpu, "%s sms %d mem %d", dev.name[0] ? dev.name : "?", dev.num_sms, dev.mem_khz);
+  if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less
+                                     its static reductions' and a margin (bq__fused_setup gives it) */
+    int optin = 0;
+    bq__CUdevice cd = 0;
+    bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+    if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+    p->smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
+  }
+  if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
+    p->wgmma = t.arch_a;
+    p->pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&t);
+    if (p->desc.op == BQ_QUANTIZED_LINEAR) {
+      bq_desc q;
+      bq__linear_activation_desc(&p->desc, &q);
+      st = bq_plan_select(&q, &p->sub);
+      if (!st) {
+        size_t n = strlen(p->sku);
+        snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
+      }
+    }
+  }
+  if (!st) st = bq__plan_prime(p);
+  if (st) { /* (the message names the plan: bq__plan_load's, or the sub-plan's select's) */
+    bq_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return BQ_SUCCESS;
+}
+
+/* The target comes from NVRTC's archs, read from the memo without loading NVRTC. Where
+   that memo proves wrong (found by a compile, or checked here after a failure that a
+   wrong arch list could cause), the select runs again on NVRTC's own list. */
+BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
+  unsigned gen = bq__nvrtc_gen();
+  int outer = bq__retarget, pushed = 0;
+  bq__retarget = 1;
+  bq_status st = bq__select(desc, out, &pushed);
+  bq__CUcontext c;
+  if (pushed) bq__drv.cuCtxPopCurrent(&c);
+  bq__retarget = outer;
+  int suspect = st == BQ_ERROR_NOT_SUPPORTED || st == BQ_ERROR_COMPILE_FAILED || st == BQ_ERROR_CUDA;
+  if (gen != bq__nvrtc_gen() || (suspect && bq__nvrtc_recheck())) {
+    bq_plan_destroy(st ? NULL : *out);
+    pushed = 0;
+    st = bq__select(desc, out, &pushed);
+    if (pushed) bq__drv.cuCtxPopCurrent(&c);
+  }
+  return st;
+}
+
+/* The fields one op owns: args.amax_bound (dynamic quantize's, symmetric, 0 or finite and
+   > 0 in C; 0 elsewhere) and args.mask (fake quantize's per tensor and per channel; NULL
+   elsewhere) */
+BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
+  const bq_desc *d = &p->desc;
+  const double b = a->amax_bound;
+  if (a->mask && (d->op != BQ_FAKE_QUANTIZE || (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_CHANNEL)))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
+                    "per channel keep a mask", p->name, a->mask);
+  if (b == 0) return BQ_SUCCESS;
+  if (d->op != BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
+  if (d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to symmetric plans only", p->name, b);
+  if (!(isfinite(b) && b > 0) || (d->float_type != BQ_F64 && !((float)b > 0 && isfinite((float)b))))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) must be 0 (none) or finite and > 0 in %s",
+                    p->name, b, d->float_type == BQ_F64 ? "f64" : "f32");
+  return BQ_SUCCESS;
+}
+
+BQ__DEF bq_status bq_plan_can_implement(const bq_plan *p, const bq_args *a) {
+  if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_can_implement: plan is NULL");
+  if (a) {
+    bq_status st = bq__check_op_fields(p, a);
+    if (st) return st;
+  }
+  return p->fam->check(p, a);
+}
+
+/* Validates what the size depends on (the problem's shape, by the family's own rules, the
+   first of its check's), not the pointers, which a caller may not have allocated yet. */
+BQ__DEF bq_status bq_plan_workspace_size(const bq_plan *p, const bq_args *a, size_t *bytes) {
+  if (bytes) *bytes = 0;
+  if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_workspace_size: plan is NULL");
+  if (!bytes) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: bq_plan_workspace_size: bytes is NULL", p->name);
+  bq_status st = p->fam->shape(p, a);
+  if (!st) *bytes = p->fam->workspace(p, a);
+  return st;
+}
+
+/* A plan runs in its own context: where another is current its modules' handles mean
+   nothing (the driver would say "invalid resource handle"), so that is refused by name. */
+BQ__FN bq_status bq__context_mismatch(const bq_plan *p, bq__CUcontext cur) {
+  int cd = bq__context_device(cur);
+  if (cd == p->device)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: plan selected in a context of device %d, current context is "
+                    "another context of device %d: make the plan's context current (or none), or select a plan "
+                    "in this one", p->name, p->device, cd);
+  return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: plan selected on device %d, current context is device %d's: make "
+                  "device %d current (bq_set_device) or none, or select a plan for device %d", p->name, p->device,
+                  cd, p->device, cd);
+}
+
+BQ__DEF bq_status bq_plan_run(const bq_plan *p, const bq_args *a, void *workspace, size_t workspace_bytes,
+                              void *stream) {
+  if (!p) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_run: plan is NULL");
+  if (a) {
+    bq_status st = bq__check_op_fields(p, a);
+    if (st) return st;
+  }
+  if (!p->ctx) return p->fam->run(p, a, workspace, workspace_bytes, stream); /* built without a device: validates */
+  bq__CUcontext cur = NULL;
+  bq__CUresult r = bq__drv.cuCtxGetCurrent(&cur);
+  if (r) return bq__cu_fail(r, "cuCtxGetCurrent");
+  if (cur == p->ctx) return p->fam->run(p, a, workspace, workspace_bytes, stream);
+  if (cur) return bq__context_mismatch(p, cur);
+  if ((r = bq__drv.cuCtxPushCurrent(p->ctx))) return bq__cu_fail(r, "cuCtxPushCurrent");
+  bq_status st = p->fam->run(p, a, workspace, workspace_bytes, stream);
+  bq__drv.cuCtxPopCurrent(&cur);
+  return st;
+}
+
+BQ__DEF void bq_plan_destroy(bq_plan *p) {
+  if (!p) return;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++)
+    if (p->mod[e]) bq__entry_release(p->mod[e]);
+  bq_plan_destroy(p->sub);
+  bq_plan_destroy(p->rows);
+  pthread_mutex_destroy(&p->lock);
+  BQ_FREE(p);
+}
+
+BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
+
+BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
+  if (!p) return "";
+  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights (K <= 2^24)";
+  if (bq__is_fused(p->desc.op))
+    return p->desc.float_type == BQ_F64
+               ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
+                 "contract builds them), its values rounded to T and quantized as the unfused ops would; "
+                 "bit-identical to the CPU reference of docs/numerics.md"
+               : "exact: the producer in f32, each operation rounded to nearest even (no FMA; exp and tanh as "
+                 "the contract builds them), its values rounded to T and quantized as the unfused ops would; "
+                 "bit-identical to the CPU reference of docs/numerics.md";
+  if (bq__is_linear(p->desc.op))
+    return p->desc.out_type == BQ_F64
+               ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
+                 "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of docs/numerics.md"
+               : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
+                 "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
+                 "docs/numerics.md";
+  if (p->desc.float_type == BQ_F64)
+    return "exact: f64 arithmetic throughout (IEEE division and product, round half to even); "
+           "bit-identical to the CPU reference of docs/numerics.md";
+  return "exact: f32 arithmetic (IEEE division and product, round half to even, no FMA "
+         "contraction), RNE to the storage type; bit-identical to the CPU reference of docs/numerics.md";
+}
