@@ -8,35 +8,15 @@ validation), and checks that the descriptor the call produced compiles to that v
 C feature without a Python entry (a new op, granularity, storage or scale format, layout
 or flag) has no call here, or a call that reaches another SKU: the test fails and names it.
 The torch front end builds its calls with the same _core functions (test_gpu_* run them)."""
-import ctypes
-
 import pytest
 
 import baracuda_quant as bq
 from baracuda_quant import _core, _lib, dlpack
 from baracuda_quant._enums import Activation, DType, Direction, Granularity, Op
 
-_next = [0x200000]
+from dlpack_fakes import HostBuffer, Producer
+
 ROWS, COLS, G, B = 40, 256, 32, 16
-
-
-class Producer:
-    def __init__(self, shape, dtype, strides=None):
-        self.arr = dlpack.DeviceArray(_next[0], shape, dtype, 0, strides=strides)
-        _next[0] += 1 << 24
-
-    def __dlpack__(self, stream=None):
-        return self.arr.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
-
-
-class HostBuffer:
-    def __init__(self, nbytes):
-        self.buf = ctypes.create_string_buffer(max(int(nbytes), 1) + 256)
-        self.ptr = (ctypes.addressof(self.buf) + 255) // 256 * 256
-        self.nbytes = nbytes
 
 
 @pytest.fixture

@@ -1,38 +1,13 @@
 """The DLPack front end's operations with no device: inputs come through real DLPack
 capsules (of CUDA-typed arrays at made-up addresses), outputs from a host stand-in for
 bq_malloc, and every launch is replaced by the library's own argument validation."""
-import ctypes
-
 import pytest
 
 import baracuda_quant as bq
 from baracuda_quant import _core, _lib, dlpack
 from baracuda_quant._enums import DType
 
-_next = [0x200000]
-
-
-class Producer:
-    """A foreign CUDA array: __dlpack__ hands out a fresh capsule each time."""
-
-    def __init__(self, shape, dtype, strides=None):
-        self.arr = dlpack.DeviceArray(_next[0], shape, dtype, 0, strides=strides)
-        _next[0] += 1 << 20
-        self.streams = []
-
-    def __dlpack__(self, stream=None):
-        self.streams.append(stream)
-        return self.arr.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
-
-
-class HostBuffer:
-    def __init__(self, nbytes):
-        self.buf = ctypes.create_string_buffer(max(int(nbytes), 1) + 256)
-        self.ptr = (ctypes.addressof(self.buf) + 255) // 256 * 256
-        self.nbytes = nbytes
+from dlpack_fakes import HostBuffer, Producer
 
 
 @pytest.fixture
