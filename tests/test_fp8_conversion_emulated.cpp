@@ -3,7 +3,7 @@
    through tests/emulator/cuda_emulator.h, against the CPU reference (tests/reference_fp8.h)
    bit for bit. The software form is what sm_80 runs (and what the emulator and the .soft
    SKUs run); the hardware instruction itself is checked against the same reference by
-   tools/fp8_hw_check.cu on a GPU.
+   tools/dev/fp8_hw_check.cu on a GPU.
 
    Built once per specialization (tests/meson.build: e4m3 and e5m2, with f32 and f64 data,
    whose bq_f8_of_c differ): every f16 and bf16 value; every f32 within a few ulps of each

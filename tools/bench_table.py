@@ -152,7 +152,7 @@ pairs of runs of the package built from the header before the change (`h-old1`, 
 library `build-py-old`, the header before the change; their provenance names the new header,
 which the tree held) and after it (`h-new1`, `h-new2`) gave per group 0.994 and 0.993
 against 1.002 and 1.003 (ours 21.60 to 21.63 µs, then 21.41 to 21.49). In
-`tools/pergroup_ab` (direct launches, balanced rounds) a replica of the pair kernel's hot
+`tools/dev/pergroup_ab` (direct launches, balanced rounds) a replica of the pair kernel's hot
 path ran 0.06 to 0.17 µs slower with a 240-byte parameter block than with its 36 bytes, into
 each of three outputs in two processes (`placement-1.txt`, `placement-2.txt`), about as slow
 as the library's cubin; the library's cubin with its own block then ran 21.65 and 21.69 µs

@@ -189,10 +189,10 @@ pair() {
   ( export CUDA_VISIBLE_DEVICES=1; OUT=$OUT/bench BENCH=${BENCH:-$B/tools/bench} tools/bench_run.sh > /dev/null 2>&1
     echo "bench_run rc=$?"; grep -E "exit status|FAILED|done" $OUT/bench/bench.log $OUT/bench/torch.log | tail -4; py_bench
     # AB_OLD: a benchmark binary built against another header, run after the new one on the
-    # same GPU with its own kernel cache, then compared row by row (tools/bench_ab.py)
+    # same GPU with its own kernel cache, then compared row by row (tools/dev/bench_ab.py)
     if [ -n "${AB_OLD:-}" ]; then
       BARACUDA_QUANT_CACHE_DIR=/tmp/bq-cache-ab-old $AB_OLD --json $OUT/bench/bench-old.json > $OUT/bench/bench-old.log 2>&1
-      echo "old bench rc=$?"; python3 tools/bench_ab.py $OUT/bench/bench-old.json $OUT/bench/bench.json | tail -12
+      echo "old bench rc=$?"; python3 tools/dev/bench_ab.py $OUT/bench/bench-old.json $OUT/bench/bench.json | tail -12
     fi ) > $OUT/gpu1.txt 2>&1 &
   wait
   cat $OUT/gpu0.txt $OUT/gpu1.txt
@@ -200,7 +200,7 @@ pair() {
 # `ab` (one GPU): a same-GPU A/B of the full benchmark against an older header's benchmark
 # binary, $AB_OLD, each with its own kernel cache, in two rounds that alternate: the new
 # header's (tools/bench_run.sh, with the PyTorch comparison, into $OUT/bench), the old one's
-# twice, the new one's again; then tools/bench_ab.py over both rounds.
+# twice, the new one's again; then tools/dev/bench_ab.py over both rounds.
 ab() {
   mkdir -p $OUT/bench
   local new=${BENCH:-$B/tools/bench}
@@ -211,7 +211,7 @@ ab() {
     echo "old bench $i rc=$?"
   done
   $new --json $OUT/bench/new-2.json > $OUT/bench/new-2.log 2>&1; echo "new bench 2 rc=$?"
-  python3 tools/bench_ab.py $OUT/bench/old-1.json $OUT/bench/bench.json $OUT/bench/old-2.json $OUT/bench/new-2.json |
+  python3 tools/dev/bench_ab.py $OUT/bench/old-1.json $OUT/bench/bench.json $OUT/bench/old-2.json $OUT/bench/new-2.json |
     tail -20
 }
 if [ "$what" = ab ]; then ab; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Old header against new, from tools/bench.c --json files of one run on one GPU.
 
-    python3 tools/bench_ab.py OLD1.json NEW1.json [OLD2.json NEW2.json ...] [--limit 1.02] [--all]
+    python3 tools/dev/bench_ab.py OLD1.json NEW1.json [OLD2.json NEW2.json ...] [--limit 1.02] [--all]
 
 The files come in rounds, old then new, benchmarked alternately in one session on one GPU.
 Rows are paired by name. A row is large when it moves 256 MiB or more (copy_bytes) or is a

@@ -1,5 +1,5 @@
 // Per-group quantize bf16 -> s8 (group 128, no zero point): micro-kernels one feature apart,
-// for tools/pergroup_ab/pergroup_ab.py's in-process A/B against the library's bq_affine_pair
+// for tools/dev/pergroup_ab/pergroup_ab.py's in-process A/B against the library's bq_affine_pair
 // and torch.compile's kernel. k_ours replicates bq_affine_pair's hot path; k_tri does what
 // torch.compile's kernel does (approximate division); k_co* take warp-contiguous loads.
 // k_ours_b* launch k_ours's body in blocks of another size. k_quad takes four accesses a thread

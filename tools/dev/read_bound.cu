@@ -1,4 +1,4 @@
-// tools/read_bound.cu - how fast can any kernel read a tensor once, timed the way tools/bench
+// tools/dev/read_bound.cu - how fast can any kernel read a tensor once, timed the way tools/bench
 // times its rows? The decode rows of the linear layers read their weight once, so the best
 // read of the weight's size bounds them. This program times, for each size given:
 //   - the device-to-device copy (cuMemcpyDtoDAsync), as the benchmark does;
@@ -8,7 +8,7 @@
 // Every timed run starts cold: 64 MiB memsets are queued first (they evict L2 and keep the
 // GPU ahead of the host), and the timed runs rotate over buffer sets spanning 256 MiB.
 // Build and run on a GPU host:
-//   nvcc -O3 -arch=sm_90a -o read_bound tools/read_bound.cu -lcuda && ./read_bound 16 64
+//   nvcc -O3 -arch=sm_90a -o read_bound tools/dev/read_bound.cu -lcuda && ./read_bound 16 64
 // (sizes in MiB). Not part of the build: the library itself needs no nvcc.
 #include <cuda.h>
 #include <cuda_runtime.h>

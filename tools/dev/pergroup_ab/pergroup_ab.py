@@ -25,8 +25,8 @@ output lies; PG_YBUFS=n instead runs each direct kernel into each of n outputs s
 by other allocations (contenders NAME@i), to see how much where an output lies matters.
 Run on the GPU host from the repository root, the package's library built:
 
-  nvcc -cubin -arch=sm_90 -o pg.cubin tools/pergroup_ab/pergroup_ab.cu   (or NVRTC)
-  PYTHONPATH=python BARACUDA_QUANT_PYLIB=... PG_ROUNDS=9 python3 tools/pergroup_ab/pergroup_ab.py pg.cubin 4096x4096
+  nvcc -cubin -arch=sm_90 -o pg.cubin tools/dev/pergroup_ab/pergroup_ab.cu   (or NVRTC)
+  PYTHONPATH=python BARACUDA_QUANT_PYLIB=... PG_ROUNDS=9 python3 tools/dev/pergroup_ab/pergroup_ab.py pg.cubin 4096x4096
 
 It prints each contender's median over the rounds and torch.compile's time over it. Each
 round starts one place later, so every contender takes every place equally often when

@@ -1,9 +1,9 @@
-// tools/fp8_hw_check.cu - does the CPU reference of the FP8 conversions (tests/reference_fp8.h)
+// tools/dev/fp8_hw_check.cu - does the CPU reference of the FP8 conversions (tests/reference_fp8.h)
 // agree with the hardware's cvt.rn.satfinite.{e4m3,e5m2}x2.f32 on every f32 bit pattern?
 // A fact-finding tool for the FP8 storage types, ahead of their kernels; built on a GPU host
 // (sm_89 or later) with the toolkit:
 //
-//   nvcc -O2 -arch=sm_90 -Itests -Xcompiler -fopenmp tools/fp8_hw_check.cu -o fp8_hw_check
+//   nvcc -O2 -arch=sm_90 -Itests -Xcompiler -fopenmp tools/dev/fp8_hw_check.cu -o fp8_hw_check
 //   ./fp8_hw_check
 //
 // The GPU converts all 2^32 patterns (a byte each), the host converts them again with

@@ -1,4 +1,4 @@
-// tools/mix_bound.cu - how fast can any kernel stream a given mix of reads and writes? A
+// tools/dev/mix_bound.cu - how fast can any kernel stream a given mix of reads and writes? A
 // quantizer from f32 to int8 reads four bytes for each one it writes, a dequantizer to bf16
 // writes two for each one it reads, a backward pass reads two tensors and writes one. The
 // device-to-device copy (one read, one write) is the benchmark's reference for all of them,
@@ -9,9 +9,9 @@
 // copy, counted the way tools/bench counts a row (bytes read once + written once, / time).
 // With --sweep it also prints every launch shape's ratio for each mix, with the bytes a
 // shape keeps in flight on an SM: how many an SM needs on this GPU to reach the bound.
-// Every timed run starts cold as in tools/read_bound.cu.
+// Every timed run starts cold as in tools/dev/read_bound.cu.
 // Build and run on a GPU host:
-//   nvcc -O3 -arch=sm_90a -o mix_bound tools/mix_bound.cu && ./mix_bound [--sweep] 64 256
+//   nvcc -O3 -arch=sm_90a -o mix_bound tools/dev/mix_bound.cu && ./mix_bound [--sweep] 64 256
 // (sizes in MiB of the wider stream). Not part of the build: the library itself needs no nvcc.
 #include <cuda_runtime.h>
 #include <algorithm>
