@@ -133,49 +133,17 @@ The backward row times `torch.autograd.grad` alone (the forward runs before the 
 `torch._int_mm` (cuBLASLt's int8 GEMM) takes M > 16 only, so the decode row has no int8
 PyTorch alternative.
 
-### Per-group quantize against torch.compile (`python/bench.py`)
+### How `python/bench.py` times a row
 
-Per-group quantize (bf16, G = 128, 4096 × 4096) is the row where torch.compile comes
-closest. Over seven runs of `python/bench.py` with balanced turns on the current code (each
-its own process; four on one H100 machine, `h`, three on another, `i`; raw output in
-`docs/bench/ab/h100-python-params/`; the "From PyTorch" table below is run `h-new4`, the
-median of the seven for this row) ours took 21.33 to 21.57 µs. torch.compile took 21.44 to
-21.60 on `h`, where ours ran at 1.002 to 1.005 of its speed, and 25.02 to 25.25 on `i`
-(1.170 to 1.173), where its autotuner had kept another configuration: it keeps the one that
-measured fastest at the first call and, most likely through its cache, hands it to later
-processes, so the runs on one machine share one draw. Every other row was ahead in every
-run, dequantize per tensor by 1.014 to 1.025.
-
-What closed the gap: `bq_affine_lean` and `bq_affine_pair` take parameter blocks of their
-own (64 and 40 bytes) instead of the 224-byte `bq_affine_params`. On `h`, two alternating
-pairs of runs of the package built from the header before the change (`h-old1`, `h-old2`,
-library `build-py-old`, the header before the change; their provenance names the new header,
-which the tree held) and after it (`h-new1`, `h-new2`) gave per group 0.994 and 0.993
-against 1.002 and 1.003 (ours 21.60 to 21.63 µs, then 21.41 to 21.49). In
-`tools/dev/pergroup_ab` (direct launches, balanced rounds) a replica of the pair kernel's hot
-path ran 0.06 to 0.17 µs slower with a 240-byte parameter block than with its 36 bytes, into
-each of three outputs in two processes (`placement-1.txt`, `placement-2.txt`), about as slow
-as the library's cubin; the library's cubin with its own block then ran 21.65 and 21.69 µs
-against 21.86 and 21.90 with the old one, level with the replica (21.68, 21.72) and with
-torch.compile's kernel launched directly (21.58, 21.76; `params-g.txt`, machine `g`, where
-`g1` and `g2` ran the pair kernel's block alone: 0.993 and 1.004). Where an output lies moves
-a kernel by up to 0.2 µs (the replica into three outputs: 21.28 to 21.41); ours and
-torch.compile got the same output block from PyTorch's caching allocator in every process,
-so the row does not depend on it. torch.compile's kernel divides with `div.full.f32`, an
-approximate division (on one random input its codes differ from ours, which are exact, in
-19 of the 16 M elements). Under Nsight Compute (L2 flushed clean, clocks locked) ours, before
-the change, ran 17.5 µs against its 19.3, with 40% fewer instructions.
-
-Before the change, nine balanced runs on three other machines gave 0.989 to 1.019 (median
-0.994; `docs/bench/ab/h100-python-balanced/`), and earlier runs with unbalanced turns 0.976
-to 1.024 (`docs/bench/ab/h100-python-rotating/`). The turns of a row are balanced because, in
-an in-process A/B of eight kernels whose order was reversed every other round, the kernels
-in a turn's second and sixth places ran 0.3 to 0.7 µs slower, whichever they were.
-The benchmarks scrub L2's evict-last lines before each flush (`python/l2_scrub.py`):
-Triton loads some inputs with that policy, and such lines outlive a plain write, so
-torch.compile's kernels used to find their input in L2 on the next timed call (dequantize
-timed 17.9 µs after a kernel had loaded its input that way, 21.6 cold). The variants of
-`bq_affine_lean` tried against this row are in docs/design.md, "Measured and not kept".
+The contenders of a row take turns, each turn starting one contender further on, every
+contender in every place of a turn equally often: in an in-process A/B of eight kernels
+whose order was reversed every other round, the kernels in a turn's second and sixth places
+ran 0.3 to 0.7 µs slower, whichever they were. L2's evict-last lines are scrubbed before each
+flush (`python/l2_scrub.py`): Triton loads some inputs with that policy, and such lines
+outlive a plain write, so torch.compile's kernels used to find their input in L2 on the next
+timed call. torch.compile autotunes at its first call and keeps what it measured, so its
+times can differ between machines for one row (per-group quantize on H100s: 21.4 to 25.2 µs
+over seven runs on two machines); a row ahead by a few tenths of a percent is a tie.
 
 ### Reproducing
 
