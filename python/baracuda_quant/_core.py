@@ -161,6 +161,53 @@ def same_device(*views):
     return dev
 
 
+def granularity(scalar, axis, group_size, block_size):
+    """(Granularity, its number) that the keyword arguments of dequantize, fake_quantize and
+    the backward passes name: a scale that is a number (scalar) is per tensor; else per
+    channel along axis, per group of group_size, per block of block_size x block_size, or
+    per token (the number: the axis, G or B; else 0)."""
+    given = [n for n, v in (("axis", axis), ("group_size", group_size), ("block_size", block_size)) if v is not None]
+    if len(given) > 1:
+        raise invalid("give at most one of axis, group_size and block_size (got %s)" % ", ".join(given))
+    if scalar:
+        if given:
+            raise invalid("%s: a scale that is a number is per tensor" % given[0])
+        return Granularity.PER_TENSOR, 0
+    if axis is not None:
+        return Granularity.PER_CHANNEL, integer("axis", axis)
+    if group_size is not None:
+        return Granularity.PER_GROUP, integer("group_size", group_size)
+    if block_size is not None:
+        return Granularity.PER_BLOCK, integer("block_size", block_size)
+    return Granularity.PER_TOKEN, 0
+
+
+GRANULARITIES = {"tensor": Granularity.PER_TENSOR, "token": Granularity.PER_TOKEN, "group": Granularity.PER_GROUP,
+                 "block": Granularity.PER_BLOCK}
+
+
+def dynamic_granularity(name, group_size, block_size, scale_layout, fp8, symmetric):
+    """dynamic_quant's arguments, checked: (Granularity, G or B (else 0), MN-major)."""
+    gran = GRANULARITIES.get(name) if isinstance(name, str) else None
+    if gran is None:
+        raise invalid("granularity (%r) must be one of %s" % (name, ", ".join(GRANULARITIES)))
+    for arg, v, want in (("group_size", group_size, Granularity.PER_GROUP),
+                         ("block_size", block_size, Granularity.PER_BLOCK)):
+        if (v is not None) != (gran == want):
+            raise invalid("%s: given with granularity %r and only then" % (arg, want.name.lower()[4:]))
+    size = integer("group_size", group_size) if group_size is not None else \
+        integer("block_size", block_size) if block_size is not None else 0
+    if gran == Granularity.PER_BLOCK and size < 1:
+        raise invalid("block_size (%d) must be >= 1" % size)
+    if scale_layout not in ("row", "mn"):
+        raise invalid("scale_layout (%r) must be 'row' or 'mn'" % (scale_layout,))
+    if scale_layout == "mn" and gran != Granularity.PER_GROUP:
+        raise invalid("scale_layout 'mn' is per group only")
+    if fp8 and not symmetric:
+        raise invalid("symmetric: FP8 is symmetric only")
+    return gran, size, scale_layout == "mn"
+
+
 def check_vector(name, v, n, dtypes):
     if v.shape != (n,) and not (n == 1 and v.numel == 1):
         raise invalid("%s: shape %s, expected (%d,)" % (name, v.shape, n))

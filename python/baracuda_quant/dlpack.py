@@ -362,23 +362,11 @@ def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), direction=Direc
 
 
 def _granularity(scale, axis, group_size, block_size):
-    """The granularity the arguments name: scale a number, per tensor; else per channel along
-    axis, per group of group_size, per block of block_size x block_size, or per token."""
-    given = [n for n, v in (("axis", axis), ("group_size", group_size), ("block_size", block_size))
-             if v is not None]
-    if len(given) > 1:
-        raise invalid("give at most one of axis, group_size and block_size (got %s)" % ", ".join(given))
-    if isinstance(scale, (int, float)):
-        if given:
-            raise invalid("%s: a scale that is a number is per tensor" % given[0])
-        return Granularity.PER_TENSOR, {}
-    if axis is not None:
-        return Granularity.PER_CHANNEL, {"axis": _core.integer("axis", axis)}
-    if group_size is not None:
-        return Granularity.PER_GROUP, {"group_size": group_size}
-    if block_size is not None:
-        return Granularity.PER_BLOCK, {"group_size": block_size}
-    return Granularity.PER_TOKEN, {}
+    """_core.granularity of the arguments, with its number as _affine_out's keyword."""
+    gran, n = _core.granularity(isinstance(scale, (int, float)), axis, group_size, block_size)
+    key = "axis" if gran == Granularity.PER_CHANNEL else "group_size"
+    return gran, ({key: n} if gran in (Granularity.PER_CHANNEL, Granularity.PER_GROUP, Granularity.PER_BLOCK)
+                  else {})
 
 
 def _params(scale, zero_point, gran):
@@ -532,10 +520,6 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
         return q, s, z
 
 
-_GRANULARITIES = {"tensor": Granularity.PER_TENSOR, "token": Granularity.PER_TOKEN, "group": Granularity.PER_GROUP,
-                  "block": Granularity.PER_BLOCK}
-
-
 def dynamic_shapes(gran, rows, cols, size, scale_dtype, mn_major):
     """The scales' shape and the strides of their view for a dynamic quantize of [rows, cols]
     (per tensor: (1,)), and the buffer to allocate: (view shape, view strides, buffer
@@ -557,28 +541,6 @@ def dynamic_shapes(gran, rows, cols, size, scale_dtype, mn_major):
     return (rows, ng), (ng, 1), (rows, ng)
 
 
-def _dyn_args(granularity, group_size, block_size, dtype, symmetric, scale_dtype, scale_layout, default_scale):
-    gran = _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None
-    if gran is None:
-        raise invalid("granularity (%r) must be one of %s" % (granularity, ", ".join(_GRANULARITIES)))
-    if (group_size is not None) != (gran == Granularity.PER_GROUP):
-        raise invalid("group_size: given with granularity 'group' and only then")
-    if (block_size is not None) != (gran == Granularity.PER_BLOCK):
-        raise invalid("block_size: given with granularity 'block' and only then")
-    size = _core.integer("group_size" if group_size is not None else "block_size",
-                         group_size if group_size is not None else block_size) if gran in (
-        Granularity.PER_GROUP, Granularity.PER_BLOCK) else 0
-    if scale_layout not in ("row", "mn"):
-        raise invalid("scale_layout (%r) must be 'row' or 'mn'" % (scale_layout,))
-    mn = scale_layout == "mn"
-    if mn and gran != Granularity.PER_GROUP:
-        raise invalid("scale_layout 'mn' is per group only")
-    if not symmetric and dtype in _core.FP8_TYPES:
-        raise invalid("symmetric: FP8 (%s) is symmetric only" % dtype.name)
-    sd = default_scale if scale_dtype is None else scale_dtype
-    return gran, size, mn, sd
-
-
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype="int8", symmetric=True,
                   quant_min=None, quant_max=None, scale_dtype=None, scale_layout="row", pow2_scales=False,
                   amax_bound=None, stream=None):
@@ -594,9 +556,9 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     dt = _dtype(dtype, DType.S8)
     with _Inputs(stream) as inp:
         xv = inp.get(x, "x")
-        gran, size, mn, sd = _dyn_args(granularity, group_size, block_size, dt, symmetric, scale_dtype,
-                                       scale_layout, "float32")
-        sdt = _dtype(sd, DType.F32)
+        gran, size, mn = _core.dynamic_granularity(granularity, group_size, block_size, scale_layout,
+                                                   dt in _core.FP8_TYPES, symmetric)
+        sdt = _dtype(scale_dtype, DType.F32)
         _set_device(xv.device)
         q = _new_like(xv, dt, stream)
         if gran == Granularity.PER_TENSOR:
@@ -606,8 +568,6 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
             rows, cols = xk.shape
         if gran == Granularity.PER_GROUP and (size < 1 or cols % size):
             raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (size, cols))
-        if gran == Granularity.PER_BLOCK and size < 1:
-            raise invalid("block_size (%d) must be >= 1" % size)
         shape, strides, buf = dynamic_shapes(gran, rows, cols, size, sdt, mn)
         sb = DeviceArray.empty(buf, sdt, xv.device, stream)
         s = DeviceArray(sb.ptr, shape, sdt, xv.device, owner=sb, strides=strides, stream=stream)
@@ -711,7 +671,7 @@ def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream, a_zero_points
         asym = (not symmetric) if op == Op.QUANTIZED_LINEAR else (zv is not None or a_zero_point is not None)
         _set_device(xv.device)
         if asym and w_sums is None:
-            w_sums = linear_weight_sums(wv_arr(wv), stream)
+            w_sums = linear_weight_sums(_unowned(wv), stream)
         ws = inp.get(w_sums, "w_sums")
         out = DeviceArray.empty((xv.shape[0], n), out_dtype, xv.device, stream)
         out._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.linear(
@@ -721,7 +681,7 @@ def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream, a_zero_points
         return out
 
 
-def wv_arr(v):
+def _unowned(v):
     """A view as a DeviceArray that does not own its memory."""
     return DeviceArray(v.ptr, v.shape, v.dtype, v.device, strides=v.strides)
 

@@ -926,7 +926,7 @@ def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_
     """Quantize (x float to int_dtype), dequantize (x stored to out_dtype) or fake quantize."""
     gran = Granularity(gran)
     xk = _shaped(gran, x, "x")
-    y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
     yk = y.view(xk.shape) if int(gran) in _ROW_GRANS else y
     fl = yk if op == Op.DEQUANTIZE else xk
     rows = xk.shape[0] if xk.dim() == 2 else 1
@@ -986,7 +986,7 @@ def _affine_backward_impl(op: int, dy: torch.Tensor, x: Optional[torch.Tensor], 
     xk = None if x is None else _shaped(gran, x, "x")
     if xk is not None and int(gran) in _ROW_GRANS and xk.shape[0] > 1 and xk.stride(0) != xk.shape[1]:
         xk = xk.contiguous()  # x and dx share a row stride, and dx is dense
-    dx = torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
+    dx = torch.empty_like(dy, memory_format=torch.contiguous_format)
     dxk = dx.view(dyk.shape) if int(gran) in _ROW_GRANS else dx
     rows = dyk.shape[0] if dyk.dim() == 2 else 1
     if dy.numel():
@@ -1039,7 +1039,7 @@ def _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major):
         cols = k
     sdt = DType.S32 if scale_dtype == torch.int32 else None
     shape, strides, buf = dynamic_shapes(gran, rows, cols, max(size, 1), sdt, mn_major)
-    q = torch.empty(x.shape, dtype=dtype, device=x.device)
+    q = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     scales = torch.empty_strided(shape, strides, dtype=scale_dtype, device=x.device)
     zps = torch.empty_strided(shape, strides, dtype=torch.int32, device=x.device) if not symmetric else \
         torch.empty((0,), dtype=torch.int32, device=x.device)
@@ -1181,22 +1181,7 @@ def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, qua
 
 
 def _granularity(scale, axis, group_size, block_size):
-    """(Granularity, its number): scale a number, per tensor; a tensor, per channel along axis,
-    per group of group_size, per block of block_size x block_size, or else per token."""
-    given = [n for n, v in (("axis", axis), ("group_size", group_size), ("block_size", block_size)) if v is not None]
-    if len(given) > 1:
-        raise _lib.invalid("give at most one of axis, group_size and block_size (got %s)" % ", ".join(given))
-    if not isinstance(scale, torch.Tensor):
-        if given:
-            raise _lib.invalid("%s: a scale that is a number is per tensor" % given[0])
-        return Granularity.PER_TENSOR, 0
-    if axis is not None:
-        return Granularity.PER_CHANNEL, _core.integer("axis", axis)
-    if group_size is not None:
-        return Granularity.PER_GROUP, _core.integer("group_size", group_size)
-    if block_size is not None:
-        return Granularity.PER_BLOCK, _core.integer("block_size", block_size)
-    return Granularity.PER_TOKEN, 0
+    return _core.granularity(not isinstance(scale, torch.Tensor), axis, group_size, block_size)
 
 
 def _affine_scalars(gran, scale, zero_point):
@@ -1356,10 +1341,6 @@ def dequantize_backward(dy, scale, zero_point=0, *, dtype=torch.int8, axis=None,
     return _backward(Op.DEQUANTIZE, dy, None, scale, zero_point, dtype, None, None, axis, group_size, block_size)
 
 
-_GRANULARITIES = {"tensor": Granularity.PER_TENSOR, "token": Granularity.PER_TOKEN, "group": Granularity.PER_GROUP,
-                  "block": Granularity.PER_BLOCK}
-
-
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype=torch.int8, symmetric=True,
                   quant_min=None, quant_max=None, scale_dtype=torch.float32, scale_layout="row", pow2_scales=False,
                   amax_bound=None):
@@ -1375,34 +1356,19 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     like scales) or None)."""
     _check_float("x", x)
     _check_int("dtype", dtype)
-    gran = _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None
-    if gran is None:
-        raise _lib.invalid("granularity (%r) must be one of %s" % (granularity, ", ".join(_GRANULARITIES)))
-    for name, v, want in (("group_size", group_size, Granularity.PER_GROUP),
-                          ("block_size", block_size, Granularity.PER_BLOCK)):
-        if (v is not None) != (gran == want):
-            raise _lib.invalid("%s: given with granularity %r and only then" % (name, want.name.lower()[4:]))
-    size = _core.integer("group_size", group_size) if group_size is not None else \
-        _core.integer("block_size", block_size) if block_size is not None else 0
+    gran, size, mn = _core.dynamic_granularity(granularity, group_size, block_size, scale_layout,
+                                               dtype in FP8_DTYPES, symmetric)
     k = x.shape[-1] if x.dim() else 1
     if gran == Granularity.PER_GROUP and (size < 1 or k % size):
         raise _lib.invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (size, k))
-    if gran == Granularity.PER_BLOCK and size < 1:
-        raise _lib.invalid("block_size (%d) must be >= 1" % size)
-    if scale_layout not in ("row", "mn"):
-        raise _lib.invalid("scale_layout (%r) must be 'row' or 'mn'" % (scale_layout,))
-    if scale_layout == "mn" and gran != Granularity.PER_GROUP:
-        raise _lib.invalid("scale_layout 'mn' is per group only")
     if scale_dtype not in (torch.float32, x.dtype, E8M0, torch.int32) or (
             scale_dtype == torch.int32 and gran != Granularity.PER_GROUP):
         raise _lib.invalid("scale_dtype %s: float32, x's %s, float8_e8m0fnu or, per group, int32 (UE8M0X4)"
                            % (scale_dtype, x.dtype))
-    if dtype in FP8_DTYPES and not symmetric:
-        raise _lib.invalid("symmetric: FP8 (%s) is symmetric only" % dtype)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     bound = 0.0 if amax_bound is None else _core.number("amax_bound", amax_bound)
-    q, s, z = _ops(x).dynamic_quant(x, int(gran), size, dtype, bool(symmetric), qmin, qmax, scale_dtype,
-                                    scale_layout == "mn", bool(pow2_scales), bound)
+    q, s, z = _ops(x).dynamic_quant(x, int(gran), size, dtype, bool(symmetric), qmin, qmax, scale_dtype, mn,
+                                    bool(pow2_scales), bound)
     return q, s, (None if symmetric else z)
 
 
