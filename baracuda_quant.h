@@ -2168,20 +2168,10 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
 }
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
-BQ__FN const char *bq__op_name(bq_op op) {
-  switch (op) {
-  case BQ_QUANTIZE: return "quantize";
-  case BQ_DEQUANTIZE: return "dequantize";
-  case BQ_FAKE_QUANTIZE: return "fake_quantize";
-  case BQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
-  case BQ_QUANTIZED_LINEAR: return "quantized_linear";
-  case BQ_SMOOTHQUANT_LINEAR: return "smoothquant_linear";
-  case BQ_LINEAR_WEIGHT_SUMS: return "linear_weight_sums";
-  case BQ_RMSNORM_QUANTIZE: return "rmsnorm_quantize";
-  case BQ_GATED_QUANTIZE: return "gated_quantize";
-  default: return "unknown_op";
-  }
-}
+/* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
+   activation): the family that serves the op gives both (defined after the families) */
+BQ__FN const char *bq__op_name(bq_op op);
+BQ__FN const char *bq__op_label(const bq_desc *d);
 /* The index of a (resolved) granularity in the families' kernel lists: per tensor 0 to per
    block 4. */
 BQ__FN int bq__gran_code(bq_granularity g) { return (int)g - (int)BQ_PER_TENSOR; }
@@ -2196,58 +2186,50 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
   default: return "per_unknown";
   }
 }
-
-BQ__FN int bq__is_linear(bq_op op) {
-  return op == BQ_QUANTIZED_LINEAR || op == BQ_SMOOTHQUANT_LINEAR || op == BQ_LINEAR_WEIGHT_SUMS;
-}
-BQ__FN int bq__is_fused(bq_op op) { return op == BQ_RMSNORM_QUANTIZE || op == BQ_GATED_QUANTIZE; }
-/* the op as plans and SKUs name it: the gated op by its activation */
-BQ__FN const char *bq__op_label(const bq_desc *d) {
-  if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
-  return bq__op_name(d->op);
+BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
+  for (int i = BQ_F32; i <= BQ_UE8M0X4; i++)
+    if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
+  return 0;
 }
 
-/* "fake_quantize_per_channel_backward": the name errors are reported under */
-BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
-  if (bq__is_linear(d->op)) {
-    snprintf(buf, n, "%s%s%s", bq__op_name(d->op),
-             d->op == BQ_SMOOTHQUANT_LINEAR ? (d->granularity == BQ_PER_TOKEN ? "_per_token" : "_per_tensor") : "",
-             d->op != BQ_LINEAR_WEIGHT_SUMS && d->asymmetric ? "_asymmetric" : "");
-    return;
-  }
+/* "fake_quantize_per_channel_backward": the name errors are reported under, as the
+   elementwise families give it (asym: the family names asymmetric plans so) */
+BQ__FN void bq__plan_name_std(const bq_desc *d, int asym, char *buf, size_t n) {
   snprintf(buf, n, "%s_%s%s%s", bq__op_label(d), bq__gran_name(d->granularity),
-           (d->op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d->op)) && d->asymmetric ? "_asymmetric" : "",
-           d->direction == BQ_BACKWARD ? "_backward" : "");
+           asym && d->asymmetric ? "_asymmetric" : "", d->direction == BQ_BACKWARD ? "_backward" : "");
 }
 
-/* The scale-type, layout and power-of-two rules of quantize, dequantize, fake quantize and
-   dynamic quantize (d->scale_type defaulted already): scale arrays are BQ_F32, the float
-   type or BQ_UE8M0 (device arrays only: a static per-tensor scale is a host double), and per
-   group BQ_UE8M0X4 (no zero points); per-group scales may be MN-major; dynamic quantize may
-   round its scales up to powers of two (pow2_scales, implied by UE8M0). */
-BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name) {
-  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0 &&
-      d->scale_type != BQ_UE8M0X4)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32, "
-                    "BQ_UE8M0 or BQ_UE8M0X4", name, (int)in->scale_type, bq__dtype_name(d->scale_type),
-                    bq__dtype_name(d->float_type));
-  if (d->scale_type == BQ_UE8M0 && d->granularity == BQ_PER_TENSOR && d->op != BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0) names a device array's type: a static "
-                    "per-tensor scale is the host double args.scale", name);
-  if (d->scale_type == BQ_UE8M0X4 && d->granularity != BQ_PER_GROUP)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity "
-                    "must be BQ_PER_GROUP", name);
-  if (d->scale_type == BQ_UE8M0X4 && d->op == BQ_DYNAMIC_QUANTIZE && d->asymmetric == 1)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) needs zero points, which packed scales "
-                    "(desc.scale_type ue8m0x4) do not carry", name);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->granularity != BQ_PER_GROUP)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d, MN-major) applies to per-group scales only",
-                    name, (int)d->scale_layout);
-  if (d->pow2_scales != 0 && d->pow2_scales != 1)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 or 1", name, d->pow2_scales);
-  if (d->pow2_scales && d->op != BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (1) applies to dynamic quantize only", name);
-  if (d->op == BQ_DYNAMIC_QUANTIZE && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)) d->pow2_scales = 1;
+/* ---- descriptor rules ----------------------------------------------------------------- */
+/* The rules a descriptor's fields follow, each the same for every op that takes it: a
+   family's `normalize` hook applies those of its ops, in its order (bq__normalize finds the
+   family by desc.op, then hands the desc over). */
+
+/* desc.activation: the gated op's (every other op leaves it 0) */
+BQ__FN bq_status bq__rule_no_activation(const bq_desc *d) {
+  if (d->activation != BQ_ACTIVATION_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.activation (%d) applies to gated quantize only",
+                    bq__op_name(d->op), (int)d->activation);
+  return BQ_SUCCESS;
+}
+/* desc.pow2_scales: dynamic quantize's */
+BQ__FN bq_status bq__rule_no_pow2(const bq_desc *d) {
+  if (d->pow2_scales != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) applies to dynamic quantize only",
+                    bq__op_name(d->op), d->pow2_scales);
+  return BQ_SUCCESS;
+}
+/* desc.granularity and desc.scale_layout name values of their enums; mn: the op offers
+   MN-major scales */
+BQ__FN bq_status bq__rule_enums(const bq_desc *d, int mn) {
+  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
+                    bq__op_name(d->op), (int)d->granularity);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
+                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && !mn)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
+                    "fake quantize and dynamic quantize only", bq__op_name(d->op));
   return BQ_SUCCESS;
 }
 
@@ -2256,13 +2238,13 @@ BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name
    against the hardware instruction. Set it before selecting plans, from one thread. */
 static int bq__fp8_soft;
 
-/* bq__normalize's own rules for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2), where the
-   integer types' q-range rules stand: quantize, dequantize and fake quantize in either
-   direction, dynamic quantize and the fused producers; symmetric, with no q-range (qmin and
-   qmax stay 0). */
-BQ__FN bq_status bq__normalize_fp8(const bq_desc *d, const char *name) {
+/* The rules for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2), where the integer types'
+   q-range rules stand; offered: the op takes FP8 storage (quantize, dequantize and fake
+   quantize in either direction, dynamic quantize and the fused producers). Symmetric, with
+   no q-range (qmin and qmax stay 0). */
+BQ__FN bq_status bq__rule_fp8(const bq_desc *d, const char *name, int offered) {
   const char *t = bq__dtype_name(d->int_type);
-  if (bq__is_linear(d->op))
+  if (!offered)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.int_type (%s) is not offered for %s: FP8 storage serves "
                     "quantize, dequantize, fake quantize, dynamic quantize and the fused producers", name, t,
                     bq__op_name(d->op));
@@ -2275,98 +2257,9 @@ BQ__FN bq_status bq__normalize_fp8(const bq_desc *d, const char *name) {
   return BQ_SUCCESS;
 }
 
-
-/* Validate a descriptor and fill in its defaults. */
-BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
-  if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
-  *d = *in;
-  if (d->op < BQ_QUANTIZE || d->op > BQ_GATED_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
-  if (d->op != BQ_GATED_QUANTIZE && d->activation != BQ_ACTIVATION_DEFAULT)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.activation (%d) applies to gated quantize only",
-                    bq__op_name(d->op), (int)d->activation);
-  if (d->op == BQ_GATED_QUANTIZE && d->activation == BQ_ACTIVATION_DEFAULT) d->activation = BQ_SILU;
-  if (d->op != BQ_DYNAMIC_QUANTIZE && d->pow2_scales != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) applies to dynamic quantize only",
-                    bq__op_name(d->op), d->pow2_scales);
-  if (d->op == BQ_GATED_QUANTIZE && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
-                    (int)d->activation);
-  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
-                    bq__op_name(d->op), (int)d->granularity);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
-                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && (bq__is_linear(d->op) || bq__is_fused(d->op)))
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
-                    "fake quantize and dynamic quantize only", bq__op_name(d->op));
-  if (d->op == BQ_QUANTIZED_LINEAR && d->granularity == BQ_PER_TENSOR)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
-                    "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
-  if (d->granularity == BQ_GRANULARITY_DEFAULT)
-    d->granularity = d->op == BQ_QUANTIZED_LINEAR || bq__is_fused(d->op) ? BQ_PER_TOKEN : BQ_PER_TENSOR;
-  if (d->op == BQ_SMOOTHQUANT_LINEAR) { /* x is int8: the float type is the output's */
-    bq__plan_name(d, name, name_size);
-    if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
-                      "desc.float_type is not set either", name);
-    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
-    if (!bq__is_float(d->out_type))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
-                      name, (int)d->out_type, bq__dtype_name(d->out_type));
-    d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
-  }
-  if (d->op == BQ_LINEAR_WEIGHT_SUMS) { /* reads s8 weights, writes int32: no float type */
-    bq__copy(name, name_size, "linear_weight_sums");
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
-    if (d->device < 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
-    bq_desc z; /* the normalized desc, which is accepted again as it is */
-    memset(&z, 0, sizeof z);
-    z.op = d->op;
-    z.granularity = BQ_PER_TENSOR;
-    z.device = d->device;
-    z.float_type = BQ_F32;
-    z.int_type = BQ_S8;
-    z.qmin = -128;
-    z.qmax = 127;
-    z.scale_type = BQ_F32;
-    z.out_type = BQ_S32;
-    if (d->granularity == z.granularity && d->float_type == z.float_type && d->int_type == z.int_type &&
-        d->qmin == z.qmin && d->qmax == z.qmax && d->scale_type == z.scale_type && d->out_type == z.out_type &&
-        !d->asymmetric) {
-      *d = z;
-      return BQ_SUCCESS;
-    }
-    /* every other field: left 0 (default), or its one meaningful value (s8 weights in
-       their full range, int32 sums); no float data, scales or zero points exist here */
-    if (in->granularity != BQ_GRANULARITY_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
-                      name, (int)in->granularity);
-    if (d->float_type != BQ_DTYPE_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
-                      "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));
-    if (d->int_type != BQ_DTYPE_DEFAULT && d->int_type != BQ_S8)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 (the weights) or default",
-                      name, (int)d->int_type, bq__dtype_name(d->int_type));
-    if (d->out_type != BQ_DTYPE_DEFAULT && d->out_type != BQ_S32)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_S32 (the sums) or default",
-                      name, (int)d->out_type, bq__dtype_name(d->out_type));
-    if (d->scale_type != BQ_DTYPE_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
-                      "sums use no scales", name, (int)d->scale_type, bq__dtype_name(d->scale_type));
-    if (!(d->qmin == 0 && d->qmax == 0) && !(d->qmin == -128 && d->qmax == 127))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be both 0 or the s8 "
-                      "range [-128, 127]", name, d->qmin, d->qmax);
-    if (d->asymmetric != 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
-                      "layer", name, d->asymmetric);
-    *d = z;
-    return BQ_SUCCESS;
-  }
-  bq__plan_name(d, name, name_size);
+/* desc.direction, desc.float_type, desc.int_type (default s8) with its q-range (default
+   the type's), desc.device; fp8: the op offers FP8 storage */
+BQ__FN bq_status bq__rule_types(bq_desc *d, const char *name, int fp8) {
   if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
                     (int)d->direction);
@@ -2375,9 +2268,8 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16", name,
                     (int)d->float_type, bq__dtype_name(d->float_type));
   if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_S8;
-  const int fp8 = bq__is_fp8(d->int_type);
-  if (fp8) {
-    bq_status st = bq__normalize_fp8(d, name);
+  if (bq__is_fp8(d->int_type)) {
+    bq_status st = bq__rule_fp8(d, name, fp8);
     if (st) return st;
   } else {
     if (d->int_type != BQ_S8 && d->int_type != BQ_U8)
@@ -2397,100 +2289,126 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   }
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
-  if (bq__is_linear(d->op)) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for linear layers", name);
-    if (d->op == BQ_QUANTIZED_LINEAR && d->granularity != BQ_PER_TOKEN)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) is not offered: activations are "
-                      "quantized per token", name, bq__gran_name(d->granularity));
-    if (d->op == BQ_SMOOTHQUANT_LINEAR && d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) must be per_tensor or per_token", name,
-                      bq__gran_name(d->granularity));
-    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
-    if (!bq__is_float(d->out_type))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
-                      name, (int)d->out_type, bq__dtype_name(d->out_type));
-    /* scales convert exactly to C: f64 scales only when C is f64 */
-    if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-    if (!bq__is_float(d->scale_type) || (d->scale_type == BQ_F64 && d->out_type != BQ_F64))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 "
-                      "(or BQ_F64 with an f64 out_type)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
-    if (d->asymmetric != 0 && d->asymmetric != 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
-    if (d->op == BQ_QUANTIZED_LINEAR && !d->asymmetric && d->qmax <= 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric activations", name, d->qmax);
-    if (d->op == BQ_QUANTIZED_LINEAR && d->asymmetric && d->qmax == d->qmin)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric activations",
-                      name, d->qmax, d->qmin);
-    return BQ_SUCCESS;
-  }
+  return BQ_SUCCESS;
+}
+
+/* desc.out_type: the linear layers' (every other op leaves it 0); then desc.scale_type's
+   default, BQ_F32 */
+BQ__FN bq_status bq__rule_no_out_type(bq_desc *d, const char *name) {
   if (d->out_type != BQ_DTYPE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-  if (bq__is_fused(d->op) && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4))
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (%s) is not offered for fused producers", name,
-                    bq__dtype_name(d->scale_type));
-  if (bq__is_fused(d->op) && d->granularity == BQ_PER_BLOCK)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_block) is not offered for fused producers: "
-                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
-  bq_status st = bq__scale_rules(d, in, name);
-  if (st) return st;
-  if (bq__is_fused(d->op)) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for fused producers", name);
-    if (d->granularity == BQ_PER_CHANNEL)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
-                      "use per_token or per_group (dynamic) or per_tensor (static)", name);
-    if (d->asymmetric != 0 && d->asymmetric != 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
-    if (d->granularity == BQ_PER_TENSOR) {
-      if (d->asymmetric)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
-                        "(per_token, per_group): a static per-tensor scale takes args.zero_point", name);
-      d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
-    } else if (!d->asymmetric && d->qmax <= 0 && !fp8) { /* (FP8 has no q-range) */
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric scales", name, d->qmax);
-    } else if (d->asymmetric && d->qmax == d->qmin) {
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric scales",
-                      name, d->qmax, d->qmin);
-    }
-  } else if (d->op == BQ_DYNAMIC_QUANTIZE) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.direction (backward) is not defined for dynamic quantize", name);
-    if (d->granularity == BQ_PER_CHANNEL)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED,
-                      "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
-                      "use per_token, per_group, per_block or per_tensor", name);
-    if (d->asymmetric != 0 && d->asymmetric != 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name,
-                      d->asymmetric);
-    if (!d->asymmetric && d->qmax <= 0 && !fp8) /* (FP8 has no q-range) */
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.qmax (%d) must be > 0 for symmetric dynamic quantize", name, d->qmax);
-    if (d->asymmetric && d->qmax == d->qmin)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric dynamic quantize",
-                      name, d->qmax, d->qmin);
-  } else {
-    if (d->asymmetric)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
-    /* per tensor: the host scalar is in the compute type */
-    if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
-  }
   return BQ_SUCCESS;
 }
 
+/* The scale-type, layout and power-of-two rules of the elementwise ops (d->scale_type
+   defaulted already): scale arrays are BQ_F32, the float type or BQ_UE8M0 (device arrays
+   only: a static per-tensor scale is a host double), and per group BQ_UE8M0X4 (no zero
+   points); per-group scales may be MN-major; dynamic (the op computes its scales) may round
+   its scales up to powers of two (pow2_scales, implied by UE8M0). */
+BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name, int dynamic) {
+  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0 &&
+      d->scale_type != BQ_UE8M0X4)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32, "
+                    "BQ_UE8M0 or BQ_UE8M0X4", name, (int)in->scale_type, bq__dtype_name(d->scale_type),
+                    bq__dtype_name(d->float_type));
+  if (d->scale_type == BQ_UE8M0 && d->granularity == BQ_PER_TENSOR && !dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0) names a device array's type: a static "
+                    "per-tensor scale is the host double args.scale", name);
+  if (d->scale_type == BQ_UE8M0X4 && d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity "
+                    "must be BQ_PER_GROUP", name);
+  if (d->scale_type == BQ_UE8M0X4 && dynamic && d->asymmetric == 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) needs zero points, which packed scales "
+                    "(desc.scale_type ue8m0x4) do not carry", name);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d, MN-major) applies to per-group scales only",
+                    name, (int)d->scale_layout);
+  if (d->pow2_scales != 0 && d->pow2_scales != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 or 1", name, d->pow2_scales);
+  if (d->pow2_scales && !dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (1) applies to dynamic quantize only", name);
+  if (dynamic && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)) d->pow2_scales = 1;
+  return BQ_SUCCESS;
+}
+
+/* desc.asymmetric is 0 or 1; the q-range leaves a scale to compute: qmax > 0 for symmetric
+   (FP8 has no q-range) and qmax > qmin for asymmetric, `what` naming the scales' kind */
+BQ__FN bq_status bq__rule_asymmetric(const bq_desc *d, const char *name) {
+  if (d->asymmetric != 0 && d->asymmetric != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__rule_qrange(const bq_desc *d, const char *name, const char *what) {
+  if (!d->asymmetric && d->qmax <= 0 && !bq__is_fp8(d->int_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric %s", name, d->qmax, what);
+  if (d->asymmetric && d->qmax == d->qmin)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric %s", name,
+                    d->qmax, d->qmin, what);
+  return BQ_SUCCESS;
+}
+
+/* ---- the elementwise families' SKU and specialization ------------------------------- */
+/* The SKU of quantize, dequantize, fake quantize, dynamic quantize and the fused producers:
+   op, direction, granularity, float and int types, q-range (FP8 has none; its test hook's
+   software conversion is named), scale layout and type, variant (the family's: elements per
+   chunk; symmetric or asymmetric) and target */
+BQ__FN void bq__sku_std(const bq_desc *d, const char *variant, const char *tn, char *buf, size_t n) {
+  char range[40] = "";
+  if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
+  else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
+  snprintf(buf, n, "%s.%s.%s.%s.%s%s.scale_%s%s.%s.%s", bq__op_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+           bq__gran_name(d->granularity), bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
+           d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
+}
+/* Their kernels' types: T, I, the q-range and the scales' type and layout (common.cuh's
+   BQ_SL; packed UE8M0 scales are UE8M0 bytes to the kernels, which address them by layout) */
+BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+              "#define BQ_ST %s\n#define BQ_SL %d\n%s", bq__spec("TYPE", d->float_type),
+              bq__spec("TYPE", d->int_type), d->qmin, d->qmax,
+              bq__spec("TYPE", d->scale_type == BQ_UE8M0X4 ? BQ_UE8M0 : d->scale_type),
+              d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
+                                          : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
+              bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
+}
+
 /* ---- plans and families ------------------------------------------------------------- */
-/* A family is one kernel source and its host side: the affine ops, dynamic quantize. */
+/* A family is one kernel source and its host side, serving one op or a few: the affine ops
+   (quantize, dequantize, fake quantize), dynamic quantize, the fused producers, the linear
+   layers, their weight sums. The core asks the family a desc's op belongs to (bq__family_for)
+   and never which op it holds: each op's rules, names, kernels and launches are its
+   family's hooks. */
 struct bq_plan;
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2 }; /* bq__family.owns */
 typedef struct bq__family {
-  const char *src_name;       /* kernels_src/ file */
-  const char *(*src)(void);   /* its embedded text (the kernel text closes the implementation) */
+  /* -- its ops and their descriptors -- */
+  bq_op ops[3];            /* the ops it serves (0 ends the list) */
+  const char *op_names[3]; /* their names, in plan names, SKUs and messages */
+  const char *group;       /* its name to tools (warm --family, bq__all_descs) */
+  /* *d, a copy of in whose op is the family's: its defaults filled in and the plan's name
+     written, or a field refused by name */
+  bq_status (*normalize)(const bq_desc *in, bq_desc *d, char *name, size_t name_size);
+  const char *(*label)(const bq_desc *d); /* the op in plan names and SKUs (NULL: its name) */
+  /* the SKU of a normalized desc for target t, named tn (bq__sku_of adds a module's entry) */
+  void (*sku)(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n);
+  /* the SKU's tokens (split at '.', the target's left off) back to a desc for bq__normalize,
+     1 where they are this family's form; NULL: the elementwise form (bq__desc_from_sku) */
+  int (*from_sku)(char *const *tok, int n, bq_desc *d);
+  /* the tools' enumeration (bq__all_descs): how many variants op has beyond the fields every
+     desc has, outside and inside them, and one applied to a desc (NULL: none) */
+  void (*axes)(bq_op op, int *outer, int *inner);
+  void (*vary)(bq_desc *in, int outer, int inner);
+  unsigned (*owns)(const bq_desc *d);         /* the op-owned bq_args fields d takes (BQ__OWNS_*) */
+  const char *(*guarantee)(const bq_desc *d); /* bq_plan_precision_guarantee (NULL: the elementwise one) */
+  /* -- its kernels -- */
+  const char *src_name;     /* kernels_src/ file */
+  const char *(*src)(void); /* its embedded text (the kernel text closes the implementation) */
+  /* the source's specialization after the SKU line and the names (bq__prelude) */
   void (*prelude)(const bq_desc *d, const bq__target *t, bq__str *s);
   int (*vec)(const bq_desc *d);
+  int wgmma; /* on sm_90, an sm_90a module: the warpgroup-MMA tiles */
   /* the shape rules alone (what the workspace size depends on): the first thing `check`
      does, so bq_plan_workspace_size refuses a shape with check's very status and message */
   bq_status (*shape)(const struct bq_plan *p, const bq_args *a);
@@ -2504,6 +2422,15 @@ typedef struct bq__family {
   bq_status (*setup)(struct bq_plan *p, int e, bq__CUfunction fn);
   const char *kernels[5][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
                                               family's enum (NULL where the source has none) */
+  /* -- its plans -- */
+  /* 1 with *q filled where d's plans hold a plan of q, another family's kernel (select,
+     warm and the enumeration take it along) */
+  int (*sub)(const bq_desc *d, bq_desc *q);
+  /* select's set-up of the plan in its device's context, before modules load (NULL: none) */
+  bq_status (*plan_setup)(struct bq_plan *p);
+  /* the fields of the typical problem (bq__typical_args) only d's ops read; ptr: a pointer
+     to give one (NULL: none) */
+  void (*typical)(const bq_desc *d, bq_args *a, void *ptr);
 } bq__family;
 
 /* A plan is immutable but for its modules: each entry point's is loaded the first time a
@@ -2514,9 +2441,9 @@ struct bq_plan {
   bq_desc desc; /* normalized */
   char name[96];
   char sku[512];
-  struct bq_plan *sub; /* QuantizedLinear: its per-token dynamic quantize plan */
-  struct bq_plan *rows; /* per channel forward: its per-token plan, selected on first use
-                           (bq__affine_rows), published once with an atomic store */
+  struct bq_plan *sub;  /* the plan of another family's kernel it holds (bq__family.sub) */
+  struct bq_plan *rows; /* a plan its family's run selects on first use and keeps, published
+                           once with an atomic store (per channel's per-token plan) */
   const bq__family *fam;
   bq__target target; /* its modules' target (module 0: bq__plan_load names each one's) */
   const char *kernels[BQ__MAX_KERNELS]; /* its entry points with code (bq__kernels_of) */
@@ -2529,12 +2456,18 @@ struct bq_plan {
   int64_t l2_bytes; /* the device's L2 (0: not reported) */
   char gpu[160];    /* the device for the tune's keys: "<name> sms <n> mem <kHz>" */
   int vec;
-  int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
-  int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
-  int64_t smem_max;    /* fused: the dynamic shared memory a block may opt into, less a margin */
-  int64_t staged_smem; /* fused: what bq_fused_staged was given (0 where the driver refused) */
-  int tab_blocks[BQ__MAX_KERNELS]; /* fused, with the activation's table: each entry's blocks
-                                      an SM (found when it loads: the table's size is fixed) */
+  union { /* the family's own state, its plan_setup's and setup's */
+    struct {
+      int wgmma; /* the module is sm_90a and has the warpgroup-MMA tiles */
+      int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
+    } linear;
+    struct {
+      int64_t smem_max;    /* the dynamic shared memory a block may opt into, less a margin */
+      int64_t staged_smem; /* what bq_fused_staged was given (0 where the driver refused) */
+      int tab_blocks[BQ__MAX_KERNELS]; /* with the activation's table: each entry's blocks an SM
+                                          (found when it loads: the table's size is fixed) */
+    } fused;
+  };
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)
@@ -3330,6 +3263,7 @@ BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_block
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
+  bq__prelude_types(d, s);
   static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN",
                                                                   "PAIR"};
   const bq__affine_row *r = bq__affine_row_of(d);
@@ -3352,10 +3286,12 @@ BQ__FN bq_status bq__affine_shape(const bq_plan *p, const bq_args *a) {
   bq__view v;
   return bq__view_of(p, a, &v);
 }
-BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
+/* the whole validation, giving the problem's view (check's, and run's first step) */
+BQ__FN bq_status bq__affine_validate(const bq_plan *p, const bq_args *a, bq__view *vp) {
   bq__view v;
   bq_status st = bq__view_of(p, a, &v);
   if (st) return st;
+  *vp = v;
   const bq_desc *d = &p->desc;
   if (d->granularity == BQ_PER_TENSOR) {
     if (!(isfinite(a->scale) && a->scale > 0))
@@ -3388,6 +3324,10 @@ BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
     if (a->zero_points && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return st;
   }
   return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__affine_validate(p, a, &v);
 }
 
 BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
@@ -3631,8 +3571,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   (void)ws;
   (void)ws_bytes;
   bq__view v;
-  bq_status st = bq__affine_check(p, a);
-  if (!st) st = bq__view_of(p, a, &v);
+  bq_status st = bq__affine_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   bq_args rq;
@@ -3765,11 +3704,44 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   }
 }
 
+/* Quantize, dequantize and fake quantize: static scales (and zero points), any granularity,
+   either direction, integer or FP8 storage */
+BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 1))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  bq__plan_name_std(d, 0, name, name_size);
+  if ((st = bq__rule_types(d, name, 1)) || (st = bq__rule_no_out_type(d, name)) || (st = bq__scale_rules(d, in, name, 0)))
+    return st;
+  if (d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
+  /* per tensor: the host scalar is in the compute type */
+  if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+  return BQ_SUCCESS;
+}
+/* the variant: elements per access, and accesses a lane (the table's u) */
+BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  char variant[32];
+  snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  bq__sku_std(d, variant, tn, buf, n);
+}
+/* args.mask: fake quantize's per tensor and per channel */
+BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
+  return d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL)
+             ? BQ__OWNS_MASK
+             : 0;
+}
+
 static const bq__family bq__affine_family = {
-  "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, bq__affine_shape, bq__affine_check,
+  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE}, {"quantize", "dequantize", "fake_quantize"}, "affine",
+  bq__affine_normalize, NULL, bq__affine_sku, NULL, NULL, NULL, bq__affine_owns, NULL,
+  "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, 0, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
-   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}}};
+   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}},
+  NULL, NULL, NULL};
 
 /* ==== src/family_dynamic.h ================================================================ */
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
@@ -3840,6 +3812,7 @@ BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
 
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
+  bq__prelude_types(d, s);
   const bq__dynamic_row *r = bq__dynamic_row_of(d);
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
               "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
@@ -3857,16 +3830,23 @@ BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
   bq__view v;
   return bq__dynamic_view_of(p, a, &v);
 }
-BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
+/* the whole validation, giving the problem's view (check's, and run's first step) */
+BQ__FN bq_status bq__dynamic_validate(const bq_plan *p, const bq_args *a, bq__view *vp) {
   bq__view v;
   bq_status st = bq__dynamic_view_of(p, a, &v);
   const bq_desc *d = &p->desc;
-  if (st || v.numel == 0) return st;
+  if (st) return st;
+  *vp = v;
+  if (v.numel == 0) return st;
   if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
   if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
   if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
   return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__dynamic_validate(p, a, &v);
 }
 
 /* per tensor: one partial (two C values) per block of the reduction pass, a wave of them (as
@@ -3898,8 +3878,7 @@ static int bq__dynamic_force_entry = -1;
 static int bq__tiles_staged = 1;
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
-  bq_status st = bq__dynamic_check(p, a);
-  if (!st) st = bq__view_of(p, a, &v);
+  bq_status st = bq__dynamic_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
@@ -3970,11 +3949,51 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
+/* Dynamic quantize: the scales (and zero points) computed from the data, forward only */
+BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_enums(d, 1))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  bq__plan_name_std(d, 1, name, name_size);
+  if ((st = bq__rule_types(d, name, 1)) || (st = bq__rule_no_out_type(d, name)) || (st = bq__scale_rules(d, in, name, 1)))
+    return st;
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.direction (backward) is not defined for dynamic quantize", name);
+  if (d->granularity == BQ_PER_CHANNEL)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED,
+                    "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
+                    "use per_token, per_group, per_block or per_tensor", name);
+  if ((st = bq__rule_asymmetric(d, name))) return st;
+  return bq__rule_qrange(d, name, "dynamic quantize");
+}
+/* the variant: elements per access, symmetric or not, power-of-two scales */
+BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  char variant[32];
+  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
+           d->pow2_scales ? ".pow2" : "");
+  bq__sku_std(d, variant, tn, buf, n);
+}
+/* the enumeration's variants: pow2_scales 0 and 1 */
+BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
+  (void)op;
+  *outer = 1, *inner = 2;
+}
+BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
+  (void)outer;
+  in->pow2_scales = inner;
+}
+BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) { (void)d; return BQ__OWNS_AMAX_BOUND; }
+
 static const bq__family bq__dynamic_family = {
-  "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_shape, bq__dynamic_check,
+  {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
+  bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
+  "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
   {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
-   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}}};
+   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}},
+  NULL, NULL, NULL};
 
 /* ==== src/family_fused.h ================================================================== */
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
@@ -4017,6 +4036,53 @@ BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * 
 #define BQ__FUSED_NARROW_ROWS 16
 #define BQ__FUSED_MAX_COLS ((int64_t)1 << 30)
 
+/* The fused producers' kernel choice: the first row of bq__fused_rules whose facts hold
+   (bq__fused_choose). A row names the facts it needs and those that rule it out, and how a
+   row of the problem must fill the entry: up to what it holds, exactly that (a full row),
+   or any. The facts, of a call: */
+enum {
+  BQ__FF_RMS = 1,      /* RMSNorm (not the gated op) */
+  BQ__FF_RES = 2,      /* with a residual */
+  BQ__FF_DENSE = 4,    /* every stream 16-byte aligned, whole accesses, y's rows aligned to a chunk of codes */
+  BQ__FF_WHOLE = 8,    /* every T stream 16-byte aligned, whole accesses */
+  BQ__FF_DYN = 16,     /* per token or per group (dynamic scales) */
+  BQ__FF_MANY = 32,    /* at least BQ__FUSED_NARROW_ROWS rows an SM */
+  BQ__FF_WIDE = 64,    /* f64 data or FP8 codes: more registers an element */
+  BQ__FF_ALIGNED = 128, /* every T stream 16-byte aligned */
+  BQ__FF_LONG = 256,   /* more than two accesses a thread of 256 */
+  BQ__FF_REG_C8 = 512, /* rows bq_fused_c8 holds but bq_fused_c4 does not, with the activation's
+                          table or for 16-bit RMSNorm per token with a residual */
+  BQ__FF_STAGED = 1024 /* bq_fused_staged fits a block an SM or more (asked last: its module loads) */
+};
+enum { BQ__FILL_ANY, BQ__FILL_HELD, BQ__FILL_FULL }; /* bq__fused_rule.fill */
+typedef struct bq__fused_rule {
+  int entry;
+  unsigned need, refuse; /* BQ__FF_* */
+  int fill;
+} bq__fused_rule;
+static const bq__fused_rule bq__fused_rules[] = {
+  /* narrow (128 threads): RMSNorm's dense rows, many of them, where a row's fixed work (its
+     reductions, rstd, scale) is the largest share; bq_fused_m16 spills for wide elements,
+     the wider ones with a residual */
+  {BQ__FUSED_M4F, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, 0, BQ__FILL_FULL},
+  {BQ__FUSED_M4, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, 0, BQ__FILL_HELD},
+  {BQ__FUSED_M8F, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, BQ__FF_RES, BQ__FILL_FULL},
+  {BQ__FUSED_M8, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, BQ__FF_RES, BQ__FILL_HELD},
+  {BQ__FUSED_M16, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, BQ__FF_RES | BQ__FF_WIDE, BQ__FILL_HELD},
+  /* long aligned rows staged in shared memory, the next row's copy in flight */
+  {BQ__FUSED_STAGED, BQ__FF_ALIGNED | BQ__FF_LONG | BQ__FF_STAGED, BQ__FF_REG_C8, BQ__FILL_ANY},
+  /* a row in registers, 256 threads; dense rows without the element path */
+  {BQ__FUSED_C1, 0, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C2D, BQ__FF_DENSE, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C2, 0, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C4, 0, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C8D, BQ__FF_WHOLE, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C8, 0, 0, BQ__FILL_HELD},
+  /* any row, in batches */
+  {BQ__FUSED_LONG, 0, 0, BQ__FILL_ANY},
+};
+#define BQ__FUSED_RULES ((int)(sizeof bq__fused_rules / sizeof bq__fused_rules[0]))
+
 BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
 /* gated with bf16 gates: act(g) comes from a table of its 8192 values that need the
@@ -4026,6 +4092,7 @@ BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUAN
 
 BQ__FN void bq__fused_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
+  bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
               bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
               bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
@@ -4133,6 +4200,27 @@ static int bq__fused_force_entry = -1;
 BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
   return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
 }
+/* The staged kernel's blocks an SM for rows of nacc accesses (two slots of slot bytes, after
+   the activation's table), with the weight staged too where that costs no block an SM
+   (*wbytes its bytes, else 0); 0 where its shared memory is not given. Its module loads
+   first (bq__fused_setup gives it its shared memory). */
+BQ__FN bq_status bq__fused_staged_fit(const bq_plan *p, int64_t tab, int64_t slot, int rms, int64_t nacc,
+                                      int *blocks, int64_t *wbytes) {
+  *blocks = 0, *wbytes = 0;
+  for (int ws_try = rms; ws_try >= 0; ws_try--) {
+    int nb = 0;
+    const int64_t wb = ws_try ? nacc * 16 : 0, bytes = tab + wb + 2 * slot;
+    bq__CUfunction sf = NULL;
+    if (bytes > p->fused.smem_max) continue;
+    bq_status st = bq__plan_fn(p, BQ__FUSED_STAGED, &sf);
+    if (st) return st;
+    if (bytes <= p->fused.staged_smem &&
+        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, sf, BQ__FUSED_THREADS, (size_t)bytes) == 0 &&
+        nb > *blocks)
+      *blocks = nb, *wbytes = wb;
+  }
+  return BQ_SUCCESS;
+}
 BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws, (void)ws_bytes;
   bq__fused_view v;
@@ -4168,63 +4256,46 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int64_t gc = v.group / p->vec;
   k.fast_groups = d->granularity == BQ_PER_GROUP && v.group % p->vec == 0 && gc <= 32 && (gc & (gc - 1)) == 0;
   const int64_t nacc = (v.cols + p->vec - 1) / p->vec;
-  int which = BQ__FUSED_LONG, narrow = 0;
-  for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
-    if (nacc <= bq__fused_held(e)) { which = e; break; }
-  /* dense rows: every stream 16-byte aligned, D whole accesses; with y's rows aligned to a
-     chunk of codes, the narrow entries and bq_fused_c2d take them (their code has no element
-     path and stores y in one width); bq_fused_m4 and bq_fused_m4f take a residual too (about
-     1% faster than the 256-thread kernels on the H100; the wider ones spill with it) */
+  /* dense rows: every stream 16-byte aligned, D whole accesses, y's rows aligned to a chunk
+     of codes (the narrow entries and bq_fused_c2d store y in one width) */
   const int whole = k.aligned && v.cols % p->vec == 0;
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
-  const int dense = whole && yal;
-  if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
-      v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
-    /* (bq_fused_m16 spills for f64 data and for FP8 codes, whose conversion needs more registers) */
-    for (int i = 0; i < (k.res ? 1 : t == 8 || bq__is_fp8(d->int_type) ? 2 : 3) && !narrow; i++) {
-      static const int by_size[3][2] = {{BQ__FUSED_M4, BQ__FUSED_M4F}, {BQ__FUSED_M8, BQ__FUSED_M8F},
-                                        {BQ__FUSED_M16, BQ__FUSED_M16}}; /* (any row, a full row) */
-      const int e = by_size[i][0];
-      if (nacc <= bq__fused_held(e)) {
-        narrow = 1;
-        which = nacc == bq__fused_held(e) ? by_size[i][1] : e;
-      }
-    }
-  /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
-     (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
-     are faster held in registers (bq_fused_c1, bq_fused_c2), so they skip the occupancy
-     queries unless a test forces the entry */
+  const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
+  unsigned facts = (rms ? BQ__FF_RMS : 0) | (k.res ? BQ__FF_RES : 0) | (whole && yal ? BQ__FF_DENSE : 0) |
+                   (whole ? BQ__FF_WHOLE : 0) | (k.aligned ? BQ__FF_ALIGNED : 0) |
+                   (nacc > 2 * BQ__FUSED_THREADS ? BQ__FF_LONG : 0) |
+                   (t == 8 || bq__is_fp8(d->int_type) ? BQ__FF_WIDE : 0);
+  if (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) facts |= BQ__FF_DYN;
+  if (v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1)) facts |= BQ__FF_MANY;
+  /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
+     staged with the activation's table, and for 16-bit RMSNorm per token with a residual,
+     whose two slots leave the staged kernel one block an SM */
+  if ((tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) && nacc > bq__fused_held(BQ__FUSED_C4) &&
+      nacc <= bq__fused_held(BQ__FUSED_C8))
+    facts |= BQ__FF_REG_C8;
+  /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block;
+     the weight staged too where that costs no block an SM (else it is read through L1) */
   const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
   const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
-  const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
-  /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
-     staged with the activation's table (H100, bf16 [8192, 14336]: 237 us against 260; from
-     513 to 1024 accesses staged was faster), and for 16-bit RMSNorm per token with a
-     residual, whose two slots leave the staged kernel one block an SM */
-  const int reg_c8 = (tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) &&
-                     nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
   int64_t wbytes = 0;
-  int staged_blocks = 0;
-  /* the weight is staged too where that costs no block an SM (else it is read through L1);
-     the staged kernel's module loads before its occupancy is asked (bq__fused_setup gives it
-     its shared memory) */
-  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !reg_c8) || forced) && ws_try >= 0;
-       ws_try--) {
-    int nb = 0;
-    const int64_t wb = ws_try ? nacc * 16 : 0;
-    bq__CUfunction sf = NULL;
-    if (tab + wb + 2 * slot > p->smem_max) continue;
-    if ((st = bq__plan_fn(p, BQ__FUSED_STAGED, &sf))) return st;
-    if (tab + wb + 2 * slot <= p->staged_smem &&
-        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, sf, BQ__FUSED_THREADS, (size_t)(tab + wb + 2 * slot)) == 0 &&
-        nb > staged_blocks)
-      staged_blocks = nb, wbytes = wb;
+  int staged_blocks = 0, which = BQ__FUSED_LONG;
+  for (int r = 0; r < BQ__FUSED_RULES; r++) {
+    const bq__fused_rule *u = &bq__fused_rules[r];
+    const int64_t held = bq__fused_held(u->entry);
+    if ((u->fill == BQ__FILL_HELD && nacc > held) || (u->fill == BQ__FILL_FULL && nacc != held)) continue;
+    if ((u->need & BQ__FF_STAGED) && !forced && (u->need & ~facts & ~(unsigned)BQ__FF_STAGED) == 0 &&
+        !(u->refuse & facts)) {
+      if ((st = bq__fused_staged_fit(p, tab, slot, rms, nacc, &staged_blocks, &wbytes))) return st;
+      if (staged_blocks > 0) facts |= BQ__FF_STAGED;
+    }
+    if ((u->need & ~facts) == 0 && !(u->refuse & facts)) {
+      which = u->entry;
+      break;
+    }
   }
-  if (staged_blocks > 0 && !forced) which = BQ__FUSED_STAGED; /* (a forced entry is chosen below) */
-  /* dense rows in the wide entries without an element path (H100, bf16 [8192, 14336],
-     RMSNorm with a residual: 315 -> 297 us) */
-  if (whole && !forced) which = which == BQ__FUSED_C2 && yal ? BQ__FUSED_C2D : which == BQ__FUSED_C8 ? BQ__FUSED_C8D : which;
-  if (forced) {
+  if (forced) { /* the test hook: the entry asked for where it can take the problem */
+    const int dense = whole && yal;
+    if (k.aligned && (st = bq__fused_staged_fit(p, tab, slot, rms, nacc, &staged_blocks, &wbytes))) return st;
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
@@ -4246,7 +4317,8 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (tab) { /* (its module loaded first: bq__fused_setup counts its blocks) */
     bq__CUfunction fn;
     if (!bq__dry.plan && (st = bq__plan_fn(p, which, &fn))) return st;
-    const int64_t fit = (int64_t)(p->tab_blocks[which] > 0 ? p->tab_blocks[which] : 1) * (p->num_sms > 0 ? p->num_sms : 1);
+    const int64_t per_sm = p->fused.tab_blocks[which] > 0 ? p->fused.tab_blocks[which] : 1;
+    const int64_t fit = per_sm * (p->num_sms > 0 ? p->num_sms : 1);
     if (blocks > fit) blocks = fit;
   }
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
@@ -4256,25 +4328,108 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
    the register entries serve every row); with the activation's table, each register entry
    gets its blocks an SM */
 BQ__FN bq_status bq__fused_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  const int64_t most = p->fused.smem_max;
   if (e == BQ__FUSED_STAGED)
-    p->staged_smem = p->smem_max > 0 &&
-                             !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max)
-                         ? p->smem_max
-                         : 0;
+    p->fused.staged_smem =
+        most > 0 && !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)most) ? most : 0;
   else if (bq__fused_act_table(&p->desc) &&
-           bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->tab_blocks[e], fn, bq__fused_shapes[e][0],
+           bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->fused.tab_blocks[e], fn, bq__fused_shapes[e][0],
                                                                BQ__FUSED_ACT_BYTES))
-    p->tab_blocks[e] = 0; /* (then one block an SM) */
+    p->fused.tab_blocks[e] = 0; /* (then one block an SM) */
   return BQ_SUCCESS;
+}
+
+/* RMSNorm (with a residual or not) and the gated activations, then quantize: forward,
+   per tensor (static), per token or per group (dynamic), integer or FP8 storage */
+BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  const int gated = d->op == BQ_GATED_QUANTIZE;
+  bq_status st;
+  if (!gated && (st = bq__rule_no_activation(d))) return st;
+  if (gated && d->activation == BQ_ACTIVATION_DEFAULT) d->activation = BQ_SILU;
+  if ((st = bq__rule_no_pow2(d))) return st;
+  if (gated && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
+                    (int)d->activation);
+  if ((st = bq__rule_enums(d, 0))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TOKEN;
+  bq__plan_name_std(d, 1, name, name_size);
+  if ((st = bq__rule_types(d, name, 1)) || (st = bq__rule_no_out_type(d, name))) return st;
+  if (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (%s) is not offered for fused producers", name,
+                    bq__dtype_name(d->scale_type));
+  if (d->granularity == BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_block) is not offered for fused producers: "
+                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
+  if ((st = bq__scale_rules(d, in, name, 0))) return st;
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for fused producers", name);
+  if (d->granularity == BQ_PER_CHANNEL)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
+                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
+  if ((st = bq__rule_asymmetric(d, name))) return st;
+  if (d->granularity != BQ_PER_TENSOR) return bq__rule_qrange(d, name, "scales");
+  if (d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
+                    "(per_token, per_group): a static per-tensor scale takes args.zero_point", name);
+  d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
+  return BQ_SUCCESS;
+}
+/* the gated op by its activation */
+BQ__FN const char *bq__fused_label(const bq_desc *d) {
+  if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
+  return "rmsnorm_quantize";
+}
+/* the variant: elements per access; static, symmetric or asymmetric scales */
+BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  char variant[32];
+  snprintf(variant, sizeof variant, "vec%d.%s", bq__fused_vec(d),
+           d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
+  bq__sku_std(d, variant, tn, buf, n);
+}
+/* the enumeration's variants: the gated op's two activations */
+BQ__FN void bq__fused_axes(bq_op op, int *outer, int *inner) {
+  *outer = op == BQ_GATED_QUANTIZE ? 2 : 1, *inner = 1;
+}
+BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
+  (void)inner;
+  if (in->op == BQ_GATED_QUANTIZE) in->activation = outer ? BQ_GELU_TANH : BQ_SILU;
+}
+BQ__FN const char *bq__fused_guarantee(const bq_desc *d) {
+  return d->float_type == BQ_F64
+             ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
+               "contract builds them), its values rounded to T and quantized as the unfused ops would; "
+               "bit-identical to the CPU reference of docs/numerics.md"
+             : "exact: the producer in f32, each operation rounded to nearest even (no FMA; exp and tanh as "
+               "the contract builds them), its values rounded to T and quantized as the unfused ops would; "
+               "bit-identical to the CPU reference of docs/numerics.md";
+}
+/* bq_fused_staged: as much dynamic shared memory as a block may opt into, less its static
+   reductions' and a margin (bq__fused_setup gives it) */
+BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
+  int optin = 0;
+  bq__CUdevice cd = 0;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+  p->fused.smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
+  return BQ_SUCCESS;
+}
+/* RMSNorm's weight and epsilon */
+BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  a->norm_weight = d->op == BQ_RMSNORM_QUANTIZE ? ptr : NULL;
+  a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
 }
 
 #define BQ__FUSED_KERNELS                                                                                  \
   {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
    "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
 static const bq__family bq__fused_family = {
-  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, bq__fused_shape, bq__fused_check, bq__no_workspace,
+  {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE}, {"rmsnorm_quantize", "gated_quantize"}, "fused",
+  bq__fused_normalize, bq__fused_label, bq__fused_sku, NULL, bq__fused_axes, bq__fused_vary, NULL, bq__fused_guarantee,
+  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0, bq__fused_shape, bq__fused_check, bq__no_workspace,
   bq__fused_run, NULL, bq__fused_setup,
-  {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};
+  {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
+  NULL, bq__fused_plan_setup, bq__fused_typical};
 #undef BQ__FUSED_KERNELS
 
 /* ==== src/family_linear.h ================================================================= */
@@ -4371,6 +4526,11 @@ BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
   bq__launch_bounds_define(s, name, min_blocks);
 }
 BQ__FN void bq__linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  /* T is the output type, and so are common.cuh's scales (the GEMM reads its own, BQ_WST);
+     the q-range is the host's business (the K bound) */
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+              "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
+              bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), t->arch_a);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
               d->op == BQ_LINEAR_WEIGHT_SUMS ? "BQ_OP_LINEAR_WEIGHT_SUMS" : "BQ_OP_SMOOTHQUANT_LINEAR",
               bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
@@ -4509,8 +4669,8 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
-  if (p->wgmma && f == BQ__GEMM_LARGE) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
-  if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
+  if (p->linear.wgmma && f == BQ__GEMM_LARGE) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
+  if (f >= 0 && (f != BQ__GEMM_WGMMA || p->linear.wgmma) &&
       (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
     return f;
   int best = -1;
@@ -4522,7 +4682,7 @@ BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256);
   for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
     if (m <= bq__linear_table[i].unfilled_up_to && tl < sms) return bq__linear_table[i].entry;
-  return p->wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
+  return p->linear.wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
 }
 
 BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
@@ -4595,9 +4755,9 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
   if (bq__gemv_rows(cfg)) {
-    /* QuantizedLinear: the weight streams while the activations' kernel runs (p->pdl) */
+    /* QuantizedLinear: the weight streams while the activations' kernel runs (p->linear.pdl) */
     int64_t rows = bq__gemv_rows(cfg);
-    int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->pdl;
+    int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->linear.pdl;
     if (pdl) k.flags |= BQ__LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256,
                                                      bq__gemv_smem(cfg, v.m), &k, stream);
@@ -4626,23 +4786,249 @@ BQ__FN int bq__linear_has(const bq_desc *d, const bq__target *t, int e) {
   return 1;
 }
 
-static const bq__family bq__linear_family = {
-  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
-  bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
-  {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES}};
-static const bq__family bq__weight_sums_family = {
-  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
-  bq__no_workspace, bq__linear_run, NULL, NULL,
-  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}}};
-
-BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
-  if (d->op == BQ_LINEAR_WEIGHT_SUMS) return &bq__weight_sums_family;
-  if (bq__is_linear(d->op)) return &bq__linear_family;
-  if (bq__is_fused(d->op)) return &bq__fused_family;
-  return d->op == BQ_DYNAMIC_QUANTIZE ? &bq__dynamic_family : &bq__affine_family;
+/* QuantizedLinear and SmoothQuantLinear: int8 activations (quantized per token by the
+   layer, or given), s8 weights, an output type of float */
+BQ__FN void bq__linear_name(const bq_desc *d, char *buf, size_t n) {
+  snprintf(buf, n, "%s%s%s", bq__op_name(d->op),
+           d->op == BQ_SMOOTHQUANT_LINEAR ? (d->granularity == BQ_PER_TOKEN ? "_per_token" : "_per_tensor") : "",
+           d->asymmetric ? "_asymmetric" : "");
+}
+BQ__FN bq_status bq__linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  const int ql = d->op == BQ_QUANTIZED_LINEAR;
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if (ql && d->granularity == BQ_PER_TENSOR)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
+                    "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = ql ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  bq__linear_name(d, name, name_size);
+  if (!ql) { /* x is int8: the float type is the output's */
+    if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
+                      "desc.float_type is not set either", name);
+    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+    if (!bq__is_float(d->out_type))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                      name, (int)d->out_type, bq__dtype_name(d->out_type));
+    d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  }
+  if ((st = bq__rule_types(d, name, 0))) return st;
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for linear layers", name);
+  if (ql && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) is not offered: activations are "
+                    "quantized per token", name, bq__gran_name(d->granularity));
+  if (!ql && d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) must be per_tensor or per_token", name,
+                    bq__gran_name(d->granularity));
+  if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+  if (!bq__is_float(d->out_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                    name, (int)d->out_type, bq__dtype_name(d->out_type));
+  /* scales convert exactly to C: f64 scales only when C is f64 */
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
+  if (!bq__is_float(d->scale_type) || (d->scale_type == BQ_F64 && d->out_type != BQ_F64))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 "
+                    "(or BQ_F64 with an f64 out_type)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
+  if ((st = bq__rule_asymmetric(d, name))) return st;
+  return ql ? bq__rule_qrange(d, name, "activations") : BQ_SUCCESS;
+}
+/* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
+BQ__FN void bq__linear_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  snprintf(buf, n, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32%s.%s", bq__dtype_name(d->int_type),
+           bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
+           bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "",
+           tn);
+}
+/* A GEMM with f32 activation scales and other weight scales comes back as QuantizedLinear
+   (whose SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token */
+BQ__FN int bq__linear_from_sku(char *const *tok, int n, bq_desc *d) {
+  bq_dtype a[4] = {BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT};
+  if (n != 7 || strcmp(tok[0], "linear_gemm")) return 0;
+  int ok = !strncmp(tok[1], "a_", 2) && bq__dtype_from_name(tok[1] + 2, &a[0]) && !strncmp(tok[3], "out_", 4) &&
+           bq__dtype_from_name(tok[3] + 4, &a[1]) && !strncmp(tok[4], "scale_", 6) &&
+           bq__dtype_from_name(tok[4] + 6, &a[2]) && !strncmp(tok[5], "ascale_", 7) &&
+           bq__dtype_from_name(tok[5] + 7, &a[3]);
+  d->op = ok && a[3] == BQ_F32 && a[2] != BQ_F32 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
+  d->granularity = BQ_PER_TOKEN;
+  if (ok) d->int_type = a[0], d->out_type = d->float_type = a[1], d->scale_type = a[2];
+  return ok;
+}
+/* the enumeration's variants: the output types */
+BQ__FN void bq__linear_axes(bq_op op, int *outer, int *inner) {
+  (void)op;
+  *outer = 1, *inner = 4;
+}
+BQ__FN void bq__linear_vary(bq_desc *in, int outer, int inner) {
+  static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+  (void)outer;
+  in->out_type = fts[inner];
+}
+BQ__FN const char *bq__linear_guarantee(const bq_desc *d) {
+  return d->out_type == BQ_F64
+             ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
+               "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of docs/numerics.md"
+             : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
+               "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
+               "docs/numerics.md";
+}
+/* QuantizedLinear's activations: dynamic quantize per token with f32 scales */
+BQ__FN int bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
+  if (d->op != BQ_QUANTIZED_LINEAR) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->granularity = BQ_PER_TOKEN;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = BQ_F32;
+  q->device = d->device;
+  q->asymmetric = d->asymmetric;
+  return 1;
+}
+/* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
+   dependent launch) where the module is built for sm_90 or later (its griddepcontrol
+   instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
+   unless BARACUDA_QUANT_PDL=0. */
+BQ__FN int bq__pdl_wanted(const bq__target *t) {
+  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
+}
+BQ__FN bq_status bq__linear_plan_setup(bq_plan *p) {
+  p->linear.wgmma = p->target.arch_a;
+  p->linear.pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&p->target);
+  return BQ_SUCCESS;
 }
 
+static const bq__family bq__linear_family = {
+  {BQ_QUANTIZED_LINEAR, BQ_SMOOTHQUANT_LINEAR}, {"quantized_linear", "smoothquant_linear"}, "linear",
+  bq__linear_normalize, NULL, bq__linear_sku, bq__linear_from_sku, bq__linear_axes, bq__linear_vary, NULL,
+  bq__linear_guarantee,
+  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__linear_check,
+  bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
+  {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES},
+  bq__linear_activation_desc, bq__linear_plan_setup, NULL};
+
+/* ---- the weight sums: int32 sums of the s8 weight rows (asymmetric activations' term) ---- */
+/* Reads s8 weights, writes int32: no float type; every field but op left 0 (default), or
+   its one meaningful value (s8 weights in their full range, int32 sums) */
+BQ__FN bq_status bq__weight_sums_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  bq__copy(name, name_size, "linear_weight_sums");
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  bq_desc z; /* the normalized desc, which is accepted again as it is */
+  memset(&z, 0, sizeof z);
+  z.op = d->op;
+  z.granularity = BQ_PER_TENSOR;
+  z.device = d->device;
+  z.float_type = BQ_F32;
+  z.int_type = BQ_S8;
+  z.qmin = -128;
+  z.qmax = 127;
+  z.scale_type = BQ_F32;
+  z.out_type = BQ_S32;
+  if (d->granularity == z.granularity && d->float_type == z.float_type && d->int_type == z.int_type &&
+      d->qmin == z.qmin && d->qmax == z.qmax && d->scale_type == z.scale_type && d->out_type == z.out_type &&
+      !d->asymmetric) {
+    *d = z;
+    return BQ_SUCCESS;
+  }
+  if (in->granularity != BQ_GRANULARITY_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
+                    name, (int)in->granularity);
+  if (d->float_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                    "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));
+  if (d->int_type != BQ_DTYPE_DEFAULT && d->int_type != BQ_S8)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 (the weights) or default",
+                    name, (int)d->int_type, bq__dtype_name(d->int_type));
+  if (d->out_type != BQ_DTYPE_DEFAULT && d->out_type != BQ_S32)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_S32 (the sums) or default",
+                    name, (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->scale_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                    "sums use no scales", name, (int)d->scale_type, bq__dtype_name(d->scale_type));
+  if (!(d->qmin == 0 && d->qmax == 0) && !(d->qmin == -128 && d->qmax == 127))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be both 0 or the s8 "
+                    "range [-128, 127]", name, d->qmin, d->qmax);
+  if (d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
+                    "layer", name, d->asymmetric);
+  *d = z;
+  return BQ_SUCCESS;
+}
+BQ__FN void bq__weight_sums_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)d, (void)t;
+  snprintf(buf, n, "linear_weight_sums.s8.dp4a.%s", tn);
+}
+BQ__FN int bq__weight_sums_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 3 || strcmp(tok[0], "linear_weight_sums")) return 0;
+  d->op = BQ_LINEAR_WEIGHT_SUMS;
+  return 1;
+}
+/* the enumeration: its one desc, whatever the other fields (its validation refuses any
+   field but op) */
+BQ__FN void bq__weight_sums_vary(bq_desc *in, int outer, int inner) {
+  (void)outer, (void)inner;
+  memset(in, 0, sizeof *in);
+  in->op = BQ_LINEAR_WEIGHT_SUMS;
+}
+BQ__FN const char *bq__weight_sums_guarantee(const bq_desc *d) {
+  (void)d;
+  return "exact: int32 sums of the s8 weights (K <= 2^24)";
+}
+
+static const bq__family bq__weight_sums_family = {
+  {BQ_LINEAR_WEIGHT_SUMS}, {"linear_weight_sums"}, "linear",
+  bq__weight_sums_normalize, NULL, bq__weight_sums_sku, bq__weight_sums_from_sku, bq__linear_axes,
+  bq__weight_sums_vary, NULL, bq__weight_sums_guarantee,
+  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 0, bq__linear_shape, bq__linear_check,
+  bq__no_workspace, bq__linear_run, NULL, NULL,
+  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}},
+  NULL, NULL, NULL};
+
 /* ==== src/impl_plans.h ==================================================================== */
+/* ---- the families ---------------------------------------------------------------------- */
+/* Every family this header holds, in the order of their ops (the tools' enumeration's) */
+static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
+                                                 &bq__weight_sums_family, &bq__fused_family};
+#define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
+/* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
+BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
+  for (int f = 0; f < BQ__FAMILIES; f++)
+    for (int i = 0; i < 3 && bq__families[f]->ops[i]; i++)
+      if (bq__families[f]->ops[i] == op) {
+        if (index) *index = i;
+        return bq__families[f];
+      }
+  return NULL;
+}
+/* a normalized desc's */
+BQ__FN const bq__family *bq__family_of(const bq_desc *d) { return bq__family_for(d->op, NULL); }
+BQ__FN const char *bq__op_name(bq_op op) {
+  int i = 0;
+  const bq__family *f = bq__family_for(op, &i);
+  return f ? f->op_names[i] : "unknown_op";
+}
+BQ__FN const char *bq__op_label(const bq_desc *d) {
+  const bq__family *f = bq__family_of(d);
+  return f && f->label ? f->label(d) : bq__op_name(d->op);
+}
+
+/* Validate a descriptor and fill in its defaults: its family's rules. */
+BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
+  *d = *in;
+  const bq__family *f = bq__family_for(d->op, NULL);
+  if (!f) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
+  return f->normalize(in, d, name, name_size);
+}
+
 /* ---- kernel specialization ------------------------------------------------------------------ */
 /* The entry points with code for d on t, by the family's enum (NULL: none); returns how many */
 BQ__FN int bq__kernels_of(const bq_desc *d, const bq__target *t, const char *out[BQ__MAX_KERNELS]) {
@@ -4665,12 +5051,10 @@ BQ__FN void bq__sku_module(const bq__target *t, bq__kernel_src *k) {
   else snprintf(k->sku + n, sizeof k->sku - n, "@%s", k->kernels[m]);
 }
 
-/* The SKU names a plan's kernels: op, direction, granularity, float and int types, q-range,
-   scale type, variant (elements per chunk; symmetric or asymmetric) and target. A module
+/* The SKU names a plan's kernels: its family's form of the desc, and the target. A module
    (t->module = e + 1) holds entry point e alone, named after it: "<SKU>@bq_affine_lean".
    A module of an entry point d lacks gets no kernels and an empty SKU. */
 BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
-  const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
   bq__kernels_of(d, t, k->kernels);
@@ -4679,36 +5063,7 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   if (m >= 0)
     for (int e = 0; e < BQ__MAX_KERNELS; e++)
       if (e != m) k->kernels[e] = NULL;
-  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
-    snprintf(k->sku, sizeof k->sku, "linear_weight_sums.s8.dp4a.%s", tn);
-  } else if (bq__is_linear(d->op)) {
-    /* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
-    snprintf(k->sku, sizeof k->sku, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32%s.%s",
-             bq__dtype_name(d->int_type), bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
-             bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "", tn);
-  }
-  if (bq__is_linear(d->op)) {
-    bq__sku_module(t, k);
-    size_t i = 0;
-    for (; k->sku[i] && i + 1 < sizeof k->file; i++) k->file[i] = k->sku[i];
-    k->file[i] = 0;
-    return;
-  }
-  char variant[32];
-  if (d->op == BQ_DYNAMIC_QUANTIZE)
-    snprintf(variant, sizeof variant, "vec%d.%s%s", f->vec(d), d->asymmetric ? "asym" : "sym",
-             d->pow2_scales ? ".pow2" : "");
-  else if (bq__is_fused(d->op))
-    snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d),
-             d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
-  else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
-  char range[40] = ""; /* FP8 has no q-range; its test hook's software conversion is named */
-  if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
-  else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s%s.scale_%s%s.%s.%s", bq__op_label(d),
-           d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
-           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
-           d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
+  bq__family_of(d)->sku(d, t, tn, k->sku, sizeof k->sku);
   bq__sku_module(t, k);
   size_t i = 0; /* the file name: the SKU with [ ] , made safe */
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
@@ -4716,26 +5071,11 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   k->file[i] = 0;
 }
 
-/* The prelude: the SKU, the names (bq__spec_names), common.cuh's specialization, then the
-   family's. The emulated tests compile the very same text (tests/emu_prelude.c). */
+/* The prelude: the SKU, the names (bq__spec_names), then the family's specialization. The
+   emulated tests compile the very same text (tests/emu_prelude.c). */
 BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
   bq__str_fmt(s, "// %s\n", k->sku);
   bq__spec_names(s);
-  if (bq__is_linear(d->op)) /* T is the output type, and so are common.cuh's scales (the GEMM
-                                reads its own, BQ_WST); the q-range is the host's business (the K bound) */
-    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
-                "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
-                bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), k->target.arch_a);
-  else
-    /* packed UE8M0 scales are UE8M0 bytes to the kernels, which address them by layout:
-       common.cuh's BQ_SL */
-    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-                "#define BQ_ST %s\n#define BQ_SL %d\n%s", bq__spec("TYPE", d->float_type),
-                bq__spec("TYPE", d->int_type), d->qmin, d->qmax,
-                bq__spec("TYPE", d->scale_type == BQ_UE8M0X4 ? BQ_UE8M0 : d->scale_type),
-                d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
-                                            : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
-                bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
   bq__family_of(d)->prelude(d, &k->target, s);
 }
 
@@ -4802,7 +5142,7 @@ BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wg
                     sm, oldest);
   if (exact && !force_ptx) {
     t->arch = sm;
-    t->arch_a = wgmma && sm == 90 && bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS;
+    t->arch_a = wgmma && sm == 90 && bq__family_of(d)->wgmma;
   } else {
     t->arch = best;
     t->ptx = 1;
@@ -4850,28 +5190,6 @@ BQ__FN BQ__UNUSED bq_status bq__kernel_for(const bq_desc *desc, const bq__target
   if (st) return st;
   bq__sku_of(&d, t, k);
   return bq__build_source(&d, k);
-}
-
-/* QuantizedLinear's activations: dynamic quantize per token with f32 scales */
-BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
-  memset(q, 0, sizeof *q);
-  q->op = BQ_DYNAMIC_QUANTIZE;
-  q->granularity = BQ_PER_TOKEN;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = BQ_F32;
-  q->device = d->device;
-  q->asymmetric = d->asymmetric;
-}
-
-/* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
-   dependent launch) where the module is built for sm_90 or later (its griddepcontrol
-   instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
-   unless BARACUDA_QUANT_PDL=0. */
-BQ__FN int bq__pdl_wanted(const bq__target *t) {
-  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
 }
 
 /* One module (t->module > 0) of the normalized desc d into the disk cache (a disk hit does
@@ -4926,9 +5244,9 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   bq_status st = bq__normalize(desc, &d, name, sizeof name);
   if (st) return st;
   if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_cache_warm");
-  if (d.op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too, as select would load it */
+  const bq__family *f = bq__family_of(&d);
+  if (f->sub && f->sub(&d, &q0)) { /* the kernel of the plan it holds too, as select would load it */
     bq__target tq;
-    bq__linear_activation_desc(&d, &q0);
     if ((st = bq__normalize(&q0, &q, name, sizeof name))) return st;
     if ((st = bq__target_for(&q, sm, &tq))) return bq__refail(st, "bq_cache_warm");
     if ((st = bq__warm_one(&q, &tq, NULL))) return st;
@@ -4957,7 +5275,7 @@ BQ__FN void *bq__warm_worker(void *arg) {
   }
   return NULL;
 }
-/* the modules of desc on sm (QuantizedLinear's activations' too) appended to *jobs */
+/* the modules of desc on sm (the plan it holds too: QuantizedLinear's activations') appended to *jobs */
 BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_job **jobs, int *n, int *cap) {
   bq_desc d[2], q;
   char name[96];
@@ -4965,8 +5283,7 @@ BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_
   bq_status st = bq__normalize(desc, &d[0], name, sizeof name);
   if (!st) st = bq__target_for(&d[0], sm, &t[0]);
   int nd = 1;
-  if (!st && d[0].op == BQ_QUANTIZED_LINEAR) {
-    bq__linear_activation_desc(&d[0], &q);
+  if (!st && bq__family_of(&d[0])->sub && bq__family_of(&d[0])->sub(&d[0], &q)) {
     if (!(st = bq__normalize(&q, &d[1], name, sizeof name))) st = bq__target_for(&d[1], sm, &t[1]);
     nd = 2;
   }
@@ -5070,8 +5387,8 @@ BQ__FN size_t bq__typical_args(const bq_plan *p, bq_args *a) {
   a->w = BQ__FAKE_PTR();
   a->w_scales = BQ__FAKE_PTR();
   a->w_sums = p->desc.asymmetric ? (const int32_t *)BQ__FAKE_PTR() : NULL;
-  a->norm_weight = p->desc.op == BQ_RMSNORM_QUANTIZE ? BQ__FAKE_PTR() : NULL;
-  a->eps = p->desc.op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
+  void *spare = BQ__FAKE_PTR();
+  if (p->fam->typical) p->fam->typical(&p->desc, a, spare); /* (RMSNorm's weight) */
 #undef BQ__FAKE_PTR
   return p->fam->workspace(p, a);
 }
@@ -5126,25 +5443,16 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   p->threads_sm = dev.threads_sm;
   p->l2_bytes = dev.l2_bytes;
   snprintf(p->gpu, sizeof p->gpu, "%s sms %d mem %d", dev.name[0] ? dev.name : "?", dev.num_sms, dev.mem_khz);
-  if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less
-                                     its static reductions' and a margin (bq__fused_setup gives it) */
-    int optin = 0;
-    bq__CUdevice cd = 0;
-    bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
-    if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-    p->smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
-  }
-  if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
-    p->wgmma = t.arch_a;
-    p->pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&t);
-    if (p->desc.op == BQ_QUANTIZED_LINEAR) {
-      bq_desc q;
-      bq__linear_activation_desc(&p->desc, &q);
-      st = bq_plan_select(&q, &p->sub);
-      if (!st) {
-        size_t n = strlen(p->sku);
-        snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
-      }
+  if (p->fam->plan_setup) st = p->fam->plan_setup(p);
+  bq_desc q;
+  if (!st && p->fam->sub && p->fam->sub(&p->desc, &q)) { /* the plan it holds */
+    int sub_pushed = 0; /* (this plan's context is current: the sub-plan's is the same) */
+    bq__CUcontext c;
+    st = bq__select(&q, &p->sub, &sub_pushed);
+    if (sub_pushed) bq__drv.cuCtxPopCurrent(&c);
+    if (!st) {
+      size_t n = strlen(p->sku);
+      snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
     }
   }
   if (!st) st = bq__plan_prime(p);
@@ -5183,11 +5491,12 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
-  if (a->mask && (d->op != BQ_FAKE_QUANTIZE || (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_CHANNEL)))
+  const unsigned owns = p->fam->owns ? p->fam->owns(d) : 0;
+  if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
                     "per channel keep a mask", p->name, a->mask);
   if (b == 0) return BQ_SUCCESS;
-  if (d->op != BQ_DYNAMIC_QUANTIZE)
+  if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
   if (d->asymmetric)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to symmetric plans only", p->name, b);
@@ -5263,22 +5572,7 @@ BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
 
 BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (!p) return "";
-  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights (K <= 2^24)";
-  if (bq__is_fused(p->desc.op))
-    return p->desc.float_type == BQ_F64
-               ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
-                 "contract builds them), its values rounded to T and quantized as the unfused ops would; "
-                 "bit-identical to the CPU reference of docs/numerics.md"
-               : "exact: the producer in f32, each operation rounded to nearest even (no FMA; exp and tanh as "
-                 "the contract builds them), its values rounded to T and quantized as the unfused ops would; "
-                 "bit-identical to the CPU reference of docs/numerics.md";
-  if (bq__is_linear(p->desc.op))
-    return p->desc.out_type == BQ_F64
-               ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
-                 "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of docs/numerics.md"
-               : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
-                 "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
-                 "docs/numerics.md";
+  if (p->fam->guarantee) return p->fam->guarantee(&p->desc);
   if (p->desc.float_type == BQ_F64)
     return "exact: f64 arithmetic throughout (IEEE division and product, round half to even); "
            "bit-identical to the CPU reference of docs/numerics.md";
@@ -5291,16 +5585,15 @@ BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
 /* Compiled where the including file defines BARACUDA_QUANT_TOOLS as well: the CLI, the
    Python package's shim, the kernel dumper and the tests that walk every kernel. */
 #ifdef BARACUDA_QUANT_TOOLS
-BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_UE8M0X4; i++)
-    if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
-  return 0;
+/* op belongs to the family the tools name group ("linear": the GEMMs and the weight sums) */
+BQ__FN BQ__UNUSED int bq__op_in(bq_op op, const char *group) {
+  const bq__family *f = bq__family_for(op, NULL);
+  return f && !strcmp(f->group, group);
 }
-
 /* The normalized desc and target a SKU (as bq_sku and bq_plan_sku print it, or a module's,
-   "<SKU>@<entry point>", which sets t->module) names: the inverse of bq__sku_of, for tools. The result's SKU must be the very string given. A GEMM
-   with f32 activation scales and other weight scales comes back as QuantizedLinear (whose
-   SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token. */
+   "<SKU>@<entry point>", which sets t->module) names: the inverse of bq__sku_of, for tools:
+   the family's own form (its from_sku), or the elementwise families' (bq__sku_std). The
+   result's SKU must be the very string given. */
 BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq__target *t) {
   static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
   char buf[256], *tok[16];
@@ -5326,39 +5619,33 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   t->arch_a = end && !strcmp(end, "a") && !t->ptx;
   int target_ok = arch > 0 && arch < 1000 && end && (!*end || t->arch_a);
   t->arch = (int)arch;
-  bq_dtype a[4] = {BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT};
   static char no_range[] = "q[0,0]"; /* FP8 SKUs name no q-range: parse them as if they did */
   if (n >= 8 && n < 16 && (!strcmp(tok[4], "e4m3") || !strcmp(tok[4], "e5m2"))) {
     memmove(&tok[6], &tok[5], (size_t)(n - 5) * sizeof tok[0]);
     tok[5] = no_range;
     n++;
   }
-  if (!target_ok) {
-  } else if (!strcmp(tok[0], "linear_weight_sums") && n == 4) {
-    d.op = BQ_LINEAR_WEIGHT_SUMS;
-    ok = 1;
-  } else if (!strcmp(tok[0], "linear_gemm") && n == 8) {
-    ok = !strncmp(tok[1], "a_", 2) && bq__dtype_from_name(tok[1] + 2, &a[0]) && !strncmp(tok[3], "out_", 4) &&
-         bq__dtype_from_name(tok[3] + 4, &a[1]) && !strncmp(tok[4], "scale_", 6) &&
-         bq__dtype_from_name(tok[4] + 6, &a[2]) && !strncmp(tok[5], "ascale_", 7) &&
-         bq__dtype_from_name(tok[5] + 7, &a[3]);
-    d.op = ok && a[3] == BQ_F32 && a[2] != BQ_F32 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
-    d.granularity = BQ_PER_TOKEN;
-    if (ok) d.int_type = a[0], d.out_type = d.float_type = a[1], d.scale_type = a[2];
-  } else if (n == 9 || n == 10 || n == 11) {
-    for (int op = BQ_QUANTIZE; op <= BQ_DYNAMIC_QUANTIZE; op++)
-      if (!strcmp(tok[0], bq__op_name((bq_op)op))) d.op = (bq_op)op;
-    if (!strcmp(tok[0], "rmsnorm_quantize")) d.op = BQ_RMSNORM_QUANTIZE;
-    if (!strcmp(tok[0], "silu_mul_quantize")) d.op = BQ_GATED_QUANTIZE, d.activation = BQ_SILU;
-    if (!strcmp(tok[0], "gelu_tanh_mul_quantize")) d.op = BQ_GATED_QUANTIZE, d.activation = BQ_GELU_TANH;
+  const bq__family *fam = NULL; /* the family whose form the tokens have, and d.op */
+  for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++)
+    if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
+  for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
+    for (int i = 0; i < 3 && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
+      for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
+        bq_desc l;
+        memset(&l, 0, sizeof l);
+        l.op = bq__families[f]->ops[i];
+        l.activation = (bq_activation)act;
+        if (!bq__families[f]->from_sku && !strcmp(tok[0], bq__op_label(&l)))
+          fam = bq__families[f], d.op = l.op, d.activation = l.activation;
+      }
+  if (fam && !fam->from_sku) {
     for (int g = 0; g < 5; g++)
       if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
     if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
-    if (n == 11 && d.op == BQ_DYNAMIC_QUANTIZE && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
-    ok = ok && d.op && (n == 10) == (d.op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d.op)) &&
-         (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
+    if (n == 11 && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
+    ok = ok && n <= 10 && (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
          bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&
          sscanf(tok[5], "q[%d,%d]%c", &d.qmin, &d.qmax, &tail) == 2 && !strncmp(tok[6], "scale_", 6) &&
          bq__dtype_from_name(tok[6] + (mn ? 9 : 6), &d.scale_type) &&
@@ -5381,7 +5668,8 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   return BQ_SUCCESS;
 }
 
-/* The families by name, for tools: bit i of bq__all_descs' set is bq__family_names[i] */
+/* The families by name, for tools: bit i of bq__all_descs' set is bq__family_names[i]
+   (each bq__family's group) */
 static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused"};
 #define BQ__ALL_FAMILIES 15u
 #define BQ__FAMILY_LIST "affine, dynamic, linear or fused"
@@ -5394,70 +5682,67 @@ BQ__FN BQ__UNUSED unsigned bq__family_bit(const char *name) {
 
 /* Every kernel of the families asked for (1: quantize, dequantize, fake quantize; 2: dynamic
    quantize; 4: the linear layers' GEMMs, the weight sums and QuantizedLinear's activation
-   kernels; 8: the fused producers) with each int type's full q-range: one normalized desc per SKU, each naming one
-   kernel (warm it with bq__warm_one). Writes at most cap into out; returns how many. */
+   kernels; 8: the fused producers) with each int type's full q-range: one normalized desc per
+   SKU, each naming one kernel (warm it with bq__warm_one). Every field each desc has, by
+   value, then the family's variants (bq__family.axes); the plans a plan holds come along.
+   Writes at most cap into out; returns how many. */
 BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
   static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
   const bq__target t = {80, 0, 0, 0}; /* SKUs differ in their target alone across targets */
   int n = 0, nseen = 0, seen_cap = 0;
   char(*seen)[256] = NULL;
-  for (int op = BQ_QUANTIZE; op <= BQ_GATED_QUANTIZE; op++) {
-    unsigned fam = op <= BQ_FAKE_QUANTIZE ? 1u : op == BQ_DYNAMIC_QUANTIZE ? 2u : bq__is_fused((bq_op)op) ? 8u : 4u;
-    if (!(families & fam)) continue;
-    int lin = fam == 4u;
-    for (int act = 0; act < (op == BQ_GATED_QUANTIZE ? 2 : 1); act++)
-    for (int dir = 0; dir < 2; dir++)
-      for (int g = 0; g < 5; g++)
-        for (int f = 0; f < 4; f++)
-          for (int i = 0; i < 4; i++)
-            for (int s = 0; s < 6; s++)
-            for (int lay = 0; lay < 2; lay++)
-              for (int asym = 0; asym < 2; asym++)
-                for (int pw = 0; pw < (op == BQ_DYNAMIC_QUANTIZE ? 2 : 1); pw++)
-                for (int o = 0; o < (lin ? 4 : 1); o++) {
-                  bq_desc in, d[2];
-                  char name[96];
-                  memset(&in, 0, sizeof in);
-                  in.op = (bq_op)op;
-                  in.direction = dir ? BQ_BACKWARD : BQ_FORWARD;
-                  in.granularity = grans[g];
-                  in.float_type = fts[f];
-                  in.int_type = its[i];
-                  in.scale_type = s < 4 ? fts[s] : s == 4 ? BQ_UE8M0 : BQ_UE8M0X4;
-                  in.scale_layout = (bq_scale_layout)lay;
-                  in.pow2_scales = pw;
-                  in.asymmetric = asym;
-                  if (lin) in.out_type = fts[o];
-                  if (op == BQ_GATED_QUANTIZE) in.activation = act ? BQ_GELU_TANH : BQ_SILU;
-                  if (op == BQ_LINEAR_WEIGHT_SUMS) { /* its validation refuses any field but op */
+  for (int fi = 0; fi < BQ__FAMILIES; fi++) {
+    const bq__family *fam = bq__families[fi];
+    if (!(families & bq__family_bit(fam->group))) continue;
+    for (int oi = 0; oi < 3 && fam->ops[oi]; oi++) {
+      const bq_op op = fam->ops[oi];
+      int outer = 1, inner = 1;
+      if (fam->axes) fam->axes(op, &outer, &inner);
+      for (int x = 0; x < outer; x++)
+      for (int dir = 0; dir < 2; dir++)
+        for (int g = 0; g < 5; g++)
+          for (int f = 0; f < 4; f++)
+            for (int i = 0; i < 4; i++)
+              for (int s = 0; s < 6; s++)
+              for (int lay = 0; lay < 2; lay++)
+                for (int asym = 0; asym < 2; asym++)
+                  for (int y = 0; y < inner; y++) {
+                    bq_desc in, d[2];
+                    char name[96];
                     memset(&in, 0, sizeof in);
-                    in.op = BQ_LINEAR_WEIGHT_SUMS;
-                  }
-                  if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
-                  int nd = 1;
-                  if (op == BQ_QUANTIZED_LINEAR) {
-                    bq__linear_activation_desc(&d[0], &in);
-                    if (bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS) nd = 2;
-                  }
-                  for (int j = 0; j < nd; j++) {
-                    bq__kernel_src k;
-                    memset(&k, 0, sizeof k);
-                    bq__sku_of(&d[j], &t, &k);
-                    int dup = 0;
-                    for (int m = 0; m < nseen && !dup; m++) dup = !strcmp(seen[m], k.sku);
-                    if (dup) continue;
-                    if (nseen == seen_cap) {
-                      seen_cap = seen_cap ? 2 * seen_cap : 256;
-                      char(*grown)[256] = (char(*)[256])BQ_REALLOC(seen, (size_t)seen_cap * sizeof *seen);
-                      if (!grown) { BQ_FREE(seen); return -1; }
-                      seen = grown;
+                    in.op = op;
+                    in.direction = dir ? BQ_BACKWARD : BQ_FORWARD;
+                    in.granularity = grans[g];
+                    in.float_type = fts[f];
+                    in.int_type = its[i];
+                    in.scale_type = s < 4 ? fts[s] : s == 4 ? BQ_UE8M0 : BQ_UE8M0X4;
+                    in.scale_layout = (bq_scale_layout)lay;
+                    in.asymmetric = asym;
+                    if (fam->vary) fam->vary(&in, x, y);
+                    if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
+                    int nd = 1;
+                    if (fam->sub && fam->sub(&d[0], &in) && bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS)
+                      nd = 2;
+                    for (int j = 0; j < nd; j++) {
+                      bq__kernel_src k;
+                      memset(&k, 0, sizeof k);
+                      bq__sku_of(&d[j], &t, &k);
+                      int dup = 0;
+                      for (int m = 0; m < nseen && !dup; m++) dup = !strcmp(seen[m], k.sku);
+                      if (dup) continue;
+                      if (nseen == seen_cap) {
+                        seen_cap = seen_cap ? 2 * seen_cap : 256;
+                        char(*grown)[256] = (char(*)[256])BQ_REALLOC(seen, (size_t)seen_cap * sizeof *seen);
+                        if (!grown) { BQ_FREE(seen); return -1; }
+                        seen = grown;
+                      }
+                      memcpy(seen[nseen++], k.sku, sizeof k.sku);
+                      if (n < cap) out[n] = d[j];
+                      n++;
                     }
-                    memcpy(seen[nseen++], k.sku, sizeof k.sku);
-                    if (n < cap) out[n] = d[j];
-                    n++;
                   }
-                }
+    }
   }
   BQ_FREE(seen);
   return n;

@@ -276,6 +276,7 @@ BQ__FN void bq__launch_bounds_define(bq__str *s, const char *name, int min_block
 
 BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
+  bq__prelude_types(d, s);
   static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN",
                                                                   "PAIR"};
   const bq__affine_row *r = bq__affine_row_of(d);
@@ -298,10 +299,12 @@ BQ__FN bq_status bq__affine_shape(const bq_plan *p, const bq_args *a) {
   bq__view v;
   return bq__view_of(p, a, &v);
 }
-BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
+/* the whole validation, giving the problem's view (check's, and run's first step) */
+BQ__FN bq_status bq__affine_validate(const bq_plan *p, const bq_args *a, bq__view *vp) {
   bq__view v;
   bq_status st = bq__view_of(p, a, &v);
   if (st) return st;
+  *vp = v;
   const bq_desc *d = &p->desc;
   if (d->granularity == BQ_PER_TENSOR) {
     if (!(isfinite(a->scale) && a->scale > 0))
@@ -334,6 +337,10 @@ BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
     if (a->zero_points && (st = bq__check_ptr(p, "args.zero_points", a->zero_points, 4))) return st;
   }
   return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__affine_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__affine_validate(p, a, &v);
 }
 
 BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
@@ -577,8 +584,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   (void)ws;
   (void)ws_bytes;
   bq__view v;
-  bq_status st = bq__affine_check(p, a);
-  if (!st) st = bq__view_of(p, a, &v);
+  bq_status st = bq__affine_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   bq_args rq;
@@ -711,8 +717,41 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   }
 }
 
+/* Quantize, dequantize and fake quantize: static scales (and zero points), any granularity,
+   either direction, integer or FP8 storage */
+BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 1))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  bq__plan_name_std(d, 0, name, name_size);
+  if ((st = bq__rule_types(d, name, 1)) || (st = bq__rule_no_out_type(d, name)) || (st = bq__scale_rules(d, in, name, 0)))
+    return st;
+  if (d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
+  /* per tensor: the host scalar is in the compute type */
+  if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
+  return BQ_SUCCESS;
+}
+/* the variant: elements per access, and accesses a lane (the table's u) */
+BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  char variant[32];
+  snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  bq__sku_std(d, variant, tn, buf, n);
+}
+/* args.mask: fake quantize's per tensor and per channel */
+BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
+  return d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL)
+             ? BQ__OWNS_MASK
+             : 0;
+}
+
 static const bq__family bq__affine_family = {
-  "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, bq__affine_shape, bq__affine_check,
+  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE}, {"quantize", "dequantize", "fake_quantize"}, "affine",
+  bq__affine_normalize, NULL, bq__affine_sku, NULL, NULL, NULL, bq__affine_owns, NULL,
+  "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, 0, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
-   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}}};
+   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}},
+  NULL, NULL, NULL};

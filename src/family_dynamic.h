@@ -66,6 +66,7 @@ BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
 
 BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
+  bq__prelude_types(d, s);
   const bq__dynamic_row *r = bq__dynamic_row_of(d);
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
               "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
@@ -83,16 +84,23 @@ BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
   bq__view v;
   return bq__dynamic_view_of(p, a, &v);
 }
-BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
+/* the whole validation, giving the problem's view (check's, and run's first step) */
+BQ__FN bq_status bq__dynamic_validate(const bq_plan *p, const bq_args *a, bq__view *vp) {
   bq__view v;
   bq_status st = bq__dynamic_view_of(p, a, &v);
   const bq_desc *d = &p->desc;
-  if (st || v.numel == 0) return st;
+  if (st) return st;
+  *vp = v;
+  if (v.numel == 0) return st;
   if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
   if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
   if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
   return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__dynamic_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__dynamic_validate(p, a, &v);
 }
 
 /* per tensor: one partial (two C values) per block of the reduction pass, a wave of them (as
@@ -124,8 +132,7 @@ static int bq__dynamic_force_entry = -1;
 static int bq__tiles_staged = 1;
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
-  bq_status st = bq__dynamic_check(p, a);
-  if (!st) st = bq__view_of(p, a, &v);
+  bq_status st = bq__dynamic_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
@@ -196,8 +203,48 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
+/* Dynamic quantize: the scales (and zero points) computed from the data, forward only */
+BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_enums(d, 1))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  bq__plan_name_std(d, 1, name, name_size);
+  if ((st = bq__rule_types(d, name, 1)) || (st = bq__rule_no_out_type(d, name)) || (st = bq__scale_rules(d, in, name, 1)))
+    return st;
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.direction (backward) is not defined for dynamic quantize", name);
+  if (d->granularity == BQ_PER_CHANNEL)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED,
+                    "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
+                    "use per_token, per_group, per_block or per_tensor", name);
+  if ((st = bq__rule_asymmetric(d, name))) return st;
+  return bq__rule_qrange(d, name, "dynamic quantize");
+}
+/* the variant: elements per access, symmetric or not, power-of-two scales */
+BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  char variant[32];
+  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
+           d->pow2_scales ? ".pow2" : "");
+  bq__sku_std(d, variant, tn, buf, n);
+}
+/* the enumeration's variants: pow2_scales 0 and 1 */
+BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
+  (void)op;
+  *outer = 1, *inner = 2;
+}
+BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
+  (void)outer;
+  in->pow2_scales = inner;
+}
+BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) { (void)d; return BQ__OWNS_AMAX_BOUND; }
+
 static const bq__family bq__dynamic_family = {
-  "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, bq__dynamic_shape, bq__dynamic_check,
+  {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
+  bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
+  "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
   {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
-   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}}};
+   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}},
+  NULL, NULL, NULL};

@@ -38,6 +38,53 @@ BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * 
 #define BQ__FUSED_NARROW_ROWS 16
 #define BQ__FUSED_MAX_COLS ((int64_t)1 << 30)
 
+/* The fused producers' kernel choice: the first row of bq__fused_rules whose facts hold
+   (bq__fused_choose). A row names the facts it needs and those that rule it out, and how a
+   row of the problem must fill the entry: up to what it holds, exactly that (a full row),
+   or any. The facts, of a call: */
+enum {
+  BQ__FF_RMS = 1,      /* RMSNorm (not the gated op) */
+  BQ__FF_RES = 2,      /* with a residual */
+  BQ__FF_DENSE = 4,    /* every stream 16-byte aligned, whole accesses, y's rows aligned to a chunk of codes */
+  BQ__FF_WHOLE = 8,    /* every T stream 16-byte aligned, whole accesses */
+  BQ__FF_DYN = 16,     /* per token or per group (dynamic scales) */
+  BQ__FF_MANY = 32,    /* at least BQ__FUSED_NARROW_ROWS rows an SM */
+  BQ__FF_WIDE = 64,    /* f64 data or FP8 codes: more registers an element */
+  BQ__FF_ALIGNED = 128, /* every T stream 16-byte aligned */
+  BQ__FF_LONG = 256,   /* more than two accesses a thread of 256 */
+  BQ__FF_REG_C8 = 512, /* rows bq_fused_c8 holds but bq_fused_c4 does not, with the activation's
+                          table or for 16-bit RMSNorm per token with a residual */
+  BQ__FF_STAGED = 1024 /* bq_fused_staged fits a block an SM or more (asked last: its module loads) */
+};
+enum { BQ__FILL_ANY, BQ__FILL_HELD, BQ__FILL_FULL }; /* bq__fused_rule.fill */
+typedef struct bq__fused_rule {
+  int entry;
+  unsigned need, refuse; /* BQ__FF_* */
+  int fill;
+} bq__fused_rule;
+static const bq__fused_rule bq__fused_rules[] = {
+  /* narrow (128 threads): RMSNorm's dense rows, many of them, where a row's fixed work (its
+     reductions, rstd, scale) is the largest share; bq_fused_m16 spills for wide elements,
+     the wider ones with a residual */
+  {BQ__FUSED_M4F, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, 0, BQ__FILL_FULL},
+  {BQ__FUSED_M4, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, 0, BQ__FILL_HELD},
+  {BQ__FUSED_M8F, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, BQ__FF_RES, BQ__FILL_FULL},
+  {BQ__FUSED_M8, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, BQ__FF_RES, BQ__FILL_HELD},
+  {BQ__FUSED_M16, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, BQ__FF_RES | BQ__FF_WIDE, BQ__FILL_HELD},
+  /* long aligned rows staged in shared memory, the next row's copy in flight */
+  {BQ__FUSED_STAGED, BQ__FF_ALIGNED | BQ__FF_LONG | BQ__FF_STAGED, BQ__FF_REG_C8, BQ__FILL_ANY},
+  /* a row in registers, 256 threads; dense rows without the element path */
+  {BQ__FUSED_C1, 0, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C2D, BQ__FF_DENSE, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C2, 0, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C4, 0, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C8D, BQ__FF_WHOLE, 0, BQ__FILL_HELD},
+  {BQ__FUSED_C8, 0, 0, BQ__FILL_HELD},
+  /* any row, in batches */
+  {BQ__FUSED_LONG, 0, 0, BQ__FILL_ANY},
+};
+#define BQ__FUSED_RULES ((int)(sizeof bq__fused_rules / sizeof bq__fused_rules[0]))
+
 BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
 /* gated with bf16 gates: act(g) comes from a table of its 8192 values that need the
@@ -47,6 +94,7 @@ BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUAN
 
 BQ__FN void bq__fused_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
+  bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
               bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
               bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
@@ -154,6 +202,27 @@ static int bq__fused_force_entry = -1;
 BQ__FN int bq__aligned16(const void *ptr, int64_t stride_bytes) {
   return (uintptr_t)ptr % 16 == 0 && stride_bytes % 16 == 0;
 }
+/* The staged kernel's blocks an SM for rows of nacc accesses (two slots of slot bytes, after
+   the activation's table), with the weight staged too where that costs no block an SM
+   (*wbytes its bytes, else 0); 0 where its shared memory is not given. Its module loads
+   first (bq__fused_setup gives it its shared memory). */
+BQ__FN bq_status bq__fused_staged_fit(const bq_plan *p, int64_t tab, int64_t slot, int rms, int64_t nacc,
+                                      int *blocks, int64_t *wbytes) {
+  *blocks = 0, *wbytes = 0;
+  for (int ws_try = rms; ws_try >= 0; ws_try--) {
+    int nb = 0;
+    const int64_t wb = ws_try ? nacc * 16 : 0, bytes = tab + wb + 2 * slot;
+    bq__CUfunction sf = NULL;
+    if (bytes > p->fused.smem_max) continue;
+    bq_status st = bq__plan_fn(p, BQ__FUSED_STAGED, &sf);
+    if (st) return st;
+    if (bytes <= p->fused.staged_smem &&
+        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, sf, BQ__FUSED_THREADS, (size_t)bytes) == 0 &&
+        nb > *blocks)
+      *blocks = nb, *wbytes = wb;
+  }
+  return BQ_SUCCESS;
+}
 BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws, (void)ws_bytes;
   bq__fused_view v;
@@ -189,63 +258,46 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int64_t gc = v.group / p->vec;
   k.fast_groups = d->granularity == BQ_PER_GROUP && v.group % p->vec == 0 && gc <= 32 && (gc & (gc - 1)) == 0;
   const int64_t nacc = (v.cols + p->vec - 1) / p->vec;
-  int which = BQ__FUSED_LONG, narrow = 0;
-  for (int e = BQ__FUSED_C1; e <= BQ__FUSED_C8; e++)
-    if (nacc <= bq__fused_held(e)) { which = e; break; }
-  /* dense rows: every stream 16-byte aligned, D whole accesses; with y's rows aligned to a
-     chunk of codes, the narrow entries and bq_fused_c2d take them (their code has no element
-     path and stores y in one width); bq_fused_m4 and bq_fused_m4f take a residual too (about
-     1% faster than the 256-thread kernels on the H100; the wider ones spill with it) */
+  /* dense rows: every stream 16-byte aligned, D whole accesses, y's rows aligned to a chunk
+     of codes (the narrow entries and bq_fused_c2d store y in one width) */
   const int whole = k.aligned && v.cols % p->vec == 0;
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
-  const int dense = whole && yal;
-  if (rms && dense && (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) &&
-      v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1))
-    /* (bq_fused_m16 spills for f64 data and for FP8 codes, whose conversion needs more registers) */
-    for (int i = 0; i < (k.res ? 1 : t == 8 || bq__is_fp8(d->int_type) ? 2 : 3) && !narrow; i++) {
-      static const int by_size[3][2] = {{BQ__FUSED_M4, BQ__FUSED_M4F}, {BQ__FUSED_M8, BQ__FUSED_M8F},
-                                        {BQ__FUSED_M16, BQ__FUSED_M16}}; /* (any row, a full row) */
-      const int e = by_size[i][0];
-      if (nacc <= bq__fused_held(e)) {
-        narrow = 1;
-        which = nacc == bq__fused_held(e) ? by_size[i][1] : e;
-      }
-    }
-  /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block
-     (three or four slots, fewer blocks an SM, measured slower); rows of up to 512 accesses
-     are faster held in registers (bq_fused_c1, bq_fused_c2), so they skip the occupancy
-     queries unless a test forces the entry */
+  const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
+  unsigned facts = (rms ? BQ__FF_RMS : 0) | (k.res ? BQ__FF_RES : 0) | (whole && yal ? BQ__FF_DENSE : 0) |
+                   (whole ? BQ__FF_WHOLE : 0) | (k.aligned ? BQ__FF_ALIGNED : 0) |
+                   (nacc > 2 * BQ__FUSED_THREADS ? BQ__FF_LONG : 0) |
+                   (t == 8 || bq__is_fp8(d->int_type) ? BQ__FF_WIDE : 0);
+  if (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) facts |= BQ__FF_DYN;
+  if (v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1)) facts |= BQ__FF_MANY;
+  /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
+     staged with the activation's table, and for 16-bit RMSNorm per token with a residual,
+     whose two slots leave the staged kernel one block an SM */
+  if ((tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) && nacc > bq__fused_held(BQ__FUSED_C4) &&
+      nacc <= bq__fused_held(BQ__FUSED_C8))
+    facts |= BQ__FF_REG_C8;
+  /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block;
+     the weight staged too where that costs no block an SM (else it is read through L1) */
   const int64_t slot = nacc * 16 * (rms && !k.res ? 1 : 2);
   const int forced = bq__fused_force_entry >= 0 && bq__fused_force_entry < BQ__FUSED_ENTRIES;
-  const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
-  /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
-     staged with the activation's table (H100, bf16 [8192, 14336]: 237 us against 260; from
-     513 to 1024 accesses staged was faster), and for 16-bit RMSNorm per token with a
-     residual, whose two slots leave the staged kernel one block an SM */
-  const int reg_c8 = (tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) &&
-                     nacc > bq__fused_held(BQ__FUSED_C4) && nacc <= bq__fused_held(BQ__FUSED_C8);
   int64_t wbytes = 0;
-  int staged_blocks = 0;
-  /* the weight is staged too where that costs no block an SM (else it is read through L1);
-     the staged kernel's module loads before its occupancy is asked (bq__fused_setup gives it
-     its shared memory) */
-  for (int ws_try = rms; k.aligned && ((nacc > 2 * BQ__FUSED_THREADS && !narrow && !reg_c8) || forced) && ws_try >= 0;
-       ws_try--) {
-    int nb = 0;
-    const int64_t wb = ws_try ? nacc * 16 : 0;
-    bq__CUfunction sf = NULL;
-    if (tab + wb + 2 * slot > p->smem_max) continue;
-    if ((st = bq__plan_fn(p, BQ__FUSED_STAGED, &sf))) return st;
-    if (tab + wb + 2 * slot <= p->staged_smem &&
-        bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, sf, BQ__FUSED_THREADS, (size_t)(tab + wb + 2 * slot)) == 0 &&
-        nb > staged_blocks)
-      staged_blocks = nb, wbytes = wb;
+  int staged_blocks = 0, which = BQ__FUSED_LONG;
+  for (int r = 0; r < BQ__FUSED_RULES; r++) {
+    const bq__fused_rule *u = &bq__fused_rules[r];
+    const int64_t held = bq__fused_held(u->entry);
+    if ((u->fill == BQ__FILL_HELD && nacc > held) || (u->fill == BQ__FILL_FULL && nacc != held)) continue;
+    if ((u->need & BQ__FF_STAGED) && !forced && (u->need & ~facts & ~(unsigned)BQ__FF_STAGED) == 0 &&
+        !(u->refuse & facts)) {
+      if ((st = bq__fused_staged_fit(p, tab, slot, rms, nacc, &staged_blocks, &wbytes))) return st;
+      if (staged_blocks > 0) facts |= BQ__FF_STAGED;
+    }
+    if ((u->need & ~facts) == 0 && !(u->refuse & facts)) {
+      which = u->entry;
+      break;
+    }
   }
-  if (staged_blocks > 0 && !forced) which = BQ__FUSED_STAGED; /* (a forced entry is chosen below) */
-  /* dense rows in the wide entries without an element path (H100, bf16 [8192, 14336],
-     RMSNorm with a residual: 315 -> 297 us) */
-  if (whole && !forced) which = which == BQ__FUSED_C2 && yal ? BQ__FUSED_C2D : which == BQ__FUSED_C8 ? BQ__FUSED_C8D : which;
-  if (forced) {
+  if (forced) { /* the test hook: the entry asked for where it can take the problem */
+    const int dense = whole && yal;
+    if (k.aligned && (st = bq__fused_staged_fit(p, tab, slot, rms, nacc, &staged_blocks, &wbytes))) return st;
     which = bq__fused_force_entry;
     if (which != BQ__FUSED_LONG && which != BQ__FUSED_STAGED && nacc > bq__fused_held(which)) which = BQ__FUSED_LONG;
     if (which == BQ__FUSED_STAGED && staged_blocks <= 0) which = BQ__FUSED_LONG;
@@ -267,7 +319,8 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (tab) { /* (its module loaded first: bq__fused_setup counts its blocks) */
     bq__CUfunction fn;
     if (!bq__dry.plan && (st = bq__plan_fn(p, which, &fn))) return st;
-    const int64_t fit = (int64_t)(p->tab_blocks[which] > 0 ? p->tab_blocks[which] : 1) * (p->num_sms > 0 ? p->num_sms : 1);
+    const int64_t per_sm = p->fused.tab_blocks[which] > 0 ? p->fused.tab_blocks[which] : 1;
+    const int64_t fit = per_sm * (p->num_sms > 0 ? p->num_sms : 1);
     if (blocks > fit) blocks = fit;
   }
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
@@ -277,23 +330,106 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
    the register entries serve every row); with the activation's table, each register entry
    gets its blocks an SM */
 BQ__FN bq_status bq__fused_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  const int64_t most = p->fused.smem_max;
   if (e == BQ__FUSED_STAGED)
-    p->staged_smem = p->smem_max > 0 &&
-                             !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)p->smem_max)
-                         ? p->smem_max
-                         : 0;
+    p->fused.staged_smem =
+        most > 0 && !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)most) ? most : 0;
   else if (bq__fused_act_table(&p->desc) &&
-           bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->tab_blocks[e], fn, bq__fused_shapes[e][0],
+           bq__drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->fused.tab_blocks[e], fn, bq__fused_shapes[e][0],
                                                                BQ__FUSED_ACT_BYTES))
-    p->tab_blocks[e] = 0; /* (then one block an SM) */
+    p->fused.tab_blocks[e] = 0; /* (then one block an SM) */
   return BQ_SUCCESS;
+}
+
+/* RMSNorm (with a residual or not) and the gated activations, then quantize: forward,
+   per tensor (static), per token or per group (dynamic), integer or FP8 storage */
+BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  const int gated = d->op == BQ_GATED_QUANTIZE;
+  bq_status st;
+  if (!gated && (st = bq__rule_no_activation(d))) return st;
+  if (gated && d->activation == BQ_ACTIVATION_DEFAULT) d->activation = BQ_SILU;
+  if ((st = bq__rule_no_pow2(d))) return st;
+  if (gated && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
+                    (int)d->activation);
+  if ((st = bq__rule_enums(d, 0))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TOKEN;
+  bq__plan_name_std(d, 1, name, name_size);
+  if ((st = bq__rule_types(d, name, 1)) || (st = bq__rule_no_out_type(d, name))) return st;
+  if (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (%s) is not offered for fused producers", name,
+                    bq__dtype_name(d->scale_type));
+  if (d->granularity == BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_block) is not offered for fused producers: "
+                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
+  if ((st = bq__scale_rules(d, in, name, 0))) return st;
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for fused producers", name);
+  if (d->granularity == BQ_PER_CHANNEL)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
+                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
+  if ((st = bq__rule_asymmetric(d, name))) return st;
+  if (d->granularity != BQ_PER_TENSOR) return bq__rule_qrange(d, name, "scales");
+  if (d->asymmetric)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
+                    "(per_token, per_group): a static per-tensor scale takes args.zero_point", name);
+  d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
+  return BQ_SUCCESS;
+}
+/* the gated op by its activation */
+BQ__FN const char *bq__fused_label(const bq_desc *d) {
+  if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
+  return "rmsnorm_quantize";
+}
+/* the variant: elements per access; static, symmetric or asymmetric scales */
+BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  char variant[32];
+  snprintf(variant, sizeof variant, "vec%d.%s", bq__fused_vec(d),
+           d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
+  bq__sku_std(d, variant, tn, buf, n);
+}
+/* the enumeration's variants: the gated op's two activations */
+BQ__FN void bq__fused_axes(bq_op op, int *outer, int *inner) {
+  *outer = op == BQ_GATED_QUANTIZE ? 2 : 1, *inner = 1;
+}
+BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
+  (void)inner;
+  if (in->op == BQ_GATED_QUANTIZE) in->activation = outer ? BQ_GELU_TANH : BQ_SILU;
+}
+BQ__FN const char *bq__fused_guarantee(const bq_desc *d) {
+  return d->float_type == BQ_F64
+             ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
+               "contract builds them), its values rounded to T and quantized as the unfused ops would; "
+               "bit-identical to the CPU reference of docs/numerics.md"
+             : "exact: the producer in f32, each operation rounded to nearest even (no FMA; exp and tanh as "
+               "the contract builds them), its values rounded to T and quantized as the unfused ops would; "
+               "bit-identical to the CPU reference of docs/numerics.md";
+}
+/* bq_fused_staged: as much dynamic shared memory as a block may opt into, less its static
+   reductions' and a margin (bq__fused_setup gives it) */
+BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
+  int optin = 0;
+  bq__CUdevice cd = 0;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+  p->fused.smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
+  return BQ_SUCCESS;
+}
+/* RMSNorm's weight and epsilon */
+BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  a->norm_weight = d->op == BQ_RMSNORM_QUANTIZE ? ptr : NULL;
+  a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
 }
 
 #define BQ__FUSED_KERNELS                                                                                  \
   {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
    "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
 static const bq__family bq__fused_family = {
-  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, bq__fused_shape, bq__fused_check, bq__no_workspace,
+  {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE}, {"rmsnorm_quantize", "gated_quantize"}, "fused",
+  bq__fused_normalize, bq__fused_label, bq__fused_sku, NULL, bq__fused_axes, bq__fused_vary, NULL, bq__fused_guarantee,
+  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0, bq__fused_shape, bq__fused_check, bq__no_workspace,
   bq__fused_run, NULL, bq__fused_setup,
-  {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS}};
+  {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
+  NULL, bq__fused_plan_setup, bq__fused_typical};
 #undef BQ__FUSED_KERNELS

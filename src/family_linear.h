@@ -91,6 +91,11 @@ BQ__FN void bq__linear_bounds(bq__str *s, const char *entry, int min_blocks) {
   bq__launch_bounds_define(s, name, min_blocks);
 }
 BQ__FN void bq__linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  /* T is the output type, and so are common.cuh's scales (the GEMM reads its own, BQ_WST);
+     the q-range is the host's business (the K bound) */
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+              "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
+              bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), t->arch_a);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_WST %s\n#define BQ_ASF32 %d\n",
               d->op == BQ_LINEAR_WEIGHT_SUMS ? "BQ_OP_LINEAR_WEIGHT_SUMS" : "BQ_OP_SMOOTHQUANT_LINEAR",
               bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
@@ -229,8 +234,8 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int f = bq__linear_force_config;
-  if (p->wgmma && f == BQ__GEMM_LARGE) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
-  if (f >= 0 && (f != BQ__GEMM_WGMMA || p->wgmma) &&
+  if (p->linear.wgmma && f == BQ__GEMM_LARGE) f = BQ__GEMM_WGMMA; /* sm_90a tiles */
+  if (f >= 0 && (f != BQ__GEMM_WGMMA || p->linear.wgmma) &&
       (bq__gemv_rows(f) == 0 || m <= bq__gemv_rows(f) || (f == BQ__GEMV64 && m <= 64 * 65535)))
     return f;
   int best = -1;
@@ -242,7 +247,7 @@ BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
   int64_t tl = ((m + 127) / 128) * ((n + 255) / 256);
   for (int i = 0; i < BQ__GEMM_CONFIGS; i++)
     if (m <= bq__linear_table[i].unfilled_up_to && tl < sms) return bq__linear_table[i].entry;
-  return p->wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
+  return p->linear.wgmma ? BQ__GEMM_WGMMA : BQ__GEMM_LARGE;
 }
 
 BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
@@ -315,9 +320,9 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
   if (bq__gemv_rows(cfg)) {
-    /* QuantizedLinear: the weight streams while the activations' kernel runs (p->pdl) */
+    /* QuantizedLinear: the weight streams while the activations' kernel runs (p->linear.pdl) */
     int64_t rows = bq__gemv_rows(cfg);
-    int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->pdl;
+    int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->linear.pdl;
     if (pdl) k.flags |= BQ__LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256,
                                                      bq__gemv_smem(cfg, v.m), &k, stream);
@@ -346,18 +351,208 @@ BQ__FN int bq__linear_has(const bq_desc *d, const bq__target *t, int e) {
   return 1;
 }
 
-static const bq__family bq__linear_family = {
-  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
-  bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
-  {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES}};
-static const bq__family bq__weight_sums_family = {
-  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, bq__linear_shape, bq__linear_check,
-  bq__no_workspace, bq__linear_run, NULL, NULL,
-  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}}};
-
-BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
-  if (d->op == BQ_LINEAR_WEIGHT_SUMS) return &bq__weight_sums_family;
-  if (bq__is_linear(d->op)) return &bq__linear_family;
-  if (bq__is_fused(d->op)) return &bq__fused_family;
-  return d->op == BQ_DYNAMIC_QUANTIZE ? &bq__dynamic_family : &bq__affine_family;
+/* QuantizedLinear and SmoothQuantLinear: int8 activations (quantized per token by the
+   layer, or given), s8 weights, an output type of float */
+BQ__FN void bq__linear_name(const bq_desc *d, char *buf, size_t n) {
+  snprintf(buf, n, "%s%s%s", bq__op_name(d->op),
+           d->op == BQ_SMOOTHQUANT_LINEAR ? (d->granularity == BQ_PER_TOKEN ? "_per_token" : "_per_tensor") : "",
+           d->asymmetric ? "_asymmetric" : "");
 }
+BQ__FN bq_status bq__linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  const int ql = d->op == BQ_QUANTIZED_LINEAR;
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if (ql && d->granularity == BQ_PER_TENSOR)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
+                    "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = ql ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  bq__linear_name(d, name, name_size);
+  if (!ql) { /* x is int8: the float type is the output's */
+    if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
+                      "desc.float_type is not set either", name);
+    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+    if (!bq__is_float(d->out_type))
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                      name, (int)d->out_type, bq__dtype_name(d->out_type));
+    d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  }
+  if ((st = bq__rule_types(d, name, 0))) return st;
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for linear layers", name);
+  if (ql && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) is not offered: activations are "
+                    "quantized per token", name, bq__gran_name(d->granularity));
+  if (!ql && d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) must be per_tensor or per_token", name,
+                    bq__gran_name(d->granularity));
+  if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+  if (!bq__is_float(d->out_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                    name, (int)d->out_type, bq__dtype_name(d->out_type));
+  /* scales convert exactly to C: f64 scales only when C is f64 */
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
+  if (!bq__is_float(d->scale_type) || (d->scale_type == BQ_F64 && d->out_type != BQ_F64))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 "
+                    "(or BQ_F64 with an f64 out_type)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
+  if ((st = bq__rule_asymmetric(d, name))) return st;
+  return ql ? bq__rule_qrange(d, name, "activations") : BQ_SUCCESS;
+}
+/* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
+BQ__FN void bq__linear_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  snprintf(buf, n, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32%s.%s", bq__dtype_name(d->int_type),
+           bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
+           bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "",
+           tn);
+}
+/* A GEMM with f32 activation scales and other weight scales comes back as QuantizedLinear
+   (whose SKU names its GEMM alone); every other GEMM as SmoothQuantLinear per token */
+BQ__FN int bq__linear_from_sku(char *const *tok, int n, bq_desc *d) {
+  bq_dtype a[4] = {BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT, BQ_DTYPE_DEFAULT};
+  if (n != 7 || strcmp(tok[0], "linear_gemm")) return 0;
+  int ok = !strncmp(tok[1], "a_", 2) && bq__dtype_from_name(tok[1] + 2, &a[0]) && !strncmp(tok[3], "out_", 4) &&
+           bq__dtype_from_name(tok[3] + 4, &a[1]) && !strncmp(tok[4], "scale_", 6) &&
+           bq__dtype_from_name(tok[4] + 6, &a[2]) && !strncmp(tok[5], "ascale_", 7) &&
+           bq__dtype_from_name(tok[5] + 7, &a[3]);
+  d->op = ok && a[3] == BQ_F32 && a[2] != BQ_F32 ? BQ_QUANTIZED_LINEAR : BQ_SMOOTHQUANT_LINEAR;
+  d->granularity = BQ_PER_TOKEN;
+  if (ok) d->int_type = a[0], d->out_type = d->float_type = a[1], d->scale_type = a[2];
+  return ok;
+}
+/* the enumeration's variants: the output types */
+BQ__FN void bq__linear_axes(bq_op op, int *outer, int *inner) {
+  (void)op;
+  *outer = 1, *inner = 4;
+}
+BQ__FN void bq__linear_vary(bq_desc *in, int outer, int inner) {
+  static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+  (void)outer;
+  in->out_type = fts[inner];
+}
+BQ__FN const char *bq__linear_guarantee(const bq_desc *d) {
+  return d->out_type == BQ_F64
+             ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
+               "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of docs/numerics.md"
+             : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
+               "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
+               "docs/numerics.md";
+}
+/* QuantizedLinear's activations: dynamic quantize per token with f32 scales */
+BQ__FN int bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
+  if (d->op != BQ_QUANTIZED_LINEAR) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->granularity = BQ_PER_TOKEN;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = BQ_F32;
+  q->device = d->device;
+  q->asymmetric = d->asymmetric;
+  return 1;
+}
+/* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
+   dependent launch) where the module is built for sm_90 or later (its griddepcontrol
+   instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
+   unless BARACUDA_QUANT_PDL=0. */
+BQ__FN int bq__pdl_wanted(const bq__target *t) {
+  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
+}
+BQ__FN bq_status bq__linear_plan_setup(bq_plan *p) {
+  p->linear.wgmma = p->target.arch_a;
+  p->linear.pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&p->target);
+  return BQ_SUCCESS;
+}
+
+static const bq__family bq__linear_family = {
+  {BQ_QUANTIZED_LINEAR, BQ_SMOOTHQUANT_LINEAR}, {"quantized_linear", "smoothquant_linear"}, "linear",
+  bq__linear_normalize, NULL, bq__linear_sku, bq__linear_from_sku, bq__linear_axes, bq__linear_vary, NULL,
+  bq__linear_guarantee,
+  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__linear_check,
+  bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
+  {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES},
+  bq__linear_activation_desc, bq__linear_plan_setup, NULL};
+
+/* ---- the weight sums: int32 sums of the s8 weight rows (asymmetric activations' term) ---- */
+/* Reads s8 weights, writes int32: no float type; every field but op left 0 (default), or
+   its one meaningful value (s8 weights in their full range, int32 sums) */
+BQ__FN bq_status bq__weight_sums_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  bq__copy(name, name_size, "linear_weight_sums");
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  bq_desc z; /* the normalized desc, which is accepted again as it is */
+  memset(&z, 0, sizeof z);
+  z.op = d->op;
+  z.granularity = BQ_PER_TENSOR;
+  z.device = d->device;
+  z.float_type = BQ_F32;
+  z.int_type = BQ_S8;
+  z.qmin = -128;
+  z.qmax = 127;
+  z.scale_type = BQ_F32;
+  z.out_type = BQ_S32;
+  if (d->granularity == z.granularity && d->float_type == z.float_type && d->int_type == z.int_type &&
+      d->qmin == z.qmin && d->qmax == z.qmax && d->scale_type == z.scale_type && d->out_type == z.out_type &&
+      !d->asymmetric) {
+    *d = z;
+    return BQ_SUCCESS;
+  }
+  if (in->granularity != BQ_GRANULARITY_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
+                    name, (int)in->granularity);
+  if (d->float_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                    "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));
+  if (d->int_type != BQ_DTYPE_DEFAULT && d->int_type != BQ_S8)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 (the weights) or default",
+                    name, (int)d->int_type, bq__dtype_name(d->int_type));
+  if (d->out_type != BQ_DTYPE_DEFAULT && d->out_type != BQ_S32)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_S32 (the sums) or default",
+                    name, (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->scale_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
+                    "sums use no scales", name, (int)d->scale_type, bq__dtype_name(d->scale_type));
+  if (!(d->qmin == 0 && d->qmax == 0) && !(d->qmin == -128 && d->qmax == 127))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be both 0 or the s8 "
+                    "range [-128, 127]", name, d->qmin, d->qmax);
+  if (d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
+                    "layer", name, d->asymmetric);
+  *d = z;
+  return BQ_SUCCESS;
+}
+BQ__FN void bq__weight_sums_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)d, (void)t;
+  snprintf(buf, n, "linear_weight_sums.s8.dp4a.%s", tn);
+}
+BQ__FN int bq__weight_sums_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 3 || strcmp(tok[0], "linear_weight_sums")) return 0;
+  d->op = BQ_LINEAR_WEIGHT_SUMS;
+  return 1;
+}
+/* the enumeration: its one desc, whatever the other fields (its validation refuses any
+   field but op) */
+BQ__FN void bq__weight_sums_vary(bq_desc *in, int outer, int inner) {
+  (void)outer, (void)inner;
+  memset(in, 0, sizeof *in);
+  in->op = BQ_LINEAR_WEIGHT_SUMS;
+}
+BQ__FN const char *bq__weight_sums_guarantee(const bq_desc *d) {
+  (void)d;
+  return "exact: int32 sums of the s8 weights (K <= 2^24)";
+}
+
+static const bq__family bq__weight_sums_family = {
+  {BQ_LINEAR_WEIGHT_SUMS}, {"linear_weight_sums"}, "linear",
+  bq__weight_sums_normalize, NULL, bq__weight_sums_sku, bq__weight_sums_from_sku, bq__linear_axes,
+  bq__weight_sums_vary, NULL, bq__weight_sums_guarantee,
+  "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 0, bq__linear_shape, bq__linear_check,
+  bq__no_workspace, bq__linear_run, NULL, NULL,
+  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}},
+  NULL, NULL, NULL};

@@ -1123,20 +1123,10 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
 }
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
-BQ__FN const char *bq__op_name(bq_op op) {
-  switch (op) {
-  case BQ_QUANTIZE: return "quantize";
-  case BQ_DEQUANTIZE: return "dequantize";
-  case BQ_FAKE_QUANTIZE: return "fake_quantize";
-  case BQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
-  case BQ_QUANTIZED_LINEAR: return "quantized_linear";
-  case BQ_SMOOTHQUANT_LINEAR: return "smoothquant_linear";
-  case BQ_LINEAR_WEIGHT_SUMS: return "linear_weight_sums";
-  case BQ_RMSNORM_QUANTIZE: return "rmsnorm_quantize";
-  case BQ_GATED_QUANTIZE: return "gated_quantize";
-  default: return "unknown_op";
-  }
-}
+/* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
+   activation): the family that serves the op gives both (defined after the families) */
+BQ__FN const char *bq__op_name(bq_op op);
+BQ__FN const char *bq__op_label(const bq_desc *d);
 /* The index of a (resolved) granularity in the families' kernel lists: per tensor 0 to per
    block 4. */
 BQ__FN int bq__gran_code(bq_granularity g) { return (int)g - (int)BQ_PER_TENSOR; }
@@ -1151,58 +1141,50 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
   default: return "per_unknown";
   }
 }
-
-BQ__FN int bq__is_linear(bq_op op) {
-  return op == BQ_QUANTIZED_LINEAR || op == BQ_SMOOTHQUANT_LINEAR || op == BQ_LINEAR_WEIGHT_SUMS;
-}
-BQ__FN int bq__is_fused(bq_op op) { return op == BQ_RMSNORM_QUANTIZE || op == BQ_GATED_QUANTIZE; }
-/* the op as plans and SKUs name it: the gated op by its activation */
-BQ__FN const char *bq__op_label(const bq_desc *d) {
-  if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
-  return bq__op_name(d->op);
+BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
+  for (int i = BQ_F32; i <= BQ_UE8M0X4; i++)
+    if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
+  return 0;
 }
 
-/* "fake_quantize_per_channel_backward": the name errors are reported under */
-BQ__FN void bq__plan_name(const bq_desc *d, char *buf, size_t n) {
-  if (bq__is_linear(d->op)) {
-    snprintf(buf, n, "%s%s%s", bq__op_name(d->op),
-             d->op == BQ_SMOOTHQUANT_LINEAR ? (d->granularity == BQ_PER_TOKEN ? "_per_token" : "_per_tensor") : "",
-             d->op != BQ_LINEAR_WEIGHT_SUMS && d->asymmetric ? "_asymmetric" : "");
-    return;
-  }
+/* "fake_quantize_per_channel_backward": the name errors are reported under, as the
+   elementwise families give it (asym: the family names asymmetric plans so) */
+BQ__FN void bq__plan_name_std(const bq_desc *d, int asym, char *buf, size_t n) {
   snprintf(buf, n, "%s_%s%s%s", bq__op_label(d), bq__gran_name(d->granularity),
-           (d->op == BQ_DYNAMIC_QUANTIZE || bq__is_fused(d->op)) && d->asymmetric ? "_asymmetric" : "",
-           d->direction == BQ_BACKWARD ? "_backward" : "");
+           asym && d->asymmetric ? "_asymmetric" : "", d->direction == BQ_BACKWARD ? "_backward" : "");
 }
 
-/* The scale-type, layout and power-of-two rules of quantize, dequantize, fake quantize and
-   dynamic quantize (d->scale_type defaulted already): scale arrays are BQ_F32, the float
-   type or BQ_UE8M0 (device arrays only: a static per-tensor scale is a host double), and per
-   group BQ_UE8M0X4 (no zero points); per-group scales may be MN-major; dynamic quantize may
-   round its scales up to powers of two (pow2_scales, implied by UE8M0). */
-BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name) {
-  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0 &&
-      d->scale_type != BQ_UE8M0X4)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32, "
-                    "BQ_UE8M0 or BQ_UE8M0X4", name, (int)in->scale_type, bq__dtype_name(d->scale_type),
-                    bq__dtype_name(d->float_type));
-  if (d->scale_type == BQ_UE8M0 && d->granularity == BQ_PER_TENSOR && d->op != BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0) names a device array's type: a static "
-                    "per-tensor scale is the host double args.scale", name);
-  if (d->scale_type == BQ_UE8M0X4 && d->granularity != BQ_PER_GROUP)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity "
-                    "must be BQ_PER_GROUP", name);
-  if (d->scale_type == BQ_UE8M0X4 && d->op == BQ_DYNAMIC_QUANTIZE && d->asymmetric == 1)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) needs zero points, which packed scales "
-                    "(desc.scale_type ue8m0x4) do not carry", name);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->granularity != BQ_PER_GROUP)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d, MN-major) applies to per-group scales only",
-                    name, (int)d->scale_layout);
-  if (d->pow2_scales != 0 && d->pow2_scales != 1)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 or 1", name, d->pow2_scales);
-  if (d->pow2_scales && d->op != BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (1) applies to dynamic quantize only", name);
-  if (d->op == BQ_DYNAMIC_QUANTIZE && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)) d->pow2_scales = 1;
+/* ---- descriptor rules ----------------------------------------------------------------- */
+/* The rules a descriptor's fields follow, each the same for every op that takes it: a
+   family's `normalize` hook applies those of its ops, in its order (bq__normalize finds the
+   family by desc.op, then hands the desc over). */
+
+/* desc.activation: the gated op's (every other op leaves it 0) */
+BQ__FN bq_status bq__rule_no_activation(const bq_desc *d) {
+  if (d->activation != BQ_ACTIVATION_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.activation (%d) applies to gated quantize only",
+                    bq__op_name(d->op), (int)d->activation);
+  return BQ_SUCCESS;
+}
+/* desc.pow2_scales: dynamic quantize's */
+BQ__FN bq_status bq__rule_no_pow2(const bq_desc *d) {
+  if (d->pow2_scales != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) applies to dynamic quantize only",
+                    bq__op_name(d->op), d->pow2_scales);
+  return BQ_SUCCESS;
+}
+/* desc.granularity and desc.scale_layout name values of their enums; mn: the op offers
+   MN-major scales */
+BQ__FN bq_status bq__rule_enums(const bq_desc *d, int mn) {
+  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
+                    bq__op_name(d->op), (int)d->granularity);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
+                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && !mn)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
+                    "fake quantize and dynamic quantize only", bq__op_name(d->op));
   return BQ_SUCCESS;
 }
 
@@ -1211,13 +1193,13 @@ BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name
    against the hardware instruction. Set it before selecting plans, from one thread. */
 static int bq__fp8_soft;
 
-/* bq__normalize's own rules for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2), where the
-   integer types' q-range rules stand: quantize, dequantize and fake quantize in either
-   direction, dynamic quantize and the fused producers; symmetric, with no q-range (qmin and
-   qmax stay 0). */
-BQ__FN bq_status bq__normalize_fp8(const bq_desc *d, const char *name) {
+/* The rules for FP8 storage (desc.int_type BQ_E4M3 or BQ_E5M2), where the integer types'
+   q-range rules stand; offered: the op takes FP8 storage (quantize, dequantize and fake
+   quantize in either direction, dynamic quantize and the fused producers). Symmetric, with
+   no q-range (qmin and qmax stay 0). */
+BQ__FN bq_status bq__rule_fp8(const bq_desc *d, const char *name, int offered) {
   const char *t = bq__dtype_name(d->int_type);
-  if (bq__is_linear(d->op))
+  if (!offered)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.int_type (%s) is not offered for %s: FP8 storage serves "
                     "quantize, dequantize, fake quantize, dynamic quantize and the fused producers", name, t,
                     bq__op_name(d->op));
@@ -1230,98 +1212,9 @@ BQ__FN bq_status bq__normalize_fp8(const bq_desc *d, const char *name) {
   return BQ_SUCCESS;
 }
 
-
-/* Validate a descriptor and fill in its defaults. */
-BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
-  if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
-  *d = *in;
-  if (d->op < BQ_QUANTIZE || d->op > BQ_GATED_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
-  if (d->op != BQ_GATED_QUANTIZE && d->activation != BQ_ACTIVATION_DEFAULT)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.activation (%d) applies to gated quantize only",
-                    bq__op_name(d->op), (int)d->activation);
-  if (d->op == BQ_GATED_QUANTIZE && d->activation == BQ_ACTIVATION_DEFAULT) d->activation = BQ_SILU;
-  if (d->op != BQ_DYNAMIC_QUANTIZE && d->pow2_scales != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) applies to dynamic quantize only",
-                    bq__op_name(d->op), d->pow2_scales);
-  if (d->op == BQ_GATED_QUANTIZE && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
-                    (int)d->activation);
-  if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
-                    bq__op_name(d->op), (int)d->granularity);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
-                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && (bq__is_linear(d->op) || bq__is_fused(d->op)))
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
-                    "fake quantize and dynamic quantize only", bq__op_name(d->op));
-  if (d->op == BQ_QUANTIZED_LINEAR && d->granularity == BQ_PER_TENSOR)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "quantized_linear: desc.granularity (per_tensor) is not offered: "
-                    "activations are quantized per token (leave it BQ_GRANULARITY_DEFAULT or BQ_PER_TOKEN)");
-  if (d->granularity == BQ_GRANULARITY_DEFAULT)
-    d->granularity = d->op == BQ_QUANTIZED_LINEAR || bq__is_fused(d->op) ? BQ_PER_TOKEN : BQ_PER_TENSOR;
-  if (d->op == BQ_SMOOTHQUANT_LINEAR) { /* x is int8: the float type is the output's */
-    bq__plan_name(d, name, name_size);
-    if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
-                      "desc.float_type is not set either", name);
-    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
-    if (!bq__is_float(d->out_type))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
-                      name, (int)d->out_type, bq__dtype_name(d->out_type));
-    d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
-  }
-  if (d->op == BQ_LINEAR_WEIGHT_SUMS) { /* reads s8 weights, writes int32: no float type */
-    bq__copy(name, name_size, "linear_weight_sums");
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
-    if (d->device < 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
-    bq_desc z; /* the normalized desc, which is accepted again as it is */
-    memset(&z, 0, sizeof z);
-    z.op = d->op;
-    z.granularity = BQ_PER_TENSOR;
-    z.device = d->device;
-    z.float_type = BQ_F32;
-    z.int_type = BQ_S8;
-    z.qmin = -128;
-    z.qmax = 127;
-    z.scale_type = BQ_F32;
-    z.out_type = BQ_S32;
-    if (d->granularity == z.granularity && d->float_type == z.float_type && d->int_type == z.int_type &&
-        d->qmin == z.qmin && d->qmax == z.qmax && d->scale_type == z.scale_type && d->out_type == z.out_type &&
-        !d->asymmetric) {
-      *d = z;
-      return BQ_SUCCESS;
-    }
-    /* every other field: left 0 (default), or its one meaningful value (s8 weights in
-       their full range, int32 sums); no float data, scales or zero points exist here */
-    if (in->granularity != BQ_GRANULARITY_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be left 0: one sum per weight row",
-                      name, (int)in->granularity);
-    if (d->float_type != BQ_DTYPE_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
-                      "sums read no float data", name, (int)d->float_type, bq__dtype_name(d->float_type));
-    if (d->int_type != BQ_DTYPE_DEFAULT && d->int_type != BQ_S8)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_S8 (the weights) or default",
-                      name, (int)d->int_type, bq__dtype_name(d->int_type));
-    if (d->out_type != BQ_DTYPE_DEFAULT && d->out_type != BQ_S32)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_S32 (the sums) or default",
-                      name, (int)d->out_type, bq__dtype_name(d->out_type));
-    if (d->scale_type != BQ_DTYPE_DEFAULT)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be left BQ_DTYPE_DEFAULT: the "
-                      "sums use no scales", name, (int)d->scale_type, bq__dtype_name(d->scale_type));
-    if (!(d->qmin == 0 && d->qmax == 0) && !(d->qmin == -128 && d->qmax == 127))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be both 0 or the s8 "
-                      "range [-128, 127]", name, d->qmin, d->qmax);
-    if (d->asymmetric != 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the sums serve both kinds of "
-                      "layer", name, d->asymmetric);
-    *d = z;
-    return BQ_SUCCESS;
-  }
-  bq__plan_name(d, name, name_size);
+/* desc.direction, desc.float_type, desc.int_type (default s8) with its q-range (default
+   the type's), desc.device; fp8: the op offers FP8 storage */
+BQ__FN bq_status bq__rule_types(bq_desc *d, const char *name, int fp8) {
   if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
                     (int)d->direction);
@@ -1330,9 +1223,8 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16", name,
                     (int)d->float_type, bq__dtype_name(d->float_type));
   if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_S8;
-  const int fp8 = bq__is_fp8(d->int_type);
-  if (fp8) {
-    bq_status st = bq__normalize_fp8(d, name);
+  if (bq__is_fp8(d->int_type)) {
+    bq_status st = bq__rule_fp8(d, name, fp8);
     if (st) return st;
   } else {
     if (d->int_type != BQ_S8 && d->int_type != BQ_U8)
@@ -1352,100 +1244,126 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   }
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
-  if (bq__is_linear(d->op)) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for linear layers", name);
-    if (d->op == BQ_QUANTIZED_LINEAR && d->granularity != BQ_PER_TOKEN)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) is not offered: activations are "
-                      "quantized per token", name, bq__gran_name(d->granularity));
-    if (d->op == BQ_SMOOTHQUANT_LINEAR && d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (%s) must be per_tensor or per_token", name,
-                      bq__gran_name(d->granularity));
-    if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
-    if (!bq__is_float(d->out_type))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
-                      name, (int)d->out_type, bq__dtype_name(d->out_type));
-    /* scales convert exactly to C: f64 scales only when C is f64 */
-    if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-    if (!bq__is_float(d->scale_type) || (d->scale_type == BQ_F64 && d->out_type != BQ_F64))
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 "
-                      "(or BQ_F64 with an f64 out_type)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
-    if (d->asymmetric != 0 && d->asymmetric != 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
-    if (d->op == BQ_QUANTIZED_LINEAR && !d->asymmetric && d->qmax <= 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric activations", name, d->qmax);
-    if (d->op == BQ_QUANTIZED_LINEAR && d->asymmetric && d->qmax == d->qmin)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric activations",
-                      name, d->qmax, d->qmin);
-    return BQ_SUCCESS;
-  }
+  return BQ_SUCCESS;
+}
+
+/* desc.out_type: the linear layers' (every other op leaves it 0); then desc.scale_type's
+   default, BQ_F32 */
+BQ__FN bq_status bq__rule_no_out_type(bq_desc *d, const char *name) {
   if (d->out_type != BQ_DTYPE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
-  if (bq__is_fused(d->op) && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4))
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_type (%s) is not offered for fused producers", name,
-                    bq__dtype_name(d->scale_type));
-  if (bq__is_fused(d->op) && d->granularity == BQ_PER_BLOCK)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_block) is not offered for fused producers: "
-                    "use per_token or per_group (dynamic) or per_tensor (static)", name);
-  bq_status st = bq__scale_rules(d, in, name);
-  if (st) return st;
-  if (bq__is_fused(d->op)) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not offered for fused producers", name);
-    if (d->granularity == BQ_PER_CHANNEL)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
-                      "use per_token or per_group (dynamic) or per_tensor (static)", name);
-    if (d->asymmetric != 0 && d->asymmetric != 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
-    if (d->granularity == BQ_PER_TENSOR) {
-      if (d->asymmetric)
-        return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
-                        "(per_token, per_group): a static per-tensor scale takes args.zero_point", name);
-      d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32; /* the host scalar is in the compute type */
-    } else if (!d->asymmetric && d->qmax <= 0 && !fp8) { /* (FP8 has no q-range) */
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric scales", name, d->qmax);
-    } else if (d->asymmetric && d->qmax == d->qmin) {
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric scales",
-                      name, d->qmax, d->qmin);
-    }
-  } else if (d->op == BQ_DYNAMIC_QUANTIZE) {
-    if (d->direction != BQ_FORWARD)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.direction (backward) is not defined for dynamic quantize", name);
-    if (d->granularity == BQ_PER_CHANNEL)
-      return bq__fail(BQ_ERROR_NOT_SUPPORTED,
-                      "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
-                      "use per_token, per_group, per_block or per_tensor", name);
-    if (d->asymmetric != 0 && d->asymmetric != 1)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name,
-                      d->asymmetric);
-    if (!d->asymmetric && d->qmax <= 0 && !fp8) /* (FP8 has no q-range) */
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.qmax (%d) must be > 0 for symmetric dynamic quantize", name, d->qmax);
-    if (d->asymmetric && d->qmax == d->qmin)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric dynamic quantize",
-                      name, d->qmax, d->qmin);
-  } else {
-    if (d->asymmetric)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
-                      "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
-    /* per tensor: the host scalar is in the compute type */
-    if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
-  }
   return BQ_SUCCESS;
 }
 
+/* The scale-type, layout and power-of-two rules of the elementwise ops (d->scale_type
+   defaulted already): scale arrays are BQ_F32, the float type or BQ_UE8M0 (device arrays
+   only: a static per-tensor scale is a host double), and per group BQ_UE8M0X4 (no zero
+   points); per-group scales may be MN-major; dynamic (the op computes its scales) may round
+   its scales up to powers of two (pow2_scales, implied by UE8M0). */
+BQ__FN bq_status bq__scale_rules(bq_desc *d, const bq_desc *in, const char *name, int dynamic) {
+  if (d->scale_type != d->float_type && d->scale_type != BQ_F32 && d->scale_type != BQ_UE8M0 &&
+      d->scale_type != BQ_UE8M0X4)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be the float type (%s), BQ_F32, "
+                    "BQ_UE8M0 or BQ_UE8M0X4", name, (int)in->scale_type, bq__dtype_name(d->scale_type),
+                    bq__dtype_name(d->float_type));
+  if (d->scale_type == BQ_UE8M0 && d->granularity == BQ_PER_TENSOR && !dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0) names a device array's type: a static "
+                    "per-tensor scale is the host double args.scale", name);
+  if (d->scale_type == BQ_UE8M0X4 && d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (ue8m0x4) packs per-group scales: desc.granularity "
+                    "must be BQ_PER_GROUP", name);
+  if (d->scale_type == BQ_UE8M0X4 && dynamic && d->asymmetric == 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) needs zero points, which packed scales "
+                    "(desc.scale_type ue8m0x4) do not carry", name);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d, MN-major) applies to per-group scales only",
+                    name, (int)d->scale_layout);
+  if (d->pow2_scales != 0 && d->pow2_scales != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 or 1", name, d->pow2_scales);
+  if (d->pow2_scales && !dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (1) applies to dynamic quantize only", name);
+  if (dynamic && (d->scale_type == BQ_UE8M0 || d->scale_type == BQ_UE8M0X4)) d->pow2_scales = 1;
+  return BQ_SUCCESS;
+}
+
+/* desc.asymmetric is 0 or 1; the q-range leaves a scale to compute: qmax > 0 for symmetric
+   (FP8 has no q-range) and qmax > qmin for asymmetric, `what` naming the scales' kind */
+BQ__FN bq_status bq__rule_asymmetric(const bq_desc *d, const char *name) {
+  if (d->asymmetric != 0 && d->asymmetric != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0 or 1", name, d->asymmetric);
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__rule_qrange(const bq_desc *d, const char *name, const char *what) {
+  if (!d->asymmetric && d->qmax <= 0 && !bq__is_fp8(d->int_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > 0 for symmetric %s", name, d->qmax, what);
+  if (d->asymmetric && d->qmax == d->qmin)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmax (%d) must be > desc.qmin (%d) for asymmetric %s", name,
+                    d->qmax, d->qmin, what);
+  return BQ_SUCCESS;
+}
+
+/* ---- the elementwise families' SKU and specialization ------------------------------- */
+/* The SKU of quantize, dequantize, fake quantize, dynamic quantize and the fused producers:
+   op, direction, granularity, float and int types, q-range (FP8 has none; its test hook's
+   software conversion is named), scale layout and type, variant (the family's: elements per
+   chunk; symmetric or asymmetric) and target */
+BQ__FN void bq__sku_std(const bq_desc *d, const char *variant, const char *tn, char *buf, size_t n) {
+  char range[40] = "";
+  if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
+  else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
+  snprintf(buf, n, "%s.%s.%s.%s.%s%s.scale_%s%s.%s.%s", bq__op_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+           bq__gran_name(d->granularity), bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
+           d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
+}
+/* Their kernels' types: T, I, the q-range and the scales' type and layout (common.cuh's
+   BQ_SL; packed UE8M0 scales are UE8M0 bytes to the kernels, which address them by layout) */
+BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
+              "#define BQ_ST %s\n#define BQ_SL %d\n%s", bq__spec("TYPE", d->float_type),
+              bq__spec("TYPE", d->int_type), d->qmin, d->qmax,
+              bq__spec("TYPE", d->scale_type == BQ_UE8M0X4 ? BQ_UE8M0 : d->scale_type),
+              d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
+                                          : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
+              bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
+}
+
 /* ---- plans and families ------------------------------------------------------------- */
-/* A family is one kernel source and its host side: the affine ops, dynamic quantize. */
+/* A family is one kernel source and its host side, serving one op or a few: the affine ops
+   (quantize, dequantize, fake quantize), dynamic quantize, the fused producers, the linear
+   layers, their weight sums. The core asks the family a desc's op belongs to (bq__family_for)
+   and never which op it holds: each op's rules, names, kernels and launches are its
+   family's hooks. */
 struct bq_plan;
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2 }; /* bq__family.owns */
 typedef struct bq__family {
-  const char *src_name;       /* kernels_src/ file */
-  const char *(*src)(void);   /* its embedded text (the kernel text closes the implementation) */
+  /* -- its ops and their descriptors -- */
+  bq_op ops[3];            /* the ops it serves (0 ends the list) */
+  const char *op_names[3]; /* their names, in plan names, SKUs and messages */
+  const char *group;       /* its name to tools (warm --family, bq__all_descs) */
+  /* *d, a copy of in whose op is the family's: its defaults filled in and the plan's name
+     written, or a field refused by name */
+  bq_status (*normalize)(const bq_desc *in, bq_desc *d, char *name, size_t name_size);
+  const char *(*label)(const bq_desc *d); /* the op in plan names and SKUs (NULL: its name) */
+  /* the SKU of a normalized desc for target t, named tn (bq__sku_of adds a module's entry) */
+  void (*sku)(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n);
+  /* the SKU's tokens (split at '.', the target's left off) back to a desc for bq__normalize,
+     1 where they are this family's form; NULL: the elementwise form (bq__desc_from_sku) */
+  int (*from_sku)(char *const *tok, int n, bq_desc *d);
+  /* the tools' enumeration (bq__all_descs): how many variants op has beyond the fields every
+     desc has, outside and inside them, and one applied to a desc (NULL: none) */
+  void (*axes)(bq_op op, int *outer, int *inner);
+  void (*vary)(bq_desc *in, int outer, int inner);
+  unsigned (*owns)(const bq_desc *d);         /* the op-owned bq_args fields d takes (BQ__OWNS_*) */
+  const char *(*guarantee)(const bq_desc *d); /* bq_plan_precision_guarantee (NULL: the elementwise one) */
+  /* -- its kernels -- */
+  const char *src_name;     /* kernels_src/ file */
+  const char *(*src)(void); /* its embedded text (the kernel text closes the implementation) */
+  /* the source's specialization after the SKU line and the names (bq__prelude) */
   void (*prelude)(const bq_desc *d, const bq__target *t, bq__str *s);
   int (*vec)(const bq_desc *d);
+  int wgmma; /* on sm_90, an sm_90a module: the warpgroup-MMA tiles */
   /* the shape rules alone (what the workspace size depends on): the first thing `check`
      does, so bq_plan_workspace_size refuses a shape with check's very status and message */
   bq_status (*shape)(const struct bq_plan *p, const bq_args *a);
@@ -1459,6 +1377,15 @@ typedef struct bq__family {
   bq_status (*setup)(struct bq_plan *p, int e, bq__CUfunction fn);
   const char *kernels[5][BQ__MAX_KERNELS]; /* by granularity (bq__gran_code), the entry points by the
                                               family's enum (NULL where the source has none) */
+  /* -- its plans -- */
+  /* 1 with *q filled where d's plans hold a plan of q, another family's kernel (select,
+     warm and the enumeration take it along) */
+  int (*sub)(const bq_desc *d, bq_desc *q);
+  /* select's set-up of the plan in its device's context, before modules load (NULL: none) */
+  bq_status (*plan_setup)(struct bq_plan *p);
+  /* the fields of the typical problem (bq__typical_args) only d's ops read; ptr: a pointer
+     to give one (NULL: none) */
+  void (*typical)(const bq_desc *d, bq_args *a, void *ptr);
 } bq__family;
 
 /* A plan is immutable but for its modules: each entry point's is loaded the first time a
@@ -1469,9 +1396,9 @@ struct bq_plan {
   bq_desc desc; /* normalized */
   char name[96];
   char sku[512];
-  struct bq_plan *sub; /* QuantizedLinear: its per-token dynamic quantize plan */
-  struct bq_plan *rows; /* per channel forward: its per-token plan, selected on first use
-                           (bq__affine_rows), published once with an atomic store */
+  struct bq_plan *sub;  /* the plan of another family's kernel it holds (bq__family.sub) */
+  struct bq_plan *rows; /* a plan its family's run selects on first use and keeps, published
+                           once with an atomic store (per channel's per-token plan) */
   const bq__family *fam;
   bq__target target; /* its modules' target (module 0: bq__plan_load names each one's) */
   const char *kernels[BQ__MAX_KERNELS]; /* its entry points with code (bq__kernels_of) */
@@ -1484,12 +1411,18 @@ struct bq_plan {
   int64_t l2_bytes; /* the device's L2 (0: not reported) */
   char gpu[160];    /* the device for the tune's keys: "<name> sms <n> mem <kHz>" */
   int vec;
-  int wgmma; /* linear: the module is sm_90a and has the warpgroup-MMA tiles */
-  int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
-  int64_t smem_max;    /* fused: the dynamic shared memory a block may opt into, less a margin */
-  int64_t staged_smem; /* fused: what bq_fused_staged was given (0 where the driver refused) */
-  int tab_blocks[BQ__MAX_KERNELS]; /* fused, with the activation's table: each entry's blocks
-                                      an SM (found when it loads: the table's size is fixed) */
+  union { /* the family's own state, its plan_setup's and setup's */
+    struct {
+      int wgmma; /* the module is sm_90a and has the warpgroup-MMA tiles */
+      int pdl;   /* QuantizedLinear: weight streaming starts while the activations' kernel runs */
+    } linear;
+    struct {
+      int64_t smem_max;    /* the dynamic shared memory a block may opt into, less a margin */
+      int64_t staged_smem; /* what bq_fused_staged was given (0 where the driver refused) */
+      int tab_blocks[BQ__MAX_KERNELS]; /* with the activation's table: each entry's blocks an SM
+                                          (found when it loads: the table's size is fixed) */
+    } fused;
+  };
 };
 
 #define BQ__MAX_ELEMS ((int64_t)1 << 56)

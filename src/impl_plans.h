@@ -1,3 +1,39 @@
+/* ---- the families ---------------------------------------------------------------------- */
+/* Every family this header holds, in the order of their ops (the tools' enumeration's) */
+static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
+                                                 &bq__weight_sums_family, &bq__fused_family};
+#define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
+/* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
+BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
+  for (int f = 0; f < BQ__FAMILIES; f++)
+    for (int i = 0; i < 3 && bq__families[f]->ops[i]; i++)
+      if (bq__families[f]->ops[i] == op) {
+        if (index) *index = i;
+        return bq__families[f];
+      }
+  return NULL;
+}
+/* a normalized desc's */
+BQ__FN const bq__family *bq__family_of(const bq_desc *d) { return bq__family_for(d->op, NULL); }
+BQ__FN const char *bq__op_name(bq_op op) {
+  int i = 0;
+  const bq__family *f = bq__family_for(op, &i);
+  return f ? f->op_names[i] : "unknown_op";
+}
+BQ__FN const char *bq__op_label(const bq_desc *d) {
+  const bq__family *f = bq__family_of(d);
+  return f && f->label ? f->label(d) : bq__op_name(d->op);
+}
+
+/* Validate a descriptor and fill in its defaults: its family's rules. */
+BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
+  *d = *in;
+  const bq__family *f = bq__family_for(d->op, NULL);
+  if (!f) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
+  return f->normalize(in, d, name, name_size);
+}
+
 /* ---- kernel specialization ------------------------------------------------------------------ */
 /* The entry points with code for d on t, by the family's enum (NULL: none); returns how many */
 BQ__FN int bq__kernels_of(const bq_desc *d, const bq__target *t, const char *out[BQ__MAX_KERNELS]) {
@@ -20,12 +56,10 @@ BQ__FN void bq__sku_module(const bq__target *t, bq__kernel_src *k) {
   else snprintf(k->sku + n, sizeof k->sku - n, "@%s", k->kernels[m]);
 }
 
-/* The SKU names a plan's kernels: op, direction, granularity, float and int types, q-range,
-   scale type, variant (elements per chunk; symmetric or asymmetric) and target. A module
+/* The SKU names a plan's kernels: its family's form of the desc, and the target. A module
    (t->module = e + 1) holds entry point e alone, named after it: "<SKU>@bq_affine_lean".
    A module of an entry point d lacks gets no kernels and an empty SKU. */
 BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k) {
-  const bq__family *f = bq__family_of(d);
   char tn[32];
   bq__target_name(t, tn, sizeof tn);
   bq__kernels_of(d, t, k->kernels);
@@ -34,36 +68,7 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   if (m >= 0)
     for (int e = 0; e < BQ__MAX_KERNELS; e++)
       if (e != m) k->kernels[e] = NULL;
-  if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
-    snprintf(k->sku, sizeof k->sku, "linear_weight_sums.s8.dp4a.%s", tn);
-  } else if (bq__is_linear(d->op)) {
-    /* QuantizedLinear and SmoothQuantLinear share the GEMM: what differs is run-time */
-    snprintf(k->sku, sizeof k->sku, "linear_gemm.a_%s.w_s8.out_%s.scale_%s.ascale_%s.mma_m16n8k32%s.%s",
-             bq__dtype_name(d->int_type), bq__dtype_name(d->out_type), bq__dtype_name(d->scale_type),
-             bq__linear_asf32(d) ? "f32" : bq__dtype_name(d->scale_type), t->arch_a ? "+wgmma_m64n256k32" : "", tn);
-  }
-  if (bq__is_linear(d->op)) {
-    bq__sku_module(t, k);
-    size_t i = 0;
-    for (; k->sku[i] && i + 1 < sizeof k->file; i++) k->file[i] = k->sku[i];
-    k->file[i] = 0;
-    return;
-  }
-  char variant[32];
-  if (d->op == BQ_DYNAMIC_QUANTIZE)
-    snprintf(variant, sizeof variant, "vec%d.%s%s", f->vec(d), d->asymmetric ? "asym" : "sym",
-             d->pow2_scales ? ".pow2" : "");
-  else if (bq__is_fused(d->op))
-    snprintf(variant, sizeof variant, "vec%d.%s", f->vec(d),
-             d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
-  else snprintf(variant, sizeof variant, "vec%dx%d", f->vec(d), bq__affine_u(d));
-  char range[40] = ""; /* FP8 has no q-range; its test hook's software conversion is named */
-  if (!bq__is_fp8(d->int_type)) snprintf(range, sizeof range, ".q[%d,%d]", d->qmin, d->qmax);
-  else if (bq__fp8_soft) snprintf(range, sizeof range, ".soft");
-  snprintf(k->sku, sizeof k->sku, "%s.%s.%s.%s.%s%s.scale_%s%s.%s.%s", bq__op_label(d),
-           d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__gran_name(d->granularity),
-           bq__dtype_name(d->float_type), bq__dtype_name(d->int_type), range,
-           d->scale_layout == BQ_SCALES_MN_MAJOR ? "mn_" : "", bq__dtype_name(d->scale_type), variant, tn);
+  bq__family_of(d)->sku(d, t, tn, k->sku, sizeof k->sku);
   bq__sku_module(t, k);
   size_t i = 0; /* the file name: the SKU with [ ] , made safe */
   for (; k->sku[i] && i + 1 < sizeof k->file; i++)
@@ -71,26 +76,11 @@ BQ__FN void bq__sku_of(const bq_desc *d, const bq__target *t, bq__kernel_src *k)
   k->file[i] = 0;
 }
 
-/* The prelude: the SKU, the names (bq__spec_names), common.cuh's specialization, then the
-   family's. The emulated tests compile the very same text (tests/emu_prelude.c). */
+/* The prelude: the SKU, the names (bq__spec_names), then the family's specialization. The
+   emulated tests compile the very same text (tests/emu_prelude.c). */
 BQ__FN void bq__prelude(const bq_desc *d, const bq__kernel_src *k, bq__str *s) {
   bq__str_fmt(s, "// %s\n", k->sku);
   bq__spec_names(s);
-  if (bq__is_linear(d->op)) /* T is the output type, and so are common.cuh's scales (the GEMM
-                                reads its own, BQ_WST); the q-range is the host's business (the K bound) */
-    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
-                "#define BQ_ST %s\n#define BQ_WGMMA %d\n", bq__spec("TYPE", d->out_type),
-                bq__spec("TYPE", d->int_type), bq__spec("TYPE", d->out_type), k->target.arch_a);
-  else
-    /* packed UE8M0 scales are UE8M0 bytes to the kernels, which address them by layout:
-       common.cuh's BQ_SL */
-    bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (%d)\n#define BQ_QMAX (%d)\n"
-                "#define BQ_ST %s\n#define BQ_SL %d\n%s", bq__spec("TYPE", d->float_type),
-                bq__spec("TYPE", d->int_type), d->qmin, d->qmax,
-                bq__spec("TYPE", d->scale_type == BQ_UE8M0X4 ? BQ_UE8M0 : d->scale_type),
-                d->scale_type == BQ_UE8M0X4 ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? 2 : 3)
-                                            : d->scale_layout == BQ_SCALES_MN_MAJOR ? 1 : 0,
-                bq__is_fp8(d->int_type) && bq__fp8_soft ? "#define BQ_FP8_SOFT 1\n" : "");
   bq__family_of(d)->prelude(d, &k->target, s);
 }
 
@@ -157,7 +147,7 @@ BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wg
                     sm, oldest);
   if (exact && !force_ptx) {
     t->arch = sm;
-    t->arch_a = wgmma && sm == 90 && bq__is_linear(d->op) && d->op != BQ_LINEAR_WEIGHT_SUMS;
+    t->arch_a = wgmma && sm == 90 && bq__family_of(d)->wgmma;
   } else {
     t->arch = best;
     t->ptx = 1;
@@ -205,28 +195,6 @@ BQ__FN BQ__UNUSED bq_status bq__kernel_for(const bq_desc *desc, const bq__target
   if (st) return st;
   bq__sku_of(&d, t, k);
   return bq__build_source(&d, k);
-}
-
-/* QuantizedLinear's activations: dynamic quantize per token with f32 scales */
-BQ__FN void bq__linear_activation_desc(const bq_desc *d, bq_desc *q) {
-  memset(q, 0, sizeof *q);
-  q->op = BQ_DYNAMIC_QUANTIZE;
-  q->granularity = BQ_PER_TOKEN;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = BQ_F32;
-  q->device = d->device;
-  q->asymmetric = d->asymmetric;
-}
-
-/* QuantizedLinear's weight streaming overlaps its activations' kernel (programmatic
-   dependent launch) where the module is built for sm_90 or later (its griddepcontrol
-   instructions) and the driver is 12.3 or newer (programmatic edges in captured graphs),
-   unless BARACUDA_QUANT_PDL=0. */
-BQ__FN int bq__pdl_wanted(const bq__target *t) {
-  return t->arch >= 90 && bq__drv.version >= 12030 && bq__env_bool("BARACUDA_QUANT_PDL", 1);
 }
 
 /* One module (t->module > 0) of the normalized desc d into the disk cache (a disk hit does
@@ -281,9 +249,9 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   bq_status st = bq__normalize(desc, &d, name, sizeof name);
   if (st) return st;
   if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_cache_warm");
-  if (d.op == BQ_QUANTIZED_LINEAR) { /* its activations' kernel too, as select would load it */
+  const bq__family *f = bq__family_of(&d);
+  if (f->sub && f->sub(&d, &q0)) { /* the kernel of the plan it holds too, as select would load it */
     bq__target tq;
-    bq__linear_activation_desc(&d, &q0);
     if ((st = bq__normalize(&q0, &q, name, sizeof name))) return st;
     if ((st = bq__target_for(&q, sm, &tq))) return bq__refail(st, "bq_cache_warm");
     if ((st = bq__warm_one(&q, &tq, NULL))) return st;
@@ -312,7 +280,7 @@ BQ__FN void *bq__warm_worker(void *arg) {
   }
   return NULL;
 }
-/* the modules of desc on sm (QuantizedLinear's activations' too) appended to *jobs */
+/* the modules of desc on sm (the plan it holds too: QuantizedLinear's activations') appended to *jobs */
 BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_job **jobs, int *n, int *cap) {
   bq_desc d[2], q;
   char name[96];
@@ -320,8 +288,7 @@ BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_
   bq_status st = bq__normalize(desc, &d[0], name, sizeof name);
   if (!st) st = bq__target_for(&d[0], sm, &t[0]);
   int nd = 1;
-  if (!st && d[0].op == BQ_QUANTIZED_LINEAR) {
-    bq__linear_activation_desc(&d[0], &q);
+  if (!st && bq__family_of(&d[0])->sub && bq__family_of(&d[0])->sub(&d[0], &q)) {
     if (!(st = bq__normalize(&q, &d[1], name, sizeof name))) st = bq__target_for(&d[1], sm, &t[1]);
     nd = 2;
   }
@@ -425,8 +392,8 @@ BQ__FN size_t bq__typical_args(const bq_plan *p, bq_args *a) {
   a->w = BQ__FAKE_PTR();
   a->w_scales = BQ__FAKE_PTR();
   a->w_sums = p->desc.asymmetric ? (const int32_t *)BQ__FAKE_PTR() : NULL;
-  a->norm_weight = p->desc.op == BQ_RMSNORM_QUANTIZE ? BQ__FAKE_PTR() : NULL;
-  a->eps = p->desc.op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
+  void *spare = BQ__FAKE_PTR();
+  if (p->fam->typical) p->fam->typical(&p->desc, a, spare); /* (RMSNorm's weight) */
 #undef BQ__FAKE_PTR
   return p->fam->workspace(p, a);
 }
@@ -481,25 +448,16 @@ BQ__FN bq_status bq__select(const bq_desc *desc, bq_plan **out, int *pushed) {
   p->threads_sm = dev.threads_sm;
   p->l2_bytes = dev.l2_bytes;
   snprintf(p->gpu, sizeof p->gpu, "%s sms %d mem %d", dev.name[0] ? dev.name : "?", dev.num_sms, dev.mem_khz);
-  if (bq__is_fused(p->desc.op)) { /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less
-                                     its static reductions' and a margin (bq__fused_setup gives it) */
-    int optin = 0;
-    bq__CUdevice cd = 0;
-    bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
-    if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-    p->smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
-  }
-  if (bq__is_linear(p->desc.op) && p->desc.op != BQ_LINEAR_WEIGHT_SUMS) {
-    p->wgmma = t.arch_a;
-    p->pdl = p->desc.op == BQ_QUANTIZED_LINEAR && bq__pdl_wanted(&t);
-    if (p->desc.op == BQ_QUANTIZED_LINEAR) {
-      bq_desc q;
-      bq__linear_activation_desc(&p->desc, &q);
-      st = bq_plan_select(&q, &p->sub);
-      if (!st) {
-        size_t n = strlen(p->sku);
-        snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
-      }
+  if (p->fam->plan_setup) st = p->fam->plan_setup(p);
+  bq_desc q;
+  if (!st && p->fam->sub && p->fam->sub(&p->desc, &q)) { /* the plan it holds */
+    int sub_pushed = 0; /* (this plan's context is current: the sub-plan's is the same) */
+    bq__CUcontext c;
+    st = bq__select(&q, &p->sub, &sub_pushed);
+    if (sub_pushed) bq__drv.cuCtxPopCurrent(&c);
+    if (!st) {
+      size_t n = strlen(p->sku);
+      snprintf(p->sku + n, sizeof p->sku - n, " + %s", p->sub->sku);
     }
   }
   if (!st) st = bq__plan_prime(p);
@@ -538,11 +496,12 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
-  if (a->mask && (d->op != BQ_FAKE_QUANTIZE || (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_CHANNEL)))
+  const unsigned owns = p->fam->owns ? p->fam->owns(d) : 0;
+  if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
                     "per channel keep a mask", p->name, a->mask);
   if (b == 0) return BQ_SUCCESS;
-  if (d->op != BQ_DYNAMIC_QUANTIZE)
+  if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
   if (d->asymmetric)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to symmetric plans only", p->name, b);
@@ -618,22 +577,7 @@ BQ__DEF const char *bq_plan_sku(const bq_plan *p) { return p ? p->sku : ""; }
 
 BQ__DEF const char *bq_plan_precision_guarantee(const bq_plan *p) {
   if (!p) return "";
-  if (p->desc.op == BQ_LINEAR_WEIGHT_SUMS) return "exact: int32 sums of the s8 weights (K <= 2^24)";
-  if (bq__is_fused(p->desc.op))
-    return p->desc.float_type == BQ_F64
-               ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
-                 "contract builds them), its values rounded to T and quantized as the unfused ops would; "
-                 "bit-identical to the CPU reference of docs/numerics.md"
-               : "exact: the producer in f32, each operation rounded to nearest even (no FMA; exp and tanh as "
-                 "the contract builds them), its values rounded to T and quantized as the unfused ops would; "
-                 "bit-identical to the CPU reference of docs/numerics.md";
-  if (bq__is_linear(p->desc.op))
-    return p->desc.out_type == BQ_F64
-               ? "int32 accumulation (exact, tensor cores); epilogue in f64, each step rounded to nearest even "
-                 "(acc * sa * sw + bias, no FMA); bit-identical to the CPU reference of docs/numerics.md"
-               : "int32 accumulation (exact, tensor cores); epilogue in f32, each step rounded to nearest even "
-                 "(acc * sa * sw + bias, no FMA), RNE to the output type; bit-identical to the CPU reference of "
-                 "docs/numerics.md";
+  if (p->fam->guarantee) return p->fam->guarantee(&p->desc);
   if (p->desc.float_type == BQ_F64)
     return "exact: f64 arithmetic throughout (IEEE division and product, round half to even); "
            "bit-identical to the CPU reference of docs/numerics.md";

@@ -1,5 +1,5 @@
 /* tests/dispatch_doc.c - docs/design.md's dispatch tables, printed from the header's own
-   (bq__affine_table, bq__dynamic_table, bq__linear_table), so that the document cannot
+   (bq__affine_table, bq__dynamic_table, bq__linear_table, bq__fused_rules), so that the document cannot
    drift from the code.
 
      dispatch_doc                  print the tables (markdown)
@@ -69,6 +69,38 @@ static void tables(bq__str *s) {
     bq__str_fmt(s, "| `%s` | %lld | %lld | %lld | %d, %d, %d |\n", gemm[r->entry], (long long)r->rows,
                 (long long)r->up_to, (long long)r->unfilled_up_to, bq__linear_min_blocks(i, 90),
                 bq__linear_min_blocks(i, 80), bq__linear_min_blocks(i, 89));
+  }
+  bq__str_cat(s, "\n#### Fused producers: `bq__fused_rules`\n\n"
+                 "Ordered: a call takes the first row whose facts hold. `needs` and `refuses` are facts of "
+                 "the call: `rmsnorm` (not the gated op), `residual`, `dense` (every stream 16-byte aligned, "
+                 "whole accesses, y's rows aligned to a chunk of codes), `whole` (the float streams aligned, "
+                 "whole accesses), `dynamic` (per token or per group), `many rows` (at least "
+                 "`BQ__FUSED_NARROW_ROWS` rows an SM), `wide` (f64 data or FP8 codes), `aligned` (the float "
+                 "streams 16-byte aligned), `long` (more than two accesses a thread of 256), `c8 rows` (rows "
+                 "`bq_fused_c8` holds and `bq_fused_c4` does not, with the activation's table or for 16-bit "
+                 "RMSNorm per token with a residual), `staged fits` (the staged kernel fits a block an SM, "
+                 "asked last); `row`: how the call's row must fill the entry's (`held`: up to the accesses it "
+                 "holds, `full`: exactly those, `any`).\n\n"
+                 "| entry point | accesses held | needs | refuses | row |\n|---|---:|---|---|---|\n");
+  static const char *const facts[] = {"rmsnorm", "residual", "dense", "whole", "dynamic", "many rows", "wide",
+                                      "aligned", "long", "c8 rows", "staged fits"};
+  static const char *const fills[] = {"any", "held", "full"};
+  for (int i = 0; i < BQ__FUSED_RULES; i++) {
+    const bq__fused_rule *r = &bq__fused_rules[i];
+    unsigned sets[2] = {r->need, r->refuse};
+    char cells[2][160];
+    for (int c = 0; c < 2; c++) {
+      size_t n = 0;
+      cells[c][0] = 0;
+      for (unsigned b = 0; b < sizeof facts / sizeof facts[0]; b++)
+        if (sets[c] >> b & 1)
+          n += (size_t)snprintf(cells[c] + n, sizeof cells[c] - n, "%s%s", n ? ", " : "", facts[b]);
+      if (!n) snprintf(cells[c], sizeof cells[c], "-");
+    }
+    char held[24] = "-";
+    if (r->fill != BQ__FILL_ANY) snprintf(held, sizeof held, "%lld", (long long)bq__fused_held(r->entry));
+    bq__str_fmt(s, "| `%s` | %s | %s | %s | %s |\n", bq__fused_family.kernels[2][r->entry], held, cells[0],
+                cells[1], fills[r->fill]);
   }
   bq__str_cat(s, "\n" END);
 }

@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
   bq__spec_names(&names);
   prelude(&d, &t, &p1);
   all_entries(&d, &e1);
-  int lin = bq__is_linear(d.op), ql = d.op == BQ_QUANTIZED_LINEAR;
+  int lin = bq__op_in(d.op, "linear"), ql = d.op == BQ_QUANTIZED_LINEAR;
   if (lin) {
     bq_desc ws, n;
     memset(&ws, 0, sizeof ws);

@@ -293,7 +293,7 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
   const uint64_t S = param_elem(d);
   call.nbuf = 0;
   if (need) reg("workspace", ws, need, 1, 1);
-  if (bq__is_linear(d->op)) {
+  if (bq__op_in(d->op, "linear")) {
     /* x [M, K] (x_row_stride), y [M, N] (y_row_stride), w s8 [N, K], w_scales[N], bias[N],
        w_sums[N]; SmoothQuantLinear per token: scales[M], zero_points[M]; the sums: y int32 [N] */
     const int64_t M = a->rows, K = a->cols, N = a->n;
@@ -316,7 +316,7 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
     }
     return;
   }
-  if (bq__is_fused(d->op)) {
+  if (bq__op_in(d->op, "fused")) {
     /* x [rows, cols] (RMSNorm) or [rows, 2 cols] (gated), y, residual, out [rows, cols] with
        their row strides, norm_weight [cols]; out_scales per token [rows], per group as
        scales */
@@ -574,10 +574,10 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
       die("an affine kernel launched by another plan", p->name);
     check_affine(name, d, params[0]);
   } else if (starts(name, "bq_fused")) {
-    if (!bq__is_fused(d->op)) die("a fused kernel launched by another plan", p->name);
+    if (!bq__op_in(d->op, "fused")) die("a fused kernel launched by another plan", p->name);
     check_fused(name, d, params[0]);
   } else if (starts(name, "bq_gem") || !strcmp(name, "bq_weight_sums")) {
-    if (!bq__is_linear(d->op) || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
+    if (!bq__op_in(d->op, "linear") || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
       die("a linear kernel launched by another plan", p->name);
     check_linear(name, d, params[0]);
   } else {
@@ -612,7 +612,7 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   if (V[v].skew) a->x = (const char *)a->x + T; /* aligned to an element, not to 16 bytes */
   if (V[v].pad) {
     const int64_t in_cols = d->op == BQ_GATED_QUANTIZE ? 2 * a->cols : a->cols;
-    const int lin = bq__is_linear(d->op);
+    const int lin = bq__op_in(d->op, "linear");
     a->x_row_stride = in_cols + V[v].pad;
     a->y_row_stride = (lin ? a->n : a->cols) + 2 * V[v].pad;
     a->residual_row_stride = a->cols + 1;
@@ -635,8 +635,8 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
     a->mask = (void *)(uintptr_t)region(22);
   if (d->op == BQ_RMSNORM_QUANTIZE && (v == 1 || v == 2 || v == 5)) a->residual = (void *)(uintptr_t)extra;
   if (d->op == BQ_RMSNORM_QUANTIZE && v == 3) a->residual = (void *)(uintptr_t)a->x, a->residual_row_stride = 0;
-  if (bq__is_fused(d->op) && (v == 2 || v == 5)) a->out = (void *)(uintptr_t)region(23);
-  if (bq__is_linear(d->op) && (v == 0 || v == 2)) a->bias = (const void *)(uintptr_t)region(24);
+  if (bq__op_in(d->op, "fused") && (v == 2 || v == 5)) a->out = (void *)(uintptr_t)region(23);
+  if (bq__op_in(d->op, "linear") && (v == 0 || v == 2)) a->bias = (const void *)(uintptr_t)region(24);
   if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric) a->zero_points = (const int32_t *)(uintptr_t)region(21);
   if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric && d->granularity == BQ_PER_TENSOR) a->zero_point = 3;
   if (d->op == BQ_DYNAMIC_QUANTIZE && !d->asymmetric && odd) a->amax_bound = 3.0;
@@ -750,7 +750,7 @@ static bq_plan *select_checked(const bq_desc *dp, int env, int sm) {
   if (memcmp(&p->desc, &norm, sizeof norm)) die("a plan whose desc is not the normalized one", p->name);
   if (!*bq_plan_precision_guarantee(p) || strncmp(bq_plan_sku(p), sku, strlen(sku)))
     die("a plan without a guarantee, or whose SKU is not bq_sku's", bq_plan_sku(p));
-  if (!bq__is_linear(norm.op)) {
+  if (!bq__op_in(norm.op, "linear")) {
     bq_desc back;
     bq__target t;
     if (bq__desc_from_sku(p->sku, &back, &t)) die("a plan SKU that does not parse back", p->sku);
@@ -855,7 +855,7 @@ static int self_test(void) {
   unsigned long long calls = 0, shrinks = 0, missed = 0, failed = 0, slack = 0;
   call.record = 1;
   for (int i = 0; i < ndescs; i++)
-  for (int env = 0; env < (bq__is_linear(descs[i].op) ? 3 : 1); env++) { /* linear: WGMMA=0, FORCE_PTX=1 too */
+  for (int env = 0; env < (bq__op_in(descs[i].op, "linear") ? 3 : 1); env++) { /* linear: WGMMA=0, FORCE_PTX=1 too */
     bq_plan *p = select_checked(&descs[i], env ? 1 << env : 0, 90);
     if (!p) die("an enumerated desc that does not select", bq_last_error());
     for (int v = 0; v < VARIANTS; v++) {

@@ -196,10 +196,10 @@ static void run(const fcase &c, const char *label) {
   for (int e = 0; e < BQ__FUSED_ENTRIES; e++) entry.fn[e] = (bq__CUfunction)g_kernels[e];
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = c.sms ? c.sms : 132;
-  plan.smem_max = plan.staged_smem = EMU_SMEM_MAX; /* (what bq__fused_setup gives bq_fused_staged) */
+  plan.fused.smem_max = plan.fused.staged_smem = EMU_SMEM_MAX; /* (what bq__fused_setup gives bq_fused_staged) */
   /* with the table, what select would find: two blocks an SM for each register entry, so
      that a block takes several rows */
-  for (int e = 0; e < BQ__FUSED_ENTRIES && EMU_TAB; e++) plan.tab_blocks[e] = 2;
+  for (int e = 0; e < BQ__FUSED_ENTRIES && EMU_TAB; e++) plan.fused.tab_blocks[e] = 2;
 
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(quant_desc().scale_type);
   const int64_t guard = 19;

@@ -262,7 +262,7 @@ static void batch_linear(const lcase *c)
   if (saved) setenv("BARACUDA_QUANT_WGMMA", saved, 1);
   else unsetenv("BARACUDA_QUANT_WGMMA");
   free(saved);
-  cr_assert(!pb->wgmma, "BARACUDA_QUANT_WGMMA=0 selected %s | %s", bq_plan_sku(pb), what);
+  cr_assert(!pb->linear.wgmma, "BARACUDA_QUANT_WGMMA=0 selected %s | %s", bq_plan_sku(pb), what);
 
   {
     bq_args a;
@@ -294,7 +294,7 @@ static void batch_linear(const lcase *c)
     {pb, -1, "mma.sync module, tiles chosen by M"},
     {pb, BQ__GEMM_LARGE, "mma.sync module, 128 x 256 tiles forced"},
   };
-  const int nv = pa->wgmma ? 5 : 3; /* without wgmma both plans are the same module */
+  const int nv = pa->linear.wgmma ? 5 : 3; /* without wgmma both plans are the same module */
   for (int v = 0; v < nv; v++) {
     bq__linear_force_config = variants[v].force;
     for (int bi = 0; bi < N_BATCHES; bi++) {

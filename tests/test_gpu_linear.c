@@ -429,7 +429,7 @@ Test(linear, quantized_overlap)
   pc.T = BQ_F32;
   bq_desc d = lin_desc(&pc);
   bq_plan *p = plan_get(&d, "quantized_overlap");
-  cr_assert_eq(p->pdl, want, "plan.pdl = %d on sm_%d, driver %d", p->pdl, info.sm, bq__drv.version);
+  cr_assert_eq(p->linear.pdl, want, "plan.linear.pdl = %d on sm_%d, driver %d", p->linear.pdl, info.sm, bq__drv.version);
 }
 
 /* weight streaming in passes of 64 rows, and the automatic choice around its limits */
@@ -622,7 +622,7 @@ Test(linear, mma_sync_tiles)
   probe.op = BQ_SMOOTHQUANT_LINEAR;
   probe.float_type = BQ_F16;
   bq_plan *pp = plan_get(&probe, "mma.sync probe");
-  cr_assert(!pp->wgmma && !strstr(bq_plan_sku(pp), "wgmma") && !strstr(bq_plan_sku(pp), "sm_90a"), "%s",
+  cr_assert(!pp->linear.wgmma && !strstr(bq_plan_sku(pp), "wgmma") && !strstr(bq_plan_sku(pp), "sm_90a"), "%s",
             bq_plan_sku(pp));
   tile_cases(BQ__GEMM_LARGE);
 }
@@ -637,7 +637,7 @@ Test(linear, wgmma_tiles)
   probe.op = BQ_SMOOTHQUANT_LINEAR;
   probe.float_type = BQ_F16;
   bq_plan *pp = plan_get(&probe, "wgmma probe");
-  if (!pp->wgmma) cr_skip_test("the device is not sm_90: no wgmma tiles (SKU %s)", bq_plan_sku(pp));
+  if (!pp->linear.wgmma) cr_skip_test("the device is not sm_90: no wgmma tiles (SKU %s)", bq_plan_sku(pp));
   cr_assert(strstr(bq_plan_sku(pp), "+wgmma_m64n256k32.sm_90a"), "%s", bq_plan_sku(pp));
   tile_cases(BQ__GEMM_WGMMA);
   /* and the automatic choice: M beyond weight streaming takes the wgmma tiles */

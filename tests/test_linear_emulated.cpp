@@ -153,8 +153,8 @@ static void run(const ecase *c0) {
   entry.fn[BQ__GEMM_WGMMA] = (bq__CUfunction)k_wgmma;
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = 132;
-  plan.wgmma = EMU_WGMMA;
-  plan.pdl = EMU_QL; /* QuantizedLinear on sm_90: weight streaming overlaps the activations' kernel */
+  plan.linear.wgmma = EMU_WGMMA;
+  plan.linear.pdl = EMU_QL; /* QuantizedLinear on sm_90: weight streaming overlaps the activations' kernel */
   bq__linear_force_config = c->force;
 #if EMU_QL
   /* the activations' per-token dynamic quantize plan, on dynamic.cu */

@@ -481,7 +481,7 @@ typedef struct unit {
 static void axes(const unit *u, uint64_t w[2]) {
   const bq_desc *d = &u->d;
   const bq_dtype ft = d->out_type ? d->out_type : d->float_type;
-  const unsigned fam = d->op <= BQ_FAKE_QUANTIZE ? 0 : d->op == BQ_DYNAMIC_QUANTIZE ? 1 : bq__is_fused(d->op) ? 2 : 3;
+  const unsigned fam = d->op <= BQ_FAKE_QUANTIZE ? 0 : d->op == BQ_DYNAMIC_QUANTIZE ? 1 : bq__op_in(d->op, "fused") ? 2 : 3;
   w[0] = 1ull << ((unsigned)ft & 15) | 1ull << (16 + ((unsigned)d->int_type & 15)) |
          1ull << (32 + (((unsigned)d->op * 3 + (unsigned)d->activation) & 31));
   w[1] = 1ull << (16 * fam + (unsigned)(u->t.module - 1));
@@ -1034,7 +1034,7 @@ Test(sku, desc_from_sku_round_trips_every_kernel) {
   size_t checked = 0;
   for (int i = 0; i < n; i++)
     for (size_t t = 0; t < NELEM(TARGETS); t++) {
-      int lin = bq__is_linear(all[i].op);
+      int lin = bq__op_in(all[i].op, "linear");
       bq__target target = TARGETS[t];
       if (target.arch_a && !(lin && all[i].op != BQ_LINEAR_WEIGHT_SUMS)) continue;
       bq__kernel_src k;
