@@ -2986,39 +2986,101 @@ BQ__FN int64_t bq__wave_bytes(const bq__limits *l, int waves) { return (int64_t)
 
 /* ==== src/family_affine.h ================================================================= */
 /* ---- the affine family: quantize, dequantize, fake quantize ------------------------------ */
-/* Mirrors struct bq_affine_params in kernels_src/affine.cu, field for field. */
-typedef struct bq__fastdiv { uint32_t d, magic, shift; } bq__fastdiv;
-typedef struct bq__affine_params {
-  uint64_t in0, in1, out;
-  int64_t rows, cols, in0_stride, in1_stride, out_stride, tiles, tpw, chunks, group, gmod, grs;
-  uint64_t scales, zps;
-  double scale;
-  bq__fastdiv fd_group, fd_gmod, fd_chunks;
-  int32_t zp, fast32;
-  int64_t nblk; /* bq_affine_blocks only */
-  bq__fastdiv fd_parts;
-  int32_t gl, parts;
-  uint64_t mask; /* bq_affine_mask: the mask's words */
-} bq__affine_params;
-/* Mirror struct bq_lean_params and bq_pair_params: bq_affine_lean's and bq_affine_pair's own,
-   smaller parameter blocks. */
-typedef struct bq__lean_params {
-  uint64_t in0, out, scales, zps;
-  double scale;
-  uint32_t accesses, n;
-  bq__fastdiv fd_group;
-  int32_t zp;
-} bq__lean_params;
-typedef struct bq__pair_params {
-  uint64_t in0, out, scales;
-  uint32_t pairs;
-  bq__fastdiv fd_group;
-} bq__pair_params;
+/* kernels_src/affine_abi.h - the affine family's host/kernel interface (quantize, dequantize,
+   fake quantize), valid as C and as CUDA C++: its entry points and its parameter blocks.
+   affine.cu and the host (src/family_affine.h) both include it. */
+#ifndef BQ_AFFINE_ABI_H
+#define BQ_AFFINE_ABI_H
+/* kernels_src/abi.h - what the host and every kernel file share, valid as C and as CUDA C++:
+   the integer types both sides write the parameter blocks in, and the divider the host
+   prepares for the kernels. Each family's <family>_abi.h builds on it. The kernel files
+   include it; tools/amalgamate.py inlines it into the header's host code and into the
+   embedded kernel text, so both sides compile the one definition. */
+#ifndef BQ_ABI_H
+#define BQ_ABI_H
+typedef unsigned char bq_u8;
+typedef unsigned short bq_u16;
+typedef unsigned int bq_u32;
+typedef long long bq_i64;
+typedef unsigned long long bq_u64;
+
+/* n / d == (umulhi(n, magic) + n) >> shift for every n < 2^32 (the host's bq__make_fastdiv,
+   the kernels' bq_div_u32) */
+typedef struct bq_fastdiv {
+  bq_u32 d, magic, shift;
+} bq_fastdiv;
+
+/* An entry point's name as the host looks it up: BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) is
+   "bq_affine_cols" */
+#define BQ_ENTRY_NAME_(fn) #fn
+#define BQ_ENTRY_NAME(fn) BQ_ENTRY_NAME_(fn)
+#endif
+
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,
+   the kernel's extern "C" function (each compiled where the prelude defines BQ_E_<NAME>) */
+enum {
+  BQ__AFFINE_ROW,    /* the row kernel, every granularity */
+  BQ__AFFINE_COLS,   /* per channel, the channel axis innermost */
+  BQ__AFFINE_ODD,    /* per channel and per group, straddling accesses in registers */
+  BQ__AFFINE_BLOCKS, /* whole parameter blocks a lane */
+  BQ__AFFINE_FLAT,   /* per group and per token over one flat array */
+  BQ__AFFINE_NARROW, /* f64 quantize, blocks' layout over one-element accesses */
+  BQ__AFFINE_MASK,   /* fake quantize per tensor and per channel with args.mask */
+  BQ__AFFINE_LEAN,   /* forward quantize and dequantize over small dense tensors */
+  BQ__AFFINE_PAIR,   /* bq_affine_lean's two accesses a thread (16-bit quantize) */
+  BQ__AFFINE_ENTRIES
+};
+#define BQ_FN_AFFINE bq_affine
+#define BQ_FN_AFFINE_COLS bq_affine_cols
+#define BQ_FN_AFFINE_ODD bq_affine_odd
+#define BQ_FN_AFFINE_BLOCKS bq_affine_blocks
+#define BQ_FN_AFFINE_FLAT bq_affine_flat
+#define BQ_FN_AFFINE_NARROW bq_affine_narrow
+#define BQ_FN_AFFINE_MASK bq_affine_mask
+#define BQ_FN_AFFINE_LEAN bq_affine_lean
+#define BQ_FN_AFFINE_PAIR bq_affine_pair
+
+/* Every entry point but bq_affine_lean's and bq_affine_pair's */
+typedef struct bq_affine_params {
+  bq_u64 in0, in1, out;                    /* device pointers */
+  bq_i64 rows, cols;                       /* [rows, cols] */
+  bq_i64 in0_stride, in1_stride, out_stride;
+  bq_i64 tiles, tpw, chunks;               /* warp tiles per row; per item; items per row */
+  bq_i64 group;                            /* channel: inner size; group: G */
+  bq_i64 gmod;                             /* channel: number of channels */
+  bq_i64 grs;                              /* group, block: the scales' leading dimension (bq_pbase) */
+  bq_u64 scales, zps;                      /* device arrays (zps may be 0: all zero) */
+  double scale;                            /* per tensor: the scale, already a C value */
+  bq_fastdiv fd_group, fd_gmod, fd_chunks; /* 32-bit dividers, valid when fast32 != 0 */
+  int zp;                                  /* per tensor */
+  int fast32;                              /* indices fit in 32 bits */
+  /* bq_affine_blocks only: blocks a row, lanes a block (a power of two), parts a block */
+  bq_i64 nblk;
+  bq_fastdiv fd_parts;
+  int gl, parts;
+  bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */
+} bq_affine_params;
+/* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch
+   carries its kernel's parameters, and the pair kernel ran slower taking all of
+   bq_affine_params) */
+typedef struct bq_lean_params {
+  bq_u64 in0, out, scales, zps; /* device pointers (zps may be 0: all zero) */
+  double scale;                 /* per tensor: the scale, already a C value */
+  bq_u32 accesses, n;           /* whole accesses; elements (fewer than 2^31) */
+  bq_fastdiv fd_group;          /* per token the row length, per group G */
+  int zp;                       /* per tensor */
+} bq_lean_params;
+typedef struct bq_pair_params {
+  bq_u64 in0, out, scales; /* device pointers: the 16-bit input, its codes, the scales */
+  bq_u32 pairs;            /* the threads with work: elements / (2 * BQ_P) */
+  bq_fastdiv fd_group;     /* per token the row length, per group G */
+} bq_pair_params;
+#endif
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
    (Granlund-Montgomery with a 33-bit multiplier). */
-BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
-  bq__fastdiv f;
+BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
+  bq_fastdiv f;
   uint32_t l = 0;
   while (l < 31 && (1u << l) < d) l++;
   uint64_t m = (((uint64_t)1 << (32 + l)) + d - 1) / d; /* ceil(2^(32+l) / d) */
@@ -3028,24 +3090,16 @@ BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
   return f;
 }
 
-/* The affine entry points: the index of each in a plan's module (bq__family.kernels). */
-enum {
-  BQ__AFFINE_ROW,    /* bq_affine: the row kernel, every granularity */
-  BQ__AFFINE_COLS,   /* bq_affine_cols: per channel, the channel axis innermost */
-  BQ__AFFINE_ODD,    /* bq_affine_odd: per channel and per group, straddling accesses in registers */
-  BQ__AFFINE_BLOCKS, /* bq_affine_blocks: whole parameter blocks a lane */
-  BQ__AFFINE_FLAT,   /* bq_affine_flat: per group and per token over one flat array */
-  BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
-  BQ__AFFINE_MASK,   /* bq_affine_mask: fake quantize per tensor and per channel with args.mask */
-  BQ__AFFINE_LEAN,   /* bq_affine_lean: forward quantize and dequantize over small dense tensors */
-  BQ__AFFINE_PAIR,   /* bq_affine_pair: bq_affine_lean's two accesses a thread (16-bit quantize) */
-  BQ__AFFINE_ENTRIES
-};
-#define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
-  {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
-   (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
-   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL, (tok) || (grp) ? NULL : "bq_affine_mask", \
-   (ch) ? NULL : "bq_affine_lean", (tok) || (grp) ? "bq_affine_pair" : NULL}
+/* The entry points each granularity has (per channel, per token, per group; per tensor all
+   three 0): kernels[] of the family, by the enum */
+#define BQ__AFFINE_NAMES(ch, tok, grp)                                                                          \
+  {BQ_ENTRY_NAME(BQ_FN_AFFINE), (ch) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) : NULL,                               \
+   (ch) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD) : NULL,                                                    \
+   (ch) || (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS) : NULL,                                        \
+   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_FLAT) : NULL,                                                  \
+   (ch) || (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW) : NULL,                                        \
+   (tok) || (grp) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_MASK), (ch) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), \
+   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR) : NULL}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -3340,7 +3394,7 @@ BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
    multiple of the cp columns a lane owns (affine.cu's BQ_CP) with at least 8 lanes' worth of
    them, and every stream the kernel reads or writes is aligned to a chunk of cp elements.
    Returns cp, or 0 where the kernel does not apply. */
-BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, const bq__view *v) {
+BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t cp = p->vec < 4 ? p->vec : 4;
   if (d->granularity != BQ_PER_CHANNEL || v->group != 1 || v->gmod % cp || v->gmod / cp < 8) return 0;
@@ -3355,7 +3409,7 @@ BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, 
 /* Whether an access can straddle two parameter blocks of `group` elements: the block is not
    a whole number of accesses, or a row of the stream that leads the accesses (y for
    dequantize forward, else x or dy) starts off its 16-byte grid. */
-BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, const bq__view *v, int64_t group) {
+BQ__FN int bq__affine_straddles(const bq_plan *p, const bq_affine_params *k, const bq__view *v, int64_t group) {
   const bq_desc *d = &p->desc;
   int64_t t = bq__dtype_size(d->float_type);
   int out_leads = d->direction == BQ_FORWARD && d->op == BQ_DEQUANTIZE;
@@ -3370,13 +3424,13 @@ BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, co
    0. */
 /* The parameter block of bq_affine_blocks, bq_affine_narrow and bq_affine_flat: a group, a
    channel's run (both k->group), or per token a row. */
-BQ__FN int64_t bq__affine_block_len(const bq_desc *d, const bq__affine_params *k, const bq__view *v) {
+BQ__FN int64_t bq__affine_block_len(const bq_desc *d, const bq_affine_params *k, const bq__view *v) {
   return d->granularity == BQ_PER_TOKEN ? v->cols : k->group;
 }
 
 /* (bq_affine_blocks' and bq_affine_narrow's layout: blocks of g elements, gc accesses of
    them, up to ga a lane) */
-BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64_t g, int64_t gc, int64_t ga) {
+BQ__FN int bq__affine_blocks_fill(bq_affine_params *k, const bq__view *v, int64_t g, int64_t gc, int64_t ga) {
   int64_t nblk = v->cols / g, lim = (int64_t)1 << 31;
   int64_t gl = 1, parts = 1, ipr;
   while (gl < 32 && gl * ga < gc) gl *= 2;
@@ -3396,7 +3450,7 @@ BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64
   k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
   return 1;
 }
-BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+BQ__FN int bq__affine_blocks(const bq_plan *p, bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t ga = bq__affine_ga(d), g = bq__affine_block_len(d, k, v);
   if (!ga || bq__affine_straddles(p, k, v, g) || v->cols % g) return 0; /* (per block: a partial last block) */
@@ -3414,7 +3468,7 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
    8, backward per token 2, backward per group 4. Backward on aligned blocks is slower here,
    so those keep bq_affine_blocks; per channel with straddling runs follows per group's
    rule. */
-BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+BQ__FN int bq__affine_narrow(const bq_plan *p, bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t na = bq__affine_na(d), g = bq__affine_block_len(d, k, v);
   if (!na || g < 64 || v->cols % g) return 0; /* (per block: a partial last block) */
@@ -3430,7 +3484,7 @@ BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__v
    straddle two groups (as for bq_affine_odd below) or the op is not one bq_affine_blocks
    takes. Fills in k's fields for that kernel and returns the warps to launch (a tile each),
    or returns 0. */
-BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int tok = d->granularity == BQ_PER_TOKEN; /* per token: a group a row */
   int64_t fr = bq__affine_fr(d), g = bq__affine_block_len(d, k, v), n = v->rows * v->cols;
@@ -3453,7 +3507,7 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
 
 /* bq_affine_mask's and bq_affine_lean's view (affine.cu's bq_dense_params): the tensor as one
    dense array of n elements, parameter runs of k->group (k->gmod channels) */
-BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
+BQ__FN void bq__affine_dense(bq_affine_params *k, int64_t n) {
   k->rows = 1;
   k->cols = n;
   k->fast32 = n <= ((int64_t)1 << 31);
@@ -3473,7 +3527,7 @@ BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
    accesses, k->fd_group), sets
    *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
    returns the threads to launch, or returns 0. Forced (tests), the table is not asked. */
-BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq__affine_params *k, const bq__view *v, int *which) {
+BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq_affine_params *k, const bq__view *v, int *which) {
   const bq_desc *d = &p->desc;
   int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
   int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
@@ -3579,7 +3633,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
   if (rows < 0) return st;
   if (rows) return rp->fam->run(rp, &rq, NULL, 0, stream); /* (its context is this plan's, current) */
-  bq__affine_params k;
+  bq_affine_params k;
   memset(&k, 0, sizeof k);
   int fwd = d->direction == BQ_FORWARD;
   k.in0 = (uint64_t)(uintptr_t)(fwd ? a->x : a->dy);
@@ -3610,7 +3664,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* forcing BQ__AFFINE_LEAN forces the lean route: bq_affine_lean or bq_affine_pair; else
      the table's lean column takes it, or the tune where it is undecided */
   int lw = BQ__AFFINE_LEAN;
-  bq__affine_params lk = k;
+  bq_affine_params lk = k;
   int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->kernels[BQ__AFFINE_LEAN] ? bq__affine_lean(p, &lk, &v, &lw) : 0;
   const bq__limits lim = bq__limits_of(p);
   if (lean && f < 0 && !bq__affine_lean_rule(row, v.numel, bq__dtype_size(d->float_type), &lim) &&
@@ -3618,11 +3672,11 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     lean = 0;
   if (lean) k = lk;
   if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
-    bq__pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
+    bq_pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
   }
   if (lean) { /* an access a thread (the one past the last whole access takes the rest) */
-    bq__lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
+    bq_lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);
   }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
@@ -3740,33 +3794,47 @@ static const bq__family bq__affine_family = {
   "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, 0, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
-   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}},
+   {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW)}},
   NULL, NULL, NULL};
 
 /* ==== src/family_dynamic.h ================================================================ */
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
-/* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
-typedef struct bq__dynamic_params {
-  uint64_t x, y, scales, zps, partial;
-  int64_t rows, cols, xs, ys, group, ngroups, grs;
-  int32_t tpr, fast_groups, nblocks, align_y;
-  int32_t staged, pad; /* per block: tiles staged in shared memory (dynamic.cu's bq_tiles_staged) */
-  double bound;        /* args.amax_bound (0: none) */
-} bq__dynamic_params;
+/* kernels_src/dynamic_abi.h - dynamic quantization's host/kernel interface, valid as C and
+   as CUDA C++: its entry points and its parameter block. dynamic.cu and the host
+   (src/family_dynamic.h) both include it. */
+#ifndef BQ_DYNAMIC_ABI_H
+#define BQ_DYNAMIC_ABI_H
+
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,
+   the kernel's extern "C" function. Per block's tiles take the first two indices. */
+enum {
+  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group); per block bq_dynamic_tiles */
+  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows */
+  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
+  BQ__DYN_APPLY
+};
+#define BQ_FN_DYNAMIC bq_dynamic
+#define BQ_FN_DYNAMIC_LONG bq_dynamic_long
+#define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce
+#define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply
+#define BQ_FN_DYNAMIC_TILES bq_dynamic_tiles           /* per block, rows 16-byte aligned, whole accesses */
+#define BQ_FN_DYNAMIC_TILES_ROWS bq_dynamic_tiles_rows /* per block, any rows */
+
+typedef struct bq_dynamic_params {
+  bq_u64 x, y, scales, zps, partial;
+  bq_i64 rows, cols, xs, ys;
+  bq_i64 group, ngroups, grs;             /* per group (per block: B, blocks a row); grs as bq_pbase's ld */
+  int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */
+  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */
+  double bound;                           /* args.amax_bound (0: none) */
+} bq_dynamic_params;
+#endif
 
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
 #define BQ__DYN_MAX_BLOCK 32768
-/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels);
-   per block's bq_dynamic_tiles is at BQ__DYN_ROW, bq_dynamic_tiles_rows at BQ__DYN_LONG. */
-enum {
-  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
-  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
-  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
-  BQ__DYN_APPLY
-};
-
 /* The dynamic dispatch table: a row per granularity and float type (the int type, q-range
    and symmetry change no choice), each the fastest setting measured on the H100. The prelude
    gives the kernels its numbers. Columns:
@@ -3883,7 +3951,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
   const bq__dynamic_row *row = bq__dynamic_row_of(d);
-  bq__dynamic_params k;
+  bq_dynamic_params k;
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
   k.y = (uint64_t)(uintptr_t)a->y;
@@ -3991,22 +4059,23 @@ static const bq__family bq__dynamic_family = {
   bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
   "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
-  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
-   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}},
+  {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
   NULL, NULL, NULL};
 
 /* ==== src/family_fused.h ================================================================== */
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
-/* Mirrors struct bq_fused_params in kernels_src/fused.cu. */
-typedef struct bq__fused_params {
-  uint64_t x, res, w, out, y, scales, zps;
-  int64_t rows, cols, xs, rs, os, ys, group, grs;
-  double scale, eps;
-  int32_t zp, aligned, fast_groups;
-  int32_t slot, wstage;
-} bq__fused_params;
+/* kernels_src/fused_abi.h - the fused producers' host/kernel interface (RMSNorm, gated
+   activation, then quantize), valid as C and as CUDA C++: their entry points and their
+   parameter block. fused.cu and the host (src/family_fused.h) both include it. */
+#ifndef BQ_FUSED_ABI_H
+#define BQ_FUSED_ABI_H
 
-/* The fused entry points, by index: bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,
+   the kernel's extern "C" function. bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
    accesses in registers (k = 1, 2, 4, 8), bq_fused_long takes any row in batches, and
    bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in
    flight while a row is worked on. bq_fused_m4, bq_fused_m8 and bq_fused_m16 hold a row of
@@ -4021,6 +4090,29 @@ enum {
   BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
   BQ__FUSED_ENTRIES
 };
+#define BQ_FN_FUSED_C1 bq_fused_c1
+#define BQ_FN_FUSED_C2 bq_fused_c2
+#define BQ_FN_FUSED_C4 bq_fused_c4
+#define BQ_FN_FUSED_C8 bq_fused_c8
+#define BQ_FN_FUSED_LONG bq_fused_long
+#define BQ_FN_FUSED_STAGED bq_fused_staged
+#define BQ_FN_FUSED_M4 bq_fused_m4
+#define BQ_FN_FUSED_M8 bq_fused_m8
+#define BQ_FN_FUSED_M4F bq_fused_m4f
+#define BQ_FN_FUSED_M8F bq_fused_m8f
+#define BQ_FN_FUSED_M16 bq_fused_m16
+#define BQ_FN_FUSED_C2D bq_fused_c2d
+#define BQ_FN_FUSED_C8D bq_fused_c8d
+
+typedef struct bq_fused_params {
+  bq_u64 x, res, w, out, y, scales, zps;
+  bq_i64 rows, cols, xs, rs, os, ys, group, grs; /* strides in elements; grs: per group */
+  double scale, eps;                             /* per tensor's static scale; RMSNorm's eps */
+  int zp, aligned, fast_groups;
+  int slot, wstage; /* bq_fused_staged: a slot's bytes; the weight staged */
+} bq_fused_params;
+#endif
+
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
@@ -4228,7 +4320,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (st || v.rows == 0 || v.cols == 0) return st;
   const bq_desc *d = &p->desc;
   const int t = bq__dtype_size(d->float_type), rms = d->op == BQ_RMSNORM_QUANTIZE;
-  bq__fused_params k;
+  bq_fused_params k;
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
   k.res = rms ? (uint64_t)(uintptr_t)a->residual : 0;
@@ -4420,9 +4512,12 @@ BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
 }
 
-#define BQ__FUSED_KERNELS                                                                                  \
-  {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
-   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
+#define BQ__FUSED_KERNELS                                                                                   \
+  {BQ_ENTRY_NAME(BQ_FN_FUSED_C1),  BQ_ENTRY_NAME(BQ_FN_FUSED_C2),   BQ_ENTRY_NAME(BQ_FN_FUSED_C4),                \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_C8),  BQ_ENTRY_NAME(BQ_FN_FUSED_LONG), BQ_ENTRY_NAME(BQ_FN_FUSED_STAGED),            \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_M4),  BQ_ENTRY_NAME(BQ_FN_FUSED_M8),   BQ_ENTRY_NAME(BQ_FN_FUSED_M4F),               \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_M8F), BQ_ENTRY_NAME(BQ_FN_FUSED_M16),  BQ_ENTRY_NAME(BQ_FN_FUSED_C2D),               \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_C8D)}
 static const bq__family bq__fused_family = {
   {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE}, {"rmsnorm_quantize", "gated_quantize"}, "fused",
   bq__fused_normalize, bq__fused_label, bq__fused_sku, NULL, bq__fused_axes, bq__fused_vary, NULL, bq__fused_guarantee,
@@ -4434,20 +4529,47 @@ static const bq__family bq__fused_family = {
 
 /* ==== src/family_linear.h ================================================================= */
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
-/* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
-typedef struct bq__linear_params {
-  uint64_t a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
-  int64_t m, n, k, lda, ldy;
-  double a_scale;
-  int32_t a_zp, flags, tiles_m, tiles_n;
-} bq__linear_params;
-enum { /* linear.cu's BQ_LF_* */
-  BQ__LF_SA_ROW = 1, BQ__LF_ZP = 2, BQ__LF_ZP_ROW = 4, BQ__LF_BIAS = 8, BQ__LF_A16 = 16, BQ__LF_W16 = 32,
-  BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256, BQ__LF_PDL = 512
-};
-/* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
+/* kernels_src/linear_abi.h - the linear layers' host/kernel interface (the int8 GEMM with
+   its dequantizing epilogue, and the weight sums), valid as C and as CUDA C++: their entry
+   points, their parameter block and its flags. linear.cu and the host (src/family_linear.h)
+   both include it. */
+#ifndef BQ_LINEAR_ABI_H
+#define BQ_LINEAR_ABI_H
+
+/* The GEMM's entry points: each one's index in a plan's module (bq__family.kernels, and
+   the rows of the host's bq__linear_table) and its name, the kernel's extern "C" function;
+   the weight sums' module has its one entry point at index 0. */
 enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };
-#define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
+#define BQ_FN_GEMM_LARGE bq_gemm_large /* 128 x 256 tiles on mma.sync */
+#define BQ_FN_GEMV bq_gemv             /* weight streaming, passes of 16 activation rows */
+#define BQ_FN_GEMV32 bq_gemv32         /* of 32 */
+#define BQ_FN_GEMV64 bq_gemv64         /* of 64 */
+#define BQ_FN_GEMM_WGMMA bq_gemm_wgmma /* 128 x 256 tiles on wgmma (an sm_90a module) */
+#define BQ_FN_WEIGHT_SUMS bq_weight_sums
+
+typedef struct bq_linear_params {
+  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
+  bq_i64 m, n, k, lda, ldy;
+  double a_scale; /* per-tensor activation scale, already rounded to C */
+  int a_zp;       /* per-tensor activation zero point */
+  int flags;      /* BQ_LF_* */
+  int tiles_m, tiles_n;
+} bq_linear_params;
+#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale */
+#define BQ_LF_ZP 2     /* asymmetric activations: subtract zp * wsum[n] */
+#define BQ_LF_ZP_ROW 4 /* per-token zero points a_zps[m]; else a_zp */
+#define BQ_LF_BIAS 8   /* add bias[n] */
+#define BQ_LF_A16 16   /* a and lda allow 16-byte accesses */
+#define BQ_LF_W16 32   /* w and k allow 16-byte accesses */
+#define BQ_LF_Y2 64    /* y and ldy allow two-element stores */
+#define BQ_LF_K0 128   /* K == 0: y = bias (or 0) */
+#define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */
+#define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */
+#endif
+#define BQ__GEMM_ENTRIES                                                                  \
+  {BQ_ENTRY_NAME(BQ_FN_GEMM_LARGE), BQ_ENTRY_NAME(BQ_FN_GEMV), BQ_ENTRY_NAME(BQ_FN_GEMV32), \
+   BQ_ENTRY_NAME(BQ_FN_GEMV64), BQ_ENTRY_NAME(BQ_FN_GEMM_WGMMA)}
+
 /* The linear dispatch table: a row per entry point, by enum. rows: the activation rows a
    weight-streaming pass takes (0: a tile kernel, 128 x 256); up_to: the largest M it
    serves, the smallest such row winning (at these sizes the weight's bytes set the time,
@@ -4536,7 +4658,7 @@ BQ__FN void bq__linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s
               bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
   /* the weight sums: a module of their own, outside the GEMM table; no minimum */
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
-    bq__linear_bounds(s, "bq_weight_sums", 0);
+    bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS), 0);
     return;
   }
   static const char *const entries[] = BQ__GEMM_ENTRIES;
@@ -4690,12 +4812,12 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   bq_status st = bq__linear_validate(p, a, &v);
   if (st) return st;
   const bq_desc *d = &p->desc;
-  bq__linear_params k;
+  bq_linear_params k;
   memset(&k, 0, sizeof k);
   k.n = v.n;
   k.k = v.k;
   k.w = (uint64_t)(uintptr_t)a->w;
-  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ__LF_W16;
+  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     if (v.n == 0) return BQ_SUCCESS;
     k.w_sums = (uint64_t)(uintptr_t)a->y;
@@ -4709,13 +4831,13 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.bias = (uint64_t)(uintptr_t)a->bias;
   k.w_sums = (uint64_t)(uintptr_t)a->w_sums;
   int ts = bq__dtype_size(d->out_type);
-  if (a->bias) k.flags |= BQ__LF_BIAS;
-  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ__LF_Y2;
-  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ__LF_Y8;
-  if (v.k == 0) k.flags |= BQ__LF_K0;
-  if (d->asymmetric) k.flags |= BQ__LF_ZP;
+  if (a->bias) k.flags |= BQ_LF_BIAS;
+  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
+  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
+  if (v.k == 0) k.flags |= BQ_LF_K0;
+  if (d->asymmetric) k.flags |= BQ_LF_ZP;
   if (d->op == BQ_QUANTIZED_LINEAR) {
-    k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+    k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
     if (v.k) {
       if ((st = bq__check_workspace(p, ws, ws_bytes, bq__linear_workspace(p, a)))) return st;
       int64_t lda = bq__linear_lda_ws(v.k);
@@ -4736,14 +4858,14 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
       k.lda = lda;
       k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
       k.a_zps = (uint64_t)(uintptr_t)q.out_zero_points;
-      k.flags |= BQ__LF_A16;
+      k.flags |= BQ_LF_A16;
     }
   } else {
     k.a = (uint64_t)(uintptr_t)a->x;
     k.lda = v.lda;
-    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ__LF_A16;
+    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
     if (d->granularity == BQ_PER_TOKEN) {
-      k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+      k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
       k.a_scales = (uint64_t)(uintptr_t)a->scales;
       k.a_zps = (uint64_t)(uintptr_t)a->zero_points;
     } else {
@@ -4752,13 +4874,13 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
     }
   }
   /* K == 0: y = bias; no activation scale, zero point or weight sum exists to be read */
-  if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
+  if (v.k == 0) k.flags &= ~(BQ_LF_SA_ROW | BQ_LF_ZP | BQ_LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
   if (bq__gemv_rows(cfg)) {
     /* QuantizedLinear: the weight streams while the activations' kernel runs (p->linear.pdl) */
     int64_t rows = bq__gemv_rows(cfg);
     int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->linear.pdl;
-    if (pdl) k.flags |= BQ__LF_PDL;
+    if (pdl) k.flags |= BQ_LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256,
                                                      bq__gemv_smem(cfg, v.m), &k, stream);
   }
@@ -4989,7 +5111,8 @@ static const bq__family bq__weight_sums_family = {
   bq__weight_sums_vary, NULL, bq__weight_sums_guarantee,
   "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 0, bq__linear_shape, bq__linear_check,
   bq__no_workspace, bq__linear_run, NULL, NULL,
-  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}},
+  {{BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)},
+   {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
   NULL, NULL, NULL};
 
 /* ==== src/impl_plans.h ==================================================================== */
@@ -5880,40 +6003,96 @@ static const char bq__src_affine_cu[] =
   "// _ODD, _BLOCKS, _FLAT, _NARROW, _COLS, each entry point's launch bounds.\n"
   "#define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together\n"
   "\n"
-  "struct bq_affine_params {\n"
-  "  bq_u64 in0, in1, out;                 // device pointers\n"
-  "  bq_i64 rows, cols;                    // [rows, cols]\n"
+  "/* kernels_src/affine_abi.h - the affine family's host/kernel interface (quantize, dequantize,\n"
+  "   fake quantize), valid as C and as CUDA C++: its entry points and its parameter blocks.\n"
+  "   affine.cu and the host (src/family_affine.h) both include it. */\n"
+  "#ifndef BQ_AFFINE_ABI_H\n"
+  "#define BQ_AFFINE_ABI_H\n"
+  "/* kernels_src/abi.h - what the host and every kernel file share, valid as C and as CUDA C++:\n"
+  "   the integer types both sides write the parameter blocks in, and the divider the host\n"
+  "   prepares for the kernels. Each family's <family>_abi.h builds on it. The kernel files\n"
+  "   include it; tools/amalgamate.py inlines it into the header's host code and into the\n"
+  "   embedded kernel text, so both sides compile the one definition. */\n"
+  "#ifndef BQ_ABI_H\n"
+  "#define BQ_ABI_H\n"
+  "typedef unsigned char bq_u8;\n"
+  "typedef unsigned short bq_u16;\n"
+  "typedef unsigned int bq_u32;\n"
+  "typedef long long bq_i64;\n"
+  "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "/* n / d == (umulhi(n, magic) + n) >> shift for every n < 2^32 (the host's bq__make_fastdiv,\n"
+  "   the kernels' bq_div_u32) */\n"
+  "typedef struct bq_fastdiv {\n"
+  "  bq_u32 d, magic, shift;\n"
+  "} bq_fastdiv;\n"
+  "\n"
+  "/* An entry point's name as the host looks it up: BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) is\n"
+  "   \"bq_affine_cols\" */\n"
+  "#define BQ_ENTRY_NAME_(fn) #fn\n"
+  "#define BQ_ENTRY_NAME(fn) BQ_ENTRY_NAME_(fn)\n"
+  "#endif\n"
+  "\n"
+  "/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,\n"
+  "   the kernel's extern \"C\" function (each compiled where the prelude defines BQ_E_<NAME>) */\n"
+  "enum {\n"
+  "  BQ__AFFINE_ROW,    /* the row kernel, every granularity */\n"
+  "  BQ__AFFINE_COLS,   /* per channel, the channel axis innermost */\n"
+  "  BQ__AFFINE_ODD,    /* per channel and per group, straddling accesses in registers */\n"
+  "  BQ__AFFINE_BLOCKS, /* whole parameter blocks a lane */\n"
+  "  BQ__AFFINE_FLAT,   /* per group and per token over one flat array */\n"
+  "  BQ__AFFINE_NARROW, /* f64 quantize, blocks' layout over one-element accesses */\n"
+  "  BQ__AFFINE_MASK,   /* fake quantize per tensor and per channel with args.mask */\n"
+  "  BQ__AFFINE_LEAN,   /* forward quantize and dequantize over small dense tensors */\n"
+  "  BQ__AFFINE_PAIR,   /* bq_affine_lean's two accesses a thread (16-bit quantize) */\n"
+  "  BQ__AFFINE_ENTRIES\n"
+  "};\n"
+  "#define BQ_FN_AFFINE bq_affine\n"
+  "#define BQ_FN_AFFINE_COLS bq_affine_cols\n"
+  "#define BQ_FN_AFFINE_ODD bq_affine_odd\n"
+  "#define BQ_FN_AFFINE_BLOCKS bq_affine_blocks\n"
+  "#define BQ_FN_AFFINE_FLAT bq_affine_flat\n"
+  "#define BQ_FN_AFFINE_NARROW bq_affine_narrow\n"
+  "#define BQ_FN_AFFINE_MASK bq_affine_mask\n"
+  "#define BQ_FN_AFFINE_LEAN bq_affine_lean\n"
+  "#define BQ_FN_AFFINE_PAIR bq_affine_pair\n"
+  "\n"
+  "/* Every entry point but bq_affine_lean's and bq_affine_pair's */\n"
+  "typedef struct bq_affine_params {\n"
+  "  bq_u64 in0, in1, out;                    /* device pointers */\n"
+  "  bq_i64 rows, cols;                       /* [rows, cols] */\n"
   "  bq_i64 in0_stride, in1_stride, out_stride;\n"
-  "  bq_i64 tiles, tpw, chunks;            // warp tiles per row; per item; items per row\n"
-  "  bq_i64 group;                         // channel: inner size; group: G\n"
-  "  bq_i64 gmod;                          // channel: number of channels\n"
-  "  bq_i64 grs;                           // group, block: the scales' leading dimension (bq_pbase)\n"
-  "  bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)\n"
-  "  double scale;                         // per tensor: the scale, already a C value\n"
-  "  bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0\n"
-  "  int zp;                               // per tensor\n"
-  "  int fast32;                           // indices fit in 32 bits\n"
-  "  // bq_affine_blocks only: blocks a row, lanes a block (a power of two), parts a block\n"
+  "  bq_i64 tiles, tpw, chunks;               /* warp tiles per row; per item; items per row */\n"
+  "  bq_i64 group;                            /* channel: inner size; group: G */\n"
+  "  bq_i64 gmod;                             /* channel: number of channels */\n"
+  "  bq_i64 grs;                              /* group, block: the scales' leading dimension (bq_pbase) */\n"
+  "  bq_u64 scales, zps;                      /* device arrays (zps may be 0: all zero) */\n"
+  "  double scale;                            /* per tensor: the scale, already a C value */\n"
+  "  bq_fastdiv fd_group, fd_gmod, fd_chunks; /* 32-bit dividers, valid when fast32 != 0 */\n"
+  "  int zp;                                  /* per tensor */\n"
+  "  int fast32;                              /* indices fit in 32 bits */\n"
+  "  /* bq_affine_blocks only: blocks a row, lanes a block (a power of two), parts a block */\n"
   "  bq_i64 nblk;\n"
   "  bq_fastdiv fd_parts;\n"
   "  int gl, parts;\n"
-  "  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words\n"
-  "};\n"
-  "// bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads. A launch\n"
-  "// carries its kernel's parameters, and the pair kernel ran slower on the H100 taking all of\n"
-  "// bq_affine_params.\n"
-  "struct bq_lean_params {\n"
-  "  bq_u64 in0, out, scales, zps; // device pointers (zps may be 0: all zero)\n"
-  "  double scale;                 // per tensor: the scale, already a C value\n"
-  "  bq_u32 accesses, n;           // whole accesses; elements (fewer than 2^31)\n"
-  "  bq_fastdiv fd_group;          // per token the row length, per group G\n"
-  "  int zp;                       // per tensor\n"
-  "};\n"
-  "struct bq_pair_params {\n"
-  "  bq_u64 in0, out, scales; // device pointers: the 16-bit input, its codes, the scales\n"
-  "  bq_u32 pairs;            // the threads with work: elements / (2 * BQ_P)\n"
-  "  bq_fastdiv fd_group;     // per token the row length, per group G\n"
-  "};\n"
+  "  bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */\n"
+  "} bq_affine_params;\n"
+  "/* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch\n"
+  "   carries its kernel's parameters, and the pair kernel ran slower taking all of\n"
+  "   bq_affine_params) */\n"
+  "typedef struct bq_lean_params {\n"
+  "  bq_u64 in0, out, scales, zps; /* device pointers (zps may be 0: all zero) */\n"
+  "  double scale;                 /* per tensor: the scale, already a C value */\n"
+  "  bq_u32 accesses, n;           /* whole accesses; elements (fewer than 2^31) */\n"
+  "  bq_fastdiv fd_group;          /* per token the row length, per group G */\n"
+  "  int zp;                       /* per tensor */\n"
+  "} bq_lean_params;\n"
+  "typedef struct bq_pair_params {\n"
+  "  bq_u64 in0, out, scales; /* device pointers: the 16-bit input, its codes, the scales */\n"
+  "  bq_u32 pairs;            /* the threads with work: elements / (2 * BQ_P) */\n"
+  "  bq_fastdiv fd_group;     /* per token the row length, per group G */\n"
+  "} bq_pair_params;\n"
+  "#endif\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
   "// raise *fix where that form does not apply (f64 quantize backward divides through the\n"
@@ -6468,11 +6647,11 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "\n"
   "#if BQ_E_AFFINE\n"
-  "extern \"C\" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
+  "extern \"C\" __global__ void BQ_LB_ROW BQ_FN_AFFINE(const bq_affine_params p) { bq_affine_body<false>(p); }\n"
   "#endif\n"
   "#if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED\n"
   "#if BQ_E_AFFINE_ODD\n"
-  "extern \"C\" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
+  "extern \"C\" __global__ void BQ_LB_ODD BQ_FN_AFFINE_ODD(const bq_affine_params p) { bq_affine_body<true>(p); }\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -6554,7 +6733,7 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "}\n"
   "#if BQ_E_AFFINE_BLOCKS\n"
-  "extern \"C\" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_BLOCKS BQ_FN_AFFINE_BLOCKS(const bq_affine_params p) {\n"
   "#if BQ_GA\n"
   "  bq_blocks_body<BQ_P, BQ_GA>(p);\n"
   "#endif\n"
@@ -6569,7 +6748,7 @@ static const char bq__src_affine_cu[] =
   "// sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its\n"
   "// elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.\n"
   "#if BQ_E_AFFINE_NARROW\n"
-  "extern \"C\" __global__ void BQ_LB_NARROW bq_affine_narrow(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_NARROW BQ_FN_AFFINE_NARROW(const bq_affine_params p) {\n"
   "#if BQ_NA\n"
   "  bq_blocks_body<1, BQ_NA>(p);\n"
   "#endif\n"
@@ -6743,7 +6922,7 @@ static const char bq__src_affine_cu[] =
   "\n"
   "#define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)\n"
   "#if BQ_E_AFFINE_FLAT\n"
-  "extern \"C\" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_FLAT BQ_FN_AFFINE_FLAT(const bq_affine_params p) {\n"
   "#if BQ_FR\n"
   "  __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups\n"
   "  bq_prep *slots = bq_fslots[threadIdx.x >> 5];\n"
@@ -6885,7 +7064,7 @@ static const char bq__src_affine_cu[] =
   "// (the host gives the ops the table's cwave names one wave of blocks, the others a block for\n"
   "// every BQ_R rows)\n"
   "#if BQ_E_AFFINE_COLS\n"
-  "extern \"C\" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_COLS BQ_FN_AFFINE_COLS(const bq_affine_params p) {\n"
   "  const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) * BQ_CP;\n"
   "  if (c0 >= C) return;\n"
   "  bq_scale s[BQ_CP];\n"
@@ -7037,7 +7216,7 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "}\n"
   "#if BQ_E_AFFINE_LEAN\n"
-  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) {\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  if (p.zp == 0) bq_lean<true>(p);\n"
   "#else\n"
@@ -7048,7 +7227,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
   "#if BQ_E_AFFINE_LEAN\n"
-  "extern \"C\" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (void)p; } // never launched\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) { (void)p; } // never launched\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -7063,7 +7242,7 @@ static const char bq__src_affine_cu[] =
   "// returns before it stores. The loads are used on both sides of the plain-scale test, which\n"
   "// keeps them issued ahead of it. There are p.pairs pairs and no elements past them.\n"
   "#if BQ_E_AFFINE_PAIR\n"
-  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) {\n"
   "  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;\n"
   "  const bq_u32 a = min(t, np - 1);\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
@@ -7099,7 +7278,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "#else\n"
   "#if BQ_E_AFFINE_PAIR\n"
-  "extern \"C\" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) { (void)p; } // never launched\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) { (void)p; } // never launched\n"
   "#endif\n"
   "#endif\n"
   "#endif\n"
@@ -7242,7 +7421,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "\n"
   "#if BQ_E_AFFINE_MASK\n"
-  "extern \"C\" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_MASK BQ_FN_AFFINE_MASK(const bq_affine_params p) {\n"
   "#if BQ_OP == BQ_OP_FAKE_QUANTIZE\n"
   "  bq_mask_body(p);\n"
   "#else\n"
@@ -7269,11 +7448,30 @@ static const char bq__src_common_cuh[] =
   "// Numerics: docs/numerics.md in the repository. Every rounding is explicit\n"
   "// (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.\n"
   "\n"
+  "/* kernels_src/abi.h - what the host and every kernel file share, valid as C and as CUDA C++:\n"
+  "   the integer types both sides write the parameter blocks in, and the divider the host\n"
+  "   prepares for the kernels. Each family's <family>_abi.h builds on it. The kernel files\n"
+  "   include it; tools/amalgamate.py inlines it into the header's host code and into the\n"
+  "   embedded kernel text, so both sides compile the one definition. */\n"
+  "#ifndef BQ_ABI_H\n"
+  "#define BQ_ABI_H\n"
   "typedef unsigned char bq_u8;\n"
   "typedef unsigned short bq_u16;\n"
   "typedef unsigned int bq_u32;\n"
   "typedef long long bq_i64;\n"
   "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "/* n / d == (umulhi(n, magic) + n) >> shift for every n < 2^32 (the host's bq__make_fastdiv,\n"
+  "   the kernels' bq_div_u32) */\n"
+  "typedef struct bq_fastdiv {\n"
+  "  bq_u32 d, magic, shift;\n"
+  "} bq_fastdiv;\n"
+  "\n"
+  "/* An entry point's name as the host looks it up: BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) is\n"
+  "   \"bq_affine_cols\" */\n"
+  "#define BQ_ENTRY_NAME_(fn) #fn\n"
+  "#define BQ_ENTRY_NAME(fn) BQ_ENTRY_NAME_(fn)\n"
+  "#endif\n"
   "\n"
   "// Per group and per block, scales (and zero points) form a matrix of parameter rows (a row\n"
   "// of data per group; per block, B rows) by blocks along the row. Its layout, BQ_SL:\n"
@@ -7963,9 +8161,6 @@ static const char bq__src_common_cuh[] =
   "// its code keeps the compile fast.\n"
   "static __device__ __noinline__ bq_i64 bq_div64(bq_i64 a, bq_i64 b) { return a / b; }\n"
   "\n"
-  "struct bq_fastdiv {\n"
-  "  bq_u32 d, magic, shift;\n"
-  "};\n"
   "static __device__ __forceinline__ bq_u32 bq_div_u32(bq_u32 n, bq_fastdiv f) {\n"
   "  bq_u32 t = __umulhi(n, f.magic);\n"
   "  return (bq_u32)(((bq_u64)t + n) >> f.shift);\n"
@@ -8410,14 +8605,60 @@ static const char bq__src_dynamic_cu[] =
   "// (bq__dynamic_table), which says why.\n"
   "#define BQ_DU 4 // accesses in flight per thread in the streaming loops\n"
   "\n"
-  "struct bq_dynamic_params {\n"
+  "/* kernels_src/dynamic_abi.h - dynamic quantization's host/kernel interface, valid as C and\n"
+  "   as CUDA C++: its entry points and its parameter block. dynamic.cu and the host\n"
+  "   (src/family_dynamic.h) both include it. */\n"
+  "#ifndef BQ_DYNAMIC_ABI_H\n"
+  "#define BQ_DYNAMIC_ABI_H\n"
+  "/* kernels_src/abi.h - what the host and every kernel file share, valid as C and as CUDA C++:\n"
+  "   the integer types both sides write the parameter blocks in, and the divider the host\n"
+  "   prepares for the kernels. Each family's <family>_abi.h builds on it. The kernel files\n"
+  "   include it; tools/amalgamate.py inlines it into the header's host code and into the\n"
+  "   embedded kernel text, so both sides compile the one definition. */\n"
+  "#ifndef BQ_ABI_H\n"
+  "#define BQ_ABI_H\n"
+  "typedef unsigned char bq_u8;\n"
+  "typedef unsigned short bq_u16;\n"
+  "typedef unsigned int bq_u32;\n"
+  "typedef long long bq_i64;\n"
+  "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "/* n / d == (umulhi(n, magic) + n) >> shift for every n < 2^32 (the host's bq__make_fastdiv,\n"
+  "   the kernels' bq_div_u32) */\n"
+  "typedef struct bq_fastdiv {\n"
+  "  bq_u32 d, magic, shift;\n"
+  "} bq_fastdiv;\n"
+  "\n"
+  "/* An entry point's name as the host looks it up: BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) is\n"
+  "   \"bq_affine_cols\" */\n"
+  "#define BQ_ENTRY_NAME_(fn) #fn\n"
+  "#define BQ_ENTRY_NAME(fn) BQ_ENTRY_NAME_(fn)\n"
+  "#endif\n"
+  "\n"
+  "/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,\n"
+  "   the kernel's extern \"C\" function. Per block's tiles take the first two indices. */\n"
+  "enum {\n"
+  "  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group); per block bq_dynamic_tiles */\n"
+  "  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows */\n"
+  "  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */\n"
+  "  BQ__DYN_APPLY\n"
+  "};\n"
+  "#define BQ_FN_DYNAMIC bq_dynamic\n"
+  "#define BQ_FN_DYNAMIC_LONG bq_dynamic_long\n"
+  "#define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce\n"
+  "#define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply\n"
+  "#define BQ_FN_DYNAMIC_TILES bq_dynamic_tiles           /* per block, rows 16-byte aligned, whole accesses */\n"
+  "#define BQ_FN_DYNAMIC_TILES_ROWS bq_dynamic_tiles_rows /* per block, any rows */\n"
+  "\n"
+  "typedef struct bq_dynamic_params {\n"
   "  bq_u64 x, y, scales, zps, partial;\n"
   "  bq_i64 rows, cols, xs, ys;\n"
-  "  bq_i64 group, ngroups, grs; // per group (per block: B, blocks a row); grs as bq_pbase's ld\n"
-  "  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector\n"
-  "  int staged, pad;                        // per block: tiles staged in shared memory (bq_tiles_staged)\n"
-  "  double bound;                           // args.amax_bound (0: none)\n"
-  "};\n"
+  "  bq_i64 group, ngroups, grs;             /* per group (per block: B, blocks a row); grs as bq_pbase's ld */\n"
+  "  int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */\n"
+  "  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */\n"
+  "  double bound;                           /* args.amax_bound (0: none) */\n"
+  "} bq_dynamic_params;\n"
+  "#endif\n"
   "\n"
   "static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {\n"
   "  ((bq_s *)p.scales)[i] = q.stored;\n"
@@ -8809,7 +9050,7 @@ static const char bq__src_dynamic_cu[] =
   "#endif\n"
   "// (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)\n"
   "#if BQ_E_DYNAMIC_TILES\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) BQ_FN_DYNAMIC_TILES(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];\n"
   "#if BQ_TILE_STAGED\n"
   "  if (p.staged) {\n"
@@ -8957,7 +9198,7 @@ static const char bq__src_dynamic_cu[] =
   "// Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x\n"
   "// itself off it: the host's choice), in units (bq_tile_units), at bq_dynamic_tiles' bound.\n"
   "#if BQ_E_DYNAMIC_TILES_ROWS\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) BQ_FN_DYNAMIC_TILES_ROWS(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];\n"
   "  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;\n"
   "  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {\n"
@@ -8993,7 +9234,7 @@ static const char bq__src_dynamic_cu[] =
   "// Per token, QuantizedLinear's weight streaming may start as soon as every block of this\n"
   "// grid is running (bq_launch_dependents): it streams weights until this grid is done.\n"
   "#if BQ_E_DYNAMIC\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "  bq_launch_dependents();\n"
@@ -9010,7 +9251,7 @@ static const char bq__src_dynamic_cu[] =
   "#define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))\n"
   "#endif\n"
   "#if BQ_E_DYNAMIC_LONG\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) bq_dynamic_long(const bq_dynamic_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) BQ_FN_DYNAMIC_LONG(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];\n"
   "  bq_launch_dependents();\n"
   "  bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);\n"
@@ -9020,7 +9261,7 @@ static const char bq__src_dynamic_cu[] =
   "#else\n"
   "// Per tensor, pass 1: one partial reduction per block into the workspace.\n"
   "#if BQ_E_DYNAMIC_REDUCE\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_REDUCE(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "  const bq_t *x = (const bq_t *)p.x;\n"
   "  const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;\n"
@@ -9045,7 +9286,7 @@ static const char bq__src_dynamic_cu[] =
   "// Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores\n"
   "// the scale, and all quantize.\n"
   "#if BQ_E_DYNAMIC_APPLY\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq_dynamic_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_APPLY(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
   "  bq_red r = bq_red_init();\n"
   "  for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);\n"
@@ -9119,13 +9360,74 @@ static const char bq__src_fused_cu[] =
   "#define BQ_LONG_CPT 4\n"
   "#define BQ_RMS (BQ_OP == BQ_OP_RMSNORM_QUANTIZE)\n"
   "\n"
-  "struct bq_fused_params {\n"
-  "  bq_u64 x, res, w, out, y, scales, zps;\n"
-  "  bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group\n"
-  "  double scale, eps;                             // per tensor's static scale; RMSNorm's eps\n"
-  "  int zp, aligned, fast_groups;\n"
-  "  int slot, wstage;                              // bq_fused_staged: a slot's bytes; weight staged\n"
+  "/* kernels_src/fused_abi.h - the fused producers' host/kernel interface (RMSNorm, gated\n"
+  "   activation, then quantize), valid as C and as CUDA C++: their entry points and their\n"
+  "   parameter block. fused.cu and the host (src/family_fused.h) both include it. */\n"
+  "#ifndef BQ_FUSED_ABI_H\n"
+  "#define BQ_FUSED_ABI_H\n"
+  "/* kernels_src/abi.h - what the host and every kernel file share, valid as C and as CUDA C++:\n"
+  "   the integer types both sides write the parameter blocks in, and the divider the host\n"
+  "   prepares for the kernels. Each family's <family>_abi.h builds on it. The kernel files\n"
+  "   include it; tools/amalgamate.py inlines it into the header's host code and into the\n"
+  "   embedded kernel text, so both sides compile the one definition. */\n"
+  "#ifndef BQ_ABI_H\n"
+  "#define BQ_ABI_H\n"
+  "typedef unsigned char bq_u8;\n"
+  "typedef unsigned short bq_u16;\n"
+  "typedef unsigned int bq_u32;\n"
+  "typedef long long bq_i64;\n"
+  "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "/* n / d == (umulhi(n, magic) + n) >> shift for every n < 2^32 (the host's bq__make_fastdiv,\n"
+  "   the kernels' bq_div_u32) */\n"
+  "typedef struct bq_fastdiv {\n"
+  "  bq_u32 d, magic, shift;\n"
+  "} bq_fastdiv;\n"
+  "\n"
+  "/* An entry point's name as the host looks it up: BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) is\n"
+  "   \"bq_affine_cols\" */\n"
+  "#define BQ_ENTRY_NAME_(fn) #fn\n"
+  "#define BQ_ENTRY_NAME(fn) BQ_ENTRY_NAME_(fn)\n"
+  "#endif\n"
+  "\n"
+  "/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,\n"
+  "   the kernel's extern \"C\" function. bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k\n"
+  "   accesses in registers (k = 1, 2, 4, 8), bq_fused_long takes any row in batches, and\n"
+  "   bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in\n"
+  "   flight while a row is worked on. bq_fused_m4, bq_fused_m8 and bq_fused_m16 hold a row of\n"
+  "   up to 512, 1024 or 2048 accesses in registers with 128 threads (4, 8 or 16 accesses each):\n"
+  "   a row's fixed work (its reductions, rstd and scale) is done by half as many warps.\n"
+  "   bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose\n"
+  "   accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are\n"
+  "   bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole\n"
+  "   accesses), a residual allowed: no element path. */\n"
+  "enum {\n"
+  "  BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,\n"
+  "  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,\n"
+  "  BQ__FUSED_ENTRIES\n"
   "};\n"
+  "#define BQ_FN_FUSED_C1 bq_fused_c1\n"
+  "#define BQ_FN_FUSED_C2 bq_fused_c2\n"
+  "#define BQ_FN_FUSED_C4 bq_fused_c4\n"
+  "#define BQ_FN_FUSED_C8 bq_fused_c8\n"
+  "#define BQ_FN_FUSED_LONG bq_fused_long\n"
+  "#define BQ_FN_FUSED_STAGED bq_fused_staged\n"
+  "#define BQ_FN_FUSED_M4 bq_fused_m4\n"
+  "#define BQ_FN_FUSED_M8 bq_fused_m8\n"
+  "#define BQ_FN_FUSED_M4F bq_fused_m4f\n"
+  "#define BQ_FN_FUSED_M8F bq_fused_m8f\n"
+  "#define BQ_FN_FUSED_M16 bq_fused_m16\n"
+  "#define BQ_FN_FUSED_C2D bq_fused_c2d\n"
+  "#define BQ_FN_FUSED_C8D bq_fused_c8d\n"
+  "\n"
+  "typedef struct bq_fused_params {\n"
+  "  bq_u64 x, res, w, out, y, scales, zps;\n"
+  "  bq_i64 rows, cols, xs, rs, os, ys, group, grs; /* strides in elements; grs: per group */\n"
+  "  double scale, eps;                             /* per tensor's static scale; RMSNorm's eps */\n"
+  "  int zp, aligned, fast_groups;\n"
+  "  int slot, wstage; /* bq_fused_staged: a slot's bytes; the weight staged */\n"
+  "} bq_fused_params;\n"
+  "#endif\n"
   "\n"
   "// ---- the math of the contract: every operation one rounding in C ---------------------\n"
   "#if BQ_FT == BQ_TYPE_F64\n"
@@ -10041,7 +10343,7 @@ static const char bq__src_fused_cu[] =
   "}\n"
   "\n"
   "#if BQ_E_FUSED_STAGED\n"
-  "extern \"C\" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const bq_fused_params p) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_THREADS) BQ_FN_FUSED_STAGED(const bq_fused_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];\n"
   "  __shared__ bq_red red_smem[BQ_THREADS / 32];\n"
@@ -10104,19 +10406,19 @@ static const char bq__src_fused_cu[] =
   "#define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)\n"
   "// (threads, accesses a thread): the host's bq__fused_shapes, by entry\n"
   "#if BQ_E_FUSED_C1\n"
-  "BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_C1, 256, 1, true, 0, false, false, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_C2\n"
-  "BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_C2, 256, 2, true, BQ_C2_MINB, false, false, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_C4\n"
-  "BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_C4, 256, 4, true, 0, false, false, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_C8\n"
-  "BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_C8, 256, 8, true, BQ_C8_MINB, false, false, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_LONG\n"
-  "BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_LONG, 256, BQ_LONG_CPT, false, 0, false, false, true)\n"
   "#endif\n"
   "// the narrow entries: 128 threads a row, dense rows with y's rows aligned to a chunk of codes,\n"
   "// at most 80 registers (6 blocks an SM; bq_fused_m4f 64, 8 blocks: its loads all hoisted, it\n"
@@ -10124,28 +10426,28 @@ static const char bq__src_fused_cu[] =
   "// of exactly 512 or 1024 accesses. bq_fused_m4 and bq_fused_m4f take a residual too (the\n"
   "// wider ones spilled or ran slower with it)\n"
   "#if BQ_E_FUSED_M4\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_M4, 128, 4, true, 6, true, false, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_M8\n"
-  "BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_M8, 128, 8, true, 6, true, false, false)\n"
   "#endif\n"
   "#if BQ_E_FUSED_M4F\n"
-  "BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_M4F, 128, 4, true, 8, true, true, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_M8F\n"
-  "BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_M8F, 128, 8, true, 6, true, true, false)\n"
   "#endif\n"
   "#if BQ_E_FUSED_M16\n"
-  "BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_M16, 128, 16, true, 4, true, false, false)\n"
   "#endif\n"
   "// bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which\n"
   "// costs the wide entries registers (bq_fused_c8 spills with it, not without) and\n"
   "// instruction fetch\n"
   "#if BQ_E_FUSED_C2D\n"
-  "BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_C2D, 256, 2, true, BQ_C2_MINB, true, false, true)\n"
   "#endif\n"
   "#if BQ_E_FUSED_C8D\n"
-  "BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)\n"
+  "BQ_FUSED_ENTRY(BQ_FN_FUSED_C8D, 256, 8, true, BQ_C8_MINB, true, false, true)\n"
   "#endif\n"
 ;
 static const char bq__src_linear_cu[] =
@@ -10171,24 +10473,67 @@ static const char bq__src_linear_cu[] =
   "//   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64\n"
   "//              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS\n"
   "\n"
-  "struct bq_linear_params {\n"
+  "/* kernels_src/linear_abi.h - the linear layers' host/kernel interface (the int8 GEMM with\n"
+  "   its dequantizing epilogue, and the weight sums), valid as C and as CUDA C++: their entry\n"
+  "   points, their parameter block and its flags. linear.cu and the host (src/family_linear.h)\n"
+  "   both include it. */\n"
+  "#ifndef BQ_LINEAR_ABI_H\n"
+  "#define BQ_LINEAR_ABI_H\n"
+  "/* kernels_src/abi.h - what the host and every kernel file share, valid as C and as CUDA C++:\n"
+  "   the integer types both sides write the parameter blocks in, and the divider the host\n"
+  "   prepares for the kernels. Each family's <family>_abi.h builds on it. The kernel files\n"
+  "   include it; tools/amalgamate.py inlines it into the header's host code and into the\n"
+  "   embedded kernel text, so both sides compile the one definition. */\n"
+  "#ifndef BQ_ABI_H\n"
+  "#define BQ_ABI_H\n"
+  "typedef unsigned char bq_u8;\n"
+  "typedef unsigned short bq_u16;\n"
+  "typedef unsigned int bq_u32;\n"
+  "typedef long long bq_i64;\n"
+  "typedef unsigned long long bq_u64;\n"
+  "\n"
+  "/* n / d == (umulhi(n, magic) + n) >> shift for every n < 2^32 (the host's bq__make_fastdiv,\n"
+  "   the kernels' bq_div_u32) */\n"
+  "typedef struct bq_fastdiv {\n"
+  "  bq_u32 d, magic, shift;\n"
+  "} bq_fastdiv;\n"
+  "\n"
+  "/* An entry point's name as the host looks it up: BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) is\n"
+  "   \"bq_affine_cols\" */\n"
+  "#define BQ_ENTRY_NAME_(fn) #fn\n"
+  "#define BQ_ENTRY_NAME(fn) BQ_ENTRY_NAME_(fn)\n"
+  "#endif\n"
+  "\n"
+  "/* The GEMM's entry points: each one's index in a plan's module (bq__family.kernels, and\n"
+  "   the rows of the host's bq__linear_table) and its name, the kernel's extern \"C\" function;\n"
+  "   the weight sums' module has its one entry point at index 0. */\n"
+  "enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };\n"
+  "#define BQ_FN_GEMM_LARGE bq_gemm_large /* 128 x 256 tiles on mma.sync */\n"
+  "#define BQ_FN_GEMV bq_gemv             /* weight streaming, passes of 16 activation rows */\n"
+  "#define BQ_FN_GEMV32 bq_gemv32         /* of 32 */\n"
+  "#define BQ_FN_GEMV64 bq_gemv64         /* of 64 */\n"
+  "#define BQ_FN_GEMM_WGMMA bq_gemm_wgmma /* 128 x 256 tiles on wgmma (an sm_90a module) */\n"
+  "#define BQ_FN_WEIGHT_SUMS bq_weight_sums\n"
+  "\n"
+  "typedef struct bq_linear_params {\n"
   "  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;\n"
   "  bq_i64 m, n, k, lda, ldy;\n"
-  "  double a_scale; // per-tensor activation scale, already rounded to C\n"
-  "  int a_zp;       // per-tensor activation zero point\n"
-  "  int flags;      // BQ_LF_*\n"
+  "  double a_scale; /* per-tensor activation scale, already rounded to C */\n"
+  "  int a_zp;       /* per-tensor activation zero point */\n"
+  "  int flags;      /* BQ_LF_* */\n"
   "  int tiles_m, tiles_n;\n"
-  "};\n"
-  "#define BQ_LF_SA_ROW 1  // per-token activation scales a_scales[m]; else a_scale\n"
-  "#define BQ_LF_ZP 2      // asymmetric activations: subtract zp * wsum[n]\n"
-  "#define BQ_LF_ZP_ROW 4  // per-token zero points a_zps[m]; else a_zp\n"
-  "#define BQ_LF_BIAS 8    // add bias[n]\n"
-  "#define BQ_LF_A16 16    // a and lda allow 16-byte accesses\n"
-  "#define BQ_LF_W16 32    // w and k allow 16-byte accesses\n"
-  "#define BQ_LF_Y2 64     // y and ldy allow two-element stores\n"
-  "#define BQ_LF_K0 128    // K == 0: y = bias (or 0)\n"
-  "#define BQ_LF_Y8 256    // y and ldy allow eight-element stores\n"
-  "#define BQ_LF_PDL 512   // weight streaming launched while the activations' kernel runs\n"
+  "} bq_linear_params;\n"
+  "#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale */\n"
+  "#define BQ_LF_ZP 2     /* asymmetric activations: subtract zp * wsum[n] */\n"
+  "#define BQ_LF_ZP_ROW 4 /* per-token zero points a_zps[m]; else a_zp */\n"
+  "#define BQ_LF_BIAS 8   /* add bias[n] */\n"
+  "#define BQ_LF_A16 16   /* a and lda allow 16-byte accesses */\n"
+  "#define BQ_LF_W16 32   /* w and k allow 16-byte accesses */\n"
+  "#define BQ_LF_Y2 64    /* y and ldy allow two-element stores */\n"
+  "#define BQ_LF_K0 128   /* K == 0: y = bias (or 0) */\n"
+  "#define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */\n"
+  "#define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */\n"
+  "#endif\n"
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
   "template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {\n"
@@ -10556,7 +10901,7 @@ static const char bq__src_linear_cu[] =
   "// 128 x 128 variant with two CTAs an SM is one template argument away; it is left out\n"
   "// until the benchmark shows a shape that needs it: every tile costs compile time.)\n"
   "#if BQ_E_GEMM_LARGE\n"
-  "extern \"C\" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMM_LARGE BQ_FN_GEMM_LARGE(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);\n"
   "}\n"
@@ -10564,7 +10909,7 @@ static const char bq__src_linear_cu[] =
   "#else\n"
   "// an sm_90a module tiles with wgmma only (the host never launches this there)\n"
   "#if BQ_E_GEMM_LARGE\n"
-  "extern \"C\" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }\n"
+  "extern \"C\" __global__ void BQ_FN_GEMM_LARGE(const bq_linear_params p) { __trap(); }\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -10583,7 +10928,7 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "\n"
   "#if BQ_E_GEMM_WGMMA\n"
-  "extern \"C\" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMM_WGMMA BQ_FN_GEMM_WGMMA(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;\n"
   "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
@@ -10639,7 +10984,7 @@ static const char bq__src_linear_cu[] =
   "#endif\n"
   "#else\n"
   "#if BQ_E_GEMM_WGMMA\n"
-  "extern \"C\" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "extern \"C\" __global__ void BQ_FN_GEMM_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -10849,19 +11194,19 @@ static const char bq__src_linear_cu[] =
   "// M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic\n"
   "// shared memory\n"
   "#if BQ_E_GEMV\n"
-  "extern \"C\" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMV BQ_FN_GEMV(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<1>(p, smem);\n"
   "}\n"
   "#endif\n"
   "#if BQ_E_GEMV32\n"
-  "extern \"C\" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMV32 BQ_FN_GEMV32(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<2>(p, smem);\n"
   "}\n"
   "#endif\n"
   "#if BQ_E_GEMV64\n"
-  "extern \"C\" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_GEMV64 BQ_FN_GEMV64(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<4>(p, smem);\n"
   "}\n"
@@ -10871,7 +11216,7 @@ static const char bq__src_linear_cu[] =
   "// ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------\n"
   "// A warp per row; 16-byte loads summed with dp4a against ones.\n"
   "#if BQ_E_WEIGHT_SUMS\n"
-  "extern \"C\" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_WEIGHT_SUMS BQ_FN_WEIGHT_SUMS(const bq_linear_params p) {\n"
   "  const int lane = threadIdx.x & 31;\n"
   "  const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);\n"
   "  if (n >= p.n) return;\n"

@@ -62,40 +62,7 @@ typedef bq_t bq_in1;
 // _ODD, _BLOCKS, _FLAT, _NARROW, _COLS, each entry point's launch bounds.
 #define BQ_RL (BQ_SLOTS ? BQ_P : 1) // elements the redo loop loads together
 
-struct bq_affine_params {
-  bq_u64 in0, in1, out;                 // device pointers
-  bq_i64 rows, cols;                    // [rows, cols]
-  bq_i64 in0_stride, in1_stride, out_stride;
-  bq_i64 tiles, tpw, chunks;            // warp tiles per row; per item; items per row
-  bq_i64 group;                         // channel: inner size; group: G
-  bq_i64 gmod;                          // channel: number of channels
-  bq_i64 grs;                           // group, block: the scales' leading dimension (bq_pbase)
-  bq_u64 scales, zps;                   // device arrays (zps may be 0: all zero)
-  double scale;                         // per tensor: the scale, already a C value
-  bq_fastdiv fd_group, fd_gmod, fd_chunks; // 32-bit dividers, valid when fast32 != 0
-  int zp;                               // per tensor
-  int fast32;                           // indices fit in 32 bits
-  // bq_affine_blocks only: blocks a row, lanes a block (a power of two), parts a block
-  bq_i64 nblk;
-  bq_fastdiv fd_parts;
-  int gl, parts;
-  bq_u64 mask;                          // bq_affine_mask: the mask's 32-bit words
-};
-// bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads. A launch
-// carries its kernel's parameters, and the pair kernel ran slower on the H100 taking all of
-// bq_affine_params.
-struct bq_lean_params {
-  bq_u64 in0, out, scales, zps; // device pointers (zps may be 0: all zero)
-  double scale;                 // per tensor: the scale, already a C value
-  bq_u32 accesses, n;           // whole accesses; elements (fewer than 2^31)
-  bq_fastdiv fd_group;          // per token the row length, per group G
-  int zp;                       // per tensor
-};
-struct bq_pair_params {
-  bq_u64 in0, out, scales; // device pointers: the 16-bit input, its codes, the scales
-  bq_u32 pairs;            // the threads with work: elements / (2 * BQ_P)
-  bq_fastdiv fd_group;     // per token the row length, per group G
-};
+#include "affine_abi.h" // the entry points and parameter blocks, which the host compiles too
 
 // One element. `fix` is non-null in the vector loops: there an op may take a fast form and
 // raise *fix where that form does not apply (f64 quantize backward divides through the
@@ -650,11 +617,11 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 }
 
 #if BQ_E_AFFINE
-extern "C" __global__ void BQ_LB_ROW bq_affine(const bq_affine_params p) { bq_affine_body<false>(p); }
+extern "C" __global__ void BQ_LB_ROW BQ_FN_AFFINE(const bq_affine_params p) { bq_affine_body<false>(p); }
 #endif
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
 #if BQ_E_AFFINE_ODD
-extern "C" __global__ void BQ_LB_ODD bq_affine_odd(const bq_affine_params p) { bq_affine_body<true>(p); }
+extern "C" __global__ void BQ_LB_ODD BQ_FN_AFFINE_ODD(const bq_affine_params p) { bq_affine_body<true>(p); }
 #endif
 #endif
 
@@ -736,7 +703,7 @@ template <int P, int GA> static __device__ __forceinline__ void bq_blocks_body(c
   }
 }
 #if BQ_E_AFFINE_BLOCKS
-extern "C" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_BLOCKS BQ_FN_AFFINE_BLOCKS(const bq_affine_params p) {
 #if BQ_GA
   bq_blocks_body<BQ_P, BQ_GA>(p);
 #endif
@@ -751,7 +718,7 @@ extern "C" __global__ void BQ_LB_BLOCKS bq_affine_blocks(const bq_affine_params 
 // sector for every 4 lanes); each lane prepares its block's reciprocal once for all of its
 // elements. The host (bq__affine_narrow) says where it replaced which kernel, and why.
 #if BQ_E_AFFINE_NARROW
-extern "C" __global__ void BQ_LB_NARROW bq_affine_narrow(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_NARROW BQ_FN_AFFINE_NARROW(const bq_affine_params p) {
 #if BQ_NA
   bq_blocks_body<1, BQ_NA>(p);
 #endif
@@ -925,7 +892,7 @@ static __device__ __forceinline__ void bq_flat_ends(const bq_affine_params &p, c
 
 #define BQ_FL (BQ_FR ? BQ_FR : 1) // (an array length where the kernel is empty)
 #if BQ_E_AFFINE_FLAT
-extern "C" __global__ void BQ_LB_FLAT bq_affine_flat(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_FLAT BQ_FN_AFFINE_FLAT(const bq_affine_params p) {
 #if BQ_FR
   __shared__ bq_prep bq_fslots[8][32]; // a warp's prepared groups
   bq_prep *slots = bq_fslots[threadIdx.x >> 5];
@@ -1067,7 +1034,7 @@ static __device__ __forceinline__ void bq_cols_rows(const bq_affine_params &p, c
 // (the host gives the ops the table's cwave names one wave of blocks, the others a block for
 // every BQ_R rows)
 #if BQ_E_AFFINE_COLS
-extern "C" __global__ void BQ_LB_COLS bq_affine_cols(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_COLS BQ_FN_AFFINE_COLS(const bq_affine_params p) {
   const bq_i64 C = p.cols, c0 = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) * BQ_CP;
   if (c0 >= C) return;
   bq_scale s[BQ_CP];
@@ -1219,7 +1186,7 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
   }
 }
 #if BQ_E_AFFINE_LEAN
-extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {
+extern "C" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   if (p.zp == 0) bq_lean<true>(p);
 #else
@@ -1230,7 +1197,7 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) {
 #endif
 #elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
 #if BQ_E_AFFINE_LEAN
-extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (void)p; } // never launched
+extern "C" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) { (void)p; } // never launched
 #endif
 #endif
 
@@ -1245,7 +1212,7 @@ extern "C" __global__ void BQ_LB_LEAN bq_affine_lean(const bq_lean_params p) { (
 // returns before it stores. The loads are used on both sides of the plain-scale test, which
 // keeps them issued ahead of it. There are p.pairs pairs and no elements past them.
 #if BQ_E_AFFINE_PAIR
-extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {
+extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) {
   const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;
   const bq_u32 a = min(t, np - 1);
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
@@ -1281,7 +1248,7 @@ extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) {
 #endif
 #else
 #if BQ_E_AFFINE_PAIR
-extern "C" __global__ void BQ_LB_PAIR bq_affine_pair(const bq_pair_params p) { (void)p; } // never launched
+extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) { (void)p; } // never launched
 #endif
 #endif
 #endif
@@ -1424,7 +1391,7 @@ static __device__ __forceinline__ void bq_mask_body(const bq_affine_params &p) {
 #endif
 
 #if BQ_E_AFFINE_MASK
-extern "C" __global__ void BQ_LB_MASK bq_affine_mask(const bq_affine_params p) {
+extern "C" __global__ void BQ_LB_MASK BQ_FN_AFFINE_MASK(const bq_affine_params p) {
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE
   bq_mask_body(p);
 #else

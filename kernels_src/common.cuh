@@ -14,11 +14,7 @@
 // Numerics: docs/numerics.md in the repository. Every rounding is explicit
 // (__fdiv_rn, __fmul_rn, ...), so no compiler option can change a result.
 
-typedef unsigned char bq_u8;
-typedef unsigned short bq_u16;
-typedef unsigned int bq_u32;
-typedef long long bq_i64;
-typedef unsigned long long bq_u64;
+#include "abi.h" // bq_u8 .. bq_u64, bq_fastdiv: the host compiles the same definitions
 
 // Per group and per block, scales (and zero points) form a matrix of parameter rows (a row
 // of data per group; per block, B rows) by blocks along the row. Its layout, BQ_SL:
@@ -708,9 +704,6 @@ static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, co
 // its code keeps the compile fast.
 static __device__ __noinline__ bq_i64 bq_div64(bq_i64 a, bq_i64 b) { return a / b; }
 
-struct bq_fastdiv {
-  bq_u32 d, magic, shift;
-};
 static __device__ __forceinline__ bq_u32 bq_div_u32(bq_u32 n, bq_fastdiv f) {
   bq_u32 t = __umulhi(n, f.magic);
   return (bq_u32)(((bq_u64)t + n) >> f.shift);

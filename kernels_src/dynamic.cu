@@ -26,14 +26,7 @@
 // (bq__dynamic_table), which says why.
 #define BQ_DU 4 // accesses in flight per thread in the streaming loops
 
-struct bq_dynamic_params {
-  bq_u64 x, y, scales, zps, partial;
-  bq_i64 rows, cols, xs, ys;
-  bq_i64 group, ngroups, grs; // per group (per block: B, blocks a row); grs as bq_pbase's ld
-  int tpr, fast_groups, nblocks, align_y; // align_y: some segment's y starts off a 32-byte sector
-  int staged, pad;                        // per block: tiles staged in shared memory (bq_tiles_staged)
-  double bound;                           // args.amax_bound (0: none)
-};
+#include "dynamic_abi.h" // the entry points and parameter block, which the host compiles too
 
 static __device__ __forceinline__ void bq_write_params(const bq_dynamic_params &p, bq_i64 i, bq_qp q) {
   ((bq_s *)p.scales)[i] = q.stored;
@@ -425,7 +418,7 @@ static __device__ __forceinline__ void bq_tiles_staged(const bq_dynamic_params &
 #endif
 // (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)
 #if BQ_E_DYNAMIC_TILES
-extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) BQ_FN_DYNAMIC_TILES(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
 #if BQ_TILE_STAGED
   if (p.staged) {
@@ -573,7 +566,7 @@ static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p,
 // Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x
 // itself off it: the host's choice), in units (bq_tile_units), at bq_dynamic_tiles' bound.
 #if BQ_E_DYNAMIC_TILES_ROWS
-extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) bq_dynamic_tiles_rows(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) BQ_FN_DYNAMIC_TILES_ROWS(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
   const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
   for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -609,7 +602,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 // Per token, QuantizedLinear's weight streaming may start as soon as every block of this
 // grid is running (bq_launch_dependents): it streams weights until this grid is done.
 #if BQ_E_DYNAMIC
-extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
 #if BQ_GRAN == BQ_GRAN_TOKEN
   bq_launch_dependents();
@@ -626,7 +619,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic(const bq_dynam
 #define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))
 #endif
 #if BQ_E_DYNAMIC_LONG
-extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) bq_dynamic_long(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) BQ_FN_DYNAMIC_LONG(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_LONG_TEAM / 32];
   bq_launch_dependents();
   bq_dynamic_body<BQ_LONG_CPT>(p, red_smem);
@@ -636,7 +629,7 @@ extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) b
 #else
 // Per tensor, pass 1: one partial reduction per block into the workspace.
 #if BQ_E_DYNAMIC_REDUCE
-extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_REDUCE(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
   const bq_t *x = (const bq_t *)p.x;
   const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;
@@ -661,7 +654,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_reduce(const b
 // Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores
 // the scale, and all quantize.
 #if BQ_E_DYNAMIC_APPLY
-extern "C" __global__ void __launch_bounds__(BQ_BLOCK) bq_dynamic_apply(const bq_dynamic_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_APPLY(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
   bq_red r = bq_red_init();
   for (int i = threadIdx.x; i < p.nblocks; i += blockDim.x) r = bq_red_merge(r, ((const bq_red *)p.partial)[i]);

@@ -34,13 +34,7 @@
 #define BQ_LONG_CPT 4
 #define BQ_RMS (BQ_OP == BQ_OP_RMSNORM_QUANTIZE)
 
-struct bq_fused_params {
-  bq_u64 x, res, w, out, y, scales, zps;
-  bq_i64 rows, cols, xs, rs, os, ys, group, grs; // strides in elements; grs: per group
-  double scale, eps;                             // per tensor's static scale; RMSNorm's eps
-  int zp, aligned, fast_groups;
-  int slot, wstage;                              // bq_fused_staged: a slot's bytes; weight staged
-};
+#include "fused_abi.h" // the entry points and parameter block, which the host compiles too
 
 // ---- the math of the contract: every operation one rounding in C ---------------------
 #if BQ_FT == BQ_TYPE_F64
@@ -956,7 +950,7 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
 }
 
 #if BQ_E_FUSED_STAGED
-extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const bq_fused_params p) {
+extern "C" __global__ void __launch_bounds__(BQ_THREADS) BQ_FN_FUSED_STAGED(const bq_fused_params p) {
   BQ_DYNAMIC_SMEM(smem);
   __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];
   __shared__ bq_red red_smem[BQ_THREADS / 32];
@@ -1019,19 +1013,19 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) bq_fused_staged(const b
 #define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)
 // (threads, accesses a thread): the host's bq__fused_shapes, by entry
 #if BQ_E_FUSED_C1
-BQ_FUSED_ENTRY(bq_fused_c1, 256, 1, true, 0, false, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_C1, 256, 1, true, 0, false, false, true)
 #endif
 #if BQ_E_FUSED_C2
-BQ_FUSED_ENTRY(bq_fused_c2, 256, 2, true, BQ_C2_MINB, false, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_C2, 256, 2, true, BQ_C2_MINB, false, false, true)
 #endif
 #if BQ_E_FUSED_C4
-BQ_FUSED_ENTRY(bq_fused_c4, 256, 4, true, 0, false, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_C4, 256, 4, true, 0, false, false, true)
 #endif
 #if BQ_E_FUSED_C8
-BQ_FUSED_ENTRY(bq_fused_c8, 256, 8, true, BQ_C8_MINB, false, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_C8, 256, 8, true, BQ_C8_MINB, false, false, true)
 #endif
 #if BQ_E_FUSED_LONG
-BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_LONG, 256, BQ_LONG_CPT, false, 0, false, false, true)
 #endif
 // the narrow entries: 128 threads a row, dense rows with y's rows aligned to a chunk of codes,
 // at most 80 registers (6 blocks an SM; bq_fused_m4f 64, 8 blocks: its loads all hoisted, it
@@ -1039,26 +1033,26 @@ BQ_FUSED_ENTRY(bq_fused_long, 256, BQ_LONG_CPT, false, 0, false, false, true)
 // of exactly 512 or 1024 accesses. bq_fused_m4 and bq_fused_m4f take a residual too (the
 // wider ones spilled or ran slower with it)
 #if BQ_E_FUSED_M4
-BQ_FUSED_ENTRY(bq_fused_m4, 128, 4, true, 6, true, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_M4, 128, 4, true, 6, true, false, true)
 #endif
 #if BQ_E_FUSED_M8
-BQ_FUSED_ENTRY(bq_fused_m8, 128, 8, true, 6, true, false, false)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_M8, 128, 8, true, 6, true, false, false)
 #endif
 #if BQ_E_FUSED_M4F
-BQ_FUSED_ENTRY(bq_fused_m4f, 128, 4, true, 8, true, true, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_M4F, 128, 4, true, 8, true, true, true)
 #endif
 #if BQ_E_FUSED_M8F
-BQ_FUSED_ENTRY(bq_fused_m8f, 128, 8, true, 6, true, true, false)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_M8F, 128, 8, true, 6, true, true, false)
 #endif
 #if BQ_E_FUSED_M16
-BQ_FUSED_ENTRY(bq_fused_m16, 128, 16, true, 4, true, false, false)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_M16, 128, 16, true, 4, true, false, false)
 #endif
 // bq_fused_c2 and bq_fused_c8 for dense rows, a residual allowed: no element path, which
 // costs the wide entries registers (bq_fused_c8 spills with it, not without) and
 // instruction fetch
 #if BQ_E_FUSED_C2D
-BQ_FUSED_ENTRY(bq_fused_c2d, 256, 2, true, BQ_C2_MINB, true, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_C2D, 256, 2, true, BQ_C2_MINB, true, false, true)
 #endif
 #if BQ_E_FUSED_C8D
-BQ_FUSED_ENTRY(bq_fused_c8d, 256, 8, true, BQ_C8_MINB, true, false, true)
+BQ_FUSED_ENTRY(BQ_FN_FUSED_C8D, 256, 8, true, BQ_C8_MINB, true, false, true)
 #endif

@@ -20,24 +20,7 @@
 //   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64
 //              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS
 
-struct bq_linear_params {
-  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
-  bq_i64 m, n, k, lda, ldy;
-  double a_scale; // per-tensor activation scale, already rounded to C
-  int a_zp;       // per-tensor activation zero point
-  int flags;      // BQ_LF_*
-  int tiles_m, tiles_n;
-};
-#define BQ_LF_SA_ROW 1  // per-token activation scales a_scales[m]; else a_scale
-#define BQ_LF_ZP 2      // asymmetric activations: subtract zp * wsum[n]
-#define BQ_LF_ZP_ROW 4  // per-token zero points a_zps[m]; else a_zp
-#define BQ_LF_BIAS 8    // add bias[n]
-#define BQ_LF_A16 16    // a and lda allow 16-byte accesses
-#define BQ_LF_W16 32    // w and k allow 16-byte accesses
-#define BQ_LF_Y2 64     // y and ldy allow two-element stores
-#define BQ_LF_K0 128    // K == 0: y = bias (or 0)
-#define BQ_LF_Y8 256    // y and ldy allow eight-element stores
-#define BQ_LF_PDL 512   // weight streaming launched while the activations' kernel runs
+#include "linear_abi.h" // the entry points, parameter block and flags, which the host compiles too
 
 // ---- scalars ---------------------------------------------------------------------------
 template <int CODE> static __device__ __forceinline__ bq_c bq_any_to_c(bq_u64 base, bq_i64 i) {
@@ -405,7 +388,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 // 128 x 128 variant with two CTAs an SM is one template argument away; it is left out
 // until the benchmark shows a shape that needs it: every tile costs compile time.)
 #if BQ_E_GEMM_LARGE
-extern "C" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMM_LARGE BQ_FN_GEMM_LARGE(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);
 }
@@ -413,7 +396,7 @@ extern "C" __global__ void BQ_LB_GEMM_LARGE bq_gemm_large(const bq_linear_params
 #else
 // an sm_90a module tiles with wgmma only (the host never launches this there)
 #if BQ_E_GEMM_LARGE
-extern "C" __global__ void bq_gemm_large(const bq_linear_params p) { __trap(); }
+extern "C" __global__ void BQ_FN_GEMM_LARGE(const bq_linear_params p) { __trap(); }
 #endif
 #endif
 
@@ -432,7 +415,7 @@ static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {
 }
 
 #if BQ_E_GEMM_WGMMA
-extern "C" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMM_WGMMA BQ_FN_GEMM_WGMMA(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   constexpr int BM = 128, BN = 256, STAGE = (BM + BN) * BQ_BK;
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
@@ -488,7 +471,7 @@ extern "C" __global__ void BQ_LB_GEMM_WGMMA bq_gemm_wgmma(const bq_linear_params
 #endif
 #else
 #if BQ_E_GEMM_WGMMA
-extern "C" __global__ void bq_gemm_wgmma(const bq_linear_params p) { __trap(); } // not an sm_90a module
+extern "C" __global__ void BQ_FN_GEMM_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module
 #endif
 #endif
 
@@ -698,19 +681,19 @@ template <int MT> static __device__ __forceinline__ void bq_gemv_body(const bq_l
 // M <= 16, 32, 64: one, two or four m16 tiles; BQ_GV_SMEM(min(16 MT, M)) bytes of dynamic
 // shared memory
 #if BQ_E_GEMV
-extern "C" __global__ void BQ_LB_GEMV bq_gemv(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV BQ_FN_GEMV(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<1>(p, smem);
 }
 #endif
 #if BQ_E_GEMV32
-extern "C" __global__ void BQ_LB_GEMV32 bq_gemv32(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV32 BQ_FN_GEMV32(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<2>(p, smem);
 }
 #endif
 #if BQ_E_GEMV64
-extern "C" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_GEMV64 BQ_FN_GEMV64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
 }
@@ -720,7 +703,7 @@ extern "C" __global__ void BQ_LB_GEMV64 bq_gemv64(const bq_linear_params p) {
 // ---- weight row sums: wsum[n] = sum_k w[n, k], for asymmetric activations --------------------
 // A warp per row; 16-byte loads summed with dp4a against ones.
 #if BQ_E_WEIGHT_SUMS
-extern "C" __global__ void BQ_LB_WEIGHT_SUMS bq_weight_sums(const bq_linear_params p) {
+extern "C" __global__ void BQ_LB_WEIGHT_SUMS BQ_FN_WEIGHT_SUMS(const bq_linear_params p) {
   const int lane = threadIdx.x & 31;
   const bq_i64 n = (bq_i64)blockIdx.x * 8 + (threadIdx.x >> 5);
   if (n >= p.n) return;

@@ -1,37 +1,10 @@
 /* ---- the affine family: quantize, dequantize, fake quantize ------------------------------ */
-/* Mirrors struct bq_affine_params in kernels_src/affine.cu, field for field. */
-typedef struct bq__fastdiv { uint32_t d, magic, shift; } bq__fastdiv;
-typedef struct bq__affine_params {
-  uint64_t in0, in1, out;
-  int64_t rows, cols, in0_stride, in1_stride, out_stride, tiles, tpw, chunks, group, gmod, grs;
-  uint64_t scales, zps;
-  double scale;
-  bq__fastdiv fd_group, fd_gmod, fd_chunks;
-  int32_t zp, fast32;
-  int64_t nblk; /* bq_affine_blocks only */
-  bq__fastdiv fd_parts;
-  int32_t gl, parts;
-  uint64_t mask; /* bq_affine_mask: the mask's words */
-} bq__affine_params;
-/* Mirror struct bq_lean_params and bq_pair_params: bq_affine_lean's and bq_affine_pair's own,
-   smaller parameter blocks. */
-typedef struct bq__lean_params {
-  uint64_t in0, out, scales, zps;
-  double scale;
-  uint32_t accesses, n;
-  bq__fastdiv fd_group;
-  int32_t zp;
-} bq__lean_params;
-typedef struct bq__pair_params {
-  uint64_t in0, out, scales;
-  uint32_t pairs;
-  bq__fastdiv fd_group;
-} bq__pair_params;
+#include "../kernels_src/affine_abi.h" /* its entry points and parameter blocks, as affine.cu compiles them */
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
    (Granlund-Montgomery with a 33-bit multiplier). */
-BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
-  bq__fastdiv f;
+BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
+  bq_fastdiv f;
   uint32_t l = 0;
   while (l < 31 && (1u << l) < d) l++;
   uint64_t m = (((uint64_t)1 << (32 + l)) + d - 1) / d; /* ceil(2^(32+l) / d) */
@@ -41,24 +14,16 @@ BQ__FN bq__fastdiv bq__make_fastdiv(uint32_t d) {
   return f;
 }
 
-/* The affine entry points: the index of each in a plan's module (bq__family.kernels). */
-enum {
-  BQ__AFFINE_ROW,    /* bq_affine: the row kernel, every granularity */
-  BQ__AFFINE_COLS,   /* bq_affine_cols: per channel, the channel axis innermost */
-  BQ__AFFINE_ODD,    /* bq_affine_odd: per channel and per group, straddling accesses in registers */
-  BQ__AFFINE_BLOCKS, /* bq_affine_blocks: whole parameter blocks a lane */
-  BQ__AFFINE_FLAT,   /* bq_affine_flat: per group and per token over one flat array */
-  BQ__AFFINE_NARROW, /* bq_affine_narrow: f64 quantize, blocks' layout over one-element accesses */
-  BQ__AFFINE_MASK,   /* bq_affine_mask: fake quantize per tensor and per channel with args.mask */
-  BQ__AFFINE_LEAN,   /* bq_affine_lean: forward quantize and dequantize over small dense tensors */
-  BQ__AFFINE_PAIR,   /* bq_affine_pair: bq_affine_lean's two accesses a thread (16-bit quantize) */
-  BQ__AFFINE_ENTRIES
-};
-#define BQ__AFFINE_NAMES(ch, tok, grp)                                                              \
-  {"bq_affine", (ch) ? "bq_affine_cols" : NULL, (ch) || (grp) ? "bq_affine_odd" : NULL,             \
-   (ch) || (tok) || (grp) ? "bq_affine_blocks" : NULL, (tok) || (grp) ? "bq_affine_flat" : NULL,     \
-   (ch) || (tok) || (grp) ? "bq_affine_narrow" : NULL, (tok) || (grp) ? NULL : "bq_affine_mask", \
-   (ch) ? NULL : "bq_affine_lean", (tok) || (grp) ? "bq_affine_pair" : NULL}
+/* The entry points each granularity has (per channel, per token, per group; per tensor all
+   three 0): kernels[] of the family, by the enum */
+#define BQ__AFFINE_NAMES(ch, tok, grp)                                                                          \
+  {BQ_ENTRY_NAME(BQ_FN_AFFINE), (ch) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_COLS) : NULL,                               \
+   (ch) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD) : NULL,                                                    \
+   (ch) || (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS) : NULL,                                        \
+   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_FLAT) : NULL,                                                  \
+   (ch) || (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW) : NULL,                                        \
+   (tok) || (grp) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_MASK), (ch) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), \
+   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR) : NULL}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -353,7 +318,7 @@ BQ__FN size_t bq__no_workspace(const bq_plan *p, const bq_args *a) {
    multiple of the cp columns a lane owns (affine.cu's BQ_CP) with at least 8 lanes' worth of
    them, and every stream the kernel reads or writes is aligned to a chunk of cp elements.
    Returns cp, or 0 where the kernel does not apply. */
-BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, const bq__view *v) {
+BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t cp = p->vec < 4 ? p->vec : 4;
   if (d->granularity != BQ_PER_CHANNEL || v->group != 1 || v->gmod % cp || v->gmod / cp < 8) return 0;
@@ -368,7 +333,7 @@ BQ__FN int64_t bq__affine_cols_cp(const bq_plan *p, const bq__affine_params *k, 
 /* Whether an access can straddle two parameter blocks of `group` elements: the block is not
    a whole number of accesses, or a row of the stream that leads the accesses (y for
    dequantize forward, else x or dy) starts off its 16-byte grid. */
-BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, const bq__view *v, int64_t group) {
+BQ__FN int bq__affine_straddles(const bq_plan *p, const bq_affine_params *k, const bq__view *v, int64_t group) {
   const bq_desc *d = &p->desc;
   int64_t t = bq__dtype_size(d->float_type);
   int out_leads = d->direction == BQ_FORWARD && d->op == BQ_DEQUANTIZE;
@@ -383,13 +348,13 @@ BQ__FN int bq__affine_straddles(const bq_plan *p, const bq__affine_params *k, co
    0. */
 /* The parameter block of bq_affine_blocks, bq_affine_narrow and bq_affine_flat: a group, a
    channel's run (both k->group), or per token a row. */
-BQ__FN int64_t bq__affine_block_len(const bq_desc *d, const bq__affine_params *k, const bq__view *v) {
+BQ__FN int64_t bq__affine_block_len(const bq_desc *d, const bq_affine_params *k, const bq__view *v) {
   return d->granularity == BQ_PER_TOKEN ? v->cols : k->group;
 }
 
 /* (bq_affine_blocks' and bq_affine_narrow's layout: blocks of g elements, gc accesses of
    them, up to ga a lane) */
-BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64_t g, int64_t gc, int64_t ga) {
+BQ__FN int bq__affine_blocks_fill(bq_affine_params *k, const bq__view *v, int64_t g, int64_t gc, int64_t ga) {
   int64_t nblk = v->cols / g, lim = (int64_t)1 << 31;
   int64_t gl = 1, parts = 1, ipr;
   while (gl < 32 && gl * ga < gc) gl *= 2;
@@ -409,7 +374,7 @@ BQ__FN int bq__affine_blocks_fill(bq__affine_params *k, const bq__view *v, int64
   k->fd_gmod = bq__make_fastdiv((uint32_t)k->gmod);
   return 1;
 }
-BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+BQ__FN int bq__affine_blocks(const bq_plan *p, bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t ga = bq__affine_ga(d), g = bq__affine_block_len(d, k, v);
   if (!ga || bq__affine_straddles(p, k, v, g) || v->cols % g) return 0; /* (per block: a partial last block) */
@@ -427,7 +392,7 @@ BQ__FN int bq__affine_blocks(const bq_plan *p, bq__affine_params *k, const bq__v
    8, backward per token 2, backward per group 4. Backward on aligned blocks is slower here,
    so those keep bq_affine_blocks; per channel with straddling runs follows per group's
    rule. */
-BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+BQ__FN int bq__affine_narrow(const bq_plan *p, bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int64_t na = bq__affine_na(d), g = bq__affine_block_len(d, k, v);
   if (!na || g < 64 || v->cols % g) return 0; /* (per block: a partial last block) */
@@ -443,7 +408,7 @@ BQ__FN int bq__affine_narrow(const bq_plan *p, bq__affine_params *k, const bq__v
    straddle two groups (as for bq_affine_odd below) or the op is not one bq_affine_blocks
    takes. Fills in k's fields for that kernel and returns the warps to launch (a tile each),
    or returns 0. */
-BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq__view *v) {
+BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq_affine_params *k, const bq__view *v) {
   const bq_desc *d = &p->desc;
   int tok = d->granularity == BQ_PER_TOKEN; /* per token: a group a row */
   int64_t fr = bq__affine_fr(d), g = bq__affine_block_len(d, k, v), n = v->rows * v->cols;
@@ -466,7 +431,7 @@ BQ__FN int64_t bq__affine_flat(const bq_plan *p, bq__affine_params *k, const bq_
 
 /* bq_affine_mask's and bq_affine_lean's view (affine.cu's bq_dense_params): the tensor as one
    dense array of n elements, parameter runs of k->group (k->gmod channels) */
-BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
+BQ__FN void bq__affine_dense(bq_affine_params *k, int64_t n) {
   k->rows = 1;
   k->cols = n;
   k->fast32 = n <= ((int64_t)1 << 31);
@@ -486,7 +451,7 @@ BQ__FN void bq__affine_dense(bq__affine_params *k, int64_t n) {
    accesses, k->fd_group), sets
    *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
    returns the threads to launch, or returns 0. Forced (tests), the table is not asked. */
-BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq__affine_params *k, const bq__view *v, int *which) {
+BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq_affine_params *k, const bq__view *v, int *which) {
   const bq_desc *d = &p->desc;
   int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
   int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
@@ -592,7 +557,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
   if (rows < 0) return st;
   if (rows) return rp->fam->run(rp, &rq, NULL, 0, stream); /* (its context is this plan's, current) */
-  bq__affine_params k;
+  bq_affine_params k;
   memset(&k, 0, sizeof k);
   int fwd = d->direction == BQ_FORWARD;
   k.in0 = (uint64_t)(uintptr_t)(fwd ? a->x : a->dy);
@@ -623,7 +588,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   /* forcing BQ__AFFINE_LEAN forces the lean route: bq_affine_lean or bq_affine_pair; else
      the table's lean column takes it, or the tune where it is undecided */
   int lw = BQ__AFFINE_LEAN;
-  bq__affine_params lk = k;
+  bq_affine_params lk = k;
   int64_t lean = (f < 0 || f == BQ__AFFINE_LEAN) && p->kernels[BQ__AFFINE_LEAN] ? bq__affine_lean(p, &lk, &v, &lw) : 0;
   const bq__limits lim = bq__limits_of(p);
   if (lean && f < 0 && !bq__affine_lean_rule(row, v.numel, bq__dtype_size(d->float_type), &lim) &&
@@ -631,11 +596,11 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     lean = 0;
   if (lean) k = lk;
   if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
-    bq__pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
+    bq_pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
   }
   if (lean) { /* an access a thread (the one past the last whole access takes the rest) */
-    bq__lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
+    bq_lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);
   }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
@@ -753,5 +718,6 @@ static const bq__family bq__affine_family = {
   "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, 0, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
-   {"bq_affine", NULL, "bq_affine_odd", "bq_affine_blocks", NULL, "bq_affine_narrow"}},
+   {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW)}},
   NULL, NULL, NULL};

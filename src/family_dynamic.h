@@ -1,26 +1,10 @@
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
-/* Mirrors struct bq_dynamic_params in kernels_src/dynamic.cu. */
-typedef struct bq__dynamic_params {
-  uint64_t x, y, scales, zps, partial;
-  int64_t rows, cols, xs, ys, group, ngroups, grs;
-  int32_t tpr, fast_groups, nblocks, align_y;
-  int32_t staged, pad; /* per block: tiles staged in shared memory (dynamic.cu's bq_tiles_staged) */
-  double bound;        /* args.amax_bound (0: none) */
-} bq__dynamic_params;
+#include "../kernels_src/dynamic_abi.h" /* its entry points and parameter block, as dynamic.cu compiles them */
 
 /* elements per 16-byte input access: dynamic.cu's BQ_VEC */
 BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
 #define BQ__DYN_MAX_BLOCK 32768
-/* The dynamic entry points: the index of each in a plan's module (bq__family.kernels);
-   per block's bq_dynamic_tiles is at BQ__DYN_ROW, bq_dynamic_tiles_rows at BQ__DYN_LONG. */
-enum {
-  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group) */
-  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows */
-  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
-  BQ__DYN_APPLY
-};
-
 /* The dynamic dispatch table: a row per granularity and float type (the int type, q-range
    and symmetry change no choice), each the fastest setting measured on the H100. The prelude
    gives the kernels its numbers. Columns:
@@ -137,7 +121,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
   const bq__dynamic_row *row = bq__dynamic_row_of(d);
-  bq__dynamic_params k;
+  bq_dynamic_params k;
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
   k.y = (uint64_t)(uintptr_t)a->y;
@@ -245,6 +229,9 @@ static const bq__family bq__dynamic_family = {
   bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
   "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
   bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
-  {{NULL, NULL, "bq_dynamic_reduce", "bq_dynamic_apply"}, {"bq_dynamic"}, {"bq_dynamic", "bq_dynamic_long"}, {"bq_dynamic"},
-   {"bq_dynamic_tiles", "bq_dynamic_tiles_rows"}},
+  {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
   NULL, NULL, NULL};

@@ -1,28 +1,6 @@
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
-/* Mirrors struct bq_fused_params in kernels_src/fused.cu. */
-typedef struct bq__fused_params {
-  uint64_t x, res, w, out, y, scales, zps;
-  int64_t rows, cols, xs, rs, os, ys, group, grs;
-  double scale, eps;
-  int32_t zp, aligned, fast_groups;
-  int32_t slot, wstage;
-} bq__fused_params;
+#include "../kernels_src/fused_abi.h" /* its entry points and parameter block, as fused.cu compiles them */
 
-/* The fused entry points, by index: bq_fused_c1 .. bq_fused_c8 hold a row of up to 256 * k
-   accesses in registers (k = 1, 2, 4, 8), bq_fused_long takes any row in batches, and
-   bq_fused_staged stages 16-byte aligned rows in shared memory, the next row's copy in
-   flight while a row is worked on. bq_fused_m4, bq_fused_m8 and bq_fused_m16 hold a row of
-   up to 512, 1024 or 2048 accesses in registers with 128 threads (4, 8 or 16 accesses each):
-   a row's fixed work (its reductions, rstd and scale) is done by half as many warps.
-   bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose
-   accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are
-   bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole
-   accesses), a residual allowed: no element path. */
-enum {
-  BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
-  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
-  BQ__FUSED_ENTRIES
-};
 #define BQ__FUSED_THREADS 256 /* fused.cu's BQ_THREADS: the contract's reduction order */
 /* each entry's (threads, accesses a thread): fused.cu's BQ_FUSED_ENTRY lines (the staged
    kernel's accesses a thread follow the row) */
@@ -230,7 +208,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   if (st || v.rows == 0 || v.cols == 0) return st;
   const bq_desc *d = &p->desc;
   const int t = bq__dtype_size(d->float_type), rms = d->op == BQ_RMSNORM_QUANTIZE;
-  bq__fused_params k;
+  bq_fused_params k;
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
   k.res = rms ? (uint64_t)(uintptr_t)a->residual : 0;
@@ -422,9 +400,12 @@ BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
 }
 
-#define BQ__FUSED_KERNELS                                                                                  \
-  {"bq_fused_c1", "bq_fused_c2", "bq_fused_c4", "bq_fused_c8", "bq_fused_long", "bq_fused_staged", "bq_fused_m4", \
-   "bq_fused_m8", "bq_fused_m4f", "bq_fused_m8f", "bq_fused_m16", "bq_fused_c2d", "bq_fused_c8d"}
+#define BQ__FUSED_KERNELS                                                                                   \
+  {BQ_ENTRY_NAME(BQ_FN_FUSED_C1),  BQ_ENTRY_NAME(BQ_FN_FUSED_C2),   BQ_ENTRY_NAME(BQ_FN_FUSED_C4),                \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_C8),  BQ_ENTRY_NAME(BQ_FN_FUSED_LONG), BQ_ENTRY_NAME(BQ_FN_FUSED_STAGED),            \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_M4),  BQ_ENTRY_NAME(BQ_FN_FUSED_M8),   BQ_ENTRY_NAME(BQ_FN_FUSED_M4F),               \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_M8F), BQ_ENTRY_NAME(BQ_FN_FUSED_M16),  BQ_ENTRY_NAME(BQ_FN_FUSED_C2D),               \
+   BQ_ENTRY_NAME(BQ_FN_FUSED_C8D)}
 static const bq__family bq__fused_family = {
   {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE}, {"rmsnorm_quantize", "gated_quantize"}, "fused",
   bq__fused_normalize, bq__fused_label, bq__fused_sku, NULL, bq__fused_axes, bq__fused_vary, NULL, bq__fused_guarantee,

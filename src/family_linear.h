@@ -1,18 +1,9 @@
 /* ---- the linear family: int8 GEMM with a dequantizing epilogue -------------------------------- */
-/* Mirrors struct bq_linear_params in kernels_src/linear.cu. */
-typedef struct bq__linear_params {
-  uint64_t a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
-  int64_t m, n, k, lda, ldy;
-  double a_scale;
-  int32_t a_zp, flags, tiles_m, tiles_n;
-} bq__linear_params;
-enum { /* linear.cu's BQ_LF_* */
-  BQ__LF_SA_ROW = 1, BQ__LF_ZP = 2, BQ__LF_ZP_ROW = 4, BQ__LF_BIAS = 8, BQ__LF_A16 = 16, BQ__LF_W16 = 32,
-  BQ__LF_Y2 = 64, BQ__LF_K0 = 128, BQ__LF_Y8 = 256, BQ__LF_PDL = 512
-};
-/* the GEMM entry points (kernels[] order) and their tiles: linear.cu */
-enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };
-#define BQ__GEMM_ENTRIES {"bq_gemm_large", "bq_gemv", "bq_gemv32", "bq_gemv64", "bq_gemm_wgmma"}
+#include "../kernels_src/linear_abi.h" /* its entry points, parameter block and flags, as linear.cu compiles them */
+#define BQ__GEMM_ENTRIES                                                                  \
+  {BQ_ENTRY_NAME(BQ_FN_GEMM_LARGE), BQ_ENTRY_NAME(BQ_FN_GEMV), BQ_ENTRY_NAME(BQ_FN_GEMV32), \
+   BQ_ENTRY_NAME(BQ_FN_GEMV64), BQ_ENTRY_NAME(BQ_FN_GEMM_WGMMA)}
+
 /* The linear dispatch table: a row per entry point, by enum. rows: the activation rows a
    weight-streaming pass takes (0: a tile kernel, 128 x 256); up_to: the largest M it
    serves, the smallest such row winning (at these sizes the weight's bytes set the time,
@@ -101,7 +92,7 @@ BQ__FN void bq__linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s
               bq__spec("TYPE", d->scale_type), bq__linear_asf32(d));
   /* the weight sums: a module of their own, outside the GEMM table; no minimum */
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
-    bq__linear_bounds(s, "bq_weight_sums", 0);
+    bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS), 0);
     return;
   }
   static const char *const entries[] = BQ__GEMM_ENTRIES;
@@ -255,12 +246,12 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   bq_status st = bq__linear_validate(p, a, &v);
   if (st) return st;
   const bq_desc *d = &p->desc;
-  bq__linear_params k;
+  bq_linear_params k;
   memset(&k, 0, sizeof k);
   k.n = v.n;
   k.k = v.k;
   k.w = (uint64_t)(uintptr_t)a->w;
-  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ__LF_W16;
+  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     if (v.n == 0) return BQ_SUCCESS;
     k.w_sums = (uint64_t)(uintptr_t)a->y;
@@ -274,13 +265,13 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   k.bias = (uint64_t)(uintptr_t)a->bias;
   k.w_sums = (uint64_t)(uintptr_t)a->w_sums;
   int ts = bq__dtype_size(d->out_type);
-  if (a->bias) k.flags |= BQ__LF_BIAS;
-  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ__LF_Y2;
-  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ__LF_Y8;
-  if (v.k == 0) k.flags |= BQ__LF_K0;
-  if (d->asymmetric) k.flags |= BQ__LF_ZP;
+  if (a->bias) k.flags |= BQ_LF_BIAS;
+  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
+  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
+  if (v.k == 0) k.flags |= BQ_LF_K0;
+  if (d->asymmetric) k.flags |= BQ_LF_ZP;
   if (d->op == BQ_QUANTIZED_LINEAR) {
-    k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+    k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
     if (v.k) {
       if ((st = bq__check_workspace(p, ws, ws_bytes, bq__linear_workspace(p, a)))) return st;
       int64_t lda = bq__linear_lda_ws(v.k);
@@ -301,14 +292,14 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
       k.lda = lda;
       k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
       k.a_zps = (uint64_t)(uintptr_t)q.out_zero_points;
-      k.flags |= BQ__LF_A16;
+      k.flags |= BQ_LF_A16;
     }
   } else {
     k.a = (uint64_t)(uintptr_t)a->x;
     k.lda = v.lda;
-    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ__LF_A16;
+    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
     if (d->granularity == BQ_PER_TOKEN) {
-      k.flags |= BQ__LF_SA_ROW | (d->asymmetric ? BQ__LF_ZP_ROW : 0);
+      k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
       k.a_scales = (uint64_t)(uintptr_t)a->scales;
       k.a_zps = (uint64_t)(uintptr_t)a->zero_points;
     } else {
@@ -317,13 +308,13 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
     }
   }
   /* K == 0: y = bias; no activation scale, zero point or weight sum exists to be read */
-  if (v.k == 0) k.flags &= ~(BQ__LF_SA_ROW | BQ__LF_ZP | BQ__LF_ZP_ROW);
+  if (v.k == 0) k.flags &= ~(BQ_LF_SA_ROW | BQ_LF_ZP | BQ_LF_ZP_ROW);
   int cfg = bq__linear_config(p, v.m, v.n);
   if (bq__gemv_rows(cfg)) {
     /* QuantizedLinear: the weight streams while the activations' kernel runs (p->linear.pdl) */
     int64_t rows = bq__gemv_rows(cfg);
     int pdl = d->op == BQ_QUANTIZED_LINEAR && v.k && p->linear.pdl;
-    if (pdl) k.flags |= BQ__LF_PDL;
+    if (pdl) k.flags |= BQ_LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, cfg, (v.n + 15) / 16, (v.m + rows - 1) / rows, 256,
                                                      bq__gemv_smem(cfg, v.m), &k, stream);
   }
@@ -554,5 +545,6 @@ static const bq__family bq__weight_sums_family = {
   bq__weight_sums_vary, NULL, bq__weight_sums_guarantee,
   "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 0, bq__linear_shape, bq__linear_check,
   bq__no_workspace, bq__linear_run, NULL, NULL,
-  {{"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}, {"bq_weight_sums"}},
+  {{BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)},
+   {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
   NULL, NULL, NULL};

@@ -57,8 +57,8 @@
    bq_plan_workspace_size reported it), and registers them by role, with which of them the
    op may write. The fake driver hands every launch to a hook (on_launch) that knows the
    kernel by the name given to cuModuleGetFunction and decodes its parameter block (the
-   host's mirrors bq__affine_params, bq__lean_params, bq__pair_params,
-   bq__dynamic_params, bq__fused_params, bq__linear_params): from each pointer and the
+   host's mirrors bq_affine_params, bq_lean_params, bq_pair_params,
+   bq_dynamic_params, bq_fused_params, bq_linear_params): from each pointer and the
    extents, strides, groups and layout the block tells the kernel, the byte range it may
    read or write (span: (rows - 1) * stride + cols elements; parameter arrays by
    granularity and layout, packed UE8M0 as whole int32 words). Each range must lie inside
@@ -451,8 +451,8 @@ static void check_affine(const char *name, const bq_desc *d, const void *params)
   const uint64_t in0 = fwd && deq ? I : T, out = fwd && d->op == BQ_QUANTIZE ? I : T;
   const int lean = !strcmp(name, "bq_affine_lean"), pair = !strcmp(name, "bq_affine_pair");
   if (lean || pair) { /* forward, one dense array of n elements, parameters at e / group */
-    bq__lean_params lp;
-    bq__pair_params pp;
+    bq_lean_params lp;
+    bq_pair_params pp;
     uint64_t n, g, x, y, sc, zps = 0;
     if (lean) {
       memcpy(&lp, params, sizeof lp);
@@ -474,7 +474,7 @@ static void check_affine(const char *name, const bq_desc *d, const void *params)
     }
     return;
   }
-  bq__affine_params k;
+  bq_affine_params k;
   memcpy(&k, params, sizeof k);
   const int mask = !strcmp(name, "bq_affine_mask");
   touch(name, fwd ? "x" : "dy", k.in0, sat_mul(span(k.rows, k.cols, k.in0_stride), in0), 0);
@@ -490,7 +490,7 @@ static void check_affine(const char *name, const bq_desc *d, const void *params)
 }
 
 static void check_dynamic(const char *name, const bq_desc *d, const void *params, int in_workspace) {
-  bq__dynamic_params k;
+  bq_dynamic_params k;
   memcpy(&k, params, sizeof k);
   const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
   const char *out = in_workspace ? "workspace" : "y";
@@ -508,7 +508,7 @@ static void check_dynamic(const char *name, const bq_desc *d, const void *params
 }
 
 static void check_fused(const char *name, const bq_desc *d, const void *params) {
-  bq__fused_params k;
+  bq_fused_params k;
   memcpy(&k, params, sizeof k);
   const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
   const int rms = d->op == BQ_RMSNORM_QUANTIZE;
@@ -526,7 +526,7 @@ static void check_fused(const char *name, const bq_desc *d, const void *params) 
 }
 
 static void check_linear(const char *name, const bq_desc *d, const void *params) {
-  bq__linear_params k;
+  bq_linear_params k;
   memcpy(&k, params, sizeof k);
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
@@ -535,16 +535,16 @@ static void check_linear(const char *name, const bq_desc *d, const void *params)
   }
   const int ql = d->op == BQ_QUANTIZED_LINEAR;
   const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), S = (uint64_t)bq__dtype_size(d->scale_type);
-  if (!(k.flags & BQ__LF_K0)) {
+  if (!(k.flags & BQ_LF_K0)) {
     touch(name, ql ? "workspace" : "x", k.a, span(k.m, k.k, k.lda), 0);
     touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
   }
   touch(name, "y", k.y, sat_mul(span(k.m, k.n, k.ldy), O), 1);
   touch(name, "w_scales", k.w_scales, sat_mul(u(k.n), S), 0);
-  if (k.flags & BQ__LF_BIAS) touch(name, "bias", k.bias, sat_mul(u(k.n), O), 0);
-  if (k.flags & BQ__LF_SA_ROW) touch(name, ql ? "workspace" : "scales", k.a_scales, sat_mul(u(k.m), ql ? 4 : S), 0);
-  if (k.flags & BQ__LF_ZP_ROW) touch(name, ql ? "workspace" : "zero_points", k.a_zps, sat_mul(u(k.m), 4), 0);
-  if (k.flags & BQ__LF_ZP) touch(name, "w_sums", k.w_sums, sat_mul(u(k.n), 4), 0);
+  if (k.flags & BQ_LF_BIAS) touch(name, "bias", k.bias, sat_mul(u(k.n), O), 0);
+  if (k.flags & BQ_LF_SA_ROW) touch(name, ql ? "workspace" : "scales", k.a_scales, sat_mul(u(k.m), ql ? 4 : S), 0);
+  if (k.flags & BQ_LF_ZP_ROW) touch(name, ql ? "workspace" : "zero_points", k.a_zps, sat_mul(u(k.m), 4), 0);
+  if (k.flags & BQ_LF_ZP) touch(name, "w_sums", k.w_sums, sat_mul(u(k.n), 4), 0);
 }
 
 /* launches checked, by kernel (the self-test lists them) */

@@ -39,43 +39,40 @@ namespace emu_aff {
 
 #include <vector>
 
-static_assert(sizeof(bq__affine_params) == sizeof(emu_aff::bq_affine_params), "params size");
-static_assert(sizeof(bq__lean_params) == sizeof(emu_aff::bq_lean_params), "lean params size");
-static_assert(sizeof(bq__pair_params) == sizeof(emu_aff::bq_pair_params), "pair params size");
 
-static void k_affine(const void *p) { emu_aff::bq_affine(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine(const void *p) { emu_aff::bq_affine(*(const bq_affine_params *)p); }
 /* per group and per block: scales (and zero points) indexed as a matrix (ref_scale_index) */
 #define EMU_GROUPED (EMU_GRAN == BQ_GRAN_GROUP || EMU_GRAN == BQ_GRAN_BLOCK)
 static const int X4 = EMU_ST == BQ_UE8M0X4; /* packed UE8M0 scales: no zero points */
 #if EMU_GRAN == BQ_GRAN_CHANNEL || EMU_GROUPED
-static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_odd(const void *p) { emu_aff::bq_affine_odd(*(const bq_affine_params *)p); }
 #endif
 #if EMU_GRAN != BQ_GRAN_TENSOR
-static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const emu_aff::bq_affine_params *)p); }
-static void k_affine_narrow(const void *p) { emu_aff::bq_affine_narrow(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_blocks(const void *p) { emu_aff::bq_affine_blocks(*(const bq_affine_params *)p); }
+static void k_affine_narrow(const void *p) { emu_aff::bq_affine_narrow(*(const bq_affine_params *)p); }
 #endif
 #if (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP)
-static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const bq_affine_params *)p); }
 #endif
 #if EMU_GRAN == BQ_GRAN_CHANNEL
-static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const bq_affine_params *)p); }
 #endif
 /* fake quantize per tensor and per channel keep a mask (args.mask, bq_affine_mask) */
 #define EMU_MASK (EMU_OP == BQ_OP_FAKE_QUANTIZE && (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_CHANNEL))
 #if EMU_MASK
-static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const emu_aff::bq_affine_params *)p); }
+static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const bq_affine_params *)p); }
 #endif
 /* forward quantize and dequantize per tensor, per token and per group have bq_affine_lean */
 #define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && \
                       (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP))
 #if EMU_HAS_LEAN
-static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_aff::bq_lean_params *)p); }
+static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const bq_lean_params *)p); }
 #endif
 /* and of those, quantize from 16-bit data has bq_affine_pair (per token and per group) */
 #define EMU_HAS_PAIR (EMU_HAS_LEAN && EMU_OP == BQ_OP_QUANTIZE && EMU_GRAN != BQ_GRAN_TENSOR && \
                       (EMU_T == BQ_TYPE_F16 || EMU_T == BQ_TYPE_BF16))
 #if EMU_HAS_PAIR
-static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_aff::bq_pair_params *)p); }
+static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const bq_pair_params *)p); }
 #endif
 static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,

@@ -41,18 +41,17 @@ namespace emu_dyn {
 
 #include <vector>
 
-static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "params size");
 
 #if EMU_GRAN == BQ_GRAN_TENSOR
-static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const emu_dyn::bq_dynamic_params *)p); }
-static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k0(const void *p) { emu_dyn::bq_dynamic_reduce(*(const bq_dynamic_params *)p); }
+static void k1(const void *p) { emu_dyn::bq_dynamic_apply(*(const bq_dynamic_params *)p); }
 #elif EMU_GRAN == BQ_GRAN_BLOCK
-static void k0(const void *p) { emu_dyn::bq_dynamic_tiles(*(const emu_dyn::bq_dynamic_params *)p); }
-static void k1(const void *p) { emu_dyn::bq_dynamic_tiles_rows(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k0(const void *p) { emu_dyn::bq_dynamic_tiles(*(const bq_dynamic_params *)p); }
+static void k1(const void *p) { emu_dyn::bq_dynamic_tiles_rows(*(const bq_dynamic_params *)p); }
 #else
-static void k0(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k0(const void *p) { emu_dyn::bq_dynamic(*(const bq_dynamic_params *)p); }
 #if EMU_GRAN == BQ_GRAN_TOKEN
-static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dynamic_params *)p); }
+static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const bq_dynamic_params *)p); }
 #else
 static void k1(const void *p) { (void)p; abort(); }
 #endif
@@ -65,7 +64,7 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
 }
 /* the last launch's parameters (per block: fast_groups says whether tiles may take the
    vector path) */
-static bq__dynamic_params g_params;
+static bq_dynamic_params g_params;
 static bq__CUresult note_params(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra) {
   memcpy(&g_params, params[0], sizeof g_params);

@@ -35,9 +35,8 @@ namespace emu_fused {
 
 #include <vector>
 
-static_assert(sizeof(bq__fused_params) == sizeof(emu_fused::bq_fused_params), "params size");
 
-typedef emu_fused::bq_fused_params fparams;
+typedef bq_fused_params fparams;
 static void k0(const void *p) { emu_fused::bq_fused_c1(*(const fparams *)p); }
 static void k1(const void *p) { emu_fused::bq_fused_c2(*(const fparams *)p); }
 static void k2(const void *p) { emu_fused::bq_fused_c4(*(const fparams *)p); }

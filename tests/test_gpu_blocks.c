@@ -56,7 +56,7 @@ static const bq_dtype k_storage_types[4] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
 /* ==== launches: which kernel ran, with which dynamic parameters ============================== */
 
 static bq__CUfunction g_last_fn;
-static bq__dynamic_params g_dparams;
+static bq_dynamic_params g_dparams;
 static int g_want_dparams; /* the next launches are dynamic quantize's: keep their parameters */
 static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 unsigned, bq__CUstream, void **, void **);

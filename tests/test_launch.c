@@ -127,7 +127,7 @@ Test(launch, weight_sums_at_the_bounds) {
 /* a grid outside the launch limits fails before the driver: never truncated */
 Test(launch, grid_outside_the_limits_is_refused) {
   bq_plan *p = select_(BQ_QUANTIZE, BQ_PER_TENSOR, BQ_F32);
-  bq__affine_params k;
+  bq_affine_params k;
   memset(&k, 0, sizeof k);
   unsigned long long before = launches();
   const int64_t bad[][2] = {{(int64_t)1 << 31, 1}, {(int64_t)1 << 32, 1}, {0, 1}, {1, 65536}, {1, 0}};

@@ -60,8 +60,7 @@ namespace emu_dyn {
 #include <time.h>
 
 /* the host's parameter block is the kernel's, field for field */
-static_assert(sizeof(bq__linear_params) == sizeof(emu_gemm::bq_linear_params), "params size");
-#define SAME_OFFSET(f) static_assert(offsetof(bq__linear_params, f) == offsetof(emu_gemm::bq_linear_params, f), #f)
+#define SAME_OFFSET(f) static_assert(offsetof(bq_linear_params, f) == offsetof(bq_linear_params, f), #f)
 SAME_OFFSET(a); SAME_OFFSET(w); SAME_OFFSET(y); SAME_OFFSET(a_scales); SAME_OFFSET(a_zps); SAME_OFFSET(w_scales);
 SAME_OFFSET(w_sums); SAME_OFFSET(bias); SAME_OFFSET(m); SAME_OFFSET(n); SAME_OFFSET(k); SAME_OFFSET(lda);
 SAME_OFFSET(ldy); SAME_OFFSET(a_scale); SAME_OFFSET(a_zp); SAME_OFFSET(flags); SAME_OFFSET(tiles_m);
@@ -74,16 +73,15 @@ static_assert(offsetof(bq__CUlaunchConfig, stream) == 32 && offsetof(bq__CUlaunc
               "CUlaunchConfig");
 
 /* ---- the launch hook: cuLaunchKernel runs the emulator ---------------------------------------- */
-static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const emu_gemm::bq_linear_params *)p); }
-static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const emu_gemm::bq_linear_params *)p); }
-static void k_gemv32(const void *p) { emu_gemm::bq_gemv32(*(const emu_gemm::bq_linear_params *)p); }
-static void k_gemv64(const void *p) { emu_gemm::bq_gemv64(*(const emu_gemm::bq_linear_params *)p); }
-static void k_wgmma(const void *p) { emu_gemm::bq_gemm_wgmma(*(const emu_gemm::bq_linear_params *)p); }
-static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const emu_sums::bq_linear_params *)p); }
+static void k_large(const void *p) { emu_gemm::bq_gemm_large(*(const bq_linear_params *)p); }
+static void k_gemv(const void *p) { emu_gemm::bq_gemv(*(const bq_linear_params *)p); }
+static void k_gemv32(const void *p) { emu_gemm::bq_gemv32(*(const bq_linear_params *)p); }
+static void k_gemv64(const void *p) { emu_gemm::bq_gemv64(*(const bq_linear_params *)p); }
+static void k_wgmma(const void *p) { emu_gemm::bq_gemm_wgmma(*(const bq_linear_params *)p); }
+static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const bq_linear_params *)p); }
 #if EMU_QL
-static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const emu_dyn::bq_dynamic_params *)p); }
-static void k_dyn_long(const void *p) { emu_dyn::bq_dynamic_long(*(const emu_dyn::bq_dynamic_params *)p); }
-static_assert(sizeof(bq__dynamic_params) == sizeof(emu_dyn::bq_dynamic_params), "dynamic params size");
+static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const bq_dynamic_params *)p); }
+static void k_dyn_long(const void *p) { emu_dyn::bq_dynamic_long(*(const bq_dynamic_params *)p); }
 #endif
 static int64_t g_launch_m; /* the M of the case being run */
 static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {

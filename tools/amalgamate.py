@@ -12,6 +12,9 @@ The header users copy is generated, in sqlite's and miniaudio's manner, from:
   src/impl_memory.h       the device memory helpers
   kernels_src/*.cu[h]     the kernel text, embedded last as C string literals (sorted by
                           name), each with an accessor declared near the top
+  kernels_src/*abi.h      the host/kernel interface (abi.h, <family>_abi.h): a part or a
+                          kernel file that includes one gets its text in place of the
+                          #include, once a unit (the host code; each kernel file)
   src/impl_end.h, src/license.h
 Each part but the first and the last is preceded by a one-line anchor naming it. The
 output depends only on the parts' bytes.
@@ -38,6 +41,21 @@ def read(path):
         return f.read()
 
 
+INCLUDE = re.compile(r'^#include "(?:\.\./kernels_src/)?(\w*abi\.h)"[^\n]*\n', re.M)
+
+
+def inline_abi(text, seen):
+    """text with each #include of an interface header replaced by its text (recursively),
+    the first time the unit includes it; later ones are dropped (the headers are guarded)"""
+    def one(m):
+        name = m.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        return inline_abi(read(os.path.join(KERNELS, name)), seen)
+    return INCLUDE.sub(one, text)
+
+
 def c_literal(text):
     out = []
     for line in text.splitlines(keepends=True):
@@ -47,7 +65,7 @@ def c_literal(text):
 
 
 def kernel_files():
-    names = sorted(n for n in os.listdir(KERNELS) if n.endswith((".cu", ".cuh")))
+    names = sorted(n for n in os.listdir(KERNELS) if n.endswith((".cu", ".cuh")))  # (not the *abi.h)
     return [(n, re.sub(r"[^A-Za-z0-9]", "_", n)) for n in names]
 
 
@@ -58,8 +76,9 @@ def anchor(what):
 def generate():
     kernels = kernel_files()
     out = [read(os.path.join(SRC, PARTS[0])), "\n"]
+    host_seen = set()
     for i, part in enumerate(PARTS[1:]):
-        out += [anchor("src/" + part), read(os.path.join(SRC, part)), "\n"]
+        out += [anchor("src/" + part), inline_abi(read(os.path.join(SRC, part)), host_seen), "\n"]
         if i == 0:  # after the runtime: the kernel text's accessors, defined with the text at the end
             out.append(anchor("the embedded kernel text's accessors (the text itself comes last)"))
             out += ["BQ__FN const char *bq__text_%s(void);\n" % ident for _, ident in kernels]
@@ -67,7 +86,7 @@ def generate():
     out.append(anchor("kernels_src/: the kernel text"))
     out.append(BEGIN)
     for name, ident in kernels:
-        text = read(os.path.join(KERNELS, name))
+        text = inline_abi(read(os.path.join(KERNELS, name)), set())
         if any(ord(c) > 126 for c in text):
             sys.exit("amalgamate: kernels_src/%s has non-ASCII characters" % name)
         out.append("static const char bq__src_%s[] =\n%s;\n" % (ident, c_literal(text)))

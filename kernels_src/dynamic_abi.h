@@ -1,0 +1,31 @@
+/* kernels_src/dynamic_abi.h - dynamic quantization's host/kernel interface, valid as C and
+   as CUDA C++: its entry points and its parameter block. dynamic.cu and the host
+   (src/family_dynamic.h) both include it. */
+#ifndef BQ_DYNAMIC_ABI_H
+#define BQ_DYNAMIC_ABI_H
+#include "abi.h"
+
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name,
+   the kernel's extern "C" function. Per block's tiles take the first two indices. */
+enum {
+  BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group); per block bq_dynamic_tiles */
+  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows */
+  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
+  BQ__DYN_APPLY
+};
+#define BQ_FN_DYNAMIC bq_dynamic
+#define BQ_FN_DYNAMIC_LONG bq_dynamic_long
+#define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce
+#define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply
+#define BQ_FN_DYNAMIC_TILES bq_dynamic_tiles           /* per block, rows 16-byte aligned, whole accesses */
+#define BQ_FN_DYNAMIC_TILES_ROWS bq_dynamic_tiles_rows /* per block, any rows */
+
+typedef struct bq_dynamic_params {
+  bq_u64 x, y, scales, zps, partial;
+  bq_i64 rows, cols, xs, ys;
+  bq_i64 group, ngroups, grs;             /* per group (per block: B, blocks a row); grs as bq_pbase's ld */
+  int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */
+  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */
+  double bound;                           /* args.amax_bound (0: none) */
+} bq_dynamic_params;
+#endif

@@ -1,0 +1,38 @@
+/* kernels_src/linear_abi.h - the linear layers' host/kernel interface (the int8 GEMM with
+   its dequantizing epilogue, and the weight sums), valid as C and as CUDA C++: their entry
+   points, their parameter block and its flags. linear.cu and the host (src/family_linear.h)
+   both include it. */
+#ifndef BQ_LINEAR_ABI_H
+#define BQ_LINEAR_ABI_H
+#include "abi.h"
+
+/* The GEMM's entry points: each one's index in a plan's module (bq__family.kernels, and
+   the rows of the host's bq__linear_table) and its name, the kernel's extern "C" function;
+   the weight sums' module has its one entry point at index 0. */
+enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEMM_WGMMA = 4, BQ__GEMM_CONFIGS };
+#define BQ_FN_GEMM_LARGE bq_gemm_large /* 128 x 256 tiles on mma.sync */
+#define BQ_FN_GEMV bq_gemv             /* weight streaming, passes of 16 activation rows */
+#define BQ_FN_GEMV32 bq_gemv32         /* of 32 */
+#define BQ_FN_GEMV64 bq_gemv64         /* of 64 */
+#define BQ_FN_GEMM_WGMMA bq_gemm_wgmma /* 128 x 256 tiles on wgmma (an sm_90a module) */
+#define BQ_FN_WEIGHT_SUMS bq_weight_sums
+
+typedef struct bq_linear_params {
+  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
+  bq_i64 m, n, k, lda, ldy;
+  double a_scale; /* per-tensor activation scale, already rounded to C */
+  int a_zp;       /* per-tensor activation zero point */
+  int flags;      /* BQ_LF_* */
+  int tiles_m, tiles_n;
+} bq_linear_params;
+#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale */
+#define BQ_LF_ZP 2     /* asymmetric activations: subtract zp * wsum[n] */
+#define BQ_LF_ZP_ROW 4 /* per-token zero points a_zps[m]; else a_zp */
+#define BQ_LF_BIAS 8   /* add bias[n] */
+#define BQ_LF_A16 16   /* a and lda allow 16-byte accesses */
+#define BQ_LF_W16 32   /* w and k allow 16-byte accesses */
+#define BQ_LF_Y2 64    /* y and ldy allow two-element stores */
+#define BQ_LF_K0 128   /* K == 0: y = bias (or 0) */
+#define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */
+#define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */
+#endif
