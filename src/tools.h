@@ -37,7 +37,8 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   int target_ok = arch > 0 && arch < 1000 && end && (!*end || t->arch_a);
   t->arch = (int)arch;
   static char no_range[] = "q[0,0]"; /* FP8 SKUs name no q-range: parse them as if they did */
-  if (n >= 8 && n < 16 && (!strcmp(tok[4], "e4m3") || !strcmp(tok[4], "e5m2"))) {
+  bq_dtype it = BQ_DTYPE_DEFAULT;
+  if (n >= 8 && n < 16 && bq__dtype_from_name(tok[4], &it) && bq__is_fp8(it)) {
     memmove(&tok[6], &tok[5], (size_t)(n - 5) * sizeof tok[0]);
     tok[5] = no_range;
     n++;

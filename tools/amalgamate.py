@@ -14,7 +14,8 @@ The header users copy is generated, in sqlite's and miniaudio's manner, from:
                           name), each with an accessor declared near the top
   kernels_src/*abi.h      the host/kernel interface (abi.h, <family>_abi.h): a part or a
                           kernel file that includes one gets its text in place of the
-                          #include, once a unit (the host code; each kernel file)
+                          #include, once a unit (the host code; each kernel file, whose
+                          text follows common.cuh's and so its abi.h)
   src/impl_end.h, src/license.h
 Each part but the first and the last is preceded by a one-line anchor naming it. The
 output depends only on the parts' bytes.
@@ -86,7 +87,8 @@ def generate():
     out.append(anchor("kernels_src/: the kernel text"))
     out.append(BEGIN)
     for name, ident in kernels:
-        text = inline_abi(read(os.path.join(KERNELS, name)), set())
+        # (a family's text always follows common.cuh's, which brings abi.h)
+        text = inline_abi(read(os.path.join(KERNELS, name)), set() if name == "common.cuh" else {"abi.h"})
         if any(ord(c) > 126 for c in text):
             sys.exit("amalgamate: kernels_src/%s has non-ASCII characters" % name)
         out.append("static const char bq__src_%s[] =\n%s;\n" % (ident, c_literal(text)))
