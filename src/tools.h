@@ -117,49 +117,48 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
       const bq_op op = fam->ops[oi];
       int outer = 1, inner = 1;
       if (fam->axes) fam->axes(op, &outer, &inner);
-      for (int x = 0; x < outer; x++)
-      for (int dir = 0; dir < 2; dir++)
-        for (int g = 0; g < 5; g++)
-          for (int f = 0; f < 4; f++)
-            for (int i = 0; i < 4; i++)
-              for (int s = 0; s < 6; s++)
-              for (int lay = 0; lay < 2; lay++)
-                for (int asym = 0; asym < 2; asym++)
-                  for (int y = 0; y < inner; y++) {
-                    bq_desc in, d[2];
-                    char name[96];
-                    memset(&in, 0, sizeof in);
-                    in.op = op;
-                    in.direction = dir ? BQ_BACKWARD : BQ_FORWARD;
-                    in.granularity = grans[g];
-                    in.float_type = fts[f];
-                    in.int_type = its[i];
-                    in.scale_type = s < 4 ? fts[s] : s == 4 ? BQ_UE8M0 : BQ_UE8M0X4;
-                    in.scale_layout = (bq_scale_layout)lay;
-                    in.asymmetric = asym;
-                    if (fam->vary) fam->vary(&in, x, y);
-                    if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
-                    int nd = 1;
-                    if (fam->sub && fam->sub(&d[0], &in) && bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS)
-                      nd = 2;
-                    for (int j = 0; j < nd; j++) {
-                      bq__kernel_src k;
-                      memset(&k, 0, sizeof k);
-                      bq__sku_of(&d[j], &t, &k);
-                      int dup = 0;
-                      for (int m = 0; m < nseen && !dup; m++) dup = !strcmp(seen[m], k.sku);
-                      if (dup) continue;
-                      if (nseen == seen_cap) {
-                        seen_cap = seen_cap ? 2 * seen_cap : 256;
-                        char(*grown)[256] = (char(*)[256])BQ_REALLOC(seen, (size_t)seen_cap * sizeof *seen);
-                        if (!grown) { BQ_FREE(seen); return -1; }
-                        seen = grown;
-                      }
-                      memcpy(seen[nseen++], k.sku, sizeof k.sku);
-                      if (n < cap) out[n] = d[j];
-                      n++;
-                    }
-                  }
+      /* every combination, the variant inside fastest, the outer variant slowest */
+      const int combos = outer * 2 * 5 * 4 * 4 * 6 * 2 * 2 * inner;
+      for (int c = 0; c < combos; c++) {
+        int r = c;
+        const int y = r % inner;
+        r /= inner;
+        const int asym = r % 2, lay = r / 2 % 2, s = r / 4 % 6, i = r / 24 % 4, f = r / 96 % 4, g = r / 384 % 5,
+                  dir = r / 1920 % 2, x = r / 3840;
+        bq_desc in, d[2];
+        char name[96];
+        memset(&in, 0, sizeof in);
+        in.op = op;
+        in.direction = dir ? BQ_BACKWARD : BQ_FORWARD;
+        in.granularity = grans[g];
+        in.float_type = fts[f];
+        in.int_type = its[i];
+        in.scale_type = s < 4 ? fts[s] : s == 4 ? BQ_UE8M0 : BQ_UE8M0X4;
+        in.scale_layout = (bq_scale_layout)lay;
+        in.asymmetric = asym;
+        if (fam->vary) fam->vary(&in, x, y);
+        if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
+        int nd = 1;
+        if (fam->sub && fam->sub(&d[0], &in) && bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS)
+          nd = 2;
+        for (int j = 0; j < nd; j++) {
+          bq__kernel_src k;
+          memset(&k, 0, sizeof k);
+          bq__sku_of(&d[j], &t, &k);
+          int dup = 0;
+          for (int m = 0; m < nseen && !dup; m++) dup = !strcmp(seen[m], k.sku);
+          if (dup) continue;
+          if (nseen == seen_cap) {
+            seen_cap = seen_cap ? 2 * seen_cap : 256;
+            char(*grown)[256] = (char(*)[256])BQ_REALLOC(seen, (size_t)seen_cap * sizeof *seen);
+            if (!grown) { BQ_FREE(seen); return -1; }
+            seen = grown;
+          }
+          memcpy(seen[nseen++], k.sku, sizeof k.sku);
+          if (n < cap) out[n] = d[j];
+          n++;
+        }
+      }
     }
   }
   BQ_FREE(seen);
