@@ -10,7 +10,7 @@ on torch's stream:
     changed (the F_* flags), or with another launch shape (SHAPE: k_ours_b*, k_quad, k_tl; k_tl
     only where the tensor is whole blocks of 4096 elements);
   - PG_REAL=k_real_X,...: library cubins named real_X.cubin beside CUBIN, launched with a
-    bq__affine_params block built here for G = 128 (a bq_pair_params block where X has
+    bq_affine_params block built here for G = 128 (a bq_pair_params block where X has
     "small": the cubins since the pair kernel took its own). tools/kernel_dump builds them:
       kernel_dump --out DIR --all --family affine
         --filter 'quantize.fwd.per_group.bf16.s8.q[-128,127].scale_f32.vec'
@@ -119,7 +119,7 @@ def triton_launcher(x, s, y):
 
 
 class AP(ctypes.Structure):
-    """bq__affine_params, field for field"""
+    """bq_affine_params, field for field"""
     _fields_ = [("in0", ctypes.c_uint64), ("in1", ctypes.c_uint64), ("out", ctypes.c_uint64)] + \
         [(n, ctypes.c_int64) for n in "rows cols in0_stride in1_stride out_stride tiles tpw chunks group gmod grs".split()] + \
         [("scales", ctypes.c_uint64), ("zps", ctypes.c_uint64), ("scale", ctypes.c_double), ("fd_group", ctypes.c_uint32 * 3),
