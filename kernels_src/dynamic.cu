@@ -221,12 +221,13 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses
 // (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a
 // time each in registers: a tile that fits is read from DRAM once, a larger one again (from
-// L2) for the quantize pass. Tiles whose rows are off the grid are spread the same way in
-// units (bq_tile_units); a right edge tile that is not whole accesses goes a warp a row
-// (bq_tile_rows), read twice.
+// L2) for the quantize pass. Tiles whose rows are off the grid, and right edge tiles that
+// are not whole accesses, are spread the same way as the 16-byte lines that hold their
+// rows (bq_tile_window).
 #define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch
 #define BQ_TILE_CPT 8
-// Division by a tile's row length w (accesses or units, uniform across the block) for
+#define BQ_TILE_EDGE_CPT 2 // the aligned kernels' right edge tiles that are not whole accesses (bq_tile_window)
+// Division by a tile's row length w (accesses or slots, uniform across the block) for
 // indices below n: a multiply by ceil(2^32 / w), exact while n w < 2^32, else a division.
 // (A division an access was a tenth of the tile kernels' instructions.)
 struct bq_tdiv {
@@ -266,80 +267,115 @@ static __device__ __forceinline__ void bq_tile_load(bq_xchunk (&a)[BQ_TILE_CPT],
     if (i < n) bq_load(a[k], x + rr * xs + (i - rr * apr) * BQ_VEC, 16);
   }
 }
-// A tile whose rows are off the 16-byte grid: a warp takes RB rows at a time, each
-// row's 16-byte accesses (after its own prologue) by its first lanes, its prologue and
-// tail elements (fewer than an access each) by lanes too, all loads of the rows issued
-// before any is used. QUANT: the second pass, which reads the tile again (from L2) and
-// quantizes with q; else the first, which reduces into r. Rows of more than 32 accesses
-// take the rest in a loop.
-template <int RB, bool QUANT, typename Q>
-static __device__ __forceinline__ void bq_tile_rows(const bq_t *x, bq_i *y, bq_u32 nr, bq_u32 nc, bq_i64 xs, bq_i64 ys,
-                                                    bq_red &r, const Q &q) {
-  const bq_u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = BQ_TILE_THREADS / 32;
-  for (bq_u32 r0 = warp; r0 < nr; r0 += RB * nw) {
-    bq_xchunk a[RB];
-    bq_t ends[RB];
-    bq_u32 pro[RB], nv[RB];
+// A tile read as windows (bq_dynamic_tiles_rows, and the right edge tiles of the others
+// that are not whole accesses): row rr's nc elements lie in the 16-byte lines from the one
+// holding its first element, w lines a row at most (every row gets w slots; slots past its
+// row's end hold nothing). The tile's slots are spread over the threads as bq_dynamic_tiles
+// spreads accesses, CPT at a time each: a tile that fits is read from DRAM once, with one
+// 16-byte load a line. A line's elements outside the row are read as 0, which moves no
+// reduction (both forms include 0), and are not stored. A line that reaches outside x's
+// span (before its first element or past its last) is read element by element.
+// The threads take every row's inner slots first (lines 1 to w - 2, whole but for the last
+// of a row that ends short of it) and the two edge lines of each row after them, so that a
+// warp meets the masked forms in one or two batches of its CPT, not in all of them.
+struct bq_wgeo {
+  bq_u32 w, ni, nin, n; // slots a row, inner slots a row, inner slots, all slots
+  bq_tdiv d;            // division by ni
+};
+static __device__ __forceinline__ bq_wgeo bq_wgeo_of(bq_u32 nr, bq_u32 nc, bool aligned) {
+  bq_wgeo g;
+  g.w = (nc + (aligned ? BQ_VEC - 1 : 2 * BQ_VEC - 2)) / BQ_VEC;
+  g.ni = g.w > 2 ? g.w - 2 : 0;
+  g.nin = nr * g.ni;
+  g.n = nr * g.w;
+  g.d = bq_tdiv_of(g.ni, g.nin); // (ni 0: no slot below nin)
+  return g;
+}
+struct bq_win {
+  bq_u32 rr;       // the row
+  int s;           // the slot's first element, from the row's first (negative: the line starts before the row)
+  bool any, whole; // the slot holds an element of the row; it holds elements of the row only
+};
+static __device__ __forceinline__ bq_win bq_win_of(const bq_t *x, bq_i64 xs, bq_u32 i, const bq_wgeo &g, bq_u32 nc) {
+  bq_win v;
+  bq_u32 k;
+  if (i < g.nin) {
+    v.rr = bq_tdiv_q(i, g.d);
+    k = 1 + (i - v.rr * g.ni);
+  } else { // edge slots: (line 0, line w - 1) of each row, or line 0 alone where w is 1
+    const bq_u32 j = i - g.nin;
+    v.rr = g.w > 1 ? j >> 1 : j;
+    k = g.w > 1 && (j & 1) ? g.w - 1 : 0;
+  }
+  v.s = (int)(k * BQ_VEC) - (int)(((bq_u32)(bq_u64)(x + v.rr * xs) & 15u) / sizeof(bq_t));
+  v.any = v.s < (int)nc;
+  v.whole = v.s >= 0 && v.s + BQ_VEC <= (int)nc;
+  return v;
+}
+static __device__ __forceinline__ void bq_win_load(bq_xchunk &a, const bq_win &v, const bq_t *xr, bq_u32 nc,
+                                                   const bq_t *lo, const bq_t *hi) {
+  const bq_t *l = xr + v.s;
+  if (v.whole) {
+    bq_load(a, l, 16);
+  } else if (l >= lo && l + BQ_VEC <= hi) {
+    bq_load(a, l, 16);
 #pragma unroll
-    for (int k = 0; k < RB; k++) {
-      const bq_u32 rr = r0 + k * nw;
-      pro[k] = nv[k] = 0;
-      if (rr < nr) {
-        const bq_t *xr = x + rr * xs;
-        pro[k] = (bq_u32)bq_prologue(xr, nc);
-        nv[k] = (nc - pro[k]) / BQ_VEC;
-        if (lane < nv[k]) bq_load(a[k], xr + pro[k] + lane * BQ_VEC, 16);
-        const bq_u32 t0 = pro[k] + nv[k] * BQ_VEC; // lanes below pro take the prologue, the next ones the tail
-        const bq_u32 e = lane < pro[k] ? lane : t0 + (lane - pro[k]);
-        if (lane < pro[k] || e < nc) ends[k] = xr[e];
-      }
+    for (int j = 0; j < BQ_VEC; j++)
+      if ((bq_u32)(v.s + j) >= nc) a.e[j] = bq_t(0);
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) a.e[j] = (bq_u32)(v.s + j) < nc ? xr[v.s + j] : bq_t(0);
+  }
+}
+static __device__ __forceinline__ void bq_win_store(const bq_qchunk &o, const bq_win &v, bq_i *yr, bq_u32 nc) {
+  if (v.whole) {
+    bq_i *yp = yr + v.s;
+    bq_store(yp, o, bq_width(yp));
+  } else {
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++)
+      if ((bq_u32)(v.s + j) < nc) yr[v.s + j] = o.e[j];
+  }
+}
+// One tile (its first element x, y; nr x nc; aligned: its rows start on a line): reduce,
+// store its scale at pidx, quantize.
+template <int CPT>
+static __device__ __forceinline__ void bq_tile_window(const bq_dynamic_params &p, bq_i64 pidx, const bq_t *x, bq_i *y,
+                                                      bq_u32 nr, bq_u32 nc, bool aligned, bq_red *red_smem) {
+  const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * CPT;
+  const bq_wgeo g = bq_wgeo_of(nr, nc, aligned);
+  const bq_t *lo = (const bq_t *)p.x, *hi = lo + (p.rows - 1) * p.xs + p.cols;
+  bq_xchunk a[CPT];
+  bq_red red = bq_red_init();
+  for (bq_u32 b0 = 0; b0 < g.n; b0 += batch) {
+#pragma unroll
+    for (int k = 0; k < CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      const bq_win v = bq_win_of(x, p.xs, i, g, nc);
+      if (i < g.n && v.any) bq_win_load(a[k], v, x + v.rr * p.xs, nc, lo, hi);
     }
 #pragma unroll
-    for (int k = 0; k < RB; k++) {
-      const bq_u32 rr = r0 + k * nw;
-      if (rr >= nr) continue;
-      const bq_t *xr = x + rr * xs;
-      bq_i *yr = y + rr * ys;
-      const bq_u32 t0 = pro[k] + nv[k] * BQ_VEC, e = lane < pro[k] ? lane : t0 + (lane - pro[k]);
-      const bool has_end = lane < pro[k] || e < nc;
-      if constexpr (QUANT) {
-        if (lane < nv[k]) {
-          bq_qchunk o;
-          bq_quantize_chunk(a[k], o, q);
-          bq_i *yp = yr + pro[k] + lane * BQ_VEC;
-          bq_store(yp, o, bq_width(yp));
-        }
-        if (has_end) yr[e] = (bq_i)bq_quantize_int(bq_to_c(ends[k]), q.s, q.z);
-        for (bq_u32 j = lane + 32; j < nv[k]; j += 32) { // rows of more than 32 accesses
-          bq_xchunk b;
-          bq_qchunk o;
-          bq_load(b, xr + pro[k] + j * BQ_VEC, 16);
-          bq_quantize_chunk(b, o, q);
-          bq_i *yp = yr + pro[k] + j * BQ_VEC;
-          bq_store(yp, o, bq_width(yp));
-        }
-      } else {
-        if (lane < nv[k]) bq_reduce_chunk(a[k], r);
-        if (has_end) bq_red_add(r, bq_to_c(ends[k]));
-        for (bq_u32 j = lane + 32; j < nv[k]; j += 32) {
-          bq_xchunk b;
-          bq_load(b, xr + pro[k] + j * BQ_VEC, 16);
-          bq_reduce_chunk(b, r);
-        }
+    for (int k = 0; k < CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      if (i < g.n && bq_win_of(x, p.xs, i, g, nc).any) bq_reduce_chunk(a[k], red);
+    }
+  }
+  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
+  const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+  if (tid == 0) bq_write_params(p, pidx, q);
+  for (bq_u32 b0 = 0; b0 < g.n; b0 += batch) {
+#pragma unroll
+    for (int k = 0; k < CPT; k++) {
+      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
+      const bq_win v = bq_win_of(x, p.xs, i, g, nc);
+      if (i < g.n && v.any) {
+        if (g.n > batch) bq_win_load(a[k], v, x + v.rr * p.xs, nc, lo, hi); // else still in a
+        bq_qchunk o;
+        bq_quantize_chunk_any(a[k], o, q);
+        bq_win_store(o, v, y + v.rr * p.ys, nc);
       }
     }
   }
-}
-// One tile off the grid: reduce, store its scale, quantize (bq_tile_rows, RB rows at once)
-template <int RB>
-static __device__ __forceinline__ void bq_tile_off_grid(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, const bq_t *x,
-                                                        bq_i *y, bq_u32 nr, bq_u32 nc, bq_red *red_smem) {
-  bq_red red = bq_red_init();
-  bq_tile_rows<RB, false>(x, y, nr, nc, p.xs, p.ys, red, red);
-  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
-  const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-  if (threadIdx.x == 0) bq_write_params(p, tr * p.grs + tc, q);
-  bq_tile_rows<RB, true>(x, y, nr, nc, p.xs, p.ys, red, q);
 }
 #define BQ_TILE_STAGED (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)
 #if BQ_E_DYNAMIC_TILES && BQ_TILE_STAGED
@@ -350,7 +386,8 @@ static __device__ __forceinline__ void bq_tile_off_grid(const bq_dynamic_params 
 // loads stay in flight through the arithmetic. Thread t copies exactly the accesses it
 // later reads, so its own cp.async.wait_group is all the synchronization the slot needs,
 // and it copies the next tile only after its reduction has consumed this one's. A right
-// edge tile that is not whole accesses is not staged: it runs as bq_dynamic_tiles runs it.
+// edge tile that is not whole accesses is not staged: it runs as windows, a few slots a
+// thread at a time (BQ_TILE_EDGE_CPT: more spill the tile loops' registers here).
 struct bq_tile_at {
   bq_i64 tr, tc;
   bq_u32 nr, nc;
@@ -393,7 +430,7 @@ static __device__ __forceinline__ void bq_tiles_staged(const bq_dynamic_params &
     if (t.nc % BQ_VEC != 0) { // not staged
       if (next) bq_tile_stage(p, tn, slot);
       bq_cp_commit();
-      bq_tile_off_grid<1>(p, t.tr, t.tc, x, y, t.nr, t.nc, red_smem);
+      bq_tile_window<BQ_TILE_EDGE_CPT>(p, t.tr * p.grs + t.tc, x, y, t.nr, t.nc, true, red_smem);
       continue;
     }
     const bq_u32 apr = t.nc / BQ_VEC, n = t.nr * apr;
@@ -450,121 +487,15 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
         if (n > batch) bq_tile_load(a, x, b0 + tid, n, apr, p.xs); // else still in a
         bq_tile_quantize(a, y, b0 + tid, n, apr, p.ys, q);
       }
-    } else { // a right-edge tile that is not whole accesses: a warp a row at a time
-      bq_tile_off_grid<1>(p, tr, tc, x, y, nr, nc, red_smem);
+    } else { // a right edge tile that is not whole accesses
+      bq_tile_window<BQ_TILE_EDGE_CPT>(p, tr * p.grs + tc, x, y, nr, nc, true, red_smem);
     }
   }
 }
 #endif
-// A tile whose rows are off the grid, in units: each row's nc elements are ceil(nc /
-// BQ_VEC) units, first its 16-byte accesses after its prologue, then its prologue and tail
-// elements (fewer than two accesses' worth) gathered into the last one or two. The tile's
-// units are spread over the threads as bq_dynamic_tiles spreads accesses, BQ_TILE_CPT at a
-// time each, every load in flight before any is used: a tile that fits (128 x 128 of 16-bit
-// data) is read from DRAM once, at the aligned tiles' occupancy. A gathered unit's elements
-// past the row are 0, and neither reduced nor stored.
-// A gathering unit u (at or past the row's nv accesses; nc elements, pro of them before the
-// first access): the element its slot i holds, or nc where it holds none.
-static __device__ __forceinline__ bq_u32 bq_unit_elem(bq_u32 u, int i, bq_u32 pro, bq_u32 nv, bq_u32 nc) {
-  const bq_u32 k = (u - nv) * BQ_VEC + (bq_u32)i, e = k < pro ? k : k + nv * BQ_VEC;
-  return e < nc ? e : nc;
-}
-static __device__ __forceinline__ void bq_unit_load(bq_xchunk &a, const bq_t *xr, bq_u32 u, bq_u32 nc) {
-  const bq_u32 pro = (bq_u32)bq_prologue(xr, nc), nv = (nc - pro) / BQ_VEC;
-  if (u < nv) {
-    bq_load(a, xr + pro + u * BQ_VEC, 16);
-  } else {
-#pragma unroll
-    for (int i = 0; i < BQ_VEC; i++) {
-      const bq_u32 e = bq_unit_elem(u, i, pro, nv, nc);
-      a.e[i] = e < nc ? xr[e] : bq_t(0);
-    }
-  }
-}
-static __device__ __forceinline__ void bq_unit_reduce(const bq_xchunk &a, const bq_t *xr, bq_u32 u, bq_u32 nc,
-                                                      bq_red &r) {
-  const bq_u32 pro = (bq_u32)bq_prologue(xr, nc), nv = (nc - pro) / BQ_VEC;
-  if (u < nv) {
-    bq_reduce_chunk(a, r);
-  } else {
-#pragma unroll
-    for (int i = 0; i < BQ_VEC; i++)
-      if (bq_unit_elem(u, i, pro, nv, nc) < nc) bq_red_add(r, bq_to_c(a.e[i]));
-  }
-}
-static __device__ __forceinline__ void bq_unit_quantize(const bq_xchunk &a, const bq_t *xr, bq_i *yr, bq_u32 u,
-                                                        bq_u32 nc, const bq_qp &q) {
-  const bq_u32 pro = (bq_u32)bq_prologue(xr, nc), nv = (nc - pro) / BQ_VEC;
-  bq_qchunk o;
-  bq_quantize_chunk_any(a, o, q);
-  if (u < nv) {
-    bq_i *yp = yr + pro + u * BQ_VEC;
-    bq_store(yp, o, bq_width(yp));
-  } else {
-#pragma unroll
-    for (int i = 0; i < BQ_VEC; i++) {
-      const bq_u32 e = bq_unit_elem(u, i, pro, nv, nc);
-      if (e < nc) yr[e] = o.e[i];
-    }
-  }
-}
-// The tile's units in the order the threads take them: each row's first wa = upr - nb units
-// (always whole accesses) for all rows, then each row's last nb (at most two, those that may
-// gather). A warp then meets gathered units in one batch of BQ_TILE_CPT in eight (a 128 x 128
-// tile of 16-bit data), where in row order two lanes of every warp gathered in each.
-struct bq_unit_at {
-  bq_u32 rr, u;
-};
-static __device__ __forceinline__ bq_unit_at bq_unit_of(bq_u32 i, const bq_tdiv &d, bq_u32 wa, bq_u32 nb, bq_u32 na) {
-  if (i < na) {
-    const bq_u32 rr = bq_tdiv_q(i, d);
-    return {rr, i - rr * wa};
-  }
-  const bq_u32 j = i - na, rr = nb == 2 ? j >> 1 : j;
-  return {rr, wa + (j - rr * nb)};
-}
-static __device__ __forceinline__ void bq_tile_units(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, const bq_t *x,
-                                                     bq_i *y, bq_u32 nr, bq_u32 nc, bq_red *red_smem) {
-  const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
-  const bq_u32 upr = (nc + BQ_VEC - 1) / BQ_VEC, n = nr * upr; // units a row, and the tile's
-  const bq_u32 nb = upr < 2 ? upr : 2, wa = upr - nb, na = nr * wa;
-  const bq_tdiv d = bq_tdiv_of(wa, na); // (wa 0: no unit below na)
-  bq_xchunk a[BQ_TILE_CPT];
-  bq_red red = bq_red_init();
-  for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
-#pragma unroll
-    for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
-      if (i < n) bq_unit_load(a[k], x + at.rr * p.xs, at.u, nc);
-    }
-#pragma unroll
-    for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
-      if (i < n) bq_unit_reduce(a[k], x + at.rr * p.xs, at.u, nc, red);
-    }
-  }
-  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
-  const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-  if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
-  for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
-#pragma unroll
-    for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
-      if (i < n && n > batch) bq_unit_load(a[k], x + at.rr * p.xs, at.u, nc); // else still in a
-    }
-#pragma unroll
-    for (int k = 0; k < BQ_TILE_CPT; k++) {
-      const bq_u32 i = b0 + tid + k * BQ_TILE_THREADS;
-      const bq_unit_at at = bq_unit_of(i, d, wa, nb, na);
-      if (i < n) bq_unit_quantize(a[k], x + at.rr * p.xs, y + at.rr * p.ys, at.u, nc, q);
-    }
-  }
-}
 // Every tile off the 16-byte grid (rows whose stride is not a multiple of 16 bytes, or x
-// itself off it: the host's choice), in units (bq_tile_units), at bq_dynamic_tiles' bound.
+// itself off it: the host's choice) as windows, at bq_dynamic_tiles' bound: a row of B
+// elements takes one line more than its accesses, so a thread holds one slot more.
 #if BQ_E_DYNAMIC_TILES_ROWS
 extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) BQ_FN_DYNAMIC_TILES_ROWS(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
@@ -572,7 +503,8 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
   for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;
     const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);
-    bq_tile_units(p, tr, tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0, nr, nc, red_smem);
+    bq_tile_window<BQ_TILE_CPT + 1>(p, tr * p.grs + tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0,
+                                    nr, nc, false, red_smem);
   }
 }
 #endif

@@ -664,8 +664,8 @@ static void dyn_block(const bq_desc *d)
   const int64_t wide = 4 * 128 + p; /* the right edge tile whole accesses */
   struct { int64_t rows, cols, B, xs, ys; int xoff, fast; } named[] = {
     {300, wide, 128, 0, 0, 0, 1},                 /* aligned rows, B whole accesses */
-    {129, 4095, 128, 4096, 4095 + 3, 0, 1},      /* a padded stride: the right edge tile element by element */
-    {257, 4095, 128, 0, 0, 0, 0},                 /* odd rows: element by element */
+    {129, 4095, 128, 4096, 4095 + 3, 0, 1},      /* a padded stride: the right edge tile as windows */
+    {257, 4095, 128, 0, 0, 0, 0},                 /* odd rows: every tile as windows */
     {40, 6 * p, 2 * p, 6 * p + 1, 0, 0, 0},       /* an odd x stride */
     {20, 6 * p, 2 * p, 0, 0, 3, 0},               /* x off the 16-byte grid */
     {50, 3 * (p + 1) + 2, p + 1, 0, 0, 0, 0},     /* B not whole accesses */

@@ -501,6 +501,10 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8191}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    /* off the 16-byte grid: rows of an odd length (each starts anywhere in its line), and
+       aligned rows whose right edge tile is not whole accesses */
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8191}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8191}, .group_size = 128, .x_pad = 1, .y_pad = 1, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
@@ -538,7 +542,8 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
              (long long)c->y_pad);
   if (c->gran == BQ_PER_GROUP)
     snprintf(extra, sizeof extra, "/g=%lld%s", (long long)c->group_size, c->scale_layout ? "/mn" : "");
-  if (c->gran == BQ_PER_BLOCK) snprintf(extra, sizeof extra, "/b=%lld", (long long)c->group_size);
+  if (c->gran == BQ_PER_BLOCK)
+    snprintf(extra, sizeof extra, "/b=%lld%s", (long long)c->group_size, c->x_pad || c->y_pad ? "/strided" : "");
   char q[32] = "";
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
