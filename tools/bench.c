@@ -542,8 +542,11 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
              (long long)c->y_pad);
   if (c->gran == BQ_PER_GROUP)
     snprintf(extra, sizeof extra, "/g=%lld%s", (long long)c->group_size, c->scale_layout ? "/mn" : "");
-  if (c->gran == BQ_PER_BLOCK)
-    snprintf(extra, sizeof extra, "/b=%lld%s", (long long)c->group_size, c->x_pad || c->y_pad ? "/strided" : "");
+  if (c->gran == BQ_PER_BLOCK) { /* the block size, then the strides as above */
+    char strides[96];
+    memcpy(strides, extra, sizeof strides);
+    snprintf(extra, sizeof extra, "/b=%lld%.60s", (long long)c->group_size, strides);
+  }
   char q[32] = "";
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
