@@ -1073,11 +1073,12 @@ static __device__ __forceinline__ void bq_quantize_chunk_as(const bq_xchunk &a, 
 #if BQ_LEAN
   if (LEAN) {
 #pragma unroll
-    for (int j = 0; j < BQ_VEC; j += 2) {
-      const bq_u32 h = bq_f8x2_of_f32(bq_f8_lean_quotient(bq_to_c(a.e[j]), q.s),
-                                      bq_f8_lean_quotient(bq_to_c(a.e[j + 1]), q.s));
-      o.e[j] = (bq_i)(h & 0xFFu);
-      o.e[j + 1] = (bq_i)(h >> 8);
+    for (int j = 0; j < BQ_VEC; j += 4) { // four codes a word (BQ_VEC: 4 or 8)
+      const bq_u32 lo = bq_f8x2_of_f32(bq_f8_lean_quotient(bq_to_c(a.e[j]), q.s),
+                                       bq_f8_lean_quotient(bq_to_c(a.e[j + 1]), q.s));
+      const bq_u32 hi = bq_f8x2_of_f32(bq_f8_lean_quotient(bq_to_c(a.e[j + 2]), q.s),
+                                       bq_f8_lean_quotient(bq_to_c(a.e[j + 3]), q.s));
+      *(bq_u32 *)&o.e[j] = (lo & 0xFFFFu) | hi << 16;
     }
     return;
   }

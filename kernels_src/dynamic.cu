@@ -219,11 +219,11 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
 // Per block: a thread block of BQ_TILE_THREADS a B x B tile (p.group; fewer rows or columns
 // at the matrix's edges; the host bounds B so that a tile's indices fit 32 bits), striding
 // over the tiles. Where every row starts 16-byte aligned and B is a whole number of accesses
-// (p.fast_groups), a tile of whole accesses is spread over the threads, BQ_TILE_CPT at a
-// time each in registers: a tile that fits is read from DRAM once, a larger one again (from
-// L2) for the quantize pass. Tiles whose rows are off the grid, and right edge tiles that
-// are not whole accesses, are spread the same way as the 16-byte lines that hold their
-// rows (bq_tile_window).
+// (p.fast_groups), a tile of whole accesses is spread over the threads on a grid
+// (bq_tgrid), BQ_TILE_CPT accesses at a time each in registers: a tile that fits is read
+// from DRAM once, a larger one again (from L2) for the quantize pass. Tiles whose rows are
+// off the grid, and right edge tiles that are not whole accesses, are spread as the 16-byte
+// lines that hold their rows (bq_tile_window).
 #define BQ_TILE_THREADS (2048 / BQ_VEC) // 256 threads for 16-bit types: a 128 x 128 tile in one batch
 #define BQ_TILE_CPT 8
 #define BQ_TILE_EDGE_CPT 2 // the aligned kernels' right edge tiles that are not whole accesses (bq_tile_window)
@@ -240,31 +240,47 @@ static __device__ __forceinline__ bq_tdiv bq_tdiv_of(bq_u32 w, bq_u32 n) {
   return d;
 }
 static __device__ __forceinline__ bq_u32 bq_tdiv_q(bq_u32 i, const bq_tdiv &d) { return d.m ? __umulhi(i, d.m) : i / d.w; }
-// a tile's accesses i0 + k BQ_TILE_THREADS (those below n), rows of apr accesses; the form
-// chunk by chunk (picked once for the batch it was slower, 85.6 against 79.1 us on bf16
-// [8192, 8192])
-static __device__ __forceinline__ void bq_tile_quantize(const bq_xchunk (&a)[BQ_TILE_CPT], bq_i *y, bq_u32 i0, bq_u32 n,
-                                                        bq_u32 apr, bq_i64 ys, const bq_qp &q) {
-  const bq_tdiv d = bq_tdiv_of(apr, n);
-#pragma unroll
-  for (int k = 0; k < BQ_TILE_CPT; k++) {
-    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = bq_tdiv_q(i, d);
-    if (i < n) {
-      bq_qchunk o;
-      bq_quantize_chunk_any(a[k], o, q);
-      bq_i *yp = y + rr * ys + (i - rr * apr) * BQ_VEC;
-      bq_store(yp, o, bq_width(yp));
-    }
+// The grid of an aligned tile whose rows are apr whole accesses (apr <= BQ_TILE_THREADS):
+// thread t takes access t % apr of rows t / apr + k R, R = BQ_TILE_THREADS / apr rows a
+// step (threads from R apr on take none), so that a thread divides once a tile shape and
+// steps a pointer an access. (Dividing each access's index cost a fifth of the instructions.)
+struct bq_tgrid {
+  bq_u32 apr, R, row, col; // apr 0: not yet set
+};
+static __device__ __forceinline__ void bq_tgrid_at(bq_tgrid &g, bq_u32 apr) {
+  if (apr != g.apr) { // uniform; a run of tiles of one shape keeps the grid
+    g.apr = apr;
+    g.R = BQ_TILE_THREADS / apr;
+    g.row = threadIdx.x / apr;
+    g.col = threadIdx.x - g.row * apr;
   }
 }
-// loads the same accesses into a (x: the tile's first element, rows xs elements apart)
-static __device__ __forceinline__ void bq_tile_load(bq_xchunk (&a)[BQ_TILE_CPT], const bq_t *x, bq_u32 i0, bq_u32 n,
-                                                    bq_u32 apr, bq_i64 xs) {
-  const bq_tdiv d = bq_tdiv_of(apr, n);
+// the rows below which this thread holds accesses of a tile of nr rows
+static __device__ __forceinline__ bq_u32 bq_tgrid_lim(const bq_tgrid &g, bq_u32 nr) { return g.row < g.R ? nr : 0; }
+// how many of the CPT steps from row b (a multiple of R) this thread holds: steps k < the
+// count, one register where the rows' bounds would take three
+template <int CPT> static __device__ __forceinline__ int bq_tgrid_steps(const bq_tgrid &g, bq_u32 b, bq_u32 lim) {
+  int n = 0;
 #pragma unroll
-  for (int k = 0; k < BQ_TILE_CPT; k++) {
-    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = bq_tdiv_q(i, d);
-    if (i < n) bq_load(a[k], x + rr * xs + (i - rr * apr) * BQ_VEC, 16);
+  for (int k = 0; k < CPT; k++) n += g.row + b + k * g.R < lim;
+  return n;
+}
+// Quantizes and stores the chunks a[k], k < nk, y the access of k = 0 and ystep elements
+// between k and k + 1. The form is picked chunk by chunk (once for the batch it was slower,
+// 85.6 against 79.1 us on bf16 [8192, 8192]).
+template <int CPT>
+static __device__ __forceinline__ void bq_tile_put(const bq_xchunk (&a)[CPT], bq_i *y, bq_i64 ystep, int nk,
+                                                   const bq_qp &q) {
+  const int w0 = bq_width(y);
+  const bool same = (((bq_u32)ystep * (bq_u32)sizeof(bq_i)) & 15u) == 0; // every access aligned as the first
+#pragma unroll
+  for (int k = 0; k < CPT; k++) {
+    if (k < nk) {
+      bq_qchunk o;
+      bq_quantize_chunk_any(a[k], o, q);
+      bq_i *yp = y + k * ystep;
+      bq_store(yp, o, same ? w0 : bq_width(yp));
+    }
   }
 }
 // A tile read as windows (bq_dynamic_tiles_rows, and the right edge tiles of the others
@@ -377,80 +393,108 @@ static __device__ __forceinline__ void bq_tile_window(const bq_dynamic_params &p
     }
   }
 }
+// A block's tiles: blockIdx.x, + gridDim.x, ... of the host's walk (p.trows x p.tcols
+// tiles), as (row, column) stepped without a division a tile, the walk's constants in the
+// parameter block rather than registers. (Dividing each tile's 64-bit index cost as much as
+// staging its accesses.)
+struct bq_twalk {
+  bq_i64 tr, tc;
+};
+static __device__ __forceinline__ bq_twalk bq_twalk_of(const bq_dynamic_params &p) {
+  bq_twalk w;
+  w.tr = p.tcols > 0 ? (bq_i64)blockIdx.x / p.tcols : p.trows; // (no columns: no tiles)
+  w.tc = (bq_i64)blockIdx.x - w.tr * p.tcols;
+  return w;
+}
+static __device__ __forceinline__ void bq_twalk_step(const bq_dynamic_params &p, bq_twalk &w) {
+  w.tr += p.tdq;
+  w.tc += p.tdr;
+  if (w.tc >= p.tcols) {
+    w.tc -= p.tcols;
+    w.tr++;
+  }
+}
+// tile (tr, tc)'s rows and columns (fewer at the matrix's edges)
+static __device__ __forceinline__ bq_u32 bq_tile_len(bq_i64 n, bq_i64 t, bq_i64 B) {
+  const bq_i64 r = n - t * B;
+  return (bq_u32)(r < B ? r : B);
+}
 #define BQ_TILE_STAGED (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)
 #if BQ_E_DYNAMIC_TILES && BQ_TILE_STAGED
 // Staged tiles (p.staged: 16-bit data, rows 16-byte aligned, B whole accesses and a tile
-// of at most BQ_TILE_CPT accesses a thread): a persistent block takes tiles blockIdx.x,
-// + gridDim.x, ..., and while it reduces and quantizes one from registers, cp.async brings
-// its next into shared memory (one slot, BQ_TILE_THREADS * BQ_TILE_CPT accesses), so that
-// loads stay in flight through the arithmetic. Thread t copies exactly the accesses it
-// later reads, so its own cp.async.wait_group is all the synchronization the slot needs,
-// and it copies the next tile only after its reduction has consumed this one's. A right
-// edge tile that is not whole accesses is not staged: it runs as windows, a few slots a
-// thread at a time (BQ_TILE_EDGE_CPT: more spill the tile loops' registers here).
-struct bq_tile_at {
-  bq_i64 tr, tc;
-  bq_u32 nr, nc;
-};
-static __device__ __forceinline__ bq_tile_at bq_tile_of(const bq_dynamic_params &p, bq_i64 tile) {
-  bq_tile_at t;
-  t.tr = tile / p.ngroups;
-  t.tc = tile - t.tr * p.ngroups;
-  const bq_i64 r0 = t.tr * p.group, c0 = t.tc * p.group;
-  t.nr = (bq_u32)(p.rows - r0 < p.group ? p.rows - r0 : p.group);
-  t.nc = (bq_u32)(p.cols - c0 < p.group ? p.cols - c0 : p.group);
-  return t;
-}
-static __device__ __forceinline__ void bq_tile_stage(const bq_dynamic_params &p, const bq_tile_at &t, bq_u32 slot) {
-  const bq_t *x = (const bq_t *)p.x + t.tr * p.group * p.xs + t.tc * p.group;
-  const bq_u32 apr = t.nc / BQ_VEC, n = t.nr * apr, i0 = threadIdx.x;
-  const bq_tdiv d = bq_tdiv_of(apr, n);
+// of at most BQ_TILE_CPT accesses a thread, which bounds B to 128: apr <= 16 accesses a row,
+// so a tile's nr <= B = 8 apr rows take at most BQ_TILE_CPT steps of its grid). A
+// persistent block takes the tiles of whole accesses blockIdx.x, + gridDim.x, ..., and while
+// it reduces and quantizes one from registers, cp.async brings its next into shared memory
+// (one slot, BQ_TILE_THREADS * BQ_TILE_CPT accesses), so that loads stay in flight through
+// the arithmetic. Thread t copies exactly the accesses it later reads (its grid's, to slot
+// positions t + k BQ_TILE_THREADS), so its own cp.async.wait_group is all the
+// synchronization the slot needs, and it copies the next tile only after its reduction has
+// consumed this one's. A right edge column of tiles that are not whole accesses runs after
+// them (the round robin going on), as windows, a few slots a thread at a time
+// (BQ_TILE_EDGE_CPT): inside the loop its registers would spill the loop's.
+static __device__ __forceinline__ void bq_tile_stage(const bq_dynamic_params &p, bq_i64 tr, bq_i64 tc, bq_u32 nr,
+                                                     const bq_tgrid &g, bq_u32 slot) {
+  const bq_u32 lim = bq_tgrid_lim(g, nr), r0 = lim ? g.row : 0;
+  const bq_t *x = (const bq_t *)p.x + (tr * p.group + r0) * p.xs + tc * p.group + g.col * BQ_VEC;
+  const bq_i64 step = (bq_i64)g.R * p.xs;
+  const int nk = bq_tgrid_steps<BQ_TILE_CPT>(g, 0, lim);
 #pragma unroll
-  for (int k = 0; k < BQ_TILE_CPT; k++) {
-    const bq_u32 i = i0 + k * BQ_TILE_THREADS, rr = bq_tdiv_q(i, d);
-    if (i < n) bq_cp_async16(slot + i * 16u, x + rr * p.xs + (i - rr * apr) * BQ_VEC, 16);
-  }
+  for (int k = 0; k < BQ_TILE_CPT; k++)
+    if (k < nk) bq_cp_async16(slot + (threadIdx.x + k * BQ_TILE_THREADS) * 16u, x + k * step, 16);
 }
 static __device__ __forceinline__ void bq_tiles_staged(const bq_dynamic_params &p, bq_red *red_smem) {
   BQ_DYNAMIC_SMEM(bq_tile_slot);
   const bq_u32 slot = bq_smem_addr(bq_tile_slot), tid = threadIdx.x;
   const bq_xchunk *S = (const bq_xchunk *)bq_tile_slot;
-  const bq_i64 ntiles = (p.rows + p.group - 1) / p.group * p.ngroups;
-  bq_i64 tile = blockIdx.x;
-  if (tile < ntiles) {
-    const bq_tile_at t = bq_tile_of(p, tile);
-    if (t.nc % BQ_VEC == 0) bq_tile_stage(p, t, slot);
+  const bq_i64 B = p.group;
+  bq_tgrid g; // the current tile's grid
+  g.apr = 0;
+  bq_twalk w = bq_twalk_of(p);
+  if (w.tr < p.trows) {
+    const bq_u32 nr = bq_tile_len(p.rows, w.tr, B);
+    bq_tgrid_at(g, bq_tile_len(p.cols, w.tc, B) / BQ_VEC);
+    bq_tile_stage(p, w.tr, w.tc, nr, g, slot);
   }
   bq_cp_commit();
-  for (; tile < ntiles; tile += gridDim.x) {
-    const bq_tile_at t = bq_tile_of(p, tile), tn = bq_tile_of(p, tile + gridDim.x);
-    const bool next = tile + gridDim.x < ntiles && tn.nc % BQ_VEC == 0;
-    const bq_t *x = (const bq_t *)p.x + t.tr * p.group * p.xs + t.tc * p.group;
-    bq_i *y = (bq_i *)p.y + t.tr * p.group * p.ys + t.tc * p.group;
-    if (t.nc % BQ_VEC != 0) { // not staged
-      if (next) bq_tile_stage(p, tn, slot);
-      bq_cp_commit();
-      bq_tile_window<BQ_TILE_EDGE_CPT>(p, t.tr * p.grs + t.tc, x, y, t.nr, t.nc, true, red_smem);
-      continue;
-    }
-    const bq_u32 apr = t.nc / BQ_VEC, n = t.nr * apr;
+  for (; w.tr < p.trows; bq_twalk_step(p, w)) {
+    const bq_u32 nr = bq_tile_len(p.rows, w.tr, B);
+    const bq_u32 lim = bq_tgrid_lim(g, nr);
+    const int nk = bq_tgrid_steps<BQ_TILE_CPT>(g, 0, lim);
     bq_cp_wait<0>();
     bq_xchunk a[BQ_TILE_CPT];
     bq_red red = bq_red_init();
 #pragma unroll
     for (int k = 0; k < BQ_TILE_CPT; k++)
-      if (tid + k * BQ_TILE_THREADS < n) {
+      if (k < nk) {
         a[k] = S[tid + k * BQ_TILE_THREADS];
         bq_reduce_chunk(a[k], red);
       }
-    if (next) bq_tile_stage(p, tn, slot); // this thread's accesses of the slot are in a, and reduced
+    bq_twalk n = w; // the next tile: staged now (this thread's accesses of the slot are in a, and reduced)
+    bq_twalk_step(p, n);
+    bq_u32 napr = 0;
+    if (n.tr < p.trows) {
+      bq_tgrid gn = g;
+      napr = bq_tile_len(p.cols, n.tc, B) / BQ_VEC;
+      bq_tgrid_at(gn, napr);
+      bq_tile_stage(p, n.tr, n.tc, bq_tile_len(p.rows, n.tr, B), gn, slot);
+    }
     bq_cp_commit();
     red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
     const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-    if (tid == 0) bq_write_params(p, t.tr * p.grs + t.tc, q);
-    bq_tile_quantize(a, y, tid, n, apr, p.ys, q);
+    if (tid == 0) bq_write_params(p, w.tr * p.grs + w.tc, q);
+    bq_i *y = (bq_i *)p.y + (w.tr * B + (lim ? g.row : 0)) * p.ys + w.tc * B + g.col * BQ_VEC;
+    bq_tile_put<BQ_TILE_CPT>(a, y, (bq_i64)g.R * p.ys, nk, q);
+    if (napr) bq_tgrid_at(g, napr); // (the same as gn)
   }
   bq_cp_wait<0>();
+  if (p.tcols < p.ngroups) { // the last column's tiles, the round robin going on from where the staged tiles left it
+    const bq_i64 G = gridDim.x, tc = p.ngroups - 1;
+    for (bq_i64 tr = ((bq_i64)blockIdx.x - p.trows * p.tcols % G + G) % G; tr < p.trows; tr += G)
+      bq_tile_window<BQ_TILE_EDGE_CPT>(p, tr * p.grs + tc, (const bq_t *)p.x + tr * B * p.xs + tc * B,
+                                       (bq_i *)p.y + tr * B * p.ys + tc * B, bq_tile_len(p.rows, tr, B),
+                                       bq_tile_len(p.cols, tc, B), true, red_smem);
+  }
 }
 #endif
 // (64 registers: four 256-thread blocks an SM, whose tiles' loads in flight keep it busy)
@@ -463,32 +507,44 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
     return;
   }
 #endif
-  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
-  const bq_u32 tid = threadIdx.x, batch = BQ_TILE_THREADS * BQ_TILE_CPT;
-  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-    const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;
-    const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);
-    const bq_t *x = (const bq_t *)p.x + r0 * p.xs + c0;
-    bq_i *y = (bq_i *)p.y + r0 * p.ys + c0;
-    bq_red red = bq_red_init();
-    if (p.fast_groups && nc % BQ_VEC == 0) {
-      const bq_u32 apr = nc / BQ_VEC, n = nr * apr; // accesses a row, and the tile's
+  const bq_i64 B = p.group;
+  bq_tgrid g;
+  g.apr = 0;
+  for (bq_twalk w = bq_twalk_of(p); w.tr < p.trows; bq_twalk_step(p, w)) {
+    const bq_u32 nr = bq_tile_len(p.rows, w.tr, B), nc = bq_tile_len(p.cols, w.tc, B);
+    const bq_t *x = (const bq_t *)p.x + w.tr * B * p.xs + w.tc * B;
+    bq_i *y = (bq_i *)p.y + w.tr * B * p.ys + w.tc * B;
+    if (p.fast_groups && nc % BQ_VEC == 0 && nc / BQ_VEC <= BQ_TILE_THREADS) {
+      bq_tgrid_at(g, nc / BQ_VEC);
+      const bq_u32 lim = bq_tgrid_lim(g, nr), rt = lim ? g.row : 0, span = BQ_TILE_CPT * g.R; // rows a batch
+      const bq_i64 xstep = (bq_i64)g.R * p.xs, ystep = (bq_i64)g.R * p.ys;
+      const bq_t *xt = x + rt * p.xs + g.col * BQ_VEC;
+      bq_i *yt = y + rt * p.ys + g.col * BQ_VEC;
       bq_xchunk a[BQ_TILE_CPT];
-      for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
-        bq_tile_load(a, x, b0 + tid, n, apr, p.xs);
+      bq_red red = bq_red_init();
+      for (bq_u32 b = 0, kb = 0; b < nr; b += span, kb += BQ_TILE_CPT) {
+        const int nk = bq_tgrid_steps<BQ_TILE_CPT>(g, b, lim);
 #pragma unroll
         for (int k = 0; k < BQ_TILE_CPT; k++)
-          if (b0 + tid + k * BQ_TILE_THREADS < n) bq_reduce_chunk(a[k], red);
+          if (k < nk) bq_load(a[k], xt + (kb + k) * xstep, 16);
+#pragma unroll
+        for (int k = 0; k < BQ_TILE_CPT; k++)
+          if (k < nk) bq_reduce_chunk(a[k], red);
       }
       red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);
-      if (tid == 0) bq_write_params(p, tr * p.grs + tc, q);
-      for (bq_u32 b0 = 0; b0 < n; b0 += batch) {
-        if (n > batch) bq_tile_load(a, x, b0 + tid, n, apr, p.xs); // else still in a
-        bq_tile_quantize(a, y, b0 + tid, n, apr, p.ys, q);
+      if (threadIdx.x == 0) bq_write_params(p, w.tr * p.grs + w.tc, q);
+      for (bq_u32 b = 0, kb = 0; b < nr; b += span, kb += BQ_TILE_CPT) {
+        const int nk = bq_tgrid_steps<BQ_TILE_CPT>(g, b, lim);
+        if (nr > span) { // else still in a
+#pragma unroll
+          for (int k = 0; k < BQ_TILE_CPT; k++)
+            if (k < nk) bq_load(a[k], xt + (kb + k) * xstep, 16);
+        }
+        bq_tile_put<BQ_TILE_CPT>(a, yt + kb * ystep, ystep, nk, q);
       }
-    } else { // a right edge tile that is not whole accesses
-      bq_tile_window<BQ_TILE_EDGE_CPT>(p, tr * p.grs + tc, x, y, nr, nc, true, red_smem);
+    } else { // a right edge tile that is not whole accesses (or rows longer than the block's accesses)
+      bq_tile_window<BQ_TILE_EDGE_CPT>(p, w.tr * p.grs + w.tc, x, y, nr, nc, true, red_smem);
     }
   }
 }
@@ -499,13 +555,11 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
 #if BQ_E_DYNAMIC_TILES_ROWS
 extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THREADS) BQ_FN_DYNAMIC_TILES_ROWS(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_TILE_THREADS / 32];
-  const bq_i64 B = p.group, ntc = p.ngroups, ntiles = (p.rows + B - 1) / B * ntc;
-  for (bq_i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-    const bq_i64 tr = tile / ntc, tc = tile - tr * ntc, r0 = tr * B, c0 = tc * B;
-    const bq_u32 nr = (bq_u32)(p.rows - r0 < B ? p.rows - r0 : B), nc = (bq_u32)(p.cols - c0 < B ? p.cols - c0 : B);
-    bq_tile_window<BQ_TILE_CPT + 1>(p, tr * p.grs + tc, (const bq_t *)p.x + r0 * p.xs + c0, (bq_i *)p.y + r0 * p.ys + c0,
-                                    nr, nc, false, red_smem);
-  }
+  const bq_i64 B = p.group;
+  for (bq_twalk w = bq_twalk_of(p); w.tr < p.trows; bq_twalk_step(p, w))
+    bq_tile_window<BQ_TILE_CPT + 1>(p, w.tr * p.grs + w.tc, (const bq_t *)p.x + w.tr * B * p.xs + w.tc * B,
+                                    (bq_i *)p.y + w.tr * B * p.ys + w.tc * B, bq_tile_len(p.rows, w.tr, B),
+                                    bq_tile_len(p.cols, w.tc, B), false, red_smem);
 }
 #endif
 #elif BQ_GRAN != BQ_GRAN_TENSOR

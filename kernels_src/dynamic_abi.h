@@ -27,5 +27,9 @@ typedef struct bq_dynamic_params {
   int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */
   int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */
   double bound;                           /* args.amax_bound (0: none) */
+  /* per block, the tiles' walk (bq_twalk): trows rows of tiles, tcols columns walked (the
+     staged kernel's last column apart where it is not whole accesses), the grid's
+     gridDim.x = tdq tcols + tdr */
+  bq_i64 trows, tcols, tdq, tdr;
 } bq_dynamic_params;
 #endif

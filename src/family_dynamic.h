@@ -155,12 +155,18 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     /* 16-bit data whose tiles fit the threads' registers: staged, a persistent wave of
        blocks (as many as the kernel's launch bounds let an SM hold) */
     k.staged = k.fast_groups && p->vec == 8 && (v.group / p->vec) * v.group <= (int64_t)threads * 8 && bq__tiles_staged;
+    int64_t grid = bq__grid(tiles, 1);
     if (k.staged) {
       const bq__limits l = bq__limits_of(p);
       int64_t wave = l.sms * bq__lb_blocks(64, threads);
-      return bq__launch(p, BQ__DYN_ROW, tiles < wave ? tiles : wave, 1, threads, (unsigned)threads * 8 * 16, &k, stream);
+      grid = tiles < wave ? tiles : wave;
     }
-    return bq__launch(p, k.fast_groups ? BQ__DYN_ROW : BQ__DYN_LONG, bq__grid(tiles, 1), 1, threads, 0, &k, stream);
+    k.trows = (v.rows + v.group - 1) / v.group;
+    k.tcols = k.staged && (v.cols - (v.ngroups - 1) * v.group) % p->vec != 0 ? v.ngroups - 1 : v.ngroups;
+    k.tdq = k.tcols ? grid / k.tcols : 0;
+    k.tdr = k.tcols ? grid % k.tcols : 0;
+    if (k.staged) return bq__launch(p, BQ__DYN_ROW, grid, 1, threads, (unsigned)threads * 8 * 16, &k, stream);
+    return bq__launch(p, k.fast_groups ? BQ__DYN_ROW : BQ__DYN_LONG, grid, 1, threads, 0, &k, stream);
   }
   int64_t chunks, segs;
   if (d->granularity == BQ_PER_TOKEN) {

@@ -366,7 +366,9 @@ Test(emulated_dynamic, by_name, .timeout = 600) {
    accesses where the right edge tile allows): aligned rows with B whole accesses and edge
    tiles partial both ways; the right edge tile off the access grid (scalar there); B not a
    multiple of the access; an odd x row stride and an unaligned x; the whole matrix in one
-   tile; a tile larger than the threads' registers (read twice); odd rows of whole 128-row
+   tile; a tile larger than the threads' registers (read twice); B of 12 accesses (its rows
+   spread over the threads in steps that are not a power of two); rows of more accesses than
+   the block has threads (as windows), aligned and off the grid; odd rows of whole 128-row
    tiles, and of tiles past the registers; B = 1. */
 Test(emulated_dynamic, paths, .timeout = 600) {
   const int64_t p = 16 / ref_dtype_size(T);
@@ -382,6 +384,9 @@ Test(emulated_dynamic, paths, .timeout = 600) {
       {20, 6 * p, 2 * p, 0, 0, 0, 3, 0, "x off the 16-byte grid"},
       {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 0, 1, "the whole matrix in one tile"},
       {300, 64 * p + 3 * p, 64 * p, 0, 0, 0, 0, 1, "tiles past the registers"},
+      {70, 3 * 12 * p + 5 * p, 12 * p, 0, 0, 0, 0, 1, "B of 12 accesses (rows a step not a power of two)"},
+      {5, 2 * 300 * p + 3 * p, 300 * p, 0, 0, 0, 0, 1, "rows of more accesses than the block has threads"},
+      {6, 2 * 300 * p + 5, 300 * p, 2 * 300 * p + 7, 0, 0, 0, 0, "rows of more lines than the block has threads, off the grid"},
       {260, 3 * 128 + 5, 128, 3 * 128 + 5, 0, 0, 0, 0, "odd rows, B = 128"},
       {420, 2 * 200 + 9, 200, 0, 0, 0, 1, 0, "odd rows past the registers, x off the grid"},
       {7, 9, 1, 0, 11, 0, 0, p == 1, "B = 1"},
