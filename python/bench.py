@@ -16,7 +16,8 @@ torch.compile after its compile). A contender that PyTorch refuses is recorded a
 The host overhead of a small op (4096 elements) is host time per call over 10000 calls
 without synchronization.
 
-    python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV] [--fused-only | --no-fused]
+    python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV]
+                    [--fused-only | --no-fused | --host-only]
 
 The fused producers (rms_norm_quant with and without a residual, silu_and_mul_quant; bf16
 [8192, 4096] and [8192, 14336], per token) are timed against the unfused pair (PyTorch's
@@ -489,12 +490,13 @@ def main():
     ap.add_argument("--fused-only", action="store_true",
                     help="only the fused producers against the unfused pair, eager and torch.compile")
     ap.add_argument("--no-fused", action="store_true", help="leave the fused producers out")
+    ap.add_argument("--host-only", action="store_true", help="only the host time per call")
     args = ap.parse_args()
     _flush = torch.empty(256 << 20, dtype=torch.uint8, device=DEV)
     _scrub = l2_scrub.make(DEV)
     t_start = time.time()
     rows = []
-    table, _ = cases(args.quick) if not args.fused_only else ([], None)
+    table, _ = cases(args.quick) if not (args.fused_only or args.host_only) else ([], None)
     for name, ours, eager, (tfn, targs), moved in table:
         row = {"op": name, "bytes": moved}
         fns = {"ours": ours, "torch_eager": eager}
@@ -505,7 +507,7 @@ def main():
         time_row(row, fns, required=("ours", "copy"))
         rows.append(row)
         print("  %-44s done" % name, file=sys.stderr)
-    fused = run_fused(args) if not args.no_fused else []
+    fused = run_fused(args) if not (args.no_fused or args.host_only) else []
     host = host_overhead() if not args.fused_only else {}
     res = {"tool": "python/bench.py", "provenance": provenance(args.commit), "reps": REPS,
            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "baracuda_quant": bq.__version__,

@@ -31,8 +31,16 @@ def _front(x):
     return mod
 
 
+# Once baracuda_quant.ops is imported it fills these: a plain torch.Tensor then goes straight
+# to its function, with no module lookup a call
+_tensor_type = None
+_torch_fns = {}
+
+
 def _dispatch(name):
     def f(x, *args, **kwargs):
+        if type(x) is _tensor_type:
+            return _torch_fns[name](x, *args, **kwargs)
         return getattr(_front(x), name)(x, *args, **kwargs)
     f.__name__ = name
     f.__doc__ = "%s: torch.Tensor -> baracuda_quant.ops.%s, a __dlpack__ array -> baracuda_quant.dlpack.%s" % (

@@ -99,3 +99,31 @@ BQ_PY_EXPORT bq_status bq_py_sku(const bq_desc *desc, char *buf, size_t buf_size
   bq__copy(buf, buf_size, k.sku);
   return BQ_SUCCESS;
 }
+
+/* The eager fast path of ops.py: a validated call's bq_args (tmpl, kept per geometry) run
+   again with this call's pointers, in one foreign call instead of a ctypes copy of the
+   struct and an attribute set a field. The library validates the run as always; a status
+   other than 0 sends the caller down its general path, which reports it. */
+
+/* per tensor (quantize, dequantize): x, y, scale and zero point */
+BQ_PY_EXPORT bq_status bq_py_run_tensor(const bq_plan *plan, const bq_args *tmpl, void *x, void *y, double scale,
+                                        int64_t zero_point, void *stream) {
+  bq_args a = *tmpl;
+  a.x = x, a.y = y, a.scale = scale, a.zero_point = (int32_t)zero_point;
+  if ((int64_t)a.zero_point != zero_point) return BQ_ERROR_INVALID_ARGUMENT;
+  return bq_plan_run(plan, &a, NULL, 0, stream);
+}
+
+/* per row (quantize per token, dynamic per token, the fused producers): x and y, and each of
+   scales, out_scales, norm_weight and residual that is not NULL (a NULL one keeps tmpl's,
+   which is NULL where the geometry has none) */
+BQ_PY_EXPORT bq_status bq_py_run_rows(const bq_plan *plan, const bq_args *tmpl, void *x, void *y, void *scales,
+                                      void *out_scales, void *norm_weight, void *residual, void *stream) {
+  bq_args a = *tmpl;
+  a.x = x, a.y = y;
+  if (scales) a.scales = scales;
+  if (out_scales) a.out_scales = out_scales;
+  if (norm_weight) a.norm_weight = norm_weight;
+  if (residual) a.residual = residual;
+  return bq_plan_run(plan, &a, NULL, 0, stream);
+}

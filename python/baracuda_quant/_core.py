@@ -3,6 +3,7 @@ keys, bq_args, launch. ops.py (PyTorch) and dlpack.py (any __dlpack__ producer) 
 
 Every check here runs before the library is called, so wrong dtypes, shapes and devices
 raise InvalidArgumentError without touching the GPU."""
+import ctypes
 import operator
 
 from . import _lib
@@ -298,11 +299,13 @@ class Prepared:
     """A validated call: its plan, its bq_args with every geometry field set, and its workspace
     size. Geometry (shapes, strides, dtypes, scalars, device) decides all of it, so a caller
     may keep one per geometry and launch it again with new pointers (launch), skipping the
-    Python-side checks; the library still checks the arguments it is given on every run."""
-    __slots__ = ("plan", "args", "workspace_bytes")
+    Python-side checks; the library still checks the arguments it is given on every run.
+    args_address is where args lies, for the foreign calls that take it as a plain pointer."""
+    __slots__ = ("plan", "args", "workspace_bytes", "args_address")
 
     def __init__(self, plan, args, workspace_bytes):
         self.plan, self.args, self.workspace_bytes = plan, args, workspace_bytes
+        self.args_address = ctypes.addressof(args)
 
     def launch(self, ptrs, stream, alloc):
         """Run with the pointer fields in ptrs ({field: int or None}) on stream; alloc(n)

@@ -132,6 +132,10 @@ bq_py_enum = _fn("bq_py_enum", _c.c_int, _c.c_char_p)
 bq_py_validate = _fn("bq_py_validate", _c.c_int, _c.POINTER(Desc), _c.POINTER(Args))
 bq_py_all_descs = _fn("bq_py_all_descs", _c.c_int, _c.POINTER(Desc), _c.c_int)
 bq_py_sku = _fn("bq_py_sku", _c.c_int, _c.POINTER(Desc), _c.c_char_p, _c.c_size_t)
+bq_py_run_tensor = _fn("bq_py_run_tensor", _c.c_int, _c.c_void_p, _c.c_void_p, _c.c_void_p, _c.c_void_p,
+                       _c.c_double, _c.c_int64, _c.c_void_p)
+bq_py_run_rows = _fn("bq_py_run_rows", _c.c_int, _c.c_void_p, _c.c_void_p, _c.c_void_p, _c.c_void_p, _c.c_void_p,
+                     _c.c_void_p, _c.c_void_p, _c.c_void_p, _c.c_void_p)
 
 VERSION_NUMBER = bq_version()
 VERSION = bq_version_string().decode()

@@ -4,6 +4,7 @@ torch.compile(fullgraph=True) and autograd for fake quantize (the library's STE 
 Each op runs on the input's device (made current for the call, so the plan binds that
 device's context) and on torch.cuda.current_stream(); workspaces come from the caching
 allocator; nothing synchronizes the host."""
+import ctypes
 import threading
 import types
 from typing import Optional, Tuple
@@ -132,17 +133,22 @@ def _call(key, device_index, build, ptrs):
 
 # ---- the eager fast path ------------------------------------------------------------------------------
 # The small ops a decode step calls (quantize and dequantize per tensor, quantize per token,
-# dynamic per token) keep, per geometry of their public arguments, the validated call the
-# general path built for it: a repeated eager call checks that nothing traces it, allocates
-# its outputs, sets the pointers and runs, with no op dispatch and no argument rebuilding.
+# dynamic per token, the fused producers per token) keep, per geometry of their public
+# arguments, the validated call the general path built for it: a repeated eager call checks
+# that nothing traces it, allocates its outputs and runs the kept bq_args with its pointers in
+# one foreign call (_capi.c's bq_py_run_*), with no op dispatch and no argument rebuilding.
 # Only plain floats and ints and plain contiguous tensors of a geometry seen before take it;
 # everything else (and the first call) goes the general way, which fills the table. The
-# library still validates every run.
+# library still validates every run, and checks that the current context is the plan's: any
+# status but 0 (a scale it refuses, another device current) sends the call down the general
+# path, which switches devices or raises the library's error.
 _fast = {}
 _last = threading.local()  # the call _call just launched (this thread's)
-_I32 = 1 << 31
-_run_c = _lib.bq_plan_run
-_copy_args = _core.Args.from_buffer_copy
+_run_tensor = _lib.bq_py_run_tensor
+_run_rows = _lib.bq_py_run_rows
+_I32 = 1 << 31  # the per-tensor zero point's range, checked before ctypes would wrap it
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 def _fast_keep(key):
@@ -155,15 +161,13 @@ def _fast_keep(key):
     _last.prep = None
 
 
-def _fast_run(prep, a, dev):
-    """Runs the kept call with args a on dev and torch's current stream there; False where
-    dev is not the current device (the caller then takes the general path)."""
-    if _current_device() != dev:
-        return False
-    st = _run_c(prep.plan, a, None, 0, _raw_stream(dev))
-    if st:
-        raise _lib.error_for(st)
-    return True
+def _eager(t, t2=None, t3=None):
+    """_ops(...) is _IMPL for up to three plain tensors (the fast paths' callers checked their
+    types), in fewer steps: nothing compiles, traces or transforms, no dispatch mode is on,
+    and no input records a gradient."""
+    return not (_is_compiling() or _fast_modes() or _fast_tracing() is not None or _fast_functorch() or
+                ((t.requires_grad or (t2 is not None and t2.requires_grad) or (t3 is not None and t3.requires_grad))
+                 and _grad_enabled()))
 
 
 def prepared_count():
@@ -217,6 +221,37 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 _tracing_state = getattr(torch._C, "_get_tracing_state", None)
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+
+
+def _no_state():
+    return None
+
+
+def _unknown_modes():
+    return 1
+
+
+# the same, never None, for the fast paths' _eager (no way to ask for modes: as _ops, never eager)
+_fast_modes = _dispatch_modes or _unknown_modes
+_fast_tracing = _tracing_state or _no_state
+_fast_functorch = _functorch_active or _no_state
+
+# The per-tensor fast paths in C (_fast.c), where the package was built with it (the wheel
+# of a Python without its C headers is not)
+try:
+    from . import _fast as _fastc
+except ImportError:  # pragma: no cover
+    _fastc = None
+
+
+def _fastc_setup():
+    """Hands _fast.c what it calls: torch's, this module's table, the library's run."""
+    _fastc.setup(torch.Tensor, _fast, torch.empty_like, _raw_stream, _fast_modes, _fast_tracing, _fast_functorch,
+                 _grad_enabled, ctypes.cast(_lib.bq_py_run_tensor, ctypes.c_void_p).value)
+
+
+if _fastc is not None:
+    _fastc_setup()
 
 
 def _ops(*tensors):
@@ -1117,15 +1152,18 @@ def _qargs(dtype, quant_min, quant_max):
 def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
     """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn,
     float8_e5m2): q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md)."""
+    if _fastc is not None and not _is_compiling():
+        y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
+        if y is not None:
+            return y
     key = None
     if type(x) is torch.Tensor and type(scale) is float and type(zero_point) is int:
         key = ("qpt", x.shape, x.stride(), x.dtype, x.get_device(), dtype, quant_min, quant_max)
         prep = _fast.get(key)
-        if prep is not None and -_I32 <= zero_point < _I32 and _ops(x) is _IMPL:
+        if prep is not None and -_I32 <= zero_point < _I32 and _eager(x):
             y = torch.empty_like(x, dtype=dtype)
-            a = _copy_args(prep.args)
-            a.x, a.y, a.scale, a.zero_point = x.data_ptr(), y.data_ptr(), scale, zero_point
-            if _fast_run(prep, a, key[4]):
+            if not _run_tensor(prep.plan, prep.args_address, x.data_ptr(), y.data_ptr(), scale, zero_point,
+                               _raw_stream(key[4])):
                 return y
     _check_float("x", x)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
@@ -1153,11 +1191,10 @@ def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=
         key = ("qtok", x.shape, x.stride(), x.dtype, x.get_device(), scales.shape, scales.stride(), scales.dtype,
                scales.get_device(), dtype, quant_min, quant_max)
         prep = _fast.get(key)
-        if prep is not None and _ops(x, scales) is _IMPL:
+        if prep is not None and _eager(x, scales):
             y = torch.empty_like(x, dtype=dtype)
-            a = _copy_args(prep.args)
-            a.x, a.y, a.scales = x.data_ptr(), y.data_ptr(), scales.data_ptr()
-            if _fast_run(prep, a, key[4]):
+            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), y.data_ptr(), scales.data_ptr(), None, None, None,
+                             _raw_stream(key[4])):
                 return y
     _check_float("x", x)
     _check_cuda("scales", scales)
@@ -1223,16 +1260,19 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size
     """y = (q - zero_point) * scale. scale a float: per tensor; a tensor: per channel along axis
     when axis is given, per group when group_size is given, per block when block_size is
     given, else per token (one per row)."""
+    if _fastc is not None and not _is_compiling() and axis is None and group_size is None and block_size is None:
+        y = _fastc.dequantize_per_tensor(q, scale, zero_point, out_dtype)
+        if y is not None:
+            return y
     key = None
     if type(q) is torch.Tensor and type(scale) is float and type(zero_point) is int and axis is None and \
             group_size is None and block_size is None:
         key = ("dqpt", q.shape, q.stride(), q.dtype, q.get_device(), out_dtype)
         prep = _fast.get(key)
-        if prep is not None and -_I32 <= zero_point < _I32 and _ops(q) is _IMPL:
+        if prep is not None and -_I32 <= zero_point < _I32 and _eager(q):
             y = torch.empty_like(q, dtype=out_dtype)
-            a = _copy_args(prep.args)
-            a.x, a.y, a.scale, a.zero_point = q.data_ptr(), y.data_ptr(), scale, zero_point
-            if _fast_run(prep, a, key[4]):
+            if not _run_tensor(prep.plan, prep.args_address, q.data_ptr(), y.data_ptr(), scale, zero_point,
+                               _raw_stream(key[4])):
                 return y
     _last.prep = None
     y = _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype)
@@ -1390,12 +1430,11 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
     if type(x) is torch.Tensor and scale is None and symmetric is True and x.dim() >= 1:
         key = ("dtok", x.shape, x.stride(), x.dtype, x.get_device(), dtype)
         prep = _fast.get(key)
-        if prep is not None and _ops(x) is _IMPL:
+        if prep is not None and _eager(x):
             q = torch.empty_like(x, dtype=dtype)
             s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=torch.float32)
-            a = _copy_args(prep.args)
-            a.x, a.y, a.out_scales = x.data_ptr(), q.data_ptr(), s.data_ptr()
-            if _fast_run(prep, a, key[4]):
+            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), q.data_ptr(), None, s.data_ptr(), None, None,
+                             _raw_stream(key[4])):
                 return q, s, None
     _check_float("x", x)
     _check_int("dtype", dtype)
@@ -1483,14 +1522,11 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
                                                                     residual.get_device()), eps, out_dtype,
                scale_dtype)
         prep = _fast.get(key)
-        if prep is not None and _ops(x, weight, residual) is _IMPL:
+        if prep is not None and _eager(x, weight, residual):
             q = torch.empty_like(x, dtype=out_dtype)
             s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=scale_dtype or torch.float32)
-            a = _copy_args(prep.args)
-            a.x, a.y, a.out_scales, a.norm_weight = x.data_ptr(), q.data_ptr(), s.data_ptr(), weight.data_ptr()
-            if residual is not None:
-                a.residual = residual.data_ptr()
-            if _fast_run(prep, a, key[4]):
+            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), q.data_ptr(), None, s.data_ptr(), weight.data_ptr(),
+                             None if residual is None else residual.data_ptr(), _raw_stream(key[4])):
                 return q, s, None
     _last.prep = None
     out = _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, return_normed, scale,
@@ -1533,13 +1569,12 @@ def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, z
             type(zero_point) is int and zero_point == 0 and quant_min is None and quant_max is None and not return_act and x.dim():
         key = ("gated", int(activation), x.shape, x.stride(), x.dtype, x.get_device(), out_dtype, scale_dtype)
         prep = _fast.get(key)
-        if prep is not None and _ops(x) is _IMPL:
+        if prep is not None and _eager(x):
             shape = x.shape[:-1] + (x.shape[-1] // 2,)
             q = x.new_empty(shape, dtype=out_dtype)
             s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=scale_dtype or torch.float32)
-            a = _copy_args(prep.args)
-            a.x, a.y, a.out_scales = x.data_ptr(), q.data_ptr(), s.data_ptr()
-            if _fast_run(prep, a, key[5]):
+            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), q.data_ptr(), None, s.data_ptr(), None, None,
+                             _raw_stream(key[5])):
                 return q, s, None
     _last.prep = None
     out = _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
@@ -1681,3 +1716,13 @@ class QuantizedLinear(torch.nn.Module):
     def extra_repr(self):
         return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
                                                              self.bias is not None)
+
+
+def _bind_package():
+    """The package's top-level functions send a plain torch.Tensor here directly from now on."""
+    import baracuda_quant as pkg
+    pkg._torch_fns.update({name: globals()[name] for name in pkg._OPS})
+    pkg._tensor_type = torch.Tensor
+
+
+_bind_package()

@@ -19,8 +19,12 @@ def test_pip_install_of_the_python_folder_says_where_to_run():
 
 
 def test_installed_wheel_is_tagged_for_every_python3():
-    """The package holds no CPython extension (the library is loaded with ctypes), so its wheel
-    is py3-none-<platform>, not tied to one interpreter's ABI."""
+    """The library is loaded with ctypes, and the one extension module (the per-tensor fast
+    path, built where Python's C headers are) is on the stable ABI, so the wheel is
+    cp3X-abi3-<platform> with it (every CPython from the building one's version on) and
+    py3-none-<platform> without it: never tied to one interpreter's ABI."""
+    import importlib.util
+    import re
     from importlib import metadata
     try:
         wheel = metadata.distribution("baracuda_quant").read_text("WHEEL")
@@ -29,4 +33,6 @@ def test_installed_wheel_is_tagged_for_every_python3():
     if wheel is None:
         pytest.skip("baracuda_quant is not installed from a wheel here")
     tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
-    assert tags and all(t.startswith("py3-none-") and not t.endswith("-any") for t in tags), wheel
+    ext = importlib.util.find_spec("baracuda_quant._fast") is not None
+    want = r"cp3\d+-abi3-" if ext else r"py3-none-"
+    assert tags and all(re.match(want, t) and not t.endswith("-any") for t in tags), wheel
