@@ -3067,14 +3067,26 @@ typedef struct bq_lean_params {
   bq_u64 in0, out, scales, zps; /* device pointers (zps may be 0: all zero) */
   double scale;                 /* per tensor: the scale, already a C value */
   bq_u32 accesses, n;           /* whole accesses; elements (fewer than 2^31) */
-  bq_fastdiv fd_group;          /* per token the row length, per group G */
+  bq_fastdiv fd_group;          /* per token the row length, per group G, per block B */
   int zp;                       /* per tensor */
 } bq_lean_params;
 typedef struct bq_pair_params {
   bq_u64 in0, out, scales; /* device pointers: the 16-bit input, its codes, the scales */
   bq_u32 pairs;            /* the threads with work: elements / (2 * BQ_P) */
-  bq_fastdiv fd_group;     /* per token the row length, per group G */
+  bq_fastdiv fd_group;     /* per token the row length, per group G, per block B */
 } bq_pair_params;
+/* Per block, the two kernels' blocks with the row's geometry after them: an element's block
+   is (r / B) * grs + c / B for its row r and column c */
+typedef struct bq_lean_block_params {
+  bq_lean_params l;
+  bq_fastdiv fd_cols; /* the row length */
+  bq_u32 grs;         /* the scales' leading dimension, in scales */
+} bq_lean_block_params;
+typedef struct bq_pair_block_params {
+  bq_pair_params l;
+  bq_fastdiv fd_cols;
+  bq_u32 grs;
+} bq_pair_block_params;
 #endif
 
 /* n / d == (umulhi(n, magic) + n) >> shift for all n < 2^32, 1 <= d <= 2^31
@@ -3517,12 +3529,13 @@ BQ__FN void bq__affine_dense(bq_affine_params *k, int64_t n) {
   }
 }
 
-/* Forward quantize and dequantize per tensor, per token and per group take bq_affine_lean
-   where the table's `lean` allows (-1: any size; else the tensor's float stream is at most
-   that many MiB; 0: never), the tensor has fewer than 2^31 elements, the data is dense
-   (every row stride the row length), the lead stream 16-byte aligned and the other on its
-   accesses' grid, rows (per token) and
-   groups whole accesses, and per group the scales row-major and dense (not packed). Fills
+/* Forward quantize and dequantize per tensor, per token, per group and per block take
+   bq_affine_lean where the table's `lean` allows (-1: any size; else the tensor's float
+   stream is at most that many MiB; 0: never), the tensor has fewer than 2^31 elements, the
+   data is dense (every row stride the row length), the lead stream 16-byte aligned and the
+   other on its accesses' grid, rows (per token and per block), groups and blocks whole
+   accesses, per group the scales row-major and dense (not packed), and per block row-major
+   and not packed (the run adds the row's geometry, bq_lean_block_params). Fills
    in k's fields the kernels' own blocks take (k->cols the element count, k->tiles the whole
    accesses, k->fd_group), sets
    *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
@@ -3530,7 +3543,7 @@ BQ__FN void bq__affine_dense(bq_affine_params *k, int64_t n) {
 BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq_affine_params *k, const bq__view *v, int *which) {
   const bq_desc *d = &p->desc;
   int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
-  int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
+  int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN, blk = d->granularity == BQ_PER_BLOCK;
   if (d->direction != BQ_FORWARD || n >= ((int64_t)1 << 31)) return 0;
   if ((out_leads ? k->out : k->in0) % 16) return 0;
   /* the narrow stream's accesses (p->vec int elements) aligned too: no width check a thread */
@@ -3541,14 +3554,19 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq_affine_params *k, const bq__
        (v->rows > 1 && k->grs != v->cols / k->group)))
     return 0;
   if (tok && v->cols % p->vec) return 0;
-  k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP ? k->group : 1;
+  if (blk && (k->group >= ((int64_t)1 << 31) || k->group % p->vec || v->cols % p->vec ||
+              d->scale_layout == BQ_SCALES_MN_MAJOR || d->scale_type == BQ_UE8M0X4 ||
+              (v->rows + k->group - 1) / k->group * k->grs >= ((int64_t)1 << 31)))
+    return 0; /* (B and the kernels' block index are 32-bit) */
+  k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP || blk ? k->group : 1;
   bq__affine_dense(k, n);
   k->tiles = n / p->vec;
   /* quantize from 16-bit data without zero points, rows and groups whole pairs of accesses,
      the output 16-byte aligned: bq_affine_pair, a thread for two accesses under one scale
      (n is then whole pairs) */
   int pair = d->op == BQ_QUANTIZE && d->granularity != BQ_PER_TENSOR && t == 2 && !k->zps &&
-             k->group % (2 * p->vec) == 0 && k->out % 16 == 0 && p->kernels[BQ__AFFINE_PAIR];
+             k->group % (2 * p->vec) == 0 && (!blk || v->cols % (2 * p->vec) == 0) && k->out % 16 == 0 &&
+             p->kernels[BQ__AFFINE_PAIR];
   *which = pair ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
   return pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
 }
@@ -3671,12 +3689,17 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
       !bq__affine_tuned(p, a, &v, stream))
     lean = 0;
   if (lean) k = lk;
+  /* per block the kernels' blocks carry the row's geometry after them (the others' blocks
+     are the first part, all their kernels read) */
+  const bq_fastdiv fd_cols = lean && d->granularity == BQ_PER_BLOCK ? bq__make_fastdiv((uint32_t)v.cols) : k.fd_group;
   if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
-    bq_pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
+    bq_pair_block_params pp = {{k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group}, fd_cols, (uint32_t)k.grs};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
   }
   if (lean) { /* an access a thread (the one past the last whole access takes the rest) */
-    bq_lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
+    bq_lean_block_params lp = {{k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group,
+                                k.zp},
+                               fd_cols, (uint32_t)k.grs};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);
   }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
@@ -3753,7 +3776,8 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   case BQ__AFFINE_NARROW: return bq__affine_na(d) > 0;
   case BQ__AFFINE_MASK: return d->op == BQ_FAKE_QUANTIZE;
   case BQ__AFFINE_LEAN: return fwd && d->op != BQ_FAKE_QUANTIZE;
-  case BQ__AFFINE_PAIR: return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP);
+  case BQ__AFFINE_PAIR:
+    return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP || g == BQ_PER_BLOCK);
   default: return 1;
   }
 }
@@ -3795,7 +3819,7 @@ static const bq__family bq__affine_family = {
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
-    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW)}},
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR)}},
   NULL, NULL, NULL};
 
 /* ==== src/family_dynamic.h ================================================================ */
@@ -6070,14 +6094,26 @@ static const char bq__src_affine_cu[] =
   "  bq_u64 in0, out, scales, zps; /* device pointers (zps may be 0: all zero) */\n"
   "  double scale;                 /* per tensor: the scale, already a C value */\n"
   "  bq_u32 accesses, n;           /* whole accesses; elements (fewer than 2^31) */\n"
-  "  bq_fastdiv fd_group;          /* per token the row length, per group G */\n"
+  "  bq_fastdiv fd_group;          /* per token the row length, per group G, per block B */\n"
   "  int zp;                       /* per tensor */\n"
   "} bq_lean_params;\n"
   "typedef struct bq_pair_params {\n"
   "  bq_u64 in0, out, scales; /* device pointers: the 16-bit input, its codes, the scales */\n"
   "  bq_u32 pairs;            /* the threads with work: elements / (2 * BQ_P) */\n"
-  "  bq_fastdiv fd_group;     /* per token the row length, per group G */\n"
+  "  bq_fastdiv fd_group;     /* per token the row length, per group G, per block B */\n"
   "} bq_pair_params;\n"
+  "/* Per block, the two kernels' blocks with the row's geometry after them: an element's block\n"
+  "   is (r / B) * grs + c / B for its row r and column c */\n"
+  "typedef struct bq_lean_block_params {\n"
+  "  bq_lean_params l;\n"
+  "  bq_fastdiv fd_cols; /* the row length */\n"
+  "  bq_u32 grs;         /* the scales' leading dimension, in scales */\n"
+  "} bq_lean_block_params;\n"
+  "typedef struct bq_pair_block_params {\n"
+  "  bq_pair_params l;\n"
+  "  bq_fastdiv fd_cols;\n"
+  "  bq_u32 grs;\n"
+  "} bq_pair_block_params;\n"
   "#endif\n"
   "\n"
   "// One element. `fix` is non-null in the vector loops: there an op may take a fast form and\n"
@@ -7098,12 +7134,13 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "}\n"
   "\n"
-  "#if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
+  "#if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL\n"
   "// ---- bq_affine_lean ---------------------------------------------------------------------------\n"
-  "// Quantize and dequantize forward, per tensor, per token and per group, over dense data whose\n"
-  "// streams start on their accesses' grid (the lead stream on the 16-byte one), rows and groups\n"
-  "// a whole number of accesses (the host checks; per group, row-major scales with a row of\n"
-  "// groups a row): one access a thread, its parameters looked up and prepared in registers\n"
+  "// Quantize and dequantize forward, per tensor, per token, per group and per block, over dense\n"
+  "// data whose streams start on their accesses' grid (the lead stream on the 16-byte one), rows,\n"
+  "// groups and blocks a whole number of accesses (the host checks; per group, row-major scales\n"
+  "// with a row of groups a row; per block, row-major scales): one access a thread, its\n"
+  "// parameters looked up and prepared in registers\n"
   "// after its load, nothing else. The kernel holds few registers, so an SM holds many warps,\n"
   "// which tensors of a few waves need (the row kernels pay a row's set-up per warp). The\n"
   "// thread past the last whole access takes the elements after it. The input is loaded with\n"
@@ -7146,20 +7183,42 @@ static const char bq__src_affine_cu[] =
   "  (void)src, (void)first;\n"
   "#endif\n"
   "}\n"
+  "// The kernels' parameter blocks: per block with the row's geometry after them\n"
+  "#if BQ_GRAN == BQ_GRAN_BLOCK\n"
+  "typedef bq_lean_block_params bq_lean_kp;\n"
+  "typedef bq_pair_block_params bq_pair_kp;\n"
+  "#define BQ_LEAN_P(p) (p).l\n"
+  "#else\n"
+  "typedef bq_lean_params bq_lean_kp;\n"
+  "typedef bq_pair_params bq_pair_kp;\n"
+  "#define BQ_LEAN_P(p) (p)\n"
+  "#endif\n"
+  "// Element e's parameter block: per token its row, per group its group, per block the block of\n"
+  "// its row and column\n"
+  "template <typename P> static __device__ __forceinline__ bq_u32 bq_lean_block(const P &p, bq_u32 e) {\n"
+  "#if BQ_GRAN == BQ_GRAN_BLOCK\n"
+  "  const bq_u32 r = bq_div_u31(e, p.fd_cols), c = e - r * p.fd_cols.d;\n"
+  "  return bq_div_u31(r, p.l.fd_group) * p.grs + bq_div_u31(c, p.l.fd_group);\n"
+  "#else\n"
+  "  return bq_div_u31(e, p.fd_group);\n"
+  "#endif\n"
+  "}\n"
   "// Element e's scale, as a C value, and its zero point (Z0: none)\n"
-  "template <bool Z0> static __device__ __forceinline__ bq_c bq_lean_param(const bq_lean_params &p, bq_u32 e, bq_zp &z) {\n"
+  "template <bool Z0> static __device__ __forceinline__ bq_c bq_lean_param(const bq_lean_kp &kp, bq_u32 e, bq_zp &z) {\n"
+  "  const bq_lean_params &p = BQ_LEAN_P(kp);\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  (void)e;\n"
   "  z = bq_zp_of(Z0 ? 0 : p.zp);\n"
   "  return (bq_c)p.scale;\n"
   "#else\n"
-  "  const bq_u32 b = bq_div_u31(e, p.fd_group); // per token the row, per group the group\n"
+  "  const bq_u32 b = bq_lean_block(kp, e);\n"
   "  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + b));\n"
   "  z = bq_zp_of(!Z0 && p.zps ? __ldg((const int *)p.zps + b) : 0);\n"
   "  return sv;\n"
   "#endif\n"
   "}\n"
-  "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_params &p) {\n"
+  "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {\n"
+  "  const bq_lean_params &p = BQ_LEAN_P(kp);\n"
   "  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = p.accesses;\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
   "  bq_out *out = (bq_out *)p.out;\n"
@@ -7169,7 +7228,7 @@ static const char bq__src_affine_cu[] =
   "    const bq_u32 e = a * BQ_P;\n"
   "    bq_piece<bq_in0> x;\n"
   "    bq_lean_load(x, in0 + e);\n"
-  "    const bq_c sv = bq_lean_param<Z0>(p, e, z);\n"
+  "    const bq_c sv = bq_lean_param<Z0>(kp, e, z);\n"
   "    bq_piece<bq_out> y;\n"
   "#if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
   "    if (Z0 && bq_scale_is_plain(sv)) {\n"
@@ -7196,39 +7255,40 @@ static const char bq__src_affine_cu[] =
   "  } else if (a == na) {\n"
   "#pragma unroll 1\n"
   "    for (bq_u32 e = na * BQ_P; e < p.n; e++) {\n"
-  "      s = bq_scale_of(bq_lean_param<false>(p, e, z));\n"
+  "      s = bq_scale_of(bq_lean_param<false>(kp, e, z));\n"
   "      bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
   "    }\n"
   "  }\n"
   "}\n"
   "#if BQ_E_AFFINE_LEAN\n"
-  "extern \"C\" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_kp p) {\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  if (p.zp == 0) bq_lean<true>(p);\n"
   "#else\n"
-  "  if (!p.zps) bq_lean<true>(p);\n"
+  "  if (!BQ_LEAN_P(p).zps) bq_lean<true>(p);\n"
   "#endif\n"
   "  else bq_lean<false>(p);\n"
   "}\n"
   "#endif\n"
-  "#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK\n"
+  "#elif BQ_GRAN != BQ_GRAN_CHANNEL\n"
   "#if BQ_E_AFFINE_LEAN\n"
   "extern \"C\" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) { (void)p; } // never launched\n"
   "#endif\n"
   "#endif\n"
   "\n"
-  "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP || BQ_GRAN == BQ_GRAN_BLOCK\n"
   "#if !BQ_BWD && BQ_OP == BQ_OP_QUANTIZE && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)\n"
   "// ---- bq_affine_pair --------------------------------------------------------------------------\n"
-  "// bq_affine_lean's path for quantize from 16-bit data without zero points, per token and per\n"
-  "// group, where rows and groups are whole pairs of accesses and the output is 16-byte aligned\n"
-  "// (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one\n"
+  "// bq_affine_lean's path for quantize from 16-bit data without zero points, per token, per\n"
+  "// group and per block, where rows, groups and blocks are whole pairs of accesses and the\n"
+  "// output is 16-byte aligned (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one\n"
   "// scale, and stores their 16 codes at once. An entry point of its own, so that nothing is\n"
   "// tested before the loads: a thread past the last pair loads the last pair again and\n"
   "// returns before it stores. The loads are used on both sides of the plain-scale test, which\n"
   "// keeps them issued ahead of it. There are p.pairs pairs and no elements past them.\n"
   "#if BQ_E_AFFINE_PAIR\n"
-  "extern \"C\" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) {\n"
+  "extern \"C\" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_kp kp) {\n"
+  "  const bq_pair_params &p = BQ_LEAN_P(kp);\n"
   "  const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;\n"
   "  const bq_u32 a = min(t, np - 1);\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
@@ -7237,7 +7297,7 @@ static const char bq__src_affine_cu[] =
   "  bq_piece<bq_in0> x0, x1;\n"
   "  bq_lean_load(x0, in0 + e);\n"
   "  bq_lean_load(x1, in0 + e + BQ_P);\n"
-  "  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));\n"
+  "  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_lean_block(kp, e)));\n"
   "  bq_piece<bq_out, 2 * BQ_P> y;\n"
   "  bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);\n"
   "  bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);\n"

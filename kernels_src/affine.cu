@@ -1082,12 +1082,13 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 #endif
 }
 
-#if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
+#if !BQ_BWD && BQ_OP != BQ_OP_FAKE_QUANTIZE && BQ_GRAN != BQ_GRAN_CHANNEL
 // ---- bq_affine_lean ---------------------------------------------------------------------------
-// Quantize and dequantize forward, per tensor, per token and per group, over dense data whose
-// streams start on their accesses' grid (the lead stream on the 16-byte one), rows and groups
-// a whole number of accesses (the host checks; per group, row-major scales with a row of
-// groups a row): one access a thread, its parameters looked up and prepared in registers
+// Quantize and dequantize forward, per tensor, per token, per group and per block, over dense
+// data whose streams start on their accesses' grid (the lead stream on the 16-byte one), rows,
+// groups and blocks a whole number of accesses (the host checks; per group, row-major scales
+// with a row of groups a row; per block, row-major scales): one access a thread, its
+// parameters looked up and prepared in registers
 // after its load, nothing else. The kernel holds few registers, so an SM holds many warps,
 // which tensors of a few waves need (the row kernels pay a row's set-up per warp). The
 // thread past the last whole access takes the elements after it. The input is loaded with
@@ -1130,20 +1131,42 @@ static __device__ __forceinline__ void bq_lean_release(const void *src, bool fir
   (void)src, (void)first;
 #endif
 }
+// The kernels' parameter blocks: per block with the row's geometry after them
+#if BQ_GRAN == BQ_GRAN_BLOCK
+typedef bq_lean_block_params bq_lean_kp;
+typedef bq_pair_block_params bq_pair_kp;
+#define BQ_LEAN_P(p) (p).l
+#else
+typedef bq_lean_params bq_lean_kp;
+typedef bq_pair_params bq_pair_kp;
+#define BQ_LEAN_P(p) (p)
+#endif
+// Element e's parameter block: per token its row, per group its group, per block the block of
+// its row and column
+template <typename P> static __device__ __forceinline__ bq_u32 bq_lean_block(const P &p, bq_u32 e) {
+#if BQ_GRAN == BQ_GRAN_BLOCK
+  const bq_u32 r = bq_div_u31(e, p.fd_cols), c = e - r * p.fd_cols.d;
+  return bq_div_u31(r, p.l.fd_group) * p.grs + bq_div_u31(c, p.l.fd_group);
+#else
+  return bq_div_u31(e, p.fd_group);
+#endif
+}
 // Element e's scale, as a C value, and its zero point (Z0: none)
-template <bool Z0> static __device__ __forceinline__ bq_c bq_lean_param(const bq_lean_params &p, bq_u32 e, bq_zp &z) {
+template <bool Z0> static __device__ __forceinline__ bq_c bq_lean_param(const bq_lean_kp &kp, bq_u32 e, bq_zp &z) {
+  const bq_lean_params &p = BQ_LEAN_P(kp);
 #if BQ_GRAN == BQ_GRAN_TENSOR
   (void)e;
   z = bq_zp_of(Z0 ? 0 : p.zp);
   return (bq_c)p.scale;
 #else
-  const bq_u32 b = bq_div_u31(e, p.fd_group); // per token the row, per group the group
+  const bq_u32 b = bq_lean_block(kp, e);
   const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + b));
   z = bq_zp_of(!Z0 && p.zps ? __ldg((const int *)p.zps + b) : 0);
   return sv;
 #endif
 }
-template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_params &p) {
+template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {
+  const bq_lean_params &p = BQ_LEAN_P(kp);
   const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = p.accesses;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   bq_out *out = (bq_out *)p.out;
@@ -1153,7 +1176,7 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
     const bq_u32 e = a * BQ_P;
     bq_piece<bq_in0> x;
     bq_lean_load(x, in0 + e);
-    const bq_c sv = bq_lean_param<Z0>(p, e, z);
+    const bq_c sv = bq_lean_param<Z0>(kp, e, z);
     bq_piece<bq_out> y;
 #if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
     if (Z0 && bq_scale_is_plain(sv)) {
@@ -1180,39 +1203,40 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
   } else if (a == na) {
 #pragma unroll 1
     for (bq_u32 e = na * BQ_P; e < p.n; e++) {
-      s = bq_scale_of(bq_lean_param<false>(p, e, z));
+      s = bq_scale_of(bq_lean_param<false>(kp, e, z));
       bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
     }
   }
 }
 #if BQ_E_AFFINE_LEAN
-extern "C" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) {
+extern "C" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_kp p) {
 #if BQ_GRAN == BQ_GRAN_TENSOR
   if (p.zp == 0) bq_lean<true>(p);
 #else
-  if (!p.zps) bq_lean<true>(p);
+  if (!BQ_LEAN_P(p).zps) bq_lean<true>(p);
 #endif
   else bq_lean<false>(p);
 }
 #endif
-#elif BQ_GRAN != BQ_GRAN_CHANNEL && BQ_GRAN != BQ_GRAN_BLOCK
+#elif BQ_GRAN != BQ_GRAN_CHANNEL
 #if BQ_E_AFFINE_LEAN
 extern "C" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) { (void)p; } // never launched
 #endif
 #endif
 
-#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_GRAN == BQ_GRAN_TOKEN || BQ_GRAN == BQ_GRAN_GROUP || BQ_GRAN == BQ_GRAN_BLOCK
 #if !BQ_BWD && BQ_OP == BQ_OP_QUANTIZE && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16)
 // ---- bq_affine_pair --------------------------------------------------------------------------
-// bq_affine_lean's path for quantize from 16-bit data without zero points, per token and per
-// group, where rows and groups are whole pairs of accesses and the output is 16-byte aligned
-// (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one
+// bq_affine_lean's path for quantize from 16-bit data without zero points, per token, per
+// group and per block, where rows, groups and blocks are whole pairs of accesses and the
+// output is 16-byte aligned (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one
 // scale, and stores their 16 codes at once. An entry point of its own, so that nothing is
 // tested before the loads: a thread past the last pair loads the last pair again and
 // returns before it stores. The loads are used on both sides of the plain-scale test, which
 // keeps them issued ahead of it. There are p.pairs pairs and no elements past them.
 #if BQ_E_AFFINE_PAIR
-extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) {
+extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_kp kp) {
+  const bq_pair_params &p = BQ_LEAN_P(kp);
   const bq_u32 t = blockIdx.x * blockDim.x + threadIdx.x, np = p.pairs;
   const bq_u32 a = min(t, np - 1);
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
@@ -1221,7 +1245,7 @@ extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_params p) 
   bq_piece<bq_in0> x0, x1;
   bq_lean_load(x0, in0 + e);
   bq_lean_load(x1, in0 + e + BQ_P);
-  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_div_u31(e, p.fd_group)));
+  const bq_c sv = bq_scale_to_c(__ldg((const bq_s *)p.scales + bq_lean_block(kp, e)));
   bq_piece<bq_out, 2 * BQ_P> y;
   bq_piece<bq_out> &y0 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[0]);
   bq_piece<bq_out> &y1 = *reinterpret_cast<bq_piece<bq_out> *>(&y.e[BQ_P]);

@@ -56,12 +56,24 @@ typedef struct bq_lean_params {
   bq_u64 in0, out, scales, zps; /* device pointers (zps may be 0: all zero) */
   double scale;                 /* per tensor: the scale, already a C value */
   bq_u32 accesses, n;           /* whole accesses; elements (fewer than 2^31) */
-  bq_fastdiv fd_group;          /* per token the row length, per group G */
+  bq_fastdiv fd_group;          /* per token the row length, per group G, per block B */
   int zp;                       /* per tensor */
 } bq_lean_params;
 typedef struct bq_pair_params {
   bq_u64 in0, out, scales; /* device pointers: the 16-bit input, its codes, the scales */
   bq_u32 pairs;            /* the threads with work: elements / (2 * BQ_P) */
-  bq_fastdiv fd_group;     /* per token the row length, per group G */
+  bq_fastdiv fd_group;     /* per token the row length, per group G, per block B */
 } bq_pair_params;
+/* Per block, the two kernels' blocks with the row's geometry after them: an element's block
+   is (r / B) * grs + c / B for its row r and column c */
+typedef struct bq_lean_block_params {
+  bq_lean_params l;
+  bq_fastdiv fd_cols; /* the row length */
+  bq_u32 grs;         /* the scales' leading dimension, in scales */
+} bq_lean_block_params;
+typedef struct bq_pair_block_params {
+  bq_pair_params l;
+  bq_fastdiv fd_cols;
+  bq_u32 grs;
+} bq_pair_block_params;
 #endif

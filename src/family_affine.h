@@ -441,12 +441,13 @@ BQ__FN void bq__affine_dense(bq_affine_params *k, int64_t n) {
   }
 }
 
-/* Forward quantize and dequantize per tensor, per token and per group take bq_affine_lean
-   where the table's `lean` allows (-1: any size; else the tensor's float stream is at most
-   that many MiB; 0: never), the tensor has fewer than 2^31 elements, the data is dense
-   (every row stride the row length), the lead stream 16-byte aligned and the other on its
-   accesses' grid, rows (per token) and
-   groups whole accesses, and per group the scales row-major and dense (not packed). Fills
+/* Forward quantize and dequantize per tensor, per token, per group and per block take
+   bq_affine_lean where the table's `lean` allows (-1: any size; else the tensor's float
+   stream is at most that many MiB; 0: never), the tensor has fewer than 2^31 elements, the
+   data is dense (every row stride the row length), the lead stream 16-byte aligned and the
+   other on its accesses' grid, rows (per token and per block), groups and blocks whole
+   accesses, per group the scales row-major and dense (not packed), and per block row-major
+   and not packed (the run adds the row's geometry, bq_lean_block_params). Fills
    in k's fields the kernels' own blocks take (k->cols the element count, k->tiles the whole
    accesses, k->fd_group), sets
    *which to the entry point (BQ__AFFINE_LEAN, or BQ__AFFINE_PAIR where it applies) and
@@ -454,7 +455,7 @@ BQ__FN void bq__affine_dense(bq_affine_params *k, int64_t n) {
 BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq_affine_params *k, const bq__view *v, int *which) {
   const bq_desc *d = &p->desc;
   int64_t n = v->rows * v->cols, t = bq__dtype_size(d->float_type);
-  int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN;
+  int out_leads = d->op == BQ_DEQUANTIZE, tok = d->granularity == BQ_PER_TOKEN, blk = d->granularity == BQ_PER_BLOCK;
   if (d->direction != BQ_FORWARD || n >= ((int64_t)1 << 31)) return 0;
   if ((out_leads ? k->out : k->in0) % 16) return 0;
   /* the narrow stream's accesses (p->vec int elements) aligned too: no width check a thread */
@@ -465,14 +466,19 @@ BQ__FN int64_t bq__affine_lean(const bq_plan *p, bq_affine_params *k, const bq__
        (v->rows > 1 && k->grs != v->cols / k->group)))
     return 0;
   if (tok && v->cols % p->vec) return 0;
-  k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP ? k->group : 1;
+  if (blk && (k->group >= ((int64_t)1 << 31) || k->group % p->vec || v->cols % p->vec ||
+              d->scale_layout == BQ_SCALES_MN_MAJOR || d->scale_type == BQ_UE8M0X4 ||
+              (v->rows + k->group - 1) / k->group * k->grs >= ((int64_t)1 << 31)))
+    return 0; /* (B and the kernels' block index are 32-bit) */
+  k->group = tok ? v->cols : d->granularity == BQ_PER_GROUP || blk ? k->group : 1;
   bq__affine_dense(k, n);
   k->tiles = n / p->vec;
   /* quantize from 16-bit data without zero points, rows and groups whole pairs of accesses,
      the output 16-byte aligned: bq_affine_pair, a thread for two accesses under one scale
      (n is then whole pairs) */
   int pair = d->op == BQ_QUANTIZE && d->granularity != BQ_PER_TENSOR && t == 2 && !k->zps &&
-             k->group % (2 * p->vec) == 0 && k->out % 16 == 0 && p->kernels[BQ__AFFINE_PAIR];
+             k->group % (2 * p->vec) == 0 && (!blk || v->cols % (2 * p->vec) == 0) && k->out % 16 == 0 &&
+             p->kernels[BQ__AFFINE_PAIR];
   *which = pair ? BQ__AFFINE_PAIR : BQ__AFFINE_LEAN;
   return pair ? k->tiles / 2 : k->tiles + (n % p->vec != 0);
 }
@@ -595,12 +601,17 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
       !bq__affine_tuned(p, a, &v, stream))
     lean = 0;
   if (lean) k = lk;
+  /* per block the kernels' blocks carry the row's geometry after them (the others' blocks
+     are the first part, all their kernels read) */
+  const bq_fastdiv fd_cols = lean && d->granularity == BQ_PER_BLOCK ? bq__make_fastdiv((uint32_t)v.cols) : k.fd_group;
   if (lean && lw == BQ__AFFINE_PAIR) { /* a pair a thread */
-    bq_pair_params pp = {k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group};
+    bq_pair_block_params pp = {{k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group}, fd_cols, (uint32_t)k.grs};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
   }
   if (lean) { /* an access a thread (the one past the last whole access takes the rest) */
-    bq_lean_params lp = {k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group, k.zp};
+    bq_lean_block_params lp = {{k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group,
+                                k.zp},
+                               fd_cols, (uint32_t)k.grs};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);
   }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
@@ -677,7 +688,8 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   case BQ__AFFINE_NARROW: return bq__affine_na(d) > 0;
   case BQ__AFFINE_MASK: return d->op == BQ_FAKE_QUANTIZE;
   case BQ__AFFINE_LEAN: return fwd && d->op != BQ_FAKE_QUANTIZE;
-  case BQ__AFFINE_PAIR: return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP);
+  case BQ__AFFINE_PAIR:
+    return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP || g == BQ_PER_BLOCK);
   default: return 1;
   }
 }
@@ -719,5 +731,5 @@ static const bq__family bq__affine_family = {
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
-    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW)}},
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR)}},
   NULL, NULL, NULL};

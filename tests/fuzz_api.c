@@ -450,22 +450,35 @@ static void check_affine(const char *name, const bq_desc *d, const void *params)
   const int fwd = d->direction == BQ_FORWARD, deq = d->op == BQ_DEQUANTIZE;
   const uint64_t in0 = fwd && deq ? I : T, out = fwd && d->op == BQ_QUANTIZE ? I : T;
   const int lean = !strcmp(name, "bq_affine_lean"), pair = !strcmp(name, "bq_affine_pair");
-  if (lean || pair) { /* forward, one dense array of n elements, parameters at e / group */
-    bq_lean_params lp;
-    bq_pair_params pp;
-    uint64_t n, g, x, y, sc, zps = 0;
+  if (lean || pair) { /* forward, one dense array of n elements, parameters at e / group (per
+                         block at (r / B) * grs + c / B, from the geometry after the block) */
+    bq_lean_block_params lp;
+    bq_pair_block_params pp;
+    uint64_t n, g, x, y, sc, zps = 0, cols = 0, grs = 0;
+    const int blk = d->granularity == BQ_PER_BLOCK;
     if (lean) {
-      memcpy(&lp, params, sizeof lp);
-      n = lp.n, g = lp.fd_group.d, x = lp.in0, y = lp.out, sc = lp.scales, zps = lp.zps;
-      if ((uint64_t)lp.accesses * (uint64_t)call.plan->vec > n + (uint64_t)call.plan->vec)
-        violation("%s: %s: %u accesses for %llu elements", call.plan->name, name, lp.accesses, (unsigned long long)n);
+      memcpy(&lp, params, blk ? sizeof lp : sizeof lp.l);
+      n = lp.l.n, g = lp.l.fd_group.d, x = lp.l.in0, y = lp.l.out, sc = lp.l.scales, zps = lp.l.zps;
+      cols = lp.fd_cols.d, grs = lp.grs;
+      if ((uint64_t)lp.l.accesses * (uint64_t)call.plan->vec > n + (uint64_t)call.plan->vec)
+        violation("%s: %s: %u accesses for %llu elements", call.plan->name, name, lp.l.accesses, (unsigned long long)n);
     } else {
-      memcpy(&pp, params, sizeof pp);
-      n = (uint64_t)pp.pairs * 2 * (uint64_t)call.plan->vec, g = pp.fd_group.d, x = pp.in0, y = pp.out, sc = pp.scales;
+      memcpy(&pp, params, blk ? sizeof pp : sizeof pp.l);
+      n = (uint64_t)pp.l.pairs * 2 * (uint64_t)call.plan->vec, g = pp.l.fd_group.d, x = pp.l.in0, y = pp.l.out;
+      sc = pp.l.scales, cols = pp.fd_cols.d, grs = pp.grs;
     }
     if (!fwd) violation("%s: %s launched for a backward plan", call.plan->name, name);
     touch(name, "x", x, sat_mul(n, in0), 0);
     touch(name, "y", y, sat_mul(n, out), 1);
+    if (blk) {
+      if (!g || !cols) return violation("%s: %s: blocks of %llu elements, rows of %llu", call.plan->name, name,
+                                        (unsigned long long)g, (unsigned long long)cols);
+      /* the last row's last block, in a layout of grs scales a row of blocks */
+      const uint64_t rows = cdiv(n, cols), e = (cdiv(rows, g) - 1) * grs + cdiv(cols, g);
+      touch(name, "scales", sc, params_bytes(d, e), 0);
+      if (zps) touch(name, "zero_points", zps, sat_mul(e, 4), 0);
+      return;
+    }
     if (d->granularity != BQ_PER_TENSOR) {
       if (!g) return violation("%s: %s: parameter blocks of 0 elements", call.plan->name, name);
       const uint64_t np = params_bytes(d, d->scale_type == BQ_UE8M0X4 ? 4 * cdiv(cdiv(n, g), 4) : cdiv(n, g));

@@ -62,17 +62,24 @@ static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const bq_af
 #if EMU_MASK
 static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const bq_affine_params *)p); }
 #endif
-/* forward quantize and dequantize per tensor, per token and per group have bq_affine_lean */
-#define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && \
-                      (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP))
-#if EMU_HAS_LEAN
-static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const bq_lean_params *)p); }
+/* forward quantize and dequantize per tensor, per token, per group and per block have
+   bq_affine_lean (per block its parameter block carries the row's geometry after the others') */
+#define EMU_HAS_LEAN (!EMU_BWD && EMU_OP != BQ_OP_FAKE_QUANTIZE && EMU_GRAN != BQ_GRAN_CHANNEL)
+#if EMU_GRAN == BQ_GRAN_BLOCK
+typedef bq_lean_block_params emu_lean_params;
+typedef bq_pair_block_params emu_pair_params;
+#else
+typedef bq_lean_params emu_lean_params;
+typedef bq_pair_params emu_pair_params;
 #endif
-/* and of those, quantize from 16-bit data has bq_affine_pair (per token and per group) */
+#if EMU_HAS_LEAN
+static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_lean_params *)p); }
+#endif
+/* and of those, quantize from 16-bit data has bq_affine_pair (but per tensor) */
 #define EMU_HAS_PAIR (EMU_HAS_LEAN && EMU_OP == BQ_OP_QUANTIZE && EMU_GRAN != BQ_GRAN_TENSOR && \
                       (EMU_T == BQ_TYPE_F16 || EMU_T == BQ_TYPE_BF16))
 #if EMU_HAS_PAIR
-static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const bq_pair_params *)p); }
+static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_pair_params *)p); }
 #endif
 static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
@@ -749,6 +756,17 @@ Test(emulated_affine, by_name, .timeout = 600) {
       named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), al, "dense");
 #endif
   }
+#if EMU_GRAN == BQ_GRAN_BLOCK
+  /* per block: a partial last block in each row and in the last rows of blocks (a whole
+     number of accesses), and scales with a longer leading dimension */
+  if (!X4 && !EMU_LAYOUT)
+    for (int i = 0; i < 4; i++) {
+      const int64_t B = p * (i % 2 + 1), cols = B * (i + 1) + p, rows = B * (i + 1) + 1 + i;
+      bq_args a = rows_args(rows, cols, B, 0);
+      a.group_row_stride = i < 2 ? 0 : (cols + B - 1) / B + 3;
+      named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), al, "partial blocks");
+    }
+#endif
 #if EMU_GRAN != BQ_GRAN_TENSOR
   /* bq_affine_pair (quantize from 16-bit data without zero points, rows and groups whole
      pairs of accesses, the output 16-byte aligned) and, for each condition, a case that
@@ -773,6 +791,25 @@ Test(emulated_affine, by_name, .timeout = 600) {
 #endif
     cr_assert_eq(took, want, "case %d: %s bq_affine_pair", i, want ? "did not take" : "took");
   }
+#if EMU_GRAN == BQ_GRAN_BLOCK
+  /* per block, rows must be whole pairs too: blocks of two accesses, rows of an odd number of
+     accesses (the last block partial) take bq_affine_lean; of an even number, the pair */
+  if (!X4 && !EMU_LAYOUT)
+    for (int i = 0; i < 2; i++) {
+      const int64_t B = 2 * p;
+      bq_args a = rows_args(2 * B + 1, 3 * B + p * (1 + i), B, 0);
+      g_zps = 0;
+      named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), al16, "pairs, partial blocks");
+      g_zps = -1;
+#if EMU_HAS_PAIR
+      const int took = g_last == k_affine_pair;
+#else
+      const int took = 0;
+#endif
+      const int want = EMU_OP == BQ_OP_QUANTIZE && ref_dtype_size(T) == 2 && i == 1;
+      cr_assert_eq(took, want, "partial blocks %d: %s bq_affine_pair", i, want ? "did not take" : "took");
+    }
+#endif
 #endif
 #endif
 }

@@ -56,6 +56,7 @@ static const bq_dtype k_storage_types[4] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
 /* ==== launches: which kernel ran, with which dynamic parameters ============================== */
 
 static bq__CUfunction g_last_fn;
+static int g_pairs; /* forced bq_affine_lean launches that took bq_affine_pair */
 static bq_dynamic_params g_dparams;
 static int g_want_dparams; /* the next launches are dynamic quantize's: keep their parameters */
 static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -250,7 +251,11 @@ static void run_static(const scase *c)
   bq__affine_force_entry = -1;
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), what);
   BQ_OK(bq_synchronize(NULL), "%s", what);
-  if (c->force >= 0)
+  /* (forcing bq_affine_lean forces the lean route, which takes bq_affine_pair where it applies) */
+  const int paired = c->force == BQ__AFFINE_LEAN && plan->kernels[BQ__AFFINE_PAIR] && g_last_fn != NULL &&
+                     g_last_fn == plan_fn(plan, BQ__AFFINE_PAIR);
+  g_pairs += paired;
+  if (c->force >= 0 && !paired)
     cr_assert(g_last_fn != NULL && g_last_fn == plan_fn(plan, c->force), "%s was not the kernel launched | %s",
               k_entry_names[c->force], what);
   /* the reference, into a copy of the poisoned image */
@@ -384,6 +389,21 @@ static void static_forced(const bq_desc *d)
       c.xoff = c.yoff = 1;
       run_static(&c);
     }
+  if (block && n.direction == BQ_FORWARD && n.op != BQ_FAKE_QUANTIZE) {
+    /* the lean route: dense aligned rows, blocks and rows whole accesses (the last block of a
+       row partial on even i), rows partial per block; no zero points on odd i, where 16-bit
+       quantize takes bq_affine_pair */
+    const int pairs = g_pairs;
+    for (int i = 0; i < 4; i++) {
+      const int64_t B = p * (i % 2 + 1) * (i < 2 ? 1 : 16), cols = B * (i + 1) + (i % 2 ? 0 : p);
+      scase c = new_case(d, 2 * B + 1 + i, cols, B, BQ__AFFINE_LEAN);
+      if (i % 2) c.zps = 0;
+      c.grs = pick_grs(d, c.rows, cols, B, i >= 2);
+      run_static(&c);
+    }
+    if (n.op == BQ_QUANTIZE && (n.float_type == BQ_F16 || n.float_type == BQ_BF16))
+      cr_assert(g_pairs - pairs == 2, "bq_affine_pair took %d of the 2 lean cases without zero points", g_pairs - pairs);
+  }
   if (bq__affine_fr(pd) && !block && !mn) /* one flat array whose accesses straddle groups */
     for (int i = 0; i < 2; i++) {
       /* a group at least the kernel's tile of 32 fr accesses spread over 30 groups, off
