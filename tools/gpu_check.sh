@@ -15,7 +15,8 @@
 # `warmcheck` (after `suites`): the SKUs the suites compiled, warmed again with NVRTC alone
 # and no GPU into an empty cache by tools/baracuda-quant, must serve the suites with zero
 # compiles. `python` the Python package's pytest suite and python/bench.py (needs
-# build-py/libbaracuda_quant_c.so, and pytest or its wheels in .whl/). `fused` the fused
+# build-py/libbaracuda_quant_c.so and, where it was built, build-py's _fast extension, and
+# pytest or its wheels in .whl/). `fused` the fused
 # producers' bench rows, tests and python/bench.py rows (builds what it runs with cc). `fp8` the FP8
 # benchmark rows, the FP8, affine and dynamic suites, and the FP8 suite under both sanitizers.
 # Logs go to $OUT (default gpu-logs/). The suites' kernel cache is $BARACUDA_QUANT_CACHE_DIR
@@ -138,7 +139,15 @@ compiletimes() {
   python3 tools/compile_times.py $OUT/ct-90.txt $OUT/ct-80.txt | tee $OUT/compile-times.txt
 }
 py_env() { BARACUDA_QUANT_PYLIB=$PWD/${PYLIB:-build-py/libbaracuda_quant_c.so} PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} "$@"; }
+# the per-tensor fast path's extension where build-py has it (stable ABI whatever its name):
+# into the package folder, as a wheel installs it
+py_ext() {
+  local e; e=$(ls build-py/_fast*.so 2>/dev/null | head -1)
+  if [ -n "$e" ]; then cp "$e" python/baracuda_quant/_fast.abi3.so && echo "python: _fast from $e"
+  else echo "python: no _fast extension in build-py (the Python fast path runs)"; fi
+}
 py_tests() {
+  py_ext
   if ! python3 -c "import pytest" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/bq-pytest .whl/*.whl && export PYTHONPATH=/tmp/bq-pytest
   fi

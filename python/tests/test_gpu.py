@@ -509,6 +509,45 @@ def test_fast_path_kept_calls():
     assert {"rms", "gated"} <= {k[0] for k in bqo._fast}
 
 
+def test_fast_path_in_c():
+    """The per-tensor fast path in C (baracuda_quant._fast, where the package was built with
+    it) serves a kept geometry with the Python fast path's and the general path's bits, and
+    returns None (the Python path then decides) for everything it does not take."""
+    if bqo._fastc is None:
+        pytest.skip("the package was built without its extension (no Python C headers)")
+    fc = bqo._fastc
+    for i, (fname, itype) in enumerate([("float32", torch.int8), ("bfloat16", torch.uint8),
+                                        ("float16", torch.float8_e4m3fn)]):
+        x = gen((8, 512), dt(fname), seed=90 + i).to(DEV)
+        s, z = 0.02 + 0.01 * i, (0 if itype == torch.float8_e4m3fn else 3 - 2 * i)
+        bqo.quantize_per_tensor(x, s, z, dtype=itype)  # the general path keeps the geometry
+        y_c = fc.quantize_per_tensor(x, s, z, itype, None, None)
+        assert isinstance(y_c, torch.Tensor)
+        try:
+            bqo._fastc = None
+            y_py = bqo.quantize_per_tensor(x, s, z, dtype=itype)
+        finally:
+            bqo._fastc = fc
+        y_g = torch.ops.baracuda_quant.quantize_per_tensor(x, s, z, itype, *(bqo._qargs(itype, None, None)))
+        assert same(y_c.view(torch.uint8), y_py.view(torch.uint8)) and same(y_c.view(torch.uint8),
+                                                                             y_g.view(torch.uint8))
+        bqo.dequantize(y_c, s, z, out_dtype=dt(fname))
+        d_c = fc.dequantize_per_tensor(y_c, s, z, dt(fname))
+        assert isinstance(d_c, torch.Tensor)
+        assert same(d_c, torch.ops.baracuda_quant.dequantize_per_tensor(y_c, s, z, dt(fname)))
+    x = gen((8, 512), torch.float32, seed=99).to(DEV)
+    bqo.quantize_per_tensor(x, 0.05, 0)
+    assert fc.quantize_per_tensor(x, 0.05, 0, torch.int8, None, None) is not None
+    assert fc.quantize_per_tensor(x, 1, 0, torch.int8, None, None) is None  # an int scale
+    assert fc.quantize_per_tensor(x, 0.05, 2**31, torch.int8, None, None) is None  # past int32
+    assert fc.quantize_per_tensor(x, float("inf"), 0, torch.int8, None, None) is None  # the library refuses
+    assert fc.quantize_per_tensor(x, 0.05, 0, torch.int8, -100, None) is None  # another geometry
+    xg = x.clone().requires_grad_()
+    assert fc.quantize_per_tensor(xg, 0.05, 0, torch.int8, None, None) is None  # a gradient to record
+    with torch.no_grad():
+        assert fc.quantize_per_tensor(xg, 0.05, 0, torch.int8, None, None) is not None
+
+
 # ---- torch.compile and CUDA graphs ------------------------------------------------------------
 def _block(x, w, sw, bias):
     q, s, _ = bqo.dynamic_per_token_quant(x)
