@@ -149,7 +149,8 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   if (d->granularity == BQ_PER_BLOCK) {
     /* a thread block a tile (striding past the grid's limit): bq_dynamic_tiles where every
        row starts 16-byte aligned and a block is whole accesses, else bq_dynamic_tiles_rows */
-    int64_t tiles = (v.rows + v.group - 1) / v.group * v.ngroups;
+    k.trows = (v.rows + v.group - 1) / v.group;
+    const int64_t tiles = k.trows * v.ngroups;
     const int threads = 2048 / p->vec; /* dynamic.cu's BQ_TILE_THREADS, each BQ_TILE_CPT accesses */
     k.fast_groups = v.group % p->vec == 0 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0;
     /* 16-bit data whose tiles fit the threads' registers: staged, a persistent wave of
@@ -161,7 +162,6 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
       int64_t wave = l.sms * bq__lb_blocks(64, threads);
       grid = tiles < wave ? tiles : wave;
     }
-    k.trows = (v.rows + v.group - 1) / v.group;
     k.tcols = k.staged && (v.cols - (v.ngroups - 1) * v.group) % p->vec != 0 ? v.ngroups - 1 : v.ngroups;
     k.tdq = k.tcols ? grid / k.tcols : 0;
     k.tdr = k.tcols ? grid % k.tcols : 0;
