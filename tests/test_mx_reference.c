@@ -1,0 +1,104 @@
+/* The microscaling references (tests/reference_mx.h): each UE8M0 scale rule's two
+   formulations agree for E4M3, E5M2 and E2M1 elements on every f32 exponent's edges and
+   around the rounding thresholds, on an f32 grid and on random patterns; the rules give the
+   peers' values on hand-picked cases; and the blocked layout's closed form is the peers'
+   reshape sequence (torchao's to_blocked: pad, view, permute, reshape, transpose, reshape,
+   flatten) carried out element by element, padding included. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "reference_mx.h"
+
+#define XORSHIFT_SEED 0x7a3c9e15d2b84f61ull
+#include "xorshift.h"
+
+typedef struct { const char *name; int emax, mbits; float max; } elem_t;
+static const elem_t k_elems[3] = {{"e4m3", 8, 3, 448.0f}, {"e5m2", 15, 2, 57344.0f}, {"e2m1", 2, 1, 6.0f}};
+static const char *const k_modes[5] = {"floor", "ceil", "even", "rceil", "rceil_sat"};
+
+static int g_mismatches;
+static void agree(uint32_t u) {
+  const float a = ref_mx_float(u & 0x7FFFFFFFu);
+  for (int t = 0; t < 3; t++)
+    for (int m = 0; m < 5; m++) {
+      const elem_t *e = &k_elems[t];
+      const uint8_t x = ref_mx_scale(a, (ref_mx_mode)m, e->emax, e->mbits, e->max);
+      const uint8_t y = ref_mx_scale_double(a, (ref_mx_mode)m, e->emax, e->mbits, e->max);
+      if (x != y && g_mismatches++ < 8)
+        cr_log_error("%s %s: amax 0x%08x (%a) gives %u on the bits, %u in doubles", e->name, k_modes[m],
+                     u & 0x7FFFFFFFu, (double)a, x, y);
+    }
+}
+
+Test(mx_reference, rules_by_hand) {
+  /* e4m3 (max 448, emax 8): amax 448 = 1.75 * 2^8 -> FLOOR 2^0, CEIL 2^1, EVEN 2^0 (1.110b
+     holds in 3 mantissa bits), RCEIL d = 1 -> 2^0 */
+  cr_expect_eq(ref_mx_scale(448.0f, REF_MX_FLOOR, 8, 3, 448.0f), 127);
+  cr_expect_eq(ref_mx_scale(448.0f, REF_MX_CEIL, 8, 3, 448.0f), 128);
+  cr_expect_eq(ref_mx_scale(448.0f, REF_MX_EVEN, 8, 3, 448.0f), 127);
+  cr_expect_eq(ref_mx_scale(448.0f, REF_MX_RCEIL, 8, 3, 448.0f), 127);
+  /* EVEN: 1.9375 * 2^8 = 496 rounds up to 2^9 at 3 mantissa bits (the tie goes up) */
+  cr_expect_eq(ref_mx_scale(496.0f, REF_MX_EVEN, 8, 3, 448.0f), 128);
+  cr_expect_eq(ref_mx_scale(495.0f, REF_MX_EVEN, 8, 3, 448.0f), 127);
+  /* e2m1 (max 6, emax 2): amax 6 = 1.5 * 2^2 -> FLOOR 2^0, EVEN 2^0 (1.1b holds in 1 bit);
+     amax 7 = 1.75 * 2^2 -> EVEN 2^1 (the tie goes up); RCEIL d = 1 -> 2^0, amax 7 -> 2^1 */
+  cr_expect_eq(ref_mx_scale(6.0f, REF_MX_FLOOR, 2, 1, 6.0f), 127);
+  cr_expect_eq(ref_mx_scale(6.0f, REF_MX_EVEN, 2, 1, 6.0f), 127);
+  cr_expect_eq(ref_mx_scale(7.0f, REF_MX_EVEN, 2, 1, 6.0f), 128);
+  cr_expect_eq(ref_mx_scale(6.0f, REF_MX_RCEIL, 2, 1, 6.0f), 127);
+  cr_expect_eq(ref_mx_scale(7.0f, REF_MX_RCEIL, 2, 1, 6.0f), 128);
+  /* amax 0: 2^-127 in every rule; inf and NaN */
+  for (int m = 0; m < 5; m++) cr_expect_eq(ref_mx_scale(0.0f, (ref_mx_mode)m, 8, 3, 448.0f), 0, "%s", k_modes[m]);
+  cr_expect_eq(ref_mx_scale(INFINITY, REF_MX_FLOOR, 8, 3, 448.0f), 255);
+  cr_expect_eq(ref_mx_scale(INFINITY, REF_MX_RCEIL, 8, 3, 448.0f), 255);
+  cr_expect_eq(ref_mx_scale(INFINITY, REF_MX_RCEIL_SAT, 8, 3, 448.0f), 254);
+  cr_expect_eq(ref_mx_scale(NAN, REF_MX_RCEIL_SAT, 8, 3, 448.0f), 255);
+  /* RCEIL past 2^127: 255 unsaturated, 254 saturated */
+  cr_expect_eq(ref_mx_scale(3e38f, REF_MX_RCEIL, 2, 1, 1.0f), 255);
+  cr_expect_eq(ref_mx_scale(3e38f, REF_MX_RCEIL_SAT, 2, 1, 1.0f), 254);
+}
+
+Test(mx_reference, rules_agree) {
+  g_mismatches = 0;
+  for (uint32_t e = 0; e < 255; e++) /* every exponent: its edges, and the EVEN thresholds' neighbours */
+    for (int k = -40; k <= 40; k++) {
+      agree((e << 23) + (uint32_t)(k < 0 ? 0x800000 + k : k));
+      for (int mb = 1; mb <= 3; mb++) agree((e << 23) + 0x800000u - (1u << (22 - mb)) + (uint32_t)k);
+      agree((e << 23) + 0x400000u + (uint32_t)k); /* a mantissa of one half: RCEIL's subnormal edge */
+    }
+  for (uint32_t u = 0; u < 0x7F800000u; u += 16411) agree(u);
+  for (int i = 0; i < 300000; i++) agree((uint32_t)(rnd() >> 32));
+  agree(0x7F800000u); /* inf */
+  agree(0x7FC00000u); /* NaN */
+  cr_expect_eq(g_mismatches, 0, "%d amax values disagree", g_mismatches);
+}
+
+/* torchao's to_blocked, element by element: padded [nrb * 128, ncb * 4]; blocks =
+   view(nrb, 128, ncb, 4).permute(0, 2, 1, 3); X = blocks.reshape(-1, 4, 32, 4);
+   Y = X.transpose(1, 2); Z = Y.reshape(-1, 32, 16); out = Z.flatten(). For each output
+   byte o the source (r, c) follows from those index maps, forwards. */
+Test(mx_reference, blocked_layout) {
+  static const int64_t shapes[][2] = {{1, 1}, {128, 4}, {129, 5}, {300, 7}, {256, 8}, {33, 64}, {1000, 3}};
+  for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++) {
+    const int64_t R = shapes[s][0], C = shapes[s][1], nrb = (R + 127) / 128, ncb = (C + 3) / 4;
+    const int64_t bytes = ref_mx_blocked_bytes(R, C);
+    cr_assert_eq(bytes, nrb * 128 * ncb * 4);
+    int64_t padding = 0;
+    for (int64_t o = 0; o < bytes; o++) {
+      const int64_t n = o / 512, i = (o / 16) % 32, j = o % 16; /* Z[n, i, j] */
+      const int64_t a = j / 4, b = j % 4;                        /* = Y[n, i, a, b] = X[n, a, i, b] */
+      const int64_t flat = ((n * 4 + a) * 32 + i) * 4 + b;       /* X's element in blocks' order */
+      const int64_t rb = flat / (ncb * 128 * 4), cb = flat / (128 * 4) % ncb, rr = flat / 4 % 128, cc = flat % 4;
+      const int64_t r = rb * 128 + rr, c = cb * 4 + cc;          /* blocks[rb, cb, rr, cc] = padded[r, c] */
+      if (r >= R || c >= C) {
+        padding++;
+        continue;
+      }
+      cr_assert_eq(ref_mx_blocked_offset(r, c, C), o, "[%lld, %lld] scale (%lld, %lld)", (long long)R, (long long)C,
+                   (long long)r, (long long)c);
+    }
+    cr_expect_eq(padding, bytes - R * C, "[%lld, %lld]", (long long)R, (long long)C);
+  }
+}
