@@ -21,7 +21,7 @@ static struct {
   PyObject *table;       /* ops._fast: geometry key -> _core.Prepared */
   PyObject *empty_like, *raw_stream, *modes, *tracing, *functorch, *grad_enabled;
   PyObject *tag_q, *tag_dq, *s_shape, *s_stride, *s_dtype, *s_get_device, *s_data_ptr, *s_requires_grad,
-      *s_plan, *s_args_address, *s_dtype_kw;
+      *s_plan, *s_args_address;
   run_tensor_fn run_tensor;
 } F;
 
@@ -101,7 +101,7 @@ static PyObject *per_tensor(PyObject *tag, PyObject *x, PyObject *scale, PyObjec
   Py_XDECREF(pl);
   Py_XDECREF(ad);
   if (PyErr_Occurred()) goto done;
-  if (!(kw = PyDict_New()) || PyDict_SetItem(kw, F.s_dtype_kw, out_dtype) || !(args = PyTuple_Pack(1, x)) ||
+  if (!(kw = PyDict_New()) || PyDict_SetItem(kw, F.s_dtype, out_dtype) || !(args = PyTuple_Pack(1, x)) ||
       !(y = PyObject_Call(F.empty_like, args, kw)))
     goto done;
   if (ptr_of(x, &px) || ptr_of(y, &py) || !(stream = PyObject_CallFunctionObjArgs(F.raw_stream, dev, NULL)))
@@ -179,7 +179,6 @@ PyMODINIT_FUNC PyInit__fast(void) {
   BQ_STR(tag_q, "qpt") BQ_STR(tag_dq, "dqpt") BQ_STR(s_shape, "shape") BQ_STR(s_stride, "stride")
   BQ_STR(s_dtype, "dtype") BQ_STR(s_get_device, "get_device") BQ_STR(s_data_ptr, "data_ptr")
   BQ_STR(s_requires_grad, "requires_grad") BQ_STR(s_plan, "plan") BQ_STR(s_args_address, "args_address")
-  BQ_STR(s_dtype_kw, "dtype")
 #undef BQ_STR
   return m;
 fail:

@@ -165,7 +165,7 @@ def _eager(t, t2=None, t3=None):
     """_ops(...) is _IMPL for up to three plain tensors (the fast paths' callers checked their
     types), in fewer steps: nothing compiles, traces or transforms, no dispatch mode is on,
     and no input records a gradient."""
-    return not (_is_compiling() or _fast_modes() or _fast_tracing() is not None or _fast_functorch() or
+    return not (_is_compiling() or _modes() or _tracing() is not None or _functorch() or
                 ((t.requires_grad or (t2 is not None and t2.requires_grad) or (t3 is not None and t3.requires_grad))
                  and _grad_enabled()))
 
@@ -215,12 +215,7 @@ def _op(name, impl, mutates_args=()):
     return torch.library.custom_op("baracuda_quant::" + name, mutates_args=mutates_args)(impl)
 
 
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-_tracing_state = getattr(torch._C, "_get_tracing_state", None)
-_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 
 
 def _no_state():
@@ -231,10 +226,12 @@ def _unknown_modes():
     return 1
 
 
-# the same, never None, for the fast paths' _eager (no way to ask for modes: as _ops, never eager)
-_fast_modes = _dispatch_modes or _unknown_modes
-_fast_tracing = _tracing_state or _no_state
-_fast_functorch = _functorch_active or _no_state
+# What _ops, _eager and _fast.c ask of torch's state, each a function on every torch: the
+# dispatch modes on (a torch that cannot tell counts as one on, so nothing is taken as
+# eager), the torch.jit.trace state (None when off), functorch transforms active
+_modes = getattr(torch._C, "_len_torch_dispatch_stack", None) or _unknown_modes
+_tracing = getattr(torch._C, "_get_tracing_state", None) or _no_state
+_functorch = getattr(torch._C, "_are_functorch_transforms_active", None) or _no_state
 
 # The per-tensor fast paths in C (_fast.c), where the package was built with it (the wheel
 # of a Python without its C headers is not)
@@ -246,7 +243,7 @@ except ImportError:  # pragma: no cover
 
 def _fastc_setup():
     """Hands _fast.c what it calls: torch's, this module's table, the library's run."""
-    _fastc.setup(torch.Tensor, _fast, torch.empty_like, _raw_stream, _fast_modes, _fast_tracing, _fast_functorch,
+    _fastc.setup(torch.Tensor, _fast, torch.empty_like, _raw_stream, _modes, _tracing, _functorch,
                  _grad_enabled, ctypes.cast(_lib.bq_py_run_tensor, ctypes.c_void_p).value)
 
 
@@ -263,10 +260,7 @@ def _ops(*tensors):
     the dispatcher's cost on every eager call; torch.ops and the fake kernels serve
     everything else."""
     # is_compiling first: torch.compile reads it as a constant and never traces the rest
-    if torch.compiler.is_compiling() or _dispatch_modes is None or _dispatch_modes():
-        return torch.ops.baracuda_quant
-    if (_tracing_state is not None and _tracing_state() is not None) or \
-            (_functorch_active is not None and _functorch_active()):
+    if torch.compiler.is_compiling() or _modes() or _tracing() is not None or _functorch():
         return torch.ops.baracuda_quant
     grad = torch.is_grad_enabled()
     for t in tensors:
@@ -1193,8 +1187,8 @@ def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=
         prep = _fast.get(key)
         if prep is not None and _eager(x, scales):
             y = torch.empty_like(x, dtype=dtype)
-            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), y.data_ptr(), scales.data_ptr(), None, None, None,
-                             _raw_stream(key[4])):
+            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), y.data_ptr(), scales.data_ptr(), None, None,
+                             None, _raw_stream(key[4])):
                 return y
     _check_float("x", x)
     _check_cuda("scales", scales)
@@ -1525,8 +1519,9 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
         if prep is not None and _eager(x, weight, residual):
             q = torch.empty_like(x, dtype=out_dtype)
             s = x.new_empty((x.numel() // x.shape[-1], 1), dtype=scale_dtype or torch.float32)
-            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), q.data_ptr(), None, s.data_ptr(), weight.data_ptr(),
-                             None if residual is None else residual.data_ptr(), _raw_stream(key[4])):
+            if not _run_rows(prep.plan, prep.args_address, x.data_ptr(), q.data_ptr(), None, s.data_ptr(),
+                             weight.data_ptr(), None if residual is None else residual.data_ptr(),
+                             _raw_stream(key[4])):
                 return q, s, None
     _last.prep = None
     out = _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, return_normed, scale,
