@@ -1229,11 +1229,12 @@ extern "C" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_params p) 
 // ---- bq_affine_pair --------------------------------------------------------------------------
 // bq_affine_lean's path for quantize from 16-bit data without zero points, per token, per
 // group and per block, where rows, groups and blocks are whole pairs of accesses and the
-// output is 16-byte aligned (the host checks, bq__affine_lean): thread a takes accesses 2a and 2a + 1, which share one
-// scale, and stores their 16 codes at once. An entry point of its own, so that nothing is
-// tested before the loads: a thread past the last pair loads the last pair again and
-// returns before it stores. The loads are used on both sides of the plain-scale test, which
-// keeps them issued ahead of it. There are p.pairs pairs and no elements past them.
+// output is 16-byte aligned (the host checks, bq__affine_lean): thread a takes accesses 2a
+// and 2a + 1, which share one scale, and stores their 16 codes at once. An entry point of
+// its own, so that nothing is tested before the loads: a thread past the last pair loads
+// the last pair again and returns before it stores. The loads are used on both sides of the
+// plain-scale test, which keeps them issued ahead of it. There are p.pairs pairs and no
+// elements past them.
 #if BQ_E_AFFINE_PAIR
 extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_kp kp) {
   const bq_pair_params &p = BQ_LEAN_P(kp);
