@@ -611,16 +611,39 @@ static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &
 // registers throughout.
 static __device__ __forceinline__ void bq_fquantize(const bq_xchunk &v, bq_qchunk &o, const bq_qp &q) {
   bq_c c[BQ_VEC];
+#if BQ_LEAN
+  // FP8: a scale from the row's or group's own amax takes the lean quotient, two codes a
+  // cvt; any other (tiny, capped or not finite) the general form, which is right for all
+  if (q.lean) {
+    bq_chunk_c(v, c);
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j += 2) {
+      const bq_u32 w = bq_f8x2_of_f32(bq_f8_lean_quotient(c[j], q.s), bq_f8_lean_quotient(c[j + 1], q.s));
+      o.e[j] = (bq_i)(w & 0xFF);
+      o.e[j + 1] = (bq_i)(w >> 8);
+    }
+    return;
+  }
+  bq_qp g = q;
+  g.bounded = false;
+  bq_chunk_c(v, c);
+  bq_quantize_vals(c, o, g);
+#else
   bq_chunk_c(v, c);
   bq_quantize_vals(c, o, q);
+#endif
 }
 #if BQ_GRAN == BQ_GRAN_TOKEN
-// The narrow entries' last pass: the row's held values quantized, the scale's form (q.bounded)
-// fixed for the whole row so that the accesses' arithmetic interleaves without a branch
+// The narrow entries' last pass: the row's held values quantized, the scale's form (q.bounded;
+// FP8: q.lean, else the general form) fixed for the whole row so that the accesses'
+// arithmetic interleaves without a branch
 template <int TPR, int CPT, bool FULL, int BOUNDED>
 static __device__ __forceinline__ void bq_fused_qrow(const bq_xchunk (&v)[CPT], bq_qp q, bq_i *y, int nacc, int D,
                                                      int yw) {
   q.bounded = BOUNDED != 0;
+#if BQ_LEAN
+  q.lean = BOUNDED != 0; // FP8: the caller takes BOUNDED for lean rows only
+#endif
 #pragma unroll
   for (int i = 0; i < CPT; i++) {
     const int a = threadIdx.x + i * TPR;
@@ -686,7 +709,7 @@ static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const 
 #pragma unroll
     for (int i = 0; i < N; i++) {
       q[i] = bq_params_of(bq_red_round(g[i]));
-      all = all && q[i].bounded;
+      all = all && (BQ_LEAN ? bq_is_lean(q[i]) : q[i].bounded); // FP8: the lean form or the general
       const int a = b + threadIdx.x + (c0 + i) * TPR;
       if ((FULL || a < nacc) && gs.sub == 0) bq_fused_group_out(gs, a, q[i]); // (again, where stored above: the same)
     }
@@ -694,12 +717,18 @@ static __device__ __forceinline__ void bq_fused_groups(bq_red (&gr)[CPT], const 
     for (int i = 0; i < N; i++) {
       const int a = b + threadIdx.x + (c0 + i) * TPR;
       bq_qchunk o;
+      bq_qp qb = q[i];
       if (all) {
-        bq_qp qb = q[i];
         qb.bounded = true;
+#if BQ_LEAN
+        qb.lean = true;
+#endif
         bq_fquantize(v[c0 + i], o, qb);
       } else {
-        bq_fquantize(v[c0 + i], o, q[i]);
+#if BQ_LEAN
+        qb.lean = false;
+#endif
+        bq_fquantize(v[c0 + i], o, qb);
       }
       if (FULL || a < nacc) bq_qstore<true>(y, o, a, D, yw);
     }
@@ -817,7 +846,7 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
 #if BQ_GRAN == BQ_GRAN_TOKEN
   const bq_qp q = bq_row_params<TPR>(p, r, red, red_smem, q_smem);
   if (NARROW) { // the scale's form picked once for the row
-    if (q.bounded) bq_fused_qrow<TPR, CPT, FULL, 1>(v, q, y, nacc, D, yw);
+    if (BQ_LEAN ? bq_is_lean(q) : q.bounded) bq_fused_qrow<TPR, CPT, FULL, 1>(v, q, y, nacc, D, yw);
     else bq_fused_qrow<TPR, CPT, FULL, 0>(v, q, y, nacc, D, yw);
     return;
   }
