@@ -27,11 +27,11 @@ enum {
   BQ__FF_WHOLE = 8,    /* every T stream 16-byte aligned, whole accesses */
   BQ__FF_DYN = 16,     /* per token or per group (dynamic scales) */
   BQ__FF_MANY = 32,    /* at least BQ__FUSED_NARROW_ROWS rows an SM */
-  BQ__FF_WIDE = 64,    /* f64 data or FP8 codes: more registers an element */
+  BQ__FF_WIDE = 64,    /* f64 data: more registers an element */
   BQ__FF_ALIGNED = 128, /* every T stream 16-byte aligned */
   BQ__FF_LONG = 256,   /* more than two accesses a thread of 256 */
   BQ__FF_REG_C8 = 512, /* rows bq_fused_c8 holds but bq_fused_c4 does not, with the activation's
-                          table or for 16-bit RMSNorm per token with a residual */
+                          table or for 16-bit RMSNorm with a residual and dynamic scales */
   BQ__FF_STAGED = 1024 /* bq_fused_staged fits a block an SM or more (asked last: its module loads) */
 };
 enum { BQ__FILL_ANY, BQ__FILL_HELD, BQ__FILL_FULL }; /* bq__fused_rule.fill */
@@ -42,7 +42,7 @@ typedef struct bq__fused_rule {
 } bq__fused_rule;
 static const bq__fused_rule bq__fused_rules[] = {
   /* narrow (128 threads): RMSNorm's dense rows, many of them, where a row's fixed work (its
-     reductions, rstd, scale) is the largest share; bq_fused_m16 spills for wide elements,
+     reductions, rstd, scale) is the largest share; bq_fused_m16 spills for f64 elements,
      the wider ones with a residual */
   {BQ__FUSED_M4F, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, 0, BQ__FILL_FULL},
   {BQ__FUSED_M4, BQ__FF_RMS | BQ__FF_DENSE | BQ__FF_DYN | BQ__FF_MANY, 0, BQ__FILL_HELD},
@@ -244,13 +244,13 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   unsigned facts = (rms ? BQ__FF_RMS : 0) | (k.res ? BQ__FF_RES : 0) | (whole && yal ? BQ__FF_DENSE : 0) |
                    (whole ? BQ__FF_WHOLE : 0) | (k.aligned ? BQ__FF_ALIGNED : 0) |
                    (nacc > 2 * BQ__FUSED_THREADS ? BQ__FF_LONG : 0) |
-                   (t == 8 || bq__is_fp8(d->int_type) ? BQ__FF_WIDE : 0);
+                   (t == 8 ? BQ__FF_WIDE : 0);
   if (d->granularity == BQ_PER_TOKEN || d->granularity == BQ_PER_GROUP) facts |= BQ__FF_DYN;
   if (v.rows >= (int64_t)BQ__FUSED_NARROW_ROWS * (p->num_sms > 0 ? p->num_sms : 1)) facts |= BQ__FF_MANY;
   /* rows that bq_fused_c8 holds but bq_fused_c4 does not are faster in registers than
-     staged with the activation's table, and for 16-bit RMSNorm per token with a residual,
-     whose two slots leave the staged kernel one block an SM */
-  if ((tab || (rms && k.res && t == 2 && d->granularity == BQ_PER_TOKEN)) && nacc > bq__fused_held(BQ__FUSED_C4) &&
+     staged with the activation's table, and for 16-bit RMSNorm with a residual and dynamic
+     scales, whose two slots leave the staged kernel one block an SM */
+  if ((tab || (rms && k.res && t == 2 && (facts & BQ__FF_DYN))) && nacc > bq__fused_held(BQ__FUSED_C4) &&
       nacc <= bq__fused_held(BQ__FUSED_C8))
     facts |= BQ__FF_REG_C8;
   /* staged: two slots of a row's streams (x and the residual, or the gate and up) a block;

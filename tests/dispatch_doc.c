@@ -75,10 +75,10 @@ static void tables(bq__str *s) {
                  "the call: `rmsnorm` (not the gated op), `residual`, `dense` (every stream 16-byte aligned, "
                  "whole accesses, y's rows aligned to a chunk of codes), `whole` (the float streams aligned, "
                  "whole accesses), `dynamic` (per token or per group), `many rows` (at least "
-                 "`BQ__FUSED_NARROW_ROWS` rows an SM), `wide` (f64 data or FP8 codes), `aligned` (the float "
+                 "`BQ__FUSED_NARROW_ROWS` rows an SM), `wide` (f64 data), `aligned` (the float "
                  "streams 16-byte aligned), `long` (more than two accesses a thread of 256), `c8 rows` (rows "
                  "`bq_fused_c8` holds and `bq_fused_c4` does not, with the activation's table or for 16-bit "
-                 "RMSNorm per token with a residual), `staged fits` (the staged kernel fits a block an SM, "
+                 "RMSNorm with a residual per token or per group), `staged fits` (the staged kernel fits a block an SM, "
                  "asked last); `row`: how the call's row must fill the entry's (`held`: up to the accesses it "
                  "holds, `full`: exactly those, `any`).\n\n"
                  "| entry point | accesses held | needs | refuses | row |\n|---|---:|---|---|---|\n");

@@ -76,7 +76,8 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
 /* the rows that bq_fused_c8 takes in place of the staged kernel: the table's, and 16-bit
    RMSNorm per token with a residual (the host's rule, restated) */
 static int reg_c8(int64_t nacc, int res) {
-  const int rms_res = EMU_OP == BQ_OP_RMSNORM_QUANTIZE && res && sizeof(emu_fused::bq_t) == 2 && EMU_GRAN == BQ_GRAN_TOKEN;
+  const int rms_res = EMU_OP == BQ_OP_RMSNORM_QUANTIZE && res && sizeof(emu_fused::bq_t) == 2 &&
+                      (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP);
   return (EMU_TAB || rms_res) && nacc > 1024 && nacc <= 2048;
 }
 /* bq_fused_staged's occupancy: one block an SM (so that a block takes many rows, each
@@ -492,8 +493,8 @@ Test(emulated_fused, by_name, .timeout = 600) {
                        : narrow && nacc < 512   ? BQ__FUSED_M4
                        : narrow && nacc == 1024 ? BQ__FUSED_M8F
                        : narrow && nacc < 1024  ? BQ__FUSED_M8
-                       : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8 && I != BQ_E4M3 && I != BQ_E5M2
-                           ? BQ__FUSED_M16 /* (not f64 data or FP8 codes, for which it spills) */
+                       : narrow && nacc <= 2048 && sizeof(emu_fused::bq_t) < 8
+                           ? BQ__FUSED_M16 /* (not f64 data, for which it spills) */
                        : staged_fits(c) && nacc > 512 && !reg_c8(nacc, c.res) ? BQ__FUSED_STAGED
                                                                               : wide_entry(c, nacc);
       cr_assert(g_last == g_kernels[want], "large batch: %lld accesses, y %d took another kernel than %d (seed 0x%llx)",
