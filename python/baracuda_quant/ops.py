@@ -212,16 +212,18 @@ _LIB = None  # the namespace's torch.library.Library, made by the first _op that
 
 class _DefinedOp:
     """An op defined on the dispatcher with impl as its kernel for every backend
-    (CompositeExplicitAutograd), its fake and autograd formulas registered through
-    torch.library: what torch.library.custom_op registers, without the Python layers that
-    custom_op puts on every call (its autograd and device wrappers cost about 10 us a call).
-    It answers the CustomOpDef methods this module uses."""
+    (CompositeExplicitAutograd) and its fake kernel registered through torch.library: what
+    torch.library.custom_op registers, without the Python layers that custom_op puts on
+    every call (its autograd and device wrappers cost about 10 us a call). It has no
+    autograd kernel, so it serves only ops whose outputs are codes, which carry no
+    gradient. It answers the CustomOpDef method this module uses."""
 
     def __init__(self, name, impl, schema):
         global _LIB
         if _LIB is None:
             _LIB = torch.library.Library("baracuda_quant", "FRAGMENT")
-        _LIB.define(name + schema)
+        pt2 = getattr(torch.Tag, "pt2_compliant_tag", None)  # as custom_op tags its ops
+        _LIB.define(name + schema, tags=(pt2,) if pt2 is not None else ())
         _LIB.impl(name, impl, "CompositeExplicitAutograd")
         self.qualname = "baracuda_quant::" + name
         self._overload = getattr(torch.ops.baracuda_quant, name).default
@@ -233,18 +235,16 @@ class _DefinedOp:
         torch.library.register_fake(self.qualname, fn, lib=_LIB)
         return fn
 
-    def register_autograd(self, backward, setup_context=None):
-        torch.library.register_autograd(self.qualname, backward, setup_context=setup_context, lib=_LIB)
 
-
-def _op(name, impl, mutates_args=()):
-    """impl registered as the op baracuda_quant::name (schema from its annotations). An op
-    that mutates an argument stays a torch.library.custom_op, which also bumps the mutated
-    tensors' version counters (ADInplaceOrView); so does every op on a torch without
-    torch.library.infer_schema."""
+def _op(name, impl, mutates_args=(), codes=False):
+    """impl registered as the op baracuda_quant::name (schema from its annotations): a
+    torch.library.custom_op, or, for the quantize ops (codes: their outputs carry no
+    gradient), a _DefinedOp where torch has torch.library.infer_schema. custom_op's
+    autograd kernel makes a backward through an op without a formula raise, and bumps
+    the version counters of the tensors an op mutates."""
     _IMPL_FUNCS[name] = impl
     infer = getattr(torch.library, "infer_schema", None)
-    if not mutates_args and infer is not None:
+    if codes and not mutates_args and infer is not None:
         return _DefinedOp(name, impl, infer(impl, mutates_args=()))
     return torch.library.custom_op("baracuda_quant::" + name, mutates_args=mutates_args)(impl)
 
@@ -333,7 +333,7 @@ def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dt
     return y
 
 
-_quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl)
+_quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl, codes=True)
 
 
 # Rows shorter than this keep the per-channel kernels: the per-token ones were measured on
@@ -381,7 +381,7 @@ def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_point
     return y
 
 
-_quantize_per_channel = _op("quantize_per_channel", _quantize_per_channel_impl)
+_quantize_per_channel = _op("quantize_per_channel", _quantize_per_channel_impl, codes=True)
 
 
 def _quantize_per_token_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
@@ -395,7 +395,7 @@ def _quantize_per_token_impl(x: torch.Tensor, scales: torch.Tensor, zero_points:
     return y
 
 
-_quantize_per_token = _op("quantize_per_token", _quantize_per_token_impl)
+_quantize_per_token = _op("quantize_per_token", _quantize_per_token_impl, codes=True)
 
 
 def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
@@ -409,7 +409,7 @@ def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points:
     return y
 
 
-_quantize_per_group = _op("quantize_per_group", _quantize_per_group_impl)
+_quantize_per_group = _op("quantize_per_group", _quantize_per_group_impl, codes=True)
 
 
 @_quantize_per_tensor.register_fake
@@ -1006,7 +1006,7 @@ def _quantize_per_block_impl(x: torch.Tensor, scales: torch.Tensor, zero_points:
                        quant_min, quant_max)
 
 
-_quantize_per_block = _op("quantize_per_block", _quantize_per_block_impl)
+_quantize_per_block = _op("quantize_per_block", _quantize_per_block_impl, codes=True)
 
 
 def _dequantize_per_block_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
