@@ -998,9 +998,10 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {
 // x / s for the FP8 rounding, in a segment whose scale is lean: normal, at least 2^-80, and
 // over elements |x| <= amax (not capped). Every quotient then stays near the FP8 range, so
 // Markstein's correction, taken from |x|, needs neither bq_f8_quotient_f32's guard nor its
-// rescaling of tiny x: |x| < 2^-96 gives |x / s| < 2^-16, which rounds to zero whatever its
-// last bits. x's sign goes back on last (-0 stays -0). A power-of-two scale divides
-// exactly: x times its reciprocal.
+// rescaling of tiny x: |x| < 2^-96 gives |x / s| < 2^-16, below E4M3's codes and at most
+// E5M2's smallest subnormal, where the residual (no bit of it below 2^-149) and so the
+// correction stay exact. x's sign goes back on last (-0 stays -0). A power-of-two scale
+// divides exactly: x times its reciprocal.
 static __device__ __forceinline__ float bq_f8_lean_quotient(float x, const bq_scale &s) {
 #if BQ_POW2
   return __fmul_rn(x, s.rcp);

@@ -1038,7 +1038,8 @@ extern "C" __global__ void __launch_bounds__(BQ_THREADS) BQ_FN_FUSED_STAGED(cons
 // bq_fused_c8 with the activation's table (gated rows of 1025 to 2048 accesses, which it
 // takes in place of the staged kernel) is held to 4 blocks an SM (64 registers): it spills
 // a few words, and ran faster (bf16 [8192, 14336]: 251 us at 3 blocks, 237 at 4); so is
-// RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4)
+// RMSNorm per token, which the host gives such rows with a residual (it too ran faster at 4).
+// Per group the host gives them such rows too, at the compiler's choice of registers.
 #define BQ_C8_MINB (BQ_ACT_TAB || (BQ_RMS && BQ_GRAN == BQ_GRAN_TOKEN) ? 4 : 0)
 // (threads, accesses a thread): the host's bq__fused_shapes, by entry
 #if BQ_E_FUSED_C1

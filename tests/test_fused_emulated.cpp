@@ -74,7 +74,7 @@ static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, uns
    shared memory */
 #define EMU_TAB (EMU_OP != BQ_OP_RMSNORM_QUANTIZE && EMU_T == BQ_BF16)
 /* the rows that bq_fused_c8 takes in place of the staged kernel: the table's, and 16-bit
-   RMSNorm per token with a residual (the host's rule, restated) */
+   RMSNorm per token or per group with a residual (the host's rule, restated) */
 static int reg_c8(int64_t nacc, int res) {
   const int rms_res = EMU_OP == BQ_OP_RMSNORM_QUANTIZE && res && sizeof(emu_fused::bq_t) == 2 &&
                       (EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP);
