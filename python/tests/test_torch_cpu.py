@@ -101,3 +101,22 @@ def test_rows_keeps_row_strides():
     t = base.t()  # column-major: copied
     v = ops._rows(t, "x")
     assert v.is_contiguous() and v.shape == (16, 6)
+
+
+def test_registration():
+    """The quantize ops (their outputs are codes) are defined on the dispatcher directly,
+    tagged pt2-compliant as custom_op tags its ops; an op with a float output and no
+    gradient formula keeps custom_op's autograd kernel, so a backward through it raises
+    rather than passing no gradient."""
+    d = torch.ops.baracuda_quant
+    for name in ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "quantize_per_group",
+                 "quantize_per_block"):
+        assert isinstance(getattr(ops, "_" + name), ops._DefinedOp), name
+        assert torch.Tag.pt2_compliant_tag in getattr(d, name).default.tags, name
+    assert not isinstance(ops._dequantize_per_token, ops._DefinedOp)
+    q = torch.empty(3, 8, dtype=torch.int8, device=M)
+    s = torch.ones(3, device=M, requires_grad=True)
+    y = d.dequantize_per_token(q, s, None, torch.float32)
+    assert y.requires_grad
+    with pytest.raises(RuntimeError, match="autograd"):
+        y.sum().backward()
