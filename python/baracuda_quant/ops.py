@@ -151,14 +151,16 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
 
-def _fast_keep(key):
-    """Keeps the call the general path just launched for key (a fast-path geometry)."""
+def _fast_keep(key, clear=True):
+    """Keeps the call the general path just launched for key (a fast-path geometry); clear:
+    forget it (an op's implementation keeps it for its caller to keep too)."""
     prep = getattr(_last, "prep", None)
     if prep is not None and not prep.workspace_bytes:
         if len(_fast) >= _PREPARED_MAX:
             _fast.clear()
         _fast[key] = prep
-    _last.prep = None
+    if clear:
+        _last.prep = None
 
 
 def _eager(t, t2=None, t3=None):
@@ -326,10 +328,20 @@ def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_p
 
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
                               quant_min: int, quant_max: int) -> torch.Tensor:
+    # through torch.ops (the dispatcher's kernel): a repeated eager-safe call takes the C
+    # fast path as the public function does, its geometry kept under the op's own arguments
+    if _fastc is not None:
+        y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
+        if y is not None:
+            return y
+    keep = type(x) is torch.Tensor and x.is_contiguous() and x.numel()
     x = x.contiguous()
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
+    _last.prep = None
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
             qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point)
+    if keep and _fastc is not None:
+        _fast_keep(("qpt", x.shape, x.stride(), x.dtype, x.get_device(), dtype, quant_min, quant_max), clear=False)
     return y
 
 

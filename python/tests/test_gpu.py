@@ -478,7 +478,8 @@ def test_fast_path_kept_calls():
             assert same(got, want)
         assert same(q, ref_quantize(x.cpu(), torch.tensor(s, dtype=torch.float64), z, -128, 127, torch.int8))
     assert {k[0] for k in bqo._fast} == {"qpt", "dqpt", "qtok", "dtok"}
-    assert len(bqo._fast) == 4  # one geometry each
+    # one geometry each, quantize_per_tensor's also under the op's own arguments (the torch.ops calls)
+    assert len(bqo._fast) == 5
     n = len(bqo._fast)
     x = xs[0]
     q_int = bqo.quantize_per_tensor(x, 1, 0)  # an int scale: the general path, the same bits as 1.0
@@ -546,6 +547,37 @@ def test_fast_path_in_c():
     assert fc.quantize_per_tensor(xg, 0.05, 0, torch.int8, None, None) is None  # a gradient to record
     with torch.no_grad():
         assert fc.quantize_per_tensor(xg, 0.05, 0, torch.int8, None, None) is not None
+
+
+def test_torch_ops_fast_path():
+    """torch.ops.baracuda_quant.quantize_per_tensor keeps its geometry under the op's own
+    arguments, and a repeat (another scale and zero point) takes the C fast path, with the
+    general path's bits."""
+    if bqo._fastc is None:
+        pytest.skip("the package was built without its extension (no Python C headers)")
+    qmin, qmax = bqo._qargs(torch.int8, None, None)
+    x = gen((16, 4096), torch.bfloat16, seed=123).to(DEV)
+    key = ("qpt", x.shape, x.stride(), x.dtype, x.get_device(), torch.int8, qmin, qmax)
+    bqo._fast.pop(key, None)
+    op = torch.ops.baracuda_quant.quantize_per_tensor
+    y1 = op(x, 0.03, 1, torch.int8, qmin, qmax)
+    assert key in bqo._fast
+    general = bqo._affine
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the general path ran")
+    bqo._affine = refuse
+    try:
+        y2 = op(x, 0.05, -2, torch.int8, qmin, qmax)
+    finally:
+        bqo._affine = general
+    fc = bqo._fastc
+    try:
+        bqo._fastc = None
+        r1, r2 = op(x, 0.03, 1, torch.int8, qmin, qmax), op(x, 0.05, -2, torch.int8, qmin, qmax)
+    finally:
+        bqo._fastc = fc
+    assert same(y1, r1) and same(y2, r2) and not same(y1, y2)
 
 
 # ---- torch.compile and CUDA graphs ------------------------------------------------------------
