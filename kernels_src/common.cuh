@@ -997,18 +997,19 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {
 #if BQ_FP8 && BQ_FT != BQ_TYPE_F64
 // x / s for the FP8 rounding, in a segment whose scale is lean: normal, at least 2^-80, and
 // over elements |x| <= amax (not capped). Every quotient then stays near the FP8 range, so
-// Markstein's correction, taken from |x|, needs neither bq_f8_quotient_f32's guard nor its
-// rescaling of tiny x: |x| < 2^-96 gives |x / s| < 2^-16, below E4M3's codes and at most
-// E5M2's smallest subnormal, where the residual (no bit of it below 2^-149) and so the
-// correction stay exact. x's sign goes back on last (-0 stays -0). A power-of-two scale
+// Markstein's correction needs neither bq_f8_quotient_f32's guard nor its rescaling of
+// tiny x: |x| < 2^-96 gives |x / s| < 2^-16, below E4M3's codes and at most E5M2's
+// smallest subnormal, where the residual (no bit of it below 2^-149) and so the correction
+// stay exact. The residual is taken negated, t = q0 s - x, and subtracted: every step is
+// odd in x, so the result is the quotient of |x| with x's sign, -0 included (q0 + (x - q0 s)
+// would turn -0 into +0), with no instruction to put the sign back. A power-of-two scale
 // divides exactly: x times its reciprocal.
 static __device__ __forceinline__ float bq_f8_lean_quotient(float x, const bq_scale &s) {
 #if BQ_POW2
   return __fmul_rn(x, s.rcp);
 #else
-  const float ax = fabsf(x), q0 = __fmul_rn(ax, s.rcp);
-  const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.ss, ax), s.rcp, q0);
-  return __uint_as_float(__float_as_uint(q1) | (__float_as_uint(x) & 0x80000000u));
+  const float q0 = __fmul_rn(x, s.rcp);
+  return __fmaf_rn(-__fmaf_rn(q0, s.ss, -x), s.rcp, q0);
 #endif
 }
 #endif
