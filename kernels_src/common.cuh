@@ -1000,10 +1000,10 @@ static __device__ __forceinline__ bq_qp bq_params_of(bq_red r, bq_c bound = 0) {
 // Markstein's correction needs neither bq_f8_quotient_f32's guard nor its rescaling of
 // tiny x: |x| < 2^-96 gives |x / s| < 2^-16, below E4M3's codes and at most E5M2's
 // smallest subnormal, where the residual (no bit of it below 2^-149) and so the correction
-// stay exact. The residual is taken negated, t = q0 s - x, and subtracted: every step is
-// odd in x, so the result is the quotient of |x| with x's sign, -0 included (q0 + (x - q0 s)
-// would turn -0 into +0), with no instruction to put the sign back. A power-of-two scale
-// divides exactly: x times its reciprocal.
+// stay exact. The residual is taken negated, t = q0 s - x, and subtracted: for s > 0 the
+// result is the quotient of |x| with x's sign, -0 included (q0 + (x - q0 s) would turn -0
+// into +0; an exactly zero t is absorbed by q0), with no instruction to put the sign back.
+// A power-of-two scale divides exactly: x times its reciprocal.
 static __device__ __forceinline__ float bq_f8_lean_quotient(float x, const bq_scale &s) {
 #if BQ_POW2
   return __fmul_rn(x, s.rcp);
