@@ -231,6 +231,12 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+#if EMU_GRAN == BQ_GRAN_GROUP /* the host's cap on a fast-groups team, restated: four warps for FP8
+                                 from 16-bit data, else two */
+  if (g_launches && g_params.fast_groups)
+    cr_assert(g_params.tpr <= (FP8 && ref_dtype_size(T) == 2 ? 128 : 64), "a fast-groups team of %d | %s",
+              g_params.tpr, what);
+#endif
   bq_args r = a;
   r.y = ey;
   r.out_scales = esb.data() + 64 + (size_t)sguard * ss;
