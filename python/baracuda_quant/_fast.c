@@ -5,13 +5,23 @@
    through the addresses of _capi.c's bq_py_run_tensor in the package's shared object (one
    copy of the library per process). Each function returns the output, or None where the call
    is not for this path (not a plain eager tensor call of a geometry seen before, or a status
-   other than 0), and ops.py then takes its Python path, which reports any error. */
+   other than 0), and ops.py then takes its Python path, which reports any error.
+   public_quantize_per_tensor makes the package's quantize_per_tensor a builtin that does the
+   same and then calls the Python function it stands in for, one Python frame less a call. */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x03090000
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+/* (Py_XSETREF is not in the limited API) */
+#define BQ_SET(field, value)       \
+  do {                             \
+    PyObject *old_ = (field);      \
+    (field) = (value);             \
+    Py_XDECREF(old_);              \
+  } while (0)
 
 typedef int (*run_tensor_fn)(const void *plan, const void *args, void *x, void *y, double scale,
                              int64_t zero_point, void *stream);
@@ -20,6 +30,8 @@ static struct {
   PyObject *tensor_type; /* torch.Tensor */
   PyObject *table;       /* ops._fast: geometry key -> _core.Prepared */
   PyObject *empty_like, *raw_stream, *modes, *tracing, *functorch, *grad_enabled;
+  PyObject *int8, *zero;   /* the public function's defaults: torch.int8, 0 */
+  PyObject *kw, *kw_dtype; /* {"dtype": kw_dtype}, the last output dtype's empty_like keywords */
   PyObject *tag_q, *tag_dq, *s_shape, *s_stride, *s_dtype, *s_get_device, *s_data_ptr, *s_requires_grad,
       *s_plan, *s_args_address;
   run_tensor_fn run_tensor;
@@ -101,9 +113,19 @@ static PyObject *per_tensor(PyObject *tag, PyObject *x, PyObject *scale, PyObjec
   Py_XDECREF(pl);
   Py_XDECREF(ad);
   if (PyErr_Occurred()) goto done;
-  if (!(kw = PyDict_New()) || PyDict_SetItem(kw, F.s_dtype, out_dtype) || !(args = PyTuple_Pack(1, x)) ||
-      !(y = PyObject_Call(F.empty_like, args, kw)))
-    goto done;
+  if (out_dtype != F.kw_dtype) { /* (a model quantizes to one dtype: the dict is made once) */
+    PyObject *d = PyDict_New();
+    if (!d || PyDict_SetItem(d, F.s_dtype, out_dtype)) {
+      Py_XDECREF(d);
+      goto done;
+    }
+    BQ_SET(F.kw, d);
+    Py_INCREF(out_dtype);
+    BQ_SET(F.kw_dtype, out_dtype);
+  }
+  kw = F.kw;
+  Py_INCREF(kw);
+  if (!(args = PyTuple_Pack(1, x)) || !(y = PyObject_Call(F.empty_like, args, kw))) goto done;
   if (ptr_of(x, &px) || ptr_of(y, &py) || !(stream = PyObject_CallFunctionObjArgs(F.raw_stream, dev, NULL)))
     goto done;
   void *st = PyLong_AsVoidPtr(stream);
@@ -136,6 +158,57 @@ static PyObject *fast_dq(PyObject *self, PyObject *args) {
   return per_tensor(F.tag_dq, q, scale, zp, dtype, NULL, NULL);
 }
 
+/* The public quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None,
+   quant_max=None) as a builtin, which saves a Python frame a call: the fast path, else
+   `self`, the Python function it stands in for (bound by public_quantize_per_tensor), with
+   the same arguments, which checks them, reports any error and keeps the call. */
+static PyObject *public_q(PyObject *fallback, PyObject *args, PyObject *kwargs) {
+  static char *names[] = {"x", "scale", "zero_point", "dtype", "quant_min", "quant_max", NULL};
+  PyObject *x, *scale, *zp = F.zero, *dtype = F.int8, *qmin = Py_None, *qmax = Py_None;
+  if (F.int8 && PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOO:quantize_per_tensor", names, &x, &scale, &zp,
+                                            &dtype, &qmin, &qmax)) {
+    PyObject *y = per_tensor(F.tag_q, x, scale, zp, dtype, qmin, qmax);
+    if (y != Py_None) return y; /* the output, or NULL with torch's exception */
+    Py_DECREF(y);
+  } else {
+    PyErr_Clear(); /* (the Python function names what is wrong with the arguments) */
+  }
+  return PyObject_Call(fallback, args, kwargs);
+}
+
+static PyMethodDef public_q_def = {
+    "quantize_per_tensor", (PyCFunction)(void (*)(void))public_q, METH_VARARGS | METH_KEYWORDS,
+    "quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None)\n\n"
+    "q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn, float8_e5m2): "
+    "q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md). A repeated call of a geometry seen "
+    "before runs from C; any other goes to the Python function this stands in for (its __self__)."};
+
+/* public_quantize_per_tensor(fallback): the builtin above bound to fallback */
+static PyObject *public_quantize_per_tensor(PyObject *self, PyObject *fallback) {
+  (void)self;
+  if (!PyCallable_Check(fallback)) {
+    PyErr_SetString(PyExc_TypeError, "public_quantize_per_tensor: expected a callable");
+    return NULL;
+  }
+  return PyCFunction_NewEx(&public_q_def, fallback, NULL);
+}
+
+/* setup_public(int8, zero): the public function's defaults */
+static PyObject *setup_public(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *i8, *zero;
+  if (!PyArg_UnpackTuple(args, "setup_public", 2, 2, &i8, &zero)) return NULL;
+  if (!PyLong_CheckExact(zero)) {
+    PyErr_SetString(PyExc_TypeError, "setup_public: expected (dtype, int)");
+    return NULL;
+  }
+  Py_INCREF(i8);
+  BQ_SET(F.int8, i8);
+  Py_INCREF(zero);
+  BQ_SET(F.zero, zero);
+  Py_RETURN_NONE;
+}
+
 /* setup(tensor_type, table, empty_like, raw_stream, modes, tracing, functorch, grad_enabled,
          run_tensor_address) */
 static PyObject *setup(PyObject *self, PyObject *args) {
@@ -158,6 +231,8 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_XDECREF(old);
   }
   F.run_tensor = (run_tensor_fn)fn;
+  Py_CLEAR(F.kw); /* (empty_like may have changed) */
+  Py_CLEAR(F.kw_dtype);
   Py_RETURN_NONE;
 }
 
@@ -168,6 +243,9 @@ static PyMethodDef methods[] = {
      "quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max): y, or None for the Python path"},
     {"dequantize_per_tensor", fast_dq, METH_VARARGS,
      "dequantize_per_tensor(q, scale, zero_point, out_dtype): y, or None for the Python path"},
+    {"public_quantize_per_tensor", public_quantize_per_tensor, METH_O,
+     "public_quantize_per_tensor(fallback): quantize_per_tensor as a builtin, fallback serving what C does not"},
+    {"setup_public", setup_public, METH_VARARGS, "setup_public(int8, zero): the public function's defaults"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods, NULL, NULL, NULL, NULL};

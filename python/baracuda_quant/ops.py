@@ -220,13 +220,13 @@ class _DefinedOp:
     autograd kernel, so it serves only ops whose outputs are codes, which carry no
     gradient. It answers the CustomOpDef method this module uses."""
 
-    def __init__(self, name, impl, schema):
+    def __init__(self, name, impl, schema, kernel=None):
         global _LIB
         if _LIB is None:
             _LIB = torch.library.Library("baracuda_quant", "FRAGMENT")
         pt2 = getattr(torch.Tag, "pt2_compliant_tag", None)  # as custom_op tags its ops
         _LIB.define(name + schema, tags=(pt2,) if pt2 is not None else ())
-        _LIB.impl(name, impl, "CompositeExplicitAutograd")
+        _LIB.impl(name, kernel or impl, "CompositeExplicitAutograd")
         self.qualname = "baracuda_quant::" + name
         self._overload = getattr(torch.ops.baracuda_quant, name).default
 
@@ -238,16 +238,17 @@ class _DefinedOp:
         return fn
 
 
-def _op(name, impl, mutates_args=(), codes=False):
+def _op(name, impl, mutates_args=(), codes=False, kernel=None):
     """impl registered as the op baracuda_quant::name (schema from its annotations): a
     torch.library.custom_op, or, for the quantize ops (codes: their outputs carry no
-    gradient), a _DefinedOp where torch has torch.library.infer_schema. custom_op's
+    gradient), a _DefinedOp where torch has torch.library.infer_schema, with kernel (a
+    builtin that computes what impl does) as the dispatcher's kernel where given. custom_op's
     autograd kernel makes a backward through an op without a formula raise, and bumps
     the version counters of the tensors an op mutates."""
     _IMPL_FUNCS[name] = impl
     infer = getattr(torch.library, "infer_schema", None)
     if codes and not mutates_args and infer is not None:
-        return _DefinedOp(name, impl, infer(impl, mutates_args=()))
+        return _DefinedOp(name, impl, infer(impl, mutates_args=()), kernel)
     return torch.library.custom_op("baracuda_quant::" + name, mutates_args=mutates_args)(impl)
 
 
@@ -281,6 +282,8 @@ def _fastc_setup():
     """Hands _fast.c what it calls: torch's, this module's table, the library's run."""
     _fastc.setup(torch.Tensor, _fast, torch.empty_like, _raw_stream, _modes, _tracing, _functorch,
                  _grad_enabled, ctypes.cast(_lib.bq_py_run_tensor, ctypes.c_void_p).value)
+    if hasattr(_fastc, "setup_public"):
+        _fastc.setup_public(torch.int8, 0)
 
 
 if _fastc is not None:
@@ -326,6 +329,11 @@ def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_p
         mask=_view(mask), stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
 
 
+def _qpt_key(x, dtype, quant_min, quant_max):
+    """The per-tensor quantize's fast-path key (_fast.c builds the same tuple)."""
+    return ("qpt", x.shape, x.stride(), x.dtype, x.get_device(), dtype, quant_min, quant_max)
+
+
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
                               quant_min: int, quant_max: int) -> torch.Tensor:
     # through torch.ops (the dispatcher's kernel): a repeated eager-safe call takes the C
@@ -334,6 +342,12 @@ def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dt
         y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
         if y is not None:
             return y
+    return _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max)
+
+
+def _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max):
+    """The implementation's general path: launches through _affine, then keeps the call under
+    the op's own key (the public function keeps it under its own arguments too)."""
     keep = type(x) is torch.Tensor and x.is_contiguous() and x.numel()
     x = x.contiguous()
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
@@ -341,11 +355,15 @@ def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dt
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
             qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point)
     if keep and _fastc is not None:
-        _fast_keep(("qpt", x.shape, x.stride(), x.dtype, x.get_device(), dtype, quant_min, quant_max), clear=False)
+        _fast_keep(_qpt_key(x, dtype, quant_min, quant_max), clear=False)
     return y
 
 
-_quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl, codes=True)
+# The op's kernel: _fast.c's builtin bound to the general path (the C fast path first, as
+# _quantize_per_tensor_impl, one Python frame less a call through torch.ops)
+_quantize_per_tensor = _op("quantize_per_tensor", _quantize_per_tensor_impl, codes=True,
+                           kernel=_fastc.public_quantize_per_tensor(_quantize_per_tensor_general)
+                           if _fastc is not None and hasattr(_fastc, "public_quantize_per_tensor") else None)
 
 
 # Rows shorter than this keep the per-channel kernels: the per-token ones were measured on
@@ -1196,9 +1214,16 @@ def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None
         y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
         if y is not None:
             return y
+    return _quantize_per_tensor_py(x, scale, zero_point, dtype, quant_min, quant_max)
+
+
+def _quantize_per_tensor_py(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
+    """quantize_per_tensor less the C fast path: the Python fast path, else the checks and the
+    general path (what the builtin quantize_per_tensor calls where C does not serve a call,
+    and what torch.compile traces in its place)."""
     key = None
     if type(x) is torch.Tensor and type(scale) is float and type(zero_point) is int:
-        key = ("qpt", x.shape, x.stride(), x.dtype, x.get_device(), dtype, quant_min, quant_max)
+        key = _qpt_key(x, dtype, quant_min, quant_max)
         prep = _fast.get(key)
         if prep is not None and -_I32 <= zero_point < _I32 and _eager(x):
             y = torch.empty_like(x, dtype=dtype)
@@ -1210,10 +1235,34 @@ def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None
     scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
     d = _ops(x)
     _last.prep = None
-    y = d.quantize_per_tensor(x, scale, zero_point, dtype, qmin, qmax)
-    if key is not None and d is _IMPL and x.is_contiguous() and x.numel():
+    if d is not _IMPL:
+        return d.quantize_per_tensor(x, scale, zero_point, dtype, qmin, qmax)
+    # the general path itself: the implementation's C fast path would find the op's key
+    # (resolved q-range) and launch without leaving the call for this key
+    y = _quantize_per_tensor_general(x, scale, zero_point, dtype, qmin, qmax)
+    if key is not None and x.is_contiguous() and x.numel():
         _fast_keep(key)
     return y
+
+
+def _builtin(fallback):
+    """quantize_per_tensor as _fast.c's builtin bound to fallback (the Python function it
+    stands in for), one Python frame less a call, where torch.compile can trace fallback in
+    its place (torch.compiler.substitute_in_graph); else None, and the Python function stays."""
+    sub = getattr(torch.compiler, "substitute_in_graph", None)
+    if _fastc is None or sub is None or not hasattr(_fastc, "public_quantize_per_tensor"):
+        return None
+    fn = _fastc.public_quantize_per_tensor(fallback)
+    try:
+        sub(fn, skip_signature_check=True)(fallback)
+    except Exception:  # pragma: no cover (a torch whose dynamo refuses the builtin)
+        return None
+    return fn
+
+
+_quantize_per_tensor_c = _builtin(_quantize_per_tensor_py)
+if _quantize_per_tensor_c is not None:
+    quantize_per_tensor = _quantize_per_tensor_c
 
 
 def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None):
@@ -1764,6 +1813,10 @@ def _bind_package():
     import baracuda_quant as pkg
     pkg._torch_fns.update({name: globals()[name] for name in pkg._OPS})
     pkg._tensor_type = torch.Tensor
+    if isinstance(pkg.quantize_per_tensor, types.FunctionType):  # its C stand-in, as for this module's
+        fn = _builtin(pkg.quantize_per_tensor)
+        if fn is not None:
+            pkg.quantize_per_tensor = fn
 
 
 _bind_package()

@@ -148,3 +148,46 @@ def test_errors_propagate(env):
                 lambda: True, ctypes.cast(cb, ctypes.c_void_p).value)
     with pytest.raises(RuntimeError, match="no shape"):
         _fast.quantize_per_tensor(Broken(), 0.5, 0, "s8", None, None)
+
+
+def test_public_builtin_serves_a_kept_geometry_and_hands_on_the_rest(env):
+    """public_quantize_per_tensor(fallback): the public function as a builtin. A kept geometry
+    runs from C with the public defaults (zero point 0, the int8 dtype setup_public gave);
+    anything else goes to fallback with the arguments exactly as passed."""
+    st, table = env
+    _fast.setup_public("s8", 0)
+    calls = []
+
+    def fallback(*args, **kwargs):
+        calls.append((args, kwargs))
+        return "fallback"
+    fn = _fast.public_quantize_per_tensor(fallback)
+    assert fn.__self__ is fallback and fn.__name__ == "quantize_per_tensor"
+    x = Tensor(0x1000)
+    assert fn(x, 0.5) == "fallback" and calls[-1] == ((x, 0.5), {}) and st["runs"] == []  # not kept yet
+    table[qkey(x)] = Prep(7, 8)
+    y = fn(x, 0.5)
+    assert isinstance(y, Tensor) and y.dtype == "s8" and st["runs"] == [(7, 8, 0x1000, y.ptr, 0.5, 0, 0x5000)]
+    y = fn(x, scale=0.25, zero_point=-3)  # keywords, parsed in C
+    assert isinstance(y, Tensor) and st["runs"][-1][4:6] == (0.25, -3)
+    n = len(calls)
+    assert fn(x, 0.5, 0, "u8") == "fallback" and calls[-1] == ((x, 0.5, 0, "u8"), {})  # another geometry
+    assert fn(x, "abc") == "fallback"  # a scale C does not take
+    assert fn(x) == "fallback" and calls[-1] == ((x,), {})  # too few arguments: fallback names them
+    assert fn(x, 0.5, bogus=1) == "fallback" and calls[-1] == ((x, 0.5), {"bogus": 1})
+    assert len(calls) == n + 4 and len(st["runs"]) == 2
+    with pytest.raises(TypeError):
+        _fast.public_quantize_per_tensor(3)
+
+
+def test_public_builtin_output_dtype_keywords_follow_the_dtype(env):
+    """empty_like's keywords are kept for the last output dtype, and remade for another."""
+    st, table = env
+    _fast.setup_public("s8", 0)
+    fn = _fast.public_quantize_per_tensor(lambda *a, **k: None)
+    x = Tensor(0x1000)
+    table[qkey(x)] = Prep(1, 2)
+    table[qkey(x, "u8")] = Prep(3, 4)
+    outs = [fn(x, 0.5), fn(x, 0.5, 0, "u8"), fn(x, 0.5, 0, "u8"), fn(x, 0.5)]
+    assert [y.dtype for y in outs] == ["s8", "u8", "u8", "s8"]
+    assert [a[1] for a in st["allocs"]] == ["s8", "u8", "u8", "s8"]

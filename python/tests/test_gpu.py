@@ -12,6 +12,7 @@ pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA 
 
 if cuda_available():
     import torch
+    import baracuda_quant as bq
     import baracuda_quant.ops as bqo
 
 FLOATS = ["float32", "float64", "float16", "bfloat16"]
@@ -524,11 +525,7 @@ def test_fast_path_in_c():
         bqo.quantize_per_tensor(x, s, z, dtype=itype)  # the general path keeps the geometry
         y_c = fc.quantize_per_tensor(x, s, z, itype, None, None)
         assert isinstance(y_c, torch.Tensor)
-        try:
-            bqo._fastc = None
-            y_py = bqo.quantize_per_tensor(x, s, z, dtype=itype)
-        finally:
-            bqo._fastc = fc
+        y_py = bqo._quantize_per_tensor_py(x, s, z, dtype=itype)  # the Python fast path
         y_g = torch.ops.baracuda_quant.quantize_per_tensor(x, s, z, itype, *(bqo._qargs(itype, None, None)))
         assert same(y_c.view(torch.uint8), y_py.view(torch.uint8)) and same(y_c.view(torch.uint8),
                                                                              y_g.view(torch.uint8))
@@ -571,13 +568,73 @@ def test_torch_ops_fast_path():
         y2 = op(x, 0.05, -2, torch.int8, qmin, qmax)
     finally:
         bqo._affine = general
+    r = []
+    for s, z in ((0.03, 1), (0.05, -2)):  # the general path: the geometry forgotten first
+        bqo._fast.pop(key, None)
+        r.append(op(x, s, z, torch.int8, qmin, qmax))
+    assert same(y1, r[0]) and same(y2, r[1]) and not same(y1, y2)
+
+
+def test_public_builtin():
+    """Where torch.compile can trace a stand-in (substitute_in_graph), quantize_per_tensor is
+    _fast.c's builtin, in baracuda_quant.ops and at the package's top level, and the op's
+    kernel is one too: each gives the Python function's bits and errors, and hands it every
+    call C does not serve (keywords, a new geometry, a bad argument)."""
+    if bqo._fastc is None or getattr(torch.compiler, "substitute_in_graph", None) is None:
+        pytest.skip("no extension, or a torch without torch.compiler.substitute_in_graph")
+    import types
+    assert isinstance(bqo.quantize_per_tensor, types.BuiltinFunctionType)
+    assert bqo.quantize_per_tensor.__self__ is bqo._quantize_per_tensor_py
+    assert isinstance(bq.quantize_per_tensor, types.BuiltinFunctionType)
+    assert isinstance(bq.quantize_per_tensor.__self__, types.FunctionType)  # the package's dispatcher
+    x = gen((4, 1000), torch.bfloat16, seed=77).to(DEV)
+    for fn in (bqo.quantize_per_tensor, bq.quantize_per_tensor):
+        for kw in ({}, {"dtype": torch.uint8, "zero_point": 7}, {"quant_min": -100, "quant_max": 90}):
+            want = bqo._quantize_per_tensor_py(x, 0.04, **kw)
+            got = [fn(x, 0.04, **kw), fn(x, 0.04, **kw), fn(x, scale=0.04, **kw)]  # first, repeat, keyword
+            assert all(same(g, want) for g in got)
+        with pytest.raises(Exception, match="scale"):
+            fn(x, "abc")
+        with pytest.raises(TypeError):
+            fn(x)
+    y = torch.compile(lambda t: bq.quantize_per_tensor(t, 0.04, 2), fullgraph=True)(x)
+    assert same(y, bqo._quantize_per_tensor_py(x, 0.04, 2))
+
+
+def test_fast_path_after_torch_ops():
+    """A torch.ops call first keeps the geometry under the resolved q-range; a public call
+    with the default q-range after it still keeps its own key (the general path, not the
+    op's C fast path, serves its first call), so its repeats take the fast path."""
+    if bqo._fastc is None:
+        pytest.skip("the package was built without its extension (no Python C headers)")
+    qmin, qmax = bqo._qargs(torch.int8, None, None)
+    x = gen((8, 1024), torch.float32, seed=321).to(DEV)
+    op_key = bqo._qpt_key(x, torch.int8, qmin, qmax)
+    pub_key = bqo._qpt_key(x, torch.int8, None, None)
+    bqo._fast.pop(op_key, None)
+    bqo._fast.pop(pub_key, None)
+    y0 = torch.ops.baracuda_quant.quantize_per_tensor(x, 0.02, 0, torch.int8, qmin, qmax)
+    assert op_key in bqo._fast and pub_key not in bqo._fast
+    y1 = bqo.quantize_per_tensor(x, 0.02, 0)
+    assert pub_key in bqo._fast
+    general = bqo._affine
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the general path ran")
+    bqo._affine = refuse
+    try:
+        y2 = bqo.quantize_per_tensor(x, 0.04, 3)
+    finally:
+        bqo._affine = general
     fc = bqo._fastc
     try:
         bqo._fastc = None
-        r1, r2 = op(x, 0.03, 1, torch.int8, qmin, qmax), op(x, 0.05, -2, torch.int8, qmin, qmax)
+        bqo._fast.pop(op_key, None)
+        bqo._fast.pop(pub_key, None)
+        r2 = bqo.quantize_per_tensor(x, 0.04, 3)  # the general path
     finally:
         bqo._fastc = fc
-    assert same(y1, r1) and same(y2, r2) and not same(y1, y2)
+    assert same(y0, y1) and same(y2, r2) and not same(y1, y2)
 
 
 # ---- torch.compile and CUDA graphs ------------------------------------------------------------
