@@ -13,8 +13,10 @@ queue them first. Each timing is
 the median of its 60 calls: GPU time, measured under the same conditions for every
 contender (timing one after another favoured whichever ran after an idle GPU, such as
 torch.compile after its compile). A contender that PyTorch refuses is recorded as its error.
-The host overhead of a small op (4096 elements) is host time per call over 10000 calls
-without synchronization.
+The host overhead of a small op (4096 elements) is host time per call without
+synchronization: the fastest of 11 rounds of 1000 calls (and the median), the contenders
+alternated, beside the floors a Python package's call stands on (an allocation, a torch.ops
+op of the same schema that only allocates, one PyTorch launch).
 
     python bench.py [--json out.json] [--no-compile] [--quick] [--commit REV]
                     [--fused-only | --no-fused | --host-only]
@@ -422,12 +424,40 @@ def print_fused(rows):
         print("  %-58s %s" % (r["op"], ", ".join(verdict)))
 
 
-def host_overhead(calls=10000):
+HOST_ROUNDS, HOST_CALLS = 11, 1000
+HOST_METHOD = ("the fastest of %d rounds of %d calls without synchronizing, the contenders alternated (each round "
+               "starting one contender further on)" % (HOST_ROUNDS, HOST_CALLS))
+_floor_lib = None
+
+
+def _floor_op():
+    """A torch.library op with quantize_per_tensor's schema whose Python kernel only allocates
+    the output: the least a Python-implemented op that allocates can cost through torch.ops."""
+    global _floor_lib
+    if _floor_lib is None:
+        _floor_lib = torch.library.Library("bq_bench_floor", "DEF")
+        _floor_lib.define("alloc_only(Tensor x, float scale, int zero_point, ScalarType dtype, int quant_min, "
+                          "int quant_max) -> Tensor")
+
+        def alloc_only(x, scale, zero_point, dtype, quant_min, quant_max):
+            return torch.empty_like(x, dtype=dtype)
+        _floor_lib.impl("alloc_only", alloc_only, "CompositeExplicitAutograd")
+    return torch.ops.bq_bench_floor.alloc_only
+
+
+def host_overhead(rounds=HOST_ROUNDS, calls=HOST_CALLS):
+    """Host time per call (us) of a small call of each contender, and the floors a Python
+    package's call stands on (an allocation, a torch.ops op that only allocates, one PyTorch
+    launch): the fastest round (the host's other work only ever adds time, as timeit's
+    minimum) and the median, the contenders alternated so that a slow stretch of the host
+    falls on all of them."""
+    import statistics
     import torch.nn.functional as F
     x = torch.randn(4096, device=DEV)
+    y8 = torch.empty(4096, device=DEV, dtype=torch.int8)
     xt = torch.randn(16, 4096, device=DEV, dtype=torch.bfloat16)
     w = torch.rand(4096, device=DEV, dtype=torch.bfloat16) + 0.5
-    out = {}
+    floor = _floor_op()
     fns = {
         "baracuda_quant.ops.dynamic_per_token_quant [16, 4096] bf16": lambda: bqo.dynamic_per_token_quant(xt),
         "baracuda_quant.ops.rms_norm_quant [16, 4096] bf16": lambda: bqo.rms_norm_quant(xt, w, 1e-6),
@@ -438,18 +468,27 @@ def host_overhead(calls=10000):
             lambda: torch.ops.baracuda_quant.quantize_per_tensor(x, 0.05, 0, torch.int8, -128, 127),
         "torch.quantize_per_tensor": lambda: torch.quantize_per_tensor(x, 0.05, 0, torch.qint8),
         "torch eager round/clamp/to": lambda: torch.clamp(torch.round(x / 0.05), -128, 127).to(torch.int8),
+        "floor: torch.empty_like (the allocation alone)": lambda: torch.empty_like(x, dtype=torch.int8),
+        "floor: a torch.ops op of the same schema that only allocates":
+            lambda: floor(x, 0.05, 0, torch.int8, -128, 127),
+        "floor: one PyTorch launch, no allocation (y.zero_())": lambda: y8.zero_(),
     }
-    for name, fn in fns.items():
+    names = list(fns)
+    times = {k: [] for k in names}
+    for fn in fns.values():
         for _ in range(200):
             fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        out[name] = (t1 - t0) / calls * 1e6
-    return out
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[k]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            t1 = time.perf_counter()
+            times[k].append((t1 - t0) / calls * 1e6)
+    torch.cuda.synchronize()
+    return ({k: min(v) for k, v in times.items()}, {k: statistics.median(v) for k, v in times.items()})
 
 
 def provenance(commit):
@@ -508,10 +547,11 @@ def main():
         rows.append(row)
         print("  %-44s done" % name, file=sys.stderr)
     fused = run_fused(args) if not (args.no_fused or args.host_only) else []
-    host = host_overhead() if not args.fused_only else {}
+    host, host_median = host_overhead() if not args.fused_only else ({}, {})
     res = {"tool": "python/bench.py", "provenance": provenance(args.commit), "reps": REPS,
            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "baracuda_quant": bq.__version__,
            "library": bq.LIBRARY_PATH, "ops": rows, "host_overhead_us_per_call": host,
+           "host_overhead_method": HOST_METHOD if host else None, "host_overhead_median_us": host_median,
            "seconds": round(time.time() - t_start, 1)}
     if fused:
         res["fused"] = fused
@@ -533,10 +573,10 @@ def main():
     if fused:
         print_fused(fused)
     if host:
-        print("\nhost time per call (quantize_per_tensor of 4096 elements, and the decode-size ops), 10000 calls "
-              "without sync:")
+        print("\nhost time per call (quantize_per_tensor of 4096 elements, and the decode-size ops), %s:"
+              % HOST_METHOD)
     for k, v in host.items():
-        print("  %-60s %7.2f us" % (k, v))
+        print("  %-60s %7.2f us (median %.2f)" % (k, v, host_median[k]))
     print("total %.1f s" % res["seconds"])
     if args.json:
         with open(args.json, "w") as f:
