@@ -735,6 +735,25 @@ def python_table(py):
     return o
 
 
+def host_floor_note(host):
+    """How the host table's floors bound the torch.ops path, from its own numbers (files
+    without the floors: nothing)."""
+    ours = host.get("baracuda_quant.ops.quantize_per_tensor")
+    top = host.get("torch.ops.baracuda_quant.quantize_per_tensor (no wrapper)")
+    alloc = host.get("floor: torch.empty_like (the allocation alone)")
+    op = host.get("floor: a torch.ops op of the same schema that only allocates")
+    torch_q = host.get("torch.quantize_per_tensor")
+    if None in (ours, top, alloc, op, torch_q):
+        return []
+    bound = op + ours - alloc
+    return ["", "Reading the floors: past its allocation, `baracuda_quant.ops.quantize_per_tensor` spends "
+                "%.1f µs (the checks and the launch). Through `torch.ops` the same work follows the dispatcher's "
+                "Python kernel, whose cost the allocate-only op of the same schema measures: a bound of "
+                "%.1f + %.1f = %.1f µs, above `torch.quantize_per_tensor`'s %.1f µs (a C++ op), which a "
+                "Python-implemented op cannot reach; the package's op takes %.2f of that bound."
+                % (ours - alloc, op, ours - alloc, bound, torch_q, top / bound)]
+
+
 def python_block(py, path):
     """docs/performance.md's "From PyTorch" tables: the ops, then the host cost of one small call."""
     p = py.get("provenance") or {}
@@ -747,6 +766,7 @@ def python_block(py, path):
         o += ["| call | µs |", "|---|---:|"]
     for k, v in host.items():
         o.append("| `%s` | %.1f |" % (k, v))
+    o += host_floor_note(host)
     o += ["", "%s, torch %s; GPU time = %s; raw output: `%s`." % (
         p.get("gpu") or py.get("device"), p.get("torch") or py.get("torch"), python_timing(py), path), ""]
     return "\n".join(o)

@@ -201,3 +201,22 @@ def test_bench_table_marks_times_host_time_may_show_in():
     assert "| g | 40.0 µs | 90.0 µs † | 600.0 µs | 60.0 µs | 38.0 µs † |" in rows[3]
     assert rows.count(bt.LATE_NOTE) == 1
     assert bt.LATE_NOTE not in bt.python_fused_table([fused])
+
+
+def test_bench_table_reads_the_host_floors():
+    """The host table's note: the torch.ops bound (the allocate-only op plus the plain call's
+    time past its allocation) and the package's op against it, from the file's numbers; a
+    file without the floors gets no note."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench_table.py")
+    spec = importlib.util.spec_from_file_location("bench_table", path)
+    bt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bt)
+    host = {"baracuda_quant.ops.quantize_per_tensor": 8.0,
+            "torch.ops.baracuda_quant.quantize_per_tensor (no wrapper)": 13.0,
+            "floor: torch.empty_like (the allocation alone)": 2.0,
+            "floor: a torch.ops op of the same schema that only allocates": 7.0, "torch.quantize_per_tensor": 8.5}
+    note = " ".join(bt.host_floor_note(host))
+    assert "spends 6.0 µs" in note and "7.0 + 6.0 = 13.0 µs" in note and "takes 1.00 of that bound" in note
+    del host["torch.quantize_per_tensor"]
+    assert bt.host_floor_note(host) == []
+    assert "Reading the floors" not in bt.python_block({"host_overhead_us_per_call": host, "ops": []}, "x.json")
