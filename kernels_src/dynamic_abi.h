@@ -9,12 +9,14 @@
    the kernel's extern "C" function. Per block's tiles take the first two indices. */
 enum {
   BQ__DYN_ROW,    /* bq_dynamic: a team a segment (a row, or a group); per block bq_dynamic_tiles */
-  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows */
+  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows; per
+                     group bq_dynamic_groups (integer codes' fast groups) */
   BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
   BQ__DYN_APPLY
 };
 #define BQ_FN_DYNAMIC bq_dynamic
 #define BQ_FN_DYNAMIC_LONG bq_dynamic_long
+#define BQ_FN_DYNAMIC_GROUPS bq_dynamic_groups           /* per group, groups reduced across lanes */
 #define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce
 #define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply
 #define BQ_FN_DYNAMIC_TILES bq_dynamic_tiles           /* per block, rows 16-byte aligned, whole accesses */

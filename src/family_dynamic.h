@@ -109,6 +109,13 @@ BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
   return tpr;
 }
 
+/* The entry points with code for d: per group, bq_dynamic_groups for integer codes only
+   (FP8's fast groups ran faster inside bq_dynamic); every other one the table names */
+BQ__FN int bq__dynamic_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)t;
+  return d->granularity != BQ_PER_GROUP || e != BQ__DYN_LONG || !bq__is_fp8(d->int_type);
+}
+
 /* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
    row), -1: the host's choice. */
 static int bq__dynamic_force_entry = -1;
@@ -196,7 +203,10 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   const int team_cap = bq__is_fp8(d->int_type) && t == 2 ? 128 : 64;
   if (k.fast_groups && k.tpr > team_cap) k.tpr = team_cap;
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
-  return bq__launch(p, lng ? BQ__DYN_LONG : BQ__DYN_ROW, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
+  /* per group into integer codes, the fast groups take bq_dynamic_groups (the per-group
+     module's second entry, bq__dynamic_has) */
+  const int e = lng || (k.fast_groups && bq__dynamic_has(d, NULL, BQ__DYN_LONG)) ? BQ__DYN_LONG : BQ__DYN_ROW;
+  return bq__launch(p, e, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
 /* Dynamic quantize: the scales (and zero points) computed from the data, forward only */
@@ -240,10 +250,10 @@ static const bq__family bq__dynamic_family = {
   {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
   bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
   "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
-  bq__dynamic_workspace, bq__dynamic_run, NULL, NULL,
+  bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, NULL,
   {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG)},
-   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
   NULL, NULL, NULL};

@@ -53,7 +53,7 @@ static void k0(const void *p) { emu_dyn::bq_dynamic(*(const bq_dynamic_params *)
 #if EMU_GRAN == BQ_GRAN_TOKEN
 static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const bq_dynamic_params *)p); }
 #else
-static void k1(const void *p) { (void)p; abort(); }
+static void k1(const void *p) { emu_dyn::bq_dynamic_groups(*(const bq_dynamic_params *)p); }
 #endif
 #endif
 static emu_kernel g_last; /* the last kernel launched */
@@ -231,11 +231,16 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
-#if EMU_GRAN == BQ_GRAN_GROUP /* the host's cap on a fast-groups team, restated: four warps for FP8
-                                 from 16-bit data, else two */
-  if (g_launches && g_params.fast_groups)
-    cr_assert(g_params.tpr <= (FP8 && ref_dtype_size(T) == 2 ? 128 : 64), "a fast-groups team of %d | %s",
-              g_params.tpr, what);
+#if EMU_GRAN == BQ_GRAN_GROUP /* integer codes' fast groups in bq_dynamic_groups, FP8's and every other group
+                                 in bq_dynamic, and the host's cap on a fast-groups team, restated: four
+                                 warps for FP8 from 16-bit data, else two */
+  if (g_launches) {
+    cr_assert(g_last == (g_params.fast_groups && !FP8 ? (emu_kernel)k1 : (emu_kernel)k0), "fast_groups %d took "
+              "the other kernel | %s", g_params.fast_groups, what);
+    if (g_params.fast_groups)
+      cr_assert(g_params.tpr <= (FP8 && ref_dtype_size(T) == 2 ? 128 : 64), "a fast-groups team of %d | %s",
+                g_params.tpr, what);
+  }
 #endif
   bq_args r = a;
   r.y = ey;
