@@ -546,6 +546,19 @@ def test_fast_path_in_c():
         assert fc.quantize_per_tensor(xg, 0.05, 0, torch.int8, None, None) is not None
 
 
+def _fast_only(fn, *args):
+    """fn(*args) with the general path refused: the call must take a fast path."""
+    general = bqo._affine
+
+    def refuse(*a, **k):
+        raise AssertionError("the general path ran")
+    bqo._affine = refuse
+    try:
+        return fn(*args)
+    finally:
+        bqo._affine = general
+
+
 def test_torch_ops_fast_path():
     """torch.ops.baracuda_quant.quantize_per_tensor keeps its geometry under the op's own
     arguments, and a repeat (another scale and zero point) takes the C fast path, with the
@@ -559,15 +572,7 @@ def test_torch_ops_fast_path():
     op = torch.ops.baracuda_quant.quantize_per_tensor
     y1 = op(x, 0.03, 1, torch.int8, qmin, qmax)
     assert key in bqo._fast
-    general = bqo._affine
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the general path ran")
-    bqo._affine = refuse
-    try:
-        y2 = op(x, 0.05, -2, torch.int8, qmin, qmax)
-    finally:
-        bqo._affine = general
+    y2 = _fast_only(op, x, 0.05, -2, torch.int8, qmin, qmax)
     r = []
     for s, z in ((0.03, 1), (0.05, -2)):  # the general path: the geometry forgotten first
         bqo._fast.pop(key, None)
@@ -617,23 +622,10 @@ def test_fast_path_after_torch_ops():
     assert op_key in bqo._fast and pub_key not in bqo._fast
     y1 = bqo.quantize_per_tensor(x, 0.02, 0)
     assert pub_key in bqo._fast
-    general = bqo._affine
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the general path ran")
-    bqo._affine = refuse
-    try:
-        y2 = bqo.quantize_per_tensor(x, 0.04, 3)
-    finally:
-        bqo._affine = general
-    fc = bqo._fastc
-    try:
-        bqo._fastc = None
-        bqo._fast.pop(op_key, None)
-        bqo._fast.pop(pub_key, None)
-        r2 = bqo.quantize_per_tensor(x, 0.04, 3)  # the general path
-    finally:
-        bqo._fastc = fc
+    y2 = _fast_only(bqo.quantize_per_tensor, x, 0.04, 3)
+    bqo._fast.pop(op_key, None)
+    bqo._fast.pop(pub_key, None)
+    r2 = bqo.quantize_per_tensor(x, 0.04, 3)  # the general path
     assert same(y0, y1) and same(y2, r2) and not same(y1, y2)
 
 
