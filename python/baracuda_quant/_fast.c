@@ -30,8 +30,7 @@ static struct {
   PyObject *tensor_type; /* torch.Tensor */
   PyObject *table;       /* ops._fast: geometry key -> _core.Prepared */
   PyObject *empty_like, *raw_stream, *modes, *tracing, *functorch, *grad_enabled;
-  PyObject *int8, *zero;   /* the public function's defaults: torch.int8, 0 */
-  PyObject *kw, *kw_dtype; /* {"dtype": kw_dtype}, the last output dtype's empty_like keywords */
+  PyObject *int8, *zero; /* the public function's defaults: torch.int8, 0 */
   PyObject *tag_q, *tag_dq, *s_shape, *s_stride, *s_dtype, *s_get_device, *s_data_ptr, *s_requires_grad,
       *s_plan, *s_args_address;
   run_tensor_fn run_tensor;
@@ -113,19 +112,10 @@ static PyObject *per_tensor(PyObject *tag, PyObject *x, PyObject *scale, PyObjec
   Py_XDECREF(pl);
   Py_XDECREF(ad);
   if (PyErr_Occurred()) goto done;
-  if (out_dtype != F.kw_dtype) { /* (a model quantizes to one dtype: the dict is made once) */
-    PyObject *d = PyDict_New();
-    if (!d || PyDict_SetItem(d, F.s_dtype, out_dtype)) {
-      Py_XDECREF(d);
-      goto done;
-    }
-    BQ_SET(F.kw, d);
-    Py_INCREF(out_dtype);
-    BQ_SET(F.kw_dtype, out_dtype);
-  }
-  kw = F.kw;
-  Py_INCREF(kw);
-  if (!(args = PyTuple_Pack(1, x)) || !(y = PyObject_Call(F.empty_like, args, kw))) goto done;
+  /* (a fresh keyword dict each call: torch, or a mode it calls, may keep or edit it) */
+  if (!(kw = PyDict_New()) || PyDict_SetItem(kw, F.s_dtype, out_dtype) || !(args = PyTuple_Pack(1, x)) ||
+      !(y = PyObject_Call(F.empty_like, args, kw)))
+    goto done;
   if (ptr_of(x, &px) || ptr_of(y, &py) || !(stream = PyObject_CallFunctionObjArgs(F.raw_stream, dev, NULL)))
     goto done;
   void *st = PyLong_AsVoidPtr(stream);
@@ -178,19 +168,24 @@ static PyObject *public_q(PyObject *fallback, PyObject *args, PyObject *kwargs) 
 
 static PyMethodDef public_q_def = {
     "quantize_per_tensor", (PyCFunction)(void (*)(void))public_q, METH_VARARGS | METH_KEYWORDS,
-    "quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None)\n\n"
+    "quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None)\n--\n\n"
     "q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn, float8_e5m2): "
     "q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md). A repeated call of a geometry seen "
     "before runs from C; any other goes to the Python function this stands in for (its __self__)."};
 
-/* public_quantize_per_tensor(fallback): the builtin above bound to fallback */
+/* public_quantize_per_tensor(fallback): the builtin above bound to fallback, in fallback's
+   module (its __module__; pickle finds it as fallback.quantize_per_tensor, which ops.py sets) */
 static PyObject *public_quantize_per_tensor(PyObject *self, PyObject *fallback) {
   (void)self;
   if (!PyCallable_Check(fallback)) {
     PyErr_SetString(PyExc_TypeError, "public_quantize_per_tensor: expected a callable");
     return NULL;
   }
-  return PyCFunction_NewEx(&public_q_def, fallback, NULL);
+  PyObject *mod = PyObject_GetAttrString(fallback, "__module__");
+  if (!mod) PyErr_Clear();
+  PyObject *fn = PyCFunction_NewEx(&public_q_def, fallback, mod);
+  Py_XDECREF(mod);
+  return fn;
 }
 
 /* setup_public(int8, zero): the public function's defaults */
@@ -231,8 +226,6 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     Py_XDECREF(old);
   }
   F.run_tensor = (run_tensor_fn)fn;
-  Py_CLEAR(F.kw); /* (empty_like may have changed) */
-  Py_CLEAR(F.kw_dtype);
   Py_RETURN_NONE;
 }
 

@@ -1257,6 +1257,7 @@ def _builtin(fallback):
         sub(fn, skip_signature_check=True)(fallback)
     except Exception:  # pragma: no cover (a torch whose dynamo refuses the builtin)
         return None
+    fallback.quantize_per_tensor = fn  # pickle names a builtin bound to fallback so
     return fn
 
 

@@ -191,3 +191,21 @@ def test_public_builtin_output_dtype_keywords_follow_the_dtype(env):
     outs = [fn(x, 0.5), fn(x, 0.5, 0, "u8"), fn(x, 0.5, 0, "u8"), fn(x, 0.5)]
     assert [y.dtype for y in outs] == ["s8", "u8", "u8", "s8"]
     assert [a[1] for a in st["allocs"]] == ["s8", "u8", "u8", "s8"]
+
+
+def _standin(*args, **kwargs):
+    return "fallback"
+
+
+def test_public_builtin_pickles_and_names_its_module_and_signature(env):
+    """The builtin lives in its fallback's module, carries the public signature as text,
+    and pickles by reference to its fallback (ops.py sets fallback.quantize_per_tensor)."""
+    import pickle
+    fn = _fast.public_quantize_per_tensor(_standin)
+    assert fn.__module__ == __name__
+    assert fn.__text_signature__ == "(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None)"
+    _standin.quantize_per_tensor = fn
+    try:
+        assert pickle.loads(pickle.dumps(fn)) is fn
+    finally:
+        del _standin.quantize_per_tensor
