@@ -4053,7 +4053,8 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
      accesses (its teams' first size past bq_dynamic's) */
   /* whether some segment's y may start off a 32-byte sector (bq_segment_prologue) */
   k.align_y = (uintptr_t)a->y % 32 != 0 || v.ys % 32 != 0 || (d->granularity == BQ_PER_GROUP && v.group % 32 != 0);
-  int lng = row->long_rows && chunks > 256 * row->cpt;
+  /* (per token only: per group's second entry is bq_dynamic_groups) */
+  int lng = d->granularity == BQ_PER_TOKEN && row->long_rows && chunks > 256 * row->cpt;
   if (d->granularity == BQ_PER_TOKEN && bq__dynamic_force_entry >= 0) lng = bq__dynamic_force_entry == BQ__DYN_LONG;
   k.tpr = lng ? bq__dynamic_team(chunks, row->long_cpt, row->long_team) : bq__dynamic_team(chunks, row->cpt, row->block);
   /* fast groups need no team-wide barrier, so a row's team is capped and loops over the
