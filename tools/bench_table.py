@@ -745,13 +745,18 @@ def host_floor_note(host):
     torch_q = host.get("torch.quantize_per_tensor")
     if None in (ours, top, alloc, op, torch_q):
         return []
-    bound = op + ours - alloc
+    past, floor = round(ours - alloc, 1), round(op, 1)  # (the printed sum adds the printed terms)
+    bound = floor + past
+    if bound > torch_q:
+        versus = ("above `torch.quantize_per_tensor`'s %.1f µs (a C++ op): a Python-implemented op cannot "
+                  "reach that" % torch_q)
+    else:
+        versus = "not above `torch.quantize_per_tensor`'s %.1f µs (a C++ op)" % torch_q
     return ["", "Reading the floors: past its allocation, `baracuda_quant.ops.quantize_per_tensor` spends "
                 "%.1f µs (the checks and the launch). Through `torch.ops` the same work follows the dispatcher's "
-                "Python kernel, whose cost the allocate-only op of the same schema measures: a bound of "
-                "%.1f + %.1f = %.1f µs, above `torch.quantize_per_tensor`'s %.1f µs (a C++ op), which a "
-                "Python-implemented op cannot reach; the package's op takes %.2f of that bound."
-                % (ours - alloc, op, ours - alloc, bound, torch_q, top / bound)]
+                "Python kernel, whose cost the allocate-only op of the same schema measures: an estimated floor "
+                "of %.1f + %.1f = %.1f µs, %s. The package's op takes %.2f of that floor."
+                % (past, floor, past, bound, versus, top / bound)]
 
 
 def python_block(py, path):

@@ -216,7 +216,9 @@ def test_bench_table_reads_the_host_floors():
             "floor: torch.empty_like (the allocation alone)": 2.0,
             "floor: a torch.ops op of the same schema that only allocates": 7.0, "torch.quantize_per_tensor": 8.5}
     note = " ".join(bt.host_floor_note(host))
-    assert "spends 6.0 µs" in note and "7.0 + 6.0 = 13.0 µs" in note and "takes 1.00 of that bound" in note
+    assert "spends 6.0 µs" in note and "7.0 + 6.0 = 13.0 µs, above" in note and "takes 1.00 of that floor" in note
+    host["torch.quantize_per_tensor"] = 14.0
+    assert "13.0 µs, not above" in " ".join(bt.host_floor_note(host))
     del host["torch.quantize_per_tensor"]
     assert bt.host_floor_note(host) == []
     assert "Reading the floors" not in bt.python_block({"host_overhead_us_per_call": host, "ops": []}, "x.json")
