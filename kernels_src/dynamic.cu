@@ -213,6 +213,13 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
     }
   }
 }
+// every fast-groups row of a team's share of the grid (bq_dynamic for FP8 codes,
+// bq_dynamic_groups for integer codes)
+static __device__ __forceinline__ void bq_groups_rows(const bq_dynamic_params &p, int lane, int tpr, int teams,
+                                                      int team) {
+  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
+    bq_groups_fast(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, r, lane, tpr);
+}
 #endif
 
 #if BQ_GRAN == BQ_GRAN_BLOCK
@@ -574,8 +581,7 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 #else
 #if BQ_FP8 // FP8 codes run their fast groups here too (integer codes take bq_dynamic_groups)
   if (p.fast_groups) {
-    for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-      bq_groups_fast(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, r, lane, tpr);
+    bq_groups_rows(p, lane, tpr, teams, team);
     return;
   }
 #endif
@@ -611,9 +617,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC(const bq_dy
 #endif
 extern "C" __global__ void __launch_bounds__(256, BQ_GROUPS_MIN_BLOCKS) BQ_FN_DYNAMIC_GROUPS(const bq_dynamic_params p) {
   const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
-  const int lane = threadIdx.x & (tpr - 1);
-  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-    bq_groups_fast(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, r, lane, tpr);
+  bq_groups_rows(p, threadIdx.x & (tpr - 1), tpr, teams, team);
 }
 #endif
 #if BQ_GRAN == BQ_GRAN_TOKEN
