@@ -30,7 +30,7 @@ static struct {
   PyObject *tensor_type; /* torch.Tensor */
   PyObject *table;       /* ops._fast: geometry key -> _core.Prepared */
   PyObject *empty_like, *raw_stream, *modes, *tracing, *functorch, *grad_enabled;
-  PyObject *int8, *zero; /* the public function's defaults: torch.int8, 0 */
+  PyObject *int8, *zero; /* the public function's defaults: torch.int8 (setup_public), 0 */
   PyObject *tag_q, *tag_dq, *s_shape, *s_stride, *s_dtype, *s_get_device, *s_data_ptr, *s_requires_grad,
       *s_plan, *s_args_address;
   run_tensor_fn run_tensor;
@@ -188,19 +188,11 @@ static PyObject *public_quantize_per_tensor(PyObject *self, PyObject *fallback) 
   return fn;
 }
 
-/* setup_public(int8, zero): the public function's defaults */
-static PyObject *setup_public(PyObject *self, PyObject *args) {
+/* setup_public(int8): the public function's default dtype (torch.int8) */
+static PyObject *setup_public(PyObject *self, PyObject *i8) {
   (void)self;
-  PyObject *i8, *zero;
-  if (!PyArg_UnpackTuple(args, "setup_public", 2, 2, &i8, &zero)) return NULL;
-  if (!PyLong_CheckExact(zero)) {
-    PyErr_SetString(PyExc_TypeError, "setup_public: expected (dtype, int)");
-    return NULL;
-  }
   Py_INCREF(i8);
   BQ_SET(F.int8, i8);
-  Py_INCREF(zero);
-  BQ_SET(F.zero, zero);
   Py_RETURN_NONE;
 }
 
@@ -238,7 +230,7 @@ static PyMethodDef methods[] = {
      "dequantize_per_tensor(q, scale, zero_point, out_dtype): y, or None for the Python path"},
     {"public_quantize_per_tensor", public_quantize_per_tensor, METH_O,
      "public_quantize_per_tensor(fallback): quantize_per_tensor as a builtin, fallback serving what C does not"},
-    {"setup_public", setup_public, METH_VARARGS, "setup_public(int8, zero): the public function's defaults"},
+    {"setup_public", setup_public, METH_O, "setup_public(int8): the public function's default dtype"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods, NULL, NULL, NULL, NULL};
@@ -251,6 +243,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
   BQ_STR(s_dtype, "dtype") BQ_STR(s_get_device, "get_device") BQ_STR(s_data_ptr, "data_ptr")
   BQ_STR(s_requires_grad, "requires_grad") BQ_STR(s_plan, "plan") BQ_STR(s_args_address, "args_address")
 #undef BQ_STR
+  if (!F.zero && !(F.zero = PyLong_FromLong(0))) goto fail;
   return m;
 fail:
   Py_DECREF(m);

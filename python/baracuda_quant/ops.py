@@ -283,7 +283,7 @@ def _fastc_setup():
     _fastc.setup(torch.Tensor, _fast, torch.empty_like, _raw_stream, _modes, _tracing, _functorch,
                  _grad_enabled, ctypes.cast(_lib.bq_py_run_tensor, ctypes.c_void_p).value)
     if hasattr(_fastc, "setup_public"):
-        _fastc.setup_public(torch.int8, 0)
+        _fastc.setup_public(torch.int8)
 
 
 if _fastc is not None:

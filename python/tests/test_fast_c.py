@@ -155,7 +155,7 @@ def test_public_builtin_serves_a_kept_geometry_and_hands_on_the_rest(env):
     runs from C with the public defaults (zero point 0, the int8 dtype setup_public gave);
     anything else goes to fallback with the arguments exactly as passed."""
     st, table = env
-    _fast.setup_public("s8", 0)
+    _fast.setup_public("s8")
     calls = []
 
     def fallback(*args, **kwargs):
@@ -183,7 +183,7 @@ def test_public_builtin_serves_a_kept_geometry_and_hands_on_the_rest(env):
 def test_public_builtin_output_dtype_keywords_follow_the_dtype(env):
     """empty_like's keywords are kept for the last output dtype, and remade for another."""
     st, table = env
-    _fast.setup_public("s8", 0)
+    _fast.setup_public("s8")
     fn = _fast.public_quantize_per_tensor(lambda *a, **k: None)
     x = Tensor(0x1000)
     table[qkey(x)] = Prep(1, 2)
