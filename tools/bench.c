@@ -482,6 +482,7 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .x_pad = 64, .y_pad = 64, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {4096, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .quick = 1}, /* python/bench.py's */
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .int_type = BQ_E4M3, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPS_QDQ, .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
     /* DeepSeek-style activations: 1x128 groups, power-of-two scales stored as UE8M0 bytes */
