@@ -191,9 +191,7 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
     for (int u = 0; u < BQ_DU; u++)
       if (ok && u < ga) bq_load(a[u], x + (c0 + (bq_i64)u * gl) * BQ_VEC, 16);
     bq_red red = bq_red_init();
-#pragma unroll
-    for (int u = 0; u < BQ_DU; u++)
-      if (ok && u < ga) bq_reduce_chunk(a[u], red);
+    bq_reduce_chunks(a, ok, ga, red);
     red = bq_red_lanes(red, gl);
     if (ok) {
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);

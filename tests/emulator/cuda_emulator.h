@@ -321,6 +321,21 @@ static inline double __ll2double_rd(long long v) {
 static inline float bq_f16_to_f32(unsigned short h) { return ref_f16_to_f32(h); }
 static inline unsigned short bq_f32_to_f16(float f) { return ref_f32_to_f16(f); }
 static inline unsigned short bq_f32_to_bf16(float f) { return ref_f32_to_bf16(f); }
+/* max.xorsign.abs.{bf16x2,f16x2} on the bits of two pairs: each half max(|u|, |v|) with the
+   XOR of their signs; a NaN operand gives the other's magnitude, two give the canonical NaN */
+#define bq_hmax2_xabs(u, v) emu_hmax2_xabs((u), (v), BQ_FT == BQ_TYPE_BF16)
+static inline unsigned emu_hmax2_xabs(unsigned u, unsigned v, int bf16) {
+  const unsigned inf = bf16 ? 0x7f80u : 0x7c00u;
+  unsigned d = 0;
+  for (int h = 0; h < 32; h += 16) {
+    const unsigned a = (u >> h) & 0xffffu, b = (v >> h) & 0xffffu;
+    const unsigned ma = a & 0x7fffu, mb = b & 0x7fffu;
+    const int na = ma > inf, nb = mb > inf;
+    unsigned m = na && nb ? 0x7fffu : na ? mb : nb ? ma : (ma > mb ? ma : mb);
+    d |= (m | ((a ^ b) & 0x8000u)) << h;
+  }
+  return d;
+}
 /* cvt.rni.s8.f32 / cvt.rni.u8.f32: round half to even, clamp to the int type (BQ_I_MIN and
    BQ_I_MAX, from common.cuh where this is called), NaN -> 0 */
 #define bq_cvt_sat(v) emu_cvt_sat((v), BQ_I_MIN, BQ_I_MAX)
