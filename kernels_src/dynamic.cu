@@ -178,14 +178,19 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 // instructions serves 32 / gl groups a warp.
 static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                       bq_i64 r, int lane, int tpr) {
-  const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU, gl = gc / ga;
+  // gc, ga and gl are powers of two: integer codes (bq_dynamic_groups) index by shifts,
+  // which ran up to 4% faster there; FP8 codes (in bq_dynamic) divide, as the shifts there
+  // ran up to 1.3% slower
+  const bool sh = !BQ_FP8;
+  const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU;
+  const int lgc = __ffs(gc) - 1, lgl = lgc - (__ffs(ga) - 1), gl = sh ? 1 << lgl : gc / ga;
   const int w_out = bq_width(y);
   const int sub = lane & (gl - 1);
-  const bq_i64 per = tpr / gl; // groups a team takes at once
+  const bq_i64 per = sh ? tpr >> lgl : tpr / gl; // groups a team takes at once
   for (bq_i64 g0 = 0; g0 < p.ngroups; g0 += per) { // uniform trip count: shuffles need all lanes
-    const bq_i64 g = g0 + lane / gl;
+    const bq_i64 g = g0 + (sh ? lane >> lgl : lane / gl);
     const bool ok = g < p.ngroups;
-    const bq_i64 c0 = g * gc + sub;
+    const bq_i64 c0 = (sh ? g << lgc : g * gc) + sub;
     bq_xchunk a[BQ_DU];
 #pragma unroll
     for (int u = 0; u < BQ_DU; u++)

@@ -260,6 +260,7 @@ static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
+static inline int __ffs(int v) { return v == 0 ? 0 : __builtin_ctz((unsigned)v) + 1; }
 static inline void __threadfence() {} /* one CTA runs at a time */
 static inline float __frcp_rn(float a) { return 1.0f / a; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
