@@ -1125,19 +1125,28 @@ static __device__ __forceinline__ bq_u32 bq_hmax2_xabs(bq_u32 u, bq_u32 v) {
   return d;
 }
 #endif
+#if BQ_HMAX2
+// the pairs' accumulator m (from 0: +0 pairs are never NaN, so every NaN operand meets a
+// number) after chunk a; then folded into r
+static __device__ __forceinline__ bq_u32 bq_hmax2_chunk(bq_u32 m, const bq_xchunk &a) {
+  const bq_u32 *w = (const bq_u32 *)a.e;
+#pragma unroll
+  for (int j = 0; j < BQ_VEC / 2; j++) m = bq_hmax2_xabs(m, w[j]);
+  return m;
+}
+static __device__ __forceinline__ void bq_hmax2_fold(bq_red &r, bq_u32 m) {
+  m &= 0x7FFF7FFFu;
+  r.a = bq_max(r.a, bq_max(bq_to_c((bq_t)(m & 0xFFFFu)), bq_to_c((bq_t)(m >> 16))));
+}
+#endif
 template <int N>
 static __device__ __forceinline__ void bq_reduce_chunks(const bq_xchunk (&a)[N], bool ok, int n, bq_red &r) {
 #if BQ_HMAX2
-  bq_u32 m = 0; // +0 pairs: never NaN, so every NaN operand meets a number
+  bq_u32 m = 0;
 #pragma unroll
   for (int i = 0; i < N; i++)
-    if (ok && i < n) {
-      const bq_u32 *w = (const bq_u32 *)a[i].e;
-#pragma unroll
-      for (int j = 0; j < BQ_VEC / 2; j++) m = bq_hmax2_xabs(m, w[j]);
-    }
-  m &= 0x7FFF7FFFu;
-  r.a = bq_max(r.a, bq_max(bq_to_c((bq_t)(m & 0xFFFFu)), bq_to_c((bq_t)(m >> 16))));
+    if (ok && i < n) m = bq_hmax2_chunk(m, a[i]);
+  bq_hmax2_fold(r, m);
 #else
 #pragma unroll
   for (int i = 0; i < N; i++)

@@ -133,12 +133,27 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   const bool has_p = kp < pro, has_t = kt < n;
   const bq_t xp = has_p ? x[kp] : (bq_t)0, xt = has_t ? x[kt] : (bq_t)0;
   bq_xchunk a[CPT];
+  // integer codes in bq_dynamic reduce on packed pairs (bq_reduce_chunks): up to 10% faster
+  // there, where FP8 codes and bq_dynamic_long's long rows ran slower so
+  const bool pairs = BQ_HMAX2 && !BQ_FP8 && CPT == BQ_CPT;
+#if BQ_HMAX2
+  bq_u32 m2 = 0;
+#endif
   for (bq_i64 b = 0; b < nch; b += batch) {
     bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);
 #pragma unroll
     for (int i = 0; i < CPT; i++)
-      if (b + lane + (bq_i64)i * tpr < nch) bq_reduce_chunk(a[i], r);
+      if (b + lane + (bq_i64)i * tpr < nch) {
+#if BQ_HMAX2
+        if (pairs) m2 = bq_hmax2_chunk(m2, a[i]);
+        else
+#endif
+          bq_reduce_chunk(a[i], r);
+      }
   }
+#if BQ_HMAX2
+  if (pairs) bq_hmax2_fold(r, m2);
+#endif
   const bq_c ep = bq_to_c(xp), et = bq_to_c(xt);
   if (has_p) bq_red_add(r, ep);
   if (has_t) bq_red_add(r, et);
