@@ -134,7 +134,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   const bq_t xp = has_p ? x[kp] : (bq_t)0, xt = has_t ? x[kt] : (bq_t)0;
   bq_xchunk a[CPT];
   // integer codes in bq_dynamic reduce on packed pairs (bq_reduce_chunks): up to 10% faster
-  // there, where FP8 codes and bq_dynamic_long's long rows ran slower so
+  // there; FP8 codes and bq_dynamic_long's long rows ran slower so and keep the element form
   const bool pairs = BQ_HMAX2 && !BQ_FP8 && CPT == BQ_CPT;
 #if BQ_HMAX2
   bq_u32 m2 = 0;
@@ -194,8 +194,8 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                       bq_i64 r, int lane, int tpr) {
   // gc, ga and gl are powers of two: integer codes (bq_dynamic_groups) index by shifts,
-  // which ran up to 4% faster there; FP8 codes (in bq_dynamic) divide, as the shifts there
-  // ran up to 1.3% slower
+  // which ran up to 4% faster there; FP8 codes (in bq_dynamic) divide, as the shifts ran
+  // slower there
   const bool sh = !BQ_FP8;
   const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU;
   const int lgc = __ffs(gc) - 1, lgl = lgc - (__ffs(ga) - 1), gl = sh ? 1 << lgl : gc / ga;
