@@ -1096,8 +1096,8 @@ static __device__ __forceinline__ void bq_reduce_chunk(const bq_xchunk &a, bq_re
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) bq_red_add(r, bq_to_c(a.e[j]));
 }
-// Reduces the chunks a[i], i < n, into r where ok. Symmetric 16-bit data keep
-// max |x| on the packed pairs of their words, one max.xorsign.abs a pair (max(|u|, |v|),
+// Symmetric 16-bit data may keep max |x| on the packed pairs of their words (BQ_HMAX2:
+// bq_hmax2_chunk, then bq_hmax2_fold), one max.xorsign.abs a pair (max(|u|, |v|),
 // its sign the operands' XOR, cleared once at the end; NaN operands dropped, as bq_max
 // drops them), and widen only the two halves of the result: exact, as the halves' maximum
 // is one of the elements. (Row-major UE8M0 scales keep the element form, which ran faster
@@ -1139,6 +1139,7 @@ static __device__ __forceinline__ void bq_hmax2_fold(bq_red &r, bq_u32 m) {
   r.a = bq_max(r.a, bq_max(bq_to_c((bq_t)(m & 0xFFFFu)), bq_to_c((bq_t)(m >> 16))));
 }
 #endif
+// Reduces the chunks a[i], i < n, into r where ok: on packed pairs where BQ_HMAX2 allows.
 template <int N>
 static __device__ __forceinline__ void bq_reduce_chunks(const bq_xchunk (&a)[N], bool ok, int n, bq_red &r) {
 #if BQ_HMAX2
