@@ -655,7 +655,9 @@ extern "C" __global__ void __launch_bounds__(BQ_LONG_TEAM, BQ_LONG_MIN_BLOCKS) B
 #endif
 #endif
 #else
-// Per tensor, pass 1: one partial reduction per block into the workspace.
+// Per tensor, pass 1: one partial reduction per block into the workspace. Its loads take
+// L2's default policy, not the streaming one, so that the tail it reads last is still in L2
+// when pass 2, walking the tensor from its end, reads it again.
 #if BQ_E_DYNAMIC_REDUCE
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_REDUCE(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
@@ -667,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_REDUCE(cons
     bq_xchunk a[BQ_DU];
 #pragma unroll
     for (int u = 0; u < BQ_DU; u++)
-      if (c0 + u * nth < nch) bq_load(a[u], x + pro + (c0 + u * nth) * BQ_VEC, 16);
+      if (c0 + u * nth < nch) a[u] = *(const bq_xchunk *)(x + pro + (c0 + u * nth) * BQ_VEC);
 #pragma unroll
     for (int u = 0; u < BQ_DU; u++)
       if (c0 + u * nth < nch) bq_reduce_chunk(a[u], r);
@@ -680,7 +682,8 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_REDUCE(cons
 #endif
 
 // Per tensor, pass 2: every block reduces the partials in the same order, block 0 stores
-// the scale, and all quantize.
+// the scale, and all quantize. Pass 1's strides (nth BQ_DU accesses each) are taken last
+// first: the tail pass 1 left in L2 is read again from there.
 #if BQ_E_DYNAMIC_APPLY
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_APPLY(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
@@ -694,7 +697,8 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_APPLY(const
   const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;
   const int w_out = bq_width(y + pro);
   const bq_i64 tid = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, nth = (bq_i64)gridDim.x * blockDim.x;
-  for (bq_i64 c0 = tid; c0 < nch; c0 += nth * BQ_DU) {
+  const bq_i64 stride = nth * BQ_DU;
+  for (bq_i64 c0 = tid + (nch > 0 ? (nch - 1) / stride : -1) * stride; c0 >= 0; c0 -= stride) {
     bq_xchunk a[BQ_DU];
 #pragma unroll
     for (int u = 0; u < BQ_DU; u++)
