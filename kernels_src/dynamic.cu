@@ -372,6 +372,32 @@ static __device__ __forceinline__ void bq_win_store(const bq_qchunk &o, const bq
   if (v.whole) {
     bq_i *yp = yr + v.s;
     bq_store(yp, o, bq_width(yp));
+  } else if (BQ_VEC == 8) { // the row's run of the line, [j, e), in the widest pieces its
+    // alignment allows: lanes here hold different rows, so each store is a memory request
+    // of its own (narrower lines keep the byte stores, which ran faster for them)
+    bq_u64 bits = 0;
+#pragma unroll
+    for (int j = 0; j < BQ_VEC; j++) bits |= (bq_u64)(bq_u8)o.e[j] << (8 * j);
+    bq_u8 *d = (bq_u8 *)(yr + v.s);
+    const int e = (int)nc - v.s < BQ_VEC ? (int)nc - v.s : BQ_VEC;
+    for (int j = v.s < 0 ? -v.s : 0; j < e;) {
+      const bq_u32 a = (bq_u32)(bq_u64)(d + j);
+      const int n = e - j;
+      const bq_u64 b = bits >> (8 * j);
+      if ((a & 7u) == 0 && n >= 8) {
+        *(bq_u64 *)(d + j) = b;
+        j += 8;
+      } else if ((a & 3u) == 0 && n >= 4) {
+        *(bq_u32 *)(d + j) = (bq_u32)b;
+        j += 4;
+      } else if ((a & 1u) == 0 && n >= 2) {
+        *(bq_u16 *)(d + j) = (bq_u16)b;
+        j += 2;
+      } else {
+        d[j] = (bq_u8)b;
+        j += 1;
+      }
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++)
