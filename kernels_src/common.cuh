@@ -474,9 +474,23 @@ static __device__ __forceinline__ int bq_f8_of_c(bq_c v) {
   return bq_f8_of_f32(v);
 #endif
 }
-// FP8 code -> C, exact: the magnitude's bits placed in an f32 and scaled by a power of two
-// (subnormal codes become f32 subnormals first, which the product makes normal exactly)
+// FP8 code -> C, exact. sm_89 and later convert in hardware (through f16, which holds every
+// FP8 value); elsewhere the magnitude's bits are placed in an f32 and scaled by a power of
+// two (subnormal codes become f32 subnormals first, which the product makes normal exactly).
+// The two forms differ only in a NaN's sign and payload, which the one caller's product
+// with the scale replaces by the canonical NaN.
 static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
+#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  bq_u32 h2;
+  float f;
+#if BQ_IT == BQ_TYPE_E4M3
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((bq_u16)(c & 0xff)));
+#else
+  asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"((bq_u16)(c & 0xff)));
+#endif
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((bq_u16)h2)); // the low byte's value is the low half
+  return (bq_c)f;
+#else
   const bq_u32 mag = (bq_u32)c & 0x7fu;
 #if BQ_IT == BQ_TYPE_E4M3
   float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);
@@ -486,6 +500,7 @@ static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
   v = mag >= 0x7cu ? (mag == 0x7cu ? __uint_as_float(0x7f800000u) : __uint_as_float(0x7fffffffu)) : v;
 #endif
   return (bq_c)__uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
+#endif
 }
 #if BQ_FT != BQ_TYPE_F64
 // C(x) / C(s) in f32, exact wherever the FP8 rounding or the mask can tell, with no
