@@ -1180,7 +1180,7 @@ template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_
     bq_piece<bq_out> y;
 #if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
     if (Z0 && bq_scale_is_plain(sv)) {
-      bq_quantize_near<true>(x.e, bq_scale_plain_of(sv), 0, y.e);
+      bq_quantize_near<true, true>(x.e, bq_scale_plain_of(sv), 0, y.e);
       bq_store<true>(out + e, y, 16);
       bq_lean_release(in0 + e, a == 0);
       return;
@@ -1254,8 +1254,8 @@ extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_kp kp) {
   bq_scale s;
   if (bq_scale_is_plain(sv)) {
     s = bq_scale_plain_of(sv);
-    bq_quantize_near<true>(x0.e, s, 0, y0.e);
-    bq_quantize_near<true>(x1.e, s, 0, y1.e);
+    bq_quantize_near<true, true>(x0.e, s, 0, y0.e);
+    bq_quantize_near<true, true>(x1.e, s, 0, y1.e);
   } else {
     s = bq_scale_of(sv);
     const bq_zp z = bq_zp_of(0); // (z.iok: a zero point of 0 leaves int32 room)

@@ -567,8 +567,22 @@ static __device__ __forceinline__ int bq_quantize_sym(float x, const bq_scale &s
 template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v, const bq_scale &s, int) {
   return bq_quantize_f8_plain(v, s);
 }
-template <bool GUARD, int N, typename E>
+// PAIRS: two codes a conversion, already in their bytes' order (bq_affine_lean and
+// bq_affine_pair, where it ran faster; it slowed the kernels that take MN-major scales)
+template <bool GUARD, bool PAIRS = false, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int, bq_i (&y)[N]) {
+#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (PAIRS && N % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+      const bq_u32 h = bq_f8x2_of_f32(bq_f8_quotient_f32<true>(bq_to_c(x[j]), s),
+                                      bq_f8_quotient_f32<true>(bq_to_c(x[j + 1]), s));
+      y[j] = (bq_i)(h & 0xffu);
+      y[j + 1] = (bq_i)(h >> 8);
+    }
+    return;
+  }
+#endif
 #pragma unroll
   for (int j = 0; j < N; j++) y[j] = (bq_i)bq_quantize_f8_plain(bq_to_c(x[j]), s);
 }
@@ -666,7 +680,7 @@ static __device__ __forceinline__ float bq_widen(float v) { return v; }
 #if BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16
 static __device__ __forceinline__ float bq_widen(bq_u16 v) { return bq_to_c(v); }
 #endif
-template <bool GUARD, int N, typename E>
+template <bool GUARD, bool PAIRS = false, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int zp, bq_i (&y)[N]) {
   int t[N];
 #pragma unroll
