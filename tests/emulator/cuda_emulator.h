@@ -240,9 +240,26 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
 }
 
 /* ---- intrinsics ------------------------------------------------------------------------------ */
-template <typename T> static inline T __ldcs(const T *p) { return *p; }
-template <typename T> static inline T __ldg(const T *p) { return *p; }
-template <typename T> static inline void __stcs(T *p, T v) { *p = v; }
+/* A GPU faults on a vector access off its size's boundary, where the host would not notice:
+   the streaming accesses (16 bytes, and 8 where a kernel streams them) and __ldg check it. */
+static inline void emu_check_aligned(const void *p, size_t n, const char *what) {
+  if ((uintptr_t)p % n) {
+    fprintf(stderr, "emu: %s of %zu bytes at %p, off a %zu-byte boundary\n", what, n, p, n);
+    abort();
+  }
+}
+template <typename T> static inline T __ldcs(const T *p) {
+  emu_check_aligned(p, sizeof(T), "ld.cs");
+  return *p;
+}
+template <typename T> static inline T __ldg(const T *p) {
+  emu_check_aligned(p, sizeof(T), "ld.global.nc");
+  return *p;
+}
+template <typename T> static inline void __stcs(T *p, T v) {
+  emu_check_aligned(p, sizeof(T), "st.cs");
+  *p = v;
+}
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
