@@ -759,6 +759,12 @@ static __device__ __forceinline__ int bq_width(const void *p) {
 // default. STREAM8 streams 8-byte loads too; KEEP16 stores 16-byte accesses with the default
 // policy, for an output its consumer reads next (bq_affine_lean's dequantize, where the
 // wide stream is the output).
+// (The CPU emulator checks each access's alignment, which a GPU faults on: BQ_EMU_ALIGNED.)
+#ifdef BQ_EMULATED
+#define BQ_EMU_ALIGNED(p, n) emu_check_aligned(p, n, "vector access")
+#else
+#define BQ_EMU_ALIGNED(p, n)
+#endif
 template <bool STREAM8 = false, typename C>
 static __device__ __forceinline__ void bq_load(C &dst, const void *src, int w) {
   w = w < (int)sizeof(C) ? w : (int)sizeof(C);
@@ -766,6 +772,7 @@ static __device__ __forceinline__ void bq_load(C &dst, const void *src, int w) {
   {                                                                                        \
     const W *s = (const W *)src;                                                           \
     W *d = (W *)&dst;                                                                      \
+    BQ_EMU_ALIGNED(s, sizeof(W));                                                          \
     _Pragma("unroll") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \
   }
   if (w == 16) {
@@ -792,6 +799,7 @@ static __device__ __forceinline__ void bq_store(void *dst, const C &src, int w) 
   {                                                                                        \
     W *d = (W *)dst;                                                                       \
     const W *s = (const W *)&src;                                                          \
+    BQ_EMU_ALIGNED(d, sizeof(W));                                                          \
     _Pragma("unroll") for (int i = 0; i < (int)(sizeof(C) / sizeof(W)); i++) d[i] = s[i];  \
   }
   if (w == 16 && KEEP16) BQ_STORE_AS(uint4)

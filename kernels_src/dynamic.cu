@@ -385,12 +385,15 @@ static __device__ __forceinline__ void bq_win_store(const bq_qchunk &o, const bq
       const int n = e - j;
       const bq_u64 b = bits >> (8 * j);
       if ((a & 7u) == 0 && n >= 8) {
+        BQ_EMU_ALIGNED(d + j, 8);
         *(bq_u64 *)(d + j) = b;
         j += 8;
       } else if ((a & 3u) == 0 && n >= 4) {
+        BQ_EMU_ALIGNED(d + j, 4);
         *(bq_u32 *)(d + j) = (bq_u32)b;
         j += 4;
       } else if ((a & 1u) == 0 && n >= 2) {
+        BQ_EMU_ALIGNED(d + j, 2);
         *(bq_u16 *)(d + j) = (bq_u16)b;
         j += 2;
       } else {
