@@ -410,6 +410,13 @@ static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, 
 #define BQ_F8_MAX 57344.0f
 #define BQ_F8_MAX_CODE 0x7B
 #endif
+// BQ_F8_HW: the FP8 conversion instructions are there (sm_89 and later, on the GPU, without
+// BQ_FP8_SOFT); the forms below without them are the bit-exact software ones.
+#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define BQ_F8_HW 1
+#else
+#define BQ_F8_HW 0
+#endif
 // f32 -> FP8 code, round to nearest even, satfinite. sm_89 and later have the instruction;
 // elsewhere (and in the CPU emulator, or with BQ_FP8_SOFT, which the tests use to check this
 // form on an H100) the same rounding from the bits: the significand keeps BQ_F8_M bits
@@ -432,7 +439,7 @@ static __device__ __noinline__ int bq_f8_soft(float v) {
   return sign | (int)(((bq_u32)((e < emin ? emin : e) + BQ_F8_BIAS - 1) << BQ_F8_M) + keep + up);
 }
 static __device__ __forceinline__ int bq_f8_of_f32(float v) {
-#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if BQ_F8_HW
   bq_u16 h;
 #if BQ_IT == BQ_TYPE_E4M3
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(v));
@@ -446,7 +453,7 @@ static __device__ __forceinline__ int bq_f8_of_f32(float v) {
 }
 // Two codes at once, lo's in the low byte (one instruction in hardware)
 static __device__ __forceinline__ bq_u32 bq_f8x2_of_f32(float lo, float hi) {
-#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if BQ_F8_HW
   bq_u16 h;
 #if BQ_IT == BQ_TYPE_E4M3
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(hi), "f"(lo));
@@ -480,7 +487,7 @@ static __device__ __forceinline__ int bq_f8_of_c(bq_c v) {
 // The two forms differ only in a NaN's sign and payload, which the one caller's product
 // with the scale replaces by the canonical NaN.
 static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
-#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if BQ_F8_HW
   bq_u32 h2;
   float f;
 #if BQ_IT == BQ_TYPE_E4M3
@@ -571,7 +578,7 @@ template <bool GUARD> static __device__ __forceinline__ int bq_near_elem(float v
 // bq_affine_pair, where it ran faster; it slowed the kernels that take MN-major scales)
 template <bool GUARD, bool PAIRS = false, int N, typename E>
 static __device__ __forceinline__ void bq_quantize_near(const E (&x)[N], const bq_scale &s, int, bq_i (&y)[N]) {
-#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if BQ_F8_HW
   if (PAIRS && N % 2 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 2) {
