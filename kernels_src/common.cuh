@@ -389,7 +389,7 @@ static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, 
   const float q0 = __fmul_rn(a, s.rcp);
   const float r = __fmaf_rn(-q0, s.s, a);
   const float aa = fabsf(a);
-  ok &= aa == 0.0f || (aa >= s.dlo && aa <= s.dhi);
+  ok &= (aa <= s.dhi) & ((aa >= s.dlo) | (aa == 0.0f)); // & and |: no branch an element
   return r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0);
 }
 #endif
@@ -735,6 +735,64 @@ static __device__ __forceinline__ bool bq_in_range(bq_c x, const bq_scale &s, co
 }
 
 #endif // BQ_FP8
+
+// ---- the STE mask as an interval ----------------------------------------------------------
+// Where s.plain, bq_in_range_near(x) holds exactly on one interval [lo, hi] of x: it asks the
+// quotient RN(x / s), monotone in x, to round into a range. Its ends are found once per
+// scale, from the range's ends times s, by asking the mask itself an ulp at a time either
+// way; an element then takes two comparisons (NaN fails both). ok is false where s is not
+// plain or a search does not settle in its steps: there the caller keeps the mask itself.
+struct bq_mask_iv {
+  float lo, hi;
+  bool ok;
+};
+static __device__ __forceinline__ bq_mask_iv bq_mask_none() { return bq_mask_iv{0.0f, 0.0f, false}; }
+#if BQ_FT != BQ_TYPE_F64
+// the float next to x (finite) up (D = 1) or down (D = -1); past the largest finite, infinity
+template <int D> static __device__ __forceinline__ float bq_float_step(float x) {
+  const int i = __float_as_int(x);
+  return x == 0.0f ? (D > 0 ? 0x1p-149f : -0x1p-149f) : __int_as_float(i + (i < 0 ? -D : D));
+}
+// The interval's end toward D (1: its largest x, -1: its smallest) from a guess g near it
+template <int D>
+static __device__ __forceinline__ float bq_mask_end(float g, const bq_scale &s, const bq_zp &z, bool &ok) {
+  float x = fminf(fmaxf(g, -0x1.fffffep127f), 0x1.fffffep127f);
+  bool in = bq_in_range_near(x, s, z), done = in;
+#pragma unroll 1
+  for (int k = 0; k < 8 && !in; k++) { // outside: back into the interval, whose end it then is
+    x = bq_float_step<-D>(x);
+    in = bq_in_range_near(x, s, z);
+  }
+  if (done) { // inside: out to the end
+    done = false;
+#pragma unroll 1
+    for (int k = 0; k < 8 && !done; k++) {
+      const float n = bq_float_step<D>(x);
+      done = !bq_in_range_near(n, s, z);
+      if (!done) x = n;
+    }
+  } else {
+    done = in;
+  }
+  ok &= done;
+  return x;
+}
+static __device__ __forceinline__ bq_mask_iv bq_mask_iv_of(const bq_scale &s, const bq_zp &z) {
+  bq_mask_iv m = bq_mask_none();
+  if (s.plain) {
+    m.ok = true;
+#if BQ_FP8
+    m.hi = bq_mask_end<1>(__fmul_rn(BQ_F8_MAX, fabsf(s.s)), s, z, m.ok);
+    m.lo = -m.hi; // the mask is even in x
+#else
+    const float a = __fmul_rn(z.hi + 0.5f, s.s), b = __fmul_rn(z.lo - 0.5f, s.s);
+    m.hi = bq_mask_end<1>(s.s > 0.0f ? a : b, s, z, m.ok);
+    m.lo = bq_mask_end<-1>(s.s > 0.0f ? b : a, s, z, m.ok);
+#endif
+  }
+  return m;
+}
+#endif
 
 // 64-bit division, out of line: it is the rare path (indices past 2^31), and one copy of
 // its code keeps the compile fast.
