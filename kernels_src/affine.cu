@@ -116,7 +116,13 @@ struct bq_qparams {
   bq_scale s;
   int zp;
   bq_zp z;
+  bq_mask_iv m; // BQ_MASK_IV: the STE mask as an interval
 };
+// Quantize backward from 16-bit data, per tensor and per token, where a scale serves many
+// accesses: the STE mask prepared as an interval (bq_mask_iv_of). (Fake quantize backward,
+// whose elements cost less, is no faster with it, and its small tensors are slower.)
+#define BQ_MASK_IV (BQ_BWD && BQ_OP == BQ_OP_QUANTIZE && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16) && \
+                    (BQ_GRAN == BQ_GRAN_TENSOR || BQ_GRAN == BQ_GRAN_TOKEN))
 static __device__ __forceinline__ void bq_qp_load(bq_qparams &q, const bq_affine_params &p) {
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
   bq_i64 i = bq_pat(q.base, q.g, p.grs);
@@ -135,7 +141,13 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   q.s = bq_scale_of(bq_scale_to_c(__ldg((const bq_s *)p.scales + r)));
   q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;
   q.z = bq_zp_of(q.zp);
+#endif
+#if BQ_MASK_IV
+  q.m = bq_mask_iv_of(q.s, q.z);
 #else
+  q.m = bq_mask_none();
+#endif
+#if BQ_GRAN != BQ_GRAN_TENSOR && BQ_GRAN != BQ_GRAN_TOKEN
   bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
   q.rem = k - g * p.group;
 #if BQ_GRAN == BQ_GRAN_CHANNEL
@@ -194,30 +206,67 @@ template <typename E, int P = BQ_P> struct alignas(sizeof(E) * P) bq_piece {
 #define BQ_B(u) bq_piece<bq_in1, (int)(sizeof(a[u].e) / sizeof(a[u].e[0]))>() // a[u]'s P
 #endif
 
+// P values in C rounded to the output type: two at a time where it has 16 bits (one packed
+// conversion, the same rounding as two)
+template <int P> static __device__ __forceinline__ void bq_round_piece(const float (&v)[P], bq_out (&y)[P]) {
+#if !defined(BQ_EMULATED) && (BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16)
+  if (P % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j + 1 < P; j += 2) {
+      bq_u32 w; // the first source goes to the upper half
+#if BQ_FT == BQ_TYPE_BF16
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(v[j + 1]), "f"(v[j]));
+#else
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(v[j + 1]), "f"(v[j]));
+#endif
+      y[j] = (bq_out)(w & 0xffffu);
+      y[j + 1] = (bq_out)(w >> 16);
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < P; j++) y[j] = bq_from_c(v[j]);
+}
+
 // One access's BQ_P elements through bq_apply's fast forms; *fix is raised where an element
 // needs the general formulas. NEAR: quantize forward may take bq_quantize_near where the
 // scale and zero point allow (the usual case). That form pays per tensor, per token and in
 // the 16-bit slot kernels; the f32 slot kernels and the odd-shape one keep bq_apply, where
-// its registers cost more than it saves (the odd-shape kernel would spill).
-template <bool NEAR, int P = BQ_P>
+// its registers cost more than it saves (the odd-shape kernel would spill). Quantize
+// backward, NEAR, divides from the prepared scale; IV (BQ_MASK_IV's kernels): its mask is
+// the interval m, else (a scale that is not plain, m.ok false) the general formulas.
+template <bool NEAR, int P = BQ_P, bool IV = false>
 static __device__ __forceinline__ void bq_apply_piece(const bq_piece<bq_in0, P> &a, const bq_piece<bq_in1, P> &b,
                                                       const bq_scale &s, const bq_zp &z, bq_piece<bq_out, P> &y,
-                                                      bool *fix) {
+                                                      bool *fix, const bq_mask_iv &m = bq_mask_none()) {
 #if BQ_OP == BQ_OP_QUANTIZE && !BQ_BWD && BQ_FT != BQ_TYPE_F64
   if (NEAR && s.plain && z.near) {
     bq_quantize_near<true>(a.e, s, z.zp, y.e);
     return;
   }
 #elif BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
-  if (NEAR && s.plain) { // quantize backward: the mask and the division from the prepared scale
-    bool ok = true;
+  if (NEAR && s.plain && (!IV || m.ok)) { // quantize backward: the mask and the division from the
+    bool ok = true;                          // prepared scale
+    if (IV) { // the mask an interval; masked quotients selected, then rounded
+      float v[P];
 #pragma unroll
-    for (int j = 0; j < P; j++) {
-      const bq_c v = bq_div_near(bq_to_c(a.e[j]), s, ok);
-      y.e[j] = bq_in_range_near(bq_to_c(b.e[j]), s, z) ? bq_from_c(v) : (bq_out)0;
+      for (int j = 0; j < P; j++) {
+        const float q = bq_div_near(bq_to_c(a.e[j]), s, ok), x = bq_to_c(b.e[j]);
+        v[j] = (x >= m.lo) & (x <= m.hi) ? q : 0.0f; // (0 rounds to the +0 of (bq_out)0)
+      }
+      bq_round_piece(v, y.e);
+    } else {
+#pragma unroll
+      for (int j = 0; j < P; j++) {
+        const bq_c v = bq_div_near(bq_to_c(a.e[j]), s, ok);
+        y.e[j] = bq_in_range_near(bq_to_c(b.e[j]), s, z) ? bq_from_c(v) : (bq_out)0;
+      }
     }
     if (ok) return; // else the general formulas below
   }
+#else
+  (void)m;
 #endif
 #pragma unroll
   for (int j = 0; j < P; j++) y.e[j] = bq_apply(a.e[j], b.e[j], s, z, fix);
@@ -367,7 +416,7 @@ static __device__ __forceinline__ void bq_lookup_tile(const bq_affine_params &p,
 #endif
       bq_piece<bq_out> y;
       bool fix = false;
-      bq_apply_piece<true>(a[u], BQ_B(u), q.s, q.z, y, &fix);
+      bq_apply_piece<true, BQ_P, BQ_MASK_IV>(a[u], BQ_B(u), q.s, q.z, y, &fix, q.m);
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
       if (TWO && q.rem + BQ_P > p.group) { // from element cut on, the next block's parameters
         bq_qparams q2 = q;

@@ -97,7 +97,9 @@ BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
      to meet as the least blocks of 256 an SM must hold (bq__lb_blocks: 80 registers are 3
      blocks, 64 are 4; 0: none named, which differs from a budget: that lets ptxas spend
      more registers). Row kernel: 80 for the forward slot kernels (left alone, ptxas gives
-     some of them more registers and fewer blocks; backward ones would spill).
+     some of them more registers and fewer blocks; backward ones would spill); 48 for
+     per-tensor quantize backward of f16 and bf16 (5 blocks; its mask interval's registers
+     leave 4 otherwise, slower for integer codes).
      bq_affine_odd: as the row kernel, but 64 for dequantize of f32, f16 and bf16 (one more
      block than its registers would otherwise allow, which is faster; f64 spills so).
      bq_affine_blocks: 64 for per-group f64 quantize forward (its registers, a few over,
@@ -137,8 +139,8 @@ static const bq__affine_row bq__affine_table[] = {
   {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8, {80, 0, 80, 0, 64, 64}},
   {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
   {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {48, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {48, 0, 0, 0, 0, 0}},
   {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
   {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,   1, 1,   1,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
   {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},

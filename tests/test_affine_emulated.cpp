@@ -186,8 +186,23 @@ static double fp8_value(double s) {
   }
 }
 
+/* Per tensor, the backward mask's interval (x / s rounds into the q-range; FP8: |x / s| at most
+   the largest finite) has its ends near g_edge_lo and g_edge_hi (set before x is drawn): values a
+   few ulps of the float type either side of them, where an interval found an ulp off fails */
+static int g_edge;
+static double g_edge_lo, g_edge_hi;
+static double t_step(double v, int k) { /* v on T's grid (normal range), then k ulps of T away */
+  const int mb = EMU_T == BQ_TYPE_BF16 ? 8 : EMU_T == BQ_TYPE_F16 ? 11 : EMU_T == BQ_TYPE_F32 ? 24 : 53;
+  if (v == 0 || !std::isfinite(v)) return v;
+  int e;
+  (void)frexp(v, &e);
+  const double ulp = ldexp(1.0, e - mb);
+  return (nearbyint(v / ulp) + k) * ulp;
+}
+
 /* a float value: mostly moderate, sometimes a tie of x / s, a special or a huge one */
 static double value(double s) {
+  if (g_edge && rnd() % 4 == 0) return t_step((rnd() & 1) ? g_edge_hi : g_edge_lo, (int)rnd_range(-3, 3));
   if (FP8) return fp8_value(s);
   switch (rnd() % 16) {
   case 0: return NAN;
@@ -320,6 +335,14 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
         zb[(size_t)i] = INT32_MIN + 5;
       }
   }
+  const int32_t zp_pt = FP8 ? 0 : (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
+  g_edge = EMU_GRAN == BQ_GRAN_TENSOR && bwd && d.op != BQ_DEQUANTIZE;
+  if (FP8) {
+    g_edge_hi = F8.max * (double)(float)s_pt, g_edge_lo = -g_edge_hi;
+  } else {
+    g_edge_hi = ((double)n.qmax - zp_pt + 0.5) * (double)(float)s_pt;
+    g_edge_lo = ((double)n.qmin - zp_pt - 0.5) * (double)(float)s_pt;
+  }
   unsigned char *x = xb.data() + 8 * 8 + (size_t)(guard + off_x) * ref_dtype_size(xt);
   for (int64_t i = 0; i < xtot; i++) {
     if (ref_is_fp8(xt)) ref_store_int(xt, x, i, (int32_t)(rnd() & 255)); /* every code: NaN, inf, -0 included */
@@ -347,7 +370,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     a.y = out;
   }
   a.scale = s_pt;
-  a.zero_point = FP8 ? 0 : (int32_t)rnd_range(n.qmin - 3, n.qmax + 3);
+  a.zero_point = zp_pt;
   if (EMU_GRAN != BQ_GRAN_TENSOR) {
     a.scales = sb.data();
     /* FP8 and packed scales take none */
