@@ -3186,8 +3186,8 @@ BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
      blocks, 64 are 4; 0: none named, which differs from a budget: that lets ptxas spend
      more registers). Row kernel: 80 for the forward slot kernels (left alone, ptxas gives
      some of them more registers and fewer blocks; backward ones would spill); 48 for
-     per-tensor quantize backward of f16 and bf16 (5 blocks; its mask interval's registers
-     leave 4 otherwise, slower for integer codes).
+     per-tensor quantize backward of f16 and bf16 (left alone, its mask interval's registers
+     cost it a block an SM, which is slower for integer codes).
      bq_affine_odd: as the row kernel, but 64 for dequantize of f32, f16 and bf16 (one more
      block than its registers would otherwise allow, which is faster; f64 spills so).
      bq_affine_blocks: 64 for per-group f64 quantize forward (its registers, a few over,
