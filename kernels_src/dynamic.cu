@@ -698,7 +698,11 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_REDUCE(cons
     bq_xchunk a[BQ_DU];
 #pragma unroll
     for (int u = 0; u < BQ_DU; u++)
-      if (c0 + u * nth < nch) a[u] = *(const bq_xchunk *)(x + pro + (c0 + u * nth) * BQ_VEC);
+      if (c0 + u * nth < nch) {
+        const bq_xchunk *s = (const bq_xchunk *)(x + pro + (c0 + u * nth) * BQ_VEC);
+        BQ_EMU_ALIGNED(s, sizeof(bq_xchunk)); // (the emulator's check; nothing on a GPU)
+        a[u] = *s;
+      }
 #pragma unroll
     for (int u = 0; u < BQ_DU; u++)
       if (c0 + u * nth < nch) bq_reduce_chunk(a[u], r);
