@@ -326,7 +326,10 @@ static __device__ __forceinline__ void bq_fload(bq_xchunk &c, const bq_t *row, i
   if (DENSE || (aligned && e0 + BQ_VEC <= D)) {
     if (KEEP) *(uint4 *)&c = __ldg((const uint4 *)(row + e0));
     else if (CS) bq_load(c, row + e0, 16);
-    else *(uint4 *)&c = *(const uint4 *)(row + e0);
+    else {
+      BQ_EMU_ALIGNED(row + e0, 16); // (the emulator's check; nothing on a GPU)
+      *(uint4 *)&c = *(const uint4 *)(row + e0);
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < BQ_VEC; j++) c.e[j] = e0 + j < D ? row[e0 + j] : (bq_t)0;
