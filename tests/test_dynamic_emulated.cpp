@@ -152,6 +152,10 @@ static int stored_pow2(bq_dtype st, const void *s, int64_t i) {
   return v != v || v == 0.0 || isinf(v) || frexp(v, &e) == 0.5;
 }
 
+/* 1: every element uniform in one range (value kind 5), so that a large segment's codes
+   spread over the whole q-range: the mixed data's infinities and far larger magnitudes
+   would leave most of its codes equal, which hides an element put in the wrong place */
+static int g_tame;
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[320];
   a.amax_bound = random_bound();
@@ -203,10 +207,10 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   std::vector<int32_t> zb((size_t)(nparams + 2 * guard)), ezb(zb.size());
   unsigned char *x = xb.data() + 64 + (size_t)off_x * ts;
   const int kinds = FP8 ? 8 : 6;
-  int kind = (int)(rnd() % kinds);
+  int kind = g_tame ? 5 : (int)(rnd() % kinds);
   double mag = ldexp(1.0, (int)rnd_range(-10, 10));
   for (int64_t i = 0; i < xtot; i++) {
-    if (rnd() % 64 == 0) {
+    if (!g_tame && rnd() % 64 == 0) {
       kind = (int)(rnd() % kinds);
       mag = ldexp(1.0, (int)rnd_range(-10, 10));
       /* now and then a magnitude whose scale needs the reciprocal's power-of-two bracket */
@@ -214,6 +218,11 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     }
     store_any(T, x, i, value(kind, mag));
   }
+  /* the row padding past each row's last element (x_row_stride > cols) far larger than the
+     data, so that a kernel reading it into a reduction shows */
+  if (a.x_row_stride > a.cols)
+    for (int64_t r = 0; r < a.rows; r++)
+      for (int64_t j = a.cols; j < a.x_row_stride; j++) store_any(T, x, r * a.x_row_stride + j, (j & 1) ? 3e4 : -3e4);
   memset(yb.data(), 0xA5, yb.size());
   memset(eyb.data(), 0xA5, eyb.size());
   memset(sb.data(), 0xA5, sb.size());
@@ -380,36 +389,45 @@ Test(emulated_dynamic, by_name, .timeout = 600) {
    tile; a tile larger than the threads' registers (read twice); B of 12 accesses (its rows
    spread over the threads in steps that are not a power of two); rows of more accesses than
    the block has threads (as windows), aligned and off the grid; odd rows of whole 128-row
-   tiles, and of tiles past the registers; B = 1. */
+   tiles, and of tiles past the registers; odd rows of many 128-row tiles and of 40-row
+   tiles, a right edge column one element wide, and one of 37 elements (lines inside a row
+   that are part of one) in padded rows; B = 1, y unaligned and aligned. */
 Test(emulated_dynamic, paths, .timeout = 600) {
   const int64_t p = 16 / ref_dtype_size(T);
   struct {
     int64_t rows, cols, B, xs, ys, grs;
-    int offx, fast;
+    int offx, offy, fast; /* offy 5: y 8-byte aligned (past a 19-byte guard) */
     const char *name;
   } c[] = {
-      {3 * 8 + 5, 4 * 8 * p + 2 * p, 8 * p, 0, 0, 0, 0, 1, "vector, edge tiles partial"},
-      {2 * 4 * p + 1, 2 * 4 * p + 3, 4 * p, 10 * p, 0, 5, 0, 1, "vector, right edge tile scalar"},
-      {50, 3 * (p + 1) + 2, p + 1, 0, 3 * (p + 1) + 7, 0, 0, 0, "B not whole accesses"},
-      {40, 6 * p, 2 * p, 6 * p + 1, 0, 4, 0, 0, "odd x row stride"},
-      {20, 6 * p, 2 * p, 0, 0, 0, 3, 0, "x off the 16-byte grid"},
-      {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 0, 1, "the whole matrix in one tile"},
-      {300, 64 * p + 3 * p, 64 * p, 0, 0, 0, 0, 1, "tiles past the registers"},
-      {70, 3 * 12 * p + 5 * p, 12 * p, 0, 0, 0, 0, 1, "B of 12 accesses (rows a step not a power of two)"},
-      {5, 2 * 300 * p + 3 * p, 300 * p, 0, 0, 0, 0, 1, "rows of more accesses than the block has threads"},
-      {6, 2 * 300 * p + 5, 300 * p, 2 * 300 * p + 7, 0, 0, 0, 0, "rows of more lines than the block has threads, off the grid"},
-      {260, 3 * 128 + 5, 128, 3 * 128 + 5, 0, 0, 0, 0, "odd rows, B = 128"},
-      {420, 2 * 200 + 9, 200, 0, 0, 0, 1, 0, "odd rows past the registers, x off the grid"},
-      {7, 9, 1, 0, 11, 0, 0, p == 1, "B = 1"},
+      {3 * 8 + 5, 4 * 8 * p + 2 * p, 8 * p, 0, 0, 0, 0, 5, 1, "vector, edge tiles partial"},
+      {2 * 4 * p + 1, 2 * 4 * p + 3, 4 * p, 10 * p, 0, 5, 0, 5, 1, "vector, right edge tile scalar"},
+      {50, 3 * (p + 1) + 2, p + 1, 0, 3 * (p + 1) + 7, 0, 0, 2, 0, "B not whole accesses"},
+      {40, 6 * p, 2 * p, 6 * p + 1, 0, 4, 0, 5, 0, "odd x row stride"},
+      {20, 6 * p, 2 * p, 0, 0, 0, 3, 5, 0, "x off the 16-byte grid"},
+      {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 0, 1, 1, "the whole matrix in one tile"},
+      {300, 64 * p + 3 * p, 64 * p, 0, 0, 0, 0, 5, 1, "tiles past the registers"},
+      {70, 3 * 12 * p + 5 * p, 12 * p, 0, 0, 0, 0, 5, 1, "B of 12 accesses (rows a step not a power of two)"},
+      {5, 2 * 300 * p + 3 * p, 300 * p, 0, 0, 0, 0, 0, 1, "rows of more accesses than the block has threads"},
+      {6, 2 * 300 * p + 5, 300 * p, 2 * 300 * p + 7, 0, 0, 0, 5, 0, "rows of more lines than the block has threads, off the grid"},
+      {260, 3 * 128 + 5, 128, 3 * 128 + 5, 0, 0, 0, 5, 0, "odd rows, B = 128"},
+      {420, 2 * 200 + 9, 200, 0, 0, 0, 1, 3, 0, "odd rows past the registers, x off the grid"},
+      {300, 5 * 128 + 3, 128, 0, 5 * 128 + 19, 0, 0, 5, 0, "odd rows, B = 128, more tiles than the blocks"},
+      {90, 4 * 40 + 7, 40, 4 * 40 + 11, 4 * 40 + 19, 0, 0, 5, 0, "odd rows, B = 40, lines a row not dividing the threads"},
+      {50, 3 * 40 + 1, 40, 0, 3 * 40 + 9, 0, 0, 5, 0, "B = 40, a right edge column one element wide"},
+      {100, 2 * 128 + 37, 128, 2 * 128 + 45, 2 * 128 + 53, 0, 0, 5, 0, "B = 128, a right edge column of 37, padded rows"},
+      {7, 9, 1, 0, 11, 0, 0, 2, p == 1, "B = 1"},
+      {7, 9, 1, 0, 17, 0, 0, 5, p == 1, "B = 1, y 8-byte aligned"},
   };
   /* each case unstaged and, where its tiles may be, staged (16-bit data, tiles that fit the
      registers: bq_tiles_staged), then staged again on one SM (4 persistent blocks, so a
-     block takes several tiles and stages its next while it works) */
-  for (int mode = 0; mode < 3; mode++)
+     block takes several tiles and stages its next while it works), each on mixed data and
+     again on uniform data */
+  for (int pass = 0; pass < 6; pass++)
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    const int mode = pass % 3;
+    g_tame = pass >= 3;
     bq__tiles_staged = mode > 0;
     g_sms = mode == 2 ? 1 : 132;
-    const int staged = mode > 0 && c[i].fast && p == 8 && (c[i].B / p) * c[i].B <= 2048;
     bq_args a;
     memset(&a, 0, sizeof a);
     a.rows = c[i].rows;
@@ -423,7 +441,8 @@ Test(emulated_dynamic, paths, .timeout = 600) {
     emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
     snprintf(what, sizeof what, "%s: %s", c[i].name, shape);
     memset(&g_params, 0, sizeof g_params);
-    run(a, xtot, ytot, 0, c[i].offx, (int)i % 4, what);
+    run(a, xtot, ytot, 0, c[i].offx, c[i].offy, what);
+    const int staged = mode > 0 && c[i].fast && p == 8 && (c[i].B / p) * c[i].B <= 2048;
     cr_assert_eq(g_params.fast_groups != 0, c[i].fast, "%s: fast_groups %d", what, g_params.fast_groups);
     cr_assert_eq(g_params.group, c[i].B, "%s", what);
     /* off the grid, every tile goes to bq_dynamic_tiles_rows */
@@ -433,5 +452,6 @@ Test(emulated_dynamic, paths, .timeout = 600) {
   }
   bq__tiles_staged = 1;
   g_sms = 132;
+  g_tame = 0;
 }
 #endif

@@ -682,16 +682,20 @@ static void dyn_block(const bq_desc *d)
 {
   const int64_t p = vec_of(d->float_type);
   const int64_t wide = 4 * 128 + p; /* the right edge tile whole accesses */
-  struct { int64_t rows, cols, B, xs, ys; int xoff, fast; } named[] = {
-    {300, wide, 128, 0, 0, 0, 1},                 /* aligned rows, B whole accesses */
-    {129, 4095, 128, 4096, 4095 + 3, 0, 1},      /* a padded stride: the right edge tile as windows */
-    {257, 4095, 128, 0, 0, 0, 0},                 /* odd rows: every tile as windows */
-    {40, 6 * p, 2 * p, 6 * p + 1, 0, 0, 0},       /* an odd x stride */
-    {20, 6 * p, 2 * p, 0, 0, 3, 0},               /* x off the 16-byte grid */
-    {50, 3 * (p + 1) + 2, p + 1, 0, 0, 0, 0},     /* B not whole accesses */
-    {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 1},      /* the whole matrix in one tile */
-    {600, 64 * p + 3 * p, 64 * p, 0, 0, 0, 1},    /* tiles past the registers: read twice */
-    {1100, 147 * p, 2 * p, 0, 0, 0, 1},           /* more tiles than a wave of blocks: staged, each block several */
+  struct { int64_t rows, cols, B, xs, ys; int xoff, yoff, fast; } named[] = {
+    {300, wide, 128, 0, 0, 0, 0, 1},                 /* aligned rows, B whole accesses */
+    {129, 4095, 128, 4096, 4095 + 3, 0, 1, 1},      /* a padded stride: the right edge tile as windows */
+    {257, 4095, 128, 0, 0, 0, 2, 0},                 /* odd rows: every tile as windows */
+    {257, 4095, 128, 0, 0, 0, 0, 0},                 /* the same, y aligned */
+    {40, 6 * p, 2 * p, 6 * p + 1, 0, 0, 0, 0},       /* an odd x stride */
+    {40, 6 * p, 2 * p, 6 * p + 1, 6 * p + 9, 0, 0, 0}, /* and y's 8 more */
+    {20, 6 * p, 2 * p, 0, 0, 3, 1, 0},               /* x off the 16-byte grid */
+    {50, 3 * (p + 1) + 2, p + 1, 0, 0, 0, 0, 0},     /* B not whole accesses */
+    {37, 5 * p + 3, 64 * p, 8 * p, 0, 0, 0, 1},      /* the whole matrix in one tile */
+    {600, 64 * p + 3 * p, 64 * p, 0, 0, 0, 1, 1},    /* tiles past the registers: read twice */
+    {1100, 147 * p, 2 * p, 0, 0, 0, 2, 1},           /* more tiles than a wave of blocks: staged, each block several */
+    {1100, 147 * p + 1, 2 * p, 0, 0, 0, 0, 0},       /* the same off the grid */
+    {700, 9 * 128 + 5, 128, 0, 9 * 128 + 13, 0, 0, 0}, /* odd rows of 128-row tiles, more than a wave */
   };
   /* each named shape staged where it may be (f16 and bf16 tiles that fit the registers) and
      a block a tile (bq__tiles_staged 0) */
@@ -702,10 +706,13 @@ static void dyn_block(const bq_desc *d)
     c.xs = named[i].xs;
     c.ys = named[i].ys;
     c.xoff = named[i].xoff;
-    c.yoff = i % 3;
+    c.yoff = named[i].yoff;
     c.fast = named[i].fast;
     c.grs = pick_grs(d, c.rows, c.cols, c.B, i % 2);
     run_dynamic(&c);
+    /* staged restated: f16 and bf16 tiles on the grid that fit the registers */
+    const int staged = st && p == 8 && c.fast && (c.B / p) * c.B <= 2048;
+    cr_assert_eq(g_dparams.staged, staged, "staged %d, expected %d: named shape %d", g_dparams.staged, staged, i);
   }
   bq__tiles_staged = 1;
   static const int64_t bs[] = {1, 3, 8, 100, 128};
