@@ -3868,12 +3868,14 @@ BQ__FN int bq__dynamic_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->flo
 
 #define BQ__DYN_MAX_BLOCK 32768
 /* The dynamic dispatch table: a row per granularity and float type (the int type, q-range
-   and symmetry change no choice), each the fastest setting measured on the H100. The prelude
-   gives the kernels its numbers. Columns:
-   - cpt, block: bq_dynamic's accesses a thread kept on chip (dynamic.cu's BQ_CPT: 64 bytes,
-     16 registers) and its largest team, which is also the per-tensor kernels' block
+   and symmetry change no choice), each the fastest setting measured on the H100, per token
+   f32 and f64 on the H200. The prelude gives the kernels its numbers. Columns:
+   - cpt, block: bq_dynamic's accesses a thread kept on chip (dynamic.cu's BQ_CPT: 4 is 64
+     bytes, 16 registers) and its largest team, which is also the per-tensor kernels' block
      (BQ_BLOCK). A segment that fits is read once; several accesses a thread keep enough
-     bytes in flight at the occupancy the registers allow.
+     bytes in flight at the occupancy the registers allow. Per token f32 and f64 keep 8: a
+     row of half the threads, so twice the rows an SM holds in flight, which outweighs the
+     registers it spills; f16 and bf16 rows ran slower so.
    - long_cpt, long_team: the same for bq_dynamic_long (BQ_LONG_CPT, BQ_LONG_TEAM).
    - long: 1 where rows longer than a block's accesses (block * cpt) take bq_dynamic_long:
      per token f16 and bf16, where fewer, fuller threads a row keep more rows on an SM (large
@@ -3890,8 +3892,8 @@ static const bq__dynamic_row bq__dynamic_table[] = {
   {BQ_PER_TENSOR, BQ_F64,       4, 1024, 8, 512, 0},
   {BQ_PER_TENSOR, BQ_F16,       4, 1024, 8, 512, 0},
   {BQ_PER_TENSOR, BQ_BF16,      4, 1024, 8, 512, 0},
-  {BQ_PER_TOKEN, BQ_F32,        4, 1024, 8, 512, 0},
-  {BQ_PER_TOKEN, BQ_F64,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F32,        8, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F64,        8, 1024, 8, 512, 0},
   {BQ_PER_TOKEN, BQ_F16,        4, 1024, 8, 512, 1},
   {BQ_PER_TOKEN, BQ_BF16,       4, 1024, 8, 512, 1},
   {BQ_PER_GROUP, BQ_F32,        4, 1024, 8, 512, 0},
