@@ -142,11 +142,7 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
   q.zp = p.zps ? __ldg((const int *)p.zps + r) : 0;
   q.z = bq_zp_of(q.zp);
 #endif
-#if BQ_MASK_IV
-  q.m = bq_mask_iv_of(q.s, q.z);
-#else
   q.m = bq_mask_none();
-#endif
 #if BQ_GRAN != BQ_GRAN_TENSOR && BQ_GRAN != BQ_GRAN_TOKEN
   bq_i64 g = p.fast32 ? (bq_i64)bq_div_u32((bq_u32)k, p.fd_group) : bq_div64(k, p.group);
   q.rem = k - g * p.group;
@@ -159,6 +155,14 @@ static __device__ __forceinline__ void bq_qp_at(bq_qparams &q, const bq_affine_p
 #endif
   q.g = g;
   bq_qp_load(q, p);
+#endif
+}
+// The tensor's or a token's parameters for the row kernel's vector loop, with the STE
+// mask's interval where quantize backward takes it (BQ_MASK_IV)
+static __device__ __forceinline__ void bq_qp_row(bq_qparams &q, const bq_affine_params &p, bq_i64 r) {
+  bq_qp_at(q, p, r, 0);
+#if BQ_MASK_IV
+  q.m = bq_mask_iv_of(q.s, q.z);
 #endif
 }
 #if BQ_GRAN == BQ_GRAN_CHANNEL || BQ_GROUPED
@@ -616,7 +620,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
 #endif
 #if BQ_GRAN == BQ_GRAN_TENSOR
   bq_qparams qt; // per tensor: prepared once per thread, not per tile
-  bq_qp_at(qt, p, 0, 0);
+  bq_qp_row(qt, p, 0);
 #endif
   const bq_i64 work = p.rows * p.chunks;
   for (bq_i64 w = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < work;
@@ -647,7 +651,7 @@ template <bool TWO> static __device__ __forceinline__ void bq_affine_body(const 
       bq_tile_load(in0, in1, pro, nacc, w_in0, w_in1, a0, a, b);
       unsigned redo = 0; // bit u: access u is redone element by element below
 #if BQ_GRAN == BQ_GRAN_TOKEN
-      if (t == t0) bq_qp_at(qt, p, r, 0);
+      if (t == t0) bq_qp_row(qt, p, r);
 #endif
 #if BQ_SLOTS
       bq_slot_tile<TWO>(p, r, t, a0, lane, a, b, slots, iblk0, inblk, out, pro, nacc, w_out, redo);
