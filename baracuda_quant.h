@@ -2971,6 +2971,15 @@ BQ__FN int bq__tune_choice(const bq_plan *p, const bq_args *a, void *stream, con
    device: its SMs and the threads an SM holds. Launch bounds are compiled before any device
    is known, from the register file every arch from sm_80 on has. */
 #define BQ__REGS_PER_SM 65536 /* 32-bit registers an SM, sm_80 to sm_120 */
+/* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
+   and what the driver reserves of it a block: a module is compiled for an arch, so its
+   launch bounds follow the arch, every device of which has the same. */
+#define BQ__SMEM_BLOCK_RESERVED 1024
+BQ__FN int64_t bq__arch_smem_sm(int arch) {
+  if (arch == 80 || arch == 87) return 164 * 1024;
+  if (arch >= 90 && arch < 110) return 228 * 1024;
+  return 100 * 1024; /* 8.6, 8.9, 12.x */
+}
 typedef struct bq__limits { int64_t sms, threads_sm; } bq__limits;
 BQ__FN bq__limits bq__limits_of(const bq_plan *p) {
   bq__limits l = {p->num_sms > 0 ? p->num_sms : 1, p->threads_sm >= 256 ? p->threads_sm : 2048};
@@ -3982,6 +3991,16 @@ BQ__FN int bq__dynamic_has(const bq_desc *d, const bq__target *t, int e) {
   return d->granularity != BQ_PER_GROUP || e != BQ__DYN_LONG || !bq__is_fp8(d->int_type);
 }
 
+/* The staged tiles' persistent wave: as many blocks of `threads` an SM as both its launch
+   bounds (64 registers) and its shared memory (a slot of smem bytes a block) let it hold at
+   once; more would wait for a resident block to finish every tile it takes */
+BQ__FN int64_t bq__tiles_wave(const bq_plan *p, int threads, unsigned smem) {
+  const bq__limits l = bq__limits_of(p);
+  int64_t per = bq__lb_blocks(64, threads);
+  const int64_t fit = bq__arch_smem_sm(p->target.arch) / (smem + BQ__SMEM_BLOCK_RESERVED);
+  if (per > fit) per = fit;
+  return l.sms * (per > 0 ? per : 1);
+}
 /* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
    row), -1: the host's choice. */
 static int bq__dynamic_force_entry = -1;
@@ -4031,8 +4050,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     k.staged = k.fast_groups && p->vec == 8 && (v.group / p->vec) * v.group <= (int64_t)threads * 8 && bq__tiles_staged;
     int64_t grid = bq__grid(tiles, 1);
     if (k.staged) {
-      const bq__limits l = bq__limits_of(p);
-      int64_t wave = l.sms * bq__lb_blocks(64, threads);
+      const int64_t wave = bq__tiles_wave(p, threads, (unsigned)threads * 8 * 16);
       grid = tiles < wave ? tiles : wave;
     }
     k.tcols = k.staged && (v.cols - (v.ngroups - 1) * v.group) % p->vec != 0 ? v.ngroups - 1 : v.ngroups;
@@ -4672,15 +4690,6 @@ BQ__FN unsigned bq__gemv_smem_max(int cfg) {
 /* the dynamic shared memory an entry point's pipeline takes at most */
 BQ__FN int64_t bq__linear_smem(int e) {
   return e == BQ__GEMM_WGMMA ? BQ__GEMM_SMEM_WGMMA : e == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : bq__gemv_smem_max(e);
-}
-/* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
-   and what the driver reserves of it a block: a module is compiled for an arch, so its
-   launch bounds follow the arch, every device of which has the same. */
-#define BQ__SMEM_BLOCK_RESERVED 1024
-BQ__FN int64_t bq__arch_smem_sm(int arch) {
-  if (arch == 80 || arch == 87) return 164 * 1024;
-  if (arch >= 90 && arch < 110) return 228 * 1024;
-  return 100 * 1024; /* 8.6, 8.9, 12.x */
 }
 /* The launch bounds' CTAs an SM for linear entry point e on arch: as many as the arch's
    shared memory holds (at least 1) where the table's smem_bound says so, else 0 (none) */

@@ -118,6 +118,16 @@ BQ__FN int bq__dynamic_has(const bq_desc *d, const bq__target *t, int e) {
   return d->granularity != BQ_PER_GROUP || e != BQ__DYN_LONG || !bq__is_fp8(d->int_type);
 }
 
+/* The staged tiles' persistent wave: as many blocks of `threads` an SM as both its launch
+   bounds (64 registers) and its shared memory (a slot of smem bytes a block) let it hold at
+   once; more would wait for a resident block to finish every tile it takes */
+BQ__FN int64_t bq__tiles_wave(const bq_plan *p, int threads, unsigned smem) {
+  const bq__limits l = bq__limits_of(p);
+  int64_t per = bq__lb_blocks(64, threads);
+  const int64_t fit = bq__arch_smem_sm(p->target.arch) / (smem + BQ__SMEM_BLOCK_RESERVED);
+  if (per > fit) per = fit;
+  return l.sms * (per > 0 ? per : 1);
+}
 /* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
    row), -1: the host's choice. */
 static int bq__dynamic_force_entry = -1;
@@ -167,8 +177,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     k.staged = k.fast_groups && p->vec == 8 && (v.group / p->vec) * v.group <= (int64_t)threads * 8 && bq__tiles_staged;
     int64_t grid = bq__grid(tiles, 1);
     if (k.staged) {
-      const bq__limits l = bq__limits_of(p);
-      int64_t wave = l.sms * bq__lb_blocks(64, threads);
+      const int64_t wave = bq__tiles_wave(p, threads, (unsigned)threads * 8 * 16);
       grid = tiles < wave ? tiles : wave;
     }
     k.tcols = k.staged && (v.cols - (v.ngroups - 1) * v.group) % p->vec != 0 ? v.ngroups - 1 : v.ngroups;

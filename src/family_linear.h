@@ -48,15 +48,6 @@ BQ__FN unsigned bq__gemv_smem_max(int cfg) {
 BQ__FN int64_t bq__linear_smem(int e) {
   return e == BQ__GEMM_WGMMA ? BQ__GEMM_SMEM_WGMMA : e == BQ__GEMM_LARGE ? BQ__GEMM_SMEM_LARGE : bq__gemv_smem_max(e);
 }
-/* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
-   and what the driver reserves of it a block: a module is compiled for an arch, so its
-   launch bounds follow the arch, every device of which has the same. */
-#define BQ__SMEM_BLOCK_RESERVED 1024
-BQ__FN int64_t bq__arch_smem_sm(int arch) {
-  if (arch == 80 || arch == 87) return 164 * 1024;
-  if (arch >= 90 && arch < 110) return 228 * 1024;
-  return 100 * 1024; /* 8.6, 8.9, 12.x */
-}
 /* The launch bounds' CTAs an SM for linear entry point e on arch: as many as the arch's
    shared memory holds (at least 1) where the table's smem_bound says so, else 0 (none) */
 BQ__FN int bq__linear_min_blocks(int e, int arch) {

@@ -1926,6 +1926,15 @@ BQ__FN int bq__tune_choice(const bq_plan *p, const bq_args *a, void *stream, con
    device: its SMs and the threads an SM holds. Launch bounds are compiled before any device
    is known, from the register file every arch from sm_80 on has. */
 #define BQ__REGS_PER_SM 65536 /* 32-bit registers an SM, sm_80 to sm_120 */
+/* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
+   and what the driver reserves of it a block: a module is compiled for an arch, so its
+   launch bounds follow the arch, every device of which has the same. */
+#define BQ__SMEM_BLOCK_RESERVED 1024
+BQ__FN int64_t bq__arch_smem_sm(int arch) {
+  if (arch == 80 || arch == 87) return 164 * 1024;
+  if (arch >= 90 && arch < 110) return 228 * 1024;
+  return 100 * 1024; /* 8.6, 8.9, 12.x */
+}
 typedef struct bq__limits { int64_t sms, threads_sm; } bq__limits;
 BQ__FN bq__limits bq__limits_of(const bq_plan *p) {
   bq__limits l = {p->num_sms > 0 ? p->num_sms : 1, p->threads_sm >= 256 ? p->threads_sm : 2048};

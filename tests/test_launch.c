@@ -282,6 +282,24 @@ Test(rules, linear_bounds_follow_the_arch_shared_memory) {
   }
 }
 
+/* The per-block staged tiles' persistent wave (256 threads, a 32 KiB slot a block): the four
+   blocks their launch bounds allow where the SM's shared memory holds four slots (sm_90's
+   228 KiB, sm_80's 164), three where it holds three (sm_89's 100 KiB: a fourth block would
+   wait for one of the three to finish all its tiles) */
+Test(rules, staged_tiles_wave_fits_the_shared_memory) {
+  static const int arch[3] = {90, 80, 89}, sms[3] = {132, 108, 84}, want[3] = {4, 4, 3};
+  for (int i = 0; i < 3; i++) {
+    bq_plan p;
+    memset(&p, 0, sizeof p);
+    p.desc.op = BQ_DYNAMIC_QUANTIZE;
+    p.desc.granularity = BQ_PER_BLOCK;
+    p.desc.float_type = BQ_BF16;
+    p.num_sms = sms[i], p.threads_sm = arch[i] == 89 ? 1536 : 2048;
+    p.target.arch = arch[i];
+    cr_assert_eq(bq__tiles_wave(&p, 256, 256 * 8 * 16), (int64_t)sms[i] * want[i], "sm_%d", arch[i]);
+  }
+}
+
 /* A device whose SMs hold 1536 threads (compute capability 8.6 and 8.9) gets counts of its
    own from the same rows: three quarters of the warps, three blocks of 256 for a half
    share, one 1024-thread block an SM; launch bounds are the register file's, the same. */
