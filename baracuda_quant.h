@@ -3850,10 +3850,12 @@ enum {
   BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows; per
                      group bq_dynamic_groups (integer codes' fast groups) */
   BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
-  BQ__DYN_APPLY
+  BQ__DYN_APPLY,
+  BQ__DYN_STAGED  /* bq_dynamic_staged: per token, 16-bit rows staged in shared memory */
 };
 #define BQ_FN_DYNAMIC bq_dynamic
 #define BQ_FN_DYNAMIC_LONG bq_dynamic_long
+#define BQ_FN_DYNAMIC_STAGED bq_dynamic_staged
 #define BQ_FN_DYNAMIC_GROUPS bq_dynamic_groups           /* per group, groups reduced across lanes */
 #define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce
 #define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply
@@ -3865,7 +3867,8 @@ typedef struct bq_dynamic_params {
   bq_i64 rows, cols, xs, ys;
   bq_i64 group, ngroups, grs;             /* per group (per block: B, blocks a row); grs as bq_pbase's ld */
   int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */
-  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */
+  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged);
+                                             per token: bq_dynamic_staged's launch */
   double bound;                           /* args.amax_bound (0: none) */
   /* per block, the tiles' walk (bq_twalk): trows rows of tiles, tcols columns walked (the
      staged kernel's last column apart where it is not whole accesses), the grid's
@@ -3988,24 +3991,29 @@ BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
    (FP8's fast groups ran faster inside bq_dynamic); every other one the table names */
 BQ__FN int bq__dynamic_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
+  if (e == BQ__DYN_STAGED) return d->float_type == BQ_F16 || d->float_type == BQ_BF16;
   return d->granularity != BQ_PER_GROUP || e != BQ__DYN_LONG || !bq__is_fp8(d->int_type);
 }
 
-/* The staged tiles' persistent wave: as many blocks of `threads` an SM as both its launch
-   bounds (64 registers) and its shared memory (a slot of smem bytes a block) let it hold at
-   once; more would wait for a resident block to finish every tile it takes */
-BQ__FN int64_t bq__tiles_wave(const bq_plan *p, int threads, unsigned smem) {
+/* The staged kernels' persistent wave (bq_dynamic_tiles staged, bq_dynamic_staged): as
+   many blocks of `threads` an SM as its registers (64 a thread), its threads and its shared
+   memory (a slot of smem bytes a block) let it hold at once; more would wait for a resident
+   block to finish every tile or row it takes */
+BQ__FN int64_t bq__staged_wave(const bq_plan *p, int threads, unsigned smem) {
   const bq__limits l = bq__limits_of(p);
   int64_t per = bq__lb_blocks(64, threads);
   const int64_t fit = bq__arch_smem_sm(p->target.arch) / (smem + BQ__SMEM_BLOCK_RESERVED);
   if (per > fit) per = fit;
+  if (per > l.threads_sm / threads) per = l.threads_sm / threads;
   return l.sms * (per > 0 ? per : 1);
 }
 /* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
-   row), -1: the host's choice. */
+   row), BQ__DYN_STAGED for rows it takes (whatever their count), -1: the host's choice. */
 static int bq__dynamic_force_entry = -1;
 /* Tests: 0 runs per-block tiles unstaged (bq_dynamic_tiles' own loop) */
 static int bq__tiles_staged = 1;
+/* Tests: 0 runs per-token rows unstaged (bq_dynamic's teams, never bq_dynamic_staged) */
+static int bq__rows_staged = 1;
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__dynamic_validate(p, a, &v);
@@ -4050,7 +4058,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     k.staged = k.fast_groups && p->vec == 8 && (v.group / p->vec) * v.group <= (int64_t)threads * 8 && bq__tiles_staged;
     int64_t grid = bq__grid(tiles, 1);
     if (k.staged) {
-      const int64_t wave = bq__tiles_wave(p, threads, (unsigned)threads * 8 * 16);
+      const int64_t wave = bq__staged_wave(p, threads, (unsigned)threads * 8 * 16);
       grid = tiles < wave ? tiles : wave;
     }
     k.tcols = k.staged && (v.cols - (v.ngroups - 1) * v.group) % p->vec != 0 ? v.ngroups - 1 : v.ngroups;
@@ -4087,6 +4095,22 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
      4096] into s8 took 173 us against 199 with the row's team of 256) */
   const int team_cap = bq__is_fp8(d->int_type) && t == 2 ? 128 : 64;
   if (k.fast_groups && k.tpr > team_cap) k.tpr = team_cap;
+  /* per token, f16 and bf16 rows on the 16-byte grid in whole accesses that a block's team
+     holds, more of them than a wave: bq_dynamic_staged, a persistent wave of blocks, as
+     many as the registers (64 a thread), threads and shared memory (a row's slot) let an
+     SM hold, each staging its next row while it works on one (with a row a block there is
+     no next row, and the slot's round trip only adds latency) */
+  const int stage_force = bq__dynamic_force_entry < 0 || bq__dynamic_force_entry == BQ__DYN_STAGED;
+  if (d->granularity == BQ_PER_TOKEN && p->vec == 8 && !lng && k.tpr > 32 && v.cols % p->vec == 0 &&
+      chunks * 16 <= 48 * 1024 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
+      stage_force) {
+    const unsigned smem = (unsigned)(chunks * 16);
+    const int64_t wave = bq__staged_wave(p, k.tpr, smem);
+    if (segs > wave || bq__dynamic_force_entry == BQ__DYN_STAGED) {
+      k.staged = 1;
+      return bq__launch(p, BQ__DYN_STAGED, segs < wave ? segs : wave, 1, k.tpr, smem, &k, stream);
+    }
+  }
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
   /* per group into integer codes, the fast groups take bq_dynamic_groups (the per-group
      module's second entry, bq__dynamic_has) */
@@ -4138,7 +4162,7 @@ static const bq__family bq__dynamic_family = {
   bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, NULL,
   {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
-   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
   NULL, NULL, NULL};
@@ -8915,10 +8939,12 @@ static const char bq__src_dynamic_cu[] =
   "  BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows; per\n"
   "                     group bq_dynamic_groups (integer codes' fast groups) */\n"
   "  BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */\n"
-  "  BQ__DYN_APPLY\n"
+  "  BQ__DYN_APPLY,\n"
+  "  BQ__DYN_STAGED  /* bq_dynamic_staged: per token, 16-bit rows staged in shared memory */\n"
   "};\n"
   "#define BQ_FN_DYNAMIC bq_dynamic\n"
   "#define BQ_FN_DYNAMIC_LONG bq_dynamic_long\n"
+  "#define BQ_FN_DYNAMIC_STAGED bq_dynamic_staged\n"
   "#define BQ_FN_DYNAMIC_GROUPS bq_dynamic_groups           /* per group, groups reduced across lanes */\n"
   "#define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce\n"
   "#define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply\n"
@@ -8930,7 +8956,8 @@ static const char bq__src_dynamic_cu[] =
   "  bq_i64 rows, cols, xs, ys;\n"
   "  bq_i64 group, ngroups, grs;             /* per group (per block: B, blocks a row); grs as bq_pbase's ld */\n"
   "  int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */\n"
-  "  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */\n"
+  "  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged);\n"
+  "                                             per token: bq_dynamic_staged's launch */\n"
   "  double bound;                           /* args.amax_bound (0: none) */\n"
   "  /* per block, the tiles' walk (bq_twalk): trows rows of tiles, tcols columns walked (the\n"
   "     staged kernel's last column apart where it is not whole accesses), the grid's\n"
@@ -9553,6 +9580,81 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "// Per token, QuantizedLinear's weight streaming may start as soon as every block of this\n"
   "// grid is running (bq_launch_dependents): it streams weights until this grid is done.\n"
+  "#define BQ_ROWS_STAGED (BQ_GRAN == BQ_GRAN_TOKEN && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16))\n"
+  "#if BQ_E_DYNAMIC_STAGED && BQ_ROWS_STAGED\n"
+  "// Staged rows (bq_dynamic_staged: per token, 16-bit data, rows 16-byte aligned and whole\n"
+  "// accesses, a row of at most p.tpr BQ_CPT accesses and the team a block, more rows than\n"
+  "// the grid's blocks): persistent blocks take rows\n"
+  "// blockIdx.x, + gridDim.x, ..., and while a block reduces and quantizes one row from\n"
+  "// registers, cp.async brings its next into shared memory (one slot of a row), each thread\n"
+  "// copying exactly the accesses it reads later, so that its own wait is all the\n"
+  "// synchronization the slot needs, and copying only after its reduction has consumed them.\n"
+  "// A team's loads so stay in flight through its reduction and stores.\n"
+  "static __device__ __forceinline__ void bq_row_stage(const bq_dynamic_params &p, bq_i64 r, int lane, int tpr,\n"
+  "                                                    bq_i64 nch, bq_u32 slot) {\n"
+  "  const bq_t *x = (const bq_t *)p.x + r * p.xs;\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < BQ_CPT; i++) {\n"
+  "    const bq_i64 c = lane + (bq_i64)i * tpr;\n"
+  "    if (c < nch) bq_cp_async16(slot + (bq_u32)c * 16u, x + c * BQ_VEC, 16);\n"
+  "  }\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p, bq_red *red_smem) {\n"
+  "  BQ_DYNAMIC_SMEM(bq_row_slot);\n"
+  "  const bq_u32 slot = bq_smem_addr(bq_row_slot);\n"
+  "  const bq_xchunk *S = (const bq_xchunk *)bq_row_slot;\n"
+  "  const int tpr = p.tpr, lane = threadIdx.x;\n"
+  "  const bq_i64 nch = p.cols / BQ_VEC;\n"
+  "  bq_i64 r = blockIdx.x;\n"
+  "  if (r < p.rows) bq_row_stage(p, r, lane, tpr, nch, slot);\n"
+  "  bq_cp_commit();\n"
+  "  const bool pairs = BQ_HMAX2 && !BQ_FP8; // as bq_segment's\n"
+  "  for (; r < p.rows; r += gridDim.x) {\n"
+  "    bq_cp_wait<0>();\n"
+  "    bq_xchunk a[BQ_CPT];\n"
+  "    bq_red red = bq_red_init();\n"
+  "#if BQ_HMAX2\n"
+  "    bq_u32 m2 = 0;\n"
+  "#endif\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_CPT; i++) {\n"
+  "      const bq_i64 c = lane + (bq_i64)i * tpr;\n"
+  "      if (c < nch) {\n"
+  "        a[i] = S[c];\n"
+  "#if BQ_HMAX2\n"
+  "        if (pairs) m2 = bq_hmax2_chunk(m2, a[i]);\n"
+  "        else\n"
+  "#endif\n"
+  "          bq_reduce_chunk(a[i], red);\n"
+  "      }\n"
+  "    }\n"
+  "#if BQ_HMAX2\n"
+  "    if (pairs) bq_hmax2_fold(red, m2);\n"
+  "#endif\n"
+  "    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // this thread's accesses are in a\n"
+  "    bq_cp_commit();\n"
+  "    red = bq_red_team(red, tpr, red_smem);\n"
+  "    const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
+  "    if (lane == 0) bq_write_params(p, r, q);\n"
+  "    bq_i *y = (bq_i *)p.y + r * p.ys;\n"
+  "    const int w_out = bq_width(y);\n"
+  "#if BQ_LEAN\n"
+  "    bq_quantize_batch<true>(a, y, lane, tpr, nch, q, w_out);\n"
+  "#else\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_CPT; i++) {\n"
+  "      const bq_i64 c = lane + (bq_i64)i * tpr;\n"
+  "      if (c < nch) {\n"
+  "        bq_qchunk o;\n"
+  "        bq_quantize_chunk(a[i], o, q);\n"
+  "        bq_store(y + c * BQ_VEC, o, w_out);\n"
+  "      }\n"
+  "    }\n"
+  "#endif\n"
+  "  }\n"
+  "  bq_cp_wait<0>();\n"
+  "}\n"
+  "#endif\n"
   "#if BQ_E_DYNAMIC\n"
   "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC(const bq_dynamic_params p) {\n"
   "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
@@ -9560,6 +9662,16 @@ static const char bq__src_dynamic_cu[] =
   "  bq_launch_dependents();\n"
   "#endif\n"
   "  bq_dynamic_body<BQ_CPT>(p, red_smem);\n"
+  "}\n"
+  "#endif\n"
+  "#if BQ_E_DYNAMIC_STAGED\n"
+  "// (empty but for 16-bit rows: the host launches it for no other)\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_STAGED(const bq_dynamic_params p) {\n"
+  "#if BQ_ROWS_STAGED\n"
+  "  __shared__ bq_red red_smem[BQ_BLOCK / 32];\n"
+  "  bq_launch_dependents();\n"
+  "  bq_rows_staged(p, red_smem);\n"
+  "#endif\n"
   "}\n"
   "#endif\n"
   "#if BQ_GRAN == BQ_GRAN_GROUP && BQ_E_DYNAMIC_GROUPS\n"

@@ -642,6 +642,81 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 }
 // Per token, QuantizedLinear's weight streaming may start as soon as every block of this
 // grid is running (bq_launch_dependents): it streams weights until this grid is done.
+#define BQ_ROWS_STAGED (BQ_GRAN == BQ_GRAN_TOKEN && (BQ_FT == BQ_TYPE_F16 || BQ_FT == BQ_TYPE_BF16))
+#if BQ_E_DYNAMIC_STAGED && BQ_ROWS_STAGED
+// Staged rows (bq_dynamic_staged: per token, 16-bit data, rows 16-byte aligned and whole
+// accesses, a row of at most p.tpr BQ_CPT accesses and the team a block, more rows than
+// the grid's blocks): persistent blocks take rows
+// blockIdx.x, + gridDim.x, ..., and while a block reduces and quantizes one row from
+// registers, cp.async brings its next into shared memory (one slot of a row), each thread
+// copying exactly the accesses it reads later, so that its own wait is all the
+// synchronization the slot needs, and copying only after its reduction has consumed them.
+// A team's loads so stay in flight through its reduction and stores.
+static __device__ __forceinline__ void bq_row_stage(const bq_dynamic_params &p, bq_i64 r, int lane, int tpr,
+                                                    bq_i64 nch, bq_u32 slot) {
+  const bq_t *x = (const bq_t *)p.x + r * p.xs;
+#pragma unroll
+  for (int i = 0; i < BQ_CPT; i++) {
+    const bq_i64 c = lane + (bq_i64)i * tpr;
+    if (c < nch) bq_cp_async16(slot + (bq_u32)c * 16u, x + c * BQ_VEC, 16);
+  }
+}
+static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p, bq_red *red_smem) {
+  BQ_DYNAMIC_SMEM(bq_row_slot);
+  const bq_u32 slot = bq_smem_addr(bq_row_slot);
+  const bq_xchunk *S = (const bq_xchunk *)bq_row_slot;
+  const int tpr = p.tpr, lane = threadIdx.x;
+  const bq_i64 nch = p.cols / BQ_VEC;
+  bq_i64 r = blockIdx.x;
+  if (r < p.rows) bq_row_stage(p, r, lane, tpr, nch, slot);
+  bq_cp_commit();
+  const bool pairs = BQ_HMAX2 && !BQ_FP8; // as bq_segment's
+  for (; r < p.rows; r += gridDim.x) {
+    bq_cp_wait<0>();
+    bq_xchunk a[BQ_CPT];
+    bq_red red = bq_red_init();
+#if BQ_HMAX2
+    bq_u32 m2 = 0;
+#endif
+#pragma unroll
+    for (int i = 0; i < BQ_CPT; i++) {
+      const bq_i64 c = lane + (bq_i64)i * tpr;
+      if (c < nch) {
+        a[i] = S[c];
+#if BQ_HMAX2
+        if (pairs) m2 = bq_hmax2_chunk(m2, a[i]);
+        else
+#endif
+          bq_reduce_chunk(a[i], red);
+      }
+    }
+#if BQ_HMAX2
+    if (pairs) bq_hmax2_fold(red, m2);
+#endif
+    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // this thread's accesses are in a
+    bq_cp_commit();
+    red = bq_red_team(red, tpr, red_smem);
+    const bq_qp q = bq_params_of(red, (bq_c)p.bound);
+    if (lane == 0) bq_write_params(p, r, q);
+    bq_i *y = (bq_i *)p.y + r * p.ys;
+    const int w_out = bq_width(y);
+#if BQ_LEAN
+    bq_quantize_batch<true>(a, y, lane, tpr, nch, q, w_out);
+#else
+#pragma unroll
+    for (int i = 0; i < BQ_CPT; i++) {
+      const bq_i64 c = lane + (bq_i64)i * tpr;
+      if (c < nch) {
+        bq_qchunk o;
+        bq_quantize_chunk(a[i], o, q);
+        bq_store(y + c * BQ_VEC, o, w_out);
+      }
+    }
+#endif
+  }
+  bq_cp_wait<0>();
+}
+#endif
 #if BQ_E_DYNAMIC
 extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC(const bq_dynamic_params p) {
   __shared__ bq_red red_smem[BQ_BLOCK / 32];
@@ -649,6 +724,16 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC(const bq_dy
   bq_launch_dependents();
 #endif
   bq_dynamic_body<BQ_CPT>(p, red_smem);
+}
+#endif
+#if BQ_E_DYNAMIC_STAGED
+// (empty but for 16-bit rows: the host launches it for no other)
+extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_STAGED(const bq_dynamic_params p) {
+#if BQ_ROWS_STAGED
+  __shared__ bq_red red_smem[BQ_BLOCK / 32];
+  bq_launch_dependents();
+  bq_rows_staged(p, red_smem);
+#endif
 }
 #endif
 #if BQ_GRAN == BQ_GRAN_GROUP && BQ_E_DYNAMIC_GROUPS

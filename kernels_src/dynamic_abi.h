@@ -12,10 +12,12 @@ enum {
   BQ__DYN_LONG,   /* bq_dynamic_long: per token, long rows; per block bq_dynamic_tiles_rows; per
                      group bq_dynamic_groups (integer codes' fast groups) */
   BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
-  BQ__DYN_APPLY
+  BQ__DYN_APPLY,
+  BQ__DYN_STAGED  /* bq_dynamic_staged: per token, 16-bit rows staged in shared memory */
 };
 #define BQ_FN_DYNAMIC bq_dynamic
 #define BQ_FN_DYNAMIC_LONG bq_dynamic_long
+#define BQ_FN_DYNAMIC_STAGED bq_dynamic_staged
 #define BQ_FN_DYNAMIC_GROUPS bq_dynamic_groups           /* per group, groups reduced across lanes */
 #define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce
 #define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply
@@ -27,7 +29,8 @@ typedef struct bq_dynamic_params {
   bq_i64 rows, cols, xs, ys;
   bq_i64 group, ngroups, grs;             /* per group (per block: B, blocks a row); grs as bq_pbase's ld */
   int tpr, fast_groups, nblocks, align_y; /* align_y: some segment's y starts off a 32-byte sector */
-  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged) */
+  int staged, pad;                        /* per block: tiles staged in shared memory (bq_tiles_staged);
+                                             per token: bq_dynamic_staged's launch */
   double bound;                           /* args.amax_bound (0: none) */
   /* per block, the tiles' walk (bq_twalk): trows rows of tiles, tcols columns walked (the
      staged kernel's last column apart where it is not whole accesses), the grid's

@@ -115,24 +115,29 @@ BQ__FN int bq__dynamic_team(int64_t chunks, int cpt, int max) {
    (FP8's fast groups ran faster inside bq_dynamic); every other one the table names */
 BQ__FN int bq__dynamic_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
+  if (e == BQ__DYN_STAGED) return d->float_type == BQ_F16 || d->float_type == BQ_BF16;
   return d->granularity != BQ_PER_GROUP || e != BQ__DYN_LONG || !bq__is_fp8(d->int_type);
 }
 
-/* The staged tiles' persistent wave: as many blocks of `threads` an SM as both its launch
-   bounds (64 registers) and its shared memory (a slot of smem bytes a block) let it hold at
-   once; more would wait for a resident block to finish every tile it takes */
-BQ__FN int64_t bq__tiles_wave(const bq_plan *p, int threads, unsigned smem) {
+/* The staged kernels' persistent wave (bq_dynamic_tiles staged, bq_dynamic_staged): as
+   many blocks of `threads` an SM as its registers (64 a thread), its threads and its shared
+   memory (a slot of smem bytes a block) let it hold at once; more would wait for a resident
+   block to finish every tile or row it takes */
+BQ__FN int64_t bq__staged_wave(const bq_plan *p, int threads, unsigned smem) {
   const bq__limits l = bq__limits_of(p);
   int64_t per = bq__lb_blocks(64, threads);
   const int64_t fit = bq__arch_smem_sm(p->target.arch) / (smem + BQ__SMEM_BLOCK_RESERVED);
   if (per > fit) per = fit;
+  if (per > l.threads_sm / threads) per = l.threads_sm / threads;
   return l.sms * (per > 0 ? per : 1);
 }
 /* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
-   row), -1: the host's choice. */
+   row), BQ__DYN_STAGED for rows it takes (whatever their count), -1: the host's choice. */
 static int bq__dynamic_force_entry = -1;
 /* Tests: 0 runs per-block tiles unstaged (bq_dynamic_tiles' own loop) */
 static int bq__tiles_staged = 1;
+/* Tests: 0 runs per-token rows unstaged (bq_dynamic's teams, never bq_dynamic_staged) */
+static int bq__rows_staged = 1;
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__dynamic_validate(p, a, &v);
@@ -177,7 +182,7 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
     k.staged = k.fast_groups && p->vec == 8 && (v.group / p->vec) * v.group <= (int64_t)threads * 8 && bq__tiles_staged;
     int64_t grid = bq__grid(tiles, 1);
     if (k.staged) {
-      const int64_t wave = bq__tiles_wave(p, threads, (unsigned)threads * 8 * 16);
+      const int64_t wave = bq__staged_wave(p, threads, (unsigned)threads * 8 * 16);
       grid = tiles < wave ? tiles : wave;
     }
     k.tcols = k.staged && (v.cols - (v.ngroups - 1) * v.group) % p->vec != 0 ? v.ngroups - 1 : v.ngroups;
@@ -214,6 +219,22 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
      4096] into s8 took 173 us against 199 with the row's team of 256) */
   const int team_cap = bq__is_fp8(d->int_type) && t == 2 ? 128 : 64;
   if (k.fast_groups && k.tpr > team_cap) k.tpr = team_cap;
+  /* per token, f16 and bf16 rows on the 16-byte grid in whole accesses that a block's team
+     holds, more of them than a wave: bq_dynamic_staged, a persistent wave of blocks, as
+     many as the registers (64 a thread), threads and shared memory (a row's slot) let an
+     SM hold, each staging its next row while it works on one (with a row a block there is
+     no next row, and the slot's round trip only adds latency) */
+  const int stage_force = bq__dynamic_force_entry < 0 || bq__dynamic_force_entry == BQ__DYN_STAGED;
+  if (d->granularity == BQ_PER_TOKEN && p->vec == 8 && !lng && k.tpr > 32 && v.cols % p->vec == 0 &&
+      chunks * 16 <= 48 * 1024 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
+      stage_force) {
+    const unsigned smem = (unsigned)(chunks * 16);
+    const int64_t wave = bq__staged_wave(p, k.tpr, smem);
+    if (segs > wave || bq__dynamic_force_entry == BQ__DYN_STAGED) {
+      k.staged = 1;
+      return bq__launch(p, BQ__DYN_STAGED, segs < wave ? segs : wave, 1, k.tpr, smem, &k, stream);
+    }
+  }
   int threads = k.tpr > 32 ? k.tpr : 256; /* a block per row, or 8 warps of 8 rows */
   /* per group into integer codes, the fast groups take bq_dynamic_groups (the per-group
      module's second entry, bq__dynamic_has) */
@@ -265,7 +286,7 @@ static const bq__family bq__dynamic_family = {
   bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, NULL,
   {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
-   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG)},
+   {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
   NULL, NULL, NULL};

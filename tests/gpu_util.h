@@ -91,6 +91,32 @@ static inline bq__CUfunction plan_fn(const bq_plan *p, int e)
   return m ? m->fn[e] : NULL;
 }
 
+#ifdef GPU_UTIL_LAUNCHES
+/* The last kernel launched and, while g_note_bytes is set (to the size of the parameter
+   block the next runs' kernels take), that block's bytes: suites that check which entry
+   point ran define GPU_UTIL_LAUNCHES, call launch_note_begin after gpu_begin, then read
+   g_last_fn and g_last_params after a run */
+static bq__CUfunction g_last_fn;
+static unsigned char g_last_params[256];
+static bq__CUresult (*g_real_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                     unsigned, bq__CUstream, void **, void **);
+static size_t g_note_bytes; /* how many of the parameter block's bytes to keep */
+static bq__CUresult launch_note(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra)
+{
+  g_last_fn = f;
+  if (g_note_bytes && params && params[0]) memcpy(g_last_params, params[0], g_note_bytes);
+  return g_real_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+static void launch_note_begin(void)
+{
+  if (bq__drv.cuLaunchKernel != launch_note) {
+    g_real_launch = bq__drv.cuLaunchKernel;
+    bq__drv.cuLaunchKernel = launch_note;
+  }
+}
+#endif
+
 /* Device buffers with guards (suites that define GPU_UTIL_BUFFERS before including this):
    a host image of the whole allocation, GPU_GUARD bytes of poison or garbage either side
    of the data, which starts `off` elements past the front guard (misaligned streams). */

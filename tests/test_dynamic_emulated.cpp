@@ -52,6 +52,7 @@ static void k1(const void *p) { emu_dyn::bq_dynamic_tiles_rows(*(const bq_dynami
 static void k0(const void *p) { emu_dyn::bq_dynamic(*(const bq_dynamic_params *)p); }
 #if EMU_GRAN == BQ_GRAN_TOKEN
 static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const bq_dynamic_params *)p); }
+static void k2(const void *p) { emu_dyn::bq_dynamic_staged(*(const bq_dynamic_params *)p); }
 #else
 static void k1(const void *p) { emu_dyn::bq_dynamic_groups(*(const bq_dynamic_params *)p); }
 #endif
@@ -188,6 +189,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #else
   entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k0;
   entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k1;
+#if EMU_GRAN == BQ_GRAN_TOKEN
+  entry.fn[BQ__DYN_STAGED] = (bq__CUfunction)k2;
+#endif
 #endif
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = g_sms;
@@ -298,6 +302,7 @@ static void block_shape(bq_args *a, int rep, int *offx) {
 #endif
 
 Test(emulated_dynamic, shapes, .timeout = 600) {
+  int n_staged = 0;
   /* per token, 16 more cases of contiguous rows, most of them off the 16-byte grid (each
      row's prologue then differs from the last's) */
   const int reps = EMU_GRAN == BQ_GRAN_TOKEN ? 56 : 40;
@@ -349,8 +354,42 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     }
     emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
 #endif
+#if EMU_GRAN == BQ_GRAN_TOKEN
+    if (rep % 4 == 3) { /* rows the staged kernel may take: whole accesses on the 16-byte grid */
+      a.rows = rnd_range(1, 24);
+      a.cols = 8 * rnd_range(129, 1024);
+      a.x_row_stride = rnd() & 1 ? 0 : a.cols + 8 * rnd_range(0, 3);
+      a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+      offx = 0;
+      np = a.rows;
+      emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
+    }
+    /* a third of the cases unstaged, a third on one SM (staged rows then loop: a persistent
+       block takes several, staging each next one while it works) */
+    bq__rows_staged = rep % 3 != 0;
+    g_sms = rep % 3 == 1 ? 1 : 132;
+    memset(&g_params, 0, sizeof g_params);
+#endif
     run(a, xtot, ytot, np, offx, offy, shape);
+#if EMU_GRAN == BQ_GRAN_TOKEN
+    /* staged restated: f16 and bf16 rows on the 16-byte grid in whole accesses, more than a
+       warp's 4 accesses a lane and no more than 1024 accesses (bq_dynamic_long's above),
+       and more rows than a wave: an SM holds 1024 / team blocks at 64 registers a thread */
+    const int64_t nch = (a.cols + 7) / 8, xs = a.x_row_stride ? a.x_row_stride : a.cols;
+    int64_t team = 32;
+    while (team * 4 < nch) team *= 2;
+    const int staged = bq__rows_staged && ref_dtype_size(T) == 2 && a.cols % 8 == 0 && offx % 8 == 0 &&
+                       xs % 8 == 0 && nch > 128 && nch <= 1024 && a.rows > g_sms * (1024 / team);
+    cr_assert_eq(g_params.staged, staged, "staged %d | %s", g_params.staged, shape);
+    if (staged) cr_assert(g_last == k2, "bq_dynamic_staged was not the kernel launched | %s", shape);
+    n_staged += staged;
+#endif
   }
+#if EMU_GRAN == BQ_GRAN_TOKEN
+  cr_assert(ref_dtype_size(T) != 2 || n_staged > 0, "no case took the staged rows");
+  bq__rows_staged = 1;
+  g_sms = 132;
+#endif
 }
 
 #if EMU_GRAN == BQ_GRAN_TOKEN

@@ -43,6 +43,7 @@
 
 #define PLAN_CACHE_MAX 128
 #define GPU_UTIL_BUFFERS
+#define GPU_UTIL_LAUNCHES
 #include "gpu_util.h"
 
 
@@ -55,27 +56,13 @@ static const bq_dtype k_storage_types[4] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
 
 /* ==== launches: which kernel ran, with which dynamic parameters ============================== */
 
-static bq__CUfunction g_last_fn;
 static int g_pairs; /* forced bq_affine_lean launches that took bq_affine_pair */
-static bq_dynamic_params g_dparams;
-static int g_want_dparams; /* the next launches are dynamic quantize's: keep their parameters */
-static bq__CUresult (*g_launch)(bq__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                unsigned, bq__CUstream, void **, void **);
-static bq__CUresult note_launch(bq__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                unsigned bz, unsigned smem, bq__CUstream s, void **params, void **extra)
-{
-  g_last_fn = f;
-  if (g_want_dparams) memcpy(&g_dparams, params[0], sizeof g_dparams);
-  return g_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
-}
+static bq_dynamic_params g_dparams; /* the last dynamic quantize run's parameters */
 
 static void begin(void)
 {
   gpu_begin();
-  if (bq__drv.cuLaunchKernel != note_launch) {
-    g_launch = bq__drv.cuLaunchKernel;
-    bq__drv.cuLaunchKernel = note_launch;
-  }
+  launch_note_begin();
 }
 
 /* ==== values ================================================================================= */
@@ -593,10 +580,11 @@ static void run_dynamic(const dcase *c)
   size_t ws = 1;
   BQ_OK(bq_plan_workspace_size(plan, &da, &ws), "%s", what);
   cr_assert_eq(ws, 0, "a workspace of %zu bytes | %s", ws, what);
-  memset(&g_dparams, 0, sizeof g_dparams);
-  g_want_dparams = 1;
+  memset(g_last_params, 0, sizeof g_last_params);
+  g_note_bytes = sizeof g_dparams;
   bq_status st = bq_plan_run(plan, &da, NULL, 0, NULL);
-  g_want_dparams = 0;
+  g_note_bytes = 0;
+  memcpy(&g_dparams, g_last_params, sizeof g_dparams);
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), what);
   BQ_OK(bq_synchronize(NULL), "%s", what);
   if (c->fast >= 0)

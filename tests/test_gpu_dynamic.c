@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #define GPU_UTIL_BUFFERS
+#define GPU_UTIL_LAUNCHES
 #include "gpu_util.h"
 
 #undef BQ_OK /* gpu_util.h's: this suite's takes one message argument */
@@ -930,6 +931,73 @@ Test(dynamic_edges, many_rows)
                            odd ? (int)rnd_range(0, 15) : 0);
       run_case(&c);
     }
+}
+
+/* Per token, f16 and bf16 rows that bq_dynamic_staged takes: whole accesses on the 16-byte
+   grid (129 to 1024 of them) and more rows than a wave of its blocks, so that persistent
+   blocks stage their next rows while they work on one. Each shape runs staged (that entry
+   must be the launch) and unstaged (bq__rows_staged 0); the entry is also forced on fewer
+   rows than a wave. The wave restated: teams of 32 threads doubled until 4 accesses a
+   thread hold the row, and 1024 / team blocks an SM (64 registers a thread; the shared
+   memory of a row's slot holds more on every arch). */
+Test(dynamic_edges, staged_rows)
+{
+  static const struct { int64_t cols, xpad, ypad; int yoff, extra; } shapes[] = {
+    {1032, 0, 0, 0, 1},    /* 129 accesses (teams of 64), one row past the wave */
+    {4096, 0, 0, 0, 44},   /* a few blocks take a second row */
+    {4096, 64, 64, 0, 0},  /* padded strides; 0: three waves, every block several rows */
+    {2056, 8, 3, 1, 500},  /* y at an odd stride, off its grid */
+    {8192, 0, 0, 2, 0},    /* 1024 accesses (teams of 256) */
+  };
+  int ti, which;
+  size_t si;
+  gpu_begin();
+  launch_note_begin();
+  _Static_assert(sizeof(bq_dynamic_params) <= sizeof g_last_params, "g_last_params holds the parameters");
+  for (ti = 2; ti < 4; ti++)
+    for (which = 0; which < 4; which++) {
+      const bq_dtype T = g_types[ti];
+      const bq_desc d = which < 2 ? focus_desc(BQ_PER_TOKEN, T, which)
+                        : which == 2 ? make_desc(BQ_PER_TOKEN, T, BQ_S8, 0, T, -50, 100)
+                                     : make_desc(BQ_PER_TOKEN, T, BQ_E4M3, 0, BQ_F32, 0, 0);
+      const bq_plan *plan = plan_get(&d, "staged_rows");
+      for (si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t cols = shapes[si].cols, nch = cols / 8;
+        int64_t team = 32;
+        while (team * 4 < nch) team *= 2;
+        const int64_t wave = (int64_t)plan->num_sms * (1024 / team);
+        for (int st = 0; st < 2; st++) {
+          bq__rows_staged = st;
+          dcase c = token_case(&d, shapes[si].extra ? wave + shapes[si].extra : 3 * wave, cols,
+                               shapes[si].xpad ? cols + shapes[si].xpad : 0, shapes[si].ypad ? cols + shapes[si].ypad : 0,
+                               0, shapes[si].yoff);
+          if (which == 3) c.kind = K_RANDOM;
+          g_last_fn = NULL;
+          memset(g_last_params, 0, sizeof g_last_params);
+          g_note_bytes = sizeof(bq_dynamic_params);
+          run_case(&c);
+          g_note_bytes = 0;
+          const bq__CUfunction fn = plan_fn(plan, BQ__DYN_STAGED);
+          const int ran = fn != NULL && g_last_fn == fn;
+          cr_assert_eq(ran, st, "bq_dynamic_staged %s, expected %s: shape %zu, %lld rows of %lld | seed 0x%llx",
+                       ran ? "ran" : "did not run", st ? "to" : "not to", si, (long long)c.a.rows, (long long)cols,
+                       (unsigned long long)g_seed);
+          bq_dynamic_params k;
+          memcpy(&k, g_last_params, sizeof k);
+          cr_assert_eq(k.staged, st, "params.staged %d | shape %zu", k.staged, si);
+        }
+      }
+      /* forced on fewer rows than a wave: each block one row, nothing to stage next */
+      bq__rows_staged = 1;
+      bq__dynamic_force_entry = BQ__DYN_STAGED;
+      dcase c = token_case(&d, 7, 4096, 0, 0, 0, 0);
+      g_last_fn = NULL;
+      run_case(&c);
+      bq__dynamic_force_entry = -1;
+      cr_assert(g_last_fn != NULL && g_last_fn == plan_fn(plan, BQ__DYN_STAGED),
+                "forced: bq_dynamic_staged did not run | seed 0x%llx", (unsigned long long)g_seed);
+    }
+  bq__rows_staged = 1;
 }
 
 /* Per tensor: numel 1, 17 and 4M+3; the large ones run twice (determinism). */

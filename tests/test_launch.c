@@ -296,7 +296,7 @@ Test(rules, staged_tiles_wave_fits_the_shared_memory) {
     p.desc.float_type = BQ_BF16;
     p.num_sms = sms[i], p.threads_sm = arch[i] == 89 ? 1536 : 2048;
     p.target.arch = arch[i];
-    cr_assert_eq(bq__tiles_wave(&p, 256, 256 * 8 * 16), (int64_t)sms[i] * want[i], "sm_%d", arch[i]);
+    cr_assert_eq(bq__staged_wave(&p, 256, 256 * 8 * 16), (int64_t)sms[i] * want[i], "sm_%d", arch[i]);
   }
 }
 

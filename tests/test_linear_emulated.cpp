@@ -82,6 +82,7 @@ static void k_sums(const void *p) { emu_sums::bq_weight_sums(*(const bq_linear_p
 #if EMU_QL
 static void k_dyn(const void *p) { emu_dyn::bq_dynamic(*(const bq_dynamic_params *)p); }
 static void k_dyn_long(const void *p) { emu_dyn::bq_dynamic_long(*(const bq_dynamic_params *)p); }
+static void k_dyn_staged(const void *p) { emu_dyn::bq_dynamic_staged(*(const bq_dynamic_params *)p); }
 #endif
 static int64_t g_launch_m; /* the M of the case being run */
 static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
@@ -174,6 +175,7 @@ static void run(const ecase *c0) {
   memset(&sub_entry, 0, sizeof sub_entry);
   sub_entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k_dyn;
   sub_entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k_dyn_long;
+  sub_entry.fn[BQ__DYN_STAGED] = (bq__CUfunction)k_dyn_staged;
   for (int e = 0; e < BQ__MAX_KERNELS; e++) sub.mod[e] = &sub_entry;
   sub.num_sms = 132;
   plan.sub = &sub;

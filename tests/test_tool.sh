@@ -218,18 +218,18 @@ B="$W/b"
 GEMM='linear_gemm.a_s8.w_s8.out_f16.scale_f32.ascale_f32.mma_m16n8k32.sm_80'
 ACT='dynamic_quantize.fwd.per_token.f16.s8.q[-128,127].scale_f32.vec8.sym.sm_80'
 printf '# a QuantizedLinear plan\n%s + %s\n\n' "$GEMM" "$ACT" >"$W/skus"
-# (the GEMM on sm_80: bq_gemm_large and the three GEMVs; the activations': bq_dynamic and
-# bq_dynamic_long)
+# (the GEMM on sm_80: bq_gemm_large and the three GEMVs; the activations': bq_dynamic,
+# bq_dynamic_long and bq_dynamic_staged)
 expect 0 "warm --skus with an A + B line" "$T" warm --arch 80 --skus "$W/skus" --dir "$B"
-has "2 SKUs (6 kernels) into $B: 2 compiled" "both kernels compiled"
+has "2 SKUs (7 kernels) into $B: 2 compiled" "both kernels compiled"
 expect 0 "list --skus after warm --skus" "$T" list --dir "$B" --skus
 { for e in bq_gemm_large bq_gemv bq_gemv32 bq_gemv64; do echo "$GEMM@$e"; done
-  for e in bq_dynamic bq_dynamic_long; do echo "$ACT@$e"; done; } | sort >"$W/want"
+  for e in bq_dynamic bq_dynamic_long bq_dynamic_staged; do echo "$ACT@$e"; done; } | sort >"$W/want"
 sort "$W/out" | diff -q - "$W/want" >/dev/null && ok "the entries are exactly the modules of the SKUs asked for" || bad "SKUs differ"
 # the warmed list, fed back: every entry already there
 "$T" list --dir "$B" --skus >"$W/listed"
 expect 0 "warm --skus from list --skus" "$T" warm --arch 80 --skus "$W/listed" --dir "$B"
-has "0 compiled, 6 already cached" "list --skus round-trips through warm --skus"
+has "0 compiled, 7 already cached" "list --skus round-trips through warm --skus"
 # into an empty directory: the same files, byte for byte
 expect 0 "warm --skus from list --skus into an empty directory" "$T" warm --arch 80 --skus "$W/listed" --dir "$W/b2"
 (cd "$B" && ls *.bqk) >"$W/names_b"
@@ -246,7 +246,7 @@ has "never loads this target on the archs given" "the mismatch explained"
 printf 'quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec4x2.sm_80\nnot-a-sku\n' >"$W/badskus"
 expect 1 "warm --skus with a line that is no SKU" "$T" warm --arch 80 --skus "$W/badskus" --dir "$B"
 has "badskus:2: SKU (not-a-sku)" "the bad line named"
-[ "$(count "$B" '*.bqk')" = 6 ] && ok "nothing warmed from a file with a bad line" || bad "warmed despite a bad line"
+[ "$(count "$B" '*.bqk')" = 7 ] && ok "nothing warmed from a file with a bad line" || bad "warmed despite a bad line"
 expect 1 "warm --skus, missing file" "$T" warm --arch 80 --skus "$W/none" --dir "$B"
 
 # ---- an entry built with other NVRTC options: "other", never read here, left alone ----
