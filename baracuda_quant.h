@@ -9631,7 +9631,7 @@ static const char bq__src_dynamic_cu[] =
   "#if BQ_HMAX2\n"
   "    if (pairs) bq_hmax2_fold(red, m2);\n"
   "#endif\n"
-  "    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // this thread's accesses are in a\n"
+  "    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // its accesses are in a[] now\n"
   "    bq_cp_commit();\n"
   "    red = bq_red_team(red, tpr, red_smem);\n"
   "    const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"

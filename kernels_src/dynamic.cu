@@ -693,7 +693,7 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
 #if BQ_HMAX2
     if (pairs) bq_hmax2_fold(red, m2);
 #endif
-    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // this thread's accesses are in a
+    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // its accesses are in a[] now
     bq_cp_commit();
     red = bq_red_team(red, tpr, red_smem);
     const bq_qp q = bq_params_of(red, (bq_c)p.bound);
