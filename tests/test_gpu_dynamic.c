@@ -1000,6 +1000,34 @@ Test(dynamic_edges, staged_rows)
   bq__rows_staged = 1;
 }
 
+/* The staged rows on a plan that counts 1 or 3 SMs (its grid sized so): a few blocks
+   each take many rows in turn, staging every next one in the same slot, on small tensors
+   (the case to run under compute-sanitizer's racecheck and synccheck). */
+Test(dynamic_edges, staged_rows_few_blocks)
+{
+  static const int64_t cols[] = {1032, 4096, 8192};
+  gpu_begin();
+  launch_note_begin();
+  for (int ti = 2; ti < 4; ti++)
+    for (int which = 0; which < 2; which++) {
+      const bq_desc d = focus_desc(BQ_PER_TOKEN, g_types[ti], which);
+      bq_plan *plan = plan_get(&d, "staged_rows_few_blocks");
+      const int sms = plan->num_sms;
+      for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
+        for (int fake = 1; fake <= 3; fake += 2) {
+          plan->num_sms = fake;
+          dcase c = token_case(&d, rnd_range(40, 70), cols[ci], ci == 1 ? cols[ci] + 8 : 0, ci == 2 ? cols[ci] + 5 : 0,
+                               0, (int)rnd_range(0, 3));
+          g_last_fn = NULL;
+          run_case(&c);
+          plan->num_sms = sms;
+          cr_assert(g_last_fn != NULL && g_last_fn == plan_fn(plan, BQ__DYN_STAGED),
+                    "bq_dynamic_staged did not run: %lld rows of %lld on %d SMs | seed 0x%llx", (long long)c.a.rows,
+                    (long long)cols[ci], fake, (unsigned long long)g_seed);
+        }
+    }
+}
+
 /* Per tensor: numel 1, 17 and 4M+3; the large ones run twice (determinism). */
 Test(dynamic_edges, tensor_sizes_and_determinism)
 {
