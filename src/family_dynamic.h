@@ -120,15 +120,15 @@ BQ__FN int bq__dynamic_has(const bq_desc *d, const bq__target *t, int e) {
 }
 
 /* The staged kernels' persistent wave (bq_dynamic_tiles staged, bq_dynamic_staged): as
-   many blocks of `threads` an SM as its registers (64 a thread), its threads and its shared
-   memory (a slot of smem bytes a block) let it hold at once; more would wait for a resident
-   block to finish every tile or row it takes */
+   many blocks of `threads` an SM as its registers (64 a thread) and its shared memory (a
+   slot of smem bytes a block) let it hold at once; more would wait for a resident block to
+   finish every tile or row it takes. (The SM's threads never bind first: at 64 registers
+   its register file holds 1024, fewer than any SM from sm_80 on runs.) */
 BQ__FN int64_t bq__staged_wave(const bq_plan *p, int threads, unsigned smem) {
   const bq__limits l = bq__limits_of(p);
   int64_t per = bq__lb_blocks(64, threads);
   const int64_t fit = bq__arch_smem_sm(p->target.arch) / (smem + BQ__SMEM_BLOCK_RESERVED);
   if (per > fit) per = fit;
-  if (per > l.threads_sm / threads) per = l.threads_sm / threads;
   return l.sms * (per > 0 ? per : 1);
 }
 /* Tests: BQ__DYN_ROW or BQ__DYN_LONG for every per-token run (bq_dynamic_long serves any
@@ -221,16 +221,16 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   if (k.fast_groups && k.tpr > team_cap) k.tpr = team_cap;
   /* per token, f16 and bf16 rows on the 16-byte grid in whole accesses that a block's team
      holds, more of them than a wave: bq_dynamic_staged, a persistent wave of blocks, as
-     many as the registers (64 a thread), threads and shared memory (a row's slot) let an
-     SM hold, each staging its next row while it works on one (with a row a block there is
-     no next row, and the slot's round trip only adds latency) */
-  const int stage_force = bq__dynamic_force_entry < 0 || bq__dynamic_force_entry == BQ__DYN_STAGED;
+     many as the registers (64 a thread) and shared memory (a row's slot) let an SM hold,
+     each staging its next row while it works on one (with a row a block there is no next
+     row, and the slot's round trip only adds latency) */
+  const int stage_forced = bq__dynamic_force_entry == BQ__DYN_STAGED;
   if (d->granularity == BQ_PER_TOKEN && p->vec == 8 && !lng && k.tpr > 32 && v.cols % p->vec == 0 &&
       chunks * 16 <= 48 * 1024 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
-      stage_force) {
+      (bq__dynamic_force_entry < 0 || stage_forced)) {
     const unsigned smem = (unsigned)(chunks * 16);
     const int64_t wave = bq__staged_wave(p, k.tpr, smem);
-    if (segs > wave || bq__dynamic_force_entry == BQ__DYN_STAGED) {
+    if (segs > wave || stage_forced) {
       k.staged = 1;
       return bq__launch(p, BQ__DYN_STAGED, segs < wave ? segs : wave, 1, k.tpr, smem, &k, stream);
     }
