@@ -70,7 +70,10 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "axis=", 5)) a.axis = atoi(argv[i] + 5);
     else if (!strncmp(argv[i], "xs=", 3)) a.x_row_stride = atoll(argv[i] + 3);
     else if (!strncmp(argv[i], "ys=", 3)) a.y_row_stride = atoll(argv[i] + 3);
-    else pick(argv[i], 1, 0, op_name); /* (unknown: exits) */
+    else {
+      fprintf(stderr, "dispatch_probe: unknown word %s\n", argv[i]);
+      return 64;
+    }
   }
   bq_status st = bq_plan_select(&d, &g_plan);
   if (st) {
