@@ -97,6 +97,23 @@
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
 
+   MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
+     A quantize, dequantize or dynamic quantize descriptor with granularity BQ_PER_GROUP and
+       int_type BQ_E2M1 (OCP FP4: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte, the lower
+                 index in the low nibble; G and row strides even), BQ_E4M3 or BQ_E5M2;
+       scale_type BQ_UE8M0 (the default: MXFP8, MXFP4) or BQ_E4M3 (NVFP4, E2M1 only: each
+                 group's E4M3 scale times the f32 tensor scale g at args.tensor_scale);
+       scale_layout row-major, MN-major or BQ_SCALES_BLOCKED (the 128 x 4 tiles block-scaled
+                 GEMMs read; dynamic quantize writes the padding as 0);
+       scale_rule (dynamic, UE8M0): BQ_SCALE_RULE_DEFAULT (amax / max rounded up to a power
+                 of two), BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL (cuBLAS),
+                 _RCEIL_SAT (Transformer Engine).
+     q = conv(C(x) / C(sc)) and y = T(C(q) * C(sc)), conv one round to nearest even,
+     saturating. NVFP4 dynamic quantize without args.tensor_scale computes g = amax / 2688
+     in a first pass (needs bq_plan_workspace_size bytes) and writes it to
+     args.out_tensor_scale. Forward only, no fake quantize yet. G is any size up to 4096;
+     16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
+
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
                             workspace (bq_plan_workspace_size), then the int8 GEMM;
@@ -294,8 +311,11 @@ typedef enum bq_dtype {
   BQ_S32,
   BQ_E4M3, BQ_E5M2,                /* FP8 storage types I (OCP E4M3FN, E5M2) */
   BQ_UE8M0,                        /* scale_type: a power of two, its biased exponent in a byte */
-  BQ_UE8M0X4                       /* scale_type, per group: four UE8M0 bytes packed in an int32 along
+  BQ_UE8M0X4,                      /* scale_type, per group: four UE8M0 bytes packed in an int32 along
                                       the group axis (group g in bits 8 (g % 4) of word g / 4) */
+  BQ_E2M1                          /* storage type I of the microscaling formats: OCP FP4, values
+                                      +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte (the lower
+                                      index in the low nibble) */
 } bq_dtype;
 
 typedef enum bq_op {
@@ -333,9 +353,26 @@ typedef enum bq_granularity {
 /* desc.scale_layout: where per-group scales (and zero points) live */
 typedef enum bq_scale_layout {
   BQ_SCALES_ROW_MAJOR = 0, /* scales[r][g]: r * group_row_stride + g (the default) */
-  BQ_SCALES_MN_MAJOR = 1   /* scales[g][r]: g * group_row_stride + r, group_row_stride 0 meaning
+  BQ_SCALES_MN_MAJOR = 1,  /* scales[g][r]: g * group_row_stride + r, group_row_stride 0 meaning
                               rows rounded up to a multiple of 4 (16-byte columns for f32) */
+  BQ_SCALES_BLOCKED = 2    /* microscaling: the 128 x 4 tiles of block-scaled GEMMs (cuBLASLt,
+                              CUTLASS): byte ((r / 128) ceil(G / 4) + g / 4) 512 + (r % 32) 16 +
+                              ((r % 128) / 32) 4 + g % 4 of G groups a row, rows padded to 128 and
+                              groups to 4 (group_row_stride 0) */
 } bq_scale_layout;
+
+/* desc.scale_rule: how microscaling dynamic quantize turns a group's amax into its UE8M0
+   scale (docs/numerics.md, "Microscaling"); max is the element type's largest value and
+   emax its exponent (E4M3 448 and 8, E5M2 57344 and 15, E2M1 6 and 2) */
+typedef enum bq_scale_rule {
+  BQ_SCALE_RULE_DEFAULT = 0, /* the library's: s = amax / max in C, rounded up to a power of two
+                                (dynamic quantize's pow2_scales) */
+  BQ_SCALE_FLOOR = 1,        /* the OCP MX spec and torchao's default: 2^(floor(log2 amax) - emax) */
+  BQ_SCALE_CEIL = 2,         /* torchao's CEIL: 2^(ceil(log2 amax) - emax) */
+  BQ_SCALE_EVEN = 3,         /* torchao's EVEN: amax rounded to the element's mantissa first */
+  BQ_SCALE_RCEIL = 4,        /* cuBLAS, DeepGEMM, torchao's RCEIL: amax * f32(1 / max), rounded up */
+  BQ_SCALE_RCEIL_SAT = 5     /* Transformer Engine's: RCEIL, saturating at 2^127 */
+} bq_scale_rule;
 
 /* desc.device: the calling thread's current context (else device 0's primary context), or
    device n's primary context whatever is current */
@@ -360,7 +397,9 @@ typedef struct bq_desc {
   bq_activation activation;    /* BQ_GATED_QUANTIZE: BQ_SILU (default) or BQ_GELU_TANH */
   int pow2_scales;             /* dynamic quantize: 1 rounds each scale up to a power of two
                                   (implied by scale_type BQ_UE8M0 or BQ_UE8M0X4) */
-  bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR */
+  bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
+                                  microscaling also BQ_SCALES_BLOCKED */
+  bq_scale_rule scale_rule;    /* microscaling dynamic quantize's UE8M0 rule (default: the library's) */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -421,6 +460,11 @@ typedef struct bq_args {
      bits past numel are 0), and the backward pass then reads it instead of x: dx = dy where
      the bit is 1, else 0 (x may be NULL) */
   void *mask;
+  /* microscaling with E4M3 group scales (NVFP4): the second-level f32 scale g on the device,
+     read by quantize and dequantize, and by dynamic quantize where set; dynamic quantize
+     without it computes g from the tensor in a first pass and writes it to out_tensor_scale */
+  const void *tensor_scale;
+  void *out_tensor_scale;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -1041,6 +1085,7 @@ BQ__FN const char *bq__text_common_cuh(void);
 BQ__FN const char *bq__text_dynamic_cu(void);
 BQ__FN const char *bq__text_fused_cu(void);
 BQ__FN const char *bq__text_linear_cu(void);
+BQ__FN const char *bq__text_mx_cu(void);
 
 /* ==== src/impl_core.h ===================================================================== */
 /* ---- devices and targets ---------------------------------------------------------- */
@@ -2122,7 +2167,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(GRAN, GROUP, BQ_PER_GROUP) X(GRAN, BLOCK, BQ_PER_BLOCK)                                        \
   X(TYPE, F32, BQ_F32) X(TYPE, F64, BQ_F64) X(TYPE, F16, BQ_F16) X(TYPE, BF16, BQ_BF16)            \
   X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)                                        \
-  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2) X(TYPE, UE8M0, BQ_UE8M0)
+  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2) X(TYPE, UE8M0, BQ_UE8M0) X(TYPE, E2M1, BQ_E2M1)
 typedef struct bq__spec_name { const char *kind, *name; int value; } bq__spec_name;
 #define BQ__SPEC_ENTRY(kind, name, value) {#kind, "BQ_" #kind "_" #name, (int)(value)},
 static const bq__spec_name bq__spec_names_list[] = {BQ__SPEC_NAMES(BQ__SPEC_ENTRY)};
@@ -2153,6 +2198,7 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
   case BQ_E5M2: return "e5m2";
   case BQ_UE8M0: return "ue8m0";
   case BQ_UE8M0X4: return "ue8m0x4";
+  case BQ_E2M1: return "e2m1";
   case BQ_DTYPE_DEFAULT: return "default";
   default: return "invalid";
   }
@@ -2187,7 +2233,7 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
   }
 }
 BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_UE8M0X4; i++)
+  for (int i = BQ_F32; i <= BQ_E2M1; i++)
     if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
   return 0;
 }
@@ -2226,7 +2272,8 @@ BQ__FN bq_status bq__rule_enums(const bq_desc *d, int mn) {
                     bq__op_name(d->op), (int)d->granularity);
   if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
-                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
+                    "BQ_SCALES_MN_MAJOR (BQ_SCALES_BLOCKED: a microscaling format's)", bq__op_name(d->op),
+                    (int)d->scale_layout);
   if (d->scale_layout != BQ_SCALES_ROW_MAJOR && !mn)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
                     "fake quantize and dynamic quantize only", bq__op_name(d->op));
@@ -2381,7 +2428,7 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    and never which op it holds: each op's rules, names, kernels and launches are its
    family's hooks. */
 struct bq_plan;
-enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2 }; /* bq__family.owns */
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4 }; /* bq__family.owns */
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
   bq_op ops[3];            /* the ops it serves (0 ends the list) */
@@ -5207,11 +5254,334 @@ static const bq__family bq__weight_sums_family = {
    {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
   NULL, NULL, NULL};
 
+/* ==== src/family_mx.h ===================================================================== */
+/* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
+/* kernels_src/mx_abi.h - the microscaling formats' host/kernel interface, valid as C and as
+   CUDA C++: its entry points and its parameter block. mx.cu and the host (src/family_mx.h)
+   both include it. */
+#ifndef BQ_MX_ABI_H
+#define BQ_MX_ABI_H
+
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.
+   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or
+   of any other size read twice (dynamic) from L1. */
+enum {
+  BQ__MX_G16,    /* bq_mx16: groups of 16 */
+  BQ__MX_G32,    /* bq_mx32: groups of 32 */
+  BQ__MX_ANY,    /* bq_mx_any: any group size */
+  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+};
+#define BQ_FN_MX16 bq_mx16
+#define BQ_FN_MX32 bq_mx32
+#define BQ_FN_MX_ANY bq_mx_any
+#define BQ_FN_MX_AMAX bq_mx_amax
+
+typedef struct bq_mx_params {
+  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
+  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
+  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
+  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
+  bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */
+  bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */
+  bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded
+                               tiles (whose padding entries dynamic quantize writes 0) */
+  bq_i64 pgroups;           /* blocked: groups a padded row (ngroups rounded up to 4) */
+  double bound;             /* args.amax_bound (0: none) */
+  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
+                               partials and writes g */
+} bq_mx_params;
+#endif
+
+/* A descriptor of quantize, dequantize, fake quantize or dynamic quantize is a microscaling
+   one, and this family's, where it names what only the microscaling formats have: E2M1
+   storage, E4M3 scales (NVFP4), the blocked scale layout or a UE8M0 rule. (E4M3 and E5M2
+   per group with UE8M0 scales in the other layouts and the library's rule is MXFP8 too, and
+   stays with the affine and dynamic families, which serve it already.) */
+BQ__FN int bq__is_mx(const bq_desc *d) {
+  if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && d->op != BQ_DYNAMIC_QUANTIZE)
+    return 0;
+  return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
+         d->scale_rule != BQ_SCALE_RULE_DEFAULT;
+}
+BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
+
+BQ__FN const char *bq__mx_label(const bq_desc *d) {
+  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize" : "mx_quantize";
+}
+static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat"};
+static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
+
+/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group,
+   forward; storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
+   default here), or E4M3 for E2M1 (NVFP4); any layout; a UE8M0 rule for dynamic quantize. */
+BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  /* (plans are named by the op, as the other families' are: "quantize_per_group") */
+  snprintf(name, name_size, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
+           d->direction == BQ_BACKWARD ? "_backward" : "");
+  if (!bq__is_float(d->float_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                    name, (int)d->float_type, bq__dtype_name(d->float_type));
+  if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E2M1;
+  if (!bq__is_mx_elem(d->int_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_E2M1, BQ_E4M3 or BQ_E5M2 in a "
+                    "microscaling format", name, (int)d->int_type, bq__dtype_name(d->int_type));
+  if (d->qmin != 0 || d->qmax != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be 0: %s has no q-range",
+                    name, d->qmin, d->qmax, bq__dtype_name(d->int_type));
+  if (d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the microscaling formats are "
+                    "symmetric", name, d->asymmetric);
+  if (d->out_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
+                    (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_UE8M0;
+  if (d->scale_type != BQ_UE8M0 && d->scale_type != BQ_E4M3)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_UE8M0 (MXFP8, MXFP4) or "
+                    "BQ_E4M3 (NVFP4, with E2M1 storage)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
+  if (d->scale_type == BQ_E4M3 && d->int_type != BQ_E2M1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, e4m3) is NVFP4's, whose elements are E2M1: "
+                    "desc.int_type is %s", name, (int)BQ_E4M3, bq__dtype_name(d->int_type));
+  if (d->op == BQ_FAKE_QUANTIZE)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the microscaling formats (desc.int_type %s, desc.scale_type %s) are "
+                    "offered for quantize, dequantize and dynamic quantize; fake quantize is not yet", name,
+                    bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type));
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(d->direction == BQ_BACKWARD ? BQ_ERROR_NOT_SUPPORTED : BQ_ERROR_INVALID_ARGUMENT,
+                    "%s: desc.direction (%d) must be BQ_FORWARD: the microscaling formats have no backward pass yet",
+                    name, (int)d->direction);
+  if (d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%s) must be BQ_PER_GROUP: the microscaling "
+                    "formats scale groups along the row (desc.int_type %s, desc.scale_type %s, desc.scale_layout %d, "
+                    "desc.scale_rule %d)", name, bq__gran_name(d->granularity), bq__dtype_name(d->int_type),
+                    bq__dtype_name(d->scale_type), (int)d->scale_layout, (int)d->scale_rule);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR &&
+      d->scale_layout != BQ_SCALES_BLOCKED)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR, "
+                    "BQ_SCALES_MN_MAJOR or BQ_SCALES_BLOCKED", name, (int)d->scale_layout);
+  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_RCEIL_SAT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) is not a bq_scale_rule", name,
+                    (int)d->scale_rule);
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->op != BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) applies to dynamic quantize only (the "
+                    "other ops read their scales)", name, (int)d->scale_rule, bq__mx_rules[d->scale_rule]);
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->scale_type != BQ_UE8M0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names a UE8M0 rule: desc.scale_type is %s",
+                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
+  if (d->pow2_scales != 0 && (d->pow2_scales != 1 || d->op != BQ_DYNAMIC_QUANTIZE || d->scale_type != BQ_UE8M0))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
+                    "already)", name, d->pow2_scales);
+  d->pow2_scales = 0; /* (implied by UE8M0; one SKU either way) */
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  return BQ_SUCCESS;
+}
+
+/* "mx_dynamic_quantize.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
+BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  snprintf(buf, n, "%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), bq__dtype_name(d->float_type),
+           bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
+           bq__mx_rules[d->scale_rule], tn);
+}
+BQ__FN int bq__mx_from_sku(char *const *tok, int n, bq_desc *d) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n != 6) return 0;
+  int op = -1, lay = -1, rule = -1;
+  for (int i = 0; i < 3; i++) {
+    bq_desc l;
+    memset(&l, 0, sizeof l);
+    l.op = ops[i];
+    if (!strcmp(tok[0], bq__mx_label(&l))) op = i;
+  }
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(tok[4], bq__mx_layouts[i])) lay = i;
+  for (int i = 0; i < 6; i++)
+    if (!strcmp(tok[5], bq__mx_rules[i])) rule = i;
+  if (op < 0 || lay < 0 || rule < 0 || strncmp(tok[3], "scale_", 6)) return 0;
+  d->op = ops[op];
+  d->granularity = BQ_PER_GROUP;
+  d->scale_layout = (bq_scale_layout)lay;
+  d->scale_rule = (bq_scale_rule)rule;
+  return bq__dtype_from_name(tok[1], &d->float_type) && bq__dtype_from_name(tok[2], &d->int_type) &&
+         bq__dtype_from_name(tok[3] + 6, &d->scale_type);
+}
+/* the enumeration's variants (bq__all_descs): the element and scale types (E2M1 with UE8M0
+   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
+BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
+  *outer = 4 * 3;
+  *inner = op == BQ_DYNAMIC_QUANTIZE ? 6 : 1;
+}
+BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
+  static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  in->granularity = BQ_PER_GROUP;
+  in->int_type = elem[outer % 4];
+  in->scale_type = scale[outer % 4];
+  in->scale_layout = (bq_scale_layout)(outer / 4);
+  in->scale_rule = (bq_scale_rule)inner;
+  in->direction = BQ_FORWARD;
+  in->asymmetric = 0;
+  in->qmin = in->qmax = 0;
+}
+/* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
+   tensor scales: NVFP4's */
+BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
+  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE;
+  return d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0;
+}
+BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
+  (void)d;
+  return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded once to nearest even into its "
+         "type, saturating; scales by the plan's rule; bit-identical to the CPU reference";
+}
+
+BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
+  bq__prelude_types(d, s);
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n#define BQ_MX_LAYOUT %d\n"
+              "#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), (int)d->scale_layout, (int)d->scale_rule);
+}
+BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+
+/* The problem: [rows, cols] in groups of G along the row (E2M1: G, cols and the row strides
+   even, two codes a byte); the scales in the layout (blocked: group_row_stride 0, the
+   layout's own padded extent) */
+#define BQ__MX_MAX_GROUP 4096
+BQ__FN bq_status bq__mx_view(const bq_plan *p, const bq_args *a, bq__view *v) {
+  const bq_desc *d = &p->desc;
+  if (a && d->scale_layout == BQ_SCALES_BLOCKED && a->group_row_stride != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 with desc.scale_layout "
+                    "BQ_SCALES_BLOCKED (its extent is the padded tiles')", p->name, (long long)a->group_row_stride);
+  bq_status st = bq__view_of(p, a, v);
+  if (st) return st;
+  if (v->group > BQ__MX_MAX_GROUP)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest microscaling "
+                    "group offered", p->name, (long long)v->group, BQ__MX_MAX_GROUP);
+  if (d->int_type == BQ_E2M1) {
+    if (v->group % 2)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
+                      "so groups must be even", p->name, (long long)v->group);
+    const int64_t xs = d->op == BQ_DEQUANTIZE ? v->xs : v->ys; /* the codes' stride */
+    if (xs % 2)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s_row_stride (%lld) is odd: E2M1 rows start on a byte", p->name,
+                      d->op == BQ_DEQUANTIZE ? "x" : "y", (long long)xs);
+  }
+  if (d->scale_layout == BQ_SCALES_BLOCKED) v->grs = 0;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_shape(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__mx_view(p, a, &v);
+}
+BQ__FN int bq__mx_nv(const bq_plan *p) { return p->desc.scale_type == BQ_E4M3; }
+/* NVFP4 dynamic quantize computing the tensor scale: the amax passes, whose first has at
+   most 8 blocks an SM (each a partial amax in the workspace) */
+BQ__FN int bq__mx_two_pass(const bq_plan *p, const bq_args *a) {
+  return bq__mx_nv(p) && p->desc.op == BQ_DYNAMIC_QUANTIZE && a && !a->tensor_scale;
+}
+BQ__FN int64_t bq__mx_amax_blocks(const bq_plan *p, const bq_args *a) {
+  const int64_t blocks = bq__grid(a->rows * a->cols, 256), cap = (int64_t)bq__limits_of(p).sms * 8;
+  return blocks < cap ? blocks : cap;
+}
+BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
+  if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
+  return (size_t)bq__mx_amax_blocks(p, a) * 4;
+}
+BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
+  bq_status st = bq__mx_view(p, a, v);
+  const bq_desc *d = &p->desc;
+  if (st || v->numel == 0) return st;
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE;
+  if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : bq__dtype_size(d->float_type)))) return st;
+  if ((st = bq__check_ptr(p, "args.y", a->y, deq ? bq__dtype_size(d->float_type) : 1))) return st;
+  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
+  if (!dyn && a->zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
+                    "symmetric", p->name);
+  if (bq__mx_nv(p)) {
+    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
+    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__mx_validate(p, a, &v);
+}
+
+/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
+   host's choice */
+static int bq__mx_force_entry = -1;
+BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__view v;
+  bq_status st = bq__mx_validate(p, a, &v);
+  if (st || v.numel == 0) return st;
+  const bq_desc *d = &p->desc;
+  bq_mx_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.scales = (uint64_t)(uintptr_t)(d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales);
+  k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.xs = v.xs;
+  k.ys = v.ys;
+  k.group = v.group;
+  k.ngroups = v.ngroups;
+  k.grs = v.grs;
+  k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
+  /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
+     it writes 0 */
+  const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;
+  const int64_t wrows = pad ? (v.rows + 127) / 128 * 128 : v.rows;
+  k.pgroups = pad ? (v.ngroups + 3) / 4 * 4 : v.ngroups;
+  k.items = wrows * k.pgroups;
+  if (bq__mx_two_pass(p, a)) {
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__mx_workspace(p, a)))) return st;
+    k.amax = (uint64_t)(uintptr_t)ws;
+    k.out_tensor_scale = (uint64_t)(uintptr_t)a->out_tensor_scale;
+    k.nparts = (int)bq__mx_amax_blocks(p, a);
+    if ((st = bq__launch(p, BQ__MX_AMAX, k.nparts, 1, 256, 0, &k, stream))) return st;
+    k.finish = 1;
+    if ((st = bq__launch(p, BQ__MX_AMAX, 1, 1, 256, 0, &k, stream))) return st;
+    k.finish = 0;
+    k.tensor_scale = k.out_tensor_scale;
+  }
+  int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+  if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;
+  const int64_t blocks = bq__grid(k.items, 256), cap = (int64_t)bq__limits_of(p).sms * 16;
+  return bq__launch(p, e, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+}
+/* the amax pass is NVFP4 dynamic quantize's alone */
+BQ__FN int bq__mx_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)t;
+  return e != BQ__MX_AMAX || (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE);
+}
+/* the typical problem's groups are the format's (16 for NVFP4, 32 else) */
+BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
+  if (d->scale_type == BQ_E4M3 && d->op != BQ_DYNAMIC_QUANTIZE) a->tensor_scale = ptr;
+  if (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE) a->out_tensor_scale = ptr;
+}
+
+static const bq__family bq__mx_family = {
+  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_DYNAMIC_QUANTIZE}, {"quantize", "dequantize", "dynamic_quantize"}, "mx",
+  bq__mx_normalize, bq__mx_label, bq__mx_sku, bq__mx_from_sku, bq__mx_axes, bq__mx_vary, bq__mx_owns,
+  bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
+  bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,
+  {{NULL}, {NULL}, {NULL},
+   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX)},
+   {NULL}},
+  NULL, NULL, bq__mx_typical};
+
 /* ==== src/impl_plans.h ==================================================================== */
 /* ---- the families ---------------------------------------------------------------------- */
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
 static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
-                                                 &bq__weight_sums_family, &bq__fused_family};
+                                                 &bq__weight_sums_family, &bq__fused_family, &bq__mx_family};
 #define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
@@ -5223,8 +5593,11 @@ BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
       }
   return NULL;
 }
-/* a normalized desc's */
-BQ__FN const bq__family *bq__family_of(const bq_desc *d) { return bq__family_for(d->op, NULL); }
+/* a desc's (normalized or not): the microscaling family's where it names a microscaling
+   format (bq__is_mx), else its op's */
+BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
+  return bq__is_mx(d) ? &bq__mx_family : bq__family_for(d->op, NULL);
+}
 BQ__FN const char *bq__op_name(bq_op op) {
   int i = 0;
   const bq__family *f = bq__family_for(op, &i);
@@ -5239,8 +5612,11 @@ BQ__FN const char *bq__op_label(const bq_desc *d) {
 BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
   *d = *in;
-  const bq__family *f = bq__family_for(d->op, NULL);
+  const bq__family *f = bq__family_of(d);
   if (!f) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
+  if (f != &bq__mx_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize only",
+                    bq__op_name(d->op), (int)d->scale_rule);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -5701,8 +6077,8 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 }
 
 /* The fields one op owns: args.amax_bound (dynamic quantize's, symmetric, 0 or finite and
-   > 0 in C; 0 elsewhere) and args.mask (fake quantize's per tensor and per channel; NULL
-   elsewhere) */
+   > 0 in C; 0 elsewhere), args.mask (fake quantize's per tensor and per channel; NULL
+   elsewhere) and args.tensor_scale and out_tensor_scale (NVFP4's; NULL elsewhere) */
 BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
@@ -5710,6 +6086,11 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
                     "per channel keep a mask", p->name, a->mask);
+  if ((a->tensor_scale || a->out_tensor_scale) && !(owns & BQ__OWNS_TENSOR_SCALE))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s (%p) must be NULL: the tensor scale is NVFP4's "
+                    "(microscaling, desc.scale_type BQ_E4M3)", p->name,
+                    a->tensor_scale ? "tensor_scale" : "out_tensor_scale",
+                    a->tensor_scale ? a->tensor_scale : a->out_tensor_scale);
   if (b == 0) return BQ_SUCCESS;
   if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
@@ -5886,10 +6267,10 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
 
 /* The families by name, for tools: bit i of bq__all_descs' set is bq__family_names[i]
    (each bq__family's group) */
-static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused"};
-#define BQ__ALL_FAMILIES 15u
-#define BQ__FAMILY_LIST "affine, dynamic, linear or fused"
-#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused"
+static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused", "mx"};
+#define BQ__ALL_FAMILIES 31u
+#define BQ__FAMILY_LIST "affine, dynamic, linear, fused or mx"
+#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused,mx"
 BQ__FN BQ__UNUSED unsigned bq__family_bit(const char *name) {
   for (unsigned i = 0; i < sizeof bq__family_names / sizeof bq__family_names[0]; i++)
     if (!strcmp(name, bq__family_names[i])) return 1u << i;
@@ -11677,11 +12058,375 @@ static const char bq__src_linear_cu[] =
   "#endif\n"
   "#endif\n"
 ;
+static const char bq__src_mx_cu[] =
+  "// mx.cu - the microscaling formats: groups of G elements along a row, each group with a\n"
+  "// one-byte scale: UE8M0 (MXFP8: E4M3 or E5M2 elements; MXFP4: E2M1 elements), or E4M3\n"
+  "// times an f32 tensor scale g (NVFP4: E2M1 elements). Quantize (static scales),\n"
+  "// dequantize and dynamic quantize (scales from the data). docs/numerics.md, \"Microscaling\".\n"
+  "// Prelude defines (besides common.cuh's, where BQ_IT may be BQ_TYPE_E2M1 and BQ_ST\n"
+  "// BQ_TYPE_UE8M0 or BQ_TYPE_E4M3): BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 blocked (the\n"
+  "// 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's UE8M0 rule\n"
+  "// (bq_scale_rule's values).\n"
+  "//\n"
+  "// A thread takes a group, consecutive threads consecutive groups of a row, so a warp's\n"
+  "// loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte\n"
+  "// accesses where every group starts aligned, else element by element); bq_mx_any takes any\n"
+  "// G, reading a dynamic group twice (the second read from L1). E2M1 codes go two a byte, the\n"
+  "// lower index in the low nibble. In the blocked layout dynamic quantize walks the padded\n"
+  "// tiles, and a thread whose group lies in the padding writes its scale byte as 0.\n"
+  "\n"
+  "/* kernels_src/mx_abi.h - the microscaling formats' host/kernel interface, valid as C and as\n"
+  "   CUDA C++: its entry points and its parameter block. mx.cu and the host (src/family_mx.h)\n"
+  "   both include it. */\n"
+  "#ifndef BQ_MX_ABI_H\n"
+  "#define BQ_MX_ABI_H\n"
+  "\n"
+  "/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.\n"
+  "   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or\n"
+  "   of any other size read twice (dynamic) from L1. */\n"
+  "enum {\n"
+  "  BQ__MX_G16,    /* bq_mx16: groups of 16 */\n"
+  "  BQ__MX_G32,    /* bq_mx32: groups of 32 */\n"
+  "  BQ__MX_ANY,    /* bq_mx_any: any group size */\n"
+  "  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */\n"
+  "};\n"
+  "#define BQ_FN_MX16 bq_mx16\n"
+  "#define BQ_FN_MX32 bq_mx32\n"
+  "#define BQ_FN_MX_ANY bq_mx_any\n"
+  "#define BQ_FN_MX_AMAX bq_mx_amax\n"
+  "\n"
+  "typedef struct bq_mx_params {\n"
+  "  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */\n"
+  "  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */\n"
+  "  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */\n"
+  "  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */\n"
+  "  bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */\n"
+  "  bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */\n"
+  "  bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded\n"
+  "                               tiles (whose padding entries dynamic quantize writes 0) */\n"
+  "  bq_i64 pgroups;           /* blocked: groups a padded row (ngroups rounded up to 4) */\n"
+  "  double bound;             /* args.amax_bound (0: none) */\n"
+  "  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts\n"
+  "                               partials and writes g */\n"
+  "} bq_mx_params;\n"
+  "#endif\n"
+  "\n"
+  "#define BQ_MX_NV (BQ_ST == BQ_TYPE_E4M3) // NVFP4: E4M3 group scales times the tensor scale\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "#define BQ_MX_MAX 6.0f\n"
+  "#define BQ_MX_EMAX 2\n"
+  "#define BQ_MX_MBITS 1\n"
+  "#elif BQ_IT == BQ_TYPE_E4M3\n"
+  "#define BQ_MX_MAX 448.0f\n"
+  "#define BQ_MX_EMAX 8\n"
+  "#define BQ_MX_MBITS 3\n"
+  "#else\n"
+  "#define BQ_MX_MAX 57344.0f\n"
+  "#define BQ_MX_EMAX 15\n"
+  "#define BQ_MX_MBITS 2\n"
+  "#endif\n"
+  "\n"
+  "// ---- elements --------------------------------------------------------------------------------\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "// C -> E2M1 code: one round to nearest even onto +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating\n"
+  "// (6 and past it, inf), NaN -> 0x7, -0 -> 0x8. Each comparison is a midpoint between two\n"
+  "// magnitudes, strict where the tie goes to the lower (even) code and not where it goes up.\n"
+  "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {\n"
+  "  const bq_c a = bq_abs(v);\n"
+  "  if (!(a == a)) return 7;\n"
+  "  const int c = (a > (bq_c)0.25) + (a >= (bq_c)0.75) + (a > (bq_c)1.25) + (a >= (bq_c)1.75) + (a > (bq_c)2.5) +\n"
+  "                (a >= (bq_c)3.5) + (a > (bq_c)5.0);\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  return c | (__double_as_longlong(v) < 0 ? 8 : 0);\n"
+  "#else\n"
+  "  return c | (int)((__float_as_uint(v) >> 28) & 8u);\n"
+  "#endif\n"
+  "}\n"
+  "// E2M1 code -> C, exact: 0.5 m below 2, else (2 + m % 2) 2^(m / 2 - 2)\n"
+  "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) {\n"
+  "  const int m = c & 7;\n"
+  "  const float mag = m < 2 ? 0.5f * (float)m : (float)(2 + (m & 1)) * (float)(1 << (m >> 1)) * 0.25f;\n"
+  "  return (bq_c)((c & 8) ? -mag : mag);\n"
+  "}\n"
+  "#else\n"
+  "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_c(c); }\n"
+  "#endif\n"
+  "\n"
+  "// ---- scales ----------------------------------------------------------------------------------\n"
+  "// UE8M0 byte e -> 2^(e - 127) in f32 (e = 0 is the subnormal 2^-127), 255: NaN\n"
+  "static __device__ __forceinline__ float bq_ue8m0_f32(int e) {\n"
+  "  return __uint_as_float(e == 255 ? 0x7fc00000u : e == 0 ? 0x00400000u : (bq_u32)e << 23);\n"
+  "}\n"
+  "// E4M3 code -> f32, exact (0x7F and 0xFF: NaN)\n"
+  "static __device__ __forceinline__ float bq_e4m3_f32(int c) {\n"
+  "  const bq_u32 mag = (bq_u32)c & 0x7fu;\n"
+  "  float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);\n"
+  "  v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;\n"
+  "  return __uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));\n"
+  "}\n"
+  "// f32 -> E4M3 code, round to nearest even, saturating to 448 (NaN: 0x7F)\n"
+  "static __device__ __forceinline__ int bq_e4m3_of(float v) {\n"
+  "  const bq_u32 b = __float_as_uint(v);\n"
+  "  const int sign = (int)((b >> 24) & 0x80u);\n"
+  "  const bq_u32 a = b & 0x7fffffffu;\n"
+  "  if (a > 0x7f800000u) return 0x7F;\n"
+  "  if (__uint_as_float(a) >= 448.0f) return sign | 0x7E;\n"
+  "  const int e = (int)(a >> 23) - 127, emin = -6;\n"
+  "  if (e < emin - 4) return sign;\n"
+  "  const bq_u32 m = (a & 0x7fffffu) | 0x800000u;\n"
+  "  const int shift = 20 + (e < emin ? emin - e : 0);\n"
+  "  const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);\n"
+  "  const bq_u32 up = (rem > half) | ((rem == half) & keep);\n"
+  "  return sign | (int)(((bq_u32)((e < emin ? emin : e) + 6) << 3) + keep + up);\n"
+  "}\n"
+  "\n"
+  "// A group's scale as the elements use it: sc = C(scale) (UE8M0's power of two, or NVFP4's\n"
+  "// g times the E4M3 scale, one f32 product), and for UE8M0 its reciprocal, exact (the\n"
+  "// reciprocal of 2^k for k in [-127, 127] is a power of two of f32 too): x * rcp is then\n"
+  "// x / sc rounded once, the same bits as the division.\n"
+  "struct bq_mx_scale {\n"
+  "  bq_c sc, rcp;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {\n"
+  "  bq_mx_scale s;\n"
+  "#if BQ_MX_NV\n"
+  "  s.sc = (bq_c)__fmul_rn(g, bq_e4m3_f32(code));\n"
+  "  s.rcp = 0;\n"
+  "#else\n"
+  "  (void)g;\n"
+  "  s.sc = (bq_c)bq_ue8m0_f32(code);\n"
+  "  s.rcp = (bq_c)bq_ue8m0_f32(code == 255 ? 255 : 254 - code);\n"
+  "#endif\n"
+  "  return s;\n"
+  "}\n"
+  "static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {\n"
+  "#if BQ_MX_NV\n"
+  "  return bq_mx_elem_of(bq_div(x, s.sc));\n"
+  "#else\n"
+  "  return bq_mx_elem_of(bq_mul(x, s.rcp));\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were\n"
+  "// skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32\n"
+  "// rules: amax is taken to f32 first (f64 data, one RNE conversion).\n"
+  "static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g) {\n"
+  "#if BQ_MX_NV\n"
+  "  // NVFP4: the group's scale (amax / 6) / g, to E4M3 (RNE, saturating), kept at least\n"
+  "  // E4M3's smallest subnormal so that a group of zeros divides by a nonzero scale\n"
+  "  const float a = (float)amax;\n"
+  "  const float b = __fdiv_rn(__fdiv_rn(a, 6.0f), g);\n"
+  "  return bq_e4m3_of(b < 0x1p-9f ? 0x1p-9f : b);\n"
+  "#elif BQ_MX_RULE == 0\n"
+  "  (void)g;\n"
+  "  bq_c s = amax == (bq_c)0 ? (bq_c)1 : bq_div(amax, (bq_c)BQ_MX_MAX);\n"
+  "  return (int)bq_scale_from_c(bq_pow2_up(s));\n"
+  "#else\n"
+  "  (void)g;\n"
+  "  const float a = (float)amax;\n"
+  "#if BQ_MX_RULE == 4 || BQ_MX_RULE == 5 // RCEIL (cuBLAS), RCEIL_SAT (Transformer Engine)\n"
+  "  const float d = __fmul_rn(a, 1.0f / BQ_MX_MAX);\n"
+  "  const bq_u32 u = __float_as_uint(d), e = (u >> 23) & 0xffu, m = u & 0x7fffffu;\n"
+  "  if (e == 0xffu) return BQ_MX_RULE == 5 ? 254 : 255; // (inf: amax is never NaN here)\n"
+  "  const bq_u32 s = e + (e == 0 ? (m > 0x400000u) : (m != 0));\n"
+  "  return (int)(s > 254 ? (BQ_MX_RULE == 5 ? 254u : 255u) : s);\n"
+  "#else // FLOOR (OCP, torchao), CEIL, EVEN\n"
+  "  bq_u32 u = __float_as_uint(a);\n"
+  "  if ((u & 0x7f800000u) == 0x7f800000u) return 255;\n"
+  "#if BQ_MX_RULE == 3\n"
+  "  u = (u + (1u << (22 - BQ_MX_MBITS))) & 0xff800000u;\n"
+  "#endif\n"
+  "  int p = (int)((u >> 23) & 0xffu) - 127;\n"
+  "#if BQ_MX_RULE == 2\n"
+  "  p += (u & 0x7fffffu) != 0;\n"
+  "#endif\n"
+  "  int e = p - BQ_MX_EMAX;\n"
+  "  e = e < -127 ? -127 : (e > 128 ? 128 : e);\n"
+  "  return e + 127;\n"
+  "#endif\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// ---- the walk --------------------------------------------------------------------------------\n"
+  "// Item's row and group (items walk rows of pgroups groups: the groups a row has, or in dynamic\n"
+  "// quantize's blocked layout its padded tiles' rows and groups too) and its scale's index;\n"
+  "// false in the padding\n"
+  "static __device__ __forceinline__ bool bq_mx_at(const bq_mx_params &p, bq_i64 item, bq_i64 &r, bq_i64 &g, bq_i64 &si) {\n"
+  "  r = item / p.pgroups;\n"
+  "  g = item - r * p.pgroups;\n"
+  "#if BQ_MX_LAYOUT == 2\n"
+  "  si = ((r >> 7) * ((p.ngroups + 3) >> 2) + (g >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (g & 3);\n"
+  "#elif BQ_MX_LAYOUT == 1\n"
+  "  si = g * p.grs + r;\n"
+  "#else\n"
+  "  si = r * p.grs + g;\n"
+  "#endif\n"
+  "  return r < p.rows && g < p.ngroups;\n"
+  "}\n"
+  "\n"
+  "// Bytes of y before element e of a row (E2M1: two codes a byte; the host keeps row strides\n"
+  "// and groups even)\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "#define BQ_MX_YB(e) ((e) >> 1)\n"
+  "#else\n"
+  "#define BQ_MX_YB(e) (e)\n"
+  "#endif\n"
+  "static __device__ __forceinline__ void bq_mx_put_scale(const bq_mx_params &p, bq_i64 si, int code) {\n"
+  "  ((bq_u8 *)p.scales)[si] = (bq_u8)code;\n"
+  "}\n"
+  "static __device__ __forceinline__ float bq_mx_g(const bq_mx_params &p) {\n"
+  "#if BQ_MX_NV\n"
+  "  return *(const float *)p.tensor_scale;\n"
+  "#else\n"
+  "  (void)p;\n"
+  "  return 1.0f;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),\n"
+  "// scale index si. Fixed N: the group in registers, moved in accesses as wide as its\n"
+  "// alignment allows.\n"
+  "template <int N>\n"
+  "static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {\n"
+  "#if BQ_OP == BQ_OP_DEQUANTIZE\n"
+  "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
+  "  const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out\n"
+  "  bq_t *out = (bq_t *)p.y + y0;\n"
+  "  if (N) {\n"
+  "    bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;\n"
+  "    bq_load(c, q, bq_width(q));\n"
+  "    bq_chunk<bq_t, (N > 0 ? N : 1)> o;\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < N; j++) {\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "      const int code = (c.e[j >> 1] >> ((j & 1) * 4)) & 15;\n"
+  "#else\n"
+  "      const int code = c.e[j];\n"
+  "#endif\n"
+  "      o.e[j] = bq_from_c(bq_mul(bq_mx_elem_to_c(code), s.sc));\n"
+  "    }\n"
+  "    bq_store(out, o, bq_width(out));\n"
+  "  } else {\n"
+  "    for (bq_i64 j = 0; j < p.group; j++) {\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "      const int code = (q[j >> 1] >> ((j & 1) * 4)) & 15;\n"
+  "#else\n"
+  "      const int code = q[j];\n"
+  "#endif\n"
+  "      out[j] = bq_from_c(bq_mul(bq_mx_elem_to_c(code), s.sc));\n"
+  "    }\n"
+  "  }\n"
+  "#else // quantize, dynamic quantize: x -> codes\n"
+  "  const bq_t *x = (const bq_t *)p.x + x0;\n"
+  "  bq_u8 *y = (bq_u8 *)p.y + BQ_MX_YB(y0);\n"
+  "  if (N) {\n"
+  "    bq_chunk<bq_t, (N > 0 ? N : 1)> v;\n"
+  "    bq_load(v, x, bq_width(x));\n"
+  "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE\n"
+  "    bq_c amax = 0;\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < N; j++) amax = bq_max(amax, bq_abs(bq_to_c(v.e[j]))); // (fmax drops NaN)\n"
+  "    if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;\n"
+  "    const int code = bq_mx_rule(amax, g);\n"
+  "    bq_mx_put_scale(p, si, code);\n"
+  "#else\n"
+  "    const int code = ((const bq_u8 *)p.scales)[si];\n"
+  "#endif\n"
+  "    const bq_mx_scale s = bq_mx_scale_of(code, g);\n"
+  "    bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < N; j++) {\n"
+  "      const int q = bq_mx_quantize(bq_to_c(v.e[j]), s);\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "      if (j & 1) c.e[j >> 1] = (bq_u8)(c.e[j >> 1] | (q << 4));\n"
+  "      else c.e[j >> 1] = (bq_u8)q;\n"
+  "#else\n"
+  "      c.e[j] = (bq_u8)q;\n"
+  "#endif\n"
+  "    }\n"
+  "    bq_store(y, c, bq_width(y));\n"
+  "  } else {\n"
+  "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE\n"
+  "    bq_c amax = 0;\n"
+  "    for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));\n"
+  "    if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;\n"
+  "    const int code = bq_mx_rule(amax, g);\n"
+  "    bq_mx_put_scale(p, si, code);\n"
+  "#else\n"
+  "    const int code = ((const bq_u8 *)p.scales)[si];\n"
+  "#endif\n"
+  "    const bq_mx_scale s = bq_mx_scale_of(code, g);\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "    for (bq_i64 j = 0; j < p.group; j += 2)\n"
+  "      y[j >> 1] = (bq_u8)(bq_mx_quantize(bq_to_c(x[j]), s) | (bq_mx_quantize(bq_to_c(x[j + 1]), s) << 4));\n"
+  "#else\n"
+  "    for (bq_i64 j = 0; j < p.group; j++) y[j] = (bq_u8)bq_mx_quantize(bq_to_c(x[j]), s);\n"
+  "#endif\n"
+  "  }\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "template <int N>\n"
+  "static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {\n"
+  "  const float g = bq_mx_g(p);\n"
+  "  const bq_i64 n = N ? N : p.group;\n"
+  "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;\n"
+  "  for (bq_i64 item = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; item < p.items; item += step) {\n"
+  "    bq_i64 r, gi, si;\n"
+  "    if (!bq_mx_at(p, item, r, gi, si)) { // the blocked layout's padding (dynamic quantize walks it)\n"
+  "      bq_mx_put_scale(p, si, 0);\n"
+  "      continue;\n"
+  "    }\n"
+  "    bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#if BQ_E_MX16\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX16(const bq_mx_params p) { bq_mx_walk<16>(p); }\n"
+  "#endif\n"
+  "#if BQ_E_MX32\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX32(const bq_mx_params p) { bq_mx_walk<32>(p); }\n"
+  "#endif\n"
+  "#if BQ_E_MX_ANY\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX_ANY(const bq_mx_params p) { bq_mx_walk<0>(p); }\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_E_MX_AMAX\n"
+  "// NVFP4 dynamic quantize's tensor scale, in two launches of a grid-stride max (NaN elements\n"
+  "// skipped: fmaxf drops them): blocks write their partial amax to the workspace, then one\n"
+  "// block reduces the partials and writes g = amax / (448 * 6) to out_tensor_scale (1 where\n"
+  "// amax is 0 or infinite).\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_params p) {\n"
+  "  __shared__ float part[8];\n"
+  "  float *ws = (float *)p.amax;\n"
+  "  float a = 0.0f;\n"
+  "  if (p.finish) {\n"
+  "    for (int i = (int)threadIdx.x; i < p.nparts; i += (int)blockDim.x) a = fmaxf(a, ws[i]);\n"
+  "  } else {\n"
+  "    const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;\n"
+  "    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.rows * p.cols; i += step) {\n"
+  "      const bq_i64 r = i / p.cols;\n"
+  "      a = fmaxf(a, (float)bq_abs(bq_to_c(((const bq_t *)p.x)[r * p.xs + (i - r * p.cols)])));\n"
+  "    }\n"
+  "  }\n"
+  "  for (int off = 16; off > 0; off >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, off));\n"
+  "  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = a;\n"
+  "  __syncthreads();\n"
+  "  if (threadIdx.x == 0) {\n"
+  "    for (int w = 1; w < (int)(blockDim.x >> 5); w++) a = fmaxf(a, part[w]);\n"
+  "    if (!p.finish) ws[blockIdx.x] = a;\n"
+  "    else *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+;
 BQ__FN const char *bq__text_affine_cu(void) { return bq__src_affine_cu; }
 BQ__FN const char *bq__text_common_cuh(void) { return bq__src_common_cuh; }
 BQ__FN const char *bq__text_dynamic_cu(void) { return bq__src_dynamic_cu; }
 BQ__FN const char *bq__text_fused_cu(void) { return bq__src_fused_cu; }
 BQ__FN const char *bq__text_linear_cu(void) { return bq__src_linear_cu; }
+BQ__FN const char *bq__text_mx_cu(void) { return bq__src_mx_cu; }
 /* END EMBEDDED KERNELS */
 
 #endif /* BARACUDA_QUANT_IMPLEMENTATION_DONE */

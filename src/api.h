@@ -97,6 +97,23 @@
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
 
+   MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
+     A quantize, dequantize or dynamic quantize descriptor with granularity BQ_PER_GROUP and
+       int_type BQ_E2M1 (OCP FP4: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte, the lower
+                 index in the low nibble; G and row strides even), BQ_E4M3 or BQ_E5M2;
+       scale_type BQ_UE8M0 (the default: MXFP8, MXFP4) or BQ_E4M3 (NVFP4, E2M1 only: each
+                 group's E4M3 scale times the f32 tensor scale g at args.tensor_scale);
+       scale_layout row-major, MN-major or BQ_SCALES_BLOCKED (the 128 x 4 tiles block-scaled
+                 GEMMs read; dynamic quantize writes the padding as 0);
+       scale_rule (dynamic, UE8M0): BQ_SCALE_RULE_DEFAULT (amax / max rounded up to a power
+                 of two), BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL (cuBLAS),
+                 _RCEIL_SAT (Transformer Engine).
+     q = conv(C(x) / C(sc)) and y = T(C(q) * C(sc)), conv one round to nearest even,
+     saturating. NVFP4 dynamic quantize without args.tensor_scale computes g = amax / 2688
+     in a first pass (needs bq_plan_workspace_size bytes) and writes it to
+     args.out_tensor_scale. Forward only, no fake quantize yet. G is any size up to 4096;
+     16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
+
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
                             workspace (bq_plan_workspace_size), then the int8 GEMM;
@@ -294,8 +311,11 @@ typedef enum bq_dtype {
   BQ_S32,
   BQ_E4M3, BQ_E5M2,                /* FP8 storage types I (OCP E4M3FN, E5M2) */
   BQ_UE8M0,                        /* scale_type: a power of two, its biased exponent in a byte */
-  BQ_UE8M0X4                       /* scale_type, per group: four UE8M0 bytes packed in an int32 along
+  BQ_UE8M0X4,                      /* scale_type, per group: four UE8M0 bytes packed in an int32 along
                                       the group axis (group g in bits 8 (g % 4) of word g / 4) */
+  BQ_E2M1                          /* storage type I of the microscaling formats: OCP FP4, values
+                                      +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte (the lower
+                                      index in the low nibble) */
 } bq_dtype;
 
 typedef enum bq_op {
@@ -333,9 +353,26 @@ typedef enum bq_granularity {
 /* desc.scale_layout: where per-group scales (and zero points) live */
 typedef enum bq_scale_layout {
   BQ_SCALES_ROW_MAJOR = 0, /* scales[r][g]: r * group_row_stride + g (the default) */
-  BQ_SCALES_MN_MAJOR = 1   /* scales[g][r]: g * group_row_stride + r, group_row_stride 0 meaning
+  BQ_SCALES_MN_MAJOR = 1,  /* scales[g][r]: g * group_row_stride + r, group_row_stride 0 meaning
                               rows rounded up to a multiple of 4 (16-byte columns for f32) */
+  BQ_SCALES_BLOCKED = 2    /* microscaling: the 128 x 4 tiles of block-scaled GEMMs (cuBLASLt,
+                              CUTLASS): byte ((r / 128) ceil(G / 4) + g / 4) 512 + (r % 32) 16 +
+                              ((r % 128) / 32) 4 + g % 4 of G groups a row, rows padded to 128 and
+                              groups to 4 (group_row_stride 0) */
 } bq_scale_layout;
+
+/* desc.scale_rule: how microscaling dynamic quantize turns a group's amax into its UE8M0
+   scale (docs/numerics.md, "Microscaling"); max is the element type's largest value and
+   emax its exponent (E4M3 448 and 8, E5M2 57344 and 15, E2M1 6 and 2) */
+typedef enum bq_scale_rule {
+  BQ_SCALE_RULE_DEFAULT = 0, /* the library's: s = amax / max in C, rounded up to a power of two
+                                (dynamic quantize's pow2_scales) */
+  BQ_SCALE_FLOOR = 1,        /* the OCP MX spec and torchao's default: 2^(floor(log2 amax) - emax) */
+  BQ_SCALE_CEIL = 2,         /* torchao's CEIL: 2^(ceil(log2 amax) - emax) */
+  BQ_SCALE_EVEN = 3,         /* torchao's EVEN: amax rounded to the element's mantissa first */
+  BQ_SCALE_RCEIL = 4,        /* cuBLAS, DeepGEMM, torchao's RCEIL: amax * f32(1 / max), rounded up */
+  BQ_SCALE_RCEIL_SAT = 5     /* Transformer Engine's: RCEIL, saturating at 2^127 */
+} bq_scale_rule;
 
 /* desc.device: the calling thread's current context (else device 0's primary context), or
    device n's primary context whatever is current */
@@ -360,7 +397,9 @@ typedef struct bq_desc {
   bq_activation activation;    /* BQ_GATED_QUANTIZE: BQ_SILU (default) or BQ_GELU_TANH */
   int pow2_scales;             /* dynamic quantize: 1 rounds each scale up to a power of two
                                   (implied by scale_type BQ_UE8M0 or BQ_UE8M0X4) */
-  bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR */
+  bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
+                                  microscaling also BQ_SCALES_BLOCKED */
+  bq_scale_rule scale_rule;    /* microscaling dynamic quantize's UE8M0 rule (default: the library's) */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -421,6 +460,11 @@ typedef struct bq_args {
      bits past numel are 0), and the backward pass then reads it instead of x: dx = dy where
      the bit is 1, else 0 (x may be NULL) */
   void *mask;
+  /* microscaling with E4M3 group scales (NVFP4): the second-level f32 scale g on the device,
+     read by quantize and dequantize, and by dynamic quantize where set; dynamic quantize
+     without it computes g from the tensor in a first pass and writes it to out_tensor_scale */
+  const void *tensor_scale;
+  void *out_tensor_scale;
 } bq_args;
 
 typedef struct bq_plan bq_plan;

@@ -1077,7 +1077,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(GRAN, GROUP, BQ_PER_GROUP) X(GRAN, BLOCK, BQ_PER_BLOCK)                                        \
   X(TYPE, F32, BQ_F32) X(TYPE, F64, BQ_F64) X(TYPE, F16, BQ_F16) X(TYPE, BF16, BQ_BF16)            \
   X(TYPE, S8, BQ_S8) X(TYPE, U8, BQ_U8) X(TYPE, S32, BQ_S32)                                        \
-  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2) X(TYPE, UE8M0, BQ_UE8M0)
+  X(TYPE, E4M3, BQ_E4M3) X(TYPE, E5M2, BQ_E5M2) X(TYPE, UE8M0, BQ_UE8M0) X(TYPE, E2M1, BQ_E2M1)
 typedef struct bq__spec_name { const char *kind, *name; int value; } bq__spec_name;
 #define BQ__SPEC_ENTRY(kind, name, value) {#kind, "BQ_" #kind "_" #name, (int)(value)},
 static const bq__spec_name bq__spec_names_list[] = {BQ__SPEC_NAMES(BQ__SPEC_ENTRY)};
@@ -1108,6 +1108,7 @@ BQ__FN const char *bq__dtype_name(bq_dtype t) {
   case BQ_E5M2: return "e5m2";
   case BQ_UE8M0: return "ue8m0";
   case BQ_UE8M0X4: return "ue8m0x4";
+  case BQ_E2M1: return "e2m1";
   case BQ_DTYPE_DEFAULT: return "default";
   default: return "invalid";
   }
@@ -1142,7 +1143,7 @@ BQ__FN const char *bq__gran_name(bq_granularity g) {
   }
 }
 BQ__FN int bq__dtype_from_name(const char *s, bq_dtype *t) {
-  for (int i = BQ_F32; i <= BQ_UE8M0X4; i++)
+  for (int i = BQ_F32; i <= BQ_E2M1; i++)
     if (!strcmp(s, bq__dtype_name((bq_dtype)i))) { *t = (bq_dtype)i; return 1; }
   return 0;
 }
@@ -1181,7 +1182,8 @@ BQ__FN bq_status bq__rule_enums(const bq_desc *d, int mn) {
                     bq__op_name(d->op), (int)d->granularity);
   if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or "
-                    "BQ_SCALES_MN_MAJOR", bq__op_name(d->op), (int)d->scale_layout);
+                    "BQ_SCALES_MN_MAJOR (BQ_SCALES_BLOCKED: a microscaling format's)", bq__op_name(d->op),
+                    (int)d->scale_layout);
   if (d->scale_layout != BQ_SCALES_ROW_MAJOR && !mn)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.scale_layout (MN-major) is offered for quantize, dequantize, "
                     "fake quantize and dynamic quantize only", bq__op_name(d->op));
@@ -1336,7 +1338,7 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    and never which op it holds: each op's rules, names, kernels and launches are its
    family's hooks. */
 struct bq_plan;
-enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2 }; /* bq__family.owns */
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4 }; /* bq__family.owns */
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
   bq_op ops[3];            /* the ops it serves (0 ends the list) */

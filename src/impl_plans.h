@@ -1,7 +1,7 @@
 /* ---- the families ---------------------------------------------------------------------- */
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
 static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
-                                                 &bq__weight_sums_family, &bq__fused_family};
+                                                 &bq__weight_sums_family, &bq__fused_family, &bq__mx_family};
 #define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
@@ -13,8 +13,11 @@ BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
       }
   return NULL;
 }
-/* a normalized desc's */
-BQ__FN const bq__family *bq__family_of(const bq_desc *d) { return bq__family_for(d->op, NULL); }
+/* a desc's (normalized or not): the microscaling family's where it names a microscaling
+   format (bq__is_mx), else its op's */
+BQ__FN const bq__family *bq__family_of(const bq_desc *d) {
+  return bq__is_mx(d) ? &bq__mx_family : bq__family_for(d->op, NULL);
+}
 BQ__FN const char *bq__op_name(bq_op op) {
   int i = 0;
   const bq__family *f = bq__family_for(op, &i);
@@ -29,8 +32,11 @@ BQ__FN const char *bq__op_label(const bq_desc *d) {
 BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   if (!in) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc is NULL");
   *d = *in;
-  const bq__family *f = bq__family_for(d->op, NULL);
+  const bq__family *f = bq__family_of(d);
   if (!f) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
+  if (f != &bq__mx_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize only",
+                    bq__op_name(d->op), (int)d->scale_rule);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -491,8 +497,8 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 }
 
 /* The fields one op owns: args.amax_bound (dynamic quantize's, symmetric, 0 or finite and
-   > 0 in C; 0 elsewhere) and args.mask (fake quantize's per tensor and per channel; NULL
-   elsewhere) */
+   > 0 in C; 0 elsewhere), args.mask (fake quantize's per tensor and per channel; NULL
+   elsewhere) and args.tensor_scale and out_tensor_scale (NVFP4's; NULL elsewhere) */
 BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
@@ -500,6 +506,11 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
                     "per channel keep a mask", p->name, a->mask);
+  if ((a->tensor_scale || a->out_tensor_scale) && !(owns & BQ__OWNS_TENSOR_SCALE))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s (%p) must be NULL: the tensor scale is NVFP4's "
+                    "(microscaling, desc.scale_type BQ_E4M3)", p->name,
+                    a->tensor_scale ? "tensor_scale" : "out_tensor_scale",
+                    a->tensor_scale ? a->tensor_scale : a->out_tensor_scale);
   if (b == 0) return BQ_SUCCESS;
   if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);

@@ -11,7 +11,8 @@
    (the words are the SKUs' names; a field left out keeps the descriptor's default; FP8
    storage, int=e4m3 or int=e5m2, takes no q= or q=0,0; scale=ue8m0 names UE8M0 scales,
    scale=ue8m0x4 packed ones, pow2=1 sets desc.pow2_scales, layout=mn desc.scale_layout
-   BQ_SCALES_MN_MAJOR). It
+   BQ_SCALES_MN_MAJOR and layout=blocked BQ_SCALES_BLOCKED, rule=floor (ceil, even, rceil,
+   rceil_sat) desc.scale_rule; int=e2m1 and scale=e4m3 name the microscaling types). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -97,7 +98,14 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "q=", 2)) ok = sscanf(v, "%d,%d", &in.qmin, &in.qmax) == 2;
     else if (!strncmp(a, "asym=", 5)) in.asymmetric = atoi(v);
     else if (!strncmp(a, "pow2=", 5)) in.pow2_scales = atoi(v);
-    else if (!strncmp(a, "layout=", 7)) in.scale_layout = BQ_SCALES_MN_MAJOR, ok = !strcmp(v, "mn");
+    else if (!strncmp(a, "layout=", 7))
+      in.scale_layout = !strcmp(v, "blocked") ? BQ_SCALES_BLOCKED : BQ_SCALES_MN_MAJOR,
+      ok = !strcmp(v, "mn") || !strcmp(v, "blocked");
+    else if (!strncmp(a, "rule=", 5)) {
+      ok = 0;
+      for (int r = 0; r < 6; r++)
+        if (!strcmp(v, bq__mx_rules[r])) in.scale_rule = (bq_scale_rule)r, ok = 1;
+    }
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
     else if (!strncmp(a, "act=", 4))
       in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
@@ -156,7 +164,8 @@ int main(int argc, char **argv) {
           bq__spec("TYPE", lin ? d.out_type : d.float_type), ql, wgmma);
   fprintf(f, "#define EMU_ACT %d\n", (int)d.activation); /* the gated op's bq_activation (0 elsewhere) */
   fprintf(f, "#define EMU_POW2 %d\n", d.pow2_scales); /* dynamic: power-of-two scales (UE8M0 implies them) */
-  if (d.op <= BQ_FAKE_QUANTIZE) /* the affine family */
+  fprintf(f, "#define EMU_RULE %d\n", (int)d.scale_rule); /* microscaling: the UE8M0 rule */
+  if (bq__family_of(&d) == &bq__affine_family)
     fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n#define EMU_LEAN %d\n",
             bq__affine_u(&d), bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d), bq__affine_row_of(&d)->lean);
   fprintf(f, "#define EMU_PRELUDE ");

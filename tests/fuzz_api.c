@@ -58,7 +58,7 @@
    op may write. The fake driver hands every launch to a hook (on_launch) that knows the
    kernel by the name given to cuModuleGetFunction and decodes its parameter block (the
    host's mirrors bq_affine_params, bq_lean_params, bq_pair_params,
-   bq_dynamic_params, bq_fused_params, bq_linear_params): from each pointer and the
+   bq_dynamic_params, bq_fused_params, bq_linear_params, bq_mx_params): from each pointer and the
    extents, strides, groups and layout the block tells the kernel, the byte range it may
    read or write (span: (rows - 1) * stride + cols elements; parameter arrays by
    granularity and layout, packed UE8M0 as whole int32 words). Each range must lie inside
@@ -67,7 +67,7 @@
    gets this full extent check: bq_affine, _cols, _odd, _blocks, _flat, _narrow, _mask,
    _lean, _pair; bq_dynamic, _long, _reduce, _apply, _tiles, _tiles_rows; bq_fused_c1 .. c8,
    c2d, c8d, m4, m8, m4f, m8f, m16, long, staged; bq_gemv, bq_gemv32, bq_gemv64,
-   bq_gemm_large, bq_gemm_wgmma; bq_weight_sums. It checks what the host tells a kernel, not
+   bq_gemm_large, bq_gemm_wgmma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax. It checks what the host tells a kernel, not
    the kernel's own indexing (tests/emulator runs that). QuantizedLinear's activation
    kernel writes, and its GEMM reads, inside the workspace.
    --self-test shows the checks can fail: for every enumerated desc (linear ones also with
@@ -251,7 +251,7 @@ typedef struct buffer {
 } buffer;
 static struct {
   const bq_plan *plan; /* the call running, NULL between calls */
-  buffer buf[24];
+  buffer buf[26];
   int nbuf;
   int shrink;         /* self-test: the buffer registered one element short (-1: none) */
   int record;         /* self-test: count violations instead of aborting */
@@ -334,6 +334,31 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
       reg("out_scales", a->out_scales, n, S, 1);
       if (d->asymmetric) reg("out_zero_points", a->out_zero_points, n, 4, 1);
     }
+    return;
+  }
+  if (bq__is_mx(d)) {
+    /* the microscaling formats: [rows, cols] in groups along the row; codes a byte each, or
+       E2M1 two a byte; one-byte scales [r][g] (ld: groups), [g][r] (ld: rows rounded up to
+       4) or the blocked tiles' ceil(rows / 128) 128 x ceil(groups / 4) 4 bytes; NVFP4's
+       tensor scale, one f32 */
+    const int64_t R = a->rows, C = a->cols, G = a->group_size;
+    const uint64_t ng = G > 0 ? u(C) / u(G) : 0;
+    const uint64_t xs = u(a->x_row_stride ? a->x_row_stride : C), ys = u(a->y_row_stride ? a->y_row_stride : C);
+    const int deq = d->op == BQ_DEQUANTIZE, e2 = d->int_type == BQ_E2M1;
+    const uint64_t fx = span(R, C, deq ? ys : xs), cx = span(R, C, deq ? xs : ys), cbytes = e2 ? cdiv(cx, 2) : cx;
+    reg("x", a->x, deq ? cbytes : fx, deq ? 1 : T, 0);
+    reg("y", a->y, deq ? fx : cbytes, deq ? T : 1, 1);
+    uint64_t n = 0;
+    if (ng && R > 0) {
+      const int mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+      const uint64_t ld = a->group_row_stride ? u(a->group_row_stride) : mn ? cdiv(u(R), 4) * 4 : ng;
+      n = d->scale_layout == BQ_SCALES_BLOCKED ? cdiv(u(R), 128) * 128 * cdiv(ng, 4) * 4
+          : mn ? sat_add(sat_mul(ng - 1, ld), u(R)) : sat_add(sat_mul(u(R) - 1, ld), ng);
+    }
+    reg(d->op == BQ_DYNAMIC_QUANTIZE ? "out_scales" : "scales", d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales,
+        n, 1, d->op == BQ_DYNAMIC_QUANTIZE);
+    reg("tensor_scale", a->tensor_scale, 1, 4, 0);
+    reg("out_tensor_scale", a->out_tensor_scale, 1, 4, 1);
     return;
   }
   /* quantize, dequantize, fake quantize, dynamic quantize: the granularity's shape */
@@ -560,6 +585,39 @@ static void check_linear(const char *name, const bq_desc *d, const void *params)
   if (k.flags & BQ_LF_ZP) touch(name, "w_sums", k.w_sums, sat_mul(u(k.n), 4), 0);
 }
 
+static void check_mx(const char *name, const bq_desc *d, const void *params) {
+  bq_mx_params k;
+  memcpy(&k, params, sizeof k);
+  const uint64_t T = (uint64_t)bq__dtype_size(d->float_type);
+  const int deq = d->op == BQ_DEQUANTIZE, dyn = d->op == BQ_DYNAMIC_QUANTIZE, e2 = d->int_type == BQ_E2M1;
+  if (!strcmp(name, "bq_mx_amax")) {
+    if (!dyn || d->scale_type != BQ_E4M3) violation("%s: %s launched for another plan", call.plan->name, name);
+    if (k.nparts < 1) return violation("%s: %s: %d partials", call.plan->name, name, k.nparts);
+    touch(name, "workspace", k.amax, sat_mul(u(k.nparts), 4), !k.finish);
+    if (k.finish) touch(name, "out_tensor_scale", k.out_tensor_scale, 4, 1);
+    else touch(name, "x", k.x, sat_mul(span(k.rows, k.cols, k.xs), T), 0);
+    return;
+  }
+  if (k.group < 1 || k.pgroups < k.ngroups || k.ngroups * k.group != k.cols)
+    return violation("%s: %s: groups of %lld, %lld (walked %lld) a row of %lld", call.plan->name, name,
+                     (long long)k.group, (long long)k.ngroups, (long long)k.pgroups, (long long)k.cols);
+  const uint64_t fx = span(k.rows, k.cols, deq ? k.ys : k.xs), cx = span(k.rows, k.cols, deq ? k.xs : k.ys);
+  const uint64_t cb = e2 ? cdiv(cx, 2) : cx;
+  touch(name, "x", k.x, deq ? cb : sat_mul(fx, T), 0);
+  touch(name, "y", k.y, deq ? sat_mul(fx, T) : cb, 1);
+  /* the scales the walk reaches: rows of pgroups items (the blocked padding: whole tiles) */
+  const uint64_t wrows = k.pgroups ? u(k.items) / u(k.pgroups) : 0, ng = u(k.ngroups);
+  uint64_t n = 0;
+  if (wrows && ng) {
+    if (d->scale_layout == BQ_SCALES_BLOCKED) n = cdiv(wrows, 128) * 128 * cdiv(ng, 4) * 4;
+    else if (d->scale_layout == BQ_SCALES_MN_MAJOR) n = sat_add(sat_mul(ng - 1, u(k.grs)), wrows);
+    else n = sat_add(sat_mul(wrows - 1, u(k.grs)), ng);
+  }
+  touch(name, dyn ? "out_scales" : "scales", k.scales, n, dyn);
+  if (d->scale_type == BQ_E4M3) touch(name, k.tensor_scale == k.out_tensor_scale && k.out_tensor_scale ? "out_tensor_scale"
+                                            : "tensor_scale", k.tensor_scale, 4, 0);
+}
+
 /* launches checked, by kernel (the self-test lists them) */
 static struct { char name[48]; unsigned long long launches; } kernels[64];
 
@@ -593,6 +651,9 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
     if (!bq__op_in(d->op, "linear") || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
       die("a linear kernel launched by another plan", p->name);
     check_linear(name, d, params[0]);
+  } else if (starts(name, "bq_mx")) {
+    if (!bq__is_mx(d)) die("a microscaling kernel launched by another plan", p->name);
+    check_mx(name, d, params[0]);
   } else {
     die("a kernel the fuzzer cannot decode (give it a check in on_launch)", name);
   }
@@ -641,7 +702,7 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   const int fp8 = bq__is_fp8(d->int_type), x4 = d->scale_type == BQ_UE8M0X4;
   const uint64_t extra = region(20);
   /* optional buffers */
-  if (d->op <= BQ_FAKE_QUANTIZE && d->granularity != BQ_PER_TENSOR && !fp8 && !x4 && odd)
+  if (d->op <= BQ_FAKE_QUANTIZE && d->granularity != BQ_PER_TENSOR && !fp8 && !x4 && !bq__is_mx(d) && odd)
     a->zero_points = (const int32_t *)(uintptr_t)region(21);
   if (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
       (v == 2 || v == 3))
@@ -653,6 +714,16 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric) a->zero_points = (const int32_t *)(uintptr_t)region(21);
   if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric && d->granularity == BQ_PER_TENSOR) a->zero_point = 3;
   if (d->op == BQ_DYNAMIC_QUANTIZE && !d->asymmetric && odd) a->amax_bound = 3.0;
+  if (bq__is_mx(d)) { /* E2M1: even groups and strides; blocked: its own extent; NVFP4: the tensor scale */
+    if (a->group_size % 2) a->group_size = 20;
+    if (a->x_row_stride % 2) a->x_row_stride++;
+    if (a->y_row_stride % 2) a->y_row_stride++;
+    if (d->scale_layout == BQ_SCALES_BLOCKED) a->group_row_stride = 0;
+    if (d->scale_type == BQ_E4M3) {
+      a->amax_bound = 0;
+      if (d->op == BQ_DYNAMIC_QUANTIZE && odd) a->tensor_scale = (const void *)(uintptr_t)region(25), a->out_tensor_scale = NULL;
+    }
+  }
 }
 
 /* ---- the rules ----------------------------------------------------------------------------- */

@@ -39,12 +39,12 @@
 
 typedef enum { REF_MX_FLOOR, REF_MX_CEIL, REF_MX_EVEN, REF_MX_RCEIL, REF_MX_RCEIL_SAT } ref_mx_mode;
 
-static uint32_t ref_mx_bits(float f) {
+REF_MX_API uint32_t ref_mx_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   return u;
 }
-static float ref_mx_float(uint32_t u) {
+REF_MX_API float ref_mx_float(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;

@@ -2839,15 +2839,20 @@ Test(desc, block_layout_and_packed_enums) {
   cr_assert_str_eq(bq__dtype_name(BQ_UE8M0X4), "ue8m0x4");
   cr_assert_eq(bq__dtype_size(BQ_UE8M0X4), 4);
   cr_assert_str_eq(bq__gran_name(BQ_PER_BLOCK), "per_block");
-  /* scale_layout is the descriptor's last field: zero-initialized descs keep row-major */
-  const size_t end = offsetof(bq_desc, scale_layout) + sizeof(bq_scale_layout), al = _Alignof(bq_desc);
-  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "scale_layout ends at %zu of %zu", end, sizeof(bq_desc));
+  cr_assert_eq((int)BQ_SCALES_BLOCKED, 2);
+  cr_assert_eq((int)BQ_E2M1, 12);
+  cr_assert_str_eq(bq__dtype_name(BQ_E2M1), "e2m1");
+  /* fields are appended (scale_layout, then scale_rule, the descriptor's last): zero-initialized
+     descs keep row-major scales and the library's rule */
+  const size_t end = offsetof(bq_desc, scale_rule) + sizeof(bq_scale_rule), al = _Alignof(bq_desc);
+  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "scale_rule ends at %zu of %zu", end, sizeof(bq_desc));
   cr_assert_eq(sizeof(bq_scale_layout), sizeof(int));
   cr_assert(offsetof(bq_desc, scale_layout) > offsetof(bq_desc, pow2_scales));
+  cr_assert(offsetof(bq_desc, scale_rule) > offsetof(bq_desc, scale_layout));
 }
 
 Test(desc, scale_layout_not_a_bq_scale_layout) {
-  const int bad[] = {2, -1, 99, INT_MIN};
+  const int bad[] = {3, -1, 99, INT_MIN}; /* (2, BQ_SCALES_BLOCKED, names a microscaling format) */
   combo c[MAX_COMBOS];
   size_t n = combos(c, G_ALL);
   for (size_t i = 0; i < n; i++)
@@ -3483,4 +3488,188 @@ Test(probe2, huge_block_and_packed_stride_overflow_nothing) {
   cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_ERROR_INVALID_ARGUMENT);
   a.group_row_stride = 4; /* an ordinary one: the empty call is accepted */
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s", bq_last_error());
+}
+
+/* ---- the microscaling formats (src/family_mx.h) -------------------------------------------- */
+static combo mx_combo(bq_op op, bq_dtype it, bq_dtype st, bq_scale_layout lay, bq_scale_rule rule) {
+  combo c;
+  memset(&c, 0, sizeof c);
+  c.d.op = op;
+  c.d.granularity = BQ_PER_GROUP;
+  c.d.float_type = BQ_BF16;
+  c.d.int_type = it;
+  c.d.scale_type = st;
+  c.d.scale_layout = lay;
+  c.d.scale_rule = rule;
+  snprintf(c.name, sizeof c.name, "%s_per_group", op_str(op));
+  snprintf(c.ctx, sizeof c.ctx, "[%s %s %s layout %d rule %d]", c.name, bq__dtype_name(it), bq__dtype_name(st),
+           (int)lay, (int)rule);
+  return c;
+}
+/* a valid call of c's plan: [rows, cols] in groups of g, every pointer aligned */
+static bq_args mx_args(const combo *c, int64_t rows, int64_t cols, int64_t g) {
+  static uint64_t buf[64];
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = buf;
+  a.y = buf + 8;
+  a.rows = rows, a.cols = cols, a.group_size = g;
+  if (c->d.op == BQ_DYNAMIC_QUANTIZE) a.out_scales = buf + 16;
+  else a.scales = buf + 16;
+  if (c->d.scale_type == BQ_E4M3 && c->d.op != BQ_DYNAMIC_QUANTIZE) a.tensor_scale = buf + 24;
+  if (c->d.scale_type == BQ_E4M3 && c->d.op == BQ_DYNAMIC_QUANTIZE) a.out_tensor_scale = buf + 24;
+  return a;
+}
+
+/* which descriptors are microscaling ones, and that they are accepted and named as such */
+Test(desc, mx_descriptors_accepted) {
+  const combo ok[] = {
+    mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT),
+    mx_combo(BQ_DEQUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_BLOCKED, BQ_SCALE_RULE_DEFAULT),
+    mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E4M3, BQ_UE8M0, BQ_SCALES_BLOCKED, BQ_SCALE_FLOOR),
+    mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E5M2, BQ_UE8M0, BQ_SCALES_MN_MAJOR, BQ_SCALE_RCEIL_SAT),
+    mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_DTYPE_DEFAULT, BQ_SCALES_ROW_MAJOR, BQ_SCALE_EVEN),
+    mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_DTYPE_DEFAULT, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT),
+  };
+  for (size_t i = 0; i < NELEM(ok); i++) {
+    cr_assert(bq__is_mx(&ok[i].d), "%s", ok[i].ctx);
+    expect_desc_valid(&ok[i].d, ok[i].ctx);
+    char buf[256];
+    cr_assert_eq(bq_sku(&ok[i].d, 90, buf, sizeof buf), BQ_SUCCESS, "%s: %s", ok[i].ctx, bq_last_error());
+    cr_assert(!strncmp(buf, "mx_", 3), "%s: SKU %s", ok[i].ctx, buf);
+  }
+  /* FP8 per group with UE8M0 in the other layouts under the library's rule stays with the
+     affine and dynamic families (MXFP8 as they serve it) */
+  combo c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E4M3, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  cr_assert(!bq__is_mx(&c.d));
+  c = mx_combo(BQ_QUANTIZE, BQ_E4M3, BQ_UE8M0, BQ_SCALES_MN_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  cr_assert(!bq__is_mx(&c.d));
+}
+
+Test(desc, mx_fields_refused_by_name) {
+  struct { combo c; bq_status want; const char *needle; } cases[16];
+  int n = 0;
+#define MX_CASE(C, W, N) cases[n].c = (C), cases[n].want = (W), cases[n].needle = (N), n++
+  combo c = mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  MX_CASE(c, BQ_ERROR_NOT_SUPPORTED, "fake quantize is not yet");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.direction = BQ_BACKWARD;
+  snprintf(c.name, sizeof c.name, "quantize_per_group_backward");
+  MX_CASE(c, BQ_ERROR_NOT_SUPPORTED, "desc.direction (1) must be BQ_FORWARD");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.granularity = BQ_PER_TOKEN;
+  snprintf(c.name, sizeof c.name, "quantize_per_token");
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.granularity (per_token) must be BQ_PER_GROUP");
+  c = mx_combo(BQ_QUANTIZE, BQ_S8, BQ_UE8M0, BQ_SCALES_BLOCKED, BQ_SCALE_RULE_DEFAULT);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.int_type (5, s8) must be BQ_E2M1, BQ_E4M3 or BQ_E5M2");
+  c = mx_combo(BQ_QUANTIZE, BQ_E4M3, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_type (8, e4m3) is NVFP4's, whose elements are E2M1");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_F32, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_type (1, f32) must be BQ_UE8M0");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_FLOOR);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (1, floor) applies to dynamic quantize only");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_CEIL);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (2, ceil) names a UE8M0 rule");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, (bq_scale_rule)6);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (6) is not a bq_scale_rule");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, (bq_scale_layout)3, BQ_SCALE_FLOOR);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_layout (3) must be BQ_SCALES_ROW_MAJOR");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.qmax = 6;
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.qmin (0) and desc.qmax (6) must be 0");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.asymmetric = 1;
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.asymmetric (1) must be 0");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.pow2_scales = 1;
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.pow2_scales (1) must be 0");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.float_type = BQ_S8;
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.float_type (5, s8) must be BQ_F32");
+  /* another family's op: the rule is refused there */
+  c = mx_combo(BQ_RMSNORM_QUANTIZE, BQ_E4M3, BQ_F32, BQ_SCALES_ROW_MAJOR, BQ_SCALE_FLOOR);
+  c.d.granularity = BQ_PER_TOKEN;
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (1) applies to microscaling dynamic quantize only");
+#undef MX_CASE
+  for (int i = 0; i < n; i++) {
+    char prefix[128];
+    const int other = cases[i].c.d.op == BQ_RMSNORM_QUANTIZE;
+    snprintf(prefix, sizeof prefix, "%s: ", other ? "rmsnorm_quantize" : cases[i].c.name);
+    expect_desc_status(&cases[i].c.d, cases[i].want, prefix, cases[i].needle, cases[i].c.ctx);
+  }
+}
+
+Test(args, mx_shapes_and_fields_refused_by_name) {
+  combo q = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  bq_args a = mx_args(&q, 4, 64, 32);
+  expect_args_ok(&q, &a, 0, "MXFP4 quantize");
+  a.group_size = 7;
+  a.cols = 63;
+  expect_args_invalid(&q, &a, "args.group_size (7) is odd: E2M1 packs two elements a byte");
+  a = mx_args(&q, 4, 64, 32);
+  a.y_row_stride = 65;
+  expect_args_invalid(&q, &a, "args.y_row_stride (65) is odd: E2M1 rows start on a byte");
+  a = mx_args(&q, 4, 64, 32);
+  a.zero_points = (const int32_t *)a.scales;
+  expect_args_invalid(&q, &a, "args.zero_points must be NULL");
+  a = mx_args(&q, 4, 64, 32);
+  a.tensor_scale = a.scales;
+  expect_args_invalid(&q, &a, "args.tensor_scale");
+  a = mx_args(&q, 2, 8192, 8192);
+  expect_args_status(&q, &a, BQ_ERROR_NOT_SUPPORTED, "args.group_size (8192) is larger than 4096");
+
+  combo dq = mx_combo(BQ_DEQUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_BLOCKED, BQ_SCALE_RULE_DEFAULT);
+  a = mx_args(&dq, 4, 64, 32);
+  expect_args_ok(&dq, &a, 0, "MXFP4 dequantize, blocked");
+  a.group_row_stride = 4;
+  expect_args_invalid(&dq, &a, "args.group_row_stride (4) must be 0 with desc.scale_layout BQ_SCALES_BLOCKED");
+  a = mx_args(&dq, 4, 64, 32);
+  a.x_row_stride = 67;
+  expect_args_invalid(&dq, &a, "args.x_row_stride (67) is odd");
+
+  combo nq = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  a = mx_args(&nq, 4, 64, 16);
+  expect_args_ok(&nq, &a, 0, "NVFP4 quantize");
+  a.tensor_scale = NULL;
+  expect_args_invalid(&nq, &a, "args.tensor_scale");
+  a = mx_args(&nq, 4, 64, 16);
+  a.tensor_scale = (const char *)a.tensor_scale + 1;
+  expect_args_invalid(&nq, &a, "args.tensor_scale");
+
+  combo nd = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_BLOCKED, BQ_SCALE_RULE_DEFAULT);
+  a = mx_args(&nd, 4, 64, 16);
+  expect_args_ok(&nd, &a, 0, "NVFP4 dynamic, the tensor scale computed");
+  a.out_tensor_scale = NULL;
+  expect_args_invalid(&nd, &a, "args.out_tensor_scale");
+  a = mx_args(&nd, 4, 64, 16);
+  a.amax_bound = 2.0;
+  expect_args_invalid(&nd, &a, "args.amax_bound (2) applies to dynamic quantize only");
+  a = mx_args(&nd, 4, 64, 16);
+  a.out_tensor_scale = NULL;
+  a.tensor_scale = a.out_scales; /* given: no amax pass, no workspace */
+  expect_args_ok(&nd, &a, 0, "NVFP4 dynamic, the tensor scale given");
+
+  /* the tensor scales belong to NVFP4 plans alone */
+  combo md = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E4M3, BQ_UE8M0, BQ_SCALES_BLOCKED, BQ_SCALE_FLOOR);
+  a = mx_args(&md, 4, 64, 32);
+  expect_args_ok(&md, &a, 0, "MXFP8 dynamic, blocked");
+  a.out_tensor_scale = a.out_scales;
+  expect_args_invalid(&md, &a, "args.out_tensor_scale");
+}
+
+/* NVFP4 dynamic quantize computing its tensor scale needs a workspace (the amax pass's
+   partials); given the scale, none */
+Test(args, mx_nvfp4_workspace) {
+  combo nd = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&nd.d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq_args a = mx_args(&nd, 64, 4096, 16);
+  size_t ws = 0;
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(ws >= 4 && ws % 4 == 0, "workspace %zu", ws);
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s", bq_last_error());
+  a.out_tensor_scale = NULL;
+  a.tensor_scale = a.out_scales;
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(ws, 0);
 }

@@ -11,7 +11,7 @@
    own bq__normalize, bq__sku_of and bq__choose_target.
 
    usage: kernel_dump --out DIR (--skus FILE | --all) [--arch 90[,80...]]
-                      [--family affine,dynamic,linear,fused] [--filter TEXT] [--shard I/N] [--list]
+                      [--family affine,dynamic,linear,fused,mx] [--filter TEXT] [--shard I/N] [--list]
                       [--modules]
      --skus FILE  one SKU a line as `baracuda-quant list --skus` prints them ("A + B" is
                   both; '#' starts a comment), each built for the target it names; --arch,
@@ -46,10 +46,11 @@
 #define KD_FAM_DYNAMIC 2u
 #define KD_FAM_LINEAR 4u
 #define KD_FAM_FUSED 8u
+#define KD_FAM_MX 16u
 
 static const char *USAGE =
     "usage: kernel_dump --out DIR (--skus FILE | --all) [--arch 90[,80...]]\n"
-    "                   [--family affine,dynamic,linear,fused] [--filter TEXT] [--shard I/N] [--list]\n"
+    "                   [--family affine,dynamic,linear,fused,mx] [--filter TEXT] [--shard I/N] [--list]\n"
     "                   [--modules]\n";
 
 typedef struct kd_item {
@@ -75,6 +76,7 @@ static unsigned kd_family_of_name(const char *sku) {
   if (!strncmp(sku, "linear_", 7)) return KD_FAM_LINEAR;
   if (!strncmp(sku, "dynamic_quantize.", 17)) return KD_FAM_DYNAMIC;
   if (!strncmp(sku, "rmsnorm_quantize.", 17) || strstr(sku, "_mul_quantize.")) return KD_FAM_FUSED;
+  if (!strncmp(sku, "mx_", 3)) return KD_FAM_MX;
   return KD_FAM_AFFINE;
 }
 
@@ -302,10 +304,10 @@ static int kd_read_skus(const char *file, unsigned families, const char *filter,
    a desc with no target on an arch is recorded as failed under its name for sm_<arch> */
 static int kd_all_skus(unsigned families, const char *filter, const int *archs, int narchs, FILE *index,
                        kd_item **items, int *n) {
-  int nd = KD_ALL_DESCS(families ? families : 15u, NULL, 0);
+  int nd = KD_ALL_DESCS(families ? families : 31u, NULL, 0);
   bq_desc *descs = (bq_desc *)calloc((size_t)(nd > 0 ? nd : 1), sizeof *descs);
   if (nd < 0 || !descs) { fprintf(stderr, "kernel_dump: out of memory\n"); free(descs); return -1; }
-  KD_ALL_DESCS(families ? families : 15u, descs, nd);
+  KD_ALL_DESCS(families ? families : 31u, descs, nd);
   int cap = 0;
   for (int a = 0; a < narchs; a++)
     for (int i = 0; i < nd; i++) {
@@ -433,7 +435,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(tok, "dynamic")) families |= KD_FAM_DYNAMIC;
         else if (!strcmp(tok, "linear")) families |= KD_FAM_LINEAR;
         else if (!strcmp(tok, "fused")) families |= KD_FAM_FUSED;
-        else return usage("--family: \"%s\" is not affine, dynamic, linear or fused", tok);
+        else if (!strcmp(tok, "mx")) families |= KD_FAM_MX;
+        else return usage("--family: \"%s\" is not affine, dynamic, linear, fused or mx", tok);
       }
     } else if (!strcmp(a, "--shard")) {
       char tail = 0;

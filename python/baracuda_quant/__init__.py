@@ -5,7 +5,7 @@ torch.compile and CUDA graphs see) or any CUDA array with __dlpack__ (CuPy, JAX;
 baracuda_quant.dlpack, without importing torch). torch is imported only when a tensor is given."""
 import sys as _sys
 
-from ._enums import Activation, DType, Direction, Granularity, Op, ScaleLayout, Status
+from ._enums import Activation, DType, Direction, Granularity, Op, ScaleLayout, ScaleRule, Status
 from ._lib import (Error, InvalidArgumentError, NotSupportedError, DeviceError, VERSION as _LIB_VERSION,
                    LIBRARY_PATH, cache_stats)
 
@@ -57,6 +57,17 @@ for _name in _OPS:
     globals()[_name] = _dispatch(_name)
 
 
+def mx_quant(x, *args, **kwargs):
+    """Microscaling quantize (MXFP8, MXFP4, NVFP4): baracuda_quant.dlpack.mx_quant, for any
+    __dlpack__ array, torch.Tensor included (no torch custom op for it yet)."""
+    return _front(None).mx_quant(x, *args, **kwargs)
+
+
+def mx_dequant(q, *args, **kwargs):
+    """Microscaling dequantize: baracuda_quant.dlpack.mx_dequant (see mx_quant)."""
+    return _front(None).mx_dequant(q, *args, **kwargs)
+
+
 def __getattr__(name):
     import importlib
     if name in ("ops", "QuantizedLinear"):
@@ -68,4 +79,5 @@ def __getattr__(name):
 
 
 __all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "Activation", "DType", "Direction",
-           "Granularity", "Op", "ScaleLayout", "Status", "library_version", "cache_stats", "LIBRARY_PATH"] + list(_OPS)
+           "Granularity", "Op", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH",
+           "mx_quant", "mx_dequant"] + list(_OPS)

@@ -24,7 +24,7 @@ BQ_PY_EXPORT size_t bq_py_offsetof(const char *type, const char *field) {
   BQ_PY_FIELD(bq_desc, float_type) BQ_PY_FIELD(bq_desc, int_type) BQ_PY_FIELD(bq_desc, qmin)
   BQ_PY_FIELD(bq_desc, qmax) BQ_PY_FIELD(bq_desc, scale_type) BQ_PY_FIELD(bq_desc, device)
   BQ_PY_FIELD(bq_desc, asymmetric) BQ_PY_FIELD(bq_desc, out_type) BQ_PY_FIELD(bq_desc, activation)
-  BQ_PY_FIELD(bq_desc, pow2_scales) BQ_PY_FIELD(bq_desc, scale_layout)
+  BQ_PY_FIELD(bq_desc, pow2_scales) BQ_PY_FIELD(bq_desc, scale_layout) BQ_PY_FIELD(bq_desc, scale_rule)
   BQ_PY_FIELD(bq_args, x) BQ_PY_FIELD(bq_args, y) BQ_PY_FIELD(bq_args, dy) BQ_PY_FIELD(bq_args, dx)
   BQ_PY_FIELD(bq_args, numel) BQ_PY_FIELD(bq_args, rank) BQ_PY_FIELD(bq_args, shape)
   BQ_PY_FIELD(bq_args, axis) BQ_PY_FIELD(bq_args, rows) BQ_PY_FIELD(bq_args, cols)
@@ -37,6 +37,7 @@ BQ_PY_EXPORT size_t bq_py_offsetof(const char *type, const char *field) {
   BQ_PY_FIELD(bq_args, residual) BQ_PY_FIELD(bq_args, residual_row_stride)
   BQ_PY_FIELD(bq_args, norm_weight) BQ_PY_FIELD(bq_args, eps) BQ_PY_FIELD(bq_args, out)
   BQ_PY_FIELD(bq_args, out_row_stride) BQ_PY_FIELD(bq_args, amax_bound) BQ_PY_FIELD(bq_args, mask)
+  BQ_PY_FIELD(bq_args, tensor_scale) BQ_PY_FIELD(bq_args, out_tensor_scale)
   BQ_PY_FIELD(bq_cache_stats, memory_hits) BQ_PY_FIELD(bq_cache_stats, disk_hits)
   BQ_PY_FIELD(bq_cache_stats, misses) BQ_PY_FIELD(bq_cache_stats, compiles)
   BQ_PY_FIELD(bq_cache_stats, corrupt) BQ_PY_FIELD(bq_cache_stats, write_failures)
@@ -54,17 +55,19 @@ BQ_PY_EXPORT int bq_py_enum(const char *name) {
   BQ_PY_ENUM(BQ_ERROR_OUT_OF_MEMORY) BQ_PY_ENUM(BQ_ERROR_INSUFFICIENT_WORKSPACE)
   BQ_PY_ENUM(BQ_DTYPE_DEFAULT) BQ_PY_ENUM(BQ_F32) BQ_PY_ENUM(BQ_F64) BQ_PY_ENUM(BQ_F16)
   BQ_PY_ENUM(BQ_BF16) BQ_PY_ENUM(BQ_S8) BQ_PY_ENUM(BQ_U8) BQ_PY_ENUM(BQ_S32)
-  BQ_PY_ENUM(BQ_E4M3) BQ_PY_ENUM(BQ_E5M2) BQ_PY_ENUM(BQ_UE8M0) BQ_PY_ENUM(BQ_UE8M0X4)
+  BQ_PY_ENUM(BQ_E4M3) BQ_PY_ENUM(BQ_E5M2) BQ_PY_ENUM(BQ_UE8M0) BQ_PY_ENUM(BQ_UE8M0X4) BQ_PY_ENUM(BQ_E2M1)
   BQ_PY_ENUM(BQ_OP_NONE) BQ_PY_ENUM(BQ_QUANTIZE) BQ_PY_ENUM(BQ_DEQUANTIZE) BQ_PY_ENUM(BQ_FAKE_QUANTIZE)
   BQ_PY_ENUM(BQ_DYNAMIC_QUANTIZE) BQ_PY_ENUM(BQ_QUANTIZED_LINEAR) BQ_PY_ENUM(BQ_SMOOTHQUANT_LINEAR)
   BQ_PY_ENUM(BQ_LINEAR_WEIGHT_SUMS) BQ_PY_ENUM(BQ_RMSNORM_QUANTIZE) BQ_PY_ENUM(BQ_GATED_QUANTIZE)
   BQ_PY_ENUM(BQ_ACTIVATION_DEFAULT) BQ_PY_ENUM(BQ_SILU) BQ_PY_ENUM(BQ_GELU_TANH)
   BQ_PY_ENUM(BQ_FORWARD) BQ_PY_ENUM(BQ_BACKWARD)
   BQ_PY_ENUM(BQ_PER_TENSOR) BQ_PY_ENUM(BQ_PER_CHANNEL) BQ_PY_ENUM(BQ_PER_TOKEN) BQ_PY_ENUM(BQ_PER_GROUP)
-  BQ_PY_ENUM(BQ_PER_BLOCK) BQ_PY_ENUM(BQ_SCALES_ROW_MAJOR) BQ_PY_ENUM(BQ_SCALES_MN_MAJOR)
+  BQ_PY_ENUM(BQ_PER_BLOCK) BQ_PY_ENUM(BQ_SCALES_ROW_MAJOR) BQ_PY_ENUM(BQ_SCALES_MN_MAJOR) BQ_PY_ENUM(BQ_SCALES_BLOCKED)
 #if BQ_VERSION_MAJOR > 0 || BQ_VERSION_MINOR >= 2
   BQ_PY_ENUM(BQ_GRANULARITY_DEFAULT)
 #endif
+  BQ_PY_ENUM(BQ_SCALE_RULE_DEFAULT) BQ_PY_ENUM(BQ_SCALE_FLOOR) BQ_PY_ENUM(BQ_SCALE_CEIL) BQ_PY_ENUM(BQ_SCALE_EVEN)
+  BQ_PY_ENUM(BQ_SCALE_RCEIL) BQ_PY_ENUM(BQ_SCALE_RCEIL_SAT)
 #undef BQ_PY_ENUM
   return -1000;
 }

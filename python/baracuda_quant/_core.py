@@ -15,6 +15,9 @@ INT_TYPES = (DType.S8, DType.U8)
 FP8_TYPES = (DType.E4M3, DType.E5M2)  # symmetric storage: no q-range, no zero points
 ITEMSIZE = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.S8: 1, DType.U8: 1, DType.S32: 4,
             DType.E4M3: 1, DType.E5M2: 1, DType.UE8M0: 1, DType.UE8M0X4: 4}
+MX_TYPES = (DType.E2M1, DType.E4M3, DType.E5M2)  # microscaling elements (E2M1: two codes a byte)
+MX_LAYOUTS = {"row": 0, "mn": 1, "blocked": 2}
+MX_RULES = {"default": 0, "floor": 1, "ceil": 2, "even": 3, "rceil": 4, "rceil_sat": 5}
 QRANGE = {DType.S8: (-128, 127), DType.U8: (0, 255)}
 
 
@@ -463,6 +466,87 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
     a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, out_scales.ptr, _ptr(out_zero_points)
     key = _lib.desc_key(Op.DYNAMIC_QUANTIZE, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
                         pow2_scales=1 if pow2_scales else 0, scale_layout=layout)
+    return _launch(key, device, a, stream, alloc, prepare)
+
+
+def mx_scales_shape(layout, rows, ngroups):
+    """The scale array a microscaling call reads or writes, as (view shape, view strides,
+    buffer shape): row-major [rows, G], MN-major a transposed view of [G, rows rounded up to
+    4], blocked the padded tiles' bytes, flat."""
+    if layout == 2:
+        return ((-(-rows // 128) * 128 * (-(-ngroups // 4)) * 4,), (1,),
+                (-(-rows // 128) * 128 * (-(-ngroups // 4)) * 4,))
+    if layout == 1:
+        ld = -(-rows // 4) * 4
+        return (rows, ngroups), (1, ld), (ngroups, ld)
+    return (rows, ngroups), (ngroups, 1), (rows, ngroups)
+
+
+def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
+       amax_bound=0.0, stream=None, alloc=None, prepare=False):
+    """A microscaling call (docs/numerics.md, "Microscaling"): quantize (scales read) or dynamic
+    quantize (scales written) of fl [rows, cols] into codes, or dequantize of codes into fl.
+    codes: [rows, cols] bytes, or for E2M1 [rows, cols / 2] (two codes a byte, the view's
+    dtype U8 or S8); scales: UE8M0 (float8_e8m0fnu) or E4M3 (NVFP4) bytes in the layout
+    (mx_scales_shape: row-major [rows, G] with any row stride, MN-major [rows, G] with unit
+    row stride, blocked the flat padded bytes); tensor_scale / out_tensor_scale: one float32
+    (NVFP4)."""
+    op = Op(op)
+    check_float("float input/output", fl)
+    elem = DType(elem)
+    if elem not in MX_TYPES:
+        raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
+    e2 = elem == DType.E2M1
+    rows, cols, fs = rows_2d("x" if op != Op.DEQUANTIZE else "y", fl)
+    r2, cb, cs = rows_2d("q", codes)
+    if codes.dtype not in ((DType.U8, DType.S8) if e2 else (elem, DType.U8)):
+        raise invalid("q: dtype %s, expected %s" % (codes.dtype.name, "uint8 (two E2M1 codes a byte)" if e2 else
+                                                     elem.name + " or uint8"))
+    if (r2, cb * (2 if e2 else 1)) != (rows, cols):
+        raise invalid("q shape %s does not hold %s [%d, %d]%s" % (codes.shape, elem.name, rows, cols,
+                                                                 " two codes a byte" if e2 else ""))
+    group_size = integer("group_size", group_size)
+    if group_size < 1 or cols % group_size:
+        raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
+    ng = cols // group_size
+    if scales.dtype not in (DType.UE8M0, DType.E4M3, DType.U8):
+        raise invalid("scales: dtype %s, expected float8_e8m0fnu (UE8M0) or float8_e4m3fn (NVFP4)" % scales.dtype.name)
+    scale_type = DType.UE8M0 if scales.dtype == DType.U8 else scales.dtype
+    shape, strides, _ = mx_scales_shape(layout, rows, ng)
+    grs = 0
+    if layout == 2:
+        if not scales.is_contiguous() or scales.numel != shape[0]:
+            raise invalid("scales: %d contiguous bytes expected (the blocked layout), got shape %s" % (shape[0],
+                                                                                                   scales.shape))
+    elif tuple(scales.shape) != shape:
+        raise invalid("scales: shape %s, expected %s" % (scales.shape, shape))
+    elif layout == 1:
+        if ng > 1 and scales.strides[1] < rows or rows > 1 and scales.strides[0] != 1:
+            raise invalid("scales: an MN-major view needs unit row stride and a group stride >= rows")
+        grs = scales.strides[1] if ng > 1 else 0
+    else:
+        if ng > 1 and scales.strides[1] != 1 or rows > 1 and scales.strides[0] < ng:
+            raise invalid("scales: a row-major view needs unit group stride and a row stride >= the groups")
+        grs = scales.strides[0] if rows > 1 else 0
+    for name, v in (("tensor_scale", tensor_scale), ("out_tensor_scale", out_tensor_scale)):
+        if v is not None and (v.dtype != DType.F32 or v.numel != 1):
+            raise invalid("%s: one float32 expected, got %s %s" % (name, v.dtype.name, v.shape))
+    device = same_device(("x", fl), ("q", codes), ("scales", scales), ("tensor_scale", tensor_scale),
+                         ("out_tensor_scale", out_tensor_scale))
+    a = Args(amax_bound=number("amax_bound", amax_bound or 0.0))
+    a.rows, a.cols, a.group_size, a.group_row_stride = rows, cols, group_size, grs
+    cstride = cs * (2 if e2 else 1)
+    if op == Op.DEQUANTIZE:
+        a.x, a.y, a.x_row_stride, a.y_row_stride, a.scales = codes.ptr, fl.ptr, cstride, fs, scales.ptr
+    else:
+        a.x, a.y, a.x_row_stride, a.y_row_stride = fl.ptr, codes.ptr, fs, cstride
+        if op == Op.DYNAMIC_QUANTIZE:
+            a.out_scales = scales.ptr
+        else:
+            a.scales = scales.ptr
+    a.tensor_scale, a.out_tensor_scale = _ptr(tensor_scale), _ptr(out_tensor_scale)
+    key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_GROUP, fl.dtype, elem, 0, 0, scale_type,
+                        scale_layout=layout, scale_rule=rule)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

@@ -31,6 +31,7 @@ class DType(enum.IntEnum):
     E5M2 = 9
     UE8M0 = 10
     UE8M0X4 = 11  # per-group scales: four UE8M0 bytes packed in an int32 along the group axis
+    E2M1 = 12     # microscaling storage: OCP FP4, two codes a byte (the lower index in the low nibble)
 
 
 class Op(enum.IntEnum):
@@ -71,6 +72,17 @@ class ScaleLayout(enum.IntEnum):
     """bq_desc.scale_layout: where per-group scales (and zero points) live."""
     ROW_MAJOR = 0  # scales[r][g]
     MN_MAJOR = 1   # scales[g][r]
+    BLOCKED = 2    # microscaling: the 128 x 4 tiles of block-scaled GEMMs
+
+
+class ScaleRule(enum.IntEnum):
+    """bq_desc.scale_rule: microscaling dynamic quantize's UE8M0 rule."""
+    DEFAULT = 0    # amax / max rounded up to a power of two
+    FLOOR = 1      # the OCP MX spec, torchao's default
+    CEIL = 2       # torchao
+    EVEN = 3       # torchao
+    RCEIL = 4      # cuBLAS, DeepGEMM
+    RCEIL_SAT = 5  # Transformer Engine
 
 
 # bq_desc.device: BQ_DEVICE_CURRENT, or BQ_DEVICE(n) = n + 1 (device n's primary context)
@@ -95,3 +107,5 @@ for _m in Granularity:
     C_NAMES["BQ_GRANULARITY_DEFAULT" if _m.name == "DEFAULT" else "BQ_" + _m.name] = int(_m)
 for _m in ScaleLayout:
     C_NAMES["BQ_SCALES_" + _m.name] = int(_m)
+for _m in ScaleRule:
+    C_NAMES["BQ_SCALE_RULE_DEFAULT" if _m.name == "DEFAULT" else "BQ_SCALE_" + _m.name] = int(_m)

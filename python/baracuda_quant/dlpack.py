@@ -243,7 +243,7 @@ def _dtype(d, default):
     table = {"int8": DType.S8, "uint8": DType.U8, "float32": DType.F32, "float64": DType.F64,
              "float16": DType.F16, "bfloat16": DType.BF16, "int32": DType.S32, "float8_e4m3fn": DType.E4M3,
              "e4m3": DType.E4M3, "float8_e5m2": DType.E5M2, "e5m2": DType.E5M2, "float8_e8m0fnu": DType.UE8M0,
-             "ue8m0": DType.UE8M0, "ue8m0x4": DType.S32}
+             "ue8m0": DType.UE8M0, "ue8m0x4": DType.S32, "e2m1": DType.E2M1, "float4_e2m1fn_x2": DType.E2M1}
     if name not in table:
         raise invalid("dtype %r is not supported" % (d,))
     return table[name]
@@ -580,6 +580,83 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
             qmin=quant_min, qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound,
             stream=st, alloc=alloc)))
         return q, s, z
+
+
+def _mx_choice(name, value, table):
+    if value not in table:
+        raise invalid("%s (%r) must be one of %s" % (name, value, ", ".join(sorted(table))))
+    return table[value]
+
+
+def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, scale_dtype=None, scale_layout="row",
+             scale_rule="default", amax_bound=None, stream=None):
+    """Microscaling quantize of x [..., K] (viewed as [rows, K]) in groups of group_size along
+    the row (docs/numerics.md, "Microscaling"). dtype: "e2m1" (FP4, two codes a byte: q is
+    uint8 [rows, K / 2], the lower index in the low nibble), "float8_e4m3fn" or
+    "float8_e5m2". With scales given (UE8M0 float8_e8m0fnu bytes, or float8_e4m3fn for NVFP4
+    with tensor_scale, one float32), quantize with them and return q. Without, dynamic
+    quantize: scale_dtype "float8_e8m0fnu" (MXFP8, MXFP4: the default) or "float8_e4m3fn"
+    (NVFP4: the tensor scale computed unless tensor_scale is given), scale_rule "default",
+    "floor", "ceil", "even", "rceil" or "rceil_sat" (UE8M0), amax_bound (UE8M0) capping each
+    group's max |x|; returns (q, scales, tensor scale or None). scale_layout "row" ([rows,
+    K / G]), "mn" (a transposed view of [K / G, rows rounded up to 4]) or "blocked" (the
+    128 x 4 tiles of block-scaled GEMMs, flat: ceil(rows / 128) 128 ceil(K / G / 4) 4 bytes)."""
+    dt = _dtype(dtype, DType.E2M1)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        xk = _rows_view(xv, "x")
+        rows, cols = xk.shape
+        _set_device(xv.device)
+        e2 = dt == DType.E2M1
+        if e2 and cols % 2:
+            raise invalid("x: E2M1 packs two codes a byte: the last dimension (%d) must be even" % cols)
+        qshape = tuple(xv.shape[:-1]) + ((cols // 2,) if e2 else (cols,))
+        q = DeviceArray.empty(qshape, DType.U8 if e2 else dt, xv.device, stream)
+        qk = _rows_view(q.view(), "q")
+        ts = inp.get(tensor_scale, "tensor_scale") if tensor_scale is not None else None
+        if scales is not None:
+            sv = inp.get(scales, "scales")
+            q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.mx(
+                Op.QUANTIZE, fl=xk, codes=qk, scales=sv, elem=dt, group_size=group_size, layout=layout,
+                tensor_scale=ts, stream=st, alloc=alloc)))
+            return q
+        if cols % max(int(group_size), 1):
+            raise invalid("group_size (%d) must divide the last dimension (%d)" % (group_size, cols))
+        sdt = _dtype(scale_dtype, DType.UE8M0)
+        shape, strides, buf = _core.mx_scales_shape(layout, rows, cols // int(group_size))
+        sb = DeviceArray.empty(buf, sdt, xv.device, stream)
+        s = DeviceArray(sb.ptr, shape, sdt, xv.device, owner=sb, strides=strides, stream=stream)
+        g = DeviceArray.empty((1,), DType.F32, xv.device, stream) if sdt == DType.E4M3 and ts is None else None
+        q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.mx(
+            Op.DYNAMIC_QUANTIZE, fl=xk, codes=qk, scales=s.view(), elem=dt, group_size=group_size, layout=layout,
+            rule=rule, tensor_scale=ts, out_tensor_scale=None if g is None else g.view(), amax_bound=amax_bound,
+            stream=st, alloc=alloc)))
+        return q, s, g
+
+
+def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+               out_dtype="float32", stream=None):
+    """Microscaling dequantize (the inverse of mx_quant's layout): q [..., K] codes, or for
+    dtype "e2m1" uint8 [..., K / 2] two codes a byte; scales and tensor_scale as mx_quant
+    takes them. Returns out_dtype [..., K]."""
+    dt = _dtype(dtype, DType.E2M1)
+    ot = _dtype(out_dtype, DType.F32)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    with _Inputs(stream) as inp:
+        qv = inp.get(q, "q")
+        qk = _rows_view(qv, "q")
+        sv = inp.get(scales, "scales")
+        ts = inp.get(tensor_scale, "tensor_scale") if tensor_scale is not None else None
+        _set_device(qv.device)
+        cols = qk.shape[1] * (2 if dt == DType.E2M1 else 1)
+        y = DeviceArray.empty(tuple(qv.shape[:-1]) + (cols,), ot, qv.device, stream)
+        yk = _rows_view(y.view(), "y")
+        y._keep = tuple(_run(qv.device, stream, lambda st, alloc: _core.mx(
+            Op.DEQUANTIZE, fl=yk, codes=qk, scales=sv, elem=dt, group_size=group_size, layout=layout,
+            tensor_scale=ts, stream=st, alloc=alloc)))
+        return y
 
 
 def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,

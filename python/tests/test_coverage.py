@@ -34,7 +34,34 @@ def skus(monkeypatch):
 
 _NAMES = {DType.F32: "float32", DType.F64: "float64", DType.F16: "float16", DType.BF16: "bfloat16",
           DType.S8: "int8", DType.U8: "uint8", DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
-          DType.UE8M0: "float8_e8m0fnu", DType.UE8M0X4: "ue8m0x4"}
+          DType.UE8M0: "float8_e8m0fnu", DType.UE8M0X4: "ue8m0x4", DType.E2M1: "e2m1"}
+_MX_LAYOUTS = ("row", "mn", "blocked")
+_MX_RULES = ("default", "floor", "ceil", "even", "rceil", "rceil_sat")
+
+
+def _is_mx(d):
+    """A microscaling descriptor (the C library's bq__is_mx)."""
+    return (Op(d.op) in (Op.QUANTIZE, Op.DEQUANTIZE, Op.FAKE_QUANTIZE, Op.DYNAMIC_QUANTIZE) and
+            (d.int_type == DType.E2M1 or d.scale_type == DType.E4M3 or d.scale_layout == 2 or d.scale_rule != 0))
+
+
+def _mx_call(d):
+    """The call that should reach a microscaling kernel: mx_quant (static with scales, or
+    dynamic) or mx_dequant, groups of G, scales in the layout"""
+    op, ft, it, st = Op(d.op), DType(d.float_type), DType(d.int_type), DType(d.scale_type)
+    lay = _MX_LAYOUTS[d.scale_layout]
+    shape, strides, _ = _core.mx_scales_shape(d.scale_layout, ROWS, COLS // G)
+    scales = Producer(shape, st, strides=strides if d.scale_layout == 1 else None)
+    ts = Producer((1,), DType.F32) if st == DType.E4M3 else None
+    if op == Op.DYNAMIC_QUANTIZE:
+        return bq.mx_quant(Producer((ROWS, COLS), ft), group_size=G, dtype=_NAMES[it], scale_dtype=_NAMES[st],
+                           scale_layout=lay, scale_rule=_MX_RULES[d.scale_rule])
+    if op == Op.QUANTIZE:
+        return bq.mx_quant(Producer((ROWS, COLS), ft), group_size=G, dtype=_NAMES[it], scales=scales,
+                           tensor_scale=ts, scale_layout=lay)
+    q = Producer((ROWS, COLS // 2), DType.U8) if it == DType.E2M1 else Producer((ROWS, COLS), it)
+    return bq.mx_dequant(q, scales, group_size=G, dtype=_NAMES[it], tensor_scale=ts, scale_layout=lay,
+                         out_dtype=_NAMES[ft])
 
 
 def _scales(gran, st, layout, rows=ROWS, cols=COLS):
@@ -56,6 +83,8 @@ def _scales(gran, st, layout, rows=ROWS, cols=COLS):
 
 def _call(d):
     """The Python call that should reach desc d (a normalized _lib.Desc)."""
+    if _is_mx(d):
+        return _mx_call(d)
     op, gran = Op(d.op), Granularity(d.granularity)
     ft, it, st = DType(d.float_type), DType(d.int_type), DType(d.scale_type)
     fp8 = it in _core.FP8_TYPES

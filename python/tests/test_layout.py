@@ -42,11 +42,12 @@ def test_package_metadata_version():
     assert dist == bq.__version__
 
 
-def test_desc_scale_layout_is_the_last_field():
-    assert _lib.Desc._fields_[-1][0] == "scale_layout"
-    end = _lib.Desc.scale_layout.offset + _lib.Desc.scale_layout.size
+def test_desc_scale_rule_is_the_last_field():
+    assert [f for f, _ in _lib.Desc._fields_[-2:]] == ["scale_layout", "scale_rule"]
+    end = _lib.Desc.scale_rule.offset + _lib.Desc.scale_rule.size
     assert end == ctypes.sizeof(_lib.Desc) == _lib.bq_py_sizeof(b"bq_desc")
     assert _lib.Desc().scale_layout == _enums.ScaleLayout.ROW_MAJOR  # zero-initialized: the default
+    assert _lib.Desc().scale_rule == _enums.ScaleRule.DEFAULT
 
 
 def test_block_layout_and_packed_values():

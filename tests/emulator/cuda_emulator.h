@@ -279,6 +279,17 @@ static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c);
 static inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
 static inline int __ffs(int v) { return v == 0 ? 0 : __builtin_ctz((unsigned)v) + 1; }
 static inline void __threadfence() {} /* one CTA runs at a time */
+/* atomics: a thread runs until it reaches a barrier, so a read-modify-write is whole */
+static inline unsigned atomicMax(unsigned *p, unsigned v) {
+  const unsigned old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+static inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
 static inline float __frcp_rn(float a) { return 1.0f / a; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline int __double2hiint(double d) {

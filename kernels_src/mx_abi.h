@@ -1,0 +1,36 @@
+/* kernels_src/mx_abi.h - the microscaling formats' host/kernel interface, valid as C and as
+   CUDA C++: its entry points and its parameter block. mx.cu and the host (src/family_mx.h)
+   both include it. */
+#ifndef BQ_MX_ABI_H
+#define BQ_MX_ABI_H
+#include "abi.h"
+
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.
+   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or
+   of any other size read twice (dynamic) from L1. */
+enum {
+  BQ__MX_G16,    /* bq_mx16: groups of 16 */
+  BQ__MX_G32,    /* bq_mx32: groups of 32 */
+  BQ__MX_ANY,    /* bq_mx_any: any group size */
+  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+};
+#define BQ_FN_MX16 bq_mx16
+#define BQ_FN_MX32 bq_mx32
+#define BQ_FN_MX_ANY bq_mx_any
+#define BQ_FN_MX_AMAX bq_mx_amax
+
+typedef struct bq_mx_params {
+  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
+  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
+  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
+  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
+  bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */
+  bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */
+  bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded
+                               tiles (whose padding entries dynamic quantize writes 0) */
+  bq_i64 pgroups;           /* blocked: groups a padded row (ngroups rounded up to 4) */
+  double bound;             /* args.amax_bound (0: none) */
+  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
+                               partials and writes g */
+} bq_mx_params;
+#endif

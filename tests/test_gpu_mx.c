@@ -1,0 +1,282 @@
+/* tests/test_gpu_mx.c - the microscaling formats (MXFP8, MXFP4, NVFP4: src/family_mx.h,
+   kernels_src/mx.cu) on the GPU against the CPU reference (tests/reference_mxops.h), bit for
+   bit: codes, scales and NVFP4's tensor scale.
+
+   Coverage: quantize, dequantize and dynamic quantize x element and scale type (E4M3, E5M2
+   and E2M1 with UE8M0; E2M1 with E4M3) x layout (row-major, MN-major, blocked) x float type
+   (every one, rotating where the plans would be too many) x UE8M0 rule (dynamic); each plan
+   on groups of 16 and 32 (bq_mx16, bq_mx32, each also forced onto bq_mx_any) and of other
+   sizes, rows past the blocked layout's 128-row tiles, strided rows, misaligned floats and
+   codes, padded scale rows; data of every kind: random magnitudes, values on the element
+   grid and its midpoints (ties at each binade), zeros and groups of zeros (amax 0), NaN and
+   +-inf, saturation (values past max times the scale), subnormals; static scales at the
+   extremes (UE8M0 0, 254, NaN; every E4M3 code). Every output allocation is poisoned and
+   compared whole, guards included; inputs are checked unchanged. And the E2M1 software
+   conversion on every f32 bit pattern (quantize by a UE8M0 scale of 1, which divides
+   exactly), against the CPU reference.
+
+   Without a usable CUDA driver/device every test is skipped. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference_mxops.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPU_UTIL_BUFFERS
+#define GPU_UTIL_LAUNCHES
+#include "gpu_util.h"
+
+static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+static const bq_dtype ELEM[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, SCALE[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+
+static bq_desc mx_desc(bq_op op, bq_dtype ft, int k, int lay, int rule) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = op;
+  d.granularity = BQ_PER_GROUP;
+  d.float_type = ft;
+  d.int_type = ELEM[k];
+  d.scale_type = SCALE[k];
+  d.scale_layout = (bq_scale_layout)lay;
+  d.scale_rule = (bq_scale_rule)rule;
+  return d;
+}
+
+static double value(const bq_desc *d, int k, double mag) {
+  const double s = rnd() & 1 ? -1.0 : 1.0, maxe = refmx_fmt_of(d->int_type).max;
+  switch (k) {
+  case 0: return 0.0 * s;
+  case 1: return s * ldexp((double)rnd_range(0, 64), -3) * mag / (d->int_type == BQ_E2M1 ? 4.0 : maxe / 8);
+  case 2: return rnd() % 7 == 0 ? NAN : rnd() % 5 == 0 ? s * INFINITY : s * rnd_unit() * mag;
+  case 3: return s * mag * (1.0 + rnd_unit()) * (rnd() % 3 ? 1.0 : 1e6);
+  case 4: return s * ldexp(rnd_unit(), d->float_type == BQ_F64 ? -1060 : d->float_type == BQ_F32 ? -140 : -20);
+  default: return s * rnd_unit() * mag;
+  }
+}
+static void store(bq_dtype t, void *buf, int64_t i, double v) {
+  if (t == BQ_F64) ref_store_d(buf, i, v);
+  else ref_store_f(t, buf, i, (float)v);
+}
+
+/* One call: [rows, cols] in groups of G with the strides and offsets given; force: the
+   entry point every run takes (-1: the host's) */
+typedef struct mx_case {
+  int64_t rows, ngroups, G, xpad, ypad, grs_extra;
+  int offf, offc, force, computed;
+} mx_case;
+
+static void run_case(const bq_desc *d, const mx_case *c) {
+  bq_plan *p = plan_get(d, "mx");
+  const int deq = d->op == BQ_DEQUANTIZE, dyn = d->op == BQ_DYNAMIC_QUANTIZE, e2 = d->int_type == BQ_E2M1;
+  const int nv = d->scale_type == BQ_E4M3;
+  const int64_t rows = c->rows, G = c->G, cols = c->ngroups * G, ng = c->ngroups;
+  const int64_t xs = cols + c->xpad, ys = cols + c->ypad; /* (even pads for E2M1) */
+  const int64_t grs0 = refmx_default_grs(d->scale_layout, rows, ng);
+  const int64_t grs_arg = d->scale_layout == BQ_SCALES_BLOCKED || !c->grs_extra ? 0 : grs0 + c->grs_extra;
+  const int64_t grs = grs_arg ? grs_arg : grs0;
+  const int64_t nscale = refmx_scale_bytes(d->scale_layout, rows, ng, grs);
+  const size_t T = (size_t)bq__dtype_size(d->float_type);
+  const int64_t nf = rows * (deq ? ys : xs), ncodes = rows * (deq ? xs : ys), nb = e2 ? ncodes / 2 : ncodes;
+  char what[1024];
+  char sku[512];
+  snprintf(sku, sizeof sku, "%s", bq_plan_sku(p));
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d force %d%s",
+           (unsigned long long)g_seed, sku, (long long)rows, (long long)cols, (long long)G, (long long)xs,
+           (long long)ys, (long long)grs_arg, c->offf, c->offc, c->force, c->computed ? " g computed" : "");
+  dbuf F, C, S, G4;
+  memset(&G4, 0, sizeof G4);
+  dbuf_make(&F, T, nf, c->offf);
+  dbuf_make(&C, 1, nb, c->offc);
+  dbuf_make(&S, 1, nscale, 0);
+  /* inputs */
+  if (deq) {
+    fill_garbage(C.h, C.total);
+    fill_garbage(F.h, F.total); /* (the output: its guards and gaps must keep these bytes) */
+  } else {
+    fill_garbage(F.h, F.total);
+    int kind = (int)(rnd() % 6);
+    double mag = ldexp(1.0, (int)rnd_range(-8, 8));
+    for (int64_t i = 0; i < nf; i++) {
+      if (i % G == 0 && rnd() % 4 == 0) kind = (int)(rnd() % 6), mag = ldexp(1.0, (int)rnd_range(-8, 8));
+      store(d->float_type, F.h + F.pre, i, value(d, kind, mag));
+    }
+    if (rows && ng && rnd() % 2) /* a group of zeros */
+      for (int64_t j = 0; j < G; j++) store(d->float_type, F.h + F.pre, j, 0.0);
+    fill_garbage(C.h, C.total);
+  }
+  fill_garbage(S.h, S.total);
+  if (!dyn)
+    for (int64_t i = 0; i < nscale; i++)
+      S.h[S.pre + i] = nv ? (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50))
+                          : (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255)
+                                                            : (int)rnd_range(110, 135));
+  float g = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
+  BQ_OK(bq_memcpy_to_device(F.dev, F.h, F.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(C.dev, C.h, C.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(S.dev, S.h, S.total), "%s", what);
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = rows, a.cols = cols, a.group_size = G;
+  a.x_row_stride = xs, a.y_row_stride = ys, a.group_row_stride = grs_arg;
+  a.x = deq ? (const void *)(C.dev + C.pre) : (const void *)(F.dev + F.pre);
+  a.y = deq ? (void *)(F.dev + F.pre) : (void *)(C.dev + C.pre);
+  if (dyn) a.out_scales = S.dev + S.pre;
+  else a.scales = S.dev + S.pre;
+  if (nv) {
+    dbuf_make(&G4, 4, 1, 0);
+    fill_garbage(G4.h, G4.total);
+    if (!c->computed) memcpy(G4.h + G4.pre, &g, 4);
+    BQ_OK(bq_memcpy_to_device(G4.dev, G4.h, G4.total), "%s", what);
+    if (c->computed) a.out_tensor_scale = G4.dev + G4.pre;
+    else a.tensor_scale = G4.dev + G4.pre;
+  }
+  if (dyn && !nv && rnd() % 4 == 0) a.amax_bound = ldexp(1.0 + rnd_unit(), (int)rnd_range(-6, 6));
+  size_t ws_bytes = 0;
+  BQ_OK(bq_plan_workspace_size(p, &a, &ws_bytes), "%s", what);
+  void *ws = NULL;
+  if (ws_bytes) BQ_OK(bq_malloc(&ws, ws_bytes), "%s", what);
+  bq__mx_force_entry = c->force;
+  g_last_fn = NULL;
+  BQ_OK(bq_plan_run(p, &a, ws, ws_bytes, NULL), "%s", what);
+  bq__mx_force_entry = -1;
+  if (rows && cols) { /* the group kernel launched last, by name: the forced one, else by G */
+    const int e = c->force >= 0 ? c->force : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+    cr_assert(g_last_fn && g_last_fn == plan_fn(p, e), "the last launch is not %s | %s", p->kernels[e], what);
+  }
+  BQ_OK(bq_synchronize(NULL), "%s", what);
+  if (ws) bq_free(ws);
+  /* the reference on the host images */
+  dbuf *out = deq ? &F : &C;
+  unsigned char *got = (unsigned char *)malloc(out->total), *gs = (unsigned char *)malloc(S.total);
+  cr_assert(got && gs);
+  BQ_OK(bq_memcpy_to_host(got, out->dev, out->total), "%s", what);
+  BQ_OK(bq_memcpy_to_host(gs, S.dev, S.total), "%s", what);
+  const float eg = refmx_op(d, rows, cols, G, xs, ys, grs, deq ? (const void *)(C.h + C.pre) : (const void *)(F.h + F.pre),
+                            deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), S.h + S.pre, c->computed ? NAN : g,
+                            a.amax_bound);
+  char msg[2048];
+  size_t bad = deq ? ref_compare(d->float_type, out->h, got, (int64_t)(out->total / T), msg, sizeof msg)
+                   : ref_compare(BQ_U8, out->h, got, (int64_t)out->total, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "%s: %zu differ (from the allocation's start; data at %zu):\n%s| %s", deq ? "floats" : "codes", bad,
+               out->pre, msg, what);
+  bad = ref_compare(BQ_U8, S.h, gs, (int64_t)S.total, msg, sizeof msg);
+  cr_assert_eq(bad, 0, "scales: %zu differ (data at %zu):\n%s| %s", bad, S.pre, msg, what);
+  if (c->computed && rows && cols) {
+    float gg;
+    BQ_OK(bq_memcpy_to_host(&gg, G4.dev + G4.pre, 4), "%s", what);
+    cr_assert(!memcmp(&gg, &eg, 4), "tensor scale %a, expected %a | %s", (double)gg, (double)eg, what);
+  }
+  check_unchanged(deq ? &C : &F, "x", what);
+  if (!dyn) check_unchanged(&S, "scales", what);
+  free(got);
+  free(gs);
+  dbuf_free(&F);
+  dbuf_free(&C);
+  dbuf_free(&S);
+  dbuf_free(&G4);
+}
+
+/* a plan's cases: the formats' group sizes on their kernels and on bq_mx_any, other sizes,
+   rows past a blocked tile, strides and offsets */
+static void run_plan(const bq_desc *d) {
+  const int e2 = d->int_type == BQ_E2M1, nv = d->scale_type == BQ_E4M3;
+  static const int64_t even[] = {2, 8, 10, 48, 64, 128, 4096}, any[] = {1, 7, 33, 64, 100, 4096};
+  for (int rep = 0; rep < 12; rep++) {
+    mx_case c;
+    memset(&c, 0, sizeof c);
+    c.force = -1;
+    c.G = rep < 4 ? (rep % 2 ? 32 : 16) : rep < 6 ? (rep % 2 ? 32 : 16) : e2 ? PICK(even) : PICK(any);
+    if (rep == 4 || rep == 5) c.force = BQ__MX_ANY;
+    c.rows = rep == 0 ? 300 : rep == 1 ? 129 : rnd_range(1, 40);
+    c.ngroups = c.G >= 4096 ? 1 : rnd_range(1, rep < 2 ? 9 : 20);
+    c.xpad = rnd() % 2 ? 0 : (e2 ? 2 : 1) * rnd_range(1, 8);
+    c.ypad = rnd() % 2 ? 0 : (e2 ? 2 : 1) * rnd_range(1, 8);
+    c.grs_extra = rnd() % 2 ? 0 : rnd_range(1, 3);
+    c.offf = rnd() % 3 ? 0 : (int)rnd_range(1, 7);
+    c.offc = rnd() % 3 ? 0 : (int)rnd_range(1, 15);
+    c.computed = nv && d->op == BQ_DYNAMIC_QUANTIZE && rep % 2;
+    run_case(d, &c);
+  }
+  /* a large dense one: many blocks, the amax pass's partials */
+  mx_case c = {4096, 256, nv ? 16 : 32, 0, 0, 0, 0, 0, -1, nv && d->op == BQ_DYNAMIC_QUANTIZE};
+  run_case(d, &c);
+}
+
+static void mx_begin(void) {
+  gpu_begin();
+  launch_note_begin();
+}
+TestSuite(mx, .init = mx_begin);
+
+/* quantize and dequantize: every element and scale type x layout, the float type rotating */
+Test(mx, quantize, .timeout = 900) {
+  for (int k = 0; k < 4; k++)
+    for (int lay = 0; lay < 3; lay++) {
+      const bq_desc d = mx_desc(BQ_QUANTIZE, FTS[(k + lay) % 4], k, lay, 0);
+      if (bq__is_mx(&d)) run_plan(&d);
+    }
+}
+Test(mx, dequantize, .timeout = 900) {
+  for (int k = 0; k < 4; k++)
+    for (int lay = 0; lay < 3; lay++) {
+      const bq_desc d = mx_desc(BQ_DEQUANTIZE, FTS[(k + lay + 1) % 4], k, lay, 0);
+      if (bq__is_mx(&d)) run_plan(&d);
+    }
+}
+/* dynamic quantize: every element type x layout x rule (NVFP4: its one rule), the float type
+   rotating; and every float type on MXFP4 and NVFP4 in the blocked layout */
+Test(mx, dynamic_quantize, .timeout = 900) {
+  for (int k = 0; k < 4; k++)
+    for (int lay = 0; lay < 3; lay++)
+      for (int rule = 0; rule < (SCALE[k] == BQ_UE8M0 ? 6 : 1); rule++) {
+        const bq_desc d = mx_desc(BQ_DYNAMIC_QUANTIZE, FTS[(k + lay + rule) % 4], k, lay, rule);
+        if (bq__is_mx(&d)) run_plan(&d);
+      }
+  for (int f = 0; f < 4; f++)
+    for (int k = 0; k < 2; k++) run_plan((const bq_desc[]){mx_desc(BQ_DYNAMIC_QUANTIZE, FTS[f], k, 2, 0)});
+}
+
+/* The E2M1 conversion on every f32 bit pattern: MXFP4 quantize of f32 data by the UE8M0
+   scale 1 (code 127: x * 1 is x), 2^28 patterns a launch, against ref_e2m1_from_double */
+Test(mx, e2m1_every_f32, .timeout = 900) {
+  const bq_desc d = mx_desc(BQ_QUANTIZE, BQ_F32, 0, 0, 0);
+  bq_plan *p = plan_get(&d, "every f32");
+  const int64_t n = (int64_t)1 << 28, G = 32;
+  void *x = NULL, *y = NULL, *s = NULL;
+  BQ_OK(bq_malloc(&x, (size_t)n * 4), "x");
+  BQ_OK(bq_malloc(&y, (size_t)n / 2), "y");
+  BQ_OK(bq_malloc(&s, (size_t)n / G), "scales");
+  BQ_OK(bq_memset(s, 127, (size_t)n / G), "scales");
+  uint32_t *hx = (uint32_t *)malloc((size_t)n * 4);
+  unsigned char *hy = (unsigned char *)malloc((size_t)n / 2);
+  cr_assert(hx && hy);
+  for (int64_t chunk = 0; chunk < 16; chunk++) {
+    for (int64_t i = 0; i < n; i++) hx[i] = (uint32_t)((chunk << 28) | i);
+    BQ_OK(bq_memcpy_to_device(x, hx, (size_t)n * 4), "x");
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.y = y, a.scales = s;
+    a.rows = n / 4096, a.cols = 4096, a.group_size = G;
+    BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), "chunk %lld", (long long)chunk);
+    BQ_OK(bq_memcpy_to_host(hy, y, (size_t)n / 2), "y");
+    for (int64_t i = 0; i < n; i++) {
+      float f;
+      memcpy(&f, &hx[i], 4);
+      const uint8_t want = ref_e2m1_from_double((double)f), got = (uint8_t)((hy[i / 2] >> (4 * (i % 2))) & 15);
+      if (want != got)
+        cr_assert_fail("f32 0x%08x: code 0x%x, expected 0x%x (seed 0x%llx)", hx[i], got, want,
+                       (unsigned long long)g_seed);
+    }
+  }
+  free(hx);
+  free(hy);
+  bq_free(x);
+  bq_free(y);
+  bq_free(s);
+}

@@ -1,0 +1,204 @@
+/* tests/test_mx_emulated.cpp - kernels_src/mx.cu (the microscaling formats: MXFP8, MXFP4,
+   NVFP4) run on the CPU by tests/emulator/cuda_emulator.h through the header's own run
+   path, against the CPU reference (tests/reference_mxops.h) bit for bit: codes, scales
+   (padding included) and NVFP4's tensor scale. A host test, so that CI checks the kernels'
+   logic on every change; test_gpu_mx is the real thing. Built once per specialization
+   (tests/meson.build names it; tests/emu_spec.c writes the header EMU_SPEC).
+   Each case draws [rows, cols] in groups of G (16 and 32 on bq_mx16 / bq_mx32, other sizes
+   on bq_mx_any, and now and then 16 or 32 forced onto bq_mx_any), row strides with padding,
+   base offsets off the 16-byte grid, a leading dimension for row-major and MN-major scales,
+   and data of several kinds: random magnitudes, exact multiples of the element grid (ties
+   at each binade), zeros, NaN and inf, values past the saturation point, subnormals. Static
+   scales are random codes near the data (UE8M0 0, 254 and NaN among them; E4M3 any code),
+   NVFP4's tensor scale random, or for dynamic quantize computed by the amax pass half the
+   time. Outputs are poisoned, guarded and compared whole. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference_mxops.h"
+
+#include "emulator/cuda_emulator.h"
+
+/* the specialization: EMU_* and the host's prelude, from tests/emu_spec.c (meson) */
+#include EMU_SPEC
+namespace emu_mx {
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/mx.cu"
+#include "emulator/kernel_undefs.h"
+} // namespace emu_mx
+
+#include <criterion/criterion.h>
+
+#include "emulator/emu_test.h"
+
+#include <vector>
+
+static void k16(const void *p) { emu_mx::bq_mx16(*(const bq_mx_params *)p); }
+static void k32(const void *p) { emu_mx::bq_mx32(*(const bq_mx_params *)p); }
+static void kany(const void *p) { emu_mx::bq_mx_any(*(const bq_mx_params *)p); }
+static void kamax(const void *p) { emu_mx::bq_mx_amax(*(const bq_mx_params *)p); }
+
+static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I, ST = (bq_dtype)EMU_ST;
+static const int E2M1 = EMU_I == BQ_TYPE_E2M1, NV = EMU_ST == BQ_TYPE_E4M3;
+static const bq_op OP = (bq_op)EMU_OP;
+
+static emu_kernel g_last; /* the last kernel launched (the amax pass's aside) */
+static int g_amax_launches; /* (two a computed tensor scale: partials, then g) */
+static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+  (void)gx, (void)gy, (void)bx, (void)smem;
+  if (k == (emu_kernel)kamax) g_amax_launches++;
+  else g_last = k;
+}
+static void init(void) {
+  emu_test_init();
+  emu_launch_check = note_kernel;
+}
+TestSuite(emulated_mx, .init = init);
+
+static bq_desc the_desc(void) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = OP;
+  d.granularity = BQ_PER_GROUP;
+  d.float_type = T;
+  d.int_type = I;
+  d.scale_type = ST;
+  d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
+  d.scale_rule = (bq_scale_rule)EMU_RULE;
+  return d;
+}
+
+/* a value of kind k near magnitude mag (for the element grid: mag is a power of two) */
+static const double MAXE = E2M1 ? 6.0 : EMU_I == BQ_TYPE_E4M3 ? 448.0 : 57344.0;
+static double value(int k, double mag) {
+  const double s = rnd() & 1 ? -1.0 : 1.0;
+  switch (k) {
+  case 0: return 0.0 * s;
+  case 1: /* on the element grid and its midpoints, at the scale mag / max (ties) */
+    return s * ldexp((double)rnd_range(0, 64), -3) * mag / (E2M1 ? 4.0 : MAXE / 8);
+  case 2: return rnd() % 7 == 0 ? NAN : rnd() % 5 == 0 ? s * INFINITY : s * rnd_unit() * mag;
+  case 3: return s * mag * (1.0 + rnd_unit()) * (rnd() % 3 ? 1.0 : 1e6); /* far past the group's others */
+  case 4: return s * ldexp(rnd_unit(), T == BQ_F64 ? -1060 : T == BQ_F32 ? -140 : T == BQ_F16 ? -20 : -130);
+  default: return s * rnd_unit() * mag;
+  }
+}
+
+static void one_case(int rep) {
+  bq_desc d = the_desc();
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__entry entry;
+  memset(&entry, 0, sizeof entry);
+  entry.fn[BQ__MX_G16] = (bq__CUfunction)k16;
+  entry.fn[BQ__MX_G32] = (bq__CUfunction)k32;
+  entry.fn[BQ__MX_ANY] = (bq__CUfunction)kany;
+  entry.fn[BQ__MX_AMAX] = (bq__CUfunction)kamax;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
+  plan.num_sms = rep % 3 ? 132 : 1; /* one SM: a few blocks stride over every group */
+
+  static const int64_t gs_even[] = {16, 32, 16, 32, 2, 8, 48, 64, 10, 128};
+  static const int64_t gs_any[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
+  const int64_t G = E2M1 ? gs_even[rnd() % 10] : gs_any[rnd() % 10];
+  const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0;
+  bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.group_size = G;
+  a.rows = rep < 4 ? rnd_range(120, 300) : rnd_range(0, 40); /* (the blocked layout's 128-row tiles) */
+  a.cols = G * rnd_range(rep == 5 ? 0 : 1, rep < 4 ? 5 : 12);
+  const int64_t step = E2M1 ? 2 : 1;
+  a.x_row_stride = rnd() & 1 ? 0 : a.cols + step * rnd_range(0, 9);
+  a.y_row_stride = rnd() & 1 ? 0 : a.cols + step * rnd_range(0, 9);
+  const int64_t ng = a.cols / G, xs = a.x_row_stride ? a.x_row_stride : a.cols,
+                ys = a.y_row_stride ? a.y_row_stride : a.cols;
+  const int64_t grs0 = refmx_default_grs(d.scale_layout, a.rows, ng);
+  a.group_row_stride = d.scale_layout == BQ_SCALES_BLOCKED || rnd() & 1 ? 0 : grs0 + rnd_range(0, 3);
+  if (d.scale_layout == BQ_SCALES_MN_MAJOR && a.group_row_stride && rnd() & 1) a.group_row_stride = a.rows; /* the least */
+  const int64_t grs = a.group_row_stride ? a.group_row_stride : grs0;
+  const int64_t nscale = refmx_scale_bytes(d.scale_layout, a.rows, ng, grs);
+
+  /* the float side and the code side, each with guards, bases off the 16-byte grid now and then */
+  const int deq = OP == BQ_DEQUANTIZE;
+  const size_t ts = ref_dtype_size(T), guard = 40;
+  const int64_t nf = deq ? a.rows * ys : a.rows * xs; /* floats */
+  const int64_t ncodes = deq ? a.rows * xs : a.rows * ys, nb = E2M1 ? ncodes / 2 : ncodes; /* code bytes */
+  const int offf = rnd() % 3 ? 0 : (int)rnd_range(1, 7), offc = rnd() % 3 ? 0 : (int)rnd_range(1, 15);
+  std::vector<unsigned char> fb((size_t)nf * ts + 2 * guard + 64), efb(fb.size());
+  std::vector<unsigned char> cb((size_t)nb + 2 * guard + 64), ecb(cb.size());
+  std::vector<unsigned char> sb((size_t)nscale + 2 * guard + 64), esb(sb.size());
+  unsigned char *fl = fb.data() + guard + (size_t)offf * ts, *cd = cb.data() + guard + offc;
+  unsigned char *sc = sb.data() + guard, *esc = esb.data() + guard;
+  char what[400];
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s sms %d",
+           (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G, (long long)xs,
+           (long long)ys, (long long)grs, offf, offc, force_any ? " forced any" : "", plan.num_sms);
+
+  /* inputs */
+  double mag = ldexp(1.0, (int)rnd_range(-8, 8));
+  int kind = (int)(rnd() % 6);
+  if (deq) {
+    for (int64_t i = 0; i < nb; i++) cd[i] = (unsigned char)rnd();
+  } else {
+    for (int64_t i = 0; i < nf; i++) {
+      if (i % G == 0 && rnd() % 4 == 0) kind = (int)(rnd() % 6), mag = ldexp(1.0, (int)rnd_range(-8, 8));
+      store_any(T, fl, i, value(kind, mag));
+    }
+  }
+  memset(sc - guard, 0xA5, sb.size());
+  if (OP != BQ_DYNAMIC_QUANTIZE)
+    for (int64_t i = 0; i < nscale; i++) {
+      if (NV) sc[i] = (unsigned char)(rnd() % 8 == 0 ? rnd() : rnd_range(0x20, 0x50));
+      else sc[i] = (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255)
+                                                   : rnd_range(110, 135));
+    }
+  memcpy(esb.data(), sb.data(), sb.size());
+  /* outputs poisoned */
+  if (deq) memset(fb.data(), 0x5A, fb.size());
+  else memset(cb.data(), 0x5A, cb.size());
+  memcpy(efb.data(), fb.data(), fb.size());
+  memcpy(ecb.data(), cb.data(), cb.size());
+  /* NVFP4: the tensor scale given, or (dynamic) computed */
+  float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4)), tso = NAN, etso;
+  const int computed = NV && OP == BQ_DYNAMIC_QUANTIZE && rnd() % 2;
+  if (NV && !computed) a.tensor_scale = &tsv;
+  if (computed) a.out_tensor_scale = &tso;
+  a.amax_bound = OP == BQ_DYNAMIC_QUANTIZE && !NV && rnd() % 4 == 0 ? ldexp(1.0 + rnd_unit(), (int)rnd_range(-6, 6)) : 0;
+  a.x = deq ? (const void *)cd : (const void *)fl;
+  a.y = deq ? (void *)fl : (void *)cd;
+  if (OP == BQ_DYNAMIC_QUANTIZE) a.out_scales = sc;
+  else a.scales = sc;
+
+  size_t ws_bytes = 0;
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws_bytes), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  std::vector<unsigned char> wsb(ws_bytes + 16, 0xEE);
+  void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
+  g_last = NULL;
+  g_amax_launches = 0;
+  cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  bq__mx_force_entry = -1;
+  if (a.rows && a.cols) {
+    const emu_kernel want = force_any || (G != 16 && G != 32) ? (emu_kernel)kany : G == 16 ? (emu_kernel)k16 : (emu_kernel)k32;
+    cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
+    cr_assert_eq(g_amax_launches, 2 * computed, "amax passes: %d | %s", g_amax_launches, what);
+  }
+  /* the reference on the unpoisoned copies */
+  unsigned char *efl = efb.data() + guard + (size_t)offf * ts, *ecd = ecb.data() + guard + offc;
+  etso = refmx_op(&d, a.rows, a.cols, G, xs, ys, grs, deq ? (const void *)ecd : (const void *)efl,
+                  deq ? (void *)efl : (void *)ecd, esc, computed ? NAN : tsv, a.amax_bound);
+  char msg[2048];
+  size_t bad = deq ? ref_compare(T, efb.data(), fb.data(), (int64_t)(fb.size() / ts), msg, sizeof msg)
+                   : ref_compare(BQ_U8, ecb.data(), cb.data(), (int64_t)cb.size(), msg, sizeof msg);
+  cr_assert_eq(bad, 0, "%s: %zu differ (index from the buffer's start, guard %zu):\n%s| %s", deq ? "floats" : "codes",
+               bad, guard, msg, what);
+  bad = ref_compare(BQ_U8, esb.data(), sb.data(), (int64_t)sb.size(), msg, sizeof msg);
+  cr_assert_eq(bad, 0, "scales: %zu differ (index from the buffer's start, guard %zu):\n%s| %s", bad, guard, msg, what);
+  if (computed && a.rows && a.cols)
+    cr_assert(!memcmp(&tso, &etso, 4), "tensor scale %a, expected %a | %s", (double)tso, (double)etso, what);
+}
+
+Test(emulated_mx, shapes, .timeout = 600) {
+  for (int rep = 0; rep < 48; rep++) one_case(rep);
+}
