@@ -98,7 +98,8 @@
      Outputs must not overlap inputs.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
-     A quantize, dequantize or dynamic quantize descriptor with granularity BQ_PER_GROUP and
+     A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
+     with granularity BQ_PER_GROUP and
        int_type BQ_E2M1 (OCP FP4: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte, the lower
                  index in the low nibble; G and row strides even), BQ_E4M3 or BQ_E5M2;
        scale_type BQ_UE8M0 (the default: MXFP8, MXFP4) or BQ_E4M3 (NVFP4, E2M1 only: each
@@ -109,10 +110,10 @@
                  of two), BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL (cuBLAS),
                  _RCEIL_SAT (Transformer Engine).
      q = conv(C(x) / C(sc)) and y = T(C(q) * C(sc)), conv one round to nearest even,
-     saturating. NVFP4 dynamic quantize without args.tensor_scale computes g = amax / 2688
-     in a first pass (needs bq_plan_workspace_size bytes) and writes it to
-     args.out_tensor_scale. Forward only, no fake quantize yet. G is any size up to 4096;
-     16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
+     saturating; backward as FP8's, the mask |x / sc| <= max. NVFP4 dynamic quantize without
+     args.tensor_scale computes g = amax / 2688 in a first pass (needs
+     bq_plan_workspace_size bytes) and writes it to args.out_tensor_scale. G is any size up
+     to 4096; 16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -2429,10 +2430,11 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    family's hooks. */
 struct bq_plan;
 enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4 }; /* bq__family.owns */
+#define BQ__FAMILY_OPS 4
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
-  bq_op ops[3];            /* the ops it serves (0 ends the list) */
-  const char *op_names[3]; /* their names, in plan names, SKUs and messages */
+  bq_op ops[BQ__FAMILY_OPS];            /* the ops it serves (0 ends the list) */
+  const char *op_names[BQ__FAMILY_OPS]; /* their names, in plan names, SKUs and messages */
   const char *group;       /* its name to tools (warm --family, bq__all_descs) */
   /* *d, a copy of in whose op is the family's: its defaults filled in and the plan's name
      written, or a field refused by name */
@@ -5278,6 +5280,7 @@ enum {
 
 typedef struct bq_mx_params {
   bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
+  bq_u64 dy, dx;            /* backward: dy (y's strides) read, dx (x's strides) written */
   bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
   bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
   bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
@@ -5306,13 +5309,14 @@ BQ__FN int bq__is_mx(const bq_desc *d) {
 BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
 
 BQ__FN const char *bq__mx_label(const bq_desc *d) {
-  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize" : "mx_quantize";
+  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize"
+         : d->op == BQ_FAKE_QUANTIZE ? "mx_fake_quantize" : "mx_quantize";
 }
 static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat"};
 static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
 
-/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group,
-   forward; storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
+/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group
+   (dynamic quantize forward); storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
    default here), or E4M3 for E2M1 (NVFP4); any layout; a UE8M0 rule for dynamic quantize. */
 BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
@@ -5344,14 +5348,12 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   if (d->scale_type == BQ_E4M3 && d->int_type != BQ_E2M1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, e4m3) is NVFP4's, whose elements are E2M1: "
                     "desc.int_type is %s", name, (int)BQ_E4M3, bq__dtype_name(d->int_type));
-  if (d->op == BQ_FAKE_QUANTIZE)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the microscaling formats (desc.int_type %s, desc.scale_type %s) are "
-                    "offered for quantize, dequantize and dynamic quantize; fake quantize is not yet", name,
-                    bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type));
-  if (d->direction != BQ_FORWARD)
-    return bq__fail(d->direction == BQ_BACKWARD ? BQ_ERROR_NOT_SUPPORTED : BQ_ERROR_INVALID_ARGUMENT,
-                    "%s: desc.direction (%d) must be BQ_FORWARD: the microscaling formats have no backward pass yet",
-                    name, (int)d->direction);
+  if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
+                    (int)d->direction);
+  if (d->direction == BQ_BACKWARD && d->op == BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
+                    name);
   if (d->granularity != BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%s) must be BQ_PER_GROUP: the microscaling "
                     "formats scale groups along the row (desc.int_type %s, desc.scale_type %s, desc.scale_layout %d, "
@@ -5379,18 +5381,21 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   return BQ_SUCCESS;
 }
 
-/* "mx_dynamic_quantize.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
+/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  snprintf(buf, n, "%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), bq__dtype_name(d->float_type),
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+           bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
            bq__mx_rules[d->scale_rule], tn);
 }
-BQ__FN int bq__mx_from_sku(char *const *tok, int n, bq_desc *d) {
-  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_DYNAMIC_QUANTIZE};
-  if (n != 6) return 0;
+BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
+  d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
+  char *const tok[6] = {all[0], all[2], all[3], all[4], all[5], all[6]}; /* the label, then the types and form */
   int op = -1, lay = -1, rule = -1;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     bq_desc l;
     memset(&l, 0, sizeof l);
     l.op = ops[i];
@@ -5421,7 +5426,6 @@ BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   in->scale_type = scale[outer % 4];
   in->scale_layout = (bq_scale_layout)(outer / 4);
   in->scale_rule = (bq_scale_rule)inner;
-  in->direction = BQ_FORWARD;
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
@@ -5440,8 +5444,9 @@ BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
 BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
-  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n#define BQ_MX_LAYOUT %d\n"
-              "#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), (int)d->scale_layout, (int)d->scale_rule);
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
+              (int)d->scale_layout, (int)d->scale_rule);
 }
 BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
@@ -5459,7 +5464,8 @@ BQ__FN bq_status bq__mx_view(const bq_plan *p, const bq_args *a, bq__view *v) {
   if (v->group > BQ__MX_MAX_GROUP)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest microscaling "
                     "group offered", p->name, (long long)v->group, BQ__MX_MAX_GROUP);
-  if (d->int_type == BQ_E2M1) {
+  const int codes = d->direction == BQ_FORWARD && d->op != BQ_FAKE_QUANTIZE; /* the call moves codes */
+  if (d->int_type == BQ_E2M1 && codes) {
     if (v->group % 2)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
                       "so groups must be even", p->name, (long long)v->group);
@@ -5493,9 +5499,16 @@ BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v
   bq_status st = bq__mx_view(p, a, v);
   const bq_desc *d = &p->desc;
   if (st || v->numel == 0) return st;
-  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE;
-  if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : bq__dtype_size(d->float_type)))) return st;
-  if ((st = bq__check_ptr(p, "args.y", a->y, deq ? bq__dtype_size(d->float_type) : 1))) return st;
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
+  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
+  if (bwd) {
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
+    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
+  } else {
+    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
+  }
   if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
   if (!dyn && a->zero_points)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
@@ -5523,6 +5536,8 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
   k.y = (uint64_t)(uintptr_t)a->y;
+  k.dy = (uint64_t)(uintptr_t)a->dy;
+  k.dx = (uint64_t)(uintptr_t)a->dx;
   k.scales = (uint64_t)(uintptr_t)(d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales);
   k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
   k.rows = v.rows;
@@ -5568,7 +5583,8 @@ BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
 }
 
 static const bq__family bq__mx_family = {
-  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_DYNAMIC_QUANTIZE}, {"quantize", "dequantize", "dynamic_quantize"}, "mx",
+  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE},
+  {"quantize", "dequantize", "fake_quantize", "dynamic_quantize"}, "mx",
   bq__mx_normalize, bq__mx_label, bq__mx_sku, bq__mx_from_sku, bq__mx_axes, bq__mx_vary, bq__mx_owns,
   bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
   bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,
@@ -5586,7 +5602,7 @@ static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynami
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
   for (int f = 0; f < BQ__FAMILIES; f++)
-    for (int i = 0; i < 3 && bq__families[f]->ops[i]; i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i]; i++)
       if (bq__families[f]->ops[i] == op) {
         if (index) *index = i;
         return bq__families[f];
@@ -6226,7 +6242,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++)
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
-    for (int i = 0; i < 3 && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
         bq_desc l;
         memset(&l, 0, sizeof l);
@@ -6292,7 +6308,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   for (int fi = 0; fi < BQ__FAMILIES; fi++) {
     const bq__family *fam = bq__families[fi];
     if (!(families & bq__family_bit(fam->group))) continue;
-    for (int oi = 0; oi < 3 && fam->ops[oi]; oi++) {
+    for (int oi = 0; oi < BQ__FAMILY_OPS && fam->ops[oi]; oi++) {
       const bq_op op = fam->ops[oi];
       int outer = 1, inner = 1;
       if (fam->axes) fam->axes(op, &outer, &inner);
@@ -12061,10 +12077,12 @@ static const char bq__src_linear_cu[] =
 static const char bq__src_mx_cu[] =
   "// mx.cu - the microscaling formats: groups of G elements along a row, each group with a\n"
   "// one-byte scale: UE8M0 (MXFP8: E4M3 or E5M2 elements; MXFP4: E2M1 elements), or E4M3\n"
-  "// times an f32 tensor scale g (NVFP4: E2M1 elements). Quantize (static scales),\n"
-  "// dequantize and dynamic quantize (scales from the data). docs/numerics.md, \"Microscaling\".\n"
+  "// times an f32 tensor scale g (NVFP4: E2M1 elements). Quantize, dequantize and fake\n"
+  "// quantize (static scales; forward and backward) and dynamic quantize (scales from the\n"
+  "// data). docs/numerics.md, \"Microscaling\".\n"
   "// Prelude defines (besides common.cuh's, where BQ_IT may be BQ_TYPE_E2M1 and BQ_ST\n"
-  "// BQ_TYPE_UE8M0 or BQ_TYPE_E4M3): BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 blocked (the\n"
+  "// BQ_TYPE_UE8M0 or BQ_TYPE_E4M3): BQ_OP and BQ_DIR (quantize, dequantize and fake quantize\n"
+  "// in either direction, dynamic quantize forward), BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 blocked (the\n"
   "// 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's UE8M0 rule\n"
   "// (bq_scale_rule's values).\n"
   "//\n"
@@ -12097,6 +12115,7 @@ static const char bq__src_mx_cu[] =
   "\n"
   "typedef struct bq_mx_params {\n"
   "  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */\n"
+  "  bq_u64 dy, dx;            /* backward: dy (y's strides) read, dx (x's strides) written */\n"
   "  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */\n"
   "  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */\n"
   "  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */\n"
@@ -12284,6 +12303,7 @@ static const char bq__src_mx_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "#if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
   "// One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),\n"
   "// scale index si. Fixed N: the group in registers, moved in accesses as wide as its\n"
   "// alignment allows.\n"
@@ -12367,6 +12387,62 @@ static const char bq__src_mx_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
+  "// Fake quantize forward (y = T(value(q) sc)) and the backward passes, elements of T in and\n"
+  "// out: quantize dx = m ? T(dy / sc) : +0, dequantize dx = T(dy sc), fake quantize\n"
+  "// dx = m ? dy : +0, with m = (|x / sc| <= max) read on the quotient (NaN: 0).\n"
+  "static __device__ __forceinline__ bq_c bq_mx_quotient(bq_c x, const bq_mx_scale &s) {\n"
+  "#if BQ_MX_NV\n"
+  "  return bq_div(x, s.sc);\n"
+  "#else\n"
+  "  return bq_mul(x, s.rcp);\n"
+  "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_mx_scale &s) {\n"
+  "#if BQ_DIR == BQ_DIR_FORWARD // fake quantize\n"
+  "  (void)dy;\n"
+  "  return bq_from_c(bq_mul(bq_mx_elem_to_c(bq_mx_quantize(bq_to_c(x), s)), s.sc));\n"
+  "#elif BQ_OP == BQ_OP_DEQUANTIZE\n"
+  "  (void)x;\n"
+  "  return bq_from_c(bq_mul(bq_to_c(dy), s.sc));\n"
+  "#else\n"
+  "  const bool m = bq_abs(bq_mx_quotient(bq_to_c(x), s)) <= (bq_c)BQ_MX_MAX;\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE\n"
+  "  return m ? bq_from_c(bq_mx_quotient(bq_to_c(dy), s)) : bq_from_c((bq_c)0);\n"
+  "#else\n"
+  "  return m ? dy : bq_from_c((bq_c)0);\n"
+  "#endif\n"
+  "#endif\n"
+  "}\n"
+  "// One group: x at x0 (and dx there), y / dy at y0, elements of T; fixed N in registers\n"
+  "template <int N>\n"
+  "static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {\n"
+  "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
+  "#if BQ_DIR == BQ_DIR_FORWARD\n"
+  "  const bq_t *in = (const bq_t *)p.x + x0, *din = in; // (din unused)\n"
+  "  bq_t *out = (bq_t *)p.y + y0;\n"
+  "#else\n"
+  "  const bq_t *in = (const bq_t *)p.x + x0, *din = (const bq_t *)p.dy + y0;\n"
+  "  bq_t *out = (bq_t *)p.dx + x0;\n"
+  "#endif\n"
+  "  const bool need_x = BQ_DIR == BQ_DIR_FORWARD || BQ_OP != BQ_OP_DEQUANTIZE;\n"
+  "  const bool need_dy = BQ_DIR == BQ_DIR_BACKWARD;\n"
+  "  if (N) {\n"
+  "    bq_chunk<bq_t, (N > 0 ? N : 1)> a, b, o;\n"
+  "    if (need_x) bq_load(a, in, bq_width(in));\n"
+  "    if (need_dy) bq_load(b, din, bq_width(din));\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s);\n"
+  "    bq_store(out, o, bq_width(out));\n"
+  "  } else {\n"
+  "    for (bq_i64 j = 0; j < p.group; j++)\n"
+  "      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s);\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+  "\n"
   "template <int N>\n"
   "static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {\n"
   "  const float g = bq_mx_g(p);\n"
@@ -12378,7 +12454,11 @@ static const char bq__src_mx_cu[] =
   "      bq_mx_put_scale(p, si, 0);\n"
   "      continue;\n"
   "    }\n"
+  "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
+  "    bq_mx_one_t<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);\n"
+  "#else\n"
   "    bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);\n"
+  "#endif\n"
   "  }\n"
   "}\n"
   "\n"

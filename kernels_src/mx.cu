@@ -1,9 +1,11 @@
 // mx.cu - the microscaling formats: groups of G elements along a row, each group with a
 // one-byte scale: UE8M0 (MXFP8: E4M3 or E5M2 elements; MXFP4: E2M1 elements), or E4M3
-// times an f32 tensor scale g (NVFP4: E2M1 elements). Quantize (static scales),
-// dequantize and dynamic quantize (scales from the data). docs/numerics.md, "Microscaling".
+// times an f32 tensor scale g (NVFP4: E2M1 elements). Quantize, dequantize and fake
+// quantize (static scales; forward and backward) and dynamic quantize (scales from the
+// data). docs/numerics.md, "Microscaling".
 // Prelude defines (besides common.cuh's, where BQ_IT may be BQ_TYPE_E2M1 and BQ_ST
-// BQ_TYPE_UE8M0 or BQ_TYPE_E4M3): BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 blocked (the
+// BQ_TYPE_UE8M0 or BQ_TYPE_E4M3): BQ_OP and BQ_DIR (quantize, dequantize and fake quantize
+// in either direction, dynamic quantize forward), BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 blocked (the
 // 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's UE8M0 rule
 // (bq_scale_rule's values).
 //
@@ -189,6 +191,7 @@ static __device__ __forceinline__ float bq_mx_g(const bq_mx_params &p) {
 #endif
 }
 
+#if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
 // One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),
 // scale index si. Fixed N: the group in registers, moved in accesses as wide as its
 // alignment allows.
@@ -272,6 +275,62 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
 #endif
 }
 
+#endif
+
+#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
+// Fake quantize forward (y = T(value(q) sc)) and the backward passes, elements of T in and
+// out: quantize dx = m ? T(dy / sc) : +0, dequantize dx = T(dy sc), fake quantize
+// dx = m ? dy : +0, with m = (|x / sc| <= max) read on the quotient (NaN: 0).
+static __device__ __forceinline__ bq_c bq_mx_quotient(bq_c x, const bq_mx_scale &s) {
+#if BQ_MX_NV
+  return bq_div(x, s.sc);
+#else
+  return bq_mul(x, s.rcp);
+#endif
+}
+static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_mx_scale &s) {
+#if BQ_DIR == BQ_DIR_FORWARD // fake quantize
+  (void)dy;
+  return bq_from_c(bq_mul(bq_mx_elem_to_c(bq_mx_quantize(bq_to_c(x), s)), s.sc));
+#elif BQ_OP == BQ_OP_DEQUANTIZE
+  (void)x;
+  return bq_from_c(bq_mul(bq_to_c(dy), s.sc));
+#else
+  const bool m = bq_abs(bq_mx_quotient(bq_to_c(x), s)) <= (bq_c)BQ_MX_MAX;
+#if BQ_OP == BQ_OP_QUANTIZE
+  return m ? bq_from_c(bq_mx_quotient(bq_to_c(dy), s)) : bq_from_c((bq_c)0);
+#else
+  return m ? dy : bq_from_c((bq_c)0);
+#endif
+#endif
+}
+// One group: x at x0 (and dx there), y / dy at y0, elements of T; fixed N in registers
+template <int N>
+static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {
+  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);
+#if BQ_DIR == BQ_DIR_FORWARD
+  const bq_t *in = (const bq_t *)p.x + x0, *din = in; // (din unused)
+  bq_t *out = (bq_t *)p.y + y0;
+#else
+  const bq_t *in = (const bq_t *)p.x + x0, *din = (const bq_t *)p.dy + y0;
+  bq_t *out = (bq_t *)p.dx + x0;
+#endif
+  const bool need_x = BQ_DIR == BQ_DIR_FORWARD || BQ_OP != BQ_OP_DEQUANTIZE;
+  const bool need_dy = BQ_DIR == BQ_DIR_BACKWARD;
+  if (N) {
+    bq_chunk<bq_t, (N > 0 ? N : 1)> a, b, o;
+    if (need_x) bq_load(a, in, bq_width(in));
+    if (need_dy) bq_load(b, din, bq_width(din));
+#pragma unroll
+    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s);
+    bq_store(out, o, bq_width(out));
+  } else {
+    for (bq_i64 j = 0; j < p.group; j++)
+      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s);
+  }
+}
+#endif
+
 template <int N>
 static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {
   const float g = bq_mx_g(p);
@@ -283,7 +342,11 @@ static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {
       bq_mx_put_scale(p, si, 0);
       continue;
     }
+#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
+    bq_mx_one_t<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);
+#else
     bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);
+#endif
   }
 }
 

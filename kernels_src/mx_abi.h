@@ -21,6 +21,7 @@ enum {
 
 typedef struct bq_mx_params {
   bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
+  bq_u64 dy, dx;            /* backward: dy (y's strides) read, dx (x's strides) written */
   bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
   bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
   bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */

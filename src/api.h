@@ -98,7 +98,8 @@
      Outputs must not overlap inputs.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
-     A quantize, dequantize or dynamic quantize descriptor with granularity BQ_PER_GROUP and
+     A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
+     with granularity BQ_PER_GROUP and
        int_type BQ_E2M1 (OCP FP4: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte, the lower
                  index in the low nibble; G and row strides even), BQ_E4M3 or BQ_E5M2;
        scale_type BQ_UE8M0 (the default: MXFP8, MXFP4) or BQ_E4M3 (NVFP4, E2M1 only: each
@@ -109,10 +110,10 @@
                  of two), BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL (cuBLAS),
                  _RCEIL_SAT (Transformer Engine).
      q = conv(C(x) / C(sc)) and y = T(C(q) * C(sc)), conv one round to nearest even,
-     saturating. NVFP4 dynamic quantize without args.tensor_scale computes g = amax / 2688
-     in a first pass (needs bq_plan_workspace_size bytes) and writes it to
-     args.out_tensor_scale. Forward only, no fake quantize yet. G is any size up to 4096;
-     16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
+     saturating; backward as FP8's, the mask |x / sc| <= max. NVFP4 dynamic quantize without
+     args.tensor_scale computes g = amax / 2688 in a first pass (needs
+     bq_plan_workspace_size bytes) and writes it to args.out_tensor_scale. G is any size up
+     to 4096; 16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the

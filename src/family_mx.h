@@ -15,13 +15,14 @@ BQ__FN int bq__is_mx(const bq_desc *d) {
 BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
 
 BQ__FN const char *bq__mx_label(const bq_desc *d) {
-  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize" : "mx_quantize";
+  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize"
+         : d->op == BQ_FAKE_QUANTIZE ? "mx_fake_quantize" : "mx_quantize";
 }
 static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat"};
 static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
 
-/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group,
-   forward; storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
+/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group
+   (dynamic quantize forward); storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
    default here), or E4M3 for E2M1 (NVFP4); any layout; a UE8M0 rule for dynamic quantize. */
 BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
@@ -53,14 +54,12 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   if (d->scale_type == BQ_E4M3 && d->int_type != BQ_E2M1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, e4m3) is NVFP4's, whose elements are E2M1: "
                     "desc.int_type is %s", name, (int)BQ_E4M3, bq__dtype_name(d->int_type));
-  if (d->op == BQ_FAKE_QUANTIZE)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the microscaling formats (desc.int_type %s, desc.scale_type %s) are "
-                    "offered for quantize, dequantize and dynamic quantize; fake quantize is not yet", name,
-                    bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type));
-  if (d->direction != BQ_FORWARD)
-    return bq__fail(d->direction == BQ_BACKWARD ? BQ_ERROR_NOT_SUPPORTED : BQ_ERROR_INVALID_ARGUMENT,
-                    "%s: desc.direction (%d) must be BQ_FORWARD: the microscaling formats have no backward pass yet",
-                    name, (int)d->direction);
+  if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
+                    (int)d->direction);
+  if (d->direction == BQ_BACKWARD && d->op == BQ_DYNAMIC_QUANTIZE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
+                    name);
   if (d->granularity != BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%s) must be BQ_PER_GROUP: the microscaling "
                     "formats scale groups along the row (desc.int_type %s, desc.scale_type %s, desc.scale_layout %d, "
@@ -88,18 +87,21 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   return BQ_SUCCESS;
 }
 
-/* "mx_dynamic_quantize.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
+/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  snprintf(buf, n, "%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), bq__dtype_name(d->float_type),
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+           bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
            bq__mx_rules[d->scale_rule], tn);
 }
-BQ__FN int bq__mx_from_sku(char *const *tok, int n, bq_desc *d) {
-  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_DYNAMIC_QUANTIZE};
-  if (n != 6) return 0;
+BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
+  d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
+  char *const tok[6] = {all[0], all[2], all[3], all[4], all[5], all[6]}; /* the label, then the types and form */
   int op = -1, lay = -1, rule = -1;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     bq_desc l;
     memset(&l, 0, sizeof l);
     l.op = ops[i];
@@ -130,7 +132,6 @@ BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   in->scale_type = scale[outer % 4];
   in->scale_layout = (bq_scale_layout)(outer / 4);
   in->scale_rule = (bq_scale_rule)inner;
-  in->direction = BQ_FORWARD;
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
@@ -149,8 +150,9 @@ BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
 BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
-  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n#define BQ_MX_LAYOUT %d\n"
-              "#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), (int)d->scale_layout, (int)d->scale_rule);
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
+              (int)d->scale_layout, (int)d->scale_rule);
 }
 BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
@@ -168,7 +170,8 @@ BQ__FN bq_status bq__mx_view(const bq_plan *p, const bq_args *a, bq__view *v) {
   if (v->group > BQ__MX_MAX_GROUP)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest microscaling "
                     "group offered", p->name, (long long)v->group, BQ__MX_MAX_GROUP);
-  if (d->int_type == BQ_E2M1) {
+  const int codes = d->direction == BQ_FORWARD && d->op != BQ_FAKE_QUANTIZE; /* the call moves codes */
+  if (d->int_type == BQ_E2M1 && codes) {
     if (v->group % 2)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
                       "so groups must be even", p->name, (long long)v->group);
@@ -202,9 +205,16 @@ BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v
   bq_status st = bq__mx_view(p, a, v);
   const bq_desc *d = &p->desc;
   if (st || v->numel == 0) return st;
-  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE;
-  if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : bq__dtype_size(d->float_type)))) return st;
-  if ((st = bq__check_ptr(p, "args.y", a->y, deq ? bq__dtype_size(d->float_type) : 1))) return st;
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
+  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
+  if (bwd) {
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
+    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
+  } else {
+    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
+  }
   if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
   if (!dyn && a->zero_points)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
@@ -232,6 +242,8 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   memset(&k, 0, sizeof k);
   k.x = (uint64_t)(uintptr_t)a->x;
   k.y = (uint64_t)(uintptr_t)a->y;
+  k.dy = (uint64_t)(uintptr_t)a->dy;
+  k.dx = (uint64_t)(uintptr_t)a->dx;
   k.scales = (uint64_t)(uintptr_t)(d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales);
   k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
   k.rows = v.rows;
@@ -277,7 +289,8 @@ BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
 }
 
 static const bq__family bq__mx_family = {
-  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_DYNAMIC_QUANTIZE}, {"quantize", "dequantize", "dynamic_quantize"}, "mx",
+  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE},
+  {"quantize", "dequantize", "fake_quantize", "dynamic_quantize"}, "mx",
   bq__mx_normalize, bq__mx_label, bq__mx_sku, bq__mx_from_sku, bq__mx_axes, bq__mx_vary, bq__mx_owns,
   bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
   bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,

@@ -1339,10 +1339,11 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    family's hooks. */
 struct bq_plan;
 enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4 }; /* bq__family.owns */
+#define BQ__FAMILY_OPS 4
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
-  bq_op ops[3];            /* the ops it serves (0 ends the list) */
-  const char *op_names[3]; /* their names, in plan names, SKUs and messages */
+  bq_op ops[BQ__FAMILY_OPS];            /* the ops it serves (0 ends the list) */
+  const char *op_names[BQ__FAMILY_OPS]; /* their names, in plan names, SKUs and messages */
   const char *group;       /* its name to tools (warm --family, bq__all_descs) */
   /* *d, a copy of in whose op is the family's: its defaults filled in and the plan's name
      written, or a field refused by name */

@@ -6,7 +6,7 @@ static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynami
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
   for (int f = 0; f < BQ__FAMILIES; f++)
-    for (int i = 0; i < 3 && bq__families[f]->ops[i]; i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i]; i++)
       if (bq__families[f]->ops[i] == op) {
         if (index) *index = i;
         return bq__families[f];

@@ -47,7 +47,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++)
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
-    for (int i = 0; i < 3 && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
         bq_desc l;
         memset(&l, 0, sizeof l);
@@ -113,7 +113,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   for (int fi = 0; fi < BQ__FAMILIES; fi++) {
     const bq__family *fam = bq__families[fi];
     if (!(families & bq__family_bit(fam->group))) continue;
-    for (int oi = 0; oi < 3 && fam->ops[oi]; oi++) {
+    for (int oi = 0; oi < BQ__FAMILY_OPS && fam->ops[oi]; oi++) {
       const bq_op op = fam->ops[oi];
       int outer = 1, inner = 1;
       if (fam->axes) fam->axes(op, &outer, &inner);

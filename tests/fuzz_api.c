@@ -345,9 +345,18 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
     const uint64_t ng = G > 0 ? u(C) / u(G) : 0;
     const uint64_t xs = u(a->x_row_stride ? a->x_row_stride : C), ys = u(a->y_row_stride ? a->y_row_stride : C);
     const int deq = d->op == BQ_DEQUANTIZE, e2 = d->int_type == BQ_E2M1;
-    const uint64_t fx = span(R, C, deq ? ys : xs), cx = span(R, C, deq ? xs : ys), cbytes = e2 ? cdiv(cx, 2) : cx;
-    reg("x", a->x, deq ? cbytes : fx, deq ? 1 : T, 0);
-    reg("y", a->y, deq ? fx : cbytes, deq ? T : 1, 1);
+    if (d->direction == BQ_BACKWARD) { /* dy [rows, cols] (y_row_stride), x and dx (x_row_stride), floats */
+      reg("dy", a->dy, span(R, C, ys), T, 0);
+      reg("dx", a->dx, span(R, C, xs), T, 1);
+      if (!deq) reg("x", a->x, span(R, C, xs), T, 0);
+    } else if (d->op == BQ_FAKE_QUANTIZE) {
+      reg("x", a->x, span(R, C, xs), T, 0);
+      reg("y", a->y, span(R, C, ys), T, 1);
+    } else {
+      const uint64_t fx = span(R, C, deq ? ys : xs), cx = span(R, C, deq ? xs : ys), cbytes = e2 ? cdiv(cx, 2) : cx;
+      reg("x", a->x, deq ? cbytes : fx, deq ? 1 : T, 0);
+      reg("y", a->y, deq ? fx : cbytes, deq ? T : 1, 1);
+    }
     uint64_t n = 0;
     if (ng && R > 0) {
       const int mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
@@ -601,10 +610,19 @@ static void check_mx(const char *name, const bq_desc *d, const void *params) {
   if (k.group < 1 || k.pgroups < k.ngroups || k.ngroups * k.group != k.cols)
     return violation("%s: %s: groups of %lld, %lld (walked %lld) a row of %lld", call.plan->name, name,
                      (long long)k.group, (long long)k.ngroups, (long long)k.pgroups, (long long)k.cols);
-  const uint64_t fx = span(k.rows, k.cols, deq ? k.ys : k.xs), cx = span(k.rows, k.cols, deq ? k.xs : k.ys);
-  const uint64_t cb = e2 ? cdiv(cx, 2) : cx;
-  touch(name, "x", k.x, deq ? cb : sat_mul(fx, T), 0);
-  touch(name, "y", k.y, deq ? sat_mul(fx, T) : cb, 1);
+  if (d->direction == BQ_BACKWARD) {
+    touch(name, "dy", k.dy, sat_mul(span(k.rows, k.cols, k.ys), T), 0);
+    touch(name, "dx", k.dx, sat_mul(span(k.rows, k.cols, k.xs), T), 1);
+    if (!deq) touch(name, "x", k.x, sat_mul(span(k.rows, k.cols, k.xs), T), 0);
+  } else if (d->op == BQ_FAKE_QUANTIZE) {
+    touch(name, "x", k.x, sat_mul(span(k.rows, k.cols, k.xs), T), 0);
+    touch(name, "y", k.y, sat_mul(span(k.rows, k.cols, k.ys), T), 1);
+  } else {
+    const uint64_t fx = span(k.rows, k.cols, deq ? k.ys : k.xs), cx = span(k.rows, k.cols, deq ? k.xs : k.ys);
+    const uint64_t cb = e2 ? cdiv(cx, 2) : cx;
+    touch(name, "x", k.x, deq ? cb : sat_mul(fx, T), 0);
+    touch(name, "y", k.y, deq ? sat_mul(fx, T) : cb, 1);
+  }
   /* the scales the walk reaches: rows of pgroups items (the blocked padding: whole tiles) */
   const uint64_t wrows = k.pgroups ? u(k.items) / u(k.pgroups) : 0, ng = u(k.ngroups);
   uint64_t n = 0;

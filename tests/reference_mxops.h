@@ -1,5 +1,6 @@
 /* tests/reference_mxops.h - the CPU reference of the microscaling ops (docs/numerics.md,
-   "Microscaling"): quantize, dequantize and dynamic quantize of [rows, cols] in groups of G
+   "Microscaling"): quantize, dequantize and fake quantize (both directions) and dynamic
+   quantize of [rows, cols] in groups of G
    along the row, each group with a one-byte scale: UE8M0 (MXFP8, MXFP4) or E4M3 times an
    f32 tensor scale g (NVFP4). Written from the contract, on reference.h's loads and stores,
    reference_fp4.h's and reference_fp8.h's conversions (from a double: an f32 quotient
@@ -136,15 +137,19 @@ REF_API void refmx_put(const bq_desc *d, unsigned char *q, int64_t j, uint8_t c)
   q[j / 2] = (unsigned char)(j % 2 ? (q[j / 2] & 0x0F) | (c << 4) : (q[j / 2] & 0xF0) | c);
 }
 
-/* The whole op on [rows, cols] in groups of G, row strides xs and ys (elements), scales of
-   leading dimension grs (ignored when blocked): quantize (x floats -> y codes, scales read),
-   dequantize (x codes -> y floats) or dynamic quantize (scales written; NVFP4: g the tensor
-   scale given, or NaN to compute it, returned). bound: args.amax_bound (0: none). */
-REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, int64_t xs, int64_t ys,
-                       int64_t grs, const void *x, void *y, void *scales, float g, double bound) {
+/* The whole op on [rows, cols] in groups of G, row strides xs and ys (elements; x and dx
+   take xs, y and dy ys), scales of leading dimension grs (ignored when blocked):
+   forward quantize (x floats -> y codes, scales read), dequantize (x codes -> y floats),
+   fake quantize (x -> y floats) or dynamic quantize (scales written; NVFP4: g the tensor
+   scale given, or NaN to compute it, returned); backward quantize dx = m ? T(dy / sc) : +0,
+   dequantize dx = T(dy * sc), fake quantize dx = m ? dy : +0, m = (|C(x) / C(sc)| <= max).
+   bound: args.amax_bound (0: none). */
+REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, int64_t xs, int64_t ys, int64_t grs,
+                       const void *x, void *y, const void *dy, void *dx, void *scales, float g, double bound) {
   const int64_t ng = G ? cols / G : 0;
   unsigned char *sb = (unsigned char *)scales;
-  const int nv = d->scale_type == BQ_E4M3;
+  const int nv = d->scale_type == BQ_E4M3, bwd = d->direction == BQ_BACKWARD, e2 = d->int_type == BQ_E2M1;
+  const double maxe = refmx_fmt_of(d->int_type).max;
   if (d->op == BQ_DYNAMIC_QUANTIZE && nv && g != g) {
     float at = 0.0f;
     for (int64_t r = 0; r < rows; r++)
@@ -166,7 +171,6 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
           const double v = fabs(refmx_load(d, x, r * xs + gi * G + j));
           if (v > amax) amax = v;
         }
-        if (d->float_type != BQ_F64) amax = (double)(float)amax;
         if (bound > 0) {
           const double b = d->float_type == BQ_F64 ? bound : (double)(float)bound;
           if (!(amax <= b)) amax = b;
@@ -178,13 +182,35 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
       }
       const double sc = refmx_sc(d, code, g);
       for (int64_t j = 0; j < G; j++) {
-        const int64_t c = gi * G + j;
-        if (d->op == BQ_DEQUANTIZE) {
-          refmx_dequantize(d, refmx_get(d, (const unsigned char *)x + (d->int_type == BQ_E2M1 ? r * xs / 2 : r * xs), c),
-                           sc, y, r * ys + c);
+        const int64_t c = gi * G + j, xi = r * xs + c, yi = r * ys + c;
+        if (bwd) {
+          const double dv = refmx_load(d, dy, yi);
+          if (d->op == BQ_DEQUANTIZE) {
+            if (d->float_type == BQ_F64) { volatile double v = dv * sc; ref_store_d(dx, xi, v); }
+            else { volatile float v = (float)dv * (float)sc; ref_store_f(d->float_type, dx, xi, v); }
+            continue;
+          }
+          double q;
+          if (d->float_type == BQ_F64) { volatile double v = refmx_load(d, x, xi) / sc; q = v; }
+          else { volatile float v = (float)refmx_load(d, x, xi) / (float)sc; q = v; }
+          const int m = fabs(q) <= maxe; /* (NaN: 0) */
+          if (d->op == BQ_FAKE_QUANTIZE) {
+            if (d->float_type == BQ_F64) ref_store_d(dx, xi, m ? dv : 0.0);
+            else ref_store_f(d->float_type, dx, xi, m ? (float)dv : 0.0f);
+          } else if (d->float_type == BQ_F64) {
+            volatile double v = dv / sc;
+            ref_store_d(dx, xi, m ? v : 0.0);
+          } else {
+            volatile float v = (float)dv / (float)sc;
+            ref_store_f(d->float_type, dx, xi, m ? v : 0.0f);
+          }
+        } else if (d->op == BQ_DEQUANTIZE) {
+          refmx_dequantize(d, refmx_get(d, (const unsigned char *)x + (e2 ? r * xs / 2 : r * xs), c), sc, y, yi);
+        } else if (d->op == BQ_FAKE_QUANTIZE) {
+          refmx_dequantize(d, refmx_quantize(d, refmx_load(d, x, xi), sc), sc, y, yi);
         } else {
-          const uint8_t q = refmx_quantize(d, refmx_load(d, x, r * xs + c), sc);
-          refmx_put(d, (unsigned char *)y + (d->int_type == BQ_E2M1 ? r * ys / 2 : r * ys), c, q);
+          const uint8_t q = refmx_quantize(d, refmx_load(d, x, xi), sc);
+          refmx_put(d, (unsigned char *)y + (e2 ? r * ys / 2 : r * ys), c, q);
         }
       }
     }

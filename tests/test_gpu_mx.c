@@ -2,7 +2,8 @@
    kernels_src/mx.cu) on the GPU against the CPU reference (tests/reference_mxops.h), bit for
    bit: codes, scales and NVFP4's tensor scale.
 
-   Coverage: quantize, dequantize and dynamic quantize x element and scale type (E4M3, E5M2
+   Coverage: quantize, dequantize and dynamic quantize, fake quantize, and the backward
+   passes (quantize, dequantize, fake quantize) x element and scale type (E4M3, E5M2
    and E2M1 with UE8M0; E2M1 with E4M3) x layout (row-major, MN-major, blocked) x float type
    (every one, rotating where the plans would be too many) x UE8M0 rule (dynamic); each plan
    on groups of 16 and 32 (bq_mx16, bq_mx32, each also forced onto bq_mx_any) and of other
@@ -158,8 +159,8 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   BQ_OK(bq_memcpy_to_host(got, out->dev, out->total), "%s", what);
   BQ_OK(bq_memcpy_to_host(gs, S.dev, S.total), "%s", what);
   const float eg = refmx_op(d, rows, cols, G, xs, ys, grs, deq ? (const void *)(C.h + C.pre) : (const void *)(F.h + F.pre),
-                            deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), S.h + S.pre, c->computed ? NAN : g,
-                            a.amax_bound);
+                            deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), NULL, NULL, S.h + S.pre,
+                            c->computed ? NAN : g, a.amax_bound);
   char msg[2048];
   size_t bad = deq ? ref_compare(d->float_type, out->h, got, (int64_t)(out->total / T), msg, sizeof msg)
                    : ref_compare(BQ_U8, out->h, got, (int64_t)out->total, msg, sizeof msg);
@@ -182,10 +183,113 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   dbuf_free(&G4);
 }
 
+/* Fake quantize forward and the backward passes: floats in and out (x and dx on x's strides,
+   y and dy on y's), the scales read; elements at the mask's edge (+-max times the group's
+   scale, and one ulp past it) in a third of the groups */
+static void run_case_t(const bq_desc *d, const mx_case *c) {
+  bq_plan *p = plan_get(d, "mx floats");
+  const int bwd = d->direction == BQ_BACKWARD, deq = d->op == BQ_DEQUANTIZE, nv = d->scale_type == BQ_E4M3;
+  const int64_t rows = c->rows, G = c->G, cols = c->ngroups * G, ng = c->ngroups;
+  const int64_t xs = cols + c->xpad, ys = cols + c->ypad;
+  const int64_t grs0 = refmx_default_grs(d->scale_layout, rows, ng);
+  const int64_t grs_arg = d->scale_layout == BQ_SCALES_BLOCKED || !c->grs_extra ? 0 : grs0 + c->grs_extra;
+  const int64_t grs = grs_arg ? grs_arg : grs0;
+  const int64_t nscale = refmx_scale_bytes(d->scale_layout, rows, ng, grs);
+  const bq_dtype ft = d->float_type;
+  const size_t T = (size_t)bq__dtype_size(ft);
+  const double maxe = refmx_fmt_of(d->int_type).max;
+  char what[1024], sku[512];
+  snprintf(sku, sizeof sku, "%s", bq_plan_sku(p));
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d force %d",
+           (unsigned long long)g_seed, sku, (long long)rows, (long long)cols, (long long)G, (long long)xs, (long long)ys,
+           (long long)grs_arg, c->offf, c->offc, c->force);
+  dbuf X, Y, DX, S, G4;
+  memset(&DX, 0, sizeof DX);
+  memset(&G4, 0, sizeof G4);
+  dbuf_make(&X, T, rows * xs, c->offf);
+  dbuf_make(&Y, T, rows * ys, c->offc % 8);
+  dbuf_make(&S, 1, nscale, 0);
+  fill_garbage(X.h, X.total);
+  fill_garbage(Y.h, Y.total);
+  fill_garbage(S.h, S.total);
+  for (int64_t i = 0; i < nscale; i++)
+    S.h[S.pre + i] = nv ? (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50))
+                        : (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255)
+                                                          : (int)rnd_range(110, 135));
+  const float g = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) {
+      const double mag = ldexp(1.0, (int)rnd_range(-8, 8));
+      store(ft, X.h + X.pre, r * xs + j, value(d, (int)(rnd() % 6), mag));
+      if (bwd) store(ft, Y.h + Y.pre, r * ys + j, value(d, (int)(rnd() % 6), mag));
+    }
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t gi = 0; gi < ng; gi++)
+      if (rnd() % 3 == 0) {
+        const double v = maxe * refmx_sc(d, S.h[S.pre + refmx_scale_index(d->scale_layout, r, gi, ng, grs)], g);
+        const int64_t i = r * xs + gi * G + rnd_range(0, G - 1);
+        store(ft, X.h + X.pre, i, rnd() & 1 ? -v : v);
+      }
+  BQ_OK(bq_memcpy_to_device(X.dev, X.h, X.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(Y.dev, Y.h, Y.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(S.dev, S.h, S.total), "%s", what);
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = rows, a.cols = cols, a.group_size = G;
+  a.x_row_stride = xs, a.y_row_stride = ys, a.group_row_stride = grs_arg;
+  a.scales = S.dev + S.pre;
+  if (nv) {
+    dbuf_make(&G4, 4, 1, 0);
+    fill_garbage(G4.h, G4.total);
+    memcpy(G4.h + G4.pre, &g, 4);
+    BQ_OK(bq_memcpy_to_device(G4.dev, G4.h, G4.total), "%s", what);
+    a.tensor_scale = G4.dev + G4.pre;
+  }
+  if (bwd) {
+    dbuf_make(&DX, T, rows * xs, c->offf);
+    fill_garbage(DX.h, DX.total);
+    BQ_OK(bq_memcpy_to_device(DX.dev, DX.h, DX.total), "%s", what);
+    a.dy = Y.dev + Y.pre;
+    a.dx = DX.dev + DX.pre;
+    if (!deq) a.x = X.dev + X.pre;
+  } else {
+    a.x = X.dev + X.pre;
+    a.y = Y.dev + Y.pre;
+  }
+  bq__mx_force_entry = c->force;
+  g_last_fn = NULL;
+  BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), "%s", what);
+  bq__mx_force_entry = -1;
+  if (rows && cols) {
+    const int e = c->force >= 0 ? c->force : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+    cr_assert(g_last_fn && g_last_fn == plan_fn(p, e), "the last launch is not %s | %s", p->kernels[e], what);
+  }
+  BQ_OK(bq_synchronize(NULL), "%s", what);
+  dbuf *out = bwd ? &DX : &Y;
+  unsigned char *got = (unsigned char *)malloc(out->total);
+  cr_assert(got != NULL);
+  BQ_OK(bq_memcpy_to_host(got, out->dev, out->total), "%s", what);
+  refmx_op(d, rows, cols, G, xs, ys, grs, X.h + X.pre, bwd ? NULL : (void *)(Y.h + Y.pre),
+           bwd ? (const void *)(Y.h + Y.pre) : NULL, bwd ? (void *)(DX.h + DX.pre) : NULL, S.h + S.pre, g, 0);
+  char msg[2048];
+  const size_t bad = ref_compare(ft, out->h, got, (int64_t)(out->total / T), msg, sizeof msg);
+  cr_assert_eq(bad, 0, "%s: %zu differ (data at %zu):\n%s| %s", bwd ? "dx" : "y", bad, out->pre, msg, what);
+  check_unchanged(&X, "x", what);
+  check_unchanged(&S, "scales", what);
+  if (bwd) check_unchanged(&Y, "dy", what);
+  free(got);
+  dbuf_free(&X);
+  dbuf_free(&Y);
+  dbuf_free(&DX);
+  dbuf_free(&S);
+  dbuf_free(&G4);
+}
+
 /* a plan's cases: the formats' group sizes on their kernels and on bq_mx_any, other sizes,
    rows past a blocked tile, strides and offsets */
 static void run_plan(const bq_desc *d) {
   const int e2 = d->int_type == BQ_E2M1, nv = d->scale_type == BQ_E4M3;
+  const int floats = d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD; /* no codes in or out */
   static const int64_t even[] = {2, 8, 10, 48, 64, 128, 4096}, any[] = {1, 7, 33, 64, 100, 4096};
   for (int rep = 0; rep < 12; rep++) {
     mx_case c;
@@ -201,11 +305,14 @@ static void run_plan(const bq_desc *d) {
     c.offf = rnd() % 3 ? 0 : (int)rnd_range(1, 7);
     c.offc = rnd() % 3 ? 0 : (int)rnd_range(1, 15);
     c.computed = nv && d->op == BQ_DYNAMIC_QUANTIZE && rep % 2;
-    run_case(d, &c);
+    if (floats) c.G = rep < 6 ? c.G : PICK(any), c.xpad = rnd() % 2 ? 0 : rnd_range(1, 9), c.ypad = rnd() % 2 ? 0 : rnd_range(1, 9);
+    if (floats) run_case_t(d, &c);
+    else run_case(d, &c);
   }
   /* a large dense one: many blocks, the amax pass's partials */
   mx_case c = {4096, 256, nv ? 16 : 32, 0, 0, 0, 0, 0, -1, nv && d->op == BQ_DYNAMIC_QUANTIZE};
-  run_case(d, &c);
+  if (floats) run_case_t(d, &c);
+  else run_case(d, &c);
 }
 
 static void mx_begin(void) {
@@ -228,6 +335,18 @@ Test(mx, dequantize, .timeout = 900) {
       const bq_desc d = mx_desc(BQ_DEQUANTIZE, FTS[(k + lay + 1) % 4], k, lay, 0);
       if (bq__is_mx(&d)) run_plan(&d);
     }
+}
+/* fake quantize forward and backward, quantize and dequantize backward: every element and
+   scale type x layout, the float type rotating */
+Test(mx, fake_quantize_and_backward, .timeout = 900) {
+  static const bq_op ops[] = {BQ_FAKE_QUANTIZE, BQ_FAKE_QUANTIZE, BQ_QUANTIZE, BQ_DEQUANTIZE};
+  for (int o = 0; o < 4; o++)
+    for (int k = 0; k < 4; k++)
+      for (int lay = 0; lay < 3; lay++) {
+        bq_desc d = mx_desc(ops[o], FTS[(o + k + lay) % 4], k, lay, 0);
+        d.direction = o == 0 ? BQ_FORWARD : BQ_BACKWARD;
+        if (bq__is_mx(&d)) run_plan(&d);
+      }
 }
 /* dynamic quantize: every element type x layout x rule (NVFP4: its one rule), the float type
    rotating; and every float type on MXFP4 and NVFP4 in the blocked layout */

@@ -62,6 +62,7 @@ static bq_desc the_desc(void) {
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = OP;
+  d.direction = EMU_BWD ? BQ_BACKWARD : BQ_FORWARD;
   d.granularity = BQ_PER_GROUP;
   d.float_type = T;
   d.int_type = I;
@@ -187,7 +188,7 @@ static void one_case(int rep) {
   /* the reference on the unpoisoned copies */
   unsigned char *efl = efb.data() + guard + (size_t)offf * ts, *ecd = ecb.data() + guard + offc;
   etso = refmx_op(&d, a.rows, a.cols, G, xs, ys, grs, deq ? (const void *)ecd : (const void *)efl,
-                  deq ? (void *)efl : (void *)ecd, esc, computed ? NAN : tsv, a.amax_bound);
+                  deq ? (void *)efl : (void *)ecd, NULL, NULL, esc, computed ? NAN : tsv, a.amax_bound);
   char msg[2048];
   size_t bad = deq ? ref_compare(T, efb.data(), fb.data(), (int64_t)(fb.size() / ts), msg, sizeof msg)
                    : ref_compare(BQ_U8, ecb.data(), cb.data(), (int64_t)cb.size(), msg, sizeof msg);
@@ -199,6 +200,115 @@ static void one_case(int rep) {
     cr_assert(!memcmp(&tso, &etso, 4), "tensor scale %a, expected %a | %s", (double)tso, (double)etso, what);
 }
 
+/* Fake quantize forward and the backward passes: floats in and out (x and dx on x's strides,
+   y and dy on y's), the scales read */
+static void one_case_t(int rep) {
+  bq_desc d = the_desc();
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__entry entry;
+  memset(&entry, 0, sizeof entry);
+  entry.fn[BQ__MX_G16] = (bq__CUfunction)k16;
+  entry.fn[BQ__MX_G32] = (bq__CUfunction)k32;
+  entry.fn[BQ__MX_ANY] = (bq__CUfunction)kany;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
+  plan.num_sms = rep % 3 ? 132 : 1;
+  static const int64_t gs[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
+  const int64_t G = gs[rnd() % 10];
+  const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0;
+  bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.group_size = G;
+  a.rows = rep < 4 ? rnd_range(120, 300) : rnd_range(0, 40);
+  a.cols = G * rnd_range(rep == 5 ? 0 : 1, rep < 4 ? 5 : 12);
+  a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+  a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+  const int64_t ng = a.cols / G, xs = a.x_row_stride ? a.x_row_stride : a.cols,
+                ys = a.y_row_stride ? a.y_row_stride : a.cols;
+  const int64_t grs0 = refmx_default_grs(d.scale_layout, a.rows, ng);
+  a.group_row_stride = d.scale_layout == BQ_SCALES_BLOCKED || rnd() & 1 ? 0 : grs0 + rnd_range(0, 3);
+  const int64_t grs = a.group_row_stride ? a.group_row_stride : grs0;
+  const int64_t nscale = refmx_scale_bytes(d.scale_layout, a.rows, ng, grs);
+  const int bwd = EMU_BWD;
+  const size_t ts = ref_dtype_size(T), guard = 40;
+  const int64_t nx = a.rows * xs, ny = a.rows * ys;
+  const int offx = rnd() % 3 ? 0 : (int)rnd_range(1, 7), offy = rnd() % 3 ? 0 : (int)rnd_range(1, 7);
+  /* x (read), y or dy (forward: written; backward: read), dx (backward: written) */
+  std::vector<unsigned char> xb((size_t)nx * ts + 2 * guard + 64), yb((size_t)ny * ts + 2 * guard + 64),
+      dxb(xb.size()), edxb(xb.size()), eyb(yb.size());
+  std::vector<unsigned char> sb((size_t)nscale + 2 * guard + 64);
+  unsigned char *x = xb.data() + guard + (size_t)offx * ts, *y = yb.data() + guard + (size_t)offy * ts;
+  unsigned char *dx = dxb.data() + guard + (size_t)offx * ts, *sc = sb.data() + guard;
+  char what[400];
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s", (unsigned long long)g_seed,
+           EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G, (long long)xs, (long long)ys, (long long)grs,
+           offx, offy, force_any ? " forced any" : "");
+  double mag = ldexp(1.0, (int)rnd_range(-8, 8));
+  int kind = (int)(rnd() % 6);
+  for (int64_t i = 0; i < nx; i++) {
+    if (i % G == 0 && rnd() % 4 == 0) kind = (int)(rnd() % 6), mag = ldexp(1.0, (int)rnd_range(-8, 8));
+    store_any(T, x, i, value(kind, mag));
+  }
+  if (bwd)
+    for (int64_t i = 0; i < ny; i++) store_any(T, y, i, value((int)(rnd() % 6), ldexp(1.0, (int)rnd_range(-8, 8))));
+  else
+    memset(yb.data(), 0x5A, yb.size());
+  memset(dxb.data(), 0x5A, dxb.size());
+  memset(sb.data(), 0xA5, sb.size());
+  for (int64_t i = 0; i < nscale; i++) {
+    if (NV) sc[i] = (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50));
+    else sc[i] = (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255) : (int)rnd_range(110, 135));
+  }
+  float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
+  /* the mask's edge: now and then an element at exactly +-max times its group's scale, or
+     the next value of T past it (where the scale is a power of two, both are exact) */
+  for (int64_t r = 0; r < a.rows; r++)
+    for (int64_t gi = 0; gi < ng; gi++)
+      if (rnd() % 3 == 0) {
+        const double v = MAXE * refmx_sc(&d, sc[refmx_scale_index(d.scale_layout, r, gi, ng, grs)], tsv);
+        const int64_t i = r * xs + gi * G + rnd_range(0, G - 1);
+        store_any(T, x, i, rnd() & 1 ? -v : v);
+        if (rnd() & 1) { /* one ulp of T further out */
+          const double w = T == BQ_F64 ? ref_load_d(T, x, i) : (double)ref_load_f(T, x, i);
+          store_any(T, x, i, w * (1 + (T == BQ_F64 ? 0x1p-52 : T == BQ_F32 ? 0x1p-23 : T == BQ_F16 ? 0x1p-10 : 0x1p-7)));
+        }
+      }
+  memcpy(eyb.data(), yb.data(), yb.size());
+  memcpy(edxb.data(), dxb.data(), dxb.size());
+  std::vector<unsigned char> esb(sb);
+  if (NV) a.tensor_scale = &tsv;
+  a.scales = sc;
+  if (bwd) {
+    a.dy = y;
+    a.dx = dx;
+    if (OP != BQ_DEQUANTIZE) a.x = x;
+  } else {
+    a.x = x;
+    a.y = y;
+  }
+  g_last = NULL;
+  cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+  bq__mx_force_entry = -1;
+  if (a.rows && a.cols) {
+    const emu_kernel want = force_any || (G != 16 && G != 32) ? (emu_kernel)kany : G == 16 ? (emu_kernel)k16 : (emu_kernel)k32;
+    cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
+  }
+  unsigned char *ey = eyb.data() + guard + (size_t)offy * ts, *edx = edxb.data() + guard + (size_t)offx * ts;
+  refmx_op(&d, a.rows, a.cols, G, xs, ys, grs, x, bwd ? NULL : (void *)ey, bwd ? (const void *)ey : NULL,
+           bwd ? (void *)edx : NULL, esb.data() + guard, tsv, 0);
+  char msg[2048];
+  const std::vector<unsigned char> &got = bwd ? dxb : yb, &want = bwd ? edxb : eyb;
+  size_t bad = ref_compare(T, want.data(), got.data(), (int64_t)(got.size() / ts), msg, sizeof msg);
+  cr_assert_eq(bad, 0, "%s: %zu differ (index from the buffer's start, guard %zu):\n%s| %s", bwd ? "dx" : "y", bad, guard,
+               msg, what);
+  cr_assert(!memcmp(sb.data(), esb.data(), sb.size()), "the scales were written | %s", what);
+  if (bwd) cr_assert(!memcmp(yb.data(), eyb.data(), yb.size()), "dy was written | %s", what);
+}
+
 Test(emulated_mx, shapes, .timeout = 600) {
-  for (int rep = 0; rep < 48; rep++) one_case(rep);
+  for (int rep = 0; rep < 48; rep++) {
+    if (OP == BQ_FAKE_QUANTIZE || EMU_BWD) one_case_t(rep);
+    else one_case(rep);
+  }
 }

@@ -485,9 +485,10 @@ static void axes(const unit *u, uint64_t w[2]) {
   w[0] = 1ull << ((unsigned)ft & 15) | 1ull << (16 + ((unsigned)d->int_type & 15)) |
          1ull << (32 + (((unsigned)d->op * 3 + (unsigned)d->activation) & 31));
   w[1] = 1ull << (16 * fam + (unsigned)(u->t.module - 1));
-  if (bq__is_mx(d)) /* (a pool of its own) its entry point, scale type, layout and UE8M0 rule */
+  if (bq__is_mx(d)) /* (a pool of its own) its entry point, scale type, layout, UE8M0 rule and direction */
     w[1] = 1ull << (unsigned)(u->t.module - 1) | 1ull << (16 + (d->scale_type == BQ_E4M3)) |
-           1ull << (24 + (unsigned)d->scale_layout) | 1ull << (32 + (unsigned)d->scale_rule);
+           1ull << (24 + (unsigned)d->scale_layout) | 1ull << (32 + (unsigned)d->scale_rule) |
+           1ull << (40 + (unsigned)d->direction);
 }
 static int popcount64(uint64_t v) {
   int c = 0;
@@ -546,7 +547,7 @@ static size_t gelu_set(bq_op op, int sm, bq_desc *out);
 static size_t linear_set(bq_op op, int sm, bq_desc *out);
 static size_t mx_set(bq_op op, int sm, bq_desc *out);
 static const member POOLS[][5] = {
-    {{BQ_QUANTIZE, mx_set}, {BQ_DEQUANTIZE, mx_set}, {BQ_DYNAMIC_QUANTIZE, mx_set}},
+    {{BQ_QUANTIZE, mx_set}, {BQ_DEQUANTIZE, mx_set}, {BQ_FAKE_QUANTIZE, mx_set}, {BQ_DYNAMIC_QUANTIZE, mx_set}},
     {{BQ_QUANTIZE, fp8_set}, {BQ_DEQUANTIZE, fp8_set}, {BQ_FAKE_QUANTIZE, fp8_set}, {BQ_DYNAMIC_QUANTIZE, fp8_set}},
     {{BQ_QUANTIZE, affine_set}, {BQ_DEQUANTIZE, affine_set}, {BQ_FAKE_QUANTIZE, affine_set}},
     {{BQ_RMSNORM_QUANTIZE, rmsnorm_set}, {BQ_GATED_QUANTIZE, silu_set}, {BQ_GATED_QUANTIZE, gelu_set}},
@@ -693,7 +694,8 @@ static void fp8_soft(void) { bq__fp8_soft = 1; }
 
 /* The microscaling formats (src/family_mx.h), one op: every float type x element and scale
    type (MXFP8 e4m3 and e5m2, MXFP4, NVFP4) x layout (row-major, MN-major, blocked) x UE8M0
-   rule (dynamic quantize), those the microscaling family serves; on sm_80, sm_90 and sm_100
+   rule (dynamic quantize) x direction (the others), those the microscaling family serves;
+   on sm_80, sm_90 and sm_100
    (the software E2M1 conversion everywhere). */
 static size_t mx_set(bq_op op, int sm, bq_desc *out) {
   (void)sm;
@@ -702,10 +704,12 @@ static size_t mx_set(bq_op op, int sm, bq_desc *out) {
   for (size_t f = 0; f < NELEM(FTS); f++)
     for (int k = 0; k < 4; k++)
       for (int lay = 0; lay < 3; lay++)
-        for (int rule = 0; rule < (op == BQ_DYNAMIC_QUANTIZE && scale[k] == BQ_UE8M0 ? 6 : 1); rule++) {
+        for (int rule = 0; rule < (op == BQ_DYNAMIC_QUANTIZE && scale[k] == BQ_UE8M0 ? 6 : 1); rule++)
+          for (int dir = 0; dir < (op == BQ_DYNAMIC_QUANTIZE ? 1 : 2); dir++) {
           bq_desc d;
           memset(&d, 0, sizeof d);
           d.op = op;
+          d.direction = (bq_direction)dir;
           d.granularity = BQ_PER_GROUP;
           d.float_type = FTS[f];
           d.int_type = elem[k];
@@ -722,6 +726,8 @@ Test(compile, mx_dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYN
 Test(compile, mx_dynamic_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 90, mx_set); }
 Test(compile, mx_dynamic_quantize_on_sm_100, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 100, mx_set); }
 Test(compile, mx_quantize_on_sm_100, .timeout = 600) { compile_all(BQ_QUANTIZE, 100, mx_set); }
+Test(compile, mx_fake_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 80, mx_set); }
+Test(compile, mx_fake_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_FAKE_QUANTIZE, 90, mx_set); }
 Test(compile, fp8_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, fp8_set); }
 Test(compile, fp8_quantize_on_sm_89, .timeout = 600) { compile_all(BQ_QUANTIZE, 89, fp8_set); }
 Test(compile, fp8_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_QUANTIZE, 90, fp8_set); }

@@ -3530,6 +3530,7 @@ Test(desc, mx_descriptors_accepted) {
     mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E5M2, BQ_UE8M0, BQ_SCALES_MN_MAJOR, BQ_SCALE_RCEIL_SAT),
     mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_DTYPE_DEFAULT, BQ_SCALES_ROW_MAJOR, BQ_SCALE_EVEN),
     mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_DTYPE_DEFAULT, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT),
+    mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_MN_MAJOR, BQ_SCALE_RULE_DEFAULT),
   };
   for (size_t i = 0; i < NELEM(ok); i++) {
     cr_assert(bq__is_mx(&ok[i].d), "%s", ok[i].ctx);
@@ -3550,12 +3551,13 @@ Test(desc, mx_fields_refused_by_name) {
   struct { combo c; bq_status want; const char *needle; } cases[16];
   int n = 0;
 #define MX_CASE(C, W, N) cases[n].c = (C), cases[n].want = (W), cases[n].needle = (N), n++
-  combo c = mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
-  MX_CASE(c, BQ_ERROR_NOT_SUPPORTED, "fake quantize is not yet");
-  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  combo c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
   c.d.direction = BQ_BACKWARD;
-  snprintf(c.name, sizeof c.name, "quantize_per_group_backward");
-  MX_CASE(c, BQ_ERROR_NOT_SUPPORTED, "desc.direction (1) must be BQ_FORWARD");
+  snprintf(c.name, sizeof c.name, "dynamic_quantize_per_group_backward");
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.direction (backward) is not defined for dynamic quantize");
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.direction = (bq_direction)7;
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.direction (7) is not a bq_direction");
   c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
   c.d.granularity = BQ_PER_TOKEN;
   snprintf(c.name, sizeof c.name, "quantize_per_token");
@@ -3648,6 +3650,23 @@ Test(args, mx_shapes_and_fields_refused_by_name) {
   a.out_tensor_scale = NULL;
   a.tensor_scale = a.out_scales; /* given: no amax pass, no workspace */
   expect_args_ok(&nd, &a, 0, "NVFP4 dynamic, the tensor scale given");
+
+  /* fake quantize and the backward passes move floats alone: odd strides are fine */
+  combo fb = mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  fb.d.direction = BQ_BACKWARD;
+  snprintf(fb.name, sizeof fb.name, "fake_quantize_per_group_backward");
+  a = mx_args(&fb, 4, 64, 32);
+  a.dy = a.y, a.dx = (char *)a.y + 256, a.y = NULL;
+  a.x_row_stride = 65, a.y_row_stride = 67;
+  expect_args_ok(&fb, &a, 0, "MXFP4 fake quantize backward, odd strides");
+  a.dy = NULL;
+  expect_args_invalid(&fb, &a, "args.dy");
+  combo ff = mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_BLOCKED, BQ_SCALE_RULE_DEFAULT);
+  a = mx_args(&ff, 4, 64, 16);
+  a.tensor_scale = a.scales;
+  expect_args_ok(&ff, &a, 0, "NVFP4 fake quantize");
+  a.y = (char *)a.y + 1;
+  expect_args_invalid(&ff, &a, "args.y");
 
   /* the tensor scales belong to NVFP4 plans alone */
   combo md = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E4M3, BQ_UE8M0, BQ_SCALES_BLOCKED, BQ_SCALE_FLOOR);

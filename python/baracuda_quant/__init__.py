@@ -68,6 +68,26 @@ def mx_dequant(q, *args, **kwargs):
     return _front(None).mx_dequant(q, *args, **kwargs)
 
 
+def mx_fake_quant(x, *args, **kwargs):
+    """Microscaling fake quantize: baracuda_quant.dlpack.mx_fake_quant (see mx_quant)."""
+    return _front(None).mx_fake_quant(x, *args, **kwargs)
+
+
+def mx_fake_quant_backward(dy, *args, **kwargs):
+    """baracuda_quant.dlpack.mx_fake_quant_backward (see mx_quant)."""
+    return _front(None).mx_fake_quant_backward(dy, *args, **kwargs)
+
+
+def mx_quant_backward(dy, *args, **kwargs):
+    """baracuda_quant.dlpack.mx_quant_backward (see mx_quant)."""
+    return _front(None).mx_quant_backward(dy, *args, **kwargs)
+
+
+def mx_dequant_backward(dy, *args, **kwargs):
+    """baracuda_quant.dlpack.mx_dequant_backward (see mx_quant)."""
+    return _front(None).mx_dequant_backward(dy, *args, **kwargs)
+
+
 def __getattr__(name):
     import importlib
     if name in ("ops", "QuantizedLinear"):
@@ -80,4 +100,5 @@ def __getattr__(name):
 
 __all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "Activation", "DType", "Direction",
            "Granularity", "Op", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH",
-           "mx_quant", "mx_dequant"] + list(_OPS)
+           "mx_quant", "mx_dequant", "mx_fake_quant", "mx_fake_quant_backward", "mx_quant_backward",
+           "mx_dequant_backward"] + list(_OPS)

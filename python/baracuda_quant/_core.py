@@ -550,6 +550,62 @@ def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scal
     return _launch(key, device, a, stream, alloc, prepare)
 
 
+def mx_floats(op, direction, *, x, y=None, dy=None, dx=None, scales, elem, group_size, layout=0, tensor_scale=None,
+              stream=None, alloc=None, prepare=False):
+    """A microscaling call that moves floats alone: fake quantize forward (x -> y) and the
+    backward passes (quantize and fake quantize read dy and x, dequantize dy alone (x None),
+    each writes dx), every view [rows, cols] of one float type; scales read, as mx takes
+    them."""
+    op, direction = Op(op), Direction(direction)
+    elem = DType(elem)
+    if elem not in MX_TYPES:
+        raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
+    fl = x if x is not None else dy
+    check_float("float input/output", fl)
+    rows, cols, xs = rows_2d("x" if x is not None else "dx", x if x is not None else dx)
+    views = (("x", x), ("y", y), ("dy", dy), ("dx", dx))
+    ys = None
+    for name, v in views:
+        if v is None:
+            continue
+        r, c, st = rows_2d(name, v)
+        if (r, c) != (rows, cols) or v.dtype != fl.dtype:
+            raise invalid("%s: shape %s %s, expected [%d, %d] %s" % (name, v.shape, v.dtype.name, rows, cols,
+                                                                     fl.dtype.name))
+        if name in ("x", "dx"):
+            xs = st
+        else:
+            ys = st
+    group_size = integer("group_size", group_size)
+    if group_size < 1 or cols % group_size:
+        raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
+    ng = cols // group_size
+    if scales.dtype not in (DType.UE8M0, DType.E4M3, DType.U8):
+        raise invalid("scales: dtype %s, expected float8_e8m0fnu (UE8M0) or float8_e4m3fn (NVFP4)" % scales.dtype.name)
+    scale_type = DType.UE8M0 if scales.dtype == DType.U8 else scales.dtype
+    shape, _, _ = mx_scales_shape(layout, rows, ng)
+    grs = 0
+    if layout == 2:
+        if not scales.is_contiguous() or scales.numel != shape[0]:
+            raise invalid("scales: %d contiguous bytes expected (the blocked layout)" % shape[0])
+    elif tuple(scales.shape) != shape:
+        raise invalid("scales: shape %s, expected %s" % (scales.shape, shape))
+    elif layout == 1:
+        grs = scales.strides[1] if ng > 1 else 0
+    else:
+        grs = scales.strides[0] if rows > 1 else 0
+    if tensor_scale is not None and (tensor_scale.dtype != DType.F32 or tensor_scale.numel != 1):
+        raise invalid("tensor_scale: one float32 expected")
+    device = same_device(*(views + (("scales", scales), ("tensor_scale", tensor_scale))))
+    a = Args()
+    a.rows, a.cols, a.group_size, a.group_row_stride = rows, cols, group_size, grs
+    a.x_row_stride, a.y_row_stride = xs, ys if ys is not None else cols
+    a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
+    a.scales, a.tensor_scale = scales.ptr, _ptr(tensor_scale)
+    key = _lib.desc_key(op, direction, Granularity.PER_GROUP, fl.dtype, elem, 0, 0, scale_type, scale_layout=layout)
+    return _launch(key, device, a, stream, alloc, prepare)
+
+
 def linear(op, *, x, w, w_scales, y, a_scales=None, a_scale=None, bias=None, a_zero_points=None, a_zero_point=0,
            w_sums=None, act_type=DType.S8, qmin=None, qmax=None, asymmetric=False, stream=None, alloc=None,
            prepare=False):

@@ -659,6 +659,54 @@ def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, sca
         return y
 
 
+def _mx_float_call(op, direction, x, dy, scales, group_size, dtype, tensor_scale, scale_layout, stream):
+    dt = _dtype(dtype, DType.E2M1)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x") if x is not None else None
+        dv = inp.get(dy, "dy") if dy is not None else None
+        sv = inp.get(scales, "scales")
+        ts = inp.get(tensor_scale, "tensor_scale") if tensor_scale is not None else None
+        base = xv if xv is not None else dv
+        _set_device(base.device)
+        out = _new_like(base, base.dtype, stream)
+        xk = _rows_view(xv, "x") if xv is not None else None
+        dk = _rows_view(dv, "dy") if dv is not None else None
+        ok = _rows_view(out.view(), "out")
+        fwd = direction == Direction.FORWARD
+        out._keep = tuple(_run(base.device, stream, lambda st, alloc: _core.mx_floats(
+            op, direction, x=xk, y=ok if fwd else None, dy=dk, dx=None if fwd else ok, scales=sv, elem=dt,
+            group_size=group_size, layout=layout, tensor_scale=ts, stream=st, alloc=alloc)))
+        return out
+
+
+def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row", stream=None):
+    """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit, in x's type."""
+    return _mx_float_call(Op.FAKE_QUANTIZE, Direction.FORWARD, x, None, scales, group_size, dtype, tensor_scale,
+                          scale_layout, stream)
+
+
+def mx_fake_quant_backward(dy, x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+                           stream=None):
+    """dx = dy where |x / scale| <= the element's max, else 0 (the straight-through estimator)."""
+    return _mx_float_call(Op.FAKE_QUANTIZE, Direction.BACKWARD, x, dy, scales, group_size, dtype, tensor_scale,
+                          scale_layout, stream)
+
+
+def mx_quant_backward(dy, x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+                      stream=None):
+    """dx = dy / scale where |x / scale| <= the element's max, else 0."""
+    return _mx_float_call(Op.QUANTIZE, Direction.BACKWARD, x, dy, scales, group_size, dtype, tensor_scale,
+                          scale_layout, stream)
+
+
+def mx_dequant_backward(dy, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+                        stream=None):
+    """dx = dy * scale (dy shaped like the dequantized output)."""
+    return _mx_float_call(Op.DEQUANTIZE, Direction.BACKWARD, None, dy, scales, group_size, dtype, tensor_scale,
+                          scale_layout, stream)
+
+
 def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,
                stream, residual=None, weight=None, eps=0.0, activation=0, scale_dtype=None):
     dt = _dtype(out_dtype, DType.S8)

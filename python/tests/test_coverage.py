@@ -53,6 +53,15 @@ def _mx_call(d):
     shape, strides, _ = _core.mx_scales_shape(d.scale_layout, ROWS, COLS // G)
     scales = Producer(shape, st, strides=strides if d.scale_layout == 1 else None)
     ts = Producer((1,), DType.F32) if st == DType.E4M3 else None
+    kw = {"group_size": G, "dtype": _NAMES[it], "tensor_scale": ts, "scale_layout": lay}
+    if d.direction == Direction.BACKWARD:
+        dy = Producer((ROWS, COLS), ft)
+        if op == Op.DEQUANTIZE:
+            return bq.mx_dequant_backward(dy, scales, **kw)
+        f = bq.mx_quant_backward if op == Op.QUANTIZE else bq.mx_fake_quant_backward
+        return f(dy, Producer((ROWS, COLS), ft), scales, **kw)
+    if op == Op.FAKE_QUANTIZE:
+        return bq.mx_fake_quant(Producer((ROWS, COLS), ft), scales, **kw)
     if op == Op.DYNAMIC_QUANTIZE:
         return bq.mx_quant(Producer((ROWS, COLS), ft), group_size=G, dtype=_NAMES[it], scale_dtype=_NAMES[st],
                            scale_layout=lay, scale_rule=_MX_RULES[d.scale_rule])
