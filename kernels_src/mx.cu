@@ -192,6 +192,20 @@ static __device__ __forceinline__ float bq_mx_g(const bq_mx_params &p) {
 }
 
 #if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
+// A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;
+// else the one stored there
+static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g) {
+#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE
+  if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;
+  const int code = bq_mx_rule(amax, g);
+  bq_mx_put_scale(p, si, code);
+#else
+  (void)amax;
+  const int code = ((const bq_u8 *)p.scales)[si];
+#endif
+  return bq_mx_scale_of(code, g);
+}
+
 // One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),
 // scale index si. Fixed N: the group in registers, moved in accesses as wide as its
 // alignment allows.
@@ -231,17 +245,11 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
   if (N) {
     bq_chunk<bq_t, (N > 0 ? N : 1)> v;
     bq_load(v, x, bq_width(x));
-#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE
     bq_c amax = 0;
+    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)
 #pragma unroll
-    for (int j = 0; j < N; j++) amax = bq_max(amax, bq_abs(bq_to_c(v.e[j]))); // (fmax drops NaN)
-    if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;
-    const int code = bq_mx_rule(amax, g);
-    bq_mx_put_scale(p, si, code);
-#else
-    const int code = ((const bq_u8 *)p.scales)[si];
-#endif
-    const bq_mx_scale s = bq_mx_scale_of(code, g);
+      for (int j = 0; j < N; j++) amax = bq_max(amax, bq_abs(bq_to_c(v.e[j]))); // (fmax drops NaN)
+    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g);
     bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;
 #pragma unroll
     for (int j = 0; j < N; j++) {
@@ -255,16 +263,10 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     }
     bq_store(y, c, bq_width(y));
   } else {
-#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE
     bq_c amax = 0;
-    for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));
-    if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;
-    const int code = bq_mx_rule(amax, g);
-    bq_mx_put_scale(p, si, code);
-#else
-    const int code = ((const bq_u8 *)p.scales)[si];
-#endif
-    const bq_mx_scale s = bq_mx_scale_of(code, g);
+    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)
+      for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));
+    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g);
 #if BQ_IT == BQ_TYPE_E2M1
     for (bq_i64 j = 0; j < p.group; j += 2)
       y[j >> 1] = (bq_u8)(bq_mx_quantize(bq_to_c(x[j]), s) | (bq_mx_quantize(bq_to_c(x[j + 1]), s) << 4));

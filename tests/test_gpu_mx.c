@@ -60,6 +60,13 @@ static double value(const bq_desc *d, int k, double mag) {
   default: return s * rnd_unit() * mag;
   }
 }
+/* static scales: codes near the data (UE8M0 2^-17 .. 2^8, and now and then 0, 254 or NaN;
+   E4M3 0x20 .. 0x50, and now and then any code) */
+static void fill_scales(unsigned char *sc, int64_t n, int nv) {
+  for (int64_t i = 0; i < n; i++)
+    sc[i] = nv ? (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50))
+               : (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255) : (int)rnd_range(110, 135));
+}
 static void store(bq_dtype t, void *buf, int64_t i, double v) {
   if (t == BQ_F64) ref_store_d(buf, i, v);
   else ref_store_f(t, buf, i, (float)v);
@@ -112,11 +119,7 @@ static void run_case(const bq_desc *d, const mx_case *c) {
     fill_garbage(C.h, C.total);
   }
   fill_garbage(S.h, S.total);
-  if (!dyn)
-    for (int64_t i = 0; i < nscale; i++)
-      S.h[S.pre + i] = nv ? (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50))
-                          : (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255)
-                                                            : (int)rnd_range(110, 135));
+  if (!dyn) fill_scales(S.h + S.pre, nscale, nv);
   float g = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
   BQ_OK(bq_memcpy_to_device(F.dev, F.h, F.total), "%s", what);
   BQ_OK(bq_memcpy_to_device(C.dev, C.h, C.total), "%s", what);
@@ -212,10 +215,7 @@ static void run_case_t(const bq_desc *d, const mx_case *c) {
   fill_garbage(X.h, X.total);
   fill_garbage(Y.h, Y.total);
   fill_garbage(S.h, S.total);
-  for (int64_t i = 0; i < nscale; i++)
-    S.h[S.pre + i] = nv ? (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50))
-                        : (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255)
-                                                          : (int)rnd_range(110, 135));
+  fill_scales(S.h + S.pre, nscale, nv);
   const float g = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < cols; j++) {

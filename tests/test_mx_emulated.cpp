@@ -87,18 +87,34 @@ static double value(int k, double mag) {
   }
 }
 
+/* static scales: codes near the data (UE8M0 2^-17 .. 2^8, and now and then 0, 254 or NaN;
+   E4M3 0x20 .. 0x50, and now and then any code) */
+static void fill_scales(unsigned char *sc, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (NV) sc[i] = (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50));
+    else sc[i] = (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255) : (int)rnd_range(110, 135));
+  }
+}
+
+/* the plan of this build's descriptor, its entry points the emulated kernels (one SM in a
+   third of the cases: a few blocks stride over every group) */
+static bq__entry g_entry;
+static void plan_of(bq_desc *d, bq_plan *plan, int rep) {
+  *d = the_desc();
+  cr_assert_eq(bq__plan_init(d, plan), BQ_SUCCESS, "%s", bq_last_error());
+  memset(&g_entry, 0, sizeof g_entry);
+  g_entry.fn[BQ__MX_G16] = (bq__CUfunction)k16;
+  g_entry.fn[BQ__MX_G32] = (bq__CUfunction)k32;
+  g_entry.fn[BQ__MX_ANY] = (bq__CUfunction)kany;
+  g_entry.fn[BQ__MX_AMAX] = (bq__CUfunction)kamax;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan->mod[e] = &g_entry;
+  plan->num_sms = rep % 3 ? 132 : 1;
+}
+
 static void one_case(int rep) {
-  bq_desc d = the_desc();
+  bq_desc d;
   bq_plan plan;
-  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
-  bq__entry entry;
-  memset(&entry, 0, sizeof entry);
-  entry.fn[BQ__MX_G16] = (bq__CUfunction)k16;
-  entry.fn[BQ__MX_G32] = (bq__CUfunction)k32;
-  entry.fn[BQ__MX_ANY] = (bq__CUfunction)kany;
-  entry.fn[BQ__MX_AMAX] = (bq__CUfunction)kamax;
-  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
-  plan.num_sms = rep % 3 ? 132 : 1; /* one SM: a few blocks stride over every group */
+  plan_of(&d, &plan, rep);
 
   static const int64_t gs_even[] = {16, 32, 16, 32, 2, 8, 48, 64, 10, 128};
   static const int64_t gs_any[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
@@ -149,12 +165,7 @@ static void one_case(int rep) {
     }
   }
   memset(sc - guard, 0xA5, sb.size());
-  if (OP != BQ_DYNAMIC_QUANTIZE)
-    for (int64_t i = 0; i < nscale; i++) {
-      if (NV) sc[i] = (unsigned char)(rnd() % 8 == 0 ? rnd() : rnd_range(0x20, 0x50));
-      else sc[i] = (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255)
-                                                   : rnd_range(110, 135));
-    }
+  if (OP != BQ_DYNAMIC_QUANTIZE) fill_scales(sc, nscale);
   memcpy(esb.data(), sb.data(), sb.size());
   /* outputs poisoned */
   if (deq) memset(fb.data(), 0x5A, fb.size());
@@ -203,16 +214,9 @@ static void one_case(int rep) {
 /* Fake quantize forward and the backward passes: floats in and out (x and dx on x's strides,
    y and dy on y's), the scales read */
 static void one_case_t(int rep) {
-  bq_desc d = the_desc();
+  bq_desc d;
   bq_plan plan;
-  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
-  bq__entry entry;
-  memset(&entry, 0, sizeof entry);
-  entry.fn[BQ__MX_G16] = (bq__CUfunction)k16;
-  entry.fn[BQ__MX_G32] = (bq__CUfunction)k32;
-  entry.fn[BQ__MX_ANY] = (bq__CUfunction)kany;
-  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
-  plan.num_sms = rep % 3 ? 132 : 1;
+  plan_of(&d, &plan, rep);
   static const int64_t gs[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
   const int64_t G = gs[rnd() % 10];
   const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0;
@@ -256,10 +260,7 @@ static void one_case_t(int rep) {
     memset(yb.data(), 0x5A, yb.size());
   memset(dxb.data(), 0x5A, dxb.size());
   memset(sb.data(), 0xA5, sb.size());
-  for (int64_t i = 0; i < nscale; i++) {
-    if (NV) sc[i] = (unsigned char)(rnd() % 8 == 0 ? rnd() : (uint64_t)rnd_range(0x20, 0x50));
-    else sc[i] = (unsigned char)(rnd() % 16 == 0 ? (rnd() % 3 == 0 ? 0 : rnd() % 2 ? 254 : 255) : (int)rnd_range(110, 135));
-  }
+  fill_scales(sc, nscale);
   float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
   /* the mask's edge: now and then an element at exactly +-max times its group's scale, or
      the next value of T past it (where the scale is a power of two, both are exact) */

@@ -482,6 +482,29 @@ def mx_scales_shape(layout, rows, ngroups):
     return (rows, ngroups), (ngroups, 1), (rows, ngroups)
 
 
+def mx_scales_of(scales, layout, rows, ngroups):
+    """A microscaling call's scale array checked against its layout: (scale type, the
+    leading dimension to pass, 0 for the layout's own)."""
+    if scales.dtype not in (DType.UE8M0, DType.E4M3, DType.U8):
+        raise invalid("scales: dtype %s, expected float8_e8m0fnu (UE8M0) or float8_e4m3fn (NVFP4)" % scales.dtype.name)
+    scale_type = DType.UE8M0 if scales.dtype == DType.U8 else scales.dtype
+    shape, _, _ = mx_scales_shape(layout, rows, ngroups)
+    if layout == 2:
+        if not scales.is_contiguous() or scales.numel != shape[0]:
+            raise invalid("scales: %d contiguous bytes expected (the blocked layout), got shape %s" % (shape[0],
+                                                                                                   scales.shape))
+        return scale_type, 0
+    if tuple(scales.shape) != shape:
+        raise invalid("scales: shape %s, expected %s" % (scales.shape, shape))
+    if layout == 1:
+        if ngroups > 1 and scales.strides[1] < rows or rows > 1 and scales.strides[0] != 1:
+            raise invalid("scales: an MN-major view needs unit row stride and a group stride >= rows")
+        return scale_type, scales.strides[1] if ngroups > 1 else 0
+    if ngroups > 1 and scales.strides[1] != 1 or rows > 1 and scales.strides[0] < ngroups:
+        raise invalid("scales: a row-major view needs unit group stride and a row stride >= the groups")
+    return scale_type, scales.strides[0] if rows > 1 else 0
+
+
 def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
        amax_bound=0.0, stream=None, alloc=None, prepare=False):
     """A microscaling call (docs/numerics.md, "Microscaling"): quantize (scales read) or dynamic
@@ -509,25 +532,7 @@ def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scal
     if group_size < 1 or cols % group_size:
         raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
     ng = cols // group_size
-    if scales.dtype not in (DType.UE8M0, DType.E4M3, DType.U8):
-        raise invalid("scales: dtype %s, expected float8_e8m0fnu (UE8M0) or float8_e4m3fn (NVFP4)" % scales.dtype.name)
-    scale_type = DType.UE8M0 if scales.dtype == DType.U8 else scales.dtype
-    shape, strides, _ = mx_scales_shape(layout, rows, ng)
-    grs = 0
-    if layout == 2:
-        if not scales.is_contiguous() or scales.numel != shape[0]:
-            raise invalid("scales: %d contiguous bytes expected (the blocked layout), got shape %s" % (shape[0],
-                                                                                                   scales.shape))
-    elif tuple(scales.shape) != shape:
-        raise invalid("scales: shape %s, expected %s" % (scales.shape, shape))
-    elif layout == 1:
-        if ng > 1 and scales.strides[1] < rows or rows > 1 and scales.strides[0] != 1:
-            raise invalid("scales: an MN-major view needs unit row stride and a group stride >= rows")
-        grs = scales.strides[1] if ng > 1 else 0
-    else:
-        if ng > 1 and scales.strides[1] != 1 or rows > 1 and scales.strides[0] < ng:
-            raise invalid("scales: a row-major view needs unit group stride and a row stride >= the groups")
-        grs = scales.strides[0] if rows > 1 else 0
+    scale_type, grs = mx_scales_of(scales, layout, rows, ng)
     for name, v in (("tensor_scale", tensor_scale), ("out_tensor_scale", out_tensor_scale)):
         if v is not None and (v.dtype != DType.F32 or v.numel != 1):
             raise invalid("%s: one float32 expected, got %s %s" % (name, v.dtype.name, v.shape))
@@ -580,20 +585,7 @@ def mx_floats(op, direction, *, x, y=None, dy=None, dx=None, scales, elem, group
     if group_size < 1 or cols % group_size:
         raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, cols))
     ng = cols // group_size
-    if scales.dtype not in (DType.UE8M0, DType.E4M3, DType.U8):
-        raise invalid("scales: dtype %s, expected float8_e8m0fnu (UE8M0) or float8_e4m3fn (NVFP4)" % scales.dtype.name)
-    scale_type = DType.UE8M0 if scales.dtype == DType.U8 else scales.dtype
-    shape, _, _ = mx_scales_shape(layout, rows, ng)
-    grs = 0
-    if layout == 2:
-        if not scales.is_contiguous() or scales.numel != shape[0]:
-            raise invalid("scales: %d contiguous bytes expected (the blocked layout)" % shape[0])
-    elif tuple(scales.shape) != shape:
-        raise invalid("scales: shape %s, expected %s" % (scales.shape, shape))
-    elif layout == 1:
-        grs = scales.strides[1] if ng > 1 else 0
-    else:
-        grs = scales.strides[0] if rows > 1 else 0
+    scale_type, grs = mx_scales_of(scales, layout, rows, ng)
     if tensor_scale is not None and (tensor_scale.dtype != DType.F32 or tensor_scale.numel != 1):
         raise invalid("tensor_scale: one float32 expected")
     device = same_device(*(views + (("scales", scales), ("tensor_scale", tensor_scale))))
