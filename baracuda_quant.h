@@ -106,9 +106,10 @@
                  group's E4M3 scale times the f32 tensor scale g at args.tensor_scale);
        scale_layout row-major, MN-major or BQ_SCALES_BLOCKED (the 128 x 4 tiles block-scaled
                  GEMMs read; dynamic quantize writes the padding as 0);
-       scale_rule (dynamic, UE8M0): BQ_SCALE_RULE_DEFAULT (amax / max rounded up to a power
-                 of two), BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL (cuBLAS),
-                 _RCEIL_SAT (Transformer Engine).
+       scale_rule (dynamic): BQ_SCALE_RULE_DEFAULT (UE8M0: amax / max rounded up to a power
+                 of two); UE8M0: BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL
+                 (cuBLAS), _RCEIL_SAT (Transformer Engine); NVFP4: BQ_SCALE_NVFP4_TORCHAO,
+                 BQ_SCALE_NVFP4_TE (each peer's steps).
      q = conv(C(x) / C(sc)) and y = T(C(q) * C(sc)), conv one round to nearest even,
      saturating; backward as FP8's, the mask |x / sc| <= max. NVFP4 dynamic quantize without
      args.tensor_scale computes g = amax / 2688 in a first pass (needs
@@ -362,9 +363,9 @@ typedef enum bq_scale_layout {
                               groups to 4 (group_row_stride 0) */
 } bq_scale_layout;
 
-/* desc.scale_rule: how microscaling dynamic quantize turns a group's amax into its UE8M0
-   scale (docs/numerics.md, "Microscaling"); max is the element type's largest value and
-   emax its exponent (E4M3 448 and 8, E5M2 57344 and 15, E2M1 6 and 2) */
+/* desc.scale_rule: how microscaling dynamic quantize turns a group's amax into its scale
+   (docs/numerics.md, "Microscaling"): UE8M0 rules 1-5, NVFP4 rules 6-7; max is the element
+   type's largest value and emax its exponent (E4M3 448 and 8, E5M2 57344 and 15, E2M1 6 and 2) */
 typedef enum bq_scale_rule {
   BQ_SCALE_RULE_DEFAULT = 0, /* the library's: s = amax / max in C, rounded up to a power of two
                                 (dynamic quantize's pow2_scales) */
@@ -372,7 +373,9 @@ typedef enum bq_scale_rule {
   BQ_SCALE_CEIL = 2,         /* torchao's CEIL: 2^(ceil(log2 amax) - emax) */
   BQ_SCALE_EVEN = 3,         /* torchao's EVEN: amax rounded to the element's mantissa first */
   BQ_SCALE_RCEIL = 4,        /* cuBLAS, DeepGEMM, torchao's RCEIL: amax * f32(1 / max), rounded up */
-  BQ_SCALE_RCEIL_SAT = 5     /* Transformer Engine's: RCEIL, saturating at 2^127 */
+  BQ_SCALE_RCEIL_SAT = 5,    /* Transformer Engine's: RCEIL, saturating at 2^127 */
+  BQ_SCALE_NVFP4_TORCHAO = 6, /* NVFP4 (E4M3 scales): torchao's steps, on CUDA */
+  BQ_SCALE_NVFP4_TE = 7      /* NVFP4: Transformer Engine's steps (the encode factor 2688 / amax) */
 } bq_scale_rule;
 
 /* desc.device: the calling thread's current context (else device 0's primary context), or
@@ -400,7 +403,7 @@ typedef struct bq_desc {
                                   (implied by scale_type BQ_UE8M0 or BQ_UE8M0X4) */
   bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
                                   microscaling also BQ_SCALES_BLOCKED */
-  bq_scale_rule scale_rule;    /* microscaling dynamic quantize's UE8M0 rule (default: the library's) */
+  bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -5284,6 +5287,8 @@ typedef struct bq_mx_params {
   bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
   bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
   bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
+  bq_u64 enc;               /* NVFP4_TE with the tensor scale computed: its encode factor (f32,
+                               in the workspace after the partials); 0: 1 / g */
   bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */
   bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */
   bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded
@@ -5312,7 +5317,9 @@ BQ__FN const char *bq__mx_label(const bq_desc *d) {
   return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize"
          : d->op == BQ_FAKE_QUANTIZE ? "mx_fake_quantize" : "mx_quantize";
 }
-static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat"};
+static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat", "torchao", "te"};
+#define BQ__MX_RULES 8
+BQ__FN int bq__mx_nv_rule(bq_scale_rule r) { return r == BQ_SCALE_NVFP4_TORCHAO || r == BQ_SCALE_NVFP4_TE; }
 static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
 
 /* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group
@@ -5363,14 +5370,17 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
       d->scale_layout != BQ_SCALES_BLOCKED)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR, "
                     "BQ_SCALES_MN_MAJOR or BQ_SCALES_BLOCKED", name, (int)d->scale_layout);
-  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_RCEIL_SAT)
+  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_NVFP4_TE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) is not a bq_scale_rule", name,
                     (int)d->scale_rule);
   if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->op != BQ_DYNAMIC_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) applies to dynamic quantize only (the "
                     "other ops read their scales)", name, (int)d->scale_rule, bq__mx_rules[d->scale_rule]);
-  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->scale_type != BQ_UE8M0)
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_UE8M0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names a UE8M0 rule: desc.scale_type is %s",
+                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
+  if (bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_E4M3)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names an NVFP4 rule: desc.scale_type is %s",
                     name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
   if (d->pow2_scales != 0 && (d->pow2_scales != 1 || d->op != BQ_DYNAMIC_QUANTIZE || d->scale_type != BQ_UE8M0))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
@@ -5403,7 +5413,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   }
   for (int i = 0; i < 3; i++)
     if (!strcmp(tok[4], bq__mx_layouts[i])) lay = i;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < BQ__MX_RULES; i++)
     if (!strcmp(tok[5], bq__mx_rules[i])) rule = i;
   if (op < 0 || lay < 0 || rule < 0 || strncmp(tok[3], "scale_", 6)) return 0;
   d->op = ops[op];
@@ -5417,7 +5427,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
    or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = op == BQ_DYNAMIC_QUANTIZE ? 6 : 1;
+  *inner = op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
@@ -5493,7 +5503,7 @@ BQ__FN int64_t bq__mx_amax_blocks(const bq_plan *p, const bq_args *a) {
 }
 BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
   if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
-  return (size_t)bq__mx_amax_blocks(p, a) * 4;
+  return (size_t)bq__mx_amax_blocks(p, a) * 4 + 4; /* the partials, then Transformer Engine's encode factor */
 }
 BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
   bq_status st = bq__mx_view(p, a, v);
@@ -5564,6 +5574,7 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
     if ((st = bq__launch(p, BQ__MX_AMAX, 1, 1, 256, 0, &k, stream))) return st;
     k.finish = 0;
     k.tensor_scale = k.out_tensor_scale;
+    k.enc = k.amax + 4 * (uint64_t)k.nparts; /* (the finishing block wrote it) */
   }
   int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
   if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;
@@ -12119,6 +12130,8 @@ static const char bq__src_mx_cu[] =
   "  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */\n"
   "  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */\n"
   "  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */\n"
+  "  bq_u64 enc;               /* NVFP4_TE with the tensor scale computed: its encode factor (f32,\n"
+  "                               in the workspace after the partials); 0: 1 / g */\n"
   "  bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */\n"
   "  bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */\n"
   "  bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded\n"
@@ -12204,14 +12217,23 @@ static const char bq__src_mx_cu[] =
   "// g times the E4M3 scale, one f32 product), and for UE8M0 its reciprocal, exact (the\n"
   "// reciprocal of 2^k for k in [-127, 127] is a power of two of f32 too): x * rcp is then\n"
   "// x / sc rounded once, the same bits as the division.\n"
+  "// NVFP4 under a peer's rule quantizes by the peer's multiplier instead (rcp): torchao's\n"
+  "// (1 / g) / s8, Transformer Engine's min(1 / (s8 g), FLT_MAX), f32 steps as they take them.\n"
   "struct bq_mx_scale {\n"
   "  bq_c sc, rcp;\n"
   "};\n"
   "static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {\n"
   "  bq_mx_scale s;\n"
   "#if BQ_MX_NV\n"
-  "  s.sc = (bq_c)__fmul_rn(g, bq_e4m3_f32(code));\n"
+  "  const float s8 = bq_e4m3_f32(code);\n"
+  "  s.sc = (bq_c)__fmul_rn(g, s8);\n"
+  "#if BQ_MX_RULE == 6\n"
+  "  s.rcp = (bq_c)__fdiv_rn(__fdiv_rn(1.0f, g), s8);\n"
+  "#elif BQ_MX_RULE == 7\n"
+  "  s.rcp = (bq_c)fminf(__fdiv_rn(1.0f, __fmul_rn(s8, g)), 0x1.fffffep127f);\n"
+  "#else\n"
   "  s.rcp = 0;\n"
+  "#endif\n"
   "#else\n"
   "  (void)g;\n"
   "  s.sc = (bq_c)bq_ue8m0_f32(code);\n"
@@ -12220,7 +12242,7 @@ static const char bq__src_mx_cu[] =
   "  return s;\n"
   "}\n"
   "static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {\n"
-  "#if BQ_MX_NV\n"
+  "#if BQ_MX_NV && BQ_MX_RULE == 0\n"
   "  return bq_mx_elem_of(bq_div(x, s.sc));\n"
   "#else\n"
   "  return bq_mx_elem_of(bq_mul(x, s.rcp));\n"
@@ -12230,19 +12252,29 @@ static const char bq__src_mx_cu[] =
   "// Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were\n"
   "// skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32\n"
   "// rules: amax is taken to f32 first (f64 data, one RNE conversion).\n"
-  "static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g) {\n"
-  "#if BQ_MX_NV\n"
+  "static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) {\n"
+  "#if BQ_MX_NV && BQ_MX_RULE == 6\n"
+  "  // torchao: (amax * f32(1 / 6)) / g, clamped to [2^-6, 448] (NaN kept), to E4M3\n"
+  "  (void)enc;\n"
+  "  const float b = __fdiv_rn(__fmul_rn((float)amax, 0x1.555556p-3f), g);\n"
+  "  return bq_e4m3_of(b < 0x1p-6f ? 0x1p-6f : (b > 448.0f ? 448.0f : b));\n"
+  "#elif BQ_MX_NV && BQ_MX_RULE == 7\n"
+  "  // Transformer Engine: min(amax * (enc * f32(1 / 6)), FLT_MAX), to E4M3 (saturating)\n"
+  "  (void)g;\n"
+  "  return bq_e4m3_of(fminf(__fmul_rn((float)amax, __fmul_rn(enc, 0x1.555556p-3f)), 0x1.fffffep127f));\n"
+  "#elif BQ_MX_NV\n"
   "  // NVFP4: the group's scale (amax / 6) / g, to E4M3 (RNE, saturating), kept at least\n"
   "  // E4M3's smallest subnormal so that a group of zeros divides by a nonzero scale\n"
+  "  (void)enc;\n"
   "  const float a = (float)amax;\n"
   "  const float b = __fdiv_rn(__fdiv_rn(a, 6.0f), g);\n"
   "  return bq_e4m3_of(b < 0x1p-9f ? 0x1p-9f : b);\n"
   "#elif BQ_MX_RULE == 0\n"
-  "  (void)g;\n"
+  "  (void)g, (void)enc;\n"
   "  bq_c s = amax == (bq_c)0 ? (bq_c)1 : bq_div(amax, (bq_c)BQ_MX_MAX);\n"
   "  return (int)bq_scale_from_c(bq_pow2_up(s));\n"
   "#else\n"
-  "  (void)g;\n"
+  "  (void)g, (void)enc;\n"
   "  const float a = (float)amax;\n"
   "#if BQ_MX_RULE == 4 || BQ_MX_RULE == 5 // RCEIL (cuBLAS), RCEIL_SAT (Transformer Engine)\n"
   "  const float d = __fmul_rn(a, 1.0f / BQ_MX_MAX);\n"
@@ -12302,6 +12334,15 @@ static const char bq__src_mx_cu[] =
   "  return 1.0f;\n"
   "#endif\n"
   "}\n"
+  "// Transformer Engine's encode factor: the amax pass's, or 1 / g of a given tensor scale\n"
+  "static __device__ __forceinline__ float bq_mx_enc(const bq_mx_params &p, float g) {\n"
+  "#if BQ_MX_NV && BQ_MX_RULE == 7\n"
+  "  return p.enc ? *(const float *)p.enc : __fdiv_rn(1.0f, g);\n"
+  "#else\n"
+  "  (void)p, (void)g;\n"
+  "  return 1.0f;\n"
+  "#endif\n"
+  "}\n"
   "\n"
   "#if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
   "// A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;\n"
@@ -12309,7 +12350,7 @@ static const char bq__src_mx_cu[] =
   "static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g) {\n"
   "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE\n"
   "  if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;\n"
-  "  const int code = bq_mx_rule(amax, g);\n"
+  "  const int code = bq_mx_rule(amax, g, bq_mx_enc(p, g));\n"
   "  bq_mx_put_scale(p, si, code);\n"
   "#else\n"
   "  (void)amax;\n"
@@ -12497,8 +12538,20 @@ static const char bq__src_mx_cu[] =
   "  __syncthreads();\n"
   "  if (threadIdx.x == 0) {\n"
   "    for (int w = 1; w < (int)(blockDim.x >> 5); w++) a = fmaxf(a, part[w]);\n"
-  "    if (!p.finish) ws[blockIdx.x] = a;\n"
-  "    else *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);\n"
+  "    if (!p.finish) {\n"
+  "      ws[blockIdx.x] = a;\n"
+  "    } else {\n"
+  "#if BQ_MX_RULE == 6 // torchao: amax * f32(1 / 2688), no guard\n"
+  "      *(float *)p.out_tensor_scale = __fmul_rn(a, 0x1.861862p-12f);\n"
+  "#elif BQ_MX_RULE == 7 // Transformer Engine: the encode factor, 1 where amax is 0 or infinite\n"
+  "      float enc = fminf(__fdiv_rn(2688.0f, a), 0x1.fffffep127f);\n"
+  "      enc = a == 0.0f || enc == 0.0f ? 1.0f : enc;\n"
+  "      ws[p.nparts] = enc;\n"
+  "      *(float *)p.out_tensor_scale = __fdiv_rn(1.0f, enc);\n"
+  "#else\n"
+  "      *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);\n"
+  "#endif\n"
+  "    }\n"
   "  }\n"
   "}\n"
   "#endif\n"

@@ -92,14 +92,23 @@ static __device__ __forceinline__ int bq_e4m3_of(float v) {
 // g times the E4M3 scale, one f32 product), and for UE8M0 its reciprocal, exact (the
 // reciprocal of 2^k for k in [-127, 127] is a power of two of f32 too): x * rcp is then
 // x / sc rounded once, the same bits as the division.
+// NVFP4 under a peer's rule quantizes by the peer's multiplier instead (rcp): torchao's
+// (1 / g) / s8, Transformer Engine's min(1 / (s8 g), FLT_MAX), f32 steps as they take them.
 struct bq_mx_scale {
   bq_c sc, rcp;
 };
 static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {
   bq_mx_scale s;
 #if BQ_MX_NV
-  s.sc = (bq_c)__fmul_rn(g, bq_e4m3_f32(code));
+  const float s8 = bq_e4m3_f32(code);
+  s.sc = (bq_c)__fmul_rn(g, s8);
+#if BQ_MX_RULE == 6
+  s.rcp = (bq_c)__fdiv_rn(__fdiv_rn(1.0f, g), s8);
+#elif BQ_MX_RULE == 7
+  s.rcp = (bq_c)fminf(__fdiv_rn(1.0f, __fmul_rn(s8, g)), 0x1.fffffep127f);
+#else
   s.rcp = 0;
+#endif
 #else
   (void)g;
   s.sc = (bq_c)bq_ue8m0_f32(code);
@@ -108,7 +117,7 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) 
   return s;
 }
 static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {
-#if BQ_MX_NV
+#if BQ_MX_NV && BQ_MX_RULE == 0
   return bq_mx_elem_of(bq_div(x, s.sc));
 #else
   return bq_mx_elem_of(bq_mul(x, s.rcp));
@@ -118,19 +127,29 @@ static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &
 // Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were
 // skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32
 // rules: amax is taken to f32 first (f64 data, one RNE conversion).
-static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g) {
-#if BQ_MX_NV
+static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) {
+#if BQ_MX_NV && BQ_MX_RULE == 6
+  // torchao: (amax * f32(1 / 6)) / g, clamped to [2^-6, 448] (NaN kept), to E4M3
+  (void)enc;
+  const float b = __fdiv_rn(__fmul_rn((float)amax, 0x1.555556p-3f), g);
+  return bq_e4m3_of(b < 0x1p-6f ? 0x1p-6f : (b > 448.0f ? 448.0f : b));
+#elif BQ_MX_NV && BQ_MX_RULE == 7
+  // Transformer Engine: min(amax * (enc * f32(1 / 6)), FLT_MAX), to E4M3 (saturating)
+  (void)g;
+  return bq_e4m3_of(fminf(__fmul_rn((float)amax, __fmul_rn(enc, 0x1.555556p-3f)), 0x1.fffffep127f));
+#elif BQ_MX_NV
   // NVFP4: the group's scale (amax / 6) / g, to E4M3 (RNE, saturating), kept at least
   // E4M3's smallest subnormal so that a group of zeros divides by a nonzero scale
+  (void)enc;
   const float a = (float)amax;
   const float b = __fdiv_rn(__fdiv_rn(a, 6.0f), g);
   return bq_e4m3_of(b < 0x1p-9f ? 0x1p-9f : b);
 #elif BQ_MX_RULE == 0
-  (void)g;
+  (void)g, (void)enc;
   bq_c s = amax == (bq_c)0 ? (bq_c)1 : bq_div(amax, (bq_c)BQ_MX_MAX);
   return (int)bq_scale_from_c(bq_pow2_up(s));
 #else
-  (void)g;
+  (void)g, (void)enc;
   const float a = (float)amax;
 #if BQ_MX_RULE == 4 || BQ_MX_RULE == 5 // RCEIL (cuBLAS), RCEIL_SAT (Transformer Engine)
   const float d = __fmul_rn(a, 1.0f / BQ_MX_MAX);
@@ -190,6 +209,15 @@ static __device__ __forceinline__ float bq_mx_g(const bq_mx_params &p) {
   return 1.0f;
 #endif
 }
+// Transformer Engine's encode factor: the amax pass's, or 1 / g of a given tensor scale
+static __device__ __forceinline__ float bq_mx_enc(const bq_mx_params &p, float g) {
+#if BQ_MX_NV && BQ_MX_RULE == 7
+  return p.enc ? *(const float *)p.enc : __fdiv_rn(1.0f, g);
+#else
+  (void)p, (void)g;
+  return 1.0f;
+#endif
+}
 
 #if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
 // A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;
@@ -197,7 +225,7 @@ static __device__ __forceinline__ float bq_mx_g(const bq_mx_params &p) {
 static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g) {
 #if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE
   if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;
-  const int code = bq_mx_rule(amax, g);
+  const int code = bq_mx_rule(amax, g, bq_mx_enc(p, g));
   bq_mx_put_scale(p, si, code);
 #else
   (void)amax;
@@ -385,8 +413,20 @@ extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_para
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < (int)(blockDim.x >> 5); w++) a = fmaxf(a, part[w]);
-    if (!p.finish) ws[blockIdx.x] = a;
-    else *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);
+    if (!p.finish) {
+      ws[blockIdx.x] = a;
+    } else {
+#if BQ_MX_RULE == 6 // torchao: amax * f32(1 / 2688), no guard
+      *(float *)p.out_tensor_scale = __fmul_rn(a, 0x1.861862p-12f);
+#elif BQ_MX_RULE == 7 // Transformer Engine: the encode factor, 1 where amax is 0 or infinite
+      float enc = fminf(__fdiv_rn(2688.0f, a), 0x1.fffffep127f);
+      enc = a == 0.0f || enc == 0.0f ? 1.0f : enc;
+      ws[p.nparts] = enc;
+      *(float *)p.out_tensor_scale = __fdiv_rn(1.0f, enc);
+#else
+      *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);
+#endif
+    }
   }
 }
 #endif

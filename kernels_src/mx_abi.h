@@ -25,6 +25,8 @@ typedef struct bq_mx_params {
   bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
   bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
   bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
+  bq_u64 enc;               /* NVFP4_TE with the tensor scale computed: its encode factor (f32,
+                               in the workspace after the partials); 0: 1 / g */
   bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */
   bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */
   bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded

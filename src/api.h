@@ -106,9 +106,10 @@
                  group's E4M3 scale times the f32 tensor scale g at args.tensor_scale);
        scale_layout row-major, MN-major or BQ_SCALES_BLOCKED (the 128 x 4 tiles block-scaled
                  GEMMs read; dynamic quantize writes the padding as 0);
-       scale_rule (dynamic, UE8M0): BQ_SCALE_RULE_DEFAULT (amax / max rounded up to a power
-                 of two), BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL (cuBLAS),
-                 _RCEIL_SAT (Transformer Engine).
+       scale_rule (dynamic): BQ_SCALE_RULE_DEFAULT (UE8M0: amax / max rounded up to a power
+                 of two); UE8M0: BQ_SCALE_FLOOR (OCP, torchao), _CEIL, _EVEN, _RCEIL
+                 (cuBLAS), _RCEIL_SAT (Transformer Engine); NVFP4: BQ_SCALE_NVFP4_TORCHAO,
+                 BQ_SCALE_NVFP4_TE (each peer's steps).
      q = conv(C(x) / C(sc)) and y = T(C(q) * C(sc)), conv one round to nearest even,
      saturating; backward as FP8's, the mask |x / sc| <= max. NVFP4 dynamic quantize without
      args.tensor_scale computes g = amax / 2688 in a first pass (needs
@@ -362,9 +363,9 @@ typedef enum bq_scale_layout {
                               groups to 4 (group_row_stride 0) */
 } bq_scale_layout;
 
-/* desc.scale_rule: how microscaling dynamic quantize turns a group's amax into its UE8M0
-   scale (docs/numerics.md, "Microscaling"); max is the element type's largest value and
-   emax its exponent (E4M3 448 and 8, E5M2 57344 and 15, E2M1 6 and 2) */
+/* desc.scale_rule: how microscaling dynamic quantize turns a group's amax into its scale
+   (docs/numerics.md, "Microscaling"): UE8M0 rules 1-5, NVFP4 rules 6-7; max is the element
+   type's largest value and emax its exponent (E4M3 448 and 8, E5M2 57344 and 15, E2M1 6 and 2) */
 typedef enum bq_scale_rule {
   BQ_SCALE_RULE_DEFAULT = 0, /* the library's: s = amax / max in C, rounded up to a power of two
                                 (dynamic quantize's pow2_scales) */
@@ -372,7 +373,9 @@ typedef enum bq_scale_rule {
   BQ_SCALE_CEIL = 2,         /* torchao's CEIL: 2^(ceil(log2 amax) - emax) */
   BQ_SCALE_EVEN = 3,         /* torchao's EVEN: amax rounded to the element's mantissa first */
   BQ_SCALE_RCEIL = 4,        /* cuBLAS, DeepGEMM, torchao's RCEIL: amax * f32(1 / max), rounded up */
-  BQ_SCALE_RCEIL_SAT = 5     /* Transformer Engine's: RCEIL, saturating at 2^127 */
+  BQ_SCALE_RCEIL_SAT = 5,    /* Transformer Engine's: RCEIL, saturating at 2^127 */
+  BQ_SCALE_NVFP4_TORCHAO = 6, /* NVFP4 (E4M3 scales): torchao's steps, on CUDA */
+  BQ_SCALE_NVFP4_TE = 7      /* NVFP4: Transformer Engine's steps (the encode factor 2688 / amax) */
 } bq_scale_rule;
 
 /* desc.device: the calling thread's current context (else device 0's primary context), or
@@ -400,7 +403,7 @@ typedef struct bq_desc {
                                   (implied by scale_type BQ_UE8M0 or BQ_UE8M0X4) */
   bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
                                   microscaling also BQ_SCALES_BLOCKED */
-  bq_scale_rule scale_rule;    /* microscaling dynamic quantize's UE8M0 rule (default: the library's) */
+  bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */

@@ -18,7 +18,9 @@ BQ__FN const char *bq__mx_label(const bq_desc *d) {
   return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize"
          : d->op == BQ_FAKE_QUANTIZE ? "mx_fake_quantize" : "mx_quantize";
 }
-static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat"};
+static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat", "torchao", "te"};
+#define BQ__MX_RULES 8
+BQ__FN int bq__mx_nv_rule(bq_scale_rule r) { return r == BQ_SCALE_NVFP4_TORCHAO || r == BQ_SCALE_NVFP4_TE; }
 static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
 
 /* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group
@@ -69,14 +71,17 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
       d->scale_layout != BQ_SCALES_BLOCKED)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR, "
                     "BQ_SCALES_MN_MAJOR or BQ_SCALES_BLOCKED", name, (int)d->scale_layout);
-  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_RCEIL_SAT)
+  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_NVFP4_TE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) is not a bq_scale_rule", name,
                     (int)d->scale_rule);
   if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->op != BQ_DYNAMIC_QUANTIZE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) applies to dynamic quantize only (the "
                     "other ops read their scales)", name, (int)d->scale_rule, bq__mx_rules[d->scale_rule]);
-  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->scale_type != BQ_UE8M0)
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_UE8M0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names a UE8M0 rule: desc.scale_type is %s",
+                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
+  if (bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_E4M3)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names an NVFP4 rule: desc.scale_type is %s",
                     name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
   if (d->pow2_scales != 0 && (d->pow2_scales != 1 || d->op != BQ_DYNAMIC_QUANTIZE || d->scale_type != BQ_UE8M0))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
@@ -109,7 +114,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   }
   for (int i = 0; i < 3; i++)
     if (!strcmp(tok[4], bq__mx_layouts[i])) lay = i;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < BQ__MX_RULES; i++)
     if (!strcmp(tok[5], bq__mx_rules[i])) rule = i;
   if (op < 0 || lay < 0 || rule < 0 || strncmp(tok[3], "scale_", 6)) return 0;
   d->op = ops[op];
@@ -123,7 +128,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
    or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = op == BQ_DYNAMIC_QUANTIZE ? 6 : 1;
+  *inner = op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
@@ -199,7 +204,7 @@ BQ__FN int64_t bq__mx_amax_blocks(const bq_plan *p, const bq_args *a) {
 }
 BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
   if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
-  return (size_t)bq__mx_amax_blocks(p, a) * 4;
+  return (size_t)bq__mx_amax_blocks(p, a) * 4 + 4; /* the partials, then Transformer Engine's encode factor */
 }
 BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
   bq_status st = bq__mx_view(p, a, v);
@@ -270,6 +275,7 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
     if ((st = bq__launch(p, BQ__MX_AMAX, 1, 1, 256, 0, &k, stream))) return st;
     k.finish = 0;
     k.tensor_scale = k.out_tensor_scale;
+    k.enc = k.amax + 4 * (uint64_t)k.nparts; /* (the finishing block wrote it) */
   }
   int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
   if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;

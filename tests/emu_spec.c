@@ -12,7 +12,7 @@
    storage, int=e4m3 or int=e5m2, takes no q= or q=0,0; scale=ue8m0 names UE8M0 scales,
    scale=ue8m0x4 packed ones, pow2=1 sets desc.pow2_scales, layout=mn desc.scale_layout
    BQ_SCALES_MN_MAJOR and layout=blocked BQ_SCALES_BLOCKED, rule=floor (ceil, even, rceil,
-   rceil_sat) desc.scale_rule; int=e2m1 and scale=e4m3 name the microscaling types). It
+   rceil_sat; NVFP4's torchao, te) desc.scale_rule; int=e2m1 and scale=e4m3 name the microscaling types). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
       ok = !strcmp(v, "mn") || !strcmp(v, "blocked");
     else if (!strncmp(a, "rule=", 5)) {
       ok = 0;
-      for (int r = 0; r < 6; r++)
+      for (int r = 0; r < BQ__MX_RULES; r++)
         if (!strcmp(v, bq__mx_rules[r])) in.scale_rule = (bq_scale_rule)r, ok = 1;
     }
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);

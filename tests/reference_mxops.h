@@ -21,6 +21,11 @@
      NVFP4            g = amax_t / 2688 in f32 (amax_t the tensor's f32 amax; 1 where it
                       is 0 or infinite) unless the caller gives g; the group's code
                       e4m3(max((f32(amax) / 6) / g, 2^-9)), both divisions in f32
+     NVFP4, torchao   g = amax_t * f32(1 / 2688); code e4m3(clamp((amax * f32(1 / 6)) / g,
+                      2^-6, 448)); q = conv(x * ((1 / g) / s8))
+     NVFP4, TE        enc = min(2688 / amax_t, FLT_MAX) (1 where amax_t is 0 or enc 0),
+                      g = 1 / enc (given g: enc = 1 / g); code e4m3(min(amax * (enc *
+                      f32(1 / 6)), FLT_MAX)); q = conv(x * min(1 / (s8 g), FLT_MAX))
    Layouts: row-major r * grs + g, MN-major g * grs + r, blocked ref_mx_blocked_offset (its
    padding written 0 by dynamic quantize). */
 #ifndef BQ_TESTS_REFERENCE_MXOPS_H
@@ -75,6 +80,20 @@ REF_API double refmx_sc(const bq_desc *d, uint8_t code, float g) {
   }
   return ref_ue8m0_to_f64(code); /* (exact in f32 too: 2^-127 is an f32 subnormal) */
 }
+/* NVFP4 under a peer's rule (dynamic quantize): the multiplier the peer quantizes by, for
+   the E4M3 code and the tensor scale g (Transformer Engine: its encode factor enc too) */
+REF_API float refmx_nv_mul(const bq_desc *d, uint8_t code, float g, float enc) {
+  const float s8 = refmx_e4m3_f32(code);
+  (void)enc;
+  if (d->scale_rule == BQ_SCALE_NVFP4_TORCHAO) {
+    volatile float r = 1.0f / g;
+    volatile float m = r / s8;
+    return m;
+  }
+  volatile float t = s8 * g;
+  volatile float m = 1.0f / t;
+  return m > FLT_MAX ? FLT_MAX : m; /* fminf: (NaN: FLT_MAX) */
+}
 /* element code of x (loaded from T) under sc */
 REF_API uint8_t refmx_quantize(const bq_desc *d, double x, double sc) {
   if (d->float_type == BQ_F64) {
@@ -102,8 +121,22 @@ REF_API float refmx_nv_g(float amax_t) {
   return g;
 }
 /* a group's scale code from its amax (in C) */
-REF_API uint8_t refmx_rule(const bq_desc *d, double amax, float g) {
+REF_API uint8_t refmx_rule(const bq_desc *d, double amax, float g, float enc) {
   const refmx_fmt f = refmx_fmt_of(d->int_type);
+  if (d->scale_rule == BQ_SCALE_NVFP4_TORCHAO) { /* (amax * f32(1 / 6)) / g, clamped to [2^-6, 448] */
+    volatile float b6 = (float)amax * (float)(1.0 / 6.0);
+    volatile float b = b6 / g;
+    float bb = b;
+    if (bb < 0x1p-6f) bb = 0x1p-6f;
+    if (bb > 448.0f) bb = 448.0f;
+    return ref_fp8_from_double((double)bb, REF_E4M3);
+  }
+  if (d->scale_rule == BQ_SCALE_NVFP4_TE) { /* min(amax * (enc * f32(1 / 6)), FLT_MAX) */
+    volatile float t = enc * (float)(1.0 / 6.0);
+    volatile float b = (float)amax * t;
+    const float bb = b != b || b > FLT_MAX ? FLT_MAX : b;
+    return ref_fp8_from_double((double)bb, REF_E4M3);
+  }
   if (d->scale_type == BQ_E4M3) {
     volatile float a = (float)amax;
     volatile float b6 = a / 6.0f;
@@ -150,6 +183,7 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
   unsigned char *sb = (unsigned char *)scales;
   const int nv = d->scale_type == BQ_E4M3, bwd = d->direction == BQ_BACKWARD, e2 = d->int_type == BQ_E2M1;
   const double maxe = refmx_fmt_of(d->int_type).max;
+  float enc = 1.0f; /* Transformer Engine's encode factor */
   if (d->op == BQ_DYNAMIC_QUANTIZE && nv && g != g) {
     float at = 0.0f;
     for (int64_t r = 0; r < rows; r++)
@@ -157,7 +191,22 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
         const float v = (float)fabs(refmx_load(d, x, r * xs + c));
         if (v > at) at = v; /* (NaN fails the comparison) */
       }
-    g = refmx_nv_g(at);
+    if (d->scale_rule == BQ_SCALE_NVFP4_TORCHAO) {
+      volatile float gg = at * (float)(1.0 / 2688.0);
+      g = gg;
+    } else if (d->scale_rule == BQ_SCALE_NVFP4_TE) {
+      volatile float e = 2688.0f / at;
+      float ee = e > FLT_MAX ? FLT_MAX : e;
+      if (at == 0.0f || ee == 0.0f) ee = 1.0f;
+      enc = ee;
+      volatile float gg = 1.0f / enc;
+      g = gg;
+    } else {
+      g = refmx_nv_g(at);
+    }
+  } else if (d->scale_rule == BQ_SCALE_NVFP4_TE) {
+    volatile float e = 1.0f / g;
+    enc = e;
   }
   if (d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED)
     memset(sb, 0, (size_t)ref_mx_blocked_bytes(rows, ng));
@@ -175,7 +224,7 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
           const double b = d->float_type == BQ_F64 ? bound : (double)(float)bound;
           if (!(amax <= b)) amax = b;
         }
-        code = refmx_rule(d, amax, g);
+        code = refmx_rule(d, amax, g, enc);
         sb[si] = code;
       } else {
         code = sb[si];
@@ -209,7 +258,14 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
         } else if (d->op == BQ_FAKE_QUANTIZE) {
           refmx_dequantize(d, refmx_quantize(d, refmx_load(d, x, xi), sc), sc, y, yi);
         } else {
-          const uint8_t q = refmx_quantize(d, refmx_load(d, x, xi), sc);
+          uint8_t q;
+          if (nv && (d->scale_rule == BQ_SCALE_NVFP4_TORCHAO || d->scale_rule == BQ_SCALE_NVFP4_TE)) {
+            const float m = refmx_nv_mul(d, code, g, enc); /* the peer's product, in C */
+            if (d->float_type == BQ_F64) { volatile double v = refmx_load(d, x, xi) * (double)m; q = refmx_code(d->int_type, v); }
+            else { volatile float v = (float)refmx_load(d, x, xi) * m; q = refmx_code(d->int_type, (double)v); }
+          } else {
+            q = refmx_quantize(d, refmx_load(d, x, xi), sc);
+          }
           refmx_put(d, (unsigned char *)y + (e2 ? r * ys / 2 : r * ys), c, q);
         }
       }

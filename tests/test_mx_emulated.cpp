@@ -126,6 +126,7 @@ static void one_case(int rep) {
   a.group_size = G;
   a.rows = rep < 4 ? rnd_range(120, 300) : rnd_range(0, 40); /* (the blocked layout's 128-row tiles) */
   a.cols = G * rnd_range(rep == 5 ? 0 : 1, rep < 4 ? 5 : 12);
+  if (rep >= 1000) a.rows = 1024, a.cols = G * 64; /* many groups: the rules' rare roundings */
   const int64_t step = E2M1 ? 2 : 1;
   a.x_row_stride = rnd() & 1 ? 0 : a.cols + step * rnd_range(0, 9);
   a.y_row_stride = rnd() & 1 ? 0 : a.cols + step * rnd_range(0, 9);
@@ -305,6 +306,12 @@ static void one_case_t(int rep) {
                msg, what);
   cr_assert(!memcmp(sb.data(), esb.data(), sb.size()), "the scales were written | %s", what);
   if (bwd) cr_assert(!memcmp(yb.data(), eyb.data(), yb.size()), "dy was written | %s", what);
+}
+
+/* dynamic quantize: 65536 groups of random data, where a rule's step order shows in the
+   rare group whose rounding it changes (each step order of the NVFP4 rules, say) */
+Test(emulated_mx, many_groups, .timeout = 600) {
+  if (OP == BQ_DYNAMIC_QUANTIZE) one_case(1000);
 }
 
 Test(emulated_mx, shapes, .timeout = 600) {

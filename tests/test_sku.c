@@ -704,7 +704,7 @@ static size_t mx_set(bq_op op, int sm, bq_desc *out) {
   for (size_t f = 0; f < NELEM(FTS); f++)
     for (int k = 0; k < 4; k++)
       for (int lay = 0; lay < 3; lay++)
-        for (int rule = 0; rule < (op == BQ_DYNAMIC_QUANTIZE && scale[k] == BQ_UE8M0 ? 6 : 1); rule++)
+        for (int rule = 0; rule < (op == BQ_DYNAMIC_QUANTIZE ? 8 : 1); rule++)
           for (int dir = 0; dir < (op == BQ_DYNAMIC_QUANTIZE ? 1 : 2); dir++) {
           bq_desc d;
           memset(&d, 0, sizeof d);
@@ -716,7 +716,9 @@ static size_t mx_set(bq_op op, int sm, bq_desc *out) {
           d.scale_type = scale[k];
           d.scale_layout = (bq_scale_layout)lay;
           d.scale_rule = (bq_scale_rule)rule;
-          if (bq__is_mx(&d)) out[n++] = d;
+          bq_desc nd;
+          char nm[96];
+          if (bq__is_mx(&d) && bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS) out[n++] = d;
         }
   return n;
 }

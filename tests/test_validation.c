@@ -3531,6 +3531,8 @@ Test(desc, mx_descriptors_accepted) {
     mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_DTYPE_DEFAULT, BQ_SCALES_ROW_MAJOR, BQ_SCALE_EVEN),
     mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_DTYPE_DEFAULT, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT),
     mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_MN_MAJOR, BQ_SCALE_RULE_DEFAULT),
+    mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_BLOCKED, BQ_SCALE_NVFP4_TORCHAO),
+    mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_NVFP4_TE),
   };
   for (size_t i = 0; i < NELEM(ok); i++) {
     cr_assert(bq__is_mx(&ok[i].d), "%s", ok[i].ctx);
@@ -3548,7 +3550,7 @@ Test(desc, mx_descriptors_accepted) {
 }
 
 Test(desc, mx_fields_refused_by_name) {
-  struct { combo c; bq_status want; const char *needle; } cases[16];
+  struct { combo c; bq_status want; const char *needle; } cases[20];
   int n = 0;
 #define MX_CASE(C, W, N) cases[n].c = (C), cases[n].want = (W), cases[n].needle = (N), n++
   combo c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
@@ -3572,8 +3574,10 @@ Test(desc, mx_fields_refused_by_name) {
   MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (1, floor) applies to dynamic quantize only");
   c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_CEIL);
   MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (2, ceil) names a UE8M0 rule");
-  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, (bq_scale_rule)6);
-  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (6) is not a bq_scale_rule");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, (bq_scale_rule)8);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (8) is not a bq_scale_rule");
+  c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_NVFP4_TE);
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (7, te) names an NVFP4 rule: desc.scale_type is ue8m0");
   c = mx_combo(BQ_DYNAMIC_QUANTIZE, BQ_E2M1, BQ_UE8M0, (bq_scale_layout)3, BQ_SCALE_FLOOR);
   MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_layout (3) must be BQ_SCALES_ROW_MAJOR");
   c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);

@@ -17,7 +17,7 @@ ITEMSIZE = {DType.F32: 4, DType.F64: 8, DType.F16: 2, DType.BF16: 2, DType.S8: 1
             DType.E4M3: 1, DType.E5M2: 1, DType.UE8M0: 1, DType.UE8M0X4: 4}
 MX_TYPES = (DType.E2M1, DType.E4M3, DType.E5M2)  # microscaling elements (E2M1: two codes a byte)
 MX_LAYOUTS = {"row": 0, "mn": 1, "blocked": 2}
-MX_RULES = {"default": 0, "floor": 1, "ceil": 2, "even": 3, "rceil": 4, "rceil_sat": 5}
+MX_RULES = {"default": 0, "floor": 1, "ceil": 2, "even": 3, "rceil": 4, "rceil_sat": 5, "torchao": 6, "te": 7}
 QRANGE = {DType.S8: (-128, 127), DType.U8: (0, 255)}
 
 

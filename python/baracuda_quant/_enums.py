@@ -76,13 +76,15 @@ class ScaleLayout(enum.IntEnum):
 
 
 class ScaleRule(enum.IntEnum):
-    """bq_desc.scale_rule: microscaling dynamic quantize's UE8M0 rule."""
+    """bq_desc.scale_rule: microscaling dynamic quantize's scale rule (UE8M0 1-5, NVFP4 6-7)."""
     DEFAULT = 0    # amax / max rounded up to a power of two
     FLOOR = 1      # the OCP MX spec, torchao's default
     CEIL = 2       # torchao
     EVEN = 3       # torchao
     RCEIL = 4      # cuBLAS, DeepGEMM
     RCEIL_SAT = 5  # Transformer Engine
+    NVFP4_TORCHAO = 6  # NVFP4: torchao's steps
+    NVFP4_TE = 7       # NVFP4: Transformer Engine's steps
 
 
 # bq_desc.device: BQ_DEVICE_CURRENT, or BQ_DEVICE(n) = n + 1 (device n's primary context)

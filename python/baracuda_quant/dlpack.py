@@ -597,7 +597,8 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
     with tensor_scale, one float32), quantize with them and return q. Without, dynamic
     quantize: scale_dtype "float8_e8m0fnu" (MXFP8, MXFP4: the default) or "float8_e4m3fn"
     (NVFP4: the tensor scale computed unless tensor_scale is given), scale_rule "default",
-    "floor", "ceil", "even", "rceil" or "rceil_sat" (UE8M0), amax_bound (UE8M0) capping each
+    "floor", "ceil", "even", "rceil" or "rceil_sat" (UE8M0), "torchao" or "te" (NVFP4: each
+    peer's steps), amax_bound (UE8M0) capping each
     group's max |x|; returns (q, scales, tensor scale or None). scale_layout "row" ([rows,
     K / G]), "mn" (a transposed view of [K / G, rows rounded up to 4]) or "blocked" (the
     128 x 4 tiles of block-scaled GEMMs, flat: ceil(rows / 128) 128 ceil(K / G / 4) 4 bytes)."""

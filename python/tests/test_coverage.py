@@ -36,7 +36,7 @@ _NAMES = {DType.F32: "float32", DType.F64: "float64", DType.F16: "float16", DTyp
           DType.S8: "int8", DType.U8: "uint8", DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
           DType.UE8M0: "float8_e8m0fnu", DType.UE8M0X4: "ue8m0x4", DType.E2M1: "e2m1"}
 _MX_LAYOUTS = ("row", "mn", "blocked")
-_MX_RULES = ("default", "floor", "ceil", "even", "rceil", "rceil_sat")
+_MX_RULES = ("default", "floor", "ceil", "even", "rceil", "rceil_sat", "torchao", "te")
 
 
 def _is_mx(d):
