@@ -464,6 +464,10 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {64, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {256, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
+    /* FP8 per group of 32 with UE8M0 scales (MXFP8 as the dynamic family serves it): the
+       reference of the microscaling dynamic rows */
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 32, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 14336}, .group_size = 32, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_UE8M0, .quick = 1},
     /* the activations of the QuantizedLinear rows (f32 scales, as that plan makes them) */
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {2048, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {4096, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .quick = 1},
@@ -1249,6 +1253,169 @@ static void run_fused(void) {
   }
 }
 
+/* ---- microscaling: MXFP8, MXFP4, NVFP4 ------------------------------------------------- */
+#ifdef BQ__FAMILY_OPS /* (headers with the microscaling family) */
+enum { MX_FP8, MX_FP4, MX_NV };
+typedef struct mx_case {
+  bq_op op;
+  int fmt;              /* MX_FP8 (e4m3, UE8M0, groups of 32), MX_FP4 (e2m1, UE8M0, 32), MX_NV (e2m1, E4M3, 16) */
+  bq_dtype ft;
+  int64_t rows, cols;   /* rows SIZE_256MIB: as many as make the float tensor 256 MiB */
+  bq_scale_layout layout;
+  int computed;         /* NVFP4 dynamic quantize: the tensor scale computed (two passes) */
+  int quick;
+} mx_case;
+#define MX_ALL_FT(op, fmt, lay)                                                                  \
+  {op, fmt, BQ_F32, SIZE_256MIB, 4096, lay, 0, 1}, {op, fmt, BQ_F64, SIZE_256MIB, 4096, lay, 0, 1}, \
+  {op, fmt, BQ_F16, SIZE_256MIB, 4096, lay, 0, 1}, {op, fmt, BQ_BF16, SIZE_256MIB, 4096, lay, 0, 1}
+static const mx_case k_mx[] = {
+    /* quantize and dequantize in each format at 256 MiB of floats, every float type */
+    MX_ALL_FT(BQ_QUANTIZE, MX_FP8, BQ_SCALES_BLOCKED), MX_ALL_FT(BQ_QUANTIZE, MX_FP4, BQ_SCALES_BLOCKED),
+    MX_ALL_FT(BQ_QUANTIZE, MX_NV, BQ_SCALES_BLOCKED), MX_ALL_FT(BQ_DEQUANTIZE, MX_FP8, BQ_SCALES_BLOCKED),
+    MX_ALL_FT(BQ_DEQUANTIZE, MX_FP4, BQ_SCALES_BLOCKED), MX_ALL_FT(BQ_DEQUANTIZE, MX_NV, BQ_SCALES_BLOCKED),
+    /* dynamic: the activations' shapes, against the FP8 per-group row of groups of 32 */
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_ROW_MAJOR, 0, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 1, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 1, 1},
+};
+static const char *const mx_fmt_names[] = {"mxfp8", "mxfp4", "nvfp4"};
+static int64_t mx_rows(const mx_case *c) {
+  return c->rows != SIZE_256MIB ? c->rows : (int64_t)(256 * MIB / (size_t)bq__dtype_size(c->ft)) / c->cols;
+}
+/* mx/<op>/fwd/<float>/<format>/[rows,cols]/<rows|blocked>[/g computed] */
+static void mx_name(const mx_case *c, char *buf, size_t n) {
+  snprintf(buf, n, "mx/%s/fwd/%s/%s/[%lld,%lld]/%s%s", c->op == BQ_QUANTIZE ? "quantize" : c->op == BQ_DEQUANTIZE ?
+           "dequantize" : "dynamic_quantize", bq__dtype_name(c->ft), mx_fmt_names[c->fmt], (long long)mx_rows(c),
+           (long long)c->cols, c->layout == BQ_SCALES_BLOCKED ? "blocked" : "rows", c->computed ? "/g_computed" : "");
+}
+enum { M_F, M_Q, M_S, M_G, M_COUNT };
+typedef struct mx_ctx {
+  bq_plan *plan;
+  bq_args a;
+  char *base[M_COUNT];
+  size_t stride[M_COUNT];
+  void *ws;
+  size_t ws_bytes;
+} mx_ctx;
+static int launch_mx(void *p, long set) {
+  mx_ctx *c = p;
+  bq_args a = c->a;
+#define MAT(i) (c->base[i] ? (void *)(c->base[i] + (size_t)set * c->stride[i]) : NULL)
+  if (a.out_scales) a.out_scales = MAT(M_S);
+  else a.scales = MAT(M_S);
+  if (c->plan->desc.op == BQ_DEQUANTIZE) a.x = MAT(M_Q), a.y = MAT(M_F);
+  else a.x = MAT(M_F), a.y = MAT(M_Q);
+  if (a.tensor_scale) a.tensor_scale = MAT(M_G);
+  if (a.out_tensor_scale) a.out_tensor_scale = MAT(M_G);
+#undef MAT
+  return BQ(bq_plan_run(c->plan, &a, c->ws, c->ws_bytes, (void *)G.stream));
+}
+static int run_mx_case(const mx_case *c, row_result *r) {
+  int rc = -1;
+  bq_desc d = {0};
+  d.op = c->op;
+  d.granularity = BQ_PER_GROUP;
+  d.float_type = c->ft;
+  d.int_type = c->fmt == MX_FP8 ? BQ_E4M3 : BQ_E2M1;
+  d.scale_type = c->fmt == MX_NV ? BQ_E4M3 : BQ_UE8M0;
+  d.scale_layout = c->layout;
+  mx_ctx x;
+  memset(&x, 0, sizeof x);
+  if (BQ(bq_plan_select(&d, &x.plan))) return -1; /* the JIT compile stays out of the timing */
+  copy_str(r->sku, sizeof r->sku, bq_plan_sku(x.plan));
+  const int64_t rows = mx_rows(c), cols = c->cols, G0 = c->fmt == MX_NV ? 16 : 32, ng = cols / G0;
+  const int e2 = d.int_type == BQ_E2M1, dyn = c->op == BQ_DYNAMIC_QUANTIZE;
+  size_t bytes[M_COUNT] = {0};
+  bytes[M_F] = (size_t)(rows * cols) * (size_t)bq__dtype_size(c->ft);
+  bytes[M_Q] = (size_t)(rows * cols) / (e2 ? 2u : 1u);
+  bytes[M_S] = c->layout == BQ_SCALES_BLOCKED ? (size_t)((rows + 127) / 128 * 128 * ((ng + 3) / 4 * 4)) : (size_t)(rows * ng);
+  if (c->fmt == MX_NV) bytes[M_G] = 4;
+  /* one pass: the floats, the codes and the scales (the computed tensor scale reads x twice:
+     its two-read bound is the ratio's reference) */
+  r->bytes = (double)bytes[M_F] * (c->computed ? 2.0 : 1.0) + (double)bytes[M_Q] + (double)bytes[M_S];
+  size_t set_bytes = 0;
+  for (int i = 0; i < M_COUNT; i++) {
+    x.stride[i] = (bytes[i] + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+    set_bytes += x.stride[i];
+  }
+  long nsets = pick_nsets(set_bytes);
+  for (int i = 0; i < M_COUNT; i++) {
+    if (!bytes[i]) continue;
+    size_t b = x.stride[i] * (size_t)nsets;
+    void *p = NULL;
+    if (BQ(bq_malloc(&p, b))) goto done;
+    x.base[i] = p;
+    int bad;
+    if (i == M_F && c->op != BQ_DEQUANTIZE) bad = fill_random(p, b, c->ft, -3, 3);
+    else if (i == M_Q && c->op == BQ_DEQUANTIZE) bad = fill_random(p, b, BQ_U8, 0, 255);
+    else if (i == M_S && !dyn) bad = fill_random(p, b, BQ_U8, c->fmt == MX_NV ? 40 : 120, c->fmt == MX_NV ? 60 : 130);
+    else if (i == M_G) bad = fill_random(p, b, BQ_F32, 0.01, 0.02);
+    else bad = BQ(bq_memset(p, 0xff, b)); /* outputs: poisoned */
+    if (bad) goto done;
+  }
+  if (BQ(bq_synchronize(NULL))) goto done;
+  x.a.rows = rows;
+  x.a.cols = cols;
+  x.a.group_size = G0;
+  bq_args a0 = x.a;
+  if (dyn) a0.out_scales = x.base[M_S];
+  else a0.scales = x.base[M_S];
+  if (c->op == BQ_DEQUANTIZE) a0.x = x.base[M_Q], a0.y = x.base[M_F];
+  else a0.x = x.base[M_F], a0.y = x.base[M_Q];
+  if (c->fmt == MX_NV && c->computed) a0.out_tensor_scale = x.base[M_G];
+  else if (c->fmt == MX_NV) a0.tensor_scale = x.base[M_G];
+  x.a = a0; /* (launch_mx replaces the pointers by set) */
+  if (bq_check(bq_plan_can_implement(x.plan, &a0), "bq_plan_can_implement", __LINE__)) goto done;
+  if (workspace_size(x.plan, &a0, &x.ws_bytes)) goto done;
+  if (x.ws_bytes && BQ(bq_malloc(&x.ws, x.ws_bytes))) goto done;
+  if (time_runs(launch_mx, &x, nsets, &r->t)) goto done;
+  r->gbps = r->bytes / (r->t.median_us * 1e3);
+  rc = 0;
+done:
+  if (BQ(bq_synchronize((void *)G.stream))) rc = -1;
+  for (int i = 0; i < M_COUNT; i++)
+    if (x.base[i]) BQ(bq_free(x.base[i]));
+  if (x.ws) BQ(bq_free(x.ws));
+  bq_plan_destroy(x.plan);
+  return rc;
+}
+static void run_mx(void) {
+  int header = 0;
+  for (size_t i = 0; i < sizeof k_mx / sizeof k_mx[0]; i++) {
+    const mx_case *c = &k_mx[i];
+    char name[192];
+    mx_name(c, name, sizeof name);
+    if ((G.quick && !c->quick) || !matches(name)) continue;
+    const size_t cb = (size_t)(mx_rows(c) * c->cols) * (size_t)bq__dtype_size(c->ft);
+    const copy_result *cp = get_copy(cb);
+    if (!header++) {
+      printf("\n== microscaling: median of %d runs; GB/s = (floats + codes + scales) / time (a computed tensor "
+             "scale reads the floats twice); ratio = GB/s / copy GB/s at the floats' size ==\n", G.reps);
+      printf("%-64s %11s %9s %9s %6s\n", "case", "time_us", "GB/s", "copy_GB/s", "ratio");
+    }
+    row_result *r = new_row(name, cb);
+    if (!r) return;
+    if (run_mx_case(c, r) == 0) {
+      r->ok = 1;
+      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
+      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
+      r->ratio = r->gbps / r->copy_gbps;
+      printf("%-64s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps, r->ratio);
+    } else {
+      printf("%-64s FAILED\n", r->name);
+    }
+    fflush(stdout);
+  }
+}
+#else
+static void run_mx(void) {}
+#endif
+
 /* ---- JIT figures ------------------------------------------------------------------------ */
 /* Distinct SKUs that differ only in their q range: each one is a cold compile. */
 static bq_desc jit_desc(int k) {
@@ -1804,6 +1971,7 @@ int main(int argc, char **argv) {
   run_cases();
   run_linear();
   run_fused();
+  run_mx();
 
   printf("\n");
   if (write_json(G.json_path) == 0) printf("JSON written to %s\n", G.json_path);
