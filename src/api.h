@@ -101,7 +101,7 @@
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
      with granularity BQ_PER_GROUP and
        int_type BQ_E2M1 (OCP FP4: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, two codes a byte, the lower
-                 index in the low nibble; G and row strides even), BQ_E4M3 or BQ_E5M2;
+                 index in the low nibble; G and the codes' row stride even), BQ_E4M3 or BQ_E5M2;
        scale_type BQ_UE8M0 (the default: MXFP8, MXFP4) or BQ_E4M3 (NVFP4, E2M1 only: each
                  group's E4M3 scale times the f32 tensor scale g at args.tensor_scale);
        scale_layout row-major, MN-major or BQ_SCALES_BLOCKED (the 128 x 4 tiles block-scaled
