@@ -1,4 +1,5 @@
-/* The microscaling references (tests/reference_mx.h): each UE8M0 scale rule's two
+/* The microscaling references (tests/reference_mx.h, and reference_mxops.h against
+   reference_dynamic.h for MXFP8 under the library's rule): each UE8M0 scale rule's two
    formulations agree for E4M3, E5M2 and E2M1 elements on every f32 exponent's edges and
    around the rounding thresholds, on an f32 grid and on random patterns; the rules give the
    peers' values on hand-picked cases; and the blocked layout's closed form is the peers'
@@ -101,4 +102,51 @@ Test(mx_reference, blocked_layout) {
     }
     cr_expect_eq(padding, bytes - R * C, "[%lld, %lld]", (long long)R, (long long)C);
   }
+}
+
+/* ---- one contract: MXFP8 under the library's rule is the dynamic family's FP8 per group ---- */
+/* tests/reference_mxops.h's dynamic quantize of E4M3 / E5M2 elements in UE8M0-scaled groups
+   (the library's rule, row-major) and tests/reference_dynamic.h's per-group FP8 quantize
+   with UE8M0 scales give the same codes and scales on random data of every kind, every float
+   type: the microscaling family's MXFP8 and the dynamic family's are one contract. */
+#include "reference_mxops.h"
+
+Test(mx_ops, mxfp8_default_rule_is_dynamic_fp8_per_group) {
+  static const bq_dtype fts[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16}, its[] = {BQ_E4M3, BQ_E5M2};
+  const int64_t rows = 37, G = 32, ng = 6, cols = G * ng;
+  static unsigned char x[37 * 192 * 8], y1[37 * 192], y2[37 * 192], s1[2048], s2[2048]; /* (scales: room for any layout) */
+  int checked = 0;
+  for (int f = 0; f < 4; f++)
+    for (int i = 0; i < 2; i++)
+      for (int rep = 0; rep < 8; rep++) {
+        bq_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = BQ_DYNAMIC_QUANTIZE;
+        d.granularity = BQ_PER_GROUP;
+        d.float_type = fts[f];
+        d.int_type = its[i];
+        d.scale_type = BQ_UE8M0;
+        for (int64_t k = 0; k < rows * cols; k++) {
+          const uint64_t r = rnd();
+          const double mag = ldexp(1.0, (int)(r % 40) - 20);
+          double v = ((double)(r >> 11) * 0x1p-53 - 0.5) * mag;
+          if (r % 97 == 0) v = NAN;
+          if (r % 89 == 0) v = (r & 1) ? INFINITY : -INFINITY;
+          if (r % 83 == 0) v = 0.0;
+          if (fts[f] == BQ_F64) ref_store_d(x, k, v);
+          else ref_store_f(fts[f], x, k, (float)v);
+        }
+        memset(y1, 0xA5, sizeof y1), memset(y2, 0xA5, sizeof y2), memset(s1, 0xA5, sizeof s1), memset(s2, 0xA5, sizeof s2);
+        bq_args a;
+        memset(&a, 0, sizeof a);
+        a.x = x, a.y = y1, a.out_scales = s1, a.rows = rows, a.cols = cols, a.group_size = G;
+        cr_assert_eq(refd_run(&d, &a), 0);
+        refmx_op(&d, rows, cols, G, cols, cols, ng, x, y2, NULL, NULL, s2, 0.0f, 0.0);
+        cr_assert(!memcmp(s1, s2, sizeof s1), "%s %s rep %d: the scales differ", ref_dtype_name(fts[f]),
+                  ref_dtype_name(its[i]), rep);
+        cr_assert(!memcmp(y1, y2, sizeof y1), "%s %s rep %d: the codes differ", ref_dtype_name(fts[f]),
+                  ref_dtype_name(its[i]), rep);
+        checked++;
+      }
+  cr_assert_eq(checked, 64);
 }
