@@ -5,9 +5,9 @@
 // data). docs/numerics.md, "Microscaling".
 // Prelude defines (besides common.cuh's, where BQ_IT may be BQ_TYPE_E2M1 and BQ_ST
 // BQ_TYPE_UE8M0 or BQ_TYPE_E4M3): BQ_OP and BQ_DIR (quantize, dequantize and fake quantize
-// in either direction, dynamic quantize forward), BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 blocked (the
-// 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's UE8M0 rule
-// (bq_scale_rule's values).
+// in either direction, dynamic quantize forward); BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2
+// blocked (the 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's scale
+// rule (bq_scale_rule's values: UE8M0 1-5, NVFP4 6-7).
 //
 // A thread takes a group, consecutive threads consecutive groups of a row, so a warp's
 // loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte
