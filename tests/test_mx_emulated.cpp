@@ -178,6 +178,32 @@ static void one_case(int rep) {
   const int computed = NV && OP == BQ_DYNAMIC_QUANTIZE && rnd() % 2;
   if (NV && !computed) a.tensor_scale = &tsv;
   if (computed) a.out_tensor_scale = &tso;
+  /* NVFP4 under a peer's rule, the tensor scale given: the first groups of row 0 get an
+     amax whose E4M3 code the rule's order of f32 steps decides (another order of the same
+     steps gives another code), so that the kernel is held to the order */
+  if (NV && EMU_RULE >= 6 && !computed && OP == BQ_DYNAMIC_QUANTIZE && a.rows)
+    for (int64_t gi = 0; gi < ng && gi < 4; gi++) {
+      uint32_t u = (uint32_t)(0x3f000000u + (rnd() % 0x01000000u)); /* from [0.5, 2) times a power of two */
+      float amax = 0;
+      for (int k = 0; k < 1 << 20; k++, u += T == BQ_BF16 ? 0x10000u : T == BQ_F16 ? 0x2000u : 1u) {
+        float f;
+        memcpy(&f, &u, 4);
+        f *= tsv * 6.0f;
+        if (T == BQ_F16 || T == BQ_BF16) { /* (a value of T) */
+          if (T == BQ_F16) f = ref_f16_to_f32(ref_f32_to_f16(f));
+          else f = ref_bf16_to_f32(ref_f32_to_bf16(f));
+        }
+        const uint8_t want = refmx_rule(&d, f, tsv, 1.0f / tsv);
+        volatile float e = 1.0f / tsv, c6 = (float)(1.0 / 6.0), t1 = f * e, b1 = t1 * c6, t2 = f / tsv, b2 = t2 * c6;
+        const float other = EMU_RULE == 7 ? b1 : b2; /* (f enc) c6, or (f / g) c6 */
+        const float oc = EMU_RULE == 6 ? (other < 0x1p-6f ? 0x1p-6f : other > 448.0f ? 448.0f : other) : other;
+        if (ref_fp8_from_double((double)oc, REF_E4M3) != want) { amax = f; break; }
+      }
+      if (amax > 0)
+        for (int64_t j = 0; j < G; j++) /* the group's max at amax, the others below it */
+          store_any(T, fl, gi * G + j, j == 0 ? (double)amax : (double)amax * 0.5 * rnd_unit());
+    }
+  memcpy(efb.data(), fb.data(), fb.size());
   a.amax_bound = OP == BQ_DYNAMIC_QUANTIZE && !NV && rnd() % 4 == 0 ? ldexp(1.0 + rnd_unit(), (int)rnd_range(-6, 6)) : 0;
   a.x = deq ? (const void *)cd : (const void *)fl;
   a.y = deq ? (void *)fl : (void *)cd;
