@@ -744,6 +744,7 @@ REF_API int ref_elem_is_nan(bq_dtype t, const void *buf, int64_t i)
 REF_API int ref_elem_equal(bq_dtype t, const void *a, const void *b, int64_t i)
 {
   size_t es = ref_dtype_size(t);
+  if (es == 0) return 0; /* (a type with no size here, E2M1's half bytes: never equal; compare their bytes as BQ_U8) */
   if (!memcmp((const unsigned char *)a + (size_t)i * es, (const unsigned char *)b + (size_t)i * es, es))
     return 1;
   return ref_is_float(t) && ref_elem_is_nan(t, a, i) && ref_elem_is_nan(t, b, i);
