@@ -114,7 +114,8 @@
      saturating; backward as FP8's, the mask |x / sc| <= max. NVFP4 dynamic quantize without
      args.tensor_scale computes g = amax / 2688 in a first pass (needs
      bq_plan_workspace_size bytes) and writes it to args.out_tensor_scale. G is any size up
-     to 4096; 16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
+     to 4096; 16 and 32 have kernels of their own. The fused producers emit the formats too
+     (FUSED PRODUCERS). docs/numerics.md, "Microscaling".
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -160,7 +161,11 @@
      default) and BQ_PER_GROUP are dynamic quantize's (out_scales, out_zero_points,
      desc.asymmetric, group_size, group_row_stride); BQ_PER_TENSOR is quantize's, with a
      static args.scale and args.zero_point. I is any storage type, FP8 included (symmetric:
-     no zero points). args.out, when set, receives n or a as well.
+     no zero points). args.out, when set, receives n or a as well. Or a microscaling format
+     (MICROSCALING: E2M1 storage, UE8M0 or E4M3 scales, the blocked layout or a scale rule
+     make the descriptor one; per group, dynamic quantize's rules; NVFP4 without
+     args.tensor_scale computes g in two launches first, which need bq_plan_workspace_size
+     bytes, and writes it to args.out_tensor_scale).
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
@@ -1830,7 +1835,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 13
+#define BQ__MAX_KERNELS 14
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */
@@ -4219,6 +4224,356 @@ static const bq__family bq__dynamic_family = {
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
   NULL, NULL, NULL};
 
+/* ==== src/family_mx.h ===================================================================== */
+/* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
+/* kernels_src/mx_abi.h - the microscaling formats' host/kernel interface, valid as C and as
+   CUDA C++: its entry points and its parameter block. mx.cu and the host (src/family_mx.h)
+   both include it. */
+#ifndef BQ_MX_ABI_H
+#define BQ_MX_ABI_H
+
+/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.
+   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or
+   of any other size read twice (dynamic) from L1. */
+enum {
+  BQ__MX_G16,    /* bq_mx16: groups of 16 */
+  BQ__MX_G32,    /* bq_mx32: groups of 32 */
+  BQ__MX_ANY,    /* bq_mx_any: any group size */
+  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+};
+#define BQ_FN_MX16 bq_mx16
+#define BQ_FN_MX32 bq_mx32
+#define BQ_FN_MX_ANY bq_mx_any
+#define BQ_FN_MX_AMAX bq_mx_amax
+
+typedef struct bq_mx_params {
+  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
+  bq_u64 dy, dx;            /* backward: dy (y's strides) read, dx (x's strides) written */
+  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
+  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
+  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
+  bq_u64 enc;               /* NVFP4_TE with the tensor scale computed: its encode factor (f32,
+                               in the workspace after the partials); 0: 1 / g */
+  bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */
+  bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */
+  bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded
+                               tiles (whose padding entries dynamic quantize writes 0) */
+  bq_i64 pgroups;           /* blocked: groups a padded row (ngroups rounded up to 4) */
+  double bound;             /* args.amax_bound (0: none) */
+  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
+                               partials and writes g */
+} bq_mx_params;
+#endif
+
+/* A descriptor of quantize, dequantize, fake quantize or dynamic quantize is a microscaling
+   one, and this family's, where it names what only the microscaling formats have: E2M1
+   storage, E4M3 scales (NVFP4), the blocked scale layout or a UE8M0 rule. (E4M3 and E5M2
+   per group with UE8M0 scales in the other layouts and the library's rule is MXFP8 too, and
+   stays with the affine and dynamic families, which serve it already.) */
+BQ__FN int bq__is_mx(const bq_desc *d) {
+  if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && d->op != BQ_DYNAMIC_QUANTIZE)
+    return 0;
+  return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
+         d->scale_rule != BQ_SCALE_RULE_DEFAULT;
+}
+BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
+
+BQ__FN const char *bq__mx_label(const bq_desc *d) {
+  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize"
+         : d->op == BQ_FAKE_QUANTIZE ? "mx_fake_quantize" : "mx_quantize";
+}
+static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat", "torchao", "te"};
+#define BQ__MX_RULES 8
+BQ__FN int bq__mx_nv_rule(bq_scale_rule r) { return r == BQ_SCALE_NVFP4_TORCHAO || r == BQ_SCALE_NVFP4_TE; }
+static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
+
+/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"), shared by the
+   fused producers that emit the formats: per group; storage E2M1 (the default), E4M3 or E5M2,
+   symmetric with no q-range; scales UE8M0 (the default), or E4M3 for E2M1 (NVFP4); any
+   layout; a scale rule where the op computes its scales (dynamic: nonzero), of the scales'
+   kind. name: the plan's, for messages. */
+BQ__FN bq_status bq__mx_desc_rules(const bq_desc *in, bq_desc *d, const char *name, int dynamic) {
+  if (!bq__is_float(d->float_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                    name, (int)d->float_type, bq__dtype_name(d->float_type));
+  if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E2M1;
+  if (!bq__is_mx_elem(d->int_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_E2M1, BQ_E4M3 or BQ_E5M2 in a "
+                    "microscaling format", name, (int)d->int_type, bq__dtype_name(d->int_type));
+  if (d->qmin != 0 || d->qmax != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be 0: %s has no q-range",
+                    name, d->qmin, d->qmax, bq__dtype_name(d->int_type));
+  if (d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the microscaling formats are "
+                    "symmetric", name, d->asymmetric);
+  if (d->out_type != BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
+                    (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_UE8M0;
+  if (d->scale_type != BQ_UE8M0 && d->scale_type != BQ_E4M3)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_UE8M0 (MXFP8, MXFP4) or "
+                    "BQ_E4M3 (NVFP4, with E2M1 storage)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
+  if (d->scale_type == BQ_E4M3 && d->int_type != BQ_E2M1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, e4m3) is NVFP4's, whose elements are E2M1: "
+                    "desc.int_type is %s", name, (int)BQ_E4M3, bq__dtype_name(d->int_type));
+  if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
+                    (int)d->direction);
+  if (d->direction == BQ_BACKWARD && dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for %s", name,
+                    d->op == BQ_DYNAMIC_QUANTIZE ? "dynamic quantize" : "fused producers");
+  if (d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%s) must be BQ_PER_GROUP: the microscaling "
+                    "formats scale groups along the row (desc.int_type %s, desc.scale_type %s, desc.scale_layout %d, "
+                    "desc.scale_rule %d)", name, bq__gran_name(d->granularity), bq__dtype_name(d->int_type),
+                    bq__dtype_name(d->scale_type), (int)d->scale_layout, (int)d->scale_rule);
+  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR &&
+      d->scale_layout != BQ_SCALES_BLOCKED)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR, "
+                    "BQ_SCALES_MN_MAJOR or BQ_SCALES_BLOCKED", name, (int)d->scale_layout);
+  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_NVFP4_TE)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) is not a bq_scale_rule", name,
+                    (int)d->scale_rule);
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) applies to dynamic quantize only (the "
+                    "other ops read their scales)", name, (int)d->scale_rule, bq__mx_rules[d->scale_rule]);
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_UE8M0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names a UE8M0 rule: desc.scale_type is %s",
+                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
+  if (bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_E4M3)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names an NVFP4 rule: desc.scale_type is %s",
+                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
+  if (d->pow2_scales != 0 && (d->pow2_scales != 1 || d->op != BQ_DYNAMIC_QUANTIZE || d->scale_type != BQ_UE8M0))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
+                    "already)", name, d->pow2_scales);
+  d->pow2_scales = 0; /* (implied by UE8M0; one SKU either way) */
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  /* (plans are named by the op, as the other families' are: "quantize_per_group") */
+  snprintf(name, name_size, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
+           d->direction == BQ_BACKWARD ? "_backward" : "");
+  return bq__mx_desc_rules(in, d, name, d->op == BQ_DYNAMIC_QUANTIZE);
+}
+
+/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
+BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+           bq__dtype_name(d->float_type),
+           bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
+           bq__mx_rules[d->scale_rule], tn);
+}
+BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
+  d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
+  char *const tok[6] = {all[0], all[2], all[3], all[4], all[5], all[6]}; /* the label, then the types and form */
+  int op = -1, lay = -1, rule = -1;
+  for (int i = 0; i < 4; i++) {
+    bq_desc l;
+    memset(&l, 0, sizeof l);
+    l.op = ops[i];
+    if (!strcmp(tok[0], bq__mx_label(&l))) op = i;
+  }
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(tok[4], bq__mx_layouts[i])) lay = i;
+  for (int i = 0; i < BQ__MX_RULES; i++)
+    if (!strcmp(tok[5], bq__mx_rules[i])) rule = i;
+  if (op < 0 || lay < 0 || rule < 0 || strncmp(tok[3], "scale_", 6)) return 0;
+  d->op = ops[op];
+  d->granularity = BQ_PER_GROUP;
+  d->scale_layout = (bq_scale_layout)lay;
+  d->scale_rule = (bq_scale_rule)rule;
+  return bq__dtype_from_name(tok[1], &d->float_type) && bq__dtype_from_name(tok[2], &d->int_type) &&
+         bq__dtype_from_name(tok[3] + 6, &d->scale_type);
+}
+/* the enumeration's variants (bq__all_descs): the element and scale types (E2M1 with UE8M0
+   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
+BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
+  *outer = 4 * 3;
+  *inner = op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
+}
+BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
+  static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  in->granularity = BQ_PER_GROUP;
+  in->int_type = elem[outer % 4];
+  in->scale_type = scale[outer % 4];
+  in->scale_layout = (bq_scale_layout)(outer / 4);
+  in->scale_rule = (bq_scale_rule)inner;
+  in->asymmetric = 0;
+  in->qmin = in->qmax = 0;
+}
+/* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
+   tensor scales: NVFP4's */
+BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
+  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE;
+  return d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0;
+}
+BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
+  (void)d;
+  return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded once to nearest even into its "
+         "type, saturating; scales by the plan's rule; bit-identical to the CPU reference";
+}
+
+BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
+  bq__prelude_types(d, s);
+  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
+              (int)d->scale_layout, (int)d->scale_rule);
+}
+BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+
+/* The problem: [rows, cols] in groups of G along the row (E2M1: G, cols and the row strides
+   even, two codes a byte); the scales in the layout (blocked: group_row_stride 0, the
+   layout's own padded extent) */
+#define BQ__MX_MAX_GROUP 4096
+BQ__FN bq_status bq__mx_view(const bq_plan *p, const bq_args *a, bq__view *v) {
+  const bq_desc *d = &p->desc;
+  if (a && d->scale_layout == BQ_SCALES_BLOCKED && a->group_row_stride != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 with desc.scale_layout "
+                    "BQ_SCALES_BLOCKED (its extent is the padded tiles')", p->name, (long long)a->group_row_stride);
+  bq_status st = bq__view_of(p, a, v);
+  if (st) return st;
+  if (v->group > BQ__MX_MAX_GROUP)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest microscaling "
+                    "group offered", p->name, (long long)v->group, BQ__MX_MAX_GROUP);
+  const int codes = d->direction == BQ_FORWARD && d->op != BQ_FAKE_QUANTIZE; /* the call moves codes */
+  if (d->int_type == BQ_E2M1 && codes) {
+    if (v->group % 2)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
+                      "so groups must be even", p->name, (long long)v->group);
+    const int64_t xs = d->op == BQ_DEQUANTIZE ? v->xs : v->ys; /* the codes' stride */
+    if (xs % 2)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s_row_stride (%lld) is odd: E2M1 rows start on a byte", p->name,
+                      d->op == BQ_DEQUANTIZE ? "x" : "y", (long long)xs);
+  }
+  if (d->scale_layout == BQ_SCALES_BLOCKED) v->grs = 0;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_shape(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__mx_view(p, a, &v);
+}
+BQ__FN int bq__mx_nv(const bq_plan *p) { return p->desc.scale_type == BQ_E4M3; }
+/* NVFP4 dynamic quantize computing the tensor scale: the amax passes, whose first has at
+   most 8 blocks an SM (each a partial amax in the workspace) */
+BQ__FN int bq__mx_two_pass(const bq_plan *p, const bq_args *a) {
+  return bq__mx_nv(p) && p->desc.op == BQ_DYNAMIC_QUANTIZE && a && !a->tensor_scale;
+}
+BQ__FN int64_t bq__mx_amax_blocks(const bq_plan *p, const bq_args *a) {
+  const int64_t blocks = bq__grid(a->rows * a->cols, 256), cap = (int64_t)bq__limits_of(p).sms * 8;
+  return blocks < cap ? blocks : cap;
+}
+BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
+  if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
+  return (size_t)bq__mx_amax_blocks(p, a) * 4 + 4; /* the partials, then Transformer Engine's encode factor */
+}
+BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
+  bq_status st = bq__mx_view(p, a, v);
+  const bq_desc *d = &p->desc;
+  if (st || v->numel == 0) return st;
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
+  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
+  if (bwd) {
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
+    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
+  } else {
+    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
+  }
+  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
+  if (!dyn && a->zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
+                    "symmetric", p->name);
+  if (bq__mx_nv(p)) {
+    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
+    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__mx_validate(p, a, &v);
+}
+
+/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
+   host's choice */
+static int bq__mx_force_entry = -1;
+BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__view v;
+  bq_status st = bq__mx_validate(p, a, &v);
+  if (st || v.numel == 0) return st;
+  const bq_desc *d = &p->desc;
+  bq_mx_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.dy = (uint64_t)(uintptr_t)a->dy;
+  k.dx = (uint64_t)(uintptr_t)a->dx;
+  k.scales = (uint64_t)(uintptr_t)(d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales);
+  k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
+  k.rows = v.rows;
+  k.cols = v.cols;
+  k.xs = v.xs;
+  k.ys = v.ys;
+  k.group = v.group;
+  k.ngroups = v.ngroups;
+  k.grs = v.grs;
+  k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
+  /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
+     it writes 0 */
+  const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;
+  const int64_t wrows = pad ? (v.rows + 127) / 128 * 128 : v.rows;
+  k.pgroups = pad ? (v.ngroups + 3) / 4 * 4 : v.ngroups;
+  k.items = wrows * k.pgroups;
+  if (bq__mx_two_pass(p, a)) {
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__mx_workspace(p, a)))) return st;
+    k.amax = (uint64_t)(uintptr_t)ws;
+    k.out_tensor_scale = (uint64_t)(uintptr_t)a->out_tensor_scale;
+    k.nparts = (int)bq__mx_amax_blocks(p, a);
+    if ((st = bq__launch(p, BQ__MX_AMAX, k.nparts, 1, 256, 0, &k, stream))) return st;
+    k.finish = 1;
+    if ((st = bq__launch(p, BQ__MX_AMAX, 1, 1, 256, 0, &k, stream))) return st;
+    k.finish = 0;
+    k.tensor_scale = k.out_tensor_scale;
+    k.enc = k.amax + 4 * (uint64_t)k.nparts; /* (the finishing block wrote it) */
+  }
+  int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+  if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;
+  const int64_t blocks = bq__grid(k.items, 256), cap = (int64_t)bq__limits_of(p).sms * 16;
+  return bq__launch(p, e, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+}
+/* the amax pass is NVFP4 dynamic quantize's alone */
+BQ__FN int bq__mx_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)t;
+  return e != BQ__MX_AMAX || (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE);
+}
+/* the typical problem's groups are the format's (16 for NVFP4, 32 else) */
+BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
+  if (d->scale_type == BQ_E4M3 && d->op != BQ_DYNAMIC_QUANTIZE) a->tensor_scale = ptr;
+  if (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE) a->out_tensor_scale = ptr;
+}
+
+static const bq__family bq__mx_family = {
+  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE},
+  {"quantize", "dequantize", "fake_quantize", "dynamic_quantize"}, "mx",
+  bq__mx_normalize, bq__mx_label, bq__mx_sku, bq__mx_from_sku, bq__mx_axes, bq__mx_vary, bq__mx_owns,
+  bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
+  bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,
+  {{NULL}, {NULL}, {NULL},
+   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX)},
+   {NULL}},
+  NULL, NULL, bq__mx_typical};
+
 /* ==== src/family_fused.h ================================================================== */
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
 /* kernels_src/fused_abi.h - the fused producers' host/kernel interface (RMSNorm, gated
@@ -4237,11 +4592,12 @@ static const bq__family bq__dynamic_family = {
    bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose
    accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are
    bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole
-   accesses), a residual allowed: no element path. */
+   accesses), a residual allowed: no element path. bq_fused_amax is NVFP4's first launch
+   where the tensor scale is computed: the producer's amax over the tensor, nothing written. */
 enum {
   BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
   BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
-  BQ__FUSED_ENTRIES
+  BQ__FUSED_AMAX, BQ__FUSED_ENTRIES
 };
 #define BQ_FN_FUSED_C1 bq_fused_c1
 #define BQ_FN_FUSED_C2 bq_fused_c2
@@ -4256,6 +4612,7 @@ enum {
 #define BQ_FN_FUSED_M16 bq_fused_m16
 #define BQ_FN_FUSED_C2D bq_fused_c2d
 #define BQ_FN_FUSED_C8D bq_fused_c8d
+#define BQ_FN_FUSED_AMAX bq_fused_amax
 
 typedef struct bq_fused_params {
   bq_u64 x, res, w, out, y, scales, zps;
@@ -4263,6 +4620,12 @@ typedef struct bq_fused_params {
   double scale, eps;                             /* per tensor's static scale; RMSNorm's eps */
   int zp, aligned, fast_groups;
   int slot, wstage; /* bq_fused_staged: a slot's bytes; the weight staged */
+  /* microscaling output, NVFP4: the f32 tensor scale g read (0: computed), where a computed
+     one is written, and the workspace's amax (f32): bq_fused_amax writes a partial a block,
+     then (nparts > 0) one block reduces nparts partials into amax[nparts], which the
+     producer's launch reads */
+  bq_u64 tensor_scale, out_tensor_scale, amax;
+  int nparts;
 } bq_fused_params;
 #endif
 
@@ -4271,8 +4634,9 @@ typedef struct bq_fused_params {
    kernel's accesses a thread follow the row) */
 static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
                                                            {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}, {128, 16},
-                                                           {256, 2}, {256, 8}};
-/* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged: 0) */
+                                                           {256, 2}, {256, 8}, {256, 0}};
+/* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged and
+   bq_fused_amax: 0) */
 BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]; }
 /* the narrow entries take RMSNorm per token and per group without a residual, in batches of
    at least this many rows an SM: there the fixed work a row is the largest share. (H100,
@@ -4335,12 +4699,23 @@ BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float
 #define BQ__FUSED_ACT_BYTES (8192 * 4)
 BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUANTIZE && d->float_type == BQ_BF16; }
 
+/* A fused desc emits a microscaling format where it names what only those have (as
+   bq__is_mx): E2M1 storage, UE8M0 or E4M3 scales, the blocked layout or a scale rule */
+BQ__FN int bq__fused_mx(const bq_desc *d) {
+  return (d->op == BQ_RMSNORM_QUANTIZE || d->op == BQ_GATED_QUANTIZE) &&
+         (d->int_type == BQ_E2M1 || d->scale_type == BQ_UE8M0 || d->scale_type == BQ_E4M3 ||
+          d->scale_layout == BQ_SCALES_BLOCKED || d->scale_rule != BQ_SCALE_RULE_DEFAULT);
+}
+BQ__FN int bq__fused_nv(const bq_desc *d) { return bq__fused_mx(d) && d->scale_type == BQ_E4M3; }
+
 BQ__FN void bq__fused_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
               bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
               bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
+  if (bq__fused_mx(d)) /* (common.cuh's microscaling part) */
+    bq__str_fmt(s, "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", (int)d->scale_layout, (int)d->scale_rule);
 }
 
 /* One call's shape, strides (elements) and pointers, validated. */
@@ -4385,7 +4760,19 @@ BQ__FN bq_status bq__fused_shape_of(const bq_plan *p, const bq_args *a, bq__fuse
                   v->rs > BQ__MAX_ELEMS / v->rows || v->os > BQ__MAX_ELEMS / v->rows))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
                     (long long)a->rows);
-  if (d->granularity == BQ_PER_GROUP) return bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
+  if (d->granularity != BQ_PER_GROUP) return BQ_SUCCESS;
+  if (d->scale_layout == BQ_SCALES_BLOCKED && a->group_row_stride != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 with desc.scale_layout "
+                    "BQ_SCALES_BLOCKED (its extent is the padded tiles')", n, (long long)a->group_row_stride);
+  bq_status st = bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
+  if (st) return st;
+  if (d->scale_layout == BQ_SCALES_BLOCKED) v->grs = 0;
+  if (d->int_type == BQ_E2M1 && v->group % 2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
+                    "so groups must be even", n, (long long)v->group);
+  if (d->int_type == BQ_E2M1 && v->ys % 2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is odd: E2M1 rows start on a byte", n,
+                    (long long)a->y_row_stride);
   return BQ_SUCCESS;
 }
 BQ__FN bq_status bq__fused_shape(const bq_plan *p, const bq_args *a) {
@@ -4427,10 +4814,31 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
   if (a->residual && (st = bq__check_ptr(p, "args.residual", a->residual, t))) return st;
   if (a->out && (st = bq__check_ptr(p, "args.out", a->out, t))) return st;
   if (d->granularity != BQ_PER_TENSOR) {
-    if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
+    if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__fused_mx(d) ? 1 : bq__dtype_size(d->scale_type))))
+      return st;
     if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
   }
+  if (bq__fused_mx(d) && a->out_zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.out_zero_points must be NULL: the microscaling formats are "
+                    "symmetric", n);
+  if (bq__fused_nv(d)) { /* NVFP4: the tensor scale given, or computed and written */
+    if (a->tensor_scale && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
+    if (!a->tensor_scale && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
+  }
   return BQ_SUCCESS;
+}
+/* NVFP4 without args.tensor_scale: bq_fused_amax first, a partial amax a block (at most 8
+   blocks an SM) and their reduction after them in the workspace */
+BQ__FN int bq__fused_two_pass(const bq_plan *p, const bq_args *a) {
+  return bq__fused_nv(&p->desc) && a && !a->tensor_scale;
+}
+BQ__FN int64_t bq__fused_amax_blocks(const bq_plan *p, const bq_args *a) {
+  const int64_t cap = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 8;
+  return a->rows < cap ? a->rows : cap;
+}
+BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
+  if (!bq__fused_two_pass(p, a) || a->rows <= 0 || a->cols <= 0) return 0;
+  return (size_t)bq__fused_amax_blocks(p, a) * 4 + 4;
 }
 
 BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
@@ -4467,7 +4875,6 @@ BQ__FN bq_status bq__fused_staged_fit(const bq_plan *p, int64_t tab, int64_t slo
   return BQ_SUCCESS;
 }
 BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
-  (void)ws, (void)ws_bytes;
   bq__fused_view v;
   bq_status st = bq__fused_view_of(p, a, &v);
   if (st || v.rows == 0 || v.cols == 0) return st;
@@ -4493,6 +4900,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   k.scale = a->scale;
   k.eps = rms ? a->eps : 0;
   k.zp = a->zero_point;
+  k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
   /* 16-byte accesses when every T stream's rows start 16-byte aligned */
   k.aligned = bq__aligned16(a->x, v.xs * t) && (rms || (v.cols * t) % 16 == 0) &&
               (!rms || bq__aligned16(a->norm_weight, 0)) && (!k.res || bq__aligned16(a->residual, v.rs * t)) &&
@@ -4506,6 +4914,17 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int whole = k.aligned && v.cols % p->vec == 0;
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
   const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
+  if (bq__fused_two_pass(p, a)) { /* NVFP4's tensor scale: the amax, partials then their reduction */
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_workspace(p, a)))) return st;
+    k.amax = (uint64_t)(uintptr_t)ws;
+    const int64_t parts = bq__fused_amax_blocks(p, a);
+    if ((st = bq__launch(p, BQ__FUSED_AMAX, parts, 1, BQ__FUSED_THREADS, (unsigned)tab, &k, stream))) return st;
+    k.nparts = (int)parts;
+    if ((st = bq__launch(p, BQ__FUSED_AMAX, 1, 1, BQ__FUSED_THREADS, (unsigned)tab, &k, stream))) return st;
+    k.amax += 4 * (uint64_t)parts; /* (the reduction's word) */
+    k.nparts = 0;
+    k.out_tensor_scale = (uint64_t)(uintptr_t)a->out_tensor_scale;
+  }
   unsigned facts = (rms ? BQ__FF_RMS : 0) | (k.res ? BQ__FF_RES : 0) | (whole && yal ? BQ__FF_DENSE : 0) |
                    (whole ? BQ__FF_WHOLE : 0) | (k.aligned ? BQ__FF_ALIGNED : 0) |
                    (nacc > 2 * BQ__FUSED_THREADS ? BQ__FF_LONG : 0) |
@@ -4595,6 +5014,15 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
   if (gated && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
                     (int)d->activation);
+  if (bq__fused_mx(d)) { /* a microscaling format: per group (the default here), forward */
+    if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_GROUP;
+    if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
+                      bq__op_name(d->op), (int)d->granularity);
+    bq__plan_name_std(d, 0, name, name_size);
+    if ((st = bq__mx_desc_rules(in, d, name, 1))) return st;
+    return BQ_SUCCESS;
+  }
   if ((st = bq__rule_enums(d, 0))) return st;
   if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TOKEN;
   bq__plan_name_std(d, 1, name, name_size);
@@ -4624,23 +5052,95 @@ BQ__FN const char *bq__fused_label(const bq_desc *d) {
   if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
   return "rmsnorm_quantize";
 }
-/* the variant: elements per access; static, symmetric or asymmetric scales */
+/* the microscaling formats by name in SKUs: the element and scale types */
+static const struct bq__fused_format {
+  const char *name;
+  bq_dtype it, st;
+} bq__fused_formats[] = {{"mxfp4", BQ_E2M1, BQ_UE8M0}, {"nvfp4", BQ_E2M1, BQ_E4M3},
+                         {"mxfp8_e4m3", BQ_E4M3, BQ_UE8M0}, {"mxfp8_e5m2", BQ_E5M2, BQ_UE8M0}};
+#define BQ__FUSED_FORMATS 4
+/* the variant: elements per access; static, symmetric or asymmetric scales. A microscaling
+   format's: "rmsnorm_quantize.fwd.per_group.bf16.nvfp4.blocked.te.sm_90" (the format, the
+   layout, the rule) */
 BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
+  if (bq__fused_mx(d)) {
+    const char *fmt = "?";
+    for (int i = 0; i < BQ__FUSED_FORMATS; i++)
+      if (bq__fused_formats[i].it == d->int_type && bq__fused_formats[i].st == d->scale_type) fmt = bq__fused_formats[i].name;
+    snprintf(buf, n, "%s.fwd.%s.%s.%s.%s.%s.%s", bq__fused_label(d), bq__gran_name(d->granularity),
+             bq__dtype_name(d->float_type), fmt, bq__mx_layouts[d->scale_layout], bq__mx_rules[d->scale_rule], tn);
+    return;
+  }
   char variant[32];
   snprintf(variant, sizeof variant, "vec%d.%s", bq__fused_vec(d),
            d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* the enumeration's variants: the gated op's two activations */
+/* The microscaling form of a SKU's tokens (bq__fused_sku's, the target's left off); 0 for
+   the others, which take the elementwise form */
+BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 7 || strcmp(tok[1], "fwd")) return 0;
+  int op = -1, fmt = -1, lay = -1, rule = -1;
+  for (int i = 0; i < 3; i++) { /* RMSNorm, then the gated op with SiLU and GELU-tanh */
+    bq_desc l;
+    memset(&l, 0, sizeof l);
+    l.op = i ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE;
+    l.activation = i == 2 ? BQ_GELU_TANH : i ? BQ_SILU : BQ_ACTIVATION_DEFAULT;
+    if (!strcmp(tok[0], bq__fused_label(&l))) op = i;
+  }
+  for (int i = 0; i < BQ__FUSED_FORMATS; i++)
+    if (!strcmp(tok[4], bq__fused_formats[i].name)) fmt = i;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(tok[5], bq__mx_layouts[i])) lay = i;
+  for (int i = 0; i < BQ__MX_RULES; i++)
+    if (!strcmp(tok[6], bq__mx_rules[i])) rule = i;
+  if (op < 0 || fmt < 0 || lay < 0 || rule < 0 || strcmp(tok[2], bq__gran_name(BQ_PER_GROUP))) return 0;
+  d->op = op ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE;
+  d->activation = op == 2 ? BQ_GELU_TANH : op ? BQ_SILU : BQ_ACTIVATION_DEFAULT;
+  d->granularity = BQ_PER_GROUP;
+  d->int_type = bq__fused_formats[fmt].it;
+  d->scale_type = bq__fused_formats[fmt].st;
+  d->scale_layout = (bq_scale_layout)lay;
+  d->scale_rule = (bq_scale_rule)rule;
+  return bq__dtype_from_name(tok[3], &d->float_type);
+}
+/* the enumeration's variants: the gated op's two activations, each with its integer and FP8
+   kernels (variant 0) and the microscaling formats by layout (1 + format + 4 layout), those by
+   rule (inner); a microscaling variant keeps one desc of the enumeration's other fields (its
+   first values) and refuses the rest, which it would only repeat */
 BQ__FN void bq__fused_axes(bq_op op, int *outer, int *inner) {
-  *outer = op == BQ_GATED_QUANTIZE ? 2 : 1, *inner = 1;
+  *outer = (op == BQ_GATED_QUANTIZE ? 2 : 1) * (1 + BQ__FUSED_FORMATS * 3), *inner = BQ__MX_RULES;
 }
 BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
-  (void)inner;
-  if (in->op == BQ_GATED_QUANTIZE) in->activation = outer ? BQ_GELU_TANH : BQ_SILU;
+  const int acts = in->op == BQ_GATED_QUANTIZE ? 2 : 1, mx = outer / acts;
+  if (in->op == BQ_GATED_QUANTIZE) in->activation = outer % acts ? BQ_GELU_TANH : BQ_SILU;
+  const int first = in->granularity == BQ_PER_TENSOR && in->int_type == BQ_S8 && in->scale_type == BQ_F32 &&
+                    in->scale_layout == BQ_SCALES_ROW_MAJOR && !in->asymmetric && in->direction == BQ_FORWARD;
+  if ((mx == 0 && inner != 0) || (mx > 0 && !first)) {
+    in->op = BQ_OP_NONE; /* (a repeat: refused) */
+    return;
+  }
+  if (mx == 0) return;
+  const struct bq__fused_format *f = &bq__fused_formats[(mx - 1) % BQ__FUSED_FORMATS];
+  in->granularity = BQ_PER_GROUP;
+  in->int_type = f->it;
+  in->scale_type = f->st;
+  in->scale_layout = (bq_scale_layout)((mx - 1) / BQ__FUSED_FORMATS);
+  in->scale_rule = (bq_scale_rule)inner;
+  in->qmin = in->qmax = 0;
+}
+/* NVFP4's tensor scales (given or computed) */
+BQ__FN unsigned bq__fused_owns(const bq_desc *d) { return bq__fused_nv(d) ? BQ__OWNS_TENSOR_SCALE : 0; }
+/* bq_fused_amax is NVFP4's alone */
+BQ__FN int bq__fused_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)t;
+  return e != BQ__FUSED_AMAX || bq__fused_nv(d);
 }
 BQ__FN const char *bq__fused_guarantee(const bq_desc *d) {
+  if (bq__fused_mx(d))
+    return "exact: the producer as the contract builds it, its values rounded to T, then microscaling dynamic "
+           "quantize (docs/numerics.md, \"Microscaling\"); bit-identical to the CPU reference";
   return d->float_type == BQ_F64
              ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
                "contract builds them), its values rounded to T and quantized as the unfused ops would; "
@@ -4659,10 +5159,13 @@ BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
   p->fused.smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
   return BQ_SUCCESS;
 }
-/* RMSNorm's weight and epsilon */
+/* RMSNorm's weight and epsilon; a microscaling format's groups (16 for NVFP4, 32 else) and
+   NVFP4's tensor scale, given (a pointer past the weight's, never dereferenced) */
 BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->norm_weight = d->op == BQ_RMSNORM_QUANTIZE ? ptr : NULL;
   a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
+  if (bq__fused_mx(d)) a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
+  if (bq__fused_nv(d)) a->tensor_scale = (char *)ptr + ((size_t)1 << 33);
 }
 
 #define BQ__FUSED_KERNELS                                                                                   \
@@ -4670,12 +5173,12 @@ BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
    BQ_ENTRY_NAME(BQ_FN_FUSED_C8),  BQ_ENTRY_NAME(BQ_FN_FUSED_LONG), BQ_ENTRY_NAME(BQ_FN_FUSED_STAGED),            \
    BQ_ENTRY_NAME(BQ_FN_FUSED_M4),  BQ_ENTRY_NAME(BQ_FN_FUSED_M8),   BQ_ENTRY_NAME(BQ_FN_FUSED_M4F),               \
    BQ_ENTRY_NAME(BQ_FN_FUSED_M8F), BQ_ENTRY_NAME(BQ_FN_FUSED_M16),  BQ_ENTRY_NAME(BQ_FN_FUSED_C2D),               \
-   BQ_ENTRY_NAME(BQ_FN_FUSED_C8D)}
+   BQ_ENTRY_NAME(BQ_FN_FUSED_C8D), BQ_ENTRY_NAME(BQ_FN_FUSED_AMAX)}
 static const bq__family bq__fused_family = {
   {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE}, {"rmsnorm_quantize", "gated_quantize"}, "fused",
-  bq__fused_normalize, bq__fused_label, bq__fused_sku, NULL, bq__fused_axes, bq__fused_vary, NULL, bq__fused_guarantee,
-  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0, bq__fused_shape, bq__fused_check, bq__no_workspace,
-  bq__fused_run, NULL, bq__fused_setup,
+  bq__fused_normalize, bq__fused_label, bq__fused_sku, bq__fused_from_sku, bq__fused_axes, bq__fused_vary,
+  bq__fused_owns, bq__fused_guarantee, "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0,
+  bq__fused_shape, bq__fused_check, bq__fused_workspace, bq__fused_run, bq__fused_has, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
   NULL, bq__fused_plan_setup, bq__fused_typical};
 #undef BQ__FUSED_KERNELS
@@ -5259,351 +5762,6 @@ static const bq__family bq__weight_sums_family = {
    {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
   NULL, NULL, NULL};
 
-/* ==== src/family_mx.h ===================================================================== */
-/* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
-/* kernels_src/mx_abi.h - the microscaling formats' host/kernel interface, valid as C and as
-   CUDA C++: its entry points and its parameter block. mx.cu and the host (src/family_mx.h)
-   both include it. */
-#ifndef BQ_MX_ABI_H
-#define BQ_MX_ABI_H
-
-/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.
-   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or
-   of any other size read twice (dynamic) from L1. */
-enum {
-  BQ__MX_G16,    /* bq_mx16: groups of 16 */
-  BQ__MX_G32,    /* bq_mx32: groups of 32 */
-  BQ__MX_ANY,    /* bq_mx_any: any group size */
-  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
-};
-#define BQ_FN_MX16 bq_mx16
-#define BQ_FN_MX32 bq_mx32
-#define BQ_FN_MX_ANY bq_mx_any
-#define BQ_FN_MX_AMAX bq_mx_amax
-
-typedef struct bq_mx_params {
-  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
-  bq_u64 dy, dx;            /* backward: dy (y's strides) read, dx (x's strides) written */
-  bq_u64 tensor_scale;      /* NVFP4: the f32 tensor scale g read (0: none) */
-  bq_u64 out_tensor_scale;  /* NVFP4 dynamic: where g is written */
-  bq_u64 amax;              /* NVFP4 dynamic: the workspace, a partial amax (f32) a block */
-  bq_u64 enc;               /* NVFP4_TE with the tensor scale computed: its encode factor (f32,
-                               in the workspace after the partials); 0: 1 / g */
-  bq_i64 rows, cols, xs, ys; /* element strides between rows of x and y */
-  bq_i64 group, ngroups, grs; /* G, groups a row, the scales' leading dimension (rows, MN) */
-  bq_i64 items;             /* groups walked: rows x groups, or the blocked layout's padded
-                               tiles (whose padding entries dynamic quantize writes 0) */
-  bq_i64 pgroups;           /* blocked: groups a padded row (ngroups rounded up to 4) */
-  double bound;             /* args.amax_bound (0: none) */
-  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
-                               partials and writes g */
-} bq_mx_params;
-#endif
-
-/* A descriptor of quantize, dequantize, fake quantize or dynamic quantize is a microscaling
-   one, and this family's, where it names what only the microscaling formats have: E2M1
-   storage, E4M3 scales (NVFP4), the blocked scale layout or a UE8M0 rule. (E4M3 and E5M2
-   per group with UE8M0 scales in the other layouts and the library's rule is MXFP8 too, and
-   stays with the affine and dynamic families, which serve it already.) */
-BQ__FN int bq__is_mx(const bq_desc *d) {
-  if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && d->op != BQ_DYNAMIC_QUANTIZE)
-    return 0;
-  return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
-         d->scale_rule != BQ_SCALE_RULE_DEFAULT;
-}
-BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
-
-BQ__FN const char *bq__mx_label(const bq_desc *d) {
-  return d->op == BQ_DYNAMIC_QUANTIZE ? "mx_dynamic_quantize" : d->op == BQ_DEQUANTIZE ? "mx_dequantize"
-         : d->op == BQ_FAKE_QUANTIZE ? "mx_fake_quantize" : "mx_quantize";
-}
-static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "rceil", "rceil_sat", "torchao", "te"};
-#define BQ__MX_RULES 8
-BQ__FN int bq__mx_nv_rule(bq_scale_rule r) { return r == BQ_SCALE_NVFP4_TORCHAO || r == BQ_SCALE_NVFP4_TE; }
-static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
-
-/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group
-   (dynamic quantize forward); storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
-   default here), or E4M3 for E2M1 (NVFP4); any layout; a UE8M0 rule for dynamic quantize. */
-BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
-  bq_status st;
-  if ((st = bq__rule_no_activation(d))) return st;
-  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
-  /* (plans are named by the op, as the other families' are: "quantize_per_group") */
-  snprintf(name, name_size, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
-           d->direction == BQ_BACKWARD ? "_backward" : "");
-  if (!bq__is_float(d->float_type))
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
-                    name, (int)d->float_type, bq__dtype_name(d->float_type));
-  if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E2M1;
-  if (!bq__is_mx_elem(d->int_type))
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_E2M1, BQ_E4M3 or BQ_E5M2 in a "
-                    "microscaling format", name, (int)d->int_type, bq__dtype_name(d->int_type));
-  if (d->qmin != 0 || d->qmax != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.qmin (%d) and desc.qmax (%d) must be 0: %s has no q-range",
-                    name, d->qmin, d->qmax, bq__dtype_name(d->int_type));
-  if (d->asymmetric != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (%d) must be 0: the microscaling formats are "
-                    "symmetric", name, d->asymmetric);
-  if (d->out_type != BQ_DTYPE_DEFAULT)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) applies to linear layers only", name,
-                    (int)d->out_type, bq__dtype_name(d->out_type));
-  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_UE8M0;
-  if (d->scale_type != BQ_UE8M0 && d->scale_type != BQ_E4M3)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_UE8M0 (MXFP8, MXFP4) or "
-                    "BQ_E4M3 (NVFP4, with E2M1 storage)", name, (int)in->scale_type, bq__dtype_name(d->scale_type));
-  if (d->scale_type == BQ_E4M3 && d->int_type != BQ_E2M1)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, e4m3) is NVFP4's, whose elements are E2M1: "
-                    "desc.int_type is %s", name, (int)BQ_E4M3, bq__dtype_name(d->int_type));
-  if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
-                    (int)d->direction);
-  if (d->direction == BQ_BACKWARD && d->op == BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
-                    name);
-  if (d->granularity != BQ_PER_GROUP)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%s) must be BQ_PER_GROUP: the microscaling "
-                    "formats scale groups along the row (desc.int_type %s, desc.scale_type %s, desc.scale_layout %d, "
-                    "desc.scale_rule %d)", name, bq__gran_name(d->granularity), bq__dtype_name(d->int_type),
-                    bq__dtype_name(d->scale_type), (int)d->scale_layout, (int)d->scale_rule);
-  if (d->scale_layout != BQ_SCALES_ROW_MAJOR && d->scale_layout != BQ_SCALES_MN_MAJOR &&
-      d->scale_layout != BQ_SCALES_BLOCKED)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR, "
-                    "BQ_SCALES_MN_MAJOR or BQ_SCALES_BLOCKED", name, (int)d->scale_layout);
-  if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_NVFP4_TE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) is not a bq_scale_rule", name,
-                    (int)d->scale_rule);
-  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->op != BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) applies to dynamic quantize only (the "
-                    "other ops read their scales)", name, (int)d->scale_rule, bq__mx_rules[d->scale_rule]);
-  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_UE8M0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names a UE8M0 rule: desc.scale_type is %s",
-                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
-  if (bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_E4M3)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) names an NVFP4 rule: desc.scale_type is %s",
-                    name, (int)d->scale_rule, bq__mx_rules[d->scale_rule], bq__dtype_name(d->scale_type));
-  if (d->pow2_scales != 0 && (d->pow2_scales != 1 || d->op != BQ_DYNAMIC_QUANTIZE || d->scale_type != BQ_UE8M0))
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
-                    "already)", name, d->pow2_scales);
-  d->pow2_scales = 0; /* (implied by UE8M0; one SKU either way) */
-  if (d->device < 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
-  return BQ_SUCCESS;
-}
-
-/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
-BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
-  (void)t;
-  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
-           bq__dtype_name(d->float_type),
-           bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
-           bq__mx_rules[d->scale_rule], tn);
-}
-BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
-  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
-  if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
-  d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
-  char *const tok[6] = {all[0], all[2], all[3], all[4], all[5], all[6]}; /* the label, then the types and form */
-  int op = -1, lay = -1, rule = -1;
-  for (int i = 0; i < 4; i++) {
-    bq_desc l;
-    memset(&l, 0, sizeof l);
-    l.op = ops[i];
-    if (!strcmp(tok[0], bq__mx_label(&l))) op = i;
-  }
-  for (int i = 0; i < 3; i++)
-    if (!strcmp(tok[4], bq__mx_layouts[i])) lay = i;
-  for (int i = 0; i < BQ__MX_RULES; i++)
-    if (!strcmp(tok[5], bq__mx_rules[i])) rule = i;
-  if (op < 0 || lay < 0 || rule < 0 || strncmp(tok[3], "scale_", 6)) return 0;
-  d->op = ops[op];
-  d->granularity = BQ_PER_GROUP;
-  d->scale_layout = (bq_scale_layout)lay;
-  d->scale_rule = (bq_scale_rule)rule;
-  return bq__dtype_from_name(tok[1], &d->float_type) && bq__dtype_from_name(tok[2], &d->int_type) &&
-         bq__dtype_from_name(tok[3] + 6, &d->scale_type);
-}
-/* the enumeration's variants (bq__all_descs): the element and scale types (E2M1 with UE8M0
-   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
-BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
-  *outer = 4 * 3;
-  *inner = op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
-}
-BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
-  static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
-  in->granularity = BQ_PER_GROUP;
-  in->int_type = elem[outer % 4];
-  in->scale_type = scale[outer % 4];
-  in->scale_layout = (bq_scale_layout)(outer / 4);
-  in->scale_rule = (bq_scale_rule)inner;
-  in->asymmetric = 0;
-  in->qmin = in->qmax = 0;
-}
-/* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
-   tensor scales: NVFP4's */
-BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
-  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE;
-  return d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0;
-}
-BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
-  (void)d;
-  return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded once to nearest even into its "
-         "type, saturating; scales by the plan's rule; bit-identical to the CPU reference";
-}
-
-BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
-  (void)t;
-  bq__prelude_types(d, s);
-  bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
-              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
-              (int)d->scale_layout, (int)d->scale_rule);
-}
-BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
-
-/* The problem: [rows, cols] in groups of G along the row (E2M1: G, cols and the row strides
-   even, two codes a byte); the scales in the layout (blocked: group_row_stride 0, the
-   layout's own padded extent) */
-#define BQ__MX_MAX_GROUP 4096
-BQ__FN bq_status bq__mx_view(const bq_plan *p, const bq_args *a, bq__view *v) {
-  const bq_desc *d = &p->desc;
-  if (a && d->scale_layout == BQ_SCALES_BLOCKED && a->group_row_stride != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 with desc.scale_layout "
-                    "BQ_SCALES_BLOCKED (its extent is the padded tiles')", p->name, (long long)a->group_row_stride);
-  bq_status st = bq__view_of(p, a, v);
-  if (st) return st;
-  if (v->group > BQ__MX_MAX_GROUP)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: args.group_size (%lld) is larger than %d, the largest microscaling "
-                    "group offered", p->name, (long long)v->group, BQ__MX_MAX_GROUP);
-  const int codes = d->direction == BQ_FORWARD && d->op != BQ_FAKE_QUANTIZE; /* the call moves codes */
-  if (d->int_type == BQ_E2M1 && codes) {
-    if (v->group % 2)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
-                      "so groups must be even", p->name, (long long)v->group);
-    const int64_t xs = d->op == BQ_DEQUANTIZE ? v->xs : v->ys; /* the codes' stride */
-    if (xs % 2)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s_row_stride (%lld) is odd: E2M1 rows start on a byte", p->name,
-                      d->op == BQ_DEQUANTIZE ? "x" : "y", (long long)xs);
-  }
-  if (d->scale_layout == BQ_SCALES_BLOCKED) v->grs = 0;
-  return BQ_SUCCESS;
-}
-BQ__FN bq_status bq__mx_shape(const bq_plan *p, const bq_args *a) {
-  bq__view v;
-  return bq__mx_view(p, a, &v);
-}
-BQ__FN int bq__mx_nv(const bq_plan *p) { return p->desc.scale_type == BQ_E4M3; }
-/* NVFP4 dynamic quantize computing the tensor scale: the amax passes, whose first has at
-   most 8 blocks an SM (each a partial amax in the workspace) */
-BQ__FN int bq__mx_two_pass(const bq_plan *p, const bq_args *a) {
-  return bq__mx_nv(p) && p->desc.op == BQ_DYNAMIC_QUANTIZE && a && !a->tensor_scale;
-}
-BQ__FN int64_t bq__mx_amax_blocks(const bq_plan *p, const bq_args *a) {
-  const int64_t blocks = bq__grid(a->rows * a->cols, 256), cap = (int64_t)bq__limits_of(p).sms * 8;
-  return blocks < cap ? blocks : cap;
-}
-BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
-  if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
-  return (size_t)bq__mx_amax_blocks(p, a) * 4 + 4; /* the partials, then Transformer Engine's encode factor */
-}
-BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
-  bq_status st = bq__mx_view(p, a, v);
-  const bq_desc *d = &p->desc;
-  if (st || v->numel == 0) return st;
-  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
-  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
-  if (bwd) {
-    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
-    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
-    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
-  } else {
-    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
-    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
-  }
-  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
-  if (!dyn && a->zero_points)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
-                    "symmetric", p->name);
-  if (bq__mx_nv(p)) {
-    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
-    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
-  }
-  return BQ_SUCCESS;
-}
-BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
-  bq__view v;
-  return bq__mx_validate(p, a, &v);
-}
-
-/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
-   host's choice */
-static int bq__mx_force_entry = -1;
-BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
-  bq__view v;
-  bq_status st = bq__mx_validate(p, a, &v);
-  if (st || v.numel == 0) return st;
-  const bq_desc *d = &p->desc;
-  bq_mx_params k;
-  memset(&k, 0, sizeof k);
-  k.x = (uint64_t)(uintptr_t)a->x;
-  k.y = (uint64_t)(uintptr_t)a->y;
-  k.dy = (uint64_t)(uintptr_t)a->dy;
-  k.dx = (uint64_t)(uintptr_t)a->dx;
-  k.scales = (uint64_t)(uintptr_t)(d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales);
-  k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
-  k.rows = v.rows;
-  k.cols = v.cols;
-  k.xs = v.xs;
-  k.ys = v.ys;
-  k.group = v.group;
-  k.ngroups = v.ngroups;
-  k.grs = v.grs;
-  k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
-  /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
-     it writes 0 */
-  const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;
-  const int64_t wrows = pad ? (v.rows + 127) / 128 * 128 : v.rows;
-  k.pgroups = pad ? (v.ngroups + 3) / 4 * 4 : v.ngroups;
-  k.items = wrows * k.pgroups;
-  if (bq__mx_two_pass(p, a)) {
-    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__mx_workspace(p, a)))) return st;
-    k.amax = (uint64_t)(uintptr_t)ws;
-    k.out_tensor_scale = (uint64_t)(uintptr_t)a->out_tensor_scale;
-    k.nparts = (int)bq__mx_amax_blocks(p, a);
-    if ((st = bq__launch(p, BQ__MX_AMAX, k.nparts, 1, 256, 0, &k, stream))) return st;
-    k.finish = 1;
-    if ((st = bq__launch(p, BQ__MX_AMAX, 1, 1, 256, 0, &k, stream))) return st;
-    k.finish = 0;
-    k.tensor_scale = k.out_tensor_scale;
-    k.enc = k.amax + 4 * (uint64_t)k.nparts; /* (the finishing block wrote it) */
-  }
-  int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
-  if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;
-  const int64_t blocks = bq__grid(k.items, 256), cap = (int64_t)bq__limits_of(p).sms * 16;
-  return bq__launch(p, e, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
-}
-/* the amax pass is NVFP4 dynamic quantize's alone */
-BQ__FN int bq__mx_has(const bq_desc *d, const bq__target *t, int e) {
-  (void)t;
-  return e != BQ__MX_AMAX || (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE);
-}
-/* the typical problem's groups are the format's (16 for NVFP4, 32 else) */
-BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
-  a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
-  if (d->scale_type == BQ_E4M3 && d->op != BQ_DYNAMIC_QUANTIZE) a->tensor_scale = ptr;
-  if (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE) a->out_tensor_scale = ptr;
-}
-
-static const bq__family bq__mx_family = {
-  {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE},
-  {"quantize", "dequantize", "fake_quantize", "dynamic_quantize"}, "mx",
-  bq__mx_normalize, bq__mx_label, bq__mx_sku, bq__mx_from_sku, bq__mx_axes, bq__mx_vary, bq__mx_owns,
-  bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
-  bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,
-  {{NULL}, {NULL}, {NULL},
-   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX)},
-   {NULL}},
-  NULL, NULL, bq__mx_typical};
-
 /* ==== src/impl_plans.h ==================================================================== */
 /* ---- the families ---------------------------------------------------------------------- */
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
@@ -5641,9 +5799,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   *d = *in;
   const bq__family *f = bq__family_of(d);
   if (!f) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
-  if (f != &bq__mx_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize only",
-                    bq__op_name(d->op), (int)d->scale_rule);
+  if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
+                    "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -6252,6 +6410,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   const bq__family *fam = NULL; /* the family whose form the tokens have, and d.op */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++)
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
+  const int own = fam != NULL; /* (else the elementwise form, which a family with a form of its own may use too) */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
     for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
@@ -6259,10 +6418,9 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
         memset(&l, 0, sizeof l);
         l.op = bq__families[f]->ops[i];
         l.activation = (bq_activation)act;
-        if (!bq__families[f]->from_sku && !strcmp(tok[0], bq__op_label(&l)))
-          fam = bq__families[f], d.op = l.op, d.activation = l.activation;
+        if (!strcmp(tok[0], bq__op_label(&l))) fam = bq__families[f], d.op = l.op, d.activation = l.activation;
       }
-  if (fam && !fam->from_sku) {
+  if (fam && !own) {
     for (int g = 0; g < 5; g++)
       if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
@@ -9304,6 +9462,208 @@ static const char bq__src_common_cuh[] =
   "  return r;\n"
   "}\n"
   "#endif\n"
+  "\n"
+  "// ---- the microscaling formats (BQ_MX_RULE defined: mx.cu, and fused.cu producing them) ----------\n"
+  "// Prelude defines: BQ_IT BQ_TYPE_E2M1, _E4M3 or _E5M2; BQ_ST BQ_TYPE_UE8M0, or BQ_TYPE_E4M3 (NVFP4);\n"
+  "// BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).\n"
+  "#ifdef BQ_MX_RULE\n"
+  "#define BQ_MX_NV (BQ_ST == BQ_TYPE_E4M3) // NVFP4: E4M3 group scales times the tensor scale\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "#define BQ_MX_MAX 6.0f\n"
+  "#define BQ_MX_EMAX 2\n"
+  "#define BQ_MX_MBITS 1\n"
+  "#elif BQ_IT == BQ_TYPE_E4M3\n"
+  "#define BQ_MX_MAX 448.0f\n"
+  "#define BQ_MX_EMAX 8\n"
+  "#define BQ_MX_MBITS 3\n"
+  "#else\n"
+  "#define BQ_MX_MAX 57344.0f\n"
+  "#define BQ_MX_EMAX 15\n"
+  "#define BQ_MX_MBITS 2\n"
+  "#endif\n"
+  "\n"
+  "// ---- elements --------------------------------------------------------------------------------\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "// C -> E2M1 code: one round to nearest even onto +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating\n"
+  "// (6 and past it, inf), NaN -> 0x7, -0 -> 0x8. Each comparison is a midpoint between two\n"
+  "// magnitudes, strict where the tie goes to the lower (even) code and not where it goes up.\n"
+  "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {\n"
+  "  const bq_c a = bq_abs(v);\n"
+  "  if (!(a == a)) return 7;\n"
+  "  const int c = (a > (bq_c)0.25) + (a >= (bq_c)0.75) + (a > (bq_c)1.25) + (a >= (bq_c)1.75) + (a > (bq_c)2.5) +\n"
+  "                (a >= (bq_c)3.5) + (a > (bq_c)5.0);\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  return c | (__double_as_longlong(v) < 0 ? 8 : 0);\n"
+  "#else\n"
+  "  return c | (int)((__float_as_uint(v) >> 28) & 8u);\n"
+  "#endif\n"
+  "}\n"
+  "// E2M1 code -> C, exact: 0.5 m below 2, else (2 + m % 2) 2^(m / 2 - 2)\n"
+  "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) {\n"
+  "  const int m = c & 7;\n"
+  "  const float mag = m < 2 ? 0.5f * (float)m : (float)(2 + (m & 1)) * (float)(1 << (m >> 1)) * 0.25f;\n"
+  "  return (bq_c)((c & 8) ? -mag : mag);\n"
+  "}\n"
+  "#else\n"
+  "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }\n"
+  "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_c(c); }\n"
+  "#endif\n"
+  "\n"
+  "// ---- scales ----------------------------------------------------------------------------------\n"
+  "// UE8M0 byte e -> 2^(e - 127) in f32 (e = 0 is the subnormal 2^-127), 255: NaN\n"
+  "static __device__ __forceinline__ float bq_ue8m0_f32(int e) {\n"
+  "  return __uint_as_float(e == 255 ? 0x7fc00000u : e == 0 ? 0x00400000u : (bq_u32)e << 23);\n"
+  "}\n"
+  "// E4M3 code -> f32, exact (0x7F and 0xFF: NaN)\n"
+  "static __device__ __forceinline__ float bq_e4m3_f32(int c) {\n"
+  "  const bq_u32 mag = (bq_u32)c & 0x7fu;\n"
+  "  float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);\n"
+  "  v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;\n"
+  "  return __uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));\n"
+  "}\n"
+  "// f32 -> E4M3 code, round to nearest even, saturating to 448 (NaN: 0x7F)\n"
+  "static __device__ __forceinline__ int bq_e4m3_of(float v) {\n"
+  "  const bq_u32 b = __float_as_uint(v);\n"
+  "  const int sign = (int)((b >> 24) & 0x80u);\n"
+  "  const bq_u32 a = b & 0x7fffffffu;\n"
+  "  if (a > 0x7f800000u) return 0x7F;\n"
+  "  if (__uint_as_float(a) >= 448.0f) return sign | 0x7E;\n"
+  "  const int e = (int)(a >> 23) - 127, emin = -6;\n"
+  "  if (e < emin - 4) return sign;\n"
+  "  const bq_u32 m = (a & 0x7fffffu) | 0x800000u;\n"
+  "  const int shift = 20 + (e < emin ? emin - e : 0);\n"
+  "  const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);\n"
+  "  const bq_u32 up = (rem > half) | ((rem == half) & keep);\n"
+  "  return sign | (int)(((bq_u32)((e < emin ? emin : e) + 6) << 3) + keep + up);\n"
+  "}\n"
+  "\n"
+  "// A group's scale as the elements use it: sc = C(scale) (UE8M0's power of two, or NVFP4's\n"
+  "// g times the E4M3 scale, one f32 product), and for UE8M0 its reciprocal, exact (the\n"
+  "// reciprocal of 2^k for k in [-127, 127] is a power of two of f32 too): x * rcp is then\n"
+  "// x / sc rounded once, the same bits as the division.\n"
+  "// NVFP4 under a peer's rule quantizes by the peer's multiplier instead (rcp): torchao's\n"
+  "// (1 / g) / s8, Transformer Engine's min(1 / (s8 g), FLT_MAX), f32 steps as they take them.\n"
+  "struct bq_mx_scale {\n"
+  "  bq_c sc, rcp;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {\n"
+  "  bq_mx_scale s;\n"
+  "#if BQ_MX_NV\n"
+  "  const float s8 = bq_e4m3_f32(code);\n"
+  "  s.sc = (bq_c)__fmul_rn(g, s8);\n"
+  "#if BQ_MX_RULE == 6\n"
+  "  s.rcp = (bq_c)__fdiv_rn(__fdiv_rn(1.0f, g), s8);\n"
+  "#elif BQ_MX_RULE == 7\n"
+  "  s.rcp = (bq_c)fminf(__fdiv_rn(1.0f, __fmul_rn(s8, g)), 0x1.fffffep127f);\n"
+  "#else\n"
+  "  s.rcp = 0;\n"
+  "#endif\n"
+  "#else\n"
+  "  (void)g;\n"
+  "  s.sc = (bq_c)bq_ue8m0_f32(code);\n"
+  "  s.rcp = (bq_c)bq_ue8m0_f32(code == 255 ? 255 : 254 - code);\n"
+  "#endif\n"
+  "  return s;\n"
+  "}\n"
+  "static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {\n"
+  "#if BQ_MX_NV && BQ_MX_RULE == 0\n"
+  "  return bq_mx_elem_of(bq_div(x, s.sc));\n"
+  "#else\n"
+  "  return bq_mx_elem_of(bq_mul(x, s.rcp));\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were\n"
+  "// skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32\n"
+  "// rules: amax is taken to f32 first (f64 data, one RNE conversion).\n"
+  "static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) {\n"
+  "#if BQ_MX_NV && BQ_MX_RULE == 6\n"
+  "  // torchao: (amax * f32(1 / 6)) / g, clamped to [2^-6, 448] (NaN kept), to E4M3\n"
+  "  (void)enc;\n"
+  "  const float b = __fdiv_rn(__fmul_rn((float)amax, 0x1.555556p-3f), g);\n"
+  "  return bq_e4m3_of(b < 0x1p-6f ? 0x1p-6f : (b > 448.0f ? 448.0f : b));\n"
+  "#elif BQ_MX_NV && BQ_MX_RULE == 7\n"
+  "  // Transformer Engine: min(amax * (enc * f32(1 / 6)), FLT_MAX), to E4M3 (saturating)\n"
+  "  (void)g;\n"
+  "  return bq_e4m3_of(fminf(__fmul_rn((float)amax, __fmul_rn(enc, 0x1.555556p-3f)), 0x1.fffffep127f));\n"
+  "#elif BQ_MX_NV\n"
+  "  // NVFP4: the group's scale (amax / 6) / g, to E4M3 (RNE, saturating), kept at least\n"
+  "  // E4M3's smallest subnormal so that a group of zeros divides by a nonzero scale\n"
+  "  (void)enc;\n"
+  "  const float a = (float)amax;\n"
+  "  const float b = __fdiv_rn(__fdiv_rn(a, 6.0f), g);\n"
+  "  return bq_e4m3_of(b < 0x1p-9f ? 0x1p-9f : b);\n"
+  "#elif BQ_MX_RULE == 0\n"
+  "  (void)g, (void)enc;\n"
+  "  bq_c s = amax == (bq_c)0 ? (bq_c)1 : bq_div(amax, (bq_c)BQ_MX_MAX);\n"
+  "  return (int)bq_scale_from_c(bq_pow2_up(s));\n"
+  "#else\n"
+  "  (void)g, (void)enc;\n"
+  "  const float a = (float)amax;\n"
+  "#if BQ_MX_RULE == 4 || BQ_MX_RULE == 5 // RCEIL (cuBLAS), RCEIL_SAT (Transformer Engine)\n"
+  "  const float d = __fmul_rn(a, 1.0f / BQ_MX_MAX);\n"
+  "  const bq_u32 u = __float_as_uint(d), e = (u >> 23) & 0xffu, m = u & 0x7fffffu;\n"
+  "  if (e == 0xffu) return BQ_MX_RULE == 5 ? 254 : 255; // (inf: amax is never NaN here)\n"
+  "  const bq_u32 s = e + (e == 0 ? (m > 0x400000u) : (m != 0));\n"
+  "  return (int)(s > 254 ? (BQ_MX_RULE == 5 ? 254u : 255u) : s);\n"
+  "#else // FLOOR (OCP, torchao), CEIL, EVEN\n"
+  "  bq_u32 u = __float_as_uint(a);\n"
+  "  if ((u & 0x7f800000u) == 0x7f800000u) return 255;\n"
+  "#if BQ_MX_RULE == 3\n"
+  "  u = (u + (1u << (22 - BQ_MX_MBITS))) & 0xff800000u;\n"
+  "#endif\n"
+  "  int p = (int)((u >> 23) & 0xffu) - 127;\n"
+  "#if BQ_MX_RULE == 2\n"
+  "  p += (u & 0x7fffffu) != 0;\n"
+  "#endif\n"
+  "  int e = p - BQ_MX_EMAX;\n"
+  "  e = e < -127 ? -127 : (e > 128 ? 128 : e);\n"
+  "  return e + 127;\n"
+  "#endif\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "\n"
+  "// Bytes of y before element e of a row (E2M1: two codes a byte; the host keeps row strides\n"
+  "// and groups even)\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "#define BQ_MX_YB(e) ((e) >> 1)\n"
+  "#else\n"
+  "#define BQ_MX_YB(e) (e)\n"
+  "#endif\n"
+  "\n"
+  "// ---- where a group's scale goes -----------------------------------------------------------------\n"
+  "// Group g of row r's scale byte in the layout (BQ_MX_LAYOUT 0 row-major, 1 MN-major, 2 the\n"
+  "// blocked 128 x 4 tiles, ngroups groups a row)\n"
+  "static __device__ __forceinline__ bq_i64 bq_mx_sidx(bq_i64 r, bq_i64 g, bq_i64 ngroups, bq_i64 grs) {\n"
+  "#if BQ_MX_LAYOUT == 2\n"
+  "  (void)grs;\n"
+  "  return ((r >> 7) * ((ngroups + 3) >> 2) + (g >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (g & 3);\n"
+  "#elif BQ_MX_LAYOUT == 1\n"
+  "  (void)ngroups;\n"
+  "  return g * grs + r;\n"
+  "#else\n"
+  "  (void)ngroups;\n"
+  "  return r * grs + g;\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "// NVFP4's tensor scale g from the tensor's amax a (f32, >= 0 or inf), by the plan's rule;\n"
+  "// enc, Transformer Engine's encode factor (1 / g as its rule computes it; 1 elsewhere)\n"
+  "static __device__ __forceinline__ float bq_mx_tensor_scale(float a, float &enc) {\n"
+  "#if BQ_MX_RULE == 6 // torchao: amax * f32(1 / 2688), no guard\n"
+  "  enc = 1.0f;\n"
+  "  return __fmul_rn(a, 0x1.861862p-12f);\n"
+  "#elif BQ_MX_RULE == 7 // Transformer Engine: the encode factor, 1 where amax is 0 or infinite\n"
+  "  enc = fminf(__fdiv_rn(2688.0f, a), 0x1.fffffep127f);\n"
+  "  enc = a == 0.0f || enc == 0.0f ? 1.0f : enc;\n"
+  "  return __fdiv_rn(1.0f, enc);\n"
+  "#else\n"
+  "  enc = 1.0f;\n"
+  "  return a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);\n"
+  "#endif\n"
+  "}\n"
+  "#endif\n"
 ;
 static const char bq__src_dynamic_cu[] =
   "// dynamic.cu - dynamic quantization: scales (and zero points) computed on the device\n"
@@ -10219,10 +10579,22 @@ static const char bq__src_fused_cu[] =
   "// which a thread takes a group and recomputes its values from memory.\n"
   "// BQ_ACT_TAB (gated, T = bf16): act(g) is read from a table of the contract's values in\n"
   "// shared memory rather than computed (see \"the activation's table\" below).\n"
+  "// Microscaling output (BQ_MX_RULE defined, with BQ_MX_LAYOUT; common.cuh's conversions and\n"
+  "// rules): per group, each group's scale a byte (UE8M0, or NVFP4's E4M3 times the tensor scale\n"
+  "// g) written in the layout, E2M1 codes two a byte; the blocked layout's padding written 0 by\n"
+  "// the blocks of the rows (see \"microscaling\" below). NVFP4 with g computed takes two launches\n"
+  "// of bq_fused_amax first, for the tensor's amax.\n"
   "\n"
   "#define BQ_THREADS 256\n"
   "#define BQ_LONG_CPT 4\n"
   "#define BQ_RMS (BQ_OP == BQ_OP_RMSNORM_QUANTIZE)\n"
+  "#ifdef BQ_MX_RULE\n"
+  "#define BQ_FMX 1 // microscaling output\n"
+  "#define BQ_FYB(e) BQ_MX_YB(e) // bytes of y before element e of a row\n"
+  "#else\n"
+  "#define BQ_FMX 0\n"
+  "#define BQ_FYB(e) (e)\n"
+  "#endif\n"
   "\n"
   "/* kernels_src/fused_abi.h - the fused producers' host/kernel interface (RMSNorm, gated\n"
   "   activation, then quantize), valid as C and as CUDA C++: their entry points and their\n"
@@ -10240,11 +10612,12 @@ static const char bq__src_fused_cu[] =
   "   bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose\n"
   "   accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are\n"
   "   bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole\n"
-  "   accesses), a residual allowed: no element path. */\n"
+  "   accesses), a residual allowed: no element path. bq_fused_amax is NVFP4's first launch\n"
+  "   where the tensor scale is computed: the producer's amax over the tensor, nothing written. */\n"
   "enum {\n"
   "  BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,\n"
   "  BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,\n"
-  "  BQ__FUSED_ENTRIES\n"
+  "  BQ__FUSED_AMAX, BQ__FUSED_ENTRIES\n"
   "};\n"
   "#define BQ_FN_FUSED_C1 bq_fused_c1\n"
   "#define BQ_FN_FUSED_C2 bq_fused_c2\n"
@@ -10259,6 +10632,7 @@ static const char bq__src_fused_cu[] =
   "#define BQ_FN_FUSED_M16 bq_fused_m16\n"
   "#define BQ_FN_FUSED_C2D bq_fused_c2d\n"
   "#define BQ_FN_FUSED_C8D bq_fused_c8d\n"
+  "#define BQ_FN_FUSED_AMAX bq_fused_amax\n"
   "\n"
   "typedef struct bq_fused_params {\n"
   "  bq_u64 x, res, w, out, y, scales, zps;\n"
@@ -10266,6 +10640,12 @@ static const char bq__src_fused_cu[] =
   "  double scale, eps;                             /* per tensor's static scale; RMSNorm's eps */\n"
   "  int zp, aligned, fast_groups;\n"
   "  int slot, wstage; /* bq_fused_staged: a slot's bytes; the weight staged */\n"
+  "  /* microscaling output, NVFP4: the f32 tensor scale g read (0: computed), where a computed\n"
+  "     one is written, and the workspace's amax (f32): bq_fused_amax writes a partial a block,\n"
+  "     then (nparts > 0) one block reduces nparts partials into amax[nparts], which the\n"
+  "     producer's launch reads */\n"
+  "  bq_u64 tensor_scale, out_tensor_scale, amax;\n"
+  "  int nparts;\n"
   "} bq_fused_params;\n"
   "#endif\n"
   "\n"
@@ -10784,6 +11164,11 @@ static const char bq__src_fused_cu[] =
   "#if BQ_ASYM\n"
   "  int *zps;\n"
   "#endif\n"
+  "#if BQ_FMX\n"
+  "  bq_u8 *sb;          // the scales' bytes (the layout indexes them)\n"
+  "  bq_i64 r, ngroups, grs;\n"
+  "  float g, enc;       // NVFP4's tensor scale and Transformer Engine's encode factor (else 1)\n"
+  "#endif\n"
   "};\n"
   "static __device__ __forceinline__ bq_gshape bq_gshape_of(const bq_fused_params &p, bq_i64 r) {\n"
   "  bq_gshape g;\n"
@@ -10793,6 +11178,22 @@ static const char bq__src_fused_cu[] =
   "  g.scales = (bq_s *)p.scales + r * p.grs;\n"
   "#if BQ_ASYM\n"
   "  g.zps = (int *)p.zps + r * p.grs;\n"
+  "#endif\n"
+  "#if BQ_FMX\n"
+  "  g.sb = (bq_u8 *)p.scales;\n"
+  "  g.r = r;\n"
+  "  g.ngroups = p.cols / p.group;\n"
+  "  g.grs = p.grs;\n"
+  "  g.g = g.enc = 1.0f;\n"
+  "#if BQ_MX_NV\n"
+  "  if (p.tensor_scale) { // given: Transformer Engine's encode factor is then 1 / g\n"
+  "    g.g = *(const float *)p.tensor_scale;\n"
+  "    if (BQ_MX_RULE == 7) g.enc = __fdiv_rn(1.0f, g.g);\n"
+  "  } else { // computed from bq_fused_amax's amax, and written once\n"
+  "    g.g = bq_mx_tensor_scale(*(const float *)p.amax, g.enc);\n"
+  "    if (r == 0 && threadIdx.x == 0) *(float *)p.out_tensor_scale = g.g;\n"
+  "  }\n"
+  "#endif\n"
   "#endif\n"
   "  return g;\n"
   "}\n"
@@ -10839,6 +11240,70 @@ static const char bq__src_fused_cu[] =
   "    bq_fused_params_out(p, r * p.grs + g, q);\n"
   "    for (int e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_quantize_int(bq_to_c(bq_value_at(p, r, e, rstd)), q.s, q.z);\n"
   "  }\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_FMX\n"
+  "// ---- microscaling: a group's scale byte from its amax by the plan's rule, its elements\n"
+  "// converted (common.cuh), codes two a byte for E2M1 (the lower index in the low nibble)\n"
+  "static __device__ __forceinline__ bq_mx_scale bq_fmx_scale(const bq_gshape &gs, bq_i64 g, bq_c amax, bool store) {\n"
+  "  const int code = bq_mx_rule(amax, gs.g, gs.enc);\n"
+  "  if (store) gs.sb[bq_mx_sidx(gs.r, g, gs.ngroups, gs.grs)] = (bq_u8)code;\n"
+  "  return bq_mx_scale_of(code, gs.g);\n"
+  "}\n"
+  "// One access on the fast path (whole accesses: G, hence D, a multiple of V): g, its group's\n"
+  "// reduction (merged over the group's lanes and rounded); its first lane stores the scale. yw:\n"
+  "// the width y's row start allows (an access's codes keep it: BQ_MX_YB(V) bytes, a power of two).\n"
+  "static __device__ __forceinline__ void bq_fmx_access(const bq_gshape &gs, bq_red g, const bq_xchunk &v, bq_i *y, int a,\n"
+  "                                                     int yw) {\n"
+  "  const bq_mx_scale s = bq_fmx_scale(gs, a >> gs.gsh, g.a, gs.sub == 0);\n"
+  "  bq_c c[BQ_VEC];\n"
+  "  bq_chunk_c(v, c);\n"
+  "  constexpr int NB = BQ_MX_YB(BQ_VEC);\n"
+  "  bq_chunk<bq_u8, NB> o;\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_VEC; j++) {\n"
+  "    const int q = bq_mx_quantize(c[j], s);\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "    o.e[j >> 1] = (bq_u8)((j & 1) ? (o.e[j >> 1] | (q << 4)) : q);\n"
+  "#else\n"
+  "    o.e[j] = (bq_u8)q;\n"
+  "#endif\n"
+  "  }\n"
+  "  bq_store((bq_u8 *)y + BQ_MX_YB(a * BQ_VEC), o, yw); // (the fast path's groups are whole accesses)\n"
+  "}\n"
+  "// Groups of any other size: a thread a group, its values recomputed from memory (as\n"
+  "// bq_groups_generic)\n"
+  "static __device__ __forceinline__ void bq_fmx_generic(const bq_fused_params &p, const bq_gshape &gs, bq_i64 r, bq_i *y,\n"
+  "                                                      bq_c rstd) {\n"
+  "  __syncthreads(); // the block's residual writes (h) are visible to every thread\n"
+  "  const int G = (int)p.group, ng = (int)gs.ngroups;\n"
+  "  for (int g = threadIdx.x; g < ng; g += blockDim.x) {\n"
+  "    bq_red red = bq_red_init();\n"
+  "    for (int e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));\n"
+  "    const bq_mx_scale s = bq_fmx_scale(gs, g, red.a, true);\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "    for (int e = g * G; e < g * G + G; e += 2)\n"
+  "      y[e >> 1] = (bq_i)(bq_mx_quantize(bq_to_c(bq_value_at(p, r, e, rstd)), s) |\n"
+  "                         (bq_mx_quantize(bq_to_c(bq_value_at(p, r, e + 1, rstd)), s) << 4));\n"
+  "#else\n"
+  "    for (int e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_mx_quantize(bq_to_c(bq_value_at(p, r, e, rstd)), s);\n"
+  "#endif\n"
+  "  }\n"
+  "}\n"
+  "// The blocked layout's padding, written 0 by the block of row r (tpr threads): the row's\n"
+  "// entries past its last group (groups padded to 4), and the padding rows rows + r,\n"
+  "// rows + r + rows, ... below rows rounded up to 128\n"
+  "static __device__ __forceinline__ void bq_fmx_pad(const bq_fused_params &p, bq_i64 r, int tpr) {\n"
+  "#if BQ_MX_LAYOUT == 2\n"
+  "  const bq_i64 ng = p.cols / p.group, pg = (ng + 3) & ~(bq_i64)3, prows = (p.rows + 127) & ~(bq_i64)127;\n"
+  "  bq_u8 *sb = (bq_u8 *)p.scales;\n"
+  "  for (bq_i64 g = ng + threadIdx.x; g < pg; g += tpr) sb[bq_mx_sidx(r, g, ng, 0)] = 0;\n"
+  "  for (bq_i64 pr = p.rows + r; pr < prows; pr += p.rows)\n"
+  "    for (bq_i64 g = threadIdx.x; g < pg; g += tpr) sb[bq_mx_sidx(pr, g, ng, 0)] = 0;\n"
+  "#else\n"
+  "  (void)p, (void)r, (void)tpr;\n"
+  "#endif\n"
   "}\n"
   "#endif\n"
   "\n"
@@ -11017,8 +11482,8 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "  rstd = bq_rstd<TPR>(p, ss, ss_smem);\n"
   "#endif\n"
-  "  bq_i *y = (bq_i *)p.y + r * p.ys;\n"
-  "  const int yw = NARROW ? (int)sizeof(bq_qchunk) : bq_qwidth(y);\n"
+  "  bq_i *y = (bq_i *)p.y + BQ_FYB(r * p.ys);\n"
+  "  const int yw = BQ_FMX ? bq_width(y) : NARROW ? (int)sizeof(bq_qchunk) : bq_qwidth(y);\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  const bq_scale s = bq_scale_of((bq_c)p.scale);\n"
   "  const bq_zp z = bq_zp_of(p.zp);\n"
@@ -11062,18 +11527,25 @@ static const char bq__src_fused_cu[] =
   "      for (int i = 0; i < CPT; i++)\n"
   "        if (FULL || b + t + i * TPR < nacc) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], b + t + i * TPR, D, p.aligned);\n"
   "#if BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if !BQ_FMX\n"
   "    if (NARROW && p.fast_groups) bq_fused_groups<TPR, CPT, FULL>(gr, v, gs, y, b, nacc, D, yw);\n"
-  "    else if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)\n"
+  "    else\n"
+  "#endif\n"
+  "    if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)\n"
   "#pragma unroll\n"
   "      for (int i = 0; i < CPT; i++) {\n"
   "        const int a = b + t + i * TPR;\n"
   "        const bq_red g = bq_red_round(bq_red_lanes(gr[i], gs.gc));\n"
   "        if (FULL || a < nacc) {\n"
+  "#if BQ_FMX\n"
+  "          bq_fmx_access(gs, g, v[i], y, a, yw);\n"
+  "#else\n"
   "          const bq_qp q = bq_params_of(g);\n"
   "          if (gs.sub == 0) bq_fused_group_out(gs, a, q);\n"
   "          bq_qchunk o;\n"
   "          bq_fquantize(v[i], o, q);\n"
   "          bq_qstore<DENSE>(y, o, a, D, yw);\n"
+  "#endif\n"
   "        }\n"
   "      }\n"
   "    }\n"
@@ -11100,7 +11572,12 @@ static const char bq__src_fused_cu[] =
   "    }\n"
   "  }\n"
   "#elif BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_FMX\n"
+  "  if (!p.fast_groups) bq_fmx_generic(p, gs, r, y, rstd);\n"
+  "  bq_fmx_pad(p, r, TPR);\n"
+  "#else\n"
   "  if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);\n"
+  "#endif\n"
   "#endif\n"
   "}\n"
   "\n"
@@ -11148,9 +11625,9 @@ static const char bq__src_fused_cu[] =
   "  }\n"
   "  rstd = bq_rstd<BQ_THREADS>(p, ss, ss_smem);\n"
   "#endif\n"
-  "  bq_i *y = (bq_i *)p.y + r * p.ys;\n"
+  "  bq_i *y = (bq_i *)p.y + BQ_FYB(r * p.ys);\n"
   "  bq_t *const out = p.out ? (bq_t *)p.out + r * p.os : (bq_t *)0;\n"
-  "  const int yw = bq_qwidth(y);\n"
+  "  const int yw = BQ_FMX ? bq_width(y) : bq_qwidth(y);\n"
   "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
   "  const bq_scale s = bq_scale_of((bq_c)p.scale);\n"
   "  const bq_zp z = bq_zp_of(p.zp);\n"
@@ -11192,11 +11669,15 @@ static const char bq__src_fused_cu[] =
   "    if (p.fast_groups) {\n"
   "      const bq_red g = bq_red_round(bq_red_lanes(gr, gs.gc));\n"
   "      if (a < nacc) {\n"
+  "#if BQ_FMX\n"
+  "        bq_fmx_access(gs, g, v, y, a, yw);\n"
+  "#else\n"
   "        const bq_qp q = bq_params_of(g);\n"
   "        if (gs.sub == 0) bq_fused_group_out(gs, a, q);\n"
   "        bq_qchunk o;\n"
   "        bq_fquantize(v, o, q);\n"
   "        bq_qstore(y, o, a, D, yw);\n"
+  "#endif\n"
   "      }\n"
   "    }\n"
   "#endif\n"
@@ -11210,7 +11691,12 @@ static const char bq__src_fused_cu[] =
   "    bq_qstore(y, o, a, D, yw);\n"
   "  }\n"
   "#elif BQ_GRAN == BQ_GRAN_GROUP\n"
+  "#if BQ_FMX\n"
+  "  if (!p.fast_groups) bq_fmx_generic(p, gs, r, y, rstd);\n"
+  "  bq_fmx_pad(p, r, BQ_THREADS);\n"
+  "#else\n"
   "  if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);\n"
+  "#endif\n"
   "#endif\n"
   "}\n"
   "\n"
@@ -11321,6 +11807,63 @@ static const char bq__src_fused_cu[] =
   "#endif\n"
   "#if BQ_E_FUSED_C8D\n"
   "BQ_FUSED_ENTRY(BQ_FN_FUSED_C8D, 256, 8, true, BQ_C8_MINB, true, false, true)\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_E_FUSED_AMAX\n"
+  "// NVFP4 with the tensor scale computed, its first launches: the producer's amax over the\n"
+  "// tensor, nothing else written (the residual's h computed, not stored). A block takes rows\n"
+  "// blockIdx.x, + gridDim.x, ... and writes its amax to the workspace (f32; >= +0, never NaN);\n"
+  "// then one block (p.nparts > 0) reduces the partials into amax[nparts]. Thread t is the\n"
+  "// contract's lane t of RMSNorm's sum of squares; each row is read twice (the second from L2).\n"
+  "#if BQ_RMS\n"
+  "// h = T(x + residual) of access a, or x\n"
+  "static __device__ __forceinline__ void bq_fmx_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {\n"
+  "  bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);\n"
+  "  if (p.res) {\n"
+  "    bq_xchunk v;\n"
+  "    bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);\n"
+  "    bq_add_chunk(h, v);\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+  "extern \"C\" __global__ void __launch_bounds__(BQ_THREADS) BQ_FN_FUSED_AMAX(const bq_fused_params p) {\n"
+  "#if BQ_RMS\n"
+  "  __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];\n"
+  "#endif\n"
+  "  __shared__ bq_red red_smem[BQ_THREADS / 32];\n"
+  "  float *ws = (float *)p.amax;\n"
+  "  const int t = threadIdx.x, nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;\n"
+  "  bq_red red = bq_red_init();\n"
+  "  if (p.nparts) {\n"
+  "    for (int i = t; i < p.nparts; i += BQ_THREADS) red.a = bq_max(red.a, (bq_c)ws[i]);\n"
+  "  } else {\n"
+  "    BQ_ACT_FILL();\n"
+  "    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x) {\n"
+  "#if BQ_RMS\n"
+  "      bq_c ss[1] = {0};\n"
+  "      for (int a = t; a < nacc; a += BQ_THREADS) {\n"
+  "        bq_xchunk h;\n"
+  "        bq_fmx_h(p, r, a, h);\n"
+  "        bq_add_squares(ss[0], h);\n"
+  "      }\n"
+  "      const bq_c rstd = bq_rstd<BQ_THREADS>(p, ss, ss_smem);\n"
+  "      for (int a = t; a < nacc; a += BQ_THREADS) {\n"
+  "        bq_xchunk h;\n"
+  "        bq_fmx_h(p, r, a, h);\n"
+  "        bq_rms_n<false>(p, a, h, rstd, red);\n"
+  "      }\n"
+  "#else\n"
+  "      for (int a = t; a < nacc; a += BQ_THREADS) {\n"
+  "        bq_xchunk v;\n"
+  "        bq_value(p, r, a, 0, v, red);\n"
+  "      }\n"
+  "#endif\n"
+  "    }\n"
+  "    red = bq_red_round(red); // (the amax of the T values)\n"
+  "  }\n"
+  "  red = bq_red_team<false>(red, BQ_THREADS, red_smem);\n"
+  "  if (t == 0) ws[p.nparts ? p.nparts : blockIdx.x] = (float)red.a;\n"
+  "}\n"
   "#endif\n"
 ;
 static const char bq__src_linear_cu[] =
@@ -12142,162 +12685,7 @@ static const char bq__src_mx_cu[] =
   "                               partials and writes g */\n"
   "} bq_mx_params;\n"
   "#endif\n"
-  "\n"
-  "#define BQ_MX_NV (BQ_ST == BQ_TYPE_E4M3) // NVFP4: E4M3 group scales times the tensor scale\n"
-  "#if BQ_IT == BQ_TYPE_E2M1\n"
-  "#define BQ_MX_MAX 6.0f\n"
-  "#define BQ_MX_EMAX 2\n"
-  "#define BQ_MX_MBITS 1\n"
-  "#elif BQ_IT == BQ_TYPE_E4M3\n"
-  "#define BQ_MX_MAX 448.0f\n"
-  "#define BQ_MX_EMAX 8\n"
-  "#define BQ_MX_MBITS 3\n"
-  "#else\n"
-  "#define BQ_MX_MAX 57344.0f\n"
-  "#define BQ_MX_EMAX 15\n"
-  "#define BQ_MX_MBITS 2\n"
-  "#endif\n"
-  "\n"
-  "// ---- elements --------------------------------------------------------------------------------\n"
-  "#if BQ_IT == BQ_TYPE_E2M1\n"
-  "// C -> E2M1 code: one round to nearest even onto +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating\n"
-  "// (6 and past it, inf), NaN -> 0x7, -0 -> 0x8. Each comparison is a midpoint between two\n"
-  "// magnitudes, strict where the tie goes to the lower (even) code and not where it goes up.\n"
-  "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {\n"
-  "  const bq_c a = bq_abs(v);\n"
-  "  if (!(a == a)) return 7;\n"
-  "  const int c = (a > (bq_c)0.25) + (a >= (bq_c)0.75) + (a > (bq_c)1.25) + (a >= (bq_c)1.75) + (a > (bq_c)2.5) +\n"
-  "                (a >= (bq_c)3.5) + (a > (bq_c)5.0);\n"
-  "#if BQ_FT == BQ_TYPE_F64\n"
-  "  return c | (__double_as_longlong(v) < 0 ? 8 : 0);\n"
-  "#else\n"
-  "  return c | (int)((__float_as_uint(v) >> 28) & 8u);\n"
-  "#endif\n"
-  "}\n"
-  "// E2M1 code -> C, exact: 0.5 m below 2, else (2 + m % 2) 2^(m / 2 - 2)\n"
-  "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) {\n"
-  "  const int m = c & 7;\n"
-  "  const float mag = m < 2 ? 0.5f * (float)m : (float)(2 + (m & 1)) * (float)(1 << (m >> 1)) * 0.25f;\n"
-  "  return (bq_c)((c & 8) ? -mag : mag);\n"
-  "}\n"
-  "#else\n"
-  "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }\n"
-  "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_c(c); }\n"
-  "#endif\n"
-  "\n"
-  "// ---- scales ----------------------------------------------------------------------------------\n"
-  "// UE8M0 byte e -> 2^(e - 127) in f32 (e = 0 is the subnormal 2^-127), 255: NaN\n"
-  "static __device__ __forceinline__ float bq_ue8m0_f32(int e) {\n"
-  "  return __uint_as_float(e == 255 ? 0x7fc00000u : e == 0 ? 0x00400000u : (bq_u32)e << 23);\n"
-  "}\n"
-  "// E4M3 code -> f32, exact (0x7F and 0xFF: NaN)\n"
-  "static __device__ __forceinline__ float bq_e4m3_f32(int c) {\n"
-  "  const bq_u32 mag = (bq_u32)c & 0x7fu;\n"
-  "  float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);\n"
-  "  v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;\n"
-  "  return __uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));\n"
-  "}\n"
-  "// f32 -> E4M3 code, round to nearest even, saturating to 448 (NaN: 0x7F)\n"
-  "static __device__ __forceinline__ int bq_e4m3_of(float v) {\n"
-  "  const bq_u32 b = __float_as_uint(v);\n"
-  "  const int sign = (int)((b >> 24) & 0x80u);\n"
-  "  const bq_u32 a = b & 0x7fffffffu;\n"
-  "  if (a > 0x7f800000u) return 0x7F;\n"
-  "  if (__uint_as_float(a) >= 448.0f) return sign | 0x7E;\n"
-  "  const int e = (int)(a >> 23) - 127, emin = -6;\n"
-  "  if (e < emin - 4) return sign;\n"
-  "  const bq_u32 m = (a & 0x7fffffu) | 0x800000u;\n"
-  "  const int shift = 20 + (e < emin ? emin - e : 0);\n"
-  "  const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);\n"
-  "  const bq_u32 up = (rem > half) | ((rem == half) & keep);\n"
-  "  return sign | (int)(((bq_u32)((e < emin ? emin : e) + 6) << 3) + keep + up);\n"
-  "}\n"
-  "\n"
-  "// A group's scale as the elements use it: sc = C(scale) (UE8M0's power of two, or NVFP4's\n"
-  "// g times the E4M3 scale, one f32 product), and for UE8M0 its reciprocal, exact (the\n"
-  "// reciprocal of 2^k for k in [-127, 127] is a power of two of f32 too): x * rcp is then\n"
-  "// x / sc rounded once, the same bits as the division.\n"
-  "// NVFP4 under a peer's rule quantizes by the peer's multiplier instead (rcp): torchao's\n"
-  "// (1 / g) / s8, Transformer Engine's min(1 / (s8 g), FLT_MAX), f32 steps as they take them.\n"
-  "struct bq_mx_scale {\n"
-  "  bq_c sc, rcp;\n"
-  "};\n"
-  "static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {\n"
-  "  bq_mx_scale s;\n"
-  "#if BQ_MX_NV\n"
-  "  const float s8 = bq_e4m3_f32(code);\n"
-  "  s.sc = (bq_c)__fmul_rn(g, s8);\n"
-  "#if BQ_MX_RULE == 6\n"
-  "  s.rcp = (bq_c)__fdiv_rn(__fdiv_rn(1.0f, g), s8);\n"
-  "#elif BQ_MX_RULE == 7\n"
-  "  s.rcp = (bq_c)fminf(__fdiv_rn(1.0f, __fmul_rn(s8, g)), 0x1.fffffep127f);\n"
-  "#else\n"
-  "  s.rcp = 0;\n"
-  "#endif\n"
-  "#else\n"
-  "  (void)g;\n"
-  "  s.sc = (bq_c)bq_ue8m0_f32(code);\n"
-  "  s.rcp = (bq_c)bq_ue8m0_f32(code == 255 ? 255 : 254 - code);\n"
-  "#endif\n"
-  "  return s;\n"
-  "}\n"
-  "static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {\n"
-  "#if BQ_MX_NV && BQ_MX_RULE == 0\n"
-  "  return bq_mx_elem_of(bq_div(x, s.sc));\n"
-  "#else\n"
-  "  return bq_mx_elem_of(bq_mul(x, s.rcp));\n"
-  "#endif\n"
-  "}\n"
-  "\n"
-  "// Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were\n"
-  "// skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32\n"
-  "// rules: amax is taken to f32 first (f64 data, one RNE conversion).\n"
-  "static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) {\n"
-  "#if BQ_MX_NV && BQ_MX_RULE == 6\n"
-  "  // torchao: (amax * f32(1 / 6)) / g, clamped to [2^-6, 448] (NaN kept), to E4M3\n"
-  "  (void)enc;\n"
-  "  const float b = __fdiv_rn(__fmul_rn((float)amax, 0x1.555556p-3f), g);\n"
-  "  return bq_e4m3_of(b < 0x1p-6f ? 0x1p-6f : (b > 448.0f ? 448.0f : b));\n"
-  "#elif BQ_MX_NV && BQ_MX_RULE == 7\n"
-  "  // Transformer Engine: min(amax * (enc * f32(1 / 6)), FLT_MAX), to E4M3 (saturating)\n"
-  "  (void)g;\n"
-  "  return bq_e4m3_of(fminf(__fmul_rn((float)amax, __fmul_rn(enc, 0x1.555556p-3f)), 0x1.fffffep127f));\n"
-  "#elif BQ_MX_NV\n"
-  "  // NVFP4: the group's scale (amax / 6) / g, to E4M3 (RNE, saturating), kept at least\n"
-  "  // E4M3's smallest subnormal so that a group of zeros divides by a nonzero scale\n"
-  "  (void)enc;\n"
-  "  const float a = (float)amax;\n"
-  "  const float b = __fdiv_rn(__fdiv_rn(a, 6.0f), g);\n"
-  "  return bq_e4m3_of(b < 0x1p-9f ? 0x1p-9f : b);\n"
-  "#elif BQ_MX_RULE == 0\n"
-  "  (void)g, (void)enc;\n"
-  "  bq_c s = amax == (bq_c)0 ? (bq_c)1 : bq_div(amax, (bq_c)BQ_MX_MAX);\n"
-  "  return (int)bq_scale_from_c(bq_pow2_up(s));\n"
-  "#else\n"
-  "  (void)g, (void)enc;\n"
-  "  const float a = (float)amax;\n"
-  "#if BQ_MX_RULE == 4 || BQ_MX_RULE == 5 // RCEIL (cuBLAS), RCEIL_SAT (Transformer Engine)\n"
-  "  const float d = __fmul_rn(a, 1.0f / BQ_MX_MAX);\n"
-  "  const bq_u32 u = __float_as_uint(d), e = (u >> 23) & 0xffu, m = u & 0x7fffffu;\n"
-  "  if (e == 0xffu) return BQ_MX_RULE == 5 ? 254 : 255; // (inf: amax is never NaN here)\n"
-  "  const bq_u32 s = e + (e == 0 ? (m > 0x400000u) : (m != 0));\n"
-  "  return (int)(s > 254 ? (BQ_MX_RULE == 5 ? 254u : 255u) : s);\n"
-  "#else // FLOOR (OCP, torchao), CEIL, EVEN\n"
-  "  bq_u32 u = __float_as_uint(a);\n"
-  "  if ((u & 0x7f800000u) == 0x7f800000u) return 255;\n"
-  "#if BQ_MX_RULE == 3\n"
-  "  u = (u + (1u << (22 - BQ_MX_MBITS))) & 0xff800000u;\n"
-  "#endif\n"
-  "  int p = (int)((u >> 23) & 0xffu) - 127;\n"
-  "#if BQ_MX_RULE == 2\n"
-  "  p += (u & 0x7fffffu) != 0;\n"
-  "#endif\n"
-  "  int e = p - BQ_MX_EMAX;\n"
-  "  e = e < -127 ? -127 : (e > 128 ? 128 : e);\n"
-  "  return e + 127;\n"
-  "#endif\n"
-  "#endif\n"
-  "}\n"
+  "// (the formats' conversions, scale rules and layouts are common.cuh's, which fused.cu shares)\n"
   "\n"
   "// ---- the walk --------------------------------------------------------------------------------\n"
   "// Item's row and group (items walk rows of pgroups groups: the groups a row has, or in dynamic\n"
@@ -12306,23 +12694,10 @@ static const char bq__src_mx_cu[] =
   "static __device__ __forceinline__ bool bq_mx_at(const bq_mx_params &p, bq_i64 item, bq_i64 &r, bq_i64 &g, bq_i64 &si) {\n"
   "  r = item / p.pgroups;\n"
   "  g = item - r * p.pgroups;\n"
-  "#if BQ_MX_LAYOUT == 2\n"
-  "  si = ((r >> 7) * ((p.ngroups + 3) >> 2) + (g >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (g & 3);\n"
-  "#elif BQ_MX_LAYOUT == 1\n"
-  "  si = g * p.grs + r;\n"
-  "#else\n"
-  "  si = r * p.grs + g;\n"
-  "#endif\n"
+  "  si = bq_mx_sidx(r, g, p.ngroups, p.grs);\n"
   "  return r < p.rows && g < p.ngroups;\n"
   "}\n"
   "\n"
-  "// Bytes of y before element e of a row (E2M1: two codes a byte; the host keeps row strides\n"
-  "// and groups even)\n"
-  "#if BQ_IT == BQ_TYPE_E2M1\n"
-  "#define BQ_MX_YB(e) ((e) >> 1)\n"
-  "#else\n"
-  "#define BQ_MX_YB(e) (e)\n"
-  "#endif\n"
   "static __device__ __forceinline__ void bq_mx_put_scale(const bq_mx_params &p, bq_i64 si, int code) {\n"
   "  ((bq_u8 *)p.scales)[si] = (bq_u8)code;\n"
   "}\n"
@@ -12541,16 +12916,14 @@ static const char bq__src_mx_cu[] =
   "    if (!p.finish) {\n"
   "      ws[blockIdx.x] = a;\n"
   "    } else {\n"
-  "#if BQ_MX_RULE == 6 // torchao: amax * f32(1 / 2688), no guard\n"
-  "      *(float *)p.out_tensor_scale = __fmul_rn(a, 0x1.861862p-12f);\n"
-  "#elif BQ_MX_RULE == 7 // Transformer Engine: the encode factor, 1 where amax is 0 or infinite\n"
-  "      float enc = fminf(__fdiv_rn(2688.0f, a), 0x1.fffffep127f);\n"
-  "      enc = a == 0.0f || enc == 0.0f ? 1.0f : enc;\n"
-  "      ws[p.nparts] = enc;\n"
-  "      *(float *)p.out_tensor_scale = __fdiv_rn(1.0f, enc);\n"
+  "      float enc;\n"
+  "      const float g = bq_mx_tensor_scale(a, enc);\n"
+  "#if BQ_MX_RULE == 7\n"
+  "      ws[p.nparts] = enc; // (Transformer Engine's rule reads it)\n"
   "#else\n"
-  "      *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);\n"
+  "      (void)enc;\n"
   "#endif\n"
+  "      *(float *)p.out_tensor_scale = g;\n"
   "    }\n"
   "  }\n"
   "}\n"

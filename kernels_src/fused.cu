@@ -29,10 +29,22 @@
 // which a thread takes a group and recomputes its values from memory.
 // BQ_ACT_TAB (gated, T = bf16): act(g) is read from a table of the contract's values in
 // shared memory rather than computed (see "the activation's table" below).
+// Microscaling output (BQ_MX_RULE defined, with BQ_MX_LAYOUT; common.cuh's conversions and
+// rules): per group, each group's scale a byte (UE8M0, or NVFP4's E4M3 times the tensor scale
+// g) written in the layout, E2M1 codes two a byte; the blocked layout's padding written 0 by
+// the blocks of the rows (see "microscaling" below). NVFP4 with g computed takes two launches
+// of bq_fused_amax first, for the tensor's amax.
 
 #define BQ_THREADS 256
 #define BQ_LONG_CPT 4
 #define BQ_RMS (BQ_OP == BQ_OP_RMSNORM_QUANTIZE)
+#ifdef BQ_MX_RULE
+#define BQ_FMX 1 // microscaling output
+#define BQ_FYB(e) BQ_MX_YB(e) // bytes of y before element e of a row
+#else
+#define BQ_FMX 0
+#define BQ_FYB(e) (e)
+#endif
 
 #include "fused_abi.h" // the entry points and parameter block, which the host compiles too
 
@@ -551,6 +563,11 @@ struct bq_gshape {
 #if BQ_ASYM
   int *zps;
 #endif
+#if BQ_FMX
+  bq_u8 *sb;          // the scales' bytes (the layout indexes them)
+  bq_i64 r, ngroups, grs;
+  float g, enc;       // NVFP4's tensor scale and Transformer Engine's encode factor (else 1)
+#endif
 };
 static __device__ __forceinline__ bq_gshape bq_gshape_of(const bq_fused_params &p, bq_i64 r) {
   bq_gshape g;
@@ -560,6 +577,22 @@ static __device__ __forceinline__ bq_gshape bq_gshape_of(const bq_fused_params &
   g.scales = (bq_s *)p.scales + r * p.grs;
 #if BQ_ASYM
   g.zps = (int *)p.zps + r * p.grs;
+#endif
+#if BQ_FMX
+  g.sb = (bq_u8 *)p.scales;
+  g.r = r;
+  g.ngroups = p.cols / p.group;
+  g.grs = p.grs;
+  g.g = g.enc = 1.0f;
+#if BQ_MX_NV
+  if (p.tensor_scale) { // given: Transformer Engine's encode factor is then 1 / g
+    g.g = *(const float *)p.tensor_scale;
+    if (BQ_MX_RULE == 7) g.enc = __fdiv_rn(1.0f, g.g);
+  } else { // computed from bq_fused_amax's amax, and written once
+    g.g = bq_mx_tensor_scale(*(const float *)p.amax, g.enc);
+    if (r == 0 && threadIdx.x == 0) *(float *)p.out_tensor_scale = g.g;
+  }
+#endif
 #endif
   return g;
 }
@@ -606,6 +639,70 @@ static __device__ __forceinline__ void bq_groups_generic(const bq_fused_params &
     bq_fused_params_out(p, r * p.grs + g, q);
     for (int e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_quantize_int(bq_to_c(bq_value_at(p, r, e, rstd)), q.s, q.z);
   }
+}
+#endif
+
+#if BQ_FMX
+// ---- microscaling: a group's scale byte from its amax by the plan's rule, its elements
+// converted (common.cuh), codes two a byte for E2M1 (the lower index in the low nibble)
+static __device__ __forceinline__ bq_mx_scale bq_fmx_scale(const bq_gshape &gs, bq_i64 g, bq_c amax, bool store) {
+  const int code = bq_mx_rule(amax, gs.g, gs.enc);
+  if (store) gs.sb[bq_mx_sidx(gs.r, g, gs.ngroups, gs.grs)] = (bq_u8)code;
+  return bq_mx_scale_of(code, gs.g);
+}
+// One access on the fast path (whole accesses: G, hence D, a multiple of V): g, its group's
+// reduction (merged over the group's lanes and rounded); its first lane stores the scale. yw:
+// the width y's row start allows (an access's codes keep it: BQ_MX_YB(V) bytes, a power of two).
+static __device__ __forceinline__ void bq_fmx_access(const bq_gshape &gs, bq_red g, const bq_xchunk &v, bq_i *y, int a,
+                                                     int yw) {
+  const bq_mx_scale s = bq_fmx_scale(gs, a >> gs.gsh, g.a, gs.sub == 0);
+  bq_c c[BQ_VEC];
+  bq_chunk_c(v, c);
+  constexpr int NB = BQ_MX_YB(BQ_VEC);
+  bq_chunk<bq_u8, NB> o;
+#pragma unroll
+  for (int j = 0; j < BQ_VEC; j++) {
+    const int q = bq_mx_quantize(c[j], s);
+#if BQ_IT == BQ_TYPE_E2M1
+    o.e[j >> 1] = (bq_u8)((j & 1) ? (o.e[j >> 1] | (q << 4)) : q);
+#else
+    o.e[j] = (bq_u8)q;
+#endif
+  }
+  bq_store((bq_u8 *)y + BQ_MX_YB(a * BQ_VEC), o, yw); // (the fast path's groups are whole accesses)
+}
+// Groups of any other size: a thread a group, its values recomputed from memory (as
+// bq_groups_generic)
+static __device__ __forceinline__ void bq_fmx_generic(const bq_fused_params &p, const bq_gshape &gs, bq_i64 r, bq_i *y,
+                                                      bq_c rstd) {
+  __syncthreads(); // the block's residual writes (h) are visible to every thread
+  const int G = (int)p.group, ng = (int)gs.ngroups;
+  for (int g = threadIdx.x; g < ng; g += blockDim.x) {
+    bq_red red = bq_red_init();
+    for (int e = g * G; e < g * G + G; e++) bq_red_add(red, bq_to_c(bq_value_at(p, r, e, rstd)));
+    const bq_mx_scale s = bq_fmx_scale(gs, g, red.a, true);
+#if BQ_IT == BQ_TYPE_E2M1
+    for (int e = g * G; e < g * G + G; e += 2)
+      y[e >> 1] = (bq_i)(bq_mx_quantize(bq_to_c(bq_value_at(p, r, e, rstd)), s) |
+                         (bq_mx_quantize(bq_to_c(bq_value_at(p, r, e + 1, rstd)), s) << 4));
+#else
+    for (int e = g * G; e < g * G + G; e++) y[e] = (bq_i)bq_mx_quantize(bq_to_c(bq_value_at(p, r, e, rstd)), s);
+#endif
+  }
+}
+// The blocked layout's padding, written 0 by the block of row r (tpr threads): the row's
+// entries past its last group (groups padded to 4), and the padding rows rows + r,
+// rows + r + rows, ... below rows rounded up to 128
+static __device__ __forceinline__ void bq_fmx_pad(const bq_fused_params &p, bq_i64 r, int tpr) {
+#if BQ_MX_LAYOUT == 2
+  const bq_i64 ng = p.cols / p.group, pg = (ng + 3) & ~(bq_i64)3, prows = (p.rows + 127) & ~(bq_i64)127;
+  bq_u8 *sb = (bq_u8 *)p.scales;
+  for (bq_i64 g = ng + threadIdx.x; g < pg; g += tpr) sb[bq_mx_sidx(r, g, ng, 0)] = 0;
+  for (bq_i64 pr = p.rows + r; pr < prows; pr += p.rows)
+    for (bq_i64 g = threadIdx.x; g < pg; g += tpr) sb[bq_mx_sidx(pr, g, ng, 0)] = 0;
+#else
+  (void)p, (void)r, (void)tpr;
+#endif
 }
 #endif
 
@@ -784,8 +881,8 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
   }
   rstd = bq_rstd<TPR>(p, ss, ss_smem);
 #endif
-  bq_i *y = (bq_i *)p.y + r * p.ys;
-  const int yw = NARROW ? (int)sizeof(bq_qchunk) : bq_qwidth(y);
+  bq_i *y = (bq_i *)p.y + BQ_FYB(r * p.ys);
+  const int yw = BQ_FMX ? bq_width(y) : NARROW ? (int)sizeof(bq_qchunk) : bq_qwidth(y);
 #if BQ_GRAN == BQ_GRAN_TENSOR
   const bq_scale s = bq_scale_of((bq_c)p.scale);
   const bq_zp z = bq_zp_of(p.zp);
@@ -829,18 +926,25 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
       for (int i = 0; i < CPT; i++)
         if (FULL || b + t + i * TPR < nacc) bq_fstore<DENSE>((bq_t *)p.out + r * p.os, v[i], b + t + i * TPR, D, p.aligned);
 #if BQ_GRAN == BQ_GRAN_GROUP
+#if !BQ_FMX
     if (NARROW && p.fast_groups) bq_fused_groups<TPR, CPT, FULL>(gr, v, gs, y, b, nacc, D, yw);
-    else if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
+    else
+#endif
+    if (p.fast_groups) { // a group: gc consecutive lanes, one access each (all lanes shuffle)
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int a = b + t + i * TPR;
         const bq_red g = bq_red_round(bq_red_lanes(gr[i], gs.gc));
         if (FULL || a < nacc) {
+#if BQ_FMX
+          bq_fmx_access(gs, g, v[i], y, a, yw);
+#else
           const bq_qp q = bq_params_of(g);
           if (gs.sub == 0) bq_fused_group_out(gs, a, q);
           bq_qchunk o;
           bq_fquantize(v[i], o, q);
           bq_qstore<DENSE>(y, o, a, D, yw);
+#endif
         }
       }
     }
@@ -867,7 +971,12 @@ static __device__ __forceinline__ void bq_fused_row(const bq_fused_params &p, bq
     }
   }
 #elif BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_FMX
+  if (!p.fast_groups) bq_fmx_generic(p, gs, r, y, rstd);
+  bq_fmx_pad(p, r, TPR);
+#else
   if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);
+#endif
 #endif
 }
 
@@ -915,9 +1024,9 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
   }
   rstd = bq_rstd<BQ_THREADS>(p, ss, ss_smem);
 #endif
-  bq_i *y = (bq_i *)p.y + r * p.ys;
+  bq_i *y = (bq_i *)p.y + BQ_FYB(r * p.ys);
   bq_t *const out = p.out ? (bq_t *)p.out + r * p.os : (bq_t *)0;
-  const int yw = bq_qwidth(y);
+  const int yw = BQ_FMX ? bq_width(y) : bq_qwidth(y);
 #if BQ_GRAN == BQ_GRAN_TENSOR
   const bq_scale s = bq_scale_of((bq_c)p.scale);
   const bq_zp z = bq_zp_of(p.zp);
@@ -959,11 +1068,15 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
     if (p.fast_groups) {
       const bq_red g = bq_red_round(bq_red_lanes(gr, gs.gc));
       if (a < nacc) {
+#if BQ_FMX
+        bq_fmx_access(gs, g, v, y, a, yw);
+#else
         const bq_qp q = bq_params_of(g);
         if (gs.sub == 0) bq_fused_group_out(gs, a, q);
         bq_qchunk o;
         bq_fquantize(v, o, q);
         bq_qstore(y, o, a, D, yw);
+#endif
       }
     }
 #endif
@@ -977,7 +1090,12 @@ static __device__ __forceinline__ void bq_staged_row(const bq_fused_params &p, b
     bq_qstore(y, o, a, D, yw);
   }
 #elif BQ_GRAN == BQ_GRAN_GROUP
+#if BQ_FMX
+  if (!p.fast_groups) bq_fmx_generic(p, gs, r, y, rstd);
+  bq_fmx_pad(p, r, BQ_THREADS);
+#else
   if (!p.fast_groups) bq_groups_generic(p, r, y, rstd);
+#endif
 #endif
 }
 
@@ -1088,4 +1206,61 @@ BQ_FUSED_ENTRY(BQ_FN_FUSED_C2D, 256, 2, true, BQ_C2_MINB, true, false, true)
 #endif
 #if BQ_E_FUSED_C8D
 BQ_FUSED_ENTRY(BQ_FN_FUSED_C8D, 256, 8, true, BQ_C8_MINB, true, false, true)
+#endif
+
+#if BQ_E_FUSED_AMAX
+// NVFP4 with the tensor scale computed, its first launches: the producer's amax over the
+// tensor, nothing else written (the residual's h computed, not stored). A block takes rows
+// blockIdx.x, + gridDim.x, ... and writes its amax to the workspace (f32; >= +0, never NaN);
+// then one block (p.nparts > 0) reduces the partials into amax[nparts]. Thread t is the
+// contract's lane t of RMSNorm's sum of squares; each row is read twice (the second from L2).
+#if BQ_RMS
+// h = T(x + residual) of access a, or x
+static __device__ __forceinline__ void bq_fmx_h(const bq_fused_params &p, bq_i64 r, int a, bq_xchunk &h) {
+  bq_fload<false>(h, (const bq_t *)p.x + r * p.xs, a, p.cols, p.aligned);
+  if (p.res) {
+    bq_xchunk v;
+    bq_fload<false>(v, (const bq_t *)p.res + r * p.rs, a, p.cols, p.aligned);
+    bq_add_chunk(h, v);
+  }
+}
+#endif
+extern "C" __global__ void __launch_bounds__(BQ_THREADS) BQ_FN_FUSED_AMAX(const bq_fused_params p) {
+#if BQ_RMS
+  __shared__ bq_c ss_smem[BQ_THREADS / 32 + 1];
+#endif
+  __shared__ bq_red red_smem[BQ_THREADS / 32];
+  float *ws = (float *)p.amax;
+  const int t = threadIdx.x, nacc = ((int)p.cols + BQ_VEC - 1) / BQ_VEC;
+  bq_red red = bq_red_init();
+  if (p.nparts) {
+    for (int i = t; i < p.nparts; i += BQ_THREADS) red.a = bq_max(red.a, (bq_c)ws[i]);
+  } else {
+    BQ_ACT_FILL();
+    for (bq_i64 r = blockIdx.x; r < p.rows; r += gridDim.x) {
+#if BQ_RMS
+      bq_c ss[1] = {0};
+      for (int a = t; a < nacc; a += BQ_THREADS) {
+        bq_xchunk h;
+        bq_fmx_h(p, r, a, h);
+        bq_add_squares(ss[0], h);
+      }
+      const bq_c rstd = bq_rstd<BQ_THREADS>(p, ss, ss_smem);
+      for (int a = t; a < nacc; a += BQ_THREADS) {
+        bq_xchunk h;
+        bq_fmx_h(p, r, a, h);
+        bq_rms_n<false>(p, a, h, rstd, red);
+      }
+#else
+      for (int a = t; a < nacc; a += BQ_THREADS) {
+        bq_xchunk v;
+        bq_value(p, r, a, 0, v, red);
+      }
+#endif
+    }
+    red = bq_red_round(red); // (the amax of the T values)
+  }
+  red = bq_red_team<false>(red, BQ_THREADS, red_smem);
+  if (t == 0) ws[p.nparts ? p.nparts : blockIdx.x] = (float)red.a;
+}
 #endif

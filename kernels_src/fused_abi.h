@@ -15,11 +15,12 @@
    bq_fused_m4f and bq_fused_m8f are the same for rows of exactly 512 or 1024 accesses, whose
    accesses need no check against the row's end. bq_fused_c2d and bq_fused_c8d are
    bq_fused_c2 and bq_fused_c8 for dense rows (every stream 16-byte aligned, D whole
-   accesses), a residual allowed: no element path. */
+   accesses), a residual allowed: no element path. bq_fused_amax is NVFP4's first launch
+   where the tensor scale is computed: the producer's amax over the tensor, nothing written. */
 enum {
   BQ__FUSED_C1, BQ__FUSED_C2, BQ__FUSED_C4, BQ__FUSED_C8, BQ__FUSED_LONG, BQ__FUSED_STAGED,
   BQ__FUSED_M4, BQ__FUSED_M8, BQ__FUSED_M4F, BQ__FUSED_M8F, BQ__FUSED_M16, BQ__FUSED_C2D, BQ__FUSED_C8D,
-  BQ__FUSED_ENTRIES
+  BQ__FUSED_AMAX, BQ__FUSED_ENTRIES
 };
 #define BQ_FN_FUSED_C1 bq_fused_c1
 #define BQ_FN_FUSED_C2 bq_fused_c2
@@ -34,6 +35,7 @@ enum {
 #define BQ_FN_FUSED_M16 bq_fused_m16
 #define BQ_FN_FUSED_C2D bq_fused_c2d
 #define BQ_FN_FUSED_C8D bq_fused_c8d
+#define BQ_FN_FUSED_AMAX bq_fused_amax
 
 typedef struct bq_fused_params {
   bq_u64 x, res, w, out, y, scales, zps;
@@ -41,5 +43,11 @@ typedef struct bq_fused_params {
   double scale, eps;                             /* per tensor's static scale; RMSNorm's eps */
   int zp, aligned, fast_groups;
   int slot, wstage; /* bq_fused_staged: a slot's bytes; the weight staged */
+  /* microscaling output, NVFP4: the f32 tensor scale g read (0: computed), where a computed
+     one is written, and the workspace's amax (f32): bq_fused_amax writes a partial a block,
+     then (nparts > 0) one block reduces nparts partials into amax[nparts], which the
+     producer's launch reads */
+  bq_u64 tensor_scale, out_tensor_scale, amax;
+  int nparts;
 } bq_fused_params;
 #endif

@@ -17,162 +17,7 @@
 // tiles, and a thread whose group lies in the padding writes its scale byte as 0.
 
 #include "mx_abi.h"
-
-#define BQ_MX_NV (BQ_ST == BQ_TYPE_E4M3) // NVFP4: E4M3 group scales times the tensor scale
-#if BQ_IT == BQ_TYPE_E2M1
-#define BQ_MX_MAX 6.0f
-#define BQ_MX_EMAX 2
-#define BQ_MX_MBITS 1
-#elif BQ_IT == BQ_TYPE_E4M3
-#define BQ_MX_MAX 448.0f
-#define BQ_MX_EMAX 8
-#define BQ_MX_MBITS 3
-#else
-#define BQ_MX_MAX 57344.0f
-#define BQ_MX_EMAX 15
-#define BQ_MX_MBITS 2
-#endif
-
-// ---- elements --------------------------------------------------------------------------------
-#if BQ_IT == BQ_TYPE_E2M1
-// C -> E2M1 code: one round to nearest even onto +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating
-// (6 and past it, inf), NaN -> 0x7, -0 -> 0x8. Each comparison is a midpoint between two
-// magnitudes, strict where the tie goes to the lower (even) code and not where it goes up.
-static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {
-  const bq_c a = bq_abs(v);
-  if (!(a == a)) return 7;
-  const int c = (a > (bq_c)0.25) + (a >= (bq_c)0.75) + (a > (bq_c)1.25) + (a >= (bq_c)1.75) + (a > (bq_c)2.5) +
-                (a >= (bq_c)3.5) + (a > (bq_c)5.0);
-#if BQ_FT == BQ_TYPE_F64
-  return c | (__double_as_longlong(v) < 0 ? 8 : 0);
-#else
-  return c | (int)((__float_as_uint(v) >> 28) & 8u);
-#endif
-}
-// E2M1 code -> C, exact: 0.5 m below 2, else (2 + m % 2) 2^(m / 2 - 2)
-static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) {
-  const int m = c & 7;
-  const float mag = m < 2 ? 0.5f * (float)m : (float)(2 + (m & 1)) * (float)(1 << (m >> 1)) * 0.25f;
-  return (bq_c)((c & 8) ? -mag : mag);
-}
-#else
-static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }
-static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_c(c); }
-#endif
-
-// ---- scales ----------------------------------------------------------------------------------
-// UE8M0 byte e -> 2^(e - 127) in f32 (e = 0 is the subnormal 2^-127), 255: NaN
-static __device__ __forceinline__ float bq_ue8m0_f32(int e) {
-  return __uint_as_float(e == 255 ? 0x7fc00000u : e == 0 ? 0x00400000u : (bq_u32)e << 23);
-}
-// E4M3 code -> f32, exact (0x7F and 0xFF: NaN)
-static __device__ __forceinline__ float bq_e4m3_f32(int c) {
-  const bq_u32 mag = (bq_u32)c & 0x7fu;
-  float v = __fmul_rn(__uint_as_float(mag << 20), 0x1p120f);
-  v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;
-  return __uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
-}
-// f32 -> E4M3 code, round to nearest even, saturating to 448 (NaN: 0x7F)
-static __device__ __forceinline__ int bq_e4m3_of(float v) {
-  const bq_u32 b = __float_as_uint(v);
-  const int sign = (int)((b >> 24) & 0x80u);
-  const bq_u32 a = b & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7F;
-  if (__uint_as_float(a) >= 448.0f) return sign | 0x7E;
-  const int e = (int)(a >> 23) - 127, emin = -6;
-  if (e < emin - 4) return sign;
-  const bq_u32 m = (a & 0x7fffffu) | 0x800000u;
-  const int shift = 20 + (e < emin ? emin - e : 0);
-  const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
-  const bq_u32 up = (rem > half) | ((rem == half) & keep);
-  return sign | (int)(((bq_u32)((e < emin ? emin : e) + 6) << 3) + keep + up);
-}
-
-// A group's scale as the elements use it: sc = C(scale) (UE8M0's power of two, or NVFP4's
-// g times the E4M3 scale, one f32 product), and for UE8M0 its reciprocal, exact (the
-// reciprocal of 2^k for k in [-127, 127] is a power of two of f32 too): x * rcp is then
-// x / sc rounded once, the same bits as the division.
-// NVFP4 under a peer's rule quantizes by the peer's multiplier instead (rcp): torchao's
-// (1 / g) / s8, Transformer Engine's min(1 / (s8 g), FLT_MAX), f32 steps as they take them.
-struct bq_mx_scale {
-  bq_c sc, rcp;
-};
-static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {
-  bq_mx_scale s;
-#if BQ_MX_NV
-  const float s8 = bq_e4m3_f32(code);
-  s.sc = (bq_c)__fmul_rn(g, s8);
-#if BQ_MX_RULE == 6
-  s.rcp = (bq_c)__fdiv_rn(__fdiv_rn(1.0f, g), s8);
-#elif BQ_MX_RULE == 7
-  s.rcp = (bq_c)fminf(__fdiv_rn(1.0f, __fmul_rn(s8, g)), 0x1.fffffep127f);
-#else
-  s.rcp = 0;
-#endif
-#else
-  (void)g;
-  s.sc = (bq_c)bq_ue8m0_f32(code);
-  s.rcp = (bq_c)bq_ue8m0_f32(code == 255 ? 255 : 254 - code);
-#endif
-  return s;
-}
-static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {
-#if BQ_MX_NV && BQ_MX_RULE == 0
-  return bq_mx_elem_of(bq_div(x, s.sc));
-#else
-  return bq_mx_elem_of(bq_mul(x, s.rcp));
-#endif
-}
-
-// Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were
-// skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32
-// rules: amax is taken to f32 first (f64 data, one RNE conversion).
-static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) {
-#if BQ_MX_NV && BQ_MX_RULE == 6
-  // torchao: (amax * f32(1 / 6)) / g, clamped to [2^-6, 448] (NaN kept), to E4M3
-  (void)enc;
-  const float b = __fdiv_rn(__fmul_rn((float)amax, 0x1.555556p-3f), g);
-  return bq_e4m3_of(b < 0x1p-6f ? 0x1p-6f : (b > 448.0f ? 448.0f : b));
-#elif BQ_MX_NV && BQ_MX_RULE == 7
-  // Transformer Engine: min(amax * (enc * f32(1 / 6)), FLT_MAX), to E4M3 (saturating)
-  (void)g;
-  return bq_e4m3_of(fminf(__fmul_rn((float)amax, __fmul_rn(enc, 0x1.555556p-3f)), 0x1.fffffep127f));
-#elif BQ_MX_NV
-  // NVFP4: the group's scale (amax / 6) / g, to E4M3 (RNE, saturating), kept at least
-  // E4M3's smallest subnormal so that a group of zeros divides by a nonzero scale
-  (void)enc;
-  const float a = (float)amax;
-  const float b = __fdiv_rn(__fdiv_rn(a, 6.0f), g);
-  return bq_e4m3_of(b < 0x1p-9f ? 0x1p-9f : b);
-#elif BQ_MX_RULE == 0
-  (void)g, (void)enc;
-  bq_c s = amax == (bq_c)0 ? (bq_c)1 : bq_div(amax, (bq_c)BQ_MX_MAX);
-  return (int)bq_scale_from_c(bq_pow2_up(s));
-#else
-  (void)g, (void)enc;
-  const float a = (float)amax;
-#if BQ_MX_RULE == 4 || BQ_MX_RULE == 5 // RCEIL (cuBLAS), RCEIL_SAT (Transformer Engine)
-  const float d = __fmul_rn(a, 1.0f / BQ_MX_MAX);
-  const bq_u32 u = __float_as_uint(d), e = (u >> 23) & 0xffu, m = u & 0x7fffffu;
-  if (e == 0xffu) return BQ_MX_RULE == 5 ? 254 : 255; // (inf: amax is never NaN here)
-  const bq_u32 s = e + (e == 0 ? (m > 0x400000u) : (m != 0));
-  return (int)(s > 254 ? (BQ_MX_RULE == 5 ? 254u : 255u) : s);
-#else // FLOOR (OCP, torchao), CEIL, EVEN
-  bq_u32 u = __float_as_uint(a);
-  if ((u & 0x7f800000u) == 0x7f800000u) return 255;
-#if BQ_MX_RULE == 3
-  u = (u + (1u << (22 - BQ_MX_MBITS))) & 0xff800000u;
-#endif
-  int p = (int)((u >> 23) & 0xffu) - 127;
-#if BQ_MX_RULE == 2
-  p += (u & 0x7fffffu) != 0;
-#endif
-  int e = p - BQ_MX_EMAX;
-  e = e < -127 ? -127 : (e > 128 ? 128 : e);
-  return e + 127;
-#endif
-#endif
-}
+// (the formats' conversions, scale rules and layouts are common.cuh's, which fused.cu shares)
 
 // ---- the walk --------------------------------------------------------------------------------
 // Item's row and group (items walk rows of pgroups groups: the groups a row has, or in dynamic
@@ -181,23 +26,10 @@ static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) 
 static __device__ __forceinline__ bool bq_mx_at(const bq_mx_params &p, bq_i64 item, bq_i64 &r, bq_i64 &g, bq_i64 &si) {
   r = item / p.pgroups;
   g = item - r * p.pgroups;
-#if BQ_MX_LAYOUT == 2
-  si = ((r >> 7) * ((p.ngroups + 3) >> 2) + (g >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (g & 3);
-#elif BQ_MX_LAYOUT == 1
-  si = g * p.grs + r;
-#else
-  si = r * p.grs + g;
-#endif
+  si = bq_mx_sidx(r, g, p.ngroups, p.grs);
   return r < p.rows && g < p.ngroups;
 }
 
-// Bytes of y before element e of a row (E2M1: two codes a byte; the host keeps row strides
-// and groups even)
-#if BQ_IT == BQ_TYPE_E2M1
-#define BQ_MX_YB(e) ((e) >> 1)
-#else
-#define BQ_MX_YB(e) (e)
-#endif
 static __device__ __forceinline__ void bq_mx_put_scale(const bq_mx_params &p, bq_i64 si, int code) {
   ((bq_u8 *)p.scales)[si] = (bq_u8)code;
 }
@@ -416,16 +248,14 @@ extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_para
     if (!p.finish) {
       ws[blockIdx.x] = a;
     } else {
-#if BQ_MX_RULE == 6 // torchao: amax * f32(1 / 2688), no guard
-      *(float *)p.out_tensor_scale = __fmul_rn(a, 0x1.861862p-12f);
-#elif BQ_MX_RULE == 7 // Transformer Engine: the encode factor, 1 where amax is 0 or infinite
-      float enc = fminf(__fdiv_rn(2688.0f, a), 0x1.fffffep127f);
-      enc = a == 0.0f || enc == 0.0f ? 1.0f : enc;
-      ws[p.nparts] = enc;
-      *(float *)p.out_tensor_scale = __fdiv_rn(1.0f, enc);
+      float enc;
+      const float g = bq_mx_tensor_scale(a, enc);
+#if BQ_MX_RULE == 7
+      ws[p.nparts] = enc; // (Transformer Engine's rule reads it)
 #else
-      *(float *)p.out_tensor_scale = a == 0.0f || !(a <= 0x1.fffffep127f) ? 1.0f : __fdiv_rn(a, 2688.0f);
+      (void)enc;
 #endif
+      *(float *)p.out_tensor_scale = g;
     }
   }
 }

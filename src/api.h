@@ -114,7 +114,8 @@
      saturating; backward as FP8's, the mask |x / sc| <= max. NVFP4 dynamic quantize without
      args.tensor_scale computes g = amax / 2688 in a first pass (needs
      bq_plan_workspace_size bytes) and writes it to args.out_tensor_scale. G is any size up
-     to 4096; 16 and 32 have kernels of their own. docs/numerics.md, "Microscaling".
+     to 4096; 16 and 32 have kernels of their own. The fused producers emit the formats too
+     (FUSED PRODUCERS). docs/numerics.md, "Microscaling".
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -160,7 +161,11 @@
      default) and BQ_PER_GROUP are dynamic quantize's (out_scales, out_zero_points,
      desc.asymmetric, group_size, group_row_stride); BQ_PER_TENSOR is quantize's, with a
      static args.scale and args.zero_point. I is any storage type, FP8 included (symmetric:
-     no zero points). args.out, when set, receives n or a as well.
+     no zero points). args.out, when set, receives n or a as well. Or a microscaling format
+     (MICROSCALING: E2M1 storage, UE8M0 or E4M3 scales, the blocked layout or a scale rule
+     make the descriptor one; per group, dynamic quantize's rules; NVFP4 without
+     args.tensor_scale computes g in two launches first, which need bq_plan_workspace_size
+     bytes, and writes it to args.out_tensor_scale).
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up

@@ -6,8 +6,9 @@
    kernel's accesses a thread follow the row) */
 static const int bq__fused_shapes[BQ__FUSED_ENTRIES][2] = {{256, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 4},
                                                            {256, 0}, {128, 4}, {128, 8}, {128, 4}, {128, 8}, {128, 16},
-                                                           {256, 2}, {256, 8}};
-/* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged: 0) */
+                                                           {256, 2}, {256, 8}, {256, 0}};
+/* the accesses an entry holds of a row at once (bq_fused_long: a batch; bq_fused_staged and
+   bq_fused_amax: 0) */
 BQ__FN int64_t bq__fused_held(int e) { return (int64_t)bq__fused_shapes[e][0] * bq__fused_shapes[e][1]; }
 /* the narrow entries take RMSNorm per token and per group without a residual, in batches of
    at least this many rows an SM: there the fixed work a row is the largest share. (H100,
@@ -70,12 +71,23 @@ BQ__FN int bq__fused_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float
 #define BQ__FUSED_ACT_BYTES (8192 * 4)
 BQ__FN int bq__fused_act_table(const bq_desc *d) { return d->op == BQ_GATED_QUANTIZE && d->float_type == BQ_BF16; }
 
+/* A fused desc emits a microscaling format where it names what only those have (as
+   bq__is_mx): E2M1 storage, UE8M0 or E4M3 scales, the blocked layout or a scale rule */
+BQ__FN int bq__fused_mx(const bq_desc *d) {
+  return (d->op == BQ_RMSNORM_QUANTIZE || d->op == BQ_GATED_QUANTIZE) &&
+         (d->int_type == BQ_E2M1 || d->scale_type == BQ_UE8M0 || d->scale_type == BQ_E4M3 ||
+          d->scale_layout == BQ_SCALES_BLOCKED || d->scale_rule != BQ_SCALE_RULE_DEFAULT);
+}
+BQ__FN int bq__fused_nv(const bq_desc *d) { return bq__fused_mx(d) && d->scale_type == BQ_E4M3; }
+
 BQ__FN void bq__fused_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_ACT %s\n#define BQ_GRAN %s\n#define BQ_ASYM %d\n#define BQ_ACT_TAB %d\n",
               bq__spec("OP", d->op), d->op == BQ_GATED_QUANTIZE ? bq__spec("ACT", d->activation) : "0",
               bq__spec("GRAN", d->granularity), d->asymmetric, bq__fused_act_table(d));
+  if (bq__fused_mx(d)) /* (common.cuh's microscaling part) */
+    bq__str_fmt(s, "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", (int)d->scale_layout, (int)d->scale_rule);
 }
 
 /* One call's shape, strides (elements) and pointers, validated. */
@@ -120,7 +132,19 @@ BQ__FN bq_status bq__fused_shape_of(const bq_plan *p, const bq_args *a, bq__fuse
                   v->rs > BQ__MAX_ELEMS / v->rows || v->os > BQ__MAX_ELEMS / v->rows))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rows (%lld) times a row stride is too large", n,
                     (long long)a->rows);
-  if (d->granularity == BQ_PER_GROUP) return bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
+  if (d->granularity != BQ_PER_GROUP) return BQ_SUCCESS;
+  if (d->scale_layout == BQ_SCALES_BLOCKED && a->group_row_stride != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 with desc.scale_layout "
+                    "BQ_SCALES_BLOCKED (its extent is the padded tiles')", n, (long long)a->group_row_stride);
+  bq_status st = bq__group_shape(n, d, a, v->rows, &v->group, &v->ngroups, &v->grs);
+  if (st) return st;
+  if (d->scale_layout == BQ_SCALES_BLOCKED) v->grs = 0;
+  if (d->int_type == BQ_E2M1 && v->group % 2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) is odd: E2M1 packs two elements a byte, "
+                    "so groups must be even", n, (long long)v->group);
+  if (d->int_type == BQ_E2M1 && v->ys % 2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.y_row_stride (%lld) is odd: E2M1 rows start on a byte", n,
+                    (long long)a->y_row_stride);
   return BQ_SUCCESS;
 }
 BQ__FN bq_status bq__fused_shape(const bq_plan *p, const bq_args *a) {
@@ -162,10 +186,31 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
   if (a->residual && (st = bq__check_ptr(p, "args.residual", a->residual, t))) return st;
   if (a->out && (st = bq__check_ptr(p, "args.out", a->out, t))) return st;
   if (d->granularity != BQ_PER_TENSOR) {
-    if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__dtype_size(d->scale_type)))) return st;
+    if ((st = bq__check_ptr(p, "args.out_scales", a->out_scales, bq__fused_mx(d) ? 1 : bq__dtype_size(d->scale_type))))
+      return st;
     if (d->asymmetric && (st = bq__check_ptr(p, "args.out_zero_points", a->out_zero_points, 4))) return st;
   }
+  if (bq__fused_mx(d) && a->out_zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.out_zero_points must be NULL: the microscaling formats are "
+                    "symmetric", n);
+  if (bq__fused_nv(d)) { /* NVFP4: the tensor scale given, or computed and written */
+    if (a->tensor_scale && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
+    if (!a->tensor_scale && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
+  }
   return BQ_SUCCESS;
+}
+/* NVFP4 without args.tensor_scale: bq_fused_amax first, a partial amax a block (at most 8
+   blocks an SM) and their reduction after them in the workspace */
+BQ__FN int bq__fused_two_pass(const bq_plan *p, const bq_args *a) {
+  return bq__fused_nv(&p->desc) && a && !a->tensor_scale;
+}
+BQ__FN int64_t bq__fused_amax_blocks(const bq_plan *p, const bq_args *a) {
+  const int64_t cap = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 8;
+  return a->rows < cap ? a->rows : cap;
+}
+BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
+  if (!bq__fused_two_pass(p, a) || a->rows <= 0 || a->cols <= 0) return 0;
+  return (size_t)bq__fused_amax_blocks(p, a) * 4 + 4;
 }
 
 BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
@@ -202,7 +247,6 @@ BQ__FN bq_status bq__fused_staged_fit(const bq_plan *p, int64_t tab, int64_t slo
   return BQ_SUCCESS;
 }
 BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
-  (void)ws, (void)ws_bytes;
   bq__fused_view v;
   bq_status st = bq__fused_view_of(p, a, &v);
   if (st || v.rows == 0 || v.cols == 0) return st;
@@ -228,6 +272,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   k.scale = a->scale;
   k.eps = rms ? a->eps : 0;
   k.zp = a->zero_point;
+  k.tensor_scale = (uint64_t)(uintptr_t)a->tensor_scale;
   /* 16-byte accesses when every T stream's rows start 16-byte aligned */
   k.aligned = bq__aligned16(a->x, v.xs * t) && (rms || (v.cols * t) % 16 == 0) &&
               (!rms || bq__aligned16(a->norm_weight, 0)) && (!k.res || bq__aligned16(a->residual, v.rs * t)) &&
@@ -241,6 +286,17 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   const int whole = k.aligned && v.cols % p->vec == 0;
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
   const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
+  if (bq__fused_two_pass(p, a)) { /* NVFP4's tensor scale: the amax, partials then their reduction */
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_workspace(p, a)))) return st;
+    k.amax = (uint64_t)(uintptr_t)ws;
+    const int64_t parts = bq__fused_amax_blocks(p, a);
+    if ((st = bq__launch(p, BQ__FUSED_AMAX, parts, 1, BQ__FUSED_THREADS, (unsigned)tab, &k, stream))) return st;
+    k.nparts = (int)parts;
+    if ((st = bq__launch(p, BQ__FUSED_AMAX, 1, 1, BQ__FUSED_THREADS, (unsigned)tab, &k, stream))) return st;
+    k.amax += 4 * (uint64_t)parts; /* (the reduction's word) */
+    k.nparts = 0;
+    k.out_tensor_scale = (uint64_t)(uintptr_t)a->out_tensor_scale;
+  }
   unsigned facts = (rms ? BQ__FF_RMS : 0) | (k.res ? BQ__FF_RES : 0) | (whole && yal ? BQ__FF_DENSE : 0) |
                    (whole ? BQ__FF_WHOLE : 0) | (k.aligned ? BQ__FF_ALIGNED : 0) |
                    (nacc > 2 * BQ__FUSED_THREADS ? BQ__FF_LONG : 0) |
@@ -330,6 +386,15 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
   if (gated && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
                     (int)d->activation);
+  if (bq__fused_mx(d)) { /* a microscaling format: per group (the default here), forward */
+    if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_GROUP;
+    if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) is not a bq_granularity",
+                      bq__op_name(d->op), (int)d->granularity);
+    bq__plan_name_std(d, 0, name, name_size);
+    if ((st = bq__mx_desc_rules(in, d, name, 1))) return st;
+    return BQ_SUCCESS;
+  }
   if ((st = bq__rule_enums(d, 0))) return st;
   if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TOKEN;
   bq__plan_name_std(d, 1, name, name_size);
@@ -359,23 +424,95 @@ BQ__FN const char *bq__fused_label(const bq_desc *d) {
   if (d->op == BQ_GATED_QUANTIZE) return d->activation == BQ_GELU_TANH ? "gelu_tanh_mul_quantize" : "silu_mul_quantize";
   return "rmsnorm_quantize";
 }
-/* the variant: elements per access; static, symmetric or asymmetric scales */
+/* the microscaling formats by name in SKUs: the element and scale types */
+static const struct bq__fused_format {
+  const char *name;
+  bq_dtype it, st;
+} bq__fused_formats[] = {{"mxfp4", BQ_E2M1, BQ_UE8M0}, {"nvfp4", BQ_E2M1, BQ_E4M3},
+                         {"mxfp8_e4m3", BQ_E4M3, BQ_UE8M0}, {"mxfp8_e5m2", BQ_E5M2, BQ_UE8M0}};
+#define BQ__FUSED_FORMATS 4
+/* the variant: elements per access; static, symmetric or asymmetric scales. A microscaling
+   format's: "rmsnorm_quantize.fwd.per_group.bf16.nvfp4.blocked.te.sm_90" (the format, the
+   layout, the rule) */
 BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
+  if (bq__fused_mx(d)) {
+    const char *fmt = "?";
+    for (int i = 0; i < BQ__FUSED_FORMATS; i++)
+      if (bq__fused_formats[i].it == d->int_type && bq__fused_formats[i].st == d->scale_type) fmt = bq__fused_formats[i].name;
+    snprintf(buf, n, "%s.fwd.%s.%s.%s.%s.%s.%s", bq__fused_label(d), bq__gran_name(d->granularity),
+             bq__dtype_name(d->float_type), fmt, bq__mx_layouts[d->scale_layout], bq__mx_rules[d->scale_rule], tn);
+    return;
+  }
   char variant[32];
   snprintf(variant, sizeof variant, "vec%d.%s", bq__fused_vec(d),
            d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* the enumeration's variants: the gated op's two activations */
+/* The microscaling form of a SKU's tokens (bq__fused_sku's, the target's left off); 0 for
+   the others, which take the elementwise form */
+BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 7 || strcmp(tok[1], "fwd")) return 0;
+  int op = -1, fmt = -1, lay = -1, rule = -1;
+  for (int i = 0; i < 3; i++) { /* RMSNorm, then the gated op with SiLU and GELU-tanh */
+    bq_desc l;
+    memset(&l, 0, sizeof l);
+    l.op = i ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE;
+    l.activation = i == 2 ? BQ_GELU_TANH : i ? BQ_SILU : BQ_ACTIVATION_DEFAULT;
+    if (!strcmp(tok[0], bq__fused_label(&l))) op = i;
+  }
+  for (int i = 0; i < BQ__FUSED_FORMATS; i++)
+    if (!strcmp(tok[4], bq__fused_formats[i].name)) fmt = i;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(tok[5], bq__mx_layouts[i])) lay = i;
+  for (int i = 0; i < BQ__MX_RULES; i++)
+    if (!strcmp(tok[6], bq__mx_rules[i])) rule = i;
+  if (op < 0 || fmt < 0 || lay < 0 || rule < 0 || strcmp(tok[2], bq__gran_name(BQ_PER_GROUP))) return 0;
+  d->op = op ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE;
+  d->activation = op == 2 ? BQ_GELU_TANH : op ? BQ_SILU : BQ_ACTIVATION_DEFAULT;
+  d->granularity = BQ_PER_GROUP;
+  d->int_type = bq__fused_formats[fmt].it;
+  d->scale_type = bq__fused_formats[fmt].st;
+  d->scale_layout = (bq_scale_layout)lay;
+  d->scale_rule = (bq_scale_rule)rule;
+  return bq__dtype_from_name(tok[3], &d->float_type);
+}
+/* the enumeration's variants: the gated op's two activations, each with its integer and FP8
+   kernels (variant 0) and the microscaling formats by layout (1 + format + 4 layout), those by
+   rule (inner); a microscaling variant keeps one desc of the enumeration's other fields (its
+   first values) and refuses the rest, which it would only repeat */
 BQ__FN void bq__fused_axes(bq_op op, int *outer, int *inner) {
-  *outer = op == BQ_GATED_QUANTIZE ? 2 : 1, *inner = 1;
+  *outer = (op == BQ_GATED_QUANTIZE ? 2 : 1) * (1 + BQ__FUSED_FORMATS * 3), *inner = BQ__MX_RULES;
 }
 BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
-  (void)inner;
-  if (in->op == BQ_GATED_QUANTIZE) in->activation = outer ? BQ_GELU_TANH : BQ_SILU;
+  const int acts = in->op == BQ_GATED_QUANTIZE ? 2 : 1, mx = outer / acts;
+  if (in->op == BQ_GATED_QUANTIZE) in->activation = outer % acts ? BQ_GELU_TANH : BQ_SILU;
+  const int first = in->granularity == BQ_PER_TENSOR && in->int_type == BQ_S8 && in->scale_type == BQ_F32 &&
+                    in->scale_layout == BQ_SCALES_ROW_MAJOR && !in->asymmetric && in->direction == BQ_FORWARD;
+  if ((mx == 0 && inner != 0) || (mx > 0 && !first)) {
+    in->op = BQ_OP_NONE; /* (a repeat: refused) */
+    return;
+  }
+  if (mx == 0) return;
+  const struct bq__fused_format *f = &bq__fused_formats[(mx - 1) % BQ__FUSED_FORMATS];
+  in->granularity = BQ_PER_GROUP;
+  in->int_type = f->it;
+  in->scale_type = f->st;
+  in->scale_layout = (bq_scale_layout)((mx - 1) / BQ__FUSED_FORMATS);
+  in->scale_rule = (bq_scale_rule)inner;
+  in->qmin = in->qmax = 0;
+}
+/* NVFP4's tensor scales (given or computed) */
+BQ__FN unsigned bq__fused_owns(const bq_desc *d) { return bq__fused_nv(d) ? BQ__OWNS_TENSOR_SCALE : 0; }
+/* bq_fused_amax is NVFP4's alone */
+BQ__FN int bq__fused_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)t;
+  return e != BQ__FUSED_AMAX || bq__fused_nv(d);
 }
 BQ__FN const char *bq__fused_guarantee(const bq_desc *d) {
+  if (bq__fused_mx(d))
+    return "exact: the producer as the contract builds it, its values rounded to T, then microscaling dynamic "
+           "quantize (docs/numerics.md, \"Microscaling\"); bit-identical to the CPU reference";
   return d->float_type == BQ_F64
              ? "exact: the producer in f64, each operation rounded to nearest even (exp and tanh as the "
                "contract builds them), its values rounded to T and quantized as the unfused ops would; "
@@ -394,10 +531,13 @@ BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
   p->fused.smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
   return BQ_SUCCESS;
 }
-/* RMSNorm's weight and epsilon */
+/* RMSNorm's weight and epsilon; a microscaling format's groups (16 for NVFP4, 32 else) and
+   NVFP4's tensor scale, given (a pointer past the weight's, never dereferenced) */
 BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->norm_weight = d->op == BQ_RMSNORM_QUANTIZE ? ptr : NULL;
   a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
+  if (bq__fused_mx(d)) a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
+  if (bq__fused_nv(d)) a->tensor_scale = (char *)ptr + ((size_t)1 << 33);
 }
 
 #define BQ__FUSED_KERNELS                                                                                   \
@@ -405,12 +545,12 @@ BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
    BQ_ENTRY_NAME(BQ_FN_FUSED_C8),  BQ_ENTRY_NAME(BQ_FN_FUSED_LONG), BQ_ENTRY_NAME(BQ_FN_FUSED_STAGED),            \
    BQ_ENTRY_NAME(BQ_FN_FUSED_M4),  BQ_ENTRY_NAME(BQ_FN_FUSED_M8),   BQ_ENTRY_NAME(BQ_FN_FUSED_M4F),               \
    BQ_ENTRY_NAME(BQ_FN_FUSED_M8F), BQ_ENTRY_NAME(BQ_FN_FUSED_M16),  BQ_ENTRY_NAME(BQ_FN_FUSED_C2D),               \
-   BQ_ENTRY_NAME(BQ_FN_FUSED_C8D)}
+   BQ_ENTRY_NAME(BQ_FN_FUSED_C8D), BQ_ENTRY_NAME(BQ_FN_FUSED_AMAX)}
 static const bq__family bq__fused_family = {
   {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE}, {"rmsnorm_quantize", "gated_quantize"}, "fused",
-  bq__fused_normalize, bq__fused_label, bq__fused_sku, NULL, bq__fused_axes, bq__fused_vary, NULL, bq__fused_guarantee,
-  "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0, bq__fused_shape, bq__fused_check, bq__no_workspace,
-  bq__fused_run, NULL, bq__fused_setup,
+  bq__fused_normalize, bq__fused_label, bq__fused_sku, bq__fused_from_sku, bq__fused_axes, bq__fused_vary,
+  bq__fused_owns, bq__fused_guarantee, "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0,
+  bq__fused_shape, bq__fused_check, bq__fused_workspace, bq__fused_run, bq__fused_has, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
   NULL, bq__fused_plan_setup, bq__fused_typical};
 #undef BQ__FUSED_KERNELS

@@ -23,16 +23,12 @@ static const char *const bq__mx_rules[] = {"default", "floor", "ceil", "even", "
 BQ__FN int bq__mx_nv_rule(bq_scale_rule r) { return r == BQ_SCALE_NVFP4_TORCHAO || r == BQ_SCALE_NVFP4_TE; }
 static const char *const bq__mx_layouts[] = {"rows", "mn", "blocked"};
 
-/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"): per group
-   (dynamic quantize forward); storage E2M1, E4M3 or E5M2, symmetric with no q-range; scales UE8M0 (the
-   default here), or E4M3 for E2M1 (NVFP4); any layout; a UE8M0 rule for dynamic quantize. */
-BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
-  bq_status st;
-  if ((st = bq__rule_no_activation(d))) return st;
-  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
-  /* (plans are named by the op, as the other families' are: "quantize_per_group") */
-  snprintf(name, name_size, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
-           d->direction == BQ_BACKWARD ? "_backward" : "");
+/* The rules of a microscaling descriptor (docs/numerics.md, "Microscaling"), shared by the
+   fused producers that emit the formats: per group; storage E2M1 (the default), E4M3 or E5M2,
+   symmetric with no q-range; scales UE8M0 (the default), or E4M3 for E2M1 (NVFP4); any
+   layout; a scale rule where the op computes its scales (dynamic: nonzero), of the scales'
+   kind. name: the plan's, for messages. */
+BQ__FN bq_status bq__mx_desc_rules(const bq_desc *in, bq_desc *d, const char *name, int dynamic) {
   if (!bq__is_float(d->float_type))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
                     name, (int)d->float_type, bq__dtype_name(d->float_type));
@@ -59,9 +55,9 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name,
                     (int)d->direction);
-  if (d->direction == BQ_BACKWARD && d->op == BQ_DYNAMIC_QUANTIZE)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for dynamic quantize",
-                    name);
+  if (d->direction == BQ_BACKWARD && dynamic)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (backward) is not defined for %s", name,
+                    d->op == BQ_DYNAMIC_QUANTIZE ? "dynamic quantize" : "fused producers");
   if (d->granularity != BQ_PER_GROUP)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%s) must be BQ_PER_GROUP: the microscaling "
                     "formats scale groups along the row (desc.int_type %s, desc.scale_type %s, desc.scale_layout %d, "
@@ -74,7 +70,7 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   if ((int)d->scale_rule < BQ_SCALE_RULE_DEFAULT || d->scale_rule > BQ_SCALE_NVFP4_TE)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) is not a bq_scale_rule", name,
                     (int)d->scale_rule);
-  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && d->op != BQ_DYNAMIC_QUANTIZE)
+  if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !dynamic)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d, %s) applies to dynamic quantize only (the "
                     "other ops read their scales)", name, (int)d->scale_rule, bq__mx_rules[d->scale_rule]);
   if (d->scale_rule != BQ_SCALE_RULE_DEFAULT && !bq__mx_nv_rule(d->scale_rule) && d->scale_type != BQ_UE8M0)
@@ -90,6 +86,15 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  /* (plans are named by the op, as the other families' are: "quantize_per_group") */
+  snprintf(name, name_size, "%s_%s%s", bq__op_name(d->op), bq__gran_name(d->granularity),
+           d->direction == BQ_BACKWARD ? "_backward" : "");
+  return bq__mx_desc_rules(in, d, name, d->op == BQ_DYNAMIC_QUANTIZE);
 }
 
 /* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */

@@ -736,7 +736,7 @@ BQ__FN void *bq__disk_read(const char *path, const char *key, size_t key_len, si
 }
 
 /* ---- compiling --------------------------------------------------------------------- */
-#define BQ__MAX_KERNELS 13
+#define BQ__MAX_KERNELS 14
 typedef struct bq__kernel_src {
   char sku[256];      /* canonical identity */
   char file[256];     /* file-name-safe SKU */

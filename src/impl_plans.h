@@ -34,9 +34,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   *d = *in;
   const bq__family *f = bq__family_of(d);
   if (!f) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "bq_plan_select: desc.op (%d) is not a bq_op", (int)d->op);
-  if (f != &bq__mx_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize only",
-                    bq__op_name(d->op), (int)d->scale_rule);
+  if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
+                    "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
   return f->normalize(in, d, name, name_size);
 }
 

@@ -46,6 +46,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
   const bq__family *fam = NULL; /* the family whose form the tokens have, and d.op */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++)
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
+  const int own = fam != NULL; /* (else the elementwise form, which a family with a form of its own may use too) */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
     for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
@@ -53,10 +54,9 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
         memset(&l, 0, sizeof l);
         l.op = bq__families[f]->ops[i];
         l.activation = (bq_activation)act;
-        if (!bq__families[f]->from_sku && !strcmp(tok[0], bq__op_label(&l)))
-          fam = bq__families[f], d.op = l.op, d.activation = l.activation;
+        if (!strcmp(tok[0], bq__op_label(&l))) fam = bq__families[f], d.op = l.op, d.activation = l.activation;
       }
-  if (fam && !fam->from_sku) {
+  if (fam && !own) {
     for (int g = 0; g < 5; g++)
       if (!strcmp(tok[2], bq__gran_name(grans[g]))) d.granularity = grans[g], ok = 1;
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */

@@ -286,6 +286,17 @@ static uint64_t param_elem(const bq_desc *d) {
   return d->scale_type == BQ_UE8M0X4 ? 4 : (uint64_t)bq__dtype_size(d->scale_type);
 }
 
+/* The bytes of a microscaling scale array for [R rows, ng groups] in the manual's layout:
+   [r][g] (ld: the groups), [g][r] (ld: rows rounded up to 4) or the blocked tiles'
+   ceil(R / 128) 128 x ceil(ng / 4) 4 */
+static uint64_t mx_scale_doc(const bq_desc *d, int64_t R, uint64_t ng, int64_t grs) {
+  if (!ng || R <= 0) return 0;
+  const int mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+  const uint64_t ld = grs ? u(grs) : mn ? cdiv(u(R), 4) * 4 : ng;
+  return d->scale_layout == BQ_SCALES_BLOCKED ? cdiv(u(R), 128) * 128 * cdiv(ng, 4) * 4
+         : mn ? sat_add(sat_mul(ng - 1, ld), u(R)) : sat_add(sat_mul(u(R) - 1, ld), ng);
+}
+
 /* What the manual tells a user to allocate for an accepted call of plan p. */
 static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t need) {
   const bq_desc *d = &p->desc;
@@ -320,16 +331,23 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
     /* x [rows, cols] (RMSNorm) or [rows, 2 cols] (gated), y, residual, out [rows, cols] with
        their row strides, norm_weight [cols]; out_scales per token [rows], per group as
        scales */
-    const int rms = d->op == BQ_RMSNORM_QUANTIZE;
+    const int rms = d->op == BQ_RMSNORM_QUANTIZE, mx = bq__fused_mx(d); /* (microscaling: one-byte scales as
+                                                                          the formats' own ops have them) */
     const int64_t R = a->rows, C = a->cols, IC = rms ? C : 2 * C;
     reg("x", a->x, span(R, IC, a->x_row_stride ? a->x_row_stride : IC), T, 0);
-    reg("y", a->y, span(R, C, a->y_row_stride ? a->y_row_stride : C), I, 1);
+    const uint64_t ycodes = span(R, C, a->y_row_stride ? a->y_row_stride : C);
+    reg("y", a->y, d->int_type == BQ_E2M1 ? cdiv(ycodes, 2) : ycodes, mx ? 1 : I, 1);
     if (rms) {
       reg("residual", a->residual, span(R, C, a->residual_row_stride ? a->residual_row_stride : C), T, 1);
       reg("norm_weight", a->norm_weight, u(C), T, 0);
     }
     reg("out", a->out, span(R, C, a->out_row_stride ? a->out_row_stride : C), T, 1);
-    if (d->granularity != BQ_PER_TENSOR) {
+    if (mx) {
+      reg("out_scales", a->out_scales, mx_scale_doc(d, R, a->group_size > 0 ? u(C) / u(a->group_size) : 0,
+                                                    a->group_row_stride), 1, 1);
+      reg("tensor_scale", a->tensor_scale, 1, 4, 0);
+      reg("out_tensor_scale", a->out_tensor_scale, 1, 4, 1);
+    } else if (d->granularity != BQ_PER_TENSOR) {
       uint64_t n = d->granularity == BQ_PER_TOKEN ? u(R) : group_doc(d, a, R, C);
       reg("out_scales", a->out_scales, n, S, 1);
       if (d->asymmetric) reg("out_zero_points", a->out_zero_points, n, 4, 1);
@@ -357,15 +375,8 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
       reg("x", a->x, deq ? cbytes : fx, deq ? 1 : T, 0);
       reg("y", a->y, deq ? fx : cbytes, deq ? T : 1, 1);
     }
-    uint64_t n = 0;
-    if (ng && R > 0) {
-      const int mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
-      const uint64_t ld = a->group_row_stride ? u(a->group_row_stride) : mn ? cdiv(u(R), 4) * 4 : ng;
-      n = d->scale_layout == BQ_SCALES_BLOCKED ? cdiv(u(R), 128) * 128 * cdiv(ng, 4) * 4
-          : mn ? sat_add(sat_mul(ng - 1, ld), u(R)) : sat_add(sat_mul(u(R) - 1, ld), ng);
-    }
     reg(d->op == BQ_DYNAMIC_QUANTIZE ? "out_scales" : "scales", d->op == BQ_DYNAMIC_QUANTIZE ? a->out_scales : a->scales,
-        n, 1, d->op == BQ_DYNAMIC_QUANTIZE);
+        mx_scale_doc(d, R, ng, a->group_row_stride), 1, d->op == BQ_DYNAMIC_QUANTIZE);
     reg("tensor_scale", a->tensor_scale, 1, 4, 0);
     reg("out_tensor_scale", a->out_tensor_scale, 1, 4, 1);
     return;
@@ -554,19 +565,35 @@ static void check_dynamic(const char *name, const bq_desc *d, const void *params
   }
 }
 
-static void check_fused(const char *name, const bq_desc *d, const void *params) {
+static void check_fused(const char *name, const bq_desc *d, const void *params, unsigned grid) {
   bq_fused_params k;
   memcpy(&k, params, sizeof k);
   const uint64_t T = (uint64_t)bq__dtype_size(d->float_type), I = (uint64_t)bq__dtype_size(d->int_type);
-  const int rms = d->op == BQ_RMSNORM_QUANTIZE;
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE, mx = bq__fused_mx(d), amax = !strcmp(name, "bq_fused_amax");
   touch(name, "x", k.x, sat_mul(span(k.rows, rms ? k.cols : 2 * k.cols, k.xs), T), 0);
-  if (k.res) touch(name, "residual", k.res, sat_mul(span(k.rows, k.cols, k.rs), T), 1);
+  if (k.res) touch(name, "residual", k.res, sat_mul(span(k.rows, k.cols, k.rs), T), !amax);
   if (rms) touch(name, "norm_weight", k.w, sat_mul(u(k.cols), T), 0);
+  if (amax) { /* NVFP4's amax launches: a partial a block, then their reduction after them */
+    if (!bq__fused_nv(d) || k.tensor_scale) violation("%s: %s launched for another plan or call", call.plan->name, name);
+    touch(name, "workspace", k.amax, sat_mul(k.nparts ? u(k.nparts) + 1 : grid, 4), 1);
+    return;
+  }
   if (k.out) touch(name, "out", k.out, sat_mul(span(k.rows, k.cols, k.os), T), 1);
-  touch(name, "y", k.y, sat_mul(span(k.rows, k.cols, k.ys), I), 1);
-  if (d->granularity == BQ_PER_TENSOR) return;
   if (d->granularity == BQ_PER_GROUP && k.group < 1)
     return violation("%s: %s: groups of %lld elements", call.plan->name, name, (long long)k.group);
+  if (mx) { /* codes (E2M1 two a byte), one-byte scales in the layout, NVFP4's tensor scale */
+    const uint64_t codes = span(k.rows, k.cols, k.ys);
+    touch(name, "y", k.y, d->int_type == BQ_E2M1 ? cdiv(codes, 2) : codes, 1);
+    touch(name, "out_scales", k.scales, mx_scale_doc(d, k.rows, u(k.cols) / u(k.group), k.grs), 1);
+    if (bq__fused_nv(d) && k.tensor_scale) touch(name, "tensor_scale", k.tensor_scale, 4, 0);
+    if (bq__fused_nv(d) && !k.tensor_scale) {
+      touch(name, "workspace", k.amax, 4, 0);
+      touch(name, "out_tensor_scale", k.out_tensor_scale, 4, 1);
+    }
+    return;
+  }
+  touch(name, "y", k.y, sat_mul(span(k.rows, k.cols, k.ys), I), 1);
+  if (d->granularity == BQ_PER_TENSOR) return;
   const uint64_t e = params_extent(d, k.rows, k.cols, k.group, 0, k.grs, 0);
   touch(name, "out_scales", k.scales, params_bytes(d, e), 1);
   if (d->asymmetric) touch(name, "out_zero_points", k.zps, sat_mul(e, 4), 1);
@@ -642,7 +669,7 @@ static struct { char name[48]; unsigned long long launches; } kernels[64];
 static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
 
 static void on_launch(const char *name, const unsigned dims[7], void **params, void *user) {
-  (void)user, (void)dims;
+  (void)user;
   const bq_plan *p = call.plan;
   if (!p) die("a launch while no accepted call runs", name);
   if (!params || !params[0]) die("a launch without its parameter block", name);
@@ -664,7 +691,7 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
     check_affine(name, d, params[0]);
   } else if (starts(name, "bq_fused")) {
     if (!bq__op_in(d->op, "fused")) die("a fused kernel launched by another plan", p->name);
-    check_fused(name, d, params[0]);
+    check_fused(name, d, params[0], dims[0]);
   } else if (starts(name, "bq_gem") || !strcmp(name, "bq_weight_sums")) {
     if (!bq__op_in(d->op, "linear") || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
       die("a linear kernel launched by another plan", p->name);
@@ -732,7 +759,7 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric) a->zero_points = (const int32_t *)(uintptr_t)region(21);
   if (d->op == BQ_SMOOTHQUANT_LINEAR && d->asymmetric && d->granularity == BQ_PER_TENSOR) a->zero_point = 3;
   if (d->op == BQ_DYNAMIC_QUANTIZE && !d->asymmetric && odd) a->amax_bound = 3.0;
-  if (bq__is_mx(d)) { /* E2M1: even groups and strides; blocked: its own extent; NVFP4: the tensor scale */
+  if (bq__is_mx(d) || bq__fused_mx(d)) { /* E2M1: even groups and strides; blocked: its own extent; NVFP4: the tensor scale */
     if (a->group_size % 2) a->group_size = 20;
     if (a->x_row_stride % 2) a->x_row_stride++;
     if (a->y_row_stride % 2) a->y_row_stride++;
@@ -740,6 +767,7 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
     if (d->scale_type == BQ_E4M3) {
       a->amax_bound = 0;
       if (d->op == BQ_DYNAMIC_QUANTIZE && odd) a->tensor_scale = (const void *)(uintptr_t)region(25), a->out_tensor_scale = NULL;
+      if (bq__op_in(d->op, "fused") && odd) a->tensor_scale = NULL, a->out_tensor_scale = (void *)(uintptr_t)region(25); /* computed */
     }
   }
 }

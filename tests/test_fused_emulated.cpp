@@ -5,7 +5,10 @@
    residual buffer (h) and args.out, NaN payloads aside in the float outputs. A host test,
    so that CI checks the kernel's logic (the register entries and the long one, the shuffle
    and generic group paths, element loads of misaligned rows, the residual in place) on
-   every change; test_gpu_fused is the real thing. Built once per specialization
+   every change; test_gpu_fused is the real thing. Microscaling specializations (E2M1,
+   UE8M0 or NVFP4's E4M3 scales, any layout and rule) are checked against the producer's
+   reference followed by reference_mxops.h's dynamic quantize: codes, every scale byte (the
+   blocked layout's padding too) and NVFP4's computed tensor scale. Built once per specialization
    (tests/meson.build names it; tests/emu_spec.c writes the header EMU_SPEC). Outputs are
    poisoned and compared whole, guards and row gaps included. Small shapes: the emulator
    is slow. */
@@ -13,6 +16,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_fused.h"
+#include "reference_mxops.h"
 
 #include "emulator/cuda_emulator.h"
 
@@ -50,7 +54,8 @@ static void k9(const void *p) { emu_fused::bq_fused_m8f(*(const fparams *)p); }
 static void k10(const void *p) { emu_fused::bq_fused_m16(*(const fparams *)p); }
 static void k11(const void *p) { emu_fused::bq_fused_c2d(*(const fparams *)p); }
 static void k12(const void *p) { emu_fused::bq_fused_c8d(*(const fparams *)p); }
-static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12};
+static void k13(const void *p) { emu_fused::bq_fused_amax(*(const fparams *)p); }
+static const emu_kernel g_kernels[BQ__FUSED_ENTRIES] = {k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13};
 /* the rows an entry holds in registers (0: bq_fused_long and bq_fused_staged, any) */
 static int64_t held_accesses(int e) {
   return e == BQ__FUSED_LONG || e == BQ__FUSED_STAGED ? 0 : bq__fused_held(e);
@@ -96,6 +101,10 @@ static void init(void) {
 TestSuite(emulated_fused, .init = init);
 
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
+/* a microscaling format (the fused producers emit one with UE8M0 or E4M3 scales alone) */
+#define EMU_FMX (EMU_ST == BQ_TYPE_UE8M0 || EMU_ST == BQ_TYPE_E4M3)
+#define EMU_NV (EMU_ST == BQ_TYPE_E4M3)
+static const int E2M1 = EMU_I == BQ_TYPE_E2M1;
 static const int RMS = EMU_OP == BQ_OP_RMSNORM_QUANTIZE;
 static const int64_t V = 16 / (int64_t)sizeof(emu_fused::bq_t);
 
@@ -111,6 +120,8 @@ static bq_desc the_desc(void) {
   d.qmax = EMU_QMAX;
   d.scale_type = (bq_dtype)EMU_ST;
   d.asymmetric = EMU_ASYM;
+  d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
+  d.scale_rule = (bq_scale_rule)EMU_RULE;
   return d;
 }
 
@@ -172,8 +183,17 @@ static void run(const fcase &c, const char *label) {
   const int64_t xs = c.xs ? c.xs : in_cols, ys = c.ys ? c.ys : D, os = c.os ? c.os : D;
   const int res = RMS ? c.res : 0;
   const int64_t rs = res == 2 ? xs : c.rs ? c.rs : D;
-  const int64_t ng = EMU_GRAN == BQ_GRAN_GROUP ? D / c.G : 0, grs = c.grs ? c.grs : ng;
+  const int64_t ng = EMU_GRAN == BQ_GRAN_GROUP ? D / c.G : 0;
+#if EMU_FMX /* the layout's leading dimension: c.grs's slack over the least one (blocked: none) */
+  const bq_scale_layout lay = (bq_scale_layout)EMU_LAYOUT;
+  const int64_t grs0 = refmx_default_grs(lay, c.rows, ng);
+  const int64_t grs_arg = lay == BQ_SCALES_BLOCKED || !c.grs ? 0 : lay == BQ_SCALES_MN_MAJOR ? c.rows + (c.grs - ng) : c.grs;
+  const int64_t grs = grs_arg ? grs_arg : grs0;
+  const int64_t np = refmx_scale_bytes(lay, c.rows, ng, grs);
+#else
+  const int64_t grs_arg = c.grs, grs = c.grs ? c.grs : ng;
   const int64_t np = EMU_GRAN == BQ_GRAN_GROUP ? c.rows * grs : EMU_GRAN == BQ_GRAN_TOKEN ? c.rows : 0;
+#endif
   const double scale = ldexp(1.0 + rnd_unit(), -(int)rnd_range(3, 8));
   const int32_t zp = (int32_t)rnd_range(EMU_QMIN, EMU_QMAX);
   snprintf(what, sizeof what,
@@ -186,6 +206,7 @@ static void run(const fcase &c, const char *label) {
   bq_desc d = the_desc();
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  (void)scale, (void)zp;
   bq__target tg = {90, 0, 0, 0};
   bq__kernel_src ks;
   cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
@@ -201,14 +222,14 @@ static void run(const fcase &c, const char *label) {
      that a block takes several rows */
   for (int e = 0; e < BQ__FUSED_ENTRIES && EMU_TAB; e++) plan.fused.tab_blocks[e] = 2;
 
-  const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(quant_desc().scale_type);
+  const size_t ts = ref_dtype_size(T), ss = EMU_FMX ? 1 : ref_dtype_size(quant_desc().scale_type);
   const int64_t guard = 19;
   hbuf x, r, w, o, y, s, z;
   x.init(ts, c.rows * xs, c.offx, guard);
   r.init(ts, res == 1 ? c.rows * rs : 0, c.offr, guard);
   w.init(ts, D, 0, guard);
   o.init(ts, c.with_out ? c.rows * os : 0, c.offo, guard);
-  y.init(1, c.rows * ys, c.offy, guard);
+  y.init(1, E2M1 ? c.rows * ys / 2 : c.rows * ys, c.offy, guard);
   s.init(ss, np, 0, guard);
   z.init(4, np, 0, guard);
   garbage(x.base(), x.total());
@@ -248,6 +269,22 @@ static void run(const fcase &c, const char *label) {
   p.eps = c.eps;
   p.out = c.with_out ? eo.data() : NULL;
   p.out_row_stride = os;
+#if EMU_FMX
+  /* NVFP4: the tensor scale given, or computed (then written to out_tensor_scale) */
+  float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 2)), tso = NAN, etso = NAN;
+  const int computed = EMU_NV && rnd() % 2;
+  bq_desc md = the_desc(); /* the reference's quantize half: microscaling dynamic quantize */
+  md.op = BQ_DYNAMIC_QUANTIZE;
+  md.activation = BQ_ACTIVATION_DEFAULT;
+  md.granularity = BQ_PER_GROUP;
+  {
+    std::vector<unsigned char> dense((size_t)(c.rows * D) * ts + 1);
+    cr_assert_eq(reff_produce(&p, dense.data()), 0, "reference refused | %s", what);
+    etso = refmx_op(&md, c.rows, D, c.G, D, ys, grs, dense.data(), ey.data(), NULL, NULL, es.data(),
+                    computed ? NAN : tsv, 0);
+  }
+  const bq_desc qd = md;
+#else
   bq_desc qd = quant_desc();
   bq_args qa;
   memset(&qa, 0, sizeof qa);
@@ -260,6 +297,7 @@ static void run(const fcase &c, const char *label) {
   qa.scale = scale;
   qa.zero_point = zp;
   cr_assert_eq(reff_fused_quantize(&p, &qd, &qa), 0, "reference refused | %s", what);
+#endif
 
   bq_args a;
   memset(&a, 0, sizeof a);
@@ -276,30 +314,44 @@ static void run(const fcase &c, const char *label) {
   a.out = c.with_out ? o.data() : NULL;
   a.out_row_stride = c.os;
   a.out_scales = np ? s.data() : NULL;
-  a.out_zero_points = np && (EMU_ASYM || rnd() % 2) ? (int32_t *)(void *)z.data() : NULL;
+  a.out_zero_points = np && !EMU_FMX && (EMU_ASYM || rnd() % 2) ? (int32_t *)(void *)z.data() : NULL;
   a.group_size = c.G;
-  a.group_row_stride = c.grs;
-  a.scale = scale;
-  a.zero_point = zp;
+  a.group_row_stride = grs_arg;
+  a.scale = EMU_FMX ? 0.0 : scale;
+  a.zero_point = EMU_FMX ? 0 : zp;
+  int amax_launches = 0;
+#if EMU_FMX
+  if (EMU_NV && !computed) a.tensor_scale = &tsv;
+  if (computed) a.out_tensor_scale = &tso;
+  amax_launches = computed && c.rows && D ? 2 : 0;
+#endif
   size_t ws_bytes = 1;
   cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws_bytes), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
-  cr_assert_eq(ws_bytes, 0, "%s", what);
+  cr_assert_eq(ws_bytes, amax_launches ? (size_t)(c.rows < 8 * plan.num_sms ? c.rows : 8 * plan.num_sms) * 4 + 4 : 0,
+               "%s", what);
+  std::vector<unsigned char> wsb(ws_bytes + 16, 0xEE); /* (garbage: the amax passes write before they read) */
+  void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
   g_launches = 0;
   g_last = NULL;
   bq__fused_force_entry = c.force;
-  bq_status st = bq_plan_run(&plan, &a, NULL, 0, NULL);
+  bq_status st = bq_plan_run(&plan, &a, ws, ws_bytes, NULL);
   bq__fused_force_entry = -1;
   cr_assert_eq(st, BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   cr_assert(c.rows == 0 || D == 0 ||
-                (g_launches == 1 && entry_of(g_last) >= 0 && (int)g_last_block == bq__fused_shapes[entry_of(g_last)][0]),
+                (g_launches == 1 + amax_launches && entry_of(g_last) >= 0 && entry_of(g_last) != BQ__FUSED_AMAX &&
+                 (int)g_last_block == bq__fused_shapes[entry_of(g_last)][0]),
             "%d launches, block %u | %s", g_launches, g_last_block, what);
+#if EMU_FMX
+  if (computed && c.rows && D)
+    cr_assert(!memcmp(&tso, &etso, 4), "tensor scale %a, expected %a | %s", (double)tso, (double)etso, what);
+#endif
 
   char msg[2048];
-  size_t bad = ref_compare(I, ey.base(), y.base(), (int64_t)y.total(), msg, sizeof msg);
+  size_t bad = ref_compare(E2M1 ? BQ_U8 : I, ey.base(), y.base(), (int64_t)y.total(), msg, sizeof msg); /* (E2M1: bytes) */
   cr_assert_eq(bad, 0, "y: %zu bytes differ (index from the buffer's start, data at %zu):\n%s| %s", bad, y.pre, msg,
                what);
   if (np) {
-    bad = ref_compare(qd.scale_type, es.base(), s.base(), (int64_t)(s.total() / ss), msg, sizeof msg);
+    bad = ref_compare(EMU_FMX ? BQ_U8 : qd.scale_type, es.base(), s.base(), (int64_t)(s.total() / ss), msg, sizeof msg);
     cr_assert_eq(bad, 0, "scales: %zu differ (element index from the buffer's start, data at %zu):\n%s| %s", bad,
                  s.pre / ss, msg, what);
     cr_assert(!memcmp(z.base(), ez.base(), z.total()), "zero points differ | %s", what);
@@ -328,6 +380,7 @@ static int64_t group_for(int64_t *cols) {
   /* the shuffle path (G = gc V, gc a power of two <= 32) or the generic one */
   static const int64_t gcs[] = {1, 2, 4, 8, 32};
   int64_t G = rnd() % 3 ? V * gcs[rnd() % 5] : (rnd() & 1) ? 3 * V : rnd_range(1, 7);
+  if (E2M1 && G % 2) G++; /* (E2M1 packs two elements a byte) */
   *cols = G * ((*cols + G - 1) / G);
   return G;
 #else
@@ -346,7 +399,7 @@ Test(emulated_fused, shapes, .timeout = 600) {
     if (c.G && rnd() % 2) c.grs = c.cols / c.G + rnd_range(1, 3);
     const int64_t in_cols = RMS ? c.cols : 2 * c.cols;
     c.xs = rnd() % 2 ? 0 : in_cols + rnd_range(0, 9) * (rnd() & 1 ? V : 1);
-    c.ys = rnd() % 2 ? 0 : c.cols + rnd_range(0, 9);
+    c.ys = rnd() % 2 ? 0 : c.cols + rnd_range(0, 9) * (E2M1 ? 2 : 1); /* (E2M1 rows start on a byte) */
     c.rs = rnd() % 2 ? 0 : c.cols + rnd_range(0, 9);
     c.os = rnd() % 2 ? 0 : c.cols + rnd_range(0, 9) * (rnd() & 1 ? V : 1);
     c.res = (int)(rnd() % 3);
@@ -407,7 +460,7 @@ static int wide_entry(const fcase &c, int64_t nacc) {
    its threads times accesses) must launch that kernel; a row it cannot hold takes
    bq_fused_long, as does a row that is not dense for a narrow entry. */
 Test(emulated_fused, by_name, .timeout = 600) {
-  for (int e = 0; e < BQ__FUSED_ENTRIES; e++) {
+  for (int e = 0; e < BQ__FUSED_AMAX; e++) { /* (bq_fused_amax: NVFP4's first launches, never a row's) */
     const int64_t held = held_accesses(e);
     const int64_t cap = held ? held * V : e == 4 ? 2048 * V + 3 * V : (EMU_SMEM_MAX / 64) * V;
     const int64_t lens[] = {1, V * 3 + 1, cap - 1, cap, cap + V + 1};
@@ -481,7 +534,7 @@ Test(emulated_fused, by_name, .timeout = 600) {
     c.res = i % 2 ? 1 + (int)(rnd() % 2) : 0; /* half the rows with a residual: a buffer or in place */
     for (int yk = 0; yk < 3; yk++) { /* y's rows: aligned, their start off a chunk, their stride */
       c.offy = yk == 1 ? 1 + (int)(rnd() % (V - 1)) : 0; /* (V >= 2) */
-      c.ys = yk == 2 ? c.cols + 1 + 2 * (int64_t)(rnd() % 4) : 0;
+      c.ys = yk == 2 ? c.cols + (E2M1 ? 2 : 1) + 2 * (int64_t)(rnd() % 4) : 0;
       c.force = -1;
       c.sms = 1;
       c.eps = 1e-6;

@@ -977,7 +977,7 @@ static void entries_by_name(const int *qsets, int nq, const bq_dtype *types, int
   gpu_begin();
   for (op = 0; op < 3; op++)
     for (ti = 0; ti < nt; ti++)
-      for (e = 0; e < BQ__FUSED_ENTRIES; e++) {
+      for (e = 0; e < BQ__FUSED_AMAX; e++) { /* (bq_fused_amax: NVFP4's first launches, test_gpu_mx) */
         const bq_dtype T = types[ti];
         const int64_t V = vec_of(T);
         const int64_t held = bq__fused_held(e);

@@ -15,11 +15,18 @@
    compared whole, guards included; inputs are checked unchanged. And the E2M1 software
    conversion on every f32 bit pattern (quantize by a UE8M0 scale of 1, which divides
    exactly), against the CPU reference.
+   The fused producers emitting the formats (RMSNorm with and without a residual, in place
+   or not; SiLU and GELU-tanh x up): every format x layout x float type, every rule, NVFP4's
+   tensor scale given and computed (bq_fused_amax), groups on the shuffle path and the
+   generic one, each entry point by name; against the producer's reference
+   (tests/reference_fused.h) followed by microscaling dynamic quantize: codes, scales, h,
+   args.out and the tensor scale.
 
    Without a usable CUDA driver/device every test is skipped. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
+#include "reference_fused.h"
 #include "reference_mxops.h"
 
 #include <criterion/criterion.h>
@@ -400,4 +407,218 @@ Test(mx, e2m1_every_f32, .timeout = 900) {
   bq_free(x);
   bq_free(y);
   bq_free(s);
+}
+
+/* ---- the fused producers emitting a microscaling format ---------------------------------- */
+typedef struct fmx_case {
+  int64_t rows, cols, G, xpad, ypad, grs_extra;
+  int res;      /* 0 none, 1 a buffer, 2 in place (x) */
+  int with_out, offx, offy, force, computed;
+} fmx_case;
+
+static void run_fused(const bq_desc *d, const fmx_case *c) {
+  bq_plan *p = plan_get(d, "fused mx");
+  const int rms = d->op == BQ_RMSNORM_QUANTIZE, e2 = d->int_type == BQ_E2M1, nv = d->scale_type == BQ_E4M3;
+  const int res = rms ? c->res : 0;
+  const int64_t rows = c->rows, D = c->cols, G = c->G, ng = D / G, in_cols = rms ? D : 2 * D;
+  const int64_t xs = in_cols + c->xpad, ys = D + c->ypad, os = D;
+  const int64_t grs0 = refmx_default_grs(d->scale_layout, rows, ng);
+  const int64_t grs_arg = d->scale_layout == BQ_SCALES_BLOCKED || !c->grs_extra ? 0 : grs0 + c->grs_extra;
+  const int64_t grs = grs_arg ? grs_arg : grs0;
+  const int64_t nscale = refmx_scale_bytes(d->scale_layout, rows, ng, grs);
+  const size_t T = (size_t)bq__dtype_size(d->float_type);
+  char what[1024];
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld res %d out %d offs %d/%d "
+           "force %d%s", (unsigned long long)g_seed, bq_plan_sku(p), (long long)rows, (long long)D, (long long)G,
+           (long long)xs, (long long)ys, (long long)grs_arg, res, c->with_out, c->offx, c->offy, c->force,
+           c->computed ? " g computed" : "");
+  dbuf X, R, W, O, Y, S, G4;
+  memset(&R, 0, sizeof R);
+  memset(&O, 0, sizeof O);
+  memset(&G4, 0, sizeof G4);
+  dbuf_make(&X, T, rows * xs, c->offx);
+  if (res == 1) dbuf_make(&R, T, rows * D, 0);
+  dbuf_make(&W, T, D, 0);
+  if (c->with_out) dbuf_make(&O, T, rows * os, 0);
+  dbuf_make(&Y, 1, e2 ? rows * ys / 2 : rows * ys, c->offy);
+  dbuf_make(&S, 1, nscale, 0);
+  fill_garbage(X.h, X.total);
+  int kind = (int)(rnd() % 6);
+  double mag = ldexp(1.0, (int)rnd_range(-4, 4));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < in_cols; i++) {
+      if (i % G == 0 && rnd() % 4 == 0) kind = (int)(rnd() % 6), mag = ldexp(1.0, (int)rnd_range(-4, 4));
+      store(d->float_type, X.h + X.pre, r * xs + i, value(d, kind == 3 ? 5 : kind, mag));
+    }
+  if (res == 1) {
+    fill_garbage(R.h, R.total);
+    for (int64_t i = 0; i < rows * D; i++) store(d->float_type, R.h + R.pre, i, value(d, 5, mag));
+  }
+  fill_garbage(W.h, W.total);
+  for (int64_t i = 0; i < D; i++) store(d->float_type, W.h + W.pre, i, rnd() % 16 == 0 ? 0.0 : 4 * rnd_unit() - 2);
+  if (c->with_out) fill_garbage(O.h, O.total);
+  fill_garbage(Y.h, Y.total);
+  fill_garbage(S.h, S.total);
+  BQ_OK(bq_memcpy_to_device(X.dev, X.h, X.total), "%s", what);
+  if (res == 1) BQ_OK(bq_memcpy_to_device(R.dev, R.h, R.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(W.dev, W.h, W.total), "%s", what);
+  if (c->with_out) BQ_OK(bq_memcpy_to_device(O.dev, O.h, O.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(Y.dev, Y.h, Y.total), "%s", what);
+  BQ_OK(bq_memcpy_to_device(S.dev, S.h, S.total), "%s", what);
+  float g = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 2));
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.rows = rows, a.cols = D, a.group_size = G;
+  a.x = X.dev + X.pre, a.x_row_stride = xs;
+  a.y = Y.dev + Y.pre, a.y_row_stride = ys;
+  a.out_scales = S.dev + S.pre, a.group_row_stride = grs_arg;
+  a.residual = res == 1 ? (void *)(R.dev + R.pre) : res == 2 ? (void *)(X.dev + X.pre) : NULL;
+  a.residual_row_stride = res == 2 ? xs : 0;
+  a.norm_weight = rms ? W.dev + W.pre : NULL;
+  a.eps = rms ? 1e-6 : 0.0;
+  a.out = c->with_out ? (void *)(O.dev + O.pre) : NULL;
+  if (nv) {
+    dbuf_make(&G4, 4, 1, 0);
+    fill_garbage(G4.h, G4.total);
+    if (!c->computed) memcpy(G4.h + G4.pre, &g, 4);
+    BQ_OK(bq_memcpy_to_device(G4.dev, G4.h, G4.total), "%s", what);
+    if (c->computed) a.out_tensor_scale = G4.dev + G4.pre;
+    else a.tensor_scale = G4.dev + G4.pre;
+  }
+  size_t ws_bytes = 0;
+  BQ_OK(bq_plan_workspace_size(p, &a, &ws_bytes), "%s", what);
+  void *ws = NULL;
+  if (ws_bytes) BQ_OK(bq_malloc(&ws, ws_bytes), "%s", what);
+  bq__fused_force_entry = c->force;
+  g_last_fn = NULL;
+  BQ_OK(bq_plan_run(p, &a, ws, ws_bytes, NULL), "%s", what);
+  bq__fused_force_entry = -1;
+  if (c->force >= 0 && rows && D)
+    cr_assert(g_last_fn && g_last_fn == plan_fn(p, c->force), "the last launch is not %s | %s", p->kernels[c->force],
+              what);
+  BQ_OK(bq_synchronize(NULL), "%s", what);
+  if (ws) bq_free(ws);
+
+  /* the reference on the host images: the producer (h into the residual image, n into
+     out's), then microscaling dynamic quantize of n */
+  reff_producer rp;
+  memset(&rp, 0, sizeof rp);
+  rp.kind = rms ? REFF_RMSNORM : d->activation == BQ_GELU_TANH ? REFF_GELU_TANH_MUL : REFF_SILU_MUL;
+  rp.T = d->float_type;
+  rp.rows = rows, rp.cols = D;
+  rp.x = X.h + X.pre, rp.x_row_stride = xs;
+  rp.residual = res == 1 ? (void *)(R.h + R.pre) : res == 2 ? (void *)(X.h + X.pre) : NULL;
+  rp.residual_row_stride = res == 2 ? xs : D;
+  rp.weight = W.h + W.pre;
+  rp.eps = 1e-6;
+  rp.out = c->with_out ? (void *)(O.h + O.pre) : NULL;
+  rp.out_row_stride = os;
+  unsigned char *dense = (unsigned char *)malloc((size_t)(rows * D) * T + 1);
+  cr_assert(dense && reff_produce(&rp, dense) == 0, "%s", what);
+  bq_desc md = *d;
+  md.op = BQ_DYNAMIC_QUANTIZE, md.activation = BQ_ACTIVATION_DEFAULT, md.granularity = BQ_PER_GROUP;
+  const float eg = refmx_op(&md, rows, D, G, D, ys, grs, dense, Y.h + Y.pre, NULL, NULL, S.h + S.pre,
+                            c->computed ? NAN : g, 0);
+  free(dense);
+  char msg[2048];
+  const dbuf *outs[] = {&Y, &S, &X, &R, &O};
+  const char *names[] = {"codes", "scales", "x (h in place)", "residual (h)", "out"};
+  const bq_dtype types[] = {BQ_U8, BQ_U8, d->float_type, d->float_type, d->float_type};
+  for (int k = 0; k < 5; k++) {
+    const dbuf *b = outs[k];
+    if (!b->dev) continue;
+    unsigned char *got = (unsigned char *)malloc(b->total);
+    cr_assert(got);
+    BQ_OK(bq_memcpy_to_host(got, b->dev, b->total), "%s", what);
+    const size_t es = types[k] == BQ_U8 ? 1 : T;
+    const size_t bad = ref_compare(types[k], b->h, got, (int64_t)(b->total / es), msg, sizeof msg);
+    cr_assert_eq(bad, 0, "%s: %zu differ (from the allocation's start; data at %zu):\n%s| %s", names[k], bad,
+                 b->pre / es, msg, what);
+    free(got);
+  }
+  check_unchanged(&W, "norm_weight", what);
+  if (c->computed && rows && D) {
+    float gg;
+    BQ_OK(bq_memcpy_to_host(&gg, G4.dev + G4.pre, 4), "%s", what);
+    cr_assert(!memcmp(&gg, &eg, 4), "tensor scale %a, expected %a | %s", (double)gg, (double)eg, what);
+  }
+  dbuf_free(&X);
+  dbuf_free(&R);
+  dbuf_free(&W);
+  dbuf_free(&O);
+  dbuf_free(&Y);
+  dbuf_free(&S);
+  dbuf_free(&G4);
+}
+
+static void run_fused_plan(const bq_desc *d, int reps) {
+  const int e2 = d->int_type == BQ_E2M1, nv = d->scale_type == BQ_E4M3;
+  const int64_t V = 16 / bq__dtype_size(d->float_type);
+  for (int rep = 0; rep < reps; rep++) {
+    fmx_case c;
+    memset(&c, 0, sizeof c);
+    c.force = -1;
+    c.G = rep % 3 == 2 ? (e2 ? 2 * rnd_range(1, 24) : rnd_range(1, 48)) : nv ? 16 : 32; /* (the generic path) */
+    c.rows = rep == 0 ? 300 : rnd_range(1, 40);
+    c.cols = c.G * rnd_range(1, rep == 1 ? 400 : 40);
+    c.xpad = rnd() % 2 ? 0 : rnd_range(1, 9) * (rnd() % 2 ? V : 1);
+    c.ypad = rnd() % 2 ? 0 : (e2 ? 2 : 1) * rnd_range(1, 8);
+    c.grs_extra = rnd() % 2 ? 0 : rnd_range(1, 3);
+    c.res = (int)(rnd() % 3);
+    c.with_out = (int)(rnd() % 2);
+    c.offx = rnd() % 3 ? 0 : (int)rnd_range(1, (int)V - 1 > 1 ? (int)V - 1 : 1);
+    c.offy = rnd() % 3 ? 0 : (int)rnd_range(1, 15);
+    c.computed = nv && rep % 2;
+    run_fused(d, &c);
+  }
+}
+
+static bq_desc fmx_desc(bq_op op, bq_activation act, bq_dtype ft, int k, int lay, int rule) {
+  bq_desc d = mx_desc(op, ft, k, lay, rule);
+  d.activation = act;
+  return d;
+}
+static const bq_op FOPS[] = {BQ_RMSNORM_QUANTIZE, BQ_GATED_QUANTIZE, BQ_GATED_QUANTIZE};
+static const bq_activation FACTS[] = {BQ_ACTIVATION_DEFAULT, BQ_SILU, BQ_GELU_TANH};
+
+/* every op x format x layout x float type (the library's rule), then every rule once a format
+   (the op, layout and float type rotating) */
+Test(mx, fused_producers, .timeout = 900) {
+  for (int o = 0; o < 3; o++)
+    for (int k = 0; k < 4; k++)
+      for (int lay = 0; lay < 3; lay++)
+        for (int f = 0; f < 4; f++)
+          run_fused_plan((const bq_desc[]){fmx_desc(FOPS[o], FACTS[o], FTS[f], k, lay, 0)}, 3);
+  int i = 0;
+  for (int k = 0; k < 4; k++)
+    for (int rule = 1; rule < 8; rule++, i++) {
+      const bq_desc d = fmx_desc(FOPS[i % 3], FACTS[i % 3], FTS[i % 4], k, i % 3, rule);
+      bq_desc nd;
+      char nm[96];
+      if (bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS) run_fused_plan(&d, 4);
+    }
+}
+
+/* Each entry point by name (bq__fused_force_entry), on rows it takes whole: dense, aligned,
+   of exactly the accesses it holds (the long and staged entries: longer rows); no residual
+   for the narrow entries that take none. MXFP4 and NVFP4 (computed tensor scale: the amax
+   launches too), bf16 and f32, both ops. */
+Test(mx, fused_entry_points, .timeout = 900) {
+  for (int v = 0; v < 4; v++) {
+    const bq_desc d = fmx_desc(FOPS[v % 3], FACTS[v % 3], v < 2 ? BQ_BF16 : BQ_F32, v % 2, v % 3, 0);
+    const int64_t V = 16 / bq__dtype_size(d.float_type);
+    for (int e = 0; e < BQ__FUSED_AMAX; e++) {
+      const int64_t held = bq__fused_held(e);
+      fmx_case c;
+      memset(&c, 0, sizeof c);
+      c.force = e;
+      c.G = d.scale_type == BQ_E4M3 ? 16 : 32;
+      c.rows = e == BQ__FUSED_STAGED ? 300 : 7;
+      c.cols = (e == BQ__FUSED_LONG ? 3000 : e == BQ__FUSED_STAGED ? 600 : held) * V;
+      c.res = e >= BQ__FUSED_M8 && e <= BQ__FUSED_M16 && e != BQ__FUSED_M4F ? 0 : 1 + e % 2;
+      c.with_out = e % 2;
+      c.computed = d.scale_type == BQ_E4M3;
+      run_fused(&d, &c);
+    }
+  }
 }

@@ -485,7 +485,8 @@ static void axes(const unit *u, uint64_t w[2]) {
   w[0] = 1ull << ((unsigned)ft & 15) | 1ull << (16 + ((unsigned)d->int_type & 15)) |
          1ull << (32 + (((unsigned)d->op * 3 + (unsigned)d->activation) & 31));
   w[1] = 1ull << (16 * fam + (unsigned)(u->t.module - 1));
-  if (bq__is_mx(d)) /* (a pool of its own) its entry point, scale type, layout, UE8M0 rule and direction */
+  if (bq__is_mx(d) || bq__fused_mx(d)) /* (pools of their own) its entry point, scale type, layout, rule and
+                                          direction */
     w[1] = 1ull << (unsigned)(u->t.module - 1) | 1ull << (16 + (d->scale_type == BQ_E4M3)) |
            1ull << (24 + (unsigned)d->scale_layout) | 1ull << (32 + (unsigned)d->scale_rule) |
            1ull << (40 + (unsigned)d->direction);
@@ -546,12 +547,16 @@ static size_t silu_set(bq_op op, int sm, bq_desc *out);
 static size_t gelu_set(bq_op op, int sm, bq_desc *out);
 static size_t linear_set(bq_op op, int sm, bq_desc *out);
 static size_t mx_set(bq_op op, int sm, bq_desc *out);
+static size_t fmx_rms_set(bq_op op, int sm, bq_desc *out);
+static size_t fmx_silu_set(bq_op op, int sm, bq_desc *out);
+static size_t fmx_gelu_set(bq_op op, int sm, bq_desc *out);
 static const member POOLS[][5] = {
     {{BQ_QUANTIZE, mx_set}, {BQ_DEQUANTIZE, mx_set}, {BQ_FAKE_QUANTIZE, mx_set}, {BQ_DYNAMIC_QUANTIZE, mx_set}},
     {{BQ_QUANTIZE, fp8_set}, {BQ_DEQUANTIZE, fp8_set}, {BQ_FAKE_QUANTIZE, fp8_set}, {BQ_DYNAMIC_QUANTIZE, fp8_set}},
     {{BQ_QUANTIZE, affine_set}, {BQ_DEQUANTIZE, affine_set}, {BQ_FAKE_QUANTIZE, affine_set}},
     {{BQ_RMSNORM_QUANTIZE, rmsnorm_set}, {BQ_GATED_QUANTIZE, silu_set}, {BQ_GATED_QUANTIZE, gelu_set}},
     {{BQ_QUANTIZED_LINEAR, linear_set}, {BQ_SMOOTHQUANT_LINEAR, linear_set}},
+    {{BQ_RMSNORM_QUANTIZE, fmx_rms_set}, {BQ_GATED_QUANTIZE, fmx_silu_set}, {BQ_GATED_QUANTIZE, fmx_gelu_set}},
 };
 
 /* the modules of the descs of a set for sm, appended to units */
@@ -582,7 +587,7 @@ static void compile_all(bq_op op, int sm, set_fn set_of) {
   setenv("BARACUDA_QUANT_QUIET", "1", 1);
   cr_assert_null(bq_cache_directory(), "the disk cache is still on");
   static bq_desc descs[512];
-  static unit set[8192];
+  static unit set[16384];
   const member self[1] = {{op, set_of}};
   const member *pool = self;
   size_t np = 1, p = 0;
@@ -768,6 +773,42 @@ static size_t fused_set_of(bq_op op, bq_activation act, bq_desc *out) {
   out[n++].activation = act;
   return n;
 }
+/* The fused producers emitting a microscaling format, one op (the gated one with one
+   activation): every float type x format (MXFP8 e4m3 and e5m2, MXFP4, NVFP4) x layout x rule
+   of the format's scales; on sm_80, sm_90 and sm_100 */
+static size_t fmx_set_of(bq_op op, bq_activation act, bq_desc *out) {
+  static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  size_t n = 0;
+  for (size_t f = 0; f < NELEM(FTS); f++)
+    for (int k = 0; k < 4; k++)
+      for (int lay = 0; lay < 3; lay++)
+        for (int rule = 0; rule < 8; rule++) {
+          bq_desc d;
+          memset(&d, 0, sizeof d);
+          d.op = op;
+          d.activation = act;
+          d.float_type = FTS[f];
+          d.int_type = elem[k];
+          d.scale_type = scale[k];
+          d.scale_layout = (bq_scale_layout)lay;
+          d.scale_rule = (bq_scale_rule)rule;
+          bq_desc nd;
+          char nm[96];
+          if (bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS) {
+            cr_assert(bq__fused_mx(&nd) && nd.granularity == BQ_PER_GROUP, "%s", nm);
+            out[n++] = d;
+          }
+        }
+  return n;
+}
+static size_t fmx_rms_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fmx_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
+static size_t fmx_silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fmx_set_of(op, BQ_SILU, out); }
+static size_t fmx_gelu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fmx_set_of(op, BQ_GELU_TANH, out); }
+Test(compile, mx_rmsnorm_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_RMSNORM_QUANTIZE, 80, fmx_rms_set); }
+Test(compile, mx_silu_mul_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 90, fmx_silu_set); }
+Test(compile, mx_gelu_tanh_mul_quantize_on_sm_100, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 100, fmx_gelu_set); }
+Test(compile, mx_rmsnorm_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_RMSNORM_QUANTIZE, 90, fmx_rms_set); }
+
 static size_t rmsnorm_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
 static size_t silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_SILU, out); }
 static size_t gelu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_GELU_TANH, out); }

@@ -2531,7 +2531,7 @@ static size_t other_ops(bq_desc *out, const char **lead) {
   return n;
 }
 
-Test(desc, ue8m0_refused_for_linear_and_fused) {
+Test(desc, ue8m0_refused_for_linear_and_microscaling_for_fused) {
   bq_desc ds[64];
   const char *lead[64];
   size_t n = other_ops(ds, lead);
@@ -2543,11 +2543,19 @@ Test(desc, ue8m0_refused_for_linear_and_fused) {
     bq_desc d = ds[i];
     d.scale_type = BQ_UE8M0;
     ue8m0_needle(needle, sizeof needle);
-    /* the linear layers: INVALID_ARGUMENT (their scale-type rule); the fused producers:
-       NOT_SUPPORTED, "not offered", as for FP8 storage there */
+    /* the linear layers: INVALID_ARGUMENT (their scale-type rule); the fused producers: a
+       microscaling output (E2M1 by default), per group and symmetric, else refused by name */
     const int fused = d.op == BQ_RMSNORM_QUANTIZE || d.op == BQ_GATED_QUANTIZE;
-    expect_desc_status(&d, fused ? BQ_ERROR_NOT_SUPPORTED : BQ_ERROR_INVALID_ARGUMENT, lead[i], needle, ctx);
-    check_names_ue8m0(ctx);
+    if (fused && d.granularity == BQ_PER_GROUP && !d.asymmetric) {
+      expect_desc_valid(&d, ctx);
+    } else if (fused) {
+      expect_desc_status(&d, BQ_ERROR_INVALID_ARGUMENT, lead[i],
+                         d.asymmetric ? "desc.asymmetric (1) must be 0: the microscaling formats are symmetric"
+                                      : "must be BQ_PER_GROUP: the microscaling formats scale groups", ctx);
+    } else {
+      expect_desc_status(&d, BQ_ERROR_INVALID_ARGUMENT, lead[i], needle, ctx);
+      check_names_ue8m0(ctx);
+    }
   }
 }
 
@@ -2865,16 +2873,20 @@ Test(desc, scale_layout_not_a_bq_scale_layout) {
                bad[b]);
       expect_desc_invalid(&d, prefix, needle, c[i].ctx);
     }
-  /* the linear layers and the fused producers: out of range is malformed there too */
+  /* the linear layers and the fused producers: out of range is malformed there too (2, the
+     blocked layout, makes a fused producer's output a microscaling format) */
   bq_desc ds[64];
   const char *lead[64];
   n = other_ops(ds, lead);
   for (size_t i = 0; i < n; i++) {
     bq_desc d = ds[i];
-    d.scale_layout = (bq_scale_layout)2;
-    char ctx[64];
+    const int fused = d.op == BQ_RMSNORM_QUANTIZE || d.op == BQ_GATED_QUANTIZE;
+    d.scale_layout = (bq_scale_layout)(fused ? 3 : 2);
+    char ctx[64], needle[96];
     snprintf(ctx, sizeof ctx, "[%s #%zu]", lead[i], i);
-    expect_desc_invalid(&d, NULL, "desc.scale_layout (2) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR", ctx);
+    snprintf(needle, sizeof needle, "desc.scale_layout (%d) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR",
+             (int)d.scale_layout);
+    expect_desc_invalid(&d, NULL, needle, ctx);
   }
 }
 
@@ -3592,15 +3604,17 @@ Test(desc, mx_fields_refused_by_name) {
   c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
   c.d.float_type = BQ_S8;
   MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.float_type (5, s8) must be BQ_F32");
-  /* another family's op: the rule is refused there */
-  c = mx_combo(BQ_RMSNORM_QUANTIZE, BQ_E4M3, BQ_F32, BQ_SCALES_ROW_MAJOR, BQ_SCALE_FLOOR);
+  /* a linear layer: the rule is refused there (the fused producers take it: a microscaling
+     output, test_validation_fused) */
+  c = mx_combo(BQ_QUANTIZED_LINEAR, BQ_S8, BQ_F32, BQ_SCALES_ROW_MAJOR, BQ_SCALE_FLOOR);
   c.d.granularity = BQ_PER_TOKEN;
-  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT, "desc.scale_rule (1) applies to microscaling dynamic quantize only");
+  MX_CASE(c, BQ_ERROR_INVALID_ARGUMENT,
+          "desc.scale_rule (1) applies to microscaling dynamic quantize and the fused producers only");
 #undef MX_CASE
   for (int i = 0; i < n; i++) {
     char prefix[128];
-    const int other = cases[i].c.d.op == BQ_RMSNORM_QUANTIZE;
-    snprintf(prefix, sizeof prefix, "%s: ", other ? "rmsnorm_quantize" : cases[i].c.name);
+    const int other = cases[i].c.d.op == BQ_QUANTIZED_LINEAR;
+    snprintf(prefix, sizeof prefix, "%s: ", other ? "quantized_linear" : cases[i].c.name);
     expect_desc_status(&cases[i].c.d, cases[i].want, prefix, cases[i].needle, cases[i].c.ctx);
   }
 }

@@ -301,8 +301,8 @@ Test(fused_desc, block_mn_major_and_packed_scales_not_supported) {
           expect_desc_status(&d, BQ_ERROR_NOT_SUPPORTED, d.op == BQ_RMSNORM_QUANTIZE ? "rmsnorm_quantize: "
                              : "gated_quantize: ", "desc.scale_layout (MN-major) is offered for quantize, dequantize, "
                              "fake quantize and dynamic quantize only", ctx);
-          d.scale_layout = (bq_scale_layout)2;
-          expect_desc_invalid(&d, NULL, "desc.scale_layout (2) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR", ctx);
+          d.scale_layout = (bq_scale_layout)3; /* (2, the blocked layout, names a microscaling output) */
+          expect_desc_invalid(&d, NULL, "desc.scale_layout (3) must be BQ_SCALES_ROW_MAJOR or BQ_SCALES_MN_MAJOR", ctx);
           d.scale_layout = (bq_scale_layout)-1;
           expect_desc_invalid(&d, NULL, "desc.scale_layout (-1)", ctx);
           d.scale_layout = BQ_SCALES_ROW_MAJOR;
@@ -990,5 +990,158 @@ Test(fused_args, amax_bound_refused) {
     }
     a.amax_bound = 0.0;
     expect_ok(&d, &a, 0, "no bound");
+  }
+}
+
+/* ---- microscaling output ------------------------------------------------------------------- */
+static bq_desc mxdesc(int kind, bq_dtype ft, bq_dtype it, bq_dtype st, bq_scale_layout lay, bq_scale_rule rule) {
+  bq_desc d = fdesc(kind, BQ_GRANULARITY_DEFAULT, ft, 0);
+  d.int_type = it;
+  d.scale_type = st;
+  d.scale_layout = lay;
+  d.scale_rule = rule;
+  return d;
+}
+
+/* a microscaling format's fields make one: each format x layout x rule of its kind is valid
+   (per group by default), named by its format in the SKU; the others' fields refused by name */
+Test(fused_desc, microscaling_formats) {
+  static const bq_dtype IT[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, ST[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  static const char *const FMT[] = {".mxfp4.", ".nvfp4.", ".mxfp8_e4m3.", ".mxfp8_e5m2."};
+  size_t valid = 0;
+  for (int k = 0; k < NOPS; k++)
+    for (int f = 0; f < 4; f++)
+      for (int lay = 0; lay < 3; lay++)
+        for (int rule = 0; rule < 8; rule++) {
+          const bq_desc d = mxdesc(k, FTS[(k + lay) % 4], IT[f], ST[f], (bq_scale_layout)lay, (bq_scale_rule)rule);
+          char ctx[192];
+          snprintf(ctx, sizeof ctx, "[%s format %d layout %d rule %d]", op_base(&d), f, lay, rule);
+          const int nv_rule = rule >= 6, nv = ST[f] == BQ_E4M3;
+          if (rule && nv_rule != nv) {
+            expect_desc_invalid(&d, NULL, nv_rule ? "names an NVFP4 rule" : "names a UE8M0 rule", ctx);
+            continue;
+          }
+          expect_desc_valid(&d, ctx);
+          bq_desc nd;
+          char name[96], sku[256];
+          cr_assert_eq(bq__normalize(&d, &nd, name, sizeof name), BQ_SUCCESS);
+          cr_assert_eq(nd.granularity, BQ_PER_GROUP, "%s", ctx);
+          cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS);
+          cr_assert(strstr(sku, FMT[f]) && strstr(sku, ".per_group."), "%s: %s", ctx, sku);
+          valid++;
+        }
+  cr_assert_eq(valid, (size_t)NOPS * 3 * (3 * 6 + 3), "%zu", valid); /* (UE8M0 formats: 6 rules; NVFP4: 3) */
+}
+
+Test(fused_desc, microscaling_fields_refused_by_name) {
+  for (int k = 0; k < NOPS; k++) {
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "[op %d]", k);
+    bq_desc d = mxdesc(k, BQ_BF16, BQ_S8, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    expect_desc_invalid(&d, NULL, "desc.int_type (5, s8) must be BQ_E2M1, BQ_E4M3 or BQ_E5M2 in a microscaling format",
+                        ctx);
+    d = mxdesc(k, BQ_BF16, BQ_E2M1, BQ_F32, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    expect_desc_invalid(&d, NULL, "desc.scale_type (1, f32) must be BQ_UE8M0 (MXFP8, MXFP4) or BQ_E4M3", ctx);
+    d = mxdesc(k, BQ_BF16, BQ_E4M3, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    expect_desc_invalid(&d, NULL, "desc.scale_type (8, e4m3) is NVFP4's, whose elements are E2M1", ctx);
+    d = mxdesc(k, BQ_BF16, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    d.granularity = BQ_PER_TOKEN;
+    expect_desc_invalid(&d, NULL, "desc.granularity (per_token) must be BQ_PER_GROUP", ctx);
+    d.granularity = BQ_PER_TENSOR;
+    expect_desc_invalid(&d, NULL, "desc.granularity (per_tensor) must be BQ_PER_GROUP", ctx);
+    d.granularity = (bq_granularity)9;
+    expect_desc_invalid(&d, NULL, "desc.granularity (9) is not a bq_granularity", ctx);
+    d = mxdesc(k, BQ_BF16, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    d.asymmetric = 1;
+    expect_desc_invalid(&d, NULL, "desc.asymmetric (1) must be 0: the microscaling formats are symmetric", ctx);
+    d.asymmetric = 0, d.qmax = 6;
+    expect_desc_invalid(&d, NULL, "desc.qmin (0) and desc.qmax (6) must be 0", ctx);
+    d.qmax = 0, d.direction = BQ_BACKWARD;
+    expect_desc_invalid(&d, NULL, "desc.direction (backward) is not defined for fused producers", ctx);
+    d.direction = BQ_FORWARD, d.scale_rule = (bq_scale_rule)8;
+    expect_desc_invalid(&d, NULL, "desc.scale_rule (8) is not a bq_scale_rule", ctx);
+    d.scale_rule = BQ_SCALE_RULE_DEFAULT, d.scale_layout = (bq_scale_layout)3;
+    expect_desc_invalid(&d, NULL, "desc.scale_layout (3) must be BQ_SCALES_ROW_MAJOR", ctx);
+    d.scale_layout = BQ_SCALES_ROW_MAJOR, d.float_type = BQ_S8;
+    expect_desc_invalid(&d, NULL, "desc.float_type (5, s8) must be BQ_F32", ctx);
+    d.float_type = BQ_BF16, d.out_type = BQ_F16;
+    expect_desc_invalid(&d, NULL, "desc.out_type (3, f16) applies to linear layers only", ctx);
+    d.out_type = BQ_DTYPE_DEFAULT, d.pow2_scales = 1;
+    expect_desc_invalid(&d, NULL, "desc.pow2_scales (1) applies to dynamic quantize only", ctx);
+    d.pow2_scales = 0, d.scale_type = BQ_UE8M0X4; /* (packed scales: not a microscaling form) */
+    expect_desc_invalid(&d, NULL, "desc.scale_type (11, ue8m0x4) must be BQ_UE8M0", ctx);
+  }
+}
+
+/* the arguments of a microscaling output: E2M1's even groups and code strides, the blocked
+   layout's own extent, no zero points, NVFP4's tensor scale (given, or computed into
+   out_tensor_scale with a workspace), every pointer and stride by name */
+Test(fused_args, microscaling) {
+  for (int k = 0; k < NOPS; k++) {
+    const bq_desc q = mxdesc(k, BQ_BF16, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    bq_args a = fargs(&q);
+    a.out_zero_points = NULL;
+    a.group_size = 32;
+    const bq_args base = a;
+    expect_ok(&q, &a, 0, "MXFP4");
+    a.group_size = 7;
+    a.cols = 63;
+    expect_invalid(&q, &a, "args.group_size (7) is odd: E2M1 packs two elements a byte");
+    a = base;
+    a.y_row_stride = 257;
+    expect_invalid(&q, &a, "args.y_row_stride (257) is odd: E2M1 rows start on a byte");
+    a = base;
+    a.out_zero_points = (int32_t *)PTR(4);
+    expect_invalid(&q, &a, "args.out_zero_points must be NULL: the microscaling formats are symmetric");
+    a = base;
+    a.out_scales = NULL;
+    expect_invalid(&q, &a, "args.out_scales");
+    a = base;
+    a.tensor_scale = PTR(8);
+    expect_invalid(&q, &a, "args.tensor_scale");
+    a = base;
+    a.group_row_stride = 7;
+    expect_invalid(&q, &a, "args.group_row_stride (7) is smaller than cols / group_size (8)");
+    /* odd groups of FP8 elements are fine (the generic path) */
+    const bq_desc f8 = mxdesc(k, BQ_F32, BQ_E4M3, BQ_UE8M0, BQ_SCALES_MN_MAJOR, BQ_SCALE_FLOOR);
+    a = base;
+    a.group_size = 1;
+    a.y_row_stride = 257;
+    a.group_row_stride = 0;
+    expect_ok(&f8, &a, 0, "MXFP8 e4m3, groups of 1, MN-major");
+    a.group_row_stride = 32;
+    expect_invalid(&f8, &a, "args.group_row_stride (32) is smaller than args.rows (33)");
+    /* blocked: its own extent */
+    const bq_desc b = mxdesc(k, BQ_F16, BQ_E2M1, BQ_UE8M0, BQ_SCALES_BLOCKED, BQ_SCALE_RCEIL);
+    a = base;
+    expect_ok(&b, &a, 0, "MXFP4 blocked");
+    a.group_row_stride = 8;
+    expect_invalid(&b, &a, "args.group_row_stride (8) must be 0 with desc.scale_layout BQ_SCALES_BLOCKED");
+    /* NVFP4: the tensor scale given (no workspace), or computed (a workspace, out_tensor_scale) */
+    const bq_desc nv = mxdesc(k, BQ_BF16, BQ_E2M1, BQ_E4M3, BQ_SCALES_ROW_MAJOR, BQ_SCALE_NVFP4_TE);
+    a = base;
+    a.group_size = 16;
+    a.tensor_scale = PTR(8);
+    expect_ok(&nv, &a, 0, "NVFP4, tensor scale given");
+    a.tensor_scale = (const char *)PTR(8) + 2;
+    expect_invalid(&nv, &a, "args.tensor_scale");
+    a.tensor_scale = NULL;
+    expect_invalid(&nv, &a, "args.out_tensor_scale is NULL");
+    a.out_tensor_scale = PTR(9);
+    bq_plan plan;
+    plan_of(&nv, &plan);
+    plan.num_sms = 4;
+    size_t ws = 0;
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(ws, (size_t)(4 * 8 * 4 + 4), "NVFP4 computed: %zu bytes of workspace (33 rows, 4 SMs)", ws);
+    a.rows = 5;
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(ws, (size_t)(5 * 4 + 4), "NVFP4 computed: %zu bytes for 5 rows", ws);
+    cr_assert_eq(bq_plan_can_implement(&plan, &a), BQ_SUCCESS, "%s", bq_last_error());
+    char buf[64];
+    cr_assert_eq(bq_plan_run(&plan, &a, buf, 8, NULL), BQ_ERROR_INSUFFICIENT_WORKSPACE, "%s", bq_last_error());
+    a.rows = 0;
+    cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_eq(ws, 0, "no rows, no workspace");
   }
 }
