@@ -1054,38 +1054,54 @@ static void run_linear(void) {
    input), as for the other rows. Every name starts with "fused/": --filter fused runs
    these rows alone. */
 enum { FUSED_DYNQ = 0, FUSED_RMSNORM, FUSED_SILU_MUL, FUSED_GELU_MUL };
+enum { FMT_S8 = 0, FMT_MXFP8, FMT_MXFP4, FMT_NVFP4 }; /* the output's format (microscaling: per group) */
 typedef struct fused_case {
   int kind;           /* FUSED_*: FUSED_DYNQ is the dynamic quantize of the next fused row */
   int64_t rows, d;    /* the output [rows, D]; x is [rows, D] or (gated) [rows, 2 D] */
   int residual;       /* RMSNorm: with a residual (read, then h written back) */
   int64_t group_size; /* 0: per token */
   int quick;
+  int fmt;            /* FMT_*: s8 with f32 scales, or a microscaling format (UE8M0 or E4M3
+                         scales a byte, NVFP4's tensor scale given) */
 } fused_case;
 static const fused_case k_fused[] = {
     /* the large shapes: one DRAM pass against the copy, each after its quantize */
-    {FUSED_DYNQ, 8192, 4096, 0, 0, 1},
-    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1},
-    {FUSED_RMSNORM, 8192, 4096, 1, 0, 1},
-    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1},
-    {FUSED_GELU_MUL, 8192, 4096, 0, 0, 1}, /* GELU-tanh: more arithmetic an element */
-    {FUSED_DYNQ, 8192, 14336, 0, 0, 1},
-    {FUSED_RMSNORM, 8192, 14336, 0, 0, 1},
-    {FUSED_RMSNORM, 8192, 14336, 1, 0, 1},
-    {FUSED_SILU_MUL, 8192, 14336, 0, 0, 1},
+    {FUSED_DYNQ, 8192, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 8192, 4096, 1, 0, 1, FMT_S8},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_GELU_MUL, 8192, 4096, 0, 0, 1, FMT_S8}, /* GELU-tanh: more arithmetic an element */
+    {FUSED_DYNQ, 8192, 14336, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 8192, 14336, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 8192, 14336, 1, 0, 1, FMT_S8},
+    {FUSED_SILU_MUL, 8192, 14336, 0, 0, 1, FMT_S8},
     /* per group of 128, one shape */
-    {FUSED_DYNQ, 8192, 4096, 0, 128, 1},
-    {FUSED_RMSNORM, 8192, 4096, 0, 128, 1},
-    {FUSED_RMSNORM, 8192, 4096, 1, 128, 1},
+    {FUSED_DYNQ, 8192, 4096, 0, 128, 1, FMT_S8},
+    {FUSED_RMSNORM, 8192, 4096, 0, 128, 1, FMT_S8},
+    {FUSED_RMSNORM, 8192, 4096, 1, 128, 1, FMT_S8},
     /* small batches: latency, within 1 us of the dynamic quantize alone */
-    {FUSED_DYNQ, 1, 4096, 0, 0, 1},
-    {FUSED_RMSNORM, 1, 4096, 0, 0, 1},
-    {FUSED_DYNQ, 16, 4096, 0, 0, 1},
-    {FUSED_RMSNORM, 16, 4096, 0, 0, 1},
-    {FUSED_DYNQ, 64, 4096, 0, 0, 1},
-    {FUSED_RMSNORM, 64, 4096, 0, 0, 1},
-    {FUSED_DYNQ, 256, 4096, 0, 0, 1},
-    {FUSED_RMSNORM, 256, 4096, 0, 0, 1},
+    {FUSED_DYNQ, 1, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 1, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_DYNQ, 16, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 16, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_DYNQ, 64, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 64, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_DYNQ, 256, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_RMSNORM, 256, 4096, 0, 0, 1, FMT_S8},
+    /* microscaling output, each after the microscaling dynamic quantize of the same shape */
+    {FUSED_DYNQ, 8192, 4096, 0, 16, 1, FMT_NVFP4},
+    {FUSED_RMSNORM, 8192, 4096, 0, 16, 1, FMT_NVFP4},
+    {FUSED_RMSNORM, 8192, 4096, 1, 16, 1, FMT_NVFP4},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 16, 1, FMT_NVFP4},
+    {FUSED_DYNQ, 8192, 4096, 0, 32, 1, FMT_MXFP4},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP4},
+    {FUSED_DYNQ, 8192, 4096, 0, 32, 1, FMT_MXFP8},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP8},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 32, 1, FMT_MXFP8},
+    {FUSED_DYNQ, 8192, 14336, 0, 16, 1, FMT_NVFP4},
+    {FUSED_RMSNORM, 8192, 14336, 0, 16, 1, FMT_NVFP4},
 };
+static const char *const k_fmt_names[] = {"s8", "e4m3", "e2m1", "nvfp4"};
 
 static const char *fused_kind_name(int kind) {
   switch (kind) {
@@ -1096,14 +1112,15 @@ static const char *fused_kind_name(int kind) {
   }
 }
 
-/* fused/<op>/fwd/bf16/s8/[rows,D]/<per_token | per_group/g=G>[/residual]; gated rows name
-   the output's shape [rows, D] (x is [rows, 2 D]) */
+/* fused/<op>/fwd/bf16/<s8 | e4m3 | e2m1 | nvfp4>/[rows,D]/<per_token | per_group/g=G>[/residual];
+   gated rows name the output's shape [rows, D] (x is [rows, 2 D]); e4m3 and e2m1 are MXFP8 and
+   MXFP4 (UE8M0 scales) */
 static void fused_name(const fused_case *c, char *buf, size_t n) {
   char gran[32];
   if (c->group_size) snprintf(gran, sizeof gran, "per_group/g=%lld", (long long)c->group_size);
   else snprintf(gran, sizeof gran, "per_token");
-  snprintf(buf, n, "fused/%s/fwd/bf16/s8/[%lld,%lld]/%s%s", fused_kind_name(c->kind), (long long)c->rows,
-           (long long)c->d, gran, c->residual ? "/residual" : "");
+  snprintf(buf, n, "fused/%s/fwd/bf16/%s/[%lld,%lld]/%s%s", fused_kind_name(c->kind), k_fmt_names[c->fmt],
+           (long long)c->rows, (long long)c->d, gran, c->residual ? "/residual" : "");
 }
 
 /* The float input's bytes: the size class of the copy the row is compared with. */
@@ -1112,7 +1129,7 @@ static size_t fused_copy_bytes(const fused_case *c) {
   return (size_t)(c->rows * c->d) * 2u * (gated ? 2u : 1u);
 }
 
-enum { F_X, F_RES, F_W, F_Y, F_S, F_COUNT };
+enum { F_X, F_RES, F_W, F_Y, F_S, F_G, F_COUNT }; /* (F_G: NVFP4's tensor scale) */
 typedef struct fused_ctx {
   bq_plan *plan;
   bq_args a;
@@ -1129,6 +1146,7 @@ static int launch_fused(void *p, long set) {
   a.norm_weight = FAT(F_W);
   a.y = FAT(F_Y);
   a.out_scales = FAT(F_S);
+  a.tensor_scale = FAT(F_G);
 #undef FAT
   return BQ(bq_plan_run(c->plan, &a, NULL, 0, (void *)G.stream));
 }
@@ -1142,6 +1160,14 @@ static int run_fused_case(const fused_case *c, row_result *r) {
   d.int_type = BQ_S8;
   d.scale_type = BQ_F32;
   if (gated) d.activation = c->kind == FUSED_GELU_MUL ? BQ_GELU_TANH : BQ_SILU;
+#ifdef BQ__FAMILY_OPS
+  if (c->fmt != FMT_S8) {
+    d.int_type = c->fmt == FMT_MXFP8 ? BQ_E4M3 : BQ_E2M1;
+    d.scale_type = c->fmt == FMT_NVFP4 ? BQ_E4M3 : BQ_UE8M0;
+  }
+#else
+  if (c->fmt != FMT_S8) return fail("%s: this header has no microscaling formats", r->name), -1;
+#endif
   fused_ctx x;
   memset(&x, 0, sizeof x);
   if (BQ(bq_plan_select(&d, &x.plan))) return -1; /* the JIT compile stays out of the timing */
@@ -1155,8 +1181,9 @@ static int run_fused_case(const fused_case *c, row_result *r) {
     bytes[F_W] = (size_t)D * 2u;
     if (c->residual) bytes[F_RES] = (size_t)(rows * D) * 2u;
   }
-  bytes[F_Y] = (size_t)(rows * D);
-  bytes[F_S] = (size_t)nscales * 4u;
+  bytes[F_Y] = (size_t)(rows * D) / (c->fmt == FMT_MXFP4 || c->fmt == FMT_NVFP4 ? 2u : 1u);
+  bytes[F_S] = (size_t)nscales * (c->fmt == FMT_S8 ? 4u : 1u);
+  if (c->fmt == FMT_NVFP4) bytes[F_G] = 4;
   /* read once + written once: x; residual read and written; weight; y; scales */
   r->bytes = (double)bytes[F_X] + 2.0 * (double)bytes[F_RES] + (double)bytes[F_W] + (double)bytes[F_Y] +
              (double)bytes[F_S];
@@ -1175,6 +1202,7 @@ static int run_fused_case(const fused_case *c, row_result *r) {
     int bad;
     if (i == F_X || i == F_RES) bad = fill_random(p, b, BQ_BF16, -3, 3);
     else if (i == F_W) bad = fill_random(p, b, BQ_BF16, 0.5, 1.5);
+    else if (i == F_G) bad = fill_random(p, b, BQ_F32, 0.5, 1.5); /* (NVFP4's tensor scale: given) */
     else bad = BQ(bq_memset(p, 0xff, b)); /* outputs: poisoned */
     if (bad) goto done;
   }
@@ -1190,11 +1218,12 @@ static int run_fused_case(const fused_case *c, row_result *r) {
   a0.norm_weight = x.base[F_W];
   a0.y = x.base[F_Y];
   a0.out_scales = x.base[F_S];
+  a0.tensor_scale = x.base[F_G];
   if (bq_check(bq_plan_can_implement(x.plan, &a0), "bq_plan_can_implement", __LINE__)) goto done;
   size_t ws = 0;
   if (workspace_size(x.plan, &a0, &ws)) goto done;
   if (ws) {
-    fail("%s: the plan asks for a %zu-byte workspace (the fused producers take none)", r->name, ws);
+    fail("%s: the plan asks for a %zu-byte workspace (given the tensor scale, none is needed)", r->name, ws);
     goto done;
   }
   if (time_runs(launch_fused, &x, nsets, &r->t)) goto done;
