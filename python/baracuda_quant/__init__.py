@@ -88,6 +88,22 @@ def mx_dequant_backward(dy, *args, **kwargs):
     return _front(None).mx_dequant_backward(dy, *args, **kwargs)
 
 
+def rms_norm_mx_quant(x, *args, **kwargs):
+    """(residual add +) RMSNorm emitting MXFP8, MXFP4 or NVFP4: baracuda_quant.dlpack.rms_norm_mx_quant,
+    for any __dlpack__ array, torch.Tensor included (no torch custom op for it yet)."""
+    return _front(None).rms_norm_mx_quant(x, *args, **kwargs)
+
+
+def silu_and_mul_mx_quant(x, *args, **kwargs):
+    """baracuda_quant.dlpack.silu_and_mul_mx_quant (see rms_norm_mx_quant)."""
+    return _front(None).silu_and_mul_mx_quant(x, *args, **kwargs)
+
+
+def gelu_tanh_and_mul_mx_quant(x, *args, **kwargs):
+    """baracuda_quant.dlpack.gelu_tanh_and_mul_mx_quant (see rms_norm_mx_quant)."""
+    return _front(None).gelu_tanh_and_mul_mx_quant(x, *args, **kwargs)
+
+
 def __getattr__(name):
     import importlib
     if name in ("ops", "QuantizedLinear"):
@@ -101,4 +117,4 @@ def __getattr__(name):
 __all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "Activation", "DType", "Direction",
            "Granularity", "Op", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH",
            "mx_quant", "mx_dequant", "mx_fake_quant", "mx_fake_quant_backward", "mx_quant_backward",
-           "mx_dequant_backward"] + list(_OPS)
+           "mx_dequant_backward", "rms_norm_mx_quant", "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant"] + list(_OPS)

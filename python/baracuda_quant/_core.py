@@ -679,32 +679,16 @@ def weight_sums(*, w, y, stream=None, alloc=None, prepare=False):
     return _launch(_lib.desc_key(Op.LINEAR_WEIGHT_SUMS), device, a, stream, alloc, prepare)
 
 
-def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, norm_weight=None, eps=0.0,
-          out=None, activation=0, qmin=None, qmax=None, group_size=0, scale=None, zero_point=0, stream=None,
-          alloc=None, prepare=False):
-    """A fused producer quantized in the same pass (docs/numerics.md, "Fused producers"):
-    Op.RMSNORM_QUANTIZE, x [rows, D] (with an optional residual [rows, D], which receives
-    h = x + residual, and norm_weight [D]), or Op.GATED_QUANTIZE, x [rows, 2 D] (gate, then
-    up; activation: Activation.SILU or GELU_TANH), into y [rows, D]. With scale (a number)
-    the values are quantized per tensor with it and zero_point; else dynamically, per token
-    (group_size 0) or per group, writing f32 out_scales (and int32 out_zero_points when
-    given: asymmetric). out, when given, receives the values quantized ([rows, D] of x's type)."""
-    op = Op(op)
-    if op not in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
-        raise invalid("op %s is not a fused producer" % op.name)
+def _fused_producer(op, x, rows, d, residual, norm_weight, eps, out, activation):
+    """A fused call's producer half checked into Args (x, residual, norm_weight, eps, out; the
+    rows and strides): (name, args, activation, gated)."""
     name = "rms_norm_quant" if op == Op.RMSNORM_QUANTIZE else "gated_quant"
-    check_float("x", x)
-    check_storage("y", y.dtype)
-    qmin, qmax = qrange(y.dtype, qmin, qmax)
-    device = same_device(("x", x), ("y", y), ("out_scales", out_scales), ("out_zero_points", out_zero_points),
-                         ("residual", residual), ("norm_weight", norm_weight), ("out", out))
-    rows, d, ys = rows_2d("y", y)
     r2, xcols, xs = rows_2d("x", x)
     gated = op == Op.GATED_QUANTIZE
     if r2 != rows or xcols != (2 * d if gated else d):
-        raise invalid("%s: x shape %s, expected (%d, %d) for an output of shape %s"
-                      % (name, x.shape, rows, 2 * d if gated else d, y.shape))
-    a = Args(rows=rows, cols=d, x_row_stride=xs, y_row_stride=ys)
+        raise invalid("%s: x shape %s, expected (%d, %d) for an output of %d rows of %d"
+                      % (name, x.shape, rows, 2 * d if gated else d, rows, d))
+    a = Args(rows=rows, cols=d, x_row_stride=xs)
     for vname, v in (("residual", residual), ("out", out)):
         if v is None:
             continue
@@ -729,6 +713,36 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
         if not (eps >= 0 and eps != float("inf")):
             raise invalid("%s: eps (%r) must be finite and >= 0" % (name, eps))
         a.eps = eps
+    a.x, a.residual, a.norm_weight, a.out = x.ptr, _ptr(residual), _ptr(norm_weight), _ptr(out)
+    return name, a, activation if gated else 0, gated
+
+
+def _fused_op(op):
+    op = Op(op)
+    if op not in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
+        raise invalid("op %s is not a fused producer" % op.name)
+    return op
+
+
+def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, norm_weight=None, eps=0.0,
+          out=None, activation=0, qmin=None, qmax=None, group_size=0, scale=None, zero_point=0, stream=None,
+          alloc=None, prepare=False):
+    """A fused producer quantized in the same pass (docs/numerics.md, "Fused producers"):
+    Op.RMSNORM_QUANTIZE, x [rows, D] (with an optional residual [rows, D], which receives
+    h = x + residual, and norm_weight [D]), or Op.GATED_QUANTIZE, x [rows, 2 D] (gate, then
+    up; activation: Activation.SILU or GELU_TANH), into y [rows, D]. With scale (a number)
+    the values are quantized per tensor with it and zero_point; else dynamically, per token
+    (group_size 0) or per group, writing f32 out_scales (and int32 out_zero_points when
+    given: asymmetric). out, when given, receives the values quantized ([rows, D] of x's type)."""
+    op = _fused_op(op)
+    check_float("x", x)
+    check_storage("y", y.dtype)
+    qmin, qmax = qrange(y.dtype, qmin, qmax)
+    device = same_device(("x", x), ("y", y), ("out_scales", out_scales), ("out_zero_points", out_zero_points),
+                         ("residual", residual), ("norm_weight", norm_weight), ("out", out))
+    rows, d, ys = rows_2d("y", y)
+    name, a, activation, gated = _fused_producer(op, x, rows, d, residual, norm_weight, eps, out, activation)
+    a.y_row_stride = ys
     asym = 0
     if scale is not None:
         scale = number("%s: scale" % name, scale)
@@ -759,8 +773,46 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
                 raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (vname, nscales, t.name,
                                                                                        v.shape))
         asym = 1 if out_zero_points is not None else 0
-    a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, _ptr(out_scales), _ptr(out_zero_points)
-    a.residual, a.norm_weight, a.out = _ptr(residual), _ptr(norm_weight), _ptr(out)
+    a.y, a.out_scales, a.out_zero_points = y.ptr, _ptr(out_scales), _ptr(out_zero_points)
     key = _lib.desc_key(op, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
-                        activation=activation if gated else 0)
+                        activation=activation)
+    return _launch(key, device, a, stream, alloc, prepare)
+
+
+def fused_mx(op, *, x, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
+             residual=None, norm_weight=None, eps=0.0, out=None, activation=0, stream=None, alloc=None,
+             prepare=False):
+    """A fused producer emitting a microscaling format (docs/numerics.md, "Fused producers"
+    and "Microscaling"): the producer as fused takes it, its values dynamic quantized per
+    group of group_size into codes ([rows, D] bytes, or for E2M1 [rows, D / 2], two codes a
+    byte) with one-byte scales (UE8M0, or E4M3 for NVFP4) in the layout (mx_scales_shape);
+    NVFP4's tensor scale given (tensor_scale) or computed and written (out_tensor_scale),
+    one float32 each."""
+    op = _fused_op(op)
+    check_float("x", x)
+    elem = DType(elem)
+    if elem not in MX_TYPES:
+        raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
+    e2 = elem == DType.E2M1
+    if codes.dtype not in ((DType.U8, DType.S8) if e2 else (elem, DType.U8)):
+        raise invalid("q: dtype %s, expected %s" % (codes.dtype.name, "uint8 (two E2M1 codes a byte)" if e2 else
+                                                     elem.name + " or uint8"))
+    device = same_device(("x", x), ("q", codes), ("scales", scales), ("residual", residual),
+                         ("norm_weight", norm_weight), ("out", out), ("tensor_scale", tensor_scale),
+                         ("out_tensor_scale", out_tensor_scale))
+    rows, cb, cs = rows_2d("q", codes)
+    d = cb * (2 if e2 else 1)
+    name, a, activation, gated = _fused_producer(op, x, rows, d, residual, norm_weight, eps, out, activation)
+    group_size = integer("group_size", group_size)
+    if group_size < 1 or d % group_size:
+        raise invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (group_size, d))
+    scale_type, grs = mx_scales_of(scales, layout, rows, d // group_size)
+    for vname, v in (("tensor_scale", tensor_scale), ("out_tensor_scale", out_tensor_scale)):
+        if v is not None and (v.dtype != DType.F32 or v.numel != 1):
+            raise invalid("%s: one float32 expected, got %s %s" % (vname, v.dtype.name, v.shape))
+    a.y, a.y_row_stride, a.out_scales = codes.ptr, cs * (2 if e2 else 1), scales.ptr
+    a.group_size, a.group_row_stride = group_size, grs
+    a.tensor_scale, a.out_tensor_scale = _ptr(tensor_scale), _ptr(out_tensor_scale)
+    key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_GROUP, x.dtype, elem, 0, 0, scale_type,
+                        activation=activation, scale_layout=layout, scale_rule=rule)
     return _launch(key, device, a, stream, alloc, prepare)

@@ -708,6 +708,24 @@ def mx_dequant_backward(dy, scales, *, group_size=32, dtype="e2m1", tensor_scale
                           scale_layout, stream)
 
 
+def _fused_inputs(inp, op, x, residual, weight):
+    """A fused call's inputs as views (x and the residual as rows, the weight flat), with the
+    output's rows and columns; the device made current."""
+    xv = inp.get(x, "x")
+    x2 = _rows_view(xv, "x")
+    rv = inp.get(residual, "residual")
+    wv = inp.get(weight, "weight")
+    if rv is not None:
+        if rv.shape != xv.shape:
+            raise invalid("residual: shape %s, expected x's %s" % (rv.shape, xv.shape))
+        rv = _rows_view(rv, "residual")
+    if wv is not None and len(wv.shape) != 1 and wv.is_contiguous():
+        wv = _core.View(wv.ptr, (wv.numel,), (1,), wv.dtype, wv.device)
+    d = x2.shape[1] // 2 if op == Op.GATED_QUANTIZE else x2.shape[1]
+    _set_device(xv.device)
+    return xv, x2, rv, wv, x2.shape[0], d
+
+
 def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,
                stream, residual=None, weight=None, eps=0.0, activation=0, scale_dtype=None):
     dt = _dtype(out_dtype, DType.S8)
@@ -721,19 +739,7 @@ def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, ze
     if group_size is not None and g < 1:
         raise invalid("group_size (%d) must be >= 1" % g)
     with _Inputs(stream) as inp:
-        xv = inp.get(x, "x")
-        x2 = _rows_view(xv, "x")
-        rv = inp.get(residual, "residual")
-        wv = inp.get(weight, "weight")
-        if rv is not None:
-            if rv.shape != xv.shape:
-                raise invalid("residual: shape %s, expected x's %s" % (rv.shape, xv.shape))
-            rv = _rows_view(rv, "residual")
-        if wv is not None and len(wv.shape) != 1 and wv.is_contiguous():
-            wv = _core.View(wv.ptr, (wv.numel,), (1,), wv.dtype, wv.device)
-        d = x2.shape[1] // 2 if op == Op.GATED_QUANTIZE else x2.shape[1]
-        rows = x2.shape[0]
-        _set_device(xv.device)
+        xv, x2, rv, wv, rows, d = _fused_inputs(inp, op, x, residual, weight)
         shape = tuple(xv.shape[:-1]) + (d,)
         q = DeviceArray.empty(shape, dt, xv.device, stream)
         s = z = None
@@ -841,3 +847,66 @@ def linear_weight_sums(w, stream=None):
         out._keep = tuple(_run(wv.device, stream, lambda st, alloc: _core.weight_sums(
             w=wv, y=out.view(), stream=st, alloc=alloc)))
         return out
+
+
+# ---- fused producers emitting a microscaling format ------------------------------------------
+def _fused_mx_out(op, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout, scale_rule, return_values,
+                  stream, residual=None, weight=None, eps=0.0, activation=0):
+    dt = _dtype(dtype, DType.E2M1)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
+    sdt = _dtype(scale_dtype, DType.UE8M0)
+    g = _core.integer("group_size", group_size)
+    with _Inputs(stream) as inp:
+        xv, x2, rv, wv, rows, d = _fused_inputs(inp, op, x, residual, weight)
+        e2 = dt == DType.E2M1
+        if op == Op.GATED_QUANTIZE and x2.shape[1] % 2:
+            raise invalid("x shape %s: the gated op's last dimension holds the gate, then up: it must be even"
+                          % (xv.shape,))
+        if g < 1 or d % g:
+            raise invalid("group_size (%d) must be >= 1 and divide the output's last dimension (%d)" % (g, d))
+        if e2 and d % 2:
+            raise invalid("x: E2M1 packs two codes a byte: the output's last dimension (%d) must be even" % d)
+        q = DeviceArray.empty(tuple(xv.shape[:-1]) + ((d // 2,) if e2 else (d,)), DType.U8 if e2 else dt, xv.device,
+                              stream)
+        shape, strides, buf = _core.mx_scales_shape(layout, rows, d // g)
+        sb = DeviceArray.empty(buf, sdt, xv.device, stream)
+        s = DeviceArray(sb.ptr, shape, sdt, xv.device, owner=sb, strides=strides, stream=stream)
+        ts = inp.get(tensor_scale, "tensor_scale") if tensor_scale is not None else None
+        gt = DeviceArray.empty((1,), DType.F32, xv.device, stream) if sdt == DType.E4M3 and ts is None else None
+        vals = DeviceArray.empty(tuple(xv.shape[:-1]) + (d,), xv.dtype, xv.device, stream) if return_values else None
+        q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.fused_mx(
+            op, x=x2, codes=_rows_view(q.view(), "q"), scales=s.view(), elem=dt, group_size=g, layout=layout,
+            rule=rule, tensor_scale=ts, out_tensor_scale=None if gt is None else gt.view(), residual=rv,
+            norm_weight=wv, eps=eps, out=None if vals is None else _rows_view(vals.view(), "out"),
+            activation=activation, stream=st, alloc=alloc)))
+        out = (q, s, gt)
+        return out + (vals,) if return_values else out
+
+
+def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2m1", scale_dtype=None,
+                      tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False, stream=None):
+    """(residual add +) RMSNorm of x [..., K] emitting a microscaling format in the same pass:
+    n dynamic quantized as mx_quant does it (dtype "e2m1", "float8_e4m3fn" or "float8_e5m2";
+    scale_dtype "float8_e8m0fnu", the default, or "float8_e4m3fn" for NVFP4, whose tensor
+    scale is computed in a first pass unless tensor_scale (one float32) is given;
+    scale_layout and scale_rule as mx_quant takes them). Returns (q, scales, tensor scale or
+    None[, n]); the residual (when given) receives h = x + residual in place."""
+    return _fused_mx_out(Op.RMSNORM_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
+                         scale_rule, return_normed, stream, residual=residual, weight=weight, eps=eps)
+
+
+def silu_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
+                          scale_layout="row", scale_rule="default", return_act=False, stream=None):
+    """SiLU(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
+    options and return)."""
+    return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
+                         scale_rule, return_act, stream, activation=Activation.SILU)
+
+
+def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
+                               scale_layout="row", scale_rule="default", return_act=False, stream=None):
+    """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
+    options and return)."""
+    return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
+                         scale_rule, return_act, stream, activation=Activation.GELU_TANH)

@@ -90,10 +90,30 @@ def _scales(gran, st, layout, rows=ROWS, cols=COLS):
     return Producer((rows, ng), at), {"group_size": G}
 
 
+def _is_fused_mx(d):
+    """A fused producer emitting a microscaling format (the C library's bq__fused_mx)."""
+    return (Op(d.op) in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE) and
+            (d.int_type == DType.E2M1 or d.scale_type in (DType.UE8M0, DType.E4M3) or d.scale_layout == 2 or
+             d.scale_rule != 0))
+
+
+def _fused_mx_call(d):
+    """rms_norm_mx_quant or the gated ones, groups of G, the format, layout and rule"""
+    ft, it, st = DType(d.float_type), DType(d.int_type), DType(d.scale_type)
+    kw = {"group_size": G, "dtype": _NAMES[it], "scale_dtype": _NAMES[st], "scale_layout": _MX_LAYOUTS[d.scale_layout],
+          "scale_rule": _MX_RULES[d.scale_rule]}
+    if Op(d.op) == Op.RMSNORM_QUANTIZE:
+        return bq.rms_norm_mx_quant(Producer((ROWS, COLS), ft), Producer((COLS,), ft), 1e-6, **kw)
+    f = bq.silu_and_mul_mx_quant if d.activation == Activation.SILU else bq.gelu_tanh_and_mul_mx_quant
+    return f(Producer((ROWS, 2 * COLS), ft), **kw)
+
+
 def _call(d):
     """The Python call that should reach desc d (a normalized _lib.Desc)."""
     if _is_mx(d):
         return _mx_call(d)
+    if _is_fused_mx(d):
+        return _fused_mx_call(d)
     op, gran = Op(d.op), Granularity(d.granularity)
     ft, it, st = DType(d.float_type), DType(d.int_type), DType(d.scale_type)
     fp8 = it in _core.FP8_TYPES

@@ -406,3 +406,54 @@ def test_top_level_dispatch():
     x = torch.randn(8, 64, device=DEV)
     q, s, _ = bq.dynamic_quant(x, "block", block_size=32, dtype=torch.float8_e4m3fn)
     assert q.dtype == torch.float8_e4m3fn and s.shape == (1, 2)
+
+
+# ---- the fused producers emitting a microscaling format --------------------------------------
+def _bytes(a):
+    """A package DeviceArray's bytes (its whole extent, strided views included) as a torch
+    uint8 tensor on the device (DLPack's uint8: no float8 or float4 dtype needed)."""
+    from baracuda_quant import dlpack
+    from baracuda_quant._enums import DType
+    size = {DType.F32: 4}.get(a.dtype, 1)
+    n = 1 + sum((s - 1) * st for s, st in zip(a.shape, a.strides)) if all(a.shape) else 0
+    return torch.from_dlpack(dlpack.DeviceArray(a.ptr, (n * size,), DType.U8, a.device, owner=a)).clone()
+
+
+MX_FORMATS = {"mxfp4": ("e2m1", "float8_e8m0fnu", 32), "nvfp4": ("e2m1", "float8_e4m3fn", 16),
+              "mxfp8": ("float8_e4m3fn", "float8_e8m0fnu", 32), "mxfp8_e5m2": ("float8_e5m2", "float8_e8m0fnu", 32)}
+
+
+@pytest.mark.parametrize("fmt", sorted(MX_FORMATS))
+@pytest.mark.parametrize("op", ["rms", "rms_res", "silu", "gelu"])
+@pytest.mark.parametrize("fname", FLOATS)
+def test_fused_mx_is_mx_quant_of_its_values(fmt, op, fname):
+    """Fused = the producer's values (returned) then mx_quant of them, bit for bit: codes,
+    every scale byte (the blocked layout's padding too) and NVFP4's computed tensor scale,
+    in each layout, under a rule of the format's kind; the residual's h as torch computes
+    T(x + r)"""
+    T = getattr(torch, fname)
+    dtype, sdt, G = MX_FORMATS[fmt]
+    rows, D = 150, 512
+    layout = ("row", "mn", "blocked")[(len(op) + len(fname)) % 3]
+    rule = ("te" if fmt == "nvfp4" else "floor") if len(fname) % 2 else "default"
+    kw = dict(group_size=G, dtype=dtype, scale_dtype=sdt, scale_layout=layout, scale_rule=rule)
+    x = data((rows, 2 * D if op in ("silu", "gelu") else D), T, 7).to(DEV)
+    if op.startswith("rms"):
+        w = data((D,), T, 8, specials=False).to(DEV)
+        r = data((rows, D), T, 9, specials=False).to(DEV) if op == "rms_res" else None
+        r0 = None if r is None else r.clone()
+        q, s, g, vals = bq.rms_norm_mx_quant(x, w, 1e-6, residual=r, return_normed=True, **kw)
+        if r is not None:  # h = T(x + r): an f32 sum rounded once to T is that (NaN payloads aside)
+            h = (x.float() + r0.float()).to(T)
+            nan = torch.isnan(h)
+            assert torch.equal(nan, torch.isnan(r)) and torch.equal(h[~nan], r[~nan]), "h differs"
+    else:
+        f = bq.silu_and_mul_mx_quant if op == "silu" else bq.gelu_tanh_and_mul_mx_quant
+        q, s, g, vals = f(x, return_act=True, **kw)
+    torch.cuda.synchronize()
+    v = torch.from_dlpack(vals)
+    q2, s2, g2 = bq.mx_quant(v, **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(_bytes(q), _bytes(q2)), "codes differ"
+    assert torch.equal(_bytes(s), _bytes(s2)), "scales differ"
+    assert (g is None) == (g2 is None) and (g is None or torch.equal(_bytes(g), _bytes(g2))), "tensor scale differs"
