@@ -79,6 +79,29 @@ static void store(bq_dtype t, void *buf, int64_t i, double v) {
   else ref_store_f(t, buf, i, (float)v);
 }
 
+/* NVFP4's tensor scale: g given (args.tensor_scale), or the buffer computed into
+   (args.out_tensor_scale), in garbage-guarded device memory */
+static void tensor_scale_buf(dbuf *G4, bq_args *a, int computed, float g, const char *what) {
+  dbuf_make(G4, 4, 1, 0);
+  fill_garbage(G4->h, G4->total);
+  if (!computed) memcpy(G4->h + G4->pre, &g, 4);
+  BQ_OK(bq_memcpy_to_device(G4->dev, G4->h, G4->total), "%s", what);
+  if (computed) a->out_tensor_scale = G4->dev + G4->pre;
+  else a->tensor_scale = G4->dev + G4->pre;
+}
+
+/* A run with the workspace the plan asks for (returned, for bq_free after the stream
+   synchronizes; NULL when none), the last launch noted from NULL */
+static void *run_with_workspace(bq_plan *p, const bq_args *a, const char *what) {
+  size_t ws_bytes = 0;
+  BQ_OK(bq_plan_workspace_size(p, a, &ws_bytes), "%s", what);
+  void *ws = NULL;
+  if (ws_bytes) BQ_OK(bq_malloc(&ws, ws_bytes), "%s", what);
+  g_last_fn = NULL;
+  BQ_OK(bq_plan_run(p, a, ws, ws_bytes, NULL), "%s", what);
+  return ws;
+}
+
 /* One call: [rows, cols] in groups of G with the strides and offsets given; force: the
    entry point every run takes (-1: the host's) */
 typedef struct mx_case {
@@ -139,22 +162,10 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   a.y = deq ? (void *)(F.dev + F.pre) : (void *)(C.dev + C.pre);
   if (dyn) a.out_scales = S.dev + S.pre;
   else a.scales = S.dev + S.pre;
-  if (nv) {
-    dbuf_make(&G4, 4, 1, 0);
-    fill_garbage(G4.h, G4.total);
-    if (!c->computed) memcpy(G4.h + G4.pre, &g, 4);
-    BQ_OK(bq_memcpy_to_device(G4.dev, G4.h, G4.total), "%s", what);
-    if (c->computed) a.out_tensor_scale = G4.dev + G4.pre;
-    else a.tensor_scale = G4.dev + G4.pre;
-  }
+  if (nv) tensor_scale_buf(&G4, &a, c->computed, g, what);
   if (dyn && !nv && rnd() % 4 == 0) a.amax_bound = ldexp(1.0 + rnd_unit(), (int)rnd_range(-6, 6));
-  size_t ws_bytes = 0;
-  BQ_OK(bq_plan_workspace_size(p, &a, &ws_bytes), "%s", what);
-  void *ws = NULL;
-  if (ws_bytes) BQ_OK(bq_malloc(&ws, ws_bytes), "%s", what);
   bq__mx_force_entry = c->force;
-  g_last_fn = NULL;
-  BQ_OK(bq_plan_run(p, &a, ws, ws_bytes, NULL), "%s", what);
+  void *ws = run_with_workspace(p, &a, what);
   bq__mx_force_entry = -1;
   if (rows && cols) { /* the group kernel launched last, by name: the forced one, else by G */
     const int e = c->force >= 0 ? c->force : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
@@ -477,21 +488,9 @@ static void run_fused(const bq_desc *d, const fmx_case *c) {
   a.norm_weight = rms ? W.dev + W.pre : NULL;
   a.eps = rms ? 1e-6 : 0.0;
   a.out = c->with_out ? (void *)(O.dev + O.pre) : NULL;
-  if (nv) {
-    dbuf_make(&G4, 4, 1, 0);
-    fill_garbage(G4.h, G4.total);
-    if (!c->computed) memcpy(G4.h + G4.pre, &g, 4);
-    BQ_OK(bq_memcpy_to_device(G4.dev, G4.h, G4.total), "%s", what);
-    if (c->computed) a.out_tensor_scale = G4.dev + G4.pre;
-    else a.tensor_scale = G4.dev + G4.pre;
-  }
-  size_t ws_bytes = 0;
-  BQ_OK(bq_plan_workspace_size(p, &a, &ws_bytes), "%s", what);
-  void *ws = NULL;
-  if (ws_bytes) BQ_OK(bq_malloc(&ws, ws_bytes), "%s", what);
+  if (nv) tensor_scale_buf(&G4, &a, c->computed, g, what);
   bq__fused_force_entry = c->force;
-  g_last_fn = NULL;
-  BQ_OK(bq_plan_run(p, &a, ws, ws_bytes, NULL), "%s", what);
+  void *ws = run_with_workspace(p, &a, what);
   bq__fused_force_entry = -1;
   if (c->force >= 0 && rows && D)
     cr_assert(g_last_fn && g_last_fn == plan_fn(p, c->force), "the last launch is not %s | %s", p->kernels[c->force],

@@ -697,36 +697,41 @@ static size_t fp8_soft_set(bq_op op, int sm, bq_desc *out) {
 }
 static void fp8_soft(void) { bq__fp8_soft = 1; }
 
-/* The microscaling formats (src/family_mx.h), one op: every float type x element and scale
-   type (MXFP8 e4m3 and e5m2, MXFP4, NVFP4) x layout (row-major, MN-major, blocked) x UE8M0
-   rule (dynamic quantize) x direction (the others), those the microscaling family serves;
-   on sm_80, sm_90 and sm_100
-   (the software E2M1 conversion everywhere). */
-static size_t mx_set(bq_op op, int sm, bq_desc *out) {
-  (void)sm;
+/* The microscaling formats, one op (with the gated op, one activation): every float type x
+   element and scale type (MXFP8 e4m3 and e5m2, MXFP4, NVFP4) x layout (row-major, MN-major,
+   blocked) x rule (dynamic quantize and the fused producers, which compute their scales) x
+   direction (the others), those the library takes; on sm_80, sm_90 and sm_100 (the software
+   E2M1 conversion everywhere). The microscaling family's ops, and the fused producers
+   emitting the formats (bq__fused_mx). */
+static size_t mx_set_of(bq_op op, bq_activation act, bq_desc *out) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  const int fused = op == BQ_RMSNORM_QUANTIZE || op == BQ_GATED_QUANTIZE;
+  const int rules = fused || op == BQ_DYNAMIC_QUANTIZE ? 8 : 1, dirs = fused || op == BQ_DYNAMIC_QUANTIZE ? 1 : 2;
   size_t n = 0;
   for (size_t f = 0; f < NELEM(FTS); f++)
     for (int k = 0; k < 4; k++)
       for (int lay = 0; lay < 3; lay++)
-        for (int rule = 0; rule < (op == BQ_DYNAMIC_QUANTIZE ? 8 : 1); rule++)
-          for (int dir = 0; dir < (op == BQ_DYNAMIC_QUANTIZE ? 1 : 2); dir++) {
-          bq_desc d;
-          memset(&d, 0, sizeof d);
-          d.op = op;
-          d.direction = (bq_direction)dir;
-          d.granularity = BQ_PER_GROUP;
-          d.float_type = FTS[f];
-          d.int_type = elem[k];
-          d.scale_type = scale[k];
-          d.scale_layout = (bq_scale_layout)lay;
-          d.scale_rule = (bq_scale_rule)rule;
-          bq_desc nd;
-          char nm[96];
-          if (bq__is_mx(&d) && bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS) out[n++] = d;
-        }
+        for (int rule = 0; rule < rules; rule++)
+          for (int dir = 0; dir < dirs; dir++) {
+            bq_desc d;
+            memset(&d, 0, sizeof d);
+            d.op = op;
+            d.activation = act;
+            d.direction = (bq_direction)dir;
+            d.granularity = BQ_PER_GROUP;
+            d.float_type = FTS[f];
+            d.int_type = elem[k];
+            d.scale_type = scale[k];
+            d.scale_layout = (bq_scale_layout)lay;
+            d.scale_rule = (bq_scale_rule)rule;
+            bq_desc nd;
+            char nm[96];
+            if ((fused ? bq__fused_mx(&d) : bq__is_mx(&d)) && bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS)
+              out[n++] = d;
+          }
   return n;
 }
+static size_t mx_set(bq_op op, int sm, bq_desc *out) { (void)sm; return mx_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
 Test(compile, mx_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_QUANTIZE, 80, mx_set); }
 Test(compile, mx_dequantize_on_sm_90, .timeout = 600) { compile_all(BQ_DEQUANTIZE, 90, mx_set); }
 Test(compile, mx_dynamic_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_DYNAMIC_QUANTIZE, 80, mx_set); }
@@ -773,37 +778,9 @@ static size_t fused_set_of(bq_op op, bq_activation act, bq_desc *out) {
   out[n++].activation = act;
   return n;
 }
-/* The fused producers emitting a microscaling format, one op (the gated one with one
-   activation): every float type x format (MXFP8 e4m3 and e5m2, MXFP4, NVFP4) x layout x rule
-   of the format's scales; on sm_80, sm_90 and sm_100 */
-static size_t fmx_set_of(bq_op op, bq_activation act, bq_desc *out) {
-  static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
-  size_t n = 0;
-  for (size_t f = 0; f < NELEM(FTS); f++)
-    for (int k = 0; k < 4; k++)
-      for (int lay = 0; lay < 3; lay++)
-        for (int rule = 0; rule < 8; rule++) {
-          bq_desc d;
-          memset(&d, 0, sizeof d);
-          d.op = op;
-          d.activation = act;
-          d.float_type = FTS[f];
-          d.int_type = elem[k];
-          d.scale_type = scale[k];
-          d.scale_layout = (bq_scale_layout)lay;
-          d.scale_rule = (bq_scale_rule)rule;
-          bq_desc nd;
-          char nm[96];
-          if (bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS) {
-            cr_assert(bq__fused_mx(&nd) && nd.granularity == BQ_PER_GROUP, "%s", nm);
-            out[n++] = d;
-          }
-        }
-  return n;
-}
-static size_t fmx_rms_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fmx_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
-static size_t fmx_silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fmx_set_of(op, BQ_SILU, out); }
-static size_t fmx_gelu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fmx_set_of(op, BQ_GELU_TANH, out); }
+static size_t fmx_rms_set(bq_op op, int sm, bq_desc *out) { (void)sm; return mx_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
+static size_t fmx_silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return mx_set_of(op, BQ_SILU, out); }
+static size_t fmx_gelu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return mx_set_of(op, BQ_GELU_TANH, out); }
 Test(compile, mx_rmsnorm_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_RMSNORM_QUANTIZE, 80, fmx_rms_set); }
 Test(compile, mx_silu_mul_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 90, fmx_silu_set); }
 Test(compile, mx_gelu_tanh_mul_quantize_on_sm_100, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 100, fmx_gelu_set); }

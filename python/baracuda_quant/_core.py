@@ -505,6 +505,18 @@ def mx_scales_of(scales, layout, rows, ngroups):
     return scale_type, scales.strides[0] if rows > 1 else 0
 
 
+def mx_codes_of(elem, codes):
+    """A microscaling element type and the codes' array checked against it: (elem, is E2M1)."""
+    elem = DType(elem)
+    if elem not in MX_TYPES:
+        raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
+    e2 = elem == DType.E2M1
+    if codes.dtype not in ((DType.U8, DType.S8) if e2 else (elem, DType.U8)):
+        raise invalid("q: dtype %s, expected %s" % (codes.dtype.name, "uint8 (two E2M1 codes a byte)" if e2 else
+                                                     elem.name + " or uint8"))
+    return elem, e2
+
+
 def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
        amax_bound=0.0, stream=None, alloc=None, prepare=False):
     """A microscaling call (docs/numerics.md, "Microscaling"): quantize (scales read) or dynamic
@@ -516,15 +528,9 @@ def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scal
     (NVFP4)."""
     op = Op(op)
     check_float("float input/output", fl)
-    elem = DType(elem)
-    if elem not in MX_TYPES:
-        raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
-    e2 = elem == DType.E2M1
+    elem, e2 = mx_codes_of(elem, codes)
     rows, cols, fs = rows_2d("x" if op != Op.DEQUANTIZE else "y", fl)
     r2, cb, cs = rows_2d("q", codes)
-    if codes.dtype not in ((DType.U8, DType.S8) if e2 else (elem, DType.U8)):
-        raise invalid("q: dtype %s, expected %s" % (codes.dtype.name, "uint8 (two E2M1 codes a byte)" if e2 else
-                                                     elem.name + " or uint8"))
     if (r2, cb * (2 if e2 else 1)) != (rows, cols):
         raise invalid("q shape %s does not hold %s [%d, %d]%s" % (codes.shape, elem.name, rows, cols,
                                                                  " two codes a byte" if e2 else ""))
@@ -790,13 +796,7 @@ def fused_mx(op, *, x, codes, scales, elem, group_size, layout=0, rule=0, tensor
     one float32 each."""
     op = _fused_op(op)
     check_float("x", x)
-    elem = DType(elem)
-    if elem not in MX_TYPES:
-        raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
-    e2 = elem == DType.E2M1
-    if codes.dtype not in ((DType.U8, DType.S8) if e2 else (elem, DType.U8)):
-        raise invalid("q: dtype %s, expected %s" % (codes.dtype.name, "uint8 (two E2M1 codes a byte)" if e2 else
-                                                     elem.name + " or uint8"))
+    elem, e2 = mx_codes_of(elem, codes)
     device = same_device(("x", x), ("q", codes), ("scales", scales), ("residual", residual),
                          ("norm_weight", norm_weight), ("out", out), ("tensor_scale", tensor_scale),
                          ("out_tensor_scale", out_tensor_scale))
