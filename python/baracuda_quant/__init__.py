@@ -52,56 +52,11 @@ _OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "qu
         "quantize_per_block", "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
         "fake_quantize", "fake_quantize_backward", "quantize_backward", "dequantize_backward",
         "dynamic_per_token_quant", "dynamic_quant", "int8_linear", "quantized_linear", "linear_weight_sums",
-        "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant")
+        "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant", "mx_quant", "mx_dequant", "mx_fake_quant",
+        "mx_fake_quant_backward", "mx_quant_backward", "mx_dequant_backward", "rms_norm_mx_quant",
+        "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant")
 for _name in _OPS:
     globals()[_name] = _dispatch(_name)
-
-
-def mx_quant(x, *args, **kwargs):
-    """Microscaling quantize (MXFP8, MXFP4, NVFP4): baracuda_quant.dlpack.mx_quant, for any
-    __dlpack__ array, torch.Tensor included (no torch custom op for it yet)."""
-    return _front(None).mx_quant(x, *args, **kwargs)
-
-
-def mx_dequant(q, *args, **kwargs):
-    """Microscaling dequantize: baracuda_quant.dlpack.mx_dequant (see mx_quant)."""
-    return _front(None).mx_dequant(q, *args, **kwargs)
-
-
-def mx_fake_quant(x, *args, **kwargs):
-    """Microscaling fake quantize: baracuda_quant.dlpack.mx_fake_quant (see mx_quant)."""
-    return _front(None).mx_fake_quant(x, *args, **kwargs)
-
-
-def mx_fake_quant_backward(dy, *args, **kwargs):
-    """baracuda_quant.dlpack.mx_fake_quant_backward (see mx_quant)."""
-    return _front(None).mx_fake_quant_backward(dy, *args, **kwargs)
-
-
-def mx_quant_backward(dy, *args, **kwargs):
-    """baracuda_quant.dlpack.mx_quant_backward (see mx_quant)."""
-    return _front(None).mx_quant_backward(dy, *args, **kwargs)
-
-
-def mx_dequant_backward(dy, *args, **kwargs):
-    """baracuda_quant.dlpack.mx_dequant_backward (see mx_quant)."""
-    return _front(None).mx_dequant_backward(dy, *args, **kwargs)
-
-
-def rms_norm_mx_quant(x, *args, **kwargs):
-    """(residual add +) RMSNorm emitting MXFP8, MXFP4 or NVFP4: baracuda_quant.dlpack.rms_norm_mx_quant,
-    for any __dlpack__ array, torch.Tensor included (no torch custom op for it yet)."""
-    return _front(None).rms_norm_mx_quant(x, *args, **kwargs)
-
-
-def silu_and_mul_mx_quant(x, *args, **kwargs):
-    """baracuda_quant.dlpack.silu_and_mul_mx_quant (see rms_norm_mx_quant)."""
-    return _front(None).silu_and_mul_mx_quant(x, *args, **kwargs)
-
-
-def gelu_tanh_and_mul_mx_quant(x, *args, **kwargs):
-    """baracuda_quant.dlpack.gelu_tanh_and_mul_mx_quant (see rms_norm_mx_quant)."""
-    return _front(None).gelu_tanh_and_mul_mx_quant(x, *args, **kwargs)
 
 
 def __getattr__(name):
@@ -115,6 +70,5 @@ def __getattr__(name):
 
 
 __all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "Activation", "DType", "Direction",
-           "Granularity", "Op", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH",
-           "mx_quant", "mx_dequant", "mx_fake_quant", "mx_fake_quant_backward", "mx_quant_backward",
-           "mx_dequant_backward", "rms_norm_mx_quant", "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant"] + list(_OPS)
+           "Granularity", "Op", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH"
+           ] + list(_OPS)

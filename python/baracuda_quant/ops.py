@@ -1189,6 +1189,260 @@ def _(w):
     return torch.empty((w.shape[0],), dtype=torch.int32, device=w.device)
 
 
+# ---- microscaling: MXFP8, MXFP4, NVFP4 ---------------------------------------------------------
+# Codes: E2M1 two a byte as torch.float4_e2m1fn_x2 (uint8 on a torch without it), FP8 as
+# torch's float8 types; scales one byte each, torch.float8_e8m0fnu (UE8M0; uint8 on a torch
+# without it) or torch.float8_e4m3fn (NVFP4), in the layout _core.mx_scales_shape gives;
+# NVFP4's tensor scale one float32. Ops take the element type as its DType value.
+FP4 = getattr(torch, "float4_e2m1fn_x2", None)
+if FP4 is not None:
+    _DT[FP4] = DType.U8  # (the library reads E2M1 codes as bytes)
+_E4M3 = getattr(torch, "float8_e4m3fn", None)
+_MX_CODE_DTYPE = {int(DType.E2M1): FP4 if FP4 is not None else torch.uint8, int(DType.E4M3): _E4M3,
+                  int(DType.E5M2): getattr(torch, "float8_e5m2", None)}
+
+
+def _mx_codes_empty(shape, k, elem, device):
+    """The codes of x [..., K]: [..., K / 2] for E2M1 (two a byte), else [..., K]."""
+    return torch.empty((*shape[:-1], k // 2 if elem == int(DType.E2M1) else k), dtype=_MX_CODE_DTYPE[elem],
+                       device=device)
+
+
+def _mx_scales_empty(layout, rows, ngroups, nv, device):
+    shape, strides, _ = _core.mx_scales_shape(layout, rows, ngroups)
+    return torch.empty_strided(shape, strides, dtype=_E4M3 if nv else (E8M0 if E8M0 is not None else torch.uint8),
+                               device=device)
+
+
+def _mx_run(op, fl, codes, scales, elem, group_size, layout, rule=0, tensor_scale=None, out_tensor_scale=None,
+            amax_bound=0.0):
+    """A microscaling call of the library on [rows, K] views: fl the floats, codes [rows, K or
+    K / 2] (x and y by the op's direction)."""
+    key = ("mx", op, _g(fl), _g(codes), _g(scales), _g(tensor_scale), _g(out_tensor_scale), elem, group_size, layout,
+           rule, float(amax_bound))
+    deq = op == Op.DEQUANTIZE
+    ptrs = {"x": _p(codes) if deq else _p(fl), "y": _p(fl) if deq else _p(codes),
+            "out_scales" if op == Op.DYNAMIC_QUANTIZE else "scales": _p(scales), "tensor_scale": _p(tensor_scale),
+            "out_tensor_scale": _p(out_tensor_scale)}
+    return _call(key, fl.device.index, lambda stream, alloc: _core.mx(
+        op, fl=_view(fl, "x"), codes=_view(codes, "q"), scales=_view(scales, "scales"), elem=elem,
+        group_size=group_size, layout=layout, rule=rule, tensor_scale=_view(tensor_scale, "tensor_scale"),
+        out_tensor_scale=_view(out_tensor_scale, "out_tensor_scale"), amax_bound=amax_bound, stream=stream,
+        alloc=alloc, prepare=True), ptrs)
+
+
+def _mx_quant_impl(x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
+                   elem: int, layout: int) -> torch.Tensor:
+    x2 = _rows(x, "x")
+    q = _mx_codes_empty(x.shape, x2.shape[1], elem, x.device)
+    if q.numel():
+        _mx_run(Op.QUANTIZE, x2, q.view(x2.shape[0], -1), scales, elem, group_size, layout, tensor_scale=tensor_scale)
+    return q
+
+
+_mx_quant = _op("mx_quant", _mx_quant_impl, codes=True)
+
+
+@_mx_quant.register_fake
+def _(x, scales, tensor_scale, group_size, elem, layout):
+    return _mx_codes_empty(x.shape, x.shape[-1], elem, x.device)
+
+
+def _mx_dynamic_impl(x: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int, elem: int, nv: bool,
+                     layout: int, rule: int, amax_bound: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x2 = _rows(x, "x")
+    rows, k = x2.shape
+    q, s, g = _mx_dynamic_outputs(x, rows, k, tensor_scale, group_size, elem, nv, layout)
+    if q.numel():
+        _mx_run(Op.DYNAMIC_QUANTIZE, x2, q.view(rows, -1), s, elem, group_size, layout, rule,
+                tensor_scale=tensor_scale, out_tensor_scale=g if g.numel() else None, amax_bound=amax_bound)
+    return q, s, g
+
+
+def _mx_dynamic_outputs(x, rows, k, tensor_scale, group_size, elem, nv, layout):
+    """codes, scales in the layout and (NVFP4 computing it) the tensor scale, else (0,)"""
+    return (_mx_codes_empty(x.shape, k, elem, x.device), _mx_scales_empty(layout, rows, k // group_size, nv, x.device),
+            torch.empty((1,) if nv and tensor_scale is None else (0,), dtype=torch.float32, device=x.device))
+
+
+_mx_dynamic = _op("mx_dynamic_quant", _mx_dynamic_impl, codes=True)
+
+
+@_mx_dynamic.register_fake
+def _(x, tensor_scale, group_size, elem, nv, layout, rule, amax_bound):
+    k = x.shape[-1] if x.dim() else 1
+    return _mx_dynamic_outputs(x, x.numel() // k if k else 0, k, tensor_scale, group_size, elem, nv, layout)
+
+
+def _mx_dequant_impl(q: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
+                     elem: int, layout: int, out_dtype: torch.dtype) -> torch.Tensor:
+    q2 = _rows(q, "q")
+    k = q2.shape[1] * (2 if elem == int(DType.E2M1) else 1)
+    y = torch.empty((*q.shape[:-1], k), dtype=out_dtype, device=q.device)
+    if y.numel():
+        _mx_run(Op.DEQUANTIZE, y.view(q2.shape[0], k), q2, scales, elem, group_size, layout, tensor_scale=tensor_scale)
+    return y
+
+
+_mx_dequant = _op("mx_dequant", _mx_dequant_impl)
+
+
+@_mx_dequant.register_fake
+def _(q, scales, tensor_scale, group_size, elem, layout, out_dtype):
+    k = q.shape[-1] * (2 if elem == int(DType.E2M1) else 1)
+    return torch.empty((*q.shape[:-1], k), dtype=out_dtype, device=q.device)
+
+
+def _mx_floats_run(op, direction, x, dy, scales, tensor_scale, group_size, elem, layout):
+    """fake quantize forward (x -> out) and the backward passes (dy [and x] -> out), floats in
+    and out, [rows, K] views"""
+    base = x if x is not None else dy
+    out = torch.empty(base.shape, dtype=base.dtype, device=base.device)
+    if not out.numel():
+        return out
+    x2 = None if x is None else _rows(x, "x")
+    d2 = None if dy is None else _rows(dy, "dy")
+    o2 = out.view(-1, base.shape[-1])
+    fwd = direction == Direction.FORWARD
+    key = ("mxf", op, direction, _g(x2), _g(d2), _g(o2), _g(scales), _g(tensor_scale), elem, group_size, layout)
+    ptrs = {"x": _p(x2), "y": _p(o2) if fwd else None, "dy": _p(d2), "dx": None if fwd else _p(o2),
+            "scales": _p(scales), "tensor_scale": _p(tensor_scale)}
+    _call(key, base.device.index, lambda stream, alloc: _core.mx_floats(
+        op, direction, x=_view(x2, "x"), y=_view(o2) if fwd else None, dy=_view(d2, "dy"),
+        dx=None if fwd else _view(o2), scales=_view(scales, "scales"), elem=elem, group_size=group_size,
+        layout=layout, tensor_scale=_view(tensor_scale, "tensor_scale"), stream=stream, alloc=alloc, prepare=True),
+        ptrs)
+    return out
+
+
+def _mx_fq_impl(x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
+                elem: int, layout: int) -> torch.Tensor:
+    return _mx_floats_run(Op.FAKE_QUANTIZE, Direction.FORWARD, x, None, scales, tensor_scale, group_size, elem, layout)
+
+
+def _mx_fq_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor],
+                    group_size: int, elem: int, layout: int) -> torch.Tensor:
+    return _mx_floats_run(Op.FAKE_QUANTIZE, Direction.BACKWARD, x, dy, scales, tensor_scale, group_size, elem, layout)
+
+
+def _mx_q_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor],
+                   group_size: int, elem: int, layout: int) -> torch.Tensor:
+    return _mx_floats_run(Op.QUANTIZE, Direction.BACKWARD, x, dy, scales, tensor_scale, group_size, elem, layout)
+
+
+def _mx_dq_bwd_impl(dy: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
+                    elem: int, layout: int) -> torch.Tensor:
+    return _mx_floats_run(Op.DEQUANTIZE, Direction.BACKWARD, None, dy, scales, tensor_scale, group_size, elem, layout)
+
+
+_mx_fq = _op("mx_fake_quant", _mx_fq_impl)
+_mx_fq_bwd = _op("mx_fake_quant_backward", _mx_fq_bwd_impl)
+_mx_q_bwd = _op("mx_quant_backward", _mx_q_bwd_impl)
+_mx_dq_bwd = _op("mx_dequant_backward", _mx_dq_bwd_impl)
+
+
+@_mx_fq.register_fake
+def _(x, scales, tensor_scale, group_size, elem, layout):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_mx_fq_bwd.register_fake
+def _(dy, x, scales, tensor_scale, group_size, elem, layout):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_mx_q_bwd.register_fake
+def _(dy, x, scales, tensor_scale, group_size, elem, layout):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_mx_dq_bwd.register_fake
+def _(dy, scales, tensor_scale, group_size, elem, layout):
+    return torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
+
+
+def _mx_fq_setup(ctx, inputs, output):
+    x, scales, tensor_scale, group_size, elem, layout = inputs
+    ctx.save_for_backward(x, scales, tensor_scale)
+    ctx.params = (group_size, elem, layout)
+
+
+def _mx_fq_backward(ctx, grad):
+    x, scales, tensor_scale = ctx.saved_tensors
+    return _mx_fq_bwd(grad, x, scales, tensor_scale, *ctx.params), None, None, None, None, None
+
+
+_mx_fq.register_autograd(_mx_fq_backward, setup_context=_mx_fq_setup)
+
+
+# The fused producers emitting a format: (q, scales, tensor scale or (0,), values or (0,))
+def _fused_mx_outputs(x, d, group_size, elem, nv, tensor_scale, layout, return_values):
+    rows = x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
+    q, s, g = _mx_dynamic_outputs(x, rows, d, tensor_scale, group_size, elem, nv, layout)
+    vals = torch.empty((*x.shape[:-1], d) if return_values else (0,), dtype=x.dtype, device=x.device)
+    return q, s, g, vals
+
+
+def _fused_mx_run(op, x2, q, s, g, vals, d, tensor_scale, group_size, elem, layout, rule, residual2=None,
+                  weight=None, eps=0.0, activation=0):
+    rows = x2.shape[0]
+    q2, v2 = q.view(rows, -1), (vals.view(rows, d) if vals.numel() else None)
+    gout = g if g.numel() else None
+    key = ("fmx", op, _g(x2), _g(q2), _g(s), _g(gout), _g(tensor_scale), _g(residual2), _g(weight), _g(v2),
+           float(eps), int(activation), group_size, elem, layout, rule)
+    ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": s.data_ptr(), "tensor_scale": _p(tensor_scale),
+            "out_tensor_scale": _p(gout), "residual": _p(residual2), "norm_weight": _p(weight), "out": _p(v2)}
+    _call(key, x2.device.index, lambda stream, alloc: _core.fused_mx(
+        op, x=_view(x2, "x"), codes=_view(q2, "q"), scales=_view(s, "scales"), elem=elem, group_size=group_size,
+        layout=layout, rule=rule, tensor_scale=_view(tensor_scale, "tensor_scale"),
+        out_tensor_scale=_view(gout, "out_tensor_scale"), residual=_view(residual2, "residual"),
+        norm_weight=_view(weight, "weight"), eps=eps, out=_view(v2), activation=activation, stream=stream,
+        alloc=alloc, prepare=True), ptrs)
+
+
+def _rms_norm_mx_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
+                      group_size: int, elem: int, nv: bool, tensor_scale: Optional[torch.Tensor], layout: int,
+                      rule: int, return_normed: bool
+                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_float("x", x)
+    _check_cuda("weight", weight)
+    k = x.shape[-1] if x.dim() else 0
+    q, s, g, normed = _fused_mx_outputs(x, k, group_size, elem, nv, tensor_scale, layout, return_normed)
+    if q.numel():
+        r2 = None if residual is None else _residual_rows(residual, x, k)
+        _fused_mx_run(Op.RMSNORM_QUANTIZE, _rows(x, "x"), q, s, g, normed, k, tensor_scale, group_size, elem, layout,
+                      rule, residual2=r2, weight=weight.contiguous(), eps=eps)
+    return q, s, g, normed
+
+
+_rms_norm_mx = _op("rms_norm_mx_quant", _rms_norm_mx_impl, mutates_args=("residual",))
+
+
+@_rms_norm_mx.register_fake
+def _(x, weight, residual, eps, group_size, elem, nv, tensor_scale, layout, rule, return_normed):
+    return _fused_mx_outputs(x, x.shape[-1], group_size, elem, nv, tensor_scale, layout, return_normed)
+
+
+def _gated_mx_impl(x: torch.Tensor, activation: int, group_size: int, elem: int, nv: bool,
+                   tensor_scale: Optional[torch.Tensor], layout: int, rule: int, return_act: bool
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_float("x", x)
+    d = x.shape[-1] // 2 if x.dim() else 0
+    q, s, g, act = _fused_mx_outputs(x, d, group_size, elem, nv, tensor_scale, layout, return_act)
+    if q.numel():
+        _fused_mx_run(Op.GATED_QUANTIZE, _rows(x, "x"), q, s, g, act, d, tensor_scale, group_size, elem, layout, rule,
+                      activation=activation)
+    return q, s, g, act
+
+
+_gated_mx = _op("gated_mx_quant", _gated_mx_impl)
+
+
+@_gated_mx.register_fake
+def _(x, activation, group_size, elem, nv, tensor_scale, layout, rule, return_act):
+    return _fused_mx_outputs(x, x.shape[-1] // 2, group_size, elem, nv, tensor_scale, layout, return_act)
+
+
 # The implementations under the ops' names, for _ops' direct calls.
 _IMPL = types.SimpleNamespace(**_IMPL_FUNCS)
 
@@ -1807,6 +2061,163 @@ class QuantizedLinear(torch.nn.Module):
     def extra_repr(self):
         return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
                                                              self.bias is not None)
+
+
+# ---- microscaling: the public functions (the DLPack front end's, on torch tensors) ------------------
+def _mx_elem(dtype):
+    """The element type's DType value: "e2m1" or torch.float4_e2m1fn_x2, torch.float8_e4m3fn,
+    torch.float8_e5m2 (or their names)"""
+    name = str(getattr(dtype, "name", dtype)).split(".")[-1].lower()
+    table = {"e2m1": DType.E2M1, "float4_e2m1fn_x2": DType.E2M1, "float8_e4m3fn": DType.E4M3, "e4m3": DType.E4M3,
+             "float8_e5m2": DType.E5M2, "e5m2": DType.E5M2}
+    if name not in table:
+        raise _lib.invalid("dtype %r: the microscaling elements are e2m1 (torch.float4_e2m1fn_x2), "
+                           "torch.float8_e4m3fn and torch.float8_e5m2" % (dtype,))
+    return int(table[name])
+
+
+def _mx_nv(scale_dtype):
+    """NVFP4's E4M3 scales (True) or UE8M0 (False, the default)"""
+    name = str(getattr(scale_dtype, "name", scale_dtype)).split(".")[-1].lower()
+    if scale_dtype is None or name in ("float8_e8m0fnu", "ue8m0"):
+        return False
+    if name in ("float8_e4m3fn", "e4m3"):
+        return True
+    raise _lib.invalid("scale_dtype %r: float8_e8m0fnu (UE8M0) or float8_e4m3fn (NVFP4)" % (scale_dtype,))
+
+
+def _mx_choice(name, value, table):
+    if value not in table:
+        raise _lib.invalid("%s (%r) must be one of %s" % (name, value, ", ".join(sorted(table))))
+    return table[value]
+
+
+def _mx_group(group_size, k, elem):
+    g = _core.integer("group_size", group_size)
+    if g < 1 or k % g:
+        raise _lib.invalid("group_size (%d) must be >= 1 and divide the last dimension (%d)" % (g, k))
+    if elem == int(DType.E2M1) and g % 2:
+        raise _lib.invalid("group_size (%d) is odd: E2M1 packs two elements a byte" % g)
+    return g
+
+
+def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, scale_dtype=None, scale_layout="row",
+             scale_rule="default", amax_bound=None):
+    """Microscaling quantize of x [..., K] in groups of group_size along the row
+    (docs/numerics.md, "Microscaling"), as baracuda_quant.dlpack.mx_quant on torch tensors:
+    codes are torch.float4_e2m1fn_x2 [..., K / 2] for "e2m1" (uint8 on a torch without the
+    type), else the float8 type [..., K]. With scales (float8_e8m0fnu, or float8_e4m3fn with
+    tensor_scale for NVFP4) returns q; without, dynamic quantize returns (q, scales, tensor
+    scale or None)."""
+    _check_float("x", x)
+    elem = _mx_elem(dtype)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    k = x.shape[-1] if x.dim() else 1
+    g = _mx_group(group_size, k, elem)
+    if scales is not None:
+        if scale_rule != "default" or amax_bound is not None:
+            raise _lib.invalid("scale_rule and amax_bound: dynamic quantize's (scales were given)")
+        return _ops(x).mx_quant(x, scales, tensor_scale, g, elem, layout)
+    rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
+    nv = _mx_nv(scale_dtype)
+    bound = 0.0 if amax_bound is None else _core.number("amax_bound", amax_bound)
+    q, s, t = _ops(x).mx_dynamic_quant(x, tensor_scale, g, elem, nv, layout, rule, bound)
+    return q, s, (t if nv and tensor_scale is None else None)
+
+
+def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+               out_dtype=torch.float32):
+    """Microscaling dequantize of codes q (mx_quant's) with their scales: out_dtype [..., K]."""
+    _check_cuda("q", q)
+    elem = _mx_elem(dtype)
+    if out_dtype not in FLOAT_DTYPES:
+        raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    k = (q.shape[-1] if q.dim() else 1) * (2 if elem == int(DType.E2M1) else 1)
+    return _ops(q).mx_dequant(q, scales, tensor_scale, _mx_group(group_size, k, elem), elem, layout, out_dtype)
+
+
+def _mx_floats(name, x, scales, group_size, dtype, tensor_scale, scale_layout):
+    _check_float(name, x)
+    elem = _mx_elem(dtype)
+    layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
+    return elem, layout, _mx_group(group_size, x.shape[-1] if x.dim() else 1, elem)
+
+
+def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row"):
+    """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit, in x's type; its
+    gradient is the straight-through estimator (mx_fake_quant_backward)."""
+    elem, layout, g = _mx_floats("x", x, scales, group_size, dtype, tensor_scale, scale_layout)
+    return _ops(x, scales).mx_fake_quant(x, scales, tensor_scale, g, elem, layout)
+
+
+def mx_fake_quant_backward(dy, x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row"):
+    """dx = dy where |x / scale| <= the element's max, else 0."""
+    elem, layout, g = _mx_floats("x", x, scales, group_size, dtype, tensor_scale, scale_layout)
+    return _ops(dy, x).mx_fake_quant_backward(dy, x, scales, tensor_scale, g, elem, layout)
+
+
+def mx_quant_backward(dy, x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row"):
+    """dx = dy / scale where |x / scale| <= the element's max, else 0."""
+    elem, layout, g = _mx_floats("x", x, scales, group_size, dtype, tensor_scale, scale_layout)
+    return _ops(dy, x).mx_quant_backward(dy, x, scales, tensor_scale, g, elem, layout)
+
+
+def mx_dequant_backward(dy, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row"):
+    """dx = dy * scale (dy shaped like the dequantized output)."""
+    elem, layout, g = _mx_floats("dy", dy, scales, group_size, dtype, tensor_scale, scale_layout)
+    return _ops(dy).mx_dequant_backward(dy, scales, tensor_scale, g, elem, layout)
+
+
+def _fused_mx_args(d, group_size, dtype, scale_dtype, scale_layout, scale_rule):
+    elem = _mx_elem(dtype)
+    return (_mx_group(group_size, d, elem), elem, _mx_nv(scale_dtype),
+            _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS), _mx_choice("scale_rule", scale_rule, _core.MX_RULES))
+
+
+def _fused_mx_result(out, nv, tensor_scale, return_values):
+    q, s, g, v = out
+    res = (q, s, g if nv and tensor_scale is None else None)
+    return res + (v,) if return_values else res
+
+
+def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2m1", scale_dtype=None,
+                      tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False):
+    """(residual add +) RMSNorm emitting MXFP8, MXFP4 or NVFP4 in one pass (the DLPack front
+    end's rms_norm_mx_quant on torch tensors): (q, scales, tensor scale or None[, n]); the
+    residual (when given) receives h = x + residual in place."""
+    _check_float("x", x)
+    g, elem, nv, layout, rule = _fused_mx_args(x.shape[-1] if x.dim() else 1, group_size, dtype, scale_dtype,
+                                               scale_layout, scale_rule)
+    out = _ops(x, weight, residual).rms_norm_mx_quant(x, weight, residual, float(eps), g, elem, nv, tensor_scale,
+                                                      layout, rule, bool(return_normed))
+    return _fused_mx_result(out, nv, tensor_scale, return_normed)
+
+
+def _gated_mx(x, activation, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule, return_act):
+    _check_float("x", x)
+    if not x.dim() or x.shape[-1] % 2:
+        raise _lib.invalid("x shape %s: the gated op's last dimension holds the gate, then up: it must be even"
+                           % (tuple(x.shape),))
+    g, elem, nv, layout, rule = _fused_mx_args(x.shape[-1] // 2, group_size, dtype, scale_dtype, scale_layout,
+                                               scale_rule)
+    out = _ops(x).gated_mx_quant(x, int(activation), g, elem, nv, tensor_scale, layout, rule, bool(return_act))
+    return _fused_mx_result(out, nv, tensor_scale, return_act)
+
+
+def silu_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None, scale_layout="row",
+                          scale_rule="default", return_act=False):
+    """SiLU(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
+    options and return)."""
+    return _gated_mx(x, Activation.SILU, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
+                     return_act)
+
+
+def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
+                               scale_layout="row", scale_rule="default", return_act=False):
+    """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format."""
+    return _gated_mx(x, Activation.GELU_TANH, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
+                     return_act)
 
 
 def _bind_package():

@@ -409,14 +409,9 @@ def test_top_level_dispatch():
 
 
 # ---- the fused producers emitting a microscaling format --------------------------------------
-def _bytes(a):
-    """A package DeviceArray's bytes (its whole extent, strided views included) as a torch
-    uint8 tensor on the device (DLPack's uint8: no float8 or float4 dtype needed)."""
-    from baracuda_quant import dlpack
-    from baracuda_quant._enums import DType
-    size = {DType.F32: 4}.get(a.dtype, 1)
-    n = 1 + sum((s - 1) * st for s, st in zip(a.shape, a.strides)) if all(a.shape) else 0
-    return torch.from_dlpack(dlpack.DeviceArray(a.ptr, (n * size,), DType.U8, a.device, owner=a)).clone()
+def _bytes(t):
+    """A tensor's bytes as uint8 (float4, float8 and UE8M0 codes compare as bytes, NaN codes too)"""
+    return t.view(torch.uint8) if t.element_size() == 1 else t.contiguous().view(torch.uint8)
 
 
 MX_FORMATS = {"mxfp4": ("e2m1", "float8_e8m0fnu", 32), "nvfp4": ("e2m1", "float8_e4m3fn", 16),
@@ -427,10 +422,10 @@ MX_FORMATS = {"mxfp4": ("e2m1", "float8_e8m0fnu", 32), "nvfp4": ("e2m1", "float8
 @pytest.mark.parametrize("op", ["rms", "rms_res", "silu", "gelu"])
 @pytest.mark.parametrize("fname", FLOATS)
 def test_fused_mx_is_mx_quant_of_its_values(fmt, op, fname):
-    """Fused = the producer's values (returned) then mx_quant of them, bit for bit: codes,
-    every scale byte (the blocked layout's padding too) and NVFP4's computed tensor scale,
-    in each layout, under a rule of the format's kind; the residual's h as torch computes
-    T(x + r)"""
+    """Fused = the producer's values (returned) then mx_quant of them, bit for bit, through the
+    torch ops: codes, every scale byte (the blocked layout's padding too) and NVFP4's
+    computed tensor scale, in each layout, under a rule of the format's kind; the residual's
+    h as torch computes T(x + r)"""
     T = getattr(torch, fname)
     dtype, sdt, G = MX_FORMATS[fmt]
     rows, D = 150, 512
@@ -450,10 +445,129 @@ def test_fused_mx_is_mx_quant_of_its_values(fmt, op, fname):
     else:
         f = bq.silu_and_mul_mx_quant if op == "silu" else bq.gelu_tanh_and_mul_mx_quant
         q, s, g, vals = f(x, return_act=True, **kw)
-    torch.cuda.synchronize()
-    v = torch.from_dlpack(vals)
-    q2, s2, g2 = bq.mx_quant(v, **kw)
-    torch.cuda.synchronize()
+    q2, s2, g2 = bq.mx_quant(vals, **kw)
+    if fmt in ("mxfp4", "nvfp4"):
+        assert q.dtype == torch.float4_e2m1fn_x2 and q.shape == (rows, D // 2)
+    assert s.dtype == (torch.float8_e4m3fn if fmt == "nvfp4" else torch.float8_e8m0fnu)
     assert torch.equal(_bytes(q), _bytes(q2)), "codes differ"
     assert torch.equal(_bytes(s), _bytes(s2)), "scales differ"
     assert (g is None) == (g2 is None) and (g is None or torch.equal(_bytes(g), _bytes(g2))), "tensor scale differs"
+
+
+# ---- microscaling torch ops against a torch reference written from the contract --------------
+_E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def _ref_e2m1(v):
+    """f32 values to E2M1 codes (one per element): the nearest of the eight magnitudes, a tie
+    to the even code, saturating at 6 (inf too), NaN 0x7, the sign bit kept (-0 is 0x8)"""
+    a = v.abs().double()
+    grid = torch.tensor(_E2M1_GRID, dtype=torch.float64)
+    dist = (a.unsqueeze(-1) - grid).abs()
+    best = dist.min(dim=-1, keepdim=True).values
+    ties = dist == best
+    idx = torch.arange(8)
+    # among the nearest, the even code where there are two
+    pick = torch.where(ties, torch.where(idx % 2 == 0, idx, idx + 8), torch.full_like(idx, 99)).min(dim=-1).values
+    code = torch.where(pick >= 8, pick - 8, pick)
+    code = torch.where(a >= 6.0, torch.full_like(code, 7), code)
+    code = torch.where(torch.isnan(v), torch.full_like(code, 7), code)
+    sign = (v.view(torch.int32) < 0) & ~torch.isnan(v)
+    return (code | (sign.to(torch.int64) << 3)).to(torch.uint8)
+
+
+def _ref_e4m3(v):
+    """f32 to E4M3FN codes: round to nearest even, saturating at 448, NaN 0x7F"""
+    c = v.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8)
+    return torch.where(torch.isnan(v), torch.full_like(c, 0x7F), c)
+
+
+def _ref_ue8m0_default(amax, maxe):
+    """the library's rule: s = amax / max in f32 (1 where amax is 0) rounded up to a power of
+    two, as a UE8M0 byte (exponent clamped to [-127, 127]; past 2^127, inf or NaN: 255)"""
+    s = torch.where(amax == 0, torch.ones_like(amax), amax / maxe)
+    m, e = torch.frexp(s.double())
+    p = torch.where(m == 0.5, e - 1, e)
+    code = (p.clamp(min=-127) + 127).to(torch.int64)
+    return torch.where(~torch.isfinite(s) | (p > 127), torch.full_like(code, 255), code).to(torch.uint8)
+
+
+def _ref_ue8m0_floor(amax, emax):
+    """OCP / torchao FLOOR: 2^(floor(log2 amax) - emax) from amax's f32 exponent bits, the
+    exponent clamped to [-127, 128]; inf: 255"""
+    ef = (amax.view(torch.int32) >> 23) & 0xFF
+    code = ((ef - 127 - emax).clamp(-127, 128) + 127).to(torch.int64)
+    return torch.where(torch.isinf(amax), torch.full_like(code, 255), code).to(torch.uint8)
+
+
+def _ref_mx(x, G, fmt, rule, g=None):
+    """(element codes [rows, K] one a byte, scale codes [rows, K / G], sc [rows, K / G] f32) of
+    x on the CPU, C = f32"""
+    xf = x.float().cpu()
+    rows, K = xf.shape
+    grp = xf.view(rows, K // G, G)
+    a = grp.abs()
+    amax = torch.where(torch.isnan(a), torch.zeros_like(a), a).amax(dim=-1)  # (NaN elements skipped)
+    if fmt == "nvfp4":
+        b = (amax / 6.0) / g
+        sc8 = _ref_e4m3(torch.maximum(b, torch.full_like(b, 2.0 ** -9)))
+        sc = (g * sc8.view(torch.float8_e4m3fn).float())
+    else:
+        maxe, emax = (6.0, 2) if fmt == "mxfp4" else (448.0, 8)
+        sc8 = _ref_ue8m0_default(amax, maxe) if rule == "default" else _ref_ue8m0_floor(amax, emax)
+        sc = torch.where(sc8 == 255, torch.full_like(amax, float("nan")),
+                         torch.ldexp(torch.ones_like(amax), sc8.to(torch.int32) - 127))
+    quot = grp / sc.unsqueeze(-1)
+    codes = _ref_e2m1(quot) if fmt in ("mxfp4", "nvfp4") else _ref_e4m3(quot)
+    return codes.view(rows, K), sc8, sc
+
+
+def _unpack(q):
+    b = q.view(torch.uint8).cpu()
+    return torch.stack((b & 15, b >> 4), dim=-1).view(b.shape[0], -1)
+
+
+def _ref_value(codes, fmt):
+    if fmt == "mxfp8":
+        return codes.view(torch.float8_e4m3fn).float()
+    mag = torch.tensor(_E2M1_GRID)[(codes & 7).long()]
+    return torch.where((codes & 8) != 0, -mag, mag)
+
+
+@pytest.mark.parametrize("fmt,rule", [("mxfp4", "default"), ("mxfp4", "floor"), ("mxfp8", "default"),
+                                      ("mxfp8", "floor"), ("nvfp4", "default")])
+@pytest.mark.parametrize("fname", FLOATS)
+def test_mx_ops_against_the_torch_reference(fmt, rule, fname):
+    """mx_quant (dynamic), mx_dequant, mx_fake_quant and its gradient, through the torch ops,
+    against the contract written in torch: codes, scale bytes, values, and the STE mask"""
+    T = getattr(torch, fname)
+    G = 16 if fmt == "nvfp4" else 32
+    rows, K = 67, 256
+    x = data((rows, K), T, 11 + len(fmt) + len(rule)).to(DEV)
+    x[5, :G] = 0.0  # a group of zeros (amax 0)
+    dtype = torch.float8_e4m3fn if fmt == "mxfp8" else "e2m1"
+    sdt = torch.float8_e4m3fn if fmt == "nvfp4" else torch.float8_e8m0fnu
+    g = torch.tensor([0.0375], dtype=torch.float32, device=DEV) if fmt == "nvfp4" else None
+    q, s, t = bq.mx_quant(x, group_size=G, dtype=dtype, scale_dtype=sdt, tensor_scale=g, scale_rule=rule)
+    assert t is None and s.shape == (rows, K // G) and s.dtype == sdt
+    codes, sc8, sc = _ref_mx(x, G, fmt, rule, None if g is None else g.cpu())
+    got = q.view(torch.uint8).cpu() if fmt == "mxfp8" else _unpack(q)
+    assert torch.equal(s.view(torch.uint8).cpu(), sc8), "scales"
+    assert torch.equal(got, codes), "codes"
+    # dequantize: T(value * sc), one f32 product
+    y = bq.mx_dequant(q, s, group_size=G, dtype=dtype, tensor_scale=g, out_dtype=T)
+    want = (_ref_value(codes, fmt).view(rows, K // G, G) * sc.unsqueeze(-1)).view(rows, K).to(T)
+    yc = y.cpu()
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(yc), nan) and torch.equal(yc[~nan], want[~nan]), "dequantize"
+    # fake quantize = dequantize(quantize), and its gradient the STE mask |x / sc| <= max
+    xr = x.clone().requires_grad_(True)
+    f = bq.mx_fake_quant(xr, s, group_size=G, dtype=dtype, tensor_scale=g)
+    fc = f.detach().cpu()
+    assert torch.equal(torch.isnan(fc), torch.isnan(yc)) and torch.equal(fc[~nan], yc[~nan]), "fake quantize"
+    dy = torch.randn(rows, K, device=DEV).to(T)
+    f.backward(dy)
+    maxe = 448.0 if fmt == "mxfp8" else 6.0
+    quot = x.float().cpu().view(rows, K // G, G) / sc.unsqueeze(-1)
+    m = (quot.abs() <= maxe).view(rows, K)
+    assert torch.equal(xr.grad.cpu(), torch.where(m, dy.cpu(), torch.zeros_like(dy.cpu()))), "the STE gradient"
