@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/gpu_check.sh [all|suites|sanitizers|races|linear|sku|warmcheck|compiletimes|python|fused|fp8|pair|ab] - on a
+# tools/gpu_check.sh [all|suites|sanitizers|races|linear|mx|sku|warmcheck|compiletimes|python|fused|fp8|pair|ab] - on a
 # GPU host, from
 # the repository root, with build/ and .deps/ staged (tools/run.sh gpu-bundle; it copies the binaries a
 # GPU run needs to .deps/build, so carrying .deps alone is enough): the demo, the suites, compute-sanitizer
@@ -8,7 +8,8 @@
 # fused, FP8 (all but its exhaustive conversion test), per-block/scale-layout and cache suites; `races` racecheck
 # over the dynamic, fused, FP8 (the same FP8 tests) and per-block suites and the affine kernels that use shared
 # memory; `linear` the linear
-# layers' suite, sanitizers and benchmark rows. `all` is all four.
+# layers' suite, sanitizers and benchmark rows; `mx` the microscaling suite (the mx family and the
+# fused producers' formats) under both sanitizers and its benchmark rows. `all` is all five.
 # `pair` (two GPUs): both sides at once, see pair() below. `sku`: NVRTC compiles every SKU of
 # test_sku's sets for every arch they name (CI compiles a sample). `compiletimes` (after
 # `suites`): each family's compile times over a sample of the modules the suites loaded.
@@ -47,11 +48,11 @@ if [ "$what" = all ] || [ "$what" = suites ]; then
   # the family suites as processes of their own at once (NVRTC compiles a cold cache on all
   # the host's cores: about 300 s for all where one after the other took 680), then those
   # that test the cache itself, one after the other
-  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation_linear validation_fused; do
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_linear validation_linear validation_fused; do
     J=3 suite $t > $OUT/.suite_$t 2>&1 &
   done
   wait
-  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_linear validation_linear validation_fused; do
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_linear validation_linear validation_fused; do
     cat $OUT/.suite_$t; rm -f $OUT/.suite_$t
   done
   for t in gpu_cache gpu_devices validation cache; do suite $t; done
@@ -78,6 +79,19 @@ if [ "$what" = all ] || [ "$what" = races ]; then
   race_affine
 fi
 if [ "$what" = all ] || [ "$what" = linear ]; then linear; fi
+# the microscaling suite (after `suites` where both run: its kernels are cached then) under both
+# sanitizers, all but the exhaustive conversion test (2^32 elements), then the benchmark's
+# microscaling rows and the fused rows (their formats' among them)
+MX_SAN_FILTER='!(mx/e2m1_every_f32)'
+mx() {
+  [ "$what" = mx ] && suite gpu_mx
+  TMO=500 san memcheck gpu_mx --filter "$MX_SAN_FILTER"
+  TMO=500 san racecheck gpu_mx --filter "$MX_SAN_FILTER"
+  $B/tools/bench --filter mx/,per_group/dynamic_quantize/fwd/bf16/e4m3,fused/ --json $OUT/bench-mx.json \
+    > $OUT/bench-mx.txt 2>&1; echo "bench mx rc=$?"
+  grep -E "^(mx|fused|per_group)/" $OUT/bench-mx.txt | head -80
+}
+if [ "$what" = all ] || [ "$what" = mx ]; then mx; fi
 # `sku` (NVRTC only, no GPU needed): every SKU of test_sku's compile sets, which CI samples
 # (BQ_SKU_ALL=1), on all the host's cores
 if [ "$what" = sku ]; then
