@@ -394,6 +394,40 @@ static __device__ __forceinline__ float bq_div_near(float a, const bq_scale &s, 
 }
 #endif
 
+#if BQ_FT != BQ_TYPE_F64
+// C(x) / C(s) in f32, exact wherever the FP8 (or E2M1) rounding or the mask can tell, with
+// no division, for any scale. With bq_scale's power of two m (|s m| in [2^-90, 2^90]), the
+// quotient is (x m) / (s m), and Markstein's correction of (x m) * RN(1 / (s m)) is that
+// quotient correctly rounded while |x m| is in bq_div_near's window. Below 2^-96, x m is
+// taken up by 2^64 first (exact) and the quotient down again after, which can only round
+// results below 2^-126, far under half FP8's smallest subnormal. Where |q0| >= 2^90 the
+// quotient saturates whatever its last bits, so q0 (possibly inf) is kept, as it is for a
+// zero, infinite or NaN scale (corr false: q0 is then x / s's inf, zero or NaN). What is
+// left outside the window are quotients under 2^-96 (a small x m against a large s m, or
+// an x m that underflowed): they keep their sign and round to +-0 either way.
+// PLAIN: the caller knows s.plain (m == 1, corr), which saves the product by m.
+template <bool PLAIN> static __device__ __forceinline__ float bq_f8_quotient_f32(float x, const bq_scale &s) {
+  const float xm = PLAIN ? x : __fmul_rn(x, s.m);
+  const bool tiny = fabsf(xm) < 0x1p-96f;
+  const float xs = tiny ? __fmul_rn(xm, 0x1p64f) : xm;
+  const float q0 = __fmul_rn(xs, s.rcp);
+  const float r = __fmaf_rn(-q0, s.ss, xs);
+  float q1 = r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0); // r == 0: q0 is exact (and -0 stays -0)
+  q1 = (PLAIN || s.corr) && fabsf(q0) < 0x1p90f ? q1 : q0; // (a NaN q0 makes q1 NaN too)
+  return tiny ? __fmul_rn(q1, 0x1p-64f) : q1;
+}
+#endif
+// C(x) / C(s), correctly rounded where the FP8 rounding or the mask can tell: as above in
+// f32; in f64 from the reciprocal where bq_div_by's window allows, else by division
+static __device__ __forceinline__ bq_c bq_f8_quotient(bq_c x, const bq_scale &s) {
+#if BQ_FT == BQ_TYPE_F64
+  bool ok;
+  const bq_c v = bq_div_by(x, s, ok);
+  return ok ? v : bq_div(x, s.s);
+#else
+  return bq_f8_quotient_f32<false>(x, s);
+#endif
+}
 #if BQ_FP8
 // ---- FP8 storage: docs/numerics.md, "FP8 storage" --------------------------------------
 // q = fp8(C(x) / C(s)): the IEEE quotient in C, then one round to nearest even into the
@@ -507,40 +541,6 @@ static __device__ __forceinline__ bq_c bq_f8_to_c(int c) {
   v = mag >= 0x7cu ? (mag == 0x7cu ? __uint_as_float(0x7f800000u) : __uint_as_float(0x7fffffffu)) : v;
 #endif
   return (bq_c)__uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
-#endif
-}
-#if BQ_FT != BQ_TYPE_F64
-// C(x) / C(s) in f32, exact wherever the FP8 rounding or the mask can tell, with no
-// division, for any scale. With bq_scale's power of two m (|s m| in [2^-90, 2^90]), the
-// quotient is (x m) / (s m), and Markstein's correction of (x m) * RN(1 / (s m)) is that
-// quotient correctly rounded while |x m| is in bq_div_near's window. Below 2^-96, x m is
-// taken up by 2^64 first (exact) and the quotient down again after, which can only round
-// results below 2^-126, far under half FP8's smallest subnormal. Where |q0| >= 2^90 the
-// quotient saturates whatever its last bits, so q0 (possibly inf) is kept, as it is for a
-// zero, infinite or NaN scale (corr false: q0 is then x / s's inf, zero or NaN). What is
-// left outside the window are quotients under 2^-96 (a small x m against a large s m, or
-// an x m that underflowed): they keep their sign and round to +-0 either way.
-// PLAIN: the caller knows s.plain (m == 1, corr), which saves the product by m.
-template <bool PLAIN> static __device__ __forceinline__ float bq_f8_quotient_f32(float x, const bq_scale &s) {
-  const float xm = PLAIN ? x : __fmul_rn(x, s.m);
-  const bool tiny = fabsf(xm) < 0x1p-96f;
-  const float xs = tiny ? __fmul_rn(xm, 0x1p64f) : xm;
-  const float q0 = __fmul_rn(xs, s.rcp);
-  const float r = __fmaf_rn(-q0, s.ss, xs);
-  float q1 = r == 0.0f ? q0 : __fmaf_rn(r, s.rcp, q0); // r == 0: q0 is exact (and -0 stays -0)
-  q1 = (PLAIN || s.corr) && fabsf(q0) < 0x1p90f ? q1 : q0; // (a NaN q0 makes q1 NaN too)
-  return tiny ? __fmul_rn(q1, 0x1p-64f) : q1;
-}
-#endif
-// C(x) / C(s), correctly rounded where the FP8 rounding or the mask can tell: as above in
-// f32; in f64 from the reciprocal where bq_div_by's window allows, else by division
-static __device__ __forceinline__ bq_c bq_f8_quotient(bq_c x, const bq_scale &s) {
-#if BQ_FT == BQ_TYPE_F64
-  bool ok;
-  const bq_c v = bq_div_by(x, s, ok);
-  return ok ? v : bq_div(x, s.s);
-#else
-  return bq_f8_quotient_f32<false>(x, s);
 #endif
 }
 // the quantize forms the affine and dynamic kernels call
@@ -1364,6 +1364,9 @@ static __device__ __forceinline__ int bq_e4m3_of(float v) {
 // (1 / g) / s8, Transformer Engine's min(1 / (s8 g), FLT_MAX), f32 steps as they take them.
 struct bq_mx_scale {
   bq_c sc, rcp;
+#if BQ_MX_NV && BQ_MX_RULE == 0
+  bq_scale q; // sc as bq_f8_quotient takes it: the library's rule divides, by reciprocal and correction
+#endif
 };
 static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {
   bq_mx_scale s;
@@ -1376,6 +1379,7 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) 
   s.rcp = (bq_c)fminf(__fdiv_rn(1.0f, __fmul_rn(s8, g)), 0x1.fffffep127f);
 #else
   s.rcp = 0;
+  s.q = bq_scale_of(s.sc);
 #endif
 #else
   (void)g;
@@ -1386,7 +1390,7 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) 
 }
 static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {
 #if BQ_MX_NV && BQ_MX_RULE == 0
-  return bq_mx_elem_of(bq_div(x, s.sc));
+  return bq_mx_elem_of(bq_f8_quotient(x, s.q)); // (the IEEE quotient wherever E2M1 can tell)
 #else
   return bq_mx_elem_of(bq_mul(x, s.rcp));
 #endif

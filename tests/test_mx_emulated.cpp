@@ -176,6 +176,31 @@ static void one_case(int rep) {
   /* NVFP4: the tensor scale given, or (dynamic) computed */
   float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4)), tso = NAN, etso;
   const int computed = NV && OP == BQ_DYNAMIC_QUANTIZE && rnd() % 2;
+  /* NVFP4 quantize (scales read): a quarter of each group's elements at a rounding threshold
+     t of E2M1 (a midpoint between two magnitudes) times the group's scale, or an ulp of T to
+     either side, where x * f32(1 / sc) can land on the other side of t than x / sc */
+  if (NV && OP == BQ_QUANTIZE && rnd() % 2) /* a tensor scale of few bits: t sc is then exact in T */
+    tsv = (float)ldexp(1.0 + (double)(rnd() % 8) / 8.0, (int)rnd_range(-12, 4));
+  if (NV && OP == BQ_QUANTIZE)
+    for (int64_t r = 0; r < a.rows; r++)
+      for (int64_t gi = 0; gi < ng; gi++) {
+        static const double mids[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+        const uint8_t code = sc[refmx_scale_index(d.scale_layout, r, gi, ng, grs)];
+        const double scv = refmx_sc(&d, code, tsv);
+        if (!(scv > 0) || scv > 1e30) continue;
+        for (int64_t j = 0; j < G; j++) {
+          if (rnd() % 4) continue;
+          const double v = (rnd() & 1 ? -1.0 : 1.0) * mids[rnd() % 7] * scv;
+          store_any(T, fl, r * xs + gi * G + j, v); /* rounded to T */
+          if (rnd() % 3 == 0) { /* an ulp of T up or down (by the stored bits) */
+            const size_t ts = ref_dtype_size(T);
+            unsigned char *e = fl + (size_t)(r * xs + gi * G + j) * ts;
+            if (ts == 2) { uint16_t u; memcpy(&u, e, 2); u = (uint16_t)(u + (rnd() & 1 ? 1 : -1)); memcpy(e, &u, 2); }
+            else if (ts == 4) { uint32_t u; memcpy(&u, e, 4); u += rnd() & 1 ? 1u : 0xffffffffu; memcpy(e, &u, 4); }
+            else { uint64_t u; memcpy(&u, e, 8); u += rnd() & 1 ? 1ull : ~0ull; memcpy(e, &u, 8); }
+          }
+        }
+      }
   if (NV && !computed) a.tensor_scale = &tsv;
   if (computed) a.out_tensor_scale = &tso;
   /* NVFP4 under a peer's rule, the tensor scale given: the first groups of row 0 get an
