@@ -81,6 +81,79 @@ def check(out, shapes_dtypes):
             raise RuntimeError("output %s %s, expected %s %s" % (tuple(o.shape), o.dtype, tuple(shape), dtype))
 
 
+# ---- the microscaling formats written in torch (the reference compositions a user would
+# compile; docs/numerics.md, "Microscaling"): MXFP8 and MXFP4 under the library's UE8M0 rule
+# (ceil(log2(amax / max)), which rounds up to a power of two as the contract does away from
+# float edge cases), NVFP4 with a given tensor scale, E2M1 by its seven midpoints
+def e2m1_codes(torch, v):
+    """f32 -> E2M1 codes a byte: round to nearest even onto the eight magnitudes, saturating,
+    NaN 7, the sign bit kept"""
+    a = v.abs()
+    c = ((a > 0.25).to(torch.uint8) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5) + (a >= 3.5) +
+         (a > 5.0))
+    c = torch.where(torch.isnan(a), torch.full_like(c, 7), c)
+    return c | (torch.signbit(v).to(torch.uint8) << 3)
+
+
+def pack_e2m1(codes):
+    """codes [m, k] -> bytes [m, k / 2], the lower index in the low nibble"""
+    m, k = codes.shape
+    c = codes.view(m, k // 2, 2)
+    return c[..., 0] | (c[..., 1] << 4)
+
+
+def to_blocked(torch, s):
+    """scales [rows, groups] -> the flat 128 x 4 tiles of block-scaled GEMMs, padding 0"""
+    rows, cols = s.shape
+    nr, nc = -(-rows // 128), -(-cols // 4)
+    p = torch.zeros(nr * 128, nc * 4, dtype=s.dtype, device=s.device)
+    p[:rows, :cols] = s
+    t = p.view(nr, 128, nc, 4).permute(0, 2, 1, 3).reshape(-1, 4, 32, 4).transpose(1, 2)
+    return t.reshape(-1).contiguous()
+
+
+def mx_ue8m0(torch, x, G, maxe):
+    """(x's groups as f32 [m, k / G, G], their UE8M0 bytes, the scales' powers of two)"""
+    m, k = x.shape
+    xg = x.float().view(m, k // G, G)
+    amax = xg.abs().amax(dim=2, keepdim=True)
+    s = torch.where(amax == 0, torch.ones_like(amax), amax / maxe)
+    e = torch.ceil(torch.log2(s)).clamp(-127, 127)
+    return xg, (e + 127).to(torch.uint8).view(m, k // G), torch.exp2(e)
+
+
+def mxfp8_rows(torch, x):
+    m, k = x.shape
+    xg, code, sc = mx_ue8m0(torch, x, 32, 448.0)
+    return (xg / sc).clamp(-448, 448).to(torch.float8_e4m3fn).view(m, k), code
+
+
+def mxfp4_blocked(torch, x):
+    m, k = x.shape
+    xg, code, sc = mx_ue8m0(torch, x, 32, 6.0)
+    return pack_e2m1(e2m1_codes(torch, xg / sc).view(m, k)), to_blocked(torch, code)
+
+
+def nvfp4(torch, v, g):
+    """v [m, k] (bf16 values), g (a one-element f32 tensor): (packed codes, E4M3 scales [m, k / 16])"""
+    m, k = v.shape
+    vg = v.float().view(m, k // 16, 16)
+    amax = vg.abs().amax(dim=2, keepdim=True)
+    s8 = ((amax / 6.0) / g).clamp(2.0 ** -9, 448.0).to(torch.float8_e4m3fn)
+    return pack_e2m1(e2m1_codes(torch, vg / (s8.float() * g)).view(m, k)), s8.view(m, k // 16)
+
+
+def nvfp4_blocked(torch, x, g):
+    q, s8 = nvfp4(torch, x, g)
+    return q, to_blocked(torch, s8)
+
+
+def rms_norm_nvfp4(torch, x, w, g):
+    xf = x.float()
+    n = (xf * torch.rsqrt(xf.pow(2).mean(dim=1, keepdim=True) + 1e-6) * w.float()).to(torch.bfloat16)
+    return nvfp4(torch, n, g)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", default="torch.json", help="where the JSON goes (default torch.json)")
@@ -452,6 +525,35 @@ def main():
             is_compiled=True)
     copy_ref(r)
     del xf
+
+    # ---- microscaling: each against the library's row of the same name ----------------------------
+    fp4 = torch.uint8  # (packed E2M1 bytes)
+    xm = torch.empty(M, K, dtype=bf16, device=dev).uniform_(-3, 3)
+    gt = torch.tensor([0.01], dtype=f32, device=dev)
+    nblk16, nblk32 = (M // 128) * 128 * (K // 16 // 4) * 4, (M // 128) * 128 * (K // 32 // 4) * 4
+    wn = torch.empty(K, dtype=bf16, device=dev).uniform_(0.5, 1.5)
+    for name, fn, fargs, expect, code in (
+            ("mx/dynamic_quantize/fwd/bf16/mxfp8/[8192,4096]/rows", mxfp8_rows, (xm,),
+             [((M, K), fp8), ((M, K // 32), torch.uint8)],
+             "groups of 32: e = ceil(log2(amax / 448)), q = (x / 2^e).clamp(-448, 448).to(float8_e4m3fn)"),
+            ("mx/dynamic_quantize/fwd/bf16/mxfp4/[8192,4096]/blocked", mxfp4_blocked, (xm,),
+             [((M, K // 2), fp4), ((nblk32,), torch.uint8)],
+             "groups of 32: UE8M0 as MXFP8's over 6, E2M1 by its midpoints, packed; scales into 128 x 4 tiles"),
+            ("mx/dynamic_quantize/fwd/bf16/nvfp4/[8192,4096]/blocked", nvfp4_blocked, (xm, gt),
+             [((M, K // 2), fp4), ((nblk16,), fp8)],
+             "groups of 16: s8 = e4m3(max((amax / 6) / g, 2^-9)), E2M1 of x / (g s8), packed; 128 x 4 tiles"),
+            ("fused/rmsnorm_quantize/fwd/bf16/nvfp4/[8192,4096]/per_group/g=16", rms_norm_nvfp4, (xm, wn, gt),
+             [((M, K // 2), fp4), ((M, K // 16), fp8)],
+             "n = RMSNorm(x) * w in f32 to bf16, then NVFP4 of n as above")):
+        begin(name)
+        r = row(name, [M, K], M * K * 2)
+        measure(r, "eager", "eager", "eager composition", code,
+                lambda fn=fn, fargs=fargs: (lambda: fn(torch, *fargs)), expect)
+        measure(r, "compile", "compile", "torch.compile of the composition", code,
+                lambda fn=fn, fargs=fargs: (lambda f=compiled(lambda *a: fn(torch, *a)): f(*fargs)), expect,
+                is_compiled=True)
+        copy_ref(r)
+    del xm, wn
 
     nfail = sum(1 for r in rows for a in r["alternatives"] if not a["ok"])
     out = {
