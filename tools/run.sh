@@ -173,7 +173,7 @@ gpu-bundle)
   cp build/tests/test_gpu_{affine,batch,blocks,cache,devices,dynamic,fp8,fused,linear,mx} build/tests/test_validation{,_linear,_fused} build/tests/test_cache build/tests/test_sku \
     build/tests/libbq_fake_driver.so .deps/build/tests/
   cp build/tools/bench build/tools/baracuda-quant .deps/build/tools/
-  cp build/examples/{demo,w8a8_linear,qat_step,per_group_weights} .deps/build/examples/
+  cp build/examples/{demo,w8a8_linear,qat_step,per_group_weights,nvfp4_activations} .deps/build/examples/
   du -sh .deps ;;
 test)
   # Tests use a private kernel cache so they never touch the user's.
