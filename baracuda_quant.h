@@ -175,6 +175,15 @@
      the activation is read from a 32 KiB table of its values in shared memory, which a
      module's first launch builds on the GPU (the same bits as computing it).
 
+   ROTATION: BQ_HADAMARD, x [rows, cols] (T) -> y [rows, cols] (T), row strides x_row_stride and
+     y_row_stride, in blocks of n = args.group_size elements along the row (a power of two,
+     2 to 256, dividing cols). Forward: y = T(H (s * C(x)) / sqrt(n)) a block, H the Walsh-
+     Hadamard matrix applied as a fixed butterfly (h = 1, 2, ..., n / 2: (a, b) -> (a + b,
+     a - b), each rounded in C), then one product by C(1 / sqrt(n)); s the random sign vector
+     of desc.random_signs (Philox4x32-10 keyed by args.seed; else all +1). Backward
+     (desc.direction): the inverse, x = T(s * (H C(y) / sqrt(n))), which is also the forward
+     pass's gradient. docs/numerics.md, "Rotation".
+
    DEVICES
      desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
      device 0's primary context (then made current) when none is; BQ_DEVICE(n) selects for
@@ -335,7 +344,8 @@ typedef enum bq_op {
   BQ_SMOOTHQUANT_LINEAR, /* y = x W^T (+ bias): x already int8, per-tensor or per-token scales */
   BQ_LINEAR_WEIGHT_SUMS, /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
-  BQ_GATED_QUANTIZE     /* T -> I: act(gate) * up, then quantize, in one pass */
+  BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
+  BQ_HADAMARD           /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */
@@ -409,6 +419,7 @@ typedef struct bq_desc {
   bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
+  int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -474,6 +485,8 @@ typedef struct bq_args {
      without it computes g from the tensor in a first pass and writes it to out_tensor_scale */
   const void *tensor_scale;
   void *out_tensor_scale;
+  /* BQ_HADAMARD with desc.random_signs: the seed of the sign vector (Philox4x32-10's key) */
+  uint64_t seed;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -1095,6 +1108,7 @@ BQ__FN const char *bq__text_dynamic_cu(void);
 BQ__FN const char *bq__text_fused_cu(void);
 BQ__FN const char *bq__text_linear_cu(void);
 BQ__FN const char *bq__text_mx_cu(void);
+BQ__FN const char *bq__text_rotate_cu(void);
 
 /* ==== src/impl_core.h ===================================================================== */
 /* ---- devices and targets ---------------------------------------------------------- */
@@ -2170,6 +2184,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(OP, DYNAMIC_QUANTIZE, BQ_DYNAMIC_QUANTIZE) X(OP, QUANTIZED_LINEAR, BQ_QUANTIZED_LINEAR)          \
   X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
   X(OP, RMSNORM_QUANTIZE, BQ_RMSNORM_QUANTIZE) X(OP, GATED_QUANTIZE, BQ_GATED_QUANTIZE)             \
+  X(OP, HADAMARD, BQ_HADAMARD)                                                                     \
   X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
@@ -2437,7 +2452,7 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    and never which op it holds: each op's rules, names, kernels and launches are its
    family's hooks. */
 struct bq_plan;
-enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4 }; /* bq__family.owns */
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4, BQ__OWNS_SEED = 8 }; /* bq__family.owns */
 #define BQ__FAMILY_OPS 4
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
@@ -5762,11 +5777,190 @@ static const bq__family bq__weight_sums_family = {
    {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
   NULL, NULL, NULL};
 
+/* ==== src/family_rotate.h ================================================================= */
+/* ---- the Hadamard rotation: a block-diagonal Walsh-Hadamard transform along each row ------ */
+/* kernels_src/rotate_abi.h - the Hadamard rotation's host/kernel interface, valid as C and as
+   CUDA C++: its entry points and its parameter block. rotate.cu and the host
+   (src/family_rotate.h) both include it. */
+#ifndef BQ_ROTATE_ABI_H
+#define BQ_ROTATE_ABI_H
+
+/* The entry points: a lane holds E = 2, 4 or 8 consecutive elements of a row (the host picks
+   the larger of 16 bytes of T and n / 32), a warp 32 E of them, whole blocks of n */
+enum { BQ__ROTATE_E2, BQ__ROTATE_E4, BQ__ROTATE_E8 };
+#define BQ_FN_ROTATE2 bq_rotate2
+#define BQ_FN_ROTATE4 bq_rotate4
+#define BQ_FN_ROTATE8 bq_rotate8
+
+typedef struct bq_rotate_params {
+  bq_u64 x, y;
+  bq_i64 rows, cols, xs, ys; /* element strides between rows */
+  bq_i64 segs;               /* warps' segments a row: cols / (32 E) rounded up */
+  bq_u32 seed_lo, seed_hi;   /* the sign vector's key (random_signs) */
+  int log2n;                 /* the block: n = 2^log2n */
+  int signs;                 /* 1: the random sign vector, 0: all +1 */
+} bq_rotate_params;
+#endif
+
+#define BQ__ROTATE_MAX_LOG2N 8 /* blocks of 2 to 256 */
+
+/* BQ_HADAMARD: a float type, either direction (backward: the inverse), per group (the
+   default: blocks of args.group_size along the row), random_signs 0 or 1; every other
+   field at its default */
+BQ__FN bq_status bq__rotate_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  (void)in;
+  bq_status st;
+  if ((st = bq__rule_no_activation(d))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_GROUP;
+  snprintf(name, name_size, "hadamard%s", d->direction == BQ_BACKWARD ? "_backward" : "");
+  if (!bq__is_float(d->float_type))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F64, BQ_F16 or BQ_BF16",
+                    name, (int)d->float_type, bq__dtype_name(d->float_type));
+  if (d->direction != BQ_FORWARD && d->direction != BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) is not a bq_direction", name, (int)d->direction);
+  if (d->granularity != BQ_PER_GROUP)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.granularity (%d) must be BQ_PER_GROUP (blocks of "
+                    "args.group_size along the row) or the default", name, (int)d->granularity);
+  if (d->random_signs != 0 && d->random_signs != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0 or 1", name, d->random_signs);
+  const struct { const char *field; int value; } unused[] = {
+      {"int_type", (int)d->int_type}, {"qmin", d->qmin}, {"qmax", d->qmax}, {"scale_type", (int)d->scale_type},
+      {"asymmetric", d->asymmetric}, {"out_type", (int)d->out_type}, {"pow2_scales", d->pow2_scales},
+      {"scale_layout", (int)d->scale_layout}, {"scale_rule", (int)d->scale_rule}};
+  for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
+    if (unused[i].value != 0)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.%s (%d) must be 0: the rotation moves floats and has no "
+                      "quantization", name, unused[i].field, unused[i].value);
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  return BQ_SUCCESS;
+}
+BQ__FN const char *bq__rotate_label(const bq_desc *d) { (void)d; return "hadamard"; }
+/* "hadamard.fwd.bf16.signs.sm_90" */
+BQ__FN void bq__rotate_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  (void)t;
+  snprintf(buf, n, "hadamard.%s.%s.%s.%s", d->direction == BQ_BACKWARD ? "bwd" : "fwd", bq__dtype_name(d->float_type),
+           d->random_signs ? "signs" : "plain", tn);
+}
+BQ__FN int bq__rotate_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 4 || strcmp(tok[0], "hadamard") || (strcmp(tok[1], "fwd") && strcmp(tok[1], "bwd")) ||
+      (strcmp(tok[3], "signs") && strcmp(tok[3], "plain")))
+    return 0;
+  d->op = BQ_HADAMARD;
+  d->direction = strcmp(tok[1], "bwd") ? BQ_FORWARD : BQ_BACKWARD;
+  d->granularity = BQ_PER_GROUP;
+  d->random_signs = !strcmp(tok[3], "signs");
+  return bq__dtype_from_name(tok[2], &d->float_type);
+}
+/* the enumeration's variants: with and without the random signs, and the first values of
+   the enumeration's other fields alone (the rest only repeat them) */
+BQ__FN void bq__rotate_axes(bq_op op, int *outer, int *inner) { (void)op, *outer = 2, *inner = 1; }
+BQ__FN void bq__rotate_vary(bq_desc *in, int outer, int inner) {
+  (void)inner;
+  if (in->granularity != BQ_PER_TENSOR || in->int_type != BQ_S8 || in->scale_type != BQ_F32 ||
+      in->scale_layout != BQ_SCALES_ROW_MAJOR || in->asymmetric) {
+    in->op = BQ_OP_NONE; /* (a repeat: refused) */
+    return;
+  }
+  in->granularity = BQ_PER_GROUP;
+  in->int_type = in->scale_type = BQ_DTYPE_DEFAULT;
+  in->random_signs = outer;
+}
+BQ__FN unsigned bq__rotate_owns(const bq_desc *d) { return d->random_signs ? BQ__OWNS_SEED : 0; }
+BQ__FN const char *bq__rotate_guarantee(const bq_desc *d) {
+  (void)d;
+  return "exact: the butterfly of docs/numerics.md (\"Rotation\"), each sum and difference rounded once in C, then "
+         "one product by C(1 / sqrt(n)) and one rounding to T; bit-identical to the CPU reference";
+}
+BQ__FN void bq__rotate_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  (void)t;
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT BQ_TYPE_S8\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+              "#define BQ_ST BQ_TYPE_F32\n#define BQ_SL 0\n#define BQ_OP BQ_OP_HADAMARD\n#define BQ_DIR %s\n"
+              "#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n", bq__spec("TYPE", d->float_type),
+              bq__spec("DIR", d->direction));
+}
+BQ__FN int bq__rotate_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
+
+/* [rows, cols] with row strides, blocks of n = group_size (a power of two, 2 to 256) */
+typedef struct bq__rotate_view {
+  int64_t rows, cols, xs, ys;
+  int log2n;
+} bq__rotate_view;
+BQ__FN bq_status bq__rotate_view_of(const bq_plan *p, const bq_args *a, bq__rotate_view *v, int pointers) {
+  const char *n = p->name;
+  memset(v, 0, sizeof *v);
+  if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
+  int k = 1;
+  while (k <= BQ__ROTATE_MAX_LOG2N && ((int64_t)1 << k) != a->group_size) k++;
+  if (k > BQ__ROTATE_MAX_LOG2N)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be a power of two from 2 to 256: the "
+                    "rotation's block", n, (long long)a->group_size);
+  bq__view bv; /* rows, cols, the row strides and the blocks as per group takes them */
+  bq_status st = bq__view_of(p, a, &bv);
+  if (st) return st;
+  v->rows = bv.rows, v->cols = bv.cols, v->xs = bv.xs, v->ys = bv.ys, v->log2n = k;
+  if (!pointers || v->rows == 0 || v->cols == 0) return BQ_SUCCESS;
+  const int t = bq__dtype_size(p->desc.float_type);
+  if ((st = bq__check_ptr(p, "args.x", a->x, t)) || (st = bq__check_ptr(p, "args.y", a->y, t))) return st;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__rotate_shape(const bq_plan *p, const bq_args *a) {
+  bq__rotate_view v;
+  return bq__rotate_view_of(p, a, &v, 0);
+}
+BQ__FN bq_status bq__rotate_check(const bq_plan *p, const bq_args *a) {
+  bq__rotate_view v;
+  return bq__rotate_view_of(p, a, &v, 1);
+}
+/* a lane's elements: 16 bytes of T, or more where a warp of them would not hold a block */
+BQ__FN int bq__rotate_lane_elems(const bq_desc *d, int log2n) {
+  const int v = bq__rotate_vec(d), e = log2n > 5 ? 1 << (log2n - 5) : 1;
+  return v > e ? v : e;
+}
+/* Tests: the entry point every run takes where it can (-1: the host's) */
+static int bq__rotate_force_entry = -1;
+BQ__FN bq_status bq__rotate_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  (void)ws, (void)ws_bytes;
+  bq__rotate_view v;
+  bq_status st = bq__rotate_view_of(p, a, &v, 1);
+  if (st || v.rows == 0 || v.cols == 0) return st;
+  int E = bq__rotate_lane_elems(&p->desc, v.log2n);
+  if (bq__rotate_force_entry >= 0 && (2 << bq__rotate_force_entry) >= E) E = 2 << bq__rotate_force_entry;
+  bq_rotate_params k;
+  memset(&k, 0, sizeof k);
+  k.x = (uint64_t)(uintptr_t)a->x;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.rows = v.rows, k.cols = v.cols, k.xs = v.xs, k.ys = v.ys;
+  k.segs = (v.cols + 32 * E - 1) / (32 * E);
+  k.log2n = v.log2n;
+  k.signs = p->desc.random_signs;
+  k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  const int e = E == 2 ? BQ__ROTATE_E2 : E == 4 ? BQ__ROTATE_E4 : BQ__ROTATE_E8;
+  const int64_t blocks = bq__grid(v.rows * k.segs, 8), cap = (int64_t)bq__limits_of(p).sms * 8; /* 8 warps a block */
+  return bq__launch(p, e, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+}
+/* the typical problem's blocks: 128 */
+BQ__FN void bq__rotate_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  (void)d, (void)ptr;
+  a->group_size = 128;
+}
+
+static const bq__family bq__rotate_family = {
+  {BQ_HADAMARD}, {"hadamard"}, "rotate",
+  bq__rotate_normalize, bq__rotate_label, bq__rotate_sku, bq__rotate_from_sku, bq__rotate_axes, bq__rotate_vary,
+  bq__rotate_owns, bq__rotate_guarantee, "rotate.cu", bq__text_rotate_cu, bq__rotate_prelude, bq__rotate_vec, 0,
+  bq__rotate_shape, bq__rotate_check, bq__no_workspace, bq__rotate_run, NULL, NULL,
+  {{NULL}, {NULL}, {NULL},
+   {BQ_ENTRY_NAME(BQ_FN_ROTATE2), BQ_ENTRY_NAME(BQ_FN_ROTATE4), BQ_ENTRY_NAME(BQ_FN_ROTATE8)},
+   {NULL}},
+  NULL, NULL, bq__rotate_typical};
+
 /* ==== src/impl_plans.h ==================================================================== */
 /* ---- the families ---------------------------------------------------------------------- */
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
 static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
-                                                 &bq__weight_sums_family, &bq__fused_family, &bq__mx_family};
+                                                 &bq__weight_sums_family, &bq__fused_family, &bq__mx_family,
+                                                 &bq__rotate_family};
 #define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
@@ -5802,6 +5996,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
+  if (f != &bq__rotate_family && d->random_signs != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD only",
+                    bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -6276,6 +6473,9 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
                     "(microscaling, desc.scale_type BQ_E4M3)", p->name,
                     a->tensor_scale ? "tensor_scale" : "out_tensor_scale",
                     a->tensor_scale ? a->tensor_scale : a->out_tensor_scale);
+  if (a->seed && !(owns & BQ__OWNS_SEED))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.seed (%llu) must be 0: it keys BQ_HADAMARD's random signs "
+                    "(desc.random_signs)", p->name, (unsigned long long)a->seed);
   if (b == 0) return BQ_SUCCESS;
   if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
@@ -6452,10 +6652,10 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
 
 /* The families by name, for tools: bit i of bq__all_descs' set is bq__family_names[i]
    (each bq__family's group) */
-static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused", "mx"};
-#define BQ__ALL_FAMILIES 31u
-#define BQ__FAMILY_LIST "affine, dynamic, linear, fused or mx"
-#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused,mx"
+static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused", "mx", "rotate"};
+#define BQ__ALL_FAMILIES 63u
+#define BQ__FAMILY_LIST "affine, dynamic, linear, fused, mx or rotate"
+#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused,mx,rotate"
 BQ__FN BQ__UNUSED unsigned bq__family_bit(const char *name) {
   for (unsigned i = 0; i < sizeof bq__family_names / sizeof bq__family_names[0]; i++)
     if (!strcmp(name, bq__family_names[i])) return 1u << i;
@@ -12933,12 +13133,164 @@ static const char bq__src_mx_cu[] =
   "}\n"
   "#endif\n"
 ;
+static const char bq__src_rotate_cu[] =
+  "// rotate.cu - the block-diagonal Walsh-Hadamard rotation along each row (docs/numerics.md,\n"
+  "// \"Rotation\"): blocks of n = 2^log2n elements; forward y = T((H (s x)) c), inverse\n"
+  "// x = T(s ((H y) c)), c = C(1 / sqrt(n)), s a sign vector (+1, or random from Philox4x32-10\n"
+  "// keyed by the seed), H applied as the fixed butterfly h = 1, 2, ..., n / 2.\n"
+  "// Prelude defines (besides common.cuh's): BQ_DIR (forward: rotate; backward: the inverse).\n"
+  "//\n"
+  "// A warp takes a segment of 32 E consecutive elements of a row (E per lane: the entry\n"
+  "// point's), which holds whole blocks (32 E >= n, both powers of two); the butterfly's stages\n"
+  "// with h < E run in a lane's registers, the others between lanes (lane ^ h / E) by shuffles.\n"
+  "// Each stage computes every pair of the contract's stage, so the bits do not depend on E,\n"
+  "// the grid or which lane holds what. The sign vector is the same for every block: a lane's\n"
+  "// E signs are drawn once.\n"
+  "\n"
+  "/* kernels_src/rotate_abi.h - the Hadamard rotation's host/kernel interface, valid as C and as\n"
+  "   CUDA C++: its entry points and its parameter block. rotate.cu and the host\n"
+  "   (src/family_rotate.h) both include it. */\n"
+  "#ifndef BQ_ROTATE_ABI_H\n"
+  "#define BQ_ROTATE_ABI_H\n"
+  "\n"
+  "/* The entry points: a lane holds E = 2, 4 or 8 consecutive elements of a row (the host picks\n"
+  "   the larger of 16 bytes of T and n / 32), a warp 32 E of them, whole blocks of n */\n"
+  "enum { BQ__ROTATE_E2, BQ__ROTATE_E4, BQ__ROTATE_E8 };\n"
+  "#define BQ_FN_ROTATE2 bq_rotate2\n"
+  "#define BQ_FN_ROTATE4 bq_rotate4\n"
+  "#define BQ_FN_ROTATE8 bq_rotate8\n"
+  "\n"
+  "typedef struct bq_rotate_params {\n"
+  "  bq_u64 x, y;\n"
+  "  bq_i64 rows, cols, xs, ys; /* element strides between rows */\n"
+  "  bq_i64 segs;               /* warps' segments a row: cols / (32 E) rounded up */\n"
+  "  bq_u32 seed_lo, seed_hi;   /* the sign vector's key (random_signs) */\n"
+  "  int log2n;                 /* the block: n = 2^log2n */\n"
+  "  int signs;                 /* 1: the random sign vector, 0: all +1 */\n"
+  "} bq_rotate_params;\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "#define BQ_RSQRT2 0x1.6a09e667f3bcdp-1\n"
+  "#else\n"
+  "#define BQ_RSQRT2 0x1.6a09e6p-1f\n"
+  "#endif\n"
+  "// C(1 / sqrt(2^k)): a power of two, times C(1 / sqrt(2)) for odd k (exact either way)\n"
+  "static __device__ __forceinline__ bq_c bq_rot_c(int k) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const bq_c p = __longlong_as_double((bq_i64)(1023 - (k >> 1)) << 52);\n"
+  "#else\n"
+  "  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);\n"
+  "#endif\n"
+  "  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;\n"
+  "}\n"
+  "\n"
+  "// Philox4x32-10 (Random123's; tests/reference_rotate.h checks its known answers)\n"
+  "static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k0, bq_u32 k1) {\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < 10; i++) {\n"
+  "    if (i) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;\n"
+  "    const bq_u64 p0 = (bq_u64)0xD2511F53u * c[0], p1 = (bq_u64)0xCD9E8D57u * c[2];\n"
+  "    const bq_u32 lo0 = (bq_u32)p0, hi0 = (bq_u32)(p0 >> 32), lo1 = (bq_u32)p1, hi1 = (bq_u32)(p1 >> 32);\n"
+  "    const bq_u32 n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;\n"
+  "    c[0] = n0, c[1] = lo1, c[2] = n2, c[3] = lo0;\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "template <int E>\n"
+  "static __device__ __forceinline__ void bq_rotate_walk(const bq_rotate_params &p) {\n"
+  "  const int lane = threadIdx.x & 31, n = 1 << p.log2n;\n"
+  "  // the signs of this lane's elements j = (lane E + k) % n (one Philox word set: E divides 128)\n"
+  "  bq_u32 neg = 0;\n"
+  "  if (p.signs) {\n"
+  "    const int j0 = (lane * E) % n;\n"
+  "    bq_u32 w[4] = {(bq_u32)(j0 >> 7), 0u, 0u, 0u};\n"
+  "    bq_philox4x32_10(w, p.seed_lo, p.seed_hi);\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < E; k++) {\n"
+  "      const int j = (lane * E + k) % n;\n"
+  "      neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;\n"
+  "    }\n"
+  "  }\n"
+  "  const bq_c cn = bq_rot_c(p.log2n);\n"
+  "  const bq_i64 items = p.rows * p.segs;\n"
+  "  const bq_i64 warp = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = ((bq_i64)gridDim.x * blockDim.x) >> 5;\n"
+  "  for (bq_i64 item = warp; item < items; item += nwarps) { // (warp-uniform: every lane shuffles)\n"
+  "    const bq_i64 r = item / p.segs, e0 = (item - r * p.segs) * 32 * E + (bq_i64)lane * E;\n"
+  "    const bq_t *x = (const bq_t *)p.x + r * p.xs + e0;\n"
+  "    bq_t *y = (bq_t *)p.y + r * p.ys + e0;\n"
+  "    const bool whole = e0 + E <= p.cols;\n"
+  "    bq_c c[E];\n"
+  "    if (whole) {\n"
+  "      bq_chunk<bq_t, E> v;\n"
+  "      bq_load(v, x, bq_width(x));\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < E; k++) c[k] = bq_to_c(v.e[k]);\n"
+  "    } else {\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < E; k++) c[k] = e0 + k < p.cols ? bq_to_c(x[k]) : (bq_c)0;\n"
+  "    }\n"
+  "#if BQ_DIR == BQ_DIR_FORWARD\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];\n"
+  "#endif\n"
+  "    // the butterfly's stages in a lane (h < E), then between lanes\n"
+  "#pragma unroll\n"
+  "    for (int h = 1; h < E; h <<= 1) {\n"
+  "      if (h >= n) break;\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < E; k++)\n"
+  "        if (!(k & h)) {\n"
+  "          const bq_c a = c[k], b = c[k + h];\n"
+  "          c[k] = bq_add(a, b);\n"
+  "          c[k + h] = bq_sub(a, b);\n"
+  "        }\n"
+  "    }\n"
+  "    for (int lh = 1; lh * E < n; lh <<= 1) {\n"
+  "      const bool up = lane & lh; // this lane holds the pairs' second elements\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < E; k++) {\n"
+  "        const bq_c o = __shfl_xor_sync(0xffffffffu, c[k], lh);\n"
+  "        c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);\n"
+  "      }\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < E; k++) {\n"
+  "      c[k] = bq_mul(c[k], cn);\n"
+  "#if BQ_DIR == BQ_DIR_BACKWARD\n"
+  "      c[k] = (neg >> k) & 1u ? -c[k] : c[k];\n"
+  "#endif\n"
+  "    }\n"
+  "    if (whole) {\n"
+  "      bq_chunk<bq_t, E> o;\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < E; k++) o.e[k] = bq_from_c(c[k]);\n"
+  "      bq_store(y, o, bq_width(y));\n"
+  "    } else {\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < E; k++)\n"
+  "        if (e0 + k < p.cols) y[k] = bq_from_c(c[k]);\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "#if BQ_E_ROTATE2\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_ROTATE2(const bq_rotate_params p) { bq_rotate_walk<2>(p); }\n"
+  "#endif\n"
+  "#if BQ_E_ROTATE4\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_ROTATE4(const bq_rotate_params p) { bq_rotate_walk<4>(p); }\n"
+  "#endif\n"
+  "#if BQ_E_ROTATE8\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_ROTATE8(const bq_rotate_params p) { bq_rotate_walk<8>(p); }\n"
+  "#endif\n"
+;
 BQ__FN const char *bq__text_affine_cu(void) { return bq__src_affine_cu; }
 BQ__FN const char *bq__text_common_cuh(void) { return bq__src_common_cuh; }
 BQ__FN const char *bq__text_dynamic_cu(void) { return bq__src_dynamic_cu; }
 BQ__FN const char *bq__text_fused_cu(void) { return bq__src_fused_cu; }
 BQ__FN const char *bq__text_linear_cu(void) { return bq__src_linear_cu; }
 BQ__FN const char *bq__text_mx_cu(void) { return bq__src_mx_cu; }
+BQ__FN const char *bq__text_rotate_cu(void) { return bq__src_rotate_cu; }
 /* END EMBEDDED KERNELS */
 
 #endif /* BARACUDA_QUANT_IMPLEMENTATION_DONE */

@@ -175,6 +175,15 @@
      the activation is read from a 32 KiB table of its values in shared memory, which a
      module's first launch builds on the GPU (the same bits as computing it).
 
+   ROTATION: BQ_HADAMARD, x [rows, cols] (T) -> y [rows, cols] (T), row strides x_row_stride and
+     y_row_stride, in blocks of n = args.group_size elements along the row (a power of two,
+     2 to 256, dividing cols). Forward: y = T(H (s * C(x)) / sqrt(n)) a block, H the Walsh-
+     Hadamard matrix applied as a fixed butterfly (h = 1, 2, ..., n / 2: (a, b) -> (a + b,
+     a - b), each rounded in C), then one product by C(1 / sqrt(n)); s the random sign vector
+     of desc.random_signs (Philox4x32-10 keyed by args.seed; else all +1). Backward
+     (desc.direction): the inverse, x = T(s * (H C(y) / sqrt(n))), which is also the forward
+     pass's gradient. docs/numerics.md, "Rotation".
+
    DEVICES
      desc.device BQ_DEVICE_CURRENT (0) selects for the calling thread's current context, or
      device 0's primary context (then made current) when none is; BQ_DEVICE(n) selects for
@@ -335,7 +344,8 @@ typedef enum bq_op {
   BQ_SMOOTHQUANT_LINEAR, /* y = x W^T (+ bias): x already int8, per-tensor or per-token scales */
   BQ_LINEAR_WEIGHT_SUMS, /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
-  BQ_GATED_QUANTIZE     /* T -> I: act(gate) * up, then quantize, in one pass */
+  BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
+  BQ_HADAMARD           /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */
@@ -409,6 +419,7 @@ typedef struct bq_desc {
   bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
+  int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -474,6 +485,8 @@ typedef struct bq_args {
      without it computes g from the tensor in a first pass and writes it to out_tensor_scale */
   const void *tensor_scale;
   void *out_tensor_scale;
+  /* BQ_HADAMARD with desc.random_signs: the seed of the sign vector (Philox4x32-10's key) */
+  uint64_t seed;
 } bq_args;
 
 typedef struct bq_plan bq_plan;

@@ -1071,6 +1071,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(OP, DYNAMIC_QUANTIZE, BQ_DYNAMIC_QUANTIZE) X(OP, QUANTIZED_LINEAR, BQ_QUANTIZED_LINEAR)          \
   X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
   X(OP, RMSNORM_QUANTIZE, BQ_RMSNORM_QUANTIZE) X(OP, GATED_QUANTIZE, BQ_GATED_QUANTIZE)             \
+  X(OP, HADAMARD, BQ_HADAMARD)                                                                     \
   X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
@@ -1338,7 +1339,7 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    and never which op it holds: each op's rules, names, kernels and launches are its
    family's hooks. */
 struct bq_plan;
-enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4 }; /* bq__family.owns */
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4, BQ__OWNS_SEED = 8 }; /* bq__family.owns */
 #define BQ__FAMILY_OPS 4
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */

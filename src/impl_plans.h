@@ -1,7 +1,8 @@
 /* ---- the families ---------------------------------------------------------------------- */
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
 static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
-                                                 &bq__weight_sums_family, &bq__fused_family, &bq__mx_family};
+                                                 &bq__weight_sums_family, &bq__fused_family, &bq__mx_family,
+                                                 &bq__rotate_family};
 #define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
@@ -37,6 +38,9 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
+  if (f != &bq__rotate_family && d->random_signs != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD only",
+                    bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -511,6 +515,9 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
                     "(microscaling, desc.scale_type BQ_E4M3)", p->name,
                     a->tensor_scale ? "tensor_scale" : "out_tensor_scale",
                     a->tensor_scale ? a->tensor_scale : a->out_tensor_scale);
+  if (a->seed && !(owns & BQ__OWNS_SEED))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.seed (%llu) must be 0: it keys BQ_HADAMARD's random signs "
+                    "(desc.random_signs)", p->name, (unsigned long long)a->seed);
   if (b == 0) return BQ_SUCCESS;
   if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);

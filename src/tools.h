@@ -88,10 +88,10 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
 
 /* The families by name, for tools: bit i of bq__all_descs' set is bq__family_names[i]
    (each bq__family's group) */
-static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused", "mx"};
-#define BQ__ALL_FAMILIES 31u
-#define BQ__FAMILY_LIST "affine, dynamic, linear, fused or mx"
-#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused,mx"
+static const char *const bq__family_names[] = {"affine", "dynamic", "linear", "fused", "mx", "rotate"};
+#define BQ__ALL_FAMILIES 63u
+#define BQ__FAMILY_LIST "affine, dynamic, linear, fused, mx or rotate"
+#define BQ__FAMILY_LIST_COMMAS "affine,dynamic,linear,fused,mx,rotate"
 BQ__FN BQ__UNUSED unsigned bq__family_bit(const char *name) {
   for (unsigned i = 0; i < sizeof bq__family_names / sizeof bq__family_names[0]; i++)
     if (!strcmp(name, bq__family_names[i])) return 1u << i;

@@ -32,7 +32,7 @@ static int fail(const char *what, const char *arg) {
 }
 
 static int op_of(const char *s, bq_op *op) {
-  for (int i = BQ_QUANTIZE; i <= BQ_GATED_QUANTIZE; i++)
+  for (int i = BQ_QUANTIZE; i <= BQ_HADAMARD; i++)
     if (!strcmp(s, bq__op_name((bq_op)i))) { *op = (bq_op)i; return 1; }
   return 0;
 }
@@ -107,6 +107,7 @@ int main(int argc, char **argv) {
         if (!strcmp(v, bq__mx_rules[r])) in.scale_rule = (bq_scale_rule)r, ok = 1;
     }
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
+    else if (!strncmp(a, "signs=", 6)) in.random_signs = atoi(v);
     else if (!strncmp(a, "act=", 4))
       in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
       ok = in.activation != BQ_ACTIVATION_DEFAULT;
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
   fprintf(f, "#define EMU_ACT %d\n", (int)d.activation); /* the gated op's bq_activation (0 elsewhere) */
   fprintf(f, "#define EMU_POW2 %d\n", d.pow2_scales); /* dynamic: power-of-two scales (UE8M0 implies them) */
   fprintf(f, "#define EMU_RULE %d\n", (int)d.scale_rule); /* microscaling: the UE8M0 rule */
+  fprintf(f, "#define EMU_SIGNS %d\n", d.random_signs); /* the rotation: random signs */
   if (bq__family_of(&d) == &bq__affine_family)
     fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n#define EMU_LEAN %d\n",
             bq__affine_u(&d), bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d), bq__affine_row_of(&d)->lean);

@@ -354,6 +354,13 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
     }
     return;
   }
+  if (d->op == BQ_HADAMARD) { /* x and y [rows, cols], their row strides, floats */
+    const uint64_t C = u(a->cols);
+    reg("x", a->x, span(a->rows, a->cols, a->x_row_stride ? a->x_row_stride : a->cols), T, 0);
+    reg("y", a->y, span(a->rows, a->cols, a->y_row_stride ? a->y_row_stride : a->cols), T, 1);
+    (void)C;
+    return;
+  }
   if (bq__is_mx(d)) {
     /* the microscaling formats: [rows, cols] in groups along the row; codes a byte each, or
        E2M1 two a byte; one-byte scales [r][g] (ld: groups), [g][r] (ld: rows rounded up to
@@ -621,6 +628,16 @@ static void check_linear(const char *name, const bq_desc *d, const void *params)
   if (k.flags & BQ_LF_ZP) touch(name, "w_sums", k.w_sums, sat_mul(u(k.n), 4), 0);
 }
 
+static void check_rotate(const char *name, const bq_desc *d, const void *params) {
+  bq_rotate_params k;
+  memcpy(&k, params, sizeof k);
+  const uint64_t T = (uint64_t)bq__dtype_size(d->float_type);
+  if (k.log2n < 1 || k.log2n > 8 || k.cols % ((int64_t)1 << k.log2n))
+    return violation("%s: %s: blocks of 2^%d a row of %lld", call.plan->name, name, k.log2n, (long long)k.cols);
+  touch(name, "x", k.x, sat_mul(span(k.rows, k.cols, k.xs), T), 0);
+  touch(name, "y", k.y, sat_mul(span(k.rows, k.cols, k.ys), T), 1);
+}
+
 static void check_mx(const char *name, const bq_desc *d, const void *params) {
   bq_mx_params k;
   memcpy(&k, params, sizeof k);
@@ -696,6 +713,9 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
     if (!bq__op_in(d->op, "linear") || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
       die("a linear kernel launched by another plan", p->name);
     check_linear(name, d, params[0]);
+  } else if (starts(name, "bq_rotate")) {
+    if (d->op != BQ_HADAMARD) die("a rotation kernel launched by another plan", p->name);
+    check_rotate(name, d, params[0]);
   } else if (starts(name, "bq_mx")) {
     if (!bq__is_mx(d)) die("a microscaling kernel launched by another plan", p->name);
     check_mx(name, d, params[0]);
@@ -728,6 +748,11 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   memset(a->shape, 0, sizeof a->shape);
   memcpy(a->shape, CH[v].shape, sizeof CH[v].shape);
   a->group_size = d->granularity == BQ_PER_BLOCK ? (v == 3 ? 1000 : v == 4 ? 7 : 16) : V[v].group;
+  if (d->op == BQ_HADAMARD) { /* blocks: a power of two dividing the row; the signs' seed */
+    static const int64_t rb[VARIANTS] = {128, 32, 16, 4, 8, 8, 256, 16};
+    a->group_size = rb[v];
+    a->seed = d->random_signs ? 0x9E3779B97F4A7C15ull * (uint64_t)(v + 1) : 0;
+  }
   if (V[v].skew) a->x = (const char *)a->x + T; /* aligned to an element, not to 16 bytes */
   if (V[v].pad) {
     const int64_t in_cols = d->op == BQ_GATED_QUANTIZE ? 2 * a->cols : a->cols;

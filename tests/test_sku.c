@@ -550,6 +550,7 @@ static size_t mx_set(bq_op op, int sm, bq_desc *out);
 static size_t fmx_rms_set(bq_op op, int sm, bq_desc *out);
 static size_t fmx_silu_set(bq_op op, int sm, bq_desc *out);
 static size_t fmx_gelu_set(bq_op op, int sm, bq_desc *out);
+static size_t rotate_set(bq_op op, int sm, bq_desc *out);
 static const member POOLS[][5] = {
     {{BQ_QUANTIZE, mx_set}, {BQ_DEQUANTIZE, mx_set}, {BQ_FAKE_QUANTIZE, mx_set}, {BQ_DYNAMIC_QUANTIZE, mx_set}},
     {{BQ_QUANTIZE, fp8_set}, {BQ_DEQUANTIZE, fp8_set}, {BQ_FAKE_QUANTIZE, fp8_set}, {BQ_DYNAMIC_QUANTIZE, fp8_set}},
@@ -557,6 +558,7 @@ static const member POOLS[][5] = {
     {{BQ_RMSNORM_QUANTIZE, rmsnorm_set}, {BQ_GATED_QUANTIZE, silu_set}, {BQ_GATED_QUANTIZE, gelu_set}},
     {{BQ_QUANTIZED_LINEAR, linear_set}, {BQ_SMOOTHQUANT_LINEAR, linear_set}},
     {{BQ_RMSNORM_QUANTIZE, fmx_rms_set}, {BQ_GATED_QUANTIZE, fmx_silu_set}, {BQ_GATED_QUANTIZE, fmx_gelu_set}},
+    {{BQ_HADAMARD, rotate_set}},
 };
 
 /* the modules of the descs of a set for sm, appended to units */
@@ -785,6 +787,25 @@ Test(compile, mx_rmsnorm_quantize_on_sm_80, .timeout = 600) { compile_all(BQ_RMS
 Test(compile, mx_silu_mul_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 90, fmx_silu_set); }
 Test(compile, mx_gelu_tanh_mul_quantize_on_sm_100, .timeout = 600) { compile_all(BQ_GATED_QUANTIZE, 100, fmx_gelu_set); }
 Test(compile, mx_rmsnorm_quantize_on_sm_90, .timeout = 600) { compile_all(BQ_RMSNORM_QUANTIZE, 90, fmx_rms_set); }
+
+/* The Hadamard rotation: every float type x direction x random signs or none */
+static size_t rotate_set(bq_op op, int sm, bq_desc *out) {
+  (void)sm;
+  size_t n = 0;
+  for (size_t f = 0; f < NELEM(FTS); f++)
+    for (int dir = 0; dir < 2; dir++)
+      for (int signs = 0; signs < 2; signs++) {
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].op = op;
+        out[n].direction = (bq_direction)dir;
+        out[n].float_type = FTS[f];
+        out[n++].random_signs = signs;
+      }
+  return n;
+}
+Test(compile, hadamard_on_sm_80, .timeout = 600) { compile_all(BQ_HADAMARD, 80, rotate_set); }
+Test(compile, hadamard_on_sm_90, .timeout = 600) { compile_all(BQ_HADAMARD, 90, rotate_set); }
+Test(compile, hadamard_on_sm_100, .timeout = 600) { compile_all(BQ_HADAMARD, 100, rotate_set); }
 
 static size_t rmsnorm_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_ACTIVATION_DEFAULT, out); }
 static size_t silu_set(bq_op op, int sm, bq_desc *out) { (void)sm; return fused_set_of(op, BQ_SILU, out); }

@@ -213,7 +213,7 @@ Test(desc, null_plan_out) {
 }
 
 Test(desc, op_not_a_bq_op) {
-  const int bad[] = {BQ_OP_NONE, BQ_GATED_QUANTIZE + 1, 100, -1};
+  const int bad[] = {BQ_OP_NONE, BQ_HADAMARD + 1, 100, -1};
   for (size_t g = 0; g < NELEM(GRANS); g++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t b = 0; b < NELEM(bad); b++) {
@@ -2850,10 +2850,12 @@ Test(desc, block_layout_and_packed_enums) {
   cr_assert_eq((int)BQ_SCALES_BLOCKED, 2);
   cr_assert_eq((int)BQ_E2M1, 12);
   cr_assert_str_eq(bq__dtype_name(BQ_E2M1), "e2m1");
-  /* fields are appended (scale_layout, then scale_rule, the descriptor's last): zero-initialized
-     descs keep row-major scales and the library's rule */
-  const size_t end = offsetof(bq_desc, scale_rule) + sizeof(bq_scale_rule), al = _Alignof(bq_desc);
-  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "scale_rule ends at %zu of %zu", end, sizeof(bq_desc));
+  /* fields are appended (scale_layout, scale_rule, then random_signs, the descriptor's last):
+     zero-initialized descs keep row-major scales, the library's rule and no signs */
+  const size_t end = offsetof(bq_desc, random_signs) + sizeof(int), al = _Alignof(bq_desc);
+  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "random_signs ends at %zu of %zu", end, sizeof(bq_desc));
+  cr_assert(offsetof(bq_desc, random_signs) > offsetof(bq_desc, scale_rule));
+  cr_assert(offsetof(bq_args, seed) > offsetof(bq_args, out_tensor_scale));
   cr_assert_eq(sizeof(bq_scale_layout), sizeof(int));
   cr_assert(offsetof(bq_desc, scale_layout) > offsetof(bq_desc, pow2_scales));
   cr_assert(offsetof(bq_desc, scale_rule) > offsetof(bq_desc, scale_layout));
@@ -3709,4 +3711,99 @@ Test(args, mx_nvfp4_workspace) {
   a.tensor_scale = a.out_scales;
   cr_assert_eq(bq_plan_workspace_size(&plan, &a, &ws), BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_eq(ws, 0);
+}
+
+/* ---- the Hadamard rotation ------------------------------------------------------------------ */
+static combo rot_combo(bq_direction dir, bq_dtype ft, int signs) {
+  combo c;
+  memset(&c, 0, sizeof c);
+  c.d.op = BQ_HADAMARD;
+  c.d.direction = dir;
+  c.d.float_type = ft;
+  c.d.random_signs = signs;
+  snprintf(c.name, sizeof c.name, "hadamard%s", dir == BQ_BACKWARD ? "_backward" : "");
+  snprintf(c.ctx, sizeof c.ctx, "[hadamard dir %d ft %d signs %d]", (int)dir, (int)ft, signs);
+  return c;
+}
+
+Test(desc, hadamard_forms_and_fields) {
+  for (size_t f = 0; f < NELEM(FTS); f++)
+    for (int dir = 0; dir < 2; dir++)
+      for (int signs = 0; signs < 2; signs++) {
+        combo c = rot_combo((bq_direction)dir, FTS[f], signs);
+        expect_desc_valid(&c.d, c.ctx);
+        char sku[256];
+        cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS);
+        cr_assert(!strncmp(sku, "hadamard.", 9) && strstr(sku, signs ? ".signs." : ".plain."), "%s", sku);
+      }
+  char prefix[64];
+  combo c = rot_combo(BQ_FORWARD, BQ_BF16, 0);
+  snprintf(prefix, sizeof prefix, "hadamard: ");
+  const struct { int field; const char *needle; } bad[] = {
+      {0, "desc.int_type (5) must be 0: the rotation moves floats"}, {1, "desc.qmax (7) must be 0"},
+      {2, "desc.scale_type (1) must be 0"}, {3, "desc.asymmetric (1) must be 0"},
+      {4, "desc.scale_rule (1) applies to microscaling"}, {5, "desc.random_signs (2) must be 0 or 1"},
+      {6, "desc.granularity (3) must be BQ_PER_GROUP"}, {7, "desc.float_type (5, s8) must be BQ_F32"},
+      {8, "desc.activation (1) applies to gated quantize only"}, {9, "desc.scale_layout (2) must be 0"}};
+  for (size_t i = 0; i < NELEM(bad); i++) {
+    bq_desc d = c.d;
+    switch (bad[i].field) {
+    case 0: d.int_type = BQ_S8; break;
+    case 1: d.qmax = 7; break;
+    case 2: d.scale_type = BQ_F32; break;
+    case 3: d.asymmetric = 1; break;
+    case 4: d.scale_rule = BQ_SCALE_FLOOR; break;
+    case 5: d.random_signs = 2; break;
+    case 6: d.granularity = BQ_PER_TOKEN; break;
+    case 7: d.float_type = BQ_S8; break;
+    case 8: d.activation = BQ_SILU; break;
+    default: d.scale_layout = BQ_SCALES_BLOCKED; break;
+    }
+    expect_desc_invalid(&d, bad[i].field == 8 ? NULL : prefix, bad[i].needle, c.ctx);
+  }
+  /* the signs belong to the rotation alone */
+  bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  q.random_signs = 1;
+  expect_desc_invalid(&q, "quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD only", "[quantize signs]");
+}
+
+Test(args, hadamard_shapes_and_seed) {
+  const combo c = rot_combo(BQ_FORWARD, BQ_F32, 1);
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = (const void *)(uintptr_t)0x10000, a.y = (void *)(uintptr_t)0x20000;
+  a.rows = 5, a.cols = 256, a.group_size = 64, a.seed = 7;
+  expect_args_ok(&c, &a, 0, "blocks of 64");
+  const int64_t sizes[] = {0, 1, 3, 48, 512, -2};
+  for (size_t i = 0; i < NELEM(sizes); i++) {
+    bq_args b = a;
+    b.group_size = sizes[i];
+    char needle[128];
+    snprintf(needle, sizeof needle, "args.group_size (%lld) must be a power of two from 2 to 256", (long long)sizes[i]);
+    expect_args_invalid(&c, &b, needle);
+  }
+  bq_args b = a;
+  b.cols = 96;
+  expect_args_invalid(&c, &b, "args.group_size (64) does not divide args.cols (96)");
+  b = a, b.x_row_stride = 255;
+  expect_args_invalid(&c, &b, "args.x_row_stride (255) is smaller than args.cols (256)");
+  b = a, b.y_row_stride = 7;
+  expect_args_invalid(&c, &b, "args.y_row_stride (7) is smaller than args.cols (256)");
+  b = a, b.x = (const void *)(uintptr_t)0x10002;
+  expect_args_invalid(&c, &b, "args.x");
+  b = a, b.y = NULL;
+  expect_args_invalid(&c, &b, "args.y");
+  /* a seed on another plan is refused by name */
+  combo q;
+  memset(&q, 0, sizeof q);
+  q.d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  snprintf(q.name, sizeof q.name, "quantize_per_tensor");
+  snprintf(q.ctx, sizeof q.ctx, "[quantize seed]");
+  bq_args s;
+  memset(&s, 0, sizeof s);
+  s.x = (const void *)(uintptr_t)0x10000, s.y = (void *)(uintptr_t)0x20000, s.numel = 64, s.scale = 0.5, s.seed = 9;
+  expect_args_invalid(&q, &s, "args.seed (9) must be 0: it keys BQ_HADAMARD's random signs");
+  /* without the signs, the seed is not taken */
+  const combo plain = rot_combo(BQ_BACKWARD, BQ_F16, 0);
+  expect_args_invalid(&plain, &a, "args.seed (7) must be 0");
 }

@@ -9,7 +9,7 @@
               compile kernels into the disk cache with NVRTC alone (no GPU needed), in N
               processes: the same entries (file name and key) bq_plan_select and
               bq_plan_run load on a device of each arch, a module for each entry point of
-              a SKU. --all: every kernel of the families (affine, dynamic, linear, fused, mx)
+              a SKU. --all: every kernel of the families (affine, dynamic, linear, fused, mx, rotate)
               with the int types' full q-ranges, under the current environment
               (BARACUDA_QUANT_FORCE_PTX, BARACUDA_QUANT_WGMMA); --skus: one SKU a line as
               bq_plan_sku and `list --skus` print them ("A + B" warms both; "SKU@entry"

@@ -48,11 +48,11 @@ if [ "$what" = all ] || [ "$what" = suites ]; then
   # the family suites as processes of their own at once (NVRTC compiles a cold cache on all
   # the host's cores: about 300 s for all where one after the other took 680), then those
   # that test the cache itself, one after the other
-  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_linear validation_linear validation_fused; do
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_rotate gpu_linear validation_linear validation_fused; do
     J=3 suite $t > $OUT/.suite_$t 2>&1 &
   done
   wait
-  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_linear validation_linear validation_fused; do
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_rotate gpu_linear validation_linear validation_fused; do
     cat $OUT/.suite_$t; rm -f $OUT/.suite_$t
   done
   for t in gpu_cache gpu_devices validation cache; do suite $t; done
@@ -87,6 +87,8 @@ mx() {
   [ "$what" = mx ] && suite gpu_mx
   TMO=500 san memcheck gpu_mx --filter "$MX_SAN_FILTER"
   TMO=500 san racecheck gpu_mx --filter "$MX_SAN_FILTER"
+  TMO=300 san memcheck gpu_rotate
+  TMO=300 san racecheck gpu_rotate
   $B/tools/bench --filter mx/,per_group/dynamic_quantize/fwd/bf16/e4m3,fused/ --json $OUT/bench-mx.json \
     > $OUT/bench-mx.txt 2>&1; echo "bench mx rc=$?"
   grep -E "^(mx|fused|per_group)/" $OUT/bench-mx.txt | head -80

@@ -13,7 +13,7 @@
 # _WGMMA apply to both). --skus FILE takes one SKU a line as `baracuda-quant list --skus` prints
 # them ("A + B" is both, '-' is standard input), each built for the target it names (--arch
 # then keeps the SKUs of those archs); --all takes every kernel of the families (--family
-# affine,dynamic,linear,fused,mx; default all) with full q-ranges, for the target bq_plan_select picks
+# affine,dynamic,linear,fused,mx,rotate; default all) with full q-ranges, for the target bq_plan_select picks
 # on each --arch (default 90), as each header enumerates them; --filter TEXT keeps the SKUs
 # whose name contains TEXT. SKUs are paired by name.
 # Byte-identical cubins (or PTX) are "identical"; otherwise cubins are compared as
@@ -106,8 +106,8 @@ if [ -n "$ARCH" ]; then
 fi
 if [ -n "$FAMILY" ]; then
   for f in ${FAMILY//,/ }; do
-    case $f in affine | dynamic | linear | fused | mx) ;;
-    *) usage_error "--family: \"$f\" is not affine, dynamic, linear, fused or mx" ;;
+    case $f in affine | dynamic | linear | fused | mx | rotate) ;;
+    *) usage_error "--family: \"$f\" is not affine, dynamic, linear, fused, mx or rotate" ;;
     esac
   done
 fi

@@ -11,7 +11,7 @@
    own bq__normalize, bq__sku_of and bq__choose_target.
 
    usage: kernel_dump --out DIR (--skus FILE | --all) [--arch 90[,80...]]
-                      [--family affine,dynamic,linear,fused,mx] [--filter TEXT] [--shard I/N] [--list]
+                      [--family affine,dynamic,linear,fused,mx,rotate] [--filter TEXT] [--shard I/N] [--list]
                       [--modules]
      --skus FILE  one SKU a line as `baracuda-quant list --skus` prints them ("A + B" is
                   both; '#' starts a comment), each built for the target it names; --arch,
@@ -47,10 +47,11 @@
 #define KD_FAM_LINEAR 4u
 #define KD_FAM_FUSED 8u
 #define KD_FAM_MX 16u
+#define KD_FAM_ROTATE 32u
 
 static const char *USAGE =
     "usage: kernel_dump --out DIR (--skus FILE | --all) [--arch 90[,80...]]\n"
-    "                   [--family affine,dynamic,linear,fused,mx] [--filter TEXT] [--shard I/N] [--list]\n"
+    "                   [--family affine,dynamic,linear,fused,mx,rotate] [--filter TEXT] [--shard I/N] [--list]\n"
     "                   [--modules]\n";
 
 typedef struct kd_item {
@@ -77,6 +78,7 @@ static unsigned kd_family_of_name(const char *sku) {
   if (!strncmp(sku, "dynamic_quantize.", 17)) return KD_FAM_DYNAMIC;
   if (!strncmp(sku, "rmsnorm_quantize.", 17) || strstr(sku, "_mul_quantize.")) return KD_FAM_FUSED;
   if (!strncmp(sku, "mx_", 3)) return KD_FAM_MX;
+  if (!strncmp(sku, "hadamard.", 9)) return KD_FAM_ROTATE;
   return KD_FAM_AFFINE;
 }
 
@@ -436,7 +438,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(tok, "linear")) families |= KD_FAM_LINEAR;
         else if (!strcmp(tok, "fused")) families |= KD_FAM_FUSED;
         else if (!strcmp(tok, "mx")) families |= KD_FAM_MX;
-        else return usage("--family: \"%s\" is not affine, dynamic, linear, fused or mx", tok);
+        else if (!strcmp(tok, "rotate")) families |= KD_FAM_ROTATE;
+        else return usage("--family: \"%s\" is not affine, dynamic, linear, fused, mx or rotate", tok);
       }
     } else if (!strcmp(a, "--shard")) {
       char tail = 0;

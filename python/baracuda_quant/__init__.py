@@ -54,7 +54,7 @@ _OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "qu
         "dynamic_per_token_quant", "dynamic_quant", "int8_linear", "quantized_linear", "linear_weight_sums",
         "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant", "mx_quant", "mx_dequant", "mx_fake_quant",
         "mx_fake_quant_backward", "mx_quant_backward", "mx_dequant_backward", "rms_norm_mx_quant",
-        "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant")
+        "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant", "hadamard")
 for _name in _OPS:
     globals()[_name] = _dispatch(_name)
 

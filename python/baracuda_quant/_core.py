@@ -816,3 +816,31 @@ def fused_mx(op, *, x, codes, scales, elem, group_size, layout=0, rule=0, tensor
     key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_GROUP, x.dtype, elem, 0, 0, scale_type,
                         activation=activation, scale_layout=layout, scale_rule=rule)
     return _launch(key, device, a, stream, alloc, prepare)
+
+
+def hadamard(*, x, y, block_size, inverse=False, seed=None, stream=None, alloc=None, prepare=False):
+    """The block-diagonal Walsh-Hadamard rotation (docs/numerics.md, "Rotation") of x [rows,
+    cols] into y (the same shape and float type), in blocks of block_size (a power of two, 2
+    to 256, dividing cols) along the row; inverse: the inverse transform (the forward one's
+    gradient); seed (an int): the random sign vector Philox4x32-10 draws from it, None: none."""
+    check_float("x", x)
+    rows, cols, xs = rows_2d("x", x)
+    r2, c2, ys = rows_2d("y", y)
+    if (r2, c2) != (rows, cols) or y.dtype != x.dtype:
+        raise invalid("y: shape %s %s, expected x's %s %s" % (y.shape, y.dtype.name, x.shape, x.dtype.name))
+    n = integer("block_size", block_size)
+    if n < 2 or n > 256 or n & (n - 1) or cols % n:
+        raise invalid("block_size (%d) must be a power of two from 2 to 256 dividing the last dimension (%d)"
+                      % (n, cols))
+    device = same_device(("x", x), ("y", y))
+    a = Args(rows=rows, cols=cols, x_row_stride=xs, y_row_stride=ys, group_size=n)
+    signs = seed is not None
+    if signs:
+        seed = integer("seed", seed)
+        if not 0 <= seed < 2**64:
+            raise invalid("seed (%d) must fit 64 bits, unsigned" % seed)
+        a.seed = seed
+    a.x, a.y = x.ptr, y.ptr
+    key = _lib.desc_key(Op.HADAMARD, Direction.BACKWARD if inverse else Direction.FORWARD, Granularity.PER_GROUP,
+                        x.dtype, random_signs=int(signs))
+    return _launch(key, device, a, stream, alloc, prepare)

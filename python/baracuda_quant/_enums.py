@@ -45,6 +45,7 @@ class Op(enum.IntEnum):
     LINEAR_WEIGHT_SUMS = 7
     RMSNORM_QUANTIZE = 8
     GATED_QUANTIZE = 9
+    HADAMARD = 10
 
 
 class Activation(enum.IntEnum):

@@ -910,3 +910,21 @@ def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=No
     options and return)."""
     return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
                          scale_rule, return_act, stream, activation=Activation.GELU_TANH)
+
+
+# ---- the Hadamard rotation ----------------------------------------------------------------------
+def hadamard(x, block_size, *, inverse=False, seed=None, stream=None):
+    """The block-diagonal Walsh-Hadamard rotation of x [..., K] along its last dimension in
+    blocks of block_size (a power of two, 2 to 256, dividing K), normalized (orthonormal);
+    seed (an int): times the random sign vector drawn from it first (a random Hadamard
+    transform); inverse: the inverse (also the forward one's gradient). Returns x's shape and
+    type (docs/numerics.md, "Rotation")."""
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        x2 = _rows_view(xv, "x")
+        _set_device(xv.device)
+        y = _new_like(xv, xv.dtype, stream)
+        y._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.hadamard(
+            x=x2, y=_rows_view(y.view(), "y"), block_size=block_size, inverse=inverse, seed=seed, stream=st,
+            alloc=alloc)))
+        return y

@@ -1443,6 +1443,42 @@ def _(x, activation, group_size, elem, nv, tensor_scale, layout, rule, return_ac
     return _fused_mx_outputs(x, x.shape[-1] // 2, group_size, elem, nv, tensor_scale, layout, return_act)
 
 
+# ---- the Hadamard rotation: its gradient is its inverse (an orthonormal transform) -------------------
+def _hadamard_impl(x: torch.Tensor, block_size: int, inverse: bool, signs: bool, seed: int) -> torch.Tensor:
+    _check_float("x", x)
+    x2 = _rows(x, "x")
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if y.numel():
+        y2 = y.view(-1, x.shape[-1])
+        useed = seed % 2**64  # (the schema's int is signed: the same 64 bits)
+        key = ("hadamard", _g(x2), _g(y2), block_size, bool(inverse), bool(signs))
+        _call(key, x.device.index, lambda stream, alloc: _core.hadamard(
+            x=_view(x2, "x"), y=_view(y2), block_size=block_size, inverse=inverse, seed=useed if signs else None,
+            stream=stream, alloc=alloc, prepare=True), {"x": x2.data_ptr(), "y": y2.data_ptr(),
+                                                        "seed": useed if signs else 0})
+    return y
+
+
+_hadamard = _op("hadamard", _hadamard_impl)
+
+
+@_hadamard.register_fake
+def _(x, block_size, inverse, signs, seed):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _hadamard_setup(ctx, inputs, output):
+    ctx.params = inputs[1:]
+
+
+def _hadamard_backward(ctx, grad):
+    block_size, inverse, signs, seed = ctx.params
+    return _hadamard(grad, block_size, not inverse, signs, seed), None, None, None, None
+
+
+_hadamard.register_autograd(_hadamard_backward, setup_context=_hadamard_setup)
+
+
 # The implementations under the ops' names, for _ops' direct calls.
 _IMPL = types.SimpleNamespace(**_IMPL_FUNCS)
 
@@ -2218,6 +2254,25 @@ def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=No
     """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format."""
     return _gated_mx(x, Activation.GELU_TANH, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
                      return_act)
+
+
+def hadamard(x, block_size, *, inverse=False, seed=None):
+    """The block-diagonal Walsh-Hadamard rotation of x [..., K] in blocks of block_size (a
+    power of two, 2 to 256, dividing K), orthonormal; seed: times the random sign vector
+    Philox4x32-10 draws from it first; inverse: the inverse transform. Differentiable (the
+    gradient is the inverse's). docs/numerics.md, "Rotation"."""
+    _check_float("x", x)
+    n = _core.integer("block_size", block_size)
+    k = x.shape[-1] if x.dim() else 1
+    if n < 2 or n > 256 or n & (n - 1) or k % n:
+        raise _lib.invalid("block_size (%d) must be a power of two from 2 to 256 dividing the last dimension (%d)"
+                           % (n, k))
+    s = 0 if seed is None else _core.integer("seed", seed)
+    if not 0 <= s < 2**64:
+        raise _lib.invalid("seed (%d) must fit 64 bits, unsigned" % s)
+    if s >= 2**63:  # (the op's schema carries a signed 64-bit int; the library reads the same bits)
+        s -= 2**64
+    return _ops(x).hadamard(x, n, bool(inverse), seed is not None, s)
 
 
 def _bind_package():

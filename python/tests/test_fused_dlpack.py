@@ -132,3 +132,21 @@ def test_mx_checks(launches):
     if KNOWS_FUSED:  # the library's own rules: a UE8M0 rule with NVFP4 scales
         with pytest.raises(bq.InvalidArgumentError, match="names a UE8M0 rule"):
             bq.rms_norm_mx_quant(x, w, 1e-6, group_size=16, scale_dtype="float8_e4m3fn", scale_rule="floor")
+
+
+def test_hadamard(launches):
+    """The rotation: blocks, direction, the seed and the signs in the descriptor"""
+    x = Producer((3, 5, 256), DType.BF16)
+    y = bq.hadamard(x, 64)
+    assert y.shape == (3, 5, 256) and y.dtype == DType.BF16
+    key, a, _ = launches[-1]
+    assert key[0] == Op.HADAMARD and key[1] == 0 and key[14] == 0 and (a.rows, a.cols, a.group_size) == (15, 256, 64)
+    assert a.seed == 0 and a.x == x.arr.ptr and a.y == y.ptr
+    bq.hadamard(x, 256, inverse=True, seed=2**64 - 1)
+    key, a, _ = launches[-1]
+    assert key[1] == 1 and key[14] == 1 and a.seed == 2**64 - 1 and a.group_size == 256
+    for bad in (1, 3, 512, 48):
+        with pytest.raises(bq.InvalidArgumentError, match="block_size"):
+            bq.hadamard(x, bad)
+    with pytest.raises(bq.InvalidArgumentError, match="seed"):
+        bq.hadamard(x, 64, seed=-1)

@@ -42,12 +42,14 @@ def test_package_metadata_version():
     assert dist == bq.__version__
 
 
-def test_desc_scale_rule_is_the_last_field():
-    assert [f for f, _ in _lib.Desc._fields_[-2:]] == ["scale_layout", "scale_rule"]
-    end = _lib.Desc.scale_rule.offset + _lib.Desc.scale_rule.size
+def test_desc_random_signs_is_the_last_field():
+    assert [f for f, _ in _lib.Desc._fields_[-3:]] == ["scale_layout", "scale_rule", "random_signs"]
+    end = _lib.Desc.random_signs.offset + _lib.Desc.random_signs.size
     assert end == ctypes.sizeof(_lib.Desc) == _lib.bq_py_sizeof(b"bq_desc")
     assert _lib.Desc().scale_layout == _enums.ScaleLayout.ROW_MAJOR  # zero-initialized: the default
     assert _lib.Desc().scale_rule == _enums.ScaleRule.DEFAULT
+    assert _lib.Desc().random_signs == 0
+    assert _lib.Args._fields_[-1][0] == "seed" and _lib.Args().seed == 0
 
 
 def test_block_layout_and_packed_values():

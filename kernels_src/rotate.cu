@@ -1,0 +1,128 @@
+// rotate.cu - the block-diagonal Walsh-Hadamard rotation along each row (docs/numerics.md,
+// "Rotation"): blocks of n = 2^log2n elements; forward y = T((H (s x)) c), inverse
+// x = T(s ((H y) c)), c = C(1 / sqrt(n)), s a sign vector (+1, or random from Philox4x32-10
+// keyed by the seed), H applied as the fixed butterfly h = 1, 2, ..., n / 2.
+// Prelude defines (besides common.cuh's): BQ_DIR (forward: rotate; backward: the inverse).
+//
+// A warp takes a segment of 32 E consecutive elements of a row (E per lane: the entry
+// point's), which holds whole blocks (32 E >= n, both powers of two); the butterfly's stages
+// with h < E run in a lane's registers, the others between lanes (lane ^ h / E) by shuffles.
+// Each stage computes every pair of the contract's stage, so the bits do not depend on E,
+// the grid or which lane holds what. The sign vector is the same for every block: a lane's
+// E signs are drawn once.
+
+#include "rotate_abi.h"
+
+#if BQ_FT == BQ_TYPE_F64
+#define BQ_RSQRT2 0x1.6a09e667f3bcdp-1
+#else
+#define BQ_RSQRT2 0x1.6a09e6p-1f
+#endif
+// C(1 / sqrt(2^k)): a power of two, times C(1 / sqrt(2)) for odd k (exact either way)
+static __device__ __forceinline__ bq_c bq_rot_c(int k) {
+#if BQ_FT == BQ_TYPE_F64
+  const bq_c p = __longlong_as_double((bq_i64)(1023 - (k >> 1)) << 52);
+#else
+  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);
+#endif
+  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;
+}
+
+// Philox4x32-10 (Random123's; tests/reference_rotate.h checks its known answers)
+static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k0, bq_u32 k1) {
+#pragma unroll
+  for (int i = 0; i < 10; i++) {
+    if (i) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    const bq_u64 p0 = (bq_u64)0xD2511F53u * c[0], p1 = (bq_u64)0xCD9E8D57u * c[2];
+    const bq_u32 lo0 = (bq_u32)p0, hi0 = (bq_u32)(p0 >> 32), lo1 = (bq_u32)p1, hi1 = (bq_u32)(p1 >> 32);
+    const bq_u32 n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+    c[0] = n0, c[1] = lo1, c[2] = n2, c[3] = lo0;
+  }
+}
+
+template <int E>
+static __device__ __forceinline__ void bq_rotate_walk(const bq_rotate_params &p) {
+  const int lane = threadIdx.x & 31, n = 1 << p.log2n;
+  // the signs of this lane's elements j = (lane E + k) % n (one Philox word set: E divides 128)
+  bq_u32 neg = 0;
+  if (p.signs) {
+    const int j0 = (lane * E) % n;
+    bq_u32 w[4] = {(bq_u32)(j0 >> 7), 0u, 0u, 0u};
+    bq_philox4x32_10(w, p.seed_lo, p.seed_hi);
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+      const int j = (lane * E + k) % n;
+      neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;
+    }
+  }
+  const bq_c cn = bq_rot_c(p.log2n);
+  const bq_i64 items = p.rows * p.segs;
+  const bq_i64 warp = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = ((bq_i64)gridDim.x * blockDim.x) >> 5;
+  for (bq_i64 item = warp; item < items; item += nwarps) { // (warp-uniform: every lane shuffles)
+    const bq_i64 r = item / p.segs, e0 = (item - r * p.segs) * 32 * E + (bq_i64)lane * E;
+    const bq_t *x = (const bq_t *)p.x + r * p.xs + e0;
+    bq_t *y = (bq_t *)p.y + r * p.ys + e0;
+    const bool whole = e0 + E <= p.cols;
+    bq_c c[E];
+    if (whole) {
+      bq_chunk<bq_t, E> v;
+      bq_load(v, x, bq_width(x));
+#pragma unroll
+      for (int k = 0; k < E; k++) c[k] = bq_to_c(v.e[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < E; k++) c[k] = e0 + k < p.cols ? bq_to_c(x[k]) : (bq_c)0;
+    }
+#if BQ_DIR == BQ_DIR_FORWARD
+#pragma unroll
+    for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];
+#endif
+    // the butterfly's stages in a lane (h < E), then between lanes
+#pragma unroll
+    for (int h = 1; h < E; h <<= 1) {
+      if (h >= n) break;
+#pragma unroll
+      for (int k = 0; k < E; k++)
+        if (!(k & h)) {
+          const bq_c a = c[k], b = c[k + h];
+          c[k] = bq_add(a, b);
+          c[k + h] = bq_sub(a, b);
+        }
+    }
+    for (int lh = 1; lh * E < n; lh <<= 1) {
+      const bool up = lane & lh; // this lane holds the pairs' second elements
+#pragma unroll
+      for (int k = 0; k < E; k++) {
+        const bq_c o = __shfl_xor_sync(0xffffffffu, c[k], lh);
+        c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+      c[k] = bq_mul(c[k], cn);
+#if BQ_DIR == BQ_DIR_BACKWARD
+      c[k] = (neg >> k) & 1u ? -c[k] : c[k];
+#endif
+    }
+    if (whole) {
+      bq_chunk<bq_t, E> o;
+#pragma unroll
+      for (int k = 0; k < E; k++) o.e[k] = bq_from_c(c[k]);
+      bq_store(y, o, bq_width(y));
+    } else {
+#pragma unroll
+      for (int k = 0; k < E; k++)
+        if (e0 + k < p.cols) y[k] = bq_from_c(c[k]);
+    }
+  }
+}
+
+#if BQ_E_ROTATE2
+extern "C" __global__ void __launch_bounds__(256) BQ_FN_ROTATE2(const bq_rotate_params p) { bq_rotate_walk<2>(p); }
+#endif
+#if BQ_E_ROTATE4
+extern "C" __global__ void __launch_bounds__(256) BQ_FN_ROTATE4(const bq_rotate_params p) { bq_rotate_walk<4>(p); }
+#endif
+#if BQ_E_ROTATE8
+extern "C" __global__ void __launch_bounds__(256) BQ_FN_ROTATE8(const bq_rotate_params p) { bq_rotate_walk<8>(p); }
+#endif
