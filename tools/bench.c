@@ -1445,6 +1445,96 @@ static void run_mx(void) {
 static void run_mx(void) {}
 #endif
 
+/* ---- the Hadamard rotation ---------------------------------------------------------------- */
+/* rotate/hadamard/fwd/<float>/[rows,cols]/n=<block>[/signs]: x read, y written, against the
+   copy of x's bytes (the ratio 1 is the copy's speed); bf16 activations' shapes, every block */
+#ifdef BQ_FN_ROTATE2 /* (headers with the rotation) */
+typedef struct rot_case {
+  int64_t rows, cols;
+  int n, signs;
+} rot_case;
+static const rot_case k_rot[] = {{8192, 4096, 16, 1},  {8192, 4096, 32, 1},   {8192, 4096, 64, 1}, {8192, 4096, 128, 1},
+                                 {8192, 4096, 256, 1}, {8192, 4096, 128, 0},  {8192, 14336, 128, 1},
+                                 {8192, 14336, 256, 1}};
+typedef struct rot_ctx {
+  bq_plan *plan;
+  bq_args a;
+  char *x, *y;
+  size_t stride;
+} rot_ctx;
+static int launch_rot(void *p, long set) {
+  rot_ctx *c = p;
+  bq_args a = c->a;
+  a.x = c->x + (size_t)set * c->stride;
+  a.y = c->y + (size_t)set * c->stride;
+  return BQ(bq_plan_run(c->plan, &a, NULL, 0, (void *)G.stream));
+}
+static int run_rot_case(const rot_case *c, row_result *r) {
+  int rc = -1;
+  bq_desc d = {0};
+  d.op = BQ_HADAMARD;
+  d.float_type = BQ_BF16;
+  d.random_signs = c->signs;
+  rot_ctx x;
+  memset(&x, 0, sizeof x);
+  if (BQ(bq_plan_select(&d, &x.plan))) return -1; /* the JIT compile stays out of the timing */
+  copy_str(r->sku, sizeof r->sku, bq_plan_sku(x.plan));
+  const size_t bytes = (size_t)(c->rows * c->cols) * 2u;
+  r->bytes = 2.0 * (double)bytes; /* x read, y written */
+  x.stride = (bytes + SET_ALIGN - 1) / SET_ALIGN * SET_ALIGN;
+  const long nsets = pick_nsets(2 * x.stride);
+  void *px = NULL, *py = NULL;
+  if (BQ(bq_malloc(&px, x.stride * (size_t)nsets)) || BQ(bq_malloc(&py, x.stride * (size_t)nsets))) goto done;
+  x.x = px, x.y = py;
+  if (fill_random(px, x.stride * (size_t)nsets, BQ_BF16, -3, 3) || BQ(bq_memset(py, 0xff, x.stride * (size_t)nsets)) ||
+      BQ(bq_synchronize(NULL)))
+    goto done;
+  x.a.rows = c->rows, x.a.cols = c->cols, x.a.group_size = c->n, x.a.seed = c->signs ? 0x5eed : 0;
+  x.a.x = px, x.a.y = py;
+  if (bq_check(bq_plan_can_implement(x.plan, &x.a), "bq_plan_can_implement", __LINE__)) goto done;
+  if (time_runs(launch_rot, &x, nsets, &r->t)) goto done;
+  r->gbps = r->bytes / (r->t.median_us * 1e3);
+  rc = 0;
+done:
+  if (BQ(bq_synchronize((void *)G.stream))) rc = -1;
+  if (px) BQ(bq_free(px));
+  if (py) BQ(bq_free(py));
+  bq_plan_destroy(x.plan);
+  return rc;
+}
+static void run_rot(void) {
+  int header = 0;
+  for (size_t i = 0; i < sizeof k_rot / sizeof k_rot[0]; i++) {
+    const rot_case *c = &k_rot[i];
+    char name[192];
+    snprintf(name, sizeof name, "rotate/hadamard/fwd/bf16/[%lld,%lld]/n=%d%s", (long long)c->rows, (long long)c->cols,
+             c->n, c->signs ? "/signs" : "");
+    if (!matches(name)) continue;
+    const size_t cb = (size_t)(c->rows * c->cols) * 2u;
+    const copy_result *cp = get_copy(cb);
+    if (!header++) {
+      printf("\n== rotation: median of %d runs; GB/s = (x read + y written) / time; ratio = GB/s / copy GB/s at "
+             "x's size ==\n", G.reps);
+      printf("%-64s %11s %9s %9s %6s\n", "case", "time_us", "GB/s", "copy_GB/s", "ratio");
+    }
+    row_result *r = new_row(name, cb);
+    if (!r) return;
+    if (run_rot_case(c, r) == 0) {
+      r->ok = 1;
+      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
+      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
+      r->ratio = r->gbps / r->copy_gbps;
+      printf("%-64s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps, r->ratio);
+    } else {
+      printf("%-64s FAILED\n", r->name);
+    }
+    fflush(stdout);
+  }
+}
+#else
+static void run_rot(void) {}
+#endif
+
 /* ---- JIT figures ------------------------------------------------------------------------ */
 /* Distinct SKUs that differ only in their q range: each one is a cold compile. */
 static bq_desc jit_desc(int k) {
@@ -2001,6 +2091,7 @@ int main(int argc, char **argv) {
   run_linear();
   run_fused();
   run_mx();
+  run_rot();
 
   printf("\n");
   if (write_json(G.json_path) == 0) printf("JSON written to %s\n", G.json_path);

@@ -89,9 +89,9 @@ mx() {
   TMO=500 san racecheck gpu_mx --filter "$MX_SAN_FILTER"
   TMO=300 san memcheck gpu_rotate
   TMO=300 san racecheck gpu_rotate
-  $B/tools/bench --filter mx/,per_group/dynamic_quantize/fwd/bf16/e4m3,fused/ --json $OUT/bench-mx.json \
+  $B/tools/bench --filter mx/,per_group/dynamic_quantize/fwd/bf16/e4m3,fused/,rotate/ --json $OUT/bench-mx.json \
     > $OUT/bench-mx.txt 2>&1; echo "bench mx rc=$?"
-  grep -E "^(mx|fused|per_group)/" $OUT/bench-mx.txt | head -80
+  grep -E "^(mx|fused|per_group|rotate)/" $OUT/bench-mx.txt | head -90
 }
 if [ "$what" = all ] || [ "$what" = mx ]; then mx; fi
 # `sku` (NVRTC only, no GPU needed): every SKU of test_sku's compile sets, which CI samples
