@@ -771,6 +771,19 @@ static row_result *g_rows;
 static int g_nrows;
 
 /* A new zeroed row at the end of g_rows, named and sized; NULL (after fail()) when out of memory. */
+/* a measured row against the copy of its size class: ok, the copy's figures and the ratio */
+static void row_vs_copy(row_result *r, const copy_result *cp) {
+  r->ok = 1;
+  r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
+  r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
+  r->ratio = r->gbps / r->copy_gbps;
+}
+/* the line of a row that has those columns alone (time, GB/s, the copy's, the ratio), or FAILED */
+static void print_row_vs_copy(const row_result *r) {
+  if (r->ok) printf("%-64s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps, r->ratio);
+  else printf("%-64s FAILED\n", r->name);
+  fflush(stdout);
+}
 static row_result *new_row(const char *name, size_t copy_bytes) {
   row_result *grown = realloc(g_rows, sizeof *g_rows * (size_t)(g_nrows + 1));
   if (!grown) {
@@ -1030,10 +1043,7 @@ static void run_linear(void) {
       snprintf(r->name + l, sizeof r->name - l, "/wgmma");
     }
     if (rc == 0) {
-      r->ok = 1;
-      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
-      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
-      r->ratio = r->gbps / r->copy_gbps;
+      row_vs_copy(r, cp);
       printf("%-64s %11.2f %8.1f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->tops, r->gbps, r->copy_gbps,
              r->ratio);
     } else {
@@ -1261,10 +1271,7 @@ static void run_fused(void) {
     if (!r) return;
     int ok = run_fused_case(c, r) == 0;
     if (ok) {
-      r->ok = 1;
-      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
-      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
-      r->ratio = r->gbps / r->copy_gbps;
+      row_vs_copy(r, cp);
       const row_result *q = c->kind != FUSED_DYNQ && ref >= 0 && g_rows[ref].ok ? &g_rows[ref] : NULL;
       if (q) {
         r->ref_us = q->t.median_us;
@@ -1429,16 +1436,8 @@ static void run_mx(void) {
     }
     row_result *r = new_row(name, cb);
     if (!r) return;
-    if (run_mx_case(c, r) == 0) {
-      r->ok = 1;
-      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
-      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
-      r->ratio = r->gbps / r->copy_gbps;
-      printf("%-64s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps, r->ratio);
-    } else {
-      printf("%-64s FAILED\n", r->name);
-    }
-    fflush(stdout);
+    if (run_mx_case(c, r) == 0) row_vs_copy(r, cp);
+    print_row_vs_copy(r);
   }
 }
 #else
@@ -1519,16 +1518,8 @@ static void run_rot(void) {
     }
     row_result *r = new_row(name, cb);
     if (!r) return;
-    if (run_rot_case(c, r) == 0) {
-      r->ok = 1;
-      r->copy_gbps = cp && cp->ok ? cp->gbps : NAN;
-      r->copy_us = cp && cp->ok ? cp->t.median_us : NAN;
-      r->ratio = r->gbps / r->copy_gbps;
-      printf("%-64s %11.2f %9.1f %9.1f %6.3f\n", r->name, r->t.median_us, r->gbps, r->copy_gbps, r->ratio);
-    } else {
-      printf("%-64s FAILED\n", r->name);
-    }
-    fflush(stdout);
+    if (run_rot_case(c, r) == 0) row_vs_copy(r, cp);
+    print_row_vs_copy(r);
   }
 }
 #else
