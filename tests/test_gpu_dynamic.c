@@ -1002,7 +1002,8 @@ Test(dynamic_edges, staged_rows)
 
 /* The staged rows on a plan that counts 1 or 3 SMs (its grid sized so): a few blocks
    each take many rows in turn, staging every next one in the same slot, on small tensors
-   (the case to run under compute-sanitizer's racecheck and synccheck). */
+   (the case to run under compute-sanitizer's racecheck and synccheck). 100 rows and more:
+   past the wave of 3 SMs (at most 16 blocks an SM at 64 registers a thread). */
 Test(dynamic_edges, staged_rows_few_blocks)
 {
   static const int64_t cols[] = {1032, 4096, 8192};
@@ -1016,7 +1017,7 @@ Test(dynamic_edges, staged_rows_few_blocks)
       for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++)
         for (int fake = 1; fake <= 3; fake += 2) {
           plan->num_sms = fake;
-          dcase c = token_case(&d, rnd_range(40, 70), cols[ci], ci == 1 ? cols[ci] + 8 : 0, ci == 2 ? cols[ci] + 5 : 0,
+          dcase c = token_case(&d, rnd_range(100, 160), cols[ci], ci == 1 ? cols[ci] + 8 : 0, ci == 2 ? cols[ci] + 5 : 0,
                                0, (int)rnd_range(0, 3));
           g_last_fn = NULL;
           run_case(&c);
