@@ -1304,24 +1304,33 @@ static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *
 // ---- elements --------------------------------------------------------------------------------
 #if BQ_IT == BQ_TYPE_E2M1
 // C -> E2M1 code: one round to nearest even onto +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating
-// (6 and past it, inf), NaN -> 0x7, -0 -> 0x8. Each comparison is a midpoint between two
-// magnitudes, strict where the tie goes to the lower (even) code and not where it goes up.
+// (6 and past it, inf), NaN -> 0x7, -0 -> 0x8. f64: each comparison is a midpoint between
+// two magnitudes, strict where the tie goes to the lower (even) code and not where it goes
+// up. f32, from the bits (the same code for every f32 pattern): below 1, rint(2|v|) in the
+// low bits of 2|v| + 2^23; from 1 on, the mantissa rounded to one bit (RNE: add just under
+// half its last place plus the kept bit), read with the exponent from 1.0's code, 2.
+#if BQ_FT == BQ_TYPE_F64
 static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {
   const bq_c a = bq_abs(v);
   if (!(a == a)) return 7;
   const int c = (a > (bq_c)0.25) + (a >= (bq_c)0.75) + (a > (bq_c)1.25) + (a >= (bq_c)1.75) + (a > (bq_c)2.5) +
                 (a >= (bq_c)3.5) + (a > (bq_c)5.0);
-#if BQ_FT == BQ_TYPE_F64
   return c | (__double_as_longlong(v) < 0 ? 8 : 0);
-#else
-  return c | (int)((__float_as_uint(v) >> 28) & 8u);
-#endif
 }
-// E2M1 code -> C, exact: 0.5 m below 2, else (2 + m % 2) 2^(m / 2 - 2)
+#else
+static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {
+  const bq_u32 u = __float_as_uint(v), a = u & 0x7fffffffu;
+  const bq_u32 lo = __float_as_uint(__fmaf_rn(__uint_as_float(a), 2.0f, 0x1p23f)) & 3u;
+  const bq_u32 hi = min((a + 0x1fffffu + ((a >> 22) & 1u)) >> 22, 259u) - 252u; // (inf, NaN: 7)
+  const bq_u32 c = a < 0x3f800000u ? lo : hi;
+  return (int)(c | (a <= 0x7f800000u ? (u >> 28) & 8u : 0u));
+}
+#endif
+// E2M1 code -> C, exact, from the f32's bits: magnitude m from 2 on is (2 + m % 2) 2^(m / 2 - 2),
+// whose exponent and mantissa bit read (m + 252) << 22; 1 is 0.5, 0 is 0; then the sign bit
 static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) {
-  const int m = c & 7;
-  const float mag = m < 2 ? 0.5f * (float)m : (float)(2 + (m & 1)) * (float)(1 << (m >> 1)) * 0.25f;
-  return (bq_c)((c & 8) ? -mag : mag);
+  const bq_u32 m = (bq_u32)c & 7u;
+  return (bq_c)__uint_as_float((m < 2u ? m * 0x3f000000u : (m + 252u) << 22) | (((bq_u32)c & 8u) << 28));
 }
 #else
 static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }

@@ -371,3 +371,22 @@ Test(emulated_mx, shapes, .timeout = 600) {
     else one_case(rep);
   }
 }
+
+/* The kernels' E2M1 conversion from f32 (bq_mx_elem_of, the bit form) on every f32 pattern
+   against the reference's (tests/reference_fp4.h), in one build of the suite (f32 data,
+   E2M1 with UE8M0 scales, dynamic quantize into the blocked layout); test_gpu_mx runs the
+   same check on the GPU. */
+Test(emulated_mx, e2m1_every_f32, .timeout = 600) {
+#if EMU_T == BQ_TYPE_F32 && EMU_I == BQ_TYPE_E2M1 && EMU_ST == BQ_TYPE_UE8M0 && EMU_LAYOUT == 2 && \
+    EMU_OP == BQ_OP_DYNAMIC_QUANTIZE
+  uint64_t bad = 0;
+  uint32_t first = 0;
+  for (uint64_t i = 0; i < (1ull << 32); i++) {
+    const uint32_t u = (uint32_t)i;
+    float f;
+    memcpy(&f, &u, 4);
+    if ((uint8_t)emu_mx::bq_mx_elem_of(f) != ref_e2m1_from_f32_bits(u) && !bad++) first = u;
+  }
+  cr_assert_eq(bad, 0, "%llu f32 patterns differ, the first 0x%08x", (unsigned long long)bad, first);
+#endif
+}
