@@ -4248,18 +4248,21 @@ static const bq__family bq__dynamic_family = {
 #define BQ_MX_ABI_H
 
 /* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.
-   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or
-   of any other size read twice (dynamic) from L1. */
+   bq_mx_lanes: a thread takes 16 bytes of floats and a group the 2^k lanes its floats span;
+   the others: a thread takes a group, of 16 or 32 elements held in registers (the formats'
+   sizes), or of any other size read twice (dynamic) from L1. */
 enum {
   BQ__MX_G16,    /* bq_mx16: groups of 16 */
   BQ__MX_G32,    /* bq_mx32: groups of 32 */
   BQ__MX_ANY,    /* bq_mx_any: any group size */
-  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+  BQ__MX_AMAX,   /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+  BQ__MX_LANES   /* bq_mx_lanes: groups of 2^k 16-byte accesses (k <= 5), all on the 16-byte grid */
 };
 #define BQ_FN_MX16 bq_mx16
 #define BQ_FN_MX32 bq_mx32
 #define BQ_FN_MX_ANY bq_mx_any
 #define BQ_FN_MX_AMAX bq_mx_amax
+#define BQ_FN_MX_LANES bq_mx_lanes
 
 typedef struct bq_mx_params {
   bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
@@ -4277,6 +4280,13 @@ typedef struct bq_mx_params {
   double bound;             /* args.amax_bound (0: none) */
   int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
                                partials and writes g */
+  /* bq_mx_lanes: items are pieces (a lane's 16 bytes of floats), ppr a row; a group takes
+     2^lshift of them. fast: rows x ppr < 2^31, rows by fd (ppr's divider). prows: dynamic
+     quantize into the blocked layout, the padded rows (whose scales it writes 0). avec:
+     bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid) */
+  bq_i64 ppr, prows;
+  bq_fastdiv fd;
+  int lshift, fast, avec;
 } bq_mx_params;
 #endif
 
@@ -4522,6 +4532,29 @@ BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
 /* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
    host's choice */
 static int bq__mx_force_entry = -1;
+
+/* bq_mx_lanes takes a call (returning log2 of the lanes a group spans, else -1) where a
+   group is 2^k (k <= 5) pieces of 16 bytes of floats, and every piece of each stream is
+   aligned to its size: the floats' 16 bytes, the codes' 16 / T (E2M1: half that) */
+BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
+  const int T = bq__dtype_size(d->float_type), E = 16 / T, cb = d->int_type == BQ_E2M1 ? E / 2 : E;
+  if (v->group % E) return -1;
+  int k = 0;
+  while (k <= 5 && (E << k) != v->group) k++;
+  if (k > 5) return -1;
+  const int bwd = d->direction == BQ_BACKWARD, deq = d->op == BQ_DEQUANTIZE;
+  const int codes = !bwd && d->op != BQ_FAKE_QUANTIZE; /* one stream is codes */
+  /* each stream: its pointer and row stride in bytes, and the piece's size */
+  const void *ptr[3] = {bwd ? a->dy : a->x, bwd ? (const void *)a->dx : a->y, bwd && !deq ? a->x : NULL};
+  const int64_t st[3] = {bwd ? v->ys : v->xs, bwd ? v->xs : v->ys, v->xs};
+  for (int i = 0; i < 3; i++) {
+    if (!ptr[i]) continue;
+    const int is_code = codes && i == (deq ? 0 : 1);
+    const int64_t sb = is_code ? (d->int_type == BQ_E2M1 ? st[i] / 2 : st[i]) : st[i] * T, piece = is_code ? cb : 16;
+    if ((uintptr_t)ptr[i] % (uintptr_t)piece || sb % piece) return -1;
+  }
+  return k;
+}
 BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__mx_validate(p, a, &v);
@@ -4549,6 +4582,15 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   const int64_t wrows = pad ? (v.rows + 127) / 128 * 128 : v.rows;
   k.pgroups = pad ? (v.ngroups + 3) / 4 * 4 : v.ngroups;
   k.items = wrows * k.pgroups;
+  /* the rows in pieces of 16 bytes of floats, where they hold whole ones (bq_mx_lanes, and
+     bq_mx_amax where x's rows are on the 16-byte grid) */
+  const int T = bq__dtype_size(d->float_type);
+  if (v.cols % (16 / T) == 0) {
+    k.ppr = v.cols / (16 / T);
+    k.fast = v.rows * k.ppr < ((int64_t)1 << 31);
+    if (k.fast) k.fd = bq__make_fastdiv((uint32_t)k.ppr);
+    k.avec = (uintptr_t)a->x % 16 == 0 && (v.xs * T) % 16 == 0;
+  }
   if (bq__mx_two_pass(p, a)) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__mx_workspace(p, a)))) return st;
     k.amax = (uint64_t)(uintptr_t)ws;
@@ -4562,6 +4604,13 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
     k.enc = k.amax + 4 * (uint64_t)k.nparts; /* (the finishing block wrote it) */
   }
   int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+  const int lsh = bq__mx_lanes(d, a, &v);
+  if (lsh >= 0 && bq__mx_force_entry < 0) {
+    e = BQ__MX_LANES;
+    k.lshift = lsh;
+    k.items = v.rows * k.ppr; /* (ppr and its divider set above: G is whole pieces) */
+    k.prows = wrows;
+  }
   if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;
   const int64_t blocks = bq__grid(k.items, 256), cap = (int64_t)bq__limits_of(p).sms * 16;
   return bq__launch(p, e, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
@@ -4585,7 +4634,8 @@ static const bq__family bq__mx_family = {
   bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
   bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,
   {{NULL}, {NULL}, {NULL},
-   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX)},
+   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX),
+    BQ_ENTRY_NAME(BQ_FN_MX_LANES)},
    {NULL}},
   NULL, NULL, bq__mx_typical};
 
@@ -12853,8 +12903,10 @@ static const char bq__src_mx_cu[] =
   "// blocked (the 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's scale\n"
   "// rule (bq_scale_rule's values: UE8M0 1-5, NVFP4 6-7).\n"
   "//\n"
-  "// A thread takes a group, consecutive threads consecutive groups of a row, so a warp's\n"
-  "// loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte\n"
+  "// bq_mx_lanes, where a group is 2^k 16-byte accesses of floats (k <= 5) and every row starts\n"
+  "// on the 16-byte grid: a thread takes one access's elements, the lanes of a group reduce its\n"
+  "// amax by shuffles. Otherwise a thread takes a group, consecutive threads consecutive groups\n"
+  "// of a row, so a warp's loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte\n"
   "// accesses where every group starts aligned, else element by element); bq_mx_any takes any\n"
   "// G, reading a dynamic group twice (the second read from L1). E2M1 codes go two a byte, the\n"
   "// lower index in the low nibble. In the blocked layout dynamic quantize walks the padded\n"
@@ -12867,18 +12919,21 @@ static const char bq__src_mx_cu[] =
   "#define BQ_MX_ABI_H\n"
   "\n"
   "/* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.\n"
-  "   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or\n"
-  "   of any other size read twice (dynamic) from L1. */\n"
+  "   bq_mx_lanes: a thread takes 16 bytes of floats and a group the 2^k lanes its floats span;\n"
+  "   the others: a thread takes a group, of 16 or 32 elements held in registers (the formats'\n"
+  "   sizes), or of any other size read twice (dynamic) from L1. */\n"
   "enum {\n"
   "  BQ__MX_G16,    /* bq_mx16: groups of 16 */\n"
   "  BQ__MX_G32,    /* bq_mx32: groups of 32 */\n"
   "  BQ__MX_ANY,    /* bq_mx_any: any group size */\n"
-  "  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */\n"
+  "  BQ__MX_AMAX,   /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */\n"
+  "  BQ__MX_LANES   /* bq_mx_lanes: groups of 2^k 16-byte accesses (k <= 5), all on the 16-byte grid */\n"
   "};\n"
   "#define BQ_FN_MX16 bq_mx16\n"
   "#define BQ_FN_MX32 bq_mx32\n"
   "#define BQ_FN_MX_ANY bq_mx_any\n"
   "#define BQ_FN_MX_AMAX bq_mx_amax\n"
+  "#define BQ_FN_MX_LANES bq_mx_lanes\n"
   "\n"
   "typedef struct bq_mx_params {\n"
   "  bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */\n"
@@ -12896,6 +12951,13 @@ static const char bq__src_mx_cu[] =
   "  double bound;             /* args.amax_bound (0: none) */\n"
   "  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts\n"
   "                               partials and writes g */\n"
+  "  /* bq_mx_lanes: items are pieces (a lane's 16 bytes of floats), ppr a row; a group takes\n"
+  "     2^lshift of them. fast: rows x ppr < 2^31, rows by fd (ppr's divider). prows: dynamic\n"
+  "     quantize into the blocked layout, the padded rows (whose scales it writes 0). avec:\n"
+  "     bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid) */\n"
+  "  bq_i64 ppr, prows;\n"
+  "  bq_fastdiv fd;\n"
+  "  int lshift, fast, avec;\n"
   "} bq_mx_params;\n"
   "#endif\n"
   "// (the formats' conversions, scale rules and layouts are common.cuh's, which fused.cu shares)\n"
@@ -12935,13 +12997,15 @@ static const char bq__src_mx_cu[] =
   "#if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
   "// A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;\n"
   "// else the one stored there\n"
-  "static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g) {\n"
+  "// (put: this thread stores it, the first of the lanes a group spans)\n"
+  "static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g,\n"
+  "                                                                bool put) {\n"
   "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE\n"
   "  if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;\n"
   "  const int code = bq_mx_rule(amax, g, bq_mx_enc(p, g));\n"
-  "  bq_mx_put_scale(p, si, code);\n"
+  "  if (put) bq_mx_put_scale(p, si, code);\n"
   "#else\n"
-  "  (void)amax;\n"
+  "  (void)amax, (void)put;\n"
   "  const int code = ((const bq_u8 *)p.scales)[si];\n"
   "#endif\n"
   "  return bq_mx_scale_of(code, g);\n"
@@ -12949,16 +13013,19 @@ static const char bq__src_mx_cu[] =
   "\n"
   "// One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),\n"
   "// scale index si. Fixed N: the group in registers, moved in accesses as wide as its\n"
-  "// alignment allows.\n"
+  "// alignment allows. Or N elements of a group that 2^lsh lanes of a warp take together\n"
+  "// (bq_mx_lanes): dynamic quantize's amax is then the lanes' (max is exact in any order),\n"
+  "// and the first of them stores the scale.\n"
   "template <int N>\n"
-  "static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {\n"
+  "static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,\n"
+  "                                                 int lsh = 0, bool al = false) {\n"
   "#if BQ_OP == BQ_OP_DEQUANTIZE\n"
   "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
   "  const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out\n"
   "  bq_t *out = (bq_t *)p.y + y0;\n"
   "  if (N) {\n"
   "    bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;\n"
-  "    bq_load(c, q, bq_width(q));\n"
+  "    bq_load(c, q, al ? 16 : bq_width(q));\n"
   "    bq_chunk<bq_t, (N > 0 ? N : 1)> o;\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < N; j++) {\n"
@@ -12969,7 +13036,7 @@ static const char bq__src_mx_cu[] =
   "#endif\n"
   "      o.e[j] = bq_from_c(bq_mul(bq_mx_elem_to_c(code), s.sc));\n"
   "    }\n"
-  "    bq_store(out, o, bq_width(out));\n"
+  "    bq_store(out, o, al ? 16 : bq_width(out));\n"
   "  } else {\n"
   "    for (bq_i64 j = 0; j < p.group; j++) {\n"
   "#if BQ_IT == BQ_TYPE_E2M1\n"
@@ -12985,12 +13052,17 @@ static const char bq__src_mx_cu[] =
   "  bq_u8 *y = (bq_u8 *)p.y + BQ_MX_YB(y0);\n"
   "  if (N) {\n"
   "    bq_chunk<bq_t, (N > 0 ? N : 1)> v;\n"
-  "    bq_load(v, x, bq_width(x));\n"
+  "    bq_load(v, x, al ? 16 : bq_width(x));\n"
   "    bq_c amax = 0;\n"
-  "    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)\n"
+  "    const int lane = (int)(threadIdx.x & 31);\n"
+  "    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE) {\n"
   "#pragma unroll\n"
   "      for (int j = 0; j < N; j++) amax = bq_max(amax, bq_abs(bq_to_c(v.e[j]))); // (fmax drops NaN)\n"
-  "    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g);\n"
+  "      const int n = 1 << lsh;\n"
+  "      const bq_u32 mask = n == 32 ? 0xffffffffu : ((1u << n) - 1u) << (lane & -n);\n"
+  "      for (int off = 1; off < n; off <<= 1) amax = bq_max(amax, __shfl_xor_sync(mask, amax, off));\n"
+  "    }\n"
+  "    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, (lane & ((1 << lsh) - 1)) == 0);\n"
   "    bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < N; j++) {\n"
@@ -13002,12 +13074,12 @@ static const char bq__src_mx_cu[] =
   "      c.e[j] = (bq_u8)q;\n"
   "#endif\n"
   "    }\n"
-  "    bq_store(y, c, bq_width(y));\n"
+  "    bq_store(y, c, al ? 16 : bq_width(y));\n"
   "  } else {\n"
   "    bq_c amax = 0;\n"
   "    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)\n"
   "      for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));\n"
-  "    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g);\n"
+  "    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, true);\n"
   "#if BQ_IT == BQ_TYPE_E2M1\n"
   "    for (bq_i64 j = 0; j < p.group; j += 2)\n"
   "      y[j >> 1] = (bq_u8)(bq_mx_quantize(bq_to_c(x[j]), s) | (bq_mx_quantize(bq_to_c(x[j + 1]), s) << 4));\n"
@@ -13049,7 +13121,8 @@ static const char bq__src_mx_cu[] =
   "}\n"
   "// One group: x at x0 (and dx there), y / dy at y0, elements of T; fixed N in registers\n"
   "template <int N>\n"
-  "static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {\n"
+  "static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,\n"
+  "                                                   bool al = false) {\n"
   "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
   "#if BQ_DIR == BQ_DIR_FORWARD\n"
   "  const bq_t *in = (const bq_t *)p.x + x0, *din = in; // (din unused)\n"
@@ -13062,11 +13135,11 @@ static const char bq__src_mx_cu[] =
   "  const bool need_dy = BQ_DIR == BQ_DIR_BACKWARD;\n"
   "  if (N) {\n"
   "    bq_chunk<bq_t, (N > 0 ? N : 1)> a, b, o;\n"
-  "    if (need_x) bq_load(a, in, bq_width(in));\n"
-  "    if (need_dy) bq_load(b, din, bq_width(din));\n"
+  "    if (need_x) bq_load(a, in, al ? 16 : bq_width(in));\n"
+  "    if (need_dy) bq_load(b, din, al ? 16 : bq_width(din));\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s);\n"
-  "    bq_store(out, o, bq_width(out));\n"
+  "    bq_store(out, o, al ? 16 : bq_width(out));\n"
   "  } else {\n"
   "    for (bq_i64 j = 0; j < p.group; j++)\n"
   "      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s);\n"
@@ -13093,6 +13166,40 @@ static const char bq__src_mx_cu[] =
   "  }\n"
   "}\n"
   "\n"
+  "// bq_mx_lanes: item i is the i-th piece of BQ_MX_E elements (16 bytes of floats) in row\n"
+  "// order, so a warp's accesses cover a contiguous span of each stream; a group's 2^lshift\n"
+  "// pieces sit in consecutive lanes of one warp (the grid and the block are whole warps and\n"
+  "// every row holds whole groups). In dynamic quantize's blocked layout the thread that puts\n"
+  "// a row's last scale writes that row's padding groups 0, and the grid the padded rows'.\n"
+  "#if BQ_E_MX_LANES\n"
+  "#define BQ_MX_E (16 / (int)sizeof(bq_t))\n"
+  "static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {\n"
+  "  const float g = bq_mx_g(p);\n"
+  "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
+  "  for (bq_i64 i = t0; i < p.items; i += step) {\n"
+  "    const bq_i64 r = p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);\n"
+  "    const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;\n"
+  "    const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);\n"
+  "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
+  "    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, true);\n"
+  "#else\n"
+  "    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, p.lshift, true);\n"
+  "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2\n"
+  "    if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane\n"
+  "      for (bq_i64 k = p.ngroups; k < p.pgroups; k++) bq_mx_put_scale(p, bq_mx_sidx(r, k, p.ngroups, p.grs), 0);\n"
+  "#endif\n"
+  "#endif\n"
+  "  }\n"
+  "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2\n"
+  "  for (bq_i64 t = t0; t < (p.prows - p.rows) * p.pgroups; t += step) {\n"
+  "    const bq_i64 r = p.rows + t / p.pgroups;\n"
+  "    bq_mx_put_scale(p, bq_mx_sidx(r, t - (r - p.rows) * p.pgroups, p.ngroups, p.grs), 0);\n"
+  "  }\n"
+  "#endif\n"
+  "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX_LANES(const bq_mx_params p) { bq_mx_lanes_walk(p); }\n"
+  "#endif\n"
+  "\n"
   "#if BQ_E_MX16\n"
   "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX16(const bq_mx_params p) { bq_mx_walk<16>(p); }\n"
   "#endif\n"
@@ -13114,6 +13221,15 @@ static const char bq__src_mx_cu[] =
   "  float a = 0.0f;\n"
   "  if (p.finish) {\n"
   "    for (int i = (int)threadIdx.x; i < p.nparts; i += (int)blockDim.x) a = fmaxf(a, ws[i]);\n"
+  "  } else if (p.avec) { // rows of whole 16-byte accesses on the grid: an access a thread\n"
+  "    const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, n = p.rows * p.ppr;\n"
+  "    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
+  "      const bq_i64 r = p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);\n"
+  "      bq_chunk<bq_t, 16 / (int)sizeof(bq_t)> v;\n"
+  "      bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * (16 / (int)sizeof(bq_t)), 16);\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < 16 / (int)sizeof(bq_t); k++) a = fmaxf(a, (float)bq_abs(bq_to_c(v.e[k])));\n"
+  "    }\n"
   "  } else {\n"
   "    const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;\n"
   "    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.rows * p.cols; i += step) {\n"

@@ -9,8 +9,10 @@
 // blocked (the 128 x 4 tiles of block-scaled GEMMs); BQ_MX_RULE, dynamic quantize's scale
 // rule (bq_scale_rule's values: UE8M0 1-5, NVFP4 6-7).
 //
-// A thread takes a group, consecutive threads consecutive groups of a row, so a warp's
-// loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte
+// bq_mx_lanes, where a group is 2^k 16-byte accesses of floats (k <= 5) and every row starts
+// on the 16-byte grid: a thread takes one access's elements, the lanes of a group reduce its
+// amax by shuffles. Otherwise a thread takes a group, consecutive threads consecutive groups
+// of a row, so a warp's loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte
 // accesses where every group starts aligned, else element by element); bq_mx_any takes any
 // G, reading a dynamic group twice (the second read from L1). E2M1 codes go two a byte, the
 // lower index in the low nibble. In the blocked layout dynamic quantize walks the padded
@@ -54,13 +56,15 @@ static __device__ __forceinline__ float bq_mx_enc(const bq_mx_params &p, float g
 #if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
 // A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;
 // else the one stored there
-static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g) {
+// (put: this thread stores it, the first of the lanes a group spans)
+static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g,
+                                                                bool put) {
 #if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE
   if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;
   const int code = bq_mx_rule(amax, g, bq_mx_enc(p, g));
-  bq_mx_put_scale(p, si, code);
+  if (put) bq_mx_put_scale(p, si, code);
 #else
-  (void)amax;
+  (void)amax, (void)put;
   const int code = ((const bq_u8 *)p.scales)[si];
 #endif
   return bq_mx_scale_of(code, g);
@@ -68,16 +72,19 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
 
 // One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),
 // scale index si. Fixed N: the group in registers, moved in accesses as wide as its
-// alignment allows.
+// alignment allows. Or N elements of a group that 2^lsh lanes of a warp take together
+// (bq_mx_lanes): dynamic quantize's amax is then the lanes' (max is exact in any order),
+// and the first of them stores the scale.
 template <int N>
-static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {
+static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,
+                                                 int lsh = 0, bool al = false) {
 #if BQ_OP == BQ_OP_DEQUANTIZE
   const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);
   const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out
   bq_t *out = (bq_t *)p.y + y0;
   if (N) {
     bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;
-    bq_load(c, q, bq_width(q));
+    bq_load(c, q, al ? 16 : bq_width(q));
     bq_chunk<bq_t, (N > 0 ? N : 1)> o;
 #pragma unroll
     for (int j = 0; j < N; j++) {
@@ -88,7 +95,7 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
 #endif
       o.e[j] = bq_from_c(bq_mul(bq_mx_elem_to_c(code), s.sc));
     }
-    bq_store(out, o, bq_width(out));
+    bq_store(out, o, al ? 16 : bq_width(out));
   } else {
     for (bq_i64 j = 0; j < p.group; j++) {
 #if BQ_IT == BQ_TYPE_E2M1
@@ -104,12 +111,17 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
   bq_u8 *y = (bq_u8 *)p.y + BQ_MX_YB(y0);
   if (N) {
     bq_chunk<bq_t, (N > 0 ? N : 1)> v;
-    bq_load(v, x, bq_width(x));
+    bq_load(v, x, al ? 16 : bq_width(x));
     bq_c amax = 0;
-    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)
+    const int lane = (int)(threadIdx.x & 31);
+    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE) {
 #pragma unroll
       for (int j = 0; j < N; j++) amax = bq_max(amax, bq_abs(bq_to_c(v.e[j]))); // (fmax drops NaN)
-    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g);
+      const int n = 1 << lsh;
+      const bq_u32 mask = n == 32 ? 0xffffffffu : ((1u << n) - 1u) << (lane & -n);
+      for (int off = 1; off < n; off <<= 1) amax = bq_max(amax, __shfl_xor_sync(mask, amax, off));
+    }
+    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, (lane & ((1 << lsh) - 1)) == 0);
     bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;
 #pragma unroll
     for (int j = 0; j < N; j++) {
@@ -121,12 +133,12 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
       c.e[j] = (bq_u8)q;
 #endif
     }
-    bq_store(y, c, bq_width(y));
+    bq_store(y, c, al ? 16 : bq_width(y));
   } else {
     bq_c amax = 0;
     if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)
       for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));
-    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g);
+    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, true);
 #if BQ_IT == BQ_TYPE_E2M1
     for (bq_i64 j = 0; j < p.group; j += 2)
       y[j >> 1] = (bq_u8)(bq_mx_quantize(bq_to_c(x[j]), s) | (bq_mx_quantize(bq_to_c(x[j + 1]), s) << 4));
@@ -168,7 +180,8 @@ static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_
 }
 // One group: x at x0 (and dx there), y / dy at y0, elements of T; fixed N in registers
 template <int N>
-static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g) {
+static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,
+                                                   bool al = false) {
   const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);
 #if BQ_DIR == BQ_DIR_FORWARD
   const bq_t *in = (const bq_t *)p.x + x0, *din = in; // (din unused)
@@ -181,11 +194,11 @@ static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64
   const bool need_dy = BQ_DIR == BQ_DIR_BACKWARD;
   if (N) {
     bq_chunk<bq_t, (N > 0 ? N : 1)> a, b, o;
-    if (need_x) bq_load(a, in, bq_width(in));
-    if (need_dy) bq_load(b, din, bq_width(din));
+    if (need_x) bq_load(a, in, al ? 16 : bq_width(in));
+    if (need_dy) bq_load(b, din, al ? 16 : bq_width(din));
 #pragma unroll
     for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s);
-    bq_store(out, o, bq_width(out));
+    bq_store(out, o, al ? 16 : bq_width(out));
   } else {
     for (bq_i64 j = 0; j < p.group; j++)
       out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s);
@@ -212,6 +225,40 @@ static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {
   }
 }
 
+// bq_mx_lanes: item i is the i-th piece of BQ_MX_E elements (16 bytes of floats) in row
+// order, so a warp's accesses cover a contiguous span of each stream; a group's 2^lshift
+// pieces sit in consecutive lanes of one warp (the grid and the block are whole warps and
+// every row holds whole groups). In dynamic quantize's blocked layout the thread that puts
+// a row's last scale writes that row's padding groups 0, and the grid the padded rows'.
+#if BQ_E_MX_LANES
+#define BQ_MX_E (16 / (int)sizeof(bq_t))
+static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
+  const float g = bq_mx_g(p);
+  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (bq_i64 i = t0; i < p.items; i += step) {
+    const bq_i64 r = p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);
+    const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;
+    const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);
+#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
+    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, true);
+#else
+    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, p.lshift, true);
+#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2
+    if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane
+      for (bq_i64 k = p.ngroups; k < p.pgroups; k++) bq_mx_put_scale(p, bq_mx_sidx(r, k, p.ngroups, p.grs), 0);
+#endif
+#endif
+  }
+#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2
+  for (bq_i64 t = t0; t < (p.prows - p.rows) * p.pgroups; t += step) {
+    const bq_i64 r = p.rows + t / p.pgroups;
+    bq_mx_put_scale(p, bq_mx_sidx(r, t - (r - p.rows) * p.pgroups, p.ngroups, p.grs), 0);
+  }
+#endif
+}
+extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_LANES(const bq_mx_params p) { bq_mx_lanes_walk(p); }
+#endif
+
 #if BQ_E_MX16
 extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX16(const bq_mx_params p) { bq_mx_walk<16>(p); }
 #endif
@@ -233,6 +280,15 @@ extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_para
   float a = 0.0f;
   if (p.finish) {
     for (int i = (int)threadIdx.x; i < p.nparts; i += (int)blockDim.x) a = fmaxf(a, ws[i]);
+  } else if (p.avec) { // rows of whole 16-byte accesses on the grid: an access a thread
+    const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, n = p.rows * p.ppr;
+    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+      const bq_i64 r = p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);
+      bq_chunk<bq_t, 16 / (int)sizeof(bq_t)> v;
+      bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * (16 / (int)sizeof(bq_t)), 16);
+#pragma unroll
+      for (int k = 0; k < 16 / (int)sizeof(bq_t); k++) a = fmaxf(a, (float)bq_abs(bq_to_c(v.e[k])));
+    }
   } else {
     const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;
     for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.rows * p.cols; i += step) {

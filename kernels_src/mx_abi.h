@@ -6,18 +6,21 @@
 #include "abi.h"
 
 /* The entry points: each one's index in a plan's module (bq__family.kernels) and its name.
-   A thread takes a group: of 16 or 32 elements held in registers (the formats' sizes), or
-   of any other size read twice (dynamic) from L1. */
+   bq_mx_lanes: a thread takes 16 bytes of floats and a group the 2^k lanes its floats span;
+   the others: a thread takes a group, of 16 or 32 elements held in registers (the formats'
+   sizes), or of any other size read twice (dynamic) from L1. */
 enum {
   BQ__MX_G16,    /* bq_mx16: groups of 16 */
   BQ__MX_G32,    /* bq_mx32: groups of 32 */
   BQ__MX_ANY,    /* bq_mx_any: any group size */
-  BQ__MX_AMAX    /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+  BQ__MX_AMAX,   /* bq_mx_amax: NVFP4 dynamic quantize's first passes, the tensor's amax */
+  BQ__MX_LANES   /* bq_mx_lanes: groups of 2^k 16-byte accesses (k <= 5), all on the 16-byte grid */
 };
 #define BQ_FN_MX16 bq_mx16
 #define BQ_FN_MX32 bq_mx32
 #define BQ_FN_MX_ANY bq_mx_any
 #define BQ_FN_MX_AMAX bq_mx_amax
+#define BQ_FN_MX_LANES bq_mx_lanes
 
 typedef struct bq_mx_params {
   bq_u64 x, y, scales;      /* y: E2M1 codes two a byte, else a byte an element */
@@ -35,5 +38,12 @@ typedef struct bq_mx_params {
   double bound;             /* args.amax_bound (0: none) */
   int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
                                partials and writes g */
+  /* bq_mx_lanes: items are pieces (a lane's 16 bytes of floats), ppr a row; a group takes
+     2^lshift of them. fast: rows x ppr < 2^31, rows by fd (ppr's divider). prows: dynamic
+     quantize into the blocked layout, the padded rows (whose scales it writes 0). avec:
+     bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid) */
+  bq_i64 ppr, prows;
+  bq_fastdiv fd;
+  int lshift, fast, avec;
 } bq_mx_params;
 #endif

@@ -243,6 +243,29 @@ BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
 /* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
    host's choice */
 static int bq__mx_force_entry = -1;
+
+/* bq_mx_lanes takes a call (returning log2 of the lanes a group spans, else -1) where a
+   group is 2^k (k <= 5) pieces of 16 bytes of floats, and every piece of each stream is
+   aligned to its size: the floats' 16 bytes, the codes' 16 / T (E2M1: half that) */
+BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
+  const int T = bq__dtype_size(d->float_type), E = 16 / T, cb = d->int_type == BQ_E2M1 ? E / 2 : E;
+  if (v->group % E) return -1;
+  int k = 0;
+  while (k <= 5 && (E << k) != v->group) k++;
+  if (k > 5) return -1;
+  const int bwd = d->direction == BQ_BACKWARD, deq = d->op == BQ_DEQUANTIZE;
+  const int codes = !bwd && d->op != BQ_FAKE_QUANTIZE; /* one stream is codes */
+  /* each stream: its pointer and row stride in bytes, and the piece's size */
+  const void *ptr[3] = {bwd ? a->dy : a->x, bwd ? (const void *)a->dx : a->y, bwd && !deq ? a->x : NULL};
+  const int64_t st[3] = {bwd ? v->ys : v->xs, bwd ? v->xs : v->ys, v->xs};
+  for (int i = 0; i < 3; i++) {
+    if (!ptr[i]) continue;
+    const int is_code = codes && i == (deq ? 0 : 1);
+    const int64_t sb = is_code ? (d->int_type == BQ_E2M1 ? st[i] / 2 : st[i]) : st[i] * T, piece = is_code ? cb : 16;
+    if ((uintptr_t)ptr[i] % (uintptr_t)piece || sb % piece) return -1;
+  }
+  return k;
+}
 BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__mx_validate(p, a, &v);
@@ -270,6 +293,15 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   const int64_t wrows = pad ? (v.rows + 127) / 128 * 128 : v.rows;
   k.pgroups = pad ? (v.ngroups + 3) / 4 * 4 : v.ngroups;
   k.items = wrows * k.pgroups;
+  /* the rows in pieces of 16 bytes of floats, where they hold whole ones (bq_mx_lanes, and
+     bq_mx_amax where x's rows are on the 16-byte grid) */
+  const int T = bq__dtype_size(d->float_type);
+  if (v.cols % (16 / T) == 0) {
+    k.ppr = v.cols / (16 / T);
+    k.fast = v.rows * k.ppr < ((int64_t)1 << 31);
+    if (k.fast) k.fd = bq__make_fastdiv((uint32_t)k.ppr);
+    k.avec = (uintptr_t)a->x % 16 == 0 && (v.xs * T) % 16 == 0;
+  }
   if (bq__mx_two_pass(p, a)) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__mx_workspace(p, a)))) return st;
     k.amax = (uint64_t)(uintptr_t)ws;
@@ -283,6 +315,13 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
     k.enc = k.amax + 4 * (uint64_t)k.nparts; /* (the finishing block wrote it) */
   }
   int e = v.group == 16 ? BQ__MX_G16 : v.group == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+  const int lsh = bq__mx_lanes(d, a, &v);
+  if (lsh >= 0 && bq__mx_force_entry < 0) {
+    e = BQ__MX_LANES;
+    k.lshift = lsh;
+    k.items = v.rows * k.ppr; /* (ppr and its divider set above: G is whole pieces) */
+    k.prows = wrows;
+  }
   if (bq__mx_force_entry >= 0) e = bq__mx_force_entry;
   const int64_t blocks = bq__grid(k.items, 256), cap = (int64_t)bq__limits_of(p).sms * 16;
   return bq__launch(p, e, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
@@ -306,6 +345,7 @@ static const bq__family bq__mx_family = {
   bq__mx_guarantee, "mx.cu", bq__text_mx_cu, bq__mx_prelude, bq__mx_vec, 0, bq__mx_shape, bq__mx_check,
   bq__mx_workspace, bq__mx_run, bq__mx_has, NULL,
   {{NULL}, {NULL}, {NULL},
-   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX)},
+   {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX),
+    BQ_ENTRY_NAME(BQ_FN_MX_LANES)},
    {NULL}},
   NULL, NULL, bq__mx_typical};

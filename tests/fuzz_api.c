@@ -67,7 +67,7 @@
    gets this full extent check: bq_affine, _cols, _odd, _blocks, _flat, _narrow, _mask,
    _lean, _pair; bq_dynamic, _long, _reduce, _apply, _tiles, _tiles_rows; bq_fused_c1 .. c8,
    c2d, c8d, m4, m8, m4f, m8f, m16, long, staged; bq_gemv, bq_gemv32, bq_gemv64,
-   bq_gemm_large, bq_gemm_wgmma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax. It checks what the host tells a kernel, not
+   bq_gemm_large, bq_gemm_wgmma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax, bq_mx_lanes. It checks what the host tells a kernel, not
    the kernel's own indexing (tests/emulator runs that). QuantizedLinear's activation
    kernel writes, and its GEMM reads, inside the workspace.
    --self-test shows the checks can fail: for every enumerated desc (linear ones also with
@@ -667,8 +667,18 @@ static void check_mx(const char *name, const bq_desc *d, const void *params) {
     touch(name, "x", k.x, deq ? cb : sat_mul(fx, T), 0);
     touch(name, "y", k.y, deq ? sat_mul(fx, T) : cb, 1);
   }
-  /* the scales the walk reaches: rows of pgroups items (the blocked padding: whole tiles) */
-  const uint64_t wrows = k.pgroups ? u(k.items) / u(k.pgroups) : 0, ng = u(k.ngroups);
+  /* the scales the walk reaches: rows of pgroups items (the blocked padding: whole tiles);
+     bq_mx_lanes: items are rows of ppr pieces of 16 bytes of floats, 2^lshift a group, and
+     dynamic quantize into the blocked layout writes the padding of prows rows */
+  uint64_t wrows = k.pgroups ? u(k.items) / u(k.pgroups) : 0;
+  if (!strcmp(name, "bq_mx_lanes")) {
+    if (k.lshift < 0 || k.lshift > 5 || k.ppr * (int64_t)(16 / T) != k.cols || (k.ngroups << k.lshift) != k.ppr ||
+        k.items != k.rows * k.ppr || (k.fast && (k.items >= ((int64_t)1 << 31) || k.fd.d != (uint32_t)k.ppr)))
+      return violation("%s: %s: %lld pieces a row (2^%d a group) of %lld, %lld items, fast %d", call.plan->name, name,
+                       (long long)k.ppr, k.lshift, (long long)k.cols, (long long)k.items, k.fast);
+    wrows = dyn && d->scale_layout == BQ_SCALES_BLOCKED ? u(k.prows) : u(k.rows);
+  }
+  const uint64_t ng = u(k.ngroups);
   uint64_t n = 0;
   if (wrows && ng) {
     if (d->scale_layout == BQ_SCALES_BLOCKED) n = cdiv(wrows, 128) * 128 * cdiv(ng, 4) * 4;

@@ -109,6 +109,19 @@ typedef struct mx_case {
   int offf, offc, force, computed;
 } mx_case;
 
+/* The entry point a run takes, restated: bq_mx_lanes where G is 2^k (k <= 5) times the
+   16 / T elements of a 16-byte access of floats and each stream's base and row stride
+   (bytes) are multiples of its piece (16 bytes of floats; 16 / T codes, E2M1 half as many
+   bytes); else by G; a forced one as forced. n streams: base, row stride, piece (bytes). */
+static int want_entry(const bq_desc *d, int64_t G, int force, const uintptr_t *base, const int64_t *stride,
+                      const int64_t *piece, int n) {
+  if (force >= 0) return force;
+  const int64_t E = 16 / bq__dtype_size(d->float_type);
+  int lanes = G % E == 0 && G / E <= 32 && ((G / E) & (G / E - 1)) == 0;
+  for (int i = 0; i < n && lanes; i++) lanes = base[i] % (uintptr_t)piece[i] == 0 && stride[i] % piece[i] == 0;
+  return lanes ? BQ__MX_LANES : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+}
+
 static void run_case(const bq_desc *d, const mx_case *c) {
   bq_plan *p = plan_get(d, "mx");
   const int deq = d->op == BQ_DEQUANTIZE, dyn = d->op == BQ_DYNAMIC_QUANTIZE, e2 = d->int_type == BQ_E2M1;
@@ -167,8 +180,11 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   bq__mx_force_entry = c->force;
   void *ws = run_with_workspace(p, &a, what);
   bq__mx_force_entry = -1;
-  if (rows && cols) { /* the group kernel launched last, by name: the forced one, else by G */
-    const int e = c->force >= 0 ? c->force : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+  if (rows && cols) { /* the group kernel launched last, by name: the forced one, else by the rule */
+    const int64_t E = 16 / (int64_t)T, cs = e2 ? (deq ? xs : ys) / 2 : (deq ? xs : ys);
+    const uintptr_t base[2] = {(uintptr_t)(F.dev + F.pre), (uintptr_t)(C.dev + C.pre)};
+    const int64_t stride[2] = {(deq ? ys : xs) * (int64_t)T, cs}, piece[2] = {16, e2 ? E / 2 : E};
+    const int e = want_entry(d, G, c->force, base, stride, piece, 2);
     cr_assert(g_last_fn && g_last_fn == plan_fn(p, e), "the last launch is not %s | %s", p->kernels[e], what);
   }
   BQ_OK(bq_synchronize(NULL), "%s", what);
@@ -279,7 +295,10 @@ static void run_case_t(const bq_desc *d, const mx_case *c) {
   BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), "%s", what);
   bq__mx_force_entry = -1;
   if (rows && cols) {
-    const int e = c->force >= 0 ? c->force : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
+    const uintptr_t base[3] = {(uintptr_t)(bwd ? a.dy : a.x), (uintptr_t)(bwd ? a.dx : a.y), (uintptr_t)a.x};
+    const int64_t stride[3] = {(bwd ? ys : xs) * (int64_t)T, (bwd ? xs : ys) * (int64_t)T, xs * (int64_t)T},
+                  piece[3] = {16, 16, 16};
+    const int e = want_entry(d, G, c->force, base, stride, piece, bwd && !deq ? 3 : 2);
     cr_assert(g_last_fn && g_last_fn == plan_fn(p, e), "the last launch is not %s | %s", p->kernels[e], what);
   }
   BQ_OK(bq_synchronize(NULL), "%s", what);
@@ -324,13 +343,24 @@ static void run_plan(const bq_desc *d) {
     c.offc = rnd() % 3 ? 0 : (int)rnd_range(1, 15);
     c.computed = nv && d->op == BQ_DYNAMIC_QUANTIZE && rep % 2;
     if (floats) c.G = rep < 6 ? c.G : PICK(any), c.xpad = rnd() % 2 ? 0 : rnd_range(1, 9), c.ypad = rnd() % 2 ? 0 : rnd_range(1, 9);
+    if (rep >= 9) { /* bq_mx_lanes' grid: bases, strides and G in whole pieces (2^k of them a group) */
+      const int64_t E = 16 / bq__dtype_size(d->float_type);
+      c.G = E << rnd_range(0, 5);
+      c.xpad = rnd() % 2 ? 0 : 32 * rnd_range(1, 3);
+      c.ypad = rnd() % 2 ? 0 : 32 * rnd_range(1, 3);
+      c.offf = c.offc = 0;
+      c.ngroups = rnd_range(1, 20);
+    }
     if (floats) run_case_t(d, &c);
     else run_case(d, &c);
   }
   /* a large dense one: many blocks, the amax pass's partials */
   mx_case c = {4096, 256, nv ? 16 : 32, 0, 0, 0, 0, 0, -1, nv && d->op == BQ_DYNAMIC_QUANTIZE};
-  if (floats) run_case_t(d, &c);
-  else run_case(d, &c);
+  for (int k = 0; k < 2; k++) { /* (the rule's kernel, bq_mx_lanes, then the format's own) */
+    c.force = k ? (nv ? BQ__MX_G16 : BQ__MX_G32) : -1;
+    if (floats) run_case_t(d, &c);
+    else run_case(d, &c);
+  }
 }
 
 static void mx_begin(void) {

@@ -40,12 +40,14 @@ static void k16(const void *p) { emu_mx::bq_mx16(*(const bq_mx_params *)p); }
 static void k32(const void *p) { emu_mx::bq_mx32(*(const bq_mx_params *)p); }
 static void kany(const void *p) { emu_mx::bq_mx_any(*(const bq_mx_params *)p); }
 static void kamax(const void *p) { emu_mx::bq_mx_amax(*(const bq_mx_params *)p); }
+static void klanes(const void *p) { emu_mx::bq_mx_lanes(*(const bq_mx_params *)p); }
 
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I, ST = (bq_dtype)EMU_ST;
 static const int E2M1 = EMU_I == BQ_TYPE_E2M1, NV = EMU_ST == BQ_TYPE_E4M3;
 static const bq_op OP = (bq_op)EMU_OP;
 
 static emu_kernel g_last; /* the last kernel launched (the amax pass's aside) */
+static int g_lanes_runs; /* cases that ran bq_mx_lanes (the shapes test asserts some did) */
 static int g_amax_launches; /* (two a computed tensor scale: partials, then g) */
 static void note_kernel(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   (void)gx, (void)gy, (void)bx, (void)smem;
@@ -107,8 +109,28 @@ static void plan_of(bq_desc *d, bq_plan *plan, int rep) {
   g_entry.fn[BQ__MX_G32] = (bq__CUfunction)k32;
   g_entry.fn[BQ__MX_ANY] = (bq__CUfunction)kany;
   g_entry.fn[BQ__MX_AMAX] = (bq__CUfunction)kamax;
+  g_entry.fn[BQ__MX_LANES] = (bq__CUfunction)klanes;
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan->mod[e] = &g_entry;
   plan->num_sms = rep % 3 ? 132 : 1;
+}
+
+/* The kernel a run takes, restated: bq_mx_lanes where G is 2^k (k <= 5) times the 16 / T
+   elements of a 16-byte access of floats and each stream's base and row stride (bytes) are
+   multiples of its piece (16 bytes of floats; 16 / T codes, E2M1 half as many bytes), unless
+   the test forced bq_mx_any; else bq_mx16, bq_mx32 or bq_mx_any by G. streams: base, row
+   stride in bytes, piece in bytes. */
+struct stream_geom {
+  const void *base;
+  int64_t stride_bytes, piece;
+};
+static emu_kernel want_kernel(int64_t G, int forced_any, const stream_geom *st, int n) {
+  if (forced_any) return (emu_kernel)kany;
+  const int64_t E = 16 / (int64_t)ref_dtype_size(T);
+  int lanes = G % E == 0 && G / E <= 32 && ((G / E) & (G / E - 1)) == 0;
+  for (int i = 0; i < n && lanes; i++)
+    lanes = (uintptr_t)st[i].base % (uintptr_t)st[i].piece == 0 && st[i].stride_bytes % st[i].piece == 0;
+  if (lanes) return (emu_kernel)klanes;
+  return G == 16 ? (emu_kernel)k16 : G == 32 ? (emu_kernel)k32 : (emu_kernel)kany;
 }
 
 static void one_case(int rep) {
@@ -118,7 +140,10 @@ static void one_case(int rep) {
 
   static const int64_t gs_even[] = {16, 32, 16, 32, 2, 8, 48, 64, 10, 128};
   static const int64_t gs_any[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
-  const int64_t G = E2M1 ? gs_even[rnd() % 10] : gs_any[rnd() % 10];
+  /* every fourth case on bq_mx_lanes' grid: bases and row strides whole pieces, G 2^k pieces */
+  const int lanes_case = rep % 4 == 1, E = 16 / (int)ref_dtype_size(T);
+  const int64_t G = lanes_case ? (int64_t)E << rnd_range(0, 5)
+                               : E2M1 ? gs_even[rnd() % 10] : gs_any[rnd() % 10];
   const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0;
   bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
   bq_args a;
@@ -128,8 +153,8 @@ static void one_case(int rep) {
   a.cols = G * rnd_range(rep == 5 ? 0 : 1, rep < 4 ? 5 : 12);
   if (rep >= 1000) a.rows = 1024, a.cols = G * 64; /* many groups: the rules' rare roundings */
   const int64_t step = E2M1 ? 2 : 1;
-  a.x_row_stride = rnd() & 1 ? 0 : a.cols + step * rnd_range(0, 9);
-  a.y_row_stride = rnd() & 1 ? 0 : a.cols + step * rnd_range(0, 9);
+  a.x_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9);
+  a.y_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9);
   const int64_t ng = a.cols / G, xs = a.x_row_stride ? a.x_row_stride : a.cols,
                 ys = a.y_row_stride ? a.y_row_stride : a.cols;
   const int64_t grs0 = refmx_default_grs(d.scale_layout, a.rows, ng);
@@ -140,10 +165,11 @@ static void one_case(int rep) {
 
   /* the float side and the code side, each with guards, bases off the 16-byte grid now and then */
   const int deq = OP == BQ_DEQUANTIZE;
-  const size_t ts = ref_dtype_size(T), guard = 40;
+  const size_t ts = ref_dtype_size(T), guard = 48; /* (a multiple of 16: bases on the grid) */
   const int64_t nf = deq ? a.rows * ys : a.rows * xs; /* floats */
   const int64_t ncodes = deq ? a.rows * xs : a.rows * ys, nb = E2M1 ? ncodes / 2 : ncodes; /* code bytes */
-  const int offf = rnd() % 3 ? 0 : (int)rnd_range(1, 7), offc = rnd() % 3 ? 0 : (int)rnd_range(1, 15);
+  const int offf = lanes_case || rnd() % 3 ? 0 : (int)rnd_range(1, 7),
+            offc = lanes_case || rnd() % 3 ? 0 : (int)rnd_range(1, 15);
   std::vector<unsigned char> fb((size_t)nf * ts + 2 * guard + 64), efb(fb.size());
   std::vector<unsigned char> cb((size_t)nb + 2 * guard + 64), ecb(cb.size());
   std::vector<unsigned char> sb((size_t)nscale + 2 * guard + 64), esb(sb.size());
@@ -244,9 +270,13 @@ static void one_case(int rep) {
   cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   bq__mx_force_entry = -1;
   if (a.rows && a.cols) {
-    const emu_kernel want = force_any || (G != 16 && G != 32) ? (emu_kernel)kany : G == 16 ? (emu_kernel)k16 : (emu_kernel)k32;
+    const int64_t E = 16 / (int64_t)ts, cpiece = E2M1 ? E / 2 : E;
+    const stream_geom st[2] = {{fl, (deq ? ys : xs) * (int64_t)ts, 16},
+                               {cd, E2M1 ? (deq ? xs : ys) / 2 : (deq ? xs : ys), cpiece}};
+    const emu_kernel want = want_kernel(G, force_any, st, 2);
     cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
     cr_assert_eq(g_amax_launches, 2 * computed, "amax passes: %d | %s", g_amax_launches, what);
+    g_lanes_runs += want == (emu_kernel)klanes;
   }
   /* the reference on the unpoisoned copies */
   unsigned char *efl = efb.data() + guard + (size_t)offf * ts, *ecd = ecb.data() + guard + offc;
@@ -270,7 +300,8 @@ static void one_case_t(int rep) {
   bq_plan plan;
   plan_of(&d, &plan, rep);
   static const int64_t gs[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
-  const int64_t G = gs[rnd() % 10];
+  const int lanes_case = rep % 4 == 1, E = 16 / (int)ref_dtype_size(T); /* (as one_case) */
+  const int64_t G = lanes_case ? (int64_t)E << rnd_range(0, 5) : gs[rnd() % 10];
   const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0;
   bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
   bq_args a;
@@ -278,8 +309,8 @@ static void one_case_t(int rep) {
   a.group_size = G;
   a.rows = rep < 4 ? rnd_range(120, 300) : rnd_range(0, 40);
   a.cols = G * rnd_range(rep == 5 ? 0 : 1, rep < 4 ? 5 : 12);
-  a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
-  a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+  a.x_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : 1) * rnd_range(0, 9);
+  a.y_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : 1) * rnd_range(0, 9);
   const int64_t ng = a.cols / G, xs = a.x_row_stride ? a.x_row_stride : a.cols,
                 ys = a.y_row_stride ? a.y_row_stride : a.cols;
   const int64_t grs0 = refmx_default_grs(d.scale_layout, a.rows, ng);
@@ -287,9 +318,10 @@ static void one_case_t(int rep) {
   const int64_t grs = a.group_row_stride ? a.group_row_stride : grs0;
   const int64_t nscale = refmx_scale_bytes(d.scale_layout, a.rows, ng, grs);
   const int bwd = EMU_BWD;
-  const size_t ts = ref_dtype_size(T), guard = 40;
+  const size_t ts = ref_dtype_size(T), guard = 48; /* (a multiple of 16: bases on the grid) */
   const int64_t nx = a.rows * xs, ny = a.rows * ys;
-  const int offx = rnd() % 3 ? 0 : (int)rnd_range(1, 7), offy = rnd() % 3 ? 0 : (int)rnd_range(1, 7);
+  const int offx = lanes_case || rnd() % 3 ? 0 : (int)rnd_range(1, 7),
+            offy = lanes_case || rnd() % 3 ? 0 : (int)rnd_range(1, 7);
   /* x (read), y or dy (forward: written; backward: read), dx (backward: written) */
   std::vector<unsigned char> xb((size_t)nx * ts + 2 * guard + 64), yb((size_t)ny * ts + 2 * guard + 64),
       dxb(xb.size()), edxb(xb.size()), eyb(yb.size());
@@ -344,8 +376,11 @@ static void one_case_t(int rep) {
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   bq__mx_force_entry = -1;
   if (a.rows && a.cols) {
-    const emu_kernel want = force_any || (G != 16 && G != 32) ? (emu_kernel)kany : G == 16 ? (emu_kernel)k16 : (emu_kernel)k32;
+    const stream_geom st[3] = {{bwd ? y : x, (bwd ? ys : xs) * (int64_t)ts, 16}, {bwd ? dx : y, (bwd ? xs : ys) * (int64_t)ts, 16},
+                               {x, xs * (int64_t)ts, 16}};
+    const emu_kernel want = want_kernel(G, force_any, st, bwd && OP != BQ_DEQUANTIZE ? 3 : 2);
     cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
+    g_lanes_runs += want == (emu_kernel)klanes;
   }
   unsigned char *ey = eyb.data() + guard + (size_t)offy * ts, *edx = edxb.data() + guard + (size_t)offx * ts;
   refmx_op(&d, a.rows, a.cols, G, xs, ys, grs, x, bwd ? NULL : (void *)ey, bwd ? (const void *)ey : NULL,
@@ -366,10 +401,12 @@ Test(emulated_mx, many_groups, .timeout = 600) {
 }
 
 Test(emulated_mx, shapes, .timeout = 600) {
+  g_lanes_runs = 0;
   for (int rep = 0; rep < 48; rep++) {
     if (OP == BQ_FAKE_QUANTIZE || EMU_BWD) one_case_t(rep);
     else one_case(rep);
   }
+  cr_assert(g_lanes_runs > 0, "no case ran bq_mx_lanes | seed=0x%llx %s", (unsigned long long)g_seed, EMU_SPEC);
 }
 
 /* The kernels' E2M1 conversion from f32 (bq_mx_elem_of, the bit form) on every f32 pattern
