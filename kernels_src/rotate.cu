@@ -40,6 +40,77 @@ static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k
   }
 }
 
+// One warp item's E elements a lane: r's segment, loaded (zeros past the row's end) ...
+template <int E> struct bq_rot_item {
+  bq_c c[E];
+  bq_i64 r, e0;
+};
+template <int E>
+static __device__ __forceinline__ void bq_rot_load(const bq_rotate_params &p, bq_i64 item, int lane, bq_rot_item<E> &it) {
+  it.r = item / p.segs;
+  it.e0 = (item - it.r * p.segs) * 32 * E + (bq_i64)lane * E;
+  const bq_t *x = (const bq_t *)p.x + it.r * p.xs + it.e0;
+  if (it.e0 + E <= p.cols) {
+    bq_chunk<bq_t, E> v;
+    bq_load(v, x, bq_width(x));
+#pragma unroll
+    for (int k = 0; k < E; k++) it.c[k] = bq_to_c(v.e[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; k++) it.c[k] = it.e0 + k < p.cols ? bq_to_c(x[k]) : (bq_c)0;
+  }
+}
+// ... rotated (signs, the butterfly in a lane (h < E), then between lanes, the factor) and stored
+template <int E>
+static __device__ __forceinline__ void bq_rot_finish(const bq_rotate_params &p, int lane, bq_u32 neg, bq_c cn,
+                                                     bq_rot_item<E> &it) {
+  const int n = 1 << p.log2n;
+  bq_c *c = it.c;
+#if BQ_DIR == BQ_DIR_FORWARD
+#pragma unroll
+  for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];
+#endif
+#pragma unroll
+  for (int h = 1; h < E; h <<= 1) {
+    if (h >= n) break;
+#pragma unroll
+    for (int k = 0; k < E; k++)
+      if (!(k & h)) {
+        const bq_c a = c[k], b = c[k + h];
+        c[k] = bq_add(a, b);
+        c[k + h] = bq_sub(a, b);
+      }
+  }
+  for (int lh = 1; lh * E < n; lh <<= 1) {
+    const bool up = lane & lh; // this lane holds the pairs' second elements
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+      const bq_c o = __shfl_xor_sync(0xffffffffu, c[k], lh);
+      c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < E; k++) {
+    c[k] = bq_mul(c[k], cn);
+#if BQ_DIR == BQ_DIR_BACKWARD
+    c[k] = (neg >> k) & 1u ? -c[k] : c[k];
+#endif
+  }
+  bq_t *y = (bq_t *)p.y + it.r * p.ys + it.e0;
+  if (it.e0 + E <= p.cols) {
+    bq_chunk<bq_t, E> o;
+#pragma unroll
+    for (int k = 0; k < E; k++) o.e[k] = bq_from_c(c[k]);
+    bq_store(y, o, bq_width(y));
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; k++)
+      if (it.e0 + k < p.cols) y[k] = bq_from_c(c[k]);
+  }
+}
+
+// A warp takes two items a pass, both loaded before either is rotated: twice the bytes in
+// flight (the loop is warp-uniform, so every lane shuffles)
 template <int E>
 static __device__ __forceinline__ void bq_rotate_walk(const bq_rotate_params &p) {
   const int lane = threadIdx.x & 31, n = 1 << p.log2n;
@@ -58,62 +129,13 @@ static __device__ __forceinline__ void bq_rotate_walk(const bq_rotate_params &p)
   const bq_c cn = bq_rot_c(p.log2n);
   const bq_i64 items = p.rows * p.segs;
   const bq_i64 warp = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = ((bq_i64)gridDim.x * blockDim.x) >> 5;
-  for (bq_i64 item = warp; item < items; item += nwarps) { // (warp-uniform: every lane shuffles)
-    const bq_i64 r = item / p.segs, e0 = (item - r * p.segs) * 32 * E + (bq_i64)lane * E;
-    const bq_t *x = (const bq_t *)p.x + r * p.xs + e0;
-    bq_t *y = (bq_t *)p.y + r * p.ys + e0;
-    const bool whole = e0 + E <= p.cols;
-    bq_c c[E];
-    if (whole) {
-      bq_chunk<bq_t, E> v;
-      bq_load(v, x, bq_width(x));
-#pragma unroll
-      for (int k = 0; k < E; k++) c[k] = bq_to_c(v.e[k]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < E; k++) c[k] = e0 + k < p.cols ? bq_to_c(x[k]) : (bq_c)0;
-    }
-#if BQ_DIR == BQ_DIR_FORWARD
-#pragma unroll
-    for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];
-#endif
-    // the butterfly's stages in a lane (h < E), then between lanes
-#pragma unroll
-    for (int h = 1; h < E; h <<= 1) {
-      if (h >= n) break;
-#pragma unroll
-      for (int k = 0; k < E; k++)
-        if (!(k & h)) {
-          const bq_c a = c[k], b = c[k + h];
-          c[k] = bq_add(a, b);
-          c[k + h] = bq_sub(a, b);
-        }
-    }
-    for (int lh = 1; lh * E < n; lh <<= 1) {
-      const bool up = lane & lh; // this lane holds the pairs' second elements
-#pragma unroll
-      for (int k = 0; k < E; k++) {
-        const bq_c o = __shfl_xor_sync(0xffffffffu, c[k], lh);
-        c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < E; k++) {
-      c[k] = bq_mul(c[k], cn);
-#if BQ_DIR == BQ_DIR_BACKWARD
-      c[k] = (neg >> k) & 1u ? -c[k] : c[k];
-#endif
-    }
-    if (whole) {
-      bq_chunk<bq_t, E> o;
-#pragma unroll
-      for (int k = 0; k < E; k++) o.e[k] = bq_from_c(c[k]);
-      bq_store(y, o, bq_width(y));
-    } else {
-#pragma unroll
-      for (int k = 0; k < E; k++)
-        if (e0 + k < p.cols) y[k] = bq_from_c(c[k]);
-    }
+  for (bq_i64 item = warp; item < items; item += 2 * nwarps) {
+    bq_rot_item<E> a, b;
+    const bool two = item + nwarps < items;
+    bq_rot_load<E>(p, item, lane, a);
+    if (two) bq_rot_load<E>(p, item + nwarps, lane, b);
+    bq_rot_finish<E>(p, lane, neg, cn, a);
+    if (two) bq_rot_finish<E>(p, lane, neg, cn, b);
   }
 }
 
