@@ -12,11 +12,12 @@
 // bq_mx_lanes, where a group is 2^k 16-byte accesses of floats (k <= 5) and every row starts
 // on the 16-byte grid: a thread takes one access's elements, the lanes of a group reduce its
 // amax by shuffles. Otherwise a thread takes a group, consecutive threads consecutive groups
-// of a row, so a warp's loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group in registers (16-byte
-// accesses where every group starts aligned, else element by element); bq_mx_any takes any
-// G, reading a dynamic group twice (the second read from L1). E2M1 codes go two a byte, the
-// lower index in the low nibble. In the blocked layout dynamic quantize walks the padded
-// tiles, and a thread whose group lies in the padding writes its scale byte as 0.
+// of a row, so a warp's loads cover a contiguous span. bq_mx16 and bq_mx32 hold their group
+// in registers (16-byte accesses where every group starts aligned, else element by element);
+// bq_mx_any takes any G, reading a dynamic group twice (the second read from L1). E2M1 codes
+// go two a byte, the lower index in the low nibble. In the blocked layout dynamic quantize
+// writes the padding's scale bytes 0 (the group walks take the padded tiles as items;
+// bq_mx_lanes, as its walk says).
 
 #include "mx_abi.h"
 // (the formats' conversions, scale rules and layouts are common.cuh's, which fused.cu shares)
@@ -230,13 +231,17 @@ static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {
 // pieces sit in consecutive lanes of one warp (the grid and the block are whole warps and
 // every row holds whole groups). In dynamic quantize's blocked layout the thread that puts
 // a row's last scale writes that row's padding groups 0, and the grid the padded rows'.
-#if BQ_E_MX_LANES
 #define BQ_MX_E (16 / (int)sizeof(bq_t))
+// Piece i's row (pieces of BQ_MX_E elements, p.ppr a row): bq_mx_lanes' walk and bq_mx_amax's
+static __device__ __forceinline__ bq_i64 bq_mx_piece_row(const bq_mx_params &p, bq_i64 i) {
+  return p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);
+}
+#if BQ_E_MX_LANES
 static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
   const float g = bq_mx_g(p);
   const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;
   for (bq_i64 i = t0; i < p.items; i += step) {
-    const bq_i64 r = p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);
+    const bq_i64 r = bq_mx_piece_row(p, i);
     const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;
     const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
@@ -283,11 +288,11 @@ extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_para
   } else if (p.avec) { // rows of whole 16-byte accesses on the grid: an access a thread
     const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, n = p.rows * p.ppr;
     for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-      const bq_i64 r = p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);
-      bq_chunk<bq_t, 16 / (int)sizeof(bq_t)> v;
-      bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * (16 / (int)sizeof(bq_t)), 16);
+      const bq_i64 r = bq_mx_piece_row(p, i);
+      bq_chunk<bq_t, BQ_MX_E> v;
+      bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * BQ_MX_E, 16);
 #pragma unroll
-      for (int k = 0; k < 16 / (int)sizeof(bq_t); k++) a = fmaxf(a, (float)bq_abs(bq_to_c(v.e[k])));
+      for (int k = 0; k < BQ_MX_E; k++) a = fmaxf(a, (float)bq_abs(bq_to_c(v.e[k])));
     }
   } else {
     const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;
