@@ -116,6 +116,14 @@
      bq_plan_workspace_size bytes) and writes it to args.out_tensor_scale. G is any size up
      to 4096; 16 and 32 have kernels of their own. The fused producers emit the formats too
      (FUSED PRODUCERS). docs/numerics.md, "Microscaling".
+     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC (quantize, fake quantize and
+     dynamic quantize forward; E4M3 and E5M2 per group with UE8M0 scales come here with it)
+     takes v = C(x) / C(sc) to the type's value below |v| or the one above, the one above
+     when (u + 1/2) 2^-16 < the distance from below over the gap, u 16 bits drawn for
+     element i = args.offset + r cols + c from Philox4x32-10 keyed by args.seed, counter
+     (i / 8, 1): bits 16 (i % 2) of word (i / 2) % 4. |v| at or past max saturates as
+     before. The same bits on every GPU, kernel and batch split (docs/numerics.md,
+     "Stochastic rounding").
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -393,6 +401,15 @@ typedef enum bq_scale_rule {
   BQ_SCALE_NVFP4_TE = 7      /* NVFP4: Transformer Engine's steps (the encode factor 2688 / amax) */
 } bq_scale_rule;
 
+/* desc.rounding: how quantize puts a value on its storage type's grid (docs/numerics.md,
+   "Stochastic rounding") */
+typedef enum bq_rounding {
+  BQ_ROUND_NEAREST_EVEN = 0, /* the default */
+  BQ_ROUND_STOCHASTIC = 1    /* down or up, up with probability the distance from the value below
+                                (to 2^-16), from Philox4x32-10 keyed by args.seed at the element's
+                                index plus args.offset: the same bits on every GPU and batch */
+} bq_rounding;
+
 /* desc.device: the calling thread's current context (else device 0's primary context), or
    device n's primary context whatever is current */
 #define BQ_DEVICE_CURRENT 0
@@ -420,6 +437,8 @@ typedef struct bq_desc {
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
+  bq_rounding rounding;        /* microscaling quantize, fake quantize and dynamic quantize:
+                                  BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -485,8 +504,13 @@ typedef struct bq_args {
      without it computes g from the tensor in a first pass and writes it to out_tensor_scale */
   const void *tensor_scale;
   void *out_tensor_scale;
-  /* BQ_HADAMARD with desc.random_signs: the seed of the sign vector (Philox4x32-10's key) */
+  /* BQ_HADAMARD with desc.random_signs: the seed of the sign vector; stochastic rounding:
+     the seed of its draws (Philox4x32-10's key either way) */
   uint64_t seed;
+  /* stochastic rounding: added to each element's index (row-major, r * cols + c) to make
+     its draw's counter, so that a call on rows r0.. with offset r0 * cols draws what the
+     whole tensor's call draws there (and a training step can advance it between calls) */
+  uint64_t offset;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -2452,7 +2476,7 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    and never which op it holds: each op's rules, names, kernels and launches are its
    family's hooks. */
 struct bq_plan;
-enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4, BQ__OWNS_SEED = 8 }; /* bq__family.owns */
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4, BQ__OWNS_SEED = 8, BQ__OWNS_OFFSET = 16 }; /* bq__family.owns */
 #define BQ__FAMILY_OPS 4
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
@@ -4287,6 +4311,9 @@ typedef struct bq_mx_params {
   bq_i64 ppr, prows;
   bq_fastdiv fd;
   int lshift, fast, avec;
+  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0) */
+  bq_u32 seed_lo, seed_hi;
+  bq_u64 offset;
 } bq_mx_params;
 #endif
 
@@ -4299,7 +4326,10 @@ BQ__FN int bq__is_mx(const bq_desc *d) {
   if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && d->op != BQ_DYNAMIC_QUANTIZE)
     return 0;
   return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
-         d->scale_rule != BQ_SCALE_RULE_DEFAULT;
+         d->scale_rule != BQ_SCALE_RULE_DEFAULT ||
+         /* (stochastic rounding is this family's: MXFP8 in the other layouts comes here with it) */
+         (d->rounding != BQ_ROUND_NEAREST_EVEN && d->granularity == BQ_PER_GROUP && d->scale_type == BQ_UE8M0 &&
+          (d->int_type == BQ_E4M3 || d->int_type == BQ_E5M2));
 }
 BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
 
@@ -4372,6 +4402,11 @@ BQ__FN bq_status bq__mx_desc_rules(const bq_desc *in, bq_desc *d, const char *na
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
                     "already)", name, d->pow2_scales);
   d->pow2_scales = 0; /* (implied by UE8M0; one SKU either way) */
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
+  if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
+                    "the format: quantize, fake quantize and dynamic quantize, forward", name);
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   return BQ_SUCCESS;
@@ -4386,16 +4421,18 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   return bq__mx_desc_rules(in, d, name, d->op == BQ_DYNAMIC_QUANTIZE);
 }
 
-/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
+/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90", with ".sr" before the
+   target under stochastic rounding */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
            bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
-           bq__mx_rules[d->scale_rule], tn);
+           bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", tn);
 }
 BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n == 8 && !strcmp(all[7], "sr")) d->rounding = BQ_ROUND_STOCHASTIC, n = 7;
   if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
   d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
   char *const tok[6] = {all[0], all[2], all[3], all[4], all[5], all[6]}; /* the label, then the types and form */
@@ -4419,29 +4456,36 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
          bq__dtype_from_name(tok[3] + 6, &d->scale_type);
 }
 /* the enumeration's variants (bq__all_descs): the element and scale types (E2M1 with UE8M0
-   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
+   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts; for dynamic quantize the rules, and
+   the two roundings (stochastic where the op rounds) */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
+  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  const int rules = in->op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
   in->granularity = BQ_PER_GROUP;
   in->int_type = elem[outer % 4];
   in->scale_type = scale[outer % 4];
   in->scale_layout = (bq_scale_layout)(outer / 4);
-  in->scale_rule = (bq_scale_rule)inner;
+  in->scale_rule = (bq_scale_rule)(inner % rules);
+  in->rounding = (bq_rounding)(inner / rules);
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
 /* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
    tensor scales: NVFP4's */
 BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
-  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE;
-  return d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0;
+  const unsigned sr = d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0;
+  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE | sr;
+  return (d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0) | sr;
 }
 BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
-  (void)d;
+  if (d->rounding == BQ_ROUND_STOCHASTIC)
+    return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded stochastically into its type "
+           "(\"Stochastic rounding\": Philox4x32-10 keyed by args.seed at the element's index plus args.offset), "
+           "saturating; scales by the plan's rule; bit-identical to the CPU reference";
   return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded once to nearest even into its "
          "type, saturating; scales by the plan's rule; bit-identical to the CPU reference";
 }
@@ -4450,8 +4494,9 @@ BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
-              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
-              (int)d->scale_layout, (int)d->scale_rule);
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n#define BQ_SR %d\n", bq__spec("OP", d->op),
+              bq__spec("DIR", d->direction), (int)d->scale_layout, (int)d->scale_rule,
+              d->rounding == BQ_ROUND_STOCHASTIC);
 }
 BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
@@ -4576,6 +4621,8 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   k.ngroups = v.ngroups;
   k.grs = v.grs;
   k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
+  k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  k.offset = a->offset;
   /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
      it writes 0 */
   const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;
@@ -6046,6 +6093,11 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
+  if (f != &bq__mx_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
+                    "rounding is offered by the microscaling formats' quantize, fake quantize and dynamic quantize "
+                    "(desc.granularity BQ_PER_GROUP with E2M1, E4M3 or E5M2 storage and UE8M0 or E4M3 scales)",
+                    bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__rotate_family && d->random_signs != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD only",
                     bq__op_name(d->op), d->random_signs);
@@ -6510,7 +6562,8 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 
 /* The fields one op owns: args.amax_bound (dynamic quantize's, symmetric, 0 or finite and
    > 0 in C; 0 elsewhere), args.mask (fake quantize's per tensor and per channel; NULL
-   elsewhere) and args.tensor_scale and out_tensor_scale (NVFP4's; NULL elsewhere) */
+   elsewhere), args.tensor_scale and out_tensor_scale (NVFP4's; NULL elsewhere), args.seed
+   (random signs, stochastic rounding) and args.offset (stochastic rounding; 0 elsewhere) */
 BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
@@ -6525,7 +6578,11 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
                     a->tensor_scale ? a->tensor_scale : a->out_tensor_scale);
   if (a->seed && !(owns & BQ__OWNS_SEED))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.seed (%llu) must be 0: it keys BQ_HADAMARD's random signs "
-                    "(desc.random_signs)", p->name, (unsigned long long)a->seed);
+                    "(desc.random_signs) and stochastic rounding (desc.rounding)", p->name,
+                    (unsigned long long)a->seed);
+  if (a->offset && !(owns & BQ__OWNS_OFFSET))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.offset (%llu) must be 0: it places stochastic rounding's "
+                    "draws (desc.rounding)", p->name, (unsigned long long)a->offset);
   if (b == 0) return BQ_SUCCESS;
   if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);
@@ -9713,6 +9770,59 @@ static const char bq__src_common_cuh[] =
   "}\n"
   "#endif\n"
   "\n"
+  "// ---- Philox4x32-10: the counter-based generator of the rotation's random signs and of -------\n"
+  "// stochastic rounding's draws (Random123's; tests/reference_rotate.h checks its known answers)\n"
+  "static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k0, bq_u32 k1) {\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < 10; i++) {\n"
+  "    if (i) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;\n"
+  "    const bq_u64 p0 = (bq_u64)0xD2511F53u * c[0], p1 = (bq_u64)0xCD9E8D57u * c[2];\n"
+  "    const bq_u32 lo0 = (bq_u32)p0, hi0 = (bq_u32)(p0 >> 32), lo1 = (bq_u32)p1, hi1 = (bq_u32)(p1 >> 32);\n"
+  "    const bq_u32 n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;\n"
+  "    c[0] = n0, c[1] = lo1, c[2] = n2, c[3] = lo0;\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "// Stochastic rounding's draws (BQ_SR 1; docs/numerics.md, \"Stochastic rounding\"): element i\n"
+  "// (its row-major index plus args.offset) takes 16 bits, bits 16 (i % 2) of word (i / 2) % 4\n"
+  "// of Philox4x32-10 at counter (i / 8, 1) (i / 8's low and high words, 1, 0), keyed by the\n"
+  "// seed. bq_sr_draws fills u with those of N consecutive elements from i0: one generator call\n"
+  "// per 8 of them where i0 starts a set of 8 (the usual case), else a call per set touched.\n"
+  "#ifndef BQ_SR\n"
+  "#define BQ_SR 0\n"
+  "#endif\n"
+  "static __device__ __forceinline__ void bq_sr_block(bq_u64 b, bq_u32 k0, bq_u32 k1, bq_u32 (&c)[4]) {\n"
+  "  c[0] = (bq_u32)b, c[1] = (bq_u32)(b >> 32), c[2] = 1u, c[3] = 0u;\n"
+  "  bq_philox4x32_10(c, k0, k1);\n"
+  "}\n"
+  "// element i's 16 bits from its set's words (i % 8 any)\n"
+  "static __device__ __forceinline__ bq_u32 bq_sr_pick(const bq_u32 (&c)[4], bq_u64 i) {\n"
+  "  const int w = (int)(i >> 1) & 3;\n"
+  "  const bq_u32 v = w == 0 ? c[0] : w == 1 ? c[1] : w == 2 ? c[2] : c[3];\n"
+  "  return (v >> ((int)(i & 1) * 16)) & 0xffffu;\n"
+  "}\n"
+  "template <int N> static __device__ __forceinline__ void bq_sr_draws(bq_u64 i0, bq_u32 k0, bq_u32 k1, bq_u32 (&u)[N]) {\n"
+  "  bq_u32 c[4];\n"
+  "  if (N % 8 == 0 && (i0 & 7) == 0) {\n"
+  "#pragma unroll\n"
+  "    for (int b = 0; b < N / 8; b++) {\n"
+  "      bq_sr_block((i0 + 8ull * (bq_u64)b) >> 3, k0, k1, c);\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < 8; k++) u[8 * b + k < N ? 8 * b + k : 0] = (c[k >> 1] >> ((k & 1) * 16)) & 0xffffu;\n"
+  "    }\n"
+  "    return;\n"
+  "  }\n"
+  "  // the j-th set touched, which element k is in (indices wrap modulo 2^64, as the host's do)\n"
+  "  const int s = (int)(i0 & 7);\n"
+  "#pragma unroll 1\n"
+  "  for (int j = 0; j <= (s + N - 1) >> 3; j++) {\n"
+  "    bq_sr_block(((i0 & ~7ull) + 8ull * (bq_u64)j) >> 3, k0, k1, c);\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < N; k++)\n"
+  "      if ((s + k) >> 3 == j) u[k] = bq_sr_pick(c, i0 + k);\n"
+  "  }\n"
+  "}\n"
+  "\n"
   "// ---- the microscaling formats (BQ_MX_RULE defined: mx.cu, and fused.cu producing them) ----------\n"
   "// Prelude defines: BQ_IT BQ_TYPE_E2M1, _E4M3 or _E5M2; BQ_ST BQ_TYPE_UE8M0, or BQ_TYPE_E4M3 (NVFP4);\n"
   "// BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).\n"
@@ -9766,6 +9876,40 @@ static const char bq__src_common_cuh[] =
   "#else\n"
   "static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }\n"
   "static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_c(c); }\n"
+  "#endif\n"
+  "\n"
+  "#if BQ_SR\n"
+  "// Stochastic rounding (docs/numerics.md, \"Stochastic rounding\"): |v| = (n + f) q, q the\n"
+  "// element grid's step at |v| (2^(max(e, emin) - mantissa bits), e |v|'s exponent, emin the\n"
+  "// smallest normal's), n an integer, 0 <= f < 1; the code of (n + 1) q (at most max) when\n"
+  "// (u + 1/2) 2^-16 < f, else of n q, v's sign kept. Each step is exact, so C = f32 and f64\n"
+  "// give the reference's doubles' result. |v| at or past max, inf and NaN: as round to nearest.\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "#define BQ_MX_EMIN 0\n"
+  "#elif BQ_IT == BQ_TYPE_E4M3\n"
+  "#define BQ_MX_EMIN (-6)\n"
+  "#else\n"
+  "#define BQ_MX_EMIN (-14)\n"
+  "#endif\n"
+  "static __device__ __forceinline__ int bq_mx_elem_sr(bq_c v, bq_u32 u) {\n"
+  "  const bq_c a = bq_abs(v);\n"
+  "  if (!(a < (bq_c)BQ_MX_MAX)) return bq_mx_elem_of(v);\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, BQ_MX_EMIN) - BQ_MX_MBITS;\n"
+  "  const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);\n"
+  "  const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);\n"
+  "  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);\n"
+  "  const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), (double)BQ_MX_MAX);\n"
+  "  return bq_mx_elem_of(__longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63))));\n"
+  "#else\n"
+  "  const int e = max((int)(__float_as_uint(a) >> 23) - 127, BQ_MX_EMIN) - BQ_MX_MBITS;\n"
+  "  const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);\n"
+  "  const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);\n"
+  "  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);\n"
+  "  const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), BQ_MX_MAX);\n"
+  "  return bq_mx_elem_of(__uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u)));\n"
+  "#endif\n"
+  "}\n"
   "#endif\n"
   "\n"
   "// ---- scales ----------------------------------------------------------------------------------\n"
@@ -9835,6 +9979,17 @@ static const char bq__src_common_cuh[] =
   "  return bq_mx_elem_of(bq_mul(x, s.rcp));\n"
   "#endif\n"
   "}\n"
+  "#if BQ_SR\n"
+  "// the same quotient, rounded stochastically by the draw u (the IEEE quotient throughout: the\n"
+  "// draw can tell any two quotients apart)\n"
+  "static __device__ __forceinline__ int bq_mx_quantize_sr(bq_c x, const bq_mx_scale &s, bq_u32 u) {\n"
+  "#if BQ_MX_NV && BQ_MX_RULE == 0\n"
+  "  return bq_mx_elem_sr(bq_div(x, s.sc), u);\n"
+  "#else\n"
+  "  return bq_mx_elem_sr(bq_mul(x, s.rcp), u);\n"
+  "#endif\n"
+  "}\n"
+  "#endif\n"
   "\n"
   "// Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were\n"
   "// skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32\n"
@@ -12959,6 +13114,9 @@ static const char bq__src_mx_cu[] =
   "  bq_i64 ppr, prows;\n"
   "  bq_fastdiv fd;\n"
   "  int lshift, fast, avec;\n"
+  "  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0) */\n"
+  "  bq_u32 seed_lo, seed_hi;\n"
+  "  bq_u64 offset;\n"
   "} bq_mx_params;\n"
   "#endif\n"
   "// (the formats' conversions, scale rules and layouts are common.cuh's, which fused.cu shares)\n"
@@ -12995,6 +13153,21 @@ static const char bq__src_mx_cu[] =
   "#endif\n"
   "}\n"
   "\n"
+  "#if BQ_SR\n"
+  "// The draws of a run-time group's elements, taken in order: a generator call per set of 8\n"
+  "struct bq_mx_draws {\n"
+  "  bq_u64 i0, b;\n"
+  "  bq_u32 k0, k1, c[4];\n"
+  "  __device__ __forceinline__ bq_mx_draws(const bq_mx_params &p, bq_i64 ei)\n"
+  "      : i0(p.offset + (bq_u64)ei), b(~0ull), k0(p.seed_lo), k1(p.seed_hi) {}\n"
+  "  __device__ __forceinline__ bq_u32 at(bq_i64 j) {\n"
+  "    const bq_u64 i = i0 + (bq_u64)j;\n"
+  "    if (i >> 3 != b) b = i >> 3, bq_sr_block(b, k0, k1, c);\n"
+  "    return bq_sr_pick(c, i);\n"
+  "  }\n"
+  "};\n"
+  "#endif\n"
+  "\n"
   "#if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
   "// A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;\n"
   "// else the one stored there\n"
@@ -13013,13 +13186,14 @@ static const char bq__src_mx_cu[] =
   "}\n"
   "\n"
   "// One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),\n"
-  "// scale index si. Fixed N: the group in registers, moved in accesses as wide as its\n"
+  "// scale index si, the first element's row-major index ei (stochastic rounding's draws). Fixed N: the group in registers, moved in accesses as wide as its\n"
   "// alignment allows. Or N elements of a group that 2^lsh lanes of a warp take together\n"
   "// (bq_mx_lanes): dynamic quantize's amax is then the lanes' (max is exact in any order),\n"
   "// and the first of them stores the scale.\n"
   "template <int N>\n"
-  "static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,\n"
-  "                                                 int lsh = 0, bool al = false) {\n"
+  "static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, bq_i64 ei,\n"
+  "                                                 float g, int lsh = 0, bool al = false) {\n"
+  "  (void)ei;\n"
   "#if BQ_OP == BQ_OP_DEQUANTIZE\n"
   "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
   "  const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out\n"
@@ -13065,9 +13239,17 @@ static const char bq__src_mx_cu[] =
   "    }\n"
   "    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, (lane & ((1 << lsh) - 1)) == 0);\n"
   "    bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;\n"
+  "#if BQ_SR\n"
+  "    bq_u32 u[N > 0 ? N : 1];\n"
+  "    bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);\n"
+  "#endif\n"
   "#pragma unroll\n"
   "    for (int j = 0; j < N; j++) {\n"
+  "#if BQ_SR\n"
+  "      const int q = bq_mx_quantize_sr(bq_to_c(v.e[j]), s, u[j]);\n"
+  "#else\n"
   "      const int q = bq_mx_quantize(bq_to_c(v.e[j]), s);\n"
+  "#endif\n"
   "#if BQ_IT == BQ_TYPE_E2M1\n"
   "      if (j & 1) c.e[j >> 1] = (bq_u8)(c.e[j >> 1] | (q << 4));\n"
   "      else c.e[j >> 1] = (bq_u8)q;\n"
@@ -13081,12 +13263,18 @@ static const char bq__src_mx_cu[] =
   "    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)\n"
   "      for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));\n"
   "    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, true);\n"
-  "#if BQ_IT == BQ_TYPE_E2M1\n"
-  "    for (bq_i64 j = 0; j < p.group; j += 2)\n"
-  "      y[j >> 1] = (bq_u8)(bq_mx_quantize(bq_to_c(x[j]), s) | (bq_mx_quantize(bq_to_c(x[j + 1]), s) << 4));\n"
+  "#if BQ_SR\n"
+  "    bq_mx_draws w(p, ei);\n"
+  "#define BQ_MX_Q(j) bq_mx_quantize_sr(bq_to_c(x[j]), s, w.at(j))\n"
   "#else\n"
-  "    for (bq_i64 j = 0; j < p.group; j++) y[j] = (bq_u8)bq_mx_quantize(bq_to_c(x[j]), s);\n"
+  "#define BQ_MX_Q(j) bq_mx_quantize(bq_to_c(x[j]), s)\n"
   "#endif\n"
+  "#if BQ_IT == BQ_TYPE_E2M1\n"
+  "    for (bq_i64 j = 0; j < p.group; j += 2) y[j >> 1] = (bq_u8)(BQ_MX_Q(j) | (BQ_MX_Q(j + 1) << 4));\n"
+  "#else\n"
+  "    for (bq_i64 j = 0; j < p.group; j++) y[j] = (bq_u8)BQ_MX_Q(j);\n"
+  "#endif\n"
+  "#undef BQ_MX_Q\n"
   "  }\n"
   "#endif\n"
   "}\n"
@@ -13104,10 +13292,15 @@ static const char bq__src_mx_cu[] =
   "  return bq_mul(x, s.rcp);\n"
   "#endif\n"
   "}\n"
-  "static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_mx_scale &s) {\n"
+  "static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_mx_scale &s, bq_u32 u) {\n"
+  "  (void)u;\n"
   "#if BQ_DIR == BQ_DIR_FORWARD // fake quantize\n"
   "  (void)dy;\n"
+  "#if BQ_SR\n"
+  "  return bq_from_c(bq_mul(bq_mx_elem_to_c(bq_mx_quantize_sr(bq_to_c(x), s, u)), s.sc));\n"
+  "#else\n"
   "  return bq_from_c(bq_mul(bq_mx_elem_to_c(bq_mx_quantize(bq_to_c(x), s)), s.sc));\n"
+  "#endif\n"
   "#elif BQ_OP == BQ_OP_DEQUANTIZE\n"
   "  (void)x;\n"
   "  return bq_from_c(bq_mul(bq_to_c(dy), s.sc));\n"
@@ -13120,10 +13313,12 @@ static const char bq__src_mx_cu[] =
   "#endif\n"
   "#endif\n"
   "}\n"
-  "// One group: x at x0 (and dx there), y / dy at y0, elements of T; fixed N in registers\n"
+  "// One group: x at x0 (and dx there), y / dy at y0, elements of T, the first element's\n"
+  "// row-major index ei; fixed N in registers\n"
   "template <int N>\n"
-  "static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,\n"
-  "                                                   bool al = false) {\n"
+  "static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, bq_i64 ei,\n"
+  "                                                   float g, bool al = false) {\n"
+  "  (void)ei;\n"
   "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
   "#if BQ_DIR == BQ_DIR_FORWARD\n"
   "  const bq_t *in = (const bq_t *)p.x + x0, *din = in; // (din unused)\n"
@@ -13138,12 +13333,23 @@ static const char bq__src_mx_cu[] =
   "    bq_chunk<bq_t, (N > 0 ? N : 1)> a, b, o;\n"
   "    if (need_x) bq_load(a, in, al ? 16 : bq_width(in));\n"
   "    if (need_dy) bq_load(b, din, al ? 16 : bq_width(din));\n"
+  "    bq_u32 u[N > 0 ? N : 1] = {0};\n"
+  "#if BQ_SR\n"
+  "    bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);\n"
+  "#endif\n"
   "#pragma unroll\n"
-  "    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s);\n"
+  "    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s, u[j]);\n"
   "    bq_store(out, o, al ? 16 : bq_width(out));\n"
   "  } else {\n"
+  "#if BQ_SR\n"
+  "    bq_mx_draws w(p, ei);\n"
+  "#define BQ_MX_U(j) w.at(j)\n"
+  "#else\n"
+  "#define BQ_MX_U(j) 0u\n"
+  "#endif\n"
   "    for (bq_i64 j = 0; j < p.group; j++)\n"
-  "      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s);\n"
+  "      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s, BQ_MX_U(j));\n"
+  "#undef BQ_MX_U\n"
   "  }\n"
   "}\n"
   "#endif\n"
@@ -13160,9 +13366,9 @@ static const char bq__src_mx_cu[] =
   "      continue;\n"
   "    }\n"
   "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
-  "    bq_mx_one_t<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);\n"
+  "    bq_mx_one_t<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, r * p.cols + gi * n, g);\n"
   "#else\n"
-  "    bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);\n"
+  "    bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, r * p.cols + gi * n, g);\n"
   "#endif\n"
   "  }\n"
   "}\n"
@@ -13186,9 +13392,9 @@ static const char bq__src_mx_cu[] =
   "    const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;\n"
   "    const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);\n"
   "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
-  "    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, true);\n"
+  "    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, true);\n"
   "#else\n"
-  "    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, p.lshift, true);\n"
+  "    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true);\n"
   "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2\n"
   "    if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane\n"
   "      for (bq_i64 k = p.ngroups; k < p.pgroups; k++) bq_mx_put_scale(p, bq_mx_sidx(r, k, p.ngroups, p.grs), 0);\n"
@@ -13313,18 +13519,6 @@ static const char bq__src_rotate_cu[] =
   "  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);\n"
   "#endif\n"
   "  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;\n"
-  "}\n"
-  "\n"
-  "// Philox4x32-10 (Random123's; tests/reference_rotate.h checks its known answers)\n"
-  "static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k0, bq_u32 k1) {\n"
-  "#pragma unroll\n"
-  "  for (int i = 0; i < 10; i++) {\n"
-  "    if (i) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;\n"
-  "    const bq_u64 p0 = (bq_u64)0xD2511F53u * c[0], p1 = (bq_u64)0xCD9E8D57u * c[2];\n"
-  "    const bq_u32 lo0 = (bq_u32)p0, hi0 = (bq_u32)(p0 >> 32), lo1 = (bq_u32)p1, hi1 = (bq_u32)(p1 >> 32);\n"
-  "    const bq_u32 n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;\n"
-  "    c[0] = n0, c[1] = lo1, c[2] = n2, c[3] = lo0;\n"
-  "  }\n"
   "}\n"
   "\n"
   "// One warp item's E elements a lane: r's segment, loaded (zeros past the row's end) ...\n"

@@ -1282,6 +1282,59 @@ static __device__ __forceinline__ bq_red bq_red_team(bq_red r, int tpr, bq_red *
 }
 #endif
 
+// ---- Philox4x32-10: the counter-based generator of the rotation's random signs and of -------
+// stochastic rounding's draws (Random123's; tests/reference_rotate.h checks its known answers)
+static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k0, bq_u32 k1) {
+#pragma unroll
+  for (int i = 0; i < 10; i++) {
+    if (i) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    const bq_u64 p0 = (bq_u64)0xD2511F53u * c[0], p1 = (bq_u64)0xCD9E8D57u * c[2];
+    const bq_u32 lo0 = (bq_u32)p0, hi0 = (bq_u32)(p0 >> 32), lo1 = (bq_u32)p1, hi1 = (bq_u32)(p1 >> 32);
+    const bq_u32 n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+    c[0] = n0, c[1] = lo1, c[2] = n2, c[3] = lo0;
+  }
+}
+
+// Stochastic rounding's draws (BQ_SR 1; docs/numerics.md, "Stochastic rounding"): element i
+// (its row-major index plus args.offset) takes 16 bits, bits 16 (i % 2) of word (i / 2) % 4
+// of Philox4x32-10 at counter (i / 8, 1) (i / 8's low and high words, 1, 0), keyed by the
+// seed. bq_sr_draws fills u with those of N consecutive elements from i0: one generator call
+// per 8 of them where i0 starts a set of 8 (the usual case), else a call per set touched.
+#ifndef BQ_SR
+#define BQ_SR 0
+#endif
+static __device__ __forceinline__ void bq_sr_block(bq_u64 b, bq_u32 k0, bq_u32 k1, bq_u32 (&c)[4]) {
+  c[0] = (bq_u32)b, c[1] = (bq_u32)(b >> 32), c[2] = 1u, c[3] = 0u;
+  bq_philox4x32_10(c, k0, k1);
+}
+// element i's 16 bits from its set's words (i % 8 any)
+static __device__ __forceinline__ bq_u32 bq_sr_pick(const bq_u32 (&c)[4], bq_u64 i) {
+  const int w = (int)(i >> 1) & 3;
+  const bq_u32 v = w == 0 ? c[0] : w == 1 ? c[1] : w == 2 ? c[2] : c[3];
+  return (v >> ((int)(i & 1) * 16)) & 0xffffu;
+}
+template <int N> static __device__ __forceinline__ void bq_sr_draws(bq_u64 i0, bq_u32 k0, bq_u32 k1, bq_u32 (&u)[N]) {
+  bq_u32 c[4];
+  if (N % 8 == 0 && (i0 & 7) == 0) {
+#pragma unroll
+    for (int b = 0; b < N / 8; b++) {
+      bq_sr_block((i0 + 8ull * (bq_u64)b) >> 3, k0, k1, c);
+#pragma unroll
+      for (int k = 0; k < 8; k++) u[8 * b + k < N ? 8 * b + k : 0] = (c[k >> 1] >> ((k & 1) * 16)) & 0xffffu;
+    }
+    return;
+  }
+  // the j-th set touched, which element k is in (indices wrap modulo 2^64, as the host's do)
+  const int s = (int)(i0 & 7);
+#pragma unroll 1
+  for (int j = 0; j <= (s + N - 1) >> 3; j++) {
+    bq_sr_block(((i0 & ~7ull) + 8ull * (bq_u64)j) >> 3, k0, k1, c);
+#pragma unroll
+    for (int k = 0; k < N; k++)
+      if ((s + k) >> 3 == j) u[k] = bq_sr_pick(c, i0 + k);
+  }
+}
+
 // ---- the microscaling formats (BQ_MX_RULE defined: mx.cu, and fused.cu producing them) ----------
 // Prelude defines: BQ_IT BQ_TYPE_E2M1, _E4M3 or _E5M2; BQ_ST BQ_TYPE_UE8M0, or BQ_TYPE_E4M3 (NVFP4);
 // BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).
@@ -1335,6 +1388,40 @@ static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) {
 #else
 static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) { return bq_f8_of_c(v); }
 static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_c(c); }
+#endif
+
+#if BQ_SR
+// Stochastic rounding (docs/numerics.md, "Stochastic rounding"): |v| = (n + f) q, q the
+// element grid's step at |v| (2^(max(e, emin) - mantissa bits), e |v|'s exponent, emin the
+// smallest normal's), n an integer, 0 <= f < 1; the code of (n + 1) q (at most max) when
+// (u + 1/2) 2^-16 < f, else of n q, v's sign kept. Each step is exact, so C = f32 and f64
+// give the reference's doubles' result. |v| at or past max, inf and NaN: as round to nearest.
+#if BQ_IT == BQ_TYPE_E2M1
+#define BQ_MX_EMIN 0
+#elif BQ_IT == BQ_TYPE_E4M3
+#define BQ_MX_EMIN (-6)
+#else
+#define BQ_MX_EMIN (-14)
+#endif
+static __device__ __forceinline__ int bq_mx_elem_sr(bq_c v, bq_u32 u) {
+  const bq_c a = bq_abs(v);
+  if (!(a < (bq_c)BQ_MX_MAX)) return bq_mx_elem_of(v);
+#if BQ_FT == BQ_TYPE_F64
+  const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, BQ_MX_EMIN) - BQ_MX_MBITS;
+  const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);
+  const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);
+  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);
+  const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), (double)BQ_MX_MAX);
+  return bq_mx_elem_of(__longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63))));
+#else
+  const int e = max((int)(__float_as_uint(a) >> 23) - 127, BQ_MX_EMIN) - BQ_MX_MBITS;
+  const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);
+  const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);
+  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);
+  const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), BQ_MX_MAX);
+  return bq_mx_elem_of(__uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u)));
+#endif
+}
 #endif
 
 // ---- scales ----------------------------------------------------------------------------------
@@ -1404,6 +1491,17 @@ static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &
   return bq_mx_elem_of(bq_mul(x, s.rcp));
 #endif
 }
+#if BQ_SR
+// the same quotient, rounded stochastically by the draw u (the IEEE quotient throughout: the
+// draw can tell any two quotients apart)
+static __device__ __forceinline__ int bq_mx_quantize_sr(bq_c x, const bq_mx_scale &s, bq_u32 u) {
+#if BQ_MX_NV && BQ_MX_RULE == 0
+  return bq_mx_elem_sr(bq_div(x, s.sc), u);
+#else
+  return bq_mx_elem_sr(bq_mul(x, s.rcp), u);
+#endif
+}
+#endif
 
 // Dynamic quantize: a group's scale code from its amax (C, >= 0 or inf; NaN elements were
 // skipped), by the plan's rule. UE8M0 rules other than the library's are the peers' f32

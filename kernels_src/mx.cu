@@ -54,6 +54,21 @@ static __device__ __forceinline__ float bq_mx_enc(const bq_mx_params &p, float g
 #endif
 }
 
+#if BQ_SR
+// The draws of a run-time group's elements, taken in order: a generator call per set of 8
+struct bq_mx_draws {
+  bq_u64 i0, b;
+  bq_u32 k0, k1, c[4];
+  __device__ __forceinline__ bq_mx_draws(const bq_mx_params &p, bq_i64 ei)
+      : i0(p.offset + (bq_u64)ei), b(~0ull), k0(p.seed_lo), k1(p.seed_hi) {}
+  __device__ __forceinline__ bq_u32 at(bq_i64 j) {
+    const bq_u64 i = i0 + (bq_u64)j;
+    if (i >> 3 != b) b = i >> 3, bq_sr_block(b, k0, k1, c);
+    return bq_sr_pick(c, i);
+  }
+};
+#endif
+
 #if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
 // A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;
 // else the one stored there
@@ -72,13 +87,14 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
 }
 
 // One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),
-// scale index si. Fixed N: the group in registers, moved in accesses as wide as its
+// scale index si, the first element's row-major index ei (stochastic rounding's draws). Fixed N: the group in registers, moved in accesses as wide as its
 // alignment allows. Or N elements of a group that 2^lsh lanes of a warp take together
 // (bq_mx_lanes): dynamic quantize's amax is then the lanes' (max is exact in any order),
 // and the first of them stores the scale.
 template <int N>
-static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,
-                                                 int lsh = 0, bool al = false) {
+static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, bq_i64 ei,
+                                                 float g, int lsh = 0, bool al = false) {
+  (void)ei;
 #if BQ_OP == BQ_OP_DEQUANTIZE
   const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);
   const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out
@@ -124,9 +140,17 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     }
     const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, (lane & ((1 << lsh) - 1)) == 0);
     bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;
+#if BQ_SR
+    bq_u32 u[N > 0 ? N : 1];
+    bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);
+#endif
 #pragma unroll
     for (int j = 0; j < N; j++) {
+#if BQ_SR
+      const int q = bq_mx_quantize_sr(bq_to_c(v.e[j]), s, u[j]);
+#else
       const int q = bq_mx_quantize(bq_to_c(v.e[j]), s);
+#endif
 #if BQ_IT == BQ_TYPE_E2M1
       if (j & 1) c.e[j >> 1] = (bq_u8)(c.e[j >> 1] | (q << 4));
       else c.e[j >> 1] = (bq_u8)q;
@@ -140,12 +164,18 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE)
       for (bq_i64 j = 0; j < p.group; j++) amax = bq_max(amax, bq_abs(bq_to_c(x[j])));
     const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, true);
-#if BQ_IT == BQ_TYPE_E2M1
-    for (bq_i64 j = 0; j < p.group; j += 2)
-      y[j >> 1] = (bq_u8)(bq_mx_quantize(bq_to_c(x[j]), s) | (bq_mx_quantize(bq_to_c(x[j + 1]), s) << 4));
+#if BQ_SR
+    bq_mx_draws w(p, ei);
+#define BQ_MX_Q(j) bq_mx_quantize_sr(bq_to_c(x[j]), s, w.at(j))
 #else
-    for (bq_i64 j = 0; j < p.group; j++) y[j] = (bq_u8)bq_mx_quantize(bq_to_c(x[j]), s);
+#define BQ_MX_Q(j) bq_mx_quantize(bq_to_c(x[j]), s)
 #endif
+#if BQ_IT == BQ_TYPE_E2M1
+    for (bq_i64 j = 0; j < p.group; j += 2) y[j >> 1] = (bq_u8)(BQ_MX_Q(j) | (BQ_MX_Q(j + 1) << 4));
+#else
+    for (bq_i64 j = 0; j < p.group; j++) y[j] = (bq_u8)BQ_MX_Q(j);
+#endif
+#undef BQ_MX_Q
   }
 #endif
 }
@@ -163,10 +193,15 @@ static __device__ __forceinline__ bq_c bq_mx_quotient(bq_c x, const bq_mx_scale 
   return bq_mul(x, s.rcp);
 #endif
 }
-static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_mx_scale &s) {
+static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_mx_scale &s, bq_u32 u) {
+  (void)u;
 #if BQ_DIR == BQ_DIR_FORWARD // fake quantize
   (void)dy;
+#if BQ_SR
+  return bq_from_c(bq_mul(bq_mx_elem_to_c(bq_mx_quantize_sr(bq_to_c(x), s, u)), s.sc));
+#else
   return bq_from_c(bq_mul(bq_mx_elem_to_c(bq_mx_quantize(bq_to_c(x), s)), s.sc));
+#endif
 #elif BQ_OP == BQ_OP_DEQUANTIZE
   (void)x;
   return bq_from_c(bq_mul(bq_to_c(dy), s.sc));
@@ -179,10 +214,12 @@ static __device__ __forceinline__ bq_t bq_mx_elem_out(bq_t x, bq_t dy, const bq_
 #endif
 #endif
 }
-// One group: x at x0 (and dx there), y / dy at y0, elements of T; fixed N in registers
+// One group: x at x0 (and dx there), y / dy at y0, elements of T, the first element's
+// row-major index ei; fixed N in registers
 template <int N>
-static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, float g,
-                                                   bool al = false) {
+static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, bq_i64 ei,
+                                                   float g, bool al = false) {
+  (void)ei;
   const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);
 #if BQ_DIR == BQ_DIR_FORWARD
   const bq_t *in = (const bq_t *)p.x + x0, *din = in; // (din unused)
@@ -197,12 +234,23 @@ static __device__ __forceinline__ void bq_mx_one_t(const bq_mx_params &p, bq_i64
     bq_chunk<bq_t, (N > 0 ? N : 1)> a, b, o;
     if (need_x) bq_load(a, in, al ? 16 : bq_width(in));
     if (need_dy) bq_load(b, din, al ? 16 : bq_width(din));
+    bq_u32 u[N > 0 ? N : 1] = {0};
+#if BQ_SR
+    bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);
+#endif
 #pragma unroll
-    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s);
+    for (int j = 0; j < N; j++) o.e[j] = bq_mx_elem_out(need_x ? a.e[j] : b.e[j], need_dy ? b.e[j] : a.e[j], s, u[j]);
     bq_store(out, o, al ? 16 : bq_width(out));
   } else {
+#if BQ_SR
+    bq_mx_draws w(p, ei);
+#define BQ_MX_U(j) w.at(j)
+#else
+#define BQ_MX_U(j) 0u
+#endif
     for (bq_i64 j = 0; j < p.group; j++)
-      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s);
+      out[j] = bq_mx_elem_out(need_x ? in[j] : din[j], need_dy ? din[j] : in[j], s, BQ_MX_U(j));
+#undef BQ_MX_U
   }
 }
 #endif
@@ -219,9 +267,9 @@ static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {
       continue;
     }
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
-    bq_mx_one_t<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);
+    bq_mx_one_t<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, r * p.cols + gi * n, g);
 #else
-    bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, g);
+    bq_mx_one<N>(p, r * p.xs + gi * n, r * p.ys + gi * n, si, r * p.cols + gi * n, g);
 #endif
   }
 }
@@ -245,9 +293,9 @@ static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
     const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;
     const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
-    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, true);
+    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, true);
 #else
-    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, g, p.lshift, true);
+    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true);
 #if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2
     if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane
       for (bq_i64 k = p.ngroups; k < p.pgroups; k++) bq_mx_put_scale(p, bq_mx_sidx(r, k, p.ngroups, p.grs), 0);

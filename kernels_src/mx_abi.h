@@ -45,5 +45,8 @@ typedef struct bq_mx_params {
   bq_i64 ppr, prows;
   bq_fastdiv fd;
   int lshift, fast, avec;
+  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0) */
+  bq_u32 seed_lo, seed_hi;
+  bq_u64 offset;
 } bq_mx_params;
 #endif

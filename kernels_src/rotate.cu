@@ -28,18 +28,6 @@ static __device__ __forceinline__ bq_c bq_rot_c(int k) {
   return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;
 }
 
-// Philox4x32-10 (Random123's; tests/reference_rotate.h checks its known answers)
-static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k0, bq_u32 k1) {
-#pragma unroll
-  for (int i = 0; i < 10; i++) {
-    if (i) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-    const bq_u64 p0 = (bq_u64)0xD2511F53u * c[0], p1 = (bq_u64)0xCD9E8D57u * c[2];
-    const bq_u32 lo0 = (bq_u32)p0, hi0 = (bq_u32)(p0 >> 32), lo1 = (bq_u32)p1, hi1 = (bq_u32)(p1 >> 32);
-    const bq_u32 n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
-    c[0] = n0, c[1] = lo1, c[2] = n2, c[3] = lo0;
-  }
-}
-
 // One warp item's E elements a lane: r's segment, loaded (zeros past the row's end) ...
 template <int E> struct bq_rot_item {
   bq_c c[E];

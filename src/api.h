@@ -116,6 +116,14 @@
      bq_plan_workspace_size bytes) and writes it to args.out_tensor_scale. G is any size up
      to 4096; 16 and 32 have kernels of their own. The fused producers emit the formats too
      (FUSED PRODUCERS). docs/numerics.md, "Microscaling".
+     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC (quantize, fake quantize and
+     dynamic quantize forward; E4M3 and E5M2 per group with UE8M0 scales come here with it)
+     takes v = C(x) / C(sc) to the type's value below |v| or the one above, the one above
+     when (u + 1/2) 2^-16 < the distance from below over the gap, u 16 bits drawn for
+     element i = args.offset + r cols + c from Philox4x32-10 keyed by args.seed, counter
+     (i / 8, 1): bits 16 (i % 2) of word (i / 2) % 4. |v| at or past max saturates as
+     before. The same bits on every GPU, kernel and batch split (docs/numerics.md,
+     "Stochastic rounding").
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -393,6 +401,15 @@ typedef enum bq_scale_rule {
   BQ_SCALE_NVFP4_TE = 7      /* NVFP4: Transformer Engine's steps (the encode factor 2688 / amax) */
 } bq_scale_rule;
 
+/* desc.rounding: how quantize puts a value on its storage type's grid (docs/numerics.md,
+   "Stochastic rounding") */
+typedef enum bq_rounding {
+  BQ_ROUND_NEAREST_EVEN = 0, /* the default */
+  BQ_ROUND_STOCHASTIC = 1    /* down or up, up with probability the distance from the value below
+                                (to 2^-16), from Philox4x32-10 keyed by args.seed at the element's
+                                index plus args.offset: the same bits on every GPU and batch */
+} bq_rounding;
+
 /* desc.device: the calling thread's current context (else device 0's primary context), or
    device n's primary context whatever is current */
 #define BQ_DEVICE_CURRENT 0
@@ -420,6 +437,8 @@ typedef struct bq_desc {
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
+  bq_rounding rounding;        /* microscaling quantize, fake quantize and dynamic quantize:
+                                  BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -485,8 +504,13 @@ typedef struct bq_args {
      without it computes g from the tensor in a first pass and writes it to out_tensor_scale */
   const void *tensor_scale;
   void *out_tensor_scale;
-  /* BQ_HADAMARD with desc.random_signs: the seed of the sign vector (Philox4x32-10's key) */
+  /* BQ_HADAMARD with desc.random_signs: the seed of the sign vector; stochastic rounding:
+     the seed of its draws (Philox4x32-10's key either way) */
   uint64_t seed;
+  /* stochastic rounding: added to each element's index (row-major, r * cols + c) to make
+     its draw's counter, so that a call on rows r0.. with offset r0 * cols draws what the
+     whole tensor's call draws there (and a training step can advance it between calls) */
+  uint64_t offset;
 } bq_args;
 
 typedef struct bq_plan bq_plan;

@@ -10,7 +10,10 @@ BQ__FN int bq__is_mx(const bq_desc *d) {
   if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && d->op != BQ_DYNAMIC_QUANTIZE)
     return 0;
   return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
-         d->scale_rule != BQ_SCALE_RULE_DEFAULT;
+         d->scale_rule != BQ_SCALE_RULE_DEFAULT ||
+         /* (stochastic rounding is this family's: MXFP8 in the other layouts comes here with it) */
+         (d->rounding != BQ_ROUND_NEAREST_EVEN && d->granularity == BQ_PER_GROUP && d->scale_type == BQ_UE8M0 &&
+          (d->int_type == BQ_E4M3 || d->int_type == BQ_E5M2));
 }
 BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
 
@@ -83,6 +86,11 @@ BQ__FN bq_status bq__mx_desc_rules(const bq_desc *in, bq_desc *d, const char *na
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.pow2_scales (%d) must be 0 (UE8M0 scales are powers of two "
                     "already)", name, d->pow2_scales);
   d->pow2_scales = 0; /* (implied by UE8M0; one SKU either way) */
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
+  if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
+                    "the format: quantize, fake quantize and dynamic quantize, forward", name);
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   return BQ_SUCCESS;
@@ -97,16 +105,18 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
   return bq__mx_desc_rules(in, d, name, d->op == BQ_DYNAMIC_QUANTIZE);
 }
 
-/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90" */
+/* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90", with ".sr" before the
+   target under stochastic rounding */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
            bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
-           bq__mx_rules[d->scale_rule], tn);
+           bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", tn);
 }
 BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n == 8 && !strcmp(all[7], "sr")) d->rounding = BQ_ROUND_STOCHASTIC, n = 7;
   if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
   d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
   char *const tok[6] = {all[0], all[2], all[3], all[4], all[5], all[6]}; /* the label, then the types and form */
@@ -130,29 +140,36 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
          bq__dtype_from_name(tok[3] + 6, &d->scale_type);
 }
 /* the enumeration's variants (bq__all_descs): the element and scale types (E2M1 with UE8M0
-   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts, and for dynamic quantize the rules */
+   or E4M3, E4M3 and E5M2 with UE8M0) by the layouts; for dynamic quantize the rules, and
+   the two roundings (stochastic where the op rounds) */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
+  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
+  const int rules = in->op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1;
   in->granularity = BQ_PER_GROUP;
   in->int_type = elem[outer % 4];
   in->scale_type = scale[outer % 4];
   in->scale_layout = (bq_scale_layout)(outer / 4);
-  in->scale_rule = (bq_scale_rule)inner;
+  in->scale_rule = (bq_scale_rule)(inner % rules);
+  in->rounding = (bq_rounding)(inner / rules);
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
 /* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
    tensor scales: NVFP4's */
 BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
-  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE;
-  return d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0;
+  const unsigned sr = d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0;
+  if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE | sr;
+  return (d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0) | sr;
 }
 BQ__FN const char *bq__mx_guarantee(const bq_desc *d) {
-  (void)d;
+  if (d->rounding == BQ_ROUND_STOCHASTIC)
+    return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded stochastically into its type "
+           "(\"Stochastic rounding\": Philox4x32-10 keyed by args.seed at the element's index plus args.offset), "
+           "saturating; scales by the plan's rule; bit-identical to the CPU reference";
   return "microscaling (docs/numerics.md, \"Microscaling\"): each element rounded once to nearest even into its "
          "type, saturating; scales by the plan's rule; bit-identical to the CPU reference";
 }
@@ -161,8 +178,9 @@ BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
-              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n", bq__spec("OP", d->op), bq__spec("DIR", d->direction),
-              (int)d->scale_layout, (int)d->scale_rule);
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n#define BQ_SR %d\n", bq__spec("OP", d->op),
+              bq__spec("DIR", d->direction), (int)d->scale_layout, (int)d->scale_rule,
+              d->rounding == BQ_ROUND_STOCHASTIC);
 }
 BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
@@ -287,6 +305,8 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   k.ngroups = v.ngroups;
   k.grs = v.grs;
   k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
+  k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  k.offset = a->offset;
   /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
      it writes 0 */
   const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;

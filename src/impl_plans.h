@@ -38,6 +38,11 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
+  if (f != &bq__mx_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
+                    "rounding is offered by the microscaling formats' quantize, fake quantize and dynamic quantize "
+                    "(desc.granularity BQ_PER_GROUP with E2M1, E4M3 or E5M2 storage and UE8M0 or E4M3 scales)",
+                    bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__rotate_family && d->random_signs != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD only",
                     bq__op_name(d->op), d->random_signs);
@@ -502,7 +507,8 @@ BQ__DEF bq_status bq_plan_select(const bq_desc *desc, bq_plan **out) {
 
 /* The fields one op owns: args.amax_bound (dynamic quantize's, symmetric, 0 or finite and
    > 0 in C; 0 elsewhere), args.mask (fake quantize's per tensor and per channel; NULL
-   elsewhere) and args.tensor_scale and out_tensor_scale (NVFP4's; NULL elsewhere) */
+   elsewhere), args.tensor_scale and out_tensor_scale (NVFP4's; NULL elsewhere), args.seed
+   (random signs, stochastic rounding) and args.offset (stochastic rounding; 0 elsewhere) */
 BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const bq_desc *d = &p->desc;
   const double b = a->amax_bound;
@@ -517,7 +523,11 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
                     a->tensor_scale ? a->tensor_scale : a->out_tensor_scale);
   if (a->seed && !(owns & BQ__OWNS_SEED))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.seed (%llu) must be 0: it keys BQ_HADAMARD's random signs "
-                    "(desc.random_signs)", p->name, (unsigned long long)a->seed);
+                    "(desc.random_signs) and stochastic rounding (desc.rounding)", p->name,
+                    (unsigned long long)a->seed);
+  if (a->offset && !(owns & BQ__OWNS_OFFSET))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.offset (%llu) must be 0: it places stochastic rounding's "
+                    "draws (desc.rounding)", p->name, (unsigned long long)a->offset);
   if (b == 0) return BQ_SUCCESS;
   if (!(owns & BQ__OWNS_AMAX_BOUND))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.amax_bound (%g) applies to dynamic quantize only", p->name, b);

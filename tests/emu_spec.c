@@ -12,7 +12,8 @@
    storage, int=e4m3 or int=e5m2, takes no q= or q=0,0; scale=ue8m0 names UE8M0 scales,
    scale=ue8m0x4 packed ones, pow2=1 sets desc.pow2_scales, layout=mn desc.scale_layout
    BQ_SCALES_MN_MAJOR and layout=blocked BQ_SCALES_BLOCKED, rule=floor (ceil, even, rceil,
-   rceil_sat; NVFP4's torchao, te) desc.scale_rule; int=e2m1 and scale=e4m3 name the microscaling types). It
+   rceil_sat; NVFP4's torchao, te) desc.scale_rule; int=e2m1 and scale=e4m3 name the microscaling
+   types; round=sr sets desc.rounding BQ_ROUND_STOCHASTIC). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -108,6 +109,7 @@ int main(int argc, char **argv) {
     }
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
     else if (!strncmp(a, "signs=", 6)) in.random_signs = atoi(v);
+    else if (!strncmp(a, "round=", 6)) in.rounding = BQ_ROUND_STOCHASTIC, ok = !strcmp(v, "sr");
     else if (!strncmp(a, "act=", 4))
       in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
       ok = in.activation != BQ_ACTIVATION_DEFAULT;
@@ -167,6 +169,7 @@ int main(int argc, char **argv) {
   fprintf(f, "#define EMU_POW2 %d\n", d.pow2_scales); /* dynamic: power-of-two scales (UE8M0 implies them) */
   fprintf(f, "#define EMU_RULE %d\n", (int)d.scale_rule); /* microscaling: the UE8M0 rule */
   fprintf(f, "#define EMU_SIGNS %d\n", d.random_signs); /* the rotation: random signs */
+  fprintf(f, "#define EMU_SR %d\n", d.rounding == BQ_ROUND_STOCHASTIC); /* stochastic rounding */
   if (bq__family_of(&d) == &bq__affine_family)
     fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n#define EMU_LEAN %d\n",
             bq__affine_u(&d), bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d), bq__affine_row_of(&d)->lean);

@@ -763,6 +763,8 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
     a->group_size = rb[v];
     a->seed = d->random_signs ? 0x9E3779B97F4A7C15ull * (uint64_t)(v + 1) : 0;
   }
+  if (d->rounding == BQ_ROUND_STOCHASTIC) /* stochastic rounding's key and a start off the sets of 8 */
+    a->seed = 0xD1B54A32D192ED03ull * (uint64_t)(v + 1), a->offset = (uint64_t)v * 1000003u + (odd ? ~0ull - 40 : 0);
   if (V[v].skew) a->x = (const char *)a->x + T; /* aligned to an element, not to 16 bytes */
   if (V[v].pad) {
     const int64_t in_cols = d->op == BQ_GATED_QUANTIZE ? 2 * a->cols : a->cols;

@@ -27,7 +27,10 @@
                       g = 1 / enc (given g: enc = 1 / g); code e4m3(min(amax * (enc *
                       f32(1 / 6)), FLT_MAX)); q = conv(x * min(1 / (s8 g), FLT_MAX))
    Layouts: row-major r * grs + g, MN-major g * grs + r, blocked ref_mx_blocked_offset (its
-   padding written 0 by dynamic quantize). */
+   padding written 0 by dynamic quantize).
+   Stochastic rounding (desc.rounding; docs/numerics.md, "Stochastic rounding"): conv is
+   replaced by refmx_code_sr of the same value in C and element i's draw refmx_sr_draw, i =
+   offset + r * cols + c. */
 #ifndef BQ_TESTS_REFERENCE_MXOPS_H
 #define BQ_TESTS_REFERENCE_MXOPS_H
 
@@ -35,6 +38,7 @@
 #include "reference_fp4.h"
 #include "reference_fp8.h"
 #include "reference_mx.h"
+#include "reference_rotate.h" /* ref_philox4x32_10 */
 
 typedef struct refmx_fmt {
   double max;
@@ -50,6 +54,36 @@ REF_API refmx_fmt refmx_fmt_of(bq_dtype it) {
 REF_API uint8_t refmx_code(bq_dtype it, double v) {
   if (it == BQ_E2M1) return ref_e2m1_from_double(v);
   return ref_fp8_from_double(v, it == BQ_E4M3 ? REF_E4M3 : REF_E5M2);
+}
+/* Stochastic rounding's 16-bit draw for element i: bits 16 (i % 2) of word (i / 2) % 4 of
+   Philox4x32-10 at counter (i / 8 low word, high word, 1, 0) keyed by (seed low, seed high) */
+REF_API unsigned refmx_sr_draw(uint64_t seed, uint64_t i) {
+  const uint32_t ctr[4] = {(uint32_t)(i >> 3), (uint32_t)(i >> 35), 1u, 0u}, key[2] = {(uint32_t)seed,
+                                                                                       (uint32_t)(seed >> 32)};
+  uint32_t w[4];
+  ref_philox4x32_10(ctr, key, w);
+  return (w[(i >> 1) & 3] >> (16 * (i & 1))) & 0xffffu;
+}
+/* v (in C) rounded stochastically by the draw u: |v| = (n + f) q with q the grid's step at
+   |v|, 2^(max(floor(log2 |v|), emin) - mantissa bits) (emin: 0 for E2M1, -6 E4M3, -14 E5M2);
+   (n + 1) q, at most max, when (u + 1/2) 2^-16 < f, else n q; the sign kept. Every step is
+   exact in a double. |v| at or past max (inf) and NaN round to nearest: they saturate. */
+REF_API uint8_t refmx_code_sr(bq_dtype it, double v, unsigned u) {
+  const refmx_fmt f = refmx_fmt_of(it);
+  const double a = fabs(v);
+  if (!(a < f.max)) return refmx_code(it, v);
+  const int emin = it == BQ_E2M1 ? 0 : it == BQ_E4M3 ? -6 : -14;
+  int e = emin;
+  if (a > 0) {
+    int fe;
+    (void)frexp(a, &fe); /* a = m 2^fe, m in [0.5, 1) */
+    if (fe - 1 > emin) e = fe - 1;
+  }
+  const double q = ldexp(1.0, e - f.mbits), t = a / q, n = floor(t), fr = t - n;
+  const double r = (u + 0.5) * 0x1p-16;
+  double m = (n + (r < fr ? 1.0 : 0.0)) * q;
+  if (m > f.max) m = f.max;
+  return refmx_code(it, copysign(m, v));
 }
 REF_API double refmx_value(bq_dtype it, uint8_t c) {
   if (it == BQ_E2M1) return ref_e2m1_to_double(c);
@@ -94,14 +128,18 @@ REF_API float refmx_nv_mul(const bq_desc *d, uint8_t code, float g, float enc) {
   volatile float m = 1.0f / t;
   return m > FLT_MAX ? FLT_MAX : m; /* fminf: (NaN: FLT_MAX) */
 }
+/* a value in C to its code by the plan's rounding (u: the element's draw, if stochastic) */
+REF_API uint8_t refmx_round(const bq_desc *d, double v, unsigned u) {
+  return d->rounding == BQ_ROUND_STOCHASTIC ? refmx_code_sr(d->int_type, v, u) : refmx_code(d->int_type, v);
+}
 /* element code of x (loaded from T) under sc */
-REF_API uint8_t refmx_quantize(const bq_desc *d, double x, double sc) {
+REF_API uint8_t refmx_quantize(const bq_desc *d, double x, double sc, unsigned u) {
   if (d->float_type == BQ_F64) {
     volatile double q = x / sc;
-    return refmx_code(d->int_type, q);
+    return refmx_round(d, q, u);
   }
   volatile float q = (float)x / (float)sc;
-  return refmx_code(d->int_type, (double)q);
+  return refmx_round(d, (double)q, u);
 }
 /* dequantized value stored into y[i] (T) */
 REF_API void refmx_dequantize(const bq_desc *d, uint8_t code, double sc, void *y, int64_t i) {
@@ -176,9 +214,10 @@ REF_API void refmx_put(const bq_desc *d, unsigned char *q, int64_t j, uint8_t c)
    fake quantize (x -> y floats) or dynamic quantize (scales written; NVFP4: g the tensor
    scale given, or NaN to compute it, returned); backward quantize dx = m ? T(dy / sc) : +0,
    dequantize dx = T(dy * sc), fake quantize dx = m ? dy : +0, m = (|C(x) / C(sc)| <= max).
-   bound: args.amax_bound (0: none). */
-REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, int64_t xs, int64_t ys, int64_t grs,
-                       const void *x, void *y, const void *dy, void *dx, void *scales, float g, double bound) {
+   bound: args.amax_bound (0: none). refmx_op_sr: seed and offset, stochastic rounding's. */
+REF_API float refmx_op_sr(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, int64_t xs, int64_t ys, int64_t grs,
+                          const void *x, void *y, const void *dy, void *dx, void *scales, float g, double bound,
+                          uint64_t seed, uint64_t offset) {
   const int64_t ng = G ? cols / G : 0;
   unsigned char *sb = (unsigned char *)scales;
   const int nv = d->scale_type == BQ_E4M3, bwd = d->direction == BQ_BACKWARD, e2 = d->int_type == BQ_E2M1;
@@ -232,6 +271,7 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
       const double sc = refmx_sc(d, code, g);
       for (int64_t j = 0; j < G; j++) {
         const int64_t c = gi * G + j, xi = r * xs + c, yi = r * ys + c;
+        const unsigned u = d->rounding == BQ_ROUND_STOCHASTIC ? refmx_sr_draw(seed, offset + (uint64_t)(r * cols + c)) : 0;
         if (bwd) {
           const double dv = refmx_load(d, dy, yi);
           if (d->op == BQ_DEQUANTIZE) {
@@ -256,21 +296,25 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
         } else if (d->op == BQ_DEQUANTIZE) {
           refmx_dequantize(d, refmx_get(d, (const unsigned char *)x + (e2 ? r * xs / 2 : r * xs), c), sc, y, yi);
         } else if (d->op == BQ_FAKE_QUANTIZE) {
-          refmx_dequantize(d, refmx_quantize(d, refmx_load(d, x, xi), sc), sc, y, yi);
+          refmx_dequantize(d, refmx_quantize(d, refmx_load(d, x, xi), sc, u), sc, y, yi);
         } else {
           uint8_t q;
           if (nv && (d->scale_rule == BQ_SCALE_NVFP4_TORCHAO || d->scale_rule == BQ_SCALE_NVFP4_TE)) {
             const float m = refmx_nv_mul(d, code, g, enc); /* the peer's product, in C */
-            if (d->float_type == BQ_F64) { volatile double v = refmx_load(d, x, xi) * (double)m; q = refmx_code(d->int_type, v); }
-            else { volatile float v = (float)refmx_load(d, x, xi) * m; q = refmx_code(d->int_type, (double)v); }
+            if (d->float_type == BQ_F64) { volatile double v = refmx_load(d, x, xi) * (double)m; q = refmx_round(d, v, u); }
+            else { volatile float v = (float)refmx_load(d, x, xi) * m; q = refmx_round(d, (double)v, u); }
           } else {
-            q = refmx_quantize(d, refmx_load(d, x, xi), sc);
+            q = refmx_quantize(d, refmx_load(d, x, xi), sc, u);
           }
           refmx_put(d, (unsigned char *)y + (e2 ? r * ys / 2 : r * ys), c, q);
         }
       }
     }
   return g;
+}
+REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, int64_t xs, int64_t ys, int64_t grs,
+                       const void *x, void *y, const void *dy, void *dx, void *scales, float g, double bound) {
+  return refmx_op_sr(d, rows, cols, G, xs, ys, grs, x, y, dy, dx, scales, g, bound, 0, 0);
 }
 
 #endif

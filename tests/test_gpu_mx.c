@@ -43,6 +43,15 @@
 static const bq_dtype FTS[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
 static const bq_dtype ELEM[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, SCALE[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
 
+/* stochastic rounding's seed and offset for a call of d (0 and 0 under round to nearest):
+   offsets off the 8-element sets now and then, and near 2^64, where the index wraps */
+static void draw_sr(const bq_desc *d, bq_args *a) {
+  if (d->rounding != BQ_ROUND_STOCHASTIC) return;
+  const int k = (int)(rnd() % 4);
+  a->seed = rnd();
+  a->offset = k == 0 ? 0 : k == 1 ? rnd() % 1000 : k == 2 ? rnd() : ~0ull - rnd() % 5000;
+}
+
 static bq_desc mx_desc(bq_op op, bq_dtype ft, int k, int lay, int rule) {
   bq_desc d;
   memset(&d, 0, sizeof d);
@@ -177,6 +186,7 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   else a.scales = S.dev + S.pre;
   if (nv) tensor_scale_buf(&G4, &a, c->computed, g, what);
   if (dyn && !nv && rnd() % 4 == 0) a.amax_bound = ldexp(1.0 + rnd_unit(), (int)rnd_range(-6, 6));
+  draw_sr(d, &a);
   bq__mx_force_entry = c->force;
   void *ws = run_with_workspace(p, &a, what);
   bq__mx_force_entry = -1;
@@ -195,9 +205,10 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   cr_assert(got && gs);
   BQ_OK(bq_memcpy_to_host(got, out->dev, out->total), "%s", what);
   BQ_OK(bq_memcpy_to_host(gs, S.dev, S.total), "%s", what);
-  const float eg = refmx_op(d, rows, cols, G, xs, ys, grs, deq ? (const void *)(C.h + C.pre) : (const void *)(F.h + F.pre),
-                            deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), NULL, NULL, S.h + S.pre,
-                            c->computed ? NAN : g, a.amax_bound);
+  const float eg = refmx_op_sr(d, rows, cols, G, xs, ys, grs,
+                               deq ? (const void *)(C.h + C.pre) : (const void *)(F.h + F.pre),
+                               deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), NULL, NULL, S.h + S.pre,
+                               c->computed ? NAN : g, a.amax_bound, a.seed, a.offset);
   char msg[2048];
   size_t bad = deq ? ref_compare(d->float_type, out->h, got, (int64_t)(out->total / T), msg, sizeof msg)
                    : ref_compare(BQ_U8, out->h, got, (int64_t)out->total, msg, sizeof msg);
@@ -290,6 +301,7 @@ static void run_case_t(const bq_desc *d, const mx_case *c) {
     a.x = X.dev + X.pre;
     a.y = Y.dev + Y.pre;
   }
+  draw_sr(d, &a);
   bq__mx_force_entry = c->force;
   g_last_fn = NULL;
   BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), "%s", what);
@@ -306,8 +318,9 @@ static void run_case_t(const bq_desc *d, const mx_case *c) {
   unsigned char *got = (unsigned char *)malloc(out->total);
   cr_assert(got != NULL);
   BQ_OK(bq_memcpy_to_host(got, out->dev, out->total), "%s", what);
-  refmx_op(d, rows, cols, G, xs, ys, grs, X.h + X.pre, bwd ? NULL : (void *)(Y.h + Y.pre),
-           bwd ? (const void *)(Y.h + Y.pre) : NULL, bwd ? (void *)(DX.h + DX.pre) : NULL, S.h + S.pre, g, 0);
+  refmx_op_sr(d, rows, cols, G, xs, ys, grs, X.h + X.pre, bwd ? NULL : (void *)(Y.h + Y.pre),
+              bwd ? (const void *)(Y.h + Y.pre) : NULL, bwd ? (void *)(DX.h + DX.pre) : NULL, S.h + S.pre, g, 0,
+              a.seed, a.offset);
   char msg[2048];
   const size_t bad = ref_compare(ft, out->h, got, (int64_t)(out->total / T), msg, sizeof msg);
   cr_assert_eq(bad, 0, "%s: %zu differ (data at %zu):\n%s| %s", bwd ? "dx" : "y", bad, out->pre, msg, what);
@@ -409,6 +422,20 @@ Test(mx, dynamic_quantize, .timeout = 900) {
       }
   for (int f = 0; f < 4; f++)
     for (int k = 0; k < 2; k++) run_plan((const bq_desc[]){mx_desc(BQ_DYNAMIC_QUANTIZE, FTS[f], k, 2, 0)});
+}
+
+/* stochastic rounding: quantize, fake quantize and dynamic quantize of every element and
+   scale type, the layout and the float type rotating, each plan's kernels as run_plan takes
+   them, random seeds and offsets (the reference draws each element by its index, so rows
+   at any offset are rows of the whole call) */
+Test(mx, stochastic_rounding, .timeout = 900) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  for (int o = 0; o < 3; o++)
+    for (int k = 0; k < 4; k++) {
+      bq_desc d = mx_desc(ops[o], FTS[(o + k) % 4], k, (o + k) % 3, 0);
+      d.rounding = BQ_ROUND_STOCHASTIC;
+      run_plan(&d);
+    }
 }
 
 /* The E2M1 conversion on every f32 bit pattern: MXFP4 quantize of f32 data by the UE8M0

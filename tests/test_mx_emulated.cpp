@@ -11,7 +11,10 @@
    at each binade), zeros, NaN and inf, values past the saturation point, subnormals. Static
    scales are random codes near the data (UE8M0 0, 254 and NaN among them; E4M3 any code),
    NVFP4's tensor scale random, or for dynamic quantize computed by the amax pass half the
-   time. Outputs are poisoned, guarded and compared whole. */
+   time. Outputs are poisoned, guarded and compared whole. Stochastic rounding's builds
+   (round=sr) draw a seed and an offset (off the 8-element sets now and then, and near 2^64,
+   where the index wraps), check the element rounding on random f32 / f64 values against the
+   reference's, and that rows run alone (their offset advanced) give the whole call's bits. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -71,6 +74,7 @@ static bq_desc the_desc(void) {
   d.scale_type = ST;
   d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
   d.scale_rule = (bq_scale_rule)EMU_RULE;
+  d.rounding = EMU_SR ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
   return d;
 }
 
@@ -87,6 +91,14 @@ static double value(int k, double mag) {
   case 4: return s * ldexp(rnd_unit(), T == BQ_F64 ? -1060 : T == BQ_F32 ? -140 : T == BQ_F16 ? -20 : -130);
   default: return s * rnd_unit() * mag;
   }
+}
+
+/* stochastic rounding's seed and offset for a case (0 and 0 in the other builds) */
+static void draw_sr(bq_args *a) {
+  if (!EMU_SR) return;
+  a->seed = rnd();
+  const int k = (int)(rnd() % 4);
+  a->offset = k == 0 ? 0 : k == 1 ? rnd() % 1000 : k == 2 ? rnd() : ~0ull - rnd() % 5000;
 }
 
 /* static scales: codes near the data (UE8M0 2^-17 .. 2^8, and now and then 0, 254 or NaN;
@@ -175,10 +187,12 @@ static void one_case(int rep) {
   std::vector<unsigned char> sb((size_t)nscale + 2 * guard + 64), esb(sb.size());
   unsigned char *fl = fb.data() + guard + (size_t)offf * ts, *cd = cb.data() + guard + offc;
   unsigned char *sc = sb.data() + guard, *esc = esb.data() + guard;
+  draw_sr(&a);
   char what[400];
-  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s sms %d",
-           (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G, (long long)xs,
-           (long long)ys, (long long)grs, offf, offc, force_any ? " forced any" : "", plan.num_sms);
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s sms %d "
+           "sr %llx+%llu", (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G,
+           (long long)xs, (long long)ys, (long long)grs, offf, offc, force_any ? " forced any" : "", plan.num_sms,
+           (unsigned long long)a.seed, (unsigned long long)a.offset);
 
   /* inputs */
   double mag = ldexp(1.0, (int)rnd_range(-8, 8));
@@ -280,8 +294,9 @@ static void one_case(int rep) {
   }
   /* the reference on the unpoisoned copies */
   unsigned char *efl = efb.data() + guard + (size_t)offf * ts, *ecd = ecb.data() + guard + offc;
-  etso = refmx_op(&d, a.rows, a.cols, G, xs, ys, grs, deq ? (const void *)ecd : (const void *)efl,
-                  deq ? (void *)efl : (void *)ecd, NULL, NULL, esc, computed ? NAN : tsv, a.amax_bound);
+  etso = refmx_op_sr(&d, a.rows, a.cols, G, xs, ys, grs, deq ? (const void *)ecd : (const void *)efl,
+                     deq ? (void *)efl : (void *)ecd, NULL, NULL, esc, computed ? NAN : tsv, a.amax_bound, a.seed,
+                     a.offset);
   char msg[2048];
   size_t bad = deq ? ref_compare(T, efb.data(), fb.data(), (int64_t)(fb.size() / ts), msg, sizeof msg)
                    : ref_compare(BQ_U8, ecb.data(), cb.data(), (int64_t)cb.size(), msg, sizeof msg);
@@ -328,10 +343,12 @@ static void one_case_t(int rep) {
   std::vector<unsigned char> sb((size_t)nscale + 2 * guard + 64);
   unsigned char *x = xb.data() + guard + (size_t)offx * ts, *y = yb.data() + guard + (size_t)offy * ts;
   unsigned char *dx = dxb.data() + guard + (size_t)offx * ts, *sc = sb.data() + guard;
+  draw_sr(&a);
   char what[400];
-  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s", (unsigned long long)g_seed,
-           EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G, (long long)xs, (long long)ys, (long long)grs,
-           offx, offy, force_any ? " forced any" : "");
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s sr %llx+%llu",
+           (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G, (long long)xs,
+           (long long)ys, (long long)grs, offx, offy, force_any ? " forced any" : "", (unsigned long long)a.seed,
+           (unsigned long long)a.offset);
   double mag = ldexp(1.0, (int)rnd_range(-8, 8));
   int kind = (int)(rnd() % 6);
   for (int64_t i = 0; i < nx; i++) {
@@ -383,8 +400,8 @@ static void one_case_t(int rep) {
     g_lanes_runs += want == (emu_kernel)klanes;
   }
   unsigned char *ey = eyb.data() + guard + (size_t)offy * ts, *edx = edxb.data() + guard + (size_t)offx * ts;
-  refmx_op(&d, a.rows, a.cols, G, xs, ys, grs, x, bwd ? NULL : (void *)ey, bwd ? (const void *)ey : NULL,
-           bwd ? (void *)edx : NULL, esb.data() + guard, tsv, 0);
+  refmx_op_sr(&d, a.rows, a.cols, G, xs, ys, grs, x, bwd ? NULL : (void *)ey, bwd ? (const void *)ey : NULL,
+              bwd ? (void *)edx : NULL, esb.data() + guard, tsv, 0, a.seed, a.offset);
   char msg[2048];
   const std::vector<unsigned char> &got = bwd ? dxb : yb, &want = bwd ? edxb : eyb;
   size_t bad = ref_compare(T, want.data(), got.data(), (int64_t)(got.size() / ts), msg, sizeof msg);
@@ -425,5 +442,109 @@ Test(emulated_mx, e2m1_every_f32, .timeout = 600) {
     if ((uint8_t)emu_mx::bq_mx_elem_of(f) != ref_e2m1_from_f32_bits(u) && !bad++) first = u;
   }
   cr_assert_eq(bad, 0, "%llu f32 patterns differ, the first 0x%08x", (unsigned long long)bad, first);
+#endif
+}
+
+/* Stochastic rounding's element rounding (bq_mx_elem_sr) on random values of C (f32 bit
+   patterns of every class, or f64 ones) and random draws, the draw's ends among them,
+   against the reference's refmx_code_sr */
+Test(emulated_mx, sr_element, .timeout = 600) {
+#if EMU_SR && !(EMU_OP == BQ_OP_DEQUANTIZE || EMU_BWD)
+  uint64_t bad = 0;
+  char first[160] = "";
+  for (int i = 0; i < (1 << 22); i++) {
+    const unsigned u = i % 7 == 0 ? 0u : i % 7 == 1 ? 0xffffu : (unsigned)(rnd() & 0xffff);
+    double v;
+    int got;
+    if (i % 7 == 2) { /* exactly where the draw u decides: (n + (u + 1/2) 2^-16) q */
+      const refmx_fmt fm = refmx_fmt_of(I);
+      const int emin = E2M1 ? 0 : EMU_I == BQ_TYPE_E4M3 ? -6 : -14, e = (int)rnd_range(emin, fm.emax);
+      const double n = (double)rnd_range(e == emin ? 0 : 1 << fm.mbits, (2 << fm.mbits) - 1);
+      v = (rnd() & 1 ? -1 : 1) * ldexp(n + (u + 0.5) * 0x1p-16, e - fm.mbits);
+      if (!(fabs(v) < fm.max)) v = 0.5;
+      got = T == BQ_F64 ? emu_mx::bq_mx_elem_sr(v, u) : emu_mx::bq_mx_elem_sr((float)v, u);
+    } else if (T == BQ_F64) {
+      /* magnitudes around the element grid (and now and then any pattern) */
+      uint64_t b = rnd();
+      if (i % 4) b = (b & 0x800fffffffffffffull) | (uint64_t)(1023 + rnd_range(-30, 20)) << 52;
+      memcpy(&v, &b, 8);
+      got = emu_mx::bq_mx_elem_sr(v, u);
+    } else {
+      uint32_t b = (uint32_t)rnd();
+      if (i % 4) b = (b & 0x807fffffu) | (uint32_t)(127 + rnd_range(-30, 20)) << 23;
+      float f;
+      memcpy(&f, &b, 4);
+      v = f;
+      got = emu_mx::bq_mx_elem_sr(f, u);
+    }
+    const int want = refmx_code_sr(I, v, u);
+    if (got != want && !bad++) snprintf(first, sizeof first, "v %a u 0x%04x: 0x%x, expected 0x%x", v, u, got, want);
+  }
+  cr_assert_eq(bad, 0, "%llu values differ, the first %s | seed=0x%llx %s", (unsigned long long)bad, first,
+               (unsigned long long)g_seed, EMU_SPEC);
+#endif
+}
+
+/* Stochastic rounding is batch invariant: each row quantized by a call of its own (x and y
+   at the row, offset advanced by the rows before it, its scales gathered into a one-row
+   layout) gives the bits the whole call gives, scales included */
+Test(emulated_mx, sr_rows_alone, .timeout = 600) {
+#if EMU_SR && !(EMU_OP == BQ_OP_DEQUANTIZE || EMU_BWD)
+  const int fake = OP == BQ_FAKE_QUANTIZE, dyn = OP == BQ_DYNAMIC_QUANTIZE;
+  const size_t ts = ref_dtype_size(T);
+  for (int rep = 0; rep < 12; rep++) {
+    bq_desc d;
+    bq_plan plan;
+    plan_of(&d, &plan, rep);
+    const int E = 16 / (int)ts;
+    const int64_t G = rep % 2 ? (int64_t)E << rnd_range(0, 3) : rep % 4 == 2 ? 48 : NV ? 16 : 32;
+    const int64_t rows = rnd_range(2, 9), cols = G * rnd_range(1, 6), ng = cols / G;
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.group_size = G, a.rows = rows, a.cols = cols;
+    draw_sr(&a);
+    float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
+    if (NV) a.tensor_scale = &tsv;
+    std::vector<unsigned char> x((size_t)(rows * cols) * ts + 16);
+    unsigned char *xp = (unsigned char *)(((uintptr_t)x.data() + 15) & ~(uintptr_t)15);
+    const double mag = ldexp(1.0, (int)rnd_range(-8, 8));
+    for (int64_t i = 0; i < rows * cols; i++) store_any(T, xp, i, value(rnd() % 3 ? 5 : (int)(rnd() % 6), mag));
+    const size_t row_bytes = fake ? (size_t)cols * ts : E2M1 ? (size_t)cols / 2 : (size_t)cols;
+    std::vector<unsigned char> y1(row_bytes * (size_t)rows + 16, 0x5A), y2(y1.size(), 0xA5);
+    unsigned char *y1p = (unsigned char *)(((uintptr_t)y1.data() + 15) & ~(uintptr_t)15);
+    unsigned char *y2p = y1p - y1.data() + y2.data();
+    const int64_t grs = refmx_default_grs(d.scale_layout, rows, ng), grs1 = refmx_default_grs(d.scale_layout, 1, ng);
+    std::vector<unsigned char> s((size_t)refmx_scale_bytes(d.scale_layout, rows, ng, grs) + 1, 0x77);
+    std::vector<unsigned char> s1((size_t)refmx_scale_bytes(d.scale_layout, 1, ng, grs1) + 1);
+    if (!dyn) fill_scales(s.data(), (int64_t)s.size() - 1);
+    a.x = xp, a.y = y1p;
+    if (dyn) a.out_scales = s.data();
+    else a.scales = s.data();
+    char what[300];
+    snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld sr %llx+%llu", (unsigned long long)g_seed,
+             EMU_SPEC, (long long)rows, (long long)cols, (long long)G, (unsigned long long)a.seed,
+             (unsigned long long)a.offset);
+    cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+    for (int64_t r = 0; r < rows; r++) {
+      bq_args b = a;
+      b.rows = 1;
+      b.x = xp + (size_t)(r * cols) * ts;
+      b.y = y2p + row_bytes * (size_t)r;
+      b.offset = a.offset + (uint64_t)(r * cols);
+      memset(s1.data(), 0x33, s1.size());
+      if (!dyn)
+        for (int64_t g = 0; g < ng; g++)
+          s1[(size_t)refmx_scale_index(d.scale_layout, 0, g, ng, grs1)] =
+              s[(size_t)refmx_scale_index(d.scale_layout, r, g, ng, grs)];
+      if (dyn) b.out_scales = s1.data();
+      else b.scales = s1.data();
+      cr_assert_eq(bq_plan_run(&plan, &b, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+      for (int64_t g = 0; dyn && g < ng; g++)
+        cr_assert_eq(s1[(size_t)refmx_scale_index(d.scale_layout, 0, g, ng, grs1)],
+                     s[(size_t)refmx_scale_index(d.scale_layout, r, g, ng, grs)], "row %lld group %lld's scale | %s",
+                     (long long)r, (long long)g, what);
+    }
+    cr_assert(!memcmp(y1p, y2p, row_bytes * (size_t)rows), "rows alone differ from the whole call | %s", what);
+  }
 #endif
 }

@@ -150,3 +150,97 @@ Test(mx_ops, mxfp8_default_rule_is_dynamic_fp8_per_group) {
       }
   cr_assert_eq(checked, 64);
 }
+
+/* ---- stochastic rounding (docs/numerics.md, "Stochastic rounding") ------------------------- */
+static const bq_dtype k_sr_types[3] = {BQ_E4M3, BQ_E5M2, BQ_E2M1};
+/* the grid's step at |v| and the neighbours below and above */
+static double sr_step(bq_dtype it, double a) {
+  const refmx_fmt f = refmx_fmt_of(it);
+  const int emin = it == BQ_E2M1 ? 0 : it == BQ_E4M3 ? -6 : -14;
+  int e = emin, fe;
+  if (a > 0 && (frexp(a, &fe), fe - 1 > emin)) e = fe - 1;
+  return ldexp(1.0, e - f.mbits);
+}
+/* a random value below max, of a magnitude anywhere on the grid (subnormals included) */
+static double sr_value(bq_dtype it) {
+  const refmx_fmt f = refmx_fmt_of(it);
+  double v;
+  do v = ldexp(1.0 + ((double)(rnd() >> 11) * 0x1p-53), (it == BQ_E2M1 ? -3 : -20) + (int)(rnd() % (uint64_t)(f.emax + (it == BQ_E2M1 ? 4 : 21))));
+  while (!(v < f.max));
+  return rnd() & 1 ? -v : v;
+}
+
+/* Over every draw u, the rounding takes v to its two neighbours only, never moves a grid value,
+   and its mean is v within 2^-17 of the step (the draws' resolution) */
+Test(sr_reference, every_draw_is_unbiased_to_the_resolution) {
+  for (int t = 0; t < 3; t++) {
+    const bq_dtype it = k_sr_types[t];
+    for (int k = 0; k < 400; k++) {
+      const double v = k < 40 ? refmx_value(it, (uint8_t)(rnd() % (it == BQ_E2M1 ? 16u : it == BQ_E4M3 ? 0x7Fu : 0x7Cu))) : sr_value(it);
+      const double a = fabs(v), q = sr_step(it, a), lo = floor(a / q) * q;
+      double sum = 0;
+      for (unsigned u = 0; u < 65536; u++) {
+        const double r = fabs(refmx_value(it, refmx_code_sr(it, v, u)));
+        cr_assert(r == lo || r == lo + q || (lo + q > refmx_fmt_of(it).max && r == lo), "%d: %a by u %u gave %a", t, v,
+                  u, r);
+        if (a == lo) cr_assert(r == a, "%d: the grid value %a moved to %a (u %u)", t, v, r, u);
+        sum += r; /* (exact: few bits each) */
+      }
+      const double err = sum / 65536 - a;
+      cr_assert(fabs(err) <= q * 0x1p-17, "%d: v %a, step %a: the mean over every draw is off by %a", t, v, q, err);
+    }
+  }
+}
+
+/* The draws from Philox4x32-10 make the mean error zero: N elements at the same v (random
+   magnitudes; an f32 value of C in half the cases), at indices from a random offset, each
+   rounded by its own draw: |mean error| within 5 standard errors (sd q sqrt(f (1 - f))) plus
+   the resolution's bias bound. Over the 16-bit draws' top 4 bits, the counts pass a
+   chi-square test (15 degrees of freedom, 40 is beyond p = 0.0005), and neighbours differ. */
+Test(sr_reference, philox_draws_give_zero_mean_error) {
+  const int N = 1 << 18;
+  for (int t = 0; t < 3; t++)
+    for (int k = 0; k < 12; k++) {
+      const bq_dtype it = k_sr_types[t];
+      double v = sr_value(it);
+      if (k & 1) v = (double)(float)v;
+      const uint64_t seed = rnd(), off = k % 3 ? rnd() : 0;
+      const double a = fabs(v), q = sr_step(it, a), f = a / q - floor(a / q);
+      double sum = 0;
+      long counts[16] = {0}, same = 0;
+      unsigned prev = 0;
+      for (int i = 0; i < N; i++) {
+        const unsigned u = refmx_sr_draw(seed, off + (uint64_t)i);
+        counts[u >> 12]++;
+        same += i && u == prev;
+        prev = u;
+        sum += fabs(refmx_value(it, refmx_code_sr(it, v, u))) - a;
+      }
+      const double mean = sum / N, se = q * sqrt(f * (1 - f) / N);
+      cr_assert(fabs(mean) <= 5 * se + q * 0x1p-17, "%d: v %a (f %.4f): mean error %a, standard error %a", t, v, f,
+                mean, se);
+      double chi = 0;
+      for (int b = 0; b < 16; b++) chi += (counts[b] - N / 16.0) * (counts[b] - N / 16.0) / (N / 16.0);
+      cr_assert(chi < 40, "seed %llx offset %llu: chi-square %.1f over the draws' top bits", (unsigned long long)seed,
+                (unsigned long long)off, chi);
+      cr_assert(same < 20, "%ld neighbouring draws equal", same);
+    }
+}
+
+/* The draw of element i is Philox4x32-10's output at counter (i / 8, 1) as documented (the
+   generator's own answers are test_rotate_reference's): here its layout, word (i / 2) % 4,
+   half i % 2, and the wrap of the index modulo 2^64 */
+Test(sr_reference, draw_layout) {
+  const uint64_t seed = 0x0123456789abcdefull;
+  const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  const uint64_t blocks[3] = {0, 0x123456789ull, (~0ull) >> 3};
+  for (int b = 0; b < 3; b++) {
+    const uint32_t ctr[4] = {(uint32_t)blocks[b], (uint32_t)(blocks[b] >> 32), 1u, 0u};
+    uint32_t w[4];
+    ref_philox4x32_10(ctr, key, w);
+    for (int j = 0; j < 8; j++)
+      cr_assert_eq(refmx_sr_draw(seed, blocks[b] * 8 + (uint64_t)j), (w[j / 2] >> (16 * (j % 2))) & 0xffffu);
+  }
+  /* offset + index wraps: element 2^64 - 1 + 9 is element 8 */
+  cr_assert_eq(refmx_sr_draw(seed, ~0ull + 9ull), refmx_sr_draw(seed, 8));
+}

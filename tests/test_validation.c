@@ -2850,12 +2850,17 @@ Test(desc, block_layout_and_packed_enums) {
   cr_assert_eq((int)BQ_SCALES_BLOCKED, 2);
   cr_assert_eq((int)BQ_E2M1, 12);
   cr_assert_str_eq(bq__dtype_name(BQ_E2M1), "e2m1");
-  /* fields are appended (scale_layout, scale_rule, then random_signs, the descriptor's last):
-     zero-initialized descs keep row-major scales, the library's rule and no signs */
-  const size_t end = offsetof(bq_desc, random_signs) + sizeof(int), al = _Alignof(bq_desc);
-  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "random_signs ends at %zu of %zu", end, sizeof(bq_desc));
+  /* fields are appended (scale_layout, scale_rule, random_signs, then rounding, the
+     descriptor's last): zero-initialized descs keep row-major scales, the library's rule, no
+     signs and round to nearest even */
+  const size_t end = offsetof(bq_desc, rounding) + sizeof(int), al = _Alignof(bq_desc);
+  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "rounding ends at %zu of %zu", end, sizeof(bq_desc));
+  cr_assert(offsetof(bq_desc, rounding) > offsetof(bq_desc, random_signs));
   cr_assert(offsetof(bq_desc, random_signs) > offsetof(bq_desc, scale_rule));
   cr_assert(offsetof(bq_args, seed) > offsetof(bq_args, out_tensor_scale));
+  cr_assert(offsetof(bq_args, offset) > offsetof(bq_args, seed));
+  cr_assert_eq((int)BQ_ROUND_NEAREST_EVEN, 0);
+  cr_assert_eq(sizeof(bq_rounding), sizeof(int));
   cr_assert_eq(sizeof(bq_scale_layout), sizeof(int));
   cr_assert(offsetof(bq_desc, scale_layout) > offsetof(bq_desc, pow2_scales));
   cr_assert(offsetof(bq_desc, scale_rule) > offsetof(bq_desc, scale_layout));
@@ -3806,4 +3811,62 @@ Test(args, hadamard_shapes_and_seed) {
   /* without the signs, the seed is not taken */
   const combo plain = rot_combo(BQ_BACKWARD, BQ_F16, 0);
   expect_args_invalid(&plain, &a, "args.seed (7) must be 0");
+}
+
+/* ---- stochastic rounding (desc.rounding, args.seed and args.offset) ---------------------------- */
+Test(desc, stochastic_rounding_forms_and_fields) {
+  /* the microscaling formats' quantize, fake quantize and dynamic quantize, forward; MXFP8 in
+     rows with it is this family's too (its SKU says so) */
+  const bq_op ops[] = {BQ_QUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  for (size_t i = 0; i < NELEM(ops); i++) {
+    combo c = mx_combo(ops[i], BQ_E2M1, BQ_E4M3, BQ_SCALES_BLOCKED, BQ_SCALE_RULE_DEFAULT);
+    c.d.rounding = BQ_ROUND_STOCHASTIC;
+    expect_desc_valid(&c.d, c.ctx);
+    c = mx_combo(ops[i], BQ_E4M3, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+    c.d.rounding = BQ_ROUND_STOCHASTIC;
+    char sku[256];
+    cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(!strncmp(sku, "mx_", 3) && strstr(sku, ".sr.sm_90"), "%s", sku);
+    c.d.rounding = BQ_ROUND_NEAREST_EVEN; /* (without it, the dynamic and affine families') */
+    cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(strncmp(sku, "mx_", 3) && !strstr(sku, ".sr."), "%s", sku);
+  }
+  combo c = mx_combo(BQ_DEQUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_invalid(&c.d, "dequantize_per_group: ", "desc.rounding (stochastic) applies where floats are rounded",
+                      c.ctx);
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.direction = BQ_BACKWARD, c.d.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_invalid(&c.d, "quantize_per_group_backward: ", "desc.rounding (stochastic) applies where", c.ctx);
+  c.d.direction = BQ_FORWARD, c.d.rounding = (bq_rounding)2;
+  expect_desc_invalid(&c.d, "quantize_per_group: ", "desc.rounding (2) is not a bq_rounding", c.ctx);
+  /* every other family refuses it by name: int8, FP8 per token, the fused producers, the rotation */
+  bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  q.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_invalid(&q, "quantize: ", "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[quantize sr]");
+  q = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
+  q.int_type = BQ_E4M3, q.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[dynamic fp8 sr]");
+  q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
+  q.int_type = BQ_E2M1, q.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[fused sr]");
+  q = mkdesc(BQ_HADAMARD, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
+  q.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[hadamard sr]");
+}
+
+Test(args, stochastic_rounding_seed_and_offset) {
+  combo c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.rounding = BQ_ROUND_STOCHASTIC;
+  bq_args a = mx_args(&c, 4, 64, 32);
+  a.seed = ~0ull, a.offset = ~0ull; /* any: the index wraps */
+  expect_args_ok(&c, &a, 0, "seed and offset");
+  /* round to nearest takes neither */
+  c.d.rounding = BQ_ROUND_NEAREST_EVEN;
+  bq_args b = mx_args(&c, 4, 64, 32);
+  b.offset = 5;
+  expect_args_invalid(&c, &b, "args.offset (5) must be 0: it places stochastic rounding's draws");
+  b.offset = 0, b.seed = 3;
+  expect_args_invalid(&c, &b, "args.seed (3) must be 0: it keys BQ_HADAMARD's random signs (desc.random_signs) "
+                              "and stochastic rounding");
 }
