@@ -5,7 +5,7 @@ torch.compile and CUDA graphs see) or any CUDA array with __dlpack__ (CuPy, JAX;
 baracuda_quant.dlpack, without importing torch). torch is imported only when a tensor is given."""
 import sys as _sys
 
-from ._enums import Activation, DType, Direction, Granularity, Op, ScaleLayout, ScaleRule, Status
+from ._enums import Activation, DType, Direction, Granularity, Op, Rounding, ScaleLayout, ScaleRule, Status
 from ._lib import (Error, InvalidArgumentError, NotSupportedError, DeviceError, VERSION as _LIB_VERSION,
                    LIBRARY_PATH, cache_stats)
 
@@ -70,5 +70,5 @@ def __getattr__(name):
 
 
 __all__ = ["Error", "InvalidArgumentError", "NotSupportedError", "DeviceError", "Activation", "DType", "Direction",
-           "Granularity", "Op", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH"
+           "Granularity", "Op", "Rounding", "ScaleLayout", "ScaleRule", "Status", "library_version", "cache_stats", "LIBRARY_PATH"
            ] + list(_OPS)

@@ -25,7 +25,7 @@ BQ_PY_EXPORT size_t bq_py_offsetof(const char *type, const char *field) {
   BQ_PY_FIELD(bq_desc, qmax) BQ_PY_FIELD(bq_desc, scale_type) BQ_PY_FIELD(bq_desc, device)
   BQ_PY_FIELD(bq_desc, asymmetric) BQ_PY_FIELD(bq_desc, out_type) BQ_PY_FIELD(bq_desc, activation)
   BQ_PY_FIELD(bq_desc, pow2_scales) BQ_PY_FIELD(bq_desc, scale_layout) BQ_PY_FIELD(bq_desc, scale_rule)
-  BQ_PY_FIELD(bq_desc, random_signs)
+  BQ_PY_FIELD(bq_desc, random_signs) BQ_PY_FIELD(bq_desc, rounding)
   BQ_PY_FIELD(bq_args, x) BQ_PY_FIELD(bq_args, y) BQ_PY_FIELD(bq_args, dy) BQ_PY_FIELD(bq_args, dx)
   BQ_PY_FIELD(bq_args, numel) BQ_PY_FIELD(bq_args, rank) BQ_PY_FIELD(bq_args, shape)
   BQ_PY_FIELD(bq_args, axis) BQ_PY_FIELD(bq_args, rows) BQ_PY_FIELD(bq_args, cols)
@@ -39,6 +39,7 @@ BQ_PY_EXPORT size_t bq_py_offsetof(const char *type, const char *field) {
   BQ_PY_FIELD(bq_args, norm_weight) BQ_PY_FIELD(bq_args, eps) BQ_PY_FIELD(bq_args, out)
   BQ_PY_FIELD(bq_args, out_row_stride) BQ_PY_FIELD(bq_args, amax_bound) BQ_PY_FIELD(bq_args, mask)
   BQ_PY_FIELD(bq_args, tensor_scale) BQ_PY_FIELD(bq_args, out_tensor_scale) BQ_PY_FIELD(bq_args, seed)
+  BQ_PY_FIELD(bq_args, offset)
   BQ_PY_FIELD(bq_cache_stats, memory_hits) BQ_PY_FIELD(bq_cache_stats, disk_hits)
   BQ_PY_FIELD(bq_cache_stats, misses) BQ_PY_FIELD(bq_cache_stats, compiles)
   BQ_PY_FIELD(bq_cache_stats, corrupt) BQ_PY_FIELD(bq_cache_stats, write_failures)
@@ -69,7 +70,7 @@ BQ_PY_EXPORT int bq_py_enum(const char *name) {
 #endif
   BQ_PY_ENUM(BQ_SCALE_RULE_DEFAULT) BQ_PY_ENUM(BQ_SCALE_FLOOR) BQ_PY_ENUM(BQ_SCALE_CEIL) BQ_PY_ENUM(BQ_SCALE_EVEN)
   BQ_PY_ENUM(BQ_SCALE_RCEIL) BQ_PY_ENUM(BQ_SCALE_RCEIL_SAT) BQ_PY_ENUM(BQ_SCALE_NVFP4_TORCHAO)
-  BQ_PY_ENUM(BQ_SCALE_NVFP4_TE)
+  BQ_PY_ENUM(BQ_SCALE_NVFP4_TE) BQ_PY_ENUM(BQ_ROUND_NEAREST_EVEN) BQ_PY_ENUM(BQ_ROUND_STOCHASTIC)
 #undef BQ_PY_ENUM
   return -1000;
 }

@@ -517,16 +517,32 @@ def mx_codes_of(elem, codes):
     return elem, e2
 
 
+def sr_fields(rounding, seed, offset):
+    """Stochastic rounding's descriptor value and its (seed, offset) as uint64 (rounding
+    "nearest" or "stochastic"; seed required with "stochastic", any int, taken modulo 2^64)"""
+    if rounding not in ("nearest", "stochastic"):
+        raise invalid("rounding (%r) must be \"nearest\" or \"stochastic\"" % (rounding,))
+    if rounding == "nearest":
+        if seed is not None or offset:
+            raise invalid("seed and offset: stochastic rounding's (rounding is \"nearest\")")
+        return 0, 0, 0
+    if seed is None:
+        raise invalid("seed: stochastic rounding needs one (an int; the same seed and offset give the same bits)")
+    return 1, integer("seed", seed) % (1 << 64), integer("offset", offset) % (1 << 64)
+
+
 def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
-       amax_bound=0.0, stream=None, alloc=None, prepare=False):
+       amax_bound=0.0, rounding="nearest", seed=None, offset=0, stream=None, alloc=None, prepare=False):
     """A microscaling call (docs/numerics.md, "Microscaling"): quantize (scales read) or dynamic
     quantize (scales written) of fl [rows, cols] into codes, or dequantize of codes into fl.
     codes: [rows, cols] bytes, or for E2M1 [rows, cols / 2] (two codes a byte, the view's
     dtype U8 or S8); scales: UE8M0 (float8_e8m0fnu) or E4M3 (NVFP4) bytes in the layout
     (mx_scales_shape: row-major [rows, G] with any row stride, MN-major [rows, G] with unit
     row stride, blocked the flat padded bytes); tensor_scale / out_tensor_scale: one float32
-    (NVFP4)."""
+    (NVFP4). rounding "stochastic" (quantize, dynamic quantize) draws from seed at each
+    element's row-major index plus offset (docs/numerics.md, "Stochastic rounding")."""
     op = Op(op)
+    sr, seed, offset = sr_fields(rounding, seed, offset)
     check_float("float input/output", fl)
     elem, e2 = mx_codes_of(elem, codes)
     rows, cols, fs = rows_2d("x" if op != Op.DEQUANTIZE else "y", fl)
@@ -556,18 +572,20 @@ def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scal
         else:
             a.scales = scales.ptr
     a.tensor_scale, a.out_tensor_scale = _ptr(tensor_scale), _ptr(out_tensor_scale)
+    a.seed, a.offset = seed, offset
     key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_GROUP, fl.dtype, elem, 0, 0, scale_type,
-                        scale_layout=layout, scale_rule=rule)
+                        scale_layout=layout, scale_rule=rule, rounding=sr)
     return _launch(key, device, a, stream, alloc, prepare)
 
 
 def mx_floats(op, direction, *, x, y=None, dy=None, dx=None, scales, elem, group_size, layout=0, tensor_scale=None,
-              stream=None, alloc=None, prepare=False):
+              rounding="nearest", seed=None, offset=0, stream=None, alloc=None, prepare=False):
     """A microscaling call that moves floats alone: fake quantize forward (x -> y) and the
     backward passes (quantize and fake quantize read dy and x, dequantize dy alone (x None),
     each writes dx), every view [rows, cols] of one float type; scales read, as mx takes
-    them."""
+    them (rounding, seed, offset: fake quantize forward's, as mx's)."""
     op, direction = Op(op), Direction(direction)
+    sr, seed, offset = sr_fields(rounding, seed, offset)
     elem = DType(elem)
     if elem not in MX_TYPES:
         raise invalid("dtype %s: the microscaling elements are E2M1, E4M3 and E5M2" % elem.name)
@@ -600,7 +618,9 @@ def mx_floats(op, direction, *, x, y=None, dy=None, dx=None, scales, elem, group
     a.x_row_stride, a.y_row_stride = xs, ys if ys is not None else cols
     a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
     a.scales, a.tensor_scale = scales.ptr, _ptr(tensor_scale)
-    key = _lib.desc_key(op, direction, Granularity.PER_GROUP, fl.dtype, elem, 0, 0, scale_type, scale_layout=layout)
+    a.seed, a.offset = seed, offset
+    key = _lib.desc_key(op, direction, Granularity.PER_GROUP, fl.dtype, elem, 0, 0, scale_type, scale_layout=layout,
+                        rounding=sr)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

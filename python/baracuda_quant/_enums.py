@@ -88,6 +88,12 @@ class ScaleRule(enum.IntEnum):
     NVFP4_TE = 7       # NVFP4: Transformer Engine's steps
 
 
+class Rounding(enum.IntEnum):
+    """bq_desc.rounding: how microscaling quantize rounds into the element type."""
+    NEAREST_EVEN = 0
+    STOCHASTIC = 1     # Philox4x32-10 draws keyed by args.seed at the element's index + args.offset
+
+
 # bq_desc.device: BQ_DEVICE_CURRENT, or BQ_DEVICE(n) = n + 1 (device n's primary context)
 DEVICE_CURRENT = 0
 
@@ -112,3 +118,5 @@ for _m in ScaleLayout:
     C_NAMES["BQ_SCALES_" + _m.name] = int(_m)
 for _m in ScaleRule:
     C_NAMES["BQ_SCALE_RULE_DEFAULT" if _m.name == "DEFAULT" else "BQ_SCALE_" + _m.name] = int(_m)
+for _m in Rounding:
+    C_NAMES["BQ_ROUND_" + _m.name] = int(_m)

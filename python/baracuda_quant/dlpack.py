@@ -589,7 +589,7 @@ def _mx_choice(name, value, table):
 
 
 def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, scale_dtype=None, scale_layout="row",
-             scale_rule="default", amax_bound=None, stream=None):
+             scale_rule="default", amax_bound=None, rounding="nearest", seed=None, offset=0, stream=None):
     """Microscaling quantize of x [..., K] (viewed as [rows, K]) in groups of group_size along
     the row (docs/numerics.md, "Microscaling"). dtype: "e2m1" (FP4, two codes a byte: q is
     uint8 [rows, K / 2], the lower index in the low nibble), "float8_e4m3fn" or
@@ -601,8 +601,12 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
     peer's steps), amax_bound (UE8M0) capping each
     group's max |x|; returns (q, scales, tensor scale or None). scale_layout "row" ([rows,
     K / G]), "mn" (a transposed view of [K / G, rows rounded up to 4]) or "blocked" (the
-    128 x 4 tiles of block-scaled GEMMs, flat: ceil(rows / 128) 128 ceil(K / G / 4) 4 bytes)."""
+    128 x 4 tiles of block-scaled GEMMs, flat: ceil(rows / 128) 128 ceil(K / G / 4) 4 bytes).
+    rounding "stochastic" (an int seed required) rounds each element up or down by a draw at
+    its row-major index plus offset (docs/numerics.md, "Stochastic rounding")."""
     dt = _dtype(dtype, DType.E2M1)
+    sr = dict(rounding=rounding, seed=seed, offset=offset)
+    _core.sr_fields(rounding, seed, offset)  # (checked before any allocation)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
     with _Inputs(stream) as inp:
@@ -621,7 +625,7 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
             sv = inp.get(scales, "scales")
             q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.mx(
                 Op.QUANTIZE, fl=xk, codes=qk, scales=sv, elem=dt, group_size=group_size, layout=layout,
-                tensor_scale=ts, stream=st, alloc=alloc)))
+                tensor_scale=ts, stream=st, alloc=alloc, **sr)))
             return q
         if cols % max(int(group_size), 1):
             raise invalid("group_size (%d) must divide the last dimension (%d)" % (group_size, cols))
@@ -633,7 +637,7 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
         q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.mx(
             Op.DYNAMIC_QUANTIZE, fl=xk, codes=qk, scales=s.view(), elem=dt, group_size=group_size, layout=layout,
             rule=rule, tensor_scale=ts, out_tensor_scale=None if g is None else g.view(), amax_bound=amax_bound,
-            stream=st, alloc=alloc)))
+            stream=st, alloc=alloc, **sr)))
         return q, s, g
 
 
@@ -660,7 +664,7 @@ def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, sca
         return y
 
 
-def _mx_float_call(op, direction, x, dy, scales, group_size, dtype, tensor_scale, scale_layout, stream):
+def _mx_float_call(op, direction, x, dy, scales, group_size, dtype, tensor_scale, scale_layout, stream, **sr):
     dt = _dtype(dtype, DType.E2M1)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     with _Inputs(stream) as inp:
@@ -677,14 +681,16 @@ def _mx_float_call(op, direction, x, dy, scales, group_size, dtype, tensor_scale
         fwd = direction == Direction.FORWARD
         out._keep = tuple(_run(base.device, stream, lambda st, alloc: _core.mx_floats(
             op, direction, x=xk, y=ok if fwd else None, dy=dk, dx=None if fwd else ok, scales=sv, elem=dt,
-            group_size=group_size, layout=layout, tensor_scale=ts, stream=st, alloc=alloc)))
+            group_size=group_size, layout=layout, tensor_scale=ts, stream=st, alloc=alloc, **sr)))
         return out
 
 
-def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row", stream=None):
-    """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit, in x's type."""
+def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+                  rounding="nearest", seed=None, offset=0, stream=None):
+    """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit (with the same
+    rounding options), in x's type."""
     return _mx_float_call(Op.FAKE_QUANTIZE, Direction.FORWARD, x, None, scales, group_size, dtype, tensor_scale,
-                          scale_layout, stream)
+                          scale_layout, stream, rounding=rounding, seed=seed, offset=offset)
 
 
 def mx_fake_quant_backward(dy, x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",

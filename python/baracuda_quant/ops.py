@@ -1214,12 +1214,27 @@ def _mx_scales_empty(layout, rows, ngroups, nv, device):
                                device=device)
 
 
+def _sr_args(rounding, seed, offset):
+    """The ops' (sr, seed, offset) ints of a public call's rounding options: seed and offset as
+    signed 64-bit values (torch's int), the bits the library takes as uint64"""
+    sr, s, o = _core.sr_fields(rounding, seed, offset)
+    signed = lambda v: v - (1 << 64) if v >= 1 << 63 else v
+    return sr, signed(s), signed(o)
+
+
+def _sr_kw(sr, seed, offset):
+    """_core's rounding keywords of the ops' ints"""
+    if not sr:
+        return {}
+    return {"rounding": "stochastic", "seed": seed % (1 << 64), "offset": offset % (1 << 64)}
+
+
 def _mx_run(op, fl, codes, scales, elem, group_size, layout, rule=0, tensor_scale=None, out_tensor_scale=None,
-            amax_bound=0.0):
+            amax_bound=0.0, sr=(0, 0, 0)):
     """A microscaling call of the library on [rows, K] views: fl the floats, codes [rows, K or
-    K / 2] (x and y by the op's direction)."""
+    K / 2] (x and y by the op's direction); sr: stochastic rounding's (sr, seed, offset)."""
     key = ("mx", op, _g(fl), _g(codes), _g(scales), _g(tensor_scale), _g(out_tensor_scale), elem, group_size, layout,
-           rule, float(amax_bound))
+           rule, float(amax_bound), sr)
     deq = op == Op.DEQUANTIZE
     ptrs = {"x": _p(codes) if deq else _p(fl), "y": _p(fl) if deq else _p(codes),
             "out_scales" if op == Op.DYNAMIC_QUANTIZE else "scales": _p(scales), "tensor_scale": _p(tensor_scale),
@@ -1228,15 +1243,16 @@ def _mx_run(op, fl, codes, scales, elem, group_size, layout, rule=0, tensor_scal
         op, fl=_view(fl, "x"), codes=_view(codes, "q"), scales=_view(scales, "scales"), elem=elem,
         group_size=group_size, layout=layout, rule=rule, tensor_scale=_view(tensor_scale, "tensor_scale"),
         out_tensor_scale=_view(out_tensor_scale, "out_tensor_scale"), amax_bound=amax_bound, stream=stream,
-        alloc=alloc, prepare=True), ptrs)
+        alloc=alloc, prepare=True, **_sr_kw(*sr)), ptrs)
 
 
 def _mx_quant_impl(x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
-                   elem: int, layout: int) -> torch.Tensor:
+                   elem: int, layout: int, sr: int = 0, seed: int = 0, offset: int = 0) -> torch.Tensor:
     x2 = _rows(x, "x")
     q = _mx_codes_empty(x.shape, x2.shape[1], elem, x.device)
     if q.numel():
-        _mx_run(Op.QUANTIZE, x2, q.view(x2.shape[0], -1), scales, elem, group_size, layout, tensor_scale=tensor_scale)
+        _mx_run(Op.QUANTIZE, x2, q.view(x2.shape[0], -1), scales, elem, group_size, layout, tensor_scale=tensor_scale,
+                sr=(sr, seed, offset))
     return q
 
 
@@ -1244,18 +1260,20 @@ _mx_quant = _op("mx_quant", _mx_quant_impl, codes=True)
 
 
 @_mx_quant.register_fake
-def _(x, scales, tensor_scale, group_size, elem, layout):
+def _(x, scales, tensor_scale, group_size, elem, layout, sr=0, seed=0, offset=0):
     return _mx_codes_empty(x.shape, x.shape[-1], elem, x.device)
 
 
 def _mx_dynamic_impl(x: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int, elem: int, nv: bool,
-                     layout: int, rule: int, amax_bound: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     layout: int, rule: int, amax_bound: float, sr: int = 0, seed: int = 0,
+                     offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x2 = _rows(x, "x")
     rows, k = x2.shape
     q, s, g = _mx_dynamic_outputs(x, rows, k, tensor_scale, group_size, elem, nv, layout)
     if q.numel():
         _mx_run(Op.DYNAMIC_QUANTIZE, x2, q.view(rows, -1), s, elem, group_size, layout, rule,
-                tensor_scale=tensor_scale, out_tensor_scale=g if g.numel() else None, amax_bound=amax_bound)
+                tensor_scale=tensor_scale, out_tensor_scale=g if g.numel() else None, amax_bound=amax_bound,
+                sr=(sr, seed, offset))
     return q, s, g
 
 
@@ -1269,7 +1287,7 @@ _mx_dynamic = _op("mx_dynamic_quant", _mx_dynamic_impl, codes=True)
 
 
 @_mx_dynamic.register_fake
-def _(x, tensor_scale, group_size, elem, nv, layout, rule, amax_bound):
+def _(x, tensor_scale, group_size, elem, nv, layout, rule, amax_bound, sr=0, seed=0, offset=0):
     k = x.shape[-1] if x.dim() else 1
     return _mx_dynamic_outputs(x, x.numel() // k if k else 0, k, tensor_scale, group_size, elem, nv, layout)
 
@@ -1293,9 +1311,9 @@ def _(q, scales, tensor_scale, group_size, elem, layout, out_dtype):
     return torch.empty((*q.shape[:-1], k), dtype=out_dtype, device=q.device)
 
 
-def _mx_floats_run(op, direction, x, dy, scales, tensor_scale, group_size, elem, layout):
+def _mx_floats_run(op, direction, x, dy, scales, tensor_scale, group_size, elem, layout, sr=(0, 0, 0)):
     """fake quantize forward (x -> out) and the backward passes (dy [and x] -> out), floats in
-    and out, [rows, K] views"""
+    and out, [rows, K] views; sr: fake quantize forward's stochastic rounding (sr, seed, offset)"""
     base = x if x is not None else dy
     out = torch.empty(base.shape, dtype=base.dtype, device=base.device)
     if not out.numel():
@@ -1304,20 +1322,21 @@ def _mx_floats_run(op, direction, x, dy, scales, tensor_scale, group_size, elem,
     d2 = None if dy is None else _rows(dy, "dy")
     o2 = out.view(-1, base.shape[-1])
     fwd = direction == Direction.FORWARD
-    key = ("mxf", op, direction, _g(x2), _g(d2), _g(o2), _g(scales), _g(tensor_scale), elem, group_size, layout)
+    key = ("mxf", op, direction, _g(x2), _g(d2), _g(o2), _g(scales), _g(tensor_scale), elem, group_size, layout, sr)
     ptrs = {"x": _p(x2), "y": _p(o2) if fwd else None, "dy": _p(d2), "dx": None if fwd else _p(o2),
             "scales": _p(scales), "tensor_scale": _p(tensor_scale)}
     _call(key, base.device.index, lambda stream, alloc: _core.mx_floats(
         op, direction, x=_view(x2, "x"), y=_view(o2) if fwd else None, dy=_view(d2, "dy"),
         dx=None if fwd else _view(o2), scales=_view(scales, "scales"), elem=elem, group_size=group_size,
-        layout=layout, tensor_scale=_view(tensor_scale, "tensor_scale"), stream=stream, alloc=alloc, prepare=True),
-        ptrs)
+        layout=layout, tensor_scale=_view(tensor_scale, "tensor_scale"), stream=stream, alloc=alloc, prepare=True,
+        **_sr_kw(*sr)), ptrs)
     return out
 
 
 def _mx_fq_impl(x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
-                elem: int, layout: int) -> torch.Tensor:
-    return _mx_floats_run(Op.FAKE_QUANTIZE, Direction.FORWARD, x, None, scales, tensor_scale, group_size, elem, layout)
+                elem: int, layout: int, sr: int = 0, seed: int = 0, offset: int = 0) -> torch.Tensor:
+    return _mx_floats_run(Op.FAKE_QUANTIZE, Direction.FORWARD, x, None, scales, tensor_scale, group_size, elem, layout,
+                          (sr, seed, offset))
 
 
 def _mx_fq_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor],
@@ -1342,7 +1361,7 @@ _mx_dq_bwd = _op("mx_dequant_backward", _mx_dq_bwd_impl)
 
 
 @_mx_fq.register_fake
-def _(x, scales, tensor_scale, group_size, elem, layout):
+def _(x, scales, tensor_scale, group_size, elem, layout, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -1362,14 +1381,14 @@ def _(dy, scales, tensor_scale, group_size, elem, layout):
 
 
 def _mx_fq_setup(ctx, inputs, output):
-    x, scales, tensor_scale, group_size, elem, layout = inputs
+    x, scales, tensor_scale, group_size, elem, layout = inputs[:6]
     ctx.save_for_backward(x, scales, tensor_scale)
     ctx.params = (group_size, elem, layout)
 
 
 def _mx_fq_backward(ctx, grad):
     x, scales, tensor_scale = ctx.saved_tensors
-    return _mx_fq_bwd(grad, x, scales, tensor_scale, *ctx.params), None, None, None, None, None
+    return (_mx_fq_bwd(grad, x, scales, tensor_scale, *ctx.params),) + (None,) * 8  # (x's; none for the rest)
 
 
 _mx_fq.register_autograd(_mx_fq_backward, setup_context=_mx_fq_setup)
@@ -2138,14 +2157,17 @@ def _mx_group(group_size, k, elem):
 
 
 def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, scale_dtype=None, scale_layout="row",
-             scale_rule="default", amax_bound=None):
+             scale_rule="default", amax_bound=None, rounding="nearest", seed=None, offset=0):
     """Microscaling quantize of x [..., K] in groups of group_size along the row
     (docs/numerics.md, "Microscaling"), as baracuda_quant.dlpack.mx_quant on torch tensors:
     codes are torch.float4_e2m1fn_x2 [..., K / 2] for "e2m1" (uint8 on a torch without the
     type), else the float8 type [..., K]. With scales (float8_e8m0fnu, or float8_e4m3fn with
     tensor_scale for NVFP4) returns q; without, dynamic quantize returns (q, scales, tensor
-    scale or None)."""
+    scale or None). rounding="stochastic" with an int seed rounds each element up or down
+    by a draw at its row-major index plus offset (docs/numerics.md, "Stochastic rounding"):
+    the same seed and offset give the same bits on every GPU and batch split."""
     _check_float("x", x)
+    sr = _sr_args(rounding, seed, offset)
     elem = _mx_elem(dtype)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     k = x.shape[-1] if x.dim() else 1
@@ -2153,11 +2175,11 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
     if scales is not None:
         if scale_rule != "default" or amax_bound is not None:
             raise _lib.invalid("scale_rule and amax_bound: dynamic quantize's (scales were given)")
-        return _ops(x).mx_quant(x, scales, tensor_scale, g, elem, layout)
+        return _ops(x).mx_quant(x, scales, tensor_scale, g, elem, layout, *sr)
     rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
     nv = _mx_nv(scale_dtype)
     bound = 0.0 if amax_bound is None else _core.number("amax_bound", amax_bound)
-    q, s, t = _ops(x).mx_dynamic_quant(x, tensor_scale, g, elem, nv, layout, rule, bound)
+    q, s, t = _ops(x).mx_dynamic_quant(x, tensor_scale, g, elem, nv, layout, rule, bound, *sr)
     return q, s, (t if nv and tensor_scale is None else None)
 
 
@@ -2180,11 +2202,14 @@ def _mx_floats(name, x, scales, group_size, dtype, tensor_scale, scale_layout):
     return elem, layout, _mx_group(group_size, x.shape[-1] if x.dim() else 1, elem)
 
 
-def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row"):
-    """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit, in x's type; its
-    gradient is the straight-through estimator (mx_fake_quant_backward)."""
+def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
+                  rounding="nearest", seed=None, offset=0):
+    """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit (with the same
+    rounding options), in x's type; its gradient is the straight-through estimator
+    (mx_fake_quant_backward)."""
+    sr = _sr_args(rounding, seed, offset)
     elem, layout, g = _mx_floats("x", x, scales, group_size, dtype, tensor_scale, scale_layout)
-    return _ops(x, scales).mx_fake_quant(x, scales, tensor_scale, g, elem, layout)
+    return _ops(x, scales).mx_fake_quant(x, scales, tensor_scale, g, elem, layout, *sr)
 
 
 def mx_fake_quant_backward(dy, x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row"):

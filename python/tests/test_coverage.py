@@ -42,7 +42,9 @@ _MX_RULES = ("default", "floor", "ceil", "even", "rceil", "rceil_sat", "torchao"
 def _is_mx(d):
     """A microscaling descriptor (the C library's bq__is_mx)."""
     return (Op(d.op) in (Op.QUANTIZE, Op.DEQUANTIZE, Op.FAKE_QUANTIZE, Op.DYNAMIC_QUANTIZE) and
-            (d.int_type == DType.E2M1 or d.scale_type == DType.E4M3 or d.scale_layout == 2 or d.scale_rule != 0))
+            (d.int_type == DType.E2M1 or d.scale_type == DType.E4M3 or d.scale_layout == 2 or d.scale_rule != 0 or
+             (d.rounding != 0 and d.granularity == 4 and d.scale_type == DType.UE8M0 and
+              d.int_type in (DType.E4M3, DType.E5M2))))
 
 
 def _mx_call(d):
@@ -60,14 +62,15 @@ def _mx_call(d):
             return bq.mx_dequant_backward(dy, scales, **kw)
         f = bq.mx_quant_backward if op == Op.QUANTIZE else bq.mx_fake_quant_backward
         return f(dy, Producer((ROWS, COLS), ft), scales, **kw)
+    sr = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
     if op == Op.FAKE_QUANTIZE:
-        return bq.mx_fake_quant(Producer((ROWS, COLS), ft), scales, **kw)
+        return bq.mx_fake_quant(Producer((ROWS, COLS), ft), scales, **kw, **sr)
     if op == Op.DYNAMIC_QUANTIZE:
         return bq.mx_quant(Producer((ROWS, COLS), ft), group_size=G, dtype=_NAMES[it], scale_dtype=_NAMES[st],
-                           scale_layout=lay, scale_rule=_MX_RULES[d.scale_rule])
+                           scale_layout=lay, scale_rule=_MX_RULES[d.scale_rule], **sr)
     if op == Op.QUANTIZE:
         return bq.mx_quant(Producer((ROWS, COLS), ft), group_size=G, dtype=_NAMES[it], scales=scales,
-                           tensor_scale=ts, scale_layout=lay)
+                           tensor_scale=ts, scale_layout=lay, **sr)
     q = Producer((ROWS, COLS // 2), DType.U8) if it == DType.E2M1 else Producer((ROWS, COLS), it)
     return bq.mx_dequant(q, scales, group_size=G, dtype=_NAMES[it], tensor_scale=ts, scale_layout=lay,
                          out_dtype=_NAMES[ft])

@@ -571,3 +571,89 @@ def test_mx_ops_against_the_torch_reference(fmt, rule, fname):
     quot = x.float().cpu().view(rows, K // G, G) / sc.unsqueeze(-1)
     m = (quot.abs() <= maxe).view(rows, K)
     assert torch.equal(xr.grad.cpu(), torch.where(m, dy.cpu(), torch.zeros_like(dy.cpu()))), "the STE gradient"
+
+
+# ---- stochastic rounding (docs/numerics.md, "Stochastic rounding"), its reference in Python ----
+_M32 = 0xFFFFFFFF
+
+
+def _philox(c, seed):
+    c0, c1, c2, c3 = c
+    k0, k1 = seed & _M32, seed >> 32
+    for i in range(10):
+        if i:
+            k0, k1 = (k0 + 0x9E3779B9) & _M32, (k1 + 0xBB67AE85) & _M32
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & _M32, p1 & _M32, ((p0 >> 32) ^ c3 ^ k1) & _M32, p0 & _M32
+    return c0, c1, c2, c3
+
+
+def _sr_draws(seed, first, n):
+    """the 16-bit draws of elements first .. first + n - 1 (indices modulo 2^64)"""
+    out, words, block = [], None, None
+    for j in range(n):
+        i = (first + j) % (1 << 64)
+        if i >> 3 != block:
+            block = i >> 3
+            words = _philox((block & _M32, block >> 32, 1, 0), seed)
+        out.append((words[(i >> 1) & 3] >> (16 * (i & 1))) & 0xFFFF)
+    return out
+
+
+def _sr_value(v, u, fmt):
+    """v (a float of C) rounded by the draw u onto the element grid, as a float (sign kept)"""
+    import math
+    mbits, emin, maxe = (3, -6, 448.0) if fmt == "mxfp8" else (1, 0, 6.0)
+    a = abs(v)
+    if not a < maxe:
+        return math.copysign(maxe, v)  # (saturation; the data has no NaN)
+    e = max(math.frexp(a)[1] - 1, emin) if a > 0 else emin
+    q = math.ldexp(1.0, e - mbits)
+    n = math.floor(a / q)
+    m = min((n + (1 if (u + 0.5) * 2.0 ** -16 < a / q - n else 0)) * q, maxe)
+    return math.copysign(m, v)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "mxfp8", "nvfp4"])
+@pytest.mark.parametrize("fname", FLOATS)
+def test_mx_stochastic_rounding(fmt, fname):
+    """mx_quant with rounding="stochastic": each code is the Python reference's rounding of
+    x / sc by its Philox draw; rows quantized alone (offset advanced) give the same codes; the
+    fake quantize is the dequantized codes and keeps the STE gradient; the mean error is
+    zero within its confidence bound"""
+    T = getattr(torch, fname)
+    G = 16 if fmt == "nvfp4" else 32
+    rows, K, seed, off = 6, 128, 0x1234_5678_9ABC_DEF0, (1 << 64) - 200  # (the index wraps in row 1)
+    x = data((rows, K), T, 29 + len(fmt), specials=False).to(DEV)
+    dtype = torch.float8_e4m3fn if fmt == "mxfp8" else "e2m1"
+    sdt = torch.float8_e4m3fn if fmt == "nvfp4" else torch.float8_e8m0fnu
+    g = torch.tensor([0.0375], dtype=torch.float32, device=DEV) if fmt == "nvfp4" else None
+    kw = dict(group_size=G, dtype=dtype, tensor_scale=g)
+    q, s, _ = bq.mx_quant(x, scale_dtype=sdt, rounding="stochastic", seed=seed, offset=off, **kw)
+    _, sc8, sc = _ref_mx(x, G, fmt, "default", None if g is None else g.cpu())
+    assert torch.equal(s.view(torch.uint8).cpu(), sc8), "scales"
+    quot = (x.float().cpu().view(rows, K // G, G) / sc.unsqueeze(-1)).view(rows, K)
+    draws = _sr_draws(seed, off, rows * K)
+    want = torch.tensor([_sr_value(float(quot.view(-1)[i]), draws[i], fmt) for i in range(rows * K)]).view(rows, K)
+    got = q.view(torch.uint8).cpu() if fmt == "mxfp8" else _unpack(q)
+    assert torch.equal(_ref_value(got, fmt), want.float()), "codes"
+    assert not torch.equal(q.view(torch.uint8), bq.mx_quant(x, scales=s, **kw).view(torch.uint8)), "as nearest"
+    for r in range(rows):
+        qr = bq.mx_quant(x[r:r + 1], scales=s[r:r + 1], rounding="stochastic", seed=seed, offset=off + r * K, **kw)
+        assert torch.equal(qr.view(torch.uint8), q[r:r + 1].view(torch.uint8)), "row %d alone" % r
+    xr = x.clone().requires_grad_(True)
+    f = bq.mx_fake_quant(xr, s, rounding="stochastic", seed=seed, offset=off, **kw)
+    assert torch.equal(f.detach(), bq.mx_dequant(q, s, out_dtype=T, **kw)), "fake quantize"
+    f.backward(torch.ones_like(f))
+    assert torch.equal(xr.grad, bq.mx_fake_quant_backward(torch.ones_like(x), x, s, **kw)), "the STE gradient"
+    # unbiased: one value, many elements
+    v = torch.full((256, K), 0.3 if fmt != "mxfp8" else 0.0123, dtype=T, device=DEV)
+    sv = torch.full((256, K // G), 127 if fmt != "nvfp4" else 0x38, dtype=torch.uint8, device=DEV).view(sdt)
+    gv = torch.ones(1, dtype=torch.float32, device=DEV) if fmt == "nvfp4" else None
+    qv = bq.mx_quant(v, scales=sv, group_size=G, dtype=dtype, tensor_scale=gv, rounding="stochastic", seed=7)
+    vals = _ref_value(qv.view(torch.uint8).cpu() if fmt == "mxfp8" else _unpack(qv), fmt).double()
+    exact = float(v[0, 0].float())
+    step = (vals.max() - vals.min()).item()
+    assert step > 0, "no element went the other way"
+    sd = step * 0.5 / (vals.numel() ** 0.5)
+    assert abs(vals.mean().item() - exact) <= 5 * sd + step * 2.0 ** -17, (vals.mean().item(), exact)
