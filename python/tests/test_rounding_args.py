@@ -29,3 +29,35 @@ def test_rounding_reaches_the_descriptor_and_the_sku():
     assert ".sr.sm_" in _lib.sku(d)
     a = _lib.Args(seed=(1 << 64) - 1, offset=12)
     assert (a.seed, a.offset) == ((1 << 64) - 1, 12)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    from baracuda_quant import dlpack
+    from dlpack_fakes import HostBuffer
+    seen = []
+
+    def launch(key, device, args, stream, alloc, prepare=False):
+        _lib.validate(key, device, args)  # (the library's own checks, where it is loaded)
+        seen.append((key, _lib.Args.from_buffer_copy(args)))
+    monkeypatch.setattr(_core, "_launch", launch)
+    monkeypatch.setattr(dlpack, "DeviceBuffer", HostBuffer)
+    monkeypatch.setattr(dlpack, "_set_device", lambda index: None)
+    yield seen
+
+
+def test_dlpack_mx_ops_carry_the_rounding(launches):
+    """The DLPack front end's mx_quant (static and dynamic) and mx_fake_quant hand the
+    descriptor's rounding and the seed and offset to the library; round to nearest none"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import Producer
+    x = Producer((4, 64), DType.BF16)
+    dlpack.mx_quant(x, rounding="stochastic", seed=-1, offset=9)
+    dlpack.mx_quant(x, scales=Producer((4, 2), DType.UE8M0), rounding="stochastic", seed=3)
+    dlpack.mx_fake_quant(x, Producer((4, 2), DType.UE8M0), rounding="stochastic", seed=5, offset=1 << 64)
+    dlpack.mx_quant(x)
+    got = [(key[-1], a.seed, a.offset) for key, a in launches]
+    assert got == [(1, (1 << 64) - 1, 9), (1, 3, 0), (1, 5, 0), (0, 0, 0)]
+    with pytest.raises(bq.InvalidArgumentError, match="seed"):
+        dlpack.mx_quant(x, rounding="stochastic")
+    assert len(launches) == 4
