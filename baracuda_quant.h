@@ -124,6 +124,13 @@
      (i / 8, 1): bits 16 (i % 2) of word (i / 2) % 4. |v| at or past max saturates as
      before. The same bits on every GPU, kernel and batch split (docs/numerics.md,
      "Stochastic rounding").
+     Fused rotation: desc.rotation = 1 on quantize and dynamic quantize rotates x first, as
+     BQ_HADAMARD's forward pass would (blocks of args.rotation_block along the row, desc.
+     random_signs keyed by args.seed; the rotated values rounded to T), and on dequantize
+     rotates the output back (the inverse): bit for bit the two ops in sequence, in one pass.
+     It takes calls whose rows and streams are on the 16-byte grid with G 2^k 16-byte
+     accesses of floats (k <= 5) and blocks of at most 32 such accesses (else
+     BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then quantize).
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -439,6 +446,9 @@ typedef struct bq_desc {
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
   bq_rounding rounding;        /* microscaling quantize, fake quantize and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
+  int rotation;                /* microscaling quantize and dynamic quantize: 1 rotates x first
+                                  (BQ_HADAMARD's forward pass, blocks of args.rotation_block,
+                                  desc.random_signs), dequantize: 1 rotates y back after */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -511,6 +521,8 @@ typedef struct bq_args {
      its draw's counter, so that a call on rows r0.. with offset r0 * cols draws what the
      whole tensor's call draws there (and a training step can advance it between calls) */
   uint64_t offset;
+  /* microscaling with desc.rotation: the rotation's block (a power of two, 2 to 256) */
+  int64_t rotation_block;
 } bq_args;
 
 typedef struct bq_plan bq_plan;
@@ -2476,7 +2488,7 @@ BQ__FN void bq__prelude_types(const bq_desc *d, bq__str *s) {
    and never which op it holds: each op's rules, names, kernels and launches are its
    family's hooks. */
 struct bq_plan;
-enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4, BQ__OWNS_SEED = 8, BQ__OWNS_OFFSET = 16 }; /* bq__family.owns */
+enum { BQ__OWNS_MASK = 1, BQ__OWNS_AMAX_BOUND = 2, BQ__OWNS_TENSOR_SCALE = 4, BQ__OWNS_SEED = 8, BQ__OWNS_OFFSET = 16, BQ__OWNS_ROTATION = 32 }; /* bq__family.owns */
 #define BQ__FAMILY_OPS 4
 typedef struct bq__family {
   /* -- its ops and their descriptors -- */
@@ -4311,9 +4323,12 @@ typedef struct bq_mx_params {
   bq_i64 ppr, prows;
   bq_fastdiv fd;
   int lshift, fast, avec;
-  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0) */
+  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0); the same
+     key draws the fused rotation's signs */
   bq_u32 seed_lo, seed_hi;
   bq_u64 offset;
+  /* the fused rotation (BQ_MX_ROT, bq_mx_lanes): blocks of 2^rlog2; rsigns: the random signs */
+  int rlog2, rsigns;
 } bq_mx_params;
 #endif
 
@@ -4327,9 +4342,10 @@ BQ__FN int bq__is_mx(const bq_desc *d) {
     return 0;
   return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
          d->scale_rule != BQ_SCALE_RULE_DEFAULT ||
-         /* (stochastic rounding is this family's: MXFP8 in the other layouts comes here with it) */
-         (d->rounding != BQ_ROUND_NEAREST_EVEN && d->granularity == BQ_PER_GROUP && d->scale_type == BQ_UE8M0 &&
-          (d->int_type == BQ_E4M3 || d->int_type == BQ_E5M2));
+         /* (stochastic rounding and the fused rotation are this family's: MXFP8 in the other
+            layouts comes here with them) */
+         ((d->rounding != BQ_ROUND_NEAREST_EVEN || d->rotation) && d->granularity == BQ_PER_GROUP &&
+          d->scale_type == BQ_UE8M0 && (d->int_type == BQ_E4M3 || d->int_type == BQ_E5M2));
 }
 BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
 
@@ -4407,6 +4423,14 @@ BQ__FN bq_status bq__mx_desc_rules(const bq_desc *in, bq_desc *d, const char *na
   if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
                     "the format: quantize, fake quantize and dynamic quantize, forward", name);
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
+  if (d->rotation && (d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize, dynamic quantize and "
+                    "dequantize, forward", name);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
+                    d->random_signs);
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   return BQ_SUCCESS;
@@ -4422,16 +4446,19 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
 }
 
 /* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90", with ".sr" before the
-   target under stochastic rounding */
+   target under stochastic rounding, then ".rot" (".rot_signs") with the fused rotation */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
            bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
-           bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", tn);
+           bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "",
+           !d->rotation ? "" : d->random_signs ? ".rot_signs" : ".rot", tn);
 }
 BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n >= 8 && (!strcmp(all[n - 1], "rot") || !strcmp(all[n - 1], "rot_signs")))
+    d->rotation = 1, d->random_signs = !strcmp(all[n - 1], "rot_signs"), n--;
   if (n == 8 && !strcmp(all[7], "sr")) d->rounding = BQ_ROUND_STOCHASTIC, n = 7;
   if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
   d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
@@ -4460,7 +4487,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
    the two roundings (stochastic where the op rounds) */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2;
+  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2 * 3;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
@@ -4470,14 +4497,17 @@ BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   in->scale_type = scale[outer % 4];
   in->scale_layout = (bq_scale_layout)(outer / 4);
   in->scale_rule = (bq_scale_rule)(inner % rules);
-  in->rounding = (bq_rounding)(inner / rules);
+  in->rounding = (bq_rounding)(inner / rules % 2);
+  in->rotation = inner / rules / 2 > 0; /* (none, the rotation, with the random signs) */
+  in->random_signs = inner / rules / 2 == 2;
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
 /* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
    tensor scales: NVFP4's */
 BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
-  const unsigned sr = d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0;
+  const unsigned sr = (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+                      (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
   if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE | sr;
   return (d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0) | sr;
 }
@@ -4494,9 +4524,9 @@ BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
-              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n#define BQ_SR %d\n", bq__spec("OP", d->op),
-              bq__spec("DIR", d->direction), (int)d->scale_layout, (int)d->scale_rule,
-              d->rounding == BQ_ROUND_STOCHASTIC);
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n#define BQ_SR %d\n#define BQ_MX_ROT %d\n",
+              bq__spec("OP", d->op), bq__spec("DIR", d->direction), (int)d->scale_layout, (int)d->scale_rule,
+              d->rounding == BQ_ROUND_STOCHASTIC, d->rotation);
 }
 BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
@@ -4545,39 +4575,6 @@ BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
   if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
   return (size_t)bq__mx_amax_blocks(p, a) * 4 + 4; /* the partials, then Transformer Engine's encode factor */
 }
-BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
-  bq_status st = bq__mx_view(p, a, v);
-  const bq_desc *d = &p->desc;
-  if (st || v->numel == 0) return st;
-  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
-  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
-  if (bwd) {
-    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
-    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
-    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
-  } else {
-    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
-    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
-  }
-  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
-  if (!dyn && a->zero_points)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
-                    "symmetric", p->name);
-  if (bq__mx_nv(p)) {
-    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
-    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
-  }
-  return BQ_SUCCESS;
-}
-BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
-  bq__view v;
-  return bq__mx_validate(p, a, &v);
-}
-
-/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
-   host's choice */
-static int bq__mx_force_entry = -1;
-
 /* bq_mx_lanes takes a call (returning log2 of the lanes a group spans, else -1) where a
    group is 2^k (k <= 5) pieces of 16 bytes of floats, and every piece of each stream is
    aligned to its size: the floats' 16 bytes, the codes' 16 / T (E2M1: half that) */
@@ -4600,6 +4597,54 @@ BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
   }
   return k;
 }
+BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
+  bq_status st = bq__mx_view(p, a, v);
+  const bq_desc *d = &p->desc;
+  if (st || v->numel == 0) return st;
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
+  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
+  if (bwd) {
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
+    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
+  } else {
+    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
+  }
+  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
+  if (!dyn && a->zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
+                    "symmetric", p->name);
+  if (d->rotation) {
+    int k = 1;
+    while (k <= 8 && ((int64_t)1 << k) != a->rotation_block) k++;
+    if (k > 8)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
+                      "the fused rotation's block", p->name, (long long)a->rotation_block);
+    if (v->cols % a->rotation_block)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
+                      p->name, (long long)a->rotation_block, (long long)v->cols);
+    if (bq__mx_lanes(d, a, v) < 0 || a->rotation_block > 32 * (16 / T))
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows whose streams start on "
+                      "the 16-byte grid, groups (args.group_size %lld) of 2^k 16-byte accesses of floats (k <= 5) and "
+                      "blocks (args.rotation_block %lld) of at most 32 of them; BQ_HADAMARD, then this op, gives the "
+                      "same bits", p->name, (long long)v->group, (long long)a->rotation_block);
+  }
+  if (bq__mx_nv(p)) {
+    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
+    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__mx_validate(p, a, &v);
+}
+
+/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
+   host's choice */
+static int bq__mx_force_entry = -1;
+
 BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__mx_validate(p, a, &v);
@@ -4623,6 +4668,10 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   k.offset = a->offset;
+  if (d->rotation) { /* (validated: a power of two, bq_mx_lanes' call) */
+    while (((int64_t)1 << k.rlog2) < a->rotation_block) k.rlog2++;
+    k.rsigns = d->random_signs;
+  }
   /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
      it writes 0 */
   const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;
@@ -4667,9 +4716,10 @@ BQ__FN int bq__mx_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
   return e != BQ__MX_AMAX || (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE);
 }
-/* the typical problem's groups are the format's (16 for NVFP4, 32 else) */
+/* the typical problem's groups are the format's (16 for NVFP4, 32 else), its rotation blocks 32 */
 BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
+  if (d->rotation) a->rotation_block = 32; /* (a block every float type's bq_mx_lanes takes) */
   if (d->scale_type == BQ_E4M3 && d->op != BQ_DYNAMIC_QUANTIZE) a->tensor_scale = ptr;
   if (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE) a->out_tensor_scale = ptr;
 }
@@ -6098,9 +6148,13 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by the microscaling formats' quantize, fake quantize and dynamic quantize "
                     "(desc.granularity BQ_PER_GROUP with E2M1, E4M3 or E5M2 storage and UE8M0 or E4M3 scales)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__rotate_family && d->random_signs != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD only",
-                    bq__op_name(d->op), d->random_signs);
+  if (f != &bq__mx_family && d->rotation != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is the "
+                    "microscaling formats' (quantize, dynamic quantize, dequantize); BQ_HADAMARD rotates alone",
+                    bq__op_name(d->op), d->rotation);
+  if (f != &bq__rotate_family && d->random_signs != 0 && !(f == &bq__mx_family && d->rotation == 1))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
+                    "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -6580,6 +6634,9 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.seed (%llu) must be 0: it keys BQ_HADAMARD's random signs "
                     "(desc.random_signs) and stochastic rounding (desc.rounding)", p->name,
                     (unsigned long long)a->seed);
+  if (a->rotation_block && !(owns & BQ__OWNS_ROTATION))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be 0: it is the fused "
+                    "rotation's block (desc.rotation)", p->name, (long long)a->rotation_block);
   if (a->offset && !(owns & BQ__OWNS_OFFSET))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.offset (%llu) must be 0: it places stochastic rounding's "
                     "draws (desc.rounding)", p->name, (unsigned long long)a->offset);
@@ -9783,6 +9840,75 @@ static const char bq__src_common_cuh[] =
   "  }\n"
   "}\n"
   "\n"
+  "// ---- the Walsh-Hadamard rotation's steps (docs/numerics.md, \"Rotation\"): rotate.cu's kernels,\n"
+  "// and the microscaling kernels' fused rotation ----------------------------------------------\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "#define BQ_RSQRT2 0x1.6a09e667f3bcdp-1\n"
+  "#else\n"
+  "#define BQ_RSQRT2 0x1.6a09e6p-1f\n"
+  "#endif\n"
+  "// C(1 / sqrt(2^k)): a power of two, times C(1 / sqrt(2)) for odd k (exact either way)\n"
+  "static __device__ __forceinline__ bq_c bq_rot_c(int k) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const bq_c p = __longlong_as_double((bq_i64)(1023 - (k >> 1)) << 52);\n"
+  "#else\n"
+  "  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);\n"
+  "#endif\n"
+  "  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;\n"
+  "}\n"
+  "// The signs of elements a .. a + E - 1 of a row (E divides a and 128), at j = (a + k) % n in\n"
+  "// their block: bit k set where element a + k is negated, bit j % 32 of word (j / 32) % 4 of\n"
+  "// Philox4x32-10 at (j / 128, 0, 0, 0)\n"
+  "template <int E> static __device__ __forceinline__ bq_u32 bq_rot_signs(int a, int n, bq_u32 k0, bq_u32 k1) {\n"
+  "  const int j0 = a % n;\n"
+  "  bq_u32 w[4] = {(bq_u32)(j0 >> 7), 0u, 0u, 0u}, neg = 0;\n"
+  "  bq_philox4x32_10(w, k0, k1);\n"
+  "#pragma unroll\n"
+  "  for (int k = 0; k < E; k++) {\n"
+  "    const int j = (a + k) % n;\n"
+  "    neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;\n"
+  "  }\n"
+  "  return neg;\n"
+  "}\n"
+  "// A lane's E consecutive elements c of blocks of n = 2^log2n that n / E consecutive lanes hold\n"
+  "// (or one lane, n <= E): forward c = H (s c) cn, backward c = s ((H c) cn), neg the lane's\n"
+  "// signs, cn = bq_rot_c(log2n). The butterfly's stages with h < E run in the lane's registers,\n"
+  "// the others between lanes lane ^ h / E (mask: the lanes taking part); each stage computes\n"
+  "// every pair of the contract's stage, so the bits do not depend on E or on which lane holds what.\n"
+  "template <int E>\n"
+  "static __device__ __forceinline__ void bq_rot_apply(bq_c (&c)[E], int lane, int log2n, bq_u32 neg, bq_c cn,\n"
+  "                                                    bool backward, bq_u32 mask) {\n"
+  "  const int n = 1 << log2n;\n"
+  "  if (!backward) {\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int h = 1; h < E; h <<= 1) {\n"
+  "    if (h >= n) break;\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < E; k++)\n"
+  "      if (!(k & h)) {\n"
+  "        const bq_c a = c[k], b = c[k + h];\n"
+  "        c[k] = bq_add(a, b);\n"
+  "        c[k + h] = bq_sub(a, b);\n"
+  "      }\n"
+  "  }\n"
+  "  for (int lh = 1; lh * E < n; lh <<= 1) {\n"
+  "    const bool up = lane & lh; // this lane holds the pairs' second elements\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < E; k++) {\n"
+  "      const bq_c o = __shfl_xor_sync(mask, c[k], lh);\n"
+  "      c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);\n"
+  "    }\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int k = 0; k < E; k++) {\n"
+  "    c[k] = bq_mul(c[k], cn);\n"
+  "    if (backward) c[k] = (neg >> k) & 1u ? -c[k] : c[k];\n"
+  "  }\n"
+  "}\n"
+  "\n"
   "// Stochastic rounding's draws (BQ_SR 1; docs/numerics.md, \"Stochastic rounding\"): element i\n"
   "// (its row-major index plus args.offset) takes 16 bits, bits 16 (i % 2) of word (i / 2) % 4\n"
   "// of Philox4x32-10 at counter (i / 8, 1) (i / 8's low and high words, 1, 0), keyed by the\n"
@@ -9790,6 +9916,9 @@ static const char bq__src_common_cuh[] =
   "// per 8 of them where i0 starts a set of 8 (the usual case), else a call per set touched.\n"
   "#ifndef BQ_SR\n"
   "#define BQ_SR 0\n"
+  "#endif\n"
+  "#ifndef BQ_MX_ROT\n"
+  "#define BQ_MX_ROT 0 // microscaling: the fused rotation (bq_mx_lanes)\n"
   "#endif\n"
   "static __device__ __forceinline__ void bq_sr_block(bq_u64 b, bq_u32 k0, bq_u32 k1, bq_u32 (&c)[4]) {\n"
   "  c[0] = (bq_u32)b, c[1] = (bq_u32)(b >> 32), c[2] = 1u, c[3] = 0u;\n"
@@ -13114,9 +13243,12 @@ static const char bq__src_mx_cu[] =
   "  bq_i64 ppr, prows;\n"
   "  bq_fastdiv fd;\n"
   "  int lshift, fast, avec;\n"
-  "  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0) */\n"
+  "  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0); the same\n"
+  "     key draws the fused rotation's signs */\n"
   "  bq_u32 seed_lo, seed_hi;\n"
   "  bq_u64 offset;\n"
+  "  /* the fused rotation (BQ_MX_ROT, bq_mx_lanes): blocks of 2^rlog2; rsigns: the random signs */\n"
+  "  int rlog2, rsigns;\n"
   "} bq_mx_params;\n"
   "#endif\n"
   "// (the formats' conversions, scale rules and layouts are common.cuh's, which fused.cu shares)\n"
@@ -13168,6 +13300,41 @@ static const char bq__src_mx_cu[] =
   "};\n"
   "#endif\n"
   "\n"
+  "// The fused rotation (bq_mx_lanes with p.rlog2 > 0): a lane's elements and the lanes of its\n"
+  "// block (n / E of them, aligned in the warp: every row holds whole blocks and the walk's items\n"
+  "// are whole warps), its signs and the factor, fixed for the thread (its elements' place in\n"
+  "// their block, (item E) % n, does not change along the walk)\n"
+  "struct bq_mx_rot {\n"
+  "  int lane, log2n;\n"
+  "  bq_u32 neg, mask;\n"
+  "  bq_c cn;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_mx_rot bq_mx_rot_of(const bq_mx_params &p, bq_i64 t0, int E) {\n"
+  "  bq_mx_rot r;\n"
+  "  const int n = 1 << p.rlog2, L = n > E ? n / E : 1;\n"
+  "  r.lane = (int)(threadIdx.x & 31);\n"
+  "  r.log2n = p.rlog2;\n"
+  "  r.mask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (r.lane & -L);\n"
+  "  r.cn = bq_rot_c(p.rlog2);\n"
+  "  r.neg = 0;\n"
+  "  if (p.rsigns) { // (one Philox call: E divides 128)\n"
+  "    if (E == 2) r.neg = bq_rot_signs<2>((int)((t0 * 2) % n), n, p.seed_lo, p.seed_hi);\n"
+  "    else if (E == 4) r.neg = bq_rot_signs<4>((int)((t0 * 4) % n), n, p.seed_lo, p.seed_hi);\n"
+  "    else r.neg = bq_rot_signs<8>((int)((t0 * 8) % n), n, p.seed_lo, p.seed_hi);\n"
+  "  }\n"
+  "  return r;\n"
+  "}\n"
+  "// x's elements rotated (forward) and rounded to T, or dequantize's outputs rotated back\n"
+  "template <int N>\n"
+  "static __device__ __forceinline__ void bq_mx_rotate(bq_chunk<bq_t, N> &v, const bq_mx_rot &r, bool backward) {\n"
+  "  bq_c c[N];\n"
+  "#pragma unroll\n"
+  "  for (int k = 0; k < N; k++) c[k] = bq_to_c(v.e[k]);\n"
+  "  bq_rot_apply<N>(c, r.lane, r.log2n, r.neg, r.cn, backward, r.mask);\n"
+  "#pragma unroll\n"
+  "  for (int k = 0; k < N; k++) v.e[k] = bq_from_c(c[k]);\n"
+  "}\n"
+  "\n"
   "#if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
   "// A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;\n"
   "// else the one stored there\n"
@@ -13186,14 +13353,16 @@ static const char bq__src_mx_cu[] =
   "}\n"
   "\n"
   "// One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),\n"
-  "// scale index si, the first element's row-major index ei (stochastic rounding's draws). Fixed N: the group in registers, moved in accesses as wide as its\n"
-  "// alignment allows. Or N elements of a group that 2^lsh lanes of a warp take together\n"
-  "// (bq_mx_lanes): dynamic quantize's amax is then the lanes' (max is exact in any order),\n"
-  "// and the first of them stores the scale.\n"
-  "template <int N>\n"
+  "// scale index si, the first element's row-major index ei (stochastic rounding's draws).\n"
+  "// Fixed N: the group in registers, moved in accesses as wide as its alignment allows. Or N\n"
+  "// elements of a group that 2^lsh lanes of a warp take together (bq_mx_lanes): dynamic\n"
+  "// quantize's amax is then the lanes' (max is exact in any order), and the first of them\n"
+  "// stores the scale; with the fused rotation (rot: bq_mx_lanes' walk), x's elements are\n"
+  "// rotated and rounded to T before anything else, and dequantize's outputs rotated back.\n"
+  "template <int N, bool ROT = false>\n"
   "static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, bq_i64 ei,\n"
-  "                                                 float g, int lsh = 0, bool al = false) {\n"
-  "  (void)ei;\n"
+  "                                                 float g, int lsh = 0, bool al = false, const bq_mx_rot *rot = 0) {\n"
+  "  (void)ei, (void)rot;\n"
   "#if BQ_OP == BQ_OP_DEQUANTIZE\n"
   "  const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);\n"
   "  const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out\n"
@@ -13211,6 +13380,7 @@ static const char bq__src_mx_cu[] =
   "#endif\n"
   "      o.e[j] = bq_from_c(bq_mul(bq_mx_elem_to_c(code), s.sc));\n"
   "    }\n"
+  "    if (ROT) bq_mx_rotate<(N > 0 ? N : 1)>(o, *rot, true);\n"
   "    bq_store(out, o, al ? 16 : bq_width(out));\n"
   "  } else {\n"
   "    for (bq_i64 j = 0; j < p.group; j++) {\n"
@@ -13228,6 +13398,7 @@ static const char bq__src_mx_cu[] =
   "  if (N) {\n"
   "    bq_chunk<bq_t, (N > 0 ? N : 1)> v;\n"
   "    bq_load(v, x, al ? 16 : bq_width(x));\n"
+  "    if (ROT) bq_mx_rotate<(N > 0 ? N : 1)>(v, *rot, false);\n"
   "    bq_c amax = 0;\n"
   "    const int lane = (int)(threadIdx.x & 31);\n"
   "    if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE) {\n"
@@ -13387,6 +13558,9 @@ static const char bq__src_mx_cu[] =
   "static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {\n"
   "  const float g = bq_mx_g(p);\n"
   "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
+  "#if BQ_MX_ROT && !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
+  "  const bq_mx_rot rot = bq_mx_rot_of(p, t0, BQ_MX_E);\n"
+  "#endif\n"
   "  for (bq_i64 i = t0; i < p.items; i += step) {\n"
   "    const bq_i64 r = bq_mx_piece_row(p, i);\n"
   "    const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;\n"
@@ -13394,7 +13568,11 @@ static const char bq__src_mx_cu[] =
   "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
   "    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, true);\n"
   "#else\n"
+  "#if BQ_MX_ROT\n"
+  "    bq_mx_one<BQ_MX_E, true>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true, &rot);\n"
+  "#else\n"
   "    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true);\n"
+  "#endif\n"
   "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2\n"
   "    if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane\n"
   "      for (bq_i64 k = p.ngroups; k < p.pgroups; k++) bq_mx_put_scale(p, bq_mx_sidx(r, k, p.ngroups, p.grs), 0);\n"
@@ -13434,10 +13612,28 @@ static const char bq__src_mx_cu[] =
   "    for (int i = (int)threadIdx.x; i < p.nparts; i += (int)blockDim.x) a = fmaxf(a, ws[i]);\n"
   "  } else if (p.avec) { // rows of whole 16-byte accesses on the grid: an access a thread\n"
   "    const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, n = p.rows * p.ppr;\n"
+  "#if BQ_MX_ROT\n"
+  "    // the amax of the rotated values, which bq_mx_lanes then quantizes (the same walk); the\n"
+  "    // loop is warp-uniform, lanes past the end rotating zeros (their blocks' lanes are all\n"
+  "    // past it), so that every lane of a warp takes the same shuffles\n"
+  "    const bq_mx_rot rot = bq_mx_rot_of(p, (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, BQ_MX_E);\n"
+  "    const bq_i64 lane = threadIdx.x & 31;\n"
+  "    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i - lane < n; i += step) {\n"
+  "      bq_chunk<bq_t, BQ_MX_E> v;\n"
+  "      if (i < n) {\n"
+  "        const bq_i64 r = bq_mx_piece_row(p, i);\n"
+  "        bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * BQ_MX_E, 16);\n"
+  "      } else {\n"
+  "#pragma unroll\n"
+  "        for (int k = 0; k < BQ_MX_E; k++) v.e[k] = bq_from_c((bq_c)0);\n"
+  "      }\n"
+  "      bq_mx_rotate<BQ_MX_E>(v, rot, false);\n"
+  "#else\n"
   "    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
   "      const bq_i64 r = bq_mx_piece_row(p, i);\n"
   "      bq_chunk<bq_t, BQ_MX_E> v;\n"
   "      bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * BQ_MX_E, 16);\n"
+  "#endif\n"
   "#pragma unroll\n"
   "      for (int k = 0; k < BQ_MX_E; k++) a = fmaxf(a, (float)bq_abs(bq_to_c(v.e[k])));\n"
   "    }\n"
@@ -13506,21 +13702,6 @@ static const char bq__src_rotate_cu[] =
   "} bq_rotate_params;\n"
   "#endif\n"
   "\n"
-  "#if BQ_FT == BQ_TYPE_F64\n"
-  "#define BQ_RSQRT2 0x1.6a09e667f3bcdp-1\n"
-  "#else\n"
-  "#define BQ_RSQRT2 0x1.6a09e6p-1f\n"
-  "#endif\n"
-  "// C(1 / sqrt(2^k)): a power of two, times C(1 / sqrt(2)) for odd k (exact either way)\n"
-  "static __device__ __forceinline__ bq_c bq_rot_c(int k) {\n"
-  "#if BQ_FT == BQ_TYPE_F64\n"
-  "  const bq_c p = __longlong_as_double((bq_i64)(1023 - (k >> 1)) << 52);\n"
-  "#else\n"
-  "  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);\n"
-  "#endif\n"
-  "  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;\n"
-  "}\n"
-  "\n"
   "// One warp item's E elements a lane: r's segment, loaded (zeros past the row's end) ...\n"
   "template <int E> struct bq_rot_item {\n"
   "  bq_c c[E];\n"
@@ -13541,42 +13722,12 @@ static const char bq__src_rotate_cu[] =
   "    for (int k = 0; k < E; k++) it.c[k] = it.e0 + k < p.cols ? bq_to_c(x[k]) : (bq_c)0;\n"
   "  }\n"
   "}\n"
-  "// ... rotated (signs, the butterfly in a lane (h < E), then between lanes, the factor) and stored\n"
+  "// ... rotated (common.cuh's bq_rot_apply: every lane of the warp takes part) and stored\n"
   "template <int E>\n"
   "static __device__ __forceinline__ void bq_rot_finish(const bq_rotate_params &p, int lane, bq_u32 neg, bq_c cn,\n"
   "                                                     bq_rot_item<E> &it) {\n"
-  "  const int n = 1 << p.log2n;\n"
   "  bq_c *c = it.c;\n"
-  "#if BQ_DIR == BQ_DIR_FORWARD\n"
-  "#pragma unroll\n"
-  "  for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];\n"
-  "#endif\n"
-  "#pragma unroll\n"
-  "  for (int h = 1; h < E; h <<= 1) {\n"
-  "    if (h >= n) break;\n"
-  "#pragma unroll\n"
-  "    for (int k = 0; k < E; k++)\n"
-  "      if (!(k & h)) {\n"
-  "        const bq_c a = c[k], b = c[k + h];\n"
-  "        c[k] = bq_add(a, b);\n"
-  "        c[k + h] = bq_sub(a, b);\n"
-  "      }\n"
-  "  }\n"
-  "  for (int lh = 1; lh * E < n; lh <<= 1) {\n"
-  "    const bool up = lane & lh; // this lane holds the pairs' second elements\n"
-  "#pragma unroll\n"
-  "    for (int k = 0; k < E; k++) {\n"
-  "      const bq_c o = __shfl_xor_sync(0xffffffffu, c[k], lh);\n"
-  "      c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);\n"
-  "    }\n"
-  "  }\n"
-  "#pragma unroll\n"
-  "  for (int k = 0; k < E; k++) {\n"
-  "    c[k] = bq_mul(c[k], cn);\n"
-  "#if BQ_DIR == BQ_DIR_BACKWARD\n"
-  "    c[k] = (neg >> k) & 1u ? -c[k] : c[k];\n"
-  "#endif\n"
-  "  }\n"
+  "  bq_rot_apply<E>(it.c, lane, p.log2n, neg, cn, BQ_DIR == BQ_DIR_BACKWARD, 0xffffffffu);\n"
   "  bq_t *y = (bq_t *)p.y + it.r * p.ys + it.e0;\n"
   "  if (it.e0 + E <= p.cols) {\n"
   "    bq_chunk<bq_t, E> o;\n"
@@ -13596,17 +13747,7 @@ static const char bq__src_rotate_cu[] =
   "static __device__ __forceinline__ void bq_rotate_walk(const bq_rotate_params &p) {\n"
   "  const int lane = threadIdx.x & 31, n = 1 << p.log2n;\n"
   "  // the signs of this lane's elements j = (lane E + k) % n (one Philox word set: E divides 128)\n"
-  "  bq_u32 neg = 0;\n"
-  "  if (p.signs) {\n"
-  "    const int j0 = (lane * E) % n;\n"
-  "    bq_u32 w[4] = {(bq_u32)(j0 >> 7), 0u, 0u, 0u};\n"
-  "    bq_philox4x32_10(w, p.seed_lo, p.seed_hi);\n"
-  "#pragma unroll\n"
-  "    for (int k = 0; k < E; k++) {\n"
-  "      const int j = (lane * E + k) % n;\n"
-  "      neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;\n"
-  "    }\n"
-  "  }\n"
+  "  const bq_u32 neg = p.signs ? bq_rot_signs<E>(lane * E, n, p.seed_lo, p.seed_hi) : 0u;\n"
   "  const bq_c cn = bq_rot_c(p.log2n);\n"
   "  const bq_i64 items = p.rows * p.segs;\n"
   "  const bq_i64 warp = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = ((bq_i64)gridDim.x * blockDim.x) >> 5;\n"

@@ -1295,6 +1295,75 @@ static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k
   }
 }
 
+// ---- the Walsh-Hadamard rotation's steps (docs/numerics.md, "Rotation"): rotate.cu's kernels,
+// and the microscaling kernels' fused rotation ----------------------------------------------
+#if BQ_FT == BQ_TYPE_F64
+#define BQ_RSQRT2 0x1.6a09e667f3bcdp-1
+#else
+#define BQ_RSQRT2 0x1.6a09e6p-1f
+#endif
+// C(1 / sqrt(2^k)): a power of two, times C(1 / sqrt(2)) for odd k (exact either way)
+static __device__ __forceinline__ bq_c bq_rot_c(int k) {
+#if BQ_FT == BQ_TYPE_F64
+  const bq_c p = __longlong_as_double((bq_i64)(1023 - (k >> 1)) << 52);
+#else
+  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);
+#endif
+  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;
+}
+// The signs of elements a .. a + E - 1 of a row (E divides a and 128), at j = (a + k) % n in
+// their block: bit k set where element a + k is negated, bit j % 32 of word (j / 32) % 4 of
+// Philox4x32-10 at (j / 128, 0, 0, 0)
+template <int E> static __device__ __forceinline__ bq_u32 bq_rot_signs(int a, int n, bq_u32 k0, bq_u32 k1) {
+  const int j0 = a % n;
+  bq_u32 w[4] = {(bq_u32)(j0 >> 7), 0u, 0u, 0u}, neg = 0;
+  bq_philox4x32_10(w, k0, k1);
+#pragma unroll
+  for (int k = 0; k < E; k++) {
+    const int j = (a + k) % n;
+    neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;
+  }
+  return neg;
+}
+// A lane's E consecutive elements c of blocks of n = 2^log2n that n / E consecutive lanes hold
+// (or one lane, n <= E): forward c = H (s c) cn, backward c = s ((H c) cn), neg the lane's
+// signs, cn = bq_rot_c(log2n). The butterfly's stages with h < E run in the lane's registers,
+// the others between lanes lane ^ h / E (mask: the lanes taking part); each stage computes
+// every pair of the contract's stage, so the bits do not depend on E or on which lane holds what.
+template <int E>
+static __device__ __forceinline__ void bq_rot_apply(bq_c (&c)[E], int lane, int log2n, bq_u32 neg, bq_c cn,
+                                                    bool backward, bq_u32 mask) {
+  const int n = 1 << log2n;
+  if (!backward) {
+#pragma unroll
+    for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];
+  }
+#pragma unroll
+  for (int h = 1; h < E; h <<= 1) {
+    if (h >= n) break;
+#pragma unroll
+    for (int k = 0; k < E; k++)
+      if (!(k & h)) {
+        const bq_c a = c[k], b = c[k + h];
+        c[k] = bq_add(a, b);
+        c[k + h] = bq_sub(a, b);
+      }
+  }
+  for (int lh = 1; lh * E < n; lh <<= 1) {
+    const bool up = lane & lh; // this lane holds the pairs' second elements
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+      const bq_c o = __shfl_xor_sync(mask, c[k], lh);
+      c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < E; k++) {
+    c[k] = bq_mul(c[k], cn);
+    if (backward) c[k] = (neg >> k) & 1u ? -c[k] : c[k];
+  }
+}
+
 // Stochastic rounding's draws (BQ_SR 1; docs/numerics.md, "Stochastic rounding"): element i
 // (its row-major index plus args.offset) takes 16 bits, bits 16 (i % 2) of word (i / 2) % 4
 // of Philox4x32-10 at counter (i / 8, 1) (i / 8's low and high words, 1, 0), keyed by the
@@ -1302,6 +1371,9 @@ static __device__ __forceinline__ void bq_philox4x32_10(bq_u32 (&c)[4], bq_u32 k
 // per 8 of them where i0 starts a set of 8 (the usual case), else a call per set touched.
 #ifndef BQ_SR
 #define BQ_SR 0
+#endif
+#ifndef BQ_MX_ROT
+#define BQ_MX_ROT 0 // microscaling: the fused rotation (bq_mx_lanes)
 #endif
 static __device__ __forceinline__ void bq_sr_block(bq_u64 b, bq_u32 k0, bq_u32 k1, bq_u32 (&c)[4]) {
   c[0] = (bq_u32)b, c[1] = (bq_u32)(b >> 32), c[2] = 1u, c[3] = 0u;

@@ -69,6 +69,41 @@ struct bq_mx_draws {
 };
 #endif
 
+// The fused rotation (bq_mx_lanes with p.rlog2 > 0): a lane's elements and the lanes of its
+// block (n / E of them, aligned in the warp: every row holds whole blocks and the walk's items
+// are whole warps), its signs and the factor, fixed for the thread (its elements' place in
+// their block, (item E) % n, does not change along the walk)
+struct bq_mx_rot {
+  int lane, log2n;
+  bq_u32 neg, mask;
+  bq_c cn;
+};
+static __device__ __forceinline__ bq_mx_rot bq_mx_rot_of(const bq_mx_params &p, bq_i64 t0, int E) {
+  bq_mx_rot r;
+  const int n = 1 << p.rlog2, L = n > E ? n / E : 1;
+  r.lane = (int)(threadIdx.x & 31);
+  r.log2n = p.rlog2;
+  r.mask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (r.lane & -L);
+  r.cn = bq_rot_c(p.rlog2);
+  r.neg = 0;
+  if (p.rsigns) { // (one Philox call: E divides 128)
+    if (E == 2) r.neg = bq_rot_signs<2>((int)((t0 * 2) % n), n, p.seed_lo, p.seed_hi);
+    else if (E == 4) r.neg = bq_rot_signs<4>((int)((t0 * 4) % n), n, p.seed_lo, p.seed_hi);
+    else r.neg = bq_rot_signs<8>((int)((t0 * 8) % n), n, p.seed_lo, p.seed_hi);
+  }
+  return r;
+}
+// x's elements rotated (forward) and rounded to T, or dequantize's outputs rotated back
+template <int N>
+static __device__ __forceinline__ void bq_mx_rotate(bq_chunk<bq_t, N> &v, const bq_mx_rot &r, bool backward) {
+  bq_c c[N];
+#pragma unroll
+  for (int k = 0; k < N; k++) c[k] = bq_to_c(v.e[k]);
+  bq_rot_apply<N>(c, r.lane, r.log2n, r.neg, r.cn, backward, r.mask);
+#pragma unroll
+  for (int k = 0; k < N; k++) v.e[k] = bq_from_c(c[k]);
+}
+
 #if !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
 // A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;
 // else the one stored there
@@ -87,14 +122,16 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
 }
 
 // One group of N elements (N = G, or 0: p.group at run time) at x + x0, y + y0 (elements),
-// scale index si, the first element's row-major index ei (stochastic rounding's draws). Fixed N: the group in registers, moved in accesses as wide as its
-// alignment allows. Or N elements of a group that 2^lsh lanes of a warp take together
-// (bq_mx_lanes): dynamic quantize's amax is then the lanes' (max is exact in any order),
-// and the first of them stores the scale.
-template <int N>
+// scale index si, the first element's row-major index ei (stochastic rounding's draws).
+// Fixed N: the group in registers, moved in accesses as wide as its alignment allows. Or N
+// elements of a group that 2^lsh lanes of a warp take together (bq_mx_lanes): dynamic
+// quantize's amax is then the lanes' (max is exact in any order), and the first of them
+// stores the scale; with the fused rotation (rot: bq_mx_lanes' walk), x's elements are
+// rotated and rounded to T before anything else, and dequantize's outputs rotated back.
+template <int N, bool ROT = false>
 static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x0, bq_i64 y0, bq_i64 si, bq_i64 ei,
-                                                 float g, int lsh = 0, bool al = false) {
-  (void)ei;
+                                                 float g, int lsh = 0, bool al = false, const bq_mx_rot *rot = 0) {
+  (void)ei, (void)rot;
 #if BQ_OP == BQ_OP_DEQUANTIZE
   const bq_mx_scale s = bq_mx_scale_of(((const bq_u8 *)p.scales)[si], g);
   const bq_u8 *q = (const bq_u8 *)p.x + BQ_MX_YB(x0); // codes in, floats out
@@ -112,6 +149,7 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
 #endif
       o.e[j] = bq_from_c(bq_mul(bq_mx_elem_to_c(code), s.sc));
     }
+    if (ROT) bq_mx_rotate<(N > 0 ? N : 1)>(o, *rot, true);
     bq_store(out, o, al ? 16 : bq_width(out));
   } else {
     for (bq_i64 j = 0; j < p.group; j++) {
@@ -129,6 +167,7 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
   if (N) {
     bq_chunk<bq_t, (N > 0 ? N : 1)> v;
     bq_load(v, x, al ? 16 : bq_width(x));
+    if (ROT) bq_mx_rotate<(N > 0 ? N : 1)>(v, *rot, false);
     bq_c amax = 0;
     const int lane = (int)(threadIdx.x & 31);
     if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE) {
@@ -288,6 +327,9 @@ static __device__ __forceinline__ bq_i64 bq_mx_piece_row(const bq_mx_params &p, 
 static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
   const float g = bq_mx_g(p);
   const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;
+#if BQ_MX_ROT && !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
+  const bq_mx_rot rot = bq_mx_rot_of(p, t0, BQ_MX_E);
+#endif
   for (bq_i64 i = t0; i < p.items; i += step) {
     const bq_i64 r = bq_mx_piece_row(p, i);
     const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;
@@ -295,7 +337,11 @@ static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
     bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, true);
 #else
+#if BQ_MX_ROT
+    bq_mx_one<BQ_MX_E, true>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true, &rot);
+#else
     bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true);
+#endif
 #if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2
     if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane
       for (bq_i64 k = p.ngroups; k < p.pgroups; k++) bq_mx_put_scale(p, bq_mx_sidx(r, k, p.ngroups, p.grs), 0);
@@ -335,10 +381,28 @@ extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_para
     for (int i = (int)threadIdx.x; i < p.nparts; i += (int)blockDim.x) a = fmaxf(a, ws[i]);
   } else if (p.avec) { // rows of whole 16-byte accesses on the grid: an access a thread
     const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, n = p.rows * p.ppr;
+#if BQ_MX_ROT
+    // the amax of the rotated values, which bq_mx_lanes then quantizes (the same walk); the
+    // loop is warp-uniform, lanes past the end rotating zeros (their blocks' lanes are all
+    // past it), so that every lane of a warp takes the same shuffles
+    const bq_mx_rot rot = bq_mx_rot_of(p, (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, BQ_MX_E);
+    const bq_i64 lane = threadIdx.x & 31;
+    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i - lane < n; i += step) {
+      bq_chunk<bq_t, BQ_MX_E> v;
+      if (i < n) {
+        const bq_i64 r = bq_mx_piece_row(p, i);
+        bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * BQ_MX_E, 16);
+      } else {
+#pragma unroll
+        for (int k = 0; k < BQ_MX_E; k++) v.e[k] = bq_from_c((bq_c)0);
+      }
+      bq_mx_rotate<BQ_MX_E>(v, rot, false);
+#else
     for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
       const bq_i64 r = bq_mx_piece_row(p, i);
       bq_chunk<bq_t, BQ_MX_E> v;
       bq_load(v, (const bq_t *)p.x + r * p.xs + (i - r * p.ppr) * BQ_MX_E, 16);
+#endif
 #pragma unroll
       for (int k = 0; k < BQ_MX_E; k++) a = fmaxf(a, (float)bq_abs(bq_to_c(v.e[k])));
     }

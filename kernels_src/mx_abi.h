@@ -45,8 +45,11 @@ typedef struct bq_mx_params {
   bq_i64 ppr, prows;
   bq_fastdiv fd;
   int lshift, fast, avec;
-  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0) */
+  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0); the same
+     key draws the fused rotation's signs */
   bq_u32 seed_lo, seed_hi;
   bq_u64 offset;
+  /* the fused rotation (BQ_MX_ROT, bq_mx_lanes): blocks of 2^rlog2; rsigns: the random signs */
+  int rlog2, rsigns;
 } bq_mx_params;
 #endif

@@ -13,21 +13,6 @@
 
 #include "rotate_abi.h"
 
-#if BQ_FT == BQ_TYPE_F64
-#define BQ_RSQRT2 0x1.6a09e667f3bcdp-1
-#else
-#define BQ_RSQRT2 0x1.6a09e6p-1f
-#endif
-// C(1 / sqrt(2^k)): a power of two, times C(1 / sqrt(2)) for odd k (exact either way)
-static __device__ __forceinline__ bq_c bq_rot_c(int k) {
-#if BQ_FT == BQ_TYPE_F64
-  const bq_c p = __longlong_as_double((bq_i64)(1023 - (k >> 1)) << 52);
-#else
-  const bq_c p = __uint_as_float((bq_u32)(127 - (k >> 1)) << 23);
-#endif
-  return k & 1 ? bq_mul(p, (bq_c)BQ_RSQRT2) : p;
-}
-
 // One warp item's E elements a lane: r's segment, loaded (zeros past the row's end) ...
 template <int E> struct bq_rot_item {
   bq_c c[E];
@@ -48,42 +33,12 @@ static __device__ __forceinline__ void bq_rot_load(const bq_rotate_params &p, bq
     for (int k = 0; k < E; k++) it.c[k] = it.e0 + k < p.cols ? bq_to_c(x[k]) : (bq_c)0;
   }
 }
-// ... rotated (signs, the butterfly in a lane (h < E), then between lanes, the factor) and stored
+// ... rotated (common.cuh's bq_rot_apply: every lane of the warp takes part) and stored
 template <int E>
 static __device__ __forceinline__ void bq_rot_finish(const bq_rotate_params &p, int lane, bq_u32 neg, bq_c cn,
                                                      bq_rot_item<E> &it) {
-  const int n = 1 << p.log2n;
   bq_c *c = it.c;
-#if BQ_DIR == BQ_DIR_FORWARD
-#pragma unroll
-  for (int k = 0; k < E; k++) c[k] = (neg >> k) & 1u ? -c[k] : c[k];
-#endif
-#pragma unroll
-  for (int h = 1; h < E; h <<= 1) {
-    if (h >= n) break;
-#pragma unroll
-    for (int k = 0; k < E; k++)
-      if (!(k & h)) {
-        const bq_c a = c[k], b = c[k + h];
-        c[k] = bq_add(a, b);
-        c[k + h] = bq_sub(a, b);
-      }
-  }
-  for (int lh = 1; lh * E < n; lh <<= 1) {
-    const bool up = lane & lh; // this lane holds the pairs' second elements
-#pragma unroll
-    for (int k = 0; k < E; k++) {
-      const bq_c o = __shfl_xor_sync(0xffffffffu, c[k], lh);
-      c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < E; k++) {
-    c[k] = bq_mul(c[k], cn);
-#if BQ_DIR == BQ_DIR_BACKWARD
-    c[k] = (neg >> k) & 1u ? -c[k] : c[k];
-#endif
-  }
+  bq_rot_apply<E>(it.c, lane, p.log2n, neg, cn, BQ_DIR == BQ_DIR_BACKWARD, 0xffffffffu);
   bq_t *y = (bq_t *)p.y + it.r * p.ys + it.e0;
   if (it.e0 + E <= p.cols) {
     bq_chunk<bq_t, E> o;
@@ -103,17 +58,7 @@ template <int E>
 static __device__ __forceinline__ void bq_rotate_walk(const bq_rotate_params &p) {
   const int lane = threadIdx.x & 31, n = 1 << p.log2n;
   // the signs of this lane's elements j = (lane E + k) % n (one Philox word set: E divides 128)
-  bq_u32 neg = 0;
-  if (p.signs) {
-    const int j0 = (lane * E) % n;
-    bq_u32 w[4] = {(bq_u32)(j0 >> 7), 0u, 0u, 0u};
-    bq_philox4x32_10(w, p.seed_lo, p.seed_hi);
-#pragma unroll
-    for (int k = 0; k < E; k++) {
-      const int j = (lane * E + k) % n;
-      neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;
-    }
-  }
+  const bq_u32 neg = p.signs ? bq_rot_signs<E>(lane * E, n, p.seed_lo, p.seed_hi) : 0u;
   const bq_c cn = bq_rot_c(p.log2n);
   const bq_i64 items = p.rows * p.segs;
   const bq_i64 warp = ((bq_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = ((bq_i64)gridDim.x * blockDim.x) >> 5;

@@ -124,6 +124,13 @@
      (i / 8, 1): bits 16 (i % 2) of word (i / 2) % 4. |v| at or past max saturates as
      before. The same bits on every GPU, kernel and batch split (docs/numerics.md,
      "Stochastic rounding").
+     Fused rotation: desc.rotation = 1 on quantize and dynamic quantize rotates x first, as
+     BQ_HADAMARD's forward pass would (blocks of args.rotation_block along the row, desc.
+     random_signs keyed by args.seed; the rotated values rounded to T), and on dequantize
+     rotates the output back (the inverse): bit for bit the two ops in sequence, in one pass.
+     It takes calls whose rows and streams are on the 16-byte grid with G 2^k 16-byte
+     accesses of floats (k <= 5) and blocks of at most 32 such accesses (else
+     BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then quantize).
 
    W8A8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias), W int8 [N, K] (nn.Linear.weight)
      BQ_QUANTIZED_LINEAR    x float (float_type), quantized per token on the GPU into the
@@ -439,6 +446,9 @@ typedef struct bq_desc {
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
   bq_rounding rounding;        /* microscaling quantize, fake quantize and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
+  int rotation;                /* microscaling quantize and dynamic quantize: 1 rotates x first
+                                  (BQ_HADAMARD's forward pass, blocks of args.rotation_block,
+                                  desc.random_signs), dequantize: 1 rotates y back after */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -511,6 +521,8 @@ typedef struct bq_args {
      its draw's counter, so that a call on rows r0.. with offset r0 * cols draws what the
      whole tensor's call draws there (and a training step can advance it between calls) */
   uint64_t offset;
+  /* microscaling with desc.rotation: the rotation's block (a power of two, 2 to 256) */
+  int64_t rotation_block;
 } bq_args;
 
 typedef struct bq_plan bq_plan;

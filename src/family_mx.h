@@ -11,9 +11,10 @@ BQ__FN int bq__is_mx(const bq_desc *d) {
     return 0;
   return d->int_type == BQ_E2M1 || d->scale_type == BQ_E4M3 || d->scale_layout == BQ_SCALES_BLOCKED ||
          d->scale_rule != BQ_SCALE_RULE_DEFAULT ||
-         /* (stochastic rounding is this family's: MXFP8 in the other layouts comes here with it) */
-         (d->rounding != BQ_ROUND_NEAREST_EVEN && d->granularity == BQ_PER_GROUP && d->scale_type == BQ_UE8M0 &&
-          (d->int_type == BQ_E4M3 || d->int_type == BQ_E5M2));
+         /* (stochastic rounding and the fused rotation are this family's: MXFP8 in the other
+            layouts comes here with them) */
+         ((d->rounding != BQ_ROUND_NEAREST_EVEN || d->rotation) && d->granularity == BQ_PER_GROUP &&
+          d->scale_type == BQ_UE8M0 && (d->int_type == BQ_E4M3 || d->int_type == BQ_E5M2));
 }
 BQ__FN int bq__is_mx_elem(bq_dtype t) { return t == BQ_E2M1 || t == BQ_E4M3 || t == BQ_E5M2; }
 
@@ -91,6 +92,14 @@ BQ__FN bq_status bq__mx_desc_rules(const bq_desc *in, bq_desc *d, const char *na
   if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
                     "the format: quantize, fake quantize and dynamic quantize, forward", name);
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
+  if (d->rotation && (d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize, dynamic quantize and "
+                    "dequantize, forward", name);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
+                    d->random_signs);
   if (d->device < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
   return BQ_SUCCESS;
@@ -106,16 +115,19 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
 }
 
 /* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90", with ".sr" before the
-   target under stochastic rounding */
+   target under stochastic rounding, then ".rot" (".rot_signs") with the fused rotation */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
+  snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
            bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
-           bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", tn);
+           bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "",
+           !d->rotation ? "" : d->random_signs ? ".rot_signs" : ".rot", tn);
 }
 BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
+  if (n >= 8 && (!strcmp(all[n - 1], "rot") || !strcmp(all[n - 1], "rot_signs")))
+    d->rotation = 1, d->random_signs = !strcmp(all[n - 1], "rot_signs"), n--;
   if (n == 8 && !strcmp(all[7], "sr")) d->rounding = BQ_ROUND_STOCHASTIC, n = 7;
   if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
   d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
@@ -144,7 +156,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
    the two roundings (stochastic where the op rounds) */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2;
+  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2 * 3;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
@@ -154,14 +166,17 @@ BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   in->scale_type = scale[outer % 4];
   in->scale_layout = (bq_scale_layout)(outer / 4);
   in->scale_rule = (bq_scale_rule)(inner % rules);
-  in->rounding = (bq_rounding)(inner / rules);
+  in->rounding = (bq_rounding)(inner / rules % 2);
+  in->rotation = inner / rules / 2 > 0; /* (none, the rotation, with the random signs) */
+  in->random_signs = inner / rules / 2 == 2;
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
 /* args.amax_bound: dynamic quantize into UE8M0 scales (NVFP4's two levels take none); the
    tensor scales: NVFP4's */
 BQ__FN unsigned bq__mx_owns(const bq_desc *d) {
-  const unsigned sr = d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0;
+  const unsigned sr = (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+                      (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
   if (d->scale_type == BQ_E4M3) return BQ__OWNS_TENSOR_SCALE | sr;
   return (d->op == BQ_DYNAMIC_QUANTIZE ? BQ__OWNS_AMAX_BOUND : 0) | sr;
 }
@@ -178,9 +193,9 @@ BQ__FN void bq__mx_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
   (void)t;
   bq__prelude_types(d, s);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN BQ_GRAN_GROUP\n#define BQ_ASYM 0\n"
-              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n#define BQ_SR %d\n", bq__spec("OP", d->op),
-              bq__spec("DIR", d->direction), (int)d->scale_layout, (int)d->scale_rule,
-              d->rounding == BQ_ROUND_STOCHASTIC);
+              "#define BQ_MX_LAYOUT %d\n#define BQ_MX_RULE %d\n#define BQ_SR %d\n#define BQ_MX_ROT %d\n",
+              bq__spec("OP", d->op), bq__spec("DIR", d->direction), (int)d->scale_layout, (int)d->scale_rule,
+              d->rounding == BQ_ROUND_STOCHASTIC, d->rotation);
 }
 BQ__FN int bq__mx_vec(const bq_desc *d) { return 16 / bq__dtype_size(d->float_type); }
 
@@ -229,39 +244,6 @@ BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
   if (!bq__mx_two_pass(p, a) || a->rows <= 0 || a->cols <= 0 || a->rows > BQ__MAX_ELEMS / a->cols) return 0;
   return (size_t)bq__mx_amax_blocks(p, a) * 4 + 4; /* the partials, then Transformer Engine's encode factor */
 }
-BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
-  bq_status st = bq__mx_view(p, a, v);
-  const bq_desc *d = &p->desc;
-  if (st || v->numel == 0) return st;
-  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
-  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
-  if (bwd) {
-    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
-    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
-    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
-  } else {
-    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
-    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
-  }
-  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
-  if (!dyn && a->zero_points)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
-                    "symmetric", p->name);
-  if (bq__mx_nv(p)) {
-    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
-    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
-  }
-  return BQ_SUCCESS;
-}
-BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
-  bq__view v;
-  return bq__mx_validate(p, a, &v);
-}
-
-/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
-   host's choice */
-static int bq__mx_force_entry = -1;
-
 /* bq_mx_lanes takes a call (returning log2 of the lanes a group spans, else -1) where a
    group is 2^k (k <= 5) pieces of 16 bytes of floats, and every piece of each stream is
    aligned to its size: the floats' 16 bytes, the codes' 16 / T (E2M1: half that) */
@@ -284,6 +266,54 @@ BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
   }
   return k;
 }
+BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
+  bq_status st = bq__mx_view(p, a, v);
+  const bq_desc *d = &p->desc;
+  if (st || v->numel == 0) return st;
+  const int dyn = d->op == BQ_DYNAMIC_QUANTIZE, deq = d->op == BQ_DEQUANTIZE, bwd = d->direction == BQ_BACKWARD;
+  const int T = bq__dtype_size(d->float_type), fake = d->op == BQ_FAKE_QUANTIZE;
+  if (bwd) {
+    if ((st = bq__check_ptr(p, "args.dy", a->dy, T))) return st;
+    if ((st = bq__check_ptr(p, "args.dx", a->dx, T))) return st;
+    if (!deq && (st = bq__check_ptr(p, "args.x", a->x, T))) return st;
+  } else {
+    if ((st = bq__check_ptr(p, "args.x", a->x, deq ? 1 : T))) return st;
+    if ((st = bq__check_ptr(p, "args.y", a->y, deq || fake ? T : 1))) return st;
+  }
+  if ((st = bq__check_ptr(p, dyn ? "args.out_scales" : "args.scales", dyn ? a->out_scales : a->scales, 1))) return st;
+  if (!dyn && a->zero_points)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
+                    "symmetric", p->name);
+  if (d->rotation) {
+    int k = 1;
+    while (k <= 8 && ((int64_t)1 << k) != a->rotation_block) k++;
+    if (k > 8)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
+                      "the fused rotation's block", p->name, (long long)a->rotation_block);
+    if (v->cols % a->rotation_block)
+      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
+                      p->name, (long long)a->rotation_block, (long long)v->cols);
+    if (bq__mx_lanes(d, a, v) < 0 || a->rotation_block > 32 * (16 / T))
+      return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows whose streams start on "
+                      "the 16-byte grid, groups (args.group_size %lld) of 2^k 16-byte accesses of floats (k <= 5) and "
+                      "blocks (args.rotation_block %lld) of at most 32 of them; BQ_HADAMARD, then this op, gives the "
+                      "same bits", p->name, (long long)v->group, (long long)a->rotation_block);
+  }
+  if (bq__mx_nv(p)) {
+    if ((!dyn || a->tensor_scale) && (st = bq__check_ptr(p, "args.tensor_scale", a->tensor_scale, 4))) return st;
+    if (bq__mx_two_pass(p, a) && (st = bq__check_ptr(p, "args.out_tensor_scale", a->out_tensor_scale, 4))) return st;
+  }
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__mx_check(const bq_plan *p, const bq_args *a) {
+  bq__view v;
+  return bq__mx_validate(p, a, &v);
+}
+
+/* Tests: the entry point every run takes (BQ__MX_ANY serves every group size), -1: the
+   host's choice */
+static int bq__mx_force_entry = -1;
+
 BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__mx_validate(p, a, &v);
@@ -307,6 +337,10 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   k.bound = d->op == BQ_DYNAMIC_QUANTIZE ? a->amax_bound : 0;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   k.offset = a->offset;
+  if (d->rotation) { /* (validated: a power of two, bq_mx_lanes' call) */
+    while (((int64_t)1 << k.rlog2) < a->rotation_block) k.rlog2++;
+    k.rsigns = d->random_signs;
+  }
   /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
      it writes 0 */
   const int pad = d->op == BQ_DYNAMIC_QUANTIZE && d->scale_layout == BQ_SCALES_BLOCKED;
@@ -351,9 +385,10 @@ BQ__FN int bq__mx_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
   return e != BQ__MX_AMAX || (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE);
 }
-/* the typical problem's groups are the format's (16 for NVFP4, 32 else) */
+/* the typical problem's groups are the format's (16 for NVFP4, 32 else), its rotation blocks 32 */
 BQ__FN void bq__mx_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
+  if (d->rotation) a->rotation_block = 32; /* (a block every float type's bq_mx_lanes takes) */
   if (d->scale_type == BQ_E4M3 && d->op != BQ_DYNAMIC_QUANTIZE) a->tensor_scale = ptr;
   if (d->scale_type == BQ_E4M3 && d->op == BQ_DYNAMIC_QUANTIZE) a->out_tensor_scale = ptr;
 }

@@ -43,9 +43,13 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by the microscaling formats' quantize, fake quantize and dynamic quantize "
                     "(desc.granularity BQ_PER_GROUP with E2M1, E4M3 or E5M2 storage and UE8M0 or E4M3 scales)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__rotate_family && d->random_signs != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD only",
-                    bq__op_name(d->op), d->random_signs);
+  if (f != &bq__mx_family && d->rotation != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is the "
+                    "microscaling formats' (quantize, dynamic quantize, dequantize); BQ_HADAMARD rotates alone",
+                    bq__op_name(d->op), d->rotation);
+  if (f != &bq__rotate_family && d->random_signs != 0 && !(f == &bq__mx_family && d->rotation == 1))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
+                    "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
 }
 
@@ -525,6 +529,9 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.seed (%llu) must be 0: it keys BQ_HADAMARD's random signs "
                     "(desc.random_signs) and stochastic rounding (desc.rounding)", p->name,
                     (unsigned long long)a->seed);
+  if (a->rotation_block && !(owns & BQ__OWNS_ROTATION))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be 0: it is the fused "
+                    "rotation's block (desc.rotation)", p->name, (long long)a->rotation_block);
   if (a->offset && !(owns & BQ__OWNS_OFFSET))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.offset (%llu) must be 0: it places stochastic rounding's "
                     "draws (desc.rounding)", p->name, (unsigned long long)a->offset);

@@ -13,7 +13,7 @@
    scale=ue8m0x4 packed ones, pow2=1 sets desc.pow2_scales, layout=mn desc.scale_layout
    BQ_SCALES_MN_MAJOR and layout=blocked BQ_SCALES_BLOCKED, rule=floor (ceil, even, rceil,
    rceil_sat; NVFP4's torchao, te) desc.scale_rule; int=e2m1 and scale=e4m3 name the microscaling
-   types; round=sr sets desc.rounding BQ_ROUND_STOCHASTIC). It
+   types; round=sr sets desc.rounding BQ_ROUND_STOCHASTIC, rot=1 desc.rotation). It
    normalizes that descriptor and writes, from the header's own functions:
    - without EMU_SECTION: the names of the enums' values (BQ_TYPE_F32, ...), the test's
      EMU_* macros in those names, the host's dispatch numbers for it (EMU_U, EMU_GA, EMU_FR,
@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "wgmma=", 6)) wgmma = atoi(v);
     else if (!strncmp(a, "signs=", 6)) in.random_signs = atoi(v);
     else if (!strncmp(a, "round=", 6)) in.rounding = BQ_ROUND_STOCHASTIC, ok = !strcmp(v, "sr");
+    else if (!strncmp(a, "rot=", 4)) in.rotation = atoi(v);
     else if (!strncmp(a, "act=", 4))
       in.activation = !strcmp(v, "silu") ? BQ_SILU : !strcmp(v, "gelu_tanh") ? BQ_GELU_TANH : BQ_ACTIVATION_DEFAULT,
       ok = in.activation != BQ_ACTIVATION_DEFAULT;
@@ -170,6 +171,7 @@ int main(int argc, char **argv) {
   fprintf(f, "#define EMU_RULE %d\n", (int)d.scale_rule); /* microscaling: the UE8M0 rule */
   fprintf(f, "#define EMU_SIGNS %d\n", d.random_signs); /* the rotation: random signs */
   fprintf(f, "#define EMU_SR %d\n", d.rounding == BQ_ROUND_STOCHASTIC); /* stochastic rounding */
+  fprintf(f, "#define EMU_ROT %d\n", d.rotation); /* microscaling: the fused rotation */
   if (bq__family_of(&d) == &bq__affine_family)
     fprintf(f, "#define EMU_U %d\n#define EMU_GA %d\n#define EMU_FR %d\n#define EMU_NA %d\n#define EMU_LEAN %d\n",
             bq__affine_u(&d), bq__affine_ga(&d), bq__affine_fr(&d), bq__affine_na(&d), bq__affine_row_of(&d)->lean);

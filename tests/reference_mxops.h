@@ -316,5 +316,24 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
                        const void *x, void *y, const void *dy, void *dx, void *scales, float g, double bound) {
   return refmx_op_sr(d, rows, cols, G, xs, ys, grs, x, y, dy, dx, scales, g, bound, 0, 0);
 }
+/* refmx_op_sr with the fused rotation (desc.rotation, blocks of rot_n): quantize and dynamic
+   quantize rotate x first (reference_rotate.h's forward pass into a dense copy of T, signs
+   keyed by the seed where desc.random_signs), dequantize rotates y back after (its inverse) */
+REF_API float refmx_op_full(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, int64_t xs, int64_t ys,
+                            int64_t grs, const void *x, void *y, const void *dy, void *dx, void *scales, float g,
+                            double bound, uint64_t seed, uint64_t offset, int rot_n) {
+  if (!d->rotation || rows == 0 || cols == 0)
+    return refmx_op_sr(d, rows, cols, G, xs, ys, grs, x, y, dy, dx, scales, g, bound, seed, offset);
+  if (d->op == BQ_DEQUANTIZE) {
+    const float r = refmx_op_sr(d, rows, cols, G, xs, ys, grs, x, y, dy, dx, scales, g, bound, seed, offset);
+    ref_rotate(d->float_type, 1, d->random_signs, seed, rot_n, rows, cols, y, ys, y, ys);
+    return r;
+  }
+  void *t = malloc((size_t)(rows * cols) * ref_dtype_size(d->float_type));
+  ref_rotate(d->float_type, 0, d->random_signs, seed, rot_n, rows, cols, x, xs, t, cols);
+  const float r = refmx_op_sr(d, rows, cols, G, cols, ys, grs, t, y, dy, dx, scales, g, bound, seed, offset);
+  free(t);
+  return r;
+}
 
 #endif

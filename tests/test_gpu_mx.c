@@ -21,6 +21,9 @@
    generic one, each entry point by name; against the producer's reference
    (tests/reference_fused.h) followed by microscaling dynamic quantize: codes, scales, h,
    args.out and the tensor scale.
+   Stochastic rounding (random seeds and offsets, near 2^64 too) and the fused rotation (every
+   block size bq_mx_lanes takes, with and without random signs) against the same reference,
+   the rotation's from tests/reference_rotate.h.
 
    Without a usable CUDA driver/device every test is skipped. */
 #define _POSIX_C_SOURCE 200809L
@@ -45,7 +48,10 @@ static const bq_dtype ELEM[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, SCALE[] = {
 
 /* stochastic rounding's seed and offset for a call of d (0 and 0 under round to nearest):
    offsets off the 8-element sets now and then, and near 2^64, where the index wraps */
+static int g_rot_n; /* the fused rotation's block in this case (desc.rotation) */
 static void draw_sr(const bq_desc *d, bq_args *a) {
+  if (d->rotation) a->rotation_block = g_rot_n;
+  if (d->random_signs) a->seed = rnd();
   if (d->rounding != BQ_ROUND_STOCHASTIC) return;
   const int k = (int)(rnd() % 4);
   a->seed = rnd();
@@ -205,10 +211,10 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   cr_assert(got && gs);
   BQ_OK(bq_memcpy_to_host(got, out->dev, out->total), "%s", what);
   BQ_OK(bq_memcpy_to_host(gs, S.dev, S.total), "%s", what);
-  const float eg = refmx_op_sr(d, rows, cols, G, xs, ys, grs,
-                               deq ? (const void *)(C.h + C.pre) : (const void *)(F.h + F.pre),
-                               deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), NULL, NULL, S.h + S.pre,
-                               c->computed ? NAN : g, a.amax_bound, a.seed, a.offset);
+  const float eg = refmx_op_full(d, rows, cols, G, xs, ys, grs,
+                                 deq ? (const void *)(C.h + C.pre) : (const void *)(F.h + F.pre),
+                                 deq ? (void *)(F.h + F.pre) : (void *)(C.h + C.pre), NULL, NULL, S.h + S.pre,
+                                 c->computed ? NAN : g, a.amax_bound, a.seed, a.offset, (int)a.rotation_block);
   char msg[2048];
   size_t bad = deq ? ref_compare(d->float_type, out->h, got, (int64_t)(out->total / T), msg, sizeof msg)
                    : ref_compare(BQ_U8, out->h, got, (int64_t)out->total, msg, sizeof msg);
@@ -436,6 +442,37 @@ Test(mx, stochastic_rounding, .timeout = 900) {
       d.rounding = BQ_ROUND_STOCHASTIC;
       run_plan(&d);
     }
+}
+
+/* the fused rotation: quantize, dynamic quantize and dequantize of every element and scale
+   type, the layout and the float type rotating, with and without the random signs (and with
+   stochastic rounding), against the reference's rotation then the op (or the op then the
+   inverse): calls on bq_mx_lanes' grid with every block size it takes, NVFP4's tensor scale
+   given and computed */
+Test(mx, fused_rotation, .timeout = 900) {
+  static const bq_op ops[] = {BQ_QUANTIZE, BQ_DYNAMIC_QUANTIZE, BQ_DEQUANTIZE};
+  for (int o = 0; o < 3; o++)
+    for (int k = 0; k < 4; k++) {
+      bq_desc d = mx_desc(ops[o], FTS[(o + k) % 4], k, (o + 2 * k) % 3, 0);
+      d.rotation = 1, d.random_signs = k & 1;
+      if (ops[o] != BQ_DEQUANTIZE && o == k % 3) d.rounding = BQ_ROUND_STOCHASTIC;
+      const int64_t E = 16 / bq__dtype_size(d.float_type);
+      for (int rep = 0; rep < 8; rep++) {
+        mx_case c;
+        memset(&c, 0, sizeof c);
+        c.force = -1;
+        c.G = E << rnd_range(0, 5);
+        g_rot_n = 2 << rnd_range(0, E == 8 ? 7 : E == 4 ? 6 : 5); /* (2 to 32 E) */
+        const int64_t unit = c.G > g_rot_n ? c.G : g_rot_n;
+        c.rows = rep == 0 ? 300 : rnd_range(1, 40);
+        c.ngroups = unit / c.G * rnd_range(1, 4);
+        c.xpad = rnd() % 2 ? 0 : 32 * rnd_range(1, 3);
+        c.ypad = rnd() % 2 ? 0 : 32 * rnd_range(1, 3);
+        c.computed = d.scale_type == BQ_E4M3 && d.op == BQ_DYNAMIC_QUANTIZE && rep % 2;
+        run_case(&d, &c);
+      }
+    }
+  g_rot_n = 0;
 }
 
 /* The E2M1 conversion on every f32 bit pattern: MXFP4 quantize of f32 data by the UE8M0

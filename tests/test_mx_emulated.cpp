@@ -14,7 +14,10 @@
    time. Outputs are poisoned, guarded and compared whole. Stochastic rounding's builds
    (round=sr) draw a seed and an offset (off the 8-element sets now and then, and near 2^64,
    where the index wraps), check the element rounding on random f32 / f64 values against the
-   reference's, and that rows run alone (their offset advanced) give the whole call's bits. */
+   reference's, and that rows run alone (their offset advanced) give the whole call's bits.
+   The fused rotation's builds (rot=1) run every case on bq_mx_lanes' grid with a random block
+   (2 to 32 accesses), against reference_rotate.h's rotation followed by the reference (or
+   preceded by it, for dequantize). */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
@@ -75,6 +78,8 @@ static bq_desc the_desc(void) {
   d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
   d.scale_rule = (bq_scale_rule)EMU_RULE;
   d.rounding = EMU_SR ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  d.rotation = EMU_ROT;
+  d.random_signs = EMU_SIGNS;
   return d;
 }
 
@@ -95,6 +100,7 @@ static double value(int k, double mag) {
 
 /* stochastic rounding's seed and offset for a case (0 and 0 in the other builds) */
 static void draw_sr(bq_args *a) {
+  if (EMU_SIGNS) a->seed = rnd(); /* (the fused rotation's signs) */
   if (!EMU_SR) return;
   a->seed = rnd();
   const int k = (int)(rnd() % 4);
@@ -152,11 +158,13 @@ static void one_case(int rep) {
 
   static const int64_t gs_even[] = {16, 32, 16, 32, 2, 8, 48, 64, 10, 128};
   static const int64_t gs_any[] = {16, 32, 16, 32, 1, 7, 8, 48, 64, 33};
-  /* every fourth case on bq_mx_lanes' grid: bases and row strides whole pieces, G 2^k pieces */
-  const int lanes_case = rep % 4 == 1, E = 16 / (int)ref_dtype_size(T);
+  /* every fourth case on bq_mx_lanes' grid: bases and row strides whole pieces, G 2^k pieces
+     (every case with the fused rotation, which takes that grid alone, blocks of n too) */
+  const int lanes_case = rep % 4 == 1 || EMU_ROT, E = 16 / (int)ref_dtype_size(T);
   const int64_t G = lanes_case ? (int64_t)E << rnd_range(0, 5)
                                : E2M1 ? gs_even[rnd() % 10] : gs_any[rnd() % 10];
-  const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0;
+  const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0 && !EMU_ROT;
+  const int rot_n = EMU_ROT ? 2 << rnd_range(0, E == 8 ? 7 : E == 4 ? 6 : 5) : 0; /* (2 to 32 E) */
   bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
   bq_args a;
   memset(&a, 0, sizeof a);
@@ -164,6 +172,10 @@ static void one_case(int rep) {
   a.rows = rep < 4 ? rnd_range(120, 300) : rnd_range(0, 40); /* (the blocked layout's 128-row tiles) */
   a.cols = G * rnd_range(rep == 5 ? 0 : 1, rep < 4 ? 5 : 12);
   if (rep >= 1000) a.rows = 1024, a.cols = G * 64; /* many groups: the rules' rare roundings */
+  if (EMU_ROT) { /* (G and n: powers of two) */
+    const int64_t n = rot_n > 0 ? rot_n : 1;
+    a.rotation_block = n, a.cols = (a.cols + n - 1) / n * n;
+  }
   const int64_t step = E2M1 ? 2 : 1;
   a.x_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9);
   a.y_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9);
@@ -190,9 +202,9 @@ static void one_case(int rep) {
   draw_sr(&a);
   char what[400];
   snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s sms %d "
-           "sr %llx+%llu", (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols, (long long)G,
-           (long long)xs, (long long)ys, (long long)grs, offf, offc, force_any ? " forced any" : "", plan.num_sms,
-           (unsigned long long)a.seed, (unsigned long long)a.offset);
+           "sr %llx+%llu rot %d", (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols,
+           (long long)G, (long long)xs, (long long)ys, (long long)grs, offf, offc, force_any ? " forced any" : "",
+           plan.num_sms, (unsigned long long)a.seed, (unsigned long long)a.offset, rot_n);
 
   /* inputs */
   double mag = ldexp(1.0, (int)rnd_range(-8, 8));
@@ -294,9 +306,9 @@ static void one_case(int rep) {
   }
   /* the reference on the unpoisoned copies */
   unsigned char *efl = efb.data() + guard + (size_t)offf * ts, *ecd = ecb.data() + guard + offc;
-  etso = refmx_op_sr(&d, a.rows, a.cols, G, xs, ys, grs, deq ? (const void *)ecd : (const void *)efl,
-                     deq ? (void *)efl : (void *)ecd, NULL, NULL, esc, computed ? NAN : tsv, a.amax_bound, a.seed,
-                     a.offset);
+  etso = refmx_op_full(&d, a.rows, a.cols, G, xs, ys, grs, deq ? (const void *)ecd : (const void *)efl,
+                       deq ? (void *)efl : (void *)ecd, NULL, NULL, esc, computed ? NAN : tsv, a.amax_bound, a.seed,
+                       a.offset, rot_n);
   char msg[2048];
   size_t bad = deq ? ref_compare(T, efb.data(), fb.data(), (int64_t)(fb.size() / ts), msg, sizeof msg)
                    : ref_compare(BQ_U8, ecb.data(), cb.data(), (int64_t)cb.size(), msg, sizeof msg);
@@ -497,11 +509,12 @@ Test(emulated_mx, sr_rows_alone, .timeout = 600) {
     bq_plan plan;
     plan_of(&d, &plan, rep);
     const int E = 16 / (int)ts;
-    const int64_t G = rep % 2 ? (int64_t)E << rnd_range(0, 3) : rep % 4 == 2 ? 48 : NV ? 16 : 32;
-    const int64_t rows = rnd_range(2, 9), cols = G * rnd_range(1, 6), ng = cols / G;
+    const int64_t G = rep % 2 || EMU_ROT ? (int64_t)E << rnd_range(0, 3) : rep % 4 == 2 ? 48 : NV ? 16 : 32;
+    const int64_t rot_n = EMU_ROT ? 2 << rnd_range(0, E == 8 ? 7 : E == 4 ? 6 : 5) : 1; /* (2 to 32 E) */
+    const int64_t rows = rnd_range(2, 9), cols = G * rot_n * rnd_range(1, 6), ng = cols / G;
     bq_args a;
     memset(&a, 0, sizeof a);
-    a.group_size = G, a.rows = rows, a.cols = cols;
+    a.group_size = G, a.rows = rows, a.cols = cols, a.rotation_block = EMU_ROT ? rot_n : 0;
     draw_sr(&a);
     float tsv = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-12, 4));
     if (NV) a.tensor_scale = &tsv;

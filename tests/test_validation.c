@@ -2853,9 +2853,11 @@ Test(desc, block_layout_and_packed_enums) {
   /* fields are appended (scale_layout, scale_rule, random_signs, then rounding, the
      descriptor's last): zero-initialized descs keep row-major scales, the library's rule, no
      signs and round to nearest even */
-  const size_t end = offsetof(bq_desc, rounding) + sizeof(int), al = _Alignof(bq_desc);
-  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "rounding ends at %zu of %zu", end, sizeof(bq_desc));
+  const size_t end = offsetof(bq_desc, rotation) + sizeof(int), al = _Alignof(bq_desc);
+  cr_assert_eq((end + al - 1) / al * al, sizeof(bq_desc), "rotation ends at %zu of %zu", end, sizeof(bq_desc));
+  cr_assert(offsetof(bq_desc, rotation) > offsetof(bq_desc, rounding));
   cr_assert(offsetof(bq_desc, rounding) > offsetof(bq_desc, random_signs));
+  cr_assert(offsetof(bq_args, rotation_block) > offsetof(bq_args, offset));
   cr_assert(offsetof(bq_desc, random_signs) > offsetof(bq_desc, scale_rule));
   cr_assert(offsetof(bq_args, seed) > offsetof(bq_args, out_tensor_scale));
   cr_assert(offsetof(bq_args, offset) > offsetof(bq_args, seed));
@@ -3769,7 +3771,8 @@ Test(desc, hadamard_forms_and_fields) {
   /* the signs belong to the rotation alone */
   bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
   q.random_signs = 1;
-  expect_desc_invalid(&q, "quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD only", "[quantize signs]");
+  expect_desc_invalid(&q, "quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD and the fused rotation",
+                      "[quantize signs]");
 }
 
 Test(args, hadamard_shapes_and_seed) {
@@ -3869,4 +3872,60 @@ Test(args, stochastic_rounding_seed_and_offset) {
   b.offset = 0, b.seed = 3;
   expect_args_invalid(&c, &b, "args.seed (3) must be 0: it keys BQ_HADAMARD's random signs (desc.random_signs) "
                               "and stochastic rounding");
+}
+
+/* ---- the fused rotation (desc.rotation, args.rotation_block) ------------------------------------ */
+Test(desc, fused_rotation_forms_and_fields) {
+  const bq_op ops[] = {BQ_QUANTIZE, BQ_DYNAMIC_QUANTIZE, BQ_DEQUANTIZE};
+  for (size_t i = 0; i < NELEM(ops); i++)
+    for (int signs = 0; signs < 2; signs++) {
+      combo c = mx_combo(ops[i], BQ_E4M3, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+      c.d.rotation = 1, c.d.random_signs = signs;
+      expect_desc_valid(&c.d, c.ctx);
+      char sku[256];
+      cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert(!strncmp(sku, "mx_", 3) && strstr(sku, signs ? ".rot_signs.sm_90" : ".rot.sm_90"), "%s", sku);
+    }
+  combo c = mx_combo(BQ_FAKE_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.rotation = 1;
+  expect_desc_invalid(&c.d, "fake_quantize_per_group: ", "desc.rotation (1) applies to quantize, dynamic quantize and "
+                      "dequantize, forward", c.ctx);
+  c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.rotation = 2;
+  expect_desc_invalid(&c.d, "quantize_per_group: ", "desc.rotation (2) must be 0 or 1", c.ctx);
+  c.d.rotation = 0, c.d.random_signs = 1;
+  expect_desc_invalid(&c.d, "quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD and the fused rotation",
+                      c.ctx);
+  bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
+  q.rotation = 1;
+  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is the microscaling formats'",
+                      "[quantize rot]");
+}
+
+Test(args, fused_rotation_block_and_grid) {
+  combo c = mx_combo(BQ_QUANTIZE, BQ_E2M1, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, BQ_SCALE_RULE_DEFAULT);
+  c.d.rotation = 1;
+  bq_args a = mx_args(&c, 4, 256, 32);
+  a.rotation_block = 128;
+  expect_args_ok(&c, &a, 0, "blocks of 128");
+  const int64_t bad[] = {0, 1, 3, 48, 512};
+  for (size_t i = 0; i < NELEM(bad); i++) {
+    bq_args b = a;
+    b.rotation_block = bad[i];
+    char needle[128];
+    snprintf(needle, sizeof needle, "args.rotation_block (%lld) must be a power of two from 2 to 256", (long long)bad[i]);
+    expect_args_invalid(&c, &b, needle);
+  }
+  /* bf16: blocks of up to 32 16-byte accesses (256 elements); off the grid, not offered */
+  bq_args b = a;
+  b.x = (const char *)a.x + 2;
+  expect_args_status(&c, &b, BQ_ERROR_NOT_SUPPORTED, "the fused rotation (desc.rotation) takes rows whose streams start "
+                     "on the 16-byte grid");
+  b = a, b.group_size = 16, b.cols = 96, b.rotation_block = 32;
+  expect_args_ok(&c, &b, 0, "groups of 16, blocks of 32");
+  b = a, b.cols = 192;
+  expect_args_invalid(&c, &b, "args.rotation_block (128) does not divide args.cols (192)");
+  /* the block is the rotation's alone */
+  c.d.rotation = 0;
+  expect_args_invalid(&c, &a, "args.rotation_block (128) must be 0: it is the fused rotation's block");
 }

@@ -111,3 +111,7 @@
 #undef BQ_F8_MAX
 #undef BQ_F8_MAX_CODE
 #undef BQ_F8_MAX_BITS
+#undef BQ_RSQRT2
+#undef BQ_SR
+#undef BQ_MX_ROT
+#undef BQ_MX_EMIN
