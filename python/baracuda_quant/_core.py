@@ -517,22 +517,37 @@ def mx_codes_of(elem, codes):
     return elem, e2
 
 
-def sr_fields(rounding, seed, offset):
+def sr_fields(rounding, seed, offset, signs=0):
     """Stochastic rounding's descriptor value and its (seed, offset) as uint64 (rounding
-    "nearest" or "stochastic"; seed required with "stochastic", any int, taken modulo 2^64)"""
+    "nearest" or "stochastic"; seed required with "stochastic" or the fused rotation's random
+    signs (signs), any int, taken modulo 2^64)"""
     if rounding not in ("nearest", "stochastic"):
         raise invalid("rounding (%r) must be \"nearest\" or \"stochastic\"" % (rounding,))
+    if signs and seed is None:
+        raise invalid("seed: the random signs need one (an int)")
     if rounding == "nearest":
-        if seed is not None or offset:
-            raise invalid("seed and offset: stochastic rounding's (rounding is \"nearest\")")
-        return 0, 0, 0
+        if (seed is not None and not signs) or offset:
+            raise invalid("seed and offset: stochastic rounding's (rounding is \"nearest\"; a seed also keys "
+                          "random_signs)")
+        return 0, integer("seed", seed) % (1 << 64) if signs else 0, 0
     if seed is None:
         raise invalid("seed: stochastic rounding needs one (an int; the same seed and offset give the same bits)")
     return 1, integer("seed", seed) % (1 << 64), integer("offset", offset) % (1 << 64)
 
 
+def rot_fields(rotation_block, random_signs):
+    """The fused rotation's (desc.rotation, args.rotation_block, desc.random_signs): none
+    where rotation_block is None"""
+    if rotation_block is None:
+        if random_signs:
+            raise invalid("random_signs: the fused rotation's (give rotation_block)")
+        return 0, 0, 0
+    return 1, integer("rotation_block", rotation_block), 1 if random_signs else 0
+
+
 def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
-       amax_bound=0.0, rounding="nearest", seed=None, offset=0, stream=None, alloc=None, prepare=False):
+       amax_bound=0.0, rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False, stream=None,
+       alloc=None, prepare=False):
     """A microscaling call (docs/numerics.md, "Microscaling"): quantize (scales read) or dynamic
     quantize (scales written) of fl [rows, cols] into codes, or dequantize of codes into fl.
     codes: [rows, cols] bytes, or for E2M1 [rows, cols / 2] (two codes a byte, the view's
@@ -540,9 +555,12 @@ def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scal
     (mx_scales_shape: row-major [rows, G] with any row stride, MN-major [rows, G] with unit
     row stride, blocked the flat padded bytes); tensor_scale / out_tensor_scale: one float32
     (NVFP4). rounding "stochastic" (quantize, dynamic quantize) draws from seed at each
-    element's row-major index plus offset (docs/numerics.md, "Stochastic rounding")."""
+    element's row-major index plus offset (docs/numerics.md, "Stochastic rounding").
+    rotation_block (quantize, dynamic quantize: x rotated first; dequantize: the output rotated
+    back), random_signs keyed by seed: the fused rotation (docs/numerics.md, "Rotation")."""
     op = Op(op)
-    sr, seed, offset = sr_fields(rounding, seed, offset)
+    rot, rblock, signs = rot_fields(rotation_block, random_signs)
+    sr, seed, offset = sr_fields(rounding, seed, offset, signs)
     check_float("float input/output", fl)
     elem, e2 = mx_codes_of(elem, codes)
     rows, cols, fs = rows_2d("x" if op != Op.DEQUANTIZE else "y", fl)
@@ -572,9 +590,9 @@ def mx(op, *, fl, codes, scales, elem, group_size, layout=0, rule=0, tensor_scal
         else:
             a.scales = scales.ptr
     a.tensor_scale, a.out_tensor_scale = _ptr(tensor_scale), _ptr(out_tensor_scale)
-    a.seed, a.offset = seed, offset
+    a.seed, a.offset, a.rotation_block = seed, offset, rblock
     key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_GROUP, fl.dtype, elem, 0, 0, scale_type,
-                        scale_layout=layout, scale_rule=rule, rounding=sr)
+                        scale_layout=layout, scale_rule=rule, rounding=sr, rotation=rot, random_signs=signs)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

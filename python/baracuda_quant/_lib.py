@@ -57,6 +57,7 @@ class Desc(ctypes.Structure):
         ("scale_rule", ctypes.c_int),
         ("random_signs", ctypes.c_int),
         ("rounding", ctypes.c_int),
+        ("rotation", ctypes.c_int),
     ]
 
 
@@ -99,6 +100,7 @@ class Args(ctypes.Structure):
         ("out_tensor_scale", ctypes.c_void_p),
         ("seed", ctypes.c_uint64),
         ("offset", ctypes.c_uint64),
+        ("rotation_block", ctypes.c_int64),
     ]
 
 
@@ -214,19 +216,19 @@ _plans_lock = threading.Lock()
 def desc_key(op, direction=Direction.FORWARD, granularity=Granularity.DEFAULT, float_type=DType.DEFAULT,
              int_type=DType.DEFAULT, qmin=0, qmax=0, scale_type=DType.DEFAULT, asymmetric=0,
              out_type=DType.DEFAULT, activation=0, pow2_scales=0, scale_layout=0, scale_rule=0, random_signs=0,
-             rounding=0):
+             rounding=0, rotation=0):
     """The descriptor as a tuple of ints (the 0.2.0 values), in bq_desc's field order less device."""
     return (int(op), int(direction), int(granularity), int(float_type), int(int_type), int(qmin), int(qmax),
             int(scale_type), int(asymmetric), int(out_type), int(activation), int(pow2_scales), int(scale_layout),
-            int(scale_rule), int(random_signs), int(rounding))
+            int(scale_rule), int(random_signs), int(rounding), int(rotation))
 
 
 def make_desc(key, device_index):
-    op, direction, gran, ft, it, qmin, qmax, st, asym, ot, act, pow2, layout, rule, signs, rounding = key
+    op, direction, gran, ft, it, qmin, qmax, st, asym, ot, act, pow2, layout, rule, signs, rounding, rotation = key
     return Desc(op=op, direction=direction, granularity=int(gran), float_type=ft, int_type=it, qmin=qmin, qmax=qmax,
                 scale_type=st, device=DEVICE(device_index), asymmetric=asym, out_type=ot, activation=act,
                 pow2_scales=pow2, scale_layout=layout, scale_rule=rule, random_signs=signs,
-                rounding=rounding)
+                rounding=rounding, rotation=rotation)
 
 
 _NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12")

@@ -589,7 +589,8 @@ def _mx_choice(name, value, table):
 
 
 def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, scale_dtype=None, scale_layout="row",
-             scale_rule="default", amax_bound=None, rounding="nearest", seed=None, offset=0, stream=None):
+             scale_rule="default", amax_bound=None, rounding="nearest", seed=None, offset=0, rotation_block=None,
+             random_signs=False, stream=None):
     """Microscaling quantize of x [..., K] (viewed as [rows, K]) in groups of group_size along
     the row (docs/numerics.md, "Microscaling"). dtype: "e2m1" (FP4, two codes a byte: q is
     uint8 [rows, K / 2], the lower index in the low nibble), "float8_e4m3fn" or
@@ -603,10 +604,12 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
     K / G]), "mn" (a transposed view of [K / G, rows rounded up to 4]) or "blocked" (the
     128 x 4 tiles of block-scaled GEMMs, flat: ceil(rows / 128) 128 ceil(K / G / 4) 4 bytes).
     rounding "stochastic" (an int seed required) rounds each element up or down by a draw at
-    its row-major index plus offset (docs/numerics.md, "Stochastic rounding")."""
+    its row-major index plus offset (docs/numerics.md, "Stochastic rounding"). rotation_block:
+    x rotated first (hadamard's forward pass in blocks of that many elements, random_signs
+    keyed by seed), in the same pass."""
     dt = _dtype(dtype, DType.E2M1)
-    sr = dict(rounding=rounding, seed=seed, offset=offset)
-    _core.sr_fields(rounding, seed, offset)  # (checked before any allocation)
+    sr = dict(rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs)
+    _core.sr_fields(rounding, seed, offset, _core.rot_fields(rotation_block, random_signs)[2])  # (before allocating)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
     with _Inputs(stream) as inp:
@@ -642,10 +645,11 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
 
 
 def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
-               out_dtype="float32", stream=None):
+               out_dtype="float32", rotation_block=None, random_signs=False, seed=None, stream=None):
     """Microscaling dequantize (the inverse of mx_quant's layout): q [..., K] codes, or for
     dtype "e2m1" uint8 [..., K / 2] two codes a byte; scales and tensor_scale as mx_quant
-    takes them. Returns out_dtype [..., K]."""
+    takes them. Returns out_dtype [..., K], rotated back with rotation_block (the inverse of
+    mx_quant's rotation)."""
     dt = _dtype(dtype, DType.E2M1)
     ot = _dtype(out_dtype, DType.F32)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
@@ -660,7 +664,8 @@ def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, sca
         yk = _rows_view(y.view(), "y")
         y._keep = tuple(_run(qv.device, stream, lambda st, alloc: _core.mx(
             Op.DEQUANTIZE, fl=yk, codes=qk, scales=sv, elem=dt, group_size=group_size, layout=layout,
-            tensor_scale=ts, stream=st, alloc=alloc)))
+            tensor_scale=ts, rotation_block=rotation_block, random_signs=random_signs, seed=seed, stream=st,
+            alloc=alloc)))
         return y
 
 

@@ -1214,23 +1214,30 @@ def _mx_scales_empty(layout, rows, ngroups, nv, device):
                                device=device)
 
 
-def _sr_args(rounding, seed, offset):
-    """The ops' (sr, seed, offset) ints of a public call's rounding options: seed and offset as
-    signed 64-bit values (torch's int), the bits the library takes as uint64"""
-    sr, s, o = _core.sr_fields(rounding, seed, offset)
+def _sr_args(rounding, seed, offset, rotation_block=None, random_signs=False):
+    """The ops' (sr, seed, offset, rotation block, signs) ints of a public call's rounding and
+    rotation options: seed and offset as signed 64-bit values (torch's int), the bits the
+    library takes as uint64"""
+    rot, rb, signs = _core.rot_fields(rotation_block, random_signs)
+    sr, s, o = _core.sr_fields(rounding, seed, offset, signs)
     signed = lambda v: v - (1 << 64) if v >= 1 << 63 else v
-    return sr, signed(s), signed(o)
+    return sr, signed(s), signed(o), rb, signs
 
 
-def _sr_kw(sr, seed, offset):
-    """_core's rounding keywords of the ops' ints"""
-    if not sr:
-        return {}
-    return {"rounding": "stochastic", "seed": seed % (1 << 64), "offset": offset % (1 << 64)}
+def _sr_kw(sr, seed, offset, rb=0, signs=0):
+    """_core's rounding and rotation keywords of the ops' ints"""
+    kw = {}
+    if sr:
+        kw.update(rounding="stochastic", offset=offset % (1 << 64))
+    if sr or signs:
+        kw["seed"] = seed % (1 << 64)
+    if rb:
+        kw.update(rotation_block=rb, random_signs=bool(signs))
+    return kw
 
 
 def _mx_run(op, fl, codes, scales, elem, group_size, layout, rule=0, tensor_scale=None, out_tensor_scale=None,
-            amax_bound=0.0, sr=(0, 0, 0)):
+            amax_bound=0.0, sr=(0, 0, 0, 0, 0)):
     """A microscaling call of the library on [rows, K] views: fl the floats, codes [rows, K or
     K / 2] (x and y by the op's direction); sr: stochastic rounding's (sr, seed, offset)."""
     key = ("mx", op, _g(fl), _g(codes), _g(scales), _g(tensor_scale), _g(out_tensor_scale), elem, group_size, layout,
@@ -1247,12 +1254,13 @@ def _mx_run(op, fl, codes, scales, elem, group_size, layout, rule=0, tensor_scal
 
 
 def _mx_quant_impl(x: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
-                   elem: int, layout: int, sr: int = 0, seed: int = 0, offset: int = 0) -> torch.Tensor:
+                   elem: int, layout: int, sr: int = 0, seed: int = 0, offset: int = 0, rot: int = 0,
+                   signs: int = 0) -> torch.Tensor:
     x2 = _rows(x, "x")
     q = _mx_codes_empty(x.shape, x2.shape[1], elem, x.device)
     if q.numel():
         _mx_run(Op.QUANTIZE, x2, q.view(x2.shape[0], -1), scales, elem, group_size, layout, tensor_scale=tensor_scale,
-                sr=(sr, seed, offset))
+                sr=(sr, seed, offset, rot, signs))
     return q
 
 
@@ -1260,20 +1268,20 @@ _mx_quant = _op("mx_quant", _mx_quant_impl, codes=True)
 
 
 @_mx_quant.register_fake
-def _(x, scales, tensor_scale, group_size, elem, layout, sr=0, seed=0, offset=0):
+def _(x, scales, tensor_scale, group_size, elem, layout, sr=0, seed=0, offset=0, rot=0, signs=0):
     return _mx_codes_empty(x.shape, x.shape[-1], elem, x.device)
 
 
 def _mx_dynamic_impl(x: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int, elem: int, nv: bool,
-                     layout: int, rule: int, amax_bound: float, sr: int = 0, seed: int = 0,
-                     offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     layout: int, rule: int, amax_bound: float, sr: int = 0, seed: int = 0, offset: int = 0,
+                     rot: int = 0, signs: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x2 = _rows(x, "x")
     rows, k = x2.shape
     q, s, g = _mx_dynamic_outputs(x, rows, k, tensor_scale, group_size, elem, nv, layout)
     if q.numel():
         _mx_run(Op.DYNAMIC_QUANTIZE, x2, q.view(rows, -1), s, elem, group_size, layout, rule,
                 tensor_scale=tensor_scale, out_tensor_scale=g if g.numel() else None, amax_bound=amax_bound,
-                sr=(sr, seed, offset))
+                sr=(sr, seed, offset, rot, signs))
     return q, s, g
 
 
@@ -1287,18 +1295,20 @@ _mx_dynamic = _op("mx_dynamic_quant", _mx_dynamic_impl, codes=True)
 
 
 @_mx_dynamic.register_fake
-def _(x, tensor_scale, group_size, elem, nv, layout, rule, amax_bound, sr=0, seed=0, offset=0):
+def _(x, tensor_scale, group_size, elem, nv, layout, rule, amax_bound, sr=0, seed=0, offset=0, rot=0, signs=0):
     k = x.shape[-1] if x.dim() else 1
     return _mx_dynamic_outputs(x, x.numel() // k if k else 0, k, tensor_scale, group_size, elem, nv, layout)
 
 
 def _mx_dequant_impl(q: torch.Tensor, scales: torch.Tensor, tensor_scale: Optional[torch.Tensor], group_size: int,
-                     elem: int, layout: int, out_dtype: torch.dtype) -> torch.Tensor:
+                     elem: int, layout: int, out_dtype: torch.dtype, seed: int = 0, rot: int = 0,
+                     signs: int = 0) -> torch.Tensor:
     q2 = _rows(q, "q")
     k = q2.shape[1] * (2 if elem == int(DType.E2M1) else 1)
     y = torch.empty((*q.shape[:-1], k), dtype=out_dtype, device=q.device)
     if y.numel():
-        _mx_run(Op.DEQUANTIZE, y.view(q2.shape[0], k), q2, scales, elem, group_size, layout, tensor_scale=tensor_scale)
+        _mx_run(Op.DEQUANTIZE, y.view(q2.shape[0], k), q2, scales, elem, group_size, layout, tensor_scale=tensor_scale,
+                sr=(0, seed, 0, rot, signs))
     return y
 
 
@@ -1306,7 +1316,7 @@ _mx_dequant = _op("mx_dequant", _mx_dequant_impl)
 
 
 @_mx_dequant.register_fake
-def _(q, scales, tensor_scale, group_size, elem, layout, out_dtype):
+def _(q, scales, tensor_scale, group_size, elem, layout, out_dtype, seed=0, rot=0, signs=0):
     k = q.shape[-1] * (2 if elem == int(DType.E2M1) else 1)
     return torch.empty((*q.shape[:-1], k), dtype=out_dtype, device=q.device)
 
@@ -2157,7 +2167,8 @@ def _mx_group(group_size, k, elem):
 
 
 def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, scale_dtype=None, scale_layout="row",
-             scale_rule="default", amax_bound=None, rounding="nearest", seed=None, offset=0):
+             scale_rule="default", amax_bound=None, rounding="nearest", seed=None, offset=0, rotation_block=None,
+             random_signs=False):
     """Microscaling quantize of x [..., K] in groups of group_size along the row
     (docs/numerics.md, "Microscaling"), as baracuda_quant.dlpack.mx_quant on torch tensors:
     codes are torch.float4_e2m1fn_x2 [..., K / 2] for "e2m1" (uint8 on a torch without the
@@ -2165,9 +2176,11 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
     tensor_scale for NVFP4) returns q; without, dynamic quantize returns (q, scales, tensor
     scale or None). rounding="stochastic" with an int seed rounds each element up or down
     by a draw at its row-major index plus offset (docs/numerics.md, "Stochastic rounding"):
-    the same seed and offset give the same bits on every GPU and batch split."""
+    the same seed and offset give the same bits on every GPU and batch split. rotation_block:
+    x rotated first, in blocks of that many elements along the row (hadamard's forward pass,
+    random_signs keyed by seed), in the same pass."""
     _check_float("x", x)
-    sr = _sr_args(rounding, seed, offset)
+    sr = _sr_args(rounding, seed, offset, rotation_block, random_signs)
     elem = _mx_elem(dtype)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     k = x.shape[-1] if x.dim() else 1
@@ -2184,15 +2197,18 @@ def mx_quant(x, *, group_size=32, dtype="e2m1", scales=None, tensor_scale=None, 
 
 
 def mx_dequant(q, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, scale_layout="row",
-               out_dtype=torch.float32):
-    """Microscaling dequantize of codes q (mx_quant's) with their scales: out_dtype [..., K]."""
+               out_dtype=torch.float32, rotation_block=None, random_signs=False, seed=None):
+    """Microscaling dequantize of codes q (mx_quant's) with their scales: out_dtype [..., K];
+    with rotation_block, rotated back after (the inverse of mx_quant's rotation)."""
+    _, s, _, rb, signs = _sr_args("nearest", seed, 0, rotation_block, random_signs)
     _check_cuda("q", q)
     elem = _mx_elem(dtype)
     if out_dtype not in FLOAT_DTYPES:
         raise _lib.invalid("out_dtype %s is not a float type" % out_dtype)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     k = (q.shape[-1] if q.dim() else 1) * (2 if elem == int(DType.E2M1) else 1)
-    return _ops(q).mx_dequant(q, scales, tensor_scale, _mx_group(group_size, k, elem), elem, layout, out_dtype)
+    return _ops(q).mx_dequant(q, scales, tensor_scale, _mx_group(group_size, k, elem), elem, layout, out_dtype, s, rb,
+                              signs)
 
 
 def _mx_floats(name, x, scales, group_size, dtype, tensor_scale, scale_layout):
@@ -2207,7 +2223,7 @@ def mx_fake_quant(x, scales, *, group_size=32, dtype="e2m1", tensor_scale=None, 
     """Microscaling fake quantize: mx_dequant(mx_quant(x, scales)) bit for bit (with the same
     rounding options), in x's type; its gradient is the straight-through estimator
     (mx_fake_quant_backward)."""
-    sr = _sr_args(rounding, seed, offset)
+    sr = _sr_args(rounding, seed, offset)[:3]
     elem, layout, g = _mx_floats("x", x, scales, group_size, dtype, tensor_scale, scale_layout)
     return _ops(x, scales).mx_fake_quant(x, scales, tensor_scale, g, elem, layout, *sr)
 

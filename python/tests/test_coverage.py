@@ -43,7 +43,7 @@ def _is_mx(d):
     """A microscaling descriptor (the C library's bq__is_mx)."""
     return (Op(d.op) in (Op.QUANTIZE, Op.DEQUANTIZE, Op.FAKE_QUANTIZE, Op.DYNAMIC_QUANTIZE) and
             (d.int_type == DType.E2M1 or d.scale_type == DType.E4M3 or d.scale_layout == 2 or d.scale_rule != 0 or
-             (d.rounding != 0 and d.granularity == 4 and d.scale_type == DType.UE8M0 and
+             ((d.rounding != 0 or d.rotation != 0) and d.granularity == 4 and d.scale_type == DType.UE8M0 and
               d.int_type in (DType.E4M3, DType.E5M2))))
 
 
@@ -63,6 +63,10 @@ def _mx_call(d):
         f = bq.mx_quant_backward if op == Op.QUANTIZE else bq.mx_fake_quant_backward
         return f(dy, Producer((ROWS, COLS), ft), scales, **kw)
     sr = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
+    rot = {"rotation_block": 16, "random_signs": bool(d.random_signs)} if d.rotation else {}
+    if d.random_signs:
+        rot["seed"] = 1
+    sr.update(rot)
     if op == Op.FAKE_QUANTIZE:
         return bq.mx_fake_quant(Producer((ROWS, COLS), ft), scales, **kw, **sr)
     if op == Op.DYNAMIC_QUANTIZE:
@@ -73,7 +77,7 @@ def _mx_call(d):
                            tensor_scale=ts, scale_layout=lay, **sr)
     q = Producer((ROWS, COLS // 2), DType.U8) if it == DType.E2M1 else Producer((ROWS, COLS), it)
     return bq.mx_dequant(q, scales, group_size=G, dtype=_NAMES[it], tensor_scale=ts, scale_layout=lay,
-                         out_dtype=_NAMES[ft])
+                         out_dtype=_NAMES[ft], **rot)
 
 
 def _scales(gran, st, layout, rows=ROWS, cols=COLS):

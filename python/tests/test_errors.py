@@ -79,7 +79,7 @@ def test_no_driver_raises_runtime_error():
 def test_desc_key_and_struct():
     key = _lib.desc_key(Op.QUANTIZE, granularity=Granularity.PER_TOKEN, float_type=DType.BF16, int_type=DType.U8,
                         qmin=3, qmax=200, scale_type=DType.F32)
-    assert key == (1, 0, 3, 4, 6, 3, 200, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+    assert key == (1, 0, 3, 4, 6, 3, 200, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     d = _lib.make_desc(key, 1)
     assert (d.op, d.float_type, d.int_type, d.qmin, d.qmax, d.scale_type) == (1, 4, 6, 3, 200, 1)
     assert d.granularity == _lib.bq_py_enum(b"BQ_PER_TOKEN")

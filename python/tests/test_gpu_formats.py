@@ -657,3 +657,36 @@ def test_mx_stochastic_rounding(fmt, fname):
     assert step > 0, "no element went the other way"
     sd = step * 0.5 / (vals.numel() ** 0.5)
     assert abs(vals.mean().item() - exact) <= 5 * sd + step * 2.0 ** -17, (vals.mean().item(), exact)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "mxfp8", "nvfp4"])
+@pytest.mark.parametrize("fname", FLOATS)
+def test_mx_fused_rotation(fmt, fname):
+    """mx_quant with rotation_block is hadamard, then mx_quant, bit for bit (static and dynamic
+    scales, with and without the random signs, with stochastic rounding too), and mx_dequant
+    with it is mx_dequant, then the inverse hadamard"""
+    T = getattr(torch, fname)
+    G = 16 if fmt == "nvfp4" else 32
+    x = data((8, 512), T, 41 + len(fmt), specials=False).to(DEV)
+    dtype = torch.float8_e4m3fn if fmt == "mxfp8" else "e2m1"
+    sdt = torch.float8_e4m3fn if fmt == "nvfp4" else torch.float8_e8m0fnu
+    g = torch.tensor([0.0375], dtype=torch.float32, device=DEV) if fmt == "nvfp4" else None
+    kw = dict(group_size=G, dtype=dtype, tensor_scale=g)
+    blocks = [n for n in (2, 16, 64, 128, 256) if n <= 32 * 16 // x.element_size()]
+    for n in blocks:
+        for seed in (None, 0xC0FFEE):
+            signs = dict(random_signs=True, seed=seed) if seed is not None else {}
+            r = bq.hadamard(x, n, seed=seed)
+            q1, s1, _ = bq.mx_quant(x, scale_dtype=sdt, rotation_block=n, **signs, **kw)
+            q2, s2, _ = bq.mx_quant(r, scale_dtype=sdt, **kw)
+            assert torch.equal(s1.view(torch.uint8), s2.view(torch.uint8)), (n, seed, "scales")
+            assert torch.equal(q1.view(torch.uint8), q2.view(torch.uint8)), (n, seed, "dynamic")
+            q3 = bq.mx_quant(x, scales=s2, rotation_block=n, **signs, **kw)
+            assert torch.equal(q3.view(torch.uint8), q2.view(torch.uint8)), (n, seed, "static")
+            sr = dict(rounding="stochastic", seed=7 if seed is None else seed, offset=3)
+            q4 = bq.mx_quant(x, scales=s2, rotation_block=n, random_signs=seed is not None, **sr, **kw)
+            q5 = bq.mx_quant(r, scales=s2, **sr, **kw)
+            assert torch.equal(q4.view(torch.uint8), q5.view(torch.uint8)), (n, seed, "stochastic")
+            y1 = bq.mx_dequant(q2, s2, out_dtype=T, rotation_block=n, **signs, **kw)
+            y2 = bq.hadamard(bq.mx_dequant(q2, s2, out_dtype=T, **kw), n, inverse=True, seed=seed)
+            assert torch.equal(y1, y2), (n, seed, "dequantize")

@@ -42,15 +42,18 @@ def test_package_metadata_version():
     assert dist == bq.__version__
 
 
-def test_desc_rounding_is_the_last_field():
-    assert [f for f, _ in _lib.Desc._fields_[-4:]] == ["scale_layout", "scale_rule", "random_signs", "rounding"]
-    end = _lib.Desc.rounding.offset + _lib.Desc.rounding.size
+def test_desc_rotation_is_the_last_field():
+    assert [f for f, _ in _lib.Desc._fields_[-5:]] == ["scale_layout", "scale_rule", "random_signs", "rounding",
+                                                        "rotation"]
+    end = _lib.Desc.rotation.offset + _lib.Desc.rotation.size
     assert end == ctypes.sizeof(_lib.Desc) == _lib.bq_py_sizeof(b"bq_desc")
     assert _lib.Desc().scale_layout == _enums.ScaleLayout.ROW_MAJOR  # zero-initialized: the default
     assert _lib.Desc().scale_rule == _enums.ScaleRule.DEFAULT
     assert _lib.Desc().random_signs == 0
     assert _lib.Desc().rounding == _enums.Rounding.NEAREST_EVEN
-    assert [f for f, _ in _lib.Args._fields_[-2:]] == ["seed", "offset"] and _lib.Args().offset == 0
+    assert _lib.Desc().rotation == 0
+    assert [f for f, _ in _lib.Args._fields_[-3:]] == ["seed", "offset", "rotation_block"]
+    assert _lib.Args().offset == 0 and _lib.Args().rotation_block == 0
 
 
 def test_block_layout_and_packed_values():
