@@ -1301,42 +1301,53 @@ typedef struct mx_case {
   int computed;         /* NVFP4 dynamic quantize: the tensor scale computed (two passes) */
   int quick;
   int sr;               /* stochastic rounding (seed 7, offset 0) */
+  int rot;              /* the fused rotation's block (0: none) */
 } mx_case;
 #define MX_ALL_FT(op, fmt, lay)                                                                  \
-  {op, fmt, BQ_F32, SIZE_256MIB, 4096, lay, 0, 1, 0}, {op, fmt, BQ_F64, SIZE_256MIB, 4096, lay, 0, 1, 0}, \
-  {op, fmt, BQ_F16, SIZE_256MIB, 4096, lay, 0, 1, 0}, {op, fmt, BQ_BF16, SIZE_256MIB, 4096, lay, 0, 1, 0}
+  {op, fmt, BQ_F32, SIZE_256MIB, 4096, lay, 0, 1, 0, 0}, {op, fmt, BQ_F64, SIZE_256MIB, 4096, lay, 0, 1, 0, 0}, \
+  {op, fmt, BQ_F16, SIZE_256MIB, 4096, lay, 0, 1, 0, 0}, {op, fmt, BQ_BF16, SIZE_256MIB, 4096, lay, 0, 1, 0, 0}
 static const mx_case k_mx[] = {
     /* quantize and dequantize in each format at 256 MiB of floats, every float type */
     MX_ALL_FT(BQ_QUANTIZE, MX_FP8, BQ_SCALES_BLOCKED), MX_ALL_FT(BQ_QUANTIZE, MX_FP4, BQ_SCALES_BLOCKED),
     MX_ALL_FT(BQ_QUANTIZE, MX_NV, BQ_SCALES_BLOCKED), MX_ALL_FT(BQ_DEQUANTIZE, MX_FP8, BQ_SCALES_BLOCKED),
     MX_ALL_FT(BQ_DEQUANTIZE, MX_FP4, BQ_SCALES_BLOCKED), MX_ALL_FT(BQ_DEQUANTIZE, MX_NV, BQ_SCALES_BLOCKED),
     /* dynamic: the activations' shapes, against the FP8 per-group row of groups of 32 */
-    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_ROW_MAJOR, 0, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 1, 1, 0},
-    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 1, 1, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_ROW_MAJOR, 0, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 1, 1, 0, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 1, 1, 0, 0},
     /* stochastic rounding: each against its round-to-nearest row above */
-    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1},
-    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1},
-    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 1},
-    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1},
-    {BQ_QUANTIZE, MX_NV, BQ_BF16, SIZE_256MIB, 4096, BQ_SCALES_BLOCKED, 0, 1, 1},
-    {BQ_QUANTIZE, MX_FP4, BQ_F32, SIZE_256MIB, 4096, BQ_SCALES_BLOCKED, 0, 1, 1},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 1, 0},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1, 0},
+    {BQ_QUANTIZE, MX_NV, BQ_BF16, SIZE_256MIB, 4096, BQ_SCALES_BLOCKED, 0, 1, 1, 0},
+    {BQ_QUANTIZE, MX_FP4, BQ_F32, SIZE_256MIB, 4096, BQ_SCALES_BLOCKED, 0, 1, 1, 0},
+    /* the fused rotation: each against its row without it */
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 16},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 128},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 256},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP4, BQ_BF16, 8192, 14336, BQ_SCALES_BLOCKED, 0, 1, 0, 128},
+    {BQ_DYNAMIC_QUANTIZE, MX_FP8, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 128},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 0, 16},
+    {BQ_DYNAMIC_QUANTIZE, MX_NV, BQ_BF16, 8192, 4096, BQ_SCALES_BLOCKED, 0, 1, 1, 16},
 };
 static const char *const mx_fmt_names[] = {"mxfp8", "mxfp4", "nvfp4"};
 static int64_t mx_rows(const mx_case *c) {
   return c->rows != SIZE_256MIB ? c->rows : (int64_t)(256 * MIB / (size_t)bq__dtype_size(c->ft)) / c->cols;
 }
-/* mx/<op>/fwd/<float>/<format>/[rows,cols]/<rows|blocked>[/g computed][/sr] */
+/* mx/<op>/fwd/<float>/<format>/[rows,cols]/<rows|blocked>[/g computed][/sr][/rot<n>] */
 static void mx_name(const mx_case *c, char *buf, size_t n) {
-  snprintf(buf, n, "mx/%s/fwd/%s/%s/[%lld,%lld]/%s%s%s", c->op == BQ_QUANTIZE ? "quantize" : c->op == BQ_DEQUANTIZE ?
+  char rot[16] = "";
+  if (c->rot) snprintf(rot, sizeof rot, "/rot%d", c->rot);
+  snprintf(buf, n, "mx/%s/fwd/%s/%s/[%lld,%lld]/%s%s%s%s", c->op == BQ_QUANTIZE ? "quantize" : c->op == BQ_DEQUANTIZE ?
            "dequantize" : "dynamic_quantize", bq__dtype_name(c->ft), mx_fmt_names[c->fmt], (long long)mx_rows(c),
            (long long)c->cols, c->layout == BQ_SCALES_BLOCKED ? "blocked" : "rows", c->computed ? "/g_computed" : "",
-           c->sr ? "/sr" : "");
+           c->sr ? "/sr" : "", rot);
 }
 enum { M_F, M_Q, M_S, M_G, M_COUNT };
 typedef struct mx_ctx {
@@ -1370,6 +1381,7 @@ static int run_mx_case(const mx_case *c, row_result *r) {
   d.scale_type = c->fmt == MX_NV ? BQ_E4M3 : BQ_UE8M0;
   d.scale_layout = c->layout;
   d.rounding = c->sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  d.rotation = c->rot != 0;
   mx_ctx x;
   memset(&x, 0, sizeof x);
   if (BQ(bq_plan_select(&d, &x.plan))) return -1; /* the JIT compile stays out of the timing */
@@ -1409,6 +1421,7 @@ static int run_mx_case(const mx_case *c, row_result *r) {
   x.a.cols = cols;
   x.a.group_size = G0;
   if (c->sr) x.a.seed = 7;
+  x.a.rotation_block = c->rot;
   bq_args a0 = x.a;
   if (dyn) a0.out_scales = x.base[M_S];
   else a0.scales = x.base[M_S];
