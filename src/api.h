@@ -125,9 +125,10 @@
      before. The same bits on every GPU, kernel and batch split (docs/numerics.md,
      "Stochastic rounding").
      Fused rotation: desc.rotation = 1 on quantize and dynamic quantize rotates x first, as
-     BQ_HADAMARD's forward pass would (blocks of args.rotation_block along the row, desc.
-     random_signs keyed by args.seed; the rotated values rounded to T), and on dequantize
-     rotates the output back (the inverse): bit for bit the two ops in sequence, in one pass.
+     BQ_HADAMARD's forward pass would (blocks of args.rotation_block along the row, the
+     random signs of desc.random_signs keyed by args.seed; the rotated values rounded to T),
+     and on dequantize rotates the output back (the inverse): bit for bit the two ops in
+     sequence, in one pass.
      It takes calls whose rows and streams are on the 16-byte grid with G 2^k 16-byte
      accesses of floats (k <= 5) and blocks of at most 32 such accesses (else
      BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then quantize).
