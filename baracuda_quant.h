@@ -4447,19 +4447,19 @@ BQ__FN bq_status bq__mx_normalize(const bq_desc *in, bq_desc *d, char *name, siz
 }
 
 /* "mx_dynamic_quantize.fwd.bf16.e2m1.scale_ue8m0.blocked.floor.sm_90", with ".sr" before the
-   target under stochastic rounding, then ".rot" (".rot_signs") with the fused rotation */
+   target under stochastic rounding, then ".rot" with the fused rotation (its random signs are
+   a run-time choice of the same kernel) */
 BQ__FN void bq__mx_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
   snprintf(buf, n, "%s.%s.%s.%s.scale_%s.%s.%s%s%s.%s", bq__mx_label(d), d->direction == BQ_BACKWARD ? "bwd" : "fwd",
            bq__dtype_name(d->float_type),
            bq__dtype_name(d->int_type), bq__dtype_name(d->scale_type), bq__mx_layouts[d->scale_layout],
            bq__mx_rules[d->scale_rule], d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "",
-           !d->rotation ? "" : d->random_signs ? ".rot_signs" : ".rot", tn);
+           d->rotation ? ".rot" : "", tn);
 }
 BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
   static const bq_op ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE, BQ_DYNAMIC_QUANTIZE};
-  if (n >= 8 && (!strcmp(all[n - 1], "rot") || !strcmp(all[n - 1], "rot_signs")))
-    d->rotation = 1, d->random_signs = !strcmp(all[n - 1], "rot_signs"), n--;
+  if (n >= 8 && !strcmp(all[n - 1], "rot")) d->rotation = 1, n--;
   if (n == 8 && !strcmp(all[7], "sr")) d->rounding = BQ_ROUND_STOCHASTIC, n = 7;
   if (n != 7 || (strcmp(all[1], "fwd") && strcmp(all[1], "bwd"))) return 0;
   d->direction = !strcmp(all[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
@@ -4488,7 +4488,7 @@ BQ__FN int bq__mx_from_sku(char *const *all, int n, bq_desc *d) {
    the two roundings (stochastic where the op rounds) */
 BQ__FN void bq__mx_axes(bq_op op, int *outer, int *inner) {
   *outer = 4 * 3;
-  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2 * 3;
+  *inner = (op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_RULES : 1) * 2 * 2;
 }
 BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype elem[] = {BQ_E2M1, BQ_E2M1, BQ_E4M3, BQ_E5M2}, scale[] = {BQ_UE8M0, BQ_E4M3, BQ_UE8M0, BQ_UE8M0};
@@ -4499,8 +4499,7 @@ BQ__FN void bq__mx_vary(bq_desc *in, int outer, int inner) {
   in->scale_layout = (bq_scale_layout)(outer / 4);
   in->scale_rule = (bq_scale_rule)(inner % rules);
   in->rounding = (bq_rounding)(inner / rules % 2);
-  in->rotation = inner / rules / 2 > 0; /* (none, the rotation, with the random signs) */
-  in->random_signs = inner / rules / 2 == 2;
+  in->rotation = inner / rules / 2;
   in->asymmetric = 0;
   in->qmin = in->qmax = 0;
 }
