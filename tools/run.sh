@@ -108,22 +108,22 @@ sanitized() {
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
     export BQ_TEST_SOURCE_DIR=$PWD BARACUDA_QUANT_QUIET=1 BQ_FAKE_DRIVER=$PWD/build-asan/tests/libbq_fake_driver.so
     for t in $suites; do
-      echo "== sanitizers: test_$t"
+      echo "== sanitizers: test_$t (at $((SECONDS - started)) s)"
       if [ $t = sku ]; then build-asan/tests/test_$t --verbose --filter 'sku/*'; else build-asan/tests/test_$t --verbose; fi
       rc=$?
       [ $rc = 0 ] || echo "check asan:test_$t: FAIL (exit $rc)"
     done
-    echo "== sanitizers: the tool (tests/test_tool.sh)"
+    echo "== sanitizers: the tool (tests/test_tool.sh) (at $((SECONDS - started)) s)"
     if bash tests/test_tool.sh build-asan/tools/baracuda-quant "$BQ_FAKE_DRIVER" > build-asan/tool.log 2>&1; then
       echo "check asan:tool: OK ($(tail -1 build-asan/tool.log))"
     else
       grep -E "^FAIL|ERROR|runtime error" build-asan/tool.log | head -20
       echo "check asan:tool: FAIL"
     fi
-    echo "== sanitizers: fuzz corpus"
+    echo "== sanitizers: fuzz corpus (at $((SECONDS - started)) s)"
     if build-asan/tests/fuzz_api tests/fuzz_corpus; then echo "check asan:fuzz_corpus: OK"
     else echo "check asan:fuzz_corpus: FAIL"; fi
-    echo "== sanitizers: fuzz self-test (every enumerated plan; each buffer one element short reported)"
+    echo "== sanitizers: fuzz self-test, every enumerated plan, each buffer one element short (at $((SECONDS - started)) s)"
     if build-asan/tests/fuzz_api --self-test; then echo "check asan:fuzz_self_test: OK"
     else echo "check asan:fuzz_self_test: FAIL"; fi
     libfuzzer
@@ -143,7 +143,7 @@ libfuzzer() {
     echo "check libfuzzer: SKIP (clang with libFuzzer is missing and could not be installed)"
     return
   fi
-  echo "== libFuzzer: tests/fuzz_api.c for $secs s"
+  echo "== libFuzzer: tests/fuzz_api.c for $secs s (at $((SECONDS - started)) s)"
   if ! clang -std=c11 -g -O1 -DBQ_LIBFUZZER -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
        tests/fuzz_api.c -o build-asan/fuzz_api_libfuzzer -ldl -lpthread -lm; then
     echo "check libfuzzer: FAIL (build)"
@@ -179,9 +179,12 @@ test)
   # Tests use a private kernel cache so they never touch the user's.
   export BARACUDA_QUANT_CACHE_DIR=${BARACUDA_QUANT_CACHE_DIR:-$PWD/build/test-kernel-cache}
   set +e
+  t0=$SECONDS
   meson test -C build --print-errorlogs --verbose --num-processes 2 > build/test.log 2>&1
   rc=$?
+  t1=$SECONDS
   sanitized > build/test-asan.log 2>&1
+  t2=$SECONDS
   set -e
   grep -E '^[0-9]+/[0-9]+ |Synthesis|FAIL|Ok:|Fail:|Skipped:' build/test.log || true
   grep -E '^(== |check |\[====\] Synthesis)' build/test-asan.log || true
@@ -190,10 +193,13 @@ test)
   set +e
   python_tests > build/pytest.log 2>&1
   pyrc=$?
+  t3=$SECONDS
   set -e
   grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' build/pytest.log || true
   summary=$(python3 tools/test_summary.py build/meson-logs/testlog.json build/test-asan.log build/pytest.xml)
   echo "wall time: $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s (installs, build and every suite)"
+  echo "phases: installs and build $((t0 - started)) s, suites $((t1 - t0)) s, sanitizers $((t2 - t1)) s," \
+    "python $((t3 - t2)) s"
   echo "$summary"
   case "$summary" in *" 0 failed,"*) ;; *) rc=1 ;; esac
   [ $rc -ne 0 ] || rc=$pyrc
