@@ -931,6 +931,7 @@ static bq_plan *select_checked(const bq_desc *dp, int env, int sm) {
     bq__target t;
     if (bq__desc_from_sku(p->sku, &back, &t)) die("a plan SKU that does not parse back", p->sku);
     back.device = norm.device;
+    if (norm.rotation) back.random_signs = norm.random_signs; /* (the fused rotation's signs: a run-time choice) */
     if (memcmp(&back, &norm, sizeof norm)) die("a plan SKU that parses back to another desc", p->sku);
   }
   return p;
