@@ -2273,6 +2273,13 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   default: return 0;
   }
 }
+/* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
+   args.rotation_block): n a power of two from 2 to 256, else -1 */
+BQ__FN int bq__hadamard_log2(int64_t n) {
+  for (int k = 1; k <= 8; k++)
+    if (((int64_t)1 << k) == n) return k;
+  return -1;
+}
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 /* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
@@ -4616,9 +4623,7 @@ BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
                     "symmetric", p->name);
   if (d->rotation) {
-    int k = 1;
-    while (k <= 8 && ((int64_t)1 << k) != a->rotation_block) k++;
-    if (k > 8)
+    if (bq__hadamard_log2(a->rotation_block) < 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
                       "the fused rotation's block", p->name, (long long)a->rotation_block);
     if (v->cols % a->rotation_block)
@@ -4669,7 +4674,7 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   k.offset = a->offset;
   if (d->rotation) { /* (validated: a power of two, bq_mx_lanes' call) */
-    while (((int64_t)1 << k.rlog2) < a->rotation_block) k.rlog2++;
+    k.rlog2 = bq__hadamard_log2(a->rotation_block);
     k.rsigns = d->random_signs;
   }
   /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries
@@ -5949,8 +5954,6 @@ typedef struct bq_rotate_params {
 } bq_rotate_params;
 #endif
 
-#define BQ__ROTATE_MAX_LOG2N 8 /* blocks of 2 to 256 */
-
 /* BQ_HADAMARD: a float type, either direction (backward: the inverse), per group (the
    default: blocks of args.group_size along the row), random_signs 0 or 1; every other
    field at its default */
@@ -6037,9 +6040,8 @@ BQ__FN bq_status bq__rotate_view_of(const bq_plan *p, const bq_args *a, bq__rota
   const char *n = p->name;
   memset(v, 0, sizeof *v);
   if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
-  int k = 1;
-  while (k <= BQ__ROTATE_MAX_LOG2N && ((int64_t)1 << k) != a->group_size) k++;
-  if (k > BQ__ROTATE_MAX_LOG2N)
+  const int k = bq__hadamard_log2(a->group_size);
+  if (k < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be a power of two from 2 to 256: the "
                     "rotation's block", n, (long long)a->group_size);
   bq__view bv; /* rows, cols, the row strides and the blocks as per group takes them */
@@ -13309,19 +13311,15 @@ static const char bq__src_mx_cu[] =
   "  bq_u32 neg, mask;\n"
   "  bq_c cn;\n"
   "};\n"
-  "static __device__ __forceinline__ bq_mx_rot bq_mx_rot_of(const bq_mx_params &p, bq_i64 t0, int E) {\n"
+  "template <int E> static __device__ __forceinline__ bq_mx_rot bq_mx_rot_of(const bq_mx_params &p, bq_i64 t0) {\n"
   "  bq_mx_rot r;\n"
   "  const int n = 1 << p.rlog2, L = n > E ? n / E : 1;\n"
   "  r.lane = (int)(threadIdx.x & 31);\n"
   "  r.log2n = p.rlog2;\n"
   "  r.mask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (r.lane & -L);\n"
   "  r.cn = bq_rot_c(p.rlog2);\n"
-  "  r.neg = 0;\n"
-  "  if (p.rsigns) { // (one Philox call: E divides 128)\n"
-  "    if (E == 2) r.neg = bq_rot_signs<2>((int)((t0 * 2) % n), n, p.seed_lo, p.seed_hi);\n"
-  "    else if (E == 4) r.neg = bq_rot_signs<4>((int)((t0 * 4) % n), n, p.seed_lo, p.seed_hi);\n"
-  "    else r.neg = bq_rot_signs<8>((int)((t0 * 8) % n), n, p.seed_lo, p.seed_hi);\n"
-  "  }\n"
+  "  // (one Philox call: E divides 128)\n"
+  "  r.neg = p.rsigns ? bq_rot_signs<E>((int)((t0 * E) % n), n, p.seed_lo, p.seed_hi) : 0u;\n"
   "  return r;\n"
   "}\n"
   "// x's elements rotated (forward) and rounded to T, or dequantize's outputs rotated back\n"
@@ -13559,7 +13557,7 @@ static const char bq__src_mx_cu[] =
   "  const float g = bq_mx_g(p);\n"
   "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
   "#if BQ_MX_ROT && !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
-  "  const bq_mx_rot rot = bq_mx_rot_of(p, t0, BQ_MX_E);\n"
+  "  const bq_mx_rot rot = bq_mx_rot_of<BQ_MX_E>(p, t0);\n"
   "#endif\n"
   "  for (bq_i64 i = t0; i < p.items; i += step) {\n"
   "    const bq_i64 r = bq_mx_piece_row(p, i);\n"
@@ -13616,7 +13614,7 @@ static const char bq__src_mx_cu[] =
   "    // the amax of the rotated values, which bq_mx_lanes then quantizes (the same walk); the\n"
   "    // loop is warp-uniform, lanes past the end rotating zeros (their blocks' lanes are all\n"
   "    // past it), so that every lane of a warp takes the same shuffles\n"
-  "    const bq_mx_rot rot = bq_mx_rot_of(p, (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, BQ_MX_E);\n"
+  "    const bq_mx_rot rot = bq_mx_rot_of<BQ_MX_E>(p, (bq_i64)blockIdx.x * blockDim.x + threadIdx.x);\n"
   "    const bq_i64 lane = threadIdx.x & 31;\n"
   "    for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i - lane < n; i += step) {\n"
   "      bq_chunk<bq_t, BQ_MX_E> v;\n"

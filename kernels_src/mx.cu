@@ -78,19 +78,15 @@ struct bq_mx_rot {
   bq_u32 neg, mask;
   bq_c cn;
 };
-static __device__ __forceinline__ bq_mx_rot bq_mx_rot_of(const bq_mx_params &p, bq_i64 t0, int E) {
+template <int E> static __device__ __forceinline__ bq_mx_rot bq_mx_rot_of(const bq_mx_params &p, bq_i64 t0) {
   bq_mx_rot r;
   const int n = 1 << p.rlog2, L = n > E ? n / E : 1;
   r.lane = (int)(threadIdx.x & 31);
   r.log2n = p.rlog2;
   r.mask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (r.lane & -L);
   r.cn = bq_rot_c(p.rlog2);
-  r.neg = 0;
-  if (p.rsigns) { // (one Philox call: E divides 128)
-    if (E == 2) r.neg = bq_rot_signs<2>((int)((t0 * 2) % n), n, p.seed_lo, p.seed_hi);
-    else if (E == 4) r.neg = bq_rot_signs<4>((int)((t0 * 4) % n), n, p.seed_lo, p.seed_hi);
-    else r.neg = bq_rot_signs<8>((int)((t0 * 8) % n), n, p.seed_lo, p.seed_hi);
-  }
+  // (one Philox call: E divides 128)
+  r.neg = p.rsigns ? bq_rot_signs<E>((int)((t0 * E) % n), n, p.seed_lo, p.seed_hi) : 0u;
   return r;
 }
 // x's elements rotated (forward) and rounded to T, or dequantize's outputs rotated back
@@ -328,7 +324,7 @@ static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
   const float g = bq_mx_g(p);
   const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;
 #if BQ_MX_ROT && !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
-  const bq_mx_rot rot = bq_mx_rot_of(p, t0, BQ_MX_E);
+  const bq_mx_rot rot = bq_mx_rot_of<BQ_MX_E>(p, t0);
 #endif
   for (bq_i64 i = t0; i < p.items; i += step) {
     const bq_i64 r = bq_mx_piece_row(p, i);
@@ -385,7 +381,7 @@ extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_AMAX(const bq_mx_para
     // the amax of the rotated values, which bq_mx_lanes then quantizes (the same walk); the
     // loop is warp-uniform, lanes past the end rotating zeros (their blocks' lanes are all
     // past it), so that every lane of a warp takes the same shuffles
-    const bq_mx_rot rot = bq_mx_rot_of(p, (bq_i64)blockIdx.x * blockDim.x + threadIdx.x, BQ_MX_E);
+    const bq_mx_rot rot = bq_mx_rot_of<BQ_MX_E>(p, (bq_i64)blockIdx.x * blockDim.x + threadIdx.x);
     const bq_i64 lane = threadIdx.x & 31;
     for (bq_i64 i = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; i - lane < n; i += step) {
       bq_chunk<bq_t, BQ_MX_E> v;

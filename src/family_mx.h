@@ -284,9 +284,7 @@ BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
                     "symmetric", p->name);
   if (d->rotation) {
-    int k = 1;
-    while (k <= 8 && ((int64_t)1 << k) != a->rotation_block) k++;
-    if (k > 8)
+    if (bq__hadamard_log2(a->rotation_block) < 0)
       return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
                       "the fused rotation's block", p->name, (long long)a->rotation_block);
     if (v->cols % a->rotation_block)
@@ -337,7 +335,7 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   k.offset = a->offset;
   if (d->rotation) { /* (validated: a power of two, bq_mx_lanes' call) */
-    while (((int64_t)1 << k.rlog2) < a->rotation_block) k.rlog2++;
+    k.rlog2 = bq__hadamard_log2(a->rotation_block);
     k.rsigns = d->random_signs;
   }
   /* dynamic quantize into the blocked layout walks the padded tiles, whose padding entries

@@ -1,8 +1,6 @@
 /* ---- the Hadamard rotation: a block-diagonal Walsh-Hadamard transform along each row ------ */
 #include "../kernels_src/rotate_abi.h" /* its entry points and parameter block, as rotate.cu compiles them */
 
-#define BQ__ROTATE_MAX_LOG2N 8 /* blocks of 2 to 256 */
-
 /* BQ_HADAMARD: a float type, either direction (backward: the inverse), per group (the
    default: blocks of args.group_size along the row), random_signs 0 or 1; every other
    field at its default */
@@ -89,9 +87,8 @@ BQ__FN bq_status bq__rotate_view_of(const bq_plan *p, const bq_args *a, bq__rota
   const char *n = p->name;
   memset(v, 0, sizeof *v);
   if (!a) return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args is NULL", n);
-  int k = 1;
-  while (k <= BQ__ROTATE_MAX_LOG2N && ((int64_t)1 << k) != a->group_size) k++;
-  if (k > BQ__ROTATE_MAX_LOG2N)
+  const int k = bq__hadamard_log2(a->group_size);
+  if (k < 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be a power of two from 2 to 256: the "
                     "rotation's block", n, (long long)a->group_size);
   bq__view bv; /* rows, cols, the row strides and the blocks as per group takes them */

@@ -1123,6 +1123,13 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   default: return 0;
   }
 }
+/* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
+   args.rotation_block): n a power of two from 2 to 256, else -1 */
+BQ__FN int bq__hadamard_log2(int64_t n) {
+  for (int k = 1; k <= 8; k++)
+    if (((int64_t)1 << k) == n) return k;
+  return -1;
+}
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 /* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its

@@ -316,6 +316,9 @@ REF_API float refmx_op(const bq_desc *d, int64_t rows, int64_t cols, int64_t G, 
                        const void *x, void *y, const void *dy, void *dx, void *scales, float g, double bound) {
   return refmx_op_sr(d, rows, cols, G, xs, ys, grs, x, y, dy, dx, scales, g, bound, 0, 0);
 }
+/* The largest block the fused rotation takes is 32 accesses of E elements (a warp's worth:
+   bq_mx_lanes' shuffles): the tests draw rot_n = 2 << k for k from 0 to this */
+static inline int refmx_rot_max_shift(int64_t E) { return E == 8 ? 7 : E == 4 ? 6 : 5; }
 /* refmx_op_sr with the fused rotation (desc.rotation, blocks of rot_n): quantize and dynamic
    quantize rotate x first (reference_rotate.h's forward pass into a dense copy of T, signs
    keyed by the seed where desc.random_signs), dequantize rotates y back after (its inverse) */

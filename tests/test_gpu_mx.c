@@ -462,7 +462,7 @@ Test(mx, fused_rotation, .timeout = 900) {
         memset(&c, 0, sizeof c);
         c.force = -1;
         c.G = E << rnd_range(0, 5);
-        g_rot_n = 2 << rnd_range(0, E == 8 ? 7 : E == 4 ? 6 : 5); /* (2 to 32 E) */
+        g_rot_n = 2 << rnd_range(0, refmx_rot_max_shift(E)); /* (2 to 32 E) */
         const int64_t unit = c.G > g_rot_n ? c.G : g_rot_n;
         c.rows = rep == 0 ? 300 : rnd_range(1, 40);
         c.ngroups = unit / c.G * rnd_range(1, 4);

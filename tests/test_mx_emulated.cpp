@@ -164,7 +164,7 @@ static void one_case(int rep) {
   const int64_t G = lanes_case ? (int64_t)E << rnd_range(0, 5)
                                : E2M1 ? gs_even[rnd() % 10] : gs_any[rnd() % 10];
   const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0 && !EMU_ROT;
-  const int rot_n = EMU_ROT ? 2 << rnd_range(0, E == 8 ? 7 : E == 4 ? 6 : 5) : 0; /* (2 to 32 E) */
+  const int rot_n = EMU_ROT ? 2 << rnd_range(0, refmx_rot_max_shift(E)) : 0; /* (2 to 32 E) */
   bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
   bq_args a;
   memset(&a, 0, sizeof a);
@@ -510,7 +510,7 @@ Test(emulated_mx, sr_rows_alone, .timeout = 600) {
     plan_of(&d, &plan, rep);
     const int E = 16 / (int)ts;
     const int64_t G = rep % 2 || EMU_ROT ? (int64_t)E << rnd_range(0, 3) : rep % 4 == 2 ? 48 : NV ? 16 : 32;
-    const int64_t rot_n = EMU_ROT ? 2 << rnd_range(0, E == 8 ? 7 : E == 4 ? 6 : 5) : 1; /* (2 to 32 E) */
+    const int64_t rot_n = EMU_ROT ? 2 << rnd_range(0, refmx_rot_max_shift(E)) : 1; /* (2 to 32 E) */
     const int64_t rows = rnd_range(2, 9), cols = G * rot_n * rnd_range(1, 6), ng = cols / G;
     bq_args a;
     memset(&a, 0, sizeof a);
