@@ -96,6 +96,11 @@
      are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
+     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize and fake quantize
+     (forward, any granularity, integer or FP8 storage) rounds v = C(x) / C(s) down or up,
+     up when (u + 1/2) 2^-16 < its distance from the value below (integers, or the FP8
+     grid), u element i's draw (MICROSCALING below says which bits); then the zero point
+     and saturation as before. args.seed keys it, args.offset shifts i.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -3153,6 +3158,7 @@ enum {
   BQ__AFFINE_MASK,   /* fake quantize per tensor and per channel with args.mask */
   BQ__AFFINE_LEAN,   /* forward quantize and dequantize over small dense tensors */
   BQ__AFFINE_PAIR,   /* bq_affine_lean's two accesses a thread (16-bit quantize) */
+  BQ__AFFINE_SR,     /* stochastic rounding (quantize and fake quantize forward), alone in its SKUs */
   BQ__AFFINE_ENTRIES
 };
 #define BQ_FN_AFFINE bq_affine
@@ -3164,6 +3170,7 @@ enum {
 #define BQ_FN_AFFINE_MASK bq_affine_mask
 #define BQ_FN_AFFINE_LEAN bq_affine_lean
 #define BQ_FN_AFFINE_PAIR bq_affine_pair
+#define BQ_FN_AFFINE_SR bq_affine_sr
 
 /* Every entry point but bq_affine_lean's and bq_affine_pair's */
 typedef struct bq_affine_params {
@@ -3185,6 +3192,12 @@ typedef struct bq_affine_params {
   int gl, parts;
   bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */
 } bq_affine_params;
+/* bq_affine_sr's: the problem, and the draws' key and first index (args.seed, args.offset) */
+typedef struct bq_affine_sr_params {
+  bq_affine_params a;
+  bq_u64 offset;
+  bq_u32 seed_lo, seed_hi;
+} bq_affine_sr_params;
 /* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch
    carries its kernel's parameters, and the pair kernel ran slower taking all of
    bq_affine_params) */
@@ -3236,7 +3249,7 @@ BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
    (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_FLAT) : NULL,                                                  \
    (ch) || (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW) : NULL,                                        \
    (tok) || (grp) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_MASK), (ch) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), \
-   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR) : NULL}
+   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR) : NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -3460,12 +3473,13 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s
   (void)t;
   bq__prelude_types(d, s);
   static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN",
-                                                                  "PAIR"};
+                                                                  "PAIR", "SR"};
   const bq__affine_row *r = bq__affine_row_of(d);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
+  bq__str_fmt(s, "#define BQ_SR %d\n", d->rounding == BQ_ROUND_STOCHASTIC);
   for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], bq__lb_blocks(r->regs[e], 256));
 }
 
@@ -3768,6 +3782,32 @@ BQ__FN int bq__affine_rows(const bq_plan *p, const bq_args *a, const bq__view *v
   return 1;
 }
 
+/* Stochastic rounding: bq_affine_sr, 8 elements a thread over [rows, cols] (per tensor and per
+   channel one dense row), a grid of at most two SM-fulls of threads striding over them */
+BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
+  bq_affine_sr_params k;
+  memset(&k, 0, sizeof k);
+  k.a.in0 = (uint64_t)(uintptr_t)a->x;
+  k.a.out = (uint64_t)(uintptr_t)a->y;
+  k.a.rows = v->rows;
+  k.a.cols = v->cols;
+  k.a.in0_stride = v->xs;
+  k.a.out_stride = v->ys;
+  k.a.group = v->group ? v->group : 1;
+  k.a.gmod = v->gmod ? v->gmod : 1;
+  k.a.grs = v->grs;
+  k.a.scales = (uint64_t)(uintptr_t)a->scales;
+  k.a.zps = (uint64_t)(uintptr_t)a->zero_points;
+  k.a.scale = p->desc.float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+  k.a.zp = a->zero_point;
+  k.offset = a->offset;
+  k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  const bq__limits lim = bq__limits_of(p);
+  const int64_t threads = v->rows * ((v->cols + 7) / 8), cap = 2 * lim.sms * (lim.threads_sm / 256);
+  const int64_t blocks = bq__grid(threads, 256);
+  return bq__launch(p, BQ__AFFINE_SR, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+}
+
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -3775,6 +3815,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   bq_status st = bq__affine_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
+  if (d->rounding == BQ_ROUND_STOCHASTIC) return bq__affine_sr_run(p, a, &v, stream);
   bq_args rq;
   const bq_plan *rp = NULL;
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
@@ -3899,6 +3940,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
   const int fwd = d->direction == BQ_FORWARD, g = d->granularity;
   const int half = d->float_type == BQ_F16 || d->float_type == BQ_BF16;
+  if (d->rounding == BQ_ROUND_STOCHASTIC) return e == BQ__AFFINE_SR; /* (alone in its SKUs) */
   switch (e) {
   case BQ__AFFINE_BLOCKS: return bq__affine_ga(d) > 0;
   case BQ__AFFINE_FLAT: return bq__affine_fr(d) > 0;
@@ -3907,6 +3949,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   case BQ__AFFINE_LEAN: return fwd && d->op != BQ_FAKE_QUANTIZE;
   case BQ__AFFINE_PAIR:
     return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP || g == BQ_PER_BLOCK);
+  case BQ__AFFINE_SR: return 0;
   default: return 1;
   }
 }
@@ -3923,6 +3966,11 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
   if (d->asymmetric)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                     "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
+  if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
+                    "the storage type: quantize and fake quantize, forward", name);
   /* per tensor: the host scalar is in the compute type */
   if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   return BQ_SUCCESS;
@@ -3930,25 +3978,38 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
 /* the variant: elements per access, and accesses a lane (the table's u) */
 BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  char variant[32];
-  snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  char variant[32] = "sr"; /* stochastic rounding: bq_affine_sr alone */
+  if (d->rounding != BQ_ROUND_STOCHASTIC) snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* args.mask: fake quantize's per tensor and per channel */
+/* args.mask: fake quantize's per tensor and per channel (rounding to nearest); args.seed and
+   args.offset: stochastic rounding's */
 BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
-  return d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL)
-             ? BQ__OWNS_MASK
-             : 0;
+  return (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
+                  d->rounding != BQ_ROUND_STOCHASTIC
+              ? BQ__OWNS_MASK
+              : 0) |
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+}
+/* the enumeration's variants: quantize and fake quantize round to nearest or stochastically */
+BQ__FN void bq__affine_axes(bq_op op, int *outer, int *inner) {
+  *outer = 1;
+  *inner = op == BQ_DEQUANTIZE ? 1 : 2;
+}
+BQ__FN void bq__affine_vary(bq_desc *in, int outer, int inner) {
+  (void)outer;
+  in->rounding = (bq_rounding)inner;
 }
 
 static const bq__family bq__affine_family = {
   {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE}, {"quantize", "dequantize", "fake_quantize"}, "affine",
-  bq__affine_normalize, NULL, bq__affine_sku, NULL, NULL, NULL, bq__affine_owns, NULL,
+  bq__affine_normalize, NULL, bq__affine_sku, NULL, bq__affine_axes, bq__affine_vary, bq__affine_owns, NULL,
   "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, 0, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
-    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR)}},
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR),
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}},
   NULL, NULL, NULL};
 
 /* ==== src/family_dynamic.h ================================================================ */
@@ -6145,10 +6206,10 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
-  if (f != &bq__mx_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+  if (f != &bq__mx_family && f != &bq__affine_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
-                    "rounding is offered by the microscaling formats' quantize, fake quantize and dynamic quantize "
-                    "(desc.granularity BQ_PER_GROUP with E2M1, E4M3 or E5M2 storage and UE8M0 or E4M3 scales)",
+                    "rounding is offered by quantize and fake quantize (static scales, integer or FP8 storage) and "
+                    "by the microscaling formats' quantize, fake quantize and dynamic quantize",
                     bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__mx_family && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is the "
@@ -6626,7 +6687,7 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const unsigned owns = p->fam->owns ? p->fam->owns(d) : 0;
   if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
-                    "per channel keep a mask", p->name, a->mask);
+                    "per channel keep a mask (rounding to nearest)", p->name, a->mask);
   if ((a->tensor_scale || a->out_tensor_scale) && !(owns & BQ__OWNS_TENSOR_SCALE))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s (%p) must be NULL: the tensor scale is NVFP4's "
                     "(microscaling, desc.scale_type BQ_E4M3)", p->name,
@@ -6800,6 +6861,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
          (n == 9 || !strcmp(tok[8], "sym") || !strcmp(tok[8], "asym") || !strcmp(tok[8], "static"));
     d.direction = !strcmp(tok[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
     d.asymmetric = n == 10 && !strcmp(tok[8], "asym");
+    if (n == 9 && !strcmp(tok[7], "sr")) d.rounding = BQ_ROUND_STOCHASTIC; /* (the affine family's variant) */
   }
   char name[96];
   bq__kernel_src k;
@@ -7045,6 +7107,7 @@ static const char bq__src_affine_cu[] =
   "  BQ__AFFINE_MASK,   /* fake quantize per tensor and per channel with args.mask */\n"
   "  BQ__AFFINE_LEAN,   /* forward quantize and dequantize over small dense tensors */\n"
   "  BQ__AFFINE_PAIR,   /* bq_affine_lean's two accesses a thread (16-bit quantize) */\n"
+  "  BQ__AFFINE_SR,     /* stochastic rounding (quantize and fake quantize forward), alone in its SKUs */\n"
   "  BQ__AFFINE_ENTRIES\n"
   "};\n"
   "#define BQ_FN_AFFINE bq_affine\n"
@@ -7056,6 +7119,7 @@ static const char bq__src_affine_cu[] =
   "#define BQ_FN_AFFINE_MASK bq_affine_mask\n"
   "#define BQ_FN_AFFINE_LEAN bq_affine_lean\n"
   "#define BQ_FN_AFFINE_PAIR bq_affine_pair\n"
+  "#define BQ_FN_AFFINE_SR bq_affine_sr\n"
   "\n"
   "/* Every entry point but bq_affine_lean's and bq_affine_pair's */\n"
   "typedef struct bq_affine_params {\n"
@@ -7077,6 +7141,12 @@ static const char bq__src_affine_cu[] =
   "  int gl, parts;\n"
   "  bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */\n"
   "} bq_affine_params;\n"
+  "/* bq_affine_sr's: the problem, and the draws' key and first index (args.seed, args.offset) */\n"
+  "typedef struct bq_affine_sr_params {\n"
+  "  bq_affine_params a;\n"
+  "  bq_u64 offset;\n"
+  "  bq_u32 seed_lo, seed_hi;\n"
+  "} bq_affine_sr_params;\n"
   "/* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch\n"
   "   carries its kernel's parameters, and the pair kernel ran slower taking all of\n"
   "   bq_affine_params) */\n"
@@ -8520,6 +8590,59 @@ static const char bq__src_affine_cu[] =
   "}\n"
   "#endif\n"
   "#endif\n"
+  "\n"
+  "#if BQ_SR\n"
+  "// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding ----------------\n"
+  "// A thread takes 8 consecutive elements of a row, one generator call's draws (bq_sr_draws;\n"
+  "// element (r, c) draws at index offset + r * cols + c, so the bits depend on neither the grid\n"
+  "// nor the kernel), and moves them with the widest accesses their alignment allows. Each\n"
+  "// element's parameters come from bq_qparams' walker, positioned once for the 8.\n"
+  "#if BQ_E_AFFINE_SR\n"
+  "extern \"C\" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {\n"
+  "#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE)\n"
+  "  const bq_affine_params &p = sp.a;\n"
+  "  const bq_i64 per = (p.cols + 7) >> 3, n = p.rows * per;\n"
+  "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;\n"
+  "  for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {\n"
+  "    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * 8;\n"
+  "    bq_u32 u[8];\n"
+  "    bq_sr_draws<8>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);\n"
+  "    bq_qparams q;\n"
+  "    bq_qp_at(q, p, r, c0);\n"
+  "    const bq_in0 *x = (const bq_in0 *)p.in0 + r * p.in0_stride + c0;\n"
+  "    bq_out *y = (bq_out *)p.out + r * p.out_stride + c0;\n"
+  "    bq_chunk<bq_in0, 8> a;\n"
+  "    bq_chunk<bq_out, 8> b;\n"
+  "    const bool whole = c0 + 8 <= p.cols;\n"
+  "    if (whole) {\n"
+  "      bq_load(a, x, bq_width(x));\n"
+  "    } else {\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < 8; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int k = 0; k < 8; k++) {\n"
+  "#if BQ_OP == BQ_OP_QUANTIZE\n"
+  "      b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);\n"
+  "#else\n"
+  "      b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));\n"
+  "#endif\n"
+  "      if (k < 7 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)\n"
+  "    }\n"
+  "    if (whole) {\n"
+  "      bq_store(y, b, bq_width(y));\n"
+  "    } else {\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < 8; k++)\n"
+  "        if (c0 + k < p.cols) y[k] = b.e[k];\n"
+  "    }\n"
+  "  }\n"
+  "#else\n"
+  "  (void)sp;\n"
+  "#endif\n"
+  "}\n"
+  "#endif\n"
+  "#endif\n"
 ;
 static const char bq__src_common_cuh[] =
   "// common.cuh - types, conversions and the affine rounding rules shared by every kernel.\n"
@@ -9954,6 +10077,74 @@ static const char bq__src_common_cuh[] =
   "  }\n"
   "}\n"
   "\n"
+  "#if BQ_SR\n"
+  "// The stochastic rounding of v (|v| < top, finite) onto a float grid of MBITS mantissa bits and\n"
+  "// smallest normal exponent EMIN (docs/numerics.md, \"Stochastic rounding\"): |v| = (n + f) q, q\n"
+  "// the grid's step at |v|, n an integer, 0 <= f < 1; (n + 1) q (at most top) when\n"
+  "// (u + 1/2) 2^-16 < f, else n q, v's sign kept. Each step is exact, so C = f32 and f64 give\n"
+  "// the reference's doubles' result; the value is on the grid, so rounding it to nearest into\n"
+  "// the type is exact.\n"
+  "template <int EMIN, int MBITS> static __device__ __forceinline__ bq_c bq_sr_grid(bq_c v, bq_u32 u, bq_c top) {\n"
+  "  const bq_c a = bq_abs(v);\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, EMIN) - MBITS;\n"
+  "  const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);\n"
+  "  const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);\n"
+  "  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);\n"
+  "  const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), top);\n"
+  "  return __longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63)));\n"
+  "#else\n"
+  "  const int e = max((int)(__float_as_uint(a) >> 23) - 127, EMIN) - MBITS;\n"
+  "  const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);\n"
+  "  const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);\n"
+  "  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);\n"
+  "  const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), top);\n"
+  "  return __uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u));\n"
+  "#endif\n"
+  "}\n"
+  "// The same onto the integers (step 1): n + 1 when (u + 1/2) 2^-16 < f, v's sign kept (-0\n"
+  "// stays -0); infinities stay, NaN gives 0 (as rne's does)\n"
+  "static __device__ __forceinline__ bq_c bq_sr_rint(bq_c v, bq_u32 u) {\n"
+  "#if BQ_FT == BQ_TYPE_F64\n"
+  "  const double a = fabs(v), n = floor(a), f = __dsub_rn(a, n), r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);\n"
+  "  const double m = __dadd_rn(n, r < f ? 1.0 : 0.0);\n"
+  "  return v == v ? copysign(m, v) : 0.0;\n"
+  "#else\n"
+  "  const float a = fabsf(v), n = floorf(a), f = __fsub_rn(a, n), r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);\n"
+  "  const float m = __fadd_rn(n, r < f ? 1.0f : 0.0f);\n"
+  "  return v == v ? copysignf(m, v) : 0.0f;\n"
+  "#endif\n"
+  "}\n"
+  "#ifndef BQ_MX_RULE\n"
+  "// Quantize and fake quantize with stochastic rounding in place of rne (the affine family):\n"
+  "// the quotient is C(x) / C(s) correctly rounded (bq_f8_quotient; below 2^-17 it cannot go up,\n"
+  "// so its last bits there do not matter), then the zero point and the saturation as\n"
+  "// bq_quantize's and bq_fake_quantize's, or FP8's grid and saturation\n"
+  "#if BQ_FP8\n"
+  "static __device__ __forceinline__ int bq_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &, bq_u32 u) {\n"
+  "  const bq_c v = bq_f8_quotient(x, s);\n"
+  "  if (!(bq_abs(v) < (bq_c)BQ_F8_MAX)) return bq_f8_of_c(v); // saturates; NaN's code\n"
+  "  return bq_f8_of_c(bq_sr_grid<1 - BQ_F8_BIAS, BQ_F8_M>(v, u, (bq_c)BQ_F8_MAX));\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_fake_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &z, bq_u32 u) {\n"
+  "  return bq_dequantize(bq_quantize_sr(x, s, z, u), s.s, z);\n"
+  "}\n"
+  "#else\n"
+  "static __device__ __forceinline__ int bq_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &z, bq_u32 u) {\n"
+  "  const bq_c r = bq_sr_rint(bq_f8_quotient(x, s), u);\n"
+  "  const int inside = z.base + bq_to_int_rz(bq_sub(r, z.lo));\n"
+  "  const int below = r < z.lo ? BQ_QMIN : inside;\n"
+  "  return r > z.hi ? BQ_QMAX : below;\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_c bq_fake_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &z, bq_u32 u) {\n"
+  "  const bq_c r = bq_add(bq_sr_rint(bq_f8_quotient(x, s), u), (bq_c)0); // + 0 turns -0 into the integer 0\n"
+  "  const bq_c below = r < z.lo ? z.a : r;\n"
+  "  return bq_mul(r > z.hi ? z.b : below, s.s);\n"
+  "}\n"
+  "#endif\n"
+  "#endif\n"
+  "#endif\n"
+  "\n"
   "// ---- the microscaling formats (BQ_MX_RULE defined: mx.cu, and fused.cu producing them) ----------\n"
   "// Prelude defines: BQ_IT BQ_TYPE_E2M1, _E4M3 or _E5M2; BQ_ST BQ_TYPE_UE8M0, or BQ_TYPE_E4M3 (NVFP4);\n"
   "// BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).\n"
@@ -10023,23 +10214,8 @@ static const char bq__src_common_cuh[] =
   "#define BQ_MX_EMIN (-14)\n"
   "#endif\n"
   "static __device__ __forceinline__ int bq_mx_elem_sr(bq_c v, bq_u32 u) {\n"
-  "  const bq_c a = bq_abs(v);\n"
-  "  if (!(a < (bq_c)BQ_MX_MAX)) return bq_mx_elem_of(v);\n"
-  "#if BQ_FT == BQ_TYPE_F64\n"
-  "  const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, BQ_MX_EMIN) - BQ_MX_MBITS;\n"
-  "  const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);\n"
-  "  const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);\n"
-  "  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);\n"
-  "  const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), (double)BQ_MX_MAX);\n"
-  "  return bq_mx_elem_of(__longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63))));\n"
-  "#else\n"
-  "  const int e = max((int)(__float_as_uint(a) >> 23) - 127, BQ_MX_EMIN) - BQ_MX_MBITS;\n"
-  "  const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);\n"
-  "  const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);\n"
-  "  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);\n"
-  "  const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), BQ_MX_MAX);\n"
-  "  return bq_mx_elem_of(__uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u)));\n"
-  "#endif\n"
+  "  if (!(bq_abs(v) < (bq_c)BQ_MX_MAX)) return bq_mx_elem_of(v);\n"
+  "  return bq_mx_elem_of(bq_sr_grid<BQ_MX_EMIN, BQ_MX_MBITS>(v, u, (bq_c)BQ_MX_MAX));\n"
   "}\n"
   "#endif\n"
   "\n"

@@ -17,6 +17,7 @@ enum {
   BQ__AFFINE_MASK,   /* fake quantize per tensor and per channel with args.mask */
   BQ__AFFINE_LEAN,   /* forward quantize and dequantize over small dense tensors */
   BQ__AFFINE_PAIR,   /* bq_affine_lean's two accesses a thread (16-bit quantize) */
+  BQ__AFFINE_SR,     /* stochastic rounding (quantize and fake quantize forward), alone in its SKUs */
   BQ__AFFINE_ENTRIES
 };
 #define BQ_FN_AFFINE bq_affine
@@ -28,6 +29,7 @@ enum {
 #define BQ_FN_AFFINE_MASK bq_affine_mask
 #define BQ_FN_AFFINE_LEAN bq_affine_lean
 #define BQ_FN_AFFINE_PAIR bq_affine_pair
+#define BQ_FN_AFFINE_SR bq_affine_sr
 
 /* Every entry point but bq_affine_lean's and bq_affine_pair's */
 typedef struct bq_affine_params {
@@ -49,6 +51,12 @@ typedef struct bq_affine_params {
   int gl, parts;
   bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */
 } bq_affine_params;
+/* bq_affine_sr's: the problem, and the draws' key and first index (args.seed, args.offset) */
+typedef struct bq_affine_sr_params {
+  bq_affine_params a;
+  bq_u64 offset;
+  bq_u32 seed_lo, seed_hi;
+} bq_affine_sr_params;
 /* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch
    carries its kernel's parameters, and the pair kernel ran slower taking all of
    bq_affine_params) */

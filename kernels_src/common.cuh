@@ -1407,6 +1407,74 @@ template <int N> static __device__ __forceinline__ void bq_sr_draws(bq_u64 i0, b
   }
 }
 
+#if BQ_SR
+// The stochastic rounding of v (|v| < top, finite) onto a float grid of MBITS mantissa bits and
+// smallest normal exponent EMIN (docs/numerics.md, "Stochastic rounding"): |v| = (n + f) q, q
+// the grid's step at |v|, n an integer, 0 <= f < 1; (n + 1) q (at most top) when
+// (u + 1/2) 2^-16 < f, else n q, v's sign kept. Each step is exact, so C = f32 and f64 give
+// the reference's doubles' result; the value is on the grid, so rounding it to nearest into
+// the type is exact.
+template <int EMIN, int MBITS> static __device__ __forceinline__ bq_c bq_sr_grid(bq_c v, bq_u32 u, bq_c top) {
+  const bq_c a = bq_abs(v);
+#if BQ_FT == BQ_TYPE_F64
+  const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, EMIN) - MBITS;
+  const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);
+  const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);
+  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);
+  const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), top);
+  return __longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63)));
+#else
+  const int e = max((int)(__float_as_uint(a) >> 23) - 127, EMIN) - MBITS;
+  const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);
+  const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);
+  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);
+  const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), top);
+  return __uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u));
+#endif
+}
+// The same onto the integers (step 1): n + 1 when (u + 1/2) 2^-16 < f, v's sign kept (-0
+// stays -0); infinities stay, NaN gives 0 (as rne's does)
+static __device__ __forceinline__ bq_c bq_sr_rint(bq_c v, bq_u32 u) {
+#if BQ_FT == BQ_TYPE_F64
+  const double a = fabs(v), n = floor(a), f = __dsub_rn(a, n), r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);
+  const double m = __dadd_rn(n, r < f ? 1.0 : 0.0);
+  return v == v ? copysign(m, v) : 0.0;
+#else
+  const float a = fabsf(v), n = floorf(a), f = __fsub_rn(a, n), r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);
+  const float m = __fadd_rn(n, r < f ? 1.0f : 0.0f);
+  return v == v ? copysignf(m, v) : 0.0f;
+#endif
+}
+#ifndef BQ_MX_RULE
+// Quantize and fake quantize with stochastic rounding in place of rne (the affine family):
+// the quotient is C(x) / C(s) correctly rounded (bq_f8_quotient; below 2^-17 it cannot go up,
+// so its last bits there do not matter), then the zero point and the saturation as
+// bq_quantize's and bq_fake_quantize's, or FP8's grid and saturation
+#if BQ_FP8
+static __device__ __forceinline__ int bq_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &, bq_u32 u) {
+  const bq_c v = bq_f8_quotient(x, s);
+  if (!(bq_abs(v) < (bq_c)BQ_F8_MAX)) return bq_f8_of_c(v); // saturates; NaN's code
+  return bq_f8_of_c(bq_sr_grid<1 - BQ_F8_BIAS, BQ_F8_M>(v, u, (bq_c)BQ_F8_MAX));
+}
+static __device__ __forceinline__ bq_c bq_fake_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &z, bq_u32 u) {
+  return bq_dequantize(bq_quantize_sr(x, s, z, u), s.s, z);
+}
+#else
+static __device__ __forceinline__ int bq_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &z, bq_u32 u) {
+  const bq_c r = bq_sr_rint(bq_f8_quotient(x, s), u);
+  const int inside = z.base + bq_to_int_rz(bq_sub(r, z.lo));
+  const int below = r < z.lo ? BQ_QMIN : inside;
+  return r > z.hi ? BQ_QMAX : below;
+}
+static __device__ __forceinline__ bq_c bq_fake_quantize_sr(bq_c x, const bq_scale &s, const bq_zp &z, bq_u32 u) {
+  const bq_c r = bq_add(bq_sr_rint(bq_f8_quotient(x, s), u), (bq_c)0); // + 0 turns -0 into the integer 0
+  const bq_c below = r < z.lo ? z.a : r;
+  return bq_mul(r > z.hi ? z.b : below, s.s);
+}
+#endif
+#endif
+#endif
+
 // ---- the microscaling formats (BQ_MX_RULE defined: mx.cu, and fused.cu producing them) ----------
 // Prelude defines: BQ_IT BQ_TYPE_E2M1, _E4M3 or _E5M2; BQ_ST BQ_TYPE_UE8M0, or BQ_TYPE_E4M3 (NVFP4);
 // BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).
@@ -1476,23 +1544,8 @@ static __device__ __forceinline__ bq_c bq_mx_elem_to_c(int c) { return bq_f8_to_
 #define BQ_MX_EMIN (-14)
 #endif
 static __device__ __forceinline__ int bq_mx_elem_sr(bq_c v, bq_u32 u) {
-  const bq_c a = bq_abs(v);
-  if (!(a < (bq_c)BQ_MX_MAX)) return bq_mx_elem_of(v);
-#if BQ_FT == BQ_TYPE_F64
-  const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, BQ_MX_EMIN) - BQ_MX_MBITS;
-  const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);
-  const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);
-  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);
-  const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), (double)BQ_MX_MAX);
-  return bq_mx_elem_of(__longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63))));
-#else
-  const int e = max((int)(__float_as_uint(a) >> 23) - 127, BQ_MX_EMIN) - BQ_MX_MBITS;
-  const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);
-  const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);
-  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);
-  const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), BQ_MX_MAX);
-  return bq_mx_elem_of(__uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u)));
-#endif
+  if (!(bq_abs(v) < (bq_c)BQ_MX_MAX)) return bq_mx_elem_of(v);
+  return bq_mx_elem_of(bq_sr_grid<BQ_MX_EMIN, BQ_MX_MBITS>(v, u, (bq_c)BQ_MX_MAX));
 }
 #endif
 

@@ -96,6 +96,11 @@
      are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
+     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize and fake quantize
+     (forward, any granularity, integer or FP8 storage) rounds v = C(x) / C(s) down or up,
+     up when (u + 1/2) 2^-16 < its distance from the value below (integers, or the FP8
+     grid), u element i's draw (MICROSCALING below says which bits); then the zero point
+     and saturation as before. args.seed keys it, args.offset shifts i.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor

@@ -23,7 +23,7 @@ BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
    (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_FLAT) : NULL,                                                  \
    (ch) || (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW) : NULL,                                        \
    (tok) || (grp) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_MASK), (ch) ? NULL : BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), \
-   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR) : NULL}
+   (tok) || (grp) ? BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR) : NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}
 
 /* The affine dispatch table: a row per op, direction, granularity and float type (the int
    type and q-range change no choice), in that order, each the fastest setting measured on
@@ -247,12 +247,13 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s
   (void)t;
   bq__prelude_types(d, s);
   static const char *const lb_names[BQ__AFFINE_ENTRIES] = {"ROW", "COLS", "ODD", "BLOCKS", "FLAT", "NARROW", "MASK", "LEAN",
-                                                                  "PAIR"};
+                                                                  "PAIR", "SR"};
   const bq__affine_row *r = bq__affine_row_of(d);
   bq__str_fmt(s, "#define BQ_OP %s\n#define BQ_DIR %s\n#define BQ_GRAN %s\n#define BQ_U %d\n#define BQ_GA %d\n"
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
+  bq__str_fmt(s, "#define BQ_SR %d\n", d->rounding == BQ_ROUND_STOCHASTIC);
   for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], bq__lb_blocks(r->regs[e], 256));
 }
 
@@ -555,6 +556,32 @@ BQ__FN int bq__affine_rows(const bq_plan *p, const bq_args *a, const bq__view *v
   return 1;
 }
 
+/* Stochastic rounding: bq_affine_sr, 8 elements a thread over [rows, cols] (per tensor and per
+   channel one dense row), a grid of at most two SM-fulls of threads striding over them */
+BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
+  bq_affine_sr_params k;
+  memset(&k, 0, sizeof k);
+  k.a.in0 = (uint64_t)(uintptr_t)a->x;
+  k.a.out = (uint64_t)(uintptr_t)a->y;
+  k.a.rows = v->rows;
+  k.a.cols = v->cols;
+  k.a.in0_stride = v->xs;
+  k.a.out_stride = v->ys;
+  k.a.group = v->group ? v->group : 1;
+  k.a.gmod = v->gmod ? v->gmod : 1;
+  k.a.grs = v->grs;
+  k.a.scales = (uint64_t)(uintptr_t)a->scales;
+  k.a.zps = (uint64_t)(uintptr_t)a->zero_points;
+  k.a.scale = p->desc.float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+  k.a.zp = a->zero_point;
+  k.offset = a->offset;
+  k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  const bq__limits lim = bq__limits_of(p);
+  const int64_t threads = v->rows * ((v->cols + 7) / 8), cap = 2 * lim.sms * (lim.threads_sm / 256);
+  const int64_t blocks = bq__grid(threads, 256);
+  return bq__launch(p, BQ__AFFINE_SR, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
+}
+
 BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws;
   (void)ws_bytes;
@@ -562,6 +589,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   bq_status st = bq__affine_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
+  if (d->rounding == BQ_ROUND_STOCHASTIC) return bq__affine_sr_run(p, a, &v, stream);
   bq_args rq;
   const bq_plan *rp = NULL;
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
@@ -686,6 +714,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
   const int fwd = d->direction == BQ_FORWARD, g = d->granularity;
   const int half = d->float_type == BQ_F16 || d->float_type == BQ_BF16;
+  if (d->rounding == BQ_ROUND_STOCHASTIC) return e == BQ__AFFINE_SR; /* (alone in its SKUs) */
   switch (e) {
   case BQ__AFFINE_BLOCKS: return bq__affine_ga(d) > 0;
   case BQ__AFFINE_FLAT: return bq__affine_fr(d) > 0;
@@ -694,6 +723,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   case BQ__AFFINE_LEAN: return fwd && d->op != BQ_FAKE_QUANTIZE;
   case BQ__AFFINE_PAIR:
     return fwd && d->op == BQ_QUANTIZE && half && (g == BQ_PER_TOKEN || g == BQ_PER_GROUP || g == BQ_PER_BLOCK);
+  case BQ__AFFINE_SR: return 0;
   default: return 1;
   }
 }
@@ -710,6 +740,11 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
   if (d->asymmetric)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT,
                     "%s: desc.asymmetric (%d) applies to dynamic quantize only", name, d->asymmetric);
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
+  if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
+                    "the storage type: quantize and fake quantize, forward", name);
   /* per tensor: the host scalar is in the compute type */
   if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   return BQ_SUCCESS;
@@ -717,23 +752,36 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
 /* the variant: elements per access, and accesses a lane (the table's u) */
 BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  char variant[32];
-  snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  char variant[32] = "sr"; /* stochastic rounding: bq_affine_sr alone */
+  if (d->rounding != BQ_ROUND_STOCHASTIC) snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* args.mask: fake quantize's per tensor and per channel */
+/* args.mask: fake quantize's per tensor and per channel (rounding to nearest); args.seed and
+   args.offset: stochastic rounding's */
 BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
-  return d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL)
-             ? BQ__OWNS_MASK
-             : 0;
+  return (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
+                  d->rounding != BQ_ROUND_STOCHASTIC
+              ? BQ__OWNS_MASK
+              : 0) |
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+}
+/* the enumeration's variants: quantize and fake quantize round to nearest or stochastically */
+BQ__FN void bq__affine_axes(bq_op op, int *outer, int *inner) {
+  *outer = 1;
+  *inner = op == BQ_DEQUANTIZE ? 1 : 2;
+}
+BQ__FN void bq__affine_vary(bq_desc *in, int outer, int inner) {
+  (void)outer;
+  in->rounding = (bq_rounding)inner;
 }
 
 static const bq__family bq__affine_family = {
   {BQ_QUANTIZE, BQ_DEQUANTIZE, BQ_FAKE_QUANTIZE}, {"quantize", "dequantize", "fake_quantize"}, "affine",
-  bq__affine_normalize, NULL, bq__affine_sku, NULL, NULL, NULL, bq__affine_owns, NULL,
+  bq__affine_normalize, NULL, bq__affine_sku, NULL, bq__affine_axes, bq__affine_vary, bq__affine_owns, NULL,
   "affine.cu", bq__text_affine_cu, bq__affine_prelude, bq__affine_vec, 0, bq__affine_shape, bq__affine_check,
   bq__no_workspace, bq__affine_run, bq__affine_has, NULL,
   {BQ__AFFINE_NAMES(0, 0, 0), BQ__AFFINE_NAMES(1, 0, 0), BQ__AFFINE_NAMES(0, 1, 0), BQ__AFFINE_NAMES(0, 0, 1),
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
-    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR)}},
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR),
+    BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}},
   NULL, NULL, NULL};

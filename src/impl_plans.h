@@ -38,10 +38,10 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
-  if (f != &bq__mx_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+  if (f != &bq__mx_family && f != &bq__affine_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
-                    "rounding is offered by the microscaling formats' quantize, fake quantize and dynamic quantize "
-                    "(desc.granularity BQ_PER_GROUP with E2M1, E4M3 or E5M2 storage and UE8M0 or E4M3 scales)",
+                    "rounding is offered by quantize and fake quantize (static scales, integer or FP8 storage) and "
+                    "by the microscaling formats' quantize, fake quantize and dynamic quantize",
                     bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__mx_family && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is the "
@@ -519,7 +519,7 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const unsigned owns = p->fam->owns ? p->fam->owns(d) : 0;
   if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
-                    "per channel keep a mask", p->name, a->mask);
+                    "per channel keep a mask (rounding to nearest)", p->name, a->mask);
   if ((a->tensor_scale || a->out_tensor_scale) && !(owns & BQ__OWNS_TENSOR_SCALE))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s (%p) must be NULL: the tensor scale is NVFP4's "
                     "(microscaling, desc.scale_type BQ_E4M3)", p->name,

@@ -70,6 +70,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
          (n == 9 || !strcmp(tok[8], "sym") || !strcmp(tok[8], "asym") || !strcmp(tok[8], "static"));
     d.direction = !strcmp(tok[1], "bwd") ? BQ_BACKWARD : BQ_FORWARD;
     d.asymmetric = n == 10 && !strcmp(tok[8], "asym");
+    if (n == 9 && !strcmp(tok[7], "sr")) d.rounding = BQ_ROUND_STOCHASTIC; /* (the affine family's variant) */
   }
   char name[96];
   bq__kernel_src k;

@@ -787,7 +787,7 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   if (d->op <= BQ_FAKE_QUANTIZE && d->granularity != BQ_PER_TENSOR && !fp8 && !x4 && !bq__is_mx(d) && odd)
     a->zero_points = (const int32_t *)(uintptr_t)region(21);
   if (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
-      (v == 2 || v == 3))
+      d->rounding == BQ_ROUND_NEAREST_EVEN && (v == 2 || v == 3))
     a->mask = (void *)(uintptr_t)region(22);
   if (d->op == BQ_RMSNORM_QUANTIZE && (v == 1 || v == 2 || v == 5)) a->residual = (void *)(uintptr_t)extra;
   if (d->op == BQ_RMSNORM_QUANTIZE && v == 3) a->residual = (void *)(uintptr_t)a->x, a->residual_row_stride = 0;

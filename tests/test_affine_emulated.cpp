@@ -16,7 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
-#include "reference.h"
+#include "reference_sr.h"
 
 #include "emulator/cuda_emulator.h"
 
@@ -81,6 +81,10 @@ static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_l
 #if EMU_HAS_PAIR
 static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_pair_params *)p); }
 #endif
+/* stochastic rounding (round=sr): quantize and fake quantize forward take bq_affine_sr alone */
+#if EMU_SR
+static void k_affine_sr(const void *p) { emu_aff::bq_affine_sr(*(const bq_affine_sr_params *)p); }
+#endif
 static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
 /* launches of the channel-innermost kernel, of bq_affine_odd, bq_affine, bq_affine_blocks,
    bq_affine_flat and bq_affine_narrow */
@@ -109,6 +113,9 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
   g_pair += k == k_affine_pair;
 #endif
   g_even += k == k_affine;
+#if EMU_SR
+  cr_assert(k == k_affine_sr, "stochastic rounding launched another kernel");
+#endif
 }
 static void init(void) {
   emu_test_init();
@@ -135,6 +142,7 @@ static bq_desc the_desc(void) {
   d.qmax = EMU_QMAX;
   d.scale_type = (bq_dtype)EMU_ST;
   d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
+  d.rounding = EMU_SR ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
   return d;
 }
 
@@ -279,6 +287,9 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #if EMU_HAS_PAIR
   entry.fn[BQ__AFFINE_PAIR] = (bq__CUfunction)k_affine_pair; /* the lean route's 16-bit quantize in pairs */
 #endif
+#if EMU_SR
+  entry.fn[BQ__AFFINE_SR] = (bq__CUfunction)k_affine_sr;
+#endif
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = g_num_sms;
 
@@ -376,6 +387,13 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
     /* FP8 and packed scales take none */
     a.zero_points = !FP8 && !X4 && (g_zps < 0 ? rnd() % 4 != 0 : g_zps) ? zb.data() : NULL;
   }
+#if EMU_SR /* the draws' key and first index: sometimes near 2^64 (the index wraps) */
+  a.seed = rnd();
+  const int ko = (int)(rnd() % 4);
+  a.offset = ko == 0 ? 0 : ko == 1 ? rnd() % 1000 : ko == 2 ? rnd() : ~0ull - rnd() % 5000;
+  snprintf(what + strlen(what), sizeof what - strlen(what), " sr %llx+%llu", (unsigned long long)a.seed,
+           (unsigned long long)a.offset);
+#endif
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   cr_assert_eq(g_launches, otot > 0 ? 1 : 0, "%s", what);
@@ -385,14 +403,14 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   if (bwd) r.dx = exp;
   else r.y = exp;
   if (EMU_GRAN == BQ_GRAN_TENSOR) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
-  cr_assert_eq(ref_run(&d, &r), 0, "%s", what);
+  cr_assert_eq(EMU_SR ? ref_run_sr(&d, &r) : ref_run(&d, &r), 0, "%s", what);
   char msg[2048];
   int64_t total = guard + off_o + otot + guard;
   size_t bad = ref_compare(ot, e0, o0, total, msg, sizeof msg);
   cr_assert_eq(bad, 0, "%zu of %lld elements differ (index from the buffer's front, output at %lld):\n%s| %s", bad,
                (long long)total, (long long)(guard + off_o), msg, what);
   (void)yt;
-#if EMU_MASK
+#if EMU_MASK && !EMU_SR
   /* Again with a saved mask (bq_affine_mask): the forward pass writes y and the mask, the
      backward pass reads random mask words and no x. Output and mask start poisoned, with
      guard words either side that must stay so. */
@@ -427,6 +445,47 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   g_last = taken;
 #endif
 }
+
+#if EMU_SR
+/* Stochastic rounding element by element: bq_quantize_sr and bq_fake_quantize_sr against
+   reference_sr.h on 2^20 (value, draw) pairs, a quarter of them on the draw's threshold
+   (n + (u + 1/2) 2^-16, which goes down) and a quarter one ulp of C either side of it, by
+   scales that are powers of two (the quotient exact) and zero points across the q-range */
+Test(emulated_affine, sr_element, .timeout = 600) {
+  const int f64 = EMU_T == BQ_TYPE_F64;
+  for (int k = 0; k < (1 << 20); k++) {
+    const unsigned u = (unsigned)(rnd() & 0xffff);
+    const double th = (double)rnd_range(-127, 127) + copysign((u + 0.5) * 0x1p-16, (rnd() & 1) ? 1.0 : -1.0);
+    double v;
+    switch (k % 8) {
+    case 0: case 1: v = th; break;
+    case 2: v = f64 ? nextafter(th, INFINITY) : (double)nextafterf((float)th, INFINITY); break;
+    case 3: v = f64 ? nextafter(th, -INFINITY) : (double)nextafterf((float)th, -INFINITY); break;
+    case 4: { static const double sp[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e30, -1e30, 0x1p-20, -0x1p-17, 447.9, 57343.0};
+              v = sp[rnd() % (sizeof sp / sizeof sp[0])]; break; }
+    case 5: v = ldexp(rnd_unit() - 0.5, (int)rnd_range(-24, 18)); break;
+    default: v = (rnd_unit() - 0.5) * 600.0; break;
+    }
+    const double sc = ldexp(1.0, (int)rnd_range(-6, 6));
+    const int32_t zp = FP8 ? 0 : (int32_t)rnd_range(EMU_QMIN, EMU_QMAX);
+    const emu_aff::bq_c x = (emu_aff::bq_c)(v * sc), s = (emu_aff::bq_c)sc;
+    const emu_aff::bq_scale bs = emu_aff::bq_scale_of(s);
+    const emu_aff::bq_zp bz = emu_aff::bq_zp_of(zp);
+    const double vq = f64 ? (double)x / (double)s : (double)((float)x / (float)s);
+    const int32_t want = FP8 ? (int32_t)refmx_code_sr(I, vq, u) : ref_sr_sat(ref_sr_int(vq, u), zp, EMU_QMIN, EMU_QMAX);
+#if EMU_OP == BQ_OP_QUANTIZE
+    const int32_t got = emu_aff::bq_quantize_sr(x, bs, bz, u);
+    cr_assert_eq(got, want, "x %a / s %a (zp %d) draw %u: %d, expected %d", (double)x, (double)s, zp, u, got, want);
+#else
+    const double y = (double)emu_aff::bq_fake_quantize_sr(x, bs, bz, u);
+    const double ye = FP8 ? (f64 ? ref_fp8_dequantize_d(want, sc, I) : (double)ref_fp8_dequantize_f(want, (float)sc, I))
+                          : (f64 ? ref_dequantize_d(want, sc, zp) : (double)ref_dequantize_f(want, (float)sc, zp));
+    cr_assert((y == ye && signbit(y) == signbit(ye)) || (y != y && ye != ye), "x %a / s %a (zp %d) draw %u: %a, expected %a",
+              (double)x, (double)s, zp, u, y, ye);
+#endif
+  }
+}
+#endif
 
 Test(emulated_affine, shapes, .timeout = 600) {
   /* Per channel and per group, a third and a quarter of the cases are shaped for
@@ -569,7 +628,7 @@ Test(emulated_affine, shapes, .timeout = 600) {
   if (!EMU_LEAN) cr_assert(g_lean + g_pair == 0, "%d cases took bq_affine_lean or bq_affine_pair", g_lean + g_pair);
 }
 
-#if EMU_MASK
+#if EMU_MASK && !EMU_SR
 /* bq_affine_mask over the sizes its chunks (32 accesses, two a warp) fall on either side of,
    with every stream on the 16-byte grid (the vector path) and off it (element by element);
    per channel, runs of one channel that are whole accesses (a scale an access) and not */
@@ -602,6 +661,7 @@ Test(emulated_affine, mask, .timeout = 600) {
 }
 #endif
 
+#if !EMU_SR /* (stochastic rounding has the one) */
 /* ---- every entry point by name --------------------------------------------------------- */
 /* One case with the host made to take `entry` (bq__affine_force_entry): it must launch `fn`. */
 static void named_case(int entry, emu_kernel fn, const char *name, bq_args a, int64_t np, int off, const char *what) {
@@ -836,3 +896,4 @@ Test(emulated_affine, by_name, .timeout = 600) {
 #endif
 #endif
 }
+#endif

@@ -12,7 +12,7 @@
    Without a usable CUDA driver/device every test is skipped. */
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
-#include "reference.h"
+#include "reference_sr.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -360,7 +360,9 @@ static void prep_check(prep *P)
   size_t oes = ref_dtype_size(P->ot), bad;
   char msg[4096];
   memset(P->expected, P->c.poison, P->out.total);
-  cr_assert_eq(ref_run(&P->c.d, &P->ha), 0, "reference rejected the case: %s", P->what);
+  const int sr = P->c.d.rounding == BQ_ROUND_STOCHASTIC;
+  cr_assert_eq(sr ? ref_run_sr(&P->c.d, &P->ha) : ref_run(&P->c.d, &P->ha), 0, "reference rejected the case: %s",
+               P->what);
   BQ_OK(bq_memcpy_to_host(P->got, P->out.dev, P->out.total), "%s", P->what);
   bad = ref_compare_output(&P->c.d, &P->ha, P->expected, P->got, (int64_t)(P->out.total / oes),
                            (int64_t)(P->out.pre / oes), msg, sizeof msg);
@@ -392,6 +394,14 @@ static void run_case(const gcase *c)
   void *wsp = NULL;
   prep_init(&P, c);
   prep_generate(&P, 0);
+  if (c->d.rounding == BQ_ROUND_STOCHASTIC) { /* the draws' key and first index: now and then near 2^64 */
+    const int k = (int)(rnd() % 4);
+    P.ha.seed = P.da.seed = rnd();
+    P.ha.offset = P.da.offset = k == 0 ? 0 : k == 1 ? rnd() % 1000 : k == 2 ? rnd() : ~0ull - rnd() % 5000;
+    const size_t n = strlen(P.what);
+    snprintf(P.what + n, sizeof P.what - n, " | seed=0x%llx offset=%llu", (unsigned long long)P.ha.seed,
+             (unsigned long long)P.ha.offset);
+  }
   prep_upload(&P);
   plan = plan_get(&c->d, P.what);
   BQ_OK(bq_plan_can_implement(plan, &P.da), "%s", P.what);
@@ -533,9 +543,11 @@ static void set_big_shape(gcase *c, bq_granularity g, int which, int ti)
    per float type. */
 /* A case's descriptor: float type ti, int type ii with its q-range qi, and per tensor no
    scale type (the caller sets it otherwise); the rest of c zeroed */
+static int g_sr; /* the cases round stochastically (desc.rounding) */
 static void case_desc(gcase *c, bq_op op, bq_direction dir, bq_granularity g, int ti, int ii, int qi)
 {
   memset(c, 0, sizeof *c);
+  c->d.rounding = g_sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
   c->d.op = op;
   c->d.direction = dir;
   c->d.granularity = g;
@@ -598,6 +610,111 @@ AFFINE_SUITE(per_tensor, BQ_PER_TENSOR)
 AFFINE_SUITE(per_channel, BQ_PER_CHANNEL)
 AFFINE_SUITE(per_token, BQ_PER_TOKEN)
 AFFINE_SUITE(per_group, BQ_PER_GROUP)
+
+/* ==== stochastic rounding (bq_affine_sr) ===================================================== */
+/* The matrix above with desc.rounding stochastic (integer storage, every float type, q-range
+   and scale type, small and large shapes), then FP8 storage and per block over a set of
+   shapes, each case against reference_sr.h bit for bit with a fresh seed and offset */
+static void run_sr(bq_granularity g, bq_op op)
+{
+  static const int64_t blocks[][4] = {{1, 1, 1, 0}, {5, 7, 2, 0}, {33, 130, 32, 0}, {128, 512, 128, 0}, {70, 301, 64, 9}};
+  g_sr = 1;
+  run_matrix(g, op, BQ_FORWARD);
+  for (int ti = 0; ti < 4; ti++)
+    for (int f8 = 0; f8 < 2; f8++)
+      for (int k = 0; k < n_cases(g); k += 2) {
+        gcase c;
+        case_desc(&c, op, BQ_FORWARD, g, ti, 0, 0);
+        c.d.int_type = f8 ? BQ_E5M2 : BQ_E4M3;
+        if (g != BQ_PER_TENSOR) c.d.scale_type = k % 4 ? BQ_F32 : k_float_types[ti];
+        set_shape(&c, g, k);
+        set_offsets(&c, k % 3);
+        c.zp_null = 1;
+        c.specials = 1;
+        c.poison = 0x5a;
+        run_case(&c);
+      }
+  if (g == BQ_PER_GROUP) /* and per block: B x B tiles, the edge ones partial */
+    for (int ti = 0; ti < 4; ti++)
+      for (int k = 0; k < COUNT(blocks); k++) {
+        gcase c;
+        case_desc(&c, op, BQ_FORWARD, BQ_PER_BLOCK, ti, k % 2, k % 3);
+        if (k == 3) c.d.int_type = BQ_E4M3, c.d.qmin = c.d.qmax = 0;
+        c.d.scale_type = BQ_F32;
+        c.a.rows = blocks[k][0], c.a.cols = blocks[k][1], c.a.group_size = blocks[k][2];
+        c.a.x_row_stride = c.a.y_row_stride = blocks[k][3] ? c.a.cols + blocks[k][3] : 0;
+        set_offsets(&c, k % 3);
+        c.zp_null = k == 3 || rnd() % 2;
+        c.specials = 1;
+        c.poison = 0xa5;
+        run_case(&c);
+      }
+  g_sr = 0;
+}
+Test(stochastic_rounding, quantize_per_tensor, .timeout = 600) { run_sr(BQ_PER_TENSOR, BQ_QUANTIZE); }
+Test(stochastic_rounding, quantize_per_channel, .timeout = 600) { run_sr(BQ_PER_CHANNEL, BQ_QUANTIZE); }
+Test(stochastic_rounding, quantize_per_token, .timeout = 600) { run_sr(BQ_PER_TOKEN, BQ_QUANTIZE); }
+Test(stochastic_rounding, quantize_per_group_and_block, .timeout = 600) { run_sr(BQ_PER_GROUP, BQ_QUANTIZE); }
+Test(stochastic_rounding, fake_quantize_per_tensor, .timeout = 600) { run_sr(BQ_PER_TENSOR, BQ_FAKE_QUANTIZE); }
+Test(stochastic_rounding, fake_quantize_per_channel, .timeout = 600) { run_sr(BQ_PER_CHANNEL, BQ_FAKE_QUANTIZE); }
+Test(stochastic_rounding, fake_quantize_per_token, .timeout = 600) { run_sr(BQ_PER_TOKEN, BQ_FAKE_QUANTIZE); }
+Test(stochastic_rounding, fake_quantize_per_group_and_block, .timeout = 600) { run_sr(BQ_PER_GROUP, BQ_FAKE_QUANTIZE); }
+
+/* Batch invariance: rows r0 .. r1 of a per-token call, run alone with args.offset advanced by
+   r0 * cols, write the bytes the whole call wrote there */
+Test(stochastic_rounding, rows_alone_equal_the_whole_call, .timeout = 600)
+{
+  GPU_BEGIN();
+  for (int ti = 0; ti < 4; ti++) {
+    bq_desc d;
+    memset(&d, 0, sizeof d);
+    d.op = BQ_QUANTIZE;
+    d.granularity = BQ_PER_TOKEN;
+    d.float_type = k_float_types[ti];
+    d.int_type = ti % 2 ? BQ_E4M3 : BQ_S8;
+    d.rounding = BQ_ROUND_STOCHASTIC;
+    const int64_t rows = rnd_range(2, 300), cols = rnd_range(1, 3000), es = (int64_t)ref_dtype_size(d.float_type);
+    const int64_t r0 = rnd_range(0, rows - 1), r1 = rnd_range(r0 + 1, rows);
+    char what[256];
+    snprintf(what, sizeof what, "T=%s [%lld, %lld] rows %lld..%lld | BQ_TEST_SEED=0x%llx", ref_dtype_name(d.float_type),
+             (long long)rows, (long long)cols, (long long)r0, (long long)r1, (unsigned long long)g_seed);
+    unsigned char *hx = (unsigned char *)malloc((size_t)(rows * cols * es)), *whole = (unsigned char *)malloc((size_t)(rows * cols)),
+                  *part = (unsigned char *)malloc((size_t)(rows * cols));
+    float *hs = (float *)malloc((size_t)rows * 4);
+    cr_assert(hx && whole && part && hs);
+    for (int64_t i = 0; i < rows * cols; i++) store_t(d.float_type, hx, i, (rnd_unit() - 0.5) * 300.0);
+    for (int64_t r = 0; r < rows; r++) hs[r] = (float)(0.5 + rnd_unit());
+    void *dx, *dy, *ds;
+    BQ_OK(bq_malloc(&dx, (size_t)(rows * cols * es)), "%s", what);
+    BQ_OK(bq_malloc(&dy, (size_t)(rows * cols)), "%s", what);
+    BQ_OK(bq_malloc(&ds, (size_t)rows * 4), "%s", what);
+    BQ_OK(bq_memcpy_to_device(dx, hx, (size_t)(rows * cols * es)), "%s", what);
+    BQ_OK(bq_memcpy_to_device(ds, hs, (size_t)rows * 4), "%s", what);
+    bq_plan *p = plan_get(&d, what);
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dx, a.y = dy, a.scales = ds, a.rows = rows, a.cols = cols;
+    a.seed = rnd(), a.offset = rnd() % 2 ? rnd() : ~0ull - rnd() % 1000;
+    BQ_OK(bq_memset(dy, 0x5a, (size_t)(rows * cols)), "%s", what);
+    BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), "%s", what);
+    BQ_OK(bq_synchronize(NULL), "%s", what);
+    BQ_OK(bq_memcpy_to_host(whole, dy, (size_t)(rows * cols)), "%s", what);
+    BQ_OK(bq_memset(dy, 0x5a, (size_t)(rows * cols)), "%s", what);
+    bq_args b = a;
+    b.x = (unsigned char *)dx + r0 * cols * es, b.y = (unsigned char *)dy + r0 * cols;
+    b.scales = (float *)ds + r0, b.rows = r1 - r0, b.offset = a.offset + (uint64_t)(r0 * cols);
+    BQ_OK(bq_plan_run(p, &b, NULL, 0, NULL), "%s", what);
+    BQ_OK(bq_synchronize(NULL), "%s", what);
+    BQ_OK(bq_memcpy_to_host(part, dy, (size_t)(rows * cols)), "%s", what);
+    for (int64_t i = 0; i < rows * cols; i++) {
+      const int in = i >= r0 * cols && i < r1 * cols;
+      cr_assert_eq(part[i], in ? whole[i] : 0x5a, "element %lld: 0x%02x, the whole call's 0x%02x (%s) | %s", (long long)i,
+                   part[i], whole[i], in ? "inside" : "outside: untouched", what);
+    }
+    bq_free(dx), bq_free(dy), bq_free(ds);
+    free(hx), free(whole), free(part), free(hs);
+  }
+}
 
 /* ==== bq_affine_lean and bq_affine_pair by name ============================================== */
 

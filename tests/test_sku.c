@@ -1235,8 +1235,9 @@ Test(sku, desc_from_sku_block_mn_and_packed) {
   /* per block: the affine ops, 3 ops x 2 directions x 4 I x scale types (f32, T, ue8m0: 3 for
      each T, 2 for f32 data); dynamic quantize, 6 (I, symmetry) pairs (s8 and u8 both ways,
      FP8 symmetric) x (scale type, pow2) pairs (f32 and T each with pow2 0 or 1, ue8m0 with
-     pow2 implied: 5 for each T, 3 for f32 data) */
-  cr_assert_eq(block, 3 * 2 * 4 * (2 + 3 * 3) + 6 * (3 + 3 * 5), "%d per-block kernels", block);
+     pow2 implied: 5 for each T, 3 for f32 data); and quantize and fake quantize forward again
+     with stochastic rounding */
+  cr_assert_eq(block, 3 * 2 * 4 * (2 + 3 * 3) + 2 * 4 * (2 + 3 * 3) + 6 * (3 + 3 * 5), "%d per-block kernels", block);
   cr_assert(mn > 0 && x4 > 0, "%d MN-major, %d packed", mn, x4);
   static const struct { bq_op op; bq_direction dir; bq_granularity g; bq_dtype ft, it, st; bq_scale_layout lay; int asym; } k[] = {
     {BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_BLOCK, BQ_BF16, BQ_E4M3, BQ_UE8M0, BQ_SCALES_ROW_MAJOR, 0},

@@ -251,7 +251,7 @@ expect 1 "warm --skus, missing file" "$T" warm --arch 80 --skus "$W/none" --dir 
 
 # ---- an entry built with other NVRTC options: "other", never read here, left alone ----
 C="$W/c"
-expect 0 "warm under BARACUDA_QUANT_NVRTC_OPTIONS" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" warm --arch 80 --all --family affine --filter quantize.fwd.per_tensor.f32.s8 --dir "$C"
+expect 0 "warm under BARACUDA_QUANT_NVRTC_OPTIONS" env BARACUDA_QUANT_NVRTC_OPTIONS=-lineinfo "$T" warm --arch 80 --all --family affine --filter 'quantize.fwd.per_tensor.f32.s8.q[-128,127].scale_f32.vec' --dir "$C"
 # (quantize and dequantize forward: bq_affine and bq_affine_lean; fake quantize: bq_affine and
 # bq_affine_mask)
 has "3 SKUs (6 kernels) into $C: 3 compiled" "three affine SKUs compiled (quantize, dequantize, fake quantize)"

@@ -3843,10 +3843,30 @@ Test(desc, stochastic_rounding_forms_and_fields) {
   expect_desc_invalid(&c.d, "quantize_per_group_backward: ", "desc.rounding (stochastic) applies where", c.ctx);
   c.d.direction = BQ_FORWARD, c.d.rounding = (bq_rounding)2;
   expect_desc_invalid(&c.d, "quantize_per_group: ", "desc.rounding (2) is not a bq_rounding", c.ctx);
-  /* every other family refuses it by name: int8, FP8 per token, the fused producers, the rotation */
-  bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  /* the affine family's quantize and fake quantize take it (forward), with its own SKU variant;
+     dequantize and the backward ops refuse it by name */
+  static const bq_granularity grans[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
+  for (int g = 0; g < 5; g++)
+    for (int o = 0; o < 2; o++) {
+      bq_desc q = mkdesc(o ? BQ_FAKE_QUANTIZE : BQ_QUANTIZE, BQ_FORWARD, grans[g], g % 2 ? BQ_BF16 : BQ_F64);
+      q.int_type = g == 3 ? BQ_E4M3 : BQ_S8, q.rounding = BQ_ROUND_STOCHASTIC;
+      char sku[256], ctx[64];
+      snprintf(ctx, sizeof ctx, "[affine sr %d %d]", g, o);
+      expect_desc_valid(&q, ctx);
+      cr_assert_eq(bq_sku(&q, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert(strncmp(sku, "mx_", 3) && strstr(sku, ".sr.sm_90"), "%s %s", sku, ctx);
+      q.direction = BQ_BACKWARD;
+      expect_desc_invalid(&q, NULL, "desc.rounding (stochastic) applies where floats are rounded into the storage "
+                          "type: quantize and fake quantize, forward", ctx);
+    }
+  bq_desc q = mkdesc(BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
   q.rounding = BQ_ROUND_STOCHASTIC;
-  expect_desc_invalid(&q, "quantize: ", "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[quantize sr]");
+  expect_desc_invalid(&q, "dequantize_per_tensor: ", "desc.rounding (stochastic) applies where floats are rounded",
+                      "[deq sr]");
+  q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
+  q.rounding = (bq_rounding)2;
+  expect_desc_invalid(&q, "quantize_per_tensor: ", "desc.rounding (2) is not a bq_rounding", "[affine rounding 2]");
+  /* every other family refuses it by name: dynamic quantize, the fused producers, the rotation */
   q = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
   q.int_type = BQ_E4M3, q.rounding = BQ_ROUND_STOCHASTIC;
   expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[dynamic fp8 sr]");
@@ -3856,6 +3876,24 @@ Test(desc, stochastic_rounding_forms_and_fields) {
   q = mkdesc(BQ_HADAMARD, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
   q.rounding = BQ_ROUND_STOCHASTIC;
   expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[hadamard sr]");
+}
+
+/* the affine family's stochastic rounding: any seed and offset; no saved mask */
+Test(args, affine_stochastic_rounding) {
+  combo c;
+  memset(&c, 0, sizeof c);
+  for (int o = 0; o < 2; o++) {
+    c.d = mkdesc(o ? BQ_FAKE_QUANTIZE : BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16);
+    c.d.rounding = BQ_ROUND_STOCHASTIC;
+    snprintf(c.ctx, sizeof c.ctx, "[affine sr %d]", o);
+    snprintf(c.name, sizeof c.name, "%s_per_tensor", o ? "fake_quantize" : "quantize");
+    bq_args a = base_args(BQ_PER_TENSOR);
+    a.seed = ~0ull, a.offset = ~0ull;
+    expect_args_ok(&c, &a, 0, "seed and offset");
+    a.mask = (void *)(uintptr_t)0x900000;
+    expect_args_invalid(&c, &a, "args.mask (0x900000) must be NULL: only fake quantize per tensor and per channel "
+                                "keep a mask (rounding to nearest)");
+  }
 }
 
 Test(args, stochastic_rounding_seed_and_offset) {
