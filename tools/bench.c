@@ -414,6 +414,7 @@ struct bench_case {
   int asymmetric;             /* dynamic quantize: min/max with a zero point */
   int mask;                   /* fake quantize: the forward pass saves the straight-through mask
                                  (args.mask), the backward pass reads it instead of x */
+  int sr;                     /* quantize, fake quantize: stochastic rounding (seed 7, offset 0) */
   case_runner runner;         /* NULL: run_quant_case */
   /* set by the expansion */
   bq_op op;
@@ -510,6 +511,11 @@ static const bench_case k_cases[] = {
        aligned rows whose right edge tile is not whole accesses */
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8191}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8191}, .group_size = 128, .x_pad = 1, .y_pad = 1, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    /* stochastic rounding (bq_affine_sr), each beside its round-to-nearest row above */
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_QUANTIZE) | OPM(BQ_FAKE_QUANTIZE), .dirs = FWD, .types = TYPES_ALL, .sr = 1, .quick = 1},
+    {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {SIZE_256MIB, 4096}, .axis = 1, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .sr = 1, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPM(BQ_QUANTIZE) | OPM(BQ_FAKE_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .sr = 1, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .sr = 1, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
@@ -556,6 +562,7 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   if (c->qmin || c->qmax) snprintf(q, sizeof q, "/q=%d..%d", c->qmin, c->qmax);
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
   if (c->mask) snprintf(q, sizeof q, "/mask");
+  if (c->sr) snprintf(q, sizeof q, "/sr");
   char st[32] = ""; /* scale arrays of another type than the float type */
   if (case_scale_type(c) != c->float_type)
     snprintf(st, sizeof st, "/scale=%s", bq__dtype_name(case_scale_type(c)));
@@ -638,6 +645,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   desc.qmax = c->qmax;
   desc.asymmetric = c->asymmetric;
   desc.scale_layout = c->scale_layout;
+  desc.rounding = c->sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
   if (c->gran != BQ_PER_TENSOR || c->op == BQ_DYNAMIC_QUANTIZE) desc.scale_type = S;
   int qlo = c->qmin || c->qmax ? c->qmin : (I == BQ_U8 ? 0 : -128);
   int qhi = c->qmin || c->qmax ? c->qmax : (I == BQ_U8 ? 255 : 127);
@@ -654,6 +662,7 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   /* Shapes and the buffers each op reads and writes. */
   int64_t numel = case_numel(c), rows = 1, cols = numel, xs = 0, ys = 0, nscales = 0;
   bq_args *a = &q.args;
+  if (c->sr) a->seed = 7;
   q.dynamic = c->op == BQ_DYNAMIC_QUANTIZE;
   if (c->gran == BQ_PER_TENSOR) {
     a->numel = numel;
