@@ -6902,6 +6902,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
   const bq__target t = {80, 0, 0, 0}; /* SKUs differ in their target alone across targets */
   int n = 0, nseen = 0, seen_cap = 0;
   char(*seen)[256] = NULL;
+  int *slot = NULL; /* an open-addressed set over seen (2 seen_cap slots, -1 empty) */
   for (int fi = 0; fi < BQ__FAMILIES; fi++) {
     const bq__family *fam = bq__families[fi];
     if (!(families & bq__family_bit(fam->group))) continue;
@@ -6937,15 +6938,25 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
           bq__kernel_src k;
           memset(&k, 0, sizeof k);
           bq__sku_of(&d[j], &t, &k);
-          int dup = 0;
-          for (int m = 0; m < nseen && !dup; m++) dup = !strcmp(seen[m], k.sku);
-          if (dup) continue;
-          if (nseen == seen_cap) {
+          if (nseen == seen_cap) { /* grow both, and rehash */
             seen_cap = seen_cap ? 2 * seen_cap : 256;
             char(*grown)[256] = (char(*)[256])BQ_REALLOC(seen, (size_t)seen_cap * sizeof *seen);
-            if (!grown) { BQ_FREE(seen); return -1; }
+            int *slots = (int *)BQ_MALLOC((size_t)(2 * seen_cap) * sizeof *slots);
+            if (!grown || !slots) { BQ_FREE(grown ? grown : seen); BQ_FREE(slots); BQ_FREE(slot); return -1; }
             seen = grown;
+            BQ_FREE(slot);
+            slot = slots;
+            for (int m = 0; m < 2 * seen_cap; m++) slot[m] = -1;
+            for (int m = 0; m < nseen; m++) {
+              size_t h = (size_t)bq__fnv1a(seen[m], strlen(seen[m]), BQ__FNV_SEED) % (size_t)(2 * seen_cap);
+              while (slot[h] >= 0) h = (h + 1) % (size_t)(2 * seen_cap);
+              slot[h] = m;
+            }
           }
+          size_t h = (size_t)bq__fnv1a(k.sku, strlen(k.sku), BQ__FNV_SEED) % (size_t)(2 * seen_cap);
+          while (slot[h] >= 0 && strcmp(seen[slot[h]], k.sku)) h = (h + 1) % (size_t)(2 * seen_cap);
+          if (slot[h] >= 0) continue; /* seen */
+          slot[h] = nseen;
           memcpy(seen[nseen++], k.sku, sizeof k.sku);
           if (n < cap) out[n] = d[j];
           n++;
@@ -6954,6 +6965,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
     }
   }
   BQ_FREE(seen);
+  BQ_FREE(slot);
   return n;
 }
 #endif /* BARACUDA_QUANT_TOOLS */
