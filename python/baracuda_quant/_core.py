@@ -336,14 +336,28 @@ def _launch(key, device, args, stream, alloc, prepare=False):
     return prep.launch({}, stream, alloc)
 
 
+def affine_sr(op, direction, rounding, seed, offset):
+    """sr_fields of an affine call: stochastic rounding is quantize's and fake quantize's,
+    forward (dequantize and the backward passes round nothing into the storage type)"""
+    if rounding == "stochastic" and (Op(op) == Op.DEQUANTIZE or Direction(direction) == Direction.BACKWARD):
+        raise invalid("rounding (\"stochastic\"): %s%s rounds nothing into the storage type; stochastic "
+                      "rounding is quantize's and fake quantize's, forward" %
+                      (Op(op).name.lower(), " backward" if Direction(direction) == Direction.BACKWARD else ""))
+    return sr_fields(rounding, seed, offset)
+
+
 def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, qmax, scale=None,
-           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, mask=None, stream=None, alloc=None,
-           prepare=False):
+           zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, mask=None, rounding="nearest",
+           seed=None, offset=0, stream=None, alloc=None, prepare=False):
     """Quantize, dequantize or fake quantize, forward or backward. fl is the float-side view
     (its dtype is the float type); the views have the shapes of the library's layout:
     per tensor and per channel dense (contiguous), per token and per group [rows, cols]
     with unit column stride. mask (fake quantize per tensor and per channel): int32 words, a
-    bit an element, written by the forward pass and read by the backward pass instead of x."""
+    bit an element, written by the forward pass and read by the backward pass instead of x.
+    rounding "stochastic" (quantize and fake quantize forward; an int seed required) rounds
+    each element up or down by a draw at its row-major index plus offset (docs/numerics.md,
+    "Stochastic rounding")."""
+    sr, seed, offset = affine_sr(op, direction, rounding, seed, offset)
     check_float("float input/output", fl)
     check_storage("integer type", int_type)
     qmin, qmax = qrange(int_type, qmin, qmax)
@@ -356,6 +370,8 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     if mask is not None:
         if Op(op) != Op.FAKE_QUANTIZE or gran not in (Granularity.PER_TENSOR, Granularity.PER_CHANNEL):
             raise invalid("mask: only fake quantize per tensor and per channel keep a mask")
+        if sr:
+            raise invalid("mask: fake quantize with stochastic rounding keeps no mask (its backward pass reads x)")
         words = (fl.numel + 31) // 32
         if mask.dtype != DType.S32 or not mask.is_contiguous() or mask.numel < words:
             raise invalid("mask: %d contiguous int32 words expected, got %s %s" % (words, mask.dtype.name,
@@ -416,7 +432,9 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
         a.scales, a.zero_points = _ptr(scales), _ptr(zero_points)
     a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
     a.mask = _ptr(mask)
-    key = _lib.desc_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type, scale_layout=layout)
+    a.seed, a.offset = seed, offset
+    key = _lib.desc_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type, scale_layout=layout,
+                        rounding=sr)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

@@ -89,7 +89,8 @@ class ScaleRule(enum.IntEnum):
 
 
 class Rounding(enum.IntEnum):
-    """bq_desc.rounding: how microscaling quantize rounds into the element type."""
+    """bq_desc.rounding: how quantize and fake quantize (affine and microscaling) round into
+    the storage type."""
     NEAREST_EVEN = 0
     STOCHASTIC = 1     # Philox4x32-10 draws keyed by args.seed at the element's index + args.offset
 

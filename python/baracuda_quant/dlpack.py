@@ -322,7 +322,9 @@ _ROWS = (Granularity.PER_TOKEN, Granularity.PER_GROUP, Granularity.PER_BLOCK)
 
 def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), direction=Direction.FORWARD, dy=None, **kw):
     """One quantize, dequantize or fake quantize call: forward, x to a new output of
-    out_dtype; backward, dy (and x, but for dequantize) to a new dx of dy's type."""
+    out_dtype; backward, dy (and x, but for dequantize) to a new dx of dy's type; kw's
+    rounding, seed and offset (stochastic rounding's) checked before any allocation."""
+    _core.affine_sr(op, direction, kw.get("rounding", "nearest"), kw.get("seed"), kw.get("offset", 0))
     if "group_size" in kw:
         kw["group_size"] = _core.integer("group_size", kw["group_size"])
     bwd = direction == Direction.BACKWARD
@@ -378,45 +380,56 @@ def _params(scale, zero_point, gran):
     return (("scales", scale), ("zero_points", zps)), {}
 
 
-def quantize_per_tensor(x, scale, zero_point=0, dtype="int8", quant_min=None, quant_max=None, stream=None):
+def quantize_per_tensor(x, scale, zero_point=0, dtype="int8", quant_min=None, quant_max=None, stream=None, *,
+                        rounding="nearest", seed=None, offset=0):
+    """q = sat(rne(x / scale) + zero_point), or FP8; rounding="stochastic" (an int seed
+    required) rounds x / scale up or down by a draw at the element's row-major index plus
+    offset (docs/numerics.md, "Stochastic rounding"), as every quantize and fake quantize
+    here takes it."""
     return _affine_out(Op.QUANTIZE, Granularity.PER_TENSOR, x, _dtype(dtype, DType.S8), stream,
-                       scale=scale, zero_point=zero_point, qmin=quant_min, qmax=quant_max)
+                       scale=scale, zero_point=zero_point, qmin=quant_min, qmax=quant_max, rounding=rounding,
+                       seed=seed, offset=offset)
 
 
-def quantize_per_channel(x, scales, zero_points, axis, dtype="int8", quant_min=None, quant_max=None, stream=None):
+def quantize_per_channel(x, scales, zero_points, axis, dtype="int8", quant_min=None, quant_max=None, stream=None, *,
+                         rounding="nearest", seed=None, offset=0):
     return _affine_out(Op.QUANTIZE, Granularity.PER_CHANNEL, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), axis=int(axis), qmin=quant_min,
-                       qmax=quant_max)
+                       qmax=quant_max, rounding=rounding, seed=seed, offset=offset)
 
 
-def quantize_per_token(x, scales, zero_points=None, dtype="int8", quant_min=None, quant_max=None, stream=None):
+def quantize_per_token(x, scales, zero_points=None, dtype="int8", quant_min=None, quant_max=None, stream=None, *,
+                       rounding="nearest", seed=None, offset=0):
     return _affine_out(Op.QUANTIZE, Granularity.PER_TOKEN, x, _dtype(dtype, DType.S8), stream,
-                       (("scales", scales), ("zero_points", zero_points)), qmin=quant_min, qmax=quant_max)
+                       (("scales", scales), ("zero_points", zero_points)), qmin=quant_min, qmax=quant_max,
+                       rounding=rounding, seed=seed, offset=offset)
 
 
 def quantize_per_group(x, scales, zero_points, group_size, dtype="int8", quant_min=None, quant_max=None,
-                       stream=None):
+                       stream=None, *, rounding="nearest", seed=None, offset=0):
     return _affine_out(Op.QUANTIZE, Granularity.PER_GROUP, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), group_size=group_size,
-                       qmin=quant_min, qmax=quant_max)
+                       qmin=quant_min, qmax=quant_max, rounding=rounding, seed=seed, offset=offset)
 
 
 def quantize_per_block(x, scales, zero_points, block_size, dtype="int8", quant_min=None, quant_max=None,
-                       stream=None):
+                       stream=None, *, rounding="nearest", seed=None, offset=0):
     """Per block of x [..., K] viewed as [rows, K]: B x B tiles (B = block_size, edge tiles
     partial), scales [ceil(rows / B), ceil(K / B)] row-major."""
     return _affine_out(Op.QUANTIZE, Granularity.PER_BLOCK, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), group_size=block_size,
-                       qmin=quant_min, qmax=quant_max)
+                       qmin=quant_min, qmax=quant_max, rounding=rounding, seed=seed, offset=offset)
 
 
 def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype="float32",
-               stream=None):
-    """y = (q - zero_point) * scale; the granularity as _granularity reads the arguments."""
+               stream=None, rounding="nearest"):
+    """y = (q - zero_point) * scale; the granularity as _granularity reads the arguments
+    (rounding: "nearest" only)."""
     od = _dtype(out_dtype, DType.F32)
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
-    return _affine_out(Op.DEQUANTIZE, gran, q, od, stream, arrays, qmin=None, qmax=None, **kw, **scalars)
+    return _affine_out(Op.DEQUANTIZE, gran, q, od, stream, arrays, qmin=None, qmax=None, rounding=rounding, **kw,
+                       **scalars)
 
 
 def _storage(dtype, quant_min, quant_max):
@@ -430,61 +443,73 @@ def _storage(dtype, quant_min, quant_max):
 
 
 def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
-                  group_size=None, block_size=None, stream=None):
+                  group_size=None, block_size=None, stream=None, rounding="nearest", seed=None, offset=0):
     """dequantize(quantize(input)) at any granularity (as dequantize reads the arguments),
-    into int8/uint8 ranges or, with dtype, FP8 (forward only outside PyTorch)."""
+    into int8/uint8 ranges or, with dtype, FP8 (forward only outside PyTorch); rounding,
+    seed, offset: as quantize_per_tensor's."""
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
     it = _storage(dtype, quant_min, quant_max)
     return _affine_out(Op.FAKE_QUANTIZE, gran, input, None, stream, arrays, qmin=quant_min, qmax=quant_max,
-                       int_type=it, **kw, **scalars)
+                       int_type=it, rounding=rounding, seed=seed, offset=offset, **kw, **scalars)
 
 
 def fake_quantize_backward(dy, input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None,
-                           axis=None, group_size=None, block_size=None, stream=None):
-    """The straight-through estimator: dx = dy where quantize(input) is in range, else 0."""
+                           axis=None, group_size=None, block_size=None, stream=None, rounding="nearest"):
+    """The straight-through estimator: dx = dy where quantize(input) is in range, else 0
+    (either rounding's; rounding: "nearest" only)."""
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
     return _affine_out(Op.FAKE_QUANTIZE, gran, input, None, stream, arrays, Direction.BACKWARD, dy,
-                       qmin=quant_min, qmax=quant_max, int_type=_storage(dtype, quant_min, quant_max), **kw,
-                       **scalars)
+                       qmin=quant_min, qmax=quant_max, int_type=_storage(dtype, quant_min, quant_max),
+                       rounding=rounding, **kw, **scalars)
 
 
 def quantize_backward(dy, input, scale, zero_point=0, *, dtype="int8", quant_min=None, quant_max=None, axis=None,
-                      group_size=None, block_size=None, stream=None):
-    """Quantize's gradient: dx = dy / scale where quantize(input) is in range, else 0."""
+                      group_size=None, block_size=None, stream=None, rounding="nearest"):
+    """Quantize's gradient: dx = dy / scale where quantize(input) is in range, else 0
+    (rounding: "nearest" only)."""
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
     return _affine_out(Op.QUANTIZE, gran, input, None, stream, arrays, Direction.BACKWARD, dy, qmin=quant_min,
-                       qmax=quant_max, int_type=_dtype(dtype, DType.S8), **kw, **scalars)
+                       qmax=quant_max, int_type=_dtype(dtype, DType.S8), rounding=rounding, **kw, **scalars)
 
 
 def dequantize_backward(dy, scale, zero_point=0, *, dtype="int8", axis=None, group_size=None, block_size=None,
-                        stream=None):
-    """Dequantize's gradient: dx = dy * scale (dtype: the quantized storage type)."""
+                        stream=None, rounding="nearest"):
+    """Dequantize's gradient: dx = dy * scale (dtype: the quantized storage type; rounding:
+    "nearest" only)."""
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
     return _affine_out(Op.DEQUANTIZE, gran, None, None, stream, arrays, Direction.BACKWARD, dy, qmin=None,
-                       qmax=None, int_type=_dtype(dtype, DType.S8), **kw, **scalars)
+                       qmax=None, int_type=_dtype(dtype, DType.S8), rounding=rounding, **kw, **scalars)
 
 
-def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, stream=None):
-    """Forward only (no autograd outside PyTorch)."""
+def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, stream=None, *,
+                                    rounding="nearest", seed=None, offset=0):
+    """Forward only (no autograd outside PyTorch); rounding, seed, offset: as
+    quantize_per_tensor's."""
+    _core.sr_fields(rounding, seed, offset)  # (checked before the input is imported)
     with _Inputs(stream) as inp:
         xv = inp.get(input, "input")
         return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_TENSOR, DeviceArray(xv.ptr, xv.shape, xv.dtype,
                            xv.device, strides=xv.strides), xv.dtype, stream, scale=scale, zero_point=zero_point,
-                           qmin=quant_min, qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max))
+                           qmin=quant_min, qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max),
+                           rounding=rounding, seed=seed, offset=offset)
 
 
-def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, stream=None):
-    """Forward only (no autograd outside PyTorch)."""
+def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, stream=None, *,
+                                     rounding="nearest", seed=None, offset=0):
+    """Forward only (no autograd outside PyTorch); rounding, seed, offset: as
+    quantize_per_tensor's."""
+    _core.sr_fields(rounding, seed, offset)  # (checked before the input is imported)
     with _Inputs(stream) as inp:
         xv = inp.get(input, "input")
         return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_CHANNEL, DeviceArray(xv.ptr, xv.shape, xv.dtype,
                            xv.device, strides=xv.strides), xv.dtype, stream,
                            (("scales", scale), ("zero_points", zero_point)), axis=int(axis), qmin=quant_min,
-                           qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max))
+                           qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max), rounding=rounding,
+                           seed=seed, offset=offset)
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None):

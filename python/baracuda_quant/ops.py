@@ -310,14 +310,19 @@ def _ops(*tensors):
 
 # ---- quantize ---------------------------------------------------------------------------
 def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_points=None, scale=None,
-            zero_point=0, mask=None, **kw):
+            zero_point=0, mask=None, sr=(0, 0, 0), **kw):
     # fl (whose dtype is the float type) is x or y itself: which one is part of the key. A
     # per-tensor scale and zero point are not: they are set at each launch (the library
     # checks the scale on every run), so a scale that changes every step (QAT) reuses the call.
+    # sr: stochastic rounding's (sr, seed, offset); seed and offset are set at each launch too
+    # (a fresh seed or offset every step reuses the call).
     key = ("affine", op, direction, gran, fl is x, _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
-           _g(mask), tuple(kw.items()))
+           _g(mask), tuple(kw.items()), sr[0])
     ptrs = {"x": _p(x), "y": _p(y), "dy": _p(dy), "dx": _p(dx), "scales": _p(scales),
             "zero_points": _p(zero_points), "mask": _p(mask)}
+    if sr[0]:
+        kw = dict(kw, **_sr_kw(*sr))
+        ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
     if gran == Granularity.PER_TENSOR:
         scale, zero_point = float(scale), int(zero_point)
         if not -2**31 <= zero_point < 2**31:
@@ -335,25 +340,28 @@ def _qpt_key(x, dtype, quant_min, quant_max):
 
 
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
-                              quant_min: int, quant_max: int) -> torch.Tensor:
+                              quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
+                              offset: int = 0) -> torch.Tensor:
     # through torch.ops (the dispatcher's kernel): a repeated eager-safe call takes the C
     # fast path as the public function does, its geometry kept under the op's own arguments
-    if _fastc is not None:
+    # (rounding to nearest: the fast path's kept calls are)
+    if _fastc is not None and not sr:
         y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
         if y is not None:
             return y
-    return _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max)
+    return _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max, sr, seed, offset)
 
 
-def _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max):
+def _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     """The implementation's general path: launches through _affine, then keeps the call under
-    the op's own key (the public function keeps it under its own arguments too)."""
-    keep = type(x) is torch.Tensor and x.is_contiguous() and x.numel()
+    the op's own key (the public function keeps it under its own arguments too); sr, seed,
+    offset: stochastic rounding's (never kept: the fast paths round to nearest)."""
+    keep = type(x) is torch.Tensor and x.is_contiguous() and x.numel() and not sr
     x = x.contiguous()
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _last.prep = None
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
-            qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point)
+            qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point, sr=(sr, seed, offset))
     if keep and _fastc is not None:
         _fast_keep(_qpt_key(x, dtype, quant_min, quant_max), clear=False)
     return y
@@ -403,11 +411,12 @@ def _per_channel(op, x, q, scales, zero_points, axis, **kw):
 
 
 def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
-                               dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+                               dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
+                               offset: int = 0) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _per_channel(Op.QUANTIZE, x, y, _scales(scales, x.dtype), _zps(zero_points), axis,
-                 int_type=_DT[dtype], qmin=quant_min, qmax=quant_max)
+                 int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, sr=(sr, seed, offset))
     return y
 
 
@@ -415,13 +424,14 @@ _quantize_per_channel = _op("quantize_per_channel", _quantize_per_channel_impl, 
 
 
 def _quantize_per_token_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                             dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+                             dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
+                             offset: int = 0) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max,
             scales=_scales(scales, x.dtype).reshape(-1), zero_points=_zps(zero_points).reshape(-1)
-            if zero_points is not None else None)
+            if zero_points is not None else None, sr=(sr, seed, offset))
     return y
 
 
@@ -429,13 +439,14 @@ _quantize_per_token = _op("quantize_per_token", _quantize_per_token_impl, codes=
 
 
 def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                             group_size: int, dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+                             group_size: int, dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0,
+                             seed: int = 0, offset: int = 0) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     s2 = _scales(scales, x.dtype, True).reshape(x2.shape[0], -1)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size, scales=s2,
-            zero_points=_zps_like(zero_points, s2))
+            zero_points=_zps_like(zero_points, s2), sr=(sr, seed, offset))
     return y
 
 
@@ -443,22 +454,22 @@ _quantize_per_group = _op("quantize_per_group", _quantize_per_group_impl, codes=
 
 
 @_quantize_per_tensor.register_fake
-def _(x, scale, zero_point, dtype, quant_min, quant_max):
+def _(x, scale, zero_point, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_quantize_per_channel.register_fake
-def _(x, scales, zero_points, axis, dtype, quant_min, quant_max):
+def _(x, scales, zero_points, axis, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_quantize_per_token.register_fake
-def _(x, scales, zero_points, dtype, quant_min, quant_max):
+def _(x, scales, zero_points, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_quantize_per_group.register_fake
-def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max):
+def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
@@ -535,12 +546,13 @@ def _(q, scales, zero_points, group_size, out_dtype):
 
 
 # ---- fake quantize (forward and the STE backward) ---------------------------------------------
-def _fq_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, quant_max: int) -> torch.Tensor:
+def _fq_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, quant_max: int, sr: int = 0,
+                    seed: int = 0, offset: int = 0) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
-            zero_point=zero_point)
+            zero_point=zero_point, sr=(sr, seed, offset))
     return y
 
 
@@ -561,12 +573,12 @@ _fq_tensor_bwd = _op("fake_quantize_per_tensor_backward", _fq_tensor_bwd_impl)
 
 
 def _fq_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int, quant_min: int,
-                     quant_max: int) -> torch.Tensor:
+                     quant_max: int, sr: int = 0, seed: int = 0, offset: int = 0) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
-            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis)
+            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis, sr=(sr, seed, offset))
     return y
 
 
@@ -587,12 +599,12 @@ _fq_channel_bwd = _op("fake_quantize_per_channel_backward", _fq_channel_bwd_impl
 
 
 @_fq_tensor.register_fake
-def _(x, scale, zero_point, quant_min, quant_max):
+def _(x, scale, zero_point, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 @_fq_channel.register_fake
-def _(x, scales, zero_points, axis, quant_min, quant_max):
+def _(x, scales, zero_points, axis, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -606,26 +618,28 @@ def _(dy, x, scales, zero_points, axis, quant_min, quant_max):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
+# The STE backward reads x: the mask is the in-range test on x / s, whatever the rounding
+# (sr, seed and offset, the last three inputs, get no gradient)
 def _fq_tensor_setup(ctx, inputs, output):
-    x, scale, zero_point, quant_min, quant_max = inputs
+    x, scale, zero_point, quant_min, quant_max = inputs[:5]
     ctx.save_for_backward(x)
     ctx.params = (scale, zero_point, quant_min, quant_max)
 
 
 def _fq_tensor_backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    return _fq_tensor_bwd(grad, x, *ctx.params), None, None, None, None
+    return (_fq_tensor_bwd(grad, x, *ctx.params),) + (None,) * 7
 
 
 def _fq_channel_setup(ctx, inputs, output):
-    x, scales, zero_points, axis, quant_min, quant_max = inputs
+    x, scales, zero_points, axis, quant_min, quant_max = inputs[:6]
     ctx.save_for_backward(x, scales, zero_points)
     ctx.params = (axis, quant_min, quant_max)
 
 
 def _fq_channel_backward(ctx, grad):
     x, scales, zero_points = ctx.saved_tensors
-    return _fq_channel_bwd(grad, x, scales, zero_points, *ctx.params), None, None, None, None, None
+    return (_fq_channel_bwd(grad, x, scales, zero_points, *ctx.params),) + (None,) * 8
 
 
 _fq_tensor.register_autograd(_fq_tensor_backward, setup_context=_fq_tensor_setup)
@@ -1015,8 +1029,10 @@ def _shaped(gran, t, name):
     return _rows(t, name) if int(gran) in _ROW_GRANS else t.contiguous()
 
 
-def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_dtype, int_dtype, qmin, qmax):
-    """Quantize (x float to int_dtype), dequantize (x stored to out_dtype) or fake quantize."""
+def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_dtype, int_dtype, qmin, qmax,
+                sr=(0, 0, 0)):
+    """Quantize (x float to int_dtype), dequantize (x stored to out_dtype) or fake quantize;
+    sr: stochastic rounding's (sr, seed, offset)."""
     gran = Granularity(gran)
     xk = _shaped(gran, x, "x")
     y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
@@ -1025,15 +1041,16 @@ def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_
     rows = xk.shape[0] if xk.dim() == 2 else 1
     if x.numel():
         _affine(op, Direction.FORWARD, gran, fl, xk, yk, int_type=_DT[int_dtype], qmin=qmin, qmax=qmax,
-                scale=scale, zero_point=zero_point, **_affine_params(gran, param, scales, zero_points, fl.dtype,
-                                                                     rows))
+                scale=scale, zero_point=zero_point, sr=sr,
+                **_affine_params(gran, param, scales, zero_points, fl.dtype, rows))
     return y
 
 
 def _quantize_per_block_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                             block_size: int, dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+                             block_size: int, dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0,
+                             seed: int = 0, offset: int = 0) -> torch.Tensor:
     return _affine_fwd(Op.QUANTIZE, x, 0.0, scales, 0, zero_points, Granularity.PER_BLOCK, block_size, dtype, dtype,
-                       quant_min, quant_max)
+                       quant_min, quant_max, (sr, seed, offset))
 
 
 _quantize_per_block = _op("quantize_per_block", _quantize_per_block_impl, codes=True)
@@ -1049,7 +1066,7 @@ _dequantize_per_block = _op("dequantize_per_block", _dequantize_per_block_impl)
 
 
 @_quantize_per_block.register_fake
-def _(x, scales, zero_points, block_size, dtype, quant_min, quant_max):
+def _(x, scales, zero_points, block_size, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
@@ -1060,9 +1077,10 @@ def _(q, scales, zero_points, block_size, out_dtype):
 
 def _fake_quantize_affine_impl(x: torch.Tensor, scale: float, scales: Optional[torch.Tensor], zero_point: int,
                                zero_points: Optional[torch.Tensor], granularity: int, param: int,
-                               int_dtype: torch.dtype, quant_min: int, quant_max: int) -> torch.Tensor:
+                               int_dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
+                               offset: int = 0) -> torch.Tensor:
     return _affine_fwd(Op.FAKE_QUANTIZE, x, scale, scales, zero_point, zero_points, granularity, param, x.dtype,
-                       int_dtype, quant_min, quant_max)
+                       int_dtype, quant_min, quant_max, (sr, seed, offset))
 
 
 _fake_quantize_affine = _op("fake_quantize_affine", _fake_quantize_affine_impl)
@@ -1093,7 +1111,8 @@ _affine_backward = _op("affine_backward", _affine_backward_impl)
 
 
 @_fake_quantize_affine.register_fake
-def _(x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max):
+def _(x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max, sr=0, seed=0,
+      offset=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -1103,7 +1122,7 @@ def _(op, dy, x, scale, scales, zero_point, zero_points, granularity, param, int
 
 
 def _fqa_setup(ctx, inputs, output):
-    x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max = inputs
+    x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max = inputs[:10]
     ctx.save_for_backward(x, scales, zero_points)
     ctx.params = (scale, zero_point, granularity, param, int_dtype, quant_min, quant_max)
 
@@ -1112,8 +1131,8 @@ def _fqa_backward(ctx, grad):
     x, scales, zero_points = ctx.saved_tensors
     scale, zero_point, granularity, param, int_dtype, qmin, qmax = ctx.params
     dx = _affine_backward(int(Op.FAKE_QUANTIZE), grad, x, scale, scales, zero_point, zero_points, granularity, param,
-                          int_dtype, qmin, qmax)
-    return dx, None, None, None, None, None, None, None, None, None
+                          int_dtype, qmin, qmax)  # (the STE mask from x, whatever the rounding)
+    return (dx,) + (None,) * 12
 
 
 _fake_quantize_affine.register_autograd(_fqa_backward, setup_context=_fqa_setup)
@@ -1526,20 +1545,28 @@ def _qargs(dtype, quant_min, quant_max):
     return qmin, qmax
 
 
-def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
+def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None, *,
+                        rounding="nearest", seed=None, offset=0):
     """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn,
-    float8_e5m2): q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md)."""
-    if _fastc is not None and not _is_compiling():
+    float8_e5m2): q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md).
+    rounding="stochastic" with an int seed rounds x / scale up or down by a draw at the
+    element's row-major index plus offset (docs/numerics.md, "Stochastic rounding")."""
+    if _fastc is not None and not _is_compiling() and rounding == "nearest" and seed is None and offset == 0:
         y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
         if y is not None:
             return y
-    return _quantize_per_tensor_py(x, scale, zero_point, dtype, quant_min, quant_max)
+    return _quantize_per_tensor_py(x, scale, zero_point, dtype, quant_min, quant_max, rounding=rounding, seed=seed,
+                                   offset=offset)
 
 
-def _quantize_per_tensor_py(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None):
+def _quantize_per_tensor_py(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None, *,
+                            rounding="nearest", seed=None, offset=0):
     """quantize_per_tensor less the C fast path: the Python fast path, else the checks and the
     general path (what the builtin quantize_per_tensor calls where C does not serve a call,
-    and what torch.compile traces in its place)."""
+    and what torch.compile traces in its place). Stochastic rounding takes the general path
+    alone (the fast paths' kept calls round to nearest)."""
+    if rounding != "nearest" or seed is not None or offset != 0:
+        return _quantize_per_tensor_sr(x, scale, zero_point, dtype, quant_min, quant_max, rounding, seed, offset)
     key = None
     if type(x) is torch.Tensor and type(scale) is float and type(zero_point) is int:
         key = _qpt_key(x, dtype, quant_min, quant_max)
@@ -1564,6 +1591,17 @@ def _quantize_per_tensor_py(x, scale, zero_point=0, dtype=torch.int8, quant_min=
     return y
 
 
+def _quantize_per_tensor_sr(x, scale, zero_point, dtype, quant_min, quant_max, rounding, seed, offset):
+    sr = _sr_args(rounding, seed, offset)[:3]
+    _check_float("x", x)
+    qmin, qmax = _qargs(dtype, quant_min, quant_max)
+    scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
+    d = _ops(x)
+    if d is not _IMPL:
+        return d.quantize_per_tensor(x, scale, zero_point, dtype, qmin, qmax, *sr)
+    return _quantize_per_tensor_general(x, scale, zero_point, dtype, qmin, qmax, *sr)
+
+
 def _builtin(fallback):
     """quantize_per_tensor as _fast.c's builtin bound to fallback (the Python function it
     stands in for), one Python frame less a call, where torch.compile can trace fallback in
@@ -1585,16 +1623,29 @@ if _quantize_per_tensor_c is not None:
     quantize_per_tensor = _quantize_per_tensor_c
 
 
-def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None):
-    """Per-channel quantize along axis: scales and zero_points (or None) of shape [x.shape[axis]]."""
+def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None, *,
+                         rounding="nearest", seed=None, offset=0):
+    """Per-channel quantize along axis: scales and zero_points (or None) of shape [x.shape[axis]].
+    rounding, seed, offset: as quantize_per_tensor's (the element's flat row-major index)."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
-    return _ops(x, scales, zero_points).quantize_per_channel(x, scales, zero_points, int(axis), dtype, qmin, qmax)
+    return _ops(x, scales, zero_points).quantize_per_channel(x, scales, zero_points, int(axis), dtype, qmin, qmax,
+                                                             *sr)
 
 
-def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=None, quant_max=None):
-    """Per-row quantize of x [..., K]: one scale (and zero point) per row of x.view(-1, K)."""
+def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=None, quant_max=None, *,
+                       rounding="nearest", seed=None, offset=0):
+    """Per-row quantize of x [..., K]: one scale (and zero point) per row of x.view(-1, K).
+    rounding, seed, offset: as quantize_per_tensor's (element (r, c) of x.view(-1, K) at
+    index r * K + c)."""
+    if rounding != "nearest" or seed is not None or offset != 0:  # (the fast path rounds to nearest)
+        sr = _sr_args(rounding, seed, offset)[:3]
+        _check_float("x", x)
+        _check_cuda("scales", scales)
+        qmin, qmax = _qargs(dtype, quant_min, quant_max)
+        return _ops(x, scales, zero_points).quantize_per_token(x, scales, zero_points, dtype, qmin, qmax, *sr)
     key = None
     if type(x) is torch.Tensor and type(scales) is torch.Tensor and zero_points is None:
         key = ("qtok", x.shape, x.stride(), x.dtype, x.get_device(), scales.shape, scales.stride(), scales.dtype,
@@ -1617,13 +1668,16 @@ def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=
     return y
 
 
-def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, quant_min=None, quant_max=None):
-    """Per-group quantize of x [..., K]: scales [rows, K / group_size]."""
+def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, quant_min=None, quant_max=None, *,
+                       rounding="nearest", seed=None, offset=0):
+    """Per-group quantize of x [..., K]: scales [rows, K / group_size]. rounding, seed,
+    offset: as quantize_per_token's."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     g = _core.integer("group_size", group_size)
-    return _ops(x, scales, zero_points).quantize_per_group(x, scales, zero_points, g, dtype, qmin, qmax)
+    return _ops(x, scales, zero_points).quantize_per_group(x, scales, zero_points, g, dtype, qmin, qmax, *sr)
 
 
 def _granularity(scale, axis, group_size, block_size):
@@ -1654,21 +1708,33 @@ def _storage_dtype(dtype, quant_min, quant_max):
     return dtype, qmin, qmax
 
 
-def quantize_per_block(x, scales, zero_points, block_size, dtype=torch.int8, quant_min=None, quant_max=None):
+def quantize_per_block(x, scales, zero_points, block_size, dtype=torch.int8, quant_min=None, quant_max=None, *,
+                       rounding="nearest", seed=None, offset=0):
     """Per-block quantize of x [..., K] viewed as [rows, K]: B x B tiles (B = block_size; edge
     tiles partial), scales [ceil(rows / B), ceil(K / B)] (float32, x's type or
-    float8_e8m0fnu), zero points (int32, like scales) or None."""
+    float8_e8m0fnu), zero points (int32, like scales) or None. rounding, seed, offset: as
+    quantize_per_token's."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     b = _core.integer("block_size", block_size)
-    return _ops(x, scales, zero_points).quantize_per_block(x, scales, zero_points, b, dtype, qmin, qmax)
+    return _ops(x, scales, zero_points).quantize_per_block(x, scales, zero_points, b, dtype, qmin, qmax, *sr)
 
 
-def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype=torch.float32):
+def _nearest_only(op, direction, rounding):
+    """Dequantize and the backward passes take rounding "nearest" alone (the error names it)."""
+    if rounding != "nearest":
+        _core.affine_sr(op, direction, rounding, None, 0)
+
+
+def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype=torch.float32,
+               rounding="nearest"):
     """y = (q - zero_point) * scale. scale a float: per tensor; a tensor: per channel along axis
     when axis is given, per group when group_size is given, per block when block_size is
-    given, else per token (one per row)."""
+    given, else per token (one per row). rounding: "nearest" only (dequantize rounds nothing
+    into a storage type)."""
+    _nearest_only(Op.DEQUANTIZE, Direction.FORWARD, rounding)
     if _fastc is not None and not _is_compiling() and axis is None and group_size is None and block_size is None:
         y = _fastc.dequantize_per_tensor(q, scale, zero_point, out_dtype)
         if y is not None:
@@ -1714,28 +1780,41 @@ def _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype):
     return d.dequantize_per_token(q, scale, zps, out_dtype)
 
 
-def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max):
+def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, *, rounding="nearest", seed=None,
+                                    offset=0):
     """torch.fake_quantize_per_tensor_affine, drop-in (scale and zero_point as numbers or
-    one-element tensors); backward: the straight-through estimator."""
+    one-element tensors); backward: the straight-through estimator. rounding="stochastic"
+    with an int seed: quantize_per_tensor's stochastic rounding (the gradient is the same
+    straight-through estimator, its mask computed from input in the backward pass)."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("input", input)
     if isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor):
         # one-element tensors stay on the device: a per-channel op over [1, numel]
         s = torch.as_tensor(scale, device=input.device).reshape(1)
         z = torch.as_tensor(zero_point, device=input.device).reshape(1)
-        return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min,
-                                                quant_max).view(input.shape)
+        return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min, quant_max,
+                                                rounding=rounding, seed=seed, offset=offset).view(input.shape)
     scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
+    if sr[0]:  # (no saved mask with stochastic rounding: the op's backward reads input)
+        d = torch.ops.baracuda_quant if _records_grad(input) else _ops(input)
+        return d.fake_quantize_per_tensor(input, scale, zero_point, int(quant_min), int(quant_max), *sr)
     if _records_grad(input):
         return torch.ops.baracuda_quant.fake_quantize_per_tensor_mask(input, scale, zero_point, int(quant_min),
                                                                       int(quant_max))[0]
     return _ops(input).fake_quantize_per_tensor(input, scale, zero_point, int(quant_min), int(quant_max))
 
 
-def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max):
-    """torch.fake_quantize_per_channel_affine, drop-in; backward: the straight-through estimator."""
+def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, *, rounding="nearest",
+                                     seed=None, offset=0):
+    """torch.fake_quantize_per_channel_affine, drop-in; backward: the straight-through estimator.
+    rounding, seed, offset: as fake_quantize_per_tensor_affine's."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("input", input)
     _check_cuda("scale", scale)
     _check_cuda("zero_point", zero_point)
+    if sr[0]:  # (no saved mask with stochastic rounding: the op's backward reads input)
+        d = torch.ops.baracuda_quant if _records_grad(input) else _ops(input, scale, zero_point)
+        return d.fake_quantize_per_channel(input, scale, zero_point, int(axis), int(quant_min), int(quant_max), *sr)
     if _records_grad(input):
         return torch.ops.baracuda_quant.fake_quantize_per_channel_mask(
             input, scale, zero_point, int(axis), int(quant_min), int(quant_max))[0]
@@ -1744,19 +1823,24 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
 
 
 def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
-                  group_size=None, block_size=None):
+                  group_size=None, block_size=None, rounding="nearest", seed=None, offset=0):
     """dequantize(quantize(input)) at any granularity (chosen as dequantize chooses it), into
     [quant_min, quant_max] of int8/uint8 or, with dtype float8_e4m3fn/float8_e5m2, FP8;
-    differentiable (the straight-through estimator)."""
+    differentiable (the straight-through estimator). rounding="stochastic" with an int seed
+    rounds as the quantize ops do (docs/numerics.md, "Stochastic rounding"); the gradient
+    is the same straight-through estimator."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("input", input)
     gran, param = _granularity(scale, axis, group_size, block_size)
     s, ss, z, zs = _affine_scalars(gran, scale, zero_point)
     dt, qmin, qmax = _storage_dtype(dtype, quant_min, quant_max)
     d = torch.ops.baracuda_quant if _records_grad(input) else _ops(input, ss, zs)
-    return d.fake_quantize_affine(input, s, ss, z, zs, int(gran), param, dt, qmin, qmax)
+    return d.fake_quantize_affine(input, s, ss, z, zs, int(gran), param, dt, qmin, qmax, *sr)
 
 
-def _backward(op, dy, x, scale, zero_point, dtype, quant_min, quant_max, axis, group_size, block_size):
+def _backward(op, dy, x, scale, zero_point, dtype, quant_min, quant_max, axis, group_size, block_size,
+              rounding="nearest"):
+    _nearest_only(op, Direction.BACKWARD, rounding)
     _check_float("dy", dy)
     if x is not None:
         _check_float("input", x)
@@ -1770,24 +1854,29 @@ def _backward(op, dy, x, scale, zero_point, dtype, quant_min, quant_max, axis, g
 
 
 def fake_quantize_backward(dy, input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
-                           group_size=None, block_size=None):
+                           group_size=None, block_size=None, rounding="nearest"):
     """fake_quantize's gradient (the straight-through estimator): dy where quantize(input) is
-    inside the range, else 0."""
+    inside the range, else 0 (the same for either rounding of the forward pass; rounding:
+    "nearest" only, as the backward passes round nothing)."""
     return _backward(Op.FAKE_QUANTIZE, dy, input, scale, zero_point, dtype, quant_min, quant_max, axis, group_size,
-                     block_size)
+                     block_size, rounding)
 
 
 def quantize_backward(dy, input, scale, zero_point=0, *, dtype=torch.int8, quant_min=None, quant_max=None,
-                      axis=None, group_size=None, block_size=None):
+                      axis=None, group_size=None, block_size=None, rounding="nearest"):
     """Quantize's gradient with respect to input: dy / scale where quantize(input) is inside
-    the range, else 0 (dy: the gradient of the quantized values, in input's type)."""
+    the range, else 0 (dy: the gradient of the quantized values, in input's type;
+    rounding: "nearest" only)."""
     return _backward(Op.QUANTIZE, dy, input, scale, zero_point, dtype, quant_min, quant_max, axis, group_size,
-                     block_size)
+                     block_size, rounding)
 
 
-def dequantize_backward(dy, scale, zero_point=0, *, dtype=torch.int8, axis=None, group_size=None, block_size=None):
-    """Dequantize's gradient with respect to its codes: dy * scale (dtype: the storage type)."""
-    return _backward(Op.DEQUANTIZE, dy, None, scale, zero_point, dtype, None, None, axis, group_size, block_size)
+def dequantize_backward(dy, scale, zero_point=0, *, dtype=torch.int8, axis=None, group_size=None, block_size=None,
+                        rounding="nearest"):
+    """Dequantize's gradient with respect to its codes: dy * scale (dtype: the storage type;
+    rounding: "nearest" only)."""
+    return _backward(Op.DEQUANTIZE, dy, None, scale, zero_point, dtype, None, None, axis, group_size, block_size,
+                     rounding)
 
 
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype=torch.int8, symmetric=True,

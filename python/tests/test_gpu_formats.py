@@ -6,6 +6,7 @@ tensors, and every reference is computed independently of the library."""
 import pytest
 
 from conftest import cuda_available
+from sr_reference import sr_draws as _sr_draws
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
 
@@ -574,30 +575,7 @@ def test_mx_ops_against_the_torch_reference(fmt, rule, fname):
 
 
 # ---- stochastic rounding (docs/numerics.md, "Stochastic rounding"), its reference in Python ----
-_M32 = 0xFFFFFFFF
-
-
-def _philox(c, seed):
-    c0, c1, c2, c3 = c
-    k0, k1 = seed & _M32, seed >> 32
-    for i in range(10):
-        if i:
-            k0, k1 = (k0 + 0x9E3779B9) & _M32, (k1 + 0xBB67AE85) & _M32
-        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
-        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & _M32, p1 & _M32, ((p0 >> 32) ^ c3 ^ k1) & _M32, p0 & _M32
-    return c0, c1, c2, c3
-
-
-def _sr_draws(seed, first, n):
-    """the 16-bit draws of elements first .. first + n - 1 (indices modulo 2^64)"""
-    out, words, block = [], None, None
-    for j in range(n):
-        i = (first + j) % (1 << 64)
-        if i >> 3 != block:
-            block = i >> 3
-            words = _philox((block & _M32, block >> 32, 1, 0), seed)
-        out.append((words[(i >> 1) & 3] >> (16 * (i & 1))) & 0xFFFF)
-    return out
+# (the draws' reference, _sr_draws, is sr_reference.py's, shared with test_gpu_affine_sr.py)
 
 
 def _sr_value(v, u, fmt):

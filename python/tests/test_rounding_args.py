@@ -80,3 +80,112 @@ def test_dlpack_mx_ops_carry_the_rotation(launches):
     with pytest.raises(bq.InvalidArgumentError, match="seed"):
         dlpack.mx_quant(x, rotation_block=16, random_signs=True)
     assert len(launches) == 3
+
+
+# ---- the affine ops (quantize and fake quantize, static scales) -------------------------------
+def test_affine_rounding_options_are_checked():
+    """_core.affine_sr: sr_fields, and dequantize and the backward passes refuse "stochastic"
+    by name (before the seed is looked at)"""
+    from baracuda_quant._enums import Direction, Op
+    fwd, bwd = Direction.FORWARD, Direction.BACKWARD
+    assert _core.affine_sr(Op.QUANTIZE, fwd, "stochastic", -1, 3) == (1, (1 << 64) - 1, 3)
+    assert _core.affine_sr(Op.FAKE_QUANTIZE, fwd, "stochastic", 2, 1 << 64) == (1, 2, 0)
+    assert _core.affine_sr(Op.DEQUANTIZE, fwd, "nearest", None, 0) == (0, 0, 0)
+    for op, d in ((Op.DEQUANTIZE, fwd), (Op.QUANTIZE, bwd), (Op.DEQUANTIZE, bwd), (Op.FAKE_QUANTIZE, bwd)):
+        with pytest.raises(bq.InvalidArgumentError, match="rounding .*stochastic.*rounds nothing"):
+            _core.affine_sr(op, d, "stochastic", 1, 0)
+    with pytest.raises(bq.InvalidArgumentError, match="rounding"):
+        _core.affine_sr(Op.DEQUANTIZE, fwd, "down", None, 0)
+    with pytest.raises(bq.InvalidArgumentError, match="seed"):
+        _core.affine_sr(Op.QUANTIZE, fwd, "stochastic", None, 0)
+    with pytest.raises(bq.InvalidArgumentError, match="seed"):
+        _core.affine_sr(Op.QUANTIZE, fwd, "stochastic", "7", 0)
+    with pytest.raises(bq.InvalidArgumentError, match="offset"):
+        _core.affine_sr(Op.QUANTIZE, fwd, "stochastic", 7, 0.5)
+
+
+@pytest.fixture
+def allocs(monkeypatch):
+    """dlpack's output buffers, counted (host memory in place of bq_malloc's)"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import HostBuffer
+    made = []
+
+    class Counted(HostBuffer):
+        def __init__(self, nbytes):
+            super().__init__(nbytes)
+            made.append(nbytes)
+    monkeypatch.setattr(dlpack, "DeviceBuffer", Counted)
+    return made
+
+
+def test_dlpack_affine_ops_carry_the_rounding(launches, allocs):
+    """quantize at every granularity, fake quantize (generic, per tensor, per channel) hand
+    desc.rounding (a ".sr" SKU), the seed and the offset modulo 2^64 to the library (its own
+    checks pass them); round to nearest neither"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import Producer
+    x = Producer((4, 64), DType.BF16)
+    f32 = lambda *shape: Producer(shape, DType.F32)  # noqa: E731
+    sr = dict(rounding="stochastic")
+    dlpack.quantize_per_tensor(x, 0.5, 3, "uint8", **sr, seed=-1, offset=9)
+    dlpack.quantize_per_channel(x, f32(64), Producer((64,), DType.S32), 1, **sr, seed=3, offset=1 << 64)
+    dlpack.quantize_per_token(x, f32(4), **sr, seed=4, offset=-1)
+    dlpack.quantize_per_group(x, f32(4, 2), None, 32, "float8_e4m3fn", **sr, seed=5)
+    dlpack.quantize_per_block(x, f32(1, 4), None, 16, "float8_e5m2", **sr, seed=6)
+    dlpack.fake_quantize(x, 0.5, 1, -100, 100, **sr, seed=7, offset=2)
+    dlpack.fake_quantize(x, f32(4, 2), group_size=32, dtype="int8", **sr, seed=8)
+    dlpack.fake_quantize(x, f32(4), dtype="float8_e4m3fn", **sr, seed=9)
+    dlpack.fake_quantize_per_tensor_affine(x, 0.25, 0, -128, 127, **sr, seed=10, offset=5)
+    dlpack.fake_quantize_per_channel_affine(x, f32(64), Producer((64,), DType.S32), 1, 0, 255, **sr, seed=11)
+    dlpack.quantize_per_tensor(x, 0.5)
+    dlpack.fake_quantize(x, f32(4), dtype="int8")
+    got = [(key[-2], a.seed, a.offset) for key, a in launches]
+    m = 1 << 64
+    assert got == [(1, m - 1, 9), (1, 3, 0), (1, 4, m - 1), (1, 5, 0), (1, 6, 0), (1, 7, 2), (1, 8, 0), (1, 9, 0),
+                   (1, 10, 5), (1, 11, 0), (0, 0, 0), (0, 0, 0)]
+    skus = [_lib.sku(_lib.make_desc(key, 0)) for key, _ in launches]
+    assert all(".sr.sm_" in s for s in skus[:10]) and not any(".sr." in s for s in skus[10:]), skus
+    assert all(not a.mask for _, a in launches)  # (fake quantize per tensor and per channel: no mask)
+
+
+def test_dlpack_affine_refusals_name_the_option(launches, allocs):
+    """bad options, and stochastic rounding where nothing is rounded into storage, raise
+    naming the option before anything is imported, allocated or launched"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import Producer
+    x, q = Producer((4, 64), DType.F32), Producer((4, 64), DType.S8)
+    st = dict(rounding="stochastic")  # (the refusing ops take rounding alone: no seed, no offset)
+    cases = [
+        ("seed", lambda: dlpack.quantize_per_tensor(x, 0.5, rounding="stochastic")),
+        ("rounding", lambda: dlpack.quantize_per_tensor(x, 0.5, rounding="up", seed=1)),
+        ("seed and offset", lambda: dlpack.quantize_per_token(x, Producer((4,), DType.F32), seed=1)),
+        ("seed and offset", lambda: dlpack.quantize_per_group(x, Producer((4, 2), DType.F32), None, 32, offset=3)),
+        ("offset", lambda: dlpack.quantize_per_block(x, Producer((1, 4), DType.F32), None, 16,
+                                                     rounding="stochastic", seed=1, offset=0.5)),
+        ("seed", lambda: dlpack.fake_quantize(x, 0.5, 0, -128, 127, rounding="stochastic", seed=[1])),
+        ("seed", lambda: dlpack.fake_quantize_per_tensor_affine(x, 0.5, 0, -128, 127, rounding="stochastic")),
+        ("seed", lambda: dlpack.fake_quantize_per_channel_affine(x, Producer((64,), DType.F32),
+                                                                 Producer((64,), DType.S32), 1, -128, 127,
+                                                                 rounding="stochastic")),
+        ("rounding", lambda: dlpack.dequantize(q, 0.5, rounding="stochastic")),
+        ("rounding", lambda: dlpack.dequantize(q, Producer((4,), DType.F32), rounding="stochastic")),
+        ("rounding", lambda: dlpack.fake_quantize_backward(x, x, 0.5, 0, -128, 127, **st)),
+        ("rounding", lambda: dlpack.quantize_backward(x, x, 0.5, **st)),
+        ("rounding", lambda: dlpack.dequantize_backward(x, 0.5, **st)),
+    ]
+    for word, call in cases:
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            call()
+    assert launches == [] and allocs == []
+    assert x.streams == [] and q.streams == []  # (no input was imported)
+
+
+def test_affine_mask_is_refused_with_stochastic_rounding():
+    """fake quantize per tensor with a saved mask rounds to nearest only (args.mask NULL)"""
+    from baracuda_quant._enums import Direction, Granularity, Op
+    v = _core.View(0x100000, (64,), (1,), DType.F32, 0)
+    m = _core.View(0x200000, (2,), (1,), DType.S32, 0)
+    with pytest.raises(bq.InvalidArgumentError, match="mask"):
+        _core.affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, fl=v, x=v, y=v, int_type=DType.S8,
+                     qmin=None, qmax=None, scale=0.5, mask=m, rounding="stochastic", seed=1)
