@@ -312,7 +312,7 @@ static void prep_generate(prep *P, int keep_scalars)
   if (d->granularity == BQ_PER_TENSOR) {
     if (!keep_scalars) {
       P->ha.scale = P->da.scale = pick_scale();
-      P->ha.zero_point = P->da.zero_point = pick_zp(qmin, qmax, sp && rnd() % 4 == 0);
+      P->ha.zero_point = P->da.zero_point = ref_is_fp8(d->int_type) ? 0 : pick_zp(qmin, qmax, sp && rnd() % 4 == 0);
     }
   } else {
     void *s = P->sc.h + P->sc.pre;
