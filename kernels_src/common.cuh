@@ -1408,6 +1408,15 @@ template <int N> static __device__ __forceinline__ void bq_sr_draws(bq_u64 i0, b
 }
 
 #if BQ_SR
+// A draw's threshold (u + 1/2) 2^-16 = (2u + 1) 2^-17, exact: 1 + it from the bits (2u + 1 has
+// 17 bits, placed below 1's exponent), less 1 (Sterbenz: exact). No integer-to-float
+// conversion, which issues at a quarter of the FP32 rate.
+static __device__ __forceinline__ float bq_sr_threshold_f32(bq_u32 u) {
+  return __fsub_rn(__uint_as_float(0x3f800000u | ((2u * u + 1u) << 6)), 1.0f);
+}
+static __device__ __forceinline__ double bq_sr_threshold_f64(bq_u32 u) {
+  return __dsub_rn(__longlong_as_double(0x3ff0000000000000ll | ((bq_i64)(2u * u + 1u) << 35)), 1.0);
+}
 // The stochastic rounding of v (|v| < top, finite) onto a float grid of MBITS mantissa bits and
 // smallest normal exponent EMIN (docs/numerics.md, "Stochastic rounding"): |v| = (n + f) q, q
 // the grid's step at |v|, n an integer, 0 <= f < 1; (n + 1) q (at most top) when
@@ -1420,14 +1429,14 @@ template <int EMIN, int MBITS> static __device__ __forceinline__ bq_c bq_sr_grid
   const bq_i64 e = max((int)(__double_as_longlong(a) >> 52) - 1023, EMIN) - MBITS;
   const double q = __longlong_as_double((1023 + e) << 52), qi = __longlong_as_double((1023 - e) << 52);
   const double t = __dmul_rn(a, qi), n = floor(t), f = __dsub_rn(t, n);
-  const double r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);
+  const double r = bq_sr_threshold_f64(u);
   const double m = fmin(__dmul_rn(__dadd_rn(n, r < f ? 1.0 : 0.0), q), top);
   return __longlong_as_double(__double_as_longlong(m) | (__double_as_longlong(v) & (1ll << 63)));
 #else
   const int e = max((int)(__float_as_uint(a) >> 23) - 127, EMIN) - MBITS;
   const float q = __uint_as_float((bq_u32)(127 + e) << 23), qi = __uint_as_float((bq_u32)(127 - e) << 23);
   const float t = __fmul_rn(a, qi), n = floorf(t), f = __fsub_rn(t, n);
-  const float r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);
+  const float r = bq_sr_threshold_f32(u);
   const float m = fminf(__fmul_rn(__fadd_rn(n, r < f ? 1.0f : 0.0f), q), top);
   return __uint_as_float(__float_as_uint(m) | (__float_as_uint(v) & 0x80000000u));
 #endif
@@ -1436,11 +1445,11 @@ template <int EMIN, int MBITS> static __device__ __forceinline__ bq_c bq_sr_grid
 // stays -0); infinities stay, NaN gives 0 (as rne's does)
 static __device__ __forceinline__ bq_c bq_sr_rint(bq_c v, bq_u32 u) {
 #if BQ_FT == BQ_TYPE_F64
-  const double a = fabs(v), n = floor(a), f = __dsub_rn(a, n), r = __dmul_rn((double)(2u * u + 1u), 0x1p-17);
+  const double a = fabs(v), n = floor(a), f = __dsub_rn(a, n), r = bq_sr_threshold_f64(u);
   const double m = __dadd_rn(n, r < f ? 1.0 : 0.0);
   return v == v ? copysign(m, v) : 0.0;
 #else
-  const float a = fabsf(v), n = floorf(a), f = __fsub_rn(a, n), r = __fmul_rn((float)(2u * u + 1u), 0x1p-17f);
+  const float a = fabsf(v), n = floorf(a), f = __fsub_rn(a, n), r = bq_sr_threshold_f32(u);
   const float m = __fadd_rn(n, r < f ? 1.0f : 0.0f);
   return v == v ? copysignf(m, v) : 0.0f;
 #endif
