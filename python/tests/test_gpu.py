@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from conftest import cuda_available
+from conftest import TensorProducer, cuda_available
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
 
@@ -710,23 +710,12 @@ def test_dlpack_front_end():
     x = gen((16, 64), torch.float32, seed=22)
     xd = x.to(DEV)
     torch.cuda.synchronize()
-    q = dlpack.quantize_per_tensor(_Producer(xd), 0.05, 2)
+    q = dlpack.quantize_per_tensor(TensorProducer(xd), 0.05, 2)
     qt = torch.from_dlpack(q)
     assert qt.device == xd.device and qt.dtype == torch.int8
     assert same(qt, ref_quantize(x, torch.tensor(0.05, dtype=torch.float64), 2, -128, 127, torch.int8))
     del qt, q
-    qd, s, z = dlpack.dynamic_per_token_quant(_Producer(xd))
+    qd, s, z = dlpack.dynamic_per_token_quant(TensorProducer(xd))
     assert same(torch.from_dlpack(s).view(-1), bqo.dynamic_per_token_quant(xd)[1].view(-1))
 
 
-class _Producer:
-    """A DLPack producer that is not a torch.Tensor (so the DLPack path is taken)."""
-
-    def __init__(self, t):
-        self.t = t
-
-    def __dlpack__(self, stream=None, **kw):
-        return self.t.__dlpack__(stream=stream)
-
-    def __dlpack_device__(self):
-        return self.t.__dlpack_device__()

@@ -9,7 +9,7 @@ DLPack front end gives the same bits, and the mean rounding error is zero within
 confidence bound."""
 import pytest
 
-from conftest import cuda_available
+from conftest import TensorProducer, cuda_available
 import sr_reference as R
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
@@ -196,17 +196,6 @@ def test_gradient_is_the_straight_through_estimator(fn):
     assert bool((grads[0] == 0).any()) and bool((grads[0] == dy).any())  # (both sides of the mask)
 
 
-class _Producer:
-    """a DLPack producer that is not a torch.Tensor (so the DLPack front end takes it)"""
-
-    def __init__(self, t):
-        self.t = t
-
-    def __dlpack__(self, stream=None, **kw):
-        return self.t.__dlpack__(stream=stream)
-
-    def __dlpack_device__(self):
-        return self.t.__dlpack_device__()
 
 
 def test_dlpack_front_end_gives_the_same_bits():
@@ -215,11 +204,11 @@ def test_dlpack_front_end_gives_the_same_bits():
     s = (torch.rand(9, 5, generator=torch.Generator().manual_seed(8)) * 0.5 + 0.01).to(DEV)
     sr = dict(rounding="stochastic", seed=-3, offset=12)
     torch.cuda.synchronize()
-    q = torch.from_dlpack(dlpack.quantize_per_group(_Producer(x), _Producer(s), None, 16, "int8", **sr))
+    q = torch.from_dlpack(dlpack.quantize_per_group(TensorProducer(x), TensorProducer(s), None, 16, "int8", **sr))
     assert R.mismatches(q, bq.quantize_per_group(x, s, None, 16, torch.int8, **sr)) == 0
-    y = torch.from_dlpack(dlpack.fake_quantize(_Producer(x), 0.25, 4, 0, 255, **sr))
+    y = torch.from_dlpack(dlpack.fake_quantize(TensorProducer(x), 0.25, 4, 0, 255, **sr))
     assert R.mismatches(y, bq.fake_quantize(x, 0.25, 4, 0, 255, **sr)) == 0
-    y = torch.from_dlpack(dlpack.fake_quantize_per_tensor_affine(_Producer(x), 0.25, 4, 0, 255, **sr))
+    y = torch.from_dlpack(dlpack.fake_quantize_per_tensor_affine(TensorProducer(x), 0.25, 4, 0, 255, **sr))
     assert R.mismatches(y, bq.fake_quantize(x, 0.25, 4, 0, 255, **sr)) == 0
 
 
