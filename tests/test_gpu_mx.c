@@ -127,12 +127,14 @@ typedef struct mx_case {
 /* The entry point a run takes, restated: bq_mx_lanes where G is 2^k (k <= 5) times the
    16 / T elements of a 16-byte access of floats and each stream's base and row stride
    (bytes) are multiples of its piece (16 bytes of floats; 16 / T codes, E2M1 half as many
-   bytes); else by G; a forced one as forced. n streams: base, row stride, piece (bytes). */
+   bytes), but for dynamic quantize without the rotation; else by G; a forced one as forced.
+   n streams: base, row stride, piece (bytes). */
 static int want_entry(const bq_desc *d, int64_t G, int force, const uintptr_t *base, const int64_t *stride,
                       const int64_t *piece, int n) {
   if (force >= 0) return force;
   const int64_t E = 16 / bq__dtype_size(d->float_type);
-  int lanes = G % E == 0 && G / E <= 32 && ((G / E) & (G / E - 1)) == 0;
+  int lanes = G % E == 0 && G / E <= 32 && ((G / E) & (G / E - 1)) == 0 &&
+              (d->op != BQ_DYNAMIC_QUANTIZE || d->rotation);
   for (int i = 0; i < n && lanes; i++) lanes = base[i] % (uintptr_t)piece[i] == 0 && stride[i] % piece[i] == 0;
   return lanes ? BQ__MX_LANES : G == 16 ? BQ__MX_G16 : G == 32 ? BQ__MX_G32 : BQ__MX_ANY;
 }
@@ -375,8 +377,8 @@ static void run_plan(const bq_desc *d) {
   }
   /* a large dense one: many blocks, the amax pass's partials */
   mx_case c = {4096, 256, nv ? 16 : 32, 0, 0, 0, 0, 0, -1, nv && d->op == BQ_DYNAMIC_QUANTIZE};
-  for (int k = 0; k < 2; k++) { /* (the rule's kernel, bq_mx_lanes, then the format's own) */
-    c.force = k ? (nv ? BQ__MX_G16 : BQ__MX_G32) : -1;
+  for (int k = 0; k < 2; k++) { /* (bq_mx_lanes, the rule's but for dynamic quantize, then the format's own) */
+    c.force = k ? (nv ? BQ__MX_G16 : BQ__MX_G32) : d->op == BQ_DYNAMIC_QUANTIZE ? BQ__MX_LANES : -1;
     if (floats) run_case_t(d, &c);
     else run_case(d, &c);
   }

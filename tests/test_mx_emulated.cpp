@@ -135,16 +135,17 @@ static void plan_of(bq_desc *d, bq_plan *plan, int rep) {
 /* The kernel a run takes, restated: bq_mx_lanes where G is 2^k (k <= 5) times the 16 / T
    elements of a 16-byte access of floats and each stream's base and row stride (bytes) are
    multiples of its piece (16 bytes of floats; 16 / T codes, E2M1 half as many bytes), unless
-   the test forced bq_mx_any; else bq_mx16, bq_mx32 or bq_mx_any by G. streams: base, row
-   stride in bytes, piece in bytes. */
+   the test forced bq_mx_any or the op is dynamic quantize without the rotation; else bq_mx16,
+   bq_mx32 or bq_mx_any by G. streams: base, row stride in bytes, piece in bytes. */
 struct stream_geom {
   const void *base;
   int64_t stride_bytes, piece;
 };
-static emu_kernel want_kernel(int64_t G, int forced_any, const stream_geom *st, int n) {
+static emu_kernel want_kernel(int64_t G, int forced_any, int forced_lanes, const stream_geom *st, int n) {
   if (forced_any) return (emu_kernel)kany;
   const int64_t E = 16 / (int64_t)ref_dtype_size(T);
-  int lanes = G % E == 0 && G / E <= 32 && ((G / E) & (G / E - 1)) == 0;
+  int lanes = G % E == 0 && G / E <= 32 && ((G / E) & (G / E - 1)) == 0 &&
+              (OP != BQ_DYNAMIC_QUANTIZE || EMU_ROT || forced_lanes);
   for (int i = 0; i < n && lanes; i++)
     lanes = (uintptr_t)st[i].base % (uintptr_t)st[i].piece == 0 && st[i].stride_bytes % st[i].piece == 0;
   if (lanes) return (emu_kernel)klanes;
@@ -164,8 +165,10 @@ static void one_case(int rep) {
   const int64_t G = lanes_case ? (int64_t)E << rnd_range(0, 5)
                                : E2M1 ? gs_even[rnd() % 10] : gs_any[rnd() % 10];
   const int force_any = (G == 16 || G == 32) && rnd() % 4 == 0 && !EMU_ROT;
+  /* dynamic quantize takes bq_mx_lanes with the rotation alone: half its lanes cases force it */
+  const int force_lanes = lanes_case && !force_any && OP == BQ_DYNAMIC_QUANTIZE && !EMU_ROT && rnd() % 2;
   const int rot_n = EMU_ROT ? 2 << rnd_range(0, refmx_rot_max_shift(E)) : 0; /* (2 to 32 E) */
-  bq__mx_force_entry = force_any ? BQ__MX_ANY : -1;
+  bq__mx_force_entry = force_any ? BQ__MX_ANY : force_lanes ? BQ__MX_LANES : -1;
   bq_args a;
   memset(&a, 0, sizeof a);
   a.group_size = G;
@@ -299,7 +302,7 @@ static void one_case(int rep) {
     const int64_t E = 16 / (int64_t)ts, cpiece = E2M1 ? E / 2 : E;
     const stream_geom st[2] = {{fl, (deq ? ys : xs) * (int64_t)ts, 16},
                                {cd, E2M1 ? (deq ? xs : ys) / 2 : (deq ? xs : ys), cpiece}};
-    const emu_kernel want = want_kernel(G, force_any, st, 2);
+    const emu_kernel want = want_kernel(G, force_any, force_lanes, st, 2);
     cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
     cr_assert_eq(g_amax_launches, 2 * computed, "amax passes: %d | %s", g_amax_launches, what);
     g_lanes_runs += want == (emu_kernel)klanes;
@@ -407,7 +410,7 @@ static void one_case_t(int rep) {
   if (a.rows && a.cols) {
     const stream_geom st[3] = {{bwd ? y : x, (bwd ? ys : xs) * (int64_t)ts, 16}, {bwd ? dx : y, (bwd ? xs : ys) * (int64_t)ts, 16},
                                {x, xs * (int64_t)ts, 16}};
-    const emu_kernel want = want_kernel(G, force_any, st, bwd && OP != BQ_DEQUANTIZE ? 3 : 2);
+    const emu_kernel want = want_kernel(G, force_any, 0, st, bwd && OP != BQ_DEQUANTIZE ? 3 : 2);
     cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
     g_lanes_runs += want == (emu_kernel)klanes;
   }
