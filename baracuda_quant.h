@@ -3782,24 +3782,35 @@ BQ__FN int bq__affine_rows(const bq_plan *p, const bq_args *a, const bq__view *v
   return 1;
 }
 
+/* the parameter block every affine kernel but the lean ones reads: streams, shape, strides,
+   parameters (the tiling and the dividers are the caller's) */
+BQ__FN bq_affine_params bq__affine_params_of(const bq_plan *p, const bq_args *a, const bq__view *v) {
+  bq_affine_params k;
+  memset(&k, 0, sizeof k);
+  const int fwd = p->desc.direction == BQ_FORWARD;
+  k.in0 = (uint64_t)(uintptr_t)(fwd ? a->x : a->dy);
+  k.in1 = (uint64_t)(uintptr_t)(fwd ? NULL : a->x);
+  k.out = (uint64_t)(uintptr_t)(fwd ? a->y : a->dx);
+  k.rows = v->rows;
+  k.cols = v->cols;
+  k.in0_stride = fwd ? v->xs : v->ys; /* dy is shaped like y */
+  k.in1_stride = v->xs;
+  k.out_stride = fwd ? v->ys : v->xs; /* dx is shaped like x */
+  k.group = v->group ? v->group : 1;
+  k.gmod = v->gmod ? v->gmod : 1;
+  k.grs = v->grs;
+  k.scales = (uint64_t)(uintptr_t)a->scales;
+  k.zps = (uint64_t)(uintptr_t)a->zero_points;
+  k.scale = p->desc.float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
+  k.zp = a->zero_point;
+  return k;
+}
 /* Stochastic rounding: bq_affine_sr, 8 elements a thread over [rows, cols] (per tensor and per
    channel one dense row), a grid of at most two SM-fulls of threads striding over them */
 BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
   bq_affine_sr_params k;
   memset(&k, 0, sizeof k);
-  k.a.in0 = (uint64_t)(uintptr_t)a->x;
-  k.a.out = (uint64_t)(uintptr_t)a->y;
-  k.a.rows = v->rows;
-  k.a.cols = v->cols;
-  k.a.in0_stride = v->xs;
-  k.a.out_stride = v->ys;
-  k.a.group = v->group ? v->group : 1;
-  k.a.gmod = v->gmod ? v->gmod : 1;
-  k.a.grs = v->grs;
-  k.a.scales = (uint64_t)(uintptr_t)a->scales;
-  k.a.zps = (uint64_t)(uintptr_t)a->zero_points;
-  k.a.scale = p->desc.float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
-  k.a.zp = a->zero_point;
+  k.a = bq__affine_params_of(p, a, v);
   k.offset = a->offset;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   const bq__limits lim = bq__limits_of(p);
@@ -3821,24 +3832,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
   if (rows < 0) return st;
   if (rows) return rp->fam->run(rp, &rq, NULL, 0, stream); /* (its context is this plan's, current) */
-  bq_affine_params k;
-  memset(&k, 0, sizeof k);
-  int fwd = d->direction == BQ_FORWARD;
-  k.in0 = (uint64_t)(uintptr_t)(fwd ? a->x : a->dy);
-  k.in1 = (uint64_t)(uintptr_t)(fwd ? NULL : a->x);
-  k.out = (uint64_t)(uintptr_t)(fwd ? a->y : a->dx);
-  k.rows = v.rows;
-  k.cols = v.cols;
-  k.in0_stride = fwd ? v.xs : v.ys; /* dy is shaped like y */
-  k.in1_stride = v.xs;
-  k.out_stride = fwd ? v.ys : v.xs; /* dx is shaped like x */
-  k.group = v.group ? v.group : 1;
-  k.gmod = v.gmod ? v.gmod : 1;
-  k.grs = v.grs;
-  k.scales = (uint64_t)(uintptr_t)a->scales;
-  k.zps = (uint64_t)(uintptr_t)a->zero_points;
-  k.scale = d->float_type == BQ_F64 ? a->scale : (double)(float)a->scale;
-  k.zp = a->zero_point;
+  bq_affine_params k = bq__affine_params_of(p, a, &v);
   const int f = bq__affine_force_entry;
   const bq__affine_row *row = bq__affine_row_of(d);
   if (a->mask) {
