@@ -2278,13 +2278,16 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   default: return 0;
   }
 }
-/* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
-   args.rotation_block): n a power of two from 2 to 256, else -1 */
-BQ__FN int bq__hadamard_log2(int64_t n) {
-  for (int k = 1; k <= 8; k++)
+/* k where n is 2^k with k from lo to hi, else -1 (block and group sizes that must be powers
+   of two: a Hadamard block, bq_mx_lanes' group) */
+BQ__FN int bq__pow2_log(int64_t n, int lo, int hi) {
+  for (int k = lo; k <= hi; k++)
     if (((int64_t)1 << k) == n) return k;
   return -1;
 }
+/* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
+   args.rotation_block): n a power of two from 2 to 256, else -1 */
+BQ__FN int bq__hadamard_log2(int64_t n) { return bq__pow2_log(n, 1, 8); }
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 /* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
@@ -4642,10 +4645,8 @@ BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
    aligned to its size: the floats' 16 bytes, the codes' 16 / T (E2M1: half that) */
 BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
   const int T = bq__dtype_size(d->float_type), E = 16 / T, cb = d->int_type == BQ_E2M1 ? E / 2 : E;
-  if (v->group % E) return -1;
-  int k = 0;
-  while (k <= 5 && (E << k) != v->group) k++;
-  if (k > 5) return -1;
+  const int k = v->group % E ? -1 : bq__pow2_log(v->group / E, 0, 5);
+  if (k < 0) return -1;
   const int bwd = d->direction == BQ_BACKWARD, deq = d->op == BQ_DEQUANTIZE;
   const int codes = !bwd && d->op != BQ_FAKE_QUANTIZE; /* one stream is codes */
   /* each stream: its pointer and row stride in bytes, and the piece's size */

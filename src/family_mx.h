@@ -248,10 +248,8 @@ BQ__FN size_t bq__mx_workspace(const bq_plan *p, const bq_args *a) {
    aligned to its size: the floats' 16 bytes, the codes' 16 / T (E2M1: half that) */
 BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
   const int T = bq__dtype_size(d->float_type), E = 16 / T, cb = d->int_type == BQ_E2M1 ? E / 2 : E;
-  if (v->group % E) return -1;
-  int k = 0;
-  while (k <= 5 && (E << k) != v->group) k++;
-  if (k > 5) return -1;
+  const int k = v->group % E ? -1 : bq__pow2_log(v->group / E, 0, 5);
+  if (k < 0) return -1;
   const int bwd = d->direction == BQ_BACKWARD, deq = d->op == BQ_DEQUANTIZE;
   const int codes = !bwd && d->op != BQ_FAKE_QUANTIZE; /* one stream is codes */
   /* each stream: its pointer and row stride in bytes, and the piece's size */

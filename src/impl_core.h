@@ -1123,13 +1123,16 @@ BQ__FN int bq__dtype_size(bq_dtype t) {
   default: return 0;
   }
 }
-/* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
-   args.rotation_block): n a power of two from 2 to 256, else -1 */
-BQ__FN int bq__hadamard_log2(int64_t n) {
-  for (int k = 1; k <= 8; k++)
+/* k where n is 2^k with k from lo to hi, else -1 (block and group sizes that must be powers
+   of two: a Hadamard block, bq_mx_lanes' group) */
+BQ__FN int bq__pow2_log(int64_t n, int lo, int hi) {
+  for (int k = lo; k <= hi; k++)
     if (((int64_t)1 << k) == n) return k;
   return -1;
 }
+/* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
+   args.rotation_block): n a power of two from 2 to 256, else -1 */
+BQ__FN int bq__hadamard_log2(int64_t n) { return bq__pow2_log(n, 1, 8); }
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 /* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
