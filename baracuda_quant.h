@@ -3808,8 +3808,9 @@ BQ__FN bq_affine_params bq__affine_params_of(const bq_plan *p, const bq_args *a,
   k.zp = a->zero_point;
   return k;
 }
-/* Stochastic rounding: bq_affine_sr, 8 elements a thread over [rows, cols] (per tensor and per
-   channel one dense row), a grid of at most two SM-fulls of threads striding over them */
+/* Stochastic rounding: bq_affine_sr, 16 elements a thread of 16-bit data, else 8 (affine.cu's
+   BQ_SR_N), over [rows, cols] (per tensor and per channel one dense row), a grid of at most
+   two SM-fulls of threads striding over them */
 BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
   bq_affine_sr_params k;
   memset(&k, 0, sizeof k);
@@ -3817,7 +3818,8 @@ BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq_
   k.offset = a->offset;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   const bq__limits lim = bq__limits_of(p);
-  const int64_t threads = v->rows * ((v->cols + 7) / 8), cap = 2 * lim.sms * (lim.threads_sm / 256);
+  const int64_t per = bq__dtype_size(p->desc.float_type) <= 2 ? 16 : 8;
+  const int64_t threads = v->rows * ((v->cols + per - 1) / per), cap = 2 * lim.sms * (lim.threads_sm / 256);
   const int64_t blocks = bq__grid(threads, 256);
   return bq__launch(p, BQ__AFFINE_SR, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
 }
@@ -8604,47 +8606,58 @@ static const char bq__src_affine_cu[] =
   "\n"
   "#if BQ_SR\n"
   "// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding ----------------\n"
-  "// A thread takes 8 consecutive elements of a row, one generator call's draws (bq_sr_draws;\n"
-  "// element (r, c) draws at index offset + r * cols + c, so the bits depend on neither the grid\n"
-  "// nor the kernel), and moves them with the widest accesses their alignment allows. Each\n"
-  "// element's parameters come from bq_qparams' walker, positioned once for the 8.\n"
+  "// A thread takes BQ_SR_N consecutive elements of a row (16 of 16-bit data, two generator\n"
+  "// calls' draws whose chains interleave; else 8, one call's): element (r, c) draws at index\n"
+  "// offset + r * cols + c (bq_sr_draws), so the bits depend on neither the grid nor the kernel.\n"
+  "// It moves them with the widest accesses their alignment allows. Each element's parameters\n"
+  "// come from bq_qparams' walker, positioned once for the chunk (per tensor: once a thread).\n"
+  "#define BQ_SR_N (sizeof(bq_in0) <= 2 ? 16 : 8)\n"
   "#if BQ_E_AFFINE_SR\n"
   "extern \"C\" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {\n"
   "#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE)\n"
+  "  constexpr int N = BQ_SR_N;\n"
   "  const bq_affine_params &p = sp.a;\n"
-  "  const bq_i64 per = (p.cols + 7) >> 3, n = p.rows * per;\n"
+  "  const bq_i64 per = (p.cols + N - 1) / N, n = p.rows * per;\n"
   "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;\n"
+  "#if BQ_GRAN == BQ_GRAN_TENSOR\n"
+  "  bq_qparams q;\n"
+  "  bq_qp_at(q, p, 0, 0);\n"
+  "#endif\n"
   "  for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {\n"
-  "    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * 8;\n"
-  "    bq_u32 u[8];\n"
-  "    bq_sr_draws<8>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);\n"
+  "    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * N;\n"
+  "    bq_u32 u[N];\n"
+  "    bq_sr_draws<N>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "    bq_qparams q;\n"
   "    bq_qp_at(q, p, r, c0);\n"
+  "#endif\n"
   "    const bq_in0 *x = (const bq_in0 *)p.in0 + r * p.in0_stride + c0;\n"
   "    bq_out *y = (bq_out *)p.out + r * p.out_stride + c0;\n"
-  "    bq_chunk<bq_in0, 8> a;\n"
-  "    bq_chunk<bq_out, 8> b;\n"
-  "    const bool whole = c0 + 8 <= p.cols;\n"
+  "    bq_chunk<bq_in0, N> a;\n"
+  "    bq_chunk<bq_out, N> b;\n"
+  "    const bool whole = c0 + N <= p.cols;\n"
   "    if (whole) {\n"
   "      bq_load(a, x, bq_width(x));\n"
   "    } else {\n"
   "#pragma unroll\n"
-  "      for (int k = 0; k < 8; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;\n"
+  "      for (int k = 0; k < N; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;\n"
   "    }\n"
   "#pragma unroll\n"
-  "    for (int k = 0; k < 8; k++) {\n"
+  "    for (int k = 0; k < N; k++) {\n"
   "#if BQ_OP == BQ_OP_QUANTIZE\n"
   "      b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);\n"
   "#else\n"
   "      b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));\n"
   "#endif\n"
-  "      if (k < 7 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)\n"
+  "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
+  "      if (k < N - 1 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)\n"
+  "#endif\n"
   "    }\n"
   "    if (whole) {\n"
   "      bq_store(y, b, bq_width(y));\n"
   "    } else {\n"
   "#pragma unroll\n"
-  "      for (int k = 0; k < 8; k++)\n"
+  "      for (int k = 0; k < N; k++)\n"
   "        if (c0 + k < p.cols) y[k] = b.e[k];\n"
   "    }\n"
   "  }\n"

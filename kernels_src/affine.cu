@@ -1481,47 +1481,58 @@ extern "C" __global__ void BQ_LB_MASK BQ_FN_AFFINE_MASK(const bq_affine_params p
 
 #if BQ_SR
 // ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding ----------------
-// A thread takes 8 consecutive elements of a row, one generator call's draws (bq_sr_draws;
-// element (r, c) draws at index offset + r * cols + c, so the bits depend on neither the grid
-// nor the kernel), and moves them with the widest accesses their alignment allows. Each
-// element's parameters come from bq_qparams' walker, positioned once for the 8.
+// A thread takes BQ_SR_N consecutive elements of a row (16 of 16-bit data, two generator
+// calls' draws whose chains interleave; else 8, one call's): element (r, c) draws at index
+// offset + r * cols + c (bq_sr_draws), so the bits depend on neither the grid nor the kernel.
+// It moves them with the widest accesses their alignment allows. Each element's parameters
+// come from bq_qparams' walker, positioned once for the chunk (per tensor: once a thread).
+#define BQ_SR_N (sizeof(bq_in0) <= 2 ? 16 : 8)
 #if BQ_E_AFFINE_SR
 extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {
 #if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE)
+  constexpr int N = BQ_SR_N;
   const bq_affine_params &p = sp.a;
-  const bq_i64 per = (p.cols + 7) >> 3, n = p.rows * per;
+  const bq_i64 per = (p.cols + N - 1) / N, n = p.rows * per;
   const bq_i64 step = (bq_i64)gridDim.x * blockDim.x;
+#if BQ_GRAN == BQ_GRAN_TENSOR
+  bq_qparams q;
+  bq_qp_at(q, p, 0, 0);
+#endif
   for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
-    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * 8;
-    bq_u32 u[8];
-    bq_sr_draws<8>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);
+    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * N;
+    bq_u32 u[N];
+    bq_sr_draws<N>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);
+#if BQ_GRAN != BQ_GRAN_TENSOR
     bq_qparams q;
     bq_qp_at(q, p, r, c0);
+#endif
     const bq_in0 *x = (const bq_in0 *)p.in0 + r * p.in0_stride + c0;
     bq_out *y = (bq_out *)p.out + r * p.out_stride + c0;
-    bq_chunk<bq_in0, 8> a;
-    bq_chunk<bq_out, 8> b;
-    const bool whole = c0 + 8 <= p.cols;
+    bq_chunk<bq_in0, N> a;
+    bq_chunk<bq_out, N> b;
+    const bool whole = c0 + N <= p.cols;
     if (whole) {
       bq_load(a, x, bq_width(x));
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;
+      for (int k = 0; k < N; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;
     }
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < N; k++) {
 #if BQ_OP == BQ_OP_QUANTIZE
       b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);
 #else
       b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));
 #endif
-      if (k < 7 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)
+#if BQ_GRAN != BQ_GRAN_TENSOR
+      if (k < N - 1 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)
+#endif
     }
     if (whole) {
       bq_store(y, b, bq_width(y));
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; k++)
+      for (int k = 0; k < N; k++)
         if (c0 + k < p.cols) y[k] = b.e[k];
     }
   }

@@ -579,8 +579,9 @@ BQ__FN bq_affine_params bq__affine_params_of(const bq_plan *p, const bq_args *a,
   k.zp = a->zero_point;
   return k;
 }
-/* Stochastic rounding: bq_affine_sr, 8 elements a thread over [rows, cols] (per tensor and per
-   channel one dense row), a grid of at most two SM-fulls of threads striding over them */
+/* Stochastic rounding: bq_affine_sr, 16 elements a thread of 16-bit data, else 8 (affine.cu's
+   BQ_SR_N), over [rows, cols] (per tensor and per channel one dense row), a grid of at most
+   two SM-fulls of threads striding over them */
 BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
   bq_affine_sr_params k;
   memset(&k, 0, sizeof k);
@@ -588,7 +589,8 @@ BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq_
   k.offset = a->offset;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
   const bq__limits lim = bq__limits_of(p);
-  const int64_t threads = v->rows * ((v->cols + 7) / 8), cap = 2 * lim.sms * (lim.threads_sm / 256);
+  const int64_t per = bq__dtype_size(p->desc.float_type) <= 2 ? 16 : 8;
+  const int64_t threads = v->rows * ((v->cols + per - 1) / per), cap = 2 * lim.sms * (lim.threads_sm / 256);
   const int64_t blocks = bq__grid(threads, 256);
   return bq__launch(p, BQ__AFFINE_SR, blocks < cap ? blocks : cap, 1, 256, 0, &k, stream);
 }
