@@ -96,11 +96,13 @@
      are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
-     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize and fake quantize
-     (forward, any granularity, integer or FP8 storage) rounds v = C(x) / C(s) down or up,
-     up when (u + 1/2) 2^-16 < its distance from the value below (integers, or the FP8
-     grid), u element i's draw (MICROSCALING below says which bits); then the zero point
-     and saturation as before. args.seed keys it, args.offset shifts i.
+     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize, fake quantize
+     (forward) and dynamic quantize (any granularity, integer or FP8 storage) rounds
+     v = C(x) / C(s) down or up, up when (u + 1/2) 2^-16 < its distance from the value below
+     (integers, or the FP8 grid), u element i's draw (MICROSCALING below says which bits);
+     then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
+     Dynamic quantize computes and stores its scales as when rounding to nearest, then
+     rounds with the stored ones.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -450,7 +452,7 @@ typedef struct bq_desc {
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
-  bq_rounding rounding;        /* microscaling quantize, fake quantize and dynamic quantize:
+  bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
   int rotation;                /* microscaling quantize and dynamic quantize: 1 rotates x first
                                   (BQ_HADAMARD's forward pass, blocks of args.rotation_block,
@@ -4107,8 +4109,9 @@ BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *
   bq__prelude_types(d, s);
   const bq__dynamic_row *r = bq__dynamic_row_of(d);
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
-              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
-              bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team, d->pow2_scales);
+              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n#define BQ_WRITE_Y %d\n",
+              d->asymmetric, bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team,
+              d->pow2_scales, d->rounding != BQ_ROUND_STOCHASTIC);
 }
 
 BQ__FN bq_status bq__dynamic_view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
@@ -4190,10 +4193,42 @@ static int bq__dynamic_force_entry = -1;
 static int bq__tiles_staged = 1;
 /* Tests: 0 runs per-token rows unstaged (bq_dynamic's teams, never bq_dynamic_staged) */
 static int bq__rows_staged = 1;
+BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, const bq__view *vp, void *ws,
+                                         size_t ws_bytes, void *stream);
+/* Stochastic rounding: the kernels write the scales (and zero points) alone (BQ_WRITE_Y 0),
+   then the plan's affine plan quantizes with them as static ones (bq__dynamic_sub): the
+   stored-scale rule makes that the contract's two steps exactly. Per tensor, the scale is
+   on the device: the affine plan is per token over one row of numel. */
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__dynamic_validate(p, a, &v);
   if (st || v.numel == 0) return st;
+  if ((st = bq__dynamic_scales_run(p, a, &v, ws, ws_bytes, stream)) || p->desc.rounding != BQ_ROUND_STOCHASTIC) return st;
+  bq_args q;
+  memset(&q, 0, sizeof q);
+  q.x = a->x;
+  q.y = a->y;
+  q.scales = a->out_scales;
+  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  q.seed = a->seed;
+  q.offset = a->offset;
+  if (p->desc.granularity == BQ_PER_TENSOR) {
+    q.rows = 1;
+    q.cols = v.numel;
+  } else {
+    q.rows = a->rows;
+    q.cols = a->cols;
+    q.x_row_stride = a->x_row_stride;
+    q.y_row_stride = a->y_row_stride;
+    q.group_size = a->group_size;
+    q.group_row_stride = a->group_row_stride;
+  }
+  return bq_plan_run(p->sub, &q, NULL, 0, stream);
+}
+BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, const bq__view *vp, void *ws,
+                                         size_t ws_bytes, void *stream) {
+  const bq__view v = *vp;
+  bq_status st;
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
   const bq__dynamic_row *row = bq__dynamic_row_of(d);
@@ -4310,26 +4345,49 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
                     "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
                     "use per_token, per_group, per_block or per_tensor", name);
   if ((st = bq__rule_asymmetric(d, name))) return st;
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
   return bq__rule_qrange(d, name, "dynamic quantize");
+}
+/* Stochastic rounding's plans hold the affine plan that quantizes with the scales written
+   (bq__dynamic_run): quantize forward at the same granularity (per tensor: per token over
+   one row), float and storage types, q-range, scale type and layout, rounding stochastically */
+BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
+  if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->rounding = BQ_ROUND_STOCHASTIC;
+  return 1;
 }
 /* the variant: elements per access, symmetric or not, power-of-two scales */
 BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
-           d->pow2_scales ? ".pow2" : "");
+  snprintf(variant, sizeof variant, "vec%d.%s%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
+           d->pow2_scales ? ".pow2" : "", d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* the enumeration's variants: pow2_scales 0 and 1 */
+/* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically */
 BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
   (void)op;
-  *outer = 1, *inner = 2;
+  *outer = 1, *inner = 4;
 }
 BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
-  in->pow2_scales = inner;
+  in->pow2_scales = inner & 1;
+  in->rounding = (bq_rounding)(inner >> 1);
 }
-BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) { (void)d; return BQ__OWNS_AMAX_BOUND; }
+BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
+  return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+}
 
 static const bq__family bq__dynamic_family = {
   {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
@@ -4341,7 +4399,7 @@ static const bq__family bq__dynamic_family = {
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  NULL, NULL, NULL};
+  bq__dynamic_sub, NULL, NULL};
 
 /* ==== src/family_mx.h ===================================================================== */
 /* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
@@ -6207,10 +6265,10 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
-  if (f != &bq__mx_family && f != &bq__affine_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+  if (f != &bq__mx_family && f != &bq__affine_family && f != &bq__dynamic_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
-                    "rounding is offered by quantize and fake quantize (static scales, integer or FP8 storage) and "
-                    "by the microscaling formats' quantize, fake quantize and dynamic quantize",
+                    "rounding is offered by quantize, fake quantize and dynamic quantize (integer, FP8 and "
+                    "microscaling storage)",
                     bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__mx_family && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is the "
@@ -6840,7 +6898,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
   const int own = fam != NULL; /* (else the elementwise form, which a family with a form of its own may use too) */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
-    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && n >= 9 && n <= 12; i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
         bq_desc l;
         memset(&l, 0, sizeof l);
@@ -6854,6 +6912,8 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
     if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
+    if (n >= 11 && !strcmp(tok[n - 2], "sr")) /* dynamic quantize's rounding, before the target */
+      d.rounding = BQ_ROUND_STOCHASTIC, tok[n - 2] = tok[n - 1], n--;
     if (n == 11 && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
     ok = ok && n <= 10 && (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
          bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&
@@ -10451,6 +10511,11 @@ static const char bq__src_dynamic_cu[] =
   "// token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table\n"
   "// (bq__dynamic_table), which says why.\n"
   "#define BQ_DU 4 // accesses in flight per thread in the streaming loops\n"
+  "// BQ_WRITE_Y 0 (stochastic rounding's plans): the kernels write the scales (and zero points)\n"
+  "// alone; the affine family's bq_affine_sr quantizes with them after (family_dynamic.h)\n"
+  "#ifndef BQ_WRITE_Y\n"
+  "#define BQ_WRITE_Y 1\n"
+  "#endif\n"
   "\n"
   "/* kernels_src/dynamic_abi.h - dynamic quantization's host/kernel interface, valid as C and\n"
   "   as CUDA C++: its entry points and its parameter block. dynamic.cu and the host\n"
@@ -10628,6 +10693,7 @@ static const char bq__src_dynamic_cu[] =
   "#else\n"
   "  if (lane == 0) bq_write_params(p, pidx, q);\n"
   "#endif\n"
+  "  if (!BQ_WRITE_Y) return;\n"
   "  if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);\n"
   "  if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);\n"
   "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
@@ -10680,6 +10746,7 @@ static const char bq__src_dynamic_cu[] =
   "    if (ok) {\n"
   "      const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
   "      if (sub == 0) bq_write_group(p, bq_pat(bq_pbase(r, p.grs), g, p.grs), g, q);\n"
+  "      if (!BQ_WRITE_Y) continue;\n"
   "#if BQ_LEAN\n"
   "      bq_quantize_batch<true>(a, y, c0, gl, c0 + (bq_i64)ga * gl, q, w_out); // access u < ga: u gl + sub < gc\n"
   "#else\n"
@@ -10760,6 +10827,7 @@ static const char bq__src_dynamic_cu[] =
   "template <int CPT>\n"
   "static __device__ __forceinline__ void bq_tile_put(const bq_xchunk (&a)[CPT], bq_i *y, bq_i64 ystep, int nk,\n"
   "                                                   const bq_qp &q) {\n"
+  "  if (!BQ_WRITE_Y) return;\n"
   "  const int w0 = bq_width(y);\n"
   "  const bool same = (((bq_u32)ystep * (bq_u32)sizeof(bq_i)) & 15u) == 0; // every access aligned as the first\n"
   "#pragma unroll\n"
@@ -10897,6 +10965,7 @@ static const char bq__src_dynamic_cu[] =
   "  red = bq_red_team(red, BQ_TILE_THREADS, red_smem);\n"
   "  const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
   "  if (tid == 0) bq_write_params(p, pidx, q);\n"
+  "  if (!BQ_WRITE_Y) return;\n"
   "  for (bq_u32 b0 = 0; b0 < g.n; b0 += batch) {\n"
   "#pragma unroll\n"
   "    for (int k = 0; k < CPT; k++) {\n"
@@ -11054,7 +11123,7 @@ static const char bq__src_dynamic_cu[] =
   "      if (threadIdx.x == 0) bq_write_params(p, w.tr * p.grs + w.tc, q);\n"
   "      for (bq_u32 b = 0, kb = 0; b < nr; b += span, kb += BQ_TILE_CPT) {\n"
   "        const int nk = bq_tgrid_steps<BQ_TILE_CPT>(g, b, lim);\n"
-  "        if (nr > span) { // else still in a\n"
+  "        if (BQ_WRITE_Y && nr > span) { // else still in a\n"
   "#pragma unroll\n"
   "          for (int k = 0; k < BQ_TILE_CPT; k++)\n"
   "            if (k < nk) bq_load(a[k], xt + (kb + k) * xstep, 16);\n"
@@ -11162,6 +11231,7 @@ static const char bq__src_dynamic_cu[] =
   "    red = bq_red_team(red, tpr, red_smem);\n"
   "    const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
   "    if (lane == 0) bq_write_params(p, r, q);\n"
+  "    if (!BQ_WRITE_Y) continue;\n"
   "    bq_i *y = (bq_i *)p.y + r * p.ys;\n"
   "    const int w_out = bq_width(y);\n"
   "#if BQ_LEAN\n"
@@ -11274,6 +11344,7 @@ static const char bq__src_dynamic_cu[] =
   "  r = bq_red_team(r, blockDim.x, red_smem);\n"
   "  const bq_qp q = bq_params_of(r, (bq_c)p.bound);\n"
   "  if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);\n"
+  "  if (!BQ_WRITE_Y) return;\n"
   "  const bq_t *x = (const bq_t *)p.x;\n"
   "  bq_i *y = (bq_i *)p.y;\n"
   "  const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;\n"

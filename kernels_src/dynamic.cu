@@ -25,6 +25,11 @@
 // token), whose teams have up to BQ_LONG_TEAM: the prelude's, from the host's dispatch table
 // (bq__dynamic_table), which says why.
 #define BQ_DU 4 // accesses in flight per thread in the streaming loops
+// BQ_WRITE_Y 0 (stochastic rounding's plans): the kernels write the scales (and zero points)
+// alone; the affine family's bq_affine_sr quantizes with them after (family_dynamic.h)
+#ifndef BQ_WRITE_Y
+#define BQ_WRITE_Y 1
+#endif
 
 #include "dynamic_abi.h" // the entry points and parameter block, which the host compiles too
 
@@ -164,6 +169,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 #else
   if (lane == 0) bq_write_params(p, pidx, q);
 #endif
+  if (!BQ_WRITE_Y) return;
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
   for (bq_i64 b = 0; b < nch; b += batch) {
@@ -216,6 +222,7 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
     if (ok) {
       const bq_qp q = bq_params_of(red, (bq_c)p.bound);
       if (sub == 0) bq_write_group(p, bq_pat(bq_pbase(r, p.grs), g, p.grs), g, q);
+      if (!BQ_WRITE_Y) continue;
 #if BQ_LEAN
       bq_quantize_batch<true>(a, y, c0, gl, c0 + (bq_i64)ga * gl, q, w_out); // access u < ga: u gl + sub < gc
 #else
@@ -296,6 +303,7 @@ template <int CPT> static __device__ __forceinline__ int bq_tgrid_steps(const bq
 template <int CPT>
 static __device__ __forceinline__ void bq_tile_put(const bq_xchunk (&a)[CPT], bq_i *y, bq_i64 ystep, int nk,
                                                    const bq_qp &q) {
+  if (!BQ_WRITE_Y) return;
   const int w0 = bq_width(y);
   const bool same = (((bq_u32)ystep * (bq_u32)sizeof(bq_i)) & 15u) == 0; // every access aligned as the first
 #pragma unroll
@@ -433,6 +441,7 @@ static __device__ __forceinline__ void bq_tile_window(const bq_dynamic_params &p
   red = bq_red_team(red, BQ_TILE_THREADS, red_smem);
   const bq_qp q = bq_params_of(red, (bq_c)p.bound);
   if (tid == 0) bq_write_params(p, pidx, q);
+  if (!BQ_WRITE_Y) return;
   for (bq_u32 b0 = 0; b0 < g.n; b0 += batch) {
 #pragma unroll
     for (int k = 0; k < CPT; k++) {
@@ -590,7 +599,7 @@ extern "C" __global__ void __launch_bounds__(BQ_TILE_THREADS, 1024 / BQ_TILE_THR
       if (threadIdx.x == 0) bq_write_params(p, w.tr * p.grs + w.tc, q);
       for (bq_u32 b = 0, kb = 0; b < nr; b += span, kb += BQ_TILE_CPT) {
         const int nk = bq_tgrid_steps<BQ_TILE_CPT>(g, b, lim);
-        if (nr > span) { // else still in a
+        if (BQ_WRITE_Y && nr > span) { // else still in a
 #pragma unroll
           for (int k = 0; k < BQ_TILE_CPT; k++)
             if (k < nk) bq_load(a[k], xt + (kb + k) * xstep, 16);
@@ -698,6 +707,7 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
     red = bq_red_team(red, tpr, red_smem);
     const bq_qp q = bq_params_of(red, (bq_c)p.bound);
     if (lane == 0) bq_write_params(p, r, q);
+    if (!BQ_WRITE_Y) continue;
     bq_i *y = (bq_i *)p.y + r * p.ys;
     const int w_out = bq_width(y);
 #if BQ_LEAN
@@ -810,6 +820,7 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_APPLY(const
   r = bq_red_team(r, blockDim.x, red_smem);
   const bq_qp q = bq_params_of(r, (bq_c)p.bound);
   if (blockIdx.x == 0 && threadIdx.x == 0) bq_write_params(p, 0, q);
+  if (!BQ_WRITE_Y) return;
   const bq_t *x = (const bq_t *)p.x;
   bq_i *y = (bq_i *)p.y;
   const bq_i64 n = p.cols, pro = bq_prologue(x, n), nch = (n - pro) / BQ_VEC;

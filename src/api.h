@@ -96,11 +96,13 @@
      are device int32 arrays, NULL meaning all zero. Pointers must be aligned to their element size;
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
-     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize and fake quantize
-     (forward, any granularity, integer or FP8 storage) rounds v = C(x) / C(s) down or up,
-     up when (u + 1/2) 2^-16 < its distance from the value below (integers, or the FP8
-     grid), u element i's draw (MICROSCALING below says which bits); then the zero point
-     and saturation as before. args.seed keys it, args.offset shifts i.
+     Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize, fake quantize
+     (forward) and dynamic quantize (any granularity, integer or FP8 storage) rounds
+     v = C(x) / C(s) down or up, up when (u + 1/2) 2^-16 < its distance from the value below
+     (integers, or the FP8 grid), u element i's draw (MICROSCALING below says which bits);
+     then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
+     Dynamic quantize computes and stores its scales as when rounding to nearest, then
+     rounds with the stored ones.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -450,7 +452,7 @@ typedef struct bq_desc {
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
-  bq_rounding rounding;        /* microscaling quantize, fake quantize and dynamic quantize:
+  bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
   int rotation;                /* microscaling quantize and dynamic quantize: 1 rotates x first
                                   (BQ_HADAMARD's forward pass, blocks of args.rotation_block,

@@ -55,8 +55,9 @@ BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *
   bq__prelude_types(d, s);
   const bq__dynamic_row *r = bq__dynamic_row_of(d);
   bq__str_fmt(s, "#define BQ_ASYM %d\n#define BQ_GRAN %s\n#define BQ_CPT %d\n#define BQ_BLOCK %d\n"
-              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n", d->asymmetric,
-              bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team, d->pow2_scales);
+              "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n#define BQ_WRITE_Y %d\n",
+              d->asymmetric, bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team,
+              d->pow2_scales, d->rounding != BQ_ROUND_STOCHASTIC);
 }
 
 BQ__FN bq_status bq__dynamic_view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
@@ -138,10 +139,42 @@ static int bq__dynamic_force_entry = -1;
 static int bq__tiles_staged = 1;
 /* Tests: 0 runs per-token rows unstaged (bq_dynamic's teams, never bq_dynamic_staged) */
 static int bq__rows_staged = 1;
+BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, const bq__view *vp, void *ws,
+                                         size_t ws_bytes, void *stream);
+/* Stochastic rounding: the kernels write the scales (and zero points) alone (BQ_WRITE_Y 0),
+   then the plan's affine plan quantizes with them as static ones (bq__dynamic_sub): the
+   stored-scale rule makes that the contract's two steps exactly. Per tensor, the scale is
+   on the device: the affine plan is per token over one row of numel. */
 BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__view v;
   bq_status st = bq__dynamic_validate(p, a, &v);
   if (st || v.numel == 0) return st;
+  if ((st = bq__dynamic_scales_run(p, a, &v, ws, ws_bytes, stream)) || p->desc.rounding != BQ_ROUND_STOCHASTIC) return st;
+  bq_args q;
+  memset(&q, 0, sizeof q);
+  q.x = a->x;
+  q.y = a->y;
+  q.scales = a->out_scales;
+  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  q.seed = a->seed;
+  q.offset = a->offset;
+  if (p->desc.granularity == BQ_PER_TENSOR) {
+    q.rows = 1;
+    q.cols = v.numel;
+  } else {
+    q.rows = a->rows;
+    q.cols = a->cols;
+    q.x_row_stride = a->x_row_stride;
+    q.y_row_stride = a->y_row_stride;
+    q.group_size = a->group_size;
+    q.group_row_stride = a->group_row_stride;
+  }
+  return bq_plan_run(p->sub, &q, NULL, 0, stream);
+}
+BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, const bq__view *vp, void *ws,
+                                         size_t ws_bytes, void *stream) {
+  const bq__view v = *vp;
+  bq_status st;
   const bq_desc *d = &p->desc;
   int t = bq__dtype_size(d->float_type);
   const bq__dynamic_row *row = bq__dynamic_row_of(d);
@@ -258,26 +291,49 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
                     "%s: desc.granularity (per_channel) is not offered for dynamic quantize: "
                     "use per_token, per_group, per_block or per_tensor", name);
   if ((st = bq__rule_asymmetric(d, name))) return st;
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
   return bq__rule_qrange(d, name, "dynamic quantize");
+}
+/* Stochastic rounding's plans hold the affine plan that quantizes with the scales written
+   (bq__dynamic_run): quantize forward at the same granularity (per tensor: per token over
+   one row), float and storage types, q-range, scale type and layout, rounding stochastically */
+BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
+  if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->rounding = BQ_ROUND_STOCHASTIC;
+  return 1;
 }
 /* the variant: elements per access, symmetric or not, power-of-two scales */
 BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
-           d->pow2_scales ? ".pow2" : "");
+  snprintf(variant, sizeof variant, "vec%d.%s%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
+           d->pow2_scales ? ".pow2" : "", d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* the enumeration's variants: pow2_scales 0 and 1 */
+/* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically */
 BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
   (void)op;
-  *outer = 1, *inner = 2;
+  *outer = 1, *inner = 4;
 }
 BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
-  in->pow2_scales = inner;
+  in->pow2_scales = inner & 1;
+  in->rounding = (bq_rounding)(inner >> 1);
 }
-BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) { (void)d; return BQ__OWNS_AMAX_BOUND; }
+BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
+  return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+}
 
 static const bq__family bq__dynamic_family = {
   {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
@@ -289,4 +345,4 @@ static const bq__family bq__dynamic_family = {
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  NULL, NULL, NULL};
+  bq__dynamic_sub, NULL, NULL};

@@ -48,7 +48,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
   const int own = fam != NULL; /* (else the elementwise form, which a family with a form of its own may use too) */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
-    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && (n == 9 || n == 10 || n == 11); i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && n >= 9 && n <= 12; i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
         bq_desc l;
         memset(&l, 0, sizeof l);
@@ -62,6 +62,8 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
     if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
+    if (n >= 11 && !strcmp(tok[n - 2], "sr")) /* dynamic quantize's rounding, before the target */
+      d.rounding = BQ_ROUND_STOCHASTIC, tok[n - 2] = tok[n - 1], n--;
     if (n == 11 && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
     ok = ok && n <= 10 && (!strcmp(tok[1], "fwd") || !strcmp(tok[1], "bwd")) &&
          bq__dtype_from_name(tok[3], &d.float_type) && bq__dtype_from_name(tok[4], &d.int_type) &&

@@ -452,8 +452,13 @@ static void violation(const char *fmt, ...) {
 
 /* The range [ptr, ptr + bytes) a kernel is told it may touch (as role) must lie in that
    role's documented buffer. */
+/* 1 while a plan's held plan's kernel is checked (dynamic quantize's stochastic rounding: the
+   affine plan reads the scales and zero points the call writes) */
+static int g_held;
 static void touch(const char *kernel, const char *role, uint64_t ptr, uint64_t bytes, int write) {
   if (!bytes) return;
+  if (g_held && !strcmp(role, "scales")) role = "out_scales";
+  if (g_held && !strcmp(role, "zero_points")) role = "out_zero_points";
   const char *plan = call.plan ? call.plan->name : "?";
   for (int i = 0; i < call.nbuf; i++) {
     buffer *b = &call.buf[i];
@@ -713,9 +718,12 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
     if (d->op != BQ_DYNAMIC_QUANTIZE && !sub) die("a dynamic kernel launched by another plan", p->name);
     check_dynamic(name, sub ? &p->sub->desc : d, params[0], sub);
   } else if (starts(name, "bq_affine")) {
-    if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE)
+    const int held = d->op == BQ_DYNAMIC_QUANTIZE && d->rounding == BQ_ROUND_STOCHASTIC && p->sub;
+    if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && !held)
       die("an affine kernel launched by another plan", p->name);
-    check_affine(name, d, params[0]);
+    g_held = held;
+    check_affine(name, held ? &p->sub->desc : d, params[0]);
+    g_held = 0;
   } else if (starts(name, "bq_fused")) {
     if (!bq__op_in(d->op, "fused")) die("a fused kernel launched by another plan", p->name);
     check_fused(name, d, params[0], dims[0]);
@@ -929,7 +937,19 @@ static bq_plan *select_checked(const bq_desc *dp, int env, int sm) {
   if (!bq__op_in(norm.op, "linear")) {
     bq_desc back;
     bq__target t;
-    if (bq__desc_from_sku(p->sku, &back, &t)) die("a plan SKU that does not parse back", p->sku);
+    /* a plan that holds another (dynamic quantize's stochastic rounding) names both, "A + B":
+       its own part parses back to its desc, the held plan's to that plan's */
+    char own[sizeof p->sku];
+    snprintf(own, sizeof own, "%s", p->sku);
+    char *plus = strstr(own, " + ");
+    if (plus) {
+      *plus = 0;
+      if (!p->sub || strcmp(plus + 3, p->sub->sku)) die("a plan SKU's held part that is not its held plan's", p->sku);
+      if (bq__desc_from_sku(p->sub->sku, &back, &t)) die("a held plan's SKU that does not parse back", p->sku);
+      back.device = p->sub->desc.device;
+      if (memcmp(&back, &p->sub->desc, sizeof back)) die("a held plan's SKU that parses back to another desc", p->sku);
+    }
+    if (bq__desc_from_sku(own, &back, &t)) die("a plan SKU that does not parse back", p->sku);
     back.device = norm.device;
     if (norm.rotation) back.random_signs = norm.random_signs; /* (the fused rotation's signs: a run-time choice) */
     if (memcmp(&back, &norm, sizeof norm)) die("a plan SKU that parses back to another desc", p->sku);

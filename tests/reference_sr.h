@@ -60,4 +60,43 @@ REF_API int ref_run_sr(const bq_desc *desc, const bq_args *a) {
   }
   return 0;
 }
+
+/* dynamic quantize with stochastic rounding (docs/numerics.md, "Dynamic quantization": the
+   stored-scale rule): a's out_scales (and out_zero_points) as reference_dynamic.h's refd_run
+   wrote them, then y quantized with them as static parameters by ref_run_sr, at the same
+   granularity (per tensor: one row of numel, its element indices the flat ones) */
+REF_API int ref_dynamic_sr(const bq_desc *d, const bq_args *a) {
+  bq_desc q;
+  bq_args b;
+  memset(&q, 0, sizeof q);
+  memset(&b, 0, sizeof b);
+  q.op = BQ_QUANTIZE;
+  q.direction = BQ_FORWARD;
+  q.granularity = d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity;
+  q.float_type = d->float_type;
+  q.int_type = d->int_type;
+  q.qmin = d->qmin;
+  q.qmax = d->qmax;
+  q.scale_type = d->scale_type;
+  q.scale_layout = d->scale_layout;
+  q.rounding = BQ_ROUND_STOCHASTIC;
+  b.x = a->x;
+  b.y = a->y;
+  b.scales = a->out_scales;
+  b.zero_points = d->asymmetric ? a->out_zero_points : NULL;
+  b.seed = a->seed;
+  b.offset = a->offset;
+  if (d->granularity == BQ_PER_TENSOR) {
+    b.rows = 1;
+    b.cols = a->numel;
+  } else {
+    b.rows = a->rows;
+    b.cols = a->cols;
+    b.x_row_stride = a->x_row_stride;
+    b.y_row_stride = a->y_row_stride;
+    b.group_size = a->group_size;
+    b.group_row_stride = a->group_row_stride;
+  }
+  return ref_run_sr(&q, &b);
+}
 #endif

@@ -32,6 +32,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_dynamic.h"
+#include "reference_sr.h"
 
 #include <criterion/criterion.h>
 #include <float.h>
@@ -58,6 +59,7 @@ static const bq_dtype k_storage_types[4] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
 
 static int g_pairs; /* forced bq_affine_lean launches that took bq_affine_pair */
 static bq_dynamic_params g_dparams; /* the last dynamic quantize run's parameters */
+static int g_sr; /* dynamic cases round stochastically: their last launch is the affine plan's */
 
 static void begin(void)
 {
@@ -540,6 +542,7 @@ static void run_dynamic(const dcase *c)
   ha.group_size = c->B;
   ha.group_row_stride = c->grs;
   ha.amax_bound = c->bound;
+  if (dn.rounding == BQ_ROUND_STOCHASTIC) ha.seed = rnd(), ha.offset = rnd() % 2 ? rnd() : ~0ull - rnd() % 1000;
   bq_plan *plan = plan_get(&c->d, "dynamic select");
   snprintf(what, sizeof what, "%.300s [%lld, %lld] B %lld strides %lld/%lld grs %lld offs %d/%d/%d kind %s bound %a | "
            "BQ_TEST_SEED=0x%llx", bq_plan_sku(plan), (long long)c->rows, (long long)c->cols, (long long)c->B,
@@ -587,7 +590,7 @@ static void run_dynamic(const dcase *c)
   memcpy(&g_dparams, g_last_params, sizeof g_dparams);
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), what);
   BQ_OK(bq_synchronize(NULL), "%s", what);
-  if (c->fast >= 0)
+  if (c->fast >= 0 && !g_sr)
     cr_assert_eq(g_dparams.fast_groups != 0, c->fast, "fast_groups %d, expected %d | %s", g_dparams.fast_groups,
                  c->fast, what);
   /* the reference, into copies of the poisoned images */
@@ -603,6 +606,8 @@ static void run_dynamic(const dcase *c)
   hr.out_scales = es + sc.pre;
   hr.out_zero_points = asym ? (int32_t *)(void *)(ez + zp.pre) : NULL;
   cr_assert_eq(refd_run(&c->d, &hr), 0, "reference refused | %s", what);
+  if (dn.rounding == BQ_ROUND_STOCHASTIC) /* y again: the scales written, quantized stochastically */
+    cr_assert_eq(ref_dynamic_sr(&dn, &hr), 0, "the SR reference refused | %s", what);
   BQ_OK(bq_memcpy_to_host(got, y.dev, y.total), "%s", what);
   size_t bad = ref_compare(dn.int_type, ey, got, (int64_t)y.total, msg, sizeof msg);
   cr_assert_eq(bad, 0, "data: %zu bytes differ (index in the allocation; y from %zu):\n%s| %s", bad, y.pre, msg, what);
@@ -700,7 +705,7 @@ static void dyn_block(const bq_desc *d)
     run_dynamic(&c);
     /* staged restated: f16 and bf16 tiles on the grid that fit the registers */
     const int staged = st && p == 8 && c.fast && (c.B / p) * c.B <= 2048;
-    cr_assert_eq(g_dparams.staged, staged, "staged %d, expected %d: named shape %d", g_dparams.staged, staged, i);
+    if (!g_sr) cr_assert_eq(g_dparams.staged, staged, "staged %d, expected %d: named shape %d", g_dparams.staged, staged, i);
   }
   bq__tiles_staged = 1;
   static const int64_t bs[] = {1, 3, 8, 100, 128};
@@ -789,4 +794,29 @@ Test(gpu_blocks, dynamic_mn_major_and_ue8m0x4, .timeout = 600)
     dyn_desc(BQ_PER_GROUP, BQ_F64, BQ_E5M2, 0, BQ_UE8M0X4, 0, BQ_SCALES_MN_MAJOR),
   };
   for (int i = 0; i < COUNT(ds); i++) dyn_group(&ds[i]);
+}
+
+/* Stochastic rounding (desc.rounding): per block and per group with MN-major and packed
+   scales, the shapes above, each case with a fresh seed and offset, against the reference's
+   scales quantized by reference_sr.h */
+Test(gpu_blocks, dynamic_stochastic_rounding, .timeout = 600)
+{
+  begin();
+  const bq_desc ds[] = {
+    dyn_desc(BQ_PER_BLOCK, BQ_BF16, BQ_S8, 0, BQ_F32, 0, BQ_SCALES_ROW_MAJOR),
+    dyn_desc(BQ_PER_BLOCK, BQ_F32, BQ_U8, 1, BQ_F32, 0, BQ_SCALES_ROW_MAJOR),
+    dyn_desc(BQ_PER_BLOCK, BQ_F16, BQ_E4M3, 0, BQ_UE8M0, 0, BQ_SCALES_ROW_MAJOR),
+    dyn_desc(BQ_PER_BLOCK, BQ_F64, BQ_E5M2, 0, BQ_F64, 1, BQ_SCALES_ROW_MAJOR),
+    dyn_desc(BQ_PER_GROUP, BQ_BF16, BQ_U8, 1, BQ_BF16, 0, BQ_SCALES_MN_MAJOR),
+    dyn_desc(BQ_PER_GROUP, BQ_F32, BQ_E4M3, 0, BQ_UE8M0X4, 0, BQ_SCALES_ROW_MAJOR),
+    dyn_desc(BQ_PER_GROUP, BQ_F16, BQ_S8, 0, BQ_UE8M0X4, 0, BQ_SCALES_MN_MAJOR),
+  };
+  g_sr = 1;
+  for (int i = 0; i < COUNT(ds); i++) {
+    bq_desc d = ds[i];
+    d.rounding = BQ_ROUND_STOCHASTIC;
+    if (d.granularity == BQ_PER_BLOCK) dyn_block(&d);
+    else dyn_group(&d);
+  }
+  g_sr = 0;
 }

@@ -21,6 +21,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_dynamic.h"
+#include "reference_sr.h"
 
 #include <criterion/criterion.h>
 #include <float.h>
@@ -44,10 +45,12 @@
                  bq_last_error(), (what));                                                   \
   } while (0)
 
+static int g_sr; /* the cases round stochastically (desc.rounding; seeds and offsets drawn per case) */
 static bq_desc make_desc(bq_granularity g, bq_dtype T, bq_dtype I, int asym, bq_dtype st, int qmin, int qmax)
 {
   bq_desc d;
   memset(&d, 0, sizeof d);
+  d.rounding = g_sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
   d.op = BQ_DYNAMIC_QUANTIZE;
   d.granularity = g;
   d.float_type = T;
@@ -409,6 +412,8 @@ static void drun_init(drun *R, const dcase *c)
   R->ha.out_scales = R->es + R->sc.pre;
   R->ha.out_zero_points = R->ez ? (int32_t *)(void *)(R->ez + R->zp.pre) : NULL;
   cr_assert_eq(refd_run(&R->dn, &R->ha), 0, "reference rejected the case | %s", R->what);
+  if (R->dn.rounding == BQ_ROUND_STOCHASTIC) /* y again: quantize with the scales written, rounding stochastically */
+    cr_assert_eq(ref_dynamic_sr(&R->dn, &R->ha), 0, "the SR reference rejected the case | %s", R->what);
 
   R->da = c->a;
   R->da.x = R->x.dev + R->x.pre;
@@ -613,6 +618,7 @@ static dcase token_case(const bq_desc *d, int64_t rows, int64_t cols, int64_t xs
   c.soff = (int)rnd_range(0, 3);
   c.zp_null = !d->asymmetric && (rnd() & 1);
   c.kind = -1;
+  if (g_sr) c.a.seed = rnd(), c.a.offset = rnd() % 2 ? rnd() : ~0ull - rnd() % 1000;
   return c;
 }
 
@@ -638,6 +644,7 @@ static dcase tensor_case(const bq_desc *d, int64_t numel, int xoff, int yoff, in
   c.soff = (int)rnd_range(0, 3);
   c.zp_null = !d->asymmetric && (rnd() & 1);
   c.kind = kind;
+  if (g_sr) c.a.seed = rnd(), c.a.offset = rnd() % 2 ? rnd() : ~0ull - rnd() % 1000;
   return c;
 }
 
@@ -731,6 +738,28 @@ static void run_matrix(bq_granularity g, bq_dtype T)
 MATRIX_TESTS(dynamic_per_token, BQ_PER_TOKEN)
 MATRIX_TESTS(dynamic_per_group, BQ_PER_GROUP)
 MATRIX_TESTS(dynamic_per_tensor, BQ_PER_TENSOR)
+
+/* Stochastic rounding: the matrix of each granularity (integer storage, every float type,
+   symmetry, scale type and q-range) and FP8 storage, each case with a fresh seed and offset,
+   scales and y against reference_dynamic.h's scales quantized by reference_sr.h */
+static void run_sr(bq_granularity g)
+{
+  g_sr = 1;
+  for (int t = 0; t < 4; t++) {
+    const bq_dtype T = t == 0 ? BQ_F32 : t == 1 ? BQ_F64 : t == 2 ? BQ_F16 : BQ_BF16;
+    run_matrix(g, T);
+    for (int f8 = 0; f8 < 2; f8++) {
+      const bq_desc d = make_desc(g, T, f8 ? BQ_E5M2 : BQ_E4M3, 0, f8 ? T : BQ_F32, 0, 0);
+      if (g == BQ_PER_TOKEN) matrix_token(&d);
+      else if (g == BQ_PER_GROUP) matrix_group(&d);
+      else matrix_tensor(&d);
+    }
+  }
+  g_sr = 0;
+}
+Test(dynamic_stochastic_rounding, per_token, .timeout = 600) { run_sr(BQ_PER_TOKEN); }
+Test(dynamic_stochastic_rounding, per_group, .timeout = 600) { run_sr(BQ_PER_GROUP); }
+Test(dynamic_stochastic_rounding, per_tensor, .timeout = 600) { run_sr(BQ_PER_TENSOR); }
 
 /* ==== focused tests ============================================================================ */
 
@@ -1078,4 +1107,63 @@ Test(dynamic_edges, zero_size)
       c = group_case(&dg, 4, 16, 0, 0, 0, 0, 0, 0); /* cols = 0 */
       run_case(&c);
     }
+}
+
+/* Batch invariance with stochastic rounding: rows r0 .. r1 of a per-token or per-group call,
+   run alone with args.offset advanced by r0 * cols, write the bytes (codes and scales) the
+   whole call wrote there */
+Test(dynamic_stochastic_rounding, rows_alone_equal_the_whole_call, .timeout = 600)
+{
+  gpu_begin();
+  for (int k = 0; k < 8; k++) {
+    const bq_dtype T = g_types[k % 4];
+    g_sr = 1;
+    const bq_desc d = make_desc(k < 4 ? BQ_PER_TOKEN : BQ_PER_GROUP, T, k % 2 ? BQ_E4M3 : BQ_S8, 0, BQ_F32, 0, 0);
+    g_sr = 0;
+    const int64_t G = k < 4 ? 0 : 32, rows = rnd_range(2, 300), cols = G ? G * rnd_range(1, 40) : rnd_range(1, 3000);
+    const int64_t es = (int64_t)ref_dtype_size(T), ng = G ? cols / G : 1;
+    const int64_t r0 = rnd_range(0, rows - 1), r1 = rnd_range(r0 + 1, rows);
+    char what[256];
+    snprintf(what, sizeof what, "%s T=%s [%lld, %lld] rows %lld..%lld | BQ_TEST_SEED=0x%llx", G ? "per group" : "per token",
+             ref_dtype_name(T), (long long)rows, (long long)cols, (long long)r0, (long long)r1, (unsigned long long)g_seed);
+    unsigned char *hx = (unsigned char *)malloc((size_t)(rows * cols * es));
+    unsigned char *whole = (unsigned char *)malloc((size_t)(rows * cols)), *part = (unsigned char *)malloc((size_t)(rows * cols));
+    float *ws = (float *)malloc((size_t)(rows * ng) * 4), *ps = (float *)malloc((size_t)(rows * ng) * 4);
+    cr_assert(hx && whole && part && ws && ps);
+    for (int64_t i = 0; i < rows * cols; i++) store_t(T, hx, i, (rnd_unit() - 0.5) * 300.0);
+    void *dx, *dy, *ds;
+    BQ_OK(bq_malloc(&dx, (size_t)(rows * cols * es)), what);
+    BQ_OK(bq_malloc(&dy, (size_t)(rows * cols)), what);
+    BQ_OK(bq_malloc(&ds, (size_t)(rows * ng) * 4), what);
+    BQ_OK(bq_memcpy_to_device(dx, hx, (size_t)(rows * cols * es)), what);
+    bq_plan *p = plan_get(&d, what);
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dx, a.y = dy, a.out_scales = ds, a.rows = rows, a.cols = cols, a.group_size = G;
+    a.seed = rnd(), a.offset = rnd() % 2 ? rnd() : ~0ull - rnd() % 1000;
+    BQ_OK(bq_memset(dy, 0x5a, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memset(ds, 0x5a, (size_t)(rows * ng) * 4), what);
+    BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), what);
+    BQ_OK(bq_synchronize(NULL), what);
+    BQ_OK(bq_memcpy_to_host(whole, dy, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memcpy_to_host(ws, ds, (size_t)(rows * ng) * 4), what);
+    BQ_OK(bq_memset(dy, 0x5a, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memset(ds, 0x5a, (size_t)(rows * ng) * 4), what);
+    bq_args b = a;
+    b.x = (unsigned char *)dx + r0 * cols * es, b.y = (unsigned char *)dy + r0 * cols;
+    b.out_scales = (float *)ds + r0 * ng, b.rows = r1 - r0, b.offset = a.offset + (uint64_t)(r0 * cols);
+    BQ_OK(bq_plan_run(p, &b, NULL, 0, NULL), what);
+    BQ_OK(bq_synchronize(NULL), what);
+    BQ_OK(bq_memcpy_to_host(part, dy, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memcpy_to_host(ps, ds, (size_t)(rows * ng) * 4), what);
+    for (int64_t i = 0; i < rows * cols; i++) {
+      const int in = i >= r0 * cols && i < r1 * cols;
+      cr_assert_eq(part[i], in ? whole[i] : 0x5a, "element %lld: 0x%02x, the whole call's 0x%02x (%s) | %s", (long long)i,
+                   part[i], whole[i], in ? "inside" : "outside: untouched", what);
+    }
+    for (int64_t i = r0 * ng; i < r1 * ng; i++)
+      cr_assert(!memcmp(&ps[i], &ws[i], 4), "scale %lld: %a, the whole call's %a | %s", (long long)i, ps[i], ws[i], what);
+    bq_free(dx), bq_free(dy), bq_free(ds);
+    free(hx), free(whole), free(part), free(ws), free(ps);
+  }
 }

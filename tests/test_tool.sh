@@ -74,19 +74,21 @@ fi
 
 # ---- warm --all, one family and a filter, into an empty directory ----
 # (per_token.f32.u8: symmetric and asymmetric, each with f32 scales, power-of-two f32 scales
-# and UE8M0 scales: 6 SKUs, each two entry points, bq_dynamic and bq_dynamic_long, so 12
-# kernels, a module and an entry each)
+# and UE8M0 scales, each rounding to nearest or stochastically: 12 SKUs, each two entry
+# points, bq_dynamic and bq_dynamic_long; and the stochastic ones' held affine plans, with f32
+# and UE8M0 scales: 2 SKUs of bq_affine_sr; so 26 kernels, a module and an entry each)
 A="$W/a"
 expect 0 "warm --all --family dynamic --filter per_token.f32.u8" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.u8 -j 2 --dir "$A"
-has "6 SKUs (12 kernels) into $A: 6 compiled, 0 already cached, 0 failed" "warm compiled the 6 SKUs"
-[ "$(count "$A" '*.bqk')" = 12 ] && ok "12 entries written" || bad "$(count "$A" '*.bqk') entries written, want 12"
+has "14 SKUs (26 kernels) into $A: 14 compiled, 0 already cached, 0 failed" "warm compiled the 14 SKUs"
+[ "$(count "$A" '*.bqk')" = 26 ] && ok "26 entries written" || bad "$(count "$A" '*.bqk') entries written, want 26"
 expect 0 "warm again" "$T" warm --arch 90 --all --family dynamic --filter per_token.f32.u8 -j 2 --dir "$A"
-has "0 compiled, 6 already cached" "the second warm compiles nothing"
+has "0 compiled, 14 already cached" "the second warm compiles nothing"
 expect 0 "list" "$T" list --dir "$A"
-has "12 entries (12 valid, 0 invalid" "list: all valid"
-[ "$(grep -c '^valid .*sm_90 .*dynamic_quantize.fwd.per_token.f32' "$W/out")" = 12 ] && ok "list names the 12 modules" || bad "list lines"
+has "26 entries (26 valid, 0 invalid" "list: all valid"
+[ "$(grep -c '^valid .*sm_90 .*quantize.fwd.per_token.f32' "$W/out")" = 26 ] && ok "list names the 26 modules" || bad "list lines"
 expect 0 "list --skus" "$T" list --dir "$A" --skus
-[ "$(wc -l <"$W/out")" = 12 ] && ! grep -qvE '^dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90@bq_dynamic(_long)?$' "$W/out" &&
+[ "$(wc -l <"$W/out")" = 26 ] &&
+  ! grep -qvE '^(dynamic_quantize\.fwd\.per_token\.f32\..*\.sm_90@bq_dynamic(_long)?|quantize\.fwd\.per_token\.f32\..*\.sr\.sm_90@bq_affine_sr)$' "$W/out" &&
   ok "list --skus: module SKUs only" || bad "list --skus"
 expect 0 "verify, all valid" "$T" verify --dir "$A"
 
@@ -97,7 +99,7 @@ printf '\x5a' | dd of="$victim" bs=1 seek=$((size - 50)) conv=notrunc status=non
 expect 1 "verify after a flipped byte" "$T" verify --dir "$A"
 has "invalid $(basename "$victim"): payload checksum mismatch" "verify names the corrupt entry"
 expect 0 "list still exits 0" "$T" list --dir "$A"
-has "11 valid, 1 invalid" "list counts it invalid"
+has "25 valid, 1 invalid" "list counts it invalid"
 touch -d '2 hours ago' "$A/x.bqk.tmp.999999.1.0.0"
 echo "mine" >"$A/notes.txt"
 # a file with .tmp. in its name that is not the library's pattern, and (as root) one of the
@@ -119,7 +121,7 @@ if [ $other = 1 ]; then
   [ -e "$A/y.bqk.tmp.999998.1.0.0" ] && ok "verify --fix leaves another user's temporary file" || bad "another user's temporary file removed"
 fi
 expect 0 "verify after --fix" "$T" verify --dir "$A"
-[ "$(count "$A" '*.bqk')" = 11 ] && ok "11 entries left" || bad "$(count "$A" '*.bqk') entries left"
+[ "$(count "$A" '*.bqk')" = 25 ] && ok "25 entries left" || bad "$(count "$A" '*.bqk') entries left"
 # directories where the library writes an entry or a memo: an empty one is debris and goes,
 # one holding files is named and left
 mkdir "$A/blocked-0000000000000000.bqk" "$A/held-0000000000000000.bqk" && echo mine >"$A/held-0000000000000000.bqk/keep"
@@ -166,7 +168,7 @@ tune_entry "$A" "$K" 1
 
 # ---- clear: only what the library writes ----
 expect 2 "clear without --yes, not a terminal" "$T" clear --dir "$A" </dev/null
-[ "$(count "$A" '*.bqk')" = 11 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
+[ "$(count "$A" '*.bqk')" = 25 ] && ok "nothing removed without --yes" || bad "clear removed without --yes"
 expect 0 "clear --yes" "$T" clear --dir "$A" --yes
 has "left $((2 + other)) files the library does not write alone: draft.tmp.txt notes.txt" "clear names what it left"
 [ -e "$A/draft.tmp.txt" ] && ok "clear leaves a .tmp. file not of the library's pattern" || bad "clear removed draft.tmp.txt"
@@ -196,9 +198,10 @@ expect 0 "list --skus of the weight sums" "$T" list --dir "$W/ws_dir" --skus
 [ "$(cat "$W/out")" = "$WS@bq_weight_sums" ] && ok "the weight sums entry is valid and listed" || bad "weight sums not listed"
 
 # ---- per block, MN-major and packed UE8M0 scales: listed by warm --all, warmed by SKU ----
-# (dynamic per block bf16 -> e4m3: f32 and bf16 scales each with and without pow2, UE8M0: 5 SKUs)
+# (dynamic per block bf16 -> e4m3: f32 and bf16 scales each with and without pow2, UE8M0, each
+# rounding to nearest or stochastically: 10 SKUs)
 expect 0 "warm --all --dry-run, per block" "$T" warm --arch 90 --all --family dynamic --filter per_block.bf16.e4m3 --dry-run
-[ "$(grep -c '^dynamic_quantize\.fwd\.per_block\.bf16\.e4m3\.scale_.*\.sm_90$' "$W/out")" = 5 ] && ok "the 5 per-block SKUs" ||
+[ "$(grep -c '^dynamic_quantize\.fwd\.per_block\.bf16\.e4m3\.scale_.*\.sm_90$' "$W/out")" = 10 ] && ok "the 10 per-block SKUs" ||
   bad "per-block SKUs"
 expect 0 "warm --all --dry-run, MN-major packed" "$T" warm --arch 90 --all --family affine --filter dequantize.fwd.per_group.f16.e4m3.scale_mn_ue8m0x4 --dry-run
 has "^dequantize.fwd.per_group.f16.e4m3.scale_mn_ue8m0x4.vec8x2.sm_90$" "the MN-major packed SKU"

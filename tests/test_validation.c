@@ -3866,10 +3866,21 @@ Test(desc, stochastic_rounding_forms_and_fields) {
   q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32);
   q.rounding = (bq_rounding)2;
   expect_desc_invalid(&q, "quantize_per_tensor: ", "desc.rounding (2) is not a bq_rounding", "[affine rounding 2]");
-  /* every other family refuses it by name: dynamic quantize, the fused producers, the rotation */
-  q = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
-  q.int_type = BQ_E4M3, q.rounding = BQ_ROUND_STOCHASTIC;
-  expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[dynamic fp8 sr]");
+  /* dynamic quantize into integer and FP8 codes takes it, every granularity: its SKU says so
+     and names the affine plan it holds */
+  for (int g = 0; g < 5; g++) {
+    if (grans[g] == BQ_PER_CHANNEL) continue;
+    q = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, grans[g], g % 2 ? BQ_BF16 : BQ_F32);
+    q.int_type = g == 2 ? BQ_E4M3 : BQ_U8, q.asymmetric = g != 2, q.rounding = BQ_ROUND_STOCHASTIC;
+    char sku[256], ctx[64];
+    snprintf(ctx, sizeof ctx, "[dynamic sr %d]", g);
+    expect_desc_valid(&q, ctx);
+    cr_assert_eq(bq_sku(&q, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(!strncmp(sku, "dynamic_quantize.", 17) && strstr(sku, ".sr.sm_90"), "%s %s", sku, ctx);
+    q.rounding = (bq_rounding)2;
+    expect_desc_invalid(&q, NULL, "desc.rounding (2) is not a bq_rounding", ctx);
+  }
+  /* every other family refuses it by name: the fused producers, the rotation */
   q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
   q.int_type = BQ_E2M1, q.rounding = BQ_ROUND_STOCHASTIC;
   expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[fused sr]");
