@@ -512,10 +512,17 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
                            seed=seed, offset=offset)
 
 
-def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None):
+def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None, *,
+                            rounding="nearest", seed=None, offset=0):
     """(q, scales [rows, 1] f32, zero points [rows, 1] int32 or None); with a static scale
-    (a one-element array, read once to the host) x is quantized per tensor with it."""
+    (a one-element array, read once to the host) x is quantized per tensor with it.
+    rounding="stochastic" (an int seed required) rounds each element of x (viewed as [rows,
+    K]) up or down by a draw at its row-major index plus offset (docs/numerics.md,
+    "Stochastic rounding"), with the scales rounding to nearest computes; with a static
+    scale, as quantize_per_tensor's stochastic rounding (the same indices)."""
     dt = _dtype(dtype, DType.S8)
+    _core.sr_fields(rounding, seed, offset)  # (checked before any input is imported)
+    sr = dict(rounding=rounding, seed=seed, offset=offset)
     if scale is not None:
         with _Inputs(stream) as inp:
             sv = inp.get(scale, "scale")
@@ -531,7 +538,7 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
                 hz = ctypes.c_int32()
                 _lib.check(_lib.bq_memcpy_to_host(ctypes.byref(hz), zv.ptr, 4))
                 zp = hz.value
-        return quantize_per_tensor(x, host.value, zp, dt, stream=stream), scale, azp
+        return quantize_per_tensor(x, host.value, zp, dt, stream=stream, **sr), scale, azp
     with _Inputs(stream) as inp:
         xv = inp.get(x, "x")
         x2 = _rows_view(xv, "x")
@@ -541,7 +548,7 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
         z = None if symmetric else DeviceArray.empty((x2.shape[0], 1), DType.S32, xv.device, stream)
         q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.dynamic(
             Granularity.PER_TOKEN, x=x2, y=_rows_view(q.view(), "q"), out_scales=s.view(),
-            out_zero_points=None if z is None else z.view(), stream=st, alloc=alloc)))
+            out_zero_points=None if z is None else z.view(), stream=st, alloc=alloc, **sr)))
         return q, s, z
 
 
@@ -568,7 +575,7 @@ def dynamic_shapes(gran, rows, cols, size, scale_dtype, mn_major):
 
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype="int8", symmetric=True,
                   quant_min=None, quant_max=None, scale_dtype=None, scale_layout="row", pow2_scales=False,
-                  amax_bound=None, stream=None):
+                  amax_bound=None, stream=None, rounding="nearest", seed=None, offset=0):
     """Dynamic quantize of x [..., K] (viewed as [rows, K]) with scales it computes:
     granularity "tensor", "token" (scales [rows, 1]), "group" (group_size; [rows, K / G]) or
     "block" (block_size B; [ceil(rows / B), ceil(K / B)]). dtype: int8, uint8, float8_e4m3fn
@@ -576,9 +583,13 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     (UE8M0, power-of-two scales) or, per group, "ue8m0x4" (int32 words of four UE8M0
     scales). scale_layout "mn" (per group) returns the scales as a transposed view of a
     [K / G, rows rounded up to 4] buffer (what FP8 GEMMs read). pow2_scales rounds each scale
-    up to a power of two; amax_bound (symmetric) caps each segment's max |x|. Returns (q,
-    scales, zero points like scales (int32) or None)."""
+    up to a power of two; amax_bound (symmetric) caps each segment's max |x|.
+    rounding="stochastic" (an int seed required): the scales as rounding to nearest computes
+    them, then x quantized with them, each element rounded up or down by a draw at its
+    row-major index (of [rows, K]; per tensor the flat one) plus offset (docs/numerics.md,
+    "Stochastic rounding"). Returns (q, scales, zero points like scales (int32) or None)."""
     dt = _dtype(dtype, DType.S8)
+    _core.sr_fields(rounding, seed, offset)  # (checked before the input is imported)
     with _Inputs(stream) as inp:
         xv = inp.get(x, "x")
         gran, size, mn = _core.dynamic_granularity(granularity, group_size, block_size, scale_layout,
@@ -603,7 +614,7 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
         q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.dynamic(
             gran, x=xk, y=qk, out_scales=s.view(), out_zero_points=None if z is None else z.view(),
             qmin=quant_min, qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound,
-            stream=st, alloc=alloc)))
+            rounding=rounding, seed=seed, offset=offset, stream=st, alloc=alloc)))
         return q, s, z
 
 

@@ -763,7 +763,10 @@ def _records_grad(x):
 
 # ---- dynamic quantize -------------------------------------------------------------------------
 def _dynamic_per_token_impl(x: torch.Tensor, symmetric: bool, dtype: torch.dtype, quant_min: int,
-                            quant_max: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                            quant_max: int, sr: int = 0, seed: int = 0,
+                            offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # sr, seed, offset: stochastic rounding's; seed and offset are set at each launch (as
+    # _affine's: a fresh seed or offset reuses the validated call)
     x2 = _rows(x, "x")
     rows = x2.shape[0]
     q = torch.empty(x.shape, dtype=dtype, device=x.device)
@@ -771,11 +774,14 @@ def _dynamic_per_token_impl(x: torch.Tensor, symmetric: bool, dtype: torch.dtype
     zps = torch.empty((rows, 1) if not symmetric else (0,), dtype=torch.int32, device=x.device)
     q2 = q.view(-1, x2.shape[1])
     zp = None if symmetric else zps
-    key = ("dynamic", _g(x2), _g(q2), _g(scales), _g(zp), quant_min, quant_max)
+    key = ("dynamic", _g(x2), _g(q2), _g(scales), _g(zp), quant_min, quant_max, sr)
+    ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": scales.data_ptr(), "out_zero_points": _p(zp)}
+    kw = _sr_kw(sr, seed, offset)
+    if sr:
+        ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
     _call(key, x.device.index, lambda stream, alloc: _core.dynamic(
         Granularity.PER_TOKEN, x=_view(x2), y=_view(q2), out_scales=_view(scales), out_zero_points=_view(zp),
-        qmin=quant_min, qmax=quant_max, stream=stream, alloc=alloc, prepare=True),
-        {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": scales.data_ptr(), "out_zero_points": _p(zp)})
+        qmin=quant_min, qmax=quant_max, stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
     return q, scales, zps
 
 
@@ -783,7 +789,7 @@ _dynamic_per_token = _op("dynamic_per_token_quant", _dynamic_per_token_impl)
 
 
 @_dynamic_per_token.register_fake
-def _(x, symmetric, dtype, quant_min, quant_max):
+def _(x, symmetric, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
     rows = 1
     for s in x.shape[:-1]:
         rows *= s
@@ -1160,7 +1166,8 @@ def _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major):
 
 def _dynamic_quant_impl(x: torch.Tensor, granularity: int, size: int, dtype: torch.dtype, symmetric: bool,
                         quant_min: int, quant_max: int, scale_dtype: torch.dtype, mn_major: bool, pow2_scales: bool,
-                        amax_bound: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        amax_bound: float, sr: int = 0, seed: int = 0,
+                        offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     gran = Granularity(granularity)
     q, scales, zps = _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major)
     if x.numel() == 0:
@@ -1172,12 +1179,15 @@ def _dynamic_quant_impl(x: torch.Tensor, granularity: int, size: int, dtype: tor
         qk = q.view(xk.shape)
     zp = None if symmetric else zps
     key = ("dynamic2", int(gran), size, _g(xk), _g(qk), _g(scales), _g(zp), quant_min, quant_max, bool(pow2_scales),
-           float(amax_bound))
+           float(amax_bound), sr)
+    ptrs = {"x": xk.data_ptr(), "y": qk.data_ptr(), "out_scales": scales.data_ptr(), "out_zero_points": _p(zp)}
+    kw = _sr_kw(sr, seed, offset)  # (seed and offset set at each launch, as _affine's)
+    if sr:
+        ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
     _call(key, x.device.index, lambda stream, alloc: _core.dynamic(
         gran, x=_view(xk), y=_view(qk), out_scales=_view(scales), out_zero_points=_view(zp), qmin=quant_min,
         qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound, stream=stream, alloc=alloc,
-        prepare=True), {"x": xk.data_ptr(), "y": qk.data_ptr(), "out_scales": scales.data_ptr(),
-                        "out_zero_points": _p(zp)})
+        prepare=True, **kw), ptrs)
     return q, scales, zps
 
 
@@ -1185,7 +1195,8 @@ _dynamic_quant = _op("dynamic_quant", _dynamic_quant_impl)
 
 
 @_dynamic_quant.register_fake
-def _(x, granularity, size, dtype, symmetric, quant_min, quant_max, scale_dtype, mn_major, pow2_scales, amax_bound):
+def _(x, granularity, size, dtype, symmetric, quant_min, quant_max, scale_dtype, mn_major, pow2_scales, amax_bound,
+      sr=0, seed=0, offset=0):
     return _dyn_buffers(x, Granularity(granularity), size, dtype, symmetric, scale_dtype, mn_major)
 
 
@@ -1881,7 +1892,7 @@ def dequantize_backward(dy, scale, zero_point=0, *, dtype=torch.int8, axis=None,
 
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype=torch.int8, symmetric=True,
                   quant_min=None, quant_max=None, scale_dtype=torch.float32, scale_layout="row", pow2_scales=False,
-                  amax_bound=None):
+                  amax_bound=None, rounding="nearest", seed=None, offset=0):
     """Dynamic quantize of x [..., K] (rows: x.view(-1, K)) with the scales it computes, per
     "tensor" (scales (1,)), "token" ([rows, 1]), "group" (group_size G: [rows, K / G]) or
     "block" (block_size B: [ceil(rows / B), ceil(K / B)]). dtype: int8, uint8 (any q-range),
@@ -1890,8 +1901,12 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     word along the row, [rows, ceil(K / G / 4)]). scale_layout "mn" (per group): the scales
     come as the transposed view of a [K / G, rows rounded up to 4] buffer, the layout FP8
     GEMMs read. pow2_scales rounds each scale up to a power of two; amax_bound (symmetric)
-    caps each segment's max |x| (docs/numerics.md). Returns (q, scales, zero points (int32,
-    like scales) or None)."""
+    caps each segment's max |x| (docs/numerics.md). rounding="stochastic" with an int seed:
+    the scales as rounding to nearest computes them, then x quantized with them, each
+    element rounded up or down by a draw at its row-major index of x.view(-1, K) plus offset
+    (docs/numerics.md, "Stochastic rounding"). Returns (q, scales, zero points (int32, like
+    scales) or None)."""
+    sr = _sr_args(rounding, seed, offset)[:3]
     _check_float("x", x)
     _check_int("dtype", dtype)
     gran, size, mn = _core.dynamic_granularity(granularity, group_size, block_size, scale_layout,
@@ -1906,7 +1921,7 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     bound = 0.0 if amax_bound is None else _core.number("amax_bound", amax_bound)
     q, s, z = _ops(x).dynamic_quant(x, int(gran), size, dtype, bool(symmetric), qmin, qmax, scale_dtype, mn,
-                                    bool(pow2_scales), bound)
+                                    bool(pow2_scales), bound, *sr)
     return q, s, (None if symmetric else z)
 
 
@@ -1919,13 +1934,21 @@ def linear_weight_sums(w):
     return _ops(w).linear_weight_sums(w)
 
 
-def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8):
+def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8, *, rounding="nearest",
+                            seed=None, offset=0):
     """vLLM's scaled_int8_quant (and, with an FP8 dtype, scaled_fp8_quant per token): returns (q,
     scales [rows, 1] f32, zero points [rows, 1] int32
     or None). With a static scale (a one-element tensor) x is quantized per tensor with it
-    (and azp) and (q, scale, azp) is returned."""
+    (and azp) and (q, scale, azp) is returned. rounding="stochastic" with an int seed rounds
+    each element of x.view(-1, K) up or down by a draw at its row-major index plus offset
+    (docs/numerics.md, "Stochastic rounding"), the dynamic scales computed as rounding to
+    nearest computes them; with a static scale, as quantize_per_token's stochastic rounding
+    with that scale (the same indices)."""
+    sr = ()  # (rounding to nearest: the ops' defaults, and the fast path)
+    if rounding != "nearest" or seed is not None or offset != 0:
+        sr = _sr_args(rounding, seed, offset)[:3]
     key = None
-    if type(x) is torch.Tensor and scale is None and symmetric is True and x.dim() >= 1:
+    if not sr and type(x) is torch.Tensor and scale is None and symmetric is True and x.dim() >= 1:
         key = ("dtok", x.shape, x.stride(), x.dtype, x.get_device(), dtype)
         prep = _fast.get(key)
         if prep is not None and _eager(x):
@@ -1946,11 +1969,11 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
         s = scale.reshape(1).to(torch.float32).expand(rows).contiguous()
         z = None if azp is None else azp.reshape(1).to(torch.int32).expand(rows).contiguous()
-        q = _ops(x, s, z).quantize_per_token(x, s, z, dtype, qmin, qmax)
+        q = _ops(x, s, z).quantize_per_token(x, s, z, dtype, qmin, qmax, *sr)
         return q, scale, azp
     d = _ops(x)
     _last.prep = None
-    q, s, z = d.dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax)
+    q, s, z = d.dynamic_per_token_quant(x, bool(symmetric), dtype, qmin, qmax, *sr)
     if key is not None and d is _IMPL and x.is_contiguous() and x.numel():
         _fast_keep(key)
     return q, s, (None if symmetric else z)

@@ -158,9 +158,10 @@ def _call(d):
         g = {Granularity.PER_TENSOR: "tensor", Granularity.PER_TOKEN: "token", Granularity.PER_GROUP: "group",
              Granularity.PER_BLOCK: "block"}[gran]
         kw = {"group_size": G} if g == "group" else {"block_size": B} if g == "block" else {}
+        sr = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
         return bq.dynamic_quant(x, g, dtype=_NAMES[it], symmetric=not d.asymmetric, scale_dtype=_NAMES[st],
                                 scale_layout="mn" if d.scale_layout else "row", pow2_scales=bool(d.pow2_scales),
-                                **kw)
+                                **kw, **sr)
     if op in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
         kw = {"out_dtype": _NAMES[it], "symmetric": not d.asymmetric}
         if gran == Granularity.PER_TENSOR:

@@ -189,3 +189,70 @@ def test_affine_mask_is_refused_with_stochastic_rounding():
     with pytest.raises(bq.InvalidArgumentError, match="mask"):
         _core.affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, fl=v, x=v, y=v, int_type=DType.S8,
                      qmin=None, qmax=None, scale=0.5, mask=m, rounding="stochastic", seed=1)
+
+
+# ---- dynamic quantize (integer and FP8, every granularity) -------------------------------------
+def test_dynamic_rounding_options_are_checked():
+    """_core.dynamic takes rounding, seed and offset through sr_fields: refused by name
+    before any launch"""
+    x = _core.View(0x100000, (4, 64), (64, 1), DType.F32, 0)
+    y = _core.View(0x200000, (4, 64), (64, 1), DType.S8, 0)
+    s = _core.View(0x300000, (4, 1), (1, 1), DType.F32, 0)
+    for word, kw in (("rounding", dict(rounding="bogus", seed=1)), ("seed", dict(rounding="stochastic")),
+                     ("seed and offset", dict(seed=2)), ("seed and offset", dict(offset=2)),
+                     ("offset", dict(rounding="stochastic", seed=1, offset=0.5))):
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            _core.dynamic(bq.Granularity.PER_TOKEN, x=x, y=y, out_scales=s, **kw)
+
+
+def test_dlpack_dynamic_ops_carry_the_rounding(launches, allocs):
+    """dynamic_quant at every granularity (int8 symmetric and asymmetric, uint8, FP8) and
+    dynamic_per_token_quant hand desc.rounding (a ".sr" SKU), the seed and the offset modulo
+    2^64 to the library (its own checks pass them); round to nearest neither"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import Producer
+    x = Producer((4, 64), DType.BF16)
+    sr = dict(rounding="stochastic")
+    dlpack.dynamic_quant(x, "tensor", **sr, seed=-1, offset=9)
+    dlpack.dynamic_quant(x, "token", symmetric=False, **sr, seed=2, offset=1 << 64)
+    dlpack.dynamic_quant(x, "group", group_size=32, dtype="float8_e4m3fn", **sr, seed=3, offset=-1)
+    dlpack.dynamic_quant(x, "group", group_size=16, dtype="uint8", symmetric=False, scale_layout="mn", **sr, seed=4)
+    dlpack.dynamic_quant(x, "block", block_size=16, dtype="float8_e5m2", scale_dtype="float8_e8m0fnu", **sr, seed=5)
+    dlpack.dynamic_quant(x, "block", block_size=16, symmetric=False, pow2_scales=True, **sr, seed=6, offset=7)
+    dlpack.dynamic_per_token_quant(x, **sr, seed=8, offset=10)
+    dlpack.dynamic_per_token_quant(x, symmetric=False, **sr, seed=9)
+    dlpack.dynamic_quant(x, "group", group_size=32)
+    dlpack.dynamic_per_token_quant(x)
+    got = [(key[-2], a.seed, a.offset) for key, a in launches]
+    m = 1 << 64
+    assert got == [(1, m - 1, 9), (1, 2, 0), (1, 3, m - 1), (1, 4, 0), (1, 5, 0), (1, 6, 7), (1, 8, 10), (1, 9, 0),
+                   (0, 0, 0), (0, 0, 0)]
+    skus = [_lib.sku(_lib.make_desc(key, 0)) for key, _ in launches]
+    assert all(s.startswith("dynamic_quantize.") for s in skus), skus
+    assert all(".sr.sm_" in s for s in skus[:8]) and not any(".sr." in s for s in skus[8:]), skus
+
+
+def test_dlpack_dynamic_refusals_name_the_option(launches, allocs):
+    """rounding="bogus", stochastic rounding without a seed, a seed or an offset with rounding
+    to nearest raise naming the option before anything is imported, allocated or launched
+    (dynamic_per_token_quant with a static scale too: the scale is not read)"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import Producer
+    x, one = Producer((4, 64), DType.F32), Producer((1,), DType.F32)
+    cases = [
+        ("rounding", lambda: dlpack.dynamic_quant(x, rounding="bogus", seed=1)),
+        ("rounding", lambda: dlpack.dynamic_per_token_quant(x, rounding="bogus")),
+        ("seed", lambda: dlpack.dynamic_quant(x, "group", group_size=32, rounding="stochastic")),
+        ("seed", lambda: dlpack.dynamic_per_token_quant(x, rounding="stochastic")),
+        ("seed", lambda: dlpack.dynamic_per_token_quant(x, scale=one, rounding="stochastic")),
+        ("seed and offset", lambda: dlpack.dynamic_quant(x, "block", block_size=16, seed=1)),
+        ("seed and offset", lambda: dlpack.dynamic_quant(x, "tensor", rounding="nearest", offset=3)),
+        ("seed and offset", lambda: dlpack.dynamic_per_token_quant(x, seed=1)),
+        ("seed and offset", lambda: dlpack.dynamic_per_token_quant(x, scale=one, seed=1)),
+        ("offset", lambda: dlpack.dynamic_quant(x, rounding="stochastic", seed=1, offset=[2])),
+    ]
+    for word, call in cases:
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            call()
+    assert launches == [] and allocs == []
+    assert x.streams == [] and one.streams == []  # (no input was imported)
