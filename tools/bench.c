@@ -414,7 +414,7 @@ struct bench_case {
   int asymmetric;             /* dynamic quantize: min/max with a zero point */
   int mask;                   /* fake quantize: the forward pass saves the straight-through mask
                                  (args.mask), the backward pass reads it instead of x */
-  int sr;                     /* quantize, fake quantize: stochastic rounding (seed 7, offset 0) */
+  int sr;                     /* quantize, fake quantize, dynamic quantize: stochastic rounding (seed 7, offset 0) */
   case_runner runner;         /* NULL: run_quant_case */
   /* set by the expansion */
   bq_op op;
@@ -516,6 +516,11 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_CHANNEL, .rank = 2, .shape = {SIZE_256MIB, 4096}, .axis = 1, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .sr = 1, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPM(BQ_QUANTIZE) | OPM(BQ_FAKE_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .sr = 1, .quick = 1},
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {SIZE_256MIB, 4096}, .group_size = 128, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .sr = 1, .quick = 1},
+    /* dynamic quantize with stochastic rounding (the scales' kernels, then bq_affine_sr) */
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .sr = 1, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .sr = 1, .quick = 1},
+    {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .sr = 1, .quick = 1},
+    {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .sr = 1, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
