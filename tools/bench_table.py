@@ -17,7 +17,10 @@ feed the "Fused producers" section, with that run's provenance and copy referenc
 PyTorch" table; it replaces the fused rows of --python's JSON). Every fused row is shown
 against its target: ratio to copy >= 0.90 (large shapes), at most 1 us above the dynamic
 quantize alone (256 rows or fewer), and for the PyTorch table copy / fused >= 0.90, the
-unfused pair >= 1.5x and torch.compile >= 1.0x the fused op's time.
+unfused pair >= 1.5x and torch.compile >= 1.0x the fused op's time. --sr is a tools/bench.c
+JSON of a run of its own with the microscaling, rotation and stochastic-rounding rows and
+their counterparts: the "Microscaling, rotation and stochastic rounding" section, each /sr and
+/rot<n> row against the same row without it.
 docs/performance.md is generated whole. In README.md only the lines between
 "<!-- headline-table:begin -->" and "<!-- headline-table:end -->" are replaced; without
 both markers nothing is written and the exit status is 1.
@@ -550,8 +553,60 @@ def fp8_section(fb, fb_path, ft=None, ft_path=None, same_run=False):
     return o
 
 
+SR_MAX = 1.05   # stochastic rounding: at most this times its round-to-nearest row's time
+ROT_MAX = 1.10  # the fused rotation, blocks of 16 to 128: at most this times the row without it
+ROT256_RATIO = 0.85  # blocks of 256: this ratio to copy or more
+
+
+def sr_counterpart(name):
+    """The row a stochastic-rounding or rotation row is measured against, and what it adds:
+    (counterpart name, "sr" or "rot<n>"), or (None, None)."""
+    parts = name.split("/")
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] == "sr" or re.fullmatch(r"rot\d+", parts[i]):
+            return "/".join(parts[:i] + parts[i + 1:]), parts[i]
+    return None, None
+
+
+def sr_section(sb, path):
+    """"Microscaling, rotation and stochastic rounding": a tools/bench.c run of its own (--sr)
+    with the microscaling rows, the rotation's, and each stochastic-rounding or fused-rotation
+    row against its counterpart in the same run (the targets SR_MAX, ROT_MAX, ROT256_RATIO)."""
+    rows = sb.get("rows", [])
+    by = {r["name"]: r for r in rows}
+    o = ["## Microscaling, rotation and stochastic rounding", "",
+         fused_prov(sb, path) + " A run of its own: its ratios are against its own copy reference (below).", "",
+         "Each `/sr` row (stochastic rounding) and `/rot<n>` row (the Hadamard rotation of blocks of n "
+         "fused into the quantize) is shown against the same row without it, in this run: the targets are "
+         "%.2f times its time or less for stochastic rounding, %.2f for rotation blocks of 16 to 128, and "
+         "%.2f of copy or more for blocks of 256." % (SR_MAX, ROT_MAX, ROT256_RATIO), "",
+         "| row | time (us) | ratio to copy | against | its time (us) | time / its time | target |",
+         "|---|---:|---:|---|---:|---:|---|"]
+    for r in rows:
+        if r["name"].startswith("copy/"):
+            continue
+        if not r.get("ok"):
+            o.append("| `%s` | FAILED | | | | | |" % r["name"])
+            continue
+        base, what = sr_counterpart(r["name"])
+        b = by.get(base) if base else None
+        cells = ["", "", "", ""]
+        if b and b.get("ok"):
+            k = r["median_us"] / b["median_us"]
+            if what == "sr":
+                target = met(k <= SR_MAX)
+            elif what == "rot256":
+                target = met((r.get("ratio") or 0) >= ROT256_RATIO)
+            else:
+                target = met(k <= ROT_MAX)
+            cells = ["`%s`" % base, "%.1f" % b["median_us"], "%.2f" % k, target]
+        o.append("| `%s` | %.1f | %s | %s |" % (r["name"], r["median_us"], fnum(r.get("ratio"), "%.2f"),
+                                                " | ".join(cells)))
+    return o + [""] + fused_copy_table(sb)
+
+
 def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf=None, pyf_path=None,
-                f8=None, f8_path=None, f8t=None, f8t_path=None):
+                f8=None, f8_path=None, f8t=None, f8t_path=None, sb=None, sb_path=None):
     """The page; fb: a tools/bench.c JSON whose fused/ rows replace the bench's own (--fused), with
     fb_path; pyf: a python/bench.py JSON for "Fused producers against PyTorch" (--python-fused)."""
     p = bench.get("provenance") or {}
@@ -671,6 +726,8 @@ def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf
     elif any(is_fp8_row(r["name"]) for r in bench.get("rows", [])):  # the FP8 rows ran with the others
         o += fp8_section(bench, bench_path, torch if torch and any(is_fp8_row(r["name"]) for r in torch.get("rows", []))
                          else None, torch_path, same_run=True)
+    if sb is not None:
+        o += sr_section(sb, sb_path)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
@@ -911,7 +968,7 @@ def gpu_files(base):
     """One GPU's files beside its bench file base + ".json" (those that exist), by option name."""
     fs = {"bench": base + ".json"}
     for k, suffix in (("torch", "-torch"), ("python", "-python"), ("fused", "-fused"),
-                      ("python_fused", "-python-fused"), ("fp8", "-fp8"), ("fp8_torch", "-fp8-torch")):
+                      ("python_fused", "-python-fused"), ("fp8", "-fp8"), ("fp8_torch", "-fp8-torch"), ("sr", "-sr")):
         if os.path.exists(base + suffix + ".json"):
             fs[k] = base + suffix + ".json"
     return fs
@@ -927,7 +984,8 @@ def other_page(fs, rel, main_page):
     ld = {k: load(v) for k, v in fs.items()}
     page = performance(ld["bench"], ld.get("torch"), rel(fs["bench"]), rel(fs.get("torch")), ld.get("fused"),
                        rel(fs.get("fused")), ld.get("python_fused"), rel(fs.get("python_fused")), ld.get("fp8"),
-                       rel(fs.get("fp8")), ld.get("fp8_torch"), rel(fs.get("fp8_torch")))
+                       rel(fs.get("fp8")), ld.get("fp8_torch"), rel(fs.get("fp8_torch")), ld.get("sr"),
+                       rel(fs.get("sr")))
     if ld.get("python"):
         page = page.rstrip("\n") + "\n" + python_section(ld["python"], rel(fs["python"]),
                                                           fused=ld.get("python_fused") is None)
@@ -952,6 +1010,8 @@ def main():
     ap.add_argument("--fp8", help="a tools/bench.c JSON with the FP8 rows and their int8 counterparts: the "
                     "\"FP8 storage\" section (docs/bench/<gpu>-<version>-fp8.json)")
     ap.add_argument("--fp8-torch", help="compare_torch.py --only e4m3's JSON (docs/bench/<gpu>-<version>-fp8-torch.json)")
+    ap.add_argument("--sr", help="a tools/bench.c JSON with the microscaling, rotation and stochastic-rounding rows "
+                    "and their counterparts (docs/bench/<gpu>-<version>-sr.json)")
     ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
     ap.add_argument("--update", action="store_true", help="as --check finds the files, but write the pages")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -996,6 +1056,7 @@ def main():
         pyf = load(a.python_fused) if a.python_fused else None
         f8 = load(a.fp8) if a.fp8 else None
         f8t = load(a.fp8_torch) if a.fp8_torch else None
+        sb = load(a.sr) if a.sr else None
     except (OSError, ValueError) as e:
         print("bench_table: %s" % e, file=sys.stderr)
         return 1
@@ -1009,7 +1070,7 @@ def main():
     outputs = []
     if a.performance:
         page = performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf, rel(a.python_fused),
-                           f8, rel(a.fp8), f8t, rel(a.fp8_torch))
+                           f8, rel(a.fp8), f8t, rel(a.fp8_torch), sb, rel(a.sr))
         if py:
             page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python), fused=pyf is None)
         if others:
@@ -1050,7 +1111,8 @@ def main():
             if old != new:
                 given = "".join(" %s %s" % (opt, rel(v)) for opt, v in (
                     ("--torch", a.torch), ("--python", a.python), ("--fused", a.fused),
-                    ("--python-fused", a.python_fused), ("--fp8", a.fp8), ("--fp8-torch", a.fp8_torch)) if v)
+                    ("--python-fused", a.python_fused), ("--fp8", a.fp8), ("--fp8-torch", a.fp8_torch),
+                    ("--sr", a.sr)) if v)
                 print("bench_table: %s is not what %s generates: run tools/bench_table.py --bench %s%s "
                       "--performance ... --readme ..." % (path, os.path.basename(sys.argv[0]), rel(a.bench), given),
                       file=sys.stderr)
