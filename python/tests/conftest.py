@@ -34,3 +34,29 @@ class TensorProducer:
 
     def __dlpack_device__(self):
         return self.t.__dlpack_device__()
+
+
+def record_ops():
+    """A TorchDispatchMode recording the baracuda_quant ops called, (name, args) in .calls,
+    each run by its fake kernel (torch needed)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.namespace == "baracuda_quant":
+                self.calls.append((func._opname, args))
+            return func(*args, **(kwargs or {}))
+
+    return _Record()
+
+
+@pytest.fixture
+def meta_ok(monkeypatch):
+    """the torch wrappers take meta tensors (their CUDA check passes them), so their calls reach
+    the fake kernels"""
+    from baracuda_quant import ops
+    monkeypatch.setattr(ops, "_check_cuda", lambda name, t: None)

@@ -5,13 +5,12 @@ the straight-through gradient, and the options' errors, raised before any device
 test_gpu_affine_sr.py runs them on a GPU."""
 import pytest
 
-from conftest import HAS_TORCH
+from conftest import HAS_TORCH, record_ops
 
 pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 
 if HAS_TORCH:
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     import baracuda_quant as bq
     from baracuda_quant import ops, _lib
 
@@ -47,27 +46,6 @@ def test_fakes_take_the_rounding_arguments():
         assert y.shape == x.shape and y.dtype == x.dtype
 
 
-if HAS_TORCH:
-    class _Record(TorchDispatchMode):
-        """the baracuda_quant ops called (name, args), each run by its fake kernel"""
-
-        def __init__(self):
-            super().__init__()
-            self.calls = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func.namespace == "baracuda_quant":
-                self.calls.append((func._opname, args))
-            return func(*args, **(kwargs or {}))
-
-
-@pytest.fixture
-def meta_ok(monkeypatch):
-    """the wrappers take meta tensors (their CUDA check passes them), so their calls reach the
-    fake kernels"""
-    monkeypatch.setattr(ops, "_check_cuda", lambda name, t: None)
-
-
 @pytest.mark.parametrize("fn", ["tensor", "channel", "generic"])
 def test_fake_quantize_records_the_rounding_and_its_gradient_reads_x(meta_ok, fn):
     """with a gradient to record: stochastic rounding runs the op without a mask, its seed and
@@ -82,14 +60,14 @@ def test_fake_quantize_records_the_rounding_and_its_gradient_reads_x(meta_ok, fn
            "generic": "fake_quantize_affine"}[fn]
     bwd = {"tensor": "fake_quantize_per_tensor_backward", "channel": "fake_quantize_per_channel_backward",
            "generic": "affine_backward"}[fn]
-    with _Record() as rec:
+    with record_ops() as rec:
         y = call(rounding="stochastic", seed=(1 << 64) - 2, offset=(1 << 64) + 5)
         y.sum().backward()
     (f_name, f_args), (b_name, b_args) = rec.calls
     assert (f_name, tuple(f_args[-3:])) == (fwd, (1, -2, 5))
     assert b_name == bwd and any(a is x for a in b_args), "the STE backward reads x"
     assert x.grad is not None and x.grad.shape == x.shape
-    with _Record() as rec:
+    with record_ops() as rec:
         call()
     want = {"tensor": "fake_quantize_per_tensor_mask", "channel": "fake_quantize_per_channel_mask",
             "generic": "fake_quantize_affine"}[fn]
@@ -100,7 +78,7 @@ def test_quantize_ops_record_the_rounding(meta_ok):
     x = torch.empty(4, 32, dtype=torch.float16, device=M)
     s = lambda *shape: torch.empty(shape, device=M)  # noqa: E731
     sr = dict(rounding="stochastic", seed=7, offset=-1)
-    with _Record() as rec:
+    with record_ops() as rec:
         ops.quantize_per_tensor(x, 0.5, **sr)
         ops.quantize_per_channel(x, s(32), None, 1, **sr)
         ops.quantize_per_token(x, s(4), **sr)

@@ -6,13 +6,12 @@ errors, raised before any device check, and torch.compile tracing them.
 test_gpu_dynamic_sr.py runs them on a GPU."""
 import pytest
 
-from conftest import HAS_TORCH
+from conftest import HAS_TORCH, record_ops
 
 pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 
 if HAS_TORCH:
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     import baracuda_quant as bq
     from baracuda_quant import ops, _lib
     from baracuda_quant._enums import Granularity
@@ -50,34 +49,13 @@ def test_fakes_take_the_rounding_arguments_and_old_calls_still_work():
         assert (q.shape, s.shape, z.shape) == (x.shape, (1,), (1,))
 
 
-if HAS_TORCH:
-    class _Record(TorchDispatchMode):
-        """the baracuda_quant ops called (name, args), each run by its fake kernel"""
-
-        def __init__(self):
-            super().__init__()
-            self.calls = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func.namespace == "baracuda_quant":
-                self.calls.append((func._opname, args))
-            return func(*args, **(kwargs or {}))
-
-
-@pytest.fixture
-def meta_ok(monkeypatch):
-    """the wrappers take meta tensors (their CUDA check passes them), so their calls reach the
-    fake kernels"""
-    monkeypatch.setattr(ops, "_check_cuda", lambda name, t: None)
-
-
 def test_dynamic_ops_record_the_rounding(meta_ok):
     """stochastic rounding reaches the ops as (1, seed, offset), seed and offset as signed
     64-bit ints (the same bits modulo 2^64); dynamic_per_token_quant with a static scale
     records quantize_per_token with them; rounding to nearest records the defaults"""
     x = torch.empty(4, 32, dtype=torch.float16, device=M)
     sr = dict(rounding="stochastic", seed=(1 << 64) - 2, offset=(1 << 64) + 5)
-    with _Record() as rec:
+    with record_ops() as rec:
         ops.dynamic_quant(x, "group", group_size=16, **sr)
         ops.dynamic_quant(x, "block", block_size=16, dtype=torch.float8_e4m3fn, **sr)
         ops.dynamic_quant(x, "tensor", symmetric=False, dtype=torch.uint8, **sr)
