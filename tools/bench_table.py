@@ -568,7 +568,18 @@ def sr_counterpart(name):
     return None, None
 
 
-def sr_section(sb, path):
+def sr_bound_of(sr_path, rel):
+    """(shown path, text) of tools/dev/sr_bound.cu's output beside an -sr.json, or None."""
+    if not sr_path or not sr_path.endswith("-sr.json"):
+        return None
+    b = sr_path[:-len("-sr.json")] + "-sr-bound.txt"
+    if not os.path.exists(b):
+        return None
+    with open(b) as f:
+        return rel(b), f.read()
+
+
+def sr_section(sb, path, bound=None):
     """"Microscaling, rotation and stochastic rounding": a tools/bench.c run of its own (--sr)
     with the microscaling rows, the rotation's, and each stochastic-rounding or fused-rotation
     row against its counterpart in the same run (the targets SR_MAX, ROT_MAX, ROT256_RATIO)."""
@@ -583,7 +594,7 @@ def sr_section(sb, path):
          "| row | time (us) | ratio to copy | against | its time (us) | time / its time | target |",
          "|---|---:|---:|---|---:|---:|---|"]
     for r in rows:
-        if r["name"].startswith("copy/"):
+        if r["name"].startswith("copy/") or r.get("copy_bytes", 0) < 32 << 20:  # (the small sizes of --quick)
             continue
         if not r.get("ok"):
             o.append("| `%s` | FAILED | | | | | |" % r["name"])
@@ -602,11 +613,19 @@ def sr_section(sb, path):
             cells = ["`%s`" % base, "%.1f" % b["median_us"], "%.2f" % k, target]
         o.append("| `%s` | %.1f | %s | %s |" % (r["name"], r["median_us"], fnum(r.get("ratio"), "%.2f"),
                                                 " | ".join(cells)))
-    return o + [""] + fused_copy_table(sb)
+    o += [""] + fused_copy_table(sb)
+    if bound:
+        bound_path, raw = bound
+        o += ["What the draws cost apart from the library, on the same GPU: `tools/dev/sr_bound.cu` (bf16 to s8 "
+              "per tensor over 256 MiB, a lean kernel of 16 elements a thread; its quotient is lighter than the "
+              "contract's), its output as printed (`%s`). Stochastic rounding is bound by the instructions an "
+              "element costs there, not by memory: read the library's `/sr` rows against its Philox-10 16-bit "
+              "row, the contract's generator." % bound_path, "", "```", raw.rstrip("\n"), "```", ""]
+    return o
 
 
 def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf=None, pyf_path=None,
-                f8=None, f8_path=None, f8t=None, f8t_path=None, sb=None, sb_path=None):
+                f8=None, f8_path=None, f8t=None, f8t_path=None, sb=None, sb_path=None, sb_bound=None):
     """The page; fb: a tools/bench.c JSON whose fused/ rows replace the bench's own (--fused), with
     fb_path; pyf: a python/bench.py JSON for "Fused producers against PyTorch" (--python-fused)."""
     p = bench.get("provenance") or {}
@@ -727,7 +746,7 @@ def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf
         o += fp8_section(bench, bench_path, torch if torch and any(is_fp8_row(r["name"]) for r in torch.get("rows", []))
                          else None, torch_path, same_run=True)
     if sb is not None:
-        o += sr_section(sb, sb_path)
+        o += sr_section(sb, sb_path, sb_bound)
     j = bench.get("jit")
     if j:
         o += ["## JIT", "", "| JIT | value |", "|---|---:|"]
@@ -985,7 +1004,7 @@ def other_page(fs, rel, main_page):
     page = performance(ld["bench"], ld.get("torch"), rel(fs["bench"]), rel(fs.get("torch")), ld.get("fused"),
                        rel(fs.get("fused")), ld.get("python_fused"), rel(fs.get("python_fused")), ld.get("fp8"),
                        rel(fs.get("fp8")), ld.get("fp8_torch"), rel(fs.get("fp8_torch")), ld.get("sr"),
-                       rel(fs.get("sr")))
+                       rel(fs.get("sr")), sr_bound_of(fs.get("sr"), rel))
     if ld.get("python"):
         page = page.rstrip("\n") + "\n" + python_section(ld["python"], rel(fs["python"]),
                                                           fused=ld.get("python_fused") is None)
@@ -1070,7 +1089,7 @@ def main():
     outputs = []
     if a.performance:
         page = performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf, rel(a.python_fused),
-                           f8, rel(a.fp8), f8t, rel(a.fp8_torch), sb, rel(a.sr))
+                           f8, rel(a.fp8), f8t, rel(a.fp8_torch), sb, rel(a.sr), sr_bound_of(a.sr, rel))
         if py:
             page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python), fused=pyf is None)
         if others:
