@@ -103,6 +103,12 @@
      then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
      Dynamic quantize computes and stores its scales as when rounding to nearest, then
      rounds with the stored ones.
+     Fused rotation: desc.rotation = 1 on dynamic quantize per token (rounding to nearest)
+     rotates each row first, as BQ_HADAMARD's forward pass would (blocks of
+     args.rotation_block, 2 up to 32 16-byte accesses; desc.random_signs keyed by
+     args.seed), then computes the scales of the rotated values and quantizes them: bit for
+     bit the two ops in sequence, in one pass. Rows start on the 16-byte grid and are whole
+     accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic quantize).
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -454,9 +460,10 @@ typedef struct bq_desc {
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
   bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
-  int rotation;                /* microscaling quantize and dynamic quantize: 1 rotates x first
-                                  (BQ_HADAMARD's forward pass, blocks of args.rotation_block,
-                                  desc.random_signs), dequantize: 1 rotates y back after */
+  int rotation;                /* microscaling quantize and dynamic quantize, and dynamic
+                                  quantize per token: 1 rotates x first (BQ_HADAMARD's forward
+                                  pass, blocks of args.rotation_block, desc.random_signs);
+                                  microscaling dequantize: 1 rotates y back after */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -529,7 +536,7 @@ typedef struct bq_args {
      its draw's counter, so that a call on rows r0.. with offset r0 * cols draws what the
      whole tensor's call draws there (and a training step can advance it between calls) */
   uint64_t offset;
-  /* microscaling with desc.rotation: the rotation's block (a power of two, 2 to 256) */
+  /* with desc.rotation: the rotation's block (a power of two, 2 to 256) */
   int64_t rotation_block;
 } bq_args;
 
@@ -4052,6 +4059,10 @@ typedef struct bq_dynamic_params {
      staged kernel's last column apart where it is not whole accesses), the grid's
      gridDim.x = tdq tcols + tdr */
   bq_i64 trows, tcols, tdq, tdr;
+  /* per token, the fused rotation (BQ_DYN_ROT): blocks of 2^rlog2, rsigns the random signs
+     keyed by the seed's words */
+  int rlog2, rsigns;
+  bq_u32 seed_lo, seed_hi;
 } bq_dynamic_params;
 #endif
 
@@ -4094,8 +4105,16 @@ static const bq__dynamic_row bq__dynamic_table[] = {
   {BQ_PER_GROUP, BQ_BF16,       4, 1024, 8, 512, 0},
 };
 #define BQ__DYNAMIC_ROWS ((int)(sizeof bq__dynamic_table / sizeof bq__dynamic_table[0]))
+/* per token f32 and f64 with the fused rotation keep 4 accesses a thread: at 8 the
+   rotation's registers spill (bq_dynamic is held to 64) */
+static const bq__dynamic_row bq__dynamic_rot_rows[] = {
+  {BQ_PER_TOKEN, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F64,        4, 1024, 8, 512, 0},
+};
 /* a normalized dynamic desc's row (bq__normalize refuses per channel) */
 BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
+  if (d->rotation && d->granularity == BQ_PER_TOKEN && (d->float_type == BQ_F32 || d->float_type == BQ_F64))
+    return &bq__dynamic_rot_rows[d->float_type == BQ_F64];
   /* per block (bq_dynamic_tiles, whose sizes are its own) keeps per group's row */
   const bq_granularity g = d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : d->granularity;
   for (int i = 0; i < BQ__DYNAMIC_ROWS; i++)
@@ -4112,6 +4131,7 @@ BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *
               "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n#define BQ_WRITE_Y %d\n",
               d->asymmetric, bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team,
               d->pow2_scales, d->rounding != BQ_ROUND_STOCHASTIC);
+  if (d->rotation) bq__str_fmt(s, "#define BQ_DYN_ROT 1\n");
 }
 
 BQ__FN bq_status bq__dynamic_view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
@@ -4125,6 +4145,25 @@ BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
   bq__view v;
   return bq__dynamic_view_of(p, a, &v);
 }
+/* The fused rotation (per token): blocks of args.rotation_block, a power of two from 2 up to
+   a warp's accesses (32 of 16 bytes), dividing the row; rows on the 16-byte grid in whole
+   accesses, so that a block's accesses sit in consecutive lanes (dynamic.cu's bq_dyn_rot) */
+BQ__FN bq_status bq__dynamic_rotation_check(const bq_plan *p, const bq_args *a, const bq__view *v) {
+  const int t = bq__dtype_size(p->desc.float_type);
+  const int64_t n = a->rotation_block;
+  if (bq__hadamard_log2(n) < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
+                    "the fused rotation's block", p->name, (long long)n);
+  if (v->cols % n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
+                    p->name, (long long)n, (long long)v->cols);
+  if (n * t > 32 * 16 || (uintptr_t)a->x % 16 || (v->xs * t) % 16 || (v->cols * t) % 16)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows that start 16-byte "
+                    "aligned (args.x %p, args.x_row_stride %lld) and are whole 16-byte accesses (args.cols %lld), in "
+                    "blocks (args.rotation_block %lld) of at most 32 of them; BQ_HADAMARD, then this op, gives the "
+                    "same bits", p->name, a->x, (long long)v->xs, (long long)v->cols, (long long)n);
+  return BQ_SUCCESS;
+}
 /* the whole validation, giving the problem's view (check's, and run's first step) */
 BQ__FN bq_status bq__dynamic_validate(const bq_plan *p, const bq_args *a, bq__view *vp) {
   bq__view v;
@@ -4132,6 +4171,7 @@ BQ__FN bq_status bq__dynamic_validate(const bq_plan *p, const bq_args *a, bq__vi
   const bq_desc *d = &p->desc;
   if (st) return st;
   *vp = v;
+  if (d->rotation && (st = bq__dynamic_rotation_check(p, a, &v))) return st;
   if (v.numel == 0) return st;
   if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
@@ -4246,6 +4286,12 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
   k.ngroups = v.ngroups;
   k.grs = v.grs;
   k.bound = a->amax_bound;
+  if (d->rotation) {
+    k.rlog2 = bq__hadamard_log2(a->rotation_block); /* (validated) */
+    k.rsigns = d->random_signs;
+    k.seed_lo = (uint32_t)a->seed;
+    k.seed_hi = (uint32_t)(a->seed >> 32);
+  }
   if (d->granularity == BQ_PER_TENSOR) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
     int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
@@ -4347,6 +4393,21 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
   if ((st = bq__rule_asymmetric(d, name))) return st;
   if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
+                    d->random_signs);
+  /* the fused rotation is per token's, rounding to nearest: the other kernels' threads hold no
+     whole blocks of a row (BQ_HADAMARD, then this op, gives the same bits) */
+  if (d->rotation && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) is offered per token for integer and FP8 "
+                    "dynamic quantize (and for the microscaling formats); BQ_HADAMARD, then this op, gives the same "
+                    "bits", name);
+  if (d->rotation && d->rounding == BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) with stochastic rounding is offered for the "
+                    "microscaling formats; for integer and FP8 storage, BQ_HADAMARD, then this op, gives the same "
+                    "bits", name);
   return bq__rule_qrange(d, name, "dynamic quantize");
 }
 /* Stochastic rounding's plans hold the affine plan that quantizes with the scales written
@@ -4371,22 +4432,30 @@ BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
 BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
-           d->pow2_scales ? ".pow2" : "", d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
+  snprintf(variant, sizeof variant, "vec%d.%s%s%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
+           d->pow2_scales ? ".pow2" : "", d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", d->rotation ? ".rot" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically */
+/* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically,
+   and per token rounding to nearest with the fused rotation (the others refused) */
 BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
   (void)op;
-  *outer = 1, *inner = 4;
+  *outer = 1, *inner = 6;
 }
 BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
   in->pow2_scales = inner & 1;
-  in->rounding = (bq_rounding)(inner >> 1);
+  in->rounding = inner >> 1 == 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  in->rotation = inner >> 1 == 2;
 }
 BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
-  return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+  return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+         (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
+}
+/* the typical problem's rotation blocks: 32 (every float type's rows take them) */
+BQ__FN void bq__dynamic_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  (void)ptr;
+  if (d->rotation) a->rotation_block = 32;
 }
 
 static const bq__family bq__dynamic_family = {
@@ -4399,7 +4468,7 @@ static const bq__family bq__dynamic_family = {
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  bq__dynamic_sub, NULL, NULL};
+  bq__dynamic_sub, NULL, bq__dynamic_typical};
 
 /* ==== src/family_mx.h ===================================================================== */
 /* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
@@ -6270,11 +6339,12 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by quantize, fake quantize and dynamic quantize (integer, FP8 and "
                     "microscaling storage)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__mx_family && d->rotation != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is the "
-                    "microscaling formats' (quantize, dynamic quantize, dequantize); BQ_HADAMARD rotates alone",
+  if (f != &bq__mx_family && f != &bq__dynamic_family && d->rotation != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is dynamic "
+                    "quantize's and the microscaling formats' (quantize, dequantize); BQ_HADAMARD rotates alone",
                     bq__op_name(d->op), d->rotation);
-  if (f != &bq__rotate_family && d->random_signs != 0 && !(f == &bq__mx_family && d->rotation == 1))
+  if (f != &bq__rotate_family && d->random_signs != 0 &&
+      !((f == &bq__mx_family || f == &bq__dynamic_family) && d->rotation == 1))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
                     "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
@@ -6912,6 +6982,8 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
     if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
+    if (n >= 11 && !strcmp(tok[n - 2], "rot")) /* dynamic quantize's fused rotation, before the target */
+      d.rotation = 1, tok[n - 2] = tok[n - 1], n--;
     if (n >= 11 && !strcmp(tok[n - 2], "sr")) /* dynamic quantize's rounding, before the target */
       d.rounding = BQ_ROUND_STOCHASTIC, tok[n - 2] = tok[n - 1], n--;
     if (n == 11 && !strcmp(tok[9], "pow2")) d.pow2_scales = 1, n = 10;
@@ -10074,8 +10146,9 @@ static const char bq__src_common_cuh[] =
   "  bq_philox4x32_10(w, k0, k1);\n"
   "#pragma unroll\n"
   "  for (int k = 0; k < E; k++) {\n"
-  "    const int j = (a + k) % n;\n"
-  "    neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;\n"
+  "    const int j = (a + k) % n, i = (j >> 5) & 3; // (selects, not w[i]: a local-memory array)\n"
+  "    const bq_u32 wi = i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];\n"
+  "    neg |= ((wi >> (j & 31)) & 1u) << k;\n"
   "  }\n"
   "  return neg;\n"
   "}\n"
@@ -10516,6 +10589,10 @@ static const char bq__src_dynamic_cu[] =
   "#ifndef BQ_WRITE_Y\n"
   "#define BQ_WRITE_Y 1\n"
   "#endif\n"
+  "// BQ_DYN_ROT 1 (per token, desc.rotation): each row rotated first (bq_dyn_rot below)\n"
+  "#ifndef BQ_DYN_ROT\n"
+  "#define BQ_DYN_ROT 0\n"
+  "#endif\n"
   "\n"
   "/* kernels_src/dynamic_abi.h - dynamic quantization's host/kernel interface, valid as C and\n"
   "   as CUDA C++: its entry points and its parameter block. dynamic.cu and the host\n"
@@ -10554,6 +10631,10 @@ static const char bq__src_dynamic_cu[] =
   "     staged kernel's last column apart where it is not whole accesses), the grid's\n"
   "     gridDim.x = tdq tcols + tdr */\n"
   "  bq_i64 trows, tcols, tdq, tdr;\n"
+  "  /* per token, the fused rotation (BQ_DYN_ROT): blocks of 2^rlog2, rsigns the random signs\n"
+  "     keyed by the seed's words */\n"
+  "  int rlog2, rsigns;\n"
+  "  bq_u32 seed_lo, seed_hi;\n"
   "} bq_dynamic_params;\n"
   "#endif\n"
   "\n"
@@ -10616,6 +10697,50 @@ static const char bq__src_dynamic_cu[] =
   "}\n"
   "#endif\n"
   "\n"
+  "#if BQ_DYN_ROT\n"
+  "// The fused rotation (docs/numerics.md, \"Rotation\"), per token: rows 16-byte aligned and whole\n"
+  "// accesses (the host's check), blocks of n = 2^p.rlog2 elements, at most a warp's accesses.\n"
+  "// Access c of a row is held by the lane c % tpr of its team (tpr a multiple of 32), so a\n"
+  "// block's n / BQ_VEC accesses sit in consecutive lanes of one warp (bq_rot_apply's shuffles\n"
+  "// among them), and a lane's place in its blocks, hence its signs, is the same for every access\n"
+  "// it holds: computed once a thread.\n"
+  "struct bq_dyn_rot {\n"
+  "  int lane, log2n;\n"
+  "  bq_u32 neg, mask;\n"
+  "  bq_c cn;\n"
+  "};\n"
+  "static __device__ __forceinline__ bq_dyn_rot bq_dyn_rot_of(const bq_dynamic_params &p, int lane) {\n"
+  "  bq_dyn_rot r;\n"
+  "  const int n = 1 << p.rlog2, L = n > BQ_VEC ? n / BQ_VEC : 1;\n"
+  "  r.lane = (int)(threadIdx.x & 31);\n"
+  "  r.log2n = p.rlog2;\n"
+  "  r.mask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (r.lane & -L);\n"
+  "  r.cn = bq_rot_c(p.rlog2);\n"
+  "  r.neg = p.rsigns ? bq_rot_signs<BQ_VEC>((lane * BQ_VEC) & (n - 1), n, p.seed_lo, p.seed_hi) : 0u;\n"
+  "  return r;\n"
+  "}\n"
+  "// a batch's accesses c0 + i tpr below nch rotated and rounded to T (a block's lanes are all\n"
+  "// below nch or all past it: n divides the row)\n"
+  "template <int CPT>\n"
+  "static __device__ __forceinline__ void bq_rotate_batch(bq_xchunk (&a)[CPT], bq_i64 c0, bq_i64 nch, int tpr,\n"
+  "                                                       const bq_dyn_rot &r) {\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < CPT; i++)\n"
+  "    if (c0 + (bq_i64)i * tpr < nch) {\n"
+  "      bq_c c[BQ_VEC];\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < BQ_VEC; k++) c[k] = bq_to_c(a[i].e[k]);\n"
+  "      bq_rot_apply<BQ_VEC>(c, r.lane, r.log2n, r.neg, r.cn, false, r.mask);\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < BQ_VEC; k++) a[i].e[k] = bq_from_c(c[k]);\n"
+  "    }\n"
+  "}\n"
+  "#define BQ_ROTATE_BATCH(CPT, a, c0, nch, tpr, rot) bq_rotate_batch<CPT>(a, c0, nch, tpr, *(rot))\n"
+  "#else\n"
+  "struct bq_dyn_rot;\n"
+  "#define BQ_ROTATE_BATCH(CPT, a, c0, nch, tpr, rot) (void)0\n"
+  "#endif\n"
+  "\n"
   "// One segment (a row, or a group run as a row) of n elements: reduce, store the scale,\n"
   "// quantize. The team holds batches of up to BQ_CPT accesses per lane in registers; a\n"
   "// segment of one batch is read once, a longer one is read again for the quantize pass.\n"
@@ -10648,8 +10773,11 @@ static const char bq__src_dynamic_cu[] =
   "\n"
   "template <int CPT>\n"
   "static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,\n"
-  "                                                  bq_i64 n, bq_i64 pidx, bq_i64 g, int lane, int tpr, bq_red *red_smem) {\n"
-  "  const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);\n"
+  "                                                  bq_i64 n, bq_i64 pidx, bq_i64 g, int lane, int tpr, bq_red *red_smem,\n"
+  "                                                  const bq_dyn_rot *rot = 0) {\n"
+  "  (void)rot;\n"
+  "  // (the rotation's rows start on the 16-byte grid: no prologue, whatever y's alignment)\n"
+  "  const int pro = BQ_DYN_ROT ? 0 : CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);\n"
   "  const int w_out = bq_width(y + pro);\n"
   "  const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;\n"
   "  const bq_i64 batch = (bq_i64)tpr * CPT;\n"
@@ -10670,6 +10798,7 @@ static const char bq__src_dynamic_cu[] =
   "#endif\n"
   "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
   "    bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);\n"
+  "    BQ_ROTATE_BATCH(CPT, a, b + lane, nch, tpr, rot);\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < CPT; i++)\n"
   "      if (b + lane + (bq_i64)i * tpr < nch) {\n"
@@ -10697,7 +10826,10 @@ static const char bq__src_dynamic_cu[] =
   "  if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);\n"
   "  if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);\n"
   "  for (bq_i64 b = 0; b < nch; b += batch) {\n"
-  "    if (nch > batch) bq_load_batch<CPT>(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a\n"
+  "    if (nch > batch) { // the one-batch segment is still in a\n"
+  "      bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);\n"
+  "      BQ_ROTATE_BATCH(CPT, a, b + lane, nch, tpr, rot);\n"
+  "    }\n"
   "#if BQ_LEAN\n"
   "    bq_quantize_batch<CPT == BQ_CPT>(a, yb, b + lane, tpr, nch, q, w_out);\n"
   "#else\n"
@@ -11156,8 +11288,14 @@ static const char bq__src_dynamic_cu[] =
   "  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;\n"
   "  const int lane = threadIdx.x & (tpr - 1);\n"
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
+  "#if BQ_DYN_ROT\n"
+  "  const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);\n"
+  "  const bq_dyn_rot *rp = &rot;\n"
+  "#else\n"
+  "  const bq_dyn_rot *rp = 0;\n"
+  "#endif\n"
   "  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)\n"
-  "    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, 0, lane, tpr, red_smem);\n"
+  "    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, 0, lane, tpr, red_smem, rp);\n"
   "#else\n"
   "#if BQ_FP8 // FP8 codes run their fast groups here too (integer codes take bq_dynamic_groups)\n"
   "  if (p.fast_groups) {\n"
@@ -11204,6 +11342,9 @@ static const char bq__src_dynamic_cu[] =
   "  if (r < p.rows) bq_row_stage(p, r, lane, tpr, nch, slot);\n"
   "  bq_cp_commit();\n"
   "  const bool pairs = BQ_HMAX2 && !BQ_FP8; // as bq_segment's\n"
+  "#if BQ_DYN_ROT\n"
+  "  const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);\n"
+  "#endif\n"
   "  for (; r < p.rows; r += gridDim.x) {\n"
   "    bq_cp_wait<0>();\n"
   "    bq_xchunk a[BQ_CPT];\n"
@@ -11211,11 +11352,19 @@ static const char bq__src_dynamic_cu[] =
   "#if BQ_HMAX2\n"
   "    bq_u32 m2 = 0;\n"
   "#endif\n"
+  "#if BQ_DYN_ROT\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BQ_CPT; i++)\n"
+  "      if (lane + (bq_i64)i * tpr < nch) a[i] = S[lane + (bq_i64)i * tpr];\n"
+  "    bq_rotate_batch<BQ_CPT>(a, lane, nch, tpr, rot);\n"
+  "#endif\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < BQ_CPT; i++) {\n"
   "      const bq_i64 c = lane + (bq_i64)i * tpr;\n"
   "      if (c < nch) {\n"
+  "#if !BQ_DYN_ROT\n"
   "        a[i] = S[c];\n"
+  "#endif\n"
   "#if BQ_HMAX2\n"
   "        if (pairs) m2 = bq_hmax2_chunk(m2, a[i]);\n"
   "        else\n"
@@ -11289,7 +11438,7 @@ static const char bq__src_dynamic_cu[] =
   "#if BQ_GRAN == BQ_GRAN_TOKEN\n"
   "// Symmetric: at most 64 registers, two 512-thread blocks an SM, as the code without a bound\n"
   "// (args.amax_bound) fits; the bound's branch would otherwise cost one block an SM.\n"
-  "#if BQ_ASYM\n"
+  "#if BQ_ASYM || BQ_DYN_ROT // (the rotation's registers: spills at 64)\n"
   "#define BQ_LONG_MIN_BLOCKS 1\n"
   "#else\n"
   "#define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))\n"

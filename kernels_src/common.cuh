@@ -1320,8 +1320,9 @@ template <int E> static __device__ __forceinline__ bq_u32 bq_rot_signs(int a, in
   bq_philox4x32_10(w, k0, k1);
 #pragma unroll
   for (int k = 0; k < E; k++) {
-    const int j = (a + k) % n;
-    neg |= ((w[(j >> 5) & 3] >> (j & 31)) & 1u) << k;
+    const int j = (a + k) % n, i = (j >> 5) & 3; // (selects, not w[i]: a local-memory array)
+    const bq_u32 wi = i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
+    neg |= ((wi >> (j & 31)) & 1u) << k;
   }
   return neg;
 }

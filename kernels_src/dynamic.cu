@@ -30,6 +30,10 @@
 #ifndef BQ_WRITE_Y
 #define BQ_WRITE_Y 1
 #endif
+// BQ_DYN_ROT 1 (per token, desc.rotation): each row rotated first (bq_dyn_rot below)
+#ifndef BQ_DYN_ROT
+#define BQ_DYN_ROT 0
+#endif
 
 #include "dynamic_abi.h" // the entry points and parameter block, which the host compiles too
 
@@ -92,6 +96,50 @@ static __device__ __forceinline__ void bq_quantize_batch(const bq_xchunk (&a)[N]
 }
 #endif
 
+#if BQ_DYN_ROT
+// The fused rotation (docs/numerics.md, "Rotation"), per token: rows 16-byte aligned and whole
+// accesses (the host's check), blocks of n = 2^p.rlog2 elements, at most a warp's accesses.
+// Access c of a row is held by the lane c % tpr of its team (tpr a multiple of 32), so a
+// block's n / BQ_VEC accesses sit in consecutive lanes of one warp (bq_rot_apply's shuffles
+// among them), and a lane's place in its blocks, hence its signs, is the same for every access
+// it holds: computed once a thread.
+struct bq_dyn_rot {
+  int lane, log2n;
+  bq_u32 neg, mask;
+  bq_c cn;
+};
+static __device__ __forceinline__ bq_dyn_rot bq_dyn_rot_of(const bq_dynamic_params &p, int lane) {
+  bq_dyn_rot r;
+  const int n = 1 << p.rlog2, L = n > BQ_VEC ? n / BQ_VEC : 1;
+  r.lane = (int)(threadIdx.x & 31);
+  r.log2n = p.rlog2;
+  r.mask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (r.lane & -L);
+  r.cn = bq_rot_c(p.rlog2);
+  r.neg = p.rsigns ? bq_rot_signs<BQ_VEC>((lane * BQ_VEC) & (n - 1), n, p.seed_lo, p.seed_hi) : 0u;
+  return r;
+}
+// a batch's accesses c0 + i tpr below nch rotated and rounded to T (a block's lanes are all
+// below nch or all past it: n divides the row)
+template <int CPT>
+static __device__ __forceinline__ void bq_rotate_batch(bq_xchunk (&a)[CPT], bq_i64 c0, bq_i64 nch, int tpr,
+                                                       const bq_dyn_rot &r) {
+#pragma unroll
+  for (int i = 0; i < CPT; i++)
+    if (c0 + (bq_i64)i * tpr < nch) {
+      bq_c c[BQ_VEC];
+#pragma unroll
+      for (int k = 0; k < BQ_VEC; k++) c[k] = bq_to_c(a[i].e[k]);
+      bq_rot_apply<BQ_VEC>(c, r.lane, r.log2n, r.neg, r.cn, false, r.mask);
+#pragma unroll
+      for (int k = 0; k < BQ_VEC; k++) a[i].e[k] = bq_from_c(c[k]);
+    }
+}
+#define BQ_ROTATE_BATCH(CPT, a, c0, nch, tpr, rot) bq_rotate_batch<CPT>(a, c0, nch, tpr, *(rot))
+#else
+struct bq_dyn_rot;
+#define BQ_ROTATE_BATCH(CPT, a, c0, nch, tpr, rot) (void)0
+#endif
+
 // One segment (a row, or a group run as a row) of n elements: reduce, store the scale,
 // quantize. The team holds batches of up to BQ_CPT accesses per lane in registers; a
 // segment of one batch is read once, a longer one is read again for the quantize pass.
@@ -124,8 +172,11 @@ static __device__ __forceinline__ int bq_segment_prologue(const bq_t *x, const b
 
 template <int CPT>
 static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
-                                                  bq_i64 n, bq_i64 pidx, bq_i64 g, int lane, int tpr, bq_red *red_smem) {
-  const int pro = CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
+                                                  bq_i64 n, bq_i64 pidx, bq_i64 g, int lane, int tpr, bq_red *red_smem,
+                                                  const bq_dyn_rot *rot = 0) {
+  (void)rot;
+  // (the rotation's rows start on the 16-byte grid: no prologue, whatever y's alignment)
+  const int pro = BQ_DYN_ROT ? 0 : CPT == BQ_CPT && p.align_y ? bq_segment_prologue(x, y, n, tpr) : (int)bq_prologue(x, n);
   const int w_out = bq_width(y + pro);
   const bq_i64 nch = (n - pro) / BQ_VEC, tail0 = pro + nch * BQ_VEC;
   const bq_i64 batch = (bq_i64)tpr * CPT;
@@ -146,6 +197,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 #endif
   for (bq_i64 b = 0; b < nch; b += batch) {
     bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);
+    BQ_ROTATE_BATCH(CPT, a, b + lane, nch, tpr, rot);
 #pragma unroll
     for (int i = 0; i < CPT; i++)
       if (b + lane + (bq_i64)i * tpr < nch) {
@@ -173,7 +225,10 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
   if (has_p) y[kp] = (bq_i)bq_quantize_int(ep, q.s, q.z);
   if (has_t) y[kt] = (bq_i)bq_quantize_int(et, q.s, q.z);
   for (bq_i64 b = 0; b < nch; b += batch) {
-    if (nch > batch) bq_load_batch<CPT>(a, xb, b + lane, nch, tpr); // the one-batch segment is still in a
+    if (nch > batch) { // the one-batch segment is still in a
+      bq_load_batch<CPT>(a, xb, b + lane, nch, tpr);
+      BQ_ROTATE_BATCH(CPT, a, b + lane, nch, tpr, rot);
+    }
 #if BQ_LEAN
     bq_quantize_batch<CPT == BQ_CPT>(a, yb, b + lane, tpr, nch, q, w_out);
 #else
@@ -632,8 +687,14 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
   const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
   const int lane = threadIdx.x & (tpr - 1);
 #if BQ_GRAN == BQ_GRAN_TOKEN
+#if BQ_DYN_ROT
+  const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);
+  const bq_dyn_rot *rp = &rot;
+#else
+  const bq_dyn_rot *rp = 0;
+#endif
   for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
-    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, 0, lane, tpr, red_smem);
+    bq_segment<CPT>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, p.cols, r, 0, lane, tpr, red_smem, rp);
 #else
 #if BQ_FP8 // FP8 codes run their fast groups here too (integer codes take bq_dynamic_groups)
   if (p.fast_groups) {
@@ -680,6 +741,9 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
   if (r < p.rows) bq_row_stage(p, r, lane, tpr, nch, slot);
   bq_cp_commit();
   const bool pairs = BQ_HMAX2 && !BQ_FP8; // as bq_segment's
+#if BQ_DYN_ROT
+  const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);
+#endif
   for (; r < p.rows; r += gridDim.x) {
     bq_cp_wait<0>();
     bq_xchunk a[BQ_CPT];
@@ -687,11 +751,19 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
 #if BQ_HMAX2
     bq_u32 m2 = 0;
 #endif
+#if BQ_DYN_ROT
+#pragma unroll
+    for (int i = 0; i < BQ_CPT; i++)
+      if (lane + (bq_i64)i * tpr < nch) a[i] = S[lane + (bq_i64)i * tpr];
+    bq_rotate_batch<BQ_CPT>(a, lane, nch, tpr, rot);
+#endif
 #pragma unroll
     for (int i = 0; i < BQ_CPT; i++) {
       const bq_i64 c = lane + (bq_i64)i * tpr;
       if (c < nch) {
+#if !BQ_DYN_ROT
         a[i] = S[c];
+#endif
 #if BQ_HMAX2
         if (pairs) m2 = bq_hmax2_chunk(m2, a[i]);
         else
@@ -765,7 +837,7 @@ extern "C" __global__ void __launch_bounds__(256, BQ_GROUPS_MIN_BLOCKS) BQ_FN_DY
 #if BQ_GRAN == BQ_GRAN_TOKEN
 // Symmetric: at most 64 registers, two 512-thread blocks an SM, as the code without a bound
 // (args.amax_bound) fits; the bound's branch would otherwise cost one block an SM.
-#if BQ_ASYM
+#if BQ_ASYM || BQ_DYN_ROT // (the rotation's registers: spills at 64)
 #define BQ_LONG_MIN_BLOCKS 1
 #else
 #define BQ_LONG_MIN_BLOCKS (65536 / (64 * BQ_LONG_TEAM))

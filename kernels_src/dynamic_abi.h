@@ -36,5 +36,9 @@ typedef struct bq_dynamic_params {
      staged kernel's last column apart where it is not whole accesses), the grid's
      gridDim.x = tdq tcols + tdr */
   bq_i64 trows, tcols, tdq, tdr;
+  /* per token, the fused rotation (BQ_DYN_ROT): blocks of 2^rlog2, rsigns the random signs
+     keyed by the seed's words */
+  int rlog2, rsigns;
+  bq_u32 seed_lo, seed_hi;
 } bq_dynamic_params;
 #endif

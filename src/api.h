@@ -103,6 +103,12 @@
      then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
      Dynamic quantize computes and stores its scales as when rounding to nearest, then
      rounds with the stored ones.
+     Fused rotation: desc.rotation = 1 on dynamic quantize per token (rounding to nearest)
+     rotates each row first, as BQ_HADAMARD's forward pass would (blocks of
+     args.rotation_block, 2 up to 32 16-byte accesses; desc.random_signs keyed by
+     args.seed), then computes the scales of the rotated values and quantizes them: bit for
+     bit the two ops in sequence, in one pass. Rows start on the 16-byte grid and are whole
+     accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic quantize).
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -454,9 +460,10 @@ typedef struct bq_desc {
   int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
   bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
-  int rotation;                /* microscaling quantize and dynamic quantize: 1 rotates x first
-                                  (BQ_HADAMARD's forward pass, blocks of args.rotation_block,
-                                  desc.random_signs), dequantize: 1 rotates y back after */
+  int rotation;                /* microscaling quantize and dynamic quantize, and dynamic
+                                  quantize per token: 1 rotates x first (BQ_HADAMARD's forward
+                                  pass, blocks of args.rotation_block, desc.random_signs);
+                                  microscaling dequantize: 1 rotates y back after */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -529,7 +536,7 @@ typedef struct bq_args {
      its draw's counter, so that a call on rows r0.. with offset r0 * cols draws what the
      whole tensor's call draws there (and a training step can advance it between calls) */
   uint64_t offset;
-  /* microscaling with desc.rotation: the rotation's block (a power of two, 2 to 256) */
+  /* with desc.rotation: the rotation's block (a power of two, 2 to 256) */
   int64_t rotation_block;
 } bq_args;
 

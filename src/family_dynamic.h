@@ -40,8 +40,16 @@ static const bq__dynamic_row bq__dynamic_table[] = {
   {BQ_PER_GROUP, BQ_BF16,       4, 1024, 8, 512, 0},
 };
 #define BQ__DYNAMIC_ROWS ((int)(sizeof bq__dynamic_table / sizeof bq__dynamic_table[0]))
+/* per token f32 and f64 with the fused rotation keep 4 accesses a thread: at 8 the
+   rotation's registers spill (bq_dynamic is held to 64) */
+static const bq__dynamic_row bq__dynamic_rot_rows[] = {
+  {BQ_PER_TOKEN, BQ_F32,        4, 1024, 8, 512, 0},
+  {BQ_PER_TOKEN, BQ_F64,        4, 1024, 8, 512, 0},
+};
 /* a normalized dynamic desc's row (bq__normalize refuses per channel) */
 BQ__FN const bq__dynamic_row *bq__dynamic_row_of(const bq_desc *d) {
+  if (d->rotation && d->granularity == BQ_PER_TOKEN && (d->float_type == BQ_F32 || d->float_type == BQ_F64))
+    return &bq__dynamic_rot_rows[d->float_type == BQ_F64];
   /* per block (bq_dynamic_tiles, whose sizes are its own) keeps per group's row */
   const bq_granularity g = d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : d->granularity;
   for (int i = 0; i < BQ__DYNAMIC_ROWS; i++)
@@ -58,6 +66,7 @@ BQ__FN void bq__dynamic_prelude(const bq_desc *d, const bq__target *t, bq__str *
               "#define BQ_LONG_CPT %d\n#define BQ_LONG_TEAM %d\n#define BQ_POW2 %d\n#define BQ_WRITE_Y %d\n",
               d->asymmetric, bq__spec("GRAN", d->granularity), r->cpt, r->block, r->long_cpt, r->long_team,
               d->pow2_scales, d->rounding != BQ_ROUND_STOCHASTIC);
+  if (d->rotation) bq__str_fmt(s, "#define BQ_DYN_ROT 1\n");
 }
 
 BQ__FN bq_status bq__dynamic_view_of(const bq_plan *p, const bq_args *a, bq__view *v) {
@@ -71,6 +80,25 @@ BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
   bq__view v;
   return bq__dynamic_view_of(p, a, &v);
 }
+/* The fused rotation (per token): blocks of args.rotation_block, a power of two from 2 up to
+   a warp's accesses (32 of 16 bytes), dividing the row; rows on the 16-byte grid in whole
+   accesses, so that a block's accesses sit in consecutive lanes (dynamic.cu's bq_dyn_rot) */
+BQ__FN bq_status bq__dynamic_rotation_check(const bq_plan *p, const bq_args *a, const bq__view *v) {
+  const int t = bq__dtype_size(p->desc.float_type);
+  const int64_t n = a->rotation_block;
+  if (bq__hadamard_log2(n) < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
+                    "the fused rotation's block", p->name, (long long)n);
+  if (v->cols % n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
+                    p->name, (long long)n, (long long)v->cols);
+  if (n * t > 32 * 16 || (uintptr_t)a->x % 16 || (v->xs * t) % 16 || (v->cols * t) % 16)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows that start 16-byte "
+                    "aligned (args.x %p, args.x_row_stride %lld) and are whole 16-byte accesses (args.cols %lld), in "
+                    "blocks (args.rotation_block %lld) of at most 32 of them; BQ_HADAMARD, then this op, gives the "
+                    "same bits", p->name, a->x, (long long)v->xs, (long long)v->cols, (long long)n);
+  return BQ_SUCCESS;
+}
 /* the whole validation, giving the problem's view (check's, and run's first step) */
 BQ__FN bq_status bq__dynamic_validate(const bq_plan *p, const bq_args *a, bq__view *vp) {
   bq__view v;
@@ -78,6 +106,7 @@ BQ__FN bq_status bq__dynamic_validate(const bq_plan *p, const bq_args *a, bq__vi
   const bq_desc *d = &p->desc;
   if (st) return st;
   *vp = v;
+  if (d->rotation && (st = bq__dynamic_rotation_check(p, a, &v))) return st;
   if (v.numel == 0) return st;
   if ((st = bq__check_ptr(p, "args.x", a->x, bq__dtype_size(d->float_type)))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
@@ -192,6 +221,12 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
   k.ngroups = v.ngroups;
   k.grs = v.grs;
   k.bound = a->amax_bound;
+  if (d->rotation) {
+    k.rlog2 = bq__hadamard_log2(a->rotation_block); /* (validated) */
+    k.rsigns = d->random_signs;
+    k.seed_lo = (uint32_t)a->seed;
+    k.seed_hi = (uint32_t)(a->seed >> 32);
+  }
   if (d->granularity == BQ_PER_TENSOR) {
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__dynamic_workspace(p, a)))) return st;
     int64_t chunks = v.numel / p->vec + 1, max_blocks = bq__dynamic_blocks(p);
@@ -293,6 +328,21 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
   if ((st = bq__rule_asymmetric(d, name))) return st;
   if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", name, (int)d->rounding);
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
+                    d->random_signs);
+  /* the fused rotation is per token's, rounding to nearest: the other kernels' threads hold no
+     whole blocks of a row (BQ_HADAMARD, then this op, gives the same bits) */
+  if (d->rotation && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) is offered per token for integer and FP8 "
+                    "dynamic quantize (and for the microscaling formats); BQ_HADAMARD, then this op, gives the same "
+                    "bits", name);
+  if (d->rotation && d->rounding == BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) with stochastic rounding is offered for the "
+                    "microscaling formats; for integer and FP8 storage, BQ_HADAMARD, then this op, gives the same "
+                    "bits", name);
   return bq__rule_qrange(d, name, "dynamic quantize");
 }
 /* Stochastic rounding's plans hold the affine plan that quantizes with the scales written
@@ -317,22 +367,30 @@ BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
 BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
-           d->pow2_scales ? ".pow2" : "", d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
+  snprintf(variant, sizeof variant, "vec%d.%s%s%s%s", bq__dynamic_vec(d), d->asymmetric ? "asym" : "sym",
+           d->pow2_scales ? ".pow2" : "", d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", d->rotation ? ".rot" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically */
+/* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically,
+   and per token rounding to nearest with the fused rotation (the others refused) */
 BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
   (void)op;
-  *outer = 1, *inner = 4;
+  *outer = 1, *inner = 6;
 }
 BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
   in->pow2_scales = inner & 1;
-  in->rounding = (bq_rounding)(inner >> 1);
+  in->rounding = inner >> 1 == 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  in->rotation = inner >> 1 == 2;
 }
 BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
-  return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+  return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+         (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
+}
+/* the typical problem's rotation blocks: 32 (every float type's rows take them) */
+BQ__FN void bq__dynamic_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  (void)ptr;
+  if (d->rotation) a->rotation_block = 32;
 }
 
 static const bq__family bq__dynamic_family = {
@@ -345,4 +403,4 @@ static const bq__family bq__dynamic_family = {
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  bq__dynamic_sub, NULL, NULL};
+  bq__dynamic_sub, NULL, bq__dynamic_typical};

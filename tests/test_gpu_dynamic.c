@@ -22,6 +22,7 @@
 #include "../baracuda_quant.h"
 #include "reference_dynamic.h"
 #include "reference_sr.h"
+#include "reference_rotate.h"
 
 #include <criterion/criterion.h>
 #include <float.h>
@@ -308,6 +309,7 @@ typedef struct drun {
   dbuf x, y, sc, zp;
   unsigned char *ey, *es, *ez; /* expected images of y, scales, zero points */
   unsigned char *gy, *gs, *gz, *gx; /* what came back */
+  unsigned char *xr;                /* the fused rotation: x rotated by the reference (its layout) */
   bq_args ha, da;
   char what[768];
 } drun;
@@ -332,6 +334,11 @@ static void describe(drun *R)
   if (k < sizeof R->what && d->granularity == BQ_PER_GROUP) {
     n = snprintf(R->what + k, sizeof R->what - k, " group_size=%lld group_row_stride=%lld",
                  (long long)a->group_size, (long long)a->group_row_stride);
+    k += n > 0 ? (size_t)n : 0;
+  }
+  if (k < sizeof R->what && d->rotation) {
+    n = snprintf(R->what + k, sizeof R->what - k, " | rotation blocks of %lld%s (seed 0x%llx)",
+                 (long long)a->rotation_block, d->random_signs ? " with random signs" : "", (unsigned long long)a->seed);
     k += n > 0 ? (size_t)n : 0;
   }
   if (k < sizeof R->what)
@@ -408,6 +415,15 @@ static void drun_init(drun *R, const dcase *c)
   if (R->ez) memset(R->ez, POISON, R->zp.total);
   R->ha = c->a;
   R->ha.x = R->x.h + R->x.pre;
+  if (R->dn.rotation) { /* the reference: BQ_HADAMARD's forward pass, then dynamic quantize of its output */
+    R->xr = (unsigned char *)malloc(R->x.total);
+    cr_assert(R->xr, "host malloc | %s", R->what);
+    memcpy(R->xr, R->x.h, R->x.total);
+    if (R->L.count)
+      ref_rotate(R->dn.float_type, 0, R->dn.random_signs, c->a.seed, (int)c->a.rotation_block, R->L.rows, R->L.cols,
+                 R->x.h + R->x.pre, R->L.xs, R->xr + R->x.pre, R->L.xs);
+    R->ha.x = R->xr + R->x.pre;
+  }
   R->ha.y = R->ey + R->y.pre;
   R->ha.out_scales = R->es + R->sc.pre;
   R->ha.out_zero_points = R->ez ? (int32_t *)(void *)(R->ez + R->zp.pre) : NULL;
@@ -428,7 +444,7 @@ static void drun_free(drun *R)
   dbuf_free(&R->y);
   dbuf_free(&R->sc);
   dbuf_free(&R->zp);
-  free(R->ey); free(R->gy); free(R->es); free(R->gs); free(R->ez); free(R->gz); free(R->gx);
+  free(R->ey); free(R->gy); free(R->es); free(R->gs); free(R->ez); free(R->gz); free(R->gx); free(R->xr);
   memset(R, 0, sizeof *R);
 }
 
@@ -760,6 +776,121 @@ static void run_sr(bq_granularity g)
 Test(dynamic_stochastic_rounding, per_token, .timeout = 600) { run_sr(BQ_PER_TOKEN); }
 Test(dynamic_stochastic_rounding, per_group, .timeout = 600) { run_sr(BQ_PER_GROUP); }
 Test(dynamic_stochastic_rounding, per_tensor, .timeout = 600) { run_sr(BQ_PER_TENSOR); }
+
+/* ==== the fused rotation (desc.rotation, per token) ============================================ */
+
+/* Per token with the fused rotation, against the reference's rotation (tests/reference_rotate.h)
+   then reference_dynamic.h: every float type, integer (symmetric, asymmetric, narrow) and FP8
+   storage, every block size the kernels take (2 up to 32 accesses), with and without the
+   random signs, on each entry point by name: bq_dynamic (short rows, teams of a warp and more),
+   bq_dynamic_long (forced: rows read once, and rows longer than its teams' registers, read
+   twice) and bq_dynamic_staged (16-bit data, forced). Rows on the 16-byte grid, padded strides,
+   y anywhere; every content kind. */
+static void rot_case(const bq_desc *d, int64_t n, int entry, const bq_plan *plan)
+{
+  const int vec = vec_of(d->float_type);
+  const int64_t unit = n > vec ? n : vec;
+  int64_t cols, rows = rnd_range(1, 24);
+  switch (entry) {
+  case BQ__DYN_LONG: /* past the long teams' registers (8 accesses of 512 lanes) now and then: read twice */
+    cols = unit * rnd_range(1, 5) * (rnd() % 3 == 0 ? (int64_t)(4096 * 8 * 2) / unit + 1 : 16); break;
+  case BQ__DYN_STAGED: cols = unit * rnd_range((129 * vec + unit - 1) / unit, 1024 * vec / unit); break;
+  default: cols = unit * rnd_range(1, 4096 / unit > 1 ? 4096 / unit : 1); break;
+  }
+  if (entry == BQ__DYN_LONG) rows = rnd_range(1, 6);
+  const int64_t xs = rnd() & 1 ? cols + vec * rnd_range(1, 4) : 0, ys = rnd() & 1 ? cols + rnd_range(0, 40) : 0;
+  dcase c = token_case(d, rows, cols, xs, ys, (int)(vec * rnd_range(0, 3)) % 16, (int)rnd_range(0, 15));
+  c.a.rotation_block = n;
+  c.a.seed = d->random_signs ? rnd() : 0; /* (it keys the signs alone) */
+  c.kind = rnd() % 4 ? -1 : (int)rnd_range(0, NKINDS - 1);
+  bq__dynamic_force_entry = entry == BQ__DYN_ROW ? -1 : entry;
+  g_last_fn = NULL;
+  run_case(&c);
+  bq__dynamic_force_entry = -1;
+  const bq__CUfunction fn = plan_fn(plan, entry);
+  cr_assert(fn != NULL && g_last_fn == fn, "the fused rotation: entry %d did not run (rows %lld, cols %lld, block %lld) "
+            "| seed 0x%llx", entry, (long long)rows, (long long)cols, (long long)n, (unsigned long long)g_seed);
+}
+static void run_rotation(bq_dtype T)
+{
+  gpu_begin();
+  launch_note_begin();
+  const int vec = vec_of(T);
+  for (int which = 0; which < 5; which++) {
+    bq_desc d = which == 0   ? make_desc(BQ_PER_TOKEN, T, BQ_S8, 0, T, 0, 0)
+                : which == 1 ? make_desc(BQ_PER_TOKEN, T, BQ_U8, 1, BQ_F32, 0, 0)
+                : which == 2 ? make_desc(BQ_PER_TOKEN, T, BQ_S8, 0, BQ_F32, -100, 100)
+                : which == 3 ? make_desc(BQ_PER_TOKEN, T, BQ_E4M3, 0, BQ_F32, 0, 0)
+                             : make_desc(BQ_PER_TOKEN, T, BQ_E5M2, 0, T, 0, 0);
+    d.rotation = 1;
+    for (int signs = 0; signs < 2; signs++) {
+      d.random_signs = signs;
+      const bq_plan *plan = plan_get(&d, "dynamic rotation");
+      for (int64_t n = 2; n <= 32 * vec; n *= 2) {
+        rot_case(&d, n, BQ__DYN_ROW, plan);
+        rot_case(&d, n, BQ__DYN_LONG, plan);
+        if (vec == 8) rot_case(&d, n, BQ__DYN_STAGED, plan);
+      }
+    }
+  }
+}
+Test(dynamic_rotation, f32, .timeout = 600) { run_rotation(BQ_F32); }
+Test(dynamic_rotation, f64, .timeout = 600) { run_rotation(BQ_F64); }
+Test(dynamic_rotation, f16, .timeout = 600) { run_rotation(BQ_F16); }
+Test(dynamic_rotation, bf16, .timeout = 600) { run_rotation(BQ_BF16); }
+
+/* Batch invariance with the rotation: rows r0 .. r1 of a call, run alone, write the bytes
+   (codes and scales) the whole call wrote there, whichever entry each call took */
+Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
+{
+  static const bq_dtype types[] = {BQ_F32, BQ_F64, BQ_F16, BQ_BF16};
+  gpu_begin();
+  for (int k = 0; k < 8; k++) {
+    const bq_dtype T = types[k % 4];
+    bq_desc d = make_desc(BQ_PER_TOKEN, T, k < 4 ? BQ_S8 : BQ_E4M3, 0, BQ_F32, 0, 0);
+    d.rotation = 1, d.random_signs = k & 1;
+    const int vec = vec_of(T);
+    const int64_t n = (int64_t)vec << rnd_range(0, 5), rows = rnd_range(2, 1000);
+    const int64_t cols = n * rnd_range(1, 4096 / n), es = (int64_t)ref_dtype_size(T);
+    const int64_t r0 = rnd_range(0, rows - 1), r1 = rnd_range(r0 + 1, rows < r0 + 40 ? rows : r0 + 40);
+    char what[256];
+    snprintf(what, sizeof what, "rotation T=%s [%lld, %lld] blocks of %lld rows %lld..%lld | BQ_TEST_SEED=0x%llx",
+             ref_dtype_name(T), (long long)rows, (long long)cols, (long long)n, (long long)r0, (long long)r1,
+             (unsigned long long)g_seed);
+    unsigned char *hx = (unsigned char *)malloc((size_t)(rows * cols * es));
+    unsigned char *whole = (unsigned char *)malloc((size_t)(rows * cols)), *part = (unsigned char *)malloc((size_t)(rows * cols));
+    float *ws = (float *)malloc((size_t)rows * 4), *ps = (float *)malloc((size_t)rows * 4);
+    cr_assert(hx && whole && part && ws && ps);
+    for (int64_t i = 0; i < rows * cols; i++) store_t(T, hx, i, (rnd_unit() - 0.5) * 300.0);
+    void *dx, *dy, *ds;
+    BQ_OK(bq_malloc(&dx, (size_t)(rows * cols * es)), what);
+    BQ_OK(bq_malloc(&dy, (size_t)(rows * cols)), what);
+    BQ_OK(bq_malloc(&ds, (size_t)rows * 4), what);
+    BQ_OK(bq_memcpy_to_device(dx, hx, (size_t)(rows * cols * es)), what);
+    bq_plan *p = plan_get(&d, what);
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dx, a.y = dy, a.out_scales = ds, a.rows = rows, a.cols = cols, a.rotation_block = n, a.seed = d.random_signs ? rnd() : 0;
+    BQ_OK(bq_memset(dy, POISON, (size_t)(rows * cols)), what);
+    BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), what);
+    BQ_OK(bq_memcpy_to_host(whole, dy, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memcpy_to_host(ws, ds, (size_t)rows * 4), what);
+    BQ_OK(bq_memset(dy, POISON, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memset(ds, POISON, (size_t)rows * 4), what);
+    bq_args b = a;
+    b.x = (const char *)dx + r0 * cols * es, b.y = (char *)dy + r0 * cols, b.out_scales = (char *)ds + r0 * 4;
+    b.rows = r1 - r0;
+    BQ_OK(bq_plan_run(p, &b, NULL, 0, NULL), what);
+    BQ_OK(bq_memcpy_to_host(part, dy, (size_t)(rows * cols)), what);
+    BQ_OK(bq_memcpy_to_host(ps, ds, (size_t)rows * 4), what);
+    cr_assert(!memcmp(whole + r0 * cols, part + r0 * cols, (size_t)((r1 - r0) * cols)), "codes differ | %s", what);
+    cr_assert(!memcmp(ws + r0, ps + r0, (size_t)(r1 - r0) * 4), "scales differ | %s", what);
+    BQ_OK(bq_free(dx), what);
+    BQ_OK(bq_free(dy), what);
+    BQ_OK(bq_free(ds), what);
+    free(hx), free(whole), free(part), free(ws), free(ps);
+  }
+}
 
 /* ==== focused tests ============================================================================ */
 

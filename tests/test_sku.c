@@ -443,6 +443,13 @@ static size_t dynamic_set(bq_op op, int sm, bq_desc *out) {
   }
   for (int asym = 0; asym < 2; asym++)
     out[n++] = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32, BQ_S8, -7, 7, asym);
+  /* the fused rotation (per token): every float type, into s8 (asymmetric) and E4M3 */
+  for (size_t f = 0; f < NELEM(FTS); f++)
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+      bq_desc d = mk(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, FTS[f], fp8 ? BQ_E4M3 : BQ_S8, 0, 0, !fp8);
+      d.rotation = 1, d.random_signs = fp8;
+      out[n++] = d;
+    }
   return n;
 }
 

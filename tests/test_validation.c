@@ -3947,8 +3947,87 @@ Test(desc, fused_rotation_forms_and_fields) {
                       c.ctx);
   bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
   q.rotation = 1;
-  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is the microscaling formats'",
-                      "[quantize rot]");
+  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is dynamic quantize's and the "
+                      "microscaling formats'", "[quantize rot]");
+}
+
+/* dynamic quantize's fused rotation (integer and FP8 storage): per token, rounding to nearest */
+static combo dyn_rot_combo(bq_granularity g, bq_dtype ft, bq_dtype it) {
+  combo c;
+  c.d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, g, ft);
+  c.d.int_type = it;
+  c.d.rotation = 1;
+  set_names(&c);
+  return c;
+}
+Test(desc, dynamic_rotation_forms) {
+  const bq_dtype its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+  for (size_t i = 0; i < NELEM(its); i++)
+    for (int signs = 0; signs < 2; signs++) {
+      combo c = dyn_rot_combo(BQ_PER_TOKEN, i % 2 ? BQ_F32 : BQ_BF16, its[i]);
+      c.d.random_signs = signs;
+      c.d.asymmetric = its[i] == BQ_U8;
+      set_names(&c);
+      expect_desc_valid(&c.d, c.ctx);
+      char sku[256];
+      cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert(!strncmp(sku, "dynamic_quantize.", 17) && strstr(sku, ".rot.sm_90"), "%s", sku);
+    }
+  const bq_granularity others[] = {BQ_PER_TENSOR, BQ_PER_GROUP, BQ_PER_BLOCK};
+  for (size_t i = 0; i < NELEM(others); i++) {
+    combo c = dyn_rot_combo(others[i], BQ_BF16, BQ_S8);
+    char prefix[128];
+    prefix_of(&c, prefix, sizeof prefix);
+    expect_desc_status(&c.d, BQ_ERROR_NOT_SUPPORTED, prefix, "desc.rotation (1) is offered per token for integer "
+                       "and FP8 dynamic quantize", c.ctx);
+  }
+  combo c = dyn_rot_combo(BQ_PER_TOKEN, BQ_BF16, BQ_E4M3);
+  c.d.rounding = BQ_ROUND_STOCHASTIC;
+  expect_desc_status(&c.d, BQ_ERROR_NOT_SUPPORTED, "dynamic_quantize_per_token: ", "desc.rotation (1) with stochastic "
+                     "rounding is offered for the microscaling formats", c.ctx);
+  c.d.rounding = BQ_ROUND_NEAREST_EVEN, c.d.rotation = 2;
+  expect_desc_invalid(&c.d, "dynamic_quantize_per_token: ", "desc.rotation (2) must be 0 or 1", c.ctx);
+  c.d.rotation = 0, c.d.random_signs = 1;
+  expect_desc_invalid(&c.d, "dynamic_quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD and the fused "
+                      "rotation", c.ctx);
+}
+
+Test(args, dynamic_rotation_block_and_grid) {
+  combo c = dyn_rot_combo(BQ_PER_TOKEN, BQ_BF16, BQ_S8);
+  bq_args a = base_args(BQ_PER_TOKEN);
+  a.cols = 256, a.rotation_block = 128;
+  expect_args_ok(&c, &a, 0, "blocks of 128");
+  a.rotation_block = 256;
+  expect_args_ok(&c, &a, 0, "blocks of 256: a warp's accesses");
+  a.rotation_block = 2;
+  expect_args_ok(&c, &a, 0, "blocks of 2: inside an access");
+  const int64_t bad[] = {0, 1, 3, 48, 512};
+  for (size_t i = 0; i < NELEM(bad); i++) {
+    bq_args b = a;
+    b.rotation_block = bad[i];
+    char needle[128];
+    snprintf(needle, sizeof needle, "args.rotation_block (%lld) must be a power of two from 2 to 256", (long long)bad[i]);
+    expect_args_invalid(&c, &b, needle);
+  }
+  a.rotation_block = 128;
+  bq_args b = a;
+  b.cols = 192;
+  expect_args_invalid(&c, &b, "args.rotation_block (128) does not divide args.cols (192)");
+  /* off the 16-byte grid, or blocks past a warp's accesses: not offered */
+  const char *grid = "the fused rotation (desc.rotation) takes rows that start 16-byte aligned";
+  b = a, b.x = (const char *)a.x + 2;
+  expect_args_status(&c, &b, BQ_ERROR_NOT_SUPPORTED, grid);
+  b = a, b.x_row_stride = 260;
+  expect_args_status(&c, &b, BQ_ERROR_NOT_SUPPORTED, grid);
+  b = a, b.rows = 1, b.cols = 132, b.rotation_block = 4; /* 264 bytes: not whole accesses */
+  expect_args_status(&c, &b, BQ_ERROR_NOT_SUPPORTED, grid);
+  combo f = dyn_rot_combo(BQ_PER_TOKEN, BQ_F32, BQ_E4M3);
+  b = a, b.rotation_block = 256; /* 1 KiB of f32: 64 accesses */
+  expect_args_status(&f, &b, BQ_ERROR_NOT_SUPPORTED, grid);
+  /* the block is the rotation's alone */
+  c.d.rotation = 0;
+  set_names(&c);
+  expect_args_invalid(&c, &a, "args.rotation_block (128) must be 0: it is the fused rotation's block");
 }
 
 Test(args, fused_rotation_block_and_grid) {
