@@ -439,8 +439,8 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
 
 
 def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=None, group_size=0,
-            pow2_scales=False, amax_bound=0.0, rounding="nearest", seed=None, offset=0, stream=None, alloc=None,
-            prepare=False):
+            pow2_scales=False, amax_bound=0.0, rounding="nearest", seed=None, offset=0, rotation_block=None,
+            random_signs=False, stream=None, alloc=None, prepare=False):
     """Dynamic quantize of x into y: dense x per tensor, x [rows, cols] per token, per group
     (group_size G) or per block (B x B tiles, group_size B). Writes out_scales (float32, x's
     type, UE8M0 bytes, or per group int32 UE8M0X4 words; per group and per block laid out as
@@ -450,8 +450,11 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
     "stochastic" (an int seed required): the scales as rounding to nearest computes them,
     then y quantized with the scales written, each element rounded up or down by a draw at
     its row-major index plus offset (per tensor: the flat index; docs/numerics.md,
-    "Stochastic rounding")."""
-    sr, seed, offset = sr_fields(rounding, seed, offset)
+    "Stochastic rounding"). rotation_block (per token, rounding to nearest): each row of x
+    rotated first in blocks of that many elements, random_signs keyed by seed (docs/numerics.md,
+    "Rotation"), the scales and codes those of the rotated values."""
+    rot, rblock, signs = rot_fields(rotation_block, random_signs)
+    sr, seed, offset = sr_fields(rounding, seed, offset, signs)
     check_float("x", x)
     check_storage("y", y.dtype)
     qmin, qmax = qrange(y.dtype, qmin, qmax)
@@ -488,9 +491,10 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
         if out_zero_points is not None and out_zero_points.dtype != DType.S32:
             raise invalid("out_zero_points: dtype %s, expected S32" % out_zero_points.dtype.name)
     a.x, a.y, a.out_scales, a.out_zero_points = x.ptr, y.ptr, out_scales.ptr, _ptr(out_zero_points)
-    a.seed, a.offset = seed, offset
+    a.seed, a.offset, a.rotation_block = seed, offset, rblock
     key = _lib.desc_key(Op.DYNAMIC_QUANTIZE, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
-                        pow2_scales=1 if pow2_scales else 0, scale_layout=layout, rounding=sr)
+                        pow2_scales=1 if pow2_scales else 0, scale_layout=layout, rounding=sr, rotation=rot,
+                        random_signs=signs)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

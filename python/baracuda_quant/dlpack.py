@@ -513,16 +513,21 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None, *,
-                            rounding="nearest", seed=None, offset=0):
+                            rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """(q, scales [rows, 1] f32, zero points [rows, 1] int32 or None); with a static scale
     (a one-element array, read once to the host) x is quantized per tensor with it.
     rounding="stochastic" (an int seed required) rounds each element of x (viewed as [rows,
     K]) up or down by a draw at its row-major index plus offset (docs/numerics.md,
     "Stochastic rounding"), with the scales rounding to nearest computes; with a static
-    scale, as quantize_per_tensor's stochastic rounding (the same indices)."""
+    scale, as quantize_per_tensor's stochastic rounding (the same indices). rotation_block
+    (computed scales, rounding to nearest): each row rotated first in blocks of that many
+    elements, random_signs keyed by seed (docs/numerics.md, "Rotation")."""
     dt = _dtype(dtype, DType.S8)
-    _core.sr_fields(rounding, seed, offset)  # (checked before any input is imported)
+    _core.sr_fields(rounding, seed, offset, _core.rot_fields(rotation_block, random_signs)[2])  # (before any import)
     sr = dict(rounding=rounding, seed=seed, offset=offset)
+    rot = dict(rotation_block=rotation_block, random_signs=random_signs)
+    if scale is not None and rotation_block is not None:
+        raise invalid("rotation_block: the fused rotation is dynamic quantize's (scale is None)")
     if scale is not None:
         with _Inputs(stream) as inp:
             sv = inp.get(scale, "scale")
@@ -548,7 +553,7 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
         z = None if symmetric else DeviceArray.empty((x2.shape[0], 1), DType.S32, xv.device, stream)
         q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.dynamic(
             Granularity.PER_TOKEN, x=x2, y=_rows_view(q.view(), "q"), out_scales=s.view(),
-            out_zero_points=None if z is None else z.view(), stream=st, alloc=alloc, **sr)))
+            out_zero_points=None if z is None else z.view(), stream=st, alloc=alloc, **sr, **rot)))
         return q, s, z
 
 
@@ -575,7 +580,8 @@ def dynamic_shapes(gran, rows, cols, size, scale_dtype, mn_major):
 
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype="int8", symmetric=True,
                   quant_min=None, quant_max=None, scale_dtype=None, scale_layout="row", pow2_scales=False,
-                  amax_bound=None, stream=None, rounding="nearest", seed=None, offset=0):
+                  amax_bound=None, stream=None, rounding="nearest", seed=None, offset=0, rotation_block=None,
+                  random_signs=False):
     """Dynamic quantize of x [..., K] (viewed as [rows, K]) with scales it computes:
     granularity "tensor", "token" (scales [rows, 1]), "group" (group_size; [rows, K / G]) or
     "block" (block_size B; [ceil(rows / B), ceil(K / B)]). dtype: int8, uint8, float8_e4m3fn
@@ -587,9 +593,11 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     rounding="stochastic" (an int seed required): the scales as rounding to nearest computes
     them, then x quantized with them, each element rounded up or down by a draw at its
     row-major index (of [rows, K]; per tensor the flat one) plus offset (docs/numerics.md,
-    "Stochastic rounding"). Returns (q, scales, zero points like scales (int32) or None)."""
+    "Stochastic rounding"). rotation_block (per token, rounding to nearest): each row rotated
+    first in blocks of that many elements, random_signs keyed by seed (docs/numerics.md,
+    "Rotation"). Returns (q, scales, zero points like scales (int32) or None)."""
     dt = _dtype(dtype, DType.S8)
-    _core.sr_fields(rounding, seed, offset)  # (checked before the input is imported)
+    _core.sr_fields(rounding, seed, offset, _core.rot_fields(rotation_block, random_signs)[2])  # (before the import)
     with _Inputs(stream) as inp:
         xv = inp.get(x, "x")
         gran, size, mn = _core.dynamic_granularity(granularity, group_size, block_size, scale_layout,
@@ -614,7 +622,8 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
         q._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.dynamic(
             gran, x=xk, y=qk, out_scales=s.view(), out_zero_points=None if z is None else z.view(),
             qmin=quant_min, qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound,
-            rounding=rounding, seed=seed, offset=offset, stream=st, alloc=alloc)))
+            rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs,
+            stream=st, alloc=alloc)))
         return q, s, z
 
 

@@ -763,10 +763,11 @@ def _records_grad(x):
 
 # ---- dynamic quantize -------------------------------------------------------------------------
 def _dynamic_per_token_impl(x: torch.Tensor, symmetric: bool, dtype: torch.dtype, quant_min: int,
-                            quant_max: int, sr: int = 0, seed: int = 0,
-                            offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                            quant_max: int, sr: int = 0, seed: int = 0, offset: int = 0, rot: int = 0,
+                            signs: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # sr, seed, offset: stochastic rounding's; seed and offset are set at each launch (as
-    # _affine's: a fresh seed or offset reuses the validated call)
+    # _affine's: a fresh seed or offset reuses the validated call); rot, signs: the fused
+    # rotation's block (0: none) and random signs (keyed by seed)
     x2 = _rows(x, "x")
     rows = x2.shape[0]
     q = torch.empty(x.shape, dtype=dtype, device=x.device)
@@ -774,11 +775,13 @@ def _dynamic_per_token_impl(x: torch.Tensor, symmetric: bool, dtype: torch.dtype
     zps = torch.empty((rows, 1) if not symmetric else (0,), dtype=torch.int32, device=x.device)
     q2 = q.view(-1, x2.shape[1])
     zp = None if symmetric else zps
-    key = ("dynamic", _g(x2), _g(q2), _g(scales), _g(zp), quant_min, quant_max, sr)
+    key = ("dynamic", _g(x2), _g(q2), _g(scales), _g(zp), quant_min, quant_max, sr, rot, signs)
     ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": scales.data_ptr(), "out_zero_points": _p(zp)}
-    kw = _sr_kw(sr, seed, offset)
+    kw = _sr_kw(sr, seed, offset, rot, signs)
     if sr:
         ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
+    elif signs:
+        ptrs["seed"] = kw["seed"]
     _call(key, x.device.index, lambda stream, alloc: _core.dynamic(
         Granularity.PER_TOKEN, x=_view(x2), y=_view(q2), out_scales=_view(scales), out_zero_points=_view(zp),
         qmin=quant_min, qmax=quant_max, stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
@@ -789,7 +792,7 @@ _dynamic_per_token = _op("dynamic_per_token_quant", _dynamic_per_token_impl)
 
 
 @_dynamic_per_token.register_fake
-def _(x, symmetric, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, symmetric, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     rows = 1
     for s in x.shape[:-1]:
         rows *= s
@@ -1166,8 +1169,8 @@ def _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major):
 
 def _dynamic_quant_impl(x: torch.Tensor, granularity: int, size: int, dtype: torch.dtype, symmetric: bool,
                         quant_min: int, quant_max: int, scale_dtype: torch.dtype, mn_major: bool, pow2_scales: bool,
-                        amax_bound: float, sr: int = 0, seed: int = 0,
-                        offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        amax_bound: float, sr: int = 0, seed: int = 0, offset: int = 0, rot: int = 0,
+                        signs: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     gran = Granularity(granularity)
     q, scales, zps = _dyn_buffers(x, gran, size, dtype, symmetric, scale_dtype, mn_major)
     if x.numel() == 0:
@@ -1179,11 +1182,13 @@ def _dynamic_quant_impl(x: torch.Tensor, granularity: int, size: int, dtype: tor
         qk = q.view(xk.shape)
     zp = None if symmetric else zps
     key = ("dynamic2", int(gran), size, _g(xk), _g(qk), _g(scales), _g(zp), quant_min, quant_max, bool(pow2_scales),
-           float(amax_bound), sr)
+           float(amax_bound), sr, rot, signs)
     ptrs = {"x": xk.data_ptr(), "y": qk.data_ptr(), "out_scales": scales.data_ptr(), "out_zero_points": _p(zp)}
-    kw = _sr_kw(sr, seed, offset)  # (seed and offset set at each launch, as _affine's)
+    kw = _sr_kw(sr, seed, offset, rot, signs)  # (seed and offset set at each launch, as _affine's)
     if sr:
         ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
+    elif signs:
+        ptrs["seed"] = kw["seed"]
     _call(key, x.device.index, lambda stream, alloc: _core.dynamic(
         gran, x=_view(xk), y=_view(qk), out_scales=_view(scales), out_zero_points=_view(zp), qmin=quant_min,
         qmax=quant_max, group_size=size, pow2_scales=pow2_scales, amax_bound=amax_bound, stream=stream, alloc=alloc,
@@ -1196,7 +1201,7 @@ _dynamic_quant = _op("dynamic_quant", _dynamic_quant_impl)
 
 @_dynamic_quant.register_fake
 def _(x, granularity, size, dtype, symmetric, quant_min, quant_max, scale_dtype, mn_major, pow2_scales, amax_bound,
-      sr=0, seed=0, offset=0):
+      sr=0, seed=0, offset=0, rot=0, signs=0):
     return _dyn_buffers(x, Granularity(granularity), size, dtype, symmetric, scale_dtype, mn_major)
 
 
@@ -1892,7 +1897,7 @@ def dequantize_backward(dy, scale, zero_point=0, *, dtype=torch.int8, axis=None,
 
 def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, dtype=torch.int8, symmetric=True,
                   quant_min=None, quant_max=None, scale_dtype=torch.float32, scale_layout="row", pow2_scales=False,
-                  amax_bound=None, rounding="nearest", seed=None, offset=0):
+                  amax_bound=None, rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """Dynamic quantize of x [..., K] (rows: x.view(-1, K)) with the scales it computes, per
     "tensor" (scales (1,)), "token" ([rows, 1]), "group" (group_size G: [rows, K / G]) or
     "block" (block_size B: [ceil(rows / B), ceil(K / B)]). dtype: int8, uint8 (any q-range),
@@ -1904,9 +1909,12 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     caps each segment's max |x| (docs/numerics.md). rounding="stochastic" with an int seed:
     the scales as rounding to nearest computes them, then x quantized with them, each
     element rounded up or down by a draw at its row-major index of x.view(-1, K) plus offset
-    (docs/numerics.md, "Stochastic rounding"). Returns (q, scales, zero points (int32, like
+    (docs/numerics.md, "Stochastic rounding"). rotation_block (per token, rounding to
+    nearest): each row rotated first in blocks of that many elements (a power of two from 2
+    to 256), random_signs keyed by seed (docs/numerics.md, "Rotation"): the scales and codes
+    of the rotated rows, in the same pass. Returns (q, scales, zero points (int32, like
     scales) or None)."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    sr = _sr_args(rounding, seed, offset, rotation_block, random_signs)
     _check_float("x", x)
     _check_int("dtype", dtype)
     gran, size, mn = _core.dynamic_granularity(granularity, group_size, block_size, scale_layout,
@@ -1935,7 +1943,7 @@ def linear_weight_sums(w):
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch.int8, *, rounding="nearest",
-                            seed=None, offset=0):
+                            seed=None, offset=0, rotation_block=None, random_signs=False):
     """vLLM's scaled_int8_quant (and, with an FP8 dtype, scaled_fp8_quant per token): returns (q,
     scales [rows, 1] f32, zero points [rows, 1] int32
     or None). With a static scale (a one-element tensor) x is quantized per tensor with it
@@ -1943,10 +1951,14 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
     each element of x.view(-1, K) up or down by a draw at its row-major index plus offset
     (docs/numerics.md, "Stochastic rounding"), the dynamic scales computed as rounding to
     nearest computes them; with a static scale, as quantize_per_token's stochastic rounding
-    with that scale (the same indices)."""
+    with that scale (the same indices). rotation_block (computed scales, rounding to nearest):
+    each row rotated first in blocks of that many elements, random_signs keyed by seed
+    (docs/numerics.md, "Rotation")."""
     sr = ()  # (rounding to nearest: the ops' defaults, and the fast path)
-    if rounding != "nearest" or seed is not None or offset != 0:
-        sr = _sr_args(rounding, seed, offset)[:3]
+    if rounding != "nearest" or seed is not None or offset != 0 or rotation_block is not None or random_signs:
+        sr = _sr_args(rounding, seed, offset, rotation_block, random_signs)
+        if scale is not None and rotation_block is not None:
+            raise _lib.invalid("rotation_block: the fused rotation is dynamic quantize's (scale is None)")
     key = None
     if not sr and type(x) is torch.Tensor and scale is None and symmetric is True and x.dim() >= 1:
         key = ("dtok", x.shape, x.stride(), x.dtype, x.get_device(), dtype)
@@ -1969,7 +1981,7 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
         s = scale.reshape(1).to(torch.float32).expand(rows).contiguous()
         z = None if azp is None else azp.reshape(1).to(torch.int32).expand(rows).contiguous()
-        q = _ops(x, s, z).quantize_per_token(x, s, z, dtype, qmin, qmax, *sr)
+        q = _ops(x, s, z).quantize_per_token(x, s, z, dtype, qmin, qmax, *sr[:3])
         return q, scale, azp
     d = _ops(x)
     _last.prep = None

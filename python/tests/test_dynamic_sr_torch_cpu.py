@@ -20,11 +20,11 @@ M = "meta"
 DYN_OPS = ("dynamic_quant", "dynamic_per_token_quant")
 
 
-def test_schemas_end_with_the_rounding_arguments():
+def test_schemas_end_with_the_rounding_and_rotation_arguments():
     for name in DYN_OPS:
         args = getattr(torch.ops.baracuda_quant, name).default._schema.arguments
-        assert [(a.name, str(a.type), a.default_value) for a in args[-3:]] == [
-            ("sr", "int", 0), ("seed", "int", 0), ("offset", "int", 0)], name
+        assert [(a.name, str(a.type), a.default_value) for a in args[-5:]] == [
+            ("sr", "int", 0), ("seed", "int", 0), ("offset", "int", 0), ("rot", "int", 0), ("signs", "int", 0)], name
 
 
 def test_fakes_take_the_rounding_arguments_and_old_calls_still_work():
@@ -65,11 +65,11 @@ def test_dynamic_ops_record_the_rounding(meta_ok):
         ops.dynamic_quant(x, "token")
         ops.dynamic_per_token_quant(x)
         ops.dynamic_per_token_quant(x, scale=torch.empty(1, device=M))
-    got = [(name, tuple(args[-3:])) for name, args in rec.calls]
+    got = [(name, tuple(args[-5:] if name.startswith("dynamic") else args[-3:])) for name, args in rec.calls]
     want = (1, -2, 5)
-    assert got[:6] == [("dynamic_quant", want)] * 3 + [("dynamic_per_token_quant", want)] * 2 + [
+    assert got[:6] == [("dynamic_quant", want + (0, 0))] * 3 + [("dynamic_per_token_quant", want + (0, 0))] * 2 + [
         ("quantize_per_token", want)], got
-    assert got[6] == ("dynamic_quant", (0, 0, 0))
+    assert got[6] == ("dynamic_quant", (0, 0, 0, 0, 0))
     assert rec.calls[7][0] == "dynamic_per_token_quant" and len(rec.calls[7][1]) == 5  # (the defaults left off)
     assert rec.calls[8][0] == "quantize_per_token" and len(rec.calls[8][1]) == 6
 
@@ -118,7 +118,7 @@ def test_public_functions_trace_fullgraph(meta_ok):
     seen = []
 
     def backend(gm, example_inputs):
-        seen.extend((str(n.target).split(".")[1], tuple(n.args[-3:])) for n in gm.graph.nodes
+        seen.extend((str(n.target).split(".")[1], tuple(n.args[-5:])) for n in gm.graph.nodes
                     if n.op == "call_function" and str(n.target).startswith("baracuda_quant."))
         return gm.forward
     x = torch.randn(4, 64)
@@ -130,4 +130,25 @@ def test_public_functions_trace_fullgraph(meta_ok):
         del seen[:]
         with pytest.raises(bq.InvalidArgumentError, match="CUDA"):
             torch.compile(f, fullgraph=True, backend=backend)(x.clone())
-        assert seen == [(name, (1, -5, 3))], seen
+        assert seen == [(name, (1, -5, 3, 0, 0))], seen
+
+
+def test_dynamic_ops_record_the_rotation(meta_ok):
+    """rotation_block and random_signs reach the ops as (rot, signs) after (sr, seed, offset),
+    the seed keying the signs; dynamic_per_token_quant leaves its fast path for them; the
+    options' errors come first"""
+    x = torch.empty(4, 64, dtype=torch.bfloat16, device=M)
+    with record_ops() as rec:
+        ops.dynamic_quant(x, "token", rotation_block=32)
+        ops.dynamic_quant(x, "token", dtype=torch.float8_e4m3fn, rotation_block=128, random_signs=True,
+                          seed=(1 << 64) - 1)
+        ops.dynamic_per_token_quant(x, False, rotation_block=16, random_signs=True, seed=9)
+    got = [(name, tuple(args[-5:])) for name, args in rec.calls]
+    assert got == [("dynamic_quant", (0, 0, 0, 32, 0)), ("dynamic_quant", (0, -1, 0, 128, 1)),
+                   ("dynamic_per_token_quant", (0, 9, 0, 16, 1))], got
+    for word, call in (("seed", lambda: ops.dynamic_quant(x, "token", rotation_block=32, random_signs=True)),
+                       ("rotation_block", lambda: ops.dynamic_per_token_quant(x, random_signs=True, seed=1)),
+                       ("rotation_block", lambda: ops.dynamic_per_token_quant(x, scale=torch.empty(1, device=M),
+                                                                              rotation_block=32))):
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            call()

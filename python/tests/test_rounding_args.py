@@ -256,3 +256,30 @@ def test_dlpack_dynamic_refusals_name_the_option(launches, allocs):
             call()
     assert launches == [] and allocs == []
     assert x.streams == [] and one.streams == []  # (no input was imported)
+
+
+def test_dlpack_dynamic_ops_carry_the_rotation(launches, allocs):
+    """dynamic_quant per token and dynamic_per_token_quant with rotation_block hand
+    desc.rotation (a ".rot" SKU), random_signs and the seed (the signs' key) and the block to
+    the library; without a seed the signs are refused, as are random_signs without a block
+    and a block with a static scale, before anything is imported or launched"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import Producer
+    x, one = Producer((4, 64), DType.BF16), Producer((1,), DType.F32)
+    dlpack.dynamic_quant(x, "token", rotation_block=32)
+    dlpack.dynamic_quant(x, "token", dtype="float8_e4m3fn", rotation_block=64, random_signs=True, seed=-3)
+    dlpack.dynamic_per_token_quant(x, symmetric=False, rotation_block=16, random_signs=True, seed=7)
+    got = [(key[-1], key[-3], a.rotation_block, a.seed) for key, a in launches]
+    assert got == [(1, 0, 32, 0), (1, 1, 64, (1 << 64) - 3), (1, 1, 16, 7)], got
+    skus = [_lib.sku(_lib.make_desc(key, 0)) for key, _ in launches]
+    assert all(s.startswith("dynamic_quantize.") and ".rot.sm_" in s for s in skus), skus
+    del launches[:]
+    cases = [
+        ("seed", lambda: dlpack.dynamic_quant(x, "token", rotation_block=32, random_signs=True)),
+        ("rotation_block", lambda: dlpack.dynamic_per_token_quant(x, random_signs=True, seed=1)),
+        ("rotation_block", lambda: dlpack.dynamic_per_token_quant(x, scale=one, rotation_block=32)),
+    ]
+    for word, call in cases:
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            call()
+    assert launches == []
