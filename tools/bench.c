@@ -415,6 +415,7 @@ struct bench_case {
   int mask;                   /* fake quantize: the forward pass saves the straight-through mask
                                  (args.mask), the backward pass reads it instead of x */
   int sr;                     /* quantize, fake quantize, dynamic quantize: stochastic rounding (seed 7, offset 0) */
+  int rot;                    /* dynamic quantize per token: the fused rotation's block (random signs, seed 7) */
   case_runner runner;         /* NULL: run_quant_case */
   /* set by the expansion */
   bq_op op;
@@ -521,6 +522,16 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {8192, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .sr = 1, .quick = 1},
     {.gran = BQ_PER_BLOCK, .rank = 2, .shape = {8192, 8192}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .sr = 1, .quick = 1},
     {.gran = BQ_PER_TENSOR, .rank = 1, .shape = {SIZE_256MIB}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .sr = 1, .quick = 1},
+    /* dynamic quantize per token with the fused rotation (random signs), each against its row without it */
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 16, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 32, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 64, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 128, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 256, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 16, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 128, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 256, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .rot = 128, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
@@ -568,6 +579,7 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
   if (c->mask) snprintf(q, sizeof q, "/mask");
   if (c->sr) snprintf(q, sizeof q, "/sr");
+  if (c->rot) snprintf(q, sizeof q, "/rot%d", c->rot);
   char st[32] = ""; /* scale arrays of another type than the float type */
   if (case_scale_type(c) != c->float_type)
     snprintf(st, sizeof st, "/scale=%s", bq__dtype_name(case_scale_type(c)));
@@ -651,6 +663,8 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   desc.asymmetric = c->asymmetric;
   desc.scale_layout = c->scale_layout;
   desc.rounding = c->sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  desc.rotation = c->rot != 0;
+  desc.random_signs = c->rot != 0;
   if (c->gran != BQ_PER_TENSOR || c->op == BQ_DYNAMIC_QUANTIZE) desc.scale_type = S;
   int qlo = c->qmin || c->qmax ? c->qmin : (I == BQ_U8 ? 0 : -128);
   int qhi = c->qmin || c->qmax ? c->qmax : (I == BQ_U8 ? 255 : 127);
@@ -667,7 +681,8 @@ static int run_quant_case(const bench_case *c, row_result *r) {
   /* Shapes and the buffers each op reads and writes. */
   int64_t numel = case_numel(c), rows = 1, cols = numel, xs = 0, ys = 0, nscales = 0;
   bq_args *a = &q.args;
-  if (c->sr) a->seed = 7;
+  if (c->sr || c->rot) a->seed = 7;
+  a->rotation_block = c->rot;
   q.dynamic = c->op == BQ_DYNAMIC_QUANTIZE;
   if (c->gran == BQ_PER_TENSOR) {
     a->numel = numel;

@@ -7,6 +7,8 @@
 // or 8-bit ones (16 a call). The quotient is a product by the reciprocal with one
 // correction, lighter than the library's; so the Philox-10 16-bit row bounds from above what
 // the contract's draws allow at this byte count, and the library's /sr rows are read against it.
+// The last row takes the contract's own steps (the library's exact quotient with its guards,
+// its saturation tests): the cost of the arithmetic the contract fixes, in a kernel this lean.
 //   nvcc -O3 -arch=sm_90 -o sr_bound tools/dev/sr_bound.cu && ./sr_bound
 #include <cstdio>
 #include <cstdint>
@@ -30,14 +32,38 @@ __device__ __forceinline__ float srint(float v, uint32_t u, int bits) {
   const float m = __fadd_rn(n, r < f ? 1.0f : 0.0f);
   return v == v ? copysignf(m, v) : 0.0f;
 }
-template <int MODE, int ROUNDS, int BITS>  // MODE 0 nearest, 1 stochastic
+// MODE 2: the contract's own steps as the library takes them (common.cuh): the quotient
+// C(x) / C(s) correctly rounded from the reciprocal with its guards (a power-of-two m, tiny
+// and huge quotients), the threshold from the draw's bits, NaN to 0 with the sign kept, then
+// the zero point's offset and both saturation tests
+__device__ __forceinline__ float exact_quotient(float x, float s, float rcp, float m) {
+  const float xm = __fmul_rn(x, m);
+  const bool tiny = fabsf(xm) < 0x1p-96f;
+  const float xs = tiny ? __fmul_rn(xm, 0x1p64f) : xm;
+  const float q0 = __fmul_rn(xs, rcp);
+  const float r = __fmaf_rn(-q0, s, xs);
+  float q1 = r == 0.0f ? q0 : __fmaf_rn(r, rcp, q0);
+  q1 = fabsf(q0) < 0x1p90f ? q1 : q0;
+  return tiny ? __fmul_rn(q1, 0x1p-64f) : q1;
+}
+__device__ __forceinline__ int contract_sr(float x, float s, float rcp, float m, uint32_t u) {
+  const float v = exact_quotient(x, s, rcp, m);
+  const float a = fabsf(v), n = floorf(a), f = __fsub_rn(a, n);
+  const float t = __fsub_rn(__uint_as_float(0x3f800000u | ((2u * u + 1u) << 6)), 1.0f);
+  const float mm = __fadd_rn(n, t < f ? 1.0f : 0.0f);
+  const float rr = v == v ? copysignf(mm, v) : 0.0f;
+  const int inside = -128 + __float2int_rz(__fsub_rn(rr, -128.0f));
+  const int below = rr < -128.0f ? -128 : inside;
+  return rr > 127.0f ? 127 : below;
+}
+template <int MODE, int ROUNDS, int BITS>  // MODE 0 nearest, 1 stochastic, 2 the contract's steps
 __global__ void __launch_bounds__(256) k(const uint4 *x, uint4 *y, long n16, float s, float rcp, uint32_t k0,
-                                          uint32_t k1) {
+                                          uint32_t k1, float m1 = 1.0f) {
   for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < n16; t += (long)gridDim.x * blockDim.x) {
     const uint4 a = __ldcs(x + 2 * t), b = __ldcs(x + 2 * t + 1);
     const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     uint32_t u[16];
-    if (MODE == 1) {
+    if (MODE >= 1) {
       if (BITS == 8) {
         uint32_t c[4] = {(uint32_t)t, (uint32_t)(t >> 32), 1u, 0u};
         philox(c, k0, k1, ROUNDS);
@@ -63,7 +89,7 @@ __global__ void __launch_bounds__(256) k(const uint4 *x, uint4 *y, long n16, flo
       const float q0 = __fmul_rn(xv, rcp);
       const float q1 = __fmaf_rn(__fmaf_rn(-q0, s, xv), rcp, q0);
       const float r = MODE ? srint(q1, u[j], BITS ? BITS : 16) : rintf(q1);
-      const int qi = max(-128, min(127, __float2int_rz(r)));
+      const int qi = MODE == 2 ? contract_sr(xv, s, rcp, m1, u[j]) : max(-128, min(127, __float2int_rz(r)));
       o[j >> 2] |= ((uint32_t)qi & 0xffu) << (8 * (j & 3));
     }
     __stcs(y + t, make_uint4(o[0], o[1], o[2], o[3]));
@@ -110,6 +136,7 @@ int main() {
   row("philox-7, 16-bit draws", timeit([&] { k<1, 7, 16><<<grid, 256>>>(x, y, n16, s, rcp, 7, 0); }));
   row("philox-10, 8-bit draws", timeit([&] { k<1, 10, 8><<<grid, 256>>>(x, y, n16, s, rcp, 7, 0); }));
   row("philox-7, 8-bit draws", timeit([&] { k<1, 7, 8><<<grid, 256>>>(x, y, n16, s, rcp, 7, 0); }));
+  row("philox-10 16-bit, contract steps", timeit([&] { k<2, 10, 16><<<grid, 256>>>(x, y, n16, s, rcp, 7, 0); }));
   cudaError_t e = cudaDeviceSynchronize();
   printf("status: %s\n", cudaGetErrorString(e));
   return 0;
