@@ -159,9 +159,10 @@ def _call(d):
              Granularity.PER_BLOCK: "block"}[gran]
         kw = {"group_size": G} if g == "group" else {"block_size": B} if g == "block" else {}
         sr = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
+        rot = {"rotation_block": 16} if d.rotation else {}
         return bq.dynamic_quant(x, g, dtype=_NAMES[it], symmetric=not d.asymmetric, scale_dtype=_NAMES[st],
                                 scale_layout="mn" if d.scale_layout else "row", pow2_scales=bool(d.pow2_scales),
-                                **kw, **sr)
+                                **kw, **sr, **rot)
     if op in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
         kw = {"out_dtype": _NAMES[it], "symmetric": not d.asymmetric}
         if gran == Granularity.PER_TENSOR:
