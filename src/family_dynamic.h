@@ -168,38 +168,8 @@ static int bq__dynamic_force_entry = -1;
 static int bq__tiles_staged = 1;
 /* Tests: 0 runs per-token rows unstaged (bq_dynamic's teams, never bq_dynamic_staged) */
 static int bq__rows_staged = 1;
-BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, const bq__view *vp, void *ws,
-                                         size_t ws_bytes, void *stream);
-/* Stochastic rounding: the kernels write the scales (and zero points) alone (BQ_WRITE_Y 0),
-   then the plan's affine plan quantizes with them as static ones (bq__dynamic_sub): the
-   stored-scale rule makes that the contract's two steps exactly. Per tensor, the scale is
-   on the device: the affine plan is per token over one row of numel. */
-BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
-  bq__view v;
-  bq_status st = bq__dynamic_validate(p, a, &v);
-  if (st || v.numel == 0) return st;
-  if ((st = bq__dynamic_scales_run(p, a, &v, ws, ws_bytes, stream)) || p->desc.rounding != BQ_ROUND_STOCHASTIC) return st;
-  bq_args q;
-  memset(&q, 0, sizeof q);
-  q.x = a->x;
-  q.y = a->y;
-  q.scales = a->out_scales;
-  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
-  q.seed = a->seed;
-  q.offset = a->offset;
-  if (p->desc.granularity == BQ_PER_TENSOR) {
-    q.rows = 1;
-    q.cols = v.numel;
-  } else {
-    q.rows = a->rows;
-    q.cols = a->cols;
-    q.x_row_stride = a->x_row_stride;
-    q.y_row_stride = a->y_row_stride;
-    q.group_size = a->group_size;
-    q.group_row_stride = a->group_row_stride;
-  }
-  return bq_plan_run(p->sub, &q, NULL, 0, stream);
-}
+/* The scales' kernels: per tensor its two passes, per block the tiles, per token and per
+   group the teams' kernels (rounding to nearest, they quantize in the same pass) */
 BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, const bq__view *vp, void *ws,
                                          size_t ws_bytes, void *stream) {
   const bq__view v = *vp;
@@ -235,7 +205,9 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
     k.partial = (uint64_t)(uintptr_t)ws;
     k.tpr = row->block;
     st = bq__launch(p, BQ__DYN_REDUCE, k.nblocks, 1, row->block, 0, &k, stream);
-    if (!st) st = bq__launch(p, BQ__DYN_APPLY, k.nblocks, 1, row->block, 0, &k, stream);
+    /* (stochastic rounding's apply pass writes the scale alone: one block) */
+    if (!st) st = bq__launch(p, BQ__DYN_APPLY, d->rounding == BQ_ROUND_STOCHASTIC ? 1 : k.nblocks, 1, row->block, 0,
+                             &k, stream);
     return st;
   }
   if (d->granularity == BQ_PER_BLOCK) {
@@ -310,6 +282,36 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
   return bq__launch(p, e, bq__grid(segs, threads / k.tpr), 1, threads, 0, &k, stream);
 }
 
+/* Stochastic rounding: the kernels write the scales (and zero points) alone (BQ_WRITE_Y 0),
+   then the plan's affine plan quantizes with them as static ones (bq__dynamic_sub): the
+   stored-scale rule makes that the contract's two steps exactly. Per tensor, the scale is
+   on the device: the affine plan is per token over one row of numel. */
+BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  bq__view v;
+  bq_status st = bq__dynamic_validate(p, a, &v);
+  if (st || v.numel == 0) return st;
+  if ((st = bq__dynamic_scales_run(p, a, &v, ws, ws_bytes, stream)) || p->desc.rounding != BQ_ROUND_STOCHASTIC) return st;
+  bq_args q;
+  memset(&q, 0, sizeof q);
+  q.x = a->x;
+  q.y = a->y;
+  q.scales = a->out_scales;
+  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  q.seed = a->seed;
+  q.offset = a->offset;
+  if (p->desc.granularity == BQ_PER_TENSOR) {
+    q.rows = 1;
+    q.cols = v.numel;
+  } else {
+    q.rows = a->rows;
+    q.cols = a->cols;
+    q.x_row_stride = a->x_row_stride;
+    q.y_row_stride = a->y_row_stride;
+    q.group_size = a->group_size;
+    q.group_row_stride = a->group_row_stride;
+  }
+  return bq_plan_run(p->sub, &q, NULL, 0, stream);
+}
 /* Dynamic quantize: the scales (and zero points) computed from the data, forward only */
 BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
