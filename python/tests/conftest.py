@@ -54,6 +54,18 @@ def record_ops():
     return _Record()
 
 
+def graph_recorder(tail):
+    """(backend, seen): a torch.compile backend recording each baracuda_quant op a graph calls,
+    (name, its last `tail` arguments) into the list seen, then running the graph as traced"""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend((str(n.target).split(".")[1], tuple(n.args[-tail:])) for n in gm.graph.nodes
+                    if n.op == "call_function" and str(n.target).startswith("baracuda_quant."))
+        return gm.forward
+    return backend, seen
+
+
 @pytest.fixture
 def meta_ok(monkeypatch):
     """the torch wrappers take meta tensors (their CUDA check passes them), so their calls reach

@@ -5,7 +5,7 @@ the straight-through gradient, and the options' errors, raised before any device
 test_gpu_affine_sr.py runs them on a GPU."""
 import pytest
 
-from conftest import HAS_TORCH, record_ops
+from conftest import HAS_TORCH, graph_recorder, record_ops
 
 pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 
@@ -126,12 +126,7 @@ def test_public_functions_trace_fullgraph(meta_ok):
     """torch.compile(fullgraph=True) traces the wrappers' rounding options into the ops'
     arguments (the compiled run then stops at the device check: host tensors)"""
     dynamo = pytest.importorskip("torch._dynamo")
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend((str(n.target).split(".")[1], tuple(n.args[-3:])) for n in gm.graph.nodes
-                    if n.op == "call_function" and str(n.target).startswith("baracuda_quant."))
-        return gm.forward
+    backend, seen = graph_recorder(3)
     x, s = torch.randn(4, 64), torch.ones(4)
     sr = dict(rounding="stochastic", seed=(1 << 64) - 5, offset=3)
     cases = [(lambda t: bq.quantize_per_tensor(t, 0.1, **sr), "quantize_per_tensor"),

@@ -6,7 +6,7 @@ errors, raised before any device check, and torch.compile tracing them.
 test_gpu_dynamic_sr.py runs them on a GPU."""
 import pytest
 
-from conftest import HAS_TORCH, record_ops
+from conftest import HAS_TORCH, graph_recorder, record_ops
 
 pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 
@@ -115,12 +115,7 @@ def test_public_functions_trace_fullgraph(meta_ok):
     """torch.compile(fullgraph=True) traces the wrappers' rounding options into the ops'
     arguments (the compiled run then stops at the device check: host tensors)"""
     dynamo = pytest.importorskip("torch._dynamo")
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend((str(n.target).split(".")[1], tuple(n.args[-5:])) for n in gm.graph.nodes
-                    if n.op == "call_function" and str(n.target).startswith("baracuda_quant."))
-        return gm.forward
+    backend, seen = graph_recorder(5)
     x = torch.randn(4, 64)
     sr = dict(rounding="stochastic", seed=(1 << 64) - 5, offset=3)
     cases = [(lambda t: bq.dynamic_quant(t, "group", group_size=16, **sr), "dynamic_quant"),
