@@ -377,6 +377,67 @@ def main():
         copy_ref(r)
         del x
 
+    # ---- the fused rotation: the Hadamard transform as a matmul by H_n / sqrt(n) with the
+    # random signs folded in (the composition torch.compile gets), then the same formula ----
+    def hadamard(n, signs):
+        h = torch.ones(1, 1, dtype=f32, device=dev)
+        while h.shape[0] < n:
+            h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+        return (signs[:, None] * h) / n ** 0.5
+
+    def dyn_tok_rot(x, hm):
+        n = hm.shape[0]
+        xr = (x.float().reshape(x.shape[0], -1, n) @ hm).reshape(x.shape).to(x.dtype)
+        return dyn_tok(xr)
+    code_rot = ("xr = (x.float().reshape(m, k // n, n) @ (diag(signs) H_n / sqrt(n))).reshape(m, k).to(x.dtype); "
+                + code_tok.replace("x.", "xr."))
+    dyn_tok_rot_c = compiled(dyn_tok_rot)
+    for cols, n in ((4096, 16), (4096, 128), (4096, 256), (14336, 128)):
+        name = "per_token/dynamic_quantize/fwd/bf16/s8/[%d,%d]/rot%d/scale=f32" % (M, cols, n)
+        begin(name)
+        r = row(name, [M, cols], M * cols * 2)
+        x = torch.empty(M, cols, dtype=bf16, device=dev).uniform_(-3, 3)
+        hm = hadamard(n, torch.where(torch.rand(n, device=dev) < 0.5, -1.0, 1.0))
+        expect = [((M, cols), s8), ((M, 1), f32)]
+        measure(r, "eager", "eager", "eager formula", code_rot, lambda: (lambda: dyn_tok_rot(x, hm)), expect)
+        measure(r, "compile", "compile", "torch.compile of the formula", code_rot,
+                lambda: (lambda: dyn_tok_rot_c(x, hm)), expect, is_compiled=True)
+        copy_ref(r)
+        del x
+
+    # ---- stochastic rounding: floor(x / s + U[0, 1)) with torch's own generator ----------
+    def dyn_tok_sr(x):
+        amax = x.abs().amax(dim=1, keepdim=True).float()
+        s = amax / 127
+        v = x.float() / s
+        q = torch.floor(v + torch.rand_like(v)).clamp(-128, 127).to(torch.int8)
+        return q, s
+    code_sr = code_tok.replace("(x.float() / s).round()", "torch.floor(x.float() / s + torch.rand_like(x, dtype=float32))")
+    dyn_tok_sr_c = compiled(dyn_tok_sr)
+    name = "per_token/dynamic_quantize/fwd/bf16/s8/[%d,%d]/sr/scale=f32" % (M, K)
+    begin(name)
+    r = row(name, [M, K], M * K * 2)
+    x = torch.empty(M, K, dtype=bf16, device=dev).uniform_(-3, 3)
+    expect = [((M, K), s8), ((M, 1), f32)]
+    measure(r, "eager", "eager", "eager formula", code_sr, lambda: (lambda: dyn_tok_sr(x)), expect)
+    measure(r, "compile", "compile", "torch.compile of the formula", code_sr, lambda: (lambda: dyn_tok_sr_c(x)),
+            expect, is_compiled=True)
+    copy_ref(r)
+    del x
+
+    def qpt_sr(x, s: float):
+        return torch.floor(x.float() / s + torch.rand_like(x, dtype=torch.float32)).clamp(-128, 127).to(torch.int8)
+    n256 = 128 * 1024 * 1024
+    name = "per_tensor/quantize/fwd/bf16/s8/[%d]/sr" % n256
+    begin(name)
+    r = row(name, [n256], n256 * 2)
+    x = torch.empty(n256, dtype=bf16, device=dev).uniform_(-3, 3)
+    measure(r, "compile", "compile", "torch.compile of the formula",
+            "torch.floor(x.float() / s + torch.rand_like(x, dtype=float32)).clamp(-128, 127).to(torch.int8)",
+            lambda: (lambda f=compiled(qpt_sr): f(x, 0.023)), [((n256,), s8)], is_compiled=True)
+    copy_ref(r)
+    del x
+
     G = 128
 
     def dyn_grp(x):
