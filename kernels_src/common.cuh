@@ -1351,11 +1351,13 @@ static __device__ __forceinline__ void bq_rot_apply(bq_c (&c)[E], int lane, int 
       }
   }
   for (int lh = 1; lh * E < n; lh <<= 1) {
-    const bool up = lane & lh; // this lane holds the pairs' second elements
+    // this lane holds the pairs' second elements where up: o - c there, c + o elsewhere, each
+    // one fma by +-1 (exact product, one rounding: the same bits, zeros' signs included)
+    const bq_c sg = lane & lh ? (bq_c)-1 : (bq_c)1;
 #pragma unroll
     for (int k = 0; k < E; k++) {
       const bq_c o = __shfl_xor_sync(mask, c[k], lh);
-      c[k] = up ? bq_sub(o, c[k]) : bq_add(c[k], o);
+      c[k] = bq_fma(c[k], sg, o);
     }
   }
 #pragma unroll
