@@ -616,11 +616,15 @@ def sr_section(sb, path, bound=None):
     o += [""] + fused_copy_table(sb)
     if bound:
         bound_path, raw = bound
-        o += ["What the draws cost apart from the library, on the same GPU: `tools/dev/sr_bound.cu` (bf16 to s8 "
-              "per tensor over 256 MiB, a lean kernel of 16 elements a thread; its quotient is lighter than the "
-              "contract's), its output as printed (`%s`). Stochastic rounding is bound by the instructions an "
-              "element costs there, not by memory: read the library's `/sr` rows against its Philox-10 16-bit "
-              "row, the contract's generator." % bound_path, "", "```", raw.rstrip("\n"), "```", ""]
+        o += ["What stochastic rounding costs apart from the library, on the same GPU: `tools/dev/sr_bound.cu` "
+              "(bf16 to s8 per tensor over 256 MiB, a lean kernel of 16 elements a thread), its output as printed "
+              "(`%s`). Stochastic rounding is bound by the instructions an element costs, not by memory. The "
+              "Philox-10 16-bit row draws as the contract does but rounds a quotient lighter than the "
+              "contract's; its last row takes the contract's own steps (the correctly rounded quotient with "
+              "its guards for tiny, huge and non-finite values, the zero point's offset and both saturation "
+              "tests) in the same lean kernel: that row is the bound the library's per-tensor `/sr` rows are "
+              "read against, and it lies above the %.2f target." % (bound_path, SR_MAX), "", "```",
+              raw.rstrip("\n"), "```", ""]
     return o
 
 
