@@ -3924,6 +3924,17 @@ Test(args, stochastic_rounding_seed_and_offset) {
 }
 
 /* ---- the fused rotation (desc.rotation, args.rotation_block) ------------------------------------ */
+/* a's call with blocks that are no power of two from 2 to 256 is refused by name */
+static void expect_bad_rotation_blocks(const combo *c, const bq_args *a) {
+  const int64_t bad[] = {0, 1, 3, 48, 512};
+  for (size_t i = 0; i < NELEM(bad); i++) {
+    bq_args b = *a;
+    b.rotation_block = bad[i];
+    char needle[128];
+    snprintf(needle, sizeof needle, "args.rotation_block (%lld) must be a power of two from 2 to 256", (long long)bad[i]);
+    expect_args_invalid(c, &b, needle);
+  }
+}
 Test(desc, fused_rotation_forms_and_fields) {
   const bq_op ops[] = {BQ_QUANTIZE, BQ_DYNAMIC_QUANTIZE, BQ_DEQUANTIZE};
   for (size_t i = 0; i < NELEM(ops); i++)
@@ -4001,14 +4012,7 @@ Test(args, dynamic_rotation_block_and_grid) {
   expect_args_ok(&c, &a, 0, "blocks of 256: a warp's accesses");
   a.rotation_block = 2;
   expect_args_ok(&c, &a, 0, "blocks of 2: inside an access");
-  const int64_t bad[] = {0, 1, 3, 48, 512};
-  for (size_t i = 0; i < NELEM(bad); i++) {
-    bq_args b = a;
-    b.rotation_block = bad[i];
-    char needle[128];
-    snprintf(needle, sizeof needle, "args.rotation_block (%lld) must be a power of two from 2 to 256", (long long)bad[i]);
-    expect_args_invalid(&c, &b, needle);
-  }
+  expect_bad_rotation_blocks(&c, &a);
   a.rotation_block = 128;
   bq_args b = a;
   b.cols = 192;
@@ -4036,14 +4040,7 @@ Test(args, fused_rotation_block_and_grid) {
   bq_args a = mx_args(&c, 4, 256, 32);
   a.rotation_block = 128;
   expect_args_ok(&c, &a, 0, "blocks of 128");
-  const int64_t bad[] = {0, 1, 3, 48, 512};
-  for (size_t i = 0; i < NELEM(bad); i++) {
-    bq_args b = a;
-    b.rotation_block = bad[i];
-    char needle[128];
-    snprintf(needle, sizeof needle, "args.rotation_block (%lld) must be a power of two from 2 to 256", (long long)bad[i]);
-    expect_args_invalid(&c, &b, needle);
-  }
+  expect_bad_rotation_blocks(&c, &a);
   /* bf16: blocks of up to 32 16-byte accesses (256 elements); off the grid, not offered */
   bq_args b = a;
   b.x = (const char *)a.x + 2;
