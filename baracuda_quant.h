@@ -2297,6 +2297,17 @@ BQ__FN int bq__pow2_log(int64_t n, int lo, int hi) {
 /* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
    args.rotation_block): n a power of two from 2 to 256, else -1 */
 BQ__FN int bq__hadamard_log2(int64_t n) { return bq__pow2_log(n, 1, 8); }
+/* The fused rotation's block (desc.rotation, args.rotation_block n): a power of two from 2 to
+   256 dividing the row's cols (name: the plan's, for the message) */
+BQ__FN bq_status bq__rotation_block_check(const char *name, int64_t n, int64_t cols) {
+  if (bq__hadamard_log2(n) < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
+                    "the fused rotation's block", name, (long long)n);
+  if (cols % n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
+                    name, (long long)n, (long long)cols);
+  return BQ_SUCCESS;
+}
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 /* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
@@ -4151,12 +4162,8 @@ BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
 BQ__FN bq_status bq__dynamic_rotation_check(const bq_plan *p, const bq_args *a, const bq__view *v) {
   const int t = bq__dtype_size(p->desc.float_type);
   const int64_t n = a->rotation_block;
-  if (bq__hadamard_log2(n) < 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
-                    "the fused rotation's block", p->name, (long long)n);
-  if (v->cols % n)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
-                    p->name, (long long)n, (long long)v->cols);
+  const bq_status st = bq__rotation_block_check(p->name, n, v->cols);
+  if (st) return st;
   if (n * t > 32 * 16 || (uintptr_t)a->x % 16 || (v->xs * t) % 16 || (v->cols * t) % 16)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows that start 16-byte "
                     "aligned (args.x %p, args.x_row_stride %lld) and are whole 16-byte accesses (args.cols %lld), in "
@@ -4810,12 +4817,7 @@ BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
                     "symmetric", p->name);
   if (d->rotation) {
-    if (bq__hadamard_log2(a->rotation_block) < 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
-                      "the fused rotation's block", p->name, (long long)a->rotation_block);
-    if (v->cols % a->rotation_block)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
-                      p->name, (long long)a->rotation_block, (long long)v->cols);
+    if ((st = bq__rotation_block_check(p->name, a->rotation_block, v->cols))) return st;
     if (bq__mx_lanes(d, a, v) < 0 || a->rotation_block > 32 * (16 / T))
       return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows whose streams start on "
                       "the 16-byte grid, groups (args.group_size %lld) of 2^k 16-byte accesses of floats (k <= 5) and "

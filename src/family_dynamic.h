@@ -86,12 +86,8 @@ BQ__FN bq_status bq__dynamic_shape(const bq_plan *p, const bq_args *a) {
 BQ__FN bq_status bq__dynamic_rotation_check(const bq_plan *p, const bq_args *a, const bq__view *v) {
   const int t = bq__dtype_size(p->desc.float_type);
   const int64_t n = a->rotation_block;
-  if (bq__hadamard_log2(n) < 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
-                    "the fused rotation's block", p->name, (long long)n);
-  if (v->cols % n)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
-                    p->name, (long long)n, (long long)v->cols);
+  const bq_status st = bq__rotation_block_check(p->name, n, v->cols);
+  if (st) return st;
   if (n * t > 32 * 16 || (uintptr_t)a->x % 16 || (v->xs * t) % 16 || (v->cols * t) % 16)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows that start 16-byte "
                     "aligned (args.x %p, args.x_row_stride %lld) and are whole 16-byte accesses (args.cols %lld), in "

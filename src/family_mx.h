@@ -282,12 +282,7 @@ BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points must be NULL: the microscaling formats are "
                     "symmetric", p->name);
   if (d->rotation) {
-    if (bq__hadamard_log2(a->rotation_block) < 0)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
-                      "the fused rotation's block", p->name, (long long)a->rotation_block);
-    if (v->cols % a->rotation_block)
-      return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
-                      p->name, (long long)a->rotation_block, (long long)v->cols);
+    if ((st = bq__rotation_block_check(p->name, a->rotation_block, v->cols))) return st;
     if (bq__mx_lanes(d, a, v) < 0 || a->rotation_block > 32 * (16 / T))
       return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: the fused rotation (desc.rotation) takes rows whose streams start on "
                       "the 16-byte grid, groups (args.group_size %lld) of 2^k 16-byte accesses of floats (k <= 5) and "

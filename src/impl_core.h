@@ -1133,6 +1133,17 @@ BQ__FN int bq__pow2_log(int64_t n, int lo, int hi) {
 /* a Hadamard block's log2 (BQ_HADAMARD's args.group_size, the fused rotation's
    args.rotation_block): n a power of two from 2 to 256, else -1 */
 BQ__FN int bq__hadamard_log2(int64_t n) { return bq__pow2_log(n, 1, 8); }
+/* The fused rotation's block (desc.rotation, args.rotation_block n): a power of two from 2 to
+   256 dividing the row's cols (name: the plan's, for the message) */
+BQ__FN bq_status bq__rotation_block_check(const char *name, int64_t n, int64_t cols) {
+  if (bq__hadamard_log2(n) < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) must be a power of two from 2 to 256: "
+                    "the fused rotation's block", name, (long long)n);
+  if (cols % n)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.rotation_block (%lld) does not divide args.cols (%lld)",
+                    name, (long long)n, (long long)cols);
+  return BQ_SUCCESS;
+}
 BQ__FN int bq__is_fp8(bq_dtype t) { return t == BQ_E4M3 || t == BQ_E5M2; }
 BQ__FN int bq__is_float(bq_dtype t) { return t == BQ_F32 || t == BQ_F64 || t == BQ_F16 || t == BQ_BF16; }
 /* The op's name ("quantize") and its label, as plans and SKUs name it (the gated op's by its
