@@ -9,7 +9,8 @@
      elsewhere, or with EMU_UCONTEXT, ucontext's swapcontext, whose signal-mask system
      calls made it most of the linear suites' time;
    - mma.sync m16n8k32 (s8/u8 x s8 -> s32), ldmatrix .x4, __shfl_xor_sync, __all_sync, __ballot_sync and __dp4a
-     follow the register layouts of the PTX ISA;
+     follow the register layouts of the PTX ISA; a shuffle or vote waits for the running
+     lanes of its mask only (lanes outside it may be elsewhere, as on a GPU);
    - cp.async copies are queued per thread and land only at cp.async.wait_group (zero
      filling past src-size), so a kernel that reads a stage before waiting for it reads
      stale bytes and fails its test; with emu.eager_copies they land at issue instead,
@@ -91,13 +92,19 @@ struct emu_thread {
 #define EMU_SMEM_BYTES (228 * 1024)
 static struct {
   emu_thread th[EMU_MAX_THREADS];
-  int nthreads, live, warp_live[32];
+  int nthreads, live;
+  unsigned warp_live[32]; /* per warp, its lanes still running */
   emu_thread *cur;
   emu_ctx sched;
-  unsigned bar_gen, warp_gen[32];
+  unsigned bar_gen;
   unsigned long long progress; /* barrier arrivals and exits: a pass without any is a deadlock */
   int eager_copies;            /* 1: cp.async lands at issue instead of at its wait */
-  int bar_count, warp_count[32];
+  int bar_count;
+  /* per warp, the collectives open now, one per mask (several may be open at once: a
+     rotation's blocks of a few lanes each, while the warp's other lanes wait in a full-mask
+     shuffle for them): the mask, its arrivals, its generation */
+  unsigned wmask[32][32], wgen[32][32];
+  int wcount[32][32];
   emu_dim3 block_idx, block_dim, grid_dim;
   alignas(128) unsigned char smem[EMU_SMEM_BYTES]; /* the dynamic shared memory */
   unsigned smem_bytes;                              /* how much of it the launch asked for */
@@ -121,10 +128,15 @@ static inline void emu_to_thread(emu_thread *th) { swapcontext(&emu.sched, &th->
 static inline void emu_yield() { emu_to_sched(); }
 static inline int emu_index() { return (int)(emu.cur - emu.th); }
 
+/* A warp collective with mask m completes when every lane of m still running has arrived. */
 static void emu_release_barriers() {
   if (emu.bar_count > 0 && emu.bar_count == emu.live) { emu.bar_count = 0; emu.bar_gen++; }
   for (int w = 0; w < 32; w++)
-    if (emu.warp_count[w] > 0 && emu.warp_count[w] == emu.warp_live[w]) { emu.warp_count[w] = 0; emu.warp_gen[w]++; }
+    for (int k = 0; k < 32; k++)
+      if (emu.wcount[w][k] > 0 && emu.wcount[w][k] == __builtin_popcount(emu.wmask[w][k] & emu.warp_live[w])) {
+        emu.wcount[w][k] = 0;
+        emu.wgen[w][k]++;
+      }
 }
 
 static inline void __syncthreads() {
@@ -134,15 +146,25 @@ static inline void __syncthreads() {
   emu_release_barriers();
   while (emu.bar_gen == g) emu_yield();
 }
-static inline void emu_warp_sync() {
-  int w = emu_index() >> 5;
-  unsigned g = emu.warp_gen[w];
-  emu.warp_count[w]++;
+static inline void emu_warp_sync(unsigned mask = 0xffffffffu) {
+  const int w = emu_index() >> 5;
+  if (!(mask >> (emu_index() & 31) & 1u)) {
+    fprintf(stderr, "emu: thread %d takes part in a warp collective whose mask (0x%08x) leaves it out\n", emu_index(), mask);
+    abort();
+  }
+  int k = 0, free_k = -1;
+  for (; k < 32; k++) {
+    if (emu.wcount[w][k] > 0 && emu.wmask[w][k] == mask) break;
+    if (emu.wcount[w][k] == 0 && free_k < 0) free_k = k;
+  }
+  if (k == 32) k = free_k, emu.wmask[w][k] = mask;
+  const unsigned g = emu.wgen[w][k];
+  emu.wcount[w][k]++;
   emu.progress++;
   emu_release_barriers();
-  while (emu.warp_gen[w] == g) emu_yield();
+  while (emu.wgen[w][k] == g) emu_yield();
 }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; emu_warp_sync(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_sync(mask); }
 static inline unsigned char *emu_slot(int lane) { return emu.slot[emu_index() >> 5][lane]; }
 static inline int emu_lane() { return emu_index() & 31; }
 
@@ -151,7 +173,7 @@ static void emu_entry() {
   emu.cur->done = 1;
   emu.progress++;
   emu.live--;
-  emu.warp_live[emu_index() >> 5]--;
+  emu.warp_live[emu_index() >> 5] &= ~(1u << (emu_index() & 31));
   emu_release_barriers();
   emu_to_sched(); /* never resumed */
   abort();
@@ -202,7 +224,10 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
     memset(emu.smem, 0xEE, sizeof emu.smem); /* stale garbage, never zeros */
     emu.nthreads = emu.live = (int)block;
     emu.bar_count = 0;
-    for (int w = 0; w < 32; w++) { emu.warp_live[w] = w < (int)block / 32 ? 32 : 0; emu.warp_count[w] = 0; }
+    for (int w = 0; w < 32; w++) {
+      emu.warp_live[w] = w < (int)block / 32 ? 0xffffffffu : 0u;
+      for (int k = 0; k < 32; k++) emu.wcount[w][k] = 0;
+    }
     for (unsigned t = 0; t < block; t++) {
       emu_thread *th = &emu.th[t];
       th->tid = emu_dim3{t, 0, 0};
@@ -393,38 +418,37 @@ static inline int __dp4a(int a, int b, int c) {
   return c;
 }
 /* a warp's shuffle: every lane's v, read back from lane src */
-template <typename V> static inline V emu_shfl(V v, int src) {
+template <typename V> static inline V emu_shfl(unsigned mask, V v, int src) {
   memcpy(emu_slot(emu_lane()), &v, sizeof v);
-  emu_warp_sync();
+  emu_warp_sync(mask);
   V r;
   memcpy(&r, emu_slot(src & 31), sizeof r);
-  emu_warp_sync();
+  emu_warp_sync(mask);
   return r;
 }
-static inline int __shfl_xor_sync(unsigned, int v, int lanemask) { return emu_shfl(v, emu_lane() ^ lanemask); }
-static inline int __shfl_sync(unsigned, int v, int src) { return emu_shfl(v, src); }
+static inline int __shfl_xor_sync(unsigned mask, int v, int lanemask) { return emu_shfl(mask, v, emu_lane() ^ lanemask); }
+static inline int __shfl_sync(unsigned mask, int v, int src) { return emu_shfl(mask, v, src); }
 static inline float __shfl_sync(unsigned mask, float v, int src) {
   return __uint_as_float((unsigned)__shfl_sync(mask, (int)__float_as_uint(v), src));
 }
-static inline double __shfl_sync(unsigned, double v, int src) { return emu_shfl(v, src); }
+static inline double __shfl_sync(unsigned mask, double v, int src) { return emu_shfl(mask, v, src); }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
-  (void)mask;
   memcpy(emu_slot(emu_lane()), &pred, 4);
-  emu_warp_sync();
+  emu_warp_sync(mask);
   unsigned r = 0;
   for (int l = 0; l < 32; l++) {
     int v;
     memcpy(&v, emu_slot(l), 4);
-    r |= (unsigned)(v != 0) << l;
+    r |= (unsigned)(v != 0 && (mask >> l & 1u)) << l;
   }
-  emu_warp_sync();
+  emu_warp_sync(mask);
   return r;
 }
-static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == 0xffffffffu; }
+static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
 static inline float __shfl_xor_sync(unsigned mask, float v, int lanemask) {
   return __uint_as_float((unsigned)__shfl_xor_sync(mask, (int)__float_as_uint(v), lanemask));
 }
-static inline double __shfl_xor_sync(unsigned, double v, int lanemask) { return emu_shfl(v, emu_lane() ^ lanemask); }
+static inline double __shfl_xor_sync(unsigned mask, double v, int lanemask) { return emu_shfl(mask, v, emu_lane() ^ lanemask); }
 
 /* ---- shared memory and the PTX wrappers of linear.cu ---------------------------------------------- */
 #define BQ_DYNAMIC_SMEM(name) unsigned char *name = emu.smem
