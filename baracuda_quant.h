@@ -2611,6 +2611,10 @@ struct bq_plan {
       int tab_blocks[BQ__MAX_KERNELS]; /* with the activation's table: each entry's blocks an SM
                                           (found when it loads: the table's size is fixed) */
     } fused;
+    struct {
+      int64_t smem_max;    /* with the rotation: the dynamic shared memory a block may opt into */
+      int64_t staged_smem; /* what bq_dynamic_staged was given (0: the default 48 KiB) */
+    } dynamic;
   };
 };
 
@@ -4337,10 +4341,25 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
      each staging its next row while it works on one (with a row a block there is no next
      row, and the slot's round trip only adds latency) */
   const int stage_forced = bq__dynamic_force_entry == BQ__DYN_STAGED;
+  /* With the rotation, two slots (the next row's beside this one's), in as much shared memory
+     as the block may opt into (bq__dynamic_setup): rows up to a block's 4096 accesses stage so,
+     bq_dynamic_long's included, whose rotation otherwise leaves it one block an SM. */
+  const int slots = d->rotation ? 2 : 1;
+  int64_t smem_most = 48 * 1024;
+  if (d->rotation && d->granularity == BQ_PER_TOKEN && p->vec == 8 && chunks * 16 * slots > smem_most &&
+      chunks <= (int64_t)row->block * row->cpt && p->dynamic.smem_max > smem_most && bq__rows_staged) {
+    bq__CUfunction fn; /* (its set-up gives the opt-in; a dry run takes it as given) */
+    if (!bq__dry.plan && (st = bq__plan_fn(p, BQ__DYN_STAGED, &fn))) return st;
+    smem_most = bq__dry.plan ? p->dynamic.smem_max : p->dynamic.staged_smem > smem_most ? p->dynamic.staged_smem : smem_most;
+    if (lng && chunks * 16 * slots <= smem_most && bq__dynamic_force_entry < 0) {
+      lng = 0;
+      k.tpr = bq__dynamic_team(chunks, row->cpt, row->block);
+    }
+  }
   if (d->granularity == BQ_PER_TOKEN && p->vec == 8 && !lng && k.tpr > 32 && v.cols % p->vec == 0 &&
-      chunks * 16 <= 48 * 1024 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
+      chunks * 16 * slots <= smem_most && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
       (bq__dynamic_force_entry < 0 || stage_forced)) {
-    const unsigned smem = (unsigned)(chunks * 16);
+    const unsigned smem = (unsigned)(chunks * 16 * slots);
     const int64_t wave = bq__staged_wave(p, k.tpr, smem);
     if (segs > wave || stage_forced) {
       k.staged = 1;
@@ -4461,6 +4480,24 @@ BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
   return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
          (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
+/* With the rotation, per token from 16-bit data: the shared memory a block may opt into, and
+   bq_dynamic_staged given it once it loads (where the driver refuses, 48 KiB: longer rows
+   take bq_dynamic_long) */
+BQ__FN bq_status bq__dynamic_plan_setup(bq_plan *p) {
+  int optin = 0;
+  bq__CUdevice cd = 0;
+  if (!p->desc.rotation || p->vec != 8) return BQ_SUCCESS;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+  p->dynamic.smem_max = !r && optin > 1024 ? optin - 1024 : 0;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__dynamic_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  const int64_t most = p->dynamic.smem_max;
+  if (e == BQ__DYN_STAGED && most > 48 * 1024)
+    p->dynamic.staged_smem = !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)most) ? most : 0;
+  return BQ_SUCCESS;
+}
 /* the typical problem's rotation blocks: 32 (every float type's rows take them) */
 BQ__FN void bq__dynamic_typical(const bq_desc *d, bq_args *a, void *ptr) {
   (void)ptr;
@@ -4471,13 +4508,13 @@ static const bq__family bq__dynamic_family = {
   {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
   bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
   "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
-  bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, NULL,
+  bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, bq__dynamic_setup,
   {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  bq__dynamic_sub, NULL, bq__dynamic_typical};
+  bq__dynamic_sub, bq__dynamic_plan_setup, bq__dynamic_typical};
 
 /* ==== src/family_mx.h ===================================================================== */
 /* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
@@ -11328,7 +11365,8 @@ static const char bq__src_dynamic_cu[] =
   "// registers, cp.async brings its next into shared memory (one slot of a row), each thread\n"
   "// copying exactly the accesses it reads later, so that its own wait is all the\n"
   "// synchronization the slot needs, and copying only after its reduction has consumed them.\n"
-  "// A team's loads so stay in flight through its reduction and stores.\n"
+  "// A team's loads so stay in flight through its reduction and stores. (With the rotation,\n"
+  "// two slots: below.)\n"
   "static __device__ __forceinline__ void bq_row_stage(const bq_dynamic_params &p, bq_i64 r, int lane, int tpr,\n"
   "                                                    bq_i64 nch, bq_u32 slot) {\n"
   "  const bq_t *x = (const bq_t *)p.x + r * p.xs;\n"
@@ -11342,6 +11380,7 @@ static const char bq__src_dynamic_cu[] =
   "  BQ_DYNAMIC_SMEM(bq_row_slot);\n"
   "  const bq_u32 slot = bq_smem_addr(bq_row_slot);\n"
   "  const bq_xchunk *S = (const bq_xchunk *)bq_row_slot;\n"
+  "  (void)S;\n"
   "  const int tpr = p.tpr, lane = threadIdx.x;\n"
   "  const bq_i64 nch = p.cols / BQ_VEC;\n"
   "  bq_i64 r = blockIdx.x;\n"
@@ -11349,20 +11388,33 @@ static const char bq__src_dynamic_cu[] =
   "  bq_cp_commit();\n"
   "  const bool pairs = BQ_HMAX2 && !BQ_FP8; // as bq_segment's\n"
   "#if BQ_DYN_ROT\n"
+  "  // With the rotation, two slots: the next row is requested into the other one before this\n"
+  "  // one is read, so its loads stay in flight through the rotation's shuffles too (which\n"
+  "  // would otherwise stand between a row's arrival and its successor's request). A thread\n"
+  "  // again copies only what it reads, and the other slot's accesses were consumed by the\n"
+  "  // previous row's quantize.\n"
   "  const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);\n"
+  "  const bq_u32 bytes = (bq_u32)nch * 16u;\n"
+  "  int k = 0;\n"
   "#endif\n"
   "  for (; r < p.rows; r += gridDim.x) {\n"
-  "    bq_cp_wait<0>();\n"
   "    bq_xchunk a[BQ_CPT];\n"
   "    bq_red red = bq_red_init();\n"
   "#if BQ_HMAX2\n"
   "    bq_u32 m2 = 0;\n"
   "#endif\n"
   "#if BQ_DYN_ROT\n"
+  "    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot + (bq_u32)(k ^ 1) * bytes);\n"
+  "    bq_cp_commit();\n"
+  "    bq_cp_wait<1>();\n"
+  "    const bq_xchunk *Sk = (const bq_xchunk *)(bq_row_slot + (bq_u32)k * bytes);\n"
+  "    k ^= 1;\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < BQ_CPT; i++)\n"
-  "      if (lane + (bq_i64)i * tpr < nch) a[i] = S[lane + (bq_i64)i * tpr];\n"
+  "      if (lane + (bq_i64)i * tpr < nch) a[i] = Sk[lane + (bq_i64)i * tpr];\n"
   "    bq_rotate_batch<BQ_CPT>(a, lane, nch, tpr, rot);\n"
+  "#else\n"
+  "    bq_cp_wait<0>();\n"
   "#endif\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < BQ_CPT; i++) {\n"
@@ -11381,8 +11433,10 @@ static const char bq__src_dynamic_cu[] =
   "#if BQ_HMAX2\n"
   "    if (pairs) bq_hmax2_fold(red, m2);\n"
   "#endif\n"
+  "#if !BQ_DYN_ROT\n"
   "    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // its accesses are in a[] now\n"
   "    bq_cp_commit();\n"
+  "#endif\n"
   "    red = bq_red_team(red, tpr, red_smem);\n"
   "    const bq_qp q = bq_params_of(red, (bq_c)p.bound);\n"
   "    if (lane == 0) bq_write_params(p, r, q);\n"

@@ -721,7 +721,8 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 // registers, cp.async brings its next into shared memory (one slot of a row), each thread
 // copying exactly the accesses it reads later, so that its own wait is all the
 // synchronization the slot needs, and copying only after its reduction has consumed them.
-// A team's loads so stay in flight through its reduction and stores.
+// A team's loads so stay in flight through its reduction and stores. (With the rotation,
+// two slots: below.)
 static __device__ __forceinline__ void bq_row_stage(const bq_dynamic_params &p, bq_i64 r, int lane, int tpr,
                                                     bq_i64 nch, bq_u32 slot) {
   const bq_t *x = (const bq_t *)p.x + r * p.xs;
@@ -735,6 +736,7 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
   BQ_DYNAMIC_SMEM(bq_row_slot);
   const bq_u32 slot = bq_smem_addr(bq_row_slot);
   const bq_xchunk *S = (const bq_xchunk *)bq_row_slot;
+  (void)S;
   const int tpr = p.tpr, lane = threadIdx.x;
   const bq_i64 nch = p.cols / BQ_VEC;
   bq_i64 r = blockIdx.x;
@@ -742,20 +744,33 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
   bq_cp_commit();
   const bool pairs = BQ_HMAX2 && !BQ_FP8; // as bq_segment's
 #if BQ_DYN_ROT
+  // With the rotation, two slots: the next row is requested into the other one before this
+  // one is read, so its loads stay in flight through the rotation's shuffles too (which
+  // would otherwise stand between a row's arrival and its successor's request). A thread
+  // again copies only what it reads, and the other slot's accesses were consumed by the
+  // previous row's quantize.
   const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);
+  const bq_u32 bytes = (bq_u32)nch * 16u;
+  int k = 0;
 #endif
   for (; r < p.rows; r += gridDim.x) {
-    bq_cp_wait<0>();
     bq_xchunk a[BQ_CPT];
     bq_red red = bq_red_init();
 #if BQ_HMAX2
     bq_u32 m2 = 0;
 #endif
 #if BQ_DYN_ROT
+    if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot + (bq_u32)(k ^ 1) * bytes);
+    bq_cp_commit();
+    bq_cp_wait<1>();
+    const bq_xchunk *Sk = (const bq_xchunk *)(bq_row_slot + (bq_u32)k * bytes);
+    k ^= 1;
 #pragma unroll
     for (int i = 0; i < BQ_CPT; i++)
-      if (lane + (bq_i64)i * tpr < nch) a[i] = S[lane + (bq_i64)i * tpr];
+      if (lane + (bq_i64)i * tpr < nch) a[i] = Sk[lane + (bq_i64)i * tpr];
     bq_rotate_batch<BQ_CPT>(a, lane, nch, tpr, rot);
+#else
+    bq_cp_wait<0>();
 #endif
 #pragma unroll
     for (int i = 0; i < BQ_CPT; i++) {
@@ -774,8 +789,10 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
 #if BQ_HMAX2
     if (pairs) bq_hmax2_fold(red, m2);
 #endif
+#if !BQ_DYN_ROT
     if (r + gridDim.x < p.rows) bq_row_stage(p, r + gridDim.x, lane, tpr, nch, slot); // its accesses are in a[] now
     bq_cp_commit();
+#endif
     red = bq_red_team(red, tpr, red_smem);
     const bq_qp q = bq_params_of(red, (bq_c)p.bound);
     if (lane == 0) bq_write_params(p, r, q);

@@ -261,10 +261,25 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
      each staging its next row while it works on one (with a row a block there is no next
      row, and the slot's round trip only adds latency) */
   const int stage_forced = bq__dynamic_force_entry == BQ__DYN_STAGED;
+  /* With the rotation, two slots (the next row's beside this one's), in as much shared memory
+     as the block may opt into (bq__dynamic_setup): rows up to a block's 4096 accesses stage so,
+     bq_dynamic_long's included, whose rotation otherwise leaves it one block an SM. */
+  const int slots = d->rotation ? 2 : 1;
+  int64_t smem_most = 48 * 1024;
+  if (d->rotation && d->granularity == BQ_PER_TOKEN && p->vec == 8 && chunks * 16 * slots > smem_most &&
+      chunks <= (int64_t)row->block * row->cpt && p->dynamic.smem_max > smem_most && bq__rows_staged) {
+    bq__CUfunction fn; /* (its set-up gives the opt-in; a dry run takes it as given) */
+    if (!bq__dry.plan && (st = bq__plan_fn(p, BQ__DYN_STAGED, &fn))) return st;
+    smem_most = bq__dry.plan ? p->dynamic.smem_max : p->dynamic.staged_smem > smem_most ? p->dynamic.staged_smem : smem_most;
+    if (lng && chunks * 16 * slots <= smem_most && bq__dynamic_force_entry < 0) {
+      lng = 0;
+      k.tpr = bq__dynamic_team(chunks, row->cpt, row->block);
+    }
+  }
   if (d->granularity == BQ_PER_TOKEN && p->vec == 8 && !lng && k.tpr > 32 && v.cols % p->vec == 0 &&
-      chunks * 16 <= 48 * 1024 && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
+      chunks * 16 * slots <= smem_most && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
       (bq__dynamic_force_entry < 0 || stage_forced)) {
-    const unsigned smem = (unsigned)(chunks * 16);
+    const unsigned smem = (unsigned)(chunks * 16 * slots);
     const int64_t wave = bq__staged_wave(p, k.tpr, smem);
     if (segs > wave || stage_forced) {
       k.staged = 1;
@@ -385,6 +400,24 @@ BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
   return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
          (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
+/* With the rotation, per token from 16-bit data: the shared memory a block may opt into, and
+   bq_dynamic_staged given it once it loads (where the driver refuses, 48 KiB: longer rows
+   take bq_dynamic_long) */
+BQ__FN bq_status bq__dynamic_plan_setup(bq_plan *p) {
+  int optin = 0;
+  bq__CUdevice cd = 0;
+  if (!p->desc.rotation || p->vec != 8) return BQ_SUCCESS;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+  p->dynamic.smem_max = !r && optin > 1024 ? optin - 1024 : 0;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__dynamic_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  const int64_t most = p->dynamic.smem_max;
+  if (e == BQ__DYN_STAGED && most > 48 * 1024)
+    p->dynamic.staged_smem = !bq__drv.cuFuncSetAttribute(fn, BQ__CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)most) ? most : 0;
+  return BQ_SUCCESS;
+}
 /* the typical problem's rotation blocks: 32 (every float type's rows take them) */
 BQ__FN void bq__dynamic_typical(const bq_desc *d, bq_args *a, void *ptr) {
   (void)ptr;
@@ -395,10 +428,10 @@ static const bq__family bq__dynamic_family = {
   {BQ_DYNAMIC_QUANTIZE}, {"dynamic_quantize"}, "dynamic",
   bq__dynamic_normalize, NULL, bq__dynamic_sku, NULL, bq__dynamic_axes, bq__dynamic_vary, bq__dynamic_owns, NULL,
   "dynamic.cu", bq__text_dynamic_cu, bq__dynamic_prelude, bq__dynamic_vec, 0, bq__dynamic_shape, bq__dynamic_check,
-  bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, NULL,
+  bq__dynamic_workspace, bq__dynamic_run, bq__dynamic_has, bq__dynamic_setup,
   {{NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_REDUCE), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_APPLY)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  bq__dynamic_sub, NULL, bq__dynamic_typical};
+  bq__dynamic_sub, bq__dynamic_plan_setup, bq__dynamic_typical};

@@ -1447,6 +1447,10 @@ struct bq_plan {
       int tab_blocks[BQ__MAX_KERNELS]; /* with the activation's table: each entry's blocks an SM
                                           (found when it loads: the table's size is fixed) */
     } fused;
+    struct {
+      int64_t smem_max;    /* with the rotation: the dynamic shared memory a block may opt into */
+      int64_t staged_smem; /* what bq_dynamic_staged was given (0: the default 48 KiB) */
+    } dynamic;
   };
 };
 

@@ -19,6 +19,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_dynamic.h"
+#include "reference_rotate.h"
 
 #include "emulator/cuda_emulator.h"
 
@@ -157,11 +158,17 @@ static int stored_pow2(bq_dtype st, const void *s, int64_t i) {
    spread over the whole q-range: the mixed data's infinities and far larger magnitudes
    would leave most of its codes equal, which hides an element put in the wrong place */
 static int g_tame;
+/* the fused rotation's builds (rot=1): the case's block and whether its signs are random */
+static int g_rot_n, g_rot_signs;
+/* the shared memory a block may opt into, as bq__dynamic_plan_setup and bq__dynamic_setup
+   would have found it (0: the default 48 KiB) */
+static int64_t g_optin;
 static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_x, int off_y, const char *shape) {
   char what[320];
   a.amax_bound = random_bound();
-  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d bound %a", (unsigned long long)g_seed, EMU_SPEC,
-           shape, off_x, off_y, a.amax_bound);
+  if (EMU_ROT) a.rotation_block = g_rot_n, a.seed = g_rot_signs ? rnd() : 0;
+  snprintf(what, sizeof what, "seed=0x%llx %s | %s offs %d/%d bound %a rot %d signs %d", (unsigned long long)g_seed,
+           EMU_SPEC, shape, off_x, off_y, a.amax_bound, g_rot_n, g_rot_signs);
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_DYNAMIC_QUANTIZE;
@@ -174,6 +181,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   d.asymmetric = EMU_ASYM;
   d.pow2_scales = EMU_POW2;
   d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
+  d.rotation = EMU_ROT;
+  d.random_signs = EMU_ROT && g_rot_signs;
   bq_plan plan;
   cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
   bq__target tg = {90, 0, 0, 0};
@@ -195,6 +204,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #endif
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = g_sms;
+  plan.dynamic.smem_max = plan.dynamic.staged_smem = g_optin;
 
   const bq_dtype st = X4 ? BQ_UE8M0 : (bq_dtype)EMU_ST; /* packed: bytes at byte indices */
   const size_t ts = ref_dtype_size(T), ss = ref_dtype_size(st);
@@ -256,6 +266,13 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   }
 #endif
   bq_args r = a;
+  std::vector<unsigned char> xrb;
+  if (EMU_ROT) { /* the reference: BQ_HADAMARD's forward pass, then dynamic quantize of its output */
+    xrb = xb;
+    const int64_t xs = a.x_row_stride ? a.x_row_stride : a.cols;
+    r.x = xrb.data() + (x - xb.data());
+    ref_rotate(T, 0, d.random_signs, a.seed, g_rot_n, a.rows, a.cols, x, xs, (void *)r.x, xs);
+  }
   r.y = ey;
   r.out_scales = esb.data() + 64 + (size_t)sguard * ss;
   r.out_zero_points = EMU_ASYM ? ezb.data() + guard : NULL;
@@ -301,6 +318,7 @@ static void block_shape(bq_args *a, int rep, int *offx) {
 }
 #endif
 
+#if !EMU_ROT
 Test(emulated_dynamic, shapes, .timeout = 600) {
   int n_staged = 0;
   /* per token, 16 more cases of contiguous rows, most of them off the 16-byte grid (each
@@ -392,7 +410,9 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
 #endif
 }
 
-#if EMU_GRAN == BQ_GRAN_TOKEN
+#endif
+
+#if EMU_GRAN == BQ_GRAN_TOKEN && !EMU_ROT
 /* Both per-token entry points by name (bq__dynamic_force_entry), each over short, odd, long
    (past bq_dynamic's on-chip rows and past bq_dynamic_long's), strided and contiguous rows:
    every case must launch the kernel named. */
@@ -417,6 +437,65 @@ Test(emulated_dynamic, by_name, .timeout = 600) {
       bq__dynamic_force_entry = -1;
       cr_assert(g_last == (e ? (emu_kernel)k1 : (emu_kernel)k0), "%s took another kernel", what);
     }
+}
+#endif
+
+#if EMU_GRAN == BQ_GRAN_TOKEN && EMU_ROT
+/* The fused rotation (rot=1 builds): rows on the 16-byte grid in whole blocks of n (2 up to
+   32 accesses), random signs half the time, against BQ_HADAMARD's reference then dynamic
+   quantize's. Each entry point: bq_dynamic's teams (short rows, and a team of one warp), bq_dynamic_long's
+   (rows past 1024 accesses) and, for 16-bit data, bq_dynamic_staged's two slots (rows of
+   129 to 1024 accesses, more of them than a wave: a persistent block takes several, on one
+   SM); then each again by name. */
+Test(emulated_dynamic, rotation, .timeout = 600) {
+  const int64_t p = 16 / ref_dtype_size(T);
+  int max_shift = 0; /* n = 2 << shift, at most 32 accesses */
+  while ((2 << (max_shift + 1)) <= 32 * p) max_shift++;
+  int n_staged = 0, n_long = 0, n_long_staged = 0;
+  for (int rep = 0; rep < 48; rep++) {
+    g_rot_n = 2 << rnd_range(0, max_shift);
+    g_rot_signs = (int)(rnd() & 1);
+    const int64_t unit = g_rot_n > p ? g_rot_n : p; /* the row: whole accesses and whole blocks */
+    const int forced = rep >= 32 ? (int)(rep % 3) : -1; /* BQ__DYN_ROW, BQ__DYN_LONG, BQ__DYN_STAGED */
+    if (forced == 2 && ref_dtype_size(T) != 2) continue; /* (staged: 16-bit rows) */
+    const int kind = forced == 2 ? 2 : rep % 4; /* 0, 1 short rows; 2 the staged range; 3 long rows */
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    int64_t nch;
+    if (kind < 2) nch = rnd_range(1, kind ? 128 : 16) * p;
+    else if (kind == 2) nch = rnd_range(129, 1024 - 32) * p; /* (whole blocks: at most 1024 accesses) */
+    else nch = rnd_range(1025, 2500) * p;
+    a.cols = (nch + unit - 1) / unit * unit;
+    a.rows = kind == 3 ? rnd_range(1, 3) : kind == 2 ? rnd_range(2, 12) : rnd_range(1, 20);
+    a.x_row_stride = rnd() & 1 ? 0 : a.cols + p * rnd_range(0, 3);
+    a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+    const int entries[3] = {BQ__DYN_ROW, BQ__DYN_LONG, BQ__DYN_STAGED};
+    bq__dynamic_force_entry = forced >= 0 ? entries[forced] : -1;
+    g_sms = 1;
+    /* long rows half the time with the opt-in a GPU gives (then bq_dynamic_staged's two slots
+       take them, past 48 KiB), half without (bq_dynamic_long) */
+    g_optin = kind == 3 && rep % 8 == 3 ? 0 : 227 * 1024 - 1024;
+    int64_t xtot, ytot;
+    char shape[160];
+    emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
+    memset(&g_params, 0, sizeof g_params);
+    g_last = NULL;
+    run(a, xtot, ytot, a.rows, 0, (int)rnd_range(0, 7), shape);
+    bq__dynamic_force_entry = -1;
+    if (forced >= 0) {
+      const emu_kernel want[3] = {k0, k1, k2};
+      cr_assert(g_last == want[forced], "entry %d by name took another kernel | %s", forced, shape);
+    }
+    n_staged += g_last == k2;
+    n_long += g_last == k1;
+    n_long_staged += kind == 3 && g_last == k2;
+  }
+  g_sms = 132;
+  g_rot_n = 0;
+  g_optin = 0;
+  cr_assert(n_long > 0, "no case took bq_dynamic_long");
+  cr_assert(ref_dtype_size(T) != 2 || n_staged > 0, "no case took bq_dynamic_staged");
+  cr_assert(ref_dtype_size(T) != 2 || n_long_staged > 0, "no row past 48 KiB took bq_dynamic_staged");
 }
 #endif
 

@@ -784,7 +784,8 @@ Test(dynamic_stochastic_rounding, per_tensor, .timeout = 600) { run_sr(BQ_PER_TE
    storage, every block size the kernels take (2 up to 32 accesses), with and without the
    random signs, on each entry point by name: bq_dynamic (short rows, teams of a warp and more),
    bq_dynamic_long (forced: rows read once, and rows longer than its teams' registers, read
-   twice) and bq_dynamic_staged (16-bit data, forced). Rows on the 16-byte grid, padded strides,
+   twice) and bq_dynamic_staged (16-bit data, forced; its two slots past 48 KiB now and then).
+   Rows on the 16-byte grid, padded strides,
    y anywhere; every content kind. */
 static void rot_case(const bq_desc *d, int64_t n, int entry, const bq_plan *plan)
 {
@@ -794,7 +795,8 @@ static void rot_case(const bq_desc *d, int64_t n, int entry, const bq_plan *plan
   switch (entry) {
   case BQ__DYN_LONG: /* past the long teams' registers (8 accesses of 512 lanes) now and then: read twice */
     cols = unit * rnd_range(1, 5) * (rnd() % 3 == 0 ? (int64_t)(4096 * 8 * 2) / unit + 1 : 16); break;
-  case BQ__DYN_STAGED: cols = unit * rnd_range((129 * vec + unit - 1) / unit, 1024 * vec / unit); break;
+  case BQ__DYN_STAGED: /* a third of the rows past 48 KiB of two slots (the opt-in's), up to 4096 accesses */
+    cols = unit * rnd_range((129 * vec + unit - 1) / unit, (rnd() % 3 ? 1024 : 4096) * vec / unit); break;
   default: cols = unit * rnd_range(1, 4096 / unit > 1 ? 4096 / unit : 1); break;
   }
   if (entry == BQ__DYN_LONG) rows = rnd_range(1, 6);
@@ -850,8 +852,12 @@ Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
     bq_desc d = make_desc(BQ_PER_TOKEN, T, k < 4 ? BQ_S8 : BQ_E4M3, 0, BQ_F32, 0, 0);
     d.rotation = 1, d.random_signs = k & 1;
     const int vec = vec_of(T);
-    const int64_t n = (int64_t)vec << rnd_range(0, 5), rows = rnd_range(2, 1000);
-    const int64_t cols = n * rnd_range(1, 4096 / n), es = (int64_t)ref_dtype_size(T);
+    /* 16-bit rows past 48 KiB of two slots half the time (the whole call's, more rows than a
+       wave, take bq_dynamic_staged in the opt-in's shared memory; its rows alone, fewer,
+       may not) */
+    const int64_t most = vec == 8 && k >= 6 ? 16384 : 4096;
+    const int64_t n = (int64_t)vec << rnd_range(0, 5), rows = rnd_range(most > 4096 ? 600 : 2, 1000);
+    const int64_t cols = n * rnd_range(most > 4096 ? 1536 * 8 / n + 1 : 1, most / n), es = (int64_t)ref_dtype_size(T);
     const int64_t r0 = rnd_range(0, rows - 1), r1 = rnd_range(r0 + 1, rows < r0 + 40 ? rows : r0 + 40);
     char what[256];
     snprintf(what, sizeof what, "rotation T=%s [%lld, %lld] blocks of %lld rows %lld..%lld | BQ_TEST_SEED=0x%llx",
