@@ -103,12 +103,17 @@
      then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
      Dynamic quantize computes and stores its scales as when rounding to nearest, then
      rounds with the stored ones.
-     Fused rotation: desc.rotation = 1 on dynamic quantize per token (rounding to nearest)
-     rotates each row first, as BQ_HADAMARD's forward pass would (blocks of
-     args.rotation_block, 2 up to 32 16-byte accesses; desc.random_signs keyed by
-     args.seed), then computes the scales of the rotated values and quantizes them: bit for
-     bit the two ops in sequence, in one pass. Rows start on the 16-byte grid and are whole
-     accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic quantize).
+     Fused rotation: desc.rotation = 1 on quantize (either rounding) rotates x first, as
+     BQ_HADAMARD's forward pass would (blocks of args.rotation_block, a power of two from 2
+     to 256 dividing the last dimension: per tensor and per channel the blocks run along the
+     flat array; desc.random_signs keyed by args.seed; each rotated value rounded to T), then
+     quantizes those values; on dequantize it rotates the output back (the inverse pass on
+     the values of T it would have written). On dynamic quantize per token (rounding to
+     nearest) it rotates each row, then computes the scales of the rotated values and
+     quantizes them; there rows start on the 16-byte grid, are whole accesses and blocks are
+     at most 32 accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic
+     quantize). Bit for bit the two ops in sequence, in one pass. Not with fake quantize
+     or backward.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -457,13 +462,14 @@ typedef struct bq_desc {
   bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
-  int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
+  int random_signs;            /* BQ_HADAMARD and desc.rotation: 1 multiplies by a random sign
+                                  vector drawn from args.seed */
   bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
-  int rotation;                /* microscaling quantize and dynamic quantize, and dynamic
-                                  quantize per token: 1 rotates x first (BQ_HADAMARD's forward
+  int rotation;                /* quantize and dynamic quantize (forward; dynamic integer and
+                                  FP8 per token): 1 rotates x first (BQ_HADAMARD's forward
                                   pass, blocks of args.rotation_block, desc.random_signs);
-                                  microscaling dequantize: 1 rotates y back after */
+                                  dequantize: 1 rotates y back after */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -3219,11 +3225,14 @@ typedef struct bq_affine_params {
   int gl, parts;
   bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */
 } bq_affine_params;
-/* bq_affine_sr's: the problem, and the draws' key and first index (args.seed, args.offset) */
+/* bq_affine_sr's: the problem, the draws' key and first index (args.seed, args.offset), and
+   the fused rotation's block log2 (args.rotation_block) and whether its signs are random
+   (desc.random_signs, keyed by the seed too) */
 typedef struct bq_affine_sr_params {
   bq_affine_params a;
   bq_u64 offset;
   bq_u32 seed_lo, seed_hi;
+  int rlog2, rsigns;
 } bq_affine_sr_params;
 /* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch
    carries its kernel's parameters, and the pair kernel ran slower taking all of
@@ -3507,6 +3516,7 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
   bq__str_fmt(s, "#define BQ_SR %d\n", d->rounding == BQ_ROUND_STOCHASTIC);
+  if (d->rotation) bq__str_fmt(s, "#define BQ_AFF_ROT 1\n");
   for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], bq__lb_blocks(r->regs[e], 256));
 }
 
@@ -3543,6 +3553,11 @@ BQ__FN bq_status bq__affine_validate(const bq_plan *p, const bq_args *a, bq__vie
   if (bq__is_fp8(d->int_type) && d->granularity != BQ_PER_TENSOR && a->zero_points)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: %s storage is symmetric",
                     p->name, (const void *)a->zero_points, bq__dtype_name(d->int_type));
+  if (d->rotation) { /* blocks along the last dimension (per tensor: of the flat array) */
+    const int64_t last = d->granularity == BQ_PER_TENSOR ? v.numel
+                         : d->granularity == BQ_PER_CHANNEL ? (a->rank > 0 ? a->shape[a->rank - 1] : 1) : v.cols;
+    if ((st = bq__rotation_block_check(p->name, a->rotation_block, last))) return st;
+  }
   if (v.numel == 0) return BQ_SUCCESS;
   int t = bq__dtype_size(d->float_type);
   if (a->mask && (st = bq__check_ptr(p, "args.mask", a->mask, 4))) return st;
@@ -3832,15 +3847,19 @@ BQ__FN bq_affine_params bq__affine_params_of(const bq_plan *p, const bq_args *a,
   k.zp = a->zero_point;
   return k;
 }
-/* Stochastic rounding: bq_affine_sr, 16 elements a thread of 16-bit data, else 8 (affine.cu's
-   BQ_SR_N), over [rows, cols] (per tensor and per channel one dense row), a grid of at most
-   two SM-fulls of threads striding over them */
+/* Stochastic rounding and the fused rotation: bq_affine_sr, 16 elements a thread of 16-bit
+   data, else 8 (affine.cu's BQ_SR_N), over [rows, cols] (per tensor and per channel one dense
+   row), a grid of at most two SM-fulls of threads striding over them */
 BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
   bq_affine_sr_params k;
   memset(&k, 0, sizeof k);
   k.a = bq__affine_params_of(p, a, v);
   k.offset = a->offset;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  if (p->desc.rotation) { /* (validated: a power of two) */
+    k.rlog2 = bq__hadamard_log2(a->rotation_block);
+    k.rsigns = p->desc.random_signs;
+  }
   const bq__limits lim = bq__limits_of(p);
   const int64_t per = bq__dtype_size(p->desc.float_type) <= 2 ? 16 : 8;
   const int64_t threads = v->rows * ((v->cols + per - 1) / per), cap = 2 * lim.sms * (lim.threads_sm / 256);
@@ -3855,7 +3874,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   bq_status st = bq__affine_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
-  if (d->rounding == BQ_ROUND_STOCHASTIC) return bq__affine_sr_run(p, a, &v, stream);
+  if (d->rounding == BQ_ROUND_STOCHASTIC || d->rotation) return bq__affine_sr_run(p, a, &v, stream);
   bq_args rq;
   const bq_plan *rp = NULL;
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
@@ -3963,7 +3982,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
   const int fwd = d->direction == BQ_FORWARD, g = d->granularity;
   const int half = d->float_type == BQ_F16 || d->float_type == BQ_BF16;
-  if (d->rounding == BQ_ROUND_STOCHASTIC) return e == BQ__AFFINE_SR; /* (alone in its SKUs) */
+  if (d->rounding == BQ_ROUND_STOCHASTIC || d->rotation) return e == BQ__AFFINE_SR; /* (alone in its SKUs) */
   switch (e) {
   case BQ__AFFINE_BLOCKS: return bq__affine_ga(d) > 0;
   case BQ__AFFINE_FLAT: return bq__affine_fr(d) > 0;
@@ -3994,6 +4013,14 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
   if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
                     "the storage type: quantize and fake quantize, forward", name);
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
+  if (d->rotation && (d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize and dequantize, forward",
+                    name);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
+                    d->random_signs);
   /* per tensor: the host scalar is in the compute type */
   if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   return BQ_SUCCESS;
@@ -4001,8 +4028,12 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
 /* the variant: elements per access, and accesses a lane (the table's u) */
 BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  char variant[32] = "sr"; /* stochastic rounding: bq_affine_sr alone */
-  if (d->rounding != BQ_ROUND_STOCHASTIC) snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  char variant[32] = "sr"; /* stochastic rounding: bq_affine_sr alone; with the rotation too ("rows" rounding
+                             to nearest), then ".rot" */
+  if (d->rounding != BQ_ROUND_STOCHASTIC && d->rotation) bq__copy(variant, sizeof variant, "rows");
+  else if (d->rounding != BQ_ROUND_STOCHASTIC)
+    snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  if (d->rotation) bq__copy(variant + strlen(variant), sizeof variant - strlen(variant), ".rot");
   bq__sku_std(d, variant, tn, buf, n);
 }
 /* args.mask: fake quantize's per tensor and per channel (rounding to nearest); args.seed and
@@ -4012,16 +4043,27 @@ BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
                   d->rounding != BQ_ROUND_STOCHASTIC
               ? BQ__OWNS_MASK
               : 0) |
-         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+         (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
-/* the enumeration's variants: quantize and fake quantize round to nearest or stochastically */
+/* the enumeration's variants: quantize and fake quantize round to nearest or stochastically;
+   quantize and dequantize (forward) with the fused rotation or without (normalize refuses the
+   rest) */
 BQ__FN void bq__affine_axes(bq_op op, int *outer, int *inner) {
   *outer = 1;
-  *inner = op == BQ_DEQUANTIZE ? 1 : 2;
+  *inner = op == BQ_DEQUANTIZE ? 2 : 4;
 }
 BQ__FN void bq__affine_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
-  in->rounding = (bq_rounding)inner;
+  const int rounds = in->op == BQ_DEQUANTIZE ? 1 : 2;
+  in->rounding = (bq_rounding)(inner % rounds);
+  in->rotation = inner / rounds;
+}
+
+/* the typical problem's rotation blocks: 32 */
+BQ__FN void bq__affine_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  (void)ptr;
+  if (d->rotation) a->rotation_block = 32;
 }
 
 static const bq__family bq__affine_family = {
@@ -4033,7 +4075,7 @@ static const bq__family bq__affine_family = {
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
     BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR),
     BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}},
-  NULL, NULL, NULL};
+  NULL, NULL, bq__affine_typical};
 
 /* ==== src/family_dynamic.h ================================================================ */
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
@@ -6380,12 +6422,12 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by quantize, fake quantize and dynamic quantize (integer, FP8 and "
                     "microscaling storage)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__mx_family && f != &bq__dynamic_family && d->rotation != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is dynamic "
-                    "quantize's and the microscaling formats' (quantize, dequantize); BQ_HADAMARD rotates alone",
+  if (f != &bq__mx_family && f != &bq__dynamic_family && f != &bq__affine_family && d->rotation != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is quantize's, "
+                    "dequantize's and dynamic quantize's; BQ_HADAMARD rotates alone",
                     bq__op_name(d->op), d->rotation);
   if (f != &bq__rotate_family && d->random_signs != 0 &&
-      !((f == &bq__mx_family || f == &bq__dynamic_family) && d->rotation == 1))
+      !((f == &bq__mx_family || f == &bq__dynamic_family || f == &bq__affine_family) && d->rotation == 1))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
                     "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
@@ -7023,7 +7065,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
     if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
-    if (n >= 11 && !strcmp(tok[n - 2], "rot")) /* dynamic quantize's fused rotation, before the target */
+    if (n >= 10 && !strcmp(tok[n - 2], "rot")) /* the fused rotation, before the target */
       d.rotation = 1, tok[n - 2] = tok[n - 1], n--;
     if (n >= 11 && !strcmp(tok[n - 2], "sr")) /* dynamic quantize's rounding, before the target */
       d.rounding = BQ_ROUND_STOCHASTIC, tok[n - 2] = tok[n - 1], n--;
@@ -7327,11 +7369,14 @@ static const char bq__src_affine_cu[] =
   "  int gl, parts;\n"
   "  bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */\n"
   "} bq_affine_params;\n"
-  "/* bq_affine_sr's: the problem, and the draws' key and first index (args.seed, args.offset) */\n"
+  "/* bq_affine_sr's: the problem, the draws' key and first index (args.seed, args.offset), and\n"
+  "   the fused rotation's block log2 (args.rotation_block) and whether its signs are random\n"
+  "   (desc.random_signs, keyed by the seed too) */\n"
   "typedef struct bq_affine_sr_params {\n"
   "  bq_affine_params a;\n"
   "  bq_u64 offset;\n"
   "  bq_u32 seed_lo, seed_hi;\n"
+  "  int rlog2, rsigns;\n"
   "} bq_affine_sr_params;\n"
   "/* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch\n"
   "   carries its kernel's parameters, and the pair kernel ran slower taking all of\n"
@@ -8777,17 +8822,26 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "#endif\n"
   "\n"
-  "#if BQ_SR\n"
-  "// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding ----------------\n"
+  "#ifndef BQ_AFF_ROT\n"
+  "#define BQ_AFF_ROT 0\n"
+  "#endif\n"
+  "#if BQ_SR || BQ_AFF_ROT\n"
+  "// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding, and the ------\n"
+  "// fused rotation (BQ_AFF_ROT: quantize forward rotates x first, dequantize rotates its output back)\n"
   "// A thread takes BQ_SR_N consecutive elements of a row (16 of 16-bit data, two generator\n"
   "// calls' draws whose chains interleave; else 8, one call's): element (r, c) draws at index\n"
   "// offset + r * cols + c (bq_sr_draws), so the bits depend on neither the grid nor the kernel.\n"
   "// It moves them with the widest accesses their alignment allows. Each element's parameters\n"
   "// come from bq_qparams' walker, positioned once for the chunk (per tensor: once a thread).\n"
+  "// The rotation's blocks of n (a power of two dividing the row, at most 32 threads' elements)\n"
+  "// are a thread's own (n <= BQ_SR_N) or n / BQ_SR_N consecutive lanes' (common.cuh's\n"
+  "// bq_rot_apply): the rows hold whole blocks and a warp's threads start at a multiple of 32,\n"
+  "// so those lanes take one row's consecutive chunks, and the place of a lane's chunk in its\n"
+  "// block is the same at every step (its signs drawn once).\n"
   "#define BQ_SR_N (sizeof(bq_in0) <= 2 ? 16 : 8)\n"
   "#if BQ_E_AFFINE_SR\n"
   "extern \"C\" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {\n"
-  "#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE)\n"
+  "#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))\n"
   "  constexpr int N = BQ_SR_N;\n"
   "  const bq_affine_params &p = sp.a;\n"
   "  const bq_i64 per = (p.cols + N - 1) / N, n = p.rows * per;\n"
@@ -8796,10 +8850,18 @@ static const char bq__src_affine_cu[] =
   "  bq_qparams q;\n"
   "  bq_qp_at(q, p, 0, 0);\n"
   "#endif\n"
+  "#if BQ_AFF_ROT\n"
+  "  const int rn = 1 << sp.rlog2, L = rn > N ? rn / N : 1, lane = (int)(threadIdx.x & 31);\n"
+  "  const bq_u32 rmask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & -L);\n"
+  "  const bq_c rc = bq_rot_c(sp.rlog2);\n"
+  "  const bq_u32 rneg = sp.rsigns ? bq_rot_signs<N>((lane * N) & (rn - 1), rn, sp.seed_lo, sp.seed_hi) : 0u;\n"
+  "#endif\n"
   "  for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {\n"
   "    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * N;\n"
+  "#if BQ_SR\n"
   "    bq_u32 u[N];\n"
   "    bq_sr_draws<N>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);\n"
+  "#endif\n"
   "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "    bq_qparams q;\n"
   "    bq_qp_at(q, p, r, c0);\n"
@@ -8815,17 +8877,39 @@ static const char bq__src_affine_cu[] =
   "#pragma unroll\n"
   "      for (int k = 0; k < N; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;\n"
   "    }\n"
+  "#if BQ_AFF_ROT && BQ_OP != BQ_OP_DEQUANTIZE\n"
+  "    { // x rotated, each value rounded to T (past a row's end: whole blocks of zeros)\n"
+  "      bq_c c[N];\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < N; k++) c[k] = bq_to_c(a.e[k]);\n"
+  "      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, false, rmask);\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < N; k++) a.e[k] = bq_from_c(c[k]);\n"
+  "    }\n"
+  "#endif\n"
   "#pragma unroll\n"
   "    for (int k = 0; k < N; k++) {\n"
-  "#if BQ_OP == BQ_OP_QUANTIZE\n"
+  "#if BQ_SR && BQ_OP == BQ_OP_QUANTIZE\n"
   "      b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);\n"
-  "#else\n"
+  "#elif BQ_SR\n"
   "      b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));\n"
+  "#else\n"
+  "      b.e[k] = bq_apply(a.e[k], (bq_in1)0, q.s, q.z, nullptr);\n"
   "#endif\n"
   "#if BQ_GRAN != BQ_GRAN_TENSOR\n"
   "      if (k < N - 1 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)\n"
   "#endif\n"
   "    }\n"
+  "#if BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE\n"
+  "    { // the values of T dequantize writes, rotated back\n"
+  "      bq_c c[N];\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < N; k++) c[k] = bq_to_c(b.e[k]);\n"
+  "      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, true, rmask);\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < N; k++) b.e[k] = bq_from_c(c[k]);\n"
+  "    }\n"
+  "#endif\n"
   "    if (whole) {\n"
   "      bq_store(y, b, bq_width(y));\n"
   "    } else {\n"

@@ -1479,17 +1479,26 @@ extern "C" __global__ void BQ_LB_MASK BQ_FN_AFFINE_MASK(const bq_affine_params p
 #endif
 #endif
 
-#if BQ_SR
-// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding ----------------
+#ifndef BQ_AFF_ROT
+#define BQ_AFF_ROT 0
+#endif
+#if BQ_SR || BQ_AFF_ROT
+// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding, and the ------
+// fused rotation (BQ_AFF_ROT: quantize forward rotates x first, dequantize rotates its output back)
 // A thread takes BQ_SR_N consecutive elements of a row (16 of 16-bit data, two generator
 // calls' draws whose chains interleave; else 8, one call's): element (r, c) draws at index
 // offset + r * cols + c (bq_sr_draws), so the bits depend on neither the grid nor the kernel.
 // It moves them with the widest accesses their alignment allows. Each element's parameters
 // come from bq_qparams' walker, positioned once for the chunk (per tensor: once a thread).
+// The rotation's blocks of n (a power of two dividing the row, at most 32 threads' elements)
+// are a thread's own (n <= BQ_SR_N) or n / BQ_SR_N consecutive lanes' (common.cuh's
+// bq_rot_apply): the rows hold whole blocks and a warp's threads start at a multiple of 32,
+// so those lanes take one row's consecutive chunks, and the place of a lane's chunk in its
+// block is the same at every step (its signs drawn once).
 #define BQ_SR_N (sizeof(bq_in0) <= 2 ? 16 : 8)
 #if BQ_E_AFFINE_SR
 extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {
-#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE)
+#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))
   constexpr int N = BQ_SR_N;
   const bq_affine_params &p = sp.a;
   const bq_i64 per = (p.cols + N - 1) / N, n = p.rows * per;
@@ -1498,10 +1507,18 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
   bq_qparams q;
   bq_qp_at(q, p, 0, 0);
 #endif
+#if BQ_AFF_ROT
+  const int rn = 1 << sp.rlog2, L = rn > N ? rn / N : 1, lane = (int)(threadIdx.x & 31);
+  const bq_u32 rmask = L >= 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & -L);
+  const bq_c rc = bq_rot_c(sp.rlog2);
+  const bq_u32 rneg = sp.rsigns ? bq_rot_signs<N>((lane * N) & (rn - 1), rn, sp.seed_lo, sp.seed_hi) : 0u;
+#endif
   for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
     const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * N;
+#if BQ_SR
     bq_u32 u[N];
     bq_sr_draws<N>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);
+#endif
 #if BQ_GRAN != BQ_GRAN_TENSOR
     bq_qparams q;
     bq_qp_at(q, p, r, c0);
@@ -1517,17 +1534,39 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
 #pragma unroll
       for (int k = 0; k < N; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;
     }
+#if BQ_AFF_ROT && BQ_OP != BQ_OP_DEQUANTIZE
+    { // x rotated, each value rounded to T (past a row's end: whole blocks of zeros)
+      bq_c c[N];
+#pragma unroll
+      for (int k = 0; k < N; k++) c[k] = bq_to_c(a.e[k]);
+      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, false, rmask);
+#pragma unroll
+      for (int k = 0; k < N; k++) a.e[k] = bq_from_c(c[k]);
+    }
+#endif
 #pragma unroll
     for (int k = 0; k < N; k++) {
-#if BQ_OP == BQ_OP_QUANTIZE
+#if BQ_SR && BQ_OP == BQ_OP_QUANTIZE
       b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);
-#else
+#elif BQ_SR
       b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));
+#else
+      b.e[k] = bq_apply(a.e[k], (bq_in1)0, q.s, q.z, nullptr);
 #endif
 #if BQ_GRAN != BQ_GRAN_TENSOR
       if (k < N - 1 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)
 #endif
     }
+#if BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE
+    { // the values of T dequantize writes, rotated back
+      bq_c c[N];
+#pragma unroll
+      for (int k = 0; k < N; k++) c[k] = bq_to_c(b.e[k]);
+      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, true, rmask);
+#pragma unroll
+      for (int k = 0; k < N; k++) b.e[k] = bq_from_c(c[k]);
+    }
+#endif
     if (whole) {
       bq_store(y, b, bq_width(y));
     } else {

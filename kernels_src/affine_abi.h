@@ -51,11 +51,14 @@ typedef struct bq_affine_params {
   int gl, parts;
   bq_u64 mask; /* bq_affine_mask: the mask's 32-bit words */
 } bq_affine_params;
-/* bq_affine_sr's: the problem, and the draws' key and first index (args.seed, args.offset) */
+/* bq_affine_sr's: the problem, the draws' key and first index (args.seed, args.offset), and
+   the fused rotation's block log2 (args.rotation_block) and whether its signs are random
+   (desc.random_signs, keyed by the seed too) */
 typedef struct bq_affine_sr_params {
   bq_affine_params a;
   bq_u64 offset;
   bq_u32 seed_lo, seed_hi;
+  int rlog2, rsigns;
 } bq_affine_sr_params;
 /* bq_affine_lean's and bq_affine_pair's own parameter blocks: only what each reads (a launch
    carries its kernel's parameters, and the pair kernel ran slower taking all of

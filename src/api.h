@@ -103,12 +103,17 @@
      then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
      Dynamic quantize computes and stores its scales as when rounding to nearest, then
      rounds with the stored ones.
-     Fused rotation: desc.rotation = 1 on dynamic quantize per token (rounding to nearest)
-     rotates each row first, as BQ_HADAMARD's forward pass would (blocks of
-     args.rotation_block, 2 up to 32 16-byte accesses; desc.random_signs keyed by
-     args.seed), then computes the scales of the rotated values and quantizes them: bit for
-     bit the two ops in sequence, in one pass. Rows start on the 16-byte grid and are whole
-     accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic quantize).
+     Fused rotation: desc.rotation = 1 on quantize (either rounding) rotates x first, as
+     BQ_HADAMARD's forward pass would (blocks of args.rotation_block, a power of two from 2
+     to 256 dividing the last dimension: per tensor and per channel the blocks run along the
+     flat array; desc.random_signs keyed by args.seed; each rotated value rounded to T), then
+     quantizes those values; on dequantize it rotates the output back (the inverse pass on
+     the values of T it would have written). On dynamic quantize per token (rounding to
+     nearest) it rotates each row, then computes the scales of the rotated values and
+     quantizes them; there rows start on the 16-byte grid, are whole accesses and blocks are
+     at most 32 accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic
+     quantize). Bit for bit the two ops in sequence, in one pass. Not with fake quantize
+     or backward.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -457,13 +462,14 @@ typedef struct bq_desc {
   bq_scale_layout scale_layout; /* per group: BQ_SCALES_ROW_MAJOR (default) or BQ_SCALES_MN_MAJOR;
                                   microscaling also BQ_SCALES_BLOCKED */
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
-  int random_signs;            /* BQ_HADAMARD: 1 multiplies by a random sign vector drawn from args.seed */
+  int random_signs;            /* BQ_HADAMARD and desc.rotation: 1 multiplies by a random sign
+                                  vector drawn from args.seed */
   bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
                                   BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
-  int rotation;                /* microscaling quantize and dynamic quantize, and dynamic
-                                  quantize per token: 1 rotates x first (BQ_HADAMARD's forward
+  int rotation;                /* quantize and dynamic quantize (forward; dynamic integer and
+                                  FP8 per token): 1 rotates x first (BQ_HADAMARD's forward
                                   pass, blocks of args.rotation_block, desc.random_signs);
-                                  microscaling dequantize: 1 rotates y back after */
+                                  dequantize: 1 rotates y back after */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */

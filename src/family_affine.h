@@ -254,6 +254,7 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
   bq__str_fmt(s, "#define BQ_SR %d\n", d->rounding == BQ_ROUND_STOCHASTIC);
+  if (d->rotation) bq__str_fmt(s, "#define BQ_AFF_ROT 1\n");
   for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], bq__lb_blocks(r->regs[e], 256));
 }
 
@@ -290,6 +291,11 @@ BQ__FN bq_status bq__affine_validate(const bq_plan *p, const bq_args *a, bq__vie
   if (bq__is_fp8(d->int_type) && d->granularity != BQ_PER_TENSOR && a->zero_points)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.zero_points (%p) must be NULL: %s storage is symmetric",
                     p->name, (const void *)a->zero_points, bq__dtype_name(d->int_type));
+  if (d->rotation) { /* blocks along the last dimension (per tensor: of the flat array) */
+    const int64_t last = d->granularity == BQ_PER_TENSOR ? v.numel
+                         : d->granularity == BQ_PER_CHANNEL ? (a->rank > 0 ? a->shape[a->rank - 1] : 1) : v.cols;
+    if ((st = bq__rotation_block_check(p->name, a->rotation_block, last))) return st;
+  }
   if (v.numel == 0) return BQ_SUCCESS;
   int t = bq__dtype_size(d->float_type);
   if (a->mask && (st = bq__check_ptr(p, "args.mask", a->mask, 4))) return st;
@@ -579,15 +585,19 @@ BQ__FN bq_affine_params bq__affine_params_of(const bq_plan *p, const bq_args *a,
   k.zp = a->zero_point;
   return k;
 }
-/* Stochastic rounding: bq_affine_sr, 16 elements a thread of 16-bit data, else 8 (affine.cu's
-   BQ_SR_N), over [rows, cols] (per tensor and per channel one dense row), a grid of at most
-   two SM-fulls of threads striding over them */
+/* Stochastic rounding and the fused rotation: bq_affine_sr, 16 elements a thread of 16-bit
+   data, else 8 (affine.cu's BQ_SR_N), over [rows, cols] (per tensor and per channel one dense
+   row), a grid of at most two SM-fulls of threads striding over them */
 BQ__FN bq_status bq__affine_sr_run(const bq_plan *p, const bq_args *a, const bq__view *v, void *stream) {
   bq_affine_sr_params k;
   memset(&k, 0, sizeof k);
   k.a = bq__affine_params_of(p, a, v);
   k.offset = a->offset;
   k.seed_lo = (uint32_t)a->seed, k.seed_hi = (uint32_t)(a->seed >> 32);
+  if (p->desc.rotation) { /* (validated: a power of two) */
+    k.rlog2 = bq__hadamard_log2(a->rotation_block);
+    k.rsigns = p->desc.random_signs;
+  }
   const bq__limits lim = bq__limits_of(p);
   const int64_t per = bq__dtype_size(p->desc.float_type) <= 2 ? 16 : 8;
   const int64_t threads = v->rows * ((v->cols + per - 1) / per), cap = 2 * lim.sms * (lim.threads_sm / 256);
@@ -602,7 +612,7 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
   bq_status st = bq__affine_validate(p, a, &v);
   if (st || v.numel == 0) return st;
   const bq_desc *d = &p->desc;
-  if (d->rounding == BQ_ROUND_STOCHASTIC) return bq__affine_sr_run(p, a, &v, stream);
+  if (d->rounding == BQ_ROUND_STOCHASTIC || d->rotation) return bq__affine_sr_run(p, a, &v, stream);
   bq_args rq;
   const bq_plan *rp = NULL;
   const int rows = bq__affine_rows(p, a, &v, &rq, &rp, &st);
@@ -710,7 +720,7 @@ BQ__FN int bq__affine_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
   const int fwd = d->direction == BQ_FORWARD, g = d->granularity;
   const int half = d->float_type == BQ_F16 || d->float_type == BQ_BF16;
-  if (d->rounding == BQ_ROUND_STOCHASTIC) return e == BQ__AFFINE_SR; /* (alone in its SKUs) */
+  if (d->rounding == BQ_ROUND_STOCHASTIC || d->rotation) return e == BQ__AFFINE_SR; /* (alone in its SKUs) */
   switch (e) {
   case BQ__AFFINE_BLOCKS: return bq__affine_ga(d) > 0;
   case BQ__AFFINE_FLAT: return bq__affine_fr(d) > 0;
@@ -741,6 +751,14 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
   if (d->rounding == BQ_ROUND_STOCHASTIC && (d->op == BQ_DEQUANTIZE || d->direction == BQ_BACKWARD))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (stochastic) applies where floats are rounded into "
                     "the storage type: quantize and fake quantize, forward", name);
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
+  if (d->rotation && (d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize and dequantize, forward",
+                    name);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
+                    d->random_signs);
   /* per tensor: the host scalar is in the compute type */
   if (d->granularity == BQ_PER_TENSOR) d->scale_type = d->float_type == BQ_F64 ? BQ_F64 : BQ_F32;
   return BQ_SUCCESS;
@@ -748,8 +766,12 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
 /* the variant: elements per access, and accesses a lane (the table's u) */
 BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
   (void)t;
-  char variant[32] = "sr"; /* stochastic rounding: bq_affine_sr alone */
-  if (d->rounding != BQ_ROUND_STOCHASTIC) snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  char variant[32] = "sr"; /* stochastic rounding: bq_affine_sr alone; with the rotation too ("rows" rounding
+                             to nearest), then ".rot" */
+  if (d->rounding != BQ_ROUND_STOCHASTIC && d->rotation) bq__copy(variant, sizeof variant, "rows");
+  else if (d->rounding != BQ_ROUND_STOCHASTIC)
+    snprintf(variant, sizeof variant, "vec%dx%d", bq__affine_vec(d), bq__affine_u(d));
+  if (d->rotation) bq__copy(variant + strlen(variant), sizeof variant - strlen(variant), ".rot");
   bq__sku_std(d, variant, tn, buf, n);
 }
 /* args.mask: fake quantize's per tensor and per channel (rounding to nearest); args.seed and
@@ -759,16 +781,27 @@ BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
                   d->rounding != BQ_ROUND_STOCHASTIC
               ? BQ__OWNS_MASK
               : 0) |
-         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+         (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
-/* the enumeration's variants: quantize and fake quantize round to nearest or stochastically */
+/* the enumeration's variants: quantize and fake quantize round to nearest or stochastically;
+   quantize and dequantize (forward) with the fused rotation or without (normalize refuses the
+   rest) */
 BQ__FN void bq__affine_axes(bq_op op, int *outer, int *inner) {
   *outer = 1;
-  *inner = op == BQ_DEQUANTIZE ? 1 : 2;
+  *inner = op == BQ_DEQUANTIZE ? 2 : 4;
 }
 BQ__FN void bq__affine_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
-  in->rounding = (bq_rounding)inner;
+  const int rounds = in->op == BQ_DEQUANTIZE ? 1 : 2;
+  in->rounding = (bq_rounding)(inner % rounds);
+  in->rotation = inner / rounds;
+}
+
+/* the typical problem's rotation blocks: 32 */
+BQ__FN void bq__affine_typical(const bq_desc *d, bq_args *a, void *ptr) {
+  (void)ptr;
+  if (d->rotation) a->rotation_block = 32;
 }
 
 static const bq__family bq__affine_family = {
@@ -780,4 +813,4 @@ static const bq__family bq__affine_family = {
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
     BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR),
     BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}},
-  NULL, NULL, NULL};
+  NULL, NULL, bq__affine_typical};

@@ -43,12 +43,12 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by quantize, fake quantize and dynamic quantize (integer, FP8 and "
                     "microscaling storage)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__mx_family && f != &bq__dynamic_family && d->rotation != 0)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is dynamic "
-                    "quantize's and the microscaling formats' (quantize, dequantize); BQ_HADAMARD rotates alone",
+  if (f != &bq__mx_family && f != &bq__dynamic_family && f != &bq__affine_family && d->rotation != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is quantize's, "
+                    "dequantize's and dynamic quantize's; BQ_HADAMARD rotates alone",
                     bq__op_name(d->op), d->rotation);
   if (f != &bq__rotate_family && d->random_signs != 0 &&
-      !((f == &bq__mx_family || f == &bq__dynamic_family) && d->rotation == 1))
+      !((f == &bq__mx_family || f == &bq__dynamic_family || f == &bq__affine_family) && d->rotation == 1))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
                     "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);

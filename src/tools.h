@@ -62,7 +62,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     const int mn = !strncmp(tok[6], "scale_mn_", 9); /* an MN-major layout */
     if (mn) d.scale_layout = BQ_SCALES_MN_MAJOR;
     char tail = 0;
-    if (n >= 11 && !strcmp(tok[n - 2], "rot")) /* dynamic quantize's fused rotation, before the target */
+    if (n >= 10 && !strcmp(tok[n - 2], "rot")) /* the fused rotation, before the target */
       d.rotation = 1, tok[n - 2] = tok[n - 1], n--;
     if (n >= 11 && !strcmp(tok[n - 2], "sr")) /* dynamic quantize's rounding, before the target */
       d.rounding = BQ_ROUND_STOCHASTIC, tok[n - 2] = tok[n - 1], n--;

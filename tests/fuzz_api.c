@@ -815,10 +815,13 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
       if (bq__op_in(d->op, "fused") && odd) a->tensor_scale = NULL, a->out_tensor_scale = (void *)(uintptr_t)region(25); /* computed */
     }
   }
-  if (d->rotation) { /* the fused rotation takes bq_mx_lanes' grid: rows of whole 16-byte pieces, groups of 32 */
+  if (d->rotation) { /* the fused rotation takes bq_mx_lanes' grid: rows of whole 16-byte pieces, groups of 32
+                        (and the affine family's rows, per tensor and per channel the flat array, whole blocks) */
     a->rotation_block = v & 2 ? 64 : 16;
     a->group_size = 32;
     a->cols = (a->cols + 63) / 64 * 64;
+    a->numel = a->rows * a->cols;
+    if (a->rank > 0) a->shape[a->rank - 1] = (a->shape[a->rank - 1] + 63) / 64 * 64;
     a->x = (const void *)((uintptr_t)a->x & ~(uintptr_t)15);
     if (a->x_row_stride) a->x_row_stride = a->cols + 64;
     if (a->y_row_stride) a->y_row_stride = a->cols + 128;

@@ -17,6 +17,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_sr.h"
+#include "reference_rotate.h"
 
 #include "emulator/cuda_emulator.h"
 
@@ -81,8 +82,9 @@ static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_l
 #if EMU_HAS_PAIR
 static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_pair_params *)p); }
 #endif
-/* stochastic rounding (round=sr): quantize and fake quantize forward take bq_affine_sr alone */
-#if EMU_SR
+/* stochastic rounding (round=sr): quantize and fake quantize forward take bq_affine_sr alone; so
+   do quantize and dequantize with the fused rotation (rot=1) */
+#if EMU_SR || EMU_ROT
 static void k_affine_sr(const void *p) { emu_aff::bq_affine_sr(*(const bq_affine_sr_params *)p); }
 #endif
 static int g_zps = -1; /* zero points: -1 at random, 0 none, 1 given (where the type takes them) */
@@ -113,8 +115,8 @@ static void count_kernels(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, u
   g_pair += k == k_affine_pair;
 #endif
   g_even += k == k_affine;
-#if EMU_SR
-  cr_assert(k == k_affine_sr, "stochastic rounding launched another kernel");
+#if EMU_SR || EMU_ROT
+  cr_assert(k == k_affine_sr, "stochastic rounding or the rotation launched another kernel");
 #endif
 }
 static void init(void) {
@@ -129,6 +131,8 @@ static int g_num_sms = 132; /* 1 makes rows of several tiles into one item (affi
 static int g_wide_scales;
 
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I;
+/* the fused rotation's builds (rot=1): the case's block and whether its signs are random */
+static int g_rot_n, g_rot_signs;
 
 static bq_desc the_desc(void) {
   bq_desc d;
@@ -143,6 +147,8 @@ static bq_desc the_desc(void) {
   d.scale_type = (bq_dtype)EMU_ST;
   d.scale_layout = (bq_scale_layout)EMU_LAYOUT;
   d.rounding = EMU_SR ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  d.rotation = EMU_ROT;
+  d.random_signs = EMU_ROT && g_rot_signs;
   return d;
 }
 
@@ -287,7 +293,7 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #if EMU_HAS_PAIR
   entry.fn[BQ__AFFINE_PAIR] = (bq__CUfunction)k_affine_pair; /* the lean route's 16-bit quantize in pairs */
 #endif
-#if EMU_SR
+#if EMU_SR || EMU_ROT
   entry.fn[BQ__AFFINE_SR] = (bq__CUfunction)k_affine_sr;
 #endif
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
@@ -394,6 +400,17 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   snprintf(what + strlen(what), sizeof what - strlen(what), " sr %llx+%llu", (unsigned long long)a.seed,
            (unsigned long long)a.offset);
 #endif
+  /* the rotation's rows: [rows, cols] with x's and the output's strides, per tensor and per
+     channel the flat array */
+  const int64_t rrows = EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_CHANNEL ? 1 : a.rows;
+  const int64_t rcols = EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_CHANNEL ? xtot : a.cols;
+  const int64_t rxs = rrows == 1 ? rcols : a.x_row_stride ? a.x_row_stride : a.cols;
+  const int64_t rys = rrows == 1 ? rcols : a.y_row_stride ? a.y_row_stride : a.cols;
+  if (EMU_ROT) {
+    a.rotation_block = g_rot_n;
+    if (g_rot_signs && !EMU_SR) a.seed = rnd();
+    snprintf(what + strlen(what), sizeof what - strlen(what), " rot %d signs %d", g_rot_n, g_rot_signs);
+  }
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   cr_assert_eq(g_launches, otot > 0 ? 1 : 0, "%s", what);
@@ -403,7 +420,15 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   if (bwd) r.dx = exp;
   else r.y = exp;
   if (EMU_GRAN == BQ_GRAN_TENSOR) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
+  std::vector<unsigned char> xr;
+  if (EMU_ROT && d.op != BQ_DEQUANTIZE && otot > 0) { /* the reference: BQ_HADAMARD's forward pass, then the op */
+    xr = xb;
+    r.x = xr.data() + (x - xb.data());
+    ref_rotate(T, 0, d.random_signs, a.seed, g_rot_n, rrows, rcols, x, rxs, (void *)r.x, rxs);
+  }
   cr_assert_eq(EMU_SR ? ref_run_sr(&d, &r) : ref_run(&d, &r), 0, "%s", what);
+  if (EMU_ROT && d.op == BQ_DEQUANTIZE && otot > 0) /* the op, then BQ_HADAMARD's inverse on what it wrote */
+    ref_rotate(T, 1, d.random_signs, a.seed, g_rot_n, rrows, rcols, exp, rys, exp, rys);
   char msg[2048];
   int64_t total = guard + off_o + otot + guard;
   size_t bad = ref_compare(ot, e0, o0, total, msg, sizeof msg);
@@ -487,6 +512,7 @@ Test(emulated_affine, sr_element, .timeout = 600) {
 }
 #endif
 
+#if !EMU_ROT
 Test(emulated_affine, shapes, .timeout = 600) {
   /* Per channel and per group, a third and a quarter of the cases are shaped for
      bq_affine_blocks; 24 more keep the row kernels as many cases as before it. Per group,
@@ -627,6 +653,78 @@ Test(emulated_affine, shapes, .timeout = 600) {
   if (!EMU_NA) cr_assert(g_narrow == 0, "%d cases took bq_affine_narrow", g_narrow);
   if (!EMU_LEAN) cr_assert(g_lean + g_pair == 0, "%d cases took bq_affine_lean or bq_affine_pair", g_lean + g_pair);
 }
+#endif
+
+#if EMU_ROT
+/* The fused rotation (rot=1 builds): bq_affine_sr over shapes whose rows (per tensor and per
+   channel: the flat array) hold whole blocks of n, 2 up to 32 threads' elements (16 a thread of
+   16-bit data and of codes, else 8), random signs half the time, against BQ_HADAMARD's
+   reference and the op's (tests/reference_rotate.h, reference.h): a block within a thread's
+   elements, or spread over consecutive lanes; rows that end in a partial chunk (blocks
+   shorter than a thread's); strided rows; one SM's grid looping (a lane's place in its
+   blocks the same at every step). */
+Test(emulated_affine, rotation, .timeout = 600) {
+  const int N = (EMU_OP == BQ_OP_DEQUANTIZE || ref_dtype_size(T) <= 2) ? 16 : 8;
+  int max_shift = 0; /* n = 2 << shift, at most 32 N and 256 */
+  while ((2 << (max_shift + 1)) <= 32 * N && (2 << (max_shift + 1)) <= 256) max_shift++;
+  for (int rep = 0; rep < 40; rep++) {
+    g_rot_n = 2 << rnd_range(0, max_shift);
+    g_rot_signs = (int)(rnd() & 1);
+    const int64_t n = g_rot_n;
+    bq_args a;
+    memset(&a, 0, sizeof a);
+    char shape[160];
+    int64_t xtot, ytot, np;
+    const int offx = (int)rnd_range(0, 7), offy = (int)rnd_range(0, 7);
+    g_num_sms = rep % 2 ? 1 : 132;
+#if EMU_GRAN == BQ_GRAN_TENSOR
+    a.numel = n * rnd_range(1, rep % 4 ? 40 : 3000 / n + 1);
+    xtot = ytot = a.numel;
+    np = 1;
+    snprintf(shape, sizeof shape, "numel %lld", (long long)a.numel);
+#elif EMU_GRAN == BQ_GRAN_CHANNEL
+    a.rank = (int)rnd_range(1, 3);
+    int64_t tot = 1;
+    for (int i = 0; i < a.rank; i++) {
+      a.shape[i] = i == a.rank - 1 ? n * rnd_range(1, 600 / n + 1) : rnd_range(1, 9);
+      tot *= a.shape[i];
+    }
+    a.axis = (int)rnd_range(-a.rank, a.rank - 1);
+    xtot = ytot = tot;
+    np = a.shape[a.axis < 0 ? a.axis + a.rank : a.axis];
+    snprintf(shape, sizeof shape, "rank %d [%lld,%lld,%lld] axis %d", a.rank, (long long)a.shape[0],
+             (long long)a.shape[1], (long long)a.shape[2], a.axis);
+#else
+    a.rows = rnd_range(1, 24);
+#if EMU_GRAN == BQ_GRAN_GROUP
+    static const int64_t gs[] = {1, 2, 8, 16, 32, 128, 256};
+    const int64_t g = gs[rnd() % 7], unit = g > n ? g : n; /* (powers of two: the larger divides) */
+    a.group_size = g;
+    a.cols = unit * rnd_range(1, 700 / unit + 1);
+    np = 0; /* run() takes the layout's extent */
+#elif EMU_GRAN == BQ_GRAN_BLOCK
+    static const int64_t bs[] = {1, 3, 16, 33, 128};
+    a.group_size = bs[rnd() % 5];
+    a.cols = n * rnd_range(1, 500 / n + 1);
+    np = 0;
+#else
+    a.cols = n * rnd_range(1, 700 / n + 1);
+    np = a.rows;
+#endif
+    a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+    a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+#if EMU_GROUPED
+    a.group_row_stride = pick_ld(a);
+#endif
+    emu_rows_case(&a, &xtot, &ytot, shape, sizeof shape);
+#endif
+    run(a, xtot, ytot, np, offx, offy, shape);
+  }
+  g_num_sms = 132;
+  g_rot_n = 0;
+  cr_assert(g_cases >= 30, "only %d cases had work", g_cases);
+}
+#endif
 
 #if EMU_MASK && !EMU_SR
 /* bq_affine_mask over the sizes its chunks (32 accesses, two a warp) fall on either side of,
@@ -661,7 +759,7 @@ Test(emulated_affine, mask, .timeout = 600) {
 }
 #endif
 
-#if !EMU_SR /* (stochastic rounding has the one) */
+#if !EMU_SR && !EMU_ROT /* (stochastic rounding and the rotation have theirs) */
 /* ---- every entry point by name --------------------------------------------------------- */
 /* One case with the host made to take `entry` (bq__affine_force_entry): it must launch `fn`. */
 static void named_case(int entry, emu_kernel fn, const char *name, bq_args a, int64_t np, int off, const char *what) {

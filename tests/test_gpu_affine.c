@@ -13,6 +13,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_sr.h"
+#include "reference_rotate.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -360,9 +361,25 @@ static void prep_check(prep *P)
   size_t oes = ref_dtype_size(P->ot), bad;
   char msg[4096];
   memset(P->expected, P->c.poison, P->out.total);
-  const int sr = P->c.d.rounding == BQ_ROUND_STOCHASTIC;
+  const int sr = P->c.d.rounding == BQ_ROUND_STOCHASTIC, rot = P->c.d.rotation, deq = P->dn.op == BQ_DEQUANTIZE;
+  const ref_layout *L = &P->L;
+  unsigned char *xr = NULL;
+  const void *x0 = P->ha.x;
+  if (rot && !deq && L->count) { /* the fused rotation's reference: BQ_HADAMARD's forward pass on x, then the op */
+    xr = (unsigned char *)malloc(P->x.total);
+    cr_assert(xr, "host malloc | %s", P->what);
+    memcpy(xr, P->x.h, P->x.total);
+    ref_rotate(P->dn.float_type, 0, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, L->rows, L->cols,
+               P->x.h + P->x.pre, L->xs, xr + P->x.pre, L->xs);
+    P->ha.x = xr + P->x.pre;
+  }
   cr_assert_eq(sr ? ref_run_sr(&P->c.d, &P->ha) : ref_run(&P->c.d, &P->ha), 0, "reference rejected the case: %s",
                P->what);
+  P->ha.x = x0;
+  free(xr);
+  if (rot && deq && L->count) /* dequantize, then BQ_HADAMARD's inverse pass on what it wrote */
+    ref_rotate(P->dn.float_type, 1, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, L->rows, L->cols,
+               P->expected + P->out.pre, L->ys, P->expected + P->out.pre, L->ys);
   BQ_OK(bq_memcpy_to_host(P->got, P->out.dev, P->out.total), "%s", P->what);
   bad = ref_compare_output(&P->c.d, &P->ha, P->expected, P->got, (int64_t)(P->out.total / oes),
                            (int64_t)(P->out.pre / oes), msg, sizeof msg);
@@ -385,6 +402,8 @@ static void prep_free(prep *P)
   free(P->got);
 }
 
+/* the fused rotation's block (desc.rotation: a case's args.rotation_block) */
+static int g_rot_n;
 /* One case end to end on the legacy default stream. */
 static void run_case(const gcase *c)
 {
@@ -394,6 +413,13 @@ static void run_case(const gcase *c)
   void *wsp = NULL;
   prep_init(&P, c);
   prep_generate(&P, 0);
+  if (c->d.rotation) { /* the block, and the signs' key */
+    P.ha.rotation_block = P.da.rotation_block = g_rot_n;
+    P.ha.seed = P.da.seed = c->d.random_signs ? rnd() : 0;
+    const size_t n = strlen(P.what);
+    snprintf(P.what + n, sizeof P.what - n, " | rotation %d signs %d seed=0x%llx", g_rot_n, c->d.random_signs,
+             (unsigned long long)P.ha.seed);
+  }
   if (c->d.rounding == BQ_ROUND_STOCHASTIC) { /* the draws' key and first index: now and then near 2^64 */
     const int k = (int)(rnd() % 4);
     P.ha.seed = P.da.seed = rnd();
@@ -651,6 +677,69 @@ static void run_sr(bq_granularity g, bq_op op)
       }
   g_sr = 0;
 }
+
+/* ==== the fused rotation (bq_affine_sr) ========================================================= */
+/* Quantize (rounding to nearest and stochastically) and dequantize with desc.rotation, against
+   BQ_HADAMARD's reference then the op's (dequantize: the op's, then the inverse pass): every
+   float type, integer and FP8 storage, every block size (2 to 256), random signs half the time,
+   each granularity's rows (per tensor and per channel: the flat array; the last dimension a
+   multiple of the block), unaligned offsets and strided rows, small and large. */
+static void rot_shape(gcase *c, bq_granularity g, int64_t n, int big)
+{
+  switch (g) {
+  case BQ_PER_TENSOR: c->a.numel = n * rnd_range(1, big ? ((int64_t)4 << 20) / n : 4096 / n + 1); break;
+  case BQ_PER_CHANNEL:
+    c->a.rank = 3, c->a.shape[0] = rnd_range(1, 5), c->a.shape[1] = rnd_range(1, big ? 300 : 9);
+    c->a.shape[2] = n * rnd_range(1, 2048 / n + 1), c->a.axis = (int)rnd_range(-3, 2);
+    break;
+  default: {
+    /* per group, groups of a power of two (the larger of G and n divides the row) */
+    const int64_t G = g == BQ_PER_GROUP ? (int64_t)1 << rnd_range(0, 8) : 1, unit = G > n ? G : n;
+    c->a.rows = big ? rnd_range(200, 1200) : rnd_range(1, 40);
+    c->a.cols = unit * rnd_range(1, 4096 / unit + 1);
+    if (g == BQ_PER_GROUP) c->a.group_size = G;
+    if (g == BQ_PER_BLOCK) c->a.group_size = rnd_range(1, 130);
+    c->a.x_row_stride = rnd() & 1 ? c->a.cols + rnd_range(0, 13) : 0;
+    c->a.y_row_stride = rnd() & 1 ? c->a.cols + rnd_range(0, 13) : 0;
+    break;
+  }
+  }
+}
+static void run_rotation(bq_granularity g, bq_op op)
+{
+  GPU_BEGIN();
+  for (int ti = 0; ti < 4; ti++)
+    for (int form = 0; form < (op == BQ_QUANTIZE ? 6 : 3); form++)
+      for (int64_t n = 2; n <= 256; n *= 2) {
+        gcase c;
+        g_sr = form >= 3; /* quantize: rounding to nearest, then stochastically */
+        case_desc(&c, op, BQ_FORWARD, g, ti, form % 2, (int)(n % 3));
+        if (form % 3 == 2) c.d.int_type = n % 4 ? BQ_E4M3 : BQ_E5M2, c.d.qmin = c.d.qmax = 0;
+        if (g != BQ_PER_TENSOR) c.d.scale_type = form % 2 ? BQ_F32 : k_float_types[ti];
+        c.d.rotation = 1;
+        c.d.random_signs = (int)((n + (int64_t)form) % 2);
+        g_rot_n = (int)n;
+        rot_shape(&c, g, n, n == 64 && form == ti % 3);
+        set_offsets(&c, (int)(n % 3));
+        c.zp_null = form % 3 == 2 || rnd() % 3 == 0;
+        c.specials = n % 5 != 1;
+        c.poison = (rnd() & 1) ? 0xa5 : 0x5a;
+        run_case(&c);
+      }
+  g_sr = 0;
+  g_rot_n = 0;
+}
+Test(affine_rotation, quantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_QUANTIZE); }
+Test(affine_rotation, quantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_QUANTIZE); }
+Test(affine_rotation, quantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_QUANTIZE); }
+Test(affine_rotation, quantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_QUANTIZE); }
+Test(affine_rotation, quantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_QUANTIZE); }
+Test(affine_rotation, dequantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_DEQUANTIZE); }
+Test(affine_rotation, dequantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_DEQUANTIZE); }
+Test(affine_rotation, dequantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_DEQUANTIZE); }
+Test(affine_rotation, dequantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_DEQUANTIZE); }
+Test(affine_rotation, dequantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_DEQUANTIZE); }
+
 Test(stochastic_rounding, quantize_per_tensor, .timeout = 600) { run_sr(BQ_PER_TENSOR, BQ_QUANTIZE); }
 Test(stochastic_rounding, quantize_per_channel, .timeout = 600) { run_sr(BQ_PER_CHANNEL, BQ_QUANTIZE); }
 Test(stochastic_rounding, quantize_per_token, .timeout = 600) { run_sr(BQ_PER_TOKEN, BQ_QUANTIZE); }

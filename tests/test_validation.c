@@ -3956,10 +3956,44 @@ Test(desc, fused_rotation_forms_and_fields) {
   c.d.rotation = 0, c.d.random_signs = 1;
   expect_desc_invalid(&c.d, "quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD and the fused rotation",
                       c.ctx);
-  bq_desc q = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
+  bq_desc q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
   q.rotation = 1;
-  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is dynamic quantize's and the "
-                      "microscaling formats'", "[quantize rot]");
+  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is quantize's, dequantize's and "
+                      "dynamic quantize's", "[rmsnorm_quantize rot]");
+}
+
+/* the affine family's fused rotation: quantize (rounding to nearest or stochastically) and
+   dequantize, forward, every granularity, integer and FP8 storage; bq_affine_sr alone, its
+   SKUs "rows.rot" or "sr.rot" */
+Test(desc, affine_rotation_forms) {
+  const bq_granularity gs[] = {BQ_PER_TENSOR, BQ_PER_CHANNEL, BQ_PER_TOKEN, BQ_PER_GROUP, BQ_PER_BLOCK};
+  const bq_dtype its[] = {BQ_S8, BQ_U8, BQ_E4M3, BQ_E5M2};
+  for (size_t g = 0; g < NELEM(gs); g++)
+    for (int op = 0; op < 2; op++)
+      for (int sr = 0; sr < 2 - op; sr++) {
+        combo c;
+        memset(&c, 0, sizeof c);
+        c.d = mkdesc(op ? BQ_DEQUANTIZE : BQ_QUANTIZE, BQ_FORWARD, gs[g], g % 2 ? BQ_F32 : BQ_BF16);
+        c.d.int_type = its[(g + (size_t)op) % 4];
+        c.d.rotation = 1, c.d.random_signs = (int)(g + (size_t)sr) % 2;
+        c.d.rounding = sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+        set_names(&c);
+        expect_desc_valid(&c.d, c.ctx);
+        char sku[256];
+        cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+        cr_assert(strstr(sku, sr ? ".sr.rot.sm_90" : ".rows.rot.sm_90"), "%s %s", sku, c.ctx);
+      }
+  bq_desc d = mkdesc(BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
+  d.rotation = 1;
+  expect_desc_invalid(&d, "fake_quantize_per_token: ", "desc.rotation (1) applies to quantize and dequantize, forward",
+                      "[fake_quantize rot]");
+  d = mkdesc(BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32);
+  d.rotation = 1;
+  expect_desc_invalid(&d, "quantize_per_token_backward: ", "desc.rotation (1) applies to quantize and dequantize, forward",
+                      "[quantize bwd rot]");
+  d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
+  d.rotation = 2;
+  expect_desc_invalid(&d, "quantize_per_token: ", "desc.rotation (2) must be 0 or 1", "[quantize rot 2]");
 }
 
 /* dynamic quantize's fused rotation (integer and FP8 storage): per token, rounding to nearest */
