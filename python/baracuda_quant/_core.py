@@ -336,19 +336,41 @@ def _launch(key, device, args, stream, alloc, prepare=False):
     return prep.launch({}, stream, alloc)
 
 
-def affine_sr(op, direction, rounding, seed, offset):
+def affine_sr(op, direction, rounding, seed, offset, signs=0):
     """sr_fields of an affine call: stochastic rounding is quantize's and fake quantize's,
-    forward (dequantize and the backward passes round nothing into the storage type)"""
+    forward (dequantize and the backward passes round nothing into the storage type); signs:
+    the fused rotation's random signs (a seed keys them)"""
     if rounding == "stochastic" and (Op(op) == Op.DEQUANTIZE or Direction(direction) == Direction.BACKWARD):
         raise invalid("rounding (\"stochastic\"): %s%s rounds nothing into the storage type; stochastic "
                       "rounding is quantize's and fake quantize's, forward" %
                       (Op(op).name.lower(), " backward" if Direction(direction) == Direction.BACKWARD else ""))
-    return sr_fields(rounding, seed, offset)
+    return sr_fields(rounding, seed, offset, signs)
+
+
+def affine_rot(op, direction, rotation_block, random_signs):
+    """rot_fields of an affine call: the fused rotation is quantize's (x rotated first) and
+    dequantize's (the output rotated back), forward; fake quantize and the backward passes
+    take none (compose hadamard with them)"""
+    if (rotation_block is not None or random_signs) and \
+            (Op(op) == Op.FAKE_QUANTIZE or Direction(direction) == Direction.BACKWARD):
+        raise invalid("%s: %s%s takes no fused rotation (quantize and dequantize, forward, do); compose hadamard "
+                      "with it" % ("rotation_block" if rotation_block is not None else "random_signs",
+                                   Op(op).name.lower(), " backward" if Direction(direction) == Direction.BACKWARD
+                                   else ""))
+    return rot_fields(rotation_block, random_signs)
+
+
+def rotation_block_check(n, last):
+    """The fused rotation's block: a power of two from 2 to 256 dividing the last dimension
+    (last)"""
+    if n < 2 or n > 256 or n & (n - 1) or last % n:
+        raise invalid("rotation_block (%d) must be a power of two from 2 to 256 dividing the last dimension (%d)"
+                      % (n, last))
 
 
 def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, qmax, scale=None,
            zero_point=0, scales=None, zero_points=None, axis=0, group_size=0, mask=None, rounding="nearest",
-           seed=None, offset=0, stream=None, alloc=None, prepare=False):
+           seed=None, offset=0, rotation_block=None, random_signs=False, stream=None, alloc=None, prepare=False):
     """Quantize, dequantize or fake quantize, forward or backward. fl is the float-side view
     (its dtype is the float type); the views have the shapes of the library's layout:
     per tensor and per channel dense (contiguous), per token and per group [rows, cols]
@@ -356,8 +378,13 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     bit an element, written by the forward pass and read by the backward pass instead of x.
     rounding "stochastic" (quantize and fake quantize forward; an int seed required) rounds
     each element up or down by a draw at its row-major index plus offset (docs/numerics.md,
-    "Stochastic rounding")."""
-    sr, seed, offset = affine_sr(op, direction, rounding, seed, offset)
+    "Stochastic rounding"). rotation_block (quantize and dequantize, forward): the fused
+    rotation (docs/numerics.md, "Rotation"), quantize rotating x first and dequantize its
+    output back, in blocks of that many elements (a power of two from 2 to 256 dividing the
+    last dimension; per tensor and per channel the blocks run along the flat array),
+    random_signs keyed by seed."""
+    rot, rblock, signs = affine_rot(op, direction, rotation_block, random_signs)
+    sr, seed, offset = affine_sr(op, direction, rounding, seed, offset, signs)
     check_float("float input/output", fl)
     check_storage("integer type", int_type)
     qmin, qmax = qrange(int_type, qmin, qmax)
@@ -433,8 +460,13 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     a.x, a.y, a.dy, a.dx = _ptr(x), _ptr(y), _ptr(dy), _ptr(dx)
     a.mask = _ptr(mask)
     a.seed, a.offset = seed, offset
+    if rot:
+        # the blocks run along the last dimension (per tensor and per channel: of the flat array)
+        rotation_block_check(rblock, a.cols if gran not in (Granularity.PER_TENSOR, Granularity.PER_CHANNEL) else
+                             fl.shape[-1] if fl.shape else 1)
+        a.rotation_block = rblock
     key = _lib.desc_key(op, direction, gran, float_type, int_type, qmin, qmax, scale_type, scale_layout=layout,
-                        rounding=sr)
+                        rounding=sr, rotation=rot, random_signs=signs)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

@@ -323,8 +323,10 @@ _ROWS = (Granularity.PER_TOKEN, Granularity.PER_GROUP, Granularity.PER_BLOCK)
 def _affine_out(op, gran, x, out_dtype, stream, scale_arrays=(), direction=Direction.FORWARD, dy=None, **kw):
     """One quantize, dequantize or fake quantize call: forward, x to a new output of
     out_dtype; backward, dy (and x, but for dequantize) to a new dx of dy's type; kw's
-    rounding, seed and offset (stochastic rounding's) checked before any allocation."""
-    _core.affine_sr(op, direction, kw.get("rounding", "nearest"), kw.get("seed"), kw.get("offset", 0))
+    rounding, seed and offset (stochastic rounding's) and rotation_block and random_signs
+    (the fused rotation's) checked before any allocation."""
+    signs = _core.affine_rot(op, direction, kw.get("rotation_block"), kw.get("random_signs", False))[2]
+    _core.affine_sr(op, direction, kw.get("rounding", "nearest"), kw.get("seed"), kw.get("offset", 0), signs)
     if "group_size" in kw:
         kw["group_size"] = _core.integer("group_size", kw["group_size"])
     bwd = direction == Direction.BACKWARD
@@ -381,55 +383,65 @@ def _params(scale, zero_point, gran):
 
 
 def quantize_per_tensor(x, scale, zero_point=0, dtype="int8", quant_min=None, quant_max=None, stream=None, *,
-                        rounding="nearest", seed=None, offset=0):
+                        rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """q = sat(rne(x / scale) + zero_point), or FP8; rounding="stochastic" (an int seed
     required) rounds x / scale up or down by a draw at the element's row-major index plus
     offset (docs/numerics.md, "Stochastic rounding"), as every quantize and fake quantize
-    here takes it."""
+    here takes it. rotation_block: x rotated first, as hadamard(x, rotation_block) would (a
+    power of two from 2 to 256 dividing the last dimension), random_signs keyed by seed
+    (docs/numerics.md, "Rotation"), as every quantize here takes it."""
     return _affine_out(Op.QUANTIZE, Granularity.PER_TENSOR, x, _dtype(dtype, DType.S8), stream,
                        scale=scale, zero_point=zero_point, qmin=quant_min, qmax=quant_max, rounding=rounding,
-                       seed=seed, offset=offset)
+                       seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs)
 
 
 def quantize_per_channel(x, scales, zero_points, axis, dtype="int8", quant_min=None, quant_max=None, stream=None, *,
-                         rounding="nearest", seed=None, offset=0):
+                         rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     return _affine_out(Op.QUANTIZE, Granularity.PER_CHANNEL, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), axis=int(axis), qmin=quant_min,
-                       qmax=quant_max, rounding=rounding, seed=seed, offset=offset)
+                       qmax=quant_max, rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                       random_signs=random_signs)
 
 
 def quantize_per_token(x, scales, zero_points=None, dtype="int8", quant_min=None, quant_max=None, stream=None, *,
-                       rounding="nearest", seed=None, offset=0):
+                       rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     return _affine_out(Op.QUANTIZE, Granularity.PER_TOKEN, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), qmin=quant_min, qmax=quant_max,
-                       rounding=rounding, seed=seed, offset=offset)
+                       rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                       random_signs=random_signs)
 
 
 def quantize_per_group(x, scales, zero_points, group_size, dtype="int8", quant_min=None, quant_max=None,
-                       stream=None, *, rounding="nearest", seed=None, offset=0):
+                       stream=None, *, rounding="nearest", seed=None, offset=0, rotation_block=None,
+                       random_signs=False):
     return _affine_out(Op.QUANTIZE, Granularity.PER_GROUP, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), group_size=group_size,
-                       qmin=quant_min, qmax=quant_max, rounding=rounding, seed=seed, offset=offset)
+                       qmin=quant_min, qmax=quant_max, rounding=rounding, seed=seed, offset=offset,
+                       rotation_block=rotation_block, random_signs=random_signs)
 
 
 def quantize_per_block(x, scales, zero_points, block_size, dtype="int8", quant_min=None, quant_max=None,
-                       stream=None, *, rounding="nearest", seed=None, offset=0):
+                       stream=None, *, rounding="nearest", seed=None, offset=0, rotation_block=None,
+                       random_signs=False):
     """Per block of x [..., K] viewed as [rows, K]: B x B tiles (B = block_size, edge tiles
     partial), scales [ceil(rows / B), ceil(K / B)] row-major."""
     return _affine_out(Op.QUANTIZE, Granularity.PER_BLOCK, x, _dtype(dtype, DType.S8), stream,
                        (("scales", scales), ("zero_points", zero_points)), group_size=block_size,
-                       qmin=quant_min, qmax=quant_max, rounding=rounding, seed=seed, offset=offset)
+                       qmin=quant_min, qmax=quant_max, rounding=rounding, seed=seed, offset=offset,
+                       rotation_block=rotation_block, random_signs=random_signs)
 
 
 def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype="float32",
-               stream=None, rounding="nearest"):
+               stream=None, rounding="nearest", rotation_block=None, random_signs=False, seed=None):
     """y = (q - zero_point) * scale; the granularity as _granularity reads the arguments
-    (rounding: "nearest" only)."""
+    (rounding: "nearest" only). rotation_block: y rotated back, as hadamard(y,
+    rotation_block, inverse=True) would (the inverse of the quantize ops' rotation),
+    random_signs keyed by seed (docs/numerics.md, "Rotation")."""
     od = _dtype(out_dtype, DType.F32)
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
-    return _affine_out(Op.DEQUANTIZE, gran, q, od, stream, arrays, qmin=None, qmax=None, rounding=rounding, **kw,
-                       **scalars)
+    return _affine_out(Op.DEQUANTIZE, gran, q, od, stream, arrays, qmin=None, qmax=None, rounding=rounding,
+                       rotation_block=rotation_block, random_signs=random_signs, seed=seed, **kw, **scalars)
 
 
 def _storage(dtype, quant_min, quant_max):

@@ -314,15 +314,20 @@ def _affine(op, direction, gran, fl, x, y, dy=None, dx=None, scales=None, zero_p
     # fl (whose dtype is the float type) is x or y itself: which one is part of the key. A
     # per-tensor scale and zero point are not: they are set at each launch (the library
     # checks the scale on every run), so a scale that changes every step (QAT) reuses the call.
-    # sr: stochastic rounding's (sr, seed, offset); seed and offset are set at each launch too
-    # (a fresh seed or offset every step reuses the call).
+    # sr: stochastic rounding's (sr, seed, offset), then optionally the fused rotation's
+    # (rotation block, random signs); seed and offset are set at each launch too (a fresh seed
+    # or offset every step reuses the call).
+    rb, signs = sr[3:5] if len(sr) > 3 else (0, 0)
     key = ("affine", op, direction, gran, fl is x, _g(x), _g(y), _g(dy), _g(dx), _g(scales), _g(zero_points),
-           _g(mask), tuple(kw.items()), sr[0])
+           _g(mask), tuple(kw.items()), sr[0], rb, signs)
     ptrs = {"x": _p(x), "y": _p(y), "dy": _p(dy), "dx": _p(dx), "scales": _p(scales),
             "zero_points": _p(zero_points), "mask": _p(mask)}
-    if sr[0]:
-        kw = dict(kw, **_sr_kw(*sr))
-        ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
+    if sr[0] or rb:
+        kw = dict(kw, **_sr_kw(sr[0], sr[1], sr[2], rb, signs))
+        if sr[0]:
+            ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
+        elif signs:
+            ptrs["seed"] = kw["seed"]
     if gran == Granularity.PER_TENSOR:
         scale, zero_point = float(scale), int(zero_point)
         if not -2**31 <= zero_point < 2**31:
@@ -341,27 +346,31 @@ def _qpt_key(x, dtype, quant_min, quant_max):
 
 def _quantize_per_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, dtype: torch.dtype,
                               quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
-                              offset: int = 0) -> torch.Tensor:
+                              offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     # through torch.ops (the dispatcher's kernel): a repeated eager-safe call takes the C
     # fast path as the public function does, its geometry kept under the op's own arguments
-    # (rounding to nearest: the fast path's kept calls are)
-    if _fastc is not None and not sr:
+    # (rounding to nearest, no rotation: the fast path's kept calls are). rot, signs: the
+    # fused rotation's block (0: none) and random signs (keyed by seed)
+    if _fastc is not None and not sr and not rot:
         y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
         if y is not None:
             return y
-    return _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max, sr, seed, offset)
+    return _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max, sr, seed, offset, rot,
+                                        signs)
 
 
-def _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _quantize_per_tensor_general(x, scale, zero_point, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0,
+                                 signs=0):
     """The implementation's general path: launches through _affine, then keeps the call under
     the op's own key (the public function keeps it under its own arguments too); sr, seed,
-    offset: stochastic rounding's (never kept: the fast paths round to nearest)."""
-    keep = type(x) is torch.Tensor and x.is_contiguous() and x.numel() and not sr
+    offset: stochastic rounding's, rot, signs: the fused rotation's (neither kept: the fast
+    paths round to nearest and rotate nothing)."""
+    keep = type(x) is torch.Tensor and x.is_contiguous() and x.numel() and not sr and not rot
     x = x.contiguous()
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _last.prep = None
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y, int_type=_DT[dtype],
-            qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point, sr=(sr, seed, offset))
+            qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point, sr=(sr, seed, offset, rot, signs))
     if keep and _fastc is not None:
         _fast_keep(_qpt_key(x, dtype, quant_min, quant_max), clear=False)
     return y
@@ -397,26 +406,27 @@ def _outer_rows(x, axis, scales, zero_points):
     return (rows, cols) if cols >= _ROUTE_MIN_COLS else None
 
 
-def _per_channel(op, x, q, scales, zero_points, axis, **kw):
+def _per_channel(op, x, q, scales, zero_points, axis, sr=(0, 0, 0), **kw):
     """Quantize (x to q) or dequantize (q to x) per channel, x float and q integer, both
-    contiguous and of one shape: as per token where _outer_rows allows. kw: int_type, qmin,
-    qmax."""
-    rc = _outer_rows(x, axis, scales, zero_points)
+    contiguous and of one shape: as per token where _outer_rows allows (not with the fused
+    rotation, whose blocks must divide the last dimension). kw: int_type, qmin, qmax; sr as
+    _affine's."""
+    rc = None if len(sr) > 3 and sr[3] else _outer_rows(x, axis, scales, zero_points)
     if rc is not None:
         x, q, gran = x.view(rc), q.view(rc), Granularity.PER_TOKEN
     else:
         gran, kw["axis"] = Granularity.PER_CHANNEL, axis
     src, dst = (x, q) if op == Op.QUANTIZE else (q, x)
-    _affine(op, Direction.FORWARD, gran, x, src, dst, scales=scales, zero_points=zero_points, **kw)
+    _affine(op, Direction.FORWARD, gran, x, src, dst, scales=scales, zero_points=zero_points, sr=sr, **kw)
 
 
 def _quantize_per_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
                                dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
-                               offset: int = 0) -> torch.Tensor:
+                               offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _per_channel(Op.QUANTIZE, x, y, _scales(scales, x.dtype), _zps(zero_points), axis,
-                 int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, sr=(sr, seed, offset))
+                 int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, sr=(sr, seed, offset, rot, signs))
     return y
 
 
@@ -425,13 +435,13 @@ _quantize_per_channel = _op("quantize_per_channel", _quantize_per_channel_impl, 
 
 def _quantize_per_token_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                              dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
-                             offset: int = 0) -> torch.Tensor:
+                             offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max,
             scales=_scales(scales, x.dtype).reshape(-1), zero_points=_zps(zero_points).reshape(-1)
-            if zero_points is not None else None, sr=(sr, seed, offset))
+            if zero_points is not None else None, sr=(sr, seed, offset, rot, signs))
     return y
 
 
@@ -440,13 +450,13 @@ _quantize_per_token = _op("quantize_per_token", _quantize_per_token_impl, codes=
 
 def _quantize_per_group_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                              group_size: int, dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0,
-                             seed: int = 0, offset: int = 0) -> torch.Tensor:
+                             seed: int = 0, offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     x2 = _rows(x, "x")
     y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     s2 = _scales(scales, x.dtype, True).reshape(x2.shape[0], -1)
     _affine(Op.QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, x2, x2, y.view(-1, x2.shape[1]),
             int_type=_DT[dtype], qmin=quant_min, qmax=quant_max, group_size=group_size, scales=s2,
-            zero_points=_zps_like(zero_points, s2), sr=(sr, seed, offset))
+            zero_points=_zps_like(zero_points, s2), sr=(sr, seed, offset, rot, signs))
     return y
 
 
@@ -454,31 +464,34 @@ _quantize_per_group = _op("quantize_per_group", _quantize_per_group_impl, codes=
 
 
 @_quantize_per_tensor.register_fake
-def _(x, scale, zero_point, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scale, zero_point, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_quantize_per_channel.register_fake
-def _(x, scales, zero_points, axis, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scales, zero_points, axis, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_quantize_per_token.register_fake
-def _(x, scales, zero_points, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scales, zero_points, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_quantize_per_group.register_fake
-def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scales, zero_points, group_size, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 # ---- dequantize -------------------------------------------------------------------------
-def _dequantize_per_tensor_impl(q: torch.Tensor, scale: float, zero_point: int, out_dtype: torch.dtype) -> torch.Tensor:
+# seed, rot, signs: the fused rotation's (the output rotated back: its block, 0 none, and
+# random signs keyed by seed), as mx_dequant's
+def _dequantize_per_tensor_impl(q: torch.Tensor, scale: float, zero_point: int, out_dtype: torch.dtype,
+                                seed: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     q = q.contiguous()
     y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, y, q, y, int_type=_DT[q.dtype],
-            qmin=None, qmax=None, scale=scale, zero_point=zero_point)
+            qmin=None, qmax=None, scale=scale, zero_point=zero_point, sr=(0, seed, 0, rot, signs))
     return y
 
 
@@ -486,11 +499,11 @@ _dequantize_per_tensor = _op("dequantize_per_tensor", _dequantize_per_tensor_imp
 
 
 def _dequantize_per_channel_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor], axis: int,
-                                 out_dtype: torch.dtype) -> torch.Tensor:
+                                 out_dtype: torch.dtype, seed: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     q = q.contiguous()
     y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     _per_channel(Op.DEQUANTIZE, y, q, _scales(scales, out_dtype), _zps(zero_points), axis, int_type=_DT[q.dtype],
-                 qmin=None, qmax=None)
+                 qmin=None, qmax=None, sr=(0, seed, 0, rot, signs))
     return y
 
 
@@ -498,13 +511,14 @@ _dequantize_per_channel = _op("dequantize_per_channel", _dequantize_per_channel_
 
 
 def _dequantize_per_token_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                               out_dtype: torch.dtype) -> torch.Tensor:
+                               out_dtype: torch.dtype, seed: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     q2 = _rows(q, "q")
     y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     y2 = y.view(-1, q2.shape[1])
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_TOKEN, y2, q2, y2, int_type=_DT[q.dtype],
             qmin=None, qmax=None, scales=_scales(scales, out_dtype).reshape(-1),
-            zero_points=_zps(zero_points).reshape(-1) if zero_points is not None else None)
+            zero_points=_zps(zero_points).reshape(-1) if zero_points is not None else None,
+            sr=(0, seed, 0, rot, signs))
     return y
 
 
@@ -512,13 +526,15 @@ _dequantize_per_token = _op("dequantize_per_token", _dequantize_per_token_impl)
 
 
 def _dequantize_per_group_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                               group_size: int, out_dtype: torch.dtype) -> torch.Tensor:
+                               group_size: int, out_dtype: torch.dtype, seed: int = 0, rot: int = 0,
+                               signs: int = 0) -> torch.Tensor:
     q2 = _rows(q, "q")
     y = torch.empty_like(q, dtype=out_dtype, memory_format=torch.contiguous_format)
     y2 = y.view(-1, q2.shape[1])
     s2 = _scales(scales, out_dtype, True).reshape(q2.shape[0], -1)
     _affine(Op.DEQUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, y2, q2, y2, int_type=_DT[q.dtype],
-            qmin=None, qmax=None, group_size=group_size, scales=s2, zero_points=_zps_like(zero_points, s2))
+            qmin=None, qmax=None, group_size=group_size, scales=s2, zero_points=_zps_like(zero_points, s2),
+            sr=(0, seed, 0, rot, signs))
     return y
 
 
@@ -526,22 +542,22 @@ _dequantize_per_group = _op("dequantize_per_group", _dequantize_per_group_impl)
 
 
 @_dequantize_per_tensor.register_fake
-def _(q, scale, zero_point, out_dtype):
+def _(q, scale, zero_point, out_dtype, seed=0, rot=0, signs=0):
     return torch.empty(q.shape, dtype=out_dtype, device=q.device)
 
 
 @_dequantize_per_channel.register_fake
-def _(q, scales, zero_points, axis, out_dtype):
+def _(q, scales, zero_points, axis, out_dtype, seed=0, rot=0, signs=0):
     return torch.empty(q.shape, dtype=out_dtype, device=q.device)
 
 
 @_dequantize_per_token.register_fake
-def _(q, scales, zero_points, out_dtype):
+def _(q, scales, zero_points, out_dtype, seed=0, rot=0, signs=0):
     return torch.empty(q.shape, dtype=out_dtype, device=q.device)
 
 
 @_dequantize_per_group.register_fake
-def _(q, scales, zero_points, group_size, out_dtype):
+def _(q, scales, zero_points, group_size, out_dtype, seed=0, rot=0, signs=0):
     return torch.empty(q.shape, dtype=out_dtype, device=q.device)
 
 
@@ -1041,7 +1057,8 @@ def _shaped(gran, t, name):
 def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_dtype, int_dtype, qmin, qmax,
                 sr=(0, 0, 0)):
     """Quantize (x float to int_dtype), dequantize (x stored to out_dtype) or fake quantize;
-    sr: stochastic rounding's (sr, seed, offset)."""
+    sr: stochastic rounding's (sr, seed, offset), then quantize's and dequantize's fused
+    rotation's (block, signs) where given."""
     gran = Granularity(gran)
     xk = _shaped(gran, x, "x")
     y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
@@ -1057,30 +1074,31 @@ def _affine_fwd(op, x, scale, scales, zero_point, zero_points, gran, param, out_
 
 def _quantize_per_block_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
                              block_size: int, dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0,
-                             seed: int = 0, offset: int = 0) -> torch.Tensor:
+                             seed: int = 0, offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     return _affine_fwd(Op.QUANTIZE, x, 0.0, scales, 0, zero_points, Granularity.PER_BLOCK, block_size, dtype, dtype,
-                       quant_min, quant_max, (sr, seed, offset))
+                       quant_min, quant_max, (sr, seed, offset, rot, signs))
 
 
 _quantize_per_block = _op("quantize_per_block", _quantize_per_block_impl, codes=True)
 
 
 def _dequantize_per_block_impl(q: torch.Tensor, scales: torch.Tensor, zero_points: Optional[torch.Tensor],
-                               block_size: int, out_dtype: torch.dtype) -> torch.Tensor:
+                               block_size: int, out_dtype: torch.dtype, seed: int = 0, rot: int = 0,
+                               signs: int = 0) -> torch.Tensor:
     return _affine_fwd(Op.DEQUANTIZE, q, 0.0, scales, 0, zero_points, Granularity.PER_BLOCK, block_size, out_dtype,
-                       q.dtype, None, None)
+                       q.dtype, None, None, (0, seed, 0, rot, signs))
 
 
 _dequantize_per_block = _op("dequantize_per_block", _dequantize_per_block_impl)
 
 
 @_quantize_per_block.register_fake
-def _(x, scales, zero_points, block_size, dtype, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scales, zero_points, block_size, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
 @_dequantize_per_block.register_fake
-def _(q, scales, zero_points, block_size, out_dtype):
+def _(q, scales, zero_points, block_size, out_dtype, seed=0, rot=0, signs=0):
     return torch.empty(q.shape, dtype=out_dtype, device=q.device)
 
 
@@ -1562,27 +1580,43 @@ def _qargs(dtype, quant_min, quant_max):
 
 
 def quantize_per_tensor(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None, *,
-                        rounding="nearest", seed=None, offset=0):
+                        rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """q = sat(rne(x / scale) + zero_point, quant_min, quant_max), int8 or uint8; FP8 (float8_e4m3fn,
     float8_e5m2): q = fp8(x / scale), zero_point 0 and no q-range (docs/numerics.md).
     rounding="stochastic" with an int seed rounds x / scale up or down by a draw at the
-    element's row-major index plus offset (docs/numerics.md, "Stochastic rounding")."""
-    if _fastc is not None and not _is_compiling() and rounding == "nearest" and seed is None and offset == 0:
+    element's row-major index plus offset (docs/numerics.md, "Stochastic rounding").
+    rotation_block: x rotated first, as hadamard(x, rotation_block) would (a power of two from
+    2 to 256 dividing the last dimension), random_signs keyed by seed (docs/numerics.md,
+    "Rotation"): the codes of the rotated values, in one pass."""
+    if _fastc is not None and not _is_compiling() and rounding == "nearest" and seed is None and offset == 0 and \
+            rotation_block is None and not random_signs:
         y = _fastc.quantize_per_tensor(x, scale, zero_point, dtype, quant_min, quant_max)
         if y is not None:
             return y
     return _quantize_per_tensor_py(x, scale, zero_point, dtype, quant_min, quant_max, rounding=rounding, seed=seed,
-                                   offset=offset)
+                                   offset=offset, rotation_block=rotation_block, random_signs=random_signs)
+
+
+def _plain(rounding, seed, offset, rotation_block=None, random_signs=False):
+    """rounding to nearest with no seed, offset or rotation: the fast paths' calls"""
+    return rounding == "nearest" and seed is None and offset == 0 and rotation_block is None and not random_signs
+
+
+def _tail(sr):
+    """The ops' trailing arguments of _sr_args' ints: (sr, seed, offset), and (rot, signs)
+    only with the fused rotation (the calls of before record the tail they did)"""
+    return sr if sr[3] or sr[4] else sr[:3]
 
 
 def _quantize_per_tensor_py(x, scale, zero_point=0, dtype=torch.int8, quant_min=None, quant_max=None, *,
-                            rounding="nearest", seed=None, offset=0):
+                            rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """quantize_per_tensor less the C fast path: the Python fast path, else the checks and the
     general path (what the builtin quantize_per_tensor calls where C does not serve a call,
-    and what torch.compile traces in its place). Stochastic rounding takes the general path
-    alone (the fast paths' kept calls round to nearest)."""
-    if rounding != "nearest" or seed is not None or offset != 0:
-        return _quantize_per_tensor_sr(x, scale, zero_point, dtype, quant_min, quant_max, rounding, seed, offset)
+    and what torch.compile traces in its place). Stochastic rounding and the fused rotation
+    take the general path alone (the fast paths' kept calls round to nearest, unrotated)."""
+    if not _plain(rounding, seed, offset, rotation_block, random_signs):
+        return _quantize_per_tensor_sr(x, scale, zero_point, dtype, quant_min, quant_max, rounding, seed, offset,
+                                       rotation_block, random_signs)
     key = None
     if type(x) is torch.Tensor and type(scale) is float and type(zero_point) is int:
         key = _qpt_key(x, dtype, quant_min, quant_max)
@@ -1607,8 +1641,9 @@ def _quantize_per_tensor_py(x, scale, zero_point=0, dtype=torch.int8, quant_min=
     return y
 
 
-def _quantize_per_tensor_sr(x, scale, zero_point, dtype, quant_min, quant_max, rounding, seed, offset):
-    sr = _sr_args(rounding, seed, offset)[:3]
+def _quantize_per_tensor_sr(x, scale, zero_point, dtype, quant_min, quant_max, rounding, seed, offset,
+                            rotation_block=None, random_signs=False):
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
     _check_float("x", x)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
     scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
@@ -1640,10 +1675,12 @@ if _quantize_per_tensor_c is not None:
 
 
 def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_min=None, quant_max=None, *,
-                         rounding="nearest", seed=None, offset=0):
+                         rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """Per-channel quantize along axis: scales and zero_points (or None) of shape [x.shape[axis]].
-    rounding, seed, offset: as quantize_per_tensor's (the element's flat row-major index)."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    rounding, seed, offset: as quantize_per_tensor's (the element's flat row-major index).
+    rotation_block, random_signs: as quantize_per_tensor's (the blocks along the last
+    dimension, whatever the axis)."""
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
@@ -1652,12 +1689,13 @@ def quantize_per_channel(x, scales, zero_points, axis, dtype=torch.int8, quant_m
 
 
 def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=None, quant_max=None, *,
-                       rounding="nearest", seed=None, offset=0):
+                       rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """Per-row quantize of x [..., K]: one scale (and zero point) per row of x.view(-1, K).
     rounding, seed, offset: as quantize_per_tensor's (element (r, c) of x.view(-1, K) at
-    index r * K + c)."""
-    if rounding != "nearest" or seed is not None or offset != 0:  # (the fast path rounds to nearest)
-        sr = _sr_args(rounding, seed, offset)[:3]
+    index r * K + c). rotation_block, random_signs: each row rotated first, as
+    quantize_per_tensor's."""
+    if not _plain(rounding, seed, offset, rotation_block, random_signs):  # (the fast path: nearest, unrotated)
+        sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
         _check_float("x", x)
         _check_cuda("scales", scales)
         qmin, qmax = _qargs(dtype, quant_min, quant_max)
@@ -1685,10 +1723,11 @@ def quantize_per_token(x, scales, zero_points=None, dtype=torch.int8, quant_min=
 
 
 def quantize_per_group(x, scales, zero_points, group_size, dtype=torch.int8, quant_min=None, quant_max=None, *,
-                       rounding="nearest", seed=None, offset=0):
+                       rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """Per-group quantize of x [..., K]: scales [rows, K / group_size]. rounding, seed,
-    offset: as quantize_per_token's."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    offset, rotation_block, random_signs: as quantize_per_token's (the rotation's blocks
+    independent of the groups)."""
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
@@ -1725,12 +1764,12 @@ def _storage_dtype(dtype, quant_min, quant_max):
 
 
 def quantize_per_block(x, scales, zero_points, block_size, dtype=torch.int8, quant_min=None, quant_max=None, *,
-                       rounding="nearest", seed=None, offset=0):
+                       rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """Per-block quantize of x [..., K] viewed as [rows, K]: B x B tiles (B = block_size; edge
     tiles partial), scales [ceil(rows / B), ceil(K / B)] (float32, x's type or
-    float8_e8m0fnu), zero points (int32, like scales) or None. rounding, seed, offset: as
-    quantize_per_token's."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    float8_e8m0fnu), zero points (int32, like scales) or None. rounding, seed, offset,
+    rotation_block, random_signs: as quantize_per_token's."""
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
     _check_float("x", x)
     _check_cuda("scales", scales)
     qmin, qmax = _qargs(dtype, quant_min, quant_max)
@@ -1745,12 +1784,17 @@ def _nearest_only(op, direction, rounding):
 
 
 def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size=None, out_dtype=torch.float32,
-               rounding="nearest"):
+               rounding="nearest", rotation_block=None, random_signs=False, seed=None):
     """y = (q - zero_point) * scale. scale a float: per tensor; a tensor: per channel along axis
     when axis is given, per group when group_size is given, per block when block_size is
     given, else per token (one per row). rounding: "nearest" only (dequantize rounds nothing
-    into a storage type)."""
+    into a storage type). rotation_block: y rotated back, as hadamard(y, rotation_block,
+    inverse=True) would (the inverse of the quantize ops' rotation; blocks along the last
+    dimension), random_signs keyed by seed (docs/numerics.md, "Rotation")."""
     _nearest_only(Op.DEQUANTIZE, Direction.FORWARD, rounding)
+    if rotation_block is not None or random_signs or seed is not None:
+        _, s, _, rb, signs = _sr_args("nearest", seed, 0, rotation_block, random_signs)
+        return _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype, (s, rb, signs))
     if _fastc is not None and not _is_compiling() and axis is None and group_size is None and block_size is None:
         y = _fastc.dequantize_per_tensor(q, scale, zero_point, out_dtype)
         if y is not None:
@@ -1772,7 +1816,8 @@ def dequantize(q, scale, zero_point=0, *, axis=None, group_size=None, block_size
     return y
 
 
-def _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype):
+def _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype, rot=()):
+    # rot: the ops' (seed, rot, signs) with the fused rotation, else () (the calls of before)
     _check_cuda("q", q)
     _check_int("q", q.dtype)
     if out_dtype not in FLOAT_DTYPES:
@@ -1780,20 +1825,20 @@ def _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype):
     if block_size is not None:
         gran, b = _granularity(scale, axis, group_size, block_size)
         _, s, _, z = _affine_scalars(gran, scale, zero_point)
-        return _ops(q, s, z).dequantize_per_block(q, s, z, b, out_dtype)
+        return _ops(q, s, z).dequantize_per_block(q, s, z, b, out_dtype, *rot)
     d = _ops(q, scale if isinstance(scale, torch.Tensor) else None,
              zero_point if isinstance(zero_point, torch.Tensor) else None)
     if not isinstance(scale, torch.Tensor):
         scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
-        return d.dequantize_per_tensor(q, scale, zero_point, out_dtype)
+        return d.dequantize_per_tensor(q, scale, zero_point, out_dtype, *rot)
     zps = zero_point if isinstance(zero_point, torch.Tensor) else None
     if zps is None and zero_point not in (0, None):
         raise _lib.invalid("zero_point: a tensor is needed with a scale tensor")
     if axis is not None:
-        return d.dequantize_per_channel(q, scale, zps, int(axis), out_dtype)
+        return d.dequantize_per_channel(q, scale, zps, int(axis), out_dtype, *rot)
     if group_size is not None:
-        return d.dequantize_per_group(q, scale, zps, _core.integer("group_size", group_size), out_dtype)
-    return d.dequantize_per_token(q, scale, zps, out_dtype)
+        return d.dequantize_per_group(q, scale, zps, _core.integer("group_size", group_size), out_dtype, *rot)
+    return d.dequantize_per_token(q, scale, zps, out_dtype, *rot)
 
 
 def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, *, rounding="nearest", seed=None,

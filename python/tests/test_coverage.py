@@ -141,6 +141,8 @@ def _call(d):
                 return bq.dequantize_backward(dy, scale, dtype=_NAMES[it], **kw)
             return bq.fake_quantize_backward(dy, x, scale, dtype=_NAMES[it], **kw)
         sr = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
+        rot = {"rotation_block": 16} if d.rotation else {}
+        sr.update(rot)
         if op == Op.QUANTIZE:
             if gran == Granularity.PER_TENSOR:
                 return bq.quantize_per_tensor(x, scale, dtype=_NAMES[it], **sr)
@@ -152,7 +154,7 @@ def _call(d):
                 return bq.quantize_per_group(x, scale, None, G, dtype=_NAMES[it], **sr)
             return bq.quantize_per_block(x, scale, None, B, dtype=_NAMES[it], **sr)
         if op == Op.DEQUANTIZE:
-            return bq.dequantize(Producer((ROWS, COLS), it), scale, out_dtype=_NAMES[ft], **kw)
+            return bq.dequantize(Producer((ROWS, COLS), it), scale, out_dtype=_NAMES[ft], **kw, **rot)
         return bq.fake_quantize(x, scale, dtype=_NAMES[it], **kw, **sr)
     if op == Op.DYNAMIC_QUANTIZE:
         g = {Granularity.PER_TENSOR: "tensor", Granularity.PER_TOKEN: "token", Granularity.PER_GROUP: "group",
