@@ -532,6 +532,11 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 128, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 14336}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .scale_type = BQ_F32, .rot = 256, .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {8192, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .rot = 128, .quick = 1},
+    /* quantize and dequantize with static scales and the fused rotation (bq_affine_sr), each
+       against its row without it */
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .rot = 16, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPM(BQ_QUANTIZE) | OPM(BQ_DEQUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .rot = 128, .quick = 1},
+    {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {SIZE_256MIB, 4096}, .ops = OPM(BQ_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .sr = 1, .rot = 128, .quick = 1},
 };
 
 /* Extent i of the shape; a SIZE_256MIB leading extent is what makes the float tensor 256 MiB. */
@@ -579,7 +584,7 @@ static void case_name(const bench_case *c, char *buf, size_t n) {
   if (c->asymmetric) snprintf(q, sizeof q, "/asym");
   if (c->mask) snprintf(q, sizeof q, "/mask");
   if (c->sr) snprintf(q, sizeof q, "/sr");
-  if (c->rot) snprintf(q, sizeof q, "/rot%d", c->rot);
+  if (c->rot) snprintf(q, sizeof q, "%s/rot%d", c->sr ? "/sr" : "", c->rot);
   char st[32] = ""; /* scale arrays of another type than the float type */
   if (case_scale_type(c) != c->float_type)
     snprintf(st, sizeof st, "/scale=%s", bq__dtype_name(case_scale_type(c)));
