@@ -97,7 +97,8 @@
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
      Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize, fake quantize
-     (forward) and dynamic quantize (any granularity, integer or FP8 storage) rounds
+     (forward), dynamic quantize and the fused producers (any granularity, integer or FP8
+     storage; FUSED PRODUCERS) rounds
      v = C(x) / C(s) down or up, up when (u + 1/2) 2^-16 < its distance from the value below
      (integers, or the FP8 grid), u element i's draw (MICROSCALING below says which bits);
      then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
@@ -199,7 +200,10 @@
      (MICROSCALING: E2M1 storage, UE8M0 or E4M3 scales, the blocked layout or a scale rule
      make the descriptor one; per group, dynamic quantize's rules; NVFP4 without
      args.tensor_scale computes g in two launches first, which need bq_plan_workspace_size
-     bytes, and writes it to args.out_tensor_scale).
+     bytes, and writes it to args.out_tensor_scale). desc.rounding = BQ_ROUND_STOCHASTIC
+     (integer and FP8; args.seed, args.offset) quantizes the producer's values as the
+     stochastic quantize would, with the scales rounding to nearest computes: a second pass
+     over args.out (or, without it, a workspace of rows * cols * sizeof(T) bytes).
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
@@ -464,8 +468,9 @@ typedef struct bq_desc {
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
   int random_signs;            /* BQ_HADAMARD and desc.rotation: 1 multiplies by a random sign
                                   vector drawn from args.seed */
-  bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
-                                  BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
+  bq_rounding rounding;        /* quantize, fake quantize (forward), dynamic quantize and the
+                                  fused producers: BQ_ROUND_NEAREST_EVEN (default) or
+                                  BQ_ROUND_STOCHASTIC */
   int rotation;                /* quantize and dynamic quantize (forward; dynamic integer and
                                   FP8 per token): 1 rotates x first (BQ_HADAMARD's forward
                                   pass, blocks of args.rotation_block, desc.random_signs);
@@ -5275,7 +5280,13 @@ BQ__FN int64_t bq__fused_amax_blocks(const bq_plan *p, const bq_args *a) {
   const int64_t cap = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 8;
   return a->rows < cap ? a->rows : cap;
 }
+/* Stochastic rounding without args.out: the producer's values, [rows, cols] of T, dense */
+BQ__FN size_t bq__fused_sr_values(const bq_plan *p, const bq_args *a) {
+  if (p->desc.rounding != BQ_ROUND_STOCHASTIC || a->out || a->rows <= 0 || a->cols <= 0) return 0;
+  return (size_t)a->rows * (size_t)a->cols * (size_t)bq__dtype_size(p->desc.float_type);
+}
 BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
+  if (p->desc.rounding == BQ_ROUND_STOCHASTIC) return bq__fused_sr_values(p, a);
   if (!bq__fused_two_pass(p, a) || a->rows <= 0 || a->cols <= 0) return 0;
   return (size_t)bq__fused_amax_blocks(p, a) * 4 + 4;
 }
@@ -5313,7 +5324,8 @@ BQ__FN bq_status bq__fused_staged_fit(const bq_plan *p, int64_t tab, int64_t slo
   }
   return BQ_SUCCESS;
 }
-BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+/* The producer and its quantize, rounding to nearest: the entry point the rules pick */
+BQ__FN bq_status bq__fused_produce(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   bq__fused_view v;
   bq_status st = bq__fused_view_of(p, a, &v);
   if (st || v.rows == 0 || v.cols == 0) return st;
@@ -5427,6 +5439,63 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
 }
 
+/* Stochastic rounding (integer and FP8 storage): the producer's run as when rounding to
+   nearest, which writes the scales (dynamic) and the producer's values (args.out, else the
+   workspace), then the plan's affine plan (bq__fused_sub) quantizes those values over y
+   with the scales, rounding stochastically at each element's index r cols + c plus
+   args.offset: the contract's producer, then its quantize, exactly (the dynamic scales are
+   those rounding to nearest computes, as dynamic quantize's rule has them). y is written
+   twice, once rounding to nearest: the price of reusing every tuned producer kernel as it is. */
+BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  if (p->desc.rounding != BQ_ROUND_STOCHASTIC) return bq__fused_produce(p, a, ws, ws_bytes, stream);
+  bq__fused_view v;
+  bq_status st = bq__fused_view_of(p, a, &v);
+  if (st || v.rows == 0 || v.cols == 0) return st;
+  bq_args f = *a;
+  if (!a->out) {
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_sr_values(p, a)))) return st;
+    f.out = ws;
+    f.out_row_stride = 0; /* (cols: dense) */
+  }
+  if ((st = bq__fused_produce(p, &f, NULL, 0, stream))) return st;
+  bq_args q;
+  memset(&q, 0, sizeof q);
+  q.x = f.out;
+  q.y = a->y;
+  q.scales = a->out_scales;
+  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  q.scale = a->scale;
+  q.zero_point = a->zero_point;
+  q.seed = a->seed;
+  q.offset = a->offset;
+  bq__view w; /* [rows, cols] with the value's and y's row strides, whatever the granularity */
+  memset(&w, 0, sizeof w);
+  w.rows = v.rows, w.cols = v.cols, w.numel = v.rows * v.cols;
+  w.xs = f.out_row_stride ? f.out_row_stride : v.cols;
+  w.ys = v.ys;
+  w.group = p->desc.granularity == BQ_PER_GROUP ? v.group : 0;
+  w.grs = v.grs;
+  return bq__affine_sr_run(p->sub, &q, &w, stream);
+}
+/* Stochastic rounding's plans hold the affine plan that quantizes the producer's values
+   (bq__fused_run): quantize forward at the same granularity, types, q-range, scale type and
+   layout, rounding stochastically */
+BQ__FN int bq__fused_sub(const bq_desc *d, bq_desc *q) {
+  if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = d->granularity;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->rounding = BQ_ROUND_STOCHASTIC;
+  return 1;
+}
+
 /* bq_fused_staged gets the dynamic shared memory its rows may take (where the driver refuses,
    the register entries serve every row); with the activation's table, each register entry
    gets its blocks an SM */
@@ -5453,6 +5522,13 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
   if (gated && d->activation != BQ_SILU && d->activation != BQ_GELU_TANH)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "gated_quantize: desc.activation (%d) must be BQ_SILU or BQ_GELU_TANH",
                     (int)d->activation);
+  if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", bq__op_name(d->op),
+                    (int)d->rounding);
+  if (bq__fused_mx(d) && d->rounding == BQ_ROUND_STOCHASTIC)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rounding (stochastic) is offered for the fused producers' "
+                    "integer and FP8 storage; for a microscaling format, the producer's values (args.out) then "
+                    "microscaling quantize with its scales give the same bits", bq__op_name(d->op));
   if (bq__fused_mx(d)) { /* a microscaling format: per group (the default here), forward */
     if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_GROUP;
     if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
@@ -5512,8 +5588,9 @@ BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn,
     return;
   }
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s", bq__fused_vec(d),
-           d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym");
+  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__fused_vec(d),
+           d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym",
+           d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
 /* The microscaling form of a SKU's tokens (bq__fused_sku's, the target's left off); 0 for
@@ -5556,11 +5633,15 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   if (in->op == BQ_GATED_QUANTIZE) in->activation = outer % acts ? BQ_GELU_TANH : BQ_SILU;
   const int first = in->granularity == BQ_PER_TENSOR && in->int_type == BQ_S8 && in->scale_type == BQ_F32 &&
                     in->scale_layout == BQ_SCALES_ROW_MAJOR && !in->asymmetric && in->direction == BQ_FORWARD;
-  if ((mx == 0 && inner != 0) || (mx > 0 && !first)) {
+  if (mx > 0 && !first) {
     in->op = BQ_OP_NONE; /* (a repeat: refused) */
     return;
   }
-  if (mx == 0) return;
+  if (mx == 0) { /* integer and FP8 storage: rounding to nearest (inner 0) or stochastically (1) */
+    if (inner > 1) in->op = BQ_OP_NONE;
+    in->rounding = inner == 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+    return;
+  }
   const struct bq__fused_format *f = &bq__fused_formats[(mx - 1) % BQ__FUSED_FORMATS];
   in->granularity = BQ_PER_GROUP;
   in->int_type = f->it;
@@ -5569,8 +5650,11 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   in->scale_rule = (bq_scale_rule)inner;
   in->qmin = in->qmax = 0;
 }
-/* NVFP4's tensor scales (given or computed) */
-BQ__FN unsigned bq__fused_owns(const bq_desc *d) { return bq__fused_nv(d) ? BQ__OWNS_TENSOR_SCALE : 0; }
+/* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset */
+BQ__FN unsigned bq__fused_owns(const bq_desc *d) {
+  return (bq__fused_nv(d) ? BQ__OWNS_TENSOR_SCALE : 0) |
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+}
 /* bq_fused_amax is NVFP4's alone */
 BQ__FN int bq__fused_has(const bq_desc *d, const bq__target *t, int e) {
   (void)t;
@@ -5619,7 +5703,7 @@ static const bq__family bq__fused_family = {
   bq__fused_owns, bq__fused_guarantee, "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0,
   bq__fused_shape, bq__fused_check, bq__fused_workspace, bq__fused_run, bq__fused_has, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
-  NULL, bq__fused_plan_setup, bq__fused_typical};
+  bq__fused_sub, bq__fused_plan_setup, bq__fused_typical};
 #undef BQ__FUSED_KERNELS
 
 /* ==== src/family_linear.h ================================================================= */
@@ -6417,10 +6501,11 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
-  if (f != &bq__mx_family && f != &bq__affine_family && f != &bq__dynamic_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+  if (f != &bq__mx_family && f != &bq__affine_family && f != &bq__dynamic_family && f != &bq__fused_family &&
+      d->rounding != BQ_ROUND_NEAREST_EVEN)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
-                    "rounding is offered by quantize, fake quantize and dynamic quantize (integer, FP8 and "
-                    "microscaling storage)",
+                    "rounding is offered by quantize, fake quantize, dynamic quantize (integer, FP8 and "
+                    "microscaling storage) and the fused producers (integer and FP8)",
                     bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__mx_family && f != &bq__dynamic_family && f != &bq__affine_family && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is quantize's, "

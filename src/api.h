@@ -97,7 +97,8 @@
      any other alignment, stride and length works (aligned shapes are just faster).
      Outputs must not overlap inputs.
      Stochastic rounding: desc.rounding = BQ_ROUND_STOCHASTIC on quantize, fake quantize
-     (forward) and dynamic quantize (any granularity, integer or FP8 storage) rounds
+     (forward), dynamic quantize and the fused producers (any granularity, integer or FP8
+     storage; FUSED PRODUCERS) rounds
      v = C(x) / C(s) down or up, up when (u + 1/2) 2^-16 < its distance from the value below
      (integers, or the FP8 grid), u element i's draw (MICROSCALING below says which bits);
      then the zero point and saturation as before. args.seed keys it, args.offset shifts i.
@@ -199,7 +200,10 @@
      (MICROSCALING: E2M1 storage, UE8M0 or E4M3 scales, the blocked layout or a scale rule
      make the descriptor one; per group, dynamic quantize's rules; NVFP4 without
      args.tensor_scale computes g in two launches first, which need bq_plan_workspace_size
-     bytes, and writes it to args.out_tensor_scale).
+     bytes, and writes it to args.out_tensor_scale). desc.rounding = BQ_ROUND_STOCHASTIC
+     (integer and FP8; args.seed, args.offset) quantizes the producer's values as the
+     stochastic quantize would, with the scales rounding to nearest computes: a second pass
+     over args.out (or, without it, a workspace of rows * cols * sizeof(T) bytes).
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
@@ -464,8 +468,9 @@ typedef struct bq_desc {
   bq_scale_rule scale_rule;    /* microscaling dynamic quantize's scale rule (default: the library's) */
   int random_signs;            /* BQ_HADAMARD and desc.rotation: 1 multiplies by a random sign
                                   vector drawn from args.seed */
-  bq_rounding rounding;        /* quantize, fake quantize (forward) and dynamic quantize:
-                                  BQ_ROUND_NEAREST_EVEN (default) or BQ_ROUND_STOCHASTIC */
+  bq_rounding rounding;        /* quantize, fake quantize (forward), dynamic quantize and the
+                                  fused producers: BQ_ROUND_NEAREST_EVEN (default) or
+                                  BQ_ROUND_STOCHASTIC */
   int rotation;                /* quantize and dynamic quantize (forward; dynamic integer and
                                   FP8 per token): 1 rotates x first (BQ_HADAMARD's forward
                                   pass, blocks of args.rotation_block, desc.random_signs);

@@ -38,10 +38,11 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
   if (f != &bq__mx_family && f != &bq__fused_family && d->scale_rule != BQ_SCALE_RULE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_rule (%d) applies to microscaling dynamic quantize and "
                     "the fused producers only", bq__op_name(d->op), (int)d->scale_rule);
-  if (f != &bq__mx_family && f != &bq__affine_family && f != &bq__dynamic_family && d->rounding != BQ_ROUND_NEAREST_EVEN)
+  if (f != &bq__mx_family && f != &bq__affine_family && f != &bq__dynamic_family && f != &bq__fused_family &&
+      d->rounding != BQ_ROUND_NEAREST_EVEN)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) must be BQ_ROUND_NEAREST_EVEN: stochastic "
-                    "rounding is offered by quantize, fake quantize and dynamic quantize (integer, FP8 and "
-                    "microscaling storage)",
+                    "rounding is offered by quantize, fake quantize, dynamic quantize (integer, FP8 and "
+                    "microscaling storage) and the fused producers (integer and FP8)",
                     bq__op_name(d->op), (int)d->rounding);
   if (f != &bq__mx_family && f != &bq__dynamic_family && f != &bq__affine_family && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is quantize's, "

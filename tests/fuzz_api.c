@@ -455,10 +455,20 @@ static void violation(const char *fmt, ...) {
 /* 1 while a plan's held plan's kernel is checked (dynamic quantize's stochastic rounding: the
    affine plan reads the scales and zero points the call writes) */
 static int g_held;
+/* the held plan's x where it is not the call's x (the fused producers' stochastic rounding:
+   their values, in args.out or the workspace) */
+static const char *g_held_x;
+/* whether the running call passes a buffer of this role */
+static int call_has(const char *role) {
+  for (int i = 0; i < call.nbuf; i++)
+    if (!strcmp(call.buf[i].role, role)) return 1;
+  return 0;
+}
 static void touch(const char *kernel, const char *role, uint64_t ptr, uint64_t bytes, int write) {
   if (!bytes) return;
   if (g_held && !strcmp(role, "scales")) role = "out_scales";
   if (g_held && !strcmp(role, "zero_points")) role = "out_zero_points";
+  if (g_held && g_held_x && !strcmp(role, "x")) role = g_held_x;
   const char *plan = call.plan ? call.plan->name : "?";
   for (int i = 0; i < call.nbuf; i++) {
     buffer *b = &call.buf[i];
@@ -590,7 +600,9 @@ static void check_fused(const char *name, const bq_desc *d, const void *params, 
     touch(name, "workspace", k.amax, sat_mul(k.nparts ? u(k.nparts) + 1 : grid, 4), 1);
     return;
   }
-  if (k.out) touch(name, "out", k.out, sat_mul(span(k.rows, k.cols, k.os), T), 1);
+  /* (stochastic rounding without args.out: the values go to the workspace, for the held plan) */
+  if (k.out) touch(name, d->rounding == BQ_ROUND_STOCHASTIC && !call_has("out") ? "workspace" : "out", k.out,
+                   sat_mul(span(k.rows, k.cols, k.os), T), 1);
   if (d->granularity == BQ_PER_GROUP && k.group < 1)
     return violation("%s: %s: groups of %lld elements", call.plan->name, name, (long long)k.group);
   if (mx) { /* codes (E2M1 two a byte), one-byte scales in the layout, NVFP4's tensor scale */
@@ -718,12 +730,14 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
     if (d->op != BQ_DYNAMIC_QUANTIZE && !sub) die("a dynamic kernel launched by another plan", p->name);
     check_dynamic(name, sub ? &p->sub->desc : d, params[0], sub);
   } else if (starts(name, "bq_affine")) {
-    const int held = d->op == BQ_DYNAMIC_QUANTIZE && d->rounding == BQ_ROUND_STOCHASTIC && p->sub;
+    const int fused = bq__op_in(d->op, "fused");
+    const int held = (d->op == BQ_DYNAMIC_QUANTIZE || fused) && d->rounding == BQ_ROUND_STOCHASTIC && p->sub;
     if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && !held)
       die("an affine kernel launched by another plan", p->name);
     g_held = held;
+    g_held_x = held && fused ? (call_has("out") ? "out" : "workspace") : NULL;
     check_affine(name, held ? &p->sub->desc : d, params[0]);
-    g_held = 0;
+    g_held = 0, g_held_x = NULL;
   } else if (starts(name, "bq_fused")) {
     if (!bq__op_in(d->op, "fused")) die("a fused kernel launched by another plan", p->name);
     check_fused(name, d, params[0], dims[0]);

@@ -27,6 +27,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 #include "reference_fused.h"
+#include "reference_sr.h"
 
 #include <criterion/criterion.h>
 #include <float.h>
@@ -96,6 +97,8 @@ typedef struct fcase {
   int kind;            /* < 0: mixed (every kind once, then mostly random) */
   int force;           /* bq__fused_force_entry, -1 = the host's choice */
   int unfused;         /* also compare with the library's quantize on the producer's values */
+  int sr;              /* desc.rounding stochastic, with seed and offset */
+  uint64_t seed, offset;
 } fcase;
 
 static int vec_of(bq_dtype T) { return 16 / (int)ref_dtype_size(T); }
@@ -114,6 +117,7 @@ static bq_desc fused_desc(const fcase *c)
   d.qmax = c->qmax;
   d.asymmetric = c->asym;
   d.scale_type = c->g == BQ_PER_TENSOR ? BQ_DTYPE_DEFAULT : c->st == BQ_F32 ? BQ_DTYPE_DEFAULT : c->st;
+  d.rounding = c->sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
   return d;
 }
 
@@ -433,6 +437,46 @@ static void frun_expect(frun *R)
   qa.scale = c->scale;
   qa.zero_point = c->zp;
   cr_assert_eq(reff_fused_quantize(&p, &R->qd, &qa), 0, "reference refused the case | %s", R->what);
+  if (c->sr) { /* y again: the producer's values quantized with the scales written, rounding stochastically
+                  (per tensor as per token, every row's scale and zero point the static ones) */
+    bq_desc q;
+    bq_args b;
+    memset(&q, 0, sizeof q);
+    memset(&b, 0, sizeof b);
+    q.op = BQ_QUANTIZE;
+    q.granularity = c->g == BQ_PER_TENSOR ? BQ_PER_TOKEN : c->g;
+    q.float_type = c->T;
+    q.int_type = R->qd.int_type;
+    q.qmin = R->qd.qmin;
+    q.qmax = R->qd.qmax;
+    q.scale_type = c->g == BQ_PER_TENSOR ? (c->T == BQ_F64 ? BQ_F64 : BQ_F32) : R->qd.scale_type;
+    q.rounding = BQ_ROUND_STOCHASTIC;
+    unsigned char *ts = NULL;
+    int32_t *tz = NULL;
+    if (c->g == BQ_PER_TENSOR) {
+      ts = (unsigned char *)malloc((size_t)c->rows * 8 + 8);
+      tz = (int32_t *)malloc((size_t)c->rows * 4 + 4);
+      cr_assert(ts && tz);
+      for (int64_t r = 0; r < c->rows; r++) store_t(q.scale_type, ts, r, c->scale), tz[r] = c->zp;
+      b.scales = ts;
+      b.zero_points = tz;
+    } else {
+      b.scales = R->sc.h + R->sc.pre;
+      b.zero_points = R->zp.h && c->asym ? (const int32_t *)(const void *)(R->zp.h + R->zp.pre) : NULL;
+      b.group_size = c->G;
+      b.group_row_stride = c->grs;
+    }
+    b.x = R->dense;
+    b.y = R->y.h + R->y.pre;
+    b.rows = c->rows;
+    b.cols = c->cols;
+    b.y_row_stride = R->ys;
+    b.seed = c->seed;
+    b.offset = c->offset;
+    cr_assert_eq(ref_run_sr(&q, &b), 0, "the SR reference refused the case | %s", R->what);
+    free(ts);
+    free(tz);
+  }
 }
 
 /* Uploads the inputs, poisons the outputs, runs the fused plan and fetches every buffer. */
@@ -459,13 +503,23 @@ static void frun_exec(frun *R)
   R->da.out_zero_points = R->zp.dev ? (int32_t *)(void *)(R->zp.dev + R->zp.pre) : NULL;
   R->da.scale = c->scale;
   R->da.zero_point = c->zp;
+  R->da.seed = c->sr ? c->seed : 0;
+  R->da.offset = c->sr ? c->offset : 0;
   st = bq_plan_can_implement(plan, &R->da);
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_can_implement -> %s: %s | %s", bq_status_name(st), bq_last_error(), R->what);
   BQ_OK(bq_plan_workspace_size(plan, &R->da, &wsb), R->what);
-  cr_assert_eq(wsb, 0, "the fused ops need no workspace, bq_plan_workspace_size says %zu | %s", wsb, R->what);
+  /* stochastic rounding without args.out: the producer's values, dense, in the workspace */
+  const size_t want_ws = c->sr && !c->with_out ? (size_t)(c->rows * c->cols) * R->ts : 0;
+  cr_assert_eq(wsb, want_ws, "bq_plan_workspace_size says %zu, expected %zu | %s", wsb, want_ws, R->what);
+  void *ws = NULL;
+  if (wsb) BQ_OK(bq_malloc(&ws, wsb), R->what);
   bq__fused_force_entry = c->force;
-  st = bq_plan_run(plan, &R->da, NULL, 0, NULL);
+  st = bq_plan_run(plan, &R->da, ws, wsb, NULL);
   bq__fused_force_entry = -1;
+  if (ws) {
+    BQ_OK(bq_synchronize(NULL), R->what);
+    bq_free(ws);
+  }
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_run -> %s: %s | %s", bq_status_name(st), bq_last_error(), R->what);
   BQ_OK(bq_synchronize(NULL), R->what);
   BQ_OK(bq_memcpy_to_host(R->x.g, R->x.dev, R->x.total), R->what);
@@ -1191,6 +1245,49 @@ Test(fused_edges, many_rows)
 }
 
 /* Zero-size problems: success, and nothing written. */
+/* ==== stochastic rounding ====================================================================== */
+/* desc.rounding stochastic (integer and FP8 storage): every op, float type and quantize
+   setting, against the reference producer, then its quantize (the dynamic scales as rounding
+   to nearest computes them) and the SR reference on the producer's values with the scales
+   written (per tensor: the static scale and zero point on every row). Rows short, aligned,
+   odd, strided and off the 16-byte grid, and longer than the registers hold; args.out given
+   (the values read from it) or not (the workspace); fresh seeds and offsets, now and then
+   near 2^64 (the index wraps). */
+static void sr_matrix(int op)
+{
+  gpu_begin();
+  for (int ti = 0; ti < 4; ti++)
+    for (int q = 0; q < NQSETS; q++)
+      for (int k = 0; k < 3; k++) {
+        const bq_dtype T = g_types[ti];
+        fcase c = base_case(op, T, q);
+        c.sr = 1;
+        c.seed = rnd();
+        c.offset = k == 2 ? ~0ull - rnd() % 5000 : rnd() % 100000;
+        c.with_out = k == 1;
+        c.rows = rnd_range(1, 12);
+        if (c.g == BQ_PER_GROUP) {
+          c.G = k == 0 ? 128 : generic_g(T);
+          c.cols = c.G * rnd_range(1, k == 2 ? 48 : 12);
+          c.grs = k == 1 ? c.cols / c.G + rnd_range(0, 3) : 0;
+        } else {
+          c.cols = k == 0 ? 128 * rnd_range(1, 16) : k == 1 ? rnd_range(1, 3000) : vec_of(T) * 2048 + rnd_range(1, 900);
+        }
+        if (k == 1) {
+          c.xpad = odd_pad();
+          c.ypad = odd_pad();
+          c.rpad = odd_pad();
+          c.opad = odd_pad();
+          c.xoff = (int)rnd_range(0, vec_of(T) - 1);
+          c.yoff = (int)rnd_range(0, 15);
+        }
+        run_case(&c);
+      }
+}
+Test(fused_sr, rmsnorm, .timeout = 600) { sr_matrix(OP_RMS); }
+Test(fused_sr, silu_mul, .timeout = 600) { sr_matrix(OP_SILU); }
+Test(fused_sr, gelu_tanh_mul, .timeout = 600) { sr_matrix(OP_GELU); }
+
 Test(fused_edges, zero_size)
 {
   int op, ti, qi;

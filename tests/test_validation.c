@@ -3880,10 +3880,25 @@ Test(desc, stochastic_rounding_forms_and_fields) {
     q.rounding = (bq_rounding)2;
     expect_desc_invalid(&q, NULL, "desc.rounding (2) is not a bq_rounding", ctx);
   }
-  /* every other family refuses it by name: the fused producers, the rotation */
+  /* the fused producers: integer and FP8 storage, every granularity, holding the affine plan
+     that quantizes their values ("+ quantize...sr" in the SKU); microscaling refused by name */
+  for (int g = 0; g < 3; g++) {
+    const bq_granularity gs[] = {BQ_PER_TENSOR, BQ_PER_TOKEN, BQ_PER_GROUP};
+    q = mkdesc(g == 1 ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE, BQ_FORWARD, gs[g], g ? BQ_BF16 : BQ_F32);
+    q.int_type = g == 2 ? BQ_E4M3 : BQ_S8, q.asymmetric = g == 1, q.rounding = BQ_ROUND_STOCHASTIC;
+    char sku[512], ctx[64];
+    snprintf(ctx, sizeof ctx, "[fused sr %d]", g);
+    expect_desc_valid(&q, ctx);
+    cr_assert_eq(bq_sku(&q, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(strstr(sku, ".sr.sm_90"), "%s %s", sku, ctx);
+    q.rounding = (bq_rounding)2;
+    expect_desc_invalid(&q, NULL, "desc.rounding (2) is not a bq_rounding", ctx);
+  }
   q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
   q.int_type = BQ_E2M1, q.rounding = BQ_ROUND_STOCHASTIC;
-  expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[fused sr]");
+  expect_desc_status(&q, BQ_ERROR_NOT_SUPPORTED, NULL, "desc.rounding (stochastic) is offered for the fused "
+                     "producers' integer and FP8 storage", "[fused mx sr]");
+  /* every other family refuses it by name: the rotation */
   q = mkdesc(BQ_HADAMARD, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
   q.rounding = BQ_ROUND_STOCHASTIC;
   expect_desc_invalid(&q, NULL, "desc.rounding (1) must be BQ_ROUND_NEAREST_EVEN", "[hadamard sr]");
