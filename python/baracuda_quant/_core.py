@@ -830,15 +830,21 @@ def _fused_op(op):
 
 
 def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, norm_weight=None, eps=0.0,
-          out=None, activation=0, qmin=None, qmax=None, group_size=0, scale=None, zero_point=0, stream=None,
-          alloc=None, prepare=False):
+          out=None, activation=0, qmin=None, qmax=None, group_size=0, scale=None, zero_point=0, rounding="nearest",
+          seed=None, offset=0, stream=None, alloc=None, prepare=False):
     """A fused producer quantized in the same pass (docs/numerics.md, "Fused producers"):
     Op.RMSNORM_QUANTIZE, x [rows, D] (with an optional residual [rows, D], which receives
     h = x + residual, and norm_weight [D]), or Op.GATED_QUANTIZE, x [rows, 2 D] (gate, then
     up; activation: Activation.SILU or GELU_TANH), into y [rows, D]. With scale (a number)
     the values are quantized per tensor with it and zero_point; else dynamically, per token
     (group_size 0) or per group, writing f32 out_scales (and int32 out_zero_points when
-    given: asymmetric). out, when given, receives the values quantized ([rows, D] of x's type)."""
+    given: asymmetric). out, when given, receives the values quantized ([rows, D] of x's type).
+    rounding "stochastic" (an int seed required; integer and FP8 storage): the values
+    quantized as the stochastic quantize does, with the static scale or the scales rounding
+    to nearest computes, element (r, c) drawing at index offset + r D + c; the library then
+    needs a workspace of rows D elements of x's type without out (bq_plan_workspace_size,
+    which the launch allocates)."""
+    sr, seed, offset = sr_fields(rounding, seed, offset)
     op = _fused_op(op)
     check_float("x", x)
     check_storage("y", y.dtype)
@@ -879,20 +885,35 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
                                                                                        v.shape))
         asym = 1 if out_zero_points is not None else 0
     a.y, a.out_scales, a.out_zero_points = y.ptr, _ptr(out_scales), _ptr(out_zero_points)
+    a.seed, a.offset = seed, offset
     key = _lib.desc_key(op, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
-                        activation=activation)
+                        activation=activation, rounding=sr)
     return _launch(key, device, a, stream, alloc, prepare)
 
 
+def fused_mx_rounding(rounding, seed, offset):
+    """The fused producers emitting a microscaling format round to nearest only (the library
+    refuses BQ_ROUND_STOCHASTIC there, BQ_ERROR_NOT_SUPPORTED): "stochastic" is refused by
+    name before anything is imported, allocated or launched; the other options as sr_fields
+    checks them."""
+    if rounding == "stochastic":
+        raise _lib.NotSupportedError(
+            "rounding (\"stochastic\"): the fused producers emitting a microscaling format (MXFP8, MXFP4, "
+            "NVFP4) round to nearest only; for those bits take the values (return_normed / return_act) and "
+            "mx_quant them with the scales (and tensor scale) returned, rounding=\"stochastic\"", 2)
+    sr_fields(rounding, seed, offset)
+
+
 def fused_mx(op, *, x, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
-             residual=None, norm_weight=None, eps=0.0, out=None, activation=0, stream=None, alloc=None,
-             prepare=False):
+             residual=None, norm_weight=None, eps=0.0, out=None, activation=0, rounding="nearest", seed=None,
+             offset=0, stream=None, alloc=None, prepare=False):
     """A fused producer emitting a microscaling format (docs/numerics.md, "Fused producers"
     and "Microscaling"): the producer as fused takes it, its values dynamic quantized per
     group of group_size into codes ([rows, D] bytes, or for E2M1 [rows, D / 2], two codes a
     byte) with one-byte scales (UE8M0, or E4M3 for NVFP4) in the layout (mx_scales_shape);
     NVFP4's tensor scale given (tensor_scale) or computed and written (out_tensor_scale),
-    one float32 each."""
+    one float32 each. rounding: "nearest" only (fused_mx_rounding refuses "stochastic")."""
+    fused_mx_rounding(rounding, seed, offset)
     op = _fused_op(op)
     check_float("x", x)
     elem, e2 = mx_codes_of(elem, codes)

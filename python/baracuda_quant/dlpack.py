@@ -795,7 +795,10 @@ def _fused_inputs(inp, op, x, residual, weight):
 
 
 def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,
-               stream, residual=None, weight=None, eps=0.0, activation=0, scale_dtype=None):
+               stream, residual=None, weight=None, eps=0.0, activation=0, scale_dtype=None, rounding="nearest",
+               seed=None, offset=0):
+    _core.sr_fields(rounding, seed, offset)  # (stochastic rounding's options, before any import)
+    sr = dict(rounding=rounding, seed=seed, offset=offset)
     dt = _dtype(out_dtype, DType.S8)
     if not symmetric and dt in _core.FP8_TYPES:
         raise invalid("symmetric: FP8 (%s) is symmetric only" % dt.name)
@@ -820,33 +823,44 @@ def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, ze
             op, x=x2, y=_rows_view(q.view(), "q"), out_scales=None if s is None else s.view(),
             out_zero_points=None if z is None else z.view(), residual=rv, norm_weight=wv, eps=eps,
             out=None if vals is None else _rows_view(vals.view(), "out"), activation=activation, qmin=quant_min,
-            qmax=quant_max, group_size=g, scale=scale, zero_point=zero_point, stream=st, alloc=alloc)))
+            qmax=quant_max, group_size=g, scale=scale, zero_point=zero_point, stream=st, alloc=alloc, **sr)))
         out = (q, scale, zero_point) if scale is not None else (q, s, z)
         return out + (vals,) if return_values else out
 
 
 def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype="int8",
                    return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None,
-                   stream=None):
+                   stream=None, *, rounding="nearest", seed=None, offset=0):
     """baracuda_quant.ops.rms_norm_quant on __dlpack__ arrays: (q, scales, zero points or
-    None[, n]); the residual (when given) is updated in place."""
+    None[, n]); the residual (when given) is updated in place. rounding="stochastic" with an
+    int seed (keyword-only; int8, uint8 or FP8): n quantized as quantize_per_token /
+    quantize_per_group (the scales returned, those rounding to nearest computes) or
+    quantize_per_tensor (the static scale) with rounding="stochastic", the same seed and
+    offset, would (element (r, c) of n viewed as [rows, D] at index offset + r D + c); without
+    return_normed the library's workspace (rows D elements of x's type) is allocated for it."""
     return _fused_out(Op.RMSNORM_QUANTIZE, x, out_dtype, symmetric, group_size, return_normed, scale, zero_point,
                       quant_min, quant_max, stream, residual=residual, weight=weight, eps=eps,
-                      scale_dtype=scale_dtype)
+                      scale_dtype=scale_dtype, rounding=rounding, seed=seed, offset=offset)
 
 
 def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
-                       zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None):
-    """baracuda_quant.ops.silu_and_mul_quant on __dlpack__ arrays (x [..., 2 D])."""
+                       zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None, *,
+                       rounding="nearest", seed=None, offset=0):
+    """baracuda_quant.ops.silu_and_mul_quant on __dlpack__ arrays (x [..., 2 D]); rounding,
+    seed, offset as rms_norm_quant's."""
     return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
-                      quant_min, quant_max, stream, activation=Activation.SILU, scale_dtype=scale_dtype)
+                      quant_min, quant_max, stream, activation=Activation.SILU, scale_dtype=scale_dtype,
+                      rounding=rounding, seed=seed, offset=offset)
 
 
 def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
-                            zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None):
-    """baracuda_quant.ops.gelu_tanh_and_mul_quant on __dlpack__ arrays (x [..., 2 D])."""
+                            zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None, *,
+                            rounding="nearest", seed=None, offset=0):
+    """baracuda_quant.ops.gelu_tanh_and_mul_quant on __dlpack__ arrays (x [..., 2 D]); rounding,
+    seed, offset as rms_norm_quant's."""
     return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
-                      quant_min, quant_max, stream, activation=Activation.GELU_TANH, scale_dtype=scale_dtype)
+                      quant_min, quant_max, stream, activation=Activation.GELU_TANH, scale_dtype=scale_dtype,
+                      rounding=rounding, seed=seed, offset=offset)
 
 
 def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream, a_zero_points=None, w_sums=None,
@@ -919,7 +933,8 @@ def linear_weight_sums(w, stream=None):
 
 # ---- fused producers emitting a microscaling format ------------------------------------------
 def _fused_mx_out(op, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout, scale_rule, return_values,
-                  stream, residual=None, weight=None, eps=0.0, activation=0):
+                  stream, residual=None, weight=None, eps=0.0, activation=0, rounding="nearest", seed=None, offset=0):
+    _core.fused_mx_rounding(rounding, seed, offset)  # (to nearest only: refused before any import)
     dt = _dtype(dtype, DType.E2M1)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
@@ -953,31 +968,40 @@ def _fused_mx_out(op, x, dtype, group_size, scale_dtype, tensor_scale, scale_lay
 
 
 def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2m1", scale_dtype=None,
-                      tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False, stream=None):
+                      tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False, stream=None,
+                      rounding="nearest", seed=None, offset=0):
     """(residual add +) RMSNorm of x [..., K] emitting a microscaling format in the same pass:
     n dynamic quantized as mx_quant does it (dtype "e2m1", "float8_e4m3fn" or "float8_e5m2";
     scale_dtype "float8_e8m0fnu", the default, or "float8_e4m3fn" for NVFP4, whose tensor
     scale is computed in a first pass unless tensor_scale (one float32) is given;
     scale_layout and scale_rule as mx_quant takes them). Returns (q, scales, tensor scale or
-    None[, n]); the residual (when given) receives h = x + residual in place."""
+    None[, n]); the residual (when given) receives h = x + residual in place. rounding:
+    "nearest" only; rounding="stochastic" is refused (NotSupportedError) before anything is
+    imported: mx_quant the values (return_normed) with the scales returned and
+    rounding="stochastic" for those bits."""
     return _fused_mx_out(Op.RMSNORM_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
-                         scale_rule, return_normed, stream, residual=residual, weight=weight, eps=eps)
+                         scale_rule, return_normed, stream, residual=residual, weight=weight, eps=eps,
+                         rounding=rounding, seed=seed, offset=offset)
 
 
 def silu_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
-                          scale_layout="row", scale_rule="default", return_act=False, stream=None):
+                          scale_layout="row", scale_rule="default", return_act=False, stream=None, rounding="nearest",
+                          seed=None, offset=0):
     """SiLU(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
-    options and return)."""
+    options, rounding to nearest only, and return)."""
     return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
-                         scale_rule, return_act, stream, activation=Activation.SILU)
+                         scale_rule, return_act, stream, activation=Activation.SILU, rounding=rounding, seed=seed,
+                         offset=offset)
 
 
 def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
-                               scale_layout="row", scale_rule="default", return_act=False, stream=None):
+                               scale_layout="row", scale_rule="default", return_act=False, stream=None,
+                               rounding="nearest", seed=None, offset=0):
     """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
-    options and return)."""
+    options, rounding to nearest only, and return)."""
     return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
-                         scale_rule, return_act, stream, activation=Activation.GELU_TANH)
+                         scale_rule, return_act, stream, activation=Activation.GELU_TANH, rounding=rounding,
+                         seed=seed, offset=offset)
 
 
 # ---- the Hadamard rotation ----------------------------------------------------------------------

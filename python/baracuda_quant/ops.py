@@ -822,7 +822,10 @@ def _(x, symmetric, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, 
 # "Fused producers"). The ops return four tensors, always: q, the scales, the zero points and
 # the values quantized (n or a); what a call does not produce is an empty tensor, which the
 # public functions turn into None (or leave out). scale (a number) selects the static per-tensor
-# quantize; group_size 0 is per token, else per group.
+# quantize; group_size 0 is per token, else per group. The ops' trailing (sr, seed, offset)
+# (defaults 0: the calls of before) are stochastic rounding's, seed and offset the signed
+# 64-bit ints of _sr_args; with sr and no values requested the library's second pass reads a
+# workspace of rows * D elements (the caching allocator's, as every workspace here).
 def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, scale_dtype=None):
     """The output tensors of a fused call on x [..., K] with D = d output columns."""
     rows = 1
@@ -842,14 +845,19 @@ def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, sca
 
 
 def _fused(op, x2, q2, scales, zps, vals2, residual2=None, weight=None, eps=0.0, activation=0, symmetric=True,
-           group_size=0, scale=None, zero_point=0, quant_min=None, quant_max=None):
+           group_size=0, scale=None, zero_point=0, quant_min=None, quant_max=None, sr=(0, 0, 0)):
+    # sr: stochastic rounding's (sr, seed, offset); seed and offset are set at each launch (as
+    # _affine's: a fresh seed or offset reuses the validated call)
     dynamic = scale is None
     sc = scales if dynamic else None
     zp = zps if dynamic and not symmetric else None
     key = ("fused", op, _g(x2), _g(q2), _g(sc), _g(zp), _g(residual2), _g(weight), _g(vals2), float(eps),
-           int(activation), int(group_size), dynamic, quant_min, quant_max)
+           int(activation), int(group_size), dynamic, quant_min, quant_max, int(sr[0]))
     ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": _p(sc), "out_zero_points": _p(zp),
             "residual": _p(residual2), "norm_weight": _p(weight), "out": _p(vals2)}
+    kw = _sr_kw(*sr)
+    if sr[0]:
+        ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
     if not dynamic:
         scale, zero_point = float(scale), int(zero_point)
         if not -2**31 <= zero_point < 2**31:
@@ -859,7 +867,7 @@ def _fused(op, x2, q2, scales, zps, vals2, residual2=None, weight=None, eps=0.0,
         op, x=_view(x2, "x"), y=_view(q2), out_scales=_view(sc), out_zero_points=_view(zp),
         residual=_view(residual2, "residual"), norm_weight=_view(weight, "weight"), eps=eps,
         out=_view(vals2), activation=activation, qmin=quant_min, qmax=quant_max, group_size=group_size,
-        scale=scale, zero_point=zero_point, stream=stream, alloc=alloc, prepare=True), ptrs)
+        scale=scale, zero_point=zero_point, stream=stream, alloc=alloc, prepare=True, **kw), ptrs)
 
 
 def _residual_rows(residual, x, k):
@@ -880,7 +888,7 @@ def _residual_rows(residual, x, k):
 def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
                          symmetric: bool, group_size: int, scale: Optional[float], zero_point: int,
                          dtype: torch.dtype, quant_min: int, quant_max: int, return_normed: bool,
-                         scale_dtype: Optional[torch.dtype] = None
+                         scale_dtype: Optional[torch.dtype] = None, sr: int = 0, seed: int = 0, offset: int = 0
                          ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     _check_cuda("weight", weight)
@@ -892,7 +900,7 @@ def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Option
     x2 = _rows(x, "x")
     _fused(Op.RMSNORM_QUANTIZE, x2, q.view(-1, k), scales, zps, normed.view(-1, k) if return_normed else None,
            residual2=r2, weight=weight.contiguous(), eps=eps, symmetric=symmetric, group_size=group_size,
-           scale=scale, zero_point=zero_point, quant_min=quant_min, quant_max=quant_max)
+           scale=scale, zero_point=zero_point, quant_min=quant_min, quant_max=quant_max, sr=(sr, seed, offset))
     return q, scales, zps, normed
 
 
@@ -901,13 +909,13 @@ _rms_norm_quant = _op("rms_norm_quant", _rms_norm_quant_impl, mutates_args=("res
 
 @_rms_norm_quant.register_fake
 def _(x, weight, residual, eps, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max,
-      return_normed, scale_dtype=None):
+      return_normed, scale_dtype=None, sr=0, seed=0, offset=0):
     return _fused_outputs(x, x.shape[-1], symmetric, group_size, scale, dtype, return_normed, scale_dtype)
 
 
 def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_size: int, scale: Optional[float],
                       zero_point: int, dtype: torch.dtype, quant_min: int, quant_max: int, return_act: bool,
-                      scale_dtype: Optional[torch.dtype] = None
+                      scale_dtype: Optional[torch.dtype] = None, sr: int = 0, seed: int = 0, offset: int = 0
                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     d = x.shape[-1] // 2 if x.dim() else 0
@@ -917,7 +925,7 @@ def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_s
     x2 = _rows(x, "x")
     _fused(Op.GATED_QUANTIZE, x2, q.view(-1, d), scales, zps, act.view(-1, d) if return_act else None,
            activation=activation, symmetric=symmetric, group_size=group_size, scale=scale,
-           zero_point=zero_point, quant_min=quant_min, quant_max=quant_max)
+           zero_point=zero_point, quant_min=quant_min, quant_max=quant_max, sr=(sr, seed, offset))
     return q, scales, zps, act
 
 
@@ -926,7 +934,7 @@ _gated_quant = _op("gated_quant", _gated_quant_impl)
 
 @_gated_quant.register_fake
 def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act,
-      scale_dtype=None):
+      scale_dtype=None, sr=0, seed=0, offset=0):
     return _fused_outputs(x, x.shape[-1] // 2, symmetric, group_size, scale, dtype, return_act, scale_dtype)
 
 
@@ -2081,8 +2089,18 @@ def _scale_dtype(scale_dtype, x):
     return sd
 
 
+def _fused_sr(rounding, seed, offset):
+    """The fused ops' trailing (sr, seed, offset) of a public call's rounding options, checked;
+    () rounding to nearest (the ops' defaults: the calls, recorded graphs and fast paths of
+    before)"""
+    if rounding == "nearest" and seed is None and offset == 0:
+        return ()
+    return _sr_args(rounding, seed, offset)[:3]
+
+
 def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype=torch.int8,
-                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None):
+                   return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, *,
+                   rounding="nearest", seed=None, offset=0):
     """(residual add +) RMSNorm of x [..., D] with weight [D] (x's dtype), quantized in the same
     pass (docs/numerics.md, "Fused producers"): h = x + residual (written back to residual, in
     place) or x; n = (h * rstd) * weight, rstd = 1 / sqrt(mean(h^2) + eps), rounded to x's type;
@@ -2090,11 +2108,18 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
     group_size would, symmetric or not. Returns (q, scales [rows, 1] or [rows, D / group_size]
     f32, zero points (int32, like scales) or None), and n as a fourth element with
     return_normed. With scale (a number), n is quantized per tensor with scale and zero_point
-    instead, and (q, scale, zero_point[, n]) is returned."""
+    instead, and (q, scale, zero_point[, n]) is returned. rounding="stochastic" with an int
+    seed (keyword-only; int8, uint8 or FP8): n quantized as the stochastic quantize does,
+    bit for bit quantize_per_token / quantize_per_group (with the scales returned, which are
+    those rounding to nearest computes) or quantize_per_tensor (the static scale) of n with
+    rounding="stochastic", the same seed and offset: element (r, c) of n.view(-1, D) draws at
+    index offset + r * D + c (docs/numerics.md, "Stochastic rounding"). Without return_normed
+    the library keeps n in a workspace of rows * D elements for that second pass."""
+    sr = _fused_sr(rounding, seed, offset)
     key = None
-    if type(x) is torch.Tensor and type(weight) is torch.Tensor and type(eps) is float and symmetric is True and \
-            group_size is None and scale is None and type(zero_point) is int and zero_point == 0 and \
-            quant_min is None and quant_max is None and not return_normed and (residual is None or type(residual) is torch.Tensor) and x.dim():
+    if not sr and type(x) is torch.Tensor and type(weight) is torch.Tensor and type(eps) is float and \
+            symmetric is True and group_size is None and scale is None and type(zero_point) is int and \
+            zero_point == 0 and quant_min is None and quant_max is None and not return_normed and (residual is None or type(residual) is torch.Tensor) and x.dim():
         key = ("rms", x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
                weight.get_device(), None if residual is None else (residual.shape, residual.stride(),
                                                                     residual.get_device()), eps, out_dtype,
@@ -2109,7 +2134,7 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
                 return q, s, None
     _last.prep = None
     out = _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, return_normed, scale,
-                          zero_point, quant_min, quant_max, scale_dtype)
+                          zero_point, quant_min, quant_max, scale_dtype, sr)
     if key is not None and x.is_contiguous() and weight.is_contiguous() and x.numel() and \
             (residual is None or residual.is_contiguous()) and _ops(x, weight, residual) is _IMPL:
         _fast_keep(key)
@@ -2117,7 +2142,8 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
 
 
 def _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, return_normed, scale, zero_point,
-                    quant_min, quant_max, scale_dtype):
+                    quant_min, quant_max, scale_dtype, sr=()):
+    # sr: _fused_sr's ints, the op's trailing arguments (none: rounding to nearest)
     _check_float("x", x)
     _check_cuda("weight", weight)
     if weight.dtype != x.dtype or weight.dim() != 1 or weight.shape[0] != (x.shape[-1] if x.dim() else -1):
@@ -2137,14 +2163,15 @@ def _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, 
         raise _lib.invalid("group_size (%d) must divide the last dimension (%d)" % (g, x.shape[-1]))
     q, s, z, n = _ops(x, weight, residual).rms_norm_quant(x, weight, residual, eps, bool(symmetric), g, scale,
                                                           zero_point, out_dtype, qmin, qmax, bool(return_normed),
-                                                          _scale_dtype(scale_dtype, x))
+                                                          _scale_dtype(scale_dtype, x), *sr)
     return _fused_result(q, s, z, n, symmetric, scale, zero_point, return_normed)
 
 
 def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min, quant_max,
-           scale_dtype=None):
+           scale_dtype=None, rounding="nearest", seed=None, offset=0):
+    sr = _fused_sr(rounding, seed, offset)  # (stochastic rounding never takes the fast path)
     key = None
-    if type(x) is torch.Tensor and symmetric is True and group_size is None and scale is None and \
+    if not sr and type(x) is torch.Tensor and symmetric is True and group_size is None and scale is None and \
             type(zero_point) is int and zero_point == 0 and quant_min is None and quant_max is None and not return_act and x.dim():
         key = ("gated", int(activation), x.shape, x.stride(), x.dtype, x.get_device(), out_dtype, scale_dtype)
         prep = _fast.get(key)
@@ -2157,14 +2184,14 @@ def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, z
                 return q, s, None
     _last.prep = None
     out = _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
-                         quant_max, scale_dtype)
+                         quant_max, scale_dtype, sr)
     if key is not None and x.is_contiguous() and x.numel() and _ops(x) is _IMPL:
         _fast_keep(key)
     return out
 
 
 def _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
-                   quant_max, scale_dtype):
+                   quant_max, scale_dtype, sr=()):
     _check_float("x", x)
     if x.dim() == 0 or x.shape[-1] % 2:
         raise _lib.invalid("x: shape %s, expected [..., 2 D] (gate, then up)" % (tuple(x.shape),))
@@ -2174,25 +2201,30 @@ def _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, 
     if g and d % g:
         raise _lib.invalid("group_size (%d) must divide D (%d)" % (g, d))
     q, s, z, a = _ops(x).gated_quant(x, int(activation), bool(symmetric), g, scale, zero_point, out_dtype, qmin,
-                                     qmax, bool(return_act), _scale_dtype(scale_dtype, x))
+                                     qmax, bool(return_act), _scale_dtype(scale_dtype, x), *sr)
     return _fused_result(q, s, z, a, symmetric, scale, zero_point, return_act)
 
 
 def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
-                       zero_point=0, quant_min=None, quant_max=None, scale_dtype=None):
+                       zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, *, rounding="nearest",
+                       seed=None, offset=0):
     """a = silu(gate) * up of x [..., 2 D] (gate = x[..., :D], up = x[..., D:]), rounded to x's
     type, quantized in the same pass as rms_norm_quant quantizes n. Returns (q [..., D], scales,
-    zero points or None[, a]); with a static scale, (q, scale, zero_point[, a])."""
+    zero points or None[, a]); with a static scale, (q, scale, zero_point[, a]).
+    rounding="stochastic", seed, offset (keyword-only): as rms_norm_quant's, a in n's place
+    (element (r, c) of a.view(-1, D) at index offset + r * D + c)."""
     return _gated(Activation.SILU, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
-                  quant_max, scale_dtype)
+                  quant_max, scale_dtype, rounding, seed, offset)
 
 
 def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
-                            zero_point=0, quant_min=None, quant_max=None, scale_dtype=None):
+                            zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, *, rounding="nearest",
+                            seed=None, offset=0):
     """silu_and_mul_quant with GELU in its tanh form: a = gelu(gate, approximate="tanh") * up
-    (the contract's own exp and tanh, docs/numerics.md)."""
+    (the contract's own exp and tanh, docs/numerics.md); rounding, seed, offset as
+    silu_and_mul_quant's."""
     return _gated(Activation.GELU_TANH, x, symmetric, group_size, out_dtype, return_act, scale, zero_point,
-                  quant_min, quant_max, scale_dtype)
+                  quant_min, quant_max, scale_dtype, rounding, seed, offset)
 
 
 def _w_sums(w, w_sums, asymmetric):
@@ -2428,10 +2460,14 @@ def _fused_mx_result(out, nv, tensor_scale, return_values):
 
 
 def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2m1", scale_dtype=None,
-                      tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False):
+                      tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False,
+                      rounding="nearest", seed=None, offset=0):
     """(residual add +) RMSNorm emitting MXFP8, MXFP4 or NVFP4 in one pass (the DLPack front
     end's rms_norm_mx_quant on torch tensors): (q, scales, tensor scale or None[, n]); the
-    residual (when given) receives h = x + residual in place."""
+    residual (when given) receives h = x + residual in place. rounding: "nearest" only
+    (rounding="stochastic" is refused, NotSupportedError: mx_quant n with the scales returned
+    and rounding="stochastic" instead)."""
+    _core.fused_mx_rounding(rounding, seed, offset)
     _check_float("x", x)
     g, elem, nv, layout, rule = _fused_mx_args(x.shape[-1] if x.dim() else 1, group_size, dtype, scale_dtype,
                                                scale_layout, scale_rule)
@@ -2440,7 +2476,9 @@ def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2
     return _fused_mx_result(out, nv, tensor_scale, return_normed)
 
 
-def _gated_mx(x, activation, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule, return_act):
+def _gated_mx(x, activation, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule, return_act,
+              rounding="nearest", seed=None, offset=0):
+    _core.fused_mx_rounding(rounding, seed, offset)
     _check_float("x", x)
     if not x.dim() or x.shape[-1] % 2:
         raise _lib.invalid("x shape %s: the gated op's last dimension holds the gate, then up: it must be even"
@@ -2452,18 +2490,20 @@ def _gated_mx(x, activation, group_size, dtype, scale_dtype, tensor_scale, scale
 
 
 def silu_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None, scale_layout="row",
-                          scale_rule="default", return_act=False):
+                          scale_rule="default", return_act=False, rounding="nearest", seed=None, offset=0):
     """SiLU(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
-    options and return)."""
+    options, rounding to nearest only, and return)."""
     return _gated_mx(x, Activation.SILU, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
-                     return_act)
+                     return_act, rounding, seed, offset)
 
 
 def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
-                               scale_layout="row", scale_rule="default", return_act=False):
-    """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format."""
+                               scale_layout="row", scale_rule="default", return_act=False, rounding="nearest",
+                               seed=None, offset=0):
+    """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format (rounding to nearest
+    only, as rms_norm_mx_quant)."""
     return _gated_mx(x, Activation.GELU_TANH, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
-                     return_act)
+                     return_act, rounding, seed, offset)
 
 
 def hadamard(x, block_size, *, inverse=False, seed=None):

@@ -167,6 +167,8 @@ def _call(d):
                                 **kw, **sr, **rot)
     if op in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
         kw = {"out_dtype": _NAMES[it], "symmetric": not d.asymmetric}
+        if d.rounding:
+            kw.update(rounding="stochastic", seed=1)
         if gran == Granularity.PER_TENSOR:
             kw["scale"] = 0.5
         else:
