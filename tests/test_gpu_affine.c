@@ -338,6 +338,7 @@ static void prep_generate(prep *P, int keep_scalars)
     zp = ref_zero_point(d, &P->ha, pi);
     if (P->has_x) {
       if (P->xt == BQ_S8 || P->xt == BQ_U8) gen_q(P->xt, (void *)P->ha.x, xi, qmin, qmax, zp);
+      else if (ref_is_fp8(P->xt)) ((unsigned char *)(void *)P->ha.x)[xi] = (unsigned char)rnd(); /* FP8 codes: any */
       else gen_x(P->xt, (void *)P->ha.x, xi, s, zp, qmin, qmax, sp);
     }
     if (P->bwd) gen_dy(d->float_type, (void *)P->ha.dy, yi, sp);
