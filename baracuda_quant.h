@@ -3130,6 +3130,15 @@ BQ__FN int bq__tune_choice(const bq_plan *p, const bq_args *a, void *stream, con
    device: its SMs and the threads an SM holds. Launch bounds are compiled before any device
    is known, from the register file every arch from sm_80 on has. */
 #define BQ__REGS_PER_SM 65536 /* 32-bit registers an SM, sm_80 to sm_120 */
+/* The dynamic shared memory a block may opt into on the current context's device, less a
+   margin for the kernels' static reductions (0 where the driver does not say) */
+BQ__FN int64_t bq__smem_optin(void) {
+  int optin = 0;
+  bq__CUdevice cd = 0;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+  return !r && optin > 1024 ? optin - 1024 : 0;
+}
 /* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
    and what the driver reserves of it a block: a module is compiled for an arch, so its
    launch bounds follow the arch, every device of which has the same. */
@@ -4065,6 +4074,22 @@ BQ__FN void bq__affine_vary(bq_desc *in, int outer, int inner) {
   in->rotation = inner / rounds;
 }
 
+/* The affine plan a plan holds to quantize, rounding stochastically, values another kernel
+   made or read with the scales it wrote (dynamic quantize's and the fused producers' stochastic
+   rounding): quantize forward at granularity g, with d's types, q-range, scale type and layout */
+BQ__FN void bq__affine_sr_of(const bq_desc *d, bq_granularity g, bq_desc *q) {
+  memset(q, 0, sizeof *q);
+  q->op = BQ_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = g;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->rounding = BQ_ROUND_STOCHASTIC;
+}
 /* the typical problem's rotation blocks: 32 */
 BQ__FN void bq__affine_typical(const bq_desc *d, bq_args *a, void *ptr) {
   (void)ptr;
@@ -4490,17 +4515,7 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
    one row), float and storage types, q-range, scale type and layout, rounding stochastically */
 BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
   if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
-  memset(q, 0, sizeof *q);
-  q->op = BQ_QUANTIZE;
-  q->direction = BQ_FORWARD;
-  q->granularity = d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = d->scale_type;
-  q->scale_layout = d->scale_layout;
-  q->rounding = BQ_ROUND_STOCHASTIC;
+  bq__affine_sr_of(d, d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity, q);
   return 1;
 }
 /* the variant: elements per access, symmetric or not, power-of-two scales */
@@ -4531,12 +4546,7 @@ BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
    bq_dynamic_staged given it once it loads (where the driver refuses, 48 KiB: longer rows
    take bq_dynamic_long) */
 BQ__FN bq_status bq__dynamic_plan_setup(bq_plan *p) {
-  int optin = 0;
-  bq__CUdevice cd = 0;
-  if (!p->desc.rotation || p->vec != 8) return BQ_SUCCESS;
-  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
-  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-  p->dynamic.smem_max = !r && optin > 1024 ? optin - 1024 : 0;
+  if (p->desc.rotation && p->vec == 8) p->dynamic.smem_max = bq__smem_optin();
   return BQ_SUCCESS;
 }
 BQ__FN bq_status bq__dynamic_setup(bq_plan *p, int e, bq__CUfunction fn) {
@@ -5482,17 +5492,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
    layout, rounding stochastically */
 BQ__FN int bq__fused_sub(const bq_desc *d, bq_desc *q) {
   if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
-  memset(q, 0, sizeof *q);
-  q->op = BQ_QUANTIZE;
-  q->direction = BQ_FORWARD;
-  q->granularity = d->granularity;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = d->scale_type;
-  q->scale_layout = d->scale_layout;
-  q->rounding = BQ_ROUND_STOCHASTIC;
+  bq__affine_sr_of(d, d->granularity, q);
   return 1;
 }
 
@@ -5675,11 +5675,7 @@ BQ__FN const char *bq__fused_guarantee(const bq_desc *d) {
 /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less its static
    reductions' and a margin (bq__fused_setup gives it) */
 BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
-  int optin = 0;
-  bq__CUdevice cd = 0;
-  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
-  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-  p->fused.smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
+  p->fused.smem_max = bq__smem_optin(); /* (0: the register entries serve every row) */
   return BQ_SUCCESS;
 }
 /* RMSNorm's weight and epsilon; a microscaling format's groups (16 for NVFP4, 32 else) and
@@ -8924,6 +8920,19 @@ static const char bq__src_affine_cu[] =
   "// so those lanes take one row's consecutive chunks, and the place of a lane's chunk in its\n"
   "// block is the same at every step (its signs drawn once).\n"
   "#define BQ_SR_N (sizeof(bq_in0) <= 2 ? 16 : 8)\n"
+  "#if BQ_AFF_ROT\n"
+  "// a chunk's N values of T rotated (forward, or backward) by common.cuh's steps, each rounded to T\n"
+  "template <int N, class CH>\n"
+  "static __device__ __forceinline__ void bq_rot_chunk(CH &v, int lane, int log2n, bq_u32 neg, bq_c cn, bool backward,\n"
+  "                                                    bq_u32 mask) {\n"
+  "  bq_c c[N];\n"
+  "#pragma unroll\n"
+  "  for (int k = 0; k < N; k++) c[k] = bq_to_c(v.e[k]);\n"
+  "  bq_rot_apply<N>(c, lane, log2n, neg, cn, backward, mask);\n"
+  "#pragma unroll\n"
+  "  for (int k = 0; k < N; k++) v.e[k] = bq_from_c(c[k]);\n"
+  "}\n"
+  "#endif\n"
   "#if BQ_E_AFFINE_SR\n"
   "extern \"C\" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {\n"
   "#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))\n"
@@ -8963,14 +8972,7 @@ static const char bq__src_affine_cu[] =
   "      for (int k = 0; k < N; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;\n"
   "    }\n"
   "#if BQ_AFF_ROT && BQ_OP != BQ_OP_DEQUANTIZE\n"
-  "    { // x rotated, each value rounded to T (past a row's end: whole blocks of zeros)\n"
-  "      bq_c c[N];\n"
-  "#pragma unroll\n"
-  "      for (int k = 0; k < N; k++) c[k] = bq_to_c(a.e[k]);\n"
-  "      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, false, rmask);\n"
-  "#pragma unroll\n"
-  "      for (int k = 0; k < N; k++) a.e[k] = bq_from_c(c[k]);\n"
-  "    }\n"
+  "    bq_rot_chunk<N>(a, lane, sp.rlog2, rneg, rc, false, rmask); // (past a row's end: whole blocks of zeros)\n"
   "#endif\n"
   "#pragma unroll\n"
   "    for (int k = 0; k < N; k++) {\n"
@@ -8986,14 +8988,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "    }\n"
   "#if BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE\n"
-  "    { // the values of T dequantize writes, rotated back\n"
-  "      bq_c c[N];\n"
-  "#pragma unroll\n"
-  "      for (int k = 0; k < N; k++) c[k] = bq_to_c(b.e[k]);\n"
-  "      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, true, rmask);\n"
-  "#pragma unroll\n"
-  "      for (int k = 0; k < N; k++) b.e[k] = bq_from_c(c[k]);\n"
-  "    }\n"
+  "    bq_rot_chunk<N>(b, lane, sp.rlog2, rneg, rc, true, rmask); // the values of T dequantize writes, rotated back\n"
   "#endif\n"
   "    if (whole) {\n"
   "      bq_store(y, b, bq_width(y));\n"

@@ -1496,6 +1496,19 @@ extern "C" __global__ void BQ_LB_MASK BQ_FN_AFFINE_MASK(const bq_affine_params p
 // so those lanes take one row's consecutive chunks, and the place of a lane's chunk in its
 // block is the same at every step (its signs drawn once).
 #define BQ_SR_N (sizeof(bq_in0) <= 2 ? 16 : 8)
+#if BQ_AFF_ROT
+// a chunk's N values of T rotated (forward, or backward) by common.cuh's steps, each rounded to T
+template <int N, class CH>
+static __device__ __forceinline__ void bq_rot_chunk(CH &v, int lane, int log2n, bq_u32 neg, bq_c cn, bool backward,
+                                                    bq_u32 mask) {
+  bq_c c[N];
+#pragma unroll
+  for (int k = 0; k < N; k++) c[k] = bq_to_c(v.e[k]);
+  bq_rot_apply<N>(c, lane, log2n, neg, cn, backward, mask);
+#pragma unroll
+  for (int k = 0; k < N; k++) v.e[k] = bq_from_c(c[k]);
+}
+#endif
 #if BQ_E_AFFINE_SR
 extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {
 #if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))
@@ -1535,14 +1548,7 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
       for (int k = 0; k < N; k++) a.e[k] = c0 + k < p.cols ? x[k] : (bq_in0)0;
     }
 #if BQ_AFF_ROT && BQ_OP != BQ_OP_DEQUANTIZE
-    { // x rotated, each value rounded to T (past a row's end: whole blocks of zeros)
-      bq_c c[N];
-#pragma unroll
-      for (int k = 0; k < N; k++) c[k] = bq_to_c(a.e[k]);
-      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, false, rmask);
-#pragma unroll
-      for (int k = 0; k < N; k++) a.e[k] = bq_from_c(c[k]);
-    }
+    bq_rot_chunk<N>(a, lane, sp.rlog2, rneg, rc, false, rmask); // (past a row's end: whole blocks of zeros)
 #endif
 #pragma unroll
     for (int k = 0; k < N; k++) {
@@ -1558,14 +1564,7 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
 #endif
     }
 #if BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE
-    { // the values of T dequantize writes, rotated back
-      bq_c c[N];
-#pragma unroll
-      for (int k = 0; k < N; k++) c[k] = bq_to_c(b.e[k]);
-      bq_rot_apply<N>(c, lane, sp.rlog2, rneg, rc, true, rmask);
-#pragma unroll
-      for (int k = 0; k < N; k++) b.e[k] = bq_from_c(c[k]);
-    }
+    bq_rot_chunk<N>(b, lane, sp.rlog2, rneg, rc, true, rmask); // the values of T dequantize writes, rotated back
 #endif
     if (whole) {
       bq_store(y, b, bq_width(y));

@@ -798,6 +798,22 @@ BQ__FN void bq__affine_vary(bq_desc *in, int outer, int inner) {
   in->rotation = inner / rounds;
 }
 
+/* The affine plan a plan holds to quantize, rounding stochastically, values another kernel
+   made or read with the scales it wrote (dynamic quantize's and the fused producers' stochastic
+   rounding): quantize forward at granularity g, with d's types, q-range, scale type and layout */
+BQ__FN void bq__affine_sr_of(const bq_desc *d, bq_granularity g, bq_desc *q) {
+  memset(q, 0, sizeof *q);
+  q->op = BQ_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = g;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->rounding = BQ_ROUND_STOCHASTIC;
+}
 /* the typical problem's rotation blocks: 32 */
 BQ__FN void bq__affine_typical(const bq_desc *d, bq_args *a, void *ptr) {
   (void)ptr;

@@ -363,17 +363,7 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
    one row), float and storage types, q-range, scale type and layout, rounding stochastically */
 BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
   if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
-  memset(q, 0, sizeof *q);
-  q->op = BQ_QUANTIZE;
-  q->direction = BQ_FORWARD;
-  q->granularity = d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = d->scale_type;
-  q->scale_layout = d->scale_layout;
-  q->rounding = BQ_ROUND_STOCHASTIC;
+  bq__affine_sr_of(d, d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity, q);
   return 1;
 }
 /* the variant: elements per access, symmetric or not, power-of-two scales */
@@ -404,12 +394,7 @@ BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
    bq_dynamic_staged given it once it loads (where the driver refuses, 48 KiB: longer rows
    take bq_dynamic_long) */
 BQ__FN bq_status bq__dynamic_plan_setup(bq_plan *p) {
-  int optin = 0;
-  bq__CUdevice cd = 0;
-  if (!p->desc.rotation || p->vec != 8) return BQ_SUCCESS;
-  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
-  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-  p->dynamic.smem_max = !r && optin > 1024 ? optin - 1024 : 0;
+  if (p->desc.rotation && p->vec == 8) p->dynamic.smem_max = bq__smem_optin();
   return BQ_SUCCESS;
 }
 BQ__FN bq_status bq__dynamic_setup(bq_plan *p, int e, bq__CUfunction fn) {

@@ -410,17 +410,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
    layout, rounding stochastically */
 BQ__FN int bq__fused_sub(const bq_desc *d, bq_desc *q) {
   if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
-  memset(q, 0, sizeof *q);
-  q->op = BQ_QUANTIZE;
-  q->direction = BQ_FORWARD;
-  q->granularity = d->granularity;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = d->scale_type;
-  q->scale_layout = d->scale_layout;
-  q->rounding = BQ_ROUND_STOCHASTIC;
+  bq__affine_sr_of(d, d->granularity, q);
   return 1;
 }
 
@@ -603,11 +593,7 @@ BQ__FN const char *bq__fused_guarantee(const bq_desc *d) {
 /* bq_fused_staged: as much dynamic shared memory as a block may opt into, less its static
    reductions' and a margin (bq__fused_setup gives it) */
 BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
-  int optin = 0;
-  bq__CUdevice cd = 0;
-  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
-  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
-  p->fused.smem_max = !r && optin > 1024 ? optin - 1024 : 0; /* (0: the register entries serve every row) */
+  p->fused.smem_max = bq__smem_optin(); /* (0: the register entries serve every row) */
   return BQ_SUCCESS;
 }
 /* RMSNorm's weight and epsilon; a microscaling format's groups (16 for NVFP4, 32 else) and

@@ -1955,6 +1955,15 @@ BQ__FN int bq__tune_choice(const bq_plan *p, const bq_args *a, void *stream, con
    device: its SMs and the threads an SM holds. Launch bounds are compiled before any device
    is known, from the register file every arch from sm_80 on has. */
 #define BQ__REGS_PER_SM 65536 /* 32-bit registers an SM, sm_80 to sm_120 */
+/* The dynamic shared memory a block may opt into on the current context's device, less a
+   margin for the kernels' static reductions (0 where the driver does not say) */
+BQ__FN int64_t bq__smem_optin(void) {
+  int optin = 0;
+  bq__CUdevice cd = 0;
+  bq__CUresult r = bq__drv.cuCtxGetDevice(&cd);
+  if (!r) r = bq__drv.cuDeviceGetAttribute(&optin, BQ__CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, cd);
+  return !r && optin > 1024 ? optin - 1024 : 0;
+}
 /* The shared memory an SM of compute capability arch (10 * major + minor) gives its blocks,
    and what the driver reserves of it a block: a module is compiled for an arch, so its
    launch bounds follow the arch, every device of which has the same. */

@@ -72,3 +72,18 @@ def meta_ok(monkeypatch):
     the fake kernels"""
     from baracuda_quant import ops
     monkeypatch.setattr(ops, "_check_cuda", lambda name, t: None)
+
+
+def count_buffers(monkeypatch):
+    """the DLPack front end's buffers (dlpack.DeviceBuffer) made as host memory and counted:
+    the list of their sizes"""
+    from baracuda_quant import dlpack
+    from dlpack_fakes import HostBuffer
+    made = []
+
+    class Counted(HostBuffer):
+        def __init__(self, nbytes):
+            super().__init__(nbytes)
+            made.append(nbytes)
+    monkeypatch.setattr(dlpack, "DeviceBuffer", Counted)
+    return made

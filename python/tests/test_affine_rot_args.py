@@ -11,6 +11,7 @@ import pytest
 import baracuda_quant as bq
 from baracuda_quant import _core, _lib
 from baracuda_quant._enums import Direction, DType, Granularity, Op
+from conftest import count_buffers
 
 FWD, BWD = Direction.FORWARD, Direction.BACKWARD
 
@@ -33,17 +34,8 @@ def launches(monkeypatch):
 
 @pytest.fixture
 def allocs(monkeypatch, launches):
-    """dlpack's output buffers, counted"""
-    from baracuda_quant import dlpack
-    from dlpack_fakes import HostBuffer
-    made = []
-
-    class Counted(HostBuffer):
-        def __init__(self, nbytes):
-            super().__init__(nbytes)
-            made.append(nbytes)
-    monkeypatch.setattr(dlpack, "DeviceBuffer", Counted)
-    return made
+    """dlpack's output buffers, counted (after launches' stand-ins)"""
+    return count_buffers(monkeypatch)
 
 
 def _v(shape, dtype, at=0x100000):

@@ -10,7 +10,8 @@ import pytest
 import baracuda_quant as bq
 from baracuda_quant import _core, _lib, dlpack
 from baracuda_quant._enums import Activation, DType, Direction, Granularity, Op
-from dlpack_fakes import HostBuffer, Producer
+from conftest import count_buffers
+from dlpack_fakes import Producer
 from test_fused_args import KNOWS_FUSED, arr, gated, rms
 
 F, S8, U8, S32, BF16 = DType.F32, DType.S8, DType.U8, DType.S32, DType.BF16
@@ -35,15 +36,8 @@ def validated(monkeypatch):
 @pytest.fixture
 def allocs(monkeypatch):
     """the DLPack front end's buffers, counted (host memory in place of bq_malloc's)"""
-    made = []
-
-    class Counted(HostBuffer):
-        def __init__(self, nbytes):
-            super().__init__(nbytes)
-            made.append(nbytes)
-    monkeypatch.setattr(dlpack, "DeviceBuffer", Counted)
     monkeypatch.setattr(dlpack, "_set_device", lambda index: None)
-    return made
+    return count_buffers(monkeypatch)
 
 
 def _sku(key):

@@ -5,6 +5,7 @@ import pytest
 import baracuda_quant as bq
 from baracuda_quant import _core, _lib
 from baracuda_quant._enums import DType, Rounding
+from conftest import count_buffers
 
 
 def test_rounding_options_are_checked():
@@ -107,16 +108,7 @@ def test_affine_rounding_options_are_checked():
 @pytest.fixture
 def allocs(monkeypatch):
     """dlpack's output buffers, counted (host memory in place of bq_malloc's)"""
-    from baracuda_quant import dlpack
-    from dlpack_fakes import HostBuffer
-    made = []
-
-    class Counted(HostBuffer):
-        def __init__(self, nbytes):
-            super().__init__(nbytes)
-            made.append(nbytes)
-    monkeypatch.setattr(dlpack, "DeviceBuffer", Counted)
-    return made
+    return count_buffers(monkeypatch)
 
 
 def test_dlpack_affine_ops_carry_the_rounding(launches, allocs):
