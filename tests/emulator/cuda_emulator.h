@@ -128,15 +128,16 @@ static inline void emu_to_thread(emu_thread *th) { swapcontext(&emu.sched, &th->
 static inline void emu_yield() { emu_to_sched(); }
 static inline int emu_index() { return (int)(emu.cur - emu.th); }
 
-/* A warp collective with mask m completes when every lane of m still running has arrived. */
+/* A warp collective with mask m completes when every lane of m still running has arrived:
+   checked for the collective a lane arrives at, and for all of a warp's when a lane exits */
+static void emu_release_warp_entry(int w, int k) {
+  if (emu.wcount[w][k] > 0 && emu.wcount[w][k] == __builtin_popcount(emu.wmask[w][k] & emu.warp_live[w])) {
+    emu.wcount[w][k] = 0;
+    emu.wgen[w][k]++;
+  }
+}
 static void emu_release_barriers() {
   if (emu.bar_count > 0 && emu.bar_count == emu.live) { emu.bar_count = 0; emu.bar_gen++; }
-  for (int w = 0; w < 32; w++)
-    for (int k = 0; k < 32; k++)
-      if (emu.wcount[w][k] > 0 && emu.wcount[w][k] == __builtin_popcount(emu.wmask[w][k] & emu.warp_live[w])) {
-        emu.wcount[w][k] = 0;
-        emu.wgen[w][k]++;
-      }
 }
 
 static inline void __syncthreads() {
@@ -161,7 +162,7 @@ static inline void emu_warp_sync(unsigned mask = 0xffffffffu) {
   const unsigned g = emu.wgen[w][k];
   emu.wcount[w][k]++;
   emu.progress++;
-  emu_release_barriers();
+  emu_release_warp_entry(w, k);
   while (emu.wgen[w][k] == g) emu_yield();
 }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu_warp_sync(mask); }
@@ -175,6 +176,7 @@ static void emu_entry() {
   emu.live--;
   emu.warp_live[emu_index() >> 5] &= ~(1u << (emu_index() & 31));
   emu_release_barriers();
+  for (int k = 0; k < 32; k++) emu_release_warp_entry(emu_index() >> 5, k);
   emu_to_sched(); /* never resumed */
   abort();
 }
