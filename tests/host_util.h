@@ -5,7 +5,8 @@
    includes it whole and uses what it needs.
 
    fresh_dir() makes dir_ from BQ_TEST_DIR_TEMPLATE (a mkdtemp template); a test may define
-   it, and dir_'s size BQ_TEST_DIR_SIZE, before the include. */
+   it, and dir_'s size BQ_TEST_DIR_SIZE, before the include. Every directory made through
+   fresh_dir() or made_dir() is removed, with what is in it, when the process exits. */
 #ifndef BQ_TESTS_HOST_UTIL_H
 #define BQ_TESTS_HOST_UTIL_H
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BQ_TEST_UNUSED __attribute__((unused))
@@ -29,10 +31,41 @@
 /* ---- the cache directory ----------------------------------------------------------------- */
 BQ_TEST_UNUSED static char dir_[BQ_TEST_DIR_SIZE];
 
+/* the directories this process made, removed at exit (a test may have left one unreadable) */
+BQ_TEST_UNUSED static char *made_[64];
+BQ_TEST_UNUSED static int made_count_;
+/* path and all below it, each directory opened up first (a test may leave one unreadable) */
+BQ_TEST_UNUSED static void remove_tree_(const char *path, int depth) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return;
+  if (S_ISDIR(st.st_mode) && depth < 32) {
+    chmod(path, 0700);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    char sub[4096];
+    while (d && (e = readdir(d)))
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+          snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub)
+        remove_tree_(sub, depth + 1);
+    if (d) closedir(d);
+  }
+  remove(path);
+}
+BQ_TEST_UNUSED static void remove_made_(void) {
+  for (int i = 0; i < made_count_; i++) remove_tree_(made_[i], 0), free(made_[i]);
+  made_count_ = 0;
+}
+/* path (a directory this test made) goes when the process exits */
+BQ_TEST_UNUSED static void made_dir(const char *path) {
+  if (made_count_ == 0) atexit(remove_made_);
+  if (made_count_ < (int)(sizeof made_ / sizeof made_[0])) made_[made_count_++] = strdup(path);
+}
+
 /* a new empty directory in dir_, made the cache's, with the cache enabled */
 BQ_TEST_UNUSED static void fresh_dir(void) {
   snprintf(dir_, sizeof dir_, "%s", BQ_TEST_DIR_TEMPLATE);
   cr_assert_not_null(mkdtemp(dir_));
+  made_dir(dir_);
   setenv("BARACUDA_QUANT_CACHE_DIR", dir_, 1);
   unsetenv("BARACUDA_QUANT_DISABLE_CACHE");
 }

@@ -228,6 +228,7 @@ Test(cache, default_directory) {
   char home[64];
   snprintf(home, sizeof home, "/tmp/bq_home_XXXXXX");
   cr_assert_not_null(mkdtemp(home));
+  made_dir(home);
   unsetenv("BARACUDA_QUANT_CACHE_DIR");
   setenv("HOME", home, 1);
   bq_desc d = desc_();

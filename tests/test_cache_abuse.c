@@ -749,6 +749,7 @@ Test(abuse, default_directory_is_created_private) {
   char home[64];
   snprintf(home, sizeof home, "/tmp/bq_abuse_home_XXXXXX");
   cr_assert_not_null(mkdtemp(home));
+  made_dir(home);
   unsetenv("BARACUDA_QUANT_CACHE_DIR");
   unsetenv("XDG_CACHE_HOME");
   setenv("HOME", home, 1);

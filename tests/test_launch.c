@@ -31,6 +31,7 @@ static void use_fake_driver(void) {
   if (!getenv("BARACUDA_QUANT_CACHE_DIR")) {
     static char dir[] = "/tmp/bq_launch_test_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
+    made_dir(dir);
     setenv("BARACUDA_QUANT_CACHE_DIR", dir, 1);
   }
   void *h = dlopen(path, RTLD_NOW);

@@ -91,7 +91,7 @@ meson compile -C build >/dev/null
 # UndefinedBehaviorSanitizer (build-asan: only those targets; test_sku's naming tests only,
 # its NVRTC compiles having run in build/), the cache tool's test with the tool built so, the
 # fuzz corpus replayed there, then the fuzz
-# target under libFuzzer for BQ_FUZZ_SECONDS (default 75) from the committed corpus.
+# target under libFuzzer for BQ_FUZZ_SECONDS (default 45) from the committed corpus.
 # Prints Criterion's lines and "check NAME: OK|FAIL|SKIP" lines for tools/test_summary.py;
 # a suite whose process exits non-zero (a sanitizer report) adds one failure.
 sanitized() {
@@ -130,7 +130,7 @@ sanitized() {
   )
 }
 libfuzzer() {
-  local probe=build-asan/libfuzzer-probe.c secs=${BQ_FUZZ_SECONDS:-75} log=build-asan/libfuzzer.log
+  local probe=build-asan/libfuzzer-probe.c secs=${BQ_FUZZ_SECONDS:-45} log=build-asan/libfuzzer.log
   echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; return (int)(n & 0); }' > $probe
   fuzzer_ok() { command -v clang >/dev/null && clang -fsanitize=fuzzer,address,undefined $probe -o $probe.out 2>/dev/null; }
   if ! fuzzer_ok; then
