@@ -109,8 +109,8 @@
      to 256 dividing the last dimension: per tensor and per channel the blocks run along the
      flat array; desc.random_signs keyed by args.seed; each rotated value rounded to T), then
      quantizes those values; on dequantize it rotates the output back (the inverse pass on
-     the values of T it would have written). On dynamic quantize per token (rounding to
-     nearest) it rotates each row, then computes the scales of the rotated values and
+     the values of T it would have written). On dynamic quantize per token (either
+     rounding) it rotates each row, then computes the scales of the rotated values and
      quantizes them; there rows start on the 16-byte grid, are whole accesses and blocks are
      at most 32 accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic
      quantize). Bit for bit the two ops in sequence, in one pass. Not with fake quantize

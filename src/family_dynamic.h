@@ -308,8 +308,9 @@ BQ__FN bq_status bq__dynamic_run(const bq_plan *p, const bq_args *a, void *ws, s
   q.y = a->y;
   q.scales = a->out_scales;
   q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
-  q.seed = a->seed;
+  q.seed = a->seed; /* (with the random signs, theirs too: the scales' kernel drew the same) */
   q.offset = a->offset;
+  q.rotation_block = a->rotation_block;
   if (p->desc.granularity == BQ_PER_TENSOR) {
     q.rows = 1;
     q.cols = v.numel;
@@ -346,24 +347,23 @@ BQ__FN bq_status bq__dynamic_normalize(const bq_desc *in, bq_desc *d, char *name
   if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
                     d->random_signs);
-  /* the fused rotation is per token's, rounding to nearest: the other kernels' threads hold no
-     whole blocks of a row (BQ_HADAMARD, then this op, gives the same bits) */
+  /* the fused rotation is per token's (rounding either way): the other kernels' threads hold
+     no whole blocks of a row (BQ_HADAMARD, then this op, gives the same bits) */
   if (d->rotation && d->granularity != BQ_PER_TOKEN)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) is offered per token for integer and FP8 "
                     "dynamic quantize (and for the microscaling formats); BQ_HADAMARD, then this op, gives the same "
-                    "bits", name);
-  if (d->rotation && d->rounding == BQ_ROUND_STOCHASTIC)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) with stochastic rounding is offered for the "
-                    "microscaling formats; for integer and FP8 storage, BQ_HADAMARD, then this op, gives the same "
                     "bits", name);
   return bq__rule_qrange(d, name, "dynamic quantize");
 }
 /* Stochastic rounding's plans hold the affine plan that quantizes with the scales written
    (bq__dynamic_run): quantize forward at the same granularity (per tensor: per token over
-   one row), float and storage types, q-range, scale type and layout, rounding stochastically */
+   one row), float and storage types, q-range, scale type and layout, rounding stochastically,
+   with the same rotation (per token: the scales are the rotated rows') */
 BQ__FN int bq__dynamic_sub(const bq_desc *d, bq_desc *q) {
   if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
   bq__affine_sr_of(d, d->granularity == BQ_PER_TENSOR ? BQ_PER_TOKEN : d->granularity, q);
+  q->rotation = d->rotation;
+  q->random_signs = d->random_signs;
   return 1;
 }
 /* the variant: elements per access, symmetric or not, power-of-two scales */
@@ -375,16 +375,16 @@ BQ__FN void bq__dynamic_sku(const bq_desc *d, const bq__target *t, const char *t
   bq__sku_std(d, variant, tn, buf, n);
 }
 /* the enumeration's variants: pow2_scales 0 and 1, each rounding to nearest or stochastically,
-   and per token rounding to nearest with the fused rotation (the others refused) */
+   without the fused rotation and (per token; the others refused) with it */
 BQ__FN void bq__dynamic_axes(bq_op op, int *outer, int *inner) {
   (void)op;
-  *outer = 1, *inner = 6;
+  *outer = 1, *inner = 8;
 }
 BQ__FN void bq__dynamic_vary(bq_desc *in, int outer, int inner) {
   (void)outer;
   in->pow2_scales = inner & 1;
-  in->rounding = inner >> 1 == 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
-  in->rotation = inner >> 1 == 2;
+  in->rounding = (inner >> 1) & 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  in->rotation = inner >> 2;
 }
 BQ__FN unsigned bq__dynamic_owns(const bq_desc *d) {
   return BQ__OWNS_AMAX_BOUND | (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |

@@ -48,7 +48,7 @@ BQ__FN BQ__UNUSED bq_status bq__desc_from_sku(const char *sku, bq_desc *out, bq_
     if (bq__families[f]->from_sku && bq__families[f]->from_sku(tok, n - 1, &d)) fam = bq__families[f], ok = 1;
   const int own = fam != NULL; /* (else the elementwise form, which a family with a form of its own may use too) */
   for (int f = 0; target_ok && f < BQ__FAMILIES && !fam; f++) /* the elementwise form: the op by its label */
-    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && n >= 9 && n <= 12; i++)
+    for (int i = 0; i < BQ__FAMILY_OPS && bq__families[f]->ops[i] && !fam && n >= 9 && n <= 13; i++)
       for (int act = BQ_ACTIVATION_DEFAULT; act <= BQ_GELU_TANH && !fam; act++) {
         bq_desc l;
         memset(&l, 0, sizeof l);

@@ -336,6 +336,11 @@ static void describe(drun *R)
                  (long long)a->group_size, (long long)a->group_row_stride);
     k += n > 0 ? (size_t)n : 0;
   }
+  if (k < sizeof R->what && d->rounding == BQ_ROUND_STOCHASTIC) {
+    n = snprintf(R->what + k, sizeof R->what - k, " | stochastic rounding (seed 0x%llx, offset 0x%llx)",
+                 (unsigned long long)a->seed, (unsigned long long)a->offset);
+    k += n > 0 ? (size_t)n : 0;
+  }
   if (k < sizeof R->what && d->rotation) {
     n = snprintf(R->what + k, sizeof R->what - k, " | rotation blocks of %lld%s (seed 0x%llx)",
                  (long long)a->rotation_block, d->random_signs ? " with random signs" : "", (unsigned long long)a->seed);
@@ -803,13 +808,16 @@ static void rot_case(const bq_desc *d, int64_t n, int entry, const bq_plan *plan
   const int64_t xs = rnd() & 1 ? cols + vec * rnd_range(1, 4) : 0, ys = rnd() & 1 ? cols + rnd_range(0, 40) : 0;
   dcase c = token_case(d, rows, cols, xs, ys, (int)(vec * rnd_range(0, 3)) % 16, (int)rnd_range(0, 15));
   c.a.rotation_block = n;
-  c.a.seed = d->random_signs ? rnd() : 0; /* (it keys the signs alone) */
+  const int sr = d->rounding == BQ_ROUND_STOCHASTIC;
+  c.a.seed = d->random_signs || sr ? rnd() : 0; /* (it keys the signs and the rounding's draws) */
+  if (sr) c.a.offset = rnd() % 2 ? rnd() : ~0ull - rnd() % 1000;
   c.kind = rnd() % 4 ? -1 : (int)rnd_range(0, NKINDS - 1);
   bq__dynamic_force_entry = entry == BQ__DYN_ROW ? -1 : entry;
   g_last_fn = NULL;
   run_case(&c);
   bq__dynamic_force_entry = -1;
-  const bq__CUfunction fn = plan_fn(plan, entry);
+  /* (rounding stochastically, the held affine plan's bq_affine_sr runs last, rotating again) */
+  const bq__CUfunction fn = sr ? plan_fn(plan->sub, BQ__AFFINE_SR) : plan_fn(plan, entry);
   cr_assert(fn != NULL && g_last_fn == fn, "the fused rotation: entry %d did not run (rows %lld, cols %lld, block %lld) "
             "| seed 0x%llx", entry, (long long)rows, (long long)cols, (long long)n, (unsigned long long)g_seed);
 }
@@ -825,8 +833,9 @@ static void run_rotation(bq_dtype T)
                 : which == 3 ? make_desc(BQ_PER_TOKEN, T, BQ_E4M3, 0, BQ_F32, 0, 0)
                              : make_desc(BQ_PER_TOKEN, T, BQ_E5M2, 0, T, 0, 0);
     d.rotation = 1;
-    for (int signs = 0; signs < 2; signs++) {
-      d.random_signs = signs;
+    for (int form = 0; form < 4; form++) { /* random signs or not, rounding to nearest or stochastically */
+      d.random_signs = form & 1;
+      d.rounding = form & 2 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
       const bq_plan *plan = plan_get(&d, "dynamic rotation");
       for (int64_t n = 2; n <= 32 * vec; n *= 2) {
         rot_case(&d, n, BQ__DYN_ROW, plan);
@@ -851,6 +860,7 @@ Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
     const bq_dtype T = types[k % 4];
     bq_desc d = make_desc(BQ_PER_TOKEN, T, k < 4 ? BQ_S8 : BQ_E4M3, 0, BQ_F32, 0, 0);
     d.rotation = 1, d.random_signs = k & 1;
+    if (k % 3 == 2) d.rounding = BQ_ROUND_STOCHASTIC; /* (rows alone: args.offset advanced by r0 cols) */
     const int vec = vec_of(T);
     /* 16-bit rows past 48 KiB of two slots half the time (the whole call's, more rows than a
        wave, take bq_dynamic_staged in the opt-in's shared memory; its rows alone, fewer,
@@ -860,8 +870,8 @@ Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
     const int64_t cols = n * rnd_range(most > 4096 ? 1536 * 8 / n + 1 : 1, most / n), es = (int64_t)ref_dtype_size(T);
     const int64_t r0 = rnd_range(0, rows - 1), r1 = rnd_range(r0 + 1, rows < r0 + 40 ? rows : r0 + 40);
     char what[256];
-    snprintf(what, sizeof what, "rotation T=%s [%lld, %lld] blocks of %lld rows %lld..%lld | BQ_TEST_SEED=0x%llx",
-             ref_dtype_name(T), (long long)rows, (long long)cols, (long long)n, (long long)r0, (long long)r1,
+    snprintf(what, sizeof what, "rotation%s T=%s [%lld, %lld] blocks of %lld rows %lld..%lld | BQ_TEST_SEED=0x%llx",
+             d.rounding == BQ_ROUND_STOCHASTIC ? " + SR" : "", ref_dtype_name(T), (long long)rows, (long long)cols, (long long)n, (long long)r0, (long long)r1,
              (unsigned long long)g_seed);
     unsigned char *hx = (unsigned char *)malloc((size_t)(rows * cols * es));
     unsigned char *whole = (unsigned char *)malloc((size_t)(rows * cols)), *part = (unsigned char *)malloc((size_t)(rows * cols));
@@ -876,7 +886,9 @@ Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
     bq_plan *p = plan_get(&d, what);
     bq_args a;
     memset(&a, 0, sizeof a);
-    a.x = dx, a.y = dy, a.out_scales = ds, a.rows = rows, a.cols = cols, a.rotation_block = n, a.seed = d.random_signs ? rnd() : 0;
+    a.x = dx, a.y = dy, a.out_scales = ds, a.rows = rows, a.cols = cols, a.rotation_block = n;
+    const int sr = d.rounding == BQ_ROUND_STOCHASTIC;
+    a.seed = d.random_signs || sr ? rnd() : 0, a.offset = sr ? rnd() : 0;
     BQ_OK(bq_memset(dy, POISON, (size_t)(rows * cols)), what);
     BQ_OK(bq_plan_run(p, &a, NULL, 0, NULL), what);
     BQ_OK(bq_memcpy_to_host(whole, dy, (size_t)(rows * cols)), what);
@@ -885,7 +897,7 @@ Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
     BQ_OK(bq_memset(ds, POISON, (size_t)rows * 4), what);
     bq_args b = a;
     b.x = (const char *)dx + r0 * cols * es, b.y = (char *)dy + r0 * cols, b.out_scales = (char *)ds + r0 * 4;
-    b.rows = r1 - r0;
+    b.rows = r1 - r0, b.offset = a.offset + (uint64_t)(r0 * cols);
     BQ_OK(bq_plan_run(p, &b, NULL, 0, NULL), what);
     BQ_OK(bq_memcpy_to_host(part, dy, (size_t)(rows * cols)), what);
     BQ_OK(bq_memcpy_to_host(ps, ds, (size_t)rows * 4), what);

@@ -4011,7 +4011,7 @@ Test(desc, affine_rotation_forms) {
   expect_desc_invalid(&d, "quantize_per_token: ", "desc.rotation (2) must be 0 or 1", "[quantize rot 2]");
 }
 
-/* dynamic quantize's fused rotation (integer and FP8 storage): per token, rounding to nearest */
+/* dynamic quantize's fused rotation (integer and FP8 storage): per token, rounding either way */
 static combo dyn_rot_combo(bq_granularity g, bq_dtype ft, bq_dtype it) {
   combo c;
   c.d = mkdesc(BQ_DYNAMIC_QUANTIZE, BQ_FORWARD, g, ft);
@@ -4042,9 +4042,11 @@ Test(desc, dynamic_rotation_forms) {
                        "and FP8 dynamic quantize", c.ctx);
   }
   combo c = dyn_rot_combo(BQ_PER_TOKEN, BQ_BF16, BQ_E4M3);
-  c.d.rounding = BQ_ROUND_STOCHASTIC;
-  expect_desc_status(&c.d, BQ_ERROR_NOT_SUPPORTED, "dynamic_quantize_per_token: ", "desc.rotation (1) with stochastic "
-                     "rounding is offered for the microscaling formats", c.ctx);
+  c.d.rounding = BQ_ROUND_STOCHASTIC; /* with stochastic rounding: the sub-plan rotates too */
+  expect_desc_valid(&c.d, c.ctx);
+  char sku[256];
+  cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert(strstr(sku, ".sr.rot.sm_90"), "%s", sku);
   c.d.rounding = BQ_ROUND_NEAREST_EVEN, c.d.rotation = 2;
   expect_desc_invalid(&c.d, "dynamic_quantize_per_token: ", "desc.rotation (2) must be 0 or 1", c.ctx);
   c.d.rotation = 0, c.d.random_signs = 1;

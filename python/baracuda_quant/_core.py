@@ -482,7 +482,7 @@ def dynamic(gran, *, x, y, out_scales, out_zero_points=None, qmin=None, qmax=Non
     "stochastic" (an int seed required): the scales as rounding to nearest computes them,
     then y quantized with the scales written, each element rounded up or down by a draw at
     its row-major index plus offset (per tensor: the flat index; docs/numerics.md,
-    "Stochastic rounding"). rotation_block (per token, rounding to nearest): each row of x
+    "Stochastic rounding"). rotation_block (per token): each row of x
     rotated first in blocks of that many elements, random_signs keyed by seed (docs/numerics.md,
     "Rotation"), the scales and codes those of the rotated values."""
     rot, rblock, signs = rot_fields(rotation_block, random_signs)

@@ -532,7 +532,7 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8
     K]) up or down by a draw at its row-major index plus offset (docs/numerics.md,
     "Stochastic rounding"), with the scales rounding to nearest computes; with a static
     scale, as quantize_per_tensor's stochastic rounding (the same indices). rotation_block
-    (computed scales, rounding to nearest): each row rotated first in blocks of that many
+    (computed scales): each row rotated first in blocks of that many
     elements, random_signs keyed by seed (docs/numerics.md, "Rotation")."""
     dt = _dtype(dtype, DType.S8)
     _core.sr_fields(rounding, seed, offset, _core.rot_fields(rotation_block, random_signs)[2])  # (before any import)
@@ -605,7 +605,7 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     rounding="stochastic" (an int seed required): the scales as rounding to nearest computes
     them, then x quantized with them, each element rounded up or down by a draw at its
     row-major index (of [rows, K]; per tensor the flat one) plus offset (docs/numerics.md,
-    "Stochastic rounding"). rotation_block (per token, rounding to nearest): each row rotated
+    "Stochastic rounding"). rotation_block (per token): each row rotated
     first in blocks of that many elements, random_signs keyed by seed (docs/numerics.md,
     "Rotation"). Returns (q, scales, zero points like scales (int32) or None)."""
     dt = _dtype(dtype, DType.S8)

@@ -1962,10 +1962,10 @@ def dynamic_quant(x, granularity="token", *, group_size=None, block_size=None, d
     caps each segment's max |x| (docs/numerics.md). rounding="stochastic" with an int seed:
     the scales as rounding to nearest computes them, then x quantized with them, each
     element rounded up or down by a draw at its row-major index of x.view(-1, K) plus offset
-    (docs/numerics.md, "Stochastic rounding"). rotation_block (per token, rounding to
-    nearest): each row rotated first in blocks of that many elements (a power of two from 2
-    to 256), random_signs keyed by seed (docs/numerics.md, "Rotation"): the scales and codes
-    of the rotated rows, in the same pass. Returns (q, scales, zero points (int32, like
+    (docs/numerics.md, "Stochastic rounding"). rotation_block (per token): each row
+    rotated first in blocks of that many elements (a power of two from 2 to 256),
+    random_signs keyed by seed (docs/numerics.md, "Rotation"): the scales and codes of the
+    rotated rows (rounding to nearest, in the same pass). Returns (q, scales, zero points (int32, like
     scales) or None)."""
     sr = _sr_args(rounding, seed, offset, rotation_block, random_signs)
     _check_float("x", x)
@@ -2004,8 +2004,8 @@ def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype=torch
     each element of x.view(-1, K) up or down by a draw at its row-major index plus offset
     (docs/numerics.md, "Stochastic rounding"), the dynamic scales computed as rounding to
     nearest computes them; with a static scale, as quantize_per_token's stochastic rounding
-    with that scale (the same indices). rotation_block (computed scales, rounding to nearest):
-    each row rotated first in blocks of that many elements, random_signs keyed by seed
+    with that scale (the same indices). rotation_block (computed scales): each row rotated
+    first in blocks of that many elements, random_signs keyed by seed
     (docs/numerics.md, "Rotation")."""
     sr = ()  # (rounding to nearest: the ops' defaults, and the fast path)
     if rounding != "nearest" or seed is not None or offset != 0 or rotation_block is not None or random_signs:

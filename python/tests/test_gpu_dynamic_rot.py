@@ -4,7 +4,8 @@ give, bit for bit, hadamard(x, n) (the rotation alone, checked against the CPU r
 the C suites) followed by the same call without the rotation, for float32, float16 and
 bfloat16 input, int8 (symmetric, asymmetric), uint8 and FP8 storage, every block size from 2
 to a warp's 16-byte accesses, with and without the random signs; rows computed alone give the
-whole call's; the DLPack front end and torch.compile give the eager bits."""
+whole call's; the DLPack front end and torch.compile give the eager bits; rounding stochastically,
+the same bits as the rotation then the op."""
 import pytest
 
 from conftest import TensorProducer, cuda_available
@@ -92,3 +93,28 @@ def test_torch_compile_fullgraph():
     eager, got = step(x), torch.compile(step, fullgraph=True)(x)
     for a, b in zip(eager, got):
         assert R.mismatches(a, b) == 0
+
+
+@pytest.mark.parametrize("fname", FLOATS)
+@pytest.mark.parametrize("store", ["int8_sym", "uint8_asym", "e4m3"])
+def test_stochastic_rounding_with_the_rotation_is_the_rotation_then_the_op(fname, store):
+    """rounding="stochastic" with the rotation: the same bits as hadamard then dynamic_quant
+    rounding stochastically, one seed keying both the signs and the draws"""
+    T = getattr(torch, fname)
+    dt, sym = STORAGE[store]
+    D = getattr(torch, dt)
+    x = _data((4, 3, 256), T, 23).to(DEV)
+    for n in (2, 16, 128):
+        for signs in (False, True):
+            seed, offset = 0x5EED0000 + n, -700 if signs else 12345
+            xr = bq.hadamard(x, n, seed=seed if signs else None)
+            want = bq.dynamic_quant(xr, "token", dtype=D, symmetric=sym, rounding="stochastic", seed=seed,
+                                    offset=offset)
+            got = bq.dynamic_quant(x, "token", dtype=D, symmetric=sym, rotation_block=n, random_signs=signs,
+                                   rounding="stochastic", seed=seed, offset=offset)
+            for a, b in zip(want, got):
+                if a is not None:
+                    assert R.mismatches(a, b) == 0, (n, signs)
+            rn = bq.dynamic_quant(x, "token", dtype=D, symmetric=sym, rotation_block=n, random_signs=signs,
+                                  seed=seed if signs else None)
+            assert R.mismatches(rn[1], got[1]) == 0, "the scales are those rounding to nearest computes"
