@@ -113,8 +113,10 @@
      rounding) it rotates each row, then computes the scales of the rotated values and
      quantizes them; there rows start on the 16-byte grid, are whole accesses and blocks are
      at most 32 accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic
-     quantize). Bit for bit the two ops in sequence, in one pass. Not with fake quantize
-     or backward.
+     quantize). Bit for bit the two ops in sequence, in one pass. On fake quantize it rotates
+     x, fake-quantizes, and rotates the result back; its backward pass rotates x and dy,
+     masks, and rotates dx back (no saved mask: args.mask is refused with it). Not on
+     quantize or dequantize backward.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -201,9 +203,12 @@
      make the descriptor one; per group, dynamic quantize's rules; NVFP4 without
      args.tensor_scale computes g in two launches first, which need bq_plan_workspace_size
      bytes, and writes it to args.out_tensor_scale). desc.rounding = BQ_ROUND_STOCHASTIC
-     (integer and FP8; args.seed, args.offset) quantizes the producer's values as the
-     stochastic quantize would, with the scales rounding to nearest computes: a second pass
-     over args.out (or, without it, a workspace of rows * cols * sizeof(T) bytes).
+     (args.seed, args.offset) quantizes the producer's values as the stochastic quantize
+     would, with the scales rounding to nearest computes; desc.rotation (per tensor, per
+     token, or a microscaling format; args.rotation_block, desc.random_signs) rotates them
+     first, as BQ_HADAMARD would, and quantizes the rotated values (dynamic scales: theirs).
+     Either is a second pass over args.out (or, without it, a workspace of rows * cols *
+     sizeof(T) bytes, 256-byte rounded, plus the second op's own where it needs one).
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
@@ -471,10 +476,12 @@ typedef struct bq_desc {
   bq_rounding rounding;        /* quantize, fake quantize (forward), dynamic quantize and the
                                   fused producers: BQ_ROUND_NEAREST_EVEN (default) or
                                   BQ_ROUND_STOCHASTIC */
-  int rotation;                /* quantize and dynamic quantize (forward; dynamic integer and
-                                  FP8 per token): 1 rotates x first (BQ_HADAMARD's forward
-                                  pass, blocks of args.rotation_block, desc.random_signs);
-                                  dequantize: 1 rotates y back after */
+  int rotation;                /* quantize, dynamic quantize (forward; integer and FP8 per
+                                  token) and the fused producers (per tensor, per token,
+                                  microscaling): 1 rotates the values first (BQ_HADAMARD's
+                                  forward pass, blocks of args.rotation_block,
+                                  desc.random_signs); dequantize: 1 rotates y back after;
+                                  fake quantize (either direction): both */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */
@@ -4029,9 +4036,9 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
                     "the storage type: quantize and fake quantize, forward", name);
   if (d->rotation != 0 && d->rotation != 1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
-  if (d->rotation && (d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD))
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize and dequantize, forward",
-                    name);
+  if (d->rotation && d->op != BQ_FAKE_QUANTIZE && d->direction == BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize and dequantize forward, "
+                    "and to fake quantize either way", name);
   if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
                     d->random_signs);
@@ -4050,19 +4057,19 @@ BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn
   if (d->rotation) bq__copy(variant + strlen(variant), sizeof variant - strlen(variant), ".rot");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* args.mask: fake quantize's per tensor and per channel (rounding to nearest); args.seed and
-   args.offset: stochastic rounding's */
+/* args.mask: fake quantize's per tensor and per channel (rounding to nearest, unrotated: a
+   mask of x); args.seed and args.offset: stochastic rounding's */
 BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
   return (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
-                  d->rounding != BQ_ROUND_STOCHASTIC
+                  d->rounding != BQ_ROUND_STOCHASTIC && !d->rotation
               ? BQ__OWNS_MASK
               : 0) |
          (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
          (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
 /* the enumeration's variants: quantize and fake quantize round to nearest or stochastically;
-   quantize and dequantize (forward) with the fused rotation or without (normalize refuses the
-   rest) */
+   quantize and dequantize (forward) and fake quantize with the fused rotation or without
+   (normalize refuses the rest) */
 BQ__FN void bq__affine_axes(bq_op op, int *outer, int *inner) {
   *outer = 1;
   *inner = op == BQ_DEQUANTIZE ? 2 : 4;
@@ -5261,6 +5268,7 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
   if (rms && a->residual && a->residual == a->x && v->rs != v->xs)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual is args.x, but args.residual_row_stride (%lld) is "
                     "not x's (%lld)", n, (long long)v->rs, (long long)v->xs);
+  if (d->rotation && (st = bq__rotation_block_check(n, a->rotation_block, v->cols))) return st;
   if (v->rows == 0 || v->cols == 0) return BQ_SUCCESS;
   if ((st = bq__check_ptr(p, "args.x", a->x, t))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
@@ -5290,20 +5298,65 @@ BQ__FN int64_t bq__fused_amax_blocks(const bq_plan *p, const bq_args *a) {
   const int64_t cap = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 8;
   return a->rows < cap ? a->rows : cap;
 }
-/* Stochastic rounding without args.out: the producer's values, [rows, cols] of T, dense */
-BQ__FN size_t bq__fused_sr_values(const bq_plan *p, const bq_args *a) {
-  if (p->desc.rounding != BQ_ROUND_STOCHASTIC || a->out || a->rows <= 0 || a->cols <= 0) return 0;
-  return (size_t)a->rows * (size_t)a->cols * (size_t)bq__dtype_size(p->desc.float_type);
+/* A plan that quantizes the producer's values again with the plan it holds (bq__fused_sub):
+   stochastic rounding, the fused rotation */
+BQ__FN int bq__fused_holds(const bq_desc *d) { return d->rounding == BQ_ROUND_STOCHASTIC || d->rotation; }
+/* ... and does so with a whole quantize op of its own (the rotation, or stochastic rounding
+   into a microscaling format), not with the scales the producer wrote */
+BQ__FN int bq__fused_composed(const bq_desc *d) {
+  return d->rotation || (d->rounding == BQ_ROUND_STOCHASTIC && bq__fused_mx(d));
 }
-BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
-  if (p->desc.rounding == BQ_ROUND_STOCHASTIC) return bq__fused_sr_values(p, a);
+/* the producer's own workspace: NVFP4's partial amaxes and their reduction */
+BQ__FN size_t bq__fused_amax_ws(const bq_plan *p, const bq_args *a) {
   if (!bq__fused_two_pass(p, a) || a->rows <= 0 || a->cols <= 0) return 0;
   return (size_t)bq__fused_amax_blocks(p, a) * 4 + 4;
 }
+/* the producer's values without args.out: [rows, cols] of T, dense */
+BQ__FN size_t bq__fused_values(const bq_plan *p, const bq_args *a) {
+  if (!bq__fused_holds(&p->desc) || a->out || a->rows <= 0 || a->cols <= 0) return 0;
+  return (size_t)a->rows * (size_t)a->cols * (size_t)bq__dtype_size(p->desc.float_type);
+}
+/* The held plan's arguments: the values (at vals, row stride vs; 0: dense) quantized into y
+   and the call's scales, with its seed, offset, rotation block and tensor scale */
+BQ__FN void bq__fused_sub_args(const bq_plan *p, const bq_args *a, const void *vals, int64_t vs, bq_args *q) {
+  memset(q, 0, sizeof *q);
+  q->x = vals;
+  q->y = a->y;
+  q->rows = a->rows, q->cols = a->cols;
+  q->x_row_stride = vs, q->y_row_stride = a->y_row_stride;
+  q->out_scales = a->out_scales;
+  q->out_zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  q->group_size = a->group_size, q->group_row_stride = a->group_row_stride;
+  q->tensor_scale = a->tensor_scale, q->out_tensor_scale = a->out_tensor_scale;
+  q->seed = a->seed, q->offset = a->offset, q->rotation_block = a->rotation_block;
+}
+/* the values' bytes, then (rounded up to 256) the larger of the producer's and the held
+   plan's own */
+BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
+  const size_t own = bq__fused_amax_ws(p, a);
+  if (!bq__fused_holds(&p->desc)) return own;
+  const size_t vb = bq__fused_values(p, a);
+  size_t sub = 0;
+  if (bq__fused_composed(&p->desc) && p->desc.granularity != BQ_PER_TENSOR && p->sub && a->rows > 0 && a->cols > 0) {
+    bq_args q;
+    bq__fused_sub_args(p, a, NULL, 0, &q);
+    sub = p->sub->fam->workspace(p->sub, &q);
+  }
+  const size_t rest = own > sub ? own : sub;
+  return rest ? (vb + 255) / 256 * 256 + rest : vb;
+}
 
+/* The call's rules, then, where the plan holds a whole dynamic quantize, that op's rules over the values
+   (args.out's, or the workspace's: dense, and aligned as bq_malloc's) */
 BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
   bq__fused_view v;
-  return bq__fused_view_of(p, a, &v);
+  bq_status st = bq__fused_view_of(p, a, &v);
+  if (st || v.rows == 0 || v.cols == 0 || !p->sub || !bq__fused_composed(&p->desc) ||
+      p->desc.granularity == BQ_PER_TENSOR)
+    return st;
+  bq_args q;
+  bq__fused_sub_args(p, a, a->out ? a->out : (const void *)(uintptr_t)256, a->out ? a->out_row_stride : 0, &q);
+  return p->sub->fam->check(p->sub, &q);
 }
 
 /* Tests: an entry point by index for every run (a register entry too small for the row,
@@ -5376,7 +5429,7 @@ BQ__FN bq_status bq__fused_produce(const bq_plan *p, const bq_args *a, void *ws,
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
   const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
   if (bq__fused_two_pass(p, a)) { /* NVFP4's tensor scale: the amax, partials then their reduction */
-    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_workspace(p, a)))) return st;
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_amax_ws(p, a)))) return st;
     k.amax = (uint64_t)(uintptr_t)ws;
     const int64_t parts = bq__fused_amax_blocks(p, a);
     if ((st = bq__launch(p, BQ__FUSED_AMAX, parts, 1, BQ__FUSED_THREADS, (unsigned)tab, &k, stream))) return st;
@@ -5449,35 +5502,41 @@ BQ__FN bq_status bq__fused_produce(const bq_plan *p, const bq_args *a, void *ws,
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
 }
 
-/* Stochastic rounding (integer and FP8 storage): the producer's run as when rounding to
-   nearest, which writes the scales (dynamic) and the producer's values (args.out, else the
-   workspace), then the plan's affine plan (bq__fused_sub) quantizes those values over y
-   with the scales, rounding stochastically at each element's index r cols + c plus
-   args.offset: the contract's producer, then its quantize, exactly (the dynamic scales are
-   those rounding to nearest computes, as dynamic quantize's rule has them). y is written
-   twice, once rounding to nearest: the price of reusing every tuned producer kernel as it is. */
+/* Stochastic rounding and the fused rotation: the producer's run as when rounding to nearest
+   (its scales and codes written, and its values: args.out, else the workspace), then the plan
+   it holds (bq__fused_sub) quantizes those values over y:
+   - stochastic rounding alone into integer or FP8 storage: bq_affine_sr with the scales just
+     written (per tensor the static scale on every row), at each element's index r cols + c
+     plus args.offset: the contract's producer, then its quantize (the dynamic scales are
+     those rounding to nearest computes, as dynamic quantize's rule has them);
+   - with the rotation, or stochastic rounding into a microscaling format: the whole op over
+     the values, quantize per tensor with the static scale, else dynamic quantize at the same
+     granularity, rotating and rounding as the desc says (its scales replace the producer's).
+   y (and the scales) are written twice: the price of reusing every tuned producer kernel. */
 BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
-  if (p->desc.rounding != BQ_ROUND_STOCHASTIC) return bq__fused_produce(p, a, ws, ws_bytes, stream);
+  if (!bq__fused_holds(&p->desc)) return bq__fused_produce(p, a, ws, ws_bytes, stream);
   bq__fused_view v;
   bq_status st = bq__fused_view_of(p, a, &v);
   if (st || v.rows == 0 || v.cols == 0) return st;
+  const size_t need = bq__fused_workspace(p, a), vb = bq__fused_values(p, a);
+  if (need && (st = bq__check_workspace(p, ws, ws_bytes, need))) return st;
+  char *rest = need > vb ? (char *)ws + (vb + 255) / 256 * 256 : NULL;
+  const size_t rest_bytes = rest ? ws_bytes - (size_t)(rest - (char *)ws) : 0;
   bq_args f = *a;
   if (!a->out) {
-    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_sr_values(p, a)))) return st;
     f.out = ws;
     f.out_row_stride = 0; /* (cols: dense) */
   }
-  if ((st = bq__fused_produce(p, &f, NULL, 0, stream))) return st;
   bq_args q;
-  memset(&q, 0, sizeof q);
-  q.x = f.out;
-  q.y = a->y;
-  q.scales = a->out_scales;
-  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  bq__fused_sub_args(p, a, f.out, f.out_row_stride, &q);
+  const int whole = bq__fused_composed(&p->desc) && p->desc.granularity != BQ_PER_TENSOR;
+  if (whole && (st = p->sub->fam->check(p->sub, &q))) return st; /* (before the producer writes anything) */
+  if ((st = bq__fused_produce(p, &f, rest, rest_bytes, stream))) return st;
+  if (whole) return bq_plan_run(p->sub, &q, rest, rest_bytes, stream);
+  q.scales = a->out_scales, q.out_scales = NULL;
+  q.zero_points = q.out_zero_points, q.out_zero_points = NULL;
   q.scale = a->scale;
   q.zero_point = a->zero_point;
-  q.seed = a->seed;
-  q.offset = a->offset;
   bq__view w; /* [rows, cols] with the value's and y's row strides, whatever the granularity */
   memset(&w, 0, sizeof w);
   w.rows = v.rows, w.cols = v.cols, w.numel = v.rows * v.cols;
@@ -5487,12 +5546,35 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   w.grs = v.grs;
   return bq__affine_sr_run(p->sub, &q, &w, stream);
 }
-/* Stochastic rounding's plans hold the affine plan that quantizes the producer's values
-   (bq__fused_run): quantize forward at the same granularity, types, q-range, scale type and
-   layout, rounding stochastically */
+/* The plan a stochastic or rotating plan holds (bq__fused_run): quantize forward at the same
+   granularity, types, q-range, scale type and layout, rounding stochastically; with the
+   rotation, or into a microscaling format, the whole op: quantize per tensor, rotating, or
+   dynamic quantize (the dynamic or the microscaling family) with the desc's rotation,
+   rounding and scale rule */
 BQ__FN int bq__fused_sub(const bq_desc *d, bq_desc *q) {
-  if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
-  bq__affine_sr_of(d, d->granularity, q);
+  if (!bq__fused_holds(d)) return 0;
+  if (!bq__fused_composed(d) || d->granularity == BQ_PER_TENSOR) {
+    bq__affine_sr_of(d, d->granularity, q);
+    q->rounding = d->rounding;
+    q->rotation = d->rotation;
+    q->random_signs = d->random_signs;
+    return 1;
+  }
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = d->granularity;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->scale_rule = d->scale_rule;
+  q->asymmetric = d->asymmetric;
+  q->rounding = d->rounding;
+  q->rotation = d->rotation;
+  q->random_signs = d->random_signs;
   return 1;
 }
 
@@ -5525,10 +5607,11 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
   if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", bq__op_name(d->op),
                     (int)d->rounding);
-  if (bq__fused_mx(d) && d->rounding == BQ_ROUND_STOCHASTIC)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rounding (stochastic) is offered for the fused producers' "
-                    "integer and FP8 storage; for a microscaling format, the producer's values (args.out) then "
-                    "microscaling quantize with its scales give the same bits", bq__op_name(d->op));
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", bq__op_name(d->op), d->rotation);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation",
+                    bq__op_name(d->op), d->random_signs);
   if (bq__fused_mx(d)) { /* a microscaling format: per group (the default here), forward */
     if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_GROUP;
     if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
@@ -5555,6 +5638,10 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
                     "use per_token or per_group (dynamic) or per_tensor (static)", name);
   if ((st = bq__rule_asymmetric(d, name))) return st;
+  if (d->rotation && d->granularity == BQ_PER_GROUP) /* (dynamic quantize rotates per token only) */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) is offered per token and per tensor for integer "
+                    "and FP8 storage (and for the microscaling formats); the producer's values (args.out), "
+                    "BQ_HADAMARD, then dynamic quantize give the same bits", name);
   if (d->granularity != BQ_PER_TENSOR) return bq__rule_qrange(d, name, "scales");
   if (d->asymmetric)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
@@ -5583,20 +5670,22 @@ BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn,
     const char *fmt = "?";
     for (int i = 0; i < BQ__FUSED_FORMATS; i++)
       if (bq__fused_formats[i].it == d->int_type && bq__fused_formats[i].st == d->scale_type) fmt = bq__fused_formats[i].name;
-    snprintf(buf, n, "%s.fwd.%s.%s.%s.%s.%s.%s", bq__fused_label(d), bq__gran_name(d->granularity),
-             bq__dtype_name(d->float_type), fmt, bq__mx_layouts[d->scale_layout], bq__mx_rules[d->scale_rule], tn);
+    snprintf(buf, n, "%s.fwd.%s.%s.%s.%s.%s%s%s.%s", bq__fused_label(d), bq__gran_name(d->granularity),
+             bq__dtype_name(d->float_type), fmt, bq__mx_layouts[d->scale_layout], bq__mx_rules[d->scale_rule],
+             d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", d->rotation ? ".rot" : "", tn);
     return;
   }
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__fused_vec(d),
+  snprintf(variant, sizeof variant, "vec%d.%s%s%s", bq__fused_vec(d),
            d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym",
-           d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
+           d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", d->rotation ? ".rot" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
 /* The microscaling form of a SKU's tokens (bq__fused_sku's, the target's left off); 0 for
    the others, which take the elementwise form */
 BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
-  if (n != 7 || strcmp(tok[1], "fwd")) return 0;
+  const int rot = n >= 8 && !strcmp(tok[n - 1], "rot"), sr = n - rot >= 8 && !strcmp(tok[n - rot - 1], "sr");
+  if (n - rot - sr != 7 || strcmp(tok[1], "fwd")) return 0;
   int op = -1, fmt = -1, lay = -1, rule = -1;
   for (int i = 0; i < 3; i++) { /* RMSNorm, then the gated op with SiLU and GELU-tanh */
     bq_desc l;
@@ -5619,6 +5708,8 @@ BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
   d->scale_type = bq__fused_formats[fmt].st;
   d->scale_layout = (bq_scale_layout)lay;
   d->scale_rule = (bq_scale_rule)rule;
+  d->rounding = sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  d->rotation = rot;
   return bq__dtype_from_name(tok[3], &d->float_type);
 }
 /* the enumeration's variants: the gated op's two activations, each with its integer and FP8
@@ -5637,9 +5728,11 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
     in->op = BQ_OP_NONE; /* (a repeat: refused) */
     return;
   }
-  if (mx == 0) { /* integer and FP8 storage: rounding to nearest (inner 0) or stochastically (1) */
-    if (inner > 1) in->op = BQ_OP_NONE;
-    in->rounding = inner == 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  if (mx == 0) { /* integer and FP8 storage: rounding to nearest (inner 0) or stochastically (1),
+                    with the rotation (2, 3: per tensor and per token) */
+    if (inner > 3 || (inner > 1 && in->granularity == BQ_PER_GROUP)) in->op = BQ_OP_NONE;
+    in->rounding = inner & 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+    in->rotation = inner >> 1 & 1;
     return;
   }
   const struct bq__fused_format *f = &bq__fused_formats[(mx - 1) % BQ__FUSED_FORMATS];
@@ -5650,10 +5743,12 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   in->scale_rule = (bq_scale_rule)inner;
   in->qmin = in->qmax = 0;
 }
-/* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset */
+/* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset; the
+   rotation's block, and the seed of its random signs */
 BQ__FN unsigned bq__fused_owns(const bq_desc *d) {
   return (bq__fused_nv(d) ? BQ__OWNS_TENSOR_SCALE : 0) |
-         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+         (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
 /* bq_fused_amax is NVFP4's alone */
 BQ__FN int bq__fused_has(const bq_desc *d, const bq__target *t, int e) {
@@ -5679,12 +5774,14 @@ BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
   return BQ_SUCCESS;
 }
 /* RMSNorm's weight and epsilon; a microscaling format's groups (16 for NVFP4, 32 else) and
-   NVFP4's tensor scale, given (a pointer past the weight's, never dereferenced) */
+   NVFP4's tensor scale, given (a pointer past the weight's, never dereferenced); the
+   rotation's blocks, 32 */
 BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->norm_weight = d->op == BQ_RMSNORM_QUANTIZE ? ptr : NULL;
   a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
   if (bq__fused_mx(d)) a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
   if (bq__fused_nv(d)) a->tensor_scale = (char *)ptr + ((size_t)1 << 33);
+  if (d->rotation) a->rotation_block = 32;
 }
 
 #define BQ__FUSED_KERNELS                                                                                   \
@@ -6503,12 +6600,13 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by quantize, fake quantize, dynamic quantize (integer, FP8 and "
                     "microscaling storage) and the fused producers (integer and FP8)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__mx_family && f != &bq__dynamic_family && f != &bq__affine_family && d->rotation != 0)
+  const int rotates = f == &bq__mx_family || f == &bq__dynamic_family || f == &bq__affine_family ||
+                      f == &bq__fused_family;
+  if (!rotates && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is quantize's, "
-                    "dequantize's and dynamic quantize's; BQ_HADAMARD rotates alone",
+                    "dequantize's, dynamic quantize's and the fused producers'; BQ_HADAMARD rotates alone",
                     bq__op_name(d->op), d->rotation);
-  if (f != &bq__rotate_family && d->random_signs != 0 &&
-      !((f == &bq__mx_family || f == &bq__dynamic_family || f == &bq__affine_family) && d->rotation == 1))
+  if (f != &bq__rotate_family && d->random_signs != 0 && !(rotates && d->rotation == 1))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
                     "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
@@ -6980,7 +7078,7 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const unsigned owns = p->fam->owns ? p->fam->owns(d) : 0;
   if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
-                    "per channel keep a mask (rounding to nearest)", p->name, a->mask);
+                    "per channel keep a mask (rounding to nearest, unrotated)", p->name, a->mask);
   if ((a->tensor_scale || a->out_tensor_scale) && !(owns & BQ__OWNS_TENSOR_SCALE))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s (%p) must be NULL: the tensor scale is NVFP4's "
                     "(microscaling, desc.scale_type BQ_E4M3)", p->name,
@@ -8908,7 +9006,8 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "#if BQ_SR || BQ_AFF_ROT\n"
   "// ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding, and the ------\n"
-  "// fused rotation (BQ_AFF_ROT: quantize forward rotates x first, dequantize rotates its output back)\n"
+  "// fused rotation (BQ_AFF_ROT: quantize forward rotates x first, dequantize rotates its output\n"
+  "// back, fake quantize does both; its backward pass rotates dy and x, masks, rotates back)\n"
   "// A thread takes BQ_SR_N consecutive elements of a row (16 of 16-bit data, two generator\n"
   "// calls' draws whose chains interleave; else 8, one call's): element (r, c) draws at index\n"
   "// offset + r * cols + c (bq_sr_draws), so the bits depend on neither the grid nor the kernel.\n"
@@ -8935,7 +9034,8 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "#if BQ_E_AFFINE_SR\n"
   "extern \"C\" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {\n"
-  "#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))\n"
+  "#if (!BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))) || \\\n"
+  "    (BQ_AFF_ROT && BQ_BWD && BQ_OP == BQ_OP_FAKE_QUANTIZE)\n"
   "  constexpr int N = BQ_SR_N;\n"
   "  const bq_affine_params &p = sp.a;\n"
   "  const bq_i64 per = (p.cols + N - 1) / N, n = p.rows * per;\n"
@@ -8952,7 +9052,7 @@ static const char bq__src_affine_cu[] =
   "#endif\n"
   "  for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {\n"
   "    const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * N;\n"
-  "#if BQ_SR\n"
+  "#if BQ_SR && !BQ_BWD\n"
   "    bq_u32 u[N];\n"
   "    bq_sr_draws<N>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);\n"
   "#endif\n"
@@ -8974,9 +9074,22 @@ static const char bq__src_affine_cu[] =
   "#if BQ_AFF_ROT && BQ_OP != BQ_OP_DEQUANTIZE\n"
   "    bq_rot_chunk<N>(a, lane, sp.rlog2, rneg, rc, false, rmask); // (past a row's end: whole blocks of zeros)\n"
   "#endif\n"
+  "#if BQ_BWD // fake quantize backward, rotating: the mask of the rotated x on the rotated dy\n"
+  "    const bq_in1 *xi = (const bq_in1 *)p.in1 + r * p.in1_stride + c0;\n"
+  "    bq_chunk<bq_in1, N> xr;\n"
+  "    if (whole) {\n"
+  "      bq_load(xr, xi, bq_width(xi));\n"
+  "    } else {\n"
+  "#pragma unroll\n"
+  "      for (int k = 0; k < N; k++) xr.e[k] = c0 + k < p.cols ? xi[k] : (bq_in1)0;\n"
+  "    }\n"
+  "    bq_rot_chunk<N>(xr, lane, sp.rlog2, rneg, rc, false, rmask);\n"
+  "#endif\n"
   "#pragma unroll\n"
   "    for (int k = 0; k < N; k++) {\n"
-  "#if BQ_SR && BQ_OP == BQ_OP_QUANTIZE\n"
+  "#if BQ_BWD\n"
+  "      b.e[k] = bq_apply(a.e[k], xr.e[k], q.s, q.z, nullptr);\n"
+  "#elif BQ_SR && BQ_OP == BQ_OP_QUANTIZE\n"
   "      b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);\n"
   "#elif BQ_SR\n"
   "      b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));\n"
@@ -8987,8 +9100,8 @@ static const char bq__src_affine_cu[] =
   "      if (k < N - 1 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)\n"
   "#endif\n"
   "    }\n"
-  "#if BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE\n"
-  "    bq_rot_chunk<N>(b, lane, sp.rlog2, rneg, rc, true, rmask); // the values of T dequantize writes, rotated back\n"
+  "#if BQ_AFF_ROT && BQ_OP != BQ_OP_QUANTIZE\n"
+  "    bq_rot_chunk<N>(b, lane, sp.rlog2, rneg, rc, true, rmask); // the values of T (or dx) rotated back\n"
   "#endif\n"
   "    if (whole) {\n"
   "      bq_store(y, b, bq_width(y));\n"

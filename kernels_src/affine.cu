@@ -1484,7 +1484,8 @@ extern "C" __global__ void BQ_LB_MASK BQ_FN_AFFINE_MASK(const bq_affine_params p
 #endif
 #if BQ_SR || BQ_AFF_ROT
 // ---- bq_affine_sr: quantize and fake quantize forward with stochastic rounding, and the ------
-// fused rotation (BQ_AFF_ROT: quantize forward rotates x first, dequantize rotates its output back)
+// fused rotation (BQ_AFF_ROT: quantize forward rotates x first, dequantize rotates its output
+// back, fake quantize does both; its backward pass rotates dy and x, masks, rotates back)
 // A thread takes BQ_SR_N consecutive elements of a row (16 of 16-bit data, two generator
 // calls' draws whose chains interleave; else 8, one call's): element (r, c) draws at index
 // offset + r * cols + c (bq_sr_draws), so the bits depend on neither the grid nor the kernel.
@@ -1511,7 +1512,8 @@ static __device__ __forceinline__ void bq_rot_chunk(CH &v, int lane, int log2n, 
 #endif
 #if BQ_E_AFFINE_SR
 extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp) {
-#if !BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))
+#if (!BQ_BWD && (BQ_OP == BQ_OP_QUANTIZE || BQ_OP == BQ_OP_FAKE_QUANTIZE || (BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE))) || \
+    (BQ_AFF_ROT && BQ_BWD && BQ_OP == BQ_OP_FAKE_QUANTIZE)
   constexpr int N = BQ_SR_N;
   const bq_affine_params &p = sp.a;
   const bq_i64 per = (p.cols + N - 1) / N, n = p.rows * per;
@@ -1528,7 +1530,7 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
 #endif
   for (bq_i64 t = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += step) {
     const bq_i64 r = p.rows == 1 ? 0 : t / per, c0 = (t - r * per) * N;
-#if BQ_SR
+#if BQ_SR && !BQ_BWD
     bq_u32 u[N];
     bq_sr_draws<N>(sp.offset + (bq_u64)(r * p.cols + c0), sp.seed_lo, sp.seed_hi, u);
 #endif
@@ -1550,9 +1552,22 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
 #if BQ_AFF_ROT && BQ_OP != BQ_OP_DEQUANTIZE
     bq_rot_chunk<N>(a, lane, sp.rlog2, rneg, rc, false, rmask); // (past a row's end: whole blocks of zeros)
 #endif
+#if BQ_BWD // fake quantize backward, rotating: the mask of the rotated x on the rotated dy
+    const bq_in1 *xi = (const bq_in1 *)p.in1 + r * p.in1_stride + c0;
+    bq_chunk<bq_in1, N> xr;
+    if (whole) {
+      bq_load(xr, xi, bq_width(xi));
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; k++) xr.e[k] = c0 + k < p.cols ? xi[k] : (bq_in1)0;
+    }
+    bq_rot_chunk<N>(xr, lane, sp.rlog2, rneg, rc, false, rmask);
+#endif
 #pragma unroll
     for (int k = 0; k < N; k++) {
-#if BQ_SR && BQ_OP == BQ_OP_QUANTIZE
+#if BQ_BWD
+      b.e[k] = bq_apply(a.e[k], xr.e[k], q.s, q.z, nullptr);
+#elif BQ_SR && BQ_OP == BQ_OP_QUANTIZE
       b.e[k] = (bq_out)bq_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]);
 #elif BQ_SR
       b.e[k] = bq_from_c(bq_fake_quantize_sr(bq_to_c(a.e[k]), q.s, q.z, u[k]));
@@ -1563,8 +1578,8 @@ extern "C" __global__ void BQ_LB_SR BQ_FN_AFFINE_SR(const bq_affine_sr_params sp
       if (k < N - 1 && c0 + k + 1 < p.cols) bq_qp_next(q, p); // (never a block past the row's last)
 #endif
     }
-#if BQ_AFF_ROT && BQ_OP == BQ_OP_DEQUANTIZE
-    bq_rot_chunk<N>(b, lane, sp.rlog2, rneg, rc, true, rmask); // the values of T dequantize writes, rotated back
+#if BQ_AFF_ROT && BQ_OP != BQ_OP_QUANTIZE
+    bq_rot_chunk<N>(b, lane, sp.rlog2, rneg, rc, true, rmask); // the values of T (or dx) rotated back
 #endif
     if (whole) {
       bq_store(y, b, bq_width(y));

@@ -113,8 +113,10 @@
      rounding) it rotates each row, then computes the scales of the rotated values and
      quantizes them; there rows start on the 16-byte grid, are whole accesses and blocks are
      at most 32 accesses (else BQ_ERROR_NOT_SUPPORTED: run BQ_HADAMARD, then dynamic
-     quantize). Bit for bit the two ops in sequence, in one pass. Not with fake quantize
-     or backward.
+     quantize). Bit for bit the two ops in sequence, in one pass. On fake quantize it rotates
+     x, fake-quantizes, and rotates the result back; its backward pass rotates x and dy,
+     masks, and rotates dx back (no saved mask: args.mask is refused with it). Not on
+     quantize or dequantize backward.
 
    MICROSCALING (MXFP8, MXFP4, NVFP4): groups of G elements along a row, a byte of scale each
      A quantize, dequantize, fake quantize (either direction) or dynamic quantize descriptor
@@ -201,9 +203,12 @@
      make the descriptor one; per group, dynamic quantize's rules; NVFP4 without
      args.tensor_scale computes g in two launches first, which need bq_plan_workspace_size
      bytes, and writes it to args.out_tensor_scale). desc.rounding = BQ_ROUND_STOCHASTIC
-     (integer and FP8; args.seed, args.offset) quantizes the producer's values as the
-     stochastic quantize would, with the scales rounding to nearest computes: a second pass
-     over args.out (or, without it, a workspace of rows * cols * sizeof(T) bytes).
+     (args.seed, args.offset) quantizes the producer's values as the stochastic quantize
+     would, with the scales rounding to nearest computes; desc.rotation (per tensor, per
+     token, or a microscaling format; args.rotation_block, desc.random_signs) rotates them
+     first, as BQ_HADAMARD would, and quantizes the rotated values (dynamic scales: theirs).
+     Either is a second pass over args.out (or, without it, a workspace of rows * cols *
+     sizeof(T) bytes, 256-byte rounded, plus the second op's own where it needs one).
      Bit for bit the producer followed by the existing quantize, and each row's result
      depends on that row alone, whatever the batch (docs/numerics.md, "Fused producers").
      A block of 256 threads takes a row and reads it from DRAM once: held in registers (up
@@ -471,10 +476,12 @@ typedef struct bq_desc {
   bq_rounding rounding;        /* quantize, fake quantize (forward), dynamic quantize and the
                                   fused producers: BQ_ROUND_NEAREST_EVEN (default) or
                                   BQ_ROUND_STOCHASTIC */
-  int rotation;                /* quantize and dynamic quantize (forward; dynamic integer and
-                                  FP8 per token): 1 rotates x first (BQ_HADAMARD's forward
-                                  pass, blocks of args.rotation_block, desc.random_signs);
-                                  dequantize: 1 rotates y back after */
+  int rotation;                /* quantize, dynamic quantize (forward; integer and FP8 per
+                                  token) and the fused producers (per tensor, per token,
+                                  microscaling): 1 rotates the values first (BQ_HADAMARD's
+                                  forward pass, blocks of args.rotation_block,
+                                  desc.random_signs); dequantize: 1 rotates y back after;
+                                  fake quantize (either direction): both */
 } bq_desc;
 
 /* One call's arguments. Device pointers are plain CUdeviceptr / cudaMalloc values. */

@@ -753,9 +753,9 @@ BQ__FN bq_status bq__affine_normalize(const bq_desc *in, bq_desc *d, char *name,
                     "the storage type: quantize and fake quantize, forward", name);
   if (d->rotation != 0 && d->rotation != 1)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", name, d->rotation);
-  if (d->rotation && (d->op == BQ_FAKE_QUANTIZE || d->direction == BQ_BACKWARD))
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize and dequantize, forward",
-                    name);
+  if (d->rotation && d->op != BQ_FAKE_QUANTIZE && d->direction == BQ_BACKWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (1) applies to quantize and dequantize forward, "
+                    "and to fake quantize either way", name);
   if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation", name,
                     d->random_signs);
@@ -774,19 +774,19 @@ BQ__FN void bq__affine_sku(const bq_desc *d, const bq__target *t, const char *tn
   if (d->rotation) bq__copy(variant + strlen(variant), sizeof variant - strlen(variant), ".rot");
   bq__sku_std(d, variant, tn, buf, n);
 }
-/* args.mask: fake quantize's per tensor and per channel (rounding to nearest); args.seed and
-   args.offset: stochastic rounding's */
+/* args.mask: fake quantize's per tensor and per channel (rounding to nearest, unrotated: a
+   mask of x); args.seed and args.offset: stochastic rounding's */
 BQ__FN unsigned bq__affine_owns(const bq_desc *d) {
   return (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
-                  d->rounding != BQ_ROUND_STOCHASTIC
+                  d->rounding != BQ_ROUND_STOCHASTIC && !d->rotation
               ? BQ__OWNS_MASK
               : 0) |
          (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
          (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
 /* the enumeration's variants: quantize and fake quantize round to nearest or stochastically;
-   quantize and dequantize (forward) with the fused rotation or without (normalize refuses the
-   rest) */
+   quantize and dequantize (forward) and fake quantize with the fused rotation or without
+   (normalize refuses the rest) */
 BQ__FN void bq__affine_axes(bq_op op, int *outer, int *inner) {
   *outer = 1;
   *inner = op == BQ_DEQUANTIZE ? 2 : 4;

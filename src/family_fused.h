@@ -179,6 +179,7 @@ BQ__FN bq_status bq__fused_view_of(const bq_plan *p, const bq_args *a, bq__fused
   if (rms && a->residual && a->residual == a->x && v->rs != v->xs)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.residual is args.x, but args.residual_row_stride (%lld) is "
                     "not x's (%lld)", n, (long long)v->rs, (long long)v->xs);
+  if (d->rotation && (st = bq__rotation_block_check(n, a->rotation_block, v->cols))) return st;
   if (v->rows == 0 || v->cols == 0) return BQ_SUCCESS;
   if ((st = bq__check_ptr(p, "args.x", a->x, t))) return st;
   if ((st = bq__check_ptr(p, "args.y", a->y, 1))) return st;
@@ -208,20 +209,65 @@ BQ__FN int64_t bq__fused_amax_blocks(const bq_plan *p, const bq_args *a) {
   const int64_t cap = (int64_t)(p->num_sms > 0 ? p->num_sms : 1) * 8;
   return a->rows < cap ? a->rows : cap;
 }
-/* Stochastic rounding without args.out: the producer's values, [rows, cols] of T, dense */
-BQ__FN size_t bq__fused_sr_values(const bq_plan *p, const bq_args *a) {
-  if (p->desc.rounding != BQ_ROUND_STOCHASTIC || a->out || a->rows <= 0 || a->cols <= 0) return 0;
-  return (size_t)a->rows * (size_t)a->cols * (size_t)bq__dtype_size(p->desc.float_type);
+/* A plan that quantizes the producer's values again with the plan it holds (bq__fused_sub):
+   stochastic rounding, the fused rotation */
+BQ__FN int bq__fused_holds(const bq_desc *d) { return d->rounding == BQ_ROUND_STOCHASTIC || d->rotation; }
+/* ... and does so with a whole quantize op of its own (the rotation, or stochastic rounding
+   into a microscaling format), not with the scales the producer wrote */
+BQ__FN int bq__fused_composed(const bq_desc *d) {
+  return d->rotation || (d->rounding == BQ_ROUND_STOCHASTIC && bq__fused_mx(d));
 }
-BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
-  if (p->desc.rounding == BQ_ROUND_STOCHASTIC) return bq__fused_sr_values(p, a);
+/* the producer's own workspace: NVFP4's partial amaxes and their reduction */
+BQ__FN size_t bq__fused_amax_ws(const bq_plan *p, const bq_args *a) {
   if (!bq__fused_two_pass(p, a) || a->rows <= 0 || a->cols <= 0) return 0;
   return (size_t)bq__fused_amax_blocks(p, a) * 4 + 4;
 }
+/* the producer's values without args.out: [rows, cols] of T, dense */
+BQ__FN size_t bq__fused_values(const bq_plan *p, const bq_args *a) {
+  if (!bq__fused_holds(&p->desc) || a->out || a->rows <= 0 || a->cols <= 0) return 0;
+  return (size_t)a->rows * (size_t)a->cols * (size_t)bq__dtype_size(p->desc.float_type);
+}
+/* The held plan's arguments: the values (at vals, row stride vs; 0: dense) quantized into y
+   and the call's scales, with its seed, offset, rotation block and tensor scale */
+BQ__FN void bq__fused_sub_args(const bq_plan *p, const bq_args *a, const void *vals, int64_t vs, bq_args *q) {
+  memset(q, 0, sizeof *q);
+  q->x = vals;
+  q->y = a->y;
+  q->rows = a->rows, q->cols = a->cols;
+  q->x_row_stride = vs, q->y_row_stride = a->y_row_stride;
+  q->out_scales = a->out_scales;
+  q->out_zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  q->group_size = a->group_size, q->group_row_stride = a->group_row_stride;
+  q->tensor_scale = a->tensor_scale, q->out_tensor_scale = a->out_tensor_scale;
+  q->seed = a->seed, q->offset = a->offset, q->rotation_block = a->rotation_block;
+}
+/* the values' bytes, then (rounded up to 256) the larger of the producer's and the held
+   plan's own */
+BQ__FN size_t bq__fused_workspace(const bq_plan *p, const bq_args *a) {
+  const size_t own = bq__fused_amax_ws(p, a);
+  if (!bq__fused_holds(&p->desc)) return own;
+  const size_t vb = bq__fused_values(p, a);
+  size_t sub = 0;
+  if (bq__fused_composed(&p->desc) && p->desc.granularity != BQ_PER_TENSOR && p->sub && a->rows > 0 && a->cols > 0) {
+    bq_args q;
+    bq__fused_sub_args(p, a, NULL, 0, &q);
+    sub = p->sub->fam->workspace(p->sub, &q);
+  }
+  const size_t rest = own > sub ? own : sub;
+  return rest ? (vb + 255) / 256 * 256 + rest : vb;
+}
 
+/* The call's rules, then, where the plan holds a whole dynamic quantize, that op's rules over the values
+   (args.out's, or the workspace's: dense, and aligned as bq_malloc's) */
 BQ__FN bq_status bq__fused_check(const bq_plan *p, const bq_args *a) {
   bq__fused_view v;
-  return bq__fused_view_of(p, a, &v);
+  bq_status st = bq__fused_view_of(p, a, &v);
+  if (st || v.rows == 0 || v.cols == 0 || !p->sub || !bq__fused_composed(&p->desc) ||
+      p->desc.granularity == BQ_PER_TENSOR)
+    return st;
+  bq_args q;
+  bq__fused_sub_args(p, a, a->out ? a->out : (const void *)(uintptr_t)256, a->out ? a->out_row_stride : 0, &q);
+  return p->sub->fam->check(p->sub, &q);
 }
 
 /* Tests: an entry point by index for every run (a register entry too small for the row,
@@ -294,7 +340,7 @@ BQ__FN bq_status bq__fused_produce(const bq_plan *p, const bq_args *a, void *ws,
   const int yal = (uintptr_t)a->y % p->vec == 0 && v.ys % p->vec == 0;
   const int64_t tab = bq__fused_act_table(d) ? BQ__FUSED_ACT_BYTES : 0; /* first in shared memory */
   if (bq__fused_two_pass(p, a)) { /* NVFP4's tensor scale: the amax, partials then their reduction */
-    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_workspace(p, a)))) return st;
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_amax_ws(p, a)))) return st;
     k.amax = (uint64_t)(uintptr_t)ws;
     const int64_t parts = bq__fused_amax_blocks(p, a);
     if ((st = bq__launch(p, BQ__FUSED_AMAX, parts, 1, BQ__FUSED_THREADS, (unsigned)tab, &k, stream))) return st;
@@ -367,35 +413,41 @@ BQ__FN bq_status bq__fused_produce(const bq_plan *p, const bq_args *a, void *ws,
   return bq__launch(p, which, blocks, 1, bq__fused_shapes[which][0], (unsigned)tab, &k, stream);
 }
 
-/* Stochastic rounding (integer and FP8 storage): the producer's run as when rounding to
-   nearest, which writes the scales (dynamic) and the producer's values (args.out, else the
-   workspace), then the plan's affine plan (bq__fused_sub) quantizes those values over y
-   with the scales, rounding stochastically at each element's index r cols + c plus
-   args.offset: the contract's producer, then its quantize, exactly (the dynamic scales are
-   those rounding to nearest computes, as dynamic quantize's rule has them). y is written
-   twice, once rounding to nearest: the price of reusing every tuned producer kernel as it is. */
+/* Stochastic rounding and the fused rotation: the producer's run as when rounding to nearest
+   (its scales and codes written, and its values: args.out, else the workspace), then the plan
+   it holds (bq__fused_sub) quantizes those values over y:
+   - stochastic rounding alone into integer or FP8 storage: bq_affine_sr with the scales just
+     written (per tensor the static scale on every row), at each element's index r cols + c
+     plus args.offset: the contract's producer, then its quantize (the dynamic scales are
+     those rounding to nearest computes, as dynamic quantize's rule has them);
+   - with the rotation, or stochastic rounding into a microscaling format: the whole op over
+     the values, quantize per tensor with the static scale, else dynamic quantize at the same
+     granularity, rotating and rounding as the desc says (its scales replace the producer's).
+   y (and the scales) are written twice: the price of reusing every tuned producer kernel. */
 BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
-  if (p->desc.rounding != BQ_ROUND_STOCHASTIC) return bq__fused_produce(p, a, ws, ws_bytes, stream);
+  if (!bq__fused_holds(&p->desc)) return bq__fused_produce(p, a, ws, ws_bytes, stream);
   bq__fused_view v;
   bq_status st = bq__fused_view_of(p, a, &v);
   if (st || v.rows == 0 || v.cols == 0) return st;
+  const size_t need = bq__fused_workspace(p, a), vb = bq__fused_values(p, a);
+  if (need && (st = bq__check_workspace(p, ws, ws_bytes, need))) return st;
+  char *rest = need > vb ? (char *)ws + (vb + 255) / 256 * 256 : NULL;
+  const size_t rest_bytes = rest ? ws_bytes - (size_t)(rest - (char *)ws) : 0;
   bq_args f = *a;
   if (!a->out) {
-    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fused_sr_values(p, a)))) return st;
     f.out = ws;
     f.out_row_stride = 0; /* (cols: dense) */
   }
-  if ((st = bq__fused_produce(p, &f, NULL, 0, stream))) return st;
   bq_args q;
-  memset(&q, 0, sizeof q);
-  q.x = f.out;
-  q.y = a->y;
-  q.scales = a->out_scales;
-  q.zero_points = p->desc.asymmetric ? a->out_zero_points : NULL;
+  bq__fused_sub_args(p, a, f.out, f.out_row_stride, &q);
+  const int whole = bq__fused_composed(&p->desc) && p->desc.granularity != BQ_PER_TENSOR;
+  if (whole && (st = p->sub->fam->check(p->sub, &q))) return st; /* (before the producer writes anything) */
+  if ((st = bq__fused_produce(p, &f, rest, rest_bytes, stream))) return st;
+  if (whole) return bq_plan_run(p->sub, &q, rest, rest_bytes, stream);
+  q.scales = a->out_scales, q.out_scales = NULL;
+  q.zero_points = q.out_zero_points, q.out_zero_points = NULL;
   q.scale = a->scale;
   q.zero_point = a->zero_point;
-  q.seed = a->seed;
-  q.offset = a->offset;
   bq__view w; /* [rows, cols] with the value's and y's row strides, whatever the granularity */
   memset(&w, 0, sizeof w);
   w.rows = v.rows, w.cols = v.cols, w.numel = v.rows * v.cols;
@@ -405,12 +457,35 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   w.grs = v.grs;
   return bq__affine_sr_run(p->sub, &q, &w, stream);
 }
-/* Stochastic rounding's plans hold the affine plan that quantizes the producer's values
-   (bq__fused_run): quantize forward at the same granularity, types, q-range, scale type and
-   layout, rounding stochastically */
+/* The plan a stochastic or rotating plan holds (bq__fused_run): quantize forward at the same
+   granularity, types, q-range, scale type and layout, rounding stochastically; with the
+   rotation, or into a microscaling format, the whole op: quantize per tensor, rotating, or
+   dynamic quantize (the dynamic or the microscaling family) with the desc's rotation,
+   rounding and scale rule */
 BQ__FN int bq__fused_sub(const bq_desc *d, bq_desc *q) {
-  if (d->rounding != BQ_ROUND_STOCHASTIC) return 0;
-  bq__affine_sr_of(d, d->granularity, q);
+  if (!bq__fused_holds(d)) return 0;
+  if (!bq__fused_composed(d) || d->granularity == BQ_PER_TENSOR) {
+    bq__affine_sr_of(d, d->granularity, q);
+    q->rounding = d->rounding;
+    q->rotation = d->rotation;
+    q->random_signs = d->random_signs;
+    return 1;
+  }
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->direction = BQ_FORWARD;
+  q->granularity = d->granularity;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->qmin = d->qmin;
+  q->qmax = d->qmax;
+  q->scale_type = d->scale_type;
+  q->scale_layout = d->scale_layout;
+  q->scale_rule = d->scale_rule;
+  q->asymmetric = d->asymmetric;
+  q->rounding = d->rounding;
+  q->rotation = d->rotation;
+  q->random_signs = d->random_signs;
   return 1;
 }
 
@@ -443,10 +518,11 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
   if (d->rounding != BQ_ROUND_NEAREST_EVEN && d->rounding != BQ_ROUND_STOCHASTIC)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rounding (%d) is not a bq_rounding", bq__op_name(d->op),
                     (int)d->rounding);
-  if (bq__fused_mx(d) && d->rounding == BQ_ROUND_STOCHASTIC)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rounding (stochastic) is offered for the fused producers' "
-                    "integer and FP8 storage; for a microscaling format, the producer's values (args.out) then "
-                    "microscaling quantize with its scales give the same bits", bq__op_name(d->op));
+  if (d->rotation != 0 && d->rotation != 1)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0 or 1", bq__op_name(d->op), d->rotation);
+  if (d->random_signs != 0 && (d->random_signs != 1 || !d->rotation))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) must be 0, or 1 with desc.rotation",
+                    bq__op_name(d->op), d->random_signs);
   if (bq__fused_mx(d)) { /* a microscaling format: per group (the default here), forward */
     if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_GROUP;
     if (d->granularity < BQ_GRANULARITY_DEFAULT || d->granularity > BQ_PER_BLOCK)
@@ -473,6 +549,10 @@ BQ__FN bq_status bq__fused_normalize(const bq_desc *in, bq_desc *d, char *name, 
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.granularity (per_channel) is not offered for fused producers: "
                     "use per_token or per_group (dynamic) or per_tensor (static)", name);
   if ((st = bq__rule_asymmetric(d, name))) return st;
+  if (d->rotation && d->granularity == BQ_PER_GROUP) /* (dynamic quantize rotates per token only) */
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s: desc.rotation (1) is offered per token and per tensor for integer "
+                    "and FP8 storage (and for the microscaling formats); the producer's values (args.out), "
+                    "BQ_HADAMARD, then dynamic quantize give the same bits", name);
   if (d->granularity != BQ_PER_TENSOR) return bq__rule_qrange(d, name, "scales");
   if (d->asymmetric)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.asymmetric (1) applies to the dynamic granularities "
@@ -501,20 +581,22 @@ BQ__FN void bq__fused_sku(const bq_desc *d, const bq__target *t, const char *tn,
     const char *fmt = "?";
     for (int i = 0; i < BQ__FUSED_FORMATS; i++)
       if (bq__fused_formats[i].it == d->int_type && bq__fused_formats[i].st == d->scale_type) fmt = bq__fused_formats[i].name;
-    snprintf(buf, n, "%s.fwd.%s.%s.%s.%s.%s.%s", bq__fused_label(d), bq__gran_name(d->granularity),
-             bq__dtype_name(d->float_type), fmt, bq__mx_layouts[d->scale_layout], bq__mx_rules[d->scale_rule], tn);
+    snprintf(buf, n, "%s.fwd.%s.%s.%s.%s.%s%s%s.%s", bq__fused_label(d), bq__gran_name(d->granularity),
+             bq__dtype_name(d->float_type), fmt, bq__mx_layouts[d->scale_layout], bq__mx_rules[d->scale_rule],
+             d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", d->rotation ? ".rot" : "", tn);
     return;
   }
   char variant[32];
-  snprintf(variant, sizeof variant, "vec%d.%s%s", bq__fused_vec(d),
+  snprintf(variant, sizeof variant, "vec%d.%s%s%s", bq__fused_vec(d),
            d->granularity == BQ_PER_TENSOR ? "static" : d->asymmetric ? "asym" : "sym",
-           d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "");
+           d->rounding == BQ_ROUND_STOCHASTIC ? ".sr" : "", d->rotation ? ".rot" : "");
   bq__sku_std(d, variant, tn, buf, n);
 }
 /* The microscaling form of a SKU's tokens (bq__fused_sku's, the target's left off); 0 for
    the others, which take the elementwise form */
 BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
-  if (n != 7 || strcmp(tok[1], "fwd")) return 0;
+  const int rot = n >= 8 && !strcmp(tok[n - 1], "rot"), sr = n - rot >= 8 && !strcmp(tok[n - rot - 1], "sr");
+  if (n - rot - sr != 7 || strcmp(tok[1], "fwd")) return 0;
   int op = -1, fmt = -1, lay = -1, rule = -1;
   for (int i = 0; i < 3; i++) { /* RMSNorm, then the gated op with SiLU and GELU-tanh */
     bq_desc l;
@@ -537,6 +619,8 @@ BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
   d->scale_type = bq__fused_formats[fmt].st;
   d->scale_layout = (bq_scale_layout)lay;
   d->scale_rule = (bq_scale_rule)rule;
+  d->rounding = sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  d->rotation = rot;
   return bq__dtype_from_name(tok[3], &d->float_type);
 }
 /* the enumeration's variants: the gated op's two activations, each with its integer and FP8
@@ -555,9 +639,11 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
     in->op = BQ_OP_NONE; /* (a repeat: refused) */
     return;
   }
-  if (mx == 0) { /* integer and FP8 storage: rounding to nearest (inner 0) or stochastically (1) */
-    if (inner > 1) in->op = BQ_OP_NONE;
-    in->rounding = inner == 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  if (mx == 0) { /* integer and FP8 storage: rounding to nearest (inner 0) or stochastically (1),
+                    with the rotation (2, 3: per tensor and per token) */
+    if (inner > 3 || (inner > 1 && in->granularity == BQ_PER_GROUP)) in->op = BQ_OP_NONE;
+    in->rounding = inner & 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+    in->rotation = inner >> 1 & 1;
     return;
   }
   const struct bq__fused_format *f = &bq__fused_formats[(mx - 1) % BQ__FUSED_FORMATS];
@@ -568,10 +654,12 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   in->scale_rule = (bq_scale_rule)inner;
   in->qmin = in->qmax = 0;
 }
-/* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset */
+/* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset; the
+   rotation's block, and the seed of its random signs */
 BQ__FN unsigned bq__fused_owns(const bq_desc *d) {
   return (bq__fused_nv(d) ? BQ__OWNS_TENSOR_SCALE : 0) |
-         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0);
+         (d->rounding == BQ_ROUND_STOCHASTIC ? BQ__OWNS_SEED | BQ__OWNS_OFFSET : 0) |
+         (d->rotation ? BQ__OWNS_ROTATION : 0) | (d->random_signs ? BQ__OWNS_SEED : 0);
 }
 /* bq_fused_amax is NVFP4's alone */
 BQ__FN int bq__fused_has(const bq_desc *d, const bq__target *t, int e) {
@@ -597,12 +685,14 @@ BQ__FN bq_status bq__fused_plan_setup(bq_plan *p) {
   return BQ_SUCCESS;
 }
 /* RMSNorm's weight and epsilon; a microscaling format's groups (16 for NVFP4, 32 else) and
-   NVFP4's tensor scale, given (a pointer past the weight's, never dereferenced) */
+   NVFP4's tensor scale, given (a pointer past the weight's, never dereferenced); the
+   rotation's blocks, 32 */
 BQ__FN void bq__fused_typical(const bq_desc *d, bq_args *a, void *ptr) {
   a->norm_weight = d->op == BQ_RMSNORM_QUANTIZE ? ptr : NULL;
   a->eps = d->op == BQ_RMSNORM_QUANTIZE ? 1e-6 : 0.0;
   if (bq__fused_mx(d)) a->group_size = d->scale_type == BQ_E4M3 ? 16 : 32;
   if (bq__fused_nv(d)) a->tensor_scale = (char *)ptr + ((size_t)1 << 33);
+  if (d->rotation) a->rotation_block = 32;
 }
 
 #define BQ__FUSED_KERNELS                                                                                   \

@@ -44,12 +44,13 @@ BQ__FN bq_status bq__normalize(const bq_desc *in, bq_desc *d, char *name, size_t
                     "rounding is offered by quantize, fake quantize, dynamic quantize (integer, FP8 and "
                     "microscaling storage) and the fused producers (integer and FP8)",
                     bq__op_name(d->op), (int)d->rounding);
-  if (f != &bq__mx_family && f != &bq__dynamic_family && f != &bq__affine_family && d->rotation != 0)
+  const int rotates = f == &bq__mx_family || f == &bq__dynamic_family || f == &bq__affine_family ||
+                      f == &bq__fused_family;
+  if (!rotates && d->rotation != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.rotation (%d) must be 0: the fused rotation is quantize's, "
-                    "dequantize's and dynamic quantize's; BQ_HADAMARD rotates alone",
+                    "dequantize's, dynamic quantize's and the fused producers'; BQ_HADAMARD rotates alone",
                     bq__op_name(d->op), d->rotation);
-  if (f != &bq__rotate_family && d->random_signs != 0 &&
-      !((f == &bq__mx_family || f == &bq__dynamic_family || f == &bq__affine_family) && d->rotation == 1))
+  if (f != &bq__rotate_family && d->random_signs != 0 && !(rotates && d->rotation == 1))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.random_signs (%d) applies to BQ_HADAMARD and the fused "
                     "rotation (desc.rotation) only", bq__op_name(d->op), d->random_signs);
   return f->normalize(in, d, name, name_size);
@@ -521,7 +522,7 @@ BQ__FN bq_status bq__check_op_fields(const bq_plan *p, const bq_args *a) {
   const unsigned owns = p->fam->owns ? p->fam->owns(d) : 0;
   if (a->mask && !(owns & BQ__OWNS_MASK))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.mask (%p) must be NULL: only fake quantize per tensor and "
-                    "per channel keep a mask (rounding to nearest)", p->name, a->mask);
+                    "per channel keep a mask (rounding to nearest, unrotated)", p->name, a->mask);
   if ((a->tensor_scale || a->out_tensor_scale) && !(owns & BQ__OWNS_TENSOR_SCALE))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.%s (%p) must be NULL: the tensor scale is NVFP4's "
                     "(microscaling, desc.scale_type BQ_E4M3)", p->name,

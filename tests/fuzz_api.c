@@ -455,8 +455,8 @@ static void violation(const char *fmt, ...) {
 /* 1 while a plan's held plan's kernel is checked (dynamic quantize's stochastic rounding: the
    affine plan reads the scales and zero points the call writes) */
 static int g_held;
-/* the held plan's x where it is not the call's x (the fused producers' stochastic rounding:
-   their values, in args.out or the workspace) */
+/* the held plan's x where it is not the call's x (the fused producers' stochastic rounding
+   and rotation: their values, in args.out or the workspace) */
 static const char *g_held_x;
 /* whether the running call passes a buffer of this role */
 static int call_has(const char *role) {
@@ -600,8 +600,9 @@ static void check_fused(const char *name, const bq_desc *d, const void *params, 
     touch(name, "workspace", k.amax, sat_mul(k.nparts ? u(k.nparts) + 1 : grid, 4), 1);
     return;
   }
-  /* (stochastic rounding without args.out: the values go to the workspace, for the held plan) */
-  if (k.out) touch(name, d->rounding == BQ_ROUND_STOCHASTIC && !call_has("out") ? "workspace" : "out", k.out,
+  /* (stochastic rounding or the rotation without args.out: the values go to the workspace,
+     for the held plan) */
+  if (k.out) touch(name, (d->rounding == BQ_ROUND_STOCHASTIC || d->rotation) && !call_has("out") ? "workspace" : "out", k.out,
                    sat_mul(span(k.rows, k.cols, k.os), T), 1);
   if (d->granularity == BQ_PER_GROUP && k.group < 1)
     return violation("%s: %s: groups of %lld elements", call.plan->name, name, (long long)k.group);
@@ -725,18 +726,33 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
       break;
     }
   const bq_desc *d = &p->desc;
+  /* a fused producer's held op (stochastic rounding, the rotation) reads the producer's
+     values: args.out, or the workspace */
+  const int fused = bq__op_in(d->op, "fused");
+  const bq_plan *h1 = p->sub, *h2 = h1 ? h1->sub : NULL; /* the plan held, and the one it holds */
+  const char *vals = fused ? (call_has("out") ? "out" : "workspace") : NULL;
   if (starts(name, "bq_dynamic")) {
     const int sub = d->op == BQ_QUANTIZED_LINEAR; /* its activations' kernel, into the workspace */
-    if (d->op != BQ_DYNAMIC_QUANTIZE && !sub) die("a dynamic kernel launched by another plan", p->name);
-    check_dynamic(name, sub ? &p->sub->desc : d, params[0], sub);
+    const int held = fused && h1 && h1->desc.op == BQ_DYNAMIC_QUANTIZE;
+    if (d->op != BQ_DYNAMIC_QUANTIZE && !sub && !held) die("a dynamic kernel launched by another plan", p->name);
+    g_held = held, g_held_x = held ? vals : NULL;
+    check_dynamic(name, sub || held ? &h1->desc : d, params[0], sub);
+    g_held = 0, g_held_x = NULL;
   } else if (starts(name, "bq_affine")) {
-    const int fused = bq__op_in(d->op, "fused");
-    const int held = (d->op == BQ_DYNAMIC_QUANTIZE || fused) && d->rounding == BQ_ROUND_STOCHASTIC && p->sub;
+    /* the affine plan held by dynamic quantize (stochastic rounding) or a fused producer, or
+       by the dynamic quantize a fused producer holds */
+    const bq_plan *q = h1 && h1->desc.op == BQ_QUANTIZE ? h1 : h2 && h2->desc.op == BQ_QUANTIZE ? h2 : NULL;
+    const int held = (d->op == BQ_DYNAMIC_QUANTIZE || fused) && q;
     if (d->op != BQ_QUANTIZE && d->op != BQ_DEQUANTIZE && d->op != BQ_FAKE_QUANTIZE && !held)
       die("an affine kernel launched by another plan", p->name);
     g_held = held;
-    g_held_x = held && fused ? (call_has("out") ? "out" : "workspace") : NULL;
-    check_affine(name, held ? &p->sub->desc : d, params[0]);
+    g_held_x = held ? vals : NULL;
+    check_affine(name, held ? &q->desc : d, params[0]);
+    g_held = 0, g_held_x = NULL;
+  } else if (starts(name, "bq_mx") && fused) { /* microscaling dynamic quantize held by a fused producer */
+    if (!h1 || !bq__is_mx(&h1->desc)) die("a microscaling kernel launched by another plan", p->name);
+    g_held = 1, g_held_x = vals;
+    check_mx(name, &h1->desc, params[0]);
     g_held = 0, g_held_x = NULL;
   } else if (starts(name, "bq_fused")) {
     if (!bq__op_in(d->op, "fused")) die("a fused kernel launched by another plan", p->name);
@@ -809,7 +825,7 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
   if (d->op <= BQ_FAKE_QUANTIZE && d->granularity != BQ_PER_TENSOR && !fp8 && !x4 && !bq__is_mx(d) && odd)
     a->zero_points = (const int32_t *)(uintptr_t)region(21);
   if (d->op == BQ_FAKE_QUANTIZE && (d->granularity == BQ_PER_TENSOR || d->granularity == BQ_PER_CHANNEL) &&
-      d->rounding == BQ_ROUND_NEAREST_EVEN && (v == 2 || v == 3))
+      d->rounding == BQ_ROUND_NEAREST_EVEN && !d->rotation && (v == 2 || v == 3))
     a->mask = (void *)(uintptr_t)region(22);
   if (d->op == BQ_RMSNORM_QUANTIZE && (v == 1 || v == 2 || v == 5)) a->residual = (void *)(uintptr_t)extra;
   if (d->op == BQ_RMSNORM_QUANTIZE && v == 3) a->residual = (void *)(uintptr_t)a->x, a->residual_row_stride = 0;
@@ -837,8 +853,10 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
     a->numel = a->rows * a->cols;
     if (a->rank > 0) a->shape[a->rank - 1] = (a->shape[a->rank - 1] + 63) / 64 * 64;
     a->x = (const void *)((uintptr_t)a->x & ~(uintptr_t)15);
-    if (a->x_row_stride) a->x_row_stride = a->cols + 64;
+    if (a->x_row_stride) a->x_row_stride = (d->op == BQ_GATED_QUANTIZE ? 2 * a->cols : a->cols) + 64;
     if (a->y_row_stride) a->y_row_stride = a->cols + 128;
+    if (a->residual_row_stride) a->residual_row_stride = a->cols + 1;
+    if (a->out_row_stride) a->out_row_stride = a->cols + 64; /* (the held op's rows: on the 16-byte grid) */
     if (a->group_row_stride && d->scale_layout == BQ_SCALES_ROW_MAJOR) a->group_row_stride = a->cols / 32 + 1;
   }
 }
@@ -954,22 +972,22 @@ static bq_plan *select_checked(const bq_desc *dp, int env, int sm) {
   if (!bq__op_in(norm.op, "linear")) {
     bq_desc back;
     bq__target t;
-    /* a plan that holds another (dynamic quantize's stochastic rounding) names both, "A + B":
-       its own part parses back to its desc, the held plan's to that plan's */
-    char own[sizeof p->sku];
-    snprintf(own, sizeof own, "%s", p->sku);
-    char *plus = strstr(own, " + ");
-    if (plus) {
-      *plus = 0;
-      if (!p->sub || strcmp(plus + 3, p->sub->sku)) die("a plan SKU's held part that is not its held plan's", p->sku);
-      if (bq__desc_from_sku(p->sub->sku, &back, &t)) die("a held plan's SKU that does not parse back", p->sku);
-      back.device = p->sub->desc.device;
-      if (memcmp(&back, &p->sub->desc, sizeof back)) die("a held plan's SKU that parses back to another desc", p->sku);
+    /* a plan that holds another (dynamic quantize's stochastic rounding, a fused producer's
+       second op, which may hold one too) names them in turn, "A + B + C": each part parses
+       back to its plan's desc */
+    for (const bq_plan *q = p; q; q = q->sub) {
+      char own[sizeof p->sku];
+      snprintf(own, sizeof own, "%s", q->sku);
+      char *plus = strstr(own, " + ");
+      if (plus) *plus = 0;
+      if (!plus != !q->sub || (plus && strcmp(plus + 3, q->sub->sku)))
+        die("a plan SKU's held part that is not its held plan's", p->sku);
+      if (bq__desc_from_sku(own, &back, &t)) die("a plan SKU (or its held part) that does not parse back", p->sku);
+      back.device = q->desc.device;
+      if (q->desc.rotation) back.random_signs = q->desc.random_signs; /* (the rotation's signs: a run-time choice) */
+      if (memcmp(&back, &q->desc, sizeof back)) die("a plan SKU (or its held part) that parses back to another desc", p->sku);
     }
-    if (bq__desc_from_sku(own, &back, &t)) die("a plan SKU that does not parse back", p->sku);
-    back.device = norm.device;
-    if (norm.rotation) back.random_signs = norm.random_signs; /* (the fused rotation's signs: a run-time choice) */
-    if (memcmp(&back, &norm, sizeof norm)) die("a plan SKU that parses back to another desc", p->sku);
+    if (memcmp(&p->desc, &norm, sizeof norm)) die("a plan whose desc is not the normalized one", p->sku);
   }
   return p;
 }

@@ -59,7 +59,7 @@ static void k_affine_flat(const void *p) { emu_aff::bq_affine_flat(*(const bq_af
 static void k_affine_cols(const void *p) { emu_aff::bq_affine_cols(*(const bq_affine_params *)p); }
 #endif
 /* fake quantize per tensor and per channel keep a mask (args.mask, bq_affine_mask) */
-#define EMU_MASK (EMU_OP == BQ_OP_FAKE_QUANTIZE && (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_CHANNEL))
+#define EMU_MASK (EMU_OP == BQ_OP_FAKE_QUANTIZE && (EMU_GRAN == BQ_GRAN_TENSOR || EMU_GRAN == BQ_GRAN_CHANNEL) && !EMU_ROT)
 #if EMU_MASK
 static void k_affine_mask(const void *p) { emu_aff::bq_affine_mask(*(const bq_affine_params *)p); }
 #endif
@@ -83,7 +83,7 @@ static void k_affine_lean(const void *p) { emu_aff::bq_affine_lean(*(const emu_l
 static void k_affine_pair(const void *p) { emu_aff::bq_affine_pair(*(const emu_pair_params *)p); }
 #endif
 /* stochastic rounding (round=sr): quantize and fake quantize forward take bq_affine_sr alone; so
-   do quantize and dequantize with the fused rotation (rot=1) */
+   do quantize, dequantize and fake quantize (either direction) with the fused rotation (rot=1) */
 #if EMU_SR || EMU_ROT
 static void k_affine_sr(const void *p) { emu_aff::bq_affine_sr(*(const bq_affine_sr_params *)p); }
 #endif
@@ -420,15 +420,20 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   if (bwd) r.dx = exp;
   else r.y = exp;
   if (EMU_GRAN == BQ_GRAN_TENSOR) r.scale = d.float_type == BQ_F64 ? a.scale : (double)(float)a.scale;
-  std::vector<unsigned char> xr;
+  std::vector<unsigned char> xr, dyr;
   if (EMU_ROT && d.op != BQ_DEQUANTIZE && otot > 0) { /* the reference: BQ_HADAMARD's forward pass, then the op */
     xr = xb;
     r.x = xr.data() + (x - xb.data());
     ref_rotate(T, 0, d.random_signs, a.seed, g_rot_n, rrows, rcols, x, rxs, (void *)r.x, rxs);
   }
+  if (EMU_ROT && bwd && otot > 0) { /* fake quantize backward: dy rotated too (the mask is the rotated x's) */
+    dyr = yb;
+    r.dy = dyr.data() + (dy - yb.data());
+    ref_rotate(T, 0, d.random_signs, a.seed, g_rot_n, rrows, rcols, dy, rys, (void *)r.dy, rys);
+  }
   cr_assert_eq(EMU_SR ? ref_run_sr(&d, &r) : ref_run(&d, &r), 0, "%s", what);
-  if (EMU_ROT && d.op == BQ_DEQUANTIZE && otot > 0) /* the op, then BQ_HADAMARD's inverse on what it wrote */
-    ref_rotate(T, 1, d.random_signs, a.seed, g_rot_n, rrows, rcols, exp, rys, exp, rys);
+  if (EMU_ROT && d.op != BQ_QUANTIZE && otot > 0) /* the op, then BQ_HADAMARD's inverse on what it wrote */
+    ref_rotate(T, 1, d.random_signs, a.seed, g_rot_n, rrows, rcols, exp, bwd ? rxs : rys, exp, bwd ? rxs : rys);
   char msg[2048];
   int64_t total = guard + off_o + otot + guard;
   size_t bad = ref_compare(ot, e0, o0, total, msg, sizeof msg);

@@ -363,9 +363,10 @@ static void prep_check(prep *P)
   char msg[4096];
   memset(P->expected, P->c.poison, P->out.total);
   const int sr = P->c.d.rounding == BQ_ROUND_STOCHASTIC, rot = P->c.d.rotation, deq = P->dn.op == BQ_DEQUANTIZE;
+  const int fake = P->dn.op == BQ_FAKE_QUANTIZE;
   const ref_layout *L = &P->L;
-  unsigned char *xr = NULL;
-  const void *x0 = P->ha.x;
+  unsigned char *xr = NULL, *dyr = NULL;
+  const void *x0 = P->ha.x, *dy0 = P->ha.dy;
   if (rot && !deq && L->count) { /* the fused rotation's reference: BQ_HADAMARD's forward pass on x, then the op */
     xr = (unsigned char *)malloc(P->x.total);
     cr_assert(xr, "host malloc | %s", P->what);
@@ -374,13 +375,23 @@ static void prep_check(prep *P)
                P->x.h + P->x.pre, L->xs, xr + P->x.pre, L->xs);
     P->ha.x = xr + P->x.pre;
   }
+  if (rot && P->bwd && L->count) { /* fake quantize backward: dy rotated forward too (the mask is the rotated x's) */
+    dyr = (unsigned char *)malloc(P->dy.total);
+    cr_assert(dyr, "host malloc | %s", P->what);
+    memcpy(dyr, P->dy.h, P->dy.total);
+    ref_rotate(P->dn.float_type, 0, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, L->rows, L->cols,
+               P->dy.h + P->dy.pre, L->ys, dyr + P->dy.pre, L->ys);
+    P->ha.dy = dyr + P->dy.pre;
+  }
   cr_assert_eq(sr ? ref_run_sr(&P->c.d, &P->ha) : ref_run(&P->c.d, &P->ha), 0, "reference rejected the case: %s",
                P->what);
   P->ha.x = x0;
+  P->ha.dy = dy0;
   free(xr);
-  if (rot && deq && L->count) /* dequantize, then BQ_HADAMARD's inverse pass on what it wrote */
+  free(dyr);
+  if (rot && (deq || fake) && L->count) /* dequantize and fake quantize: BQ_HADAMARD's inverse pass on the output */
     ref_rotate(P->dn.float_type, 1, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, L->rows, L->cols,
-               P->expected + P->out.pre, L->ys, P->expected + P->out.pre, L->ys);
+               P->expected + P->out.pre, P->bwd ? L->xs : L->ys, P->expected + P->out.pre, P->bwd ? L->xs : L->ys);
   BQ_OK(bq_memcpy_to_host(P->got, P->out.dev, P->out.total), "%s", P->what);
   bad = ref_compare_output(&P->c.d, &P->ha, P->expected, P->got, (int64_t)(P->out.total / oes),
                            (int64_t)(P->out.pre / oes), msg, sizeof msg);
@@ -680,8 +691,10 @@ static void run_sr(bq_granularity g, bq_op op)
 }
 
 /* ==== the fused rotation (bq_affine_sr) ========================================================= */
-/* Quantize (rounding to nearest and stochastically) and dequantize with desc.rotation, against
-   BQ_HADAMARD's reference then the op's (dequantize: the op's, then the inverse pass): every
+/* Quantize and fake quantize (rounding to nearest and stochastically), dequantize and fake
+   quantize backward with desc.rotation, against BQ_HADAMARD's reference then the op's
+   (dequantize: the op's, then the inverse pass; fake quantize: both; its backward pass: x and
+   dy rotated, the op's, then the inverse pass on dx): every
    float type, integer and FP8 storage, every block size (2 to 256), random signs half the time,
    each granularity's rows (per tensor and per channel: the flat array; the last dimension a
    multiple of the block), unaligned offsets and strided rows, small and large. */
@@ -706,15 +719,16 @@ static void rot_shape(gcase *c, bq_granularity g, int64_t n, int big)
   }
   }
 }
-static void run_rotation(bq_granularity g, bq_op op)
+static void run_rotation(bq_granularity g, bq_op op, bq_direction dir)
 {
   GPU_BEGIN();
+  const int rounds = op != BQ_DEQUANTIZE && dir == BQ_FORWARD; /* (stochastically too) */
   for (int ti = 0; ti < 4; ti++)
-    for (int form = 0; form < (op == BQ_QUANTIZE ? 6 : 3); form++)
+    for (int form = 0; form < (rounds ? 6 : 3); form++)
       for (int64_t n = 2; n <= 256; n *= 2) {
         gcase c;
-        g_sr = form >= 3; /* quantize: rounding to nearest, then stochastically */
-        case_desc(&c, op, BQ_FORWARD, g, ti, form % 2, (int)(n % 3));
+        g_sr = form >= 3; /* quantize and fake quantize forward: rounding to nearest, then stochastically */
+        case_desc(&c, op, dir, g, ti, form % 2, (int)(n % 3));
         if (form % 3 == 2) c.d.int_type = n % 4 ? BQ_E4M3 : BQ_E5M2, c.d.qmin = c.d.qmax = 0;
         if (g != BQ_PER_TENSOR) c.d.scale_type = form % 2 ? BQ_F32 : k_float_types[ti];
         c.d.rotation = 1;
@@ -730,16 +744,25 @@ static void run_rotation(bq_granularity g, bq_op op)
   g_sr = 0;
   g_rot_n = 0;
 }
-Test(affine_rotation, quantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_QUANTIZE); }
-Test(affine_rotation, quantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_QUANTIZE); }
-Test(affine_rotation, quantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_QUANTIZE); }
-Test(affine_rotation, quantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_QUANTIZE); }
-Test(affine_rotation, quantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_QUANTIZE); }
-Test(affine_rotation, dequantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_DEQUANTIZE); }
-Test(affine_rotation, dequantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_DEQUANTIZE); }
-Test(affine_rotation, dequantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_DEQUANTIZE); }
-Test(affine_rotation, dequantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_DEQUANTIZE); }
-Test(affine_rotation, dequantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_DEQUANTIZE); }
+Test(affine_rotation, quantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, quantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, quantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, quantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, quantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, dequantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_DEQUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, dequantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_DEQUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, dequantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_DEQUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, dequantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_DEQUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, dequantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_DEQUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, fake_quantize_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_FAKE_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, fake_quantize_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_FAKE_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, fake_quantize_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_FAKE_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, fake_quantize_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_FAKE_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, fake_quantize_per_block, .timeout = 600) { run_rotation(BQ_PER_BLOCK, BQ_FAKE_QUANTIZE, BQ_FORWARD); }
+Test(affine_rotation, fake_quantize_backward_per_tensor, .timeout = 600) { run_rotation(BQ_PER_TENSOR, BQ_FAKE_QUANTIZE, BQ_BACKWARD); }
+Test(affine_rotation, fake_quantize_backward_per_channel, .timeout = 600) { run_rotation(BQ_PER_CHANNEL, BQ_FAKE_QUANTIZE, BQ_BACKWARD); }
+Test(affine_rotation, fake_quantize_backward_per_token, .timeout = 600) { run_rotation(BQ_PER_TOKEN, BQ_FAKE_QUANTIZE, BQ_BACKWARD); }
+Test(affine_rotation, fake_quantize_backward_per_group, .timeout = 600) { run_rotation(BQ_PER_GROUP, BQ_FAKE_QUANTIZE, BQ_BACKWARD); }
 
 Test(stochastic_rounding, quantize_per_tensor, .timeout = 600) { run_sr(BQ_PER_TENSOR, BQ_QUANTIZE); }
 Test(stochastic_rounding, quantize_per_channel, .timeout = 600) { run_sr(BQ_PER_CHANNEL, BQ_QUANTIZE); }

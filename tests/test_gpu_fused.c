@@ -99,6 +99,8 @@ typedef struct fcase {
   int unfused;         /* also compare with the library's quantize on the producer's values */
   int sr;              /* desc.rounding stochastic, with seed and offset */
   uint64_t seed, offset;
+  int64_t rot;         /* desc.rotation: args.rotation_block (0: none) */
+  int signs;           /* desc.random_signs (keyed by seed) */
 } fcase;
 
 static int vec_of(bq_dtype T) { return 16 / (int)ref_dtype_size(T); }
@@ -118,6 +120,8 @@ static bq_desc fused_desc(const fcase *c)
   d.asymmetric = c->asym;
   d.scale_type = c->g == BQ_PER_TENSOR ? BQ_DTYPE_DEFAULT : c->st == BQ_F32 ? BQ_DTYPE_DEFAULT : c->st;
   d.rounding = c->sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  d.rotation = c->rot > 0;
+  d.random_signs = c->signs;
   return d;
 }
 
@@ -280,7 +284,7 @@ static void describe(frun *R)
            "%s %s T=%s I=%s q[%d,%d] %s scale_type=%s | rows=%lld cols=%lld x_row_stride=%lld "
            "y_row_stride=%lld residual=%s residual_row_stride=%lld out=%s out_row_stride=%lld G=%lld "
            "group_row_stride=%lld eps=%g scale=%.17g zp=%d | offsets x=%d res=%d out=%d w=%d y=%d | content=%s | "
-           "force_entry=%d%s | BQ_TEST_SEED=0x%llx",
+           "force_entry=%d%s | rounding %s, rotation block %lld%s (seed 0x%llx, offset 0x%llx) | BQ_TEST_SEED=0x%llx",
            op_names[c->op], c->g == BQ_PER_TENSOR ? "per_tensor" : c->g == BQ_PER_TOKEN ? "per_token" : "per_group",
            ref_dtype_name(c->T), ref_dtype_name(R->qd.int_type), R->qd.qmin, R->qd.qmax,
            c->asym ? "asymmetric" : "symmetric", ref_dtype_name(R->qd.scale_type), (long long)c->rows,
@@ -289,7 +293,8 @@ static void describe(frun *R)
            (long long)R->da.residual_row_stride, c->with_out ? "set" : "NULL", (long long)R->da.out_row_stride,
            (long long)c->G, (long long)c->grs, c->eps, c->scale, (int)c->zp, c->xoff, c->roff, c->ooff, c->woff,
            c->yoff, c->kind < 0 ? "mixed" : kind_names[c->kind], c->force, c->unfused ? " | unfused check" : "",
-           (unsigned long long)g_seed);
+           c->sr ? "stochastic" : "to nearest", (long long)c->rot, c->signs ? " with random signs" : "",
+           (unsigned long long)c->seed, (unsigned long long)c->offset, (unsigned long long)g_seed);
 }
 
 static int64_t stride_of(int64_t pad, int64_t dense) { return pad < 0 ? 0 : dense + pad; }
@@ -437,7 +442,29 @@ static void frun_expect(frun *R)
   qa.scale = c->scale;
   qa.zero_point = c->zp;
   cr_assert_eq(reff_fused_quantize(&p, &R->qd, &qa), 0, "reference refused the case | %s", R->what);
-  if (c->sr) { /* y again: the producer's values quantized with the scales written, rounding stochastically
+  unsigned char *vals = R->dense; /* the values quantized again: the producer's, or rotated */
+  if (c->rot) { /* the rotation (BQ_HADAMARD's reference) of the producer's values, then the whole op */
+    vals = (unsigned char *)malloc((size_t)(c->rows * c->cols) * R->ts + 1);
+    cr_assert(vals);
+    ref_rotate(c->T, 0, c->signs, c->seed, (int)c->rot, c->rows, c->cols, R->dense, c->cols, vals, c->cols);
+  }
+  if (c->rot && c->g == BQ_PER_TOKEN) { /* dynamic quantize per token of the rotated values, y and scales anew */
+    bq_desc q = R->qd;
+    bq_args b;
+    memset(&b, 0, sizeof b);
+    b.x = vals;
+    b.y = R->y.h + R->y.pre;
+    b.rows = c->rows;
+    b.cols = c->cols;
+    b.y_row_stride = R->ys;
+    b.out_scales = R->sc.h + R->sc.pre;
+    b.out_zero_points = c->asym ? (int32_t *)(void *)(R->zp.h + R->zp.pre) : NULL;
+    b.seed = c->seed;
+    b.offset = c->offset;
+    cr_assert_eq(refd_run(&q, &b), 0, "the dynamic reference refused the case | %s", R->what);
+    q.rounding = BQ_ROUND_STOCHASTIC;
+    if (c->sr) cr_assert_eq(ref_dynamic_sr(&q, &b), 0, "the SR reference refused the case | %s", R->what);
+  } else if (c->sr || c->rot) { /* y again: the producer's values quantized with the scales written, rounding stochastically
                   (per tensor as per token, every row's scale and zero point the static ones) */
     bq_desc q;
     bq_args b;
@@ -466,17 +493,19 @@ static void frun_expect(frun *R)
       b.group_size = c->G;
       b.group_row_stride = c->grs;
     }
-    b.x = R->dense;
+    b.x = vals;
     b.y = R->y.h + R->y.pre;
     b.rows = c->rows;
     b.cols = c->cols;
     b.y_row_stride = R->ys;
     b.seed = c->seed;
     b.offset = c->offset;
-    cr_assert_eq(ref_run_sr(&q, &b), 0, "the SR reference refused the case | %s", R->what);
+    if (!c->sr) q.rounding = BQ_ROUND_NEAREST_EVEN; /* (the rotation alone: quantize per tensor, rounding to nearest) */
+    cr_assert_eq(c->sr ? ref_run_sr(&q, &b) : ref_run(&q, &b), 0, "the reference refused the case | %s", R->what);
     free(ts);
     free(tz);
   }
+  if (vals != R->dense) free(vals);
 }
 
 /* Uploads the inputs, poisons the outputs, runs the fused plan and fetches every buffer. */
@@ -503,13 +532,15 @@ static void frun_exec(frun *R)
   R->da.out_zero_points = R->zp.dev ? (int32_t *)(void *)(R->zp.dev + R->zp.pre) : NULL;
   R->da.scale = c->scale;
   R->da.zero_point = c->zp;
-  R->da.seed = c->sr ? c->seed : 0;
+  R->da.seed = c->sr || c->signs ? c->seed : 0;
   R->da.offset = c->sr ? c->offset : 0;
+  R->da.rotation_block = c->rot;
   st = bq_plan_can_implement(plan, &R->da);
   cr_assert_eq(st, BQ_SUCCESS, "bq_plan_can_implement -> %s: %s | %s", bq_status_name(st), bq_last_error(), R->what);
   BQ_OK(bq_plan_workspace_size(plan, &R->da, &wsb), R->what);
-  /* stochastic rounding without args.out: the producer's values, dense, in the workspace */
-  const size_t want_ws = c->sr && !c->with_out ? (size_t)(c->rows * c->cols) * R->ts : 0;
+  /* stochastic rounding or the rotation without args.out: the producer's values, dense, in the
+     workspace (per token, the held dynamic quantize needs none of its own) */
+  const size_t want_ws = (c->sr || c->rot) && !c->with_out ? (size_t)(c->rows * c->cols) * R->ts : 0;
   cr_assert_eq(wsb, want_ws, "bq_plan_workspace_size says %zu, expected %zu | %s", wsb, want_ws, R->what);
   void *ws = NULL;
   if (wsb) BQ_OK(bq_malloc(&ws, wsb), R->what);
@@ -1284,6 +1315,45 @@ static void sr_matrix(int op)
         run_case(&c);
       }
 }
+/* The fused rotation (per tensor and per token, integer and FP8): against the producer's
+   reference values rotated by ref_rotate, then quantize per tensor with the static scale or
+   dynamic quantize per token (and its stochastic rounding), y and the scales written anew;
+   every float type and quantize setting, blocks from 2 to 256, random signs or not, rounding
+   either way, args.out or the workspace, strided rows */
+static void rot_matrix(int op)
+{
+  gpu_begin();
+  for (int ti = 0; ti < 4; ti++)
+    for (int q = 0; q < NQSETS; q++) {
+      if (QSETS[q].g == BQ_PER_GROUP) continue; /* (refused: dynamic quantize rotates per token only) */
+      for (int k = 0; k < 4; k++) {
+        const bq_dtype T = g_types[ti];
+        fcase c = base_case(op, T, q);
+        const int vec = vec_of(T);
+        c.rot = (int64_t)2 << rnd_range(0, 7);
+        if (c.g == BQ_PER_TOKEN && c.rot > 32 * vec) c.rot = 32 * vec; /* (dynamic's blocks: at most 32 accesses) */
+        c.signs = k & 1;
+        c.sr = k >> 1;
+        c.seed = rnd();
+        c.offset = k == 3 ? ~0ull - rnd() % 5000 : rnd() % 100000;
+        c.with_out = (int)(rnd() & 1);
+        c.rows = rnd_range(1, 12);
+        const int64_t unit = c.rot > vec ? c.rot : vec; /* (per token: whole 16-byte accesses) */
+        c.cols = unit * rnd_range(1, k == 2 ? 4096 / unit + 1 : 512 / unit + 1);
+        if (k == 1) { /* strides (args.out's on the 16-byte grid, the held op's rows) */
+          c.xpad = odd_pad();
+          c.ypad = odd_pad();
+          c.rpad = odd_pad();
+          c.opad = vec * rnd_range(0, 3);
+        }
+        run_case(&c);
+      }
+    }
+}
+Test(fused_rotation, rmsnorm, .timeout = 600) { rot_matrix(OP_RMS); }
+Test(fused_rotation, silu_mul, .timeout = 600) { rot_matrix(OP_SILU); }
+Test(fused_rotation, gelu_tanh_mul, .timeout = 600) { rot_matrix(OP_GELU); }
+
 Test(fused_sr, rmsnorm, .timeout = 600) { sr_matrix(OP_RMS); }
 Test(fused_sr, silu_mul, .timeout = 600) { sr_matrix(OP_SILU); }
 Test(fused_sr, gelu_tanh_mul, .timeout = 600) { sr_matrix(OP_GELU); }

@@ -585,6 +585,7 @@ static void run_fused(const bq_desc *d, const fmx_case *c) {
   a.eps = rms ? 1e-6 : 0.0;
   a.out = c->with_out ? (void *)(O.dev + O.pre) : NULL;
   if (nv) tensor_scale_buf(&G4, &a, c->computed, g, what);
+  draw_sr(d, &a); /* (stochastic rounding's seed and offset, the rotation's block and signs) */
   bq__fused_force_entry = c->force;
   void *ws = run_with_workspace(p, &a, what);
   bq__fused_force_entry = -1;
@@ -612,8 +613,8 @@ static void run_fused(const bq_desc *d, const fmx_case *c) {
   cr_assert(dense && reff_produce(&rp, dense) == 0, "%s", what);
   bq_desc md = *d;
   md.op = BQ_DYNAMIC_QUANTIZE, md.activation = BQ_ACTIVATION_DEFAULT, md.granularity = BQ_PER_GROUP;
-  const float eg = refmx_op(&md, rows, D, G, D, ys, grs, dense, Y.h + Y.pre, NULL, NULL, S.h + S.pre,
-                            c->computed ? NAN : g, 0);
+  const float eg = refmx_op_full(&md, rows, D, G, D, ys, grs, dense, Y.h + Y.pre, NULL, NULL, S.h + S.pre,
+                                 c->computed ? NAN : g, 0, a.seed, a.offset, g_rot_n);
   free(dense);
   char msg[2048];
   const dbuf *outs[] = {&Y, &S, &X, &R, &O};
@@ -692,6 +693,40 @@ Test(mx, fused_producers, .timeout = 900) {
       char nm[96];
       if (bq__normalize(&d, &nd, nm, sizeof nm) == BQ_SUCCESS) run_fused_plan(&d, 4);
     }
+}
+
+/* The fused producers with stochastic rounding or the rotation (or both): the producer, then
+   microscaling dynamic quantize of its values, rotating and rounding as the desc says; every
+   op and format, the layout and the float type rotating, random signs now and then, NVFP4's
+   tensor scale given and computed; rows on the rotation's grid (x strided anywhere) */
+Test(mx, fused_producers_sr_and_rotation, .timeout = 900) {
+  for (int o = 0; o < 3; o++)
+    for (int k = 0; k < 4; k++)
+      for (int form = 1; form < 4; form++) { /* bit 0: stochastic rounding, bit 1: the rotation */
+        bq_desc d = fmx_desc(FOPS[o], FACTS[o], FTS[(o + k + form) % 4], k, (o + 2 * k + form) % 3, 0);
+        d.rounding = form & 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+        d.rotation = form >> 1, d.random_signs = (form >> 1) & (int)(rnd() & 1);
+        const int nv = d.scale_type == BQ_E4M3, e2 = d.int_type == BQ_E2M1;
+        const int64_t E = 16 / bq__dtype_size(d.float_type);
+        for (int rep = 0; rep < 3; rep++) {
+          fmx_case c;
+          memset(&c, 0, sizeof c);
+          c.force = -1;
+          c.G = d.rotation ? E << rnd_range(0, 5) : nv ? 16 : e2 ? 2 * rnd_range(1, 24) : rnd_range(1, 48);
+          if (nv && d.rotation) c.G = E > 16 ? E : 16; /* (NVFP4: groups of 16) */
+          g_rot_n = d.rotation ? 2 << rnd_range(0, refmx_rot_max_shift(E)) : 0;
+          const int64_t unit = c.G > g_rot_n ? c.G : g_rot_n;
+          c.rows = rep == 0 ? 200 : rnd_range(1, 40);
+          c.cols = unit * rnd_range(1, 24);
+          c.xpad = rnd() % 2 ? 0 : rnd_range(1, 9);
+          c.ypad = d.rotation ? (rnd() % 2 ? 0 : 32 * rnd_range(1, 3)) : (e2 ? 2 : 1) * rnd_range(0, 8);
+          c.res = (int)(rnd() % 3);
+          c.with_out = (int)(rnd() % 2);
+          c.computed = nv && rep % 2;
+          run_fused(&d, &c);
+        }
+      }
+  g_rot_n = 0;
 }
 
 /* Each entry point by name (bq__fused_force_entry), on rows it takes whole: dense, aligned,

@@ -187,8 +187,9 @@ for f in quantize dequantize fake_quantize dynamic_quantize rmsnorm_quantize sil
   has "^$f\." "warm --all lists $f"
 done
 expect 0 "warm --all --family fused --dry-run" "$T" warm --arch 90 --all --family fused --dry-run
-# (the fused producers, and their stochastic plans' held affine plans: quantize ... .sr)
-[ "$(grep -cvE '^((rmsnorm_quantize|silu_mul_quantize|gelu_tanh_mul_quantize)\.|quantize\.fwd\..*\.sr\.sm_90$)' "$W/out")" = 0 ] &&
+# (the fused producers, and the plans their stochastic and rotating plans hold: quantize
+# ... .sr, .sr.rot or .rows.rot, dynamic quantize ... .rot, microscaling dynamic quantize ... .sr)
+[ "$(grep -cvE '^((rmsnorm_quantize|silu_mul_quantize|gelu_tanh_mul_quantize)\.|quantize\.fwd\..*\.(sr|sr\.rot|rows\.rot)\.sm_90$|dynamic_quantize\.fwd\.per_token\..*\.rot\.sm_90$|mx_dynamic_quantize\.fwd\..*\.sr(\.rot)?\.sm_90$)' "$W/out")" = 0 ] &&
   [ -s "$W/out" ] && ok "--family fused: the fused producers alone" || bad "--family fused"
 
 expect 0 "warm --all --family linear --dry-run" "$T" warm --arch 90 --all --family linear --dry-run

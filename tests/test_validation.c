@@ -16,6 +16,7 @@
    process, so each starts with empty in-process state. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
+#define BARACUDA_QUANT_TOOLS /* bq__desc_from_sku: the fused producers' SKUs name their descs back */
 #include "../baracuda_quant.h"
 
 #include <criterion/criterion.h>
@@ -3895,9 +3896,13 @@ Test(desc, stochastic_rounding_forms_and_fields) {
     expect_desc_invalid(&q, NULL, "desc.rounding (2) is not a bq_rounding", ctx);
   }
   q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
-  q.int_type = BQ_E2M1, q.rounding = BQ_ROUND_STOCHASTIC;
-  expect_desc_status(&q, BQ_ERROR_NOT_SUPPORTED, NULL, "desc.rounding (stochastic) is offered for the fused "
-                     "producers' integer and FP8 storage", "[fused mx sr]");
+  q.int_type = BQ_E2M1, q.rounding = BQ_ROUND_STOCHASTIC; /* a microscaling format: held mx dynamic quantize */
+  expect_desc_valid(&q, "[fused mx sr]");
+  {
+    char sku[512];
+    cr_assert_eq(bq_sku(&q, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert(strstr(sku, ".mxfp4.rows.") && strstr(sku, ".sr.sm_90"), "%s", sku);
+  }
   /* every other family refuses it by name: the rotation */
   q = mkdesc(BQ_HADAMARD, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
   q.rounding = BQ_ROUND_STOCHASTIC;
@@ -3918,7 +3923,7 @@ Test(args, affine_stochastic_rounding) {
     expect_args_ok(&c, &a, 0, "seed and offset");
     a.mask = (void *)(uintptr_t)0x900000;
     expect_args_invalid(&c, &a, "args.mask (0x900000) must be NULL: only fake quantize per tensor and per channel "
-                                "keep a mask (rounding to nearest)");
+                                "keep a mask (rounding to nearest, unrotated)");
   }
 }
 
@@ -3971,10 +3976,57 @@ Test(desc, fused_rotation_forms_and_fields) {
   c.d.rotation = 0, c.d.random_signs = 1;
   expect_desc_invalid(&c.d, "quantize: ", "desc.random_signs (1) applies to BQ_HADAMARD and the fused rotation",
                       c.ctx);
-  bq_desc q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16);
+  bq_desc q = mkdesc(BQ_LINEAR_WEIGHT_SUMS, BQ_FORWARD, BQ_GRANULARITY_DEFAULT, BQ_F32);
   q.rotation = 1;
-  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is quantize's, dequantize's and "
-                      "dynamic quantize's", "[rmsnorm_quantize rot]");
+  expect_desc_invalid(&q, NULL, "desc.rotation (1) must be 0: the fused rotation is quantize's, dequantize's, "
+                      "dynamic quantize's and the fused producers'", "[linear_weight_sums rot]");
+}
+
+/* the fused producers' rotation: per tensor and per token into integer and FP8 storage,
+   either rounding, and every microscaling format (either rounding); ".rot" (and ".sr") in
+   the SKU, which names the desc back; per group into integer or FP8 storage refused by name */
+Test(desc, fused_producer_rotation_forms) {
+  const bq_granularity gs[] = {BQ_PER_TENSOR, BQ_PER_TOKEN};
+  for (size_t g = 0; g < NELEM(gs); g++)
+    for (int k = 0; k < 8; k++) {
+      bq_desc q = mkdesc(k & 4 ? BQ_GATED_QUANTIZE : BQ_RMSNORM_QUANTIZE, BQ_FORWARD, gs[g], BQ_BF16);
+      q.int_type = k & 1 ? BQ_E4M3 : BQ_S8;
+      q.rotation = 1, q.random_signs = k >> 1 & 1;
+      q.rounding = k & 2 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+      char ctx[64], sku[512];
+      snprintf(ctx, sizeof ctx, "[fused rot %zu %d]", g, k);
+      expect_desc_valid(&q, ctx);
+      cr_assert_eq(bq_sku(&q, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert(strstr(sku, k & 2 ? ".sr.rot.sm_90" : ".rot.sm_90"), "%s %s", sku, ctx);
+      bq_desc back;
+      bq__target t;
+      cr_assert_eq(bq__desc_from_sku(sku, &back, &t), BQ_SUCCESS, "%s: %s", sku, bq_last_error());
+    }
+  const bq_dtype its[] = {BQ_E2M1, BQ_E4M3};
+  for (size_t i = 0; i < NELEM(its); i++)
+    for (int k = 0; k < 4; k++) {
+      bq_desc q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
+      q.int_type = its[i], q.scale_type = i ? BQ_UE8M0 : BQ_E4M3, q.scale_layout = BQ_SCALES_BLOCKED;
+      q.rotation = k & 1, q.random_signs = k & 1;
+      q.rounding = k & 2 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+      char ctx[64], sku[512];
+      snprintf(ctx, sizeof ctx, "[fused mx rot %zu %d]", i, k);
+      expect_desc_valid(&q, ctx);
+      cr_assert_eq(bq_sku(&q, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert(!(k & 2) == !strstr(sku, ".sr.") && !(k & 1) == !strstr(sku, ".rot."), "%s %s", sku, ctx);
+      bq_desc back;
+      bq__target t;
+      cr_assert_eq(bq__desc_from_sku(sku, &back, &t), BQ_SUCCESS, "%s: %s", sku, bq_last_error());
+      cr_assert(back.rotation == (k & 1) && back.rounding == q.rounding, "%s", sku);
+    }
+  bq_desc q = mkdesc(BQ_RMSNORM_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16);
+  q.rotation = 1;
+  expect_desc_status(&q, BQ_ERROR_NOT_SUPPORTED, "rmsnorm_quantize_per_group: ", "desc.rotation (1) is offered per "
+                     "token and per tensor for integer and FP8 storage", "[fused rot per group]");
+  q.granularity = BQ_PER_TOKEN, q.rotation = 2;
+  expect_desc_invalid(&q, NULL, "desc.rotation (2) must be 0 or 1", "[fused rot 2]");
+  q.rotation = 0, q.random_signs = 1;
+  expect_desc_invalid(&q, NULL, "desc.random_signs (1) applies to BQ_HADAMARD and the fused rotation", "[fused signs]");
 }
 
 /* the affine family's fused rotation: quantize (rounding to nearest or stochastically) and
@@ -3998,14 +4050,25 @@ Test(desc, affine_rotation_forms) {
         cr_assert_eq(bq_sku(&c.d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
         cr_assert(strstr(sku, sr ? ".sr.rot.sm_90" : ".rows.rot.sm_90"), "%s %s", sku, c.ctx);
       }
-  bq_desc d = mkdesc(BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
-  d.rotation = 1;
-  expect_desc_invalid(&d, "fake_quantize_per_token: ", "desc.rotation (1) applies to quantize and dequantize, forward",
-                      "[fake_quantize rot]");
-  d = mkdesc(BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32);
-  d.rotation = 1;
-  expect_desc_invalid(&d, "quantize_per_token_backward: ", "desc.rotation (1) applies to quantize and dequantize, forward",
-                      "[quantize bwd rot]");
+  for (int dir = 0; dir < 2; dir++) /* fake quantize, either way: bq_affine_sr alone */
+    for (int sr = 0; sr < 2 - dir; sr++) {
+      bq_desc d = mkdesc(BQ_FAKE_QUANTIZE, dir ? BQ_BACKWARD : BQ_FORWARD, dir ? BQ_PER_CHANNEL : BQ_PER_TOKEN, BQ_F32);
+      d.rotation = 1, d.random_signs = sr;
+      d.rounding = sr ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+      expect_desc_valid(&d, "[fake_quantize rot]");
+      char sku[256];
+      cr_assert_eq(bq_sku(&d, 90, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+      cr_assert(strstr(sku, sr ? ".sr.rot.sm_90" : ".rows.rot.sm_90"), "%s", sku);
+    }
+  const bq_op bwd_ops[] = {BQ_QUANTIZE, BQ_DEQUANTIZE};
+  for (size_t i = 0; i < NELEM(bwd_ops); i++) {
+    bq_desc d = mkdesc(bwd_ops[i], BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32);
+    d.rotation = 1;
+    expect_desc_invalid(&d, i ? "dequantize_per_token_backward: " : "quantize_per_token_backward: ",
+                        "desc.rotation (1) applies to quantize and dequantize forward, and to fake quantize either "
+                        "way", "[bwd rot]");
+  }
+  bq_desc d;
   d = mkdesc(BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32);
   d.rotation = 2;
   expect_desc_invalid(&d, "quantize_per_token: ", "desc.rotation (2) must be 0 or 1", "[quantize rot 2]");
