@@ -348,15 +348,16 @@ def affine_sr(op, direction, rounding, seed, offset, signs=0):
 
 
 def affine_rot(op, direction, rotation_block, random_signs):
-    """rot_fields of an affine call: the fused rotation is quantize's (x rotated first) and
-    dequantize's (the output rotated back), forward; fake quantize and the backward passes
-    take none (compose hadamard with them)"""
+    """rot_fields of an affine call: the fused rotation is quantize's (x rotated first),
+    dequantize's (the output rotated back), forward, and fake quantize's either way (forward:
+    x rotated, fake quantized, rotated back; backward: dy masked in the rotated domain, by
+    the rotated x); the quantize and dequantize backward passes take none (compose hadamard
+    with them)"""
     if (rotation_block is not None or random_signs) and \
-            (Op(op) == Op.FAKE_QUANTIZE or Direction(direction) == Direction.BACKWARD):
-        raise invalid("%s: %s%s takes no fused rotation (quantize and dequantize, forward, do); compose hadamard "
-                      "with it" % ("rotation_block" if rotation_block is not None else "random_signs",
-                                   Op(op).name.lower(), " backward" if Direction(direction) == Direction.BACKWARD
-                                   else ""))
+            Op(op) != Op.FAKE_QUANTIZE and Direction(direction) == Direction.BACKWARD:
+        raise invalid("%s: %s backward takes no fused rotation (quantize and dequantize forward, and fake quantize "
+                      "either way, do); compose hadamard with it"
+                      % ("rotation_block" if rotation_block is not None else "random_signs", Op(op).name.lower()))
     return rot_fields(rotation_block, random_signs)
 
 
@@ -378,11 +379,13 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
     bit an element, written by the forward pass and read by the backward pass instead of x.
     rounding "stochastic" (quantize and fake quantize forward; an int seed required) rounds
     each element up or down by a draw at its row-major index plus offset (docs/numerics.md,
-    "Stochastic rounding"). rotation_block (quantize and dequantize, forward): the fused
-    rotation (docs/numerics.md, "Rotation"), quantize rotating x first and dequantize its
-    output back, in blocks of that many elements (a power of two from 2 to 256 dividing the
-    last dimension; per tensor and per channel the blocks run along the flat array),
-    random_signs keyed by seed."""
+    "Stochastic rounding"). rotation_block (quantize and dequantize forward, fake quantize
+    either way): the fused rotation (docs/numerics.md, "Rotation"), quantize rotating x
+    first, dequantize its output back and fake quantize both (its backward pass: dy and x
+    rotated, dy masked by the rotated x, dx rotated back; no mask kept), in blocks of that
+    many elements (a power of two from 2 to 256 dividing the last dimension; per tensor and
+    per channel the blocks run along the flat array), random_signs keyed by seed (the
+    backward pass takes the forward's seed for them)."""
     rot, rblock, signs = affine_rot(op, direction, rotation_block, random_signs)
     sr, seed, offset = affine_sr(op, direction, rounding, seed, offset, signs)
     check_float("float input/output", fl)
@@ -399,6 +402,8 @@ def affine(op, direction, gran, *, fl, x, y, dy=None, dx=None, int_type, qmin, q
             raise invalid("mask: only fake quantize per tensor and per channel keep a mask")
         if sr:
             raise invalid("mask: fake quantize with stochastic rounding keeps no mask (its backward pass reads x)")
+        if rot:
+            raise invalid("mask: fake quantize with the fused rotation keeps no mask (its backward pass reads x)")
         words = (fl.numel + 31) // 32
         if mask.dtype != DType.S32 or not mask.is_contiguous() or mask.numel < words:
             raise invalid("mask: %d contiguous int32 words expected, got %s %s" % (words, mask.dtype.name,
@@ -831,7 +836,7 @@ def _fused_op(op):
 
 def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, norm_weight=None, eps=0.0,
           out=None, activation=0, qmin=None, qmax=None, group_size=0, scale=None, zero_point=0, rounding="nearest",
-          seed=None, offset=0, stream=None, alloc=None, prepare=False):
+          seed=None, offset=0, rotation_block=None, random_signs=False, stream=None, alloc=None, prepare=False):
     """A fused producer quantized in the same pass (docs/numerics.md, "Fused producers"):
     Op.RMSNORM_QUANTIZE, x [rows, D] (with an optional residual [rows, D], which receives
     h = x + residual, and norm_weight [D]), or Op.GATED_QUANTIZE, x [rows, 2 D] (gate, then
@@ -843,8 +848,12 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
     quantized as the stochastic quantize does, with the static scale or the scales rounding
     to nearest computes, element (r, c) drawing at index offset + r D + c; the library then
     needs a workspace of rows D elements of x's type without out (bq_plan_workspace_size,
-    which the launch allocates)."""
-    sr, seed, offset = sr_fields(rounding, seed, offset)
+    which the launch allocates). rotation_block (per tensor and per token; a power of two
+    from 2 to 256 dividing D), random_signs keyed by seed: the values rotated first, as
+    hadamard does, then quantized by the same op (per token: the scales of the rotated
+    values), either rounding; out still receives the values unrotated."""
+    rot, rblock, signs = rot_fields(rotation_block, random_signs)
+    sr, seed, offset = sr_fields(rounding, seed, offset, signs)
     op = _fused_op(op)
     check_float("x", x)
     check_storage("y", y.dtype)
@@ -884,36 +893,40 @@ def fused(op, *, x, y, out_scales=None, out_zero_points=None, residual=None, nor
                 raise invalid("%s: expected %d contiguous %s elements, got shape %s" % (vname, nscales, t.name,
                                                                                        v.shape))
         asym = 1 if out_zero_points is not None else 0
+    if rot:
+        fused_rotation(rblock, gran, d)
     a.y, a.out_scales, a.out_zero_points = y.ptr, _ptr(out_scales), _ptr(out_zero_points)
-    a.seed, a.offset = seed, offset
+    a.seed, a.offset, a.rotation_block = seed, offset, rblock
     key = _lib.desc_key(op, Direction.FORWARD, gran, x.dtype, y.dtype, qmin, qmax, scale_type, asym,
-                        activation=activation, rounding=sr)
+                        activation=activation, rounding=sr, rotation=rot, random_signs=signs)
     return _launch(key, device, a, stream, alloc, prepare)
 
 
-def fused_mx_rounding(rounding, seed, offset):
-    """The fused producers emitting a microscaling format round to nearest only (the library
-    refuses BQ_ROUND_STOCHASTIC there, BQ_ERROR_NOT_SUPPORTED): "stochastic" is refused by
-    name before anything is imported, allocated or launched; the other options as sr_fields
-    checks them."""
-    if rounding == "stochastic":
-        raise _lib.NotSupportedError(
-            "rounding (\"stochastic\"): the fused producers emitting a microscaling format (MXFP8, MXFP4, "
-            "NVFP4) round to nearest only; for those bits take the values (return_normed / return_act) and "
-            "mx_quant them with the scales (and tensor scale) returned, rounding=\"stochastic\"", 2)
-    sr_fields(rounding, seed, offset)
+def fused_rotation(rotation_block, gran, d):
+    """The fused producers' rotation, checked: per tensor and per token (the library offers
+    no per-group rotation into integer or FP8 storage), and for the microscaling formats
+    (gran None), blocks of rotation_block (a power of two from 2 to 256) dividing the
+    output's last dimension d"""
+    if gran == Granularity.PER_GROUP:
+        raise invalid("rotation_block: the fused producers rotate per token or per tensor (a static scale), not "
+                      "per group (group_size); take the values (return_normed / return_act), hadamard them, then "
+                      "dynamic_quant per group")
+    rotation_block_check(rotation_block, d)
 
 
 def fused_mx(op, *, x, codes, scales, elem, group_size, layout=0, rule=0, tensor_scale=None, out_tensor_scale=None,
              residual=None, norm_weight=None, eps=0.0, out=None, activation=0, rounding="nearest", seed=None,
-             offset=0, stream=None, alloc=None, prepare=False):
+             offset=0, rotation_block=None, random_signs=False, stream=None, alloc=None, prepare=False):
     """A fused producer emitting a microscaling format (docs/numerics.md, "Fused producers"
     and "Microscaling"): the producer as fused takes it, its values dynamic quantized per
     group of group_size into codes ([rows, D] bytes, or for E2M1 [rows, D / 2], two codes a
     byte) with one-byte scales (UE8M0, or E4M3 for NVFP4) in the layout (mx_scales_shape);
     NVFP4's tensor scale given (tensor_scale) or computed and written (out_tensor_scale),
-    one float32 each. rounding: "nearest" only (fused_mx_rounding refuses "stochastic")."""
-    fused_mx_rounding(rounding, seed, offset)
+    one float32 each. rounding "stochastic" (seed, offset) and rotation_block, random_signs:
+    as mx's dynamic quantize takes them, bit for bit that op on the values (out, when given,
+    receives them unrotated); the library then needs a workspace without out."""
+    rot, rblock, signs = rot_fields(rotation_block, random_signs)
+    sr, seed, offset = sr_fields(rounding, seed, offset, signs)
     op = _fused_op(op)
     check_float("x", x)
     elem, e2 = mx_codes_of(elem, codes)
@@ -933,8 +946,12 @@ def fused_mx(op, *, x, codes, scales, elem, group_size, layout=0, rule=0, tensor
     a.y, a.y_row_stride, a.out_scales = codes.ptr, cs * (2 if e2 else 1), scales.ptr
     a.group_size, a.group_row_stride = group_size, grs
     a.tensor_scale, a.out_tensor_scale = _ptr(tensor_scale), _ptr(out_tensor_scale)
+    if rot:
+        fused_rotation(rblock, None, d)
+    a.seed, a.offset, a.rotation_block = seed, offset, rblock
     key = _lib.desc_key(op, Direction.FORWARD, Granularity.PER_GROUP, x.dtype, elem, 0, 0, scale_type,
-                        activation=activation, scale_layout=layout, scale_rule=rule)
+                        activation=activation, scale_layout=layout, scale_rule=rule, rounding=sr, rotation=rot,
+                        random_signs=signs)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

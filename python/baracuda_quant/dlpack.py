@@ -455,26 +455,34 @@ def _storage(dtype, quant_min, quant_max):
 
 
 def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
-                  group_size=None, block_size=None, stream=None, rounding="nearest", seed=None, offset=0):
+                  group_size=None, block_size=None, stream=None, rounding="nearest", seed=None, offset=0,
+                  rotation_block=None, random_signs=False):
     """dequantize(quantize(input)) at any granularity (as dequantize reads the arguments),
     into int8/uint8 ranges or, with dtype, FP8 (forward only outside PyTorch); rounding,
-    seed, offset: as quantize_per_tensor's."""
+    seed, offset: as quantize_per_tensor's. rotation_block, random_signs (keyed by seed):
+    input rotated first and the result rotated back, as hadamard(input, rotation_block),
+    this call, then hadamard(..., inverse=True) would (docs/numerics.md, "Rotation")."""
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
     it = _storage(dtype, quant_min, quant_max)
     return _affine_out(Op.FAKE_QUANTIZE, gran, input, None, stream, arrays, qmin=quant_min, qmax=quant_max,
-                       int_type=it, rounding=rounding, seed=seed, offset=offset, **kw, **scalars)
+                       int_type=it, rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                       random_signs=random_signs, **kw, **scalars)
 
 
 def fake_quantize_backward(dy, input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None,
-                           axis=None, group_size=None, block_size=None, stream=None, rounding="nearest"):
+                           axis=None, group_size=None, block_size=None, stream=None, rounding="nearest", seed=None,
+                           rotation_block=None, random_signs=False):
     """The straight-through estimator: dx = dy where quantize(input) is in range, else 0
-    (either rounding's; rounding: "nearest" only)."""
+    (either rounding's; rounding: "nearest" only). With the forward's rotation_block,
+    random_signs and seed (the signs' key): dx = hadamard(mask * hadamard(dy), inverse=True),
+    the mask that of the rotated input."""
     gran, kw = _granularity(scale, axis, group_size, block_size)
     arrays, scalars = _params(scale, zero_point, gran)
     return _affine_out(Op.FAKE_QUANTIZE, gran, input, None, stream, arrays, Direction.BACKWARD, dy,
                        qmin=quant_min, qmax=quant_max, int_type=_storage(dtype, quant_min, quant_max),
-                       rounding=rounding, **kw, **scalars)
+                       rounding=rounding, seed=seed, rotation_block=rotation_block, random_signs=random_signs,
+                       **kw, **scalars)
 
 
 def quantize_backward(dy, input, scale, zero_point=0, *, dtype="int8", quant_min=None, quant_max=None, axis=None,
@@ -498,30 +506,35 @@ def dequantize_backward(dy, scale, zero_point=0, *, dtype="int8", axis=None, gro
 
 
 def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, stream=None, *,
-                                    rounding="nearest", seed=None, offset=0):
-    """Forward only (no autograd outside PyTorch); rounding, seed, offset: as
-    quantize_per_tensor's."""
-    _core.sr_fields(rounding, seed, offset)  # (checked before the input is imported)
+                                    rounding="nearest", seed=None, offset=0, rotation_block=None,
+                                    random_signs=False):
+    """Forward only (no autograd outside PyTorch); rounding, seed, offset, rotation_block,
+    random_signs: as fake_quantize's."""
+    # (checked before the input is imported)
+    _core.sr_fields(rounding, seed, offset, _core.rot_fields(rotation_block, random_signs)[2])
     with _Inputs(stream) as inp:
         xv = inp.get(input, "input")
         return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_TENSOR, DeviceArray(xv.ptr, xv.shape, xv.dtype,
                            xv.device, strides=xv.strides), xv.dtype, stream, scale=scale, zero_point=zero_point,
                            qmin=quant_min, qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max),
-                           rounding=rounding, seed=seed, offset=offset)
+                           rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                           random_signs=random_signs)
 
 
 def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, stream=None, *,
-                                     rounding="nearest", seed=None, offset=0):
-    """Forward only (no autograd outside PyTorch); rounding, seed, offset: as
-    quantize_per_tensor's."""
-    _core.sr_fields(rounding, seed, offset)  # (checked before the input is imported)
+                                     rounding="nearest", seed=None, offset=0, rotation_block=None,
+                                     random_signs=False):
+    """Forward only (no autograd outside PyTorch); rounding, seed, offset, rotation_block,
+    random_signs: as fake_quantize's."""
+    # (checked before the input is imported)
+    _core.sr_fields(rounding, seed, offset, _core.rot_fields(rotation_block, random_signs)[2])
     with _Inputs(stream) as inp:
         xv = inp.get(input, "input")
         return _affine_out(Op.FAKE_QUANTIZE, Granularity.PER_CHANNEL, DeviceArray(xv.ptr, xv.shape, xv.dtype,
                            xv.device, strides=xv.strides), xv.dtype, stream,
                            (("scales", scale), ("zero_points", zero_point)), axis=int(axis), qmin=quant_min,
                            qmax=quant_max, int_type=_core.int_type_for(quant_min, quant_max), rounding=rounding,
-                           seed=seed, offset=offset)
+                           seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs)
 
 
 def dynamic_per_token_quant(x, symmetric=True, scale=None, azp=None, dtype="int8", stream=None, *,
@@ -796,9 +809,13 @@ def _fused_inputs(inp, op, x, residual, weight):
 
 def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, zero_point, quant_min, quant_max,
                stream, residual=None, weight=None, eps=0.0, activation=0, scale_dtype=None, rounding="nearest",
-               seed=None, offset=0):
-    _core.sr_fields(rounding, seed, offset)  # (stochastic rounding's options, before any import)
-    sr = dict(rounding=rounding, seed=seed, offset=offset)
+               seed=None, offset=0, rotation_block=None, random_signs=False):
+    # (stochastic rounding's and the rotation's options, before any import)
+    rot, rb, signs = _core.rot_fields(rotation_block, random_signs)
+    _core.sr_fields(rounding, seed, offset, signs)
+    if rot:
+        _core.fused_rotation(rb, Granularity.PER_GROUP if group_size is not None else None, rb)
+    sr = dict(rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs)
     dt = _dtype(out_dtype, DType.S8)
     if not symmetric and dt in _core.FP8_TYPES:
         raise invalid("symmetric: FP8 (%s) is symmetric only" % dt.name)
@@ -830,37 +847,44 @@ def _fused_out(op, x, out_dtype, symmetric, group_size, return_values, scale, ze
 
 def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype="int8",
                    return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None,
-                   stream=None, *, rounding="nearest", seed=None, offset=0):
+                   stream=None, *, rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """baracuda_quant.ops.rms_norm_quant on __dlpack__ arrays: (q, scales, zero points or
     None[, n]); the residual (when given) is updated in place. rounding="stochastic" with an
     int seed (keyword-only; int8, uint8 or FP8): n quantized as quantize_per_token /
     quantize_per_group (the scales returned, those rounding to nearest computes) or
     quantize_per_tensor (the static scale) with rounding="stochastic", the same seed and
-    offset, would (element (r, c) of n viewed as [rows, D] at index offset + r D + c); without
-    return_normed the library's workspace (rows D elements of x's type) is allocated for it."""
+    offset, would (element (r, c) of n viewed as [rows, D] at index offset + r D + c).
+    rotation_block (keyword-only; per token or per tensor, not per group), random_signs keyed
+    by seed: n rotated first, as hadamard(n, rotation_block, seed=...) then the same call would
+    (per token: the scales of the rotated rows), either rounding; n as returned is unrotated.
+    Without return_normed the library's workspace (rows D elements of x's type) is allocated
+    for either."""
     return _fused_out(Op.RMSNORM_QUANTIZE, x, out_dtype, symmetric, group_size, return_normed, scale, zero_point,
                       quant_min, quant_max, stream, residual=residual, weight=weight, eps=eps,
-                      scale_dtype=scale_dtype, rounding=rounding, seed=seed, offset=offset)
+                      scale_dtype=scale_dtype, rounding=rounding, seed=seed, offset=offset,
+                      rotation_block=rotation_block, random_signs=random_signs)
 
 
 def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
                        zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None, *,
-                       rounding="nearest", seed=None, offset=0):
+                       rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """baracuda_quant.ops.silu_and_mul_quant on __dlpack__ arrays (x [..., 2 D]); rounding,
-    seed, offset as rms_norm_quant's."""
+    seed, offset, rotation_block, random_signs as rms_norm_quant's."""
     return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
                       quant_min, quant_max, stream, activation=Activation.SILU, scale_dtype=scale_dtype,
-                      rounding=rounding, seed=seed, offset=offset)
+                      rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                      random_signs=random_signs)
 
 
 def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype="int8", return_act=False, scale=None,
                             zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, stream=None, *,
-                            rounding="nearest", seed=None, offset=0):
+                            rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """baracuda_quant.ops.gelu_tanh_and_mul_quant on __dlpack__ arrays (x [..., 2 D]); rounding,
-    seed, offset as rms_norm_quant's."""
+    seed, offset, rotation_block, random_signs as rms_norm_quant's."""
     return _fused_out(Op.GATED_QUANTIZE, x, out_dtype, symmetric, group_size, return_act, scale, zero_point,
                       quant_min, quant_max, stream, activation=Activation.GELU_TANH, scale_dtype=scale_dtype,
-                      rounding=rounding, seed=seed, offset=offset)
+                      rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                      random_signs=random_signs)
 
 
 def _linear(op, x, w, w_scales, bias, a_scales, out_dtype, stream, a_zero_points=None, w_sums=None,
@@ -933,8 +957,14 @@ def linear_weight_sums(w, stream=None):
 
 # ---- fused producers emitting a microscaling format ------------------------------------------
 def _fused_mx_out(op, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout, scale_rule, return_values,
-                  stream, residual=None, weight=None, eps=0.0, activation=0, rounding="nearest", seed=None, offset=0):
-    _core.fused_mx_rounding(rounding, seed, offset)  # (to nearest only: refused before any import)
+                  stream, residual=None, weight=None, eps=0.0, activation=0, rounding="nearest", seed=None, offset=0,
+                  rotation_block=None, random_signs=False):
+    # (the rounding's and the rotation's options, before any import)
+    rot, rb, signs = _core.rot_fields(rotation_block, random_signs)
+    _core.sr_fields(rounding, seed, offset, signs)
+    if rot:
+        _core.rotation_block_check(rb, rb)
+    sr = dict(rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs)
     dt = _dtype(dtype, DType.E2M1)
     layout = _mx_choice("scale_layout", scale_layout, _core.MX_LAYOUTS)
     rule = _mx_choice("scale_rule", scale_rule, _core.MX_RULES)
@@ -962,46 +992,47 @@ def _fused_mx_out(op, x, dtype, group_size, scale_dtype, tensor_scale, scale_lay
             op, x=x2, codes=_rows_view(q.view(), "q"), scales=s.view(), elem=dt, group_size=g, layout=layout,
             rule=rule, tensor_scale=ts, out_tensor_scale=None if gt is None else gt.view(), residual=rv,
             norm_weight=wv, eps=eps, out=None if vals is None else _rows_view(vals.view(), "out"),
-            activation=activation, stream=st, alloc=alloc)))
+            activation=activation, stream=st, alloc=alloc, **sr)))
         out = (q, s, gt)
         return out + (vals,) if return_values else out
 
 
 def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2m1", scale_dtype=None,
                       tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False, stream=None,
-                      rounding="nearest", seed=None, offset=0):
+                      rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """(residual add +) RMSNorm of x [..., K] emitting a microscaling format in the same pass:
     n dynamic quantized as mx_quant does it (dtype "e2m1", "float8_e4m3fn" or "float8_e5m2";
     scale_dtype "float8_e8m0fnu", the default, or "float8_e4m3fn" for NVFP4, whose tensor
     scale is computed in a first pass unless tensor_scale (one float32) is given;
     scale_layout and scale_rule as mx_quant takes them). Returns (q, scales, tensor scale or
-    None[, n]); the residual (when given) receives h = x + residual in place. rounding:
-    "nearest" only; rounding="stochastic" is refused (NotSupportedError) before anything is
-    imported: mx_quant the values (return_normed) with the scales returned and
-    rounding="stochastic" for those bits."""
+    None[, n]); the residual (when given) receives h = x + residual in place.
+    rounding="stochastic" (seed, offset), rotation_block and random_signs: as mx_quant takes
+    them, bit for bit mx_quant of n (unrotated, as returned) with the same options; without
+    return_normed the library's workspace (n) is allocated for them."""
     return _fused_mx_out(Op.RMSNORM_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
                          scale_rule, return_normed, stream, residual=residual, weight=weight, eps=eps,
-                         rounding=rounding, seed=seed, offset=offset)
+                         rounding=rounding, seed=seed, offset=offset, rotation_block=rotation_block,
+                         random_signs=random_signs)
 
 
 def silu_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
                           scale_layout="row", scale_rule="default", return_act=False, stream=None, rounding="nearest",
-                          seed=None, offset=0):
+                          seed=None, offset=0, rotation_block=None, random_signs=False):
     """SiLU(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
-    options, rounding to nearest only, and return)."""
+    options, rounding and rotation included, and return)."""
     return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
                          scale_rule, return_act, stream, activation=Activation.SILU, rounding=rounding, seed=seed,
-                         offset=offset)
+                         offset=offset, rotation_block=rotation_block, random_signs=random_signs)
 
 
 def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
                                scale_layout="row", scale_rule="default", return_act=False, stream=None,
-                               rounding="nearest", seed=None, offset=0):
+                               rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
-    options, rounding to nearest only, and return)."""
+    options, rounding and rotation included, and return)."""
     return _fused_mx_out(Op.GATED_QUANTIZE, x, dtype, group_size, scale_dtype, tensor_scale, scale_layout,
                          scale_rule, return_act, stream, activation=Activation.GELU_TANH, rounding=rounding,
-                         seed=seed, offset=offset)
+                         seed=seed, offset=offset, rotation_block=rotation_block, random_signs=random_signs)
 
 
 # ---- the Hadamard rotation ----------------------------------------------------------------------

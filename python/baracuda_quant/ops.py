@@ -562,13 +562,16 @@ def _(q, scales, zero_points, group_size, out_dtype, seed=0, rot=0, signs=0):
 
 
 # ---- fake quantize (forward and the STE backward) ---------------------------------------------
+# Forward: (sr, seed, offset), then the fused rotation's (rot: its block, 0 none; signs: random
+# signs keyed by seed); backward: (seed, rot, signs), the forward's rotation (the rotated STE
+# mask). All default to 0: calls and graphs of before keep their arguments.
 def _fq_tensor_impl(x: torch.Tensor, scale: float, zero_point: int, quant_min: int, quant_max: int, sr: int = 0,
-                    seed: int = 0, offset: int = 0) -> torch.Tensor:
+                    seed: int = 0, offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_TENSOR, x, x, y,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
-            zero_point=zero_point, sr=(sr, seed, offset))
+            zero_point=zero_point, sr=(sr, seed, offset, rot, signs))
     return y
 
 
@@ -576,12 +579,12 @@ _fq_tensor = _op("fake_quantize_per_tensor", _fq_tensor_impl)
 
 
 def _fq_tensor_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scale: float, zero_point: int, quant_min: int,
-                        quant_max: int) -> torch.Tensor:
+                        quant_max: int, seed: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_TENSOR, x, x, None, dy=dy, dx=dx,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max, scale=scale,
-            zero_point=zero_point)
+            zero_point=zero_point, sr=(0, seed, 0, rot, signs))
     return dx
 
 
@@ -589,12 +592,14 @@ _fq_tensor_bwd = _op("fake_quantize_per_tensor_backward", _fq_tensor_bwd_impl)
 
 
 def _fq_channel_impl(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int, quant_min: int,
-                     quant_max: int, sr: int = 0, seed: int = 0, offset: int = 0) -> torch.Tensor:
+                     quant_max: int, sr: int = 0, seed: int = 0, offset: int = 0, rot: int = 0,
+                     signs: int = 0) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.FORWARD, Granularity.PER_CHANNEL, x, x, y,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
-            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis, sr=(sr, seed, offset))
+            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis,
+            sr=(sr, seed, offset, rot, signs))
     return y
 
 
@@ -602,12 +607,12 @@ _fq_channel = _op("fake_quantize_per_channel", _fq_channel_impl)
 
 
 def _fq_channel_bwd_impl(dy: torch.Tensor, x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor, axis: int,
-                         quant_min: int, quant_max: int) -> torch.Tensor:
+                         quant_min: int, quant_max: int, seed: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     dy, x = dy.contiguous(), x.contiguous()
     dx = torch.empty_like(x)
     _affine(Op.FAKE_QUANTIZE, Direction.BACKWARD, Granularity.PER_CHANNEL, x, x, None, dy=dy, dx=dx,
             int_type=_core.int_type_for(quant_min, quant_max), qmin=quant_min, qmax=quant_max,
-            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis)
+            scales=_scales(scales, x.dtype), zero_points=_zps(zero_points), axis=axis, sr=(0, seed, 0, rot, signs))
     return dx
 
 
@@ -615,47 +620,55 @@ _fq_channel_bwd = _op("fake_quantize_per_channel_backward", _fq_channel_bwd_impl
 
 
 @_fq_tensor.register_fake
-def _(x, scale, zero_point, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scale, zero_point, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 @_fq_channel.register_fake
-def _(x, scales, zero_points, axis, quant_min, quant_max, sr=0, seed=0, offset=0):
+def _(x, scales, zero_points, axis, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 @_fq_tensor_bwd.register_fake
-def _(dy, x, scale, zero_point, quant_min, quant_max):
+def _(dy, x, scale, zero_point, quant_min, quant_max, seed=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 @_fq_channel_bwd.register_fake
-def _(dy, x, scales, zero_points, axis, quant_min, quant_max):
+def _(dy, x, scales, zero_points, axis, quant_min, quant_max, seed=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-# The STE backward reads x: the mask is the in-range test on x / s, whatever the rounding
-# (sr, seed and offset, the last three inputs, get no gradient)
+def _rot_tail(inputs, at):
+    """The backward op's (seed, rot, signs) of a forward op's inputs, whose (sr, seed, offset,
+    rot, signs) start at at: () unrotated (the backward calls of before)"""
+    sr, seed, offset, rot, signs = inputs[at:at + 5]
+    return (seed, rot, signs) if rot else ()
+
+
+# The STE backward reads x: the mask is the in-range test on x / s, whatever the rounding,
+# with the fused rotation on the rotated x (sr, seed, offset, rot and signs, the last five
+# inputs, get no gradient)
 def _fq_tensor_setup(ctx, inputs, output):
     x, scale, zero_point, quant_min, quant_max = inputs[:5]
     ctx.save_for_backward(x)
-    ctx.params = (scale, zero_point, quant_min, quant_max)
+    ctx.params = (scale, zero_point, quant_min, quant_max) + _rot_tail(inputs, 5)
 
 
 def _fq_tensor_backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    return (_fq_tensor_bwd(grad, x, *ctx.params),) + (None,) * 7
+    return (_fq_tensor_bwd(grad, x, *ctx.params),) + (None,) * 9
 
 
 def _fq_channel_setup(ctx, inputs, output):
     x, scales, zero_points, axis, quant_min, quant_max = inputs[:6]
     ctx.save_for_backward(x, scales, zero_points)
-    ctx.params = (axis, quant_min, quant_max)
+    ctx.params = (axis, quant_min, quant_max) + _rot_tail(inputs, 6)
 
 
 def _fq_channel_backward(ctx, grad):
     x, scales, zero_points = ctx.saved_tensors
-    return (_fq_channel_bwd(grad, x, scales, zero_points, *ctx.params),) + (None,) * 8
+    return (_fq_channel_bwd(grad, x, scales, zero_points, *ctx.params),) + (None,) * 10
 
 
 _fq_tensor.register_autograd(_fq_tensor_backward, setup_context=_fq_tensor_setup)
@@ -663,9 +676,10 @@ _fq_channel.register_autograd(_fq_channel_backward, setup_context=_fq_channel_se
 
 
 # ---- fake quantize that saves its mask: what the public functions run when a gradient is to
-# be recorded. The forward pass also writes the STE mask, a bit an element in int32 words
-# (bit e % 32 of word e // 32), and the backward pass reads it instead of x: an eighth of a
-# byte an element instead of x's whole width.
+# be recorded (rounding to nearest, unrotated: the library keeps no mask otherwise). The
+# forward pass also writes the STE mask, a bit an element in int32 words (bit e % 32 of word
+# e // 32), and the backward pass reads it instead of x: an eighth of a byte an element
+# instead of x's whole width.
 def _mask_words(x):
     return torch.empty(((x.numel() + 31) // 32,), dtype=torch.int32, device=x.device)
 
@@ -824,8 +838,10 @@ def _(x, symmetric, dtype, quant_min, quant_max, sr=0, seed=0, offset=0, rot=0, 
 # public functions turn into None (or leave out). scale (a number) selects the static per-tensor
 # quantize; group_size 0 is per token, else per group. The ops' trailing (sr, seed, offset)
 # (defaults 0: the calls of before) are stochastic rounding's, seed and offset the signed
-# 64-bit ints of _sr_args; with sr and no values requested the library's second pass reads a
-# workspace of rows * D elements (the caching allocator's, as every workspace here).
+# 64-bit ints of _sr_args, then (rot, signs) the fused rotation's (its block, 0 none, and the
+# random signs, keyed by seed; per tensor and per token); with either and no values requested
+# the library's second pass reads a workspace of rows * D elements (the caching allocator's,
+# as every workspace here).
 def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, scale_dtype=None):
     """The output tensors of a fused call on x [..., K] with D = d output columns."""
     rows = 1
@@ -844,20 +860,29 @@ def _fused_outputs(x, d, symmetric, group_size, scale, dtype, return_values, sca
     return q, scales, zps, vals
 
 
+def _sr_ptrs(sr, ptrs):
+    """_core's rounding and rotation keywords of the ops' (sr, seed, offset, rot, signs) ints,
+    the seed and offset also set in ptrs (each launch's: a fresh seed or offset reuses the
+    validated call, as _affine's)"""
+    kw = _sr_kw(*sr)
+    if "seed" in kw:
+        ptrs["seed"] = kw["seed"]
+    if sr[0]:
+        ptrs["offset"] = kw["offset"]
+    return kw
+
+
 def _fused(op, x2, q2, scales, zps, vals2, residual2=None, weight=None, eps=0.0, activation=0, symmetric=True,
-           group_size=0, scale=None, zero_point=0, quant_min=None, quant_max=None, sr=(0, 0, 0)):
-    # sr: stochastic rounding's (sr, seed, offset); seed and offset are set at each launch (as
-    # _affine's: a fresh seed or offset reuses the validated call)
+           group_size=0, scale=None, zero_point=0, quant_min=None, quant_max=None, sr=(0, 0, 0, 0, 0)):
+    # sr: stochastic rounding's (sr, seed, offset), the rotation's (rot, signs) (_sr_ptrs)
     dynamic = scale is None
     sc = scales if dynamic else None
     zp = zps if dynamic and not symmetric else None
     key = ("fused", op, _g(x2), _g(q2), _g(sc), _g(zp), _g(residual2), _g(weight), _g(vals2), float(eps),
-           int(activation), int(group_size), dynamic, quant_min, quant_max, int(sr[0]))
+           int(activation), int(group_size), dynamic, quant_min, quant_max, int(sr[0]), int(sr[3]), int(sr[4]))
     ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": _p(sc), "out_zero_points": _p(zp),
             "residual": _p(residual2), "norm_weight": _p(weight), "out": _p(vals2)}
-    kw = _sr_kw(*sr)
-    if sr[0]:
-        ptrs["seed"], ptrs["offset"] = kw["seed"], kw["offset"]
+    kw = _sr_ptrs(sr, ptrs)
     if not dynamic:
         scale, zero_point = float(scale), int(zero_point)
         if not -2**31 <= zero_point < 2**31:
@@ -888,7 +913,8 @@ def _residual_rows(residual, x, k):
 def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
                          symmetric: bool, group_size: int, scale: Optional[float], zero_point: int,
                          dtype: torch.dtype, quant_min: int, quant_max: int, return_normed: bool,
-                         scale_dtype: Optional[torch.dtype] = None, sr: int = 0, seed: int = 0, offset: int = 0
+                         scale_dtype: Optional[torch.dtype] = None, sr: int = 0, seed: int = 0, offset: int = 0,
+                         rot: int = 0, signs: int = 0
                          ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     _check_cuda("weight", weight)
@@ -900,7 +926,8 @@ def _rms_norm_quant_impl(x: torch.Tensor, weight: torch.Tensor, residual: Option
     x2 = _rows(x, "x")
     _fused(Op.RMSNORM_QUANTIZE, x2, q.view(-1, k), scales, zps, normed.view(-1, k) if return_normed else None,
            residual2=r2, weight=weight.contiguous(), eps=eps, symmetric=symmetric, group_size=group_size,
-           scale=scale, zero_point=zero_point, quant_min=quant_min, quant_max=quant_max, sr=(sr, seed, offset))
+           scale=scale, zero_point=zero_point, quant_min=quant_min, quant_max=quant_max,
+           sr=(sr, seed, offset, rot, signs))
     return q, scales, zps, normed
 
 
@@ -909,13 +936,14 @@ _rms_norm_quant = _op("rms_norm_quant", _rms_norm_quant_impl, mutates_args=("res
 
 @_rms_norm_quant.register_fake
 def _(x, weight, residual, eps, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max,
-      return_normed, scale_dtype=None, sr=0, seed=0, offset=0):
+      return_normed, scale_dtype=None, sr=0, seed=0, offset=0, rot=0, signs=0):
     return _fused_outputs(x, x.shape[-1], symmetric, group_size, scale, dtype, return_normed, scale_dtype)
 
 
 def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_size: int, scale: Optional[float],
                       zero_point: int, dtype: torch.dtype, quant_min: int, quant_max: int, return_act: bool,
-                      scale_dtype: Optional[torch.dtype] = None, sr: int = 0, seed: int = 0, offset: int = 0
+                      scale_dtype: Optional[torch.dtype] = None, sr: int = 0, seed: int = 0, offset: int = 0,
+                      rot: int = 0, signs: int = 0
                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     d = x.shape[-1] // 2 if x.dim() else 0
@@ -925,7 +953,7 @@ def _gated_quant_impl(x: torch.Tensor, activation: int, symmetric: bool, group_s
     x2 = _rows(x, "x")
     _fused(Op.GATED_QUANTIZE, x2, q.view(-1, d), scales, zps, act.view(-1, d) if return_act else None,
            activation=activation, symmetric=symmetric, group_size=group_size, scale=scale,
-           zero_point=zero_point, quant_min=quant_min, quant_max=quant_max, sr=(sr, seed, offset))
+           zero_point=zero_point, quant_min=quant_min, quant_max=quant_max, sr=(sr, seed, offset, rot, signs))
     return q, scales, zps, act
 
 
@@ -934,7 +962,7 @@ _gated_quant = _op("gated_quant", _gated_quant_impl)
 
 @_gated_quant.register_fake
 def _(x, activation, symmetric, group_size, scale, zero_point, dtype, quant_min, quant_max, return_act,
-      scale_dtype=None, sr=0, seed=0, offset=0):
+      scale_dtype=None, sr=0, seed=0, offset=0, rot=0, signs=0):
     return _fused_outputs(x, x.shape[-1] // 2, symmetric, group_size, scale, dtype, return_act, scale_dtype)
 
 
@@ -1113,9 +1141,9 @@ def _(q, scales, zero_points, block_size, out_dtype, seed=0, rot=0, signs=0):
 def _fake_quantize_affine_impl(x: torch.Tensor, scale: float, scales: Optional[torch.Tensor], zero_point: int,
                                zero_points: Optional[torch.Tensor], granularity: int, param: int,
                                int_dtype: torch.dtype, quant_min: int, quant_max: int, sr: int = 0, seed: int = 0,
-                               offset: int = 0) -> torch.Tensor:
+                               offset: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     return _affine_fwd(Op.FAKE_QUANTIZE, x, scale, scales, zero_point, zero_points, granularity, param, x.dtype,
-                       int_dtype, quant_min, quant_max, (sr, seed, offset))
+                       int_dtype, quant_min, quant_max, (sr, seed, offset, rot, signs))
 
 
 _fake_quantize_affine = _op("fake_quantize_affine", _fake_quantize_affine_impl)
@@ -1124,9 +1152,11 @@ _fake_quantize_affine = _op("fake_quantize_affine", _fake_quantize_affine_impl)
 def _affine_backward_impl(op: int, dy: torch.Tensor, x: Optional[torch.Tensor], scale: float,
                           scales: Optional[torch.Tensor], zero_point: int, zero_points: Optional[torch.Tensor],
                           granularity: int, param: int, int_dtype: torch.dtype, quant_min: int,
-                          quant_max: int) -> torch.Tensor:
+                          quant_max: int, seed: int = 0, rot: int = 0, signs: int = 0) -> torch.Tensor:
     """dx of quantize (dy / s where in range), dequantize (dy * s) or fake quantize (dy where
-    in range); x (the forward input) for quantize and fake quantize."""
+    in range); x (the forward input) for quantize and fake quantize. seed, rot, signs: fake
+    quantize's fused rotation (dy masked by the rotated x in the rotated domain; _core
+    refuses it on the others)."""
     gran = Granularity(granularity)
     dyk = _shaped(gran, dy, "dy")
     xk = None if x is None else _shaped(gran, x, "x")
@@ -1137,7 +1167,7 @@ def _affine_backward_impl(op: int, dy: torch.Tensor, x: Optional[torch.Tensor], 
     rows = dyk.shape[0] if dyk.dim() == 2 else 1
     if dy.numel():
         _affine(Op(op), Direction.BACKWARD, gran, dxk, xk, None, dy=dyk, dx=dxk, int_type=_DT[int_dtype],
-                qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point,
+                qmin=quant_min, qmax=quant_max, scale=scale, zero_point=zero_point, sr=(0, seed, 0, rot, signs),
                 **_affine_params(gran, param, scales, zero_points, dy.dtype, rows))
     return dx
 
@@ -1147,12 +1177,13 @@ _affine_backward = _op("affine_backward", _affine_backward_impl)
 
 @_fake_quantize_affine.register_fake
 def _(x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max, sr=0, seed=0,
-      offset=0):
+      offset=0, rot=0, signs=0):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 @_affine_backward.register_fake
-def _(op, dy, x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max):
+def _(op, dy, x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max, seed=0,
+      rot=0, signs=0):
     return torch.empty(dy.shape, dtype=dy.dtype, device=dy.device)
 
 
@@ -1160,14 +1191,16 @@ def _fqa_setup(ctx, inputs, output):
     x, scale, scales, zero_point, zero_points, granularity, param, int_dtype, quant_min, quant_max = inputs[:10]
     ctx.save_for_backward(x, scales, zero_points)
     ctx.params = (scale, zero_point, granularity, param, int_dtype, quant_min, quant_max)
+    ctx.rot = _rot_tail(inputs, 10)
 
 
 def _fqa_backward(ctx, grad):
     x, scales, zero_points = ctx.saved_tensors
     scale, zero_point, granularity, param, int_dtype, qmin, qmax = ctx.params
+    # (the STE mask from x, whatever the rounding; from the rotated x with the rotation)
     dx = _affine_backward(int(Op.FAKE_QUANTIZE), grad, x, scale, scales, zero_point, zero_points, granularity, param,
-                          int_dtype, qmin, qmax)  # (the STE mask from x, whatever the rounding)
-    return (dx,) + (None,) * 12
+                          int_dtype, qmin, qmax, *ctx.rot)
+    return (dx,) + (None,) * 14
 
 
 _fake_quantize_affine.register_autograd(_fqa_backward, setup_context=_fqa_setup)
@@ -1474,26 +1507,28 @@ def _fused_mx_outputs(x, d, group_size, elem, nv, tensor_scale, layout, return_v
 
 
 def _fused_mx_run(op, x2, q, s, g, vals, d, tensor_scale, group_size, elem, layout, rule, residual2=None,
-                  weight=None, eps=0.0, activation=0):
+                  weight=None, eps=0.0, activation=0, sr=(0, 0, 0, 0, 0)):
+    # sr: stochastic rounding's (sr, seed, offset), the rotation's (rot, signs) (_sr_ptrs)
     rows = x2.shape[0]
     q2, v2 = q.view(rows, -1), (vals.view(rows, d) if vals.numel() else None)
     gout = g if g.numel() else None
     key = ("fmx", op, _g(x2), _g(q2), _g(s), _g(gout), _g(tensor_scale), _g(residual2), _g(weight), _g(v2),
-           float(eps), int(activation), group_size, elem, layout, rule)
+           float(eps), int(activation), group_size, elem, layout, rule, int(sr[0]), int(sr[3]), int(sr[4]))
     ptrs = {"x": x2.data_ptr(), "y": q2.data_ptr(), "out_scales": s.data_ptr(), "tensor_scale": _p(tensor_scale),
             "out_tensor_scale": _p(gout), "residual": _p(residual2), "norm_weight": _p(weight), "out": _p(v2)}
+    kw = _sr_ptrs(sr, ptrs)
     _call(key, x2.device.index, lambda stream, alloc: _core.fused_mx(
         op, x=_view(x2, "x"), codes=_view(q2, "q"), scales=_view(s, "scales"), elem=elem, group_size=group_size,
         layout=layout, rule=rule, tensor_scale=_view(tensor_scale, "tensor_scale"),
         out_tensor_scale=_view(gout, "out_tensor_scale"), residual=_view(residual2, "residual"),
         norm_weight=_view(weight, "weight"), eps=eps, out=_view(v2), activation=activation, stream=stream,
-        alloc=alloc, prepare=True), ptrs)
+        alloc=alloc, prepare=True, **kw), ptrs)
 
 
 def _rms_norm_mx_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[torch.Tensor], eps: float,
                       group_size: int, elem: int, nv: bool, tensor_scale: Optional[torch.Tensor], layout: int,
-                      rule: int, return_normed: bool
-                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                      rule: int, return_normed: bool, sr: int = 0, seed: int = 0, offset: int = 0, rot: int = 0,
+                      signs: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     _check_cuda("weight", weight)
     k = x.shape[-1] if x.dim() else 0
@@ -1501,7 +1536,7 @@ def _rms_norm_mx_impl(x: torch.Tensor, weight: torch.Tensor, residual: Optional[
     if q.numel():
         r2 = None if residual is None else _residual_rows(residual, x, k)
         _fused_mx_run(Op.RMSNORM_QUANTIZE, _rows(x, "x"), q, s, g, normed, k, tensor_scale, group_size, elem, layout,
-                      rule, residual2=r2, weight=weight.contiguous(), eps=eps)
+                      rule, residual2=r2, weight=weight.contiguous(), eps=eps, sr=(sr, seed, offset, rot, signs))
     return q, s, g, normed
 
 
@@ -1509,19 +1544,21 @@ _rms_norm_mx = _op("rms_norm_mx_quant", _rms_norm_mx_impl, mutates_args=("residu
 
 
 @_rms_norm_mx.register_fake
-def _(x, weight, residual, eps, group_size, elem, nv, tensor_scale, layout, rule, return_normed):
+def _(x, weight, residual, eps, group_size, elem, nv, tensor_scale, layout, rule, return_normed, sr=0, seed=0,
+      offset=0, rot=0, signs=0):
     return _fused_mx_outputs(x, x.shape[-1], group_size, elem, nv, tensor_scale, layout, return_normed)
 
 
 def _gated_mx_impl(x: torch.Tensor, activation: int, group_size: int, elem: int, nv: bool,
-                   tensor_scale: Optional[torch.Tensor], layout: int, rule: int, return_act: bool
+                   tensor_scale: Optional[torch.Tensor], layout: int, rule: int, return_act: bool, sr: int = 0,
+                   seed: int = 0, offset: int = 0, rot: int = 0, signs: int = 0
                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_float("x", x)
     d = x.shape[-1] // 2 if x.dim() else 0
     q, s, g, act = _fused_mx_outputs(x, d, group_size, elem, nv, tensor_scale, layout, return_act)
     if q.numel():
         _fused_mx_run(Op.GATED_QUANTIZE, _rows(x, "x"), q, s, g, act, d, tensor_scale, group_size, elem, layout, rule,
-                      activation=activation)
+                      activation=activation, sr=(sr, seed, offset, rot, signs))
     return q, s, g, act
 
 
@@ -1529,7 +1566,8 @@ _gated_mx = _op("gated_mx_quant", _gated_mx_impl)
 
 
 @_gated_mx.register_fake
-def _(x, activation, group_size, elem, nv, tensor_scale, layout, rule, return_act):
+def _(x, activation, group_size, elem, nv, tensor_scale, layout, rule, return_act, sr=0, seed=0, offset=0, rot=0,
+      signs=0):
     return _fused_mx_outputs(x, x.shape[-1] // 2, group_size, elem, nv, tensor_scale, layout, return_act)
 
 
@@ -1849,22 +1887,35 @@ def _dequantize(q, scale, zero_point, axis, group_size, block_size, out_dtype, r
     return d.dequantize_per_token(q, scale, zps, out_dtype, *rot)
 
 
+def _rotation_of(input, sr):
+    """The fused rotation's block checked against input's last dimension (per tensor and per
+    channel the library's blocks run along the flat array, which a view as [1, numel] keeps)"""
+    if len(sr) > 3 and isinstance(input, torch.Tensor):
+        _core.rotation_block_check(sr[3], input.shape[-1] if input.dim() else 1)
+
+
 def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max, *, rounding="nearest", seed=None,
-                                    offset=0):
+                                    offset=0, rotation_block=None, random_signs=False):
     """torch.fake_quantize_per_tensor_affine, drop-in (scale and zero_point as numbers or
     one-element tensors); backward: the straight-through estimator. rounding="stochastic"
     with an int seed: quantize_per_tensor's stochastic rounding (the gradient is the same
-    straight-through estimator, its mask computed from input in the backward pass)."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    straight-through estimator, its mask computed from input in the backward pass).
+    rotation_block, random_signs (keyed by seed): as fake_quantize's."""
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
+    one = isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor)
+    if one:
+        _rotation_of(input, sr)
     _check_float("input", input)
-    if isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor):
+    if one:
         # one-element tensors stay on the device: a per-channel op over [1, numel]
         s = torch.as_tensor(scale, device=input.device).reshape(1)
         z = torch.as_tensor(zero_point, device=input.device).reshape(1)
         return fake_quantize_per_channel_affine(input.reshape(1, -1), s, z, 0, quant_min, quant_max,
-                                                rounding=rounding, seed=seed, offset=offset).view(input.shape)
+                                                rounding=rounding, seed=seed, offset=offset,
+                                                rotation_block=rotation_block,
+                                                random_signs=random_signs).view(input.shape)
     scale, zero_point = _core.number("scale", scale), _core.integer("zero_point", zero_point)
-    if sr[0]:  # (no saved mask with stochastic rounding: the op's backward reads input)
+    if sr[0] or len(sr) > 3:  # (no saved mask with stochastic rounding or the rotation: the backward reads input)
         d = torch.ops.baracuda_quant if _records_grad(input) else _ops(input)
         return d.fake_quantize_per_tensor(input, scale, zero_point, int(quant_min), int(quant_max), *sr)
     if _records_grad(input):
@@ -1874,14 +1925,14 @@ def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_m
 
 
 def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max, *, rounding="nearest",
-                                     seed=None, offset=0):
+                                     seed=None, offset=0, rotation_block=None, random_signs=False):
     """torch.fake_quantize_per_channel_affine, drop-in; backward: the straight-through estimator.
-    rounding, seed, offset: as fake_quantize_per_tensor_affine's."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    rounding, seed, offset, rotation_block, random_signs: as fake_quantize_per_tensor_affine's."""
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
     _check_float("input", input)
     _check_cuda("scale", scale)
     _check_cuda("zero_point", zero_point)
-    if sr[0]:  # (no saved mask with stochastic rounding: the op's backward reads input)
+    if sr[0] or len(sr) > 3:  # (no saved mask with stochastic rounding or the rotation: the backward reads input)
         d = torch.ops.baracuda_quant if _records_grad(input) else _ops(input, scale, zero_point)
         return d.fake_quantize_per_channel(input, scale, zero_point, int(axis), int(quant_min), int(quant_max), *sr)
     if _records_grad(input):
@@ -1892,13 +1943,19 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
 
 
 def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
-                  group_size=None, block_size=None, rounding="nearest", seed=None, offset=0):
+                  group_size=None, block_size=None, rounding="nearest", seed=None, offset=0, rotation_block=None,
+                  random_signs=False):
     """dequantize(quantize(input)) at any granularity (chosen as dequantize chooses it), into
     [quant_min, quant_max] of int8/uint8 or, with dtype float8_e4m3fn/float8_e5m2, FP8;
     differentiable (the straight-through estimator). rounding="stochastic" with an int seed
     rounds as the quantize ops do (docs/numerics.md, "Stochastic rounding"); the gradient
-    is the same straight-through estimator."""
-    sr = _sr_args(rounding, seed, offset)[:3]
+    is the same straight-through estimator. rotation_block (a power of two from 2 to 256
+    dividing the last dimension), random_signs keyed by seed (one seed keys the signs and
+    the draws): bit for bit hadamard(input, rotation_block, seed=...), this call, then
+    hadamard(..., inverse=True) in one pass (docs/numerics.md, "Rotation"); its gradient
+    hadamard(mask * hadamard(dy), inverse=True), the mask that of the rotated input, which
+    the backward pass recomputes from input."""
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
     _check_float("input", input)
     gran, param = _granularity(scale, axis, group_size, block_size)
     s, ss, z, zs = _affine_scalars(gran, scale, zero_point)
@@ -1908,8 +1965,13 @@ def fake_quantize(input, scale, zero_point=0, quant_min=None, quant_max=None, *,
 
 
 def _backward(op, dy, x, scale, zero_point, dtype, quant_min, quant_max, axis, group_size, block_size,
-              rounding="nearest"):
+              rounding="nearest", seed=None, rotation_block=None, random_signs=False):
     _nearest_only(op, Direction.BACKWARD, rounding)
+    rot = ()
+    if rotation_block is not None or random_signs or seed is not None:  # (fake quantize's alone: _core.affine_rot)
+        _core.affine_rot(op, Direction.BACKWARD, rotation_block, random_signs)
+        _, s, _, rb, signs = _sr_args("nearest", seed, 0, rotation_block, random_signs)
+        rot = (s, rb, signs)
     _check_float("dy", dy)
     if x is not None:
         _check_float("input", x)
@@ -1919,16 +1981,19 @@ def _backward(op, dy, x, scale, zero_point, dtype, quant_min, quant_max, axis, g
     gran, param = _granularity(scale, axis, group_size, block_size)
     s, ss, z, zs = _affine_scalars(gran, scale, zero_point)
     dt, qmin, qmax = _storage_dtype(dtype, quant_min, quant_max)
-    return _ops(dy, x, ss, zs).affine_backward(int(op), dy, x, s, ss, z, zs, int(gran), param, dt, qmin, qmax)
+    return _ops(dy, x, ss, zs).affine_backward(int(op), dy, x, s, ss, z, zs, int(gran), param, dt, qmin, qmax, *rot)
 
 
 def fake_quantize_backward(dy, input, scale, zero_point=0, quant_min=None, quant_max=None, *, dtype=None, axis=None,
-                           group_size=None, block_size=None, rounding="nearest"):
+                           group_size=None, block_size=None, rounding="nearest", seed=None, rotation_block=None,
+                           random_signs=False):
     """fake_quantize's gradient (the straight-through estimator): dy where quantize(input) is
     inside the range, else 0 (the same for either rounding of the forward pass; rounding:
-    "nearest" only, as the backward passes round nothing)."""
+    "nearest" only, as the backward passes round nothing). rotation_block, random_signs and
+    seed (the signs' key) as the forward pass took them: hadamard(mask * hadamard(dy),
+    inverse=True), the mask that of hadamard(input)."""
     return _backward(Op.FAKE_QUANTIZE, dy, input, scale, zero_point, dtype, quant_min, quant_max, axis, group_size,
-                     block_size, rounding)
+                     block_size, rounding, seed, rotation_block, random_signs)
 
 
 def quantize_backward(dy, input, scale, zero_point=0, *, dtype=torch.int8, quant_min=None, quant_max=None,
@@ -2089,18 +2154,26 @@ def _scale_dtype(scale_dtype, x):
     return sd
 
 
-def _fused_sr(rounding, seed, offset):
-    """The fused ops' trailing (sr, seed, offset) of a public call's rounding options, checked;
-    () rounding to nearest (the ops' defaults: the calls, recorded graphs and fast paths of
-    before)"""
-    if rounding == "nearest" and seed is None and offset == 0:
+def _fused_sr(rounding, seed, offset, rotation_block=None, random_signs=False, x=None, half=False, group_size=None,
+              mx=False):
+    """The fused ops' trailing (sr, seed, offset[, rot, signs]) of a public call's rounding and
+    rotation options, checked; () rounding to nearest, unrotated (the ops' defaults: the calls,
+    recorded graphs and fast paths of before). The rotation's block is checked against the
+    output's last dimension where x (a tensor) tells it (half: the gated ops' [..., 2 D]), and
+    refused per group (group_size given; integer and FP8 storage: not mx) by name."""
+    if _plain(rounding, seed, offset, rotation_block, random_signs):
         return ()
-    return _sr_args(rounding, seed, offset)[:3]
+    sr = _tail(_sr_args(rounding, seed, offset, rotation_block, random_signs))
+    if len(sr) > 3:
+        k = x.shape[-1] if isinstance(x, torch.Tensor) and x.dim() else None
+        d = (k // 2 if half else k) if k is not None and not (half and k % 2) else sr[3]
+        _core.fused_rotation(sr[3], Granularity.PER_GROUP if group_size is not None and not mx else None, d)
+    return sr
 
 
 def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=None, out_dtype=torch.int8,
                    return_normed=False, scale=None, zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, *,
-                   rounding="nearest", seed=None, offset=0):
+                   rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """(residual add +) RMSNorm of x [..., D] with weight [D] (x's dtype), quantized in the same
     pass (docs/numerics.md, "Fused producers"): h = x + residual (written back to residual, in
     place) or x; n = (h * rstd) * weight, rstd = 1 / sqrt(mean(h^2) + eps), rounded to x's type;
@@ -2113,9 +2186,13 @@ def rms_norm_quant(x, weight, eps, residual=None, symmetric=True, group_size=Non
     bit for bit quantize_per_token / quantize_per_group (with the scales returned, which are
     those rounding to nearest computes) or quantize_per_tensor (the static scale) of n with
     rounding="stochastic", the same seed and offset: element (r, c) of n.view(-1, D) draws at
-    index offset + r * D + c (docs/numerics.md, "Stochastic rounding"). Without return_normed
-    the library keeps n in a workspace of rows * D elements for that second pass."""
-    sr = _fused_sr(rounding, seed, offset)
+    index offset + r * D + c (docs/numerics.md, "Stochastic rounding"). rotation_block
+    (keyword-only; per token or per tensor, not per group), random_signs keyed by seed: n
+    rotated first, bit for bit hadamard(n, rotation_block, seed=...) then the same call
+    (dynamic_quant per token: the scales of the rotated rows; quantize_per_tensor with the
+    static scale), either rounding; n as returned is not rotated. Without return_normed the
+    library keeps n in a workspace of rows * D elements for that second pass."""
+    sr = _fused_sr(rounding, seed, offset, rotation_block, random_signs, x, group_size=group_size)
     key = None
     if not sr and type(x) is torch.Tensor and type(weight) is torch.Tensor and type(eps) is float and \
             symmetric is True and group_size is None and scale is None and type(zero_point) is int and \
@@ -2168,8 +2245,9 @@ def _rms_norm_quant(x, weight, eps, residual, symmetric, group_size, out_dtype, 
 
 
 def _gated(activation, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min, quant_max,
-           scale_dtype=None, rounding="nearest", seed=None, offset=0):
-    sr = _fused_sr(rounding, seed, offset)  # (stochastic rounding never takes the fast path)
+           scale_dtype=None, rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
+    # (stochastic rounding and the rotation never take the fast path)
+    sr = _fused_sr(rounding, seed, offset, rotation_block, random_signs, x, True, group_size)
     key = None
     if not sr and type(x) is torch.Tensor and symmetric is True and group_size is None and scale is None and \
             type(zero_point) is int and zero_point == 0 and quant_min is None and quant_max is None and not return_act and x.dim():
@@ -2207,24 +2285,25 @@ def _gated_general(activation, x, symmetric, group_size, out_dtype, return_act, 
 
 def silu_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
                        zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, *, rounding="nearest",
-                       seed=None, offset=0):
+                       seed=None, offset=0, rotation_block=None, random_signs=False):
     """a = silu(gate) * up of x [..., 2 D] (gate = x[..., :D], up = x[..., D:]), rounded to x's
     type, quantized in the same pass as rms_norm_quant quantizes n. Returns (q [..., D], scales,
     zero points or None[, a]); with a static scale, (q, scale, zero_point[, a]).
-    rounding="stochastic", seed, offset (keyword-only): as rms_norm_quant's, a in n's place
-    (element (r, c) of a.view(-1, D) at index offset + r * D + c)."""
+    rounding="stochastic", seed, offset, rotation_block, random_signs (keyword-only): as
+    rms_norm_quant's, a in n's place (element (r, c) of a.view(-1, D) at index
+    offset + r * D + c)."""
     return _gated(Activation.SILU, x, symmetric, group_size, out_dtype, return_act, scale, zero_point, quant_min,
-                  quant_max, scale_dtype, rounding, seed, offset)
+                  quant_max, scale_dtype, rounding, seed, offset, rotation_block, random_signs)
 
 
 def gelu_tanh_and_mul_quant(x, symmetric=True, group_size=None, out_dtype=torch.int8, return_act=False, scale=None,
                             zero_point=0, quant_min=None, quant_max=None, scale_dtype=None, *, rounding="nearest",
-                            seed=None, offset=0):
+                            seed=None, offset=0, rotation_block=None, random_signs=False):
     """silu_and_mul_quant with GELU in its tanh form: a = gelu(gate, approximate="tanh") * up
-    (the contract's own exp and tanh, docs/numerics.md); rounding, seed, offset as
-    silu_and_mul_quant's."""
+    (the contract's own exp and tanh, docs/numerics.md); rounding, seed, offset,
+    rotation_block, random_signs as silu_and_mul_quant's."""
     return _gated(Activation.GELU_TANH, x, symmetric, group_size, out_dtype, return_act, scale, zero_point,
-                  quant_min, quant_max, scale_dtype, rounding, seed, offset)
+                  quant_min, quant_max, scale_dtype, rounding, seed, offset, rotation_block, random_signs)
 
 
 def _w_sums(w, w_sums, asymmetric):
@@ -2461,49 +2540,50 @@ def _fused_mx_result(out, nv, tensor_scale, return_values):
 
 def rms_norm_mx_quant(x, weight, eps, residual=None, *, group_size=32, dtype="e2m1", scale_dtype=None,
                       tensor_scale=None, scale_layout="row", scale_rule="default", return_normed=False,
-                      rounding="nearest", seed=None, offset=0):
+                      rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
     """(residual add +) RMSNorm emitting MXFP8, MXFP4 or NVFP4 in one pass (the DLPack front
     end's rms_norm_mx_quant on torch tensors): (q, scales, tensor scale or None[, n]); the
-    residual (when given) receives h = x + residual in place. rounding: "nearest" only
-    (rounding="stochastic" is refused, NotSupportedError: mx_quant n with the scales returned
-    and rounding="stochastic" instead)."""
-    _core.fused_mx_rounding(rounding, seed, offset)
+    residual (when given) receives h = x + residual in place. rounding="stochastic" (seed,
+    offset), rotation_block and random_signs: as mx_quant takes them, bit for bit mx_quant of
+    n (unrotated, as returned) with the same options (the scales and tensor scale too)."""
+    sr = _fused_sr(rounding, seed, offset, rotation_block, random_signs, x, mx=True)
     _check_float("x", x)
     g, elem, nv, layout, rule = _fused_mx_args(x.shape[-1] if x.dim() else 1, group_size, dtype, scale_dtype,
                                                scale_layout, scale_rule)
     out = _ops(x, weight, residual).rms_norm_mx_quant(x, weight, residual, float(eps), g, elem, nv, tensor_scale,
-                                                      layout, rule, bool(return_normed))
+                                                      layout, rule, bool(return_normed), *sr)
     return _fused_mx_result(out, nv, tensor_scale, return_normed)
 
 
 def _gated_mx(x, activation, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule, return_act,
-              rounding="nearest", seed=None, offset=0):
-    _core.fused_mx_rounding(rounding, seed, offset)
+              rounding="nearest", seed=None, offset=0, rotation_block=None, random_signs=False):
+    sr = _fused_sr(rounding, seed, offset, rotation_block, random_signs, x, True, mx=True)
     _check_float("x", x)
     if not x.dim() or x.shape[-1] % 2:
         raise _lib.invalid("x shape %s: the gated op's last dimension holds the gate, then up: it must be even"
                            % (tuple(x.shape),))
     g, elem, nv, layout, rule = _fused_mx_args(x.shape[-1] // 2, group_size, dtype, scale_dtype, scale_layout,
                                                scale_rule)
-    out = _ops(x).gated_mx_quant(x, int(activation), g, elem, nv, tensor_scale, layout, rule, bool(return_act))
+    out = _ops(x).gated_mx_quant(x, int(activation), g, elem, nv, tensor_scale, layout, rule, bool(return_act), *sr)
     return _fused_mx_result(out, nv, tensor_scale, return_act)
 
 
 def silu_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None, scale_layout="row",
-                          scale_rule="default", return_act=False, rounding="nearest", seed=None, offset=0):
+                          scale_rule="default", return_act=False, rounding="nearest", seed=None, offset=0,
+                          rotation_block=None, random_signs=False):
     """SiLU(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
-    options, rounding to nearest only, and return)."""
+    options, rounding and rotation included, and return)."""
     return _gated_mx(x, Activation.SILU, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
-                     return_act, rounding, seed, offset)
+                     return_act, rounding, seed, offset, rotation_block, random_signs)
 
 
 def gelu_tanh_and_mul_mx_quant(x, *, group_size=32, dtype="e2m1", scale_dtype=None, tensor_scale=None,
                                scale_layout="row", scale_rule="default", return_act=False, rounding="nearest",
-                               seed=None, offset=0):
-    """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format (rounding to nearest
-    only, as rms_norm_mx_quant)."""
+                               seed=None, offset=0, rotation_block=None, random_signs=False):
+    """GELU-tanh(gate) * up of x [..., 2 D] emitting a microscaling format (rms_norm_mx_quant's
+    options, rounding and rotation included, and return)."""
     return _gated_mx(x, Activation.GELU_TANH, group_size, dtype, scale_dtype, tensor_scale, scale_layout, scale_rule,
-                     return_act, rounding, seed, offset)
+                     return_act, rounding, seed, offset, rotation_block, random_signs)
 
 
 def hadamard(x, block_size, *, inverse=False, seed=None):

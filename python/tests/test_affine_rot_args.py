@@ -1,9 +1,10 @@
 """The fused rotation on the affine ops (static-scale quantize and dequantize; docs/numerics.md,
 "Rotation") with no device and no torch: rotation_block and random_signs checked before any
-launch, each error naming the option; fake quantize and the backward passes refuse them; the
-descriptor (desc.rotation, desc.random_signs) and the arguments (args.rotation_block, the
-seed keying the signs) that the DLPack front end hands the library, whose own checks pass
-them. test_gpu_affine_rot.py runs the ops on a GPU."""
+launch, each error naming the option; fake quantize takes them both ways (no saved mask),
+the quantize and dequantize backward passes refuse them; the descriptor (desc.rotation,
+desc.random_signs) and the arguments (args.rotation_block, the seed keying the signs) that
+the DLPack front end hands the library, whose own checks pass them. test_gpu_affine_rot.py
+and test_gpu_fake_rot.py run the ops on a GPU."""
 import re
 
 import pytest
@@ -47,17 +48,20 @@ def _v(shape, dtype, at=0x100000):
 
 
 def test_affine_rotation_options_are_checked():
-    """_core.affine_rot: rot_fields on quantize and dequantize, forward; fake quantize and
-    the backward passes refuse either option by name"""
+    """_core.affine_rot: rot_fields on quantize and dequantize, forward, and on fake quantize
+    either way; the quantize and dequantize backward passes refuse either option by name"""
     assert _core.affine_rot(Op.QUANTIZE, FWD, None, False) == (0, 0, 0)
     assert _core.affine_rot(Op.QUANTIZE, FWD, 32, False) == (1, 32, 0)
     assert _core.affine_rot(Op.DEQUANTIZE, FWD, 64.0, True) == (1, 64, 1)
     assert _core.affine_rot(Op.FAKE_QUANTIZE, FWD, None, False) == (0, 0, 0)
-    cases = [(Op.FAKE_QUANTIZE, FWD, 16, False, "rotation_block: fake_quantize takes no fused rotation"),
-             (Op.FAKE_QUANTIZE, FWD, None, True, "random_signs: fake_quantize takes"),
-             (Op.QUANTIZE, BWD, 16, True, "rotation_block: quantize backward takes"),
+    assert _core.affine_rot(Op.FAKE_QUANTIZE, FWD, 16, False) == (1, 16, 0)
+    assert _core.affine_rot(Op.FAKE_QUANTIZE, BWD, 128, True) == (1, 128, 1)
+    assert _core.affine_rot(Op.QUANTIZE, BWD, None, False) == (0, 0, 0)
+    cases = [(Op.QUANTIZE, BWD, 16, True, "rotation_block: quantize backward takes no fused rotation"),
+             (Op.QUANTIZE, BWD, None, True, "random_signs: quantize backward takes"),
              (Op.DEQUANTIZE, BWD, 8, False, "rotation_block: dequantize backward takes"),
-             (Op.FAKE_QUANTIZE, BWD, 8, False, "rotation_block: fake_quantize backward takes"),
+             (Op.FAKE_QUANTIZE, BWD, None, True, "random_signs: the fused rotation's"),
+             (Op.FAKE_QUANTIZE, FWD, 8.5, False, "rotation_block"),
              (Op.QUANTIZE, FWD, None, True, "random_signs"),
              (Op.QUANTIZE, FWD, "16", False, "rotation_block")]
     for op, d, block, signs, word in cases:
@@ -70,29 +74,39 @@ def test_affine_rotation_options_are_checked():
         _core.affine_sr(Op.QUANTIZE, FWD, "nearest", None, 0, 1)
     with pytest.raises(bq.InvalidArgumentError, match="seed and offset"):
         _core.affine_sr(Op.DEQUANTIZE, FWD, "nearest", 3, 0, 0)
+    # fake quantize's backward pass takes the forward's seed for the signs, and rounds nothing
+    assert _core.affine_sr(Op.FAKE_QUANTIZE, BWD, "nearest", -2, 0, 1) == (0, (1 << 64) - 2, 0)
+    with pytest.raises(bq.InvalidArgumentError, match="rounding"):
+        _core.affine_sr(Op.FAKE_QUANTIZE, BWD, "stochastic", 1, 0, 1)
 
 
 def test_core_refuses_the_rotation_before_the_library(monkeypatch):
-    """_core.affine with rotation_block on fake quantize (forward) and on the backward passes
-    raises naming the option before any plan or launch; the library refuses those
-    descriptors too"""
+    """_core.affine with rotation_block on the quantize and dequantize backward passes, or
+    with fake quantize's saved mask (which the library's run refuses), raises naming the
+    option before any plan or launch; the library refuses those descriptors too. Fake
+    quantize either way passes _core and the library with the same arguments."""
     ran = []
     monkeypatch.setattr(_core, "_launch", lambda *a, **k: ran.append(a))
     x, y = _v((4, 64), DType.F32), _v((4, 64), DType.F32, 0x200000)
+    mask = _v((8,), DType.S32, 0x300000)
     common = dict(int_type=DType.S8, qmin=None, qmax=None, scale=0.5)
     cases = [
-        ("rotation_block: fake_quantize takes", lambda: _core.affine(
-            Op.FAKE_QUANTIZE, FWD, Granularity.PER_TENSOR, fl=x, x=x, y=y, rotation_block=16, **common)),
-        ("random_signs: fake_quantize takes", lambda: _core.affine(
-            Op.FAKE_QUANTIZE, FWD, Granularity.PER_TENSOR, fl=x, x=x, y=y, random_signs=True, seed=1, **common)),
         ("rotation_block: quantize backward", lambda: _core.affine(
             Op.QUANTIZE, BWD, Granularity.PER_TENSOR, fl=y, x=x, y=None, dy=x, dx=y, rotation_block=16, **common)),
+        ("random_signs: quantize backward", lambda: _core.affine(
+            Op.QUANTIZE, BWD, Granularity.PER_TENSOR, fl=y, x=x, y=None, dy=x, dx=y, random_signs=True, seed=1,
+            **common)),
         ("rotation_block: dequantize backward", lambda: _core.affine(
             Op.DEQUANTIZE, BWD, Granularity.PER_TENSOR, fl=y, x=None, y=None, dy=x, dx=y, rotation_block=32,
             **common)),
-        ("rotation_block: fake_quantize backward", lambda: _core.affine(
+        ("mask: fake quantize with the fused rotation keeps no mask", lambda: _core.affine(
+            Op.FAKE_QUANTIZE, FWD, Granularity.PER_TENSOR, fl=x, x=x, y=y, mask=mask, rotation_block=16, **common)),
+        ("mask: fake quantize with the fused rotation", lambda: _core.affine(
+            Op.FAKE_QUANTIZE, BWD, Granularity.PER_TENSOR, fl=y, x=None, y=None, dy=x, dx=y, mask=mask,
+            rotation_block=8, random_signs=True, seed=2, **common)),
+        ("seed: the random signs", lambda: _core.affine(
             Op.FAKE_QUANTIZE, BWD, Granularity.PER_TENSOR, fl=y, x=x, y=None, dy=x, dx=y, rotation_block=2,
-            **common)),
+            random_signs=True, **common)),
     ]
     for word, call in cases:
         with pytest.raises(bq.InvalidArgumentError, match=word):
@@ -100,14 +114,25 @@ def test_core_refuses_the_rotation_before_the_library(monkeypatch):
     assert ran == []
     a = _lib.Args(numel=256, scale=0.5, rotation_block=16)
     a.x, a.y, a.dy, a.dx = x.ptr, y.ptr, x.ptr, y.ptr
-    for op, d in ((Op.FAKE_QUANTIZE, FWD), (Op.QUANTIZE, BWD), (Op.DEQUANTIZE, BWD), (Op.FAKE_QUANTIZE, BWD)):
+    for op, d in ((Op.QUANTIZE, BWD), (Op.DEQUANTIZE, BWD)):
         key = _lib.desc_key(op, d, Granularity.PER_TENSOR, DType.F32, DType.S8, -128, 127, rotation=1)
         with pytest.raises(bq.InvalidArgumentError):
             _lib.validate(key, 0, a)
-    # quantize and dequantize forward pass the library's checks with the same arguments
-    for op in (Op.QUANTIZE, Op.DEQUANTIZE):
-        key = _lib.desc_key(op, FWD, Granularity.PER_TENSOR, DType.F32, DType.S8, -128, 127, rotation=1)
+    # quantize and dequantize forward, and fake quantize either way, pass the library's checks
+    for op, d in ((Op.QUANTIZE, FWD), (Op.DEQUANTIZE, FWD), (Op.FAKE_QUANTIZE, FWD), (Op.FAKE_QUANTIZE, BWD)):
+        key = _lib.desc_key(op, d, Granularity.PER_TENSOR, DType.F32, DType.S8, -128, 127, rotation=1)
         _lib.validate(key, 0, a)
+    # and _core hands them over: fake quantize forward and backward, the seed keying the signs
+    seen = []
+    monkeypatch.setattr(_core, "_launch", lambda key, device, args, *r, **k: seen.append(
+        (key, _lib.Args.from_buffer_copy(args))))
+    _core.affine(Op.FAKE_QUANTIZE, FWD, Granularity.PER_TENSOR, fl=x, x=x, y=y, rotation_block=16, **common)
+    _core.affine(Op.FAKE_QUANTIZE, BWD, Granularity.PER_TENSOR, fl=y, x=x, y=None, dy=x, dx=y, rotation_block=64,
+                 random_signs=True, seed=-1, **common)
+    for key, args in seen:
+        _lib.validate(key, 0, args)
+    assert [(key[-3], key[-2], key[-1], a.rotation_block, a.seed, a.mask) for key, a in seen] == [
+        (0, 0, 1, 16, 0, None), (1, 0, 1, 64, (1 << 64) - 1, None)]
 
 
 def test_dlpack_affine_ops_carry_the_rotation(launches, allocs):
@@ -209,16 +234,19 @@ def test_dlpack_rotation_block_must_divide_the_last_dimension(launches):
     assert [a.rotation_block for _, a in launches] == [8, 8, 2]
 
 
-def test_fake_quantize_and_backward_functions_take_no_rotation():
-    """the public fake quantize and backward functions have no rotation options (compose
-    hadamard with them); quantize and dequantize do"""
+def test_quantize_and_dequantize_backward_functions_take_no_rotation():
+    """the public quantize and dequantize backward functions have no rotation options
+    (compose hadamard with them); quantize, dequantize and the fake quantize functions
+    (fake_quantize_backward with seed= for the signs) do"""
     import inspect
     from baracuda_quant import dlpack
-    for name in ("fake_quantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
-                 "fake_quantize_backward", "quantize_backward", "dequantize_backward"):
+    for name in ("quantize_backward", "dequantize_backward"):
         params = inspect.signature(getattr(dlpack, name)).parameters
         assert "rotation_block" not in params and "random_signs" not in params, name
     for name in ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "quantize_per_group",
-                 "quantize_per_block", "dequantize"):
+                 "quantize_per_block", "dequantize", "fake_quantize", "fake_quantize_per_tensor_affine",
+                 "fake_quantize_per_channel_affine", "fake_quantize_backward"):
         params = inspect.signature(getattr(dlpack, name)).parameters
         assert params["rotation_block"].default is None and params["random_signs"].default is False, name
+        assert params["rotation_block"].kind == inspect.Parameter.KEYWORD_ONLY, name
+    assert inspect.signature(dlpack.fake_quantize_backward).parameters["seed"].default is None

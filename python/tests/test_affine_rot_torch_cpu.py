@@ -47,8 +47,9 @@ def test_schemas_end_with_the_rotation_arguments():
         assert len(args) == FIXED[name] + 3, name
         assert [(a.name, str(a.type), a.default_value) for a in args[-3:]] == [
             ("seed", "int", 0), ("rot", "int", 0), ("signs", "int", 0)], name
-    for name in ("fake_quantize_per_tensor", "fake_quantize_per_channel", "fake_quantize_affine", "affine_backward",
-                 "fake_quantize_per_tensor_mask", "fake_quantize_per_channel_backward"):
+    # (fake quantize's: test_fake_rot_torch_cpu.py; its mask ops keep no rotation)
+    for name in ("fake_quantize_per_tensor_mask", "fake_quantize_per_channel_mask",
+                 "fake_quantize_per_tensor_mask_backward"):
         assert "rot" not in [a.name for a in getattr(torch.ops.baracuda_quant, name).default._schema.arguments]
 
 
@@ -180,12 +181,12 @@ def test_dequantize_has_no_gradient_formula_with_the_rotation(meta_ok):
             y.sum().backward()
 
 
-def test_fake_quantize_and_backward_functions_take_no_rotation():
-    for name in ("fake_quantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
-                 "fake_quantize_backward", "quantize_backward", "dequantize_backward"):
+def test_quantize_and_dequantize_backward_functions_take_no_rotation():
+    for name in ("quantize_backward", "dequantize_backward"):
         params = inspect.signature(getattr(ops, name)).parameters
         assert "rotation_block" not in params and "random_signs" not in params, name
     for name in ("quantize_per_channel", "quantize_per_token", "quantize_per_group", "quantize_per_block",
-                 "dequantize", "_quantize_per_tensor_py"):
+                 "dequantize", "_quantize_per_tensor_py", "fake_quantize", "fake_quantize_per_tensor_affine",
+                 "fake_quantize_per_channel_affine", "fake_quantize_backward"):
         params = inspect.signature(getattr(ops, name)).parameters
         assert params["rotation_block"].default is None and params["random_signs"].default is False, name

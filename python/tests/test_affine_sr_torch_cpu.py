@@ -20,11 +20,11 @@ SR_OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "
 
 
 def test_schemas_end_with_the_rounding_arguments():
-    """(sr, seed, offset), last on fake quantize, then the fused rotation's (rot, signs) on
-    quantize (test_affine_rot_torch_cpu.py)"""
+    """(sr, seed, offset), then the fused rotation's (rot, signs) (test_affine_rot_torch_cpu.py,
+    test_fake_rot_torch_cpu.py)"""
     for name in SR_OPS:
         args = getattr(torch.ops.baracuda_quant, name).default._schema.arguments
-        tail = args[-5:-2] if name.startswith("quantize") else args[-3:]
+        tail = args[-5:-2]
         assert [(a.name, str(a.type), a.default_value) for a in tail] == [
             ("sr", "int", 0), ("seed", "int", 0), ("offset", "int", 0)], name
     for name in ("dequantize_per_tensor", "affine_backward", "fake_quantize_per_tensor_mask",

@@ -104,11 +104,22 @@ def _is_fused_mx(d):
              d.scale_rule != 0))
 
 
+def _fused_sr_rot(d):
+    """the fused producers' rounding and rotation options of a ".sr" / ".rot" SKU"""
+    kw = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
+    if d.rotation:
+        kw.update(rotation_block=16, random_signs=bool(d.random_signs))
+    if d.random_signs:
+        kw["seed"] = 1
+    return kw
+
+
 def _fused_mx_call(d):
     """rms_norm_mx_quant or the gated ones, groups of G, the format, layout and rule"""
     ft, it, st = DType(d.float_type), DType(d.int_type), DType(d.scale_type)
     kw = {"group_size": G, "dtype": _NAMES[it], "scale_dtype": _NAMES[st], "scale_layout": _MX_LAYOUTS[d.scale_layout],
           "scale_rule": _MX_RULES[d.scale_rule]}
+    kw.update(_fused_sr_rot(d))
     if Op(d.op) == Op.RMSNORM_QUANTIZE:
         return bq.rms_norm_mx_quant(Producer((ROWS, COLS), ft), Producer((COLS,), ft), 1e-6, **kw)
     f = bq.silu_and_mul_mx_quant if d.activation == Activation.SILU else bq.gelu_tanh_and_mul_mx_quant
@@ -139,7 +150,8 @@ def _call(d):
                 return bq.quantize_backward(dy, x, scale, dtype=_NAMES[it], **kw)
             if op == Op.DEQUANTIZE:
                 return bq.dequantize_backward(dy, scale, dtype=_NAMES[it], **kw)
-            return bq.fake_quantize_backward(dy, x, scale, dtype=_NAMES[it], **kw)
+            rot = {"rotation_block": 16, "random_signs": True, "seed": 1} if d.rotation else {}
+            return bq.fake_quantize_backward(dy, x, scale, dtype=_NAMES[it], **kw, **rot)
         sr = {"rounding": "stochastic", "seed": 1} if d.rounding else {}
         rot = {"rotation_block": 16} if d.rotation else {}
         sr.update(rot)
@@ -167,8 +179,7 @@ def _call(d):
                                 **kw, **sr, **rot)
     if op in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE):
         kw = {"out_dtype": _NAMES[it], "symmetric": not d.asymmetric}
-        if d.rounding:
-            kw.update(rounding="stochastic", seed=1)
+        kw.update(_fused_sr_rot(d))
         if gran == Granularity.PER_TENSOR:
             kw["scale"] = 0.5
         else:

@@ -3,8 +3,9 @@ gelu_tanh_and_mul_quant) with no device and no torch: _core.fused hands desc.rou
 ".sr" SKU), args.seed and args.offset (modulo 2^64) to the library, whose own validation
 takes them at every granularity, storage type and with or without args.out; the options'
 errors name the option before anything is imported, allocated or launched; the microscaling
-fused producers refuse rounding="stochastic" by name (NotSupportedError, as the library);
-and a call without out allocates the workspace the plan reports and hands it to the run."""
+fused producers hand rounding="stochastic" to the library too (test_fused_rot_args.py has
+their rotation); and a call without out allocates the workspace the plan reports and hands
+it to the run."""
 import pytest
 
 import baracuda_quant as bq
@@ -102,36 +103,42 @@ def test_core_fused_refuses_bad_options(validated, kw, word):
     assert validated == []
 
 
-def test_library_refuses_stochastic_rounding_for_microscaling():
-    """the library's own answer, which the package's check anticipates: a fused microscaling
-    descriptor with desc.rounding set is NOT_SUPPORTED"""
+def test_library_takes_stochastic_rounding_for_microscaling():
+    """the library's own answer: a fused microscaling descriptor with desc.rounding set (once
+    NOT_SUPPORTED) passes its validation, and compiles to a ".sr" SKU"""
     if not KNOWS_FUSED:
         pytest.skip("this library does not offer the fused producers yet")
     a = _lib.Args(rows=4, cols=64, x=0x100000, y=0x200000, x_row_stride=64, y_row_stride=64, out_scales=0x300000,
                   norm_weight=0x400000, group_size=32, group_row_stride=2, eps=1e-6, seed=1)
     key = _lib.desc_key(Op.RMSNORM_QUANTIZE, Direction.FORWARD, Granularity.PER_GROUP, BF16, DType.E4M3, 0, 0,
                         DType.UE8M0, rounding=1)
-    with pytest.raises(bq.Error) as e:
-        _lib.validate(key, 0, a)
-    assert e.value.status == bq.Status.ERROR_NOT_SUPPORTED
+    _lib.validate(key, 0, a)
+    assert ".sr" in _sku(key) and ".sr" not in _sku(key[:ROUNDING] + (0,) + key[ROUNDING + 1:])
 
 
-def test_core_fused_mx_refuses_stochastic_rounding(validated):
-    """_core.fused_mx refuses rounding="stochastic" by name, NotSupportedError (what the
-    library answers), before anything is checked or launched; the other options as sr_fields"""
+def test_core_fused_mx_carries_the_rounding(validated):
+    """_core.fused_mx hands rounding="stochastic" (desc.rounding 1, the seed and offset modulo
+    2^64) to the library, whose validation takes it; the options' errors as sr_fields's,
+    before anything is launched"""
     x, w = arr((4, 64), BF16), arr((64,), BF16)
     codes, scales = arr((4, 64), DType.E4M3), arr((4, 2), DType.UE8M0)
     kw = dict(x=x, codes=codes, scales=scales, elem=DType.E4M3, group_size=32, norm_weight=w, eps=1e-6)
-    for sr in (dict(rounding="stochastic", seed=1), dict(rounding="stochastic")):
-        with pytest.raises(bq.NotSupportedError, match=r'rounding \("stochastic"\).*microscaling.*mx_quant'):
-            _core.fused_mx(Op.RMSNORM_QUANTIZE, **sr, **kw)
+    with pytest.raises(bq.InvalidArgumentError, match="seed"):
+        _core.fused_mx(Op.RMSNORM_QUANTIZE, rounding="stochastic", **kw)
     with pytest.raises(bq.InvalidArgumentError, match="seed and offset"):
         _core.fused_mx(Op.RMSNORM_QUANTIZE, seed=1, **kw)
     with pytest.raises(bq.InvalidArgumentError, match="rounding"):
         _core.fused_mx(Op.RMSNORM_QUANTIZE, rounding="up", **kw)
     assert validated == []
     _core.fused_mx(Op.RMSNORM_QUANTIZE, rounding="nearest", **kw)
-    assert len(validated) == 1 and validated[0][0][ROUNDING] == 0
+    _core.fused_mx(Op.RMSNORM_QUANTIZE, rounding="stochastic", seed=-1, offset=M64 + 7, **kw)
+    e2 = dict(kw, codes=arr((4, 32), U8), elem=DType.E2M1, scales=arr((4, 4), DType.E4M3), group_size=16,
+              tensor_scale=arr((1,), F))
+    _core.fused_mx(Op.GATED_QUANTIZE, rounding="stochastic", seed=3, **dict(e2, x=arr((4, 128), BF16),
+                                                                             norm_weight=None, eps=0.0))
+    got = [(key[ROUNDING], a.seed, a.offset) for key, a in validated]
+    assert got == [(0, 0, 0), (1, M64 - 1, 7), (1, 3, 0)], got
+    assert ".sr" in _sku(validated[1][0]) and ".sr" in _sku(validated[2][0]) and ".sr" not in _sku(validated[0][0])
 
 
 # ---- the DLPack front end ------------------------------------------------------------------------
@@ -168,8 +175,8 @@ def test_dlpack_fused_ops_carry_the_rounding(launches):
 
 
 def test_dlpack_fused_refusals_name_the_option(launches, allocs):
-    """bad rounding options raise naming the option, and the microscaling fused producers
-    refuse rounding="stochastic" by name, before anything is imported, allocated or launched"""
+    """bad rounding options raise naming the option, the microscaling fused producers' too,
+    before anything is imported, allocated or launched"""
     x, w, g = Producer((4, 64), DType.F32), Producer((64,), DType.F32), Producer((4, 128), DType.F32)
     cases = [
         (bq.InvalidArgumentError, "rounding", lambda: dlpack.rms_norm_quant(x, w, 1e-6, rounding="up", seed=1)),
@@ -179,12 +186,12 @@ def test_dlpack_fused_refusals_name_the_option(launches, allocs):
         (bq.InvalidArgumentError, "seed and offset", lambda: dlpack.rms_norm_quant(x, w, 1e-6, offset=3)),
         (bq.InvalidArgumentError, "offset",
          lambda: dlpack.silu_and_mul_quant(g, rounding="stochastic", seed=1, offset="2")),
-        (bq.NotSupportedError, "rounding", lambda: dlpack.rms_norm_mx_quant(x, w, 1e-6, rounding="stochastic",
-                                                                            seed=1)),
-        (bq.NotSupportedError, "rounding", lambda: dlpack.silu_and_mul_mx_quant(g, dtype="float8_e4m3fn",
-                                                                                rounding="stochastic", seed=1)),
-        (bq.NotSupportedError, "rounding", lambda: bq.gelu_tanh_and_mul_mx_quant(g, scale_dtype="float8_e4m3fn",
-                                                                                 rounding="stochastic", seed=1)),
+        (bq.InvalidArgumentError, "seed", lambda: dlpack.rms_norm_mx_quant(x, w, 1e-6, rounding="stochastic")),
+        (bq.InvalidArgumentError, "rounding", lambda: dlpack.silu_and_mul_mx_quant(g, dtype="float8_e4m3fn",
+                                                                                   rounding="up", seed=1)),
+        (bq.InvalidArgumentError, "offset", lambda: bq.gelu_tanh_and_mul_mx_quant(g, scale_dtype="float8_e4m3fn",
+                                                                                  rounding="stochastic", seed=1,
+                                                                                  offset=0.5)),
         (bq.InvalidArgumentError, "seed and offset", lambda: dlpack.rms_norm_mx_quant(x, w, 1e-6, seed=1)),
     ]
     for cls, word, call in cases:

@@ -2,9 +2,10 @@
 schemas end with (sr, seed, offset) defaulted to 0 (the calls and recorded graphs of before
 keep working), the fake kernels take them, which op and arguments each public function
 records, the descriptor and bq_args the implementations hand to C (host tensors viewed as
-device ones), the options' errors (before the device check), the microscaling fused
-producers' refusal by name, the eager fast path left to rounding to nearest, and
-torch.compile tracing the options. test_gpu_fused_sr.py runs them on a GPU."""
+device ones), the options' errors (before the device check), the eager fast path left to
+rounding to nearest, and torch.compile tracing the options. test_gpu_fused_sr.py runs them
+on a GPU; test_fused_rot_torch_cpu.py has the rotation's (rot, signs) after them and the
+microscaling fused producers' options."""
 import pytest
 
 from conftest import HAS_TORCH, graph_recorder, record_ops
@@ -34,13 +35,10 @@ def _tail(name, args):
 def test_schemas_end_with_the_rounding_arguments():
     for name in FUSED_OPS:
         args = getattr(torch.ops.baracuda_quant, name).default._schema.arguments
-        assert len(args) == FIXED[name] + 3, name
+        assert len(args) >= FIXED[name] + 3, name
         assert args[FIXED[name] - 1].name == "scale_dtype"  # (the tail of before, unchanged)
-        assert [(a.name, str(a.type), a.default_value) for a in args[-3:]] == [
+        assert [(a.name, str(a.type), a.default_value) for a in args[FIXED[name]:FIXED[name] + 3]] == [
             ("sr", "int", 0), ("seed", "int", 0), ("offset", "int", 0)], name
-    for name in ("rms_norm_mx_quant", "gated_mx_quant"):  # (to nearest only: no new arguments)
-        args = getattr(torch.ops.baracuda_quant, name).default._schema.arguments
-        assert "sr" not in [a.name for a in args], name
 
 
 def test_fakes_take_the_rounding_arguments_and_old_calls_still_work():
@@ -126,7 +124,7 @@ def test_fused_ops_hand_the_rounding_to_c(monkeypatch):
     ops.silu_and_mul_quant(g, scale=0.5, out_dtype=torch.float8_e4m3fn, rounding="stochastic", seed=2, offset=3)
     ops.gelu_tanh_and_mul_quant(g, group_size=16, return_act=True, rounding="stochastic", seed=4)
     ops.rms_norm_quant(x, w, 1e-6)
-    got = [(pkey[-1], key[2], key[ROUNDING], a.seed, a.offset, ptrs.get("seed"), ptrs.get("offset"))
+    got = [(pkey[-3], key[2], key[ROUNDING], a.seed, a.offset, ptrs.get("seed"), ptrs.get("offset"))
            for pkey, ptrs, (key, a) in calls]
     assert got == [(1, Granularity.PER_TOKEN, 1, M64 - 1, 7, M64 - 1, 7),
                    (1, Granularity.PER_TOKEN, 1, 9, 1, 9, 1),
@@ -143,8 +141,7 @@ def test_fused_ops_hand_the_rounding_to_c(monkeypatch):
 
 def test_errors_name_the_option_before_the_device_check():
     """host tensors: the rounding options are checked first; valid ones reach the CUDA check.
-    The microscaling fused producers refuse "stochastic" by name (NotSupportedError). No plan
-    is made."""
+    No plan is made."""
     before = _lib.cached_plan_keys()
     x, w, g = torch.randn(4, 64), torch.ones(64), torch.randn(4, 128)
     cases = [
@@ -157,13 +154,13 @@ def test_errors_name_the_option_before_the_device_check():
         (bq.InvalidArgumentError, "seed and offset", lambda: bq.silu_and_mul_quant(g, rounding="nearest", offset=2)),
         (bq.InvalidArgumentError, "offset",
          lambda: ops.rms_norm_quant(x, w, 1e-6, rounding="stochastic", seed=1, offset="2")),
-        (bq.NotSupportedError, r'rounding \("stochastic"\)',
-         lambda: ops.rms_norm_mx_quant(x, w, 1e-6, rounding="stochastic", seed=1)),
-        (bq.NotSupportedError, r'rounding \("stochastic"\)',
-         lambda: bq.silu_and_mul_mx_quant(g, dtype="float8_e4m3fn", rounding="stochastic", seed=1)),
-        (bq.NotSupportedError, r'rounding \("stochastic"\)',
+        (bq.InvalidArgumentError, "seed",
          lambda: ops.gelu_tanh_and_mul_mx_quant(g, scale_dtype="float8_e4m3fn", rounding="stochastic")),
         (bq.InvalidArgumentError, "seed and offset", lambda: ops.rms_norm_mx_quant(x, w, 1e-6, seed=1)),
+        (bq.InvalidArgumentError, "CUDA tensor",
+         lambda: ops.rms_norm_mx_quant(x, w, 1e-6, rounding="stochastic", seed=1)),
+        (bq.InvalidArgumentError, "CUDA tensor",
+         lambda: bq.silu_and_mul_mx_quant(g, dtype="float8_e4m3fn", rounding="stochastic", seed=1)),
         (bq.InvalidArgumentError, "CUDA tensor",
          lambda: ops.rms_norm_quant(x, w, 1e-6, rounding="stochastic", seed=1, offset=3)),
         (bq.InvalidArgumentError, "CUDA tensor",
