@@ -897,7 +897,7 @@ Test(dynamic_rotation, rows_alone_equal_the_whole_call, .timeout = 600)
     BQ_OK(bq_memset(ds, POISON, (size_t)rows * 4), what);
     bq_args b = a;
     b.x = (const char *)dx + r0 * cols * es, b.y = (char *)dy + r0 * cols, b.out_scales = (char *)ds + r0 * 4;
-    b.rows = r1 - r0, b.offset = a.offset + (uint64_t)(r0 * cols);
+    b.rows = r1 - r0, b.offset = sr ? a.offset + (uint64_t)(r0 * cols) : 0;
     BQ_OK(bq_plan_run(p, &b, NULL, 0, NULL), what);
     BQ_OK(bq_memcpy_to_host(part, dy, (size_t)(rows * cols)), what);
     BQ_OK(bq_memcpy_to_host(ps, ds, (size_t)rows * 4), what);
