@@ -464,28 +464,15 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
    rounding and scale rule */
 BQ__FN int bq__fused_sub(const bq_desc *d, bq_desc *q) {
   if (!bq__fused_holds(d)) return 0;
-  if (!bq__fused_composed(d) || d->granularity == BQ_PER_TENSOR) {
-    bq__affine_sr_of(d, d->granularity, q);
-    q->rounding = d->rounding;
-    q->rotation = d->rotation;
-    q->random_signs = d->random_signs;
-    return 1;
-  }
-  memset(q, 0, sizeof *q);
-  q->op = BQ_DYNAMIC_QUANTIZE;
-  q->direction = BQ_FORWARD;
-  q->granularity = d->granularity;
-  q->float_type = d->float_type;
-  q->int_type = d->int_type;
-  q->qmin = d->qmin;
-  q->qmax = d->qmax;
-  q->scale_type = d->scale_type;
-  q->scale_layout = d->scale_layout;
-  q->scale_rule = d->scale_rule;
-  q->asymmetric = d->asymmetric;
+  bq__affine_sr_of(d, d->granularity, q);
   q->rounding = d->rounding;
   q->rotation = d->rotation;
   q->random_signs = d->random_signs;
+  if (bq__fused_composed(d) && d->granularity != BQ_PER_TENSOR) {
+    q->op = BQ_DYNAMIC_QUANTIZE;
+    q->scale_rule = d->scale_rule;
+    q->asymmetric = d->asymmetric;
+  }
   return 1;
 }
 
