@@ -87,3 +87,26 @@ def count_buffers(monkeypatch):
             made.append(nbytes)
     monkeypatch.setattr(dlpack, "DeviceBuffer", Counted)
     return made
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """each launch replaced by the library's own validation, its (key, args) recorded (a test
+    file may define its own)"""
+    from baracuda_quant import _core, _lib, dlpack
+    from dlpack_fakes import HostBuffer
+    seen = []
+
+    def launch(key, device, args, stream, alloc, prepare=False):
+        _lib.validate(key, device, args)
+        seen.append((key, _lib.Args.from_buffer_copy(args)))
+    monkeypatch.setattr(_core, "_launch", launch)
+    monkeypatch.setattr(dlpack, "DeviceBuffer", HostBuffer)
+    monkeypatch.setattr(dlpack, "_set_device", lambda index: None)
+    yield seen
+
+
+@pytest.fixture
+def allocs(monkeypatch, launches):
+    """dlpack's output buffers, counted (after launches' stand-ins)"""
+    return count_buffers(monkeypatch)

@@ -12,31 +12,8 @@ import pytest
 import baracuda_quant as bq
 from baracuda_quant import _core, _lib
 from baracuda_quant._enums import Direction, DType, Granularity, Op
-from conftest import count_buffers
 
 FWD, BWD = Direction.FORWARD, Direction.BACKWARD
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """each launch replaced by the library's own validation, its (key, args) recorded"""
-    from baracuda_quant import dlpack
-    from dlpack_fakes import HostBuffer
-    seen = []
-
-    def launch(key, device, args, stream, alloc, prepare=False):
-        _lib.validate(key, device, args)
-        seen.append((key, _lib.Args.from_buffer_copy(args)))
-    monkeypatch.setattr(_core, "_launch", launch)
-    monkeypatch.setattr(dlpack, "DeviceBuffer", HostBuffer)
-    monkeypatch.setattr(dlpack, "_set_device", lambda index: None)
-    yield seen
-
-
-@pytest.fixture
-def allocs(monkeypatch, launches):
-    """dlpack's output buffers, counted (after launches' stand-ins)"""
-    return count_buffers(monkeypatch)
 
 
 def _v(shape, dtype, at=0x100000):
