@@ -723,15 +723,118 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 // synchronization the slot needs, and copying only after its reduction has consumed them.
 // A team's loads so stay in flight through its reduction and stores. (With the rotation,
 // two slots: below.)
+#if BQ_DYN_ROT
+// With the rotation the row's accesses are dealt otherwise: access i of a lane holds chunk
+// (access) 8 (lane / 2) + 2 (i % 4) + lane % 2 of the span of 4 tpr chunks that i / 4 picks.
+// A lane pair so holds 8 consecutive chunks, and a block of nb chunks (n / BQ_VEC, at most a
+// warp's 32) is nb / 8 lane pairs: the butterfly's stages between a block's chunks take one
+// shuffle (lane ^ 1), two register stages (accesses m ^ 1, m ^ 2), then log2(nb / 8) shuffles,
+// two fewer than bq_dyn_rot's map where nb >= 8. A load or store still moves whole 32-byte
+// sectors (a lane pair's). The slot keeps a chunk at its place in the row but for 16-byte
+// units 1-2 of each 128-byte line, xored with the chunk's bits 3-4, so that a quarter warp's
+// reads fall in distinct banks; the slot is so a whole number of lines (bq_staged_slot).
+static __device__ __forceinline__ bq_i64 bq_staged_chunk(int lane, int i, int tpr) {
+  return (bq_i64)(i >> 2) * 4 * tpr + 8 * (lane >> 1) + 2 * (i & 3) + (lane & 1);
+}
+static __device__ __forceinline__ bq_u32 bq_staged_pos(bq_i64 c) { return (bq_u32)c ^ (((bq_u32)c >> 2) & 6u); }
+static __device__ __forceinline__ bq_u32 bq_staged_slot(bq_i64 nch) { return (bq_u32)((nch + 7) & ~7ll) * 16u; }
+#else
+static __device__ __forceinline__ bq_i64 bq_staged_chunk(int lane, int i, int tpr) { return lane + (bq_i64)i * tpr; }
+static __device__ __forceinline__ bq_u32 bq_staged_pos(bq_i64 c) { return (bq_u32)c; }
+#endif
 static __device__ __forceinline__ void bq_row_stage(const bq_dynamic_params &p, bq_i64 r, int lane, int tpr,
                                                     bq_i64 nch, bq_u32 slot) {
   const bq_t *x = (const bq_t *)p.x + r * p.xs;
 #pragma unroll
   for (int i = 0; i < BQ_CPT; i++) {
-    const bq_i64 c = lane + (bq_i64)i * tpr;
-    if (c < nch) bq_cp_async16(slot + (bq_u32)c * 16u, x + c * BQ_VEC, 16);
+    const bq_i64 c = bq_staged_chunk(lane, i, tpr);
+    if (c < nch) bq_cp_async16(slot + bq_staged_pos(c) * 16u, x + c * BQ_VEC, 16);
   }
 }
+#if BQ_DYN_ROT
+// The rotation in the staged map: the lane's signs for each of its accesses m of a span
+// (the same in every span: a span is whole blocks), computed once a thread, BQ_VEC bits an
+// access in one word (four words spilled at 64 registers)
+struct bq_staged_rot {
+  int log2n;
+  bq_u32 neg;
+  bq_c cn;
+};
+static __device__ __forceinline__ bq_staged_rot bq_staged_rot_of(const bq_dynamic_params &p, int lane) {
+  bq_staged_rot r;
+  const int n = 1 << p.rlog2;
+  r.log2n = p.rlog2;
+  r.cn = bq_rot_c(p.rlog2);
+  r.neg = 0;
+  static_assert(4 * BQ_VEC <= 32, "a lane's signs in one word");
+  if (p.rsigns)
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+      r.neg |= bq_rot_signs<BQ_VEC>((int)(bq_staged_chunk(lane, m, 0) * BQ_VEC) & (n - 1), n, p.seed_lo, p.seed_hi)
+               << (BQ_VEC * m);
+  return r;
+}
+// Rotates a row's accesses in place (rounded to T), the contract's stages in their order:
+// within an access, lane ^ 1, accesses m ^ 1 and m ^ 2, lanes ^ 2, ^ 4. A warp whose chunks
+// all lie past the row skips (warp-uniform: it holds 128 consecutive chunks of each span);
+// the rest run every stage on all 32 lanes, on zeros past the row.
+static __device__ __forceinline__ void bq_rc_stage(bq_c (&c)[4][BQ_VEC], int lane, int lh) {
+  const bq_c sg = lane & lh ? (bq_c)-1 : (bq_c)1; // (as bq_rot_apply's: one fma by +-1)
+#pragma unroll
+  for (int m = 0; m < 4; m++)
+#pragma unroll
+    for (int k = 0; k < BQ_VEC; k++) c[m][k] = bq_fma(c[m][k], sg, __shfl_xor_sync(0xffffffffu, c[m][k], lh));
+}
+static __device__ __forceinline__ void bq_rc_regs(bq_c (&c)[4][BQ_VEC], int hm) {
+#pragma unroll
+  for (int m = 0; m < 4; m++)
+    if (!(m & hm))
+#pragma unroll
+      for (int k = 0; k < BQ_VEC; k++) {
+        const bq_c u = c[m][k], v = c[m + hm][k];
+        c[m][k] = bq_add(u, v);
+        c[m + hm][k] = bq_sub(u, v);
+      }
+}
+static __device__ __forceinline__ void bq_rotate_staged(bq_xchunk (&a)[BQ_CPT], bq_i64 nch, int lane, int tpr,
+                                                        const bq_staged_rot &r) {
+  static_assert(BQ_CPT % 4 == 0, "the staged map deals accesses in fours");
+  const int n = 1 << r.log2n;
+#pragma unroll
+  for (int s = 0; s < BQ_CPT / 4; s++) {
+    if ((bq_i64)s * 4 * tpr + 128 * (lane >> 5) >= nch) continue;
+    bq_c c[4][BQ_VEC];
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+      for (int k = 0; k < BQ_VEC; k++) {
+        const bq_c v = bq_to_c(a[4 * s + m].e[k]);
+        c[m][k] = (r.neg >> (BQ_VEC * m + k)) & 1u ? -v : v;
+      }
+#pragma unroll
+    for (int h = 1; h < BQ_VEC; h <<= 1) {
+      if (h >= n) break;
+#pragma unroll
+      for (int m = 0; m < 4; m++)
+#pragma unroll
+        for (int k = 0; k < BQ_VEC; k++)
+          if (!(k & h)) {
+            const bq_c u = c[m][k], v = c[m][k + h];
+            c[m][k] = bq_add(u, v);
+            c[m][k + h] = bq_sub(u, v);
+          }
+    }
+    if (n > BQ_VEC) bq_rc_stage(c, lane, 1);
+    if (n > 2 * BQ_VEC) bq_rc_regs(c, 1);
+    if (n > 4 * BQ_VEC) bq_rc_regs(c, 2);
+    for (int lh = 2; 4 * lh * BQ_VEC < n; lh <<= 1) bq_rc_stage(c, lane, lh);
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+      for (int k = 0; k < BQ_VEC; k++) a[4 * s + m].e[k] = bq_from_c(bq_mul(c[m][k], r.cn));
+  }
+}
+#endif
 static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p, bq_red *red_smem) {
   BQ_DYNAMIC_SMEM(bq_row_slot);
   const bq_u32 slot = bq_smem_addr(bq_row_slot);
@@ -749,8 +852,8 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
   // would otherwise stand between a row's arrival and its successor's request). A thread
   // again copies only what it reads, and the other slot's accesses were consumed by the
   // previous row's quantize.
-  const bq_dyn_rot rot = bq_dyn_rot_of(p, lane);
-  const bq_u32 bytes = (bq_u32)nch * 16u;
+  const bq_staged_rot rot = bq_staged_rot_of(p, lane);
+  const bq_u32 bytes = bq_staged_slot(nch);
   int k = 0;
 #endif
   for (; r < p.rows; r += gridDim.x) {
@@ -766,15 +869,18 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
     const bq_xchunk *Sk = (const bq_xchunk *)(bq_row_slot + (bq_u32)k * bytes);
     k ^= 1;
 #pragma unroll
-    for (int i = 0; i < BQ_CPT; i++)
-      if (lane + (bq_i64)i * tpr < nch) a[i] = Sk[lane + (bq_i64)i * tpr];
-    bq_rotate_batch<BQ_CPT>(a, lane, nch, tpr, rot);
+    for (int i = 0; i < BQ_CPT; i++) {
+      const bq_i64 c = bq_staged_chunk(lane, i, tpr);
+      if (c < nch) a[i] = Sk[bq_staged_pos(c)];
+      else a[i] = bq_xchunk{};
+    }
+    bq_rotate_staged(a, nch, lane, tpr, rot);
 #else
     bq_cp_wait<0>();
 #endif
 #pragma unroll
     for (int i = 0; i < BQ_CPT; i++) {
-      const bq_i64 c = lane + (bq_i64)i * tpr;
+      const bq_i64 c = bq_staged_chunk(lane, i, tpr);
       if (c < nch) {
 #if !BQ_DYN_ROT
         a[i] = S[c];
@@ -799,7 +905,25 @@ static __device__ __forceinline__ void bq_rows_staged(const bq_dynamic_params &p
     if (!BQ_WRITE_Y) continue;
     bq_i *y = (bq_i *)p.y + r * p.ys;
     const int w_out = bq_width(y);
+#if BQ_DYN_ROT
 #if BQ_LEAN
+    const bool lean = bq_is_lean(q);
+#endif
+#pragma unroll
+    for (int i = 0; i < BQ_CPT; i++) {
+      const bq_i64 c = bq_staged_chunk(lane, i, tpr);
+      if (c < nch) {
+        bq_qchunk o;
+#if BQ_LEAN
+        if (lean) bq_quantize_chunk_as<true>(a[i], o, q);
+        else bq_quantize_chunk_as<false>(a[i], o, q);
+#else
+        bq_quantize_chunk(a[i], o, q);
+#endif
+        bq_store(y + c * BQ_VEC, o, w_out);
+      }
+    }
+#elif BQ_LEAN
     bq_quantize_batch<true>(a, y, lane, tpr, nch, q, w_out);
 #else
 #pragma unroll

@@ -265,21 +265,23 @@ BQ__FN bq_status bq__dynamic_scales_run(const bq_plan *p, const bq_args *a, cons
      as the block may opt into (bq__dynamic_setup): rows up to a block's 4096 accesses stage so,
      bq_dynamic_long's included, whose rotation otherwise leaves it one block an SM. */
   const int slots = d->rotation ? 2 : 1;
+  /* (a slot of the rotation's map is whole 128-byte lines: bq_staged_slot) */
+  const int64_t slot_bytes = d->rotation ? (chunks + 7) / 8 * 128 : chunks * 16;
   int64_t smem_most = 48 * 1024;
-  if (d->rotation && d->granularity == BQ_PER_TOKEN && p->vec == 8 && chunks * 16 * slots > smem_most &&
+  if (d->rotation && d->granularity == BQ_PER_TOKEN && p->vec == 8 && slot_bytes * slots > smem_most &&
       chunks <= (int64_t)row->block * row->cpt && p->dynamic.smem_max > smem_most && bq__rows_staged) {
     bq__CUfunction fn; /* (its set-up gives the opt-in; a dry run takes it as given) */
     if (!bq__dry.plan && (st = bq__plan_fn(p, BQ__DYN_STAGED, &fn))) return st;
     smem_most = bq__dry.plan ? p->dynamic.smem_max : p->dynamic.staged_smem > smem_most ? p->dynamic.staged_smem : smem_most;
-    if (lng && chunks * 16 * slots <= smem_most && bq__dynamic_force_entry < 0) {
+    if (lng && slot_bytes * slots <= smem_most && bq__dynamic_force_entry < 0) {
       lng = 0;
       k.tpr = bq__dynamic_team(chunks, row->cpt, row->block);
     }
   }
   if (d->granularity == BQ_PER_TOKEN && p->vec == 8 && !lng && k.tpr > 32 && v.cols % p->vec == 0 &&
-      chunks * 16 * slots <= smem_most && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
+      slot_bytes * slots <= smem_most && (uintptr_t)a->x % 16 == 0 && (v.xs * t) % 16 == 0 && bq__rows_staged &&
       (bq__dynamic_force_entry < 0 || stage_forced)) {
-    const unsigned smem = (unsigned)(chunks * 16 * slots);
+    const unsigned smem = (unsigned)(slot_bytes * slots);
     const int64_t wave = bq__staged_wave(p, k.tpr, smem);
     if (segs > wave || stage_forced) {
       k.staged = 1;
