@@ -5703,10 +5703,11 @@ BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
 }
 /* the enumeration's variants: the gated op's two activations, each with its integer and FP8
    kernels (variant 0) and the microscaling formats by layout (1 + format + 4 layout), those by
-   rule (inner); a microscaling variant keeps one desc of the enumeration's other fields (its
-   first values) and refuses the rest, which it would only repeat */
+   rule, rounding and rotation (inner: rule + BQ__MX_RULES (stochastic + 2 rotation)); a
+   microscaling variant keeps one desc of the enumeration's other fields (its first values)
+   and refuses the rest, which it would only repeat */
 BQ__FN void bq__fused_axes(bq_op op, int *outer, int *inner) {
-  *outer = (op == BQ_GATED_QUANTIZE ? 2 : 1) * (1 + BQ__FUSED_FORMATS * 3), *inner = BQ__MX_RULES;
+  *outer = (op == BQ_GATED_QUANTIZE ? 2 : 1) * (1 + BQ__FUSED_FORMATS * 3), *inner = BQ__MX_RULES * 4;
 }
 BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   const int acts = in->op == BQ_GATED_QUANTIZE ? 2 : 1, mx = outer / acts;
@@ -5729,7 +5730,9 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   in->int_type = f->it;
   in->scale_type = f->st;
   in->scale_layout = (bq_scale_layout)((mx - 1) / BQ__FUSED_FORMATS);
-  in->scale_rule = (bq_scale_rule)inner;
+  in->scale_rule = (bq_scale_rule)(inner % BQ__MX_RULES);
+  in->rounding = inner / BQ__MX_RULES & 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  in->rotation = inner / BQ__MX_RULES >> 1;
   in->qmin = in->qmax = 0;
 }
 /* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset; the
@@ -6816,12 +6819,16 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   bq_status st = bq__normalize(desc, &d, name, sizeof name);
   if (st) return st;
   if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_cache_warm");
-  const bq__family *f = bq__family_of(&d);
-  if (f->sub && f->sub(&d, &q0)) { /* the kernel of the plan it holds too, as select would load it */
+  /* the kernels of the plans it holds too, nested, as select would load them */
+  const bq_desc *h = &d;
+  for (int depth = 0; depth < 2; depth++) {
+    const bq__family *f = bq__family_of(h);
+    if (!f->sub || !f->sub(h, &q0)) break;
     bq__target tq;
     if ((st = bq__normalize(&q0, &q, name, sizeof name))) return st;
     if ((st = bq__target_for(&q, sm, &tq))) return bq__refail(st, "bq_cache_warm");
     if ((st = bq__warm_one(&q, &tq, NULL))) return st;
+    h = &q;
   }
   return bq__warm_one(&d, &t, NULL);
 }
@@ -6847,17 +6854,19 @@ BQ__FN void *bq__warm_worker(void *arg) {
   }
   return NULL;
 }
-/* the modules of desc on sm (the plan it holds too: QuantizedLinear's activations') appended to *jobs */
+/* the modules of desc on sm (and of the plans it holds, nested: QuantizedLinear's
+   activations', a fused producer's dynamic quantize and that one's stochastic rounding)
+   appended to *jobs */
 BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_job **jobs, int *n, int *cap) {
-  bq_desc d[2], q;
+  bq_desc d[3], q;
   char name[96];
-  bq__target t[2];
+  bq__target t[3];
   bq_status st = bq__normalize(desc, &d[0], name, sizeof name);
   if (!st) st = bq__target_for(&d[0], sm, &t[0]);
   int nd = 1;
-  if (!st && bq__family_of(&d[0])->sub && bq__family_of(&d[0])->sub(&d[0], &q)) {
-    if (!(st = bq__normalize(&q, &d[1], name, sizeof name))) st = bq__target_for(&d[1], sm, &t[1]);
-    nd = 2;
+  while (!st && nd < 3 && bq__family_of(&d[nd - 1])->sub && bq__family_of(&d[nd - 1])->sub(&d[nd - 1], &q)) {
+    if (!(st = bq__normalize(&q, &d[nd], name, sizeof name))) st = bq__target_for(&d[nd], sm, &t[nd]);
+    nd++;
   }
   if (st) return bq__refail(st, "bq_cache_warm_many");
   for (int k = 0; k < nd; k++) {
@@ -7302,7 +7311,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
         r /= inner;
         const int asym = r % 2, lay = r / 2 % 2, s = r / 4 % 6, i = r / 24 % 4, f = r / 96 % 4, g = r / 384 % 5,
                   dir = r / 1920 % 2, x = r / 3840;
-        bq_desc in, d[2];
+        bq_desc in, d[3];
         char name[96];
         memset(&in, 0, sizeof in);
         in.op = op;
@@ -7315,9 +7324,15 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
         in.asymmetric = asym;
         if (fam->vary) fam->vary(&in, x, y);
         if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
+        /* and the plans it holds, nested (a fused producer's dynamic quantize holds its
+           stochastic rounding's quantize) */
         int nd = 1;
-        if (fam->sub && fam->sub(&d[0], &in) && bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS)
-          nd = 2;
+        while (nd < 3) {
+          const bq__family *hf = bq__family_of(&d[nd - 1]);
+          if (!hf || !hf->sub || !hf->sub(&d[nd - 1], &in) || bq__normalize(&in, &d[nd], name, sizeof name) != BQ_SUCCESS)
+            break;
+          nd++;
+        }
         for (int j = 0; j < nd; j++) {
           bq__kernel_src k;
           memset(&k, 0, sizeof k);

@@ -612,10 +612,11 @@ BQ__FN int bq__fused_from_sku(char *const *tok, int n, bq_desc *d) {
 }
 /* the enumeration's variants: the gated op's two activations, each with its integer and FP8
    kernels (variant 0) and the microscaling formats by layout (1 + format + 4 layout), those by
-   rule (inner); a microscaling variant keeps one desc of the enumeration's other fields (its
-   first values) and refuses the rest, which it would only repeat */
+   rule, rounding and rotation (inner: rule + BQ__MX_RULES (stochastic + 2 rotation)); a
+   microscaling variant keeps one desc of the enumeration's other fields (its first values)
+   and refuses the rest, which it would only repeat */
 BQ__FN void bq__fused_axes(bq_op op, int *outer, int *inner) {
-  *outer = (op == BQ_GATED_QUANTIZE ? 2 : 1) * (1 + BQ__FUSED_FORMATS * 3), *inner = BQ__MX_RULES;
+  *outer = (op == BQ_GATED_QUANTIZE ? 2 : 1) * (1 + BQ__FUSED_FORMATS * 3), *inner = BQ__MX_RULES * 4;
 }
 BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   const int acts = in->op == BQ_GATED_QUANTIZE ? 2 : 1, mx = outer / acts;
@@ -638,7 +639,9 @@ BQ__FN void bq__fused_vary(bq_desc *in, int outer, int inner) {
   in->int_type = f->it;
   in->scale_type = f->st;
   in->scale_layout = (bq_scale_layout)((mx - 1) / BQ__FUSED_FORMATS);
-  in->scale_rule = (bq_scale_rule)inner;
+  in->scale_rule = (bq_scale_rule)(inner % BQ__MX_RULES);
+  in->rounding = inner / BQ__MX_RULES & 1 ? BQ_ROUND_STOCHASTIC : BQ_ROUND_NEAREST_EVEN;
+  in->rotation = inner / BQ__MX_RULES >> 1;
   in->qmin = in->qmax = 0;
 }
 /* NVFP4's tensor scales (given or computed); stochastic rounding's seed and offset; the

@@ -271,12 +271,16 @@ BQ__DEF bq_status bq_cache_warm(const bq_desc *desc, int sm) {
   bq_status st = bq__normalize(desc, &d, name, sizeof name);
   if (st) return st;
   if ((st = bq__target_for(&d, sm, &t))) return bq__refail(st, "bq_cache_warm");
-  const bq__family *f = bq__family_of(&d);
-  if (f->sub && f->sub(&d, &q0)) { /* the kernel of the plan it holds too, as select would load it */
+  /* the kernels of the plans it holds too, nested, as select would load them */
+  const bq_desc *h = &d;
+  for (int depth = 0; depth < 2; depth++) {
+    const bq__family *f = bq__family_of(h);
+    if (!f->sub || !f->sub(h, &q0)) break;
     bq__target tq;
     if ((st = bq__normalize(&q0, &q, name, sizeof name))) return st;
     if ((st = bq__target_for(&q, sm, &tq))) return bq__refail(st, "bq_cache_warm");
     if ((st = bq__warm_one(&q, &tq, NULL))) return st;
+    h = &q;
   }
   return bq__warm_one(&d, &t, NULL);
 }
@@ -302,17 +306,19 @@ BQ__FN void *bq__warm_worker(void *arg) {
   }
   return NULL;
 }
-/* the modules of desc on sm (the plan it holds too: QuantizedLinear's activations') appended to *jobs */
+/* the modules of desc on sm (and of the plans it holds, nested: QuantizedLinear's
+   activations', a fused producer's dynamic quantize and that one's stochastic rounding)
+   appended to *jobs */
 BQ__FN bq_status bq__warm_jobs(const bq_desc *desc, int index, int sm, bq__warm_job **jobs, int *n, int *cap) {
-  bq_desc d[2], q;
+  bq_desc d[3], q;
   char name[96];
-  bq__target t[2];
+  bq__target t[3];
   bq_status st = bq__normalize(desc, &d[0], name, sizeof name);
   if (!st) st = bq__target_for(&d[0], sm, &t[0]);
   int nd = 1;
-  if (!st && bq__family_of(&d[0])->sub && bq__family_of(&d[0])->sub(&d[0], &q)) {
-    if (!(st = bq__normalize(&q, &d[1], name, sizeof name))) st = bq__target_for(&d[1], sm, &t[1]);
-    nd = 2;
+  while (!st && nd < 3 && bq__family_of(&d[nd - 1])->sub && bq__family_of(&d[nd - 1])->sub(&d[nd - 1], &q)) {
+    if (!(st = bq__normalize(&q, &d[nd], name, sizeof name))) st = bq__target_for(&d[nd], sm, &t[nd]);
+    nd++;
   }
   if (st) return bq__refail(st, "bq_cache_warm_many");
   for (int k = 0; k < nd; k++) {

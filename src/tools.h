@@ -131,7 +131,7 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
         r /= inner;
         const int asym = r % 2, lay = r / 2 % 2, s = r / 4 % 6, i = r / 24 % 4, f = r / 96 % 4, g = r / 384 % 5,
                   dir = r / 1920 % 2, x = r / 3840;
-        bq_desc in, d[2];
+        bq_desc in, d[3];
         char name[96];
         memset(&in, 0, sizeof in);
         in.op = op;
@@ -144,9 +144,15 @@ BQ__FN BQ__UNUSED int bq__all_descs(unsigned families, bq_desc *out, int cap) {
         in.asymmetric = asym;
         if (fam->vary) fam->vary(&in, x, y);
         if (bq__normalize(&in, &d[0], name, sizeof name) != BQ_SUCCESS) continue;
+        /* and the plans it holds, nested (a fused producer's dynamic quantize holds its
+           stochastic rounding's quantize) */
         int nd = 1;
-        if (fam->sub && fam->sub(&d[0], &in) && bq__normalize(&in, &d[1], name, sizeof name) == BQ_SUCCESS)
-          nd = 2;
+        while (nd < 3) {
+          const bq__family *hf = bq__family_of(&d[nd - 1]);
+          if (!hf || !hf->sub || !hf->sub(&d[nd - 1], &in) || bq__normalize(&in, &d[nd], name, sizeof name) != BQ_SUCCESS)
+            break;
+          nd++;
+        }
         for (int j = 0; j < nd; j++) {
           bq__kernel_src k;
           memset(&k, 0, sizeof k);

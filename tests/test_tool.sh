@@ -188,9 +188,16 @@ for f in quantize dequantize fake_quantize dynamic_quantize rmsnorm_quantize sil
 done
 expect 0 "warm --all --family fused --dry-run" "$T" warm --arch 90 --all --family fused --dry-run
 # (the fused producers, and the plans their stochastic and rotating plans hold: quantize
-# ... .sr, .sr.rot or .rows.rot, dynamic quantize ... .rot, microscaling dynamic quantize ... .sr)
-[ "$(grep -cvE '^((rmsnorm_quantize|silu_mul_quantize|gelu_tanh_mul_quantize)\.|quantize\.fwd\..*\.(sr|sr\.rot|rows\.rot)\.sm_90$|dynamic_quantize\.fwd\.per_token\..*\.rot\.sm_90$|mx_dynamic_quantize\.fwd\..*\.sr(\.rot)?\.sm_90$)' "$W/out")" = 0 ] &&
+# ... .sr, .sr.rot or .rows.rot, dynamic quantize ... .rot, microscaling dynamic quantize ...
+# .sr, .rot or .sr.rot)
+[ "$(grep -cvE '^((rmsnorm_quantize|silu_mul_quantize|gelu_tanh_mul_quantize)\.|quantize\.fwd\..*\.(sr|sr\.rot|rows\.rot)\.sm_90$|dynamic_quantize\.fwd\.per_token\..*\.rot\.sm_90$|mx_dynamic_quantize\.fwd\..*\.(sr|rot|sr\.rot)\.sm_90$)' "$W/out")" = 0 ] &&
   [ -s "$W/out" ] && ok "--family fused: the fused producers alone" || bad "--family fused"
+# every microscaling format's fused producers round stochastically and rotate, and hold the
+# microscaling dynamic quantize that does so
+for s in rmsnorm_quantize.fwd.per_group.bf16.nvfp4.blocked.te.sr.rot silu_mul_quantize.fwd.per_group.f16.mxfp4.rows.floor.sr \
+  gelu_tanh_mul_quantize.fwd.per_group.f32.mxfp8_e4m3.mn.default.rot mx_dynamic_quantize.fwd.bf16.e2m1.scale_e4m3.blocked.te.sr.rot; do
+  has "^$s\.sm_90$" "warm --all --family fused lists $s"
+done
 
 expect 0 "warm --all --family linear --dry-run" "$T" warm --arch 90 --all --family linear --dry-run
 has "linear_weight_sums.s8.dp4a.sm_90" "warm --all includes the weight sums"
