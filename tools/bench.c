@@ -1096,7 +1096,9 @@ static void run_linear(void) {
    residual read and written (h goes back to it), the weight [D] read once, y written, the
    scales written. The copy of the same size class is the copy of x's bytes (the float
    input), as for the other rows. Every name starts with "fused/": --filter fused runs
-   these rows alone. */
+   these rows alone. Rows with stochastic rounding (/sr, seed 7) or the fused rotation
+   (/rot<n>, random signs, seed 7) run without the values (args.out), in the workspace the
+   plan asks for, and their ref is the same row rounding to nearest unrotated. */
 enum { FUSED_DYNQ = 0, FUSED_RMSNORM, FUSED_SILU_MUL, FUSED_GELU_MUL };
 enum { FMT_S8 = 0, FMT_MXFP8, FMT_MXFP4, FMT_NVFP4 }; /* the output's format (microscaling: per group) */
 typedef struct fused_case {
@@ -1107,43 +1109,57 @@ typedef struct fused_case {
   int quick;
   int fmt;            /* FMT_*: s8 with f32 scales, or a microscaling format (UE8M0 or E4M3
                          scales a byte, NVFP4's tensor scale given) */
+  int sr;             /* stochastic rounding */
+  int rot;            /* the fused rotation's block (0: none) */
 } fused_case;
 static const fused_case k_fused[] = {
     /* the large shapes: one DRAM pass against the copy, each after its quantize */
-    {FUSED_DYNQ, 8192, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 8192, 4096, 1, 0, 1, FMT_S8},
-    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_GELU_MUL, 8192, 4096, 0, 0, 1, FMT_S8}, /* GELU-tanh: more arithmetic an element */
-    {FUSED_DYNQ, 8192, 14336, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 8192, 14336, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 8192, 14336, 1, 0, 1, FMT_S8},
-    {FUSED_SILU_MUL, 8192, 14336, 0, 0, 1, FMT_S8},
+    {FUSED_DYNQ, 8192, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 1, 0, 1, FMT_S8, 0, 0},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_GELU_MUL, 8192, 4096, 0, 0, 1, FMT_S8, 0, 0}, /* GELU-tanh: more arithmetic an element */
+    {FUSED_DYNQ, 8192, 14336, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 14336, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 14336, 1, 0, 1, FMT_S8, 0, 0},
+    {FUSED_SILU_MUL, 8192, 14336, 0, 0, 1, FMT_S8, 0, 0},
     /* per group of 128, one shape */
-    {FUSED_DYNQ, 8192, 4096, 0, 128, 1, FMT_S8},
-    {FUSED_RMSNORM, 8192, 4096, 0, 128, 1, FMT_S8},
-    {FUSED_RMSNORM, 8192, 4096, 1, 128, 1, FMT_S8},
+    {FUSED_DYNQ, 8192, 4096, 0, 128, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 128, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 1, 128, 1, FMT_S8, 0, 0},
     /* small batches: latency, within 1 us of the dynamic quantize alone */
-    {FUSED_DYNQ, 1, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 1, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_DYNQ, 16, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 16, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_DYNQ, 64, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 64, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_DYNQ, 256, 4096, 0, 0, 1, FMT_S8},
-    {FUSED_RMSNORM, 256, 4096, 0, 0, 1, FMT_S8},
+    {FUSED_DYNQ, 1, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 1, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_DYNQ, 16, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 16, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_DYNQ, 64, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 64, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_DYNQ, 256, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 256, 4096, 0, 0, 1, FMT_S8, 0, 0},
     /* microscaling output, each after the microscaling dynamic quantize of the same shape */
-    {FUSED_DYNQ, 8192, 4096, 0, 16, 1, FMT_NVFP4},
-    {FUSED_RMSNORM, 8192, 4096, 0, 16, 1, FMT_NVFP4},
-    {FUSED_RMSNORM, 8192, 4096, 1, 16, 1, FMT_NVFP4},
-    {FUSED_SILU_MUL, 8192, 4096, 0, 16, 1, FMT_NVFP4},
-    {FUSED_DYNQ, 8192, 4096, 0, 32, 1, FMT_MXFP4},
-    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP4},
-    {FUSED_DYNQ, 8192, 4096, 0, 32, 1, FMT_MXFP8},
-    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP8},
-    {FUSED_SILU_MUL, 8192, 4096, 0, 32, 1, FMT_MXFP8},
-    {FUSED_DYNQ, 8192, 14336, 0, 16, 1, FMT_NVFP4},
-    {FUSED_RMSNORM, 8192, 14336, 0, 16, 1, FMT_NVFP4},
+    {FUSED_DYNQ, 8192, 4096, 0, 16, 1, FMT_NVFP4, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 16, 1, FMT_NVFP4, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 1, 16, 1, FMT_NVFP4, 0, 0},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 16, 1, FMT_NVFP4, 0, 0},
+    {FUSED_DYNQ, 8192, 4096, 0, 32, 1, FMT_MXFP4, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP4, 0, 0},
+    {FUSED_DYNQ, 8192, 4096, 0, 32, 1, FMT_MXFP8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP8, 0, 0},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 32, 1, FMT_MXFP8, 0, 0},
+    {FUSED_DYNQ, 8192, 14336, 0, 16, 1, FMT_NVFP4, 0, 0},
+    {FUSED_RMSNORM, 8192, 14336, 0, 16, 1, FMT_NVFP4, 0, 0},
+    /* stochastic rounding and the fused rotation, each against its row above */
+    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1, FMT_S8, .sr = 1},
+    {FUSED_RMSNORM, 8192, 4096, 0, 0, 1, FMT_S8, .rot = 128},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1, FMT_S8, 0, 0},
+    {FUSED_SILU_MUL, 8192, 4096, 0, 0, 1, FMT_S8, .sr = 1},
+    {FUSED_RMSNORM, 8192, 4096, 0, 16, 1, FMT_NVFP4, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 16, 1, FMT_NVFP4, .sr = 1},
+    {FUSED_RMSNORM, 8192, 4096, 0, 16, 1, FMT_NVFP4, .rot = 16},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP8, 0, 0},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP8, .sr = 1},
+    {FUSED_RMSNORM, 8192, 4096, 0, 32, 1, FMT_MXFP8, .rot = 128},
 };
 static const char *const k_fmt_names[] = {"s8", "e4m3", "e2m1", "nvfp4"};
 
@@ -1156,15 +1172,17 @@ static const char *fused_kind_name(int kind) {
   }
 }
 
-/* fused/<op>/fwd/bf16/<s8 | e4m3 | e2m1 | nvfp4>/[rows,D]/<per_token | per_group/g=G>[/residual];
-   gated rows name the output's shape [rows, D] (x is [rows, 2 D]); e4m3 and e2m1 are MXFP8 and
-   MXFP4 (UE8M0 scales) */
+/* fused/<op>/fwd/bf16/<s8 | e4m3 | e2m1 | nvfp4>/[rows,D]/<per_token | per_group/g=G>[/residual]
+   [/sr][/rot<n>]; gated rows name the output's shape [rows, D] (x is [rows, 2 D]); e4m3 and
+   e2m1 are MXFP8 and MXFP4 (UE8M0 scales) */
 static void fused_name(const fused_case *c, char *buf, size_t n) {
-  char gran[32];
+  char gran[32], opt[24] = "";
   if (c->group_size) snprintf(gran, sizeof gran, "per_group/g=%lld", (long long)c->group_size);
   else snprintf(gran, sizeof gran, "per_token");
-  snprintf(buf, n, "fused/%s/fwd/bf16/%s/[%lld,%lld]/%s%s", fused_kind_name(c->kind), k_fmt_names[c->fmt],
-           (long long)c->rows, (long long)c->d, gran, c->residual ? "/residual" : "");
+  if (c->sr) snprintf(opt, sizeof opt, "/sr");
+  else if (c->rot) snprintf(opt, sizeof opt, "/rot%d", c->rot);
+  snprintf(buf, n, "fused/%s/fwd/bf16/%s/[%lld,%lld]/%s%s%s", fused_kind_name(c->kind), k_fmt_names[c->fmt],
+           (long long)c->rows, (long long)c->d, gran, c->residual ? "/residual" : "", opt);
 }
 
 /* The float input's bytes: the size class of the copy the row is compared with. */
@@ -1179,6 +1197,8 @@ typedef struct fused_ctx {
   bq_args a;
   char *base[F_COUNT];
   size_t stride[F_COUNT]; /* bytes per set */
+  void *ws;               /* stochastic rounding's or the rotation's workspace (one for every set) */
+  size_t ws_bytes;
 } fused_ctx;
 
 static int launch_fused(void *p, long set) {
@@ -1192,7 +1212,7 @@ static int launch_fused(void *p, long set) {
   a.out_scales = FAT(F_S);
   a.tensor_scale = FAT(F_G);
 #undef FAT
-  return BQ(bq_plan_run(c->plan, &a, NULL, 0, (void *)G.stream));
+  return BQ(bq_plan_run(c->plan, &a, c->ws, c->ws_bytes, (void *)G.stream));
 }
 
 static int run_fused_case(const fused_case *c, row_result *r) {
@@ -1209,8 +1229,11 @@ static int run_fused_case(const fused_case *c, row_result *r) {
     d.int_type = c->fmt == FMT_MXFP8 ? BQ_E4M3 : BQ_E2M1;
     d.scale_type = c->fmt == FMT_NVFP4 ? BQ_E4M3 : BQ_UE8M0;
   }
+  if (c->sr) d.rounding = BQ_ROUND_STOCHASTIC;
+  if (c->rot) d.rotation = 1, d.random_signs = 1;
 #else
-  if (c->fmt != FMT_S8) return fail("%s: this header has no microscaling formats", r->name), -1;
+  if (c->fmt != FMT_S8 || c->sr || c->rot)
+    return fail("%s: this header has no microscaling formats, stochastic rounding or rotation", r->name), -1;
 #endif
   fused_ctx x;
   memset(&x, 0, sizeof x);
@@ -1256,6 +1279,10 @@ static int run_fused_case(const fused_case *c, row_result *r) {
   x.a.cols = D;
   if (c->group_size) x.a.group_size = c->group_size;
   if (c->kind == FUSED_RMSNORM) x.a.eps = 1e-6;
+#ifdef BQ__FAMILY_OPS
+  if (c->sr || c->rot) x.a.seed = 7;
+  x.a.rotation_block = c->rot;
+#endif
   bq_args a0 = x.a;
   a0.x = x.base[F_X];
   a0.residual = x.base[F_RES];
@@ -1266,10 +1293,12 @@ static int run_fused_case(const fused_case *c, row_result *r) {
   if (bq_check(bq_plan_can_implement(x.plan, &a0), "bq_plan_can_implement", __LINE__)) goto done;
   size_t ws = 0;
   if (workspace_size(x.plan, &a0, &ws)) goto done;
-  if (ws) {
+  if (ws && !c->sr && !c->rot) {
     fail("%s: the plan asks for a %zu-byte workspace (given the tensor scale, none is needed)", r->name, ws);
     goto done;
   }
+  if (ws && BQ(bq_malloc(&x.ws, ws))) goto done;
+  x.ws_bytes = ws;
   if (time_runs(launch_fused, &x, nsets, &r->t)) goto done;
   r->gbps = r->bytes / (r->t.median_us * 1e3);
   rc = 0;
@@ -1277,6 +1306,7 @@ done:
   if (BQ(bq_synchronize((void *)G.stream))) rc = -1;
   for (int i = 0; i < F_COUNT; i++)
     if (x.base[i]) BQ(bq_free(x.base[i]));
+  if (x.ws) BQ(bq_free(x.ws));
   bq_plan_destroy(x.plan);
   return rc;
 }
@@ -1307,6 +1337,15 @@ static void run_fused(void) {
     if (ok) {
       row_vs_copy(r, cp);
       const row_result *q = c->kind != FUSED_DYNQ && ref >= 0 && g_rows[ref].ok ? &g_rows[ref] : NULL;
+      if (c->sr || c->rot) { /* the same row rounding to nearest, unrotated: the last one so named */
+        char plain[192];
+        fused_case pc = *c;
+        pc.sr = pc.rot = 0;
+        fused_name(&pc, plain, sizeof plain);
+        q = NULL;
+        for (int k = (int)(r - g_rows) - 1; k >= 0 && !q; k--)
+          if (g_rows[k].ok && !strcmp(g_rows[k].name, plain)) q = &g_rows[k];
+      }
       if (q) {
         r->ref_us = q->t.median_us;
         copy_str(r->ref_name, sizeof r->ref_name, q->name);
