@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 if HAS_TORCH:
     import torch
     import baracuda_quant as bq
-    from baracuda_quant import _core, _lib, ops
+    from baracuda_quant import _lib, ops
     from baracuda_quant._enums import DType, Granularity, Op
 
     E2M1 = int(DType.E2M1)
@@ -107,30 +107,6 @@ def test_fused_ops_record_the_rotation(meta_ok):
                                                           FIXED["gated_mx_quant"]]
 
 
-@pytest.fixture
-def to_c(monkeypatch):
-    """the implementations' bq calls with host tensors standing in for device ones and the
-    library's own validation in place of the launch: (op key, launch pointers, (key, args))"""
-    calls = []
-
-    def view(t, name="tensor"):
-        if t is None:
-            return None
-        return _core.View(t.data_ptr(), t.shape, t.stride(), ops._DT[t.dtype], 0)
-
-    def call(key, device_index, build, ptrs):
-        calls.append((key, ptrs, build(0, None)))
-
-    def launch(key, device, args, stream, alloc, prepare=False):
-        _lib.validate(key, device, args)
-        return key, _lib.Args.from_buffer_copy(args)
-    monkeypatch.setattr(ops, "_check_cuda", lambda name, t: None)
-    monkeypatch.setattr(ops, "_view", view)
-    monkeypatch.setattr(ops, "_call", call)
-    monkeypatch.setattr(_core, "_launch", launch)
-    return calls
-
-
 def test_fused_ops_hand_the_rotation_to_c(to_c):
     """desc.rotation, desc.random_signs, args.rotation_block and the seed modulo 2^64 reach the
     library; the seed and offset are launch pointers (a fresh seed reuses the validated call),
@@ -215,29 +191,18 @@ def test_rotation_is_keyword_only():
         ops.silu_and_mul_quant(g, True, None, torch.int8, False, None, 0, None, None, None, "nearest", None, 0, 16)
 
 
-def test_rotation_skips_the_fast_path(monkeypatch):
+def test_rotation_skips_the_fast_path(fast_path):
     """a geometry the eager fast path keeps is not taken by a rotating call of the same
     arguments: that goes the general way (here: to the device check)"""
-    ran = []
-    monkeypatch.setattr(ops, "_run_rows", lambda *a: ran.append(a) or 0)
-    monkeypatch.setattr(ops, "_raw_stream", lambda index: 0)
-    monkeypatch.setattr(ops, "_eager", lambda *t: True)
-    kept = type("Kept", (), {"plan": 1, "args_address": 2})()
-    x, w, g = torch.randn(4, 64), torch.ones(64), torch.randn(4, 128)
-    ops._fast[("rms", x.shape, x.stride(), x.dtype, x.get_device(), w.shape, w.stride(), w.dtype, w.get_device(),
-               None, 1e-6, torch.int8, None)] = kept
-    ops._fast[("gated", 1, g.shape, g.stride(), g.dtype, g.get_device(), torch.int8, None)] = kept
-    try:
-        ops.rms_norm_quant(x, w, 1e-6)
-        ops.silu_and_mul_quant(g)
-        assert len(ran) == 2  # (the kept geometries: the fast path)
-        with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
-            ops.rms_norm_quant(x, w, 1e-6, rotation_block=16)
-        with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
-            ops.silu_and_mul_quant(g, rotation_block=32, random_signs=True, seed=4)
-        assert len(ran) == 2
-    finally:
-        ops._fast.clear()
+    x, w, g, ran = fast_path
+    ops.rms_norm_quant(x, w, 1e-6)
+    ops.silu_and_mul_quant(g)
+    assert len(ran) == 2  # (the kept geometries: the fast path)
+    with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
+        ops.rms_norm_quant(x, w, 1e-6, rotation_block=16)
+    with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
+        ops.silu_and_mul_quant(g, rotation_block=32, random_signs=True, seed=4)
+    assert len(ran) == 2
 
 
 def test_public_functions_trace_fullgraph(meta_ok):

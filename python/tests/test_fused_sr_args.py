@@ -217,30 +217,6 @@ def test_dlpack_fused_mx_rounds_to_nearest(launches):
 
 
 # ---- the workspace: allocated when the plan reports one, handed to the run -----------------------------
-@pytest.fixture
-def runs(monkeypatch, allocs):
-    """The plan, its workspace size and the run replaced by stand-ins of the library's contract:
-    a fused descriptor rounding stochastically without args.out reports rows * cols elements of
-    the float type (bq_plan_workspace_size); each run records (key, args.out, workspace, bytes)."""
-    size = {DType.F32: 4, DType.F64: 8, DType.F16: 2, BF16: 2}
-    seen = []
-
-    def workspace_size(plan, args):
-        key = plan
-        if key[0] in (Op.RMSNORM_QUANTIZE, Op.GATED_QUANTIZE) and key[ROUNDING] and not args.out:
-            return args.rows * args.cols * size[DType(key[3])]
-        return 0
-
-    def run(plan, args, ws, n, stream):
-        if KNOWS_FUSED:
-            _lib.validate(plan, 0, args)
-        seen.append((plan, args.out, ws, n))
-    monkeypatch.setattr(_lib, "plan_for", lambda key, device: key)
-    monkeypatch.setattr(_lib, "workspace_size", workspace_size)
-    monkeypatch.setattr(_lib, "run", run)
-    return seen
-
-
 def test_dlpack_fused_sr_allocates_the_workspace(runs, allocs):
     """without the values (return_normed / return_act False) a stochastic call gets a
     workspace of the size the plan reports, kept with q until the launch has run; with them,

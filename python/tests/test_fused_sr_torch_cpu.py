@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 if HAS_TORCH:
     import torch
     import baracuda_quant as bq
-    from baracuda_quant import _core, _lib, ops
+    from baracuda_quant import _lib, ops
     from baracuda_quant._enums import Granularity, Op
 
 M = "meta"
@@ -93,28 +93,12 @@ def test_fused_ops_record_the_rounding(meta_ok):
     assert rec.calls[2][1][6:8] == (0.5, 2)  # (the static scale, per tensor)
 
 
-def test_fused_ops_hand_the_rounding_to_c(monkeypatch):
+def test_fused_ops_hand_the_rounding_to_c(to_c):
     """the implementations' bq calls (host tensors standing in for device ones, the library's
     own validation in place of the launch): desc.rounding, the seed and the offset modulo
     2^64 in bq_args; seed and offset are launch pointers (a fresh seed reuses the validated
     call), stochastic rounding a call of its own"""
-    calls = []
-
-    def view(t, name="tensor"):
-        if t is None:
-            return None
-        return _core.View(t.data_ptr(), t.shape, t.stride(), ops._DT[t.dtype], 0)
-
-    def call(key, device_index, build, ptrs):
-        calls.append((key, ptrs, build(0, None)))
-
-    def launch(key, device, args, stream, alloc, prepare=False):
-        _lib.validate(key, device, args)
-        return key, _lib.Args.from_buffer_copy(args)
-    monkeypatch.setattr(ops, "_check_cuda", lambda name, t: None)
-    monkeypatch.setattr(ops, "_view", view)
-    monkeypatch.setattr(ops, "_call", call)
-    monkeypatch.setattr(_core, "_launch", launch)
+    calls = to_c
     x, w = torch.randn(3, 64, dtype=torch.bfloat16), torch.randn(64, dtype=torch.bfloat16)
     g = torch.randn(3, 128, dtype=torch.float32)
     ops.rms_norm_quant(x, w, 1e-6, rounding="stochastic", seed=-1, offset=7)
@@ -181,29 +165,18 @@ def test_rounding_is_keyword_only():
         ops.silu_and_mul_quant(g, True, None, torch.int8, False, None, 0, None, None, None, "stochastic")
 
 
-def test_stochastic_rounding_skips_the_fast_path(monkeypatch):
+def test_stochastic_rounding_skips_the_fast_path(fast_path):
     """a geometry the eager fast path keeps (rounding to nearest) is not taken by a stochastic
     call of the same arguments: that goes the general way (here: to the device check)"""
-    ran = []
-    monkeypatch.setattr(ops, "_run_rows", lambda *a: ran.append(a) or 0)
-    monkeypatch.setattr(ops, "_raw_stream", lambda index: 0)
-    monkeypatch.setattr(ops, "_eager", lambda *t: True)
-    kept = type("Kept", (), {"plan": 1, "args_address": 2})()
-    x, w, g = torch.randn(4, 64), torch.ones(64), torch.randn(4, 128)
-    ops._fast[("rms", x.shape, x.stride(), x.dtype, x.get_device(), w.shape, w.stride(), w.dtype, w.get_device(),
-               None, 1e-6, torch.int8, None)] = kept
-    ops._fast[("gated", 1, g.shape, g.stride(), g.dtype, g.get_device(), torch.int8, None)] = kept
-    try:
-        ops.rms_norm_quant(x, w, 1e-6)
-        ops.silu_and_mul_quant(g)
-        assert len(ran) == 2  # (the kept geometries: the fast path)
-        with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
-            ops.rms_norm_quant(x, w, 1e-6, rounding="stochastic", seed=1)
-        with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
-            ops.silu_and_mul_quant(g, rounding="stochastic", seed=1, offset=4)
-        assert len(ran) == 2
-    finally:
-        ops._fast.clear()
+    x, w, g, ran = fast_path
+    ops.rms_norm_quant(x, w, 1e-6)
+    ops.silu_and_mul_quant(g)
+    assert len(ran) == 2  # (the kept geometries: the fast path)
+    with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
+        ops.rms_norm_quant(x, w, 1e-6, rounding="stochastic", seed=1)
+    with pytest.raises(bq.InvalidArgumentError, match="CUDA tensor"):
+        ops.silu_and_mul_quant(g, rounding="stochastic", seed=1, offset=4)
+    assert len(ran) == 2
 
 
 def test_public_functions_trace_fullgraph(meta_ok):

@@ -21,6 +21,7 @@ without their full product (each new SKU is an NVRTC compile)."""
 import pytest
 
 from conftest import TensorProducer, cuda_available
+from fused_gpu_util import DEV, EPS, equal, fused as _fused, make_inputs, quant_kw as _quant_kw
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
 
@@ -30,11 +31,6 @@ if cuda_available():
     import baracuda_quant.ops as bqo
     from test_gpu import gen
 
-DEV = "cuda"
-EPS = 1e-6
-# storage: (dtype name, symmetric, the static scale and zero point of the per-tensor case)
-STORAGE = {"int8": ("int8", True, 1 / 64, 0), "int8_asym": ("int8", False, 1 / 64, 3),
-           "uint8": ("uint8", False, 1 / 96, 128), "e4m3": ("float8_e4m3fn", True, 1 / 16, 0)}
 # (producer, float type, storage): each float, storage and producer at least once
 CASES = [("rms_residual", "float32", "int8"), ("silu", "float16", "int8_asym"), ("gelu_tanh", "bfloat16", "uint8"),
          ("rms", "bfloat16", "e4m3"), ("silu", "float32", "uint8"), ("rms_residual", "bfloat16", "int8")]
@@ -44,36 +40,9 @@ CYCLE = [("token", 2, False, False), ("token", 128, True, True), ("tensor", 16, 
 SEED, OFF = 0x0123456789ABCDEF, (1 << 64) - 700  # (the element index wraps past 2^64 inside the tensors)
 
 
-def _bits(t):
-    """t's bits as integers (torch.equal on them: exact, NaN and -0 included; FP8, FP4 as bytes)"""
-    t = t.contiguous()
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def equal(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
-
-
 def _inputs(producer, T, shape=(3, 5, 256), seed=1):
-    """(x, weight or None, residual or None) on the device; x [..., D] or [..., 2 D]"""
-    d = shape[-1]
-    if producer.startswith("rms"):
-        x = gen(shape, T, seed=seed, specials=False).to(DEV)
-        w = gen((d,), T, seed=seed + 1, specials=False, scale=0.3).to(DEV)
-        r = gen(shape, T, seed=seed + 2, specials=False).to(DEV) if producer == "rms_residual" else None
-        return x, w, r
-    x = gen(shape[:-1] + (2 * d,), T, seed=seed, specials=False, scale=0.5).to(DEV)
-    return x, None, None
-
-
-def _fused(producer, inputs, values, **kw):
-    """(the fused call's result, the residual after it): the residual is a copy (updated in place)"""
-    x, w, r = inputs
-    if producer.startswith("rms"):
-        rr = None if r is None else r.clone()
-        return bqo.rms_norm_quant(x, w, EPS, residual=rr, return_normed=values, **kw), rr
-    f = bqo.silu_and_mul_quant if producer == "silu" else bqo.gelu_tanh_and_mul_quant
-    return f(x, return_act=values, **kw), None
+    """make_inputs with this file's default shape, (3, 5, 256): (x, weight or None, residual or None) on the device"""
+    return make_inputs(producer, T, shape, seed)
 
 
 def _fused_mx(producer, inputs, values, **kw):
@@ -93,16 +62,6 @@ def _options(n, signs, sr, seed=SEED, offset=OFF):
         rot.update(random_signs=True, seed=seed)
     rnd = dict(rounding="stochastic", seed=seed, offset=offset) if sr else {}
     return dict(rot, **rnd), (seed if signs else None), rnd
-
-
-def _quant_kw(gran, store):
-    """the fused call's quantization arguments and (dtype, symmetric, static scale, zero point)"""
-    qname, sym, scale, zp = STORAGE[store]
-    Q = getattr(torch, qname)
-    kw = dict(out_dtype=Q, symmetric=sym)
-    if gran == "tensor":
-        kw.update(scale=scale, zero_point=zp)
-    return kw, (Q, sym, scale, zp)
 
 
 def _unfused(gran, v, n, hseed, quant, rnd):

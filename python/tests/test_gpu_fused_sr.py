@@ -16,6 +16,7 @@ give the same bits."""
 import pytest
 
 from conftest import TensorProducer, cuda_available
+from fused_gpu_util import DEV, EPS, STORAGE, equal, fused as _fused, make_inputs, quant_kw
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
 
@@ -25,62 +26,22 @@ if cuda_available():
     import baracuda_quant.ops as bqo
     from test_gpu import gen
 
-DEV = "cuda"
 FLOATS = ["float32", "bfloat16", "float16"]
 PRODUCERS = ["rms", "rms_residual", "silu", "gelu_tanh"]
-# storage: (dtype name, symmetric, the static scale and zero point of the per-tensor case)
-STORAGE = {"int8": ("int8", True, 1 / 64, 0), "int8_asym": ("int8", False, 1 / 64, 3),
-           "uint8": ("uint8", False, 1 / 96, 128), "e4m3": ("float8_e4m3fn", True, 1 / 16, 0)}
 GRANS = ["tensor", "token", "group"]
 G = 32
-EPS = 1e-6
 SEED, OFF = 0x0123456789ABCDEF, (1 << 64) - 700  # (the element index wraps past 2^64 inside the tensors)
 
 
-def _bits(t):
-    """t's bits as integers (torch.equal on them: exact, NaN and -0 included; FP8 as bytes)"""
-    t = t.contiguous()
-    if t.dtype.is_floating_point:
-        return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-    return t
-
-
-def equal(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
-
-
 def _inputs(producer, T, shape=(3, 4, 160), seed=1):
-    """(x, weight or None, residual or None) on the device; x [..., D] or [..., 2 D]"""
-    d = shape[-1]
-    if producer.startswith("rms"):
-        x = gen(shape, T, seed=seed, specials=False).to(DEV)
-        w = gen((d,), T, seed=seed + 1, specials=False, scale=0.3).to(DEV)
-        r = gen(shape, T, seed=seed + 2, specials=False).to(DEV) if producer == "rms_residual" else None
-        return x, w, r
-    x = gen(shape[:-1] + (2 * d,), T, seed=seed, specials=False, scale=0.5).to(DEV)
-    return x, None, None
-
-
-def _fused(producer, inputs, values, **kw):
-    """(the fused call's result, the residual after it): the residual is a copy (updated in place)"""
-    x, w, r = inputs
-    if producer.startswith("rms"):
-        rr = None if r is None else r.clone()
-        return bqo.rms_norm_quant(x, w, EPS, residual=rr, return_normed=values, **kw), rr
-    f = bqo.silu_and_mul_quant if producer == "silu" else bqo.gelu_tanh_and_mul_quant
-    return f(x, return_act=values, **kw), None
+    """make_inputs with this file's default shape, (3, 4, 160): (x, weight or None, residual or None) on the device"""
+    return make_inputs(producer, T, shape, seed)
 
 
 def _quant_kw(gran, store):
-    """the fused call's quantization arguments and (dtype, symmetric, static scale, zero point)"""
-    qname, sym, scale, zp = STORAGE[store]
-    Q = getattr(torch, qname)
-    kw = dict(out_dtype=Q, symmetric=sym)
-    if gran == "tensor":
-        kw.update(scale=scale, zero_point=zp)
-    elif gran == "group":
-        kw["group_size"] = G
-    return kw, Q
+    """the fused call's quantization arguments (quant_kw, groups of G) and the storage dtype"""
+    kw, quant = quant_kw(gran, store, G)
+    return kw, quant[0]
 
 
 def _unfused(gran, v, s, z, Q, seed, offset):
