@@ -5520,6 +5520,7 @@ BQ__FN bq_status bq__fused_run(const bq_plan *p, const bq_args *a, void *ws, siz
   bq__fused_view v;
   bq_status st = bq__fused_view_of(p, a, &v);
   if (st || v.rows == 0 || v.cols == 0) return st;
+  if ((st = bq__fused_check(p, a))) return st; /* (the held op's rules before the workspace's, as can_implement) */
   const size_t need = bq__fused_workspace(p, a), vb = bq__fused_values(p, a);
   if (need && (st = bq__check_workspace(p, ws, ws_bytes, need))) return st;
   char *rest = need > vb ? (char *)ws + (vb + 255) / 256 * 256 : NULL;

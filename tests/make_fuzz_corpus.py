@@ -250,6 +250,20 @@ seeds["regress_sku_pre_ampere"] = raw(dict(op=1, float_type=T["f32"]), flags=1 |
 seeds["regress_flat_grs_overflow"] = raw(dict(op=1, granularity=GRAN["group"], float_type=T["f32"]),
                                          args=[("rows", 1 << 15), ("cols", 1 << 40), ("group_size", 1 << 40),
                                                ("x", 33)])
+# bq__fused_run checked the workspace before the held op's rules: a fused producer that
+# rotates into a microscaling format, rows the held dynamic quantize refuses, no workspace:
+# can_implement said NOT_SUPPORTED, run INSUFFICIENT_WORKSPACE (libFuzzer's find: its call
+# bytes as found, variant 1, no workspace, then int32 edits of every slot to 0x3f3f3f3f)
+seeds["regress_fused_held_check_before_workspace"] = bytes([1]) + desc_bytes(
+    dict(op=OP["gated"], activation=1, granularity=GRAN["group"], float_type=T["f64"], int_type=T["e5m2"],
+         scale_type=T["ue8m0"], rounding=1, rotation=1)) + bytes.fromhex(
+    "0101a03103" + "3f" * 71 + "01fb")
+# the fused rotation's .rot SKU serves both sign choices: a plan with random signs parsed back
+# with desc.random_signs 0 (libFuzzer's find, its bytes as found: an enumerated desc of that
+# day's enumeration, edited)
+seeds["regress_mx_rotation_random_signs_sku"] = bytes.fromhex(
+    "0045454545454545454545454545454545454545457f0101ffffffffffff"
+    "ffffff454545454545003e45454545454545454545a608006f0106b30100")
 
 os.makedirs(OUT, exist_ok=True)
 for f in os.listdir(OUT):
