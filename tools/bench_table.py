@@ -304,8 +304,9 @@ def split_fused(name):
     gran = rest[0].replace("_", " ") if rest else ""
     if len(rest) > 1 and rest[1].startswith("g="):
         gran += " of %s" % rest[1][2:]
+    opt = next((x for x in rest if x == "sr" or x.startswith("rot")), None)  # /sr or /rot<n>
     return {"op": p[1], "float": p[3], "int": p[4], "rows": rows, "d": d,
-            "shape": "%d × %d" % (rows, d), "gran": gran, "residual": "residual" in rest}
+            "shape": "%d × %d" % (rows, d), "gran": gran, "residual": "residual" in rest, "opt": opt}
 
 
 def shown_argv(argv, *drop):
@@ -369,10 +370,10 @@ def fused_section(rows, fb=None, fb_path=None, pyf=None, pyf_path=None):
           "y and the scales written; the copy is that of x's bytes. The targets: ratio to copy at least "
           "%.2f for the large shapes; for %d rows or fewer, at most %.0f µs above the dynamic quantize alone."
           % (FUSED_RATIO_MIN, FUSED_SMALL_ROWS, FUSED_SMALL_DIFF_US), ""]
-    big, small, other = [], [], []
+    big, small, other, opts = [], [], [], []
     for r in rows:
         n = split_fused(r["name"])
-        (other if n is None else small if n["rows"] <= FUSED_SMALL_ROWS else big).append((r, n))
+        (other if n is None else opts if n["opt"] else small if n["rows"] <= FUSED_SMALL_ROWS else big).append((r, n))
     if big:
         o += ["| op | shape [rows, D] | granularity | residual | time (us) | GB/s | ratio to copy "
               "(target ≥ %.2f) | dynamic quantize (us) | target met |" % FUSED_RATIO_MIN,
@@ -425,6 +426,21 @@ def fused_section(rows, fb=None, fb_path=None, pyf=None, pyf_path=None):
                 r["median_us"], fnum(ref, "%.2f"), fnum(diff, "%+.2f"), fnum(r.get("copy_us"), "%.2f"), verdict))
         o += ["", "At most %.0f µs above the dynamic quantize: %d of %d fused rows." % (
             FUSED_SMALL_DIFF_US, n_met, n_all), ""]
+    if opts:
+        o += ["Stochastic rounding (`sr`, seed 7) and the fused rotation (`rot<n>`: blocks of n, random "
+              "signs), a second pass over the producer's values in the plan's workspace, each against the "
+              "same row rounding to nearest unrotated (its ref_us):", "",
+              "| op | output | shape [rows, D] | granularity | option | time (us) | rounding to nearest (us) | "
+              "time ratio |", "|---|---|---|---|---|---:|---:|---:|"]
+        for r, n in opts:
+            head = "| %s | %s | %s | %s | %s " % (n["op"], n["int"], n["shape"], n["gran"], n["opt"])
+            if not r.get("ok"):
+                o.append(head + "| FAILED | — | — |")
+                continue
+            ref = r.get("ref_us")
+            o.append(head + "| %.1f | %s | %s |" % (r["median_us"], fnum(ref, "%.1f"),
+                                                     fnum(r["median_us"] / ref if ref else None, "%.2f")))
+        o.append("")
     if other:
         o += ["| case | time (us) | GB/s | ratio to copy |", "|---|---:|---:|---:|"]
         for r, _ in other:
