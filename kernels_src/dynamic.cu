@@ -728,11 +728,12 @@ template <int CPT> static __device__ __forceinline__ void bq_dynamic_body(const 
 // (access) 8 (lane / 2) + 2 (i % 4) + lane % 2 of the span of 4 tpr chunks that i / 4 picks.
 // A lane pair so holds 8 consecutive chunks, and a block of nb chunks (n / BQ_VEC, at most a
 // warp's 32) is nb / 8 lane pairs: the butterfly's stages between a block's chunks take one
-// shuffle (lane ^ 1), two register stages (accesses m ^ 1, m ^ 2), then log2(nb / 8) shuffles,
-// two fewer than bq_dyn_rot's map where nb >= 8. A load or store still moves whole 32-byte
-// sectors (a lane pair's). The slot keeps a chunk at its place in the row but for 16-byte
-// units 1-2 of each 128-byte line, xored with the chunk's bits 3-4, so that a quarter warp's
-// reads fall in distinct banks; the slot is so a whole number of lines (bq_staged_slot).
+// shuffle (lane ^ 1), two register stages (accesses m ^ 1, m ^ 2), then log2(nb / 8) shuffles:
+// one fewer than bq_dyn_rot's map where nb is 4, two fewer from 8 up. A load or store moves
+// whole 32-byte sectors (a lane pair's). The slot keeps a chunk at its place in the row but
+// for 16-byte units 1-2 of each 128-byte line, xored with the chunk's bits 3-4, so that a
+// quarter warp's reads fall in distinct banks; the slot is so a whole number of lines
+// (bq_staged_slot).
 static __device__ __forceinline__ bq_i64 bq_staged_chunk(int lane, int i, int tpr) {
   return (bq_i64)(i >> 2) * 4 * tpr + 8 * (lane >> 1) + 2 * (i & 3) + (lane & 1);
 }
@@ -774,10 +775,7 @@ static __device__ __forceinline__ bq_staged_rot bq_staged_rot_of(const bq_dynami
                << (BQ_VEC * m);
   return r;
 }
-// Rotates a row's accesses in place (rounded to T), the contract's stages in their order:
-// within an access, lane ^ 1, accesses m ^ 1 and m ^ 2, lanes ^ 2, ^ 4. A warp whose chunks
-// all lie past the row skips (warp-uniform: it holds 128 consecutive chunks of each span);
-// the rest run every stage on all 32 lanes, on zeros past the row.
+// one butterfly stage between lanes lane and lane ^ lh, for every element of the four accesses
 static __device__ __forceinline__ void bq_rc_stage(bq_c (&c)[4][BQ_VEC], int lane, int lh) {
   const bq_c sg = lane & lh ? (bq_c)-1 : (bq_c)1; // (as bq_rot_apply's: one fma by +-1)
 #pragma unroll
@@ -785,6 +783,7 @@ static __device__ __forceinline__ void bq_rc_stage(bq_c (&c)[4][BQ_VEC], int lan
 #pragma unroll
     for (int k = 0; k < BQ_VEC; k++) c[m][k] = bq_fma(c[m][k], sg, __shfl_xor_sync(0xffffffffu, c[m][k], lh));
 }
+// one between the lane's accesses m and m ^ hm
 static __device__ __forceinline__ void bq_rc_regs(bq_c (&c)[4][BQ_VEC], int hm) {
 #pragma unroll
   for (int m = 0; m < 4; m++)
@@ -796,6 +795,10 @@ static __device__ __forceinline__ void bq_rc_regs(bq_c (&c)[4][BQ_VEC], int hm) 
         c[m + hm][k] = bq_sub(u, v);
       }
 }
+// Rotates a row's accesses in place (rounded to T), the contract's stages in their order:
+// within an access, lane ^ 1, accesses m ^ 1 and m ^ 2, lanes ^ 2, ^ 4. A warp whose chunks
+// all lie past the row skips (warp-uniform: it holds 128 consecutive chunks of each span);
+// the rest run every stage on all 32 lanes, on zeros past the row.
 static __device__ __forceinline__ void bq_rotate_staged(bq_xchunk (&a)[BQ_CPT], bq_i64 nch, int lane, int tpr,
                                                         const bq_staged_rot &r) {
   static_assert(BQ_CPT % 4 == 0, "the staged map deals accesses in fours");
