@@ -9,8 +9,9 @@
     python3 tools/bench_table.py bench.json     # print performance.md for one run to stdout
 
 --bench is the JSON of tools/bench.c --json, --torch that of tools/compare_torch.py --json,
---python that of python/bench.py --json (the README's "From PyTorch" table, between
-"<!-- python-table:begin -->" and "<!-- python-table:end -->", and a section of the page),
+--python that of python/bench.py --json (a section of the page, and the README's "From
+PyTorch" table between "<!-- python-table:begin -->" and "<!-- python-table:end -->" where the
+README has those markers),
 --fused a tools/bench.c JSON of a separate run whose fused/ rows (they replace --bench's own)
 feed the "Fused producers" section, with that run's provenance and copy reference, and
 --python-fused that of python/bench.py --fused-only (the section's "Fused producers against
@@ -1128,7 +1129,7 @@ def main():
             with open(a.readme) as f:
                 text = f.read()
             text = replace_between_markers(text, headline(bench, torch), a.readme)
-            if py:
+            if py and PY_BEGIN in text:  # (the README may leave the PyTorch table to docs/performance.md)
                 text = replace_between_markers(text, python_readme_block(py), a.readme, PY_BEGIN, PY_END)
             outputs.append((a.readme, text))
         except (OSError, ValueError) as e:
