@@ -357,6 +357,18 @@ static void prep_upload(prep *P)
 }
 
 /* Downloads the output allocation and compares all of it with the reference. */
+/* a host copy of buffer b (rows of ld elements) whose rows are rotated forward as
+   BQ_HADAMARD rotates them, with the case's block, signs and seed (the caller frees it) */
+static unsigned char *rotated_copy(const prep *P, const dbuf *b, int64_t ld)
+{
+  unsigned char *r = (unsigned char *)malloc(b->total);
+  cr_assert(r, "host malloc | %s", P->what);
+  memcpy(r, b->h, b->total);
+  ref_rotate(P->dn.float_type, 0, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, P->L.rows, P->L.cols,
+             b->h + b->pre, ld, r + b->pre, ld);
+  return r;
+}
+
 static void prep_check(prep *P)
 {
   size_t oes = ref_dtype_size(P->ot), bad;
@@ -368,19 +380,11 @@ static void prep_check(prep *P)
   unsigned char *xr = NULL, *dyr = NULL;
   const void *x0 = P->ha.x, *dy0 = P->ha.dy;
   if (rot && !deq && L->count) { /* the fused rotation's reference: BQ_HADAMARD's forward pass on x, then the op */
-    xr = (unsigned char *)malloc(P->x.total);
-    cr_assert(xr, "host malloc | %s", P->what);
-    memcpy(xr, P->x.h, P->x.total);
-    ref_rotate(P->dn.float_type, 0, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, L->rows, L->cols,
-               P->x.h + P->x.pre, L->xs, xr + P->x.pre, L->xs);
+    xr = rotated_copy(P, &P->x, L->xs);
     P->ha.x = xr + P->x.pre;
   }
   if (rot && P->bwd && L->count) { /* fake quantize backward: dy rotated forward too (the mask is the rotated x's) */
-    dyr = (unsigned char *)malloc(P->dy.total);
-    cr_assert(dyr, "host malloc | %s", P->what);
-    memcpy(dyr, P->dy.h, P->dy.total);
-    ref_rotate(P->dn.float_type, 0, P->dn.random_signs, P->ha.seed, (int)P->ha.rotation_block, L->rows, L->cols,
-               P->dy.h + P->dy.pre, L->ys, dyr + P->dy.pre, L->ys);
+    dyr = rotated_copy(P, &P->dy, L->ys);
     P->ha.dy = dyr + P->dy.pre;
   }
   cr_assert_eq(sr ? ref_run_sr(&P->c.d, &P->ha) : ref_run(&P->c.d, &P->ha), 0, "reference rejected the case: %s",
