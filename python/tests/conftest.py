@@ -66,6 +66,18 @@ def graph_recorder(tail):
     return backend, seen
 
 
+def graph_calls(f, inp, tail, error):
+    """the baracuda_quant ops (name, last `tail` arguments) of f's graph, compiled whole
+    (fullgraph) and run on a copy of the host tensor inp, which raises error naming CUDA"""
+    import torch
+    import torch._dynamo as dynamo
+    backend, seen = graph_recorder(tail)
+    dynamo.reset()
+    with pytest.raises(error, match="CUDA"):
+        torch.compile(f, fullgraph=True, backend=backend)(inp.clone())
+    return seen
+
+
 @pytest.fixture
 def meta_ok(monkeypatch):
     """the torch wrappers take meta tensors (their CUDA check passes them), so their calls reach
