@@ -461,14 +461,15 @@ Test(emulated_dynamic, rotation, .timeout = 600) {
     const int kind = forced == 2 ? 2 : rep % 4; /* 0, 1 short rows; 2 the staged range; 3 long rows */
     bq_args a;
     memset(&a, 0, sizeof a);
+    /* (long rows with the opt-in: two slots past 48 KiB, 1537 accesses or more, as only those
+       take the opt-in rather than bq_dynamic_long; and more rows than a wave of the staged
+       kernel, at most 6 blocks of two slots of 1025 accesses, so that every such case stages) */
+    const int optin_long = kind == 3 && rep % 8 != 3;
     int64_t nch;
     if (kind < 2) nch = rnd_range(1, kind ? 128 : 16) * p;
     else if (kind == 2) nch = rnd_range(129, 1024 - 32) * p; /* (whole blocks: at most 1024 accesses) */
-    else nch = rnd_range(1025, 2500) * p;
+    else nch = rnd_range(optin_long ? 1537 : 1025, 2500) * p;
     a.cols = (nch + unit - 1) / unit * unit;
-    /* (long rows with the opt-in: more than a wave of the staged kernel, at most 6 blocks of
-       two slots of 1025 accesses, so that every such case stages) */
-    const int optin_long = kind == 3 && rep % 8 != 3;
     a.rows = kind == 3 ? (optin_long ? rnd_range(8, 12) : rnd_range(1, 3)) : kind == 2 ? rnd_range(2, 12) : rnd_range(1, 20);
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + p * rnd_range(0, 3);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
