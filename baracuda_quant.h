@@ -188,6 +188,25 @@
      kernel runs, streams the weight, and waits for that kernel before it reads the
      activations (BARACUDA_QUANT_PDL=0 turns this off).
 
+   FP8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias) on FP8 tensor cores (sm_89 and later;
+     an older device's select is BQ_ERROR_NOT_SUPPORTED)
+     BQ_FP8_LINEAR  x FP8 [M, K] (desc.int_type BQ_E4M3, the default, or BQ_E5M2), W e4m3
+                    [N, K]; out_type or float_type names the output: BQ_F32, BQ_F16 or
+                    BQ_BF16 (the bias's type too); scale_type BQ_F32 (the default).
+                    granularity BQ_PER_TENSOR (the default, "tensorwise": args.scales and
+                    args.w_scales each one f32 on the device) or BQ_PER_TOKEN ("rowwise":
+                    args.scales[M] per token, args.w_scales[N] per output channel).
+     args: rows = M, cols = K, n = N, x (x_row_stride), y (y_row_stride), w, scales,
+     w_scales, bias (or NULL). The tensor cores' FP8 sums are not IEEE f32 sums, so the
+     result is not the CPU reference's bit for bit; what holds: acc is the sum, in order and
+     in f32, of one partial sum per 128 elements of K (on sm_90a; mma.sync modules chain
+     every 32 into the f32 accumulator), so it is deterministic and the same for a row
+     whatever M or the tile it falls in; |acc - exact| stays within docs/numerics.md's
+     bound; y = Tout((acc * sa) * sw + bias), each step rounded to nearest even in f32.
+     On sm_90 (an sm_90a module): M <= 64 streams the weight (wgmma m64n16k32, 64 output
+     columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma m64n128k32),
+     both on the same partial sums; elsewhere 128 x 256 mma.sync tiles take every M.
+
    FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
      BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
                           written back to residual (which may be x itself), else h = x;
@@ -388,7 +407,8 @@ typedef enum bq_op {
   BQ_LINEAR_WEIGHT_SUMS, /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
   BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
-  BQ_HADAMARD           /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
+  BQ_HADAMARD,          /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
+  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor or per row and column */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */
@@ -2253,7 +2273,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(OP, DYNAMIC_QUANTIZE, BQ_DYNAMIC_QUANTIZE) X(OP, QUANTIZED_LINEAR, BQ_QUANTIZED_LINEAR)          \
   X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
   X(OP, RMSNORM_QUANTIZE, BQ_RMSNORM_QUANTIZE) X(OP, GATED_QUANTIZE, BQ_GATED_QUANTIZE)             \
-  X(OP, HADAMARD, BQ_HADAMARD)                                                                     \
+  X(OP, HADAMARD, BQ_HADAMARD) X(OP, FP8_LINEAR, BQ_FP8_LINEAR)                                   \
   X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
@@ -2593,6 +2613,7 @@ typedef struct bq__family {
   /* the fields of the typical problem (bq__typical_args) only d's ops read; ptr: a pointer
      to give one (NULL: none) */
   void (*typical)(const bq_desc *d, bq_args *a, void *ptr);
+  int min_sm; /* the oldest compute capability its kernels run on (0: the library's, BQ__MIN_SM) */
 } bq__family;
 
 /* A plan is immutable but for its modules: each entry point's is loaded the first time a
@@ -4112,7 +4133,7 @@ static const bq__family bq__affine_family = {
    {BQ_ENTRY_NAME(BQ_FN_AFFINE), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_ODD), BQ_ENTRY_NAME(BQ_FN_AFFINE_BLOCKS), NULL,
     BQ_ENTRY_NAME(BQ_FN_AFFINE_NARROW), NULL, BQ_ENTRY_NAME(BQ_FN_AFFINE_LEAN), BQ_ENTRY_NAME(BQ_FN_AFFINE_PAIR),
     BQ_ENTRY_NAME(BQ_FN_AFFINE_SR)}},
-  NULL, NULL, bq__affine_typical};
+  NULL, NULL, bq__affine_typical, 0};
 
 /* ==== src/family_dynamic.h ================================================================ */
 /* ---- the dynamic family: scales computed on the device ------------------------------------ */
@@ -4580,7 +4601,7 @@ static const bq__family bq__dynamic_family = {
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_LONG), NULL, NULL, BQ_ENTRY_NAME(BQ_FN_DYNAMIC_STAGED)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_GROUPS)},
    {BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES), BQ_ENTRY_NAME(BQ_FN_DYNAMIC_TILES_ROWS)}},
-  bq__dynamic_sub, bq__dynamic_plan_setup, bq__dynamic_typical};
+  bq__dynamic_sub, bq__dynamic_plan_setup, bq__dynamic_typical, 0};
 
 /* ==== src/family_mx.h ===================================================================== */
 /* ---- the microscaling family: MXFP8, MXFP4 and NVFP4 ------------------------------------- */
@@ -5035,7 +5056,7 @@ static const bq__family bq__mx_family = {
    {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX),
     BQ_ENTRY_NAME(BQ_FN_MX_LANES)},
    {NULL}},
-  NULL, NULL, bq__mx_typical};
+  NULL, NULL, bq__mx_typical, 0};
 
 /* ==== src/family_fused.h ================================================================== */
 /* ---- the fused family: a producer (RMSNorm, gated activation) and its quantize ------------- */
@@ -5789,7 +5810,7 @@ static const bq__family bq__fused_family = {
   bq__fused_owns, bq__fused_guarantee, "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0,
   bq__fused_shape, bq__fused_check, bq__fused_workspace, bq__fused_run, bq__fused_has, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
-  bq__fused_sub, bq__fused_plan_setup, bq__fused_typical};
+  bq__fused_sub, bq__fused_plan_setup, bq__fused_typical, 0};
 #undef BQ__FUSED_KERNELS
 
 /* ==== src/family_linear.h ================================================================= */
@@ -5811,6 +5832,12 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 #define BQ_FN_GEMV64 bq_gemv64         /* of 64 */
 #define BQ_FN_GEMM_WGMMA bq_gemm_wgmma /* 128 x 256 tiles on wgmma (an sm_90a module) */
 #define BQ_FN_WEIGHT_SUMS bq_weight_sums
+/* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight
+   streaming in an sm_90a module (the others trap) */
+enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2 };
+#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 256 tiles on mma.sync (sm_89, sm_90) */
+#define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */
+#define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */
 
 typedef struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
@@ -5820,7 +5847,7 @@ typedef struct bq_linear_params {
   int flags;      /* BQ_LF_* */
   int tiles_m, tiles_n;
 } bq_linear_params;
-#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale */
+#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale (FP8: a_scales[0]) */
 #define BQ_LF_ZP 2     /* asymmetric activations: subtract zp * wsum[n] */
 #define BQ_LF_ZP_ROW 4 /* per-token zero points a_zps[m]; else a_zp */
 #define BQ_LF_BIAS 8   /* add bias[n] */
@@ -5830,6 +5857,7 @@ typedef struct bq_linear_params {
 #define BQ_LF_K0 128   /* K == 0: y = bias (or 0) */
 #define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */
 #define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */
+#define BQ_LF_SW_ROW 1024 /* FP8: per-channel weight scales w_scales[n]; else w_scales[0] */
 #endif
 #define BQ__GEMM_ENTRIES                                                                  \
   {BQ_ENTRY_NAME(BQ_FN_GEMM_LARGE), BQ_ENTRY_NAME(BQ_FN_GEMV), BQ_ENTRY_NAME(BQ_FN_GEMV32), \
@@ -5962,7 +5990,7 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
                     "sums of s8 weights cannot overflow", nm, (long long)v->k, (long long)BQ__WSUM_MAX_K);
   if (wsum) return BQ_SUCCESS;
-  int64_t max_k = bq__linear_max_k(&p->desc);
+  int64_t max_k = p->desc.op == BQ_FP8_LINEAR ? BQ__MAX_ELEMS : bq__linear_max_k(&p->desc); /* f32 sums */
   if (v->k > max_k)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
                     "accumulator cannot overflow for activations in [%d, %d] and s8 weights", nm, (long long)v->k,
@@ -6285,7 +6313,7 @@ static const bq__family bq__linear_family = {
   "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__linear_check,
   bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
   {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES},
-  bq__linear_activation_desc, bq__linear_plan_setup, NULL};
+  bq__linear_activation_desc, bq__linear_plan_setup, NULL, 0};
 
 /* ---- the weight sums: int32 sums of the s8 weight rows (asymmetric activations' term) ---- */
 /* Reads s8 weights, writes int32: no float type; every field but op left 0 (default), or
@@ -6369,7 +6397,188 @@ static const bq__family bq__weight_sums_family = {
   bq__no_workspace, bq__linear_run, NULL, NULL,
   {{BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)},
    {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
-  NULL, NULL, NULL};
+  NULL, NULL, NULL, 0};
+
+/* ---- FP8 linear layers: FP8 activations x e4m3 weights, f32 accumulators ------------------- */
+/* One module, linear.cu with BQ_OP_FP8_LINEAR. In an sm_90a module: M <= 64 takes
+   bq_fp8_gemv (weight streaming: passes of 16 rows, 64 output columns a CTA, which fills
+   the GPU where tiles of 128 rows would leave most SMs idle), larger M bq_fp8_wgmma's
+   128 x 128 tiles; both form each output from the same 128-element partial sums in the
+   same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
+   wgmma) bq_fp8_gemm's 128 x 256 mma.sync tiles take every M. Tensorwise and rowwise
+   scales are run-time flags of one SKU. */
+#define BQ__FP8_ENTRIES {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV)}
+#define BQ__FP8_GEMV_ROWS 64 /* the largest M bq_fp8_gemv takes */
+/* bq_fp8_wgmma: BQ_F8_STAGES (5) stages of 128 + 128 rows of 128 bytes; bq_fp8_gemv:
+   BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
+   parameters; bq_fp8_gemm: the int8 tiles' */
+#define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
+#define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
+BQ__FN int64_t bq__fp8_smem(int e) {
+  return e == BQ__FP8_WGMMA ? BQ__FP8_SMEM_WGMMA : e == BQ__FP8_GEMV ? BQ__FP8_SMEM_GEMV : BQ__GEMM_SMEM_LARGE;
+}
+static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
+BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
+  if (!p->linear.wgmma) return BQ__FP8_GEMM;
+  if (bq__fp8_force_config == BQ__FP8_WGMMA || (bq__fp8_force_config == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS))
+    return bq__fp8_force_config;
+  return m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
+}
+
+BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+              "#define BQ_ST %s\n#define BQ_WGMMA %d\n#define BQ_OP BQ_OP_FP8_LINEAR\n#define BQ_WST BQ_TYPE_F32\n"
+              "#define BQ_ASF32 0\n", bq__spec("TYPE", d->out_type), bq__spec("TYPE", d->int_type),
+              bq__spec("TYPE", d->out_type), t->arch_a);
+  /* one CTA an SM: the accumulators take most registers, the stages most shared memory */
+  bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), 1);
+  bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), 1);
+}
+
+BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp) {
+  bq__linear_view v;
+  bq_status st = bq__linear_view_of(p, a, &v);
+  if (st) return st;
+  *vp = v;
+  if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
+  int ts = bq__dtype_size(p->desc.out_type);
+  if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
+  if ((st = bq__check_ptr(p, "args.scales", a->scales, 4))) return st;
+  if ((st = bq__check_ptr(p, "args.w_scales", a->w_scales, 4))) return st;
+  if (a->bias && (st = bq__check_ptr(p, "args.bias", a->bias, ts))) return st;
+  if (v.k == 0) return BQ_SUCCESS; /* y = bias (or 0) */
+  if ((st = bq__check_ptr(p, "args.x", a->x, 1))) return st;
+  return bq__check_ptr(p, "args.w", a->w, 1);
+}
+BQ__FN bq_status bq__fp8_linear_check(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  return bq__fp8_linear_validate(p, a, &v);
+}
+
+BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  (void)ws, (void)ws_bytes;
+  bq__linear_view v;
+  bq_status st = bq__fp8_linear_validate(p, a, &v);
+  if (st || v.m == 0 || v.n == 0) return st;
+  bq_linear_params k;
+  memset(&k, 0, sizeof k);
+  const int ts = bq__dtype_size(p->desc.out_type);
+  k.m = v.m, k.n = v.n, k.k = v.k, k.lda = v.lda, k.ldy = v.ldy;
+  k.a = (uint64_t)(uintptr_t)a->x;
+  k.w = (uint64_t)(uintptr_t)a->w;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.a_scales = (uint64_t)(uintptr_t)a->scales;
+  k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
+  k.bias = (uint64_t)(uintptr_t)a->bias;
+  if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;
+  if (a->bias) k.flags |= BQ_LF_BIAS;
+  if (v.k == 0) k.flags |= BQ_LF_K0;
+  if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
+  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
+  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
+  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
+  const int e = bq__fp8_config(p, v.m), bn = e == BQ__FP8_WGMMA ? 128 : 256;
+  if (e == BQ__FP8_GEMV)
+    return bq__launch(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128, (unsigned)bq__fp8_smem(e), &k, stream);
+  k.tiles_m = (int32_t)((v.m + 127) / 128);
+  k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
+  return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
+}
+BQ__FN bq_status bq__fp8_linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  (void)p;
+  bq__CUresult r = bq__drv.cuFuncSetAttribute(fn, 8, (int)bq__fp8_smem(e));
+  return r ? bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the FP8 GEMM tiles)") : BQ_SUCCESS;
+}
+BQ__FN int bq__fp8_linear_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)d;
+  return e == BQ__FP8_GEMM ? !t->arch_a : t->arch_a;
+}
+
+BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN ? "rowwise" : "tensorwise");
+  if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_linear: desc.granularity (%s) is not offered: BQ_PER_TENSOR "
+                    "(tensorwise) or BQ_PER_TOKEN (rowwise: per token x per channel)", bq__gran_name(d->granularity));
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
+  if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E4M3;
+  if (d->int_type != BQ_E4M3 && d->int_type != BQ_E5M2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_E4M3 or BQ_E5M2 (the "
+                    "activations; the weights are e4m3)", name, (int)d->int_type, bq__dtype_name(d->int_type));
+  if (d->qmin != 0 || d->qmax != 0 || d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.%s (%d) must be 0: FP8 activations have no q-range or zero "
+                    "points", name, d->qmin ? "qmin" : d->qmax ? "qmax" : "asymmetric",
+                    d->qmin ? d->qmin : d->qmax ? d->qmax : d->asymmetric);
+  if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
+                    "desc.float_type is not set either", name);
+  if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+  if (d->out_type != BQ_F32 && d->out_type != BQ_F16 && d->out_type != BQ_BF16)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16", name,
+                    (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->float_type != BQ_DTYPE_DEFAULT && d->float_type != d->out_type)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%s) and desc.out_type (%s) differ: both name the "
+                    "output (set either)", name, bq__dtype_name(d->float_type), bq__dtype_name(d->out_type));
+  d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
+  if (d->scale_type != BQ_F32)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32", name,
+                    (int)in->scale_type, bq__dtype_name(d->scale_type));
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  return BQ_SUCCESS;
+}
+/* tensorwise and rowwise share the kernel: the SKU names it alone */
+BQ__FN void bq__fp8_linear_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  snprintf(buf, n, "fp8_linear.a_%s.w_e4m3.out_%s.scale_f32.mma_m16n8k32%s.%s", bq__dtype_name(d->int_type),
+           bq__dtype_name(d->out_type), t->arch_a ? "+wgmma_m64n128k32" : "", tn);
+}
+BQ__FN int bq__fp8_linear_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 6 || strcmp(tok[0], "fp8_linear")) return 0;
+  bq_dtype a = BQ_DTYPE_DEFAULT, o = BQ_DTYPE_DEFAULT;
+  int ok = !strncmp(tok[1], "a_", 2) && bq__dtype_from_name(tok[1] + 2, &a) && !strcmp(tok[2], "w_e4m3") &&
+           !strncmp(tok[3], "out_", 4) && bq__dtype_from_name(tok[3] + 4, &o) && !strcmp(tok[4], "scale_f32");
+  d->op = BQ_FP8_LINEAR;
+  d->granularity = BQ_PER_TENSOR;
+  if (ok) d->int_type = a, d->out_type = d->float_type = o;
+  return ok;
+}
+/* the enumeration's variants: the activations' type, then the output type */
+BQ__FN void bq__fp8_linear_axes(bq_op op, int *outer, int *inner) {
+  (void)op;
+  *outer = 2, *inner = 3;
+}
+BQ__FN void bq__fp8_linear_vary(bq_desc *in, int outer, int inner) {
+  static const bq_dtype ots[] = {BQ_F32, BQ_F16, BQ_BF16};
+  in->int_type = outer ? BQ_E5M2 : BQ_E4M3;
+  in->out_type = in->float_type = ots[inner];
+  in->qmin = in->qmax = 0;
+  in->asymmetric = 0;
+  in->scale_type = BQ_F32;
+}
+BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
+  (void)d;
+  return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K (32 on "
+         "mma.sync modules) added in order in f32: deterministic and independent of M and the tile; error "
+         "bound in docs/numerics.md; epilogue acc * sa * sw + bias in f32, each step rounded to nearest even, "
+         "RNE to the output type";
+}
+BQ__FN bq_status bq__fp8_linear_plan_setup(bq_plan *p) {
+  p->linear.wgmma = p->target.arch_a;
+  return BQ_SUCCESS;
+}
+
+static const bq__family bq__fp8_linear_family = {
+  {BQ_FP8_LINEAR}, {"fp8_linear"}, "linear",
+  bq__fp8_linear_normalize, NULL, bq__fp8_linear_sku, bq__fp8_linear_from_sku, bq__fp8_linear_axes,
+  bq__fp8_linear_vary, NULL, bq__fp8_linear_guarantee,
+  "linear.cu", bq__text_linear_cu, bq__fp8_linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__fp8_linear_check,
+  bq__no_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
+  {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
+  NULL, bq__fp8_linear_plan_setup, NULL, 89};
 
 /* ==== src/family_rotate.h ================================================================= */
 /* ---- the Hadamard rotation: a block-diagonal Walsh-Hadamard transform along each row ------ */
@@ -6544,14 +6753,14 @@ static const bq__family bq__rotate_family = {
   {{NULL}, {NULL}, {NULL},
    {BQ_ENTRY_NAME(BQ_FN_ROTATE2), BQ_ENTRY_NAME(BQ_FN_ROTATE4), BQ_ENTRY_NAME(BQ_FN_ROTATE8)},
    {NULL}},
-  NULL, NULL, bq__rotate_typical};
+  NULL, NULL, bq__rotate_typical, 0};
 
 /* ==== src/impl_plans.h ==================================================================== */
 /* ---- the families ---------------------------------------------------------------------- */
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
 static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
                                                  &bq__weight_sums_family, &bq__fused_family, &bq__mx_family,
-                                                 &bq__rotate_family};
+                                                 &bq__rotate_family, &bq__fp8_linear_family};
 #define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
@@ -6716,6 +6925,14 @@ BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wg
   if (best < 0)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "sm (%d) is older than every arch NVRTC supports (oldest sm_%d)",
                     sm, oldest);
+  const bq__family *f = bq__family_of(d);
+  if (f && sm < f->min_sm)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s needs compute capability %d.%d or newer (the device is sm_%d)",
+                    bq__op_name(d->op), f->min_sm / 10, f->min_sm % 10, sm);
+  if (f && !(exact && !force_ptx) && best < f->min_sm)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s needs PTX for compute capability %d.%d or newer, and the newest "
+                    "arch NVRTC supports at or below sm_%d is sm_%d", bq__op_name(d->op), f->min_sm / 10,
+                    f->min_sm % 10, sm, best);
   if (exact && !force_ptx) {
     t->arch = sm;
     t->arch_a = wgmma && sm == 90 && bq__family_of(d)->wgmma;
@@ -13327,14 +13544,25 @@ static const char bq__src_linear_cu[] =
   "// for bit. The int32 arithmetic of acc' wraps (unsigned), which is exact whenever the\n"
   "// true value fits, as validation guarantees.\n"
   "//\n"
+  "// FP8 linear layers (BQ_OP_FP8_LINEAR) take the same tiles with e4m3 weights, e4m3 or e5m2\n"
+  "// activations and f32 accumulators; their tensor cores' sums are the hardware's own, so the\n"
+  "// order in which they are formed is fixed instead (see bq_fp8_wgmma):\n"
+  "//\n"
+  "//   acc[m, n]  = sum over 128-element blocks b of K, in order, of P_b[m, n] (f32 adds),\n"
+  "//                P_b = the tensor cores' sum of block b (wgmma modules; mma.sync modules\n"
+  "//                chain every 32 elements into the accumulator)\n"
+  "//   y[m, n]    = Tout(acc * sa * sw + bias)      sa, sw: f32, one each or per row / column\n"
+  "//\n"
   "// Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):\n"
-  "//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; else (BQ_OP_SMOOTHQUANT_LINEAR) the\n"
-  "//              GEMM entry points, which both linear layers share\n"
+  "//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; BQ_OP_FP8_LINEAR: the FP8 tiles\n"
+  "//              (bq_fp8_gemm, bq_fp8_wgmma); else (BQ_OP_SMOOTHQUANT_LINEAR) the GEMM entry\n"
+  "//              points, which both int8 linear layers share\n"
   "//   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16\n"
   "//   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)\n"
   "//   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)\n"
   "//   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64\n"
-  "//              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS\n"
+  "//              and _GEMM_WGMMA from the header's bq__linear_table, BQ_LB_WEIGHT_SUMS, or\n"
+  "//              BQ_LB_FP8_GEMM and BQ_LB_FP8_WGMMA\n"
   "\n"
   "/* kernels_src/linear_abi.h - the linear layers' host/kernel interface (the int8 GEMM with\n"
   "   its dequantizing epilogue, and the weight sums), valid as C and as CUDA C++: their entry\n"
@@ -13353,6 +13581,12 @@ static const char bq__src_linear_cu[] =
   "#define BQ_FN_GEMV64 bq_gemv64         /* of 64 */\n"
   "#define BQ_FN_GEMM_WGMMA bq_gemm_wgmma /* 128 x 256 tiles on wgmma (an sm_90a module) */\n"
   "#define BQ_FN_WEIGHT_SUMS bq_weight_sums\n"
+  "/* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight\n"
+  "   streaming in an sm_90a module (the others trap) */\n"
+  "enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2 };\n"
+  "#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 256 tiles on mma.sync (sm_89, sm_90) */\n"
+  "#define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */\n"
+  "#define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */\n"
   "\n"
   "typedef struct bq_linear_params {\n"
   "  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;\n"
@@ -13362,7 +13596,7 @@ static const char bq__src_linear_cu[] =
   "  int flags;      /* BQ_LF_* */\n"
   "  int tiles_m, tiles_n;\n"
   "} bq_linear_params;\n"
-  "#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale */\n"
+  "#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale (FP8: a_scales[0]) */\n"
   "#define BQ_LF_ZP 2     /* asymmetric activations: subtract zp * wsum[n] */\n"
   "#define BQ_LF_ZP_ROW 4 /* per-token zero points a_zps[m]; else a_zp */\n"
   "#define BQ_LF_BIAS 8   /* add bias[n] */\n"
@@ -13372,6 +13606,7 @@ static const char bq__src_linear_cu[] =
   "#define BQ_LF_K0 128   /* K == 0: y = bias (or 0) */\n"
   "#define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */\n"
   "#define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */\n"
+  "#define BQ_LF_SW_ROW 1024 /* FP8: per-channel weight scales w_scales[n]; else w_scales[0] */\n"
   "#endif\n"
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
@@ -13391,6 +13626,26 @@ static const char bq__src_linear_cu[] =
   "struct bq_row_q { bq_c sa; int zp; };\n"
   "struct bq_col_q { bq_c sw, bias; int wsum; };\n"
   "\n"
+  "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
+  "// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column\n"
+  "static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {\n"
+  "  return bq_row_q{(bq_c)((const float *)p.a_scales)[(p.flags & BQ_LF_SA_ROW) ? m : 0], 0};\n"
+  "}\n"
+  "static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {\n"
+  "  bq_col_q c;\n"
+  "  c.sw = (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];\n"
+  "  c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;\n"
+  "  c.wsum = 0;\n"
+  "  return c;\n"
+  "}\n"
+  "// The epilogue of one output: ((acc * sa) * sw) + bias, each step rounded in f32.\n"
+  "static __device__ __forceinline__ bq_t bq_epilogue(float acc, const bq_row_q &r, const bq_col_q &c, int flags) {\n"
+  "  if (flags & BQ_LF_K0) return bq_from_c((flags & BQ_LF_BIAS) ? c.bias : (bq_c)0);\n"
+  "  bq_c v = bq_mul(bq_mul(acc, r.sa), c.sw);\n"
+  "  if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);\n"
+  "  return bq_from_c(v);\n"
+  "}\n"
+  "#else\n"
   "static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {\n"
   "  bq_row_q r;\n"
   "  if (p.flags & BQ_LF_SA_ROW) r.sa = BQ_ASF32 ? (bq_c)((const float *)p.a_scales)[m] : bq_any_to_c<BQ_WST>(p.a_scales, m);\n"
@@ -13415,6 +13670,7 @@ static const char bq__src_linear_cu[] =
   "  if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);\n"
   "  return bq_from_c(v);\n"
   "}\n"
+  "#endif\n"
   "\n"
   "// Two neighbouring outputs of row m (columns n and n + 1; n + 1 may be past N).\n"
   "static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, bq_i64 m, bq_i64 n, bq_t v0, bq_t v1) {\n"
@@ -13434,6 +13690,21 @@ static const char bq__src_linear_cu[] =
   "// The only inline PTX of this file. (tests/emulator supplies host versions of these under\n"
   "// BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)\n"
   "#ifndef BQ_EMULATED\n"
+  "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
+  "#if BQ_IT == BQ_TYPE_E5M2\n"
+  "#define BQ_MMA_F8 \".e5m2.e4m3\"\n"
+  "#define BQ_MMA_F8_WX \".e4m3.e5m2\" /* weights as A, activations as B */\n"
+  "#else\n"
+  "#define BQ_MMA_F8 \".e4m3.e4m3\"\n"
+  "#define BQ_MMA_F8_WX \".e4m3.e4m3\"\n"
+  "#endif\n"
+  "// FP8: f32 += A (activations, e4m3 or e5m2) x B (e4m3 weights), the int8 fragments' layout\n"
+  "static __device__ __forceinline__ void bq_mma(float (&d)[4], bq_u32 a0, bq_u32 a1, bq_u32 a2, bq_u32 a3, bq_u32 b0, bq_u32 b1) {\n"
+  "  asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32\" BQ_MMA_F8 \".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+  "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+  "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+  "}\n"
+  "#else\n"
   "#if BQ_IT == BQ_TYPE_U8\n"
   "#define BQ_MMA_TYPES \".s32.u8.s8.s32\"\n"
   "#define BQ_MMA_TYPES_WG \".s32.u8.s8\"\n"
@@ -13447,6 +13718,7 @@ static const char bq__src_linear_cu[] =
   "               : \"+r\"(d[0]), \"+r\"(d[1]), \"+r\"(d[2]), \"+r\"(d[3])\n"
   "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
   "}\n"
+  "#endif\n"
   "\n"
   "static __device__ __forceinline__ void bq_ldmatrix4(bq_u32 (&r)[4], bq_u32 addr) {\n"
   "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
@@ -13455,6 +13727,25 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "\n"
   "#if BQ_WGMMA\n"
+  "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
+  "// sm_90a: D[64 x 128] = A[64 x 32] B[128 x 32]^T (+ D when acc), both K-major in shared\n"
+  "// memory; thread t of warp w holds in d[i] row 16 w + t / 4 + 8 ((i / 2) % 2), column\n"
+  "// 8 (i / 4) + 2 (t % 4) + i % 2.\n"
+  "static __device__ __forceinline__ void bq_wgmma_f8(float (&d)[64], bq_u64 da, bq_u64 db, int acc) {\n"
+  "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %66, 0;\\n\"\n"
+  "               \"wgmma.mma_async.sync.aligned.m64n128k32.f32\" BQ_MMA_F8 \" {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\\n}\\n\"\n"
+  "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]), \"+f\"(d[4]), \"+f\"(d[5]), \"+f\"(d[6]), \"+f\"(d[7]), \"+f\"(d[8]), \"+f\"(d[9]), \"+f\"(d[10]), \"+f\"(d[11]), \"+f\"(d[12]), \"+f\"(d[13]), \"+f\"(d[14]), \"+f\"(d[15]), \"+f\"(d[16]), \"+f\"(d[17]), \"+f\"(d[18]), \"+f\"(d[19]), \"+f\"(d[20]), \"+f\"(d[21]), \"+f\"(d[22]), \"+f\"(d[23]), \"+f\"(d[24]), \"+f\"(d[25]), \"+f\"(d[26]), \"+f\"(d[27]), \"+f\"(d[28]), \"+f\"(d[29]), \"+f\"(d[30]), \"+f\"(d[31]), \"+f\"(d[32]), \"+f\"(d[33]), \"+f\"(d[34]), \"+f\"(d[35]), \"+f\"(d[36]), \"+f\"(d[37]), \"+f\"(d[38]), \"+f\"(d[39]), \"+f\"(d[40]), \"+f\"(d[41]), \"+f\"(d[42]), \"+f\"(d[43]), \"+f\"(d[44]), \"+f\"(d[45]), \"+f\"(d[46]), \"+f\"(d[47]), \"+f\"(d[48]), \"+f\"(d[49]), \"+f\"(d[50]), \"+f\"(d[51]), \"+f\"(d[52]), \"+f\"(d[53]), \"+f\"(d[54]), \"+f\"(d[55]), \"+f\"(d[56]), \"+f\"(d[57]), \"+f\"(d[58]), \"+f\"(d[59]), \"+f\"(d[60]), \"+f\"(d[61]), \"+f\"(d[62]), \"+f\"(d[63])\n"
+  "               : \"l\"(da), \"l\"(db), \"r\"(acc));\n"
+  "}\n"
+  "// ... and D[64 x 16] = W[64 x 32] X[16 x 32]^T: the weight-streaming shape, A the weights\n"
+  "// (d[i] as above, i < 8)\n"
+  "static __device__ __forceinline__ void bq_wgmma_f8_n16(float (&d)[8], bq_u64 da, bq_u64 db, int acc) {\n"
+  "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %10, 0;\\n\"\n"
+  "               \"wgmma.mma_async.sync.aligned.m64n16k32.f32\" BQ_MMA_F8_WX \" {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\\n}\\n\"\n"
+  "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]), \"+f\"(d[4]), \"+f\"(d[5]), \"+f\"(d[6]), \"+f\"(d[7])\n"
+  "               : \"l\"(da), \"l\"(db), \"r\"(acc));\n"
+  "}\n"
+  "#else\n"
   "// sm_90a warpgroup MMA: D[64 x 256] (+)= A[64 x 32] B[256 x 32]^T, both K-major in shared\n"
   "// memory behind descriptors; thread t of warp w of the warpgroup holds in d[i] row\n"
   "// 16 w + t / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (t % 4) + i % 2.\n"
@@ -13463,6 +13754,7 @@ static const char bq__src_linear_cu[] =
   "               : \"+r\"(d[0]), \"+r\"(d[1]), \"+r\"(d[2]), \"+r\"(d[3]), \"+r\"(d[4]), \"+r\"(d[5]), \"+r\"(d[6]), \"+r\"(d[7]), \"+r\"(d[8]), \"+r\"(d[9]), \"+r\"(d[10]), \"+r\"(d[11]), \"+r\"(d[12]), \"+r\"(d[13]), \"+r\"(d[14]), \"+r\"(d[15]), \"+r\"(d[16]), \"+r\"(d[17]), \"+r\"(d[18]), \"+r\"(d[19]), \"+r\"(d[20]), \"+r\"(d[21]), \"+r\"(d[22]), \"+r\"(d[23]), \"+r\"(d[24]), \"+r\"(d[25]), \"+r\"(d[26]), \"+r\"(d[27]), \"+r\"(d[28]), \"+r\"(d[29]), \"+r\"(d[30]), \"+r\"(d[31]), \"+r\"(d[32]), \"+r\"(d[33]), \"+r\"(d[34]), \"+r\"(d[35]), \"+r\"(d[36]), \"+r\"(d[37]), \"+r\"(d[38]), \"+r\"(d[39]), \"+r\"(d[40]), \"+r\"(d[41]), \"+r\"(d[42]), \"+r\"(d[43]), \"+r\"(d[44]), \"+r\"(d[45]), \"+r\"(d[46]), \"+r\"(d[47]), \"+r\"(d[48]), \"+r\"(d[49]), \"+r\"(d[50]), \"+r\"(d[51]), \"+r\"(d[52]), \"+r\"(d[53]), \"+r\"(d[54]), \"+r\"(d[55]), \"+r\"(d[56]), \"+r\"(d[57]), \"+r\"(d[58]), \"+r\"(d[59]), \"+r\"(d[60]), \"+r\"(d[61]), \"+r\"(d[62]), \"+r\"(d[63]), \"+r\"(d[64]), \"+r\"(d[65]), \"+r\"(d[66]), \"+r\"(d[67]), \"+r\"(d[68]), \"+r\"(d[69]), \"+r\"(d[70]), \"+r\"(d[71]), \"+r\"(d[72]), \"+r\"(d[73]), \"+r\"(d[74]), \"+r\"(d[75]), \"+r\"(d[76]), \"+r\"(d[77]), \"+r\"(d[78]), \"+r\"(d[79]), \"+r\"(d[80]), \"+r\"(d[81]), \"+r\"(d[82]), \"+r\"(d[83]), \"+r\"(d[84]), \"+r\"(d[85]), \"+r\"(d[86]), \"+r\"(d[87]), \"+r\"(d[88]), \"+r\"(d[89]), \"+r\"(d[90]), \"+r\"(d[91]), \"+r\"(d[92]), \"+r\"(d[93]), \"+r\"(d[94]), \"+r\"(d[95]), \"+r\"(d[96]), \"+r\"(d[97]), \"+r\"(d[98]), \"+r\"(d[99]), \"+r\"(d[100]), \"+r\"(d[101]), \"+r\"(d[102]), \"+r\"(d[103]), \"+r\"(d[104]), \"+r\"(d[105]), \"+r\"(d[106]), \"+r\"(d[107]), \"+r\"(d[108]), \"+r\"(d[109]), \"+r\"(d[110]), \"+r\"(d[111]), \"+r\"(d[112]), \"+r\"(d[113]), \"+r\"(d[114]), \"+r\"(d[115]), \"+r\"(d[116]), \"+r\"(d[117]), \"+r\"(d[118]), \"+r\"(d[119]), \"+r\"(d[120]), \"+r\"(d[121]), \"+r\"(d[122]), \"+r\"(d[123]), \"+r\"(d[124]), \"+r\"(d[125]), \"+r\"(d[126]), \"+r\"(d[127])\n"
   "               : \"l\"(da), \"l\"(db));\n"
   "}\n"
+  "#endif\n"
   "static __device__ __forceinline__ void bq_wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
   "static __device__ __forceinline__ void bq_wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n"
   "template <int N> static __device__ __forceinline__ void bq_wg_wait() {\n"
@@ -13582,38 +13874,51 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "\n"
   "// The tiles' epilogue, through shared memory: the kernel has put its accumulators in `tile`\n"
-  "// (BM x BN int32 at a row pitch of BQ_EP_LD, in the pipeline's stages, which are free by\n"
-  "// then), with the columns' and rows' parameters staged. Each warp takes whole rows, a lane 8\n"
-  "// neighbouring columns, so that y is written in 16-byte pieces (8 elements when y allows)\n"
-  "// and the epilogue is one short loop. (Unrolled over a thread's accumulators it would be a\n"
-  "// large block of instructions, run once per tile and so always from a cold instruction\n"
-  "// cache, which slows a GEMM that follows another module's kernel.)\n"
+  "// (BM x BN of ACC, int32 or f32, at a row pitch of BQ_EP_LD, in the pipeline's stages,\n"
+  "// which are free by then), with the columns' and rows' parameters staged. Each warp takes\n"
+  "// whole rows, a lane BN / 32 neighbouring columns, so that y is written in 8- or 16-byte\n"
+  "// pieces where y allows and the epilogue is one short loop. (Unrolled over a thread's\n"
+  "// accumulators it would be a large block of instructions, run once per tile and so always\n"
+  "// from a cold instruction cache, which slows a GEMM that follows another module's kernel.)\n"
   "#define BQ_EP_LD(BN) ((BN) + 8) // the stores of mma fragments take the fewest wavefronts\n"
-  "template <int BM, int BN>\n"
-  "static __device__ __forceinline__ void bq_tile_epilogue(const bq_linear_params &p, const int *tile, const bq_col_q *cols,\n"
+  "// a lane's accumulators of one row of the tile\n"
+  "static __device__ __forceinline__ void bq_tile_get(const int *t, int (&v)[8]) {\n"
+  "  const uint4 a = *(const uint4 *)t, b = *(const uint4 *)(t + 4);\n"
+  "  v[0] = (int)a.x, v[1] = (int)a.y, v[2] = (int)a.z, v[3] = (int)a.w;\n"
+  "  v[4] = (int)b.x, v[5] = (int)b.y, v[6] = (int)b.z, v[7] = (int)b.w;\n"
+  "}\n"
+  "template <int C> static __device__ __forceinline__ void bq_tile_get(const float *t, float (&v)[C]) {\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < C; i += 4) {\n"
+  "    const float4 a = *(const float4 *)(t + i);\n"
+  "    v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;\n"
+  "  }\n"
+  "}\n"
+  "template <int BM, int BN, typename ACC>\n"
+  "static __device__ __forceinline__ void bq_tile_epilogue(const bq_linear_params &p, const ACC *tile, const bq_col_q *cols,\n"
   "                                                        const bq_row_q *rows, bq_i64 m0, bq_i64 n0) {\n"
-  "  static_assert(BN == 256, \"a lane's 8 columns: 32 lanes cover the tile's width\");\n"
-  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, c0 = 8 * lane;\n"
+  "  constexpr int C = BN / 32; // a lane's columns: 32 lanes cover the tile's width\n"
+  "  static_assert(C == 4 || C == 8, \"a lane's columns fill whole 16-byte reads of the tile\");\n"
+  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, c0 = C * lane;\n"
   "  const bq_i64 n = n0 + c0;\n"
   "  if (n >= p.n) return;\n"
-  "  bq_col_q cq[8];\n"
+  "  bq_col_q cq[C];\n"
   "#pragma unroll\n"
-  "  for (int c = 0; c < 8; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];\n"
-  "  const bool y8 = (p.flags & BQ_LF_Y8) && n + 8 <= p.n;\n"
+  "  for (int c = 0; c < C; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];\n"
+  "  const bool yv = (p.flags & BQ_LF_Y8) && n + C <= p.n; // (y on the 8-element grid: on the C-element one)\n"
   "#pragma unroll 1\n"
   "  for (int r = warp; r < BM && m0 + r < p.m; r += nwarps) {\n"
   "    const bq_row_q rq = rows[r];\n"
-  "    const int *t = tile + r * BQ_EP_LD(BN) + c0;\n"
-  "    const uint4 a = *(const uint4 *)t, b = *(const uint4 *)(t + 4);\n"
-  "    const int v[8] = {(int)a.x, (int)a.y, (int)a.z, (int)a.w, (int)b.x, (int)b.y, (int)b.z, (int)b.w};\n"
-  "    bq_chunk<bq_t, 8> out;\n"
+  "    ACC v[C];\n"
+  "    bq_tile_get(tile + r * BQ_EP_LD(BN) + c0, v);\n"
+  "    bq_chunk<bq_t, C> out;\n"
   "#pragma unroll\n"
-  "    for (int c = 0; c < 8; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);\n"
-  "    if (y8) {\n"
-  "      *(bq_chunk<bq_t, 8> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;\n"
+  "    for (int c = 0; c < C; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);\n"
+  "    if (yv) {\n"
+  "      *(bq_chunk<bq_t, C> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;\n"
   "    } else {\n"
   "#pragma unroll\n"
-  "      for (int c = 0; c < 8; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);\n"
+  "      for (int c = 0; c < C; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);\n"
   "    }\n"
   "  }\n"
   "}\n"
@@ -13624,6 +13929,9 @@ static const char bq__src_linear_cu[] =
   "  u.x = (bq_u32)v0;\n"
   "  u.y = (bq_u32)v1;\n"
   "  *(uint2 *)(tile + r * ld + c) = u;\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_tile_put(float *tile, int ld, int r, int c, float v0, float v1) {\n"
+  "  *(float2 *)(tile + r * ld + c) = make_float2(v0, v1);\n"
   "}\n"
   "\n"
   "// The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns\n"
@@ -13640,7 +13948,7 @@ static const char bq__src_linear_cu[] =
   "// in flight through cp.async.\n"
   "\n"
   "// Accumulators of I x J mma fragments, all zero.\n"
-  "template <int I, int J> static __device__ __forceinline__ void bq_zero(int (&acc)[I][J][4]) {\n"
+  "template <typename ACC, int I, int J> static __device__ __forceinline__ void bq_zero(ACC (&acc)[I][J][4]) {\n"
   "#pragma unroll\n"
   "  for (int i = 0; i < I; i++)\n"
   "#pragma unroll\n"
@@ -13660,8 +13968,8 @@ static const char bq__src_linear_cu[] =
   "\n"
   "// A warp's accumulators into the epilogue's tile: acc[i][j][2 h + e] is row\n"
   "// wm WM + 16 i + lane / 4 + 8 h, column wn WN + 8 j + 2 (lane % 4) + e\n"
-  "template <int BN, int WM, int WN>\n"
-  "static __device__ __forceinline__ void bq_gemm_put(int *tile, const int (&acc)[WM / 16][WN / 8][4], int wm, int wn,\n"
+  "template <int BN, int WM, int WN, typename ACC>\n"
+  "static __device__ __forceinline__ void bq_gemm_put(ACC *tile, const ACC (&acc)[WM / 16][WN / 8][4], int wm, int wn,\n"
   "                                                   int lane) {\n"
   "  constexpr int MT = WM / 16, NT = WN / 8;\n"
   "#pragma unroll\n"
@@ -13674,7 +13982,9 @@ static const char bq__src_linear_cu[] =
   "                    acc[i][j][2 * h], acc[i][j][2 * h + 1]);\n"
   "}\n"
   "\n"
-  "template <int BM, int BN, int WM, int WN, int STAGES>\n"
+  "// ACC: int (int8 operands) or float (FP8, the tensor cores' sums chained in mma.sync's f32\n"
+  "// accumulators, 32 elements of K at a time in order)\n"
+  "template <int BM, int BN, int WM, int WN, int STAGES, typename ACC>\n"
   "static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {\n"
   "  constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;\n"
   "  constexpr int MT = WM / 16, NT = WN / 8, STAGE = (BM + BN) * BQ_BK;\n"
@@ -13691,7 +14001,7 @@ static const char bq__src_linear_cu[] =
   "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
   "  bq_stage_rows(p, rows, m0, tid);\n"
   "\n"
-  "  int acc[MT][NT][4];\n"
+  "  ACC acc[MT][NT][4];\n"
   "  bq_zero(acc);\n"
   "#pragma unroll\n"
   "  for (int s = 0; s < STAGES - 1; s++) {\n"
@@ -13729,7 +14039,7 @@ static const char bq__src_linear_cu[] =
   "\n"
   "  // the epilogue, through a tile in the stages\n"
   "  static_assert(BM * BQ_EP_LD(BN) * 4 <= STAGES * STAGE, \"the epilogue's tile fits in the stages\");\n"
-  "  int *tile = (int *)smem;\n"
+  "  ACC *tile = (ACC *)smem;\n"
   "  bq_gemm_put<BN, WM, WN>(tile, acc, wm, wn, lane);\n"
   "  __syncthreads();\n"
   "  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);\n"
@@ -13742,13 +14052,24 @@ static const char bq__src_linear_cu[] =
   "#if BQ_E_GEMM_LARGE\n"
   "extern \"C\" __global__ void BQ_LB_GEMM_LARGE BQ_FN_GEMM_LARGE(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
-  "  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);\n"
+  "  bq_gemm_tiled<128, 256, 64, 64, 3, int>(p, smem);\n"
+  "}\n"
+  "#endif\n"
+  "// FP8: the same tiles with f32 accumulators (the tensor cores chain each 32 elements of K\n"
+  "// into them; sm_89 and sm_90 modules)\n"
+  "#if BQ_E_FP8_GEMM\n"
+  "extern \"C\" __global__ void BQ_LB_FP8_GEMM BQ_FN_FP8_GEMM(const bq_linear_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  bq_gemm_tiled<128, 256, 64, 64, 3, float>(p, smem);\n"
   "}\n"
   "#endif\n"
   "#else\n"
-  "// an sm_90a module tiles with wgmma only (the host never launches this there)\n"
+  "// an sm_90a module tiles with wgmma only (the host never launches these there)\n"
   "#if BQ_E_GEMM_LARGE\n"
   "extern \"C\" __global__ void BQ_FN_GEMM_LARGE(const bq_linear_params p) { __trap(); }\n"
+  "#endif\n"
+  "#if BQ_E_FP8_GEMM\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_GEMM(const bq_linear_params p) { __trap(); }\n"
   "#endif\n"
   "#endif\n"
   "\n"
@@ -13821,12 +14142,174 @@ static const char bq__src_linear_cu[] =
   "  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);\n"
   "}\n"
   "#endif\n"
+  "\n"
+  "// ---- sm_90a, FP8: the tensor cores' sums promoted to f32 every 128 elements of K -------------------\n"
+  "// 128 x 128 tiles, two warpgroups of 64 x 128. A slice of K (128 elements) is summed by\n"
+  "// four wgmma (the first not adding the accumulator: part starts from zero), waited for,\n"
+  "// then added to acc in f32, slice after slice in order: the rounding of the tensor cores\n"
+  "// (whose FP8 sums keep fewer bits than f32) reaches over 128 products at most, and every\n"
+  "// output is the same sum of the same partial sums whatever tile or M it falls in. Both\n"
+  "// accumulator sets (64 + 64 a thread) would not fit with 256 columns. BQ_F8_STAGES slices\n"
+  "// in flight: each warpgroup waits for its own wgmma every slice, so the copies run ahead.\n"
+  "#define BQ_F8_STAGES 5\n"
+  "#if BQ_E_FP8_WGMMA\n"
+  "extern \"C\" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8_STAGES;\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
+  "  bq_i64 m0, n0;\n"
+  "  bq_tile_of(p, BM, BN, m0, n0);\n"
+  "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
+  "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
+  "  const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);\n"
+  "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
+  "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);\n"
+  "  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);\n"
+  "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
+  "  bq_stage_rows(p, rows, m0, tid);\n"
+  "\n"
+  "  float acc[64], part[64];\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < 64; i++) acc[i] = 0.0f;\n"
+  "#pragma unroll\n"
+  "  for (int s = 0; s < S - 1; s++) {\n"
+  "    if (s < ktiles) copier.load(p, sbase + s * STAGE, m0, n0, s, tid);\n"
+  "    bq_cp_commit();\n"
+  "  }\n"
+  "  for (int kt = 0; kt < ktiles; kt++) {\n"
+  "    bq_cp_wait<S - 2>();    // slice kt has landed\n"
+  "    bq_fence_proxy_async(); // ... and is visible to the tensor cores\n"
+  "    __syncthreads();        // every thread's part of it; both warpgroups are done with slice kt - 1\n"
+  "    if (kt + S - 1 < ktiles) copier.load(p, sbase + ((kt + S - 1) % S) * STAGE, m0, n0, kt + S - 1, tid);\n"
+  "    bq_cp_commit();\n"
+  "    const bq_u32 sa = sbase + (kt % S) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % S) * STAGE + BM * BQ_BK;\n"
+  "    bq_wg_fence();\n"
+  "#pragma unroll\n"
+  "    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);\n"
+  "    bq_wg_commit();\n"
+  "    bq_wg_wait<0>();\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "  }\n"
+  "  bq_cp_wait<0>();\n"
+  "  __syncthreads(); // every copy is done; the staged columns and rows are visible\n"
+  "\n"
+  "  // thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e] row 64 wg + 16 w + lane / 4\n"
+  "  // + 8 h, column 8 j + 2 (lane % 4) + e\n"
+  "  float *tile = (float *)stages;\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BN / 8; j++)\n"
+  "#pragma unroll\n"
+  "    for (int h = 0; h < 2; h++)\n"
+  "      bq_tile_put(tile, BQ_EP_LD(BN), 64 * wg + 16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3), acc[4 * j + 2 * h],\n"
+  "                  acc[4 * j + 2 * h + 1]);\n"
+  "  __syncthreads();\n"
+  "  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);\n"
+  "}\n"
+  "#endif\n"
+  "\n"
+  "// ---- sm_90a, FP8, M <= 64: weight streaming on the same partial sums --------------------------\n"
+  "// The tiles' operands trade places: 64 weight rows are wgmma's A (m64), 16 activation rows\n"
+  "// its B (n16). The tensor cores' sum of a 128-element block does not depend on the\n"
+  "// instruction's shape or on which operand a row is in, so every output is the same sum of\n"
+  "// the same partial sums as in bq_fp8_wgmma (the GPU test checks it bit for bit): a row's\n"
+  "// result does not depend on M. A CTA (one warpgroup) owns 64 output columns and 16 rows of\n"
+  "// x (blockIdx.y: passes of 16 rows, whose weight reads after the first come from L2); K\n"
+  "// streams through BQ_F8V_STAGES stages of 16 + 64 rows of 128 bytes (x's, then w's), each\n"
+  "// filled by every thread, so the weight's bytes in flight keep its SM reading.\n"
+  "#define BQ_F8V_STAGES 8\n"
+  "#if BQ_E_FP8_GEMV\n"
+  "extern \"C\" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_linear_params p) {\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  constexpr int BX = 16, BW = 64, STAGE = (BX + BW) * BQ_BK, S = BQ_F8V_STAGES;\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;\n"
+  "  const bq_i64 n0 = (bq_i64)blockIdx.x * BW, m0 = (bq_i64)blockIdx.y * BX;\n"
+  "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);\n"
+  "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
+  "  // A thread copies chunk tid % 8 of row r = tid / 8 of x's 16 and of rows r + 16 i of w's 64,\n"
+  "  // all at one swizzled offset. With 16-byte aligned operands and whole weight rows, one\n"
+  "  // cp.async a chunk: x's rows past M and the K tail zero-filled (src-size 0); else the\n"
+  "  // bounds-checked copies of the tiles (bq_load_tiles).\n"
+  "  const int r = tid >> 3, cc = tid & 7;\n"
+  "  const bool fast = (p.flags & BQ_LF_A16) && (p.flags & BQ_LF_W16) && n0 + BW <= p.n, xrow = m0 + r < p.m;\n"
+  "  const bq_u8 *xs = (const bq_u8 *)p.a + (xrow ? (m0 + r) * p.lda + cc * 16 : 0);\n"
+  "  const bq_u8 *ws = (const bq_u8 *)p.w + (fast ? (n0 + r) * p.k + cc * 16 : 0);\n"
+  "  const bq_u32 off = r * BQ_BK + ((cc ^ (r & 7)) << 4);\n"
+  "  auto load = [&](int stage, int kt) {\n"
+  "    const bq_u32 d = sbase + stage * STAGE;\n"
+  "    if (!fast) {\n"
+  "      bq_load_tiles<BX, BW, 128>(p, d, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w, p.flags & BQ_LF_A16,\n"
+  "                                 p.flags & BQ_LF_W16);\n"
+  "      return;\n"
+  "    }\n"
+  "    const bool in_k = (bq_i64)kt * BQ_BK + cc * 16 < p.k; // (K is a multiple of 16 here)\n"
+  "    const bq_i64 k0 = (bq_i64)kt * BQ_BK;\n"
+  "    bq_cp_async16(d + off, xrow && in_k ? (const void *)(xs + k0) : (const void *)ws, xrow && in_k ? 16 : 0);\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < BW / 16; i++)\n"
+  "      bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK, in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws,\n"
+  "                    in_k ? 16 : 0);\n"
+  "  };\n"
+  "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
+  "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);\n"
+  "  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);\n"
+  "  bq_stage_cols<BW>(p, cols, n0, tid);\n"
+  "  bq_stage_rows(p, rows, m0, tid);\n"
+  "\n"
+  "  float acc[8], part[8];\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < 8; i++) acc[i] = 0.0f;\n"
+  "#pragma unroll\n"
+  "  for (int s = 0; s < S - 1; s++) {\n"
+  "    if (s < ktiles) load(s, s);\n"
+  "    bq_cp_commit();\n"
+  "  }\n"
+  "  for (int kt = 0; kt < ktiles; kt++) {\n"
+  "    bq_cp_wait<S - 2>();\n"
+  "    bq_fence_proxy_async();\n"
+  "    __syncthreads(); // slice kt has landed; slice kt - 1's wgmma are done (waited below)\n"
+  "    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1);\n"
+  "    bq_cp_commit();\n"
+  "    const bq_u32 sx = sbase + (kt % S) * STAGE, sw = sx + BX * BQ_BK;\n"
+  "    bq_wg_fence();\n"
+  "#pragma unroll\n"
+  "    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8_n16(part, bq_wg_desc(sw + ks * 32), bq_wg_desc(sx + ks * 32), ks);\n"
+  "    bq_wg_commit();\n"
+  "    bq_wg_wait<0>();\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "  }\n"
+  "  bq_cp_wait<0>();\n"
+  "  __syncthreads(); // every copy is done; the staged columns and rows are visible\n"
+  "\n"
+  "  // thread (w, lane) holds in acc[i] column (weight row) 16 w + lane / 4 + 8 ((i / 2) % 2) of\n"
+  "  // row (of x) 8 (i / 4) + 2 (lane % 4) + i % 2: through a [16][64 + 4] tile in the stages,\n"
+  "  // then a thread a column, rows in turn, each warp's stores 32 neighbouring outputs\n"
+  "  float *tile = (float *)stages;\n"
+  "#pragma unroll\n"
+  "  for (int i = 0; i < 8; i++)\n"
+  "    tile[(8 * (i / 4) + 2 * (lane & 3) + (i & 1)) * (BW + 4) + 16 * w + (lane >> 2) + 8 * ((i / 2) & 1)] = acc[i];\n"
+  "  __syncthreads();\n"
+  "  const int c = tid & (BW - 1);\n"
+  "  if (n0 + c < p.n)\n"
+  "#pragma unroll 1\n"
+  "    for (int xr = tid / BW; xr < BX && m0 + xr < p.m; xr += 128 / BW)\n"
+  "      ((bq_t *)p.y)[(m0 + xr) * p.ldy + n0 + c] = bq_epilogue(tile[xr * (BW + 4) + c], rows[xr], cols[c], p.flags);\n"
+  "}\n"
+  "#endif\n"
   "#else\n"
   "#if BQ_E_GEMM_WGMMA\n"
   "extern \"C\" __global__ void BQ_FN_GEMM_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
   "#endif\n"
+  "#if BQ_E_FP8_WGMMA\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
+  "#if BQ_E_FP8_GEMV\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_GEMV(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
   "#endif\n"
   "\n"
+  "#if BQ_OP != BQ_OP_FP8_LINEAR\n"
   "// ---- M <= 64: weight streaming ----------------------------------------------------------------------\n"
   "// A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows. The weight is read\n"
   "// once, from memory, and sets the time; the activations (M x K bytes) are read by every CTA,\n"
@@ -14049,6 +14532,7 @@ static const char bq__src_linear_cu[] =
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  bq_gemv_body<4>(p, smem);\n"
   "}\n"
+  "#endif\n"
   "#endif\n"
   "\n"
   "#else\n"

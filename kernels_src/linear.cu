@@ -11,14 +11,25 @@
 // for bit. The int32 arithmetic of acc' wraps (unsigned), which is exact whenever the
 // true value fits, as validation guarantees.
 //
+// FP8 linear layers (BQ_OP_FP8_LINEAR) take the same tiles with e4m3 weights, e4m3 or e5m2
+// activations and f32 accumulators; their tensor cores' sums are the hardware's own, so the
+// order in which they are formed is fixed instead (see bq_fp8_wgmma):
+//
+//   acc[m, n]  = sum over 128-element blocks b of K, in order, of P_b[m, n] (f32 adds),
+//                P_b = the tensor cores' sum of block b (wgmma modules; mma.sync modules
+//                chain every 32 elements into the accumulator)
+//   y[m, n]    = Tout(acc * sa * sw + bias)      sa, sw: f32, one each or per row / column
+//
 // Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):
-//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; else (BQ_OP_SMOOTHQUANT_LINEAR) the
-//              GEMM entry points, which both linear layers share
+//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; BQ_OP_FP8_LINEAR: the FP8 tiles
+//              (bq_fp8_gemm, bq_fp8_wgmma); else (BQ_OP_SMOOTHQUANT_LINEAR) the GEMM entry
+//              points, which both int8 linear layers share
 //   BQ_WST     weight-scale (and per-token activation-scale) type: BQ_TYPE_F32, _F64, _F16, _BF16
 //   BQ_ASF32   1: per-token activation scales are f32 whatever BQ_WST says (QuantizedLinear)
 //   BQ_WGMMA   1: an sm_90a module, whose tiles are wgmma's (bq_gemm_wgmma; bq_gemm_large traps)
 //   BQ_LB_*    each entry point's __launch_bounds__: BQ_LB_GEMM_LARGE, _GEMV, _GEMV32, _GEMV64
-//              and _GEMM_WGMMA from the header's bq__linear_table, or BQ_LB_WEIGHT_SUMS
+//              and _GEMM_WGMMA from the header's bq__linear_table, BQ_LB_WEIGHT_SUMS, or
+//              BQ_LB_FP8_GEMM and BQ_LB_FP8_WGMMA
 
 #include "linear_abi.h" // the entry points, parameter block and flags, which the host compiles too
 
@@ -39,6 +50,26 @@ static __device__ __forceinline__ bq_c bq_int_to_c(int v) { return __int2float_r
 struct bq_row_q { bq_c sa; int zp; };
 struct bq_col_q { bq_c sw, bias; int wsum; };
 
+#if BQ_OP == BQ_OP_FP8_LINEAR
+// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column
+static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
+  return bq_row_q{(bq_c)((const float *)p.a_scales)[(p.flags & BQ_LF_SA_ROW) ? m : 0], 0};
+}
+static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {
+  bq_col_q c;
+  c.sw = (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];
+  c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;
+  c.wsum = 0;
+  return c;
+}
+// The epilogue of one output: ((acc * sa) * sw) + bias, each step rounded in f32.
+static __device__ __forceinline__ bq_t bq_epilogue(float acc, const bq_row_q &r, const bq_col_q &c, int flags) {
+  if (flags & BQ_LF_K0) return bq_from_c((flags & BQ_LF_BIAS) ? c.bias : (bq_c)0);
+  bq_c v = bq_mul(bq_mul(acc, r.sa), c.sw);
+  if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);
+  return bq_from_c(v);
+}
+#else
 static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
   bq_row_q r;
   if (p.flags & BQ_LF_SA_ROW) r.sa = BQ_ASF32 ? (bq_c)((const float *)p.a_scales)[m] : bq_any_to_c<BQ_WST>(p.a_scales, m);
@@ -63,6 +94,7 @@ static __device__ __forceinline__ bq_t bq_epilogue(int acc, const bq_row_q &r, c
   if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);
   return bq_from_c(v);
 }
+#endif
 
 // Two neighbouring outputs of row m (columns n and n + 1; n + 1 may be past N).
 static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, bq_i64 m, bq_i64 n, bq_t v0, bq_t v1) {
@@ -82,6 +114,21 @@ static __device__ __forceinline__ void bq_store_pair(const bq_linear_params &p, 
 // The only inline PTX of this file. (tests/emulator supplies host versions of these under
 // BQ_EMULATED, to run this file on the CPU; NVRTC never sees that.)
 #ifndef BQ_EMULATED
+#if BQ_OP == BQ_OP_FP8_LINEAR
+#if BQ_IT == BQ_TYPE_E5M2
+#define BQ_MMA_F8 ".e5m2.e4m3"
+#define BQ_MMA_F8_WX ".e4m3.e5m2" /* weights as A, activations as B */
+#else
+#define BQ_MMA_F8 ".e4m3.e4m3"
+#define BQ_MMA_F8_WX ".e4m3.e4m3"
+#endif
+// FP8: f32 += A (activations, e4m3 or e5m2) x B (e4m3 weights), the int8 fragments' layout
+static __device__ __forceinline__ void bq_mma(float (&d)[4], bq_u32 a0, bq_u32 a1, bq_u32 a2, bq_u32 a3, bq_u32 b0, bq_u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32" BQ_MMA_F8 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#else
 #if BQ_IT == BQ_TYPE_U8
 #define BQ_MMA_TYPES ".s32.u8.s8.s32"
 #define BQ_MMA_TYPES_WG ".s32.u8.s8"
@@ -95,6 +142,7 @@ static __device__ __forceinline__ void bq_mma(int (&d)[4], bq_u32 a0, bq_u32 a1,
                : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+#endif
 
 static __device__ __forceinline__ void bq_ldmatrix4(bq_u32 (&r)[4], bq_u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -103,6 +151,25 @@ static __device__ __forceinline__ void bq_ldmatrix4(bq_u32 (&r)[4], bq_u32 addr)
 }
 
 #if BQ_WGMMA
+#if BQ_OP == BQ_OP_FP8_LINEAR
+// sm_90a: D[64 x 128] = A[64 x 32] B[128 x 32]^T (+ D when acc), both K-major in shared
+// memory; thread t of warp w holds in d[i] row 16 w + t / 4 + 8 ((i / 2) % 2), column
+// 8 (i / 4) + 2 (t % 4) + i % 2.
+static __device__ __forceinline__ void bq_wgmma_f8(float (&d)[64], bq_u64 da, bq_u64 db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32" BQ_MMA_F8 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(acc));
+}
+// ... and D[64 x 16] = W[64 x 32] X[16 x 32]^T: the weight-streaming shape, A the weights
+// (d[i] as above, i < 8)
+static __device__ __forceinline__ void bq_wgmma_f8_n16(float (&d)[8], bq_u64 da, bq_u64 db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k32.f32" BQ_MMA_F8_WX " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(da), "l"(db), "r"(acc));
+}
+#else
 // sm_90a warpgroup MMA: D[64 x 256] (+)= A[64 x 32] B[256 x 32]^T, both K-major in shared
 // memory behind descriptors; thread t of warp w of the warpgroup holds in d[i] row
 // 16 w + t / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (t % 4) + i % 2.
@@ -111,6 +178,7 @@ static __device__ __forceinline__ void bq_wgmma(int (&d)[128], bq_u64 da, bq_u64
                : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
                : "l"(da), "l"(db));
 }
+#endif
 static __device__ __forceinline__ void bq_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void bq_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> static __device__ __forceinline__ void bq_wg_wait() {
@@ -230,38 +298,51 @@ static __device__ __forceinline__ void bq_stage_rows(const bq_linear_params &p, 
 }
 
 // The tiles' epilogue, through shared memory: the kernel has put its accumulators in `tile`
-// (BM x BN int32 at a row pitch of BQ_EP_LD, in the pipeline's stages, which are free by
-// then), with the columns' and rows' parameters staged. Each warp takes whole rows, a lane 8
-// neighbouring columns, so that y is written in 16-byte pieces (8 elements when y allows)
-// and the epilogue is one short loop. (Unrolled over a thread's accumulators it would be a
-// large block of instructions, run once per tile and so always from a cold instruction
-// cache, which slows a GEMM that follows another module's kernel.)
+// (BM x BN of ACC, int32 or f32, at a row pitch of BQ_EP_LD, in the pipeline's stages,
+// which are free by then), with the columns' and rows' parameters staged. Each warp takes
+// whole rows, a lane BN / 32 neighbouring columns, so that y is written in 8- or 16-byte
+// pieces where y allows and the epilogue is one short loop. (Unrolled over a thread's
+// accumulators it would be a large block of instructions, run once per tile and so always
+// from a cold instruction cache, which slows a GEMM that follows another module's kernel.)
 #define BQ_EP_LD(BN) ((BN) + 8) // the stores of mma fragments take the fewest wavefronts
-template <int BM, int BN>
-static __device__ __forceinline__ void bq_tile_epilogue(const bq_linear_params &p, const int *tile, const bq_col_q *cols,
+// a lane's accumulators of one row of the tile
+static __device__ __forceinline__ void bq_tile_get(const int *t, int (&v)[8]) {
+  const uint4 a = *(const uint4 *)t, b = *(const uint4 *)(t + 4);
+  v[0] = (int)a.x, v[1] = (int)a.y, v[2] = (int)a.z, v[3] = (int)a.w;
+  v[4] = (int)b.x, v[5] = (int)b.y, v[6] = (int)b.z, v[7] = (int)b.w;
+}
+template <int C> static __device__ __forceinline__ void bq_tile_get(const float *t, float (&v)[C]) {
+#pragma unroll
+  for (int i = 0; i < C; i += 4) {
+    const float4 a = *(const float4 *)(t + i);
+    v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
+  }
+}
+template <int BM, int BN, typename ACC>
+static __device__ __forceinline__ void bq_tile_epilogue(const bq_linear_params &p, const ACC *tile, const bq_col_q *cols,
                                                         const bq_row_q *rows, bq_i64 m0, bq_i64 n0) {
-  static_assert(BN == 256, "a lane's 8 columns: 32 lanes cover the tile's width");
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, c0 = 8 * lane;
+  constexpr int C = BN / 32; // a lane's columns: 32 lanes cover the tile's width
+  static_assert(C == 4 || C == 8, "a lane's columns fill whole 16-byte reads of the tile");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, c0 = C * lane;
   const bq_i64 n = n0 + c0;
   if (n >= p.n) return;
-  bq_col_q cq[8];
+  bq_col_q cq[C];
 #pragma unroll
-  for (int c = 0; c < 8; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];
-  const bool y8 = (p.flags & BQ_LF_Y8) && n + 8 <= p.n;
+  for (int c = 0; c < C; c++) cq[c] = n + c < p.n ? cols[c0 + c] : cols[c0];
+  const bool yv = (p.flags & BQ_LF_Y8) && n + C <= p.n; // (y on the 8-element grid: on the C-element one)
 #pragma unroll 1
   for (int r = warp; r < BM && m0 + r < p.m; r += nwarps) {
     const bq_row_q rq = rows[r];
-    const int *t = tile + r * BQ_EP_LD(BN) + c0;
-    const uint4 a = *(const uint4 *)t, b = *(const uint4 *)(t + 4);
-    const int v[8] = {(int)a.x, (int)a.y, (int)a.z, (int)a.w, (int)b.x, (int)b.y, (int)b.z, (int)b.w};
-    bq_chunk<bq_t, 8> out;
+    ACC v[C];
+    bq_tile_get(tile + r * BQ_EP_LD(BN) + c0, v);
+    bq_chunk<bq_t, C> out;
 #pragma unroll
-    for (int c = 0; c < 8; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);
-    if (y8) {
-      *(bq_chunk<bq_t, 8> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;
+    for (int c = 0; c < C; c++) out.e[c] = bq_epilogue(v[c], rq, cq[c], p.flags);
+    if (yv) {
+      *(bq_chunk<bq_t, C> *)((bq_t *)p.y + (m0 + r) * p.ldy + n) = out;
     } else {
 #pragma unroll
-      for (int c = 0; c < 8; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);
+      for (int c = 0; c < C; c += 2) bq_store_pair(p, m0 + r, n + c, out.e[c], out.e[c + 1]);
     }
   }
 }
@@ -272,6 +353,9 @@ static __device__ __forceinline__ void bq_tile_put(int *tile, int ld, int r, int
   u.x = (bq_u32)v0;
   u.y = (bq_u32)v1;
   *(uint2 *)(tile + r * ld + c) = u;
+}
+static __device__ __forceinline__ void bq_tile_put(float *tile, int ld, int r, int c, float v0, float v1) {
+  *(float2 *)(tile + r * ld + c) = make_float2(v0, v1);
 }
 
 // The tile a CTA computes: tiles in groups of 8 tile-rows that walk the tile-columns
@@ -288,7 +372,7 @@ static __device__ __forceinline__ void bq_tile_of(const bq_linear_params &p, int
 // in flight through cp.async.
 
 // Accumulators of I x J mma fragments, all zero.
-template <int I, int J> static __device__ __forceinline__ void bq_zero(int (&acc)[I][J][4]) {
+template <typename ACC, int I, int J> static __device__ __forceinline__ void bq_zero(ACC (&acc)[I][J][4]) {
 #pragma unroll
   for (int i = 0; i < I; i++)
 #pragma unroll
@@ -308,8 +392,8 @@ static __device__ __forceinline__ void bq_frags_a(bq_u32 (&af)[WM / 16][4], bq_u
 
 // A warp's accumulators into the epilogue's tile: acc[i][j][2 h + e] is row
 // wm WM + 16 i + lane / 4 + 8 h, column wn WN + 8 j + 2 (lane % 4) + e
-template <int BN, int WM, int WN>
-static __device__ __forceinline__ void bq_gemm_put(int *tile, const int (&acc)[WM / 16][WN / 8][4], int wm, int wn,
+template <int BN, int WM, int WN, typename ACC>
+static __device__ __forceinline__ void bq_gemm_put(ACC *tile, const ACC (&acc)[WM / 16][WN / 8][4], int wm, int wn,
                                                    int lane) {
   constexpr int MT = WM / 16, NT = WN / 8;
 #pragma unroll
@@ -322,7 +406,9 @@ static __device__ __forceinline__ void bq_gemm_put(int *tile, const int (&acc)[W
                     acc[i][j][2 * h], acc[i][j][2 * h + 1]);
 }
 
-template <int BM, int BN, int WM, int WN, int STAGES>
+// ACC: int (int8 operands) or float (FP8, the tensor cores' sums chained in mma.sync's f32
+// accumulators, 32 elements of K at a time in order)
+template <int BM, int BN, int WM, int WN, int STAGES, typename ACC>
 static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
   constexpr int MT = WM / 16, NT = WN / 8, STAGE = (BM + BN) * BQ_BK;
@@ -339,7 +425,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   bq_stage_cols<BN>(p, cols, n0, tid);
   bq_stage_rows(p, rows, m0, tid);
 
-  int acc[MT][NT][4];
+  ACC acc[MT][NT][4];
   bq_zero(acc);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; s++) {
@@ -377,7 +463,7 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 
   // the epilogue, through a tile in the stages
   static_assert(BM * BQ_EP_LD(BN) * 4 <= STAGES * STAGE, "the epilogue's tile fits in the stages");
-  int *tile = (int *)smem;
+  ACC *tile = (ACC *)smem;
   bq_gemm_put<BN, WM, WN>(tile, acc, wm, wn, lane);
   __syncthreads();
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
@@ -390,13 +476,24 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 #if BQ_E_GEMM_LARGE
 extern "C" __global__ void BQ_LB_GEMM_LARGE BQ_FN_GEMM_LARGE(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
-  bq_gemm_tiled<128, 256, 64, 64, 3>(p, smem);
+  bq_gemm_tiled<128, 256, 64, 64, 3, int>(p, smem);
+}
+#endif
+// FP8: the same tiles with f32 accumulators (the tensor cores chain each 32 elements of K
+// into them; sm_89 and sm_90 modules)
+#if BQ_E_FP8_GEMM
+extern "C" __global__ void BQ_LB_FP8_GEMM BQ_FN_FP8_GEMM(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  bq_gemm_tiled<128, 256, 64, 64, 3, float>(p, smem);
 }
 #endif
 #else
-// an sm_90a module tiles with wgmma only (the host never launches this there)
+// an sm_90a module tiles with wgmma only (the host never launches these there)
 #if BQ_E_GEMM_LARGE
 extern "C" __global__ void BQ_FN_GEMM_LARGE(const bq_linear_params p) { __trap(); }
+#endif
+#if BQ_E_FP8_GEMM
+extern "C" __global__ void BQ_FN_FP8_GEMM(const bq_linear_params p) { __trap(); }
 #endif
 #endif
 
@@ -469,12 +566,174 @@ extern "C" __global__ void BQ_LB_GEMM_WGMMA BQ_FN_GEMM_WGMMA(const bq_linear_par
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
 #endif
+
+// ---- sm_90a, FP8: the tensor cores' sums promoted to f32 every 128 elements of K -------------------
+// 128 x 128 tiles, two warpgroups of 64 x 128. A slice of K (128 elements) is summed by
+// four wgmma (the first not adding the accumulator: part starts from zero), waited for,
+// then added to acc in f32, slice after slice in order: the rounding of the tensor cores
+// (whose FP8 sums keep fewer bits than f32) reaches over 128 products at most, and every
+// output is the same sum of the same partial sums whatever tile or M it falls in. Both
+// accumulator sets (64 + 64 a thread) would not fit with 256 columns. BQ_F8_STAGES slices
+// in flight: each warpgroup waits for its own wgmma every slice, so the copies run ahead.
+#define BQ_F8_STAGES 5
+#if BQ_E_FP8_WGMMA
+extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8_STAGES;
+  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
+  bq_i64 m0, n0;
+  bq_tile_of(p, BM, BN, m0, n0);
+  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
+  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
+  const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);
+  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
+  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);
+  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
+  bq_stage_cols<BN>(p, cols, n0, tid);
+  bq_stage_rows(p, rows, m0, tid);
+
+  float acc[64], part[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < S - 1; s++) {
+    if (s < ktiles) copier.load(p, sbase + s * STAGE, m0, n0, s, tid);
+    bq_cp_commit();
+  }
+  for (int kt = 0; kt < ktiles; kt++) {
+    bq_cp_wait<S - 2>();    // slice kt has landed
+    bq_fence_proxy_async(); // ... and is visible to the tensor cores
+    __syncthreads();        // every thread's part of it; both warpgroups are done with slice kt - 1
+    if (kt + S - 1 < ktiles) copier.load(p, sbase + ((kt + S - 1) % S) * STAGE, m0, n0, kt + S - 1, tid);
+    bq_cp_commit();
+    const bq_u32 sa = sbase + (kt % S) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % S) * STAGE + BM * BQ_BK;
+    bq_wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);
+    bq_wg_commit();
+    bq_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+  }
+  bq_cp_wait<0>();
+  __syncthreads(); // every copy is done; the staged columns and rows are visible
+
+  // thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e] row 64 wg + 16 w + lane / 4
+  // + 8 h, column 8 j + 2 (lane % 4) + e
+  float *tile = (float *)stages;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      bq_tile_put(tile, BQ_EP_LD(BN), 64 * wg + 16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3), acc[4 * j + 2 * h],
+                  acc[4 * j + 2 * h + 1]);
+  __syncthreads();
+  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
+}
+#endif
+
+// ---- sm_90a, FP8, M <= 64: weight streaming on the same partial sums --------------------------
+// The tiles' operands trade places: 64 weight rows are wgmma's A (m64), 16 activation rows
+// its B (n16). The tensor cores' sum of a 128-element block does not depend on the
+// instruction's shape or on which operand a row is in, so every output is the same sum of
+// the same partial sums as in bq_fp8_wgmma (the GPU test checks it bit for bit): a row's
+// result does not depend on M. A CTA (one warpgroup) owns 64 output columns and 16 rows of
+// x (blockIdx.y: passes of 16 rows, whose weight reads after the first come from L2); K
+// streams through BQ_F8V_STAGES stages of 16 + 64 rows of 128 bytes (x's, then w's), each
+// filled by every thread, so the weight's bytes in flight keep its SM reading.
+#define BQ_F8V_STAGES 8
+#if BQ_E_FP8_GEMV
+extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_linear_params p) {
+  BQ_DYNAMIC_SMEM(smem);
+  constexpr int BX = 16, BW = 64, STAGE = (BX + BW) * BQ_BK, S = BQ_F8V_STAGES;
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const bq_i64 n0 = (bq_i64)blockIdx.x * BW, m0 = (bq_i64)blockIdx.y * BX;
+  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK);
+  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
+  // A thread copies chunk tid % 8 of row r = tid / 8 of x's 16 and of rows r + 16 i of w's 64,
+  // all at one swizzled offset. With 16-byte aligned operands and whole weight rows, one
+  // cp.async a chunk: x's rows past M and the K tail zero-filled (src-size 0); else the
+  // bounds-checked copies of the tiles (bq_load_tiles).
+  const int r = tid >> 3, cc = tid & 7;
+  const bool fast = (p.flags & BQ_LF_A16) && (p.flags & BQ_LF_W16) && n0 + BW <= p.n, xrow = m0 + r < p.m;
+  const bq_u8 *xs = (const bq_u8 *)p.a + (xrow ? (m0 + r) * p.lda + cc * 16 : 0);
+  const bq_u8 *ws = (const bq_u8 *)p.w + (fast ? (n0 + r) * p.k + cc * 16 : 0);
+  const bq_u32 off = r * BQ_BK + ((cc ^ (r & 7)) << 4);
+  auto load = [&](int stage, int kt) {
+    const bq_u32 d = sbase + stage * STAGE;
+    if (!fast) {
+      bq_load_tiles<BX, BW, 128>(p, d, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w, p.flags & BQ_LF_A16,
+                                 p.flags & BQ_LF_W16);
+      return;
+    }
+    const bool in_k = (bq_i64)kt * BQ_BK + cc * 16 < p.k; // (K is a multiple of 16 here)
+    const bq_i64 k0 = (bq_i64)kt * BQ_BK;
+    bq_cp_async16(d + off, xrow && in_k ? (const void *)(xs + k0) : (const void *)ws, xrow && in_k ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < BW / 16; i++)
+      bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK, in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws,
+                    in_k ? 16 : 0);
+  };
+  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
+  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);
+  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
+  bq_stage_cols<BW>(p, cols, n0, tid);
+  bq_stage_rows(p, rows, m0, tid);
+
+  float acc[8], part[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < S - 1; s++) {
+    if (s < ktiles) load(s, s);
+    bq_cp_commit();
+  }
+  for (int kt = 0; kt < ktiles; kt++) {
+    bq_cp_wait<S - 2>();
+    bq_fence_proxy_async();
+    __syncthreads(); // slice kt has landed; slice kt - 1's wgmma are done (waited below)
+    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1);
+    bq_cp_commit();
+    const bq_u32 sx = sbase + (kt % S) * STAGE, sw = sx + BX * BQ_BK;
+    bq_wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8_n16(part, bq_wg_desc(sw + ks * 32), bq_wg_desc(sx + ks * 32), ks);
+    bq_wg_commit();
+    bq_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+  }
+  bq_cp_wait<0>();
+  __syncthreads(); // every copy is done; the staged columns and rows are visible
+
+  // thread (w, lane) holds in acc[i] column (weight row) 16 w + lane / 4 + 8 ((i / 2) % 2) of
+  // row (of x) 8 (i / 4) + 2 (lane % 4) + i % 2: through a [16][64 + 4] tile in the stages,
+  // then a thread a column, rows in turn, each warp's stores 32 neighbouring outputs
+  float *tile = (float *)stages;
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    tile[(8 * (i / 4) + 2 * (lane & 3) + (i & 1)) * (BW + 4) + 16 * w + (lane >> 2) + 8 * ((i / 2) & 1)] = acc[i];
+  __syncthreads();
+  const int c = tid & (BW - 1);
+  if (n0 + c < p.n)
+#pragma unroll 1
+    for (int xr = tid / BW; xr < BX && m0 + xr < p.m; xr += 128 / BW)
+      ((bq_t *)p.y)[(m0 + xr) * p.ldy + n0 + c] = bq_epilogue(tile[xr * (BW + 4) + c], rows[xr], cols[c], p.flags);
+}
+#endif
 #else
 #if BQ_E_GEMM_WGMMA
 extern "C" __global__ void BQ_FN_GEMM_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module
 #endif
+#if BQ_E_FP8_WGMMA
+extern "C" __global__ void BQ_FN_FP8_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
+#if BQ_E_FP8_GEMV
+extern "C" __global__ void BQ_FN_FP8_GEMV(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
 #endif
 
+#if BQ_OP != BQ_OP_FP8_LINEAR
 // ---- M <= 64: weight streaming ----------------------------------------------------------------------
 // A CTA owns 16 output columns (two n8 tiles) for MT m16 tiles of rows. The weight is read
 // once, from memory, and sets the time; the activations (M x K bytes) are read by every CTA,
@@ -697,6 +956,7 @@ extern "C" __global__ void BQ_LB_GEMV64 BQ_FN_GEMV64(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
   bq_gemv_body<4>(p, smem);
 }
+#endif
 #endif
 
 #else

@@ -16,6 +16,12 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 #define BQ_FN_GEMV64 bq_gemv64         /* of 64 */
 #define BQ_FN_GEMM_WGMMA bq_gemm_wgmma /* 128 x 256 tiles on wgmma (an sm_90a module) */
 #define BQ_FN_WEIGHT_SUMS bq_weight_sums
+/* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight
+   streaming in an sm_90a module (the others trap) */
+enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2 };
+#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 256 tiles on mma.sync (sm_89, sm_90) */
+#define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */
+#define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */
 
 typedef struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
@@ -25,7 +31,7 @@ typedef struct bq_linear_params {
   int flags;      /* BQ_LF_* */
   int tiles_m, tiles_n;
 } bq_linear_params;
-#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale */
+#define BQ_LF_SA_ROW 1 /* per-token activation scales a_scales[m]; else a_scale (FP8: a_scales[0]) */
 #define BQ_LF_ZP 2     /* asymmetric activations: subtract zp * wsum[n] */
 #define BQ_LF_ZP_ROW 4 /* per-token zero points a_zps[m]; else a_zp */
 #define BQ_LF_BIAS 8   /* add bias[n] */
@@ -35,4 +41,5 @@ typedef struct bq_linear_params {
 #define BQ_LF_K0 128   /* K == 0: y = bias (or 0) */
 #define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */
 #define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */
+#define BQ_LF_SW_ROW 1024 /* FP8: per-channel weight scales w_scales[n]; else w_scales[0] */
 #endif

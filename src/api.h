@@ -188,6 +188,25 @@
      kernel runs, streams the weight, and waits for that kernel before it reads the
      activations (BARACUDA_QUANT_PDL=0 turns this off).
 
+   FP8 LINEAR LAYERS: y[M, N] = x[M, K] W^T (+ bias) on FP8 tensor cores (sm_89 and later;
+     an older device's select is BQ_ERROR_NOT_SUPPORTED)
+     BQ_FP8_LINEAR  x FP8 [M, K] (desc.int_type BQ_E4M3, the default, or BQ_E5M2), W e4m3
+                    [N, K]; out_type or float_type names the output: BQ_F32, BQ_F16 or
+                    BQ_BF16 (the bias's type too); scale_type BQ_F32 (the default).
+                    granularity BQ_PER_TENSOR (the default, "tensorwise": args.scales and
+                    args.w_scales each one f32 on the device) or BQ_PER_TOKEN ("rowwise":
+                    args.scales[M] per token, args.w_scales[N] per output channel).
+     args: rows = M, cols = K, n = N, x (x_row_stride), y (y_row_stride), w, scales,
+     w_scales, bias (or NULL). The tensor cores' FP8 sums are not IEEE f32 sums, so the
+     result is not the CPU reference's bit for bit; what holds: acc is the sum, in order and
+     in f32, of one partial sum per 128 elements of K (on sm_90a; mma.sync modules chain
+     every 32 into the f32 accumulator), so it is deterministic and the same for a row
+     whatever M or the tile it falls in; |acc - exact| stays within docs/numerics.md's
+     bound; y = Tout((acc * sa) * sw + bias), each step rounded to nearest even in f32.
+     On sm_90 (an sm_90a module): M <= 64 streams the weight (wgmma m64n16k32, 64 output
+     columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma m64n128k32),
+     both on the same partial sums; elsewhere 128 x 256 mma.sync tiles take every M.
+
    FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
      BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
                           written back to residual (which may be x itself), else h = x;
@@ -388,7 +407,8 @@ typedef enum bq_op {
   BQ_LINEAR_WEIGHT_SUMS, /* y[n] = sum_k w[n, k] (int32), once per weight, for asymmetric x */
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
   BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
-  BQ_HADAMARD           /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
+  BQ_HADAMARD,          /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
+  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor or per row and column */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */

@@ -698,5 +698,5 @@ static const bq__family bq__fused_family = {
   bq__fused_owns, bq__fused_guarantee, "fused.cu", bq__text_fused_cu, bq__fused_prelude, bq__fused_vec, 0,
   bq__fused_shape, bq__fused_check, bq__fused_workspace, bq__fused_run, bq__fused_has, bq__fused_setup,
   {BQ__FUSED_KERNELS, {NULL}, BQ__FUSED_KERNELS, BQ__FUSED_KERNELS},
-  bq__fused_sub, bq__fused_plan_setup, bq__fused_typical};
+  bq__fused_sub, bq__fused_plan_setup, bq__fused_typical, 0};
 #undef BQ__FUSED_KERNELS

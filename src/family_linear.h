@@ -131,7 +131,7 @@ BQ__FN bq_status bq__linear_view_of(const bq_plan *p, const bq_args *a, bq__line
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
                     "sums of s8 weights cannot overflow", nm, (long long)v->k, (long long)BQ__WSUM_MAX_K);
   if (wsum) return BQ_SUCCESS;
-  int64_t max_k = bq__linear_max_k(&p->desc);
+  int64_t max_k = p->desc.op == BQ_FP8_LINEAR ? BQ__MAX_ELEMS : bq__linear_max_k(&p->desc); /* f32 sums */
   if (v->k > max_k)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) exceeds %lld, the largest K whose int32 "
                     "accumulator cannot overflow for activations in [%d, %d] and s8 weights", nm, (long long)v->k,
@@ -454,7 +454,7 @@ static const bq__family bq__linear_family = {
   "linear.cu", bq__text_linear_cu, bq__linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__linear_check,
   bq__linear_workspace, bq__linear_run, bq__linear_has, bq__linear_setup,
   {BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES, BQ__GEMM_ENTRIES},
-  bq__linear_activation_desc, bq__linear_plan_setup, NULL};
+  bq__linear_activation_desc, bq__linear_plan_setup, NULL, 0};
 
 /* ---- the weight sums: int32 sums of the s8 weight rows (asymmetric activations' term) ---- */
 /* Reads s8 weights, writes int32: no float type; every field but op left 0 (default), or
@@ -538,4 +538,185 @@ static const bq__family bq__weight_sums_family = {
   bq__no_workspace, bq__linear_run, NULL, NULL,
   {{BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}, {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)},
    {BQ_ENTRY_NAME(BQ_FN_WEIGHT_SUMS)}},
-  NULL, NULL, NULL};
+  NULL, NULL, NULL, 0};
+
+/* ---- FP8 linear layers: FP8 activations x e4m3 weights, f32 accumulators ------------------- */
+/* One module, linear.cu with BQ_OP_FP8_LINEAR. In an sm_90a module: M <= 64 takes
+   bq_fp8_gemv (weight streaming: passes of 16 rows, 64 output columns a CTA, which fills
+   the GPU where tiles of 128 rows would leave most SMs idle), larger M bq_fp8_wgmma's
+   128 x 128 tiles; both form each output from the same 128-element partial sums in the
+   same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
+   wgmma) bq_fp8_gemm's 128 x 256 mma.sync tiles take every M. Tensorwise and rowwise
+   scales are run-time flags of one SKU. */
+#define BQ__FP8_ENTRIES {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV)}
+#define BQ__FP8_GEMV_ROWS 64 /* the largest M bq_fp8_gemv takes */
+/* bq_fp8_wgmma: BQ_F8_STAGES (5) stages of 128 + 128 rows of 128 bytes; bq_fp8_gemv:
+   BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
+   parameters; bq_fp8_gemm: the int8 tiles' */
+#define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
+#define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
+BQ__FN int64_t bq__fp8_smem(int e) {
+  return e == BQ__FP8_WGMMA ? BQ__FP8_SMEM_WGMMA : e == BQ__FP8_GEMV ? BQ__FP8_SMEM_GEMV : BQ__GEMM_SMEM_LARGE;
+}
+static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
+BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
+  if (!p->linear.wgmma) return BQ__FP8_GEMM;
+  if (bq__fp8_force_config == BQ__FP8_WGMMA || (bq__fp8_force_config == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS))
+    return bq__fp8_force_config;
+  return m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
+}
+
+BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
+  bq__str_fmt(s, "#define BQ_FT %s\n#define BQ_IT %s\n#define BQ_QMIN (0)\n#define BQ_QMAX (0)\n"
+              "#define BQ_ST %s\n#define BQ_WGMMA %d\n#define BQ_OP BQ_OP_FP8_LINEAR\n#define BQ_WST BQ_TYPE_F32\n"
+              "#define BQ_ASF32 0\n", bq__spec("TYPE", d->out_type), bq__spec("TYPE", d->int_type),
+              bq__spec("TYPE", d->out_type), t->arch_a);
+  /* one CTA an SM: the accumulators take most registers, the stages most shared memory */
+  bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), 1);
+  bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), 1);
+}
+
+BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp) {
+  bq__linear_view v;
+  bq_status st = bq__linear_view_of(p, a, &v);
+  if (st) return st;
+  *vp = v;
+  if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
+  int ts = bq__dtype_size(p->desc.out_type);
+  if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
+  if ((st = bq__check_ptr(p, "args.scales", a->scales, 4))) return st;
+  if ((st = bq__check_ptr(p, "args.w_scales", a->w_scales, 4))) return st;
+  if (a->bias && (st = bq__check_ptr(p, "args.bias", a->bias, ts))) return st;
+  if (v.k == 0) return BQ_SUCCESS; /* y = bias (or 0) */
+  if ((st = bq__check_ptr(p, "args.x", a->x, 1))) return st;
+  return bq__check_ptr(p, "args.w", a->w, 1);
+}
+BQ__FN bq_status bq__fp8_linear_check(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  return bq__fp8_linear_validate(p, a, &v);
+}
+
+BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
+  (void)ws, (void)ws_bytes;
+  bq__linear_view v;
+  bq_status st = bq__fp8_linear_validate(p, a, &v);
+  if (st || v.m == 0 || v.n == 0) return st;
+  bq_linear_params k;
+  memset(&k, 0, sizeof k);
+  const int ts = bq__dtype_size(p->desc.out_type);
+  k.m = v.m, k.n = v.n, k.k = v.k, k.lda = v.lda, k.ldy = v.ldy;
+  k.a = (uint64_t)(uintptr_t)a->x;
+  k.w = (uint64_t)(uintptr_t)a->w;
+  k.y = (uint64_t)(uintptr_t)a->y;
+  k.a_scales = (uint64_t)(uintptr_t)a->scales;
+  k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
+  k.bias = (uint64_t)(uintptr_t)a->bias;
+  if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;
+  if (a->bias) k.flags |= BQ_LF_BIAS;
+  if (v.k == 0) k.flags |= BQ_LF_K0;
+  if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
+  if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
+  if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
+  if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
+  const int e = bq__fp8_config(p, v.m), bn = e == BQ__FP8_WGMMA ? 128 : 256;
+  if (e == BQ__FP8_GEMV)
+    return bq__launch(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128, (unsigned)bq__fp8_smem(e), &k, stream);
+  k.tiles_m = (int32_t)((v.m + 127) / 128);
+  k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
+  return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
+}
+BQ__FN bq_status bq__fp8_linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
+  (void)p;
+  bq__CUresult r = bq__drv.cuFuncSetAttribute(fn, 8, (int)bq__fp8_smem(e));
+  return r ? bq__cu_fail(r, "cuFuncSetAttribute (dynamic shared memory of the FP8 GEMM tiles)") : BQ_SUCCESS;
+}
+BQ__FN int bq__fp8_linear_has(const bq_desc *d, const bq__target *t, int e) {
+  (void)d;
+  return e == BQ__FP8_GEMM ? !t->arch_a : t->arch_a;
+}
+
+BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
+  bq_status st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
+  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN ? "rowwise" : "tensorwise");
+  if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_linear: desc.granularity (%s) is not offered: BQ_PER_TENSOR "
+                    "(tensorwise) or BQ_PER_TOKEN (rowwise: per token x per channel)", bq__gran_name(d->granularity));
+  if (d->direction != BQ_FORWARD)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
+  if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E4M3;
+  if (d->int_type != BQ_E4M3 && d->int_type != BQ_E5M2)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.int_type (%d, %s) must be BQ_E4M3 or BQ_E5M2 (the "
+                    "activations; the weights are e4m3)", name, (int)d->int_type, bq__dtype_name(d->int_type));
+  if (d->qmin != 0 || d->qmax != 0 || d->asymmetric != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.%s (%d) must be 0: FP8 activations have no q-range or zero "
+                    "points", name, d->qmin ? "qmin" : d->qmax ? "qmax" : "asymmetric",
+                    d->qmin ? d->qmin : d->qmax ? d->qmax : d->asymmetric);
+  if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
+                    "desc.float_type is not set either", name);
+  if (d->out_type == BQ_DTYPE_DEFAULT) d->out_type = d->float_type;
+  if (d->out_type != BQ_F32 && d->out_type != BQ_F16 && d->out_type != BQ_BF16)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16", name,
+                    (int)d->out_type, bq__dtype_name(d->out_type));
+  if (d->float_type != BQ_DTYPE_DEFAULT && d->float_type != d->out_type)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%s) and desc.out_type (%s) differ: both name the "
+                    "output (set either)", name, bq__dtype_name(d->float_type), bq__dtype_name(d->out_type));
+  d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
+  if (d->scale_type != BQ_F32)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32", name,
+                    (int)in->scale_type, bq__dtype_name(d->scale_type));
+  if (d->device < 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.device (%d) is negative", name, d->device);
+  return BQ_SUCCESS;
+}
+/* tensorwise and rowwise share the kernel: the SKU names it alone */
+BQ__FN void bq__fp8_linear_sku(const bq_desc *d, const bq__target *t, const char *tn, char *buf, size_t n) {
+  snprintf(buf, n, "fp8_linear.a_%s.w_e4m3.out_%s.scale_f32.mma_m16n8k32%s.%s", bq__dtype_name(d->int_type),
+           bq__dtype_name(d->out_type), t->arch_a ? "+wgmma_m64n128k32" : "", tn);
+}
+BQ__FN int bq__fp8_linear_from_sku(char *const *tok, int n, bq_desc *d) {
+  if (n != 6 || strcmp(tok[0], "fp8_linear")) return 0;
+  bq_dtype a = BQ_DTYPE_DEFAULT, o = BQ_DTYPE_DEFAULT;
+  int ok = !strncmp(tok[1], "a_", 2) && bq__dtype_from_name(tok[1] + 2, &a) && !strcmp(tok[2], "w_e4m3") &&
+           !strncmp(tok[3], "out_", 4) && bq__dtype_from_name(tok[3] + 4, &o) && !strcmp(tok[4], "scale_f32");
+  d->op = BQ_FP8_LINEAR;
+  d->granularity = BQ_PER_TENSOR;
+  if (ok) d->int_type = a, d->out_type = d->float_type = o;
+  return ok;
+}
+/* the enumeration's variants: the activations' type, then the output type */
+BQ__FN void bq__fp8_linear_axes(bq_op op, int *outer, int *inner) {
+  (void)op;
+  *outer = 2, *inner = 3;
+}
+BQ__FN void bq__fp8_linear_vary(bq_desc *in, int outer, int inner) {
+  static const bq_dtype ots[] = {BQ_F32, BQ_F16, BQ_BF16};
+  in->int_type = outer ? BQ_E5M2 : BQ_E4M3;
+  in->out_type = in->float_type = ots[inner];
+  in->qmin = in->qmax = 0;
+  in->asymmetric = 0;
+  in->scale_type = BQ_F32;
+}
+BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
+  (void)d;
+  return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K (32 on "
+         "mma.sync modules) added in order in f32: deterministic and independent of M and the tile; error "
+         "bound in docs/numerics.md; epilogue acc * sa * sw + bias in f32, each step rounded to nearest even, "
+         "RNE to the output type";
+}
+BQ__FN bq_status bq__fp8_linear_plan_setup(bq_plan *p) {
+  p->linear.wgmma = p->target.arch_a;
+  return BQ_SUCCESS;
+}
+
+static const bq__family bq__fp8_linear_family = {
+  {BQ_FP8_LINEAR}, {"fp8_linear"}, "linear",
+  bq__fp8_linear_normalize, NULL, bq__fp8_linear_sku, bq__fp8_linear_from_sku, bq__fp8_linear_axes,
+  bq__fp8_linear_vary, NULL, bq__fp8_linear_guarantee,
+  "linear.cu", bq__text_linear_cu, bq__fp8_linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__fp8_linear_check,
+  bq__no_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
+  {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
+  NULL, bq__fp8_linear_plan_setup, NULL, 89};

@@ -397,4 +397,4 @@ static const bq__family bq__mx_family = {
    {BQ_ENTRY_NAME(BQ_FN_MX16), BQ_ENTRY_NAME(BQ_FN_MX32), BQ_ENTRY_NAME(BQ_FN_MX_ANY), BQ_ENTRY_NAME(BQ_FN_MX_AMAX),
     BQ_ENTRY_NAME(BQ_FN_MX_LANES)},
    {NULL}},
-  NULL, NULL, bq__mx_typical};
+  NULL, NULL, bq__mx_typical, 0};

@@ -149,4 +149,4 @@ static const bq__family bq__rotate_family = {
   {{NULL}, {NULL}, {NULL},
    {BQ_ENTRY_NAME(BQ_FN_ROTATE2), BQ_ENTRY_NAME(BQ_FN_ROTATE4), BQ_ENTRY_NAME(BQ_FN_ROTATE8)},
    {NULL}},
-  NULL, NULL, bq__rotate_typical};
+  NULL, NULL, bq__rotate_typical, 0};

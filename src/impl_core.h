@@ -1071,7 +1071,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(OP, DYNAMIC_QUANTIZE, BQ_DYNAMIC_QUANTIZE) X(OP, QUANTIZED_LINEAR, BQ_QUANTIZED_LINEAR)          \
   X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
   X(OP, RMSNORM_QUANTIZE, BQ_RMSNORM_QUANTIZE) X(OP, GATED_QUANTIZE, BQ_GATED_QUANTIZE)             \
-  X(OP, HADAMARD, BQ_HADAMARD)                                                                     \
+  X(OP, HADAMARD, BQ_HADAMARD) X(OP, FP8_LINEAR, BQ_FP8_LINEAR)                                   \
   X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
@@ -1411,6 +1411,7 @@ typedef struct bq__family {
   /* the fields of the typical problem (bq__typical_args) only d's ops read; ptr: a pointer
      to give one (NULL: none) */
   void (*typical)(const bq_desc *d, bq_args *a, void *ptr);
+  int min_sm; /* the oldest compute capability its kernels run on (0: the library's, BQ__MIN_SM) */
 } bq__family;
 
 /* A plan is immutable but for its modules: each entry point's is loaded the first time a

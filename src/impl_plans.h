@@ -2,7 +2,7 @@
 /* Every family this header holds, in the order of their ops (the tools' enumeration's) */
 static const bq__family *const bq__families[] = {&bq__affine_family, &bq__dynamic_family, &bq__linear_family,
                                                  &bq__weight_sums_family, &bq__fused_family, &bq__mx_family,
-                                                 &bq__rotate_family};
+                                                 &bq__rotate_family, &bq__fp8_linear_family};
 #define BQ__FAMILIES ((int)(sizeof bq__families / sizeof bq__families[0]))
 /* The family serving op (NULL: op is no bq_op); *index: op's in its lists */
 BQ__FN const bq__family *bq__family_for(bq_op op, int *index) {
@@ -167,6 +167,14 @@ BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wg
   if (best < 0)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "sm (%d) is older than every arch NVRTC supports (oldest sm_%d)",
                     sm, oldest);
+  const bq__family *f = bq__family_of(d);
+  if (f && sm < f->min_sm)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s needs compute capability %d.%d or newer (the device is sm_%d)",
+                    bq__op_name(d->op), f->min_sm / 10, f->min_sm % 10, sm);
+  if (f && !(exact && !force_ptx) && best < f->min_sm)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s needs PTX for compute capability %d.%d or newer, and the newest "
+                    "arch NVRTC supports at or below sm_%d is sm_%d", bq__op_name(d->op), f->min_sm / 10,
+                    f->min_sm % 10, sm, best);
   if (exact && !force_ptx) {
     t->arch = sm;
     t->arch_a = wgmma && sm == 90 && bq__family_of(d)->wgmma;

@@ -33,7 +33,7 @@ static int fail(const char *what, const char *arg) {
 }
 
 static int op_of(const char *s, bq_op *op) {
-  for (int i = BQ_QUANTIZE; i <= BQ_HADAMARD; i++)
+  for (int i = BQ_QUANTIZE; i <= BQ_FP8_LINEAR; i++)
     if (!strcmp(s, bq__op_name((bq_op)i))) { *op = (bq_op)i; return 1; }
   return 0;
 }

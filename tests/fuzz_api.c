@@ -67,7 +67,7 @@
    gets this full extent check: bq_affine, _cols, _odd, _blocks, _flat, _narrow, _mask,
    _lean, _pair; bq_dynamic, _long, _reduce, _apply, _tiles, _tiles_rows; bq_fused_c1 .. c8,
    c2d, c8d, m4, m8, m4f, m8f, m16, long, staged; bq_gemv, bq_gemv32, bq_gemv64,
-   bq_gemm_large, bq_gemm_wgmma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax, bq_mx_lanes. It checks what the host tells a kernel, not
+   bq_gemm_large, bq_gemm_wgmma, bq_fp8_gemm, bq_fp8_wgmma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax, bq_mx_lanes. It checks what the host tells a kernel, not
    the kernel's own indexing (tests/emulator runs that). QuantizedLinear's activation
    kernel writes, and its GEMM reads, inside the workspace.
    --self-test shows the checks can fail: for every enumerated desc (linear ones also with
@@ -314,6 +314,16 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
       return;
     }
     const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), WS = (uint64_t)bq__dtype_size(d->scale_type);
+    if (d->op == BQ_FP8_LINEAR) { /* FP8 x [M, K], w [N, K]; f32 scales: one each, or scales[M], w_scales[N] */
+      const int rw = d->granularity == BQ_PER_TOKEN;
+      reg("x", a->x, span(M, K, a->x_row_stride ? a->x_row_stride : K), 1, 0);
+      reg("y", a->y, span(M, N, a->y_row_stride ? a->y_row_stride : N), O, 1);
+      reg("w", a->w, sat_mul(u(N), u(K)), 1, 0);
+      reg("scales", a->scales, rw ? u(M) : 1, 4, 0);
+      reg("w_scales", a->w_scales, rw ? u(N) : 1, 4, 0);
+      reg("bias", a->bias, u(N), O, 0);
+      return;
+    }
     const int sq = d->op == BQ_SMOOTHQUANT_LINEAR;
     reg("x", a->x, span(M, K, a->x_row_stride ? a->x_row_stride : K), sq ? 1 : T, 0);
     reg("y", a->y, span(M, N, a->y_row_stride ? a->y_row_stride : N), O, 1);
@@ -634,6 +644,17 @@ static void check_linear(const char *name, const bq_desc *d, const void *params)
   }
   const int ql = d->op == BQ_QUANTIZED_LINEAR;
   const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), S = (uint64_t)bq__dtype_size(d->scale_type);
+  if (d->op == BQ_FP8_LINEAR) {
+    if (!(k.flags & BQ_LF_K0)) {
+      touch(name, "x", k.a, span(k.m, k.k, k.lda), 0);
+      touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
+    }
+    touch(name, "y", k.y, sat_mul(span(k.m, k.n, k.ldy), O), 1);
+    touch(name, "scales", k.a_scales, (k.flags & BQ_LF_SA_ROW) ? sat_mul(u(k.m), 4) : 4, 0);
+    touch(name, "w_scales", k.w_scales, (k.flags & BQ_LF_SW_ROW) ? sat_mul(u(k.n), 4) : 4, 0);
+    if (k.flags & BQ_LF_BIAS) touch(name, "bias", k.bias, sat_mul(u(k.n), O), 0);
+    return;
+  }
   if (!(k.flags & BQ_LF_K0)) {
     touch(name, ql ? "workspace" : "x", k.a, span(k.m, k.k, k.lda), 0);
     touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
@@ -757,7 +778,7 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
   } else if (starts(name, "bq_fused")) {
     if (!bq__op_in(d->op, "fused")) die("a fused kernel launched by another plan", p->name);
     check_fused(name, d, params[0], dims[0]);
-  } else if (starts(name, "bq_gem") || !strcmp(name, "bq_weight_sums")) {
+  } else if (starts(name, "bq_gem") || starts(name, "bq_fp8") || !strcmp(name, "bq_weight_sums")) {
     if (!bq__op_in(d->op, "linear") || (d->op == BQ_LINEAR_WEIGHT_SUMS) != !strcmp(name, "bq_weight_sums"))
       die("a linear kernel launched by another plan", p->name);
     check_linear(name, d, params[0]);

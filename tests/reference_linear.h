@@ -11,6 +11,7 @@
 #ifndef BQ_TESTS_REFERENCE_LINEAR_H
 #define BQ_TESTS_REFERENCE_LINEAR_H
 #include "reference_dynamic.h"
+#include "reference_fp8.h"
 
 typedef struct refl_problem {
   int64_t m, n, k, lda, ldy;
@@ -119,4 +120,63 @@ REF_API void refl_weight_sums(const int8_t *w, int64_t n, int64_t k, int32_t *ou
   }
 }
 
+/* ---- FP8 linear layers (docs/numerics.md, "FP8 linear layers") ---------------------------------
+   The tensor cores' FP8 sums are the hardware's own; this is the model the emulator runs
+   (tests/emulator/cuda_emulator.h), so that an emulated run checks the kernels' K order,
+   promotion and epilogue bit for bit: a step (32 elements of K, k in [32 j, 32 j + 32), zero
+   past K) is its products summed exactly, rounded to f32. blocks = 1 (wgmma modules): the
+   4 steps of each 128-element block chained in f32 from the first, each block's sum added
+   to acc = +0 in order; blocks = 0 (mma.sync modules): every step added to acc = +0 in
+   order. Then y = Tout(((acc * sa) * sw) + bias) in f32, each step rounded to nearest even;
+   K == 0 writes the bias (or +0). The GPU tests bound the hardware's sums against
+   reff8_exact instead. */
+typedef struct reff8_problem {
+  int64_t m, n, k, lda, ldy;
+  int a_e5m2;            /* activations e5m2 (else e4m3); weights e4m3 */
+  const uint8_t *a, *w;  /* [m, lda], [n, k] */
+  int rowwise;           /* sa[m], sw[n]; else sa[0], sw[0] */
+  const float *sa, *sw;
+  bq_dtype out_type;     /* BQ_F32, BQ_F16 or BQ_BF16 */
+  const void *bias;      /* [n] of out_type, or NULL */
+  void *y;               /* [m, ldy] */
+  int blocks;
+} reff8_problem;
+REF_API double reff8_product(const reff8_problem *P, int64_t m, int64_t n, int64_t k) {
+  return ref_fp8_to_double(P->a[m * P->lda + k], P->a_e5m2 ? REF_E5M2 : REF_E4M3) *
+         ref_fp8_to_double(P->w[n * P->k + k], REF_E4M3);
+}
+/* the exact sum (every partial sum of products of two FP8 values fits a double exactly
+   while K < 2^20: 16-bit products spanning 2^-34 .. 2^32) */
+REF_API double reff8_exact(const reff8_problem *P, int64_t m, int64_t n, int64_t k0, int64_t k1) {
+  double s = 0;
+  for (int64_t k = k0; k < k1 && k < P->k; k++) s += reff8_product(P, m, n, k);
+  return s;
+}
+REF_API float reff8_acc(const reff8_problem *P, int64_t m, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < P->k; b += 128) {
+    float part = 0.0f;
+    for (int j = 0; j < 4; j++) {
+      float step = (float)reff8_exact(P, m, n, b + 32 * j, b + 32 * j + 32);
+      if (!P->blocks) acc = acc + step;
+      else part = j ? part + step : step;
+    }
+    if (P->blocks) acc = acc + part;
+  }
+  return acc;
+}
+REF_API void reff8_gemm(const reff8_problem *P) {
+  for (int64_t m = 0; m < P->m; m++)
+    for (int64_t n = 0; n < P->n; n++) {
+      const int64_t yi = m * P->ldy + n;
+      if (P->k == 0) {
+        if (P->bias) ref_copy_elem(P->out_type, P->y, yi, P->bias, n);
+        else ref_store_zero(P->out_type, P->y, yi);
+        continue;
+      }
+      float v = (reff8_acc(P, m, n) * P->sa[P->rowwise ? m : 0]) * P->sw[P->rowwise ? n : 0];
+      if (P->bias) v = v + ref_load_f(P->out_type, P->bias, n);
+      ref_store_f(P->out_type, P->y, yi, v);
+    }
+}
 #endif

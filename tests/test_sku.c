@@ -1109,6 +1109,49 @@ Test(compile, linear_on_sm_90a, .timeout = 900) {
   }
 }
 
+/* FP8 linear layers: every activation type x output type (tensorwise and rowwise share the
+   kernel), on sm_89 (mma.sync tiles) and on sm_90 (select's sm_90a wgmma tiles) */
+static size_t fp8_linear_set(bq_op op, int sm, bq_desc *out) {
+  (void)op;
+  (void)sm;
+  static const bq_dtype ots[] = {BQ_F32, BQ_F16, BQ_BF16};
+  size_t n = 0;
+  for (size_t o = 0; o < NELEM(ots); o++)
+    for (int e5 = 0; e5 < 2; e5++) {
+      bq_desc d;
+      memset(&d, 0, sizeof d);
+      d.op = BQ_FP8_LINEAR;
+      d.granularity = o == 1 ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+      d.out_type = ots[o];
+      d.int_type = e5 ? BQ_E5M2 : BQ_E4M3;
+      out[n++] = d;
+    }
+  return n;
+}
+Test(compile, fp8_linear_on_sm_89, .timeout = 900) { compile_all(BQ_FP8_LINEAR, 89, fp8_linear_set); }
+Test(compile, fp8_linear_on_sm_90a, .timeout = 900) {
+  compile_all(BQ_FP8_LINEAR, 90, fp8_linear_set);
+  static bq_desc set[8];
+  size_t n = fp8_linear_set(BQ_FP8_LINEAR, 90, set);
+  for (size_t i = 0; i < n; i++) {
+    char sku[256];
+    cr_assert_eq(bq_sku(&set[i], 90, sku, sizeof sku), BQ_SUCCESS);
+    cr_assert(strstr(sku, "+wgmma_m64n128k32.sm_90a"), "%s", sku);
+  }
+}
+/* no FP8 tensor cores before sm_89: refused by name, never compiled */
+Test(sku, fp8_linear_needs_sm_89) {
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_FP8_LINEAR;
+  d.out_type = BQ_BF16;
+  char sku[256];
+  cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_ERROR_NOT_SUPPORTED);
+  cr_assert(strstr(bq_last_error(), "fp8_linear needs compute capability 8.9"), "%s", bq_last_error());
+  cr_assert_eq(bq_sku(&d, 89, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_str_eq(sku, "fp8_linear.a_e4m3.w_e4m3.out_bf16.scale_f32.mma_m16n8k32.sm_89");
+}
+
 /* ---- SKUs back to descriptors (the cache tool's warm --skus and list) --------------------- */
 /* Every kernel of every family, on each kind of target: bq__desc_from_sku gives back a
    desc and target whose SKU is the one parsed; the three families partition the kernels. */

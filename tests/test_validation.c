@@ -214,7 +214,7 @@ Test(desc, null_plan_out) {
 }
 
 Test(desc, op_not_a_bq_op) {
-  const int bad[] = {BQ_OP_NONE, BQ_HADAMARD + 1, 100, -1};
+  const int bad[] = {BQ_OP_NONE, BQ_FP8_LINEAR + 1, 100, -1};
   for (size_t g = 0; g < NELEM(GRANS); g++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t b = 0; b < NELEM(bad); b++) {

@@ -488,6 +488,7 @@ static int cmd_warm(int argc, char **argv) {
         bq__sku_of(&descs[i], &any, &k);
         *strrchr(k.sku, '.') = 0; /* the name before the target */
         if (filter && !strstr(k.sku, filter)) continue;
+        if (archs[a] < bq__family_of(&descs[i])->min_sm) continue; /* (FP8 linear layers: sm_89 and later) */
         items[n].d = descs[i];
         items[n].sm = archs[a];
         snprintf(items[n].sku, sizeof items[n].sku, "%s", k.sku);

@@ -8,7 +8,7 @@
      switch saves the callee-saved registers and the stack pointer (emu_switch);
      elsewhere, or with EMU_UCONTEXT, ucontext's swapcontext, whose signal-mask system
      calls made it most of the linear suites' time;
-   - mma.sync m16n8k32 (s8/u8 x s8 -> s32), ldmatrix .x4, __shfl_xor_sync, __all_sync, __ballot_sync and __dp4a
+   - mma.sync m16n8k32 (s8/u8 x s8 -> s32, and FP8 -> f32 under a model: see bq_mma), ldmatrix .x4, __shfl_xor_sync, __all_sync, __ballot_sync and __dp4a
      follow the register layouts of the PTX ISA; a shuffle or vote waits for the running
      lanes of its mask only (lanes outside it may be elsewhere, as on a GPU);
    - cp.async copies are queued per thread and land only at cp.async.wait_group (zero
@@ -49,11 +49,15 @@
 struct uint4 { unsigned x, y, z, w; };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 struct uint2 { unsigned x, y; };
+struct alignas(8) float2 { float x, y; };
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct alignas(16) float4 { float x, y, z, w; };
 struct emu_dim3 { unsigned x, y, z; };
 
 /* ---- the fiber runtime ------------------------------------------------------------------ */
 struct emu_copy { unsigned dst; const unsigned char *src; int bytes; };
-struct emu_wgmma { int *d; unsigned long long da, db; };
+struct emu_wgmma { int *d; unsigned long long da, db; float *df; int acc, nd, b_acts; }; /* df: FP8's f32 D, nd of
+                                                                                         them; b_acts: B holds x */
 /* ---- fibers ------------------------------------------------------------------------------------ */
 #if defined(__x86_64__) && !defined(EMU_UCONTEXT)
 #define EMU_FAST_SWITCH 1
@@ -539,6 +543,41 @@ static inline void bq_mma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, un
   emu_warp_sync();
 }
 
+/* FP8 (linear.cu with BQ_OP_FP8_LINEAR): A e4m3 (e5m2 when the test sets emu_a_e5m2), B e4m3,
+   f32 D. The tensor cores' FP8 sums are the hardware's own; the model here is one step's 32
+   products summed exactly (they fit a double exactly), rounded to f32, then added to D in
+   f32. The tests' CPU reference uses the same model, so an emulated run checks the kernels'
+   tiling, K order, promotion and epilogue bit for bit; the GPU tests bound the hardware. */
+static int emu_a_e5m2;
+static inline double emu_f8_value(unsigned b, int e5m2) {
+  const int s = b >> 7, e = e5m2 ? (b >> 2) & 31 : (b >> 3) & 15, m = e5m2 ? b & 3 : b & 7, mb = e5m2 ? 2 : 3;
+  const int bias = e5m2 ? 15 : 7;
+  double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m / (double)(1 << mb), 1 - bias);
+  return s ? -v : v;
+}
+static inline unsigned emu_byte_of(int lane, int reg, int k) {
+  unsigned w;
+  memcpy(&w, emu_slot(lane) + 4 * reg, 4);
+  return (w >> (8 * (k % 4))) & 0xff;
+}
+static inline void bq_mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  unsigned in[6] = {a0, a1, a2, a3, b0, b1};
+  memcpy(emu_slot(emu_lane()), in, sizeof in);
+  emu_warp_sync();
+  int l = emu_lane(), g = l / 4, q = l % 4;
+  for (int e = 0; e < 4; e++) {
+    int r = g + 8 * (e >> 1), n = 2 * q + (e & 1);
+    double s = 0;
+    for (int k = 0; k < 32; k++) {
+      unsigned a = emu_byte_of((r % 8) * 4 + (k % 16) / 4, (r >= 8) + 2 * (k >= 16), k);
+      unsigned b = emu_byte_of(n * 4 + (k % 16) / 4, 4 + (k >= 16), k);
+      s += emu_f8_value(a, emu_a_e5m2) * emu_f8_value(b, 0);
+    }
+    d[e] = d[e] + (float)s;
+  }
+  emu_warp_sync();
+}
+
 /* ---- wgmma (sm_90a): D[64 x 256] += A[64 x 32] B[256 x 32]^T from shared memory --------------
    Descriptors: start address >> 4 in bits 0-13, leading byte offset (unused by the 128-byte
    swizzle) at 16, stride byte offset >> 4 at 32 (8-row groups), swizzle mode at 62 (1:
@@ -556,8 +595,24 @@ static inline int emu_desc_byte(unsigned long long desc, int r, int k, int is_a)
   unsigned char b = *emu_smem_at(phys, 1);
   return is_a && emu_a_unsigned ? (int)b : (int)(signed char)b;
 }
+static inline unsigned emu_desc_raw(unsigned long long desc, int r, int k) {
+  unsigned start = (unsigned)(desc & 0x3FFF) << 4, sbo = (unsigned)((desc >> 32) & 0x3FFF) << 4;
+  unsigned lin = start + (unsigned)(r / 8) * sbo + (unsigned)(r % 8) * 128 + (unsigned)k;
+  return *emu_smem_at(lin ^ (((lin >> 7) & 7) << 4), 1);
+}
 static inline void emu_wgmma_run(const emu_wgmma &op) {
   int t = emu_index() & 127, w = t / 32, l = t % 32;
+  if (op.df) { /* FP8, m64n128k32 or m64n16k32: the model of bq_mma */
+    for (int i = 0; i < op.nd; i++) {
+      int r = 16 * w + l / 4 + 8 * ((i / 2) % 2), n = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+      double s = 0;
+      for (int k = 0; k < 32; k++)
+        s += emu_f8_value(emu_desc_raw(op.da, r, k), op.b_acts ? 0 : emu_a_e5m2) *
+             emu_f8_value(emu_desc_raw(op.db, n, k), op.b_acts ? emu_a_e5m2 : 0);
+      op.df[i] = op.acc ? op.df[i] + (float)s : (float)s;
+    }
+    return;
+  }
   for (int i = 0; i < 128; i++) {
     int r = 16 * w + l / 4 + 8 * ((i / 2) % 2), n = 8 * (i / 4) + 2 * (l % 4) + i % 2;
     unsigned s = (unsigned)op.d[i];
@@ -566,7 +621,15 @@ static inline void emu_wgmma_run(const emu_wgmma &op) {
   }
 }
 static inline void bq_wgmma(int (&d)[128], unsigned long long da, unsigned long long db) {
-  emu.cur->wg_open.push_back(emu_wgmma{d, da, db});
+  emu.cur->wg_open.push_back(emu_wgmma{d, da, db, NULL, 0, 0, 0});
+}
+static inline void bq_wgmma_f8(float (&d)[64], unsigned long long da, unsigned long long db, int acc) {
+  (void)emu_desc_byte(da, 0, 0, 0); /* (checks the swizzle mode) */
+  emu.cur->wg_open.push_back(emu_wgmma{NULL, da, db, d, acc, 64, 0});
+}
+static inline void bq_wgmma_f8_n16(float (&d)[8], unsigned long long da, unsigned long long db, int acc) {
+  (void)emu_desc_byte(da, 0, 0, 0);
+  emu.cur->wg_open.push_back(emu_wgmma{NULL, da, db, d, acc, 8, 1}); /* A the weights, B x */
 }
 static inline void bq_wg_fence() {}
 static inline void bq_wg_commit() {

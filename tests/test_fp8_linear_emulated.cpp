@@ -1,0 +1,257 @@
+/* tests/test_fp8_linear_emulated.cpp - the FP8 linear layers' kernels of kernels_src/linear.cu
+   (bq_fp8_gemm's mma.sync tiles, bq_fp8_wgmma's sm_90a tiles), run on the CPU by
+   tests/emulator/cuda_emulator.h through the header's own run path (validation, flags,
+   launch geometry), against the CPU reference (reference_linear.h, reff8_gemm) bit for bit.
+
+   The tensor cores' FP8 sums are the hardware's; the emulator and the reference share one
+   model of them (a step of 32 products summed exactly, rounded to f32), so what this checks
+   is the kernels' own logic: tile and fragment indexing, the swizzle, K tails, the order in
+   which partial sums are formed and promoted (the wgmma tiles add one sum per 128 elements
+   of K to the accumulator; chaining them instead fails here), the scales' flags and the
+   epilogue. test_gpu_linear bounds the hardware's sums. Built once per specialization
+   (EMU_SPEC); outputs are poisoned and compared whole, guards and row gaps included. */
+#define _POSIX_C_SOURCE 200809L
+#define BARACUDA_QUANT_IMPLEMENTATION
+#include "../baracuda_quant.h"
+#include "reference_linear.h"
+
+#include "emulator/cuda_emulator.h"
+
+#include EMU_SPEC
+namespace emu_f8 {
+#define EMU_SECTION 1
+#include EMU_SPEC
+#undef EMU_SECTION
+#include "../kernels_src/common.cuh"
+#include "../kernels_src/linear.cu"
+#include "emulator/kernel_undefs.h"
+} // namespace emu_f8
+
+#include <criterion/criterion.h>
+
+#include "emulator/emu_test.h"
+
+#if EMU_WGMMA
+static void k_tiles(const void *p) { emu_f8::bq_fp8_wgmma(*(const bq_linear_params *)p); }
+static void k_gemv(const void *p) { emu_f8::bq_fp8_gemv(*(const bq_linear_params *)p); }
+static const int ENTRY = BQ__FP8_WGMMA;
+#else
+static void k_tiles(const void *p) { emu_f8::bq_fp8_gemm(*(const bq_linear_params *)p); }
+static void k_gemv(const void *p) { (void)p; cr_assert_fail("weight streaming launched by a module without it"); }
+static const int ENTRY = BQ__FP8_GEMM;
+#endif
+static int64_t g_m, g_n;
+static int g_streamed; /* launches of the weight streaming */
+static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
+  if (k == k_gemv) { /* 64 output columns and 16 rows a CTA */
+    g_streamed++;
+    cr_assert_eq(gx, (unsigned)((g_n + 63) / 64));
+    cr_assert_eq(gy, (unsigned)((g_m + 15) / 16));
+    cr_assert_eq(bx, 128u);
+    cr_assert_eq(smem, (unsigned)bq__fp8_smem(BQ__FP8_GEMV));
+    return;
+  }
+  cr_assert(k == k_tiles, "a kernel other than the module's tiles");
+  const int64_t bn = EMU_WGMMA ? 128 : 256;
+  cr_assert_eq(gx, (unsigned)(((g_m + 127) / 128) * ((g_n + bn - 1) / bn)), "one CTA a tile");
+  cr_assert_eq(gy, 1u);
+  cr_assert_eq(bx, 256u);
+  cr_assert_eq(smem, (unsigned)bq__fp8_smem(ENTRY));
+}
+static void init(void) {
+  emu_test_init();
+  emu_launch_check = check_launch;
+  emu_a_e5m2 = EMU_I == BQ_TYPE_E5M2;
+}
+TestSuite(emulated, .init = init);
+
+static const bq_dtype OUT = (bq_dtype)EMU_OUT, AT = (bq_dtype)EMU_I;
+
+typedef struct fcase {
+  int force; /* bq__fp8_force_config */
+  int rowwise, bias;
+  int64_t m, n, k, lda_pad, ldy_pad;
+  int x_off, w_off, y_off;
+} fcase;
+
+/* an FP8 code of kind AT (or e4m3) that is finite: NaN (and e5m2's infinities) redrawn */
+static uint8_t rnd_code(int e5m2, int narrow) {
+  for (;;) {
+    uint8_t b = (uint8_t)rnd();
+    if (narrow) b = (uint8_t)((b & 0x87) | (e5m2 ? 0x38 : 0x30) | ((b >> 3) & 8)); /* exponents near 1 */
+    if (e5m2 ? ((b & 0x7c) == 0x7c) : ((b & 0x7f) == 0x7f)) continue;
+    return b;
+  }
+}
+
+static void run(const fcase *c) {
+  char what[256];
+  snprintf(what, sizeof what, "seed=0x%llx out=%s a=%s %s bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld offs %d/%d/%d",
+           (unsigned long long)g_seed, ref_dtype_name(OUT), ref_dtype_name(AT), c->rowwise ? "rowwise" : "tensorwise",
+           c->bias, (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->lda_pad, (long long)c->ldy_pad,
+           c->x_off, c->w_off, c->y_off);
+  g_m = c->m, g_n = c->n;
+  bq__fp8_force_config = c->force;
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_FP8_LINEAR;
+  d.granularity = c->rowwise ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  d.out_type = OUT;
+  d.int_type = AT;
+  bq_plan plan;
+  cr_assert_eq(bq__plan_init(&d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  bq__kernel_src ks; /* this binary's kernels are the ones the plan's SKU names */
+  bq__target tg = {90, 0, EMU_WGMMA, 0};
+  cr_assert_eq(bq__kernel_for(&d, &tg, &ks), BQ_SUCCESS);
+  cr_assert(strstr(ks.source.p, EMU_PRELUDE), "the SKU's prelude differs from this build's: %s", what);
+  free(ks.source.p);
+  bq__entry entry;
+  memset(&entry, 0, sizeof entry);
+  entry.fn[ENTRY] = (bq__CUfunction)k_tiles;
+  entry.fn[BQ__FP8_GEMV] = (bq__CUfunction)k_gemv;
+  for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
+  plan.num_sms = 132;
+  plan.linear.wgmma = EMU_WGMMA;
+
+  const int64_t M = c->m, N = c->n, K = c->k, lda = K + c->lda_pad, ldy = N + c->ldy_pad;
+  const size_t ys = ref_dtype_size(OUT);
+  const int64_t guard = 24, ytot = guard + M * ldy + guard;
+  std::vector<uint8_t> xb((size_t)(M * lda) + 64), wb((size_t)(N * K) + 64);
+  std::vector<float> sa((size_t)M + 1), sw((size_t)N + 1);
+  std::vector<unsigned char> bias((size_t)N * ys + 8), yb((size_t)ytot * ys + 64), exp((size_t)ytot * ys);
+  uint8_t *x = (uint8_t *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + c->x_off;
+  uint8_t *w = (uint8_t *)(((uintptr_t)wb.data() + 15) & ~(uintptr_t)15) + c->w_off;
+  unsigned char *y0 = (unsigned char *)(((uintptr_t)yb.data() + 63) & ~(uintptr_t)63) + (size_t)c->y_off * ys;
+  const int e5 = AT == BQ_E5M2;
+  for (int64_t r = 0; r < M; r++) {
+    const int narrow = (int)(rnd() % 3) == 0; /* rows of like magnitudes, where rounding shows */
+    for (int64_t j = 0; j < lda; j++) x[r * lda + j] = rnd_code(e5, narrow);
+  }
+  for (int64_t i = 0; i < N * K; i++) w[i] = rnd_code(0, (int)(i / (K ? K : 1)) % 2);
+  for (int64_t i = 0; i < M; i++) sa[(size_t)i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, 2));
+  for (int64_t i = 0; i < N; i++) sw[(size_t)i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, 2));
+  for (int64_t i = 0; i < N; i++) store_any(OUT, bias.data(), i, (rnd_unit() - 0.5) * 64);
+
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y0 + (size_t)guard * ys;
+  a.rows = M;
+  a.cols = K;
+  a.n = N;
+  a.x_row_stride = lda;
+  a.y_row_stride = ldy;
+  a.w = w;
+  a.scales = sa.data();
+  a.w_scales = sw.data();
+  a.bias = c->bias ? bias.data() : NULL;
+  if (K == 0) a.x = NULL, a.w = NULL; /* y = bias: nothing else is read */
+
+  reff8_problem P;
+  memset(&P, 0, sizeof P);
+  P.m = M, P.n = N, P.k = K, P.lda = lda, P.ldy = ldy;
+  P.a_e5m2 = e5;
+  P.a = x, P.w = w;
+  P.rowwise = c->rowwise;
+  P.sa = sa.data(), P.sw = sw.data();
+  P.out_type = OUT;
+  P.bias = c->bias ? bias.data() : NULL;
+  P.blocks = EMU_WGMMA;
+  memset(exp.data(), 0xA5, exp.size());
+  P.y = exp.data() + (size_t)guard * ys;
+  reff8_gemm(&P);
+  /* copies landing at their wait, then at issue (a slice refilled while a wgmma reads it) */
+  for (int eager = 0; eager < 2; eager++) {
+    emu.eager_copies = eager;
+    memset(yb.data(), 0xA5, yb.size());
+    g_launches = 0;
+    g_streamed = 0;
+    cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
+    cr_assert_eq(g_launches, M && N ? 1 : 0, "%s", what);
+    /* sm_90a: M <= 64 streams the weight (unless the test forces the tiles) */
+    const int streams = EMU_WGMMA && M && N && (bq__fp8_force_config == BQ__FP8_GEMV ||
+                                                 (bq__fp8_force_config < 0 && M <= BQ__FP8_GEMV_ROWS));
+    cr_assert_eq(g_streamed, streams, "%s", what);
+    char msg[2048];
+    size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
+    cr_assert_eq(bad, 0, "%zu of %lld elements differ (from the front guard of %lld; copies landing %s):\n%s| %s", bad,
+                 (long long)ytot, (long long)guard, eager ? "at issue" : "at their wait", msg, what);
+  }
+  emu.eager_copies = 0;
+  bq__fp8_force_config = -1;
+}
+
+static fcase base(void) {
+  fcase c;
+  memset(&c, 0, sizeof c);
+  c.rowwise = 1;
+  c.force = -1;
+  return c;
+}
+
+/* two tiles each way (and a partial third), K with and without a tail and in more slices
+   than the pipeline has stages, both scale modes, with and without a bias */
+Test(emulated, tiles, .timeout = 600) {
+  static const int64_t ks[4] = {128, 300, 77, 900};
+  for (int j = 0; j < 4; j++) {
+    fcase c = base();
+    c.m = 129 + 60 * (j == 3);
+    c.n = EMU_WGMMA ? (j ? 257 + 2 * j : 264) : (j ? 260 + 3 * j : 264);
+    c.k = ks[j];
+    c.bias = j != 1;
+    c.rowwise = j != 2;
+    run(&c);
+  }
+}
+
+/* sm_90a: small M on the tiles too (forced), and the weight streaming's passes of 16 rows,
+   64 columns (with a partial last), K in more slices than its 8 stages */
+Test(emulated, streaming_and_forced_tiles) {
+  static const int64_t ms[] = {1, 5, 16, 17, 40, 64};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    fcase c = base();
+    c.m = ms[i];
+    c.n = 64 * (int64_t)(i % 3 + 1) + (i & 1 ? 5 : 0);
+    c.k = i == 3 ? 1200 : 208 + 16 * (int64_t)i; /* (multiples of 16: the one-copy path where aligned) */
+    c.bias = (int)(i & 1);
+    c.rowwise = (int)(i % 3 != 1);
+    c.x_off = i == 4;
+    c.lda_pad = i == 2 ? 32 : 0;
+    run(&c);
+    if (EMU_WGMMA) {
+      c.force = BQ__FP8_WGMMA;
+      run(&c);
+    }
+  }
+}
+
+Test(emulated, small_and_tails) {
+  static const int64_t ks[] = {0, 1, 16, 31, 32, 33, 127, 128, 129, 257};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    fcase c = base();
+    c.m = 1 + (int64_t)i * 3;
+    c.n = 1 + (int64_t)i * 5;
+    c.k = ks[i];
+    c.bias = (int)(i & 1);
+    c.rowwise = (int)(i % 3 != 0);
+    run(&c);
+  }
+}
+
+/* row strides, x and w off the 16-byte grid (the register path), y off its vector grid */
+Test(emulated, strides_and_misalignment) {
+  for (int i = 0; i < 6; i++) {
+    fcase c = base();
+    c.m = i & 1 ? 40 : 131;
+    c.n = 23 + 37 * i;
+    c.k = 144 + 16 * i + (i == 5);
+    c.lda_pad = i % 3 == 0 ? 0 : 16 * i + (i == 4);
+    c.ldy_pad = i % 2 ? 3 : 8;
+    c.x_off = i == 2 || i == 4;
+    c.w_off = i == 3;
+    c.y_off = i == 1 ? 1 : 0;
+    c.bias = 1;
+    c.rowwise = i != 4;
+    run(&c);
+  }
+}
