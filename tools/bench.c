@@ -978,6 +978,16 @@ static const linear_case k_linear[] = {
     {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 16, 4096, 4096, BQ_BF16, 1},
     {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 1, 8192, 8192, BQ_BF16, 1},
     {BQ_SMOOTHQUANT_LINEAR, BQ_PER_TOKEN, 16, 8192, 8192, BQ_BF16, 1},
+    /* FP8 linear layers: e4m3 activations and weights, tensorwise and rowwise scales */
+    {BQ_FP8_LINEAR, BQ_PER_TENSOR, 4096, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TENSOR, 8192, 8192, 8192, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TOKEN, 8192, 8192, 8192, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TENSOR, 2048, 4096, 14336, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TOKEN, 2048, 4096, 14336, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TOKEN, 1, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TOKEN, 16, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_LINEAR, BQ_PER_TOKEN, 16, 8192, 8192, BQ_BF16, 1},
 };
 
 typedef struct linear_ctx {
@@ -997,6 +1007,12 @@ static int launch_linear(void *p, long set) {
 }
 
 static void linear_name(const linear_case *c, char *buf, size_t n) {
+  if (c->op == BQ_FP8_LINEAR) {
+    snprintf(buf, n, "linear/fp8_%s/e4m3_in/out_%s/[%lld,%lld,%lld]",
+             c->gran == BQ_PER_TOKEN ? "rowwise" : "tensorwise", bq__dtype_name(c->out), (long long)c->m,
+             (long long)c->n, (long long)c->k);
+    return;
+  }
   snprintf(buf, n, "linear/%s%s/%s/out_%s/[%lld,%lld,%lld]",
            c->op == BQ_QUANTIZED_LINEAR ? "quantized_linear" : "smoothquant",
            c->op == BQ_QUANTIZED_LINEAR ? "" : c->gran == BQ_PER_TOKEN ? "_per_token" : "_per_tensor",
@@ -1011,6 +1027,8 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   d.float_type = c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : c->out;
   d.out_type = c->out;
   d.scale_type = BQ_F32;
+  const int fp8 = c->op == BQ_FP8_LINEAR;
+  if (fp8) d.int_type = BQ_E4M3;
   linear_ctx x = {0};
   int rc = -1;
   size_t xs = c->op == BQ_QUANTIZED_LINEAR ? 2 : 1, os = (size_t)bq__dtype_size(c->out);
@@ -1024,8 +1042,8 @@ static int run_linear_case(const linear_case *c, row_result *r) {
       BQ(bq_malloc(&scales, (size_t)c->n * 4)) || BQ(bq_malloc(&bias, (size_t)c->n * os)) ||
       BQ(bq_malloc(&a_scales, (size_t)c->m * 4)) || BQ(bq_malloc(&y, (size_t)(c->m * c->n) * os)))
     goto done;
-  if (fill_random(x.x, x.x_stride * (size_t)nsets, c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : BQ_S8, -4, 4) ||
-      fill_random(x.w, x.w_stride * (size_t)nsets, BQ_S8, 0, 0) || fill_random(scales, (size_t)c->n * 4, BQ_F32, 1e-3, 2e-3) ||
+  if (fill_random(x.x, x.x_stride * (size_t)nsets, c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : fp8 ? BQ_E4M3 : BQ_S8, -4, 4) ||
+      fill_random(x.w, x.w_stride * (size_t)nsets, fp8 ? BQ_E4M3 : BQ_S8, 0, 0) || fill_random(scales, (size_t)c->n * 4, BQ_F32, 1e-3, 2e-3) ||
       fill_random(bias, (size_t)c->n * os, c->out, -1, 1) || fill_random(a_scales, (size_t)c->m * 4, BQ_F32, 1e-3, 2e-3))
     goto done;
   x.a.rows = c->m;
@@ -1035,7 +1053,7 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   x.a.w_scales = scales;
   x.a.bias = bias;
   x.a.scales = a_scales;
-  x.a.scale = 1.5e-3;
+  x.a.scale = fp8 ? 0 : 1.5e-3; /* (FP8: scales on the device) */
   if (workspace_size(x.plan, &x.a, &x.ws_bytes)) goto done;
   if (x.ws_bytes && BQ(bq_malloc(&x.ws, x.ws_bytes))) goto done;
   if (time_runs(launch_linear, &x, nsets, &r->t)) goto done;
@@ -1065,7 +1083,7 @@ static void run_linear(void) {
     size_t wbytes = (size_t)(c->n * c->k);
     const copy_result *cp = get_copy(wbytes);
     if (!header++) {
-      printf("\n== W8A8 linear: median of %d runs; TOPS = 2 M N K / time; weight GB/s = N K / time; "
+      printf("\n== W8A8 and FP8 linear: median of %d runs; TOPS = 2 M N K / time; weight GB/s = N K / time; "
              "ratio = weight GB/s / copy GB/s at the weight's size ==\n", G.reps);
       printf("%-64s %11s %8s %9s %9s %6s\n", "case", "time_us", "TOPS", "wGB/s", "copy_GB/s", "ratio");
     }
