@@ -44,7 +44,7 @@ linear() {
 }
 if [ "$what" = all ] || [ "$what" = suites ]; then
   $B/examples/demo > $OUT/demo.txt 2>&1; echo "demo rc=$?"; head -3 $OUT/demo.txt
-  for e in w8a8_linear qat_step per_group_weights nvfp4_activations; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
+  for e in w8a8_linear fp8_linear qat_step per_group_weights nvfp4_activations; do $B/examples/$e > $OUT/$e.txt 2>&1; echo "$e rc=$?"; tail -4 $OUT/$e.txt; done
   # the family suites as processes of their own at once (NVRTC compiles a cold cache on all
   # the host's cores: about 300 s for all where one after the other took 680), then those
   # that test the cache itself, one after the other
