@@ -52,8 +52,8 @@ _OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "qu
         "quantize_per_block", "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
         "fake_quantize", "fake_quantize_backward", "quantize_backward", "dequantize_backward",
         "dynamic_per_token_quant", "dynamic_quant", "int8_linear", "quantized_linear", "linear_weight_sums",
-        "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant", "mx_quant", "mx_dequant", "mx_fake_quant",
-        "mx_fake_quant_backward", "mx_quant_backward", "mx_dequant_backward", "rms_norm_mx_quant",
+        "fp8_linear", "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant", "mx_quant", "mx_dequant",
+        "mx_fake_quant", "mx_fake_quant_backward", "mx_quant_backward", "mx_dequant_backward", "rms_norm_mx_quant",
         "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant", "hadamard")
 for _name in _OPS:
     globals()[_name] = _dispatch(_name)
@@ -61,9 +61,9 @@ for _name in _OPS:
 
 def __getattr__(name):
     import importlib
-    if name in ("ops", "QuantizedLinear"):
+    if name in ("ops", "QuantizedLinear", "FP8QuantizedLinear"):
         ops = importlib.import_module(__name__ + ".ops")
-        return ops if name == "ops" else ops.QuantizedLinear
+        return ops if name == "ops" else getattr(ops, name)
     if name == "dlpack":
         return importlib.import_module(__name__ + ".dlpack")
     raise AttributeError("module 'baracuda_quant' has no attribute %r" % name)

@@ -775,6 +775,72 @@ def linear(op, *, x, w, w_scales, y, a_scales=None, a_scale=None, bias=None, a_z
     return _launch(key, device, a, stream, alloc, prepare)
 
 
+FP8_LINEAR_OUT = (DType.F32, DType.F16, DType.BF16)
+
+
+def fp8_scales_rowwise(m, n, a_shape, b_shape):
+    """fp8_linear's scale mode from the shapes of scale_a and scale_b (as torch._scaled_mm
+    reads them): tensorwise (False) one element each, of any shape; rowwise (True) scale_a
+    [M] or [M, 1] and scale_b [N] or [1, N]. A one-element scale_a where M = 1 (scale_b
+    where N = 1) fits either, and the other scale decides (both one element: tensorwise,
+    the same product). Raises naming the scale whose shape fits neither, or both where
+    one is tensorwise and the other rowwise."""
+    def mode(name, shape, count, rows_shapes, what):
+        shape = tuple(shape)
+        numel = 1
+        for s in shape:
+            numel *= s
+        tensorwise, rowwise = numel == 1, shape in rows_shapes or numel == 1 == count
+        if not (tensorwise or rowwise):
+            raise invalid("%s: shape %s, expected one element (tensorwise) or %s (rowwise: %s)"
+                          % (name, shape, " or ".join(str(list(s)) for s in rows_shapes), what))
+        return tensorwise, rowwise
+    ta, ra = mode("scale_a", a_shape, m, ((m,), (m, 1)), "a scale per row of x, M = %d" % m)
+    tb, rb = mode("scale_b", b_shape, n, ((n,), (1, n)), "a scale per output channel, N = %d" % n)
+    if ta and tb:
+        return False
+    if ra and rb:
+        return True
+    raise invalid("scale_a (shape %s, %s) and scale_b (shape %s, %s) differ: both scales are tensorwise (one "
+                  "element each) or both rowwise (scale_a [M] or [M, 1], scale_b [N] or [1, N]; M = %d, N = %d)"
+                  % (tuple(a_shape), "rowwise" if ra else "tensorwise", tuple(b_shape),
+                     "rowwise" if rb else "tensorwise", m, n))
+
+
+def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, stream=None, alloc=None, prepare=False):
+    """FP8Linear: y[M, N] = Tout((acc * sa) * sw (+ bias)), acc = x W^T summed by the FP8
+    tensor cores (not IEEE f32 sums: the library's FP8 LINEAR LAYERS section bounds them), x
+    E4M3 or E5M2 [M, K] with any row stride, W E4M3 [N, K] with K contiguous (nn.Linear's
+    weight), y float32, float16 or bfloat16 [M, N], bias [N] of y's type. scale_a (sa,
+    args.scales) and scale_b (sw, args.w_scales) are float32: tensorwise one element each,
+    rowwise scale_a[M] (a row of x each) and scale_b[N] (an output channel each), as
+    torch._scaled_mm takes them. sm_89 and later (the plan's select refuses older devices)."""
+    m, k, xs = rows_2d("x", x)
+    m2, n, ys = rows_2d("y", y)
+    if x.dtype not in FP8_TYPES:
+        raise invalid("x: dtype %s, expected E4M3 (float8_e4m3fn) or E5M2 (float8_e5m2)" % x.dtype.name)
+    # (with K = 0 the weight holds nothing: its strides say nothing)
+    if len(w.shape) != 2 or w.shape[1] != k or (k > 1 and w.strides[1] != 1) or \
+            (k and w.shape[0] > 1 and w.strides[0] != k):
+        raise invalid("w: shape %s strides %s, expected a contiguous (N, %d) weight" % (w.shape, w.strides, k))
+    if w.dtype != DType.E4M3:
+        raise invalid("w: dtype %s, expected E4M3 (float8_e4m3fn): the weights are E4M3" % w.dtype.name)
+    if m2 != m or w.shape[0] != n:
+        raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
+    if y.dtype not in FP8_LINEAR_OUT:
+        raise invalid("y: dtype %s, expected float32, float16 or bfloat16" % y.dtype.name)
+    check_vector("scale_a", scale_a, m if rowwise else 1, (DType.F32,))
+    check_vector("scale_b", scale_b, n if rowwise else 1, (DType.F32,))
+    if bias is not None:
+        check_vector("bias", bias, n, (y.dtype,))
+    device = same_device(("x", x), ("w", w), ("scale_a", scale_a), ("scale_b", scale_b), ("y", y), ("bias", bias))
+    a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
+    a.x, a.y, a.w, a.scales, a.w_scales, a.bias = x.ptr, y.ptr, w.ptr, scale_a.ptr, scale_b.ptr, _ptr(bias)
+    gran = Granularity.PER_TOKEN if rowwise else Granularity.PER_TENSOR
+    key = _lib.desc_key(Op.FP8_LINEAR, Direction.FORWARD, gran, y.dtype, x.dtype, 0, 0, DType.F32, 0, y.dtype)
+    return _launch(key, device, a, stream, alloc, prepare)
+
+
 def weight_sums(*, w, y, stream=None, alloc=None, prepare=False):
     """y[n] = sum_k w[n, k] in int32, w int8 [N, K] with K contiguous: what asymmetric
     linear plans take as w_sums."""

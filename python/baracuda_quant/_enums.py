@@ -46,6 +46,7 @@ class Op(enum.IntEnum):
     RMSNORM_QUANTIZE = 8
     GATED_QUANTIZE = 9
     HADAMARD = 10
+    FP8_LINEAR = 11
 
 
 class Activation(enum.IntEnum):

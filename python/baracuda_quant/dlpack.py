@@ -942,6 +942,45 @@ def quantized_linear(x, w, w_scales, bias=None, stream=None, *, symmetric=True, 
                    act_type=_dtype(dtype, DType.S8), quant_min=quant_min, quant_max=quant_max, symmetric=symmetric)
 
 
+def _scale_vector(v):
+    """A scale array of at most one dimension longer than 1 as that 1-D view, its stride kept
+    (so that _core's checks see a strided one)."""
+    if v.numel <= 1:
+        return _core.View(v.ptr, (v.numel,), (1,), v.dtype, v.device)
+    stride = next(st for size, st in zip(v.shape, v.strides) if size != 1)
+    return _core.View(v.ptr, (v.numel,), (stride,), v.dtype, v.device)
+
+
+def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype="bfloat16", stream=None):
+    """FP8Linear (sm_89 and later): y = (x W^T) * scale_a * scale_b (+ bias) on FP8 tensor
+    cores, as torch._scaled_mm(x, w.T, scale_a, scale_b, bias, out_dtype) computes it. x
+    E4M3 or E5M2 [..., K] (its rows evenly strided), w E4M3 [N, K] (contiguous, nn.Linear's
+    layout); float32 scales, tensorwise one element each or rowwise scale_a [M] or [M, 1]
+    (a row of x.reshape(-1, K) each) and scale_b [N] or [1, N]; bias [N] of out_dtype
+    (float32, float16 or bfloat16). Output [..., N] of out_dtype."""
+    out_dtype = _dtype(out_dtype, DType.BF16)
+    if out_dtype not in _core.FP8_LINEAR_OUT:
+        raise invalid("out_dtype %s: float32, float16 or bfloat16" % out_dtype.name)
+    for name, v in (("x", x), ("w", w), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if v is None:
+            raise invalid("%s is required" % name)
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        x2 = _rows_view(xv, "x")
+        wv, av, bv, biasv = inp.get(w, "w"), inp.get(scale_a, "scale_a"), inp.get(scale_b, "scale_b"), \
+            inp.get(bias, "bias")
+        if len(wv.shape) != 2:
+            raise invalid("w: shape %s, expected (N, K)" % (wv.shape,))
+        n = wv.shape[0]
+        rowwise = _core.fp8_scales_rowwise(x2.shape[0], n, av.shape, bv.shape)
+        _set_device(xv.device)
+        out = DeviceArray.empty(tuple(xv.shape[:-1]) + (n,), out_dtype, xv.device, stream)
+        out._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.fp8_linear(
+            x=x2, w=wv, scale_a=_scale_vector(av), scale_b=_scale_vector(bv), y=_rows_view(out.view(), "y"),
+            bias=biasv, rowwise=rowwise, stream=st, alloc=alloc)))
+        return out
+
+
 def linear_weight_sums(w, stream=None):
     """int32 [N] sums of the int8 weight w [N, K]'s rows (exact), for asymmetric activations."""
     with _Inputs(stream) as inp:

@@ -1060,6 +1060,33 @@ def _(x, w, w_scales, bias, act_dtype=None, symmetric=True, quant_min=None, quan
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
 
 
+# FP8 activations and an E4M3 weight on FP8 tensor cores (sm_89 and later); rowwise: the
+# scales per row of x and per output channel, else one each (tensorwise)
+def _fp8_linear_impl(x: torch.Tensor, w: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                     bias: Optional[torch.Tensor], out_dtype: torch.dtype, rowwise: bool) -> torch.Tensor:
+    x2 = _rows(x, "x")
+    m, n = x2.shape[0], w.shape[0]
+    y = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
+    if y.numel():
+        # the scales as vectors ([M, 1] and [1, N] are [M] and [N]; a 0-d scale one element)
+        sa, sb, b, y2 = scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous(), _c(bias), y.view(m, n)
+        key = ("fp8_linear", _g(x2), _g(w), _g(sa), _g(sb), _g(y2), _g(b), bool(rowwise))
+        ptrs = {"x": x2.data_ptr(), "y": y2.data_ptr(), "w": w.data_ptr(), "scales": sa.data_ptr(),
+                "w_scales": sb.data_ptr(), "bias": _p(b)}
+        _call(key, x.device.index, lambda stream, alloc: _core.fp8_linear(
+            x=_view(x2), w=_view(w), scale_a=_view(sa), scale_b=_view(sb), y=_view(y2), bias=_view(b),
+            rowwise=bool(rowwise), stream=stream, alloc=alloc, prepare=True), ptrs)
+    return y
+
+
+_fp8_linear = _op("fp8_linear", _fp8_linear_impl)
+
+
+@_fp8_linear.register_fake
+def _(x, w, scale_a, scale_b, bias, out_dtype, rowwise):
+    return torch.empty((*x.shape[:-1], w.shape[0]), dtype=out_dtype, device=x.device)
+
+
 # ---- per block, every granularity of fake quantize, and the backward passes ------------------
 # gran is a Granularity value and param its number: the axis per channel, G per group, B per
 # block (0 otherwise). Per tensor takes scale and zero_point (numbers), the others scales and
@@ -2374,6 +2401,56 @@ def quantized_linear(x, w, w_scales, bias=None, *, symmetric=True, dtype=torch.i
                                                            ws)
 
 
+_FP8_OUT = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
+    """FP8Linear on FP8 tensor cores (sm_89 and later): y = (x W^T) * scale_a * scale_b (+ bias),
+    what torch._scaled_mm(x, w.t(), scale_a, scale_b, bias, out_dtype) computes, with w in
+    nn.Linear's layout. x float8_e4m3fn or float8_e5m2 [..., K] (rows x.reshape(-1, K), read
+    in place where they are evenly strided), w float8_e4m3fn [N, K], contiguous (refused, not
+    copied, otherwise: a weight is read every call). float32 scales, tensorwise one element
+    each (0-d or one-element tensors) or rowwise scale_a [M] or [M, 1] (a row of x each) and
+    scale_b [N] or [1, N] (an output channel each); bias [N] of out_dtype (float32, float16
+    or bfloat16). y = out_dtype((acc * scale_a) * scale_b + bias), each step rounded in f32, acc
+    the tensor cores' sums (not IEEE f32 sums; within 2^-9 sum_k |x_k w_k| of the exact
+    one). Returns [..., N] of out_dtype."""
+    _check_cuda("x", x)
+    _check_cuda("w", w)
+    _check_cuda("scale_a", scale_a)
+    _check_cuda("scale_b", scale_b)
+    if x.dtype not in FP8_DTYPES:
+        raise _lib.invalid("x: dtype %s, expected torch.float8_e4m3fn or torch.float8_e5m2" % x.dtype)
+    if _E4M3 is None or w.dtype != _E4M3:
+        raise _lib.invalid("w: dtype %s, expected torch.float8_e4m3fn (the weights are E4M3)" % w.dtype)
+    if out_dtype not in _FP8_OUT:
+        raise _lib.invalid("out_dtype %s: float32, float16 or bfloat16" % out_dtype)
+    if x.dim() == 0:
+        raise _lib.invalid("x: expected at least 1 dimension [..., K]")
+    k = x.shape[-1]
+    if w.dim() != 2 or w.shape[1] != k:
+        raise _lib.invalid("w: shape %s, expected (N, %d): [N, K] with K x's last dimension (nn.Linear's weight; "
+                           "torch._scaled_mm's second operand is its transpose)" % (tuple(w.shape), k))
+    if not w.is_contiguous():
+        raise _lib.invalid("w: strides %s: expected a contiguous [N, K] weight (K contiguous, rows K apart)"
+                           % (tuple(w.stride()),))
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.dtype != torch.float32:
+            raise _lib.invalid("%s: dtype %s, expected torch.float32" % (name, s.dtype))
+    n = w.shape[0]
+    m = x.shape[:-1].numel()
+    rowwise = _core.fp8_scales_rowwise(m, n, scale_a.shape, scale_b.shape)
+    if bias is not None:
+        _check_cuda("bias", bias)
+        if bias.dtype != out_dtype or tuple(bias.shape) != (n,):
+            raise _lib.invalid("bias: shape %s dtype %s, expected (%d,) of out_dtype %s" % (tuple(bias.shape),
+                                                                                          bias.dtype, n, out_dtype))
+    for name, t in (("w", w), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)):
+        if t is not None and t.device != x.device:
+            raise _lib.invalid("%s is on %s, expected %s like x" % (name, t.device, x.device))
+    return _ops(x, w, scale_a, scale_b, bias).fp8_linear(x, w, scale_a, scale_b, bias, out_dtype, rowwise)
+
+
 class QuantizedLinear(torch.nn.Module):
     """nn.Linear with an int8 weight (per output channel, f32 scales) and activations
     quantized per token on the fly (W8A8)."""
@@ -2402,6 +2479,48 @@ class QuantizedLinear(torch.nn.Module):
         if bias is not None and bias.dtype != x.dtype:
             bias = bias.to(x.dtype)
         return quantized_linear(x, self.weight, self.w_scales, bias)
+
+    def extra_repr(self):
+        return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
+                                                             self.bias is not None)
+
+
+class FP8QuantizedLinear(torch.nn.Module):
+    """nn.Linear with an E4M3 weight (per output channel, f32 scales) and activations quantized
+    per token to E4M3 on the fly, then fp8_linear rowwise (W8A8 in FP8; sm_89 and later). Both
+    quantizations are dynamic_per_token_quant's: s = amax / 448 a row (1 for an all-zero row),
+    q = e4m3(x / s) rounded to nearest even."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=torch.bfloat16):
+        super().__init__()
+        if _E4M3 is None:
+            raise _lib.NotSupportedError("FP8QuantizedLinear: this torch has no torch.float8_e4m3fn", 2)
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("weight", torch.zeros((out_features, in_features), dtype=_E4M3, device=device))
+        self.register_buffer("w_scales", torch.ones(out_features, dtype=torch.float32, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @classmethod
+    def from_float(cls, linear):
+        w = linear.weight.detach()
+        _check_float("linear.weight", w)
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, w.device, w.dtype)
+        q, s, _ = dynamic_per_token_quant(w, symmetric=True, dtype=_E4M3)
+        m.weight.copy_(q)
+        m.w_scales.copy_(s.reshape(-1))
+        if linear.bias is not None:
+            m.bias.copy_(linear.bias.detach())
+        return m
+
+    def forward(self, x):
+        _check_float("x", x)
+        if x.dtype not in _FP8_OUT:
+            raise _lib.invalid("x: dtype %s, expected float32, float16 or bfloat16 (the output's type)" % x.dtype)
+        q, s, _ = dynamic_per_token_quant(x, symmetric=True, dtype=_E4M3)  # s: [M, 1], a scale a row
+        bias = self.bias
+        if bias is not None and bias.dtype != x.dtype:
+            bias = bias.to(x.dtype)
+        return fp8_linear(q, self.weight, s, self.w_scales, bias, out_dtype=x.dtype)
 
     def extra_repr(self):
         return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,

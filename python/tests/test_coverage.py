@@ -191,6 +191,12 @@ def _call(d):
         x2 = Producer((ROWS, 2 * COLS), ft)
         f = bq.silu_and_mul_quant if d.activation == Activation.SILU else bq.gelu_tanh_and_mul_quant
         return f(x2, **kw)
+    if op == Op.FP8_LINEAR:  # FP8 activations x an E4M3 weight; tensorwise and rowwise share a kernel
+        ot = DType(d.out_type)
+        rows = gran == Granularity.PER_TOKEN
+        sa, sb = Producer((ROWS if rows else 1,), DType.F32), Producer((48 if rows else 1,), DType.F32)
+        return bq.fp8_linear(Producer((ROWS, COLS), it), Producer((48, COLS), DType.E4M3), sa, sb,
+                             Producer((48,), ot), out_dtype=_NAMES[ot])
     w = Producer((48, COLS), DType.S8)
     if op == Op.LINEAR_WEIGHT_SUMS:
         return bq.linear_weight_sums(w)

@@ -1,0 +1,277 @@
+"""GPU tests of fp8_linear and FP8QuantizedLinear (FP8 tensor cores: sm_89 and later).
+
+The tensor cores' FP8 sums are not IEEE f32 sums, so the contract is a bound, not bits:
+with acc the hardware's sum of x[m, k] w[n, k] and S[m, n] = sum_k |x[m, k] w[n, k]|,
+|acc - exact| <= 2^-9 S, and y = Tout(((acc * sa) * sw) + bias), each step rounded to nearest
+in f32 (the library's FP8 LINEAR LAYERS section). Against the exact result (f64 on the CPU,
+from the same FP8 values), each element of y is then within
+
+    B = e + u_T (|exact| + e) + eta_T,    e = 2^-9 S' + 2^-22 (S' + |bias|),  S' = S |sa| |sw|
+
+(2^-22 covers the three f32 roundings of the epilogue, each at most 2^-24 relative to a value
+at most (1 + 2^-9) S' + |bias|; u_T = eps_T / 2 is the output type's unit roundoff and eta_T =
+tiny_T eps_T / 2 its subnormal spacing: the final rounding). torch._scaled_mm(x, w.t(), sa,
+sb, bias, out_dtype) computes the same thing within its own such bound, so the two agree
+within 2 B (plus the unit roundoff of any extra rounding its fallback takes). What is exact is
+tested bit for bit: a row's result depends on that row alone (not on M, the tile, a row
+stride or leading dimensions), rowwise scales that are all equal give the tensorwise bits,
+and FP8QuantizedLinear is dynamic_per_token_quant followed by fp8_linear."""
+import pytest
+
+from conftest import cuda_available
+
+pytestmark = pytest.mark.skipif(not cuda_available(), reason="torch with a CUDA device is needed")
+
+if cuda_available():
+    import torch
+    import baracuda_quant as bq
+    import baracuda_quant.ops as bqo
+
+    SM89 = torch.cuda.get_device_capability() >= (8, 9)
+    E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
+else:
+    SM89 = False
+
+needs_sm89 = pytest.mark.skipif(not SM89, reason="FP8 tensor cores need sm_89 or later")
+DEV = "cuda"
+OUTS = ["float32", "float16", "bfloat16"]
+SHAPES = [(m, n, k) for m in (1, 7, 130, 300) for n in (64, 200) for k in (32, 1000)]
+
+
+def fp8(shape, dtype, seed, scale=8.0):
+    """random FP8 values (finite: well inside either format's range)"""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
+
+
+def operands(m, n, k, rowwise, out, seed, xdtype=None, bias=True):
+    """x [m, k], w [n, k], the scales (rowwise [m, 1] and [1, n], torch._scaled_mm's shapes;
+    tensorwise a 0-d scale_a and a one-element scale_b) and the bias, on the host"""
+    g = torch.Generator().manual_seed(seed + 1)
+    x, w = fp8((m, k), xdtype or E4, seed), fp8((n, k), E4, seed + 2, scale=1.0)
+    if rowwise:
+        sa = torch.rand(m, 1, generator=g) * 0.1 + 0.01
+        sb = torch.rand(1, n, generator=g) * 0.1 + 0.01
+    else:
+        sa, sb = torch.tensor(0.0371), torch.tensor([0.0593])
+    b = (torch.randn(n, generator=g) * 4).to(out) if bias else None
+    return x, w, sa, sb, b
+
+
+def dev(*ts):
+    return [None if t is None else t.to(DEV) for t in ts]
+
+
+def exact_and_bound(x, w, sa, sb, b, out):
+    """the exact result (f64) of the host operands, the bound B of the module docstring, and
+    S' + |bias| (what bounds any intermediate value of the epilogue)"""
+    x64, w64 = x.double(), w.double()
+    s = sa.double().reshape(-1, 1) * sb.double().reshape(1, -1)  # [M or 1, 1] x [1, N or 1]
+    mag = (x64.abs() @ w64.abs().t()) * s.abs()
+    bias = torch.zeros(w.shape[0], dtype=torch.float64) if b is None else b.double()
+    exact = (x64 @ w64.t()) * s + bias
+    e = 2.0 ** -9 * mag + 2.0 ** -22 * (mag + bias.abs())
+    fi = torch.finfo(out)
+    return exact, e + fi.eps / 2 * (exact.abs() + e) + fi.tiny * fi.eps / 2, mag + bias.abs()
+
+
+def check_within(y, exact, bound, what):
+    err = (y.cpu().double() - exact).abs()
+    bad = err > bound
+    if bad.any():
+        i = int((err / bound).argmax())
+        pytest.fail("%s: %d of %d elements past the bound; the worst, flat index %d: y %r, exact %r, bound %.3g"
+                    % (what, int(bad.sum()), err.numel(), i, float(y.cpu().double().view(-1)[i]),
+                       float(exact.view(-1)[i]), float(bound.view(-1)[i])))
+
+
+def bits(t):
+    t = t.cpu()
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def same(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a), bits(b))
+
+
+@needs_sm89
+@pytest.mark.parametrize("out", OUTS)
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_within_the_bound(m, n, k, rowwise, out):
+    out = getattr(torch, out)
+    x, w, sa, sb, b = operands(m, n, k, rowwise, out, seed=m * 7 + n * 3 + k)
+    y = bq.fp8_linear(*dev(x, w, sa, sb, b), out_dtype=out)
+    assert y.shape == (m, n) and y.dtype == out and y.device.type == DEV
+    exact, bound, _ = exact_and_bound(x, w, sa, sb, b, out)
+    check_within(y, exact, bound, "fp8_linear against the exact result")
+
+
+@needs_sm89
+@pytest.mark.parametrize("out", OUTS)
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+def test_e5m2_activations_without_bias(rowwise, out):
+    out = getattr(torch, out)
+    x, w, sa, sb, b = operands(130, 200, 1000, rowwise, out, seed=5, xdtype=E5, bias=False)
+    y = bqo.fp8_linear(*dev(x, w, sa, sb, b), out_dtype=out)
+    exact, bound, _ = exact_and_bound(x, w, sa, sb, None, out)
+    check_within(y, exact, bound, "e5m2 x e4m3")
+
+
+def _pad(t, rows, cols, fill=0):
+    """t [r, c] in the top-left corner of a [rows, cols] tensor of its dtype filled with fill
+    (FP8 through byte views: zero bytes are +0)"""
+    if t.dtype in (E4, E5):
+        p = torch.zeros(rows, cols, dtype=torch.uint8, device=t.device)
+        p[:t.shape[0], :t.shape[1]] = t.view(torch.uint8)
+        return p.view(t.dtype)
+    p = torch.full((rows, cols), fill, dtype=t.dtype, device=t.device)
+    p[:t.shape[0], :t.shape[1]] = t
+    return p
+
+
+REFUSED = (RuntimeError, ValueError, NotImplementedError)  # how torch._scaled_mm refuses a call
+
+
+def scaled_mm(x, w, sa, sb, b, out, rowwise):
+    """torch._scaled_mm(x, w.t(), sa, sb, bias=b, out_dtype=out) on the device, the scales in
+    its shapes (rowwise [M, 1] and [1, N], else 0-d): K and N padded to multiples of 16 with
+    zeros (cuBLASLt's rule; zero products leave every sum as it was), sb with ones. Where
+    torch refuses that call (a bias with a float32 output, rowwise scales with some output
+    types, on some GPUs), its float32 or bfloat16 output without the bias has the bias added
+    in f32 and rounded to out. Returns (y [M, N], the unit roundoff of the extra rounding
+    taken, 0 if none), or None where torch takes none of these."""
+    m, k = x.shape
+    n = w.shape[0]
+    kp, np_ = -(-k // 16) * 16, -(-n // 16) * 16
+    xp, wp = _pad(x, m, kp), _pad(w, np_, kp)
+    if rowwise:
+        sap, sbp = sa.reshape(m, 1), _pad(sb.reshape(1, n), 1, np_, 1.0)
+    else:
+        sap, sbp = sa.reshape(()), sb.reshape(())
+    bp = None if b is None else _pad(b.view(1, -1), 1, np_).view(-1)
+    try:
+        return torch._scaled_mm(xp, wp.t(), sap, sbp, bias=bp, out_dtype=out)[:, :n], 0.0
+    except REFUSED:
+        pass
+    for mid in (torch.float32, torch.bfloat16):
+        try:
+            r = torch._scaled_mm(xp, wp.t(), sap, sbp, out_dtype=mid)[:, :n].float()
+        except REFUSED:
+            continue
+        if b is not None:
+            r = r + b.float()
+        return r.to(out), torch.finfo(mid).eps / 2 if mid != torch.float32 else 0.0
+    return None
+
+
+@needs_sm89
+@pytest.mark.parametrize("out", OUTS)
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensorwise", "rowwise"])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_against_scaled_mm(m, n, k, rowwise, out):
+    out = getattr(torch, out)
+    x, w, sa, sb, b = operands(m, n, k, rowwise, out, seed=m * 5 + n + k * 11)
+    xd, wd, sad, sbd, bd = dev(x, w, sa, sb, b)
+    ref = scaled_mm(xd, wd, sad, sbd, bd, out, rowwise)
+    if ref is None:
+        pytest.skip("torch._scaled_mm takes no form of this call here (%s, %s)" % (
+            "rowwise" if rowwise else "tensorwise", out))
+    ref, u_ref = ref
+    y = bq.fp8_linear(xd, wd, sad, sbd, bd, out_dtype=out)
+    exact, bound, big = exact_and_bound(x, w, sa, sb, b, out)
+    # each within B of the exact result, the fallback's extra rounding within u_ref of a value
+    # at most (1 + 2^-9) S' + |bias|
+    tol = 2 * bound + 1.01 * u_ref * big
+    err = (y.cpu().double() - ref.cpu().double()).abs()
+    assert (err <= tol).all(), "fp8_linear against torch._scaled_mm: worst err / tol %.3g (err / B against the " \
+        "exact result: fp8_linear %.3g, torch._scaled_mm %.3g)" % (
+            float((err / tol).max()), float(((y.cpu().double() - exact).abs() / bound).max()),
+            float(((ref.cpu().double() - exact).abs() / bound).max()))
+
+
+@needs_sm89
+@pytest.mark.parametrize("out", OUTS)
+def test_rows_depend_on_their_row_alone(out):
+    """a row's result is the same bits whatever M, the tile it falls in, x's row stride and
+    leading dimensions; rowwise scales all equal give the tensorwise bits"""
+    out = getattr(torch, out)
+    x, w, sa, sb, b = dev(*operands(300, 200, 1000, True, out, seed=9))
+    y = bqo.fp8_linear(x, w, sa, sb, b, out)
+    for lo, hi in ((0, 1), (0, 7), (129, 259), (250, 300)):
+        assert same(bqo.fp8_linear(x[lo:hi].clone(), w, sa[lo:hi].clone(), sb, b, out), y[lo:hi])
+    for ld in (1040, 1003):  # rows on the 16-byte grid, and not
+        wide = torch.zeros(300, ld, dtype=torch.uint8, device=DEV)
+        wide[:, :1000] = x.view(torch.uint8)
+        xs = wide.view(E4)[:, :1000]  # read in place, rows ld apart
+        assert xs.stride() == (ld, 1)
+        assert same(bqo.fp8_linear(xs, w, sa, sb, b, out), y), ld
+    y3 = bqo.fp8_linear(x.view(3, 100, 1000), w, sa, sb.view(-1), b, out)
+    assert y3.shape == (3, 100, 200) and same(y3.view(300, 200), y)
+    c, d = torch.tensor(0.0371, device=DEV), torch.tensor(0.0593, device=DEV)
+    t = bqo.fp8_linear(x, w, c, d.view(1), b, out)
+    r = bqo.fp8_linear(x, w, c.expand(300, 1).contiguous(), d.expand(1, 200).contiguous(), b, out)
+    assert same(t, r)
+
+
+@needs_sm89
+def test_k0_writes_the_bias():
+    x, w = torch.empty(5, 0, dtype=E4, device=DEV), torch.empty(64, 0, dtype=E4, device=DEV)
+    b = torch.randn(64, device=DEV).to(torch.bfloat16)
+    y = bqo.fp8_linear(x, w, torch.ones(5, device=DEV), torch.ones(64, device=DEV), b)
+    assert same(y, b.expand(5, 64).contiguous())
+    y = bqo.fp8_linear(x, w, torch.ones((), device=DEV), torch.ones((), device=DEV), out_dtype=torch.float32)
+    assert same(y, torch.zeros(5, 64))
+    assert bqo.fp8_linear(torch.empty(0, 32, dtype=E4, device=DEV), w.new_empty(64, 32), torch.ones(0, device=DEV),
+                          torch.ones(64, device=DEV)).shape == (0, 64)
+
+
+@needs_sm89
+def test_eager_calls_keep_their_validated_call():
+    """a repeated geometry reuses its validated call with new pointers (new scales included);
+    torch.ops gives the same bits"""
+    keep = [dev(*operands(33, 64, 96, True, torch.float16, seed=s)) for s in (40, 41)]
+    y0 = bqo.fp8_linear(*keep[0], torch.float16)
+    n = bqo.prepared_count()
+    y1 = bqo.fp8_linear(*keep[1], torch.float16)
+    assert bqo.prepared_count() == n
+    for (x, w, sa, sb, b), y in zip(keep, (y0, y1)):
+        exact, bound, _ = exact_and_bound(x.cpu(), w.cpu(), sa.cpu(), sb.cpu(), b.cpu(), torch.float16)
+        check_within(y, exact, bound, "a kept call")
+        assert same(torch.ops.baracuda_quant.fp8_linear(x, w, sa, sb, b, torch.float16, True), y)
+    bqo.fp8_linear(keep[0][0][:20], keep[0][1], keep[0][2][:20], keep[0][3], keep[0][4], torch.float16)
+    assert bqo.prepared_count() == n + 1
+
+
+@needs_sm89
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_module(dtype):
+    """FP8QuantizedLinear: the weight and the activations quantized per token to E4M3 by
+    dynamic_per_token_quant, then fp8_linear rowwise, bit for bit; against the float layer
+    (f64 on the CPU) within 5e-2 of the output's largest magnitude (E4M3's 3-bit significands
+    on both operands: about 3.5e-2 for these inputs)"""
+    T = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(19)
+    lin = torch.nn.Linear(256, 192).to(DEV, T)
+    with torch.no_grad():
+        lin.weight.copy_((torch.randn(192, 256, generator=g) * 0.05).to(T))
+        lin.bias.copy_((torch.randn(192, generator=g) * 0.1).to(T))
+    x = torch.randn(3, 40, 256, generator=g).to(T).to(DEV)
+    mod = bqo.FP8QuantizedLinear.from_float(lin)
+    qw, sw, _ = bqo.dynamic_per_token_quant(lin.weight.detach(), dtype=E4)
+    assert same(mod.weight, qw) and same(mod.w_scales, sw.view(-1)) and same(mod.bias, lin.bias.detach())
+    y = mod(x)
+    assert y.shape == (3, 40, 192) and y.dtype == T
+    qa, sa, _ = bqo.dynamic_per_token_quant(x, dtype=E4)
+    assert same(y, bqo.fp8_linear(qa, mod.weight, sa, mod.w_scales, lin.bias.detach(), T))
+    ref = torch.nn.functional.linear(x.cpu().double(), lin.weight.detach().cpu().double(),
+                                     lin.bias.detach().cpu().double())
+    err = (y.cpu().double() - ref).abs().max()
+    assert err <= 5e-2 * ref.abs().max(), float(err / ref.abs().max())
+
+
+@pytest.mark.skipif(not cuda_available() or SM89, reason="a device before sm_89 is needed")
+def test_older_devices_are_refused():
+    x, w = torch.zeros(4, 32, dtype=E4, device=DEV), torch.zeros(64, 32, dtype=E4, device=DEV)
+    with pytest.raises(bq.NotSupportedError):
+        bqo.fp8_linear(x, w, torch.ones((), device=DEV), torch.ones((), device=DEV))
