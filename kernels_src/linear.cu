@@ -510,6 +510,18 @@ extern "C" __global__ void BQ_FN_FP8_GEMM(const bq_linear_params p) { __trap(); 
 static __device__ __forceinline__ bq_u64 bq_wg_desc(bq_u32 addr) {
   return (bq_u64)((addr & 0x3FFFF) >> 4) | ((bq_u64)1 << 16) | ((bq_u64)(1024 >> 4) << 32) | ((bq_u64)1 << 62);
 }
+// A warpgroup's wgmma accumulators (m64nBN: BN / 2 a thread, of ACC) into the epilogue's
+// tile: thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e] row 64 wg + 16 w +
+// lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e.
+template <int BN, typename ACC>
+static __device__ __forceinline__ void bq_wg_put(ACC *tile, const ACC (&acc)[BN / 2], int wg, int w, int lane) {
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      bq_tile_put(tile, BQ_EP_LD(BN), 64 * wg + 16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3), acc[4 * j + 2 * h],
+                  acc[4 * j + 2 * h + 1]);
+}
 
 #if BQ_E_GEMM_WGMMA
 extern "C" __global__ void BQ_LB_GEMM_WGMMA BQ_FN_GEMM_WGMMA(const bq_linear_params p) {
@@ -553,15 +565,9 @@ extern "C" __global__ void BQ_LB_GEMM_WGMMA BQ_FN_GEMM_WGMMA(const bq_linear_par
   bq_cp_wait<0>();
   __syncthreads(); // every wgmma and copy is done; the staged columns and rows are visible
 
-  // the epilogue: thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e] row
-  // 64 wg + 16 w + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e
+  // the epilogue, through the tile
   int *tile = (int *)stages;
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-      bq_tile_put(tile, BQ_EP_LD(BN), 64 * wg + 16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3), acc[4 * j + 2 * h],
-                  acc[4 * j + 2 * h + 1]);
+  bq_wg_put<BN>(tile, acc, wg, w, lane);
   __syncthreads();
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
@@ -618,15 +624,9 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_param
   bq_cp_wait<0>();
   __syncthreads(); // every copy is done; the staged columns and rows are visible
 
-  // thread (w, lane) of warpgroup wg holds in acc[4 j + 2 h + e] row 64 wg + 16 w + lane / 4
-  // + 8 h, column 8 j + 2 (lane % 4) + e
+  // the epilogue, through the tile
   float *tile = (float *)stages;
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-      bq_tile_put(tile, BQ_EP_LD(BN), 64 * wg + 16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3), acc[4 * j + 2 * h],
-                  acc[4 * j + 2 * h + 1]);
+  bq_wg_put<BN>(tile, acc, wg, w, lane);
   __syncthreads();
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
