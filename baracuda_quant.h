@@ -6927,11 +6927,11 @@ BQ__FN bq_status bq__target_pick(const bq_desc *d, int sm, int force_ptx, int wg
                     sm, oldest);
   const bq__family *f = bq__family_of(d);
   if (f && sm < f->min_sm)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s needs compute capability %d.%d or newer (the device is sm_%d)",
-                    bq__op_name(d->op), f->min_sm / 10, f->min_sm % 10, sm);
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "desc.op (%s) needs compute capability %d.%d or newer (the device "
+                    "is sm_%d)", bq__op_name(d->op), f->min_sm / 10, f->min_sm % 10, sm);
   if (f && !(exact && !force_ptx) && best < f->min_sm)
-    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "%s needs PTX for compute capability %d.%d or newer, and the newest "
-                    "arch NVRTC supports at or below sm_%d is sm_%d", bq__op_name(d->op), f->min_sm / 10,
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "desc.op (%s) needs PTX for compute capability %d.%d or newer, and "
+                    "the newest arch NVRTC supports at or below sm_%d is sm_%d", bq__op_name(d->op), f->min_sm / 10,
                     f->min_sm % 10, sm, best);
   if (exact && !force_ptx) {
     t->arch = sm;

@@ -264,6 +264,12 @@ seeds["regress_fused_held_check_before_workspace"] = bytes([1]) + desc_bytes(
 seeds["regress_mx_rotation_random_signs_sku"] = bytes.fromhex(
     "0045454545454545454545454545454545454545457f0101ffffffffffff"
     "ffffff454545454545003e45454545454545454545a608006f0106b30100")
+# an op refused on the device's arch (BQ_FP8_LINEAR before sm_89) must name the field:
+# bq_sku said "fp8_linear needs compute capability 8.9" (libFuzzer's find, its bytes as found)
+seeds["regress_fp8_linear_arch_names_op"] = bytes.fromhex(
+    "003b7a6266393939393939393939393939393939393939393939393939393939393939393939393939393939"
+    "39393939393939393939393939393939393939393939393939393939393939393939316b0270655f726d6c59"
+    "656574014e0201696e0026")
 
 os.makedirs(OUT, exist_ok=True)
 for f in os.listdir(OUT):

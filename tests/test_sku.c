@@ -1147,7 +1147,7 @@ Test(sku, fp8_linear_needs_sm_89) {
   d.out_type = BQ_BF16;
   char sku[256];
   cr_assert_eq(bq_sku(&d, 80, sku, sizeof sku), BQ_ERROR_NOT_SUPPORTED);
-  cr_assert(strstr(bq_last_error(), "fp8_linear needs compute capability 8.9"), "%s", bq_last_error());
+  cr_assert(strstr(bq_last_error(), "desc.op (fp8_linear) needs compute capability 8.9"), "%s", bq_last_error());
   cr_assert_eq(bq_sku(&d, 89, sku, sizeof sku), BQ_SUCCESS, "%s", bq_last_error());
   cr_assert_str_eq(sku, "fp8_linear.a_e4m3.w_e4m3.out_bf16.scale_f32.mma_m16n8k32.sm_89");
 }
