@@ -194,18 +194,24 @@
                     [N, K]; out_type or float_type names the output: BQ_F32, BQ_F16 or
                     BQ_BF16 (the bias's type too); scale_type BQ_F32 (the default).
                     granularity BQ_PER_TENSOR (the default, "tensorwise": args.scales and
-                    args.w_scales each one f32 on the device) or BQ_PER_TOKEN ("rowwise":
-                    args.scales[M] per token, args.w_scales[N] per output channel).
+                    args.w_scales each one f32 on the device), BQ_PER_TOKEN ("rowwise":
+                    args.scales[M] per token, args.w_scales[N] per output channel) or
+                    BQ_PER_BLOCK ("blockwise", KB = ceil(K / 128): args.scales[M][KB] per
+                    1 x 128 group of x, or [KB][M] with scale_layout BQ_SCALES_MN_MAJOR,
+                    args.group_row_stride apart (0: KB, or M rounded up to 4);
+                    args.w_scales[ceil(N / 128)][KB] per 128 x 128 block of W, dense;
+                    args.group_size 0 or 128).
      args: rows = M, cols = K, n = N, x (x_row_stride), y (y_row_stride), w, scales,
      w_scales, bias (or NULL). The tensor cores' FP8 sums are not IEEE f32 sums, so the
-     result is not the CPU reference's bit for bit; what holds: acc is the sum, in order and
-     in f32, of one partial sum per 128 elements of K (on sm_90a; mma.sync modules chain
-     every 32 into the f32 accumulator), so it is deterministic and the same for a row
-     whatever M or the tile it falls in; |acc - exact| stays within docs/numerics.md's
-     bound; y = Tout((acc * sa) * sw + bias), each step rounded to nearest even in f32.
-     On sm_90 (an sm_90a module): M <= 64 streams the weight (wgmma m64n16k32, 64 output
-     columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma m64n128k32),
-     both on the same partial sums; elsewhere 128 x 256 mma.sync tiles take every M.
+     result is not the CPU reference's bit for bit; what holds: acc takes, in order, one
+     partial sum per 128 elements of K by an f32 fma with its scale (1; blockwise the
+     block's sa * sw), so it is deterministic and the same for a row whatever M or the
+     tile it falls in; |acc - exact| stays within docs/numerics.md's bound; y = Tout((acc *
+     sa) * sw + bias) (blockwise Tout(acc + bias)), each step rounded to nearest even in
+     f32. On sm_90 (an sm_90a module): M <= 64 streams the weight (wgmma m64n16k32, 64
+     output columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma
+     m64n128k32), both on the same partial sums; elsewhere 128 x 128 mma.sync tiles take
+     every M.
 
    FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
      BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
@@ -408,7 +414,7 @@ typedef enum bq_op {
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
   BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
   BQ_HADAMARD,          /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
-  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor or per row and column */
+  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor, row and column, or block */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */
@@ -5834,11 +5840,15 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 #define BQ_FN_WEIGHT_SUMS bq_weight_sums
 /* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight
    streaming in an sm_90a module (the others trap) */
-enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2 };
-#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 256 tiles on mma.sync (sm_89, sm_90) */
+enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4 };
+#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 128 tiles on mma.sync (sm_89, sm_90) */
 #define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */
 #define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */
+#define BQ_FN_FP8_WGMMA_BLK bq_fp8_wgmma_blk /* ... the two with blockwise scales */
+#define BQ_FN_FP8_GEMV_BLK bq_fp8_gemv_blk
 
+/* (FP8 layers have no weight sums: blockwise, w_sums holds the activation scales' leading
+   dimension instead, so that the int8 kernels' parameter block stays as it was) */
 typedef struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
   bq_i64 m, n, k, lda, ldy;
@@ -5858,6 +5868,10 @@ typedef struct bq_linear_params {
 #define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */
 #define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */
 #define BQ_LF_SW_ROW 1024 /* FP8: per-channel weight scales w_scales[n]; else w_scales[0] */
+/* FP8 blockwise: a_scales[m][b] (m * lds + b, lds = w_sums) of 1 x 128 groups, w_scales[n / 128][b] of
+   128 x 128 blocks (b < ceil(K / 128)), applied to each K block's partial sum */
+#define BQ_LF_BLOCK 2048
+#define BQ_LF_SA_MN 4096 /* ... the activation scales MN-major: a_scales[b][m] (b * lds + m) */
 #endif
 #define BQ__GEMM_ENTRIES                                                                  \
   {BQ_ENTRY_NAME(BQ_FN_GEMM_LARGE), BQ_ENTRY_NAME(BQ_FN_GEMV), BQ_ENTRY_NAME(BQ_FN_GEMV32), \
@@ -6405,24 +6419,37 @@ static const bq__family bq__weight_sums_family = {
    the GPU where tiles of 128 rows would leave most SMs idle), larger M bq_fp8_wgmma's
    128 x 128 tiles; both form each output from the same 128-element partial sums in the
    same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
-   wgmma) bq_fp8_gemm's 128 x 256 mma.sync tiles take every M. Tensorwise and rowwise
-   scales are run-time flags of one SKU. */
-#define BQ__FP8_ENTRIES {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV)}
+   wgmma) bq_fp8_gemm's 128 x 128 mma.sync tiles take every M, on the same 128-element
+   blocks. Tensorwise, rowwise and blockwise scales are run-time flags of one SKU. */
+#define BQ__FP8_ENTRIES                                                                                            \
+  {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV),                      \
+   BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV_BLK)}
 #define BQ__FP8_GEMV_ROWS 64 /* the largest M bq_fp8_gemv takes */
 /* bq_fp8_wgmma: BQ_F8_STAGES (5) stages of 128 + 128 rows of 128 bytes; bq_fp8_gemv:
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
-   parameters; bq_fp8_gemm: the int8 tiles' */
+   parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
+   entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
+#define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
 BQ__FN int64_t bq__fp8_smem(int e) {
-  return e == BQ__FP8_WGMMA ? BQ__FP8_SMEM_WGMMA : e == BQ__FP8_GEMV ? BQ__FP8_SMEM_GEMV : BQ__GEMM_SMEM_LARGE;
+  switch (e) {
+  case BQ__FP8_WGMMA: return BQ__FP8_SMEM_WGMMA;
+  case BQ__FP8_GEMV: return BQ__FP8_SMEM_GEMV;
+  case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
+  case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
+  default: return BQ__FP8_SMEM_GEMM;
+  }
 }
 static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
 BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
+  int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
   if (bq__fp8_force_config == BQ__FP8_WGMMA || (bq__fp8_force_config == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS))
-    return bq__fp8_force_config;
-  return m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
+    e = bq__fp8_force_config;
+  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales in their stages */
+    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : BQ__FP8_WGMMA_BLK;
+  return e;
 }
 
 BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
@@ -6435,11 +6462,28 @@ BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__st
   bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), 1);
 }
 
-BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp) {
+/* Blockwise: the activation scales' leading dimension (args.group_row_stride, 0 meaning
+   ceil(K / 128) row-major, M rounded up to 4 MN-major, the quantizers' defaults) */
+BQ__FN bq_status bq__fp8_block_lds(const bq_plan *p, const bq_args *a, const bq__linear_view *v, int64_t *lds) {
+  const int mn = p->desc.scale_layout == BQ_SCALES_MN_MAJOR;
+  const int64_t kb = (v->k + 127) / 128, least = mn ? v->m : kb;
+  if (a->group_size != 0 && a->group_size != 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
+                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  if (a->group_row_stride < 0 || (a->group_row_stride > 0 && a->group_row_stride < least))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 or at least %s (%lld)",
+                    p->name, (long long)a->group_row_stride, mn ? "M (MN-major activation scales)" :
+                    "ceil(K / 128) (row-major activation scales)", (long long)least);
+  *lds = a->group_row_stride ? a->group_row_stride : mn ? (v->m + 3) / 4 * 4 : kb;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp, int64_t *lds) {
   bq__linear_view v;
   bq_status st = bq__linear_view_of(p, a, &v);
   if (st) return st;
   *vp = v;
+  *lds = 0;
+  if (p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_block_lds(p, a, &v, lds))) return st;
   if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
   int ts = bq__dtype_size(p->desc.out_type);
   if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
@@ -6452,13 +6496,15 @@ BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq_
 }
 BQ__FN bq_status bq__fp8_linear_check(const bq_plan *p, const bq_args *a) {
   bq__linear_view v;
-  return bq__fp8_linear_validate(p, a, &v);
+  int64_t lds;
+  return bq__fp8_linear_validate(p, a, &v, &lds);
 }
 
 BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws, (void)ws_bytes;
   bq__linear_view v;
-  bq_status st = bq__fp8_linear_validate(p, a, &v);
+  int64_t lds;
+  bq_status st = bq__fp8_linear_validate(p, a, &v, &lds);
   if (st || v.m == 0 || v.n == 0) return st;
   bq_linear_params k;
   memset(&k, 0, sizeof k);
@@ -6471,17 +6517,20 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
   k.bias = (uint64_t)(uintptr_t)a->bias;
   if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;
+  if (p->desc.granularity == BQ_PER_BLOCK) k.flags |= BQ_LF_BLOCK;
+  if (p->desc.scale_layout == BQ_SCALES_MN_MAJOR) k.flags |= BQ_LF_SA_MN;
+  k.w_sums = (uint64_t)lds; /* (the activation scales' leading dimension: linear_abi.h) */
   if (a->bias) k.flags |= BQ_LF_BIAS;
   if (v.k == 0) k.flags |= BQ_LF_K0;
   if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
-  const int e = bq__fp8_config(p, v.m), bn = e == BQ__FP8_WGMMA ? 128 : 256;
-  if (e == BQ__FP8_GEMV)
+  const int e = bq__fp8_config(p, v.m);
+  if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK)
     return bq__launch(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128, (unsigned)bq__fp8_smem(e), &k, stream);
-  k.tiles_m = (int32_t)((v.m + 127) / 128);
-  k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
+  k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
+  k.tiles_n = (int32_t)((v.n + 127) / 128);
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
 }
 BQ__FN bq_status bq__fp8_linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
@@ -6496,12 +6545,18 @@ BQ__FN int bq__fp8_linear_has(const bq_desc *d, const bq__target *t, int e) {
 
 BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
-  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 1))) return st;
   if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
-  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN ? "rowwise" : "tensorwise");
-  if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN   ? "rowwise"
+                                             : d->granularity == BQ_PER_BLOCK ? "blockwise"
+                                                                              : "tensorwise");
+  if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN && d->granularity != BQ_PER_BLOCK)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_linear: desc.granularity (%s) is not offered: BQ_PER_TENSOR "
-                    "(tensorwise) or BQ_PER_TOKEN (rowwise: per token x per channel)", bq__gran_name(d->granularity));
+                    "(tensorwise), BQ_PER_TOKEN (rowwise: per token x per channel) or BQ_PER_BLOCK (blockwise: "
+                    "1 x 128 activation groups x 128 x 128 weight blocks)", bq__gran_name(d->granularity));
+  if (d->scale_layout == BQ_SCALES_MN_MAJOR && d->granularity != BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (MN-major) applies to blockwise activation "
+                    "scales only", name);
   if (d->direction != BQ_FORWARD)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
   if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E4M3;
@@ -6561,10 +6616,10 @@ BQ__FN void bq__fp8_linear_vary(bq_desc *in, int outer, int inner) {
 }
 BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
   (void)d;
-  return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K (32 on "
-         "mma.sync modules) added in order in f32: deterministic and independent of M and the tile; error "
-         "bound in docs/numerics.md; epilogue acc * sa * sw + bias in f32, each step rounded to nearest even, "
-         "RNE to the output type";
+  return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K, each "
+         "joining the f32 accumulator in order by fma with its scale (1, or blockwise sa * sw): deterministic "
+         "and independent of M and the tile; error bound in docs/numerics.md; epilogue acc * sa * sw + bias "
+         "(blockwise acc + bias) in f32, each step rounded to nearest even, RNE to the output type";
 }
 BQ__FN bq_status bq__fp8_linear_plan_setup(bq_plan *p) {
   p->linear.wgmma = p->target.arch_a;
@@ -6577,7 +6632,7 @@ static const bq__family bq__fp8_linear_family = {
   bq__fp8_linear_vary, NULL, bq__fp8_linear_guarantee,
   "linear.cu", bq__text_linear_cu, bq__fp8_linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__fp8_linear_check,
   bq__no_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
-  {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
+  {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
   NULL, bq__fp8_linear_plan_setup, NULL, 89};
 
 /* ==== src/family_rotate.h ================================================================= */
@@ -10293,6 +10348,10 @@ static const char bq__src_common_cuh[] =
   "static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {\n"
   "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes) : \"memory\");\n"
   "}\n"
+  "// ... and 4-byte ones through L1 (cp.async.ca: the sizes below 16), a scale each\n"
+  "static __device__ __forceinline__ void bq_cp_async4(bq_u32 dst, const void *src, int bytes) {\n"
+  "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes) : \"memory\");\n"
+  "}\n"
   "static __device__ __forceinline__ void bq_cp_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\"); }\n"
   "template <int N> static __device__ __forceinline__ void bq_cp_wait() {\n"
   "  asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N) : \"memory\");\n"
@@ -13548,10 +13607,11 @@ static const char bq__src_linear_cu[] =
   "// activations and f32 accumulators; their tensor cores' sums are the hardware's own, so the\n"
   "// order in which they are formed is fixed instead (see bq_fp8_wgmma):\n"
   "//\n"
-  "//   acc[m, n]  = sum over 128-element blocks b of K, in order, of P_b[m, n] (f32 adds),\n"
-  "//                P_b = the tensor cores' sum of block b (wgmma modules; mma.sync modules\n"
-  "//                chain every 32 elements into the accumulator)\n"
+  "//   acc[m, n]  = +0, then for each 128-element block b of K in order acc = fma(P_b, s_b, acc):\n"
+  "//                P_b[m, n] the tensor cores' sum of block b from zero, s_b = 1 (tensorwise,\n"
+  "//                rowwise) or sa[m][b] * sw[n / 128][b] rounded to f32 (blockwise)\n"
   "//   y[m, n]    = Tout(acc * sa * sw + bias)      sa, sw: f32, one each or per row / column\n"
+  "//                (blockwise: Tout(acc + bias))\n"
   "//\n"
   "// Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):\n"
   "//   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; BQ_OP_FP8_LINEAR: the FP8 tiles\n"
@@ -13583,11 +13643,15 @@ static const char bq__src_linear_cu[] =
   "#define BQ_FN_WEIGHT_SUMS bq_weight_sums\n"
   "/* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight\n"
   "   streaming in an sm_90a module (the others trap) */\n"
-  "enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2 };\n"
-  "#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 256 tiles on mma.sync (sm_89, sm_90) */\n"
+  "enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4 };\n"
+  "#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 128 tiles on mma.sync (sm_89, sm_90) */\n"
   "#define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */\n"
   "#define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */\n"
+  "#define BQ_FN_FP8_WGMMA_BLK bq_fp8_wgmma_blk /* ... the two with blockwise scales */\n"
+  "#define BQ_FN_FP8_GEMV_BLK bq_fp8_gemv_blk\n"
   "\n"
+  "/* (FP8 layers have no weight sums: blockwise, w_sums holds the activation scales' leading\n"
+  "   dimension instead, so that the int8 kernels' parameter block stays as it was) */\n"
   "typedef struct bq_linear_params {\n"
   "  bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;\n"
   "  bq_i64 m, n, k, lda, ldy;\n"
@@ -13607,6 +13671,10 @@ static const char bq__src_linear_cu[] =
   "#define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */\n"
   "#define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */\n"
   "#define BQ_LF_SW_ROW 1024 /* FP8: per-channel weight scales w_scales[n]; else w_scales[0] */\n"
+  "/* FP8 blockwise: a_scales[m][b] (m * lds + b, lds = w_sums) of 1 x 128 groups, w_scales[n / 128][b] of\n"
+  "   128 x 128 blocks (b < ceil(K / 128)), applied to each K block's partial sum */\n"
+  "#define BQ_LF_BLOCK 2048\n"
+  "#define BQ_LF_SA_MN 4096 /* ... the activation scales MN-major: a_scales[b][m] (b * lds + m) */\n"
   "#endif\n"
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
@@ -13627,13 +13695,15 @@ static const char bq__src_linear_cu[] =
   "struct bq_col_q { bq_c sw, bias; int wsum; };\n"
   "\n"
   "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
-  "// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column\n"
+  "// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column;\n"
+  "// blockwise scales multiply the K blocks' sums instead (bq_blk_scale), and the epilogue's are 1\n"
   "static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {\n"
+  "  if (p.flags & BQ_LF_BLOCK) return bq_row_q{(bq_c)1, 0};\n"
   "  return bq_row_q{(bq_c)((const float *)p.a_scales)[(p.flags & BQ_LF_SA_ROW) ? m : 0], 0};\n"
   "}\n"
   "static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {\n"
   "  bq_col_q c;\n"
-  "  c.sw = (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];\n"
+  "  c.sw = (p.flags & BQ_LF_BLOCK) ? (bq_c)1 : (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];\n"
   "  c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;\n"
   "  c.wsum = 0;\n"
   "  return c;\n"
@@ -13644,6 +13714,29 @@ static const char bq__src_linear_cu[] =
   "  bq_c v = bq_mul(bq_mul(acc, r.sa), c.sw);\n"
   "  if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);\n"
   "  return bq_from_c(v);\n"
+  "}\n"
+  "// Blockwise: the activation scales' leading dimension, which w_sums carries (linear_abi.h)\n"
+  "static __device__ __forceinline__ bq_i64 bq_sa_ld(const bq_linear_params &p) { return (bq_i64)p.w_sums; }\n"
+  "// Blockwise: the scales of K block b for rows m0 .. m0 + rows - 1 and weight block nb into\n"
+  "// shared memory at dst (rows floats, then the weight's), a 4-byte cp.async each (thread t <\n"
+  "// rows copies row m0 + t's, thread rows the weight's); rows past M are zero-filled.\n"
+  "static __device__ __forceinline__ void bq_blk_scale_copy(const bq_linear_params &p, bq_u32 dst, bq_i64 m0, bq_i64 nb,\n"
+  "                                                         int rows, int b, int tid) {\n"
+  "  if (tid < rows) {\n"
+  "    const bq_i64 m = m0 + tid;\n"
+  "    const float *src = (const float *)p.a_scales + (m >= p.m ? 0 : (p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b);\n"
+  "    bq_cp_async4(dst + 4 * tid, src, m < p.m ? 4 : 0);\n"
+  "  } else if (tid == rows) {\n"
+  "    bq_cp_async4(dst + 4 * rows, (const float *)p.w_scales + nb * ((p.k + 127) >> 7) + b, 4);\n"
+  "  }\n"
+  "}\n"
+  "// What K block b's partial sum P of row m, column block nb (128 weight rows) is multiplied\n"
+  "// by as it joins the accumulator, acc = fma(P, s, acc): blockwise sa[m][b] * sw[nb][b]\n"
+  "// (rounded to f32), else 1 (acc + P). Rows past M (never stored) read no scale.\n"
+  "static __device__ __forceinline__ float bq_blk_scale(const bq_linear_params &p, bq_i64 m, bq_i64 nb, int b) {\n"
+  "  if (!(p.flags & BQ_LF_BLOCK) || m >= p.m) return 1.0f;\n"
+  "  const float sa = ((const float *)p.a_scales)[(p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b];\n"
+  "  return __fmul_rn(sa, ((const float *)p.w_scales)[nb * ((p.k + 127) >> 7) + b]);\n"
   "}\n"
   "#else\n"
   "static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {\n"
@@ -13982,8 +14075,9 @@ static const char bq__src_linear_cu[] =
   "                    acc[i][j][2 * h], acc[i][j][2 * h + 1]);\n"
   "}\n"
   "\n"
-  "// ACC: int (int8 operands) or float (FP8, the tensor cores' sums chained in mma.sync's f32\n"
-  "// accumulators, 32 elements of K at a time in order)\n"
+  "// ACC: int (int8 operands: every step chained into acc) or float (FP8: a slice of K, 128\n"
+  "// elements, is one block, whose four steps chain into part from zero; part then joins acc\n"
+  "// through bq_blk_scale, block after block in order, as on the wgmma tiles)\n"
   "template <int BM, int BN, int WM, int WN, int STAGES, typename ACC>\n"
   "static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {\n"
   "  constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;\n"
@@ -14001,7 +14095,8 @@ static const char bq__src_linear_cu[] =
   "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
   "  bq_stage_rows(p, rows, m0, tid);\n"
   "\n"
-  "  ACC acc[MT][NT][4];\n"
+  "  constexpr bool FP8 = sizeof(ACC) == 4 && (ACC)0.5f != 0; // f32 accumulators: per-block promotion\n"
+  "  ACC acc[MT][NT][4], part[MT][NT][4];\n"
   "  bq_zero(acc);\n"
   "#pragma unroll\n"
   "  for (int s = 0; s < STAGES - 1; s++) {\n"
@@ -14014,6 +14109,16 @@ static const char bq__src_linear_cu[] =
   "    if (kt + STAGES - 1 < ktiles) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);\n"
   "    bq_cp_commit();\n"
   "    const bq_u32 sa = sbase + (kt % STAGES) * STAGE, sb = sa + BM * BQ_BK;\n"
+  "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
+  "    float bs[MT][2]; // the block's scales of the lane's rows (loads in flight over the mma)\n"
+  "    if constexpr (FP8) {\n"
+  "      bq_zero(part);\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "        for (int h = 0; h < 2; h++) bs[i][h] = bq_blk_scale(p, m0 + wm * WM + i * 16 + (lane >> 2) + 8 * h, n0 >> 7, kt);\n"
+  "    }\n"
+  "#endif\n"
   "#pragma unroll\n"
   "    for (int ks = 0; ks < BQ_BK / 32; ks++) {\n"
   "      bq_u32 af[MT][4], bf[NT][2];\n"
@@ -14031,8 +14136,19 @@ static const char bq__src_linear_cu[] =
   "#pragma unroll\n"
   "      for (int i = 0; i < MT; i++)\n"
   "#pragma unroll\n"
-  "        for (int j = 0; j < NT; j++) bq_mma(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);\n"
+  "        for (int j = 0; j < NT; j++)\n"
+  "          bq_mma(FP8 ? part[i][j] : acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);\n"
   "    }\n"
+  "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
+  "    if constexpr (FP8) {\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MT; i++)\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < NT; j++)\n"
+  "#pragma unroll\n"
+  "          for (int e = 0; e < 4; e++) acc[i][j][e] = __fmaf_rn(part[i][j][e], bs[i][e >> 1], acc[i][j][e]);\n"
+  "    }\n"
+  "#endif\n"
   "  }\n"
   "  bq_cp_wait<0>();\n"
   "  __syncthreads(); // every warp is done with the stages; the staged columns and rows are visible\n"
@@ -14055,12 +14171,13 @@ static const char bq__src_linear_cu[] =
   "  bq_gemm_tiled<128, 256, 64, 64, 3, int>(p, smem);\n"
   "}\n"
   "#endif\n"
-  "// FP8: the same tiles with f32 accumulators (the tensor cores chain each 32 elements of K\n"
-  "// into them; sm_89 and sm_90 modules)\n"
+  "// FP8: 128 x 128 tiles with f32 accumulators, 8 warps of 32 x 64 (the block's partial sums\n"
+  "// double the accumulators; 64 x 32 spills), 4 slices in flight; sm_89 and sm_90 modules\n"
+  "#define BQ_F8G_STAGES 4\n"
   "#if BQ_E_FP8_GEMM\n"
   "extern \"C\" __global__ void BQ_LB_FP8_GEMM BQ_FN_FP8_GEMM(const bq_linear_params p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
-  "  bq_gemm_tiled<128, 256, 64, 64, 3, float>(p, smem);\n"
+  "  bq_gemm_tiled<128, 128, 32, 64, BQ_F8G_STAGES, float>(p, smem);\n"
   "}\n"
   "#endif\n"
   "#else\n"
@@ -14152,14 +14269,20 @@ static const char bq__src_linear_cu[] =
   "// ---- sm_90a, FP8: the tensor cores' sums promoted to f32 every 128 elements of K -------------------\n"
   "// 128 x 128 tiles, two warpgroups of 64 x 128. A slice of K (128 elements) is summed by\n"
   "// four wgmma (the first not adding the accumulator: part starts from zero), waited for,\n"
-  "// then added to acc in f32, slice after slice in order: the rounding of the tensor cores\n"
+  "// then joins acc in f32 (fma with the block's scale, 1 unless blockwise; a 128 x 128 tile\n"
+  "// lies in one weight block), slice after slice in order: the rounding of the tensor cores\n"
   "// (whose FP8 sums keep fewer bits than f32) reaches over 128 products at most, and every\n"
   "// output is the same sum of the same partial sums whatever tile or M it falls in. Both\n"
   "// accumulator sets (64 + 64 a thread) would not fit with 256 columns. BQ_F8_STAGES slices\n"
   "// in flight: each warpgroup waits for its own wgmma every slice, so the copies run ahead.\n"
   "#define BQ_F8_STAGES 5\n"
-  "#if BQ_E_FP8_WGMMA\n"
-  "extern \"C\" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_params p) {\n"
+  "#define BQ_F8_SCALES 144 // floats a stage for blockwise scales: 128 rows', then the weight block's\n"
+  "#if BQ_E_FP8_WGMMA || BQ_E_FP8_WGMMA_BLK\n"
+  "// BLK (blockwise scales, their own entry point so that the other modes' loop stays bare):\n"
+  "// every stage also carries its block's scales, copied by cp.async with the tiles (thread t\n"
+  "// < 128 the scale of row m0 + t, thread 128 the weight block's), so each block's scale\n"
+  "// product s_b = sa * sw is at hand when its sum joins acc by fma(part, s_b, acc).\n"
+  "template <bool BLK> static __device__ __forceinline__ void bq_fp8_wgmma_tiles(const bq_linear_params &p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8_STAGES;\n"
   "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
@@ -14169,33 +14292,48 @@ static const char bq__src_linear_cu[] =
   "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
   "  const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);\n"
   "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
-  "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);\n"
+  "  float *bscales = (float *)(stages + S * STAGE); // BLK: [S][BQ_F8_SCALES]\n"
+  "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE + (BLK ? S * BQ_F8_SCALES * 4 : 0));\n"
   "  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);\n"
   "  bq_stage_cols<BN>(p, cols, n0, tid);\n"
   "  bq_stage_rows(p, rows, m0, tid);\n"
+  "  auto load = [&](int s, int kt) {\n"
+  "    copier.load(p, sbase + s * STAGE, m0, n0, kt, tid);\n"
+  "    if constexpr (BLK) bq_blk_scale_copy(p, bq_smem_addr(bscales + s * BQ_F8_SCALES), m0, n0 >> 7, BM, kt, tid);\n"
+  "  };\n"
   "\n"
   "  float acc[64], part[64];\n"
   "#pragma unroll\n"
   "  for (int i = 0; i < 64; i++) acc[i] = 0.0f;\n"
   "#pragma unroll\n"
   "  for (int s = 0; s < S - 1; s++) {\n"
-  "    if (s < ktiles) copier.load(p, sbase + s * STAGE, m0, n0, s, tid);\n"
+  "    if (s < ktiles) load(s, s);\n"
   "    bq_cp_commit();\n"
   "  }\n"
   "  for (int kt = 0; kt < ktiles; kt++) {\n"
   "    bq_cp_wait<S - 2>();    // slice kt has landed\n"
   "    bq_fence_proxy_async(); // ... and is visible to the tensor cores\n"
   "    __syncthreads();        // every thread's part of it; both warpgroups are done with slice kt - 1\n"
-  "    if (kt + S - 1 < ktiles) copier.load(p, sbase + ((kt + S - 1) % S) * STAGE, m0, n0, kt + S - 1, tid);\n"
+  "    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1);\n"
   "    bq_cp_commit();\n"
   "    const bq_u32 sa = sbase + (kt % S) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % S) * STAGE + BM * BQ_BK;\n"
   "    bq_wg_fence();\n"
   "#pragma unroll\n"
   "    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);\n"
   "    bq_wg_commit();\n"
-  "    bq_wg_wait<0>();\n"
+  "    if constexpr (BLK) {\n"
+  "      // the block's scales of the thread's two rows, read while the tensor cores sum\n"
+  "      const float *bs = bscales + (kt % S) * BQ_F8_SCALES;\n"
+  "      const int r = 64 * wg + 16 * w + (lane >> 2);\n"
+  "      const float s0 = __fmul_rn(bs[r], bs[BM]), s1 = __fmul_rn(bs[r + 8], bs[BM]);\n"
+  "      bq_wg_wait<0>();\n"
   "#pragma unroll\n"
-  "    for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "      for (int i = 0; i < 64; i++) acc[i] = __fmaf_rn(part[i], (i & 2) ? s1 : s0, acc[i]);\n"
+  "    } else {\n"
+  "      bq_wg_wait<0>();\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "    }\n"
   "  }\n"
   "  bq_cp_wait<0>();\n"
   "  __syncthreads(); // every copy is done; the staged columns and rows are visible\n"
@@ -14206,6 +14344,12 @@ static const char bq__src_linear_cu[] =
   "  __syncthreads();\n"
   "  bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);\n"
   "}\n"
+  "#endif\n"
+  "#if BQ_E_FP8_WGMMA\n"
+  "extern \"C\" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_params p) { bq_fp8_wgmma_tiles<false>(p); }\n"
+  "#endif\n"
+  "#if BQ_E_FP8_WGMMA_BLK\n"
+  "extern \"C\" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { bq_fp8_wgmma_tiles<true>(p); }\n"
   "#endif\n"
   "\n"
   "// ---- sm_90a, FP8, M <= 64: weight streaming on the same partial sums --------------------------\n"
@@ -14218,8 +14362,11 @@ static const char bq__src_linear_cu[] =
   "// streams through BQ_F8V_STAGES stages of 16 + 64 rows of 128 bytes (x's, then w's), each\n"
   "// filled by every thread, so the weight's bytes in flight keep its SM reading.\n"
   "#define BQ_F8V_STAGES 8\n"
-  "#if BQ_E_FP8_GEMV\n"
-  "extern \"C\" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_linear_params p) {\n"
+  "#define BQ_F8V_SCALES 20 // floats a stage for blockwise scales: 16 rows', then the weight block's\n"
+  "#if BQ_E_FP8_GEMV || BQ_E_FP8_GEMV_BLK\n"
+  "// BLK: the stages carry the block's scales as bq_fp8_wgmma_tiles' do (threads 0..15 the\n"
+  "// rows', 16 the weight block's)\n"
+  "template <bool BLK> static __device__ __forceinline__ void bq_fp8_gemv_body(const bq_linear_params &p) {\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
   "  constexpr int BX = 16, BW = 64, STAGE = (BX + BW) * BQ_BK, S = BQ_F8V_STAGES;\n"
   "  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;\n"
@@ -14235,8 +14382,11 @@ static const char bq__src_linear_cu[] =
   "  const bq_u8 *xs = (const bq_u8 *)p.a + (xrow ? (m0 + r) * p.lda + cc * 16 : 0);\n"
   "  const bq_u8 *ws = (const bq_u8 *)p.w + (fast ? (n0 + r) * p.k + cc * 16 : 0);\n"
   "  const bq_u32 off = r * BQ_BK + ((cc ^ (r & 7)) << 4);\n"
+  "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
+  "  float *bscales = (float *)(stages + S * STAGE); // BLK: [S][BQ_F8V_SCALES]\n"
   "  auto load = [&](int stage, int kt) {\n"
   "    const bq_u32 d = sbase + stage * STAGE;\n"
+  "    if constexpr (BLK) bq_blk_scale_copy(p, bq_smem_addr(bscales + stage * BQ_F8V_SCALES), m0, n0 >> 7, BX, kt, tid);\n"
   "    if (!fast) {\n"
   "      bq_load_tiles<BX, BW, 128>(p, d, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w, p.flags & BQ_LF_A16,\n"
   "                                 p.flags & BQ_LF_W16);\n"
@@ -14250,8 +14400,7 @@ static const char bq__src_linear_cu[] =
   "      bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK, in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws,\n"
   "                    in_k ? 16 : 0);\n"
   "  };\n"
-  "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
-  "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);\n"
+  "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE + (BLK ? S * BQ_F8V_SCALES * 4 : 0));\n"
   "  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);\n"
   "  bq_stage_cols<BW>(p, cols, n0, tid);\n"
   "  bq_stage_rows(p, rows, m0, tid);\n"
@@ -14275,9 +14424,20 @@ static const char bq__src_linear_cu[] =
   "#pragma unroll\n"
   "    for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8_n16(part, bq_wg_desc(sw + ks * 32), bq_wg_desc(sx + ks * 32), ks);\n"
   "    bq_wg_commit();\n"
-  "    bq_wg_wait<0>();\n"
+  "    if constexpr (BLK) {\n"
+  "      // the block's scales of the thread's rows of x (acc[i]'s: s[2 (i / 4) + i % 2])\n"
+  "      const float *bs = bscales + (kt % S) * BQ_F8V_SCALES;\n"
+  "      float sc[4];\n"
   "#pragma unroll\n"
-  "    for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "      for (int q = 0; q < 4; q++) sc[q] = __fmul_rn(bs[8 * (q >> 1) + 2 * (lane & 3) + (q & 1)], bs[BX]);\n"
+  "      bq_wg_wait<0>();\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < 8; i++) acc[i] = __fmaf_rn(part[i], sc[2 * (i >> 2) + (i & 1)], acc[i]);\n"
+  "    } else {\n"
+  "      bq_wg_wait<0>();\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "    }\n"
   "  }\n"
   "  bq_cp_wait<0>();\n"
   "  __syncthreads(); // every copy is done; the staged columns and rows are visible\n"
@@ -14297,6 +14457,14 @@ static const char bq__src_linear_cu[] =
   "      ((bq_t *)p.y)[(m0 + xr) * p.ldy + n0 + c] = bq_epilogue(tile[xr * (BW + 4) + c], rows[xr], cols[c], p.flags);\n"
   "}\n"
   "#endif\n"
+  "#if BQ_E_FP8_GEMV\n"
+  "extern \"C\" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_linear_params p) { bq_fp8_gemv_body<false>(p); }\n"
+  "#endif\n"
+  "#if BQ_E_FP8_GEMV_BLK\n"
+  "extern \"C\" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV_BLK(const bq_linear_params p) {\n"
+  "  bq_fp8_gemv_body<true>(p);\n"
+  "}\n"
+  "#endif\n"
   "#else\n"
   "#if BQ_E_GEMM_WGMMA\n"
   "extern \"C\" __global__ void BQ_FN_GEMM_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
@@ -14306,6 +14474,12 @@ static const char bq__src_linear_cu[] =
   "#endif\n"
   "#if BQ_E_FP8_GEMV\n"
   "extern \"C\" __global__ void BQ_FN_FP8_GEMV(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
+  "#if BQ_E_FP8_WGMMA_BLK\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
+  "#if BQ_E_FP8_GEMV_BLK\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_GEMV_BLK(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
   "#endif\n"
   "#endif\n"
   "\n"

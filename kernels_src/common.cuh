@@ -927,6 +927,10 @@ static __device__ __forceinline__ void bq_team_sync(int tpr) {
 static __device__ __forceinline__ void bq_cp_async16(bq_u32 dst, const void *src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
+// ... and 4-byte ones through L1 (cp.async.ca: the sizes below 16), a scale each
+static __device__ __forceinline__ void bq_cp_async4(bq_u32 dst, const void *src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
 static __device__ __forceinline__ void bq_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> static __device__ __forceinline__ void bq_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");

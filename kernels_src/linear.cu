@@ -15,10 +15,11 @@
 // activations and f32 accumulators; their tensor cores' sums are the hardware's own, so the
 // order in which they are formed is fixed instead (see bq_fp8_wgmma):
 //
-//   acc[m, n]  = sum over 128-element blocks b of K, in order, of P_b[m, n] (f32 adds),
-//                P_b = the tensor cores' sum of block b (wgmma modules; mma.sync modules
-//                chain every 32 elements into the accumulator)
+//   acc[m, n]  = +0, then for each 128-element block b of K in order acc = fma(P_b, s_b, acc):
+//                P_b[m, n] the tensor cores' sum of block b from zero, s_b = 1 (tensorwise,
+//                rowwise) or sa[m][b] * sw[n / 128][b] rounded to f32 (blockwise)
 //   y[m, n]    = Tout(acc * sa * sw + bias)      sa, sw: f32, one each or per row / column
+//                (blockwise: Tout(acc + bias))
 //
 // Prelude (besides common.cuh's BQ_FT = output type Tout, BQ_IT = activation int type):
 //   BQ_OP      BQ_OP_LINEAR_WEIGHT_SUMS: bq_weight_sums; BQ_OP_FP8_LINEAR: the FP8 tiles
@@ -51,13 +52,15 @@ struct bq_row_q { bq_c sa; int zp; };
 struct bq_col_q { bq_c sw, bias; int wsum; };
 
 #if BQ_OP == BQ_OP_FP8_LINEAR
-// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column
+// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column;
+// blockwise scales multiply the K blocks' sums instead (bq_blk_scale), and the epilogue's are 1
 static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
+  if (p.flags & BQ_LF_BLOCK) return bq_row_q{(bq_c)1, 0};
   return bq_row_q{(bq_c)((const float *)p.a_scales)[(p.flags & BQ_LF_SA_ROW) ? m : 0], 0};
 }
 static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {
   bq_col_q c;
-  c.sw = (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];
+  c.sw = (p.flags & BQ_LF_BLOCK) ? (bq_c)1 : (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];
   c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;
   c.wsum = 0;
   return c;
@@ -68,6 +71,29 @@ static __device__ __forceinline__ bq_t bq_epilogue(float acc, const bq_row_q &r,
   bq_c v = bq_mul(bq_mul(acc, r.sa), c.sw);
   if (flags & BQ_LF_BIAS) v = bq_add(v, c.bias);
   return bq_from_c(v);
+}
+// Blockwise: the activation scales' leading dimension, which w_sums carries (linear_abi.h)
+static __device__ __forceinline__ bq_i64 bq_sa_ld(const bq_linear_params &p) { return (bq_i64)p.w_sums; }
+// Blockwise: the scales of K block b for rows m0 .. m0 + rows - 1 and weight block nb into
+// shared memory at dst (rows floats, then the weight's), a 4-byte cp.async each (thread t <
+// rows copies row m0 + t's, thread rows the weight's); rows past M are zero-filled.
+static __device__ __forceinline__ void bq_blk_scale_copy(const bq_linear_params &p, bq_u32 dst, bq_i64 m0, bq_i64 nb,
+                                                         int rows, int b, int tid) {
+  if (tid < rows) {
+    const bq_i64 m = m0 + tid;
+    const float *src = (const float *)p.a_scales + (m >= p.m ? 0 : (p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b);
+    bq_cp_async4(dst + 4 * tid, src, m < p.m ? 4 : 0);
+  } else if (tid == rows) {
+    bq_cp_async4(dst + 4 * rows, (const float *)p.w_scales + nb * ((p.k + 127) >> 7) + b, 4);
+  }
+}
+// What K block b's partial sum P of row m, column block nb (128 weight rows) is multiplied
+// by as it joins the accumulator, acc = fma(P, s, acc): blockwise sa[m][b] * sw[nb][b]
+// (rounded to f32), else 1 (acc + P). Rows past M (never stored) read no scale.
+static __device__ __forceinline__ float bq_blk_scale(const bq_linear_params &p, bq_i64 m, bq_i64 nb, int b) {
+  if (!(p.flags & BQ_LF_BLOCK) || m >= p.m) return 1.0f;
+  const float sa = ((const float *)p.a_scales)[(p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b];
+  return __fmul_rn(sa, ((const float *)p.w_scales)[nb * ((p.k + 127) >> 7) + b]);
 }
 #else
 static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
@@ -406,8 +432,9 @@ static __device__ __forceinline__ void bq_gemm_put(ACC *tile, const ACC (&acc)[W
                     acc[i][j][2 * h], acc[i][j][2 * h + 1]);
 }
 
-// ACC: int (int8 operands) or float (FP8, the tensor cores' sums chained in mma.sync's f32
-// accumulators, 32 elements of K at a time in order)
+// ACC: int (int8 operands: every step chained into acc) or float (FP8: a slice of K, 128
+// elements, is one block, whose four steps chain into part from zero; part then joins acc
+// through bq_blk_scale, block after block in order, as on the wgmma tiles)
 template <int BM, int BN, int WM, int WN, int STAGES, typename ACC>
 static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, unsigned char *smem) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
@@ -425,7 +452,8 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
   bq_stage_cols<BN>(p, cols, n0, tid);
   bq_stage_rows(p, rows, m0, tid);
 
-  ACC acc[MT][NT][4];
+  constexpr bool FP8 = sizeof(ACC) == 4 && (ACC)0.5f != 0; // f32 accumulators: per-block promotion
+  ACC acc[MT][NT][4], part[MT][NT][4];
   bq_zero(acc);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; s++) {
@@ -438,6 +466,16 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
     if (kt + STAGES - 1 < ktiles) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
     bq_cp_commit();
     const bq_u32 sa = sbase + (kt % STAGES) * STAGE, sb = sa + BM * BQ_BK;
+#if BQ_OP == BQ_OP_FP8_LINEAR
+    float bs[MT][2]; // the block's scales of the lane's rows (loads in flight over the mma)
+    if constexpr (FP8) {
+      bq_zero(part);
+#pragma unroll
+      for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) bs[i][h] = bq_blk_scale(p, m0 + wm * WM + i * 16 + (lane >> 2) + 8 * h, n0 >> 7, kt);
+    }
+#endif
 #pragma unroll
     for (int ks = 0; ks < BQ_BK / 32; ks++) {
       bq_u32 af[MT][4], bf[NT][2];
@@ -455,8 +493,19 @@ static __device__ __forceinline__ void bq_gemm_tiled(const bq_linear_params &p, 
 #pragma unroll
       for (int i = 0; i < MT; i++)
 #pragma unroll
-        for (int j = 0; j < NT; j++) bq_mma(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
+        for (int j = 0; j < NT; j++)
+          bq_mma(FP8 ? part[i][j] : acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
     }
+#if BQ_OP == BQ_OP_FP8_LINEAR
+    if constexpr (FP8) {
+#pragma unroll
+      for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) acc[i][j][e] = __fmaf_rn(part[i][j][e], bs[i][e >> 1], acc[i][j][e]);
+    }
+#endif
   }
   bq_cp_wait<0>();
   __syncthreads(); // every warp is done with the stages; the staged columns and rows are visible
@@ -479,12 +528,13 @@ extern "C" __global__ void BQ_LB_GEMM_LARGE BQ_FN_GEMM_LARGE(const bq_linear_par
   bq_gemm_tiled<128, 256, 64, 64, 3, int>(p, smem);
 }
 #endif
-// FP8: the same tiles with f32 accumulators (the tensor cores chain each 32 elements of K
-// into them; sm_89 and sm_90 modules)
+// FP8: 128 x 128 tiles with f32 accumulators, 8 warps of 32 x 64 (the block's partial sums
+// double the accumulators; 64 x 32 spills), 4 slices in flight; sm_89 and sm_90 modules
+#define BQ_F8G_STAGES 4
 #if BQ_E_FP8_GEMM
 extern "C" __global__ void BQ_LB_FP8_GEMM BQ_FN_FP8_GEMM(const bq_linear_params p) {
   BQ_DYNAMIC_SMEM(smem);
-  bq_gemm_tiled<128, 256, 64, 64, 3, float>(p, smem);
+  bq_gemm_tiled<128, 128, 32, 64, BQ_F8G_STAGES, float>(p, smem);
 }
 #endif
 #else
@@ -576,14 +626,20 @@ extern "C" __global__ void BQ_LB_GEMM_WGMMA BQ_FN_GEMM_WGMMA(const bq_linear_par
 // ---- sm_90a, FP8: the tensor cores' sums promoted to f32 every 128 elements of K -------------------
 // 128 x 128 tiles, two warpgroups of 64 x 128. A slice of K (128 elements) is summed by
 // four wgmma (the first not adding the accumulator: part starts from zero), waited for,
-// then added to acc in f32, slice after slice in order: the rounding of the tensor cores
+// then joins acc in f32 (fma with the block's scale, 1 unless blockwise; a 128 x 128 tile
+// lies in one weight block), slice after slice in order: the rounding of the tensor cores
 // (whose FP8 sums keep fewer bits than f32) reaches over 128 products at most, and every
 // output is the same sum of the same partial sums whatever tile or M it falls in. Both
 // accumulator sets (64 + 64 a thread) would not fit with 256 columns. BQ_F8_STAGES slices
 // in flight: each warpgroup waits for its own wgmma every slice, so the copies run ahead.
 #define BQ_F8_STAGES 5
-#if BQ_E_FP8_WGMMA
-extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_params p) {
+#define BQ_F8_SCALES 144 // floats a stage for blockwise scales: 128 rows', then the weight block's
+#if BQ_E_FP8_WGMMA || BQ_E_FP8_WGMMA_BLK
+// BLK (blockwise scales, their own entry point so that the other modes' loop stays bare):
+// every stage also carries its block's scales, copied by cp.async with the tiles (thread t
+// < 128 the scale of row m0 + t, thread 128 the weight block's), so each block's scale
+// product s_b = sa * sw is at hand when its sum joins acc by fma(part, s_b, acc).
+template <bool BLK> static __device__ __forceinline__ void bq_fp8_wgmma_tiles(const bq_linear_params &p) {
   BQ_DYNAMIC_SMEM(smem);
   constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8_STAGES;
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
@@ -593,33 +649,48 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_param
   const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
   const bq_tile_copier<BM, BN, 256> copier(p, m0, n0, tid);
   unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
-  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);
+  float *bscales = (float *)(stages + S * STAGE); // BLK: [S][BQ_F8_SCALES]
+  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE + (BLK ? S * BQ_F8_SCALES * 4 : 0));
   bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
   bq_stage_cols<BN>(p, cols, n0, tid);
   bq_stage_rows(p, rows, m0, tid);
+  auto load = [&](int s, int kt) {
+    copier.load(p, sbase + s * STAGE, m0, n0, kt, tid);
+    if constexpr (BLK) bq_blk_scale_copy(p, bq_smem_addr(bscales + s * BQ_F8_SCALES), m0, n0 >> 7, BM, kt, tid);
+  };
 
   float acc[64], part[64];
 #pragma unroll
   for (int i = 0; i < 64; i++) acc[i] = 0.0f;
 #pragma unroll
   for (int s = 0; s < S - 1; s++) {
-    if (s < ktiles) copier.load(p, sbase + s * STAGE, m0, n0, s, tid);
+    if (s < ktiles) load(s, s);
     bq_cp_commit();
   }
   for (int kt = 0; kt < ktiles; kt++) {
     bq_cp_wait<S - 2>();    // slice kt has landed
     bq_fence_proxy_async(); // ... and is visible to the tensor cores
     __syncthreads();        // every thread's part of it; both warpgroups are done with slice kt - 1
-    if (kt + S - 1 < ktiles) copier.load(p, sbase + ((kt + S - 1) % S) * STAGE, m0, n0, kt + S - 1, tid);
+    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1);
     bq_cp_commit();
     const bq_u32 sa = sbase + (kt % S) * STAGE + wg * 64 * BQ_BK, sb = sbase + (kt % S) * STAGE + BM * BQ_BK;
     bq_wg_fence();
 #pragma unroll
     for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);
     bq_wg_commit();
-    bq_wg_wait<0>();
+    if constexpr (BLK) {
+      // the block's scales of the thread's two rows, read while the tensor cores sum
+      const float *bs = bscales + (kt % S) * BQ_F8_SCALES;
+      const int r = 64 * wg + 16 * w + (lane >> 2);
+      const float s0 = __fmul_rn(bs[r], bs[BM]), s1 = __fmul_rn(bs[r + 8], bs[BM]);
+      bq_wg_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+      for (int i = 0; i < 64; i++) acc[i] = __fmaf_rn(part[i], (i & 2) ? s1 : s0, acc[i]);
+    } else {
+      bq_wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+    }
   }
   bq_cp_wait<0>();
   __syncthreads(); // every copy is done; the staged columns and rows are visible
@@ -630,6 +701,12 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_param
   __syncthreads();
   bq_tile_epilogue<BM, BN>(p, tile, cols, rows, m0, n0);
 }
+#endif
+#if BQ_E_FP8_WGMMA
+extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_params p) { bq_fp8_wgmma_tiles<false>(p); }
+#endif
+#if BQ_E_FP8_WGMMA_BLK
+extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { bq_fp8_wgmma_tiles<true>(p); }
 #endif
 
 // ---- sm_90a, FP8, M <= 64: weight streaming on the same partial sums --------------------------
@@ -642,8 +719,11 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_param
 // streams through BQ_F8V_STAGES stages of 16 + 64 rows of 128 bytes (x's, then w's), each
 // filled by every thread, so the weight's bytes in flight keep its SM reading.
 #define BQ_F8V_STAGES 8
-#if BQ_E_FP8_GEMV
-extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_linear_params p) {
+#define BQ_F8V_SCALES 20 // floats a stage for blockwise scales: 16 rows', then the weight block's
+#if BQ_E_FP8_GEMV || BQ_E_FP8_GEMV_BLK
+// BLK: the stages carry the block's scales as bq_fp8_wgmma_tiles' do (threads 0..15 the
+// rows', 16 the weight block's)
+template <bool BLK> static __device__ __forceinline__ void bq_fp8_gemv_body(const bq_linear_params &p) {
   BQ_DYNAMIC_SMEM(smem);
   constexpr int BX = 16, BW = 64, STAGE = (BX + BW) * BQ_BK, S = BQ_F8V_STAGES;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -659,8 +739,11 @@ extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_lin
   const bq_u8 *xs = (const bq_u8 *)p.a + (xrow ? (m0 + r) * p.lda + cc * 16 : 0);
   const bq_u8 *ws = (const bq_u8 *)p.w + (fast ? (n0 + r) * p.k + cc * 16 : 0);
   const bq_u32 off = r * BQ_BK + ((cc ^ (r & 7)) << 4);
+  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
+  float *bscales = (float *)(stages + S * STAGE); // BLK: [S][BQ_F8V_SCALES]
   auto load = [&](int stage, int kt) {
     const bq_u32 d = sbase + stage * STAGE;
+    if constexpr (BLK) bq_blk_scale_copy(p, bq_smem_addr(bscales + stage * BQ_F8V_SCALES), m0, n0 >> 7, BX, kt, tid);
     if (!fast) {
       bq_load_tiles<BX, BW, 128>(p, d, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w, p.flags & BQ_LF_A16,
                                  p.flags & BQ_LF_W16);
@@ -674,8 +757,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_lin
       bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK, in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws,
                     in_k ? 16 : 0);
   };
-  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
-  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE);
+  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE + (BLK ? S * BQ_F8V_SCALES * 4 : 0));
   bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
   bq_stage_cols<BW>(p, cols, n0, tid);
   bq_stage_rows(p, rows, m0, tid);
@@ -699,9 +781,20 @@ extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_lin
 #pragma unroll
     for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8_n16(part, bq_wg_desc(sw + ks * 32), bq_wg_desc(sx + ks * 32), ks);
     bq_wg_commit();
-    bq_wg_wait<0>();
+    if constexpr (BLK) {
+      // the block's scales of the thread's rows of x (acc[i]'s: s[2 (i / 4) + i % 2])
+      const float *bs = bscales + (kt % S) * BQ_F8V_SCALES;
+      float sc[4];
 #pragma unroll
-    for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+      for (int q = 0; q < 4; q++) sc[q] = __fmul_rn(bs[8 * (q >> 1) + 2 * (lane & 3) + (q & 1)], bs[BX]);
+      bq_wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 8; i++) acc[i] = __fmaf_rn(part[i], sc[2 * (i >> 2) + (i & 1)], acc[i]);
+    } else {
+      bq_wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 8; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+    }
   }
   bq_cp_wait<0>();
   __syncthreads(); // every copy is done; the staged columns and rows are visible
@@ -721,6 +814,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_lin
       ((bq_t *)p.y)[(m0 + xr) * p.ldy + n0 + c] = bq_epilogue(tile[xr * (BW + 4) + c], rows[xr], cols[c], p.flags);
 }
 #endif
+#if BQ_E_FP8_GEMV
+extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV(const bq_linear_params p) { bq_fp8_gemv_body<false>(p); }
+#endif
+#if BQ_E_FP8_GEMV_BLK
+extern "C" __global__ void __launch_bounds__(128, 1) BQ_FN_FP8_GEMV_BLK(const bq_linear_params p) {
+  bq_fp8_gemv_body<true>(p);
+}
+#endif
 #else
 #if BQ_E_GEMM_WGMMA
 extern "C" __global__ void BQ_FN_GEMM_WGMMA(const bq_linear_params p) { __trap(); } // not an sm_90a module
@@ -730,6 +831,12 @@ extern "C" __global__ void BQ_FN_FP8_WGMMA(const bq_linear_params p) { __trap();
 #endif
 #if BQ_E_FP8_GEMV
 extern "C" __global__ void BQ_FN_FP8_GEMV(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
+#if BQ_E_FP8_WGMMA_BLK
+extern "C" __global__ void BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
+#if BQ_E_FP8_GEMV_BLK
+extern "C" __global__ void BQ_FN_FP8_GEMV_BLK(const bq_linear_params p) { __trap(); } // not an sm_90a module
 #endif
 #endif
 

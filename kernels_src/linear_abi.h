@@ -18,11 +18,15 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 #define BQ_FN_WEIGHT_SUMS bq_weight_sums
 /* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight
    streaming in an sm_90a module (the others trap) */
-enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2 };
-#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 256 tiles on mma.sync (sm_89, sm_90) */
+enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4 };
+#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 128 tiles on mma.sync (sm_89, sm_90) */
 #define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */
 #define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */
+#define BQ_FN_FP8_WGMMA_BLK bq_fp8_wgmma_blk /* ... the two with blockwise scales */
+#define BQ_FN_FP8_GEMV_BLK bq_fp8_gemv_blk
 
+/* (FP8 layers have no weight sums: blockwise, w_sums holds the activation scales' leading
+   dimension instead, so that the int8 kernels' parameter block stays as it was) */
 typedef struct bq_linear_params {
   bq_u64 a, w, y, a_scales, a_zps, w_scales, w_sums, bias;
   bq_i64 m, n, k, lda, ldy;
@@ -42,4 +46,8 @@ typedef struct bq_linear_params {
 #define BQ_LF_Y8 256   /* y and ldy allow eight-element stores */
 #define BQ_LF_PDL 512  /* weight streaming launched while the activations' kernel runs */
 #define BQ_LF_SW_ROW 1024 /* FP8: per-channel weight scales w_scales[n]; else w_scales[0] */
+/* FP8 blockwise: a_scales[m][b] (m * lds + b, lds = w_sums) of 1 x 128 groups, w_scales[n / 128][b] of
+   128 x 128 blocks (b < ceil(K / 128)), applied to each K block's partial sum */
+#define BQ_LF_BLOCK 2048
+#define BQ_LF_SA_MN 4096 /* ... the activation scales MN-major: a_scales[b][m] (b * lds + m) */
 #endif

@@ -194,18 +194,24 @@
                     [N, K]; out_type or float_type names the output: BQ_F32, BQ_F16 or
                     BQ_BF16 (the bias's type too); scale_type BQ_F32 (the default).
                     granularity BQ_PER_TENSOR (the default, "tensorwise": args.scales and
-                    args.w_scales each one f32 on the device) or BQ_PER_TOKEN ("rowwise":
-                    args.scales[M] per token, args.w_scales[N] per output channel).
+                    args.w_scales each one f32 on the device), BQ_PER_TOKEN ("rowwise":
+                    args.scales[M] per token, args.w_scales[N] per output channel) or
+                    BQ_PER_BLOCK ("blockwise", KB = ceil(K / 128): args.scales[M][KB] per
+                    1 x 128 group of x, or [KB][M] with scale_layout BQ_SCALES_MN_MAJOR,
+                    args.group_row_stride apart (0: KB, or M rounded up to 4);
+                    args.w_scales[ceil(N / 128)][KB] per 128 x 128 block of W, dense;
+                    args.group_size 0 or 128).
      args: rows = M, cols = K, n = N, x (x_row_stride), y (y_row_stride), w, scales,
      w_scales, bias (or NULL). The tensor cores' FP8 sums are not IEEE f32 sums, so the
-     result is not the CPU reference's bit for bit; what holds: acc is the sum, in order and
-     in f32, of one partial sum per 128 elements of K (on sm_90a; mma.sync modules chain
-     every 32 into the f32 accumulator), so it is deterministic and the same for a row
-     whatever M or the tile it falls in; |acc - exact| stays within docs/numerics.md's
-     bound; y = Tout((acc * sa) * sw + bias), each step rounded to nearest even in f32.
-     On sm_90 (an sm_90a module): M <= 64 streams the weight (wgmma m64n16k32, 64 output
-     columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma m64n128k32),
-     both on the same partial sums; elsewhere 128 x 256 mma.sync tiles take every M.
+     result is not the CPU reference's bit for bit; what holds: acc takes, in order, one
+     partial sum per 128 elements of K by an f32 fma with its scale (1; blockwise the
+     block's sa * sw), so it is deterministic and the same for a row whatever M or the
+     tile it falls in; |acc - exact| stays within docs/numerics.md's bound; y = Tout((acc *
+     sa) * sw + bias) (blockwise Tout(acc + bias)), each step rounded to nearest even in
+     f32. On sm_90 (an sm_90a module): M <= 64 streams the weight (wgmma m64n16k32, 64
+     output columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma
+     m64n128k32), both on the same partial sums; elsewhere 128 x 128 mma.sync tiles take
+     every M.
 
    FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
      BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
@@ -408,7 +414,7 @@ typedef enum bq_op {
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
   BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
   BQ_HADAMARD,          /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
-  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor or per row and column */
+  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor, row and column, or block */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */

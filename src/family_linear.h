@@ -546,24 +546,37 @@ static const bq__family bq__weight_sums_family = {
    the GPU where tiles of 128 rows would leave most SMs idle), larger M bq_fp8_wgmma's
    128 x 128 tiles; both form each output from the same 128-element partial sums in the
    same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
-   wgmma) bq_fp8_gemm's 128 x 256 mma.sync tiles take every M. Tensorwise and rowwise
-   scales are run-time flags of one SKU. */
-#define BQ__FP8_ENTRIES {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV)}
+   wgmma) bq_fp8_gemm's 128 x 128 mma.sync tiles take every M, on the same 128-element
+   blocks. Tensorwise, rowwise and blockwise scales are run-time flags of one SKU. */
+#define BQ__FP8_ENTRIES                                                                                            \
+  {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV),                      \
+   BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV_BLK)}
 #define BQ__FP8_GEMV_ROWS 64 /* the largest M bq_fp8_gemv takes */
 /* bq_fp8_wgmma: BQ_F8_STAGES (5) stages of 128 + 128 rows of 128 bytes; bq_fp8_gemv:
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
-   parameters; bq_fp8_gemm: the int8 tiles' */
+   parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
+   entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
+#define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
 BQ__FN int64_t bq__fp8_smem(int e) {
-  return e == BQ__FP8_WGMMA ? BQ__FP8_SMEM_WGMMA : e == BQ__FP8_GEMV ? BQ__FP8_SMEM_GEMV : BQ__GEMM_SMEM_LARGE;
+  switch (e) {
+  case BQ__FP8_WGMMA: return BQ__FP8_SMEM_WGMMA;
+  case BQ__FP8_GEMV: return BQ__FP8_SMEM_GEMV;
+  case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
+  case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
+  default: return BQ__FP8_SMEM_GEMM;
+  }
 }
 static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
 BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
+  int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
   if (bq__fp8_force_config == BQ__FP8_WGMMA || (bq__fp8_force_config == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS))
-    return bq__fp8_force_config;
-  return m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
+    e = bq__fp8_force_config;
+  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales in their stages */
+    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : BQ__FP8_WGMMA_BLK;
+  return e;
 }
 
 BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
@@ -576,11 +589,28 @@ BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__st
   bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), 1);
 }
 
-BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp) {
+/* Blockwise: the activation scales' leading dimension (args.group_row_stride, 0 meaning
+   ceil(K / 128) row-major, M rounded up to 4 MN-major, the quantizers' defaults) */
+BQ__FN bq_status bq__fp8_block_lds(const bq_plan *p, const bq_args *a, const bq__linear_view *v, int64_t *lds) {
+  const int mn = p->desc.scale_layout == BQ_SCALES_MN_MAJOR;
+  const int64_t kb = (v->k + 127) / 128, least = mn ? v->m : kb;
+  if (a->group_size != 0 && a->group_size != 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
+                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  if (a->group_row_stride < 0 || (a->group_row_stride > 0 && a->group_row_stride < least))
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 or at least %s (%lld)",
+                    p->name, (long long)a->group_row_stride, mn ? "M (MN-major activation scales)" :
+                    "ceil(K / 128) (row-major activation scales)", (long long)least);
+  *lds = a->group_row_stride ? a->group_row_stride : mn ? (v->m + 3) / 4 * 4 : kb;
+  return BQ_SUCCESS;
+}
+BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp, int64_t *lds) {
   bq__linear_view v;
   bq_status st = bq__linear_view_of(p, a, &v);
   if (st) return st;
   *vp = v;
+  *lds = 0;
+  if (p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_block_lds(p, a, &v, lds))) return st;
   if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
   int ts = bq__dtype_size(p->desc.out_type);
   if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
@@ -593,13 +623,15 @@ BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq_
 }
 BQ__FN bq_status bq__fp8_linear_check(const bq_plan *p, const bq_args *a) {
   bq__linear_view v;
-  return bq__fp8_linear_validate(p, a, &v);
+  int64_t lds;
+  return bq__fp8_linear_validate(p, a, &v, &lds);
 }
 
 BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws, size_t ws_bytes, void *stream) {
   (void)ws, (void)ws_bytes;
   bq__linear_view v;
-  bq_status st = bq__fp8_linear_validate(p, a, &v);
+  int64_t lds;
+  bq_status st = bq__fp8_linear_validate(p, a, &v, &lds);
   if (st || v.m == 0 || v.n == 0) return st;
   bq_linear_params k;
   memset(&k, 0, sizeof k);
@@ -612,17 +644,20 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
   k.bias = (uint64_t)(uintptr_t)a->bias;
   if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;
+  if (p->desc.granularity == BQ_PER_BLOCK) k.flags |= BQ_LF_BLOCK;
+  if (p->desc.scale_layout == BQ_SCALES_MN_MAJOR) k.flags |= BQ_LF_SA_MN;
+  k.w_sums = (uint64_t)lds; /* (the activation scales' leading dimension: linear_abi.h) */
   if (a->bias) k.flags |= BQ_LF_BIAS;
   if (v.k == 0) k.flags |= BQ_LF_K0;
   if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
-  const int e = bq__fp8_config(p, v.m), bn = e == BQ__FP8_WGMMA ? 128 : 256;
-  if (e == BQ__FP8_GEMV)
+  const int e = bq__fp8_config(p, v.m);
+  if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK)
     return bq__launch(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128, (unsigned)bq__fp8_smem(e), &k, stream);
-  k.tiles_m = (int32_t)((v.m + 127) / 128);
-  k.tiles_n = (int32_t)((v.n + bn - 1) / bn);
+  k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
+  k.tiles_n = (int32_t)((v.n + 127) / 128);
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
 }
 BQ__FN bq_status bq__fp8_linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
@@ -637,12 +672,18 @@ BQ__FN int bq__fp8_linear_has(const bq_desc *d, const bq__target *t, int e) {
 
 BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
-  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 0))) return st;
+  if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 1))) return st;
   if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
-  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN ? "rowwise" : "tensorwise");
-  if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN)
+  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN   ? "rowwise"
+                                             : d->granularity == BQ_PER_BLOCK ? "blockwise"
+                                                                              : "tensorwise");
+  if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN && d->granularity != BQ_PER_BLOCK)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_linear: desc.granularity (%s) is not offered: BQ_PER_TENSOR "
-                    "(tensorwise) or BQ_PER_TOKEN (rowwise: per token x per channel)", bq__gran_name(d->granularity));
+                    "(tensorwise), BQ_PER_TOKEN (rowwise: per token x per channel) or BQ_PER_BLOCK (blockwise: "
+                    "1 x 128 activation groups x 128 x 128 weight blocks)", bq__gran_name(d->granularity));
+  if (d->scale_layout == BQ_SCALES_MN_MAJOR && d->granularity != BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (MN-major) applies to blockwise activation "
+                    "scales only", name);
   if (d->direction != BQ_FORWARD)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.direction (%d) must be BQ_FORWARD", name, (int)d->direction);
   if (d->int_type == BQ_DTYPE_DEFAULT) d->int_type = BQ_E4M3;
@@ -702,10 +743,10 @@ BQ__FN void bq__fp8_linear_vary(bq_desc *in, int outer, int inner) {
 }
 BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
   (void)d;
-  return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K (32 on "
-         "mma.sync modules) added in order in f32: deterministic and independent of M and the tile; error "
-         "bound in docs/numerics.md; epilogue acc * sa * sw + bias in f32, each step rounded to nearest even, "
-         "RNE to the output type";
+  return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K, each "
+         "joining the f32 accumulator in order by fma with its scale (1, or blockwise sa * sw): deterministic "
+         "and independent of M and the tile; error bound in docs/numerics.md; epilogue acc * sa * sw + bias "
+         "(blockwise acc + bias) in f32, each step rounded to nearest even, RNE to the output type";
 }
 BQ__FN bq_status bq__fp8_linear_plan_setup(bq_plan *p) {
   p->linear.wgmma = p->target.arch_a;
@@ -718,5 +759,5 @@ static const bq__family bq__fp8_linear_family = {
   bq__fp8_linear_vary, NULL, bq__fp8_linear_guarantee,
   "linear.cu", bq__text_linear_cu, bq__fp8_linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__fp8_linear_check,
   bq__no_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
-  {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
+  {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
   NULL, bq__fp8_linear_plan_setup, NULL, 89};

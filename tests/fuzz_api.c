@@ -229,6 +229,20 @@ static void setup(void) {
   if (ndescs < 1) die("bq__all_descs", "no descriptors");
   descs = calloc((size_t)ndescs, sizeof *descs);
   if (!descs || bq__all_descs(BQ__ALL_FAMILIES, descs, ndescs) != ndescs) die("bq__all_descs", "out of memory");
+  /* the scale modes an FP8 linear SKU serves at run time (the enumeration names it tensorwise):
+     rowwise, blockwise, blockwise with MN-major activation scales */
+  int nf8 = 0;
+  for (int i = 0; i < ndescs; i++) nf8 += descs[i].op == BQ_FP8_LINEAR;
+  bq_desc *more = realloc(descs, (size_t)(ndescs + 3 * nf8) * sizeof *descs);
+  if (!more) die("bq__all_descs", "out of memory");
+  descs = more;
+  for (int i = 0, n = ndescs; i < n; i++)
+    for (int m = 0; m < 3 && descs[i].op == BQ_FP8_LINEAR; m++) {
+      bq_desc e = descs[i];
+      e.granularity = m ? BQ_PER_BLOCK : BQ_PER_TOKEN;
+      e.scale_layout = m == 2 ? BQ_SCALES_MN_MAJOR : BQ_SCALES_ROW_MAJOR;
+      descs[ndescs++] = e;
+    }
 }
 
 /* ---- saturating byte arithmetic ------------------------------------------------------------ */
@@ -314,13 +328,16 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
       return;
     }
     const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), WS = (uint64_t)bq__dtype_size(d->scale_type);
-    if (d->op == BQ_FP8_LINEAR) { /* FP8 x [M, K], w [N, K]; f32 scales: one each, or scales[M], w_scales[N] */
-      const int rw = d->granularity == BQ_PER_TOKEN;
+    if (d->op == BQ_FP8_LINEAR) { /* FP8 x [M, K], w [N, K]; f32 scales: one each, or scales[M], w_scales[N],
+                                     or blockwise scales[M][KB] (MN-major [KB][M]), w_scales[NB][KB] */
+      const int rw = d->granularity == BQ_PER_TOKEN, blk = d->granularity == BQ_PER_BLOCK;
+      const int mn = d->scale_layout == BQ_SCALES_MN_MAJOR;
+      const int64_t KB = (int64_t)cdiv(u(K), 128), lds = a->group_row_stride ? a->group_row_stride : mn ? (M + 3) / 4 * 4 : KB;
       reg("x", a->x, span(M, K, a->x_row_stride ? a->x_row_stride : K), 1, 0);
       reg("y", a->y, span(M, N, a->y_row_stride ? a->y_row_stride : N), O, 1);
       reg("w", a->w, sat_mul(u(N), u(K)), 1, 0);
-      reg("scales", a->scales, rw ? u(M) : 1, 4, 0);
-      reg("w_scales", a->w_scales, rw ? u(N) : 1, 4, 0);
+      reg("scales", a->scales, blk ? (mn ? span(KB, M, lds) : span(M, KB, lds)) : rw ? u(M) : 1, 4, 0);
+      reg("w_scales", a->w_scales, blk ? sat_mul(cdiv(u(N), 128), u(KB)) : rw ? u(N) : 1, 4, 0);
       reg("bias", a->bias, u(N), O, 0);
       return;
     }
@@ -650,8 +667,14 @@ static void check_linear(const char *name, const bq_desc *d, const void *params)
       touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
     }
     touch(name, "y", k.y, sat_mul(span(k.m, k.n, k.ldy), O), 1);
-    touch(name, "scales", k.a_scales, (k.flags & BQ_LF_SA_ROW) ? sat_mul(u(k.m), 4) : 4, 0);
-    touch(name, "w_scales", k.w_scales, (k.flags & BQ_LF_SW_ROW) ? sat_mul(u(k.n), 4) : 4, 0);
+    const int64_t kb = (int64_t)cdiv(u(k.k), 128); /* blockwise: the K blocks' scales */
+    if (k.flags & BQ_LF_BLOCK) {
+      touch(name, "scales", k.a_scales, sat_mul((k.flags & BQ_LF_SA_MN) ? span(kb, k.m, (int64_t)k.w_sums) : span(k.m, kb, (int64_t)k.w_sums), 4), 0);
+      touch(name, "w_scales", k.w_scales, sat_mul(sat_mul(cdiv(u(k.n), 128), u(kb)), 4), 0);
+    } else {
+      touch(name, "scales", k.a_scales, (k.flags & BQ_LF_SA_ROW) ? sat_mul(u(k.m), 4) : 4, 0);
+      touch(name, "w_scales", k.w_scales, (k.flags & BQ_LF_SW_ROW) ? sat_mul(u(k.n), 4) : 4, 0);
+    }
     if (k.flags & BQ_LF_BIAS) touch(name, "bias", k.bias, sat_mul(u(k.n), O), 0);
     return;
   }
@@ -839,6 +862,11 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
       const int64_t inner = d->scale_type == BQ_UE8M0X4 ? (ng + 3) / 4 : ng;
       a->group_row_stride = (d->scale_layout == BQ_SCALES_MN_MAJOR ? sr : inner) + V[v].pad;
     }
+  }
+  if (d->op == BQ_FP8_LINEAR && d->granularity == BQ_PER_BLOCK) { /* 128 x 128 blocks; the activation scales' stride */
+    a->group_size = odd ? 128 : 0;
+    a->group_row_stride =
+        V[v].pad ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? a->rows : (a->cols + 127) / 128) + V[v].pad : 0;
   }
   const int fp8 = bq__is_fp8(d->int_type), x4 = d->scale_type == BQ_UE8M0X4;
   const uint64_t extra = region(20);

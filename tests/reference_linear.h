@@ -124,23 +124,26 @@ REF_API void refl_weight_sums(const int8_t *w, int64_t n, int64_t k, int32_t *ou
    The tensor cores' FP8 sums are the hardware's own; this is the model the emulator runs
    (tests/emulator/cuda_emulator.h), so that an emulated run checks the kernels' K order,
    promotion and epilogue bit for bit: a step (32 elements of K, k in [32 j, 32 j + 32), zero
-   past K) is its products summed exactly, rounded to f32. blocks = 1 (wgmma modules): the
-   4 steps of each 128-element block chained in f32 from the first, each block's sum added
-   to acc = +0 in order; blocks = 0 (mma.sync modules): every step added to acc = +0 in
-   order. Then y = Tout(((acc * sa) * sw) + bias) in f32, each step rounded to nearest even;
-   K == 0 writes the bias (or +0). The GPU tests bound the hardware's sums against
-   reff8_exact instead. */
+   past K) is its products summed exactly, rounded to f32; the 4 steps of each 128-element
+   block b chain in f32 from the first (P_b), and acc = +0 takes acc = fma(P_b, s_b, acc)
+   block after block, s_b = 1 (tensorwise, rowwise) or f32(sa[m][b] * sw[n / 128][b])
+   (blockwise). Then y = Tout(((acc * sa) * sw) + bias) (blockwise: Tout(acc + bias)) in f32,
+   each step rounded to nearest even; K == 0 writes the bias (or +0). The GPU tests bound the
+   hardware's sums against reff8_exact instead. */
 typedef struct reff8_problem {
   int64_t m, n, k, lda, ldy;
   int a_e5m2;            /* activations e5m2 (else e4m3); weights e4m3 */
   const uint8_t *a, *w;  /* [m, lda], [n, k] */
-  int rowwise;           /* sa[m], sw[n]; else sa[0], sw[0] */
+  int mode;              /* REFF8_TENSORWISE (sa[0], sw[0]), REFF8_ROWWISE (sa[m], sw[n]),
+                            REFF8_BLOCKWISE (sa[m * lds + b], sw[(n / 128) * ceil(k / 128) + b])
+                            or REFF8_BLOCKWISE_MN (sa[b * lds + m]) */
+  int64_t lds;
   const float *sa, *sw;
   bq_dtype out_type;     /* BQ_F32, BQ_F16 or BQ_BF16 */
   const void *bias;      /* [n] of out_type, or NULL */
   void *y;               /* [m, ldy] */
-  int blocks;
 } reff8_problem;
+enum { REFF8_TENSORWISE, REFF8_ROWWISE, REFF8_BLOCKWISE, REFF8_BLOCKWISE_MN };
 REF_API double reff8_product(const reff8_problem *P, int64_t m, int64_t n, int64_t k) {
   return ref_fp8_to_double(P->a[m * P->lda + k], P->a_e5m2 ? REF_E5M2 : REF_E4M3) *
          ref_fp8_to_double(P->w[n * P->k + k], REF_E4M3);
@@ -152,16 +155,21 @@ REF_API double reff8_exact(const reff8_problem *P, int64_t m, int64_t n, int64_t
   for (int64_t k = k0; k < k1 && k < P->k; k++) s += reff8_product(P, m, n, k);
   return s;
 }
+/* block b's scale s_b of output (m, n): 1 unless blockwise */
+REF_API float reff8_block_scale(const reff8_problem *P, int64_t m, int64_t n, int64_t b) {
+  if (P->mode < REFF8_BLOCKWISE) return 1.0f;
+  const float sa = P->sa[P->mode == REFF8_BLOCKWISE_MN ? b * P->lds + m : m * P->lds + b];
+  return sa * P->sw[(n / 128) * ((P->k + 127) / 128) + b];
+}
 REF_API float reff8_acc(const reff8_problem *P, int64_t m, int64_t n) {
   float acc = 0.0f;
   for (int64_t b = 0; b < P->k; b += 128) {
     float part = 0.0f;
     for (int j = 0; j < 4; j++) {
       float step = (float)reff8_exact(P, m, n, b + 32 * j, b + 32 * j + 32);
-      if (!P->blocks) acc = acc + step;
-      else part = j ? part + step : step;
+      part = j ? part + step : step;
     }
-    if (P->blocks) acc = acc + part;
+    acc = fmaf(part, reff8_block_scale(P, m, n, b / 128), acc);
   }
   return acc;
 }
@@ -174,7 +182,8 @@ REF_API void reff8_gemm(const reff8_problem *P) {
         else ref_store_zero(P->out_type, P->y, yi);
         continue;
       }
-      float v = (reff8_acc(P, m, n) * P->sa[P->rowwise ? m : 0]) * P->sw[P->rowwise ? n : 0];
+      float v = reff8_acc(P, m, n);
+      if (P->mode < REFF8_BLOCKWISE) v = (v * P->sa[P->mode ? m : 0]) * P->sw[P->mode ? n : 0];
       if (P->bias) v = v + ref_load_f(P->out_type, P->bias, n);
       ref_store_f(P->out_type, P->y, yi, v);
     }

@@ -31,32 +31,38 @@ namespace emu_f8 {
 
 #include "emulator/emu_test.h"
 
+static int g_blk; /* the case is blockwise: sm_90a's launches take the _blk entry points */
 #if EMU_WGMMA
 static void k_tiles(const void *p) { emu_f8::bq_fp8_wgmma(*(const bq_linear_params *)p); }
 static void k_gemv(const void *p) { emu_f8::bq_fp8_gemv(*(const bq_linear_params *)p); }
+static void k_tiles_blk(const void *p) { emu_f8::bq_fp8_wgmma_blk(*(const bq_linear_params *)p); }
+static void k_gemv_blk(const void *p) { emu_f8::bq_fp8_gemv_blk(*(const bq_linear_params *)p); }
 static const int ENTRY = BQ__FP8_WGMMA;
 #else
 static void k_tiles(const void *p) { emu_f8::bq_fp8_gemm(*(const bq_linear_params *)p); }
 static void k_gemv(const void *p) { (void)p; cr_assert_fail("weight streaming launched by a module without it"); }
+static void k_tiles_blk(const void *p) { (void)p; cr_assert_fail("a wgmma entry launched by an mma.sync module"); }
+static void k_gemv_blk(const void *p) { (void)p; cr_assert_fail("a wgmma entry launched by an mma.sync module"); }
 static const int ENTRY = BQ__FP8_GEMM;
 #endif
 static int64_t g_m, g_n;
 static int g_streamed; /* launches of the weight streaming */
 static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
-  if (k == k_gemv) { /* 64 output columns and 16 rows a CTA */
+  const int blk = EMU_WGMMA && g_blk; /* (the mma.sync tiles take every mode) */
+  if (k == k_gemv || k == k_gemv_blk) { /* 64 output columns and 16 rows a CTA */
     g_streamed++;
+    cr_assert(k == (blk ? k_gemv_blk : k_gemv), "the weight streaming's entry for the other scale modes");
     cr_assert_eq(gx, (unsigned)((g_n + 63) / 64));
     cr_assert_eq(gy, (unsigned)((g_m + 15) / 16));
     cr_assert_eq(bx, 128u);
-    cr_assert_eq(smem, (unsigned)bq__fp8_smem(BQ__FP8_GEMV));
+    cr_assert_eq(smem, (unsigned)bq__fp8_smem(blk ? BQ__FP8_GEMV_BLK : BQ__FP8_GEMV));
     return;
   }
-  cr_assert(k == k_tiles, "a kernel other than the module's tiles");
-  const int64_t bn = EMU_WGMMA ? 128 : 256;
-  cr_assert_eq(gx, (unsigned)(((g_m + 127) / 128) * ((g_n + bn - 1) / bn)), "one CTA a tile");
+  cr_assert(k == (blk ? k_tiles_blk : k_tiles), "a kernel other than the module's tiles for this scale mode");
+  cr_assert_eq(gx, (unsigned)(((g_m + 127) / 128) * ((g_n + 127) / 128)), "one CTA a 128 x 128 tile");
   cr_assert_eq(gy, 1u);
   cr_assert_eq(bx, 256u);
-  cr_assert_eq(smem, (unsigned)bq__fp8_smem(ENTRY));
+  cr_assert_eq(smem, (unsigned)bq__fp8_smem(blk ? BQ__FP8_WGMMA_BLK : ENTRY));
 }
 static void init(void) {
   emu_test_init();
@@ -69,7 +75,8 @@ static const bq_dtype OUT = (bq_dtype)EMU_OUT, AT = (bq_dtype)EMU_I;
 
 typedef struct fcase {
   int force; /* bq__fp8_force_config */
-  int rowwise, bias;
+  int mode, bias; /* REFF8_*: tensorwise, rowwise, blockwise (row-major or MN-major) */
+  int64_t lds_pad; /* blockwise: args.group_row_stride past the least (0: the default) */
   int64_t m, n, k, lda_pad, ldy_pad;
   int x_off, w_off, y_off;
 } fcase;
@@ -86,16 +93,19 @@ static uint8_t rnd_code(int e5m2, int narrow) {
 
 static void run(const fcase *c) {
   char what[256];
-  snprintf(what, sizeof what, "seed=0x%llx out=%s a=%s %s bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld offs %d/%d/%d",
-           (unsigned long long)g_seed, ref_dtype_name(OUT), ref_dtype_name(AT), c->rowwise ? "rowwise" : "tensorwise",
+  static const char *const modes[] = {"tensorwise", "rowwise", "blockwise", "blockwise-mn"};
+  snprintf(what, sizeof what, "seed=0x%llx out=%s a=%s %s+%lld bias=%d M=%lld N=%lld K=%lld lda+%lld ldy+%lld offs %d/%d/%d",
+           (unsigned long long)g_seed, ref_dtype_name(OUT), ref_dtype_name(AT), modes[c->mode], (long long)c->lds_pad,
            c->bias, (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->lda_pad, (long long)c->ldy_pad,
            c->x_off, c->w_off, c->y_off);
   g_m = c->m, g_n = c->n;
+  g_blk = c->mode >= REFF8_BLOCKWISE;
   bq__fp8_force_config = c->force;
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_FP8_LINEAR;
-  d.granularity = c->rowwise ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  d.granularity = c->mode == REFF8_TENSORWISE ? BQ_PER_TENSOR : c->mode == REFF8_ROWWISE ? BQ_PER_TOKEN : BQ_PER_BLOCK;
+  d.scale_layout = c->mode == REFF8_BLOCKWISE_MN ? BQ_SCALES_MN_MAJOR : BQ_SCALES_ROW_MAJOR;
   d.out_type = OUT;
   d.int_type = AT;
   bq_plan plan;
@@ -109,6 +119,8 @@ static void run(const fcase *c) {
   memset(&entry, 0, sizeof entry);
   entry.fn[ENTRY] = (bq__CUfunction)k_tiles;
   entry.fn[BQ__FP8_GEMV] = (bq__CUfunction)k_gemv;
+  entry.fn[BQ__FP8_WGMMA_BLK] = (bq__CUfunction)k_tiles_blk;
+  entry.fn[BQ__FP8_GEMV_BLK] = (bq__CUfunction)k_gemv_blk;
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = 132;
   plan.linear.wgmma = EMU_WGMMA;
@@ -117,7 +129,10 @@ static void run(const fcase *c) {
   const size_t ys = ref_dtype_size(OUT);
   const int64_t guard = 24, ytot = guard + M * ldy + guard;
   std::vector<uint8_t> xb((size_t)(M * lda) + 64), wb((size_t)(N * K) + 64);
-  std::vector<float> sa((size_t)M + 1), sw((size_t)N + 1);
+  const int blk = c->mode >= REFF8_BLOCKWISE, mn = c->mode == REFF8_BLOCKWISE_MN;
+  const int64_t kb = (K + 127) / 128, nb = (N + 127) / 128;
+  const int64_t lds = !blk ? 0 : mn ? (c->lds_pad ? M + c->lds_pad : (M + 3) / 4 * 4) : kb + c->lds_pad;
+  std::vector<float> sa((size_t)(blk ? (mn ? kb * lds : M * lds) : M) + 1), sw((size_t)(blk ? nb * kb : N) + 1);
   std::vector<unsigned char> bias((size_t)N * ys + 8), yb((size_t)ytot * ys + 64), exp((size_t)ytot * ys);
   uint8_t *x = (uint8_t *)(((uintptr_t)xb.data() + 15) & ~(uintptr_t)15) + c->x_off;
   uint8_t *w = (uint8_t *)(((uintptr_t)wb.data() + 15) & ~(uintptr_t)15) + c->w_off;
@@ -128,8 +143,8 @@ static void run(const fcase *c) {
     for (int64_t j = 0; j < lda; j++) x[r * lda + j] = rnd_code(e5, narrow);
   }
   for (int64_t i = 0; i < N * K; i++) w[i] = rnd_code(0, (int)(i / (K ? K : 1)) % 2);
-  for (int64_t i = 0; i < M; i++) sa[(size_t)i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, 2));
-  for (int64_t i = 0; i < N; i++) sw[(size_t)i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, 2));
+  for (size_t i = 0; i < sa.size(); i++) sa[i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, 2));
+  for (size_t i = 0; i < sw.size(); i++) sw[i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, 2));
   for (int64_t i = 0; i < N; i++) store_any(OUT, bias.data(), i, (rnd_unit() - 0.5) * 64);
 
   bq_args a;
@@ -145,6 +160,8 @@ static void run(const fcase *c) {
   a.scales = sa.data();
   a.w_scales = sw.data();
   a.bias = c->bias ? bias.data() : NULL;
+  a.group_size = blk && (M & 1) ? 128 : 0;
+  a.group_row_stride = c->lds_pad ? lds : 0;
   if (K == 0) a.x = NULL, a.w = NULL; /* y = bias: nothing else is read */
 
   reff8_problem P;
@@ -152,11 +169,11 @@ static void run(const fcase *c) {
   P.m = M, P.n = N, P.k = K, P.lda = lda, P.ldy = ldy;
   P.a_e5m2 = e5;
   P.a = x, P.w = w;
-  P.rowwise = c->rowwise;
+  P.mode = c->mode;
+  P.lds = lds;
   P.sa = sa.data(), P.sw = sw.data();
   P.out_type = OUT;
   P.bias = c->bias ? bias.data() : NULL;
-  P.blocks = EMU_WGMMA;
   memset(exp.data(), 0xA5, exp.size());
   P.y = exp.data() + (size_t)guard * ys;
   reff8_gemm(&P);
@@ -184,22 +201,25 @@ static void run(const fcase *c) {
 static fcase base(void) {
   fcase c;
   memset(&c, 0, sizeof c);
-  c.rowwise = 1;
+  c.mode = REFF8_ROWWISE;
   c.force = -1;
   return c;
 }
 
 /* two tiles each way (and a partial third), K with and without a tail and in more slices
-   than the pipeline has stages, both scale modes, with and without a bias */
+   than the pipeline has stages, every scale mode, with and without a bias */
 Test(emulated, tiles, .timeout = 600) {
-  static const int64_t ks[4] = {128, 300, 77, 900};
-  for (int j = 0; j < 4; j++) {
+  static const int64_t ks[5] = {128, 300, 77, 900, 640};
+  for (int j = 0; j < 5; j++) {
     fcase c = base();
     c.m = 129 + 60 * (j == 3);
-    c.n = EMU_WGMMA ? (j ? 257 + 2 * j : 264) : (j ? 260 + 3 * j : 264);
+    c.n = j ? 257 + 2 * j : 264;
     c.k = ks[j];
     c.bias = j != 1;
-    c.rowwise = j != 2;
+    static const int modes[5] = {REFF8_BLOCKWISE, REFF8_ROWWISE, REFF8_BLOCKWISE_MN, REFF8_TENSORWISE,
+                                 REFF8_BLOCKWISE_MN};
+    c.mode = modes[j];
+    c.lds_pad = j == 2 ? 3 : 0;
     run(&c);
   }
 }
@@ -214,7 +234,8 @@ Test(emulated, streaming_and_forced_tiles) {
     c.n = 64 * (int64_t)(i % 3 + 1) + (i & 1 ? 5 : 0);
     c.k = i == 3 ? 1200 : 208 + 16 * (int64_t)i; /* (multiples of 16: the one-copy path where aligned) */
     c.bias = (int)(i & 1);
-    c.rowwise = (int)(i % 3 != 1);
+    c.mode = (int)((i + 2) % 4);
+    c.lds_pad = i == 5 ? 2 : 0;
     c.x_off = i == 4;
     c.lda_pad = i == 2 ? 32 : 0;
     run(&c);
@@ -233,7 +254,7 @@ Test(emulated, small_and_tails) {
     c.n = 1 + (int64_t)i * 5;
     c.k = ks[i];
     c.bias = (int)(i & 1);
-    c.rowwise = (int)(i % 3 != 0);
+    c.mode = (int)(i % 4);
     run(&c);
   }
 }
@@ -251,7 +272,8 @@ Test(emulated, strides_and_misalignment) {
     c.w_off = i == 3;
     c.y_off = i == 1 ? 1 : 0;
     c.bias = 1;
-    c.rowwise = i != 4;
+    c.mode = i % 4;
+    c.lds_pad = i == 3 ? 5 : i == 2 ? 1 : 0;
     run(&c);
   }
 }

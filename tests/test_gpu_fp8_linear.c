@@ -12,8 +12,10 @@
    - determinism: two runs give the same bits;
    - everything outside the output (guards, gaps between strided rows) keeps its poison, and
      K == 0 writes the bias exactly.
-   Cases: e4m3 and e5m2 activations x f32 / f16 / bf16 outputs x tensorwise / rowwise x
-   bias / none, M and N off every tile, K with tails, strided and misaligned operands, on
+   Blockwise scales (s_b = sa[m][b] * sw[n / 128][b] per 128-element K block b) bound
+   |acc - sum_b s_b S_b| by BOUND * sum_b |s_b| A_b, S_b and A_b the block's sums.
+   Cases: e4m3 and e5m2 activations x f32 / f16 / bf16 outputs x tensorwise / rowwise /
+   blockwise (row-major and MN-major activation scales) x bias / none, M and N off every tile, K with tails, strided and misaligned operands, on
    the tiles select picks (wgmma on sm_90) and on the mma.sync tiles
    (BARACUDA_QUANT_WGMMA=0). Without a usable CUDA driver/device, or on a GPU older than
    sm_89, every test is skipped. Inputs are drawn fresh each run (BQ_TEST_SEED replays). */
@@ -49,14 +51,14 @@ static void fp8_begin(void) {
 
 typedef struct fcase {
   bq_dtype at, out;
-  int rowwise, bias, unit; /* unit: scales 1, no bias (y = acc for an f32 output) */
+  int mode, bias, unit; /* mode: REFF8_*; unit: scales 1, no bias (y = acc for an f32 output) */
   int64_t m, n, k, lda, ldy;
   int x_off, y_off;
 } fcase;
 
 typedef struct fdata {
   uint8_t *x, *w; /* host [m, lda], [n, k] */
-  float *sa, *sw;
+  float *sa, *sw; /* [m] and [n] (blockwise: [m][kb] and [nb][kb], row-major) */
   unsigned char *bias;
 } fdata;
 
@@ -76,8 +78,10 @@ static void fill(const fcase *c, fdata *f) {
   const int e5 = c->at == BQ_E5M2;
   f->x = (uint8_t *)calloc((size_t)(c->m * c->lda) + 1, 1);
   f->w = (uint8_t *)calloc((size_t)(c->n * c->k) + 1, 1);
-  f->sa = (float *)calloc((size_t)c->m + 1, 4);
-  f->sw = (float *)calloc((size_t)c->n + 1, 4);
+  const int64_t kb = (c->k + 127) / 128, ns = c->mode >= REFF8_BLOCKWISE ? (c->n + 127) / 128 * kb : c->n,
+                ms = c->mode >= REFF8_BLOCKWISE ? c->m * kb : c->m;
+  f->sa = (float *)calloc((size_t)ms + 1, 4);
+  f->sw = (float *)calloc((size_t)ns + 1, 4);
   f->bias = (unsigned char *)calloc((size_t)c->n + 1, 4);
   cr_assert(f->x && f->w && f->sa && f->sw && f->bias);
   for (int64_t r = 0; r < c->m; r++) {
@@ -90,8 +94,8 @@ static void fill(const fcase *c, fdata *f) {
   }
   /* (an f16 output's scales small enough that most results are finite) */
   const int lo = c->out == BQ_F16 ? -11 : -6, hi = c->out == BQ_F16 ? -6 : 0;
-  for (int64_t i = 0; i < c->m; i++) f->sa[i] = c->unit ? 1.0f : (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(lo, hi));
-  for (int64_t i = 0; i < c->n; i++) f->sw[i] = c->unit ? 1.0f : (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(lo, hi));
+  for (int64_t i = 0; i < ms; i++) f->sa[i] = c->unit ? 1.0f : (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(lo, hi));
+  for (int64_t i = 0; i < ns; i++) f->sw[i] = c->unit ? 1.0f : (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(lo, hi));
   for (int64_t i = 0; i < c->n; i++) ref_store_f(c->out, f->bias, i, (float)((rnd_unit() - 0.5) * 16));
 }
 static void fdata_free(fdata *f) {
@@ -113,8 +117,21 @@ static void run_rows(bq_plan *plan, const fcase *c, const fdata *f, int64_t r0, 
   const size_t xbytes = (size_t)(c->m * c->lda) + (size_t)c->x_off;
   uint8_t *xh = (uint8_t *)calloc(xbytes + 1, 1);
   memcpy(xh + c->x_off, f->x + r0 * c->lda, (size_t)(c->m * c->lda));
-  void *dx = up(xh, xbytes), *dw = up(f->w, (size_t)(c->n * c->k)), *dsa = up(f->sa + (c->rowwise ? r0 : 0), (size_t)c->m * 4 + 4),
-       *dsw = up(f->sw, (size_t)c->n * 4 + 4), *db = up(f->bias, (size_t)c->n * ys);
+  /* the activation scales of rows r0..: blockwise row-major [m][kb], or MN-major [kb][lds]
+     with lds = m rounded up to 4 (the default: args.group_row_stride 0), padding poisoned */
+  const int64_t kb = (c->k + 127) / 128, lds = (c->m + 3) / 4 * 4;
+  const int blk = c->mode >= REFF8_BLOCKWISE;
+  const size_t sab = blk ? (size_t)(kb * lds) * 4 + 4 : (size_t)c->m * 4 + 4;
+  float *sah = (float *)malloc(sab);
+  memset(sah, 0xFF, sab);
+  for (int64_t m = 0; m < c->m; m++)
+    for (int64_t b = 0; b < (blk ? kb : 1); b++)
+      sah[c->mode == REFF8_BLOCKWISE_MN ? b * lds + m : m * (blk ? kb : 1) + b] =
+          f->sa[c->mode == REFF8_TENSORWISE ? 0 : (r0 + m) * (blk ? kb : 1) + b];
+  const size_t swb = (size_t)(blk ? (c->n + 127) / 128 * kb : c->n) * 4 + 4;
+  void *dx = up(xh, xbytes), *dw = up(f->w, (size_t)(c->n * c->k)), *dsa = up(sah, sab), *dsw = up(f->sw, swb),
+       *db = up(f->bias, (size_t)c->n * ys);
+  free(sah);
   unsigned char *poison = (unsigned char *)malloc((size_t)(ytot + c->y_off) * ys);
   memset(poison, 0xA5, (size_t)(ytot + c->y_off) * ys);
   void *dy = up(poison, (size_t)(ytot + c->y_off) * ys);
@@ -149,20 +166,22 @@ static bq_plan *plan_of(const fcase *c) {
   bq_desc d;
   memset(&d, 0, sizeof d);
   d.op = BQ_FP8_LINEAR;
-  d.granularity = c->rowwise ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  d.granularity = c->mode == REFF8_TENSORWISE ? BQ_PER_TENSOR : c->mode == REFF8_ROWWISE ? BQ_PER_TOKEN : BQ_PER_BLOCK;
+  d.scale_layout = c->mode == REFF8_BLOCKWISE_MN ? BQ_SCALES_MN_MAJOR : BQ_SCALES_ROW_MAJOR;
   d.out_type = c->out;
   d.int_type = c->at;
   return plan_get(&d, "fp8_linear"); /* (each test runs in a process of its own: its environment's plans) */
 }
 
 static double g_worst; /* the largest |acc - S| / A seen (unit f32 cases) */
+static const char *const MODES[] = {"tensorwise", "rowwise", "blockwise", "blockwise-mn"};
 
 /* every output of a case within the bound; returns the outputs (host, [m, ldy]) */
 static unsigned char *check_case(const fcase *c, const fdata *f, bq_plan *plan, const char *tiles) {
   char what[320];
   snprintf(what, sizeof what, "seed=0x%llx %s a=%s out=%s %s bias=%d unit=%d M=%lld N=%lld K=%lld lda=%lld ldy=%lld "
            "x_off=%d y_off=%d", (unsigned long long)g_seed, tiles, ref_dtype_name(c->at), ref_dtype_name(c->out),
-           c->rowwise ? "rowwise" : "tensorwise", c->bias, c->unit, (long long)c->m, (long long)c->n, (long long)c->k,
+           MODES[c->mode], c->bias, c->unit, (long long)c->m, (long long)c->n, (long long)c->k,
            (long long)c->lda, (long long)c->ldy, c->x_off, c->y_off);
   const size_t ys = ref_dtype_size(c->out);
   unsigned char *y = (unsigned char *)malloc((size_t)(c->m * c->ldy) * ys + 1);
@@ -177,27 +196,32 @@ static unsigned char *check_case(const fcase *c, const fdata *f, bq_plan *plan, 
   for (int64_t m = 0; m < c->m; m++)
     for (int64_t n = 0; n < c->n; n++) {
       const double got = ref_load_d(c->out, y, m * c->ldy + n);
+      /* blockwise: s and abs_sum carry each block's scale s_b (sa = sw = 1 after) */
+      const int blk = c->mode >= REFF8_BLOCKWISE;
+      const int64_t kb = (c->k + 127) / 128;
       double s = 0, abs_sum = 0;
       for (int64_t k = 0; k < c->k; k++) {
-        const double p = reff8_product(&P, m, n, k);
+        const double p = reff8_product(&P, m, n, k) *
+                         (blk ? (double)(f->sa[m * kb + k / 128] * f->sw[(n / 128) * kb + k / 128]) : 1.0);
         s += p, abs_sum += fabs(p);
       }
-      const double sa = f->sa[c->rowwise ? m : 0], sw = f->sw[c->rowwise ? n : 0];
+      const double sa = blk ? 1 : f->sa[c->mode ? m : 0], sw = blk ? 1 : f->sw[c->mode ? n : 0];
       const double b = c->bias ? ref_load_d(c->out, f->bias, n) : 0;
       if (c->k == 0) {
         cr_assert(got == b && signbit(got) == signbit(b), "M %lld N %lld: K == 0 wrote %a, not the bias %a | %s",
                   (long long)m, (long long)n, got, b, what);
         continue;
       }
-      if (c->unit && c->out == BQ_F32 && !c->bias && abs_sum > 0) {
+      if (c->unit && !blk && c->out == BQ_F32 && !c->bias && abs_sum > 0) {
         const double r = fabs(got - s) / abs_sum;
         if (r > g_worst) g_worst = r;
       }
       /* the accumulator's bound through acc * sa * sw + bias, each step rounded in f32
-         (relative 2^-24 each), then the output's rounding */
+         (relative 2^-24 each), then the output's rounding (blockwise: the fma of each block
+         rounds once, relative 2^-24 of the sums so far) */
       const double v = s * sa * sw + b;
-      const double tol = BOUND * abs_sum * sa * sw + 0x1p-22 * (fabs(s * sa * sw) + fabs(b)) + out_eps * fabs(v) +
-                         out_tiny;
+      const double tol = (BOUND + (blk ? (double)kb * 0x1p-23 : 0)) * abs_sum * sa * sw +
+                         0x1p-22 * (fabs(s * sa * sw) + fabs(b)) + out_eps * fabs(v) + out_tiny;
       /* past the output's largest finite value (rounding included) it is infinite, with v's sign */
       const double top = c->out == BQ_F32 ? 0x1.ffffffp+127 : c->out == BQ_F16 ? 65520.0 : 0x1.ffp+127;
       if (fabs(v) - tol >= top) {
@@ -225,7 +249,7 @@ static void cases_on(const char *tiles) {
         memset(&c, 0, sizeof c);
         c.at = ATS[i], c.out = OUTS[o];
         c.m = shapes[s][0], c.n = shapes[s][1], c.k = shapes[s][2];
-        c.rowwise = (int)((s + (size_t)o) % 2);
+        c.mode = (int)((s + (size_t)o) % 4);
         c.unit = o == 0 && (s % 2 == 0);
         c.bias = !c.unit && (int)((s + (size_t)i) % 2);
         c.lda = c.k + (s == 2 ? 16 : s == 4 ? 3 : 0);
@@ -254,17 +278,19 @@ Test(fp8_linear, within_the_bound_mma_sync, .init = no_wgmma, .timeout = 600) { 
 
 /* a row's bits do not depend on M, the tile it falls in, or the run */
 static void invariance(const char *tiles) {
-  for (int o = 0; o < 3; o++) {
+  static const int modes[4] = {REFF8_ROWWISE, REFF8_TENSORWISE, REFF8_BLOCKWISE_MN, REFF8_BLOCKWISE};
+  for (int o = 0; o < 4; o++) {
     fcase c;
     memset(&c, 0, sizeof c);
-    c.at = o == 2 ? BQ_E5M2 : BQ_E4M3, c.out = OUTS[o], c.rowwise = o != 1, c.bias = o != 0;
+    c.at = o == 2 ? BQ_E5M2 : BQ_E4M3, c.out = OUTS[o % 3], c.mode = modes[o], c.bias = o != 0;
     c.m = 300, c.n = 300, c.k = 1500, c.lda = c.k, c.ldy = c.n;
     fdata f;
     fill(&c, &f);
     bq_plan *p = plan_of(&c);
     const size_t ys = ref_dtype_size(c.out), row = (size_t)c.ldy * ys;
     char what[200];
-    snprintf(what, sizeof what, "seed=0x%llx %s out=%s", (unsigned long long)g_seed, tiles, ref_dtype_name(c.out));
+    snprintf(what, sizeof what, "seed=0x%llx %s out=%s %s", (unsigned long long)g_seed, tiles, ref_dtype_name(c.out),
+             MODES[c.mode]);
     unsigned char *all = (unsigned char *)malloc((size_t)c.m * row), *again = (unsigned char *)malloc((size_t)c.m * row);
     run_rows(p, &c, &f, 0, all, what);
     run_rows(p, &c, &f, 0, again, what);

@@ -4168,3 +4168,56 @@ Test(args, fused_rotation_block_and_grid) {
   c.d.rotation = 0;
   expect_args_invalid(&c, &a, "args.rotation_block (128) must be 0: it is the fused rotation's block");
 }
+
+/* FP8 linear layers' scale modes: the plan's name says the mode; blockwise takes 128 x 128
+   blocks only (args.group_size 0 or 128) and an activation-scale stride no shorter than
+   its layout's rows (row-major: ceil(K / 128); MN-major: M); MN-major is blockwise's alone. */
+Test(args, fp8_linear_scale_modes) {
+  combo c;
+  memset(&c, 0, sizeof c);
+  c.d.op = BQ_FP8_LINEAR;
+  c.d.out_type = BQ_BF16;
+  static const bq_granularity grans[] = {BQ_GRANULARITY_DEFAULT, BQ_PER_TENSOR, BQ_PER_TOKEN, BQ_PER_BLOCK};
+  static const char *const names[] = {"fp8_linear_tensorwise", "fp8_linear_tensorwise", "fp8_linear_rowwise",
+                                      "fp8_linear_blockwise"};
+  for (size_t g = 0; g < NELEM(grans); g++) {
+    bq_desc in = c.d, out;
+    in.granularity = grans[g];
+    char name[96];
+    cr_assert_eq(bq__normalize(&in, &out, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
+    cr_assert_str_eq(name, names[g]);
+    if (grans[g] == BQ_PER_BLOCK) continue;
+    in.scale_layout = BQ_SCALES_MN_MAJOR;
+    expect_desc_invalid(&in, names[g], "desc.scale_layout (MN-major) applies to blockwise activation scales only",
+                        "[fp8 linear MN-major]");
+  }
+  bq_desc grp = c.d;
+  grp.granularity = BQ_PER_GROUP;
+  expect_desc_status(&grp, BQ_ERROR_NOT_SUPPORTED, "fp8_linear", "desc.granularity (per_group) is not offered",
+                     "[fp8 linear per group]");
+
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = (const void *)(uintptr_t)0x10000, a.w = (const void *)(uintptr_t)0x20000, a.y = (void *)(uintptr_t)0x30000;
+  a.scales = (const void *)(uintptr_t)0x40000, a.w_scales = (const void *)(uintptr_t)0x50000;
+  a.rows = 10, a.cols = 300, a.n = 64; /* 3 K blocks */
+  for (int mn = 0; mn < 2; mn++) {
+    c.d.granularity = BQ_PER_BLOCK;
+    c.d.scale_layout = mn ? BQ_SCALES_MN_MAJOR : BQ_SCALES_ROW_MAJOR;
+    snprintf(c.name, sizeof c.name, "fp8_linear_blockwise");
+    snprintf(c.ctx, sizeof c.ctx, "[fp8 linear blockwise %s]", mn ? "MN-major" : "row-major");
+    bq_args b = a;
+    expect_args_ok(&c, &b, 0, "defaults");
+    b.group_size = 128;
+    b.group_row_stride = mn ? 10 : 3; /* the least */
+    expect_args_ok(&c, &b, 0, "the least stride");
+    b.group_row_stride = mn ? 9 : 2;
+    expect_args_invalid(&c, &b, mn ? "args.group_row_stride (9) must be 0 or at least M" :
+                                     "args.group_row_stride (2) must be 0 or at least ceil(K / 128)");
+    b.group_row_stride = -1;
+    expect_args_invalid(&c, &b, "args.group_row_stride (-1)");
+    b.group_row_stride = 0;
+    b.group_size = 64;
+    expect_args_invalid(&c, &b, "args.group_size (64) must be 128 or 0");
+  }
+}

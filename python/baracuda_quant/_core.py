@@ -7,7 +7,7 @@ import ctypes
 import operator
 
 from . import _lib
-from ._enums import Activation, DType, Direction, Granularity, Op
+from ._enums import Activation, DType, Direction, Granularity, Op, ScaleLayout
 from ._lib import Args, invalid
 
 FLOAT_TYPES = (DType.F32, DType.F64, DType.F16, DType.BF16)
@@ -778,43 +778,97 @@ def linear(op, *, x, w, w_scales, y, a_scales=None, a_scale=None, bias=None, a_z
 FP8_LINEAR_OUT = (DType.F32, DType.F16, DType.BF16)
 
 
-def fp8_scales_rowwise(m, n, a_shape, b_shape):
-    """fp8_linear's scale mode from the shapes of scale_a and scale_b (as torch._scaled_mm
-    reads them): tensorwise (False) one element each, of any shape; rowwise (True) scale_a
-    [M] or [M, 1] and scale_b [N] or [1, N]. A one-element scale_a where M = 1 (scale_b
-    where N = 1) fits either, and the other scale decides (both one element: tensorwise,
-    the same product). Raises naming the scale whose shape fits neither, or both where
-    one is tensorwise and the other rowwise."""
-    def mode(name, shape, count, rows_shapes, what):
+def fp8_scales_mode(m, n, k, a_shape, b_shape):
+    """fp8_linear's scale mode from the shapes of scale_a and scale_b: "tensorwise", one element
+    each, of any shape; "rowwise", scale_a [M] or [M, 1] and scale_b [N] or [1, N] (as
+    torch._scaled_mm reads them); "blockwise", scale_a [M, ceil(K / 128)] (a row's 1 x 128
+    groups) and scale_b [ceil(N / 128), ceil(K / 128)] (the weight's 128 x 128 blocks) or its
+    transpose (torch._scaled_mm's scale_b for w.t()). Shapes that fit several modes (a
+    one-element scale where M = 1, say) take the first the other scale fits too, in that
+    order. Raises naming the scale whose shape fits no mode, or both where they fit none
+    together."""
+    kb, nb = -(-k // 128), -(-n // 128)
+
+    def fits(name, shape, count, rows_shapes, block_shapes, what):
         shape = tuple(shape)
         numel = 1
         for s in shape:
             numel *= s
-        tensorwise, rowwise = numel == 1, shape in rows_shapes or numel == 1 == count
-        if not (tensorwise or rowwise):
-            raise invalid("%s: shape %s, expected one element (tensorwise) or %s (rowwise: %s)"
-                          % (name, shape, " or ".join(str(list(s)) for s in rows_shapes), what))
-        return tensorwise, rowwise
-    ta, ra = mode("scale_a", a_shape, m, ((m,), (m, 1)), "a scale per row of x, M = %d" % m)
-    tb, rb = mode("scale_b", b_shape, n, ((n,), (1, n)), "a scale per output channel, N = %d" % n)
-    if ta and tb:
-        return False
-    if ra and rb:
-        return True
+        modes = [numel == 1, shape in rows_shapes or numel == 1 == count, shape in block_shapes]
+        if not any(modes):
+            raise invalid("%s: shape %s, expected one element (tensorwise) or %s (rowwise: %s) or %s (blockwise: "
+                          "%s)" % (name, shape, " or ".join(str(list(s)) for s in rows_shapes), what[0],
+                                   " or ".join(str(list(s)) for s in block_shapes), what[1]))
+        return modes
+    fa = fits("scale_a", a_shape, m, ((m,), (m, 1)), ((m, kb),), ("a scale per row of x, M = %d" % m,
+                                                                   "a row's groups of 128 of K = %d" % k))
+    fb = fits("scale_b", b_shape, n, ((n,), (1, n)), ((nb, kb), (kb, nb)),
+              ("a scale per output channel, N = %d" % n, "the weight's 128 x 128 blocks, N = %d, K = %d" % (n, k)))
+    names = ("tensorwise", "rowwise", "blockwise")
+    for i in range(3):
+        if fa[i] and fb[i]:
+            return names[i]
     raise invalid("scale_a (shape %s, %s) and scale_b (shape %s, %s) differ: both scales are tensorwise (one "
-                  "element each) or both rowwise (scale_a [M] or [M, 1], scale_b [N] or [1, N]; M = %d, N = %d)"
-                  % (tuple(a_shape), "rowwise" if ra else "tensorwise", tuple(b_shape),
-                     "rowwise" if rb else "tensorwise", m, n))
+                  "element each), both rowwise (scale_a [M] or [M, 1], scale_b [N] or [1, N]) or both blockwise "
+                  "(scale_a [M, %d], scale_b [%d, %d]; M = %d, N = %d, K = %d)"
+                  % (tuple(a_shape), names[fa.index(True)], tuple(b_shape), names[fb.index(True)], kb, nb, kb, m, n,
+                     k))
 
 
-def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, stream=None, alloc=None, prepare=False):
+def fp8_block_scales(m, n, k, scale_a, scale_b):
+    """Blockwise scales as the library reads them: (scale_layout, group_row_stride) of scale_a
+    [M, KB], row-major (K blocks contiguous, rows group_row_stride apart) or MN-major (rows
+    contiguous, K blocks group_row_stride apart: torch._scaled_mm's layout); scale_b must hold
+    block (nb, b) at nb * KB + b: [NB, KB] contiguous, or the transpose view of one."""
+    kb, nb = -(-k // 128), -(-n // 128)
+    for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if v.dtype != DType.F32:
+            raise invalid("%s: dtype %s, expected float32" % (name, v.dtype.name))
+    if tuple(scale_a.shape) != (m, kb):
+        raise invalid("scale_a: shape %s, expected (%d, %d): blockwise, a scale per row and 128 elements of K"
+                      % (tuple(scale_a.shape), m, kb))
+    sr, sc = scale_a.strides
+    if m <= 1 and kb > 1 and sc != 1:  # one row of scales, spaced: MN-major, the blocks sc apart
+        if sc >= 1:
+            return ScaleLayout.MN_MAJOR, sc
+    elif m <= 1:
+        return ScaleLayout.ROW_MAJOR, 0
+    elif kb <= 1:  # one column: rows sr apart
+        if sr >= 1:
+            return ScaleLayout.ROW_MAJOR, sr
+    if sc == 1 and sr >= kb:
+        return ScaleLayout.ROW_MAJOR, sr
+    if sr == 1 and sc >= m:
+        return ScaleLayout.MN_MAJOR, sc
+    raise invalid("scale_a: strides %s: blockwise activation scales are row-major (K blocks contiguous, strides "
+                  "(>= %d, 1)) or MN-major (rows contiguous, strides (1, >= %d))" % ((sr, sc), kb, m))
+
+
+def _check_block_weight_scales(scale_b, n, k):
+    kb, nb = -(-k // 128), -(-n // 128)
+    shape, strides = tuple(scale_b.shape), tuple(scale_b.strides)
+
+    def dense(st, sh):  # element (i, j) of shape sh at i * sh[1] + j, size-1 dimensions free
+        return (sh[1] <= 1 or st[1] == 1) and (sh[0] <= 1 or st[0] == sh[1])
+    ok = (shape == (nb, kb) and dense(strides, shape)) or \
+        (shape == (kb, nb) and dense(strides[::-1], shape[::-1]))
+    if not ok:
+        raise invalid("scale_b: shape %s strides %s, expected the weight's block scales [%d, %d] contiguous (or "
+                      "their transpose view [%d, %d], torch._scaled_mm's)" % (shape, strides, nb, kb, kb, nb))
+
+
+def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, blockwise=False, stream=None, alloc=None,
+               prepare=False):
     """FP8Linear: y[M, N] = Tout((acc * sa) * sw (+ bias)), acc = x W^T summed by the FP8
     tensor cores (not IEEE f32 sums: the library's FP8 LINEAR LAYERS section bounds them), x
     E4M3 or E5M2 [M, K] with any row stride, W E4M3 [N, K] with K contiguous (nn.Linear's
     weight), y float32, float16 or bfloat16 [M, N], bias [N] of y's type. scale_a (sa,
     args.scales) and scale_b (sw, args.w_scales) are float32: tensorwise one element each,
     rowwise scale_a[M] (a row of x each) and scale_b[N] (an output channel each), as
-    torch._scaled_mm takes them. sm_89 and later (the plan's select refuses older devices)."""
+    torch._scaled_mm takes them; blockwise scale_a [M, ceil(K / 128)] (row-major or MN-major,
+    fp8_block_scales) and scale_b the weight's [ceil(N / 128), ceil(K / 128)] blocks, each
+    K block's sum scaled by their product (y = Tout(acc + bias)). sm_89 and later (the plan's
+    select refuses older devices)."""
     m, k, xs = rows_2d("x", x)
     m2, n, ys = rows_2d("y", y)
     if x.dtype not in FP8_TYPES:
@@ -829,15 +883,21 @@ def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, stream=No
         raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
     if y.dtype not in FP8_LINEAR_OUT:
         raise invalid("y: dtype %s, expected float32, float16 or bfloat16" % y.dtype.name)
-    check_vector("scale_a", scale_a, m if rowwise else 1, (DType.F32,))
-    check_vector("scale_b", scale_b, n if rowwise else 1, (DType.F32,))
+    a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
+    layout, gran = ScaleLayout.ROW_MAJOR, Granularity.PER_TOKEN if rowwise else Granularity.PER_TENSOR
+    if blockwise:
+        layout, a.group_row_stride = fp8_block_scales(m, n, k, scale_a, scale_b)
+        _check_block_weight_scales(scale_b, n, k)
+        gran = Granularity.PER_BLOCK
+    else:
+        check_vector("scale_a", scale_a, m if rowwise else 1, (DType.F32,))
+        check_vector("scale_b", scale_b, n if rowwise else 1, (DType.F32,))
     if bias is not None:
         check_vector("bias", bias, n, (y.dtype,))
     device = same_device(("x", x), ("w", w), ("scale_a", scale_a), ("scale_b", scale_b), ("y", y), ("bias", bias))
-    a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
     a.x, a.y, a.w, a.scales, a.w_scales, a.bias = x.ptr, y.ptr, w.ptr, scale_a.ptr, scale_b.ptr, _ptr(bias)
-    gran = Granularity.PER_TOKEN if rowwise else Granularity.PER_TENSOR
-    key = _lib.desc_key(Op.FP8_LINEAR, Direction.FORWARD, gran, y.dtype, x.dtype, 0, 0, DType.F32, 0, y.dtype)
+    key = _lib.desc_key(Op.FP8_LINEAR, Direction.FORWARD, gran, y.dtype, x.dtype, 0, 0, DType.F32, 0, y.dtype,
+                        scale_layout=layout)
     return _launch(key, device, a, stream, alloc, prepare)
 
 

@@ -955,9 +955,11 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype="bfloat16", stream=N
     """FP8Linear (sm_89 and later): y = (x W^T) * scale_a * scale_b (+ bias) on FP8 tensor
     cores, as torch._scaled_mm(x, w.T, scale_a, scale_b, bias, out_dtype) computes it. x
     E4M3 or E5M2 [..., K] (its rows evenly strided), w E4M3 [N, K] (contiguous, nn.Linear's
-    layout); float32 scales, tensorwise one element each or rowwise scale_a [M] or [M, 1]
-    (a row of x.reshape(-1, K) each) and scale_b [N] or [1, N]; bias [N] of out_dtype
-    (float32, float16 or bfloat16). Output [..., N] of out_dtype."""
+    layout); float32 scales, tensorwise one element each, rowwise scale_a [M] or [M, 1]
+    (a row of x.reshape(-1, K) each) and scale_b [N] or [1, N], or blockwise scale_a
+    [M, ceil(K / 128)] (row-major or MN-major) and scale_b [ceil(N / 128), ceil(K / 128)]
+    (or its transpose view); bias [N] of out_dtype (float32, float16 or bfloat16). Output
+    [..., N] of out_dtype."""
     out_dtype = _dtype(out_dtype, DType.BF16)
     if out_dtype not in _core.FP8_LINEAR_OUT:
         raise invalid("out_dtype %s: float32, float16 or bfloat16" % out_dtype.name)
@@ -972,12 +974,14 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype="bfloat16", stream=N
         if len(wv.shape) != 2:
             raise invalid("w: shape %s, expected (N, K)" % (wv.shape,))
         n = wv.shape[0]
-        rowwise = _core.fp8_scales_rowwise(x2.shape[0], n, av.shape, bv.shape)
+        mode = _core.fp8_scales_mode(x2.shape[0], n, x2.shape[1], av.shape, bv.shape)
+        if mode != "blockwise":
+            av, bv = _scale_vector(av), _scale_vector(bv)
         _set_device(xv.device)
         out = DeviceArray.empty(tuple(xv.shape[:-1]) + (n,), out_dtype, xv.device, stream)
         out._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.fp8_linear(
-            x=x2, w=wv, scale_a=_scale_vector(av), scale_b=_scale_vector(bv), y=_rows_view(out.view(), "y"),
-            bias=biasv, rowwise=rowwise, stream=st, alloc=alloc)))
+            x=x2, w=wv, scale_a=av, scale_b=bv, y=_rows_view(out.view(), "y"), bias=biasv,
+            rowwise=mode == "rowwise", blockwise=mode == "blockwise", stream=st, alloc=alloc)))
         return out
 
 

@@ -1060,22 +1060,29 @@ def _(x, w, w_scales, bias, act_dtype=None, symmetric=True, quant_min=None, quan
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
 
 
-# FP8 activations and an E4M3 weight on FP8 tensor cores (sm_89 and later); rowwise: the
-# scales per row of x and per output channel, else one each (tensorwise)
+# FP8 activations and an E4M3 weight on FP8 tensor cores (sm_89 and later); mode: 0
+# tensorwise (a scale each), 1 rowwise (per row of x and per output channel), 2 blockwise
+# (per 1 x 128 group of x and 128 x 128 block of w)
+_FP8_MODES = {"tensorwise": 0, "rowwise": 1, "blockwise": 2}
+
+
 def _fp8_linear_impl(x: torch.Tensor, w: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-                     bias: Optional[torch.Tensor], out_dtype: torch.dtype, rowwise: bool) -> torch.Tensor:
+                     bias: Optional[torch.Tensor], out_dtype: torch.dtype, mode: int) -> torch.Tensor:
     x2 = _rows(x, "x")
     m, n = x2.shape[0], w.shape[0]
     y = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
     if y.numel():
-        # the scales as vectors ([M, 1] and [1, N] are [M] and [N]; a 0-d scale one element)
-        sa, sb, b, y2 = scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous(), _c(bias), y.view(m, n)
-        key = ("fp8_linear", _g(x2), _g(w), _g(sa), _g(sb), _g(y2), _g(b), bool(rowwise))
+        if mode == 2:  # the block scales in place (row-major or MN-major: the library reads either)
+            sa, sb = scale_a, scale_b
+        else:  # the scales as vectors ([M, 1] and [1, N] are [M] and [N]; a 0-d scale one element)
+            sa, sb = scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous()
+        b, y2 = _c(bias), y.view(m, n)
+        key = ("fp8_linear", _g(x2), _g(w), _g(sa), _g(sb), _g(y2), _g(b), int(mode))
         ptrs = {"x": x2.data_ptr(), "y": y2.data_ptr(), "w": w.data_ptr(), "scales": sa.data_ptr(),
                 "w_scales": sb.data_ptr(), "bias": _p(b)}
         _call(key, x.device.index, lambda stream, alloc: _core.fp8_linear(
             x=_view(x2), w=_view(w), scale_a=_view(sa), scale_b=_view(sb), y=_view(y2), bias=_view(b),
-            rowwise=bool(rowwise), stream=stream, alloc=alloc, prepare=True), ptrs)
+            rowwise=mode == 1, blockwise=mode == 2, stream=stream, alloc=alloc, prepare=True), ptrs)
     return y
 
 
@@ -1083,7 +1090,7 @@ _fp8_linear = _op("fp8_linear", _fp8_linear_impl)
 
 
 @_fp8_linear.register_fake
-def _(x, w, scale_a, scale_b, bias, out_dtype, rowwise):
+def _(x, w, scale_a, scale_b, bias, out_dtype, mode):
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=out_dtype, device=x.device)
 
 
@@ -2410,11 +2417,15 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
     nn.Linear's layout. x float8_e4m3fn or float8_e5m2 [..., K] (rows x.reshape(-1, K), read
     in place where they are evenly strided), w float8_e4m3fn [N, K], contiguous (refused, not
     copied, otherwise: a weight is read every call). float32 scales, tensorwise one element
-    each (0-d or one-element tensors) or rowwise scale_a [M] or [M, 1] (a row of x each) and
-    scale_b [N] or [1, N] (an output channel each); bias [N] of out_dtype (float32, float16
-    or bfloat16). y = out_dtype((acc * scale_a) * scale_b + bias), each step rounded in f32, acc
-    the tensor cores' sums (not IEEE f32 sums; within 2^-9 sum_k |x_k w_k| of the exact
-    one). Returns [..., N] of out_dtype."""
+    each (0-d or one-element tensors), rowwise scale_a [M] or [M, 1] (a row of x each) and
+    scale_b [N] or [1, N] (an output channel each), or blockwise (DeepSeek-V3's recipe)
+    scale_a [M, ceil(K / 128)] (a row's 1 x 128 groups; row-major or MN-major, torch's
+    layout, read in place) and scale_b [ceil(N / 128), ceil(K / 128)] (w's 128 x 128 blocks,
+    contiguous) or its transpose view (torch._scaled_mm's scale_b); bias [N] of out_dtype
+    (float32, float16 or bfloat16). y = out_dtype((acc * scale_a) * scale_b + bias), each step
+    rounded in f32, acc the tensor cores' sums (not IEEE f32 sums; within 2^-9 sum_k |x_k w_k|
+    of the exact one); blockwise, each 128-element K block's sum joins acc by an fma with
+    f32(scale_a * scale_b) and y = out_dtype(acc + bias). Returns [..., N] of out_dtype."""
     _check_cuda("x", x)
     _check_cuda("w", w)
     _check_cuda("scale_a", scale_a)
@@ -2439,7 +2450,7 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
             raise _lib.invalid("%s: dtype %s, expected torch.float32" % (name, s.dtype))
     n = w.shape[0]
     m = x.shape[:-1].numel()
-    rowwise = _core.fp8_scales_rowwise(m, n, scale_a.shape, scale_b.shape)
+    mode = _core.fp8_scales_mode(m, n, k, scale_a.shape, scale_b.shape)
     if bias is not None:
         _check_cuda("bias", bias)
         if bias.dtype != out_dtype or tuple(bias.shape) != (n,):
@@ -2448,7 +2459,7 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
     for name, t in (("w", w), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias)):
         if t is not None and t.device != x.device:
             raise _lib.invalid("%s is on %s, expected %s like x" % (name, t.device, x.device))
-    return _ops(x, w, scale_a, scale_b, bias).fp8_linear(x, w, scale_a, scale_b, bias, out_dtype, rowwise)
+    return _ops(x, w, scale_a, scale_b, bias).fp8_linear(x, w, scale_a, scale_b, bias, out_dtype, _FP8_MODES[mode])
 
 
 class QuantizedLinear(torch.nn.Module):

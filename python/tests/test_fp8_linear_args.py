@@ -1,7 +1,7 @@
 """fp8_linear's arguments with no device (no torch needed): the bq_args and descriptor that
 _core.fp8_linear builds pass the library's own validation for every layout it takes; the
 Python-side checks refuse, naming the argument, what the library cannot express; the scale
-mode (tensorwise or rowwise) follows from the scales' shapes; and the DLPack front end
+mode (tensorwise, rowwise or blockwise) follows from the scales' shapes; and the DLPack front end
 reads its inputs and shapes its output as the torch function does."""
 import pytest
 
@@ -131,13 +131,21 @@ def test_the_library_refuses_what_python_lets_through(validated):
 
 
 def test_scale_modes():
-    r = _core.fp8_scales_rowwise
+    def r(m, n, a, b, k=256):
+        mode = _core.fp8_scales_mode(m, n, k, a, b)
+        return None if mode == "blockwise" else mode == "rowwise"
     # tensorwise: one element each, any shape of one element
     for a, b in (((), ()), ((1,), (1,)), ((1, 1), ()), ((), (1, 1))):
         assert r(20, 48, a, b) is False
     # rowwise: [M] or [M, 1], and [N] or [1, N]
     for a, b in (((20,), (48,)), ((20, 1), (1, 48)), ((20,), (1, 48)), ((20, 1), (48,))):
         assert r(20, 48, a, b) is True
+    # blockwise: [M, ceil(K / 128)] and [ceil(N / 128), ceil(K / 128)] or its transpose
+    for a, b, k in (((20, 2), (1, 2), 256), ((20, 2), (2, 1), 256), ((20, 3), (1, 3), 300), ((20, 3), (3, 1), 257)):
+        assert r(20, 48, a, b, k) is None
+    assert r(20, 300, (20, 8), (3, 8), 1000) is None and r(20, 300, (20, 8), (8, 3), 1000) is None
+    # one K block, [M, 1] x [1, 1] where N = 1: rowwise comes first
+    assert r(20, 1, (20, 1), (1, 1), 100) is True and r(20, 48, (20, 1), (1, 1), 100) is None
     # M = 1 (or N = 1): a one-element scale fits either mode, the other scale decides
     assert r(1, 48, (1, 1), (48,)) is True and r(1, 48, (), (1, 48)) is True and r(1, 48, (1,), ()) is False
     assert r(20, 1, (20, 1), (1,)) is True and r(20, 1, (), (1, 1)) is False and r(1, 1, (1,), (1,)) is False
@@ -153,6 +161,10 @@ def test_scale_modes():
          (20, 48, (20,), (48, 1))),
         (r"scale_b: shape \(2,\)", (20, 48, (), (2,))),
         (r"scale_a: shape \(0,\)", (20, 48, (0,), ())),
+        (r"scale_a: shape \(20, 3\), .* or \[20, 2\] \(blockwise", (20, 48, (20, 3), (1, 2))),
+        (r"scale_b: shape \(2, 2\), .* or \[1, 2\] or \[2, 1\] \(blockwise", (20, 48, (20, 2), (2, 2))),
+        (r"scale_a \(shape \(20, 2\), blockwise\) and scale_b \(shape \(48,\), rowwise\) differ",
+         (20, 48, (20, 2), (48,))),
     ]
     for word, args in cases:
         with pytest.raises(bq.InvalidArgumentError, match=word):
@@ -219,3 +231,51 @@ def test_dlpack_fp8_linear_refuses_by_name(launches):
             call()
     assert seen == []
     assert len(made) == 5  # outputs allocated before _core's checks (dtypes, strides), freed with the error
+
+
+def test_blockwise_layouts_pass_the_library(validated):
+    """blockwise: scale_a row-major (dense or with a row stride) or MN-major (torch's layout,
+    rows padded or not), scale_b [NB, KB] or its transpose view; one row and one K block
+    included; each call's descriptor and bq_args pass the library's validation"""
+    def blk(m, n, k, sa, sb, **kw):
+        return lin(m=m, n=n, k=k, scale_a=sa, scale_b=sb, blockwise=True, **kw)
+    _core.fp8_linear(**blk(20, 300, 1000, arr((20, 8), F), arr((3, 8), F)))            # row-major, dense
+    _core.fp8_linear(**blk(20, 300, 1000, arr((20, 8), F, (10, 1)), arr((8, 3), F, (1, 8))))  # row stride; b.t()
+    _core.fp8_linear(**blk(20, 300, 1000, arr((20, 8), F, (1, 20)), arr((3, 8), F)))    # MN-major
+    _core.fp8_linear(**blk(18, 300, 1000, arr((18, 8), F, (1, 20)), arr((3, 8), F)))    # MN-major, rows padded
+    _core.fp8_linear(**blk(1, 64, 1000, arr((1, 8), F, (8, 4)), arr((1, 8), F)))         # one row, spaced: MN
+    _core.fp8_linear(**blk(20, 48, 100, arr((20, 1), F, (3, 1)), arr((1, 1), F)))        # one K block
+    got = [(Granularity(k[2]), k[12], a.group_row_stride) for k, a in validated]
+    assert got == [(Granularity.PER_BLOCK, 0, 8), (Granularity.PER_BLOCK, 0, 10), (Granularity.PER_BLOCK, 1, 20),
+                   (Granularity.PER_BLOCK, 1, 20), (Granularity.PER_BLOCK, 1, 4), (Granularity.PER_BLOCK, 0, 3)]
+    skus = {_lib.sku(_lib.make_desc(k, 0)) for k, _ in validated}
+    assert skus == {"fp8_linear.a_e4m3.w_e4m3.out_bf16.scale_f32.mma_m16n8k32.sm_80"}  # the one kernel
+
+
+def test_blockwise_checks_name_the_argument(validated):
+    def blk(sa, sb, **kw):
+        return lin(m=20, n=300, k=1000, scale_a=sa, scale_b=sb, blockwise=True, **kw)
+    cases = [
+        (r"scale_a: shape \(20, 7\), expected \(20, 8\)", blk(arr((20, 7), F), arr((3, 8), F))),
+        (r"scale_a: strides \(4, 1\)", blk(arr((20, 8), F, (4, 1)), arr((3, 8), F))),      # rows overlap
+        (r"scale_a: strides \(1, 19\)", blk(arr((20, 8), F, (1, 19)), arr((3, 8), F))),    # columns overlap
+        (r"scale_a: strides \(16, 2\)", blk(arr((20, 8), F, (16, 2)), arr((3, 8), F))),
+        ("scale_a: dtype F16", blk(arr((20, 8), F16), arr((3, 8), F))),
+        (r"scale_b: shape \(3, 8\) strides \(16, 1\)", blk(arr((20, 8), F), arr((3, 8), F, (16, 1)))),
+        (r"scale_b: shape \(8, 3\) strides \(3, 1\)", blk(arr((20, 8), F), arr((8, 3), F))),  # not w's layout
+        (r"scale_b: shape \(3, 7\)", blk(arr((20, 8), F), arr((3, 7), F))),
+        ("scale_b: dtype BF16", blk(arr((20, 8), F), arr((3, 8), BF16))),
+    ]
+    for word, args in cases:
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            _core.fp8_linear(**args)
+    assert validated == []
+
+
+def test_dlpack_fp8_linear_blockwise(launches):
+    seen, _ = launches
+    x, w = Producer((2, 10, 1000), E4), Producer((300, 1000), E4)
+    y = bq.fp8_linear(x, w, Producer((20, 8), F, strides=(1, 20)), Producer((3, 8), F))
+    assert y.shape == (2, 10, 300)
+    (k, a), = seen
+    assert (Granularity(k[2]), k[12], a.group_row_stride) == (Granularity.PER_BLOCK, 1, 20)

@@ -214,6 +214,90 @@ def test_rows_depend_on_their_row_alone(out):
     assert same(t, r)
 
 
+def block_operands(m, n, k, out, seed):
+    """x [m, k], w [n, k], blockwise scales sa [m, ceil(k / 128)] and sb [ceil(n / 128),
+    ceil(k / 128)] (row-major), a bias, on the host"""
+    g = torch.Generator().manual_seed(seed + 3)
+    kb, nb = -(-k // 128), -(-n // 128)
+    x, w = fp8((m, k), E4, seed), fp8((n, k), E4, seed + 2, scale=1.0)
+    sa = torch.rand(m, kb, generator=g) * 0.1 + 0.01
+    sb = torch.rand(nb, kb, generator=g) * 0.1 + 0.01
+    return x, w, sa, sb, (torch.randn(n, generator=g) * 4).to(out)
+
+
+def block_exact_and_bound(x, w, sa, sb, b, out):
+    """blockwise: the exact sum over K blocks of s_b = f32(sa[m][b] sb[n / 128][b]) times the
+    block's products (f64), and its bound: the tensor cores' 2^-9 and each block's f32 fma
+    (2^-23 per block, relative to the scaled magnitudes) on S' = sum_b |s_b| S_b, then the
+    bias's and the output's roundings"""
+    m, k = x.shape
+    n = w.shape[0]
+    x64, w64 = x.double(), w.double()
+    exact = torch.zeros(m, n, dtype=torch.float64)
+    mag = torch.zeros(m, n, dtype=torch.float64)
+    nrep = torch.arange(n) // 128
+    for kb in range(-(-k // 128)):
+        sl = slice(128 * kb, min(k, 128 * kb + 128))
+        s = (sa[:, kb:kb + 1] * sb[nrep, kb].view(1, n)).double()  # f32 products, then widened
+        exact += (x64[:, sl] @ w64[:, sl].t()) * s
+        mag += (x64[:, sl].abs() @ w64[:, sl].abs().t()) * s.abs()
+    bias = b.double()
+    exact += bias
+    e = (2.0 ** -9 + -(-k // 128) * 2.0 ** -23) * mag + 2.0 ** -22 * (mag + bias.abs())
+    fi = torch.finfo(out)
+    return exact, e + fi.eps / 2 * (exact.abs() + e) + fi.tiny * fi.eps / 2
+
+
+@needs_sm89
+@pytest.mark.parametrize("out", OUTS)
+@pytest.mark.parametrize("m,n,k", [(1, 64, 1000), (7, 200, 300), (130, 300, 1000), (300, 256, 4096)])
+def test_blockwise(m, n, k, out):
+    """blockwise scales within the bound; row-major and MN-major activation scales (torch's
+    layout, rows padded to 4), w's block scales and their transpose view give the same bits;
+    a row's bits do not depend on M"""
+    out = getattr(torch, out)
+    x, w, sa, sb, b = block_operands(m, n, k, out, seed=m + n + k)
+    exact, bound = block_exact_and_bound(x, w, sa, sb, b, out)
+    xd, wd, sad, sbd, bd = dev(x, w, sa, sb, b)
+    y = bqo.fp8_linear(xd, wd, sad, sbd, bd, out)
+    check_within(y, exact, bound, "blockwise fp8_linear against the exact result")
+    mp = -(-m // 4) * 4
+    mn = torch.zeros(sa.shape[1], mp, device=DEV)
+    mn[:, :m] = sad.t()
+    sa_mn = mn.t()[:m]  # [m, kb], strides (1, mp)
+    assert sa_mn.stride() == (1, mp) or m == 1
+    assert same(bqo.fp8_linear(xd, wd, sa_mn, sbd, bd, out), y)
+    assert same(bqo.fp8_linear(xd, wd, sad, sbd.t(), bd, out), y)  # torch._scaled_mm's scale_b form
+    if m > 1:
+        assert same(bqo.fp8_linear(xd[m - 1:], wd, sad[m - 1:], sbd, bd, out), y[m - 1:])
+
+
+@needs_sm89
+@pytest.mark.parametrize("m,n,k", [(128, 256, 512), (256, 384, 1024)])
+def test_blockwise_against_scaled_mm(m, n, k):
+    """against torch's blockwise scaled GEMM (1 x 128 x 128 x 128; sm_90 cuBLASLt), where this
+    torch and GPU take it: both within their bound of the exact result, so within 2 B"""
+    out = torch.bfloat16
+    x, w, sa, sb, b = block_operands(m, n, k, out, seed=m + k)
+    xd, wd, sad, sbd, _ = dev(x, w, sa, sb, b)
+    sa_t = sad.t().contiguous().t()  # outer-dim-major, as cuBLASLt reads it
+    try:
+        if hasattr(torch.nn.functional, "scaled_mm") and hasattr(torch.nn.functional, "ScalingType"):
+            F = torch.nn.functional
+            ref = F.scaled_mm(xd, wd.t(), sa_t, F.ScalingType.BlockWise1x128, sbd.t(), F.ScalingType.BlockWise128x128,
+                              output_dtype=out)
+        else:
+            ref = torch._scaled_mm(xd, wd.t(), sa_t, sbd.t(), out_dtype=out)
+    except REFUSED as e:
+        pytest.skip("torch's blockwise scaled GEMM refuses this call here: %s" % str(e).splitlines()[0])
+    y = bqo.fp8_linear(xd, wd, sa_t, sbd.t(), None, out)
+    exact, bound = block_exact_and_bound(x, w, sa, sb, torch.zeros(n, dtype=out), out)
+    check_within(y, exact, bound, "blockwise fp8_linear against the exact result")
+    err = (y.cpu().double() - ref.cpu().double()).abs()
+    assert (err <= 2 * bound).all(), "against torch: worst err / 2B %.3g (torch err / B %.3g)" % (
+        float((err / (2 * bound)).max()), float(((ref.cpu().double() - exact).abs() / bound).max()))
+
+
 @needs_sm89
 def test_k0_writes_the_bias():
     x, w = torch.empty(5, 0, dtype=E4, device=DEV), torch.empty(64, 0, dtype=E4, device=DEV)
@@ -238,7 +322,7 @@ def test_eager_calls_keep_their_validated_call():
     for (x, w, sa, sb, b), y in zip(keep, (y0, y1)):
         exact, bound, _ = exact_and_bound(x.cpu(), w.cpu(), sa.cpu(), sb.cpu(), b.cpu(), torch.float16)
         check_within(y, exact, bound, "a kept call")
-        assert same(torch.ops.baracuda_quant.fp8_linear(x, w, sa, sb, b, torch.float16, True), y)
+        assert same(torch.ops.baracuda_quant.fp8_linear(x, w, sa, sb, b, torch.float16, 1), y)
     bqo.fp8_linear(keep[0][0][:20], keep[0][1], keep[0][2][:20], keep[0][3], keep[0][4], torch.float16)
     assert bqo.prepared_count() == n + 1
 

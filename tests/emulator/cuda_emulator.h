@@ -55,7 +55,7 @@ struct alignas(16) float4 { float x, y, z, w; };
 struct emu_dim3 { unsigned x, y, z; };
 
 /* ---- the fiber runtime ------------------------------------------------------------------ */
-struct emu_copy { unsigned dst; const unsigned char *src; int bytes; };
+struct emu_copy { unsigned dst; const unsigned char *src; int bytes, size; }; /* size: the copy's 16 or 4 bytes */
 struct emu_wgmma { int *d; unsigned long long da, db; float *df; int acc, nd, b_acts; }; /* df: FP8's f32 D, nd of
                                                                                          them; b_acts: B holds x */
 /* ---- fibers ------------------------------------------------------------------------------------ */
@@ -469,17 +469,20 @@ static inline unsigned char *emu_smem_at(unsigned a, int bytes) {
 
 static inline void bq_st_shared16(unsigned dst, uint4 v) { memcpy(emu_smem_at(dst, 16), &v, 16); }
 
-static inline void bq_cp_async16(unsigned dst, const void *src, int bytes) {
-  if (dst % 16) { fprintf(stderr, "emu: cp.async to a misaligned shared address\n"); abort(); }
-  if (bytes && ((uintptr_t)src % 16)) { fprintf(stderr, "emu: cp.async from a misaligned global address\n"); abort(); }
+static inline void emu_cp_async(unsigned dst, const void *src, int bytes, int size) {
+  if (dst % size) { fprintf(stderr, "emu: cp.async to a misaligned shared address\n"); abort(); }
+  if (bytes && ((uintptr_t)src % size)) { fprintf(stderr, "emu: cp.async from a misaligned global address\n"); abort(); }
+  if (bytes < 0 || bytes > size) { fprintf(stderr, "emu: cp.async of %d bytes into %d\n", bytes, size); abort(); }
   if (emu.eager_copies) {
-    unsigned char *d = emu_smem_at(dst, 16);
-    memset(d, 0, 16);
+    unsigned char *d = emu_smem_at(dst, size);
+    memset(d, 0, (size_t)size);
     if (bytes) memcpy(d, src, (size_t)bytes);
     return;
   }
-  emu.cur->open.push_back(emu_copy{dst, (const unsigned char *)src, bytes});
+  emu.cur->open.push_back(emu_copy{dst, (const unsigned char *)src, bytes, size});
 }
+static inline void bq_cp_async16(unsigned dst, const void *src, int bytes) { emu_cp_async(dst, src, bytes, 16); }
+static inline void bq_cp_async4(unsigned dst, const void *src, int bytes) { emu_cp_async(dst, src, bytes, 4); }
 static inline void bq_cp_commit() {
   emu.cur->groups.push_back(emu.cur->open);
   emu.cur->open.clear();
@@ -488,8 +491,8 @@ template <int N> static inline void bq_cp_wait() {
   auto &g = emu.cur->groups;
   while ((int)g.size() > N) {
     for (const emu_copy &c : g.front()) {
-      unsigned char *d = emu_smem_at(c.dst, 16);
-      memset(d, 0, 16);
+      unsigned char *d = emu_smem_at(c.dst, c.size);
+      memset(d, 0, (size_t)c.size);
       if (c.bytes) memcpy(d, c.src, (size_t)c.bytes);
     }
     g.erase(g.begin());
