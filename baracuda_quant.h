@@ -212,6 +212,15 @@
      output columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma
      m64n128k32), both on the same partial sums; elsewhere 128 x 128 mma.sync tiles take
      every M.
+     BQ_FP8_QUANTIZED_LINEAR  x float [M, K] (float_type BQ_F32, BQ_F16 or BQ_BF16; out_type
+                    defaults to it), quantized on the GPU to int_type (BQ_E4M3, the default,
+                    or BQ_E5M2) by dynamic quantize into the workspace
+                    (bq_plan_workspace_size), then BQ_FP8_LINEAR's GEMM: granularity
+                    BQ_PER_TOKEN (the default: per-token scales x args.w_scales[N]) or
+                    BQ_PER_BLOCK (1 x 128 groups, K a multiple of 128, x
+                    args.w_scales[ceil(N / 128)][K / 128]). The result is bit for bit the
+                    two ops run one after the other. On sm_90 its weight streaming (M <= 64)
+                    starts while the quantization runs, as QuantizedLinear's does.
 
    FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
      BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
@@ -414,7 +423,8 @@ typedef enum bq_op {
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
   BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
   BQ_HADAMARD,          /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
-  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor, row and column, or block */
+  BQ_FP8_LINEAR,        /* y = x W^T (+ bias): x and W FP8, scales per tensor, row and column, or block */
+  BQ_FP8_QUANTIZED_LINEAR /* y = x W^T (+ bias): x float, quantized to FP8 per token or 1 x 128 group on the GPU */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */
@@ -2280,6 +2290,7 @@ BQ__FN bq_status bq__get_entry(bq__kernel_src *k, bq__CUcontext ctx, bq__build_f
   X(OP, SMOOTHQUANT_LINEAR, BQ_SMOOTHQUANT_LINEAR) X(OP, LINEAR_WEIGHT_SUMS, BQ_LINEAR_WEIGHT_SUMS)  \
   X(OP, RMSNORM_QUANTIZE, BQ_RMSNORM_QUANTIZE) X(OP, GATED_QUANTIZE, BQ_GATED_QUANTIZE)             \
   X(OP, HADAMARD, BQ_HADAMARD) X(OP, FP8_LINEAR, BQ_FP8_LINEAR)                                   \
+  X(OP, FP8_QUANTIZED_LINEAR, BQ_FP8_QUANTIZED_LINEAR)                                             \
   X(ACT, SILU, BQ_SILU) X(ACT, GELU_TANH, BQ_GELU_TANH)                                            \
   X(DIR, FORWARD, BQ_FORWARD) X(DIR, BACKWARD, BQ_BACKWARD)                                         \
   X(GRAN, TENSOR, BQ_PER_TENSOR) X(GRAN, CHANNEL, BQ_PER_CHANNEL) X(GRAN, TOKEN, BQ_PER_TOKEN)      \
@@ -6161,7 +6172,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   } else {
     k.a = (uint64_t)(uintptr_t)a->x;
     k.lda = v.lda;
-    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
+    if (k.a % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
     if (d->granularity == BQ_PER_TOKEN) {
       k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
       k.a_scales = (uint64_t)(uintptr_t)a->scales;
@@ -6442,6 +6453,7 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   }
 }
 static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
+static int bq__fp8_force_pdl;          /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
 BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
   int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
@@ -6477,22 +6489,47 @@ BQ__FN bq_status bq__fp8_block_lds(const bq_plan *p, const bq_args *a, const bq_
   *lds = a->group_row_stride ? a->group_row_stride : mn ? (v->m + 3) / 4 * 4 : kb;
   return BQ_SUCCESS;
 }
+/* FP8 QuantizedLinear's own rules: blockwise quantizes x in groups of 128 along K, and the
+   activation scales are the layer's (in the workspace), so args.group_row_stride is 0 */
+BQ__FN bq_status bq__fp8_ql_rules(const bq_plan *p, const bq_args *a, const bq__linear_view *v) {
+  if (p->desc.granularity == BQ_PER_BLOCK && v->k % 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) must be a multiple of 128: the activations "
+                    "are quantized in groups of 128 along K", p->name, (long long)v->k);
+  if (p->desc.granularity == BQ_PER_BLOCK && a->group_size != 0 && a->group_size != 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
+                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  if (a->group_row_stride != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0: the activations' scales "
+                    "are the layer's own, in the workspace", p->name, (long long)a->group_row_stride);
+  return BQ_SUCCESS;
+}
 BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp, int64_t *lds) {
+  const int ql = p->desc.op == BQ_FP8_QUANTIZED_LINEAR;
   bq__linear_view v;
   bq_status st = bq__linear_view_of(p, a, &v);
   if (st) return st;
   *vp = v;
   *lds = 0;
-  if (p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_block_lds(p, a, &v, lds))) return st;
+  if (ql && (st = bq__fp8_ql_rules(p, a, &v))) return st;
+  if (!ql && p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_block_lds(p, a, &v, lds))) return st;
   if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
   int ts = bq__dtype_size(p->desc.out_type);
   if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
-  if ((st = bq__check_ptr(p, "args.scales", a->scales, 4))) return st;
+  if (!ql && (st = bq__check_ptr(p, "args.scales", a->scales, 4))) return st;
   if ((st = bq__check_ptr(p, "args.w_scales", a->w_scales, 4))) return st;
   if (a->bias && (st = bq__check_ptr(p, "args.bias", a->bias, ts))) return st;
   if (v.k == 0) return BQ_SUCCESS; /* y = bias (or 0) */
-  if ((st = bq__check_ptr(p, "args.x", a->x, 1))) return st;
+  if ((st = bq__check_ptr(p, "args.x", a->x, ql ? bq__dtype_size(p->desc.float_type) : 1))) return st;
   return bq__check_ptr(p, "args.w", a->w, 1);
+}
+/* FP8 QuantizedLinear's workspace: the FP8 activations (rows padded to 16 bytes), then
+   their f32 scales (per token [M], blockwise [M][K / 128]), each part 256-byte aligned */
+BQ__FN size_t bq__fp8_linear_workspace(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  if (p->desc.op != BQ_FP8_QUANTIZED_LINEAR || !a || a->rows <= 0 || a->n <= 0 || a->cols <= 0) return 0;
+  if (bq__linear_view_of(p, a, &v)) return 0;
+  const int64_t scales = p->desc.granularity == BQ_PER_BLOCK ? v.m * ((v.k + 127) / 128) : v.m;
+  return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + bq__al256(scales * 4));
 }
 BQ__FN bq_status bq__fp8_linear_check(const bq_plan *p, const bq_args *a) {
   bq__linear_view v;
@@ -6516,19 +6553,43 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   k.a_scales = (uint64_t)(uintptr_t)a->scales;
   k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
   k.bias = (uint64_t)(uintptr_t)a->bias;
+  const int ql = p->desc.op == BQ_FP8_QUANTIZED_LINEAR;
+  if (ql && v.k) { /* x quantized into the workspace (per token, or groups of 128), read from there */
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fp8_linear_workspace(p, a)))) return st;
+    const int64_t lda = bq__linear_lda_ws(v.k);
+    bq_args q;
+    memset(&q, 0, sizeof q);
+    q.x = a->x;
+    q.rows = v.m;
+    q.cols = v.k;
+    q.x_row_stride = v.lda;
+    q.y = ws;
+    q.y_row_stride = lda;
+    q.out_scales = (char *)ws + bq__al256(v.m * lda);
+    if (p->desc.granularity == BQ_PER_BLOCK) q.group_size = 128, lds = v.k / 128; /* row-major [M][K / 128] */
+    if ((st = bq_plan_run(p->sub, &q, NULL, 0, stream))) return st;
+    k.a = (uint64_t)(uintptr_t)q.y;
+    k.lda = v.lda = lda;
+    k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
+  }
   if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;
   if (p->desc.granularity == BQ_PER_BLOCK) k.flags |= BQ_LF_BLOCK;
   if (p->desc.scale_layout == BQ_SCALES_MN_MAJOR) k.flags |= BQ_LF_SA_MN;
   k.w_sums = (uint64_t)lds; /* (the activation scales' leading dimension: linear_abi.h) */
   if (a->bias) k.flags |= BQ_LF_BIAS;
   if (v.k == 0) k.flags |= BQ_LF_K0;
-  if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
+  if (k.a % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
   const int e = bq__fp8_config(p, v.m);
-  if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK)
-    return bq__launch(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128, (unsigned)bq__fp8_smem(e), &k, stream);
+  if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK) {
+    /* FP8 QuantizedLinear: the weight streams while the activations' kernel runs */
+    const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
+    if (pdl) k.flags |= BQ_LF_PDL;
+    return (pdl ? bq__launch_overlapped : bq__launch)(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128,
+                                                     (unsigned)bq__fp8_smem(e), &k, stream);
+  }
   k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
   k.tiles_n = (int32_t)((v.n + 127) / 128);
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
@@ -6545,11 +6606,20 @@ BQ__FN int bq__fp8_linear_has(const bq_desc *d, const bq__target *t, int e) {
 
 BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
+  const int ql = d->op == BQ_FP8_QUANTIZED_LINEAR;
   if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 1))) return st;
-  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
-  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN   ? "rowwise"
-                                             : d->granularity == BQ_PER_BLOCK ? "blockwise"
-                                                                              : "tensorwise");
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = ql ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  snprintf(name, name_size, "%s_%s", ql ? "fp8_quantized_linear" : "fp8_linear",
+           d->granularity == BQ_PER_TOKEN   ? "rowwise"
+           : d->granularity == BQ_PER_BLOCK ? "blockwise"
+                                            : "tensorwise");
+  if (ql && d->granularity != BQ_PER_TOKEN && d->granularity != BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_quantized_linear: desc.granularity (%s) is not offered: "
+                    "BQ_PER_TOKEN (activations quantized per token, weight scales per channel) or BQ_PER_BLOCK "
+                    "(1 x 128 activation groups x 128 x 128 weight blocks)", bq__gran_name(d->granularity));
+  if (ql && d->scale_layout != BQ_SCALES_ROW_MAJOR)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (MN-major) must be left 0: the activations' "
+                    "scales are the layer's own", name);
   if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN && d->granularity != BQ_PER_BLOCK)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_linear: desc.granularity (%s) is not offered: BQ_PER_TENSOR "
                     "(tensorwise), BQ_PER_TOKEN (rowwise: per token x per channel) or BQ_PER_BLOCK (blockwise: "
@@ -6567,6 +6637,9 @@ BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *n
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.%s (%d) must be 0: FP8 activations have no q-range or zero "
                     "points", name, d->qmin ? "qmin" : d->qmax ? "qmax" : "asymmetric",
                     d->qmin ? d->qmin : d->qmax ? d->qmax : d->asymmetric);
+  if (ql && d->float_type != BQ_F32 && d->float_type != BQ_F16 && d->float_type != BQ_BF16)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 (x's "
+                    "type)", name, (int)d->float_type, bq__dtype_name(d->float_type));
   if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
                     "desc.float_type is not set either", name);
@@ -6574,10 +6647,10 @@ BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *n
   if (d->out_type != BQ_F32 && d->out_type != BQ_F16 && d->out_type != BQ_BF16)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
-  if (d->float_type != BQ_DTYPE_DEFAULT && d->float_type != d->out_type)
+  if (!ql && d->float_type != BQ_DTYPE_DEFAULT && d->float_type != d->out_type)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%s) and desc.out_type (%s) differ: both name the "
                     "output (set either)", name, bq__dtype_name(d->float_type), bq__dtype_name(d->out_type));
-  d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  if (!ql) d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
   if (d->scale_type != BQ_F32)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32", name,
@@ -6601,21 +6674,26 @@ BQ__FN int bq__fp8_linear_from_sku(char *const *tok, int n, bq_desc *d) {
   if (ok) d->int_type = a, d->out_type = d->float_type = o;
   return ok;
 }
-/* the enumeration's variants: the activations' type, then the output type */
+/* the enumeration's variants: the activations' type, then the output type (FP8
+   QuantizedLinear: x's type, per token or blockwise, whose activation kernels differ) */
 BQ__FN void bq__fp8_linear_axes(bq_op op, int *outer, int *inner) {
-  (void)op;
-  *outer = 2, *inner = 3;
+  *outer = 2, *inner = op == BQ_FP8_QUANTIZED_LINEAR ? 6 : 3;
 }
 BQ__FN void bq__fp8_linear_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype ots[] = {BQ_F32, BQ_F16, BQ_BF16};
   in->int_type = outer ? BQ_E5M2 : BQ_E4M3;
-  in->out_type = in->float_type = ots[inner];
+  in->out_type = in->float_type = ots[inner % 3];
+  if (in->op == BQ_FP8_QUANTIZED_LINEAR) in->granularity = inner >= 3 ? BQ_PER_BLOCK : BQ_PER_TOKEN;
   in->qmin = in->qmax = 0;
   in->asymmetric = 0;
   in->scale_type = BQ_F32;
 }
 BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
-  (void)d;
+  if (d->op == BQ_FP8_QUANTIZED_LINEAR)
+    return "x quantized by dynamic quantize (bit for bit that op), then FP8 tensor-core sums (not IEEE f32: the "
+           "hardware's), one partial sum per 128 elements of K joining the f32 accumulator in order: "
+           "deterministic and independent of M and the tile; error bound in docs/numerics.md; the FP8 linear "
+           "layers' epilogue";
   return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K, each "
          "joining the f32 accumulator in order by fma with its scale (1, or blockwise sa * sw): deterministic "
          "and independent of M and the tile; error bound in docs/numerics.md; epilogue acc * sa * sw + bias "
@@ -6623,17 +6701,31 @@ BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
 }
 BQ__FN bq_status bq__fp8_linear_plan_setup(bq_plan *p) {
   p->linear.wgmma = p->target.arch_a;
+  p->linear.pdl = p->desc.op == BQ_FP8_QUANTIZED_LINEAR && bq__pdl_wanted(&p->target);
   return BQ_SUCCESS;
+}
+/* FP8 QuantizedLinear's activations: dynamic quantize per token, or per group of 128 (row-major
+   f32 scales), into the FP8 type */
+BQ__FN int bq__fp8_linear_activation_desc(const bq_desc *d, bq_desc *q) {
+  if (d->op != BQ_FP8_QUANTIZED_LINEAR) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->granularity = d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : BQ_PER_TOKEN;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->scale_type = BQ_F32;
+  q->device = d->device;
+  return 1;
 }
 
 static const bq__family bq__fp8_linear_family = {
-  {BQ_FP8_LINEAR}, {"fp8_linear"}, "linear",
+  {BQ_FP8_LINEAR, BQ_FP8_QUANTIZED_LINEAR}, {"fp8_linear", "fp8_quantized_linear"}, "linear",
   bq__fp8_linear_normalize, NULL, bq__fp8_linear_sku, bq__fp8_linear_from_sku, bq__fp8_linear_axes,
   bq__fp8_linear_vary, NULL, bq__fp8_linear_guarantee,
   "linear.cu", bq__text_linear_cu, bq__fp8_linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__fp8_linear_check,
-  bq__no_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
+  bq__fp8_linear_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
   {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
-  NULL, bq__fp8_linear_plan_setup, NULL, 89};
+  bq__fp8_linear_activation_desc, bq__fp8_linear_plan_setup, NULL, 89};
 
 /* ==== src/family_rotate.h ================================================================= */
 /* ---- the Hadamard rotation: a block-diagonal Walsh-Hadamard transform along each row ------ */
@@ -13697,13 +13789,15 @@ static const char bq__src_linear_cu[] =
   "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
   "// f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column;\n"
   "// blockwise scales multiply the K blocks' sums instead (bq_blk_scale), and the epilogue's are 1\n"
+  "// (as where K == 0: y is the bias, and no scale is read)\n"
   "static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {\n"
-  "  if (p.flags & BQ_LF_BLOCK) return bq_row_q{(bq_c)1, 0};\n"
+  "  if (p.flags & (BQ_LF_BLOCK | BQ_LF_K0)) return bq_row_q{(bq_c)1, 0};\n"
   "  return bq_row_q{(bq_c)((const float *)p.a_scales)[(p.flags & BQ_LF_SA_ROW) ? m : 0], 0};\n"
   "}\n"
   "static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {\n"
   "  bq_col_q c;\n"
-  "  c.sw = (p.flags & BQ_LF_BLOCK) ? (bq_c)1 : (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];\n"
+  "  c.sw = (p.flags & (BQ_LF_BLOCK | BQ_LF_K0)) ? (bq_c)1\n"
+  "                                              : (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];\n"
   "  c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;\n"
   "  c.wsum = 0;\n"
   "  return c;\n"
@@ -14384,9 +14478,11 @@ static const char bq__src_linear_cu[] =
   "  const bq_u32 off = r * BQ_BK + ((cc ^ (r & 7)) << 4);\n"
   "  unsigned char *stages = smem + (sbase - bq_smem_addr(smem));\n"
   "  float *bscales = (float *)(stages + S * STAGE); // BLK: [S][BQ_F8V_SCALES]\n"
-  "  auto load = [&](int stage, int kt) {\n"
+  "  // what: 1 the slice's rows of x (and blockwise scales), 2 its weight rows, 3 both\n"
+  "  auto load = [&](int stage, int kt, int what) {\n"
   "    const bq_u32 d = sbase + stage * STAGE;\n"
-  "    if constexpr (BLK) bq_blk_scale_copy(p, bq_smem_addr(bscales + stage * BQ_F8V_SCALES), m0, n0 >> 7, BX, kt, tid);\n"
+  "    if constexpr (BLK)\n"
+  "      if (what & 1) bq_blk_scale_copy(p, bq_smem_addr(bscales + stage * BQ_F8V_SCALES), m0, n0 >> 7, BX, kt, tid);\n"
   "    if (!fast) {\n"
   "      bq_load_tiles<BX, BW, 128>(p, d, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w, p.flags & BQ_LF_A16,\n"
   "                                 p.flags & BQ_LF_W16);\n"
@@ -14394,15 +14490,29 @@ static const char bq__src_linear_cu[] =
   "    }\n"
   "    const bool in_k = (bq_i64)kt * BQ_BK + cc * 16 < p.k; // (K is a multiple of 16 here)\n"
   "    const bq_i64 k0 = (bq_i64)kt * BQ_BK;\n"
-  "    bq_cp_async16(d + off, xrow && in_k ? (const void *)(xs + k0) : (const void *)ws, xrow && in_k ? 16 : 0);\n"
+  "    if (what & 1)\n"
+  "      bq_cp_async16(d + off, xrow && in_k ? (const void *)(xs + k0) : (const void *)ws, xrow && in_k ? 16 : 0);\n"
+  "    if (what & 2)\n"
   "#pragma unroll\n"
-  "    for (int i = 0; i < BW / 16; i++)\n"
-  "      bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK, in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws,\n"
-  "                    in_k ? 16 : 0);\n"
+  "      for (int i = 0; i < BW / 16; i++)\n"
+  "        bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK,\n"
+  "                      in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws, in_k ? 16 : 0);\n"
   "  };\n"
   "  bq_col_q *cols = (bq_col_q *)(stages + S * STAGE + (BLK ? S * BQ_F8V_SCALES * 4 : 0));\n"
   "  bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);\n"
   "  bq_stage_cols<BW>(p, cols, n0, tid);\n"
+  "  // FP8 QuantizedLinear (BQ_LF_PDL): launched while the activations' kernel runs, the CTA\n"
+  "  // copies the first stages' weight rows, then waits for that kernel (bq_wait_prior_grid)\n"
+  "  // before anything it writes (x, its scales) is read. The weight copies join the first\n"
+  "  // commit group below, so each stage's group still holds all of the stage.\n"
+  "  const bool pdl = p.flags & BQ_LF_PDL;\n"
+  "  if (pdl) {\n"
+  "    if (fast)\n"
+  "#pragma unroll\n"
+  "      for (int s = 0; s < S - 1; s++)\n"
+  "        if (s < ktiles) load(s, s, 2);\n"
+  "    bq_wait_prior_grid();\n"
+  "  }\n"
   "  bq_stage_rows(p, rows, m0, tid);\n"
   "\n"
   "  float acc[8], part[8];\n"
@@ -14410,14 +14520,14 @@ static const char bq__src_linear_cu[] =
   "  for (int i = 0; i < 8; i++) acc[i] = 0.0f;\n"
   "#pragma unroll\n"
   "  for (int s = 0; s < S - 1; s++) {\n"
-  "    if (s < ktiles) load(s, s);\n"
+  "    if (s < ktiles) load(s, s, pdl && fast ? 1 : 3);\n"
   "    bq_cp_commit();\n"
   "  }\n"
   "  for (int kt = 0; kt < ktiles; kt++) {\n"
   "    bq_cp_wait<S - 2>();\n"
   "    bq_fence_proxy_async();\n"
   "    __syncthreads(); // slice kt has landed; slice kt - 1's wgmma are done (waited below)\n"
-  "    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1);\n"
+  "    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1, 3);\n"
   "    bq_cp_commit();\n"
   "    const bq_u32 sx = sbase + (kt % S) * STAGE, sw = sx + BX * BQ_BK;\n"
   "    bq_wg_fence();\n"

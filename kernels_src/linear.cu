@@ -54,13 +54,15 @@ struct bq_col_q { bq_c sw, bias; int wsum; };
 #if BQ_OP == BQ_OP_FP8_LINEAR
 // f32 scales: one each (BQ_LF_SA_ROW / BQ_LF_SW_ROW clear: element 0) or one a row / column;
 // blockwise scales multiply the K blocks' sums instead (bq_blk_scale), and the epilogue's are 1
+// (as where K == 0: y is the bias, and no scale is read)
 static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
-  if (p.flags & BQ_LF_BLOCK) return bq_row_q{(bq_c)1, 0};
+  if (p.flags & (BQ_LF_BLOCK | BQ_LF_K0)) return bq_row_q{(bq_c)1, 0};
   return bq_row_q{(bq_c)((const float *)p.a_scales)[(p.flags & BQ_LF_SA_ROW) ? m : 0], 0};
 }
 static __device__ __forceinline__ bq_col_q bq_col_of(const bq_linear_params &p, bq_i64 n) {
   bq_col_q c;
-  c.sw = (p.flags & BQ_LF_BLOCK) ? (bq_c)1 : (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];
+  c.sw = (p.flags & (BQ_LF_BLOCK | BQ_LF_K0)) ? (bq_c)1
+                                              : (bq_c)((const float *)p.w_scales)[(p.flags & BQ_LF_SW_ROW) ? n : 0];
   c.bias = (p.flags & BQ_LF_BIAS) ? bq_to_c(((const bq_t *)p.bias)[n]) : (bq_c)0;
   c.wsum = 0;
   return c;
@@ -741,9 +743,11 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_gemv_body(cons
   const bq_u32 off = r * BQ_BK + ((cc ^ (r & 7)) << 4);
   unsigned char *stages = smem + (sbase - bq_smem_addr(smem));
   float *bscales = (float *)(stages + S * STAGE); // BLK: [S][BQ_F8V_SCALES]
-  auto load = [&](int stage, int kt) {
+  // what: 1 the slice's rows of x (and blockwise scales), 2 its weight rows, 3 both
+  auto load = [&](int stage, int kt, int what) {
     const bq_u32 d = sbase + stage * STAGE;
-    if constexpr (BLK) bq_blk_scale_copy(p, bq_smem_addr(bscales + stage * BQ_F8V_SCALES), m0, n0 >> 7, BX, kt, tid);
+    if constexpr (BLK)
+      if (what & 1) bq_blk_scale_copy(p, bq_smem_addr(bscales + stage * BQ_F8V_SCALES), m0, n0 >> 7, BX, kt, tid);
     if (!fast) {
       bq_load_tiles<BX, BW, 128>(p, d, m0, n0, kt, tid, (const bq_u8 *)p.a, (const bq_u8 *)p.w, p.flags & BQ_LF_A16,
                                  p.flags & BQ_LF_W16);
@@ -751,15 +755,29 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_gemv_body(cons
     }
     const bool in_k = (bq_i64)kt * BQ_BK + cc * 16 < p.k; // (K is a multiple of 16 here)
     const bq_i64 k0 = (bq_i64)kt * BQ_BK;
-    bq_cp_async16(d + off, xrow && in_k ? (const void *)(xs + k0) : (const void *)ws, xrow && in_k ? 16 : 0);
+    if (what & 1)
+      bq_cp_async16(d + off, xrow && in_k ? (const void *)(xs + k0) : (const void *)ws, xrow && in_k ? 16 : 0);
+    if (what & 2)
 #pragma unroll
-    for (int i = 0; i < BW / 16; i++)
-      bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK, in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws,
-                    in_k ? 16 : 0);
+      for (int i = 0; i < BW / 16; i++)
+        bq_cp_async16(d + BX * BQ_BK + off + i * 16 * BQ_BK,
+                      in_k ? (const void *)(ws + i * 16 * p.k + k0) : (const void *)ws, in_k ? 16 : 0);
   };
   bq_col_q *cols = (bq_col_q *)(stages + S * STAGE + (BLK ? S * BQ_F8V_SCALES * 4 : 0));
   bq_row_q *rows = (bq_row_q *)((unsigned char *)cols + BQ_COLS_SMEM);
   bq_stage_cols<BW>(p, cols, n0, tid);
+  // FP8 QuantizedLinear (BQ_LF_PDL): launched while the activations' kernel runs, the CTA
+  // copies the first stages' weight rows, then waits for that kernel (bq_wait_prior_grid)
+  // before anything it writes (x, its scales) is read. The weight copies join the first
+  // commit group below, so each stage's group still holds all of the stage.
+  const bool pdl = p.flags & BQ_LF_PDL;
+  if (pdl) {
+    if (fast)
+#pragma unroll
+      for (int s = 0; s < S - 1; s++)
+        if (s < ktiles) load(s, s, 2);
+    bq_wait_prior_grid();
+  }
   bq_stage_rows(p, rows, m0, tid);
 
   float acc[8], part[8];
@@ -767,14 +785,14 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_gemv_body(cons
   for (int i = 0; i < 8; i++) acc[i] = 0.0f;
 #pragma unroll
   for (int s = 0; s < S - 1; s++) {
-    if (s < ktiles) load(s, s);
+    if (s < ktiles) load(s, s, pdl && fast ? 1 : 3);
     bq_cp_commit();
   }
   for (int kt = 0; kt < ktiles; kt++) {
     bq_cp_wait<S - 2>();
     bq_fence_proxy_async();
     __syncthreads(); // slice kt has landed; slice kt - 1's wgmma are done (waited below)
-    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1);
+    if (kt + S - 1 < ktiles) load((kt + S - 1) % S, kt + S - 1, 3);
     bq_cp_commit();
     const bq_u32 sx = sbase + (kt % S) * STAGE, sw = sx + BX * BQ_BK;
     bq_wg_fence();

@@ -212,6 +212,15 @@
      output columns and 16 rows of x a CTA), larger M takes 128 x 128 tiles (wgmma
      m64n128k32), both on the same partial sums; elsewhere 128 x 128 mma.sync tiles take
      every M.
+     BQ_FP8_QUANTIZED_LINEAR  x float [M, K] (float_type BQ_F32, BQ_F16 or BQ_BF16; out_type
+                    defaults to it), quantized on the GPU to int_type (BQ_E4M3, the default,
+                    or BQ_E5M2) by dynamic quantize into the workspace
+                    (bq_plan_workspace_size), then BQ_FP8_LINEAR's GEMM: granularity
+                    BQ_PER_TOKEN (the default: per-token scales x args.w_scales[N]) or
+                    BQ_PER_BLOCK (1 x 128 groups, K a multiple of 128, x
+                    args.w_scales[ceil(N / 128)][K / 128]). The result is bit for bit the
+                    two ops run one after the other. On sm_90 its weight streaming (M <= 64)
+                    starts while the quantization runs, as QuantizedLinear's does.
 
    FUSED PRODUCERS: what feeds an int8 GEMM, produced and quantized in one pass
      BQ_RMSNORM_QUANTIZE  x [rows, cols] (T); with args.residual, h = T(x + residual) is
@@ -414,7 +423,8 @@ typedef enum bq_op {
   BQ_RMSNORM_QUANTIZE,  /* T -> I: (residual add +) RMSNorm, then quantize, in one pass */
   BQ_GATED_QUANTIZE,    /* T -> I: act(gate) * up, then quantize, in one pass */
   BQ_HADAMARD,          /* T -> T: the block-diagonal Walsh-Hadamard rotation of each row (and its inverse) */
-  BQ_FP8_LINEAR         /* y = x W^T (+ bias): x and W FP8, scales per tensor, row and column, or block */
+  BQ_FP8_LINEAR,        /* y = x W^T (+ bias): x and W FP8, scales per tensor, row and column, or block */
+  BQ_FP8_QUANTIZED_LINEAR /* y = x W^T (+ bias): x float, quantized to FP8 per token or 1 x 128 group on the GPU */
 } bq_op;
 
 /* desc.activation of BQ_GATED_QUANTIZE (0: SiLU); every other op leaves it 0 */

@@ -288,7 +288,7 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
   } else {
     k.a = (uint64_t)(uintptr_t)a->x;
     k.lda = v.lda;
-    if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
+    if (k.a % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
     if (d->granularity == BQ_PER_TOKEN) {
       k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
       k.a_scales = (uint64_t)(uintptr_t)a->scales;
@@ -569,6 +569,7 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   }
 }
 static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
+static int bq__fp8_force_pdl;          /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
 BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
   int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
@@ -604,22 +605,47 @@ BQ__FN bq_status bq__fp8_block_lds(const bq_plan *p, const bq_args *a, const bq_
   *lds = a->group_row_stride ? a->group_row_stride : mn ? (v->m + 3) / 4 * 4 : kb;
   return BQ_SUCCESS;
 }
+/* FP8 QuantizedLinear's own rules: blockwise quantizes x in groups of 128 along K, and the
+   activation scales are the layer's (in the workspace), so args.group_row_stride is 0 */
+BQ__FN bq_status bq__fp8_ql_rules(const bq_plan *p, const bq_args *a, const bq__linear_view *v) {
+  if (p->desc.granularity == BQ_PER_BLOCK && v->k % 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) must be a multiple of 128: the activations "
+                    "are quantized in groups of 128 along K", p->name, (long long)v->k);
+  if (p->desc.granularity == BQ_PER_BLOCK && a->group_size != 0 && a->group_size != 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
+                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  if (a->group_row_stride != 0)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0: the activations' scales "
+                    "are the layer's own, in the workspace", p->name, (long long)a->group_row_stride);
+  return BQ_SUCCESS;
+}
 BQ__FN bq_status bq__fp8_linear_validate(const bq_plan *p, const bq_args *a, bq__linear_view *vp, int64_t *lds) {
+  const int ql = p->desc.op == BQ_FP8_QUANTIZED_LINEAR;
   bq__linear_view v;
   bq_status st = bq__linear_view_of(p, a, &v);
   if (st) return st;
   *vp = v;
   *lds = 0;
-  if (p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_block_lds(p, a, &v, lds))) return st;
+  if (ql && (st = bq__fp8_ql_rules(p, a, &v))) return st;
+  if (!ql && p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_block_lds(p, a, &v, lds))) return st;
   if (v.m == 0 || v.n == 0) return BQ_SUCCESS;
   int ts = bq__dtype_size(p->desc.out_type);
   if ((st = bq__check_ptr(p, "args.y", a->y, ts))) return st;
-  if ((st = bq__check_ptr(p, "args.scales", a->scales, 4))) return st;
+  if (!ql && (st = bq__check_ptr(p, "args.scales", a->scales, 4))) return st;
   if ((st = bq__check_ptr(p, "args.w_scales", a->w_scales, 4))) return st;
   if (a->bias && (st = bq__check_ptr(p, "args.bias", a->bias, ts))) return st;
   if (v.k == 0) return BQ_SUCCESS; /* y = bias (or 0) */
-  if ((st = bq__check_ptr(p, "args.x", a->x, 1))) return st;
+  if ((st = bq__check_ptr(p, "args.x", a->x, ql ? bq__dtype_size(p->desc.float_type) : 1))) return st;
   return bq__check_ptr(p, "args.w", a->w, 1);
+}
+/* FP8 QuantizedLinear's workspace: the FP8 activations (rows padded to 16 bytes), then
+   their f32 scales (per token [M], blockwise [M][K / 128]), each part 256-byte aligned */
+BQ__FN size_t bq__fp8_linear_workspace(const bq_plan *p, const bq_args *a) {
+  bq__linear_view v;
+  if (p->desc.op != BQ_FP8_QUANTIZED_LINEAR || !a || a->rows <= 0 || a->n <= 0 || a->cols <= 0) return 0;
+  if (bq__linear_view_of(p, a, &v)) return 0;
+  const int64_t scales = p->desc.granularity == BQ_PER_BLOCK ? v.m * ((v.k + 127) / 128) : v.m;
+  return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + bq__al256(scales * 4));
 }
 BQ__FN bq_status bq__fp8_linear_check(const bq_plan *p, const bq_args *a) {
   bq__linear_view v;
@@ -643,19 +669,43 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   k.a_scales = (uint64_t)(uintptr_t)a->scales;
   k.w_scales = (uint64_t)(uintptr_t)a->w_scales;
   k.bias = (uint64_t)(uintptr_t)a->bias;
+  const int ql = p->desc.op == BQ_FP8_QUANTIZED_LINEAR;
+  if (ql && v.k) { /* x quantized into the workspace (per token, or groups of 128), read from there */
+    if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fp8_linear_workspace(p, a)))) return st;
+    const int64_t lda = bq__linear_lda_ws(v.k);
+    bq_args q;
+    memset(&q, 0, sizeof q);
+    q.x = a->x;
+    q.rows = v.m;
+    q.cols = v.k;
+    q.x_row_stride = v.lda;
+    q.y = ws;
+    q.y_row_stride = lda;
+    q.out_scales = (char *)ws + bq__al256(v.m * lda);
+    if (p->desc.granularity == BQ_PER_BLOCK) q.group_size = 128, lds = v.k / 128; /* row-major [M][K / 128] */
+    if ((st = bq_plan_run(p->sub, &q, NULL, 0, stream))) return st;
+    k.a = (uint64_t)(uintptr_t)q.y;
+    k.lda = v.lda = lda;
+    k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
+  }
   if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;
   if (p->desc.granularity == BQ_PER_BLOCK) k.flags |= BQ_LF_BLOCK;
   if (p->desc.scale_layout == BQ_SCALES_MN_MAJOR) k.flags |= BQ_LF_SA_MN;
   k.w_sums = (uint64_t)lds; /* (the activation scales' leading dimension: linear_abi.h) */
   if (a->bias) k.flags |= BQ_LF_BIAS;
   if (v.k == 0) k.flags |= BQ_LF_K0;
-  if ((uintptr_t)a->x % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
+  if (k.a % 16 == 0 && v.lda % 16 == 0) k.flags |= BQ_LF_A16;
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
   const int e = bq__fp8_config(p, v.m);
-  if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK)
-    return bq__launch(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128, (unsigned)bq__fp8_smem(e), &k, stream);
+  if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK) {
+    /* FP8 QuantizedLinear: the weight streams while the activations' kernel runs */
+    const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
+    if (pdl) k.flags |= BQ_LF_PDL;
+    return (pdl ? bq__launch_overlapped : bq__launch)(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128,
+                                                     (unsigned)bq__fp8_smem(e), &k, stream);
+  }
   k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
   k.tiles_n = (int32_t)((v.n + 127) / 128);
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
@@ -672,11 +722,20 @@ BQ__FN int bq__fp8_linear_has(const bq_desc *d, const bq__target *t, int e) {
 
 BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *name, size_t name_size) {
   bq_status st;
+  const int ql = d->op == BQ_FP8_QUANTIZED_LINEAR;
   if ((st = bq__rule_no_activation(d)) || (st = bq__rule_no_pow2(d)) || (st = bq__rule_enums(d, 1))) return st;
-  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = BQ_PER_TENSOR;
-  snprintf(name, name_size, "fp8_linear_%s", d->granularity == BQ_PER_TOKEN   ? "rowwise"
-                                             : d->granularity == BQ_PER_BLOCK ? "blockwise"
-                                                                              : "tensorwise");
+  if (d->granularity == BQ_GRANULARITY_DEFAULT) d->granularity = ql ? BQ_PER_TOKEN : BQ_PER_TENSOR;
+  snprintf(name, name_size, "%s_%s", ql ? "fp8_quantized_linear" : "fp8_linear",
+           d->granularity == BQ_PER_TOKEN   ? "rowwise"
+           : d->granularity == BQ_PER_BLOCK ? "blockwise"
+                                            : "tensorwise");
+  if (ql && d->granularity != BQ_PER_TOKEN && d->granularity != BQ_PER_BLOCK)
+    return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_quantized_linear: desc.granularity (%s) is not offered: "
+                    "BQ_PER_TOKEN (activations quantized per token, weight scales per channel) or BQ_PER_BLOCK "
+                    "(1 x 128 activation groups x 128 x 128 weight blocks)", bq__gran_name(d->granularity));
+  if (ql && d->scale_layout != BQ_SCALES_ROW_MAJOR)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_layout (MN-major) must be left 0: the activations' "
+                    "scales are the layer's own", name);
   if (d->granularity != BQ_PER_TENSOR && d->granularity != BQ_PER_TOKEN && d->granularity != BQ_PER_BLOCK)
     return bq__fail(BQ_ERROR_NOT_SUPPORTED, "fp8_linear: desc.granularity (%s) is not offered: BQ_PER_TENSOR "
                     "(tensorwise), BQ_PER_TOKEN (rowwise: per token x per channel) or BQ_PER_BLOCK (blockwise: "
@@ -694,6 +753,9 @@ BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *n
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.%s (%d) must be 0: FP8 activations have no q-range or zero "
                     "points", name, d->qmin ? "qmin" : d->qmax ? "qmax" : "asymmetric",
                     d->qmin ? d->qmin : d->qmax ? d->qmax : d->asymmetric);
+  if (ql && d->float_type != BQ_F32 && d->float_type != BQ_F16 && d->float_type != BQ_BF16)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16 (x's "
+                    "type)", name, (int)d->float_type, bq__dtype_name(d->float_type));
   if (d->out_type == BQ_DTYPE_DEFAULT && d->float_type == BQ_DTYPE_DEFAULT)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (0, default) names the output type and "
                     "desc.float_type is not set either", name);
@@ -701,10 +763,10 @@ BQ__FN bq_status bq__fp8_linear_normalize(const bq_desc *in, bq_desc *d, char *n
   if (d->out_type != BQ_F32 && d->out_type != BQ_F16 && d->out_type != BQ_BF16)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.out_type (%d, %s) must be BQ_F32, BQ_F16 or BQ_BF16", name,
                     (int)d->out_type, bq__dtype_name(d->out_type));
-  if (d->float_type != BQ_DTYPE_DEFAULT && d->float_type != d->out_type)
+  if (!ql && d->float_type != BQ_DTYPE_DEFAULT && d->float_type != d->out_type)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.float_type (%s) and desc.out_type (%s) differ: both name the "
                     "output (set either)", name, bq__dtype_name(d->float_type), bq__dtype_name(d->out_type));
-  d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
+  if (!ql) d->float_type = d->out_type; /* equal layers, equal descs and SKUs */
   if (d->scale_type == BQ_DTYPE_DEFAULT) d->scale_type = BQ_F32;
   if (d->scale_type != BQ_F32)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: desc.scale_type (%d, %s) must be BQ_F32", name,
@@ -728,21 +790,26 @@ BQ__FN int bq__fp8_linear_from_sku(char *const *tok, int n, bq_desc *d) {
   if (ok) d->int_type = a, d->out_type = d->float_type = o;
   return ok;
 }
-/* the enumeration's variants: the activations' type, then the output type */
+/* the enumeration's variants: the activations' type, then the output type (FP8
+   QuantizedLinear: x's type, per token or blockwise, whose activation kernels differ) */
 BQ__FN void bq__fp8_linear_axes(bq_op op, int *outer, int *inner) {
-  (void)op;
-  *outer = 2, *inner = 3;
+  *outer = 2, *inner = op == BQ_FP8_QUANTIZED_LINEAR ? 6 : 3;
 }
 BQ__FN void bq__fp8_linear_vary(bq_desc *in, int outer, int inner) {
   static const bq_dtype ots[] = {BQ_F32, BQ_F16, BQ_BF16};
   in->int_type = outer ? BQ_E5M2 : BQ_E4M3;
-  in->out_type = in->float_type = ots[inner];
+  in->out_type = in->float_type = ots[inner % 3];
+  if (in->op == BQ_FP8_QUANTIZED_LINEAR) in->granularity = inner >= 3 ? BQ_PER_BLOCK : BQ_PER_TOKEN;
   in->qmin = in->qmax = 0;
   in->asymmetric = 0;
   in->scale_type = BQ_F32;
 }
 BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
-  (void)d;
+  if (d->op == BQ_FP8_QUANTIZED_LINEAR)
+    return "x quantized by dynamic quantize (bit for bit that op), then FP8 tensor-core sums (not IEEE f32: the "
+           "hardware's), one partial sum per 128 elements of K joining the f32 accumulator in order: "
+           "deterministic and independent of M and the tile; error bound in docs/numerics.md; the FP8 linear "
+           "layers' epilogue";
   return "FP8 tensor-core sums (not IEEE f32: the hardware's), one partial sum per 128 elements of K, each "
          "joining the f32 accumulator in order by fma with its scale (1, or blockwise sa * sw): deterministic "
          "and independent of M and the tile; error bound in docs/numerics.md; epilogue acc * sa * sw + bias "
@@ -750,14 +817,28 @@ BQ__FN const char *bq__fp8_linear_guarantee(const bq_desc *d) {
 }
 BQ__FN bq_status bq__fp8_linear_plan_setup(bq_plan *p) {
   p->linear.wgmma = p->target.arch_a;
+  p->linear.pdl = p->desc.op == BQ_FP8_QUANTIZED_LINEAR && bq__pdl_wanted(&p->target);
   return BQ_SUCCESS;
+}
+/* FP8 QuantizedLinear's activations: dynamic quantize per token, or per group of 128 (row-major
+   f32 scales), into the FP8 type */
+BQ__FN int bq__fp8_linear_activation_desc(const bq_desc *d, bq_desc *q) {
+  if (d->op != BQ_FP8_QUANTIZED_LINEAR) return 0;
+  memset(q, 0, sizeof *q);
+  q->op = BQ_DYNAMIC_QUANTIZE;
+  q->granularity = d->granularity == BQ_PER_BLOCK ? BQ_PER_GROUP : BQ_PER_TOKEN;
+  q->float_type = d->float_type;
+  q->int_type = d->int_type;
+  q->scale_type = BQ_F32;
+  q->device = d->device;
+  return 1;
 }
 
 static const bq__family bq__fp8_linear_family = {
-  {BQ_FP8_LINEAR}, {"fp8_linear"}, "linear",
+  {BQ_FP8_LINEAR, BQ_FP8_QUANTIZED_LINEAR}, {"fp8_linear", "fp8_quantized_linear"}, "linear",
   bq__fp8_linear_normalize, NULL, bq__fp8_linear_sku, bq__fp8_linear_from_sku, bq__fp8_linear_axes,
   bq__fp8_linear_vary, NULL, bq__fp8_linear_guarantee,
   "linear.cu", bq__text_linear_cu, bq__fp8_linear_prelude, bq__linear_vec, 1, bq__linear_shape, bq__fp8_linear_check,
-  bq__no_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
+  bq__fp8_linear_workspace, bq__fp8_linear_run, bq__fp8_linear_has, bq__fp8_linear_setup,
   {BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES, BQ__FP8_ENTRIES},
-  NULL, bq__fp8_linear_plan_setup, NULL, 89};
+  bq__fp8_linear_activation_desc, bq__fp8_linear_plan_setup, NULL, 89};

@@ -230,17 +230,19 @@ static void setup(void) {
   descs = calloc((size_t)ndescs, sizeof *descs);
   if (!descs || bq__all_descs(BQ__ALL_FAMILIES, descs, ndescs) != ndescs) die("bq__all_descs", "out of memory");
   /* the scale modes an FP8 linear SKU serves at run time (the enumeration names it tensorwise):
-     rowwise, blockwise, blockwise with MN-major activation scales */
+     rowwise, blockwise, blockwise with MN-major activation scales; and FP8 QuantizedLinear per
+     token and blockwise on it (whose SKU is the GEMM's, so the enumeration lists it once) */
   int nf8 = 0;
   for (int i = 0; i < ndescs; i++) nf8 += descs[i].op == BQ_FP8_LINEAR;
-  bq_desc *more = realloc(descs, (size_t)(ndescs + 3 * nf8) * sizeof *descs);
+  bq_desc *more = realloc(descs, (size_t)(ndescs + 5 * nf8) * sizeof *descs);
   if (!more) die("bq__all_descs", "out of memory");
   descs = more;
   for (int i = 0, n = ndescs; i < n; i++)
-    for (int m = 0; m < 3 && descs[i].op == BQ_FP8_LINEAR; m++) {
+    for (int m = 0; m < 5 && descs[i].op == BQ_FP8_LINEAR; m++) {
       bq_desc e = descs[i];
-      e.granularity = m ? BQ_PER_BLOCK : BQ_PER_TOKEN;
+      e.granularity = m == 0 || m == 3 ? BQ_PER_TOKEN : BQ_PER_BLOCK;
       e.scale_layout = m == 2 ? BQ_SCALES_MN_MAJOR : BQ_SCALES_ROW_MAJOR;
+      if (m >= 3) e.op = BQ_FP8_QUANTIZED_LINEAR; /* x of the output's type */
       descs[ndescs++] = e;
     }
 }
@@ -328,6 +330,15 @@ static void document(const bq_plan *p, const bq_args *a, const void *ws, size_t 
       return;
     }
     const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), WS = (uint64_t)bq__dtype_size(d->scale_type);
+    if (d->op == BQ_FP8_QUANTIZED_LINEAR) { /* float x [M, K], w [N, K]; w_scales[N] or blockwise [NB][KB] */
+      const int64_t KB = (int64_t)cdiv(u(K), 128);
+      reg("x", a->x, sat_mul(span(M, K, a->x_row_stride ? a->x_row_stride : K), T), 1, 0);
+      reg("y", a->y, span(M, N, a->y_row_stride ? a->y_row_stride : N), O, 1);
+      reg("w", a->w, sat_mul(u(N), u(K)), 1, 0);
+      reg("w_scales", a->w_scales, d->granularity == BQ_PER_BLOCK ? sat_mul(cdiv(u(N), 128), u(KB)) : u(N), 4, 0);
+      reg("bias", a->bias, u(N), O, 0);
+      return;
+    }
     if (d->op == BQ_FP8_LINEAR) { /* FP8 x [M, K], w [N, K]; f32 scales: one each, or scales[M], w_scales[N],
                                      or blockwise scales[M][KB] (MN-major [KB][M]), w_scales[NB][KB] */
       const int rw = d->granularity == BQ_PER_TOKEN, blk = d->granularity == BQ_PER_BLOCK;
@@ -661,18 +672,20 @@ static void check_linear(const char *name, const bq_desc *d, const void *params)
   }
   const int ql = d->op == BQ_QUANTIZED_LINEAR;
   const uint64_t O = (uint64_t)bq__dtype_size(d->out_type), S = (uint64_t)bq__dtype_size(d->scale_type);
-  if (d->op == BQ_FP8_LINEAR) {
+  if (d->op == BQ_FP8_LINEAR || d->op == BQ_FP8_QUANTIZED_LINEAR) {
+    const int fql = d->op == BQ_FP8_QUANTIZED_LINEAR; /* x and its scales: in the workspace */
     if (!(k.flags & BQ_LF_K0)) {
-      touch(name, "x", k.a, span(k.m, k.k, k.lda), 0);
+      touch(name, fql ? "workspace" : "x", k.a, span(k.m, k.k, k.lda), 0);
       touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
     }
     touch(name, "y", k.y, sat_mul(span(k.m, k.n, k.ldy), O), 1);
     const int64_t kb = (int64_t)cdiv(u(k.k), 128); /* blockwise: the K blocks' scales */
     if (k.flags & BQ_LF_BLOCK) {
-      touch(name, "scales", k.a_scales, sat_mul((k.flags & BQ_LF_SA_MN) ? span(kb, k.m, (int64_t)k.w_sums) : span(k.m, kb, (int64_t)k.w_sums), 4), 0);
+      touch(name, fql ? "workspace" : "scales", k.a_scales, sat_mul((k.flags & BQ_LF_SA_MN) ? span(kb, k.m, (int64_t)k.w_sums) : span(k.m, kb, (int64_t)k.w_sums), 4), 0);
       touch(name, "w_scales", k.w_scales, sat_mul(sat_mul(cdiv(u(k.n), 128), u(kb)), 4), 0);
     } else {
-      touch(name, "scales", k.a_scales, (k.flags & BQ_LF_SA_ROW) ? sat_mul(u(k.m), 4) : 4, 0);
+      if (!fql || !(k.flags & BQ_LF_K0))
+        touch(name, fql ? "workspace" : "scales", k.a_scales, (k.flags & BQ_LF_SA_ROW) ? sat_mul(u(k.m), 4) : 4, 0);
       touch(name, "w_scales", k.w_scales, (k.flags & BQ_LF_SW_ROW) ? sat_mul(u(k.n), 4) : 4, 0);
     }
     if (k.flags & BQ_LF_BIAS) touch(name, "bias", k.bias, sat_mul(u(k.n), O), 0);
@@ -776,7 +789,8 @@ static void on_launch(const char *name, const unsigned dims[7], void **params, v
   const bq_plan *h1 = p->sub, *h2 = h1 ? h1->sub : NULL; /* the plan held, and the one it holds */
   const char *vals = fused ? (call_has("out") ? "out" : "workspace") : NULL;
   if (starts(name, "bq_dynamic")) {
-    const int sub = d->op == BQ_QUANTIZED_LINEAR; /* its activations' kernel, into the workspace */
+    const int sub = d->op == BQ_QUANTIZED_LINEAR || d->op == BQ_FP8_QUANTIZED_LINEAR; /* its activations' kernel,
+                                                                                        into the workspace */
     const int held = fused && h1 && h1->desc.op == BQ_DYNAMIC_QUANTIZE;
     if (d->op != BQ_DYNAMIC_QUANTIZE && !sub && !held) die("a dynamic kernel launched by another plan", p->name);
     g_held = held, g_held_x = held ? vals : NULL;
@@ -867,6 +881,12 @@ static void valid_args(const bq_plan *p, int variant, bq_args *a) {
     a->group_size = odd ? 128 : 0;
     a->group_row_stride =
         V[v].pad ? (d->scale_layout == BQ_SCALES_MN_MAJOR ? a->rows : (a->cols + 127) / 128) + V[v].pad : 0;
+  }
+  if (d->op == BQ_FP8_QUANTIZED_LINEAR) { /* the activations' scales are its own; blockwise K in groups of 128 */
+    a->group_row_stride = 0;
+    a->group_size = d->granularity == BQ_PER_BLOCK && odd ? 128 : 0;
+    if (d->granularity == BQ_PER_BLOCK) a->cols = a->cols >= 128 ? a->cols / 128 * 128 : 128;
+    if (a->x_row_stride && a->x_row_stride < a->cols) a->x_row_stride = a->cols + V[v].pad;
   }
   const int fp8 = bq__is_fp8(d->int_type), x4 = d->scale_type == BQ_UE8M0X4;
   const uint64_t extra = region(20);

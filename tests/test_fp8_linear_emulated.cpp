@@ -77,6 +77,7 @@ typedef struct fcase {
   int force; /* bq__fp8_force_config */
   int mode, bias; /* REFF8_*: tensorwise, rowwise, blockwise (row-major or MN-major) */
   int64_t lds_pad; /* blockwise: args.group_row_stride past the least (0: the default) */
+  int pdl;         /* launched as FP8 QuantizedLinear launches its weight streaming */
   int64_t m, n, k, lda_pad, ldy_pad;
   int x_off, w_off, y_off;
 } fcase;
@@ -124,6 +125,8 @@ static void run(const fcase *c) {
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = 132;
   plan.linear.wgmma = EMU_WGMMA;
+  plan.linear.pdl = c->pdl; /* the weight streaming's prologue for QuantizedLinear (weights first) */
+  bq__fp8_force_pdl = c->pdl;
 
   const int64_t M = c->m, N = c->n, K = c->k, lda = K + c->lda_pad, ldy = N + c->ldy_pad;
   const size_t ys = ref_dtype_size(OUT);
@@ -196,6 +199,7 @@ static void run(const fcase *c) {
   }
   emu.eager_copies = 0;
   bq__fp8_force_config = -1;
+  bq__fp8_force_pdl = 0;
 }
 
 static fcase base(void) {
@@ -236,6 +240,7 @@ Test(emulated, streaming_and_forced_tiles) {
     c.bias = (int)(i & 1);
     c.mode = (int)((i + 2) % 4);
     c.lds_pad = i == 5 ? 2 : 0;
+    c.pdl = i >= 3; /* (the streaming: weights first, then x) */
     c.x_off = i == 4;
     c.lda_pad = i == 2 ? 32 : 0;
     run(&c);

@@ -313,3 +313,103 @@ static void invariance(const char *tiles) {
 }
 Test(fp8_linear, batch_invariant, .timeout = 600) { invariance("default tiles"); }
 Test(fp8_linear, batch_invariant_mma_sync, .init = no_wgmma, .timeout = 600) { invariance("mma.sync tiles"); }
+
+/* ---- FP8 QuantizedLinear: bit for bit dynamic quantize, then the FP8 linear layer ---------- */
+/* x float [M, K] quantized by the layer (per token, or 1 x 128 groups) and multiplied: the
+   same bits as the two ops run one after the other (its own plans of them), on the weight
+   streaming (M <= 64; with programmatic dependent launch unless BARACUDA_QUANT_PDL=0) and on
+   the tiles, with outputs poisoned and guarded. */
+static void ql_case(bq_dtype ft, bq_dtype out, int blockwise, int64_t m, int64_t n, int64_t k, int bias) {
+  char what[200];
+  snprintf(what, sizeof what, "seed=0x%llx x=%s out=%s %s M=%lld N=%lld K=%lld bias=%d", (unsigned long long)g_seed,
+           ref_dtype_name(ft), ref_dtype_name(out), blockwise ? "blockwise" : "rowwise", (long long)m, (long long)n,
+           (long long)k, bias);
+  const size_t ts = ref_dtype_size(ft), ys = ref_dtype_size(out);
+  const int64_t kb = (k + 127) / 128, nsw = blockwise ? (n + 127) / 128 * kb : n, guard = 64;
+  unsigned char *x = (unsigned char *)malloc((size_t)(m * k) * ts + 1), *w = (unsigned char *)malloc((size_t)(n * k) + 1);
+  float *sw = (float *)malloc((size_t)nsw * 4 + 4);
+  unsigned char *b = (unsigned char *)malloc((size_t)n * ys + 1);
+  for (int64_t r = 0; r < m; r++) {
+    const double mag = ldexp(1.0, (int)rnd_range(-4, 4));
+    for (int64_t j = 0; j < k; j++) ref_store_f(ft, x, r * k + j, (float)((rnd_unit() - 0.5) * mag));
+  }
+  for (int64_t i = 0; i < n * k; i++) w[i] = code(0, 1);
+  for (int64_t i = 0; i < nsw; i++) sw[i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-8, -4));
+  for (int64_t i = 0; i < n; i++) ref_store_f(out, b, i, (float)((rnd_unit() - 0.5) * 4));
+  void *dx = up(x, (size_t)(m * k) * ts), *dw = up(w, (size_t)(n * k)), *dsw = up(sw, (size_t)nsw * 4),
+       *db = up(b, (size_t)n * ys);
+  const size_t ybytes = (size_t)(m * n + 2 * guard) * ys;
+  unsigned char *poison = (unsigned char *)malloc(ybytes), *got = (unsigned char *)malloc(ybytes),
+                *want = (unsigned char *)malloc(ybytes);
+  memset(poison, 0xA5, ybytes);
+  void *dy = up(poison, ybytes), *dy2 = up(poison, ybytes);
+
+  /* the layer */
+  bq_desc d;
+  memset(&d, 0, sizeof d);
+  d.op = BQ_FP8_QUANTIZED_LINEAR;
+  d.granularity = blockwise ? BQ_PER_BLOCK : BQ_PER_TOKEN;
+  d.float_type = ft;
+  d.out_type = out;
+  bq_plan *ql = plan_get(&d, what);
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = dx, a.rows = m, a.cols = k, a.n = n, a.w = dw, a.w_scales = dsw, a.bias = bias ? db : NULL;
+  a.y = (char *)dy + guard * ys;
+  size_t need = 0;
+  BQ_OK(bq_plan_workspace_size(ql, &a, &need), "%s", what);
+  void *ws = NULL;
+  BQ_OK(bq_malloc(&ws, need ? need : 1), "%s", what);
+  BQ_OK(bq_plan_run(ql, &a, ws, need, NULL), "%s", what);
+  BQ_OK(bq_synchronize(NULL), "%s", what);
+
+  /* the two ops */
+  bq_desc q;
+  memset(&q, 0, sizeof q);
+  q.op = BQ_DYNAMIC_QUANTIZE;
+  q.granularity = blockwise ? BQ_PER_GROUP : BQ_PER_TOKEN;
+  q.float_type = ft;
+  q.int_type = BQ_E4M3;
+  q.scale_type = BQ_F32;
+  void *xq = NULL, *sa = NULL;
+  BQ_OK(bq_malloc(&xq, (size_t)(m * k) + 1), "%s", what);
+  BQ_OK(bq_malloc(&sa, (size_t)(m * kb) * 4 + 4), "%s", what);
+  bq_args qa;
+  memset(&qa, 0, sizeof qa);
+  qa.x = dx, qa.y = xq, qa.rows = m, qa.cols = k, qa.out_scales = sa, qa.group_size = blockwise ? 128 : 0;
+  BQ_OK(bq_plan_run(plan_get(&q, what), &qa, NULL, 0, NULL), "%s", what);
+  bq_desc l;
+  memset(&l, 0, sizeof l);
+  l.op = BQ_FP8_LINEAR;
+  l.granularity = blockwise ? BQ_PER_BLOCK : BQ_PER_TOKEN;
+  l.out_type = out;
+  bq_args la = a;
+  la.x = xq, la.scales = sa, la.y = (char *)dy2 + guard * ys;
+  BQ_OK(bq_plan_run(plan_get(&l, what), &la, NULL, 0, NULL), "%s", what);
+  BQ_OK(bq_synchronize(NULL), "%s", what);
+  BQ_OK(bq_memcpy_to_host(got, dy, ybytes), "%s", what);
+  BQ_OK(bq_memcpy_to_host(want, dy2, ybytes), "%s", what);
+  for (size_t i = 0; i < ybytes; i++)
+    cr_assert_eq(got[i], want[i], "byte %zu of y (from the front guard of %lld elements) differs: %#x, the two ops "
+                 "%#x | %s", i, (long long)guard, got[i], want[i], what);
+  for (size_t i = 0; i < (size_t)guard * ys; i++) /* (the two ops' guards are the poison too: checked above) */
+    cr_assert_eq(got[i], 0xA5, "the front guard was written | %s", what);
+  bq_free(dx), bq_free(dw), bq_free(dsw), bq_free(db), bq_free(dy), bq_free(dy2), bq_free(ws), bq_free(xq), bq_free(sa);
+  free(x), free(w), free(sw), free(b), free(poison), free(got), free(want);
+}
+
+static void ql_cases(void) {
+  static const int64_t ms[] = {1, 16, 64, 65, 300};
+  static const bq_dtype fts[] = {BQ_F32, BQ_F16, BQ_BF16};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+    for (int f = 0; f < 3; f++)
+      for (int blk = 0; blk < 2; blk++)
+        ql_case(fts[f], OUTS[(f + i) % 3], blk, ms[i], i % 2 ? 200 : 256, blk ? 1024 : (i % 2 ? 1000 : 512),
+                (int)((i + (size_t)f) % 2));
+}
+Test(fp8_linear, quantized_linear, .timeout = 600) { ql_cases(); }
+static void no_pdl(void) {
+  setenv("BARACUDA_QUANT_PDL", "0", 1);
+  fp8_begin();
+}
+Test(fp8_linear, quantized_linear_without_pdl, .init = no_pdl, .timeout = 600) { ql_cases(); }

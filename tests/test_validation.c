@@ -214,7 +214,7 @@ Test(desc, null_plan_out) {
 }
 
 Test(desc, op_not_a_bq_op) {
-  const int bad[] = {BQ_OP_NONE, BQ_FP8_LINEAR + 1, 100, -1};
+  const int bad[] = {BQ_OP_NONE, BQ_FP8_QUANTIZED_LINEAR + 1, 100, -1};
   for (size_t g = 0; g < NELEM(GRANS); g++)
     for (size_t r = 0; r < NELEM(DIRS); r++)
       for (size_t b = 0; b < NELEM(bad); b++) {
@@ -4220,4 +4220,64 @@ Test(args, fp8_linear_scale_modes) {
     b.group_size = 64;
     expect_args_invalid(&c, &b, "args.group_size (64) must be 128 or 0");
   }
+}
+
+/* FP8 QuantizedLinear: per token (the default) or blockwise, x's float type named, the
+   activations' scales its own (row-major, no stride); blockwise K a multiple of 128 */
+Test(args, fp8_quantized_linear_rules) {
+  combo c;
+  memset(&c, 0, sizeof c);
+  c.d.op = BQ_FP8_QUANTIZED_LINEAR;
+  c.d.float_type = BQ_BF16;
+  bq_desc out;
+  char name[96];
+  cr_assert_eq(bq__normalize(&c.d, &out, name, sizeof name), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_str_eq(name, "fp8_quantized_linear_rowwise");
+  cr_assert(out.granularity == BQ_PER_TOKEN && out.out_type == BQ_BF16 && out.int_type == BQ_E4M3);
+  bq_desc t = c.d;
+  t.granularity = BQ_PER_TENSOR;
+  expect_desc_status(&t, BQ_ERROR_NOT_SUPPORTED, "fp8_quantized_linear", "desc.granularity (per_tensor) is not offered",
+                     "[fp8 ql per tensor]");
+  t = c.d;
+  t.granularity = BQ_PER_BLOCK;
+  t.scale_layout = BQ_SCALES_MN_MAJOR;
+  expect_desc_invalid(&t, "fp8_quantized_linear_blockwise", "desc.scale_layout (MN-major) must be left 0",
+                      "[fp8 ql MN]");
+  t = c.d;
+  t.float_type = BQ_F64;
+  expect_desc_invalid(&t, "fp8_quantized_linear_rowwise", "desc.float_type (", "[fp8 ql f64]");
+  t = c.d;
+  t.float_type = BQ_DTYPE_DEFAULT;
+  t.out_type = BQ_F32;
+  expect_desc_invalid(&t, "fp8_quantized_linear_rowwise", "desc.float_type (0", "[fp8 ql no float type]");
+
+  bq_args a;
+  memset(&a, 0, sizeof a);
+  a.x = (const void *)(uintptr_t)0x10000, a.w = (const void *)(uintptr_t)0x20000, a.y = (void *)(uintptr_t)0x30000;
+  a.w_scales = (const void *)(uintptr_t)0x50000;
+  a.rows = 10, a.cols = 256, a.n = 64;
+  for (int blk = 0; blk < 2; blk++) {
+    c.d.granularity = blk ? BQ_PER_BLOCK : BQ_PER_TOKEN;
+    snprintf(c.name, sizeof c.name, "fp8_quantized_linear_%s", blk ? "blockwise" : "rowwise");
+    snprintf(c.ctx, sizeof c.ctx, "[fp8 ql %s]", blk ? "blockwise" : "rowwise");
+    bq_args b = a;
+    expect_args_ok(&c, &b, 0, "a dense problem");
+    b.group_row_stride = 4;
+    expect_args_invalid(&c, &b, "args.group_row_stride (4) must be 0");
+    b = a;
+    b.cols = 200;
+    if (blk) expect_args_invalid(&c, &b, "args.cols (K = 200) must be a multiple of 128");
+    else expect_args_ok(&c, &b, 0, "K = 200");
+    b = a;
+    b.x = (const void *)(uintptr_t)0x10001; /* bf16 x: 2-byte aligned */
+    expect_args_invalid(&c, &b, "args.x");
+  }
+  /* the workspace: the FP8 rows (16-byte padded) and the scales, each 256-byte aligned */
+  bq_plan plan;
+  c.d.granularity = BQ_PER_BLOCK;
+  cr_assert_eq(bq__plan_init(&c.d, &plan), BQ_SUCCESS, "%s", bq_last_error());
+  size_t need = 0;
+  a.cols = 1024;
+  cr_assert_eq(bq_plan_workspace_size(&plan, &a, &need), BQ_SUCCESS, "%s", bq_last_error());
+  cr_assert_eq(need, (size_t)(10 * 1024 + 512), "blockwise workspace %zu", need); /* 10 x 8 scales: 320 -> 512 */
 }

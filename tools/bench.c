@@ -994,6 +994,12 @@ static const linear_case k_linear[] = {
     {BQ_FP8_LINEAR, BQ_PER_BLOCK, 1, 4096, 4096, BQ_BF16, 1},
     {BQ_FP8_LINEAR, BQ_PER_BLOCK, 16, 4096, 4096, BQ_BF16, 1},
     {BQ_FP8_LINEAR, BQ_PER_BLOCK, 16, 8192, 8192, BQ_BF16, 1},
+    {BQ_FP8_QUANTIZED_LINEAR, BQ_PER_TOKEN, 4096, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_QUANTIZED_LINEAR, BQ_PER_TOKEN, 2048, 4096, 14336, BQ_BF16, 1},
+    {BQ_FP8_QUANTIZED_LINEAR, BQ_PER_TOKEN, 16, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_QUANTIZED_LINEAR, BQ_PER_BLOCK, 4096, 4096, 4096, BQ_BF16, 1},
+    {BQ_FP8_QUANTIZED_LINEAR, BQ_PER_BLOCK, 2048, 4096, 14336, BQ_BF16, 1},
+    {BQ_FP8_QUANTIZED_LINEAR, BQ_PER_BLOCK, 16, 4096, 4096, BQ_BF16, 1},
 };
 
 typedef struct linear_ctx {
@@ -1013,6 +1019,12 @@ static int launch_linear(void *p, long set) {
 }
 
 static void linear_name(const linear_case *c, char *buf, size_t n) {
+  if (c->op == BQ_FP8_QUANTIZED_LINEAR) {
+    snprintf(buf, n, "linear/fp8_quantized_linear_%s/bf16_in/out_%s/[%lld,%lld,%lld]",
+             c->gran == BQ_PER_BLOCK ? "blockwise" : "rowwise", bq__dtype_name(c->out), (long long)c->m,
+             (long long)c->n, (long long)c->k);
+    return;
+  }
   if (c->op == BQ_FP8_LINEAR) {
     snprintf(buf, n, "linear/fp8_%s/e4m3_in/out_%s/[%lld,%lld,%lld]",
              c->gran == BQ_PER_TOKEN ? "rowwise" : c->gran == BQ_PER_BLOCK ? "blockwise" : "tensorwise",
@@ -1031,20 +1043,21 @@ static int run_linear_case(const linear_case *c, row_result *r) {
   bq_desc d = {0};
   d.op = c->op;
   d.granularity = c->gran; /* QuantizedLinear: per token, its only granularity */
-  d.float_type = c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : c->out;
+  const int fql = c->op == BQ_FP8_QUANTIZED_LINEAR; /* bf16 x quantized by the layer */
+  d.float_type = c->op == BQ_QUANTIZED_LINEAR || fql ? BQ_BF16 : c->out;
   d.out_type = c->out;
   d.scale_type = BQ_F32;
-  const int fp8 = c->op == BQ_FP8_LINEAR;
+  const int fp8 = c->op == BQ_FP8_LINEAR || fql;
   if (fp8) d.int_type = BQ_E4M3;
   /* FP8 blockwise: activation scales MN-major [ceil(K / 128)][M rounded up to 4] (the
      quantizers' default), the weight's [ceil(N / 128)][ceil(K / 128)] */
   const int blk = fp8 && c->gran == BQ_PER_BLOCK;
-  if (blk) d.scale_layout = BQ_SCALES_MN_MAJOR;
+  if (blk && !fql) d.scale_layout = BQ_SCALES_MN_MAJOR;
   const int64_t kb = (c->k + 127) / 128, na = blk ? kb * ((c->m + 3) / 4 * 4) : c->m,
                 nw = blk ? (c->n + 127) / 128 * kb : c->n;
   linear_ctx x = {0};
   int rc = -1;
-  size_t xs = c->op == BQ_QUANTIZED_LINEAR ? 2 : 1, os = (size_t)bq__dtype_size(c->out);
+  size_t xs = c->op == BQ_QUANTIZED_LINEAR || fql ? 2 : 1, os = (size_t)bq__dtype_size(c->out);
   void *scales = NULL, *bias = NULL, *a_scales = NULL, *y = NULL;
   if (BQ(bq_plan_select(&d, &x.plan))) return -1;
   copy_str(r->sku, sizeof r->sku, bq_plan_sku(x.plan));
@@ -1055,7 +1068,7 @@ static int run_linear_case(const linear_case *c, row_result *r) {
       BQ(bq_malloc(&scales, (size_t)nw * 4)) || BQ(bq_malloc(&bias, (size_t)c->n * os)) ||
       BQ(bq_malloc(&a_scales, (size_t)na * 4)) || BQ(bq_malloc(&y, (size_t)(c->m * c->n) * os)))
     goto done;
-  if (fill_random(x.x, x.x_stride * (size_t)nsets, c->op == BQ_QUANTIZED_LINEAR ? BQ_BF16 : fp8 ? BQ_E4M3 : BQ_S8, -4, 4) ||
+  if (fill_random(x.x, x.x_stride * (size_t)nsets, xs == 2 ? BQ_BF16 : fp8 ? BQ_E4M3 : BQ_S8, -4, 4) ||
       fill_random(x.w, x.w_stride * (size_t)nsets, fp8 ? BQ_E4M3 : BQ_S8, 0, 0) || fill_random(scales, (size_t)nw * 4, BQ_F32, 1e-3, 2e-3) ||
       fill_random(bias, (size_t)c->n * os, c->out, -1, 1) || fill_random(a_scales, (size_t)na * 4, BQ_F32, 1e-3, 2e-3))
     goto done;

@@ -52,9 +52,9 @@ _OPS = ("quantize_per_tensor", "quantize_per_channel", "quantize_per_token", "qu
         "quantize_per_block", "dequantize", "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
         "fake_quantize", "fake_quantize_backward", "quantize_backward", "dequantize_backward",
         "dynamic_per_token_quant", "dynamic_quant", "int8_linear", "quantized_linear", "linear_weight_sums",
-        "fp8_linear", "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant", "mx_quant", "mx_dequant",
-        "mx_fake_quant", "mx_fake_quant_backward", "mx_quant_backward", "mx_dequant_backward", "rms_norm_mx_quant",
-        "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant", "hadamard")
+        "fp8_linear", "fp8_quantized_linear", "rms_norm_quant", "silu_and_mul_quant", "gelu_tanh_and_mul_quant",
+        "mx_quant", "mx_dequant", "mx_fake_quant", "mx_fake_quant_backward", "mx_quant_backward",
+        "mx_dequant_backward", "rms_norm_mx_quant", "silu_and_mul_mx_quant", "gelu_tanh_and_mul_mx_quant", "hadamard")
 for _name in _OPS:
     globals()[_name] = _dispatch(_name)
 

@@ -901,6 +901,49 @@ def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, blockwise
     return _launch(key, device, a, stream, alloc, prepare)
 
 
+def fp8_quantized_linear(*, x, w, scale_b, y, bias=None, act_dtype=DType.E4M3, blockwise=False, stream=None,
+                         alloc=None, prepare=False):
+    """FP8QuantizedLinear: x float32, float16 or bfloat16 [M, K] (any row stride) quantized on
+    the GPU to act_dtype (E4M3 or E5M2) per token, or blockwise per 1 x 128 group (K a multiple
+    of 128), as dynamic quantize does it, into the workspace; then fp8_linear with the E4M3
+    weight w [N, K] (K contiguous) and scale_b: float32 per output channel [N], or blockwise
+    the weight's 128 x 128 blocks [ceil(N / 128), K / 128] (contiguous). y float32, float16 or
+    bfloat16 [M, N], bias [N] of y's type. The same bits as the two calls in turn."""
+    m, k, xs = rows_2d("x", x)
+    m2, n, ys = rows_2d("y", y)
+    if x.dtype not in FP8_LINEAR_OUT:
+        raise invalid("x: dtype %s, expected float32, float16 or bfloat16" % x.dtype.name)
+    if act_dtype not in FP8_TYPES:
+        raise invalid("act_dtype %s: E4M3 (float8_e4m3fn) or E5M2 (float8_e5m2)" % DType(act_dtype).name)
+    if len(w.shape) != 2 or w.shape[1] != k or (k > 1 and w.strides[1] != 1) or \
+            (k and w.shape[0] > 1 and w.strides[0] != k):
+        raise invalid("w: shape %s strides %s, expected a contiguous (N, %d) weight" % (w.shape, w.strides, k))
+    if w.dtype != DType.E4M3:
+        raise invalid("w: dtype %s, expected E4M3 (float8_e4m3fn): the weights are E4M3" % w.dtype.name)
+    if m2 != m or w.shape[0] != n:
+        raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
+    if y.dtype not in FP8_LINEAR_OUT:
+        raise invalid("y: dtype %s, expected float32, float16 or bfloat16" % y.dtype.name)
+    if blockwise:
+        if k % 128:
+            raise invalid("x: K = %d, expected a multiple of 128: blockwise activations are quantized in groups "
+                          "of 128 along K" % k)
+        if scale_b.dtype != DType.F32:
+            raise invalid("scale_b: dtype %s, expected float32" % scale_b.dtype.name)
+        _check_block_weight_scales(scale_b, n, k)
+    else:
+        check_vector("scale_b", scale_b, n, (DType.F32,))
+    if bias is not None:
+        check_vector("bias", bias, n, (y.dtype,))
+    device = same_device(("x", x), ("w", w), ("scale_b", scale_b), ("y", y), ("bias", bias))
+    a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
+    a.x, a.y, a.w, a.w_scales, a.bias = x.ptr, y.ptr, w.ptr, scale_b.ptr, _ptr(bias)
+    gran = Granularity.PER_BLOCK if blockwise else Granularity.PER_TOKEN
+    key = _lib.desc_key(Op.FP8_QUANTIZED_LINEAR, Direction.FORWARD, gran, x.dtype, act_dtype, 0, 0, DType.F32, 0,
+                        y.dtype)
+    return _launch(key, device, a, stream, alloc, prepare)
+
+
 def weight_sums(*, w, y, stream=None, alloc=None, prepare=False):
     """y[n] = sum_k w[n, k] in int32, w int8 [N, K] with K contiguous: what asymmetric
     linear plans take as w_sums."""

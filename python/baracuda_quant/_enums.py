@@ -47,6 +47,7 @@ class Op(enum.IntEnum):
     GATED_QUANTIZE = 9
     HADAMARD = 10
     FP8_LINEAR = 11
+    FP8_QUANTIZED_LINEAR = 12
 
 
 class Activation(enum.IntEnum):

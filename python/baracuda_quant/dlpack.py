@@ -985,6 +985,34 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype="bfloat16", stream=N
         return out
 
 
+def fp8_quantized_linear(x, w, scale_b, bias=None, act_dtype="float8_e4m3fn", stream=None):
+    """FP8 QuantizedLinear in one call (sm_89 and later): x float32, float16 or bfloat16
+    [..., K] (its rows evenly strided) quantized on the GPU to act_dtype (E4M3 or E5M2), then
+    multiplied by the E4M3 weight w [N, K] (contiguous). scale_b float32 [N] (or [1, N]): per
+    channel, x per token; or [ceil(N / 128), K / 128]: the weight's 128 x 128 blocks, x per
+    1 x 128 group (K a multiple of 128). bias [N] of x's type. Output [..., N] of x's type."""
+    adt = _dtype(act_dtype, DType.E4M3)
+    for name, v in (("x", x), ("w", w), ("scale_b", scale_b)):
+        if v is None:
+            raise invalid("%s is required" % name)
+    with _Inputs(stream) as inp:
+        xv = inp.get(x, "x")
+        x2 = _rows_view(xv, "x")
+        wv, bv, biasv = inp.get(w, "w"), inp.get(scale_b, "scale_b"), inp.get(bias, "bias")
+        if len(wv.shape) != 2:
+            raise invalid("w: shape %s, expected (N, K)" % (wv.shape,))
+        n = wv.shape[0]
+        blockwise = tuple(bv.shape) not in ((n,), (1, n))
+        if not blockwise:
+            bv = _scale_vector(bv)
+        _set_device(xv.device)
+        out = DeviceArray.empty(tuple(xv.shape[:-1]) + (n,), xv.dtype, xv.device, stream)
+        out._keep = tuple(_run(xv.device, stream, lambda st, alloc: _core.fp8_quantized_linear(
+            x=x2, w=wv, scale_b=bv, y=_rows_view(out.view(), "y"), bias=biasv, act_dtype=adt, blockwise=blockwise,
+            stream=st, alloc=alloc)))
+        return out
+
+
 def linear_weight_sums(w, stream=None):
     """int32 [N] sums of the int8 weight w [N, K]'s rows (exact), for asymmetric activations."""
     with _Inputs(stream) as inp:

@@ -1094,6 +1094,33 @@ def _(x, w, scale_a, scale_b, bias, out_dtype, mode):
     return torch.empty((*x.shape[:-1], w.shape[0]), dtype=out_dtype, device=x.device)
 
 
+# FP8 QuantizedLinear: float activations quantized to FP8 on the GPU (per token, or blockwise
+# per 1 x 128 group), then the FP8 GEMM, in one library call
+def _fp8_quantized_linear_impl(x: torch.Tensor, w: torch.Tensor, scale_b: torch.Tensor, bias: Optional[torch.Tensor],
+                               act_dtype: torch.dtype, blockwise: bool) -> torch.Tensor:
+    x2 = _rows(x, "x")
+    m, n = x2.shape[0], w.shape[0]
+    y = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+    if y.numel():
+        b, y2 = _c(bias), y.view(m, n)
+        key = ("fp8_quantized_linear", _g(x2), _g(w), _g(scale_b), _g(y2), _g(b), str(act_dtype), bool(blockwise))
+        ptrs = {"x": x2.data_ptr(), "y": y2.data_ptr(), "w": w.data_ptr(), "w_scales": scale_b.data_ptr(),
+                "bias": _p(b)}
+        adt = DType.E5M2 if act_dtype == torch.float8_e5m2 else DType.E4M3
+        _call(key, x.device.index, lambda stream, alloc: _core.fp8_quantized_linear(
+            x=_view(x2), w=_view(w), scale_b=_view(scale_b), y=_view(y2), bias=_view(b), act_dtype=adt,
+            blockwise=bool(blockwise), stream=stream, alloc=alloc, prepare=True), ptrs)
+    return y
+
+
+_fp8_quantized_linear = _op("fp8_quantized_linear", _fp8_quantized_linear_impl)
+
+
+@_fp8_quantized_linear.register_fake
+def _(x, w, scale_b, bias, act_dtype, blockwise):
+    return torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device)
+
+
 # ---- per block, every granularity of fake quantize, and the backward passes ------------------
 # gran is a Granularity value and param its number: the axis per channel, G per group, B per
 # block (0 otherwise). Per tensor takes scale and zero_point (numbers), the others scales and
@@ -2462,6 +2489,38 @@ def fp8_linear(x, w, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
     return _ops(x, w, scale_a, scale_b, bias).fp8_linear(x, w, scale_a, scale_b, bias, out_dtype, _FP8_MODES[mode])
 
 
+def fp8_quantized_linear(x, w, scale_b, bias=None, act_dtype=None):
+    """FP8 QuantizedLinear in one call (sm_89 and later): x float32, float16 or bfloat16
+    [..., K] quantized on the GPU to act_dtype (torch.float8_e4m3fn, the default, or
+    torch.float8_e5m2), then multiplied by the float8_e4m3fn weight w [N, K] (contiguous).
+    scale_b float32: [N] (or [1, N]) per output channel, with x quantized per token; or the
+    weight's 128 x 128 block scales [ceil(N / 128), K / 128] (K a multiple of 128), with x
+    quantized per 1 x 128 group (blockwise). The same bits as dynamic quantize then
+    fp8_linear; bias [N] of x's type; returns [..., N] of x's type."""
+    _check_cuda("x", x)
+    _check_cuda("w", w)
+    _check_cuda("scale_b", scale_b)
+    _check_float("x", x)
+    act_dtype = act_dtype or _E4M3
+    if act_dtype not in FP8_DTYPES:
+        raise _lib.invalid("act_dtype %s: torch.float8_e4m3fn or torch.float8_e5m2" % act_dtype)
+    if _E4M3 is None or w.dtype != _E4M3 or w.dim() != 2 or not w.is_contiguous():
+        raise _lib.invalid("w: dtype %s shape %s, expected a contiguous torch.float8_e4m3fn [N, K] weight"
+                           % (w.dtype, tuple(w.shape)))
+    n, k = w.shape
+    if x.dim() == 0 or x.shape[-1] != k:
+        raise _lib.invalid("x: shape %s, expected [..., %d]" % (tuple(x.shape), k))
+    blockwise = tuple(scale_b.shape) not in ((n,), (1, n))
+    if blockwise and tuple(scale_b.shape) != ((n + 127) // 128, k // 128):
+        raise _lib.invalid("scale_b: shape %s, expected [%d] (per channel) or [%d, %d] (128 x 128 blocks)"
+                           % (tuple(scale_b.shape), n, (n + 127) // 128, k // 128))
+    for name, t in (("w", w), ("scale_b", scale_b), ("bias", bias)):
+        if t is not None and t.device != x.device:
+            raise _lib.invalid("%s is on %s, expected %s like x" % (name, t.device, x.device))
+    sb = scale_b if blockwise else scale_b.reshape(-1)
+    return _ops(x, w, sb, bias).fp8_quantized_linear(x, w, sb, bias, act_dtype, blockwise)
+
+
 class QuantizedLinear(torch.nn.Module):
     """nn.Linear with an int8 weight (per output channel, f32 scales) and activations
     quantized per token on the fly (W8A8)."""
@@ -2497,28 +2556,37 @@ class QuantizedLinear(torch.nn.Module):
 
 
 class FP8QuantizedLinear(torch.nn.Module):
-    """nn.Linear with an E4M3 weight (per output channel, f32 scales) and activations quantized
-    per token to E4M3 on the fly, then fp8_linear rowwise (W8A8 in FP8; sm_89 and later). Both
-    quantizations are dynamic_per_token_quant's: s = amax / 448 a row (1 for an all-zero row),
-    q = e4m3(x / s) rounded to nearest even."""
+    """nn.Linear with an E4M3 weight and activations quantized to E4M3 on the fly, in one
+    library call (the library's FP8 QuantizedLinear; sm_89 and later). Rowwise (the default):
+    the weight per output channel and the activations per token, both as
+    dynamic_per_token_quant does (s = amax / 448 a row, 1 for an all-zero row, q = e4m3(x / s)
+    rounded to nearest even). Blockwise (DeepSeek-V3's recipe; in_features a multiple of 128):
+    the weight per 128 x 128 block (w_scales [ceil(out / 128), in / 128]) and the activations
+    per 1 x 128 group, each block's sum scaled as it is promoted."""
 
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype=torch.bfloat16):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=torch.bfloat16, blockwise=False):
         super().__init__()
         if _E4M3 is None:
             raise _lib.NotSupportedError("FP8QuantizedLinear: this torch has no torch.float8_e4m3fn", 2)
-        self.in_features, self.out_features = in_features, out_features
+        if blockwise and in_features % 128:
+            raise _lib.invalid("in_features (%d): blockwise needs a multiple of 128" % in_features)
+        self.in_features, self.out_features, self.blockwise = in_features, out_features, bool(blockwise)
+        ws = ((out_features + 127) // 128, in_features // 128) if blockwise else (out_features,)
         self.register_buffer("weight", torch.zeros((out_features, in_features), dtype=_E4M3, device=device))
-        self.register_buffer("w_scales", torch.ones(out_features, dtype=torch.float32, device=device))
+        self.register_buffer("w_scales", torch.ones(ws, dtype=torch.float32, device=device))
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 
     @classmethod
-    def from_float(cls, linear):
+    def from_float(cls, linear, blockwise=False):
         w = linear.weight.detach()
         _check_float("linear.weight", w)
-        m = cls(linear.in_features, linear.out_features, linear.bias is not None, w.device, w.dtype)
-        q, s, _ = dynamic_per_token_quant(w, symmetric=True, dtype=_E4M3)
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, w.device, w.dtype, blockwise)
+        if blockwise:
+            q, s, _ = dynamic_quant(w, "block", block_size=128, dtype=_E4M3)
+        else:
+            q, s, _ = dynamic_per_token_quant(w, symmetric=True, dtype=_E4M3)
         m.weight.copy_(q)
-        m.w_scales.copy_(s.reshape(-1))
+        m.w_scales.copy_(s.reshape(m.w_scales.shape))
         if linear.bias is not None:
             m.bias.copy_(linear.bias.detach())
         return m
@@ -2527,15 +2595,18 @@ class FP8QuantizedLinear(torch.nn.Module):
         _check_float("x", x)
         if x.dtype not in _FP8_OUT:
             raise _lib.invalid("x: dtype %s, expected float32, float16 or bfloat16 (the output's type)" % x.dtype)
-        q, s, _ = dynamic_per_token_quant(x, symmetric=True, dtype=_E4M3)  # s: [M, 1], a scale a row
+        if x.shape[-1] != self.in_features:
+            raise _lib.invalid("x: shape %s, expected [..., %d]" % (tuple(x.shape), self.in_features))
         bias = self.bias
         if bias is not None and bias.dtype != x.dtype:
             bias = bias.to(x.dtype)
-        return fp8_linear(q, self.weight, s, self.w_scales, bias, out_dtype=x.dtype)
+        return _ops(x, self.weight, self.w_scales, bias).fp8_quantized_linear(x, self.weight, self.w_scales, bias,
+                                                                               _E4M3, self.blockwise)
 
     def extra_repr(self):
-        return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
-                                                             self.bias is not None)
+        return "in_features=%d, out_features=%d, bias=%s%s" % (self.in_features, self.out_features,
+                                                               self.bias is not None,
+                                                               ", blockwise" if self.blockwise else "")
 
 
 # ---- microscaling: the public functions (the DLPack front end's, on torch tensors) ------------------

@@ -143,8 +143,8 @@ def test_bq_calls(to_c):
 
 def test_module_calls(to_c):
     """FP8QuantizedLinear: the weight quantized per output channel to E4M3 by dynamic quantize
-    per token, then each forward pass quantizes x per token to E4M3 and runs fp8_linear
-    rowwise into x's dtype"""
+    per token, then each forward pass is one FP8 QuantizedLinear call (x quantized per token to
+    E4M3 in it) into x's dtype"""
     lin = torch.nn.Linear(64, 32).to(torch.bfloat16)
     mod = ops.FP8QuantizedLinear.from_float(lin)
     assert (mod.weight.dtype, mod.weight.shape, mod.w_scales.dtype, mod.w_scales.shape, mod.bias.dtype) == (
@@ -157,12 +157,19 @@ def test_module_calls(to_c):
     mod(torch.randn(7, 64, dtype=torch.float16))  # (the bias converted to x's dtype)
     got = [(Op(c[0]), Granularity(c[2]), DType(c[3]), DType(c[4]), a.rows) for _, _, (c, a) in to_c]
     assert got == [(Op.DYNAMIC_QUANTIZE, Granularity.PER_TOKEN, DType.BF16, DType.E4M3, 32),
-                   (Op.DYNAMIC_QUANTIZE, Granularity.PER_TOKEN, DType.BF16, DType.E4M3, 15),
-                   (Op.FP8_LINEAR, Granularity.PER_TOKEN, DType.BF16, DType.E4M3, 15),
-                   (Op.DYNAMIC_QUANTIZE, Granularity.PER_TOKEN, DType.F16, DType.E4M3, 7),
-                   (Op.FP8_LINEAR, Granularity.PER_TOKEN, DType.F16, DType.E4M3, 7)], got
-    assert to_c[2][1]["w"] == mod.weight.data_ptr() and to_c[2][1]["w_scales"] == mod.w_scales.data_ptr()
-    assert to_c[4][1]["bias"] != mod.bias.data_ptr()  # a float16 copy of the bfloat16 bias
+                   (Op.FP8_QUANTIZED_LINEAR, Granularity.PER_TOKEN, DType.BF16, DType.E4M3, 15),
+                   (Op.FP8_QUANTIZED_LINEAR, Granularity.PER_TOKEN, DType.F16, DType.E4M3, 7)], got
+    assert to_c[1][1]["w"] == mod.weight.data_ptr() and to_c[1][1]["w_scales"] == mod.w_scales.data_ptr()
+    assert to_c[2][1]["bias"] != mod.bias.data_ptr()  # a float16 copy of the bfloat16 bias
+    blk = ops.FP8QuantizedLinear.from_float(torch.nn.Linear(256, 200).to(torch.bfloat16), blockwise=True)
+    assert blk.w_scales.shape == (2, 2) and "blockwise" in repr(blk)
+    blk(torch.randn(4, 256, dtype=torch.bfloat16))
+    (c, a) = to_c[-1][2]
+    assert (Op(c[0]), Granularity(c[2]), a.rows, a.cols, a.n) == (
+        Op.FP8_QUANTIZED_LINEAR, Granularity.PER_BLOCK, 4, 256, 200)
+    assert (Op(to_c[-2][2][0][0]), Granularity(to_c[-2][2][0][2])) == (Op.DYNAMIC_QUANTIZE, Granularity.PER_BLOCK)
+    with pytest.raises(bq.InvalidArgumentError, match="blockwise needs a multiple of 128"):
+        ops.FP8QuantizedLinear(64, 32, blockwise=True)
     nobias = ops.FP8QuantizedLinear.from_float(torch.nn.Linear(64, 32, bias=False))
     assert nobias.bias is None and "bias=False" in repr(nobias)
     with pytest.raises(bq.InvalidArgumentError, match="x: dtype torch.float64"):
@@ -175,8 +182,8 @@ def test_module_on_meta(meta_ok):
         mod = ops.FP8QuantizedLinear.from_float(lin)
         y = mod(meta(2, 9, 64, dtype=torch.float16))
     assert y.shape == (2, 9, 32) and y.dtype == torch.float16
-    assert [name for name, _ in rec.calls] == ["dynamic_per_token_quant", "dynamic_per_token_quant", "fp8_linear"]
-    assert rec.calls[2][1][5:] == (torch.float16, True)
+    assert [name for name, _ in rec.calls] == ["dynamic_per_token_quant", "fp8_quantized_linear"]
+    assert rec.calls[1][1][4:] == (E4, False)
 
 
 def test_traces_fullgraph(meta_ok):
@@ -195,8 +202,8 @@ def test_traces_fullgraph(meta_ok):
     mod = ops.FP8QuantizedLinear(64, 32)
     mod.bias.copy_(lin.bias.detach())
     got = graph_calls(mod, torch.randn(4, 64, dtype=torch.bfloat16), 2, bq.InvalidArgumentError)
-    assert [name for name, _ in got] == ["dynamic_per_token_quant", "fp8_linear"]
-    assert got[1][1] == (torch.bfloat16, True)
+    assert [name for name, _ in got] == ["fp8_quantized_linear"]
+    assert got[0][1] == (E4, False)
 
 
 def test_no_gradient_formula(meta_ok):
