@@ -6096,6 +6096,26 @@ BQ__FN size_t bq__linear_workspace(const bq_plan *p, const bq_args *a) {
   return (size_t)(bq__al256(v.m * bq__linear_lda_ws(v.k)) + 2 * bq__al256(v.m * 4));
 }
 
+/* QuantizedLinear's activations (int8 and FP8): the held dynamic quantize plan run on x
+   into the workspace, rows of bq__linear_lda_ws(K) bytes, then their scales (and zero
+   points), each part 256-byte aligned; group: per group's G (0: per token). *q: the call. */
+BQ__FN bq_status bq__linear_quantize_x(const bq_plan *p, const bq_args *a, const bq__linear_view *v, void *ws,
+                                       int64_t group, void *stream, bq_args *q) {
+  const int64_t lda = bq__linear_lda_ws(v->k);
+  char *base = (char *)ws;
+  memset(q, 0, sizeof *q);
+  q->x = a->x;
+  q->rows = v->m;
+  q->cols = v->k;
+  q->x_row_stride = v->lda;
+  q->y = base;
+  q->y_row_stride = lda;
+  q->group_size = group;
+  q->out_scales = base + bq__al256(v->m * lda);
+  q->out_zero_points = p->desc.asymmetric ? (int32_t *)(base + bq__al256(v->m * lda) + bq__al256(v->m * 4)) : NULL;
+  return bq_plan_run(p->sub, q, NULL, 0, stream);
+}
+
 /* The entry point for M rows and N columns: the linear dispatch table's choice. */
 static int bq__linear_force_config = -1; /* tests: a BQ__GEMM_* / BQ__GEMV* to use where it applies */
 BQ__FN int bq__linear_config(const bq_plan *p, int64_t m, int64_t n) {
@@ -6149,22 +6169,10 @@ BQ__FN bq_status bq__linear_run(const bq_plan *p, const bq_args *a, void *ws, si
     k.flags |= BQ_LF_SA_ROW | (d->asymmetric ? BQ_LF_ZP_ROW : 0);
     if (v.k) {
       if ((st = bq__check_workspace(p, ws, ws_bytes, bq__linear_workspace(p, a)))) return st;
-      int64_t lda = bq__linear_lda_ws(v.k);
-      char *base = (char *)ws;
       bq_args q;
-      memset(&q, 0, sizeof q);
-      q.x = a->x;
-      q.rows = v.m;
-      q.cols = v.k;
-      q.x_row_stride = v.lda;
-      q.y = base;
-      q.y_row_stride = lda;
-      q.out_scales = base + bq__al256(v.m * lda);
-      q.out_zero_points = d->asymmetric ? (int32_t *)(base + bq__al256(v.m * lda) + bq__al256(v.m * 4)) : NULL;
-      st = bq_plan_run(p->sub, &q, NULL, 0, stream);
-      if (st) return st;
+      if ((st = bq__linear_quantize_x(p, a, &v, ws, 0, stream, &q))) return st;
       k.a = (uint64_t)(uintptr_t)q.y;
-      k.lda = lda;
+      k.lda = q.y_row_stride;
       k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
       k.a_zps = (uint64_t)(uintptr_t)q.out_zero_points;
       k.flags |= BQ_LF_A16;
@@ -6556,20 +6564,12 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   const int ql = p->desc.op == BQ_FP8_QUANTIZED_LINEAR;
   if (ql && v.k) { /* x quantized into the workspace (per token, or groups of 128), read from there */
     if ((st = bq__check_workspace(p, ws, ws_bytes, bq__fp8_linear_workspace(p, a)))) return st;
-    const int64_t lda = bq__linear_lda_ws(v.k);
+    const int blk = p->desc.granularity == BQ_PER_BLOCK;
     bq_args q;
-    memset(&q, 0, sizeof q);
-    q.x = a->x;
-    q.rows = v.m;
-    q.cols = v.k;
-    q.x_row_stride = v.lda;
-    q.y = ws;
-    q.y_row_stride = lda;
-    q.out_scales = (char *)ws + bq__al256(v.m * lda);
-    if (p->desc.granularity == BQ_PER_BLOCK) q.group_size = 128, lds = v.k / 128; /* row-major [M][K / 128] */
-    if ((st = bq_plan_run(p->sub, &q, NULL, 0, stream))) return st;
+    if ((st = bq__linear_quantize_x(p, a, &v, ws, blk ? 128 : 0, stream, &q))) return st;
+    if (blk) lds = v.k / 128; /* row-major [M][K / 128] */
     k.a = (uint64_t)(uintptr_t)q.y;
-    k.lda = v.lda = lda;
+    k.lda = v.lda = q.y_row_stride;
     k.a_scales = (uint64_t)(uintptr_t)q.out_scales;
   }
   if (p->desc.granularity == BQ_PER_TOKEN) k.flags |= BQ_LF_SA_ROW | BQ_LF_SW_ROW;

@@ -857,6 +857,21 @@ def _check_block_weight_scales(scale_b, n, k):
                       "their transpose view [%d, %d], torch._scaled_mm's)" % (shape, strides, nb, kb, kb, nb))
 
 
+def _check_fp8_weight_and_y(w, y, m, k):
+    """the FP8 layers' weight (E4M3 [N, K], K contiguous) and output (float [M, N]) checks"""
+    n = y.shape[1] if len(y.shape) == 2 else -1
+    # (with K = 0 the weight holds nothing: its strides say nothing)
+    if len(w.shape) != 2 or w.shape[1] != k or (k > 1 and w.strides[1] != 1) or \
+            (k and w.shape[0] > 1 and w.strides[0] != k):
+        raise invalid("w: shape %s strides %s, expected a contiguous (N, %d) weight" % (w.shape, w.strides, k))
+    if w.dtype != DType.E4M3:
+        raise invalid("w: dtype %s, expected E4M3 (float8_e4m3fn): the weights are E4M3" % w.dtype.name)
+    if y.shape[0] != m or w.shape[0] != n:
+        raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
+    if y.dtype not in FP8_LINEAR_OUT:
+        raise invalid("y: dtype %s, expected float32, float16 or bfloat16" % y.dtype.name)
+
+
 def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, blockwise=False, stream=None, alloc=None,
                prepare=False):
     """FP8Linear: y[M, N] = Tout((acc * sa) * sw (+ bias)), acc = x W^T summed by the FP8
@@ -870,19 +885,10 @@ def fp8_linear(*, x, w, scale_a, scale_b, y, bias=None, rowwise=False, blockwise
     K block's sum scaled by their product (y = Tout(acc + bias)). sm_89 and later (the plan's
     select refuses older devices)."""
     m, k, xs = rows_2d("x", x)
-    m2, n, ys = rows_2d("y", y)
+    _, n, ys = rows_2d("y", y)
     if x.dtype not in FP8_TYPES:
         raise invalid("x: dtype %s, expected E4M3 (float8_e4m3fn) or E5M2 (float8_e5m2)" % x.dtype.name)
-    # (with K = 0 the weight holds nothing: its strides say nothing)
-    if len(w.shape) != 2 or w.shape[1] != k or (k > 1 and w.strides[1] != 1) or \
-            (k and w.shape[0] > 1 and w.strides[0] != k):
-        raise invalid("w: shape %s strides %s, expected a contiguous (N, %d) weight" % (w.shape, w.strides, k))
-    if w.dtype != DType.E4M3:
-        raise invalid("w: dtype %s, expected E4M3 (float8_e4m3fn): the weights are E4M3" % w.dtype.name)
-    if m2 != m or w.shape[0] != n:
-        raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
-    if y.dtype not in FP8_LINEAR_OUT:
-        raise invalid("y: dtype %s, expected float32, float16 or bfloat16" % y.dtype.name)
+    _check_fp8_weight_and_y(w, y, m, k)
     a = Args(rows=m, cols=k, n=n, x_row_stride=xs, y_row_stride=ys)
     layout, gran = ScaleLayout.ROW_MAJOR, Granularity.PER_TOKEN if rowwise else Granularity.PER_TENSOR
     if blockwise:
@@ -910,20 +916,12 @@ def fp8_quantized_linear(*, x, w, scale_b, y, bias=None, act_dtype=DType.E4M3, b
     the weight's 128 x 128 blocks [ceil(N / 128), K / 128] (contiguous). y float32, float16 or
     bfloat16 [M, N], bias [N] of y's type. The same bits as the two calls in turn."""
     m, k, xs = rows_2d("x", x)
-    m2, n, ys = rows_2d("y", y)
+    _, n, ys = rows_2d("y", y)
     if x.dtype not in FP8_LINEAR_OUT:
         raise invalid("x: dtype %s, expected float32, float16 or bfloat16" % x.dtype.name)
     if act_dtype not in FP8_TYPES:
         raise invalid("act_dtype %s: E4M3 (float8_e4m3fn) or E5M2 (float8_e5m2)" % DType(act_dtype).name)
-    if len(w.shape) != 2 or w.shape[1] != k or (k > 1 and w.strides[1] != 1) or \
-            (k and w.shape[0] > 1 and w.strides[0] != k):
-        raise invalid("w: shape %s strides %s, expected a contiguous (N, %d) weight" % (w.shape, w.strides, k))
-    if w.dtype != DType.E4M3:
-        raise invalid("w: dtype %s, expected E4M3 (float8_e4m3fn): the weights are E4M3" % w.dtype.name)
-    if m2 != m or w.shape[0] != n:
-        raise invalid("y: shape %s, expected (%d, %d)" % (y.shape, m, w.shape[0]))
-    if y.dtype not in FP8_LINEAR_OUT:
-        raise invalid("y: dtype %s, expected float32, float16 or bfloat16" % y.dtype.name)
+    _check_fp8_weight_and_y(w, y, m, k)
     if blockwise:
         if k % 128:
             raise invalid("x: K = %d, expected a multiple of 128: blockwise activations are quantized in groups "
