@@ -36,6 +36,11 @@
 #undef BQ_E_GEMV
 #undef BQ_E_GEMV32
 #undef BQ_E_GEMV64
+#undef BQ_E_FP8_GEMM
+#undef BQ_E_FP8_WGMMA
+#undef BQ_E_FP8_GEMV
+#undef BQ_E_FP8_WGMMA_BLK
+#undef BQ_E_FP8_GEMV_BLK
 #undef BQ_E_WEIGHT_SUMS
 #undef BQ_FT
 #undef BQ_IT
