@@ -271,6 +271,18 @@ seeds["regress_fp8_linear_arch_names_op"] = bytes.fromhex(
     "39393939393939393939393939393939393939393939393939393939393939393939316b0270655f726d6c59"
     "656574014e0201696e0026")
 
+# the FP8 linear layers' scale modes and FP8 QuantizedLinear (op 11 and 12), valid calls of
+# each (blockwise MN-major with a padded stride; QuantizedLinear's workspace), sm_90 and sm_89
+for v in range(2):
+    seeds["fp8_linear_rowwise_v%d" % v] = raw(dict(op=11, granularity=GRAN["token"], out_type=T["bf16"]), variant=v)
+    seeds["fp8_linear_blockwise_v%d" % v] = raw(dict(op=11, granularity=GRAN["block"], out_type=T["f16"],
+                                                     int_type=T["e5m2"]), variant=v + 1)
+    seeds["fp8_linear_blockwise_mn_v%d" % v] = raw(dict(op=11, granularity=GRAN["block"], out_type=T["f32"],
+                                                        scale_layout=1), variant=v + 4, flags=1 | (3 << 5) * v)
+    seeds["fp8_quantized_linear_v%d" % v] = raw(dict(op=12, float_type=T["bf16"]), variant=v + 2, ws=v)
+    seeds["fp8_quantized_linear_blockwise_v%d" % v] = raw(dict(op=12, granularity=GRAN["block"], float_type=T["f16"]),
+                                                          variant=v + 6, flags=1 | (3 << 5) * v)
+
 os.makedirs(OUT, exist_ok=True)
 for f in os.listdir(OUT):
     os.remove(os.path.join(OUT, f))

@@ -279,3 +279,44 @@ def test_dlpack_fp8_linear_blockwise(launches):
     assert y.shape == (2, 10, 300)
     (k, a), = seen
     assert (Granularity(k[2]), k[12], a.group_row_stride) == (Granularity.PER_BLOCK, 1, 20)
+
+
+def test_quantized_linear_args(validated):
+    """_core.fp8_quantized_linear: float x (its row stride), per channel or blockwise weight
+    scales; descriptor and bq_args pass the library's validation; the Python checks name the
+    argument"""
+    x, w, y = arr((20, 256), BF16, (300, 1)), arr((48, 256), E4), arr((20, 48), BF16)
+    _core.fp8_quantized_linear(x=x, w=w, scale_b=arr((48,), F), y=y, bias=arr((48,), BF16))
+    _core.fp8_quantized_linear(x=x, w=w, scale_b=arr((1, 2), F), y=y, blockwise=True, act_dtype=E5)
+    (k1, a1), (k2, a2) = validated
+    assert (Op(k1[0]), Granularity(k1[2]), DType(k1[3]), DType(k1[4]), DType(k1[9])) == (
+        Op.FP8_QUANTIZED_LINEAR, Granularity.PER_TOKEN, BF16, E4, BF16)
+    assert (Granularity(k2[2]), DType(k2[4])) == (Granularity.PER_BLOCK, E5)
+    assert (a1.rows, a1.cols, a1.n, a1.x_row_stride, a1.scales) == (20, 256, 48, 300, None)
+    cases = [
+        ("x: dtype E4M3", dict(x=arr((20, 256), E4))),
+        (r"x: K = 200, expected a multiple of 128", dict(x=arr((20, 200), BF16), w=arr((48, 200), E4),
+                                                          scale_b=arr((1, 2), F), blockwise=True)),
+        (r"scale_b: shape \(47,\)", dict(scale_b=arr((47,), F))),
+        (r"scale_b: shape \(2, 2\)", dict(scale_b=arr((2, 2), F), blockwise=True)),
+        ("act_dtype S8", dict(act_dtype=S8)),
+        ("w: dtype E5M2", dict(w=arr((48, 256), E5))),
+    ]
+    for word, kw in cases:
+        args = dict(x=x, w=w, scale_b=arr((48,), F), y=y)
+        args.update(kw)
+        with pytest.raises(bq.InvalidArgumentError, match=word):
+            _core.fp8_quantized_linear(**args)
+    assert len(validated) == 2
+
+
+def test_dlpack_fp8_quantized_linear(launches):
+    seen, made = launches
+    x, w = Producer((2, 10, 256), F16), Producer((48, 256), E4)
+    y = bq.fp8_quantized_linear(x, w, Producer((48,), F))
+    assert y.shape == (2, 10, 48) and y.dtype == F16
+    y = bq.fp8_quantized_linear(x, w, Producer((1, 2), F), act_dtype="float8_e5m2")
+    got = [(Op(k[0]), Granularity(k[2]), DType(k[4]), a.rows) for k, a in seen]
+    assert got == [(Op.FP8_QUANTIZED_LINEAR, Granularity.PER_TOKEN, E4, 20),
+                   (Op.FP8_QUANTIZED_LINEAR, Granularity.PER_BLOCK, E5, 20)]
+    assert made[:1] == [2 * 10 * 48 * 2]  # the output, then the workspace the layer asks for
