@@ -645,6 +645,73 @@ def sr_section(sb, path, bound=None):
     return o
 
 
+FP8_BLOCK_MIN = 0.9   # blockwise tiles: at least this much of tensorwise's throughput
+FP8_QL_MAX = 1.1      # FP8 QuantizedLinear at M >= 2048: at most this many times the GEMM alone
+
+
+def fp8_linear_section(lb, path, lt=None, lt_path=None):
+    """"FP8 linear layers": a tools/bench.c run of its own (--fp8-linear, its linear/fp8 rows)
+    and compare_torch.py's FP8 linear rows (--fp8-linear-torch): each GEMM row against
+    torch._scaled_mm in the same mode (and bf16 F.linear for decode), blockwise against
+    tensorwise, FP8 QuantizedLinear against the GEMM alone."""
+    rows = [r for r in lb.get("rows", []) if r["name"].startswith("linear/fp8")]
+
+    def base(name):  # the row without the path the benchmark appends ("/wgmma"): compare_torch's name
+        return name[:name.index("]") + 1] if "]" in name else name
+    by = {base(r["name"]): r for r in rows}
+    tby = {r["name"]: r for r in (lt or {}).get("rows", [])}
+
+    def alt(name, aid):
+        for x in (tby.get(name) or {}).get("alternatives", []):
+            if x["id"] == aid and x.get("ok"):
+                return x["median_us"]
+        return None
+
+    def mnk(name):
+        m = re.search(r"\[(\d+),(\d+),(\d+)\]", name)
+        return tuple(int(v) for v in m.groups()) if m else (0, 0, 0)
+    o = ["## FP8 linear layers", "",
+         fused_prov(lb, path) + (" PyTorch's rows: `%s`, the same GPU." % lt_path if lt_path else ""), "",
+         "Time per call (median, us), bf16 out. `torch._scaled_mm` is cuBLASLt in the same scale mode (no "
+         "bias); its column's ratio is its time over this library's (above 1: this library is faster). Targets: "
+         "tensorwise and rowwise tiles at least `torch._scaled_mm`'s speed, blockwise tiles at least %.2f of "
+         "tensorwise's, decode (M <= 16) faster than `torch._scaled_mm` and bf16 `F.linear`, FP8 QuantizedLinear "
+         "at M >= 2048 at most %.2f times the GEMM alone (its rowwise or blockwise row)." % (FP8_BLOCK_MIN, FP8_QL_MAX),
+         "", "| row | time (us) | TFLOPS | torch._scaled_mm (us) | ratio | bf16 F.linear (us) | against | target |",
+         "|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        name = base(r["name"])
+        if not r.get("ok"):
+            o.append("| `%s` | FAILED | | | | | | |" % r["name"])
+            continue
+        t = r["median_us"]
+        m, n, k = mnk(name)
+        tf = 2.0 * m * n * k / (t * 1e6)
+        ts, tl = alt(name, "eager"), alt(name, "linear16")
+        against, target = "", ""
+        ql = "fp8_quantized_linear_" in name
+        if ql:
+            mode = "blockwise" if "_blockwise/" in name else "rowwise"
+            g = by.get("linear/fp8_%s/e4m3_in/out_bf16/[%d,%d,%d]" % (mode, m, n, k))
+            if g and g.get("ok"):
+                q = t / g["median_us"]
+                against = "GEMM alone %.1f us: %.2fx" % (g["median_us"], q)
+                target = met(q <= FP8_QL_MAX) if m >= 2048 else ""
+        elif m <= 16:
+            target = met((ts is None or t < ts) and (tl is None or t < tl)) if ts or tl else ""
+        elif "/fp8_blockwise/" in name:
+            g = by.get(name.replace("/fp8_blockwise/", "/fp8_tensorwise/"))
+            if g and g.get("ok"):
+                q = g["median_us"] / t
+                against = "tensorwise %.1f us: %.2f" % (g["median_us"], q)
+                target = met(q >= FP8_BLOCK_MIN)
+        elif ts is not None:
+            target = met(t <= ts)
+        o.append("| `%s` | %.1f | %.0f | %s | %s | %s | %s | %s |" % (
+            r["name"], t, tf, fnum(ts, "%.1f"), "%.2f" % (ts / t) if ts else "", fnum(tl, "%.1f"), against, target))
+    return o + [""]
+
+
 def performance(bench, torch, bench_path, torch_path, fb=None, fb_path=None, pyf=None, pyf_path=None,
                 f8=None, f8_path=None, f8t=None, f8t_path=None, sb=None, sb_path=None, sb_bound=None):
     """The page; fb: a tools/bench.c JSON whose fused/ rows replace the bench's own (--fused), with
@@ -1008,7 +1075,8 @@ def gpu_files(base):
     """One GPU's files beside its bench file base + ".json" (those that exist), by option name."""
     fs = {"bench": base + ".json"}
     for k, suffix in (("torch", "-torch"), ("python", "-python"), ("fused", "-fused"),
-                      ("python_fused", "-python-fused"), ("fp8", "-fp8"), ("fp8_torch", "-fp8-torch"), ("sr", "-sr")):
+                      ("python_fused", "-python-fused"), ("fp8", "-fp8"), ("fp8_torch", "-fp8-torch"), ("sr", "-sr"),
+                      ("fp8_linear", "-fp8-linear"), ("fp8_linear_torch", "-fp8-linear-torch")):
         if os.path.exists(base + suffix + ".json"):
             fs[k] = base + suffix + ".json"
     return fs
@@ -1026,6 +1094,9 @@ def other_page(fs, rel, main_page):
                        rel(fs.get("fused")), ld.get("python_fused"), rel(fs.get("python_fused")), ld.get("fp8"),
                        rel(fs.get("fp8")), ld.get("fp8_torch"), rel(fs.get("fp8_torch")), ld.get("sr"),
                        rel(fs.get("sr")), sr_bound_of(fs.get("sr"), rel))
+    if ld.get("fp8_linear"):
+        page = page.rstrip("\n") + "\n\n" + "\n".join(fp8_linear_section(
+            ld["fp8_linear"], rel(fs["fp8_linear"]), ld.get("fp8_linear_torch"), rel(fs.get("fp8_linear_torch"))))
     if ld.get("python"):
         page = page.rstrip("\n") + "\n" + python_section(ld["python"], rel(fs["python"]),
                                                           fused=ld.get("python_fused") is None)
@@ -1052,6 +1123,10 @@ def main():
     ap.add_argument("--fp8-torch", help="compare_torch.py --only e4m3's JSON (docs/bench/<gpu>-<version>-fp8-torch.json)")
     ap.add_argument("--sr", help="a tools/bench.c JSON with the microscaling, rotation and stochastic-rounding rows "
                     "and their counterparts (docs/bench/<gpu>-<version>-sr.json)")
+    ap.add_argument("--fp8-linear", help="a tools/bench.c JSON with the linear/fp8 rows: the \"FP8 linear layers\" "
+                    "section (docs/bench/<gpu>-<version>-fp8-linear.json)")
+    ap.add_argument("--fp8-linear-torch", help="compare_torch.py --only linear/fp8's JSON "
+                    "(docs/bench/<gpu>-<version>-fp8-linear-torch.json)")
     ap.add_argument("--check", action="store_true", help="write nothing; fail where a file differs")
     ap.add_argument("--update", action="store_true", help="as --check finds the files, but write the pages")
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -1097,6 +1172,8 @@ def main():
         f8 = load(a.fp8) if a.fp8 else None
         f8t = load(a.fp8_torch) if a.fp8_torch else None
         sb = load(a.sr) if a.sr else None
+        fl = load(a.fp8_linear) if a.fp8_linear else None
+        flt = load(a.fp8_linear_torch) if a.fp8_linear_torch else None
     except (OSError, ValueError) as e:
         print("bench_table: %s" % e, file=sys.stderr)
         return 1
@@ -1111,6 +1188,9 @@ def main():
     if a.performance:
         page = performance(bench, torch, rel(a.bench), rel(a.torch), fb, rel(a.fused), pyf, rel(a.python_fused),
                            f8, rel(a.fp8), f8t, rel(a.fp8_torch), sb, rel(a.sr), sr_bound_of(a.sr, rel))
+        if fl:
+            page = page.rstrip("\n") + "\n\n" + "\n".join(fp8_linear_section(fl, rel(a.fp8_linear), flt,
+                                                                             rel(a.fp8_linear_torch)))
         if py:
             page = page.rstrip("\n") + "\n" + python_section(py, rel(a.python), fused=pyf is None)
         if others:
@@ -1152,7 +1232,7 @@ def main():
                 given = "".join(" %s %s" % (opt, rel(v)) for opt, v in (
                     ("--torch", a.torch), ("--python", a.python), ("--fused", a.fused),
                     ("--python-fused", a.python_fused), ("--fp8", a.fp8), ("--fp8-torch", a.fp8_torch),
-                    ("--sr", a.sr)) if v)
+                    ("--sr", a.sr), ("--fp8-linear", a.fp8_linear), ("--fp8-linear-torch", a.fp8_linear_torch)) if v)
                 print("bench_table: %s is not what %s generates: run tools/bench_table.py --bench %s%s "
                       "--performance ... --readme ..." % (path, os.path.basename(sys.argv[0]), rel(a.bench), given),
                       file=sys.stderr)

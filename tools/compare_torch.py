@@ -616,6 +616,82 @@ def main():
         copy_ref(r)
     del xm, wn
 
+    # ---- FP8 linear layers: torch._scaled_mm (cuBLASLt) at the benchmark's FP8 shapes --------------
+    # (bf16 out, no bias: cuBLASLt takes a bias with some scale modes only); blockwise as DeepSeek-V3
+    # scales it, 1 x 128 activation groups (outer-dim-major) x 128 x 128 weight blocks
+    e4 = torch.float8_e4m3fn
+
+    def scaled_mm(x, w, mode, sa, sb):
+        if mode == "blockwise" and hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
+            return F.scaled_mm(x, w.t(), sa, F.ScalingType.BlockWise1x128, sb.t(), F.ScalingType.BlockWise128x128,
+                               output_dtype=bf16)
+        return torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb.t() if mode == "blockwise" else sb,
+                                out_dtype=bf16)
+
+    def fp8_scales(mode, m, n, k):
+        if mode == "tensorwise":
+            return torch.tensor(1.0, device=dev), torch.tensor(1.0, device=dev)
+        if mode == "rowwise":
+            return torch.rand(m, 1, device=dev) + 0.5, torch.rand(1, n, device=dev) + 0.5
+        sa = (torch.rand(m, (k + 127) // 128, device=dev) + 0.5).t().contiguous().t()
+        return sa, torch.rand((n + 127) // 128, (k + 127) // 128, device=dev) + 0.5
+
+    def fp8_ql(x, w, mode, sb):
+        """what a PyTorch user runs for FP8 QuantizedLinear: dynamic FP8 quantization of x (per
+        token, or per 1 x 128 group), then torch._scaled_mm"""
+        m, k = x.shape
+        g = x.view(m, k // 128, 128) if mode == "blockwise" else x.view(m, 1, k)
+        amax = g.abs().amax(dim=2, keepdim=True).float()
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+        q = (g.float() / s).clamp(-448.0, 448.0).to(e4).view(m, k)
+        sa = s.view(m, -1)
+        if mode == "blockwise":
+            sa = sa.t().contiguous().t()
+        return scaled_mm(q, w, mode, sa, sb)
+    fp8_shapes = [("tensorwise", 4096, 4096, 4096), ("rowwise", 4096, 4096, 4096), ("blockwise", 4096, 4096, 4096),
+                  ("tensorwise", 8192, 8192, 8192), ("rowwise", 8192, 8192, 8192), ("blockwise", 8192, 8192, 8192),
+                  ("tensorwise", 2048, 4096, 14336), ("rowwise", 2048, 4096, 14336),
+                  ("blockwise", 2048, 4096, 14336), ("rowwise", 1, 4096, 4096), ("rowwise", 16, 4096, 4096),
+                  ("rowwise", 16, 8192, 8192), ("blockwise", 1, 4096, 4096), ("blockwise", 16, 4096, 4096),
+                  ("blockwise", 16, 8192, 8192)]
+    for mode, m8, n8, k8 in fp8_shapes:
+        name = "linear/fp8_%s/e4m3_in/out_bf16/[%d,%d,%d]" % (mode, m8, n8, k8)
+        begin(name)
+        r = row(name, [m8, n8, k8], n8 * k8)
+        if args.only and args.only not in name:
+            measure(r, "eager", "eager", "", "", None, [])
+            continue
+        x8 = (torch.randn(m8, k8, device=dev) * 0.5).to(e4)
+        w8f = (torch.randn(n8, k8, device=dev) * 0.5).to(e4)
+        sa8, sb8 = fp8_scales(mode, m8, n8, k8)
+        measure(r, "eager", "eager", "torch._scaled_mm %s (cuBLASLt), bf16 out" % mode,
+                "torch._scaled_mm(x, w.t(), scale_a, scale_b, out_dtype=torch.bfloat16)",
+                lambda: (lambda: scaled_mm(x8, w8f, mode, sa8, sb8)), [((m8, n8), bf16)])
+        if m8 <= 16:
+            xb16 = torch.randn(m8, k8, device=dev, dtype=bf16)
+            wb16 = torch.randn(n8, k8, device=dev, dtype=bf16) * 0.05
+            measure(r, "linear16", "linear16", "F.linear in bf16 (no quantization)", "F.linear(x, w), bf16",
+                    lambda: (lambda: F.linear(xb16, wb16)), [((m8, n8), bf16)])
+            del xb16, wb16
+        del x8, w8f, sa8, sb8
+    for mode, m8, n8, k8 in [("rowwise", 4096, 4096, 4096), ("rowwise", 2048, 4096, 14336), ("rowwise", 16, 4096, 4096),
+                             ("blockwise", 4096, 4096, 4096), ("blockwise", 2048, 4096, 14336),
+                             ("blockwise", 16, 4096, 4096)]:
+        name = "linear/fp8_quantized_linear_%s/bf16_in/out_bf16/[%d,%d,%d]" % (mode, m8, n8, k8)
+        begin(name)
+        r = row(name, [m8, n8, k8], n8 * k8)
+        if args.only and args.only not in name:
+            measure(r, "eager", "eager", "", "", None, [])
+            continue
+        xq8 = torch.randn(m8, k8, device=dev, dtype=bf16)
+        w8f = (torch.randn(n8, k8, device=dev) * 0.5).to(e4)
+        _, sb8 = fp8_scales(mode, m8, n8, k8)
+        code = ("amax per %s, s = amax / 448, q = e4m3(x / s), then torch._scaled_mm(q, w.t(), s, sw)" %
+                ("token" if mode == "rowwise" else "1 x 128 group"))
+        measure(r, "eager", "eager", "eager: FP8 quantization + torch._scaled_mm", code,
+                lambda: (lambda: fp8_ql(xq8, w8f, mode, sb8)), [((m8, n8), bf16)])
+        del xq8, w8f, sb8
+
     nfail = sum(1 for r in rows for a in r["alternatives"] if not a["ok"])
     out = {
         "tool": "baracuda_quant compare_torch",
