@@ -76,6 +76,13 @@ static __device__ __forceinline__ bq_t bq_epilogue(float acc, const bq_row_q &r,
 }
 // Blockwise: the activation scales' leading dimension, which w_sums carries (linear_abi.h)
 static __device__ __forceinline__ bq_i64 bq_sa_ld(const bq_linear_params &p) { return (bq_i64)p.w_sums; }
+// Blockwise: where the scales of row m's and of weight block nb's K block b lie
+static __device__ __forceinline__ bq_i64 bq_sa_at(const bq_linear_params &p, bq_i64 m, int b) {
+  return (p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b;
+}
+static __device__ __forceinline__ bq_i64 bq_sw_at(const bq_linear_params &p, bq_i64 nb, int b) {
+  return nb * ((p.k + 127) >> 7) + b;
+}
 // Blockwise: the scales of K block b for rows m0 .. m0 + rows - 1 and weight block nb into
 // shared memory at dst (rows floats, then the weight's), a 4-byte cp.async each (thread t <
 // rows copies row m0 + t's, thread rows the weight's); rows past M are zero-filled.
@@ -83,10 +90,10 @@ static __device__ __forceinline__ void bq_blk_scale_copy(const bq_linear_params 
                                                          int rows, int b, int tid) {
   if (tid < rows) {
     const bq_i64 m = m0 + tid;
-    const float *src = (const float *)p.a_scales + (m >= p.m ? 0 : (p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b);
+    const float *src = (const float *)p.a_scales + (m >= p.m ? 0 : bq_sa_at(p, m, b));
     bq_cp_async4(dst + 4 * tid, src, m < p.m ? 4 : 0);
   } else if (tid == rows) {
-    bq_cp_async4(dst + 4 * rows, (const float *)p.w_scales + nb * ((p.k + 127) >> 7) + b, 4);
+    bq_cp_async4(dst + 4 * rows, (const float *)p.w_scales + bq_sw_at(p, nb, b), 4);
   }
 }
 // What K block b's partial sum P of row m, column block nb (128 weight rows) is multiplied
@@ -94,8 +101,7 @@ static __device__ __forceinline__ void bq_blk_scale_copy(const bq_linear_params 
 // (rounded to f32), else 1 (acc + P). Rows past M (never stored) read no scale.
 static __device__ __forceinline__ float bq_blk_scale(const bq_linear_params &p, bq_i64 m, bq_i64 nb, int b) {
   if (!(p.flags & BQ_LF_BLOCK) || m >= p.m) return 1.0f;
-  const float sa = ((const float *)p.a_scales)[(p.flags & BQ_LF_SA_MN) ? b * bq_sa_ld(p) + m : m * bq_sa_ld(p) + b];
-  return __fmul_rn(sa, ((const float *)p.w_scales)[nb * ((p.k + 127) >> 7) + b]);
+  return __fmul_rn(((const float *)p.a_scales)[bq_sa_at(p, m, b)], ((const float *)p.w_scales)[bq_sw_at(p, nb, b)]);
 }
 #else
 static __device__ __forceinline__ bq_row_q bq_row_of(const bq_linear_params &p, bq_i64 m) {
