@@ -598,14 +598,20 @@ BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__st
   bq__linear_bounds(s, BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), 1);
 }
 
+/* Blockwise: args.group_size, 0 or the one group size there is */
+BQ__FN bq_status bq__fp8_group_rule(const bq_plan *p, const bq_args *a) {
+  if (a->group_size != 0 && a->group_size != 128)
+    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
+                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  return BQ_SUCCESS;
+}
 /* Blockwise: the activation scales' leading dimension (args.group_row_stride, 0 meaning
    ceil(K / 128) row-major, M rounded up to 4 MN-major, the quantizers' defaults) */
 BQ__FN bq_status bq__fp8_block_lds(const bq_plan *p, const bq_args *a, const bq__linear_view *v, int64_t *lds) {
   const int mn = p->desc.scale_layout == BQ_SCALES_MN_MAJOR;
   const int64_t kb = (v->k + 127) / 128, least = mn ? v->m : kb;
-  if (a->group_size != 0 && a->group_size != 128)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
-                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  bq_status st = bq__fp8_group_rule(p, a);
+  if (st) return st;
   if (a->group_row_stride < 0 || (a->group_row_stride > 0 && a->group_row_stride < least))
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0 or at least %s (%lld)",
                     p->name, (long long)a->group_row_stride, mn ? "M (MN-major activation scales)" :
@@ -619,9 +625,8 @@ BQ__FN bq_status bq__fp8_ql_rules(const bq_plan *p, const bq_args *a, const bq__
   if (p->desc.granularity == BQ_PER_BLOCK && v->k % 128)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.cols (K = %lld) must be a multiple of 128: the activations "
                     "are quantized in groups of 128 along K", p->name, (long long)v->k);
-  if (p->desc.granularity == BQ_PER_BLOCK && a->group_size != 0 && a->group_size != 128)
-    return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_size (%lld) must be 128 or 0: blockwise scales are "
-                    "1 x 128 activation groups and 128 x 128 weight blocks", p->name, (long long)a->group_size);
+  bq_status st;
+  if (p->desc.granularity == BQ_PER_BLOCK && (st = bq__fp8_group_rule(p, a))) return st;
   if (a->group_row_stride != 0)
     return bq__fail(BQ_ERROR_INVALID_ARGUMENT, "%s: args.group_row_stride (%lld) must be 0: the activations' scales "
                     "are the layer's own, in the workspace", p->name, (long long)a->group_row_stride);
