@@ -654,12 +654,19 @@ def main():
                   ("blockwise", 2048, 4096, 14336), ("rowwise", 1, 4096, 4096), ("rowwise", 16, 4096, 4096),
                   ("rowwise", 16, 8192, 8192), ("blockwise", 1, 4096, 4096), ("blockwise", 16, 4096, 4096),
                   ("blockwise", 16, 8192, 8192)]
-    for mode, m8, n8, k8 in fp8_shapes:
-        name = "linear/fp8_%s/e4m3_in/out_bf16/[%d,%d,%d]" % (mode, m8, n8, k8)
+    def fp8_row(name, m8, n8, k8):
+        """An FP8 linear row (the weight's bytes its copy), or None where --only leaves it out:
+        then its placeholder is recorded and nothing is allocated."""
         begin(name)
         r = row(name, [m8, n8, k8], n8 * k8)
         if args.only and args.only not in name:
             measure(r, "eager", "eager", "", "", None, [])
+            return None
+        return r
+
+    for mode, m8, n8, k8 in fp8_shapes:
+        r = fp8_row("linear/fp8_%s/e4m3_in/out_bf16/[%d,%d,%d]" % (mode, m8, n8, k8), m8, n8, k8)
+        if r is None:
             continue
         x8 = (torch.randn(m8, k8, device=dev) * 0.5).to(e4)
         w8f = (torch.randn(n8, k8, device=dev) * 0.5).to(e4)
@@ -677,11 +684,8 @@ def main():
     for mode, m8, n8, k8 in [("rowwise", 4096, 4096, 4096), ("rowwise", 2048, 4096, 14336), ("rowwise", 16, 4096, 4096),
                              ("blockwise", 4096, 4096, 4096), ("blockwise", 2048, 4096, 14336),
                              ("blockwise", 16, 4096, 4096)]:
-        name = "linear/fp8_quantized_linear_%s/bf16_in/out_bf16/[%d,%d,%d]" % (mode, m8, n8, k8)
-        begin(name)
-        r = row(name, [m8, n8, k8], n8 * k8)
-        if args.only and args.only not in name:
-            measure(r, "eager", "eager", "", "", None, [])
+        r = fp8_row("linear/fp8_quantized_linear_%s/bf16_in/out_bf16/[%d,%d,%d]" % (mode, m8, n8, k8), m8, n8, k8)
+        if r is None:
             continue
         xq8 = torch.randn(m8, k8, device=dev, dtype=bf16)
         w8f = (torch.randn(n8, k8, device=dev) * 0.5).to(e4)
