@@ -807,7 +807,10 @@ enum {
   X(cuEventRecord, (bq__CUevent e, bq__CUstream s))                                            \
   X(cuEventSynchronize, (bq__CUevent e))                                                       \
   X(cuEventElapsedTime, (float *ms, bq__CUevent a, bq__CUevent b))                           \
-  X(cuStreamIsCapturing, (bq__CUstream s, int *status))
+  X(cuStreamIsCapturing, (bq__CUstream s, int *status))                                     \
+  X(cuTensorMapEncodeTiled, (void *map, int type, unsigned rank, void *base, const unsigned long long *dims, \
+                             const unsigned long long *strides, const unsigned *box, const unsigned *estrides, \
+                             int interleave, int swizzle, int l2, int fill))
 
 typedef struct bq__driver_api {
 #define BQ__DRV_MEMBER(name, params) bq__CUresult (*name) params;
@@ -5851,12 +5854,15 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 #define BQ_FN_WEIGHT_SUMS bq_weight_sums
 /* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight
    streaming in an sm_90a module (the others trap) */
-enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4 };
+enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4,
+       BQ__FP8_TMA = 5, BQ__FP8_TMA_BLK = 6 };
 #define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 128 tiles on mma.sync (sm_89, sm_90) */
 #define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */
 #define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */
 #define BQ_FN_FP8_WGMMA_BLK bq_fp8_wgmma_blk /* ... the two with blockwise scales */
 #define BQ_FN_FP8_GEMV_BLK bq_fp8_gemv_blk
+#define BQ_FN_FP8_TMA bq_fp8_tma         /* the wgmma tiles fed by the tensor memory accelerator */
+#define BQ_FN_FP8_TMA_BLK bq_fp8_tma_blk /* ... with blockwise scales */
 
 /* (FP8 layers have no weight sums: blockwise, w_sums holds the activation scales' leading
    dimension instead, so that the int8 kernels' parameter block stays as it was) */
@@ -5883,6 +5889,20 @@ typedef struct bq_linear_params {
    128 x 128 blocks (b < ceil(K / 128)), applied to each K block's partial sum */
 #define BQ_LF_BLOCK 2048
 #define BQ_LF_SA_MN 4096 /* ... the activation scales MN-major: a_scales[b][m] (b * lds + m) */
+
+/* bq_fp8_tma's one parameter: the tensor maps (CUtensorMap, 128 bytes, 64-byte aligned,
+   written by cuTensorMapEncodeTiled) of the activations [M, K] and the weights [N, K], both
+   in boxes of 128 x 128 bytes in the 128-byte swizzle, then the usual parameter block */
+#ifdef __cplusplus
+#define BQ_ABI_ALIGN64 alignas(64)
+#else
+#define BQ_ABI_ALIGN64 _Alignas(64)
+#endif
+typedef struct bq_fp8_tma_params {
+  BQ_ABI_ALIGN64 bq_u64 tmap_a[16];
+  BQ_ABI_ALIGN64 bq_u64 tmap_w[16];
+  bq_linear_params p;
+} bq_fp8_tma_params;
 #endif
 #define BQ__GEMM_ENTRIES                                                                  \
   {BQ_ENTRY_NAME(BQ_FN_GEMM_LARGE), BQ_ENTRY_NAME(BQ_FN_GEMV), BQ_ENTRY_NAME(BQ_FN_GEMV32), \
@@ -6435,41 +6455,77 @@ static const bq__family bq__weight_sums_family = {
 /* ---- FP8 linear layers: FP8 activations x e4m3 weights, f32 accumulators ------------------- */
 /* One module, linear.cu with BQ_OP_FP8_LINEAR. In an sm_90a module: M <= 64 takes
    bq_fp8_gemv (weight streaming: passes of 16 rows, 64 output columns a CTA, which fills
-   the GPU where tiles of 128 rows would leave most SMs idle), larger M bq_fp8_wgmma's
-   128 x 128 tiles; both form each output from the same 128-element partial sums in the
+   the GPU where tiles of 128 rows would leave most SMs idle), larger M 128 x 128 tiles:
+   bq_fp8_tma's where x and w are 16-byte aligned (rows included: the tensor maps' rule),
+   whose copies a producer warp issues, else bq_fp8_wgmma's, whose every thread copies;
+   all form each output from the same 128-element partial sums in the
    same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
    wgmma) bq_fp8_gemm's 128 x 128 mma.sync tiles take every M, on the same 128-element
    blocks. Tensorwise, rowwise and blockwise scales are run-time flags of one SKU. */
 #define BQ__FP8_ENTRIES                                                                                            \
   {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV),                      \
-   BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV_BLK)}
+   BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_TMA),              \
+   BQ_ENTRY_NAME(BQ_FN_FP8_TMA_BLK)}
 #define BQ__FP8_GEMV_ROWS 64 /* the largest M bq_fp8_gemv takes */
 /* bq_fp8_wgmma: BQ_F8_STAGES (5) stages of 128 + 128 rows of 128 bytes; bq_fp8_gemv:
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
-   entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). */
+   entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
+   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage. */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
+#define BQ__FP8_SMEM_TMA (6 * (128 + 128) * 128 + 1024 + 2 * 6 * 8)
+#define BQ__FP8_TMA_THREADS 288 /* two consumer warpgroups and the producer warp */
 BQ__FN int64_t bq__fp8_smem(int e) {
   switch (e) {
   case BQ__FP8_WGMMA: return BQ__FP8_SMEM_WGMMA;
   case BQ__FP8_GEMV: return BQ__FP8_SMEM_GEMV;
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
+  case BQ__FP8_TMA: case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA;
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
-static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
-static int bq__fp8_force_pdl;          /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
-BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
+/* tests: BQ__FP8_WGMMA, BQ__FP8_TMA (where x and w allow it) or BQ__FP8_GEMV (M <= 64), where
+   the module has it */
+static int bq__fp8_force_config = -1;
+static int bq__fp8_force_pdl; /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
+/* the entry point for M rows; aligned: x and w (and their rows) on the 16-byte grid */
+BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m, int aligned) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
-  int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
-  if (bq__fp8_force_config == BQ__FP8_WGMMA || (bq__fp8_force_config == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS))
-    e = bq__fp8_force_config;
-  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales in their stages */
-    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : BQ__FP8_WGMMA_BLK;
+  int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA;
+  const int f = bq__fp8_force_config;
+  if (f == BQ__FP8_WGMMA || (f == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS)) e = f;
+  if (f == BQ__FP8_TMA) e = aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA; /* the tiles, the TMA's where they can */
+  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales */
+    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : e == BQ__FP8_TMA ? BQ__FP8_TMA_BLK : BQ__FP8_WGMMA_BLK;
   return e;
+}
+/* bq_fp8_tma's grid: a CTA a tile, or (persistent) at most a CTA an SM, each taking every
+   gridDim-th tile; tests cap it to give a CTA several tiles */
+#define BQ__FP8_TMA_PERSISTENT 1
+static int64_t bq__fp8_tma_cap; /* tests: at most this many CTAs (0: the rule) */
+BQ__FN int64_t bq__fp8_tma_blocks(const bq_plan *p, int64_t tiles) {
+  int64_t b = tiles;
+  if (BQ__FP8_TMA_PERSISTENT && p->num_sms > 0 && b > p->num_sms) b = p->num_sms;
+  if (bq__fp8_tma_cap > 0 && b > bq__fp8_tma_cap) b = bq__fp8_tma_cap;
+  return b;
+}
+/* A CUtensorMap of the rows x k bytes at base (row stride ld bytes, 16-byte aligned) in
+   boxes of 128 x 128 bytes, 128-byte swizzle, zeros past the edges (the fill is 0) */
+BQ__FN bq_status bq__fp8_tensor_map(const bq_plan *p, bq_u64 map[16], uint64_t base, int64_t rows, int64_t k,
+                                    int64_t ld) {
+  const unsigned long long dims[2] = {(unsigned long long)k, (unsigned long long)rows}, strides[1] = {(unsigned long long)ld};
+  const unsigned box[2] = {128, 128}, estrides[2] = {1, 1};
+  /* CU_TENSOR_MAP_DATA_TYPE_UINT8 0, INTERLEAVE_NONE 0, SWIZZLE_128B 3, L2_PROMOTION_L2_256B 3, FLOAT_OOB_FILL_NONE 0 */
+  bq__CUresult r = bq__drv.cuTensorMapEncodeTiled(map, 0, 2, (void *)(uintptr_t)base, dims, strides, box, estrides, 0, 3,
+                                                  3, 0);
+  if (!r) return BQ_SUCCESS;
+  char what[160];
+  snprintf(what, sizeof what, "cuTensorMapEncodeTiled (%s: %lld rows of %lld bytes, %lld bytes apart)", p->name,
+           (long long)rows, (long long)k, (long long)ld);
+  return bq__cu_fail(r, what);
 }
 
 BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
@@ -6587,7 +6643,7 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
-  const int e = bq__fp8_config(p, v.m);
+  const int e = bq__fp8_config(p, v.m, (k.flags & BQ_LF_A16) && (k.flags & BQ_LF_W16) && v.k);
   if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK) {
     /* FP8 QuantizedLinear: the weight streams while the activations' kernel runs */
     const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
@@ -6597,6 +6653,16 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   }
   k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
   k.tiles_n = (int32_t)((v.n + 127) / 128);
+  if (e == BQ__FP8_TMA || e == BQ__FP8_TMA_BLK) {
+    bq_fp8_tma_params t;
+    memset(&t, 0, sizeof t);
+    t.p = k;
+    if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
+        (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
+      return st;
+    return bq__launch(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1, BQ__FP8_TMA_THREADS,
+                      (unsigned)bq__fp8_smem(e), &t, stream);
+  }
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
 }
 BQ__FN bq_status bq__fp8_linear_setup(bq_plan *p, int e, bq__CUfunction fn) {
@@ -13740,12 +13806,15 @@ static const char bq__src_linear_cu[] =
   "#define BQ_FN_WEIGHT_SUMS bq_weight_sums\n"
   "/* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight\n"
   "   streaming in an sm_90a module (the others trap) */\n"
-  "enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4 };\n"
+  "enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4,\n"
+  "       BQ__FP8_TMA = 5, BQ__FP8_TMA_BLK = 6 };\n"
   "#define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 128 tiles on mma.sync (sm_89, sm_90) */\n"
   "#define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */\n"
   "#define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */\n"
   "#define BQ_FN_FP8_WGMMA_BLK bq_fp8_wgmma_blk /* ... the two with blockwise scales */\n"
   "#define BQ_FN_FP8_GEMV_BLK bq_fp8_gemv_blk\n"
+  "#define BQ_FN_FP8_TMA bq_fp8_tma         /* the wgmma tiles fed by the tensor memory accelerator */\n"
+  "#define BQ_FN_FP8_TMA_BLK bq_fp8_tma_blk /* ... with blockwise scales */\n"
   "\n"
   "/* (FP8 layers have no weight sums: blockwise, w_sums holds the activation scales' leading\n"
   "   dimension instead, so that the int8 kernels' parameter block stays as it was) */\n"
@@ -13772,6 +13841,20 @@ static const char bq__src_linear_cu[] =
   "   128 x 128 blocks (b < ceil(K / 128)), applied to each K block's partial sum */\n"
   "#define BQ_LF_BLOCK 2048\n"
   "#define BQ_LF_SA_MN 4096 /* ... the activation scales MN-major: a_scales[b][m] (b * lds + m) */\n"
+  "\n"
+  "/* bq_fp8_tma's one parameter: the tensor maps (CUtensorMap, 128 bytes, 64-byte aligned,\n"
+  "   written by cuTensorMapEncodeTiled) of the activations [M, K] and the weights [N, K], both\n"
+  "   in boxes of 128 x 128 bytes in the 128-byte swizzle, then the usual parameter block */\n"
+  "#ifdef __cplusplus\n"
+  "#define BQ_ABI_ALIGN64 alignas(64)\n"
+  "#else\n"
+  "#define BQ_ABI_ALIGN64 _Alignas(64)\n"
+  "#endif\n"
+  "typedef struct bq_fp8_tma_params {\n"
+  "  BQ_ABI_ALIGN64 bq_u64 tmap_a[16];\n"
+  "  BQ_ABI_ALIGN64 bq_u64 tmap_w[16];\n"
+  "  bq_linear_params p;\n"
+  "} bq_fp8_tma_params;\n"
   "#endif\n"
   "\n"
   "// ---- scalars ---------------------------------------------------------------------------\n"
@@ -13960,6 +14043,33 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "// cp.async writes through the generic proxy; wgmma reads through the async one\n"
   "static __device__ __forceinline__ void bq_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n"
+  "#if BQ_OP == BQ_OP_FP8_LINEAR\n"
+  "// mbarriers (a 64-bit object in shared memory: arrivals and bytes still to come; its phases\n"
+  "// alternate in parity) and the tensor memory accelerator's 2-D copies, which count their\n"
+  "// bytes on one\n"
+  "static __device__ __forceinline__ void bq_mbar_init(bq_u32 bar, int count) {\n"
+  "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"(bar), \"r\"(count) : \"memory\");\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_mbar_init_fence() { asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\"); }\n"
+  "static __device__ __forceinline__ void bq_mbar_arrive(bq_u32 bar) {\n"
+  "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\\n\" ::\"r\"(bar) : \"memory\");\n"
+  "}\n"
+  "// an arrival that also announces `bytes` to come from copies\n"
+  "static __device__ __forceinline__ void bq_mbar_expect(bq_u32 bar, int bytes) {\n"
+  "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n\" ::\"r\"(bar), \"r\"(bytes) : \"memory\");\n"
+  "}\n"
+  "// until the phase of parity `parity` has completed\n"
+  "static __device__ __forceinline__ void bq_mbar_wait(bq_u32 bar, int parity) {\n"
+  "  asm volatile(\"{\\n.reg .pred p;\\nBQ_WAIT:\\n\"\n"
+  "               \"mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n\"\n"
+  "               \"@!p bra BQ_WAIT;\\n}\\n\" ::\"r\"(bar), \"r\"(parity) : \"memory\");\n"
+  "}\n"
+  "// the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar\n"
+  "static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {\n"
+  "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\\n\"\n"
+  "               ::\"r\"(dst), \"l\"(tmap), \"r\"(c0), \"r\"(c1), \"r\"(bar) : \"memory\");\n"
+  "}\n"
+  "#endif\n"
   "#endif\n"
   "static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {\n"
   "  asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\\n\" ::\"r\"(dst), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\");\n"
@@ -14457,6 +14567,122 @@ static const char bq__src_linear_cu[] =
   "extern \"C\" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { bq_fp8_wgmma_tiles<true>(p); }\n"
   "#endif\n"
   "\n"
+  "// ---- sm_90a, FP8, 16-byte aligned operands: the same tiles fed by the tensor memory accelerator --\n"
+  "// A producer warp and two consumer warpgroups, which meet only at mbarriers: the producer's\n"
+  "// one thread copies slice g (the 128 x 128 boxes of x and w) into stage g % S once the\n"
+  "// consumers have released it (empty), each consumer warpgroup waits for it (full), runs its\n"
+  "// four wgmma, and releases it as soon as they have read it. So the warpgroups drift apart:\n"
+  "// while one promotes its slice's sums, the other's wgmma keep the tensor cores busy, and no\n"
+  "// thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the\n"
+  "// grid may be smaller than the tiles): the slices count on across them, so the producer\n"
+  "// fills the next tile's stages while the consumers store this one's outputs, straight from\n"
+  "// their registers. The sums are those of bq_fp8_wgmma, formed and promoted in the same order\n"
+  "// (the copies zero-fill past M, N and K as its do), and the epilogue is the same function:\n"
+  "// the same bits.\n"
+  "#define BQ_F8T_STAGES 6\n"
+  "#if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK\n"
+  "// tile t of the grouped order bq_tile_of walks\n"
+  "static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int t, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {\n"
+  "  const int per_group = 8 * p.tiles_n, first_m = (t / per_group) * 8;\n"
+  "  const int gsize = min(p.tiles_m - first_m, 8), in_group = t % per_group;\n"
+  "  m0 = (bq_i64)(first_m + in_group % gsize) * bm;\n"
+  "  n0 = (bq_i64)(in_group / gsize) * bn;\n"
+  "}\n"
+  "template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(const bq_fp8_tma_params &q) {\n"
+  "  const bq_linear_params &p = q.p;\n"
+  "  BQ_DYNAMIC_SMEM(smem);\n"
+  "  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8T_STAGES;\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
+  "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;\n"
+  "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
+  "  const bq_u32 full = sbase + S * STAGE, empty = full + 8 * S; // S mbarriers each\n"
+  "  if (tid == 0) {\n"
+  "    for (int s = 0; s < S; s++) {\n"
+  "      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)\n"
+  "      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's\n"
+  "    }\n"
+  "    bq_mbar_init_fence();\n"
+  "  }\n"
+  "  __syncthreads();\n"
+  "\n"
+  "  if (wg == 2) {\n"
+  "    if (tid != 256) return;\n"
+  "    int g = 0; // slices so far, over every tile of this CTA\n"
+  "    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+  "      bq_i64 m0, n0;\n"
+  "      bq_tile_at(p, t, BM, BN, m0, n0);\n"
+  "      for (int kt = 0; kt < ktiles; kt++, g++) {\n"
+  "        const int s = g % S;\n"
+  "        if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over\n"
+  "        bq_mbar_expect(full + 8 * s, STAGE);\n"
+  "        bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);\n"
+  "        bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
+  "      }\n"
+  "    }\n"
+  "    return;\n"
+  "  }\n"
+  "  int g = 0;\n"
+  "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+  "    bq_i64 m0, n0;\n"
+  "    bq_tile_at(p, t, BM, BN, m0, n0);\n"
+  "    // the thread's rows (m and m + 8) and, BLK, their block scale products a slice ahead\n"
+  "    // (read from L2 while the tensor cores sum)\n"
+  "    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2), nb = n0 >> 7;\n"
+  "    float s0 = 1.0f, s1 = 1.0f;\n"
+  "    if constexpr (BLK) s0 = bq_blk_scale(p, m, nb, 0), s1 = bq_blk_scale(p, m + 8, nb, 0);\n"
+  "    float acc[64], part[64];\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < 64; i++) acc[i] = 0.0f;\n"
+  "    for (int kt = 0; kt < ktiles; kt++, g++) {\n"
+  "      const int s = g % S;\n"
+  "      bq_mbar_wait(full + 8 * s, (g / S) & 1);\n"
+  "      const bq_u32 sa = sbase + s * STAGE + wg * 64 * BQ_BK, sb = sbase + s * STAGE + BM * BQ_BK;\n"
+  "      bq_wg_fence();\n"
+  "#pragma unroll\n"
+  "      for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);\n"
+  "      bq_wg_commit();\n"
+  "      float n0s = 1.0f, n1s = 1.0f;\n"
+  "      if (BLK && kt + 1 < ktiles) n0s = bq_blk_scale(p, m, nb, kt + 1), n1s = bq_blk_scale(p, m + 8, nb, kt + 1);\n"
+  "      bq_wg_wait<0>();\n"
+  "      bq_mbar_arrive(empty + 8 * s);\n"
+  "      if constexpr (BLK) {\n"
+  "#pragma unroll\n"
+  "        for (int i = 0; i < 64; i++) acc[i] = __fmaf_rn(part[i], (i & 2) ? s1 : s0, acc[i]);\n"
+  "        s0 = n0s, s1 = n1s;\n"
+  "      } else {\n"
+  "#pragma unroll\n"
+  "        for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"
+  "      }\n"
+  "    }\n"
+  "    // the epilogue from the accumulators: acc[4 j + 2 h + e] is row m + 8 h, column\n"
+  "    // n0 + 8 j + 2 (lane % 4) + e (the columns' parameters read once for both rows)\n"
+  "    const bq_row_q r0 = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};\n"
+  "    const bq_row_q r1 = m + 8 < p.m ? bq_row_of(p, m + 8) : bq_row_q{(bq_c)0, 0};\n"
+  "#pragma unroll\n"
+  "    for (int j = 0; j < BN / 8; j++) {\n"
+  "      const bq_i64 n = n0 + 8 * j + 2 * (lane & 3);\n"
+  "      if (n >= p.n) continue;\n"
+  "      const bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;\n"
+  "      if (m < p.m)\n"
+  "        bq_store_pair(p, m, n, bq_epilogue(acc[4 * j], r0, c0, p.flags), bq_epilogue(acc[4 * j + 1], r0, c1, p.flags));\n"
+  "      if (m + 8 < p.m)\n"
+  "        bq_store_pair(p, m + 8, n, bq_epilogue(acc[4 * j + 2], r1, c0, p.flags),\n"
+  "                      bq_epilogue(acc[4 * j + 3], r1, c1, p.flags));\n"
+  "    }\n"
+  "  }\n"
+  "}\n"
+  "#endif\n"
+  "#if BQ_E_FP8_TMA\n"
+  "extern \"C\" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) {\n"
+  "  bq_fp8_tma_tiles<false>(q);\n"
+  "}\n"
+  "#endif\n"
+  "#if BQ_E_FP8_TMA_BLK\n"
+  "extern \"C\" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) {\n"
+  "  bq_fp8_tma_tiles<true>(q);\n"
+  "}\n"
+  "#endif\n"
+  "\n"
   "// ---- sm_90a, FP8, M <= 64: weight streaming on the same partial sums --------------------------\n"
   "// The tiles' operands trade places: 64 weight rows are wgmma's A (m64), 16 activation rows\n"
   "// its B (n16). The tensor cores' sum of a 128-element block does not depend on the\n"
@@ -14601,6 +14827,12 @@ static const char bq__src_linear_cu[] =
   "#endif\n"
   "#if BQ_E_FP8_GEMV_BLK\n"
   "extern \"C\" __global__ void BQ_FN_FP8_GEMV_BLK(const bq_linear_params p) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
+  "#if BQ_E_FP8_TMA\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) { __trap(); } // not an sm_90a module\n"
+  "#endif\n"
+  "#if BQ_E_FP8_TMA_BLK\n"
+  "extern \"C\" __global__ void BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) { __trap(); } // not an sm_90a module\n"
   "#endif\n"
   "#endif\n"
   "\n"

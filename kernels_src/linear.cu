@@ -220,6 +220,33 @@ template <int N> static __device__ __forceinline__ void bq_wg_wait() {
 }
 // cp.async writes through the generic proxy; wgmma reads through the async one
 static __device__ __forceinline__ void bq_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#if BQ_OP == BQ_OP_FP8_LINEAR
+// mbarriers (a 64-bit object in shared memory: arrivals and bytes still to come; its phases
+// alternate in parity) and the tensor memory accelerator's 2-D copies, which count their
+// bytes on one
+static __device__ __forceinline__ void bq_mbar_init(bq_u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void bq_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+static __device__ __forceinline__ void bq_mbar_arrive(bq_u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// an arrival that also announces `bytes` to come from copies
+static __device__ __forceinline__ void bq_mbar_expect(bq_u32 bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// until the phase of parity `parity` has completed
+static __device__ __forceinline__ void bq_mbar_wait(bq_u32 bar, int parity) {
+  asm volatile("{\n.reg .pred p;\nBQ_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra BQ_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+// the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar
+static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(dst), "l"(tmap), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+#endif
 #endif
 static __device__ __forceinline__ void bq_st_shared16(bq_u32 dst, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
@@ -717,6 +744,122 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_param
 extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { bq_fp8_wgmma_tiles<true>(p); }
 #endif
 
+// ---- sm_90a, FP8, 16-byte aligned operands: the same tiles fed by the tensor memory accelerator --
+// A producer warp and two consumer warpgroups, which meet only at mbarriers: the producer's
+// one thread copies slice g (the 128 x 128 boxes of x and w) into stage g % S once the
+// consumers have released it (empty), each consumer warpgroup waits for it (full), runs its
+// four wgmma, and releases it as soon as they have read it. So the warpgroups drift apart:
+// while one promotes its slice's sums, the other's wgmma keep the tensor cores busy, and no
+// thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the
+// grid may be smaller than the tiles): the slices count on across them, so the producer
+// fills the next tile's stages while the consumers store this one's outputs, straight from
+// their registers. The sums are those of bq_fp8_wgmma, formed and promoted in the same order
+// (the copies zero-fill past M, N and K as its do), and the epilogue is the same function:
+// the same bits.
+#define BQ_F8T_STAGES 6
+#if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK
+// tile t of the grouped order bq_tile_of walks
+static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int t, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {
+  const int per_group = 8 * p.tiles_n, first_m = (t / per_group) * 8;
+  const int gsize = min(p.tiles_m - first_m, 8), in_group = t % per_group;
+  m0 = (bq_i64)(first_m + in_group % gsize) * bm;
+  n0 = (bq_i64)(in_group / gsize) * bn;
+}
+template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(const bq_fp8_tma_params &q) {
+  const bq_linear_params &p = q.p;
+  BQ_DYNAMIC_SMEM(smem);
+  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8T_STAGES;
+  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
+  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;
+  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
+  const bq_u32 full = sbase + S * STAGE, empty = full + 8 * S; // S mbarriers each
+  if (tid == 0) {
+    for (int s = 0; s < S; s++) {
+      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)
+      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's
+    }
+    bq_mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 2) {
+    if (tid != 256) return;
+    int g = 0; // slices so far, over every tile of this CTA
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      bq_i64 m0, n0;
+      bq_tile_at(p, t, BM, BN, m0, n0);
+      for (int kt = 0; kt < ktiles; kt++, g++) {
+        const int s = g % S;
+        if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over
+        bq_mbar_expect(full + 8 * s, STAGE);
+        bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);
+        bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
+      }
+    }
+    return;
+  }
+  int g = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    bq_i64 m0, n0;
+    bq_tile_at(p, t, BM, BN, m0, n0);
+    // the thread's rows (m and m + 8) and, BLK, their block scale products a slice ahead
+    // (read from L2 while the tensor cores sum)
+    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2), nb = n0 >> 7;
+    float s0 = 1.0f, s1 = 1.0f;
+    if constexpr (BLK) s0 = bq_blk_scale(p, m, nb, 0), s1 = bq_blk_scale(p, m + 8, nb, 0);
+    float acc[64], part[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    for (int kt = 0; kt < ktiles; kt++, g++) {
+      const int s = g % S;
+      bq_mbar_wait(full + 8 * s, (g / S) & 1);
+      const bq_u32 sa = sbase + s * STAGE + wg * 64 * BQ_BK, sb = sbase + s * STAGE + BM * BQ_BK;
+      bq_wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);
+      bq_wg_commit();
+      float n0s = 1.0f, n1s = 1.0f;
+      if (BLK && kt + 1 < ktiles) n0s = bq_blk_scale(p, m, nb, kt + 1), n1s = bq_blk_scale(p, m + 8, nb, kt + 1);
+      bq_wg_wait<0>();
+      bq_mbar_arrive(empty + 8 * s);
+      if constexpr (BLK) {
+#pragma unroll
+        for (int i = 0; i < 64; i++) acc[i] = __fmaf_rn(part[i], (i & 2) ? s1 : s0, acc[i]);
+        s0 = n0s, s1 = n1s;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);
+      }
+    }
+    // the epilogue from the accumulators: acc[4 j + 2 h + e] is row m + 8 h, column
+    // n0 + 8 j + 2 (lane % 4) + e (the columns' parameters read once for both rows)
+    const bq_row_q r0 = m < p.m ? bq_row_of(p, m) : bq_row_q{(bq_c)0, 0};
+    const bq_row_q r1 = m + 8 < p.m ? bq_row_of(p, m + 8) : bq_row_q{(bq_c)0, 0};
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+      const bq_i64 n = n0 + 8 * j + 2 * (lane & 3);
+      if (n >= p.n) continue;
+      const bq_col_q c0 = bq_col_of(p, n), c1 = n + 1 < p.n ? bq_col_of(p, n + 1) : c0;
+      if (m < p.m)
+        bq_store_pair(p, m, n, bq_epilogue(acc[4 * j], r0, c0, p.flags), bq_epilogue(acc[4 * j + 1], r0, c1, p.flags));
+      if (m + 8 < p.m)
+        bq_store_pair(p, m + 8, n, bq_epilogue(acc[4 * j + 2], r1, c0, p.flags),
+                      bq_epilogue(acc[4 * j + 3], r1, c1, p.flags));
+    }
+  }
+}
+#endif
+#if BQ_E_FP8_TMA
+extern "C" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) {
+  bq_fp8_tma_tiles<false>(q);
+}
+#endif
+#if BQ_E_FP8_TMA_BLK
+extern "C" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) {
+  bq_fp8_tma_tiles<true>(q);
+}
+#endif
+
 // ---- sm_90a, FP8, M <= 64: weight streaming on the same partial sums --------------------------
 // The tiles' operands trade places: 64 weight rows are wgmma's A (m64), 16 activation rows
 // its B (n16). The tensor cores' sum of a 128-element block does not depend on the
@@ -861,6 +1004,12 @@ extern "C" __global__ void BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { __tra
 #endif
 #if BQ_E_FP8_GEMV_BLK
 extern "C" __global__ void BQ_FN_FP8_GEMV_BLK(const bq_linear_params p) { __trap(); } // not an sm_90a module
+#endif
+#if BQ_E_FP8_TMA
+extern "C" __global__ void BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) { __trap(); } // not an sm_90a module
+#endif
+#if BQ_E_FP8_TMA_BLK
+extern "C" __global__ void BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) { __trap(); } // not an sm_90a module
 #endif
 #endif
 

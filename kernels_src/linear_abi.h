@@ -18,12 +18,15 @@ enum { BQ__GEMM_LARGE = 0, BQ__GEMV = 1, BQ__GEMV32 = 2, BQ__GEMV64 = 3, BQ__GEM
 #define BQ_FN_WEIGHT_SUMS bq_weight_sums
 /* The FP8 layers' module: the mma.sync tiles elsewhere, or the wgmma tiles and weight
    streaming in an sm_90a module (the others trap) */
-enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4 };
+enum { BQ__FP8_GEMM = 0, BQ__FP8_WGMMA = 1, BQ__FP8_GEMV = 2, BQ__FP8_WGMMA_BLK = 3, BQ__FP8_GEMV_BLK = 4,
+       BQ__FP8_TMA = 5, BQ__FP8_TMA_BLK = 6 };
 #define BQ_FN_FP8_GEMM bq_fp8_gemm   /* 128 x 128 tiles on mma.sync (sm_89, sm_90) */
 #define BQ_FN_FP8_WGMMA bq_fp8_wgmma /* 128 x 128 tiles on wgmma (an sm_90a module) */
 #define BQ_FN_FP8_GEMV bq_fp8_gemv   /* M <= 64: 64 weight rows x 16 rows of x on wgmma (sm_90a) */
 #define BQ_FN_FP8_WGMMA_BLK bq_fp8_wgmma_blk /* ... the two with blockwise scales */
 #define BQ_FN_FP8_GEMV_BLK bq_fp8_gemv_blk
+#define BQ_FN_FP8_TMA bq_fp8_tma         /* the wgmma tiles fed by the tensor memory accelerator */
+#define BQ_FN_FP8_TMA_BLK bq_fp8_tma_blk /* ... with blockwise scales */
 
 /* (FP8 layers have no weight sums: blockwise, w_sums holds the activation scales' leading
    dimension instead, so that the int8 kernels' parameter block stays as it was) */
@@ -50,4 +53,18 @@ typedef struct bq_linear_params {
    128 x 128 blocks (b < ceil(K / 128)), applied to each K block's partial sum */
 #define BQ_LF_BLOCK 2048
 #define BQ_LF_SA_MN 4096 /* ... the activation scales MN-major: a_scales[b][m] (b * lds + m) */
+
+/* bq_fp8_tma's one parameter: the tensor maps (CUtensorMap, 128 bytes, 64-byte aligned,
+   written by cuTensorMapEncodeTiled) of the activations [M, K] and the weights [N, K], both
+   in boxes of 128 x 128 bytes in the 128-byte swizzle, then the usual parameter block */
+#ifdef __cplusplus
+#define BQ_ABI_ALIGN64 alignas(64)
+#else
+#define BQ_ABI_ALIGN64 _Alignas(64)
+#endif
+typedef struct bq_fp8_tma_params {
+  BQ_ABI_ALIGN64 bq_u64 tmap_a[16];
+  BQ_ABI_ALIGN64 bq_u64 tmap_w[16];
+  bq_linear_params p;
+} bq_fp8_tma_params;
 #endif

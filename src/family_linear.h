@@ -551,41 +551,77 @@ static const bq__family bq__weight_sums_family = {
 /* ---- FP8 linear layers: FP8 activations x e4m3 weights, f32 accumulators ------------------- */
 /* One module, linear.cu with BQ_OP_FP8_LINEAR. In an sm_90a module: M <= 64 takes
    bq_fp8_gemv (weight streaming: passes of 16 rows, 64 output columns a CTA, which fills
-   the GPU where tiles of 128 rows would leave most SMs idle), larger M bq_fp8_wgmma's
-   128 x 128 tiles; both form each output from the same 128-element partial sums in the
+   the GPU where tiles of 128 rows would leave most SMs idle), larger M 128 x 128 tiles:
+   bq_fp8_tma's where x and w are 16-byte aligned (rows included: the tensor maps' rule),
+   whose copies a producer warp issues, else bq_fp8_wgmma's, whose every thread copies;
+   all form each output from the same 128-element partial sums in the
    same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
    wgmma) bq_fp8_gemm's 128 x 128 mma.sync tiles take every M, on the same 128-element
    blocks. Tensorwise, rowwise and blockwise scales are run-time flags of one SKU. */
 #define BQ__FP8_ENTRIES                                                                                            \
   {BQ_ENTRY_NAME(BQ_FN_FP8_GEMM), BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV),                      \
-   BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV_BLK)}
+   BQ_ENTRY_NAME(BQ_FN_FP8_WGMMA_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_GEMV_BLK), BQ_ENTRY_NAME(BQ_FN_FP8_TMA),              \
+   BQ_ENTRY_NAME(BQ_FN_FP8_TMA_BLK)}
 #define BQ__FP8_GEMV_ROWS 64 /* the largest M bq_fp8_gemv takes */
 /* bq_fp8_wgmma: BQ_F8_STAGES (5) stages of 128 + 128 rows of 128 bytes; bq_fp8_gemv:
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
-   entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). */
+   entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
+   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage. */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
+#define BQ__FP8_SMEM_TMA (6 * (128 + 128) * 128 + 1024 + 2 * 6 * 8)
+#define BQ__FP8_TMA_THREADS 288 /* two consumer warpgroups and the producer warp */
 BQ__FN int64_t bq__fp8_smem(int e) {
   switch (e) {
   case BQ__FP8_WGMMA: return BQ__FP8_SMEM_WGMMA;
   case BQ__FP8_GEMV: return BQ__FP8_SMEM_GEMV;
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
+  case BQ__FP8_TMA: case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA;
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
-static int bq__fp8_force_config = -1; /* tests: BQ__FP8_WGMMA or BQ__FP8_GEMV, where the module has it */
-static int bq__fp8_force_pdl;          /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
-BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m) {
+/* tests: BQ__FP8_WGMMA, BQ__FP8_TMA (where x and w allow it) or BQ__FP8_GEMV (M <= 64), where
+   the module has it */
+static int bq__fp8_force_config = -1;
+static int bq__fp8_force_pdl; /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
+/* the entry point for M rows; aligned: x and w (and their rows) on the 16-byte grid */
+BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m, int aligned) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
-  int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : BQ__FP8_WGMMA;
-  if (bq__fp8_force_config == BQ__FP8_WGMMA || (bq__fp8_force_config == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS))
-    e = bq__fp8_force_config;
-  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales in their stages */
-    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : BQ__FP8_WGMMA_BLK;
+  int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA;
+  const int f = bq__fp8_force_config;
+  if (f == BQ__FP8_WGMMA || (f == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS)) e = f;
+  if (f == BQ__FP8_TMA) e = aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA; /* the tiles, the TMA's where they can */
+  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales */
+    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : e == BQ__FP8_TMA ? BQ__FP8_TMA_BLK : BQ__FP8_WGMMA_BLK;
   return e;
+}
+/* bq_fp8_tma's grid: a CTA a tile, or (persistent) at most a CTA an SM, each taking every
+   gridDim-th tile; tests cap it to give a CTA several tiles */
+#define BQ__FP8_TMA_PERSISTENT 1
+static int64_t bq__fp8_tma_cap; /* tests: at most this many CTAs (0: the rule) */
+BQ__FN int64_t bq__fp8_tma_blocks(const bq_plan *p, int64_t tiles) {
+  int64_t b = tiles;
+  if (BQ__FP8_TMA_PERSISTENT && p->num_sms > 0 && b > p->num_sms) b = p->num_sms;
+  if (bq__fp8_tma_cap > 0 && b > bq__fp8_tma_cap) b = bq__fp8_tma_cap;
+  return b;
+}
+/* A CUtensorMap of the rows x k bytes at base (row stride ld bytes, 16-byte aligned) in
+   boxes of 128 x 128 bytes, 128-byte swizzle, zeros past the edges (the fill is 0) */
+BQ__FN bq_status bq__fp8_tensor_map(const bq_plan *p, bq_u64 map[16], uint64_t base, int64_t rows, int64_t k,
+                                    int64_t ld) {
+  const unsigned long long dims[2] = {(unsigned long long)k, (unsigned long long)rows}, strides[1] = {(unsigned long long)ld};
+  const unsigned box[2] = {128, 128}, estrides[2] = {1, 1};
+  /* CU_TENSOR_MAP_DATA_TYPE_UINT8 0, INTERLEAVE_NONE 0, SWIZZLE_128B 3, L2_PROMOTION_L2_256B 3, FLOAT_OOB_FILL_NONE 0 */
+  bq__CUresult r = bq__drv.cuTensorMapEncodeTiled(map, 0, 2, (void *)(uintptr_t)base, dims, strides, box, estrides, 0, 3,
+                                                  3, 0);
+  if (!r) return BQ_SUCCESS;
+  char what[160];
+  snprintf(what, sizeof what, "cuTensorMapEncodeTiled (%s: %lld rows of %lld bytes, %lld bytes apart)", p->name,
+           (long long)rows, (long long)k, (long long)ld);
+  return bq__cu_fail(r, what);
 }
 
 BQ__FN void bq__fp8_linear_prelude(const bq_desc *d, const bq__target *t, bq__str *s) {
@@ -703,7 +739,7 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
-  const int e = bq__fp8_config(p, v.m);
+  const int e = bq__fp8_config(p, v.m, (k.flags & BQ_LF_A16) && (k.flags & BQ_LF_W16) && v.k);
   if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK) {
     /* FP8 QuantizedLinear: the weight streams while the activations' kernel runs */
     const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
@@ -713,6 +749,16 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   }
   k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
   k.tiles_n = (int32_t)((v.n + 127) / 128);
+  if (e == BQ__FP8_TMA || e == BQ__FP8_TMA_BLK) {
+    bq_fp8_tma_params t;
+    memset(&t, 0, sizeof t);
+    t.p = k;
+    if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
+        (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
+      return st;
+    return bq__launch(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1, BQ__FP8_TMA_THREADS,
+                      (unsigned)bq__fp8_smem(e), &t, stream);
+  }
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
 }
 BQ__FN bq_status bq__fp8_linear_setup(bq_plan *p, int e, bq__CUfunction fn) {

@@ -145,7 +145,10 @@ enum {
   X(cuEventRecord, (bq__CUevent e, bq__CUstream s))                                            \
   X(cuEventSynchronize, (bq__CUevent e))                                                       \
   X(cuEventElapsedTime, (float *ms, bq__CUevent a, bq__CUevent b))                           \
-  X(cuStreamIsCapturing, (bq__CUstream s, int *status))
+  X(cuStreamIsCapturing, (bq__CUstream s, int *status))                                     \
+  X(cuTensorMapEncodeTiled, (void *map, int type, unsigned rank, void *base, const unsigned long long *dims, \
+                             const unsigned long long *strides, const unsigned *box, const unsigned *estrides, \
+                             int interleave, int swizzle, int l2, int fill))
 
 typedef struct bq__driver_api {
 #define BQ__DRV_MEMBER(name, params) bq__CUresult (*name) params;

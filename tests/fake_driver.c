@@ -278,6 +278,25 @@ static CUresult fake_launch_kernel_ex(const fake_config *c, void *f, void **para
   return 0;
 }
 
+/* cuTensorMapEncodeTiled: the driver's checks of what the library asks for (2-D bytes, base
+   and stride on the 16-byte grid, 128-byte boxes in the 128-byte swizzle, a 64-byte aligned
+   map), then a map the fuzzer can read back: a tag, the base, K bytes, rows, the stride */
+#define FAKE_TMAP_TAG 0x50414d54454b4146ull /* "FAKETMAP" */
+static CUresult fake_tensor_map(void *map, int type, unsigned rank, void *base, const unsigned long long *dims,
+                                const unsigned long long *strides, const unsigned *box, const unsigned *estrides,
+                                int interleave, int swizzle, int l2, int fill) {
+  (void)l2;
+  if (!map || ((uintptr_t)map % 64) || type != 0 || rank != 2 || !base || ((uintptr_t)base % 16) || !dims || !strides ||
+      !box || !estrides || strides[0] % 16 || strides[0] < dims[0] || strides[0] >= (1ull << 40) || box[0] != 128 ||
+      box[1] < 1 || box[1] > 256 || estrides[0] != 1 || estrides[1] != 1 || interleave != 0 || swizzle != 3 ||
+      fill != 0 || dims[0] < 1 || dims[1] < 1 || dims[0] > (1ull << 32) || dims[1] > (1ull << 32))
+    return INVALID_VALUE;
+  unsigned long long *m = (unsigned long long *)map;
+  memset(m, 0, 128);
+  m[0] = FAKE_TMAP_TAG, m[1] = (uintptr_t)base, m[2] = dims[0], m[3] = dims[1], m[4] = strides[0];
+  return 0;
+}
+
 /* for the tests: launches so far, and the last one's grid, block, shared memory and kernel */
 unsigned long long fake_cuda_launches(void) {
   pthread_mutex_lock(&lock);
@@ -329,6 +348,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsign
     {"cuOccupancyMaxActiveBlocksPerMultiprocessor", (void *)fake_occupancy},
     {"cuLaunchKernel", (void *)fake_launch_kernel},
     {"cuLaunchKernelEx", (void *)fake_launch_kernel_ex},
+    {"cuTensorMapEncodeTiled", (void *)fake_tensor_map},
     {"cuMemAlloc", (void *)fake_mem_alloc},
     {"cuMemFree", (void *)fake_ok},
     {"cuMemcpyHtoD", (void *)fake_ok},

@@ -67,7 +67,7 @@
    gets this full extent check: bq_affine, _cols, _odd, _blocks, _flat, _narrow, _mask,
    _lean, _pair; bq_dynamic, _long, _reduce, _apply, _tiles, _tiles_rows; bq_fused_c1 .. c8,
    c2d, c8d, m4, m8, m4f, m8f, m16, long, staged; bq_gemv, bq_gemv32, bq_gemv64,
-   bq_gemm_large, bq_gemm_wgmma, bq_fp8_gemm, bq_fp8_wgmma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax, bq_mx_lanes. It checks what the host tells a kernel, not
+   bq_gemm_large, bq_gemm_wgmma, bq_fp8_gemm, bq_fp8_wgmma, bq_fp8_tma; bq_weight_sums; bq_mx16, bq_mx32, bq_mx_any, bq_mx_amax, bq_mx_lanes. It checks what the host tells a kernel, not
    the kernel's own indexing (tests/emulator runs that). QuantizedLinear's activation
    kernel writes, and its GEMM reads, inside the workspace.
    --self-test shows the checks can fail: for every enumerated desc (linear ones also with
@@ -662,9 +662,31 @@ static void check_fused(const char *name, const bq_desc *d, const void *params, 
   if (d->asymmetric) touch(name, "out_zero_points", k.zps, sat_mul(e, 4), 1);
 }
 
+/* bq_fp8_tma's tensor maps (tests/fake_driver.c's encoding): each names x or w as the
+   parameter block does, and what it spans lies in the buffer */
+static void check_tensor_map(const char *name, const char *role, const bq_u64 m[16], uint64_t base, int64_t rows,
+                             int64_t k, int64_t ld) {
+  if (m[0] != 0x50414d54454b4146ull)
+    return violation("%s: %s: the %s tensor map is not the driver's", call.plan->name, name, role);
+  if (m[1] != base || (int64_t)m[2] != k || (int64_t)m[3] != rows || (int64_t)m[4] != ld)
+    return violation("%s: %s: the %s tensor map (%llu rows of %llu bytes, %llu apart) differs from the parameters "
+                     "(%lld of %lld, %lld)", call.plan->name, name, role, (unsigned long long)m[3],
+                     (unsigned long long)m[2], (unsigned long long)m[4], (long long)rows, (long long)k, (long long)ld);
+  touch(name, role, m[1], span((int64_t)m[3], (int64_t)m[2], (int64_t)m[4]), 0);
+}
+
 static void check_linear(const char *name, const bq_desc *d, const void *params) {
   bq_linear_params k;
-  memcpy(&k, params, sizeof k);
+  if (!strncmp(name, "bq_fp8_tma", 10)) { /* the tensor maps, then the parameter block after them */
+    bq_fp8_tma_params t;
+    memcpy(&t, params, sizeof t);
+    k = t.p;
+    const int fql = d->op == BQ_FP8_QUANTIZED_LINEAR;
+    check_tensor_map(name, fql ? "workspace" : "x", t.tmap_a, k.a, k.m, k.k, k.lda);
+    check_tensor_map(name, "w", t.tmap_w, k.w, k.n, k.k, k.k);
+  } else {
+    memcpy(&k, params, sizeof k);
+  }
   if (d->op == BQ_LINEAR_WEIGHT_SUMS) {
     touch(name, "w", k.w, sat_mul(u(k.n), u(k.k)), 0);
     touch(name, "y", k.w_sums, sat_mul(u(k.n), 4), 1);

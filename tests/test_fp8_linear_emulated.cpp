@@ -1,5 +1,6 @@
 /* tests/test_fp8_linear_emulated.cpp - the FP8 linear layers' kernels of kernels_src/linear.cu
-   (bq_fp8_gemm's mma.sync tiles, bq_fp8_wgmma's sm_90a tiles), run on the CPU by
+   (bq_fp8_gemm's mma.sync tiles; on sm_90a bq_fp8_tma's and bq_fp8_wgmma's tiles and the
+   weight streaming), run on the CPU by
    tests/emulator/cuda_emulator.h through the header's own run path (validation, flags,
    launch geometry), against the CPU reference (reference_linear.h, reff8_gemm) bit for bit.
 
@@ -37,16 +38,22 @@ static void k_tiles(const void *p) { emu_f8::bq_fp8_wgmma(*(const bq_linear_para
 static void k_gemv(const void *p) { emu_f8::bq_fp8_gemv(*(const bq_linear_params *)p); }
 static void k_tiles_blk(const void *p) { emu_f8::bq_fp8_wgmma_blk(*(const bq_linear_params *)p); }
 static void k_gemv_blk(const void *p) { emu_f8::bq_fp8_gemv_blk(*(const bq_linear_params *)p); }
+static void k_tma(const void *p) { emu_f8::bq_fp8_tma(*(const bq_fp8_tma_params *)p); }
+static void k_tma_blk(const void *p) { emu_f8::bq_fp8_tma_blk(*(const bq_fp8_tma_params *)p); }
 static const int ENTRY = BQ__FP8_WGMMA;
 #else
 static void k_tiles(const void *p) { emu_f8::bq_fp8_gemm(*(const bq_linear_params *)p); }
 static void k_gemv(const void *p) { (void)p; cr_assert_fail("weight streaming launched by a module without it"); }
 static void k_tiles_blk(const void *p) { (void)p; cr_assert_fail("a wgmma entry launched by an mma.sync module"); }
 static void k_gemv_blk(const void *p) { (void)p; cr_assert_fail("a wgmma entry launched by an mma.sync module"); }
+static void k_tma(const void *p) { (void)p; cr_assert_fail("a wgmma entry launched by an mma.sync module"); }
+static void k_tma_blk(const void *p) { (void)p; cr_assert_fail("a wgmma entry launched by an mma.sync module"); }
 static const int ENTRY = BQ__FP8_GEMM;
 #endif
 static int64_t g_m, g_n;
 static int g_streamed; /* launches of the weight streaming */
+static int g_tma;      /* ... of bq_fp8_tma's tiles */
+static const bq_plan *g_plan;
 static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, unsigned smem) {
   const int blk = EMU_WGMMA && g_blk; /* (the mma.sync tiles take every mode) */
   if (k == k_gemv || k == k_gemv_blk) { /* 64 output columns and 16 rows a CTA */
@@ -58,9 +65,18 @@ static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, un
     cr_assert_eq(smem, (unsigned)bq__fp8_smem(blk ? BQ__FP8_GEMV_BLK : BQ__FP8_GEMV));
     return;
   }
-  cr_assert(k == (blk ? k_tiles_blk : k_tiles), "a kernel other than the module's tiles for this scale mode");
-  cr_assert_eq(gx, (unsigned)(((g_m + 127) / 128) * ((g_n + 127) / 128)), "one CTA a 128 x 128 tile");
+  const int64_t tiles = ((g_m + 127) / 128) * ((g_n + 127) / 128);
   cr_assert_eq(gy, 1u);
+  if (k == k_tma || k == k_tma_blk) { /* (a CTA may take several tiles) */
+    g_tma++;
+    cr_assert_eq(gx, (unsigned)bq__fp8_tma_blocks(g_plan, tiles));
+    cr_assert(k == (blk ? k_tma_blk : k_tma), "the TMA tiles' entry for the other scale modes");
+    cr_assert_eq(bx, (unsigned)BQ__FP8_TMA_THREADS);
+    cr_assert_eq(smem, (unsigned)bq__fp8_smem(BQ__FP8_TMA));
+    return;
+  }
+  cr_assert(k == (blk ? k_tiles_blk : k_tiles), "a kernel other than the module's tiles for this scale mode");
+  cr_assert_eq(gx, (unsigned)tiles, "one CTA a 128 x 128 tile");
   cr_assert_eq(bx, 256u);
   cr_assert_eq(smem, (unsigned)bq__fp8_smem(blk ? BQ__FP8_WGMMA_BLK : ENTRY));
 }
@@ -78,6 +94,7 @@ typedef struct fcase {
   int mode, bias; /* REFF8_*: tensorwise, rowwise, blockwise (row-major or MN-major) */
   int64_t lds_pad; /* blockwise: args.group_row_stride past the least (0: the default) */
   int pdl;         /* launched as FP8 QuantizedLinear launches its weight streaming */
+  int cap;         /* bq_fp8_tma's grid at most this (0: the rule), so that a CTA takes several tiles */
   int64_t m, n, k, lda_pad, ldy_pad;
   int x_off, w_off, y_off;
 } fcase;
@@ -122,8 +139,12 @@ static void run(const fcase *c) {
   entry.fn[BQ__FP8_GEMV] = (bq__CUfunction)k_gemv;
   entry.fn[BQ__FP8_WGMMA_BLK] = (bq__CUfunction)k_tiles_blk;
   entry.fn[BQ__FP8_GEMV_BLK] = (bq__CUfunction)k_gemv_blk;
+  entry.fn[BQ__FP8_TMA] = (bq__CUfunction)k_tma;
+  entry.fn[BQ__FP8_TMA_BLK] = (bq__CUfunction)k_tma_blk;
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
   plan.num_sms = 132;
+  g_plan = &plan;
+  bq__fp8_tma_cap = c->cap;
   plan.linear.wgmma = EMU_WGMMA;
   plan.linear.pdl = c->pdl; /* the weight streaming's prologue for QuantizedLinear (weights first) */
   bq__fp8_force_pdl = c->pdl;
@@ -186,18 +207,24 @@ static void run(const fcase *c) {
     memset(yb.data(), 0xA5, yb.size());
     g_launches = 0;
     g_streamed = 0;
+    g_tma = 0;
     cr_assert_eq(bq_plan_run(&plan, &a, NULL, 0, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
     cr_assert_eq(g_launches, M && N ? 1 : 0, "%s", what);
     /* sm_90a: M <= 64 streams the weight (unless the test forces the tiles) */
     const int streams = EMU_WGMMA && M && N && (bq__fp8_force_config == BQ__FP8_GEMV ||
                                                  (bq__fp8_force_config < 0 && M <= BQ__FP8_GEMV_ROWS));
     cr_assert_eq(g_streamed, streams, "%s", what);
+    /* the other tiles: the TMA's where x and w lie on the 16-byte grid, rows included */
+    const int aligned = c->x_off == 0 && c->w_off == 0 && lda % 16 == 0 && K % 16 == 0 && K > 0;
+    const int tma = EMU_WGMMA && M && N && !streams && aligned && bq__fp8_force_config != BQ__FP8_WGMMA;
+    cr_assert_eq(g_tma, tma, "%s", what);
     char msg[2048];
     size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
     cr_assert_eq(bad, 0, "%zu of %lld elements differ (from the front guard of %lld; copies landing %s):\n%s| %s", bad,
                  (long long)ytot, (long long)guard, eager ? "at issue" : "at their wait", msg, what);
   }
   emu.eager_copies = 0;
+  bq__fp8_tma_cap = 0;
   bq__fp8_force_config = -1;
   bq__fp8_force_pdl = 0;
 }
@@ -211,19 +238,21 @@ static fcase base(void) {
 }
 
 /* two tiles each way (and a partial third), K with and without a tail and in more slices
-   than the pipeline has stages, every scale mode, with and without a bias */
+   than the pipelines have stages (912 and 1040: the TMA's tiles), every scale mode, with and
+   without a bias */
 Test(emulated, tiles, .timeout = 600) {
-  static const int64_t ks[5] = {128, 300, 77, 900, 640};
-  for (int j = 0; j < 5; j++) {
+  static const int64_t ks[7] = {128, 300, 77, 900, 640, 912, 1040};
+  for (int j = 0; j < 7; j++) {
     fcase c = base();
     c.m = 129 + 60 * (j == 3);
     c.n = j ? 257 + 2 * j : 264;
     c.k = ks[j];
     c.bias = j != 1;
-    static const int modes[5] = {REFF8_BLOCKWISE, REFF8_ROWWISE, REFF8_BLOCKWISE_MN, REFF8_TENSORWISE,
-                                 REFF8_BLOCKWISE_MN};
+    static const int modes[7] = {REFF8_BLOCKWISE, REFF8_ROWWISE, REFF8_BLOCKWISE_MN, REFF8_TENSORWISE,
+                                 REFF8_BLOCKWISE_MN, REFF8_ROWWISE, REFF8_BLOCKWISE};
     c.mode = modes[j];
     c.lds_pad = j == 2 ? 3 : 0;
+    c.cap = j >= 5 ? 2 + (j == 6) : 0; /* (the TMA's tiles: 6 tiles on 2 or 3 CTAs) */
     run(&c);
   }
 }
@@ -244,8 +273,10 @@ Test(emulated, streaming_and_forced_tiles) {
     c.x_off = i == 4;
     c.lda_pad = i == 2 ? 32 : 0;
     run(&c);
-    if (EMU_WGMMA) {
+    if (EMU_WGMMA) { /* each of the two tiles (the TMA's where x and w are aligned) */
       c.force = BQ__FP8_WGMMA;
+      run(&c);
+      c.force = BQ__FP8_TMA;
       run(&c);
     }
   }

@@ -283,7 +283,7 @@ static void invariance(const char *tiles) {
     fcase c;
     memset(&c, 0, sizeof c);
     c.at = o == 2 ? BQ_E5M2 : BQ_E4M3, c.out = OUTS[o % 3], c.mode = modes[o], c.bias = o != 0;
-    c.m = 300, c.n = 300, c.k = 1500, c.lda = c.k, c.ldy = c.n;
+    c.m = 300, c.n = 300, c.k = o % 2 ? 1500 : 1504, c.lda = c.k, c.ldy = c.n; /* (1504: the TMA's tiles) */
     fdata f;
     fill(&c, &f);
     bq_plan *p = plan_of(&c);
@@ -312,6 +312,44 @@ static void invariance(const char *tiles) {
   }
 }
 Test(fp8_linear, batch_invariant, .timeout = 600) { invariance("default tiles"); }
+
+/* sm_90a: bq_fp8_tma's tiles (x and w 16-byte aligned) and bq_fp8_wgmma's compute the same
+   bits, each within the bound, in every scale mode, type and output */
+Test(fp8_linear, tma_tiles_equal_cp_async_tiles, .timeout = 600) {
+  bq_plan *probe = plan_of(&(fcase){.at = BQ_E4M3, .out = BQ_BF16});
+  if (!probe->linear.wgmma) cr_skip_test("no wgmma on this GPU: neither tile runs");
+  static const int64_t shapes[][3] = {{300, 300, 1536}, {129, 1000, 2176}, {1000, 257, 1040}, {65, 128, 16}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int i = 0; i < 2; i++)
+      for (int o = 0; o < 3; o++) {
+        fcase c;
+        memset(&c, 0, sizeof c);
+        c.at = ATS[i], c.out = OUTS[o];
+        c.m = shapes[s][0], c.n = shapes[s][1], c.k = shapes[s][2];
+        c.mode = (int)((s + (size_t)o + (size_t)i) % 4);
+        c.bias = (int)((s + (size_t)i) % 2);
+        c.lda = c.k + (s == 1 ? 64 : 0);
+        c.ldy = c.n + (s == 2 ? 3 : 0);
+        fdata f;
+        fill(&c, &f);
+        bq_plan *p = plan_of(&c);
+        bq__fp8_force_config = BQ__FP8_TMA;
+        bq__fp8_tma_cap = s % 2 ? 3 : 0; /* (a CTA several tiles) */
+        unsigned char *t = check_case(&c, &f, p, "TMA tiles");
+        bq__fp8_tma_cap = 0;
+        bq__fp8_force_config = BQ__FP8_WGMMA;
+        unsigned char *w = check_case(&c, &f, p, "cp.async tiles");
+        bq__fp8_force_config = -1;
+        const size_t ys = ref_dtype_size(c.out);
+        for (int64_t r = 0; r < c.m; r++)
+          cr_assert(!memcmp(t + (size_t)(r * c.ldy) * ys, w + (size_t)(r * c.ldy) * ys, (size_t)c.n * ys),
+                    "seed=0x%llx %s a=%s out=%s M=%lld N=%lld K=%lld: row %lld differs between the TMA's tiles and "
+                    "cp.async's", (unsigned long long)g_seed, MODES[c.mode], ref_dtype_name(c.at),
+                    ref_dtype_name(c.out), (long long)c.m, (long long)c.n, (long long)c.k, (long long)r);
+        free(t), free(w);
+        fdata_free(&f);
+      }
+}
 Test(fp8_linear, batch_invariant_mma_sync, .init = no_wgmma, .timeout = 600) { invariance("mma.sync tiles"); }
 
 /* ---- FP8 QuantizedLinear: bit for bit dynamic quantize, then the FP8 linear layer ---------- */

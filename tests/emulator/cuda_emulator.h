@@ -17,6 +17,12 @@
      which exposes a stage refilled while an asynchronous reader (wgmma) still reads it;
    - wgmma (sm_90a) reads its operands through shared-memory descriptors with the 128-byte
      swizzle, and runs at wgmma.wait_group;
+   - mbarriers count arrivals and bytes and flip their phase's parity; a thread waiting on
+     one runs no further until that phase completes. The tensor memory accelerator's 2-D
+     copies (cp.async.bulk.tensor) land at issue, swizzled by address as the hardware does,
+     zero past the tensor's edges, and count their bytes on their mbarrier; their tensor
+     maps are the emulator's own encoding (emu_tensor_map, which the tests install as
+     cuTensorMapEncodeTiled);
    - shared memory is one buffer per CTA, filled with garbage at the start and bounded by
      the launch's dynamic size: a primitive's access past it aborts, and so does a block
      that leaves a byte past it changed; "device" pointers are host pointers.
@@ -45,6 +51,7 @@
 #define __align__(n) alignas(n)
 #define __shared__ static
 #define __restrict__
+#define __grid_constant__
 
 struct uint4 { unsigned x, y, z, w; };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
@@ -58,6 +65,7 @@ struct emu_dim3 { unsigned x, y, z; };
 struct emu_copy { unsigned dst; const unsigned char *src; int bytes, size; }; /* size: the copy's 16 or 4 bytes */
 struct emu_wgmma { int *d; unsigned long long da, db; float *df; int acc, nd, b_acts; }; /* df: FP8's f32 D, nd of
                                                                                          them; b_acts: B holds x */
+struct emu_mbar { unsigned addr; int count, pending; long long tx; unsigned phase; }; /* phase: completed ones */
 /* ---- fibers ------------------------------------------------------------------------------------ */
 #if defined(__x86_64__) && !defined(EMU_UCONTEXT)
 #define EMU_FAST_SWITCH 1
@@ -115,6 +123,8 @@ static struct {
   unsigned char slot[32][32][64]; /* per warp, per lane: a collective's inputs */
   void (*kernel)(const void *);
   const void *params;
+  emu_mbar mbar[64]; /* the block's mbarriers, by address */
+  int nmbar;
 } emu;
 
 #define threadIdx (emu.cur->tid)
@@ -230,6 +240,7 @@ static void emu_launch(void (*kernel)(const void *), const void *params, unsigne
     memset(emu.smem, 0xEE, sizeof emu.smem); /* stale garbage, never zeros */
     emu.nthreads = emu.live = (int)block;
     emu.bar_count = 0;
+    emu.nmbar = 0;
     for (int w = 0; w < 32; w++) {
       emu.warp_live[w] = w < (int)block / 32 ? 0xffffffffu : 0u;
       for (int k = 0; k < 32; k++) emu.wcount[w][k] = 0;
@@ -647,5 +658,90 @@ template <int N> static inline void bq_wg_wait() {
   }
 }
 static inline void bq_fence_proxy_async() {}
+
+/* ---- mbarriers and the tensor memory accelerator (sm_90a) ------------------------------------- */
+static inline emu_mbar *emu_mbar_at(unsigned addr) {
+  if (addr % 8) { fprintf(stderr, "emu: mbarrier at %u, off an 8-byte boundary\n", addr); abort(); }
+  (void)emu_smem_at(addr, 8);
+  for (int i = 0; i < emu.nmbar; i++)
+    if (emu.mbar[i].addr == addr) return &emu.mbar[i];
+  fprintf(stderr, "emu: mbarrier at %u used before mbarrier.init\n", addr);
+  abort();
+}
+static inline void bq_mbar_init(unsigned addr, int count) {
+  if (addr % 8 || count < 1 || emu.nmbar == 64) { fprintf(stderr, "emu: bad mbarrier.init\n"); abort(); }
+  (void)emu_smem_at(addr, 8);
+  for (int i = 0; i < emu.nmbar; i++)
+    if (emu.mbar[i].addr == addr) { fprintf(stderr, "emu: mbarrier at %u initialized twice\n", addr); abort(); }
+  emu.mbar[emu.nmbar++] = emu_mbar{addr, count, count, 0, 0};
+}
+static inline void bq_mbar_init_fence() {}
+/* a phase completes when every arrival and every byte it expects is in */
+static inline void emu_mbar_check(emu_mbar *b) {
+  if (b->pending == 0 && b->tx == 0) {
+    b->phase++;
+    b->pending = b->count;
+    emu.progress++;
+  }
+}
+static inline void emu_mbar_arrive(unsigned addr) {
+  emu_mbar *b = emu_mbar_at(addr);
+  if (b->pending <= 0) { fprintf(stderr, "emu: mbarrier at %u: more arrivals than its count\n", addr); abort(); }
+  b->pending--;
+  emu.progress++;
+  emu_mbar_check(b);
+}
+/* an arrival lets the others run at once: a stage released before its readers are done
+   with it is then refilled under them (the copies land at issue), and their sums show it */
+static inline void bq_mbar_arrive(unsigned addr) {
+  emu_mbar_arrive(addr);
+  emu_yield();
+}
+static inline void bq_mbar_expect(unsigned addr, int bytes) {
+  emu_mbar_at(addr)->tx += bytes;
+  emu_mbar_arrive(addr);
+}
+/* the phase of parity `parity` has completed once the current one's parity differs */
+static inline void bq_mbar_wait(unsigned addr, int parity) {
+  while ((int)(emu_mbar_at(addr)->phase & 1u) == parity) emu_yield();
+}
+/* emu_tensor_map's encoding: a tag, the base, then K bytes and rows, the row stride, the box */
+#define EMU_TMAP_TAG 0x50414d54554d45ull /* "EMUTMAP" */
+static inline void bq_tma_load(unsigned dst, const void *tmap, int c0, int c1, unsigned bar) {
+  const unsigned long long *m = (const unsigned long long *)tmap;
+  if (m[0] != EMU_TMAP_TAG) { fprintf(stderr, "emu: a tensor map the emulator did not encode\n"); abort(); }
+  const unsigned char *base = (const unsigned char *)(uintptr_t)m[1];
+  const long long k = (long long)m[2], rows = (long long)m[3], ld = (long long)m[4];
+  const int box0 = (int)m[5], box1 = (int)m[6];
+  if (dst % 1024) { fprintf(stderr, "emu: a 128-byte-swizzled box at %u, off a 1024-byte boundary\n", dst); abort(); }
+  for (int r = 0; r < box1; r++)
+    for (int j = 0; j < box0; j++) {
+      const long long gr = (long long)c1 + r, gk = (long long)c0 + j;
+      const unsigned lin = dst + (unsigned)(r * box0 + j);
+      *emu_smem_at(lin ^ (((lin >> 7) & 7) << 4), 1) = gr < rows && gk < k ? base[gr * ld + gk] : 0;
+    }
+  emu_mbar *b = emu_mbar_at(bar);
+  b->tx -= (long long)box0 * box1;
+  emu.progress++;
+  emu_mbar_check(b);
+}
+/* cuTensorMapEncodeTiled for the emulator: the checks of the driver that the library's maps
+   meet (2-D bytes, 16-byte base and stride, boxes of 128 bytes in the 128-byte swizzle) */
+static inline int emu_tensor_map(void *map, int type, unsigned rank, void *base, const unsigned long long *dims,
+                                 const unsigned long long *strides, const unsigned *box, const unsigned *estrides,
+                                 int interleave, int swizzle, int l2, int fill) {
+  (void)l2;
+  if (((uintptr_t)map % 64) || type != 0 || rank != 2 || ((uintptr_t)base % 16) || strides[0] % 16 ||
+      strides[0] < dims[0] || box[0] != 128 || box[1] < 1 || box[1] > 256 || estrides[0] != 1 || estrides[1] != 1 ||
+      interleave != 0 || swizzle != 3 || fill != 0 || dims[0] < 1 || dims[1] < 1) {
+    fprintf(stderr, "emu: a tensor map the driver would refuse\n");
+    abort();
+  }
+  unsigned long long *m = (unsigned long long *)map;
+  memset(m, 0, 128);
+  m[0] = EMU_TMAP_TAG, m[1] = (uintptr_t)base, m[2] = dims[0], m[3] = dims[1], m[4] = strides[0];
+  m[5] = box[0], m[6] = box[1];
+  return 0;
+}
 
 #endif

@@ -76,6 +76,7 @@ static void emu_test_init(void) {
   g_rng = g_seed;
   bq__drv.cuLaunchKernel = emu_cuLaunchKernel;
   bq__drv.cuLaunchKernelEx = emu_cuLaunchKernelEx;
+  bq__drv.cuTensorMapEncodeTiled = emu_tensor_map;
 }
 
 #endif
