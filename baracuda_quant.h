@@ -6471,7 +6471,8 @@ static const bq__family bq__weight_sums_family = {
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
    entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
-   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage. */
+   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then
+   each stage's scales). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
@@ -6483,7 +6484,8 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   case BQ__FP8_GEMV: return BQ__FP8_SMEM_GEMV;
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
-  case BQ__FP8_TMA: case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA;
+  case BQ__FP8_TMA: return BQ__FP8_SMEM_TMA;
+  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + 6 * 144 * 4;
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
@@ -14064,6 +14066,10 @@ static const char bq__src_linear_cu[] =
   "               \"mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n\"\n"
   "               \"@!p bra BQ_WAIT;\\n}\\n\" ::\"r\"(bar), \"r\"(parity) : \"memory\");\n"
   "}\n"
+  "// an arrival on bar once this thread's cp.async copies so far have landed (one of its count)\n"
+  "static __device__ __forceinline__ void bq_cp_async_arrive(bq_u32 bar) {\n"
+  "  asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n\" ::\"r\"(bar) : \"memory\");\n"
+  "}\n"
   "// the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar\n"
   "static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {\n"
   "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\\n\"\n"
@@ -14576,9 +14582,11 @@ static const char bq__src_linear_cu[] =
   "// thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the\n"
   "// grid may be smaller than the tiles): the slices count on across them, so the producer\n"
   "// fills the next tile's stages while the consumers store this one's outputs, straight from\n"
-  "// their registers. The sums are those of bq_fp8_wgmma, formed and promoted in the same order\n"
-  "// (the copies zero-fill past M, N and K as its do), and the epilogue is the same function:\n"
-  "// the same bits.\n"
+  "// their registers. Blockwise, the whole producer warp also copies the slice's block scales\n"
+  "// (a row's and the weight block's) beside the stage with cp.async, arriving on the same full\n"
+  "// barrier, so no consumer waits on a global load. The sums are those of bq_fp8_wgmma, formed\n"
+  "// and promoted in the same order (the copies zero-fill past M, N and K as its do), and the\n"
+  "// epilogue is the same function: the same bits.\n"
   "#define BQ_F8T_STAGES 6\n"
   "#if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK\n"
   "// tile t of the grouped order bq_tile_of walks\n"
@@ -14596,17 +14604,18 @@ static const char bq__src_linear_cu[] =
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;\n"
   "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
   "  const bq_u32 full = sbase + S * STAGE, empty = full + 8 * S; // S mbarriers each\n"
+  "  float *bscales = (float *)(smem + (empty + 8 * S - bq_smem_addr(smem))); // BLK: [S][BQ_F8_SCALES]\n"
   "  if (tid == 0) {\n"
   "    for (int s = 0; s < S; s++) {\n"
-  "      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)\n"
-  "      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's\n"
+  "      bq_mbar_init(full + 8 * s, BLK ? 33 : 1); // the producer's arrival (and the boxes' bytes), BLK its lanes' copies\n"
+  "      bq_mbar_init(empty + 8 * s, 256);         // every consumer thread's\n"
   "    }\n"
   "    bq_mbar_init_fence();\n"
   "  }\n"
   "  __syncthreads();\n"
   "\n"
   "  if (wg == 2) {\n"
-  "    if (tid != 256) return;\n"
+  "    if (!BLK && tid != 256) return;\n"
   "    int g = 0; // slices so far, over every tile of this CTA\n"
   "    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
   "      bq_i64 m0, n0;\n"
@@ -14614,9 +14623,16 @@ static const char bq__src_linear_cu[] =
   "      for (int kt = 0; kt < ktiles; kt++, g++) {\n"
   "        const int s = g % S;\n"
   "        if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over\n"
-  "        bq_mbar_expect(full + 8 * s, STAGE);\n"
-  "        bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);\n"
-  "        bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
+  "        if (lane == 0) {\n"
+  "          bq_mbar_expect(full + 8 * s, STAGE);\n"
+  "          bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);\n"
+  "          bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
+  "        }\n"
+  "        if constexpr (BLK) {\n"
+  "          for (int r = lane; r <= BM; r += 32)\n"
+  "            bq_blk_scale_copy(p, bq_smem_addr(bscales + s * BQ_F8_SCALES), m0, n0 >> 7, BM, kt, r);\n"
+  "          bq_cp_async_arrive(full + 8 * s);\n"
+  "        }\n"
   "      }\n"
   "    }\n"
   "    return;\n"
@@ -14625,11 +14641,9 @@ static const char bq__src_linear_cu[] =
   "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
   "    bq_i64 m0, n0;\n"
   "    bq_tile_at(p, t, BM, BN, m0, n0);\n"
-  "    // the thread's rows (m and m + 8) and, BLK, their block scale products a slice ahead\n"
-  "    // (read from L2 while the tensor cores sum)\n"
-  "    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2), nb = n0 >> 7;\n"
-  "    float s0 = 1.0f, s1 = 1.0f;\n"
-  "    if constexpr (BLK) s0 = bq_blk_scale(p, m, nb, 0), s1 = bq_blk_scale(p, m + 8, nb, 0);\n"
+  "    // the thread's rows (m and m + 8), r the first's place in the tile\n"
+  "    const int r = 64 * wg + 16 * w + (lane >> 2);\n"
+  "    const bq_i64 m = m0 + r;\n"
   "    float acc[64], part[64];\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < 64; i++) acc[i] = 0.0f;\n"
@@ -14641,14 +14655,16 @@ static const char bq__src_linear_cu[] =
   "#pragma unroll\n"
   "      for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);\n"
   "      bq_wg_commit();\n"
-  "      float n0s = 1.0f, n1s = 1.0f;\n"
-  "      if (BLK && kt + 1 < ktiles) n0s = bq_blk_scale(p, m, nb, kt + 1), n1s = bq_blk_scale(p, m + 8, nb, kt + 1);\n"
+  "      float s0 = 1.0f, s1 = 1.0f; // BLK: the rows' block scale products (0 past M, never stored)\n"
+  "      if constexpr (BLK) {\n"
+  "        const float *bs = bscales + s * BQ_F8_SCALES;\n"
+  "        s0 = __fmul_rn(bs[r], bs[BM]), s1 = __fmul_rn(bs[r + 8], bs[BM]);\n"
+  "      }\n"
   "      bq_wg_wait<0>();\n"
   "      bq_mbar_arrive(empty + 8 * s);\n"
   "      if constexpr (BLK) {\n"
   "#pragma unroll\n"
   "        for (int i = 0; i < 64; i++) acc[i] = __fmaf_rn(part[i], (i & 2) ? s1 : s0, acc[i]);\n"
-  "        s0 = n0s, s1 = n1s;\n"
   "      } else {\n"
   "#pragma unroll\n"
   "        for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);\n"

@@ -241,6 +241,10 @@ static __device__ __forceinline__ void bq_mbar_wait(bq_u32 bar, int parity) {
                "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                "@!p bra BQ_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
 }
+// an arrival on bar once this thread's cp.async copies so far have landed (one of its count)
+static __device__ __forceinline__ void bq_cp_async_arrive(bq_u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 // the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar
 static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
@@ -753,9 +757,11 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_p
 // thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the
 // grid may be smaller than the tiles): the slices count on across them, so the producer
 // fills the next tile's stages while the consumers store this one's outputs, straight from
-// their registers. The sums are those of bq_fp8_wgmma, formed and promoted in the same order
-// (the copies zero-fill past M, N and K as its do), and the epilogue is the same function:
-// the same bits.
+// their registers. Blockwise, the whole producer warp also copies the slice's block scales
+// (a row's and the weight block's) beside the stage with cp.async, arriving on the same full
+// barrier, so no consumer waits on a global load. The sums are those of bq_fp8_wgmma, formed
+// and promoted in the same order (the copies zero-fill past M, N and K as its do), and the
+// epilogue is the same function: the same bits.
 #define BQ_F8T_STAGES 6
 #if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK
 // tile t of the grouped order bq_tile_of walks
@@ -773,17 +779,18 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;
   const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
   const bq_u32 full = sbase + S * STAGE, empty = full + 8 * S; // S mbarriers each
+  float *bscales = (float *)(smem + (empty + 8 * S - bq_smem_addr(smem))); // BLK: [S][BQ_F8_SCALES]
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
-      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)
-      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's
+      bq_mbar_init(full + 8 * s, BLK ? 33 : 1); // the producer's arrival (and the boxes' bytes), BLK its lanes' copies
+      bq_mbar_init(empty + 8 * s, 256);         // every consumer thread's
     }
     bq_mbar_init_fence();
   }
   __syncthreads();
 
   if (wg == 2) {
-    if (tid != 256) return;
+    if (!BLK && tid != 256) return;
     int g = 0; // slices so far, over every tile of this CTA
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       bq_i64 m0, n0;
@@ -791,9 +798,16 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
       for (int kt = 0; kt < ktiles; kt++, g++) {
         const int s = g % S;
         if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over
-        bq_mbar_expect(full + 8 * s, STAGE);
-        bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);
-        bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
+        if (lane == 0) {
+          bq_mbar_expect(full + 8 * s, STAGE);
+          bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);
+          bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
+        }
+        if constexpr (BLK) {
+          for (int r = lane; r <= BM; r += 32)
+            bq_blk_scale_copy(p, bq_smem_addr(bscales + s * BQ_F8_SCALES), m0, n0 >> 7, BM, kt, r);
+          bq_cp_async_arrive(full + 8 * s);
+        }
       }
     }
     return;
@@ -802,11 +816,9 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     bq_i64 m0, n0;
     bq_tile_at(p, t, BM, BN, m0, n0);
-    // the thread's rows (m and m + 8) and, BLK, their block scale products a slice ahead
-    // (read from L2 while the tensor cores sum)
-    const bq_i64 m = m0 + 64 * wg + 16 * w + (lane >> 2), nb = n0 >> 7;
-    float s0 = 1.0f, s1 = 1.0f;
-    if constexpr (BLK) s0 = bq_blk_scale(p, m, nb, 0), s1 = bq_blk_scale(p, m + 8, nb, 0);
+    // the thread's rows (m and m + 8), r the first's place in the tile
+    const int r = 64 * wg + 16 * w + (lane >> 2);
+    const bq_i64 m = m0 + r;
     float acc[64], part[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
@@ -818,14 +830,16 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
 #pragma unroll
       for (int ks = 0; ks < BQ_BK / 32; ks++) bq_wgmma_f8(part, bq_wg_desc(sa + ks * 32), bq_wg_desc(sb + ks * 32), ks);
       bq_wg_commit();
-      float n0s = 1.0f, n1s = 1.0f;
-      if (BLK && kt + 1 < ktiles) n0s = bq_blk_scale(p, m, nb, kt + 1), n1s = bq_blk_scale(p, m + 8, nb, kt + 1);
+      float s0 = 1.0f, s1 = 1.0f; // BLK: the rows' block scale products (0 past M, never stored)
+      if constexpr (BLK) {
+        const float *bs = bscales + s * BQ_F8_SCALES;
+        s0 = __fmul_rn(bs[r], bs[BM]), s1 = __fmul_rn(bs[r + 8], bs[BM]);
+      }
       bq_wg_wait<0>();
       bq_mbar_arrive(empty + 8 * s);
       if constexpr (BLK) {
 #pragma unroll
         for (int i = 0; i < 64; i++) acc[i] = __fmaf_rn(part[i], (i & 2) ? s1 : s0, acc[i]);
-        s0 = n0s, s1 = n1s;
       } else {
 #pragma unroll
         for (int i = 0; i < 64; i++) acc[i] = __fadd_rn(acc[i], part[i]);

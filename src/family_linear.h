@@ -567,7 +567,8 @@ static const bq__family bq__weight_sums_family = {
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
    entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
-   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage. */
+   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then
+   each stage's scales). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
@@ -579,7 +580,8 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   case BQ__FP8_GEMV: return BQ__FP8_SMEM_GEMV;
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
-  case BQ__FP8_TMA: case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA;
+  case BQ__FP8_TMA: return BQ__FP8_SMEM_TMA;
+  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + 6 * 144 * 4;
   default: return BQ__FP8_SMEM_GEMM;
   }
 }

@@ -72,7 +72,7 @@ static void check_launch(emu_kernel k, unsigned gx, unsigned gy, unsigned bx, un
     cr_assert_eq(gx, (unsigned)bq__fp8_tma_blocks(g_plan, tiles));
     cr_assert(k == (blk ? k_tma_blk : k_tma), "the TMA tiles' entry for the other scale modes");
     cr_assert_eq(bx, (unsigned)BQ__FP8_TMA_THREADS);
-    cr_assert_eq(smem, (unsigned)bq__fp8_smem(BQ__FP8_TMA));
+    cr_assert_eq(smem, (unsigned)bq__fp8_smem(blk ? BQ__FP8_TMA_BLK : BQ__FP8_TMA));
     return;
   }
   cr_assert(k == (blk ? k_tiles_blk : k_tiles), "a kernel other than the module's tiles for this scale mode");
