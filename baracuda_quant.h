@@ -6662,8 +6662,11 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
     if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
         (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
       return st;
-    return bq__launch(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1, BQ__FP8_TMA_THREADS,
-                      (unsigned)bq__fp8_smem(e), &t, stream);
+    /* FP8 QuantizedLinear: the first weight boxes are copied while the activations' kernel runs */
+    const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
+    if (pdl) t.p.flags |= BQ_LF_PDL;
+    return (pdl ? bq__launch_overlapped : bq__launch)(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1,
+                                                     BQ__FP8_TMA_THREADS, (unsigned)bq__fp8_smem(e), &t, stream);
   }
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
 }
@@ -14614,8 +14617,22 @@ static const char bq__src_linear_cu[] =
   "  }\n"
   "  __syncthreads();\n"
   "\n"
+  "  // FP8 QuantizedLinear (BQ_LF_PDL): launched while the activations' kernel runs; the\n"
+  "  // producer copies its first tile's first weight boxes, then every thread waits for that\n"
+  "  // kernel (bq_wait_prior_grid) before anything it writes (x, its scales) is read\n"
+  "  const bool pdl = p.flags & BQ_LF_PDL;\n"
   "  if (wg == 2) {\n"
   "    if (!BLK && tid != 256) return;\n"
+  "    int pre = 0; // slices whose weight box is already on its way\n"
+  "    if (pdl && lane == 0 && (int)blockIdx.x < tiles) {\n"
+  "      bq_i64 m0, n0;\n"
+  "      bq_tile_at(p, blockIdx.x, BM, BN, m0, n0);\n"
+  "      for (pre = 0; pre < S && pre < ktiles; pre++) {\n"
+  "        bq_mbar_expect(full + 8 * pre, STAGE);\n"
+  "        bq_tma_load(sbase + pre * STAGE + BM * BQ_BK, q.tmap_w, pre * BQ_BK, (int)n0, full + 8 * pre);\n"
+  "      }\n"
+  "    }\n"
+  "    if (pdl) bq_wait_prior_grid();\n"
   "    int g = 0; // slices so far, over every tile of this CTA\n"
   "    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
   "      bq_i64 m0, n0;\n"
@@ -14624,9 +14641,11 @@ static const char bq__src_linear_cu[] =
   "        const int s = g % S;\n"
   "        if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over\n"
   "        if (lane == 0) {\n"
-  "          bq_mbar_expect(full + 8 * s, STAGE);\n"
+  "          if (g >= pre) {\n"
+  "            bq_mbar_expect(full + 8 * s, STAGE);\n"
+  "            bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
+  "          }\n"
   "          bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);\n"
-  "          bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
   "        }\n"
   "        if constexpr (BLK) {\n"
   "          for (int r = lane; r <= BM; r += 32)\n"
@@ -14637,6 +14656,7 @@ static const char bq__src_linear_cu[] =
   "    }\n"
   "    return;\n"
   "  }\n"
+  "  if (pdl) bq_wait_prior_grid();\n"
   "  int g = 0;\n"
   "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
   "    bq_i64 m0, n0;\n"

@@ -789,8 +789,22 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   }
   __syncthreads();
 
+  // FP8 QuantizedLinear (BQ_LF_PDL): launched while the activations' kernel runs; the
+  // producer copies its first tile's first weight boxes, then every thread waits for that
+  // kernel (bq_wait_prior_grid) before anything it writes (x, its scales) is read
+  const bool pdl = p.flags & BQ_LF_PDL;
   if (wg == 2) {
     if (!BLK && tid != 256) return;
+    int pre = 0; // slices whose weight box is already on its way
+    if (pdl && lane == 0 && (int)blockIdx.x < tiles) {
+      bq_i64 m0, n0;
+      bq_tile_at(p, blockIdx.x, BM, BN, m0, n0);
+      for (pre = 0; pre < S && pre < ktiles; pre++) {
+        bq_mbar_expect(full + 8 * pre, STAGE);
+        bq_tma_load(sbase + pre * STAGE + BM * BQ_BK, q.tmap_w, pre * BQ_BK, (int)n0, full + 8 * pre);
+      }
+    }
+    if (pdl) bq_wait_prior_grid();
     int g = 0; // slices so far, over every tile of this CTA
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       bq_i64 m0, n0;
@@ -799,9 +813,11 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
         const int s = g % S;
         if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over
         if (lane == 0) {
-          bq_mbar_expect(full + 8 * s, STAGE);
+          if (g >= pre) {
+            bq_mbar_expect(full + 8 * s, STAGE);
+            bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
+          }
           bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);
-          bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
         }
         if constexpr (BLK) {
           for (int r = lane; r <= BM; r += 32)
@@ -812,6 +828,7 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
     }
     return;
   }
+  if (pdl) bq_wait_prior_grid();
   int g = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     bq_i64 m0, n0;

@@ -758,8 +758,11 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
     if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
         (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
       return st;
-    return bq__launch(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1, BQ__FP8_TMA_THREADS,
-                      (unsigned)bq__fp8_smem(e), &t, stream);
+    /* FP8 QuantizedLinear: the first weight boxes are copied while the activations' kernel runs */
+    const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
+    if (pdl) t.p.flags |= BQ_LF_PDL;
+    return (pdl ? bq__launch_overlapped : bq__launch)(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1,
+                                                     BQ__FP8_TMA_THREADS, (unsigned)bq__fp8_smem(e), &t, stream);
   }
   return bq__launch(p, e, (int64_t)k.tiles_m * k.tiles_n, 1, 256, (unsigned)bq__fp8_smem(e), &k, stream);
 }
