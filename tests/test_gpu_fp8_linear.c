@@ -177,7 +177,9 @@ static double g_worst; /* the largest |acc - S| / A seen (unit f32 cases) */
 static const char *const MODES[] = {"tensorwise", "rowwise", "blockwise", "blockwise-mn"};
 
 /* every output of a case within the bound; returns the outputs (host, [m, ldy]) */
-static unsigned char *check_case(const fcase *c, const fdata *f, bq_plan *plan, const char *tiles) {
+/* the layer's output (outputs poisoned and guarded), checked against the reference unless
+   `check` is 0 */
+static unsigned char *run_case(const fcase *c, const fdata *f, bq_plan *plan, const char *tiles, int check) {
   char what[320];
   snprintf(what, sizeof what, "seed=0x%llx %s a=%s out=%s %s bias=%d unit=%d M=%lld N=%lld K=%lld lda=%lld ldy=%lld "
            "x_off=%d y_off=%d", (unsigned long long)g_seed, tiles, ref_dtype_name(c->at), ref_dtype_name(c->out),
@@ -186,6 +188,7 @@ static unsigned char *check_case(const fcase *c, const fdata *f, bq_plan *plan, 
   const size_t ys = ref_dtype_size(c->out);
   unsigned char *y = (unsigned char *)malloc((size_t)(c->m * c->ldy) * ys + 1);
   run_rows(plan, c, f, 0, y, what);
+  if (!check) return y;
   reff8_problem P;
   memset(&P, 0, sizeof P);
   P.m = c->m, P.n = c->n, P.k = c->k, P.lda = c->lda, P.ldy = c->ldy;
@@ -235,6 +238,9 @@ static unsigned char *check_case(const fcase *c, const fdata *f, bq_plan *plan, 
                 (long long)m, (long long)n, got, v, s, abs_sum, fabs(got - v), tol, what);
     }
   return y;
+}
+static unsigned char *check_case(const fcase *c, const fdata *f, bq_plan *plan, const char *tiles) {
+  return run_case(c, f, plan, tiles, 1);
 }
 
 static const bq_dtype ATS[2] = {BQ_E4M3, BQ_E5M2}, OUTS[3] = {BQ_F32, BQ_F16, BQ_BF16};
@@ -314,11 +320,12 @@ static void invariance(const char *tiles) {
 Test(fp8_linear, batch_invariant, .timeout = 600) { invariance("default tiles"); }
 
 /* sm_90a: bq_fp8_tma's tiles (x and w 16-byte aligned) and bq_fp8_wgmma's compute the same
-   bits, each within the bound, in every scale mode, type and output */
+   bits in every scale mode, type and output, the TMA's within the bound (the cp.async tiles'
+   bound is within_the_bound's) */
 Test(fp8_linear, tma_tiles_equal_cp_async_tiles, .timeout = 600) {
   bq_plan *probe = plan_of(&(fcase){.at = BQ_E4M3, .out = BQ_BF16});
   if (!probe->linear.wgmma) cr_skip_test("no wgmma on this GPU: neither tile runs");
-  static const int64_t shapes[][3] = {{300, 300, 1536}, {129, 1000, 2176}, {1000, 257, 1040}, {65, 128, 16}};
+  static const int64_t shapes[][3] = {{260, 300, 1024}, {129, 520, 1152}, {520, 257, 1040}, {65, 128, 16}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int i = 0; i < 2; i++)
       for (int o = 0; o < 3; o++) {
@@ -338,7 +345,7 @@ Test(fp8_linear, tma_tiles_equal_cp_async_tiles, .timeout = 600) {
         unsigned char *t = check_case(&c, &f, p, "TMA tiles");
         bq__fp8_tma_cap = 0;
         bq__fp8_force_config = BQ__FP8_WGMMA;
-        unsigned char *w = check_case(&c, &f, p, "cp.async tiles");
+        unsigned char *w = run_case(&c, &f, p, "cp.async tiles", 0);
         bq__fp8_force_config = -1;
         const size_t ys = ref_dtype_size(c.out);
         for (int64_t r = 0; r < c.m; r++)
