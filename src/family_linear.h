@@ -596,8 +596,10 @@ BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m, int aligned) {
   const int f = bq__fp8_force_config;
   if (f == BQ__FP8_WGMMA || (f == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS)) e = f;
   if (f == BQ__FP8_TMA) e = aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA; /* the tiles, the TMA's where they can */
-  if (p->desc.granularity == BQ_PER_BLOCK) /* the same tiles with the blocks' scales */
-    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : e == BQ__FP8_TMA ? BQ__FP8_TMA_BLK : BQ__FP8_WGMMA_BLK;
+  /* blockwise: the same tiles with the blocks' scales, the cp.async tiles unless the tests
+     force the TMA's (whose producer's scale copies ran slower than them: docs/design.md) */
+  if (p->desc.granularity == BQ_PER_BLOCK)
+    e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : e == BQ__FP8_TMA && f == BQ__FP8_TMA ? BQ__FP8_TMA_BLK : BQ__FP8_WGMMA_BLK;
   return e;
 }
 /* bq_fp8_tma's grid: a CTA a tile, or (persistent) at most a CTA an SM, each taking every

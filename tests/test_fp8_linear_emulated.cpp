@@ -214,9 +214,11 @@ static void run(const fcase *c) {
     const int streams = EMU_WGMMA && M && N && (bq__fp8_force_config == BQ__FP8_GEMV ||
                                                  (bq__fp8_force_config < 0 && M <= BQ__FP8_GEMV_ROWS));
     cr_assert_eq(g_streamed, streams, "%s", what);
-    /* the other tiles: the TMA's where x and w lie on the 16-byte grid, rows included */
+    /* the other tiles: the TMA's where x and w lie on the 16-byte grid, rows included
+       (blockwise only when forced) */
     const int aligned = c->x_off == 0 && c->w_off == 0 && lda % 16 == 0 && K % 16 == 0 && K > 0;
-    const int tma = EMU_WGMMA && M && N && !streams && aligned && bq__fp8_force_config != BQ__FP8_WGMMA;
+    const int tma = EMU_WGMMA && M && N && !streams && aligned && bq__fp8_force_config != BQ__FP8_WGMMA &&
+                    (!g_blk || bq__fp8_force_config == BQ__FP8_TMA);
     cr_assert_eq(g_tma, tma, "%s", what);
     char msg[2048];
     size_t bad = ref_compare(OUT, exp.data(), y0, ytot, msg, sizeof msg);
