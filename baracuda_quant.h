@@ -6648,9 +6648,10 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
   const int e = bq__fp8_config(p, v.m, (k.flags & BQ_LF_A16) && (k.flags & BQ_LF_W16) && v.k);
+  /* FP8 QuantizedLinear: the weight streaming and the TMA tiles copy weights while the
+     activations' kernel runs */
+  const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
   if (e == BQ__FP8_GEMV || e == BQ__FP8_GEMV_BLK) {
-    /* FP8 QuantizedLinear: the weight streams while the activations' kernel runs */
-    const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
     if (pdl) k.flags |= BQ_LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128,
                                                      (unsigned)bq__fp8_smem(e), &k, stream);
@@ -6664,8 +6665,6 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
     if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
         (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
       return st;
-    /* FP8 QuantizedLinear: the first weight boxes are copied while the activations' kernel runs */
-    const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
     if (pdl) t.p.flags |= BQ_LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1,
                                                      BQ__FP8_TMA_THREADS, (unsigned)bq__fp8_smem(e), &t, stream);
