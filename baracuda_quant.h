@@ -6471,8 +6471,8 @@ static const bq__family bq__weight_sums_family = {
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
    entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
-   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then
-   each stage's scales). */
+   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then the
+   consumers' scale rings: BQ_F8T_AHEAD (4) + 1 slots of 3 x 256 floats). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
@@ -6485,7 +6485,7 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
   case BQ__FP8_TMA: return BQ__FP8_SMEM_TMA;
-  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + 6 * 144 * 4;
+  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + (4 + 1) * 3 * 256 * 4; /* and linear.cu's scale rings */
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
@@ -6501,7 +6501,7 @@ BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m, int aligned) {
   if (f == BQ__FP8_WGMMA || (f == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS)) e = f;
   if (f == BQ__FP8_TMA) e = aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA; /* the tiles, the TMA's where they can */
   /* blockwise: the same tiles with the blocks' scales, the cp.async tiles unless the tests
-     force the TMA's (whose producer's scale copies ran slower than them: docs/design.md) */
+     force the TMA's (docs/design.md says why) */
   if (p->desc.granularity == BQ_PER_BLOCK)
     e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : e == BQ__FP8_TMA && f == BQ__FP8_TMA ? BQ__FP8_TMA_BLK : BQ__FP8_WGMMA_BLK;
   return e;
@@ -14070,10 +14070,6 @@ static const char bq__src_linear_cu[] =
   "               \"mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n\"\n"
   "               \"@!p bra BQ_WAIT;\\n}\\n\" ::\"r\"(bar), \"r\"(parity) : \"memory\");\n"
   "}\n"
-  "// an arrival on bar once this thread's cp.async copies so far have landed (one of its count)\n"
-  "static __device__ __forceinline__ void bq_cp_async_arrive(bq_u32 bar) {\n"
-  "  asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n\" ::\"r\"(bar) : \"memory\");\n"
-  "}\n"
   "// the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar\n"
   "static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {\n"
   "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\\n\"\n"
@@ -14586,12 +14582,14 @@ static const char bq__src_linear_cu[] =
   "// thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the\n"
   "// grid may be smaller than the tiles): the slices count on across them, so the producer\n"
   "// fills the next tile's stages while the consumers store this one's outputs, straight from\n"
-  "// their registers. Blockwise, the whole producer warp also copies the slice's block scales\n"
-  "// (a row's and the weight block's) beside the stage with cp.async, arriving on the same full\n"
-  "// barrier, so no consumer waits on a global load. The sums are those of bq_fp8_wgmma, formed\n"
+  "// their registers. Blockwise, each consumer thread copies the block scales it reads (its two\n"
+  "// rows' and the weight block's) with cp.async into a ring of its own in shared memory,\n"
+  "// BQ_F8T_AHEAD slices ahead of the slice it sums, so neither the producer nor the full\n"
+  "// barrier waits on those loads, and no consumer waits on one. The sums are those of bq_fp8_wgmma, formed\n"
   "// and promoted in the same order (the copies zero-fill past M, N and K as its do), and the\n"
   "// epilogue is the same function: the same bits.\n"
   "#define BQ_F8T_STAGES 6\n"
+  "#define BQ_F8T_AHEAD 4 // blockwise: slices a consumer thread's scale copies run ahead\n"
   "#if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK\n"
   "// tile t of the grouped order bq_tile_of walks\n"
   "static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int t, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {\n"
@@ -14599,6 +14597,26 @@ static const char bq__src_linear_cu[] =
   "  const int gsize = min(p.tiles_m - first_m, 8), in_group = t % per_group;\n"
   "  m0 = (bq_i64)(first_m + in_group % gsize) * bm;\n"
   "  n0 = (bq_i64)(in_group / gsize) * bn;\n"
+  "}\n"
+  "// Blockwise: consumer thread c (row r of the tile, and r + 8) copies the scales slice gs\n"
+  "// (counted over the CTA's tiles) multiplies its sums by into slot gs % (BQ_F8T_AHEAD + 1) of\n"
+  "// the ring at `ring` ([slot][a row's, the row + 8's, the weight block's][256] floats), rows\n"
+  "// past M zero-filled, and commits them as one group; a slice past the CTA's last tile copies\n"
+  "// nothing but still commits its (empty) group, so that every slice has one.\n"
+  "static __device__ __forceinline__ void bq_f8t_scales(const bq_linear_params &p, bq_u32 ring, int gs, int ktiles,\n"
+  "                                                     int r, int c) {\n"
+  "  const int t = (int)blockIdx.x + gs / ktiles * (int)gridDim.x, kt = gs % ktiles;\n"
+  "  if (t < p.tiles_m * p.tiles_n) {\n"
+  "    bq_i64 m0, n0;\n"
+  "    bq_tile_at(p, t, 128, 128, m0, n0);\n"
+  "    const bq_u32 d = ring + (gs % (BQ_F8T_AHEAD + 1)) * (3 * 256 * 4) + 4 * c;\n"
+  "    const bq_i64 m = m0 + r;\n"
+  "    const float *sa = (const float *)p.a_scales;\n"
+  "    bq_cp_async4(d, sa + (m < p.m ? bq_sa_at(p, m, kt) : 0), m < p.m ? 4 : 0);\n"
+  "    bq_cp_async4(d + 256 * 4, sa + (m + 8 < p.m ? bq_sa_at(p, m + 8, kt) : 0), m + 8 < p.m ? 4 : 0);\n"
+  "    bq_cp_async4(d + 512 * 4, (const float *)p.w_scales + bq_sw_at(p, n0 >> 7, kt), 4);\n"
+  "  }\n"
+  "  bq_cp_commit();\n"
   "}\n"
   "template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(const bq_fp8_tma_params &q) {\n"
   "  const bq_linear_params &p = q.p;\n"
@@ -14608,11 +14626,11 @@ static const char bq__src_linear_cu[] =
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;\n"
   "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
   "  const bq_u32 full = sbase + S * STAGE, empty = full + 8 * S; // S mbarriers each\n"
-  "  float *bscales = (float *)(smem + (empty + 8 * S - bq_smem_addr(smem))); // BLK: [S][BQ_F8_SCALES]\n"
+  "  const bq_u32 ring = empty + 8 * S; // BLK: the consumers' scale rings (bq_f8t_scales)\n"
   "  if (tid == 0) {\n"
   "    for (int s = 0; s < S; s++) {\n"
-  "      bq_mbar_init(full + 8 * s, BLK ? 33 : 1); // the producer's arrival (and the boxes' bytes), BLK its lanes' copies\n"
-  "      bq_mbar_init(empty + 8 * s, 256);         // every consumer thread's\n"
+  "      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)\n"
+  "      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's\n"
   "    }\n"
   "    bq_mbar_init_fence();\n"
   "  }\n"
@@ -14623,7 +14641,7 @@ static const char bq__src_linear_cu[] =
   "  // kernel (bq_wait_prior_grid) before anything it writes (x, its scales) is read\n"
   "  const bool pdl = p.flags & BQ_LF_PDL;\n"
   "  if (wg == 2) {\n"
-  "    if (!BLK && tid != 256) return;\n"
+  "    if (tid != 256) return;\n"
   "    int pre = 0; // slices whose weight box is already on its way\n"
   "    if (pdl && lane == 0 && (int)blockIdx.x < tiles) {\n"
   "      bq_i64 m0, n0;\n"
@@ -14641,35 +14659,31 @@ static const char bq__src_linear_cu[] =
   "      for (int kt = 0; kt < ktiles; kt++, g++) {\n"
   "        const int s = g % S;\n"
   "        if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over\n"
-  "        if (lane == 0) {\n"
-  "          if (g >= pre) {\n"
-  "            bq_mbar_expect(full + 8 * s, STAGE);\n"
-  "            bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
-  "          }\n"
-  "          bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);\n"
+  "        if (g >= pre) {\n"
+  "          bq_mbar_expect(full + 8 * s, STAGE);\n"
+  "          bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);\n"
   "        }\n"
-  "        if constexpr (BLK) {\n"
-  "          for (int r = lane; r <= BM; r += 32)\n"
-  "            bq_blk_scale_copy(p, bq_smem_addr(bscales + s * BQ_F8_SCALES), m0, n0 >> 7, BM, kt, r);\n"
-  "          bq_cp_async_arrive(full + 8 * s);\n"
-  "        }\n"
+  "        bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);\n"
   "      }\n"
   "    }\n"
   "    return;\n"
   "  }\n"
   "  if (pdl) bq_wait_prior_grid();\n"
+  "  // the thread's rows in a tile: r and r + 8\n"
+  "  const int r = 64 * wg + 16 * w + (lane >> 2);\n"
+  "  if constexpr (BLK)\n"
+  "    for (int j = 0; j < BQ_F8T_AHEAD; j++) bq_f8t_scales(p, ring, j, ktiles, r, tid);\n"
   "  int g = 0;\n"
   "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
   "    bq_i64 m0, n0;\n"
   "    bq_tile_at(p, t, BM, BN, m0, n0);\n"
-  "    // the thread's rows (m and m + 8), r the first's place in the tile\n"
-  "    const int r = 64 * wg + 16 * w + (lane >> 2);\n"
   "    const bq_i64 m = m0 + r;\n"
   "    float acc[64], part[64];\n"
   "#pragma unroll\n"
   "    for (int i = 0; i < 64; i++) acc[i] = 0.0f;\n"
   "    for (int kt = 0; kt < ktiles; kt++, g++) {\n"
   "      const int s = g % S;\n"
+  "      if constexpr (BLK) bq_f8t_scales(p, ring, g + BQ_F8T_AHEAD, ktiles, r, tid);\n"
   "      bq_mbar_wait(full + 8 * s, (g / S) & 1);\n"
   "      const bq_u32 sa = sbase + s * STAGE + wg * 64 * BQ_BK, sb = sbase + s * STAGE + BM * BQ_BK;\n"
   "      bq_wg_fence();\n"
@@ -14678,8 +14692,9 @@ static const char bq__src_linear_cu[] =
   "      bq_wg_commit();\n"
   "      float s0 = 1.0f, s1 = 1.0f; // BLK: the rows' block scale products (0 past M, never stored)\n"
   "      if constexpr (BLK) {\n"
-  "        const float *bs = bscales + s * BQ_F8_SCALES;\n"
-  "        s0 = __fmul_rn(bs[r], bs[BM]), s1 = __fmul_rn(bs[r + 8], bs[BM]);\n"
+  "        bq_cp_wait<BQ_F8T_AHEAD>(); // slice g's group has landed\n"
+  "        const float *bs = (const float *)(smem + (ring - bq_smem_addr(smem))) + (g % (BQ_F8T_AHEAD + 1)) * 3 * 256;\n"
+  "        s0 = __fmul_rn(bs[tid], bs[512 + tid]), s1 = __fmul_rn(bs[256 + tid], bs[512 + tid]);\n"
   "      }\n"
   "      bq_wg_wait<0>();\n"
   "      bq_mbar_arrive(empty + 8 * s);\n"

@@ -241,10 +241,6 @@ static __device__ __forceinline__ void bq_mbar_wait(bq_u32 bar, int parity) {
                "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                "@!p bra BQ_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
 }
-// an arrival on bar once this thread's cp.async copies so far have landed (one of its count)
-static __device__ __forceinline__ void bq_cp_async_arrive(bq_u32 bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
 // the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar
 static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
@@ -757,12 +753,14 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_p
 // thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the
 // grid may be smaller than the tiles): the slices count on across them, so the producer
 // fills the next tile's stages while the consumers store this one's outputs, straight from
-// their registers. Blockwise, the whole producer warp also copies the slice's block scales
-// (a row's and the weight block's) beside the stage with cp.async, arriving on the same full
-// barrier, so no consumer waits on a global load. The sums are those of bq_fp8_wgmma, formed
+// their registers. Blockwise, each consumer thread copies the block scales it reads (its two
+// rows' and the weight block's) with cp.async into a ring of its own in shared memory,
+// BQ_F8T_AHEAD slices ahead of the slice it sums, so neither the producer nor the full
+// barrier waits on those loads, and no consumer waits on one. The sums are those of bq_fp8_wgmma, formed
 // and promoted in the same order (the copies zero-fill past M, N and K as its do), and the
 // epilogue is the same function: the same bits.
 #define BQ_F8T_STAGES 6
+#define BQ_F8T_AHEAD 4 // blockwise: slices a consumer thread's scale copies run ahead
 #if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK
 // tile t of the grouped order bq_tile_of walks
 static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int t, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {
@@ -770,6 +768,26 @@ static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int
   const int gsize = min(p.tiles_m - first_m, 8), in_group = t % per_group;
   m0 = (bq_i64)(first_m + in_group % gsize) * bm;
   n0 = (bq_i64)(in_group / gsize) * bn;
+}
+// Blockwise: consumer thread c (row r of the tile, and r + 8) copies the scales slice gs
+// (counted over the CTA's tiles) multiplies its sums by into slot gs % (BQ_F8T_AHEAD + 1) of
+// the ring at `ring` ([slot][a row's, the row + 8's, the weight block's][256] floats), rows
+// past M zero-filled, and commits them as one group; a slice past the CTA's last tile copies
+// nothing but still commits its (empty) group, so that every slice has one.
+static __device__ __forceinline__ void bq_f8t_scales(const bq_linear_params &p, bq_u32 ring, int gs, int ktiles,
+                                                     int r, int c) {
+  const int t = (int)blockIdx.x + gs / ktiles * (int)gridDim.x, kt = gs % ktiles;
+  if (t < p.tiles_m * p.tiles_n) {
+    bq_i64 m0, n0;
+    bq_tile_at(p, t, 128, 128, m0, n0);
+    const bq_u32 d = ring + (gs % (BQ_F8T_AHEAD + 1)) * (3 * 256 * 4) + 4 * c;
+    const bq_i64 m = m0 + r;
+    const float *sa = (const float *)p.a_scales;
+    bq_cp_async4(d, sa + (m < p.m ? bq_sa_at(p, m, kt) : 0), m < p.m ? 4 : 0);
+    bq_cp_async4(d + 256 * 4, sa + (m + 8 < p.m ? bq_sa_at(p, m + 8, kt) : 0), m + 8 < p.m ? 4 : 0);
+    bq_cp_async4(d + 512 * 4, (const float *)p.w_scales + bq_sw_at(p, n0 >> 7, kt), 4);
+  }
+  bq_cp_commit();
 }
 template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(const bq_fp8_tma_params &q) {
   const bq_linear_params &p = q.p;
@@ -779,11 +797,11 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;
   const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
   const bq_u32 full = sbase + S * STAGE, empty = full + 8 * S; // S mbarriers each
-  float *bscales = (float *)(smem + (empty + 8 * S - bq_smem_addr(smem))); // BLK: [S][BQ_F8_SCALES]
+  const bq_u32 ring = empty + 8 * S; // BLK: the consumers' scale rings (bq_f8t_scales)
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
-      bq_mbar_init(full + 8 * s, BLK ? 33 : 1); // the producer's arrival (and the boxes' bytes), BLK its lanes' copies
-      bq_mbar_init(empty + 8 * s, 256);         // every consumer thread's
+      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)
+      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's
     }
     bq_mbar_init_fence();
   }
@@ -794,7 +812,7 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   // kernel (bq_wait_prior_grid) before anything it writes (x, its scales) is read
   const bool pdl = p.flags & BQ_LF_PDL;
   if (wg == 2) {
-    if (!BLK && tid != 256) return;
+    if (tid != 256) return;
     int pre = 0; // slices whose weight box is already on its way
     if (pdl && lane == 0 && (int)blockIdx.x < tiles) {
       bq_i64 m0, n0;
@@ -812,35 +830,31 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
       for (int kt = 0; kt < ktiles; kt++, g++) {
         const int s = g % S;
         if (g >= S) bq_mbar_wait(empty + 8 * s, (g / S - 1) & 1); // its last use is over
-        if (lane == 0) {
-          if (g >= pre) {
-            bq_mbar_expect(full + 8 * s, STAGE);
-            bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
-          }
-          bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);
+        if (g >= pre) {
+          bq_mbar_expect(full + 8 * s, STAGE);
+          bq_tma_load(sbase + s * STAGE + BM * BQ_BK, q.tmap_w, kt * BQ_BK, (int)n0, full + 8 * s);
         }
-        if constexpr (BLK) {
-          for (int r = lane; r <= BM; r += 32)
-            bq_blk_scale_copy(p, bq_smem_addr(bscales + s * BQ_F8_SCALES), m0, n0 >> 7, BM, kt, r);
-          bq_cp_async_arrive(full + 8 * s);
-        }
+        bq_tma_load(sbase + s * STAGE, q.tmap_a, kt * BQ_BK, (int)m0, full + 8 * s);
       }
     }
     return;
   }
   if (pdl) bq_wait_prior_grid();
+  // the thread's rows in a tile: r and r + 8
+  const int r = 64 * wg + 16 * w + (lane >> 2);
+  if constexpr (BLK)
+    for (int j = 0; j < BQ_F8T_AHEAD; j++) bq_f8t_scales(p, ring, j, ktiles, r, tid);
   int g = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     bq_i64 m0, n0;
     bq_tile_at(p, t, BM, BN, m0, n0);
-    // the thread's rows (m and m + 8), r the first's place in the tile
-    const int r = 64 * wg + 16 * w + (lane >> 2);
     const bq_i64 m = m0 + r;
     float acc[64], part[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
     for (int kt = 0; kt < ktiles; kt++, g++) {
       const int s = g % S;
+      if constexpr (BLK) bq_f8t_scales(p, ring, g + BQ_F8T_AHEAD, ktiles, r, tid);
       bq_mbar_wait(full + 8 * s, (g / S) & 1);
       const bq_u32 sa = sbase + s * STAGE + wg * 64 * BQ_BK, sb = sbase + s * STAGE + BM * BQ_BK;
       bq_wg_fence();
@@ -849,8 +863,9 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
       bq_wg_commit();
       float s0 = 1.0f, s1 = 1.0f; // BLK: the rows' block scale products (0 past M, never stored)
       if constexpr (BLK) {
-        const float *bs = bscales + s * BQ_F8_SCALES;
-        s0 = __fmul_rn(bs[r], bs[BM]), s1 = __fmul_rn(bs[r + 8], bs[BM]);
+        bq_cp_wait<BQ_F8T_AHEAD>(); // slice g's group has landed
+        const float *bs = (const float *)(smem + (ring - bq_smem_addr(smem))) + (g % (BQ_F8T_AHEAD + 1)) * 3 * 256;
+        s0 = __fmul_rn(bs[tid], bs[512 + tid]), s1 = __fmul_rn(bs[256 + tid], bs[512 + tid]);
       }
       bq_wg_wait<0>();
       bq_mbar_arrive(empty + 8 * s);

@@ -567,8 +567,8 @@ static const bq__family bq__weight_sums_family = {
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
    entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
-   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then
-   each stage's scales). */
+   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then the
+   consumers' scale rings: BQ_F8T_AHEAD (4) + 1 slots of 3 x 256 floats). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
@@ -581,7 +581,7 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
   case BQ__FP8_TMA: return BQ__FP8_SMEM_TMA;
-  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + 6 * 144 * 4;
+  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + (4 + 1) * 3 * 256 * 4; /* and linear.cu's scale rings */
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
@@ -597,7 +597,7 @@ BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m, int aligned) {
   if (f == BQ__FP8_WGMMA || (f == BQ__FP8_GEMV && m <= BQ__FP8_GEMV_ROWS)) e = f;
   if (f == BQ__FP8_TMA) e = aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA; /* the tiles, the TMA's where they can */
   /* blockwise: the same tiles with the blocks' scales, the cp.async tiles unless the tests
-     force the TMA's (whose producer's scale copies ran slower than them: docs/design.md) */
+     force the TMA's (docs/design.md says why) */
   if (p->desc.granularity == BQ_PER_BLOCK)
     e = e == BQ__FP8_GEMV ? BQ__FP8_GEMV_BLK : e == BQ__FP8_TMA && f == BQ__FP8_TMA ? BQ__FP8_TMA_BLK : BQ__FP8_WGMMA_BLK;
   return e;

@@ -254,8 +254,14 @@ Test(emulated, tiles, .timeout = 600) {
                                  REFF8_BLOCKWISE_MN, REFF8_ROWWISE, REFF8_BLOCKWISE};
     c.mode = modes[j];
     c.lds_pad = j == 2 ? 3 : 0;
-    c.cap = j >= 5 ? 2 + (j == 6) : 0; /* (the TMA's tiles: 6 tiles on 2 or 3 CTAs) */
+    /* (the TMA's tiles: 6 tiles on 2 or 3 CTAs, so that a CTA's blockwise scale copies run
+       ahead into its next tiles: by several tiles where K is one slice, j = 0) */
+    c.cap = j >= 5 ? 2 + (j == 6) : j == 0 || j == 4 ? 2 : 0;
     run(&c);
+    if (EMU_WGMMA && c.mode >= REFF8_BLOCKWISE) { /* the TMA's blockwise tiles, forced */
+      c.force = BQ__FP8_TMA;
+      run(&c);
+    }
   }
 }
 

@@ -22,8 +22,7 @@
      copies (cp.async.bulk.tensor) land at issue, swizzled by address as the hardware does,
      zero past the tensor's edges, and count their bytes on their mbarrier; their tensor
      maps are the emulator's own encoding (emu_tensor_map, which the tests install as
-     cuTensorMapEncodeTiled); cp.async.mbarrier.arrive lands the thread's copies, then
-     arrives;
+     cuTensorMapEncodeTiled);
    - shared memory is one buffer per CTA, filled with garbage at the start and bounded by
      the launch's dynamic size: a primitive's access past it aborts, and so does a block
      that leaves a byte past it changed; "device" pointers are host pointers.
@@ -705,12 +704,6 @@ static inline void bq_mbar_expect(unsigned addr, int bytes) {
 /* the phase of parity `parity` has completed once the current one's parity differs */
 static inline void bq_mbar_wait(unsigned addr, int parity) {
   while ((int)(emu_mbar_at(addr)->phase & 1u) == parity) emu_yield();
-}
-/* cp.async.mbarrier.arrive.noinc: the thread's copies so far land, then it arrives */
-static inline void bq_cp_async_arrive(unsigned addr) {
-  bq_cp_commit();
-  bq_cp_wait<0>();
-  emu_mbar_arrive(addr);
 }
 /* emu_tensor_map's encoding: a tag, the base, then K bytes and rows, the row stride, the box */
 #define EMU_TMAP_TAG 0x50414d54554d45ull /* "EMUTMAP" */
