@@ -753,11 +753,11 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_p
 // thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the
 // grid may be smaller than the tiles): the slices count on across them, so the producer
 // fills the next tile's stages while the consumers store this one's outputs, straight from
-// their registers. Blockwise, each consumer thread copies the block scales it reads (its two
-// rows' and the weight block's) with cp.async into a ring of its own in shared memory,
-// BQ_F8T_AHEAD slices ahead of the slice it sums, so neither the producer nor the full
-// barrier waits on those loads, and no consumer waits on one. The sums are those of bq_fp8_wgmma, formed
-// and promoted in the same order (the copies zero-fill past M, N and K as its do), and the
+// their registers. Blockwise, each consumer thread also copies the block scales it reads (its
+// two rows' and the weight block's) with cp.async into a ring of its own in shared memory,
+// BQ_F8T_AHEAD slices ahead of the slice it sums (bq_f8t_scales), so neither the producer
+// nor the full barrier waits on those loads. The sums are those of bq_fp8_wgmma, formed and
+// promoted in the same order (the copies zero-fill past M, N and K as its do), and the
 // epilogue is the same function: the same bits.
 #define BQ_F8T_STAGES 6
 #define BQ_F8T_AHEAD 4 // blockwise: slices a consumer thread's scale copies run ahead
