@@ -25,8 +25,6 @@ CCF="-std=c11 -O2 -pthread -D_POSIX_C_SOURCE=200809L"
 (cd "$W/xp" && cc $CCF -I. -o "$W/bench" tools/bench.c -ldl -lm && cc $CCF -I. -o "$W/bq" tools/baracuda-quant.c -ldl -lm) || exit 1
 export BARACUDA_QUANT_CACHE_DIR=$W/cache BARACUDA_QUANT_TUNE=0
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
-# the SKUs of the rows, from a first benchmark run's JSON (each warm below compiles them again
-# under a setting's environment, in parallel)
 settings=${1:-}
 if [ -z "$settings" ]; then
   settings=$W/settings
@@ -52,6 +50,8 @@ cols16 BQX_CP=1 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=811
 base
 EOF
 fi
+# the rows' SKUs, from a short first run (each warm below compiles them again under its
+# setting's environment; a setting that renames a SKU, as u does, compiles it in the run)
 "$W/bench" --filter "$ROWS" --reps 3 --warmup 1 --json "$W/rows.json" > "$W/rows.log" 2>&1
 python3 -c 'import json,sys; print("\n".join(sorted({r["sku"] for r in json.load(open(sys.argv[1]))["rows"] if r.get("sku")})))' "$W/rows.json" > "$W/skus.txt"
 t "rows: $(grep -c . "$W/skus.txt") SKUs"
@@ -61,8 +61,8 @@ while read -r name envs; do
   n=$((n + 1))
   if [ $(($(date +%s) - T0)) -gt "${BUDGET:-480}" ]; then t "budget spent: stopped before $name"; break; fi
   env $envs "$W/bq" warm --arch "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)" \
-    --skus "$W/skus.txt" -j "$(nproc)" > "$W/warm_$n.log" 2>&1
-  env $envs "$W/bench" --filter "$ROWS" --json "$OUT/s_${n}_$name.json" > "$OUT/s_${n}_$name.log" 2>&1
+    --skus "$W/skus.txt" -j "$(nproc)" < /dev/null > "$W/warm_$n.log" 2>&1
+  env $envs "$W/bench" --filter "$ROWS" --json "$OUT/s_${n}_$name.json" < /dev/null > "$OUT/s_${n}_$name.log" 2>&1
   t "$name ($envs): rc $?"
 done < "$settings"
 python3 - "$OUT" > "$OUT/table.txt" <<'EOF'
