@@ -4,6 +4,7 @@
 # its own over the same rows, in one call under the device's 10 minutes.
 #
 #   ROWS="per_token/quantize/fwd/bf16/s8/[32768,..." tools/dev/affine_sweep.sh [SETTINGS_FILE]
+#   ROWS_FROM=docs/bench/h200-0.2.0.json [BELOW=0.90] tools/dev/affine_sweep.sh
 #
 # ROWS: tools/bench's --filter (comma-separated substrings: end each before a shape's comma,
 # "per_token/quantize/fwd/bf16/s8/[32768" rather than "...[32768,4096]"). SETTINGS_FILE: a
@@ -11,15 +12,28 @@
 # BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=2"); the default list below. Every setting runs with
 # BARACUDA_QUANT_TUNE=0, so that the table's choice is what runs; "base" (no override) runs
 # first and again last, which bounds the run's drift. BUDGET (seconds, default 480) stops
-# before a setting that would start later. Each setting's kernels are compiled first on all
+# before a setting that would start later (a setting costs about a third of a second a row:
+# the H200 run's 129 affine rows below 0.90 take about a minute each, so split them over
+# calls with BELOW or ROWS). Each setting's kernels are compiled first on all
 # the host's cores (warm), so the benchmark processes time kernels, not NVRTC.
-# Output in $OUT (default sweep-out/): s_<name>.json and .log, timeline.txt, and table.txt,
+# Output in $OUT (default sweep-out/): s_<n>_<name>.json and .log, timeline.txt, and table.txt,
 # each row's time under each setting as base / setting (above 1: the setting is faster).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-sweep-out}; W=$(mktemp -d); mkdir -p "$OUT"
 T0=$(date +%s); t() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$OUT/timeline.txt"; }
-: "${ROWS:?set ROWS to the benchmark rows (tools/bench --filter)}"
+if [ -z "${ROWS:-}" ] && [ -n "${ROWS_FROM:-}" ]; then
+  # the affine rows of a benchmark JSON of 64 MiB or more below BELOW of copy, each as the
+  # part of its name before a shape's comma (which may take in a neighbour or two)
+  ROWS=$(python3 -c 'import json,sys
+rows = json.load(open(sys.argv[1]))["rows"]
+fam = ("per_tensor/", "per_channel/", "per_token/", "per_group/", "per_block/")
+keep = sorted({r["name"].split(",")[0] for r in rows if r["name"].startswith(fam) and "dynamic" not in r["name"]
+               and r.get("bytes", 0) >= 64 << 20 and r.get("ratio", 1) < float(sys.argv[2])
+               and not any(t in r["name"] for t in ("/sr", "/rot"))})
+print(",".join(keep))' "$ROWS_FROM" "${BELOW:-0.90}") || exit 1
+fi
+: "${ROWS:?set ROWS to the benchmark rows (tools/bench --filter), or ROWS_FROM to a benchmark JSON}"
 python3 tools/dev/affine_sweep.py "$W/xp" > /dev/null || exit 1
 CCF="-std=c11 -O2 -pthread -D_POSIX_C_SOURCE=200809L"
 (cd "$W/xp" && cc $CCF -I. -o "$W/bench" tools/bench.c -ldl -lm && cc $CCF -I. -o "$W/bq" tools/baracuda-quant.c -ldl -lm) || exit 1
