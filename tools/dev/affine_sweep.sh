@@ -38,7 +38,7 @@ python3 tools/dev/affine_sweep.py "$W/xp" > /dev/null || exit 1
 CCF="-std=c11 -O2 -pthread -D_POSIX_C_SOURCE=200809L"
 (cd "$W/xp" && cc $CCF -I. -o "$W/bench" tools/bench.c -ldl -lm && cc $CCF -I. -o "$W/bq" tools/baracuda-quant.c -ldl -lm) || exit 1
 export BARACUDA_QUANT_CACHE_DIR=$W/cache BARACUDA_QUANT_TUNE=0
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | tee "$OUT/gpu.txt"
 settings=${1:-}
 if [ -z "$settings" ]; then
   settings=$W/settings
@@ -67,6 +67,8 @@ fi
 # the rows' SKUs, from a short first run (each warm below compiles them again under its
 # setting's environment; a setting that renames a SKU, as u does, compiles it in the run)
 "$W/bench" --filter "$ROWS" --reps 3 --warmup 1 --json "$W/rows.json" > "$W/rows.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then t "the first run failed (rc $rc; 2: no GPU): $(tail -1 "$W/rows.log")"; rm -rf "$W"; exit 1; fi
 python3 -c 'import json,sys; print("\n".join(sorted({r["sku"] for r in json.load(open(sys.argv[1]))["rows"] if r.get("sku")})))' "$W/rows.json" > "$W/skus.txt"
 t "rows: $(grep -c . "$W/skus.txt") SKUs"
 n=0
