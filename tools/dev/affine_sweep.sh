@@ -71,13 +71,13 @@ rc=$?
 if [ $rc -ne 0 ]; then t "the first run failed (rc $rc; 2: no GPU): $(tail -1 "$W/rows.log")"; rm -rf "$W"; exit 1; fi
 python3 -c 'import json,sys; print("\n".join(sorted({r["sku"] for r in json.load(open(sys.argv[1]))["rows"] if r.get("sku")})))' "$W/rows.json" > "$W/skus.txt"
 t "rows: $(grep -c . "$W/skus.txt") SKUs"
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 n=0
 while read -r name envs; do
   [ -z "$name" ] && continue
   n=$((n + 1))
   if [ $(($(date +%s) - T0)) -gt "${BUDGET:-480}" ]; then t "budget spent: stopped before $name"; break; fi
-  env $envs "$W/bq" warm --arch "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)" \
-    --skus "$W/skus.txt" -j "$(nproc)" < /dev/null > "$W/warm_$n.log" 2>&1
+  env $envs "$W/bq" warm --arch "$arch" --skus "$W/skus.txt" -j "$(nproc)" < /dev/null > "$W/warm_$n.log" 2>&1
   env $envs "$W/bench" --filter "$ROWS" --json "$OUT/s_${n}_$name.json" < /dev/null > "$OUT/s_${n}_$name.log" 2>&1
   t "$name ($envs): rc $?"
 done < "$settings"
