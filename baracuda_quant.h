@@ -3417,6 +3417,11 @@ BQ__FN bq_fastdiv bq__make_fastdiv(uint32_t d) {
      first-use tune decides (bq__affine_tuned).
      Where it is taken, 16-bit quantize without zero points over rows and groups of whole
      pairs of accesses runs bq_affine_pair, its form with two accesses a thread.
+   - lu: accesses a thread of bq_affine_lean (affine.cu's BQ_LEAN_U), a block's width apart
+     and all loaded before any is converted: 2 where that keeps more bytes in flight than
+     its registers cost (quantize forward per tensor of f32 and f64, quantize and dequantize
+     forward per token, dequantize forward per group: on the H100 2-9% faster than 1 at
+     256 MiB), else 1 (per tensor 16-bit is 1% slower with 2; 4 was never faster than 2).
    - regs: each entry point's register budget a thread, which its launch bounds ask ptxas
      to meet as the least blocks of 256 an SM must hold (bq__lb_blocks: 80 registers are 3
      blocks, 64 are 4; 0: none named, which differs from a budget: that lets ptxas spend
@@ -3442,107 +3447,107 @@ typedef struct bq__affine_row {
   bq_direction dir;
   bq_granularity gran;
   bq_dtype ft;
-  int u, ga, fr, na, waves, odd, slots, items, bcap, cwave, lean;
+  int u, ga, fr, na, waves, odd, slots, items, bcap, cwave, lean, lu;
   int regs[BQ__AFFINE_ENTRIES]; /* by entry point: the registers a thread it is compiled for (bq__lb_blocks) */
 } bq__affine_row;
 static const bq__affine_row bq__affine_table[] = {
-  /* op, direction, granularity, float type                 u ga fr na waves odd slots items bcap cwave lean  regs: row cols odd blocks flat narrow mask */
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    8, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,   1, 1,   1,    0,   0,    0,    0, {80, 64, 80, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,   1, 1,   2,    2,   2,    0,    0, {80, 64, 80, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 80, 80, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 80, 80, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8,   4, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0,   4, 0,   0,    1,   0,    0,    8, {0, 0, 0, 0, 64, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0,   4, 0,   0,    1,   0,    0,    8, {0, 0, 0, 0, 64, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,   1, 1,   2,    1,   2,    0,    0, {80, 0, 80, 64, 0, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8, {80, 0, 80, 0, 64, 64}},
-  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8, {80, 0, 80, 0, 64, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {48, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {48, 0, 0, 0, 0, 0}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,   1, 1,   1,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,   1, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,   1, 1,   2,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,   1, 0,   0,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0,   4, 0,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,   1, 0,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,   1, 1,   0,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,   1, 0,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,   1, 1,   0,    0,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
-  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0, {0, 0, 64, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,   1, 1,   1,    0,   0,    0,    0, {80, 80, 80, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,   1, 1,   1,    0,   2,    0,    0, {80, 80, 80, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 64, 80, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0, {80, 64, 80, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0,   4, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,   1, 1,   1,    1,   2,    0,    0, {80, 0, 80, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0, {80, 0, 80, 0, 64, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0, {0, 0, 0, 0, 0, 0}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,   1, 1,   1,    0,   2,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0, {0, 80, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,   1, 0,   0,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,   1, 1,   1,    1,   2,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
-  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0, {0, 0, 0, 0, 0, 64}},
+  /* op, direction, granularity, float type                 u ga fr na waves odd slots items bcap cwave lean lu  regs: row cols odd blocks flat narrow mask */
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,          2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1,  2, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,          4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    8,  2, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,          2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,         4, 4, 0, 0,   1, 1,   1,    0,   0,    0,    0,  1, {80, 64, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,         4, 4, 0, 8,   1, 1,   2,    2,   2,    0,    0,  1, {80, 64, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,         4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0,  1, {80, 80, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,        4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0,  1, {80, 80, 80, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,           4, 0, 4, 0,   4, 0,   0,    1,   0,    0,    0,  2, {0, 0, 0, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,           4, 0, 0, 8,   4, 0,   0,    1,   2,    0,    0,  2, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,           4, 4, 0, 0,   4, 0,   0,    1,   0,    0,    8,  2, {0, 0, 0, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,          4, 4, 0, 0,   4, 0,   0,    1,   0,    0,    8,  2, {0, 0, 0, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,           4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0,  1, {80, 0, 80, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,           4, 4, 0, 8,   1, 1,   2,    1,   2,    0,    0,  1, {80, 0, 80, 64, 0, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,           4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8,  1, {80, 0, 80, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,          4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    8,  1, {80, 0, 80, 0, 64, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,         4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,         2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {48, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {48, 0, 0, 0, 0, 0}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,        2, 4, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,        4, 2, 0, 4,   1, 1,   1,    0,   2,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,        2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,       2, 2, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,          4, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,          2, 2, 1, 2,   1, 0,   0,    1,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,          2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,         2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,          2, 4, 2, 0,   2, 1,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,          4, 2, 1, 4,   1, 1,   2,    1,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,          2, 2, 2, 0,   2, 1,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,         2, 2, 2, 0,   2, 1,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,        4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,        2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,   -1,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,       2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,       4, 0, 0, 0,   1, 0,   0,    0,   2,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,       2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,         4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0,  2, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,         4, 0, 4, 0,   4, 0,   0,    0,   2,    0,    0,  2, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,         4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0,  2, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0,  2, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,         2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0,  2, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,         4, 0, 4, 0,   1, 0,   0,    0,   2,    0,    0,  2, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,         2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0,  2, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0,  2, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,       4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,       2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,      2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,      4, 0, 0, 0,   1, 1,   0,    0,   2,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,      2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,     2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,        2, 0, 4, 0,   1, 0,   0,    0,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,        4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,       4, 0, 4, 0,   4, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0,  1, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,        4, 0, 4, 0,   1, 1,   0,    0,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,        2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0,  1, {0, 0, 64, 0, 0, 64}},
+  {BQ_DEQUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,       2, 0, 4, 0,   2, 1,   0,    0,   0,    0,    0,  1, {0, 0, 64, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F32,     2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F64,     4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_F16,     2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TENSOR, BQ_BF16,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F32,    4, 4, 0, 0,   1, 1,   1,    0,   0,    0,    0,  1, {80, 80, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F64,    4, 4, 0, 0,   1, 1,   1,    0,   2,    0,    0,  1, {80, 80, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_F16,    4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0,  1, {80, 64, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_CHANNEL, BQ_BF16,   4, 4, 0, 0,   1, 1,   1,    0,   0,    1,    0,  1, {80, 64, 80, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F32,      4, 0, 4, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F64,      4, 0, 0, 0,   4, 0,   0,    1,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_F16,      4, 0, 0, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_TOKEN, BQ_BF16,     4, 0, 0, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F32,      4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0,  1, {80, 0, 80, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F64,      4, 4, 4, 0,   1, 1,   1,    1,   2,    0,    0,  1, {80, 0, 80, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_F16,      4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0,  1, {80, 0, 80, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_FORWARD, BQ_PER_GROUP, BQ_BF16,     4, 4, 4, 0,   2, 1,   1,    1,   0,    0,    0,  1, {80, 0, 80, 0, 64, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F32,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F64,    4, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_F16,    2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TENSOR, BQ_BF16,   2, 0, 0, 0,   1, 0,   0,    0,   0,    0,    0,  1, {0, 0, 0, 0, 0, 0}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F32,   2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F64,   4, 4, 0, 0,   1, 1,   1,    0,   2,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_F16,   2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_CHANNEL, BQ_BF16,  2, 0, 0, 0,   1, 1,   0,    0,   0,    0,    0,  1, {0, 80, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F32,     4, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F64,     2, 4, 1, 0,   1, 0,   0,    1,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_F16,     2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_TOKEN, BQ_BF16,    2, 0, 2, 0,   4, 0,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F32,     2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F64,     4, 4, 1, 0,   1, 1,   1,    1,   2,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_F16,     2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
+  {BQ_FAKE_QUANTIZE, BQ_BACKWARD, BQ_PER_GROUP, BQ_BF16,    2, 0, 2, 0,   2, 1,   0,    1,   0,    0,    0,  1, {0, 0, 0, 0, 0, 64}},
 };
 #define BQ__AFFINE_ROWS ((int)(sizeof bq__affine_table / sizeof bq__affine_table[0]))
 /* a normalized affine desc's row (the table's order is its key's) */
@@ -3577,7 +3582,7 @@ BQ__FN void bq__affine_prelude(const bq_desc *d, const bq__target *t, bq__str *s
               "#define BQ_FR %d\n#define BQ_NA %d\n#define BQ_SLOTS %d\n#define BQ_ITEM_SLOTS %d\n#define BQ_ITEMS %d\n",
               bq__spec("OP", d->op), bq__spec("DIR", d->direction), bq__spec("GRAN", d->granularity), r->u, r->ga,
               r->fr, r->na, r->slots > 0, r->slots == 2, r->items > 0);
-  bq__str_fmt(s, "#define BQ_SR %d\n", d->rounding == BQ_ROUND_STOCHASTIC);
+  bq__str_fmt(s, "#define BQ_LEAN_U %d\n#define BQ_SR %d\n", r->lu, d->rounding == BQ_ROUND_STOCHASTIC);
   if (d->rotation) bq__str_fmt(s, "#define BQ_AFF_ROT 1\n");
   for (int e = 0; e < BQ__AFFINE_ENTRIES; e++) bq__launch_bounds_define(s, lb_names[e], bq__lb_blocks(r->regs[e], 256));
 }
@@ -3970,11 +3975,11 @@ BQ__FN bq_status bq__affine_run(const bq_plan *p, const bq_args *a, void *ws, si
     bq_pair_block_params pp = {{k.in0, k.out, k.scales, (uint32_t)lean, k.fd_group}, fd_cols, (uint32_t)k.grs};
     return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &pp, stream);
   }
-  if (lean) { /* an access a thread (the one past the last whole access takes the rest) */
+  if (lean) { /* lu accesses a thread (the one past the last whole access takes the rest) */
     bq_lean_block_params lp = {{k.in0, k.out, k.scales, k.zps, k.scale, (uint32_t)k.tiles, (uint32_t)k.cols, k.fd_group,
                                 k.zp},
                                fd_cols, (uint32_t)k.grs};
-    return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);
+    return bq__launch(p, lw, bq__grid((lean + row->lu - 1) / row->lu, 256), 1, 256, 0, &lp, stream);
   }
   int64_t cp = f < 0 || f == BQ__AFFINE_COLS ? bq__affine_cols_cp(p, &k, &v) : 0;
   if (cp) {
@@ -9108,49 +9113,36 @@ static const char bq__src_affine_cu[] =
   "// Quantize and dequantize forward, per tensor, per token, per group and per block, over dense\n"
   "// data whose streams start on their accesses' grid (the lead stream on the 16-byte one), rows,\n"
   "// groups and blocks a whole number of accesses (the host checks; per group, row-major scales\n"
-  "// with a row of groups a row; per block, row-major scales): one access a thread, its\n"
-  "// parameters looked up and prepared in registers\n"
-  "// after its load, nothing else. The kernel holds few registers, so an SM holds many warps,\n"
-  "// which tensors of a few waves need (the row kernels pay a row's set-up per warp). The\n"
-  "// thread past the last whole access takes the elements after it. The input is loaded with\n"
-  "// an L2 evict-last policy and each line handed back to normal priority once its accesses are\n"
-  "// done (bq_lean_load, bq_lean_release). Dequantize stores its output with the default cache\n"
-  "// policy, as its consumer reads it next: streaming the output measured slower on the H100.\n"
+  "// with a row of groups a row; per block, row-major scales): each access's parameters looked\n"
+  "// up and prepared in registers after its load, nothing else. The kernel\n"
+  "// holds few registers, so an SM holds many warps, which tensors of a few waves need (the row\n"
+  "// kernels pay a row's set-up per warp). A thread takes BQ_LEAN_U accesses a block's width\n"
+  "// apart, all loaded before any is converted, which keeps more bytes in flight per register\n"
+  "// where the device needs it (the host's table column lu). The thread whose access would be\n"
+  "// the one past the last whole access takes the elements after it. Dequantize stores its\n"
+  "// output with the default cache policy, as its consumer reads it next: streaming the output\n"
+  "// measured slower on the H100.\n"
   "// Without zero points (per tensor: a zero point of 0) the body runs in a form with the zero\n"
   "// point folded away, chosen once for the launch; there quantize takes a scale that needs no\n"
   "// power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives\n"
   "// it tensors of fewer than 2^31 elements. Quantize from 16-bit data without zero points\n"
   "// takes bq_affine_pair instead where the host allows.\n"
-  "// A vector access of the input (narrower than 8 bytes: bq_load) with an L2 evict-last\n"
-  "// policy: on the H100 faster than streaming it (ld.cs) or the default policy, as a line then\n"
-  "// stays in L2 until all of its accesses have been served. bq_lean_release puts the line back\n"
-  "// at normal priority, so that none outlives the call at evict-last priority, where later\n"
-  "// traffic of normal priority could not evict it.\n"
+  "// A vector access of the input (narrower than 8 bytes: bq_load), at the default cache\n"
+  "// policy: faster on the H100 than an L2 evict-last policy (which needs each line handed back\n"
+  "// to normal priority after its accesses), than streaming it (ld.cs) or than the\n"
+  "// non-coherent path (ld.nc). Volatile, so that a thread's loads stay ahead of its arithmetic.\n"
   "template <typename C> static __device__ __forceinline__ void bq_lean_load(C &x, const void *src) {\n"
   "#if !defined(BQ_EMULATED)\n"
   "  if (sizeof(C) == 16 || sizeof(C) == 8) {\n"
-  "    bq_u64 pol;\n"
-  "    asm(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(pol));\n"
   "    bq_u32 *v = (bq_u32 *)&x;\n"
   "    if (sizeof(C) == 16)\n"
-  "      asm volatile(\"ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\"\n"
-  "                   : \"=r\"(v[0]), \"=r\"(v[1]), \"=r\"(v[2]), \"=r\"(v[3]) : \"l\"(src), \"l\"(pol));\n"
+  "      asm volatile(\"ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\" : \"=r\"(v[0]), \"=r\"(v[1]), \"=r\"(v[2]), \"=r\"(v[3]) : \"l\"(src));\n"
   "    else\n"
-  "      asm volatile(\"ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\" : \"=r\"(v[0]), \"=r\"(v[1]) : \"l\"(src), \"l\"(pol));\n"
+  "      asm volatile(\"ld.global.v2.u32 {%0, %1}, [%2];\" : \"=r\"(v[0]), \"=r\"(v[1]) : \"l\"(src));\n"
   "    return;\n"
   "  }\n"
   "#endif\n"
   "  bq_load<true>(x, src, 16);\n"
-  "}\n"
-  "// The input's 128-byte line back to normal L2 priority, by the access that starts it (or,\n"
-  "// first, the tensor's first access, whose line may start before the tensor)\n"
-  "static __device__ __forceinline__ void bq_lean_release(const void *src, bool first) {\n"
-  "#if !defined(BQ_EMULATED)\n"
-  "  const bq_u64 a = (bq_u64)src;\n"
-  "  if ((a & 127) == 0 || first) asm volatile(\"applypriority.global.L2::evict_normal [%0], 128;\" ::\"l\"(a & ~(bq_u64)127) : \"memory\");\n"
-  "#else\n"
-  "  (void)src, (void)first;\n"
-  "#endif\n"
   "}\n"
   "// The kernels' parameter blocks: per block with the row's geometry after them\n"
   "#if BQ_GRAN == BQ_GRAN_BLOCK\n"
@@ -9186,46 +9178,57 @@ static const char bq__src_affine_cu[] =
   "  return sv;\n"
   "#endif\n"
   "}\n"
-  "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {\n"
+  "// Access a, loaded into x: its scale and zero point, its conversion and its store\n"
+  "template <bool Z0> static __device__ __forceinline__ void bq_lean_one(const bq_lean_kp &kp, bq_u32 a,\n"
+  "                                                                   const bq_piece<bq_in0> &x) {\n"
   "  const bq_lean_params &p = BQ_LEAN_P(kp);\n"
-  "  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = p.accesses;\n"
   "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
   "  bq_out *out = (bq_out *)p.out;\n"
-  "  bq_scale s;\n"
+  "  const bq_u32 e = a * BQ_P;\n"
   "  bq_zp z;\n"
-  "  if (a < na) {\n"
-  "    const bq_u32 e = a * BQ_P;\n"
-  "    bq_piece<bq_in0> x;\n"
-  "    bq_lean_load(x, in0 + e);\n"
-  "    const bq_c sv = bq_lean_param<Z0>(kp, e, z);\n"
-  "    bq_piece<bq_out> y;\n"
+  "  const bq_c sv = bq_lean_param<Z0>(kp, e, z);\n"
+  "  bq_piece<bq_out> y;\n"
   "#if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64\n"
-  "    if (Z0 && bq_scale_is_plain(sv)) {\n"
-  "      bq_quantize_near<true, true>(x.e, bq_scale_plain_of(sv), 0, y.e);\n"
-  "      bq_store<true>(out + e, y, 16);\n"
-  "      bq_lean_release(in0 + e, a == 0);\n"
-  "      return;\n"
-  "    }\n"
+  "  if (Z0 && bq_scale_is_plain(sv)) {\n"
+  "    bq_quantize_near<true, true>(x.e, bq_scale_plain_of(sv), 0, y.e);\n"
+  "    bq_store<true>(out + e, y, 16);\n"
+  "    return;\n"
+  "  }\n"
   "#endif\n"
-  "    s = bq_scale_of(sv);\n"
-  "    bool fix = false;\n"
+  "  const bq_scale s = bq_scale_of(sv);\n"
+  "  bool fix = false;\n"
   "#if BQ_OP == BQ_OP_QUANTIZE\n"
-  "    fix = !z.iok; // a zero point within the q-range's width of an int32 limit\n"
+  "  fix = !z.iok; // a zero point within the q-range's width of an int32 limit\n"
   "#endif\n"
-  "    if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);\n"
-  "    if (!fix) {\n"
-  "      bq_store<true>(out + e, y, 16);\n"
-  "      bq_lean_release(in0 + e, a == 0);\n"
-  "      return;\n"
-  "    }\n"
-  "    bq_lean_release(in0 + e, a == 0); // (the elements are read again below, at any priority)\n"
+  "  if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);\n"
+  "  if (!fix) {\n"
+  "    bq_store<true>(out + e, y, 16);\n"
+  "    return;\n"
+  "  }\n"
   "#pragma unroll 1\n"
-  "    for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
-  "  } else if (a == na) {\n"
+  "  for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
+  "}\n"
+  "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {\n"
+  "  const bq_lean_params &p = BQ_LEAN_P(kp);\n"
+  "  const bq_u32 a0 = blockIdx.x * (blockDim.x * BQ_LEAN_U) + threadIdx.x, na = p.accesses;\n"
+  "  const bq_in0 *in0 = (const bq_in0 *)p.in0;\n"
+  "  bq_piece<bq_in0> x[BQ_LEAN_U];\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_LEAN_U; j++)\n"
+  "    if (a0 + j * blockDim.x < na) bq_lean_load(x[j], in0 + (a0 + j * blockDim.x) * BQ_P);\n"
+  "#pragma unroll\n"
+  "  for (int j = 0; j < BQ_LEAN_U; j++) {\n"
+  "    const bq_u32 a = a0 + j * blockDim.x;\n"
+  "    if (a < na) {\n"
+  "      bq_lean_one<Z0>(kp, a, x[j]);\n"
+  "    } else if (a == na) {\n"
+  "      bq_out *out = (bq_out *)p.out;\n"
+  "      bq_zp z;\n"
   "#pragma unroll 1\n"
-  "    for (bq_u32 e = na * BQ_P; e < p.n; e++) {\n"
-  "      s = bq_scale_of(bq_lean_param<false>(kp, e, z));\n"
-  "      bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
+  "      for (bq_u32 e = na * BQ_P; e < p.n; e++) {\n"
+  "        const bq_scale s = bq_scale_of(bq_lean_param<false>(kp, e, z));\n"
+  "        bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);\n"
+  "      }\n"
   "    }\n"
   "  }\n"
   "}\n"
@@ -9285,7 +9288,6 @@ static const char bq__src_affine_cu[] =
   "  }\n"
   "  if (t >= np) return;\n"
   "  if (!fix) bq_store<true>(out + e, y, 16);\n"
-  "  bq_lean_release(in0 + e, a == 0);\n"
   "  if (fix) {\n"
   "#pragma unroll 1\n"
   "    for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);\n"

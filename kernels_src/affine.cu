@@ -1140,49 +1140,36 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 // Quantize and dequantize forward, per tensor, per token, per group and per block, over dense
 // data whose streams start on their accesses' grid (the lead stream on the 16-byte one), rows,
 // groups and blocks a whole number of accesses (the host checks; per group, row-major scales
-// with a row of groups a row; per block, row-major scales): one access a thread, its
-// parameters looked up and prepared in registers
-// after its load, nothing else. The kernel holds few registers, so an SM holds many warps,
-// which tensors of a few waves need (the row kernels pay a row's set-up per warp). The
-// thread past the last whole access takes the elements after it. The input is loaded with
-// an L2 evict-last policy and each line handed back to normal priority once its accesses are
-// done (bq_lean_load, bq_lean_release). Dequantize stores its output with the default cache
-// policy, as its consumer reads it next: streaming the output measured slower on the H100.
+// with a row of groups a row; per block, row-major scales): each access's parameters looked
+// up and prepared in registers after its load, nothing else. The kernel
+// holds few registers, so an SM holds many warps, which tensors of a few waves need (the row
+// kernels pay a row's set-up per warp). A thread takes BQ_LEAN_U accesses a block's width
+// apart, all loaded before any is converted, which keeps more bytes in flight per register
+// where the device needs it (the host's table column lu). The thread whose access would be
+// the one past the last whole access takes the elements after it. Dequantize stores its
+// output with the default cache policy, as its consumer reads it next: streaming the output
+// measured slower on the H100.
 // Without zero points (per tensor: a zero point of 0) the body runs in a form with the zero
 // point folded away, chosen once for the launch; there quantize takes a scale that needs no
 // power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives
 // it tensors of fewer than 2^31 elements. Quantize from 16-bit data without zero points
 // takes bq_affine_pair instead where the host allows.
-// A vector access of the input (narrower than 8 bytes: bq_load) with an L2 evict-last
-// policy: on the H100 faster than streaming it (ld.cs) or the default policy, as a line then
-// stays in L2 until all of its accesses have been served. bq_lean_release puts the line back
-// at normal priority, so that none outlives the call at evict-last priority, where later
-// traffic of normal priority could not evict it.
+// A vector access of the input (narrower than 8 bytes: bq_load), at the default cache
+// policy: faster on the H100 than an L2 evict-last policy (which needs each line handed back
+// to normal priority after its accesses), than streaming it (ld.cs) or than the
+// non-coherent path (ld.nc). Volatile, so that a thread's loads stay ahead of its arithmetic.
 template <typename C> static __device__ __forceinline__ void bq_lean_load(C &x, const void *src) {
 #if !defined(BQ_EMULATED)
   if (sizeof(C) == 16 || sizeof(C) == 8) {
-    bq_u64 pol;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
     bq_u32 *v = (bq_u32 *)&x;
     if (sizeof(C) == 16)
-      asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                   : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(src), "l"(pol));
+      asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(src));
     else
-      asm volatile("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v[0]), "=r"(v[1]) : "l"(src), "l"(pol));
+      asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "l"(src));
     return;
   }
 #endif
   bq_load<true>(x, src, 16);
-}
-// The input's 128-byte line back to normal L2 priority, by the access that starts it (or,
-// first, the tensor's first access, whose line may start before the tensor)
-static __device__ __forceinline__ void bq_lean_release(const void *src, bool first) {
-#if !defined(BQ_EMULATED)
-  const bq_u64 a = (bq_u64)src;
-  if ((a & 127) == 0 || first) asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(a & ~(bq_u64)127) : "memory");
-#else
-  (void)src, (void)first;
-#endif
 }
 // The kernels' parameter blocks: per block with the row's geometry after them
 #if BQ_GRAN == BQ_GRAN_BLOCK
@@ -1218,46 +1205,57 @@ template <bool Z0> static __device__ __forceinline__ bq_c bq_lean_param(const bq
   return sv;
 #endif
 }
-template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {
+// Access a, loaded into x: its scale and zero point, its conversion and its store
+template <bool Z0> static __device__ __forceinline__ void bq_lean_one(const bq_lean_kp &kp, bq_u32 a,
+                                                                   const bq_piece<bq_in0> &x) {
   const bq_lean_params &p = BQ_LEAN_P(kp);
-  const bq_u32 a = blockIdx.x * blockDim.x + threadIdx.x, na = p.accesses;
   const bq_in0 *in0 = (const bq_in0 *)p.in0;
   bq_out *out = (bq_out *)p.out;
-  bq_scale s;
+  const bq_u32 e = a * BQ_P;
   bq_zp z;
-  if (a < na) {
-    const bq_u32 e = a * BQ_P;
-    bq_piece<bq_in0> x;
-    bq_lean_load(x, in0 + e);
-    const bq_c sv = bq_lean_param<Z0>(kp, e, z);
-    bq_piece<bq_out> y;
+  const bq_c sv = bq_lean_param<Z0>(kp, e, z);
+  bq_piece<bq_out> y;
 #if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
-    if (Z0 && bq_scale_is_plain(sv)) {
-      bq_quantize_near<true, true>(x.e, bq_scale_plain_of(sv), 0, y.e);
-      bq_store<true>(out + e, y, 16);
-      bq_lean_release(in0 + e, a == 0);
-      return;
-    }
+  if (Z0 && bq_scale_is_plain(sv)) {
+    bq_quantize_near<true, true>(x.e, bq_scale_plain_of(sv), 0, y.e);
+    bq_store<true>(out + e, y, 16);
+    return;
+  }
 #endif
-    s = bq_scale_of(sv);
-    bool fix = false;
+  const bq_scale s = bq_scale_of(sv);
+  bool fix = false;
 #if BQ_OP == BQ_OP_QUANTIZE
-    fix = !z.iok; // a zero point within the q-range's width of an int32 limit
+  fix = !z.iok; // a zero point within the q-range's width of an int32 limit
 #endif
-    if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);
-    if (!fix) {
-      bq_store<true>(out + e, y, 16);
-      bq_lean_release(in0 + e, a == 0);
-      return;
-    }
-    bq_lean_release(in0 + e, a == 0); // (the elements are read again below, at any priority)
+  if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);
+  if (!fix) {
+    bq_store<true>(out + e, y, 16);
+    return;
+  }
 #pragma unroll 1
-    for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
-  } else if (a == na) {
+  for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
+}
+template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {
+  const bq_lean_params &p = BQ_LEAN_P(kp);
+  const bq_u32 a0 = blockIdx.x * (blockDim.x * BQ_LEAN_U) + threadIdx.x, na = p.accesses;
+  const bq_in0 *in0 = (const bq_in0 *)p.in0;
+  bq_piece<bq_in0> x[BQ_LEAN_U];
+#pragma unroll
+  for (int j = 0; j < BQ_LEAN_U; j++)
+    if (a0 + j * blockDim.x < na) bq_lean_load(x[j], in0 + (a0 + j * blockDim.x) * BQ_P);
+#pragma unroll
+  for (int j = 0; j < BQ_LEAN_U; j++) {
+    const bq_u32 a = a0 + j * blockDim.x;
+    if (a < na) {
+      bq_lean_one<Z0>(kp, a, x[j]);
+    } else if (a == na) {
+      bq_out *out = (bq_out *)p.out;
+      bq_zp z;
 #pragma unroll 1
-    for (bq_u32 e = na * BQ_P; e < p.n; e++) {
-      s = bq_scale_of(bq_lean_param<false>(kp, e, z));
-      bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
+      for (bq_u32 e = na * BQ_P; e < p.n; e++) {
+        const bq_scale s = bq_scale_of(bq_lean_param<false>(kp, e, z));
+        bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
+      }
     }
   }
 }
@@ -1317,7 +1315,6 @@ extern "C" __global__ void BQ_LB_PAIR BQ_FN_AFFINE_PAIR(const bq_pair_kp kp) {
   }
   if (t >= np) return;
   if (!fix) bq_store<true>(out + e, y, 16);
-  bq_lean_release(in0 + e, a == 0);
   if (fix) {
 #pragma unroll 1
     for (int j = 0; j < 2 * BQ_P; j++) bq_one(e + j, s.s, 0, in0, (const bq_in1 *)nullptr, out);

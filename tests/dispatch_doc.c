@@ -31,17 +31,18 @@ static void tables(bq__str *s) {
                  "whether `bq_affine_cols` takes one wave of blocks; `lean`, where `bq_affine_lean` (and "
                  "`bq_affine_pair`, its 16-bit quantize in pairs) takes dense data (-1: any size, else up to "
                  "that many waves of the float stream, a wave being a 16-byte access for every thread the "
-                 "SMs hold, 0: never); `regs`, the register budget a thread of `bq_affine`, `_cols`, `_odd`, "
-                 "`_blocks`, `_flat`, `_narrow` and `_mask`, which their launch bounds ask for as blocks of "
+                 "SMs hold, 0: never); `lu`, `bq_affine_lean`'s accesses a thread; `regs`, the register "
+                 "budget a thread of `bq_affine`, `_cols`, `_odd`, `_blocks`, `_flat`, `_narrow` and `_mask`, "
+                 "which their launch bounds ask for as blocks of "
                  "256 an SM (0: none named; `bq_affine_lean` and `bq_affine_pair` name none).\n\n"
                  "| op | direction | granularity | T | u | ga | fr | na | waves | odd | slots | items | bcap | "
-                 "cwave | lean | regs |\n"
-                 "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+                 "cwave | lean | lu | regs |\n"
+                 "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (int i = 0; i < BQ__AFFINE_ROWS; i++) {
     const bq__affine_row *r = &bq__affine_table[i];
-    bq__str_fmt(s, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d %d %d %d %d %d %d |\n",
+    bq__str_fmt(s, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d %d %d %d %d %d %d |\n",
                 bq__op_name(r->op), dir_name(r->dir), bq__gran_name(r->gran), bq__dtype_name(r->ft), r->u, r->ga,
-                r->fr, r->na, r->waves, r->odd, r->slots, r->items, r->bcap, r->cwave, r->lean, r->regs[0], r->regs[1],
+                r->fr, r->na, r->waves, r->odd, r->slots, r->items, r->bcap, r->cwave, r->lean, r->lu, r->regs[0], r->regs[1],
                 r->regs[2], r->regs[3], r->regs[4], r->regs[5], r->regs[6]);
   }
   bq__str_cat(s, "\n#### Dynamic quantization: `bq__dynamic_table`\n\n"

@@ -925,18 +925,19 @@ Test(emulated_affine, by_name, .timeout = 600) {
 #endif
 #if EMU_HAS_LEAN
   /* bq_affine_lean, whatever the table's size limit: dense data, the lead stream aligned, whole
-     accesses, elements past the last one (per tensor) */
-  for (int i = 0; i < 6; i++) {
+     accesses, elements past the last one (per tensor); the last case has blocks' worth of
+     accesses, so that a thread's second and later accesses (the table's lu) are used */
+  for (int i = 0; i < 7; i++) {
 #if EMU_GRAN == BQ_GRAN_TENSOR
-    static const int64_t ln[] = {1, 7, p, 32 * p + 3, 5000, 70001};
+    static const int64_t ln[] = {1, 7, p, 32 * p + 3, 5000, 70001, 1100 * p};
     bq_args a;
     memset(&a, 0, sizeof a);
     a.numel = ln[i];
     named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, 1, al, "dense");
 #else
     const int lt = EMU_GRAN == BQ_GRAN_TOKEN;
-    const int64_t g = p * (i % 3 + 1), cols = lt ? p * (i + 1) : g * (i + 2);
-    bq_args a = rows_args(i == 0 ? 1 : 3 * i + 1, cols, lt ? 0 : g, 0);
+    const int64_t g = p * (i % 3 + 1), cols = i == 6 ? p * 40 : lt ? p * (i + 1) : g * (i + 2);
+    bq_args a = rows_args(i == 0 ? 1 : i == 6 ? 37 : 3 * i + 1, cols, lt ? 0 : g, 0);
     if (EMU_GROUPED && !X4 && !EMU_LAYOUT) a.group_row_stride = 0; /* dense row-major scales */
     if (EMU_GRAN == BQ_GRAN_TOKEN || (!X4 && !EMU_LAYOUT))
       named_case(BQ__AFFINE_LEAN, k_affine_lean, "bq_affine_lean", a, rows_params(a), al, "dense");

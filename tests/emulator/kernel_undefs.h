@@ -80,6 +80,7 @@
 #undef BQ_LB_MASK
 #undef BQ_LB_LEAN
 #undef BQ_LB_PAIR
+#undef BQ_LEAN_U
 #undef BQ_CLAMP_BIG
 #undef BQ_COLS_SMEM
 #undef BQ_CPT
