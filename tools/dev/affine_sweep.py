@@ -10,17 +10,15 @@ tools/amalgamate.py in a scratch copy) and OUT_DIR/tools/{bench.c,baracuda-quant
 tools/dev/affine_sweep.sh builds and runs it. The hooks:
 
 - Host, read on every plan's use of its affine table row: BQX_<column>=N replaces that
-  column of every row (u, ga, fr, na, waves, odd, slots, items, bcap, cwave, lean), BQX_R<e>=N
-  entry point e's register budget (0 row, 1 cols, 2 odd, 3 blocks, 4 flat, 5 narrow, 6 mask).
-  BQX_LEANU=N launches bq_affine_lean for N accesses a thread (pair it with the kernel's U
-  below), BQX_CP (set) gives bq_affine_cols a full 16-byte access of every type.
-- Kernels, through BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=CPU (digits; one option only):
-  P, bq_affine_lean's and bq_affine_pair's loads: 1 as today (L2 evict-last, the line put
-  back at normal priority), 0 plain ld.global, 2 ld.global.cs, 3 ld.global.nc with
-  L1::no_allocate, 4 the same with L2::256B; U, bq_affine_lean's accesses a thread (with
-  BQX_LEANU=U); C, 8 (as the hundreds digit: 8PU) for bq_affine_cols' 16-byte accesses of
-  16-bit data (with BQX_CP=1). Write two digits as 1U or 0U with no leading zero where it
-  matters: -DBQ_XP=02 is octal, which reads the same for U < 8.
+  column of every row (u, ga, fr, na, waves, odd, slots, items, bcap, cwave, lean, lu; lu
+  reaches the kernel through the prelude), BQX_R<e>=N entry point e's register budget (0 row,
+  1 cols, 2 odd, 3 blocks, 4 flat, 5 narrow, 6 mask). BQX_CP (set) gives bq_affine_cols a
+  full 16-byte access of every type.
+- Kernels, through BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=CP (digits; one option only):
+  P, bq_affine_lean's and bq_affine_pair's 8- and 16-byte loads: 0 as the library does
+  (plain ld.global), 1 with an L2 evict-last policy, 2 ld.global.cs, 3 ld.global.nc with
+  L1::no_allocate, 4 the same with L2::256B; C, 8 (as the tens digit: 8P) for bq_affine_cols'
+  16-byte accesses of 16-bit data (with BQX_CP=1).
 The cache key holds the source and the options, so every setting compiles its own kernels
 and one cache directory serves them all. The header is for measuring only: nothing checks
 the overridden settings against the kernels' rules (a column that names a kernel a row
@@ -52,7 +50,7 @@ HOST_ROW_NEW = """  int i = ((((int)d->op - BQ_QUANTIZE) * 2 + (d->direction == 
 #define BQX_F(f)                        \\
   if ((e = getenv("BQX_" #f))) xr.f = atoi(e);
   BQX_F(u) BQX_F(ga) BQX_F(fr) BQX_F(na) BQX_F(waves) BQX_F(odd) BQX_F(slots) BQX_F(items) BQX_F(bcap)
-  BQX_F(cwave) BQX_F(lean)
+  BQX_F(cwave) BQX_F(lean) BQX_F(lu)
 #undef BQX_F
   for (int r = 0; r < 7; r++) {
     char nm[16];
@@ -63,12 +61,8 @@ HOST_ROW_NEW = """  int i = ((((int)d->op - BQ_QUANTIZE) * 2 + (d->direction == 
 }"""
 HOST_CP_OLD = "  int64_t cp = p->vec < 4 ? p->vec : 4;\n"
 HOST_CP_NEW = "  int64_t cp = p->vec < 4 ? p->vec : 4;\n  if (getenv(\"BQX_CP\")) cp = p->vec; /* affine_sweep */\n"
-HOST_LEAN_OLD = "    return bq__launch(p, lw, bq__grid(lean, 256), 1, 256, 0, &lp, stream);"
-HOST_LEAN_NEW = """    const int64_t lu = getenv("BQX_LEANU") ? atoi(getenv("BQX_LEANU")) : 1; /* affine_sweep */
-    return bq__launch(p, lw, bq__grid((lean + lu - 1) / lu, 256), 1, 256, 0, &lp, stream);"""
-
 KERN_CP_OLD = "#define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses"
-KERN_CP_NEW = """#if defined(BQ_XP) && BQ_XP >= 100 // affine_sweep: 16-byte accesses of every type
+KERN_CP_NEW = """#if defined(BQ_XP) && BQ_XP >= 80 // affine_sweep: 16-byte accesses of every type
 #define BQ_CP BQ_P
 #else
 #define BQ_CP (BQ_P < 4 ? BQ_P : 4) // columns per lane: 16-byte f32/f64, 8-byte f16/bf16 accesses
@@ -76,88 +70,31 @@ KERN_CP_NEW = """#if defined(BQ_XP) && BQ_XP >= 100 // affine_sweep: 16-byte acc
 KERN_LOAD_OLD = """template <typename C> static __device__ __forceinline__ void bq_lean_load(C &x, const void *src) {
 #if !defined(BQ_EMULATED)
   if (sizeof(C) == 16 || sizeof(C) == 8) {"""
-KERN_LOAD_NEW = """#ifdef BQ_XP // affine_sweep: the load policy and the accesses a thread
-#define BQ_LEAN_POLICY ((BQ_XP / 10) % 10)
-#define BQ_LEAN_U (BQ_XP % 10)
+KERN_LOAD_NEW = """#ifdef BQ_XP // affine_sweep: the load policy
+#define BQ_LEAN_POLICY (BQ_XP % 10)
 #else
-#define BQ_LEAN_POLICY 1
-#define BQ_LEAN_U 1
+#define BQ_LEAN_POLICY 0
 #endif
 template <typename C> static __device__ __forceinline__ void bq_lean_load(C &x, const void *src) {
 #if !defined(BQ_EMULATED)
-  if (BQ_LEAN_POLICY != 1 && sizeof(C) == 16) {
+  if (BQ_LEAN_POLICY != 0 && (sizeof(C) == 16 || sizeof(C) == 8)) {
     bq_u32 *v = (bq_u32 *)&x;
-#define BQX_LD(Q) asm volatile("ld.global" Q ".v4.u32 {%0, %1, %2, %3}, [%4];" \\
-                               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(src))
-    if (BQ_LEAN_POLICY == 0) BQX_LD("");
-    if (BQ_LEAN_POLICY == 2) BQX_LD(".cs");
-    if (BQ_LEAN_POLICY == 3) BQX_LD(".nc.L1::no_allocate");
-    if (BQ_LEAN_POLICY == 4) BQX_LD(".nc.L1::no_allocate.L2::256B");
+    bq_u64 pol;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+#define BQX_LD(Q, H4, H2)                                                                                               \
+  if (sizeof(C) == 16)                                                                                              \
+    asm volatile("ld.global" Q ".v4.u32 {%0, %1, %2, %3}, [%4]" H4 ";"                                               \
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(src), "l"(pol));                            \
+  else                                                                                                              \
+    asm volatile("ld.global" Q ".v2.u32 {%0, %1}, [%2]" H2 ";" : "=r"(v[0]), "=r"(v[1]) : "l"(src), "l"(pol));
+    if (BQ_LEAN_POLICY == 1) { BQX_LD(".L2::cache_hint", ", %5", ", %3") }
+    if (BQ_LEAN_POLICY == 2) { BQX_LD(".cs", "", "") }
+    if (BQ_LEAN_POLICY == 3) { BQX_LD(".nc.L1::no_allocate", "", "") }
+    if (BQ_LEAN_POLICY == 4) { BQX_LD(".nc.L1::no_allocate.L2::256B", "", "") }
 #undef BQX_LD
     return;
   }
   if (sizeof(C) == 16 || sizeof(C) == 8) {"""
-KERN_RELEASE_OLD = """  if ((a & 127) == 0 || first) asm volatile("applypriority"""
-KERN_RELEASE_NEW = """  if (BQ_LEAN_POLICY == 1 && ((a & 127) == 0 || first)) asm volatile("applypriority"""
-# bq_lean's body: U accesses a thread, blockDim.x apart, all loaded first
-KERN_BODY_START = "template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {"
-KERN_BODY_END = "#if BQ_E_AFFINE_LEAN\nextern \"C\" __global__ void BQ_LB_LEAN BQ_FN_AFFINE_LEAN(const bq_lean_kp p) {"
-KERN_BODY_NEW = """// affine_sweep: access a (its piece in x) as bq_lean did it, then BQ_LEAN_U accesses a thread
-template <bool Z0> static __device__ __forceinline__ void bq_lean_one(const bq_lean_kp &kp, bq_u32 a,
-                                                                   const bq_piece<bq_in0> &x) {
-  const bq_lean_params &p = BQ_LEAN_P(kp);
-  const bq_in0 *in0 = (const bq_in0 *)p.in0;
-  bq_out *out = (bq_out *)p.out;
-  const bq_u32 e = a * BQ_P;
-  bq_zp z;
-  const bq_c sv = bq_lean_param<Z0>(kp, e, z);
-  bq_piece<bq_out> y;
-#if BQ_OP == BQ_OP_QUANTIZE && BQ_FT != BQ_TYPE_F64
-  if (Z0 && bq_scale_is_plain(sv)) {
-    bq_quantize_near<true, true>(x.e, bq_scale_plain_of(sv), 0, y.e);
-    bq_store<true>(out + e, y, 16);
-    bq_lean_release(in0 + e, a == 0);
-    return;
-  }
-#endif
-  const bq_scale s = bq_scale_of(sv);
-  bool fix = false;
-#if BQ_OP == BQ_OP_QUANTIZE
-  fix = !z.iok;
-#endif
-  if (!fix) bq_apply_piece<true>(x, bq_piece<bq_in1>(), s, z, y, &fix);
-  if (!fix) bq_store<true>(out + e, y, 16);
-  bq_lean_release(in0 + e, a == 0);
-  if (fix) {
-#pragma unroll 1
-    for (int j = 0; j < BQ_P; j++) bq_one(e + j, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
-  }
-}
-template <bool Z0> static __device__ __forceinline__ void bq_lean(const bq_lean_kp &kp) {
-  const bq_lean_params &p = BQ_LEAN_P(kp);
-  const bq_u32 a0 = blockIdx.x * (blockDim.x * BQ_LEAN_U) + threadIdx.x, na = p.accesses;
-  const bq_in0 *in0 = (const bq_in0 *)p.in0;
-  bq_piece<bq_in0> x[BQ_LEAN_U];
-#pragma unroll
-  for (int j = 0; j < BQ_LEAN_U; j++)
-    if (a0 + j * blockDim.x < na) bq_lean_load(x[j], in0 + (a0 + j * blockDim.x) * BQ_P);
-#pragma unroll
-  for (int j = 0; j < BQ_LEAN_U; j++) {
-    const bq_u32 a = a0 + j * blockDim.x;
-    if (a < na) {
-      bq_lean_one<Z0>(kp, a, x[j]);
-    } else if (a == na) {
-      bq_out *out = (bq_out *)p.out;
-      bq_zp z;
-#pragma unroll 1
-      for (bq_u32 e = na * BQ_P; e < p.n; e++) {
-        const bq_scale s = bq_scale_of(bq_lean_param<false>(kp, e, z));
-        bq_one(e, s.s, z.zp, in0, (const bq_in1 *)nullptr, out);
-      }
-    }
-  }
-}
-"""
 
 
 def main():
@@ -172,17 +109,11 @@ def main():
         s = open(fam).read()
         s = patch(s, HOST_ROW_OLD, HOST_ROW_NEW, "the table row (bq__affine_row_of)")
         s = patch(s, HOST_CP_OLD, HOST_CP_NEW, "the columns kernel's width (bq__affine_cols_cp)")
-        s = patch(s, HOST_LEAN_OLD, HOST_LEAN_NEW, "the lean launch")
         open(fam, "w").write(s)
         ker = os.path.join(tmp, "kernels_src", "affine.cu")
         s = open(ker).read()
         s = patch(s, KERN_CP_OLD, KERN_CP_NEW, "BQ_CP")
         s = patch(s, KERN_LOAD_OLD, KERN_LOAD_NEW, "bq_lean_load")
-        s = patch(s, KERN_RELEASE_OLD, KERN_RELEASE_NEW, "bq_lean_release")
-        a, b = s.find(KERN_BODY_START), s.find(KERN_BODY_END)
-        if a < 0 or b < a:
-            sys.exit("affine_sweep: bq_lean's body is not where it was; update tools/dev/affine_sweep.py")
-        s = s[:a] + KERN_BODY_NEW + s[b:]
         open(ker, "w").write(s)
         subprocess.run([sys.executable, os.path.join(tmp, "tools", "amalgamate.py")], check=True,
                        stdout=subprocess.DEVNULL)

@@ -8,8 +8,8 @@
 #
 # ROWS: tools/bench's --filter (comma-separated substrings: end each before a shape's comma,
 # "per_token/quantize/fwd/bf16/s8/[32768" rather than "...[32768,4096]"). SETTINGS_FILE: a
-# setting a line, its name then its environment ("lu2 BQX_LEANU=2
-# BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=2"); the default list below. Every setting runs with
+# setting a line, its name then its environment ("lean_u2 BQX_lean=-1 BQX_lu=2
+# BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=1"); the default list below. Every setting runs with
 # BARACUDA_QUANT_TUNE=0, so that the table's choice is what runs; "base" (no override) runs
 # first and again last, which bounds the run's drift. BUDGET (seconds, default 480) stops
 # before a setting that would start later (a setting costs about a third of a second a row:
@@ -57,10 +57,11 @@ waves1 BQX_waves=1
 waves8 BQX_waves=8
 cwave0 BQX_cwave=0
 lean BQX_lean=-1
-lean_plain BQX_lean=-1 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=1
-lean_plain_u2 BQX_lean=-1 BQX_LEANU=2 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=2
-lean_u2 BQX_lean=-1 BQX_LEANU=2 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=12
-cols16 BQX_CP=1 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=811
+lean_u1 BQX_lean=-1 BQX_lu=1
+lean_u2 BQX_lean=-1 BQX_lu=2
+lean_u4 BQX_lean=-1 BQX_lu=4
+lean_last_u2 BQX_lean=-1 BQX_lu=2 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=1
+cols16 BQX_CP=1 BARACUDA_QUANT_NVRTC_OPTIONS=-DBQ_XP=80
 base
 EOF
 fi
