@@ -1141,29 +1141,31 @@ static __device__ __forceinline__ void bq_dense_params(const bq_affine_params &p
 // data whose streams start on their accesses' grid (the lead stream on the 16-byte one), rows,
 // groups and blocks a whole number of accesses (the host checks; per group, row-major scales
 // with a row of groups a row; per block, row-major scales): each access's parameters looked
-// up and prepared in registers after its load, nothing else. The kernel
-// holds few registers, so an SM holds many warps, which tensors of a few waves need (the row
-// kernels pay a row's set-up per warp). A thread takes BQ_LEAN_U accesses a block's width
-// apart, all loaded before any is converted, which keeps more bytes in flight per register
-// where the device needs it (the host's table column lu). The thread whose access would be
-// the one past the last whole access takes the elements after it. Dequantize stores its
-// output with the default cache policy, as its consumer reads it next: streaming the output
-// measured slower on the H100.
+// up and prepared in registers after its load, nothing else. The kernel holds few registers,
+// so an SM holds many warps, which tensors of a few waves need (the row kernels pay a row's
+// set-up per warp). A thread takes BQ_LEAN_U accesses a block's width apart, all loaded
+// before any is converted, which keeps more bytes in flight per register where the device
+// needs it (the host's table column lu). The thread whose access would be the one past the
+// last whole access takes the elements after it. Dequantize stores its output with the
+// default cache policy, as its consumer reads it next: streaming the output measured slower
+// on the H100.
 // Without zero points (per tensor: a zero point of 0) the body runs in a form with the zero
 // point folded away, chosen once for the launch; there quantize takes a scale that needs no
 // power-of-two bracket straight to bq_quantize_near. Its indices are 32-bit: the host gives
 // it tensors of fewer than 2^31 elements. Quantize from 16-bit data without zero points
 // takes bq_affine_pair instead where the host allows.
 // A vector access of the input (narrower than 8 bytes: bq_load), at the default cache
-// policy: faster on the H100 than an L2 evict-last policy (which needs each line handed back
-// to normal priority after its accesses), than streaming it (ld.cs) or than the
-// non-coherent path (ld.nc). Volatile, so that a thread's loads stay ahead of its arithmetic.
+// policy: on the H100 as fast as or faster than an L2 evict-last policy (which needs each
+// line handed back to normal priority after its accesses), than streaming it (ld.cs) or
+// than the non-coherent path (ld.nc). Volatile, so that a thread's loads stay ahead of its
+// arithmetic.
 template <typename C> static __device__ __forceinline__ void bq_lean_load(C &x, const void *src) {
 #if !defined(BQ_EMULATED)
   if (sizeof(C) == 16 || sizeof(C) == 8) {
     bq_u32 *v = (bq_u32 *)&x;
     if (sizeof(C) == 16)
-      asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(src));
+      asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(src));
     else
       asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "l"(src));
     return;
