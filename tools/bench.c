@@ -465,6 +465,11 @@ static const bench_case k_cases[] = {
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {16, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {64, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
     {.gran = BQ_PER_TOKEN, .rank = 2, .shape = {256, 4096}, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .quick = 1},
+    /* DeepSeek-style 1x128 FP8 activations at decode and small prefill batches */
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {1, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {16, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {64, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
+    {.gran = BQ_PER_GROUP, .rank = 2, .shape = {256, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYM(BQ_BF16), .int_type = BQ_E4M3, .scale_type = BQ_F32, .quick = 1},
     {.gran = BQ_PER_GROUP, .rank = 2, .shape = {32768, 4096}, .group_size = 128, .ops = OPM(BQ_DYNAMIC_QUANTIZE), .dirs = FWD, .types = TYPES_F32_BF16, .quick = 1},
     /* FP8 per group of 32 with UE8M0 scales (MXFP8 as the dynamic family serves it): the
        reference of the microscaling dynamic rows */
