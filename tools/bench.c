@@ -23,6 +23,7 @@
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../baracuda_quant.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -119,11 +120,25 @@ static void copy_str(char *dst, size_t n, const char *src) {
   if (n) dst[i] = 0;
 }
 
-/* --filter: comma-separated substrings; a row runs when its name contains any of them */
+/* --filter: comma-separated substrings; a row runs when its name contains any of them. A
+   comma between a '[' and the ']' that closes a run of digits and commas is part of a shape
+   ("[8192,4096]"), not a separator ("[8192,per_token" is two parts). */
+static int shape_comma(const char *f, size_t at) {
+  size_t k = at;
+  while (k > 0 && (isdigit((unsigned char)f[k - 1]) || f[k - 1] == ',')) k--;
+  if (k == 0 || f[k - 1] != '[') return 0;
+  for (k = at + 1; isdigit((unsigned char)f[k]) || f[k] == ','; k++) {}
+  return f[k] == ']';
+}
+static size_t filter_part(const char *f) {
+  size_t n = 0;
+  while (f[n] && (f[n] != ',' || shape_comma(f, n))) n++;
+  return n;
+}
 static int matches(const char *name) {
   if (!G.filter) return 1;
   for (const char *f = G.filter; *f;) {
-    size_t n = strcspn(f, ",");
+    size_t n = filter_part(f);
     char part[256];
     copy_str(part, n + 1 < sizeof part ? n + 1 : sizeof part, f);
     if (n && strstr(name, part)) return 1;
@@ -180,7 +195,12 @@ static void *fill_part(void *p) {
       j->host[i] = (unsigned char)(127 + elo + (int)(splitmix64(&s) % (uint64_t)(ehi - elo + 1)));
     break;
   }
-  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* int8, FP8: random codes */
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* int8, FP8: random codes; bytes in [lo, hi] where */
+    if (j->t == BQ_U8 && j->hi > j->lo && (j->lo > 0 || j->hi < 255)) { /* that is narrower than a byte's span */
+      for (size_t i = j->begin; i < j->end; i++)
+        j->host[i] = (unsigned char)(j->lo + (double)(splitmix64(&s) % (uint64_t)(j->hi - j->lo + 1)));
+      break;
+    }
     for (size_t i = j->begin; i < j->end; i += 8) {
       uint64_t r = splitmix64(&s);
       memcpy(j->host + i, &r, j->end - i < 8 ? j->end - i : 8);
@@ -1533,7 +1553,8 @@ static int run_mx_case(const mx_case *c, row_result *r) {
     int bad;
     if (i == M_F && c->op != BQ_DEQUANTIZE) bad = fill_random(p, b, c->ft, -3, 3);
     else if (i == M_Q && c->op == BQ_DEQUANTIZE) bad = fill_random(p, b, BQ_U8, 0, 255);
-    else if (i == M_S && !dyn) bad = fill_random(p, b, BQ_U8, c->fmt == MX_NV ? 40 : 120, c->fmt == MX_NV ? 60 : 130);
+    else if (i == M_S && !dyn) /* E4M3 codes 40 to 60 (0.25 to 1.5), UE8M0 120 to 130 (2^-7 to 2^3) */
+      bad = fill_random(p, b, BQ_U8, c->fmt == MX_NV ? 40 : 120, c->fmt == MX_NV ? 60 : 130);
     else if (i == M_G) bad = fill_random(p, b, BQ_F32, 0.01, 0.02);
     else bad = BQ(bq_memset(p, 0xff, b)); /* outputs: poisoned */
     if (bad) goto done;
@@ -2133,6 +2154,7 @@ static void usage(FILE *f) {
           "             [--commit SHA] [--header-sha256 HEX]\n"
           "  --quick      fewer repetitions; 256 MiB and one small size only\n"
           "  --filter S   only rows whose name contains S, or any of S's comma-separated parts\n"
+          "               (a comma inside [...] belongs to the shape)\n"
           "               (names: per_tensor/quantize/fwd/f32/\n"
           "               s8/[67108864], copy/268435456, fused/ (the fused producers and\n"
           "               their dynamic quantize rows), jit/cold_compile, jit/disk_select,\n"
