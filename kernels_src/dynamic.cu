@@ -248,17 +248,18 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 #if BQ_GRAN == BQ_GRAN_GROUP
 // Per group, fast shape: the group is gc = G / BQ_VEC accesses (a power of two up to
 // 32 BQ_DU) and the row starts 16-byte aligned, so accesses never straddle groups. A
-// group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each
-// (access u of lane j is the group's u gl + j: a load instruction reads gl contiguous
-// accesses of each group). The lanes reduce with log2(gl) shuffles, and one set of scale
-// instructions serves 32 / gl groups a warp.
+// group is held by gl = gc / ga consecutive lanes, ga = min(gc, BQ_DU) accesses each, but
+// 2 where gc is BQ_DU (access u of lane j is the group's u gl + j: a load instruction reads
+// gl contiguous accesses of each group; a lane alone with four accesses 64 bytes apart made
+// every load instruction half-sectors, 26% slower on bf16 groups of 32). The lanes reduce
+// with log2(gl) shuffles, and one set of scale instructions serves 32 / gl groups a warp.
 static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                       bq_i64 r, int lane, int tpr) {
   // gc, ga and gl are powers of two: integer codes (bq_dynamic_groups) index by shifts,
   // which ran up to 4% faster there; FP8 codes (in bq_dynamic) divide, as the shifts ran
   // slower there
   const bool sh = !BQ_FP8;
-  const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : BQ_DU;
+  const int gc = (int)(p.group / BQ_VEC), ga = gc < BQ_DU ? gc : gc == BQ_DU ? BQ_DU / 2 : BQ_DU;
   const int lgc = __ffs(gc) - 1, lgl = lgc - (__ffs(ga) - 1), gl = sh ? 1 << lgl : gc / ga;
   const int w_out = bq_width(y);
   const int sub = lane & (gl - 1);
