@@ -1496,6 +1496,8 @@ static __device__ __forceinline__ bq_c bq_fake_quantize_sr(bq_c x, const bq_scal
 // BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).
 #ifdef BQ_MX_RULE
 #define BQ_MX_NV (BQ_ST == BQ_TYPE_E4M3) // NVFP4: E4M3 group scales times the tensor scale
+// NVFP4 under the library's rule from f32 arithmetic: bq_mx_nv_fast where a group's scale allows
+#define BQ_MX_NV_FAST (BQ_MX_NV && BQ_MX_RULE == 0 && BQ_FT != BQ_TYPE_F64)
 #if BQ_IT == BQ_TYPE_E2M1
 #define BQ_MX_MAX 6.0f
 #define BQ_MX_EMAX 2
@@ -1533,6 +1535,14 @@ static __device__ __forceinline__ int bq_mx_elem_of(bq_c v) {
   const bq_u32 hi = min((a + 0x1fffffu + ((a >> 22) & 1u)) >> 22, 259u) - 252u; // (inf, NaN: 7)
   const bq_u32 c = a < 0x3f800000u ? lo : hi;
   return (int)(c | (a <= 0x7f800000u ? (u >> 28) & 8u : 0u));
+}
+// |v|'s magnitude code alone, 0 to 7, as bq_mx_elem_of takes it (NVFP4's fast quotient):
+// the clamp at 6's bits first, which also saturates inf and NaN
+static __device__ __forceinline__ bq_u32 bq_e2m1_mag(float v) {
+  const bq_u32 u = min(__float_as_uint(v) & 0x7fffffffu, 0x40c00000u);
+  const bq_u32 lo = __float_as_uint(__fmaf_rn(__uint_as_float(u), 2.0f, 0x1p23f)) & 3u;
+  const bq_u32 hi = (u - 0x3f000000u + 0x1fffffu + ((u >> 22) & 1u)) >> 22; // (252 taken off before the shift)
+  return u < 0x3f800000u ? lo : hi;
 }
 #endif
 // E2M1 code -> C, exact, from the f32's bits: magnitude m from 2 on is (2 + m % 2) 2^(m / 2 - 2),
@@ -1603,6 +1613,7 @@ struct bq_mx_scale {
   bq_c sc, rcp;
 #if BQ_MX_NV && BQ_MX_RULE == 0
   bq_scale q; // sc as bq_f8_quotient takes it: the library's rule divides, by reciprocal and correction
+  bool fast;  // sc positive and q.plain: bq_mx_nv_fast applies (f32 arithmetic)
 #endif
 };
 static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) {
@@ -1617,6 +1628,7 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) 
 #else
   s.rcp = 0;
   s.q = bq_scale_of(s.sc);
+  s.fast = BQ_MX_NV_FAST && s.q.plain && s.sc > (bq_c)0;
 #endif
 #else
   (void)g;
@@ -1625,13 +1637,42 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_scale_of(int code, float g) 
 #endif
   return s;
 }
+#if BQ_MX_NV_FAST
+// NVFP4's quotient where s.fast: Markstein's correction of |x| rcp with no rescaling and no
+// guard, then x's sign. |x| under 2^-96 gives a quotient under 2^-6 however it rounds (code
+// 0); past 2^90 (or an infinite |x|) q0 saturates and the correction's NaN too, through
+// bq_e2m1_mag; in between this is bq_f8_quotient's RN(|x| / s) (its zero residual keeps
+// q0: the same with |x|). The sign is x's unless the quotient is NaN (x NaN: q0 NaN).
+static __device__ __forceinline__ int bq_mx_nv_fast(float x, const bq_mx_scale &s) {
+  const float a = fabsf(x), q0 = __fmul_rn(a, s.q.rcp);
+  const float q1 = __fmaf_rn(__fmaf_rn(-q0, s.q.s, a), s.q.rcp, q0);
+  return (int)(bq_e2m1_mag(q1) | (q0 == q0 ? (__float_as_uint(x) >> 28) & 8u : 0u));
+}
+#endif
 static __device__ __forceinline__ int bq_mx_quantize(bq_c x, const bq_mx_scale &s) {
 #if BQ_MX_NV && BQ_MX_RULE == 0
+#if BQ_MX_NV_FAST
+  if (s.fast) return bq_mx_nv_fast(x, s);
+#endif
   return bq_mx_elem_of(bq_f8_quotient(x, s.q)); // (the IEEE quotient wherever E2M1 can tell)
 #else
   return bq_mx_elem_of(bq_mul(x, s.rcp));
 #endif
 }
+#if BQ_MX_NV_FAST
+// N elements' codes, the quotient's form chosen once for them (a branch an element would
+// cost as much as the arithmetic it saves)
+template <int N>
+static __device__ __forceinline__ void bq_mx_quantize_n(const bq_c (&c)[N], const bq_mx_scale &s, int (&q)[N]) {
+  if (s.fast) {
+#pragma unroll
+    for (int j = 0; j < N; j++) q[j] = bq_mx_nv_fast(c[j], s);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < N; j++) q[j] = bq_mx_elem_of(bq_f8_quotient(c[j], s.q));
+}
+#endif
 #if BQ_SR
 // the same quotient, rounded stochastically by the draw u (the IEEE quotient throughout: the
 // draw can tell any two quotients apart)

@@ -660,9 +660,17 @@ static __device__ __forceinline__ void bq_fmx_access(const bq_gshape &gs, bq_red
   bq_chunk_c(v, c);
   constexpr int NB = BQ_MX_YB(BQ_VEC);
   bq_chunk<bq_u8, NB> o;
+#if BQ_MX_NV_FAST
+  int qv[BQ_VEC];
+  bq_mx_quantize_n<BQ_VEC>(c, s, qv); // (the quotient's form chosen once for the access)
+#endif
 #pragma unroll
   for (int j = 0; j < BQ_VEC; j++) {
+#if BQ_MX_NV_FAST
+    const int q = qv[j];
+#else
     const int q = bq_mx_quantize(c[j], s);
+#endif
 #if BQ_IT == BQ_TYPE_E2M1
     o.e[j >> 1] = (bq_u8)((j & 1) ? (o.e[j >> 1] | (q << 4)) : q);
 #else

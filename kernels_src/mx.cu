@@ -179,9 +179,20 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     bq_u32 u[N > 0 ? N : 1];
     bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);
 #endif
+#if BQ_MX_NV_FAST && !BQ_SR
+    // (NVFP4: the quotient's form chosen once for the N elements)
+    constexpr int NN = N > 0 ? N : 1;
+    int qv[NN];
+    bq_c cv[NN];
+#pragma unroll
+    for (int j = 0; j < NN; j++) cv[j] = bq_to_c(v.e[j]);
+    bq_mx_quantize_n<NN>(cv, s, qv);
+#endif
 #pragma unroll
     for (int j = 0; j < N; j++) {
-#if BQ_SR
+#if BQ_MX_NV_FAST && !BQ_SR
+      const int q = qv[j];
+#elif BQ_SR
       const int q = bq_mx_quantize_sr(bq_to_c(v.e[j]), s, u[j]);
 #else
       const int q = bq_mx_quantize(bq_to_c(v.e[j]), s);

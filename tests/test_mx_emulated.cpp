@@ -236,12 +236,15 @@ static void one_case(int rep) {
      either side, where x * f32(1 / sc) can land on the other side of t than x / sc */
   if (NV && OP == BQ_QUANTIZE && rnd() % 2) /* a tensor scale of few bits: t sc is then exact in T */
     tsv = (float)ldexp(1.0 + (double)(rnd() % 8) / 8.0, (int)rnd_range(-12, 4));
+  /* now and then a tensor scale far out, so that group scales leave [2^-90, 2^90], where
+     NVFP4's quotient takes its general form (bq_mx_nv_fast's window) */
+  if (NV && !computed && rnd() % 6 == 0) tsv = (float)ldexp(1.0 + rnd_unit(), rnd() % 2 ? -110 : 100);
   if (NV && OP == BQ_QUANTIZE)
     for (int64_t r = 0; r < a.rows; r++)
       for (int64_t gi = 0; gi < ng; gi++) {
         static const double mids[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
         const uint8_t code = sc[refmx_scale_index(d.scale_layout, r, gi, ng, grs)];
-        const double scv = refmx_sc(&d, code, tsv);
+        const double scv = fabs(refmx_sc(&d, code, tsv)); /* (a negative scale too: NVFP4's general quotient) */
         if (!(scv > 0) || scv > 1e30) continue;
         for (int64_t j = 0; j < G; j++) {
           if (rnd() % 4) continue;
