@@ -195,8 +195,8 @@ static void *fill_part(void *p) {
       j->host[i] = (unsigned char)(127 + elo + (int)(splitmix64(&s) % (uint64_t)(ehi - elo + 1)));
     break;
   }
-  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* int8, FP8: random codes; bytes in [lo, hi] where */
-    if (j->t == BQ_U8 && j->hi > j->lo && (j->lo > 0 || j->hi < 255)) { /* that is narrower than a byte's span */
+  case BQ_S8: case BQ_U8: case BQ_E4M3: case BQ_E5M2: /* int8, FP8: random codes; BQ_U8 bytes in [lo, hi] */
+    if (j->t == BQ_U8 && j->lo >= 0 && j->hi <= 255 && j->hi > j->lo && (j->lo > 0 || j->hi < 255)) {
       for (size_t i = j->begin; i < j->end; i++)
         j->host[i] = (unsigned char)(j->lo + (double)(splitmix64(&s) % (uint64_t)(j->hi - j->lo + 1)));
       break;
