@@ -48,11 +48,11 @@ if [ "$what" = all ] || [ "$what" = suites ]; then
   # the family suites as processes of their own at once (NVRTC compiles a cold cache on all
   # the host's cores: about 300 s for all where one after the other took 680), then those
   # that test the cache itself, one after the other
-  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_rotate gpu_linear validation_linear validation_fused; do
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fp8_linear gpu_fused gpu_mx gpu_rotate gpu_linear validation_linear validation_fused; do
     J=3 suite $t > $OUT/.suite_$t 2>&1 &
   done
   wait
-  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fused gpu_mx gpu_rotate gpu_linear validation_linear validation_fused; do
+  for t in gpu_affine gpu_batch gpu_blocks gpu_dynamic gpu_fp8 gpu_fp8_linear gpu_fused gpu_mx gpu_rotate gpu_linear validation_linear validation_fused; do
     cat $OUT/.suite_$t; rm -f $OUT/.suite_$t
   done
   for t in gpu_cache gpu_devices validation cache; do suite $t; done

@@ -170,10 +170,10 @@ gpu-bundle)
   # suites and the object files stay behind), so that `.deps` alone is carried.
   tools/stage-criterion-runtime.sh .deps
   rm -rf .deps/build && mkdir -p .deps/build/tests .deps/build/tools .deps/build/examples
-  cp build/tests/test_gpu_{affine,batch,blocks,cache,devices,dynamic,fp8,fused,linear,mx,rotate} build/tests/test_validation{,_linear,_fused} build/tests/test_cache build/tests/test_sku \
+  cp build/tests/test_gpu_{affine,batch,blocks,cache,devices,dynamic,fp8,fp8_linear,fused,linear,mx,rotate} build/tests/test_validation{,_linear,_fused} build/tests/test_cache build/tests/test_sku \
     build/tests/libbq_fake_driver.so .deps/build/tests/
   cp build/tools/bench build/tools/baracuda-quant .deps/build/tools/
-  cp build/examples/{demo,w8a8_linear,qat_step,per_group_weights,nvfp4_activations} .deps/build/examples/
+  cp build/examples/{demo,w8a8_linear,fp8_linear,qat_step,per_group_weights,nvfp4_activations} .deps/build/examples/
   du -sh .deps ;;
 test)
   # Tests use a private kernel cache so they never touch the user's.
