@@ -6461,8 +6461,9 @@ static const bq__family bq__weight_sums_family = {
 /* One module, linear.cu with BQ_OP_FP8_LINEAR. In an sm_90a module: M <= 64 takes
    bq_fp8_gemv (weight streaming: passes of 16 rows, 64 output columns a CTA, which fills
    the GPU where tiles of 128 rows would leave most SMs idle), larger M 128 x 128 tiles:
-   bq_fp8_tma's where x and w are 16-byte aligned (rows included: the tensor maps' rule),
-   whose copies a producer warp issues, else bq_fp8_wgmma's, whose every thread copies;
+   bq_fp8_tma's (192 rows) where x and w are 16-byte aligned (rows included: the tensor
+   maps' rule), whose copies a producer warp issues, else bq_fp8_wgmma's, whose every
+   thread copies;
    all form each output from the same 128-element partial sums in the
    same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
    wgmma) bq_fp8_gemm's 128 x 128 mma.sync tiles take every M, on the same 128-element
@@ -6476,13 +6477,14 @@ static const bq__family bq__weight_sums_family = {
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
    entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
-   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then the
-   consumers' scale rings: BQ_F8T_AHEAD (4) + 1 slots of 3 x 256 floats). */
+   BQ_F8T_STAGES (5) of 192 + 128, the alignment, two mbarriers a stage (blockwise, then the
+   consumers' scale rings: BQ_F8T_AHEAD (4) + 1 slots of 3 x 384 floats). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
-#define BQ__FP8_SMEM_TMA (6 * (128 + 128) * 128 + 1024 + 2 * 6 * 8)
-#define BQ__FP8_TMA_THREADS 288 /* two consumer warpgroups and the producer warp */
+#define BQ__FP8_SMEM_TMA (5 * (192 + 128) * 128 + 1024 + 2 * 5 * 8)
+#define BQ__FP8_TMA_THREADS 512 /* three consumer warpgroups and the producer's */
+#define BQ__FP8_TMA_ROWS 192    /* a tile's rows: 64 a consumer warpgroup */
 BQ__FN int64_t bq__fp8_smem(int e) {
   switch (e) {
   case BQ__FP8_WGMMA: return BQ__FP8_SMEM_WGMMA;
@@ -6490,7 +6492,7 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
   case BQ__FP8_TMA: return BQ__FP8_SMEM_TMA;
-  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + (4 + 1) * 3 * 256 * 4; /* and linear.cu's scale rings */
+  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + (4 + 1) * 3 * 384 * 4; /* and linear.cu's scale rings */
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
@@ -6522,11 +6524,11 @@ BQ__FN int64_t bq__fp8_tma_blocks(const bq_plan *p, int64_t tiles) {
   return b;
 }
 /* A CUtensorMap of the rows x k bytes at base (row stride ld bytes, 16-byte aligned) in
-   boxes of 128 x 128 bytes, 128-byte swizzle, zeros past the edges (the fill is 0) */
+   boxes of box_rows x 128 bytes, 128-byte swizzle, zeros past the edges (the fill is 0) */
 BQ__FN bq_status bq__fp8_tensor_map(const bq_plan *p, bq_u64 map[16], uint64_t base, int64_t rows, int64_t k,
-                                    int64_t ld) {
+                                    int64_t ld, unsigned box_rows) {
   const unsigned long long dims[2] = {(unsigned long long)k, (unsigned long long)rows}, strides[1] = {(unsigned long long)ld};
-  const unsigned box[2] = {128, 128}, estrides[2] = {1, 1};
+  const unsigned box[2] = {128, box_rows}, estrides[2] = {1, 1};
   /* CU_TENSOR_MAP_DATA_TYPE_UINT8 0, INTERLEAVE_NONE 0, SWIZZLE_128B 3, L2_PROMOTION_L2_256B 3, FLOAT_OOB_FILL_NONE 0 */
   bq__CUresult r = bq__drv.cuTensorMapEncodeTiled(map, 0, 2, (void *)(uintptr_t)base, dims, strides, box, estrides, 0, 3,
                                                   3, 0);
@@ -6666,9 +6668,10 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   if (e == BQ__FP8_TMA || e == BQ__FP8_TMA_BLK) {
     bq_fp8_tma_params t;
     memset(&t, 0, sizeof t);
+    k.tiles_m = (int32_t)((v.m + BQ__FP8_TMA_ROWS - 1) / BQ__FP8_TMA_ROWS); /* (taller tiles, the same columns) */
     t.p = k;
-    if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
-        (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
+    if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda, BQ__FP8_TMA_ROWS)) ||
+        (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k, 128)))
       return st;
     if (pdl) t.p.flags |= BQ_LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1,
@@ -14124,6 +14127,13 @@ static const char bq__src_linear_cu[] =
   "               \"mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n\"\n"
   "               \"@!p bra BQ_WAIT;\\n}\\n\" ::\"r\"(bar), \"r\"(parity) : \"memory\");\n"
   "}\n"
+  "// a warpgroup's registers a thread, lowered or raised (every thread of the warpgroup runs it)\n"
+  "template <int N> static __device__ __forceinline__ void bq_setmaxnreg_dec() {\n"
+  "  asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %0;\\n\" ::\"n\"(N));\n"
+  "}\n"
+  "template <int N> static __device__ __forceinline__ void bq_setmaxnreg_inc() {\n"
+  "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %0;\\n\" ::\"n\"(N));\n"
+  "}\n"
   "// the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar\n"
   "static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {\n"
   "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\\n\"\n"
@@ -14627,23 +14637,30 @@ static const char bq__src_linear_cu[] =
   "extern \"C\" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { bq_fp8_wgmma_tiles<true>(p); }\n"
   "#endif\n"
   "\n"
-  "// ---- sm_90a, FP8, 16-byte aligned operands: the same tiles fed by the tensor memory accelerator --\n"
-  "// A producer warp and two consumer warpgroups, which meet only at mbarriers: the producer's\n"
-  "// one thread copies slice g (the 128 x 128 boxes of x and w) into stage g % S once the\n"
-  "// consumers have released it (empty), each consumer warpgroup waits for it (full), runs its\n"
-  "// four wgmma, and releases it as soon as they have read it. So the warpgroups drift apart:\n"
-  "// while one promotes its slice's sums, the other's wgmma keep the tensor cores busy, and no\n"
-  "// thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the\n"
-  "// grid may be smaller than the tiles): the slices count on across them, so the producer\n"
-  "// fills the next tile's stages while the consumers store this one's outputs, straight from\n"
-  "// their registers. Blockwise, each consumer thread also copies the block scales it reads (its\n"
-  "// two rows' and the weight block's) with cp.async into a ring of its own in shared memory,\n"
-  "// BQ_F8T_AHEAD slices ahead of the slice it sums (bq_f8t_scales), so neither the producer\n"
-  "// nor the full barrier waits on those loads. The sums are those of bq_fp8_wgmma, formed and\n"
-  "// promoted in the same order (the copies zero-fill past M, N and K as its do), and the\n"
-  "// epilogue is the same function: the same bits.\n"
-  "#define BQ_F8T_STAGES 6\n"
+  "// ---- sm_90a, FP8, 16-byte aligned operands: the same sums fed by the tensor memory accelerator --\n"
+  "// 192 x 128 tiles: a producer warp and three consumer warpgroups of 64 rows, which meet only\n"
+  "// at mbarriers: the producer's one thread copies slice g (the 192 x 128 and 128 x 128 boxes\n"
+  "// of x and w) into stage g % S once the consumers have released it (empty), each consumer\n"
+  "// warpgroup waits for it (full), runs its four wgmma, and releases it as soon as they have\n"
+  "// read it. One warpgroup's m64n128 wgmma alone keep the tensor cores about half busy, and\n"
+  "// each warpgroup waits for its slice's sums before it promotes them: with three, two still\n"
+  "// sum while the third promotes, and no thread that computes issues a copy. A CTA takes tiles\n"
+  "// blockIdx.x, + gridDim.x, ... (the grid may be smaller than the tiles): the slices count on\n"
+  "// across them, so the producer fills the next tile's stages while the consumers store this\n"
+  "// one's outputs, straight from their registers. Blockwise, each consumer thread also copies\n"
+  "// the block scales it reads (its two rows' and the weight block's) with cp.async into a ring\n"
+  "// of its own in shared memory, BQ_F8T_AHEAD slices ahead of the slice it sums\n"
+  "// (bq_f8t_scales), so neither the producer nor the full barrier waits on those loads. The\n"
+  "// sums are those of bq_fp8_wgmma, formed and promoted in the same order (the copies\n"
+  "// zero-fill past M, N and K as its do), and the epilogue is the same function: the same bits.\n"
+  "#define BQ_F8T_STAGES 5\n"
+  "#define BQ_F8T_WGS 3   // consumer warpgroups, 64 rows of the tile each\n"
   "#define BQ_F8T_AHEAD 4 // blockwise: slices a consumer thread's scale copies run ahead\n"
+  "// Registers a thread, by warpgroup: launched at 128 (65,536 over 512 threads), the producer\n"
+  "// warpgroup gives back what its one copying thread does not need, and each consumer thread\n"
+  "// takes 152 (its 128 accumulators and the rest; 40 + 3 x 152 a warp on each scheduler)\n"
+  "#define BQ_F8T_PRODUCER_REGS 40\n"
+  "#define BQ_F8T_CONSUMER_REGS 152\n"
   "#if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK\n"
   "// tile t of the grouped order bq_tile_of walks\n"
   "static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int t, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {\n"
@@ -14654,28 +14671,30 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "// Blockwise: consumer thread c (row r of the tile, and r + 8) copies the scales slice gs\n"
   "// (counted over the CTA's tiles) multiplies its sums by into slot gs % (BQ_F8T_AHEAD + 1) of\n"
-  "// the ring at `ring` ([slot][a row's, the row + 8's, the weight block's][256] floats), rows\n"
-  "// past M zero-filled, and commits them as one group; a slice past the CTA's last tile copies\n"
-  "// nothing but still commits its (empty) group, so that every slice has one.\n"
+  "// the ring at `ring` ([slot][a row's, the row + 8's, the weight block's][C] floats, C the\n"
+  "// consumer threads), rows past M zero-filled, and commits them as one group; a slice past\n"
+  "// the CTA's last tile copies nothing but still commits its (empty) group, so that every\n"
+  "// slice has one.\n"
   "static __device__ __forceinline__ void bq_f8t_scales(const bq_linear_params &p, bq_u32 ring, int gs, int ktiles,\n"
   "                                                     int r, int c) {\n"
   "  const int t = (int)blockIdx.x + gs / ktiles * (int)gridDim.x, kt = gs % ktiles;\n"
   "  if (t < p.tiles_m * p.tiles_n) {\n"
   "    bq_i64 m0, n0;\n"
-  "    bq_tile_at(p, t, 128, 128, m0, n0);\n"
-  "    const bq_u32 d = ring + (gs % (BQ_F8T_AHEAD + 1)) * (3 * 256 * 4) + 4 * c;\n"
+  "    constexpr int C = 128 * BQ_F8T_WGS;\n"
+  "    bq_tile_at(p, t, 64 * BQ_F8T_WGS, 128, m0, n0);\n"
+  "    const bq_u32 d = ring + (gs % (BQ_F8T_AHEAD + 1)) * (3 * C * 4) + 4 * c;\n"
   "    const bq_i64 m = m0 + r;\n"
   "    const float *sa = (const float *)p.a_scales;\n"
   "    bq_cp_async4(d, sa + (m < p.m ? bq_sa_at(p, m, kt) : 0), m < p.m ? 4 : 0);\n"
-  "    bq_cp_async4(d + 256 * 4, sa + (m + 8 < p.m ? bq_sa_at(p, m + 8, kt) : 0), m + 8 < p.m ? 4 : 0);\n"
-  "    bq_cp_async4(d + 512 * 4, (const float *)p.w_scales + bq_sw_at(p, n0 >> 7, kt), 4);\n"
+  "    bq_cp_async4(d + C * 4, sa + (m + 8 < p.m ? bq_sa_at(p, m + 8, kt) : 0), m + 8 < p.m ? 4 : 0);\n"
+  "    bq_cp_async4(d + 2 * C * 4, (const float *)p.w_scales + bq_sw_at(p, n0 >> 7, kt), 4);\n"
   "  }\n"
   "  bq_cp_commit();\n"
   "}\n"
   "template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(const bq_fp8_tma_params &q) {\n"
   "  const bq_linear_params &p = q.p;\n"
   "  BQ_DYNAMIC_SMEM(smem);\n"
-  "  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8T_STAGES;\n"
+  "  constexpr int BM = 64 * BQ_F8T_WGS, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8T_STAGES, C = 128 * BQ_F8T_WGS;\n"
   "  const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;\n"
   "  const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;\n"
   "  const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups\n"
@@ -14684,7 +14703,7 @@ static const char bq__src_linear_cu[] =
   "  if (tid == 0) {\n"
   "    for (int s = 0; s < S; s++) {\n"
   "      bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)\n"
-  "      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's\n"
+  "      bq_mbar_init(empty + 8 * s, C);   // every consumer thread's\n"
   "    }\n"
   "    bq_mbar_init_fence();\n"
   "  }\n"
@@ -14694,8 +14713,9 @@ static const char bq__src_linear_cu[] =
   "  // producer copies its first tile's first weight boxes, then every thread waits for that\n"
   "  // kernel (bq_wait_prior_grid) before anything it writes (x, its scales) is read\n"
   "  const bool pdl = p.flags & BQ_LF_PDL;\n"
-  "  if (wg == 2) {\n"
-  "    if (tid != 256) return;\n"
+  "  if (wg == BQ_F8T_WGS) { // the producer warpgroup: its registers go to the consumers\n"
+  "    bq_setmaxnreg_dec<BQ_F8T_PRODUCER_REGS>();\n"
+  "    if (tid != C) return;\n"
   "    int pre = 0; // slices whose weight box is already on its way\n"
   "    if (pdl && lane == 0 && (int)blockIdx.x < tiles) {\n"
   "      bq_i64 m0, n0;\n"
@@ -14722,6 +14742,7 @@ static const char bq__src_linear_cu[] =
   "    }\n"
   "    return;\n"
   "  }\n"
+  "  bq_setmaxnreg_inc<BQ_F8T_CONSUMER_REGS>();\n"
   "  if (pdl) bq_wait_prior_grid();\n"
   "  // the thread's rows in a tile: r and r + 8\n"
   "  const int r = 64 * wg + 16 * w + (lane >> 2);\n"
@@ -14747,8 +14768,8 @@ static const char bq__src_linear_cu[] =
   "      float s0 = 1.0f, s1 = 1.0f; // BLK: the rows' block scale products (0 past M, never stored)\n"
   "      if constexpr (BLK) {\n"
   "        bq_cp_wait<BQ_F8T_AHEAD>(); // slice g's group has landed\n"
-  "        const float *bs = (const float *)(smem + (ring - bq_smem_addr(smem))) + (g % (BQ_F8T_AHEAD + 1)) * 3 * 256;\n"
-  "        s0 = __fmul_rn(bs[tid], bs[512 + tid]), s1 = __fmul_rn(bs[256 + tid], bs[512 + tid]);\n"
+  "        const float *bs = (const float *)(smem + (ring - bq_smem_addr(smem))) + (g % (BQ_F8T_AHEAD + 1)) * 3 * C;\n"
+  "        s0 = __fmul_rn(bs[tid], bs[2 * C + tid]), s1 = __fmul_rn(bs[C + tid], bs[2 * C + tid]);\n"
   "      }\n"
   "      bq_wg_wait<0>();\n"
   "      bq_mbar_arrive(empty + 8 * s);\n"
@@ -14779,12 +14800,12 @@ static const char bq__src_linear_cu[] =
   "}\n"
   "#endif\n"
   "#if BQ_E_FP8_TMA\n"
-  "extern \"C\" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(128 * BQ_F8T_WGS + 128, 1) BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) {\n"
   "  bq_fp8_tma_tiles<false>(q);\n"
   "}\n"
   "#endif\n"
   "#if BQ_E_FP8_TMA_BLK\n"
-  "extern \"C\" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) {\n"
+  "extern \"C\" __global__ void __launch_bounds__(128 * BQ_F8T_WGS + 128, 1) BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) {\n"
   "  bq_fp8_tma_tiles<true>(q);\n"
   "}\n"
   "#endif\n"

@@ -241,6 +241,13 @@ static __device__ __forceinline__ void bq_mbar_wait(bq_u32 bar, int parity) {
                "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                "@!p bra BQ_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
 }
+// a warpgroup's registers a thread, lowered or raised (every thread of the warpgroup runs it)
+template <int N> static __device__ __forceinline__ void bq_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> static __device__ __forceinline__ void bq_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 // the box of the tensor map at (c0 bytes along K, row c1) into shared memory at dst, counted on bar
 static __device__ __forceinline__ void bq_tma_load(bq_u32 dst, const void *tmap, int c0, int c1, bq_u32 bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
@@ -744,23 +751,30 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA(const bq_linear_param
 extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_params p) { bq_fp8_wgmma_tiles<true>(p); }
 #endif
 
-// ---- sm_90a, FP8, 16-byte aligned operands: the same tiles fed by the tensor memory accelerator --
-// A producer warp and two consumer warpgroups, which meet only at mbarriers: the producer's
-// one thread copies slice g (the 128 x 128 boxes of x and w) into stage g % S once the
-// consumers have released it (empty), each consumer warpgroup waits for it (full), runs its
-// four wgmma, and releases it as soon as they have read it. So the warpgroups drift apart:
-// while one promotes its slice's sums, the other's wgmma keep the tensor cores busy, and no
-// thread that computes issues a copy. A CTA takes tiles blockIdx.x, + gridDim.x, ... (the
-// grid may be smaller than the tiles): the slices count on across them, so the producer
-// fills the next tile's stages while the consumers store this one's outputs, straight from
-// their registers. Blockwise, each consumer thread also copies the block scales it reads (its
-// two rows' and the weight block's) with cp.async into a ring of its own in shared memory,
-// BQ_F8T_AHEAD slices ahead of the slice it sums (bq_f8t_scales), so neither the producer
-// nor the full barrier waits on those loads. The sums are those of bq_fp8_wgmma, formed and
-// promoted in the same order (the copies zero-fill past M, N and K as its do), and the
-// epilogue is the same function: the same bits.
-#define BQ_F8T_STAGES 6
+// ---- sm_90a, FP8, 16-byte aligned operands: the same sums fed by the tensor memory accelerator --
+// 192 x 128 tiles: a producer warp and three consumer warpgroups of 64 rows, which meet only
+// at mbarriers: the producer's one thread copies slice g (the 192 x 128 and 128 x 128 boxes
+// of x and w) into stage g % S once the consumers have released it (empty), each consumer
+// warpgroup waits for it (full), runs its four wgmma, and releases it as soon as they have
+// read it. One warpgroup's m64n128 wgmma alone keep the tensor cores about half busy, and
+// each warpgroup waits for its slice's sums before it promotes them: with three, two still
+// sum while the third promotes, and no thread that computes issues a copy. A CTA takes tiles
+// blockIdx.x, + gridDim.x, ... (the grid may be smaller than the tiles): the slices count on
+// across them, so the producer fills the next tile's stages while the consumers store this
+// one's outputs, straight from their registers. Blockwise, each consumer thread also copies
+// the block scales it reads (its two rows' and the weight block's) with cp.async into a ring
+// of its own in shared memory, BQ_F8T_AHEAD slices ahead of the slice it sums
+// (bq_f8t_scales), so neither the producer nor the full barrier waits on those loads. The
+// sums are those of bq_fp8_wgmma, formed and promoted in the same order (the copies
+// zero-fill past M, N and K as its do), and the epilogue is the same function: the same bits.
+#define BQ_F8T_STAGES 5
+#define BQ_F8T_WGS 3   // consumer warpgroups, 64 rows of the tile each
 #define BQ_F8T_AHEAD 4 // blockwise: slices a consumer thread's scale copies run ahead
+// Registers a thread, by warpgroup: launched at 128 (65,536 over 512 threads), the producer
+// warpgroup gives back what its one copying thread does not need, and each consumer thread
+// takes 152 (its 128 accumulators and the rest; 40 + 3 x 152 a warp on each scheduler)
+#define BQ_F8T_PRODUCER_REGS 40
+#define BQ_F8T_CONSUMER_REGS 152
 #if BQ_E_FP8_TMA || BQ_E_FP8_TMA_BLK
 // tile t of the grouped order bq_tile_of walks
 static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int t, int bm, int bn, bq_i64 &m0, bq_i64 &n0) {
@@ -771,28 +785,30 @@ static __device__ __forceinline__ void bq_tile_at(const bq_linear_params &p, int
 }
 // Blockwise: consumer thread c (row r of the tile, and r + 8) copies the scales slice gs
 // (counted over the CTA's tiles) multiplies its sums by into slot gs % (BQ_F8T_AHEAD + 1) of
-// the ring at `ring` ([slot][a row's, the row + 8's, the weight block's][256] floats), rows
-// past M zero-filled, and commits them as one group; a slice past the CTA's last tile copies
-// nothing but still commits its (empty) group, so that every slice has one.
+// the ring at `ring` ([slot][a row's, the row + 8's, the weight block's][C] floats, C the
+// consumer threads), rows past M zero-filled, and commits them as one group; a slice past
+// the CTA's last tile copies nothing but still commits its (empty) group, so that every
+// slice has one.
 static __device__ __forceinline__ void bq_f8t_scales(const bq_linear_params &p, bq_u32 ring, int gs, int ktiles,
                                                      int r, int c) {
   const int t = (int)blockIdx.x + gs / ktiles * (int)gridDim.x, kt = gs % ktiles;
   if (t < p.tiles_m * p.tiles_n) {
     bq_i64 m0, n0;
-    bq_tile_at(p, t, 128, 128, m0, n0);
-    const bq_u32 d = ring + (gs % (BQ_F8T_AHEAD + 1)) * (3 * 256 * 4) + 4 * c;
+    constexpr int C = 128 * BQ_F8T_WGS;
+    bq_tile_at(p, t, 64 * BQ_F8T_WGS, 128, m0, n0);
+    const bq_u32 d = ring + (gs % (BQ_F8T_AHEAD + 1)) * (3 * C * 4) + 4 * c;
     const bq_i64 m = m0 + r;
     const float *sa = (const float *)p.a_scales;
     bq_cp_async4(d, sa + (m < p.m ? bq_sa_at(p, m, kt) : 0), m < p.m ? 4 : 0);
-    bq_cp_async4(d + 256 * 4, sa + (m + 8 < p.m ? bq_sa_at(p, m + 8, kt) : 0), m + 8 < p.m ? 4 : 0);
-    bq_cp_async4(d + 512 * 4, (const float *)p.w_scales + bq_sw_at(p, n0 >> 7, kt), 4);
+    bq_cp_async4(d + C * 4, sa + (m + 8 < p.m ? bq_sa_at(p, m + 8, kt) : 0), m + 8 < p.m ? 4 : 0);
+    bq_cp_async4(d + 2 * C * 4, (const float *)p.w_scales + bq_sw_at(p, n0 >> 7, kt), 4);
   }
   bq_cp_commit();
 }
 template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(const bq_fp8_tma_params &q) {
   const bq_linear_params &p = q.p;
   BQ_DYNAMIC_SMEM(smem);
-  constexpr int BM = 128, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8T_STAGES;
+  constexpr int BM = 64 * BQ_F8T_WGS, BN = 128, STAGE = (BM + BN) * BQ_BK, S = BQ_F8T_STAGES, C = 128 * BQ_F8T_WGS;
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, w = (tid >> 5) & 3;
   const int ktiles = (int)((p.k + BQ_BK - 1) / BQ_BK), tiles = p.tiles_m * p.tiles_n;
   const bq_u32 sbase = (bq_smem_addr(smem) + 1023u) & ~1023u; // the swizzle's 1024-byte groups
@@ -801,7 +817,7 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   if (tid == 0) {
     for (int s = 0; s < S; s++) {
       bq_mbar_init(full + 8 * s, 1);    // the producer's arrival (and the boxes' bytes)
-      bq_mbar_init(empty + 8 * s, 256); // every consumer thread's
+      bq_mbar_init(empty + 8 * s, C);   // every consumer thread's
     }
     bq_mbar_init_fence();
   }
@@ -811,8 +827,9 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
   // producer copies its first tile's first weight boxes, then every thread waits for that
   // kernel (bq_wait_prior_grid) before anything it writes (x, its scales) is read
   const bool pdl = p.flags & BQ_LF_PDL;
-  if (wg == 2) {
-    if (tid != 256) return;
+  if (wg == BQ_F8T_WGS) { // the producer warpgroup: its registers go to the consumers
+    bq_setmaxnreg_dec<BQ_F8T_PRODUCER_REGS>();
+    if (tid != C) return;
     int pre = 0; // slices whose weight box is already on its way
     if (pdl && lane == 0 && (int)blockIdx.x < tiles) {
       bq_i64 m0, n0;
@@ -839,6 +856,7 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
     }
     return;
   }
+  bq_setmaxnreg_inc<BQ_F8T_CONSUMER_REGS>();
   if (pdl) bq_wait_prior_grid();
   // the thread's rows in a tile: r and r + 8
   const int r = 64 * wg + 16 * w + (lane >> 2);
@@ -864,8 +882,8 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
       float s0 = 1.0f, s1 = 1.0f; // BLK: the rows' block scale products (0 past M, never stored)
       if constexpr (BLK) {
         bq_cp_wait<BQ_F8T_AHEAD>(); // slice g's group has landed
-        const float *bs = (const float *)(smem + (ring - bq_smem_addr(smem))) + (g % (BQ_F8T_AHEAD + 1)) * 3 * 256;
-        s0 = __fmul_rn(bs[tid], bs[512 + tid]), s1 = __fmul_rn(bs[256 + tid], bs[512 + tid]);
+        const float *bs = (const float *)(smem + (ring - bq_smem_addr(smem))) + (g % (BQ_F8T_AHEAD + 1)) * 3 * C;
+        s0 = __fmul_rn(bs[tid], bs[2 * C + tid]), s1 = __fmul_rn(bs[C + tid], bs[2 * C + tid]);
       }
       bq_wg_wait<0>();
       bq_mbar_arrive(empty + 8 * s);
@@ -896,12 +914,12 @@ template <bool BLK> static __device__ __forceinline__ void bq_fp8_tma_tiles(cons
 }
 #endif
 #if BQ_E_FP8_TMA
-extern "C" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) {
+extern "C" __global__ void __launch_bounds__(128 * BQ_F8T_WGS + 128, 1) BQ_FN_FP8_TMA(const __grid_constant__ bq_fp8_tma_params q) {
   bq_fp8_tma_tiles<false>(q);
 }
 #endif
 #if BQ_E_FP8_TMA_BLK
-extern "C" __global__ void __launch_bounds__(288, 1) BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) {
+extern "C" __global__ void __launch_bounds__(128 * BQ_F8T_WGS + 128, 1) BQ_FN_FP8_TMA_BLK(const __grid_constant__ bq_fp8_tma_params q) {
   bq_fp8_tma_tiles<true>(q);
 }
 #endif

@@ -552,8 +552,9 @@ static const bq__family bq__weight_sums_family = {
 /* One module, linear.cu with BQ_OP_FP8_LINEAR. In an sm_90a module: M <= 64 takes
    bq_fp8_gemv (weight streaming: passes of 16 rows, 64 output columns a CTA, which fills
    the GPU where tiles of 128 rows would leave most SMs idle), larger M 128 x 128 tiles:
-   bq_fp8_tma's where x and w are 16-byte aligned (rows included: the tensor maps' rule),
-   whose copies a producer warp issues, else bq_fp8_wgmma's, whose every thread copies;
+   bq_fp8_tma's (192 rows) where x and w are 16-byte aligned (rows included: the tensor
+   maps' rule), whose copies a producer warp issues, else bq_fp8_wgmma's, whose every
+   thread copies;
    all form each output from the same 128-element partial sums in the
    same order, so a row's result does not depend on M. Elsewhere (sm_89, sm_90 without
    wgmma) bq_fp8_gemm's 128 x 128 mma.sync tiles take every M, on the same 128-element
@@ -567,13 +568,14 @@ static const bq__family bq__weight_sums_family = {
    BQ_F8V_STAGES (8) of 16 + 64; each then the 1024-byte alignment and the columns' and rows'
    parameters; bq_fp8_gemm: BQ_F8G_STAGES (4) of 128 + 128 and the parameters. The blockwise
    entries add each stage's scales (BQ_F8_SCALES, BQ_F8V_SCALES floats). bq_fp8_tma:
-   BQ_F8T_STAGES (6) of 128 + 128, the alignment, two mbarriers a stage (blockwise, then the
-   consumers' scale rings: BQ_F8T_AHEAD (4) + 1 slots of 3 x 256 floats). */
+   BQ_F8T_STAGES (5) of 192 + 128, the alignment, two mbarriers a stage (blockwise, then the
+   consumers' scale rings: BQ_F8T_AHEAD (4) + 1 slots of 3 x 384 floats). */
 #define BQ__FP8_SMEM_WGMMA (5 * (128 + 128) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMV (8 * (16 + 64) * 128 + 1024 + 256 * 24 + 128 * 16)
 #define BQ__FP8_SMEM_GEMM (4 * (128 + 128) * 128 + 256 * 24 + 128 * 16)
-#define BQ__FP8_SMEM_TMA (6 * (128 + 128) * 128 + 1024 + 2 * 6 * 8)
-#define BQ__FP8_TMA_THREADS 288 /* two consumer warpgroups and the producer warp */
+#define BQ__FP8_SMEM_TMA (5 * (192 + 128) * 128 + 1024 + 2 * 5 * 8)
+#define BQ__FP8_TMA_THREADS 512 /* three consumer warpgroups and the producer's */
+#define BQ__FP8_TMA_ROWS 192    /* a tile's rows: 64 a consumer warpgroup */
 BQ__FN int64_t bq__fp8_smem(int e) {
   switch (e) {
   case BQ__FP8_WGMMA: return BQ__FP8_SMEM_WGMMA;
@@ -581,7 +583,7 @@ BQ__FN int64_t bq__fp8_smem(int e) {
   case BQ__FP8_WGMMA_BLK: return BQ__FP8_SMEM_WGMMA + 5 * 144 * 4;
   case BQ__FP8_GEMV_BLK: return BQ__FP8_SMEM_GEMV + 8 * 20 * 4;
   case BQ__FP8_TMA: return BQ__FP8_SMEM_TMA;
-  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + (4 + 1) * 3 * 256 * 4; /* and linear.cu's scale rings */
+  case BQ__FP8_TMA_BLK: return BQ__FP8_SMEM_TMA + (4 + 1) * 3 * 384 * 4; /* and linear.cu's scale rings */
   default: return BQ__FP8_SMEM_GEMM;
   }
 }
@@ -613,11 +615,11 @@ BQ__FN int64_t bq__fp8_tma_blocks(const bq_plan *p, int64_t tiles) {
   return b;
 }
 /* A CUtensorMap of the rows x k bytes at base (row stride ld bytes, 16-byte aligned) in
-   boxes of 128 x 128 bytes, 128-byte swizzle, zeros past the edges (the fill is 0) */
+   boxes of box_rows x 128 bytes, 128-byte swizzle, zeros past the edges (the fill is 0) */
 BQ__FN bq_status bq__fp8_tensor_map(const bq_plan *p, bq_u64 map[16], uint64_t base, int64_t rows, int64_t k,
-                                    int64_t ld) {
+                                    int64_t ld, unsigned box_rows) {
   const unsigned long long dims[2] = {(unsigned long long)k, (unsigned long long)rows}, strides[1] = {(unsigned long long)ld};
-  const unsigned box[2] = {128, 128}, estrides[2] = {1, 1};
+  const unsigned box[2] = {128, box_rows}, estrides[2] = {1, 1};
   /* CU_TENSOR_MAP_DATA_TYPE_UINT8 0, INTERLEAVE_NONE 0, SWIZZLE_128B 3, L2_PROMOTION_L2_256B 3, FLOAT_OOB_FILL_NONE 0 */
   bq__CUresult r = bq__drv.cuTensorMapEncodeTiled(map, 0, 2, (void *)(uintptr_t)base, dims, strides, box, estrides, 0, 3,
                                                   3, 0);
@@ -757,9 +759,10 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   if (e == BQ__FP8_TMA || e == BQ__FP8_TMA_BLK) {
     bq_fp8_tma_params t;
     memset(&t, 0, sizeof t);
+    k.tiles_m = (int32_t)((v.m + BQ__FP8_TMA_ROWS - 1) / BQ__FP8_TMA_ROWS); /* (taller tiles, the same columns) */
     t.p = k;
-    if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda)) ||
-        (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k)))
+    if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda, BQ__FP8_TMA_ROWS)) ||
+        (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k, 128)))
       return st;
     if (pdl) t.p.flags |= BQ_LF_PDL;
     return (pdl ? bq__launch_overlapped : bq__launch)(p, e, bq__fp8_tma_blocks(p, (int64_t)k.tiles_m * k.tiles_n), 1,

@@ -676,6 +676,9 @@ static inline void bq_mbar_init(unsigned addr, int count) {
   emu.mbar[emu.nmbar++] = emu_mbar{addr, count, count, 0, 0};
 }
 static inline void bq_mbar_init_fence() {}
+/* a warpgroup's register budget: nothing to model */
+template <int N> static inline void bq_setmaxnreg_dec() {}
+template <int N> static inline void bq_setmaxnreg_inc() {}
 /* a phase completes when every arrival and every byte it expects is in */
 static inline void emu_mbar_check(emu_mbar *b) {
   if (b->pending == 0 && b->tx == 0) {
