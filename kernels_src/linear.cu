@@ -752,9 +752,9 @@ extern "C" __global__ void BQ_LB_FP8_WGMMA BQ_FN_FP8_WGMMA_BLK(const bq_linear_p
 #endif
 
 // ---- sm_90a, FP8, 16-byte aligned operands: the same sums fed by the tensor memory accelerator --
-// 192 x 128 tiles: a producer warp and three consumer warpgroups of 64 rows, which meet only
-// at mbarriers: the producer's one thread copies slice g (the 192 x 128 and 128 x 128 boxes
-// of x and w) into stage g % S once the consumers have released it (empty), each consumer
+// 192 x 128 tiles: a producer warpgroup and three consumer warpgroups of 64 rows, which meet
+// only at mbarriers: the producer's one thread copies slice g (the 192 x 128 and 128 x 128
+// boxes of x and w) into stage g % S once the consumers have released it (empty), each consumer
 // warpgroup waits for it (full), runs its four wgmma, and releases it as soon as they have
 // read it. One warpgroup's m64n128 wgmma alone keep the tensor cores about half busy, and
 // each warpgroup waits for its slice's sums before it promotes them: with three, two still
