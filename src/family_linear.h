@@ -754,12 +754,13 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
     return (pdl ? bq__launch_overlapped : bq__launch)(p, e, (v.n + 63) / 64, (v.m + 15) / 16, 128,
                                                      (unsigned)bq__fp8_smem(e), &k, stream);
   }
-  k.tiles_m = (int32_t)((v.m + 127) / 128); /* 128 x 128 tiles: each in one weight block */
+  /* tiles of 128 columns, each in one weight block; 128 rows, the TMA's BQ__FP8_TMA_ROWS */
+  const int tma = e == BQ__FP8_TMA || e == BQ__FP8_TMA_BLK, bm = tma ? BQ__FP8_TMA_ROWS : 128;
+  k.tiles_m = (int32_t)((v.m + bm - 1) / bm);
   k.tiles_n = (int32_t)((v.n + 127) / 128);
-  if (e == BQ__FP8_TMA || e == BQ__FP8_TMA_BLK) {
+  if (tma) {
     bq_fp8_tma_params t;
     memset(&t, 0, sizeof t);
-    k.tiles_m = (int32_t)((v.m + BQ__FP8_TMA_ROWS - 1) / BQ__FP8_TMA_ROWS); /* (taller tiles, the same columns) */
     t.p = k;
     if ((st = bq__fp8_tensor_map(p, t.tmap_a, k.a, v.m, v.k, v.lda, BQ__FP8_TMA_ROWS)) ||
         (st = bq__fp8_tensor_map(p, t.tmap_w, k.w, v.n, v.k, v.k, 128)))
