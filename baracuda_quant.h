@@ -4669,13 +4669,14 @@ typedef struct bq_mx_params {
   double bound;             /* args.amax_bound (0: none) */
   int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
                                partials and writes g */
-  /* bq_mx_lanes: items are pieces (a lane's 16 bytes of floats), ppr a row; a group takes
-     2^lshift of them. fast: rows x ppr < 2^31, rows by fd (ppr's divider). prows: dynamic
-     quantize into the blocked layout, the padded rows (whose scales it writes 0). avec:
-     bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid) */
+  /* bq_mx_lanes: items are a lane's 2^lacc pieces (16 bytes of floats each), ppr pieces a
+     row; a group takes 2^lshift pieces. fast: rows x ppr < 2^31, rows by fd (ppr's
+     divider). prows: dynamic quantize into the blocked layout, the padded rows (whose scales
+     it writes 0). avec: bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid).
+     lacc 1 (quantize forward without the rotation): two pieces a lane */
   bq_i64 ppr, prows;
   bq_fastdiv fd;
-  int lshift, fast, avec;
+  int lshift, fast, avec, lacc;
   /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0); the same
      key draws the fused rotation's signs */
   bq_u32 seed_lo, seed_hi;
@@ -4947,6 +4948,18 @@ BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
   }
   return k;
 }
+/* bq_mx_lanes' pieces a lane, as a power of two: 1 (two) for quantize forward without the
+   rotation where a group is two pieces or more and the codes' base and row stride lie on the
+   grid of two pieces' codes, else 0 (one). Dequantize keeps one: two pieces a lane made
+   its large rows a third slower */
+static int bq__mx_force_lacc = -1; /* tests: 0 or 1 (where allowed) instead of the rule */
+BQ__FN int bq__mx_lacc(const bq_desc *d, const bq_args *a, const bq__view *v, int lsh) {
+  if (lsh < 1 || d->rotation || d->direction == BQ_BACKWARD || d->op != BQ_QUANTIZE) return 0;
+  const int T = bq__dtype_size(d->float_type), E = 16 / T, cb = d->int_type == BQ_E2M1 ? E / 2 : E;
+  const int64_t sb = d->int_type == BQ_E2M1 ? v->ys / 2 : v->ys;
+  if ((uintptr_t)a->y % (uintptr_t)(2 * cb) || sb % (2 * cb)) return 0;
+  return bq__mx_force_lacc >= 0 ? bq__mx_force_lacc : 1;
+}
 BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
   bq_status st = bq__mx_view(p, a, v);
   const bq_desc *d = &p->desc;
@@ -5051,7 +5064,8 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   if (lsh >= 0 && (f >= 0 ? f == BQ__MX_LANES : d->op != BQ_DYNAMIC_QUANTIZE || d->rotation)) {
     e = BQ__MX_LANES;
     k.lshift = lsh;
-    k.items = v.rows * k.ppr; /* (ppr and its divider set above: G is whole pieces) */
+    k.lacc = bq__mx_lacc(d, a, &v, lsh);
+    k.items = v.rows * k.ppr >> k.lacc; /* (ppr and its divider set above: G is whole pieces) */
     k.prows = wrows;
   }
   if (f >= 0 && f != BQ__MX_LANES) e = f;
@@ -15275,13 +15289,14 @@ static const char bq__src_mx_cu[] =
   "  double bound;             /* args.amax_bound (0: none) */\n"
   "  int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts\n"
   "                               partials and writes g */\n"
-  "  /* bq_mx_lanes: items are pieces (a lane's 16 bytes of floats), ppr a row; a group takes\n"
-  "     2^lshift of them. fast: rows x ppr < 2^31, rows by fd (ppr's divider). prows: dynamic\n"
-  "     quantize into the blocked layout, the padded rows (whose scales it writes 0). avec:\n"
-  "     bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid) */\n"
+  "  /* bq_mx_lanes: items are a lane's 2^lacc pieces (16 bytes of floats each), ppr pieces a\n"
+  "     row; a group takes 2^lshift pieces. fast: rows x ppr < 2^31, rows by fd (ppr's\n"
+  "     divider). prows: dynamic quantize into the blocked layout, the padded rows (whose scales\n"
+  "     it writes 0). avec: bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid).\n"
+  "     lacc 1 (quantize forward without the rotation): two pieces a lane */\n"
   "  bq_i64 ppr, prows;\n"
   "  bq_fastdiv fd;\n"
-  "  int lshift, fast, avec;\n"
+  "  int lshift, fast, avec, lacc;\n"
   "  /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0); the same\n"
   "     key draws the fused rotation's signs */\n"
   "  bq_u32 seed_lo, seed_hi;\n"
@@ -15591,25 +15606,28 @@ static const char bq__src_mx_cu[] =
   "}\n"
   "\n"
   "// bq_mx_lanes: item i is the i-th piece of BQ_MX_E elements (16 bytes of floats) in row\n"
-  "// order, so a warp's accesses cover a contiguous span of each stream; a group's 2^lshift\n"
-  "// pieces sit in consecutive lanes of one warp (the grid and the block are whole warps and\n"
-  "// every row holds whole groups). In dynamic quantize's blocked layout the thread that puts\n"
-  "// a row's last scale writes that row's padding groups 0, and the grid the padded rows'.\n"
+  "// order, or with p.lacc the i-th pair of them, so a warp's accesses cover a contiguous span\n"
+  "// of each stream; a group's 2^lshift pieces sit in consecutive lanes of one warp (the grid\n"
+  "// and the block are whole warps and every row holds whole groups). In dynamic quantize's\n"
+  "// blocked layout the thread that puts a row's last scale writes that row's padding groups 0,\n"
+  "// and the grid the padded rows'.\n"
   "#define BQ_MX_E (16 / (int)sizeof(bq_t))\n"
   "// Piece i's row (pieces of BQ_MX_E elements, p.ppr a row): bq_mx_lanes' walk and bq_mx_amax's\n"
   "static __device__ __forceinline__ bq_i64 bq_mx_piece_row(const bq_mx_params &p, bq_i64 i) {\n"
   "  return p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);\n"
   "}\n"
   "#if BQ_E_MX_LANES\n"
-  "static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {\n"
+  "// (quantize forward without the rotation may give a lane two pieces: A = 2)\n"
+  "#define BQ_MX_PAIRS (BQ_OP == BQ_OP_QUANTIZE && BQ_DIR != BQ_DIR_BACKWARD && !BQ_MX_ROT)\n"
+  "template <int A> static __device__ __forceinline__ void bq_mx_lanes_loop(const bq_mx_params &p) {\n"
   "  const float g = bq_mx_g(p);\n"
   "  const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
   "#if BQ_MX_ROT && !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)\n"
   "  const bq_mx_rot rot = bq_mx_rot_of<BQ_MX_E>(p, t0);\n"
   "#endif\n"
   "  for (bq_i64 i = t0; i < p.items; i += step) {\n"
-  "    const bq_i64 r = bq_mx_piece_row(p, i);\n"
-  "    const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;\n"
+  "    const bq_i64 r = bq_mx_piece_row(p, i * A); // (a lane's pieces lie in one group)\n"
+  "    const bq_i64 c = i * A - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;\n"
   "    const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);\n"
   "#if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD\n"
   "    bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, true);\n"
@@ -15617,7 +15635,7 @@ static const char bq__src_mx_cu[] =
   "#if BQ_MX_ROT\n"
   "    bq_mx_one<BQ_MX_E, true>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true, &rot);\n"
   "#else\n"
-  "    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true);\n"
+  "    bq_mx_one<A * BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift - (A == 2), true);\n"
   "#endif\n"
   "#if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2\n"
   "    if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane\n"
@@ -15631,6 +15649,15 @@ static const char bq__src_mx_cu[] =
   "    bq_mx_put_scale(p, bq_mx_sidx(r, t - (r - p.rows) * p.pgroups, p.ngroups, p.grs), 0);\n"
   "  }\n"
   "#endif\n"
+  "}\n"
+  "static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {\n"
+  "#if BQ_MX_PAIRS\n"
+  "  if (p.lacc) {\n"
+  "    bq_mx_lanes_loop<2>(p);\n"
+  "    return;\n"
+  "  }\n"
+  "#endif\n"
+  "  bq_mx_lanes_loop<1>(p);\n"
   "}\n"
   "extern \"C\" __global__ void __launch_bounds__(256) BQ_FN_MX_LANES(const bq_mx_params p) { bq_mx_lanes_walk(p); }\n"
   "#endif\n"

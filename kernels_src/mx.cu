@@ -321,25 +321,28 @@ static __device__ __forceinline__ void bq_mx_walk(const bq_mx_params &p) {
 }
 
 // bq_mx_lanes: item i is the i-th piece of BQ_MX_E elements (16 bytes of floats) in row
-// order, so a warp's accesses cover a contiguous span of each stream; a group's 2^lshift
-// pieces sit in consecutive lanes of one warp (the grid and the block are whole warps and
-// every row holds whole groups). In dynamic quantize's blocked layout the thread that puts
-// a row's last scale writes that row's padding groups 0, and the grid the padded rows'.
+// order, or with p.lacc the i-th pair of them, so a warp's accesses cover a contiguous span
+// of each stream; a group's 2^lshift pieces sit in consecutive lanes of one warp (the grid
+// and the block are whole warps and every row holds whole groups). In dynamic quantize's
+// blocked layout the thread that puts a row's last scale writes that row's padding groups 0,
+// and the grid the padded rows'.
 #define BQ_MX_E (16 / (int)sizeof(bq_t))
 // Piece i's row (pieces of BQ_MX_E elements, p.ppr a row): bq_mx_lanes' walk and bq_mx_amax's
 static __device__ __forceinline__ bq_i64 bq_mx_piece_row(const bq_mx_params &p, bq_i64 i) {
   return p.fast ? (bq_i64)bq_div_u31((bq_u32)i, p.fd) : bq_div64(i, p.ppr);
 }
 #if BQ_E_MX_LANES
-static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
+// (quantize forward without the rotation may give a lane two pieces: A = 2)
+#define BQ_MX_PAIRS (BQ_OP == BQ_OP_QUANTIZE && BQ_DIR != BQ_DIR_BACKWARD && !BQ_MX_ROT)
+template <int A> static __device__ __forceinline__ void bq_mx_lanes_loop(const bq_mx_params &p) {
   const float g = bq_mx_g(p);
   const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;
 #if BQ_MX_ROT && !(BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD)
   const bq_mx_rot rot = bq_mx_rot_of<BQ_MX_E>(p, t0);
 #endif
   for (bq_i64 i = t0; i < p.items; i += step) {
-    const bq_i64 r = bq_mx_piece_row(p, i);
-    const bq_i64 c = i - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;
+    const bq_i64 r = bq_mx_piece_row(p, i * A); // (a lane's pieces lie in one group)
+    const bq_i64 c = i * A - r * p.ppr, gi = c >> p.lshift, e0 = c * BQ_MX_E;
     const bq_i64 si = bq_mx_sidx(r, gi, p.ngroups, p.grs);
 #if BQ_OP == BQ_OP_FAKE_QUANTIZE || BQ_DIR == BQ_DIR_BACKWARD
     bq_mx_one_t<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, true);
@@ -347,7 +350,7 @@ static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
 #if BQ_MX_ROT
     bq_mx_one<BQ_MX_E, true>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true, &rot);
 #else
-    bq_mx_one<BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift, true);
+    bq_mx_one<A * BQ_MX_E>(p, r * p.xs + e0, r * p.ys + e0, si, r * p.cols + e0, g, p.lshift - (A == 2), true);
 #endif
 #if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE && BQ_MX_LAYOUT == 2
     if (c == p.ppr - (1 << p.lshift)) // the row's last group's first lane
@@ -361,6 +364,15 @@ static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
     bq_mx_put_scale(p, bq_mx_sidx(r, t - (r - p.rows) * p.pgroups, p.ngroups, p.grs), 0);
   }
 #endif
+}
+static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
+#if BQ_MX_PAIRS
+  if (p.lacc) {
+    bq_mx_lanes_loop<2>(p);
+    return;
+  }
+#endif
+  bq_mx_lanes_loop<1>(p);
 }
 extern "C" __global__ void __launch_bounds__(256) BQ_FN_MX_LANES(const bq_mx_params p) { bq_mx_lanes_walk(p); }
 #endif

@@ -38,13 +38,14 @@ typedef struct bq_mx_params {
   double bound;             /* args.amax_bound (0: none) */
   int finish, nparts;       /* bq_mx_amax: 0 the partials' pass, 1 the pass that reduces nparts
                                partials and writes g */
-  /* bq_mx_lanes: items are pieces (a lane's 16 bytes of floats), ppr a row; a group takes
-     2^lshift of them. fast: rows x ppr < 2^31, rows by fd (ppr's divider). prows: dynamic
-     quantize into the blocked layout, the padded rows (whose scales it writes 0). avec:
-     bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid) */
+  /* bq_mx_lanes: items are a lane's 2^lacc pieces (16 bytes of floats each), ppr pieces a
+     row; a group takes 2^lshift pieces. fast: rows x ppr < 2^31, rows by fd (ppr's
+     divider). prows: dynamic quantize into the blocked layout, the padded rows (whose scales
+     it writes 0). avec: bq_mx_amax reads x by pieces too (x's rows on the 16-byte grid).
+     lacc 1 (quantize forward without the rotation): two pieces a lane */
   bq_i64 ppr, prows;
   bq_fastdiv fd;
-  int lshift, fast, avec;
+  int lshift, fast, avec, lacc;
   /* stochastic rounding (BQ_SR): the draws' key and the index of element (0, 0); the same
      key draws the fused rotation's signs */
   bq_u32 seed_lo, seed_hi;

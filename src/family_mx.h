@@ -263,6 +263,18 @@ BQ__FN int bq__mx_lanes(const bq_desc *d, const bq_args *a, const bq__view *v) {
   }
   return k;
 }
+/* bq_mx_lanes' pieces a lane, as a power of two: 1 (two) for quantize forward without the
+   rotation where a group is two pieces or more and the codes' base and row stride lie on the
+   grid of two pieces' codes, else 0 (one). Dequantize keeps one: two pieces a lane made
+   its large rows a third slower */
+static int bq__mx_force_lacc = -1; /* tests: 0 or 1 (where allowed) instead of the rule */
+BQ__FN int bq__mx_lacc(const bq_desc *d, const bq_args *a, const bq__view *v, int lsh) {
+  if (lsh < 1 || d->rotation || d->direction == BQ_BACKWARD || d->op != BQ_QUANTIZE) return 0;
+  const int T = bq__dtype_size(d->float_type), E = 16 / T, cb = d->int_type == BQ_E2M1 ? E / 2 : E;
+  const int64_t sb = d->int_type == BQ_E2M1 ? v->ys / 2 : v->ys;
+  if ((uintptr_t)a->y % (uintptr_t)(2 * cb) || sb % (2 * cb)) return 0;
+  return bq__mx_force_lacc >= 0 ? bq__mx_force_lacc : 1;
+}
 BQ__FN bq_status bq__mx_validate(const bq_plan *p, const bq_args *a, bq__view *v) {
   bq_status st = bq__mx_view(p, a, v);
   const bq_desc *d = &p->desc;
@@ -367,7 +379,8 @@ BQ__FN bq_status bq__mx_run(const bq_plan *p, const bq_args *a, void *ws, size_t
   if (lsh >= 0 && (f >= 0 ? f == BQ__MX_LANES : d->op != BQ_DYNAMIC_QUANTIZE || d->rotation)) {
     e = BQ__MX_LANES;
     k.lshift = lsh;
-    k.items = v.rows * k.ppr; /* (ppr and its divider set above: G is whole pieces) */
+    k.lacc = bq__mx_lacc(d, a, &v, lsh);
+    k.items = v.rows * k.ppr >> k.lacc; /* (ppr and its divider set above: G is whole pieces) */
     k.prows = wrows;
   }
   if (f >= 0 && f != BQ__MX_LANES) e = f;

@@ -765,14 +765,21 @@ static void check_mx(const char *name, const bq_desc *d, const void *params) {
     touch(name, "y", k.y, deq ? sat_mul(fx, T) : cb, 1);
   }
   /* the scales the walk reaches: rows of pgroups items (the blocked padding: whole tiles);
-     bq_mx_lanes: items are rows of ppr pieces of 16 bytes of floats, 2^lshift a group, and
-     dynamic quantize into the blocked layout writes the padding of prows rows */
+     bq_mx_lanes: items are rows of ppr pieces of 16 bytes of floats (2^lacc of them a lane:
+     two only for quantize forward without the rotation, in groups of two or more, the codes'
+     base and row stride on two pieces' grid), 2^lshift a group, and dynamic quantize into
+     the blocked layout writes the padding of prows rows */
   uint64_t wrows = k.pgroups ? u(k.items) / u(k.pgroups) : 0;
   if (!strcmp(name, "bq_mx_lanes")) {
+    const int64_t cpair = 2 * (e2 ? 8 / (int64_t)T : 16 / (int64_t)T);
+    const int pairs_ok = d->op == BQ_QUANTIZE && d->direction == BQ_FORWARD && !d->rotation && k.lshift >= 1 &&
+                         k.y % (uint64_t)cpair == 0 && (e2 ? k.ys / 2 : k.ys) % cpair == 0;
     if (k.lshift < 0 || k.lshift > 5 || k.ppr * (int64_t)(16 / T) != k.cols || (k.ngroups << k.lshift) != k.ppr ||
-        k.items != k.rows * k.ppr || (k.fast && (k.items >= ((int64_t)1 << 31) || k.fd.d != (uint32_t)k.ppr)))
-      return violation("%s: %s: %lld pieces a row (2^%d a group) of %lld, %lld items, fast %d", call.plan->name, name,
-                       (long long)k.ppr, k.lshift, (long long)k.cols, (long long)k.items, k.fast);
+        k.lacc < 0 || k.lacc > 1 || (k.lacc && !pairs_ok) || k.items != (k.rows * k.ppr >> k.lacc) ||
+        (k.fast && (k.rows * k.ppr >= ((int64_t)1 << 31) || k.fd.d != (uint32_t)k.ppr)))
+      return violation("%s: %s: %lld pieces a row (2^%d a group, 2^%d a lane) of %lld, %lld items, fast %d",
+                       call.plan->name, name, (long long)k.ppr, k.lshift, k.lacc, (long long)k.cols,
+                       (long long)k.items, k.fast);
     wrows = dyn && d->scale_layout == BQ_SCALES_BLOCKED ? u(k.prows) : u(k.rows);
   }
   const uint64_t ng = u(k.ngroups);

@@ -153,10 +153,12 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   const int64_t nf = rows * (deq ? ys : xs), ncodes = rows * (deq ? xs : ys), nb = e2 ? ncodes / 2 : ncodes;
   char what[1024];
   char sku[512];
+  /* bq_mx_lanes' pieces a lane, where it may take two: the rule's, one or two (forced) */
+  const int lacc = (int)(rnd() % 3) - 1;
   snprintf(sku, sizeof sku, "%s", bq_plan_sku(p));
-  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d force %d%s",
-           (unsigned long long)g_seed, sku, (long long)rows, (long long)cols, (long long)G, (long long)xs,
-           (long long)ys, (long long)grs_arg, c->offf, c->offc, c->force, c->computed ? " g computed" : "");
+  snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d force %d "
+           "lacc %d%s", (unsigned long long)g_seed, sku, (long long)rows, (long long)cols, (long long)G, (long long)xs,
+           (long long)ys, (long long)grs_arg, c->offf, c->offc, c->force, lacc, c->computed ? " g computed" : "");
   dbuf F, C, S, G4;
   memset(&G4, 0, sizeof G4);
   dbuf_make(&F, T, nf, c->offf);
@@ -198,8 +200,10 @@ static void run_case(const bq_desc *d, const mx_case *c) {
   if (dyn && !nv && rnd() % 4 == 0) a.amax_bound = ldexp(1.0 + rnd_unit(), (int)rnd_range(-6, 6));
   draw_sr(d, &a);
   bq__mx_force_entry = c->force;
+  bq__mx_force_lacc = lacc;
   void *ws = run_with_workspace(p, &a, what);
   bq__mx_force_entry = -1;
+  bq__mx_force_lacc = -1;
   if (rows && cols) { /* the group kernel launched last, by name: the forced one, else by the rule */
     const int64_t E = 16 / (int64_t)T, cs = e2 ? (deq ? xs : ys) / 2 : (deq ? xs : ys);
     const uintptr_t base[2] = {(uintptr_t)(F.dev + F.pre), (uintptr_t)(C.dev + C.pre)};

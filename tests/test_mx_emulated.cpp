@@ -46,7 +46,11 @@ static void k16(const void *p) { emu_mx::bq_mx16(*(const bq_mx_params *)p); }
 static void k32(const void *p) { emu_mx::bq_mx32(*(const bq_mx_params *)p); }
 static void kany(const void *p) { emu_mx::bq_mx_any(*(const bq_mx_params *)p); }
 static void kamax(const void *p) { emu_mx::bq_mx_amax(*(const bq_mx_params *)p); }
-static void klanes(const void *p) { emu_mx::bq_mx_lanes(*(const bq_mx_params *)p); }
+static int g_lacc; /* bq_mx_lanes' last launch: its pieces a lane (log2) */
+static void klanes(const void *p) {
+  g_lacc = ((const bq_mx_params *)p)->lacc;
+  emu_mx::bq_mx_lanes(*(const bq_mx_params *)p);
+}
 
 static const bq_dtype T = (bq_dtype)EMU_T, I = (bq_dtype)EMU_I, ST = (bq_dtype)EMU_ST;
 static const int E2M1 = EMU_I == BQ_TYPE_E2M1, NV = EMU_ST == BQ_TYPE_E4M3;
@@ -169,6 +173,9 @@ static void one_case(int rep) {
   const int force_lanes = lanes_case && !force_any && OP == BQ_DYNAMIC_QUANTIZE && !EMU_ROT && rnd() % 2;
   const int rot_n = EMU_ROT ? 2 << rnd_range(0, refmx_rot_max_shift(E)) : 0; /* (2 to 32 E) */
   bq__mx_force_entry = force_any ? BQ__MX_ANY : force_lanes ? BQ__MX_LANES : -1;
+  /* bq_mx_lanes' pieces a lane where it may take two: the rule's, or one or two forced */
+  const int force_lacc = (int)(rnd() % 3) - 1;
+  bq__mx_force_lacc = force_lacc;
   bq_args a;
   memset(&a, 0, sizeof a);
   a.group_size = G;
@@ -180,8 +187,10 @@ static void one_case(int rep) {
     a.rotation_block = n, a.cols = (a.cols + n - 1) / n * n;
   }
   const int64_t step = E2M1 ? 2 : 1;
-  a.x_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9);
-  a.y_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9);
+  /* (lanes cases: now and then a row stride an odd number of pieces, off two pieces' grid) */
+  const int64_t odd_x = lanes_case && rnd() % 4 == 0 ? E : 0, odd_y = lanes_case && rnd() % 4 == 0 ? E : 0;
+  a.x_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9) + odd_x;
+  a.y_row_stride = rnd() & 1 ? 0 : a.cols + (lanes_case ? 32 : step) * rnd_range(0, 9) + odd_y;
   const int64_t ng = a.cols / G, xs = a.x_row_stride ? a.x_row_stride : a.cols,
                 ys = a.y_row_stride ? a.y_row_stride : a.cols;
   const int64_t grs0 = refmx_default_grs(d.scale_layout, a.rows, ng);
@@ -205,9 +214,9 @@ static void one_case(int rep) {
   draw_sr(&a);
   char what[400];
   snprintf(what, sizeof what, "seed=0x%llx %s | [%lld,%lld] G %lld strides %lld/%lld grs %lld offs %d/%d%s sms %d "
-           "sr %llx+%llu rot %d", (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols,
+           "sr %llx+%llu rot %d lacc %d", (unsigned long long)g_seed, EMU_SPEC, (long long)a.rows, (long long)a.cols,
            (long long)G, (long long)xs, (long long)ys, (long long)grs, offf, offc, force_any ? " forced any" : "",
-           plan.num_sms, (unsigned long long)a.seed, (unsigned long long)a.offset, rot_n);
+           plan.num_sms, (unsigned long long)a.seed, (unsigned long long)a.offset, rot_n, force_lacc);
 
   /* inputs */
   double mag = ldexp(1.0, (int)rnd_range(-8, 8));
@@ -299,14 +308,22 @@ static void one_case(int rep) {
   void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
   g_last = NULL;
   g_amax_launches = 0;
+  g_lacc = -1;
   cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
   bq__mx_force_entry = -1;
+  bq__mx_force_lacc = -1;
   if (a.rows && a.cols) {
     const int64_t E = 16 / (int64_t)ts, cpiece = E2M1 ? E / 2 : E;
     const stream_geom st[2] = {{fl, (deq ? ys : xs) * (int64_t)ts, 16},
                                {cd, E2M1 ? (deq ? xs : ys) / 2 : (deq ? xs : ys), cpiece}};
     const emu_kernel want = want_kernel(G, force_any, force_lanes, st, 2);
     cr_assert(g_last == want, "the group kernel launched is not the one for G %lld | %s", (long long)G, what);
+    /* two pieces a lane: quantize forward without the rotation, groups of two pieces or
+       more, the codes' base and row stride on two pieces' grid; the rule takes two */
+    const int pairs = OP == BQ_QUANTIZE && !EMU_BWD && !EMU_ROT && G / E >= 2 &&
+                      (uintptr_t)cd % (uintptr_t)(2 * cpiece) == 0 && st[1].stride_bytes % (2 * cpiece) == 0;
+    if (want == (emu_kernel)klanes)
+      cr_assert_eq(g_lacc, pairs ? (force_lacc >= 0 ? force_lacc : 1) : 0, "bq_mx_lanes' pieces a lane | %s", what);
     cr_assert_eq(g_amax_launches, 2 * computed, "amax passes: %d | %s", g_amax_launches, what);
     g_lanes_runs += want == (emu_kernel)klanes;
   }
