@@ -407,6 +407,58 @@ static inline unsigned emu_hmax2_xabs(unsigned u, unsigned v, int bf16) {
   }
   return d;
 }
+/* fma.rn.bf16x2 and min.bf16x2 on two pairs' bits, each half alone: the fma exact in double
+   (the kernels' operands: bf16 products and sums of few bits), then rounded to nearest even
+   into bf16, subnormals kept; NaN gives the canonical 0x7fff; min drops a NaN operand */
+static inline double emu_bf16_value(unsigned h) {
+  const unsigned e = (h >> 7) & 0xffu, m = h & 0x7fu;
+  const double v = e == 0 ? ldexp((double)m, -133) : e == 0xffu ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x80u), (int)e - 134);
+  return h & 0x8000u ? -v : v;
+}
+static inline unsigned emu_bf16_of(double v) {
+  if (v != v) return 0x7fffu;
+  const unsigned sign = signbit(v) ? 0x8000u : 0u;
+  double a = fabs(v);
+  if (a == 0.0) return sign;
+  int e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  const int q = e - 1 < -126 ? -133 : e - 1 - 7; /* the grid's step, 2^q */
+  double n = a * ldexp(1.0, -q), f = floor(n);
+  if (n - f > 0.5 || (n - f == 0.5 && fmod(f, 2.0) != 0.0)) f += 1.0;
+  const double r = ldexp(f, q);
+  if (r >= 0x1p128) return sign | 0x7f80u;
+  if (r < 0x1p-126) return sign | (unsigned)f; /* a subnormal's mantissa (0x80: the smallest normal) */
+  int re;
+  const double mr = frexp(r, &re);
+  return sign | (unsigned)(re - 1 + 127) << 7 | ((unsigned)(mr * 256.0) & 0x7fu);
+}
+static inline unsigned bq_bf16x2_fma(unsigned a, unsigned b, unsigned c) {
+  unsigned d = 0;
+  for (int h = 0; h < 32; h += 16)
+    d |= emu_bf16_of(fma(emu_bf16_value((a >> h) & 0xffffu), emu_bf16_value((b >> h) & 0xffffu),
+                         emu_bf16_value((c >> h) & 0xffffu))) << h;
+  return d;
+}
+static inline unsigned bq_bf16x2_min(unsigned a, unsigned b) {
+  unsigned d = 0;
+  for (int h = 0; h < 32; h += 16) {
+    const unsigned x = (a >> h) & 0xffffu, y = (b >> h) & 0xffffu;
+    const double u = emu_bf16_value(x), v = emu_bf16_value(y);
+    d |= (u != u ? (v != v ? 0x7fffu : y) : v != v ? x : v < u || (v == u && (y & 0x8000u)) ? y : x) << h;
+  }
+  return d;
+}
+/* prmt.b32 (the default mode): byte n of the result is byte sel[4n+2:4n] of {b, a}, or that
+   byte's sign bit replicated where bit 4n + 3 of sel is set */
+static inline unsigned bq_prmt(unsigned a, unsigned b, unsigned sel) {
+  const unsigned long long x = (unsigned long long)b << 32 | a;
+  unsigned d = 0;
+  for (int n = 0; n < 4; n++) {
+    const unsigned s = (sel >> (4 * n)) & 15u, byte = (unsigned)(x >> (8 * (s & 7))) & 0xffu;
+    d |= (s & 8u ? (byte & 0x80u ? 0xffu : 0u) : byte) << (8 * n);
+  }
+  return d;
+}
 /* cvt.rni.s8.f32 / cvt.rni.u8.f32: round half to even, clamp to the int type (BQ_I_MIN and
    BQ_I_MAX, from common.cuh where this is called), NaN -> 0 */
 #define bq_cvt_sat(v) emu_cvt_sat((v), BQ_I_MIN, BQ_I_MAX)
