@@ -393,7 +393,7 @@ static __device__ __forceinline__ bq_i64 bq_mx_piece_row(const bq_mx_params &p, 
 }
 #if BQ_E_MX_LANES
 // (quantize forward without the rotation may give a lane two pieces: A = 2)
-#define BQ_MX_PAIRS (BQ_OP == BQ_OP_QUANTIZE && BQ_DIR != BQ_DIR_BACKWARD && !BQ_MX_ROT)
+#define BQ_MX_TWO_PIECES (BQ_OP == BQ_OP_QUANTIZE && BQ_DIR != BQ_DIR_BACKWARD && !BQ_MX_ROT)
 template <int A> static __device__ __forceinline__ void bq_mx_lanes_loop(const bq_mx_params &p) {
   const float g = bq_mx_g(p);
   const bq_i64 step = (bq_i64)gridDim.x * blockDim.x, t0 = (bq_i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -426,7 +426,7 @@ template <int A> static __device__ __forceinline__ void bq_mx_lanes_loop(const b
 #endif
 }
 static __device__ __forceinline__ void bq_mx_lanes_walk(const bq_mx_params &p) {
-#if BQ_MX_PAIRS
+#if BQ_MX_TWO_PIECES
   if (p.lacc) {
     bq_mx_lanes_loop<2>(p);
     return;

@@ -407,14 +407,10 @@ static inline unsigned emu_hmax2_xabs(unsigned u, unsigned v, int bf16) {
   }
   return d;
 }
-/* fma.rn.bf16x2 and min.bf16x2 on two pairs' bits, each half alone: the fma exact in double
-   (the kernels' operands: bf16 products and sums of few bits), then rounded to nearest even
-   into bf16, subnormals kept; NaN gives the canonical 0x7fff; min drops a NaN operand */
-static inline double emu_bf16_value(unsigned h) {
-  const unsigned e = (h >> 7) & 0xffu, m = h & 0x7fu;
-  const double v = e == 0 ? ldexp((double)m, -133) : e == 0xffu ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x80u), (int)e - 134);
-  return h & 0x8000u ? -v : v;
-}
+/* fma.rn.bf16x2 and min.bf16x2 on two pairs' bits, each half alone (bf16 to f32 is exact): the
+   fma exact in double (the kernels' operands: bf16 products and sums of few bits), then rounded
+   to nearest even into bf16 at once (emu_bf16_of: no f32 step to round twice), subnormals
+   kept; NaN gives the canonical 0x7fff; min drops a NaN operand */
 static inline unsigned emu_bf16_of(double v) {
   if (v != v) return 0x7fffu;
   const unsigned sign = signbit(v) ? 0x8000u : 0u;
@@ -435,15 +431,15 @@ static inline unsigned emu_bf16_of(double v) {
 static inline unsigned bq_bf16x2_fma(unsigned a, unsigned b, unsigned c) {
   unsigned d = 0;
   for (int h = 0; h < 32; h += 16)
-    d |= emu_bf16_of(fma(emu_bf16_value((a >> h) & 0xffffu), emu_bf16_value((b >> h) & 0xffffu),
-                         emu_bf16_value((c >> h) & 0xffffu))) << h;
+    d |= emu_bf16_of(fma(ref_bf16_to_f32((uint16_t)(a >> h)), ref_bf16_to_f32((uint16_t)(b >> h)),
+                         ref_bf16_to_f32((uint16_t)(c >> h)))) << h;
   return d;
 }
 static inline unsigned bq_bf16x2_min(unsigned a, unsigned b) {
   unsigned d = 0;
   for (int h = 0; h < 32; h += 16) {
     const unsigned x = (a >> h) & 0xffffu, y = (b >> h) & 0xffffu;
-    const double u = emu_bf16_value(x), v = emu_bf16_value(y);
+    const double u = ref_bf16_to_f32((uint16_t)x), v = ref_bf16_to_f32((uint16_t)y);
     d |= (u != u ? (v != v ? 0x7fffu : y) : v != v ? x : v < u || (v == u && (y & 0x8000u)) ? y : x) << h;
   }
   return d;
