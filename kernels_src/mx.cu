@@ -117,27 +117,53 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
   return bq_mx_scale_of(code, g);
 }
 
-// MXFP4 from bf16 (rounding to nearest): two elements a 32-bit step, in bf16x2 arithmetic
-// and integer steps on the halves, the same codes as bq_mx_elem_of(x * rcp) in f32. rcp is a
-// power of two, so x rcp is exact in bf16 wherever it is at least 2^-126 (below, code 0 with
-// x's sign either way) and is inf where f32's is; rcp must be a normal bf16 or NaN (the scale
-// 2^127's reciprocal is subnormal: the caller keeps the f32 form). Then per half, as
+// MXFP4 from bf16 or f16 (rounding to nearest): two elements a 32-bit step, in the packed
+// half-precision arithmetic and integer steps on the halves, the same codes as
+// bq_mx_elem_of(x * rcp) in f32. rcp is a power of two, so x rcp is exact in the half type
+// wherever it is at least the type's smallest normal (below, code 0 with x's sign either way)
+// and is inf where it overflows the type (at least 6 in f32: code 7 either way); rcp must be
+// a normal of the type, or NaN (the caller keeps the f32 form otherwise). Then per half, as
 // bq_e2m1_mag and bq_mx_elem_of do in f32: the magnitude clamped at 6 (inf and NaN too); from
-// 1 on, the 7-bit mantissa rounded to one bit (RNE) with the exponent read from its bits, the
-// code's 3 bits from (c + 0x11f + lsb) >> 6 (0x100 of it is 252 off the code, mod 8); below
-// 1, rint(2c) as the low bits of 2c + 128 rounded to bf16 (whose step there is 1); the sign
-// unless NaN. No carry crosses the halves: every sum stays under 2^16.
-#define BQ_MX_BF16_PAIRS (BQ_FT == BQ_TYPE_BF16 && BQ_IT == BQ_TYPE_E2M1 && !BQ_MX_NV && !BQ_SR)
-#if BQ_MX_BF16_PAIRS
+// 1 on, the mantissa rounded to one bit (RNE) with the exponent read from its bits, the
+// code's 3 bits from (c + BQ_H2_HI + lsb) >> BQ_H2_SH (4 << BQ_H2_SH of it is the code's
+// offset from 1.0's bits, mod 8); below 1, rint(2c) as the low bits of 2c + BQ_H2_LOW (a
+// power of two whose step is 1) rounded to the type; the sign unless NaN. No carry crosses
+// the halves: every sum stays under 2^16.
+#define BQ_MX_HALF_PAIRS ((BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16) && BQ_IT == BQ_TYPE_E2M1 && !BQ_MX_NV && !BQ_SR)
+#if BQ_MX_HALF_PAIRS
+#if BQ_FT == BQ_TYPE_BF16 // 7 mantissa bits: 6.0, 1.0 + 0x4080 = 2^15, the largest finite + 0x7f = 0x7fff
+#define BQ_H2_SIX 0x40c040c0u
+#define BQ_H2_SH 6
+#define BQ_H2_HI 0x011f011fu
+#define BQ_H2_LOW 0x43004300u
+#define BQ_H2_GE1 0x40804080u
+#define BQ_H2_NAN 0x007f007fu
+#define BQ_H2_MIN 0x1p-126f
+#define BQ_H2_MAX 0x1p127f
+#else // f16, 10 mantissa bits
+#define BQ_H2_SIX 0x46004600u
+#define BQ_H2_SH 9
+#define BQ_H2_HI 0x08ff08ffu
+#define BQ_H2_LOW 0x64006400u
+#define BQ_H2_GE1 0x44004400u
+#define BQ_H2_NAN 0x03ff03ffu
+#define BQ_H2_MIN 0x1p-14f
+#define BQ_H2_MAX 0x1p15f
+#endif
 #ifndef BQ_EMULATED
-static __device__ __forceinline__ bq_u32 bq_bf16x2_fma(bq_u32 a, bq_u32 b, bq_u32 c) {
+#if BQ_FT == BQ_TYPE_BF16
+#define BQ_H2_ASM(op) op ".bf16x2 %0, %1, %2"
+#else
+#define BQ_H2_ASM(op) op ".f16x2 %0, %1, %2"
+#endif
+static __device__ __forceinline__ bq_u32 bq_h2_fma(bq_u32 a, bq_u32 b, bq_u32 c) {
   bq_u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  asm(BQ_H2_ASM("fma.rn") ", %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
 }
-static __device__ __forceinline__ bq_u32 bq_bf16x2_min(bq_u32 a, bq_u32 b) {
+static __device__ __forceinline__ bq_u32 bq_h2_min(bq_u32 a, bq_u32 b) {
   bq_u32 d;
-  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  asm(BQ_H2_ASM("min") ";" : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
 static __device__ __forceinline__ bq_u32 bq_prmt(bq_u32 a, bq_u32 b, bq_u32 sel) {
@@ -146,20 +172,25 @@ static __device__ __forceinline__ bq_u32 bq_prmt(bq_u32 a, bq_u32 b, bq_u32 sel)
   return d;
 }
 #endif
-// the codes of the bf16 pair w times r2 (rcp in both halves): element 0's in bits 0-3, 1's in 16-19
+// the codes of the pair w times r2 (rcp in both halves): element 0's in bits 0-3, 1's in 16-19
 static __device__ __forceinline__ bq_u32 bq_e2m1_pair(bq_u32 w, bq_u32 r2) {
-  const bq_u32 p = bq_bf16x2_fma(w, r2, 0x80008000u); // x rcp (+ -0: a zero keeps its sign)
-  const bq_u32 a = p & 0x7fff7fffu, c = bq_bf16x2_min(a, 0x40c040c0u);
-  const bq_u32 hi = (c + 0x011f011fu + ((c >> 6) & 0x00010001u)) >> 6;
-  const bq_u32 lo = bq_bf16x2_fma(c, 0x40004000u, 0x43004300u);
-  const bq_u32 m = bq_prmt(c + 0x40804080u, 0u, 0xbb99u); // 0xffff in the halves where c >= 1
-  const bq_u32 sign = (p & ~(a + 0x007f007fu) & 0x80008000u) >> 12; // (a NaN's sum sets bit 15)
+  const bq_u32 p = bq_h2_fma(w, r2, 0x80008000u); // x rcp (+ -0: a zero keeps its sign)
+  const bq_u32 a = p & 0x7fff7fffu, c = bq_h2_min(a, BQ_H2_SIX);
+  const bq_u32 hi = (c + BQ_H2_HI + ((c >> BQ_H2_SH) & 0x00010001u)) >> BQ_H2_SH;
+  const bq_u32 lo = bq_h2_fma(c, 0x40004000u, BQ_H2_LOW); // (2.0: 0x4000 in both types)
+  const bq_u32 m = bq_prmt(c + BQ_H2_GE1, 0u, 0xbb99u); // 0xffff in the halves where c >= 1
+  const bq_u32 sign = (p & ~(a + BQ_H2_NAN) & 0x80008000u) >> 12; // (a NaN's sum sets bit 15)
   return (((hi & m) | (lo & ~m)) & 0x00070007u) | sign;
 }
-// N bf16 elements (N a multiple of 8) into N / 2 bytes of codes
+// N elements (N a multiple of 8) into N / 2 bytes of codes; rcp in [BQ_H2_MIN, BQ_H2_MAX] or NaN
 template <int N, class V, class C>
 static __device__ __forceinline__ void bq_e2m1_pairs(const V &v, float rcp, C &c) {
-  const bq_u32 r2 = (__float_as_uint(rcp) >> 16) * 0x10001u, *w = (const bq_u32 *)v.e;
+#if BQ_FT == BQ_TYPE_BF16
+  const bq_u32 r2 = (__float_as_uint(rcp) >> 16) * 0x10001u;
+#else
+  const bq_u32 r2 = (bq_u32)bq_f32_to_f16(rcp) * 0x10001u;
+#endif
+  const bq_u32 *w = (const bq_u32 *)v.e;
   bq_u32 *o = (bq_u32 *)c.e;
 #pragma unroll
   for (int k = 0; k < N / 8; k++) {
@@ -232,8 +263,8 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     bq_u32 u[N > 0 ? N : 1];
     bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);
 #endif
-#if BQ_MX_BF16_PAIRS
-    if (N % 8 == 0 && !(s.rcp < 0x1p-126f)) { // (rcp normal, or NaN)
+#if BQ_MX_HALF_PAIRS
+    if (N % 8 == 0 && !(s.rcp < BQ_H2_MIN) && !(s.rcp > BQ_H2_MAX)) { // (rcp a normal half, or NaN)
       bq_e2m1_pairs<(N > 0 ? N : 8)>(v, s.rcp, c);
       bq_store(y, c, al ? 16 : bq_width(y));
       return;

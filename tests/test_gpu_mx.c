@@ -522,13 +522,12 @@ Test(mx, e2m1_every_f32, .timeout = 900) {
   bq_free(s);
 }
 
-/* MXFP4 quantize of bf16 data, which takes two elements a step in bf16x2 arithmetic
-   (bq_e2m1_pair): every bf16 pattern (a row of 65536) under every UE8M0 scale (row r's
-   groups take code r, 254 the f32 form's), against the reference's E2M1 of the exact
-   product x 2^(127 - r) (NaN's code for 255); through bq_mx_lanes and bq_mx32 */
-Test(mx, e2m1_every_bf16_every_scale, .timeout = 900) {
-  const bq_desc d = mx_desc(BQ_QUANTIZE, BQ_BF16, 0, 0, 0);
-  bq_plan *p = plan_get(&d, "every bf16");
+/* MXFP4 quantize of bf16 and f16 data, which takes two elements a step in packed half
+   arithmetic (bq_e2m1_pair) where a scale's reciprocal is a normal of the type: every
+   pattern of the type (a row of 65536) under every UE8M0 scale (row r's groups take code r;
+   the others take the f32 form), against the reference's E2M1 of the exact product
+   x 2^(127 - r) (NaN's code for 255); through bq_mx_lanes and bq_mx32 */
+Test(mx, e2m1_every_half_every_scale, .timeout = 900) {
   const int64_t rows = 256, cols = 65536, G = 32, n = rows * cols;
   void *x = NULL, *y = NULL, *s = NULL;
   BQ_OK(bq_malloc(&x, (size_t)n * 2), "x");
@@ -541,27 +540,33 @@ Test(mx, e2m1_every_bf16_every_scale, .timeout = 900) {
   for (int64_t i = 0; i < n / G; i++) hs[i] = (unsigned char)(i / (cols / G));
   BQ_OK(bq_memcpy_to_device(x, hx, (size_t)n * 2), "x");
   BQ_OK(bq_memcpy_to_device(s, hs, (size_t)n / G), "scales");
-  for (int force = 0; force < 2; force++) {
-    BQ_OK(bq_memset(y, 0xee, (size_t)n / 2), "y");
-    bq_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.y = y, a.scales = s;
-    a.rows = rows, a.cols = cols, a.group_size = G;
-    bq__mx_force_entry = force ? BQ__MX_G32 : BQ__MX_LANES;
-    const bq_status st = bq_plan_run(p, &a, NULL, 0, NULL);
-    bq__mx_force_entry = -1;
-    BQ_OK(st, "force %d", force);
-    BQ_OK(bq_memcpy_to_host(hy, y, (size_t)n / 2), "y");
-    int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < n; i++) {
-      const int code = (int)(i / cols);
-      const double v = (double)ref_bf16_to_f32(hx[i]) * (code == 255 ? NAN : ldexp(1.0, 127 - code));
-      const uint8_t want = ref_e2m1_from_double(v), got = (uint8_t)((hy[i / 2] >> (4 * (i % 2))) & 15);
-      if (want != got && !bad++) first = i;
+  for (int t = 0; t < 2; t++) {
+    const bq_dtype ft = t ? BQ_F16 : BQ_BF16;
+    const bq_desc d = mx_desc(BQ_QUANTIZE, ft, 0, 0, 0);
+    bq_plan *p = plan_get(&d, "every half");
+    for (int force = 0; force < 2; force++) {
+      BQ_OK(bq_memset(y, 0xee, (size_t)n / 2), "y");
+      bq_args a;
+      memset(&a, 0, sizeof a);
+      a.x = x, a.y = y, a.scales = s;
+      a.rows = rows, a.cols = cols, a.group_size = G;
+      bq__mx_force_entry = force ? BQ__MX_G32 : BQ__MX_LANES;
+      const bq_status st = bq_plan_run(p, &a, NULL, 0, NULL);
+      bq__mx_force_entry = -1;
+      BQ_OK(st, "%s force %d", t ? "f16" : "bf16", force);
+      BQ_OK(bq_memcpy_to_host(hy, y, (size_t)n / 2), "y");
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < n; i++) {
+        const int code = (int)(i / cols);
+        const double v = (double)(t ? ref_f16_to_f32(hx[i]) : ref_bf16_to_f32(hx[i])) *
+                         (code == 255 ? NAN : ldexp(1.0, 127 - code));
+        const uint8_t want = ref_e2m1_from_double(v), got = (uint8_t)((hy[i / 2] >> (4 * (i % 2))) & 15);
+        if (want != got && !bad++) first = i;
+      }
+      cr_assert_eq(bad, 0, "%s, %s: %lld codes differ, the first 0x%04x scale code %lld (seed 0x%llx)",
+                   t ? "f16" : "bf16", force ? "bq_mx32" : "bq_mx_lanes", (long long)bad,
+                   first >= 0 ? hx[first] : 0, (long long)(first / cols), (unsigned long long)g_seed);
     }
-    cr_assert_eq(bad, 0, "%s: %lld codes differ, the first bf16 0x%04x scale code %lld (seed 0x%llx)",
-                 force ? "bq_mx32" : "bq_mx_lanes", (long long)bad, first >= 0 ? hx[first] : 0,
-                 (long long)(first / cols), (unsigned long long)g_seed);
   }
   free(hx);
   free(hs);

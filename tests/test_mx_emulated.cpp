@@ -480,32 +480,40 @@ Test(emulated_mx, e2m1_every_f32, .timeout = 600) {
 #endif
 }
 
-/* MXFP4 from bf16 two elements a step (bq_e2m1_pair, bf16x2 arithmetic): every bf16 pattern in
-   each half, against the pattern beside it, times the reciprocal of every UE8M0 scale the
-   pair form takes (all but 254, whose reciprocal is subnormal: the f32 form's), against the
-   reference's E2M1 conversion of the exact product (x rcp in f32 is that, or below 2^-126, or
-   inf, which round alike) and NaN's code for the scale 255; in the builds of that form */
-Test(emulated_mx, e2m1_bf16_pairs, .timeout = 600) {
-#if EMU_T == BQ_TYPE_BF16 && EMU_I == BQ_TYPE_E2M1 && EMU_ST == BQ_TYPE_UE8M0 && !EMU_SR && !EMU_BWD && \
-    (EMU_OP == BQ_OP_QUANTIZE || EMU_OP == BQ_OP_DYNAMIC_QUANTIZE)
+/* MXFP4 from bf16 or f16 two elements a step (bq_e2m1_pair, packed half arithmetic): every
+   pattern of the type in each half, against the pattern beside it, times the reciprocal of
+   every UE8M0 scale the pair form takes (a reciprocal that is a normal of the type, or NaN:
+   bf16 all but 254, f16 112 to 141 and 255), against the reference's E2M1 conversion of the
+   exact product (x rcp in f32 is that, or below the type's smallest normal, or past its
+   largest finite, which round alike) and NaN's code for the scale 255; in the builds of
+   that form */
+Test(emulated_mx, e2m1_half_pairs, .timeout = 600) {
+#if (EMU_T == BQ_TYPE_BF16 || EMU_T == BQ_TYPE_F16) && EMU_I == BQ_TYPE_E2M1 && EMU_ST == BQ_TYPE_UE8M0 && \
+    !EMU_SR && !EMU_BWD && (EMU_OP == BQ_OP_QUANTIZE || EMU_OP == BQ_OP_DYNAMIC_QUANTIZE)
+  const int bf16 = EMU_T == BQ_TYPE_BF16;
   uint64_t bad = 0;
+  int codes = 0;
   char first[160] = "";
   for (int code = 0; code < 256; code++) {
-    if (code == 254) continue;
     const float rcp = emu_mx::bq_ue8m0_f32(code == 255 ? 255 : 254 - code);
-    const uint32_t r2 = (__float_as_uint(rcp) >> 16) * 0x10001u;
+    if (rcp < BQ_H2_MIN || rcp > BQ_H2_MAX) continue;
+    codes++;
+    const uint32_t r2 = (bf16 ? __float_as_uint(rcp) >> 16 : (uint32_t)ref_f32_to_f16(rcp)) * 0x10001u;
     for (uint32_t x = 0; x < 65536; x++) {
       const uint32_t y = (x * 40503u + (uint32_t)code * 977u) & 0xffffu; /* a partner pattern */
       const uint32_t got = emu_mx::bq_e2m1_pair(x | y << 16, r2);
       for (int h = 0; h < 2; h++) {
-        const uint32_t b = h ? y : x;
-        const double v = (double)ref_bf16_to_f32((uint16_t)b) * (code == 255 ? NAN : ldexp(1.0, 127 - code));
+        const uint16_t b = (uint16_t)(h ? y : x);
+        const double v = (double)(bf16 ? ref_bf16_to_f32(b) : ref_f16_to_f32(b)) *
+                         (code == 255 ? NAN : ldexp(1.0, 127 - code));
         const uint32_t want = ref_e2m1_from_double(v), g = (got >> (16 * h)) & 0xffffu;
         if (g != want && !bad++)
-          snprintf(first, sizeof first, "bf16 0x%04x, scale code %d: 0x%x, expected 0x%x", b, code, g, want);
+          snprintf(first, sizeof first, "%s 0x%04x, scale code %d: 0x%x, expected 0x%x", bf16 ? "bf16" : "f16", b,
+                   code, g, want);
       }
     }
   }
+  cr_assert_eq(codes, bf16 ? 255 : 31, "scale codes the pair form takes: %d", codes);
   cr_assert_eq(bad, 0, "%llu codes differ, the first: %s", (unsigned long long)bad, first);
 #endif
 }

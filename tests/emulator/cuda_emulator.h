@@ -407,39 +407,47 @@ static inline unsigned emu_hmax2_xabs(unsigned u, unsigned v, int bf16) {
   }
   return d;
 }
-/* fma.rn.bf16x2 and min.bf16x2 on two pairs' bits, each half alone (bf16 to f32 is exact): the
-   fma exact in double (the kernels' operands: bf16 products and sums of few bits), then rounded
-   to nearest even into bf16 at once (emu_bf16_of: no f32 step to round twice), subnormals
-   kept; NaN gives the canonical 0x7fff; min drops a NaN operand */
-static inline unsigned emu_bf16_of(double v) {
+/* fma.rn.{bf16x2,f16x2} and min.{bf16x2,f16x2} on two pairs' bits, each half alone: the fma
+   exact in double (the kernels' operands: half products and sums of few bits), then rounded
+   to nearest even into the half type, subnormals kept; NaN gives the canonical 0x7fff; min
+   drops a NaN operand. bf16: 8 exponent bits, 7 mantissa bits; f16: 5 and 10 (half to f32 is
+   exact: tests/reference.h decodes). */
+static inline double emu_half_value(unsigned h, int bf16) {
+  return bf16 ? ref_bf16_to_f32((uint16_t)h) : ref_f16_to_f32((uint16_t)h);
+}
+static inline unsigned emu_half_of(double v, int bf16) {
+  const int mb = bf16 ? 7 : 10, bias = bf16 ? 127 : 15, emin = 1 - bias, emax = bf16 ? 127 : 15;
   if (v != v) return 0x7fffu;
-  const unsigned sign = signbit(v) ? 0x8000u : 0u;
-  double a = fabs(v);
+  const unsigned sign = signbit(v) ? 0x8000u : 0u, inf = bf16 ? 0x7f80u : 0x7c00u;
+  const double a = fabs(v);
   if (a == 0.0) return sign;
   int e;
   frexp(a, &e); /* a in [2^(e-1), 2^e) */
-  const int q = e - 1 < -126 ? -133 : e - 1 - 7; /* the grid's step, 2^q */
-  double n = a * ldexp(1.0, -q), f = floor(n);
+  const int q = (e - 1 < emin ? emin : e - 1) - mb; /* the grid's step, 2^q */
+  const double n = a * ldexp(1.0, -q);
+  double f = floor(n);
   if (n - f > 0.5 || (n - f == 0.5 && fmod(f, 2.0) != 0.0)) f += 1.0;
   const double r = ldexp(f, q);
-  if (r >= 0x1p128) return sign | 0x7f80u;
-  if (r < 0x1p-126) return sign | (unsigned)f; /* a subnormal's mantissa (0x80: the smallest normal) */
+  if (r >= ldexp(1.0, emax + 1)) return sign | inf;
+  if (r < ldexp(1.0, emin)) return sign | (unsigned)f; /* a subnormal's mantissa */
   int re;
-  const double mr = frexp(r, &re);
-  return sign | (unsigned)(re - 1 + 127) << 7 | ((unsigned)(mr * 256.0) & 0x7fu);
+  const double mr = frexp(r, &re); /* r = mr 2^re, mr in [0.5, 1) */
+  return sign | (unsigned)(re - 1 + bias) << mb | ((unsigned)ldexp(mr, mb + 1) & ((1u << mb) - 1u));
 }
-static inline unsigned bq_bf16x2_fma(unsigned a, unsigned b, unsigned c) {
+#define bq_h2_fma(a, b, c) emu_h2_fma((a), (b), (c), BQ_FT == BQ_TYPE_BF16)
+#define bq_h2_min(a, b) emu_h2_min((a), (b), BQ_FT == BQ_TYPE_BF16)
+static inline unsigned emu_h2_fma(unsigned a, unsigned b, unsigned c, int bf16) {
   unsigned d = 0;
   for (int h = 0; h < 32; h += 16)
-    d |= emu_bf16_of(fma(ref_bf16_to_f32((uint16_t)(a >> h)), ref_bf16_to_f32((uint16_t)(b >> h)),
-                         ref_bf16_to_f32((uint16_t)(c >> h)))) << h;
+    d |= emu_half_of(fma(emu_half_value((a >> h) & 0xffffu, bf16), emu_half_value((b >> h) & 0xffffu, bf16),
+                         emu_half_value((c >> h) & 0xffffu, bf16)), bf16) << h;
   return d;
 }
-static inline unsigned bq_bf16x2_min(unsigned a, unsigned b) {
+static inline unsigned emu_h2_min(unsigned a, unsigned b, int bf16) {
   unsigned d = 0;
   for (int h = 0; h < 32; h += 16) {
     const unsigned x = (a >> h) & 0xffffu, y = (b >> h) & 0xffffu;
-    const double u = ref_bf16_to_f32((uint16_t)x), v = ref_bf16_to_f32((uint16_t)y);
+    const double u = emu_half_value(x, bf16), v = emu_half_value(y, bf16);
     d |= (u != u ? (v != v ? 0x7fffu : y) : v != v ? x : v < u || (v == u && (y & 0x8000u)) ? y : x) << h;
   }
   return d;
