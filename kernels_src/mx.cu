@@ -130,7 +130,15 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
 // power of two whose step is 1) rounded to the type; the sign unless NaN. No carry crosses
 // the halves: every sum stays under 2^16.
 #define BQ_MX_HALF_PAIRS ((BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16) && BQ_IT == BQ_TYPE_E2M1 && !BQ_MX_NV && !BQ_SR)
-#if BQ_MX_HALF_PAIRS
+// NVFP4 under the library's rule from f16, or from bf16 where the packed bf16 comparison
+// exists (sm_90 on): bq_nv_pairs, below
+#if BQ_MX_NV_FAST && !BQ_SR && \
+    (BQ_FT == BQ_TYPE_F16 || (BQ_FT == BQ_TYPE_BF16 && (defined(BQ_EMULATED) || __CUDA_ARCH__ >= 900)))
+#define BQ_MX_NV_PAIRS 1
+#else
+#define BQ_MX_NV_PAIRS 0
+#endif
+#if BQ_MX_HALF_PAIRS || BQ_MX_NV_PAIRS
 #if BQ_FT == BQ_TYPE_BF16 // 7 mantissa bits: 6.0, 1.0 + 0x4080 = 2^15, the largest finite + 0x7f = 0x7fff
 #define BQ_H2_SIX 0x40c040c0u
 #define BQ_H2_SH 6
@@ -150,12 +158,14 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
 #define BQ_H2_MIN 0x1p-14f
 #define BQ_H2_MAX 0x1p15f
 #endif
+#define BQ_H2_ONE (BQ_FT == BQ_TYPE_BF16 ? 0x3f803f80u : 0x3c003c00u)
 #ifndef BQ_EMULATED
 #if BQ_FT == BQ_TYPE_BF16
-#define BQ_H2_ASM(op) op ".bf16x2 %0, %1, %2"
+#define BQ_H2_TYPE ".bf16x2"
 #else
-#define BQ_H2_ASM(op) op ".f16x2 %0, %1, %2"
+#define BQ_H2_TYPE ".f16x2"
 #endif
+#define BQ_H2_ASM(op) op BQ_H2_TYPE " %0, %1, %2"
 static __device__ __forceinline__ bq_u32 bq_h2_fma(bq_u32 a, bq_u32 b, bq_u32 c) {
   bq_u32 d;
   asm(BQ_H2_ASM("fma.rn") ", %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -171,7 +181,34 @@ static __device__ __forceinline__ bq_u32 bq_prmt(bq_u32 a, bq_u32 b, bq_u32 sel)
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
   return d;
 }
+// 1.0 in the halves where a >= b or either is NaN, else 0
+static __device__ __forceinline__ bq_u32 bq_h2_geu(bq_u32 a, bq_u32 b) {
+  bq_u32 d;
+  asm("set.geu" BQ_H2_TYPE BQ_H2_ASM("") ";" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// f32 to f16 rounded up
+static __device__ __forceinline__ bq_u32 bq_f32_to_f16_ru(float f) {
+  bq_u16 h;
+  asm("cvt.rp.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
 #endif
+// N elements (N a multiple of 8) into N / 2 bytes of codes, f taking a pair of them to its
+// codes (element 0's in bits 0-3, 1's in 16-19)
+template <int N, class V, class C, class F>
+static __device__ __forceinline__ void bq_e2m1_pack(const V &v, C &c, F f) {
+  const bq_u32 *w = (const bq_u32 *)v.e;
+  bq_u32 *o = (bq_u32 *)c.e;
+#pragma unroll
+  for (int k = 0; k < N / 8; k++) {
+    const bq_u32 t0 = f(w[4 * k]) | f(w[4 * k + 1]) << 8;
+    const bq_u32 t1 = f(w[4 * k + 2]) | f(w[4 * k + 3]) << 8;
+    o[k] = ((t0 | t0 >> 12) & 0xffffu) | (t1 | t1 >> 12) << 16;
+  }
+}
+#endif
+#if BQ_MX_HALF_PAIRS
 // the codes of the pair w times r2 (rcp in both halves): element 0's in bits 0-3, 1's in 16-19
 static __device__ __forceinline__ bq_u32 bq_e2m1_pair(bq_u32 w, bq_u32 r2) {
   const bq_u32 p = bq_h2_fma(w, r2, 0x80008000u); // x rcp (+ -0: a zero keeps its sign)
@@ -190,14 +227,40 @@ static __device__ __forceinline__ void bq_e2m1_pairs(const V &v, float rcp, C &c
 #else
   const bq_u32 r2 = (bq_u32)bq_f32_to_f16(rcp) * 0x10001u;
 #endif
-  const bq_u32 *w = (const bq_u32 *)v.e;
-  bq_u32 *o = (bq_u32 *)c.e;
+  bq_e2m1_pack<N>(v, c, [&](bq_u32 w) { return bq_e2m1_pair(w, r2); });
+}
+#endif
+#if BQ_MX_NV_PAIRS
+// NVFP4 from bf16 or f16 under the library's rule where s.fast, two elements a step: the code
+// of RN(|x| / s) in f32 counts the E2M1 midpoints m it reaches (a tie goes to the even code:
+// past m for 0.25, 1.25, 2.5 and 5, at m for 0.75, 1.75 and 3.5). The f32 quotient reaches m
+// where the exact one reaches mu, the midpoint between m and its f32 neighbour on that side,
+// that is where |x| >= mu s; no f32 equals mu s (mu's odd part alone has 25 bits), so that is
+// |x| >= RU(mu s), and for x of a half type, |x| >= RU(mu s) rounded up to the type. Seven
+// such thresholds a group; each is one packed comparison for two elements (unordered: NaN
+// passes all of them, code 7), counted in the low bits of BQ_H2_LOW (whose step is 1).
+// s in [BQ_RCP_LO, BQ_RCP_HI]: each d s below is exact and each mu s a normal f32.
+static __device__ __forceinline__ bq_u32 bq_h2_up(float t) { // t > 0, rounded up to T, in both halves
+#if BQ_FT == BQ_TYPE_BF16
+  return bq_prmt(__float_as_uint(t) + 0xffffu, 0u, 0x3232u);
+#else
+  return bq_f32_to_f16_ru(t) * 0x10001u;
+#endif
+}
+template <int N, class V, class C>
+static __device__ __forceinline__ void bq_nv_pairs(const V &v, float s, C &c) {
+  const float m[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float d[7] = {0x1p-26f, -0x1p-25f, 0x1p-24f, -0x1p-24f, 0x1p-23f, -0x1p-23f, 0x1p-22f}; // mu - m
+  bq_u32 t[7];
 #pragma unroll
-  for (int k = 0; k < N / 8; k++) {
-    const bq_u32 t0 = bq_e2m1_pair(w[4 * k], r2) | bq_e2m1_pair(w[4 * k + 1], r2) << 8;
-    const bq_u32 t1 = bq_e2m1_pair(w[4 * k + 2], r2) | bq_e2m1_pair(w[4 * k + 3], r2) << 8;
-    o[k] = ((t0 | t0 >> 12) & 0xffffu) | (t1 | t1 >> 12) << 16;
-  }
+  for (int k = 0; k < 7; k++) t[k] = bq_h2_up(__fmaf_ru(m[k], s, __fmul_rn(d[k], s)));
+  bq_e2m1_pack<N>(v, c, [&](bq_u32 w) {
+    const bq_u32 a = w & 0x7fff7fffu;
+    bq_u32 n = BQ_H2_LOW;
+#pragma unroll
+    for (int k = 0; k < 7; k++) n = bq_h2_fma(bq_h2_geu(a, t[k]), BQ_H2_ONE, n);
+    return (n & 0x00070007u) | (w & ~(a + BQ_H2_NAN) & 0x80008000u) >> 12; // (the sign unless NaN)
+  });
 }
 #endif
 
@@ -266,6 +329,13 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
 #if BQ_MX_HALF_PAIRS
     if (N % 8 == 0 && !(s.rcp < BQ_H2_MIN) && !(s.rcp > BQ_H2_MAX)) { // (rcp a normal half, or NaN)
       bq_e2m1_pairs<(N > 0 ? N : 8)>(v, s.rcp, c);
+      bq_store(y, c, al ? 16 : bq_width(y));
+      return;
+    }
+#endif
+#if BQ_MX_NV_PAIRS
+    if (N % 8 == 0 && s.fast) {
+      bq_nv_pairs<(N > 0 ? N : 8)>(v, (float)s.sc, c);
       bq_store(y, c, al ? 16 : bq_width(y));
       return;
     }

@@ -576,6 +576,70 @@ Test(mx, e2m1_every_half_every_scale, .timeout = 900) {
   bq_free(s);
 }
 
+/* NVFP4 quantize of bf16 and f16 data, which compares magnitudes with per-group thresholds
+   two elements a step (bq_nv_pairs) where a group's scale s = g s8 lies in [2^-90, 2^90]:
+   every pattern of the type (a row of 65536) under every E4M3 scale code (row r's groups take
+   code r: zero, negative and NaN scales take the f32 form) and the tensor scales 1, 2^-40,
+   2^40 and a random one, against the reference's E2M1 of the f32 quotient x / s; through
+   bq_mx_lanes (one and two 16-byte pieces a lane) and bq_mx16 */
+Test(mx, nvfp4_every_half_every_scale, .timeout = 900) {
+  const int64_t rows = 256, cols = 65536, G = 16, n = rows * cols;
+  void *x = NULL, *y = NULL, *s = NULL, *g4 = NULL;
+  BQ_OK(bq_malloc(&x, (size_t)n * 2), "x");
+  BQ_OK(bq_malloc(&y, (size_t)n / 2), "y");
+  BQ_OK(bq_malloc(&s, (size_t)n / G), "scales");
+  BQ_OK(bq_malloc(&g4, 4), "tensor scale");
+  uint16_t *hx = (uint16_t *)malloc((size_t)n * 2);
+  unsigned char *hs = (unsigned char *)malloc((size_t)n / G), *hy = (unsigned char *)malloc((size_t)n / 2);
+  cr_assert(hx && hs && hy);
+  for (int64_t i = 0; i < n; i++) hx[i] = (uint16_t)i;
+  for (int64_t i = 0; i < n / G; i++) hs[i] = (unsigned char)(i / (cols / G));
+  BQ_OK(bq_memcpy_to_device(x, hx, (size_t)n * 2), "x");
+  BQ_OK(bq_memcpy_to_device(s, hs, (size_t)n / G), "scales");
+  const float gs[4] = {1.0f, 0x1p-40f, 0x1p40f, (float)ldexp(1.0 + (double)(rnd() >> 11) * 0x1p-53, (int)(rnd() % 61) - 30)};
+  for (int t = 0; t < 2; t++) {
+    const bq_dtype ft = t ? BQ_F16 : BQ_BF16;
+    const bq_desc d = mx_desc(BQ_QUANTIZE, ft, 1, 0, 0);
+    bq_plan *p = plan_get(&d, "every half, NVFP4");
+    for (int gi = 0; gi < 4; gi++) {
+      BQ_OK(bq_memcpy_to_device(g4, &gs[gi], 4), "tensor scale");
+      for (int way = 0; way < 3; way++) {
+        BQ_OK(bq_memset(y, 0xee, (size_t)n / 2), "y");
+        bq_args a;
+        memset(&a, 0, sizeof a);
+        a.x = x, a.y = y, a.scales = s, a.tensor_scale = g4;
+        a.rows = rows, a.cols = cols, a.group_size = G;
+        bq__mx_force_entry = way == 2 ? BQ__MX_G16 : BQ__MX_LANES;
+        bq__mx_force_lacc = way == 2 ? -1 : way;
+        const bq_status st = bq_plan_run(p, &a, NULL, 0, NULL);
+        bq__mx_force_entry = -1;
+        bq__mx_force_lacc = -1;
+        BQ_OK(st, "%s g %a way %d", t ? "f16" : "bf16", (double)gs[gi], way);
+        BQ_OK(bq_memcpy_to_host(hy, y, (size_t)n / 2), "y");
+        int64_t bad = 0, first = -1;
+        for (int64_t r = 0; r < rows; r++) {
+          const double sc = refmx_sc(&d, (uint8_t)r, gs[gi]);
+          for (int64_t i = r * cols; i < (r + 1) * cols; i++) {
+            const double v = t ? ref_f16_to_f32(hx[i]) : ref_bf16_to_f32(hx[i]);
+            const uint8_t want = refmx_quantize(&d, v, sc, 0), got = (uint8_t)((hy[i / 2] >> (4 * (i % 2))) & 15);
+            if (want != got && !bad++) first = i;
+          }
+        }
+        cr_assert_eq(bad, 0, "%s, g %a, %s: %lld codes differ, the first 0x%04x scale code %lld (seed 0x%llx)",
+                     t ? "f16" : "bf16", (double)gs[gi], way == 2 ? "bq_mx16" : way ? "bq_mx_lanes, two pieces" : "bq_mx_lanes",
+                     (long long)bad, first >= 0 ? hx[first] : 0, (long long)(first / cols), (unsigned long long)g_seed);
+      }
+    }
+  }
+  free(hx);
+  free(hs);
+  free(hy);
+  bq_free(x);
+  bq_free(y);
+  bq_free(s);
+  bq_free(g4);
+}
+
 /* ---- the fused producers emitting a microscaling format ---------------------------------- */
 typedef struct fmx_case {
   int64_t rows, cols, G, xpad, ypad, grs_extra;

@@ -518,6 +518,49 @@ Test(emulated_mx, e2m1_half_pairs, .timeout = 600) {
 #endif
 }
 
+/* NVFP4 from bf16 or f16 two elements a step (bq_nv_pairs: thresholds on |x| for the
+   library's rule): every pattern of the type, eight a call, under scales s of the form's range
+   (every positive E4M3 code times the tensor scales 1, 2^-40, 2^40 and a random one, whole
+   random f32 scales across [2^-90, 2^90], and its ends), against the reference's E2M1 code of
+   the f32 quotient x / s; in the builds of that form */
+Test(emulated_mx, nv_half_pairs, .timeout = 600) {
+#if (EMU_T == BQ_TYPE_BF16 || EMU_T == BQ_TYPE_F16) && EMU_I == BQ_TYPE_E2M1 && EMU_ST == BQ_TYPE_E4M3 && \
+    EMU_RULE == 0 && !EMU_SR && !EMU_BWD && (EMU_OP == BQ_OP_QUANTIZE || EMU_OP == BQ_OP_DYNAMIC_QUANTIZE)
+  const int bf16 = EMU_T == BQ_TYPE_BF16;
+  std::vector<float> sc;
+  const float gs[4] = {1.0f, 0x1p-40f, 0x1p40f, (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-30, 30))};
+  for (int g = 0; g < 4; g++)
+    for (int code = 1; code < 0x7f; code++) {
+      volatile float t = gs[g] * refmx_e4m3_f32((uint8_t)code);
+      sc.push_back((float)t);
+    }
+  for (int i = 0; i < 100; i++) sc.push_back((float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-90, 89)));
+  sc.push_back(0x1p-90f), sc.push_back(0x1.fffffep89f), sc.push_back(0x1p90f);
+  uint64_t bad = 0;
+  char first[160] = "";
+  for (const float s : sc) {
+    for (uint32_t x0 = 0; x0 < 65536; x0 += 8) {
+      emu_mx::bq_chunk<emu_mx::bq_t, 8> v;
+      emu_mx::bq_chunk<unsigned char, 4> c;
+      const uint32_t y0 = (x0 * 40503u + __float_as_uint(s)) & 0xfff8u; /* other patterns beside */
+      uint16_t b[8];
+      for (int j = 0; j < 8; j++) b[j] = (uint16_t)(j & 1 ? y0 + j : x0 + j);
+      memcpy(v.e, b, sizeof b);
+      emu_mx::bq_nv_pairs<8>(v, s, c);
+      for (int j = 0; j < 8; j++) {
+        volatile float q = (bf16 ? ref_bf16_to_f32(b[j]) : ref_f16_to_f32(b[j])) / s;
+        const unsigned want = refmx_code(BQ_E2M1, (double)q), got = (c.e[j >> 1] >> (4 * (j & 1))) & 15u;
+        if (got != want && !bad++)
+          snprintf(first, sizeof first, "%s 0x%04x, scale %a: 0x%x, expected 0x%x", bf16 ? "bf16" : "f16", b[j],
+                   (double)s, got, want);
+      }
+    }
+  }
+  cr_assert_eq(bad, 0, "%llu codes differ, the first: %s | seed=0x%llx", (unsigned long long)bad, first,
+               (unsigned long long)g_seed);
+#endif
+}
+
 /* Stochastic rounding's element rounding (bq_mx_elem_sr) on random values of C (f32 bit
    patterns of every class, or f64 ones) and random draws, the draw's ends among them,
    against the reference's refmx_code_sr */

@@ -452,6 +452,28 @@ static inline unsigned emu_h2_min(unsigned a, unsigned b, int bf16) {
   }
   return d;
 }
+/* set.geu.{bf16x2,f16x2}.{bf16x2,f16x2}: each half 1.0 where a >= b or either is NaN, else 0 */
+#define bq_h2_geu(a, b) emu_h2_geu((a), (b), BQ_FT == BQ_TYPE_BF16)
+static inline unsigned emu_h2_geu(unsigned a, unsigned b, int bf16) {
+  unsigned d = 0;
+  for (int h = 0; h < 32; h += 16) {
+    const double u = emu_half_value((a >> h) & 0xffffu, bf16), v = emu_half_value((b >> h) & 0xffffu, bf16);
+    d |= (u != u || v != v || u >= v ? (bf16 ? 0x3f80u : 0x3c00u) : 0u) << h;
+  }
+  return d;
+}
+/* cvt.rp.f16.f32 (f > 0: the round to nearest's pattern, one up where that lies below f) */
+static inline unsigned bq_f32_to_f16_ru(float f) {
+  const unsigned short h = ref_f32_to_f16(f);
+  return ref_f16_to_f32(h) < f ? h + 1u : h;
+}
+/* fma.rp.f32 (__fmaf_ru): the exact a b + c in long double (its 64 bits hold the kernels'
+   operands' sums: a has at most 3 bits, c's bits sit within 48 below a b's), then up */
+static inline float __fmaf_ru(float a, float b, float c) {
+  const long double e = (long double)a * b + c;
+  const float r = (float)e;
+  return (long double)r < e ? nextafterf(r, INFINITY) : r;
+}
 /* prmt.b32 (the default mode): byte n of the result is byte sel[4n+2:4n] of {b, a}, or that
    byte's sign bit replicated where bit 4n + 3 of sel is set */
 static inline unsigned bq_prmt(unsigned a, unsigned b, unsigned sel) {
