@@ -522,24 +522,48 @@ Test(mx, e2m1_every_f32, .timeout = 900) {
   bq_free(s);
 }
 
+/* The every-half tests' buffers: x every 16-bit pattern in each of `rows` rows of 65536,
+   row r's groups of G taking scale code r, the codes' buffer (y, hy) to fill */
+typedef struct every_half {
+  int64_t rows, cols, G, n;
+  void *x, *y, *s;
+  uint16_t *hx;
+  unsigned char *hs, *hy;
+} every_half;
+static every_half every_half_make(int64_t G) {
+  every_half e = {256, 65536, G, 256 * 65536, NULL, NULL, NULL, NULL, NULL, NULL};
+  BQ_OK(bq_malloc(&e.x, (size_t)e.n * 2), "x");
+  BQ_OK(bq_malloc(&e.y, (size_t)e.n / 2), "y");
+  BQ_OK(bq_malloc(&e.s, (size_t)e.n / G), "scales");
+  e.hx = (uint16_t *)malloc((size_t)e.n * 2);
+  e.hs = (unsigned char *)malloc((size_t)e.n / G), e.hy = (unsigned char *)malloc((size_t)e.n / 2);
+  cr_assert(e.hx && e.hs && e.hy);
+  for (int64_t i = 0; i < e.n; i++) e.hx[i] = (uint16_t)i;
+  for (int64_t i = 0; i < e.n / G; i++) e.hs[i] = (unsigned char)(i / (e.cols / G));
+  BQ_OK(bq_memcpy_to_device(e.x, e.hx, (size_t)e.n * 2), "x");
+  BQ_OK(bq_memcpy_to_device(e.s, e.hs, (size_t)e.n / G), "scales");
+  return e;
+}
+static void every_half_free(every_half *e) {
+  free(e->hx);
+  free(e->hs);
+  free(e->hy);
+  bq_free(e->x);
+  bq_free(e->y);
+  bq_free(e->s);
+}
+
 /* MXFP4 quantize of bf16 and f16 data, which takes two elements a step in packed half
    arithmetic (bq_e2m1_pair) where a scale's reciprocal is a normal of the type: every
    pattern of the type (a row of 65536) under every UE8M0 scale (row r's groups take code r;
    the others take the f32 form), against the reference's E2M1 of the exact product
    x 2^(127 - r) (NaN's code for 255); through bq_mx_lanes and bq_mx32 */
 Test(mx, e2m1_every_half_every_scale, .timeout = 900) {
-  const int64_t rows = 256, cols = 65536, G = 32, n = rows * cols;
-  void *x = NULL, *y = NULL, *s = NULL;
-  BQ_OK(bq_malloc(&x, (size_t)n * 2), "x");
-  BQ_OK(bq_malloc(&y, (size_t)n / 2), "y");
-  BQ_OK(bq_malloc(&s, (size_t)n / G), "scales");
-  uint16_t *hx = (uint16_t *)malloc((size_t)n * 2);
-  unsigned char *hs = (unsigned char *)malloc((size_t)n / G), *hy = (unsigned char *)malloc((size_t)n / 2);
-  cr_assert(hx && hs && hy);
-  for (int64_t i = 0; i < n; i++) hx[i] = (uint16_t)i;
-  for (int64_t i = 0; i < n / G; i++) hs[i] = (unsigned char)(i / (cols / G));
-  BQ_OK(bq_memcpy_to_device(x, hx, (size_t)n * 2), "x");
-  BQ_OK(bq_memcpy_to_device(s, hs, (size_t)n / G), "scales");
+  every_half e = every_half_make(32);
+  const int64_t rows = e.rows, cols = e.cols, G = e.G, n = e.n;
+  void *x = e.x, *y = e.y, *s = e.s;
+  const uint16_t *hx = e.hx;
+  unsigned char *hy = e.hy;
   for (int t = 0; t < 2; t++) {
     const bq_dtype ft = t ? BQ_F16 : BQ_BF16;
     const bq_desc d = mx_desc(BQ_QUANTIZE, ft, 0, 0, 0);
@@ -568,12 +592,7 @@ Test(mx, e2m1_every_half_every_scale, .timeout = 900) {
                    first >= 0 ? hx[first] : 0, (long long)(first / cols), (unsigned long long)g_seed);
     }
   }
-  free(hx);
-  free(hs);
-  free(hy);
-  bq_free(x);
-  bq_free(y);
-  bq_free(s);
+  every_half_free(&e);
 }
 
 /* NVFP4 quantize of bf16 and f16 data, which compares magnitudes with per-group thresholds
@@ -583,19 +602,12 @@ Test(mx, e2m1_every_half_every_scale, .timeout = 900) {
    2^40 and a random one, against the reference's E2M1 of the f32 quotient x / s; through
    bq_mx_lanes (one and two 16-byte pieces a lane) and bq_mx16 */
 Test(mx, nvfp4_every_half_every_scale, .timeout = 900) {
-  const int64_t rows = 256, cols = 65536, G = 16, n = rows * cols;
-  void *x = NULL, *y = NULL, *s = NULL, *g4 = NULL;
-  BQ_OK(bq_malloc(&x, (size_t)n * 2), "x");
-  BQ_OK(bq_malloc(&y, (size_t)n / 2), "y");
-  BQ_OK(bq_malloc(&s, (size_t)n / G), "scales");
+  every_half e = every_half_make(16);
+  const int64_t rows = e.rows, cols = e.cols, G = e.G, n = e.n;
+  void *x = e.x, *y = e.y, *s = e.s, *g4 = NULL;
   BQ_OK(bq_malloc(&g4, 4), "tensor scale");
-  uint16_t *hx = (uint16_t *)malloc((size_t)n * 2);
-  unsigned char *hs = (unsigned char *)malloc((size_t)n / G), *hy = (unsigned char *)malloc((size_t)n / 2);
-  cr_assert(hx && hs && hy);
-  for (int64_t i = 0; i < n; i++) hx[i] = (uint16_t)i;
-  for (int64_t i = 0; i < n / G; i++) hs[i] = (unsigned char)(i / (cols / G));
-  BQ_OK(bq_memcpy_to_device(x, hx, (size_t)n * 2), "x");
-  BQ_OK(bq_memcpy_to_device(s, hs, (size_t)n / G), "scales");
+  const uint16_t *hx = e.hx;
+  unsigned char *hy = e.hy;
   const float gs[4] = {1.0f, 0x1p-40f, 0x1p40f, (float)ldexp(1.0 + (double)(rnd() >> 11) * 0x1p-53, (int)(rnd() % 61) - 30)};
   for (int t = 0; t < 2; t++) {
     const bq_dtype ft = t ? BQ_F16 : BQ_BF16;
@@ -631,12 +643,7 @@ Test(mx, nvfp4_every_half_every_scale, .timeout = 900) {
       }
     }
   }
-  free(hx);
-  free(hs);
-  free(hy);
-  bq_free(x);
-  bq_free(y);
-  bq_free(s);
+  every_half_free(&e);
   bq_free(g4);
 }
 
