@@ -104,17 +104,20 @@ static __device__ __forceinline__ void bq_mx_rotate(bq_chunk<bq_t, N> &v, const 
 // A group's scale: dynamic quantize's from its amax (capped at the bound), stored at si;
 // else the one stored there
 // (put: this thread stores it, the first of the lanes a group spans)
-static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g,
-                                                                bool put) {
+static __device__ __forceinline__ int bq_mx_group_code(const bq_mx_params &p, bq_c amax, bq_i64 si, float g, bool put) {
 #if BQ_OP == BQ_OP_DYNAMIC_QUANTIZE
   if (p.bound > 0 && !(amax <= (bq_c)p.bound)) amax = (bq_c)p.bound;
   const int code = bq_mx_rule(amax, g, bq_mx_enc(p, g));
   if (put) bq_mx_put_scale(p, si, code);
+  return code;
 #else
-  (void)amax, (void)put;
-  const int code = ((const bq_u8 *)p.scales)[si];
+  (void)amax, (void)put, (void)g;
+  return ((const bq_u8 *)p.scales)[si];
 #endif
-  return bq_mx_scale_of(code, g);
+}
+static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_params &p, bq_c amax, bq_i64 si, float g,
+                                                                bool put) {
+  return bq_mx_scale_of(bq_mx_group_code(p, amax, si, g, put), g);
 }
 
 // MXFP4 from bf16 or f16 (rounding to nearest): two elements a 32-bit step, in the packed
@@ -314,14 +317,35 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     bq_c amax = 0;
     const int lane = (int)(threadIdx.x & 31);
     if (BQ_OP == BQ_OP_DYNAMIC_QUANTIZE) {
+#if BQ_MX_NV_PAIRS
+      // max |x| on the packed pairs (bq_hmax2_xabs, from +0: NaN operands dropped), the two
+      // halves widened at the end: exact, as the halves' maximum is one of the elements
+      bq_u32 m = 0;
+#pragma unroll
+      for (int j = 0; j < N / 2; j++) m = bq_hmax2_xabs(m, ((const bq_u32 *)v.e)[j]);
+      m &= 0x7fff7fffu;
+      amax = bq_max(bq_to_c((bq_t)(m & 0xffffu)), bq_to_c((bq_t)(m >> 16)));
+#else
 #pragma unroll
       for (int j = 0; j < N; j++) amax = bq_max(amax, bq_abs(bq_to_c(v.e[j]))); // (fmax drops NaN)
+#endif
       const int n = 1 << lsh;
       const bq_u32 mask = n == 32 ? 0xffffffffu : ((1u << n) - 1u) << (lane & -n);
       for (int off = 1; off < n; off <<= 1) amax = bq_max(amax, __shfl_xor_sync(mask, amax, off));
     }
-    const bq_mx_scale s = bq_mx_group_scale(p, amax, si, g, (lane & ((1 << lsh) - 1)) == 0);
+    const int code = bq_mx_group_code(p, amax, si, g, (lane & ((1 << lsh) - 1)) == 0);
     bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;
+#if BQ_MX_NV_PAIRS
+    { // (the short form's range tested on the scale alone: no reciprocal for these groups)
+      const float sc = __fmul_rn(g, bq_e4m3_f32(code));
+      if (N % 8 == 0 && sc > 0.0f && bq_scale_is_plain(sc)) {
+        bq_nv_pairs<(N > 0 ? N : 8)>(v, sc, c);
+        bq_store(y, c, al ? 16 : bq_width(y));
+        return;
+      }
+    }
+#endif
+    const bq_mx_scale s = bq_mx_scale_of(code, g);
 #if BQ_SR
     bq_u32 u[N > 0 ? N : 1];
     bq_sr_draws(p.offset + (bq_u64)ei, p.seed_lo, p.seed_hi, u);
@@ -329,13 +353,6 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
 #if BQ_MX_HALF_PAIRS
     if (N % 8 == 0 && !(s.rcp < BQ_H2_MIN) && !(s.rcp > BQ_H2_MAX)) { // (rcp a normal half, or NaN)
       bq_e2m1_pairs<(N > 0 ? N : 8)>(v, s.rcp, c);
-      bq_store(y, c, al ? 16 : bq_width(y));
-      return;
-    }
-#endif
-#if BQ_MX_NV_PAIRS
-    if (N % 8 == 0 && s.fast) {
-      bq_nv_pairs<(N > 0 ? N : 8)>(v, (float)s.sc, c);
       bq_store(y, c, al ? 16 : bq_width(y));
       return;
     }
