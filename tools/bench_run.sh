@@ -49,7 +49,7 @@ if [ ! -x "$BENCH" ]; then
   fi
 fi
 
-say "benchmark: $BENCH --json $OUT/bench.json (every row; about 3 minutes on an H100)"
+say "benchmark: $BENCH --json $OUT/bench.json (every row; about 5 minutes with a cold kernel cache on an H200)"
 args=(--json "$OUT/bench.json" --header-sha256 "$header_sha")
 [ -n "$commit" ] && args+=(--commit "$commit")
 "$BENCH" "${args[@]}" 2>&1 | tee "$OUT/bench.log"
@@ -60,7 +60,7 @@ if [ "$bench_rc" -eq 2 ]; then
   exit 2
 fi
 
-say "PyTorch comparison: $PYTHON tools/compare_torch.py --json $OUT/torch.json (under a minute on an H100)"
+say "PyTorch comparison: $PYTHON tools/compare_torch.py --json $OUT/torch.json (about a minute on an H200; longer while torch.compile compiles)"
 PYTHONUNBUFFERED=1 "$PYTHON" tools/compare_torch.py --json "$OUT/torch.json" 2>&1 | tee "$OUT/torch.log"
 torch_rc=${PIPESTATUS[0]}
 say "PyTorch comparison exit status $torch_rc"
