@@ -591,7 +591,15 @@ BQ__FN int64_t bq__fp8_smem(int e) {
    the module has it */
 static int bq__fp8_force_config = -1;
 static int bq__fp8_force_pdl; /* tests: FP8_LINEAR's weight streaming takes QuantizedLinear's prologue */
-/* the entry point for M rows; aligned: x and w (and their rows) on the 16-byte grid */
+/* Whether the TMA tiles' tensor maps can describe x [M, K] and w [N, K] (row strides lda and
+   K bytes): cuTensorMapEncodeTiled takes dimensions up to 2^32 and strides under 2^40; a
+   larger problem takes the cp.async tiles */
+BQ__FN int bq__fp8_tma_fits(const bq__linear_view *v) {
+  const int64_t dim = (int64_t)1 << 32, stride = (int64_t)1 << 40;
+  return v->k <= dim && v->m <= dim && v->n <= dim && v->lda < stride && v->k < stride;
+}
+/* the entry point for M rows; aligned: x and w (and their rows) on the 16-byte grid, and
+   within the tensor maps' limits */
 BQ__FN int bq__fp8_config(const bq_plan *p, int64_t m, int aligned) {
   if (!p->linear.wgmma) return BQ__FP8_GEMM;
   int e = m <= BQ__FP8_GEMV_ROWS ? BQ__FP8_GEMV : aligned ? BQ__FP8_TMA : BQ__FP8_WGMMA;
@@ -745,7 +753,8 @@ BQ__FN bq_status bq__fp8_linear_run(const bq_plan *p, const bq_args *a, void *ws
   if ((uintptr_t)a->w % 16 == 0 && v.k % 16 == 0) k.flags |= BQ_LF_W16;
   if ((uintptr_t)a->y % (2 * (uintptr_t)ts) == 0 && v.ldy % 2 == 0) k.flags |= BQ_LF_Y2;
   if ((uintptr_t)a->y % (8 * (uintptr_t)ts) == 0 && v.ldy % 8 == 0) k.flags |= BQ_LF_Y8;
-  const int e = bq__fp8_config(p, v.m, (k.flags & BQ_LF_A16) && (k.flags & BQ_LF_W16) && v.k);
+  const int tma_ok = (k.flags & BQ_LF_A16) && (k.flags & BQ_LF_W16) && v.k && bq__fp8_tma_fits(&v);
+  const int e = bq__fp8_config(p, v.m, tma_ok);
   /* FP8 QuantizedLinear: the weight streaming and the TMA tiles copy weights while the
      activations' kernel runs */
   const int pdl = (ql || bq__fp8_force_pdl) && v.k && p->linear.pdl;
