@@ -91,7 +91,10 @@ meson compile -C build >/dev/null
 # UndefinedBehaviorSanitizer (build-asan: only those targets; test_sku's naming tests only,
 # its NVRTC compiles having run in build/), the cache tool's test with the tool built so, the
 # fuzz corpus replayed there, then the fuzz
-# target under libFuzzer for BQ_FUZZ_SECONDS (default 45) from the committed corpus.
+# target under libFuzzer from the committed corpus: BQ_FUZZ_RUNS inputs (default 100000,
+# about 40 s on two cores) from seed BQ_FUZZ_SEED (default 1), so that a tree passes or fails
+# the same way on every run; BQ_FUZZ_SEED=0 draws a seed (libFuzzer's: from the clock) for
+# exploring, and BQ_FUZZ_SECONDS (default 300) caps the time on a slow machine.
 # Prints Criterion's lines and "check NAME: OK|FAIL|SKIP" lines for tools/test_summary.py;
 # a suite whose process exits non-zero (a sanitizer report) adds one failure.
 sanitized() {
@@ -130,7 +133,8 @@ sanitized() {
   )
 }
 libfuzzer() {
-  local probe=build-asan/libfuzzer-probe.c secs=${BQ_FUZZ_SECONDS:-45} log=build-asan/libfuzzer.log
+  local probe=build-asan/libfuzzer-probe.c secs=${BQ_FUZZ_SECONDS:-300} log=build-asan/libfuzzer.log
+  local runs=${BQ_FUZZ_RUNS:-100000} seed=${BQ_FUZZ_SEED:-1}
   echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; return (int)(n & 0); }' > $probe
   fuzzer_ok() { command -v clang >/dev/null && clang -fsanitize=fuzzer,address,undefined $probe -o $probe.out 2>/dev/null; }
   if ! fuzzer_ok; then
@@ -143,7 +147,7 @@ libfuzzer() {
     echo "check libfuzzer: SKIP (clang with libFuzzer is missing and could not be installed)"
     return
   fi
-  echo "== libFuzzer: tests/fuzz_api.c for $secs s (at $((SECONDS - started)) s)"
+  echo "== libFuzzer: tests/fuzz_api.c, $runs inputs from seed $seed (at $((SECONDS - started)) s)"
   if ! clang -std=c11 -g -O1 -DBQ_LIBFUZZER -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
        tests/fuzz_api.c -o build-asan/fuzz_api_libfuzzer -ldl -lpthread -lm; then
     echo "check libfuzzer: FAIL (build)"
@@ -154,9 +158,9 @@ libfuzzer() {
   clang -shared -fPIC -O1 tests/fake_nvrtc.c -o build-asan/libbq_fake_nvrtc_clang.so
   rm -rf build-asan/fuzz-work && mkdir -p build-asan/fuzz-work && cp tests/fuzz_corpus/* build-asan/fuzz-work/
   if BQ_FAKE_DRIVER=$PWD/build-asan/libbq_fake_driver_clang.so BQ_FAKE_NVRTC=$PWD/build-asan/libbq_fake_nvrtc_clang.so \
-       build-asan/fuzz_api_libfuzzer -max_total_time="$secs" \
+       build-asan/fuzz_api_libfuzzer -seed="$seed" -runs="$runs" -max_total_time="$secs" \
        -print_final_stats=1 -artifact_prefix=build-asan/ build-asan/fuzz-work > $log 2>&1; then
-    echo "check libfuzzer: OK ($(sed -n 's/^stat::number_of_executed_units: *//p' $log) runs in $secs s," \
+    echo "check libfuzzer: OK ($(sed -n 's/^stat::number_of_executed_units: *//p' $log) runs, seed $seed," \
       "$(grep -o 'cov: [0-9]*' $log | tail -1) edges)"
   else
     tail -40 $log
