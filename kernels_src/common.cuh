@@ -1496,6 +1496,14 @@ static __device__ __forceinline__ bq_c bq_fake_quantize_sr(bq_c x, const bq_scal
 // BQ_MX_LAYOUT (0 row-major, 1 MN-major, 2 blocked); BQ_MX_RULE (bq_scale_rule's values).
 #ifdef BQ_MX_RULE
 #define BQ_MX_NV (BQ_ST == BQ_TYPE_E4M3) // NVFP4: E4M3 group scales times the tensor scale
+#ifndef BQ_EMULATED
+// byte j of the result: byte (sel >> 4j) & 7 of b:a (bit 3 of the nibble 0)
+static __device__ __forceinline__ bq_u32 bq_prmt(bq_u32 a, bq_u32 b, bq_u32 sel) {
+  bq_u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+#endif
 // NVFP4 under the library's rule from f32 arithmetic: bq_mx_nv_fast where a group's scale allows
 #define BQ_MX_NV_FAST (BQ_MX_NV && BQ_MX_RULE == 0 && BQ_FT != BQ_TYPE_F64)
 #if BQ_IT == BQ_TYPE_E2M1
@@ -1735,6 +1743,148 @@ static __device__ __forceinline__ int bq_mx_rule(bq_c amax, float g, float enc) 
 #endif
 }
 
+
+// MXFP4 from bf16 or f16 (rounding to nearest): two elements a 32-bit step, in the packed
+// half-precision arithmetic and integer steps on the halves, the same codes as
+// bq_mx_elem_of(x * rcp) in f32. rcp is a power of two, so x rcp is exact in the half type
+// wherever it is at least the type's smallest normal (below, code 0 with x's sign either way)
+// and is inf where it overflows the type (at least 6 in f32: code 7 either way); rcp must be
+// a normal of the type, or NaN (the caller keeps the f32 form otherwise). Then per half, as
+// bq_e2m1_mag and bq_mx_elem_of do in f32: the magnitude clamped at 6 (inf and NaN too); from
+// 1 on, the mantissa rounded to one bit (RNE) with the exponent read from its bits, the
+// code's 3 bits from (c + BQ_H2_HI + lsb) >> BQ_H2_SH (4 << BQ_H2_SH of it is the code's
+// offset from 1.0's bits, mod 8); below 1, rint(2c) as the low bits of 2c + BQ_H2_LOW (a
+// power of two whose step is 1) rounded to the type; the sign unless NaN. No carry crosses
+// the halves: every sum stays under 2^16.
+#define BQ_MX_HALF_PAIRS ((BQ_FT == BQ_TYPE_BF16 || BQ_FT == BQ_TYPE_F16) && BQ_IT == BQ_TYPE_E2M1 && !BQ_MX_NV && !BQ_SR)
+// NVFP4 under the library's rule from f16, or from bf16 where the packed bf16 comparison
+// exists (sm_90 on): bq_nv_pairs, below
+#if BQ_MX_NV_FAST && !BQ_SR && \
+    (BQ_FT == BQ_TYPE_F16 || (BQ_FT == BQ_TYPE_BF16 && (defined(BQ_EMULATED) || __CUDA_ARCH__ >= 900)))
+#define BQ_MX_NV_PAIRS 1
+#else
+#define BQ_MX_NV_PAIRS 0
+#endif
+#if BQ_MX_HALF_PAIRS || BQ_MX_NV_PAIRS
+#if BQ_FT == BQ_TYPE_BF16 // 7 mantissa bits: 6.0, 1.0 + 0x4080 = 2^15, the largest finite + 0x7f = 0x7fff
+#define BQ_H2_SIX 0x40c040c0u
+#define BQ_H2_SH 6
+#define BQ_H2_HI 0x011f011fu
+#define BQ_H2_LOW 0x43004300u
+#define BQ_H2_GE1 0x40804080u
+#define BQ_H2_NAN 0x007f007fu
+#define BQ_H2_MIN 0x1p-126f
+#define BQ_H2_MAX 0x1p127f
+#else // f16, 10 mantissa bits
+#define BQ_H2_SIX 0x46004600u
+#define BQ_H2_SH 9
+#define BQ_H2_HI 0x08ff08ffu
+#define BQ_H2_LOW 0x64006400u
+#define BQ_H2_GE1 0x44004400u
+#define BQ_H2_NAN 0x03ff03ffu
+#define BQ_H2_MIN 0x1p-14f
+#define BQ_H2_MAX 0x1p15f
+#endif
+#define BQ_H2_ONE (BQ_FT == BQ_TYPE_BF16 ? 0x3f803f80u : 0x3c003c00u)
+#ifndef BQ_EMULATED
+#if BQ_FT == BQ_TYPE_BF16
+#define BQ_H2_TYPE ".bf16x2"
+#else
+#define BQ_H2_TYPE ".f16x2"
+#endif
+#define BQ_H2_ASM(op) op BQ_H2_TYPE " %0, %1, %2"
+static __device__ __forceinline__ bq_u32 bq_h2_fma(bq_u32 a, bq_u32 b, bq_u32 c) {
+  bq_u32 d;
+  asm(BQ_H2_ASM("fma.rn") ", %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+static __device__ __forceinline__ bq_u32 bq_h2_min(bq_u32 a, bq_u32 b) {
+  bq_u32 d;
+  asm(BQ_H2_ASM("min") ";" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// 1.0 in the halves where a >= b or either is NaN, else 0
+static __device__ __forceinline__ bq_u32 bq_h2_geu(bq_u32 a, bq_u32 b) {
+  bq_u32 d;
+  asm("set.geu" BQ_H2_TYPE BQ_H2_ASM("") ";" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// f32 to f16 rounded up
+static __device__ __forceinline__ bq_u32 bq_f32_to_f16_ru(float f) {
+  bq_u16 h;
+  asm("cvt.rp.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+#endif
+// N elements (N a multiple of 8) into N / 2 bytes of codes, f taking a pair of them to its
+// codes (element 0's in bits 0-3, 1's in 16-19)
+template <int N, class V, class C, class F>
+static __device__ __forceinline__ void bq_e2m1_pack(const V &v, C &c, F f) {
+  const bq_u32 *w = (const bq_u32 *)v.e;
+  bq_u32 *o = (bq_u32 *)c.e;
+#pragma unroll
+  for (int k = 0; k < N / 8; k++) {
+    const bq_u32 t0 = f(w[4 * k]) | f(w[4 * k + 1]) << 8;
+    const bq_u32 t1 = f(w[4 * k + 2]) | f(w[4 * k + 3]) << 8;
+    o[k] = ((t0 | t0 >> 12) & 0xffffu) | (t1 | t1 >> 12) << 16;
+  }
+}
+#endif
+#if BQ_MX_HALF_PAIRS
+// the codes of the pair w times r2 (rcp in both halves): element 0's in bits 0-3, 1's in 16-19
+static __device__ __forceinline__ bq_u32 bq_e2m1_pair(bq_u32 w, bq_u32 r2) {
+  const bq_u32 p = bq_h2_fma(w, r2, 0x80008000u); // x rcp (+ -0: a zero keeps its sign)
+  const bq_u32 a = p & 0x7fff7fffu, c = bq_h2_min(a, BQ_H2_SIX);
+  const bq_u32 hi = (c + BQ_H2_HI + ((c >> BQ_H2_SH) & 0x00010001u)) >> BQ_H2_SH;
+  const bq_u32 lo = bq_h2_fma(c, 0x40004000u, BQ_H2_LOW); // (2.0: 0x4000 in both types)
+  const bq_u32 m = bq_prmt(c + BQ_H2_GE1, 0u, 0xbb99u); // 0xffff in the halves where c >= 1
+  const bq_u32 sign = (p & ~(a + BQ_H2_NAN) & 0x80008000u) >> 12; // (a NaN's sum sets bit 15)
+  return (((hi & m) | (lo & ~m)) & 0x00070007u) | sign;
+}
+// N elements (N a multiple of 8) into N / 2 bytes of codes; rcp in [BQ_H2_MIN, BQ_H2_MAX] or NaN
+template <int N, class V, class C>
+static __device__ __forceinline__ void bq_e2m1_pairs(const V &v, float rcp, C &c) {
+#if BQ_FT == BQ_TYPE_BF16
+  const bq_u32 r2 = (__float_as_uint(rcp) >> 16) * 0x10001u;
+#else
+  const bq_u32 r2 = (bq_u32)bq_f32_to_f16(rcp) * 0x10001u;
+#endif
+  bq_e2m1_pack<N>(v, c, [&](bq_u32 w) { return bq_e2m1_pair(w, r2); });
+}
+#endif
+#if BQ_MX_NV_PAIRS
+// NVFP4 from bf16 or f16 under the library's rule where s.fast, two elements a step: the code
+// of RN(|x| / s) in f32 counts the E2M1 midpoints m it reaches (a tie goes to the even code:
+// past m for 0.25, 1.25, 2.5 and 5, at m for 0.75, 1.75 and 3.5). The f32 quotient reaches m
+// where the exact one reaches mu, the midpoint between m and its f32 neighbour on that side,
+// that is where |x| >= mu s; no f32 equals mu s (mu's odd part alone has 25 bits), so that is
+// |x| >= RU(mu s), and for x of a half type, |x| >= RU(mu s) rounded up to the type. Seven
+// such thresholds a group; each is one packed comparison for two elements (unordered: NaN
+// passes all of them, code 7), counted in the low bits of BQ_H2_LOW (whose step is 1).
+// s in [BQ_RCP_LO, BQ_RCP_HI]: each d s below is exact and each mu s a normal f32.
+static __device__ __forceinline__ bq_u32 bq_h2_up(float t) { // t > 0, rounded up to T, in both halves
+#if BQ_FT == BQ_TYPE_BF16
+  return bq_prmt(__float_as_uint(t) + 0xffffu, 0u, 0x3232u);
+#else
+  return bq_f32_to_f16_ru(t) * 0x10001u;
+#endif
+}
+template <int N, class V, class C>
+static __device__ __forceinline__ void bq_nv_pairs(const V &v, float s, C &c) {
+  const float m[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float d[7] = {0x1p-26f, -0x1p-25f, 0x1p-24f, -0x1p-24f, 0x1p-23f, -0x1p-23f, 0x1p-22f}; // mu - m
+  bq_u32 t[7];
+#pragma unroll
+  for (int k = 0; k < 7; k++) t[k] = bq_h2_up(__fmaf_ru(m[k], s, __fmul_rn(d[k], s)));
+  bq_e2m1_pack<N>(v, c, [&](bq_u32 w) {
+    const bq_u32 a = w & 0x7fff7fffu;
+    bq_u32 n = BQ_H2_LOW;
+#pragma unroll
+    for (int k = 0; k < 7; k++) n = bq_h2_fma(bq_h2_geu(a, t[k]), BQ_H2_ONE, n);
+    return (n & 0x00070007u) | (w & ~(a + BQ_H2_NAN) & 0x80008000u) >> 12; // (the sign unless NaN)
+  });
+}
+#endif
 
 // Bytes of y before element e of a row (E2M1: two codes a byte; the host keeps row strides
 // and groups even)

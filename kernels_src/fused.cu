@@ -41,6 +41,9 @@
 #ifdef BQ_MX_RULE
 #define BQ_FMX 1 // microscaling output
 #define BQ_FYB(e) BQ_MX_YB(e) // bytes of y before element e of a row
+#ifndef BQ_FMX_PAIRS
+#define BQ_FMX_PAIRS 1 // E2M1 from 16-bit data: common.cuh's pairs where the scale allows
+#endif
 #else
 #define BQ_FMX 0
 #define BQ_FYB(e) (e)
@@ -655,11 +658,32 @@ static __device__ __forceinline__ bq_mx_scale bq_fmx_scale(const bq_gshape &gs, 
 // the width y's row start allows (an access's codes keep it: BQ_MX_YB(V) bytes, a power of two).
 static __device__ __forceinline__ void bq_fmx_access(const bq_gshape &gs, bq_red g, const bq_xchunk &v, bq_i *y, int a,
                                                      int yw) {
-  const bq_mx_scale s = bq_fmx_scale(gs, a >> gs.gsh, g.a, gs.sub == 0);
-  bq_c c[BQ_VEC];
-  bq_chunk_c(v, c);
   constexpr int NB = BQ_MX_YB(BQ_VEC);
   bq_chunk<bq_u8, NB> o;
+#if (BQ_MX_NV_PAIRS || BQ_MX_HALF_PAIRS) && BQ_FMX_PAIRS
+  { // E2M1 from bf16 or f16 two elements a step where the group's scale allows (as mx.cu)
+    const int code = bq_mx_rule(g.a, gs.g, gs.enc);
+    if (gs.sub == 0) gs.sb[bq_mx_sidx(gs.r, a >> gs.gsh, gs.ngroups, gs.grs)] = (bq_u8)code;
+#if BQ_MX_NV_PAIRS
+    const float sc = __fmul_rn(gs.g, bq_e4m3_f32(code));
+    const bool pairs = BQ_VEC % 8 == 0 && sc > 0.0f && bq_scale_is_plain(sc);
+    if (pairs) bq_nv_pairs<BQ_VEC>(v, sc, o);
+#else
+    const float rcp = bq_ue8m0_f32(code == 255 ? 255 : 254 - code);
+    const bool pairs = BQ_VEC % 8 == 0 && !(rcp < BQ_H2_MIN) && !(rcp > BQ_H2_MAX); // (a normal half, or NaN)
+    if (pairs) bq_e2m1_pairs<BQ_VEC>(v, rcp, o);
+#endif
+    if (pairs) {
+      bq_store((bq_u8 *)y + BQ_MX_YB(a * BQ_VEC), o, yw);
+      return;
+    }
+  }
+  const bq_mx_scale s = bq_fmx_scale(gs, a >> gs.gsh, g.a, false);
+#else
+  const bq_mx_scale s = bq_fmx_scale(gs, a >> gs.gsh, g.a, gs.sub == 0);
+#endif
+  bq_c c[BQ_VEC];
+  bq_chunk_c(v, c);
 #if BQ_MX_NV_FAST
   int qv[BQ_VEC];
   bq_mx_quantize_n<BQ_VEC>(c, s, qv); // (the quotient's form chosen once for the access)

@@ -826,6 +826,20 @@ Test(mx, fused_producers, .timeout = 900) {
     }
 }
 
+/* E2M1 from bf16 and f16 on the fused producers' fast path: two elements a step
+   (bq_nv_pairs, bq_e2m1_pairs) where the group's scale allows, the f32 form where it does not
+   (tiny and huge groups, f16's narrow range); every op x MXFP4 and NVFP4 x both types, the
+   layout and the rule (MXFP4's, whose pairs take any) rotating, more cases than above */
+Test(mx, fused_half_pairs, .timeout = 900) {
+  int i = 0;
+  for (int o = 0; o < 3; o++)
+    for (int k = 0; k < 2; k++)
+      for (int t = 0; t < 2; t++, i++) {
+        const int rule = k == 0 ? (int)(rnd() % 6) : 0; /* (MXFP4: the library's, or a UE8M0 rule) */
+        run_fused_plan((const bq_desc[]){fmx_desc(FOPS[o], FACTS[o], t ? BQ_F16 : BQ_BF16, k, i % 3, rule)}, 6);
+      }
+}
+
 /* The fused producers with stochastic rounding or the rotation (or both): the producer, then
    microscaling dynamic quantize of its values, rotating and rounding as the desc says; every
    op and format, the layout and the float type rotating, random signs now and then, NVFP4's
