@@ -1595,8 +1595,14 @@ static __device__ __forceinline__ float bq_e4m3_f32(int c) {
   v = mag == 0x7fu ? __uint_as_float(0x7fffffffu) : v;
   return __uint_as_float(__float_as_uint(v) | (((bq_u32)c & 0x80u) << 24));
 }
-// f32 -> E4M3 code, round to nearest even, saturating to 448 (NaN: 0x7F)
+// f32 -> E4M3 code, round to nearest even, saturating to 448 (NaN: 0x7F): the instruction
+// where BQ_F8_HW's conditions hold (an NVFP4 group's scale costs one), else from the bits
 static __device__ __forceinline__ int bq_e4m3_of(float v) {
+#if !defined(BQ_EMULATED) && !defined(BQ_FP8_SOFT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  bq_u16 h;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(v));
+  return h & 0xFF; // (the second operand lands in the low byte)
+#else
   const bq_u32 b = __float_as_uint(v);
   const int sign = (int)((b >> 24) & 0x80u);
   const bq_u32 a = b & 0x7fffffffu;
@@ -1609,6 +1615,7 @@ static __device__ __forceinline__ int bq_e4m3_of(float v) {
   const bq_u32 keep = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
   const bq_u32 up = (rem > half) | ((rem == half) & keep);
   return sign | (int)(((bq_u32)((e < emin ? emin : e) + 6) << 3) + keep + up);
+#endif
 }
 
 // A group's scale as the elements use it: sc = C(scale) (UE8M0's power of two, or NVFP4's
