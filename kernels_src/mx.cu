@@ -120,6 +120,23 @@ static __device__ __forceinline__ bq_mx_scale bq_mx_group_scale(const bq_mx_para
   return bq_mx_scale_of(bq_mx_group_code(p, amax, si, g, put), g);
 }
 
+#if BQ_OP == BQ_OP_DEQUANTIZE && BQ_IT == BQ_TYPE_E2M1 && BQ_FT != BQ_TYPE_F64
+// The f32 values of four E2M1 codes (c: element j in bits 4j to 4j + 3), exact: the
+// magnitudes' bf16 bits (0, 0.5, 1, 1.5, 2, 3, 4, 6: 0000 3f00 3f80 3fc0 4000 4040 4080
+// 40c0) from a table of their high bytes and one of their low bytes, four lookups a prmt (a
+// selector nibble picks one of 8 bytes), paired up by a third, then each code's sign bit
+static __device__ __forceinline__ void bq_e2m1_f32x4(bq_u32 c, float (&v)[4]) {
+  const bq_u32 m = c & 0x7777u;
+  const bq_u32 hi = bq_prmt(0x3f3f3f00u, 0x40404040u, m), lo = bq_prmt(0xc0800000u, 0xc0804000u, m);
+#pragma unroll
+  for (int j = 0; j < 4; j += 2) { // b: [lo j, hi j, lo j + 1, hi j + 1], bf16 bits of j and j + 1
+    const bq_u32 b = bq_prmt(lo, hi, (bq_u32)(j | (j + 4) << 4 | (j + 1) << 8 | (j + 5) << 12));
+    v[j] = __uint_as_float(b << 16 | (c << (28 - 4 * j) & 0x80000000u));
+    v[j + 1] = __uint_as_float((b & 0xffff0000u) | (c << (24 - 4 * j) & 0x80000000u));
+  }
+}
+#endif
+
 // (E2M1 two elements a step from bf16 and f16, bq_e2m1_pairs and bq_nv_pairs: common.cuh,
 // which the fused producers share)
 
@@ -142,6 +159,17 @@ static __device__ __forceinline__ void bq_mx_one(const bq_mx_params &p, bq_i64 x
     bq_chunk<bq_u8, BQ_MX_YB(N > 0 ? N : 2)> c;
     bq_load(c, q, al ? 16 : bq_width(q));
     bq_chunk<bq_t, (N > 0 ? N : 1)> o;
+#if BQ_IT == BQ_TYPE_E2M1 && BQ_FT != BQ_TYPE_F64
+    if (N % 4 == 0) { // (the same values as bq_mx_elem_to_c's, four codes a step)
+#pragma unroll
+      for (int u = 0; u < N / 4; u++) {
+        float v[4];
+        bq_e2m1_f32x4((bq_u32)c.e[2 * u] | (bq_u32)c.e[2 * u + 1] << 8, v);
+#pragma unroll
+        for (int k = 0; k < 4; k++) o.e[4 * u + k] = bq_from_c(bq_mul(v[k], s.sc));
+      }
+    } else
+#endif
 #pragma unroll
     for (int j = 0; j < N; j++) {
 #if BQ_IT == BQ_TYPE_E2M1

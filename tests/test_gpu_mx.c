@@ -647,6 +647,65 @@ Test(mx, nvfp4_every_half_every_scale, .timeout = 900) {
   bq_free(g4);
 }
 
+/* MXFP4 and NVFP4 dequantize, which decodes four codes a step from byte tables
+   (bq_e2m1_f32x4): every code byte (a row of 512 elements) under every scale code (row r's
+   groups take code r), NVFP4's tensor scale 1 and a random one, every float type, through
+   bq_mx_lanes and the format's group kernel, against the reference's value times C(scale) */
+Test(mx, e2m1_dequantize_every_code, .timeout = 900) {
+  const int64_t rows = 256, cols = 512, n = rows * cols;
+  unsigned char *hq = (unsigned char *)malloc((size_t)n / 2), *hs = (unsigned char *)malloc((size_t)n / 16);
+  void *q = NULL, *s = NULL, *y = NULL, *g4 = NULL;
+  cr_assert(hq && hs);
+  for (int64_t i = 0; i < n / 2; i++) hq[i] = (unsigned char)i;
+  BQ_OK(bq_malloc(&q, (size_t)n / 2), "codes");
+  BQ_OK(bq_malloc(&s, (size_t)n / 16), "scales");
+  BQ_OK(bq_malloc(&y, (size_t)n * 8), "y");
+  BQ_OK(bq_malloc(&g4, 4), "tensor scale");
+  BQ_OK(bq_memcpy_to_device(q, hq, (size_t)n / 2), "codes");
+  unsigned char *want = (unsigned char *)malloc((size_t)n * 8), *got = (unsigned char *)malloc((size_t)n * 8);
+  cr_assert(want && got);
+  char msg[1024];
+  for (int k = 0; k < 2; k++) {
+    const int64_t G = k ? 16 : 32, ng = cols / G;
+    for (int64_t i = 0; i < rows * ng; i++) hs[i] = (unsigned char)(i / ng);
+    BQ_OK(bq_memcpy_to_device(s, hs, (size_t)(rows * ng)), "scales");
+    for (int f = 0; f < 4; f++)
+      for (int gi = 0; gi < (k ? 2 : 1); gi++) {
+        const bq_desc d = mx_desc(BQ_DEQUANTIZE, FTS[f], k, 0, 0);
+        const size_t T = (size_t)bq__dtype_size(FTS[f]);
+        const float g = gi ? (float)ldexp(1.0 + rnd_unit(), (int)rnd_range(-20, 20)) : 1.0f;
+        BQ_OK(bq_memcpy_to_device(g4, &g, 4), "tensor scale");
+        bq_plan *p = plan_get(&d, "every code, dequantize");
+        for (int64_t r = 0; r < rows; r++) {
+          const double sc = refmx_sc(&d, (uint8_t)r, g);
+          for (int64_t e = 0; e < cols; e++)
+            refmx_dequantize(&d, (uint8_t)((hq[(r * cols + e) / 2] >> (4 * (e % 2))) & 15), sc, want, r * cols + e);
+        }
+        for (int way = 0; way < 2; way++) {
+          BQ_OK(bq_memset(y, 0xee, (size_t)n * T), "y");
+          bq_args a;
+          memset(&a, 0, sizeof a);
+          a.x = q, a.y = y, a.scales = s, a.tensor_scale = k ? g4 : NULL;
+          a.rows = rows, a.cols = cols, a.group_size = G;
+          const int entry = way ? (k ? BQ__MX_G16 : BQ__MX_G32) : BQ__MX_LANES;
+          bq__mx_force_entry = entry;
+          const bq_status st = bq_plan_run(p, &a, NULL, 0, NULL);
+          bq__mx_force_entry = -1;
+          BQ_OK(st, "%s g %a way %d", bq_plan_sku(p), (double)g, way);
+          cr_assert(g_last_fn && g_last_fn == plan_fn(p, entry), "%s: the last launch is not %s", bq_plan_sku(p),
+                    p->kernels[entry]);
+          BQ_OK(bq_memcpy_to_host(got, y, (size_t)n * T), "y");
+          const size_t bad = ref_compare(FTS[f], want, got, n, msg, sizeof msg);
+          cr_assert_eq(bad, 0, "%s, g %a, %s: %zu values differ (row r: scale code r, element e: code byte e / 2)\n%s"
+                       "(seed 0x%llx)", bq_plan_sku(p), (double)g, way ? "the group kernel" : "bq_mx_lanes", bad, msg,
+                       (unsigned long long)g_seed);
+        }
+      }
+  }
+  free(hq), free(hs), free(want), free(got);
+  bq_free(q), bq_free(s), bq_free(y), bq_free(g4);
+}
+
 /* ---- the fused producers emitting a microscaling format ---------------------------------- */
 typedef struct fmx_case {
   int64_t rows, cols, G, xpad, ypad, grs_extra;
