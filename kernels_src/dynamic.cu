@@ -253,6 +253,7 @@ static __device__ __forceinline__ void bq_segment(const bq_dynamic_params &p, co
 // gl contiguous accesses of each group; a lane alone with four accesses 64 bytes apart made
 // every load instruction half-sectors, 26% slower on bf16 groups of 32). The lanes reduce
 // with log2(gl) shuffles, and one set of scale instructions serves 32 / gl groups a warp.
+// Where ga is BQ_DU / 2 (gc of BQ_DU or BQ_DU / 2), bq_dynamic_sets takes two groups a lane.
 static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p, const bq_t *x, bq_i *y,
                                                       bq_i64 r, int lane, int tpr) {
   // gc, ga and gl are powers of two: integer codes (bq_dynamic_groups) index by shifts,
@@ -289,6 +290,55 @@ static __device__ __forceinline__ void bq_groups_fast(const bq_dynamic_params &p
           bq_quantize_chunk(a[u], o, q);
           bq_store(y + (c0 + (bq_i64)u * gl) * BQ_VEC, o, w_out);
         }
+      }
+#endif
+    }
+  }
+}
+// Per group, fast shape, ga = BQ_DU / NS accesses a lane: a lane holds NS groups at once,
+// `per` groups apart (a team's groups at a time, as in bq_groups_fast), so that it keeps
+// BQ_DU accesses in flight, as the larger groups do. (With one group of two accesses a lane,
+// bf16 groups of 32 ran a quarter slower than groups of 128.) The groups' reductions are
+// the same maxima in another order: the same bits.
+template <int NS> static __device__ __forceinline__ void bq_groups_sets(const bq_dynamic_params &p, const bq_t *x,
+                                                                       bq_i *y, int lane, int tpr, bq_i64 r) {
+  constexpr int GA = BQ_DU / NS;
+  const bool sh = !BQ_FP8;
+  const int gc = (int)(p.group / BQ_VEC), lgc = __ffs(gc) - 1, lgl = lgc - (__ffs(GA) - 1);
+  const int gl = sh ? 1 << lgl : gc / GA, sub = lane & (gl - 1), w_out = bq_width(y);
+  const bq_i64 per = sh ? tpr >> lgl : tpr / gl;
+  for (bq_i64 g0 = 0; g0 < p.ngroups; g0 += NS * per) { // uniform trip count: shuffles need all lanes
+    const bq_i64 gb = g0 + (sh ? lane >> lgl : lane / gl);
+    bq_xchunk a[NS][GA];
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+      const bq_i64 g = gb + s * per, c0 = (sh ? g << lgc : g * gc) + sub;
+#pragma unroll
+      for (int u = 0; u < GA; u++)
+        if (g < p.ngroups) bq_load(a[s][u], x + (c0 + (bq_i64)u * gl) * BQ_VEC, 16);
+    }
+    bq_red red[NS];
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+      red[s] = bq_red_init();
+      bq_reduce_chunks(a[s], gb + s * per < p.ngroups, GA, red[s]);
+    }
+    bq_red_lanes_n<NS>(red, gl);
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+      const bq_i64 g = gb + s * per, c0 = (sh ? g << lgc : g * gc) + sub;
+      if (g >= p.ngroups) continue;
+      const bq_qp q = bq_params_of(red[s], (bq_c)p.bound);
+      if (sub == 0) bq_write_group(p, bq_pat(bq_pbase(r, p.grs), g, p.grs), g, q);
+      if (!BQ_WRITE_Y) continue;
+#if BQ_LEAN
+      bq_quantize_batch<true>(a[s], y, c0, gl, c0 + (bq_i64)GA * gl, q, w_out);
+#else
+#pragma unroll
+      for (int u = 0; u < GA; u++) {
+        bq_qchunk o;
+        bq_quantize_chunk(a[s][u], o, q);
+        bq_store(y + (c0 + (bq_i64)u * gl) * BQ_VEC, o, w_out);
       }
 #endif
     }
@@ -977,6 +1027,16 @@ extern "C" __global__ void __launch_bounds__(BQ_BLOCK) BQ_FN_DYNAMIC_STAGED(cons
 extern "C" __global__ void __launch_bounds__(256, BQ_GROUPS_MIN_BLOCKS) BQ_FN_DYNAMIC_GROUPS(const bq_dynamic_params p) {
   const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr;
   bq_groups_rows(p, threadIdx.x & (tpr - 1), tpr, teams, team);
+}
+#endif
+#if BQ_GRAN == BQ_GRAN_GROUP && BQ_E_DYNAMIC_SETS
+// Per group, the fast groups of BQ_DU or BQ_DU / 2 accesses, two a lane (bq_groups_sets), for
+// every code type: an entry of its own, as the other kernels' registers and code stay as they
+// were (inside them this path cost the groups of 128 up to 4%).
+extern "C" __global__ void __launch_bounds__(256) BQ_FN_DYNAMIC_SETS(const bq_dynamic_params p) {
+  const int tpr = p.tpr, teams = blockDim.x / tpr, team = threadIdx.x / tpr, lane = threadIdx.x & (tpr - 1);
+  for (bq_i64 r = (bq_i64)blockIdx.x * teams + team; r < p.rows; r += (bq_i64)gridDim.x * teams)
+    bq_groups_sets<2>(p, (const bq_t *)p.x + r * p.xs, (bq_i *)p.y + r * p.ys, lane, tpr, r);
 }
 #endif
 #if BQ_GRAN == BQ_GRAN_TOKEN

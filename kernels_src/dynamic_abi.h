@@ -13,12 +13,15 @@ enum {
                      group bq_dynamic_groups (integer codes' fast groups) */
   BQ__DYN_REDUCE, /* bq_dynamic_reduce, then bq_dynamic_apply: per tensor */
   BQ__DYN_APPLY,
-  BQ__DYN_STAGED  /* bq_dynamic_staged: per token, 16-bit rows staged in shared memory */
+  BQ__DYN_STAGED  /* bq_dynamic_staged: per token, 16-bit rows staged in shared memory; per
+                     group bq_dynamic_sets (fast groups of 2 or 4 accesses, two a lane) */
 };
+#define BQ__DYN_SETS BQ__DYN_STAGED
 #define BQ_FN_DYNAMIC bq_dynamic
 #define BQ_FN_DYNAMIC_LONG bq_dynamic_long
 #define BQ_FN_DYNAMIC_STAGED bq_dynamic_staged
 #define BQ_FN_DYNAMIC_GROUPS bq_dynamic_groups           /* per group, groups reduced across lanes */
+#define BQ_FN_DYNAMIC_SETS bq_dynamic_sets               /* per group, the same, two groups a lane */
 #define BQ_FN_DYNAMIC_REDUCE bq_dynamic_reduce
 #define BQ_FN_DYNAMIC_APPLY bq_dynamic_apply
 #define BQ_FN_DYNAMIC_TILES bq_dynamic_tiles           /* per block, rows 16-byte aligned, whole accesses */

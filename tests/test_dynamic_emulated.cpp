@@ -56,6 +56,7 @@ static void k1(const void *p) { emu_dyn::bq_dynamic_long(*(const bq_dynamic_para
 static void k2(const void *p) { emu_dyn::bq_dynamic_staged(*(const bq_dynamic_params *)p); }
 #else
 static void k1(const void *p) { emu_dyn::bq_dynamic_groups(*(const bq_dynamic_params *)p); }
+static void k2(const void *p) { emu_dyn::bq_dynamic_sets(*(const bq_dynamic_params *)p); }
 #endif
 #endif
 static emu_kernel g_last; /* the last kernel launched */
@@ -198,8 +199,8 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
 #else
   entry.fn[BQ__DYN_ROW] = (bq__CUfunction)k0;
   entry.fn[BQ__DYN_LONG] = (bq__CUfunction)k1;
-#if EMU_GRAN == BQ_GRAN_TOKEN
-  entry.fn[BQ__DYN_STAGED] = (bq__CUfunction)k2;
+#if EMU_GRAN == BQ_GRAN_TOKEN || EMU_GRAN == BQ_GRAN_GROUP
+  entry.fn[BQ__DYN_STAGED] = (bq__CUfunction)k2; /* (per group: BQ__DYN_SETS) */
 #endif
 #endif
   for (int e = 0; e < BQ__MAX_KERNELS; e++) plan.mod[e] = &entry;
@@ -254,12 +255,17 @@ static void run(bq_args a, int64_t xtot, int64_t ytot, int64_t nparams, int off_
   void *ws = ws_bytes ? (void *)(((uintptr_t)wsb.data() + 15) & ~(uintptr_t)15) : NULL;
   g_launches = 0;
   cr_assert_eq(bq_plan_run(&plan, &a, ws, ws_bytes, NULL), BQ_SUCCESS, "%s | %s", bq_last_error(), what);
-#if EMU_GRAN == BQ_GRAN_GROUP /* integer codes' fast groups in bq_dynamic_groups, FP8's and every other group
-                                 in bq_dynamic, and the host's cap on a fast-groups team, restated: four
-                                 warps for FP8 from 16-bit data, else two */
+#if EMU_GRAN == BQ_GRAN_GROUP /* fast groups of 2 or 4 accesses in bq_dynamic_sets, integer codes' other fast
+                                 groups in bq_dynamic_groups, FP8's and every other group in bq_dynamic, and
+                                 the host's cap on a fast-groups team, restated: four warps for FP8 from
+                                 16-bit data, else two */
   if (g_launches) {
-    cr_assert(g_last == (g_params.fast_groups && !FP8 ? (emu_kernel)k1 : (emu_kernel)k0), "fast_groups %d took "
-              "the other kernel | %s", g_params.fast_groups, what);
+    const int64_t gca = a.group_size * (int64_t)ts / 16; /* (accesses a group, where fast) */
+    const emu_kernel want = !g_params.fast_groups        ? (emu_kernel)k0
+                            : gca == 2 || gca == 4       ? (emu_kernel)k2
+                            : !FP8                       ? (emu_kernel)k1
+                                                         : (emu_kernel)k0;
+    cr_assert(g_last == want, "fast_groups %d took another kernel | %s", g_params.fast_groups, what);
     if (g_params.fast_groups)
       cr_assert(g_params.tpr <= (FP8 && ref_dtype_size(T) == 2 ? 128 : 64), "a fast-groups team of %d | %s",
                 g_params.tpr, what);
@@ -341,8 +347,11 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
     a.rows = rnd_range(1, rep < 30 ? 20 : 3);
 #if EMU_GRAN == BQ_GRAN_GROUP
     static const int64_t gs[] = {1, 2, 8, 16, 32, 64, 128, 256, 512, 1024, 7, 100, 4096};
-    const int64_t g = gs[rnd() % 13];
-    a.cols = g * rnd_range(1, g >= 256 ? 3 : 10);
+    /* every fourth case groups of 2 or 4 accesses, more of them than a team holds at once,
+       on aligned rows: bq_groups_sets, a lane's second group included */
+    const int sets = rep % 4 == 1;
+    const int64_t g = sets ? (int64_t)(64 / ref_dtype_size(T)) >> (rep / 4 % 2) : gs[rnd() % 13];
+    a.cols = g * (sets ? rnd_range(100, 400) : rnd_range(1, g >= 256 ? 3 : 10));
     a.group_size = g;
     a.group_row_stride = rnd() & 1 ? 0 : a.cols / g + rnd_range(1, 3);
     if (EMU_LAYOUT || X4) { /* the layout's own least and default */
@@ -350,7 +359,7 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
       a.group_row_stride = emu_pick_ld(&dd, &a);
     }
     np = 0; /* run() takes the layout's extent */
-    offx = rnd() & 1 ? 0 : offx; /* aligned rows take the shuffle path */
+    offx = rnd() & 1 || sets ? 0 : offx; /* aligned rows take the shuffle path */
 #elif EMU_GRAN == BQ_GRAN_BLOCK
     block_shape(&a, rep, &offx);
     np = 0;
@@ -363,6 +372,9 @@ Test(emulated_dynamic, shapes, .timeout = 600) {
 #if EMU_GRAN != BQ_GRAN_BLOCK /* (block_shape sets its own) */
     a.x_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9) * (rnd() & 1 ? 8 : 1);
     a.y_row_stride = rnd() & 1 ? 0 : a.cols + rnd_range(0, 9);
+#endif
+#if EMU_GRAN == BQ_GRAN_GROUP
+    if (sets && a.x_row_stride % 8) a.x_row_stride += 8 - a.x_row_stride % 8; /* (rows on the 16-byte grid) */
 #endif
     if (rep >= 40) { /* contiguous rows, a row stride of 0 or the row length */
       a.rows = rnd_range(2, 24);

@@ -1055,6 +1055,28 @@ Test(dynamic_edges, group_sizes)
       }
 }
 
+/* Groups of 4 and 2 accesses (bf16 32 and 16 elements, f32 16 and 8, f64 8 and 4) on aligned
+   rows of more groups than a team holds at once: bq_groups_sets, each lane's second group
+   included; integer codes (bq_dynamic_groups) and FP8 (bq_dynamic). */
+Test(dynamic_edges, group_sets)
+{
+  static const int64_t ngs[] = {300, 513, 1024};
+  int ti, which, h;
+  gpu_begin();
+  for (ti = 0; ti < 4; ti++)
+    for (which = 0; which < 3; which++)
+      for (h = 0; h < 2; h++) {
+        const bq_dtype T = g_types[ti];
+        const bq_desc d = which < 2 ? focus_desc(BQ_PER_GROUP, T, which)
+                                    : make_desc(BQ_PER_GROUP, T, BQ_E4M3, 0, BQ_F32, 0, 0);
+        const int64_t G = (64 / (int64_t)ref_dtype_size(T)) >> h, ng = PICK(ngs);
+        dcase c = group_case(&d, (int)rnd_range(1, 40), G, ng, rnd() & 1 ? 0 : ng + rnd_range(1, 5), 0, 0, 0, 0);
+        run_case(&c);
+        c = group_case(&d, 7, G, ng, 0, 8 * rnd_range(1, 4), rnd() & 1 ? 0 : odd_pad(), 0, (int)rnd_range(0, 15));
+        run_case(&c);
+      }
+}
+
 /* Per token: rows 1, 7, 256 and 70000 (past the 65535 of a grid's y/z dimension). */
 Test(dynamic_edges, token_row_counts)
 {

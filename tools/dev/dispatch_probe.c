@@ -6,7 +6,8 @@
    take arguments this tool does not fill.
      cc -std=c11 -O1 -D_POSIX_C_SOURCE=200809L tools/dev/dispatch_probe.c -o probe -ldl -lpthread -lm
      BARACUDA_QUANT_DRIVER=build/tests/libbq_fake_driver.so ./probe quantize fwd per_token bf16 s8 32776 4095
-   Words after the shape: g=N (group size), axis=N (per channel), xs=N and ys=N (row strides). */
+   Words after the shape: g=N (group size), axis=N (per channel), xs=N and ys=N (row strides),
+   st=TYPE (the scales' type, e.g. st=ue8m0). */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
 #include "../../baracuda_quant.h"
@@ -70,6 +71,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "axis=", 5)) a.axis = atoi(argv[i] + 5);
     else if (!strncmp(argv[i], "xs=", 3)) a.x_row_stride = atoll(argv[i] + 3);
     else if (!strncmp(argv[i], "ys=", 3)) a.y_row_stride = atoll(argv[i] + 3);
+    else if (!strncmp(argv[i], "st=", 3)) d.scale_type = (bq_dtype)pick(argv[i] + 3, BQ_F32, BQ_UE8M0, type_name);
     else {
       fprintf(stderr, "dispatch_probe: unknown word %s\n", argv[i]);
       return 64;
