@@ -15,7 +15,7 @@
    (reference.h's ref_scale_index) and leading dimensions, default or larger. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_sr.h"
 #include "reference_rotate.h"
 

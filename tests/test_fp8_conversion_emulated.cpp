@@ -14,7 +14,7 @@
    first), and random f64 values; bq_f8_to_c on all 256 codes. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference.h"
 
 #include "emulator/cuda_emulator.h"

@@ -14,7 +14,7 @@
    is slow. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_fused.h"
 #include "reference_mxops.h"
 

@@ -30,7 +30,7 @@
    driver/device every test is skipped. Every test is in the suite gpu_blocks (criterion's
    --filter takes the suite's name followed by a slash and a star). */
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_dynamic.h"
 #include "reference_sr.h"
 

@@ -3,7 +3,7 @@
    once, and a hit never waits for another key's compile. Skips without a driver. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 
 #include <criterion/criterion.h>
 #include <dirent.h>

@@ -21,7 +21,7 @@
    sm_89, every test is skipped. Inputs are drawn fresh each run (BQ_TEST_SEED replays). */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_linear.h"
 
 #include <criterion/criterion.h>

@@ -17,7 +17,7 @@
    Without a usable CUDA driver/device every test is skipped. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_linear.h"
 
 #include <criterion/criterion.h>

@@ -9,7 +9,7 @@
    skipped. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_rotate.h"
 
 #include <criterion/criterion.h>

@@ -13,7 +13,7 @@
    compared whole, guards and row gaps included. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_linear.h"
 
 #include "emulator/cuda_emulator.h"

@@ -8,7 +8,7 @@
    can take the block. Outputs are poisoned and compared whole, guards included. */
 #define _POSIX_C_SOURCE 200809L
 #define BARACUDA_QUANT_IMPLEMENTATION
-#include "../baracuda_quant.h"
+#include "header_o0.h" /* the header, its host code at -O0 */
 #include "reference_rotate.h"
 
 #include "emulator/cuda_emulator.h"
