@@ -98,7 +98,7 @@ meson compile -C build >/dev/null
 # Prints Criterion's lines and "check NAME: OK|FAIL|SKIP" lines for tools/test_summary.py;
 # a suite whose process exits non-zero (a sanitizer report) adds one failure.
 sanitized() {
-  local suites="reference validation validation_linear sku cache division env launch" t rc
+  local suites="reference validation validation_linear sku cache division env launch" t
   local targets="tests/fuzz_api tests/bq_fake_driver tests/bq_fake_nvrtc tools/baracuda-quant"
   for t in $suites; do targets="$targets tests/test_$t"; done
   echo "== sanitizers: building build-asan"
@@ -107,30 +107,44 @@ sanitized() {
     echo "check asan:build: FAIL"
     return
   fi
+  # Two streams side by side (most of their steps are one process each), each into its own
+  # log, printed in a fixed order after both end: the suites and the fuzz corpus; the tool
+  # and libFuzzer.
   (
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
     export BQ_TEST_SOURCE_DIR=$PWD BARACUDA_QUANT_QUIET=1 BQ_FAKE_DRIVER=$PWD/build-asan/tests/libbq_fake_driver.so
-    for t in $suites; do
-      echo "== sanitizers: test_$t (at $((SECONDS - started)) s)"
-      if [ $t = sku ]; then build-asan/tests/test_$t --verbose --filter 'sku/*'; else build-asan/tests/test_$t --verbose; fi
-      rc=$?
-      [ $rc = 0 ] || echo "check asan:test_$t: FAIL (exit $rc)"
-    done
-    echo "== sanitizers: the tool (tests/test_tool.sh) (at $((SECONDS - started)) s)"
-    if bash tests/test_tool.sh build-asan/tools/baracuda-quant "$BQ_FAKE_DRIVER" > build-asan/tool.log 2>&1; then
-      echo "check asan:tool: OK ($(tail -1 build-asan/tool.log))"
-    else
-      grep -E "^FAIL|ERROR|runtime error" build-asan/tool.log | head -20
-      echo "check asan:tool: FAIL"
-    fi
-    echo "== sanitizers: fuzz corpus (at $((SECONDS - started)) s)"
-    if build-asan/tests/fuzz_api tests/fuzz_corpus; then echo "check asan:fuzz_corpus: OK"
-    else echo "check asan:fuzz_corpus: FAIL"; fi
-    echo "== sanitizers: fuzz self-test, every enumerated plan, each buffer one element short (at $((SECONDS - started)) s)"
-    if build-asan/tests/fuzz_api --self-test; then echo "check asan:fuzz_self_test: OK"
-    else echo "check asan:fuzz_self_test: FAIL"; fi
-    libfuzzer
+    sanitized_suites "$suites" > build-asan/stream-suites.log 2>&1 &
+    sanitized_tool_and_libfuzzer > build-asan/stream-tool.log 2>&1
+    wait
+    cat build-asan/stream-suites.log build-asan/stream-tool.log
   )
+}
+sanitized_suites() {
+  local t rc
+  for t in $1; do
+    echo "== sanitizers: test_$t (at $((SECONDS - started)) s)"
+    if [ $t = sku ]; then build-asan/tests/test_$t --verbose --filter 'sku/*'; else build-asan/tests/test_$t --verbose; fi
+    rc=$?
+    [ $rc = 0 ] || echo "check asan:test_$t: FAIL (exit $rc)"
+  done
+  echo "== sanitizers: fuzz corpus (at $((SECONDS - started)) s)"
+  if build-asan/tests/fuzz_api tests/fuzz_corpus; then echo "check asan:fuzz_corpus: OK"
+  else echo "check asan:fuzz_corpus: FAIL"; fi
+  echo "== sanitizers: fuzz self-test, every enumerated plan, each buffer one element short (at $((SECONDS - started)) s)"
+  if build-asan/tests/fuzz_api --self-test; then echo "check asan:fuzz_self_test: OK"
+  else echo "check asan:fuzz_self_test: FAIL"; fi
+  echo "== sanitizers: suites and fuzz corpus done (at $((SECONDS - started)) s)"
+}
+sanitized_tool_and_libfuzzer() {
+  echo "== sanitizers: the tool (tests/test_tool.sh) (at $((SECONDS - started)) s)"
+  if bash tests/test_tool.sh build-asan/tools/baracuda-quant "$BQ_FAKE_DRIVER" > build-asan/tool.log 2>&1; then
+    echo "check asan:tool: OK ($(tail -1 build-asan/tool.log))"
+  else
+    grep -E "^FAIL|ERROR|runtime error" build-asan/tool.log | head -20
+    echo "check asan:tool: FAIL"
+  fi
+  libfuzzer
+  echo "== sanitizers: tool and libFuzzer done (at $((SECONDS - started)) s)"
 }
 libfuzzer() {
   local probe=build-asan/libfuzzer-probe.c secs=${BQ_FUZZ_SECONDS:-300} log=build-asan/libfuzzer.log
@@ -187,23 +201,23 @@ test)
   meson test -C build --print-errorlogs --verbose --num-processes 2 > build/test.log 2>&1
   rc=$?
   t1=$SECONDS
+  # The Python package beside the sanitizers: pip install . into a fresh venv under build/,
+  # then its CPU tests (the GPU tests skip without torch and a device).
+  python_tests > build/pytest.log 2>&1 &
+  pypid=$!
   sanitized > build/test-asan.log 2>&1
   t2=$SECONDS
-  set -e
-  grep -E '^[0-9]+/[0-9]+ |Synthesis|FAIL|Ok:|Fail:|Skipped:' build/test.log || true
-  grep -E '^(== |check |\[====\] Synthesis)' build/test-asan.log || true
-  # The Python package: pip install . into a fresh venv under build/, then its CPU tests
-  # (the GPU tests skip without torch and a device).
-  set +e
-  python_tests > build/pytest.log 2>&1
+  wait $pypid
   pyrc=$?
   t3=$SECONDS
   set -e
+  grep -E '^[0-9]+/[0-9]+ |Synthesis|FAIL|Ok:|Fail:|Skipped:' build/test.log || true
+  grep -E '^(== |check |\[====\] Synthesis)' build/test-asan.log || true
   grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' build/pytest.log || true
   summary=$(python3 tools/test_summary.py build/meson-logs/testlog.json build/test-asan.log build/pytest.xml)
   echo "wall time: $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s (installs, build and every suite)"
-  echo "phases: installs and build $((t0 - started)) s, suites $((t1 - t0)) s, sanitizers $((t2 - t1)) s," \
-    "python $((t3 - t2)) s"
+  echo "phases: installs and build $((t0 - started)) s, suites $((t1 - t0)) s, sanitizers $((t2 - t1)) s" \
+    "(python beside them, $((t3 - t2)) s after)"
   echo "$summary"
   case "$summary" in *" 0 failed,"*) ;; *) rc=1 ;; esac
   [ $rc -ne 0 ] || rc=$pyrc
