@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define REF_FP8_API static __attribute__((unused))
@@ -51,14 +52,23 @@ REF_FP8_API int ref_fp8_is_nan(uint8_t code, ref_fp8_kind k) {
   return e == (1 << f->ebits) - 1 && m != 0;
 }
 
+/* 2^p for the exponents a code's value takes (-9 to 15), built from its bits: exact, as
+   ldexp is, without a library call (the emulated GEMM suites decode every operand) */
+REF_FP8_API double ref_fp8_pow2(int p) {
+  const uint64_t u = (uint64_t)(p + 1023) << 52;
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
 REF_FP8_API double ref_fp8_to_double(uint8_t code, ref_fp8_kind k) {
   const ref_fp8_format *f = &ref_fp8_formats[k];
   int e = (code >> f->mbits) & ((1 << f->ebits) - 1), m = code & ((1 << f->mbits) - 1);
   double sign = (code & 0x80) ? -1.0 : 1.0;
   if (ref_fp8_is_nan(code, k)) return NAN;
   if (k == REF_E5M2 && e == (1 << f->ebits) - 1) return sign * INFINITY;
-  if (e == 0) return sign * ldexp((double)m, 1 - f->bias - f->mbits);
-  return sign * ldexp((double)((1 << f->mbits) | m), e - f->bias - f->mbits);
+  if (e == 0) return sign * (double)m * ref_fp8_pow2(1 - f->bias - f->mbits);
+  return sign * (double)((1 << f->mbits) | m) * ref_fp8_pow2(e - f->bias - f->mbits);
 }
 
 /* ---- encode, by fields ------------------------------------------------------------------ */

@@ -626,10 +626,15 @@ static inline void bq_mma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, un
   memcpy(emu_slot(emu_lane()), in, sizeof in);
   emu_warp_sync();
   int l = emu_lane(), g = l / 4, q = l % 4;
+  int a[2][32], b[2][32]; /* this lane's two rows of A and two columns of B, read once */
+  for (int k = 0; k < 32; k++) {
+    a[0][k] = emu_a(g, k), a[1][k] = emu_a(g + 8, k);
+    b[0][k] = emu_b(k, 2 * q), b[1][k] = emu_b(k, 2 * q + 1);
+  }
   for (int e = 0; e < 4; e++) {
-    int r = g + 8 * (e >> 1), n = 2 * q + (e & 1);
+    const int *ar = a[e >> 1], *bc = b[e & 1];
     unsigned s = (unsigned)d[e];
-    for (int k = 0; k < 32; k++) s += (unsigned)(emu_a(r, k) * emu_b(k, n));
+    for (int k = 0; k < 32; k++) s += (unsigned)(ar[k] * bc[k]);
     d[e] = (int)s;
   }
   emu_warp_sync();
@@ -641,11 +646,23 @@ static inline void bq_mma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, un
    f32. The tests' CPU reference uses the same model, so an emulated run checks the kernels'
    tiling, K order, promotion and epilogue bit for bit; the GPU tests bound the hardware. */
 static int emu_a_e5m2;
-static inline double emu_f8_value(unsigned b, int e5m2) {
+static inline double emu_f8_decode(unsigned b, int e5m2) {
   const int s = b >> 7, e = e5m2 ? (b >> 2) & 31 : (b >> 3) & 15, m = e5m2 ? b & 3 : b & 7, mb = e5m2 ? 2 : 3;
   const int bias = e5m2 ? 15 : 7;
   double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m / (double)(1 << mb), 1 - bias);
   return s ? -v : v;
+}
+/* by table: every operand of every product is decoded (two library calls each, most of
+   the emulated FP8 GEMM's time) */
+static inline double emu_f8_value(unsigned b, int e5m2) {
+  static const struct table {
+    double v[2][256];
+    table() {
+      for (int k = 0; k < 2; k++)
+        for (unsigned c = 0; c < 256; c++) v[k][c] = emu_f8_decode(c, k);
+    }
+  } t;
+  return t.v[e5m2 ? 1 : 0][b & 255u];
 }
 static inline unsigned emu_byte_of(int lane, int reg, int k) {
   unsigned w;
@@ -657,14 +674,18 @@ static inline void bq_mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, 
   memcpy(emu_slot(emu_lane()), in, sizeof in);
   emu_warp_sync();
   int l = emu_lane(), g = l / 4, q = l % 4;
-  for (int e = 0; e < 4; e++) {
-    int r = g + 8 * (e >> 1), n = 2 * q + (e & 1);
-    double s = 0;
-    for (int k = 0; k < 32; k++) {
-      unsigned a = emu_byte_of((r % 8) * 4 + (k % 16) / 4, (r >= 8) + 2 * (k >= 16), k);
-      unsigned b = emu_byte_of(n * 4 + (k % 16) / 4, 4 + (k >= 16), k);
-      s += emu_f8_value(a, emu_a_e5m2) * emu_f8_value(b, 0);
+  double a[2][32], b[2][32]; /* this lane's two rows of A and two columns of B, decoded once */
+  for (int k = 0; k < 32; k++) {
+    for (int h = 0; h < 2; h++) {
+      const int r = g + 8 * h, n = 2 * q + h;
+      a[h][k] = emu_f8_value(emu_byte_of((r % 8) * 4 + (k % 16) / 4, (r >= 8) + 2 * (k >= 16), k), emu_a_e5m2);
+      b[h][k] = emu_f8_value(emu_byte_of(n * 4 + (k % 16) / 4, 4 + (k >= 16), k), 0);
     }
+  }
+  for (int e = 0; e < 4; e++) {
+    const double *ar = a[e >> 1], *bc = b[e & 1];
+    double s = 0;
+    for (int k = 0; k < 32; k++) s += ar[k] * bc[k];
     d[e] = d[e] + (float)s;
   }
   emu_warp_sync();
