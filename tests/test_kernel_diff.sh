@@ -12,6 +12,7 @@ W=$(mktemp -d /tmp/bq_kernel_diff_test_XXXXXX)
 trap 'rm -rf "$W"' EXIT
 unset BARACUDA_QUANT_FORCE_PTX BARACUDA_QUANT_WGMMA BARACUDA_QUANT_NVRTC_OPTIONS
 export KERNEL_DIFF_NO_FETCH=1 # hermetic: SASS with a cuobjdump found, else bytes
+export KERNEL_DIFF_CACHE="$W/dumpers" # and its built dumpers in the test's own folder
 . "$(dirname "$0")/checks.sh"
 
 # five cheap SKUs: three affine kernels (one "A + B" line) and two dynamic ones
@@ -34,6 +35,8 @@ fi
 # ---- (a) the header against itself: every SKU identical ----
 if [ $rc = 0 ]; then ok "the header against itself (exit 0)"; else bad "the header against itself: exit $rc, want 0"; fi
 has "^5 specializations: 5 identical, 0 same SASS, 0 differ, 0 only in one$" "5 identical"
+[ "$(find "$W/dumpers" -name 'kernel_dump-*' -type f | wc -l)" = 1 ] && ok "one dumper built and kept" ||
+  bad "dumpers kept: $(ls "$W/dumpers" 2>&1)"
 hasnt "^differs\|^only in\|^neither" "no SKU line"
 
 # a git revision against itself, where this is a git checkout
@@ -59,6 +62,8 @@ else
   # --family keeps the dynamic ones alone: identical
   expect 0 "--family dynamic over the changed header" "$KD" "$H" "$W/changed.h" --skus "$W/skus" --family dynamic -j 2
   has "^2 specializations: 2 identical" "the two dynamic SKUs identical"
+  [ "$(find "$W/dumpers" -name 'kernel_dump-*' -type f | wc -l)" = 2 ] && ok "the second run built the changed side alone" ||
+    bad "dumpers kept: $(ls "$W/dumpers" 2>&1)"
 fi
 
 # ---- an unused device variable: other cubin bytes, the same code ----

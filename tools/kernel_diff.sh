@@ -25,7 +25,8 @@
 # does not name or cannot build is "only in OLD" or "only in NEW"; one neither builds, "built
 # by neither". One line per SKU that is not identical, then "N specializations: N identical,
 # N same SASS, N differ, N only in one" (-q: the summary alone). --keep DIR keeps the
-# binaries (DIR/old/out, DIR/new/out: replaced) and the SASS of the pairs compared. Exit 0 when none differs, 1 when some
+# binaries (DIR/old/out, DIR/new/out: replaced) and the SASS of the pairs compared. Each
+# header's dumper is kept, by content, in KERNEL_DIFF_CACHE (see build() below). Exit 0 when none differs, 1 when some
 # differ (or neither header builds one), 2 on a usage error, 3 when the comparison could not
 # run (a dumper did not build, NVRTC missing).
 set -u
@@ -155,14 +156,26 @@ if [ $ALL = 1 ]; then SEL+=(--all); else SEL+=(--skus "$SKUS"); fi
 [ -n "$FILTER" ] && SEL+=(--filter "$FILTER")
 
 # build SIDE: the dumper against that side's header; headers that lack the tools' helpers
-# get the dumper's own
+# get the dumper's own. A dumper built before for the same header, dumper source, options and
+# compiler is taken from DUMP_CACHE (KERNEL_DIFF_CACHE, default
+# ${XDG_CACHE_HOME:-~/.cache}/baracuda_quant-tools/kernel_dump; a directory that cannot be
+# made is no cache): comparing against HEAD again and again builds HEAD's once.
+DUMP_CACHE=${KERNEL_DIFF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/baracuda_quant-tools/kernel_dump}
 build() {
-  local side=$1 h="$W/$1/baracuda_quant.h" defs=()
+  local side=$1 h="$W/$1/baracuda_quant.h" defs=() key cached
   grep -q 'bq__desc_from_sku(' "$h" || defs+=(-DKD_NO_DESC_FROM_SKU)
   grep -q 'bq__all_descs(' "$h" || defs+=(-DKD_NO_ALL_DESCS)
   grep -q 'bq__target_for(' "$h" || defs+=(-DKD_NO_TARGET_FOR)
+  key=$( { cat "$h" "$DUMP_SRC"; echo "${defs[*]} ${CC:-cc}"; "${CC:-cc}" --version 2>&1; } | sha256sum | cut -c1-32)
+  cached="$DUMP_CACHE/kernel_dump-$key"
+  if [ -x "$cached" ] && cp "$cached" "$W/$side/kernel_dump" 2>/dev/null; then return 0; fi
   "${CC:-cc}" -std=c11 -D_POSIX_C_SOURCE=200809L -O1 "${defs[@]}" -DBARACUDA_QUANT_IMPLEMENTATION -DBARACUDA_QUANT_TOOLS \
-    -include "$h" "$DUMP_SRC" -o "$W/$side/kernel_dump" -ldl -lpthread -lm >"$W/$side/cc.log" 2>&1
+    -include "$h" "$DUMP_SRC" -o "$W/$side/kernel_dump" -ldl -lpthread -lm >"$W/$side/cc.log" 2>&1 || return 1
+  # (a copy under a private name, then a rename: a concurrent run never sees half a file)
+  if mkdir -p "$DUMP_CACHE" 2>/dev/null && cp "$W/$side/kernel_dump" "$cached.$$.$side" 2>/dev/null; then
+    mv -f "$cached.$$.$side" "$cached" 2>/dev/null || rm -f "$cached.$$.$side"
+  fi
+  return 0
 }
 t0=$(date +%s.%N)
 if cmp -s "$W/old/baracuda_quant.h" "$W/new/baracuda_quant.h"; then
