@@ -13,9 +13,7 @@
    (B x B tiles, edge tiles partial), MN-major per-group scales (layout=mn) and packed UE8M0
    scales (scale=ue8m0x4, no zero points) run the same tests with their own scale indexing
    (reference.h's ref_scale_index) and leading dimensions, default or larger. */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference_sr.h"
 #include "reference_rotate.h"
 

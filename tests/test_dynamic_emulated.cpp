@@ -15,9 +15,7 @@
    never written) and packed UE8M0 (scale=ue8m0x4: each row's bytes past its last group
    written 0) index their parameters by reference.h's ref_scale_index; the scale buffer is
    compared whole, guards and padding included. */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference_dynamic.h"
 #include "reference_rotate.h"
 

@@ -12,9 +12,7 @@
    f64 data: values within a few f64 ulps of each boundary and nearer to it than half an f32
    ulp (where a plain round to f32 would land on the tie: bq_f8_of_c rounds to odd into f32
    first), and random f64 values; bq_f8_to_c on all 256 codes. */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference.h"
 
 #include "emulator/cuda_emulator.h"

@@ -11,9 +11,7 @@
    of K to the accumulator; chaining them instead fails here), the scales' flags and the
    epilogue. test_gpu_linear bounds the hardware's sums. Built once per specialization
    (EMU_SPEC); outputs are poisoned and compared whole, guards and row gaps included. */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference_linear.h"
 
 #include "emulator/cuda_emulator.h"

@@ -12,9 +12,7 @@
    (tests/meson.build names it; tests/emu_spec.c writes the header EMU_SPEC). Outputs are
    poisoned and compared whole, guards and row gaps included. Small shapes: the emulator
    is slow. */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference_fused.h"
 #include "reference_mxops.h"
 

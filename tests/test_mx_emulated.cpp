@@ -18,9 +18,7 @@
    The fused rotation's builds (rot=1) run every case on bq_mx_lanes' grid with a random block
    (2 to 32 accesses), against reference_rotate.h's rotation followed by the reference (or
    preceded by it, for dequantize). */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference_mxops.h"
 
 #include "emulator/cuda_emulator.h"

@@ -6,9 +6,7 @@
    path of a lane's accesses), seeds, rows shorter than a warp's segment (idle lanes), and
    data with zeros, NaN, inf and wide magnitudes; each entry point is also forced where it
    can take the block. Outputs are poisoned and compared whole, guards included. */
-#define _POSIX_C_SOURCE 200809L
-#define BARACUDA_QUANT_IMPLEMENTATION
-#include "header_o0.h" /* the header, its host code at -O0 */
+#include <emu_prefix.h> /* the header, references, emulator and Criterion: precompiled */
 #include "reference_rotate.h"
 
 #include "emulator/cuda_emulator.h"
